@@ -1,0 +1,50 @@
+"""The exception hierarchy of retrieval-checks.
+
+Every error the library raises on purpose derives from :class:`RetrievalChecksError`,
+so ``except RetrievalChecksError`` catches all of them. Errors about the caller's
+input also derive from :class:`ValueError` so that generic handlers keep working.
+Messages name the array, field or metric at fault and say how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RetrievalChecksError",
+    "InputError",
+    "MetricNameError",
+    "EmptyQueriesError",
+    "BackendError",
+]
+
+
+class RetrievalChecksError(Exception):
+    """Base class of every error raised by retrieval-checks."""
+
+
+class InputError(RetrievalChecksError, ValueError):
+    """An input array, label set, id set or option is invalid."""
+
+
+class MetricNameError(InputError):
+    """A metric name is unknown or malformed.
+
+    ``suggestion`` holds the closest canonical name, when one is close enough.
+    """
+
+    def __init__(self, message: str, *, name: str, suggestion: str | None = None):
+        super().__init__(message)
+        self.name = name
+        self.suggestion = suggestion
+
+
+class EmptyQueriesError(InputError):
+    """Queries without any relevant gallery item, under ``empty_queries="error"``
+    (or when no query at all has a relevant item)."""
+
+    def __init__(self, message: str, *, indices):
+        super().__init__(message)
+        self.indices = indices
+
+
+class BackendError(RetrievalChecksError):
+    """The requested compute device or backend is not available."""
