@@ -1,0 +1,314 @@
+"""The streaming engine: exact ranks of relevant items in one memory-bounded pass.
+
+The pass is a list of independent tasks, one per block of queries. A task computes
+the block's similarities against the whole gallery, tile by tile (fixed tile shapes,
+so a pair's score never depends on where it sits), reads off the relevant and self
+pairs, masks them with -inf, and counts for every relevant item how many
+non-relevant items score at least as high (pessimistic) or higher (optimistic).
+That count gives the item's exact rank; every ranking metric follows from the ranks.
+Partial results merge by concatenation and addition (:class:`BlockPartial`), so
+tasks may run in any order or place.
+
+Memory: one block of ``b x n_gallery`` float32 scores plus the block's relevant
+pairs; ``b`` is chosen from the budget. Time: one GEMM pass plus a scan of the
+scores that reach a row's lowest relevant score, each followed by a binary search
+among that row's relevant scores.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _kernels
+from ._backend import Backend
+from ._inputs import Csr
+
+__all__ = ["Problem", "BlockPartial", "plan_blocks", "run_block", "run_binning_block"]
+
+
+@dataclass
+class Problem:
+    """A prepared evaluation: arrays on the backend plus the pair structure."""
+
+    backend: Backend
+    Q: object  # (n_q x d) float32 on the backend; rows normalised for cosine
+    Gp: object  # (n_chunks * c x d), gallery padded with zero rows
+    n_g: int
+    c: int  # gallery chunk width
+    b: int  # query block height
+    similarity: str
+    strict: bool  # optimistic ties
+    relevant: "RelevanceSource"
+    self_pairs: Csr
+    qn: object = None  # squared norms for neg_l2
+    gn: object = None
+    _buffers: tuple | None = field(default=None, repr=False)
+
+    @property
+    def n_q(self) -> int:
+        return int(self.Q.shape[0])
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.Gp.shape[0]) // self.c
+
+
+class RelevanceSource:
+    """Relevant gallery items of a block of queries (self matches removed)."""
+
+    def __init__(self, *, q_codes=None, g_codes=None, csr: Csr | None = None, self_pairs: Csr, n_g: int):
+        self.n_g = n_g
+        self.self_pairs = self_pairs
+        self.csr = csr
+        if csr is None:
+            self.q_codes = q_codes
+            self.g_order = np.argsort(g_codes, kind="stable").astype(np.int64)
+            self.g_sorted = g_codes[self.g_order]
+
+    def block(self, start: int, stop: int) -> Csr:
+        if self.csr is not None:
+            rel = self.csr.rows(start, stop)
+        else:
+            codes = self.q_codes[start:stop]
+            lo = np.searchsorted(self.g_sorted, codes, side="left")
+            hi = np.searchsorted(self.g_sorted, codes, side="right")
+            from ._inputs import ranges_to_csr
+
+            rel = ranges_to_csr(self.g_order, lo, hi)
+        own = self.self_pairs.rows(start, stop)
+        if own.indices.size == 0 or rel.indices.size == 0:
+            return rel
+        n_g = self.n_g
+        keys = rel.row_ids() * n_g + rel.indices
+        self_keys = own.row_ids() * n_g + own.indices
+        keep = ~np.isin(keys, self_keys)
+        if keep.all():
+            return rel
+        rid = rel.row_ids()[keep]
+        indptr = np.zeros(rel.n_rows + 1, np.int64)
+        np.cumsum(np.bincount(rid, minlength=rel.n_rows), out=indptr[1:])
+        return Csr(indptr, rel.indices[keep])
+
+    def counts(self, n_q: int, block: int = 65536) -> np.ndarray:
+        """Number of relevant gallery items of every query (self matches excluded)."""
+        out = np.zeros(n_q, np.int64)
+        for s in range(0, n_q, block):
+            e = min(n_q, s + block)
+            out[s:e] = self.block(s, e).row_counts()
+        return out
+
+
+def plan_blocks(n_q: int, b: int) -> list[tuple[int, int]]:
+    """The task list: contiguous query blocks ``[start, stop)``."""
+    return [(s, min(n_q, s + b)) for s in range(0, n_q, b)]
+
+
+@dataclass
+class BlockPartial:
+    """A task's result. Merging: concatenate the per-query parts in block order; add
+    ``fixed_fp``; concatenate ``positives`` and feed ``negatives`` to one tail."""
+
+    start: int
+    stop: int
+    indptr: np.ndarray  # block-local CSR over relevant items
+    rank: np.ndarray  # 1-based rank of each relevant item
+    position: np.ndarray  # 0-based position among the row's relevant items, best first
+    positives: np.ndarray | None = None  # relevant-pair scores (float32)
+    negatives: np.ndarray | None = None  # every negative >= negatives_tau
+    negatives_tau: float = -math.inf
+    fixed_fp: np.ndarray | None = None  # negatives >= each fixed threshold
+
+
+# ----------------------------------------------------------------------------- tiles
+def _block_scores(p: Problem, start: int, stop: int):
+    """The block's scores as (n_chunks, b, c), on the backend, in a buffer reused by
+    every block (fresh multi-hundred-MB buffers cost page faults on each block)."""
+    be = p.backend
+    m = stop - start
+    if p._buffers is None:
+        p._buffers = (be.zeros((p.b, p.Q.shape[1])), be.empty((p.n_chunks, p.b, p.c)), be.zeros((p.b,)))
+    Qb, S, qn = p._buffers
+    Qb[:m] = p.Q[start:stop]
+    if m < p.b:
+        Qb[m:] = 0.0
+    if p.similarity == "neg_l2":
+        qn[:m] = p.qn[start:stop]
+    for k in range(p.n_chunks):
+        Gk = p.Gp[k * p.c : (k + 1) * p.c]
+        be.matmul_into(Qb, Gk, S[k])
+        if p.similarity == "neg_l2":
+            be.neg_l2_inplace(S[k], qn, p.gn[k * p.c : (k + 1) * p.c])
+    tail = p.n_g - (p.n_chunks - 1) * p.c
+    if tail < p.c:
+        S[p.n_chunks - 1, :, tail:] = -math.inf
+    return S
+
+
+def _take_and_mask(p: Problem, S, rel: Csr, own: Csr):
+    """Relevant scores (float32, block-CSR order); relevant and self pairs set to -inf."""
+    be = p.backend
+    rid = rel.row_ids()
+    cols = rel.indices
+    k, j = cols // p.c, cols % p.c
+    if not be.is_cuda:
+        Sn = be.to_numpy(S)
+        vals = Sn[k, rid, j].copy()
+        Sn[k, rid, j] = -np.inf
+        if own.indices.size:
+            oc = own.indices
+            Sn[oc // p.c, own.row_ids(), oc % p.c] = -np.inf
+        return vals
+    import torch
+
+    dev = S.device
+    kt, rt, jt = (torch.from_numpy(a).to(dev) for a in (k, rid, j))
+    vals = S[kt, rt, jt].clone()
+    S[kt, rt, jt] = -math.inf
+    if own.indices.size:
+        oc = own.indices
+        idx = tuple(torch.from_numpy(a).to(dev) for a in (oc // p.c, own.row_ids(), oc % p.c))
+        S[idx] = -math.inf
+    return vals
+
+
+def _sort_within_rows(vals, rel: Csr, be: Backend):
+    """Relevant scores sorted ascending inside each row (numpy float32)."""
+    if be.is_cuda:
+        import torch
+
+        rid = torch.from_numpy(rel.row_ids()).to(vals.device)
+        # stable two-key sort: by value, then by row
+        v_sorted, order = torch.sort(vals, stable=True)
+        r2 = rid[order]
+        r_sorted, order2 = torch.sort(r2, stable=True)
+        return v_sorted[order2]
+    order = np.lexsort((vals, rel.row_ids()))
+    return vals[order]
+
+
+def _count_torch(S, m: int, n_g: int, indptr: np.ndarray, rel_sorted, strict: bool):
+    """The vectorised twin of :func:`_kernels.count_above_relevant` (CUDA, or tests)."""
+    import torch
+
+    dev = S.device
+    counts = np.diff(indptr)
+    r_max = int(counts.max()) if counts.size else 0
+    out = torch.zeros(rel_sorted.shape[0], dtype=torch.int64, device=dev)
+    if r_max == 0:
+        return out.cpu().numpy()
+    rid = torch.from_numpy(np.repeat(np.arange(m), counts)).to(dev)
+    col = torch.from_numpy(np.arange(indptr[-1]) - np.repeat(indptr[:-1], counts)).to(dev)
+    padded = torch.full((m, r_max), math.inf, dtype=torch.float32, device=dev)
+    padded[rid, col] = rel_sorted
+    hist = torch.zeros((m, r_max + 1), dtype=torch.int64, device=dev)
+    for k in range(S.shape[0]):
+        tile = S[k, :m].contiguous()
+        pos = torch.searchsorted(padded, tile, right=not strict)
+        hist.scatter_add_(1, pos, torch.ones_like(pos))
+    # negatives with insertion position p count against relevant items 0..p-1
+    suffix = hist.flip(1).cumsum(1).flip(1)  # suffix[t] = sum_{p >= t} hist[p]
+    out = suffix[rid, col + 1]
+    return out.cpu().numpy()
+
+
+def _seed_tail_threshold(Sn: np.ndarray, m: int, n_g: int, capacity: int) -> float:
+    """A threshold with at least ``capacity`` of this block's negatives at or above it,
+    from a 65536-bin histogram of order-preserving float keys: keeps the first block
+    from collecting every negative while the tail threshold is still -inf. Any such
+    threshold is a valid (exact) tail threshold, since the whole pass has at least as
+    many negatives above it as this block has."""
+    hist = np.zeros(65536, np.int64)
+    _kernels.key_histogram(Sn.view(np.uint32), m, n_g, hist)
+    above = np.cumsum(hist[::-1])[::-1]  # above[t] = values in bins >= t
+    ok = np.flatnonzero(above >= capacity)
+    if ok.size == 0:
+        return -math.inf
+    t = int(ok[-1])
+    return _kernels.key_to_float(np.uint32(t << 16))
+
+
+# ----------------------------------------------------------------------------- tasks
+def run_block(
+    p: Problem,
+    start: int,
+    stop: int,
+    *,
+    want_pairs: bool = False,
+    tail_tau: float = -math.inf,
+    fixed_thresholds: np.ndarray | None = None,
+    tail_capacity: int | None = None,
+    use_kernels: bool = True,
+) -> BlockPartial:
+    """One task: exact ranks of the relevant items of queries ``[start, stop)``."""
+    be = p.backend
+    m = stop - start
+    rel = p.relevant.block(start, stop)
+    own = p.self_pairs.rows(start, stop)
+    S = _block_scores(p, start, stop)
+    vals = _take_and_mask(p, S, rel, own)
+    rel_sorted = _sort_within_rows(vals, rel, be)
+    if be.is_cuda:
+        above = _count_torch(S, m, p.n_g, rel.indptr, rel_sorted, p.strict)
+    elif not use_kernels:  # the CUDA code path, run on CPU (tests)
+        import torch
+
+        above = _count_torch(torch.from_numpy(be.to_numpy(S)), m, p.n_g, rel.indptr,
+                             torch.from_numpy(rel_sorted), p.strict)
+    else:
+        above = np.empty(rel_sorted.shape[0], np.int64)
+        _kernels.count_above_relevant(be.to_numpy(S), m, p.n_g, rel.indptr, rel_sorted, p.strict, above)
+    counts = rel.row_counts()
+    rid = rel.row_ids()
+    j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
+    position = counts[rid] - 1 - j
+    rank = 1 + position + above
+    part = BlockPartial(start, stop, rel.indptr, rank, position)
+    if want_pairs:
+        part.positives = rel_sorted.cpu().numpy() if be.is_cuda else rel_sorted
+        if be.is_cuda:
+            import torch
+
+            view = S[:, :m]
+            if not math.isfinite(tail_tau) and tail_capacity is not None:
+                n_block = int((view > -math.inf).sum())
+                if n_block > tail_capacity:
+                    flat = view[view > -math.inf]
+                    tail_tau = float(torch.kthvalue(flat, n_block - tail_capacity + 1).values)
+            part.negatives = view[view >= tail_tau].cpu().numpy()
+            if fixed_thresholds is not None and fixed_thresholds.size:
+                thr = torch.from_numpy(fixed_thresholds).to(S.device)
+                part.fixed_fp = np.array([int((view >= t).sum()) for t in thr], np.int64)
+        else:
+            Sn = be.to_numpy(S)
+            if not math.isfinite(tail_tau) and tail_capacity is not None:
+                tail_tau = _seed_tail_threshold(Sn, m, p.n_g, tail_capacity)
+            part.negatives = _kernels.collect_at_least(Sn, m, p.n_g, np.float32(tail_tau))
+            if fixed_thresholds is not None and fixed_thresholds.size:
+                fp = np.zeros(fixed_thresholds.size, np.int64)
+                _kernels.count_at_least(Sn, m, p.n_g, fixed_thresholds, fp)
+                part.fixed_fp = fp
+        part.negatives_tau = float(tail_tau)
+    return part
+
+
+def run_binning_block(p: Problem, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray) -> None:
+    """Second-pass task: bin the block's negatives against the sorted positive scores."""
+    be = p.backend
+    m = stop - start
+    rel = p.relevant.block(start, stop)
+    own = p.self_pairs.rows(start, stop)
+    S = _block_scores(p, start, stop)
+    _take_and_mask(p, S, rel, own)
+    if be.is_cuda:
+        import torch
+
+        u = torch.from_numpy(sorted_positive).to(S.device)
+        view = S[:, :m].reshape(-1)
+        view = view[view >= u[0]]
+        pos = torch.searchsorted(u, view, right=True)
+        out += torch.bincount(pos, minlength=u.numel() + 1).cpu().numpy()
+        return
+    _kernels.bin_against_sorted(be.to_numpy(S), m, p.n_g, sorted_positive, out)
