@@ -1,0 +1,250 @@
+"""The engine equals the dense brute-force reference (tests/reference.py).
+
+Tie-heavy data uses small integer embeddings, whose similarities are exact in
+float32 whatever the summation order, so every tie is a true tie on both sides
+and results must agree exactly. Tie-free data uses Gaussian embeddings and must
+agree to 1e-6 with the float64 reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import retrieval_checks as rc
+from reference import aggregate, pair_reference, reference
+
+QUERY_METRICS = ["map", "map@R", "r_precision", "mrr", "medr", "meanr"]
+K_FAMILIES = ["hit_rate", "recall", "precision", "map", "map_cut", "map_capped"]
+TILES = [None, (1, 1), (1, 7), (2, 3), (3, 5), (7, 13), (64, 1000)]
+
+
+def _metrics(min_candidates):
+    ks = sorted({1, min(2, min_candidates), min(5, min_candidates)})
+    return QUERY_METRICS + [f"{f}@{k}" for f in K_FAMILIES for k in ks]
+
+
+def _check(result, ref_values, atol):
+    for name, ref in ref_values.items():
+        got = result.per_query[name]
+        assert np.array_equal(np.isnan(got), np.isnan(ref)), name
+        np.testing.assert_allclose(got[~np.isnan(got)], ref[~np.isnan(ref)], atol=atol, rtol=0, err_msg=name)
+        if (~np.isnan(ref)).any():
+            assert result[name] == pytest.approx(aggregate(name, ref), abs=atol), name
+
+
+@st.composite
+def tie_heavy_problem(draw):
+    d = draw(st.integers(1, 4))
+    n_q = draw(st.integers(1, 25))
+    n_g = draw(st.integers(2, 30))
+    Q = draw(st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=n_q, max_size=n_q))
+    G = draw(st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=n_g, max_size=n_g))
+    n_labels = draw(st.integers(1, 5))
+    ql = draw(st.lists(st.integers(0, n_labels), min_size=n_q, max_size=n_q))
+    gl = draw(st.lists(st.integers(0, n_labels), min_size=n_g, max_size=n_g))
+    # ids: gallery ids drawn from a pool overlapping the query ids, duplicates allowed
+    q_ids = draw(st.permutations(list(range(n_q))))
+    g_ids = draw(st.lists(st.integers(0, n_q + n_g), min_size=n_g, max_size=n_g))
+    return (np.array(Q, np.float32), np.array(G, np.float32), np.array(ql), np.array(gl),
+            np.array(q_ids), np.array(g_ids))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=tie_heavy_problem(), ties=st.sampled_from(["pessimistic", "optimistic"]),
+       similarity=st.sampled_from(["dot", "neg_l2"]), tile=st.sampled_from(TILES),
+       use_ids=st.booleans(), kernels=st.booleans())
+def test_tie_heavy_query_gallery_with_overlap(problem, ties, similarity, tile, use_ids, kernels):
+    Q, G, ql, gl, q_ids, g_ids = problem
+    ids = dict(query_ids=q_ids, gallery_ids=g_ids) if use_ids else {}
+    keep = (q_ids[:, None] != g_ids[None, :]) if use_ids else np.ones((len(Q), len(G)), bool)
+    min_cand = int(keep.sum(1).min())
+    if min_cand == 0:
+        with pytest.raises(rc.InputError, match="no gallery item left"):
+            rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["map"], similarity=similarity, **ids)
+        return
+    metrics = _metrics(min_cand)
+    ref_vals, _, _ = reference(Q, G, ql, gl, metrics, q_ids=q_ids if use_ids else None,
+                               g_ids=g_ids if use_ids else None, similarity=similarity, ties=ties)
+    if np.isnan(ref_vals["map"]).all():
+        with pytest.raises(rc.EmptyQueriesError):
+            rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, similarity=similarity, **ids)
+        return
+    res = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, similarity=similarity,
+                      ties=ties, tile=tile, _use_kernels=kernels, **ids)
+    _check(res, ref_vals, atol=1e-12)
+    assert res.n_skipped == int(np.isnan(ref_vals["map"]).sum())
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(3, 60), d=st.integers(2, 8),
+       n_labels=st.integers(1, 8), tile=st.sampled_from(TILES), kernels=st.booleans())
+def test_tie_free_leave_one_out_cosine(seed, n, d, n_labels, tile, kernels):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.integers(0, n_labels, n)
+    metrics = _metrics(n - 1)
+    ref_vals, _, _ = reference(X, X, y, y, metrics, q_ids=np.arange(n), g_ids=np.arange(n))
+    if np.isnan(ref_vals["map"]).all():
+        return
+    res = rc.evaluate(X, query_labels=y, metrics=metrics, tile=tile, _use_kernels=kernels)
+    _check(res, ref_vals, atol=1e-6)
+
+
+def test_constant_scorer_gets_the_worst_score():
+    """Every item identical: pessimistic ties put each relevant item behind all others."""
+    X = np.ones((40, 8), np.float32)
+    y = np.repeat(np.arange(4), 10)
+    res = rc.evaluate(X, query_labels=y, metrics=["map", "hit_rate@1", "mrr", "r_precision", "medr"])
+    # each query: 9 relevant, 30 non-relevant ahead of them all
+    ranks = np.arange(31, 40)
+    assert res["map"] == pytest.approx(np.mean(np.arange(1, 10) / ranks))
+    assert res["hit_rate@1"] == 0.0 and res["r_precision"] == 0.0
+    assert res["mrr"] == pytest.approx(1 / 31)
+    assert res["medr"] == 31
+    best = rc.evaluate(X, query_labels=y, metrics=["map", "hit_rate@1"], ties="optimistic")
+    assert best["map"] == 1.0 and best["hit_rate@1"] == 1.0
+
+
+def test_duplicates_under_cosine_tie_exactly_across_chunks():
+    """Duplicated gallery rows land in different chunks and still tie bit-for-bit."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(30, 16)).astype(np.float32)
+    G = np.concatenate([base, base[::-1]])  # every vector twice, far apart
+    gl = np.concatenate([np.arange(30) % 3, (np.arange(30) % 3 + 1)[::-1] % 3])
+    Q = rng.normal(size=(12, 16)).astype(np.float32)
+    ql = np.arange(12) % 3
+    metrics = ["map", "mrr", "r_precision", "precision@5"]
+    # the reference rounds its float64 scores so that duplicates compare equal
+    for tile in [None, (1, 7), (5, 11)]:
+        for ties in ["pessimistic", "optimistic"]:
+            res = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, tile=tile, ties=ties)
+            ref_t, _, _ = reference(Q, G, ql, gl, metrics, ties=ties, decimals=9)
+            _check(res, ref_t, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(4, 50), tile=st.sampled_from(TILES),
+       level=st.sampled_from([0.1, 0.25, 0.5, 0.9, 1.0]), threshold=st.sampled_from([-0.5, 0.0, 0.3]),
+       kernels=st.booleans())
+def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, threshold, kernels):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = rng.integers(0, 4, n)
+    names = [f"recall_at_precision@{level}", f"precision_at_recall@{level}",
+             f"pair_precision@t={threshold}", f"pair_recall@t={threshold}", f"pair_f1@t={threshold}"]
+    _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(n), g_ids=np.arange(n))
+    if pos.size == 0:
+        with pytest.raises(rc.InputError):
+            rc.evaluate(X, query_labels=y, metrics=names)
+        return
+    res = rc.evaluate(X, query_labels=y, metrics=names, tile=tile, _use_kernels=kernels)
+    for name in names:
+        canonical = rc.canonical_metric_name(name)
+        assert res[canonical] == pytest.approx(pair_reference(pos, neg, name), abs=1e-12), name
+
+
+def test_precision_at_recall_falls_back_to_an_exact_binning_pass():
+    """A tail too small to certify the answer triggers the second pass; same answer."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 3)).astype(np.float32)
+    y = rng.integers(0, 3, 300)
+    _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(300), g_ids=np.arange(300))
+    from retrieval_checks import _pairs
+
+    original = _pairs.tail_capacity
+    try:
+        _pairs.tail_capacity = lambda specs, n: 5  # force an uncertifiable tail
+        import retrieval_checks._evaluate as ev
+
+        ev.tail_capacity = _pairs.tail_capacity
+        res = rc.evaluate(X, query_labels=y, metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"])
+    finally:
+        _pairs.tail_capacity = original
+        ev.tail_capacity = original
+    assert res["precision_at_recall@0.5"] == pytest.approx(pair_reference(pos, neg, "precision_at_recall@0.5"))
+
+
+def test_explicit_relevance_matches_labels():
+    rng = np.random.default_rng(1)
+    Q = rng.normal(size=(20, 5)).astype(np.float32)
+    G = rng.normal(size=(50, 5)).astype(np.float32)
+    ql, gl = rng.integers(0, 4, 20), rng.integers(0, 4, 50)
+    rel = [np.flatnonzero(gl == ql[i]).tolist() for i in range(20)]
+    metrics = ["map", "hit_rate@3", "map@R"]
+    a = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics)
+    b = rc.evaluate(Q, G, relevance=rel, metrics=metrics)
+    import scipy.sparse as sp
+
+    c = rc.evaluate(Q, G, relevance=sp.csr_matrix(ql[:, None] == gl[None, :]), metrics=metrics)
+    for name in metrics:
+        assert a[name] == b[name] == c[name]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_permuting_queries_and_gallery_changes_nothing(seed):
+    rng = np.random.default_rng(seed)
+    Q = rng.integers(-2, 3, size=(15, 3)).astype(np.float32)
+    G = rng.integers(-2, 3, size=(25, 3)).astype(np.float32)
+    ql, gl = rng.integers(0, 3, 15), rng.integers(0, 3, 25)
+    metrics = ["map", "map@R", "hit_rate@2", "mrr", "r_precision", "recall_at_precision@0.5"]
+    if not (ql[:, None] == gl[None, :]).any():
+        return
+    a = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, similarity="dot")
+    pq, pg = rng.permutation(15), rng.permutation(25)
+    b = rc.evaluate(Q[pq], G[pg], query_labels=ql[pq], gallery_labels=gl[pg], metrics=metrics, similarity="dot")
+    for name in metrics:
+        assert a[name] == pytest.approx(b[name], abs=1e-12)
+    np.testing.assert_array_equal(a.per_query["map"][pq], b.per_query["map"])
+
+
+def test_empty_query_policies():
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(6, 4)).astype(np.float32)
+    G = rng.normal(size=(10, 4)).astype(np.float32)
+    ql = np.array([0, 1, 2, 9, 9, 0])  # label 9 is not in the gallery
+    gl = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0])
+    skip = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["map", "medr"])
+    assert skip.n_skipped == 2 and skip.n_used == 4
+    assert list(skip.skipped_queries) == [3, 4]
+    assert np.isnan(skip.per_query["map"][[3, 4]]).all()
+    zero = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["map", "meanr"], empty_queries="zero")
+    assert zero.n_skipped == 0
+    assert zero["map"] == pytest.approx(skip.per_query["map"][[0, 1, 2, 5]].sum() / 6)
+    assert zero.per_query["meanr"][3] == 11  # behind the whole gallery
+    with pytest.raises(rc.EmptyQueriesError, match="2 of 6 queries") as info:
+        rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["map"], empty_queries="error")
+    assert list(info.value.indices) == [3, 4]
+
+
+def test_numpy_and_torch_backends_agree():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(80, 6)).astype(np.float32)
+    y = rng.integers(0, 5, 80)
+    metrics = ["map", "map@R", "hit_rate@1", "recall_at_precision@0.5", "pair_f1@t=0.2"]
+    a = rc.evaluate(X, query_labels=y, metrics=metrics, device="numpy")
+    b = rc.evaluate(torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics, device="cpu")
+    assert a.config["backend"] == "numpy" and b.config["backend"] == "torch:cpu"
+    for name in metrics:
+        assert a[name] == pytest.approx(b[name], abs=1e-6)
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(3000, 32)).astype(np.float32)
+    y = rng.integers(0, 300, 3000)
+    metrics = ["map", "map@R", "hit_rate@1", "recall@5", "mrr", "recall_at_precision@0.5",
+               "precision_at_recall@0.5", "pair_f1@t=0.3"]
+    cpu = rc.evaluate(X, query_labels=y, metrics=metrics, device="cpu")
+    gpu = rc.evaluate(torch.from_numpy(X).cuda(), query_labels=y, metrics=metrics, device="cuda")
+    assert gpu.config["backend"].startswith("torch:cuda")
+    for name in metrics:
+        assert gpu[name] == pytest.approx(cpu[name], abs=1e-6), name
