@@ -147,14 +147,13 @@ def _block_scores(p: Problem, start: int, stop: int):
     return S
 
 
-def _take_and_mask(p: Problem, S, rel: Csr, own: Csr):
+def _take_and_mask(p: Problem, S, rel: Csr, own: Csr, torch_path: bool):
     """Relevant scores (float32, block-CSR order); relevant and self pairs set to -inf."""
-    be = p.backend
     rid = rel.row_ids()
     cols = rel.indices
     k, j = cols // p.c, cols % p.c
-    if not be.is_cuda:
-        Sn = be.to_numpy(S)
+    if not torch_path:
+        Sn = S
         vals = Sn[k, rid, j].copy()
         Sn[k, rid, j] = -np.inf
         if own.indices.size:
@@ -174,9 +173,9 @@ def _take_and_mask(p: Problem, S, rel: Csr, own: Csr):
     return vals
 
 
-def _sort_within_rows(vals, rel: Csr, be: Backend):
-    """Relevant scores sorted ascending inside each row (numpy float32)."""
-    if be.is_cuda:
+def _sort_within_rows(vals, rel: Csr, torch_path: bool):
+    """Relevant scores sorted ascending inside each row."""
+    if torch_path:
         import torch
 
         rid = torch.from_numpy(rel.row_ids()).to(vals.device)
@@ -243,23 +242,17 @@ def run_block(
     use_kernels: bool = True,
 ) -> BlockPartial:
     """One task: exact ranks of the relevant items of queries ``[start, stop)``."""
-    be = p.backend
     m = stop - start
     rel = p.relevant.block(start, stop)
     own = p.self_pairs.rows(start, stop)
-    S = _block_scores(p, start, stop)
-    vals = _take_and_mask(p, S, rel, own)
-    rel_sorted = _sort_within_rows(vals, rel, be)
-    if be.is_cuda:
+    S, torch_path = _scores_for(p, start, stop, use_kernels)
+    vals = _take_and_mask(p, S, rel, own, torch_path)
+    rel_sorted = _sort_within_rows(vals, rel, torch_path)
+    if torch_path:
         above = _count_torch(S, m, p.n_g, rel.indptr, rel_sorted, p.strict)
-    elif not use_kernels:  # the CUDA code path, run on CPU (tests)
-        import torch
-
-        above = _count_torch(torch.from_numpy(be.to_numpy(S)), m, p.n_g, rel.indptr,
-                             torch.from_numpy(rel_sorted), p.strict)
     else:
         above = np.empty(rel_sorted.shape[0], np.int64)
-        _kernels.count_above_relevant(be.to_numpy(S), m, p.n_g, rel.indptr, rel_sorted, p.strict, above)
+        _kernels.count_above_relevant(S, m, p.n_g, rel.indptr, rel_sorted, p.strict, above)
     counts = rel.row_counts()
     rid = rel.row_ids()
     j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
@@ -267,8 +260,8 @@ def run_block(
     rank = 1 + position + above
     part = BlockPartial(start, stop, rel.indptr, rank, position)
     if want_pairs:
-        part.positives = rel_sorted.cpu().numpy() if be.is_cuda else rel_sorted
-        if be.is_cuda:
+        part.positives = rel_sorted.cpu().numpy() if torch_path else rel_sorted
+        if torch_path:
             import torch
 
             view = S[:, :m]
@@ -282,7 +275,7 @@ def run_block(
                 thr = torch.from_numpy(fixed_thresholds).to(S.device)
                 part.fixed_fp = np.array([int((view >= t).sum()) for t in thr], np.int64)
         else:
-            Sn = be.to_numpy(S)
+            Sn = S
             if not math.isfinite(tail_tau) and tail_capacity is not None:
                 tail_tau = _seed_tail_threshold(Sn, m, p.n_g, tail_capacity)
             part.negatives = _kernels.collect_at_least(Sn, m, p.n_g, np.float32(tail_tau))
@@ -294,15 +287,15 @@ def run_block(
     return part
 
 
-def run_binning_block(p: Problem, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray) -> None:
+def run_binning_block(p: Problem, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray,
+                      use_kernels: bool = True) -> None:
     """Second-pass task: bin the block's negatives against the sorted positive scores."""
-    be = p.backend
     m = stop - start
     rel = p.relevant.block(start, stop)
     own = p.self_pairs.rows(start, stop)
-    S = _block_scores(p, start, stop)
-    _take_and_mask(p, S, rel, own)
-    if be.is_cuda:
+    S, torch_path = _scores_for(p, start, stop, use_kernels)
+    _take_and_mask(p, S, rel, own, torch_path)
+    if torch_path:
         import torch
 
         u = torch.from_numpy(sorted_positive).to(S.device)
@@ -311,4 +304,21 @@ def run_binning_block(p: Problem, start: int, stop: int, sorted_positive: np.nda
         pos = torch.searchsorted(u, view, right=True)
         out += torch.bincount(pos, minlength=u.numel() + 1).cpu().numpy()
         return
-    _kernels.bin_against_sorted(be.to_numpy(S), m, p.n_g, sorted_positive, out)
+    _kernels.bin_against_sorted(S, m, p.n_g, sorted_positive, out)
+
+
+def _scores_for(p: Problem, start: int, stop: int, use_kernels: bool):
+    """The block's scores and which code path reads them: the vectorised torch path
+    (CUDA, or on request on CPU, where tests run the CUDA code) or the CPU kernels
+    (numpy arrays; torch CPU tensors are viewed without a copy)."""
+    S = _block_scores(p, start, stop)
+    be = p.backend
+    if be.is_cuda:
+        return S, True
+    if not use_kernels:
+        if be.kind == "numpy":
+            import torch
+
+            S = torch.from_numpy(S)
+        return S, True
+    return be.to_numpy(S), False

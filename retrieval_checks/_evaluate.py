@@ -343,7 +343,7 @@ def evaluate(
         elif s.kind == "pair":
             value, thr, detail, need_bins = pair_metric(s, counts_obj)
             if need_bins:
-                counts_obj.fp_at = _binning_pass(problem, blocks, counts_obj)
+                counts_obj.fp_at = _binning_pass(problem, blocks, counts_obj, _use_kernels)
                 value, thr, detail, _ = pair_metric(s, counts_obj)
             values[s.name] = value
             thresholds[s.name] = thr
@@ -378,12 +378,12 @@ def evaluate(
     )
 
 
-def _binning_pass(problem: Problem, blocks, counts: PairCounts) -> np.ndarray:
+def _binning_pass(problem: Problem, blocks, counts: PairCounts, use_kernels: bool) -> np.ndarray:
     """Negatives at or above every unique positive score, from a second pass."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
     with problem.backend.exact_matmul():
         for start, stop in blocks:
-            run_binning_block(problem, start, stop, u, hist)
+            run_binning_block(problem, start, stop, u, hist, use_kernels)
     # negatives >= u[t] are those with more than t positives <= them
     return np.cumsum(hist[::-1])[::-1][1:]

@@ -146,7 +146,8 @@ def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, thresho
         assert res[canonical] == pytest.approx(pair_reference(pos, neg, name), abs=1e-12), name
 
 
-def test_precision_at_recall_falls_back_to_an_exact_binning_pass():
+@pytest.mark.parametrize("kernels", [True, False])
+def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels):
     """A tail too small to certify the answer triggers the second pass; same answer."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(300, 3)).astype(np.float32)
@@ -160,11 +161,13 @@ def test_precision_at_recall_falls_back_to_an_exact_binning_pass():
         import retrieval_checks._evaluate as ev
 
         ev.tail_capacity = _pairs.tail_capacity
-        res = rc.evaluate(X, query_labels=y, metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"])
+        res = rc.evaluate(X, query_labels=y, metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"],
+                          tile=(37, 64), _use_kernels=kernels)
     finally:
         _pairs.tail_capacity = original
         ev.tail_capacity = original
     assert res["precision_at_recall@0.5"] == pytest.approx(pair_reference(pos, neg, "precision_at_recall@0.5"))
+    assert res["recall_at_precision@0.9"] == pytest.approx(pair_reference(pos, neg, "recall_at_precision@0.9"))
 
 
 def test_explicit_relevance_matches_labels():
