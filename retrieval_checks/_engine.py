@@ -280,9 +280,9 @@ def run_block(
                 tail_tau = _seed_tail_threshold(Sn, m, p.n_g, tail_capacity)
             part.negatives = _kernels.collect_at_least(Sn, m, p.n_g, np.float32(tail_tau))
             if fixed_thresholds is not None and fixed_thresholds.size:
-                fp = np.zeros(fixed_thresholds.size, np.int64)
-                _kernels.count_at_least(Sn, m, p.n_g, fixed_thresholds, fp)
-                part.fixed_fp = fp
+                hist = np.zeros(fixed_thresholds.size + 1, np.int64)
+                _kernels.bin_against_sorted(Sn, m, p.n_g, fixed_thresholds, hist)
+                part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:]  # scores >= each threshold
         part.negatives_tau = float(tail_tau)
     return part
 

@@ -17,7 +17,6 @@ from numba import njit, prange
 
 __all__ = [
     "count_above_relevant",
-    "count_at_least",
     "collect_at_least",
     "bin_against_sorted",
     "key_histogram",
@@ -83,29 +82,6 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def count_at_least(S, n_rows, n_cols, thresholds, out):
-    """``out[t]`` += number of scores ``>= thresholds[t]`` (thresholds sorted ascending)."""
-    n_chunks = S.shape[0]
-    c = S.shape[2]
-    n_t = thresholds.shape[0]
-    partial = np.zeros((n_rows, n_t + 1), np.int64)
-    lo = thresholds[0]
-    for i in prange(n_rows):
-        for k in range(n_chunks):
-            width = min(c, n_cols - k * c)
-            for j in range(width):
-                s = S[k, i, j]
-                if s < lo:
-                    continue
-                partial[i, _bisect(thresholds, 0, n_t, s, False)] += 1
-    for i in range(n_rows):
-        acc = 0
-        for t in range(n_t, 0, -1):
-            acc += partial[i, t]
-            out[t - 1] += acc
-
-
-@njit(parallel=True, cache=True, nogil=True)
 def collect_at_least(S, n_rows, n_cols, tau):
     """All scores ``>= tau`` of the first ``n_rows`` rows, as one float32 array."""
     n_chunks = S.shape[0]
@@ -137,8 +113,8 @@ def collect_at_least(S, n_rows, n_cols, tau):
 def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
     """``out[p]`` += number of scores with exactly ``p`` of ``sorted_values`` ``<=`` them.
 
-    With ``sorted_values`` the ascending positive-pair scores, the number of
-    negatives ``>= sorted_values[t]`` is ``out[t + 1:].sum()``.
+    With ``sorted_values`` ascending (positive-pair scores, or fixed thresholds), the
+    number of scores ``>= sorted_values[t]`` is ``out[t + 1:].sum()``.
     """
     n_chunks = S.shape[0]
     c = S.shape[2]
