@@ -229,6 +229,9 @@ def _seed_tail_threshold(Sn: np.ndarray, m: int, n_g: int, capacity: int) -> flo
     return _kernels.key_to_float(np.uint32(t << 16))
 
 
+_F32_MIN = float(np.finfo(np.float32).min)
+
+
 # ----------------------------------------------------------------------------- tasks
 def run_block(
     p: Problem,
@@ -248,11 +251,18 @@ def run_block(
     S, torch_path = _scores_for(p, start, stop, use_kernels)
     vals = _take_and_mask(p, S, rel, own, torch_path)
     rel_sorted = _sort_within_rows(vals, rel, torch_path)
+    # Pair metrics keep every negative >= the tail threshold; -inf marks masked pairs,
+    # so the threshold is at least the lowest finite float32.
+    if want_pairs and not torch_path and not math.isfinite(tail_tau) and tail_capacity is not None:
+        tail_tau = _seed_tail_threshold(S, m, p.n_g, tail_capacity)
+    tau = max(float(tail_tau), _F32_MIN) if want_pairs else math.inf
     if torch_path:
         above = _count_torch(S, m, p.n_g, rel.indptr, rel_sorted, p.strict)
     else:
         above = np.empty(rel_sorted.shape[0], np.int64)
-        _kernels.count_above_relevant(S, m, p.n_g, rel.indptr, rel_sorted, p.strict, above)
+        tail_counts = np.zeros(m, np.int64)
+        _kernels.count_above_relevant(S, m, p.n_g, rel.indptr, rel_sorted, p.strict, above,
+                                      np.float32(tau), tail_counts)
     counts = rel.row_counts()
     rid = rel.row_ids()
     j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
@@ -265,23 +275,25 @@ def run_block(
             import torch
 
             view = S[:, :m]
+            finite = view > -math.inf
             if not math.isfinite(tail_tau) and tail_capacity is not None:
-                n_block = int((view > -math.inf).sum())
+                n_block = int(finite.sum())
                 if n_block > tail_capacity:
-                    flat = view[view > -math.inf]
-                    tail_tau = float(torch.kthvalue(flat, n_block - tail_capacity + 1).values)
-            part.negatives = view[view >= tail_tau].cpu().numpy()
+                    tail_tau = float(torch.kthvalue(view[finite], n_block - tail_capacity + 1).values)
+                    tau = tail_tau
+            part.negatives = view[view >= tau].cpu().numpy()
             if fixed_thresholds is not None and fixed_thresholds.size:
                 thr = torch.from_numpy(fixed_thresholds).to(S.device)
                 part.fixed_fp = np.array([int((view >= t).sum()) for t in thr], np.int64)
         else:
-            Sn = S
-            if not math.isfinite(tail_tau) and tail_capacity is not None:
-                tail_tau = _seed_tail_threshold(Sn, m, p.n_g, tail_capacity)
-            part.negatives = _kernels.collect_at_least(Sn, m, p.n_g, np.float32(tail_tau))
+            rows = np.flatnonzero(tail_counts).astype(np.int64)
+            offsets = np.zeros(rows.size + 1, np.int64)
+            np.cumsum(tail_counts[rows], out=offsets[1:])
+            part.negatives = np.empty(int(offsets[-1]), np.float32)
+            _kernels.collect_rows(S, rows, offsets, p.n_g, np.float32(tau), part.negatives)
             if fixed_thresholds is not None and fixed_thresholds.size:
                 hist = np.zeros(fixed_thresholds.size + 1, np.int64)
-                _kernels.bin_against_sorted(Sn, m, p.n_g, fixed_thresholds, hist)
+                _kernels.bin_against_sorted(S, m, p.n_g, fixed_thresholds, hist)
                 part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:]  # scores >= each threshold
         part.negatives_tau = float(tail_tau)
     return part

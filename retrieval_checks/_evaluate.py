@@ -125,8 +125,8 @@ def evaluate(
         counted in ``n_skipped``), ``"error"``, or ``"zero"`` (score 0; for ``medr``
         and ``meanr`` rank n_candidates + 1).
     device:
-        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``
-        or ``"numpy"`` (no torch needed).
+        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``,
+        ``"torch-cpu"`` or ``"numpy"`` (force torch's or numpy's CPU BLAS).
     max_memory:
         Budget for the working set of the pass, bytes or a string like ``"2GiB"``.
         Default: a quarter of free RAM up to 256 MiB (GPU: a quarter of free memory up
@@ -245,31 +245,41 @@ def evaluate(
         if b < 1 or c < 1:
             raise InputError(f"tile={tile!r}: both sizes must be positive integers.")
     else:
-        c_default = 32768 if backend.is_cuda else 4096
-        c = min(c_default, -(-n_g // 16) * 16)
+        # as few chunks of at most 4096 (CUDA: 32768) columns as cover the gallery, all
+        # of equal width, so the GEMMs do no more than ~16 padded columns of extra work
+        c_max = 32768 if backend.is_cuda else 4096
+        c = -(-n_g // -(-n_g // c_max))
         b = None
     # Chunk widths are multiples of 16: BLAS edge kernels for a ragged width sum in
     # another order, and duplicate gallery vectors would stop tying bit-for-bit.
     c = -(-c // 16) * 16
     n_chunks = -(-n_g // c)
     if b is None:
+        # the budget covers the float32 copies of the inputs, then the block's buffer
+        inputs = 4 * d * (n_chunks * c + (0 if loo else n_q))
+        room = max(budget - inputs, budget // 10)
         r_max = int(n_relevant.max()) if n_relevant.size else 0
         per_row = n_chunks * c * 4 + 48 * r_max + (16 * c if backend.is_cuda else 0)
-        b = int(max(1, min(n_q, 2048, budget // per_row)))
+        b = int(max(1, min(n_q, 2048, (room * 8 // 10) // per_row)))
     b = min(b, n_q)
 
-    Q = backend.asarray32(queries)
-    G = Q if loo else backend.asarray32(gallery)
-    if similarity == "cosine":
-        Q = backend.normalize_rows(Q)
-        G = Q if loo else backend.normalize_rows(G)
+    # float32 copies on the backend: the gallery padded to whole chunks; in
+    # leave-one-out the queries are a view of it rather than a second copy
     Gp = backend.zeros((n_chunks * c, d))
-    Gp[:n_g] = G
+    G = backend.asarray32(queries if loo else gallery)
+    Gp[:n_g] = backend.normalize_rows(G) if similarity == "cosine" else G
+    del G
+    if loo:
+        Q = Gp[:n_g]
+    else:
+        Q = backend.asarray32(queries)
+        if similarity == "cosine":
+            Q = backend.normalize_rows(Q)
     qn = gn = None
     if similarity == "neg_l2":
         qn = backend.sqnorm(Q)
         gn = backend.zeros((n_chunks * c,))
-        gn[:n_g] = backend.sqnorm(G)
+        gn[:n_g] = backend.sqnorm(Gp[:n_g])
     problem = Problem(
         backend=backend, Q=Q, Gp=Gp, n_g=n_g, c=c, b=b, similarity=similarity,
         strict=(ties == "optimistic"), relevant=source, self_pairs=self_pairs, qn=qn, gn=gn,

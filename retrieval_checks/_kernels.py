@@ -17,7 +17,7 @@ from numba import njit, prange
 
 __all__ = [
     "count_above_relevant",
-    "collect_at_least",
+    "collect_rows",
     "bin_against_sorted",
     "key_histogram",
     "key_to_float",
@@ -47,13 +47,15 @@ def _bisect(values, lo, hi, x, strict):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out):
+def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, tau, tail_counts):
     """For every relevant item, count the non-relevant scores ahead of it.
 
     ``rel_sorted[rel_ptr[i]:rel_ptr[i + 1]]`` holds row ``i``'s relevant scores in
     ascending order. ``out[t]`` receives, for relevant score ``t``, the number of
     non-relevant scores of its row that are ``>=`` it (``>`` if ``strict``).
     Scores below a row's smallest relevant score are skipped without a search.
+    In the same scan, ``tail_counts[i]`` receives the number of row ``i``'s scores
+    ``>= tau`` (pass ``tau = inf`` when no tail is collected).
     """
     n_chunks = S.shape[0]
     c = S.shape[2]
@@ -61,20 +63,22 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out):
         a = rel_ptr[i]
         e = rel_ptr[i + 1]
         r = e - a
-        if r == 0:
-            continue
-        lo = rel_sorted[a]
+        lo = rel_sorted[a] if r > 0 else np.float32(np.inf)
         hist = np.zeros(r + 1, np.int64)
+        n_tail = 0
         for k in range(n_chunks):
             width = min(c, n_cols - k * c)
             for j in range(width):
                 s = S[k, i, j]
+                if s >= tau:
+                    n_tail += 1
                 if strict:
                     if s <= lo:
                         continue
                 elif s < lo:
                     continue
                 hist[_bisect(rel_sorted, a, e, s, strict)] += 1
+        tail_counts[i] = n_tail
         acc = 0
         for t in range(r, 0, -1):
             acc += hist[t]
@@ -82,23 +86,13 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def collect_at_least(S, n_rows, n_cols, tau):
-    """All scores ``>= tau`` of the first ``n_rows`` rows, as one float32 array."""
+def collect_rows(S, rows, offsets, n_cols, tau, out):
+    """Scores ``>= tau`` of the given rows into ``out[offsets[q]:offsets[q + 1]]``."""
     n_chunks = S.shape[0]
     c = S.shape[2]
-    counts = np.zeros(n_rows + 1, np.int64)
-    for i in prange(n_rows):
-        n = 0
-        for k in range(n_chunks):
-            width = min(c, n_cols - k * c)
-            for j in range(width):
-                if S[k, i, j] >= tau:
-                    n += 1
-        counts[i + 1] = n
-    offsets = np.cumsum(counts)
-    out = np.empty(offsets[-1], np.float32)
-    for i in prange(n_rows):
-        p = offsets[i]
+    for q in prange(rows.shape[0]):
+        i = rows[q]
+        p = offsets[q]
         for k in range(n_chunks):
             width = min(c, n_cols - k * c)
             for j in range(width):
@@ -106,7 +100,6 @@ def collect_at_least(S, n_rows, n_cols, tau):
                 if s >= tau:
                     out[p] = s
                     p += 1
-    return out
 
 
 @njit(parallel=True, cache=True, nogil=True)

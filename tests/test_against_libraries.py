@@ -13,7 +13,7 @@ library that shares no code with it, on the same small data:
   on the explicit list of all (query, gallery) pairs for the pair-threshold metrics.
 
 The libraries are test-only dependencies; each test skips (``pytest.importorskip``)
-when its library is missing. No GPU is used (``device="cpu"`` / ``"numpy"``).
+when its library is missing. No GPU is used (``device="cpu"`` (torch BLAS) / ``"numpy"``).
 
 Why the data is "tie-free" and how that is guaranteed
 -----------------------------------------------------

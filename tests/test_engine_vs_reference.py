@@ -230,8 +230,11 @@ def test_numpy_and_torch_backends_agree():
     y = rng.integers(0, 5, 80)
     metrics = ["map", "map@R", "hit_rate@1", "recall_at_precision@0.5", "pair_f1@t=0.2"]
     a = rc.evaluate(X, query_labels=y, metrics=metrics, device="numpy")
-    b = rc.evaluate(torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics, device="cpu")
+    b = rc.evaluate(torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics, device="torch-cpu")
+    c = rc.evaluate(torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics)
     assert a.config["backend"] == "numpy" and b.config["backend"] == "torch:cpu"
+    if not torch.cuda.is_available():
+        assert c.config["backend"] == "torch:cpu"
     for name in metrics:
         assert a[name] == pytest.approx(b[name], abs=1e-6)
 

@@ -204,3 +204,13 @@ def test_discriminant_ratio_and_accuracy():
     assert rc.accuracy(["a", "b"], ["a", "a"]).value == 0.5
     with pytest.raises(rc.InputError, match="cover 2 samples but labels cover 3"):
         rc.accuracy([0, 1], [0, 1, 1])
+
+
+def test_progress_bar_on_request_and_quiet_by_default(capsys):
+    G = RNG.normal(size=(64, 4)).astype(np.float32)
+    gl = RNG.integers(0, 5, 64)
+    quiet = rc.evaluate(X, G, query_labels=Y, gallery_labels=gl, metrics=["map"], tile=(2, 16))
+    assert capsys.readouterr().err == ""
+    loud = rc.evaluate(X, G, query_labels=Y, gallery_labels=gl, metrics=["map"], tile=(2, 16), progress=True)
+    assert "retrieval-checks" in capsys.readouterr().err
+    assert loud["map"] == quiet["map"]
