@@ -94,12 +94,20 @@ class Backend:
             x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         return x.detach().to(device=self.device, dtype=torch.float32).contiguous()
 
-    def normalize_rows(self, x):
-        if self.kind == "numpy":
-            norms = np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
-            return (x / norms[:, None]).astype(np.float32)
-        norms = x.double().pow(2).sum(dim=1).sqrt()
-        return (x.double() / norms[:, None]).float().contiguous()
+    def normalize_rows(self, x, out=None, rows: int = 16384):
+        """x / ||x|| row-wise, into ``out`` (float32). Norms and quotients are taken in
+        float64, a few thousand rows at a time, so no full float64 copy is made."""
+        if out is None:
+            out = self.empty(tuple(x.shape))
+        for s in range(0, int(x.shape[0]), rows):
+            part = x[s : s + rows]
+            if self.kind == "numpy":
+                p64 = part.astype(np.float64)
+                out[s : s + rows] = p64 / np.sqrt(np.einsum("ij,ij->i", p64, p64))[:, None]
+            else:
+                p64 = part.double()
+                out[s : s + rows] = p64 / p64.pow(2).sum(dim=1).sqrt()[:, None]
+        return out
 
     def sqnorm(self, x):
         if self.kind == "numpy":

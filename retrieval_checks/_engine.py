@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _kernels
 from ._backend import Backend
-from ._inputs import Csr
+from ._inputs import Csr, ranges_to_csr
 
 __all__ = ["Problem", "BlockPartial", "plan_blocks", "run_block", "run_binning_block"]
 
@@ -75,8 +75,6 @@ class RelevanceSource:
             codes = self.q_codes[start:stop]
             lo = np.searchsorted(self.g_sorted, codes, side="left")
             hi = np.searchsorted(self.g_sorted, codes, side="right")
-            from ._inputs import ranges_to_csr
-
             rel = ranges_to_csr(self.g_order, lo, hi)
         own = self.self_pairs.rows(start, stop)
         if own.indices.size == 0 or rel.indices.size == 0:
@@ -92,13 +90,21 @@ class RelevanceSource:
         np.cumsum(np.bincount(rid, minlength=rel.n_rows), out=indptr[1:])
         return Csr(indptr, rel.indices[keep])
 
-    def counts(self, n_q: int, block: int = 65536) -> np.ndarray:
-        """Number of relevant gallery items of every query (self matches excluded)."""
-        out = np.zeros(n_q, np.int64)
-        for s in range(0, n_q, block):
-            e = min(n_q, s + block)
-            out[s:e] = self.block(s, e).row_counts()
-        return out
+    def counts(self, n_q: int) -> np.ndarray:
+        """Number of relevant gallery items of every query (self matches excluded),
+        without materialising the relevant pairs."""
+        rid, cols = self.self_pairs.row_ids(), self.self_pairs.indices
+        if self.csr is None:
+            lo = np.searchsorted(self.g_sorted, self.q_codes, side="left")
+            hi = np.searchsorted(self.g_sorted, self.q_codes, side="right")
+            g_codes = np.empty_like(self.g_sorted)
+            g_codes[self.g_order] = self.g_sorted
+            own_relevant = rid[self.q_codes[rid] == g_codes[cols]]
+        else:
+            lo, hi = self.csr.indptr[:-1], self.csr.indptr[1:]
+            keys = self.csr.row_ids() * self.n_g + self.csr.indices
+            own_relevant = rid[np.isin(rid * self.n_g + cols, keys)]
+        return (hi - lo) - np.bincount(own_relevant, minlength=n_q)
 
 
 def plan_blocks(n_q: int, b: int) -> list[tuple[int, int]]:

@@ -267,7 +267,10 @@ def evaluate(
     # leave-one-out the queries are a view of it rather than a second copy
     Gp = backend.zeros((n_chunks * c, d))
     G = backend.asarray32(queries if loo else gallery)
-    Gp[:n_g] = backend.normalize_rows(G) if similarity == "cosine" else G
+    if similarity == "cosine":
+        backend.normalize_rows(G, out=Gp[:n_g])
+    else:
+        Gp[:n_g] = G
     del G
     if loo:
         Q = Gp[:n_g]
