@@ -135,14 +135,9 @@ def peak_rss(reset_ok: bool) -> int:
 
 
 def mem_available() -> int:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 8 * 2**30
+    from retrieval_checks._backend import _available_ram  # the engine's own reading
+
+    return _available_ram()
 
 
 def pml_estimate_bytes(method: str, n: int) -> int:
