@@ -10,6 +10,7 @@ import numpy as np
 
 from ._backend import default_memory_budget, parse_memory, resolve_backend
 from ._embedding import discriminant_ratio
+from ._grouped import GroupedRecall, grouped_recall_values
 from ._engine import Problem, RelevanceSource, plan_blocks, run_binning_block, run_block
 from ._inputs import Csr, as_numpy, check_embeddings, encode_ids, encode_labels, ranges_to_csr, relevance_to_csr
 from ._metric_names import MetricSpec, parse_metric
@@ -85,6 +86,10 @@ def evaluate(
     max_memory=None,
     progress: bool | None = None,
     tile: tuple[int, int] | None = None,
+    group_size: int = 10,
+    group_seed: int = 0,
+    group_repeats: int = 1,
+    confidence: float = 0.95,
     _use_kernels: bool = True,
 ) -> EvaluationResult:
     """Evaluate retrieval metrics exactly, in one memory-bounded streamed pass.
@@ -137,6 +142,10 @@ def evaluate(
     tile:
         ``(query block height, gallery chunk width)`` to override the planner; the
         width is rounded up to a multiple of 16 so that equal scores stay bit-equal.
+    group_size, group_seed, group_repeats, confidence:
+        For ``grouped_recall@K``: S labels per group (default 10, the paper's choice),
+        the partition's seed, the number of partitions averaged, and the confidence of
+        the interval in ``result.intervals`` (details in ``result.grouped``).
 
     Returns
     -------
@@ -170,13 +179,14 @@ def evaluate(
         g_name_labels, g_name_ids = "gallery_labels", "gallery_ids"
 
     # --- self pairs -----------------------------------------------------------------
+    self_ids = (None, None)
     if loo:
         if query_ids is None:
-            idx = np.arange(n_q, dtype=np.int64)
-            self_pairs = Csr(np.arange(n_q + 1, dtype=np.int64), idx)
+            self_ids_loo = np.arange(n_q, dtype=np.int64)
+            self_pairs = Csr(np.arange(n_q + 1, dtype=np.int64), self_ids_loo)
         else:
-            qc, _ = encode_ids(query_ids, query_ids, n_q, n_q, "query_ids")
-            self_pairs = _self_pairs(qc, qc)
+            self_ids_loo, _ = encode_ids(query_ids, query_ids, n_q, n_q, "query_ids")
+            self_pairs = _self_pairs(self_ids_loo, self_ids_loo)
     elif query_ids is None and gallery_ids is None:
         self_pairs = Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
     elif query_ids is None or gallery_ids is None:
@@ -185,22 +195,24 @@ def evaluate(
     else:
         qc, gc = encode_ids(query_ids, gallery_ids, n_q, n_g, g_name_ids)
         self_pairs = _self_pairs(qc, gc)
+        self_ids = (qc, gc)
 
     # --- relevance ------------------------------------------------------------------
-    need_labels = any(s.kind == "embedding" for s in specs)
-    g_codes = None
+    need_labels = any(s.kind in ("embedding", "grouped") for s in specs)
+    g_codes = q_codes = label_values = None
     if relevance is not None:
         if query_labels is not None or gallery_labels is not None:
             raise InputError("Give either labels or relevance, not both: relevance replaces the label rule.")
         if need_labels:
-            raise InputError("discriminant_ratio needs class labels; it cannot be computed from relevance alone.")
+            names = ", ".join(s.name for s in specs if s.kind in ("embedding", "grouped"))
+            raise InputError(f"{names} need(s) class labels; it cannot be computed from relevance alone.")
         source = RelevanceSource(csr=relevance_to_csr(relevance, n_q, n_g), self_pairs=self_pairs, n_g=n_g)
     else:
         if query_labels is None:
             raise InputError("query_labels is missing: pass one label per query, or pass relevance=... instead.")
         if not loo and gallery_labels is None:
             raise InputError("gallery_labels is missing: pass one label per gallery item.")
-        q_codes, g_codes = encode_labels(
+        q_codes, g_codes, label_values = encode_labels(
             query_labels, query_labels if loo else gallery_labels, n_q, n_g, g_name_labels
         )
         source = RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=self_pairs, n_g=n_g)
@@ -222,6 +234,8 @@ def evaluate(
 
     query_specs = [s for s in specs if s.kind == "query"]
     pair_specs = [s for s in specs if s.kind == "pair"]
+    grouped_specs = [s for s in specs if s.kind == "grouped"]
+    run_pass = bool(query_specs or pair_specs)
     empty = np.flatnonzero(n_relevant == 0)
     if empty.size and (query_specs or pair_specs):
         if empty_queries == "error":
@@ -301,7 +315,7 @@ def evaluate(
 
     per_query = {s.name: np.full(n_q, np.nan) for s in query_specs}
     first_rank = np.zeros(n_q, np.int64)
-    blocks = plan_blocks(n_q, b)
+    blocks = plan_blocks(n_q, b) if run_pass else []
     bar = _progress(progress, len(blocks))
     try:
         with backend.exact_matmul():
@@ -361,10 +375,34 @@ def evaluate(
             values[s.name] = value
             thresholds[s.name] = thr
             pair_counts[s.name] = {**detail, "n_positive": n_pos, "n_negative": counts_obj.n_negative}
-        else:
+        elif s.kind == "embedding":
             emb = queries if loo else gallery
             labels_side = g_codes
             values[s.name] = float(discriminant_ratio(as_numpy(emb, "embeddings"), labels_side))
+
+    grouped: dict[str, GroupedRecall] = {}
+    intervals: dict[str, tuple[float, float]] = {}
+    if grouped_specs:
+        Qn = backend.to_numpy(Q)
+        Gn = None if loo else backend.to_numpy(Gp[:n_g])
+        if loo:
+            q_id_codes = self_ids_loo
+            g_id_codes = None
+        else:
+            q_id_codes, g_id_codes = self_ids
+        found = grouped_recall_values(
+            Qn, q_codes, Gn, None if loo else g_codes, q_ids=q_id_codes, g_ids=g_id_codes,
+            ks=sorted({s.k for s in grouped_specs}), group_size=group_size, seed=group_seed,
+            repeats=group_repeats, confidence=confidence, ties=ties, similarity=similarity,
+            label_values=label_values, max_memory=budget,
+        )
+        for s in grouped_specs:
+            g = found[s.k]
+            values[s.name] = g.value
+            intervals[s.name] = g.interval
+            grouped[s.name] = g
+            per_query[s.name] = g.per_query
+        values = {s.name: values[s.name] for s in specs}  # the requested order
 
     config = {
         "similarity": similarity,
@@ -388,6 +426,9 @@ def evaluate(
         first_relevant_rank=first_rank,
         skipped_queries=skipped,
         config=config,
+        intervals=intervals,
+        grouped=grouped,
+        query_label_codes=q_codes,
     )
 
 

@@ -147,7 +147,8 @@ def _labels_1d(labels, name: str, n: int) -> np.ndarray:
 
 
 def encode_labels(query_labels, gallery_labels, n_q: int, n_g: int, g_name: str):
-    """Integer codes of query and gallery labels in one shared vocabulary."""
+    """Integer codes of query and gallery labels in one shared vocabulary, and the
+    vocabulary (``values[code]`` is the label)."""
     ql = _labels_1d(query_labels, "query_labels", n_q)
     gl = _labels_1d(gallery_labels, g_name, n_g)
     kq, kg = _label_kind(ql, "query_labels"), _label_kind(gl, g_name)
@@ -161,9 +162,9 @@ def encode_labels(query_labels, gallery_labels, n_q: int, n_g: int, g_name: str)
         ql, gl = ql.astype(str), gl.astype(str)
     elif ql.dtype == object or gl.dtype == object:
         ql, gl = ql.astype(np.int64), gl.astype(np.int64)
-    _, inverse = np.unique(np.concatenate([ql, gl]), return_inverse=True)
+    values, inverse = np.unique(np.concatenate([ql, gl]), return_inverse=True)
     inverse = inverse.astype(np.int64).ravel()
-    return inverse[:n_q], inverse[n_q:]
+    return inverse[:n_q], inverse[n_q:], values
 
 
 def encode_ids(query_ids, gallery_ids, n_q: int, n_g: int, g_name: str):

@@ -43,6 +43,7 @@ METRIC_TEMPLATES: tuple[str, ...] = (
     "recall_at_precision@P",
     "precision_at_recall@Q",
     "discriminant_ratio",
+    "grouped_recall@K",
 )
 
 _ALIASES = {"cmc": "hit_rate", "ap": "map", "r-precision": "r_precision", "rprecision": "r_precision"}
@@ -61,7 +62,8 @@ class MetricSpec:
     """A parsed metric: its canonical name and parameters.
 
     ``kind`` is ``"query"`` (one value per query, averaged), ``"pair"`` (counted over
-    all query-gallery pairs) or ``"embedding"`` (a property of the embedding set).
+    all query-gallery pairs), ``"grouped"`` (grouped recall: a mean over label groups,
+    with an interval) or ``"embedding"`` (a property of the embedding set).
     ``k`` is the rank cut-off, ``level`` the precision / recall level or the threshold.
     """
 
@@ -163,19 +165,19 @@ def parse_metric(name: str) -> MetricSpec:
             return MetricSpec(base, base, "query")
         if base in _EMBEDDING:
             return MetricSpec(base, base, "embedding")
-        if base in _QUERY_K or base in _PAIR_T or base in _PAIR_LEVEL:
+        if base in _QUERY_K or base in _PAIR_T or base in _PAIR_LEVEL or base == "grouped_recall":
             raise _fail(raw, f"'{base}' needs a parameter after '@'")
         raise _fail(raw, "no such metric")
 
     if base == "map" and param in ("R", "r"):
         return MetricSpec("map@R", "map@R", "query")
 
-    if base in _QUERY_K:
+    if base in _QUERY_K or base == "grouped_recall":
         m = _K_RE.match(param)
         if not m or int(m.group(1)) < 1:
             raise _fail(raw, f"the cut-off K after '@' must be a positive integer, got {param!r}")
         k = int(m.group(1))
-        return MetricSpec(f"{base}@{k}", base, "query", k=k)
+        return MetricSpec(f"{base}@{k}", base, "grouped" if base == "grouped_recall" else "query", k=k)
 
     if base in _PAIR_T:
         p = param.replace(" ", "")

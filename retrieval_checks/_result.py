@@ -28,6 +28,10 @@ class EvaluationResult(Mapping):
       per-query facts from the pass.
     - ``units[name]``: ``"fraction"``, ``"rank"`` or ``"ratio"``.
     - ``config``: similarity, ties, empty-query policy, backend, block shape, budget.
+    - ``intervals[name]``: (low, high) for metrics computed with an interval
+      (``grouped_recall@K``); ``grouped[name]``: the full
+      :class:`~retrieval_checks.GroupedRecall` (groups r, size S, spread, dropped labels).
+    - ``query_label_codes``: integer label code per query (for class-cluster bootstraps).
     """
 
     def __init__(
@@ -43,6 +47,9 @@ class EvaluationResult(Mapping):
         first_relevant_rank: np.ndarray,
         skipped_queries: np.ndarray,
         config: dict[str, Any],
+        intervals: dict[str, tuple[float, float]] | None = None,
+        grouped: dict | None = None,
+        query_label_codes: np.ndarray | None = None,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -54,6 +61,9 @@ class EvaluationResult(Mapping):
         self.first_relevant_rank = first_relevant_rank
         self.skipped_queries = skipped_queries
         self.config = config
+        self.intervals = intervals or {}
+        self.grouped = grouped or {}
+        self.query_label_codes = query_label_codes
 
     # --- Mapping ---------------------------------------------------------------
     def _key(self, name: str) -> str:
@@ -114,6 +124,13 @@ class EvaluationResult(Mapping):
             "n_queries": self.n_queries,
             "n_used": self.n_used,
             "n_skipped": self.n_skipped,
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
+            "grouped": {
+                k: {"n_groups": g.n_groups, "group_size": g.group_size, "group_std": g.group_std,
+                    "std_error": g.std_error, "confidence": g.confidence, "seed": g.seed, "repeats": g.repeats,
+                    "dropped_labels": [x.item() if hasattr(x, "item") else x for x in g.dropped_labels]}
+                for k, g in self.grouped.items()
+            },
             "config": dict(self.config),
         }
         if per_query:
@@ -129,6 +146,10 @@ class EvaluationResult(Mapping):
             if name in self.thresholds:
                 t = self.thresholds[name]
                 extra = f"  (threshold {t:.6g})" if t is not None else "  (no threshold reaches it)"
+            if name in self.grouped:
+                g = self.grouped[name]
+                extra = (f"  [{g.low:.4f}, {g.high:.4f}] at {g.confidence:.0%}, r={g.n_groups} groups of "
+                         f"S={g.group_size}, s={g.group_std:.4f}, {len(g.dropped_labels)} labels dropped")
             unit = self._specs[name].unit
             shown = f"{value:.6f}" if unit != "rank" else f"{value:.2f}"
             lines.append(f"  {name:<{width}}  {shown}{extra}")

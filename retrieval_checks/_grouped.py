@@ -1,0 +1,257 @@
+"""Grouped Recall@K ("Catching Image Retrieval Generalization", Zhdanov & Karpukhin).
+
+Definition. The labels are split into groups of exactly S labels by a seeded random
+partition: the sorted distinct labels are permuted with
+``numpy.random.default_rng(seed).permutation``; consecutive runs of S labels form the
+r = floor(L / S) groups; the L mod S labels left over are dropped and reported. In
+each group, ``hit_rate@K`` is evaluated on the items whose labels are in the group
+only: leave-one-out inside the group, or the queries restricted to the group ranking
+the gallery restricted to the group. The group's value is the mean over its queries
+that have a relevant item (others are counted as skipped). Grouped Recall@K is the
+mean of the r group values.
+
+Interval. Group values are independent and identically distributed (disjoint label
+sets drawn at random), so by the central limit theorem the mean has standard error
+s / sqrt(r), s the sample standard deviation of the group values. The interval is
+mean +- t_{r-1, (1+c)/2} * s / sqrt(r): Student's t rather than the normal quantile,
+which is slightly wider for few groups and the same for many. Fewer than two groups
+give no interval (an error says so).
+
+Repeated partitions (``repeats`` > 1). Each repeat uses seed, seed + 1, ... The value
+is the mean of the per-partition values (it averages out the luck of one partition).
+The partitions reuse the same items, so their values are strongly correlated and the
+standard error does not shrink like 1/sqrt(repeats); the reported standard error is
+the mean of the per-partition standard errors, which is never smaller than the true
+standard error of the averaged value (the standard deviation of a mean of correlated
+variables is at most the mean of their standard deviations), so the interval stays
+conservative.
+
+Cost. Each group is compared with its own items only: about n * n / r similarity
+products instead of n * n (r groups), computed as batched padded GEMMs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from .errors import InputError
+
+__all__ = ["GroupedRecall", "label_partition", "grouped_recall_values"]
+
+
+@dataclass(frozen=True)
+class GroupedRecall:
+    """Everything behind one ``grouped_recall@K`` value.
+
+    ``group_values`` has one row per repeat and one column per group; ``per_query``
+    holds each query's hit (0/1) in its group for the first partition (NaN for
+    queries in no group or without a relevant item in their group).
+    """
+
+    k: int
+    value: float
+    low: float
+    high: float
+    confidence: float
+    std_error: float
+    group_std: float  # spread s of the group values (first partition)
+    n_groups: int  # r
+    group_size: int  # S
+    seed: int
+    repeats: int
+    group_values: np.ndarray
+    dropped_labels: np.ndarray
+    n_queries_used: int
+    n_queries_skipped: int
+    per_query: np.ndarray = field(repr=False)
+    group_of_query: np.ndarray = field(repr=False)  # group index per query (-1: dropped)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.low, self.high)
+
+
+def label_partition(labels, group_size: int, seed: int):
+    """The seeded partition: (groups as an (r x S) array of labels, dropped labels)."""
+    uniq = np.unique(np.asarray(labels))
+    if group_size < 2:
+        raise InputError(f"group_size={group_size}: a group needs at least 2 labels (S >= 2).")
+    if group_size > uniq.size:
+        raise InputError(
+            f"group_size={group_size} is larger than the number of labels ({uniq.size}); "
+            f"use group_size <= {uniq.size // 2} so that at least two groups exist."
+        )
+    perm = np.random.default_rng(seed).permutation(uniq)
+    r = uniq.size // group_size
+    return perm[: r * group_size].reshape(r, group_size), np.sort(perm[r * group_size :])
+
+
+def _t_interval(values: np.ndarray, confidence: float):
+    r = values.size
+    mean = float(values.mean())
+    s = float(values.std(ddof=1))
+    se = s / math.sqrt(r)
+    half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
+    return mean, s, se, half
+
+
+def grouped_recall_values(
+    q_emb: np.ndarray,
+    q_codes: np.ndarray,
+    g_emb: np.ndarray | None,
+    g_codes: np.ndarray | None,
+    *,
+    q_ids: np.ndarray,
+    g_ids: np.ndarray | None,
+    ks: list[int],
+    group_size: int,
+    seed: int,
+    repeats: int,
+    confidence: float,
+    ties: str,
+    similarity: str,
+    label_values: np.ndarray,
+    max_memory: int,
+) -> dict[int, GroupedRecall]:
+    """Grouped Recall@K for every K in ``ks`` (embeddings already float32 numpy;
+    cosine rows already normalised). ``label_values`` maps label codes to labels for
+    reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
+    item with the query's id is the query itself and is excluded)."""
+    if not (0.0 < confidence < 1.0):
+        raise InputError(f"confidence={confidence} must be strictly between 0 and 1 (e.g. 0.95).")
+    if repeats < 1:
+        raise InputError(f"group_repeats={repeats} must be at least 1.")
+    loo = g_emb is None
+    codes_all = q_codes if loo else np.concatenate([q_codes, g_codes])
+    n_q = q_codes.shape[0]
+    all_values = {k: [] for k in ks}
+    first = {}
+    for rep in range(repeats):
+        groups, dropped = label_partition(codes_all, group_size, seed + rep)
+        r = groups.shape[0]
+        if r < 2:
+            raise InputError(
+                f"Only {r} group of {group_size} labels fits the {np.unique(codes_all).size} labels: "
+                "no interval is possible from fewer than 2 groups; use a smaller group_size or more labels."
+            )
+        group_of_label = np.full(int(codes_all.max()) + 1, -1, np.int64)
+        group_of_label[groups.ravel()] = np.repeat(np.arange(r), group_size)
+        gq = group_of_label[q_codes]
+        gg = gq if loo else group_of_label[g_codes]
+        hits = {k: np.full(n_q, np.nan) for k in ks}
+        _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
+                      max_memory)
+        for k in ks:
+            h = hits[k]
+            sums = np.bincount(gq[gq >= 0], weights=np.nan_to_num(h[gq >= 0]), minlength=r)
+            cnt = np.bincount(gq[(gq >= 0) & ~np.isnan(h)], minlength=r)
+            if (cnt == 0).any():
+                empty = int((cnt == 0).sum())
+                raise InputError(
+                    f"{empty} of {r} groups have no query with a relevant item inside the group "
+                    "(every class needs at least two items in leave-one-out); drop singleton classes or "
+                    "use a larger group_size."
+                )
+            all_values[k].append(sums / cnt)
+            if rep == 0:
+                first[k] = (h, gq, dropped)
+    out = {}
+    for k in ks:
+        vals = np.vstack(all_values[k])
+        per_rep = [_t_interval(v, confidence) for v in vals]
+        value = float(np.mean([p[0] for p in per_rep]))
+        se = float(np.mean([p[2] for p in per_rep]))
+        r = vals.shape[1]
+        half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
+        h, gq, dropped = first[k]
+        used = int((~np.isnan(h)).sum())
+        out[k] = GroupedRecall(
+            k=k, value=value, low=value - half, high=value + half, confidence=confidence, std_error=se,
+            group_std=per_rep[0][1], n_groups=r, group_size=group_size, seed=seed, repeats=repeats,
+            group_values=vals, dropped_labels=label_values[dropped], n_queries_used=used,
+            n_queries_skipped=n_q - used, per_query=h, group_of_query=gq,
+        )
+    return out
+
+
+def _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
+                  max_memory):
+    """Fill ``hits[k][i]`` with query i's hit_rate@k inside its group, batched by size."""
+    if g_emb is None:
+        g_emb, g_codes, g_ids = q_emb, q_codes, q_ids
+    q_order = np.argsort(gq, kind="stable")
+    g_order = np.argsort(gg, kind="stable")
+    q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
+    g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
+    q_sizes = np.diff(q_bounds)
+    g_sizes = np.diff(g_bounds)
+    # groups of similar size share a batch; sizes padded to multiples of 16 so that
+    # every score comes from an identically shaped product (exact ties)
+    by_size = np.argsort(np.maximum(q_sizes, g_sizes), kind="stable")
+    d = q_emb.shape[1]
+    strict = ties == "optimistic"
+    if q_ids is None:  # no ids: nothing is the same item
+        q_ids = np.full(q_codes.shape[0], -1, np.int64)
+        g_ids = np.full(g_codes.shape[0], -2, np.int64)
+    i = 0
+    while i < r:
+        mq = int(-(-max(q_sizes[by_size[i]], 1) // 16) * 16)
+        mg = int(-(-max(g_sizes[by_size[i]], 1) // 16) * 16)
+        # grow the batch while the padded sizes hold and it fits the memory budget
+        j = i
+        while j < r:
+            gi = by_size[j]
+            mq2 = max(mq, int(-(-max(q_sizes[gi], 1) // 16) * 16))
+            mg2 = max(mg, int(-(-max(g_sizes[gi], 1) // 16) * 16))
+            if (j - i + 1) * mq2 * mg2 * 4 * 3 > max_memory and j > i:
+                break
+            mq, mg = mq2, mg2
+            j += 1
+        batch = by_size[i:j]
+        _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
+                     mq, mg, d, strict, similarity, ks, hits)
+        i = j
+
+
+def _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
+                 mq, mg, d, strict, similarity, ks, hits):
+    B = batch.size
+    Qb = np.zeros((B, mq, d), np.float32)
+    Gb = np.zeros((B, mg, d), np.float32)
+    qc = np.full((B, mq), -1, np.int64)
+    gc = np.full((B, mg), -2, np.int64)
+    qidx = np.full((B, mq), -1, np.int64)
+    gidx = np.full((B, mg), -1, np.int64)
+    qid = np.full((B, mq), -3, np.int64)
+    gid = np.full((B, mg), -4, np.int64)
+    for t, g in enumerate(batch):
+        qi = q_order[q_bounds[g] : q_bounds[g + 1]]
+        gi = g_order[g_bounds[g] : g_bounds[g + 1]]
+        Qb[t, : qi.size] = q_emb[qi]
+        Gb[t, : gi.size] = g_emb[gi]
+        qc[t, : qi.size] = q_codes[qi]
+        gc[t, : gi.size] = g_codes[gi]
+        qidx[t, : qi.size] = qi
+        gidx[t, : gi.size] = gi
+        qid[t, : qi.size] = q_ids[qi]
+        gid[t, : gi.size] = g_ids[gi]
+    S = np.matmul(Qb, Gb.transpose(0, 2, 1))
+    if similarity == "neg_l2":
+        qn = np.einsum("bij,bij->bi", Qb, Qb)
+        gn = np.einsum("bij,bij->bi", Gb, Gb)
+        S = -np.sqrt(np.maximum(qn[:, :, None] + gn[:, None, :] - 2.0 * S, 0.0))
+    valid = (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
+    rel = valid & (qc[:, :, None] == gc[:, None, :])
+    neg = valid & ~rel
+    best = np.where(rel, S, -np.inf).max(axis=2)
+    has = rel.any(axis=2)
+    ahead = ((S > best[:, :, None]) if strict else (S >= best[:, :, None])) & neg
+    first_rank = 1 + ahead.sum(axis=2)
+    rows = qidx >= 0
+    for k in ks:
+        h = np.where(has, (first_rank <= k).astype(np.float64), np.nan)
+        hits[k][qidx[rows]] = h[rows]
