@@ -5,11 +5,24 @@ private. Metric names follow the project's contract (METRICS.md): each canonical
 name means one quantity, and results always report canonical names.
 """
 
+from ._assertions import assert_gap_below, assert_grouped_recall_ci, assert_not_worse
 from ._classification import AccuracyResult, accuracy
 from ._embedding import discriminant_ratio
 from ._evaluate import evaluate
+from ._grouped import GroupedRecall, label_partition
 from ._metric_names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
 from ._result import EvaluationResult
+from ._stats import (
+    Comparison,
+    Gap,
+    Interval,
+    SweepTable,
+    bootstrap_interval,
+    class_count_sweep,
+    compare,
+    generalization_gap,
+    split_difference,
+)
 from .errors import (
     BackendError,
     EmptyQueriesError,
@@ -23,9 +36,23 @@ __version__ = "0.1.0"
 __all__ = [
     "evaluate",
     "EvaluationResult",
+    "GroupedRecall",
+    "label_partition",
     "accuracy",
     "AccuracyResult",
     "discriminant_ratio",
+    "bootstrap_interval",
+    "generalization_gap",
+    "split_difference",
+    "compare",
+    "class_count_sweep",
+    "Interval",
+    "Gap",
+    "Comparison",
+    "SweepTable",
+    "assert_grouped_recall_ci",
+    "assert_gap_below",
+    "assert_not_worse",
     "canonical_metric_name",
     "parse_metric",
     "MetricSpec",

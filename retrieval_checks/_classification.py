@@ -14,12 +14,14 @@ __all__ = ["accuracy", "AccuracyResult"]
 
 @dataclass(frozen=True)
 class AccuracyResult:
-    """``value`` = n_correct / n (a fraction); ``correct`` marks each sample."""
+    """``value`` = n_correct / n (a fraction); ``correct`` marks each sample;
+    ``labels`` are the true classes (used to check that two sets are comparable)."""
 
     value: float
     n_correct: int
     n: int
     correct: np.ndarray
+    labels: np.ndarray | None = None
 
     def __float__(self) -> float:
         return self.value
@@ -55,4 +57,4 @@ def accuracy(predictions, labels) -> AccuracyResult:
         raise InputError(f"predictions cover {p.shape[0]} samples but labels cover {y.shape[0]}; they must match.")
     correct = np.asarray(p == y, dtype=bool)
     n_correct = int(correct.sum())
-    return AccuracyResult(n_correct / y.shape[0], n_correct, int(y.shape[0]), correct)
+    return AccuracyResult(n_correct / y.shape[0], n_correct, int(y.shape[0]), correct, y)

@@ -1,0 +1,109 @@
+"""Assertions for quality gates, usable with or without pytest.
+
+Each raises ``AssertionError`` with a message a person can act on: the metric, the
+value, the interval and its confidence, the threshold, the margin, the sample sizes
+and the decision rule that failed. ``__tracebackhide__`` keeps pytest tracebacks on
+the caller's line.
+"""
+
+from __future__ import annotations
+
+from ._metric_names import parse_metric
+from ._result import EvaluationResult
+from ._stats import Comparison, Gap
+from .errors import InputError
+
+__all__ = ["assert_grouped_recall_ci", "assert_gap_below", "assert_not_worse"]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4f}"
+
+
+def assert_grouped_recall_ci(result: EvaluationResult, at_least: float, *, metric: str = "grouped_recall@1",
+                             on: str = "lower") -> None:
+    """Fail when the interval's lower bound (``on="lower"``, default) or the point
+    value (``on="value"``) of a grouped recall is below ``at_least``."""
+    __tracebackhide__ = True
+    if on not in ("lower", "value"):
+        raise InputError(f"on={on!r}: use 'lower' (the interval's lower bound) or 'value'.")
+    name = parse_metric(metric).name
+    if not isinstance(result, EvaluationResult) or name not in getattr(result, "grouped", {}):
+        raise InputError(f"{name} with its interval is not in this result; evaluate it with metrics=[{name!r}].")
+    g = result.grouped[name]
+    checked = g.low if on == "lower" else g.value
+    if checked < at_least:
+        what = "lower bound" if on == "lower" else "value"
+        raise AssertionError(
+            f"{name} {what} {_fmt(checked)} < {at_least} (short by {_fmt(at_least - checked)})\n"
+            f"  value {_fmt(g.value)}, {g.confidence:.0%} interval [{_fmt(g.low)}, {_fmt(g.high)}]"
+            f" (Student t over groups, standard error {_fmt(g.std_error)})\n"
+            f"  sample: r={g.n_groups} groups of S={g.group_size} labels, spread s={_fmt(g.group_std)}, "
+            f"{g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} labels dropped, "
+            f"seed {g.seed}, {g.repeats} partition(s)\n"
+            f"  rule: fail when the interval's {what} is below the threshold"
+        )
+
+
+def assert_gap_below(gap: Gap, below: float, *, on: str = "upper") -> None:
+    """Fail when the gap's upper bound (``on="upper"``, default: the gap is not shown
+    to be below the limit) or its point value (``on="value"``) exceeds ``below``."""
+    __tracebackhide__ = True
+    if on not in ("upper", "value"):
+        raise InputError(f"on={on!r}: use 'upper' (the interval's upper bound) or 'value'.")
+    if not isinstance(gap, Gap):
+        raise InputError(
+            f"assert_gap_below takes a Gap from retrieval_checks.generalization_gap, got {type(gap).__name__}."
+        )
+    checked = gap.high if on == "upper" else gap.value
+    if checked > below:
+        what = "upper bound" if on == "upper" else "value"
+        a, b = gap.labels
+        raise AssertionError(
+            f"{gap.metric} gap ({a} - {b}) {what} {gap.value if on == 'value' else gap.high:+.4f} > {below} "
+            f"(over by {checked - below:.4f})\n"
+            f"  gap {gap.value:+.4f}, {gap.confidence:.0%} interval [{gap.low:+.4f}, {gap.high:+.4f}] ({gap.method})\n"
+            f"  {a}: {_fmt(gap.first_value)} on {gap.n_first} {gap.unit}; {b}: {_fmt(gap.second_value)} "
+            f"on {gap.n_second} {gap.unit}\n"
+            f"  rule: fail when the gap's {what} is above the limit"
+        )
+
+
+def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str = "significant") -> None:
+    """Gate a candidate against a baseline from a paired :class:`Comparison`.
+
+    With ``d`` the improvement (candidate - baseline, sign flipped for rank metrics
+    where lower is better) and its interval [lo, hi]:
+
+    - ``rule="significant"`` (default): fail when the candidate is significantly
+      worse by more than ``margin``: hi < -margin;
+    - ``rule="non_inferior"``: fail unless the data show any drop is smaller than
+      ``margin``: lo < -margin fails (stricter: needs enough queries);
+    - ``rule="value"``: fail when the point difference is below -margin.
+    """
+    __tracebackhide__ = True
+    if rule not in ("significant", "non_inferior", "value"):
+        raise InputError(f"rule={rule!r}: use 'significant', 'non_inferior' or 'value'.")
+    if not isinstance(comparison, Comparison):
+        raise InputError(f"assert_not_worse takes a Comparison from retrieval_checks.compare, got "
+                         f"{type(comparison).__name__}.")
+    c = comparison
+    sign = 1.0 if c.higher_is_better else -1.0
+    lo, hi = sorted((sign * c.low, sign * c.high))
+    d = sign * c.difference
+    checked, fails, desc = {
+        "significant": (hi, hi < -margin, "the interval's upper bound of the improvement is below -margin"),
+        "non_inferior": (lo, lo < -margin, "the interval's lower bound of the improvement is below -margin"),
+        "value": (d, d < -margin, "the point improvement is below -margin"),
+    }[rule]
+    if fails:
+        direction = "higher" if c.higher_is_better else "lower"
+        raise AssertionError(
+            f"{c.metric}: candidate {_fmt(c.candidate)} is worse than baseline {_fmt(c.baseline)} "
+            f"(improvement {d:+.4f}, checked {checked:+.4f} < -{margin})\n"
+            f"  difference (candidate - baseline) {c.difference:+.4f}, {c.confidence:.0%} interval "
+            f"[{c.low:+.4f}, {c.high:+.4f}] ({c.method}), p={c.p_value:.3g} two-sided, "
+            f"p={c.p_value_worse:.3g} for 'worse'\n"
+            f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
+            f"  rule ({rule}, margin {margin}): fail when {desc}"
+        )
