@@ -14,8 +14,9 @@ Interval. Group values are independent and identically distributed (disjoint lab
 sets drawn at random), so by the central limit theorem the mean has standard error
 s / sqrt(r), s the sample standard deviation of the group values. The interval is
 mean +- t_{r-1, (1+c)/2} * s / sqrt(r): Student's t rather than the normal quantile,
-which is slightly wider for few groups and the same for many. Fewer than two groups
-give no interval (an error says so).
+which is slightly wider for few groups and the same for many; clipped to [0, 1], the
+metric's range (which cannot lower its coverage). Fewer than two groups give no
+interval (an error says so).
 
 Repeated partitions (``repeats`` > 1). Each repeat uses seed, seed + 1, ... The value
 is the mean of the per-partition values (it averages out the luck of one partition).
@@ -170,7 +171,8 @@ def grouped_recall_values(
         h, gq, dropped = first[k]
         used = int((~np.isnan(h)).sum())
         out[k] = GroupedRecall(
-            k=k, value=value, low=value - half, high=value + half, confidence=confidence, std_error=se,
+            k=k, value=value, low=max(0.0, value - half), high=min(1.0, value + half), confidence=confidence,
+            std_error=se,
             group_std=per_rep[0][1], n_groups=r, group_size=group_size, seed=seed, repeats=repeats,
             group_values=vals, dropped_labels=label_values[dropped], n_queries_used=used,
             n_queries_skipped=n_q - used, per_query=h, group_of_query=gq,
