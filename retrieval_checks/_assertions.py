@@ -39,7 +39,8 @@ def assert_grouped_recall_ci(result: EvaluationResult, at_least: float, *, metri
             f"  value {_fmt(g.value)}, {g.confidence:.0%} interval [{_fmt(g.low)}, {_fmt(g.high)}]"
             f" (Student t over groups, standard error {_fmt(g.std_error)})\n"
             f"  sample: r={g.n_groups} groups of S={g.group_size} labels, spread s={_fmt(g.group_std)}, "
-            f"{g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} labels dropped, "
+            f"{g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} labels "
+            f"dropped ({g.n_queries_dropped} queries), "
             f"seed {g.seed}, {g.repeats} partition(s)\n"
             f"  rule: fail when the interval's {what} is below the threshold"
         )

@@ -94,11 +94,12 @@ class Backend:
             x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         return x.detach().to(device=self.device, dtype=torch.float32).contiguous()
 
-    def normalize_rows(self, x, out=None, rows: int = 16384):
+    def normalize_rows(self, x, out=None, chunk_bytes: int = 16 * 2**20):
         """x / ||x|| row-wise, into ``out`` (float32). Norms and quotients are taken in
-        float64, a few thousand rows at a time, so no full float64 copy is made."""
+        float64, ``chunk_bytes`` of float64 rows at a time, so no full float64 copy is made."""
         if out is None:
             out = self.empty(tuple(x.shape))
+        rows = max(1, chunk_bytes // (8 * max(int(x.shape[1]), 1)))
         for s in range(0, int(x.shape[0]), rows):
             part = x[s : s + rows]
             if self.kind == "numpy":

@@ -268,10 +268,10 @@ def evaluate(
     # another order, and duplicate gallery vectors would stop tying bit-for-bit.
     c = -(-c // 16) * 16
     n_chunks = -(-n_g // c)
+    # the budget covers the float32 copies of the inputs, then the working set
+    inputs = 4 * d * (n_chunks * c + (0 if loo else n_q))
+    room = max(budget - inputs, budget // 10)
     if b is None:
-        # the budget covers the float32 copies of the inputs, then the block's buffer
-        inputs = 4 * d * (n_chunks * c + (0 if loo else n_q))
-        room = max(budget - inputs, budget // 10)
         r_max = int(n_relevant.max()) if n_relevant.size else 0
         per_row = n_chunks * c * 4 + 48 * r_max + (16 * c if backend.is_cuda else 0)
         b = int(max(1, min(n_q, 2048, (room * 8 // 10) // per_row)))
@@ -394,7 +394,7 @@ def evaluate(
             Qn, q_codes, Gn, None if loo else g_codes, q_ids=q_id_codes, g_ids=g_id_codes,
             ks=sorted({s.k for s in grouped_specs}), group_size=group_size, seed=group_seed,
             repeats=group_repeats, confidence=confidence, ties=ties, similarity=similarity,
-            label_values=label_values, max_memory=budget,
+            label_values=label_values, max_memory=room, empty_queries=empty_queries,
         )
         for s in grouped_specs:
             g = found[s.k]

@@ -16,7 +16,13 @@ s / sqrt(r), s the sample standard deviation of the group values. The interval i
 mean +- t_{r-1, (1+c)/2} * s / sqrt(r): Student's t rather than the normal quantile,
 which is slightly wider for few groups and the same for many; clipped to [0, 1], the
 metric's range (which cannot lower its coverage). Fewer than two groups give no
-interval (an error says so).
+interval (an error says so). With few groups whose values happen to be equal, s = 0
+and the interval has zero width: that is what the t interval says from such a
+sample, and a reason to use more groups, not evidence of certainty.
+
+Queries without a relevant item inside their group follow ``empty_queries``: skipped
+(counted in ``n_queries_skipped``), an error, or scored 0. Queries whose label was
+dropped from the partition are counted in ``n_queries_dropped``.
 
 Repeated partitions (``repeats`` > 1). Each repeat uses seed, seed + 1, ... The value
 is the mean of the per-partition values (it averages out the luck of one partition).
@@ -39,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from .errors import InputError
+from .errors import EmptyQueriesError, InputError
 
 __all__ = ["GroupedRecall", "label_partition", "grouped_recall_values"]
 
@@ -67,7 +73,8 @@ class GroupedRecall:
     group_values: np.ndarray
     dropped_labels: np.ndarray
     n_queries_used: int
-    n_queries_skipped: int
+    n_queries_skipped: int  # in a group, but no relevant item inside it (empty_queries="skip")
+    n_queries_dropped: int  # their label was left out of the partition
     per_query: np.ndarray = field(repr=False)
     group_of_query: np.ndarray = field(repr=False)  # group index per query (-1: dropped)
 
@@ -117,13 +124,19 @@ def grouped_recall_values(
     similarity: str,
     label_values: np.ndarray,
     max_memory: int,
+    empty_queries: str = "skip",
 ) -> dict[int, GroupedRecall]:
     """Grouped Recall@K for every K in ``ks`` (embeddings already float32 numpy;
     cosine rows already normalised). ``label_values`` maps label codes to labels for
     reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
     item with the query's id is the query itself and is excluded)."""
-    if not (0.0 < confidence < 1.0):
-        raise InputError(f"confidence={confidence} must be strictly between 0 and 1 (e.g. 0.95).")
+    for name, v in (("group_size", group_size), ("group_repeats", repeats), ("group_seed", seed)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InputError(f"{name}={v!r} must be an integer.")
+    if seed < 0:
+        raise InputError(f"group_seed={seed} must be a non-negative integer.")
+    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+        raise InputError(f"confidence={confidence!r} must be strictly between 0 and 1 (e.g. 0.95).")
     if repeats < 1:
         raise InputError(f"group_repeats={repeats} must be at least 1.")
     loo = g_emb is None
@@ -144,10 +157,28 @@ def grouped_recall_values(
         gq = group_of_label[q_codes]
         gg = gq if loo else group_of_label[g_codes]
         hits = {k: np.full(n_q, np.nan) for k in ks}
+        candidates = np.zeros(n_q, np.int64)
         _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
-                      max_memory)
+                      candidates, max_memory)
+        in_group = gq >= 0
+        fewest = int(candidates[in_group].min()) if in_group.any() else 0
+        if max(ks) > fewest:
+            raise InputError(
+                f"grouped_recall@{max(ks)}: K={max(ks)} is larger than the gallery a query ranks inside its group "
+                f"(as few as {fewest} items with group_size={group_size}); use K <= {fewest} or a larger group_size."
+            )
+        empty = np.flatnonzero(in_group & np.isnan(hits[ks[0]]))
+        if empty.size and empty_queries == "error":
+            raise EmptyQueriesError(
+                f"{empty.size} queries have no relevant item inside their group (queries "
+                f"{', '.join(map(str, empty[:5]))}{', ...' if empty.size > 5 else ''}); in leave-one-out every class "
+                "needs two items. Pass empty_queries='skip' or 'zero', or drop those classes.",
+                indices=empty,
+            )
         for k in ks:
             h = hits[k]
+            if empty_queries == "zero":
+                h[empty] = 0.0
             sums = np.bincount(gq[gq >= 0], weights=np.nan_to_num(h[gq >= 0]), minlength=r)
             cnt = np.bincount(gq[(gq >= 0) & ~np.isnan(h)], minlength=r)
             if (cnt == 0).any():
@@ -170,18 +201,19 @@ def grouped_recall_values(
         half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
         h, gq, dropped = first[k]
         used = int((~np.isnan(h)).sum())
+        n_dropped = int((gq < 0).sum())
         out[k] = GroupedRecall(
             k=k, value=value, low=max(0.0, value - half), high=min(1.0, value + half), confidence=confidence,
             std_error=se,
             group_std=per_rep[0][1], n_groups=r, group_size=group_size, seed=seed, repeats=repeats,
             group_values=vals, dropped_labels=label_values[dropped], n_queries_used=used,
-            n_queries_skipped=n_q - used, per_query=h, group_of_query=gq,
+            n_queries_skipped=n_q - used - n_dropped, n_queries_dropped=n_dropped, per_query=h, group_of_query=gq,
         )
     return out
 
 
 def _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
-                  max_memory):
+                  candidates, max_memory):
     """Fill ``hits[k][i]`` with query i's hit_rate@k inside its group, batched by size."""
     if g_emb is None:
         g_emb, g_codes, g_ids = q_emb, q_codes, q_ids
@@ -209,18 +241,19 @@ def _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, t
             gi = by_size[j]
             mq2 = max(mq, int(-(-max(q_sizes[gi], 1) // 16) * 16))
             mg2 = max(mg, int(-(-max(g_sizes[gi], 1) // 16) * 16))
-            if (j - i + 1) * mq2 * mg2 * 4 * 3 > max_memory and j > i:
+            # per group: padded embeddings, float32 scores, a masked copy, ~8 boolean masks and temporaries
+            if (j - i + 1) * (mq2 * mg2 * 20 + (mq2 + mg2) * d * 4) > max_memory and j > i:
                 break
             mq, mg = mq2, mg2
             j += 1
         batch = by_size[i:j]
         _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
-                     mq, mg, d, strict, similarity, ks, hits)
+                     mq, mg, d, strict, similarity, ks, hits, candidates)
         i = j
 
 
 def _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
-                 mq, mg, d, strict, similarity, ks, hits):
+                 mq, mg, d, strict, similarity, ks, hits, candidates):
     B = batch.size
     Qb = np.zeros((B, mq, d), np.float32)
     Gb = np.zeros((B, mg, d), np.float32)
@@ -254,6 +287,7 @@ def _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_
     ahead = ((S > best[:, :, None]) if strict else (S >= best[:, :, None])) & neg
     first_rank = 1 + ahead.sum(axis=2)
     rows = qidx >= 0
+    candidates[qidx[rows]] = valid.sum(axis=2)[rows]
     for k in ks:
         h = np.where(has, (first_rank <= k).astype(np.float64), np.nan)
         hits[k][qidx[rows]] = h[rows]

@@ -1,0 +1,529 @@
+"""Grouped Recall@K (retrieval_checks/_grouped.py) against a brute force written here.
+
+The brute force follows the module docstring of ``_grouped.py`` and METRICS.md word for
+word: labels are encoded to codes 0..L-1 in the sorted order of the distinct label
+values, ``np.random.default_rng(seed).permutation`` of the codes, consecutive runs of S
+codes form the r = L // S groups, the rest is dropped; in every group ``hit_rate@K`` is
+evaluated densely by tests/reference.py on the group's items only (leave-one-out inside
+the group, or queries and gallery restricted to it); the group value is the mean over
+its queries with a relevant item, the metric the mean over groups, and the interval
+mean +- t_{r-1,(1+c)/2} * s / sqrt(r). Repeats use seed, seed + 1, ...: value = mean of
+the per-partition values, standard error = mean of the per-partition standard errors.
+
+Tie-heavy data are small integer vectors under ``dot`` (exact in float32 and float64,
+so every tie is a true tie on both sides and results agree exactly); tie-free data are
+Gaussian class clusters under ``cosine``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+import retrieval_checks as rc
+from reference import reference
+
+TIES = ["pessimistic", "optimistic"]
+
+
+# ----------------------------------------------------------------------------- brute force
+def brute_grouped(Q, G, q_labels, g_labels, k, *, S, seed=0, repeats=1, confidence=0.95, q_ids=None,
+                  g_ids=None, similarity="cosine", ties="pessimistic"):
+    """Grouped Recall@k by the definition; G=None means leave-one-out over Q."""
+    loo = G is None
+    q_labels = np.asarray(q_labels)
+    n_q = q_labels.size
+    if loo:
+        G, g_labels = Q, q_labels
+        q_ids = np.arange(n_q) if q_ids is None else np.asarray(q_ids)
+        g_ids = q_ids
+    g_labels = np.asarray(g_labels)
+    values, codes = np.unique(np.concatenate([q_labels, g_labels]), return_inverse=True)
+    codes = codes.ravel()
+    qc, gc = codes[:n_q], codes[n_q:]
+    L = values.size
+    r = L // S
+    rows, ses, reps = [], [], []
+    for rep in range(repeats):
+        perm = np.random.default_rng(seed + rep).permutation(np.arange(L))
+        groups = perm[: r * S].reshape(r, S)
+        dropped = np.sort(perm[r * S:])
+        per_query = np.full(n_q, np.nan)
+        group_of_query = np.full(n_q, -1)
+        gvals = []
+        for gi, grp in enumerate(groups):
+            mq, mg = np.isin(qc, grp), np.isin(gc, grp)
+            ref, _, _ = reference(
+                Q[mq], G[mg], qc[mq], gc[mg], [f"hit_rate@{k}"],
+                q_ids=None if q_ids is None else np.asarray(q_ids)[mq],
+                g_ids=None if g_ids is None else np.asarray(g_ids)[mg],
+                similarity=similarity, ties=ties,
+            )
+            h = ref[f"hit_rate@{k}"]
+            per_query[mq] = h
+            group_of_query[mq] = gi
+            gvals.append(float(np.mean(h[~np.isnan(h)])))
+        gvals = np.array(gvals)
+        rows.append(gvals)
+        ses.append(gvals.std(ddof=1) / math.sqrt(r))
+        reps.append(dict(groups=groups, dropped=values[dropped], per_query=per_query,
+                         group_of_query=group_of_query))
+    value = float(np.mean([row.mean() for row in rows]))
+    se = float(np.mean(ses))
+    half = stats.t.ppf((1 + confidence) / 2, r - 1) * se
+    # the interval is clipped to [0, 1], the metric's range
+    return dict(value=value, se=se, low=max(0.0, value - half), high=min(1.0, value + half), group_values=np.vstack(rows),
+                group_std=float(rows[0].std(ddof=1)), r=r, values=values, **reps[0])
+
+
+def _check(res, name, bf):
+    g = res.grouped[name]
+    assert res[name] == pytest.approx(bf["value"], abs=1e-12)
+    assert g.value == res[name]
+    np.testing.assert_allclose(g.group_values, bf["group_values"], rtol=0, atol=1e-12)
+    assert g.n_groups == bf["r"]
+    assert g.std_error == pytest.approx(bf["se"], abs=1e-12)
+    assert g.group_std == pytest.approx(bf["group_std"], abs=1e-12)
+    assert g.interval == pytest.approx((bf["low"], bf["high"]), abs=1e-12)
+    assert res.intervals[name] == g.interval
+    np.testing.assert_array_equal(g.per_query, bf["per_query"])  # NaN where equal NaN
+    np.testing.assert_array_equal(g.group_of_query, bf["group_of_query"])
+    np.testing.assert_array_equal(g.dropped_labels, bf["dropped"])
+    used = int((~np.isnan(bf["per_query"])).sum())
+    dropped = int((bf["group_of_query"] < 0).sum())
+    assert (g.n_queries_used, g.n_queries_skipped, g.n_queries_dropped) == (
+        used, bf["per_query"].size - used - dropped, dropped)
+
+
+# ----------------------------------------------------------------------------- data
+def class_sizes(rng, n_labels, lo=2, hi=6):
+    return rng.integers(lo, hi + 1, n_labels)
+
+
+def tie_heavy(rng, labels_of_items, d=3):
+    """Integer vectors in {-1, 0, 1}^d: few distinct scores, many exact ties."""
+    X = rng.integers(-1, 2, (labels_of_items.size, d)).astype(np.float32)
+    return X
+
+
+def gaussian(rng, labels_of_items, d=8, spread=1.3):
+    _, codes = np.unique(labels_of_items, return_inverse=True)
+    centres = rng.standard_normal((codes.max() + 1, d))
+    return (centres[codes] + spread * rng.standard_normal((codes.size, d))).astype(np.float32)
+
+
+def make_problem(kind, mode, seed=0, n_labels=25):
+    """(Q, G, q_labels, g_labels, similarity): G is None for leave-one-out. Split
+    problems also have one label held by queries only (those queries are skipped) and
+    one by the gallery only."""
+    rng = np.random.default_rng(seed)
+    gen, sim = (tie_heavy, "dot") if kind == "ties" else (gaussian, "cosine")
+    if mode == "loo":
+        y = rng.permutation(np.repeat(np.arange(n_labels), class_sizes(rng, n_labels)))
+        y[0] = n_labels  # one singleton class: its query has no relevant item and is skipped
+        return gen(rng, y), None, y, None, sim
+    yq = rng.permutation(np.repeat(np.arange(n_labels), class_sizes(rng, n_labels, 1, 3)))
+    yg = rng.permutation(np.repeat(np.arange(n_labels), class_sizes(rng, n_labels, 2, 5)))
+    yq = np.concatenate([yq, [n_labels, n_labels]])  # query-only label
+    yg = np.concatenate([yg, [n_labels + 1]])  # gallery-only label
+    X = gen(rng, np.concatenate([yq, yg]))
+    return X[: yq.size], X[yq.size:], yq, yg, sim
+
+
+# ----------------------------------------------------------------------------- equality
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("mode", ["loo", "split"])
+@pytest.mark.parametrize("kind", ["ties", "gauss"])
+def test_equals_brute_force(kind, mode, ties):
+    seed = {("ties", "loo"): 1, ("ties", "split"): 2, ("gauss", "loo"): 3, ("gauss", "split"): 4}[kind, mode]
+    Q, G, yq, yg, sim = make_problem(kind, mode, seed=seed)
+    S = 5
+    res = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, metrics=["grouped_recall@1", "grouped_recall@5"],
+                      similarity=sim, ties=ties, group_size=S, group_seed=3)
+    for k in (1, 5):
+        bf = brute_grouped(Q, G, yq, yg, k, S=S, seed=3, similarity=sim, ties=ties)
+        assert bf["r"] == (26 if mode == "loo" else 27) // S
+        _check(res, f"grouped_recall@{k}", bf)
+        g = res.grouped[f"grouped_recall@{k}"]
+        assert (g.k, g.group_size, g.seed, g.repeats, g.confidence) == (k, S, 3, 1, 0.95)
+    assert list(res) == ["grouped_recall@1", "grouped_recall@5"]
+
+
+def test_tie_policy_matters_on_tie_heavy_data():
+    """Sanity check of the tie-heavy data: the two policies give different values."""
+    Q, G, yq, yg, sim = make_problem("ties", "loo", seed=11)
+    vals = {t: rc.evaluate(Q, query_labels=yq, metrics=["grouped_recall@1"], similarity=sim, ties=t,
+                           group_size=5)["grouped_recall@1"] for t in TIES}
+    assert vals["pessimistic"] < vals["optimistic"]
+    for t in TIES:
+        assert vals[t] == pytest.approx(brute_grouped(Q, None, yq, None, 1, S=5, similarity=sim, ties=t)["value"],
+                                        abs=1e-12)
+
+
+def test_leave_one_out_with_duplicate_query_ids():
+    """Items sharing a query id exclude each other, inside every group."""
+    rng = np.random.default_rng(5)
+    y = rng.permutation(np.repeat(np.arange(12), 4))
+    X = tie_heavy(rng, y)
+    ids = np.arange(y.size)
+    ids[1::7] = ids[0::7][: ids[1::7].size]  # some pairs of items share an id
+    for ties in TIES:
+        res = rc.evaluate(X, query_labels=y, query_ids=ids, metrics=["grouped_recall@1", "grouped_recall@5"],
+                          similarity="dot", ties=ties, group_size=3)
+        for k in (1, 5):
+            _check(res, f"grouped_recall@{k}", brute_grouped(X, None, y, None, k, S=3, q_ids=ids, similarity="dot",
+                                                             ties=ties))
+
+
+def test_string_labels_partition_sorted_distinct_values():
+    """String labels are encoded in sorted (lexicographic) order of the distinct values and
+    the partition permutes those codes: 'c10' sorts before 'c2'."""
+    rng = np.random.default_rng(7)
+    ints = rng.permutation(np.repeat(np.arange(23), 3))
+    y = np.array([f"c{i}" for i in ints])  # first-appearance and numeric order differ from sorted order
+    X = gaussian(rng, ints)
+    res = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1", "grouped_recall@5"], group_size=4,
+                      group_seed=9)
+    for k in (1, 5):
+        bf = brute_grouped(X, None, y, None, k, S=4, seed=9)
+        _check(res, f"grouped_recall@{k}", bf)
+    g = res.grouped["grouped_recall@1"]
+    sorted_values = np.unique(y)
+    assert list(sorted_values[:4]) == ["c0", "c1", "c10", "c11"]
+    perm = np.random.default_rng(9).permutation(np.arange(23))
+    np.testing.assert_array_equal(g.dropped_labels, sorted_values[np.sort(perm[20:])])
+    # the public partition helper, on the label values, gives the same groups
+    groups, dropped = rc.label_partition(y, 4, 9)
+    np.testing.assert_array_equal(groups, sorted_values[perm[:20].reshape(5, 4)])
+    np.testing.assert_array_equal(dropped, g.dropped_labels)
+    codes = np.unique(y, return_inverse=True)[1].ravel()
+    for i in range(y.size):  # every query sits in the group of its label code
+        in_group = np.flatnonzero((groups == y[i]).any(axis=1))
+        assert g.group_of_query[i] == (in_group[0] if in_group.size else -1)
+    assert set(codes[g.group_of_query == -1]) == set(np.sort(perm[20:]))
+
+
+def test_integer_labels_are_encoded_before_partitioning():
+    """Sparse, negative integer labels: the permutation is over the codes 0..L-1 (sorted
+    label values), not over the raw values; dropped labels are reported as values."""
+    rng = np.random.default_rng(8)
+    raw = 1000 - 37 * np.arange(14)  # decreasing, some negative
+    y = rng.permutation(np.repeat(raw, 3))
+    X = gaussian(rng, y)
+    res = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=4, group_seed=2)
+    bf = brute_grouped(X, None, y, None, 1, S=4, seed=2)
+    _check(res, "grouped_recall@1", bf)
+    perm = np.random.default_rng(2).permutation(np.arange(14))
+    np.testing.assert_array_equal(res.grouped["grouped_recall@1"].dropped_labels, np.sort(raw)[np.sort(perm[12:])])
+
+
+@pytest.mark.parametrize("mode", ["loo", "split"])
+def test_repeats_average_partitions_with_conservative_standard_error(mode):
+    Q, G, yq, yg, sim = make_problem("ties", mode, seed=21)
+    S, seed, c = 4, 5, 0.9
+    res = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, metrics=["grouped_recall@5"], similarity=sim,
+                      group_size=S, group_seed=seed, group_repeats=3, confidence=c)
+    g = res.grouped["grouped_recall@5"]
+    bf = brute_grouped(Q, G, yq, yg, 5, S=S, seed=seed, repeats=3, confidence=c, similarity=sim)
+    _check(res, "grouped_recall@5", bf)
+    assert g.group_values.shape == (3, bf["r"]) and g.repeats == 3
+    # value = mean of the per-partition values; SE = mean of the per-partition SEs
+    r = bf["r"]
+    per_mean = g.group_values.mean(axis=1)
+    per_se = g.group_values.std(axis=1, ddof=1) / math.sqrt(r)
+    assert g.value == pytest.approx(per_mean.mean(), abs=1e-12)
+    assert g.std_error == pytest.approx(per_se.mean(), abs=1e-12)
+    half = stats.t.ppf((1 + c) / 2, r - 1) * per_se.mean()
+    clipped = (max(0.0, per_mean.mean() - half), min(1.0, per_mean.mean() + half))
+    assert g.interval == pytest.approx(clipped, abs=1e-12)
+    # the SE is never below the naive SE of the pooled mean of per-partition values (conservative)
+    assert g.std_error >= per_se.min() - 1e-15
+    # each row is the single partition of seed, seed + 1, seed + 2
+    for rep in range(3):
+        one = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, metrics=["grouped_recall@5"], similarity=sim,
+                          group_size=S, group_seed=seed + rep).grouped["grouped_recall@5"]
+        np.testing.assert_array_equal(one.group_values[0], g.group_values[rep])
+    assert len({tuple(row) for row in g.group_values}) > 1  # the partitions differ
+
+
+@pytest.mark.parametrize("confidence", [0.5, 0.9, 0.95, 0.99])
+def test_interval_is_student_t(confidence):
+    Q, _, y, _, _ = make_problem("gauss", "loo", seed=4, n_labels=30)
+    res = rc.evaluate(Q, query_labels=y, metrics=["grouped_recall@1"], group_size=3, confidence=confidence)
+    g = res.grouped["grouped_recall@1"]
+    v = g.group_values[0]
+    r = v.size
+    assert r == g.n_groups == 31 // 3
+    m, s = v.mean(), v.std(ddof=1)
+    half = stats.t.ppf((1 + confidence) / 2, r - 1) * s / math.sqrt(r)
+    assert g.value == pytest.approx(m, abs=1e-12)
+    assert g.group_std == pytest.approx(s, abs=1e-12)
+    assert g.std_error == pytest.approx(s / math.sqrt(r), abs=1e-12)
+    assert 0 < m - half and m + half < 1  # inside [0, 1]: nothing clipped
+    assert res.intervals["grouped_recall@1"] == pytest.approx((m - half, m + half), abs=1e-12)
+    assert g.confidence == confidence
+    # Student's t, not the normal quantile: wider for few groups
+    z = stats.norm.ppf((1 + confidence) / 2) * s / math.sqrt(r)
+    assert g.high - g.low > 2 * z
+
+
+def test_interval_is_clipped_to_the_unit_range():
+    """Few groups and a value near 0 or 1: mean +- t * s / sqrt(r) leaves [0, 1] and is clipped."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(6), 5)
+    near = rng.standard_normal((6, 16))[y] + 0.05 * rng.standard_normal((30, 16))  # hit_rate@1 = 1
+    X = near.astype(np.float32)
+    X[0] = -X[0]  # one miss: the group values are 1 and 0.9..., s > 0
+    g = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=3).grouped["grouped_recall@1"]
+    v = g.group_values[0]
+    half = stats.t.ppf(0.975, 1) * v.std(ddof=1) / math.sqrt(2)
+    assert v.std(ddof=1) > 0 and g.value + half > 1
+    assert g.interval == pytest.approx((g.value - half, 1.0), abs=1e-12)
+
+
+def test_dropped_labels_reported():
+    """23 labels, S = 10: 2 groups, 3 labels dropped, reported by value."""
+    rng = np.random.default_rng(1)
+    names = np.array([f"label-{i:02d}" for i in range(23)])
+    ints = rng.permutation(np.repeat(np.arange(23), 4))
+    y = names[ints]
+    X = gaussian(rng, ints)
+    res = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=10, group_seed=0)
+    g = res.grouped["grouped_recall@1"]
+    assert (g.n_groups, g.group_size) == (2, 10)
+    perm = np.random.default_rng(0).permutation(23)
+    expected = names[np.sort(perm[20:])]
+    assert len(g.dropped_labels) == 3
+    np.testing.assert_array_equal(g.dropped_labels, expected)
+    assert res.to_dict()["grouped"]["grouped_recall@1"]["dropped_labels"] == list(expected)
+    # the dropped labels' queries are in no group and count as not used
+    dropped_items = np.isin(y, expected)
+    assert (g.group_of_query[dropped_items] == -1).all() and (g.group_of_query[~dropped_items] >= 0).all()
+    assert np.isnan(g.per_query[dropped_items]).all() and not np.isnan(g.per_query[~dropped_items]).any()
+    # 12 queries belong to dropped labels: counted as dropped, not as skipped
+    assert (g.n_queries_used, g.n_queries_skipped, g.n_queries_dropped) == (80, 0, 12)
+    _check(res, "grouped_recall@1", brute_grouped(X, None, y, None, 1, S=10, seed=0))
+
+
+# ----------------------------------------------------------------------------- properties
+@st.composite
+def loo_problem(draw):
+    L = draw(st.integers(4, 9))
+    sizes = draw(st.lists(st.integers(1, 4), min_size=L, max_size=L))
+    y = np.repeat(np.arange(L) * 3 + 1, sizes)
+    d = draw(st.integers(1, 3))
+    X = draw(st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=y.size, max_size=y.size))
+    return np.array(X, np.float32), y, L
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=loo_problem(), data=st.data(), ties=st.sampled_from(TIES),
+       similarity=st.sampled_from(["dot", "neg_l2"]), k=st.integers(1, 2), seed=st.integers(0, 10_000))
+def test_invariant_under_permuting_items(problem, data, ties, similarity, k, seed):
+    X, y, L = problem
+    S = data.draw(st.integers(2, L // 2), label="S")
+    perm = np.array(data.draw(st.permutations(range(y.size)), label="perm"))
+    kw = dict(metrics=[f"grouped_recall@{k}"], similarity=similarity, ties=ties, group_size=S, group_seed=seed)
+    name = f"grouped_recall@{k}"
+    try:
+        a = rc.evaluate(X, query_labels=y, **kw).grouped[name]
+    except rc.InputError as exc:  # a group made of singleton classes only
+        assert "no query with a relevant item" in str(exc)
+        with pytest.raises(rc.InputError, match="no query with a relevant item"):
+            rc.evaluate(X[perm], query_labels=y[perm], **kw)
+        return
+    b = rc.evaluate(X[perm], query_labels=y[perm], **kw).grouped[name]
+    assert a.value == b.value and a.interval == b.interval
+    np.testing.assert_array_equal(a.group_values, b.group_values)
+    np.testing.assert_array_equal(a.dropped_labels, b.dropped_labels)
+    np.testing.assert_array_equal(a.per_query[perm], b.per_query)
+    np.testing.assert_array_equal(a.group_of_query[perm], b.group_of_query)
+    assert a.value == pytest.approx(brute_grouped(X, None, y, None, k, S=S, seed=seed, similarity=similarity,
+                                                  ties=ties)["value"], abs=1e-12)
+
+
+@st.composite
+def split_problem_with_overlap(draw):
+    """Query/gallery split whose ids overlap (a query can meet itself, several times, in
+    the gallery). Every label has one gallery item with a fresh id, so every query keeps
+    a relevant item and every group at least S >= 2 candidates."""
+    L = draw(st.integers(4, 8))
+    nq = draw(st.lists(st.integers(1, 2), min_size=L, max_size=L))
+    ng = draw(st.lists(st.integers(0, 3), min_size=L, max_size=L))
+    yq = np.repeat(np.arange(L), nq)
+    yg = np.concatenate([np.arange(L), np.repeat(np.arange(L), ng)])
+    d = draw(st.integers(1, 3))
+    vec = st.lists(st.integers(-2, 2), min_size=d, max_size=d)
+    Q = np.array(draw(st.lists(vec, min_size=yq.size, max_size=yq.size)), np.float32)
+    G = np.array(draw(st.lists(vec, min_size=yg.size, max_size=yg.size)), np.float32)
+    q_ids = np.array(draw(st.permutations(range(yq.size))))
+    shared = draw(st.lists(st.integers(0, yq.size + 2), min_size=yg.size - L, max_size=yg.size - L))
+    g_ids = np.concatenate([1000 + np.arange(L), np.array(shared, dtype=np.int64)])
+    order = np.array(draw(st.permutations(range(yg.size))))
+    return Q, G[order], yq, yg[order], q_ids, g_ids[order], L
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=split_problem_with_overlap(), data=st.data(), ties=st.sampled_from(TIES),
+       similarity=st.sampled_from(["dot", "neg_l2"]), k=st.integers(1, 2), seed=st.integers(0, 10_000))
+def test_self_exclusion_matches_engine_hit_rate_in_each_group(problem, data, ties, similarity, k, seed):
+    Q, G, yq, yg, q_ids, g_ids, L = problem
+    S = data.draw(st.integers(2, L // 2), label="S")
+    name = f"grouped_recall@{k}"
+    g = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, query_ids=q_ids, gallery_ids=g_ids, metrics=[name],
+                    similarity=similarity, ties=ties, group_size=S, group_seed=seed).grouped[name]
+    groups, dropped = rc.label_partition(np.concatenate([yq, yg]), S, seed)
+    np.testing.assert_array_equal(g.dropped_labels, dropped)
+    means = []
+    for gi, grp in enumerate(groups):
+        mq, mg = np.isin(yq, grp), np.isin(yg, grp)
+        assert (g.group_of_query[mq] == gi).all()
+        sub = rc.evaluate(Q[mq], G[mg], query_labels=yq[mq], gallery_labels=yg[mg], query_ids=q_ids[mq],
+                          gallery_ids=g_ids[mg], metrics=[f"hit_rate@{k}"], similarity=similarity, ties=ties)
+        np.testing.assert_array_equal(g.per_query[mq], sub.per_query[f"hit_rate@{k}"])
+        means.append(sub[f"hit_rate@{k}"])
+    np.testing.assert_allclose(g.group_values[0], means, rtol=0, atol=1e-12)
+    assert g.value == pytest.approx(np.mean(means), abs=1e-12)
+    assert np.isnan(g.per_query[np.isin(yq, dropped)]).all()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=loo_problem(), data=st.data(), ties=st.sampled_from(TIES), seed=st.integers(0, 10_000))
+def test_leave_one_out_equals_split_of_the_set_with_itself(problem, data, ties, seed):
+    X, y, L = problem
+    S = data.draw(st.integers(2, L // 2), label="S")
+    ids = np.arange(y.size)
+    kw = dict(metrics=["grouped_recall@1"], similarity="dot", ties=ties, group_size=S, group_seed=seed)
+    try:
+        a = rc.evaluate(X, query_labels=y, **kw)["grouped_recall@1"]
+    except rc.InputError as exc:
+        assert "no query with a relevant item" in str(exc)
+        return
+    b = rc.evaluate(X, X, query_labels=y, gallery_labels=y, query_ids=ids, gallery_ids=ids, **kw)["grouped_recall@1"]
+    assert a == b
+
+
+# ----------------------------------------------------------------------------- bad input
+RNG = np.random.default_rng(0)
+Y23 = RNG.permutation(np.repeat(np.arange(23), 3))
+X23 = gaussian(RNG, Y23)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(group_size=30), r"group_size=30 is larger than the number of labels \(23\)"),
+        (dict(group_size=24), r"group_size=24 is larger than the number of labels \(23\)"),
+        (dict(group_size=1), r"group_size=1: .*at least 2 labels"),
+        (dict(group_size=0), r"group_size=0: .*at least 2 labels"),
+        (dict(group_size=12), r"Only 1 group of 12 labels .*no interval.*group_size"),
+        (dict(group_size=23), r"Only 1 group of 23 labels .*no interval.*group_size"),
+        (dict(confidence=0), r"confidence=0 must be strictly between 0 and 1"),
+        (dict(confidence=1), r"confidence=1 must be strictly between 0 and 1"),
+        (dict(confidence=1.5), r"confidence=1.5 must be strictly between 0 and 1"),
+        (dict(confidence=-0.95), r"confidence=-0.95 must be strictly between 0 and 1"),
+        (dict(group_repeats=0), r"group_repeats=0 must be at least 1"),
+        (dict(group_repeats=-2), r"group_repeats=-2 must be at least 1"),
+    ],
+)
+def test_bad_parameters(kwargs, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.evaluate(X23, query_labels=Y23, metrics=["grouped_recall@1"], **kwargs)
+
+
+def test_label_partition_rejects_bad_group_size():
+    with pytest.raises(rc.InputError, match="group_size=1"):
+        rc.label_partition(np.arange(10), 1, 0)
+    with pytest.raises(rc.InputError, match=r"group_size=11 is larger than the number of labels \(10\)"):
+        rc.label_partition(np.arange(10), 11, 0)
+
+
+def test_relevance_instead_of_labels():
+    rel = [[j for j in range(X23.shape[0]) if Y23[j] == Y23[i] and j != i] for i in range(X23.shape[0])]
+    with pytest.raises(rc.InputError, match=r"grouped_recall@1.*class labels.*relevance"):
+        rc.evaluate(X23, X23, relevance=rel, metrics=["grouped_recall@1"])
+    with pytest.raises(rc.InputError, match=r"grouped_recall@5.*class labels.*relevance"):
+        rc.evaluate(X23, X23, relevance=rel, metrics=["hit_rate@1", "grouped_recall@5"])
+
+
+def test_group_without_a_relevant_query_singleton_classes():
+    X = gaussian(np.random.default_rng(3), np.arange(20))
+    with pytest.raises(rc.InputError, match=r"4 of 4 groups have no query with a relevant item.*group_size"):
+        rc.evaluate(X, query_labels=np.arange(20), metrics=["grouped_recall@1"], group_size=5)
+
+
+def test_group_without_queries_in_a_split():
+    """A group whose labels only the gallery holds has no query at all."""
+    rng = np.random.default_rng(4)
+    yg = np.repeat(np.arange(4), 3)
+    G = gaussian(rng, yg)
+    Q = G[yg == 0] + 0.01
+    with pytest.raises(rc.InputError, match=r"1 of 2 groups have no query with a relevant item.*group_size"):
+        rc.evaluate(Q, G, query_labels=np.zeros(3, int), gallery_labels=yg, metrics=["grouped_recall@1"],
+                    group_size=2)
+
+
+def test_bad_grouped_metric_names():
+    with pytest.raises(rc.MetricNameError, match="grouped_recall"):
+        rc.evaluate(X23, query_labels=Y23, metrics=["grouped_recall"])
+    with pytest.raises(rc.MetricNameError, match="positive integer"):
+        rc.evaluate(X23, query_labels=Y23, metrics=["grouped_recall@0"])
+
+
+# ----------------------------------------------------------------------------- review fixes
+def _singletons():
+    rng = np.random.default_rng(4)
+    y = np.r_[np.repeat(np.arange(20), 3), np.arange(20, 24)]  # 4 singleton classes
+    X = rng.normal(size=(y.size, 6)).astype(np.float32)
+    return X, y
+
+
+def test_empty_query_policy_applies_to_grouped_recall():
+    X, y = _singletons()
+    skip = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=4)
+    g = skip.grouped["grouped_recall@1"]
+    assert g.n_queries_skipped == 4 and g.n_queries_dropped == 0
+    with pytest.raises(rc.EmptyQueriesError, match="4 queries have no relevant item inside their group"):
+        rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=4, empty_queries="error")
+    zero = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=4, empty_queries="zero")
+    gz = zero.grouped["grouped_recall@1"]
+    assert gz.n_queries_skipped == 0 and gz.value <= g.value
+    assert (zero.per_query["grouped_recall@1"][y >= 20] == 0).all()
+
+
+def test_k_larger_than_a_group_is_an_error():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(6), 10)
+    X = rng.normal(size=(60, 4)).astype(np.float32)
+    with pytest.raises(rc.InputError, match=r"grouped_recall@25: K=25 is larger than the gallery a query ranks "
+                                            r"inside its group \(as few as 19 items"):
+        rc.evaluate(X, query_labels=y, metrics=["grouped_recall@25"], group_size=2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [(dict(group_size=2.0), "group_size=2.0 must be an integer"),
+     (dict(group_repeats=2.0), "group_repeats=2.0 must be an integer"),
+     (dict(group_seed=-1), "group_seed=-1 must be a non-negative integer"),
+     (dict(group_seed="a"), "group_seed='a' must be an integer")],
+)
+def test_parameter_types_are_checked(kwargs, fragment):
+    X, y = _singletons()
+    with pytest.raises(rc.InputError) as info:
+        rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], **kwargs)
+    assert fragment in str(info.value)
+
+
+def test_batches_respect_the_memory_budget():
+    """Tiny budgets still give the same answer (one group per batch)."""
+    rng = np.random.default_rng(2)
+    y = np.repeat(np.arange(200), 6)
+    X = rng.normal(size=(1200, 32)).astype(np.float32)
+    a = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=10)
+    b = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=10, max_memory="1MiB")
+    np.testing.assert_array_equal(a.per_query["grouped_recall@1"], b.per_query["grouped_recall@1"])
