@@ -99,9 +99,14 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
     }[rule]
     if fails:
         direction = "higher" if c.higher_is_better else "lower"
+        verdict = {
+            "significant": f"is significantly worse than baseline {_fmt(c.baseline)}",
+            "non_inferior": f"is not shown to be within {margin} of baseline {_fmt(c.baseline)}",
+            "value": f"is worse than baseline {_fmt(c.baseline)}",
+        }[rule]
         raise AssertionError(
-            f"{c.metric}: candidate {_fmt(c.candidate)} is worse than baseline {_fmt(c.baseline)} "
-            f"(improvement {d:+.4f}, checked {checked:+.4f} < -{margin})\n"
+            f"{c.metric}: candidate {_fmt(c.candidate)} {verdict} "
+            f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})\n"
             f"  difference (candidate - baseline) {c.difference:+.4f}, {c.confidence:.0%} interval "
             f"[{c.low:+.4f}, {c.high:+.4f}] ({c.method}), p={c.p_value:.3g} two-sided, "
             f"p={c.p_value_worse:.3g} for 'worse'\n"

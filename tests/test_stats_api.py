@@ -61,7 +61,7 @@ def test_welch_gap_for_grouped_recall_matches_its_formula(two_models):
 
 def test_paired_t_comparison_matches_scipy(two_models):
     base, cand = two_models
-    c = rc.compare(cand, base, "map")
+    c = rc.compare(cand, base, "map", cluster="query")
     d = cand.per_query["map"] - base.per_query["map"]
     ref = stats.ttest_rel(cand.per_query["map"], base.per_query["map"])
     assert c.difference == pytest.approx(d.mean())
@@ -87,11 +87,12 @@ def test_assert_not_worse_message_and_rules(two_models):
     with pytest.raises(AssertionError) as info:
         rc.assert_not_worse(c)
     msg = str(info.value)
-    for fragment in ["hit_rate@1", "candidate", "baseline", "95% interval", "paired t over queries", "n=1500",
+    for fragment in ["hit_rate@1", "candidate", "is significantly worse than baseline", "95% interval",
+                     "paired t over classes (cluster-robust)", "n=300",
                      "rule (significant, margin 0.0)", "p="]:
         assert fragment in msg, fragment
     rc.assert_not_worse(c, margin=0.5)  # a drop smaller than the allowed margin passes
-    with pytest.raises(AssertionError, match="non_inferior"):
+    with pytest.raises(AssertionError, match="is not shown to be within -0.01 of baseline"):
         rc.assert_not_worse(rc.compare(base, base, "map", cluster="label"), margin=-0.01, rule="non_inferior")
 
 
@@ -105,8 +106,8 @@ def test_rank_metrics_compare_in_the_right_direction(two_models):
 
 def test_cluster_robust_comparison_is_wider_than_per_query(two_models):
     base, cand = two_models
-    per_q = rc.compare(cand, base, "map")
-    per_c = rc.compare(cand, base, "map", cluster="label")
+    per_q = rc.compare(cand, base, "map", cluster="query")
+    per_c = rc.compare(cand, base, "map")  # auto: classes, since the results have labels
     assert per_c.n == 300 and per_c.unit == "classes"
     assert (per_c.high - per_c.low) >= (per_q.high - per_q.low) * 0.9
 
@@ -128,7 +129,7 @@ def test_grouped_recall_gate_message(two_models):
 
 def test_gap_gate_message(two_models):
     base, cand = two_models
-    gap = rc.generalization_gap(base, cand, "map", n_resamples=500)
+    gap = rc.generalization_gap(base, cand, "map", n_resamples=500, cluster="query")
     assert gap.low <= gap.value <= gap.high
     with pytest.raises(AssertionError) as info:
         rc.assert_gap_below(gap, below=gap.high - 1e-6)
@@ -142,10 +143,10 @@ def test_gap_gate_message(two_models):
 
 def test_bootstrap_is_seeded_and_has_the_right_units(two_models):
     base, _ = two_models
-    a = rc.bootstrap_interval(base, "map", n_resamples=500, seed=3)
-    b = rc.bootstrap_interval(base, "map", n_resamples=500, seed=3)
+    a = rc.bootstrap_interval(base, "map", n_resamples=500, seed=3, cluster="query")
+    b = rc.bootstrap_interval(base, "map", n_resamples=500, seed=3, cluster="query")
     assert a == b and a.n == 1500 and a.unit == "queries"
-    c = rc.bootstrap_interval(base, "map", n_resamples=500, cluster="label")
+    c = rc.bootstrap_interval(base, "map", n_resamples=500)  # auto: classes
     assert c.n == 300 and c.unit == "classes" and c.low < c.value < c.high
 
 
@@ -161,6 +162,8 @@ def test_bootstrap_is_seeded_and_has_the_right_units(two_models):
         (lambda r: rc.bootstrap_interval(r, "mrr"), "mrr was not computed"),
         (lambda r: rc.generalization_gap(r, r), "metric is missing"),
         (lambda r: rc.compare(r, r, "map", method="z"), "method='z'"),
+        (lambda r: rc.compare(r, r, "map", cluster="labels"), "cluster='labels'"),
+        (lambda r: rc.generalization_gap(r, r, "map", cluster="labels"), "cluster='labels'"),
     ],
 )
 def test_bad_statistics_input(two_models, call, fragment):
