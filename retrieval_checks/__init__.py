@@ -5,11 +5,12 @@ private. Metric names follow the project's contract (METRICS.md): each canonical
 name means one quantity, and results always report canonical names.
 """
 
-from ._assertions import assert_gap_below, assert_grouped_recall_ci, assert_not_worse
+from ._assertions import assert_gap_below, assert_grouped_recall_ci, assert_not_worse, assert_rsum
 from ._classification import AccuracyResult, accuracy
 from ._embedding import discriminant_ratio
 from ._evaluate import evaluate
 from ._grouped import GroupedRecall, label_partition
+from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
 from ._metric_names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
 from ._result import EvaluationResult
 from ._stats import (
@@ -35,6 +36,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "evaluate",
+    "evaluate_image_text",
+    "ImageTextResult",
+    "IMAGE_TEXT_METRICS",
     "EvaluationResult",
     "GroupedRecall",
     "label_partition",
@@ -53,6 +57,7 @@ __all__ = [
     "assert_grouped_recall_ci",
     "assert_gap_below",
     "assert_not_worse",
+    "assert_rsum",
     "canonical_metric_name",
     "parse_metric",
     "MetricSpec",

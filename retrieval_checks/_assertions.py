@@ -13,7 +13,7 @@ from ._result import EvaluationResult
 from ._stats import Comparison, Gap
 from .errors import InputError
 
-__all__ = ["assert_grouped_recall_ci", "assert_gap_below", "assert_not_worse"]
+__all__ = ["assert_grouped_recall_ci", "assert_gap_below", "assert_not_worse", "assert_rsum"]
 
 
 def _fmt(x: float) -> str:
@@ -112,4 +112,34 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
             f"p={c.p_value_worse:.3g} for 'worse'\n"
             f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
             f"  rule ({rule}, margin {margin}): fail when {desc}"
+        )
+
+
+def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
+    """Fail when Rsum (percentage points, 0-600) of an :class:`ImageTextResult` is
+    below ``at_least``: its value (``on="value"``, default) or the lower bound of its
+    bootstrap interval over images (``on="lower"``)."""
+    __tracebackhide__ = True
+    from ._image_text import ImageTextResult
+
+    if on not in ("value", "lower"):
+        raise InputError(f"on={on!r}: use 'value' or 'lower' (the bootstrap interval's lower bound).")
+    if not isinstance(result, ImageTextResult) or "rsum" not in result:
+        raise InputError("assert_rsum takes the result of retrieval_checks.evaluate_image_text with 'rsum' computed.")
+    value = result["rsum"]
+    low, high = result.intervals.get("rsum", (float("nan"), float("nan")))
+    if on == "lower" and low != low:
+        raise InputError("on='lower' needs the bootstrap interval: evaluate with n_resamples > 0.")
+    checked = value if on == "value" else low
+    if checked < at_least:
+        parts = ", ".join(f"{k} {result[k] * 100:.1f}" for d in ("i2t", "t2i") for k in
+                          (f"{d}_recall@1", f"{d}_recall@5", f"{d}_recall@10") if k in result)
+        what = "value" if on == "value" else "interval's lower bound"
+        raise AssertionError(
+            f"rsum {what} {checked:.2f} < {at_least} (short by {at_least - checked:.2f} percentage points)\n"
+            f"  rsum {value:.2f} (0-600), {result.confidence:.0%} interval [{low:.2f}, {high:.2f}] "
+            f"(percentile bootstrap over images, {result.n_resamples} resamples)\n"
+            + (f"  components (percent): {parts}\n" if parts else "")
+            + f"  sample: {result.n_images} images, {result.n_captions} captions, protocol {result.protocol}\n"
+            f"  rule: fail when the rsum {what} is below the threshold"
         )

@@ -42,6 +42,12 @@ def _parse_all(metrics) -> list[MetricSpec]:
     specs: dict[str, MetricSpec] = {}
     for m in metrics:
         s = parse_metric(m)
+        if s.kind == "crossmodal":
+            raise MetricNameError(
+                f"{s.name!r} is an image-text metric: call retrieval_checks.evaluate_image_text(images, captions, "
+                "caption_image, ...); in evaluate() the same ranking is hit_rate@K with relevance=...",
+                name=s.name,
+            )
         specs.setdefault(s.name, s)
     return list(specs.values())
 

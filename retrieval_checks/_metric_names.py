@@ -44,7 +44,18 @@ METRIC_TEMPLATES: tuple[str, ...] = (
     "precision_at_recall@Q",
     "discriminant_ratio",
     "grouped_recall@K",
+    "i2t_recall@K",
+    "t2i_recall@K",
+    "rsum",
+    "mean_recall",
+    "i2t_medr",
+    "t2i_medr",
+    "i2t_meanr",
+    "t2i_meanr",
 )
+
+_CROSSMODAL_K = ("i2t_recall", "t2i_recall")
+_CROSSMODAL_PLAIN = ("rsum", "mean_recall", "i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr")
 
 _ALIASES = {"cmc": "hit_rate", "ap": "map", "r-precision": "r_precision", "rprecision": "r_precision"}
 
@@ -54,7 +65,7 @@ _ELSEWHERE = {
     "for 1-nearest-neighbour accuracy of embeddings use 'hit_rate@1'",
 }
 
-_RANK_UNIT = ("medr", "meanr")
+_RANK_UNIT = ("medr", "meanr", "i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr")
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,8 @@ class MetricSpec:
 
     ``kind`` is ``"query"`` (one value per query, averaged), ``"pair"`` (counted over
     all query-gallery pairs), ``"grouped"`` (grouped recall: a mean over label groups,
-    with an interval) or ``"embedding"`` (a property of the embedding set).
+    with an interval), ``"embedding"`` (a property of the embedding set) or
+    ``"crossmodal"`` (image-text metrics of ``evaluate_image_text``).
     ``k`` is the rank cut-off, ``level`` the precision / recall level or the threshold.
     """
 
@@ -80,6 +92,10 @@ class MetricSpec:
             return "rank"
         if self.family == "discriminant_ratio":
             return "ratio"
+        if self.family == "rsum":
+            return "percentage points"
+        if self.family == "mean_recall":
+            return "percent"
         return "fraction"
 
     @property
@@ -161,23 +177,26 @@ def parse_metric(name: str) -> MetricSpec:
         raise MetricNameError(f"{raw!r} is not computed by evaluate(): {_ELSEWHERE[base]}.", name=raw)
 
     if not at:
+        if base in _CROSSMODAL_PLAIN:
+            return MetricSpec(base, base, "crossmodal")
         if base in ("map", "r_precision", "mrr", "medr", "meanr"):
             return MetricSpec(base, base, "query")
         if base in _EMBEDDING:
             return MetricSpec(base, base, "embedding")
-        if base in _QUERY_K or base in _PAIR_T or base in _PAIR_LEVEL or base == "grouped_recall":
+        if base in _QUERY_K or base in _PAIR_T or base in _PAIR_LEVEL or base in _CROSSMODAL_K or base == "grouped_recall":
             raise _fail(raw, f"'{base}' needs a parameter after '@'")
         raise _fail(raw, "no such metric")
 
     if base == "map" and param in ("R", "r"):
         return MetricSpec("map@R", "map@R", "query")
 
-    if base in _QUERY_K or base == "grouped_recall":
+    if base in _QUERY_K or base == "grouped_recall" or base in _CROSSMODAL_K:
         m = _K_RE.match(param)
         if not m or int(m.group(1)) < 1:
             raise _fail(raw, f"the cut-off K after '@' must be a positive integer, got {param!r}")
         k = int(m.group(1))
-        return MetricSpec(f"{base}@{k}", base, "grouped" if base == "grouped_recall" else "query", k=k)
+        kind = "grouped" if base == "grouped_recall" else "crossmodal" if base in _CROSSMODAL_K else "query"
+        return MetricSpec(f"{base}@{k}", base, kind, k=k)
 
     if base in _PAIR_T:
         p = param.replace(" ", "")
@@ -202,7 +221,7 @@ def parse_metric(name: str) -> MetricSpec:
 
     if base in _ELSEWHERE:
         raise MetricNameError(f"{raw!r} is not computed by evaluate(): {_ELSEWHERE[base]}.", name=raw)
-    if base in ("r_precision", "mrr", "medr", "meanr", "discriminant_ratio"):
+    if base in ("r_precision", "mrr", "medr", "meanr", "discriminant_ratio") + _CROSSMODAL_PLAIN:
         raise _fail(raw, f"'{base}' takes no parameter")
     raise _fail(raw, "no such metric")
 

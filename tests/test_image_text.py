@@ -1,0 +1,212 @@
+"""Image-text retrieval against a brute-force implementation written from the definitions
+(argsort of the full similarity matrix), a hand-checked example, layouts and protocols."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+
+ALL = list(rc.IMAGE_TEXT_METRICS)
+
+
+def brute_force(images, captions, caption_image, ties="pessimistic"):
+    """Every metric from the full matrix, argsort per query (best first)."""
+    I = images / np.linalg.norm(images, axis=1, keepdims=True)
+    C = captions / np.linalg.norm(captions, axis=1, keepdims=True)
+    S = I.astype(np.float64) @ C.astype(np.float64).T  # images x captions
+    n_i, n_c = S.shape
+
+    def first_rank(scores, relevant):
+        # pessimistic: at equal score, non-relevant items first
+        secondary = relevant.astype(int) if ties == "pessimistic" else -relevant.astype(int)
+        order = np.lexsort((secondary, -scores))
+        return int(np.flatnonzero(relevant[order])[0]) + 1
+
+    i2t = np.array([first_rank(S[i], caption_image == i) for i in range(n_i)], float)
+    t2i = np.array([first_rank(S[:, j], np.arange(n_i) == caption_image[j]) for j in range(n_c)], float)
+    out = {}
+    for k in (1, 5, 10):
+        out[f"i2t_recall@{k}"] = float(np.mean(i2t <= k))
+        out[f"t2i_recall@{k}"] = float(np.mean(t2i <= k))
+    out["rsum"] = 100 * sum(out[f"{d}_recall@{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10))
+    out["mean_recall"] = out["rsum"] / 6
+    out["i2t_medr"] = math.floor(np.median(i2t - 1)) + 1
+    out["t2i_medr"] = math.floor(np.median(t2i - 1)) + 1
+    out["i2t_meanr"] = float(i2t.mean())
+    out["t2i_meanr"] = float(t2i.mean())
+    return out
+
+
+def _data(n_images, ratio, d=16, noise=1.2, seed=0, variable=False):
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(n_images, d)).astype(np.float32)
+    if variable:
+        per = rng.integers(1, 8, n_images)
+    else:
+        per = np.full(n_images, ratio)
+    caption_image = np.repeat(np.arange(n_images), per)
+    captions = (images[caption_image] + noise * rng.normal(size=(caption_image.size, d))).astype(np.float32)
+    return images, captions, caption_image
+
+
+@pytest.mark.parametrize("variable", [False, True], ids=["1:5", "variable ratio"])
+@pytest.mark.parametrize("device", ["cpu", "numpy"])
+def test_equals_brute_force(variable, device):
+    images, captions, ci = _data(120, 5, variable=variable, seed=3)
+    perm = np.random.default_rng(1).permutation(ci.size)  # captions in any order
+    captions, ci = captions[perm], ci[perm]
+    res = rc.evaluate_image_text(images, captions, ci, device=device, n_resamples=0)
+    ref = brute_force(images, captions, ci)
+    for name in ALL:
+        assert res[name] == pytest.approx(ref[name], abs=1e-9), name
+    assert 0 < res["t2i_recall@1"] < 1 and 0 < res["i2t_recall@1"] < 1  # a non-trivial case
+
+
+def test_worked_example_two_images_ten_captions():
+    """Hand-checked: 2 images, 5 captions each, 2-d embeddings.
+
+    Image 0 = (1, 0), image 1 = (0, 1). Captions of image 0 point at angles 10, 20, 30,
+    60, 80 degrees; captions of image 1 at 85, 70, 50, 40, 5 degrees (from the x axis).
+    The cosine of a caption at angle a is cos(a) with image 0 and sin(a) with image 1.
+    i2t: image 0's best own caption (10 deg, cos 0.985) is beaten by image 1's caption at
+    5 deg (cos 0.996), so image 0 ranks 2; image 1's best own caption (85 deg, 0.996)
+    beats image 0's best (80 deg, 0.985), so image 1 ranks 1. i2t_recall@1 = 0.5,
+    @5 = @10 = 1; i2t ranks [2, 1]: medr = floor(median(1, 0)) + 1 = 1, meanr = 1.5.
+    t2i: a caption prefers image 0 when a < 45 deg. Image-0 captions at 60 and 80 and
+    image-1 captions at 40 and 5 rank their image 2nd: t2i_recall@1 = 0.6, @5 = @10 = 1;
+    t2i ranks [1,1,1,2,2, 1,1,1,2,2]: medr 1, meanr 1.4.
+    rsum = 100 * (0.5 + 1 + 1 + 0.6 + 1 + 1) = 510; mean_recall = 85.
+    """
+    images = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+    angles = np.radians([10, 20, 30, 60, 80, 85, 70, 50, 40, 5])
+    captions = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    ci = np.repeat([0, 1], 5)
+    res = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
+    assert res["i2t_recall@1"] == 0.5
+    assert res["i2t_recall@5"] == 1.0 and res["i2t_recall@10"] == 1.0
+    assert res["t2i_recall@1"] == pytest.approx(0.6)
+    assert res["t2i_recall@5"] == 1.0 and res["t2i_recall@10"] == 1.0
+    assert res["rsum"] == pytest.approx(510.0)
+    assert res["mean_recall"] == pytest.approx(85.0)
+    assert res["t2i_medr"] == 1 and res["t2i_meanr"] == pytest.approx(1.4)
+    assert res["i2t_medr"] == 1 and res["i2t_meanr"] == 1.5
+    np.testing.assert_array_equal(res.i2t_ranks[0], [2, 1])
+    np.testing.assert_array_equal(res.t2i_ranks[0], [1, 1, 1, 2, 2, 1, 1, 1, 2, 2])
+
+
+def test_repeated_image_layout_is_detected_and_deduplicated():
+    images, captions, ci = _data(60, 5, seed=2)
+    ref = rc.evaluate_image_text(images, captions, ci, n_resamples=200)
+    rep = rc.evaluate_image_text(np.repeat(images, 5, axis=0), captions, n_resamples=200)
+    assert rep.layout == "repeated" and rep.n_images == 60 and ref.layout == "indexed"
+    for name in ALL:
+        assert rep[name] == ref[name], name
+        assert rep.intervals[name] == ref.intervals[name]
+    # a variable ratio in the repeated layout
+    images, captions, ci = _data(40, 0, variable=True, seed=4)
+    a = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
+    b = rc.evaluate_image_text(images[ci], captions, n_resamples=0)
+    assert b.n_images == 40 and all(a[n] == b[n] for n in ALL)
+
+
+@pytest.mark.slow
+def test_5fold1k_is_the_mean_of_five_1k_evaluations():
+    images, captions, ci = _data(5000, 5, d=8, noise=0.5, seed=5)
+    five = rc.evaluate_image_text(images, captions, ci, protocol="5fold1k", n_resamples=0)
+    folds = []
+    for f in range(5):
+        keep = (ci >= 1000 * f) & (ci < 1000 * (f + 1))
+        one = rc.evaluate_image_text(images[1000 * f: 1000 * (f + 1)], captions[keep], ci[keep] - 1000 * f,
+                                     protocol="1k", n_resamples=0)
+        folds.append(one)
+        for name in ALL:
+            assert five.per_fold[f][name] == one[name], (f, name)
+    for name in ALL:
+        assert five[name] == pytest.approx(np.mean([o[name] for o in folds])), name
+    # rsum of 5fold1k is the mean of the per-fold rsums
+    assert five["rsum"] == pytest.approx(np.mean([fo["rsum"] for fo in five.per_fold]))
+    first = rc.evaluate_image_text(images, captions, ci, protocol="1k", n_resamples=0)
+    assert all(first[n] == folds[0][n] for n in ALL)
+
+
+def test_bootstrap_over_images():
+    images, captions, ci = _data(150, 5, seed=6)
+    res = rc.evaluate_image_text(images, captions, ci, n_resamples=500, seed=1)
+    again = rc.evaluate_image_text(images, captions, ci, n_resamples=500, seed=1)
+    assert res.intervals == again.intervals
+    for name in ALL:
+        lo, hi = res.intervals[name]
+        assert lo <= res[name] <= hi or name.endswith("medr"), name
+    lo, hi = res.intervals["rsum"]
+    assert 0 <= lo < hi <= 600
+    # the rsum interval is built from the same replicates as its parts
+    assert res.intervals["mean_recall"] == pytest.approx((lo / 6, hi / 6))
+
+
+def test_assert_rsum():
+    images, captions, ci = _data(150, 5, seed=6)
+    res = rc.evaluate_image_text(images, captions, ci, n_resamples=300)
+    rc.assert_rsum(res, at_least=res["rsum"] - 1e-6)
+    with pytest.raises(AssertionError) as info:
+        rc.assert_rsum(res, at_least=res.intervals["rsum"][0] + 1e-6, on="lower")
+    msg = str(info.value)
+    for fragment in ["rsum interval's lower bound", "percentage points", "95% interval", "i2t_recall@1",
+                     "150 images, 750 captions", "rule: fail when the rsum"]:
+        assert fragment in msg, fragment
+    with pytest.raises(rc.InputError, match="needs the bootstrap interval"):
+        rc.assert_rsum(rc.evaluate_image_text(images, captions, ci, n_resamples=0), 100, on="lower")
+
+
+def test_torch_inputs():
+    torch = pytest.importorskip("torch")
+    images, captions, ci = _data(50, 5, seed=8)
+    a = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
+    b = rc.evaluate_image_text(torch.from_numpy(images), torch.from_numpy(captions), torch.from_numpy(ci),
+                               n_resamples=0)
+    c = rc.evaluate_image_text(torch.from_numpy(np.repeat(images, 5, axis=0)), torch.from_numpy(captions),
+                               n_resamples=0)
+    for name in ALL:
+        assert a[name] == b[name] == c[name], name
+
+
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda im, c, ci: rc.evaluate_image_text(im, c, np.r_[ci[:-1], 99]), "point at a missing image"),
+        (lambda im, c, ci: rc.evaluate_image_text(np.r_[im, im[:1]], c, ci), "1 image(s) have no caption"),
+        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="5fold1k"), "needs at least 5000 images"),
+        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="1k"), "needs at least 1000 images"),
+        (lambda im, c, ci: rc.evaluate_image_text(im[:, :3], c, ci), "images have dimension 3 but captions"),
+        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="10k"), "protocol='10k'"),
+        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, metrics=["map"]), "not an image-text metric"),
+        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci[:-1]), "one image index per caption"),
+        (lambda im, c, ci: rc.evaluate_image_text(im, c), "caption_image is missing"),
+    ],
+)
+def test_bad_input(call, fragment):
+    images, captions, ci = _data(20, 5, seed=9)
+    with pytest.raises(rc.InputError) as info:
+        call(images, captions, ci)
+    assert fragment in str(info.value)
+
+
+def test_images_without_captions_can_be_dropped():
+    images, captions, ci = _data(20, 5, seed=9)
+    extra = np.r_[images[:3], images]  # three images nobody describes, first
+    res = rc.evaluate_image_text(extra, captions, ci + 3, images_without_captions="drop", n_resamples=0)
+    ref = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
+    assert res.config["images_dropped"] == 3
+    assert all(res[n] == ref[n] for n in ALL)
+
+
+def test_image_text_names_are_canonical_and_kept_out_of_evaluate():
+    assert rc.canonical_metric_name("I2T_Recall@05") == "i2t_recall@5"
+    assert rc.parse_metric("rsum").unit == "percentage points"
+    assert rc.parse_metric("mean_recall").unit == "percent"
+    assert not rc.parse_metric("t2i_medr").higher_is_better
+    with pytest.raises(rc.MetricNameError, match="evaluate_image_text"):
+        rc.evaluate(np.eye(3, dtype=np.float32), query_labels=[0, 0, 1], metrics=["rsum"])
