@@ -5,7 +5,16 @@ private. Metric names follow the project's contract (METRICS.md): each canonical
 name means one quantity, and results always report canonical names.
 """
 
-from ._assertions import assert_gap_below, assert_grouped_recall_ci, assert_not_worse, assert_rsum
+from ._assertions import (
+    assert_gap_below,
+    assert_grouped_recall_ci,
+    assert_map_at_least,
+    assert_metric,
+    assert_not_worse,
+    assert_recall_at_least,
+    assert_recall_at_precision,
+    assert_rsum,
+)
 from ._classification import AccuracyResult, accuracy
 from ._embedding import discriminant_ratio
 from ._evaluate import evaluate
@@ -54,6 +63,10 @@ __all__ = [
     "Gap",
     "Comparison",
     "SweepTable",
+    "assert_metric",
+    "assert_map_at_least",
+    "assert_recall_at_least",
+    "assert_recall_at_precision",
     "assert_grouped_recall_ci",
     "assert_gap_below",
     "assert_not_worse",

@@ -8,12 +8,23 @@ the caller's line.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._metric_names import parse_metric
 from ._result import EvaluationResult
 from ._stats import Comparison, Gap
 from .errors import InputError
 
-__all__ = ["assert_grouped_recall_ci", "assert_gap_below", "assert_not_worse", "assert_rsum"]
+__all__ = [
+    "assert_metric",
+    "assert_map_at_least",
+    "assert_recall_at_least",
+    "assert_recall_at_precision",
+    "assert_grouped_recall_ci",
+    "assert_gap_below",
+    "assert_not_worse",
+    "assert_rsum",
+]
 
 
 def _fmt(x: float) -> str:
@@ -142,4 +153,134 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
             + (f"  components (percent): {parts}\n" if parts else "")
             + f"  sample: {result.n_images} images, {result.n_captions} captions, protocol {result.protocol}\n"
             f"  rule: fail when the rsum {what} is below the threshold"
+        )
+
+
+def _worst_classes(result: EvaluationResult, name: str, n: int = 3) -> str:
+    """The n classes with the lowest mean per-query value (highest for rank metrics)."""
+    values = result.per_query.get(name)
+    codes = getattr(result, "query_label_codes", None)
+    if values is None or codes is None:
+        return ""
+    used = ~np.isnan(values)
+    if not used.any():
+        return ""
+    inv_codes, inv = np.unique(codes[used], return_inverse=True)
+    sums = np.bincount(inv, weights=values[used])
+    cnts = np.bincount(inv)
+    means = sums / cnts
+    spec = parse_metric(name)
+    order = np.argsort(means if spec.higher_is_better else -means, kind="stable")[:n]
+    labels = getattr(result, "label_values", None)
+    shown = []
+    for i in order:
+        label = labels[inv_codes[i]] if labels is not None else int(inv_codes[i])
+        label = label.item() if hasattr(label, "item") else label
+        shown.append(f"{label!r}: {means[i]:.4f} over {int(cnts[i])} queries")
+    return "  worst classes: " + "; ".join(shown) + "\n"
+
+
+def assert_metric(result, name: str, *, at_least: float | None = None, at_most: float | None = None,
+                  on: str = "value") -> None:
+    """Fail when a metric of a result is below ``at_least`` or above ``at_most``.
+
+    ``on="value"`` (default) checks the point value; ``on="interval"`` checks the
+    interval bound on the side of the threshold (lower bound against ``at_least``,
+    upper bound against ``at_most``), from ``result.intervals`` when the metric has
+    one (grouped recall, image-text metrics) or else a class-cluster bootstrap
+    (:func:`retrieval_checks.bootstrap_interval`).
+    """
+    __tracebackhide__ = True
+    from ._image_text import ImageTextResult
+    from ._stats import bootstrap_interval
+
+    if at_least is None and at_most is None:
+        raise InputError("assert_metric needs at_least=..., at_most=... or both.")
+    if on not in ("value", "interval"):
+        raise InputError(f"on={on!r}: use 'value' or 'interval'.")
+    if not isinstance(result, (EvaluationResult, ImageTextResult)):
+        raise InputError(f"assert_metric takes an evaluation result, got {type(result).__name__}.")
+    spec = parse_metric(name)
+    if spec.name not in result:
+        raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
+    value = result[spec.name]
+    low = high = None
+    interval_note = ""
+    if spec.name in getattr(result, "intervals", {}):
+        low, high = result.intervals[spec.name]
+        interval_note = f"{getattr(result, 'confidence', 0.95):.0%} interval [{low:.4f}, {high:.4f}]"
+        if spec.name in getattr(result, "grouped", {}):
+            interval_note = f"{result.grouped[spec.name].confidence:.0%} interval [{low:.4f}, {high:.4f}]"
+    elif on == "interval" or (isinstance(result, EvaluationResult) and spec.name in result.per_query):
+        if isinstance(result, EvaluationResult) and spec.name in result.per_query and spec.family != "medr":
+            iv = bootstrap_interval(result, spec.name, n_resamples=1000, method="percentile")
+            low, high = iv.low, iv.high
+            interval_note = f"{iv.confidence:.0%} interval [{low:.4f}, {high:.4f}] ({iv.method})"
+        elif on == "interval":
+            raise InputError(f"{spec.name} has no interval in this result; use on='value'.")
+    failures = []
+    if at_least is not None:
+        checked = value if on == "value" else low
+        if checked < at_least:
+            failures.append(("at_least", checked, at_least, f"{checked:.4f} < {at_least}",
+                             f"short by {at_least - checked:.4f}"))
+    if at_most is not None:
+        checked = value if on == "value" else high
+        if checked > at_most:
+            failures.append(("at_most", checked, at_most, f"{checked:.4f} > {at_most}",
+                             f"over by {checked - at_most:.4f}"))
+    if not failures:
+        return
+    rule, _, _, comparison, margin = failures[0]
+    what = "value" if on == "value" else ("interval's lower bound" if rule == "at_least" else "interval's upper bound")
+    sample = ""
+    if isinstance(result, EvaluationResult):
+        sample = f"  sample: {result.n_used} queries used, {result.n_skipped} skipped, gallery {result.config.get('n_gallery')}\n"
+    else:
+        sample = f"  sample: {result.n_images} images, {result.n_captions} captions, protocol {result.protocol}\n"
+    raise AssertionError(
+        f"{spec.name} {what} {comparison} ({margin}; unit: {spec.unit})\n"
+        f"  value {value:.4f}" + (f", {interval_note}" if interval_note else "") + "\n"
+        + sample
+        + (_worst_classes(result, spec.name) if isinstance(result, EvaluationResult) else "")
+        + f"  rule: fail when the {what} is {'below at_least' if rule == 'at_least' else 'above at_most'}"
+    )
+
+
+def assert_map_at_least(result, at_least: float, *, metric: str = "map", on: str = "value") -> None:
+    """Fail when mAP (or a named variant: ``map@R``, ``map@10``, ``map_cut@10``...) is
+    below ``at_least``."""
+    __tracebackhide__ = True
+    spec = parse_metric(metric)
+    if spec.family not in ("map", "map@R", "map_cut", "map_capped"):
+        raise InputError(f"assert_map_at_least checks an AP metric (map, map@K, map@R, ...), got {spec.name}.")
+    assert_metric(result, spec.name, at_least=at_least, on=on)
+
+
+def assert_recall_at_least(result, at_least: float, *, k: int = 1, kind: str = "hit_rate", on: str = "value") -> None:
+    """Fail when ``hit_rate@k`` (metric learning's Recall@K, default) or ``recall@k``
+    (information-retrieval recall, ``kind="recall"``) is below ``at_least``."""
+    __tracebackhide__ = True
+    if kind not in ("hit_rate", "recall"):
+        raise InputError(f"kind={kind!r}: use 'hit_rate' (Recall@K of metric learning) or 'recall' (IR recall).")
+    assert_metric(result, f"{kind}@{int(k)}", at_least=at_least, on=on)
+
+
+def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.9) -> None:
+    """Fail when ``recall_at_precision@P`` is below ``at_least``; the message names the
+    threshold that reaches precision P (or says none does)."""
+    __tracebackhide__ = True
+    name = parse_metric(f"recall_at_precision@{precision}").name
+    if not isinstance(result, EvaluationResult) or name not in result:
+        raise InputError(f"{name} was not computed; evaluate it with metrics=[{name!r}].")
+    value = result[name]
+    if value < at_least:
+        t = result.thresholds.get(name)
+        counts = result.pair_counts.get(name, {})
+        where = f"at similarity threshold {t:.6g}" if t is not None else "no threshold reaches that precision"
+        raise AssertionError(
+            f"{name} = {value:.4f} < {at_least} (short by {at_least - value:.4f})\n"
+            f"  {where}; TP {counts.get('tp')}, FP {counts.get('fp')}, FN {counts.get('fn')} over "
+            f"{counts.get('n_positive')} positive and {counts.get('n_negative')} negative pairs\n"
+            f"  rule: fail when the highest pair recall at precision >= {precision} is below the threshold"
         )

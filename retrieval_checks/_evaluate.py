@@ -435,6 +435,7 @@ def evaluate(
         intervals=intervals,
         grouped=grouped,
         query_label_codes=q_codes,
+        label_values=label_values,
     )
 
 

@@ -31,7 +31,8 @@ class EvaluationResult(Mapping):
     - ``intervals[name]``: (low, high) for metrics computed with an interval
       (``grouped_recall@K``); ``grouped[name]``: the full
       :class:`~retrieval_checks.GroupedRecall` (groups r, size S, spread, dropped labels).
-    - ``query_label_codes``: integer label code per query (for class-cluster bootstraps).
+    - ``query_label_codes``: integer label code per query (for class-cluster bootstraps);
+      ``label_values[code]`` is the label itself.
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class EvaluationResult(Mapping):
         intervals: dict[str, tuple[float, float]] | None = None,
         grouped: dict | None = None,
         query_label_codes: np.ndarray | None = None,
+        label_values: np.ndarray | None = None,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -64,6 +66,7 @@ class EvaluationResult(Mapping):
         self.intervals = intervals or {}
         self.grouped = grouped or {}
         self.query_label_codes = query_label_codes
+        self.label_values = label_values
 
     # --- Mapping ---------------------------------------------------------------
     def _key(self, name: str) -> str:

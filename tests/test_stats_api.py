@@ -189,3 +189,66 @@ def test_grouped_gap_needs_the_same_group_size():
         rc.generalization_gap(a, b, "grouped_recall@1")
     with pytest.raises(rc.InputError, match="different label partitions"):
         rc.compare(a, b, "grouped_recall@1")
+
+
+# ----------------------------------------------------------------------------- the metric gates
+def test_assert_metric_value_and_interval(two_models):
+    base, _ = two_models
+    rc.assert_metric(base, "map", at_least=base["map"] - 1e-9, at_most=base["map"] + 1e-9)
+    with pytest.raises(AssertionError) as info:
+        rc.assert_metric(base, "mAP", at_least=0.99)
+    msg = str(info.value)
+    for fragment in ["map value", "< 0.99", "short by", "unit: fraction", "95% interval", "classes",
+                     "1500 queries used, 0 skipped", "worst classes:", "rule: fail when the value is below at_least"]:
+        assert fragment in msg, fragment
+    with pytest.raises(AssertionError, match="interval's lower bound"):
+        rc.assert_metric(base, "map", at_least=base["map"] - 1e-6, on="interval")
+    with pytest.raises(AssertionError, match="above at_most"):
+        rc.assert_metric(base, "medr", at_most=base["medr"] - 1)
+    with pytest.raises(rc.InputError, match="at_least=..., at_most=..."):
+        rc.assert_metric(base, "map")
+
+
+def test_worst_classes_name_the_real_labels():
+    X, y = _data(classes=40)
+    names = np.array([f"sku-{i}" for i in y])
+    X[y == 7] = np.random.default_rng(3).normal(size=(5, X.shape[1])).astype(np.float32) * 5  # ruin class 7
+    res = rc.evaluate(X, query_labels=names, metrics=["map"])
+    with pytest.raises(AssertionError) as info:
+        rc.assert_map_at_least(res, 0.999)
+    assert "worst classes: 'sku-7'" in str(info.value)
+
+
+def test_recall_and_map_gates(two_models):
+    base, _ = two_models
+    rc.assert_recall_at_least(base, base["hit_rate@1"] - 1e-9, k=1)
+    with pytest.raises(AssertionError, match="hit_rate@1 value"):
+        rc.assert_recall_at_least(base, 0.99, k=1)
+    with pytest.raises(rc.InputError, match="recall@1 was not computed"):
+        rc.assert_recall_at_least(base, 0.5, k=1, kind="recall")
+    with pytest.raises(rc.InputError, match="checks an AP metric"):
+        rc.assert_map_at_least(base, 0.5, metric="hit_rate@1")
+    with pytest.raises(AssertionError, match="map value"):
+        rc.assert_map_at_least(base, 0.99)
+
+
+def test_recall_at_precision_gate():
+    X, y = _data()
+    res = rc.evaluate(X, query_labels=y, metrics=["recall_at_precision@0.9"])
+    rc.assert_recall_at_precision(res, res["recall_at_precision@0.9"], precision=0.9)
+    with pytest.raises(AssertionError) as info:
+        rc.assert_recall_at_precision(res, 0.99, precision=0.9)
+    msg = str(info.value)
+    assert "similarity threshold" in msg or "no threshold reaches" in msg
+    for fragment in ["recall_at_precision@0.9", "TP", "positive and", "negative pairs", "rule:"]:
+        assert fragment in msg, fragment
+
+
+def test_assert_metric_on_image_text():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(60, 8)).astype(np.float32)
+    ci = np.repeat(np.arange(60), 5)
+    captions = (images[ci] + rng.normal(size=(300, 8))).astype(np.float32)
+    res = rc.evaluate_image_text(images, captions, ci, n_resamples=200)
+    with pytest.raises(AssertionError, match="60 images, 300 captions"):
+        rc.assert_metric(res, "t2i_recall@1", at_least=0.999, on="interval")
