@@ -18,6 +18,7 @@ from ._assertions import (
 from ._classification import AccuracyResult, accuracy
 from ._embedding import discriminant_ratio
 from ._evaluate import evaluate
+from ._files import EmbeddingSet, load_embeddings
 from ._grouped import GroupedRecall, label_partition
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
 from ._metric_names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
@@ -46,6 +47,8 @@ __version__ = "0.1.0"
 __all__ = [
     "evaluate",
     "evaluate_image_text",
+    "load_embeddings",
+    "EmbeddingSet",
     "ImageTextResult",
     "IMAGE_TEXT_METRICS",
     "EvaluationResult",
