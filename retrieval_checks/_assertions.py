@@ -204,20 +204,28 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     if spec.name not in result:
         raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
     value = result[spec.name]
-    low = high = None
-    interval_note = ""
-    if spec.name in getattr(result, "intervals", {}):
-        low, high = result.intervals[spec.name]
-        interval_note = f"{getattr(result, 'confidence', 0.95):.0%} interval [{low:.4f}, {high:.4f}]"
-        if spec.name in getattr(result, "grouped", {}):
-            interval_note = f"{result.grouped[spec.name].confidence:.0%} interval [{low:.4f}, {high:.4f}]"
-    elif on == "interval" or (isinstance(result, EvaluationResult) and spec.name in result.per_query):
+
+    def interval():
+        """(low, high, note) from the result, else a class-cluster bootstrap; None if undefined."""
+        if spec.name in getattr(result, "intervals", {}):
+            lo, hi = result.intervals[spec.name]
+            conf = (result.grouped[spec.name].confidence if spec.name in getattr(result, "grouped", {})
+                    else getattr(result, "confidence", 0.95))
+            return lo, hi, f"{conf:.0%} interval [{lo:.4f}, {hi:.4f}]"
         if isinstance(result, EvaluationResult) and spec.name in result.per_query and spec.family != "medr":
-            iv = bootstrap_interval(result, spec.name, n_resamples=1000, method="percentile")
-            low, high = iv.low, iv.high
-            interval_note = f"{iv.confidence:.0%} interval [{low:.4f}, {high:.4f}] ({iv.method})"
-        elif on == "interval":
-            raise InputError(f"{spec.name} has no interval in this result; use on='value'.")
+            try:
+                iv = bootstrap_interval(result, spec.name, n_resamples=1000, method="percentile")
+            except InputError:
+                return None
+            return iv.low, iv.high, f"{iv.confidence:.0%} interval [{iv.low:.4f}, {iv.high:.4f}] ({iv.method})"
+        return None
+
+    found = None
+    if on == "interval":
+        found = interval()
+        if found is None:
+            raise InputError(f"{spec.name} has no interval in this result (too few queries or classes?); use on='value'.")
+        low, high = found[0], found[1]
     failures = []
     if at_least is not None:
         checked = value if on == "value" else low
@@ -231,6 +239,9 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
                              f"over by {checked - at_most:.4f}"))
     if not failures:
         return
+    if found is None:
+        found = interval()  # only for the message, and only on failure
+    interval_note = found[2] if found is not None else ""
     rule, _, _, comparison, margin = failures[0]
     what = "value" if on == "value" else ("interval's lower bound" if rule == "at_least" else "interval's upper bound")
     sample = ""

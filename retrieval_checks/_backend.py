@@ -25,6 +25,8 @@ def parse_memory(value) -> int | None:
     if isinstance(value, bool):
         raise InputError(f"max_memory must be a number of bytes or a string like '2GiB', got {value!r}.")
     if isinstance(value, (int, float, np.integer, np.floating)):
+        if not np.isfinite(value):
+            raise InputError(f"max_memory={value!r} is not a finite number of bytes.")
         n = int(value)
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
@@ -82,33 +84,45 @@ class Backend:
         return "numpy" if self.kind == "numpy" else f"torch:{self.device}"
 
     # --- arrays ---------------------------------------------------------------
-    def asarray32(self, x):
-        """float32, C-contiguous, on this backend's device."""
+    def native(self, x):
+        """The input on this backend's device in its own precision (no float32 cast yet)."""
         if self.kind == "numpy":
-            if is_torch_tensor(x):
-                x = x.detach().cpu().numpy()
-            return np.ascontiguousarray(x, dtype=np.float32)
+            return x.detach().cpu().numpy() if is_torch_tensor(x) else np.asarray(x)
         import torch
 
         if not is_torch_tensor(x):
-            x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        return x.detach().to(device=self.device, dtype=torch.float32).contiguous()
+            x = torch.from_numpy(np.asarray(x))
+        return x.detach().to(self.device)
 
-    def normalize_rows(self, x, out=None, chunk_bytes: int = 16 * 2**20):
-        """x / ||x|| row-wise, into ``out`` (float32). Norms and quotients are taken in
-        float64, ``chunk_bytes`` of float64 rows at a time, so no full float64 copy is made."""
-        if out is None:
-            out = self.empty(tuple(x.shape))
+    def float32_into(self, x, out, *, normalize: bool = False, center=None, chunk_bytes: int = 16 * 2**20):
+        """``out`` = float32 of x (rows minus ``center``, or divided by their norm), the
+        arithmetic done in float64, ``chunk_bytes`` of rows at a time (no full float64
+        copy). Normalising before the cast keeps parallel float64 rows identical."""
         rows = max(1, chunk_bytes // (8 * max(int(x.shape[1]), 1)))
         for s in range(0, int(x.shape[0]), rows):
             part = x[s : s + rows]
-            if self.kind == "numpy":
-                p64 = part.astype(np.float64)
-                out[s : s + rows] = p64 / np.sqrt(np.einsum("ij,ij->i", p64, p64))[:, None]
-            else:
-                p64 = part.double()
-                out[s : s + rows] = p64 / p64.pow(2).sum(dim=1).sqrt()[:, None]
+            p64 = part.astype(np.float64) if self.kind == "numpy" else part.double()
+            if center is not None:
+                p64 = p64 - center
+            if normalize:
+                if self.kind == "numpy":
+                    p64 = p64 / np.sqrt(np.einsum("ij,ij->i", p64, p64))[:, None]
+                else:
+                    p64 = p64 / p64.pow(2).sum(dim=1).sqrt()[:, None]
+            out[s : s + rows] = p64
         return out
+
+    def mean64(self, x):
+        """Column means in float64 (chunked), rounded to integers: subtracting an integer
+        keeps integer data exact (and exact ties tied) while removing large offsets."""
+        total = None
+        rows = max(1, (16 * 2**20) // (8 * max(int(x.shape[1]), 1)))
+        for s in range(0, int(x.shape[0]), rows):
+            part = x[s : s + rows]
+            add = part.astype(np.float64).sum(axis=0) if self.kind == "numpy" else part.double().sum(dim=0)
+            total = add if total is None else total + add
+        mean = total / int(x.shape[0])
+        return np.round(mean) if self.kind == "numpy" else mean.round()
 
     def sqnorm(self, x):
         if self.kind == "numpy":

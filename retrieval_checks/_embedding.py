@@ -30,7 +30,10 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
         x = embeddings
         if x.ndim != 2 or x.shape[0] == 0:
             raise InputError(f"embeddings must be a non-empty 2-D batch, got shape {tuple(x.shape)}.")
-        y = labels if is_torch_tensor(labels) else torch.as_tensor(np.asarray(labels))
+        if is_torch_tensor(labels):
+            y = labels
+        else:  # any label type (strings too): integer codes first
+            y = torch.as_tensor(np.unique(np.asarray(labels), return_inverse=True)[1].ravel())
         if y.ndim != 1 or y.shape[0] != x.shape[0]:
             raise InputError(f"labels must hold one label per embedding ({x.shape[0]}), got shape {tuple(y.shape)}.")
         _, codes = torch.unique(y.to(x.device), return_inverse=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,7 +34,11 @@ def _choice(value, allowed, name):
 def _parse_all(metrics) -> list[MetricSpec]:
     if isinstance(metrics, str):
         metrics = [metrics]
-    if metrics is None or not isinstance(metrics, Sequence) or len(metrics) == 0:
+    try:
+        metrics = list(metrics) if metrics is not None else []
+    except TypeError:
+        raise MetricNameError(f"metrics must be a name or a list of names, got {type(metrics).__name__}.", name="") from None
+    if len(metrics) == 0:
         raise MetricNameError(
             "metrics is empty: name at least one metric, e.g. metrics=['map', 'hit_rate@1', 'map@R'].", name=""
         )
@@ -261,9 +264,10 @@ def evaluate(
     backend = resolve_backend(device, [queries] + ([] if loo else [gallery]))
     budget = parse_memory(max_memory) or default_memory_budget(backend)
     if tile is not None:
-        b, c = (int(tile[0]), int(tile[1]))
-        if b < 1 or c < 1:
-            raise InputError(f"tile={tile!r}: both sizes must be positive integers.")
+        if (not isinstance(tile, (tuple, list)) or len(tile) != 2
+                or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile)):
+            raise InputError(f"tile={tile!r}: give (query block height, gallery chunk width), two positive integers.")
+        b, c = int(tile[0]), int(tile[1])
     else:
         # as few chunks of at most 4096 (CUDA: 32768) columns as cover the gallery, all
         # of equal width, so the GEMMs do no more than ~16 padded columns of extra work
@@ -284,20 +288,20 @@ def evaluate(
     b = min(b, n_q)
 
     # float32 copies on the backend: the gallery padded to whole chunks; in
-    # leave-one-out the queries are a view of it rather than a second copy
+    # leave-one-out the queries are a view of it rather than a second copy. Cosine rows
+    # are normalised, and neg_l2 rows centred on the gallery mean rounded to integers
+    # (distances do not change; the float32 expansion |q|^2 + |g|^2 - 2 q.g loses less;
+    # integer data stay exact), in float64 from the inputs' own precision before the cast.
     Gp = backend.zeros((n_chunks * c, d))
-    G = backend.asarray32(queries if loo else gallery)
-    if similarity == "cosine":
-        backend.normalize_rows(G, out=Gp[:n_g])
-    else:
-        Gp[:n_g] = G
+    G = backend.native(queries if loo else gallery)
+    center = backend.mean64(G) if similarity == "neg_l2" else None
+    backend.float32_into(G, Gp[:n_g], normalize=similarity == "cosine", center=center)
     del G
     if loo:
         Q = Gp[:n_g]
     else:
-        Q = backend.asarray32(queries)
-        if similarity == "cosine":
-            Q = backend.normalize_rows(Q)
+        Q = backend.float32_into(backend.native(queries), backend.empty((n_q, d)),
+                                 normalize=similarity == "cosine", center=center)
     qn = gn = None
     if similarity == "neg_l2":
         qn = backend.sqnorm(Q)

@@ -52,8 +52,11 @@ def _missing(path: Path, what: str, key: str, available: list[str]) -> InputErro
 def _read_named(path: Path) -> dict[str, np.ndarray]:
     ext = "".join(path.suffixes[-1:]).lower()
     if ext == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+        except (ValueError, OSError) as exc:
+            raise InputError(f"{path}: cannot read it as .npz ({exc}); object arrays are refused (no pickle).") from None
     if ext == ".safetensors":
         try:
             from safetensors.numpy import load_file
@@ -78,7 +81,13 @@ def _read_named(path: Path) -> dict[str, np.ndarray]:
             raise InputError(f"{path}: expected a tensor or a dict of tensors, found {type(obj).__name__}.")
         out = {}
         for k, v in obj.items():
-            out[str(k)] = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
+            if hasattr(v, "detach"):
+                v = v.detach().cpu()
+                if v.dtype in (torch.bfloat16, torch.float16):
+                    v = v.float()  # numpy has no bfloat16
+                out[str(k)] = v.numpy()
+            else:
+                out[str(k)] = np.asarray(v)
         return out
     if ext == ".parquet":
         try:
@@ -90,6 +99,8 @@ def _read_named(path: Path) -> dict[str, np.ndarray]:
         for name in table.column_names:
             col = table.column(name)
             values = col.to_pylist()
+            if any(v is None for v in values):
+                raise InputError(f"{path}: column {name!r} has {sum(v is None for v in values)} null row(s); fill or drop them.")
             if values and isinstance(values[0], (list, tuple)):
                 lengths = {len(v) for v in values}
                 if len(lengths) != 1:
@@ -114,7 +125,10 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
     if not p.exists():
         raise InputError(f"{p}: no such file (resolved to {p.resolve()}).")
     if p.suffix.lower() == ".npy":
-        emb = np.load(p, allow_pickle=False)
+        try:
+            emb = np.load(p, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise InputError(f"{p}: cannot read it as .npy ({exc}); object arrays are refused (no pickle).") from None
         if labels_required:
             raise InputError(f"{p}: a .npy file holds one array (the embeddings); give labels in another file or use .npz.")
         return EmbeddingSet(_check_2d(emb, p), None, None, str(p))

@@ -40,6 +40,7 @@ products instead of n * n (r groups), computed as batched padded GEMMs.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,10 +90,9 @@ def label_partition(labels, group_size: int, seed: int):
     if group_size < 2:
         raise InputError(f"group_size={group_size}: a group needs at least 2 labels (S >= 2).")
     if group_size > uniq.size:
-        raise InputError(
-            f"group_size={group_size} is larger than the number of labels ({uniq.size}); "
-            f"use group_size <= {uniq.size // 2} so that at least two groups exist."
-        )
+        fix = (f"use group_size <= {uniq.size // 2} so that at least two groups exist" if uniq.size >= 4
+               else "grouped recall needs at least 4 labels (two groups of two)")
+        raise InputError(f"group_size={group_size} is larger than the number of labels ({uniq.size}); {fix}.")
     perm = np.random.default_rng(seed).permutation(uniq)
     r = uniq.size // group_size
     return perm[: r * group_size].reshape(r, group_size), np.sort(perm[r * group_size :])
@@ -135,7 +135,7 @@ def grouped_recall_values(
             raise InputError(f"{name}={v!r} must be an integer.")
     if seed < 0:
         raise InputError(f"group_seed={seed} must be a non-negative integer.")
-    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+    if isinstance(confidence, bool) or not (isinstance(confidence, numbers.Real) and 0.0 < confidence < 1.0):
         raise InputError(f"confidence={confidence!r} must be strictly between 0 and 1 (e.g. 0.95).")
     if repeats < 1:
         raise InputError(f"group_repeats={repeats} must be at least 1.")
@@ -161,7 +161,8 @@ def grouped_recall_values(
         _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
                       candidates, max_memory)
         in_group = gq >= 0
-        fewest = int(candidates[in_group].min()) if in_group.any() else 0
+        ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
+        fewest = int(candidates[ranked].min()) if ranked.any() else 0
         if max(ks) > fewest:
             raise InputError(
                 f"grouped_recall@{max(ks)}: K={max(ks)} is larger than the gallery a query ranks inside its group "

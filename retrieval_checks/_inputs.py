@@ -94,6 +94,11 @@ def check_embeddings(x, name: str, *, similarity: str):
                 )
         return x
     if x.dtype.kind == "f":
+        if x.dtype.itemsize > 4 and np.isfinite(x).all() and np.abs(x).max() > np.finfo(np.float32).max / 2:
+            raise InputError(
+                f"{name} holds values beyond float32 range (max |x| = {np.abs(x).max():.3g}); the engine computes in "
+                "float32: rescale the embeddings."
+            )
         bad = ~np.isfinite(x).all(axis=1)
         if bad.any():
             idx = np.flatnonzero(bad)
@@ -161,7 +166,11 @@ def encode_labels(query_labels, gallery_labels, n_q: int, n_g: int, g_name: str)
     if kq == "string":
         ql, gl = ql.astype(str), gl.astype(str)
     elif ql.dtype == object or gl.dtype == object:
-        ql, gl = ql.astype(np.int64), gl.astype(np.int64)
+        both_int = kq == "integer" and kg == "integer"
+        try:
+            ql, gl = (ql.astype(np.int64), gl.astype(np.int64)) if both_int else (ql.astype(float), gl.astype(float))
+        except OverflowError:
+            raise InputError("Integer labels must fit in 64 bits; map them to smaller codes or strings.") from None
     values, inverse = np.unique(np.concatenate([ql, gl]), return_inverse=True)
     inverse = inverse.astype(np.int64).ravel()
     return inverse[:n_q], inverse[n_q:], values
@@ -234,9 +243,18 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
         m.sort_indices()
         m.sum_duplicates()
         return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
-    if isinstance(relevance, np.ndarray) and relevance.ndim == 2 and relevance.dtype == bool:
+    if is_torch_tensor(relevance):
+        relevance = relevance.detach().cpu().numpy()
+    if isinstance(relevance, np.ndarray) and relevance.ndim == 2:
         if relevance.shape != (n_q, n_g):
             raise InputError(f"{name} has shape {relevance.shape} but (n_queries, n_gallery) is {(n_q, n_g)}.")
+        if relevance.dtype != bool:
+            if relevance.dtype.kind not in "iuf" or not np.isin(relevance, (0, 1)).all():
+                raise InputError(
+                    f"{name} is a {relevance.shape} matrix of dtype {relevance.dtype} with values other than 0 and 1; "
+                    "pass a boolean (n_queries x n_gallery) mask, or one list of gallery indices per query."
+                )
+            relevance = relevance.astype(bool)
         rid, cols = np.nonzero(relevance)
         indptr = np.zeros(n_q + 1, np.int64)
         np.cumsum(np.bincount(rid, minlength=n_q), out=indptr[1:])
@@ -259,8 +277,18 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
             raise InputError(f"{name} has {len(rows)} rows but there are {n_q} queries; give one entry per query.")
     counts = np.zeros(n_q, np.int64)
     parts = []
+    if n_q and n_g and len(rows) == n_q and all(np.ndim(r) == 1 and np.size(r) == n_g for r in rows) and all(
+        np.asarray(r).dtype == bool for r in rows
+    ):
+        return relevance_to_csr(np.asarray(rows, dtype=bool), n_q, n_g)  # a list of boolean rows is a mask
     for i, row in enumerate(rows):
-        arr = np.unique(np.asarray(row, dtype=np.int64).ravel()) if np.size(row) else np.zeros(0, np.int64)
+        raw = np.asarray(row).ravel() if np.size(row) else np.zeros(0, np.int64)
+        if raw.size and (raw.dtype == bool or raw.dtype.kind not in "iu"):
+            raise InputError(
+                f"{name}[{i}] holds {raw.dtype} values; each entry is a list of integer gallery indices "
+                "(use a boolean (n_queries x n_gallery) mask for 0/1 relevance)."
+            )
+        arr = np.unique(raw.astype(np.int64))
         if arr.size and (arr[0] < 0 or arr[-1] >= n_g):
             raise InputError(
                 f"{name}[{i}] points at gallery index {int(arr[0] if arr[0] < 0 else arr[-1])}, "

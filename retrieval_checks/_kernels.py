@@ -13,7 +13,7 @@ relevant one); ``strict=True`` counts scores ``>`` it (optimistic).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 __all__ = [
     "count_above_relevant",
@@ -103,7 +103,7 @@ def collect_rows(S, rows, offsets, n_cols, tau, out):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
+def _bin_against_sorted(S, n_rows, n_cols, sorted_values, out, n_workers):
     """``out[p]`` += number of scores with exactly ``p`` of ``sorted_values`` ``<=`` them.
 
     With ``sorted_values`` ascending (positive-pair scores, or fixed thresholds), the
@@ -113,7 +113,7 @@ def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
     c = S.shape[2]
     n_v = sorted_values.shape[0]
     lo = sorted_values[0]
-    n_threads = min(n_rows, 64)
+    n_threads = max(1, min(n_rows, n_workers))  # one partial histogram per thread
     partial = np.zeros((n_threads, n_v + 1), np.int64)
     for w in prange(n_threads):
         for i in range(w, n_rows, n_threads):
@@ -129,11 +129,8 @@ def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
             out[p] += partial[w, p]
 
 
-_NEG_INF_BITS = np.uint32(0xFF800000)
-
-
 @njit(parallel=True, cache=True, nogil=True)
-def key_histogram(U, n_rows, n_cols, out):
+def _key_histogram(U, n_rows, n_cols, out, n_workers):
     """Histogram of the top 16 bits of the order-preserving keys of finite scores.
 
     ``U`` is the float32 score array viewed as uint32. The key of a float with bits
@@ -142,15 +139,16 @@ def key_histogram(U, n_rows, n_cols, out):
     """
     n_chunks = U.shape[0]
     c = U.shape[2]
-    n_threads = min(n_rows, 64)
+    n_threads = max(1, min(n_rows, n_workers))  # one partial histogram per thread
     partial = np.zeros((n_threads, 65536), np.int64)
+    neg_inf_bits = np.uint32(0xFF800000)
     for w in prange(n_threads):
         for i in range(w, n_rows, n_threads):
             for k in range(n_chunks):
                 width = min(c, n_cols - k * c)
                 for j in range(width):
                     u = U[k, i, j]
-                    if u == _NEG_INF_BITS:
+                    if u == neg_inf_bits:
                         continue
                     if u & np.uint32(0x80000000):
                         key = ~u
@@ -167,3 +165,13 @@ def key_to_float(key: np.uint32) -> float:
     key = np.uint32(key)
     bits = key & np.uint32(0x7FFFFFFF) if key & np.uint32(0x80000000) else ~key
     return float(np.array([bits], np.uint32).view(np.float32)[0])
+
+
+def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
+    """See :func:`_bin_against_sorted`; one partial histogram per numba thread."""
+    _bin_against_sorted(S, n_rows, n_cols, sorted_values, out, get_num_threads())
+
+
+def key_histogram(U, n_rows, n_cols, out):
+    """See :func:`_key_histogram`; one partial histogram per numba thread."""
+    _key_histogram(U, n_rows, n_cols, out, get_num_threads())

@@ -127,7 +127,7 @@ def _suggest(name: str) -> str | None:
     candidates: dict[str, str] = {}
     for template in METRIC_TEMPLATES:
         t_base, _, t_param = template.partition("@")
-        if t_param in ("K",) and param.isdigit():
+        if t_param in ("K",) and param.isdigit() and int(param) >= 1:
             concrete = f"{t_base}@{int(param)}"
         elif t_param in ("P", "Q") and _is_float(param):
             concrete = f"{t_base}@{param}"

@@ -13,6 +13,19 @@ from ._metric_names import MetricSpec, parse_metric
 __all__ = ["EvaluationResult"]
 
 
+class _ByMetric(dict):
+    """A dict keyed by canonical metric name that also answers to aliases."""
+
+    def __missing__(self, key):
+        try:
+            canonical = parse_metric(key).name
+        except (ValueError, TypeError):
+            raise KeyError(key) from None
+        if canonical == key or canonical not in self:
+            raise KeyError(key)
+        return self[canonical]
+
+
 class EvaluationResult(Mapping):
     """A mapping from canonical metric name to its value, plus everything behind it.
 
@@ -55,16 +68,16 @@ class EvaluationResult(Mapping):
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
-        self.per_query = per_query
-        self.thresholds = thresholds
-        self.pair_counts = pair_counts
+        self.per_query = _ByMetric(per_query)
+        self.thresholds = _ByMetric(thresholds)
+        self.pair_counts = _ByMetric(pair_counts)
         self.n_relevant = n_relevant
         self.n_candidates = n_candidates
         self.first_relevant_rank = first_relevant_rank
         self.skipped_queries = skipped_queries
         self.config = config
-        self.intervals = intervals or {}
-        self.grouped = grouped or {}
+        self.intervals = _ByMetric(intervals or {})
+        self.grouped = _ByMetric(grouped or {})
         self.query_label_codes = query_label_codes
         self.label_values = label_values
 

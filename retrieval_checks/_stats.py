@@ -22,6 +22,7 @@ per-group values, counts); nothing is re-ranked.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,7 +128,7 @@ _UNIT = {"query": "queries", "label": "classes"}
 
 
 def _check_confidence(confidence: float) -> None:
-    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+    if isinstance(confidence, bool) or not (isinstance(confidence, numbers.Real) and 0.0 < confidence < 1.0):
         raise InputError(f"confidence={confidence!r} must be strictly between 0 and 1 (e.g. 0.95).")
 
 
@@ -156,6 +157,11 @@ def _per_query(result: EvaluationResult, metric: str):
     spec = parse_metric(metric)
     if spec.name not in result:
         raise InputError(f"{spec.name} was not computed in this result; computed: {', '.join(result)}.")
+    if spec.kind == "grouped":
+        raise InputError(
+            f"{spec.name} has its own interval over groups (result.intervals[{spec.name!r}]); a bootstrap over "
+            "queries would answer another question."
+        )
     if spec.name not in result.per_query:
         raise InputError(
             f"{spec.name} has no per-query values (pair and embedding metrics are global); "
@@ -513,8 +519,18 @@ def compare(
         _check_resamples(n_resamples)
         if spec.family == "medr":
             rng = np.random.default_rng(seed)
-            idx = rng.integers(0, n, size=(n_resamples, n))
-            boot = _medr_rows(a[idx]) - _medr_rows(b[idx])
+            if clusters is None:
+                idx = rng.integers(0, n, size=(n_resamples, n))
+                boot = _medr_rows(a[idx]) - _medr_rows(b[idx])
+            else:  # resample classes, each with all its paired queries
+                _, inv = np.unique(clusters, return_inverse=True)
+                order = np.argsort(inv, kind="stable")
+                bounds = np.searchsorted(inv[order], np.arange(inv.max() + 2))
+                members = [order[bounds[c] : bounds[c + 1]] for c in range(bounds.size - 1)]
+                boot = np.empty(n_resamples)
+                for r_ in range(n_resamples):
+                    pick = np.concatenate([members[c] for c in rng.integers(0, len(members), len(members))])
+                    boot[r_] = _medr_rows(a[pick][None, :])[0] - _medr_rows(b[pick][None, :])[0]
         else:
             boot = _resample_stats(d, clusters, _mean_rows, n_resamples, np.random.default_rng(seed))
         low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
