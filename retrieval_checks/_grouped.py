@@ -222,40 +222,51 @@ def _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, t
     g_order = np.argsort(gg, kind="stable")
     q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
     g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
-    q_sizes = np.diff(q_bounds)
-    g_sizes = np.diff(g_bounds)
-    # groups of similar size share a batch; sizes padded to multiples of 16 so that
-    # every score comes from an identically shaped product (exact ties)
-    by_size = np.argsort(np.maximum(q_sizes, g_sizes), kind="stable")
     d = q_emb.shape[1]
     strict = ties == "optimistic"
     if q_ids is None:  # no ids: nothing is the same item
         q_ids = np.full(q_codes.shape[0], -1, np.int64)
         g_ids = np.full(g_codes.shape[0], -2, np.int64)
+
+    def pad(n):  # padded to multiples of 16: identically shaped products, exact ties
+        return int(-(-max(n, 1) // 16) * 16)
+
+    def cost(mq, mg):  # padded embeddings, float32 scores, a masked copy, ~8 masks and temporaries
+        return mq * mg * 20 + (mq + mg) * d * 4
+
+    # units of work: a group's queries against the group's gallery; a group too large
+    # for the budget is split into blocks of queries, each seeing the whole group gallery
+    units = []
+    for g in range(r):
+        qi = q_order[q_bounds[g] : q_bounds[g + 1]]
+        gi = g_order[g_bounds[g] : g_bounds[g + 1]]
+        mg = pad(gi.size)
+        rows = max(qi.size, 1)
+        if cost(pad(rows), mg) > max_memory:
+            rows = max(16, ((max_memory - mg * d * 4) // (mg * 20 + d * 4)) // 16 * 16)
+        for s in range(0, max(qi.size, 1), rows):
+            units.append((qi[s : s + rows], gi))
+    sizes = np.array([max(pad(u[0].size), pad(u[1].size)) for u in units])
+    by_size = np.argsort(sizes, kind="stable")
     i = 0
-    while i < r:
-        mq = int(-(-max(q_sizes[by_size[i]], 1) // 16) * 16)
-        mg = int(-(-max(g_sizes[by_size[i]], 1) // 16) * 16)
-        # grow the batch while the padded sizes hold and it fits the memory budget
+    while i < len(units):
+        mq, mg = pad(units[by_size[i]][0].size), pad(units[by_size[i]][1].size)
         j = i
-        while j < r:
-            gi = by_size[j]
-            mq2 = max(mq, int(-(-max(q_sizes[gi], 1) // 16) * 16))
-            mg2 = max(mg, int(-(-max(g_sizes[gi], 1) // 16) * 16))
-            # per group: padded embeddings, float32 scores, a masked copy, ~8 boolean masks and temporaries
-            if (j - i + 1) * (mq2 * mg2 * 20 + (mq2 + mg2) * d * 4) > max_memory and j > i:
+        while j < len(units):  # grow the batch while it fits the budget
+            qi, gi = units[by_size[j]]
+            mq2, mg2 = max(mq, pad(qi.size)), max(mg, pad(gi.size))
+            if (j - i + 1) * cost(mq2, mg2) > max_memory and j > i:
                 break
             mq, mg = mq2, mg2
             j += 1
-        batch = by_size[i:j]
-        _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
+        _score_batch([units[t] for t in by_size[i:j]], q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
                      mq, mg, d, strict, similarity, ks, hits, candidates)
         i = j
 
 
-def _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
-                 mq, mg, d, strict, similarity, ks, hits, candidates):
-    B = batch.size
+def _score_batch(units, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, mq, mg, d, strict, similarity, ks, hits,
+                 candidates):
+    B = len(units)
     Qb = np.zeros((B, mq, d), np.float32)
     Gb = np.zeros((B, mg, d), np.float32)
     qc = np.full((B, mq), -1, np.int64)
@@ -264,9 +275,7 @@ def _score_batch(batch, q_order, q_bounds, g_order, g_bounds, q_emb, q_codes, q_
     gidx = np.full((B, mg), -1, np.int64)
     qid = np.full((B, mq), -3, np.int64)
     gid = np.full((B, mg), -4, np.int64)
-    for t, g in enumerate(batch):
-        qi = q_order[q_bounds[g] : q_bounds[g + 1]]
-        gi = g_order[g_bounds[g] : g_bounds[g + 1]]
+    for t, (qi, gi) in enumerate(units):
         Qb[t, : qi.size] = q_emb[qi]
         Gb[t, : gi.size] = g_emb[gi]
         qc[t, : qi.size] = q_codes[qi]

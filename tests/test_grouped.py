@@ -530,3 +530,21 @@ def test_batches_respect_the_memory_budget():
     a = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=10)
     b = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=10, max_memory="1MiB")
     np.testing.assert_array_equal(a.per_query["grouped_recall@1"], b.per_query["grouped_recall@1"])
+
+
+def test_a_group_larger_than_the_budget_is_split_into_query_blocks():
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 1000)  # groups of 2000 items: 2000 x 2000 scores would need ~80 MB
+    X = (rng.normal(size=(4, 16))[y] + rng.normal(size=(4000, 16))).astype(np.float32)
+    whole = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=2, device="numpy")
+    tracemalloc.start()
+    try:
+        split = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=2, max_memory="8MiB",
+                            device="numpy")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20
+    np.testing.assert_array_equal(whole.per_query["grouped_recall@1"], split.per_query["grouped_recall@1"])
