@@ -284,6 +284,9 @@ def evaluate(
     if b is None:
         r_max = int(n_relevant.max()) if n_relevant.size else 0
         per_row = n_chunks * c * 4 + 48 * r_max + (16 * c if backend.is_cuda else 0)
+        if backend.is_cuda and pair_specs:
+            # the vectorised pair path holds a mask, a copy and a comparison of the block
+            per_row += n_chunks * c * 6
         b = int(max(1, min(n_q, 2048, (room * 8 // 10) // per_row)))
     b = min(b, n_q)
 
