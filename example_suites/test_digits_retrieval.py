@@ -70,34 +70,26 @@ def held_out_pair(digits_embeddings):
     return candidate, production
 
 
-def gate(result, name, at_least):
-    value = result[name]
-    assert value >= at_least, (
-        f"{name} = {value:.4f} is below the gate {at_least} by {at_least - value:.4f} "
-        f"({result.n_used} queries, {result.n_skipped} skipped)"
-    )
-
-
 def test_map_gate(test_result):
-    gate(test_result, "map", 0.85)
+    rc.assert_map_at_least(test_result, 0.85)
 
 
 def test_map_at_r_gate(test_result):
-    gate(test_result, "map@R", 0.75)
+    rc.assert_map_at_least(test_result, 0.75, metric="map@R")
 
 
 def test_top1_gate(test_result):
-    gate(test_result, "hit_rate@1", 0.95)
+    rc.assert_recall_at_least(test_result, 0.95, k=1)  # hit_rate@1: metric learning's Recall@1
 
 
 def test_recall_at_precision_gate(test_result):
-    gate(test_result, "recall_at_precision@0.9", 0.70)
+    rc.assert_recall_at_precision(test_result, 0.70, precision=0.9)
     # the operating threshold that reaches 90% pair precision is reported too
     assert test_result.thresholds["recall_at_precision@0.9"] is not None
 
 
 def test_embedding_space_is_separated(test_result):
-    gate(test_result, "discriminant_ratio", 2.0)
+    rc.assert_metric(test_result, "discriminant_ratio", at_least=2.0)
 
 
 def test_grouped_recall_interval_gate(test_result):

@@ -27,6 +27,17 @@ __all__ = [
 ]
 
 
+#: Callables notified of every gate's outcome (a dict), passed or failed. The pytest
+#: plugin subscribes to report gates in its summary, JUnit properties and JSON; the
+#: library itself never imports pytest.
+OBSERVERS: list = []
+
+
+def _notify(**outcome) -> None:
+    for observer in list(OBSERVERS):
+        observer(outcome)
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4f}"
 
@@ -43,6 +54,8 @@ def assert_grouped_recall_ci(result: EvaluationResult, at_least: float, *, metri
         raise InputError(f"{name} with its interval is not in this result; evaluate it with metrics=[{name!r}].")
     g = result.grouped[name]
     checked = g.low if on == "lower" else g.value
+    _notify(gate="assert_grouped_recall_ci", metric=name, value=g.value, low=g.low, high=g.high,
+            threshold=at_least, comparison=">=", on=on, passed=bool(checked >= at_least), n=g.n_groups, unit="groups")
     if checked < at_least:
         what = "lower bound" if on == "lower" else "value"
         raise AssertionError(
@@ -68,6 +81,9 @@ def assert_gap_below(gap: Gap, below: float, *, on: str = "upper") -> None:
             f"assert_gap_below takes a Gap from retrieval_checks.generalization_gap, got {type(gap).__name__}."
         )
     checked = gap.high if on == "upper" else gap.value
+    _notify(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, low=gap.low, high=gap.high,
+            threshold=below, comparison="<=", on=on, passed=bool(checked <= below),
+            n=gap.n_first + gap.n_second, unit=gap.unit)
     if checked > below:
         what = "upper bound" if on == "upper" else "value"
         a, b = gap.labels
@@ -108,6 +124,8 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
         "non_inferior": (lo, lo < -margin, "the interval's lower bound of the improvement is below -margin"),
         "value": (d, d < -margin, "the point improvement is below -margin"),
     }[rule]
+    _notify(gate="assert_not_worse", metric=f"{c.metric} difference", value=c.difference, low=c.low, high=c.high,
+            threshold=-margin, comparison="improvement >=", on=rule, passed=not fails, n=c.n, unit=c.unit)
     if fails:
         direction = "higher" if c.higher_is_better else "lower"
         verdict = {
@@ -142,6 +160,8 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     if on == "lower" and low != low:
         raise InputError("on='lower' needs the bootstrap interval: evaluate with n_resamples > 0.")
     checked = value if on == "value" else low
+    _notify(gate="assert_rsum", metric="rsum", value=value, low=low, high=high, threshold=at_least, comparison=">=",
+            on=on, passed=bool(checked >= at_least), n=result.n_images, unit="images")
     if checked < at_least:
         parts = ", ".join(f"{k} {result[k] * 100:.1f}" for d in ("i2t", "t2i") for k in
                           (f"{d}_recall@1", f"{d}_recall@5", f"{d}_recall@10") if k in result)
@@ -237,6 +257,11 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
         if checked > at_most:
             failures.append(("at_most", checked, at_most, f"{checked:.4f} > {at_most}",
                              f"over by {checked - at_most:.4f}"))
+    _notify(gate="assert_metric", metric=spec.name, value=value, low=found[0] if found else None,
+            high=found[1] if found else None, threshold=at_least if at_least is not None else at_most,
+            comparison=">=" if at_least is not None else "<=", on=on, passed=not failures,
+            n=getattr(result, "n_used", getattr(result, "n_images", None)),
+            unit="queries" if isinstance(result, EvaluationResult) else "images")
     if not failures:
         return
     if found is None:
@@ -285,6 +310,8 @@ def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.
     if not isinstance(result, EvaluationResult) or name not in result:
         raise InputError(f"{name} was not computed; evaluate it with metrics=[{name!r}].")
     value = result[name]
+    _notify(gate="assert_recall_at_precision", metric=name, value=value, low=None, high=None, threshold=at_least,
+            comparison=">=", on="value", passed=bool(value >= at_least), n=result.n_used, unit="queries")
     if value < at_least:
         t = result.thresholds.get(name)
         counts = result.pair_counts.get(name, {})

@@ -1,0 +1,29 @@
+"""pytest plugin of retrieval-checks: model quality gates as ordinary pytest tests.
+
+Registered through the ``pytest11`` entry point (``plugin.py`` holds the options,
+fixtures and report hooks). The gate assertions are the library's, re-exported here
+for hand-written tests; under pytest every gate's outcome is recorded for the
+terminal summary, the JUnit XML properties and the JSON report.
+"""
+
+from retrieval_checks import (
+    assert_gap_below,
+    assert_grouped_recall_ci,
+    assert_map_at_least,
+    assert_metric,
+    assert_not_worse,
+    assert_recall_at_least,
+    assert_recall_at_precision,
+    assert_rsum,
+)
+
+__all__ = [
+    "assert_metric",
+    "assert_map_at_least",
+    "assert_recall_at_least",
+    "assert_recall_at_precision",
+    "assert_grouped_recall_ci",
+    "assert_gap_below",
+    "assert_not_worse",
+    "assert_rsum",
+]
