@@ -319,25 +319,20 @@ def run_worker(args) -> dict:
 
 
 # ----------------------------------------------------------------------------- driver
-def launch(method, n, d, spread, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--n", str(n), "--d", str(d),
-           "--spread", repr(spread), "--seed", str(args.seed), "--repeat", str(args.repeat),
-           "--max-memory", args.max_memory]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    if args.pml_max_gb:
-        cmd += ["--pml-max-gb", repr(args.pml_max_gb)]
+def run_worker_process(cmd: list[str], *, threads=None, timeout=None, identity: dict) -> dict:
+    """Run one worker command and return its record: the JSON on the stdout line that
+    starts with ``MARK``, plus ``process_s``. A timeout, a crash or an OOM kill comes
+    back as a record with ``status`` and ``error`` (and the ``identity`` fields)."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    if args.threads:
+    if threads:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
-            env[var] = str(args.threads)
+            env[var] = str(threads)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"method": method, "n": n, "d": d, "spread": spread, "status": "timeout",
-                "error": f"worker ran past --timeout {args.timeout}s"}
+        return {**identity, "status": "timeout", "error": f"worker ran past --timeout {timeout}s"}
     elapsed = time.perf_counter() - t0
     for line in proc.stdout.splitlines():
         if line.startswith(MARK):
@@ -346,8 +341,19 @@ def launch(method, n, d, spread, args) -> dict:
             return rec
     status = "killed" if proc.returncode < 0 else "error"  # -9: most likely the OOM killer
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
-    return {"method": method, "n": n, "d": d, "spread": spread, "status": status,
-            "error": f"exit code {proc.returncode}: " + " | ".join(tail)}
+    return {**identity, "status": status, "error": f"exit code {proc.returncode}: " + " | ".join(tail)}
+
+
+def launch(method, n, d, spread, args) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--n", str(n), "--d", str(d),
+           "--spread", repr(spread), "--seed", str(args.seed), "--repeat", str(args.repeat),
+           "--max-memory", args.max_memory]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    if args.pml_max_gb:
+        cmd += ["--pml-max-gb", repr(args.pml_max_gb)]
+    return run_worker_process(cmd, threads=args.threads, timeout=args.timeout,
+                              identity={"method": method, "n": n, "d": d, "spread": spread})
 
 
 def _loadavg():

@@ -40,7 +40,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_engine import (  # noqa: E402 - the engine benchmark's data and memory helpers
+from bench_engine import (  # noqa: E402 - the engine benchmark's data, memory and worker helpers
+    run_worker_process,
     ITEMS_PER_CLASS,
     _loadavg,
     auto_spread,
@@ -132,26 +133,10 @@ def run_worker(args) -> dict:
 
 
 def launch(worker: str, args) -> dict:
-    import subprocess
-
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--n", str(args.n), "--subset",
            str(args.subset), "--d", str(args.d), "--group-size", str(args.group_size), "--seed", str(args.seed),
            "--spread", repr(args.spread)]
-    env = dict(os.environ)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {"method": worker, "status": "timeout", "error": f"worker ran past --timeout {args.timeout}s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARK):
-            rec = json.loads(line[len(MARK):])
-            rec["process_s"] = time.perf_counter() - t0
-            return rec
-    status = "killed" if proc.returncode < 0 else "error"  # -9: most likely the OOM killer
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
-    return {"method": worker, "status": status, "error": f"exit code {proc.returncode}: " + " | ".join(tail)}
+    return run_worker_process(cmd, timeout=args.timeout, identity={"method": worker})
 
 
 def _mb(x):

@@ -56,13 +56,13 @@ import gc
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_engine import (  # noqa: E402 - the engine benchmark's memory, environment and table helpers
+from bench_engine import (  # noqa: E402 - the engine benchmark's memory, environment, table and worker helpers
+    run_worker_process,
     _loadavg,
     _mb,
     _ratio,
@@ -274,25 +274,7 @@ def launch(method, args, ranks_out) -> dict:
         cmd += ["--max-memory", args.max_memory]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    env = dict(os.environ)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    if args.threads:
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
-            env[var] = str(args.threads)
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {"method": method, "status": "timeout", "error": f"worker ran past --timeout {args.timeout}s"}
-    elapsed = time.perf_counter() - t0
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARK):
-            rec = json.loads(line[len(MARK):])
-            rec["process_s"] = elapsed
-            return rec
-    status = "killed" if proc.returncode < 0 else "error"
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
-    return {"method": method, "status": status, "error": f"exit code {proc.returncode}: " + " | ".join(tail)}
+    return run_worker_process(cmd, threads=args.threads, timeout=args.timeout, identity={"method": method})
 
 
 def compare_ranks(ranks: dict) -> list[dict]:
