@@ -98,13 +98,11 @@ def label_partition(labels, group_size: int, seed: int):
     return perm[: r * group_size].reshape(r, group_size), np.sort(perm[r * group_size :])
 
 
-def _t_interval(values: np.ndarray, confidence: float):
-    r = values.size
+def _mean_sd_se(values: np.ndarray):
+    """Mean, sample standard deviation and standard error of the group values."""
     mean = float(values.mean())
     s = float(values.std(ddof=1))
-    se = s / math.sqrt(r)
-    half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
-    return mean, s, se, half
+    return mean, s, s / math.sqrt(values.size)
 
 
 def grouped_recall_values(
@@ -195,7 +193,7 @@ def grouped_recall_values(
     out = {}
     for k in ks:
         vals = np.vstack(all_values[k])
-        per_rep = [_t_interval(v, confidence) for v in vals]
+        per_rep = [_mean_sd_se(v) for v in vals]
         value = float(np.mean([p[0] for p in per_rep]))
         se = float(np.mean([p[2] for p in per_rep]))
         r = vals.shape[1]

@@ -35,6 +35,7 @@ import numpy as np
 from ._evaluate import evaluate
 from ._inputs import Csr, as_numpy, check_embeddings, is_torch_tensor
 from ._metric_names import MetricSpec, parse_metric
+from ._result import _ByMetric
 from .errors import InputError
 
 __all__ = ["evaluate_image_text", "ImageTextResult", "IMAGE_TEXT_METRICS"]
@@ -59,8 +60,8 @@ class ImageTextResult(Mapping):
 
     def __init__(self, values, intervals, per_fold, *, n_images, n_captions, layout, protocol, confidence,
                  n_resamples, i2t_ranks, t2i_ranks, config):
-        self._values = values
-        self.intervals = intervals
+        self._values = _ByMetric(values)
+        self.intervals = _ByMetric(intervals)
         self.per_fold = per_fold
         self.n_images = n_images
         self.n_captions = n_captions
@@ -73,12 +74,7 @@ class ImageTextResult(Mapping):
         self.config = config
 
     def __getitem__(self, name: str) -> float:
-        if name in self._values:
-            return self._values[name]
-        canonical = parse_metric(name).name
-        if canonical not in self._values:
-            raise KeyError(f"{name!r} was not computed; computed: {list(self._values)}")
-        return self._values[canonical]
+        return self._values[name]  # aliases resolve to canonical names
 
     def __iter__(self):
         return iter(self._values)

@@ -22,7 +22,7 @@ class _ByMetric(dict):
         except (ValueError, TypeError):
             raise KeyError(key) from None
         if canonical == key or canonical not in self:
-            raise KeyError(key)
+            raise KeyError(f"{key!r} was not computed; computed: {list(self)}")
         return self[canonical]
 
 

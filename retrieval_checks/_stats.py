@@ -194,7 +194,7 @@ def _resample_stats(x: np.ndarray, clusters: np.ndarray | None, statistic, n_res
     # class clusters: resample whole classes with replacement
     codes, inv = np.unique(clusters, return_inverse=True)
     L = codes.size
-    if statistic is np.mean or statistic is _mean_rows:
+    if statistic is _mean_rows:
         sums = np.bincount(inv, weights=x, minlength=L)
         cnts = np.bincount(inv, minlength=L).astype(np.float64)
         for step in _chunks(n_resamples, L):
