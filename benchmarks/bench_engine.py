@@ -94,14 +94,22 @@ def make_data(n: int, d: int, spread: float, seed: int):
     n_classes = n // ITEMS_PER_CLASS
     centres = rng.standard_normal((n_classes, d), dtype=np.float32)
     y = rng.permutation(np.repeat(np.arange(n_classes, dtype=np.int64), ITEMS_PER_CLASS))
-    X = np.empty((n, d), np.float32)
+    return noisy_rows(rng, centres, y, spread), y
+
+
+def noisy_rows(rng, centres, index, spread):
+    """Row i = centres[index[i]] + spread * N(0, I), float32, drawn 16384 rows at a time
+    (bounded temporaries; the draw order fixes the data for a seed)."""
+    import numpy as np
+
+    out = np.empty((index.size, centres.shape[1]), np.float32)
     step = 16384
-    for s in range(0, n, step):
-        e = min(n, s + step)
-        X[s:e] = rng.standard_normal((e - s, d), dtype=np.float32)
-        X[s:e] *= np.float32(spread)
-        X[s:e] += centres[y[s:e]]
-    return X, y
+    for s in range(0, index.size, step):
+        e = min(index.size, s + step)
+        out[s:e] = rng.standard_normal((e - s, centres.shape[1]), dtype=np.float32)
+        out[s:e] *= np.float32(spread)
+        out[s:e] += centres[index[s:e]]
+    return out
 
 
 # ----------------------------------------------------------------------------- memory

@@ -62,6 +62,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_engine import (  # noqa: E402 - the engine benchmark's memory, environment, table and worker helpers
+    noisy_rows,
     run_worker_process,
     _loadavg,
     _mb,
@@ -104,15 +105,7 @@ def make_data(n_images: int, ratio: int, d: int, spread: float, seed: int):
     rng = np.random.default_rng(seed)
     images = rng.standard_normal((n_images, d), dtype=np.float32)
     caption_image = np.repeat(np.arange(n_images, dtype=np.int64), ratio)
-    m = caption_image.size
-    captions = np.empty((m, d), np.float32)
-    step = 16384
-    for s in range(0, m, step):
-        e = min(m, s + step)
-        captions[s:e] = rng.standard_normal((e - s, d), dtype=np.float32)
-        captions[s:e] *= np.float32(spread)
-        captions[s:e] += images[caption_image[s:e]]
-    return images, captions, caption_image
+    return images, noisy_rows(rng, images, caption_image, spread), caption_image
 
 
 # ----------------------------------------------------------------------------- dense baseline
