@@ -14,6 +14,7 @@ __all__ = [
     "MetricNameError",
     "EmptyQueriesError",
     "BackendError",
+    "SuiteError",
 ]
 
 
@@ -48,3 +49,22 @@ class EmptyQueriesError(InputError):
 
 class BackendError(RetrievalChecksError):
     """The requested compute device or backend is not available."""
+
+
+class SuiteError(InputError):
+    """A YAML suite is malformed or refers to something that does not exist.
+
+    ``path``, ``line`` (1-based, or None) and ``field`` (dotted, e.g.
+    ``checks[2].at_least``) locate the problem; the message says what is expected.
+    """
+
+    def __init__(self, message: str, *, path=None, line: int | None = None, field: str | None = None):
+        where = str(path) if path is not None else "<suite>"
+        if line is not None:
+            where += f":{line}"
+        prefix = f"{where}: " + (f"{field}: " if field else "")
+        super().__init__(prefix + message)
+        self.path = path
+        self.line = line
+        self.field = field
+        self.detail = message

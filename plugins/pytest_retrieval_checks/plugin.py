@@ -24,6 +24,9 @@ import pytest
 
 import retrieval_checks as rc
 from retrieval_checks import _assertions
+from retrieval_checks._suite_run import SuiteRunner
+
+from . import _items
 
 _OPTIONS = [
     ("device", "compute device for evaluations: auto, cpu, cuda, cuda:N, numpy", "auto"),
@@ -32,6 +35,8 @@ _OPTIONS = [
     ("confidence", "confidence of intervals", "0.95"),
     ("ties", "tie policy: pessimistic or optimistic", "pessimistic"),
     ("json", "write every gate's outcome to this JSON file", ""),
+    ("embedding-cache", "directory of cached model embeddings; 'none' disables "
+                        "(default: inside pytest's cache, cleared by --cache-clear)", ""),
 ]
 _PROPERTY = "retrieval_checks"
 _current_item: contextvars.ContextVar = contextvars.ContextVar("retrieval_checks_item", default=None)
@@ -43,6 +48,35 @@ def pytest_addoption(parser):
         dest = "rc_" + name.replace("-", "_")
         group.addoption(f"--rc-{name}", dest=dest, default=None, help=f"{help_text} (ini: {dest})")
         parser.addini(dest, help_text, default=default)
+    parser.addini("rc_suite_files", "glob patterns of YAML suite files to collect", type="args",
+                  default=["rc_*.yaml", "rc_*.yml"])
+
+
+def pytest_collect_file(file_path, parent):
+    if file_path.suffix in (".yaml", ".yml") and _items.matches(file_path, parent.config.getini("rc_suite_files")):
+        return _items.SuiteFile.from_parent(parent, path=file_path)
+    return None
+
+
+def suite_runner(config) -> SuiteRunner:
+    """The session's (or xdist worker's) runner of YAML suite cases, created on first use."""
+    runner = getattr(config, "_rc_runner", None)
+    if runner is None:
+        options = _resolve_options(config)
+        cache = _option(config, "embedding-cache")
+        if cache.lower() == "none":
+            cache_dir = None
+        elif cache:
+            cache_dir = Path(cache) if Path(cache).is_absolute() else Path(config.rootpath) / cache
+        elif getattr(config, "cache", None) is not None:
+            cache_dir = config.cache.mkdir("retrieval_checks_embeddings")
+        else:
+            cache_dir = None
+        runner = SuiteRunner(defaults={"confidence": options["confidence"], "seed": options["seed"],
+                                       "ties": options["ties"]},
+                             device=options["device"], max_memory=options["max_memory"], cache_dir=cache_dir)
+        config._rc_runner = runner
+    return runner
 
 
 def _option(config, name: str) -> str:
@@ -136,21 +170,25 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # ----------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="session")
-def rc_options(pytestconfig) -> dict:
-    """The session's retrieval-checks options, resolved (flags override ini)."""
+def _resolve_options(config) -> dict:
     try:
-        confidence = float(_option(pytestconfig, "confidence"))
-        seed = int(_option(pytestconfig, "seed"))
+        confidence = float(_option(config, "confidence"))
+        seed = int(_option(config, "seed"))
     except ValueError as exc:
         raise pytest.UsageError(f"retrieval-checks: --rc-confidence / --rc-seed: {exc}") from None
     return {
-        "device": _option(pytestconfig, "device") or "auto",
-        "max_memory": _option(pytestconfig, "max-memory") or None,
+        "device": _option(config, "device") or "auto",
+        "max_memory": _option(config, "max-memory") or None,
         "seed": seed,
         "confidence": confidence,
-        "ties": _option(pytestconfig, "ties") or "pessimistic",
+        "ties": _option(config, "ties") or "pessimistic",
     }
+
+
+@pytest.fixture(scope="session")
+def rc_options(pytestconfig) -> dict:
+    """The session's retrieval-checks options, resolved (flags override ini)."""
+    return _resolve_options(pytestconfig)
 
 
 class _Evaluator:

@@ -1,0 +1,80 @@
+"""Collection of YAML suites: one pytest item per (model, dataset, check).
+
+A suite that fails validation becomes a single failing item whose message names the
+file, the line and the field, so the rest of the session still runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pytest
+
+from retrieval_checks._suite import load_suite
+from retrieval_checks.errors import RetrievalChecksError, SuiteError
+
+
+def matches(path, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatch(path.name, p) for p in patterns)
+
+
+class SuiteFile(pytest.File):
+    """A YAML suite file."""
+
+    def collect(self):
+        try:
+            suite = load_suite(self.path)
+        except SuiteError as exc:
+            yield SuiteErrorItem.from_parent(self, name="suite", error=exc)
+            return
+        known = {line.split(":")[0].split("(")[0].strip() for line in self.config.getini("markers")}
+        for name, _, _ in {m[0]: m for c in suite.checks for m in (*suite.markers, *c.markers)}.values():
+            if name not in known:  # markers declared in a suite are registered, as in an ini file
+                self.config.addinivalue_line("markers", f"{name}: declared in suite {self.path.name}")
+                known.add(name)
+        for case in suite.cases:
+            item = SuiteItem.from_parent(self, name=case.name, suite=suite, case=case)
+            for name, args, kwargs in (*suite.markers, *case.check.markers):
+                item.add_marker(getattr(pytest.mark, name)(*args, **kwargs))
+            yield item
+
+
+class SuiteItem(pytest.Item):
+    """One check of a suite, applied to one model on one dataset (or a train/test pair)."""
+
+    def __init__(self, *, suite, case, **kwargs):
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.case = case
+
+    def runtest(self):
+        from .plugin import suite_runner
+
+        suite_runner(self.config).run(self.suite, self.case)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, (AssertionError, RetrievalChecksError)):
+            return str(excinfo.value)  # the gate's message: no traceback from inside the library
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        line = self.case.check.line
+        return self.path, (line - 1 if line else None), f"{self.suite.name}: {self.name}"
+
+
+class SuiteErrorItem(pytest.Item):
+    """Stands for a suite file that could not be read or validated."""
+
+    def __init__(self, *, error: SuiteError, **kwargs):
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self):
+        raise self.error
+
+    def repr_failure(self, excinfo, style=None):
+        return f"invalid retrieval-checks suite\n{self.error}"
+
+    def reportinfo(self):
+        line = self.error.line
+        return self.path, (line - 1 if line else None), f"invalid suite {self.path.name}"

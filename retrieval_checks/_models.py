@@ -1,0 +1,295 @@
+"""Turning a dataset's inputs into embeddings: model runners and their cache.
+
+- :func:`embed` runs a torch module (or any callable) over an array of inputs in
+  batches, in eval mode and without autograd, on a chosen device, and restores the
+  module's training mode afterwards.
+- :func:`load_model` builds the callable a suite's model names: a ``module:function``
+  (a dotted module, or a ``.py`` file relative to the suite), a TorchScript file, or a
+  factory returning a torch module plus a weights file read with
+  ``torch.load(weights_only=True)`` (or a ``.safetensors`` file).
+- :class:`EmbeddingCache` stores computed embeddings on disk under a content hash of
+  the model (its code file, function name, keyword arguments and weights or
+  TorchScript bytes) and of the inputs (bytes, dtype, shape), so a second run does not
+  recompute them; writes are atomic, so parallel workers can share the directory.
+  The hash covers the model's own file, not the modules it imports: clear the cache
+  (``pytest --cache-clear``) after changing those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["embed", "load_model", "model_fingerprint", "EmbeddingCache"]
+
+_CACHE_FORMAT = "retrieval-checks-embeddings-1"
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def resolve_device(device: str | None) -> str:
+    """``auto``/None: cuda when available, else cpu; ``numpy`` (an engine backend) means cpu."""
+    torch = _torch()
+    if device in (None, "", "auto"):
+        return "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
+    if device == "numpy":
+        return "cpu"
+    return str(device)
+
+
+def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", part: str | None = None) -> np.ndarray:
+    """Embeddings (n x d float32 numpy) of ``inputs`` (n x ...), computed in batches.
+
+    ``model`` is a ``torch.nn.Module`` (TorchScript included), run in eval mode under
+    ``torch.inference_mode()`` on ``device`` (its training mode is restored after), or
+    any callable taking an array and returning an (n x d) array or tensor, called once
+    on all inputs (with ``part=`` when its signature accepts it: ``queries``,
+    ``gallery``, ``images`` or ``captions``).
+    """
+    x = np.asarray(inputs)
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise InputError(f"inputs have shape {x.shape}; need at least one row to embed.")
+    torch = _torch()
+    is_module = torch is not None and isinstance(model, torch.nn.Module)
+    if not is_module:
+        if not callable(model):
+            raise InputError(f"model must be a torch module or a callable, got {type(model).__name__}.")
+        kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
+        out = model(x, **kwargs)
+        return _as_embeddings(out, x.shape[0], getattr(model, "__name__", type(model).__name__))
+    if batch_size < 1:
+        raise InputError(f"batch_size={batch_size}; use a positive integer.")
+    dev = torch.device(resolve_device(device))
+    if x.dtype.kind in "iub" or x.dtype == np.float64:
+        x = x.astype(np.float32)
+    was_training = model.training
+    params = list(model.parameters()) if hasattr(model, "parameters") else []
+    original_device = params[0].device if params else None
+    model.eval()
+    outs = []
+    try:
+        model.to(dev)
+        with torch.inference_mode():
+            for start in range(0, x.shape[0], batch_size):
+                batch = torch.from_numpy(np.ascontiguousarray(x[start:start + batch_size])).to(dev)
+                out = model(batch)
+                if not hasattr(out, "detach"):
+                    raise InputError(f"the model returned {type(out).__name__}; it must return one tensor of "
+                                     "embeddings (batch x dim). Wrap it to pick the embedding output.")
+                outs.append(out.detach().float().cpu().numpy())
+    finally:
+        model.train(was_training)
+        if original_device is not None:
+            model.to(original_device)
+    return _as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__)
+
+
+def _accepts(fn, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _as_embeddings(out, n: int, who: str) -> np.ndarray:
+    if hasattr(out, "detach"):
+        out = out.detach().float().cpu().numpy()
+    arr = np.asarray(out)
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise InputError(f"{who} returned shape {arr.shape} for {n} inputs; embeddings must be (n_inputs x dim).")
+    if arr.dtype.kind not in "fiu":
+        raise InputError(f"{who} returned dtype {arr.dtype}; embeddings must be numeric.")
+    arr = arr.astype(np.float32, copy=False)
+    if not np.isfinite(arr).all():
+        bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+        raise InputError(f"{who} returned NaN or Inf embeddings for {bad.size} input(s), first rows {bad[:5].tolist()}.")
+    return arr
+
+
+def _import_target(target: str, base_dir: Path | None):
+    """The object named by ``module:function`` (a dotted module, or a .py file)."""
+    module_name, _, attr = target.partition(":")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        path = path if path.is_absolute() or base_dir is None else base_dir / path
+        if not path.is_file():
+            raise InputError(f"{target}: no file {path}.")
+        name = f"_rc_suite_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+    else:
+        added = base_dir is not None and str(base_dir) not in sys.path
+        if added:
+            sys.path.insert(0, str(base_dir))  # modules next to the suite file import as in a test directory
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise InputError(f"{target}: cannot import module {module_name!r} ({exc}). Name an installed module, "
+                             "a module next to the suite file, or a .py file relative to it.") from None
+        finally:
+            if added:
+                sys.path.remove(str(base_dir))
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+            raise InputError(f"{target}: module {module_name!r} has no {attr!r}; its callables: "
+                             f"{', '.join(names[:20]) or 'none'}.")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InputError(f"{target}: {attr!r} is not callable.")
+    return obj
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def model_fingerprint(model) -> str:
+    """Content hash of a suite model: its kind, target, code file, kwargs and weights bytes."""
+    parts = {"kind": model.kind, "target": model.target, "kwargs": model.kwargs}
+    if model.path is not None:
+        parts["file"] = _file_digest(Path(model.path))
+    if model.target is not None:
+        module_name = model.target.partition(":")[0]
+        source = None
+        if module_name.endswith(".py"):
+            source = Path(module_name) if Path(module_name).is_absolute() else Path(model.base_dir) / module_name
+        else:
+            spec = None
+            added = model.base_dir is not None and str(model.base_dir) not in sys.path
+            if added:
+                sys.path.insert(0, str(model.base_dir))
+            try:
+                spec = importlib.util.find_spec(module_name)
+            except (ImportError, ValueError):
+                spec = None
+            finally:
+                if added:
+                    sys.path.remove(str(model.base_dir))
+            if spec is not None and spec.origin and os.path.isfile(spec.origin):
+                source = Path(spec.origin)
+        parts["code"] = _file_digest(source) if source is not None and source.is_file() else None
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def load_model(model):
+    """The callable or torch module a suite model names (not for file-based models)."""
+    if model.kind == "callable":
+        fn = _import_target(model.target, model.base_dir)
+        return (lambda x, part=None: fn(x, **model.kwargs, **({"part": part} if _accepts(fn, "part") else {}))) \
+            if model.kwargs else fn
+    torch = _torch()
+    if torch is None:
+        raise InputError(f"model {model.name!r} ({model.kind}) needs PyTorch: pip install torch.")
+    if model.kind == "torchscript":
+        try:
+            return torch.jit.load(str(model.path), map_location="cpu")
+        except Exception as exc:
+            raise InputError(f"{model.path}: not a TorchScript file ({type(exc).__name__}: {exc}). Save one with "
+                             "torch.jit.save(torch.jit.script(model), path), or use factory + weights.") from None
+    if model.kind == "factory":
+        factory = _import_target(model.target, model.base_dir)
+        module = factory(**model.kwargs)
+        if not isinstance(module, torch.nn.Module):
+            raise InputError(f"{model.target} returned {type(module).__name__}; a factory must return a "
+                             "torch.nn.Module.")
+        if model.path is not None:
+            module.load_state_dict(_read_weights(Path(model.path), torch))
+        return module
+    raise InputError(f"model {model.name!r} of kind {model.kind!r} reads embeddings from files; nothing to load.")
+
+
+def _read_weights(path: Path, torch) -> dict:
+    if path.suffix.lower() == ".safetensors":
+        try:
+            from safetensors.torch import load_file
+        except ImportError:
+            raise InputError(f"{path}: reading .safetensors needs the safetensors package.") from None
+        return load_file(str(path))
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise InputError(f"{path}: torch.load(weights_only=True) refused the file ({type(exc).__name__}: {exc}). "
+                         "Save the state_dict (torch.save(model.state_dict(), path)), not the pickled model.") from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise InputError(f"{path}: expected a state_dict (a mapping of tensors), found {type(state).__name__}.")
+    return state
+
+
+class EmbeddingCache:
+    """Embeddings on disk, keyed by the model's fingerprint and the inputs' content.
+
+    ``directory=None`` disables it. ``hits`` and ``misses`` count lookups.
+    """
+
+    def __init__(self, directory=None):
+        self.directory = Path(directory) if directory is not None else None
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(fingerprint: str, inputs: np.ndarray, part: str | None) -> str:
+        x = np.ascontiguousarray(inputs)
+        h = hashlib.sha256()
+        h.update(f"{_CACHE_FORMAT}|{fingerprint}|{part}|{x.dtype.str}|{x.shape}".encode())
+        h.update(memoryview(x).cast("B"))
+        return h.hexdigest()
+
+    def get(self, key: str) -> np.ndarray | None:
+        if self.directory is None:
+            return None
+        path = self.directory / f"{key}.npy"
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return arr
+
+    def put(self, key: str, embeddings: np.ndarray) -> None:
+        if self.directory is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, embeddings, allow_pickle=False)
+            os.replace(tmp, self.directory / f"{key}.npy")  # atomic: readers never see half a file
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
