@@ -22,6 +22,7 @@ from ._files import EmbeddingSet, load_embeddings
 from ._grouped import GroupedRecall, label_partition
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
 from ._metric_names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
+from ._models import embed
 from ._result import EvaluationResult
 from ._stats import (
     Comparison,
@@ -34,12 +35,15 @@ from ._stats import (
     generalization_gap,
     split_difference,
 )
+from ._suite import Suite, load_suite
+from ._suite_run import SuiteRunner
 from .errors import (
     BackendError,
     EmptyQueriesError,
     InputError,
     MetricNameError,
     RetrievalChecksError,
+    SuiteError,
 )
 
 __version__ = "0.1.0"
@@ -48,6 +52,10 @@ __all__ = [
     "evaluate",
     "evaluate_image_text",
     "load_embeddings",
+    "embed",
+    "load_suite",
+    "Suite",
+    "SuiteRunner",
     "EmbeddingSet",
     "ImageTextResult",
     "IMAGE_TEXT_METRICS",
@@ -83,5 +91,6 @@ __all__ = [
     "MetricNameError",
     "EmptyQueriesError",
     "BackendError",
+    "SuiteError",
     "__version__",
 ]

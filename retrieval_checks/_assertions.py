@@ -125,7 +125,7 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
         "value": (d, d < -margin, "the point improvement is below -margin"),
     }[rule]
     _notify(gate="assert_not_worse", metric=f"{c.metric} difference", value=c.difference, low=c.low, high=c.high,
-            threshold=-margin, comparison="improvement >=", on=rule, passed=not fails, n=c.n, unit=c.unit)
+            threshold=-margin if margin else 0.0, comparison="improvement >=", on=rule, passed=not fails, n=c.n, unit=c.unit)
     if fails:
         direction = "higher" if c.higher_is_better else "lower"
         verdict = {
