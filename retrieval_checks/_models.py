@@ -5,7 +5,8 @@
   module's training mode afterwards.
 - :func:`load_model` builds the callable a suite's model names: a ``module:function``
   (a dotted module, or a ``.py`` file relative to the suite), a TorchScript file, or a
-  factory returning a torch module plus a weights file read with
+  ``torch.export`` program (``torch.export.save``), or a factory returning a torch
+  module plus a weights file read with
   ``torch.load(weights_only=True)`` (or a ``.safetensors`` file).
 - :class:`EmbeddingCache` stores computed embeddings on disk under a content hash of
   the model (its code file, function name, keyword arguments and weights or
@@ -82,7 +83,11 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     was_training = model.training
     params = list(model.parameters()) if hasattr(model, "parameters") else []
     original_device = params[0].device if params else None
-    model.eval()
+    try:
+        model.eval()
+        switch_mode = True
+    except NotImplementedError:  # torch.export programs keep the mode they were exported in
+        switch_mode = False
     outs = []
     try:
         model.to(dev)
@@ -95,7 +100,8 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
                                      "embeddings (batch x dim). Wrap it to pick the embedding output.")
                 outs.append(out.detach().float().cpu().numpy())
     finally:
-        model.train(was_training)
+        if switch_mode:
+            model.train(was_training)
         if original_device is not None:
             model.to(original_device)
     return _as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__)
@@ -218,6 +224,13 @@ def load_model(model):
         except Exception as exc:
             raise InputError(f"{model.path}: not a TorchScript file ({type(exc).__name__}: {exc}). Save one with "
                              "torch.jit.save(torch.jit.script(model), path), or use factory + weights.") from None
+    if model.kind == "exported":
+        try:
+            return torch.export.load(str(model.path)).module()
+        except Exception as exc:
+            raise InputError(f"{model.path}: not a saved torch.export program ({type(exc).__name__}: {exc}). Save "
+                             "one with torch.export.save(torch.export.export(model.eval(), example_inputs, "
+                             "dynamic_shapes=...), path).") from None
     if model.kind == "factory":
         factory = _import_target(model.target, model.base_dir)
         module = factory(**model.kwargs)

@@ -44,7 +44,7 @@ _OPTIONS = {
 }
 _PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions")}
 _SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image")
-_RUNNERS = ("embeddings", "callable", "torchscript", "factory")
+_RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
 
 
 @dataclass(frozen=True)
@@ -333,7 +333,7 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
 
 def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     field = f"models.{name}"
-    node = r.mapping(node, field, line, "one of embeddings, callable, torchscript, factory")
+    node = r.mapping(node, field, line, f"one of {', '.join(_RUNNERS)}")
     r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device"))
     kinds = [k for k in _RUNNERS if k in node]
     if len(kinds) != 1:
@@ -376,9 +376,9 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
                                     if isinstance(spec_node, Node) else files_node.line_of(ds))
                          for p in parts}
         return Model(name=name, kind=kind, files=files, base_dir=r.base, line=line, **kw)
-    if kind == "torchscript":
-        return Model(name=name, kind=kind, path=r.file(node["torchscript"], _join(field, "torchscript"),
-                                                       node.line_of("torchscript")), base_dir=r.base, line=line, **kw)
+    if kind in ("torchscript", "exported"):
+        return Model(name=name, kind=kind, path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
+                     base_dir=r.base, line=line, **kw)
     target = r.target(node[kind], _join(field, kind), node.line_of(kind))
     path = r.file(node["weights"], _join(field, "weights"), node.line_of("weights")) if "weights" in node else None
     return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)

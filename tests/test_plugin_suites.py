@@ -1,0 +1,170 @@
+"""YAML suites collected by the pytest plugin, exercised with pytester in subprocesses
+(in-process pytester runs are not used: see test_plugin.py)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+pytest_plugins = ["pytester"]
+
+EMBEDDER = '''
+import os
+import numpy as np
+
+def project(x, part=None):
+    with open(os.environ["RC_TEST_LOG"], "a") as f:  # one line per computation
+        f.write(f"{part}\\n")
+    w = np.random.default_rng(7).normal(size=(x.shape[1], 8))
+    return np.asarray(x, dtype=np.float64) @ w
+'''
+
+SUITE = """
+suite: toy
+markers: [quality]
+options: {group_size: 3}
+datasets:
+  set: {queries: data/set.npz}
+  train: {queries: data/train.npz}
+models:
+  proj: {callable: embedder.py:project}
+checks:
+  - {metric: map, dataset: set, at_least: MAP_THRESHOLD}
+  - {metric: hit_rate@1, dataset: set, at_least: 0.5, on: interval, markers: [slow]}
+  - {metric: grouped_recall@1, dataset: set, at_least: 0.5, on: interval}
+  - {metric: grouped_recall@1, gap: {train: train, test: set}, below: 0.5}
+"""
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    rng = np.random.default_rng(0)
+    (pytester.path / "data").mkdir()
+    for name, seed in (("set", 0), ("train", 1)):
+        rng = np.random.default_rng(seed)
+        y = np.repeat(np.arange(12), 6)
+        centers = np.random.default_rng(99).normal(size=(12, 12))
+        x = (2.0 * centers[y] + rng.normal(size=(72, 12))).astype(np.float32)
+        np.savez(pytester.path / f"data/{name}.npz", inputs=x, labels=y)
+    pytester.path.joinpath("embedder.py").write_text(EMBEDDER)
+    log = pytester.path / "calls.log"
+    monkeypatch.setenv("RC_TEST_LOG", str(log))
+
+    def write(threshold=0.2, name="rc_toy.yaml", text=None):
+        pytester.path.joinpath(name).write_text((text or SUITE).replace("MAP_THRESHOLD", str(threshold)).lstrip())
+
+    write.log = log
+    return write
+
+
+def test_passing_suite_items_ids_and_markers(pytester, project):
+    project()
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([
+        "rc_toy.yaml::map>=0.2[[]proj-set[]] PASSED*",
+        "rc_toy.yaml::hit_rate@1_ci>=0.5[[]proj-set[]] PASSED*",
+        "rc_toy.yaml::grouped_recall@1_ci>=0.5[[]proj-set[]] PASSED*",
+        "rc_toy.yaml::grouped_recall@1_gap_ci<=0.5[[]proj-train-set[]] PASSED*",
+        "*retrieval-checks gates*",
+        "map>=0.2[[]proj-set[]]*map*PASS",
+    ])
+    # -k and markers declared in YAML select items; markers need no ini registration
+    pytester.runpytest_subprocess("-k", "grouped and not gap", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("-m", "slow", "--strict-markers", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("-m", "quality and not slow", "-p", "no:cacheprovider").assert_outcomes(passed=3)
+
+
+def test_the_file_pattern_is_configurable(pytester, project):
+    project(name="toy.quality.yaml")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes()  # not collected by default
+    pytester.makeini("[pytest]\nrc_suite_files = *.quality.yaml\n")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=4)
+
+
+def test_failing_threshold_message_and_last_failed(pytester, project):
+    project(threshold=0.999)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines([
+        "*_ toy: map>=0.999[[]proj-set[]] _*",
+        "model 'proj' on dataset 'set' [[]suite toy, rc_toy.yaml:10[]]",
+        "map value 0.* < 0.999 (short by 0.*; unit: fraction)",
+        "  sample: 72 queries used, 0 skipped, gallery 72",
+        "  worst classes: *",
+        "  rule: fail when the value is below at_least",
+        "FAILED rc_toy.yaml::map>=0.999[[]proj-set[]]*",
+    ])
+    assert "Traceback" not in result.stdout.str() and "_suite_run.py" not in result.stdout.str()
+    rerun = pytester.runpytest_subprocess("--lf", "-v")
+    rerun.assert_outcomes(failed=1)
+    rerun.stdout.fnmatch_lines(["rc_toy.yaml::map>=0.999[[]proj-set[]] FAILED*"])
+
+
+def test_malformed_suite_names_the_line_and_the_others_still_run(pytester, project):
+    project()
+    pytester.path.joinpath("rc_bad.yaml").write_text(
+        "datasets:\n  set: {queries: data/set.npz}\nchecks:\n  - metric: map\n    dataset: set\n    at_lest: 0.5\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines([
+        "*invalid suite rc_bad.yaml*",
+        "invalid retrieval-checks suite",
+        "*rc_bad.yaml:6: checks[[]0[]].at_lest: unknown field 'at_lest'. Did you mean 'at_least'?*",
+        "FAILED rc_bad.yaml::suite*",
+    ])
+
+
+def test_unknown_metric_suggests_the_closest_name(pytester, project):
+    project(text=SUITE.replace("metric: grouped_recall@1, dataset", "metric: grouped_recal@1, dataset"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*rc_toy.yaml:12: checks[[]2[]].metric: *'grouped_recal@1'*"
+                                 "Did you mean 'grouped_recall@1'?*"])
+
+
+def test_junit_properties_and_json_report(pytester, project):
+    project()
+    result = pytester.runpytest_subprocess("--rc-json=out/gates.json", "--junitxml=junit.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    gates = json.loads((pytester.path / "out/gates.json").read_text())["gates"]
+    assert [g["test"] for g in gates] == [
+        "rc_toy.yaml::map>=0.2[proj-set]", "rc_toy.yaml::hit_rate@1_ci>=0.5[proj-set]",
+        "rc_toy.yaml::grouped_recall@1_ci>=0.5[proj-set]", "rc_toy.yaml::grouped_recall@1_gap_ci<=0.5[proj-train-set]"]
+    assert [g["gate"] for g in gates] == ["assert_metric", "assert_metric",
+                                          "assert_grouped_recall_ci", "assert_gap_below"]
+    assert gates[2]["low"] is not None and gates[2]["on"] == "lower" and all(g["passed"] for g in gates)
+    cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["map>=0.2[proj-set]"].iter("property")}
+    assert float(props["rc:map"]) == pytest.approx(gates[0]["value"])
+
+
+def test_xdist_gives_the_same_rows(pytester, project):
+    pytest.importorskip("xdist")
+    project()
+    pytester.runpytest_subprocess("--rc-json=serial.json", "-p", "no:cacheprovider").assert_outcomes(passed=4)
+    parallel = pytester.runpytest_subprocess("-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider")
+    parallel.assert_outcomes(passed=4)
+    parallel.stdout.fnmatch_lines(["*retrieval-checks gates*"])
+
+    def rows(name):
+        gates = json.loads((pytester.path / name).read_text())["gates"]
+        return sorted((g["test"], g["metric"], round(g["value"], 12), g["passed"]) for g in gates)
+
+    assert rows("serial.json") == rows("parallel.json")
+
+
+def test_embeddings_are_cached_between_runs(pytester, project):
+    project()
+    pytester.runpytest_subprocess().assert_outcomes(passed=4)
+    first = project.log.read_text().splitlines()
+    assert first == ["queries", "queries"]  # set and train, each embedded once for four checks
+    pytester.runpytest_subprocess().assert_outcomes(passed=4)
+    assert project.log.read_text().splitlines() == first  # the second run reused the cache
+    pytester.runpytest_subprocess("--cache-clear").assert_outcomes(passed=4)
+    assert len(project.log.read_text().splitlines()) == 4  # cleared with pytest's cache
+    pytester.runpytest_subprocess("--rc-embedding-cache=none").assert_outcomes(passed=4)
+    assert len(project.log.read_text().splitlines()) == 6
