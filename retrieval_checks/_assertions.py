@@ -38,6 +38,15 @@ def _notify(**outcome) -> None:
         observer(outcome)
 
 
+def _named(result) -> str:
+    """A message line naming the model and dataset, when the result carries them
+    (results of the plugin's ``rc_evaluate`` with ``model=`` / ``dataset=``)."""
+    config = getattr(result, "config", {}) or {}
+    if config.get("model") is None and config.get("dataset") is None:
+        return ""
+    return f"  model {config.get('model')!r}, dataset {config.get('dataset')!r}\n"
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4f}"
 
@@ -66,7 +75,8 @@ def assert_grouped_recall_ci(result: EvaluationResult, at_least: float, *, metri
             f"{g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} labels "
             f"dropped ({g.n_queries_dropped} queries), "
             f"seed {g.seed}, {g.repeats} partition(s)\n"
-            f"  rule: fail when the interval's {what} is below the threshold"
+            + _named(result)
+            + f"  rule: fail when the interval's {what} is below the threshold"
         )
 
 
@@ -272,6 +282,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     sample = ""
     if isinstance(result, EvaluationResult):
         sample = f"  sample: {result.n_used} queries used, {result.n_skipped} skipped, gallery {result.config.get('n_gallery')}\n"
+        sample += _named(result)
     else:
         sample = f"  sample: {result.n_images} images, {result.n_captions} captions, protocol {result.protocol}\n"
     raise AssertionError(
@@ -320,5 +331,6 @@ def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.
             f"{name} = {value:.4f} < {at_least} (short by {at_least - value:.4f})\n"
             f"  {where}; TP {counts.get('tp')}, FP {counts.get('fp')}, FN {counts.get('fn')} over "
             f"{counts.get('n_positive')} positive and {counts.get('n_negative')} negative pairs\n"
-            f"  rule: fail when the highest pair recall at precision >= {precision} is below the threshold"
+            + _named(result)
+            + f"  rule: fail when the highest pair recall at precision >= {precision} is below the threshold"
         )

@@ -61,6 +61,7 @@ def test_failing_gate_message_and_summary(pytester):
         "*grouped_recall@1 lower bound * < 0.999*",
         "*95% interval*",
         "*r=8 groups of S=5 labels*",
+        "E  *model 'm', dataset 'd'",
         "*rule: fail when the interval's lower bound is below the threshold*",
         "test_grouped*grouped_recall@1*FAIL*",
     ])

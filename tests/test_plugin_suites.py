@@ -137,6 +137,8 @@ def test_junit_properties_and_json_report(pytester, project):
     assert [g["gate"] for g in gates] == ["assert_metric", "assert_metric",
                                           "assert_grouped_recall_ci", "assert_gap_below"]
     assert gates[2]["low"] is not None and gates[2]["on"] == "lower" and all(g["passed"] for g in gates)
+    assert {(g["suite"], g["model"]) for g in gates} == {("toy", "proj")}
+    assert [g["dataset"] for g in gates] == ["set", "set", "set", "train/set"]
     cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").iter("testcase")}
     props = {p.get("name"): p.get("value") for p in cases["map>=0.2[proj-set]"].iter("property")}
     assert float(props["rc:map"]) == pytest.approx(gates[0]["value"])

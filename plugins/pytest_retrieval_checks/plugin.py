@@ -90,6 +90,9 @@ def _record(outcome: dict) -> None:
     if item is None:
         return
     clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in outcome.items()}
+    case = getattr(item, "case", None)
+    if case is not None:  # a YAML suite item: say which suite, model and dataset(s)
+        clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets))
     item.user_properties.append((f"rc:{clean['metric']}", clean["value"]))
     item.user_properties.append((_PROPERTY, json.dumps(clean, default=str)))
 
@@ -215,6 +218,8 @@ class _Evaluator:
             if key in self.cache:
                 return self.cache[key]
         result = rc.evaluate(queries, gallery, **kw)
+        if model is not None or dataset is not None:
+            result.config.update(model=model, dataset=dataset)  # named in gate messages
         self.passes += 1
         if key is not None:
             self.cache[key] = result
