@@ -33,7 +33,10 @@ class SuiteFile(pytest.File):
                 self.config.addinivalue_line("markers", f"{name}: declared in suite {self.path.name}")
                 known.add(name)
         for case in suite.cases:
-            item = SuiteItem.from_parent(self, name=case.name, suite=suite, case=case)
+            # the node id is passed whole: pytest >= 9.2 parses it into name and [params] the same way
+            # as the ids it reads back for --lf; built from the name alone, the two would not compare equal
+            item = SuiteItem.from_parent(self, name=case.name, nodeid=f"{self.nodeid}::{case.name}", suite=suite,
+                                         case=case)
             for name, args, kwargs in (*suite.markers, *case.check.markers):
                 item.add_marker(getattr(pytest.mark, name)(*args, **kwargs))
             yield item
@@ -48,9 +51,13 @@ class SuiteItem(pytest.Item):
         self.case = case
 
     def runtest(self):
-        from .plugin import suite_runner
+        from .plugin import queue_baselines, suite_runner
 
-        suite_runner(self.config).run(self.suite, self.case)
+        runner = suite_runner(self.config)
+        try:
+            runner.run(self.suite, self.case)
+        finally:
+            queue_baselines(self, runner.pending_baselines)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, (AssertionError, RetrievalChecksError)):
