@@ -102,7 +102,7 @@ class Check:
 
     index: int
     metric: MetricSpec
-    kind: str  # threshold | gap | compare
+    kind: str  # threshold | gap | compare | baseline
     datasets: tuple
     models: tuple
     at_least: float | None = None
@@ -112,6 +112,7 @@ class Check:
     baseline: str | None = None
     rule: str = "significant"
     margin: float = 0.0
+    tolerances: dict = field(default_factory=dict)  # baseline: max_drop, max_relative_drop, direction, significant
     options: dict = field(default_factory=dict)
     markers: tuple = ()
     id: str = ""
@@ -391,7 +392,8 @@ def _unknown(what: str, name, known) -> str:
 
 
 _CHECK_KEYS = ("metric", "dataset", "datasets", "model", "models", "at_least", "at_most", "on", "gap", "below",
-               "compare", "id", "markers", *_OPTIONS)
+               "compare", "baseline", "id", "markers", *_OPTIONS)
+_BASELINE_KEYS = ("max_drop", "max_relative_drop", "direction", "significant")
 
 
 def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict, what: str):
@@ -424,14 +426,15 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
     crossmodal = spec.kind == "crossmodal"
     wanted_type = "image_text" if crossmodal else "retrieval"
-    rules = [k for k in ("gap", "compare") if k in node]
+    rules = [k for k in ("gap", "compare", "baseline") if k in node]
     if len(rules) > 1:
-        raise r.error("a check is a threshold, a gap or a comparison: give gap or compare, not both.", field, line)
+        raise r.error(f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
+                      f"baseline (found {', '.join(rules)}).", field, line)
     kind = rules[0] if rules else "threshold"
     options = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node}
     if kind == "threshold":
         if "at_least" not in node and "at_most" not in node:
-            raise r.error("missing threshold: give at_least, at_most (or gap: / compare:).", field, line)
+            raise r.error("missing threshold: give at_least, at_most (or gap: / compare: / baseline:).", field, line)
         for k in ("below",):
             if k in node:
                 raise r.error(f"{k} goes with gap:.", _join(field, k), node.line_of(k))
@@ -441,12 +444,15 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     for k in ("at_least", "at_most"):
         if k in node:
             if kind != "threshold":
-                raise r.error(f"{k} is a threshold; a {kind} check uses "
-                              f"{'below' if kind == 'gap' else 'compare.margin and compare.rule'}.",
-                              _join(field, k), node.line_of(k))
+                uses = {"gap": "below", "compare": "compare.margin and compare.rule",
+                        "baseline": "baseline.max_drop / baseline.max_relative_drop"}[kind]
+                raise r.error(f"{k} is a threshold; a {kind} check uses {uses}.", _join(field, k), node.line_of(k))
             kw[k] = r.number(node[k], _join(field, k), node.line_of(k))
-    on_choices = {"threshold": ("value", "interval"), "gap": ("upper", "value"), "compare": ()}[kind]
+    on_choices = {"threshold": ("value", "interval"), "gap": ("upper", "value"), "compare": (), "baseline": ()}[kind]
     if "on" in node:
+        if kind == "baseline":
+            raise r.error("a baseline check has no on:; use baseline.significant: true to fail only on significant "
+                          "drops.", _join(field, "on"), node.line_of("on"))
         if kind == "compare":
             raise r.error("a comparison's rule is compare.rule (significant, non_inferior, value).", _join(field, "on"),
                           node.line_of("on"))
@@ -492,6 +498,29 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         if not [m for m in models if m != kw["baseline"]]:
             raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
                           "in models:.", field, line)
+    if kind == "baseline":
+        if "below" in node:
+            raise r.error("below goes with gap:.", _join(field, "below"), node.line_of("below"))
+        b = node["baseline"]
+        if b is True or b is None:
+            b = Node()
+            b.line, b.key_lines = node.line_of("baseline"), {}
+        b = r.mapping(b, _join(field, "baseline"), node.line_of("baseline"),
+                      "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}")
+        r.keys(b, _join(field, "baseline"), _BASELINE_KEYS)
+        tol: dict[str, Any] = {}
+        for k in ("max_drop", "max_relative_drop"):
+            if k in b:
+                tol[k] = r.number(b[k], f"{field}.baseline.{k}", b.line_of(k), low=0)
+        if "direction" in b:
+            tol["direction"] = r.choice(b["direction"], ("higher", "lower"), f"{field}.baseline.direction",
+                                        b.line_of("direction"))
+        if "significant" in b:
+            if not isinstance(b["significant"], bool):
+                raise r.error(f"expected true or false, found {_describe(b['significant'])}.",
+                              f"{field}.baseline.significant", b.line_of("significant"))
+            tol["significant"] = b["significant"]
+        kw["tolerances"] = tol
     if datasets is None:
         compatible = [d for d, ds in suite_datasets.items() if ds.type == wanted_type]
         if len(compatible) != 1:
@@ -521,6 +550,8 @@ def _default_id(metric: str, kind: str, kw: dict) -> str:
         return f"{metric}_gap{'_ci' if kw.get('on') == 'upper' else ''}<={_fmt_threshold(kw['below'])}"
     if kind == "compare":
         return f"{metric}_vs_{kw['baseline']}"
+    if kind == "baseline":
+        return f"{metric}_vs_baseline"
     ci = "_ci" if kw.get("on") == "interval" else ""
     parts = []
     if "at_least" in kw:

@@ -25,6 +25,7 @@ from ._assertions import (
     assert_recall_at_precision,
     assert_rsum,
 )
+from ._baselines import BaselineFile, _Regenerated, baseline_path, baseline_record, check_against_baseline
 from ._evaluate import evaluate
 from ._files import _read_named
 from ._image_text import evaluate_image_text
@@ -52,17 +53,26 @@ class SuiteRunner:
     fields override them. ``device`` and ``max_memory`` go to the engine and to model
     runners; ``cache_dir`` holds computed embeddings (None: no disk cache).
 
+    ``regen``: None, ``"force"`` or ``"all"``, the baseline regeneration mode of
+    :func:`retrieval_checks._baselines.check_against_baseline`; records to write are
+    queued in ``pending_baselines`` (the pytest plugin writes them at the end of the
+    session, from the controller under xdist; :meth:`write_baselines` writes them).
+
     ``passes`` counts evaluations, ``embedded`` counts embedding computations and
     ``cache`` (hits / misses) the disk cache.
     """
 
     def __init__(self, *, defaults: dict | None = None, device: str = "auto", max_memory=None, cache_dir=None,
-                 progress: bool | None = None):
+                 progress: bool | None = None, regen: str | None = None):
         self.defaults = {"similarity": "cosine", "ties": "pessimistic", "empty_queries": "skip", "confidence": 0.95,
                          "seed": 0, "group_size": 10, "group_repeats": 1, "n_resamples": 1000, **(defaults or {})}
         self.device = device
         self.max_memory = max_memory
         self.progress = progress
+        self.regen = regen
+        #: baseline records to write: (file path, key, record); see write_baselines()
+        self.pending_baselines: list = []
+        self._baseline_files: dict = {}
         self.cache = EmbeddingCache(cache_dir)
         self.passes = 0
         self.embedded = 0
@@ -207,6 +217,10 @@ class SuiteRunner:
         self._results[key] = result
         return result
 
+    def write_baselines(self) -> list[str]:
+        """Write the queued baseline records; returns the files written."""
+        return write_baselines(self.pending_baselines, clear=self.pending_baselines)
+
     def run(self, suite: Suite, case: Case) -> None:
         """Run one case: evaluate (or reuse) and apply its gate. Raises AssertionError
         with the model and dataset named when the gate fails."""
@@ -237,6 +251,22 @@ class SuiteRunner:
         dataset = case.datasets[0]
         o = opts[dataset]
         result = self.result(suite, case.model, dataset, o)
+        if check.kind == "baseline":
+            path = baseline_path(suite.path)
+            record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
+            record.update(model=case.model, dataset=dataset)
+            if str(path) not in self._baseline_files:
+                self._baseline_files[str(path)] = BaselineFile(path)
+            stored = self._baseline_files[str(path)].get(case.name)
+            try:
+                write = check_against_baseline(record, stored, key=case.name, path=path.name, regen=self.regen,
+                                               confidence=o["confidence"], **check.tolerances)
+            except _Regenerated:
+                self.pending_baselines.append((str(path), case.name, record))
+                raise
+            if write:
+                self.pending_baselines.append((str(path), case.name, record))
+            return
         if check.kind == "compare":
             baseline = self.result(suite, check.baseline, dataset, o)
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
@@ -256,3 +286,15 @@ class SuiteRunner:
             if family == "recall_at_precision" and not interval:
                 return assert_recall_at_precision(result, check.at_least, precision=check.metric.level)
         assert_metric(result, name, at_least=check.at_least, at_most=check.at_most, on=check.on)
+
+
+def write_baselines(entries, clear: list | None = None) -> list[str]:
+    """Write (path, key, record) entries, one atomic rewrite per file; returns the paths."""
+    by_file: dict = {}
+    for path, key, record in entries:
+        by_file.setdefault(path, {})[key] = record
+    for path, records in by_file.items():
+        BaselineFile(path).update(records)
+    if clear is not None:
+        clear.clear()
+    return sorted(by_file)

@@ -112,3 +112,8 @@ def test_rsum_gate(emb, data):
 
 def test_no_query_is_silently_dropped(test_result):
     assert test_result.n_skipped == 0
+
+
+def test_map_has_not_regressed(test_result, rc_baseline):
+    # the baseline lives in test_digits_gates.baselines.yaml (pytest --rc-regen-all writes it)
+    rc_baseline(test_result, "map@R", max_drop=0.01, significant=True)

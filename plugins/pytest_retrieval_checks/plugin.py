@@ -26,7 +26,10 @@ import retrieval_checks as rc
 from retrieval_checks import _assertions
 from retrieval_checks._suite_run import SuiteRunner
 
-from . import _items
+from retrieval_checks._baselines import BaselineFile, _Regenerated, baseline_path, baseline_record, check_against_baseline
+from retrieval_checks._history import run_metadata
+
+from . import _items, _reports
 
 _OPTIONS = [
     ("device", "compute device for evaluations: auto, cpu, cuda, cuda:N, numpy", "auto"),
@@ -35,10 +38,13 @@ _OPTIONS = [
     ("confidence", "confidence of intervals", "0.95"),
     ("ties", "tie policy: pessimistic or optimistic", "pessimistic"),
     ("json", "write every gate's outcome to this JSON file", ""),
+    ("history", "SQLite run history, relative to the rootdir; 'none' disables "
+                "(default: .retrieval-checks/history.sqlite)", ""),
     ("embedding-cache", "directory of cached model embeddings; 'none' disables "
                         "(default: inside pytest's cache, cleared by --cache-clear)", ""),
 ]
 _PROPERTY = "retrieval_checks"
+_BASELINE_PROPERTY = "retrieval_checks_baseline"
 _current_item: contextvars.ContextVar = contextvars.ContextVar("retrieval_checks_item", default=None)
 
 
@@ -48,14 +54,35 @@ def pytest_addoption(parser):
         dest = "rc_" + name.replace("-", "_")
         group.addoption(f"--rc-{name}", dest=dest, default=None, help=f"{help_text} (ini: {dest})")
         parser.addini(dest, help_text, default=default)
+    group.addoption("--rc-force-regen", action="store_true", default=False,
+                    help="rewrite missing or changed baselines, and fail those checks (as pytest-regressions' "
+                         "--force-regen)")
+    group.addoption("--rc-regen-all", action="store_true", default=False,
+                    help="rewrite every baseline and pass (as pytest-regressions' --regen-all)")
     parser.addini("rc_suite_files", "glob patterns of YAML suite files to collect", type="args",
                   default=["rc_*.yaml", "rc_*.yml"])
 
 
 def pytest_collect_file(file_path, parent):
+    if file_path.name.endswith((".baselines.yaml", ".baselines.yml")):
+        return None  # baseline files live next to the suites
     if file_path.suffix in (".yaml", ".yml") and _items.matches(file_path, parent.config.getini("rc_suite_files")):
         return _items.SuiteFile.from_parent(parent, path=file_path)
     return None
+
+
+def regen_mode(config) -> str | None:
+    """None, "force" (--rc-force-regen) or "all" (--rc-regen-all)."""
+    if config.getoption("rc_regen_all"):
+        return "all"
+    return "force" if config.getoption("rc_force_regen") else None
+
+
+def queue_baselines(item, entries: list) -> None:
+    """Send baseline records to the controller, which writes them at the end of the session."""
+    for path, key, record in entries:
+        item.user_properties.append((_BASELINE_PROPERTY, json.dumps([path, key, record])))
+    entries.clear()
 
 
 def suite_runner(config) -> SuiteRunner:
@@ -74,7 +101,8 @@ def suite_runner(config) -> SuiteRunner:
             cache_dir = None
         runner = SuiteRunner(defaults={"confidence": options["confidence"], "seed": options["seed"],
                                        "ties": options["ties"]},
-                             device=options["device"], max_memory=options["max_memory"], cache_dir=cache_dir)
+                             device=options["device"], max_memory=options["max_memory"], cache_dir=cache_dir,
+                             regen=regen_mode(config))
         config._rc_runner = runner
     return runner
 
@@ -99,6 +127,9 @@ def _record(outcome: dict) -> None:
 
 def pytest_configure(config):
     config._rc_outcomes = []
+    config._rc_baseline_writes = []
+    config._rc_notes = []
+    config._rc_run = None
     if _record not in _assertions.OBSERVERS:
         _assertions.OBSERVERS.append(_record)
 
@@ -126,6 +157,8 @@ def pytest_runtest_logreport(report):
     for name, value in report.user_properties:
         if name == _PROPERTY:
             outcomes.append({"test": report.nodeid, **json.loads(value)})
+        elif name == _BASELINE_PROPERTY:
+            _config()._rc_baseline_writes.append(tuple(json.loads(value)))
 
 
 _CONFIG = []
@@ -138,6 +171,8 @@ def _config():
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     _CONFIG.append(session.config)
+    if not _is_worker(session.config) and _history_path(session.config) is not None:
+        session.config._rc_run = run_metadata(session.config.rootpath)
 
 
 def _is_worker(config) -> bool:
@@ -145,31 +180,54 @@ def _is_worker(config) -> bool:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    outcomes = getattr(config, "_rc_outcomes", [])
-    if _is_worker(config) or not outcomes:
+    if _is_worker(config):
         return
     tr = terminalreporter
-    tr.write_sep("=", "retrieval-checks gates")
-    rows = [("test", "metric", "value", "interval", "rule", "result")]
-    for o in outcomes:
-        interval = "" if o.get("low") is None else f"[{o['low']:.4f}, {o['high']:.4f}]"
-        rule = f"{o.get('on')} {o.get('comparison')} {o.get('threshold')}"
-        rows.append((o["test"].split("::")[-1], o["metric"], f"{o['value']:.4f}", interval, rule,
-                     "PASS" if o["passed"] else "FAIL"))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        tr.write_line("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    outcomes = getattr(config, "_rc_outcomes", [])
+    if outcomes:
+        tr.write_sep("=", "retrieval-checks gates")
+        for line in _reports.summary_lines(outcomes):
+            tr.write_line(line)
+    for line in getattr(config, "_rc_notes", []):
+        tr.write_line(f"retrieval-checks: {line}")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
-    path = _option(config, "json")
-    if path and not _is_worker(config):
-        out = {"gates": getattr(config, "_rc_outcomes", []), "exitstatus": int(exitstatus)}
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(out, indent=2, default=str))
+    if not _is_worker(config):
+        _finish(config, exitstatus)
     if _CONFIG and _CONFIG[-1] is config:
         _CONFIG.pop()
+
+
+def _finish(config, exitstatus) -> None:
+    """Baselines, history, JSON and HTML, once per session (on the controller)."""
+    notes = config._rc_notes = []
+    outcomes = getattr(config, "_rc_outcomes", [])
+    if config._rc_baseline_writes:
+        for path in _reports.flush_baselines(config._rc_baseline_writes):
+            notes.append(f"baselines written to {path}")
+    run = None
+    history = _history_path(config)
+    if history is not None and outcomes:
+        try:
+            run_id = _reports.record_history(history, config._rc_run, outcomes, exitstatus)
+            run = {"id": run_id, "history": str(history), **config._rc_run}
+            notes.append(f"run {run_id} recorded in {history} ({len(outcomes)} gates)")
+        except Exception as exc:  # the history must never turn a green session red
+            notes.append(f"could not record the run in {history}: {exc}")
+    path = _option(config, "json")
+    if path:
+        _reports.write_json(path, outcomes, exitstatus, run)
+
+
+def _history_path(config):
+    value = _option(config, "history")
+    if value.lower() == "none":
+        return None
+    p = Path(value or ".retrieval-checks/history.sqlite")
+    return p if p.is_absolute() else Path(config.rootpath) / p
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -248,3 +306,37 @@ def rc_load(pytestconfig):
         return cache[key]
 
     return load
+
+
+class _Baselines:
+    """``rc_baseline(result, metric, *, key=None, max_drop=None, max_relative_drop=None,
+    direction=None, significant=False)``: compare a metric with its baseline in
+    ``<test module>.baselines.yaml`` (created and updated with ``--rc-regen-all`` /
+    ``--rc-force-regen``); returns the :class:`~retrieval_checks._regression.Change`."""
+
+    def __init__(self, request, options: dict):
+        self.request = request
+        self.options = options
+        self.path = baseline_path(request.path)
+
+    def __call__(self, result, metric: str, *, key: str | None = None, **tolerances):
+        __tracebackhide__ = True
+        record = baseline_record(result, metric, confidence=self.options["confidence"], seed=self.options["seed"])
+        name = f"{self.request.node.name}::{record['metric']}" + (f"::{key}" if key else "")
+        stored = BaselineFile(self.path).get(name)
+        item = self.request.node
+        try:
+            write = check_against_baseline(record, stored, key=name, path=self.path.name,
+                                           regen=regen_mode(self.request.config),
+                                           confidence=self.options["confidence"], **tolerances)
+        except _Regenerated:
+            queue_baselines(item, [(str(self.path), name, record)])
+            raise
+        if write:
+            queue_baselines(item, [(str(self.path), name, record)])
+
+
+@pytest.fixture
+def rc_baseline(request, rc_options) -> _Baselines:
+    """Gate a result against its stored baseline (see ``_Baselines``)."""
+    return _Baselines(request, rc_options)

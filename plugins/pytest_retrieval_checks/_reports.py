@@ -1,0 +1,37 @@
+"""What the plugin reports at the end of a session (on the controller under xdist):
+the terminal table, the JSON file, the run history, baseline files and the HTML report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from retrieval_checks._history import History
+from retrieval_checks._suite_run import write_baselines
+
+
+def summary_lines(outcomes: list[dict]) -> list[str]:
+    rows = [("test", "metric", "value", "interval", "rule", "result")]
+    for o in outcomes:
+        interval = "" if o.get("low") is None else f"[{o['low']:.4f}, {o['high']:.4f}]"
+        threshold = o.get("threshold")
+        rule = f"{o.get('on')} {o.get('comparison')}" + ("" if threshold is None else f" {threshold:.6g}")
+        value = "" if o.get("value") is None else f"{o['value']:.4f}"
+        rows.append((o["test"].split("::")[-1], o["metric"], value, interval, rule, "PASS" if o["passed"] else "FAIL"))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def write_json(path, outcomes: list[dict], exitstatus: int, run: dict | None) -> None:
+    out = {"gates": outcomes, "exitstatus": int(exitstatus), "run": run}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=2, default=str))
+
+
+def record_history(path, metadata: dict, outcomes: list[dict], exitstatus: int) -> int:
+    return History(path).record(metadata, outcomes, exitstatus=int(exitstatus))
+
+
+def flush_baselines(entries: list) -> list[str]:
+    """Write queued baseline records ((path, key, record) triples from every worker)."""
+    return write_baselines(entries)
