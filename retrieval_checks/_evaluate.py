@@ -13,7 +13,7 @@ from ._grouped import GroupedRecall, grouped_recall_values
 from ._engine import Problem, RelevanceSource, plan_blocks, run_binning_block, run_block
 from ._inputs import Csr, as_numpy, check_embeddings, encode_ids, encode_labels, ranges_to_csr, relevance_to_csr
 from ._metric_names import MetricSpec, parse_metric
-from ._pairs import NegativeTail, PairCounts, ceil_f32, pair_metric, tail_capacity
+from ._pairs import NegativeTail, PairCounts, ceil_f32, pair_metric, pr_curve, tail_capacity
 from ._ranking import aggregate, per_query_values
 from ._result import EvaluationResult
 from .errors import EmptyQueriesError, InputError, MetricNameError
@@ -393,6 +393,8 @@ def evaluate(
             labels_side = g_codes
             values[s.name] = float(discriminant_ratio(as_numpy(emb, "embeddings"), labels_side))
 
+    curve = pr_curve(counts_obj) if want_pairs and any(s.family in ("recall_at_precision", "precision_at_recall")
+                                                      for s in specs) else None
     grouped: dict[str, GroupedRecall] = {}
     intervals: dict[str, tuple[float, float]] = {}
     if grouped_specs:
@@ -441,6 +443,7 @@ def evaluate(
         config=config,
         intervals=intervals,
         grouped=grouped,
+        pr_curve=curve,
         query_label_codes=q_codes,
         label_values=label_values,
     )

@@ -122,6 +122,27 @@ def _curve(counts: PairCounts):
     return u, tp, fp, exact
 
 
+def pr_curve(counts: PairCounts, max_points: int = 100) -> dict:
+    """The exact pair precision-recall curve at the thresholds where it is known:
+    every positive score when all negatives were binned, otherwise the scores above
+    the negative tail's cut (the high-precision end, down to the precision levels the
+    pass was asked for). At most ``max_points`` points, evenly spread in recall;
+    lists ordered by decreasing threshold."""
+    u, tp, fp, exact = _curve(counts)
+    u, tp, fp = u[exact], tp[exact], fp[exact]
+    if u.size == 0:
+        return {"threshold": [], "precision": [], "recall": [], "complete": False}
+    order = np.arange(u.size)[::-1]
+    recall = tp[order] / counts.n_positive
+    keep = np.unique(np.searchsorted(recall, np.linspace(recall[0], recall[-1], max_points), side="left").clip(
+        0, order.size - 1))
+    sel = order[keep]
+    return {"threshold": u[sel].astype(float).tolist(),
+            "precision": (tp[sel] / np.maximum(tp[sel] + fp[sel], 1)).astype(float).tolist(),
+            "recall": (tp[sel] / counts.n_positive).astype(float).tolist(),
+            "complete": bool(exact.all())}
+
+
 def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | None, dict, bool]:
     """(value, threshold, detail counts, needs_binning) for one pair metric.
 

@@ -44,6 +44,9 @@ class EvaluationResult(Mapping):
     - ``intervals[name]``: (low, high) for metrics computed with an interval
       (``grouped_recall@K``); ``grouped[name]``: the full
       :class:`~retrieval_checks.GroupedRecall` (groups r, size S, spread, dropped labels).
+    - ``pr_curve``: the exact pair precision-recall curve (``threshold``, ``precision``,
+      ``recall`` lists, at most 100 points) where the pass knows it, when a
+      ``recall_at_precision`` or ``precision_at_recall`` metric was computed; else None.
     - ``query_label_codes``: integer label code per query (for class-cluster bootstraps);
       ``label_values[code]`` is the label itself.
     """
@@ -65,6 +68,7 @@ class EvaluationResult(Mapping):
         grouped: dict | None = None,
         query_label_codes: np.ndarray | None = None,
         label_values: np.ndarray | None = None,
+        pr_curve: dict | None = None,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -80,6 +84,7 @@ class EvaluationResult(Mapping):
         self.grouped = _ByMetric(grouped or {})
         self.query_label_codes = query_label_codes
         self.label_values = label_values
+        self.pr_curve = pr_curve
 
     # --- Mapping ---------------------------------------------------------------
     def _key(self, name: str) -> str:
