@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -130,29 +131,50 @@ def _as_embeddings(out, n: int, who: str) -> np.ndarray:
     return arr
 
 
-def _import_target(target: str, base_dir: Path | None):
-    """The object named by ``module:function`` (a dotted module, or a .py file)."""
-    module_name, _, attr = target.partition(":")
+def _local_file(module_name: str, base_dir: Path | None) -> Path | None:
+    """The file a target names: a ``.py`` path, or a dotted module found next to the suite."""
     if module_name.endswith(".py"):
         path = Path(module_name)
-        path = path if path.is_absolute() or base_dir is None else base_dir / path
-        if not path.is_file():
-            raise InputError(f"{target}: no file {path}.")
-        name = f"_rc_suite_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
+        return path if path.is_absolute() or base_dir is None else base_dir / path
+    if base_dir is None:
+        return None
+    parts = module_name.split(".")
+    for candidate in (base_dir.joinpath(*parts).with_suffix(".py"), base_dir.joinpath(*parts, "__init__.py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _load_file_module(path: Path, label: str):
+    """Import a file under a name unique to its path, so two suites' ``embedder.py``
+    never stand in for each other in ``sys.modules``."""
+    name = f"_rc_suite_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return module
+
+
+def _import_target(target: str, base_dir: Path | None):
+    """The object named by ``module:function``: a ``.py`` file or a top-level module next
+    to the suite file (imported by path), else an installed module."""
+    module_name, _, attr = target.partition(":")
+    local = _local_file(module_name, base_dir)
+    if local is not None and (module_name.endswith(".py") or "." not in module_name):
+        if not local.is_file():
+            raise InputError(f"{target}: no file {local}.")
+        module = _load_file_module(local, module_name)
     else:
         added = base_dir is not None and str(base_dir) not in sys.path
         if added:
-            sys.path.insert(0, str(base_dir))  # modules next to the suite file import as in a test directory
+            sys.path.insert(0, str(base_dir))  # packages next to the suite file import as in a test directory
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
@@ -161,6 +183,10 @@ def _import_target(target: str, base_dir: Path | None):
         finally:
             if added:
                 sys.path.remove(str(base_dir))
+        if local is not None and Path(getattr(module, "__file__", "") or "").resolve() != local.resolve():
+            raise InputError(f"{target}: {module_name!r} is already imported from {module.__file__}, not from "
+                             f"{local}; two suites use packages of the same name. Name the file instead "
+                             f"({local.relative_to(base_dir).as_posix()}:{attr}).")
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -182,27 +208,28 @@ def _file_digest(path: Path) -> str:
 
 
 def model_fingerprint(model) -> str:
-    """Content hash of a suite model: its kind, target, code file, kwargs and weights bytes."""
+    """Content hash of a suite model: its kind, target, kwargs (with the contents of any
+    kwarg string that names a file), its code file and its weights or program bytes."""
     parts = {"kind": model.kind, "target": model.target, "kwargs": model.kwargs}
     if model.path is not None:
         parts["file"] = _file_digest(Path(model.path))
+    files = {}
+    for k, v in sorted((model.kwargs or {}).items()):
+        if isinstance(v, str) and v:
+            p = Path(v)
+            for cand in ((p,) if p.is_absolute() else (Path(model.base_dir or ".") / p, p)):
+                if cand.is_file():
+                    files[k] = _file_digest(cand)
+                    break
+    parts["kwarg_files"] = files
     if model.target is not None:
         module_name = model.target.partition(":")[0]
-        source = None
-        if module_name.endswith(".py"):
-            source = Path(module_name) if Path(module_name).is_absolute() else Path(model.base_dir) / module_name
-        else:
-            spec = None
-            added = model.base_dir is not None and str(model.base_dir) not in sys.path
-            if added:
-                sys.path.insert(0, str(model.base_dir))
+        source = _local_file(module_name, Path(model.base_dir) if model.base_dir is not None else None)
+        if source is None:
             try:
                 spec = importlib.util.find_spec(module_name)
             except (ImportError, ValueError):
                 spec = None
-            finally:
-                if added:
-                    sys.path.remove(str(model.base_dir))
             if spec is not None and spec.origin and os.path.isfile(spec.origin):
                 source = Path(spec.origin)
         parts["code"] = _file_digest(source) if source is not None and source.is_file() else None
@@ -213,8 +240,7 @@ def load_model(model):
     """The callable or torch module a suite model names (not for file-based models)."""
     if model.kind == "callable":
         fn = _import_target(model.target, model.base_dir)
-        return (lambda x, part=None: fn(x, **model.kwargs, **({"part": part} if _accepts(fn, "part") else {}))) \
-            if model.kwargs else fn
+        return functools.partial(fn, **model.kwargs) if model.kwargs else fn
     torch = _torch()
     if torch is None:
         raise InputError(f"model {model.name!r} ({model.kind}) needs PyTorch: pip install torch.")
@@ -276,6 +302,9 @@ class EmbeddingCache:
     @staticmethod
     def key(fingerprint: str, inputs: np.ndarray, part: str | None) -> str:
         x = np.ascontiguousarray(inputs)
+        if x.dtype.hasobject:
+            raise InputError(f"inputs of dtype {x.dtype} (Python objects) cannot be hashed for the cache; store "
+                             "numeric arrays.")
         h = hashlib.sha256()
         h.update(f"{_CACHE_FORMAT}|{fingerprint}|{part}|{x.dtype.str}|{x.shape}".encode())
         h.update(memoryview(x).cast("B"))

@@ -42,6 +42,8 @@ _OPTIONS = {
     "group_repeats": ("int>=1", "an integer >= 1"),
     "n_resamples": ("int>=0", "an integer >= 0 (bootstrap resamples; 0: no interval)"),
 }
+# options that do not apply to a dataset type
+_ONLY = {"retrieval": ("n_resamples",), "image_text": ("group_size", "group_repeats", "empty_queries")}
 _PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions")}
 _SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image")
 _RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
@@ -268,20 +270,29 @@ class _Reader:
         out = []
         for i, m in enumerate(value):
             where, mline = f"{field}[{i}]", value.line_of(i) if isinstance(value, NodeList) else line
-            if isinstance(m, str) and m.isidentifier():
+            if isinstance(m, str) and _marker_name(m):
                 out.append((m, (), {}))
-            elif isinstance(m, dict) and len(m) == 1 and str(next(iter(m))).isidentifier():
+            elif isinstance(m, dict) and len(m) == 1 and _marker_name(next(iter(m))):
                 name, args = next(iter(m.items()))
                 if isinstance(args, dict):
+                    bad = [k for k in args if not (isinstance(k, str) and k.isidentifier())]
+                    if bad:
+                        raise self.error(f"marker {name!r}: keyword argument names must be identifiers, found "
+                                         f"{bad[0]!r}.", where, mline)
                     out.append((name, (), dict(args)))
                 elif isinstance(args, list):
                     out.append((name, tuple(args), {}))
                 else:
                     out.append((name, (args,), {}))
             else:
-                raise self.error("a marker is a name (slow) or a one-key mapping ({xfail: {reason: ...}}), "
+                raise self.error("a marker is a name (slow; not starting with '_') or a one-key mapping "
+                                 "({xfail: {reason: ...}}), "
                                  f"found {_describe(m)}.", where, mline)
         return tuple(out)
+
+
+def _marker_name(name) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not name.startswith("_")
 
 
 def _join(field: str, key) -> str:
@@ -386,6 +397,8 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
 
 
 def _unknown(what: str, name, known) -> str:
+    if not isinstance(name, str):
+        return f"{what} names are strings; found {_describe(name)} (quote it: '{name}')."
     close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return f"no {what} named {name!r}.{hint} Declared: {', '.join(map(str, known)) or 'none'}."
@@ -394,6 +407,17 @@ def _unknown(what: str, name, known) -> str:
 _CHECK_KEYS = ("metric", "dataset", "datasets", "model", "models", "at_least", "at_most", "on", "gap", "below",
                "compare", "baseline", "id", "markers", *_OPTIONS)
 _BASELINE_KEYS = ("max_drop", "max_relative_drop", "direction", "significant")
+
+
+def _ref(r: _Reader, value, known: dict, what: str, field: str, line) -> str:
+    """A reference to a declared dataset or model by name."""
+    if not isinstance(value, str):
+        plural = {"dataset": "datasets", "model": "models"}[what]
+        hint = f" (use {plural}: [...] for several)" if isinstance(value, list) else ""
+        raise r.error(f"expected a {what} name, found {_describe(value)}{hint}.", field, line)
+    if value not in known:
+        raise r.error(_unknown(what, value, known), field, line)
+    return value
 
 
 def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict, what: str):
@@ -410,10 +434,11 @@ def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict,
                           _join(field, many), line)
     else:
         return None
-    for v in values:
-        if v not in known:
-            raise r.error(_unknown(what, v, known), _join(field, key), line)
-    return tuple(values)
+    out = tuple(_ref(r, v, known, what, _join(field, key), line) for v in values)
+    if len(set(out)) != len(out):
+        dup = next(v for v in out if out.count(v) > 1)
+        raise r.error(f"{what} {dup!r} is listed twice.", _join(field, key), line)
+    return out
 
 
 def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_models: dict) -> Check:
@@ -459,6 +484,12 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         kw["on"] = r.choice(node["on"], on_choices, _join(field, "on"), node.line_of("on"))
     elif kind == "gap":
         kw["on"] = "upper"
+    if kind == "threshold" and kw.get("on") == "interval" and (spec.kind in ("pair", "embedding")
+                                                              or spec.family == "medr"):
+        raise r.error(f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
+                      "pairs; medr is a median rank); use on: value.", _join(field, "on"), node.line_of("on"))
+    if "at_least" in kw and "at_most" in kw and kw["at_least"] > kw["at_most"]:
+        raise r.error(f"at_least {kw['at_least']:g} > at_most {kw['at_most']:g}: no value passes.", field, line)
     if kind == "gap":
         if crossmodal or spec.kind == "embedding" or spec.kind == "pair":
             raise r.error(f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
@@ -467,10 +498,15 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
             raise r.error("a gap names its datasets in gap: {train: ..., test: ...}.", field, line)
         gap = r.mapping(node["gap"], _join(field, "gap"), node.line_of("gap"), "{train: dataset, test: dataset}")
         r.keys(gap, _join(field, "gap"), ("train", "test"), required=("train", "test"))
-        for k in ("train", "test"):
-            if gap[k] not in suite_datasets:
-                raise r.error(_unknown("dataset", gap[k], suite_datasets), f"{field}.gap.{k}", gap.line_of(k))
-        datasets = (gap["train"], gap["test"])
+        datasets = tuple(_ref(r, gap[k], suite_datasets, "dataset", f"{field}.gap.{k}", gap.line_of(k))
+                         for k in ("train", "test"))
+        if datasets[0] == datasets[1]:
+            raise r.error("train and test are the same dataset; a gap compares two different sets.",
+                          _join(field, "gap"), node.line_of("gap"))
+        if spec.unit == "rank":
+            raise r.error(f"{spec.name} is a rank (lower is better); a gap is metric(train) - metric(test) of a "
+                          "higher-is-better metric. Gate a fraction such as map or hit_rate@1.",
+                          _join(field, "metric"), node.line_of("metric"))
         if "below" not in node:
             raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
         kw["below"] = r.number(node["below"], _join(field, "below"), node.line_of("below"))
@@ -486,10 +522,8 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
             cmp.line, cmp.key_lines = node.line_of("compare"), {}
         cmp = r.mapping(cmp, _join(field, "compare"), node.line_of("compare"), "{baseline: model, rule: ..., margin: ...}")
         r.keys(cmp, _join(field, "compare"), ("baseline", "rule", "margin"), required=("baseline",))
-        if cmp["baseline"] not in suite_models:
-            raise r.error(_unknown("model", cmp["baseline"], suite_models), f"{field}.compare.baseline",
-                          cmp.line_of("baseline"))
-        kw["baseline"] = cmp["baseline"]
+        kw["baseline"] = _ref(r, cmp["baseline"], suite_models, "model", f"{field}.compare.baseline",
+                              cmp.line_of("baseline"))
         if "rule" in cmp:
             kw["rule"] = r.choice(cmp["rule"], ("significant", "non_inferior", "value"), f"{field}.compare.rule",
                                   cmp.line_of("rule"))
@@ -531,6 +565,11 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         if suite_datasets[d].type != wanted_type:
             raise r.error(f"{spec.name} is measured on {wanted_type} datasets; {d!r} is {suite_datasets[d].type}.",
                           field, line)
+    for k in options:
+        if k in _ONLY.get(wanted_type, ()):
+            raise r.error(f"{k} does not apply to {wanted_type} datasets "
+                          f"({'image_text only' if k == 'n_resamples' else 'retrieval only'}).",
+                          _join(field, k), node.line_of(k))
     markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
     check_id = node.get("id")
     if check_id is not None:
@@ -546,19 +585,17 @@ def _fmt_threshold(x: float) -> str:
 
 
 def _default_id(metric: str, kind: str, kw: dict) -> str:
+    """A stable name: the metric and the rule, not the threshold (editing a threshold
+    keeps the item's id, its --lf entry and its history)."""
     if kind == "gap":
-        return f"{metric}_gap{'_ci' if kw.get('on') == 'upper' else ''}<={_fmt_threshold(kw['below'])}"
+        return f"{metric}_gap" + ("" if kw.get("on") == "upper" else "_value")
     if kind == "compare":
         return f"{metric}_vs_{kw['baseline']}"
     if kind == "baseline":
         return f"{metric}_vs_baseline"
     ci = "_ci" if kw.get("on") == "interval" else ""
-    parts = []
-    if "at_least" in kw:
-        parts.append(f">={_fmt_threshold(kw['at_least'])}")
-    if "at_most" in kw:
-        parts.append(f"<={_fmt_threshold(kw['at_most'])}")
-    return f"{metric}{ci}{','.join(parts)}"
+    rule = "between" if "at_least" in kw and "at_most" in kw else ("at_least" if "at_least" in kw else "at_most")
+    return f"{metric}{ci}_{rule}"
 
 
 _TOP_KEYS = ("suite", "markers", "options", "datasets", "models", "checks")
@@ -573,8 +610,10 @@ def load_suite(path) -> Suite:
         raise r.error("the suite is empty; it needs datasets: and checks: (see the README, 'YAML suites').", None, 1)
     top = r.mapping(data, "", 1, "suite, datasets, models, checks")
     r.keys(top, "", _TOP_KEYS, required=("datasets", "checks"))
-    name = top.get("suite", p.stem)
-    name = r.name(name, "suite", top.line_of("suite"))
+    if "suite" in top:
+        name = r.name(top["suite"], "suite", top.line_of("suite"))
+    else:
+        name = re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)
     markers = r.markers(top["markers"], "markers", top.line_of("markers")) if "markers" in top else ()
     options = {}
     if "options" in top:
@@ -609,12 +648,22 @@ def load_suite(path) -> Suite:
                 raise r.error(f"id {c.id!r} is already used by checks[{seen[c.id]}]; ids must be unique.",
                               f"checks[{i}].id", checks_node[i].line_of("id"))
             n = 2
-            while f"{c.id}#{n}" in seen:
+            while f"{c.id}_{n}" in seen:
                 n += 1
-            checks[i] = c = _replace_id(c, f"{c.id}#{n}")
+            checks[i] = c = _replace_id(c, f"{c.id}_{n}")
         seen[c.id] = i
     suite = Suite(name=name, path=p, datasets=datasets, models=models, checks=checks, markers=markers,
                   options=options)
+    names: dict = {}
+    for case in suite.cases:
+        if case.name in names:
+            other = names[case.name]
+            raise r.error(f"two items would both be named {case.name!r} (checks[{other.check.index}] on "
+                          f"{'/'.join((other.model, *other.datasets))} and this one on "
+                          f"{'/'.join((case.model, *case.datasets))}: names joined by '-' collide); give the "
+                          "check an id:, or rename a model or dataset.", f"checks[{case.check.index}]",
+                          case.check.line)
+        names[case.name] = case
     for case in suite.cases:
         for m in (case.model, case.check.baseline):
             model = models.get(m)

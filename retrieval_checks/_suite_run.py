@@ -29,12 +29,16 @@ from ._baselines import BaselineFile, _Regenerated, baseline_path, baseline_reco
 from ._evaluate import evaluate
 from ._files import _read_named
 from ._image_text import evaluate_image_text
-from ._models import EmbeddingCache, embed, load_model, model_fingerprint
+from ._models import EmbeddingCache, _accepts, embed, load_model, model_fingerprint
 from ._stats import compare, generalization_gap
 from ._suite import Case, Source, Suite
-from .errors import InputError, SuiteError
+from .errors import InputError, RetrievalChecksError, SuiteError
 
 __all__ = ["SuiteRunner"]
+
+
+def _takes_part(fn) -> bool:
+    return callable(fn) and _accepts(fn, "part")
 
 
 @dataclass(frozen=True)
@@ -163,19 +167,38 @@ class SuiteRunner:
     def _embed(self, suite: Suite, model_name: str, inputs: np.ndarray, part: str) -> np.ndarray:
         model = suite.models[model_name]
         mkey = (str(suite.path), model_name)
-        if mkey not in self._fingerprints:
-            self._fingerprints[mkey] = model_fingerprint(model)
-        key = EmbeddingCache.key(self._fingerprints[mkey], inputs, part)
+        field = f"models.{model_name}"
+
+        def fail(exc: BaseException) -> SuiteError:
+            detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+            return SuiteError(f"{detail} (model {model_name!r}, embedding the {part} inputs)", path=suite.path,
+                              line=model.line, field=field)
+
+        try:
+            if mkey not in self._fingerprints:
+                self._fingerprints[mkey] = model_fingerprint(model)
+            if mkey not in self._loaded:
+                self._loaded[mkey] = load_model(model)
+            runner = self._loaded[mkey]
+            # the part (queries, gallery, ...) changes the output only for callables that take it
+            keyed_part = part if model.kind == "callable" and _takes_part(runner) else None
+            key = EmbeddingCache.key(self._fingerprints[mkey], inputs, keyed_part)
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except InputError as exc:
+            raise fail(exc) from None
+        except Exception as exc:  # building the model or loading its weights (e.g. mismatched state_dict keys)
+            raise fail(exc) from exc
         cached = self.cache.get(key)
         if cached is not None:
             return cached
-        if mkey not in self._loaded:
-            try:
-                self._loaded[mkey] = load_model(model)
-            except InputError as exc:
-                raise SuiteError(str(exc), path=suite.path, line=model.line, field=f"models.{model_name}") from None
         device = model.device or self.device
-        out = embed(self._loaded[mkey], inputs, batch_size=model.batch_size, device=device, part=part)
+        try:
+            out = embed(runner, inputs, batch_size=model.batch_size, device=device, part=part)
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except Exception as exc:  # the model's own errors, named with the suite, model and part
+            raise fail(exc) from exc
         self.embedded += 1
         self.cache.put(key, out)
         return out
@@ -232,10 +255,17 @@ class SuiteRunner:
         where += f" [suite {suite.name}, {suite.path.name}:{check.line}]"
         try:
             self._gate(suite, case, opts)
+        except _Regenerated as exc:
+            raise _Regenerated(f"{where}\n{exc}", write=exc.write) from None
         except AssertionError as exc:
             raise AssertionError(f"{where}\n{exc}") from None
+        except SuiteError:
+            raise
+        except RetrievalChecksError as exc:
+            raise SuiteError(f"{exc} ({where})", path=suite.path, line=check.line,
+                             field=f"checks[{check.index}]") from None
 
-    def _gate(self, suite: Suite, case: Case, opts: dict) -> None:
+    def _gate(self, suite: Suite, case: Case, opts: dict) -> None:  # noqa: C901 - one branch per rule
         __tracebackhide__ = True
         check = case.check
         name = check.metric.name

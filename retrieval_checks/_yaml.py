@@ -43,8 +43,9 @@ class NodeList(list):
 class _Loader(yaml.SafeLoader):
     """SafeLoader that records lines and refuses duplicate keys.
 
-    Booleans follow YAML 1.2: only true/false (any case). YAML 1.1 also reads on, off,
-    yes, no, y and n as booleans, which would turn a field named ``on`` into True.
+    Booleans and numbers follow YAML 1.2's core schema: only true/false are booleans
+    (YAML 1.1 also reads on, off, yes and no, which would turn a field named ``on``
+    into True); ``1e-3`` is a float, ``010`` is ten and ``1:30`` a string.
     """
 
 
@@ -52,27 +53,70 @@ _Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
 _Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
                               list("tTfF"))
+# YAML 1.2 core schema numbers: 1e-3 is a float, 010 is ten, 1:30 is a string
+_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+                              list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+.0123456789"))
+
+
+def _int12(loader, node):
+    text = loader.construct_scalar(node)
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+def _float12(loader, node):
+    text = loader.construct_scalar(node).lower()
+    if text.endswith(".inf"):
+        return float("-inf") if text.startswith("-") else float("inf")
+    if text.endswith(".nan"):
+        return float("nan")
+    return float(text)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _int12)
+_Loader.add_constructor("tag:yaml.org,2002:float", _float12)
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Node:
-    loader.flatten_mapping(node)  # merges '<<' keys, as SafeLoader does
+    # keys written in this mapping, as opposed to keys merged in from '<<: *anchor'
+    explicit = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
+    loader.flatten_mapping(node)  # merged pairs first, then the explicit ones
     out = Node()
     out.line = node.start_mark.line + 1
     out.key_lines = {}
+    written: set = set()
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
         try:
             hash(key)
         except TypeError:
             raise SuiteError("a mapping key must be a scalar (a name), not a list or mapping.",
-                             path=loader.name, line=key_node.start_mark.line + 1) from None
+                             path=loader.name, line=line) from None
+        is_explicit = id(key_node) in explicit
         if key in out:
-            raise SuiteError(f"key {key!r} appears twice in one mapping (first on line {out.key_lines[key]}); "
-                             "remove one of them.", path=loader.name, line=key_node.start_mark.line + 1)
+            if is_explicit and key in written:
+                raise SuiteError(f"key {key!r} appears twice in one mapping (first on line {out.key_lines[key]}); "
+                                 "remove one of them.", path=loader.name, line=line)
+            if not is_explicit:
+                continue  # among merged mappings the first one wins, as YAML's merge key specifies
         out[key] = loader.construct_object(value_node, deep=True)
-        out.key_lines[key] = key_node.start_mark.line + 1
+        out.key_lines[key] = line
+        if is_explicit:
+            written.add(key)
     return out
 
 

@@ -65,12 +65,12 @@ def test_passing_suite_items_ids_and_markers(pytester, project):
     result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([
-        "rc_toy.yaml::map>=0.2[[]proj-set[]] PASSED*",
-        "rc_toy.yaml::hit_rate@1_ci>=0.5[[]proj-set[]] PASSED*",
-        "rc_toy.yaml::grouped_recall@1_ci>=0.5[[]proj-set[]] PASSED*",
-        "rc_toy.yaml::grouped_recall@1_gap_ci<=0.5[[]proj-train-set[]] PASSED*",
+        "rc_toy.yaml::map_at_least[[]proj-set[]] PASSED*",
+        "rc_toy.yaml::hit_rate@1_ci_at_least[[]proj-set[]] PASSED*",
+        "rc_toy.yaml::grouped_recall@1_ci_at_least[[]proj-set[]] PASSED*",
+        "rc_toy.yaml::grouped_recall@1_gap[[]proj-train-set[]] PASSED*",
         "*retrieval-checks gates*",
-        "map>=0.2[[]proj-set[]]*map*PASS",
+        "rc_toy.yaml::map_at_least[[]proj-set[]]*map*PASS",
     ])
     # -k and markers declared in YAML select items; markers need no ini registration
     pytester.runpytest_subprocess("-k", "grouped and not gap", "-p", "no:cacheprovider").assert_outcomes(passed=1)
@@ -90,18 +90,18 @@ def test_failing_threshold_message_and_last_failed(pytester, project):
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines([
-        "*_ toy: map>=0.999[[]proj-set[]] _*",
+        "*_ toy: map_at_least[[]proj-set[]] _*",
         "model 'proj' on dataset 'set' [[]suite toy, rc_toy.yaml:10[]]",
         "map value 0.* < 0.999 (short by 0.*; unit: fraction)",
         "  sample: 72 queries used, 0 skipped, gallery 72",
         "  worst classes: *",
         "  rule: fail when the value is below at_least",
-        "FAILED rc_toy.yaml::map>=0.999[[]proj-set[]]*",
+        "FAILED rc_toy.yaml::map_at_least[[]proj-set[]]*",
     ])
     assert "Traceback" not in result.stdout.str() and "_suite_run.py" not in result.stdout.str()
     rerun = pytester.runpytest_subprocess("--lf", "-v")
     rerun.assert_outcomes(failed=1)
-    rerun.stdout.fnmatch_lines(["rc_toy.yaml::map>=0.999[[]proj-set[]] FAILED*"])
+    rerun.stdout.fnmatch_lines(["rc_toy.yaml::map_at_least[[]proj-set[]] FAILED*"])
 
 
 def test_malformed_suite_names_the_line_and_the_others_still_run(pytester, project):
@@ -132,15 +132,15 @@ def test_junit_properties_and_json_report(pytester, project):
     result.assert_outcomes(passed=4)
     gates = json.loads((pytester.path / "out/gates.json").read_text())["gates"]
     assert [g["test"] for g in gates] == [
-        "rc_toy.yaml::map>=0.2[proj-set]", "rc_toy.yaml::hit_rate@1_ci>=0.5[proj-set]",
-        "rc_toy.yaml::grouped_recall@1_ci>=0.5[proj-set]", "rc_toy.yaml::grouped_recall@1_gap_ci<=0.5[proj-train-set]"]
+        "rc_toy.yaml::map_at_least[proj-set]", "rc_toy.yaml::hit_rate@1_ci_at_least[proj-set]",
+        "rc_toy.yaml::grouped_recall@1_ci_at_least[proj-set]", "rc_toy.yaml::grouped_recall@1_gap[proj-train-set]"]
     assert [g["gate"] for g in gates] == ["assert_metric", "assert_metric",
                                           "assert_grouped_recall_ci", "assert_gap_below"]
     assert gates[2]["low"] is not None and gates[2]["on"] == "lower" and all(g["passed"] for g in gates)
     assert {(g["suite"], g["model"]) for g in gates} == {("toy", "proj")}
     assert [g["dataset"] for g in gates] == ["set", "set", "set", "train/set"]
     cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").iter("testcase")}
-    props = {p.get("name"): p.get("value") for p in cases["map>=0.2[proj-set]"].iter("property")}
+    props = {p.get("name"): p.get("value") for p in cases["map_at_least[proj-set]"].iter("property")}
     assert float(props["rc:map"]) == pytest.approx(gates[0]["value"])
 
 

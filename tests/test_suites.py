@@ -83,9 +83,9 @@ def test_a_valid_suite_has_one_case_per_model_dataset_check(tmp_path):
         """)
     suite = load_suite(p)
     names = [c.name for c in suite.cases]
-    assert names == ["map@R>=0.1[m1-a]", "map@R>=0.1[m1-b]", "map@R>=0.1[m2-a]", "map@R>=0.1[m2-b]",
-                     "map_ci>=0.2[m1-a]", "map_ci>=0.2[m2-a]", "map_gap_ci<=0.5[m1-a-b]",
-                     "hit_rate@1_vs_m2[m1-a]"]
+    # ids name the metric and the rule, not the threshold: editing a threshold keeps them
+    assert names == ["map@R_at_least[m1-a]", "map@R_at_least[m1-b]", "map@R_at_least[m2-a]", "map@R_at_least[m2-b]",
+                     "map_ci_at_least[m1-a]", "map_ci_at_least[m2-a]", "map_gap[m1-a-b]", "hit_rate@1_vs_m2[m1-a]"]
     assert suite.checks[0].metric.name == "map@R"  # aliases become canonical names
     assert suite.markers == (("slow", (), {}), ("xfail", (), {"reason": "known", "strict": False}))
     assert suite.checks[1].markers == (("gpu", (), {}),) and suite.checks[1].line == 11
@@ -137,6 +137,34 @@ BAD = [
      ["finite number"]),
     ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, id: x}\n"
      "  - {metric: map, at_least: 0.6, id: x}\n", 5, "checks[1].id", ["already used"]),
+    # found in review: a list or mapping where a name belongs must not crash collection
+    ("datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
+     "  - {metric: map, dataset: [a, b], at_least: 0.1}\n", 5, "checks[0].dataset",
+     ["expected a dataset name, found a list", "datasets: [...]"]),
+    ("datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
+     "  - {metric: map, gap: {train: [a], test: b}, below: 0.1}\n", 5, "checks[0].gap.train",
+     ["expected a dataset name"]),
+    ("datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder.py:project}\nchecks:\n"
+     "  - {metric: map, compare: {baseline: [m]}}\n", 6, "checks[0].compare.baseline", ["expected a model name"]),
+    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, datasets: [a, a], at_least: 0.1}\n", 4,
+     "checks[0].datasets", ["listed twice"]),
+    ("markers: [_private]\ndatasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.1}\n",
+     1, "markers[0]", ["not starting with '_'"]),
+    ("markers: [{xfail: {1: 2}}]\ndatasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.1}\n",
+     1, "markers[0]", ["keyword argument names"]),
+    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: recall_at_precision@0.5, at_least: 0.1, on: interval}\n",
+     4, "checks[0].on", ["has no interval"]),
+    ("datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
+     "  - {metric: medr, gap: {train: a, test: b}, below: 0.1}\n", 5, "checks[0].metric", ["lower is better"]),
+    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, gap: {train: a, test: a}, below: 0.1}\n",
+     4, "checks[0].gap", ["same dataset"]),
+    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, at_most: 0.1}\n", 4,
+     "checks[0]", ["no value passes"]),
+    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, n_resamples: 10}\n", 4,
+     "checks[0].n_resamples", ["does not apply to retrieval"]),
+    ("datasets:\n  a-b: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nmodels:\n"
+     "  m: {callable: embedder.py:project}\n  m-a: {callable: embedder.py:project}\nchecks:\n"
+     "  - {metric: map, datasets: [a-b, b], at_least: 0.1}\n", 8, "checks[0]", ["would both be named 'map_at_least[m-a-b]'"]),
 ]
 
 
@@ -156,11 +184,22 @@ def test_bad_suites_name_file_line_and_field(tmp_path, text, line, field, words)
     assert isinstance(err, rc.InputError) and isinstance(err, rc.RetrievalChecksError)
 
 
-def test_yaml_1_1_words_stay_strings(tmp_path):
-    # YAML 1.1 reads on / yes / no as booleans: a field named `on` would become True
+def test_yaml_1_2_booleans_numbers_and_merge_keys(tmp_path):
+    # YAML 1.1 reads on / yes / no as booleans (a field named `on` would become True), 1e-3 as a string
+    # and 010 as octal; suites follow YAML 1.2. Merge keys: explicit keys override the merged ones.
     _data(tmp_path)
-    p = _write(tmp_path, "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.1, on: value}\n")
-    assert load_suite(p).checks[0].on == "value"
+    p = _write(tmp_path, """
+        datasets:
+          a: {queries: data/set.npz}
+          b: {queries: data/set.npz}
+        checks:
+          - &base {metric: map, dataset: a, at_least: 1e-3, on: value, seed: 010}
+          - {<<: *base, dataset: b, id: on_b}
+        """)
+    suite = load_suite(p)
+    assert suite.checks[0].on == "value" and suite.checks[0].at_least == 0.001
+    assert suite.checks[0].options["seed"] == 10
+    assert suite.checks[1].datasets == ("b",) and suite.checks[1].at_least == 0.001
 
 
 def test_precomputed_suite_equals_a_direct_evaluation(tmp_path):
@@ -346,3 +385,63 @@ def test_embed_batches_restore_mode_and_pass_the_part(tmp_path):
         rc.embed(lambda v: v[:3], x)
     with pytest.raises(rc.InputError, match="NaN or Inf"):
         rc.embed(lambda v: v * np.nan, x)
+
+
+def test_same_module_name_in_two_suites_runs_each_suites_own_file(tmp_path):
+    # found in review: `callable: embedder:project` in two folders used whichever was imported first
+    _data(tmp_path)
+    results = {}
+    for name, scale in (("s1", 1.0), ("s2", -1.0)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "embedder.py").write_text(f"def project(x):\n    return x * {scale} + {scale}\n")
+        (d / "data").symlink_to(tmp_path / "data")
+        p = _write(d, "datasets: {a: {queries: data/set.npz}}\nmodels: {m: {callable: 'embedder:project'}}\n"
+                      "checks: [{metric: map, at_least: 0}]\n")
+        suite = load_suite(p)
+        runner = SuiteRunner(cache_dir=tmp_path / "cache")
+        runner.run(suite, suite.cases[0])
+        results[name] = runner.part(suite, "m", "a", "queries").embeddings[0, 0]
+    x0 = np.load(tmp_path / "data/set.npz")["inputs"][0, 0]
+    assert results["s1"] == pytest.approx(x0 + 1) and results["s2"] == pytest.approx(-x0 - 1)
+
+
+def test_model_errors_name_the_suite_model_and_part(tmp_path):
+    _data(tmp_path)
+    (tmp_path / "bad.py").write_text("def short(x):\n    return x[:3]\ndef boom(x):\n    raise RuntimeError('kaboom')\n")
+    torch.save({"nope.weight": torch.zeros(1)}, tmp_path / "w.pt")
+    p = _write(tmp_path, """
+        datasets: {a: {queries: data/set.npz}}
+        models:
+          short: {callable: bad.py:short}
+          boom: {callable: bad.py:boom}
+          fw: {factory: net.py:build, weights: w.pt}
+        checks: [{metric: map, at_least: 0}]
+        """)
+    suite = load_suite(p)
+    messages = {}
+    for case in suite.cases:
+        with pytest.raises(SuiteError) as info:
+            SuiteRunner().run(suite, case)
+        messages[case.model] = (str(info.value), info.value.line)
+    assert "returned shape (3, 12) for 72 inputs" in messages["short"][0] and messages["short"][1] == 3
+    assert "RuntimeError: kaboom (model 'boom', embedding the queries inputs)" in messages["boom"][0]
+    assert "models.fw" in messages["fw"][0] and "state_dict" in messages["fw"][0]
+
+
+def test_kwargs_naming_files_are_part_of_the_cache_key(tmp_path):
+    _data(tmp_path)
+    np.save(tmp_path / "w.npy", np.eye(12, 4))
+    (tmp_path / "lin.py").write_text("import numpy as np\ndef proj(x, weights):\n    return x @ np.load(weights)\n")
+    p = _write(tmp_path, f"""
+        datasets: {{a: {{queries: data/set.npz}}}}
+        models: {{m: {{callable: lin.py:proj, kwargs: {{weights: {tmp_path / 'w.npy'}}}}}}}
+        checks: [{{metric: map, at_least: 0}}]
+        """)
+    suite = load_suite(p)
+    first = SuiteRunner(cache_dir=tmp_path / "cache")
+    first.run(suite, suite.cases[0])
+    np.save(tmp_path / "w.npy", np.eye(12, 4)[::-1])
+    second = SuiteRunner(cache_dir=tmp_path / "cache")
+    second.run(load_suite(p), suite.cases[0])
+    assert second.embedded == 1  # the weights file changed: recomputed, not served stale

@@ -27,6 +27,11 @@ class SuiteFile(pytest.File):
         except SuiteError as exc:
             yield SuiteErrorItem.from_parent(self, name="suite", error=exc)
             return
+        except Exception as exc:  # a bug of ours must not stop the other suites: report it on this file
+            error = SuiteError(f"could not read the suite ({type(exc).__name__}: {exc}); please report this with "
+                               "the file.", path=self.path)
+            yield SuiteErrorItem.from_parent(self, name="suite", error=error)
+            return
         known = {line.split(":")[0].split("(")[0].strip() for line in self.config.getini("markers")}
         for name, _, _ in {m[0]: m for c in suite.checks for m in (*suite.markers, *c.markers)}.values():
             if name not in known:  # markers declared in a suite are registered, as in an ini file

@@ -17,7 +17,10 @@ def summary_lines(outcomes: list[dict]) -> list[str]:
         threshold = o.get("threshold")
         rule = f"{o.get('on')} {o.get('comparison')}" + ("" if threshold is None else f" {threshold:.6g}")
         value = "" if o.get("value") is None else f"{o['value']:.4f}"
-        rows.append((o["test"].split("::")[-1], o["metric"], value, interval, rule, "PASS" if o["passed"] else "FAIL"))
+        verdict = "PASS" if o["passed"] else ("XFAIL" if o.get("xfail") else "FAIL")
+        parts = o["test"].split("::")
+        test = "::".join((parts[0].rsplit("/", 1)[-1], *parts[1:])) if parts[0].endswith((".yaml", ".yml")) else parts[-1]
+        rows.append((test, o["metric"], value, interval, rule, verdict))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 

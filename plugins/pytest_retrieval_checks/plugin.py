@@ -148,18 +148,26 @@ def pytest_runtest_call(item):
         _current_item.reset(token)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report):
     if report.when != "call":
         return
-    outcomes = getattr(_config(), "_rc_outcomes", None)
+    # baseline records travel to the controller in user_properties; take them out before
+    # the JUnit writer sees them (they are files to write, not test properties)
+    config = _config()
+    if config is None or _is_worker(config):
+        return  # under xdist the controller collects (the worker forwards the report as it is)
+    writes = [v for n, v in report.user_properties if n == _BASELINE_PROPERTY]
+    if writes:
+        report.user_properties[:] = [(n, v) for n, v in report.user_properties if n != _BASELINE_PROPERTY]
+        config._rc_baseline_writes.extend(tuple(json.loads(v)) for v in writes)
+    outcomes = getattr(config, "_rc_outcomes", None)
     if outcomes is None:
         return
+    xfail = hasattr(report, "wasxfail")
     for name, value in report.user_properties:
         if name == _PROPERTY:
-            outcomes.append({"test": report.nodeid, **json.loads(value)})
-        elif name == _BASELINE_PROPERTY:
-            _config()._rc_baseline_writes.append(tuple(json.loads(value)))
-
+            outcomes.append({"test": report.nodeid, **json.loads(value), **({"xfail": True} if xfail else {})})
 
 _CONFIG = []
 
