@@ -321,8 +321,10 @@ def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.
     if not isinstance(result, EvaluationResult) or name not in result:
         raise InputError(f"{name} was not computed; evaluate it with metrics=[{name!r}].")
     value = result[name]
+    curve = getattr(result, "pr_curve", None)
     _notify(gate="assert_recall_at_precision", metric=name, value=value, low=None, high=None, threshold=at_least,
-            comparison=">=", on="value", passed=bool(value >= at_least), n=result.n_used, unit="queries")
+            comparison=">=", on="value", passed=bool(value >= at_least), n=result.n_used, unit="queries",
+            operating_threshold=result.thresholds.get(name), **({"curve": curve} if curve else {}))
     if value < at_least:
         t = result.thresholds.get(name)
         counts = result.pair_counts.get(name, {})

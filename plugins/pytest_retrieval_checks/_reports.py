@@ -38,3 +38,12 @@ def record_history(path, metadata: dict, outcomes: list[dict], exitstatus: int) 
 def flush_baselines(entries: list) -> list[str]:
     """Write queued baseline records ((path, key, record) triples from every worker)."""
     return write_baselines(entries)
+
+
+def write_html(path, outcomes: list[dict], run: dict, history_path, figures: list[dict]) -> None:
+    from retrieval_checks._report import render_report
+
+    history = History(history_path) if history_path is not None else None
+    html = render_report(outcomes, run=run, history=history, figures=figures)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(html, encoding="utf-8")

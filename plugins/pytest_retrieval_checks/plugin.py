@@ -38,6 +38,7 @@ _OPTIONS = [
     ("confidence", "confidence of intervals", "0.95"),
     ("ties", "tie policy: pessimistic or optimistic", "pessimistic"),
     ("json", "write every gate's outcome to this JSON file", ""),
+    ("html", "write the session's HTML report to this file", ""),
     ("history", "SQLite run history, relative to the rootdir; 'none' disables "
                 "(default: .retrieval-checks/history.sqlite)", ""),
     ("embedding-cache", "directory of cached model embeddings; 'none' disables "
@@ -45,6 +46,7 @@ _OPTIONS = [
 ]
 _PROPERTY = "retrieval_checks"
 _BASELINE_PROPERTY = "retrieval_checks_baseline"
+_FIGURE_PROPERTY = "retrieval_checks_figure"
 _current_item: contextvars.ContextVar = contextvars.ContextVar("retrieval_checks_item", default=None)
 
 
@@ -129,6 +131,7 @@ def pytest_configure(config):
     config._rc_outcomes = []
     config._rc_baseline_writes = []
     config._rc_notes = []
+    config._rc_figures = []
     config._rc_run = None
     if _record not in _assertions.OBSERVERS:
         _assertions.OBSERVERS.append(_record)
@@ -150,24 +153,31 @@ def pytest_runtest_call(item):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report):
-    if report.when != "call":
-        return
-    # baseline records travel to the controller in user_properties; take them out before
-    # the JUnit writer sees them (they are files to write, not test properties)
     config = _config()
     if config is None or _is_worker(config):
         return  # under xdist the controller collects (the worker forwards the report as it is)
-    writes = [v for n, v in report.user_properties if n == _BASELINE_PROPERTY]
-    if writes:
-        report.user_properties[:] = [(n, v) for n, v in report.user_properties if n != _BASELINE_PROPERTY]
-        config._rc_baseline_writes.extend(tuple(json.loads(v)) for v in writes)
-    outcomes = getattr(config, "_rc_outcomes", None)
-    if outcomes is None:
+    # baseline records and figures travel to the controller in user_properties (a copy rides on
+    # every phase's report); take them out before the JUnit writer sees them: they are files and
+    # pictures, not test properties
+    carried = [(n, v) for n, v in report.user_properties if n in (_BASELINE_PROPERTY, _FIGURE_PROPERTY)]
+    if carried:
+        report.user_properties[:] = [(n, v) for n, v in report.user_properties
+                                     if n not in (_BASELINE_PROPERTY, _FIGURE_PROPERTY)]
+    if report.when != "call":
         return
+    for n, v in carried:
+        if n == _BASELINE_PROPERTY:
+            config._rc_baseline_writes.append(tuple(json.loads(v)))
+        else:
+            config._rc_figures.append({"test": report.nodeid, **json.loads(v)})
     xfail = hasattr(report, "wasxfail")
+    extra = {"xfail": True} if xfail else {}
+    if report.failed:
+        extra["message"] = (getattr(report, "longreprtext", "") or "")[-4000:]
     for name, value in report.user_properties:
         if name == _PROPERTY:
-            outcomes.append({"test": report.nodeid, **json.loads(value), **({"xfail": True} if xfail else {})})
+            config._rc_outcomes.append({"test": report.nodeid, **json.loads(value), **extra})
+
 
 _CONFIG = []
 
@@ -228,6 +238,13 @@ def _finish(config, exitstatus) -> None:
     path = _option(config, "json")
     if path:
         _reports.write_json(path, outcomes, exitstatus, run)
+    path = _option(config, "html")
+    if path:
+        target = Path(path) if Path(path).is_absolute() else Path(config.invocation_params.dir) / path
+        meta = run or {**(config._rc_run or {}), "exitstatus": int(exitstatus)}
+        meta.setdefault("exitstatus", int(exitstatus))
+        _reports.write_html(target, outcomes, meta, history if run else None, config._rc_figures)
+        notes.append(f"HTML report written to {target}")
 
 
 def _history_path(config):
@@ -348,3 +365,22 @@ class _Baselines:
 def rc_baseline(request, rc_options) -> _Baselines:
     """Gate a result against its stored baseline (see ``_Baselines``)."""
     return _Baselines(request, rc_options)
+
+
+class _Report:
+    """``rc_report.add_sweep(table, title=None)``: put a class-count sweep
+    (:func:`retrieval_checks.class_count_sweep`) in the session's HTML report."""
+
+    def __init__(self, item):
+        self.item = item
+
+    def add_sweep(self, table, title: str | None = None) -> None:
+        rows = [{k: r[k] for k in ("n_classes", "metric", "value", "low", "high") if k in r} for r in table.to_rows()]
+        self.item.user_properties.append((_FIGURE_PROPERTY, json.dumps({"kind": "sweep", "title": title,
+                                                                         "rows": rows}, default=float)))
+
+
+@pytest.fixture
+def rc_report(request) -> _Report:
+    """Add figures to the HTML report (``--rc-html``)."""
+    return _Report(request.node)

@@ -1,0 +1,257 @@
+"""The HTML report of a session: one self-contained file (inline CSS, SVG and a few
+lines of JavaScript; nothing fetched), readable offline and attachable to CI runs.
+
+Contents: the run (time, commit, machine, exit status), a summary table with every
+gate's value, interval, rule and result, an interval bar per gate (the interval, the
+value and the threshold on one axis) and a sparkline of the metric over past runs
+(from the run history), then one detail block per gate with the pair precision-recall
+curve when the gate measured one, and the recall-versus-number-of-classes figures
+recorded in the session.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import math
+
+__all__ = ["render_report"]
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;background:#fff}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde1e8;padding-bottom:4px}
+.meta{color:#5a6272;font-size:13px} .meta td{padding:1px 12px 1px 0}
+.counts span{display:inline-block;margin-right:14px;font-weight:600}
+table.gates{border-collapse:collapse;width:100%;font-size:13px}
+table.gates th{text-align:left;background:#f3f5f8;cursor:pointer;user-select:none;padding:6px 8px;border-bottom:2px solid #dde1e8}
+table.gates td{padding:5px 8px;border-bottom:1px solid #eceef2;vertical-align:middle}
+td.rule{font-size:12px;color:#3c4350} td.num{font-variant-numeric:tabular-nums;text-align:right;white-space:nowrap}
+.PASS{color:#137333;font-weight:600} .FAIL{color:#b3261e;font-weight:600} .XFAIL{color:#8a6d00;font-weight:600}
+tr.failrow{background:#fdf3f2}
+details{margin:6px 0;border:1px solid #e3e6eb;border-radius:6px;padding:6px 10px}
+summary{cursor:pointer;font-weight:600} .kv td{padding:1px 14px 1px 0;font-size:13px} .kv td:first-child{color:#5a6272}
+pre{background:#f6f7f9;padding:8px;overflow:auto;font-size:12px}
+.fig{display:inline-block;margin:6px 18px 6px 0;vertical-align:top} .fig .cap{font-size:12px;color:#5a6272}
+"""
+
+_JS = """
+(function(){
+  var table=document.getElementById('gates');
+  if(table){
+    var ths=table.tHead.rows[0].cells;
+    for(var i=0;i<ths.length;i++){(function(col){
+      ths[col].addEventListener('click',function(){
+        var body=table.tBodies[0], rows=Array.prototype.slice.call(body.rows);
+        var dir=ths[col].getAttribute('data-dir')==='asc'?-1:1; ths[col].setAttribute('data-dir',dir===1?'asc':'desc');
+        rows.sort(function(a,b){
+          var x=a.cells[col].getAttribute('data-sort')||a.cells[col].textContent;
+          var y=b.cells[col].getAttribute('data-sort')||b.cells[col].textContent;
+          var nx=parseFloat(x), ny=parseFloat(y);
+          if(!isNaN(nx)&&!isNaN(ny)) return dir*(nx-ny);
+          return dir*x.localeCompare(y);
+        });
+        rows.forEach(function(r){body.appendChild(r);});
+      });
+    })(i);}
+  }
+  document.body.setAttribute('data-ready','1');
+})();
+"""
+
+
+def _e(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _f(x, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return ""
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def _finite(*xs) -> list[float]:
+    return [float(x) for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
+
+
+def interval_svg(value, low, high, threshold, width: int = 170, height: int = 22) -> str:
+    """One axis: the interval as a bar, the value as a dot, the threshold as a red tick."""
+    pts = _finite(value, low, high, threshold)
+    if not pts:
+        return ""
+    lo, hi = min(pts), max(pts)
+    pad = (hi - lo) * 0.08 or (abs(hi) * 0.05 or 0.05)
+    lo, hi = lo - pad, hi + pad
+
+    def x(v):
+        return 6 + (float(v) - lo) / (hi - lo) * (width - 12)
+
+    parts = [f'<svg class="ibar" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             f'<line x1="6" y1="{height / 2}" x2="{width - 6}" y2="{height / 2}" stroke="#e1e4ea"/>']
+    if _finite(low, high) and len(_finite(low, high)) == 2:
+        parts.append(f'<rect x="{x(low):.1f}" y="{height / 2 - 4}" width="{max(x(high) - x(low), 1.5):.1f}" '
+                     f'height="8" rx="3" fill="#9db7e8"><title>interval [{_f(low)}, {_f(high)}]</title></rect>')
+    if _finite(threshold):
+        parts.append(f'<line x1="{x(threshold):.1f}" y1="2" x2="{x(threshold):.1f}" y2="{height - 2}" stroke="#c5221f" '
+                     f'stroke-width="2"><title>threshold {_f(threshold, 6)}</title></line>')
+    if _finite(value):
+        parts.append(f'<circle cx="{x(value):.1f}" cy="{height / 2}" r="4" fill="#1a3f8f"><title>value {_f(value)}'
+                     f'</title></circle>')
+    return "".join(parts) + "</svg>"
+
+
+def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: int = 220, xlabel: str = "",
+             ylabel: str = "", hline: float | None = None, title: str = "", markers: bool = True,
+             fixed_y: tuple | None = None, bare: bool = False) -> str:
+    """A small line chart: ``series`` is [(name, xs, ys)]; optional horizontal line."""
+    xs = [float(v) for _, sx, _ in series for v in sx if v is not None]
+    ys = [float(v) for _, _, sy in series for v in sy if v is not None and math.isfinite(v)]
+    if hline is not None and math.isfinite(hline):
+        ys.append(float(hline))
+    if not xs or not ys:
+        return ""
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = fixed_y if fixed_y else (min(ys), max(ys))
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    if y1 == y0:
+        y0, y1 = y0 - 0.5 * (abs(y0) or 1) * 0.1, y1 + 0.5 * (abs(y1) or 1) * 0.1
+    L, R, T, B = (2, 2, 2, 2) if bare else (48, 10, 20 if title else 8, 34)
+
+    def px(v):
+        return L + (float(v) - x0) / (x1 - x0) * (width - L - R)
+
+    def py(v):
+        return height - B - (float(v) - y0) / (y1 - y0) * (height - T - B)
+
+    colors = ["#1a3f8f", "#c26b00", "#137333", "#8e24aa", "#00838f", "#6d4c41"]
+    out = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    if title:
+        out.append(f'<text x="{L}" y="13" font-size="12" font-weight="600">{_e(title)}</text>')
+    out.append(f'<rect x="{L}" y="{T}" width="{width - L - R}" height="{height - T - B}" fill="none" stroke="#d5d9e0"/>')
+    for i in range(0 if bare else 5):
+        v = y0 + (y1 - y0) * i / 4
+        out.append(f'<line x1="{L}" y1="{py(v):.1f}" x2="{width - R}" y2="{py(v):.1f}" stroke="#f0f1f4"/>'
+                   f'<text x="{L - 4}" y="{py(v) + 4:.1f}" font-size="10" text-anchor="end">{v:.3g}</text>')
+        u = x0 + (x1 - x0) * i / 4
+        out.append(f'<text x="{px(u):.1f}" y="{height - B + 13}" font-size="10" text-anchor="middle">{u:.3g}</text>')
+    if xlabel:
+        out.append(f'<text x="{(L + width - R) / 2}" y="{height - 4}" font-size="11" text-anchor="middle">'
+                   f'{_e(xlabel)}</text>')
+    if ylabel:
+        out.append(f'<text x="11" y="{(T + height - B) / 2}" font-size="11" text-anchor="middle" '
+                   f'transform="rotate(-90 11 {(T + height - B) / 2})">{_e(ylabel)}</text>')
+    if hline is not None and math.isfinite(hline):
+        out.append(f'<line x1="{L}" y1="{py(hline):.1f}" x2="{width - R}" y2="{py(hline):.1f}" stroke="#c5221f" '
+                   f'stroke-dasharray="4 3"><title>threshold {hline:.6g}</title></line>')
+    for k, (name, sx, sy) in enumerate(series):
+        pts = [(px(a), py(b)) for a, b in zip(sx, sy) if a is not None and b is not None and math.isfinite(b)]
+        if not pts:
+            continue
+        c = colors[k % len(colors)]
+        out.append(f'<polyline fill="none" stroke="{c}" stroke-width="1.8" points="'
+                   + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + f'"><title>{_e(name)}</title></polyline>')
+        if markers and len(pts) <= 60:
+            out.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.3" fill="{c}"/>' for a, b in pts)
+        if len(series) > 1:
+            out.append(f'<text x="{width - R - 4}" y="{T + 12 + 12 * k}" font-size="10" text-anchor="end" '
+                       f'fill="{c}">{_e(name)}</text>')
+    return "".join(out) + "</svg>"
+
+
+def _history_of(history, o: dict) -> list[dict]:
+    if history is None:
+        return []
+    try:
+        return history.metric_history(o["metric"], test=o.get("test"), limit=30)
+    except Exception:  # a missing or foreign database must not break the report
+        return []
+
+
+def render_report(outcomes: list[dict], *, run: dict | None = None, history=None, figures: list[dict] | None = None,
+                  title: str = "retrieval-checks report") -> str:
+    """The report as one HTML string. ``outcomes``: gate records (as in the JSON report
+    or the history); ``run``: run metadata; ``history``: a
+    :class:`~retrieval_checks._history.History` for the sparklines; ``figures``:
+    ``{"kind": "sweep", "title", "rows"}`` records (class-count sweeps)."""
+    run = run or {}
+    n_fail = sum(1 for o in outcomes if not o.get("passed") and not o.get("xfail"))
+    n_xfail = sum(1 for o in outcomes if not o.get("passed") and o.get("xfail"))
+    head = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",
+            f"<h1>{_e(title)}</h1>"]
+    meta_rows = [("run", run.get("id")), ("started (UTC)", run.get("started")),
+                 ("commit", (run.get("git_commit") or "")[:12] + (" (uncommitted changes)" if run.get("git_dirty")
+                                                                   else "")),
+                 ("machine", run.get("machine")), ("python", run.get("python")), ("command", run.get("command")),
+                 ("exit status", run.get("exitstatus")),
+                 ("generated", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))]
+    head.append("<table class='meta'>" + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in meta_rows
+                                                  if v not in (None, "")) + "</table>")
+    head.append(f"<p class='counts'><span>{len(outcomes)} gates</span><span class='PASS'>"
+                f"{len(outcomes) - n_fail - n_xfail} passed</span><span class='FAIL'>{n_fail} failed</span>"
+                + (f"<span class='XFAIL'>{n_xfail} expected failures</span>" if n_xfail else "") + "</p>")
+
+    body = ["<h2>Gates</h2><table class='gates' id='gates'><thead><tr>",
+            "".join(f"<th>{h}</th>" for h in ("#", "test", "model", "dataset", "metric", "value", "interval", "rule",
+                                              "result", "interval and threshold", "history")),
+            "</tr></thead><tbody>"]
+    details = ["<h2>Details</h2>"]
+    for i, o in enumerate(outcomes, 1):
+        verdict = "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
+        low, high = o.get("low"), o.get("high")
+        interval = f"[{_f(low)}, {_f(high)}]" if _finite(low) and _finite(high) else ""
+        threshold = o.get("threshold")
+        shown = f"{threshold:.6g}" if _finite(threshold) else ""
+        rule = f"{o.get('on') or ''} {o.get('comparison') or ''} {shown}".strip()
+        past = _history_of(history, o)
+        spark = ""
+        if len(past) >= 2:
+            spark = line_svg([(o["metric"], list(range(len(past))), [p.get("value") for p in past])], width=130,
+                             height=40, bare=True, hline=threshold if _finite(threshold) else None, markers=False)
+        test = o.get("test", "")
+        body.append(
+            f"<tr class='{'failrow' if verdict == 'FAIL' else ''}'><td class='num'>{i}</td>"
+            f"<td><a href='#g{i}'>{_e(test.split('::', 1)[-1] if '::' in test else test)}</a></td>"
+            f"<td>{_e(o.get('model'))}</td><td>{_e(o.get('dataset'))}</td><td>{_e(o['metric'])}</td>"
+            f"<td class='num' data-sort='{_e(o.get('value'))}'>{_f(o.get('value'))}</td><td class='num'>{interval}</td>"
+            f"<td class='rule'>{_e(rule)}</td><td class='{verdict}'>{verdict}</td>"
+            f"<td>{interval_svg(o.get('value'), low, high, threshold)}</td><td>{spark}</td></tr>")
+        fields = {k: v for k, v in o.items() if k not in ("curve", "message")}
+        kv = "".join(f"<tr><td>{_e(k)}</td><td>{_e(json.dumps(v) if isinstance(v, (dict, list)) else v)}</td></tr>"
+                     for k, v in fields.items())
+        figs = []
+        curve = o.get("curve")
+        if curve and curve.get("recall"):
+            figs.append("<div class='fig'>" + line_svg([("precision", curve["recall"], curve["precision"])],
+                                                       xlabel="pair recall", ylabel="pair precision",
+                                                       title="precision-recall over pairs", markers=False,
+                                                       fixed_y=(0.0, 1.0))
+                        + "<div class='cap'>" + ("exact over all pairs" if curve.get("complete") else
+                                                 "exact above the negative tail's cut (the high-precision end)")
+                        + "</div></div>")
+        if len(past) >= 2:
+            figs.append("<div class='fig'>" + line_svg(
+                [(o["metric"], [p["run_id"] for p in past], [p.get("value") for p in past])], xlabel="run",
+                ylabel=o["metric"], title="history", hline=threshold if _finite(threshold) else None) + "</div>")
+        message = o.get("message")
+        details.append(f"<details id='g{i}'{' open' if verdict == 'FAIL' else ''}><summary><span class='{verdict}'>"
+                       f"{verdict}</span> {_e(test)} &middot; {_e(o['metric'])} {_f(o.get('value'))}</summary>"
+                       f"<table class='kv'>{kv}</table>" + (f"<pre>{_e(message)}</pre>" if message else "")
+                       + "".join(figs) + "</details>")
+    body.append("</tbody></table>")
+    figs_html = []
+    for fig in figures or []:
+        if fig.get("kind") != "sweep":
+            continue
+        rows = fig.get("rows", [])
+        by_metric: dict = {}
+        for r in rows:
+            by_metric.setdefault(r["metric"], {}).setdefault(r["n_classes"], []).append(r["value"])
+        series = [(m, sorted(d), [sum(d[k]) / len(d[k]) for k in sorted(d)]) for m, d in by_metric.items()]
+        figs_html.append("<div class='fig'>" + line_svg(series, xlabel="number of classes", ylabel="value",
+                                                        title=fig.get("title") or "recall vs. number of classes",
+                                                        width=420, height=260, fixed_y=(0.0, 1.0)) + "</div>")
+    if figs_html:
+        body.append("<h2>Recall vs. number of classes</h2>" + "".join(figs_html))
+    return "".join(head + body + details) + f"<script>{_JS}</script></body></html>"
