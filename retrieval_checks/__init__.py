@@ -15,14 +15,18 @@ from ._assertions import (
     assert_recall_at_precision,
     assert_rsum,
 )
+from ._baselines import BaselineFile, assert_no_regression, baseline_record
 from ._classification import AccuracyResult, accuracy
 from ._embedding import discriminant_ratio
 from ._evaluate import evaluate
 from ._files import EmbeddingSet, load_embeddings
 from ._grouped import GroupedRecall, label_partition
+from ._history import History
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
 from ._metric_names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
 from ._models import embed
+from ._regression import Change, measure_change
+from ._report import render_report
 from ._result import EvaluationResult
 from ._stats import (
     Comparison,
@@ -82,6 +86,13 @@ __all__ = [
     "assert_gap_below",
     "assert_not_worse",
     "assert_rsum",
+    "assert_no_regression",
+    "baseline_record",
+    "BaselineFile",
+    "measure_change",
+    "Change",
+    "History",
+    "render_report",
     "canonical_metric_name",
     "parse_metric",
     "MetricSpec",

@@ -56,7 +56,8 @@ def resolve_device(device: str | None) -> str:
     return str(device)
 
 
-def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", part: str | None = None) -> np.ndarray:
+def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", part: str | None = None,
+          progress: bool | None = None) -> np.ndarray:
     """Embeddings (n x d float32 numpy) of ``inputs`` (n x ...), computed in batches.
 
     ``model`` is a ``torch.nn.Module`` (TorchScript included), run in eval mode under
@@ -64,6 +65,9 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     any callable taking an array and returning an (n x d) array or tensor, called once
     on all inputs (with ``part=`` when its signature accepts it: ``queries``,
     ``gallery``, ``images`` or ``captions``).
+
+    ``progress``: a progress bar over batches; None (default) shows one only in a
+    terminal and for more than 8 batches, so CI logs stay quiet.
     """
     x = np.asarray(inputs)
     if x.ndim < 1 or x.shape[0] == 0:
@@ -90,8 +94,17 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     except NotImplementedError:  # torch.export programs keep the mode they were exported in
         switch_mode = False
     outs = []
+    bar = None
     try:
         model.to(dev)
+        n_batches = -(-x.shape[0] // batch_size)
+        if progress is None:
+            progress = n_batches > 8 and sys.stderr.isatty()
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=x.shape[0], desc=f"embedding {part or 'inputs'}", unit="row", leave=False)
         with torch.inference_mode():
             for start in range(0, x.shape[0], batch_size):
                 batch = torch.from_numpy(np.ascontiguousarray(x[start:start + batch_size])).to(dev)
@@ -100,7 +113,11 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
                     raise InputError(f"the model returned {type(out).__name__}; it must return one tensor of "
                                      "embeddings (batch x dim). Wrap it to pick the embedding output.")
                 outs.append(out.detach().float().cpu().numpy())
+                if bar is not None:
+                    bar.update(min(batch_size, x.shape[0] - start))
     finally:
+        if bar is not None:
+            bar.close()
         if switch_mode:
             model.train(was_training)
         if original_device is not None:

@@ -194,7 +194,8 @@ class SuiteRunner:
             return cached
         device = model.device or self.device
         try:
-            out = embed(runner, inputs, batch_size=model.batch_size, device=device, part=part)
+            out = embed(runner, inputs, batch_size=model.batch_size, device=device, part=part,
+                        progress=self.progress)
         except (KeyboardInterrupt, SystemExit, MemoryError):
             raise
         except Exception as exc:  # the model's own errors, named with the suite, model and part

@@ -11,6 +11,7 @@ from retrieval_checks import (
     assert_grouped_recall_ci,
     assert_map_at_least,
     assert_metric,
+    assert_no_regression,
     assert_not_worse,
     assert_recall_at_least,
     assert_recall_at_precision,
@@ -26,4 +27,5 @@ __all__ = [
     "assert_gap_below",
     "assert_not_worse",
     "assert_rsum",
+    "assert_no_regression",
 ]

@@ -1,16 +1,22 @@
-"""Options, fixtures and report hooks of the retrieval-checks pytest plugin.
+"""Options, hooks and fixtures of the retrieval-checks pytest plugin.
 
 Options (each a command-line flag and an ini setting of the same name with ``_``):
 ``--rc-device``, ``--rc-max-memory``, ``--rc-seed``, ``--rc-confidence``,
-``--rc-ties``, ``--rc-json`` (path of the JSON report).
+``--rc-ties``, ``--rc-json`` (JSON report), ``--rc-html`` (HTML report),
+``--rc-history`` (SQLite run history), ``--rc-embedding-cache``; the flags
+``--rc-force-regen`` / ``--rc-regen-all`` regenerate baselines; the ini setting
+``rc_suite_files`` names the YAML suites to collect (``_items.py``).
 
 Fixtures: ``rc_options`` (the resolved options), ``rc_evaluate`` (``evaluate`` with the
 session's options, cached per model and dataset so that many tests share one engine
-pass), ``rc_load`` (``load_embeddings`` with paths relative to the rootdir).
+pass), ``rc_load`` (``load_embeddings`` with paths relative to the rootdir),
+``rc_baseline`` (a metric against its stored baseline), ``rc_report`` (figures for the
+HTML report).
 
-Reports: every gate (``assert_*``) run inside a test is recorded in the test's
-``user_properties`` (so it reaches JUnit XML, and the controller under pytest-xdist),
-listed in a terminal summary table and written to the JSON report.
+Every gate (``assert_*``) run inside a test is recorded in the test's
+``user_properties`` (so it reaches JUnit XML, and the controller under pytest-xdist);
+at the end of the session the controller prints the summary table and writes baselines,
+the run history and the JSON and HTML reports (``_reports.py``).
 """
 
 from __future__ import annotations
