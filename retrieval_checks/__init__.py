@@ -6,6 +6,7 @@ name means one quantity, and results always report canonical names.
 """
 
 from ._assertions import (
+    assert_cam_iou_at_least,
     assert_gap_below,
     assert_grouped_recall_ci,
     assert_map_at_least,
@@ -20,10 +21,23 @@ from ._classification import AccuracyResult, accuracy
 from ._embedding import discriminant_ratio
 from ._evaluate import evaluate
 from ._files import EmbeddingSet, load_embeddings
+from ._generalization import (
+    NuclearNorm,
+    SpectralMeasure,
+    classification_gap,
+    classifier_accuracy,
+    effective_invariance,
+    nuclear_norm,
+    predict_proba,
+    spectral_measure,
+)
+from ._gradcam import grad_cam
 from ._grouped import GroupedRecall, label_partition
 from ._history import History
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
+from ._localization import LocalizationResult, boxes_to_masks, cam_iou, cam_iou_box
 from ._metric_names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
+from ._model_set import MeasureCorrelation, correlate_with_gap, selection_accuracy
 from ._models import embed
 from ._regression import Change, measure_change
 from ._report import render_report
@@ -87,6 +101,23 @@ __all__ = [
     "assert_not_worse",
     "assert_rsum",
     "assert_no_regression",
+    "assert_cam_iou_at_least",
+    "grad_cam",
+    "cam_iou",
+    "cam_iou_box",
+    "boxes_to_masks",
+    "LocalizationResult",
+    "effective_invariance",
+    "nuclear_norm",
+    "NuclearNorm",
+    "spectral_measure",
+    "SpectralMeasure",
+    "predict_proba",
+    "classifier_accuracy",
+    "classification_gap",
+    "correlate_with_gap",
+    "selection_accuracy",
+    "MeasureCorrelation",
     "baseline_record",
     "BaselineFile",
     "measure_change",

@@ -24,6 +24,7 @@ __all__ = [
     "assert_gap_below",
     "assert_not_worse",
     "assert_rsum",
+    "assert_cam_iou_at_least",
 ]
 
 
@@ -80,15 +81,28 @@ def assert_grouped_recall_ci(result: EvaluationResult, at_least: float, *, metri
         )
 
 
-def assert_gap_below(gap: Gap, below: float, *, on: str = "upper") -> None:
+def assert_gap_below(gap, below: float, *, on: str = "upper", train=None, test=None,
+                     confidence: float = 0.95) -> None:
     """Fail when the gap's upper bound (``on="upper"``, default: the gap is not shown
-    to be below the limit) or its point value (``on="value"``) exceeds ``below``."""
+    to be below the limit) or its point value (``on="value"``) exceeds ``below``.
+
+    ``gap`` is a :class:`~retrieval_checks.Gap` (from ``generalization_gap``, for
+    retrieval results or accuracies), or a torch classifier with ``train`` and ``test``
+    given as (images, labels) pairs: its top-1 accuracy gap with Newcombe's interval.
+    """
     __tracebackhide__ = True
     if on not in ("upper", "value"):
         raise InputError(f"on={on!r}: use 'upper' (the interval's upper bound) or 'value'.")
+    if not isinstance(gap, Gap) and (train is not None or test is not None):
+        from ._generalization import classification_gap
+
+        if train is None or test is None:
+            raise InputError("a classifier's gap needs both train=(images, labels) and test=(images, labels).")
+        gap = classification_gap(gap, train, test, confidence=confidence)
     if not isinstance(gap, Gap):
         raise InputError(
-            f"assert_gap_below takes a Gap from retrieval_checks.generalization_gap, got {type(gap).__name__}."
+            f"assert_gap_below takes a Gap from retrieval_checks.generalization_gap (or a classifier with "
+            f"train= and test=), got {type(gap).__name__}."
         )
     checked = gap.high if on == "upper" else gap.value
     _notify(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, low=gap.low, high=gap.high,
@@ -335,4 +349,36 @@ def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.
             f"{counts.get('n_positive')} positive and {counts.get('n_negative')} negative pairs\n"
             + _named(result)
             + f"  rule: fail when the highest pair recall at precision >= {precision} is below the threshold"
+        )
+
+
+def assert_cam_iou_at_least(result, at_least: float, *, on: str = "value") -> None:
+    """Fail when ``cam_iou`` or ``cam_iou_box`` (a result of :func:`retrieval_checks.cam_iou`)
+    is below ``at_least``: its mean over images (``on="value"``) or the lower bound of
+    its bootstrap interval over images (``on="lower"``)."""
+    __tracebackhide__ = True
+    from ._localization import LocalizationResult
+
+    if on not in ("value", "lower"):
+        raise InputError(f"on={on!r}: use 'value' or 'lower' (the interval's lower bound).")
+    if not isinstance(result, LocalizationResult):
+        raise InputError(f"assert_cam_iou_at_least takes the result of cam_iou / cam_iou_box, got "
+                         f"{type(result).__name__}.")
+    checked = result.value if on == "value" else result.low
+    if checked != checked:
+        raise InputError("on='lower' needs an interval: at least 2 images and n_resamples > 0.")
+    _notify(gate="assert_cam_iou_at_least", metric=result.metric, value=result.value, low=result.low,
+            high=result.high, threshold=at_least, comparison=">=", on=on, passed=bool(checked >= at_least),
+            n=result.n_images, unit="images")
+    if checked < at_least:
+        worst = np.argsort(result.per_image, kind="stable")[:3]
+        what = "value" if on == "value" else "interval's lower bound"
+        raise AssertionError(
+            f"{result.metric} {what} {checked:.4f} < {at_least} (short by {at_least - checked:.4f})\n"
+            f"  value {result.value:.4f}, {result.confidence:.0%} interval [{result.low:.4f}, {result.high:.4f}] "
+            f"(percentile bootstrap over images)\n"
+            f"  sample: {result.n_images} images, threshold rho={result.rho}; "
+            f"{float(np.mean(result.per_image == 0)):.1%} of images with IoU 0\n"
+            f"  worst images: " + "; ".join(f"#{i}: {result.per_image[i]:.3f}" for i in worst) + "\n"
+            f"  rule: fail when the {what} is below the threshold"
         )

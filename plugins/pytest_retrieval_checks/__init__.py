@@ -7,6 +7,7 @@ terminal summary, the JUnit XML properties and the JSON report.
 """
 
 from retrieval_checks import (
+    assert_cam_iou_at_least,
     assert_gap_below,
     assert_grouped_recall_ci,
     assert_map_at_least,
@@ -28,4 +29,5 @@ __all__ = [
     "assert_not_worse",
     "assert_rsum",
     "assert_no_regression",
+    "assert_cam_iou_at_least",
 ]
