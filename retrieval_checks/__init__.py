@@ -22,11 +22,13 @@ from ._embedding import discriminant_ratio
 from ._evaluate import evaluate
 from ._files import EmbeddingSet, load_embeddings
 from ._generalization import (
+    ClassifierResult,
     NuclearNorm,
     SpectralMeasure,
     classification_gap,
     classifier_accuracy,
     effective_invariance,
+    evaluate_classifier,
     nuclear_norm,
     predict_proba,
     spectral_measure,
@@ -102,6 +104,8 @@ __all__ = [
     "assert_rsum",
     "assert_no_regression",
     "assert_cam_iou_at_least",
+    "evaluate_classifier",
+    "ClassifierResult",
     "grad_cam",
     "cam_iou",
     "cam_iou_box",

@@ -242,9 +242,13 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
         raise InputError("assert_metric needs at_least=..., at_most=... or both.")
     if on not in ("value", "interval"):
         raise InputError(f"on={on!r}: use 'value' or 'interval'.")
-    if not isinstance(result, (EvaluationResult, ImageTextResult)):
+    from ._generalization import ClassifierResult
+    from ._metric_names import CLASSIFIER_METRICS, classifier_metric
+
+    if not isinstance(result, (EvaluationResult, ImageTextResult, ClassifierResult)):
         raise InputError(f"assert_metric takes an evaluation result, got {type(result).__name__}.")
-    spec = parse_metric(name)
+    spec = classifier_metric(name) if isinstance(result, ClassifierResult) or name in CLASSIFIER_METRICS \
+        else parse_metric(name)
     if spec.name not in result:
         raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
     value = result[spec.name]
@@ -285,7 +289,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
             high=found[1] if found else None, threshold=at_least if at_least is not None else at_most,
             comparison=">=" if at_least is not None else "<=", on=on, passed=not failures,
             n=getattr(result, "n_used", getattr(result, "n_images", None)),
-            unit="queries" if isinstance(result, EvaluationResult) else "images")
+            unit="queries" if isinstance(result, EvaluationResult) else "images")  # classifiers: images too
     if not failures:
         return
     if found is None:
@@ -294,7 +298,9 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     rule, _, _, comparison, margin = failures[0]
     what = "value" if on == "value" else ("interval's lower bound" if rule == "at_least" else "interval's upper bound")
     sample = ""
-    if isinstance(result, EvaluationResult):
+    if isinstance(result, ClassifierResult):
+        sample = f"  sample: {result.n_images} images\n"
+    elif isinstance(result, EvaluationResult):
         sample = f"  sample: {result.n_used} queries used, {result.n_skipped} skipped, gallery {result.config.get('n_gallery')}\n"
         sample += _named(result)
     else:

@@ -42,7 +42,9 @@ def baseline_record(result, metric: str, *, confidence: float = 0.95, seed: int 
     """The record of ``metric`` in ``result`` (an EvaluationResult or ImageTextResult)."""
     from ._stats import bootstrap_interval
 
-    spec = parse_metric(metric)
+    from ._metric_names import CLASSIFIER_METRICS, classifier_metric
+
+    spec = classifier_metric(metric) if str(metric).strip().lower() in CLASSIFIER_METRICS else parse_metric(metric)
     if spec.name not in result:
         raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
     rec: dict = {"metric": spec.name, "value": float(result[spec.name]), "interval": None, "confidence": confidence}
@@ -50,6 +52,14 @@ def baseline_record(result, metric: str, *, confidence: float = 0.95, seed: int 
         lo, hi = result.intervals.get(spec.name, (None, None))
         if _clean(lo) is not None:
             rec.update(interval=[float(lo), float(hi)], confidence=result.confidence)
+        rec.update(n=int(result.n_images), unit="images")
+        return rec
+    from ._generalization import ClassifierResult
+
+    if isinstance(result, ClassifierResult):
+        iv = result.intervals.get(spec.name)
+        if iv is not None and _clean(iv[0]) is not None:
+            rec.update(interval=[float(iv[0]), float(iv[1])])
         rec.update(n=int(result.n_images), unit="images")
         return rec
     if not isinstance(result, EvaluationResult):

@@ -27,6 +27,7 @@ classification accuracy gap.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from ._classification import AccuracyResult, accuracy
 from .errors import InputError
 
-__all__ = ["effective_invariance", "nuclear_norm", "spectral_measure", "classifier_accuracy",
+__all__ = ["evaluate_classifier", "ClassifierResult", "effective_invariance", "nuclear_norm", "spectral_measure", "classifier_accuracy",
            "classification_gap", "predict_proba", "NuclearNorm", "SpectralMeasure"]
 
 
@@ -222,3 +223,112 @@ def classification_gap(model, train, test, *, confidence: float = 0.95, batch_si
     a = classifier_accuracy(model, *train, batch_size=batch_size, device=device)
     b = classifier_accuracy(model, *test, batch_size=batch_size, device=device)
     return generalization_gap(a, b, confidence=confidence)
+
+
+class ClassifierResult(Mapping):
+    """Mapping from classifier metric name to value, with ``intervals`` (bootstrap over
+    images for ``cam_iou`` / ``cam_iou_box``, Wilson for ``accuracy``), the full
+    ``localization`` results, ``accuracy_result`` (for gaps), ``spectral`` and
+    ``nuclear`` details, ``n_images`` and ``config``."""
+
+    def __init__(self, values, intervals, *, n_images, config, localization=None, accuracy_result=None,
+                 spectral=None, nuclear=None):
+        self._values = dict(values)
+        self.intervals = dict(intervals)
+        self.n_images = n_images
+        self.config = config
+        self.localization = localization or {}
+        self.accuracy_result = accuracy_result
+        self.spectral = spectral
+        self.nuclear = nuclear
+
+    def __getitem__(self, name):
+        return self._values[str(name).strip().lower()]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        lines = [f"ClassifierResult({self.n_images} images)"]
+        for k, v in self._values.items():
+            iv = self.intervals.get(k)
+            lines.append(f"  {k:<22} {v:.6g}" + (f"  [{iv[0]:.4f}, {iv[1]:.4f}]" if iv else ""))
+        return "\n".join(lines)
+
+
+def _wilson(x: int, n: int, confidence: float) -> tuple[float, float]:
+    from scipy import stats
+
+    z = float(stats.norm.ppf((1 + confidence) / 2))
+    p = x / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, masks=None, layer=None,
+                        cam_method: str = "gradcam", rho: float = 0.1, transforms=None, percentile: float = 10.0,
+                        batch_size: int = 64, device="auto", confidence: float = 0.95, n_resamples: int = 1000,
+                        seed: int = 0) -> ClassifierResult:
+    """Classifier measures on one dataset, in one call (the classifier counterpart of
+    :func:`retrieval_checks.evaluate`).
+
+    ``metrics`` from ``accuracy`` (needs labels), ``cam_iou`` and ``cam_iou_box``
+    (need ``layer`` and ``boxes`` or ``masks``; the CAM of the predicted class),
+    ``effective_invariance``, ``nuclear_norm`` and ``spectral_measure`` (needs labels:
+    give the training set).
+    """
+    from ._gradcam import grad_cam
+    from ._localization import cam_iou, cam_iou_box
+    from ._metric_names import classifier_metric
+
+    specs = [classifier_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
+    if not specs:
+        raise InputError("metrics is empty.")
+    names = [s.name for s in specs]
+    n = len(images)
+    y = None
+    if labels is not None:
+        y = np.asarray(labels)
+        if y.shape != (n,):
+            raise InputError(f"labels have shape {y.shape}; give one class per image ({n}).")
+    values, intervals, loc = {}, {}, {}
+    acc = spectral = nuclear = None
+    needs_labels = [m for m in names if m in ("accuracy", "spectral_measure")]
+    if needs_labels and y is None:
+        raise InputError(f"{', '.join(needs_labels)} need labels.")
+    if "accuracy" in names or "nuclear_norm" in names:
+        logits = _run(model, images, batch_size=batch_size, device=device)
+        if "accuracy" in names:
+            acc = accuracy(logits.argmax(axis=1), y)
+            values["accuracy"] = float(acc.value)
+            intervals["accuracy"] = _wilson(int(round(acc.value * acc.n)), acc.n, confidence)
+        if "nuclear_norm" in names:
+            nuclear = nuclear_norm(_softmax(logits))
+            values["nuclear_norm"] = nuclear.value
+    cams = None
+    for m in ("cam_iou", "cam_iou_box"):
+        if m not in names:
+            continue
+        if layer is None:
+            raise InputError(f"{m} needs layer= (the convolutional layer whose Grad-CAM is measured).")
+        if cams is None:
+            cams = grad_cam(model, images, layer, method=cam_method, batch_size=batch_size, device=device)
+        fn = cam_iou if m == "cam_iou" else cam_iou_box
+        loc[m] = fn(cams, boxes=boxes, masks=masks, rho=rho, confidence=confidence, n_resamples=n_resamples,
+                    seed=seed)
+        values[m] = loc[m].value
+        intervals[m] = (loc[m].low, loc[m].high)
+    if "effective_invariance" in names:
+        values["effective_invariance"] = effective_invariance(model, images, transforms=transforms,
+                                                              batch_size=batch_size, device=device)
+    if "spectral_measure" in names:
+        spectral = spectral_measure(model, images, y, percentile=percentile, batch_size=batch_size, device=device)
+        values["spectral_measure"] = spectral.value
+    values = {m: values[m] for m in names}
+    config = {"layer": layer, "cam_method": cam_method, "rho": rho, "percentile": percentile}
+    return ClassifierResult(values, intervals, n_images=n, config=config, localization=loc, accuracy_result=acc,
+                            spectral=spectral, nuclear=nuclear)

@@ -65,6 +65,21 @@ _ELSEWHERE = {
     "for 1-nearest-neighbour accuracy of embeddings use 'hit_rate@1'",
 }
 
+#: Metrics of classifiers (``evaluate_classifier``), not of embeddings.
+CLASSIFIER_METRICS = ("accuracy", "cam_iou", "cam_iou_box", "effective_invariance", "nuclear_norm", "spectral_measure")
+
+
+def classifier_metric(name: str) -> MetricSpec:
+    """The spec of a classifier metric (``CLASSIFIER_METRICS``); an error suggests the closest."""
+    text = str(name).strip().lower().replace("-", "_")
+    if text in CLASSIFIER_METRICS:
+        return MetricSpec(text, text, "classifier")
+    close = difflib.get_close_matches(text, CLASSIFIER_METRICS, n=1, cutoff=0.6)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise MetricNameError(f"Unknown classifier metric {name!r}.{hint} Classifier metrics: "
+                          f"{', '.join(CLASSIFIER_METRICS)}.", name=str(name), suggestion=close[0] if close else None)
+
+
 _RANK_UNIT = ("medr", "meanr", "i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr")
 
 
@@ -90,7 +105,7 @@ class MetricSpec:
         """``"rank"`` for medr / meanr, ``"ratio"`` for the discriminant ratio, else ``"fraction"``."""
         if self.family in _RANK_UNIT:
             return "rank"
-        if self.family == "discriminant_ratio":
+        if self.family in ("discriminant_ratio", "spectral_measure"):
             return "ratio"
         if self.family == "rsum":
             return "percentage points"
@@ -100,7 +115,7 @@ class MetricSpec:
 
     @property
     def higher_is_better(self) -> bool:
-        return self.family not in _RANK_UNIT
+        return self.family not in _RANK_UNIT and self.family != "spectral_measure"
 
 
 def _fmt(x: float) -> str:

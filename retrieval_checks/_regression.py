@@ -42,6 +42,10 @@ def higher_is_better(metric: str) -> bool | None:
         return False
     if metric.endswith(" difference"):
         return True
+    from ._metric_names import CLASSIFIER_METRICS, classifier_metric
+
+    if metric in CLASSIFIER_METRICS:
+        return classifier_metric(metric).higher_is_better
     try:
         return parse_metric(metric).higher_is_better
     except MetricNameError:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._metric_names import MetricSpec, parse_metric
+from ._metric_names import CLASSIFIER_METRICS, MetricSpec, classifier_metric, parse_metric
 from ._yaml import Node, NodeList, load_yaml
 from .errors import MetricNameError, SuiteError
 
@@ -41,11 +41,18 @@ _OPTIONS = {
     "group_size": ("int>=2", "an integer >= 2 (labels per group)"),
     "group_repeats": ("int>=1", "an integer >= 1"),
     "n_resamples": ("int>=0", "an integer >= 0 (bootstrap resamples; 0: no interval)"),
+    "rho": ("unit", "a number in [0, 1] (the CAM threshold)"),
+    "cam_method": (("gradcam", "gradcam++"), "gradcam or gradcam++"),
+    "percentile": ("percent", "a number in (0, 100) (the margin percentile of spectral_measure)"),
 }
-# options that do not apply to a dataset type
-_ONLY = {"retrieval": ("n_resamples",), "image_text": ("group_size", "group_repeats", "empty_queries")}
-_PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions")}
-_SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image")
+# the evaluation options that apply to each dataset type
+_APPLIES = {
+    "retrieval": ("similarity", "ties", "empty_queries", "confidence", "seed", "group_size", "group_repeats"),
+    "image_text": ("similarity", "ties", "confidence", "seed", "n_resamples"),
+    "images": ("confidence", "seed", "n_resamples", "rho", "cam_method", "percentile"),
+}
+_PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",)}
+_SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image", "boxes", "masks")
 _RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
 
 
@@ -59,13 +66,16 @@ class Source:
     labels: str = "labels"
     ids: str = "ids"
     image: str = "image"
+    boxes: str = "boxes"
+    masks: str = "masks"
     line: int | None = None
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """``type`` retrieval (parts ``queries`` [+ ``gallery``]) or image_text
-    (parts ``images`` + ``captions``)."""
+    """``type`` retrieval (parts ``queries`` [+ ``gallery``]), image_text (parts
+    ``images`` + ``captions``) or images (part ``images``: classifier inputs with
+    labels and boxes or masks)."""
 
     name: str
     type: str
@@ -94,6 +104,7 @@ class Model:
     kwargs: dict = field(default_factory=dict)
     batch_size: int = 256
     device: str | None = None
+    cam_layer: str | None = None
     base_dir: Path | None = None
     line: int | None = None
 
@@ -161,11 +172,8 @@ class Suite:
         """The evaluation options of ``check`` on ``dataset``: session defaults, then
         the suite's ``options``, then the check's own fields."""
         opts = {**defaults, **self.options, **check.options}
-        if self.datasets[dataset].type == "image_text":
-            opts.pop("group_size", None), opts.pop("group_repeats", None), opts.pop("empty_queries", None)
-        else:
-            opts.pop("n_resamples", None)
-        return opts
+        applies = _APPLIES[self.datasets[dataset].type]
+        return {k: v for k, v in opts.items() if k in applies}
 
     def metrics_for(self, model: str, dataset: str, options: dict, defaults: dict) -> list[str]:
         """Every metric any check measures on (model, dataset) with these options, so
@@ -258,6 +266,10 @@ class _Reader:
             return self.choice(value, rule, field, line)
         if rule == "confidence":
             return self.number(value, field, line, low=0, high=1, open_low=True, open_high=True)
+        if rule == "unit":
+            return self.number(value, field, line, low=0, high=1)
+        if rule == "percent":
+            return self.number(value, field, line, low=0, high=100, open_low=True, open_high=True)
         return self.integer(value, field, line, int(rule.split(">=")[1]))
 
     def markers(self, value, field: str, line) -> tuple:
@@ -331,7 +343,7 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
     parts_names = _PART_NAMES[kind]
     extra = ("protocol", "images_without_captions") if kind == "image_text" else ()
     r.keys(node, field, ("type", *parts_names, *extra),
-           required=parts_names if kind == "image_text" else parts_names[:1])
+           required=parts_names if kind != "retrieval" else parts_names[:1])
     parts = {p: _source(r, node[p], _join(field, p), node.line_of(p)) for p in parts_names if p in node}
     kw = {}
     if "protocol" in node:
@@ -346,7 +358,7 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
 def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     field = f"models.{name}"
     node = r.mapping(node, field, line, f"one of {', '.join(_RUNNERS)}")
-    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device"))
+    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer"))
     kinds = [k for k in _RUNNERS if k in node]
     if len(kinds) != 1:
         found = f"found {', '.join(kinds)}" if kinds else "found none"
@@ -363,6 +375,11 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
             raise r.error(f"expected a device name (cpu, cuda, cuda:1), found {_describe(node['device'])}.",
                           _join(field, "device"), node.line_of("device"))
         kw["device"] = node["device"]
+    if "cam_layer" in node:
+        if not isinstance(node["cam_layer"], str) or not node["cam_layer"]:
+            raise r.error(f"expected a layer name from model.named_modules(), found {_describe(node['cam_layer'])}.",
+                          _join(field, "cam_layer"), node.line_of("cam_layer"))
+        kw["cam_layer"] = node["cam_layer"]
     if "kwargs" in node:
         if kind not in ("callable", "factory"):
             raise r.error("kwargs go with callable or factory.", _join(field, "kwargs"), node.line_of("kwargs"))
@@ -446,11 +463,21 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     node = r.mapping(node, field, line, "metric, dataset, at_least / at_most / gap / compare, ...")
     r.keys(node, field, _CHECK_KEYS, required=("metric",))
     try:
-        spec = parse_metric(node["metric"])
+        if isinstance(node["metric"], str) and node["metric"].strip().lower() in CLASSIFIER_METRICS:
+            spec = classifier_metric(node["metric"])
+        else:
+            spec = parse_metric(node["metric"])
     except MetricNameError as exc:
-        raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
+        message = str(exc)
+        if exc.suggestion is None and isinstance(node["metric"], str):
+            close = difflib.get_close_matches(node["metric"].strip().lower(), CLASSIFIER_METRICS, n=1, cutoff=0.6)
+            if close:
+                message = (f"unknown metric {node['metric']!r}. Did you mean '{close[0]}'? Classifier metrics (images "
+                           f"datasets): {', '.join(CLASSIFIER_METRICS)}.")
+        raise r.error(message, _join(field, "metric"), node.line_of("metric")) from None
     crossmodal = spec.kind == "crossmodal"
-    wanted_type = "image_text" if crossmodal else "retrieval"
+    classifier = spec.kind == "classifier"
+    wanted_type = "image_text" if crossmodal else ("images" if classifier else "retrieval")
     rules = [k for k in ("gap", "compare", "baseline") if k in node]
     if len(rules) > 1:
         raise r.error(f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
@@ -484,14 +511,15 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         kw["on"] = r.choice(node["on"], on_choices, _join(field, "on"), node.line_of("on"))
     elif kind == "gap":
         kw["on"] = "upper"
-    if kind == "threshold" and kw.get("on") == "interval" and (spec.kind in ("pair", "embedding")
-                                                              or spec.family == "medr"):
+    if kind == "threshold" and kw.get("on") == "interval" and (
+            spec.kind in ("pair", "embedding") or spec.family == "medr"
+            or spec.name in ("effective_invariance", "nuclear_norm", "spectral_measure")):
         raise r.error(f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
                       "pairs; medr is a median rank); use on: value.", _join(field, "on"), node.line_of("on"))
     if "at_least" in kw and "at_most" in kw and kw["at_least"] > kw["at_most"]:
         raise r.error(f"at_least {kw['at_least']:g} > at_most {kw['at_most']:g}: no value passes.", field, line)
     if kind == "gap":
-        if crossmodal or spec.kind == "embedding" or spec.kind == "pair":
+        if crossmodal or spec.kind == "embedding" or spec.kind == "pair" or (classifier and spec.name != "accuracy"):
             raise r.error(f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
                           "per-query values.", _join(field, "metric"), node.line_of("metric"))
         if datasets is not None:
@@ -511,7 +539,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
             raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
         kw["below"] = r.number(node["below"], _join(field, "below"), node.line_of("below"))
     if kind == "compare":
-        if crossmodal or spec.kind in ("embedding", "pair", "grouped"):
+        if crossmodal or classifier or spec.kind in ("embedding", "pair", "grouped"):
             raise r.error(f"compare pairs per-query values; {spec.name} has none (compare a ranking metric such as "
                           "map or hit_rate@1).", _join(field, "metric"), node.line_of("metric"))
         if "below" in node:
@@ -566,10 +594,19 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
             raise r.error(f"{spec.name} is measured on {wanted_type} datasets; {d!r} is {suite_datasets[d].type}.",
                           field, line)
     for k in options:
-        if k in _ONLY.get(wanted_type, ()):
-            raise r.error(f"{k} does not apply to {wanted_type} datasets "
-                          f"({'image_text only' if k == 'n_resamples' else 'retrieval only'}).",
+        if k not in _APPLIES[wanted_type]:
+            where = ", ".join(t for t, opts in _APPLIES.items() if k in opts)
+            raise r.error(f"{k} does not apply to {wanted_type} datasets (only to: {where}).",
                           _join(field, k), node.line_of(k))
+    if classifier:
+        for m in models:
+            mk = suite_models[m].kind
+            if mk in ("precomputed", "embeddings", "callable"):
+                raise r.error(f"{spec.name} runs a torch classifier; model {m!r} is {mk} (use factory, torchscript "
+                              "or exported).", field, line)
+            if spec.name in ("cam_iou", "cam_iou_box") and suite_models[m].cam_layer is None:
+                raise r.error(f"{spec.name} needs the layer whose Grad-CAM is measured: set models.{m}.cam_layer "
+                              "(a name from model.named_modules()).", field, line)
     markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
     check_id = node.get("id")
     if check_id is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ._assertions import (
+    assert_cam_iou_at_least,
     assert_gap_below,
     assert_grouped_recall_ci,
     assert_map_at_least,
@@ -28,6 +29,7 @@ from ._assertions import (
 from ._baselines import BaselineFile, _Regenerated, baseline_path, baseline_record, check_against_baseline
 from ._evaluate import evaluate
 from ._files import _read_named
+from ._generalization import evaluate_classifier
 from ._image_text import evaluate_image_text
 from ._models import EmbeddingCache, _accepts, embed, load_model, model_fingerprint
 from ._stats import compare, generalization_gap
@@ -69,7 +71,8 @@ class SuiteRunner:
     def __init__(self, *, defaults: dict | None = None, device: str = "auto", max_memory=None, cache_dir=None,
                  progress: bool | None = None, regen: str | None = None):
         self.defaults = {"similarity": "cosine", "ties": "pessimistic", "empty_queries": "skip", "confidence": 0.95,
-                         "seed": 0, "group_size": 10, "group_repeats": 1, "n_resamples": 1000, **(defaults or {})}
+                         "seed": 0, "group_size": 10, "group_repeats": 1, "n_resamples": 1000, "rho": 0.1,
+                         "cam_method": "gradcam", "percentile": 10.0, **(defaults or {})}
         self.device = device
         self.max_memory = max_memory
         self.progress = progress
@@ -212,6 +215,11 @@ class SuiteRunner:
             return self._results[key]
         metrics = suite.metrics_for(model_name, dataset_name, options, self.defaults)
         dataset = suite.datasets[dataset_name]
+        if dataset.type == "images":
+            result = self._classify(suite, model_name, dataset_name, metrics, options)
+            self.passes += 1
+            self._results[key] = result
+            return result
         common = dict(similarity=options["similarity"], ties=options["ties"], device=self.device,
                       max_memory=self.max_memory, confidence=options["confidence"], progress=self.progress)
         if dataset.type == "image_text":
@@ -245,6 +253,39 @@ class SuiteRunner:
         """Write the queued baseline records; returns the files written."""
         return write_baselines(self.pending_baselines, clear=self.pending_baselines)
 
+    def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict):
+        """Classifier measures of a torch model on an images dataset."""
+        model = suite.models[model_name]
+        src = suite.datasets[dataset_name].parts["images"]
+        field = f"datasets.{dataset_name}.images"
+        images = self._array(src, src.inputs, "inputs", suite, field, required=True)
+        labels = self._array(src, src.labels, "labels", suite, field,
+                             required=any(m in ("accuracy", "spectral_measure") for m in metrics))
+        needs_truth = any(m in ("cam_iou", "cam_iou_box") for m in metrics)
+        boxes = self._array(src, src.boxes, "boxes", suite, field, required=False)
+        masks = None if boxes is not None else self._array(src, src.masks, "masks", suite, field, required=False)
+        if needs_truth and boxes is None and masks is None:
+            raise SuiteError(f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
+                             "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.", path=suite.path,
+                             line=src.line, field=field)
+        mkey = (str(suite.path), model_name)
+        try:
+            if mkey not in self._loaded:
+                self._loaded[mkey] = load_model(model)
+            return evaluate_classifier(
+                self._loaded[mkey], images, labels, metrics=metrics, boxes=boxes, masks=masks,
+                layer=model.cam_layer, cam_method=options["cam_method"], rho=options["rho"],
+                percentile=options["percentile"], batch_size=model.batch_size, device=model.device or self.device,
+                confidence=options["confidence"], n_resamples=options["n_resamples"], seed=options["seed"])
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except SuiteError:
+            raise
+        except Exception as exc:
+            detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+            raise SuiteError(f"{detail} (model {model_name!r} on dataset {dataset_name!r})", path=suite.path,
+                             line=model.line, field=f"models.{model_name}") from exc
+
     def run(self, suite: Suite, case: Case) -> None:
         """Run one case: evaluate (or reuse) and apply its gate. Raises AssertionError
         with the model and dataset named when the gate fails."""
@@ -271,6 +312,14 @@ class SuiteRunner:
         check = case.check
         name = check.metric.name
         family = check.metric.family
+        if check.kind == "gap" and check.metric.kind == "classifier":
+            train, test = case.datasets
+            o = opts[train]
+            gap = generalization_gap(self.result(suite, case.model, train, o).accuracy_result,
+                                     self.result(suite, case.model, test, opts[test]).accuracy_result,
+                                     confidence=o["confidence"], labels=(train, test))
+            assert_gap_below(gap, check.below, on=check.on)
+            return
         if check.kind == "gap":
             train, test = case.datasets
             o = opts[train]
@@ -304,6 +353,9 @@ class SuiteRunner:
             assert_not_worse(comparison, margin=check.margin, rule=check.rule)
             return
         interval = check.on == "interval"
+        if check.at_most is None and family in ("cam_iou", "cam_iou_box"):
+            return assert_cam_iou_at_least(result.localization[name], check.at_least,
+                                           on="lower" if interval else "value")
         if check.at_most is None:
             if family == "rsum":
                 return assert_rsum(result, check.at_least, on="lower" if interval else "value")

@@ -445,3 +445,109 @@ def test_kwargs_naming_files_are_part_of_the_cache_key(tmp_path):
     second = SuiteRunner(cache_dir=tmp_path / "cache")
     second.run(load_suite(p), suite.cases[0])
     assert second.embedded == 1  # the weights file changed: recomputed, not served stale
+
+
+CLASSIFIER = '''
+import torch
+from torch import nn
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 2))
+'''
+
+
+def _images_dataset(path, seed):
+    """16x16 images: class 1 has a bright 4x4 square at a random place (its box), class 0 only noise."""
+    rng = np.random.default_rng(seed)
+    n = 40
+    x = 0.1 * rng.random((n, 1, 16, 16)).astype(np.float32)
+    y = np.repeat([0, 1], n // 2)
+    boxes = np.zeros((n, 4), np.int64)
+    for i in range(n):
+        x0, y0 = rng.integers(0, 12, 2)
+        boxes[i] = (x0, y0, x0 + 4, y0 + 4)
+        if y[i] == 1:
+            x[i, 0, y0:y0 + 4, x0:x0 + 4] = 1.0
+    np.savez(path, images=x, labels=y, boxes=boxes)
+    return x, y, boxes
+
+
+def test_images_datasets_run_classifier_measures(tmp_path):
+    x_tr, y_tr, _ = _images_dataset(tmp_path / "train.npz", 0)
+    x_te, y_te, b_te = _images_dataset(tmp_path / "test.npz", 1)
+    (tmp_path / "clf.py").write_text(CLASSIFIER)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("clf_for_test", tmp_path / "clf.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    net = mod.build()
+    opt = torch.optim.Adam(net.parameters(), lr=0.05)
+    for _ in range(60):
+        loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x_tr)), torch.from_numpy(y_tr))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.save(net.state_dict(), tmp_path / "clf.pt")
+    p = _write(tmp_path, """
+        datasets:
+          train: {type: images, images: {file: train.npz, inputs: images}}
+          test: {type: images, images: {file: test.npz, inputs: images}}
+        models:
+          clf: {factory: clf.py:build, weights: clf.pt, cam_layer: "1"}
+        options: {rho: 0.2, n_resamples: 200}
+        checks:
+          - {metric: accuracy, dataset: test, at_least: 0.9}
+          - {metric: cam_iou, dataset: test, at_least: 0.0, on: interval}
+          - {metric: cam_iou_box, dataset: test, at_least: 0.0}
+          - {metric: effective_invariance, dataset: test, at_most: 1.0}
+          - {metric: nuclear_norm, dataset: test, at_least: 0.0}
+          - {metric: spectral_measure, dataset: train, at_most: 1.0e12}
+          - {metric: accuracy, gap: {train: train, test: test}, below: 0.5}
+        """)
+    suite = load_suite(p)
+    runner = SuiteRunner()
+    for case in suite.cases:
+        runner.run(suite, case)
+    assert runner.passes == 2  # one pass per dataset serves every check on it
+    key = next(k for k in runner._results if k[2] == "test")
+    got = runner._results[key]
+    net.eval()
+    want = rc.evaluate_classifier(net, x_te, y_te, metrics=["accuracy", "cam_iou"], boxes=b_te, layer="1", rho=0.2,
+                                  n_resamples=200)
+    assert got["accuracy"] == want["accuracy"] >= 0.9
+    assert got["cam_iou"] == pytest.approx(want["cam_iou"]) and got.intervals["cam_iou"] == want.intervals["cam_iou"]
+    failing = _write(tmp_path, p.read_text().replace("metric: cam_iou, dataset: test, at_least: 0.0",
+                                                     "metric: cam_iou, dataset: test, at_least: 0.99"), "rc_fail.yaml")
+    suite = load_suite(failing)
+    case = next(c for c in suite.cases if c.check.metric.name == "cam_iou")
+    with pytest.raises(AssertionError, match=r"model 'clf' on dataset 'test'.*\n.*cam_iou interval's lower bound"):
+        SuiteRunner().run(suite, case)
+
+
+@pytest.mark.parametrize("check, words", [
+    ("{metric: cam_iou, dataset: img, models: [plain], at_least: 0.1}", "needs the layer"),
+    ("{metric: accuracy, dataset: img, models: [proj], at_least: 0.1}", "runs a torch classifier"),
+    ("{metric: cam_iou, dataset: set, models: [plain], at_least: 0.1}", "measured on images datasets"),
+    ("{metric: nuclear_norm, dataset: img, models: [plain], at_least: 0.1, on: interval}", "has no interval"),
+    ("{metric: cam_iuo, dataset: img, at_least: 0.1}", "Did you mean 'cam_iou'"),
+    ("{metric: accuracy, dataset: img, models: [plain], at_least: 0.1, group_size: 3}", "does not apply to images"),
+])
+def test_classifier_checks_are_validated(tmp_path, check, words):
+    _data(tmp_path)
+    _images_dataset(tmp_path / "img.npz", 0)
+    (tmp_path / "clf.py").write_text(CLASSIFIER)
+    p = _write(tmp_path, f"""
+        datasets:
+          set: {{queries: data/set.npz}}
+          img: {{type: images, images: {{file: img.npz, inputs: images}}}}
+        models:
+          proj: {{callable: embedder.py:project}}
+          plain: {{factory: clf.py:build}}
+        checks:
+          - {check}
+        """)
+    with pytest.raises(SuiteError, match=words):
+        load_suite(p)
