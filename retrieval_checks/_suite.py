@@ -677,18 +677,27 @@ def load_suite(path) -> Suite:
         raise r.error(f"expected a non-empty list of checks, found {_describe(checks_node)}.", "checks",
                       top.line_of("checks"))
     checks = [_check(r, i, c, checks_node.line_of(i), datasets, models) for i, c in enumerate(checks_node)]
-    # ids: explicit ones must be unique; generated ones get #2, #3 on repeats
+    # ids: explicit ones must be unique; a generated one gets _2, _3 only when its items would
+    # otherwise share a name with an earlier check's (same id, model and datasets)
+    def targets(c: Check) -> set:
+        models_ = [m for m in c.models if m != c.baseline]
+        sets = [c.datasets] if c.kind == "gap" else [(d,) for d in c.datasets]
+        return {(m, ds) for m in models_ for ds in sets}
+
     seen: dict[str, int] = {}
+    taken: dict[str, set] = {}
     for i, c in enumerate(checks):
-        if c.id in seen:
-            if "id" in checks_node[i]:
-                raise r.error(f"id {c.id!r} is already used by checks[{seen[c.id]}]; ids must be unique.",
-                              f"checks[{i}].id", checks_node[i].line_of("id"))
+        explicit = "id" in checks_node[i]
+        if explicit and c.id in seen:
+            raise r.error(f"id {c.id!r} is already used by checks[{seen[c.id]}]; ids must be unique.",
+                          f"checks[{i}].id", checks_node[i].line_of("id"))
+        if not explicit and taken.get(c.id, set()) & targets(c):
             n = 2
-            while f"{c.id}_{n}" in seen:
+            while taken.get(f"{c.id}_{n}", set()) & targets(c):
                 n += 1
             checks[i] = c = _replace_id(c, f"{c.id}_{n}")
-        seen[c.id] = i
+        seen.setdefault(c.id, i)
+        taken.setdefault(c.id, set()).update(targets(c))
     suite = Suite(name=name, path=p, datasets=datasets, models=models, checks=checks, markers=markers,
                   options=options)
     names: dict = {}

@@ -1,0 +1,82 @@
+"""The canvas-digits classifier gates written as Python tests (the models of rc_canvas.yaml).
+
+Grad-CAM IoU on the training images predicts which of two models generalizes better,
+without test labels; the accuracy gap confirms it with test labels.
+
+Run:  python -m pytest example_suites -v
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import retrieval_checks as rc
+
+torch = pytest.importorskip("torch", reason="the canvas example needs PyTorch (pip install torch)")
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def data():
+    sys.path.insert(0, str(HERE))
+    try:
+        from canvas_data import make_canvases, split
+        from model_set import CONFIGS, training_subset
+    finally:
+        sys.path.remove(str(HERE))
+    train, test = split(make_canvases())
+    return {"train": train, "train_30": training_subset(CONFIGS[6], train, seed=0), "test": test}
+
+
+@pytest.fixture(scope="module")
+def models():
+    sys.path.insert(0, str(HERE))
+    try:
+        from cnn import build
+    finally:
+        sys.path.remove(str(HERE))
+    out = {}
+    for name in ("good", "overfit"):
+        net = build(width=16, depth=3)
+        net.load_state_dict(torch.load(HERE / "weights" / f"{name}.pt", weights_only=True))
+        out[name] = net.eval()
+    return out
+
+
+def _pair(d):
+    return d["images"], d["labels"]
+
+
+def test_good_model_looks_at_the_digit(models, data):
+    train = data["train"]
+    res = rc.evaluate_classifier(models["good"], train["images"], train["labels"], boxes=train["boxes"],
+                                 layer="features", metrics=["cam_iou", "cam_iou_box", "accuracy"])
+    print(f"\n{res}")
+    rc.assert_cam_iou_at_least(res.localization["cam_iou"], 0.27, on="lower")
+
+
+def test_good_model_generalizes(models, data):
+    rc.assert_gap_below(models["good"], 0.08, train=_pair(data["train"]), test=_pair(data["test"]))
+
+
+def test_iou_ranks_the_two_models_like_their_gaps(models, data):
+    """The paper's model selection: the higher training-set IoU picks the smaller gap."""
+    ious, gaps = {}, {}
+    for name, train_set in (("good", "train"), ("overfit", "train_30")):
+        d = data[train_set]
+        cams = rc.grad_cam(models[name], d["images"], "features")
+        ious[name] = rc.cam_iou(cams, boxes=d["boxes"]).value
+        gaps[name] = rc.classification_gap(models[name], _pair(d), _pair(data["test"])).value
+    print(f"\nIoU {ious}, gap {gaps}")
+    assert rc.selection_accuracy([ious["good"], ious["overfit"]], [gaps["good"], gaps["overfit"]]) == 1.0
+
+
+def test_overfit_model_would_be_caught(models, data):
+    # the gate above would fail this model: its whole interval lies above the 0.08 limit
+    gap = rc.classification_gap(models["overfit"], _pair(data["train_30"]), _pair(data["test"]))
+    print(f"\n{gap}")
+    assert gap.low > 0.08
