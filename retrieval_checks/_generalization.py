@@ -40,11 +40,9 @@ __all__ = ["evaluate_classifier", "ClassifierResult", "effective_invariance", "n
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise InputError("this measure runs a torch model: pip install torch.") from None
-    return torch
+    from ._models import require_torch
+
+    return require_torch("this measure (it runs a torch model)")
 
 
 def _as_tensor(images, torch):

@@ -28,11 +28,9 @@ __all__ = ["grad_cam", "find_layer"]
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise InputError("Grad-CAM needs PyTorch (pip install torch).") from None
-    return torch
+    from ._models import require_torch
+
+    return require_torch("Grad-CAM")
 
 
 def find_layer(model, layer):

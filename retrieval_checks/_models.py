@@ -46,6 +46,14 @@ def _torch():
     return torch
 
 
+def require_torch(what: str):
+    """The torch module, or an InputError saying that ``what`` needs PyTorch."""
+    torch = _torch()
+    if torch is None:
+        raise InputError(f"{what} needs PyTorch (pip install torch).")
+    return torch
+
+
 def resolve_device(device: str | None) -> str:
     """``auto``/None: cuda when available, else cpu; ``numpy`` (an engine backend) means cpu."""
     torch = _torch()
