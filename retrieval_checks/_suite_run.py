@@ -167,6 +167,13 @@ class SuiteRunner:
         self._parts[key] = out
         return out
 
+    def _model(self, suite: Suite, model_name: str):
+        """The callable or torch module of a suite model, built once per session."""
+        mkey = (str(suite.path), model_name)
+        if mkey not in self._loaded:
+            self._loaded[mkey] = load_model(suite.models[model_name])
+        return self._loaded[mkey]
+
     def _embed(self, suite: Suite, model_name: str, inputs: np.ndarray, part: str) -> np.ndarray:
         model = suite.models[model_name]
         mkey = (str(suite.path), model_name)
@@ -180,28 +187,18 @@ class SuiteRunner:
         try:
             if mkey not in self._fingerprints:
                 self._fingerprints[mkey] = model_fingerprint(model)
-            if mkey not in self._loaded:
-                self._loaded[mkey] = load_model(model)
-            runner = self._loaded[mkey]
-            # the part (queries, gallery, ...) changes the output only for callables that take it
-            keyed_part = part if model.kind == "callable" and _takes_part(runner) else None
-            key = EmbeddingCache.key(self._fingerprints[mkey], inputs, keyed_part)
+            # the part (queries, gallery, ...) changes the output only for callables that take it;
+            # importing a function is cheap, while a torch model is built only on a cache miss
+            takes_part = model.kind == "callable" and _takes_part(self._model(suite, model_name))
+            key = EmbeddingCache.key(self._fingerprints[mkey], inputs, part if takes_part else None)
+            cached = self.cache.get(key)
+            if cached is not None:
+                return cached
+            out = embed(self._model(suite, model_name), inputs, batch_size=model.batch_size,
+                        device=model.device or self.device, part=part, progress=self.progress)
         except (KeyboardInterrupt, SystemExit, MemoryError):
             raise
-        except InputError as exc:
-            raise fail(exc) from None
-        except Exception as exc:  # building the model or loading its weights (e.g. mismatched state_dict keys)
-            raise fail(exc) from exc
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached
-        device = model.device or self.device
-        try:
-            out = embed(runner, inputs, batch_size=model.batch_size, device=device, part=part,
-                        progress=self.progress)
-        except (KeyboardInterrupt, SystemExit, MemoryError):
-            raise
-        except Exception as exc:  # the model's own errors, named with the suite, model and part
+        except Exception as exc:  # building the model, loading its weights, or the model's own errors
             raise fail(exc) from exc
         self.embedded += 1
         self.cache.put(key, out)
@@ -268,12 +265,9 @@ class SuiteRunner:
             raise SuiteError(f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
                              "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.", path=suite.path,
                              line=src.line, field=field)
-        mkey = (str(suite.path), model_name)
         try:
-            if mkey not in self._loaded:
-                self._loaded[mkey] = load_model(model)
             return evaluate_classifier(
-                self._loaded[mkey], images, labels, metrics=metrics, boxes=boxes, masks=masks,
+                self._model(suite, model_name), images, labels, metrics=metrics, boxes=boxes, masks=masks,
                 layer=model.cam_layer, cam_method=options["cam_method"], rho=options["rho"],
                 percentile=options["percentile"], batch_size=model.batch_size, device=model.device or self.device,
                 confidence=options["confidence"], n_resamples=options["n_resamples"], seed=options["seed"])

@@ -298,6 +298,14 @@ def test_torch_runners_factory_weights_torchscript_and_export(tmp_path):
     for m in ("fw", "ts", "ex"):
         got = runner.part(suite, m, "set", "queries").embeddings
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # eval mode: dropout off, weights loaded
+    # a second session served from the embedding cache does not even build the torch models
+    first, second = SuiteRunner(cache_dir=tmp_path / "cache"), SuiteRunner(cache_dir=tmp_path / "cache")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for r in (first, second):
+            for case in suite.cases:
+                r.run(suite, case)
+    assert len(first._loaded) == 3 and second._loaded == {} and second.cache.hits == 3
 
 
 def test_weights_are_read_with_weights_only(tmp_path):
