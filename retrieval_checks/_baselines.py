@@ -29,7 +29,8 @@ from ._regression import Change, measure_change
 from ._result import EvaluationResult
 from .errors import InputError
 
-__all__ = ["baseline_record", "BaselineFile", "assert_no_regression", "records_differ"]
+__all__ = ["baseline_record", "BaselineFile", "BaselineStore", "assert_no_regression", "records_differ",
+           "write_records", "baseline_path"]
 
 _MAX_QUERY_UNITS = 5000
 
@@ -219,44 +220,70 @@ def baseline_path(path) -> Path:
     return p.with_name(f"{p.stem}.baselines.yaml")
 
 
-def check_against_baseline(record: dict, stored: dict | None, *, key: str, path, regen: str | None = None,
-                           where: str = "", **tolerances) -> bool:
-    """The baseline gate with pytest-regressions' regeneration semantics.
+def write_records(entries) -> list[str]:
+    """Write (path, key, record) entries, one atomic rewrite per file; returns the paths."""
+    by_file: dict = {}
+    for path, key, record in entries:
+        by_file.setdefault(str(path), {})[key] = record
+    for path, records in by_file.items():
+        BaselineFile(path).update(records)
+    return sorted(by_file)
+
+
+class BaselineStore:
+    """The baseline gate of a session, with pytest-regressions' regeneration semantics.
 
     ``regen=None``: compare (a missing baseline fails and says how to create it);
     ``"force"``: a missing or different baseline is rewritten and the check fails
     (review the diff, then rerun); ``"all"``: every baseline is rewritten and the
-    check passes. Returns True when ``record`` should be written to ``path`` under
-    ``key``; raises AssertionError when the check fails.
+    check passes. Baseline files are read once; records to write are queued in
+    ``pending`` as (path, key, record), for :meth:`write` or, under pytest, for the
+    controller at the end of the session.
     """
-    __tracebackhide__ = True
-    if regen not in (None, "force", "all"):
-        raise InputError(f"regen={regen!r}: use None, 'force' or 'all'.")
-    metric = record["metric"]
-    head = f"{where}\n" if where else ""
-    if regen == "all":
-        return True
-    if regen == "force" and records_differ(stored, record):
-        was = "created" if stored is None else f"updated ({stored.get('value')!r} -> {record['value']!r})"
-        _notify(gate="assert_no_regression", metric=metric, value=record["value"], low=None, high=None,
-                threshold=None, comparison="baseline", on="regenerated", passed=False, n=record.get("n"),
+
+    def __init__(self, regen: str | None = None):
+        if regen not in (None, "force", "all"):
+            raise InputError(f"regen={regen!r}: use None, 'force' or 'all'.")
+        self.regen = regen
+        self.pending: list = []
+        self._files: dict = {}
+
+    def stored(self, path, key: str) -> dict | None:
+        if str(path) not in self._files:
+            self._files[str(path)] = BaselineFile(path)
+        return self._files[str(path)].get(key)
+
+    def check(self, record: dict, *, path, key: str, **tolerances) -> Change | None:
+        """Gate ``record`` against the baseline ``key`` of the file ``path``: returns the
+        :class:`~retrieval_checks._regression.Change` when compared, None when the
+        baseline was (re)written; raises AssertionError when the check fails."""
+        __tracebackhide__ = True
+        path = Path(path)
+        stored = self.stored(path, key)
+        if self.regen == "all":
+            self.pending.append((str(path), key, record))
+            return None
+        if self.regen == "force" and records_differ(stored, record):
+            self.pending.append((str(path), key, record))
+            was = "created" if stored is None else f"updated ({stored.get('value')!r} -> {record['value']!r})"
+            self._notify_unchecked(record, "regenerated")
+            raise AssertionError(f"baseline {key!r} {was} in {path.name}; review the change and commit it, then run "
+                                 "again without --rc-force-regen.")
+        if stored is None:
+            self._notify_unchecked(record, "missing")
+            raise AssertionError(f"no baseline {key!r} in {path.name}.\n  Create it: run pytest with --rc-regen-all "
+                                 "(writes every baseline and passes) or --rc-force-regen (writes missing or changed "
+                                 "ones and fails), review the file and commit it.")
+        return assert_no_regression(record, stored, **tolerances)
+
+    @staticmethod
+    def _notify_unchecked(record: dict, why: str) -> None:
+        _notify(gate="assert_no_regression", metric=record["metric"], value=record["value"], low=None, high=None,
+                threshold=None, comparison="baseline", on=why, passed=False, n=record.get("n"),
                 unit=record.get("unit"))
-        raise _Regenerated(f"{head}baseline {key!r} {was} in {path}; review the change and commit it, then run "
-                           "again without --rc-force-regen.", write=True)
-    if stored is None:
-        _notify(gate="assert_no_regression", metric=metric, value=record["value"], low=None, high=None,
-                threshold=None, comparison="baseline", on="missing", passed=False, n=record.get("n"),
-                unit=record.get("unit"))
-        raise AssertionError(f"{head}no baseline {key!r} in {path}.\n  Create it: run pytest with --rc-regen-all "
-                             "(writes every baseline and passes) or --rc-force-regen (writes missing or changed "
-                             "ones and fails), review the file and commit it.")
-    assert_no_regression(record, stored, where=where.strip(), **tolerances)
-    return False
 
-
-class _Regenerated(AssertionError):
-    """A check failed because --rc-force-regen rewrote its baseline (``write`` is True)."""
-
-    def __init__(self, message: str, *, write: bool):
-        super().__init__(message)
-        self.write = write
+    def write(self) -> list[str]:
+        """Write the queued records; returns the files written."""
+        written = write_records(self.pending)
+        self.pending.clear()
+        return written

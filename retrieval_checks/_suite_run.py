@@ -26,7 +26,7 @@ from ._assertions import (
     assert_recall_at_precision,
     assert_rsum,
 )
-from ._baselines import BaselineFile, _Regenerated, baseline_path, baseline_record, check_against_baseline
+from ._baselines import BaselineStore, baseline_path, baseline_record
 from ._evaluate import evaluate
 from ._files import _read_named
 from ._generalization import evaluate_classifier
@@ -60,9 +60,9 @@ class SuiteRunner:
     runners; ``cache_dir`` holds computed embeddings (None: no disk cache).
 
     ``regen``: None, ``"force"`` or ``"all"``, the baseline regeneration mode of
-    :func:`retrieval_checks._baselines.check_against_baseline`; records to write are
-    queued in ``pending_baselines`` (the pytest plugin writes them at the end of the
-    session, from the controller under xdist; :meth:`write_baselines` writes them).
+    :class:`retrieval_checks._baselines.BaselineStore`; records to write are queued in
+    ``baselines.pending`` (the pytest plugin writes them at the end of the session,
+    from the controller under xdist; ``baselines.write()`` writes them).
 
     ``passes`` counts evaluations, ``embedded`` counts embedding computations and
     ``cache`` (hits / misses) the disk cache.
@@ -76,10 +76,7 @@ class SuiteRunner:
         self.device = device
         self.max_memory = max_memory
         self.progress = progress
-        self.regen = regen
-        #: baseline records to write: (file path, key, record); see write_baselines()
-        self.pending_baselines: list = []
-        self._baseline_files: dict = {}
+        self.baselines = BaselineStore(regen)
         self.cache = EmbeddingCache(cache_dir)
         self.passes = 0
         self.embedded = 0
@@ -246,10 +243,6 @@ class SuiteRunner:
         self._results[key] = result
         return result
 
-    def write_baselines(self) -> list[str]:
-        """Write the queued baseline records; returns the files written."""
-        return write_baselines(self.pending_baselines, clear=self.pending_baselines)
-
     def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict):
         """Classifier measures of a torch model on an images dataset."""
         model = suite.models[model_name]
@@ -291,8 +284,6 @@ class SuiteRunner:
         where += f" [suite {suite.name}, {suite.path.name}:{check.line}]"
         try:
             self._gate(suite, case, opts)
-        except _Regenerated as exc:
-            raise _Regenerated(f"{where}\n{exc}", write=exc.write) from None
         except AssertionError as exc:
             raise AssertionError(f"{where}\n{exc}") from None
         except SuiteError:
@@ -326,20 +317,10 @@ class SuiteRunner:
         o = opts[dataset]
         result = self.result(suite, case.model, dataset, o)
         if check.kind == "baseline":
-            path = baseline_path(suite.path)
             record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
             record.update(model=case.model, dataset=dataset)
-            if str(path) not in self._baseline_files:
-                self._baseline_files[str(path)] = BaselineFile(path)
-            stored = self._baseline_files[str(path)].get(case.name)
-            try:
-                write = check_against_baseline(record, stored, key=case.name, path=path.name, regen=self.regen,
-                                               confidence=o["confidence"], **check.tolerances)
-            except _Regenerated:
-                self.pending_baselines.append((str(path), case.name, record))
-                raise
-            if write:
-                self.pending_baselines.append((str(path), case.name, record))
+            self.baselines.check(record, path=baseline_path(suite.path), key=case.name, confidence=o["confidence"],
+                                 **check.tolerances)
             return
         if check.kind == "compare":
             baseline = self.result(suite, check.baseline, dataset, o)
@@ -364,14 +345,3 @@ class SuiteRunner:
                 return assert_recall_at_precision(result, check.at_least, precision=check.metric.level)
         assert_metric(result, name, at_least=check.at_least, at_most=check.at_most, on=check.on)
 
-
-def write_baselines(entries, clear: list | None = None) -> list[str]:
-    """Write (path, key, record) entries, one atomic rewrite per file; returns the paths."""
-    by_file: dict = {}
-    for path, key, record in entries:
-        by_file.setdefault(path, {})[key] = record
-    for path, records in by_file.items():
-        BaselineFile(path).update(records)
-    if clear is not None:
-        clear.clear()
-    return sorted(by_file)

@@ -62,7 +62,7 @@ class SuiteItem(pytest.Item):
         try:
             runner.run(self.suite, self.case)
         finally:
-            queue_baselines(self, runner.pending_baselines)
+            queue_baselines(self, runner.baselines.pending)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, (AssertionError, RetrievalChecksError)):

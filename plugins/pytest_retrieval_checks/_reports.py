@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from retrieval_checks._history import History
-from retrieval_checks._suite_run import write_baselines
+from retrieval_checks._baselines import write_records
 
 
 def summary_lines(outcomes: list[dict]) -> list[str]:
@@ -37,7 +37,7 @@ def record_history(path, metadata: dict, outcomes: list[dict], exitstatus: int) 
 
 def flush_baselines(entries: list) -> list[str]:
     """Write queued baseline records ((path, key, record) triples from every worker)."""
-    return write_baselines(entries)
+    return write_records(entries)
 
 
 def write_html(path, outcomes: list[dict], run: dict, history_path, figures: list[dict]) -> None:

@@ -32,7 +32,7 @@ import retrieval_checks as rc
 from retrieval_checks import _assertions
 from retrieval_checks._suite_run import SuiteRunner
 
-from retrieval_checks._baselines import BaselineFile, _Regenerated, baseline_path, baseline_record, check_against_baseline
+from retrieval_checks._baselines import BaselineStore, baseline_path, baseline_record
 from retrieval_checks._history import run_metadata
 
 from . import _items, _reports
@@ -343,7 +343,8 @@ class _Baselines:
     """``rc_baseline(result, metric, *, key=None, max_drop=None, max_relative_drop=None,
     direction=None, significant=False)``: compare a metric with its baseline in
     ``<test module>.baselines.yaml`` (created and updated with ``--rc-regen-all`` /
-    ``--rc-force-regen``); returns the :class:`~retrieval_checks._regression.Change`."""
+    ``--rc-force-regen``); returns the :class:`~retrieval_checks._regression.Change`
+    (None when the baseline was rewritten)."""
 
     def __init__(self, request, options: dict):
         self.request = request
@@ -352,19 +353,17 @@ class _Baselines:
 
     def __call__(self, result, metric: str, *, key: str | None = None, **tolerances):
         __tracebackhide__ = True
+        config = self.request.config
+        store = getattr(config, "_rc_baseline_store", None)
+        if store is None:  # one per session (per xdist worker): each baseline file is read once
+            store = config._rc_baseline_store = BaselineStore(regen_mode(config))
         record = baseline_record(result, metric, confidence=self.options["confidence"], seed=self.options["seed"])
         name = f"{self.request.node.name}::{record['metric']}" + (f"::{key}" if key else "")
-        stored = BaselineFile(self.path).get(name)
-        item = self.request.node
         try:
-            write = check_against_baseline(record, stored, key=name, path=self.path.name,
-                                           regen=regen_mode(self.request.config),
-                                           confidence=self.options["confidence"], **tolerances)
-        except _Regenerated:
-            queue_baselines(item, [(str(self.path), name, record)])
-            raise
-        if write:
-            queue_baselines(item, [(str(self.path), name, record)])
+            return store.check(record, path=self.path, key=name, confidence=self.options["confidence"],
+                               **tolerances)
+        finally:
+            queue_baselines(self.request.node, store.pending)
 
 
 @pytest.fixture
