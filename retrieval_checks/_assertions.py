@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._metric_names import parse_metric
+from ._metric_names import metric_spec, parse_metric
 from ._result import EvaluationResult
 from ._stats import Comparison, Gap
 from .errors import InputError
@@ -243,12 +243,9 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     if on not in ("value", "interval"):
         raise InputError(f"on={on!r}: use 'value' or 'interval'.")
     from ._generalization import ClassifierResult
-    from ._metric_names import CLASSIFIER_METRICS, classifier_metric
-
     if not isinstance(result, (EvaluationResult, ImageTextResult, ClassifierResult)):
         raise InputError(f"assert_metric takes an evaluation result, got {type(result).__name__}.")
-    spec = classifier_metric(name) if isinstance(result, ClassifierResult) or name in CLASSIFIER_METRICS \
-        else parse_metric(name)
+    spec = metric_spec(name)
     if spec.name not in result:
         raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
     value = result[spec.name]

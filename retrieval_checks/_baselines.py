@@ -24,7 +24,7 @@ import yaml
 
 from ._assertions import _notify
 from ._image_text import ImageTextResult
-from ._metric_names import parse_metric
+from ._metric_names import metric_spec
 from ._regression import Change, measure_change
 from ._result import EvaluationResult
 from .errors import InputError
@@ -43,9 +43,7 @@ def baseline_record(result, metric: str, *, confidence: float = 0.95, seed: int 
     """The record of ``metric`` in ``result`` (an EvaluationResult or ImageTextResult)."""
     from ._stats import bootstrap_interval
 
-    from ._metric_names import CLASSIFIER_METRICS, classifier_metric
-
-    spec = classifier_metric(metric) if str(metric).strip().lower() in CLASSIFIER_METRICS else parse_metric(metric)
+    spec = metric_spec(metric)
     if spec.name not in result:
         raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
     rec: dict = {"metric": spec.name, "value": float(result[spec.name]), "interval": None, "confidence": confidence}

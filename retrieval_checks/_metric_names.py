@@ -80,6 +80,23 @@ def classifier_metric(name: str) -> MetricSpec:
                           f"{', '.join(CLASSIFIER_METRICS)}.", name=str(name), suggestion=close[0] if close else None)
 
 
+def metric_spec(name) -> MetricSpec:
+    """Any metric of the contract: a classifier metric (``CLASSIFIER_METRICS``) or an
+    embedding-evaluation one (:func:`parse_metric`). An unknown name gets the closest
+    name from either vocabulary."""
+    text = name.strip().lower().replace("-", "_") if isinstance(name, str) else None
+    if text in CLASSIFIER_METRICS:
+        return MetricSpec(text, text, "classifier")
+    try:
+        return parse_metric(name)
+    except MetricNameError as exc:
+        close = difflib.get_close_matches(text, CLASSIFIER_METRICS, n=1, cutoff=0.6) if text else []
+        if exc.suggestion is not None or not close:
+            raise
+        raise MetricNameError(f"unknown metric {name!r}. Did you mean '{close[0]}'? Classifier metrics (images "
+                              f"datasets): {', '.join(CLASSIFIER_METRICS)}.", name=name, suggestion=close[0]) from None
+
+
 _RANK_UNIT = ("medr", "meanr", "i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr")
 
 

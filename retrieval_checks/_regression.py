@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from ._metric_names import parse_metric
+from ._metric_names import metric_spec
 from .errors import InputError, MetricNameError
 
 __all__ = ["Change", "measure_change", "higher_is_better"]
@@ -42,12 +42,8 @@ def higher_is_better(metric: str) -> bool | None:
         return False
     if metric.endswith(" difference"):
         return True
-    from ._metric_names import CLASSIFIER_METRICS, classifier_metric
-
-    if metric in CLASSIFIER_METRICS:
-        return classifier_metric(metric).higher_is_better
     try:
-        return parse_metric(metric).higher_is_better
+        return metric_spec(metric).higher_is_better
     except MetricNameError:
         return None
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._metric_names import CLASSIFIER_METRICS, MetricSpec, classifier_metric, parse_metric
+from ._metric_names import MetricSpec, metric_spec
 from ._yaml import Node, NodeList, load_yaml
 from .errors import MetricNameError, SuiteError
 
@@ -463,18 +463,9 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     node = r.mapping(node, field, line, "metric, dataset, at_least / at_most / gap / compare, ...")
     r.keys(node, field, _CHECK_KEYS, required=("metric",))
     try:
-        if isinstance(node["metric"], str) and node["metric"].strip().lower() in CLASSIFIER_METRICS:
-            spec = classifier_metric(node["metric"])
-        else:
-            spec = parse_metric(node["metric"])
+        spec = metric_spec(node["metric"])
     except MetricNameError as exc:
-        message = str(exc)
-        if exc.suggestion is None and isinstance(node["metric"], str):
-            close = difflib.get_close_matches(node["metric"].strip().lower(), CLASSIFIER_METRICS, n=1, cutoff=0.6)
-            if close:
-                message = (f"unknown metric {node['metric']!r}. Did you mean '{close[0]}'? Classifier metrics (images "
-                           f"datasets): {', '.join(CLASSIFIER_METRICS)}.")
-        raise r.error(message, _join(field, "metric"), node.line_of("metric")) from None
+        raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
     crossmodal = spec.kind == "crossmodal"
     classifier = spec.kind == "classifier"
     wanted_type = "image_text" if crossmodal else ("images" if classifier else "retrieval")
