@@ -45,46 +45,16 @@ def _torch():
     return require_torch("this measure (it runs a torch model)")
 
 
-def _as_tensor(images, torch):
-    x = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.asarray(images))
-    if x.ndim < 2 or x.shape[0] == 0:
-        raise InputError(f"images have shape {tuple(x.shape)}; need a non-empty batch.")
-    if not torch.is_floating_point(x) or x.dtype == torch.float64:
-        x = x.float()
-    return x
-
-
 def _run(model, images, *, batch_size: int, device, transform=None) -> np.ndarray:
-    """Logits (N x K float64) of ``model`` on ``images``, in eval mode, mode restored."""
+    """Logits (N x K float64) of ``model`` on ``images``: :func:`~retrieval_checks.embed`
+    (batches, eval mode with the mode restored, no autograd), read as logits."""
     torch = _torch()
-    from ._models import resolve_device
+    from ._models import embed
 
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(model).__name__}.")
-    x = _as_tensor(images, torch)
-    dev = torch.device(resolve_device(device))
-    was_training = model.training
-    params = list(model.parameters())
-    original = params[0].device if params else None
-    model.eval()
-    out = []
-    try:
-        model.to(dev)
-        with torch.inference_mode():
-            for s in range(0, x.shape[0], batch_size):
-                xb = x[s:s + batch_size].to(dev)
-                if transform is not None:
-                    xb = transform(xb)
-                logits = model(xb)
-                if logits.ndim != 2:
-                    raise InputError(f"the model returned shape {tuple(logits.shape)}; expected logits "
-                                     "(batch x classes).")
-                out.append(logits.double().cpu().numpy())
-    finally:
-        model.train(was_training)
-        if original is not None:
-            model.to(original)
-    return np.concatenate(out)
+    return embed(model, images, batch_size=batch_size, device=device, transform=transform,
+                 _output="logits").astype(np.float64)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

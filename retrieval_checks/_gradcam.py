@@ -71,13 +71,13 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
         raise InputError(f"method={method!r}: use 'gradcam' or 'gradcam++'.")
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"grad_cam needs a torch.nn.Module, got {type(model).__name__}.")
-    x_all = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.asarray(images))
+    from ._models import float_tensor
+
+    x_all = float_tensor(images, torch)
     if x_all.ndim != 4:
         raise InputError(f"images have shape {tuple(x_all.shape)}; Grad-CAM needs (N, C, H, W).")
     if x_all.shape[0] == 0:
         raise InputError("images is empty.")
-    if not torch.is_floating_point(x_all) or x_all.dtype == torch.float64:
-        x_all = x_all.float()
     n = x_all.shape[0]
     if target is not None:
         t = np.asarray(target)

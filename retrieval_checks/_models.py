@@ -64,8 +64,17 @@ def resolve_device(device: str | None) -> str:
     return str(device)
 
 
+def float_tensor(inputs, torch):
+    """``inputs`` as a floating tensor: tensors stay where they are; integer, boolean and
+    float64 data become float32."""
+    x = inputs if isinstance(inputs, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(inputs))
+    if not torch.is_floating_point(x) or x.dtype == torch.float64:
+        x = x.float()
+    return x
+
+
 def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", part: str | None = None,
-          progress: bool | None = None) -> np.ndarray:
+          progress: bool | None = None, transform=None, _output: str = "embeddings") -> np.ndarray:
     """Embeddings (n x d float32 numpy) of ``inputs`` (n x ...), computed in batches.
 
     ``model`` is a ``torch.nn.Module`` (TorchScript included), run in eval mode under
@@ -75,13 +84,15 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     ``gallery``, ``images`` or ``captions``).
 
     ``progress``: a progress bar over batches; None (default) shows one only in a
-    terminal and for more than 8 batches, so CI logs stay quiet.
+    terminal and for more than 8 batches, so CI logs stay quiet. ``transform``: for
+    torch modules, a callable applied to each batch tensor (on the device) before the
+    model, e.g. a rotation for invariance measures. Torch inputs may live on any device.
     """
-    x = np.asarray(inputs)
-    if x.ndim < 1 or x.shape[0] == 0:
-        raise InputError(f"inputs have shape {x.shape}; need at least one row to embed.")
     torch = _torch()
     is_module = torch is not None and isinstance(model, torch.nn.Module)
+    x = float_tensor(inputs, torch) if is_module else np.asarray(inputs)
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise InputError(f"inputs have shape {tuple(x.shape)}; need at least one row to embed.")
     if not is_module:
         if not callable(model):
             raise InputError(f"model must be a torch module or a callable, got {type(model).__name__}.")
@@ -91,8 +102,6 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     if batch_size < 1:
         raise InputError(f"batch_size={batch_size}; use a positive integer.")
     dev = torch.device(resolve_device(device))
-    if x.dtype.kind in "iub" or x.dtype == np.float64:
-        x = x.astype(np.float32)
     was_training = model.training
     params = list(model.parameters()) if hasattr(model, "parameters") else []
     original_device = params[0].device if params else None
@@ -108,18 +117,17 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
         n_batches = -(-x.shape[0] // batch_size)
         if progress is None:
             progress = n_batches > 8 and sys.stderr.isatty()
-        bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=x.shape[0], desc=f"embedding {part or 'inputs'}", unit="row", leave=False)
         with torch.inference_mode():
             for start in range(0, x.shape[0], batch_size):
-                batch = torch.from_numpy(np.ascontiguousarray(x[start:start + batch_size])).to(dev)
-                out = model(batch)
+                batch = x[start:start + batch_size].to(dev)
+                out = model(batch if transform is None else transform(batch))
                 if not hasattr(out, "detach"):
                     raise InputError(f"the model returned {type(out).__name__}; it must return one tensor of "
-                                     "embeddings (batch x dim). Wrap it to pick the embedding output.")
+                                     f"{_output} {_shape_of(_output)}. Wrap it to pick that output.")
                 outs.append(out.detach().float().cpu().numpy())
                 if bar is not None:
                     bar.update(min(batch_size, x.shape[0] - start))
@@ -130,7 +138,7 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
             model.train(was_training)
         if original_device is not None:
             model.to(original_device)
-    return _as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__)
+    return _as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__, _output)
 
 
 def _accepts(fn, name: str) -> bool:
@@ -141,18 +149,22 @@ def _accepts(fn, name: str) -> bool:
     return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def _as_embeddings(out, n: int, who: str) -> np.ndarray:
+def _shape_of(what: str) -> str:
+    return f"(n_inputs x {'classes' if what == 'logits' else 'dim'})"
+
+
+def _as_embeddings(out, n: int, who: str, what: str = "embeddings") -> np.ndarray:
     if hasattr(out, "detach"):
         out = out.detach().float().cpu().numpy()
     arr = np.asarray(out)
     if arr.ndim != 2 or arr.shape[0] != n:
-        raise InputError(f"{who} returned shape {arr.shape} for {n} inputs; embeddings must be (n_inputs x dim).")
+        raise InputError(f"{who} returned shape {arr.shape} for {n} inputs; {what} must be {_shape_of(what)}.")
     if arr.dtype.kind not in "fiu":
-        raise InputError(f"{who} returned dtype {arr.dtype}; embeddings must be numeric.")
+        raise InputError(f"{who} returned dtype {arr.dtype}; {what} must be numeric.")
     arr = arr.astype(np.float32, copy=False)
     if not np.isfinite(arr).all():
         bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
-        raise InputError(f"{who} returned NaN or Inf embeddings for {bad.size} input(s), first rows {bad[:5].tolist()}.")
+        raise InputError(f"{who} returned NaN or Inf {what} for {bad.size} input(s), first rows {bad[:5].tolist()}.")
     return arr
 
 
