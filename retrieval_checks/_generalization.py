@@ -227,16 +227,6 @@ class ClassifierResult(Mapping):
         return "\n".join(lines)
 
 
-def _wilson(x: int, n: int, confidence: float) -> tuple[float, float]:
-    from scipy import stats
-
-    z = float(stats.norm.ppf((1 + confidence) / 2))
-    p = x / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, masks=None, layer=None,
                         cam_method: str = "gradcam", rho: float = 0.1, transforms=None, percentile: float = 10.0,
                         batch_size: int = 64, device="auto", confidence: float = 0.95, n_resamples: int = 1000,
@@ -251,6 +241,7 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
     """
     from ._gradcam import grad_cam
     from ._localization import cam_iou, cam_iou_box
+    from ._stats import wilson_interval
     from ._metric_names import classifier_metric
 
     specs = [classifier_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
@@ -273,7 +264,8 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
         if "accuracy" in names:
             acc = accuracy(logits.argmax(axis=1), y)
             values["accuracy"] = float(acc.value)
-            intervals["accuracy"] = _wilson(int(round(acc.value * acc.n)), acc.n, confidence)
+            low, high = wilson_interval(int(round(acc.value * acc.n)), acc.n, confidence)
+            intervals["accuracy"] = (max(0.0, low), min(1.0, high))
         if "nuclear_norm" in names:
             nuclear = nuclear_norm(_softmax(logits))
             values["nuclear_norm"] = nuclear.value

@@ -135,10 +135,11 @@ def _enclosing_rectangles(a: np.ndarray) -> np.ndarray:
 
 
 def _result(metric, values, rho, confidence, n_resamples, seed):
-    rng = np.random.default_rng(seed)
+    from ._stats import _mean_rows, _resample_stats
+
     n = values.size
-    if n >= 2 and n_resamples > 0:
-        boot = values[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1)
+    if n >= 2 and n_resamples > 0:  # images are independent units; resampled in memory-bounded chunks
+        boot = _resample_stats(values, None, _mean_rows, n_resamples, np.random.default_rng(seed))
         low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
     else:
         low = high = float("nan")

@@ -298,20 +298,21 @@ def bootstrap_interval(
 
 
 # ----------------------------------------------------------------------------- gaps
+def wilson_interval(x: int, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson's score interval for a proportion x / n."""
+    z = stats.norm.ppf((1 + confidence) / 2)
+    p = x / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return centre - half, centre + half
+
+
 def _newcombe(x1: int, n1: int, x2: int, n2: int, confidence: float) -> tuple[float, float]:
     """Newcombe's hybrid score interval for p1 - p2 (his method 10), from Wilson bounds."""
-    z = stats.norm.ppf((1 + confidence) / 2)
-
-    def wilson(x, n):
-        p = x / n
-        den = 1 + z * z / n
-        centre = (p + z * z / (2 * n)) / den
-        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-        return centre - half, centre + half
-
     p1, p2 = x1 / n1, x2 / n2
-    l1, u1 = wilson(x1, n1)
-    l2, u2 = wilson(x2, n2)
+    l1, u1 = wilson_interval(x1, n1, confidence)
+    l2, u2 = wilson_interval(x2, n2, confidence)
     d = p1 - p2
     return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
 
