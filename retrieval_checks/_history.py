@@ -103,17 +103,20 @@ class History:
         self.timeout = timeout
 
     def _connect(self, create: bool = True) -> sqlite3.Connection:
+        """A connection; ``create`` (writers) makes the file, the schema and WAL mode,
+        readers only check the schema version."""
         if not create and not self.path.exists():
             raise InputError(f"{self.path}: no run history there yet (pytest writes it; --rc-history sets the path).")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
             con.row_factory = sqlite3.Row
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA foreign_keys=ON")
             con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            con.executescript(_SCHEMA)
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
+            con.execute("PRAGMA foreign_keys=ON")
+            if create:  # readers never write: no schema statements, no lock taken on their behalf
+                con.execute("PRAGMA journal_mode=WAL")
+                con.executescript(_SCHEMA)
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
             version = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{self.path}: not a retrieval-checks history database ({exc}).") from None
