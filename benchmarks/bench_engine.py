@@ -143,7 +143,7 @@ def peak_rss(reset_ok: bool) -> int:
 
 
 def mem_available() -> int:
-    from retrieval_checks._backend import _available_ram  # the engine's own reading
+    from retrieval_checks.engine._backend import _available_ram  # the engine's own reading
 
     return _available_ram()
 

@@ -5,7 +5,7 @@ private. Metric names follow the project's contract (METRICS.md): each canonical
 name means one quantity, and results always report canonical names.
 """
 
-from ._assertions import (
+from .gates._assertions import (
     assert_cam_iou_at_least,
     assert_gap_below,
     assert_grouped_recall_ci,
@@ -16,12 +16,12 @@ from ._assertions import (
     assert_recall_at_precision,
     assert_rsum,
 )
-from ._baselines import BaselineFile, assert_no_regression, baseline_record
-from ._classification import AccuracyResult, accuracy
-from ._embedding import discriminant_ratio
-from ._evaluate import evaluate
-from ._files import EmbeddingSet, load_embeddings
-from ._generalization import (
+from .gates._baselines import BaselineFile, assert_no_regression, baseline_record
+from .metrics._accuracy import AccuracyResult, accuracy
+from .metrics._embedding import discriminant_ratio
+from .engine._evaluate import evaluate
+from .data._files import EmbeddingSet, load_embeddings
+from .classifiers._measures import (
     ClassifierResult,
     NuclearNorm,
     SpectralMeasure,
@@ -33,18 +33,18 @@ from ._generalization import (
     predict_proba,
     spectral_measure,
 )
-from ._gradcam import grad_cam
-from ._grouped import GroupedRecall, label_partition
-from ._history import History
-from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
-from ._localization import LocalizationResult, boxes_to_masks, cam_iou, cam_iou_box
-from ._metric_names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
-from ._model_set import MeasureCorrelation, correlate_with_gap, selection_accuracy
-from ._models import embed
-from ._regression import Change, measure_change
-from ._report import render_report
-from ._result import EvaluationResult
-from ._stats import (
+from .classifiers._gradcam import grad_cam
+from .engine._grouped import GroupedRecall, label_partition
+from .tracking._history import History
+from .engine._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
+from .classifiers._localization import LocalizationResult, boxes_to_masks, cam_iou, cam_iou_box
+from .metrics._names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
+from .stats._correlation import MeasureCorrelation, correlate_with_gap, selection_accuracy
+from .models._embed import embed
+from .gates._regression import Change, measure_change
+from .tracking._report import render_report
+from .engine._result import EvaluationResult
+from .stats._stats import (
     Comparison,
     Gap,
     Interval,
@@ -55,8 +55,8 @@ from ._stats import (
     generalization_gap,
     split_difference,
 )
-from ._suite import Suite, load_suite
-from ._suite_run import SuiteRunner
+from .suites._schema import Suite, load_suite
+from .suites._run import SuiteRunner
 from .errors import (
     BackendError,
     EmptyQueriesError,

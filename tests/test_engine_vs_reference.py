@@ -153,12 +153,12 @@ def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels):
     X = rng.normal(size=(300, 3)).astype(np.float32)
     y = rng.integers(0, 3, 300)
     _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(300), g_ids=np.arange(300))
-    from retrieval_checks import _pairs
+    from retrieval_checks.metrics import _pairs
 
     original = _pairs.tail_capacity
     try:
         _pairs.tail_capacity = lambda specs, n: 5  # force an uncertifiable tail
-        import retrieval_checks._evaluate as ev
+        import retrieval_checks.engine._evaluate as ev
 
         ev.tail_capacity = _pairs.tail_capacity
         res = rc.evaluate(X, query_labels=y, metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"],

@@ -15,11 +15,11 @@ import pytest
 from scipy import stats
 
 import retrieval_checks as rc
-from retrieval_checks._baselines import BaselineFile, assert_no_regression, baseline_record, records_differ
-from retrieval_checks._cli import main as cli
-from retrieval_checks._history import History
-from retrieval_checks._regression import measure_change
-from retrieval_checks._report import render_report
+from retrieval_checks.gates._baselines import BaselineFile, assert_no_regression, baseline_record, records_differ
+from retrieval_checks.tracking._cli import main as cli
+from retrieval_checks.tracking._history import History
+from retrieval_checks.gates._regression import measure_change
+from retrieval_checks.tracking._report import render_report
 
 
 def _pair(seed=0, noise=1.0, n_classes=15, per_class=6):

@@ -10,7 +10,7 @@ import fnmatch
 
 import pytest
 
-from retrieval_checks._suite import load_suite
+from retrieval_checks.suites._schema import load_suite
 from retrieval_checks.errors import RetrievalChecksError, SuiteError
 
 

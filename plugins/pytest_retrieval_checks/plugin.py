@@ -29,11 +29,11 @@ from pathlib import Path
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks import _assertions
-from retrieval_checks._suite_run import SuiteRunner
+from retrieval_checks.gates import _assertions
+from retrieval_checks.suites._run import SuiteRunner
 
-from retrieval_checks._baselines import BaselineStore, baseline_path, baseline_record
-from retrieval_checks._history import run_metadata
+from retrieval_checks.gates._baselines import BaselineStore, baseline_path, baseline_record
+from retrieval_checks.tracking._history import run_metadata
 
 from . import _items, _reports
 
@@ -343,7 +343,7 @@ class _Baselines:
     """``rc_baseline(result, metric, *, key=None, max_drop=None, max_relative_drop=None,
     direction=None, significant=False)``: compare a metric with its baseline in
     ``<test module>.baselines.yaml`` (created and updated with ``--rc-regen-all`` /
-    ``--rc-force-regen``); returns the :class:`~retrieval_checks._regression.Change`
+    ``--rc-force-regen``); returns the :class:`~retrieval_checks.gates._regression.Change`
     (None when the baseline was rewritten)."""
 
     def __init__(self, request, options: dict):

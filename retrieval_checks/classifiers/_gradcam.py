@@ -1,0 +1,149 @@
+"""Class activation maps of torch CNNs: Grad-CAM and Grad-CAM++ on hooks.
+
+For an image x, a layer with activations A (C x h x w) and the logit y_c of a class c
+(by default the predicted one):
+
+- **Grad-CAM** (Selvaraju et al., 2017): channel weights w_k = mean over (i, j) of
+  dy_c / dA_k(i, j); map = ReLU(sum_k w_k A_k).
+- **Grad-CAM++** (Chattopadhay et al., 2018), with g = dy_c / dA: alpha_k(i, j) =
+  g^2 / (2 g^2 + sum_(a,b) A_k(a, b) g^3) (0 where the denominator is 0); w_k =
+  sum_(i,j) alpha_k(i, j) ReLU(g_k(i, j)); map = ReLU(sum_k w_k A_k). This is the
+  closed form for an exponential of the score applied to the raw logit's gradients,
+  as common implementations do.
+
+Each map is then min-max normalised per image to [0, 1] (a constant map, e.g. all
+zero after the ReLU, becomes all zeros, never NaN) and bilinearly upsampled to the
+input's spatial size (``align_corners=False``). Bilinear weights are convex, so values
+stay in [0, 1]. Runs in batches on any device, in eval mode (the model's mode is
+restored after), with gradients enabled only for this computation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["grad_cam", "find_layer"]
+
+
+def _torch():
+    from ..models._embed import require_torch
+
+    return require_torch("Grad-CAM")
+
+
+def find_layer(model, layer):
+    """The submodule named ``layer`` (a dotted name from ``model.named_modules()``), or
+    ``layer`` itself when it is a module of ``model``."""
+    torch = _torch()
+    if isinstance(layer, torch.nn.Module):
+        if not any(m is layer for m in model.modules()):
+            raise InputError("the layer module given is not part of the model.")
+        return layer
+    modules = dict(model.named_modules())
+    if not isinstance(layer, str) or layer not in modules or layer == "":
+        convs = [n for n, m in modules.items() if n and isinstance(m, (torch.nn.Conv2d, torch.nn.ReLU,
+                                                                         torch.nn.Sequential))]
+        import difflib
+
+        close = difflib.get_close_matches(str(layer), [n for n in modules if n], n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise InputError(f"the model has no layer {layer!r}.{hint} Convolutional and block layers: "
+                         f"{', '.join(convs[-12:]) or 'none'}; all layers: {', '.join(n for n in modules if n)}.")
+    return modules[layer]
+
+
+def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batch_size: int = 64,
+             device: str | None = "auto", upsample: bool = True) -> np.ndarray:
+    """Class activation maps, (N x H x W) float32 in [0, 1] (N x h x w at the layer's
+    resolution with ``upsample=False``).
+
+    ``images``: (N x C x H x W) array or tensor. ``layer``: a name from
+    ``model.named_modules()`` (e.g. ``"features"`` or ``"layer4.1.conv2"``) or the module.
+    ``target``: None (each image's predicted class), an int (one class for all) or N
+    class indices. ``method``: ``"gradcam"`` or ``"gradcam++"``.
+    """
+    torch = _torch()
+    from ..models._embed import resolve_device
+
+    if method not in ("gradcam", "gradcam++"):
+        raise InputError(f"method={method!r}: use 'gradcam' or 'gradcam++'.")
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"grad_cam needs a torch.nn.Module, got {type(model).__name__}.")
+    from ..models._embed import float_tensor
+
+    x_all = float_tensor(images, torch)
+    if x_all.ndim != 4:
+        raise InputError(f"images have shape {tuple(x_all.shape)}; Grad-CAM needs (N, C, H, W).")
+    if x_all.shape[0] == 0:
+        raise InputError("images is empty.")
+    n = x_all.shape[0]
+    if target is not None:
+        t = np.asarray(target)
+        if t.ndim == 0:
+            t = np.full(n, int(t))
+        if t.shape != (n,):
+            raise InputError(f"target has shape {t.shape}; give one class per image ({n}) or one int.")
+        target = torch.from_numpy(t.astype(np.int64))
+    module = find_layer(model, layer)
+    dev = torch.device(resolve_device(device))
+    was_training = model.training
+    model.eval()
+    store: dict = {}
+
+    def forward_hook(_module, _inputs, output):
+        if not isinstance(output, torch.Tensor):
+            raise InputError(f"layer {layer!r} returns {type(output).__name__}; pick a layer that returns one tensor.")
+        store["A"] = output
+
+    handle = module.register_forward_hook(forward_hook)
+    params = list(model.parameters())
+    original_device = params[0].device if params else None
+    out = []
+    try:
+        model.to(dev)
+        with torch.inference_mode(False), torch.enable_grad():
+            for start in range(0, n, batch_size):
+                xb = x_all[start:start + batch_size].to(dev).detach().clone().requires_grad_(True)
+                store.clear()
+                logits = model(xb)
+                if logits.ndim != 2:
+                    raise InputError(f"the model returned shape {tuple(logits.shape)}; Grad-CAM needs logits "
+                                     "(batch x classes).")
+                if "A" not in store:
+                    raise InputError(f"layer {layer!r} did not run in the forward pass.")
+                tb = logits.argmax(dim=1) if target is None else target[start:start + batch_size].to(dev)
+                if (tb < 0).any() or (tb >= logits.shape[1]).any():
+                    raise InputError(f"target classes must be in [0, {logits.shape[1]}).")
+                # gradients of the target logits with respect to the layer only: the parameters'
+                # .grad stay untouched (frozen models work too, since the input requires grad)
+                (G,) = torch.autograd.grad(logits.gather(1, tb[:, None]).sum(), store["A"])
+                A = store["A"].detach()
+                if A.ndim != 4:
+                    raise InputError(f"layer {layer!r} outputs shape {tuple(A.shape)}; pick a convolutional layer "
+                                     "(batch x channels x height x width).")
+                if method == "gradcam":
+                    weights = G.mean(dim=(2, 3))
+                else:
+                    g2, g3 = G.pow(2), G.pow(3)
+                    denom = 2 * g2 + (A * g3).sum(dim=(2, 3), keepdim=True)
+                    alpha = torch.where(denom != 0, g2 / torch.where(denom != 0, denom, torch.ones_like(denom)),
+                                        torch.zeros_like(denom))
+                    weights = (alpha * torch.relu(G)).sum(dim=(2, 3))
+                cam = torch.relu((weights[:, :, None, None] * A).sum(dim=1))
+                flat = cam.flatten(1)
+                lo, hi = flat.min(dim=1).values, flat.max(dim=1).values
+                span = (hi - lo)[:, None, None]
+                cam = torch.where(span > 0, (cam - lo[:, None, None]) / torch.where(span > 0, span, 1.0),
+                                  torch.zeros_like(cam))
+                if upsample:
+                    cam = torch.nn.functional.interpolate(cam[:, None], size=tuple(xb.shape[-2:]), mode="bilinear",
+                                                          align_corners=False)[:, 0]
+                out.append(cam.clamp_(0, 1).float().cpu().numpy())
+    finally:
+        handle.remove()
+        model.train(was_training)
+        if original_device is not None:
+            model.to(original_device)
+    return np.concatenate(out)

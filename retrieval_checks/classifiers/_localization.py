@@ -1,0 +1,163 @@
+"""How well class activation maps cover the object: ``cam_iou`` and ``cam_iou_box``.
+
+For an image with CAM M (values in [0, 1], at the image's size) and ground truth A_G
+(the union of the object's bounding boxes, or any binary mask such as a saliency map):
+
+- A_L = {pixels with M >= rho} (rho = 0.1 by default, as in the source paper);
+- ``cam_iou`` = |A_L ∩ A_G| / |A_L ∪ A_G|; 1 when the union is empty (nothing
+  highlighted and nothing to find). A CAM that is all zero highlights nothing, so
+  its IoU is 0 against a non-empty object: never NaN;
+- ``cam_iou_box`` (IoU-B): the same with A_L replaced by its minimum enclosing
+  axis-aligned rectangle (empty A_L stays empty).
+
+Boxes are (x0, y0, x1, y1) in pixels with x1 and y1 exclusive (a box covering the
+whole H x W image is (0, 0, W, H)). The dataset value is the mean over images, with
+a percentile bootstrap interval over images.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["cam_iou", "cam_iou_box", "boxes_to_masks", "LocalizationResult"]
+
+
+@dataclass(frozen=True)
+class LocalizationResult:
+    """``value`` (mean over images) with a bootstrap interval; ``per_image`` values."""
+
+    metric: str
+    value: float
+    low: float
+    high: float
+    confidence: float
+    per_image: np.ndarray
+    rho: float
+
+    @property
+    def n_images(self) -> int:
+        return int(self.per_image.size)
+
+    def __float__(self) -> float:
+        return self.value
+
+    def __str__(self) -> str:
+        return (f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] ({self.confidence:.0%} bootstrap "
+                f"over {self.n_images} images, rho={self.rho})")
+
+
+def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
+    """(N x H x W) bool masks: the union of each image's boxes.
+
+    ``boxes``: (N x 4) (one box per image), or a list of N arrays of shape (k_i x 4)
+    (k_i may be 0: no object). A box outside the image, or with x1 <= x0 or y1 <= y0,
+    is an error naming the image and the box.
+    """
+    H, W = int(shape[0]), int(shape[1])
+    if isinstance(boxes, np.ndarray) and boxes.ndim == 2:
+        per_image = [boxes[i:i + 1] for i in range(boxes.shape[0])]
+    elif isinstance(boxes, (list, tuple)) or (isinstance(boxes, np.ndarray) and boxes.dtype == object):
+        per_image = [np.asarray(b, dtype=float).reshape(-1, 4) for b in boxes]
+    else:
+        raise InputError(f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__} "
+                         f"of shape {getattr(boxes, 'shape', None)}.")
+    masks = np.zeros((len(per_image), H, W), dtype=bool)
+    for i, bs in enumerate(per_image):
+        bs = np.asarray(bs)
+        if bs.size and bs.shape[-1] != 4:
+            raise InputError(f"boxes of image {i} have shape {bs.shape}; each box is (x0, y0, x1, y1).")
+        for b in bs.reshape(-1, 4):
+            if not np.all(np.isfinite(b)):
+                raise InputError(f"image {i}: box {b.tolist()} is not finite.")
+            x0, y0, x1, y1 = (int(round(v)) for v in b)
+            if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
+                raise InputError(f"image {i}: box {b.tolist()} lies outside the {W} x {H} image (x in [0, {W}], "
+                                 f"y in [0, {H}], ends exclusive); clip it or fix its coordinates.")
+            if x1 <= x0 or y1 <= y0:
+                raise InputError(f"image {i}: box {b.tolist()} is empty (need x1 > x0 and y1 > y0).")
+            masks[i, y0:y1, x0:x1] = True
+    return masks
+
+
+def _check(cams, truth, rho):
+    cams = np.asarray(cams)
+    if cams.ndim == 4 and cams.shape[1] == 1:
+        cams = cams[:, 0]
+    if cams.ndim != 3:
+        raise InputError(f"cams have shape {cams.shape}; give (N x H x W) maps (grad_cam's output).")
+    if cams.shape[0] == 0:
+        raise InputError("cams is empty.")
+    if not np.isfinite(cams).all():
+        raise InputError("cams contain NaN or Inf.")
+    if not 0 <= rho <= 1:
+        raise InputError(f"rho={rho}: the threshold is in [0, 1] (maps are min-max normalised).")
+    if truth.shape != cams.shape:
+        raise InputError(f"the ground truth has shape {truth.shape} but the cams {cams.shape}: one mask per map, "
+                         "at the same size (grad_cam upsamples maps to the image size).")
+    return cams
+
+
+def _truth(cams, boxes, masks):
+    if (boxes is None) == (masks is None):
+        raise InputError("give boxes= (union of each image's boxes) or masks= (binary masks), one of them.")
+    shape = np.asarray(cams).shape
+    if boxes is not None:
+        n = len(boxes)
+        if n != shape[0]:
+            raise InputError(f"{shape[0]} cams but boxes for {n} images; give one entry per image.")
+        return boxes_to_masks(boxes, shape[-2:])
+    m = np.asarray(masks)
+    if m.dtype != bool:
+        if not np.isin(m, (0, 1)).all():
+            raise InputError("masks must be boolean or 0/1.")
+        m = m.astype(bool)
+    return m
+
+
+def _iou(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    inter = np.logical_and(a, g).sum(axis=(1, 2))
+    union = np.logical_or(a, g).sum(axis=(1, 2))
+    return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+def _enclosing_rectangles(a: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(a)
+    rows, cols = a.any(axis=2), a.any(axis=1)
+    for i in range(a.shape[0]):
+        r, c = np.flatnonzero(rows[i]), np.flatnonzero(cols[i])
+        if r.size:
+            out[i, r[0]:r[-1] + 1, c[0]:c[-1] + 1] = True
+    return out
+
+
+def _result(metric, values, rho, confidence, n_resamples, seed):
+    from ..stats._stats import _mean_rows, _resample_stats
+
+    n = values.size
+    if n >= 2 and n_resamples > 0:  # images are independent units; resampled in memory-bounded chunks
+        boot = _resample_stats(values, None, _mean_rows, n_resamples, np.random.default_rng(seed))
+        low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+    else:
+        low = high = float("nan")
+    return LocalizationResult(metric, float(values.mean()), low, high, confidence, values, rho)
+
+
+def cam_iou(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float = 0.95, n_resamples: int = 1000,
+            seed: int = 0) -> LocalizationResult:
+    """``cam_iou``: IoU of {M >= rho} with the union of each image's boxes (or masks)."""
+    truth = _truth(cams, boxes, masks)
+    cams = _check(cams, truth, rho)
+    return _result("cam_iou", _iou(cams >= rho, truth), rho, confidence, n_resamples, seed)
+
+
+def cam_iou_box(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float = 0.95,
+                n_resamples: int = 1000, seed: int = 0) -> LocalizationResult:
+    """``cam_iou_box`` (IoU-B): IoU of the rectangle enclosing {M >= rho} with the truth."""
+    truth = _truth(cams, boxes, masks)
+    cams = _check(cams, truth, rho)
+    return _result("cam_iou_box", _iou(_enclosing_rectangles(cams >= rho), truth), rho, confidence, n_resamples,
+                   seed)

@@ -1,0 +1,294 @@
+"""Label-free and weight-based generalization measures of torch classifiers, and the
+classification accuracy gap.
+
+- ``effective_invariance`` (Deng et al., 2022): for each image x and transform t, with
+  p_hat(x) the top softmax probability and c(x) the predicted class,
+  EI = sqrt(p_hat(x) * p_hat(t(x))) when c(x) = c(t(x)), else 0; averaged over images
+  and transforms (default: rotations by 90, 180 and 270 degrees).
+- ``nuclear_norm`` (Deng et al., 2023): the nuclear norm (sum of singular values) of
+  the N x K softmax prediction matrix P, normalised by sqrt(min(N, K) * N), in [0, 1];
+  the raw nuclear norm is reported too.
+- ``spectral_measure`` (Jiang et al., 2020, "Fantastic generalization measures"):
+  prod_l ||W_l||_2^2 * sum_l ||W_l||_F^2 / ||W_l||_2^2, divided by gamma^2. Choices,
+  all fixed here: the layers are every ``Conv2d`` and ``Linear`` (biases and
+  normalisation layers are left out); a convolution's kernel (out x in x kh x kw) is
+  reshaped to an (out x in*kh*kw) matrix and ||W||_2 is that matrix's largest singular
+  value (the reshaped-kernel norm used in the PGDL measures, not the exact operator
+  norm of the convolution); ||W||_F is the Frobenius norm of the weights; the margin
+  of a training example is its true-class logit minus the largest other logit, and
+  gamma is the 10th percentile of the margins over the training set (percentile
+  configurable). A gamma <= 0 (a tenth of the training set misclassified or tied) makes
+  the measure undefined: an error says so. ``log_value`` avoids overflow in deep nets.
+- ``classifier_accuracy`` and ``classification_gap``: top-1 accuracy of a model on a
+  dataset, and train - test accuracy with Newcombe's interval
+  (:func:`retrieval_checks.generalization_gap`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..metrics._accuracy import AccuracyResult, accuracy
+from ..errors import InputError
+
+__all__ = ["evaluate_classifier", "ClassifierResult", "effective_invariance", "nuclear_norm", "spectral_measure", "classifier_accuracy",
+           "classification_gap", "predict_proba", "NuclearNorm", "SpectralMeasure"]
+
+
+def _torch():
+    from ..models._embed import require_torch
+
+    return require_torch("this measure (it runs a torch model)")
+
+
+def _run(model, images, *, batch_size: int, device, transform=None) -> np.ndarray:
+    """Logits (N x K float64) of ``model`` on ``images``: :func:`~retrieval_checks.embed`
+    (batches, eval mode with the mode restored, no autograd), read as logits."""
+    torch = _torch()
+    from ..models._embed import embed
+
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"expected a torch.nn.Module, got {type(model).__name__}.")
+    return embed(model, images, batch_size=batch_size, device=device, transform=transform,
+                 _output="logits").astype(np.float64)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def predict_proba(model, images, *, batch_size: int = 256, device="auto") -> np.ndarray:
+    """Softmax probabilities (N x K) of a classifier."""
+    return _softmax(_run(model, images, batch_size=batch_size, device=device))
+
+
+def _rotations():
+    torch = _torch()
+    return [(f"rot{90 * k}", (lambda k: lambda x: torch.rot90(x, k, dims=(-2, -1)))(k)) for k in (1, 2, 3)]
+
+
+def effective_invariance(model, images, *, transforms=None, batch_size: int = 256, device="auto") -> float:
+    """Mean EI over images and transforms (callables on batched tensors; default:
+    rotations by 90, 180, 270 degrees), in [0, 1]."""
+    transforms = _rotations() if transforms is None else [
+        t if isinstance(t, tuple) else (getattr(t, "__name__", "transform"), t) for t in transforms]
+    if not transforms:
+        raise InputError("give at least one transform.")
+    p = predict_proba(model, images, batch_size=batch_size, device=device)
+    c, ph = p.argmax(axis=1), p.max(axis=1)
+    total = []
+    for _, t in transforms:
+        pt = _softmax(_run(model, images, batch_size=batch_size, device=device, transform=t))
+        ct, pht = pt.argmax(axis=1), pt.max(axis=1)
+        total.append(np.where(c == ct, np.sqrt(ph * pht), 0.0))
+    return float(np.mean(total))
+
+
+@dataclass(frozen=True)
+class NuclearNorm:
+    """``value``: ||P||_* / sqrt(min(N, K) * N) in [0, 1]; ``raw``: ||P||_*."""
+
+    value: float
+    raw: float
+    n: int
+    k: int
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def nuclear_norm(model_or_probabilities, images=None, *, batch_size: int = 256, device="auto") -> NuclearNorm:
+    """Nuclear norm of the softmax prediction matrix: from a model and images, or from an
+    (N x K) probability matrix directly."""
+    if images is None:
+        p = np.asarray(model_or_probabilities, dtype=np.float64)
+        if p.ndim != 2 or p.size == 0:
+            raise InputError(f"the prediction matrix has shape {p.shape}; need (N images x K classes).")
+        if (p < 0).any() or not np.allclose(p.sum(axis=1), 1.0, atol=1e-6):
+            raise InputError("rows of the prediction matrix must be probability vectors (non-negative, sum 1); "
+                             "pass softmax outputs, or the model and the images.")
+    else:
+        p = predict_proba(model_or_probabilities, images, batch_size=batch_size, device=device)
+    n, k = p.shape
+    raw = float(np.linalg.svd(p, compute_uv=False).sum())
+    return NuclearNorm(raw / math.sqrt(min(n, k) * n), raw, n, k)
+
+
+@dataclass(frozen=True)
+class SpectralMeasure:
+    """``value`` (may overflow to inf for deep nets; use ``log_value``), ``gamma`` (the
+    margin percentile), per-layer spectral and Frobenius norms."""
+
+    value: float
+    log_value: float
+    gamma: float
+    percentile: float
+    layers: list
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def spectral_measure(model, images, labels, *, percentile: float = 10.0, batch_size: int = 256,
+                     device="auto") -> SpectralMeasure:
+    """Jiang et al.'s spectral measure on the training set (``images``, ``labels``)."""
+    torch = _torch()
+    if not 0 < percentile < 100:
+        raise InputError(f"percentile={percentile}: use a number in (0, 100).")
+    y = np.asarray(labels)
+    logits = _run(model, images, batch_size=batch_size, device=device)
+    if y.shape != (logits.shape[0],):
+        raise InputError(f"labels have shape {y.shape}; give one class per image ({logits.shape[0]}).")
+    if y.min() < 0 or y.max() >= logits.shape[1]:
+        raise InputError(f"labels must be class indices in [0, {logits.shape[1]}).")
+    true = logits[np.arange(y.size), y]
+    other = logits.copy()
+    other[np.arange(y.size), y] = -np.inf
+    margins = true - other.max(axis=1)
+    gamma = float(np.percentile(margins, percentile))
+    if gamma <= 0:
+        raise InputError(f"the {percentile:g}th percentile of the training margins is {gamma:.4g} <= 0 (too many "
+                         "misclassified training examples); the spectral measure is undefined.")
+    layers = []
+    log_prod, ratio_sum = 0.0, 0.0
+    for name, m in model.named_modules():
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv1d, torch.nn.Conv3d, torch.nn.Linear)):
+            w = m.weight.detach().double().cpu().reshape(m.weight.shape[0], -1).numpy()
+            spec = float(np.linalg.norm(w, 2))
+            frob = float(np.linalg.norm(w))
+            if spec == 0:
+                raise InputError(f"layer {name!r} has all-zero weights; the spectral measure is undefined.")
+            layers.append({"layer": name, "spectral": spec, "frobenius": frob})
+            log_prod += 2 * math.log(spec)
+            ratio_sum += frob ** 2 / spec ** 2
+    if not layers:
+        raise InputError("the model has no Conv or Linear layers.")
+    log_value = log_prod + math.log(ratio_sum) - 2 * math.log(gamma)
+    value = math.exp(log_value) if log_value < 700 else math.inf
+    return SpectralMeasure(value, log_value, gamma, percentile, layers)
+
+
+def classifier_accuracy(model, images, labels, *, batch_size: int = 256, device="auto") -> AccuracyResult:
+    """Top-1 accuracy of ``model`` on (images, labels), with the labels kept for gaps."""
+    logits = _run(model, images, batch_size=batch_size, device=device)
+    return accuracy(logits.argmax(axis=1), np.asarray(labels))
+
+
+def classification_gap(model, train, test, *, confidence: float = 0.95, batch_size: int = 256, device="auto"):
+    """Accuracy(train) - accuracy(test) of a classifier with Newcombe's interval.
+    ``train`` and ``test`` are (images, labels) pairs."""
+    from ..stats._stats import generalization_gap
+
+    for name, pair in (("train", train), ("test", test)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InputError(f"{name} must be an (images, labels) pair.")
+    a = classifier_accuracy(model, *train, batch_size=batch_size, device=device)
+    b = classifier_accuracy(model, *test, batch_size=batch_size, device=device)
+    return generalization_gap(a, b, confidence=confidence)
+
+
+class ClassifierResult(Mapping):
+    """Mapping from classifier metric name to value, with ``intervals`` (bootstrap over
+    images for ``cam_iou`` / ``cam_iou_box``, Wilson for ``accuracy``), the full
+    ``localization`` results, ``accuracy_result`` (for gaps), ``spectral`` and
+    ``nuclear`` details, ``n_images`` and ``config``."""
+
+    def __init__(self, values, intervals, *, n_images, config, localization=None, accuracy_result=None,
+                 spectral=None, nuclear=None):
+        self._values = dict(values)
+        self.intervals = dict(intervals)
+        self.n_images = n_images
+        self.config = config
+        self.localization = localization or {}
+        self.accuracy_result = accuracy_result
+        self.spectral = spectral
+        self.nuclear = nuclear
+
+    def __getitem__(self, name):
+        return self._values[str(name).strip().lower()]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        lines = [f"ClassifierResult({self.n_images} images)"]
+        for k, v in self._values.items():
+            iv = self.intervals.get(k)
+            lines.append(f"  {k:<22} {v:.6g}" + (f"  [{iv[0]:.4f}, {iv[1]:.4f}]" if iv else ""))
+        return "\n".join(lines)
+
+
+def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, masks=None, layer=None,
+                        cam_method: str = "gradcam", rho: float = 0.1, transforms=None, percentile: float = 10.0,
+                        batch_size: int = 64, device="auto", confidence: float = 0.95, n_resamples: int = 1000,
+                        seed: int = 0) -> ClassifierResult:
+    """Classifier measures on one dataset, in one call (the classifier counterpart of
+    :func:`retrieval_checks.evaluate`).
+
+    ``metrics`` from ``accuracy`` (needs labels), ``cam_iou`` and ``cam_iou_box``
+    (need ``layer`` and ``boxes`` or ``masks``; the CAM of the predicted class),
+    ``effective_invariance``, ``nuclear_norm`` and ``spectral_measure`` (needs labels:
+    give the training set).
+    """
+    from ._gradcam import grad_cam
+    from ._localization import cam_iou, cam_iou_box
+    from ..stats._stats import wilson_interval
+    from ..metrics._names import classifier_metric
+
+    specs = [classifier_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
+    if not specs:
+        raise InputError("metrics is empty.")
+    names = [s.name for s in specs]
+    n = len(images)
+    y = None
+    if labels is not None:
+        y = np.asarray(labels)
+        if y.shape != (n,):
+            raise InputError(f"labels have shape {y.shape}; give one class per image ({n}).")
+    values, intervals, loc = {}, {}, {}
+    acc = spectral = nuclear = None
+    needs_labels = [m for m in names if m in ("accuracy", "spectral_measure")]
+    if needs_labels and y is None:
+        raise InputError(f"{', '.join(needs_labels)} need labels.")
+    if "accuracy" in names or "nuclear_norm" in names:
+        logits = _run(model, images, batch_size=batch_size, device=device)
+        if "accuracy" in names:
+            acc = accuracy(logits.argmax(axis=1), y)
+            values["accuracy"] = float(acc.value)
+            low, high = wilson_interval(int(round(acc.value * acc.n)), acc.n, confidence)
+            intervals["accuracy"] = (max(0.0, low), min(1.0, high))
+        if "nuclear_norm" in names:
+            nuclear = nuclear_norm(_softmax(logits))
+            values["nuclear_norm"] = nuclear.value
+    cams = None
+    for m in ("cam_iou", "cam_iou_box"):
+        if m not in names:
+            continue
+        if layer is None:
+            raise InputError(f"{m} needs layer= (the convolutional layer whose Grad-CAM is measured).")
+        if cams is None:
+            cams = grad_cam(model, images, layer, method=cam_method, batch_size=batch_size, device=device)
+        fn = cam_iou if m == "cam_iou" else cam_iou_box
+        loc[m] = fn(cams, boxes=boxes, masks=masks, rho=rho, confidence=confidence, n_resamples=n_resamples,
+                    seed=seed)
+        values[m] = loc[m].value
+        intervals[m] = (loc[m].low, loc[m].high)
+    if "effective_invariance" in names:
+        values["effective_invariance"] = effective_invariance(model, images, transforms=transforms,
+                                                              batch_size=batch_size, device=device)
+    if "spectral_measure" in names:
+        spectral = spectral_measure(model, images, y, percentile=percentile, batch_size=batch_size, device=device)
+        values["spectral_measure"] = spectral.value
+    values = {m: values[m] for m in names}
+    config = {"layer": layer, "cam_method": cam_method, "rho": rho, "percentile": percentile}
+    return ClassifierResult(values, intervals, n_images=n, config=config, localization=loc, accuracy_result=acc,
+                            spectral=spectral, nuclear=nuclear)

@@ -1,0 +1,301 @@
+"""Grouped Recall@K ("Catching Image Retrieval Generalization", Zhdanov & Karpukhin).
+
+Definition. The labels are split into groups of exactly S labels by a seeded random
+partition: the sorted distinct labels are permuted with
+``numpy.random.default_rng(seed).permutation``; consecutive runs of S labels form the
+r = floor(L / S) groups; the L mod S labels left over are dropped and reported. In
+each group, ``hit_rate@K`` is evaluated on the items whose labels are in the group
+only: leave-one-out inside the group, or the queries restricted to the group ranking
+the gallery restricted to the group. The group's value is the mean over its queries
+that have a relevant item (others are counted as skipped). Grouped Recall@K is the
+mean of the r group values.
+
+Interval. Group values are independent and identically distributed (disjoint label
+sets drawn at random), so by the central limit theorem the mean has standard error
+s / sqrt(r), s the sample standard deviation of the group values. The interval is
+mean +- t_{r-1, (1+c)/2} * s / sqrt(r): Student's t rather than the normal quantile,
+which is slightly wider for few groups and the same for many; clipped to [0, 1], the
+metric's range (which cannot lower its coverage). Fewer than two groups give no
+interval (an error says so). With few groups whose values happen to be equal, s = 0
+and the interval has zero width: that is what the t interval says from such a
+sample, and a reason to use more groups, not evidence of certainty.
+
+Queries without a relevant item inside their group follow ``empty_queries``: skipped
+(counted in ``n_queries_skipped``), an error, or scored 0. Queries whose label was
+dropped from the partition are counted in ``n_queries_dropped``.
+
+Repeated partitions (``repeats`` > 1). Each repeat uses seed, seed + 1, ... The value
+is the mean of the per-partition values (it averages out the luck of one partition).
+The partitions reuse the same items, so their values are strongly correlated and the
+standard error does not shrink like 1/sqrt(repeats); the reported standard error is
+the mean of the per-partition standard errors, which is never smaller than the true
+standard error of the averaged value (the standard deviation of a mean of correlated
+variables is at most the mean of their standard deviations), so the interval stays
+conservative.
+
+Cost. Each group is compared with its own items only: about n * n / r similarity
+products instead of n * n (r groups), computed as batched padded GEMMs.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from ..errors import EmptyQueriesError, InputError
+
+__all__ = ["GroupedRecall", "label_partition", "grouped_recall_values"]
+
+
+@dataclass(frozen=True)
+class GroupedRecall:
+    """Everything behind one ``grouped_recall@K`` value.
+
+    ``group_values`` has one row per repeat and one column per group; ``per_query``
+    holds each query's hit (0/1) in its group for the first partition (NaN for
+    queries in no group or without a relevant item in their group).
+    """
+
+    k: int
+    value: float
+    low: float
+    high: float
+    confidence: float
+    std_error: float
+    group_std: float  # spread s of the group values (first partition)
+    n_groups: int  # r
+    group_size: int  # S
+    seed: int
+    repeats: int
+    group_values: np.ndarray
+    dropped_labels: np.ndarray
+    n_queries_used: int
+    n_queries_skipped: int  # in a group, but no relevant item inside it (empty_queries="skip")
+    n_queries_dropped: int  # their label was left out of the partition
+    per_query: np.ndarray = field(repr=False)
+    group_of_query: np.ndarray = field(repr=False)  # group index per query (-1: dropped)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.low, self.high)
+
+
+def label_partition(labels, group_size: int, seed: int):
+    """The seeded partition: (groups as an (r x S) array of labels, dropped labels)."""
+    uniq = np.unique(np.asarray(labels))
+    if group_size < 2:
+        raise InputError(f"group_size={group_size}: a group needs at least 2 labels (S >= 2).")
+    if group_size > uniq.size:
+        fix = (f"use group_size <= {uniq.size // 2} so that at least two groups exist" if uniq.size >= 4
+               else "grouped recall needs at least 4 labels (two groups of two)")
+        raise InputError(f"group_size={group_size} is larger than the number of labels ({uniq.size}); {fix}.")
+    perm = np.random.default_rng(seed).permutation(uniq)
+    r = uniq.size // group_size
+    return perm[: r * group_size].reshape(r, group_size), np.sort(perm[r * group_size :])
+
+
+def _mean_sd_se(values: np.ndarray):
+    """Mean, sample standard deviation and standard error of the group values."""
+    mean = float(values.mean())
+    s = float(values.std(ddof=1))
+    return mean, s, s / math.sqrt(values.size)
+
+
+def grouped_recall_values(
+    q_emb: np.ndarray,
+    q_codes: np.ndarray,
+    g_emb: np.ndarray | None,
+    g_codes: np.ndarray | None,
+    *,
+    q_ids: np.ndarray,
+    g_ids: np.ndarray | None,
+    ks: list[int],
+    group_size: int,
+    seed: int,
+    repeats: int,
+    confidence: float,
+    ties: str,
+    similarity: str,
+    label_values: np.ndarray,
+    max_memory: int,
+    empty_queries: str = "skip",
+) -> dict[int, GroupedRecall]:
+    """Grouped Recall@K for every K in ``ks`` (embeddings already float32 numpy;
+    cosine rows already normalised). ``label_values`` maps label codes to labels for
+    reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
+    item with the query's id is the query itself and is excluded)."""
+    for name, v in (("group_size", group_size), ("group_repeats", repeats), ("group_seed", seed)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InputError(f"{name}={v!r} must be an integer.")
+    if seed < 0:
+        raise InputError(f"group_seed={seed} must be a non-negative integer.")
+    if isinstance(confidence, bool) or not (isinstance(confidence, numbers.Real) and 0.0 < confidence < 1.0):
+        raise InputError(f"confidence={confidence!r} must be strictly between 0 and 1 (e.g. 0.95).")
+    if repeats < 1:
+        raise InputError(f"group_repeats={repeats} must be at least 1.")
+    loo = g_emb is None
+    codes_all = q_codes if loo else np.concatenate([q_codes, g_codes])
+    n_q = q_codes.shape[0]
+    all_values = {k: [] for k in ks}
+    first = {}
+    for rep in range(repeats):
+        groups, dropped = label_partition(codes_all, group_size, seed + rep)
+        r = groups.shape[0]
+        if r < 2:
+            raise InputError(
+                f"Only {r} group of {group_size} labels fits the {np.unique(codes_all).size} labels: "
+                "no interval is possible from fewer than 2 groups; use a smaller group_size or more labels."
+            )
+        group_of_label = np.full(int(codes_all.max()) + 1, -1, np.int64)
+        group_of_label[groups.ravel()] = np.repeat(np.arange(r), group_size)
+        gq = group_of_label[q_codes]
+        gg = gq if loo else group_of_label[g_codes]
+        hits = {k: np.full(n_q, np.nan) for k in ks}
+        candidates = np.zeros(n_q, np.int64)
+        _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
+                      candidates, max_memory)
+        in_group = gq >= 0
+        ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
+        fewest = int(candidates[ranked].min()) if ranked.any() else 0
+        if max(ks) > fewest:
+            raise InputError(
+                f"grouped_recall@{max(ks)}: K={max(ks)} is larger than the gallery a query ranks inside its group "
+                f"(as few as {fewest} items with group_size={group_size}); use K <= {fewest} or a larger group_size."
+            )
+        empty = np.flatnonzero(in_group & np.isnan(hits[ks[0]]))
+        if empty.size and empty_queries == "error":
+            raise EmptyQueriesError(
+                f"{empty.size} queries have no relevant item inside their group (queries "
+                f"{', '.join(map(str, empty[:5]))}{', ...' if empty.size > 5 else ''}); in leave-one-out every class "
+                "needs two items. Pass empty_queries='skip' or 'zero', or drop those classes.",
+                indices=empty,
+            )
+        for k in ks:
+            h = hits[k]
+            if empty_queries == "zero":
+                h[empty] = 0.0
+            sums = np.bincount(gq[gq >= 0], weights=np.nan_to_num(h[gq >= 0]), minlength=r)
+            cnt = np.bincount(gq[(gq >= 0) & ~np.isnan(h)], minlength=r)
+            if (cnt == 0).any():
+                empty = int((cnt == 0).sum())
+                raise InputError(
+                    f"{empty} of {r} groups have no query with a relevant item inside the group "
+                    "(every class needs at least two items in leave-one-out); drop singleton classes or "
+                    "use a larger group_size."
+                )
+            all_values[k].append(sums / cnt)
+            if rep == 0:
+                first[k] = (h, gq, dropped)
+    out = {}
+    for k in ks:
+        vals = np.vstack(all_values[k])
+        per_rep = [_mean_sd_se(v) for v in vals]
+        value = float(np.mean([p[0] for p in per_rep]))
+        se = float(np.mean([p[2] for p in per_rep]))
+        r = vals.shape[1]
+        half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
+        h, gq, dropped = first[k]
+        used = int((~np.isnan(h)).sum())
+        n_dropped = int((gq < 0).sum())
+        out[k] = GroupedRecall(
+            k=k, value=value, low=max(0.0, value - half), high=min(1.0, value + half), confidence=confidence,
+            std_error=se,
+            group_std=per_rep[0][1], n_groups=r, group_size=group_size, seed=seed, repeats=repeats,
+            group_values=vals, dropped_labels=label_values[dropped], n_queries_used=used,
+            n_queries_skipped=n_q - used - n_dropped, n_queries_dropped=n_dropped, per_query=h, group_of_query=gq,
+        )
+    return out
+
+
+def _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
+                  candidates, max_memory):
+    """Fill ``hits[k][i]`` with query i's hit_rate@k inside its group, batched by size."""
+    if g_emb is None:
+        g_emb, g_codes, g_ids = q_emb, q_codes, q_ids
+    q_order = np.argsort(gq, kind="stable")
+    g_order = np.argsort(gg, kind="stable")
+    q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
+    g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
+    d = q_emb.shape[1]
+    strict = ties == "optimistic"
+    if q_ids is None:  # no ids: nothing is the same item
+        q_ids = np.full(q_codes.shape[0], -1, np.int64)
+        g_ids = np.full(g_codes.shape[0], -2, np.int64)
+
+    def pad(n):  # padded to multiples of 16: identically shaped products, exact ties
+        return int(-(-max(n, 1) // 16) * 16)
+
+    def cost(mq, mg):  # padded embeddings, float32 scores, a masked copy, ~8 masks and temporaries
+        return mq * mg * 20 + (mq + mg) * d * 4
+
+    # units of work: a group's queries against the group's gallery; a group too large
+    # for the budget is split into blocks of queries, each seeing the whole group gallery
+    units = []
+    for g in range(r):
+        qi = q_order[q_bounds[g] : q_bounds[g + 1]]
+        gi = g_order[g_bounds[g] : g_bounds[g + 1]]
+        mg = pad(gi.size)
+        rows = max(qi.size, 1)
+        if cost(pad(rows), mg) > max_memory:
+            rows = max(16, ((max_memory - mg * d * 4) // (mg * 20 + d * 4)) // 16 * 16)
+        for s in range(0, max(qi.size, 1), rows):
+            units.append((qi[s : s + rows], gi))
+    sizes = np.array([max(pad(u[0].size), pad(u[1].size)) for u in units])
+    by_size = np.argsort(sizes, kind="stable")
+    i = 0
+    while i < len(units):
+        mq, mg = pad(units[by_size[i]][0].size), pad(units[by_size[i]][1].size)
+        j = i
+        while j < len(units):  # grow the batch while it fits the budget
+            qi, gi = units[by_size[j]]
+            mq2, mg2 = max(mq, pad(qi.size)), max(mg, pad(gi.size))
+            if (j - i + 1) * cost(mq2, mg2) > max_memory and j > i:
+                break
+            mq, mg = mq2, mg2
+            j += 1
+        _score_batch([units[t] for t in by_size[i:j]], q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
+                     mq, mg, d, strict, similarity, ks, hits, candidates)
+        i = j
+
+
+def _score_batch(units, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, mq, mg, d, strict, similarity, ks, hits,
+                 candidates):
+    B = len(units)
+    Qb = np.zeros((B, mq, d), np.float32)
+    Gb = np.zeros((B, mg, d), np.float32)
+    qc = np.full((B, mq), -1, np.int64)
+    gc = np.full((B, mg), -2, np.int64)
+    qidx = np.full((B, mq), -1, np.int64)
+    gidx = np.full((B, mg), -1, np.int64)
+    qid = np.full((B, mq), -3, np.int64)
+    gid = np.full((B, mg), -4, np.int64)
+    for t, (qi, gi) in enumerate(units):
+        Qb[t, : qi.size] = q_emb[qi]
+        Gb[t, : gi.size] = g_emb[gi]
+        qc[t, : qi.size] = q_codes[qi]
+        gc[t, : gi.size] = g_codes[gi]
+        qidx[t, : qi.size] = qi
+        gidx[t, : gi.size] = gi
+        qid[t, : qi.size] = q_ids[qi]
+        gid[t, : gi.size] = g_ids[gi]
+    S = np.matmul(Qb, Gb.transpose(0, 2, 1))
+    if similarity == "neg_l2":
+        qn = np.einsum("bij,bij->bi", Qb, Qb)
+        gn = np.einsum("bij,bij->bi", Gb, Gb)
+        S = -np.sqrt(np.maximum(qn[:, :, None] + gn[:, None, :] - 2.0 * S, 0.0))
+    valid = (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
+    rel = valid & (qc[:, :, None] == gc[:, None, :])
+    neg = valid & ~rel
+    best = np.where(rel, S, -np.inf).max(axis=2)
+    has = rel.any(axis=2)
+    ahead = ((S > best[:, :, None]) if strict else (S >= best[:, :, None])) & neg
+    first_rank = 1 + ahead.sum(axis=2)
+    rows = qidx >= 0
+    candidates[qidx[rows]] = valid.sum(axis=2)[rows]
+    for k in ks:
+        h = np.where(has, (first_rank <= k).astype(np.float64), np.nan)
+        hits[k][qidx[rows]] = h[rows]

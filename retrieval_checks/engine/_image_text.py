@@ -1,0 +1,371 @@
+"""Image-text retrieval: i2t / t2i recall, Rsum and mean recall, with the Flickr30k /
+MS-COCO protocols.
+
+Definitions (METRICS.md, "Cross-modal retrieval"). Images and captions, each caption
+describing one image (any number of captions per image):
+
+- ``i2t_recall@K``: image queries rank all captions; an image's rank is the best rank
+  among its own captions; the fraction of images with that rank <= K. This is
+  ``hit_rate@K`` with the image's captions as its relevant items.
+- ``t2i_recall@K``: caption queries rank all images; the fraction of captions whose
+  image ranks <= K (``hit_rate@K`` with one relevant image).
+- ``rsum`` = 100 * (i2t_recall@1 + @5 + @10 + t2i_recall@1 + @5 + @10), in percentage
+  points (0-600); ``mean_recall`` = rsum / 6, in percent.
+- ``i2t_medr``, ``t2i_medr`` (floor(median of 0-based ranks) + 1) and ``i2t_meanr``,
+  ``t2i_meanr`` (mean 1-based rank) of the first relevant item. Unit: rank.
+
+Both directions run on the streaming engine with explicit relevance, so no N x M
+matrix exists beyond a tile, on CPU or CUDA, with the engine's exact tie handling. A
+K larger than the gallery of a direction counts every item as retrieved (recall 1),
+as the papers' evaluation code does.
+
+Protocols: ``5k`` / ``all`` (every image), ``1k`` (the first 1000 images with their
+captions), ``5fold1k`` (five contiguous blocks of 1000 images with their captions;
+every metric, rsum included, is the mean of its per-fold values).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._evaluate import evaluate
+from ._inputs import Csr, as_numpy, check_embeddings, is_torch_tensor
+from ..metrics._names import MetricSpec, parse_metric
+from ._result import _ByMetric
+from ..errors import InputError
+
+__all__ = ["evaluate_image_text", "ImageTextResult", "IMAGE_TEXT_METRICS"]
+
+IMAGE_TEXT_METRICS = (
+    "i2t_recall@1", "i2t_recall@5", "i2t_recall@10", "t2i_recall@1", "t2i_recall@5", "t2i_recall@10",
+    "rsum", "mean_recall", "i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr",
+)
+_RSUM_K = (1, 5, 10)
+_PROTOCOLS = {"5k": "all", "all": "all", "1k": "1k", "5fold1k": "5fold1k"}
+
+
+class ImageTextResult(Mapping):
+    """Mapping from canonical metric name to value (averaged over folds for 5fold1k).
+
+    ``intervals[name]``: bootstrap interval over images (each image with its
+    captions); ``per_fold``: one dict of values per fold; ``n_images``,
+    ``n_captions`` (after deduplication), ``layout`` (``"indexed"`` or
+    ``"repeated"``), ``protocol``, ``confidence``; ``i2t_ranks`` / ``t2i_ranks``: the
+    rank of the first relevant item per image / caption, per fold.
+    """
+
+    def __init__(self, values, intervals, per_fold, *, n_images, n_captions, layout, protocol, confidence,
+                 n_resamples, i2t_ranks, t2i_ranks, config):
+        self._values = _ByMetric(values)
+        self.intervals = _ByMetric(intervals)
+        self.per_fold = per_fold
+        self.n_images = n_images
+        self.n_captions = n_captions
+        self.layout = layout
+        self.protocol = protocol
+        self.confidence = confidence
+        self.n_resamples = n_resamples
+        self.i2t_ranks = i2t_ranks
+        self.t2i_ranks = t2i_ranks
+        self.config = config
+
+    def __getitem__(self, name: str) -> float:
+        return self._values[name]  # aliases resolve to canonical names
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def units(self) -> dict[str, str]:
+        return {n: parse_metric(n).unit for n in self._values}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metrics": dict(self._values), "intervals": {k: list(v) for k, v in self.intervals.items()},
+                "per_fold": self.per_fold, "n_images": self.n_images, "n_captions": self.n_captions,
+                "layout": self.layout, "protocol": self.protocol, "confidence": self.confidence,
+                "config": dict(self.config)}
+
+    def __repr__(self) -> str:
+        lines = [f"ImageTextResult({self.n_images} images, {self.n_captions} captions, protocol {self.protocol}, "
+                 f"{self.layout} layout; {self.confidence:.0%} bootstrap intervals over images)"]
+        width = max(len(k) for k in self._values)
+        for name, v in self._values.items():
+            lo, hi = self.intervals.get(name, (math.nan, math.nan))
+            lines.append(f"  {name:<{width}}  {v:9.3f}  [{lo:.3f}, {hi:.3f}]")
+        return "\n".join(lines)
+
+
+def _take(x, idx: np.ndarray):
+    """Rows ``idx`` of a numpy array or torch tensor (on its own device)."""
+    if is_torch_tensor(x):
+        import torch
+
+        return x[torch.as_tensor(idx, device=x.device)]
+    return x[idx]
+
+
+def _dedupe_repeated(images, n_captions: int):
+    """Detect the layout where row i of ``images`` belongs to caption i and each image is
+    repeated once per caption in consecutive rows; return (unique rows, caption_image)."""
+    arr = as_numpy(images, "images")
+    if arr.shape[0] != n_captions:
+        raise InputError(
+            f"caption_image is missing and images has {arr.shape[0]} rows for {n_captions} captions: pass the "
+            "image index of every caption, or images repeated once per caption (one row per caption)."
+        )
+    new_run = np.ones(arr.shape[0], bool)
+    new_run[1:] = (arr[1:] != arr[:-1]).any(axis=1)
+    starts = np.flatnonzero(new_run)
+    caption_image = np.cumsum(new_run) - 1
+    layout = "repeated" if starts.size < arr.shape[0] else "indexed"
+    return _take(images, starts), caption_image.astype(np.int64), layout
+
+
+def _fold_slices(n_images: int, protocol: str):
+    if protocol == "all":
+        return [(0, n_images)]
+    if protocol == "1k":
+        if n_images < 1000:
+            raise InputError(f"protocol='1k' needs at least 1000 images, got {n_images}; use protocol='5k' (all).")
+        return [(0, 1000)]
+    if n_images < 5000:
+        raise InputError(
+            f"protocol='5fold1k' needs at least 5000 images (five blocks of 1000), got {n_images}; "
+            "use protocol='5k' (all images) or '1k'."
+        )
+    return [(1000 * f, 1000 * (f + 1)) for f in range(5)]
+
+
+def evaluate_image_text(
+    images,
+    captions,
+    caption_image=None,
+    *,
+    metrics=IMAGE_TEXT_METRICS,
+    protocol: str = "5k",
+    similarity: str = "cosine",
+    ties: str = "pessimistic",
+    images_without_captions: str = "error",
+    device="auto",
+    max_memory=None,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> ImageTextResult:
+    """Image-to-text and text-to-image retrieval metrics with bootstrap intervals.
+
+    Parameters
+    ----------
+    images, captions:
+        (N x d) image and (M x d) caption embeddings (numpy or torch, any device).
+    caption_image:
+        The image index of every caption (length M; any number of captions per
+        image). ``None``: ``images`` holds one row per caption, each image repeated in
+        consecutive rows (the layout of many papers' evaluation code); it is detected
+        and deduplicated.
+    metrics:
+        Names from ``IMAGE_TEXT_METRICS`` (any K for the recalls).
+    protocol:
+        ``"5k"`` / ``"all"``, ``"1k"`` or ``"5fold1k"``.
+    images_without_captions:
+        ``"error"`` (default) or ``"drop"`` (the image is removed and counted in
+        ``config["images_dropped"]``).
+    confidence, n_resamples, seed:
+        Percentile bootstrap over images, each resampled with all its captions
+        (stratified by fold for 5fold1k).
+    similarity, ties, device, max_memory, progress:
+        As in :func:`retrieval_checks.evaluate`.
+    """
+    specs = _parse(metrics)
+    if protocol not in _PROTOCOLS:
+        raise InputError(f"protocol={protocol!r} is not one of '5k', 'all', '1k', '5fold1k'.")
+    protocol_key = _PROTOCOLS[protocol]
+    if images_without_captions not in ("error", "drop"):
+        raise InputError(f"images_without_captions={images_without_captions!r}: use 'error' or 'drop'.")
+    if not (0.0 < confidence < 1.0):
+        raise InputError(f"confidence={confidence!r} must be strictly between 0 and 1.")
+    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 0:
+        raise InputError(f"n_resamples={n_resamples!r} must be a non-negative integer (0: no intervals).")
+    captions = check_embeddings(captions, "captions", similarity=similarity)
+    images = check_embeddings(images, "images", similarity=similarity)
+    if int(images.shape[1]) != int(captions.shape[1]):
+        raise InputError(
+            f"images have dimension {int(images.shape[1])} but captions have dimension {int(captions.shape[1])}; "
+            "both must come from the same joint embedding space."
+        )
+    M = int(captions.shape[0])
+    if caption_image is None:
+        images, cap_img, layout = _dedupe_repeated(images, M)
+    else:
+        cap_img = as_numpy(caption_image, "caption_image")
+        if cap_img.ndim != 1 or cap_img.shape[0] != M:
+            raise InputError(f"caption_image must hold one image index per caption ({M}), got shape {cap_img.shape}.")
+        if cap_img.dtype.kind not in "iu":
+            raise InputError(f"caption_image has dtype {cap_img.dtype}; it holds integer image indices.")
+        cap_img = cap_img.astype(np.int64)
+        layout = "indexed"
+    N = int(images.shape[0])
+    bad = np.flatnonzero((cap_img < 0) | (cap_img >= N))
+    if bad.size:
+        raise InputError(
+            f"{bad.size} caption(s) point at a missing image (caption {int(bad[0])} -> image {int(cap_img[bad[0]])}, "
+            f"but there are {N} images, indices 0..{N - 1}); fix caption_image."
+        )
+    counts = np.bincount(cap_img, minlength=N)
+    lonely = np.flatnonzero(counts == 0)
+    dropped = 0
+    if lonely.size:
+        if images_without_captions == "error":
+            raise InputError(
+                f"{lonely.size} image(s) have no caption (images {', '.join(map(str, lonely[:5]))}"
+                f"{', ...' if lonely.size > 5 else ''}); an image without captions cannot be scored for i2t. "
+                "Remove them or pass images_without_captions='drop'."
+            )
+        keep = counts > 0
+        remap = np.cumsum(keep) - 1
+        images = _take(images, np.flatnonzero(keep))
+        cap_img = remap[cap_img]
+        dropped = int(lonely.size)
+        N = int(images.shape[0])
+
+    folds = _fold_slices(N, protocol_key)
+    ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
+    common = dict(similarity=similarity, ties=ties, device=device, max_memory=max_memory, progress=progress)
+    per_fold, fold_data = [], []
+    for a, b in folds:
+        cap_idx = np.flatnonzero((cap_img >= a) & (cap_img < b))
+        local = cap_img[cap_idx] - a
+        n_i, n_c = b - a, cap_idx.size
+        # i2t: image j's relevant captions; t2i: caption i's relevant image
+        order = np.argsort(local, kind="stable")
+        indptr = np.zeros(n_i + 1, np.int64)
+        np.cumsum(np.bincount(local, minlength=n_i), out=indptr[1:])
+        i2t_rel = Csr(indptr, order.astype(np.int64))
+        t2i_rel = Csr(np.arange(n_c + 1, dtype=np.int64), local.astype(np.int64))
+        img_f = images[a:b]
+        # every caption, in order (the 5k protocol): no copy
+        cap_f = captions if cap_idx.size == M and (cap_idx == np.arange(M)).all() else _take(captions, cap_idx)
+        # the engine's exact first-relevant ranks are all the metrics need
+        i2t = evaluate(img_f, cap_f, relevance=_sparse(i2t_rel, n_i, n_c), metrics=["mrr"], **common)
+        t2i = evaluate(cap_f, img_f, relevance=_sparse(t2i_rel, n_c, n_i), metrics=["mrr"], **common)
+        fold = _Fold(i2t.first_relevant_rank, t2i.first_relevant_rank, local, n_i)
+        fold_data.append(fold)
+        per_fold.append(fold.values(specs, ks, np.ones(n_i)))
+
+    values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}
+    intervals = {}
+    if n_resamples:
+        boot = _bootstrap(specs, fold_data, ks, n_resamples, np.random.default_rng(seed))
+        q = [(1 - confidence) / 2, (1 + confidence) / 2]
+        intervals = {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in boot.items()}
+    config = {"similarity": similarity, "ties": ties, "images_dropped": dropped,
+              "backend": i2t.config["backend"], "folds": [list(f) for f in folds]}
+    return ImageTextResult(
+        values, intervals, per_fold, n_images=N, n_captions=int(cap_img.size), layout=layout,
+        protocol=protocol, confidence=confidence, n_resamples=n_resamples,
+        i2t_ranks=[f.i2t_first for f in fold_data], t2i_ranks=[f.t2i_first for f in fold_data], config=config,
+    )
+
+
+def _parse(metrics) -> list[MetricSpec]:
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    specs: dict[str, MetricSpec] = {}
+    for m in metrics:
+        s = parse_metric(m)
+        if s.kind != "crossmodal":
+            raise InputError(
+                f"{s.name!r} is not an image-text metric; evaluate_image_text computes "
+                f"{', '.join(IMAGE_TEXT_METRICS)} (any K for the recalls). Use retrieval_checks.evaluate for {s.name}."
+            )
+        specs.setdefault(s.name, s)
+    if not specs:
+        raise InputError("metrics is empty: name at least one image-text metric, e.g. 'rsum'.")
+    return list(specs.values())
+
+
+def _sparse(csr: Csr, n_rows: int, n_cols: int):
+    from scipy.sparse import csr_matrix
+
+    data = np.ones(csr.indices.size, bool)
+    return csr_matrix((data, csr.indices, csr.indptr), shape=(n_rows, n_cols))
+
+
+class _Fold:
+    """One fold's first-relevant ranks, sorted once so that replicates only reweight."""
+
+    def __init__(self, i2t_rank, t2i_rank, cap_image, n_images):
+        self.n_images = n_images
+        self.i2t_first, self.t2i_first = i2t_rank, t2i_rank  # per image / per caption, input order
+        self.i_order = np.argsort(i2t_rank, kind="stable")
+        self.i_rank = i2t_rank[self.i_order].astype(np.float64)
+        self.t_order = np.argsort(t2i_rank, kind="stable")
+        self.t_rank = t2i_rank[self.t_order].astype(np.float64)
+        self.t_image = cap_image[self.t_order]  # image of each caption, in rank order
+
+    def values(self, specs, ks, image_weight: np.ndarray) -> dict[str, float]:
+        """All metrics with each image counted ``image_weight`` times (1: the data;
+        bootstrap multiplicities: a replicate), each caption as often as its image."""
+        wi = image_weight[self.i_order]
+        wt = image_weight[self.t_image]
+        base = {}
+        for k in ks:
+            base[f"i2t_recall@{k}"] = _weighted_recall(self.i_rank, wi, k)
+            base[f"t2i_recall@{k}"] = _weighted_recall(self.t_rank, wt, k)
+        rsum = 100.0 * sum(base[f"i2t_recall@{k}"] + base[f"t2i_recall@{k}"] for k in _RSUM_K)
+        out = {}
+        for s in specs:
+            if s.name in base:
+                out[s.name] = base[s.name]
+            elif s.family == "rsum":
+                out[s.name] = rsum
+            elif s.family == "mean_recall":
+                out[s.name] = rsum / 6.0
+            elif s.family == "i2t_medr":
+                out[s.name] = _weighted_medr(self.i_rank, wi)
+            elif s.family == "t2i_medr":
+                out[s.name] = _weighted_medr(self.t_rank, wt)
+            elif s.family == "i2t_meanr":
+                out[s.name] = float(np.dot(wi, self.i_rank) / wi.sum())
+            elif s.family == "t2i_meanr":
+                out[s.name] = float(np.dot(wt, self.t_rank) / wt.sum())
+        return out
+
+
+def _weighted_recall(sorted_ranks, w, k) -> float:
+    """Weighted fraction of ranks <= k (ranks sorted ascending)."""
+    n_within = np.searchsorted(sorted_ranks, k, side="right")
+    return float(w[:n_within].sum() / w.sum())
+
+
+def _weighted_medr(sorted_ranks, w) -> float:
+    """floor(median of the 0-based ranks) + 1 of the multiset in which rank i appears
+    w[i] times (integer weights; ranks sorted ascending), as numpy's median computes it."""
+    cw = np.cumsum(w)
+    total = int(round(cw[-1]))
+
+    def at(p):  # the p-th (0-based) element of the expanded sorted multiset
+        return sorted_ranks[np.searchsorted(cw, p, side="right")]
+
+    med = at((total - 1) // 2) if total % 2 else (at(total // 2 - 1) + at(total // 2)) / 2
+    return float(math.floor(med - 1) + 1)
+
+
+def _bootstrap(specs, folds, ks, n_resamples, rng) -> dict[str, np.ndarray]:
+    """Percentile-bootstrap replicates: images resampled with replacement inside each
+    fold, each with all its captions (weights = how often its image was drawn)."""
+    reps = {s.name: np.empty(n_resamples) for s in specs}
+    for b in range(n_resamples):
+        vals = [f.values(specs, ks, np.bincount(rng.integers(0, f.n_images, f.n_images),
+                                                minlength=f.n_images).astype(np.float64)) for f in folds]
+        for s in specs:
+            reps[s.name][b] = np.mean([v[s.name] for v in vals])
+    return reps

@@ -1,0 +1,177 @@
+"""The result of :func:`retrieval_checks.evaluate`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..metrics._names import MetricSpec, parse_metric
+
+__all__ = ["EvaluationResult"]
+
+
+class _ByMetric(dict):
+    """A dict keyed by canonical metric name that also answers to aliases."""
+
+    def __missing__(self, key):
+        try:
+            canonical = parse_metric(key).name
+        except (ValueError, TypeError):
+            raise KeyError(key) from None
+        if canonical == key or canonical not in self:
+            raise KeyError(f"{key!r} was not computed; computed: {list(self)}")
+        return self[canonical]
+
+
+class EvaluationResult(Mapping):
+    """A mapping from canonical metric name to its value, plus everything behind it.
+
+    - ``result["map@R"]`` (aliases work: ``result["MAP@R"]``, ``result["cmc@1"]``).
+    - ``per_query[name]``: one value per query (NaN for skipped queries) for the
+      query-level metrics; the input for bootstrap intervals and paired tests.
+    - ``n_queries``, ``n_used``, ``n_skipped``, ``skipped_queries``: what the average
+      is over; skipped queries are those with no relevant gallery item under
+      ``empty_queries="skip"``.
+    - ``thresholds[name]``: the similarity threshold behind a pair metric (None when
+      no threshold reaches the required level); ``pair_counts[name]``: TP, FP, FN.
+    - ``n_relevant``, ``first_relevant_rank`` (0 where none), ``n_candidates``:
+      per-query facts from the pass.
+    - ``units[name]``: ``"fraction"``, ``"rank"`` or ``"ratio"``.
+    - ``config``: similarity, ties, empty-query policy, backend, block shape, budget.
+    - ``intervals[name]``: (low, high) for metrics computed with an interval
+      (``grouped_recall@K``); ``grouped[name]``: the full
+      :class:`~retrieval_checks.GroupedRecall` (groups r, size S, spread, dropped labels).
+    - ``pr_curve``: the exact pair precision-recall curve (``threshold``, ``precision``,
+      ``recall`` lists, at most 100 points) where the pass knows it, when a
+      ``recall_at_precision`` or ``precision_at_recall`` metric was computed; else None.
+    - ``query_label_codes``: integer label code per query (for class-cluster bootstraps);
+      ``label_values[code]`` is the label itself.
+    """
+
+    def __init__(
+        self,
+        *,
+        specs: list[MetricSpec],
+        values: dict[str, float],
+        per_query: dict[str, np.ndarray],
+        thresholds: dict[str, float | None],
+        pair_counts: dict[str, dict],
+        n_relevant: np.ndarray,
+        n_candidates: np.ndarray,
+        first_relevant_rank: np.ndarray,
+        skipped_queries: np.ndarray,
+        config: dict[str, Any],
+        intervals: dict[str, tuple[float, float]] | None = None,
+        grouped: dict | None = None,
+        query_label_codes: np.ndarray | None = None,
+        label_values: np.ndarray | None = None,
+        pr_curve: dict | None = None,
+    ):
+        self._specs = {s.name: s for s in specs}
+        self._values = values
+        self.per_query = _ByMetric(per_query)
+        self.thresholds = _ByMetric(thresholds)
+        self.pair_counts = _ByMetric(pair_counts)
+        self.n_relevant = n_relevant
+        self.n_candidates = n_candidates
+        self.first_relevant_rank = first_relevant_rank
+        self.skipped_queries = skipped_queries
+        self.config = config
+        self.intervals = _ByMetric(intervals or {})
+        self.grouped = _ByMetric(grouped or {})
+        self.query_label_codes = query_label_codes
+        self.label_values = label_values
+        self.pr_curve = pr_curve
+
+    # --- Mapping ---------------------------------------------------------------
+    def _key(self, name: str) -> str:
+        if name in self._values:
+            return name
+        canonical = parse_metric(name).name
+        if canonical not in self._values:
+            raise KeyError(f"{name!r} (canonical {canonical!r}) was not computed; computed: {list(self._values)}")
+        return canonical
+
+    def __getitem__(self, name: str) -> float:
+        return self._values[self._key(name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self._key(name)  # type: ignore[arg-type]
+        except (KeyError, ValueError, TypeError):
+            return False
+        return True
+
+    # --- facts -------------------------------------------------------------------
+    @property
+    def n_queries(self) -> int:
+        return int(self.n_relevant.shape[0])
+
+    @property
+    def n_skipped(self) -> int:
+        return int(self.skipped_queries.shape[0])
+
+    @property
+    def n_used(self) -> int:
+        return self.n_queries - self.n_skipped
+
+    @property
+    def units(self) -> dict[str, str]:
+        return {name: spec.unit for name, spec in self._specs.items()}
+
+    def spec(self, name: str) -> MetricSpec:
+        return self._specs[self._key(name)]
+
+    def to_dict(self, per_query: bool = False) -> dict[str, Any]:
+        """A JSON-ready summary (NaN becomes None)."""
+
+        def clean(v):
+            return None if isinstance(v, float) and math.isnan(v) else v
+
+        out: dict[str, Any] = {
+            "metrics": {k: clean(v) for k, v in self._values.items()},
+            "units": self.units,
+            "thresholds": dict(self.thresholds),
+            "pair_counts": dict(self.pair_counts),
+            "n_queries": self.n_queries,
+            "n_used": self.n_used,
+            "n_skipped": self.n_skipped,
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
+            "grouped": {
+                k: {"n_groups": g.n_groups, "group_size": g.group_size, "group_std": g.group_std,
+                    "std_error": g.std_error, "confidence": g.confidence, "seed": g.seed, "repeats": g.repeats,
+                    "dropped_labels": [x.item() if hasattr(x, "item") else x for x in g.dropped_labels]}
+                for k, g in self.grouped.items()
+            },
+            "config": dict(self.config),
+        }
+        if per_query:
+            out["per_query"] = {k: [clean(float(x)) for x in v] for k, v in self.per_query.items()}
+        return out
+
+    def __repr__(self) -> str:
+        width = max([len(k) for k in self._values] + [6])
+        lines = [f"EvaluationResult({self.n_used} of {self.n_queries} queries used, {self.n_skipped} skipped; "
+                 f"{self.config.get('similarity')}, ties={self.config.get('ties')})"]
+        for name, value in self._values.items():
+            extra = ""
+            if name in self.thresholds:
+                t = self.thresholds[name]
+                extra = f"  (threshold {t:.6g})" if t is not None else "  (no threshold reaches it)"
+            if name in self.grouped:
+                g = self.grouped[name]
+                extra = (f"  [{g.low:.4f}, {g.high:.4f}] at {g.confidence:.0%}, r={g.n_groups} groups of "
+                         f"S={g.group_size}, s={g.group_std:.4f}, {len(g.dropped_labels)} labels dropped")
+            unit = self._specs[name].unit
+            shown = f"{value:.6f}" if unit != "rank" else f"{value:.2f}"
+            lines.append(f"  {name:<{width}}  {shown}{extra}")
+        return "\n".join(lines)

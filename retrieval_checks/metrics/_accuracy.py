@@ -1,0 +1,60 @@
+"""Classification accuracy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._arrays import as_numpy
+from ..errors import InputError
+
+__all__ = ["accuracy", "AccuracyResult"]
+
+
+@dataclass(frozen=True)
+class AccuracyResult:
+    """``value`` = n_correct / n (a fraction); ``correct`` marks each sample;
+    ``labels`` are the true classes (used to check that two sets are comparable)."""
+
+    value: float
+    n_correct: int
+    n: int
+    correct: np.ndarray
+    labels: np.ndarray | None = None
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def accuracy(predictions, labels) -> AccuracyResult:
+    """Fraction of correct top-1 predictions.
+
+    ``predictions`` is either one predicted label per sample (shape (n,)) or a score
+    matrix (n x n_classes: logits or probabilities), whose arg-max is the prediction
+    (ties go to the lowest class index). ``labels`` holds the true class per sample.
+    """
+    p = as_numpy(predictions, "predictions")
+    y = as_numpy(labels, "labels")
+    if y.ndim != 1:
+        raise InputError(f"labels must be 1-D (one class per sample), got shape {y.shape}.")
+    if y.shape[0] == 0:
+        raise InputError("labels is empty: accuracy needs at least one sample.")
+    if p.ndim == 2:
+        if p.shape[1] == 0:
+            raise InputError("predictions has zero columns; a score matrix needs one column per class.")
+        if p.dtype.kind == "f" and not np.isfinite(p).all():
+            bad = np.flatnonzero(~np.isfinite(p).all(axis=1))
+            raise InputError(f"predictions has NaN or Inf in {bad.size} row(s) (rows {', '.join(map(str, bad[:5]))}).")
+        if y.dtype.kind not in "iu":
+            raise InputError("With a score matrix, labels must be integer class indices (column numbers).")
+        if y.size and (y.min() < 0 or y.max() >= p.shape[1]):
+            raise InputError(f"labels hold class indices outside [0, {p.shape[1]}) for a {p.shape[1]}-column score matrix.")
+        p = p.argmax(axis=1)
+    elif p.ndim != 1:
+        raise InputError(f"predictions must be (n,) labels or (n x classes) scores, got shape {p.shape}.")
+    if p.shape[0] != y.shape[0]:
+        raise InputError(f"predictions cover {p.shape[0]} samples but labels cover {y.shape[0]}; they must match.")
+    correct = np.asarray(p == y, dtype=bool)
+    n_correct = int(correct.sum())
+    return AccuracyResult(n_correct / y.shape[0], n_correct, int(y.shape[0]), correct, y)

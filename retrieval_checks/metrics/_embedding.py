@@ -1,0 +1,66 @@
+"""Embedding-space measures."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._arrays import as_numpy, is_torch_tensor
+from ..errors import InputError
+
+__all__ = ["discriminant_ratio"]
+
+
+def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
+    """Discriminant ratio J = Tr(S_B) / (Tr(S_W) + eps).
+
+    S_B = sum_c n_c (mu_c - mu)(mu_c - mu)^T and S_W = sum_c sum_{i in c}
+    (x_i - mu_c)(x_i - mu_c)^T. Only the traces are needed, and those are sums of
+    squared norms: Tr(S_B) = sum_c n_c ||mu_c - mu||^2, Tr(S_W) = sum_i ||x_i - mu_c(i)||^2,
+    so no d x d matrix is formed; cost O(n d). Unitless; higher means tighter,
+    better separated classes. J = Tr(B)/Tr(W) relates to the Calinski-Harabasz index
+    CH by J = CH * (k - 1) / (n - k) for k classes and n items.
+
+    With a torch tensor the result is a differentiable 0-d tensor in the input's
+    dtype (for monitoring or regularising a training mini-batch); otherwise a float
+    computed in float64.
+    """
+    if is_torch_tensor(embeddings):
+        import torch
+
+        x = embeddings
+        if x.ndim != 2 or x.shape[0] == 0:
+            raise InputError(f"embeddings must be a non-empty 2-D batch, got shape {tuple(x.shape)}.")
+        if is_torch_tensor(labels):
+            y = labels
+        else:  # any label type (strings too): integer codes first
+            y = torch.as_tensor(np.unique(np.asarray(labels), return_inverse=True)[1].ravel())
+        if y.ndim != 1 or y.shape[0] != x.shape[0]:
+            raise InputError(f"labels must hold one label per embedding ({x.shape[0]}), got shape {tuple(y.shape)}.")
+        _, codes = torch.unique(y.to(x.device), return_inverse=True)
+        k = int(codes.max()) + 1
+        counts = torch.bincount(codes, minlength=k).to(x.dtype)
+        sums = torch.zeros((k, x.shape[1]), dtype=x.dtype, device=x.device).index_add(0, codes, x)
+        mu_c = sums / counts[:, None]
+        mu = x.mean(dim=0)
+        tr_b = (counts * ((mu_c - mu) ** 2).sum(dim=1)).sum()
+        tr_w = ((x - mu_c[codes]) ** 2).sum()
+        return tr_b / (tr_w + eps)
+    x = as_numpy(embeddings, "embeddings").astype(np.float64, copy=False)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise InputError(f"embeddings must be a non-empty 2-D array, got shape {x.shape}.")
+    if not np.isfinite(x).all():
+        raise InputError("embeddings contain NaN or Inf; drop or repair those rows.")
+    y = as_numpy(labels, "labels")
+    if y.ndim != 1 or y.shape[0] != x.shape[0]:
+        raise InputError(f"labels must hold one label per embedding ({x.shape[0]}), got shape {y.shape}.")
+    _, codes = np.unique(y, return_inverse=True)
+    codes = codes.ravel()
+    k = int(codes.max()) + 1
+    counts = np.bincount(codes, minlength=k).astype(np.float64)
+    sums = np.zeros((k, x.shape[1]))
+    np.add.at(sums, codes, x)
+    mu_c = sums / counts[:, None]
+    mu = x.mean(axis=0)
+    tr_b = float((counts * ((mu_c - mu) ** 2).sum(axis=1)).sum())
+    tr_w = float(((x - mu_c[codes]) ** 2).sum())
+    return tr_b / (tr_w + eps)

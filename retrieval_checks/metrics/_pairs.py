@@ -1,0 +1,202 @@
+"""Pair-threshold metrics over all (query, gallery) pairs, computed exactly.
+
+Every pair left after self-exclusion is a positive (relevant) or a negative. A pair
+is predicted positive when its similarity is ``>= t``. With TP(t), FP(t) the positive
+and negative pairs at or above t and P the number of positive pairs:
+
+- ``pair_precision@t=T`` = TP / (TP + FP)   (0 when nothing is predicted positive)
+- ``pair_recall@t=T``    = TP / P
+- ``pair_f1@t=T``        = 2 TP / (2 TP + FP + FN), FN = P - TP
+- ``recall_at_precision@P`` = max recall over thresholds whose precision >= P
+  (0 with no threshold when none reaches P)
+- ``precision_at_recall@Q`` = max precision over thresholds whose recall >= Q
+
+Only thresholds equal to a positive score need to be examined: between two
+consecutive positive scores TP is constant and FP only falls as t rises.
+
+Exactness without the n_q x n_g matrix. All positive scores are kept (O(P) memory).
+Negatives are summarised by :class:`NegativeTail`: every negative ``>= tau`` is
+kept, where ``tau`` only rises while at least ``capacity`` negatives stay above it.
+For ``recall_at_precision@P`` a threshold with more than P * (1 - P) / P negatives
+above it cannot reach precision P, so a tail of that capacity decides it exactly.
+For ``precision_at_recall@Q`` the tail certifies the answer when no threshold below
+``tau`` can beat the best one above it; otherwise the engine bins every negative
+against the sorted positive scores in a second pass (``fp_at``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._names import MetricSpec
+
+__all__ = ["NegativeTail", "PairCounts", "pair_metric", "tail_capacity", "ceil_f32"]
+
+
+def ceil_f32(t: float) -> np.float32:
+    """The smallest float32 >= t, so that ``s >= t`` equals ``s >= ceil_f32(t)`` for float32 s."""
+    f = np.float32(t)
+    if float(f) < t:
+        f = np.nextafter(f, np.float32(np.inf))
+    return f
+
+
+class NegativeTail:
+    """All negative scores ``>= tau``; ``tau`` rises while >= ``capacity`` remain above it.
+
+    Partial tails merge by concatenation (:meth:`add`), in any order.
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = int(max(capacity, 1))
+        self.tau = -math.inf
+        self._parts: list[np.ndarray] = []
+        self._size = 0
+
+    def add(self, values: np.ndarray, tau: float = -math.inf) -> None:
+        """Merge a partial tail: ``values`` are all the negatives ``>= tau`` it saw,
+        and at least ``capacity`` of them when ``tau`` is finite."""
+        if tau > self.tau:
+            self.tau = float(tau)
+            self._parts = [v[v >= self.tau] for v in self._parts]
+            self._size = sum(v.size for v in self._parts)
+        if values.size == 0:
+            return
+        if self.tau > -math.inf:
+            values = values[values >= self.tau]
+        self._parts.append(np.asarray(values, dtype=np.float32))
+        self._size += values.size
+        if self._size > 2 * self.capacity + 1024:
+            self._shrink()
+
+    def _shrink(self) -> None:
+        allv = np.concatenate(self._parts)
+        if allv.size > self.capacity:
+            # the capacity-th largest value: at least `capacity` values are >= it
+            kth = np.partition(allv, allv.size - self.capacity)[allv.size - self.capacity]
+            if kth > self.tau:
+                self.tau = float(kth)
+                allv = allv[allv >= kth]
+        self._parts = [allv]
+        self._size = allv.size
+
+    def sorted_values(self) -> np.ndarray:
+        allv = np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
+        return np.sort(allv)
+
+
+@dataclass
+class PairCounts:
+    """Everything the pair metrics need, after the pass."""
+
+    positives: np.ndarray  # ascending float32, all positive-pair scores
+    n_negative: int
+    tail: NegativeTail
+    fixed_fp: dict[float, int] = field(default_factory=dict)  # threshold -> negatives >= threshold
+    fp_at: np.ndarray | None = None  # negatives >= each unique positive score (from binning)
+
+    @property
+    def n_positive(self) -> int:
+        return int(self.positives.size)
+
+    def unique_positives(self) -> np.ndarray:
+        return np.unique(self.positives)
+
+
+def _tp_at(pos_sorted: np.ndarray, t) -> np.ndarray:
+    return pos_sorted.size - np.searchsorted(pos_sorted, t, side="left")
+
+
+def _curve(counts: PairCounts):
+    """TP and FP at each unique positive score u (ascending) and whether FP is exact there."""
+    u = counts.unique_positives()
+    tp = _tp_at(counts.positives, u).astype(np.int64)
+    if counts.fp_at is not None:
+        return u, tp, counts.fp_at.astype(np.int64), np.ones(u.size, bool)
+    tail = counts.tail.sorted_values()
+    fp = (tail.size - np.searchsorted(tail, u, side="left")).astype(np.int64)
+    exact = u >= counts.tail.tau
+    return u, tp, fp, exact
+
+
+def pr_curve(counts: PairCounts, max_points: int = 100) -> dict:
+    """The exact pair precision-recall curve at the thresholds where it is known:
+    every positive score when all negatives were binned, otherwise the scores above
+    the negative tail's cut (the high-precision end, down to the precision levels the
+    pass was asked for). At most ``max_points`` points, evenly spread in recall;
+    lists ordered by decreasing threshold."""
+    u, tp, fp, exact = _curve(counts)
+    u, tp, fp = u[exact], tp[exact], fp[exact]
+    if u.size == 0:
+        return {"threshold": [], "precision": [], "recall": [], "complete": False}
+    order = np.arange(u.size)[::-1]
+    recall = tp[order] / counts.n_positive
+    keep = np.unique(np.searchsorted(recall, np.linspace(recall[0], recall[-1], max_points), side="left").clip(
+        0, order.size - 1))
+    sel = order[keep]
+    return {"threshold": u[sel].astype(float).tolist(),
+            "precision": (tp[sel] / np.maximum(tp[sel] + fp[sel], 1)).astype(float).tolist(),
+            "recall": (tp[sel] / counts.n_positive).astype(float).tolist(),
+            "complete": bool(exact.all())}
+
+
+def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | None, dict, bool]:
+    """(value, threshold, detail counts, needs_binning) for one pair metric.
+
+    ``needs_binning`` is True when the tail could not certify a
+    ``precision_at_recall`` answer; the engine then supplies ``fp_at`` and asks again.
+    """
+    P = counts.n_positive
+    if spec.family in ("pair_precision", "pair_recall", "pair_f1"):
+        T = spec.level
+        tp = int(_tp_at(counts.positives, ceil_f32(T)))
+        fp = int(counts.fixed_fp[T])
+        fn = P - tp
+        if spec.family == "pair_precision":
+            value = tp / (tp + fp) if tp + fp else 0.0
+        elif spec.family == "pair_recall":
+            value = tp / P
+        else:
+            value = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else 0.0
+        return float(value), float(T), {"tp": tp, "fp": fp, "fn": fn}, False
+
+    u, tp, fp, exact = _curve(counts)
+    precision = tp / np.maximum(tp + fp, 1)
+    recall = tp / P
+    if spec.family == "recall_at_precision":
+        ok = exact & (precision >= spec.level)
+        if not ok.any():
+            return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
+        i = int(np.flatnonzero(ok)[0])  # smallest qualifying threshold = highest recall
+        return float(recall[i]), float(u[i]), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+
+    # precision_at_recall
+    ok = recall >= spec.level
+    cand = ok & exact
+    if not cand.any() and not (ok & ~exact).any():  # pragma: no cover - recall 1 is always reachable
+        return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
+    if (ok & ~exact).any():
+        best = float(precision[cand].max()) if cand.any() else -1.0
+        n_tail = counts.tail.sorted_values().size
+        bound = P / (P + n_tail)  # precision below tau can be at most this
+        if best < bound:
+            return math.nan, None, {}, True
+    idx = np.flatnonzero(cand)
+    best_val = precision[idx].max()
+    i = int(idx[precision[idx] == best_val][-1])  # highest threshold among the best
+    return float(precision[i]), float(u[i]), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+
+
+def tail_capacity(specs: list[MetricSpec], n_positive: int) -> int:
+    """Tail size that decides every ``recall_at_precision`` exactly in one pass."""
+    cap = 1
+    for s in specs:
+        if s.family == "recall_at_precision":
+            cap = max(cap, int(math.floor(n_positive * (1.0 - s.level) / s.level)) + 1)
+        elif s.family == "precision_at_recall":
+            # a heuristic size; certification or a binning pass keeps the answer exact
+            cap = max(cap, 4 * n_positive + 1)
+    return cap

@@ -1,0 +1,113 @@
+"""Ranking metrics of each query from the exact ranks of its relevant items.
+
+For one query with R relevant items at 1-based ranks r_1 < r_2 < ... < r_R (ranks in
+the query's ranking after self-exclusion, ties resolved by the tie policy):
+
+- ``hit_rate@K``      = [r_1 <= K]
+- ``recall@K``        = #{i: r_i <= K} / R
+- ``precision@K``     = #{i: r_i <= K} / K
+- ``map`` (AP)        = (1/R) * sum_i i / r_i
+- ``map@K``           = (1/H) * sum_{r_i <= K} i / r_i, H = #{i: r_i <= K} (0 when H = 0)
+- ``map_cut@K``       = (1/R) * sum_{r_i <= K} i / r_i
+- ``map_capped@K``    = (1/min(K, R)) * sum_{r_i <= K} i / r_i
+- ``map@R``           = (1/R) * sum_{r_i <= R} i / r_i
+- ``r_precision``     = #{i: r_i <= R} / R
+- ``mrr``             = 1 / r_1
+- ``medr`` / ``meanr``: r_1 per query; aggregated over queries in :func:`aggregate`.
+
+``i / r_i`` is precision at the rank of the i-th relevant item, so these are the
+textbook sums over relevant positions written without the n x n matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._names import MetricSpec
+
+__all__ = ["per_query_values", "aggregate"]
+
+
+def per_query_values(
+    specs: list[MetricSpec],
+    rid: np.ndarray,
+    position: np.ndarray,
+    rank: np.ndarray,
+    n_relevant: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Per-query values of every query-level metric in ``specs``.
+
+    ``rid``: row of each relevant item; ``position``: its 0-based position among the
+    row's relevant items by decreasing score; ``rank``: its 1-based rank. Rows with
+    no relevant item get NaN (the empty-query policy is applied by the caller).
+    """
+    n = n_relevant.shape[0]
+    R = n_relevant.astype(np.float64)
+    has = n_relevant > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv_R = np.where(has, 1.0 / R, np.nan)
+    rank_f = rank.astype(np.float64)
+    prec_at = (position + 1) / rank_f
+    first = np.full(n, np.nan)
+    # position 0 is the best-ranked relevant item of each row
+    best = position == 0
+    first[rid[best]] = rank_f[best]
+    R_of = n_relevant[rid]
+
+    def count(mask):
+        return np.bincount(rid, weights=mask.astype(np.float64), minlength=n)
+
+    def psum(mask):
+        return np.bincount(rid, weights=prec_at * mask, minlength=n)
+
+    out: dict[str, np.ndarray] = {}
+    cache: dict[tuple, np.ndarray] = {}
+    for spec in specs:
+        f, K = spec.family, spec.k
+        if f in ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped") and K is not None:
+            key = ("within", K)
+            if key not in cache:
+                cache[key] = rank <= K
+            within = cache[key]
+        if f == "hit_rate":
+            v = (first <= K).astype(np.float64)
+        elif f == "recall":
+            v = count(within) * inv_R
+        elif f == "precision":
+            v = count(within) / K
+        elif f == "map" and K is None:
+            v = np.bincount(rid, weights=prec_at, minlength=n) * inv_R
+        elif f == "map":
+            h = count(within)
+            s = psum(within)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = np.where(h > 0, s / h, 0.0)
+        elif f == "map_cut":
+            v = psum(within) * inv_R
+        elif f == "map_capped":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = psum(within) / np.minimum(float(K), R)
+        elif f == "map@R":
+            v = psum(rank <= R_of) * inv_R
+        elif f == "r_precision":
+            v = count(rank <= R_of) * inv_R
+        elif f == "mrr":
+            v = 1.0 / first
+        elif f in ("medr", "meanr"):
+            v = first.copy()
+        else:  # pragma: no cover - parse_metric admits nothing else here
+            raise AssertionError(spec)
+        v = np.asarray(v, dtype=np.float64)
+        v[~has] = np.nan
+        out[spec.name] = v
+    return out
+
+
+def aggregate(spec: MetricSpec, values: np.ndarray) -> float:
+    """Mean over the used queries; ``medr`` is floor(median of 0-based ranks) + 1."""
+    used = values[~np.isnan(values)]
+    if used.size == 0:
+        return float("nan")
+    if spec.family == "medr":
+        return float(np.floor(np.median(used - 1.0)) + 1.0)
+    return float(np.mean(used, dtype=np.float64))

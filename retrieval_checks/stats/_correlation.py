@@ -1,0 +1,103 @@
+"""Which measure predicts the generalization gap? Correlations over a set of models and
+pairwise model-selection accuracy (the source paper's Tables 3 and 4).
+
+- Pearson's r with the Fisher z interval: z = atanh(r), se = 1 / sqrt(n - 3);
+- Spearman's rho with the Fisher z interval using Bonett and Wright's (2000) standard
+  error sqrt((1 + rho^2 / 2) / (n - 3));
+- p-values are scipy's (``pearsonr``, ``spearmanr``; two-sided);
+- selection accuracy: over all pairs of models whose gaps differ, the fraction for
+  which the measure picks the model with the smaller gap (the higher measure when
+  higher means better generalization, e.g. ``cam_iou``; the lower one otherwise); a tie
+  in the measure counts one half.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from ..errors import InputError
+
+__all__ = ["MeasureCorrelation", "correlate_with_gap", "selection_accuracy"]
+
+
+@dataclass(frozen=True)
+class MeasureCorrelation:
+    measure: str
+    n_models: int
+    pearson: float
+    pearson_low: float
+    pearson_high: float
+    pearson_p: float
+    spearman: float
+    spearman_low: float
+    spearman_high: float
+    spearman_p: float
+    selection_accuracy: float
+    higher_is_better: bool
+
+    def as_row(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _fisher(r: float, n: int, se: float, confidence: float) -> tuple[float, float]:
+    if n <= 3 or not np.isfinite(r):
+        return float("nan"), float("nan")
+    if abs(r) >= 1:
+        return float(r), float(r)
+    z = math.atanh(r)
+    q = stats.norm.ppf((1 + confidence) / 2)
+    return math.tanh(z - q * se), math.tanh(z + q * se)
+
+
+def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float:
+    """Fraction of model pairs (with different gaps) where the measure picks the model
+    that generalizes better (smaller gap)."""
+    m, g = np.asarray(measure, float), np.asarray(gaps, float)
+    if m.shape != g.shape or m.ndim != 1:
+        raise InputError(f"measure {m.shape} and gaps {g.shape} must be 1-D, one value per model.")
+    if not (np.isfinite(m).all() and np.isfinite(g).all()):
+        raise InputError("measure and gaps must be finite.")
+    i, j = np.triu_indices(m.size, k=1)
+    keep = g[i] != g[j]
+    if not keep.any():
+        raise InputError("every model has the same gap: no pair to choose between.")
+    i, j = i[keep], j[keep]
+    better = np.where(g[i] < g[j], 0, 1)  # index (0 -> i, 1 -> j) of the truly better model
+    score = m if higher_is_better else -m
+    pick = np.where(score[i] > score[j], 0, np.where(score[i] < score[j], 1, -1))
+    right = np.where(pick == -1, 0.5, (pick == better).astype(float))
+    return float(right.mean())
+
+
+def correlate_with_gap(measures: dict, gaps, *, higher_is_better: dict | None = None,
+                       confidence: float = 0.95) -> list[MeasureCorrelation]:
+    """One :class:`MeasureCorrelation` per measure (``{name: one value per model}``)."""
+    g = np.asarray(gaps, float)
+    if g.ndim != 1 or g.size < 3:
+        raise InputError(f"gaps must hold one value per model, at least 3; got shape {g.shape}.")
+    higher_is_better = higher_is_better or {}
+    out = []
+    for name, values in measures.items():
+        v = np.asarray(values, float)
+        if v.shape != g.shape:
+            raise InputError(f"measure {name!r} has {v.size} values for {g.size} models.")
+        if not np.isfinite(v).all():
+            raise InputError(f"measure {name!r} has NaN or infinite values; drop those models or use a log scale.")
+        n = g.size
+        if np.ptp(v) == 0 or np.ptp(g) == 0:
+            r = rho = float("nan")
+            pr = ps = float("nan")
+        else:
+            r, pr = (float(x) for x in stats.pearsonr(v, g))
+            rho, ps = (float(x) for x in stats.spearmanr(v, g))
+        se_r = 1 / math.sqrt(n - 3) if n > 3 else float("nan")
+        se_s = math.sqrt((1 + rho ** 2 / 2) / (n - 3)) if n > 3 and np.isfinite(rho) else float("nan")
+        hib = higher_is_better.get(name, True)
+        out.append(MeasureCorrelation(name, n, r, *_fisher(r, n, se_r, confidence), pr, rho,
+                                      *_fisher(rho, n, se_s, confidence), ps,
+                                      selection_accuracy(v, g, higher_is_better=hib), hib))
+    return out

@@ -1,0 +1,347 @@
+"""Running the cases of YAML suites: embeddings, one engine pass per (model, dataset)
+and options, and the gate each check names.
+
+:class:`SuiteRunner` holds the caches of a session (or of one pytest-xdist worker):
+arrays read from files, models built, embeddings (also on disk through
+:class:`~retrieval_checks._models.EmbeddingCache`) and evaluation results. Every
+check on the same (model, dataset, evaluation options) shares one evaluation whose
+metrics are the union of what those checks measure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..gates._assertions import (
+    assert_cam_iou_at_least,
+    assert_gap_below,
+    assert_grouped_recall_ci,
+    assert_map_at_least,
+    assert_metric,
+    assert_not_worse,
+    assert_recall_at_least,
+    assert_recall_at_precision,
+    assert_rsum,
+)
+from ..gates._baselines import BaselineStore, baseline_path, baseline_record
+from ..engine._evaluate import evaluate
+from ..data._files import _read_named
+from ..classifiers._measures import evaluate_classifier
+from ..engine._image_text import evaluate_image_text
+from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint
+from ..stats._stats import compare, generalization_gap
+from ._schema import Case, Source, Suite
+from ..errors import InputError, RetrievalChecksError, SuiteError
+
+__all__ = ["SuiteRunner"]
+
+
+def _takes_part(fn) -> bool:
+    return callable(fn) and _accepts(fn, "part")
+
+
+@dataclass(frozen=True)
+class _Part:
+    embeddings: np.ndarray
+    labels: np.ndarray | None
+    ids: np.ndarray | None
+    source: Source
+
+
+class SuiteRunner:
+    """Runs :class:`~retrieval_checks._suite.Case` objects of loaded suites.
+
+    ``defaults``: evaluation options every suite starts from (``similarity``,
+    ``ties``, ``confidence``, ``seed``, ...); a suite's ``options`` and a check's own
+    fields override them. ``device`` and ``max_memory`` go to the engine and to model
+    runners; ``cache_dir`` holds computed embeddings (None: no disk cache).
+
+    ``regen``: None, ``"force"`` or ``"all"``, the baseline regeneration mode of
+    :class:`retrieval_checks._baselines.BaselineStore`; records to write are queued in
+    ``baselines.pending`` (the pytest plugin writes them at the end of the session,
+    from the controller under xdist; ``baselines.write()`` writes them).
+
+    ``passes`` counts evaluations, ``embedded`` counts embedding computations and
+    ``cache`` (hits / misses) the disk cache.
+    """
+
+    def __init__(self, *, defaults: dict | None = None, device: str = "auto", max_memory=None, cache_dir=None,
+                 progress: bool | None = None, regen: str | None = None):
+        self.defaults = {"similarity": "cosine", "ties": "pessimistic", "empty_queries": "skip", "confidence": 0.95,
+                         "seed": 0, "group_size": 10, "group_repeats": 1, "n_resamples": 1000, "rho": 0.1,
+                         "cam_method": "gradcam", "percentile": 10.0, **(defaults or {})}
+        self.device = device
+        self.max_memory = max_memory
+        self.progress = progress
+        self.baselines = BaselineStore(regen)
+        self.cache = EmbeddingCache(cache_dir)
+        self.passes = 0
+        self.embedded = 0
+        self._arrays: dict = {}
+        self._loaded: dict = {}
+        self._fingerprints: dict = {}
+        self._parts: dict = {}
+        self._results: dict = {}
+
+    # ------------------------------------------------------------------ data
+    def _arrays_of(self, path: Path) -> dict:
+        key = str(path)
+        if key not in self._arrays:
+            if path.suffix.lower() == ".npy":
+                try:
+                    self._arrays[key] = {"": np.load(path, allow_pickle=False)}
+                except (OSError, ValueError) as exc:
+                    raise InputError(f"{path}: cannot read it as .npy ({exc}); object arrays are refused.") from None
+            else:
+                self._arrays[key] = _read_named(path)
+        return self._arrays[key]
+
+    def _array(self, source: Source, key: str, what: str, suite: Suite, field: str, required: bool):
+        arrays = self._arrays_of(source.file)
+        if "" in arrays:  # a .npy file holds one array: the embeddings or the inputs
+            if what in ("embeddings", "inputs"):
+                return arrays[""]
+            if required:
+                raise SuiteError(f"{source.file.name} is a .npy file (one array); {what} need a file with named "
+                                 "arrays (.npz, .safetensors, .pt, .parquet).", path=suite.path, line=source.line,
+                                 field=field)
+            return None
+        if key not in arrays:
+            if required:
+                import difflib
+
+                close = difflib.get_close_matches(key, list(arrays), n=1, cutoff=0.5)
+                hint = f" Did you mean {close[0]!r}? Set {field}.{what}: <name>." if close else \
+                    f" Set {field}.{what}: <name> to read another array."
+                raise SuiteError(f"{source.file.name} has no array {key!r} for {what}; it has "
+                                 f"{', '.join(map(repr, arrays)) or 'none'}.{hint}", path=suite.path,
+                                 line=source.line, field=field)
+            return None
+        return np.asarray(arrays[key])
+
+    def part(self, suite: Suite, model_name: str, dataset_name: str, part: str) -> _Part:
+        """Embeddings, labels and ids of one part (queries, gallery, images, captions)."""
+        key = (str(suite.path), model_name, dataset_name, part)
+        if key in self._parts:
+            return self._parts[key]
+        dataset = suite.datasets[dataset_name]
+        model = suite.models[model_name]
+        source = dataset.parts[part]
+        field = f"datasets.{dataset_name}.{part}"
+        labels = self._array(source, source.labels, "labels", suite, field, required=False)
+        ids = self._array(source, source.ids, "ids", suite, field, required=False)
+        if model.kind == "precomputed":
+            emb = self._array(source, source.embeddings, "embeddings", suite, field, required=True)
+        elif model.kind == "embeddings":
+            msource = model.files[dataset_name][part]
+            mfield = f"models.{model_name}.embeddings.{dataset_name}.{part}"
+            emb = self._array(msource, msource.embeddings, "embeddings", suite, mfield, required=True)
+            mlabels = self._array(msource, msource.labels, "labels", suite, mfield, required=False)
+            if labels is None:
+                labels = mlabels
+            elif mlabels is not None and (mlabels.shape != labels.shape or not np.array_equal(mlabels, labels)):
+                raise SuiteError(f"the labels in {msource.file.name} differ from the dataset's labels in "
+                                 f"{source.file.name}: the embedding rows are not in the dataset's order.",
+                                 path=suite.path, line=msource.line, field=mfield)
+            if ids is None:
+                ids = self._array(msource, msource.ids, "ids", suite, mfield, required=False)
+        else:
+            inputs = self._array(source, source.inputs, "inputs", suite, field, required=True)
+            emb = self._embed(suite, model_name, inputs, part)
+        emb = np.asarray(emb)
+        if emb.ndim != 2:
+            raise SuiteError(f"embeddings have shape {emb.shape}; they must be 2-D (n_items x dim).",
+                             path=suite.path, line=source.line, field=field)
+        for name, arr in (("labels", labels), ("ids", ids)):
+            if arr is not None and (arr.ndim != 1 or arr.shape[0] != emb.shape[0]):
+                raise SuiteError(f"{name} have shape {arr.shape} but there are {emb.shape[0]} embeddings "
+                                 f"(model {model_name!r}); give one per row.", path=suite.path, line=source.line,
+                                 field=field)
+        out = _Part(emb, labels, ids, source)
+        self._parts[key] = out
+        return out
+
+    def _model(self, suite: Suite, model_name: str):
+        """The callable or torch module of a suite model, built once per session."""
+        mkey = (str(suite.path), model_name)
+        if mkey not in self._loaded:
+            self._loaded[mkey] = load_model(suite.models[model_name])
+        return self._loaded[mkey]
+
+    def _embed(self, suite: Suite, model_name: str, inputs: np.ndarray, part: str) -> np.ndarray:
+        model = suite.models[model_name]
+        mkey = (str(suite.path), model_name)
+        field = f"models.{model_name}"
+
+        def fail(exc: BaseException) -> SuiteError:
+            detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+            return SuiteError(f"{detail} (model {model_name!r}, embedding the {part} inputs)", path=suite.path,
+                              line=model.line, field=field)
+
+        try:
+            if mkey not in self._fingerprints:
+                self._fingerprints[mkey] = model_fingerprint(model)
+            # the part (queries, gallery, ...) changes the output only for callables that take it;
+            # importing a function is cheap, while a torch model is built only on a cache miss
+            takes_part = model.kind == "callable" and _takes_part(self._model(suite, model_name))
+            key = EmbeddingCache.key(self._fingerprints[mkey], inputs, part if takes_part else None)
+            cached = self.cache.get(key)
+            if cached is not None:
+                return cached
+            out = embed(self._model(suite, model_name), inputs, batch_size=model.batch_size,
+                        device=model.device or self.device, part=part, progress=self.progress)
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except Exception as exc:  # building the model, loading its weights, or the model's own errors
+            raise fail(exc) from exc
+        self.embedded += 1
+        self.cache.put(key, out)
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+    def result(self, suite: Suite, model_name: str, dataset_name: str, options: dict):
+        """The (cached) evaluation of a model on a dataset with these options."""
+        key = (str(suite.path), model_name, dataset_name, tuple(sorted(options.items())))
+        if key in self._results:
+            return self._results[key]
+        metrics = suite.metrics_for(model_name, dataset_name, options, self.defaults)
+        dataset = suite.datasets[dataset_name]
+        if dataset.type == "images":
+            result = self._classify(suite, model_name, dataset_name, metrics, options)
+            self.passes += 1
+            self._results[key] = result
+            return result
+        common = dict(similarity=options["similarity"], ties=options["ties"], device=self.device,
+                      max_memory=self.max_memory, confidence=options["confidence"], progress=self.progress)
+        if dataset.type == "image_text":
+            images = self.part(suite, model_name, dataset_name, "images")
+            captions = self.part(suite, model_name, dataset_name, "captions")
+            src = dataset.parts["captions"]
+            caption_image = self._array(src, src.image, "image", suite, f"datasets.{dataset_name}.captions",
+                                        required=True)
+            result = evaluate_image_text(images.embeddings, captions.embeddings, caption_image, metrics=metrics,
+                                         protocol=dataset.protocol,
+                                         images_without_captions=dataset.images_without_captions,
+                                         n_resamples=options["n_resamples"], seed=options["seed"], **common)
+        else:
+            q = self.part(suite, model_name, dataset_name, "queries")
+            g = self.part(suite, model_name, dataset_name, "gallery") if "gallery" in dataset.parts else None
+            for name, p in (("queries", q), ("gallery", g)):
+                if p is not None and p.labels is None:
+                    raise SuiteError(f"{p.source.file.name} has no labels array {p.source.labels!r}; retrieval "
+                                     f"datasets need one label per row (set {name}: {{file: ..., labels: <name>}}).",
+                                     path=suite.path, line=p.source.line, field=f"datasets.{dataset_name}.{name}")
+            result = evaluate(q.embeddings, None if g is None else g.embeddings, query_labels=q.labels,
+                              gallery_labels=None if g is None else g.labels, query_ids=q.ids,
+                              gallery_ids=None if g is None else g.ids, metrics=metrics,
+                              empty_queries=options["empty_queries"], group_size=options["group_size"],
+                              group_seed=options["seed"], group_repeats=options["group_repeats"], **common)
+        self.passes += 1
+        self._results[key] = result
+        return result
+
+    def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict):
+        """Classifier measures of a torch model on an images dataset."""
+        model = suite.models[model_name]
+        src = suite.datasets[dataset_name].parts["images"]
+        field = f"datasets.{dataset_name}.images"
+        images = self._array(src, src.inputs, "inputs", suite, field, required=True)
+        labels = self._array(src, src.labels, "labels", suite, field,
+                             required=any(m in ("accuracy", "spectral_measure") for m in metrics))
+        needs_truth = any(m in ("cam_iou", "cam_iou_box") for m in metrics)
+        boxes = self._array(src, src.boxes, "boxes", suite, field, required=False)
+        masks = None if boxes is not None else self._array(src, src.masks, "masks", suite, field, required=False)
+        if needs_truth and boxes is None and masks is None:
+            raise SuiteError(f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
+                             "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.", path=suite.path,
+                             line=src.line, field=field)
+        try:
+            return evaluate_classifier(
+                self._model(suite, model_name), images, labels, metrics=metrics, boxes=boxes, masks=masks,
+                layer=model.cam_layer, cam_method=options["cam_method"], rho=options["rho"],
+                percentile=options["percentile"], batch_size=model.batch_size, device=model.device or self.device,
+                confidence=options["confidence"], n_resamples=options["n_resamples"], seed=options["seed"])
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except SuiteError:
+            raise
+        except Exception as exc:
+            detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+            raise SuiteError(f"{detail} (model {model_name!r} on dataset {dataset_name!r})", path=suite.path,
+                             line=model.line, field=f"models.{model_name}") from exc
+
+    def run(self, suite: Suite, case: Case) -> None:
+        """Run one case: evaluate (or reuse) and apply its gate. Raises AssertionError
+        with the model and dataset named when the gate fails."""
+        __tracebackhide__ = True
+        check = case.check
+        opts = {d: suite.evaluation_options(check, d, self.defaults) for d in case.datasets}
+        where = (f"model {case.model!r} on dataset {case.datasets[0]!r}" if check.kind != "gap" else
+                 f"model {case.model!r}, gap between {case.datasets[0]!r} (train) and {case.datasets[1]!r} (test)")
+        where += f" [suite {suite.name}, {suite.path.name}:{check.line}]"
+        try:
+            self._gate(suite, case, opts)
+        except AssertionError as exc:
+            raise AssertionError(f"{where}\n{exc}") from None
+        except SuiteError:
+            raise
+        except RetrievalChecksError as exc:
+            raise SuiteError(f"{exc} ({where})", path=suite.path, line=check.line,
+                             field=f"checks[{check.index}]") from None
+
+    def _gate(self, suite: Suite, case: Case, opts: dict) -> None:  # noqa: C901 - one branch per rule
+        __tracebackhide__ = True
+        check = case.check
+        name = check.metric.name
+        family = check.metric.family
+        if check.kind == "gap" and check.metric.kind == "classifier":
+            train, test = case.datasets
+            o = opts[train]
+            gap = generalization_gap(self.result(suite, case.model, train, o).accuracy_result,
+                                     self.result(suite, case.model, test, opts[test]).accuracy_result,
+                                     confidence=o["confidence"], labels=(train, test))
+            assert_gap_below(gap, check.below, on=check.on)
+            return
+        if check.kind == "gap":
+            train, test = case.datasets
+            o = opts[train]
+            gap = generalization_gap(self.result(suite, case.model, train, o),
+                                     self.result(suite, case.model, test, opts[test]), name,
+                                     confidence=o["confidence"], seed=o["seed"], labels=(train, test))
+            assert_gap_below(gap, check.below, on=check.on)
+            return
+        dataset = case.datasets[0]
+        o = opts[dataset]
+        result = self.result(suite, case.model, dataset, o)
+        if check.kind == "baseline":
+            record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
+            record.update(model=case.model, dataset=dataset)
+            self.baselines.check(record, path=baseline_path(suite.path), key=case.name, confidence=o["confidence"],
+                                 **check.tolerances)
+            return
+        if check.kind == "compare":
+            baseline = self.result(suite, check.baseline, dataset, o)
+            comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
+            assert_not_worse(comparison, margin=check.margin, rule=check.rule)
+            return
+        interval = check.on == "interval"
+        if check.at_most is None and family in ("cam_iou", "cam_iou_box"):
+            return assert_cam_iou_at_least(result.localization[name], check.at_least,
+                                           on="lower" if interval else "value")
+        if check.at_most is None:
+            if family == "rsum":
+                return assert_rsum(result, check.at_least, on="lower" if interval else "value")
+            if family == "grouped_recall":
+                return assert_grouped_recall_ci(result, check.at_least, metric=name,
+                                                on="lower" if interval else "value")
+            if family in ("map", "map@R", "map_cut", "map_capped"):
+                return assert_map_at_least(result, check.at_least, metric=name, on=check.on)
+            if family in ("hit_rate", "recall"):
+                return assert_recall_at_least(result, check.at_least, k=check.metric.k, kind=family, on=check.on)
+            if family == "recall_at_precision" and not interval:
+                return assert_recall_at_precision(result, check.at_least, precision=check.metric.level)
+        assert_metric(result, name, at_least=check.at_least, at_most=check.at_most, on=check.on)
+

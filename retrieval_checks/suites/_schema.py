@@ -1,0 +1,720 @@
+"""YAML suites: datasets, models and checks, validated against a schema.
+
+:func:`load_suite` reads one suite file (safe YAML) into a :class:`Suite`: its
+datasets, its models and one :class:`Case` per (model, dataset, check). Every error
+is a :class:`~retrieval_checks.errors.SuiteError` naming the file, the line and the
+field, what was found and what is expected. Paths resolve relative to the suite file.
+Nothing is loaded or computed here; :mod:`retrieval_checks._suite_run` runs the cases.
+
+The format, field by field, is documented in the README ("YAML suites").
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..metrics._names import MetricSpec, metric_spec
+from ._yaml import Node, NodeList, load_yaml
+from ..errors import MetricNameError, SuiteError
+
+__all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
+
+#: The implicit model of a suite without ``models``: the datasets' own embeddings.
+PRECOMPUTED = "precomputed"
+
+_SIMILARITIES = ("cosine", "dot", "neg_l2")
+_TIES = ("pessimistic", "optimistic")
+_EMPTY = ("skip", "zero", "error")
+_PROTOCOLS = ("5k", "all", "1k", "5fold1k")
+# evaluation options: (type check, description); valid in `options:` and in each check
+_OPTIONS = {
+    "similarity": (_SIMILARITIES, "one of cosine, dot, neg_l2"),
+    "ties": (_TIES, "pessimistic or optimistic"),
+    "empty_queries": (_EMPTY, "skip, zero or error"),
+    "confidence": ("confidence", "a number in (0, 1), e.g. 0.95"),
+    "seed": ("int>=0", "an integer >= 0"),
+    "group_size": ("int>=2", "an integer >= 2 (labels per group)"),
+    "group_repeats": ("int>=1", "an integer >= 1"),
+    "n_resamples": ("int>=0", "an integer >= 0 (bootstrap resamples; 0: no interval)"),
+    "rho": ("unit", "a number in [0, 1] (the CAM threshold)"),
+    "cam_method": (("gradcam", "gradcam++"), "gradcam or gradcam++"),
+    "percentile": ("percent", "a number in (0, 100) (the margin percentile of spectral_measure)"),
+}
+# the evaluation options that apply to each dataset type
+_APPLIES = {
+    "retrieval": ("similarity", "ties", "empty_queries", "confidence", "seed", "group_size", "group_repeats"),
+    "image_text": ("similarity", "ties", "confidence", "seed", "n_resamples"),
+    "images": ("confidence", "seed", "n_resamples", "rho", "cam_method", "percentile"),
+}
+_PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",)}
+_SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image", "boxes", "masks")
+_RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file of arrays and the keys to read from it (``image``: captions' image index)."""
+
+    file: Path
+    embeddings: str = "embeddings"
+    inputs: str = "inputs"
+    labels: str = "labels"
+    ids: str = "ids"
+    image: str = "image"
+    boxes: str = "boxes"
+    masks: str = "masks"
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """``type`` retrieval (parts ``queries`` [+ ``gallery``]), image_text (parts
+    ``images`` + ``captions``) or images (part ``images``: classifier inputs with
+    labels and boxes or masks)."""
+
+    name: str
+    type: str
+    parts: dict
+    protocol: str = "5k"
+    images_without_captions: str = "error"
+    line: int | None = None
+
+    @property
+    def leave_one_out(self) -> bool:
+        return self.type == "retrieval" and "gallery" not in self.parts
+
+
+@dataclass(frozen=True)
+class Model:
+    """How embeddings are obtained: ``kind`` is ``precomputed`` (the datasets' own
+    embeddings), ``embeddings`` (files per dataset), ``callable`` (``module:function``),
+    ``torchscript`` (a TorchScript file) or ``factory`` (``module:function`` returning a
+    torch module, plus an optional ``weights`` file read with ``weights_only=True``)."""
+
+    name: str
+    kind: str
+    files: dict = field(default_factory=dict)  # dataset -> {part: Source}
+    target: str | None = None  # module:function
+    path: Path | None = None  # torchscript file or weights file
+    kwargs: dict = field(default_factory=dict)
+    batch_size: int = 256
+    device: str | None = None
+    cam_layer: str | None = None
+    base_dir: Path | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One entry of ``checks``: a metric, where to measure it and the rule."""
+
+    index: int
+    metric: MetricSpec
+    kind: str  # threshold | gap | compare | baseline
+    datasets: tuple
+    models: tuple
+    at_least: float | None = None
+    at_most: float | None = None
+    on: str = "value"
+    below: float | None = None
+    baseline: str | None = None
+    rule: str = "significant"
+    margin: float = 0.0
+    tolerances: dict = field(default_factory=dict)  # baseline: max_drop, max_relative_drop, direction, significant
+    options: dict = field(default_factory=dict)
+    markers: tuple = ()
+    id: str = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test item: a check applied to one model (and one dataset, or a train/test
+    pair for a gap)."""
+
+    check: Check
+    model: str
+    datasets: tuple
+    id: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.check.id}[{'-'.join((self.model, *self.datasets))}]"
+
+
+@dataclass
+class Suite:
+    name: str
+    path: Path
+    datasets: dict
+    models: dict
+    checks: list
+    markers: tuple
+    options: dict
+
+    @property
+    def cases(self) -> list[Case]:
+        out = []
+        for check in self.checks:
+            models = [m for m in check.models if m != check.baseline]
+            sets = [check.datasets] if check.kind == "gap" else [(d,) for d in check.datasets]
+            for m in models:
+                for ds in sets:
+                    out.append(Case(check, m, ds, check.id))
+        return out
+
+    def evaluation_options(self, check: Check, dataset: str, defaults: dict) -> dict:
+        """The evaluation options of ``check`` on ``dataset``: session defaults, then
+        the suite's ``options``, then the check's own fields."""
+        opts = {**defaults, **self.options, **check.options}
+        applies = _APPLIES[self.datasets[dataset].type]
+        return {k: v for k, v in opts.items() if k in applies}
+
+    def metrics_for(self, model: str, dataset: str, options: dict, defaults: dict) -> list[str]:
+        """Every metric any check measures on (model, dataset) with these options, so
+        one engine pass serves them all."""
+        names = []
+        for check in self.checks:
+            if dataset not in check.datasets or self.evaluation_options(check, dataset, defaults) != options:
+                continue
+            if model in check.models or model == check.baseline:
+                if check.metric.name not in names:
+                    names.append(check.metric.name)
+        return names
+
+
+class _Reader:
+    """Validation helpers that know the file and build located errors."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.base = path.parent
+
+    def error(self, message: str, field: str | None, line: int | None) -> SuiteError:
+        return SuiteError(message, path=self.path, line=line, field=field)
+
+    def mapping(self, value, field: str, line: int | None, what: str) -> Node:
+        if not isinstance(value, dict):
+            raise self.error(f"expected a mapping ({what}), found {_describe(value)}.", field, line)
+        return value
+
+    def keys(self, node: Node, field: str, allowed, required=()) -> None:
+        for key in node:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=0.6)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise self.error(f"unknown field {key!r}.{hint} Expected one of: {', '.join(allowed)}.",
+                                 _join(field, key), node.line_of(key))
+        for key in required:
+            if key not in node:
+                raise self.error(f"missing required field {key!r}.", field or None, node.line)
+
+    def name(self, value, field: str, line) -> str:
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*", value):
+            raise self.error(f"names use letters, digits, '_', '-' and '.', found {_describe(value)}.", field, line)
+        return value
+
+    def number(self, value, field: str, line, *, low=None, high=None, open_low=False, open_high=False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(f"expected a finite number, found {_describe(value)}.", field, line)
+        v = float(value)
+        if low is not None and (v < low or (open_low and v == low)):
+            raise self.error(f"expected a number {'>' if open_low else '>='} {low}, found {value}.", field, line)
+        if high is not None and (v > high or (open_high and v == high)):
+            raise self.error(f"expected a number {'<' if open_high else '<='} {high}, found {value}.", field, line)
+        return v
+
+    def integer(self, value, field: str, line, low: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise self.error(f"expected an integer >= {low}, found {_describe(value)}.", field, line)
+        return value
+
+    def choice(self, value, allowed, field: str, line) -> str:
+        if value not in allowed:
+            close = difflib.get_close_matches(str(value), list(allowed), n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise self.error(f"expected one of {', '.join(allowed)}, found {_describe(value)}.{hint}", field, line)
+        return value
+
+    def file(self, value, field: str, line) -> Path:
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"expected a file path (relative to the suite file), found {_describe(value)}.", field, line)
+        p = Path(value).expanduser()
+        p = p if p.is_absolute() else self.base / p
+        if not p.is_file():
+            raise self.error(f"file {value!r} does not exist (looked for {p}); paths are relative to the suite file.",
+                             field, line)
+        return p
+
+    def target(self, value, field: str, line) -> str:
+        if not isinstance(value, str) or not re.fullmatch(r"[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*", value):
+            raise self.error("expected 'module:function' (a dotted module, or a .py file relative to the suite file, "
+                             f"then ':' and the function's name), found {_describe(value)}.", field, line)
+        module = value.split(":", 1)[0]
+        if module.endswith(".py"):
+            self.file(module, field, line)
+        return value
+
+    def option(self, key: str, value, field: str, line):
+        rule, expected = _OPTIONS[key]
+        if isinstance(rule, tuple):
+            return self.choice(value, rule, field, line)
+        if rule == "confidence":
+            return self.number(value, field, line, low=0, high=1, open_low=True, open_high=True)
+        if rule == "unit":
+            return self.number(value, field, line, low=0, high=1)
+        if rule == "percent":
+            return self.number(value, field, line, low=0, high=100, open_low=True, open_high=True)
+        return self.integer(value, field, line, int(rule.split(">=")[1]))
+
+    def markers(self, value, field: str, line) -> tuple:
+        """``markers``: a list of names, or of one-key mappings ``{name: args}`` where
+        args is a mapping (keyword arguments), a list (positional) or one value."""
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise self.error(f"expected a list of marker names, found {_describe(value)}.", field, line)
+        out = []
+        for i, m in enumerate(value):
+            where, mline = f"{field}[{i}]", value.line_of(i) if isinstance(value, NodeList) else line
+            if isinstance(m, str) and _marker_name(m):
+                out.append((m, (), {}))
+            elif isinstance(m, dict) and len(m) == 1 and _marker_name(next(iter(m))):
+                name, args = next(iter(m.items()))
+                if isinstance(args, dict):
+                    bad = [k for k in args if not (isinstance(k, str) and k.isidentifier())]
+                    if bad:
+                        raise self.error(f"marker {name!r}: keyword argument names must be identifiers, found "
+                                         f"{bad[0]!r}.", where, mline)
+                    out.append((name, (), dict(args)))
+                elif isinstance(args, list):
+                    out.append((name, tuple(args), {}))
+                else:
+                    out.append((name, (args,), {}))
+            else:
+                raise self.error("a marker is a name (slow; not starting with '_') or a one-key mapping "
+                                 "({xfail: {reason: ...}}), "
+                                 f"found {_describe(m)}.", where, mline)
+        return tuple(out)
+
+
+def _marker_name(name) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not name.startswith("_")
+
+
+def _join(field: str, key) -> str:
+    return f"{field}.{key}" if field else str(key)
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _source(r: _Reader, value, field: str, line) -> Source:
+    if isinstance(value, str):
+        return Source(file=r.file(value, field, line), line=line)
+    node = r.mapping(value, field, line, "a file path, or {file: ..., embeddings: ..., inputs: ..., labels: ..., ids: ...}")
+    r.keys(node, field, _SOURCE_KEYS, required=("file",))
+    keys = {}
+    for k in _SOURCE_KEYS[1:]:
+        if k in node:
+            if not isinstance(node[k], str):
+                raise r.error(f"expected the name of an array in the file, found {_describe(node[k])}.",
+                              _join(field, k), node.line_of(k))
+            keys[k] = node[k]
+    return Source(file=r.file(node["file"], _join(field, "file"), node.line_of("file")), line=node.line, **keys)
+
+
+def _dataset(r: _Reader, name: str, node, line) -> Dataset:
+    field = f"datasets.{name}"
+    node = r.mapping(node, field, line, "type, queries, gallery, ... or images, captions, ...")
+    kind = r.choice(node.get("type", "retrieval"), tuple(_PART_NAMES), _join(field, "type"), node.line_of("type"))
+    parts_names = _PART_NAMES[kind]
+    extra = ("protocol", "images_without_captions") if kind == "image_text" else ()
+    r.keys(node, field, ("type", *parts_names, *extra),
+           required=parts_names if kind != "retrieval" else parts_names[:1])
+    parts = {p: _source(r, node[p], _join(field, p), node.line_of(p)) for p in parts_names if p in node}
+    kw = {}
+    if "protocol" in node:
+        kw["protocol"] = r.choice(node["protocol"], _PROTOCOLS, _join(field, "protocol"), node.line_of("protocol"))
+    if "images_without_captions" in node:
+        kw["images_without_captions"] = r.choice(node["images_without_captions"], ("error", "drop"),
+                                                 _join(field, "images_without_captions"),
+                                                 node.line_of("images_without_captions"))
+    return Dataset(name=name, type=kind, parts=parts, line=line, **kw)
+
+
+def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
+    field = f"models.{name}"
+    node = r.mapping(node, field, line, f"one of {', '.join(_RUNNERS)}")
+    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer"))
+    kinds = [k for k in _RUNNERS if k in node]
+    if len(kinds) != 1:
+        found = f"found {', '.join(kinds)}" if kinds else "found none"
+        raise r.error(f"give exactly one of {', '.join(_RUNNERS)} ({found}).", field, node.line)
+    kind = kinds[0]
+    if "weights" in node and kind != "factory":
+        raise r.error("weights go with factory (a function that builds the torch module).", _join(field, "weights"),
+                      node.line_of("weights"))
+    kw: dict[str, Any] = {"batch_size": 256}
+    if "batch_size" in node:
+        kw["batch_size"] = r.integer(node["batch_size"], _join(field, "batch_size"), node.line_of("batch_size"), 1)
+    if "device" in node:
+        if not isinstance(node["device"], str):
+            raise r.error(f"expected a device name (cpu, cuda, cuda:1), found {_describe(node['device'])}.",
+                          _join(field, "device"), node.line_of("device"))
+        kw["device"] = node["device"]
+    if "cam_layer" in node:
+        if not isinstance(node["cam_layer"], str) or not node["cam_layer"]:
+            raise r.error(f"expected a layer name from model.named_modules(), found {_describe(node['cam_layer'])}.",
+                          _join(field, "cam_layer"), node.line_of("cam_layer"))
+        kw["cam_layer"] = node["cam_layer"]
+    if "kwargs" in node:
+        if kind not in ("callable", "factory"):
+            raise r.error("kwargs go with callable or factory.", _join(field, "kwargs"), node.line_of("kwargs"))
+        kw["kwargs"] = dict(r.mapping(node["kwargs"], _join(field, "kwargs"), node.line_of("kwargs"),
+                                      "keyword arguments of the function"))
+    if kind == "embeddings":
+        files_node = r.mapping(node["embeddings"], _join(field, "embeddings"), node.line_of("embeddings"),
+                               "dataset name: file, or dataset name: {part: file}")
+        files = {}
+        for ds, spec in files_node.items():
+            where = f"{field}.embeddings.{ds}"
+            if ds not in datasets:
+                raise r.error(_unknown("dataset", ds, datasets), where, files_node.line_of(ds))
+            parts = datasets[ds].parts
+            if isinstance(spec, str) and len(parts) == 1:
+                spec = {next(iter(parts)): spec}
+            elif isinstance(spec, str):
+                raise r.error(f"dataset {ds!r} has parts {', '.join(parts)}: give one file per part, e.g. "
+                              f"{{{', '.join(f'{p}: ...' for p in parts)}}}.", where, files_node.line_of(ds))
+            spec_node = r.mapping(spec, where, files_node.line_of(ds), "part: file")
+            r.keys(spec_node, where, tuple(parts), required=tuple(parts))
+            files[ds] = {p: _source(r, spec_node[p], f"{where}.{p}", spec_node.line_of(p)
+                                    if isinstance(spec_node, Node) else files_node.line_of(ds))
+                         for p in parts}
+        return Model(name=name, kind=kind, files=files, base_dir=r.base, line=line, **kw)
+    if kind in ("torchscript", "exported"):
+        return Model(name=name, kind=kind, path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
+                     base_dir=r.base, line=line, **kw)
+    target = r.target(node[kind], _join(field, kind), node.line_of(kind))
+    path = r.file(node["weights"], _join(field, "weights"), node.line_of("weights")) if "weights" in node else None
+    return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)
+
+
+def _unknown(what: str, name, known) -> str:
+    if not isinstance(name, str):
+        return f"{what} names are strings; found {_describe(name)} (quote it: '{name}')."
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"no {what} named {name!r}.{hint} Declared: {', '.join(map(str, known)) or 'none'}."
+
+
+_CHECK_KEYS = ("metric", "dataset", "datasets", "model", "models", "at_least", "at_most", "on", "gap", "below",
+               "compare", "baseline", "id", "markers", *_OPTIONS)
+_BASELINE_KEYS = ("max_drop", "max_relative_drop", "direction", "significant")
+
+
+def _ref(r: _Reader, value, known: dict, what: str, field: str, line) -> str:
+    """A reference to a declared dataset or model by name."""
+    if not isinstance(value, str):
+        plural = {"dataset": "datasets", "model": "models"}[what]
+        hint = f" (use {plural}: [...] for several)" if isinstance(value, list) else ""
+        raise r.error(f"expected a {what} name, found {_describe(value)}{hint}.", field, line)
+    if value not in known:
+        raise r.error(_unknown(what, value, known), field, line)
+    return value
+
+
+def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict, what: str):
+    if one in node and many in node:
+        raise r.error(f"give {one} or {many}, not both.", field, node.line_of(many))
+    if one in node:
+        values, line, key = [node[one]], node.line_of(one), one
+    elif many in node:
+        values, line, key = node[many], node.line_of(many), many
+        if isinstance(values, str):
+            values = [values]
+        if not isinstance(values, list) or not values:
+            raise r.error(f"expected a non-empty list of {what} names, found {_describe(values)}.",
+                          _join(field, many), line)
+    else:
+        return None
+    out = tuple(_ref(r, v, known, what, _join(field, key), line) for v in values)
+    if len(set(out)) != len(out):
+        dup = next(v for v in out if out.count(v) > 1)
+        raise r.error(f"{what} {dup!r} is listed twice.", _join(field, key), line)
+    return out
+
+
+def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_models: dict) -> Check:
+    field = f"checks[{index}]"
+    node = r.mapping(node, field, line, "metric, dataset, at_least / at_most / gap / compare, ...")
+    r.keys(node, field, _CHECK_KEYS, required=("metric",))
+    try:
+        spec = metric_spec(node["metric"])
+    except MetricNameError as exc:
+        raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
+    crossmodal = spec.kind == "crossmodal"
+    classifier = spec.kind == "classifier"
+    wanted_type = "image_text" if crossmodal else ("images" if classifier else "retrieval")
+    rules = [k for k in ("gap", "compare", "baseline") if k in node]
+    if len(rules) > 1:
+        raise r.error(f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
+                      f"baseline (found {', '.join(rules)}).", field, line)
+    kind = rules[0] if rules else "threshold"
+    options = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node}
+    if kind == "threshold":
+        if "at_least" not in node and "at_most" not in node:
+            raise r.error("missing threshold: give at_least, at_most (or gap: / compare: / baseline:).", field, line)
+        for k in ("below",):
+            if k in node:
+                raise r.error(f"{k} goes with gap:.", _join(field, k), node.line_of(k))
+    models = _names(r, node, "model", "models", field, suite_models, "model") or tuple(suite_models)
+    datasets = _names(r, node, "dataset", "datasets", field, suite_datasets, "dataset")
+    kw: dict[str, Any] = {}
+    for k in ("at_least", "at_most"):
+        if k in node:
+            if kind != "threshold":
+                uses = {"gap": "below", "compare": "compare.margin and compare.rule",
+                        "baseline": "baseline.max_drop / baseline.max_relative_drop"}[kind]
+                raise r.error(f"{k} is a threshold; a {kind} check uses {uses}.", _join(field, k), node.line_of(k))
+            kw[k] = r.number(node[k], _join(field, k), node.line_of(k))
+    on_choices = {"threshold": ("value", "interval"), "gap": ("upper", "value"), "compare": (), "baseline": ()}[kind]
+    if "on" in node:
+        if kind == "baseline":
+            raise r.error("a baseline check has no on:; use baseline.significant: true to fail only on significant "
+                          "drops.", _join(field, "on"), node.line_of("on"))
+        if kind == "compare":
+            raise r.error("a comparison's rule is compare.rule (significant, non_inferior, value).", _join(field, "on"),
+                          node.line_of("on"))
+        kw["on"] = r.choice(node["on"], on_choices, _join(field, "on"), node.line_of("on"))
+    elif kind == "gap":
+        kw["on"] = "upper"
+    if kind == "threshold" and kw.get("on") == "interval" and (
+            spec.kind in ("pair", "embedding") or spec.family == "medr"
+            or spec.name in ("effective_invariance", "nuclear_norm", "spectral_measure")):
+        raise r.error(f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
+                      "pairs; medr is a median rank); use on: value.", _join(field, "on"), node.line_of("on"))
+    if "at_least" in kw and "at_most" in kw and kw["at_least"] > kw["at_most"]:
+        raise r.error(f"at_least {kw['at_least']:g} > at_most {kw['at_most']:g}: no value passes.", field, line)
+    if kind == "gap":
+        if crossmodal or spec.kind == "embedding" or spec.kind == "pair" or (classifier and spec.name != "accuracy"):
+            raise r.error(f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
+                          "per-query values.", _join(field, "metric"), node.line_of("metric"))
+        if datasets is not None:
+            raise r.error("a gap names its datasets in gap: {train: ..., test: ...}.", field, line)
+        gap = r.mapping(node["gap"], _join(field, "gap"), node.line_of("gap"), "{train: dataset, test: dataset}")
+        r.keys(gap, _join(field, "gap"), ("train", "test"), required=("train", "test"))
+        datasets = tuple(_ref(r, gap[k], suite_datasets, "dataset", f"{field}.gap.{k}", gap.line_of(k))
+                         for k in ("train", "test"))
+        if datasets[0] == datasets[1]:
+            raise r.error("train and test are the same dataset; a gap compares two different sets.",
+                          _join(field, "gap"), node.line_of("gap"))
+        if spec.unit == "rank":
+            raise r.error(f"{spec.name} is a rank (lower is better); a gap is metric(train) - metric(test) of a "
+                          "higher-is-better metric. Gate a fraction such as map or hit_rate@1.",
+                          _join(field, "metric"), node.line_of("metric"))
+        if "below" not in node:
+            raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
+        kw["below"] = r.number(node["below"], _join(field, "below"), node.line_of("below"))
+    if kind == "compare":
+        if crossmodal or classifier or spec.kind in ("embedding", "pair", "grouped"):
+            raise r.error(f"compare pairs per-query values; {spec.name} has none (compare a ranking metric such as "
+                          "map or hit_rate@1).", _join(field, "metric"), node.line_of("metric"))
+        if "below" in node:
+            raise r.error("below goes with gap:.", _join(field, "below"), node.line_of("below"))
+        cmp = node["compare"]
+        if isinstance(cmp, str):
+            cmp = Node(baseline=cmp)
+            cmp.line, cmp.key_lines = node.line_of("compare"), {}
+        cmp = r.mapping(cmp, _join(field, "compare"), node.line_of("compare"), "{baseline: model, rule: ..., margin: ...}")
+        r.keys(cmp, _join(field, "compare"), ("baseline", "rule", "margin"), required=("baseline",))
+        kw["baseline"] = _ref(r, cmp["baseline"], suite_models, "model", f"{field}.compare.baseline",
+                              cmp.line_of("baseline"))
+        if "rule" in cmp:
+            kw["rule"] = r.choice(cmp["rule"], ("significant", "non_inferior", "value"), f"{field}.compare.rule",
+                                  cmp.line_of("rule"))
+        if "margin" in cmp:
+            kw["margin"] = r.number(cmp["margin"], f"{field}.compare.margin", cmp.line_of("margin"), low=0)
+        if not [m for m in models if m != kw["baseline"]]:
+            raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
+                          "in models:.", field, line)
+    if kind == "baseline":
+        if "below" in node:
+            raise r.error("below goes with gap:.", _join(field, "below"), node.line_of("below"))
+        b = node["baseline"]
+        if b is True or b is None:
+            b = Node()
+            b.line, b.key_lines = node.line_of("baseline"), {}
+        b = r.mapping(b, _join(field, "baseline"), node.line_of("baseline"),
+                      "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}")
+        r.keys(b, _join(field, "baseline"), _BASELINE_KEYS)
+        tol: dict[str, Any] = {}
+        for k in ("max_drop", "max_relative_drop"):
+            if k in b:
+                tol[k] = r.number(b[k], f"{field}.baseline.{k}", b.line_of(k), low=0)
+        if "direction" in b:
+            tol["direction"] = r.choice(b["direction"], ("higher", "lower"), f"{field}.baseline.direction",
+                                        b.line_of("direction"))
+        if "significant" in b:
+            if not isinstance(b["significant"], bool):
+                raise r.error(f"expected true or false, found {_describe(b['significant'])}.",
+                              f"{field}.baseline.significant", b.line_of("significant"))
+            tol["significant"] = b["significant"]
+        kw["tolerances"] = tol
+    if datasets is None:
+        compatible = [d for d, ds in suite_datasets.items() if ds.type == wanted_type]
+        if len(compatible) != 1:
+            raise r.error(f"name the dataset (dataset: or datasets:); the suite has {len(compatible)} "
+                          f"{wanted_type} datasets ({', '.join(compatible) or 'none'}).", field, line)
+        datasets = tuple(compatible)
+    for d in datasets:
+        if suite_datasets[d].type != wanted_type:
+            raise r.error(f"{spec.name} is measured on {wanted_type} datasets; {d!r} is {suite_datasets[d].type}.",
+                          field, line)
+    for k in options:
+        if k not in _APPLIES[wanted_type]:
+            where = ", ".join(t for t, opts in _APPLIES.items() if k in opts)
+            raise r.error(f"{k} does not apply to {wanted_type} datasets (only to: {where}).",
+                          _join(field, k), node.line_of(k))
+    if classifier:
+        for m in models:
+            mk = suite_models[m].kind
+            if mk in ("precomputed", "embeddings", "callable"):
+                raise r.error(f"{spec.name} runs a torch classifier; model {m!r} is {mk} (use factory, torchscript "
+                              "or exported).", field, line)
+            if spec.name in ("cam_iou", "cam_iou_box") and suite_models[m].cam_layer is None:
+                raise r.error(f"{spec.name} needs the layer whose Grad-CAM is measured: set models.{m}.cam_layer "
+                              "(a name from model.named_modules()).", field, line)
+    markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
+    check_id = node.get("id")
+    if check_id is not None:
+        check_id = r.name(check_id, _join(field, "id"), node.line_of("id"))
+    else:
+        check_id = _default_id(spec.name, kind, kw)
+    return Check(index=index, metric=spec, kind=kind, datasets=datasets, models=models, options=options,
+                 markers=markers, id=check_id, line=line, **kw)
+
+
+def _fmt_threshold(x: float) -> str:
+    return f"{x:g}"
+
+
+def _default_id(metric: str, kind: str, kw: dict) -> str:
+    """A stable name: the metric and the rule, not the threshold (editing a threshold
+    keeps the item's id, its --lf entry and its history)."""
+    if kind == "gap":
+        return f"{metric}_gap" + ("" if kw.get("on") == "upper" else "_value")
+    if kind == "compare":
+        return f"{metric}_vs_{kw['baseline']}"
+    if kind == "baseline":
+        return f"{metric}_vs_baseline"
+    ci = "_ci" if kw.get("on") == "interval" else ""
+    rule = "between" if "at_least" in kw and "at_most" in kw else ("at_least" if "at_least" in kw else "at_most")
+    return f"{metric}{ci}_{rule}"
+
+
+_TOP_KEYS = ("suite", "markers", "options", "datasets", "models", "checks")
+
+
+def load_suite(path) -> Suite:
+    """Read and validate a YAML suite; raises :class:`~retrieval_checks.errors.SuiteError`."""
+    p = Path(path)
+    r = _Reader(p)
+    data = load_yaml(p)
+    if data is None:
+        raise r.error("the suite is empty; it needs datasets: and checks: (see the README, 'YAML suites').", None, 1)
+    top = r.mapping(data, "", 1, "suite, datasets, models, checks")
+    r.keys(top, "", _TOP_KEYS, required=("datasets", "checks"))
+    if "suite" in top:
+        name = r.name(top["suite"], "suite", top.line_of("suite"))
+    else:
+        name = re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)
+    markers = r.markers(top["markers"], "markers", top.line_of("markers")) if "markers" in top else ()
+    options = {}
+    if "options" in top:
+        node = r.mapping(top["options"], "options", top.line_of("options"), "evaluation options")
+        r.keys(node, "options", tuple(_OPTIONS))
+        options = {k: r.option(k, v, f"options.{k}", node.line_of(k)) for k, v in node.items()}
+    ds_node = r.mapping(top["datasets"], "datasets", top.line_of("datasets"), "dataset name: {...}")
+    if not ds_node:
+        raise r.error("declare at least one dataset.", "datasets", top.line_of("datasets"))
+    datasets = {}
+    for k, v in ds_node.items():
+        datasets[r.name(k, "datasets", ds_node.line_of(k))] = _dataset(r, k, v, ds_node.line_of(k))
+    if "models" in top and top["models"] is not None:
+        m_node = r.mapping(top["models"], "models", top.line_of("models"), "model name: {...}")
+        models = {r.name(k, "models", m_node.line_of(k)): _model(r, k, v, m_node.line_of(k), datasets)
+                  for k, v in m_node.items()}
+        if not models:
+            raise r.error("declare at least one model, or leave models: out to use the datasets' own embeddings.",
+                          "models", top.line_of("models"))
+    else:
+        models = {PRECOMPUTED: Model(name=PRECOMPUTED, kind="precomputed", base_dir=p.parent, line=None)}
+    checks_node = top["checks"]
+    if not isinstance(checks_node, list) or not checks_node:
+        raise r.error(f"expected a non-empty list of checks, found {_describe(checks_node)}.", "checks",
+                      top.line_of("checks"))
+    checks = [_check(r, i, c, checks_node.line_of(i), datasets, models) for i, c in enumerate(checks_node)]
+    # ids: explicit ones must be unique; a generated one gets _2, _3 only when its items would
+    # otherwise share a name with an earlier check's (same id, model and datasets)
+    def targets(c: Check) -> set:
+        models_ = [m for m in c.models if m != c.baseline]
+        sets = [c.datasets] if c.kind == "gap" else [(d,) for d in c.datasets]
+        return {(m, ds) for m in models_ for ds in sets}
+
+    seen: dict[str, int] = {}
+    taken: dict[str, set] = {}
+    for i, c in enumerate(checks):
+        explicit = "id" in checks_node[i]
+        if explicit and c.id in seen:
+            raise r.error(f"id {c.id!r} is already used by checks[{seen[c.id]}]; ids must be unique.",
+                          f"checks[{i}].id", checks_node[i].line_of("id"))
+        if not explicit and taken.get(c.id, set()) & targets(c):
+            n = 2
+            while taken.get(f"{c.id}_{n}", set()) & targets(c):
+                n += 1
+            checks[i] = c = _replace_id(c, f"{c.id}_{n}")
+        seen.setdefault(c.id, i)
+        taken.setdefault(c.id, set()).update(targets(c))
+    suite = Suite(name=name, path=p, datasets=datasets, models=models, checks=checks, markers=markers,
+                  options=options)
+    names: dict = {}
+    for case in suite.cases:
+        if case.name in names:
+            other = names[case.name]
+            raise r.error(f"two items would both be named {case.name!r} (checks[{other.check.index}] on "
+                          f"{'/'.join((other.model, *other.datasets))} and this one on "
+                          f"{'/'.join((case.model, *case.datasets))}: names joined by '-' collide); give the "
+                          "check an id:, or rename a model or dataset.", f"checks[{case.check.index}]",
+                          case.check.line)
+        names[case.name] = case
+    for case in suite.cases:
+        for m in (case.model, case.check.baseline):
+            model = models.get(m)
+            if model is None or model.kind != "embeddings":
+                continue
+            for d in case.datasets:
+                if d not in model.files:
+                    raise r.error(f"model {m!r} has embedding files for {', '.join(model.files)}, not for dataset "
+                                  f"{d!r}; add models.{m}.embeddings.{d}, or limit the check with models:.",
+                                  f"checks[{case.check.index}]", case.check.line)
+    return suite
+
+
+def _replace_id(check: Check, new_id: str) -> Check:
+    from dataclasses import replace
+
+    return replace(check, id=new_id)

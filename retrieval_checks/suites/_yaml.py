@@ -1,0 +1,165 @@
+"""Safe YAML loading that remembers where every value came from.
+
+Suites are read with PyYAML's ``SafeLoader`` (no Python objects are ever built from
+tags). Mappings come back as :class:`Node` dicts and sequences as :class:`NodeList`
+lists that carry the 1-based line of themselves and of each key or item, so schema
+errors can name the line. A key given twice in one mapping is an error (PyYAML would
+silently keep the last one).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from ..errors import SuiteError
+
+__all__ = ["Node", "NodeList", "load_yaml"]
+
+
+class Node(dict):
+    """A YAML mapping; ``line`` is where it starts, ``key_lines[key]`` where each key is."""
+
+    line: int | None = None
+    key_lines: dict
+
+    def line_of(self, key) -> int | None:
+        return getattr(self, "key_lines", {}).get(key, self.line)
+
+
+class NodeList(list):
+    """A YAML sequence; ``line`` is where it starts, ``item_lines[i]`` where item i is."""
+
+    line: int | None = None
+    item_lines: list
+
+    def line_of(self, index: int) -> int | None:
+        lines = getattr(self, "item_lines", [])
+        return lines[index] if 0 <= index < len(lines) else self.line
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that records lines and refuses duplicate keys.
+
+    Booleans and numbers follow YAML 1.2's core schema: only true/false are booleans
+    (YAML 1.1 also reads on, off, yes and no, which would turn a field named ``on``
+    into True); ``1e-3`` is a float, ``010`` is ten and ``1:30`` a string.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+# YAML 1.2 core schema numbers: 1e-3 is a float, 010 is ten, 1:30 is a string
+_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+                              list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+.0123456789"))
+
+
+def _int12(loader, node):
+    text = loader.construct_scalar(node)
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+def _float12(loader, node):
+    text = loader.construct_scalar(node).lower()
+    if text.endswith(".inf"):
+        return float("-inf") if text.startswith("-") else float("inf")
+    if text.endswith(".nan"):
+        return float("nan")
+    return float(text)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _int12)
+_Loader.add_constructor("tag:yaml.org,2002:float", _float12)
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Node:
+    # keys written in this mapping, as opposed to keys merged in from '<<: *anchor'
+    explicit = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
+    loader.flatten_mapping(node)  # merged pairs first, then the explicit ones
+    out = Node()
+    out.line = node.start_mark.line + 1
+    out.key_lines = {}
+    written: set = set()
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            hash(key)
+        except TypeError:
+            raise SuiteError("a mapping key must be a scalar (a name), not a list or mapping.",
+                             path=loader.name, line=line) from None
+        is_explicit = id(key_node) in explicit
+        if key in out:
+            if is_explicit and key in written:
+                raise SuiteError(f"key {key!r} appears twice in one mapping (first on line {out.key_lines[key]}); "
+                                 "remove one of them.", path=loader.name, line=line)
+            if not is_explicit:
+                continue  # among merged mappings the first one wins, as YAML's merge key specifies
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[key] = line
+        if is_explicit:
+            written.add(key)
+    return out
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> NodeList:
+    out = NodeList(loader.construct_object(child, deep=True) for child in node.value)
+    out.line = node.start_mark.line + 1
+    out.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def load_yaml(path) -> object:
+    """Parse one YAML document safely; syntax errors become :class:`SuiteError` with the line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SuiteError(f"cannot read the file ({exc.strerror}).", path=p) from None
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}).", path=p) from None
+    loader = _Loader(text)
+    loader.name = str(p)
+    try:
+        data = loader.get_single_data()  # None for an empty file
+    except SuiteError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or "invalid YAML"
+        context = f" ({exc.context}" if exc.context else ""
+        if context and exc.context_mark is not None and mark is not None and exc.context_mark.line != mark.line:
+            context += f" that starts on line {exc.context_mark.line + 1}"
+        context += ")" if context else ""
+        tag_hint = ""
+        if "could not determine a constructor" in str(exc):
+            tag_hint = "; suites are read with safe YAML: remove the '!' tag (Python objects are never built)"
+        raise SuiteError(f"YAML syntax error: {problem}{context}{tag_hint}.", path=p, line=line) from None
+    except yaml.YAMLError as exc:
+        raise SuiteError(f"YAML error: {exc}.", path=p) from None
+    finally:
+        loader.dispose()
+    return data

@@ -1,0 +1,210 @@
+"""The ``retrieval-checks`` command line: list, show, compare and export recorded runs.
+
+    retrieval-checks runs                       # newest first
+    retrieval-checks show latest
+    retrieval-checks compare -2 -1 --max-drop 0.01 --significant
+    retrieval-checks history map --model candidate
+    retrieval-checks export --format csv -o runs.csv
+    retrieval-checks report latest -o report.html
+
+``--db`` names the history database (default ``.retrieval-checks/history.sqlite``,
+as written by the pytest plugin from the rootdir). Exit codes: 0 success, 1 a
+comparison found a regression (or a gate failed in ``show --check``), 2 bad usage or
+a database problem. Runs are named by id, ``latest``, or ``-1``, ``-2``, ... (newest
+first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+from ._history import History
+from ..gates._regression import higher_is_better, measure_change
+from ..errors import RetrievalChecksError
+
+DEFAULT_DB = ".retrieval-checks/history.sqlite"
+_EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", "test", "suite", "model", "dataset", "metric",
+                   "gate", "value", "low", "high", "threshold", "comparison", "on", "passed", "n", "unit")
+
+
+def _fmt(v, digits: int = 4) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _table(rows: list[tuple], out) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip(), file=out)
+
+
+def _cmd_runs(h: History, args, out) -> int:
+    runs = h.runs(limit=args.limit)
+    if not runs:
+        print(f"no runs in {h.path}", file=out)
+        return 0
+    rows = [("run", "started (UTC)", "commit", "gates", "failed", "exit", "machine")]
+    for r in runs:
+        commit = (r["git_commit"] or "-")[:10] + ("+dirty" if r["git_dirty"] else "")
+        rows.append((r["id"], r["started"], commit, r["n_gates"], r["n_failed"], _fmt(r["exitstatus"]),
+                     r["machine"] or ""))
+    _table(rows, out)
+    return 0
+
+
+def _cmd_show(h: History, args, out) -> int:
+    run_id = h.resolve(args.run)
+    results = h.results(run_id)
+    rows = [("test", "metric", "value", "interval", "rule", "result")]
+    for r in results:
+        interval = "" if r["low"] is None else f"[{r['low']:.4f}, {r['high']:.4f}]"
+        rule = f"{r['on']} {r['comparison']} {_fmt(r['threshold'], 6)}".strip()
+        rows.append((r["test"], r["metric"], _fmt(r["value"]), interval, rule, "PASS" if r["passed"] else "FAIL"))
+    print(f"run {run_id}: {len(results)} gates", file=out)
+    _table(rows, out)
+    return 1 if args.check and any(not r["passed"] for r in results) else 0
+
+
+def _cmd_compare(h: History, args, out) -> int:
+    base_id, cand_id = h.resolve(args.baseline), h.resolve(args.candidate)
+    base = {(r["test"], r["metric"]): r for r in h.results(base_id)}
+    cand = {(r["test"], r["metric"]): r for r in h.results(cand_id)}
+    wanted = set(args.metric or ())
+    rows = [("test", "metric", f"run {base_id}", f"run {cand_id}", "drop", "p(worse)", "result")]
+    failed = skipped = 0
+    for key in sorted(set(base) & set(cand)):
+        test, metric = key
+        if wanted and metric not in wanted:
+            continue
+        b, c = base[key], cand[key]
+        if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
+            skipped += 1
+            continue
+        ch = measure_change(metric, b, c, max_drop=args.max_drop, max_relative_drop=args.max_relative_drop,
+                            significant=args.significant, confidence=args.confidence)
+        failed += ch.failed
+        rows.append((test, metric, _fmt(ch.baseline), _fmt(ch.current), f"{ch.drop:+.4f}",
+                     "" if ch.p_worse is None else f"{ch.p_worse:.3g}", "REGRESSED" if ch.failed else "ok"))
+    _table(rows, out)
+    only_b, only_c = len(set(base) - set(cand)), len(set(cand) - set(base))
+    tol = []
+    if args.max_drop is not None:
+        tol.append(f"max drop {args.max_drop:g}")
+    if args.max_relative_drop is not None:
+        tol.append(f"max relative drop {args.max_relative_drop:.2%}")
+    print(f"{len(rows) - 1} compared ({', '.join(tol) or 'no drop allowed'}"
+          f"{', only significant drops' if args.significant else ''}), {failed} regressed; "
+          f"{skipped} skipped (no value or direction), {only_b} only in run {base_id}, {only_c} only in run {cand_id}",
+          file=out)
+    return 1 if failed else 0
+
+
+def _cmd_history(h: History, args, out) -> int:
+    rows = h.metric_history(args.metric, model=args.model, dataset=args.dataset, test=args.test, limit=args.limit)
+    if not rows:
+        print(f"no recorded values of {args.metric!r}", file=out)
+        return 0
+    table = [("run", "started (UTC)", "commit", "test", "value", "interval", "result")]
+    for r in rows:
+        interval = "" if r["low"] is None else f"[{r['low']:.4f}, {r['high']:.4f}]"
+        table.append((r["run_id"], r["started"], (r["git_commit"] or "-")[:10], r["test"], _fmt(r["value"]), interval,
+                      "PASS" if r["passed"] else "FAIL"))
+    _table(table, out)
+    return 0
+
+
+def _cmd_export(h: History, args, out) -> int:
+    runs = {r["id"]: r for r in h.runs()}
+    ids = [h.resolve(args.run)] if args.run is not None else sorted(runs)
+    rows = []
+    for run_id in ids:
+        meta = runs[run_id]
+        for r in h.results(run_id):
+            rows.append({"run_id": run_id, "started": meta["started"], "git_commit": meta["git_commit"],
+                         "git_dirty": meta["git_dirty"], **{k: r.get(k) for k in _EXPORT_COLUMNS[4:]}})
+    if args.format == "json":
+        text = json.dumps({"runs": [runs[i] for i in ids], "results": rows}, indent=2, default=str) + "\n"
+    else:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=_EXPORT_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buf.getvalue()
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {len(rows)} results of {len(ids)} run(s) to {args.output}", file=out)
+    else:
+        out.write(text)
+    return 0
+
+
+def _cmd_report(h: History, args, out) -> int:
+    from ._report import render_report
+
+    run_id = h.resolve(args.run)
+    meta = next(r for r in h.runs() if r["id"] == run_id)
+    html = render_report(h.results(run_id), run=meta, history=h)
+    Path(args.output).write_text(html, encoding="utf-8")
+    print(f"wrote {args.output}", file=out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="retrieval-checks", description="Recorded quality-gate runs: list, compare, export.")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"history database (default {DEFAULT_DB})")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("runs", help="list runs, newest first")
+    s.add_argument("--limit", type=int, default=20)
+    s = sub.add_parser("show", help="the gates of one run")
+    s.add_argument("run", nargs="?", default="latest")
+    s.add_argument("--check", action="store_true", help="exit 1 when any gate of the run failed")
+    s = sub.add_parser("compare", help="compare two runs metric by metric; exit 1 on a regression")
+    s.add_argument("baseline", help="the reference run (id, latest, -2, ...)")
+    s.add_argument("candidate", nargs="?", default="latest")
+    s.add_argument("--max-drop", type=float, default=None, help="largest allowed absolute drop")
+    s.add_argument("--max-relative-drop", type=float, default=None, help="largest allowed drop / |baseline|")
+    s.add_argument("--significant", action="store_true",
+                   help="fail only on drops significant at 1 - confidence (z test from the recorded intervals)")
+    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument("--metric", action="append", help="only this metric (repeatable)")
+    s = sub.add_parser("history", help="one metric's values over past runs")
+    s.add_argument("metric")
+    s.add_argument("--model")
+    s.add_argument("--dataset")
+    s.add_argument("--test")
+    s.add_argument("--limit", type=int, default=50)
+    s = sub.add_parser("export", help="export results as CSV or JSON")
+    s.add_argument("--run", default=None, help="one run (default: all)")
+    s.add_argument("--format", choices=("csv", "json"), default="csv")
+    s.add_argument("-o", "--output")
+    s = sub.add_parser("report", help="write the HTML report of a run")
+    s.add_argument("run", nargs="?", default="latest")
+    s.add_argument("-o", "--output", default="retrieval-checks-report.html")
+    return p
+
+
+def main(argv=None, out=None) -> int:
+    out = out or sys.stdout
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "confidence", 0.5) is not None and not 0 < getattr(args, "confidence", 0.5) < 1:
+        parser.error("--confidence must be in (0, 1)")
+    commands = {"runs": _cmd_runs, "show": _cmd_show, "compare": _cmd_compare, "history": _cmd_history,
+                "export": _cmd_export, "report": _cmd_report}
+    try:
+        return commands[args.command](History(args.db), args, out)
+    except RetrievalChecksError as exc:
+        print(f"retrieval-checks: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
