@@ -422,16 +422,16 @@ X23 = gaussian(RNG, Y23)
     [
         (dict(group_size=30), r"group_size=30 is larger than the number of labels \(23\)"),
         (dict(group_size=24), r"group_size=24 is larger than the number of labels \(23\)"),
-        (dict(group_size=1), r"group_size=1: .*at least 2 labels"),
-        (dict(group_size=0), r"group_size=0: .*at least 2 labels"),
+        (dict(group_size=1), r"group_size=1: expected an integer >= 2"),
+        (dict(group_size=0), r"group_size=0: expected an integer >= 2"),
         (dict(group_size=12), r"Only 1 group of 12 labels .*no interval.*group_size"),
         (dict(group_size=23), r"Only 1 group of 23 labels .*no interval.*group_size"),
-        (dict(confidence=0), r"confidence=0 must be strictly between 0 and 1"),
-        (dict(confidence=1), r"confidence=1 must be strictly between 0 and 1"),
-        (dict(confidence=1.5), r"confidence=1.5 must be strictly between 0 and 1"),
-        (dict(confidence=-0.95), r"confidence=-0.95 must be strictly between 0 and 1"),
-        (dict(group_repeats=0), r"group_repeats=0 must be at least 1"),
-        (dict(group_repeats=-2), r"group_repeats=-2 must be at least 1"),
+        (dict(confidence=0), r"confidence=0: expected a number strictly between 0 and 1"),
+        (dict(confidence=1), r"confidence=1: expected a number strictly between 0 and 1"),
+        (dict(confidence=1.5), r"confidence=1.5: expected a number strictly between 0 and 1"),
+        (dict(confidence=-0.95), r"confidence=-0.95: expected a number strictly between 0 and 1"),
+        (dict(group_repeats=0), r"group_repeats=0: expected an integer >= 1"),
+        (dict(group_repeats=-2), r"group_repeats=-2: expected an integer >= 1"),
     ],
 )
 def test_bad_parameters(kwargs, match):
@@ -510,10 +510,10 @@ def test_k_larger_than_a_group_is_an_error():
 
 @pytest.mark.parametrize(
     "kwargs, fragment",
-    [(dict(group_size=2.0), "group_size=2.0 must be an integer"),
-     (dict(group_repeats=2.0), "group_repeats=2.0 must be an integer"),
-     (dict(group_seed=-1), "group_seed=-1 must be a non-negative integer"),
-     (dict(group_seed="a"), "group_seed='a' must be an integer")],
+    [(dict(group_size=2.0), "group_size=2.0: expected an integer >= 2"),
+     (dict(group_repeats=2.0), "group_repeats=2.0: expected an integer >= 1"),
+     (dict(group_seed=-1), "group_seed=-1: expected an integer >= 0"),
+     (dict(group_seed="a"), "group_seed='a': expected an integer >= 0")],
 )
 def test_parameter_types_are_checked(kwargs, fragment):
     X, y = _singletons()

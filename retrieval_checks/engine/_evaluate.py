@@ -1,34 +1,53 @@
-"""``evaluate``: the public entry point of the engine."""
+"""``evaluate``: the public entry point of the engine, as named stages.
+
+``evaluate`` runs, in order: **options** (metric names and option values), **inputs**
+(the embedding arrays), **self pairs** (which gallery items are the query itself),
+**relevance** (which are relevant, and how many per query), **plan** (backend and tile
+shapes, :mod:`._plan`), **prepare** (float32 copies on the backend), **stream** (the
+block tasks and their merge, :mod:`._stream`) and **aggregate** (per-query values to
+metric values, pair metrics, grouped recall, the result). Each stage is a short
+function of the previous stages' outputs.
+"""
 
 from __future__ import annotations
 
-import math
-import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ..metrics._embedding import discriminant_ratio
-from ._grouped import GroupedRecall, grouped_recall_values
-from ._blocks import Problem, RelevanceSource, plan_blocks, run_binning_block, run_block
-from ._inputs import Csr, as_numpy, check_embeddings, encode_ids, encode_labels, ranges_to_csr, relevance_to_csr
-from ..metrics._names import MetricSpec, parse_metric
-from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, pair_metric, pr_curve, tail_capacity
-from ..metrics._ranking import aggregate, per_query_values
-from ._result import EvaluationResult
 from ..errors import EmptyQueriesError, InputError, MetricNameError
+from ..metrics._embedding import discriminant_ratio
+from ..metrics._names import MetricSpec, parse_metric
+from ..metrics._pairs import pair_metric, pr_curve
+from ..metrics._ranking import aggregate
+from ..options import DEFAULTS, check_option
+from .._arrays import as_numpy
+from ._blocks import RelevanceSource
+from ._grouped import GroupedRecall, grouped_recall_values
+from ._inputs import Csr, check_embeddings, encode_ids, encode_labels, ranges_to_csr, relevance_to_csr
+from ._plan import Plan, plan_pass, prepare_problem
+from ._result import EvaluationResult
+from ._stream import PassTotals, binning_pass, stream
 
-__all__ = ["evaluate"]
-
-_SIMILARITIES = ("cosine", "dot", "neg_l2")
-_TIES = ("pessimistic", "optimistic")
-_EMPTY = ("skip", "error", "zero")
+__all__ = ["evaluate", "first_relevant_ranks"]
 
 
-def _choice(value, allowed, name):
-    if value not in allowed:
-        raise InputError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}.")
-    return value
+# ----------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class _Request:
+    """Validated metric names and options."""
+
+    specs: list
+    similarity: str
+    ties: str
+    empty_queries: str
+    group_size: int
+    group_seed: int
+    group_repeats: int
+    confidence: float
+
+    def of_kind(self, *kinds: str) -> list[MetricSpec]:
+        return [s for s in self.specs if s.kind in kinds]
 
 
 def _parse_all(metrics) -> list[MetricSpec]:
@@ -55,7 +74,61 @@ def _parse_all(metrics) -> list[MetricSpec]:
     return list(specs.values())
 
 
-def _self_pairs(q_codes: np.ndarray, g_codes: np.ndarray) -> Csr:
+def _options(metrics, *, similarity, ties, empty_queries, group_size, group_seed, group_repeats,
+             confidence) -> _Request:
+    return _Request(
+        specs=_parse_all(metrics),
+        similarity=check_option("similarity", similarity),
+        ties=check_option("ties", ties),
+        empty_queries=check_option("empty_queries", empty_queries),
+        group_size=check_option("group_size", group_size),
+        group_seed=check_option("seed", group_seed, argument="group_seed"),
+        group_repeats=check_option("group_repeats", group_repeats),
+        confidence=check_option("confidence", confidence),
+    )
+
+
+# ----------------------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class _Sides:
+    queries: object
+    gallery: object  # None in leave-one-out
+    n_q: int
+    n_g: int
+    d: int
+
+    @property
+    def loo(self) -> bool:
+        return self.gallery is None
+
+
+def _embeddings(queries, gallery, similarity: str) -> _Sides:
+    queries = check_embeddings(queries, "queries", similarity=similarity)
+    n_q, d = int(queries.shape[0]), int(queries.shape[1])
+    if gallery is None:
+        return _Sides(queries, None, n_q, n_q, d)
+    gallery = check_embeddings(gallery, "gallery", similarity=similarity)
+    if int(gallery.shape[1]) != d:
+        raise InputError(
+            f"queries have dimension {d} but gallery has dimension {int(gallery.shape[1])}; "
+            "both must come from the same embedding space."
+        )
+    return _Sides(queries, gallery, n_q, int(gallery.shape[0]), d)
+
+
+# ----------------------------------------------------------------------------- self pairs
+@dataclass(frozen=True)
+class _SelfPairs:
+    """``csr``: each query's own gallery items; ``q_ids`` / ``g_ids``: integer id codes
+    (``g_ids`` None in leave-one-out, where the query codes serve both sides; both None
+    without ids)."""
+
+    csr: Csr
+    q_ids: np.ndarray | None
+    g_ids: np.ndarray | None
+
+
+def _same_codes(q_codes: np.ndarray, g_codes: np.ndarray) -> Csr:
     order = np.argsort(g_codes, kind="stable").astype(np.int64)
     srt = g_codes[order]
     lo = np.searchsorted(srt, q_codes, side="left")
@@ -63,21 +136,175 @@ def _self_pairs(q_codes: np.ndarray, g_codes: np.ndarray) -> Csr:
     return ranges_to_csr(order, lo, hi)
 
 
+def _self_pairs(sides: _Sides, query_ids, gallery_ids, gallery_labels) -> _SelfPairs:
+    n_q, n_g = sides.n_q, sides.n_g
+    if sides.loo:
+        if gallery_labels is not None:
+            raise InputError("gallery_labels was given without a gallery; pass gallery=... or drop gallery_labels.")
+        if gallery_ids is not None:
+            raise InputError("gallery_ids was given without a gallery; leave-one-out uses query_ids for both sides.")
+        if query_ids is None:
+            codes = np.arange(n_q, dtype=np.int64)
+            return _SelfPairs(Csr(np.arange(n_q + 1, dtype=np.int64), codes), codes, None)
+        codes, _ = encode_ids(query_ids, query_ids, n_q, n_q, "query_ids")
+        return _SelfPairs(_same_codes(codes, codes), codes, None)
+    if query_ids is None and gallery_ids is None:
+        return _SelfPairs(Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64)), None, None)
+    if query_ids is None or gallery_ids is None:
+        missing = "query_ids" if query_ids is None else "gallery_ids"
+        raise InputError(f"{missing} is missing: self-exclusion needs ids on both sides (or on neither).")
+    qc, gc = encode_ids(query_ids, gallery_ids, n_q, n_g, "gallery_ids")
+    return _SelfPairs(_same_codes(qc, gc), qc, gc)
+
+
+# ----------------------------------------------------------------------------- relevance
+@dataclass(frozen=True)
+class _Relevance:
+    source: RelevanceSource
+    n_relevant: np.ndarray
+    n_candidates: np.ndarray
+    empty: np.ndarray  # queries without a relevant item
+    q_codes: np.ndarray | None = None  # label codes (None with explicit relevance)
+    g_codes: np.ndarray | None = None
+    label_values: np.ndarray | None = None
+
+
 def _first(indices, n=5):
     shown = ", ".join(str(int(i)) for i in indices[:n])
     return shown + (", ..." if len(indices) > n else "")
 
 
-def _progress(enabled, total):
-    if enabled is None:
-        enabled = total > 8 and sys.stderr.isatty()
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
+def _label_relevance(sides: _Sides, own: _SelfPairs, query_labels, gallery_labels):
+    if query_labels is None:
+        raise InputError("query_labels is missing: pass one label per query, or pass relevance=... instead.")
+    if not sides.loo and gallery_labels is None:
+        raise InputError("gallery_labels is missing: pass one label per gallery item.")
+    q_codes, g_codes, values = encode_labels(query_labels, query_labels if sides.loo else gallery_labels,
+                                             sides.n_q, sides.n_g, "query_labels" if sides.loo else "gallery_labels")
+    return RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=own.csr, n_g=sides.n_g), q_codes, g_codes, values
 
-    return tqdm(total=total, desc="retrieval-checks", unit="block", leave=False)
+
+def _relevance(req: _Request, sides: _Sides, own: _SelfPairs, query_labels, gallery_labels, relevance) -> _Relevance:
+    q_codes = g_codes = values = None
+    if relevance is not None:
+        if query_labels is not None or gallery_labels is not None:
+            raise InputError("Give either labels or relevance, not both: relevance replaces the label rule.")
+        if req.of_kind("embedding", "grouped"):
+            names = ", ".join(s.name for s in req.of_kind("embedding", "grouped"))
+            raise InputError(f"{names} need(s) class labels; it cannot be computed from relevance alone.")
+        source = RelevanceSource(csr=relevance_to_csr(relevance, sides.n_q, sides.n_g), self_pairs=own.csr,
+                                 n_g=sides.n_g)
+    else:
+        source, q_codes, g_codes, values = _label_relevance(sides, own, query_labels, gallery_labels)
+    n_relevant = source.counts(sides.n_q)
+    n_candidates = sides.n_g - own.csr.row_counts()
+    rel = _Relevance(source, n_relevant, n_candidates, np.flatnonzero(n_relevant == 0), q_codes, g_codes, values)
+    _check_candidates(req, rel)
+    return rel
 
 
+def _check_candidates(req: _Request, rel: _Relevance) -> None:
+    """Every query ranks something, every K fits, and the empty-query policy holds."""
+    n_candidates, empty, n_q = rel.n_candidates, rel.empty, rel.n_relevant.shape[0]
+    if (n_candidates == 0).any():
+        idx = np.flatnonzero(n_candidates == 0)
+        raise InputError(
+            f"{idx.size} quer{'y has' if idx.size == 1 else 'ies have'} no gallery item left after self-exclusion "
+            f"(queries {_first(idx)}); the gallery must hold more than the query itself."
+        )
+    fewest = int(n_candidates.min())
+    for s in req.specs:
+        if s.k is not None and s.k > fewest:
+            raise InputError(f"{s.name}: K={s.k} is larger than the gallery a query ranks ({fewest} items after "
+                             f"self-exclusion); use K <= {fewest}.")
+    if not (empty.size and req.of_kind("query", "pair")):
+        return
+    if req.empty_queries == "error":
+        raise EmptyQueriesError(
+            f"{empty.size} of {n_q} queries have no relevant gallery item (queries {_first(empty)}); "
+            "fix the labels or pass empty_queries='skip' (exclude and count them) or 'zero'.",
+            indices=empty,
+        )
+    if empty.size == n_q:
+        raise EmptyQueriesError(
+            f"None of the {n_q} queries has a relevant gallery item: check that query and gallery labels "
+            "share values (and that leave-one-out classes have at least two items).",
+            indices=empty,
+        )
+
+
+# ----------------------------------------------------------------------------- aggregate
+def _query_values(req: _Request, rel: _Relevance, totals: PassTotals) -> dict[str, float]:
+    """The empty-query policy, then the mean (or medr's median) over queries."""
+    empty = rel.empty
+    if empty.size and req.empty_queries == "zero":
+        for s in req.of_kind("query"):
+            totals.per_query[s.name][empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
+    return {s.name: aggregate(s, totals.per_query[s.name]) for s in req.of_kind("query")}
+
+
+def _pair_values(req, rel, problem, totals, use_kernels):
+    """Values, thresholds, counts and the PR curve of the pair metrics."""
+    specs = req.of_kind("pair")
+    if not specs:
+        return {}, {}, {}, None
+    n_pos = int(rel.n_relevant.sum())
+    counts = totals.pair_counts(int((rel.n_candidates - rel.n_relevant).sum()))
+    values, thresholds, detail_of = {}, {}, {}
+    for s in specs:
+        value, thr, detail, need_bins = pair_metric(s, counts)
+        if need_bins:
+            counts.fp_at = binning_pass(problem, counts, use_kernels)
+            value, thr, detail, _ = pair_metric(s, counts)
+        values[s.name], thresholds[s.name] = value, thr
+        detail_of[s.name] = {**detail, "n_positive": n_pos, "n_negative": counts.n_negative}
+    levels = ("recall_at_precision", "precision_at_recall")
+    curve = pr_curve(counts) if any(s.family in levels for s in specs) else None
+    return values, thresholds, detail_of, curve
+
+
+def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRecall]:
+    specs = req.of_kind("grouped")
+    if not specs:
+        return {}
+    be = plan.backend
+    found = grouped_recall_values(
+        be.to_numpy(problem.Q), rel.q_codes, None if sides.loo else be.to_numpy(problem.Gp[:sides.n_g]),
+        None if sides.loo else rel.g_codes, q_ids=own.q_ids, g_ids=own.g_ids,
+        ks=sorted({s.k for s in specs}), group_size=req.group_size, seed=req.group_seed,
+        repeats=req.group_repeats, confidence=req.confidence, ties=req.ties, similarity=req.similarity,
+        label_values=rel.label_values, max_memory=plan.room, empty_queries=req.empty_queries,
+    )
+    return {s.name: found[s.k] for s in specs}
+
+
+def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, plan: Plan, problem,
+               totals: PassTotals, use_kernels: bool) -> EvaluationResult:
+    values = _query_values(req, rel, totals)
+    pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels)
+    values.update(pair_values)
+    for s in req.of_kind("embedding"):
+        emb = sides.queries if sides.loo else sides.gallery
+        values[s.name] = float(discriminant_ratio(as_numpy(emb, "embeddings"), rel.g_codes))
+    grouped = _grouped_values(req, sides, own, rel, problem, plan)
+    per_query = dict(totals.per_query)
+    for name, g in grouped.items():
+        values[name] = g.value
+        per_query[name] = g.per_query
+    config = {"similarity": req.similarity, "ties": req.ties, "empty_queries": req.empty_queries,
+              "backend": plan.backend.name, "n_gallery": sides.n_g, "leave_one_out": sides.loo, "block": plan.b,
+              "chunk": plan.c, "max_memory": plan.budget}
+    return EvaluationResult(
+        specs=req.specs, values={s.name: values[s.name] for s in req.specs}, per_query=per_query,
+        thresholds=thresholds, pair_counts=pair_counts, n_relevant=rel.n_relevant, n_candidates=rel.n_candidates,
+        first_relevant_rank=totals.first_rank,
+        skipped_queries=rel.empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
+        config=config, intervals={name: g.interval for name, g in grouped.items()}, grouped=grouped,
+        pr_curve=curve, query_label_codes=rel.q_codes, label_values=rel.label_values,
+    )
+
+
+# ----------------------------------------------------------------------------- entry points
 def evaluate(
     queries,
     gallery=None,
@@ -88,17 +315,17 @@ def evaluate(
     metrics,
     query_ids=None,
     gallery_ids=None,
-    similarity: str = "cosine",
-    ties: str = "pessimistic",
-    empty_queries: str = "skip",
-    device="auto",
-    max_memory=None,
+    similarity: str = DEFAULTS["similarity"],
+    ties: str = DEFAULTS["ties"],
+    empty_queries: str = DEFAULTS["empty_queries"],
+    device=DEFAULTS["device"],
+    max_memory=DEFAULTS["max_memory"],
     progress: bool | None = None,
     tile: tuple[int, int] | None = None,
-    group_size: int = 10,
-    group_seed: int = 0,
-    group_repeats: int = 1,
-    confidence: float = 0.95,
+    group_size: int = DEFAULTS["group_size"],
+    group_seed: int = DEFAULTS["seed"],
+    group_repeats: int = DEFAULTS["group_repeats"],
+    confidence: float = DEFAULTS["confidence"],
     _use_kernels: bool = True,
 ) -> EvaluationResult:
     """Evaluate retrieval metrics exactly, in one memory-bounded streamed pass.
@@ -162,299 +389,34 @@ def evaluate(
         A mapping from canonical metric name to value, with per-query values, counts
         of used and skipped queries, thresholds and pair counts.
     """
-    specs = _parse_all(metrics)
-    _choice(similarity, _SIMILARITIES, "similarity")
-    _choice(ties, _TIES, "ties")
-    _choice(empty_queries, _EMPTY, "empty_queries")
-
-    queries = check_embeddings(queries, "queries", similarity=similarity)
-    n_q, d = int(queries.shape[0]), int(queries.shape[1])
-    loo = gallery is None
-    if loo:
-        if gallery_labels is not None:
-            raise InputError("gallery_labels was given without a gallery; pass gallery=... or drop gallery_labels.")
-        if gallery_ids is not None:
-            raise InputError("gallery_ids was given without a gallery; leave-one-out uses query_ids for both sides.")
-        n_g = n_q
-        g_name_labels, g_name_ids = "query_labels", "query_ids"
-    else:
-        gallery = check_embeddings(gallery, "gallery", similarity=similarity)
-        n_g = int(gallery.shape[0])
-        if int(gallery.shape[1]) != d:
-            raise InputError(
-                f"queries have dimension {d} but gallery has dimension {int(gallery.shape[1])}; "
-                "both must come from the same embedding space."
-            )
-        g_name_labels, g_name_ids = "gallery_labels", "gallery_ids"
-
-    # --- self pairs -----------------------------------------------------------------
-    self_ids = (None, None)
-    if loo:
-        if query_ids is None:
-            self_ids_loo = np.arange(n_q, dtype=np.int64)
-            self_pairs = Csr(np.arange(n_q + 1, dtype=np.int64), self_ids_loo)
-        else:
-            self_ids_loo, _ = encode_ids(query_ids, query_ids, n_q, n_q, "query_ids")
-            self_pairs = _self_pairs(self_ids_loo, self_ids_loo)
-    elif query_ids is None and gallery_ids is None:
-        self_pairs = Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
-    elif query_ids is None or gallery_ids is None:
-        missing = "query_ids" if query_ids is None else "gallery_ids"
-        raise InputError(f"{missing} is missing: self-exclusion needs ids on both sides (or on neither).")
-    else:
-        qc, gc = encode_ids(query_ids, gallery_ids, n_q, n_g, g_name_ids)
-        self_pairs = _self_pairs(qc, gc)
-        self_ids = (qc, gc)
-
-    # --- relevance ------------------------------------------------------------------
-    need_labels = any(s.kind in ("embedding", "grouped") for s in specs)
-    g_codes = q_codes = label_values = None
-    if relevance is not None:
-        if query_labels is not None or gallery_labels is not None:
-            raise InputError("Give either labels or relevance, not both: relevance replaces the label rule.")
-        if need_labels:
-            names = ", ".join(s.name for s in specs if s.kind in ("embedding", "grouped"))
-            raise InputError(f"{names} need(s) class labels; it cannot be computed from relevance alone.")
-        source = RelevanceSource(csr=relevance_to_csr(relevance, n_q, n_g), self_pairs=self_pairs, n_g=n_g)
-    else:
-        if query_labels is None:
-            raise InputError("query_labels is missing: pass one label per query, or pass relevance=... instead.")
-        if not loo and gallery_labels is None:
-            raise InputError("gallery_labels is missing: pass one label per gallery item.")
-        q_codes, g_codes, label_values = encode_labels(
-            query_labels, query_labels if loo else gallery_labels, n_q, n_g, g_name_labels
-        )
-        source = RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=self_pairs, n_g=n_g)
-
-    n_relevant = source.counts(n_q)
-    n_candidates = n_g - self_pairs.row_counts()
-    if (n_candidates == 0).any():
-        idx = np.flatnonzero(n_candidates == 0)
-        raise InputError(
-            f"{idx.size} quer{'y has' if idx.size == 1 else 'ies have'} no gallery item left after self-exclusion "
-            f"(queries {_first(idx)}); the gallery must hold more than the query itself."
-        )
-    for s in specs:
-        if s.k is not None and s.k > int(n_candidates.min()):
-            raise InputError(
-                f"{s.name}: K={s.k} is larger than the gallery a query ranks ({int(n_candidates.min())} items after "
-                f"self-exclusion); use K <= {int(n_candidates.min())}."
-            )
-
-    query_specs = [s for s in specs if s.kind == "query"]
-    pair_specs = [s for s in specs if s.kind == "pair"]
-    grouped_specs = [s for s in specs if s.kind == "grouped"]
-    run_pass = bool(query_specs or pair_specs)
-    empty = np.flatnonzero(n_relevant == 0)
-    if empty.size and (query_specs or pair_specs):
-        if empty_queries == "error":
-            raise EmptyQueriesError(
-                f"{empty.size} of {n_q} queries have no relevant gallery item (queries {_first(empty)}); "
-                "fix the labels or pass empty_queries='skip' (exclude and count them) or 'zero'.",
-                indices=empty,
-            )
-        if empty.size == n_q:
-            raise EmptyQueriesError(
-                f"None of the {n_q} queries has a relevant gallery item: check that query and gallery labels "
-                "share values (and that leave-one-out classes have at least two items).",
-                indices=empty,
-            )
-
-    # --- plan -----------------------------------------------------------------------
-    backend = resolve_backend(device, [queries] + ([] if loo else [gallery]))
-    budget = parse_memory(max_memory) or default_memory_budget(backend)
-    if tile is not None:
-        if (not isinstance(tile, (tuple, list)) or len(tile) != 2
-                or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile)):
-            raise InputError(f"tile={tile!r}: give (query block height, gallery chunk width), two positive integers.")
-        b, c = int(tile[0]), int(tile[1])
-    else:
-        # as few chunks of at most 4096 (CUDA: 32768) columns as cover the gallery, all
-        # of equal width, so the GEMMs do no more than ~16 padded columns of extra work
-        c_max = 32768 if backend.is_cuda else 4096
-        c = -(-n_g // -(-n_g // c_max))
-        b = None
-    # Chunk widths are multiples of 16: BLAS edge kernels for a ragged width sum in
-    # another order, and duplicate gallery vectors would stop tying bit-for-bit.
-    c = -(-c // 16) * 16
-    n_chunks = -(-n_g // c)
-    # the budget covers the float32 copies of the inputs, then the working set
-    inputs = 4 * d * (n_chunks * c + (0 if loo else n_q))
-    room = max(budget - inputs, budget // 10)
-    if b is None:
-        r_max = int(n_relevant.max()) if n_relevant.size else 0
-        per_row = n_chunks * c * 4 + 48 * r_max + (16 * c if backend.is_cuda else 0)
-        if backend.is_cuda and pair_specs:
-            # the vectorised pair path holds a mask, a copy and a comparison of the block
-            per_row += n_chunks * c * 6
-        b = int(max(1, min(n_q, 2048, (room * 8 // 10) // per_row)))
-    b = min(b, n_q)
-
-    # float32 copies on the backend: the gallery padded to whole chunks; in
-    # leave-one-out the queries are a view of it rather than a second copy. Cosine rows
-    # are normalised, and neg_l2 rows centred on the gallery mean rounded to integers
-    # (distances do not change; the float32 expansion |q|^2 + |g|^2 - 2 q.g loses less;
-    # integer data stay exact), in float64 from the inputs' own precision before the cast.
-    Gp = backend.zeros((n_chunks * c, d))
-    G = backend.native(queries if loo else gallery)
-    center = backend.mean64(G) if similarity == "neg_l2" else None
-    backend.float32_into(G, Gp[:n_g], normalize=similarity == "cosine", center=center)
-    del G
-    if loo:
-        Q = Gp[:n_g]
-    else:
-        Q = backend.float32_into(backend.native(queries), backend.empty((n_q, d)),
-                                 normalize=similarity == "cosine", center=center)
-    qn = gn = None
-    if similarity == "neg_l2":
-        qn = backend.sqnorm(Q)
-        gn = backend.zeros((n_chunks * c,))
-        gn[:n_g] = backend.sqnorm(Gp[:n_g])
-    problem = Problem(
-        backend=backend, Q=Q, Gp=Gp, n_g=n_g, c=c, b=b, similarity=similarity,
-        strict=(ties == "optimistic"), relevant=source, self_pairs=self_pairs, qn=qn, gn=gn,
-    )
-
-    # --- the pass -------------------------------------------------------------------
-    n_pos = int(n_relevant.sum())
-    want_pairs = bool(pair_specs)
-    if want_pairs and n_pos == 0:
-        raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    tail = NegativeTail(tail_capacity(pair_specs, n_pos)) if want_pairs else None
-    fixed = sorted({float(s.level) for s in pair_specs if s.family in ("pair_precision", "pair_recall", "pair_f1")})
-    fixed_f32 = np.array([ceil_f32(t) for t in fixed], np.float32)
-    fixed_fp = np.zeros(len(fixed), np.int64)
-    positives: list[np.ndarray] = []
-
-    per_query = {s.name: np.full(n_q, np.nan) for s in query_specs}
-    first_rank = np.zeros(n_q, np.int64)
-    blocks = plan_blocks(n_q, b) if run_pass else []
-    bar = _progress(progress, len(blocks))
-    try:
-        with backend.exact_matmul():
-            for start, stop in blocks:
-                part = run_block(
-                    problem, start, stop, want_pairs=want_pairs,
-                    tail_tau=tail.tau if tail is not None else -math.inf,
-                    fixed_thresholds=fixed_f32, use_kernels=_use_kernels,
-                    tail_capacity=tail.capacity if tail is not None else None,
-                )
-                counts = np.diff(part.indptr)
-                rid = np.repeat(np.arange(stop - start, dtype=np.int64), counts)
-                vals = per_query_values(query_specs, rid, part.position, part.rank, counts)
-                for name, v in vals.items():
-                    per_query[name][start:stop] = v
-                best = part.position == 0
-                first_rank[start + rid[best]] = part.rank[best]
-                if want_pairs:
-                    positives.append(part.positives)
-                    tail.add(part.negatives, part.negatives_tau)
-                    if part.fixed_fp is not None:
-                        fixed_fp += part.fixed_fp
-                if bar is not None:
-                    bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-
-    # --- empty-query policy and aggregation --------------------------------------------
-    values: dict[str, float] = {}
-    skipped = empty if empty_queries == "skip" else np.zeros(0, np.int64)
-    if empty.size and empty_queries == "zero":
-        for s in query_specs:
-            if s.unit == "rank":
-                per_query[s.name][empty] = n_candidates[empty] + 1
-            else:
-                per_query[s.name][empty] = 0.0
-
-    thresholds: dict[str, float | None] = {}
-    pair_counts: dict[str, dict] = {}
-    if want_pairs:
-        n_neg = int((n_candidates - n_relevant).sum())
-        counts_obj = PairCounts(
-            positives=np.sort(np.concatenate(positives)),
-            n_negative=n_neg,
-            tail=tail,
-            fixed_fp={t: int(fp) for t, fp in zip(fixed, fixed_fp)},
-        )
-    for s in specs:
-        if s.kind == "query":
-            values[s.name] = aggregate(s, per_query[s.name])
-        elif s.kind == "pair":
-            value, thr, detail, need_bins = pair_metric(s, counts_obj)
-            if need_bins:
-                counts_obj.fp_at = _binning_pass(problem, blocks, counts_obj, _use_kernels)
-                value, thr, detail, _ = pair_metric(s, counts_obj)
-            values[s.name] = value
-            thresholds[s.name] = thr
-            pair_counts[s.name] = {**detail, "n_positive": n_pos, "n_negative": counts_obj.n_negative}
-        elif s.kind == "embedding":
-            emb = queries if loo else gallery
-            labels_side = g_codes
-            values[s.name] = float(discriminant_ratio(as_numpy(emb, "embeddings"), labels_side))
-
-    curve = pr_curve(counts_obj) if want_pairs and any(s.family in ("recall_at_precision", "precision_at_recall")
-                                                      for s in specs) else None
-    grouped: dict[str, GroupedRecall] = {}
-    intervals: dict[str, tuple[float, float]] = {}
-    if grouped_specs:
-        Qn = backend.to_numpy(Q)
-        Gn = None if loo else backend.to_numpy(Gp[:n_g])
-        if loo:
-            q_id_codes = self_ids_loo
-            g_id_codes = None
-        else:
-            q_id_codes, g_id_codes = self_ids
-        found = grouped_recall_values(
-            Qn, q_codes, Gn, None if loo else g_codes, q_ids=q_id_codes, g_ids=g_id_codes,
-            ks=sorted({s.k for s in grouped_specs}), group_size=group_size, seed=group_seed,
-            repeats=group_repeats, confidence=confidence, ties=ties, similarity=similarity,
-            label_values=label_values, max_memory=room, empty_queries=empty_queries,
-        )
-        for s in grouped_specs:
-            g = found[s.k]
-            values[s.name] = g.value
-            intervals[s.name] = g.interval
-            grouped[s.name] = g
-            per_query[s.name] = g.per_query
-        values = {s.name: values[s.name] for s in specs}  # the requested order
-
-    config = {
-        "similarity": similarity,
-        "ties": ties,
-        "empty_queries": empty_queries,
-        "backend": backend.name,
-        "n_gallery": n_g,
-        "leave_one_out": loo,
-        "block": b,
-        "chunk": c,
-        "max_memory": budget,
-    }
-    return EvaluationResult(
-        specs=specs,
-        values=values,
-        per_query=per_query,
-        thresholds=thresholds,
-        pair_counts=pair_counts,
-        n_relevant=n_relevant,
-        n_candidates=n_candidates,
-        first_relevant_rank=first_rank,
-        skipped_queries=skipped,
-        config=config,
-        intervals=intervals,
-        grouped=grouped,
-        pr_curve=curve,
-        query_label_codes=q_codes,
-        label_values=label_values,
-    )
+    req = _options(metrics, similarity=similarity, ties=ties, empty_queries=empty_queries, group_size=group_size,
+                   group_seed=group_seed, group_repeats=group_repeats, confidence=confidence)
+    sides = _embeddings(queries, gallery, req.similarity)
+    own = _self_pairs(sides, query_ids, gallery_ids, gallery_labels)
+    rel = _relevance(req, sides, own, query_labels, gallery_labels, relevance)
+    pair_specs = req.of_kind("pair")
+    plan = plan_pass([sides.queries] + ([] if sides.loo else [sides.gallery]), n_q=sides.n_q, n_g=sides.n_g,
+                     d=sides.d, loo=sides.loo, n_relevant=rel.n_relevant, device=device, max_memory=max_memory,
+                     tile=tile, pairs=bool(pair_specs))
+    problem = prepare_problem(plan, sides.queries, sides.gallery, n_g=sides.n_g, similarity=req.similarity,
+                              ties=req.ties, source=rel.source, self_pairs=own.csr)
+    totals = stream(problem, query_specs=req.of_kind("query"), pair_specs=pair_specs,
+                    n_positive=int(rel.n_relevant.sum()), progress=progress, use_kernels=_use_kernels)
+    return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels)
 
 
-def _binning_pass(problem: Problem, blocks, counts: PairCounts, use_kernels: bool) -> np.ndarray:
-    """Negatives at or above every unique positive score, from a second pass."""
-    u = counts.unique_positives()
-    hist = np.zeros(u.size + 1, np.int64)
-    with problem.backend.exact_matmul():
-        for start, stop in blocks:
-            run_binning_block(problem, start, stop, u, hist, use_kernels)
-    # negatives >= u[t] are those with more than t positives <= them
-    return np.cumsum(hist[::-1])[::-1][1:]
+def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, ties: str, device, max_memory,
+                         progress=None) -> tuple[np.ndarray, str]:
+    """The rank of each query's best-ranked relevant gallery item (0 where none), from
+    the plan, prepare and stream stages on already validated inputs with explicit
+    relevance (no self pairs); and the backend's name. Image-text evaluation runs on this."""
+    n_q, n_g, d = int(queries.shape[0]), int(gallery.shape[0]), int(queries.shape[1])
+    own = Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
+    source = RelevanceSource(csr=relevance, self_pairs=own, n_g=n_g)
+    plan = plan_pass([queries, gallery], n_q=n_q, n_g=n_g, d=d, loo=False, n_relevant=np.diff(relevance.indptr),
+                     device=device, max_memory=max_memory)
+    problem = prepare_problem(plan, queries, gallery, n_g=n_g, similarity=similarity, ties=ties, source=source,
+                              self_pairs=own)
+    totals = stream(problem, query_specs=[parse_metric("mrr")], pair_specs=[], n_positive=int(relevance.indices.size),
+                    progress=progress)
+    return totals.first_rank, plan.backend.name

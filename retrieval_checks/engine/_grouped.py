@@ -40,7 +40,6 @@ products instead of n * n (r groups), computed as batched padded GEMMs.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,16 +126,8 @@ def grouped_recall_values(
     """Grouped Recall@K for every K in ``ks`` (embeddings already float32 numpy;
     cosine rows already normalised). ``label_values`` maps label codes to labels for
     reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
-    item with the query's id is the query itself and is excluded)."""
-    for name, v in (("group_size", group_size), ("group_repeats", repeats), ("group_seed", seed)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise InputError(f"{name}={v!r} must be an integer.")
-    if seed < 0:
-        raise InputError(f"group_seed={seed} must be a non-negative integer.")
-    if isinstance(confidence, bool) or not (isinstance(confidence, numbers.Real) and 0.0 < confidence < 1.0):
-        raise InputError(f"confidence={confidence!r} must be strictly between 0 and 1 (e.g. 0.95).")
-    if repeats < 1:
-        raise InputError(f"group_repeats={repeats} must be at least 1.")
+    item with the query's id is the query itself and is excluded). The options are
+    validated by the caller (:func:`retrieval_checks.evaluate`)."""
     loo = g_emb is None
     codes_all = q_codes if loo else np.concatenate([q_codes, g_codes])
     n_q = q_codes.shape[0]

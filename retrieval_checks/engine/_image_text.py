@@ -32,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from ._evaluate import evaluate
+from ..options import DEFAULTS, check_option
+from .._suggest import hint
+from ._evaluate import first_relevant_ranks
 from ._inputs import Csr, as_numpy, check_embeddings, is_torch_tensor
 from ..metrics._names import MetricSpec, parse_metric
 from ._result import _ByMetric
@@ -150,14 +152,14 @@ def evaluate_image_text(
     *,
     metrics=IMAGE_TEXT_METRICS,
     protocol: str = "5k",
-    similarity: str = "cosine",
-    ties: str = "pessimistic",
+    similarity: str = DEFAULTS["similarity"],
+    ties: str = DEFAULTS["ties"],
     images_without_captions: str = "error",
-    device="auto",
-    max_memory=None,
-    confidence: float = 0.95,
-    n_resamples: int = 1000,
-    seed: int = 0,
+    device=DEFAULTS["device"],
+    max_memory=DEFAULTS["max_memory"],
+    confidence: float = DEFAULTS["confidence"],
+    n_resamples: int = DEFAULTS["n_resamples"],
+    seed: int = DEFAULTS["seed"],
     progress: bool | None = None,
 ) -> ImageTextResult:
     """Image-to-text and text-to-image retrieval metrics with bootstrap intervals.
@@ -185,15 +187,50 @@ def evaluate_image_text(
         As in :func:`retrieval_checks.evaluate`.
     """
     specs = _parse(metrics)
+    protocol_key = _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed)
+    images, captions, cap_img, layout, dropped = _pairing(images, captions, caption_image, similarity,
+                                                          images_without_captions)
+    N = int(images.shape[0])
+    folds = _fold_slices(N, protocol_key)
+    ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
+    common = dict(similarity=similarity, ties=ties, device=device, max_memory=max_memory, progress=progress)
+    fold_data, backend = [], None
+    for a, b in folds:
+        fold, backend = _rank_fold(images, captions, cap_img, a, b, common)
+        fold_data.append(fold)
+    per_fold = [f.values(specs, ks, np.ones(f.n_images)) for f in fold_data]
+    values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}
+    intervals = {}
+    if n_resamples:
+        boot = _bootstrap(specs, fold_data, ks, n_resamples, np.random.default_rng(seed))
+        q = [(1 - confidence) / 2, (1 + confidence) / 2]
+        intervals = {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in boot.items()}
+    config = {"similarity": similarity, "ties": ties, "images_dropped": dropped, "backend": backend,
+              "folds": [list(f) for f in folds], "seed": seed}
+    return ImageTextResult(
+        values, intervals, per_fold, n_images=N, n_captions=int(cap_img.size), layout=layout,
+        protocol=protocol, confidence=confidence, n_resamples=n_resamples,
+        i2t_ranks=[f.i2t_first for f in fold_data], t2i_ranks=[f.t2i_first for f in fold_data], config=config,
+    )
+
+
+def _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed) -> str:
+    """Validate the options; the protocol's canonical key."""
     if protocol not in _PROTOCOLS:
-        raise InputError(f"protocol={protocol!r} is not one of '5k', 'all', '1k', '5fold1k'.")
-    protocol_key = _PROTOCOLS[protocol]
+        raise InputError(f"protocol={protocol!r} is not one of '5k', 'all', '1k', '5fold1k'.{hint(protocol, _PROTOCOLS)}")
     if images_without_captions not in ("error", "drop"):
         raise InputError(f"images_without_captions={images_without_captions!r}: use 'error' or 'drop'.")
-    if not (0.0 < confidence < 1.0):
-        raise InputError(f"confidence={confidence!r} must be strictly between 0 and 1.")
-    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 0:
-        raise InputError(f"n_resamples={n_resamples!r} must be a non-negative integer (0: no intervals).")
+    check_option("similarity", similarity)
+    check_option("ties", ties)
+    check_option("confidence", confidence)
+    check_option("n_resamples", n_resamples)
+    check_option("seed", seed)
+    return _PROTOCOLS[protocol]
+
+
+def _pairing(images, captions, caption_image, similarity, images_without_captions):
+    """Validated embeddings and the image of every caption: (images, captions,
+    caption_image, layout, number of images dropped for having no caption)."""
     captions = check_embeddings(captions, "captions", similarity=similarity)
     images = check_embeddings(images, "images", similarity=similarity)
     if int(images.shape[1]) != int(captions.shape[1]):
@@ -221,58 +258,38 @@ def evaluate_image_text(
         )
     counts = np.bincount(cap_img, minlength=N)
     lonely = np.flatnonzero(counts == 0)
-    dropped = 0
-    if lonely.size:
-        if images_without_captions == "error":
-            raise InputError(
-                f"{lonely.size} image(s) have no caption (images {', '.join(map(str, lonely[:5]))}"
-                f"{', ...' if lonely.size > 5 else ''}); an image without captions cannot be scored for i2t. "
-                "Remove them or pass images_without_captions='drop'."
-            )
-        keep = counts > 0
-        remap = np.cumsum(keep) - 1
-        images = _take(images, np.flatnonzero(keep))
-        cap_img = remap[cap_img]
-        dropped = int(lonely.size)
-        N = int(images.shape[0])
+    if not lonely.size:
+        return images, captions, cap_img, layout, 0
+    if images_without_captions == "error":
+        raise InputError(
+            f"{lonely.size} image(s) have no caption (images {', '.join(map(str, lonely[:5]))}"
+            f"{', ...' if lonely.size > 5 else ''}); an image without captions cannot be scored for i2t. "
+            "Remove them or pass images_without_captions='drop'."
+        )
+    keep = counts > 0
+    remap = np.cumsum(keep) - 1
+    return _take(images, np.flatnonzero(keep)), captions, remap[cap_img], layout, int(lonely.size)
 
-    folds = _fold_slices(N, protocol_key)
-    ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
-    common = dict(similarity=similarity, ties=ties, device=device, max_memory=max_memory, progress=progress)
-    per_fold, fold_data = [], []
-    for a, b in folds:
-        cap_idx = np.flatnonzero((cap_img >= a) & (cap_img < b))
-        local = cap_img[cap_idx] - a
-        n_i, n_c = b - a, cap_idx.size
-        # i2t: image j's relevant captions; t2i: caption i's relevant image
-        order = np.argsort(local, kind="stable")
-        indptr = np.zeros(n_i + 1, np.int64)
-        np.cumsum(np.bincount(local, minlength=n_i), out=indptr[1:])
-        i2t_rel = Csr(indptr, order.astype(np.int64))
-        t2i_rel = Csr(np.arange(n_c + 1, dtype=np.int64), local.astype(np.int64))
-        img_f = images[a:b]
-        # every caption, in order (the 5k protocol): no copy
-        cap_f = captions if cap_idx.size == M and (cap_idx == np.arange(M)).all() else _take(captions, cap_idx)
-        # the engine's exact first-relevant ranks are all the metrics need
-        i2t = evaluate(img_f, cap_f, relevance=_sparse(i2t_rel, n_i, n_c), metrics=["mrr"], **common)
-        t2i = evaluate(cap_f, img_f, relevance=_sparse(t2i_rel, n_c, n_i), metrics=["mrr"], **common)
-        fold = _Fold(i2t.first_relevant_rank, t2i.first_relevant_rank, local, n_i)
-        fold_data.append(fold)
-        per_fold.append(fold.values(specs, ks, np.ones(n_i)))
 
-    values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}
-    intervals = {}
-    if n_resamples:
-        boot = _bootstrap(specs, fold_data, ks, n_resamples, np.random.default_rng(seed))
-        q = [(1 - confidence) / 2, (1 + confidence) / 2]
-        intervals = {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in boot.items()}
-    config = {"similarity": similarity, "ties": ties, "images_dropped": dropped,
-              "backend": i2t.config["backend"], "folds": [list(f) for f in folds]}
-    return ImageTextResult(
-        values, intervals, per_fold, n_images=N, n_captions=int(cap_img.size), layout=layout,
-        protocol=protocol, confidence=confidence, n_resamples=n_resamples,
-        i2t_ranks=[f.i2t_first for f in fold_data], t2i_ranks=[f.t2i_first for f in fold_data], config=config,
-    )
+def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict):
+    """One fold (images a..b-1 with their captions): both directions' first relevant
+    ranks from the engine's rank pass, and the backend's name."""
+    cap_idx = np.flatnonzero((cap_img >= a) & (cap_img < b))
+    local = cap_img[cap_idx] - a
+    n_i, n_c = b - a, cap_idx.size
+    # i2t: image j's relevant captions; t2i: caption i's relevant image
+    order = np.argsort(local, kind="stable")
+    indptr = np.zeros(n_i + 1, np.int64)
+    np.cumsum(np.bincount(local, minlength=n_i), out=indptr[1:])
+    i2t_rel = Csr(indptr, order.astype(np.int64))
+    t2i_rel = Csr(np.arange(n_c + 1, dtype=np.int64), local.astype(np.int64))
+    img_f = images[a:b]
+    # every caption, in order (the 5k protocol): no copy
+    M = int(captions.shape[0])
+    cap_f = captions if cap_idx.size == M and (cap_idx == np.arange(M)).all() else _take(captions, cap_idx)
+    i2t, backend = first_relevant_ranks(img_f, cap_f, i2t_rel, **common)
+    t2i, _ = first_relevant_ranks(cap_f, img_f, t2i_rel, **common)
+    return _Fold(i2t, t2i, local, n_i), backend
 
 
 def _parse(metrics) -> list[MetricSpec]:
@@ -290,13 +307,6 @@ def _parse(metrics) -> list[MetricSpec]:
     if not specs:
         raise InputError("metrics is empty: name at least one image-text metric, e.g. 'rsum'.")
     return list(specs.values())
-
-
-def _sparse(csr: Csr, n_rows: int, n_cols: int):
-    from scipy.sparse import csr_matrix
-
-    data = np.ones(csr.indices.size, bool)
-    return csr_matrix((data, csr.indices, csr.indptr), shape=(n_rows, n_cols))
 
 
 class _Fold:

@@ -1,0 +1,101 @@
+"""Planning a pass (tile shapes from the memory budget) and preparing its inputs
+(float32 copies on the backend).
+
+Tile shapes. The gallery is cut into chunks of equal width ``c``, a multiple of 16:
+BLAS edge kernels for a ragged width sum in another order, and duplicate gallery
+vectors would stop tying bit-for-bit. Queries go in blocks of ``b`` rows, chosen so
+that a block's ``b x n_chunks*c`` float32 scores, its relevant pairs and the kernels'
+temporaries fit 80% of what the budget leaves after the float32 copies of the inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ._backend import Backend, default_memory_budget, parse_memory, resolve_backend
+from ._blocks import Problem, RelevanceSource
+from ._inputs import Csr
+
+__all__ = ["Plan", "plan_pass", "prepare_problem"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where and in which tiles a pass runs: ``b`` query rows per block, gallery chunks
+    of ``c`` columns, ``room`` bytes left for the working set after the inputs."""
+
+    backend: Backend
+    budget: int
+    b: int
+    c: int
+    n_chunks: int
+    room: int
+
+
+def _check_tile(tile) -> tuple[int, int]:
+    if (not isinstance(tile, (tuple, list)) or len(tile) != 2
+            or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile)):
+        raise InputError(f"tile={tile!r}: give (query block height, gallery chunk width), two positive integers.")
+    return int(tile[0]), int(tile[1])
+
+
+def plan_pass(arrays, *, n_q: int, n_g: int, d: int, loo: bool, n_relevant: np.ndarray, device, max_memory,
+              tile=None, pairs: bool = False) -> Plan:
+    """The backend and the tile shapes of a pass over ``n_q`` queries and ``n_g``
+    gallery items of dimension ``d`` (``arrays``: the inputs, for ``device="auto"``)."""
+    backend = resolve_backend(device, arrays)
+    budget = parse_memory(max_memory) or default_memory_budget(backend)
+    if tile is not None:
+        b, c = _check_tile(tile)
+    else:
+        # as few chunks of at most 4096 (CUDA: 32768) columns as cover the gallery, all
+        # of equal width, so the GEMMs do no more than ~16 padded columns of extra work
+        c_max = 32768 if backend.is_cuda else 4096
+        c = -(-n_g // -(-n_g // c_max))
+        b = None
+    c = -(-c // 16) * 16
+    n_chunks = -(-n_g // c)
+    # the budget covers the float32 copies of the inputs, then the working set
+    inputs = 4 * d * (n_chunks * c + (0 if loo else n_q))
+    room = max(budget - inputs, budget // 10)
+    if b is None:
+        r_max = int(n_relevant.max()) if n_relevant.size else 0
+        per_row = n_chunks * c * 4 + 48 * r_max + (16 * c if backend.is_cuda else 0)
+        if backend.is_cuda and pairs:
+            # the vectorised pair path holds a mask, a copy and a comparison of the block
+            per_row += n_chunks * c * 6
+        b = int(max(1, min(n_q, 2048, (room * 8 // 10) // per_row)))
+    return Plan(backend, budget, min(b, n_q), c, n_chunks, room)
+
+
+def prepare_problem(plan: Plan, queries, gallery, *, n_g: int, similarity: str, ties: str,
+                    source: RelevanceSource, self_pairs: Csr) -> Problem:
+    """Float32 copies on the backend: the gallery padded to whole chunks; in
+    leave-one-out (``gallery`` None) the queries are a view of it rather than a second
+    copy. Cosine rows are normalised, and neg_l2 rows centred on the gallery mean rounded
+    to integers (distances do not change; the float32 expansion |q|^2 + |g|^2 - 2 q.g
+    loses less; integer data stay exact), in float64 from the inputs' own precision
+    before the cast."""
+    be, c = plan.backend, plan.c
+    d = int(queries.shape[1])
+    loo = gallery is None
+    Gp = be.zeros((plan.n_chunks * c, d))
+    G = be.native(queries if loo else gallery)
+    center = be.mean64(G) if similarity == "neg_l2" else None
+    be.float32_into(G, Gp[:n_g], normalize=similarity == "cosine", center=center)
+    del G
+    if loo:
+        Q = Gp[:n_g]
+    else:
+        Q = be.float32_into(be.native(queries), be.empty((int(queries.shape[0]), d)),
+                            normalize=similarity == "cosine", center=center)
+    qn = gn = None
+    if similarity == "neg_l2":
+        qn = be.sqnorm(Q)
+        gn = be.zeros((plan.n_chunks * c,))
+        gn[:n_g] = be.sqnorm(Gp[:n_g])
+    return Problem(backend=be, Q=Q, Gp=Gp, n_g=n_g, c=c, b=plan.b, similarity=similarity,
+                   strict=(ties == "optimistic"), relevant=source, self_pairs=self_pairs, qn=qn, gn=gn)

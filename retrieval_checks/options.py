@@ -1,0 +1,147 @@
+"""Evaluation options: one table of what each option accepts and its default.
+
+The engine (:func:`retrieval_checks.evaluate` and its siblings), the YAML suite schema
+and the pytest plugin all validate options against :data:`OPTIONS`, so an option means
+the same thing and fails the same way wherever it is written: a keyword argument, a
+suite's ``options:`` or a check's field, or a ``--rc-...`` flag.
+
+>>> OPTIONS["ties"].check("optimistic")
+'optimistic'
+>>> OPTIONS["confidence"].problem(95)
+'expected a number strictly between 0 and 1 (e.g. 0.95), found 95 (did you mean 0.95?).'
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._suggest import hint
+from .errors import InputError
+
+__all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "DATASET_TYPES"]
+
+#: The kinds of dataset a suite declares; each option applies to some of them.
+DATASET_TYPES = ("retrieval", "image_text", "images")
+
+_DEVICE = re.compile(r"^(auto|cpu|torch-cpu|numpy|cuda(:[0-9]+)?)$")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its kind, bounds or choices, default and where it applies.
+
+    ``kind``: ``choice`` (one of ``choices``), ``number`` (a finite real within the
+    bounds), ``integer`` (an int within the bounds), ``device`` or ``memory`` (checked
+    by the engine's parsers; only their type here). ``applies_to``: the dataset types
+    (:data:`DATASET_TYPES`) a suite may set it for; empty for session-level options.
+    """
+
+    name: str
+    kind: str
+    default: Any
+    expected: str
+    choices: tuple = ()
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    applies_to: tuple = ()
+    help: str = ""
+    aliases: dict = field(default_factory=dict)
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` (a sentence naming what was expected), or None."""
+        found = f"found {value!r}"
+        if self.kind == "choice":
+            if isinstance(value, str) and value in self.choices:
+                return None
+            return f"expected {self.expected}, {found}.{hint(value, self.choices)}"
+        if self.kind == "device":
+            if isinstance(value, str) and _DEVICE.match(value.strip()):
+                return None
+            return f"expected {self.expected}, {found}."
+        if self.kind == "memory":
+            return None  # parsed (with its own messages) by the engine's parse_memory
+        if self.kind == "integer":
+            if not _is_int(value):
+                return f"expected {self.expected}, {found}."
+        elif not _is_real(value) or not math.isfinite(float(value)):
+            return f"expected {self.expected}, {found}."
+        v = float(value)
+        below = self.low is not None and (v < self.low or (self.open_low and v == self.low))
+        above = self.high is not None and (v > self.high or (self.open_high and v == self.high))
+        if below or above:
+            meant = ""
+            if self.name == "confidence" and 1 < v < 100:
+                meant = f" (did you mean {v / 100:g}?)"
+            return f"expected {self.expected}, {found}{meant}."
+        return None
+
+    def check(self, value, *, name: str | None = None):
+        """``value`` when valid; else :class:`~retrieval_checks.InputError` naming the
+        option (as ``name``, e.g. ``group_seed`` for the ``seed`` option) and what is
+        expected."""
+        problem = self.problem(value)
+        if problem is not None:
+            raise InputError(f"{name or self.name}={value!r}: {problem}")
+        return value
+
+
+def _choice(name, choices, default, help_text, applies_to=()):
+    return Option(name, "choice", default, "one of " + ", ".join(choices), choices=tuple(choices),
+                  applies_to=applies_to, help=help_text)
+
+
+_RET, _IT, _IMG = DATASET_TYPES
+
+#: Every evaluation option, by the name suites and the plugin use.
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    _choice("similarity", ("cosine", "dot", "neg_l2"), "cosine",
+            "similarity of two embeddings; pair thresholds are in its units", (_RET, _IT)),
+    _choice("ties", ("pessimistic", "optimistic"), "pessimistic",
+            "where a relevant item ranks among non-relevant items with an equal score", (_RET, _IT)),
+    _choice("empty_queries", ("skip", "error", "zero"), "skip",
+            "queries without a relevant gallery item: skip (counted), error, or score zero", (_RET,)),
+    Option("confidence", "number", 0.95, "a number strictly between 0 and 1 (e.g. 0.95)", low=0.0, high=1.0,
+           open_low=True, open_high=True, applies_to=DATASET_TYPES, help="confidence of every interval"),
+    Option("seed", "integer", 0, "an integer >= 0", low=0, applies_to=DATASET_TYPES,
+           help="seed of label partitions and bootstrap resamples"),
+    Option("group_size", "integer", 10, "an integer >= 2 (labels per group)", low=2, applies_to=(_RET,),
+           help="labels per group of grouped_recall@K (S)"),
+    Option("group_repeats", "integer", 1, "an integer >= 1", low=1, applies_to=(_RET,),
+           help="label partitions averaged by grouped_recall@K"),
+    Option("n_resamples", "integer", 1000, "an integer >= 0 (bootstrap resamples; 0: no interval)", low=0,
+           applies_to=(_IT, _IMG), help="bootstrap resamples of image-text and CAM intervals"),
+    Option("rho", "number", 0.1, "a number in [0, 1] (the CAM threshold)", low=0.0, high=1.0, applies_to=(_IMG,),
+           help="threshold of the normalised CAM for cam_iou"),
+    _choice("cam_method", ("gradcam", "gradcam++"), "gradcam", "class activation maps: Grad-CAM or Grad-CAM++",
+            (_IMG,)),
+    Option("percentile", "number", 10.0, "a number in (0, 100) (the margin percentile of spectral_measure)",
+           low=0.0, high=100.0, open_low=True, open_high=True, applies_to=(_IMG,),
+           help="percentile of the training margins behind spectral_measure's gamma"),
+    Option("device", "device", "auto", "auto, cpu, torch-cpu, numpy, cuda or cuda:N",
+           help="where similarities (and models) are computed"),
+    Option("max_memory", "memory", None, "bytes, or a size such as '2GiB'",
+           help="working-set budget of the engine (default: the library's)"),
+)}
+
+#: The default of every option, in one place.
+DEFAULTS: dict[str, Any] = {name: o.default for name, o in OPTIONS.items()}
+
+
+def check_option(name: str, value, *, argument: str | None = None):
+    """Validate ``value`` for option ``name`` (see :data:`OPTIONS`); ``argument`` is
+    the name the caller's user wrote (e.g. ``group_seed``)."""
+    return OPTIONS[name].check(value, name=argument)
