@@ -1,70 +1,98 @@
 """retrieval-checks: exact retrieval and metric-learning metrics, and quality gates.
 
-The public surface is what ``__all__`` lists; modules with a leading underscore are
-private. Metric names follow the project's contract (METRICS.md): each canonical
-name means one quantity, and results always report canonical names.
+The public surface is what ``__all__`` lists here and in the subpackages, one per
+layer (imports flow one way, top to bottom):
+
+- ``retrieval_checks.metrics``: names, the capability registry, per-family definitions;
+- ``retrieval_checks.data``: embedding files;
+- ``retrieval_checks.engine``: ``evaluate``, grouped recall, image-text, results;
+- ``retrieval_checks.models``: running models (``embed``), the embedding cache;
+- ``retrieval_checks.stats``: intervals, gaps, comparisons (pure functions of results);
+- ``retrieval_checks.classifiers`` and ``retrieval_checks.experiments``: classifier
+  measures and protocols that evaluate, then compute statistics;
+- ``retrieval_checks.gates``: assertions, baselines, drops, the gate-event hook;
+- ``retrieval_checks.suites``: YAML suites;
+- ``retrieval_checks.tracking``: run history, HTML report, command line;
+- ``retrieval_checks.options`` and ``retrieval_checks.errors``: the option table and
+  the exception hierarchy every layer shares.
+
+Modules with a leading underscore are private. Metric names follow the contract
+(``docs/metrics.md``): each canonical name means one quantity, and results always
+report canonical names.
 """
 
-from .gates._assertions import (
+from . import classifiers, data, engine, errors, experiments, gates, metrics, models, options, stats, suites, tracking
+from .classifiers import (
+    ClassifierResult,
+    LocalizationResult,
+    NuclearNorm,
+    SpectralMeasure,
+    boxes_to_masks,
+    cam_iou,
+    cam_iou_box,
+    classification_gap,
+    classifier_accuracy,
+    effective_invariance,
+    evaluate_classifier,
+    grad_cam,
+    nuclear_norm,
+    predict_proba,
+    spectral_measure,
+)
+from .data import EmbeddingSet, load_embeddings
+from .engine import (
+    IMAGE_TEXT_METRICS,
+    EvaluationResult,
+    GroupedRecall,
+    ImageTextResult,
+    evaluate,
+    evaluate_image_text,
+    label_partition,
+)
+from .errors import BackendError, EmptyQueriesError, InputError, MetricNameError, RetrievalChecksError, SuiteError
+from .experiments import class_count_sweep, split_difference
+from .gates import (
+    BaselineFile,
+    Change,
+    GateEvent,
     assert_cam_iou_at_least,
     assert_gap_below,
     assert_grouped_recall_ci,
     assert_map_at_least,
     assert_metric,
+    assert_no_regression,
     assert_not_worse,
     assert_recall_at_least,
     assert_recall_at_precision,
     assert_rsum,
+    baseline_record,
+    measure_change,
 )
-from .gates._baselines import BaselineFile, assert_no_regression, baseline_record
-from .metrics._accuracy import AccuracyResult, accuracy
-from .metrics._embedding import discriminant_ratio
-from .engine._evaluate import evaluate
-from .data._files import EmbeddingSet, load_embeddings
-from .classifiers._measures import (
-    ClassifierResult,
-    NuclearNorm,
-    SpectralMeasure,
-    classification_gap,
-    classifier_accuracy,
-    effective_invariance,
-    evaluate_classifier,
-    nuclear_norm,
-    predict_proba,
-    spectral_measure,
+from .metrics import (
+    METRIC_TEMPLATES,
+    AccuracyResult,
+    Measurement,
+    MetricSpec,
+    accuracy,
+    canonical_metric_name,
+    discriminant_ratio,
+    parse_metric,
 )
-from .classifiers._gradcam import grad_cam
-from .engine._grouped import GroupedRecall, label_partition
-from .tracking._history import History
-from .engine._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
-from .classifiers._localization import LocalizationResult, boxes_to_masks, cam_iou, cam_iou_box
-from .metrics._names import METRIC_TEMPLATES, MetricSpec, canonical_metric_name, parse_metric
-from .stats._correlation import MeasureCorrelation, correlate_with_gap, selection_accuracy
-from .models._embed import embed
-from .gates._regression import Change, measure_change
-from .tracking._report import render_report
-from .engine._result import EvaluationResult
-from .stats._stats import (
+from .models import embed
+from .stats import (
     Comparison,
     Gap,
     Interval,
+    MeasureCorrelation,
     SweepTable,
     bootstrap_interval,
-    class_count_sweep,
     compare,
+    correlate_with_gap,
     generalization_gap,
-    split_difference,
+    selection_accuracy,
 )
-from .suites._schema import Suite, load_suite
-from .suites._run import SuiteRunner
-from .errors import (
-    BackendError,
-    EmptyQueriesError,
-    InputError,
-    MetricNameError,
-    RetrievalChecksError,
-    SuiteError,
-)
+from .suites import Suite, SuiteRunner, load_suite
+from .tracking import History, render_report
 
 __version__ = "0.1.0"
 
@@ -132,6 +160,8 @@ __all__ = [
     "parse_metric",
     "MetricSpec",
     "METRIC_TEMPLATES",
+    "Measurement",
+    "GateEvent",
     "RetrievalChecksError",
     "InputError",
     "MetricNameError",

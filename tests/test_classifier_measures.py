@@ -256,5 +256,7 @@ def test_cam_iou_gate_and_classifier_gap():
                                  rc.accuracy(net(x_te).argmax(1).detach().numpy(), y_te))
     assert (gap.value, gap.low, gap.high) == pytest.approx((want.value, want.low, want.high))
     with pytest.raises(AssertionError, match="accuracy gap"):
-        rc.assert_gap_below(net, 0.05, train=(x_tr, y_tr), test=(x_te, y_te))
-    rc.assert_gap_below(net, 1.0, train=(x_tr, y_tr), test=(x_tr, y_tr), on="value")
+        rc.assert_gap_below(gap, 0.05)
+    rc.assert_gap_below(rc.classification_gap(net, (x_tr, y_tr), (x_tr, y_tr)), 1.0, on="value")
+    with pytest.raises(rc.InputError, match="classification_gap"):  # gates take results, not models
+        rc.assert_gap_below(net, 0.05)

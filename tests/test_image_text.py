@@ -155,7 +155,7 @@ def test_assert_rsum():
         rc.assert_rsum(res, at_least=res.intervals["rsum"][0] + 1e-6, on="lower")
     msg = str(info.value)
     for fragment in ["rsum interval's lower bound", "percentage points", "95% interval", "i2t_recall@1",
-                     "150 images, 750 captions", "rule: fail when the rsum"]:
+                     "150 images, 750 captions", "rule: fail when the interval's lower bound"]:
         assert fragment in msg, fragment
     with pytest.raises(rc.InputError, match="needs the bootstrap interval"):
         rc.assert_rsum(rc.evaluate_image_text(images, captions, ci, n_resamples=0), 100, on="lower")

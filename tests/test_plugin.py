@@ -58,11 +58,11 @@ def test_failing_gate_message_and_summary(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
-        "*grouped_recall@1 lower bound * < 0.999*",
+        "*grouped_recall@1 interval's lower bound * < 0.999*",
         "*95% interval*",
         "*r=8 groups of S=5 labels*",
         "E  *model 'm', dataset 'd'",
-        "*rule: fail when the interval's lower bound is below the threshold*",
+        "*rule: fail when the interval's lower bound is below at_least*",
         "test_grouped*grouped_recall@1*FAIL*",
     ])
     # the library's own frames are hidden from the traceback

@@ -134,9 +134,9 @@ def test_junit_properties_and_json_report(pytester, project):
     assert [g["test"] for g in gates] == [
         "rc_toy.yaml::map_at_least[proj-set]", "rc_toy.yaml::hit_rate@1_ci_at_least[proj-set]",
         "rc_toy.yaml::grouped_recall@1_ci_at_least[proj-set]", "rc_toy.yaml::grouped_recall@1_gap[proj-train-set]"]
-    assert [g["gate"] for g in gates] == ["assert_metric", "assert_metric",
+    assert [g["gate"] for g in gates] == ["assert_map_at_least", "assert_recall_at_least",
                                           "assert_grouped_recall_ci", "assert_gap_below"]
-    assert gates[2]["low"] is not None and gates[2]["on"] == "lower" and all(g["passed"] for g in gates)
+    assert gates[2]["low"] is not None and gates[2]["on"] == "interval" and all(g["passed"] for g in gates)
     assert {(g["suite"], g["model"]) for g in gates} == {("toy", "proj")}
     assert [g["dataset"] for g in gates] == ["set", "set", "set", "train/set"]
     cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").iter("testcase")}

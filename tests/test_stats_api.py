@@ -117,7 +117,7 @@ def test_grouped_recall_gate_message(two_models):
     with pytest.raises(AssertionError) as info:
         rc.assert_grouped_recall_ci(base, at_least=0.99)
     msg = str(info.value)
-    for fragment in ["grouped_recall@1 lower bound", "< 0.99", "95% interval", "r=30 groups of S=10",
+    for fragment in ["grouped_recall@1 interval's lower bound", "< 0.99", "95% interval", "r=30 groups of S=10",
                      "1500 queries used", "rule: fail when the interval's lower bound"]:
         assert fragment in msg, fragment
     g = base.grouped["grouped_recall@1"]

@@ -375,7 +375,7 @@ def test_image_text_dataset_runs_rsum_through_assert_rsum(tmp_path):
     with pytest.raises(AssertionError, match=r"rsum interval's lower bound .* < 700") as info:
         SuiteRunner().run(suite, suite.cases[0])
     want = rc.evaluate_image_text(images, captions, image, n_resamples=200)
-    assert f"rsum {want['rsum']:.2f}" in str(info.value)
+    assert f"value {want['rsum']:.2f}" in str(info.value)
 
 
 def test_embed_batches_restore_mode_and_pass_the_part(tmp_path):

@@ -10,8 +10,7 @@ import fnmatch
 
 import pytest
 
-from retrieval_checks.suites._schema import load_suite
-from retrieval_checks.errors import RetrievalChecksError, SuiteError
+from retrieval_checks import RetrievalChecksError, SuiteError, load_suite
 
 
 def matches(path, patterns: list[str]) -> bool:

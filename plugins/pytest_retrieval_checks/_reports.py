@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from retrieval_checks.tracking._history import History
-from retrieval_checks.gates._baselines import write_records
+from retrieval_checks.gates import write_records
+from retrieval_checks.tracking import History, render_report
 
 
 def summary_lines(outcomes: list[dict]) -> list[str]:
@@ -41,8 +41,6 @@ def flush_baselines(entries: list) -> list[str]:
 
 
 def write_html(path, outcomes: list[dict], run: dict, history_path, figures: list[dict]) -> None:
-    from retrieval_checks.tracking._report import render_report
-
     history = History(history_path) if history_path is not None else None
     html = render_report(outcomes, run=run, history=history, figures=figures)
     Path(path).parent.mkdir(parents=True, exist_ok=True)

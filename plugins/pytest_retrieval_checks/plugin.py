@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import contextvars
 import json
-import math
 from pathlib import Path
 
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks.gates import _assertions
-from retrieval_checks.suites._run import SuiteRunner
-
-from retrieval_checks.gates._baselines import BaselineStore, baseline_path, baseline_record
-from retrieval_checks.tracking._history import run_metadata
+from retrieval_checks.gates import BaselineStore, baseline_path, baseline_record
+from retrieval_checks.suites import SuiteRunner
+from retrieval_checks.tracking import run_metadata
 
 from . import _items, _reports
 
@@ -121,11 +118,12 @@ def _option(config, name: str) -> str:
     return value if value is not None else config.getini(dest)
 
 
-def _record(outcome: dict) -> None:
+def _record(event) -> None:
+    """A gate listener: the event of a gate run inside a test joins that test's properties."""
     item = _current_item.get()
     if item is None:
         return
-    clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in outcome.items()}
+    clean = event.to_dict()
     case = getattr(item, "case", None)
     if case is not None:  # a YAML suite item: say which suite, model and dataset(s)
         clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets))
@@ -139,13 +137,13 @@ def pytest_configure(config):
     config._rc_notes = []
     config._rc_figures = []
     config._rc_run = None
-    if _record not in _assertions.OBSERVERS:
-        _assertions.OBSERVERS.append(_record)
+    config._rc_subscription = rc.gates.subscribe(_record)
 
 
 def pytest_unconfigure(config):
-    if _record in _assertions.OBSERVERS:
-        _assertions.OBSERVERS.remove(_record)
+    subscription = getattr(config, "_rc_subscription", None)
+    if subscription is not None:
+        subscription.cancel()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -343,7 +341,7 @@ class _Baselines:
     """``rc_baseline(result, metric, *, key=None, max_drop=None, max_relative_drop=None,
     direction=None, significant=False)``: compare a metric with its baseline in
     ``<test module>.baselines.yaml`` (created and updated with ``--rc-regen-all`` /
-    ``--rc-force-regen``); returns the :class:`~retrieval_checks.gates._regression.Change`
+    ``--rc-force-regen``); returns the :class:`~retrieval_checks.Change`
     (None when the baseline was rewritten)."""
 
     def __init__(self, request, options: dict):

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._suggest import hint
 from ..errors import InputError
+from ..models._embed import float_tensor, require_torch, resolve_device
 
 __all__ = ["grad_cam", "find_layer"]
 
 
 def _torch():
-    from ..models._embed import require_torch
-
     return require_torch("Grad-CAM")
 
 
@@ -45,11 +45,7 @@ def find_layer(model, layer):
     if not isinstance(layer, str) or layer not in modules or layer == "":
         convs = [n for n, m in modules.items() if n and isinstance(m, (torch.nn.Conv2d, torch.nn.ReLU,
                                                                          torch.nn.Sequential))]
-        import difflib
-
-        close = difflib.get_close_matches(str(layer), [n for n in modules if n], n=1, cutoff=0.5)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise InputError(f"the model has no layer {layer!r}.{hint} Convolutional and block layers: "
+        raise InputError(f"the model has no layer {layer!r}.{hint(layer, [n for n in modules if n])} Convolutional and block layers: "
                          f"{', '.join(convs[-12:]) or 'none'}; all layers: {', '.join(n for n in modules if n)}.")
     return modules[layer]
 
@@ -65,14 +61,10 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
     class indices. ``method``: ``"gradcam"`` or ``"gradcam++"``.
     """
     torch = _torch()
-    from ..models._embed import resolve_device
-
     if method not in ("gradcam", "gradcam++"):
         raise InputError(f"method={method!r}: use 'gradcam' or 'gradcam++'.")
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"grad_cam needs a torch.nn.Module, got {type(model).__name__}.")
-    from ..models._embed import float_tensor
-
     x_all = float_tensor(images, torch)
     if x_all.ndim != 4:
         raise InputError(f"images have shape {tuple(x_all.shape)}; Grad-CAM needs (N, C, H, W).")

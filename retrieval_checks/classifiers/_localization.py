@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..metrics._measurement import Measurement
+from ..stats._intervals import mean_rows, resample_stats
 
 __all__ = ["cam_iou", "cam_iou_box", "boxes_to_masks", "LocalizationResult"]
 
@@ -44,6 +46,22 @@ class LocalizationResult:
 
     def __float__(self) -> float:
         return self.value
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.strip().lower() == self.metric
+
+    def measure(self, name: str | None = None) -> Measurement:
+        """The :class:`~retrieval_checks.metrics.Measurement` of this result's metric."""
+        if name is not None and name not in self:
+            raise KeyError(f"{name!r}: this result holds {self.metric}")
+        worst = np.argsort(self.per_image, kind="stable")[:3]
+        details = (f"threshold rho={self.rho}; {float(np.mean(self.per_image == 0)):.1%} of images with IoU 0",
+                   "worst images: " + "; ".join(f"#{i}: {self.per_image[i]:.3f}" for i in worst))
+        has = bool(np.isfinite(self.low))
+        return Measurement(metric=self.metric, value=self.value, unit="fraction",
+                           interval=(self.low, self.high) if has else None, confidence=self.confidence if has else None,
+                           method="percentile bootstrap over images" if has else None, n=self.n_images,
+                           n_unit="images", sample=f"{self.n_images} images", details=details)
 
     def __str__(self) -> str:
         return (f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] ({self.confidence:.0%} bootstrap "
@@ -135,11 +153,9 @@ def _enclosing_rectangles(a: np.ndarray) -> np.ndarray:
 
 
 def _result(metric, values, rho, confidence, n_resamples, seed):
-    from ..stats._stats import _mean_rows, _resample_stats
-
     n = values.size
     if n >= 2 and n_resamples > 0:  # images are independent units; resampled in memory-bounded chunks
-        boot = _resample_stats(values, None, _mean_rows, n_resamples, np.random.default_rng(seed))
+        boot = resample_stats(values, None, mean_rows, n_resamples, np.random.default_rng(seed))
         low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
     else:
         low = high = float("nan")

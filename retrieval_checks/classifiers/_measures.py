@@ -34,14 +34,20 @@ import numpy as np
 
 from ..metrics._accuracy import AccuracyResult, accuracy
 from ..errors import InputError
+from ..metrics._measurement import Measurement
+from ..metrics._names import metric_spec
+from ..metrics._names import classifier_metric
+from ..models._embed import embed, require_torch
+from ..stats._gaps import generalization_gap
+from ..stats._intervals import wilson_interval
+from ._gradcam import grad_cam
+from ._localization import cam_iou, cam_iou_box
 
 __all__ = ["evaluate_classifier", "ClassifierResult", "effective_invariance", "nuclear_norm", "spectral_measure", "classifier_accuracy",
            "classification_gap", "predict_proba", "NuclearNorm", "SpectralMeasure"]
 
 
 def _torch():
-    from ..models._embed import require_torch
-
     return require_torch("this measure (it runs a torch model)")
 
 
@@ -49,8 +55,6 @@ def _run(model, images, *, batch_size: int, device, transform=None) -> np.ndarra
     """Logits (N x K float64) of ``model`` on ``images``: :func:`~retrieval_checks.embed`
     (batches, eval mode with the mode restored, no autograd), read as logits."""
     torch = _torch()
-    from ..models._embed import embed
-
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(model).__name__}.")
     return embed(model, images, batch_size=batch_size, device=device, transform=transform,
@@ -183,8 +187,6 @@ def classifier_accuracy(model, images, labels, *, batch_size: int = 256, device=
 def classification_gap(model, train, test, *, confidence: float = 0.95, batch_size: int = 256, device="auto"):
     """Accuracy(train) - accuracy(test) of a classifier with Newcombe's interval.
     ``train`` and ``test`` are (images, labels) pairs."""
-    from ..stats._stats import generalization_gap
-
     for name, pair in (("train", train), ("test", test)):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise InputError(f"{name} must be an (images, labels) pair.")
@@ -213,6 +215,26 @@ class ClassifierResult(Mapping):
     def __getitem__(self, name):
         return self._values[str(name).strip().lower()]
 
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.strip().lower() in self._values
+
+    def measure(self, name: str) -> Measurement:
+        """The :class:`~retrieval_checks.metrics.Measurement` of one computed metric."""
+        key = str(name).strip().lower()
+        spec = metric_spec(key)
+        value = self._values[key]
+        if key in self.localization:
+            m = self.localization[key].measure()
+            return Measurement(**{**m.__dict__, "context": dict(self.config.get("context", {}))})
+        iv = self.intervals.get(key)
+        has = iv is not None and np.isfinite(iv[0])
+        return Measurement(metric=key, value=float(value), unit=spec.unit, higher_is_better=spec.higher_is_better,
+                           interval=tuple(iv) if has else None,
+                           confidence=self.config.get("confidence") if has else None,
+                           method="Wilson score interval" if has and key == "accuracy" else None, n=self.n_images,
+                           n_unit="images", sample=f"{self.n_images} images",
+                           context=dict(self.config.get("context", {})))
+
     def __iter__(self):
         return iter(self._values)
 
@@ -239,11 +261,6 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
     ``effective_invariance``, ``nuclear_norm`` and ``spectral_measure`` (needs labels:
     give the training set).
     """
-    from ._gradcam import grad_cam
-    from ._localization import cam_iou, cam_iou_box
-    from ..stats._stats import wilson_interval
-    from ..metrics._names import classifier_metric
-
     specs = [classifier_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
     if not specs:
         raise InputError("metrics is empty.")
@@ -289,6 +306,7 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
         spectral = spectral_measure(model, images, y, percentile=percentile, batch_size=batch_size, device=device)
         values["spectral_measure"] = spectral.value
     values = {m: values[m] for m in names}
-    config = {"layer": layer, "cam_method": cam_method, "rho": rho, "percentile": percentile}
+    config = {"layer": layer, "cam_method": cam_method, "rho": rho, "percentile": percentile,
+              "confidence": confidence, "seed": seed}
     return ClassifierResult(values, intervals, n_images=n, config=config, localization=loc, accuracy_result=acc,
                             spectral=spectral, nuclear=nuclear)

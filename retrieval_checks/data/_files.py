@@ -18,16 +18,16 @@ closest one.
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .._suggest import hint
 from ..errors import InputError
 
-__all__ = ["EmbeddingSet", "load_embeddings"]
+__all__ = ["EmbeddingSet", "load_embeddings", "read_arrays"]
 
 
 @dataclass(frozen=True)
@@ -41,15 +41,14 @@ class EmbeddingSet:
 
 
 def _missing(path: Path, what: str, key: str, available: list[str]) -> InputError:
-    close = difflib.get_close_matches(key, available, n=1, cutoff=0.5)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
     return InputError(
-        f"{path}: no {what} named {key!r}; the file has {', '.join(map(repr, available)) or 'nothing'}.{hint} "
+        f"{path}: no {what} named {key!r}; the file has {', '.join(map(repr, available)) or 'nothing'}."
+        f"{hint(key, available)} "
         f"Pass {what}=<name> to choose another."
     )
 
 
-def _read_named(path: Path) -> dict[str, np.ndarray]:
+def read_arrays(path: Path) -> dict[str, np.ndarray]:
     ext = "".join(path.suffixes[-1:]).lower()
     if ext == ".npz":
         try:
@@ -132,7 +131,7 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
         if labels_required:
             raise InputError(f"{p}: a .npy file holds one array (the embeddings); give labels in another file or use .npz.")
         return EmbeddingSet(_check_2d(emb, p), None, None, str(p))
-    data = _read_named(p)
+    data = read_arrays(p)
     if embeddings not in data:
         raise _missing(p, "embeddings", embeddings, list(data))
     emb = _check_2d(data[embeddings], p, embeddings)

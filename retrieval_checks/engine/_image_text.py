@@ -36,6 +36,7 @@ from ..options import DEFAULTS, check_option
 from .._suggest import hint
 from ._evaluate import first_relevant_ranks
 from ._inputs import Csr, as_numpy, check_embeddings, is_torch_tensor
+from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
 from ._result import _ByMetric
 from ..errors import InputError
@@ -87,6 +88,31 @@ class ImageTextResult(Mapping):
     @property
     def units(self) -> dict[str, str]:
         return {n: parse_metric(n).unit for n in self._values}
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self._values[name]
+        except (KeyError, TypeError):
+            return False
+        return True
+
+    def measure(self, name: str) -> Measurement:
+        """The :class:`~retrieval_checks.metrics.Measurement` of one computed metric."""
+        spec = parse_metric(name)
+        value = self._values[spec.name]
+        low, high = self.intervals.get(spec.name, (None, None))
+        details = ()
+        if spec.family in ("rsum", "mean_recall"):
+            parts = ", ".join(f"{k} {self._values[k] * 100:.1f}" for d in ("i2t", "t2i") for k in
+                              (f"{d}_recall@1", f"{d}_recall@5", f"{d}_recall@10") if k in self._values)
+            details = (f"components (percent): {parts}",) if parts else ()
+        has = low is not None and math.isfinite(low)
+        return Measurement(
+            metric=spec.name, value=float(value), unit=spec.unit, higher_is_better=spec.higher_is_better,
+            interval=(float(low), float(high)) if has else None, confidence=self.confidence if has else None,
+            method=f"percentile bootstrap over images, {self.n_resamples} resamples" if has else None,
+            n=self.n_images, n_unit="images", context=dict(self.config.get("context", {})),
+            sample=f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}", details=details)
 
     def to_dict(self) -> dict[str, Any]:
         return {"metrics": dict(self._values), "intervals": {k: list(v) for k, v in self.intervals.items()},

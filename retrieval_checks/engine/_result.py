@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
 
 __all__ = ["EvaluationResult"]
@@ -130,6 +131,65 @@ class EvaluationResult(Mapping):
 
     def spec(self, name: str) -> MetricSpec:
         return self._specs[self._key(name)]
+
+    @property
+    def context(self) -> dict:
+        """Model and dataset names, when the result was named (``rc_evaluate``, suites)."""
+        return {k: self.config[k] for k in ("model", "dataset") if self.config.get(k) is not None}
+
+    def measure(self, name: str) -> Measurement:
+        """The :class:`~retrieval_checks.metrics.Measurement` of one computed metric."""
+        key = self._key(name)
+        spec = self._specs[key]
+        common = dict(metric=key, value=float(self._values[key]), unit=spec.unit,
+                      higher_is_better=spec.higher_is_better, context=self.context, n_used=self.n_used,
+                      n_skipped=self.n_skipped,
+                      sample=f"{self.n_used} queries used, {self.n_skipped} skipped, gallery "
+                             f"{self.config.get('n_gallery')}")
+        if key in self.grouped:
+            g = self.grouped[key]
+            layout = (f"r={g.n_groups} groups of S={g.group_size} labels, spread s={g.group_std:.4f}, "
+                      f"{g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} "
+                      f"labels dropped ({g.n_queries_dropped} queries), seed {g.seed}, {g.repeats} partition(s)")
+            common.update(n_used=g.n_queries_used, n_skipped=g.n_queries_skipped)
+            return Measurement(**common, interval=(g.low, g.high), confidence=g.confidence,
+                               method=f"Student t over groups, standard error {g.std_error:.4f}", n=g.n_groups,
+                               n_unit="groups", details=(layout,))
+        if spec.kind == "pair":
+            t = self.thresholds.get(key)
+            c = self.pair_counts.get(key, {})
+            where = f"at similarity threshold {t:.6g}" if t is not None else "no threshold reaches that level"
+            line = (f"{where}; TP {c.get('tp')}, FP {c.get('fp')}, FN {c.get('fn')} over {c.get('n_positive')} "
+                    f"positive and {c.get('n_negative')} negative pairs")
+            extra = {"operating_threshold": t}
+            if self.pr_curve and spec.family in ("recall_at_precision", "precision_at_recall"):
+                extra["curve"] = self.pr_curve
+            return Measurement(**common, n=self.n_used, details=(line,), extra=extra)
+        worst = self.worst_classes(key)
+        return Measurement(**common, n=self.n_used, details=(worst,) if worst else ())
+
+    def worst_classes(self, name: str, n: int = 3) -> str:
+        """A line naming the n classes with the lowest mean per-query value (highest
+        for rank metrics), or "" without labels or per-query values."""
+        values = self.per_query.get(self._key(name))
+        codes = self.query_label_codes
+        if values is None or codes is None:
+            return ""
+        used = ~np.isnan(values)
+        if not used.any():
+            return ""
+        inv_codes, inv = np.unique(codes[used], return_inverse=True)
+        sums = np.bincount(inv, weights=values[used])
+        cnts = np.bincount(inv)
+        means = sums / cnts
+        spec = self.spec(name)
+        order = np.argsort(means if spec.higher_is_better else -means, kind="stable")[:n]
+        shown = []
+        for i in order:
+            label = self.label_values[inv_codes[i]] if self.label_values is not None else int(inv_codes[i])
+            label = label.item() if hasattr(label, "item") else label
+            shown.append(f"{label!r}: {means[i]:.4f} over {int(cnts[i])} queries")
+        return "worst classes: " + "; ".join(shown)
 
     def to_dict(self, per_query: bool = False) -> dict[str, Any]:
         """A JSON-ready summary (NaN becomes None)."""

@@ -1,0 +1,36 @@
+"""Quality gates: assertions on results, baselines and drops, and the gate-event hook.
+
+Every gate reports its outcome as a :class:`GateEvent` to the listeners registered
+with :func:`subscribe` or :func:`listening` (the pytest plugin is one of them).
+"""
+
+from ._assertions import (
+    assert_cam_iou_at_least,
+    assert_gap_below,
+    assert_grouped_recall_ci,
+    assert_map_at_least,
+    assert_metric,
+    assert_not_worse,
+    assert_recall_at_least,
+    assert_recall_at_precision,
+    assert_rsum,
+)
+from ._baselines import (
+    BaselineFile,
+    BaselineStore,
+    assert_no_regression,
+    baseline_path,
+    baseline_record,
+    records_differ,
+    write_records,
+)
+from ._events import GateEvent, Subscription, emit, listening, subscribe
+from ._regression import Change, higher_is_better, measure_change
+
+__all__ = [
+    "assert_metric", "assert_map_at_least", "assert_recall_at_least", "assert_recall_at_precision",
+    "assert_grouped_recall_ci", "assert_gap_below", "assert_not_worse", "assert_rsum", "assert_cam_iou_at_least",
+    "assert_no_regression", "baseline_record", "BaselineFile", "BaselineStore", "baseline_path", "records_differ",
+    "write_records", "Change", "measure_change", "higher_is_better", "GateEvent", "Subscription", "subscribe",
+    "listening", "emit",
+]

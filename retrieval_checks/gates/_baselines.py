@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ._assertions import _notify
-from ..engine._image_text import ImageTextResult
 from ..metrics._names import metric_spec
+from ._events import GateEvent, emit
 from ._regression import Change, measure_change
-from ..engine._result import EvaluationResult
 from ..errors import InputError
+from ..stats._intervals import bootstrap_interval
 
 __all__ = ["baseline_record", "BaselineFile", "BaselineStore", "assert_no_regression", "records_differ",
            "write_records", "baseline_path"]
@@ -40,49 +39,47 @@ def _clean(x):
 
 
 def baseline_record(result, metric: str, *, confidence: float = 0.95, seed: int = 0) -> dict:
-    """The record of ``metric`` in ``result`` (an EvaluationResult or ImageTextResult)."""
-    from ..stats._stats import bootstrap_interval
-
+    """The record of ``metric`` in ``result`` (any result that answers ``measure``)."""
+    if not callable(getattr(result, "measure", None)):
+        raise InputError(f"baselines record evaluation results, got {type(result).__name__}.")
     spec = metric_spec(metric)
     if spec.name not in result:
         raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
-    rec: dict = {"metric": spec.name, "value": float(result[spec.name]), "interval": None, "confidence": confidence}
-    if isinstance(result, ImageTextResult):
-        lo, hi = result.intervals.get(spec.name, (None, None))
-        if _clean(lo) is not None:
-            rec.update(interval=[float(lo), float(hi)], confidence=result.confidence)
-        rec.update(n=int(result.n_images), unit="images")
-        return rec
-    from ..classifiers._measures import ClassifierResult
-
-    if isinstance(result, ClassifierResult):
-        iv = result.intervals.get(spec.name)
-        if iv is not None and _clean(iv[0]) is not None:
-            rec.update(interval=[float(iv[0]), float(iv[1])])
-        rec.update(n=int(result.n_images), unit="images")
-        return rec
-    if not isinstance(result, EvaluationResult):
-        raise InputError(f"baselines record evaluation results, got {type(result).__name__}.")
+    m = result.measure(spec.name)
+    rec: dict = {"metric": spec.name, "value": float(m.value), "interval": None, "confidence": confidence,
+                 "n": m.n, "unit": m.n_unit}
+    if m.interval is not None and _clean(m.interval[0]) is not None:
+        rec.update(interval=[float(m.interval[0]), float(m.interval[1])], confidence=m.confidence)
     if spec.kind == "grouped":
-        g = result.grouped[spec.name]
-        partition = hashlib.sha256(np.ascontiguousarray(g.group_of_query, dtype=np.int64).tobytes()).hexdigest()[:16]
-        values = g.group_values.mean(axis=0)
-        rec.update(interval=[float(g.low), float(g.high)], confidence=g.confidence, n=int(g.n_groups), unit="groups",
-                   partition=f"S={g.group_size} seed={g.seed} repeats={g.repeats} {partition}",
-                   units={f"group {i}": [float(v), 1] for i, v in enumerate(values)})
-        return rec
-    values = result.per_query.get(spec.name)
-    if values is None or spec.family == "medr":
-        rec.update(n=int(result.n_used), unit="queries")
-        return rec
+        rec.update(_grouped_units(result.grouped[spec.name]))
+    elif spec.capabilities.per_query and spec.name in getattr(result, "per_query", {}):
+        rec.update(_query_units(result, spec, confidence, seed))
+    return rec
+
+
+def _grouped_units(g) -> dict:
+    """Grouped recall: the partition's fingerprint and one unit per group."""
+    partition = hashlib.sha256(np.ascontiguousarray(g.group_of_query, dtype=np.int64).tobytes()).hexdigest()[:16]
+    values = g.group_values.mean(axis=0)
+    return {"partition": f"S={g.group_size} seed={g.seed} repeats={g.repeats} {partition}",
+            "units": {f"group {i}": [float(v), 1] for i, v in enumerate(values)}}
+
+
+def _query_units(result, spec, confidence: float, seed: int) -> dict:
+    """A per-query metric: its bootstrap interval and per-class (or per-query) sums."""
+    values = result.per_query[spec.name]
     used = ~np.isnan(values)
+    out: dict = {"n": int(used.sum()), "unit": "queries"}
+    if spec.capabilities.interval == "bootstrap":
+        try:
+            iv = bootstrap_interval(result, spec.name, confidence=confidence, n_resamples=1000,
+                                    method="percentile", seed=seed)
+            out["interval"] = [float(iv.low), float(iv.high)]
+        except InputError:
+            pass
+    if spec.family == "medr":
+        return out
     codes = getattr(result, "query_label_codes", None)
-    try:
-        iv = bootstrap_interval(result, spec.name, confidence=confidence, n_resamples=1000, method="percentile",
-                                seed=seed)
-        rec["interval"] = [float(iv.low), float(iv.high)]
-    except InputError:
-        pass
     if codes is not None:
         labels = result.label_values
         inv_codes, inv = np.unique(codes[used], return_inverse=True)
@@ -90,15 +87,10 @@ def baseline_record(result, metric: str, *, confidence: float = 0.95, seed: int 
         counts = np.bincount(inv)
         keys = [str(labels[c].item() if hasattr(labels[c], "item") else labels[c]) if labels is not None else str(c)
                 for c in inv_codes]
-        rec.update(n=int(used.sum()), unit="queries", units_are="classes",
-                   units={k: [float(s), int(n)] for k, s, n in zip(keys, sums, counts)})
+        out.update(units_are="classes", units={k: [float(s), int(n)] for k, s, n in zip(keys, sums, counts)})
     elif used.sum() <= _MAX_QUERY_UNITS:
-        idx = np.flatnonzero(used)
-        rec.update(n=int(used.sum()), unit="queries", units_are="queries",
-                   units={f"query {i}": [float(values[i]), 1] for i in idx})
-    else:
-        rec.update(n=int(used.sum()), unit="queries")
-    return rec
+        out.update(units_are="queries", units={f"query {i}": [float(values[i]), 1] for i in np.flatnonzero(used)})
+    return out
 
 
 def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
@@ -152,10 +144,14 @@ def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | Non
     allowed = [v for v in (max_drop, None if max_relative_drop is None else max_relative_drop * abs(ch.baseline))
                if v is not None]
     threshold = ch.baseline - (min(allowed) if allowed else 0.0) * (1 if ch.higher_is_better else -1)
-    _notify(gate="assert_no_regression", metric=ch.metric, value=ch.current, low=iv[0], high=iv[1],
-            threshold=threshold, comparison=">=" if ch.higher_is_better else "<=", on="baseline",
-            passed=not ch.failed, n=current.get("n"), unit=current.get("unit"), baseline=ch.baseline,
-            drop=ch.drop, p_worse=ch.p_worse)
+    emit(GateEvent(gate="assert_no_regression", metric=ch.metric, value=ch.current, passed=not ch.failed, low=iv[0],
+                   high=iv[1], confidence=current.get("confidence"), on="baseline",
+                   comparison=">=" if ch.higher_is_better else "<=", threshold=threshold,
+                   bounds={k: v for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
+                           if v is not None},
+                   n=current.get("n"), unit=current.get("unit"), model=current.get("model"),
+                   dataset=current.get("dataset"), extra={"baseline": ch.baseline, "drop": ch.drop,
+                                                          "p_worse": ch.p_worse}))
     if ch.failed:
         biv = baseline.get("interval")
         raise AssertionError(
@@ -276,9 +272,9 @@ class BaselineStore:
 
     @staticmethod
     def _notify_unchecked(record: dict, why: str) -> None:
-        _notify(gate="assert_no_regression", metric=record["metric"], value=record["value"], low=None, high=None,
-                threshold=None, comparison="baseline", on=why, passed=False, n=record.get("n"),
-                unit=record.get("unit"))
+        emit(GateEvent(gate="assert_no_regression", metric=record["metric"], value=record["value"], passed=False,
+                       on=why, comparison="baseline", n=record.get("n"), unit=record.get("unit"),
+                       model=record.get("model"), dataset=record.get("dataset")))
 
     def write(self) -> list[str]:
         """Write the queued records; returns the files written."""

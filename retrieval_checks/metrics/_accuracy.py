@@ -8,6 +8,7 @@ import numpy as np
 
 from .._arrays import as_numpy
 from ..errors import InputError
+from ._measurement import Measurement
 
 __all__ = ["accuracy", "AccuracyResult"]
 
@@ -25,6 +26,17 @@ class AccuracyResult:
 
     def __float__(self) -> float:
         return self.value
+
+    def __contains__(self, name: object) -> bool:
+        return name == "accuracy"
+
+    def measure(self, name: str = "accuracy") -> Measurement:
+        """The :class:`Measurement` of the accuracy (no interval: see ``generalization_gap``
+        for Newcombe's, or ``evaluate_classifier`` for Wilson's)."""
+        if name != "accuracy":
+            raise KeyError(f"{name!r}: an AccuracyResult holds accuracy")
+        return Measurement(metric="accuracy", value=self.value, unit="fraction", n=self.n, n_unit="samples",
+                           sample=f"{self.n_correct} of {self.n} samples correct")
 
 
 def accuracy(predictions, labels) -> AccuracyResult:

@@ -1,0 +1,6 @@
+"""Running models: ``embed`` (batched, eval mode, any device), the model runners of
+YAML suites and their content-addressed embedding cache."""
+
+from ._embed import EmbeddingCache, embed, load_model, model_fingerprint
+
+__all__ = ["embed", "load_model", "model_fingerprint", "EmbeddingCache"]

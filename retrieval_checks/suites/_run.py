@@ -15,24 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..gates._assertions import (
-    assert_cam_iou_at_least,
-    assert_gap_below,
-    assert_grouped_recall_ci,
-    assert_map_at_least,
-    assert_metric,
-    assert_not_worse,
-    assert_recall_at_least,
-    assert_recall_at_precision,
-    assert_rsum,
-)
+from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
 from ..engine._evaluate import evaluate
-from ..data._files import _read_named
+from ..data import read_arrays
 from ..classifiers._measures import evaluate_classifier
 from ..engine._image_text import evaluate_image_text
 from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint
-from ..stats._stats import compare, generalization_gap
+from ..stats._compare import compare
+from ..stats._gaps import generalization_gap
+from .._suggest import did_you_mean
 from ._schema import Case, Source, Suite
 from ..errors import InputError, RetrievalChecksError, SuiteError
 
@@ -96,7 +88,7 @@ class SuiteRunner:
                 except (OSError, ValueError) as exc:
                     raise InputError(f"{path}: cannot read it as .npy ({exc}); object arrays are refused.") from None
             else:
-                self._arrays[key] = _read_named(path)
+                self._arrays[key] = read_arrays(path)
         return self._arrays[key]
 
     def _array(self, source: Source, key: str, what: str, suite: Suite, field: str, required: bool):
@@ -111,10 +103,8 @@ class SuiteRunner:
             return None
         if key not in arrays:
             if required:
-                import difflib
-
-                close = difflib.get_close_matches(key, list(arrays), n=1, cutoff=0.5)
-                hint = f" Did you mean {close[0]!r}? Set {field}.{what}: <name>." if close else \
+                close = did_you_mean(key, arrays)
+                hint = f" Did you mean {close!r}? Set {field}.{what}: <name>." if close else \
                     f" Set {field}.{what}: <name> to read another array."
                 raise SuiteError(f"{source.file.name} has no array {key!r} for {what}; it has "
                                  f"{', '.join(map(repr, arrays)) or 'none'}.{hint}", path=suite.path,
@@ -292,56 +282,41 @@ class SuiteRunner:
             raise SuiteError(f"{exc} ({where})", path=suite.path, line=check.line,
                              field=f"checks[{check.index}]") from None
 
-    def _gate(self, suite: Suite, case: Case, opts: dict) -> None:  # noqa: C901 - one branch per rule
+    def _gate(self, suite: Suite, case: Case, opts: dict) -> None:
         __tracebackhide__ = True
         check = case.check
-        name = check.metric.name
-        family = check.metric.family
-        if check.kind == "gap" and check.metric.kind == "classifier":
-            train, test = case.datasets
-            o = opts[train]
-            gap = generalization_gap(self.result(suite, case.model, train, o).accuracy_result,
-                                     self.result(suite, case.model, test, opts[test]).accuracy_result,
-                                     confidence=o["confidence"], labels=(train, test))
-            assert_gap_below(gap, check.below, on=check.on)
-            return
         if check.kind == "gap":
-            train, test = case.datasets
-            o = opts[train]
-            gap = generalization_gap(self.result(suite, case.model, train, o),
-                                     self.result(suite, case.model, test, opts[test]), name,
-                                     confidence=o["confidence"], seed=o["seed"], labels=(train, test))
-            assert_gap_below(gap, check.below, on=check.on)
-            return
+            return self._gap(suite, case, opts)
         dataset = case.datasets[0]
         o = opts[dataset]
         result = self.result(suite, case.model, dataset, o)
+        name = check.metric.name
         if check.kind == "baseline":
             record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
             record.update(model=case.model, dataset=dataset)
             self.baselines.check(record, path=baseline_path(suite.path), key=case.name, confidence=o["confidence"],
                                  **check.tolerances)
-            return
-        if check.kind == "compare":
+        elif check.kind == "compare":
             baseline = self.result(suite, check.baseline, dataset, o)
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
             assert_not_worse(comparison, margin=check.margin, rule=check.rule)
-            return
-        interval = check.on == "interval"
-        if check.at_most is None and family in ("cam_iou", "cam_iou_box"):
-            return assert_cam_iou_at_least(result.localization[name], check.at_least,
-                                           on="lower" if interval else "value")
-        if check.at_most is None:
-            if family == "rsum":
-                return assert_rsum(result, check.at_least, on="lower" if interval else "value")
-            if family == "grouped_recall":
-                return assert_grouped_recall_ci(result, check.at_least, metric=name,
-                                                on="lower" if interval else "value")
-            if family in ("map", "map@R", "map_cut", "map_capped"):
-                return assert_map_at_least(result, check.at_least, metric=name, on=check.on)
-            if family in ("hit_rate", "recall"):
-                return assert_recall_at_least(result, check.at_least, k=check.metric.k, kind=family, on=check.on)
-            if family == "recall_at_precision" and not interval:
-                return assert_recall_at_precision(result, check.at_least, precision=check.metric.level)
-        assert_metric(result, name, at_least=check.at_least, at_most=check.at_most, on=check.on)
+        else:
+            gate = check.metric.capabilities.gate if check.at_most is None else "assert_metric"
+            assert_metric(result, name, at_least=check.at_least, at_most=check.at_most, on=check.on,
+                          confidence=o["confidence"], seed=o["seed"], _gate=gate)
 
+    def _gap(self, suite: Suite, case: Case, opts: dict) -> None:
+        """metric(train) - metric(test) of one model, gated on its interval or value."""
+        __tracebackhide__ = True
+        check = case.check
+        train, test = case.datasets
+        o = opts[train]
+        a = self.result(suite, case.model, train, o)
+        b = self.result(suite, case.model, test, opts[test])
+        if check.metric.kind == "classifier":
+            gap = generalization_gap(a.accuracy_result, b.accuracy_result, confidence=o["confidence"],
+                                     labels=(train, test))
+        else:
+            gap = generalization_gap(a, b, check.metric.name, confidence=o["confidence"], seed=o["seed"],
+                                     labels=(train, test))
+        assert_gap_below(gap, check.below, on=check.on)

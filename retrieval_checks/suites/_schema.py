@@ -11,7 +11,6 @@ The format, field by field, is documented in the README ("YAML suites").
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..metrics._names import MetricSpec, metric_spec
 from ._yaml import Node, NodeList, load_yaml
+from .._suggest import hint
 from ..errors import MetricNameError, SuiteError
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
@@ -206,9 +206,7 @@ class _Reader:
     def keys(self, node: Node, field: str, allowed, required=()) -> None:
         for key in node:
             if key not in allowed:
-                close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=0.6)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise self.error(f"unknown field {key!r}.{hint} Expected one of: {', '.join(allowed)}.",
+                raise self.error(f"unknown field {key!r}.{hint(key, allowed)} Expected one of: {', '.join(allowed)}.",
                                  _join(field, key), node.line_of(key))
         for key in required:
             if key not in node:
@@ -236,9 +234,8 @@ class _Reader:
 
     def choice(self, value, allowed, field: str, line) -> str:
         if value not in allowed:
-            close = difflib.get_close_matches(str(value), list(allowed), n=1, cutoff=0.6)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise self.error(f"expected one of {', '.join(allowed)}, found {_describe(value)}.{hint}", field, line)
+            raise self.error(f"expected one of {', '.join(allowed)}, found {_describe(value)}.{hint(value, allowed)}",
+                             field, line)
         return value
 
     def file(self, value, field: str, line) -> Path:
@@ -416,9 +413,7 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
 def _unknown(what: str, name, known) -> str:
     if not isinstance(name, str):
         return f"{what} names are strings; found {_describe(name)} (quote it: '{name}')."
-    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    return f"no {what} named {name!r}.{hint} Declared: {', '.join(map(str, known)) or 'none'}."
+    return f"no {what} named {name!r}.{hint(name, known)} Declared: {', '.join(map(str, known)) or 'none'}."
 
 
 _CHECK_KEYS = ("metric", "dataset", "datasets", "model", "models", "at_least", "at_most", "on", "gap", "below",

@@ -1,0 +1,8 @@
+"""Regression tracking beyond one session: the SQLite run history, the HTML report and
+the ``retrieval-checks`` command line."""
+
+from ._cli import main
+from ._history import History, run_metadata
+from ._report import render_report
+
+__all__ = ["History", "run_metadata", "render_report", "main"]

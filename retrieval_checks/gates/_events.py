@@ -1,0 +1,142 @@
+"""Gate events: every gate reports its outcome, passed or failed, to its listeners.
+
+A listener is any callable taking a :class:`GateEvent`. The pytest plugin listens to
+put gates in its summary, JUnit properties, JSON, history and HTML; a training loop or
+an experiment tracker can listen the same way::
+
+    with rc.gates.listening(print):
+        rc.assert_metric(result, "map", at_least=0.5)
+
+:func:`subscribe` returns a :class:`Subscription` for listeners that live longer than
+a ``with`` block. A listener that raises does not change the gate's verdict: the
+error is kept on the event's ``listener_errors`` and reported as a ``RuntimeWarning``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import warnings
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+__all__ = ["GateEvent", "Subscription", "subscribe", "listening", "emit"]
+
+
+@dataclass
+class GateEvent:
+    """The outcome of one gate.
+
+    ``gate``: the assertion's name; ``metric``: canonical name (``"<metric> gap"`` and
+    ``"<metric> difference"`` for gaps and comparisons); ``value`` and the interval
+    (``low``, ``high``, ``confidence``) when one was used or known; ``on``: what was
+    checked (``value``, ``interval``, ``upper``, ``baseline``...); ``comparison`` and
+    ``threshold``: the rule as one line (``>=`` and the lower bound, ``<=``, or
+    ``between``); ``bounds``: every bound of the rule by name (``at_least``,
+    ``at_most``, ``below``, ``margin``, ...); ``passed``; the sample (``n`` units of
+    ``unit``, ``n_used`` / ``n_skipped`` queries); ``model`` / ``dataset`` when known;
+    ``warnings``: what the gate thinks the reader should know (skipped queries, ties);
+    ``extra``: gate-specific fields (the operating threshold, a PR curve, a baseline).
+    """
+
+    gate: str
+    metric: str
+    value: float | None
+    passed: bool
+    low: float | None = None
+    high: float | None = None
+    confidence: float | None = None
+    on: str = "value"
+    comparison: str = ""
+    threshold: float | None = None
+    bounds: dict = field(default_factory=dict)
+    n: int | None = None
+    unit: str | None = None
+    n_used: int | None = None
+    n_skipped: int | None = None
+    model: str | None = None
+    dataset: str | None = None
+    warnings: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    listener_errors: list = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat, JSON-ready dict (NaN and infinities become None; ``extra`` merged in)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in ("extra", "listener_errors"):
+                continue
+            out[f.name] = _clean(getattr(self, f.name))
+        for k, v in self.extra.items():
+            out.setdefault(k, _clean(v))
+        return out
+
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:  # numpy scalars
+        return _clean(v.item())
+    return v
+
+
+_lock = threading.Lock()
+_listeners: list[Callable[[GateEvent], Any]] = []
+
+
+class Subscription:
+    """A listener's registration; ``cancel()`` (or leaving a ``with`` block) ends it."""
+
+    def __init__(self, listener: Callable[[GateEvent], Any]):
+        self.listener = listener
+        with _lock:
+            _listeners.append(listener)
+
+    def cancel(self) -> None:
+        with _lock:
+            if self.listener in _listeners:
+                _listeners.remove(self.listener)
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+
+def subscribe(listener: Callable[[GateEvent], Any]) -> Subscription:
+    """Call ``listener(event)`` for every gate from now on, until cancelled."""
+    if not callable(listener):
+        from ..errors import InputError
+
+        raise InputError(f"a gate listener must be callable, got {type(listener).__name__}.")
+    return Subscription(listener)
+
+
+@contextlib.contextmanager
+def listening(listener: Callable[[GateEvent], Any]):
+    """``with listening(fn): ...``: ``fn`` hears every gate inside the block."""
+    sub = subscribe(listener)
+    try:
+        yield sub
+    finally:
+        sub.cancel()
+
+
+def emit(event: GateEvent) -> GateEvent:
+    """Tell every listener about ``event`` (the gates call this)."""
+    with _lock:
+        current = list(_listeners)
+    for listener in current:
+        try:
+            listener(event)
+        except Exception as exc:  # a broken listener must not change the gate's verdict, nor go unseen
+            problem = f"{getattr(listener, '__name__', listener)!s}: {type(exc).__name__}: {exc}"
+            event.listener_errors.append(problem)
+            warnings.warn(f"retrieval-checks: a gate listener failed ({problem})", RuntimeWarning, stacklevel=3)
+    return event

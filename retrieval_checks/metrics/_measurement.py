@@ -1,0 +1,59 @@
+"""The result protocol: what a gate needs to know about one metric of a result.
+
+Every result class (:class:`~retrieval_checks.EvaluationResult`,
+:class:`~retrieval_checks.ImageTextResult`, :class:`~retrieval_checks.ClassifierResult`,
+:class:`~retrieval_checks.LocalizationResult`, :class:`~retrieval_checks.AccuracyResult`)
+answers ``result.measure(name)`` with a :class:`Measurement`: the value, the interval
+the result carries (if any), the sample behind it and lines that explain it. Gates,
+baselines and reports read measurements, so they need no knowledge of result classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Measurement", "Measurable"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One metric of one result.
+
+    - ``metric``: canonical name; ``value``; ``unit`` and ``higher_is_better`` from the
+      registry;
+    - ``interval`` ((low, high) or None), ``confidence`` and ``method``: the interval the
+      result itself carries (grouped recall's, an image bootstrap, Wilson's); per-query
+      metrics have none here, a gate bootstraps one on demand;
+    - ``n`` and ``n_unit``: how many independent units the value averages over;
+      ``n_used`` / ``n_skipped``: queries used and skipped (None where not applicable);
+    - ``sample``: one line describing the sample; ``details``: further lines for
+      messages (operating threshold, group layout, components, worst classes);
+    - ``context``: model and dataset names when known; ``extra``: fields for gate
+      events (e.g. the pair operating threshold and the PR curve).
+    """
+
+    metric: str
+    value: float
+    unit: str
+    higher_is_better: bool = True
+    interval: tuple | None = None
+    confidence: float | None = None
+    method: str | None = None
+    n: int | None = None
+    n_unit: str = "queries"
+    n_used: int | None = None
+    n_skipped: int | None = None
+    sample: str = ""
+    details: tuple = ()
+    context: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Measurable(Protocol):
+    """A result a gate can read: ``name in result`` and ``result.measure(name)``."""
+
+    def measure(self, name: str) -> Measurement: ...
+
+    def __contains__(self, name: object) -> bool: ...

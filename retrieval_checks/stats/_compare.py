@@ -1,0 +1,209 @@
+"""Paired comparisons of two models evaluated on the same queries (or groups).
+
+Units are classes (a cluster-robust standard error, since queries of a class move
+together), queries, or the groups of a shared grouped-recall partition. The t method
+gives a CLT interval and p-values on the paired differences; the bootstrap method a
+percentile interval and p-values from the bootstrap distribution. Pure functions of
+results: nothing is re-ranked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from ..errors import InputError
+from ..metrics._names import parse_metric
+from ..metrics._ranking import aggregate
+from ..options import DEFAULTS, check_option
+from ._intervals import check_resamples, mean_rows, medr_rows, resample_stats, resolve_cluster
+
+__all__ = ["Comparison", "compare"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparison: ``difference`` = candidate - baseline on the same units.
+
+    ``p_value`` is two-sided (H0: no difference); ``p_value_worse`` is one-sided for
+    H0 "the candidate is not worse" against "the candidate is worse" (for ``medr`` and
+    ``meanr`` worse means higher).
+    """
+
+    metric: str
+    candidate: float
+    baseline: float
+    difference: float
+    low: float
+    high: float
+    confidence: float
+    p_value: float
+    p_value_worse: float
+    method: str
+    n: int
+    unit: str
+    higher_is_better: bool
+
+    def __str__(self) -> str:
+        return (f"{self.metric}: candidate {self.candidate:.4f} vs baseline {self.baseline:.4f}, "
+                f"difference {self.difference:+.4f} [{self.low:+.4f}, {self.high:+.4f}] "
+                f"({self.confidence:.0%} {self.method}, n={self.n} {self.unit}, p={self.p_value:.3g})")
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """The paired units of a comparison: per-unit values of each side (a, b), the
+    cluster of each unit (None: units are independent), the metric values and the
+    unit's name."""
+
+    a: np.ndarray
+    b: np.ndarray
+    clusters: np.ndarray | None
+    candidate: float
+    baseline: float
+    unit: str
+
+
+def compare(
+    candidate,
+    baseline,
+    metric: str,
+    *,
+    confidence: float = DEFAULTS["confidence"],
+    method: str = "t",
+    cluster: str = "auto",
+    n_resamples: int = 2000,
+    seed: int = DEFAULTS["seed"],
+) -> Comparison:
+    """Paired comparison of two models evaluated on the same queries (same order).
+
+    Units are classes (``cluster="label"``, and ``"auto"`` when labels exist: a
+    cluster-robust standard error, since queries of a class move together), queries
+    (``cluster="query"``), or, for
+    ``grouped_recall@K``, the groups of the shared partition (same ``group_seed`` and
+    ``group_size``). ``method="t"``: CLT interval and p-values on the paired
+    differences (Student t); ``method="bootstrap"``: percentile bootstrap of the mean
+    difference, p-values from the bootstrap distribution.
+    """
+    check_option("confidence", confidence)
+    check_option("seed", seed)
+    if method not in ("t", "bootstrap"):
+        raise InputError(f"method={method!r}: use 't' or 'bootstrap'.")
+    spec = parse_metric(metric)
+    if cluster not in ("auto", "query", "label"):
+        raise InputError(f"cluster={cluster!r}: use 'auto', 'query' or 'label'.")
+    for side, res in (("candidate", candidate), ("baseline", baseline)):
+        if not hasattr(res, "per_query") or not hasattr(res, "grouped"):
+            raise InputError(f"{side} must be an EvaluationResult, got {type(res).__name__}.")
+        if spec.name not in res:
+            raise InputError(f"{spec.name} was not computed for the {side}; computed: {', '.join(res)}.")
+    if candidate.n_queries != baseline.n_queries:
+        raise InputError(
+            f"The candidate was evaluated on {candidate.n_queries} queries and the baseline on "
+            f"{baseline.n_queries}; a paired comparison needs the same queries in the same order."
+        )
+    if spec.kind == "grouped":
+        pairs = _group_pairs(spec, candidate.grouped[spec.name], baseline.grouped[spec.name])
+    else:
+        pairs = _query_pairs(spec, candidate, baseline, cluster)
+    n = pairs.a.size
+    if n < 2:
+        raise InputError(f"{spec.name}: {n} paired units; a comparison needs at least 2.")
+    if spec.family == "medr" or method == "bootstrap":
+        check_resamples(n_resamples)
+        return _bootstrap_comparison(spec, pairs, confidence, n_resamples, seed)
+    return _t_comparison(spec, pairs, confidence)
+
+
+def _group_pairs(spec, g1, g2) -> _Pairs:
+    if (g1.group_size, g1.seed, g1.n_groups) != (g2.group_size, g2.seed, g2.n_groups) or not np.array_equal(
+        g1.group_of_query, g2.group_of_query
+    ):
+        raise InputError(
+            f"{spec.name}: the two results use different label partitions; evaluate both with the same "
+            "labels, group_size and group_seed."
+        )
+    return _Pairs(g1.group_values.mean(axis=0), g2.group_values.mean(axis=0), None, g1.value, g2.value, "groups")
+
+
+def _query_pairs(spec, candidate, baseline, cluster) -> _Pairs:
+    if spec.name not in candidate.per_query:
+        raise InputError(f"{spec.name} is a global metric; a paired comparison needs per-query values.")
+    a, b = candidate.per_query[spec.name], baseline.per_query[spec.name]
+    if not np.array_equal(~np.isnan(a), ~np.isnan(b)):
+        raise InputError(
+            "The two results skip different queries (different labels or relevance?); a paired comparison "
+            "needs the same queries."
+        )
+    both = ~np.isnan(a) & ~np.isnan(b)
+    clusters = None
+    if resolve_cluster(cluster, candidate) == "label":
+        clusters = candidate.query_label_codes[both]
+    return _Pairs(a[both], b[both], clusters, aggregate(spec, a), aggregate(spec, b),
+                  "queries" if clusters is None else "classes")
+
+
+def _medr_cluster_bootstrap(a, b, clusters, n_resamples, rng) -> np.ndarray:
+    """medr(a) - medr(b) over resamples of whole classes, each with all its paired queries."""
+    _, inv = np.unique(clusters, return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(inv.max() + 2))
+    members = [order[bounds[c] : bounds[c + 1]] for c in range(bounds.size - 1)]
+    boot = np.empty(n_resamples)
+    for r in range(n_resamples):
+        pick = np.concatenate([members[c] for c in rng.integers(0, len(members), len(members))])
+        boot[r] = medr_rows(a[pick][None, :])[0] - medr_rows(b[pick][None, :])[0]
+    return boot
+
+
+def _bootstrap_comparison(spec, pairs: _Pairs, confidence, n_resamples, seed) -> Comparison:
+    a, b, clusters = pairs.a, pairs.b, pairs.clusters
+    n = a.size
+    rng = np.random.default_rng(seed)
+    if spec.family != "medr":
+        boot = resample_stats(a - b, clusters, mean_rows, n_resamples, rng)
+    elif clusters is None:
+        idx = rng.integers(0, n, size=(n_resamples, n))
+        boot = medr_rows(a[idx]) - medr_rows(b[idx])
+    else:
+        boot = _medr_cluster_bootstrap(a, b, clusters, n_resamples, rng)
+    sign = 1.0 if spec.higher_is_better else -1.0
+    low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+    p_worse = float(np.mean(sign * boot >= 0))  # bootstrap support for "not worse"
+    p_two = float(min(1.0, 2 * min(np.mean(boot >= 0), np.mean(boot <= 0))))
+    n_units = n if clusters is None else int(np.unique(clusters).size)
+    unit = pairs.unit
+    return Comparison(spec.name, pairs.candidate, pairs.baseline, pairs.candidate - pairs.baseline, low, high,
+                      confidence, p_two, p_worse, f"paired percentile bootstrap over {unit}", n_units, unit,
+                      spec.higher_is_better)
+
+
+def _t_comparison(spec, pairs: _Pairs, confidence) -> Comparison:
+    d = pairs.a - pairs.b
+    n = d.size
+    mean = float(d.mean())
+    if pairs.clusters is None:
+        se, dof, n_units = float(d.std(ddof=1) / math.sqrt(n)), n - 1, n
+    else:
+        _, inv = np.unique(pairs.clusters, return_inverse=True)
+        L = int(inv.max()) + 1
+        resid = np.bincount(inv, weights=d - mean, minlength=L)
+        se, dof, n_units = math.sqrt(L / (L - 1) * np.sum(resid**2)) / n, L - 1, L
+    sign = 1.0 if spec.higher_is_better else -1.0
+    if se == 0:
+        low = high = mean
+        p_two = 1.0 if mean == 0 else 0.0
+        p_worse = 1.0 if sign * mean >= 0 else 0.0
+    else:
+        half = float(stats.t.ppf((1 + confidence) / 2, dof)) * se
+        low, high = mean - half, mean + half
+        tstat = mean / se
+        p_two = float(2 * stats.t.sf(abs(tstat), dof))
+        p_worse = float(stats.t.cdf(sign * tstat, dof))  # small when the candidate is worse
+    meth = f"paired t over {pairs.unit}" + (" (cluster-robust)" if pairs.clusters is not None else "")
+    diff = pairs.candidate - pairs.baseline if spec.kind == "grouped" else mean
+    return Comparison(spec.name, pairs.candidate, pairs.baseline, diff, low, high, confidence, p_two, p_worse, meth,
+                      n_units, pairs.unit, spec.higher_is_better)

@@ -1,0 +1,154 @@
+"""Generalization gaps: metric(train) - metric(test) with an interval.
+
+- two accuracies (:class:`~retrieval_checks.AccuracyResult`): Newcombe's score
+  interval for a difference of independent proportions;
+- ``grouped_recall@K``: Welch's t interval from the two independent samples of group
+  values;
+- any other per-query metric: an independent two-sample percentile bootstrap of the
+  difference, resampling classes (or queries).
+
+Pure functions of results: nothing is re-ranked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from ..errors import InputError
+from ..metrics._accuracy import AccuracyResult
+from ..metrics._names import parse_metric
+from ..metrics._ranking import aggregate
+from ..options import DEFAULTS, check_option
+from ._intervals import (UNIT_NAMES, check_resamples, mean_rows, medr_rows, newcombe_interval, per_query_values,
+                         resample_stats, resolve_cluster)
+
+__all__ = ["Gap", "generalization_gap"]
+
+
+@dataclass(frozen=True)
+class Gap:
+    """``value`` = ``first_value`` - ``second_value`` (train - test for a gap)."""
+
+    metric: str
+    value: float
+    low: float
+    high: float
+    confidence: float
+    method: str
+    first_value: float
+    second_value: float
+    n_first: int
+    n_second: int
+    unit: str
+    labels: tuple[str, str] = ("train", "test")
+
+    def __str__(self) -> str:
+        a, b = self.labels
+        return (f"{self.metric} gap ({a} - {b}) = {self.value:+.4f} [{self.low:+.4f}, {self.high:+.4f}] "
+                f"({self.confidence:.0%} {self.method}; {a} {self.first_value:.4f} on {self.n_first} {self.unit}, "
+                f"{b} {self.second_value:.4f} on {self.n_second} {self.unit})")
+
+
+def generalization_gap(
+    train,
+    test,
+    metric: str | None = None,
+    *,
+    confidence: float = DEFAULTS["confidence"],
+    n_resamples: int = 2000,
+    cluster: str = "auto",
+    seed: int = DEFAULTS["seed"],
+    allow_label_mismatch: bool = False,
+    labels: tuple[str, str] = ("train", "test"),
+) -> Gap:
+    """The generalization gap metric(train) - metric(test) with an interval.
+
+    - Two :class:`~retrieval_checks.AccuracyResult`: accuracy gap with Newcombe's
+      score interval for a difference of independent proportions. The two sets must
+      cover the same classes (a class present in only one set changes what the
+      accuracy averages over); ``allow_label_mismatch=True`` accepts it.
+    - ``grouped_recall@K``: Welch's t interval from the two independent samples of
+      group values (standard errors as in ``result.grouped``).
+    - Any other query-level metric: an independent two-sample bootstrap (percentile)
+      of the difference, resampling classes (``cluster="auto"``/``"label"``, the
+      default when labels exist) or queries (``"query"``).
+    """
+    check_option("confidence", confidence)
+    check_option("seed", seed)
+    if isinstance(train, AccuracyResult) or isinstance(test, AccuracyResult):
+        return _accuracy_gap(train, test, confidence, allow_label_mismatch, labels)
+    if metric is None:
+        raise InputError("metric is missing: name the metric whose gap to compute, e.g. 'grouped_recall@1'.")
+    spec = parse_metric(metric)
+    for side, res in zip(labels, (train, test)):
+        if not hasattr(res, "per_query") or not hasattr(res, "grouped"):
+            raise InputError(f"{side} must be an EvaluationResult or AccuracyResult, got {type(res).__name__}.")
+        if spec.name not in res:
+            raise InputError(f"{spec.name} was not computed on {side}; computed: {', '.join(res)}.")
+    if spec.kind == "grouped":
+        return _grouped_gap(spec, train.grouped[spec.name], test.grouped[spec.name], confidence, labels)
+    return _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels)
+
+
+def _accuracy_gap(train, test, confidence, allow_label_mismatch, labels) -> Gap:
+    if not (isinstance(train, AccuracyResult) and isinstance(test, AccuracyResult)):
+        raise InputError("An accuracy gap needs two AccuracyResult objects (from retrieval_checks.accuracy).")
+    if not allow_label_mismatch and train.labels is not None and test.labels is not None:
+        a, b = set(np.unique(train.labels).tolist()), set(np.unique(test.labels).tolist())
+        only_train, only_test = sorted(a - b, key=str), sorted(b - a, key=str)
+        if only_train or only_test:
+            parts = []
+            if only_train:
+                parts.append(f"labels present only in {labels[0]}: {only_train[:10]}")
+            if only_test:
+                parts.append(f"labels present only in {labels[1]}: {only_test[:10]}")
+            raise InputError(
+                "The accuracy gap compares sets with different classes (" + "; ".join(parts) + "), so the two "
+                "accuracies average over different class mixtures; restrict both sets to their shared classes "
+                "or pass allow_label_mismatch=True."
+            )
+    low, high = newcombe_interval(train.n_correct, train.n, test.n_correct, test.n, confidence)
+    return Gap("accuracy", train.value - test.value, low, high, confidence, "Newcombe score interval",
+               train.value, test.value, train.n, test.n, "samples", labels)
+
+
+def _grouped_gap(spec, g1, g2, confidence, labels) -> Gap:
+    """Welch's t interval for the difference of two independent means of group values."""
+    if g1.group_size != g2.group_size:
+        raise InputError(
+            f"{spec.name}: group sizes differ ({labels[0]} S={g1.group_size}, {labels[1]} S={g2.group_size}); "
+            "grouped recall is only comparable at the same S."
+        )
+    se = math.sqrt(g1.std_error**2 + g2.std_error**2)
+    r1, r2 = g1.n_groups, g2.n_groups
+    den = g1.std_error**4 / (r1 - 1) + g2.std_error**4 / (r2 - 1)
+    dof = se**4 / den if den > 0 else float(r1 + r2 - 2)
+    half = float(stats.t.ppf((1 + confidence) / 2, dof)) * se
+    d = g1.value - g2.value
+    return Gap(spec.name, d, d - half, d + half, confidence, f"Welch t over groups (dof {dof:.1f})",
+               g1.value, g2.value, r1, r2, "groups", labels)
+
+
+def _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels) -> Gap:
+    """Independent two-sample percentile bootstrap of the difference of the means."""
+    check_resamples(n_resamples)
+    _, x1 = per_query_values(train, spec.name)
+    _, x2 = per_query_values(test, spec.name)
+    cluster = resolve_cluster(cluster, train, test)
+    rng = np.random.default_rng(seed)
+    boots, ns = [], []
+    statistic = medr_rows if spec.family == "medr" else mean_rows
+    for res, x in ((train, x1), (test, x2)):
+        used = ~np.isnan(x)
+        clusters = res.query_label_codes[used] if cluster == "label" else None
+        boots.append(resample_stats(x[used], clusters, statistic, n_resamples, rng))
+        ns.append(int(used.sum()) if clusters is None else int(np.unique(clusters).size))
+    diff = boots[0] - boots[1]
+    v1, v2 = aggregate(spec, x1), aggregate(spec, x2)
+    low, high = (float(v) for v in np.quantile(diff, [(1 - confidence) / 2, (1 + confidence) / 2]))
+    return Gap(spec.name, v1 - v2, low, high, confidence, f"percentile bootstrap over {UNIT_NAMES[cluster]}", v1, v2,
+               ns[0], ns[1], "queries" if cluster == "query" else "classes", labels)

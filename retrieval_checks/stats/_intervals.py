@@ -1,0 +1,237 @@
+"""Intervals: the bootstrap of a per-query metric (queries or whole classes as units),
+Wilson's score interval for a proportion and Newcombe's for a difference of two.
+
+- :func:`bootstrap_interval`: percentile or BCa bootstrap interval of a ranking
+  metric, resampling queries, or whole classes ("class-cluster bootstrap": queries of
+  one class share the class's gallery items, so they are not independent).
+- :func:`resample_stats`: bootstrap replicates of a mean (or a general statistic) in
+  memory-bounded chunks; the other modules' bootstraps use it.
+- :func:`wilson_interval` and :func:`newcombe_interval` (his method 10).
+
+Everything here works from values the engine already computed; nothing is re-ranked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from ..errors import InputError
+from ..metrics._names import parse_metric
+from ..metrics._ranking import aggregate
+from ..options import check_option
+
+__all__ = ["Interval", "bootstrap_interval", "wilson_interval", "newcombe_interval", "resample_stats", "mean_rows",
+           "medr_rows", "resolve_cluster", "check_resamples", "per_query_values", "UNIT_NAMES"]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point value with a two-sided interval at ``confidence``.
+
+    ``n`` is the number of independent units behind it (queries, classes or groups,
+    as ``unit`` says); ``method`` names how the interval was made.
+    """
+
+    metric: str
+    value: float
+    low: float
+    high: float
+    confidence: float
+    method: str
+    n: int
+    unit: str
+
+    def __str__(self) -> str:
+        return (f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] "
+                f"({self.confidence:.0%} {self.method}, n={self.n} {self.unit})")
+
+
+UNIT_NAMES = {"query": "queries", "label": "classes"}
+
+
+def resolve_cluster(cluster: str, *results) -> str:
+    """``auto``: resample classes when every result has labels, else queries."""
+    if cluster not in ("auto", "query", "label"):
+        raise InputError(f"cluster={cluster!r}: use 'auto', 'query' or 'label'.")
+    if cluster == "auto":
+        has_labels = all(getattr(r, "query_label_codes", None) is not None for r in results)
+        return "label" if has_labels else "query"
+    if cluster == "label":
+        for r in results:
+            if getattr(r, "query_label_codes", None) is None:
+                raise InputError("cluster='label' needs labels; a result was computed from explicit relevance.")
+    return cluster
+
+
+def check_resamples(n_resamples: int) -> None:
+    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 100:
+        raise InputError(f"n_resamples={n_resamples!r}: use at least 100 resamples (1000+ for 95% intervals).")
+
+
+def per_query_values(result, metric: str):
+    """(spec, per-query values) of a query-level metric of an evaluation result."""
+    if not hasattr(result, "per_query") or not hasattr(result, "query_label_codes"):
+        raise InputError(f"Expected an EvaluationResult from retrieval_checks.evaluate, got {type(result).__name__}.")
+    spec = parse_metric(metric)
+    if spec.name not in result:
+        raise InputError(f"{spec.name} was not computed in this result; computed: {', '.join(result)}.")
+    if spec.kind == "grouped":
+        raise InputError(
+            f"{spec.name} has its own interval over groups (result.intervals[{spec.name!r}]); a bootstrap over "
+            "queries would answer another question."
+        )
+    if spec.name not in result.per_query:
+        raise InputError(
+            f"{spec.name} has no per-query values (pair and embedding metrics are global); "
+            "an interval by resampling queries is not defined for it."
+        )
+    return spec, result.per_query[spec.name]
+
+
+def _chunks(n_resamples: int, unit_count: int):
+    per = max(1, int(2e7 // max(unit_count, 1)))
+    done = 0
+    while done < n_resamples:
+        step = min(per, n_resamples - done)
+        yield step
+        done += step
+
+
+def resample_stats(x: np.ndarray, clusters: np.ndarray | None, statistic, n_resamples: int,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap replicates of ``statistic`` (mean-like via sums, or a general one)."""
+    out = np.empty(n_resamples)
+    pos = 0
+    if clusters is None:
+        n = x.size
+        for step in _chunks(n_resamples, n):
+            idx = rng.integers(0, n, size=(step, n))
+            out[pos : pos + step] = statistic(x[idx])
+            pos += step
+        return out
+    # class clusters: resample whole classes with replacement
+    codes, inv = np.unique(clusters, return_inverse=True)
+    L = codes.size
+    if statistic is mean_rows:
+        sums = np.bincount(inv, weights=x, minlength=L)
+        cnts = np.bincount(inv, minlength=L).astype(np.float64)
+        for step in _chunks(n_resamples, L):
+            idx = rng.integers(0, L, size=(step, L))
+            out[pos : pos + step] = sums[idx].sum(1) / cnts[idx].sum(1)
+            pos += step
+        return out
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(L + 1))
+    members = [x[order[bounds[c] : bounds[c + 1]]] for c in range(L)]
+    for b in range(n_resamples):
+        pick = rng.integers(0, L, size=L)
+        out[b] = statistic(np.concatenate([members[c] for c in pick])[None, :])[0]
+    return out
+
+
+def mean_rows(a: np.ndarray) -> np.ndarray:
+    return a.mean(axis=1)
+
+
+def medr_rows(a: np.ndarray) -> np.ndarray:
+    return np.floor(np.median(a - 1.0, axis=1)) + 1.0
+
+
+def _jackknife(x: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+    """Leave-one-unit-out values of the mean (units: queries or classes)."""
+    if clusters is None:
+        return (x.sum() - x) / (x.size - 1)
+    _, inv = np.unique(clusters, return_inverse=True)
+    sums = np.bincount(inv, weights=x)
+    cnts = np.bincount(inv).astype(np.float64)
+    return (sums.sum() - sums) / (cnts.sum() - cnts)
+
+
+def _bca(theta_hat: float, boot: np.ndarray, jack: np.ndarray, confidence: float) -> tuple[float, float]:
+    B = boot.size
+    prop = (np.sum(boot < theta_hat) + 0.5 * np.sum(boot == theta_hat)) / B
+    prop = min(max(prop, 1.0 / (2 * B)), 1.0 - 1.0 / (2 * B))
+    z0 = stats.norm.ppf(prop)
+    d = jack.mean() - jack
+    den = 6.0 * (np.sum(d**2) ** 1.5)
+    a = float(np.sum(d**3) / den) if den > 0 else 0.0
+    z = stats.norm.ppf([(1 - confidence) / 2, (1 + confidence) / 2])
+    adj = stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
+    return tuple(float(v) for v in np.quantile(boot, adj))
+
+
+def bootstrap_interval(
+    result: EvaluationResult,
+    metric: str,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    method: str = "bca",
+    cluster: str = "auto",
+    seed: int = 0,
+) -> Interval:
+    """Bootstrap interval of a query-level metric from its per-query values.
+
+    ``cluster="label"`` resamples classes with all their queries: queries of one class
+    share gallery items and are not independent, and resampling them one by one gives
+    intervals that are too narrow (77% coverage for a nominal 95% in this project's
+    simulations). ``cluster="query"`` resamples queries, right when queries are
+    independent (e.g. one query per class). ``"auto"`` (default) is ``"label"``
+    whenever the result has labels. ``method`` is ``"bca"``
+    (bias-corrected and accelerated; acceleration from the jackknife) or
+    ``"percentile"``. Seeded: the same inputs give the same interval.
+    """
+    check_option("confidence", confidence)
+    check_resamples(n_resamples)
+    if method not in ("bca", "percentile"):
+        raise InputError(f"method={method!r}: use 'bca' or 'percentile'.")
+    spec, values = per_query_values(result, metric)
+    cluster = resolve_cluster(cluster, result)
+    used = ~np.isnan(values)
+    x = values[used]
+    if x.size < 2:
+        raise InputError(f"{spec.name}: {x.size} usable queries; an interval needs at least 2.")
+    clusters = None
+    if cluster == "label":
+        clusters = result.query_label_codes[used]
+        if np.unique(clusters).size < 2:
+            raise InputError(f"{spec.name}: all used queries share one class; a class bootstrap needs 2 or more.")
+    median_like = spec.family == "medr"
+    if median_like and method == "bca":
+        raise InputError(
+            "medr is a median of integer ranks, not a smooth statistic, so BCa is unreliable for it; "
+            "use method='percentile'."
+        )
+    statistic = medr_rows if median_like else mean_rows
+    theta = aggregate(spec, values)
+    boot = resample_stats(x, clusters, statistic, n_resamples, np.random.default_rng(seed))
+    if method == "percentile":
+        low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+    else:
+        low, high = _bca(theta, boot, _jackknife(x, clusters), confidence)
+    n_units = x.size if clusters is None else int(np.unique(clusters).size)
+    return Interval(spec.name, theta, low, high, confidence, f"{method} bootstrap over {UNIT_NAMES[cluster]}",
+                    n_units, "queries" if clusters is None else "classes")
+
+
+def wilson_interval(x: int, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson's score interval for a proportion x / n."""
+    z = stats.norm.ppf((1 + confidence) / 2)
+    p = x / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return centre - half, centre + half
+
+
+def newcombe_interval(x1: int, n1: int, x2: int, n2: int, confidence: float) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for p1 - p2 (his method 10), from Wilson bounds."""
+    p1, p2 = x1 / n1, x2 / n2
+    l1, u1 = wilson_interval(x1, n1, confidence)
+    l2, u2 = wilson_interval(x2, n2, confidence)
+    d = p1 - p2
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
