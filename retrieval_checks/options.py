@@ -22,7 +22,7 @@ from typing import Any
 from ._suggest import hint
 from .errors import InputError
 
-__all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "DATASET_TYPES"]
+__all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "parse_text", "parse_memory", "DATASET_TYPES"]
 
 #: The kinds of dataset a suite declares; each option applies to some of them.
 DATASET_TYPES = ("retrieval", "image_text", "images")
@@ -73,7 +73,7 @@ class Option:
                 return None
             return f"expected {self.expected}, {found}."
         if self.kind == "memory":
-            return None  # parsed (with its own messages) by the engine's parse_memory
+            return _memory(value)[1]
         if self.kind == "integer":
             if not _is_int(value):
                 return f"expected {self.expected}, {found}."
@@ -84,7 +84,7 @@ class Option:
         above = self.high is not None and (v > self.high or (self.open_high and v == self.high))
         if below or above:
             meant = ""
-            if self.name == "confidence" and 1 < v < 100:
+            if self.name == "confidence" and 50 <= v < 100:  # written in percent
                 meant = f" (did you mean {v / 100:g}?)"
             return f"expected {self.expected}, {found}{meant}."
         return None
@@ -145,3 +145,59 @@ def check_option(name: str, value, *, argument: str | None = None):
     """Validate ``value`` for option ``name`` (see :data:`OPTIONS`); ``argument`` is
     the name the caller's user wrote (e.g. ``group_seed``)."""
     return OPTIONS[name].check(value, name=argument)
+
+
+def parse_text(name: str, text: str):
+    """An option's value from text (a command-line flag or an ini setting), validated:
+    ``"0.9"`` -> 0.9 for numbers, ``"3"`` -> 3 for integers, bytes for ``max_memory``;
+    an empty text is the default. Raises :class:`~retrieval_checks.InputError`."""
+    opt = OPTIONS[name]
+    text = text.strip() if isinstance(text, str) else text
+    if text in ("", None):
+        return opt.default
+    value = text
+    if opt.kind == "integer":
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise InputError(f"{name}={text!r}: expected {opt.expected}, found {text!r}.") from None
+    elif opt.kind == "number":
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{name}={text!r}: expected {opt.expected}, found {text!r}.") from None
+    opt.check(value)
+    return parse_memory(value) if opt.kind == "memory" else value
+
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def _memory(value) -> tuple[int | None, str | None]:
+    """(bytes, None) for a valid size, else (None, what is wrong)."""
+    if value is None:
+        return None, None
+    if isinstance(value, bool):
+        return None, f"expected a number of bytes or a size such as '2GiB', found {value!r}."
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(float(value)):
+            return None, f"{value!r} is not a finite number of bytes."
+        n = int(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            return None, "not a size; write bytes as an int or a string such as '512MiB' or '2GB'."
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < 2**20:
+        return None, "below 1 MiB; give the engine at least a few MiB."
+    return n, None
+
+
+def parse_memory(value) -> int | None:
+    """Bytes from an int or a string such as ``"512MiB"``, ``"2GB"``, ``"1.5 GiB"``
+    (None stays None: the library's default budget)."""
+    n, problem = _memory(value)
+    if problem is not None:
+        raise InputError(f"max_memory={value!r}: {problem}")
+    return n

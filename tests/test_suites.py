@@ -115,7 +115,7 @@ BAD = [
     ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, dataset: a}\n", 4, "checks[0]",
      ["missing threshold"]),
     ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, confidence: 1.5}\n", 4,
-     "checks[0].confidence", ["< 1"]),
+     "checks[0].confidence", ["strictly between 0 and 1"]),
     ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, on: lower}\n", 4,
      "checks[0].on", ["value, interval"]),
     ("datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder.py:project, torchscript: x.pt}\n"
@@ -218,8 +218,8 @@ def test_precomputed_suite_equals_a_direct_evaluation(tmp_path):
     for case in suite.cases:
         runner.run(suite, case)
     assert runner.passes == 2  # cosine checks share a pass; the neg_l2 check needs its own
-    key = next(k for k in runner._results if dict(k[3])["similarity"] == "cosine")
-    got = runner._results[key]
+    key = next(k for k in runner.evaluations._results if dict(k[3])["similarity"] == "cosine")
+    got = runner.evaluations._results[key]
     want = rc.evaluate(e, query_labels=y, metrics=["map", "grouped_recall@1"], group_size=3)
     assert got["map"] == want["map"] and got["grouped_recall@1"] == want["grouped_recall@1"]
     assert got.intervals["grouped_recall@1"] == want.intervals["grouped_recall@1"]
@@ -520,8 +520,8 @@ def test_images_datasets_run_classifier_measures(tmp_path):
     for case in suite.cases:
         runner.run(suite, case)
     assert runner.passes == 2  # one pass per dataset serves every check on it
-    key = next(k for k in runner._results if k[2] == "test")
-    got = runner._results[key]
+    key = next(k for k in runner.evaluations._results if k[2] == "test")
+    got = runner.evaluations._results[key]
     net.eval()
     want = rc.evaluate_classifier(net, x_te, y_te, metrics=["accuracy", "cam_iou"], boxes=b_te, layer="1", rho=0.2,
                                   n_resamples=200)

@@ -34,12 +34,11 @@ from retrieval_checks.tracking import run_metadata
 
 from . import _items, _reports
 
+# the session's evaluation options, validated against the library's option table
+_SESSION_OPTIONS = ("device", "max_memory", "seed", "confidence", "ties")
 _OPTIONS = [
-    ("device", "compute device for evaluations: auto, cpu, cuda, cuda:N, numpy", "auto"),
-    ("max-memory", "memory budget of the engine, e.g. 2GiB (default: the library's)", ""),
-    ("seed", "seed of label partitions and bootstraps", "0"),
-    ("confidence", "confidence of intervals", "0.95"),
-    ("ties", "tie policy: pessimistic or optimistic", "pessimistic"),
+    *((name.replace("_", "-"), f"{rc.options.OPTIONS[name].help}: {rc.options.OPTIONS[name].expected}",
+       "" if rc.options.DEFAULTS[name] is None else str(rc.options.DEFAULTS[name])) for name in _SESSION_OPTIONS),
     ("json", "write every gate's outcome to this JSON file", ""),
     ("html", "write the session's HTML report to this file", ""),
     ("history", "SQLite run history, relative to the rootdir; 'none' disables "
@@ -132,6 +131,7 @@ def _record(event) -> None:
 
 
 def pytest_configure(config):
+    _resolve_options(config)
     config._rc_outcomes = []
     config._rc_baseline_writes = []
     config._rc_notes = []
@@ -261,18 +261,25 @@ def _history_path(config):
 
 # ----------------------------------------------------------------------------- fixtures
 def _resolve_options(config) -> dict:
-    try:
-        confidence = float(_option(config, "confidence"))
-        seed = int(_option(config, "seed"))
-    except ValueError as exc:
-        raise pytest.UsageError(f"retrieval-checks: --rc-confidence / --rc-seed: {exc}") from None
-    return {
-        "device": _option(config, "device") or "auto",
-        "max_memory": _option(config, "max-memory") or None,
-        "seed": seed,
-        "confidence": confidence,
-        "ties": _option(config, "ties") or "pessimistic",
-    }
+    """The session options (flags override ini), validated once at start-up: a bad value
+    is one usage error naming the flag, not a traceback in every test."""
+    resolved = getattr(config, "_rc_options", None)
+    if resolved is not None:
+        return resolved
+    resolved = {}
+    for name in _SESSION_OPTIONS:
+        flag = "--rc-" + name.replace("_", "-")
+        try:
+            resolved[name] = rc.options.parse_text(name, _option(config, flag[5:]))
+        except rc.InputError as exc:
+            raise pytest.UsageError(f"retrieval-checks: {flag} (ini rc_{name}): {exc}") from None
+    if resolved["device"].startswith("cuda"):
+        try:
+            rc.engine.check_device(resolved["device"])
+        except rc.RetrievalChecksError as exc:
+            raise pytest.UsageError(f"retrieval-checks: --rc-device: {exc}") from None
+    config._rc_options = resolved
+    return resolved
 
 
 @pytest.fixture(scope="session")
@@ -282,35 +289,26 @@ def rc_options(pytestconfig) -> dict:
 
 
 class _Evaluator:
-    """``rc_evaluate(queries, gallery=None, *, model=..., dataset=..., **evaluate_kwargs)``.
-
-    With ``model`` and ``dataset`` names the result is cached for the session: tests
-    that ask for the same (model, dataset, metrics, options) share one engine pass.
-    """
+    """``rc_evaluate(queries, gallery=None, *, model=..., dataset=..., **evaluate_kwargs)``:
+    ``evaluate`` with the session's options. Results are cached for the session by the
+    content of the arrays and the options (the library's ``EvaluationCache``), so tests
+    that ask for the same evaluation share one engine pass, and other embeddings under
+    the same names are evaluated anew. ``model`` and ``dataset`` name the result in gate
+    messages and records."""
 
     def __init__(self, options: dict):
         self.options = options
-        self.cache: dict = {}
-        self.passes = 0
+        self.cache = rc.engine.EvaluationCache()
+
+    @property
+    def passes(self) -> int:
+        return self.cache.misses
 
     def __call__(self, queries, gallery=None, *, model=None, dataset=None, **kwargs):
         kw = {"device": self.options["device"], "max_memory": self.options["max_memory"],
               "ties": self.options["ties"], "confidence": self.options["confidence"],
               "group_seed": self.options["seed"], **kwargs}
-        key = None
-        if model is not None and dataset is not None:
-            metrics = kw.get("metrics")
-            metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics or ())
-            key = (model, dataset, metrics, repr(sorted((k, v) for k, v in kw.items() if k != "metrics")))
-            if key in self.cache:
-                return self.cache[key]
-        result = rc.evaluate(queries, gallery, **kw)
-        if model is not None or dataset is not None:
-            result.config.update(model=model, dataset=dataset)  # named in gate messages
-        self.passes += 1
-        if key is not None:
-            self.cache[key] = result
-        return result
+        return self.cache.evaluate(queries, gallery, context={"model": model, "dataset": dataset}, **kw)
 
 
 @pytest.fixture(scope="session")

@@ -11,34 +11,9 @@ import numpy as np
 
 from ._inputs import is_torch_tensor
 from ..errors import BackendError, InputError
+from ..options import parse_memory
 
-__all__ = ["Backend", "resolve_backend", "parse_memory", "default_memory_budget"]
-
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_memory(value) -> int | None:
-    """Bytes from an int or a string such as ``"512MiB"``, ``"2GB"``, ``"1.5 GiB"``."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise InputError(f"max_memory must be a number of bytes or a string like '2GiB', got {value!r}.")
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        if not np.isfinite(value):
-            raise InputError(f"max_memory={value!r} is not a finite number of bytes.")
-        n = int(value)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
-        if not m or m.group(2).lower() not in _UNITS:
-            raise InputError(
-                f"max_memory={value!r} is not a size; write bytes as an int or a string such as '512MiB' or '2GB'."
-            )
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if n < 2**20:
-        raise InputError(f"max_memory={value!r} is below 1 MiB; give the engine at least a few MiB.")
-    return n
-
+__all__ = ["Backend", "resolve_backend", "check_device", "parse_memory", "default_memory_budget"]
 
 def _available_ram() -> int:
     try:
@@ -255,3 +230,10 @@ def resolve_backend(device, arrays) -> Backend:
     raise InputError(
         f"device={device!r} is unknown; use 'auto', 'cpu', 'torch-cpu', 'cuda', 'cuda:N' or 'numpy'."
     )
+
+
+def check_device(device) -> str:
+    """The name of the backend ``device`` resolves to; raises
+    :class:`~retrieval_checks.BackendError` when it is unavailable (CUDA without a GPU,
+    torch-cpu without torch) and :class:`~retrieval_checks.InputError` when unknown."""
+    return resolve_backend(device, []).name

@@ -17,14 +17,15 @@ import numpy as np
 
 from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
-from ..engine._evaluate import evaluate
+from ..engine import EvaluationCache, evaluate
 from ..data import read_arrays
 from ..classifiers._measures import evaluate_classifier
-from ..engine._image_text import evaluate_image_text
+from ..engine import evaluate_image_text
 from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
 from .._suggest import did_you_mean
+from ..options import DEFAULTS, OPTIONS
 from ._schema import Case, Source, Suite
 from ..errors import InputError, RetrievalChecksError, SuiteError
 
@@ -62,21 +63,18 @@ class SuiteRunner:
 
     def __init__(self, *, defaults: dict | None = None, device: str = "auto", max_memory=None, cache_dir=None,
                  progress: bool | None = None, regen: str | None = None):
-        self.defaults = {"similarity": "cosine", "ties": "pessimistic", "empty_queries": "skip", "confidence": 0.95,
-                         "seed": 0, "group_size": 10, "group_repeats": 1, "n_resamples": 1000, "rho": 0.1,
-                         "cam_method": "gradcam", "percentile": 10.0, **(defaults or {})}
+        self.defaults = {**{k: v for k, v in DEFAULTS.items() if OPTIONS[k].applies_to}, **(defaults or {})}
         self.device = device
         self.max_memory = max_memory
         self.progress = progress
         self.baselines = BaselineStore(regen)
         self.cache = EmbeddingCache(cache_dir)
-        self.passes = 0
         self.embedded = 0
         self._arrays: dict = {}
         self._loaded: dict = {}
         self._fingerprints: dict = {}
         self._parts: dict = {}
-        self._results: dict = {}
+        self.evaluations = EvaluationCache()
 
     # ------------------------------------------------------------------ data
     def _arrays_of(self, path: Path) -> dict:
@@ -195,15 +193,18 @@ class SuiteRunner:
     def result(self, suite: Suite, model_name: str, dataset_name: str, options: dict):
         """The (cached) evaluation of a model on a dataset with these options."""
         key = (str(suite.path), model_name, dataset_name, tuple(sorted(options.items())))
-        if key in self._results:
-            return self._results[key]
+        return self.evaluations.get_or_compute(key, lambda: self._evaluate(suite, model_name, dataset_name, options))
+
+    @property
+    def passes(self) -> int:
+        """Evaluations computed (cache misses)."""
+        return self.evaluations.misses
+
+    def _evaluate(self, suite: Suite, model_name: str, dataset_name: str, options: dict):
         metrics = suite.metrics_for(model_name, dataset_name, options, self.defaults)
         dataset = suite.datasets[dataset_name]
         if dataset.type == "images":
-            result = self._classify(suite, model_name, dataset_name, metrics, options)
-            self.passes += 1
-            self._results[key] = result
-            return result
+            return self._classify(suite, model_name, dataset_name, metrics, options)
         common = dict(similarity=options["similarity"], ties=options["ties"], device=self.device,
                       max_memory=self.max_memory, confidence=options["confidence"], progress=self.progress)
         if dataset.type == "image_text":
@@ -212,26 +213,22 @@ class SuiteRunner:
             src = dataset.parts["captions"]
             caption_image = self._array(src, src.image, "image", suite, f"datasets.{dataset_name}.captions",
                                         required=True)
-            result = evaluate_image_text(images.embeddings, captions.embeddings, caption_image, metrics=metrics,
-                                         protocol=dataset.protocol,
-                                         images_without_captions=dataset.images_without_captions,
-                                         n_resamples=options["n_resamples"], seed=options["seed"], **common)
-        else:
-            q = self.part(suite, model_name, dataset_name, "queries")
-            g = self.part(suite, model_name, dataset_name, "gallery") if "gallery" in dataset.parts else None
-            for name, p in (("queries", q), ("gallery", g)):
-                if p is not None and p.labels is None:
-                    raise SuiteError(f"{p.source.file.name} has no labels array {p.source.labels!r}; retrieval "
-                                     f"datasets need one label per row (set {name}: {{file: ..., labels: <name>}}).",
-                                     path=suite.path, line=p.source.line, field=f"datasets.{dataset_name}.{name}")
-            result = evaluate(q.embeddings, None if g is None else g.embeddings, query_labels=q.labels,
-                              gallery_labels=None if g is None else g.labels, query_ids=q.ids,
-                              gallery_ids=None if g is None else g.ids, metrics=metrics,
-                              empty_queries=options["empty_queries"], group_size=options["group_size"],
-                              group_seed=options["seed"], group_repeats=options["group_repeats"], **common)
-        self.passes += 1
-        self._results[key] = result
-        return result
+            return evaluate_image_text(images.embeddings, captions.embeddings, caption_image, metrics=metrics,
+                                       protocol=dataset.protocol,
+                                       images_without_captions=dataset.images_without_captions,
+                                       n_resamples=options["n_resamples"], seed=options["seed"], **common)
+        q = self.part(suite, model_name, dataset_name, "queries")
+        g = self.part(suite, model_name, dataset_name, "gallery") if "gallery" in dataset.parts else None
+        for name, p in (("queries", q), ("gallery", g)):
+            if p is not None and p.labels is None:
+                raise SuiteError(f"{p.source.file.name} has no labels array {p.source.labels!r}; retrieval "
+                                 f"datasets need one label per row (set {name}: {{file: ..., labels: <name>}}).",
+                                 path=suite.path, line=p.source.line, field=f"datasets.{dataset_name}.{name}")
+        return evaluate(q.embeddings, None if g is None else g.embeddings, query_labels=q.labels,
+                        gallery_labels=None if g is None else g.labels, query_ids=q.ids,
+                        gallery_ids=None if g is None else g.ids, metrics=metrics,
+                        empty_queries=options["empty_queries"], group_size=options["group_size"],
+                        group_seed=options["seed"], group_repeats=options["group_repeats"], **common)
 
     def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict):
         """Classifier measures of a torch model on an images dataset."""

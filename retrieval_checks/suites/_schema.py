@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..metrics._names import MetricSpec, metric_spec
 from ._yaml import Node, NodeList, load_yaml
 from .._suggest import hint
+from ..options import OPTIONS
 from ..errors import MetricNameError, SuiteError
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
@@ -27,30 +28,10 @@ __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
 #: The implicit model of a suite without ``models``: the datasets' own embeddings.
 PRECOMPUTED = "precomputed"
 
-_SIMILARITIES = ("cosine", "dot", "neg_l2")
-_TIES = ("pessimistic", "optimistic")
-_EMPTY = ("skip", "zero", "error")
 _PROTOCOLS = ("5k", "all", "1k", "5fold1k")
-# evaluation options: (type check, description); valid in `options:` and in each check
-_OPTIONS = {
-    "similarity": (_SIMILARITIES, "one of cosine, dot, neg_l2"),
-    "ties": (_TIES, "pessimistic or optimistic"),
-    "empty_queries": (_EMPTY, "skip, zero or error"),
-    "confidence": ("confidence", "a number in (0, 1), e.g. 0.95"),
-    "seed": ("int>=0", "an integer >= 0"),
-    "group_size": ("int>=2", "an integer >= 2 (labels per group)"),
-    "group_repeats": ("int>=1", "an integer >= 1"),
-    "n_resamples": ("int>=0", "an integer >= 0 (bootstrap resamples; 0: no interval)"),
-    "rho": ("unit", "a number in [0, 1] (the CAM threshold)"),
-    "cam_method": (("gradcam", "gradcam++"), "gradcam or gradcam++"),
-    "percentile": ("percent", "a number in (0, 100) (the margin percentile of spectral_measure)"),
-}
-# the evaluation options that apply to each dataset type
-_APPLIES = {
-    "retrieval": ("similarity", "ties", "empty_queries", "confidence", "seed", "group_size", "group_repeats"),
-    "image_text": ("similarity", "ties", "confidence", "seed", "n_resamples"),
-    "images": ("confidence", "seed", "n_resamples", "rho", "cam_method", "percentile"),
-}
+# evaluation options valid in `options:` and in each check: the shared table's options that
+# apply to some dataset type (device and max_memory belong to the session)
+_OPTIONS = {name: o for name, o in OPTIONS.items() if o.applies_to}
 _PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",)}
 _SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image", "boxes", "masks")
 _RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
@@ -172,8 +153,8 @@ class Suite:
         """The evaluation options of ``check`` on ``dataset``: session defaults, then
         the suite's ``options``, then the check's own fields."""
         opts = {**defaults, **self.options, **check.options}
-        applies = _APPLIES[self.datasets[dataset].type]
-        return {k: v for k, v in opts.items() if k in applies}
+        kind = self.datasets[dataset].type
+        return {k: v for k, v in opts.items() if k in _OPTIONS and kind in _OPTIONS[k].applies_to}
 
     def metrics_for(self, model: str, dataset: str, options: dict, defaults: dict) -> list[str]:
         """Every metric any check measures on (model, dataset) with these options, so
@@ -258,16 +239,11 @@ class _Reader:
         return value
 
     def option(self, key: str, value, field: str, line):
-        rule, expected = _OPTIONS[key]
-        if isinstance(rule, tuple):
-            return self.choice(value, rule, field, line)
-        if rule == "confidence":
-            return self.number(value, field, line, low=0, high=1, open_low=True, open_high=True)
-        if rule == "unit":
-            return self.number(value, field, line, low=0, high=1)
-        if rule == "percent":
-            return self.number(value, field, line, low=0, high=100, open_low=True, open_high=True)
-        return self.integer(value, field, line, int(rule.split(">=")[1]))
+        """An evaluation option, checked against the shared table (``retrieval_checks.options``)."""
+        problem = _OPTIONS[key].problem(value)
+        if problem is not None:
+            raise self.error(problem.replace(f"found {value!r}", f"found {_describe(value)}"), field, line)
+        return value
 
     def markers(self, value, field: str, line) -> tuple:
         """``markers``: a list of names, or of one-key mappings ``{name: args}`` where
@@ -454,6 +430,8 @@ def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict,
 
 
 def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_models: dict) -> Check:
+    """One entry of ``checks:``: the metric, the rule (a threshold, a gap, a comparison
+    or a baseline), where it applies, its options, markers and id."""
     field = f"checks[{index}]"
     node = r.mapping(node, field, line, "metric, dataset, at_least / at_most / gap / compare, ...")
     r.keys(node, field, _CHECK_KEYS, required=("metric",))
@@ -461,146 +439,174 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         spec = metric_spec(node["metric"])
     except MetricNameError as exc:
         raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
-    crossmodal = spec.kind == "crossmodal"
-    classifier = spec.kind == "classifier"
-    wanted_type = "image_text" if crossmodal else ("images" if classifier else "retrieval")
     rules = [k for k in ("gap", "compare", "baseline") if k in node]
     if len(rules) > 1:
         raise r.error(f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
                       f"baseline (found {', '.join(rules)}).", field, line)
     kind = rules[0] if rules else "threshold"
     options = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node}
-    if kind == "threshold":
-        if "at_least" not in node and "at_most" not in node:
-            raise r.error("missing threshold: give at_least, at_most (or gap: / compare: / baseline:).", field, line)
-        for k in ("below",):
-            if k in node:
-                raise r.error(f"{k} goes with gap:.", _join(field, k), node.line_of(k))
     models = _names(r, node, "model", "models", field, suite_models, "model") or tuple(suite_models)
     datasets = _names(r, node, "dataset", "datasets", field, suite_datasets, "dataset")
-    kw: dict[str, Any] = {}
-    for k in ("at_least", "at_most"):
-        if k in node:
-            if kind != "threshold":
-                uses = {"gap": "below", "compare": "compare.margin and compare.rule",
-                        "baseline": "baseline.max_drop / baseline.max_relative_drop"}[kind]
-                raise r.error(f"{k} is a threshold; a {kind} check uses {uses}.", _join(field, k), node.line_of(k))
-            kw[k] = r.number(node[k], _join(field, k), node.line_of(k))
-    on_choices = {"threshold": ("value", "interval"), "gap": ("upper", "value"), "compare": (), "baseline": ()}[kind]
-    if "on" in node:
-        if kind == "baseline":
-            raise r.error("a baseline check has no on:; use baseline.significant: true to fail only on significant "
-                          "drops.", _join(field, "on"), node.line_of("on"))
-        if kind == "compare":
-            raise r.error("a comparison's rule is compare.rule (significant, non_inferior, value).", _join(field, "on"),
-                          node.line_of("on"))
-        kw["on"] = r.choice(node["on"], on_choices, _join(field, "on"), node.line_of("on"))
-    elif kind == "gap":
-        kw["on"] = "upper"
-    if kind == "threshold" and kw.get("on") == "interval" and (
-            spec.kind in ("pair", "embedding") or spec.family == "medr"
-            or spec.name in ("effective_invariance", "nuclear_norm", "spectral_measure")):
-        raise r.error(f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
-                      "pairs; medr is a median rank); use on: value.", _join(field, "on"), node.line_of("on"))
-    if "at_least" in kw and "at_most" in kw and kw["at_least"] > kw["at_most"]:
-        raise r.error(f"at_least {kw['at_least']:g} > at_most {kw['at_most']:g}: no value passes.", field, line)
+    kw = _RULES[kind](r, node, field, line, spec, suite_models)
     if kind == "gap":
-        if crossmodal or spec.kind == "embedding" or spec.kind == "pair" or (classifier and spec.name != "accuracy"):
-            raise r.error(f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
-                          "per-query values.", _join(field, "metric"), node.line_of("metric"))
         if datasets is not None:
             raise r.error("a gap names its datasets in gap: {train: ..., test: ...}.", field, line)
-        gap = r.mapping(node["gap"], _join(field, "gap"), node.line_of("gap"), "{train: dataset, test: dataset}")
-        r.keys(gap, _join(field, "gap"), ("train", "test"), required=("train", "test"))
-        datasets = tuple(_ref(r, gap[k], suite_datasets, "dataset", f"{field}.gap.{k}", gap.line_of(k))
-                         for k in ("train", "test"))
-        if datasets[0] == datasets[1]:
-            raise r.error("train and test are the same dataset; a gap compares two different sets.",
-                          _join(field, "gap"), node.line_of("gap"))
+        datasets = _gap_datasets(r, node, field, suite_datasets)
+    elif kind == "compare" and not [m for m in models if m != kw["baseline"]]:
+        raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
+                      "in models:.", field, line)
+    datasets = _check_datasets(r, spec, datasets, suite_datasets, field, line)
+    wanted = spec.capabilities.dataset
+    for k in options:
+        if wanted not in _OPTIONS[k].applies_to:
+            raise r.error(f"{k} does not apply to {wanted} datasets (only to: {', '.join(_OPTIONS[k].applies_to)}).",
+                          _join(field, k), node.line_of(k))
+    if spec.kind == "classifier":
+        _check_classifier_models(r, spec, models, suite_models, field, line)
+    markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
+    check_id = node.get("id")
+    check_id = _default_id(spec.name, kind, kw) if check_id is None else r.name(check_id, _join(field, "id"),
+                                                                                 node.line_of("id"))
+    return Check(index=index, metric=spec, kind=kind, datasets=datasets, models=models, options=options,
+                 markers=markers, id=check_id, line=line, **kw)
+
+
+def _refuse(r: _Reader, node, field: str, keys: tuple, why: str) -> None:
+    """Keys that do not belong to this kind of check are errors, each on its line."""
+    for k in keys:
+        if k in node:
+            raise r.error(why.format(key=k), _join(field, k), node.line_of(k))
+
+
+def _threshold_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
+    if "at_least" not in node and "at_most" not in node:
+        raise r.error("missing threshold: give at_least, at_most (or gap: / compare: / baseline:).", field, line)
+    _refuse(r, node, field, ("below",), "{key} goes with gap:.")
+    kw = {k: r.number(node[k], _join(field, k), node.line_of(k)) for k in ("at_least", "at_most") if k in node}
+    if "on" in node:
+        kw["on"] = r.choice(node["on"], ("value", "interval"), _join(field, "on"), node.line_of("on"))
+        if kw["on"] == "interval" and spec.capabilities.interval is None:
+            raise r.error(f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
+                          "pairs; medr is a median rank); use on: value.", _join(field, "on"), node.line_of("on"))
+    if "at_least" in kw and "at_most" in kw and kw["at_least"] > kw["at_most"]:
+        raise r.error(f"at_least {kw['at_least']:g} > at_most {kw['at_most']:g}: no value passes.", field, line)
+    return kw
+
+
+_NOT_A_THRESHOLD = "{key} is a threshold; a {kind} check uses {uses}."
+
+
+def _not_thresholds(r: _Reader, node, field: str, kind: str, uses: str) -> None:
+    _refuse(r, node, field, ("at_least", "at_most"), _NOT_A_THRESHOLD.replace("{kind}", kind).replace("{uses}", uses))
+
+
+def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
+    _not_thresholds(r, node, field, "gap", "below")
+    if not spec.capabilities.gap:
         if spec.unit == "rank":
             raise r.error(f"{spec.name} is a rank (lower is better); a gap is metric(train) - metric(test) of a "
                           "higher-is-better metric. Gate a fraction such as map or hit_rate@1.",
                           _join(field, "metric"), node.line_of("metric"))
-        if "below" not in node:
-            raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
-        kw["below"] = r.number(node["below"], _join(field, "below"), node.line_of("below"))
-    if kind == "compare":
-        if crossmodal or classifier or spec.kind in ("embedding", "pair", "grouped"):
-            raise r.error(f"compare pairs per-query values; {spec.name} has none (compare a ranking metric such as "
-                          "map or hit_rate@1).", _join(field, "metric"), node.line_of("metric"))
-        if "below" in node:
-            raise r.error("below goes with gap:.", _join(field, "below"), node.line_of("below"))
-        cmp = node["compare"]
-        if isinstance(cmp, str):
-            cmp = Node(baseline=cmp)
-            cmp.line, cmp.key_lines = node.line_of("compare"), {}
-        cmp = r.mapping(cmp, _join(field, "compare"), node.line_of("compare"), "{baseline: model, rule: ..., margin: ...}")
-        r.keys(cmp, _join(field, "compare"), ("baseline", "rule", "margin"), required=("baseline",))
-        kw["baseline"] = _ref(r, cmp["baseline"], suite_models, "model", f"{field}.compare.baseline",
-                              cmp.line_of("baseline"))
-        if "rule" in cmp:
-            kw["rule"] = r.choice(cmp["rule"], ("significant", "non_inferior", "value"), f"{field}.compare.rule",
-                                  cmp.line_of("rule"))
-        if "margin" in cmp:
-            kw["margin"] = r.number(cmp["margin"], f"{field}.compare.margin", cmp.line_of("margin"), low=0)
-        if not [m for m in models if m != kw["baseline"]]:
-            raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
-                          "in models:.", field, line)
-    if kind == "baseline":
-        if "below" in node:
-            raise r.error("below goes with gap:.", _join(field, "below"), node.line_of("below"))
-        b = node["baseline"]
-        if b is True or b is None:
-            b = Node()
-            b.line, b.key_lines = node.line_of("baseline"), {}
-        b = r.mapping(b, _join(field, "baseline"), node.line_of("baseline"),
-                      "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}")
-        r.keys(b, _join(field, "baseline"), _BASELINE_KEYS)
-        tol: dict[str, Any] = {}
-        for k in ("max_drop", "max_relative_drop"):
-            if k in b:
-                tol[k] = r.number(b[k], f"{field}.baseline.{k}", b.line_of(k), low=0)
-        if "direction" in b:
-            tol["direction"] = r.choice(b["direction"], ("higher", "lower"), f"{field}.baseline.direction",
-                                        b.line_of("direction"))
-        if "significant" in b:
-            if not isinstance(b["significant"], bool):
-                raise r.error(f"expected true or false, found {_describe(b['significant'])}.",
-                              f"{field}.baseline.significant", b.line_of("significant"))
-            tol["significant"] = b["significant"]
-        kw["tolerances"] = tol
+        raise r.error(f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
+                      "per-query values.", _join(field, "metric"), node.line_of("metric"))
+    if "below" not in node:
+        raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
+    kw = {"below": r.number(node["below"], _join(field, "below"), node.line_of("below")), "on": "upper"}
+    if "on" in node:
+        kw["on"] = r.choice(node["on"], ("upper", "value"), _join(field, "on"), node.line_of("on"))
+    return kw
+
+
+def _gap_datasets(r: _Reader, node, field: str, suite_datasets: dict) -> tuple:
+    gap = r.mapping(node["gap"], _join(field, "gap"), node.line_of("gap"), "{train: dataset, test: dataset}")
+    r.keys(gap, _join(field, "gap"), ("train", "test"), required=("train", "test"))
+    datasets = tuple(_ref(r, gap[k], suite_datasets, "dataset", f"{field}.gap.{k}", gap.line_of(k))
+                     for k in ("train", "test"))
+    if datasets[0] == datasets[1]:
+        raise r.error("train and test are the same dataset; a gap compares two different sets.",
+                      _join(field, "gap"), node.line_of("gap"))
+    return datasets
+
+
+def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dict:
+    _not_thresholds(r, node, field, "compare", "compare.margin and compare.rule")
+    if not spec.capabilities.compare or spec.kind == "grouped":
+        raise r.error(f"compare pairs per-query values; {spec.name} has none (compare a ranking metric such as "
+                      "map or hit_rate@1).", _join(field, "metric"), node.line_of("metric"))
+    _refuse(r, node, field, ("below",), "{key} goes with gap:.")
+    _refuse(r, node, field, ("on",), "a comparison's rule is compare.rule (significant, non_inferior, value).")
+    cmp = node["compare"]
+    if isinstance(cmp, str):
+        cmp = Node(baseline=cmp)
+        cmp.line, cmp.key_lines = node.line_of("compare"), {}
+    cmp = r.mapping(cmp, _join(field, "compare"), node.line_of("compare"), "{baseline: model, rule: ..., margin: ...}")
+    r.keys(cmp, _join(field, "compare"), ("baseline", "rule", "margin"), required=("baseline",))
+    kw = {"baseline": _ref(r, cmp["baseline"], suite_models, "model", f"{field}.compare.baseline",
+                           cmp.line_of("baseline"))}
+    if "rule" in cmp:
+        kw["rule"] = r.choice(cmp["rule"], ("significant", "non_inferior", "value"), f"{field}.compare.rule",
+                              cmp.line_of("rule"))
+    if "margin" in cmp:
+        kw["margin"] = r.number(cmp["margin"], f"{field}.compare.margin", cmp.line_of("margin"), low=0)
+    return kw
+
+
+def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
+    _not_thresholds(r, node, field, "baseline", "baseline.max_drop / baseline.max_relative_drop")
+    _refuse(r, node, field, ("below",), "{key} goes with gap:.")
+    _refuse(r, node, field, ("on",), "a baseline check has no on:; use baseline.significant: true to fail only on "
+                                     "significant drops.")
+    b = node["baseline"]
+    if b is True or b is None:
+        b = Node()
+        b.line, b.key_lines = node.line_of("baseline"), {}
+    where = _join(field, "baseline")
+    b = r.mapping(b, where, node.line_of("baseline"),
+                  "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}")
+    r.keys(b, where, _BASELINE_KEYS)
+    tol: dict[str, Any] = {}
+    for k in ("max_drop", "max_relative_drop"):
+        if k in b:
+            tol[k] = r.number(b[k], f"{where}.{k}", b.line_of(k), low=0)
+    if "direction" in b:
+        tol["direction"] = r.choice(b["direction"], ("higher", "lower"), f"{where}.direction", b.line_of("direction"))
+    if "significant" in b:
+        if not isinstance(b["significant"], bool):
+            raise r.error(f"expected true or false, found {_describe(b['significant'])}.", f"{where}.significant",
+                          b.line_of("significant"))
+        tol["significant"] = b["significant"]
+    return {"tolerances": tol}
+
+
+_RULES = {"threshold": _threshold_rule, "gap": _gap_rule, "compare": _compare_rule, "baseline": _baseline_rule}
+
+
+def _check_datasets(r: _Reader, spec, datasets, suite_datasets: dict, field: str, line) -> tuple:
+    """The check's datasets (the only one of the right type when none is named), each of
+    the type the metric is measured on."""
+    wanted = spec.capabilities.dataset
     if datasets is None:
-        compatible = [d for d, ds in suite_datasets.items() if ds.type == wanted_type]
+        compatible = [d for d, ds in suite_datasets.items() if ds.type == wanted]
         if len(compatible) != 1:
             raise r.error(f"name the dataset (dataset: or datasets:); the suite has {len(compatible)} "
-                          f"{wanted_type} datasets ({', '.join(compatible) or 'none'}).", field, line)
+                          f"{wanted} datasets ({', '.join(compatible) or 'none'}).", field, line)
         datasets = tuple(compatible)
     for d in datasets:
-        if suite_datasets[d].type != wanted_type:
-            raise r.error(f"{spec.name} is measured on {wanted_type} datasets; {d!r} is {suite_datasets[d].type}.",
+        if suite_datasets[d].type != wanted:
+            raise r.error(f"{spec.name} is measured on {wanted} datasets; {d!r} is {suite_datasets[d].type}.",
                           field, line)
-    for k in options:
-        if k not in _APPLIES[wanted_type]:
-            where = ", ".join(t for t, opts in _APPLIES.items() if k in opts)
-            raise r.error(f"{k} does not apply to {wanted_type} datasets (only to: {where}).",
-                          _join(field, k), node.line_of(k))
-    if classifier:
-        for m in models:
-            mk = suite_models[m].kind
-            if mk in ("precomputed", "embeddings", "callable"):
-                raise r.error(f"{spec.name} runs a torch classifier; model {m!r} is {mk} (use factory, torchscript "
-                              "or exported).", field, line)
-            if spec.name in ("cam_iou", "cam_iou_box") and suite_models[m].cam_layer is None:
-                raise r.error(f"{spec.name} needs the layer whose Grad-CAM is measured: set models.{m}.cam_layer "
-                              "(a name from model.named_modules()).", field, line)
-    markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
-    check_id = node.get("id")
-    if check_id is not None:
-        check_id = r.name(check_id, _join(field, "id"), node.line_of("id"))
-    else:
-        check_id = _default_id(spec.name, kind, kw)
-    return Check(index=index, metric=spec, kind=kind, datasets=datasets, models=models, options=options,
-                 markers=markers, id=check_id, line=line, **kw)
+    return datasets
+
+
+def _check_classifier_models(r: _Reader, spec, models, suite_models: dict, field: str, line) -> None:
+    for m in models:
+        mk = suite_models[m].kind
+        if mk in ("precomputed", "embeddings", "callable"):
+            raise r.error(f"{spec.name} runs a torch classifier; model {m!r} is {mk} (use factory, torchscript "
+                          "or exported).", field, line)
+        if spec.name in ("cam_iou", "cam_iou_box") and suite_models[m].cam_layer is None:
+            raise r.error(f"{spec.name} needs the layer whose Grad-CAM is measured: set models.{m}.cam_layer "
+                          "(a name from model.named_modules()).", field, line)
 
 
 def _fmt_threshold(x: float) -> str:
@@ -633,43 +639,59 @@ def load_suite(path) -> Suite:
         raise r.error("the suite is empty; it needs datasets: and checks: (see the README, 'YAML suites').", None, 1)
     top = r.mapping(data, "", 1, "suite, datasets, models, checks")
     r.keys(top, "", _TOP_KEYS, required=("datasets", "checks"))
-    if "suite" in top:
-        name = r.name(top["suite"], "suite", top.line_of("suite"))
-    else:
-        name = re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)
+    name = r.name(top["suite"], "suite", top.line_of("suite")) if "suite" in top else \
+        re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)
     markers = r.markers(top["markers"], "markers", top.line_of("markers")) if "markers" in top else ()
     options = {}
     if "options" in top:
         node = r.mapping(top["options"], "options", top.line_of("options"), "evaluation options")
         r.keys(node, "options", tuple(_OPTIONS))
         options = {k: r.option(k, v, f"options.{k}", node.line_of(k)) for k, v in node.items()}
-    ds_node = r.mapping(top["datasets"], "datasets", top.line_of("datasets"), "dataset name: {...}")
-    if not ds_node:
-        raise r.error("declare at least one dataset.", "datasets", top.line_of("datasets"))
-    datasets = {}
-    for k, v in ds_node.items():
-        datasets[r.name(k, "datasets", ds_node.line_of(k))] = _dataset(r, k, v, ds_node.line_of(k))
-    if "models" in top and top["models"] is not None:
-        m_node = r.mapping(top["models"], "models", top.line_of("models"), "model name: {...}")
-        models = {r.name(k, "models", m_node.line_of(k)): _model(r, k, v, m_node.line_of(k), datasets)
-                  for k, v in m_node.items()}
-        if not models:
-            raise r.error("declare at least one model, or leave models: out to use the datasets' own embeddings.",
-                          "models", top.line_of("models"))
-    else:
-        models = {PRECOMPUTED: Model(name=PRECOMPUTED, kind="precomputed", base_dir=p.parent, line=None)}
+    datasets = _datasets(r, top)
+    models = _models(r, top, datasets)
     checks_node = top["checks"]
     if not isinstance(checks_node, list) or not checks_node:
         raise r.error(f"expected a non-empty list of checks, found {_describe(checks_node)}.", "checks",
                       top.line_of("checks"))
-    checks = [_check(r, i, c, checks_node.line_of(i), datasets, models) for i, c in enumerate(checks_node)]
-    # ids: explicit ones must be unique; a generated one gets _2, _3 only when its items would
-    # otherwise share a name with an earlier check's (same id, model and datasets)
-    def targets(c: Check) -> set:
-        models_ = [m for m in c.models if m != c.baseline]
-        sets = [c.datasets] if c.kind == "gap" else [(d,) for d in c.datasets]
-        return {(m, ds) for m in models_ for ds in sets}
+    checks = _unique_ids(r, checks_node, [_check(r, i, c, checks_node.line_of(i), datasets, models)
+                                          for i, c in enumerate(checks_node)])
+    suite = Suite(name=name, path=p, datasets=datasets, models=models, checks=checks, markers=markers,
+                  options=options)
+    _check_cases(r, suite)
+    return suite
 
+
+def _datasets(r: _Reader, top: Node) -> dict:
+    ds_node = r.mapping(top["datasets"], "datasets", top.line_of("datasets"), "dataset name: {...}")
+    if not ds_node:
+        raise r.error("declare at least one dataset.", "datasets", top.line_of("datasets"))
+    return {r.name(k, "datasets", ds_node.line_of(k)): _dataset(r, k, v, ds_node.line_of(k))
+            for k, v in ds_node.items()}
+
+
+def _models(r: _Reader, top: Node, datasets: dict) -> dict:
+    """The suite's models; without ``models:``, the datasets' own embeddings."""
+    if "models" not in top or top["models"] is None:
+        return {PRECOMPUTED: Model(name=PRECOMPUTED, kind="precomputed", base_dir=r.base, line=None)}
+    m_node = r.mapping(top["models"], "models", top.line_of("models"), "model name: {...}")
+    models = {r.name(k, "models", m_node.line_of(k)): _model(r, k, v, m_node.line_of(k), datasets)
+              for k, v in m_node.items()}
+    if not models:
+        raise r.error("declare at least one model, or leave models: out to use the datasets' own embeddings.",
+                      "models", top.line_of("models"))
+    return models
+
+
+def _targets(c: Check) -> set:
+    """The (model, datasets) items a check produces."""
+    models = [m for m in c.models if m != c.baseline]
+    sets = [c.datasets] if c.kind == "gap" else [(d,) for d in c.datasets]
+    return {(m, ds) for m in models for ds in sets}
+
+
+def _unique_ids(r: _Reader, checks_node, checks: list) -> list:
+    """Explicit ids must be unique; a generated one gets _2, _3 only when its items would
+    otherwise share a name with an earlier check's (same id, model and datasets)."""
     seen: dict[str, int] = {}
     taken: dict[str, set] = {}
     for i, c in enumerate(checks):
@@ -677,15 +699,18 @@ def load_suite(path) -> Suite:
         if explicit and c.id in seen:
             raise r.error(f"id {c.id!r} is already used by checks[{seen[c.id]}]; ids must be unique.",
                           f"checks[{i}].id", checks_node[i].line_of("id"))
-        if not explicit and taken.get(c.id, set()) & targets(c):
+        if not explicit and taken.get(c.id, set()) & _targets(c):
             n = 2
-            while taken.get(f"{c.id}_{n}", set()) & targets(c):
+            while taken.get(f"{c.id}_{n}", set()) & _targets(c):
                 n += 1
-            checks[i] = c = _replace_id(c, f"{c.id}_{n}")
+            checks[i] = c = replace(c, id=f"{c.id}_{n}")
         seen.setdefault(c.id, i)
-        taken.setdefault(c.id, set()).update(targets(c))
-    suite = Suite(name=name, path=p, datasets=datasets, models=models, checks=checks, markers=markers,
-                  options=options)
+        taken.setdefault(c.id, set()).update(_targets(c))
+    return checks
+
+
+def _check_cases(r: _Reader, suite: Suite) -> None:
+    """Item names are unique, and file-based models have files for every dataset they meet."""
     names: dict = {}
     for case in suite.cases:
         if case.name in names:
@@ -696,9 +721,8 @@ def load_suite(path) -> Suite:
                           "check an id:, or rename a model or dataset.", f"checks[{case.check.index}]",
                           case.check.line)
         names[case.name] = case
-    for case in suite.cases:
         for m in (case.model, case.check.baseline):
-            model = models.get(m)
+            model = suite.models.get(m)
             if model is None or model.kind != "embeddings":
                 continue
             for d in case.datasets:
@@ -706,10 +730,3 @@ def load_suite(path) -> Suite:
                     raise r.error(f"model {m!r} has embedding files for {', '.join(model.files)}, not for dataset "
                                   f"{d!r}; add models.{m}.embeddings.{d}, or limit the check with models:.",
                                   f"checks[{case.check.index}]", case.check.line)
-    return suite
-
-
-def _replace_id(check: Check, new_id: str) -> Check:
-    from dataclasses import replace
-
-    return replace(check, id=new_id)
