@@ -1,24 +1,37 @@
-"""The CPU engine needs no torch: run the library in a fresh interpreter that cannot import it."""
+"""Optional dependencies: the CPU engine needs neither torch nor numba. Each is blocked
+in a fresh interpreter; the numpy kernels also run in-process against numba's."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import retrieval_checks as rc
+from retrieval_checks.engine import _kernels
+
+
+_BLOCK = """
+import sys
+
+class Block:  # as if the package were not installed: every `import {name}...` fails
+    def find_spec(self, name, path=None, target=None):
+        if name == "{name}" or name.startswith("{name}."):
+            raise ImportError(f"No module named {{name!r}} (blocked for this test)")
+        return None
+
+sys.meta_path.insert(0, Block())
+"""
+
 
 def test_everything_cpu_works_without_torch():
-    code = textwrap.dedent(
+    code = _BLOCK.format(name="torch") + textwrap.dedent(
         """
-        import sys
-
-        class NoTorch:  # as if torch were not installed: every `import torch...` fails
-            def find_spec(self, name, path=None, target=None):
-                if name == "torch" or name.startswith("torch."):
-                    raise ImportError(f"No module named {name!r} (blocked for this test)")
-                return None
-
-        sys.meta_path.insert(0, NoTorch())
         import numpy as np
         import retrieval_checks as rc
 
@@ -47,3 +60,57 @@ def test_everything_cpu_works_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("ok")
+
+
+def test_without_numba_the_vectorised_kernels_give_the_same_numbers():
+    code = _BLOCK.format(name="numba") + textwrap.dedent(
+        """
+        import json
+        import numpy as np
+        import retrieval_checks as rc
+        from retrieval_checks.engine import _kernels
+
+        assert _kernels.ACCELERATOR == "numpy" and "numba" in _kernels.FALLBACK_REASON
+        rng = np.random.default_rng(1)
+        y = np.repeat(np.arange(40), 5)
+        X = np.round(rng.normal(size=(200, 8)), 1).astype(np.float32)
+        r = rc.evaluate(X, query_labels=y, metrics=METRICS, device="numpy", tile=(32, 48))
+        print(json.dumps({m: r[m] for m in METRICS}))
+        """
+    ).replace("METRICS", repr(_METRICS))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    rng = np.random.default_rng(1)
+    y = np.repeat(np.arange(40), 5)
+    X = np.round(rng.normal(size=(200, 8)), 1).astype(np.float32)
+    want = rc.evaluate(X, query_labels=y, metrics=_METRICS, device="numpy", tile=(32, 48))
+    assert _kernels.ACCELERATOR == "numba"
+    assert got == {m: want[m] for m in _METRICS}
+
+
+_METRICS = ["map", "map@R", "hit_rate@1", "recall@5", "mrr", "medr", "recall_at_precision@0.5",
+            "precision_at_recall@0.6", "pair_f1@t=0.3"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(4, 90), d=st.integers(1, 6), classes=st.integers(1, 12), block=st.integers(1, 40),
+       chunk=st.integers(1, 70), decimals=st.integers(0, 2), seed=st.integers(0, 10_000),
+       similarity=st.sampled_from(["cosine", "dot", "neg_l2"]), ties=st.sampled_from(["pessimistic", "optimistic"]))
+def test_numpy_kernels_equal_numba_kernels(n, d, classes, block, chunk, decimals, seed, similarity, ties):
+    n = max(n, 6)  # recall@5 needs 5 candidates
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.normal(size=(n, d)), decimals).astype(np.float32)
+    X[np.abs(X).sum(axis=1) == 0, 0] = 1.0  # cosine needs non-zero rows
+    y = rng.integers(0, classes, n)
+    if np.bincount(y).max() < 2:
+        y[1] = y[0]
+    kw = dict(query_labels=y, metrics=_METRICS, similarity=similarity, ties=ties, device="numpy",
+              tile=(block, chunk))
+    want = rc.evaluate(X, **kw)
+    with _kernels.use("numpy"):
+        got = rc.evaluate(X, **kw)
+    for m in _METRICS:
+        assert got[m] == want[m] or (np.isnan(got[m]) and np.isnan(want[m])), m
+    assert got.thresholds == want.thresholds
+    assert np.array_equal(got.first_relevant_rank, want.first_relevant_rank)

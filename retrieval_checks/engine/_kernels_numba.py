@@ -1,0 +1,169 @@
+"""Compiled CPU kernels for the streaming engine (numba): the default accelerator.
+
+All kernels read one query block's similarity tiles, stored as ``S[k, i, j]``: the
+score of block row ``i`` against gallery item ``k * c + j``. Pairs that must not be
+counted (relevant items, self matches, padding) hold ``-inf`` and are skipped by
+every kernel because all thresholds they compare with are finite.
+
+Tie semantics. ``strict=False`` counts scores ``>=`` a reference value (the
+pessimistic policy: a non-relevant item with an equal score ranks ahead of the
+relevant one); ``strict=True`` counts scores ``>`` it (optimistic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+__all__ = [
+    "count_above_relevant",
+    "collect_rows",
+    "bin_against_sorted",
+    "key_histogram",
+]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bisect(values, lo, hi, x, strict):
+    """Number of ``values[lo:hi]`` (sorted ascending) that are ``<= x`` (or ``< x`` if strict)."""
+    a = lo
+    b = hi
+    if strict:
+        while a < b:
+            mid = (a + b) >> 1
+            if values[mid] < x:
+                a = mid + 1
+            else:
+                b = mid
+    else:
+        while a < b:
+            mid = (a + b) >> 1
+            if values[mid] <= x:
+                a = mid + 1
+            else:
+                b = mid
+    return a - lo
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, tau, tail_counts):
+    """For every relevant item, count the non-relevant scores ahead of it.
+
+    ``rel_sorted[rel_ptr[i]:rel_ptr[i + 1]]`` holds row ``i``'s relevant scores in
+    ascending order. ``out[t]`` receives, for relevant score ``t``, the number of
+    non-relevant scores of its row that are ``>=`` it (``>`` if ``strict``).
+    Scores below a row's smallest relevant score are skipped without a search.
+    In the same scan, ``tail_counts[i]`` receives the number of row ``i``'s scores
+    ``>= tau`` (pass ``tau = inf`` when no tail is collected).
+    """
+    n_chunks = S.shape[0]
+    c = S.shape[2]
+    for i in prange(n_rows):
+        a = rel_ptr[i]
+        e = rel_ptr[i + 1]
+        r = e - a
+        lo = rel_sorted[a] if r > 0 else np.float32(np.inf)
+        hist = np.zeros(r + 1, np.int64)
+        n_tail = 0
+        for k in range(n_chunks):
+            width = min(c, n_cols - k * c)
+            for j in range(width):
+                s = S[k, i, j]
+                if s >= tau:
+                    n_tail += 1
+                if strict:
+                    if s <= lo:
+                        continue
+                elif s < lo:
+                    continue
+                hist[_bisect(rel_sorted, a, e, s, strict)] += 1
+        tail_counts[i] = n_tail
+        acc = 0
+        for t in range(r, 0, -1):
+            acc += hist[t]
+            out[a + t - 1] = acc
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def collect_rows(S, rows, offsets, n_cols, tau, out):
+    """Scores ``>= tau`` of the given rows into ``out[offsets[q]:offsets[q + 1]]``."""
+    n_chunks = S.shape[0]
+    c = S.shape[2]
+    for q in prange(rows.shape[0]):
+        i = rows[q]
+        p = offsets[q]
+        for k in range(n_chunks):
+            width = min(c, n_cols - k * c)
+            for j in range(width):
+                s = S[k, i, j]
+                if s >= tau:
+                    out[p] = s
+                    p += 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _bin_against_sorted(S, n_rows, n_cols, sorted_values, out, n_workers):
+    """``out[p]`` += number of scores with exactly ``p`` of ``sorted_values`` ``<=`` them.
+
+    With ``sorted_values`` ascending (positive-pair scores, or fixed thresholds), the
+    number of scores ``>= sorted_values[t]`` is ``out[t + 1:].sum()``.
+    """
+    n_chunks = S.shape[0]
+    c = S.shape[2]
+    n_v = sorted_values.shape[0]
+    lo = sorted_values[0]
+    n_threads = max(1, min(n_rows, n_workers))  # one partial histogram per thread
+    partial = np.zeros((n_threads, n_v + 1), np.int64)
+    for w in prange(n_threads):
+        for i in range(w, n_rows, n_threads):
+            for k in range(n_chunks):
+                width = min(c, n_cols - k * c)
+                for j in range(width):
+                    s = S[k, i, j]
+                    if s < lo:
+                        continue
+                    partial[w, _bisect(sorted_values, 0, n_v, s, False)] += 1
+    for w in range(n_threads):
+        for p in range(n_v + 1):
+            out[p] += partial[w, p]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _key_histogram(U, n_rows, n_cols, out, n_workers):
+    """Histogram of the top 16 bits of the order-preserving keys of finite scores.
+
+    ``U`` is the float32 score array viewed as uint32. The key of a float with bits
+    ``u`` is ``u | 0x80000000`` for a positive sign and ``~u`` for a negative one, so
+    keys sort like the floats. ``-inf`` (masked pairs) is not counted.
+    """
+    n_chunks = U.shape[0]
+    c = U.shape[2]
+    n_threads = max(1, min(n_rows, n_workers))  # one partial histogram per thread
+    partial = np.zeros((n_threads, 65536), np.int64)
+    neg_inf_bits = np.uint32(0xFF800000)
+    for w in prange(n_threads):
+        for i in range(w, n_rows, n_threads):
+            for k in range(n_chunks):
+                width = min(c, n_cols - k * c)
+                for j in range(width):
+                    u = U[k, i, j]
+                    if u == neg_inf_bits:
+                        continue
+                    if u & np.uint32(0x80000000):
+                        key = ~u
+                    else:
+                        key = u | np.uint32(0x80000000)
+                    partial[w, key >> np.uint32(16)] += 1
+    for w in range(n_threads):
+        for t in range(65536):
+            out[t] += partial[w, t]
+
+
+def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
+    """See :func:`_bin_against_sorted`; one partial histogram per numba thread."""
+    _bin_against_sorted(S, n_rows, n_cols, sorted_values, out, get_num_threads())
+
+
+def key_histogram(U, n_rows, n_cols, out):
+    """See :func:`_key_histogram`; one partial histogram per numba thread."""
+    _key_histogram(U, n_rows, n_cols, out, get_num_threads())
