@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from retrieval_checks.gates import write_records
+from retrieval_checks.gates import rule_text, write_records
 from retrieval_checks.tracking import History, render_report
 
 
@@ -14,8 +14,7 @@ def summary_lines(outcomes: list[dict]) -> list[str]:
     rows = [("test", "metric", "value", "interval", "rule", "result")]
     for o in outcomes:
         interval = "" if o.get("low") is None else f"[{o['low']:.4f}, {o['high']:.4f}]"
-        threshold = o.get("threshold")
-        rule = f"{o.get('on')} {o.get('comparison')}" + ("" if threshold is None else f" {threshold:.6g}")
+        rule = rule_text(o)
         value = "" if o.get("value") is None else f"{o['value']:.4f}"
         verdict = "PASS" if o["passed"] else ("XFAIL" if o.get("xfail") else "FAIL")
         parts = o["test"].split("::")

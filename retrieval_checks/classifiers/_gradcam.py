@@ -98,44 +98,50 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
         with torch.inference_mode(False), torch.enable_grad():
             for start in range(0, n, batch_size):
                 xb = x_all[start:start + batch_size].to(dev).detach().clone().requires_grad_(True)
-                store.clear()
-                logits = model(xb)
-                if logits.ndim != 2:
-                    raise InputError(f"the model returned shape {tuple(logits.shape)}; Grad-CAM needs logits "
-                                     "(batch x classes).")
-                if "A" not in store:
-                    raise InputError(f"layer {layer!r} did not run in the forward pass.")
-                tb = logits.argmax(dim=1) if target is None else target[start:start + batch_size].to(dev)
-                if (tb < 0).any() or (tb >= logits.shape[1]).any():
-                    raise InputError(f"target classes must be in [0, {logits.shape[1]}).")
-                # gradients of the target logits with respect to the layer only: the parameters'
-                # .grad stay untouched (frozen models work too, since the input requires grad)
-                (G,) = torch.autograd.grad(logits.gather(1, tb[:, None]).sum(), store["A"])
-                A = store["A"].detach()
-                if A.ndim != 4:
-                    raise InputError(f"layer {layer!r} outputs shape {tuple(A.shape)}; pick a convolutional layer "
-                                     "(batch x channels x height x width).")
-                if method == "gradcam":
-                    weights = G.mean(dim=(2, 3))
-                else:
-                    g2, g3 = G.pow(2), G.pow(3)
-                    denom = 2 * g2 + (A * g3).sum(dim=(2, 3), keepdim=True)
-                    alpha = torch.where(denom != 0, g2 / torch.where(denom != 0, denom, torch.ones_like(denom)),
-                                        torch.zeros_like(denom))
-                    weights = (alpha * torch.relu(G)).sum(dim=(2, 3))
-                cam = torch.relu((weights[:, :, None, None] * A).sum(dim=1))
-                flat = cam.flatten(1)
-                lo, hi = flat.min(dim=1).values, flat.max(dim=1).values
-                span = (hi - lo)[:, None, None]
-                cam = torch.where(span > 0, (cam - lo[:, None, None]) / torch.where(span > 0, span, 1.0),
-                                  torch.zeros_like(cam))
-                if upsample:
-                    cam = torch.nn.functional.interpolate(cam[:, None], size=tuple(xb.shape[-2:]), mode="bilinear",
-                                                          align_corners=False)[:, 0]
-                out.append(cam.clamp_(0, 1).float().cpu().numpy())
+                tb = None if target is None else target[start:start + batch_size].to(dev)
+                out.append(_batch_maps(model, xb, tb, store, layer, method, upsample, torch))
     finally:
         handle.remove()
         model.train(was_training)
         if original_device is not None:
             model.to(original_device)
     return np.concatenate(out)
+
+
+def _batch_maps(model, xb, tb, store: dict, layer, method: str, upsample: bool, torch) -> np.ndarray:
+    """One batch's maps: forward, gradients of the target logits at the layer, weights,
+    ReLU, min-max normalisation and upsampling."""
+    store.clear()
+    logits = model(xb)
+    if logits.ndim != 2:
+        raise InputError(f"the model returned shape {tuple(logits.shape)}; Grad-CAM needs logits "
+                         "(batch x classes).")
+    if "A" not in store:
+        raise InputError(f"layer {layer!r} did not run in the forward pass.")
+    tb = logits.argmax(dim=1) if tb is None else tb
+    if (tb < 0).any() or (tb >= logits.shape[1]).any():
+        raise InputError(f"target classes must be in [0, {logits.shape[1]}).")
+    # gradients of the target logits with respect to the layer only: the parameters'
+    # .grad stay untouched (frozen models work too, since the input requires grad)
+    (G,) = torch.autograd.grad(logits.gather(1, tb[:, None]).sum(), store["A"])
+    A = store["A"].detach()
+    if A.ndim != 4:
+        raise InputError(f"layer {layer!r} outputs shape {tuple(A.shape)}; pick a convolutional layer "
+                         "(batch x channels x height x width).")
+    if method == "gradcam":
+        weights = G.mean(dim=(2, 3))
+    else:
+        g2, g3 = G.pow(2), G.pow(3)
+        denom = 2 * g2 + (A * g3).sum(dim=(2, 3), keepdim=True)
+        alpha = torch.where(denom != 0, g2 / torch.where(denom != 0, denom, torch.ones_like(denom)),
+                            torch.zeros_like(denom))
+        weights = (alpha * torch.relu(G)).sum(dim=(2, 3))
+    cam = torch.relu((weights[:, :, None, None] * A).sum(dim=1))
+    flat = cam.flatten(1)
+    lo, hi = flat.min(dim=1).values, flat.max(dim=1).values
+    span = (hi - lo)[:, None, None]
+    cam = torch.where(span > 0, (cam - lo[:, None, None]) / torch.where(span > 0, span, 1.0), torch.zeros_like(cam))
+    if upsample:
+        cam = torch.nn.functional.interpolate(cam[:, None], size=tuple(xb.shape[-2:]), mode="bilinear",
+                                              align_corners=False)[:, 0]
+    return cam.clamp_(0, 1).float().cpu().numpy()

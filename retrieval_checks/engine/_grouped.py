@@ -128,68 +128,18 @@ def grouped_recall_values(
     reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
     item with the query's id is the query itself and is excluded). The options are
     validated by the caller (:func:`retrieval_checks.evaluate`)."""
-    loo = g_emb is None
-    codes_all = q_codes if loo else np.concatenate([q_codes, g_codes])
-    n_q = q_codes.shape[0]
-    all_values = {k: [] for k in ks}
-    first = {}
-    for rep in range(repeats):
-        groups, dropped = label_partition(codes_all, group_size, seed + rep)
-        r = groups.shape[0]
-        if r < 2:
-            raise InputError(
-                f"Only {r} group of {group_size} labels fits the {np.unique(codes_all).size} labels: "
-                "no interval is possible from fewer than 2 groups; use a smaller group_size or more labels."
-            )
-        group_of_label = np.full(int(codes_all.max()) + 1, -1, np.int64)
-        group_of_label[groups.ravel()] = np.repeat(np.arange(r), group_size)
-        gq = group_of_label[q_codes]
-        gg = gq if loo else group_of_label[g_codes]
-        hits = {k: np.full(n_q, np.nan) for k in ks}
-        candidates = np.zeros(n_q, np.int64)
-        _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
-                      candidates, max_memory)
-        in_group = gq >= 0
-        ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
-        fewest = int(candidates[ranked].min()) if ranked.any() else 0
-        if max(ks) > fewest:
-            raise InputError(
-                f"grouped_recall@{max(ks)}: K={max(ks)} is larger than the gallery a query ranks inside its group "
-                f"(as few as {fewest} items with group_size={group_size}); use K <= {fewest} or a larger group_size."
-            )
-        empty = np.flatnonzero(in_group & np.isnan(hits[ks[0]]))
-        if empty.size and empty_queries == "error":
-            raise EmptyQueriesError(
-                f"{empty.size} queries have no relevant item inside their group (queries "
-                f"{', '.join(map(str, empty[:5]))}{', ...' if empty.size > 5 else ''}); in leave-one-out every class "
-                "needs two items. Pass empty_queries='skip' or 'zero', or drop those classes.",
-                indices=empty,
-            )
-        for k in ks:
-            h = hits[k]
-            if empty_queries == "zero":
-                h[empty] = 0.0
-            sums = np.bincount(gq[gq >= 0], weights=np.nan_to_num(h[gq >= 0]), minlength=r)
-            cnt = np.bincount(gq[(gq >= 0) & ~np.isnan(h)], minlength=r)
-            if (cnt == 0).any():
-                empty = int((cnt == 0).sum())
-                raise InputError(
-                    f"{empty} of {r} groups have no query with a relevant item inside the group "
-                    "(every class needs at least two items in leave-one-out); drop singleton classes or "
-                    "use a larger group_size."
-                )
-            all_values[k].append(sums / cnt)
-            if rep == 0:
-                first[k] = (h, gq, dropped)
+    data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids)
+    partitions = [_partition_values(data, ks, group_size, seed + rep, ties, similarity, max_memory, empty_queries)
+                  for rep in range(repeats)]
     out = {}
     for k in ks:
-        vals = np.vstack(all_values[k])
+        vals = np.vstack([part[k][0] for part in partitions])
         per_rep = [_mean_sd_se(v) for v in vals]
         value = float(np.mean([p[0] for p in per_rep]))
         se = float(np.mean([p[2] for p in per_rep]))
         r = vals.shape[1]
         half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
-        h, gq, dropped = first[k]
+        _, h, gq, dropped = partitions[0][k]
         used = int((~np.isnan(h)).sum())
         n_dropped = int((gq < 0).sum())
         out[k] = GroupedRecall(
@@ -197,8 +147,85 @@ def grouped_recall_values(
             std_error=se,
             group_std=per_rep[0][1], n_groups=r, group_size=group_size, seed=seed, repeats=repeats,
             group_values=vals, dropped_labels=label_values[dropped], n_queries_used=used,
-            n_queries_skipped=n_q - used - n_dropped, n_queries_dropped=n_dropped, per_query=h, group_of_query=gq,
+            n_queries_skipped=data.n_q - used - n_dropped, n_queries_dropped=n_dropped, per_query=h,
+            group_of_query=gq,
         )
+    return out
+
+
+@dataclass(frozen=True)
+class _Data:
+    """The (prepared) items grouped recall runs on; no gallery in leave-one-out."""
+
+    q_emb: np.ndarray
+    q_codes: np.ndarray
+    q_ids: np.ndarray
+    g_emb: np.ndarray | None
+    g_codes: np.ndarray | None
+    g_ids: np.ndarray | None
+
+    @property
+    def n_q(self) -> int:
+        return int(self.q_codes.shape[0])
+
+    @property
+    def loo(self) -> bool:
+        return self.g_emb is None
+
+    @property
+    def all_codes(self) -> np.ndarray:
+        return self.q_codes if self.loo else np.concatenate([self.q_codes, self.g_codes])
+
+
+def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_memory, empty_queries) -> dict:
+    """One seeded partition: for every K, (group values, per-query hits, group of each
+    query, dropped labels)."""
+    codes_all = data.all_codes
+    groups, dropped = label_partition(codes_all, group_size, seed)
+    r = groups.shape[0]
+    if r < 2:
+        raise InputError(
+            f"Only {r} group of {group_size} labels fits the {np.unique(codes_all).size} labels: "
+            "no interval is possible from fewer than 2 groups; use a smaller group_size or more labels."
+        )
+    group_of_label = np.full(int(codes_all.max()) + 1, -1, np.int64)
+    group_of_label[groups.ravel()] = np.repeat(np.arange(r), group_size)
+    gq = group_of_label[data.q_codes]
+    gg = gq if data.loo else group_of_label[data.g_codes]
+    hits = {k: np.full(data.n_q, np.nan) for k in ks}
+    candidates = np.zeros(data.n_q, np.int64)
+    _score_groups(data.q_emb, data.q_codes, data.q_ids, gq, data.g_emb, data.g_codes, data.g_ids, gg, r, ks, ties,
+                  similarity, hits, candidates, max_memory)
+    in_group = gq >= 0
+    ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
+    fewest = int(candidates[ranked].min()) if ranked.any() else 0
+    if max(ks) > fewest:
+        raise InputError(
+            f"grouped_recall@{max(ks)}: K={max(ks)} is larger than the gallery a query ranks inside its group "
+            f"(as few as {fewest} items with group_size={group_size}); use K <= {fewest} or a larger group_size."
+        )
+    empty = np.flatnonzero(in_group & np.isnan(hits[ks[0]]))
+    if empty.size and empty_queries == "error":
+        raise EmptyQueriesError(
+            f"{empty.size} queries have no relevant item inside their group (queries "
+            f"{', '.join(map(str, empty[:5]))}{', ...' if empty.size > 5 else ''}); in leave-one-out every class "
+            "needs two items. Pass empty_queries='skip' or 'zero', or drop those classes.",
+            indices=empty,
+        )
+    out = {}
+    for k in ks:
+        h = hits[k]
+        if empty_queries == "zero":
+            h[empty] = 0.0
+        sums = np.bincount(gq[gq >= 0], weights=np.nan_to_num(h[gq >= 0]), minlength=r)
+        cnt = np.bincount(gq[(gq >= 0) & ~np.isnan(h)], minlength=r)
+        if (cnt == 0).any():
+            raise InputError(
+                f"{int((cnt == 0).sum())} of {r} groups have no query with a relevant item inside the group "
+                "(every class needs at least two items in leave-one-out); drop singleton classes or "
+                "use a larger group_size."
+            )
+        out[k] = (sums / cnt, h, gq, dropped)
     return out
 
 

@@ -24,7 +24,7 @@ from ._baselines import (
     records_differ,
     write_records,
 )
-from ._events import GateEvent, Subscription, emit, listening, subscribe
+from ._events import GateEvent, Subscription, emit, listening, rule_text, subscribe
 from ._regression import Change, higher_is_better, measure_change
 
 __all__ = [
@@ -32,5 +32,5 @@ __all__ = [
     "assert_grouped_recall_ci", "assert_gap_below", "assert_not_worse", "assert_rsum", "assert_cam_iou_at_least",
     "assert_no_regression", "baseline_record", "BaselineFile", "BaselineStore", "baseline_path", "records_differ",
     "write_records", "Change", "measure_change", "higher_is_better", "GateEvent", "Subscription", "subscribe",
-    "listening", "emit",
+    "listening", "emit", "rule_text",
 ]

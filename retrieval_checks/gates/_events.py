@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-__all__ = ["GateEvent", "Subscription", "subscribe", "listening", "emit"]
+__all__ = ["GateEvent", "Subscription", "subscribe", "listening", "emit", "rule_text"]
 
 
 @dataclass
@@ -140,3 +140,22 @@ def emit(event: GateEvent) -> GateEvent:
             event.listener_errors.append(problem)
             warnings.warn(f"retrieval-checks: a gate listener failed ({problem})", RuntimeWarning, stacklevel=3)
     return event
+
+
+def _g(x) -> str:
+    return f"{x:.6g}" if isinstance(x, (int, float)) else str(x)
+
+
+def rule_text(record) -> str:
+    """A gate's rule in one line, from an event or its record (JSON, history):
+    ``0.5 <= value <= 0.9`` when both bounds were checked, else ``value >= 0.5``,
+    ``interval >= 0.7``, ``upper <= 0.05``, ``baseline >= 0.61``..."""
+    if isinstance(record, GateEvent):
+        record = record.to_dict()
+    on, comparison = record.get("on") or "", record.get("comparison") or ""
+    bounds = record.get("bounds") or {}
+    if comparison == "between" and "at_least" in bounds and "at_most" in bounds:
+        what = "value" if on == "value" else "interval"
+        return f"{_g(bounds['at_least'])} <= {what} <= {_g(bounds['at_most'])}"
+    threshold = record.get("threshold")
+    return f"{on} {comparison}".strip() + ("" if threshold is None else f" {_g(threshold)}")

@@ -23,6 +23,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..gates import rule_text
 from ._history import History
 from ..gates._regression import higher_is_better, measure_change
 from ..errors import RetrievalChecksError
@@ -66,7 +67,7 @@ def _cmd_show(h: History, args, out) -> int:
     rows = [("test", "metric", "value", "interval", "rule", "result")]
     for r in results:
         interval = "" if r["low"] is None else f"[{r['low']:.4f}, {r['high']:.4f}]"
-        rule = f"{r['on']} {r['comparison']} {_fmt(r['threshold'], 6)}".strip()
+        rule = rule_text(r)
         rows.append((r["test"], r["metric"], _fmt(r["value"]), interval, rule, "PASS" if r["passed"] else "FAIL"))
     print(f"run {run_id}: {len(results)} gates", file=out)
     _table(rows, out)

@@ -16,6 +16,8 @@ import html
 import json
 import math
 
+from ..gates import rule_text
+
 __all__ = ["render_report"]
 
 _CSS = """
@@ -172,9 +174,35 @@ def render_report(outcomes: list[dict], *, run: dict | None = None, history=None
                   title: str = "retrieval-checks report") -> str:
     """The report as one HTML string. ``outcomes``: gate records (as in the JSON report
     or the history); ``run``: run metadata; ``history``: a
-    :class:`~retrieval_checks._history.History` for the sparklines; ``figures``:
+    :class:`~retrieval_checks.tracking.History` for the sparklines; ``figures``:
     ``{"kind": "sweep", "title", "rows"}`` records (class-count sweeps)."""
-    run = run or {}
+    head = _head(outcomes, run or {}, title)
+    body = ["<h2>Gates</h2><table class='gates' id='gates'><thead><tr>",
+            "".join(f"<th>{h}</th>" for h in ("#", "test", "model", "dataset", "metric", "value", "interval", "rule",
+                                              "result", "interval and threshold", "history")),
+            "</tr></thead><tbody>"]
+    details = ["<h2>Details</h2>"]
+    for i, o in enumerate(outcomes, 1):
+        past = _history_of(history, o)
+        body.append(_gate_row(i, o, past))
+        details.append(_gate_details(i, o, past))
+    body.append("</tbody></table>")
+    sweeps = _sweeps(figures or [])
+    if sweeps:
+        body.append("<h2>Recall vs. number of classes</h2>" + sweeps)
+    return "".join(head + body + details) + f"<script>{_JS}</script></body></html>"
+
+
+def _verdict(o: dict) -> str:
+    return "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
+
+
+def _rule(o: dict) -> str:
+    return rule_text(o)
+
+
+def _head(outcomes: list[dict], run: dict, title: str) -> list[str]:
+    """The document head, the run's metadata and the counts of passed and failed gates."""
     n_fail = sum(1 for o in outcomes if not o.get("passed") and not o.get("xfail"))
     n_xfail = sum(1 for o in outcomes if not o.get("passed") and o.get("xfail"))
     head = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
@@ -191,67 +219,68 @@ def render_report(outcomes: list[dict], *, run: dict | None = None, history=None
     head.append(f"<p class='counts'><span>{len(outcomes)} gates</span><span class='PASS'>"
                 f"{len(outcomes) - n_fail - n_xfail} passed</span><span class='FAIL'>{n_fail} failed</span>"
                 + (f"<span class='XFAIL'>{n_xfail} expected failures</span>" if n_xfail else "") + "</p>")
+    return head
 
-    body = ["<h2>Gates</h2><table class='gates' id='gates'><thead><tr>",
-            "".join(f"<th>{h}</th>" for h in ("#", "test", "model", "dataset", "metric", "value", "interval", "rule",
-                                              "result", "interval and threshold", "history")),
-            "</tr></thead><tbody>"]
-    details = ["<h2>Details</h2>"]
-    for i, o in enumerate(outcomes, 1):
-        verdict = "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
-        low, high = o.get("low"), o.get("high")
-        interval = f"[{_f(low)}, {_f(high)}]" if _finite(low) and _finite(high) else ""
-        threshold = o.get("threshold")
-        shown = f"{threshold:.6g}" if _finite(threshold) else ""
-        rule = f"{o.get('on') or ''} {o.get('comparison') or ''} {shown}".strip()
-        past = _history_of(history, o)
-        spark = ""
-        if len(past) >= 2:
-            spark = line_svg([(o["metric"], list(range(len(past))), [p.get("value") for p in past])], width=130,
-                             height=40, bare=True, hline=threshold if _finite(threshold) else None, markers=False)
-        test = o.get("test", "")
-        body.append(
-            f"<tr class='{'failrow' if verdict == 'FAIL' else ''}'><td class='num'>{i}</td>"
+
+def _gate_row(i: int, o: dict, past: list[dict]) -> str:
+    """One row of the gate table: value, interval, rule, result, interval bar, sparkline."""
+    verdict = _verdict(o)
+    low, high = o.get("low"), o.get("high")
+    interval = f"[{_f(low)}, {_f(high)}]" if _finite(low) and _finite(high) else ""
+    threshold = o.get("threshold")
+    spark = ""
+    if len(past) >= 2:
+        spark = line_svg([(o["metric"], list(range(len(past))), [p.get("value") for p in past])], width=130,
+                         height=40, bare=True, hline=threshold if _finite(threshold) else None, markers=False)
+    test = o.get("test", "")
+    return (f"<tr class='{'failrow' if verdict == 'FAIL' else ''}'><td class='num'>{i}</td>"
             f"<td><a href='#g{i}'>{_e(test.split('::', 1)[-1] if '::' in test else test)}</a></td>"
             f"<td>{_e(o.get('model'))}</td><td>{_e(o.get('dataset'))}</td><td>{_e(o['metric'])}</td>"
             f"<td class='num' data-sort='{_e(o.get('value'))}'>{_f(o.get('value'))}</td><td class='num'>{interval}</td>"
-            f"<td class='rule'>{_e(rule)}</td><td class='{verdict}'>{verdict}</td>"
+            f"<td class='rule'>{_e(_rule(o))}</td><td class='{verdict}'>{verdict}</td>"
             f"<td>{interval_svg(o.get('value'), low, high, threshold)}</td><td>{spark}</td></tr>")
-        fields = {k: v for k, v in o.items() if k not in ("curve", "message")}
-        kv = "".join(f"<tr><td>{_e(k)}</td><td>{_e(json.dumps(v) if isinstance(v, (dict, list)) else v)}</td></tr>"
-                     for k, v in fields.items())
-        figs = []
-        curve = o.get("curve")
-        if curve and curve.get("recall"):
-            figs.append("<div class='fig'>" + line_svg([("precision", curve["recall"], curve["precision"])],
-                                                       xlabel="pair recall", ylabel="pair precision",
-                                                       title="precision-recall over pairs", markers=False,
-                                                       fixed_y=(0.0, 1.0))
-                        + "<div class='cap'>" + ("exact over all pairs" if curve.get("complete") else
-                                                 "exact above the negative tail's cut (the high-precision end)")
-                        + "</div></div>")
-        if len(past) >= 2:
-            figs.append("<div class='fig'>" + line_svg(
-                [(o["metric"], [p["run_id"] for p in past], [p.get("value") for p in past])], xlabel="run",
-                ylabel=o["metric"], title="history", hline=threshold if _finite(threshold) else None) + "</div>")
-        message = o.get("message")
-        details.append(f"<details id='g{i}'{' open' if verdict == 'FAIL' else ''}><summary><span class='{verdict}'>"
-                       f"{verdict}</span> {_e(test)} &middot; {_e(o['metric'])} {_f(o.get('value'))}</summary>"
-                       f"<table class='kv'>{kv}</table>" + (f"<pre>{_e(message)}</pre>" if message else "")
-                       + "".join(figs) + "</details>")
-    body.append("</tbody></table>")
-    figs_html = []
-    for fig in figures or []:
+
+
+def _gate_details(i: int, o: dict, past: list[dict]) -> str:
+    """A gate's detail block: every recorded field, the failure message, the PR curve and
+    the metric's history against its threshold."""
+    verdict = _verdict(o)
+    threshold = o.get("threshold")
+    fields = {k: v for k, v in o.items() if k not in ("curve", "message")}
+    kv = "".join(f"<tr><td>{_e(k)}</td><td>{_e(json.dumps(v) if isinstance(v, (dict, list)) else v)}</td></tr>"
+                 for k, v in fields.items())
+    figs = []
+    curve = o.get("curve")
+    if curve and curve.get("recall"):
+        figs.append("<div class='fig'>" + line_svg([("precision", curve["recall"], curve["precision"])],
+                                                   xlabel="pair recall", ylabel="pair precision",
+                                                   title="precision-recall over pairs", markers=False,
+                                                   fixed_y=(0.0, 1.0))
+                    + "<div class='cap'>" + ("exact over all pairs" if curve.get("complete") else
+                                             "exact above the negative tail's cut (the high-precision end)")
+                    + "</div></div>")
+    if len(past) >= 2:
+        figs.append("<div class='fig'>" + line_svg(
+            [(o["metric"], [p["run_id"] for p in past], [p.get("value") for p in past])], xlabel="run",
+            ylabel=o["metric"], title="history", hline=threshold if _finite(threshold) else None) + "</div>")
+    message = o.get("message")
+    return (f"<details id='g{i}'{' open' if verdict == 'FAIL' else ''}><summary><span class='{verdict}'>"
+            f"{verdict}</span> {_e(o.get('test', ''))} &middot; {_e(o['metric'])} {_f(o.get('value'))}</summary>"
+            f"<table class='kv'>{kv}</table>" + (f"<pre>{_e(message)}</pre>" if message else "")
+            + "".join(figs) + "</details>")
+
+
+def _sweeps(figures: list[dict]) -> str:
+    """Recall against the number of classes, one figure per recorded sweep."""
+    out = []
+    for fig in figures:
         if fig.get("kind") != "sweep":
             continue
-        rows = fig.get("rows", [])
         by_metric: dict = {}
-        for r in rows:
+        for r in fig.get("rows", []):
             by_metric.setdefault(r["metric"], {}).setdefault(r["n_classes"], []).append(r["value"])
         series = [(m, sorted(d), [sum(d[k]) / len(d[k]) for k in sorted(d)]) for m, d in by_metric.items()]
-        figs_html.append("<div class='fig'>" + line_svg(series, xlabel="number of classes", ylabel="value",
-                                                        title=fig.get("title") or "recall vs. number of classes",
-                                                        width=420, height=260, fixed_y=(0.0, 1.0)) + "</div>")
-    if figs_html:
-        body.append("<h2>Recall vs. number of classes</h2>" + "".join(figs_html))
-    return "".join(head + body + details) + f"<script>{_JS}</script></body></html>"
+        out.append("<div class='fig'>" + line_svg(series, xlabel="number of classes", ylabel="value",
+                                                  title=fig.get("title") or "recall vs. number of classes",
+                                                  width=420, height=260, fixed_y=(0.0, 1.0)) + "</div>")
+    return "".join(out)

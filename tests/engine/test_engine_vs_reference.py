@@ -147,25 +147,21 @@ def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, thresho
 
 
 @pytest.mark.parametrize("kernels", [True, False])
-def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels):
+def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels, monkeypatch):
     """A tail too small to certify the answer triggers the second pass; same answer."""
+    from retrieval_checks.engine import _evaluate, _stream
+
     rng = np.random.default_rng(7)
     X = rng.normal(size=(300, 3)).astype(np.float32)
     y = rng.integers(0, 3, 300)
     _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(300), g_ids=np.arange(300))
-    from retrieval_checks.metrics import _pairs
-
-    original = _pairs.tail_capacity
-    try:
-        _pairs.tail_capacity = lambda specs, n: 5  # force an uncertifiable tail
-        import retrieval_checks.engine._evaluate as ev
-
-        ev.tail_capacity = _pairs.tail_capacity
-        res = rc.evaluate(X, query_labels=y, metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"],
-                          tile=(37, 64), _use_kernels=kernels)
-    finally:
-        _pairs.tail_capacity = original
-        ev.tail_capacity = original
+    monkeypatch.setattr(_stream, "tail_capacity", lambda specs, n: 5)  # force an uncertifiable tail
+    passes = []
+    binning = _evaluate.binning_pass
+    monkeypatch.setattr(_evaluate, "binning_pass", lambda *a, **k: passes.append(1) or binning(*a, **k))
+    res = rc.evaluate(X, query_labels=y, metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"],
+                      tile=(37, 64), _use_kernels=kernels)
+    assert passes, "the second, binning pass did not run"
     assert res["precision_at_recall@0.5"] == pytest.approx(pair_reference(pos, neg, "precision_at_recall@0.5"))
     assert res["recall_at_precision@0.9"] == pytest.approx(pair_reference(pos, neg, "recall_at_precision@0.9"))
 
@@ -254,3 +250,23 @@ def test_cuda_matches_cpu():
     assert gpu.config["backend"].startswith("torch:cuda")
     for name in metrics:
         assert gpu[name] == pytest.approx(cpu[name], abs=1e-6), name
+
+
+def test_neg_l2_does_not_depend_on_where_the_data_sit():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(40), 5)
+    X = rng.normal(size=(40, 16))[y] + rng.normal(size=(200, 16))
+    base = rc.evaluate(X.astype(np.float32), query_labels=y, metrics=["map", "hit_rate@1"], similarity="neg_l2")
+    for off in (100.0, 1000.0):
+        moved = rc.evaluate((X + off).astype(np.float32), query_labels=y, metrics=["map", "hit_rate@1"],
+                            similarity="neg_l2")
+        assert moved["map"] == pytest.approx(base["map"], abs=1e-9)
+
+
+def test_parallel_float64_rows_tie_under_cosine():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(1, 8))
+    X = rng.uniform(0.5, 10, (200, 1)) * v  # one direction, many lengths: a constant scorer
+    y = np.repeat(np.arange(40), 5)
+    same = rc.evaluate(np.repeat(v, 200, 0), query_labels=y, metrics=["map"])["map"]
+    assert rc.evaluate(X, query_labels=y, metrics=["map"])["map"] == same

@@ -1,5 +1,4 @@
-"""Bad input gets a clear error naming the array, the problem and the fix; metric names
-are canonical."""
+"""Bad input to the engine gets a clear error naming the array, the problem and the fix."""
 
 from __future__ import annotations
 
@@ -8,67 +7,14 @@ import pytest
 
 import retrieval_checks as rc
 
+
 RNG = np.random.default_rng(0)
+
+
 X = RNG.normal(size=(20, 4)).astype(np.float32)
+
+
 Y = np.repeat(np.arange(5), 4)
-
-
-@pytest.mark.parametrize(
-    "alias, canonical",
-    [
-        ("cmc@5", "hit_rate@5"),
-        ("mAP", "map"),
-        ("AP", "map"),
-        ("MAP@R", "map@R"),
-        ("map@r", "map@R"),
-        ("mAP@10", "map@10"),
-        ("R-precision", "r_precision"),
-        ("recall_at_precision@0.90", "recall_at_precision@0.9"),
-        ("pair_f1@t=0.50", "pair_f1@t=0.5"),
-        ("pair_precision@ t=-1", "pair_precision@t=-1"),
-        ("hit_rate@05", "hit_rate@5"),
-    ],
-)
-def test_aliases_resolve_to_canonical_names(alias, canonical):
-    assert rc.canonical_metric_name(alias) == canonical
-
-
-@pytest.mark.parametrize(
-    "name, suggestion",
-    [("hitrate@1", "hit_rate@1"), ("recal@5", "recall@5"), ("mrrr", "mrr"), ("r_precison", "r_precision"),
-     ("recall_at_precison@0.9", "recall_at_precision@0.9")],
-)
-def test_unknown_metric_suggests_the_closest(name, suggestion):
-    with pytest.raises(rc.MetricNameError) as info:
-        rc.evaluate(X, query_labels=Y, metrics=[name])
-    assert info.value.suggestion == suggestion
-    assert f"Did you mean '{suggestion}'" in str(info.value)
-
-
-@pytest.mark.parametrize(
-    "name, fragment",
-    [("recall@0", "positive integer"), ("recall@x", "positive integer"), ("recall", "needs a parameter"),
-     ("recall_at_precision@1.5", "(0, 1]"), ("pair_f1@0.5", "'@t=T'"), ("mrr@3", "takes no parameter"),
-     ("pair_f1@t=abc", "not a number")],
-)
-def test_malformed_metric_names(name, fragment):
-    with pytest.raises(rc.MetricNameError, match=None) as info:
-        rc.parse_metric(name)
-    assert fragment in str(info.value)
-
-
-def test_accuracy_in_evaluate_points_to_the_right_function():
-    with pytest.raises(rc.MetricNameError, match="retrieval_checks.accuracy"):
-        rc.evaluate(X, query_labels=Y, metrics=["accuracy"])
-
-
-def test_result_lookup_by_alias_and_order():
-    res = rc.evaluate(X, query_labels=Y, metrics=["cmc@1", "mAP", "map"])
-    assert list(res) == ["hit_rate@1", "map"]
-    assert res["cmc@1"] == res["hit_rate@1"]
-    assert "MAP" in res and "recall@3" not in res
-    with pytest.raises(KeyError, match="was not computed"):
-        res["recall@3"]
 
 
 @pytest.mark.parametrize(
@@ -81,6 +27,8 @@ def test_result_lookup_by_alias_and_order():
         (dict(queries=np.array([["a", "b"]])), "numeric"),
     ],
 )
+
+
 def test_bad_embeddings(kwargs, fragment):
     q = kwargs["queries"]
     labels = np.arange(q.shape[0]) if q.ndim >= 1 else None
@@ -193,19 +141,6 @@ def test_string_ids_and_partial_overlap_self_exclusion():
     assert list(res.n_relevant) == [3, 4, 2, 2]
 
 
-def test_discriminant_ratio_and_accuracy():
-    emb = np.array([[0.0, 0.0], [0.0, 2.0], [4.0, 0.0], [4.0, 2.0]])
-    # class means (0,1) and (4,1); mu (2,1): Tr(S_B) = 2*4 + 2*4 = 16; Tr(S_W) = 4 * 1 = 4
-    assert rc.discriminant_ratio(emb, [0, 0, 1, 1]) == pytest.approx(4.0)
-    res = rc.evaluate(emb.astype(np.float32) + 1, query_labels=[0, 0, 1, 1], metrics=["discriminant_ratio"])
-    assert res["discriminant_ratio"] == pytest.approx(4.0)
-    acc = rc.accuracy(np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]]), np.array([1, 1, 1]))
-    assert acc.value == pytest.approx(2 / 3) and acc.n_correct == 2 and float(acc) == acc.value
-    assert rc.accuracy(["a", "b"], ["a", "a"]).value == 0.5
-    with pytest.raises(rc.InputError, match="cover 2 samples but labels cover 3"):
-        rc.accuracy([0, 1], [0, 1, 1])
-
-
 def test_progress_bar_on_request_and_quiet_by_default(capsys):
     G = RNG.normal(size=(64, 4)).astype(np.float32)
     gl = RNG.integers(0, 5, 64)
@@ -214,3 +149,56 @@ def test_progress_bar_on_request_and_quiet_by_default(capsys):
     loud = rc.evaluate(X, G, query_labels=Y, gallery_labels=gl, metrics=["map"], tile=(2, 16), progress=True)
     assert "retrieval-checks" in capsys.readouterr().err
     assert loud["map"] == quiet["map"]
+
+
+_Q = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+_G = np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32)
+
+
+def test_zero_one_relevance_matrices_are_masks_not_index_lists():
+    ref = rc.evaluate(_Q, _G, relevance=np.eye(3, 5, dtype=bool), metrics=["map"])
+    for rel in [np.eye(3, 5, dtype=int), np.eye(3, 5), [list(r) for r in np.eye(3, 5, dtype=bool)]]:
+        got = rc.evaluate(_Q, _G, relevance=rel, metrics=["map"])
+        assert got["map"] == ref["map"] and list(got.n_relevant) == [1, 1, 1]
+    torch = pytest.importorskip("torch")
+    assert rc.evaluate(_Q, _G, relevance=torch.eye(3, 5, dtype=torch.bool), metrics=["map"])["map"] == ref["map"]
+    with pytest.raises(rc.InputError, match="values other than 0 and 1"):
+        rc.evaluate(_Q, _G, relevance=2 * np.eye(3, 5), metrics=["map"])
+    with pytest.raises(rc.InputError, match=r"relevance\[0\] holds float64 values"):
+        rc.evaluate(_Q, _G, relevance=[[0.7], [2.9], [3]], metrics=["map"])
+
+
+def test_object_labels_are_not_truncated():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4, 3)).astype(np.float32)
+    with pytest.raises(rc.EmptyQueriesError):
+        rc.evaluate(X, X, query_labels=np.array([1, 1, 2, 2], dtype=object), gallery_labels=[1.5, 1.5, 2.5, 2.5],
+                    metrics=["map"])
+
+
+def test_side_mappings_answer_to_aliases():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4)).astype(np.float32)
+    y = np.repeat(np.arange(12), 5)
+    r = rc.evaluate(X, query_labels=y, metrics=["map@R", "recall_at_precision@1.0", "grouped_recall@1"], group_size=3)
+    assert r.per_query["MAP@R"] is r.per_query["map@R"]
+    assert "recall_at_precision@1" in r.thresholds and r.thresholds["recall_at_precision@1.0"] is None
+    assert r.intervals["Grouped_Recall@1"] == r.intervals["grouped_recall@1"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [(dict(tile=4), "two positive integers"), (dict(tile=(0, 4)), "two positive integers"),
+     (dict(max_memory=float("nan")), "not a finite number"), (dict(metrics={"map", "mrr"}), None),
+     (dict(metrics=iter(["map"])), None)],
+)
+def test_argument_checks(kwargs, fragment):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(10, 3)).astype(np.float32)
+    call = dict(query_labels=np.repeat([0, 1], 5), metrics=["map"])
+    call.update(kwargs)
+    if fragment is None:
+        assert "map" in rc.evaluate(X, **call)
+    else:
+        with pytest.raises(rc.InputError, match=fragment):
+            rc.evaluate(X, **call)

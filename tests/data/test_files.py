@@ -101,3 +101,11 @@ def test_bad_files(tmp_path, make, fragment):
         rc.load_embeddings(tmp_path / name)
     assert fragment in str(info.value)
     assert str(tmp_path) in str(info.value)  # the message names the file
+
+
+def test_bfloat16_torch_files(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "bf16.pt"
+    torch.save({"embeddings": torch.ones(3, 2, dtype=torch.bfloat16), "labels": torch.tensor([0, 1, 1])}, path)
+    s = rc.load_embeddings(path)
+    assert s.embeddings.dtype == np.float32 and s.embeddings.shape == (3, 2)

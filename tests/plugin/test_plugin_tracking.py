@@ -183,7 +183,7 @@ def test_pairs(rc_report):
     assert "Uncaught" not in dom.stderr and "CONSOLE" not in dom.stderr, dom.stderr[-2000:]
     assert dom.stdout.count("<tr class=") == 2 and ">FAIL<" in dom.stdout and ">PASS<" in dom.stdout
     assert "precision-recall over pairs" in dom.stdout and "Recall@1 vs. classes" in dom.stdout
-    artifacts = Path(os.environ.get("RC_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
+    artifacts = Path(os.environ.get("RC_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
     artifacts.mkdir(parents=True, exist_ok=True)
     shot = artifacts / "report.png"
     run = subprocess.run([browser, *flags, "--window-size=1400,1000", f"--screenshot={shot}", report.as_uri()],

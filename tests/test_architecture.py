@@ -1,0 +1,142 @@
+"""The architecture, as tests: the layers' import contracts (import-linter), the plugin as
+a client of the public API, the public surface pinned name by name (as httpx's
+``test_exported_members``), and no function over about 80 lines of code without a
+reason written next to it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import retrieval_checks as rc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PUBLIC = {
+    "retrieval_checks": [
+        "AccuracyResult", "BackendError", "BaselineFile", "Change", "ClassifierResult", "Comparison", "EmbeddingSet",
+        "EmptyQueriesError", "EvaluationResult", "Gap", "GateEvent", "GroupedRecall", "History", "IMAGE_TEXT_METRICS",
+        "ImageTextResult", "InputError", "Interval", "LocalizationResult", "METRIC_TEMPLATES", "MeasureCorrelation",
+        "Measurement", "MetricNameError", "MetricSpec", "NuclearNorm", "RetrievalChecksError", "SpectralMeasure",
+        "Suite", "SuiteError", "SuiteRunner", "SweepTable", "__version__", "accuracy", "assert_cam_iou_at_least",
+        "assert_gap_below", "assert_grouped_recall_ci", "assert_map_at_least", "assert_metric",
+        "assert_no_regression", "assert_not_worse", "assert_recall_at_least", "assert_recall_at_precision",
+        "assert_rsum", "baseline_record", "bootstrap_interval", "boxes_to_masks", "cam_iou", "cam_iou_box",
+        "canonical_metric_name", "class_count_sweep", "classification_gap", "classifier_accuracy", "compare",
+        "correlate_with_gap", "discriminant_ratio", "effective_invariance", "embed", "evaluate",
+        "evaluate_classifier", "evaluate_image_text", "generalization_gap", "grad_cam", "label_partition",
+        "load_embeddings", "load_suite", "measure_change", "nuclear_norm", "parse_metric", "predict_proba",
+        "render_report", "selection_accuracy", "spectral_measure", "split_difference",
+    ],
+    "retrieval_checks.metrics": [
+        "AccuracyResult", "CLASSIFIER_METRICS", "FAMILIES", "Family", "METRIC_TEMPLATES", "Measurable", "Measurement",
+        "MetricSpec", "accuracy", "canonical_metric_name", "classifier_metric", "discriminant_ratio", "metric_spec",
+        "parse_metric",
+    ],
+    "retrieval_checks.data": ["EmbeddingSet", "load_embeddings", "read_arrays"],
+    "retrieval_checks.engine": [
+        "EvaluationCache", "EvaluationResult", "GroupedRecall", "IMAGE_TEXT_METRICS", "ImageTextResult",
+        "check_device", "content_digest", "evaluate", "evaluate_image_text", "label_partition",
+    ],
+    "retrieval_checks.models": ["EmbeddingCache", "embed", "load_model", "model_fingerprint"],
+    "retrieval_checks.stats": [
+        "Comparison", "Gap", "Interval", "MeasureCorrelation", "SweepTable", "bootstrap_interval", "compare",
+        "correlate_with_gap", "generalization_gap", "newcombe_interval", "selection_accuracy", "wilson_interval",
+    ],
+    "retrieval_checks.classifiers": [
+        "ClassifierResult", "LocalizationResult", "NuclearNorm", "SpectralMeasure", "boxes_to_masks", "cam_iou",
+        "cam_iou_box", "classification_gap", "classifier_accuracy", "effective_invariance", "evaluate_classifier",
+        "find_layer", "grad_cam", "nuclear_norm", "predict_proba", "spectral_measure",
+    ],
+    "retrieval_checks.experiments": ["class_count_sweep", "split_difference"],
+    "retrieval_checks.gates": [
+        "BaselineFile", "BaselineStore", "Change", "GateEvent", "Subscription", "assert_cam_iou_at_least",
+        "assert_gap_below", "assert_grouped_recall_ci", "assert_map_at_least", "assert_metric",
+        "assert_no_regression", "assert_not_worse", "assert_recall_at_least", "assert_recall_at_precision",
+        "assert_rsum", "baseline_path", "baseline_record", "emit", "higher_is_better", "listening",
+        "measure_change", "records_differ", "rule_text", "subscribe", "write_records",
+    ],
+    "retrieval_checks.suites": [
+        "Case", "Check", "Dataset", "Model", "Node", "NodeList", "Source", "Suite", "SuiteRunner", "load_suite",
+        "load_yaml",
+    ],
+    "retrieval_checks.tracking": ["History", "main", "render_report", "run_metadata"],
+    "retrieval_checks.options": [
+        "DATASET_TYPES", "DEFAULTS", "OPTIONS", "Option", "check_option", "parse_memory", "parse_text",
+    ],
+    "retrieval_checks.errors": [
+        "BackendError", "EmptyQueriesError", "InputError", "MetricNameError", "RetrievalChecksError", "SuiteError",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_exported_members(module):
+    """Each public namespace exports exactly the pinned names, and each name exists."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    assert sorted(mod.__all__) == sorted(PUBLIC[module])
+    for name in mod.__all__:
+        assert hasattr(mod, name), f"{module}.{name}"
+
+
+def test_import_contracts_hold():
+    """The layers import one way, shared modules import no layer, the library never imports
+    pytest (contracts in pyproject.toml, checked by import-linter; imports inside functions
+    count)."""
+    from importlinter.cli import lint_imports
+
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.lineno, node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name, []
+
+
+def test_the_plugin_uses_only_the_public_api():
+    """No module of the plugin imports a private module of the library (or a private name)."""
+    offenders = []
+    for path in (ROOT / "plugins" / "pytest_retrieval_checks").glob("*.py"):
+        for line, module, names in _imports(path):
+            if not module.startswith("retrieval_checks"):
+                continue
+            private = [p for p in module.split(".") if p.startswith("_")] + [n for n in names if n.startswith("_")]
+            if private:
+                offenders.append(f"{path.name}:{line}: {module} {names}")
+    assert not offenders, offenders
+
+
+def test_no_function_over_80_lines_of_code():
+    """Functions stay short (docstrings not counted); a longer one says why in a
+    ``# long:`` comment on its first lines."""
+    too_long = []
+    for root in ("retrieval_checks", "plugins"):
+        for path in (ROOT / root).rglob("*.py"):
+            source = path.read_text().splitlines()
+            for node in ast.walk(ast.parse("\n".join(source))):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                n = node.end_lineno - node.lineno + 1
+                body = node.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+                    n -= body[0].end_lineno - body[0].lineno + 1
+                if n > 80 and not any("# long:" in line for line in source[node.lineno - 1:node.lineno + 3]):
+                    too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert not too_long, too_long
+
+
+def test_the_metric_contract_ships_with_the_repository():
+    """docs/metrics.md holds every canonical family of the registry, and the README links to it."""
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    for family in rc.metrics.FAMILIES.values():
+        assert f"`{family.template}`" in text or f"`{family.name}`" in text, family.name
+    assert "docs/metrics.md" in (ROOT / "README.md").read_text()
