@@ -21,6 +21,8 @@ import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
+from ..errors import InputError
+
 __all__ = ["GateEvent", "Subscription", "subscribe", "listening", "emit", "rule_text"]
 
 
@@ -112,8 +114,6 @@ class Subscription:
 def subscribe(listener: Callable[[GateEvent], Any]) -> Subscription:
     """Call ``listener(event)`` for every gate from now on, until cancelled."""
     if not callable(listener):
-        from ..errors import InputError
-
         raise InputError(f"a gate listener must be callable, got {type(listener).__name__}.")
     return Subscription(listener)
 

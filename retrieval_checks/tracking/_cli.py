@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..gates import rule_text
 from ._history import History
+from ._report import render_report
 from ..gates._regression import higher_is_better, measure_change
 from ..errors import RetrievalChecksError
 
@@ -148,8 +149,6 @@ def _cmd_export(h: History, args, out) -> int:
 
 
 def _cmd_report(h: History, args, out) -> int:
-    from ._report import render_report
-
     run_id = h.resolve(args.run)
     meta = next(r for r in h.runs() if r["id"] == run_id)
     html = render_report(h.results(run_id), run=meta, history=h)
