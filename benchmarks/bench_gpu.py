@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""The CUDA path against its floors, in one run on one GPU.
+
+For each (N, d) it times, on the same data (leave-one-out, 10 items per class, cosine,
+the generator of ``bench_engine.py``):
+
+  ours-rank   rc.evaluate(..., metrics=RANK_ONLY, device="cuda"): exact ranks of every
+              relevant item, the full rank metric set.
+  ours-full   the same plus recall_at_precision@0.9 (exact over all N^2 pairs).
+  gemm        the fp32 products the engine needs (all N x N scores, TF32 off), written to
+              a reused block buffer and discarded: the floor of any exact method that
+              computes every score.
+  topk        brute-force top-10: the same products plus torch.topk(k=11) per block (an
+              approximate top-10 evaluation, not exact full-ranking metrics).
+
+Every timed region is wrapped in torch.cuda.synchronize() after a warm-up call; the
+report gives ours / gemm and ours / topk ratios measured in the same run, and the peak
+GPU memory of each call (torch.cuda.max_memory_allocated, reset before it). Optional
+rows: grouped recall on 10M items (--grouped-n), and image-text both directions
+(--image-text N_IMAGES: 5 captions per image).
+
+``--device cpu`` runs the same script on the CPU at small sizes (a smoke test the test
+suite runs); its timings mean nothing about a GPU.
+
+    python benchmarks/bench_gpu.py                                  # the issue's table
+    python benchmarks/bench_gpu.py --sizes 100000x128 200000x512 --grouped-n 10000000
+    python benchmarks/bench_gpu.py --device cpu --sizes 2000x16     # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_engine import FULL, RANK_ONLY, auto_spread, make_data  # noqa: E402
+
+DEFAULT_SIZES = ["100000x128", "200000x128", "200000x512", "1000000x128"]
+
+
+def _sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(torch, device, fn, repeats: int = 1):
+    """(seconds of the fastest of ``repeats`` calls after a warm-up, peak bytes, result)."""
+    fn()  # warm-up: kernels compiled, allocator primed
+    best, peak, out = float("inf"), 0, None
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        _sync(torch, device)
+        t = time.perf_counter()
+        out = fn()
+        _sync(torch, device)
+        best = min(best, time.perf_counter() - t)
+        if device.type == "cuda":
+            peak = max(peak, torch.cuda.max_memory_allocated(device))
+    return best, peak, out
+
+
+def _block_rows(n: int, budget_bytes: int) -> int:
+    return max(1, min(n, budget_bytes // (4 * n)))
+
+
+def gemm_floor(torch, X, block: int):
+    """All N x N fp32 products in blocks of rows into one reused buffer."""
+    n = X.shape[0]
+    buf = torch.empty((block, n), dtype=torch.float32, device=X.device)
+    for s in range(0, n, block):
+        e = min(n, s + block)
+        torch.mm(X[s:e], X.T, out=buf[: e - s])
+    return buf[0, 0].item()
+
+
+def topk_baseline(torch, X, y, block: int, k: int = 10):
+    """Brute-force top-k (self excluded): hit_rate@1 and @10 from mm + topk per block."""
+    n = X.shape[0]
+    hits1 = hits10 = 0
+    buf = torch.empty((block, n), dtype=torch.float32, device=X.device)
+    for s in range(0, n, block):
+        e = min(n, s + block)
+        S = buf[: e - s]
+        torch.mm(X[s:e], X.T, out=S)
+        S[torch.arange(e - s, device=X.device), torch.arange(s, e, device=X.device)] = -float("inf")
+        idx = torch.topk(S, k, dim=1).indices
+        same = y[idx] == y[s:e, None]
+        hits1 += int(same[:, 0].sum())
+        hits10 += int(same.any(dim=1).sum())
+    return {"hit_rate@1": hits1 / n, "hit_rate@10": hits10 / n}
+
+
+def run_size(torch, rc, device, n: int, d: int, args) -> dict:
+    X_np, y_np = make_data(n, d, auto_spread(d), args.seed)
+    X = torch.from_numpy(X_np).to(device)
+    X = X / X.norm(dim=1, keepdim=True)  # cosine: the same products the engine computes
+    y = torch.from_numpy(y_np).to(device)
+    budget = args.block_bytes
+    block = _block_rows(n, budget)
+    dev_name = "cuda" if device.type == "cuda" else "torch-cpu"
+    rows = {}
+    old = None
+    if device.type == "cuda":
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=RANK_ONLY,
+                                                                 device=dev_name, max_memory=args.max_memory))
+        rows["ours-rank"] = {"s": t, "peak": peak, "map@R": res["map@R"], "hit_rate@1": res["hit_rate@1"]}
+        if not args.skip_full:
+            t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=FULL,
+                                                                     device=dev_name, max_memory=args.max_memory))
+            rows["ours-full"] = {"s": t, "peak": peak, "recall_at_precision@0.9": res["recall_at_precision@0.9"]}
+        t, peak, _ = _timed(torch, device, lambda: gemm_floor(torch, X, block))
+        rows["gemm"] = {"s": t, "peak": peak}
+        t, peak, res = _timed(torch, device, lambda: topk_baseline(torch, X, y, block))
+        rows["topk"] = {"s": t, "peak": peak, **res}
+    finally:
+        if old is not None:
+            torch.backends.cuda.matmul.allow_tf32 = old
+    return rows
+
+
+def run_grouped(torch, rc, device, n: int, args) -> dict:
+    X_np, y_np = make_data(n, 128, auto_spread(128), args.seed)
+    X = torch.from_numpy(X_np).to(device)
+    dev_name = "cuda" if device.type == "cuda" else "torch-cpu"
+    t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=["grouped_recall@1"],
+                                                             device=dev_name, max_memory=args.max_memory))
+    return {"s": t, "peak": peak, "grouped_recall@1": res["grouped_recall@1"]}
+
+
+def run_image_text(torch, rc, device, n_images: int, args) -> dict:
+    import numpy as np
+
+    rng = np.random.default_rng(args.seed)
+    images = rng.standard_normal((n_images, 256), dtype=np.float32)
+    cap_img = np.repeat(np.arange(n_images), 5)
+    captions = images[cap_img] + 1.5 * rng.standard_normal((cap_img.size, 256), dtype=np.float32)
+    I, C = torch.from_numpy(images).to(device), torch.from_numpy(captions).to(device)
+    dev_name = "cuda" if device.type == "cuda" else "torch-cpu"
+    t, peak, res = _timed(torch, device, lambda: rc.evaluate_image_text(I, C, cap_img, n_resamples=0,
+                                                                        device=dev_name, max_memory=args.max_memory))
+    return {"s": t, "peak": peak, "rsum": res["rsum"]}
+
+
+def report(results: dict, device_name: str) -> str:
+    lines = [f"device: {device_name}", "",
+             "| N, d | ours, rank metrics | ours, + recall_at_precision@0.9 | fp32 GEMM of the same products | "
+             "brute-force top-10 (mm + topk) | ours-rank / GEMM | ours-rank / top-10 | peak GPU MB (ours-full) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key, rows in results.items():
+        if not key.startswith("size "):
+            continue
+        r = rows
+        full = r.get("ours-full", {})
+        lines.append(
+            f"| {key[5:]} | {r['ours-rank']['s']:.2f} s | {full.get('s', float('nan')):.2f} s | {r['gemm']['s']:.2f} s | "
+            f"{r['topk']['s']:.2f} s | {r['ours-rank']['s'] / r['gemm']['s']:.1f}x | "
+            f"{r['ours-rank']['s'] / r['topk']['s']:.1f}x | {full.get('peak', r['ours-rank']['peak']) / 2**20:.0f} |")
+    for key in ("grouped", "image_text"):
+        if key in results:
+            r = results[key]
+            lines.append(f"\n{key}: {r['s']:.2f} s, peak {r['peak'] / 2**20:.0f} MB, "
+                         + ", ".join(f"{k} {v:.4f}" for k, v in r.items() if k not in ("s", "peak")))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, help="NxD, e.g. 100000x128")
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (smoke run)")
+    p.add_argument("--max-memory", default=None, help="the engine's budget (default: the library's)")
+    p.add_argument("--block-bytes", type=int, default=2 * 2**30, help="score buffer of the GEMM and top-k floors")
+    p.add_argument("--skip-full", action="store_true", help="skip the pair-metric run")
+    p.add_argument("--grouped-n", type=int, default=0, help="also time grouped recall on this many items")
+    p.add_argument("--image-text", type=int, default=0, help="also time image-text with this many images")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write the raw results here")
+    args = p.parse_args(argv)
+    import torch
+
+    import retrieval_checks as rc
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("bench_gpu: no CUDA device on this machine; run it where a GPU is present "
+              "(or --device cpu for a smoke run).")
+        return 0
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (smoke run)"
+    results: dict = {"device": name, "torch": torch.__version__}
+    for size in args.sizes:
+        n, d = (int(v) for v in size.lower().split("x"))
+        results[f"size {n}, {d}"] = run_size(torch, rc, device, n, d, args)
+        print(f"done {n} x {d}", flush=True)
+    if args.grouped_n:
+        results["grouped"] = run_grouped(torch, rc, device, args.grouped_n, args)
+    if args.image_text:
+        results["image_text"] = run_image_text(torch, rc, device, args.image_text, args)
+    print(report(results, name))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=2, default=float)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

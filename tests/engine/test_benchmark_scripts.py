@@ -1,0 +1,17 @@
+"""The benchmark scripts keep running (smoke runs at tiny sizes; timings are not checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_gpu_benchmark_runs_on_the_cpu_and_prints_its_table():
+    out = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--device", "cpu", "--sizes", "1000x8",
+                          "--block-bytes", "4000000", "--image-text", "100"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "| 1000, 8 |" in out.stdout and "ours-rank / GEMM" in out.stdout and "image_text:" in out.stdout
