@@ -49,7 +49,15 @@ from .engine import (
     evaluate_image_text,
     label_partition,
 )
-from .errors import BackendError, EmptyQueriesError, InputError, MetricNameError, RetrievalChecksError, SuiteError
+from .errors import (
+    BackendError,
+    EmptyQueriesError,
+    InputError,
+    MetricNameError,
+    ModelTimeoutError,
+    RetrievalChecksError,
+    SuiteError,
+)
 from .experiments import class_count_sweep, split_difference
 from .gates import (
     BaselineFile,
@@ -168,5 +176,6 @@ __all__ = [
     "EmptyQueriesError",
     "BackendError",
     "SuiteError",
+    "ModelTimeoutError",
     "__version__",
 ]

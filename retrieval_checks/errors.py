@@ -15,6 +15,7 @@ __all__ = [
     "EmptyQueriesError",
     "BackendError",
     "SuiteError",
+    "ModelTimeoutError",
 ]
 
 
@@ -68,3 +69,12 @@ class SuiteError(InputError):
         self.line = line
         self.field = field
         self.detail = message
+
+
+class ModelTimeoutError(RetrievalChecksError, TimeoutError):
+    """A model did not return within its time limit (a suite's ``timeout:`` or
+    ``--rc-timeout``); ``timeout`` holds the limit in seconds."""
+
+    def __init__(self, message: str, *, timeout: float):
+        super().__init__(message)
+        self.timeout = timeout

@@ -60,10 +60,15 @@ class Option:
     applies_to: tuple = ()
     help: str = ""
     aliases: dict = field(default_factory=dict)
+    optional: bool = False  # None is a valid value (e.g. "no limit")
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (a sentence naming what was expected), or None."""
         found = f"found {value!r}"
+        if value is None and self.optional:
+            return None
+        if self.kind == "skipped":
+            return _skipped(value)
         if self.kind == "choice":
             if isinstance(value, str) and value in self.choices:
                 return None
@@ -99,6 +104,21 @@ class Option:
         return value
 
 
+def _skipped(value) -> str | None:
+    """``max_skipped``: a count (an int >= 0) or a fraction of the queries (a float in [0, 1))."""
+    expected = "a count of queries (an int >= 0) or a fraction of them (a float in [0, 1), e.g. 0.05)"
+    if _is_int(value):
+        return None if value >= 0 else f"expected {expected}, found {value!r}."
+    if _is_real(value) and math.isfinite(float(value)) and 0.0 <= float(value) < 1.0:
+        return None
+    meant = ""
+    if _is_real(value) and math.isfinite(float(value)) and float(value) == int(value) and value >= 0:
+        meant = f" (write {int(value)} for a count)"
+    elif _is_real(value) and math.isfinite(float(value)) and 1 < value <= 100:
+        meant = f" (did you mean {float(value) / 100:g}, i.e. {float(value):g}%?)"
+    return f"expected {expected}, found {value!r}{meant}."
+
+
 def _choice(name, choices, default, help_text, applies_to=()):
     return Option(name, "choice", default, "one of " + ", ".join(choices), choices=tuple(choices),
                   applies_to=applies_to, help=help_text)
@@ -131,6 +151,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("percentile", "number", 10.0, "a number in (0, 100) (the margin percentile of spectral_measure)",
            low=0.0, high=100.0, open_low=True, open_high=True, applies_to=(_IMG,),
            help="percentile of the training margins behind spectral_measure's gamma"),
+    Option("max_skipped", "skipped", None, "a count of queries (an int >= 0) or a fraction of them (a float in "
+           "[0, 1))", applies_to=(_RET,), optional=True,
+           help="most queries a gate may skip (no relevant item) before it fails; default: no limit, a warning"),
+    Option("timeout", "number", None, "a number of seconds > 0", low=0.0, open_low=True, optional=True,
+           applies_to=DATASET_TYPES, help="seconds a model may take for one dataset before the check fails "
+                                           "(default: no limit)"),
     Option("device", "device", "auto", "auto, cpu, torch-cpu, numpy, cuda or cuda:N",
            help="where similarities (and models) are computed"),
     Option("max_memory", "memory", None, "bytes, or a size such as '2GiB'",
@@ -153,7 +179,7 @@ def parse_text(name: str, text: str):
     an empty text is the default. Raises :class:`~retrieval_checks.InputError`."""
     opt = OPTIONS[name]
     text = text.strip() if isinstance(text, str) else text
-    if text in ("", None):
+    if text in ("", None) or (opt.optional and isinstance(text, str) and text.lower() == "none"):
         return opt.default
     value = text
     if opt.kind == "integer":
@@ -161,6 +187,14 @@ def parse_text(name: str, text: str):
             value = int(text, 10)
         except ValueError:
             raise InputError(f"{name}={text!r}: expected {opt.expected}, found {text!r}.") from None
+    elif opt.kind == "skipped":
+        try:
+            value = int(text, 10)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(f"{name}={text!r}: expected {opt.expected}, found {text!r}.") from None
     elif opt.kind == "number":
         try:
             value = float(text)

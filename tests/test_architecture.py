@@ -19,7 +19,7 @@ PUBLIC = {
         "AccuracyResult", "BackendError", "BaselineFile", "Change", "ClassifierResult", "Comparison", "EmbeddingSet",
         "EmptyQueriesError", "EvaluationResult", "Gap", "GateEvent", "GroupedRecall", "History", "IMAGE_TEXT_METRICS",
         "ImageTextResult", "InputError", "Interval", "LocalizationResult", "METRIC_TEMPLATES", "MeasureCorrelation",
-        "Measurement", "MetricNameError", "MetricSpec", "NuclearNorm", "RetrievalChecksError", "SpectralMeasure",
+        "Measurement", "MetricNameError", "MetricSpec", "ModelTimeoutError", "NuclearNorm", "RetrievalChecksError", "SpectralMeasure",
         "Suite", "SuiteError", "SuiteRunner", "SweepTable", "__version__", "accuracy", "assert_cam_iou_at_least",
         "assert_gap_below", "assert_grouped_recall_ci", "assert_map_at_least", "assert_metric",
         "assert_no_regression", "assert_not_worse", "assert_recall_at_least", "assert_recall_at_precision",
@@ -33,14 +33,14 @@ PUBLIC = {
     "retrieval_checks.metrics": [
         "AccuracyResult", "CLASSIFIER_METRICS", "FAMILIES", "Family", "METRIC_TEMPLATES", "Measurable", "Measurement",
         "MetricSpec", "accuracy", "canonical_metric_name", "classifier_metric", "discriminant_ratio", "metric_spec",
-        "parse_metric",
+        "parse_metric", "check_threshold", "check_finite", "probable_meaning",
     ],
     "retrieval_checks.data": ["EmbeddingSet", "load_embeddings", "read_arrays"],
     "retrieval_checks.engine": [
         "EvaluationCache", "EvaluationResult", "GroupedRecall", "IMAGE_TEXT_METRICS", "ImageTextResult",
         "check_device", "content_digest", "evaluate", "evaluate_image_text", "label_partition",
     ],
-    "retrieval_checks.models": ["EmbeddingCache", "embed", "load_model", "model_fingerprint"],
+    "retrieval_checks.models": ["EmbeddingCache", "call_with_timeout", "embed", "load_model", "model_fingerprint"],
     "retrieval_checks.stats": [
         "Comparison", "Gap", "Interval", "MeasureCorrelation", "SweepTable", "bootstrap_interval", "compare",
         "correlate_with_gap", "generalization_gap", "newcombe_interval", "selection_accuracy", "wilson_interval",
@@ -67,7 +67,8 @@ PUBLIC = {
         "DATASET_TYPES", "DEFAULTS", "OPTIONS", "Option", "check_option", "parse_memory", "parse_text",
     ],
     "retrieval_checks.errors": [
-        "BackendError", "EmptyQueriesError", "InputError", "MetricNameError", "RetrievalChecksError", "SuiteError",
+        "BackendError", "EmptyQueriesError", "InputError", "MetricNameError", "ModelTimeoutError",
+        "RetrievalChecksError", "SuiteError",
     ],
 }
 
