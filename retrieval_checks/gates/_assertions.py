@@ -4,16 +4,36 @@ Gates take results, never models: anything that answers ``result.measure(name)``
 (:class:`~retrieval_checks.metrics.Measurable`), a :class:`~retrieval_checks.Gap` or a
 :class:`~retrieval_checks.Comparison`. Each raises ``AssertionError`` with a message a
 person can act on: the metric, the value, the interval and its confidence, the
-threshold, the margin, the sample and the decision rule that failed; and reports its
-outcome, passed or failed, as a :class:`~retrieval_checks.gates.GateEvent`.
-``__tracebackhide__`` keeps pytest tracebacks on the caller's line.
+threshold, the margin, the sample (``n_used / n_skipped`` queries) and the decision
+rule that failed; and reports its outcome, passed or failed, as a
+:class:`~retrieval_checks.gates.GateEvent`. ``__tracebackhide__`` keeps pytest
+tracebacks on the caller's line.
+
+Gates fail closed. Every threshold is checked when the gate is called, against the
+metric's unit and attainable range (:func:`~retrieval_checks.metrics.check_threshold`):
+NaN, infinities, a percentage written for a fraction (``70``) and a threshold that
+makes a gate that can never fail are refused with an
+:class:`~retrieval_checks.InputError` naming the field and the fix. Skipped queries
+(no relevant gallery item) are reported: the gate warns (``RuntimeWarning``) and
+records the warning on its event, and ``max_skipped=`` (a count, or a fraction of
+the queries) makes it fail when more are skipped. A value or interval bound that is
+NaN fails the gate: it can never pass unchecked.
 """
 
 from __future__ import annotations
 
-from ..errors import InputError
+import dataclasses
+import math
+import numbers
+import warnings
+
+from .._suggest import hint
+from ..errors import InputError, MetricNameError
 from ..metrics._measurement import Measurement
 from ..metrics._names import metric_spec, parse_metric
+from ..metrics._registry import Family
+from ..metrics._thresholds import check_finite, check_threshold
+from ..options import DEFAULTS, check_option
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap
 from ..stats._intervals import bootstrap_interval
@@ -35,16 +55,24 @@ _BOOTSTRAP_RESAMPLES = 1000
 
 
 def _choice(value, allowed: tuple, name: str, meaning: str) -> str:
-    if value not in allowed:
-        raise InputError(f"{name}={value!r}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).")
+    """``value`` when it is one of ``allowed``; else an InputError naming the option,
+    the choices and the closest one."""
+    if not isinstance(value, str) or value not in allowed:
+        close = hint(value, allowed) if isinstance(value, str) else ""
+        raise InputError(f"{name}={value!r}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).{close}")
     return value
+
+
+def _require_result(result, gate: str) -> None:
+    if not callable(getattr(result, "measure", None)) or not hasattr(result, "__contains__"):
+        raise InputError(f"{gate} takes an evaluation result (from evaluate, evaluate_image_text, "
+                         f"evaluate_classifier, cam_iou or accuracy) as its first argument, got "
+                         f"{type(result).__name__}.")
 
 
 def _measure(result, name: str, gate: str) -> Measurement:
     """The measurement of ``name`` in ``result``, or an error that says what is wrong."""
-    if not callable(getattr(result, "measure", None)):
-        raise InputError(f"{gate} takes an evaluation result (from evaluate, evaluate_image_text, "
-                         f"evaluate_classifier, cam_iou or accuracy), got {type(result).__name__}.")
+    _require_result(result, gate)
     spec = metric_spec(name)
     if spec.name not in result:
         computed = ", ".join(result) if hasattr(result, "__iter__") else "other metrics"
@@ -53,37 +81,129 @@ def _measure(result, name: str, gate: str) -> Measurement:
     return result.measure(spec.name)
 
 
+def _family(metric: str) -> Family | None:
+    """The registry family of a metric name (``"map"``, ``"accuracy"``), None when unknown."""
+    try:
+        return metric_spec(metric).capabilities
+    except (MetricNameError, AttributeError):
+        return None
+
+
+def _difference_family(fam: Family, name: str) -> Family:
+    """The range of a difference of two values of ``fam`` (a gap, a comparison)."""
+    width = fam.high - fam.low
+    return dataclasses.replace(fam, name=name, low=-width, high=width)
+
+
+def _tolerance(fam: Family | None, value, *, role: str, field: str, metric: str) -> float:
+    """A tolerated drop (``margin``): checked against the metric's range when known,
+    else finite and >= 0."""
+    if fam is not None:
+        return check_threshold(fam, value, role=role, field=field, metric=metric)
+    v = check_finite(value, field)
+    if v < 0:
+        raise InputError(f"{field}={v:.6g}: a tolerated drop must be >= 0 (0: no drop tolerated); write "
+                         f"{-v:.6g} for a drop of {-v:.6g}.")
+    return v
+
+
+def _confidence(confidence) -> float | None:
+    return None if confidence is None else float(check_option("confidence", confidence))
+
+
+def _seed(seed) -> int | None:
+    return None if seed is None else int(check_option("seed", seed))
+
+
+def _pct(c: float) -> str:
+    return f"{round(c * 100, 4):g}%"
+
+
+def _iv(low, high, digits: int = 4, sign: str = "") -> str:
+    """An interval as ``[0.7012, 0.7420]`` (``undefined`` for NaN bounds)."""
+    def one(x):
+        if x is None:
+            return "none"
+        x = float(x)
+        return "NaN" if math.isnan(x) else f"{x:{sign}.{digits}f}"
+    return f"[{one(low)}, {one(high)}]"
+
+
 def _interval(result, m: Measurement, confidence, seed):
-    """(low, high, note) for ``m``: the result's own interval, else a class-cluster
-    percentile bootstrap of the per-query values; None when neither exists."""
+    """((low, high, confidence, note), None) for ``m``: the result's own interval, else
+    a class-cluster percentile bootstrap of the per-query values at ``confidence``
+    (explicit, else the result's ``config["confidence"]``, else the default, said in
+    the note) with ``seed`` (explicit, else the result's ``seed`` or ``group_seed``);
+    (None, why) when neither exists."""
     if m.interval is not None:
         method = f" ({m.method})" if m.method else ""
-        return m.interval[0], m.interval[1], f"{m.confidence:.0%} interval [{m.interval[0]:.4f}, {m.interval[1]:.4f}]{method}"
+        conf = m.confidence
+        label = f"{_pct(conf)} interval" if isinstance(conf, numbers.Real) else "interval"
+        return (m.interval[0], m.interval[1], conf, f"{label} {_iv(*m.interval)}{method}"), None
     caps = metric_spec(m.metric).capabilities
     if caps.interval != "bootstrap":
-        return None
-    config = getattr(result, "config", {}) or {}
+        return None, f"{m.metric} has no interval ({caps.interval or 'none is defined for this metric'})"
+    config = getattr(result, "config", None)
+    config = config if isinstance(config, dict) else {}
+    default = ""
+    if confidence is None:
+        confidence = config.get("confidence")
+    if confidence is None:
+        confidence, default = DEFAULTS["confidence"], " (the default confidence; pass confidence= to change it)"
+    if seed is None:
+        seed = config.get("seed", config.get("group_seed", DEFAULTS["seed"]))
     try:
-        iv = bootstrap_interval(result, m.metric, confidence=confidence or config.get("confidence", 0.95),
-                                n_resamples=_BOOTSTRAP_RESAMPLES, method="percentile",
-                                seed=seed if seed is not None else config.get("seed", 0))
-    except InputError:
-        return None
-    return iv.low, iv.high, f"{iv.confidence:.0%} interval [{iv.low:.4f}, {iv.high:.4f}] ({iv.method})"
+        iv = bootstrap_interval(result, m.metric, confidence=confidence, n_resamples=_BOOTSTRAP_RESAMPLES,
+                                method="percentile", seed=seed)
+    except InputError as exc:
+        return None, str(exc)
+    note = f"{_pct(iv.confidence)} interval {_iv(iv.low, iv.high)} ({iv.method}, seed {seed}){default}"
+    return (iv.low, iv.high, iv.confidence, note), None
+
+
+def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
+    """(warnings, failure) about the queries ``m`` skipped: a warning when any was
+    skipped, and a failure when more than ``max_skipped`` (a count, or a fraction of
+    the queries) were."""
+    n_skipped = int(m.n_skipped or 0)
+    if not n_skipped:
+        return [], None
+    n_used = int(m.n_used or 0)
+    n_queries = n_used + n_skipped
+    text = (f"{gate}: {m.metric} skipped {n_skipped} of {n_queries} queries (no relevant gallery item): "
+            f"n_used {n_used} / n_skipped {n_skipped}, and the value averages the used ones only. To fail the "
+            f"gate instead, set max_skipped= (a count, or a fraction of the queries) or evaluate with "
+            f"empty_queries='error'.")
+    failure = None
+    if max_skipped is not None:
+        over = (n_skipped > max_skipped if isinstance(max_skipped, numbers.Integral)
+                else n_skipped > max_skipped * n_queries)
+        if over:
+            limit = (f"{max_skipped} queries" if isinstance(max_skipped, numbers.Integral)
+                     else f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})")
+            failure = (f"{m.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
+                       f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries without a "
+                       f"relevant gallery item change the value without notice: fix the labels or raise "
+                       f"max_skipped")
+    return [text], failure
 
 
 def _event(gate: str, m: Measurement, *, passed: bool, on: str, comparison: str, threshold, bounds: dict,
-           low=None, high=None, confidence=None, **extra) -> GateEvent:
+           low=None, high=None, confidence=None, warnings_=(), **extra) -> GateEvent:
     return emit(GateEvent(gate=gate, metric=m.metric, value=m.value, passed=passed, low=low, high=high,
                           confidence=confidence, on=on, comparison=comparison, threshold=threshold, bounds=bounds,
                           n=m.n, unit=m.n_unit, n_used=m.n_used, n_skipped=m.n_skipped,
                           model=m.context.get("model"), dataset=m.context.get("dataset"),
-                          extra={**m.extra, **extra}))
+                          warnings=list(warnings_), extra={**m.extra, **extra}))
 
 
 def _f(x: float, unit: str) -> str:
     """Fractions with 4 decimals; ranks, percent and percentage points with 2."""
     return f"{x:.4f}" if unit in ("fraction", "ratio") else f"{x:.2f}"
+
+
+def _g(x: float) -> str:
+    return f"{x:.6g}"
 
 
 def _named(context: dict) -> str:
@@ -92,9 +212,15 @@ def _named(context: dict) -> str:
     return f"  model {context.get('model')!r}, dataset {context.get('dataset')!r}\n"
 
 
+def _used_line(m: Measurement) -> str:
+    if m.n_used is None and m.n_skipped is None:
+        return ""
+    return f"  queries: n_used {m.n_used} / n_skipped {m.n_skipped or 0}\n"
+
+
 def assert_metric(result, name: str, *, at_least: float | None = None, at_most: float | None = None,
                   on: str = "value", confidence: float | None = None, seed: int | None = None,
-                  _gate: str = "assert_metric") -> None:
+                  max_skipped: int | float | None = None, _gate: str = "assert_metric") -> None:
     """Fail when a metric of a result is below ``at_least`` or above ``at_most``.
 
     ``on="value"`` (default) checks the point value; ``on="interval"`` checks the
@@ -102,86 +228,148 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     upper bound against ``at_most``): the result's own interval when it carries one
     (grouped recall, image-text and CAM metrics, accuracy), else a class-cluster
     percentile bootstrap over the per-query values at ``confidence`` (default: the
-    result's) with ``seed``.
+    result's ``config["confidence"]``) with ``seed`` (default: the result's).
+
+    Thresholds are checked against the metric's unit and attainable range (a
+    threshold that makes a gate that can never fail is an error; both at once need
+    ``at_least <= at_most``). ``max_skipped``: the most queries (an int) or fraction
+    of the queries (a float in [0, 1)) the result may have skipped for want of a
+    relevant gallery item; more fails the gate. Any skipped query gives a
+    ``RuntimeWarning``, also recorded on the gate's event.
     """
     __tracebackhide__ = True
     if at_least is None and at_most is None:
-        raise InputError("assert_metric needs at_least=..., at_most=... or both.")
+        raise InputError(f"{_gate} needs at_least=..., at_most=... or both.")
     _choice(on, ("value", "interval"), "on", "the point value, or the interval's bound")
-    m = _measure(result, name, _gate)
-    found = _interval(result, m, confidence, seed) if on == "interval" else None
+    confidence, seed = _confidence(confidence), _seed(seed)
+    max_skipped = check_option("max_skipped", max_skipped)
+    _require_result(result, _gate)
+    spec = metric_spec(name)
+    fam = spec.capabilities
+    if at_least is not None:
+        at_least = check_threshold(fam, at_least, role="at_least", field="at_least", metric=spec.name)
+    if at_most is not None:
+        at_most = check_threshold(fam, at_most, role="at_most", field="at_most", metric=spec.name)
+    if at_least is not None and at_most is not None and at_least > at_most:
+        raise InputError(f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "
+                         "swap them (at_least is the lower bound).")
+    m = _measure(result, spec.name, _gate)
+    found, why = _interval(result, m, confidence, seed) if on == "interval" else (None, None)
     if on == "interval" and found is None:
-        raise InputError(f"{m.metric} has no interval in this result (too few queries or classes?); use on='value'.")
+        raise InputError(f"on='interval': {m.metric} has no interval in this result ({why}); use on='value', or "
+                         "evaluate with more queries or classes.")
     failures = []
     if at_least is not None:
         checked = m.value if on == "value" else found[0]
-        if checked < at_least:
-            failures.append(("at_least", checked, f"{_f(checked, m.unit)} < {at_least}",
+        if math.isnan(checked):
+            failures.append(("at_least", f"is NaN (undefined), so it is not shown to be >= {_g(at_least)}",
+                             "no value to compare"))
+        elif checked < at_least:
+            failures.append(("at_least", f"{_f(checked, m.unit)} < {_g(at_least)}",
                              f"short by {_f(at_least - checked, m.unit)}"))
     if at_most is not None:
         checked = m.value if on == "value" else found[1]
-        if checked > at_most:
-            failures.append(("at_most", checked, f"{_f(checked, m.unit)} > {at_most}",
+        if math.isnan(checked):
+            failures.append(("at_most", f"is NaN (undefined), so it is not shown to be <= {_g(at_most)}",
+                             "no value to compare"))
+        elif checked > at_most:
+            failures.append(("at_most", f"{_f(checked, m.unit)} > {_g(at_most)}",
                              f"over by {_f(checked - at_most, m.unit)}"))
+    notes, skip_failure = _skipped(m, max_skipped, _gate)
     bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
     comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
-    _event(_gate, m, passed=not failures, on=on, comparison=comparison,
+    extra = {} if max_skipped is None else {"max_skipped": max_skipped}
+    _event(_gate, m, passed=not failures and skip_failure is None, on=on, comparison=comparison,
            threshold=at_least if at_least is not None else at_most, bounds=bounds,
            low=found[0] if found else None, high=found[1] if found else None,
-           confidence=(m.confidence or confidence) if found else None)
-    if not failures:
+           confidence=found[2] if found else None, warnings_=notes, **extra)
+    for note in notes:
+        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=3 if _gate == "assert_metric" else 4)
+    if not failures and skip_failure is None:
         return
     if found is None:
-        found = _interval(result, m, confidence, seed)  # only for the message, and only on failure
-    rule, _, comparison_text, margin = failures[0]
+        found, _ = _interval(result, m, confidence, seed)  # only for the message, and only on failure
+    body = (f"  value {_f(m.value, m.unit)}" + (f", {found[3]}" if found else "") + "\n"
+            + (f"  sample: {m.sample}\n" if m.sample else "")
+            + _used_line(m)
+            + "".join(f"  {line}\n" for line in m.details)
+            + _named(m.context))
+    if not failures:
+        raise AssertionError(f"{skip_failure}\n{body}  rule: fail when more than max_skipped queries are skipped")
+    rule, comparison_text, margin = failures[0]
     what = "value" if on == "value" else ("interval's lower bound" if rule == "at_least" else "interval's upper bound")
+    both = (f"  rule: {_g(at_least)} <= {'value' if on == 'value' else 'interval'} <= {_g(at_most)}\n"
+            if len(bounds) == 2 else "")
     raise AssertionError(
         f"{m.metric} {what} {comparison_text} ({margin}; unit: {m.unit})\n"
-        f"  value {_f(m.value, m.unit)}" + (f", {found[2]}" if found else "") + "\n"
-        + (f"  sample: {m.sample}\n" if m.sample else "")
-        + "".join(f"  {line}\n" for line in m.details)
-        + _named(m.context)
+        + body + both
+        + (f"  also: {skip_failure}\n" if skip_failure else "")
         + f"  rule: fail when the {what} is {'below at_least' if rule == 'at_least' else 'above at_most'}"
     )
 
 
-def assert_map_at_least(result, at_least: float, *, metric: str = "map", on: str = "value") -> None:
+def assert_map_at_least(result, at_least: float, *, metric: str = "map", on: str = "value",
+                        confidence: float | None = None, seed: int | None = None,
+                        max_skipped: int | float | None = None) -> None:
     """Fail when mAP (or a named variant: ``map@R``, ``map@10``, ``map_cut@10``...) is
     below ``at_least``."""
     __tracebackhide__ = True
     spec = parse_metric(metric)
     if spec.family not in ("map", "map@R", "map_cut", "map_capped"):
-        raise InputError(f"assert_map_at_least checks an AP metric (map, map@K, map@R, ...), got {spec.name}.")
-    assert_metric(result, spec.name, at_least=at_least, on=on, _gate="assert_map_at_least")
+        raise InputError(f"metric={metric!r}: assert_map_at_least checks an AP metric (map, map@K, map@R, "
+                         f"map_cut@K, map_capped@K), got {spec.name}; use assert_metric for other metrics.")
+    assert_metric(result, spec.name, at_least=at_least, on=on, confidence=confidence, seed=seed,
+                  max_skipped=max_skipped, _gate="assert_map_at_least")
 
 
-def assert_recall_at_least(result, at_least: float, *, k: int = 1, kind: str = "hit_rate", on: str = "value") -> None:
+def _k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        meant = ""
+        if isinstance(k, numbers.Real) and not isinstance(k, bool) and math.isfinite(k) and k >= 1 and k == int(k):
+            meant = f" (write k={int(k)})"
+        raise InputError(f"k={k!r}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}.")
+    return int(k)
+
+
+def assert_recall_at_least(result, at_least: float, *, k: int = 1, kind: str = "hit_rate", on: str = "value",
+                           confidence: float | None = None, seed: int | None = None,
+                           max_skipped: int | float | None = None) -> None:
     """Fail when ``hit_rate@k`` (metric learning's Recall@K, default) or ``recall@k``
     (information-retrieval recall, ``kind="recall"``) is below ``at_least``."""
     __tracebackhide__ = True
     _choice(kind, ("hit_rate", "recall"), "kind", "Recall@K of metric learning, or IR recall")
-    assert_metric(result, f"{kind}@{int(k)}", at_least=at_least, on=on, _gate="assert_recall_at_least")
+    assert_metric(result, f"{kind}@{_k(k)}", at_least=at_least, on=on, confidence=confidence, seed=seed,
+                  max_skipped=max_skipped, _gate="assert_recall_at_least")
 
 
-def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.9) -> None:
+def _precision_level(precision) -> float:
+    p = check_finite(precision, "precision", what="a precision level in (0, 1]")
+    if not 0.0 < p <= 1.0:
+        meant = f" Did you mean {p / 100:g} ({p:g} -> {p / 100:g})?" if 1.0 < p <= 100.0 else ""
+        raise InputError(f"precision={p:g}: expected a precision level in (0, 1] (a fraction: 0.9 for 90%).{meant}")
+    return p
+
+
+def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.9,
+                               max_skipped: int | float | None = None) -> None:
     """Fail when ``recall_at_precision@P`` is below ``at_least``; the message names the
     similarity threshold that reaches precision P (or says none does)."""
     __tracebackhide__ = True
-    name = parse_metric(f"recall_at_precision@{precision}").name
-    assert_metric(result, name, at_least=at_least, _gate="assert_recall_at_precision")
+    name = parse_metric(f"recall_at_precision@{_precision_level(precision):g}").name
+    assert_metric(result, name, at_least=at_least, max_skipped=max_skipped, _gate="assert_recall_at_precision")
 
 
 def assert_grouped_recall_ci(result, at_least: float, *, metric: str = "grouped_recall@1",
-                             on: str = "lower") -> None:
+                             on: str = "lower", max_skipped: int | float | None = None) -> None:
     """Fail when the interval's lower bound (``on="lower"``, default) or the point
     value (``on="value"``) of a grouped recall is below ``at_least``."""
     __tracebackhide__ = True
     _choice(on, ("lower", "value"), "on", "the interval's lower bound, or the value")
     spec = parse_metric(metric)
     if spec.kind != "grouped":
-        raise InputError(f"assert_grouped_recall_ci checks grouped_recall@K, got {spec.name}.")
+        raise InputError(f"metric={metric!r}: assert_grouped_recall_ci checks grouped_recall@K, got {spec.name}.")
     assert_metric(result, spec.name, at_least=at_least, on="interval" if on == "lower" else "value",
-                  _gate="assert_grouped_recall_ci")
+                  max_skipped=max_skipped, _gate="assert_grouped_recall_ci")
 
 
 def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
@@ -190,6 +378,8 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     bootstrap interval over images (``on="lower"``)."""
     __tracebackhide__ = True
     _choice(on, ("value", "lower"), "on", "the value, or the bootstrap interval's lower bound")
+    check_threshold(metric_spec("rsum").capabilities, at_least, role="at_least", field="at_least", metric="rsum")
+    _require_result(result, "assert_rsum")
     if on == "lower" and "rsum" in result and _measure(result, "rsum", "assert_rsum").interval is None:
         raise InputError("on='lower' needs the bootstrap interval: evaluate with n_resamples > 0.")
     assert_metric(result, "rsum", at_least=at_least, on="interval" if on == "lower" else "value",
@@ -202,9 +392,15 @@ def assert_cam_iou_at_least(result, at_least: float, *, on: str = "value", metri
     images (``on="value"``) or the lower bound of its bootstrap interval (``on="lower"``)."""
     __tracebackhide__ = True
     _choice(on, ("value", "lower"), "on", "the value, or the interval's lower bound")
+    if metric is not None:
+        _choice(metric, ("cam_iou", "cam_iou_box"), "metric", "the CAM IoU measure to gate")
+    check_threshold(metric_spec("cam_iou").capabilities, at_least, role="at_least", field="at_least",
+                    metric=metric or "cam_iou")
+    _require_result(result, "assert_cam_iou_at_least")
     name = metric or getattr(result, "metric", None) or "cam_iou"
     if name not in ("cam_iou", "cam_iou_box"):
-        raise InputError(f"assert_cam_iou_at_least checks cam_iou or cam_iou_box, got {name!r}.")
+        raise InputError(f"assert_cam_iou_at_least checks cam_iou or cam_iou_box, got {name!r}; pass "
+                         "metric='cam_iou' or metric='cam_iou_box'.")
     if on == "lower" and _measure(result, name, "assert_cam_iou_at_least").interval is None:
         raise InputError("on='lower' needs an interval: at least 2 images and n_resamples > 0.")
     assert_metric(result, name, at_least=at_least, on="interval" if on == "lower" else "value",
@@ -215,7 +411,9 @@ def assert_gap_below(gap, below: float, *, on: str = "upper") -> None:
     """Fail when a :class:`~retrieval_checks.Gap`'s upper bound (``on="upper"``, default:
     the gap is not shown to be below the limit) or its point value (``on="value"``)
     exceeds ``below``. Gaps come from :func:`retrieval_checks.generalization_gap`, or
-    :func:`retrieval_checks.classification_gap` for a classifier's accuracy."""
+    :func:`retrieval_checks.classification_gap` for a classifier's accuracy. ``below``
+    is checked against the range of a difference of two values of the metric (a gap
+    of fractions is below 1: ``below: 5`` could never fail)."""
     __tracebackhide__ = True
     _choice(on, ("upper", "value"), "on", "the interval's upper bound, or the value")
     if not isinstance(gap, Gap):
@@ -224,16 +422,26 @@ def assert_gap_below(gap, below: float, *, on: str = "upper") -> None:
             "retrieval_checks.generalization_gap(train_result, test_result, metric), or for a classifier "
             "retrieval_checks.classification_gap(model, (x_train, y_train), (x_test, y_test))."
         )
+    fam = _family(gap.metric)
+    if fam is not None:
+        below = check_threshold(fam, below, role="below", field="below", metric=f"{gap.metric} gap")
+    else:
+        below = check_finite(below, "below")
     checked = gap.high if on == "upper" else gap.value
-    emit(GateEvent(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, passed=bool(checked <= below),
+    undefined = checked is None or math.isnan(float(checked))
+    failed = undefined or checked > below
+    emit(GateEvent(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, passed=not failed,
                    low=gap.low, high=gap.high, confidence=gap.confidence, on=on, comparison="<=", threshold=below,
                    bounds={"below": below}, n=gap.n_first + gap.n_second, unit=gap.unit))
-    if checked > below:
+    if failed:
         what = "upper bound" if on == "upper" else "value"
         a, b = gap.labels
+        head = (f"{what} is NaN (undefined), so it is not shown to be <= {_g(below)}" if undefined
+                else f"{what} {checked:+.4f} > {_g(below)} (over by {checked - below:.4f})")
         raise AssertionError(
-            f"{gap.metric} gap ({a} - {b}) {what} {checked:+.4f} > {below} (over by {checked - below:.4f})\n"
-            f"  gap {gap.value:+.4f}, {gap.confidence:.0%} interval [{gap.low:+.4f}, {gap.high:+.4f}] ({gap.method})\n"
+            f"{gap.metric} gap ({a} - {b}) {head}\n"
+            f"  gap {gap.value:+.4f}, {_pct(gap.confidence)} interval {_iv(gap.low, gap.high, sign='+')} "
+            f"({gap.method})\n"
             f"  {a}: {gap.first_value:.4f} on {gap.n_first} {gap.unit}; {b}: {gap.second_value:.4f} "
             f"on {gap.n_second} {gap.unit}\n"
             f"  rule: fail when the gap's {what} is above the limit"
@@ -260,6 +468,10 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
     - ``rule="non_inferior"``: fail unless the data show any drop is smaller than
       ``margin``: lo < -margin fails (stricter: needs enough queries);
     - ``rule="value"``: fail when the point difference is below -margin.
+
+    ``margin`` is a tolerated drop in the metric's unit: >= 0 and below the metric's
+    range (a margin of 1 on a fraction could never fail). An undefined (NaN)
+    difference or bound fails.
     """
     __tracebackhide__ = True
     _choice(rule, tuple(_NOT_WORSE), "rule", "how a drop is judged")
@@ -267,22 +479,27 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
         raise InputError(f"assert_not_worse takes a Comparison from retrieval_checks.compare, got "
                          f"{type(comparison).__name__}.")
     c = comparison
+    margin = _tolerance(_family(c.metric), margin, role="margin", field="margin", metric=c.metric)
     sign = 1.0 if c.higher_is_better else -1.0
     lo, hi = sorted((sign * c.low, sign * c.high))
     d = sign * c.difference
     which, desc, verdict = _NOT_WORSE[rule]
     checked = {"hi": hi, "lo": lo, "d": d}[which]
-    fails = checked < -margin
+    undefined = math.isnan(checked)
+    fails = undefined or checked < -margin
     emit(GateEvent(gate="assert_not_worse", metric=f"{c.metric} difference", value=c.difference, passed=not fails,
                    low=c.low, high=c.high, confidence=c.confidence, on=rule, comparison="improvement >=",
                    threshold=-margin if margin else 0.0, bounds={"margin": margin}, n=c.n, unit=c.unit))
     if fails:
         direction = "higher" if c.higher_is_better else "lower"
+        head = (f"the checked improvement is NaN (undefined), so the candidate is not shown to be within {margin:g} "
+                f"of baseline {c.baseline:.4f}" if undefined else
+                f"candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
+                f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})")
         raise AssertionError(
-            f"{c.metric}: candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
-            f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})\n"
-            f"  difference (candidate - baseline) {c.difference:+.4f}, {c.confidence:.0%} interval "
-            f"[{c.low:+.4f}, {c.high:+.4f}] ({c.method}), p={c.p_value:.3g} two-sided, "
+            f"{c.metric}: {head}\n"
+            f"  difference (candidate - baseline) {c.difference:+.4f}, {_pct(c.confidence)} interval "
+            f"{_iv(c.low, c.high, sign='+')} ({c.method}), p={c.p_value:.3g} two-sided, "
             f"p={c.p_value_worse:.3g} for 'worse'\n"
             f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
             f"  rule ({rule}, margin {margin}): fail when {desc}"
