@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from ._inputs import is_torch_tensor
+from ._inputs import as_numpy, is_torch_tensor
 from ..errors import BackendError, InputError
 from ..options import parse_memory
 
@@ -62,11 +62,11 @@ class Backend:
     def native(self, x):
         """The input on this backend's device in its own precision (no float32 cast yet)."""
         if self.kind == "numpy":
-            return x.detach().cpu().numpy() if is_torch_tensor(x) else np.asarray(x)
+            return as_numpy(x, "embeddings")
         import torch
 
         if not is_torch_tensor(x):
-            x = torch.from_numpy(np.asarray(x))
+            x = torch.from_numpy(as_numpy(x, "embeddings"))
         return x.detach().to(self.device)
 
     def float32_into(self, x, out, *, normalize: bool = False, center=None, chunk_bytes: int = 16 * 2**20):
@@ -80,9 +80,18 @@ class Backend:
             if center is not None:
                 p64 = p64 - center
             if normalize:
+                # each row first scaled by a power of two that brings its largest entry
+                # into [0.5, 1): exact, so ordinary rows give the very same bits, while
+                # rows near 1e200 or 1e-200 no longer overflow or underflow in the norm
                 if self.kind == "numpy":
+                    _, e = np.frexp(np.abs(p64).max(axis=1))
+                    p64 = np.ldexp(p64, -e[:, None])
                     p64 = p64 / np.sqrt(np.einsum("ij,ij->i", p64, p64))[:, None]
                 else:
+                    import torch
+
+                    _, e = torch.frexp(p64.abs().amax(dim=1))
+                    p64 = torch.ldexp(p64, (-e[:, None]).to(p64.dtype))
                     p64 = p64 / p64.pow(2).sum(dim=1).sqrt()[:, None]
             out[s : s + rows] = p64
         return out

@@ -24,7 +24,8 @@ from ..options import DEFAULTS, check_option
 from .._arrays import as_numpy
 from ._blocks import RelevanceSource
 from ._grouped import GroupedRecall, grouped_recall_values
-from ._inputs import Csr, check_embeddings, encode_ids, encode_labels, ranges_to_csr, relevance_to_csr
+from ._inputs import (Csr, check_embeddings, check_score_range, encode_ids, encode_labels, ranges_to_csr,
+                      relevance_to_csr)
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
 from ._stream import PassTotals, binning_pass, stream
@@ -106,6 +107,7 @@ def _embeddings(queries, gallery, similarity: str) -> _Sides:
     queries = check_embeddings(queries, "queries", similarity=similarity)
     n_q, d = int(queries.shape[0]), int(queries.shape[1])
     if gallery is None:
+        check_score_range(queries, None, similarity)
         return _Sides(queries, None, n_q, n_q, d)
     gallery = check_embeddings(gallery, "gallery", similarity=similarity)
     if int(gallery.shape[1]) != d:
@@ -113,6 +115,7 @@ def _embeddings(queries, gallery, similarity: str) -> _Sides:
             f"queries have dimension {d} but gallery has dimension {int(gallery.shape[1])}; "
             "both must come from the same embedding space."
         )
+    check_score_range(queries, gallery, similarity)
     return _Sides(queries, gallery, n_q, int(gallery.shape[0]), d)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from ..options import DEFAULTS, check_option
 from .._suggest import hint
 from ._evaluate import first_relevant_ranks
-from ._inputs import Csr, as_numpy, check_embeddings, is_torch_tensor
+from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
 from ._result import _ByMetric
@@ -264,6 +264,7 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
             f"images have dimension {int(images.shape[1])} but captions have dimension {int(captions.shape[1])}; "
             "both must come from the same joint embedding space."
         )
+    check_score_range(images, captions, similarity, names=("images", "captions"))
     M = int(captions.shape[0])
     if caption_image is None:
         images, cap_img, layout = _dedupe_repeated(images, M)

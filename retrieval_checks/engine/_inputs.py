@@ -6,19 +6,21 @@ what is wrong (with the first offending indices) and how to fix it.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._arrays import as_numpy, is_torch_tensor
+from .._arrays import as_numpy, is_torch_tensor, sequence_kinds
 from ..errors import InputError
 
 __all__ = [
     "is_torch_tensor",
     "as_numpy",
     "check_embeddings",
+    "check_score_range",
     "encode_labels",
     "encode_ids",
     "Csr",
@@ -81,11 +83,6 @@ def check_embeddings(x, name: str, *, similarity: str):
                 )
         return x
     if x.dtype.kind == "f":
-        if x.dtype.itemsize > 4 and np.isfinite(x).all() and np.abs(x).max() > np.finfo(np.float32).max / 2:
-            raise InputError(
-                f"{name} holds values beyond float32 range (max |x| = {np.abs(x).max():.3g}); the engine computes in "
-                "float32: rescale the embeddings."
-            )
         bad = ~np.isfinite(x).all(axis=1)
         if bad.any():
             idx = np.flatnonzero(bad)
@@ -102,6 +99,127 @@ def check_embeddings(x, name: str, *, similarity: str):
                 "is undefined; remove them or use similarity='dot' or 'neg_l2'."
             )
     return x
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_TINY = float(np.finfo(np.float32).tiny)
+#: The largest score (or squared distance) a pass may have must reach this: below it
+#: float32 scores lose their precision to the subnormal range, and smaller scores
+#: flush to zero, where every item ties (2**-102: 24 bits above float32's smallest
+#: normal number).
+_SCORE_FLOOR = _F32_TINY * 2.0**24
+#: The largest score must stay below this: float32 overflows to inf beyond it (half of
+#: float32's largest number, a margin for the rounding of the sums).
+_SCORE_CEILING = _F32_MAX / 2
+
+
+def _float64_parts(x, rows: int = 1 << 14):
+    """``x`` in float64, a block of rows at a time (numpy or torch, on x's device)."""
+    for s in range(0, int(x.shape[0]), rows):
+        part = x[s : s + rows]
+        yield part.double() if is_torch_tensor(x) else np.asarray(part, dtype=np.float64)
+
+
+def _max_abs(x) -> float:
+    return max(float(abs(p).max()) for p in _float64_parts(x))
+
+
+def _max_norm(x, scale: float, center=None) -> float:
+    """The largest row norm of ``(x - center) * scale`` (float64; ``scale`` a power of
+    two, so the scaling is exact and the squares cannot overflow)."""
+    best = 0.0
+    for p in _float64_parts(x):
+        p = p * scale
+        if center is not None:
+            p = p - (center if not is_torch_tensor(p) else p.new_tensor(center))
+        best = max(best, float((p * p).sum(1).max()))
+    return math.sqrt(best)
+
+
+def _mean(x, scale: float) -> np.ndarray:
+    total = None
+    for p in _float64_parts(x):
+        add = (p * scale).sum(0)
+        add = add.cpu().numpy() if is_torch_tensor(add) else add
+        total = add if total is None else total + add
+    return total / int(x.shape[0])
+
+
+def check_score_range(queries, gallery, similarity: str, *, names=("queries", "gallery")) -> None:
+    """Refuse embeddings whose float32 scores would overflow to inf or underflow to zero.
+
+    The engine computes scores in float32 from float64-prepared inputs. Cosine rows are
+    normalised in float64 (after an exact power-of-two rescaling), so any finite,
+    nonzero scale is fine. For ``dot`` the scores are bounded by
+    ``max|q| * max|g|`` (row norms, Cauchy-Schwarz); for ``neg_l2`` the squared
+    distances, computed as |q|^2 + |g|^2 - 2 q.g, by ``(max|q - m| + max|g - m|)^2``
+    with m the gallery mean. When that bound exceeds half of float32's largest number
+    the scores overflow to inf; when it falls below 2**-102 they lose their precision
+    and flush to zero (ties everywhere), silently changing every metric. Both sides
+    may be numpy arrays or torch tensors (any dtype, any device): they are judged the
+    same way. ``gallery`` None means leave-one-out (the queries are the gallery).
+    """
+    if similarity == "cosine":
+        return
+    sides = [(queries, names[0])] + ([] if gallery is None else [(gallery, names[1])])
+    peaks = [(_max_abs(x), name) for x, name in sides]
+    peak, peak_name = max(peaks)
+    fix = ("normalise the embeddings (or use similarity='cosine'), or rescale them to values near 1 before "
+           "evaluating")
+    if peak > _F32_MAX / 2:
+        raise InputError(
+            f"{peak_name} holds values beyond float32 range (max |x| = {peak:.3g}); the engine computes "
+            f"{similarity} scores in float32, where they would overflow to inf: {fix}."
+        )
+    if peak == 0:
+        return  # all-zero embeddings: every score is exactly 0 (a degenerate but exact ranking)
+    e = math.frexp(peak)[1]
+    if e < -1000:  # subnormal float64 data: hopeless in float32
+        norms = [0.0] * len(sides)
+    else:
+        scale = 2.0 ** -e  # exact: max |x * scale| is in [0.5, 1)
+        center = _mean(gallery if gallery is not None else queries, scale) if similarity == "neg_l2" else None
+        norms = [_max_norm(x, scale, center) for x, _ in sides]
+    a = norms[0]
+    b = norms[-1]
+    if similarity == "dot":
+        what = "dot products"
+        mantissa, exponent = a * b, -2 * e
+    else:
+        what = "squared distances"
+        mantissa, exponent = (a + b) ** 2, -2 * e
+    if mantissa == 0:
+        log2_bound = -math.inf
+    else:
+        log2_bound = math.log2(mantissa) - exponent
+    names_text = " and ".join(name for _, name in sides)
+    if log2_bound > math.log2(_SCORE_CEILING):
+        raise InputError(
+            f"{names_text} are too large for float32 {what}: the largest {similarity} score can reach about "
+            f"2^{log2_bound:.0f} (beyond float32 range, max {_F32_MAX:.3g}), so scores would overflow to inf and "
+            f"rank at random; {fix}."
+        )
+    if log2_bound < math.log2(_SCORE_FLOOR):
+        raise InputError(
+            f"{names_text} are too small for float32 {what}: the largest {similarity} score is about "
+            f"2^{log2_bound:.0f} (below float32's normal range, {_SCORE_FLOOR:.3g}), so scores would underflow to "
+            f"zero and tie; {fix}."
+        )
+
+
+def _check_kinds(labels, name: str) -> None:
+    """Refuse a plain list or tuple that mixes strings and numbers (or holds None and
+    other non-labels): numpy would silently turn ``[1, "1"]`` into two equal strings."""
+    kinds = sequence_kinds(labels)
+    if not kinds or kinds <= {"string"} or kinds <= {"number"}:
+        return
+    if kinds & {"list", "tuple", "ndarray"}:
+        return  # nested: the 1-D check names the shape
+    shown = ", ".join(sorted("strings" if k == "string" else "numbers" if k == "number" else k for k in kinds))
+    raise InputError(
+        f"{name} mixes label types ({shown}), e.g. 1 and '1', which numpy would merge into one type; "
+        "use one type for every label (all ints or all strings)."
+    )
 
 
 def _label_kind(arr: np.ndarray, name: str) -> str:
@@ -128,6 +246,7 @@ def _label_kind(arr: np.ndarray, name: str) -> str:
 
 
 def _labels_1d(labels, name: str, n: int) -> np.ndarray:
+    _check_kinds(labels, name)
     arr = as_numpy(labels, name)
     if arr.ndim != 1:
         raise InputError(f"{name} must be 1-D (one label per item), got shape {arr.shape}.")
@@ -222,17 +341,13 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     name = "relevance"
     rows: list[np.ndarray]
     if hasattr(relevance, "tocsr") and hasattr(relevance, "shape"):
-        m = relevance.tocsr()
-        if m.shape != (n_q, n_g):
-            raise InputError(f"{name} has shape {m.shape} but (n_queries, n_gallery) is {(n_q, n_g)}.")
-        m = m.copy()
-        m.eliminate_zeros()
-        m.sort_indices()
-        m.sum_duplicates()
-        return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
+        return _sparse_to_csr(relevance, n_q, n_g)
     if is_torch_tensor(relevance):
-        relevance = relevance.detach().cpu().numpy()
-    if isinstance(relevance, np.ndarray) and relevance.ndim == 2:
+        relevance = as_numpy(relevance, name)
+    if isinstance(relevance, np.ndarray) and relevance.ndim > 2:
+        raise InputError(f"{name} has shape {relevance.shape}; pass a boolean (n_queries x n_gallery) = "
+                         f"{(n_q, n_g)} mask, or one list of gallery indices per query.")
+    if isinstance(relevance, np.ndarray) and relevance.ndim == 2 and relevance.dtype != object:
         if relevance.shape != (n_q, n_g):
             raise InputError(f"{name} has shape {relevance.shape} but (n_queries, n_gallery) is {(n_q, n_g)}.")
         if relevance.dtype != bool:
@@ -249,7 +364,7 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     if isinstance(relevance, Mapping):
         rows = [np.zeros(0, np.int64)] * n_q
         for key, value in relevance.items():
-            if not isinstance(key, numbers.Integral) or not 0 <= int(key) < n_q:
+            if isinstance(key, bool) or not isinstance(key, numbers.Integral) or not 0 <= int(key) < n_q:
                 raise InputError(f"{name} has key {key!r}; keys must be query indices in [0, {n_q}).")
             rows[int(key)] = value
     else:
@@ -268,8 +383,12 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
         np.asarray(r).dtype == bool for r in rows
     ):
         return relevance_to_csr(np.asarray(rows, dtype=bool), n_q, n_g)  # a list of boolean rows is a mask
+    _refuse_01_rows(rows, n_g)
     for i, row in enumerate(rows):
-        raw = np.asarray(row).ravel() if np.size(row) else np.zeros(0, np.int64)
+        try:
+            raw = as_numpy(row, f"{name}[{i}]").ravel() if np.size(row) else np.zeros(0, np.int64)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{name}[{i}] could not be read as gallery indices ({exc}); give a list of ints.") from None
         if raw.size and (raw.dtype == bool or raw.dtype.kind not in "iu"):
             raise InputError(
                 f"{name}[{i}] holds {raw.dtype} values; each entry is a list of integer gallery indices "
@@ -287,3 +406,55 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     np.cumsum(counts, out=indptr[1:])
     indices = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     return Csr(indptr, indices)
+
+
+def _refuse_01_rows(rows, n_g: int) -> None:
+    """Integer rows of length n_gallery holding only 0 and 1 (``R.astype(int).tolist()``)
+    read as index lists would make gallery items 0 and 1 relevant to every query: the
+    two readings disagree, so the input is refused rather than guessed."""
+    given = [r for r in rows if np.size(r)]
+    if not given or n_g == 0:
+        return
+    for r in given:
+        if np.ndim(r) != 1 or np.size(r) != n_g:
+            return
+        a = np.asarray(r)
+        if a.dtype.kind not in "iu" or not np.isin(a, (0, 1)).all():
+            return
+    raise InputError(
+        f"relevance holds rows of {n_g} zeros and ones (as many as gallery items): a 0/1 mask or lists of "
+        "gallery indices 0 and 1? It is read neither way: pass the mask as a numpy boolean array "
+        "(np.asarray(rows, dtype=bool), n_queries x n_gallery), or one list of relevant gallery indices per query "
+        "(e.g. np.flatnonzero(row))."
+    )
+
+
+def _sparse_to_csr(relevance, n_q: int, n_g: int) -> Csr:
+    """A scipy sparse relevance matrix: stored values must be 0/1 (or booleans), like a
+    dense matrix's; explicit zeros are not relevant; duplicate entries of one pair are
+    one relevant pair."""
+    name = "relevance"
+    if tuple(relevance.shape) != (n_q, n_g):
+        raise InputError(f"{name} has shape {tuple(relevance.shape)} but (n_queries, n_gallery) is {(n_q, n_g)}.")
+    try:
+        coo = relevance.tocoo()
+    except Exception as exc:  # a foreign object with a tocsr method
+        raise InputError(f"{name} could not be read as a sparse matrix: {exc}") from None
+    data = np.asarray(coo.data)
+    if data.dtype != bool:
+        if data.dtype.kind not in "iuf":
+            raise InputError(f"{name} is a sparse matrix of dtype {data.dtype}; store booleans or 0/1 values.")
+        bad = np.flatnonzero(~np.isin(data, (0, 1)))
+        if bad.size:
+            i = bad[0]
+            raise InputError(
+                f"{name} is a sparse matrix with {bad.size} stored value(s) other than 0 and 1 (e.g. "
+                f"{data[i].item()!r} at query {int(coo.row[i])}, gallery item {int(coo.col[i])}); negative, NaN or "
+                "graded values have no meaning here: store booleans or 0/1 (a dense matrix with such values is "
+                "refused too)."
+            )
+    m = coo.astype(bool).tocsr() if data.dtype != bool else coo.tocsr()
+    m.sum_duplicates()
+    m.eliminate_zeros()  # explicit zeros (False) are not relevant
+    m.sort_indices()
+    return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
