@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ..metrics._names import MetricSpec, metric_spec
-from ._yaml import Node, NodeList, load_yaml
-from .._suggest import hint
+from ..metrics._thresholds import check_threshold
+from ._yaml import Node, NodeList, load_yaml, short
+from .._suggest import hint as _hint
 from ..options import OPTIONS
-from ..errors import MetricNameError, SuiteError
+from ..errors import InputError, MetricNameError, SuiteError
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
 
@@ -32,6 +33,11 @@ _PROTOCOLS = ("5k", "all", "1k", "5fold1k")
 # evaluation options valid in `options:` and in each check: the shared table's options that
 # apply to some dataset type (device and max_memory belong to the session)
 _OPTIONS = {name: o for name, o in OPTIONS.items() if o.applies_to}
+# options of the gate and of running the model, not of the evaluation: they never split one
+# engine pass into several (a check with max_skipped shares the evaluation of one without)
+_GATE_OPTIONS = ("max_skipped", "timeout")
+# markers whose conditions pytest evaluates as Python source when given as strings
+_CONDITION_MARKERS = ("skipif", "xfail")
 _PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",)}
 _SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image", "boxes", "masks")
 _RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
@@ -86,6 +92,7 @@ class Model:
     batch_size: int = 256
     device: str | None = None
     cam_layer: str | None = None
+    timeout: float | None = None  # seconds one embedding (or classifier) run may take; None: the session's
     base_dir: Path | None = None
     line: int | None = None
 
@@ -151,10 +158,30 @@ class Suite:
 
     def evaluation_options(self, check: Check, dataset: str, defaults: dict) -> dict:
         """The evaluation options of ``check`` on ``dataset``: session defaults, then
-        the suite's ``options``, then the check's own fields."""
+        the suite's ``options``, then the check's own fields (``max_skipped`` and
+        ``timeout`` are not evaluation options: see :meth:`gate_options`)."""
         opts = {**defaults, **self.options, **check.options}
         kind = self.datasets[dataset].type
-        return {k: v for k, v in opts.items() if k in _OPTIONS and kind in _OPTIONS[k].applies_to}
+        return {k: v for k, v in opts.items()
+                if k in _OPTIONS and k not in _GATE_OPTIONS and kind in _OPTIONS[k].applies_to}
+
+    def gate_options(self, check: Check, model: str, dataset: str, defaults: dict) -> dict:
+        """``max_skipped`` and ``timeout`` of ``check`` on (model, dataset): the
+        check's own field, else (timeout only) the model's ``timeout:``, else the
+        suite's ``options``, else the session's defaults; None is no limit."""
+        kind = self.datasets[dataset].type
+        out = {}
+        for k in _GATE_OPTIONS:
+            value = defaults.get(k)
+            if k in self.options:
+                value = self.options[k]
+            m = self.models.get(model)
+            if k == "timeout" and m is not None and m.timeout is not None:
+                value = m.timeout
+            if k in check.options:
+                value = check.options[k]
+            out[k] = value if kind in _OPTIONS[k].applies_to else None
+        return out
 
     def metrics_for(self, model: str, dataset: str, options: dict, defaults: dict) -> list[str]:
         """Every metric any check measures on (model, dataset) with these options, so
@@ -187,8 +214,9 @@ class _Reader:
     def keys(self, node: Node, field: str, allowed, required=()) -> None:
         for key in node:
             if key not in allowed:
-                raise self.error(f"unknown field {key!r}.{hint(key, allowed)} Expected one of: {', '.join(allowed)}.",
-                                 _join(field, key), node.line_of(key))
+                raise self.error(f"unknown field {short(key)}.{hint(key, allowed)} Expected one of: "
+                                 f"{', '.join(allowed)}.", _join(field, short(key, 40).strip("'")),
+                                 node.line_of(key))
         for key in required:
             if key not in node:
                 raise self.error(f"missing required field {key!r}.", field or None, node.line)
@@ -201,7 +229,7 @@ class _Reader:
     def number(self, value, field: str, line, *, low=None, high=None, open_low=False, open_high=False) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.error(f"expected a finite number, found {_describe(value)}.", field, line)
-        v = float(value)
+        v = float(value)  # ints are at most 100 digits (the loader refuses more): no overflow
         if low is not None and (v < low or (open_low and v == low)):
             raise self.error(f"expected a number {'>' if open_low else '>='} {low}, found {value}.", field, line)
         if high is not None and (v > high or (open_high and v == high)):
@@ -222,10 +250,16 @@ class _Reader:
     def file(self, value, field: str, line) -> Path:
         if not isinstance(value, str) or not value.strip():
             raise self.error(f"expected a file path (relative to the suite file), found {_describe(value)}.", field, line)
-        p = Path(value).expanduser()
-        p = p if p.is_absolute() else self.base / p
-        if not p.is_file():
-            raise self.error(f"file {value!r} does not exist (looked for {p}); paths are relative to the suite file.",
+        try:
+            p = Path(value).expanduser()
+            p = p if p.is_absolute() else self.base / p
+            found = p.is_file()
+        except (OSError, ValueError):  # a name too long, a NUL byte
+            p, found = None, False
+        if not found:
+            looked = f"looked for {short(str(p), 200)}" if p is not None else "not a valid path"
+            kind = " is a directory, not a file" if p is not None and p.is_dir() else " does not exist"
+            raise self.error(f"file {short(value)}{kind} ({looked}); paths are relative to the suite file.",
                              field, line)
         return p
 
@@ -238,8 +272,26 @@ class _Reader:
             self.file(module, field, line)
         return value
 
+    def threshold(self, spec: MetricSpec, value, role: str, field: str, line) -> float:
+        """A threshold, margin or tolerance of ``role``, checked against the metric's
+        unit and attainable range (:func:`~retrieval_checks.metrics.check_threshold`):
+        finite, on the right scale (``at_least: 70`` on a fraction: did you mean 0.7?)
+        and able to fail."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"expected a number, found {_describe(value)}.", field, line)
+        key = field.rpartition(".")[2]
+        try:
+            return check_threshold(spec.capabilities, value, role=role, field=key, metric=spec.name)
+        except InputError as exc:
+            message = str(exc)
+            if "Did you mean" not in message:
+                message += f" Give {key} a value that a real model could fail, on {spec.name}'s scale."
+            raise self.error(message, field, line) from None
+
     def option(self, key: str, value, field: str, line):
         """An evaluation option, checked against the shared table (``retrieval_checks.options``)."""
+        if isinstance(value, (dict, list)):  # never render a tree into a message
+            raise self.error(f"expected {_OPTIONS[key].expected}, found {_describe(value)}.", field, line)
         problem = _OPTIONS[key].problem(value)
         if problem is not None:
             raise self.error(problem.replace(f"found {value!r}", f"found {_describe(value)}"), field, line)
@@ -263,17 +315,44 @@ class _Reader:
                     bad = [k for k in args if not (isinstance(k, str) and k.isidentifier())]
                     if bad:
                         raise self.error(f"marker {name!r}: keyword argument names must be identifiers, found "
-                                         f"{bad[0]!r}.", where, mline)
-                    out.append((name, (), dict(args)))
+                                         f"{short(bad[0])}.", where, mline)
+                    marker = (name, (), dict(args))
                 elif isinstance(args, list):
-                    out.append((name, tuple(args), {}))
+                    marker = (name, tuple(args), {})
                 else:
-                    out.append((name, (args,), {}))
+                    marker = (name, (args,), {})
+                self.conditions(marker, args, where, mline)
+                out.append(marker)
             else:
                 raise self.error("a marker is a name (slow; not starting with '_') or a one-key mapping "
                                  "({xfail: {reason: ...}}), "
                                  f"found {_describe(m)}.", where, mline)
         return tuple(out)
+
+    def conditions(self, marker: tuple, args, field: str, line) -> None:
+        """No code from data: pytest evaluates a string condition of skipif and xfail
+        as Python source (``skipif: "__import__('os').system(...)"``), so a suite's
+        conditions must be true or false, and a boolean needs a reason (pytest's rule)."""
+        name, positional, keywords = marker
+        if name not in _CONDITION_MARKERS:
+            return
+        conds = [(f"{field}.{name}.condition", keywords["condition"])] if "condition" in keywords else []
+        conds += [(f"{field}.{name}" + (f"[{i}]" if isinstance(args, list) else ""), c)
+                  for i, c in enumerate(positional)]
+        for at, c in conds:
+            if isinstance(c, str):
+                raise self.error(f"a condition of {name} written as a string ({short(c)}) is Python source that pytest "
+                                 "would evaluate; suites never run code from data. Write true or false (with "
+                                 "reason: ...), or put the condition in a conftest.py / Python test.", at, line)
+            if not isinstance(c, bool):
+                raise self.error(f"a condition of {name} is true or false, found {_describe(c)}.", at, line)
+        if any(isinstance(c, bool) for _, c in conds) and not isinstance(keywords.get("reason"), str):
+            raise self.error(f"{name} with a true/false condition needs reason: (pytest refuses a boolean condition "
+                             f"without one), e.g. {{{name}: {{condition: true, reason: why}}}}.", f"{field}.{name}",
+                             line)
+        if "reason" in keywords and not isinstance(keywords["reason"], str):
+            raise self.error(f"reason is a text, found {_describe(keywords['reason'])}.", f"{field}.{name}.reason",
+                             line)
 
 
 def _marker_name(name) -> bool:
@@ -285,13 +364,19 @@ def _join(field: str, key) -> str:
 
 
 def _describe(value) -> str:
+    """What was found, in a few words (at most ~80 characters of the value itself)."""
     if value is None:
         return "nothing (null)"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {short(value)}"
+
+
+def hint(value, allowed) -> str:
+    """The closest name, for short texts only (a huge key is not compared against every name)."""
+    return _hint(value, allowed) if isinstance(value, str) and len(value) <= 200 else ""
 
 
 def _source(r: _Reader, value, field: str, line) -> Source:
@@ -331,7 +416,7 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
 def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     field = f"models.{name}"
     node = r.mapping(node, field, line, f"one of {', '.join(_RUNNERS)}")
-    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer"))
+    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer", "timeout"))
     kinds = [k for k in _RUNNERS if k in node]
     if len(kinds) != 1:
         found = f"found {', '.join(kinds)}" if kinds else "found none"
@@ -348,6 +433,8 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
             raise r.error(f"expected a device name (cpu, cuda, cuda:1), found {_describe(node['device'])}.",
                           _join(field, "device"), node.line_of("device"))
         kw["device"] = node["device"]
+    if "timeout" in node and node["timeout"] is not None:
+        kw["timeout"] = float(r.option("timeout", node["timeout"], _join(field, "timeout"), node.line_of("timeout")))
     if "cam_layer" in node:
         if not isinstance(node["cam_layer"], str) or not node["cam_layer"]:
             raise r.error(f"expected a layer name from model.named_modules(), found {_describe(node['cam_layer'])}.",
@@ -388,8 +475,9 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
 
 def _unknown(what: str, name, known) -> str:
     if not isinstance(name, str):
-        return f"{what} names are strings; found {_describe(name)} (quote it: '{name}')."
-    return f"no {what} named {name!r}.{hint(name, known)} Declared: {', '.join(map(str, known)) or 'none'}."
+        quote = f" (quote it: '{name}')" if isinstance(name, (int, float, bool)) and len(str(name)) < 40 else ""
+        return f"{what} names are strings; found {_describe(name)}{quote}."
+    return f"no {what} named {short(name)}.{hint(name, known)} Declared: {', '.join(map(str, known)) or 'none'}."
 
 
 _CHECK_KEYS = ("metric", "dataset", "datasets", "model", "models", "at_least", "at_most", "on", "gap", "below",
@@ -435,8 +523,13 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     field = f"checks[{index}]"
     node = r.mapping(node, field, line, "metric, dataset, at_least / at_most / gap / compare, ...")
     r.keys(node, field, _CHECK_KEYS, required=("metric",))
+    metric = node["metric"]
+    if not isinstance(metric, str) or len(metric) > 100:
+        what = _describe(metric) if not isinstance(metric, str) else f"a text of {len(metric)} characters"
+        raise r.error(f"expected a metric name such as map or hit_rate@1, found {what}.", _join(field, "metric"),
+                      node.line_of("metric"))
     try:
-        spec = metric_spec(node["metric"])
+        spec = metric_spec(metric)
     except MetricNameError as exc:
         raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
     rules = [k for k in ("gap", "compare", "baseline") if k in node]
@@ -482,7 +575,8 @@ def _threshold_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
     if "at_least" not in node and "at_most" not in node:
         raise r.error("missing threshold: give at_least, at_most (or gap: / compare: / baseline:).", field, line)
     _refuse(r, node, field, ("below",), "{key} goes with gap:.")
-    kw = {k: r.number(node[k], _join(field, k), node.line_of(k)) for k in ("at_least", "at_most") if k in node}
+    kw = {k: r.threshold(spec, node[k], k, _join(field, k), node.line_of(k)) for k in ("at_least", "at_most")
+          if k in node}
     if "on" in node:
         kw["on"] = r.choice(node["on"], ("value", "interval"), _join(field, "on"), node.line_of("on"))
         if kw["on"] == "interval" and spec.capabilities.interval is None:
@@ -511,7 +605,8 @@ def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
                       "per-query values.", _join(field, "metric"), node.line_of("metric"))
     if "below" not in node:
         raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
-    kw = {"below": r.number(node["below"], _join(field, "below"), node.line_of("below")), "on": "upper"}
+    kw = {"below": r.threshold(spec, node["below"], "below", _join(field, "below"), node.line_of("below")),
+          "on": "upper"}
     if "on" in node:
         kw["on"] = r.choice(node["on"], ("upper", "value"), _join(field, "on"), node.line_of("on"))
     return kw
@@ -547,7 +642,7 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
         kw["rule"] = r.choice(cmp["rule"], ("significant", "non_inferior", "value"), f"{field}.compare.rule",
                               cmp.line_of("rule"))
     if "margin" in cmp:
-        kw["margin"] = r.number(cmp["margin"], f"{field}.compare.margin", cmp.line_of("margin"), low=0)
+        kw["margin"] = r.threshold(spec, cmp["margin"], "margin", f"{field}.compare.margin", cmp.line_of("margin"))
     return kw
 
 
@@ -567,7 +662,7 @@ def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
     tol: dict[str, Any] = {}
     for k in ("max_drop", "max_relative_drop"):
         if k in b:
-            tol[k] = r.number(b[k], f"{where}.{k}", b.line_of(k), low=0)
+            tol[k] = r.threshold(spec, b[k], k, f"{where}.{k}", b.line_of(k))
     if "direction" in b:
         tol["direction"] = r.choice(b["direction"], ("higher", "lower"), f"{where}.direction", b.line_of("direction"))
     if "significant" in b:

@@ -5,6 +5,13 @@ tags). Mappings come back as :class:`Node` dicts and sequences as :class:`NodeLi
 lists that carry the 1-based line of themselves and of each key or item, so schema
 errors can name the line. A key given twice in one mapping is an error (PyYAML would
 silently keep the last one).
+
+A suite is data, so loading it is bounded: nesting deeper than :data:`MAX_DEPTH`
+levels, aliases that expand to more than :data:`MAX_NODES` values (a "billion laughs"
+alias bomb: ten aliases of ten aliases of ...), an alias inside its own anchor and
+integers longer than :data:`MAX_DIGITS` digits are refused with a :class:`SuiteError`
+at their line while the document is composed, before anything is expanded, copied or
+printed.
 """
 
 from __future__ import annotations
@@ -16,7 +23,32 @@ import yaml
 
 from ..errors import SuiteError
 
-__all__ = ["Node", "NodeList", "load_yaml"]
+__all__ = ["Node", "NodeList", "load_yaml", "short", "MAX_DEPTH", "MAX_NODES", "MAX_DIGITS"]
+
+#: Deepest nesting of mappings and lists a suite may have (aliases expanded).
+MAX_DEPTH = 64
+#: Most values (scalars, mappings, lists) a suite may hold once its aliases are expanded.
+MAX_NODES = 100_000
+#: Longest integer (in digits) a suite may write.
+MAX_DIGITS = 100
+#: Longest rendering of a value inside an error message.
+SHOWN = 80
+
+
+def short(value, limit: int = SHOWN) -> str:
+    """``repr(value)`` cut to ``limit`` characters, without ever rendering a big
+    container in full (messages show a value, never a whole tree)."""
+    if isinstance(value, (dict, list, tuple, set)):
+        kind = "mapping" if isinstance(value, dict) else "list"
+        n = len(value)
+        return f"a {kind} of {n} item{'s' if n != 1 else ''}"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    cut = isinstance(value, str) and len(value) > limit
+    text = repr(value[:limit] if cut else value)  # never repr a megabyte to show 80 characters of it
+    if cut:
+        return f"{text[:limit - 4]}...' ({len(value)} characters)"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class Node(dict):
@@ -41,12 +73,62 @@ class NodeList(list):
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that records lines and refuses duplicate keys.
+    """SafeLoader that records lines, refuses duplicate keys and bounds what the
+    document can expand to (depth, values behind aliases, digits).
 
     Booleans and numbers follow YAML 1.2's core schema: only true/false are booleans
     (YAML 1.1 also reads on, off, yes and no, which would turn a field named ``on``
     into True); ``1e-3`` is a float, ``010`` is ten and ``1:30`` a string.
     """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._level = 0
+        self._total = 0
+        self._sizes: dict = {}  # id(node) -> (values once expanded, depth once expanded)
+
+    def _refuse(self, message: str, mark) -> SuiteError:
+        return SuiteError(message, path=self.name, line=mark.line + 1 if mark is not None else None)
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        mark = event.start_mark
+        alias = isinstance(event, yaml.AliasEvent)
+        if not alias:
+            self._level += 1
+            if self._level > MAX_DEPTH:
+                raise self._refuse(f"nesting deeper than {MAX_DEPTH} levels; a suite is a few levels deep "
+                                   "(flatten the value, or read big data from a file).", mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            if not alias:
+                self._level -= 1
+        if alias:
+            if id(node) not in self._sizes:  # its anchor is still open: the alias is inside it
+                raise self._refuse(f"alias *{event.anchor} is inside its own anchor &{event.anchor} (a value that "
+                                   "contains itself); write the value out.", mark)
+            size, depth = self._sizes[id(node)]
+            if self._level + depth > MAX_DEPTH:
+                raise self._refuse(f"alias *{event.anchor} nests values deeper than {MAX_DEPTH} levels once "
+                                   "expanded; a suite is a few levels deep.", mark)
+        else:
+            if isinstance(node, yaml.ScalarNode):
+                size, depth = 1, 0
+            else:
+                children = node.value if isinstance(node, yaml.SequenceNode) else \
+                    [c for pair in node.value for c in pair]
+                measured = [self._sizes[id(c)] for c in children]
+                size = 1 + sum(m[0] for m in measured)
+                depth = 1 + max((m[1] for m in measured), default=0)
+            self._sizes[id(node)] = (size, depth)
+        self._total += size if alias else 1
+        if size > MAX_NODES or self._total > MAX_NODES:
+            what = f"alias *{event.anchor} expands to {size} values" if alias and size > MAX_NODES else \
+                "the aliases of this file expand to more than " + str(MAX_NODES) + " values"
+            raise self._refuse(f"{what}; a suite holds at most {MAX_NODES} (aliases of aliases multiply: an alias "
+                               "bomb?). Write the values out, or read big data from a file.", mark)
+        return node
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -70,6 +152,11 @@ _Loader.add_implicit_resolver(
 
 def _int12(loader, node):
     text = loader.construct_scalar(node)
+    digits = len(text.lstrip("+-"))
+    if digits > MAX_DIGITS:
+        raise SuiteError(f"an integer of {digits} digits; numbers in a suite have at most {MAX_DIGITS} "
+                         "(is it a threshold, a seed or a count? write a plausible value).", path=loader.name,
+                         line=node.start_mark.line + 1)
     if text.startswith("0o"):
         return int(text[2:], 8)
     if text.startswith("0x"):
@@ -134,12 +221,17 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _constr
 def load_yaml(path) -> object:
     """Parse one YAML document safely; syntax errors become :class:`SuiteError` with the line."""
     p = Path(path)
+    if p.is_dir():
+        raise SuiteError("this is a directory, not a suite file; give the path of a .yaml file (pytest collects "
+                         "rc_*.yaml files in a directory).", path=p)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise SuiteError(f"cannot read the file ({exc.strerror}).", path=p) from None
     except UnicodeDecodeError as exc:
-        raise SuiteError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}).", path=p) from None
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise SuiteError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8.",
+                         path=p, line=line) from None
     loader = _Loader(text)
     loader.name = str(p)
     try:
@@ -159,7 +251,9 @@ def load_yaml(path) -> object:
             tag_hint = "; suites are read with safe YAML: remove the '!' tag (Python objects are never built)"
         raise SuiteError(f"YAML syntax error: {problem}{context}{tag_hint}.", path=p, line=line) from None
     except yaml.YAMLError as exc:
-        raise SuiteError(f"YAML error: {exc}.", path=p) from None
+        raise SuiteError(f"YAML error: {short(str(exc), 200)}.", path=p) from None
+    except RecursionError:  # a safety net: the composer bounds nesting first
+        raise SuiteError(f"nesting too deep; a suite is a few levels deep (at most {MAX_DEPTH}).", path=p) from None
     finally:
         loader.dispose()
     return data
