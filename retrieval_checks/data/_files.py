@@ -5,7 +5,8 @@ to hold, by extension:
 
 - ``.npy``: one array, the embeddings (labels and ids from other files or arrays);
 - ``.npz``: named arrays (``numpy.load`` with ``allow_pickle=False``);
-- ``.safetensors``: named tensors (needs the ``safetensors`` package);
+- ``.safetensors``: named tensors (needs the ``safetensors`` package; bfloat16 and
+  float8 tensors need PyTorch to be converted);
 - ``.pt`` / ``.pth``: a dict of tensors, arrays or lists, read with
   ``torch.load(weights_only=True)``, so no code in the file runs;
 - ``.parquet``: columns; the embedding column holds one list (or fixed-size list) of
@@ -14,20 +15,49 @@ to hold, by extension:
 Keys default to ``embeddings``, ``labels`` and ``ids``; pass other names to match a
 file. A missing key is an error that lists the keys the file has and suggests the
 closest one.
+
+Every file fails closed: a missing, empty, truncated or damaged file, a directory, a
+broken symbolic link or a loop, an unreadable file and a file holding pickled Python
+objects are each an :class:`~retrieval_checks.InputError` naming the file and what to
+do, never a raw ``zipfile`` / ``pickle`` / ``OSError`` / Arrow traceback. ``.npz``
+members are checked against their CRC-32 and ``.pt`` archives against their records'
+CRC-32 (when the writer stored one); ``.npy``, ``.safetensors`` and ``.parquet`` carry
+no checksum of their data, so a flipped bit inside the numbers cannot be detected.
+
+Only the arrays asked for are read: :func:`read_arrays` returns a lazy mapping whose
+listing costs nothing, so a huge member nobody uses is never decompressed. Arrays come
+back in native byte order (big-endian files are converted, not misread), and
+bfloat16 / float16 / float8 tensors as float32 (numpy has no bfloat16).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import pickle
+import stat
+import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .._suggest import hint
+from .._suggest import did_you_mean, hint
 from ..errors import InputError
 
-__all__ = ["EmbeddingSet", "load_embeddings", "read_arrays"]
+__all__ = ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy", "check_file"]
+
+#: How to write each format again, for the messages about damaged files.
+_HOW_TO_WRITE = {
+    ".npy": "numpy.save(path, embeddings)",
+    ".npz": "numpy.savez(path, embeddings=..., labels=..., ids=...)",
+    ".pt": "torch.save({'embeddings': tensor, 'labels': tensor}, path)",
+    ".pth": "torch.save({'embeddings': tensor, 'labels': tensor}, path)",
+    ".safetensors": "safetensors.numpy.save_file({'embeddings': array, ...}, path)",
+    ".parquet": "pyarrow.parquet.write_table(table, path)",
+}
+_FORMATS = ".npy, .npz, .safetensors, .pt/.pth or .parquet"
 
 
 @dataclass(frozen=True)
@@ -40,108 +70,415 @@ class EmbeddingSet:
     source: str
 
 
+def _ext(path: Path) -> str:
+    return path.suffix.lower()
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _damaged(path: Path, exc: BaseException, member: str | None = None) -> InputError:
+    ext = _ext(path)
+    what = f"member {member!r} of {path}" if member is not None else str(path)
+    return InputError(
+        f"{what}: cannot read it as {ext or 'a data file'}: the file is truncated, damaged or not a {ext} file "
+        f"({_short(exc)}). Write it again with {_HOW_TO_WRITE.get(ext, 'the tool that made it')}."
+    )
+
+
+def check_file(path, *, what: str = "file") -> Path:
+    """``path`` as a :class:`~pathlib.Path` once it is known to be a readable, non-empty
+    regular file; else an :class:`~retrieval_checks.InputError` naming it and the fix
+    (missing, a broken symbolic link or a loop, a directory, a FIFO or device, empty,
+    not readable). ``what`` names the role of the file in the message."""
+    p = Path(os.fspath(path))
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        if os.path.islink(p):
+            raise InputError(f"{p}: the {what} is a broken symbolic link (to {os.readlink(p)!r}, which does not "
+                             "exist); point it at the real file.") from None
+        raise InputError(f"{p}: no such {what} (resolved to {os.path.abspath(p)}); check the path, which is "
+                         f"relative to the current directory {os.getcwd()} unless absolute.") from None
+    except PermissionError:
+        raise InputError(f"{p}: the {what} cannot be reached (permission denied on a directory of its path); "
+                         "make its directories searchable (chmod +x) or move the file.") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{p}: the {what} is a symbolic link loop (it points back to itself); point the "
+                             "link at a real file.") from None
+        if exc.errno == errno.ENOTDIR:
+            raise InputError(f"{p}: a part of the path is a file, not a directory; check the path of the "
+                             f"{what}.") from None
+        raise InputError(f"{p}: cannot open the {what} ({_short(exc)}); check the path.") from None
+    except (ValueError, TypeError) as exc:  # embedded NUL bytes and the like
+        raise InputError(f"{path!r}: not a usable path for the {what} ({_short(exc)}).") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{p}: is a directory, not a {what}; give the path of a {_FORMATS} file inside it.")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{p}: is not a regular file (a FIFO, socket or device); give the path of a {what} "
+                         f"({_FORMATS}).")
+    if st.st_size == 0:
+        raise InputError(f"{p}: the {what} is empty (0 bytes), so it was not written completely; write it again"
+                         f"{' with ' + _HOW_TO_WRITE[_ext(p)] if _ext(p) in _HOW_TO_WRITE else ''}.")
+    try:
+        with open(p, "rb") as f:
+            f.read(1)
+    except PermissionError:
+        raise InputError(f"{p}: the {what} is not readable (permission denied); make it readable "
+                         "(chmod u+r) or run as a user who may read it.") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what} ({_short(exc)}).") from None
+    return p
+
+
+def _native(arr: np.ndarray, where: str) -> np.ndarray:
+    """``arr`` in native byte order, half and smaller floats as float32; object arrays refused."""
+    arr = np.asarray(arr)
+    if arr.dtype.hasobject:
+        raise InputError(f"{where}: holds Python objects (dtype object); store numbers or strings.")
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 4:
+        arr = arr.astype(np.float32)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))  # big-endian data read as numbers, not misread
+    return arr
+
+
+class _LazyArrays(Mapping):
+    """The arrays of one file by name; each is read (and converted) on first access only,
+    so listing the names, ``in`` and ``len`` never touch the data."""
+
+    def __init__(self, path: Path, names, read_one):
+        self.path = path
+        self._names = list(dict.fromkeys(names))
+        self._read_one = read_one
+        self._loaded: dict = {}
+
+    def __getitem__(self, key):
+        if key not in self._names:
+            raise KeyError(key)
+        if key not in self._loaded:
+            self._loaded[key] = _native(self._read_one(key), f"{self.path}: {key!r}")
+        return self._loaded[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"<arrays of {self.path}: {', '.join(map(repr, self._names))}>"
+
+
+def read_npy(path) -> np.ndarray:
+    """The one array of a ``.npy`` file (no pickle), in native byte order; every
+    problem is an :class:`~retrieval_checks.InputError` naming the file."""
+    p = check_file(path)
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InputError(f"{p}: has no .npy header, so numpy would read it as a pickle of Python objects, "
+                             "which is refused (no code runs from data files). If it is damaged or not a .npy "
+                             "file, write it again with numpy.save(path, embeddings).") from None
+        raise _damaged(p, exc) from None
+    except Exception as exc:  # EOFError, a damaged header's tokenizer errors, OSError...
+        raise _damaged(p, exc) from None
+    if not isinstance(arr, np.ndarray):
+        close = getattr(arr, "close", None)
+        if close is not None:
+            close()
+        raise InputError(f"{p}: is a .npz archive (named arrays), not a .npy file; rename it to .npz.")
+    return _native(arr, str(p))
+
+
+def _verify_zip_crc(path: Path) -> None:
+    """Read every record of a zip-based file once, so zipfile checks its CRC-32 (records
+    whose writer stored no CRC, 0, cannot be checked and are skipped)."""
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            if info.CRC == 0 or info.is_dir():
+                continue
+            with zf.open(info) as member:
+                while member.read(1 << 22):
+                    pass
+
+
+def _read_npz(p: Path) -> Mapping:
+    try:
+        data = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InputError(f"{p}: is not a .npz (zip) archive, so numpy would read it as a pickle of Python "
+                             "objects, which is refused (no code runs from data files). If it is damaged, write it "
+                             "again with numpy.savez(path, embeddings=..., labels=...).") from None
+        raise _damaged(p, exc) from None
+    except Exception as exc:
+        raise _damaged(p, exc) from None
+    if isinstance(data, np.ndarray):
+        raise InputError(f"{p}: is a .npy file (one array), not a .npz archive; rename it to .npy.")
+    with data:
+        names = list(data.files)  # the zip directory only: no member is decompressed
+
+    def read_one(key):
+        try:
+            with np.load(p, allow_pickle=False) as data:
+                value = data[key]  # this member only (numpy's NpzFile is lazy per member)
+        except ValueError as exc:
+            if "object arrays" in str(exc).lower() or "pickle" in str(exc).lower():
+                raise InputError(f"{p}: member {key!r} holds Python objects (pickle), which are refused; "
+                                 "store numbers or strings.") from None
+            raise _damaged(p, exc, key) from None
+        except Exception as exc:  # bad CRC-32, truncated deflate stream, EOF...
+            raise _damaged(p, exc, key) from None
+        if not isinstance(value, np.ndarray):
+            raise InputError(f"{p}: member {key!r} is not a .npy array (it holds raw bytes); write the file "
+                             "with numpy.savez.")
+        return value
+
+    return _LazyArrays(p, names, read_one)
+
+
+_TORCH_CONVERTED = ("BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0")
+
+
+def _read_safetensors(p: Path) -> Mapping:
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise InputError(f"{p}: reading .safetensors needs the safetensors package (pip install safetensors).") \
+            from None
+    try:
+        with safe_open(str(p), framework="np") as f:
+            names = list(f.keys())
+            dtypes = {k: f.get_slice(k).get_dtype() for k in names}
+    except Exception as exc:  # SafetensorError on a damaged header, OSError...
+        raise _damaged(p, exc) from None
+
+    def read_one(key):
+        try:
+            if dtypes[key] in _TORCH_CONVERTED or dtypes[key].startswith("F8"):
+                try:
+                    import torch  # noqa: F401  (numpy has no bfloat16)
+                except ImportError:
+                    raise InputError(f"{p}: tensor {key!r} is {dtypes[key]}, which numpy cannot hold; converting "
+                                     "it needs PyTorch (pip install torch), or save it as float32.") from None
+                with safe_open(str(p), framework="pt") as f:
+                    return f.get_tensor(key).float().numpy()
+            with safe_open(str(p), framework="np") as f:
+                return f.get_tensor(key)
+        except InputError:
+            raise
+        except Exception as exc:
+            raise _damaged(p, exc, key) from None
+
+    return _LazyArrays(p, names, read_one)
+
+
+def _pt_value(p: Path, key: str, value, torch):
+    where = f"{p}: {key!r}"
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.is_complex():
+            raise InputError(f"{where}: is a complex tensor; store real numbers.")
+        if value.is_floating_point() and value.dtype not in (torch.float32, torch.float64):
+            value = value.float()  # bfloat16, float16, float8: numpy has no bfloat16
+        return value.numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (list, tuple)):
+        return _list_array(where, value)
+    if isinstance(value, (bool, int, float, str)):
+        return np.asarray(value)
+    raise InputError(f"{where}: holds a {type(value).__name__}; each entry must be a tensor, an array or a list "
+                     "of numbers or strings.")
+
+
+def _list_array(where: str, values) -> np.ndarray:
+    """A list as an array without numpy's silent merges (``[1, "1"]`` would become strings)."""
+    kinds = set()
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            kinds.add("list")
+        elif isinstance(v, str):
+            kinds.add("str")
+        elif isinstance(v, (bool, np.bool_)):
+            kinds.add("bool")
+        elif isinstance(v, (int, np.integer)):
+            kinds.add("int")
+        elif isinstance(v, (float, np.floating)):
+            kinds.add("float")
+        else:
+            kinds.add(type(v).__name__)
+    if kinds == {"int", "float"}:
+        kinds = {"float"}
+    if len(kinds) > 1:
+        raise InputError(f"{where}: the list mixes {', '.join(sorted(kinds))} values; numpy would silently merge "
+                         "them (1 and '1' become the same string). Make every entry the same type.")
+    if kinds - {"list", "str", "bool", "int", "float"}:
+        raise InputError(f"{where}: the list holds {kinds.pop()} values; store numbers or strings.")
+    try:
+        arr = np.asarray(values)
+    except ValueError as exc:
+        raise InputError(f"{where}: the nested lists are ragged (rows of different lengths: {_short(exc, 80)}); "
+                         "give every row the same length.") from None
+    if arr.dtype.hasobject:
+        raise InputError(f"{where}: the nested lists are ragged or mix types; give every row the same length "
+                         "and type.")
+    return arr
+
+
+def _read_pt(p: Path) -> Mapping:
+    try:
+        import torch
+    except ImportError:
+        raise InputError(f"{p}: reading .pt files needs PyTorch (pip install torch).") from None
+    if zipfile.is_zipfile(p):
+        try:
+            _verify_zip_crc(p)
+        except Exception as exc:  # a flipped bit in the data: the stored CRC-32 no longer matches
+            raise _damaged(p, exc) from None
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:  # weights_only refuses pickled code: say so
+        raise InputError(
+            f"{p}: torch.load(weights_only=True) refused the file ({_short(exc, 300)}). Only tensors, "
+            "arrays, numbers, strings and containers of them are read, so no code in the file runs: save a dict of "
+            f"tensors instead ({_HOW_TO_WRITE['.pt']}); if the file is damaged, write it again."
+        ) from None
+    except Exception as exc:  # a truncated archive, a torn record, EOF
+        raise _damaged(p, exc) from None
+    if isinstance(obj, torch.Tensor):
+        obj = {"embeddings": obj}
+    if not isinstance(obj, dict):
+        raise InputError(f"{p}: expected a tensor or a dict of tensors, found {type(obj).__name__}; save "
+                         f"{_HOW_TO_WRITE['.pt']}.")
+    values = {str(k): v for k, v in obj.items()}
+    return _LazyArrays(p, list(values), lambda key: _pt_value(p, key, values[key], torch))
+
+
+def _read_parquet(p: Path) -> Mapping:
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"{p}: reading .parquet needs pyarrow (pip install pyarrow).") from None
+    try:
+        names = list(pq.ParquetFile(p).schema_arrow.names)
+    except Exception as exc:  # ArrowInvalid, OSError: a damaged footer or not parquet at all
+        raise _damaged(p, exc) from None
+
+    def read_one(name):
+        try:
+            col = pq.read_table(p, columns=[name]).column(name).combine_chunks()
+        except Exception as exc:
+            raise _damaged(p, exc, name) from None
+        where = f"{p}: column {name!r}"
+        if col.null_count:
+            raise InputError(f"{where} has {col.null_count} null row(s); fill or drop them.")
+        t = col.type
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            inner = t.value_type
+            if not (pa.types.is_floating(inner) or pa.types.is_integer(inner)):
+                raise InputError(f"{where} holds lists of {inner}; embeddings need lists of numbers.")
+            flat = pc.list_flatten(col)
+            if flat.null_count:
+                raise InputError(f"{where} has {flat.null_count} null value(s) inside its lists; fill them.")
+            lengths = np.asarray(pc.list_value_length(col).to_numpy(zero_copy_only=False))
+            if len(col) and len(set(lengths.tolist())) != 1:
+                raise InputError(f"{where} holds lists of different lengths {sorted(set(lengths.tolist()))[:5]}; "
+                                 "every row needs the same dimension.")
+            dim = int(lengths[0]) if len(col) else 0
+            return np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), dim)
+        if pa.types.is_nested(t) or pa.types.is_dictionary(t) and pa.types.is_nested(t.value_type):
+            raise InputError(f"{where} has the nested type {t}; store numbers, strings or lists of numbers.")
+        return np.asarray(col.to_pylist())
+
+    return _LazyArrays(p, names, read_one)
+
+
+_READERS = {".npz": _read_npz, ".safetensors": _read_safetensors, ".pt": _read_pt, ".pth": _read_pt,
+            ".parquet": _read_parquet}
+
+
+def read_arrays(path) -> Mapping:
+    """The named arrays of a ``.npz``, ``.safetensors``, ``.pt``/``.pth`` or ``.parquet``
+    file, as a read-only mapping that reads each array on first access (listing the
+    names reads no data). ``.npy`` files hold one array: use :func:`read_npy`."""
+    p = Path(os.fspath(path))
+    reader = _READERS.get(_ext(p))
+    if reader is None:
+        extra = " (a .npy file holds one array: read it with read_npy)" if _ext(p) == ".npy" else ""
+        raise InputError(f"{p}: unknown file type {_ext(p) or '(no extension)'!r}{extra}; use {_FORMATS}.")
+    return reader(check_file(p))
+
+
 def _missing(path: Path, what: str, key: str, available: list[str]) -> InputError:
     return InputError(
         f"{path}: no {what} named {key!r}; the file has {', '.join(map(repr, available)) or 'nothing'}."
         f"{hint(key, available)} "
-        f"Pass {what}=<name> to choose another."
+        f"Pass {what}=<name> to choose another"
+        + (" (or None to read none)." if what != "embeddings" else ".")
     )
 
 
-def read_arrays(path: Path) -> dict[str, np.ndarray]:
-    ext = "".join(path.suffixes[-1:]).lower()
-    if ext == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                return {k: data[k] for k in data.files}
-        except (ValueError, OSError) as exc:
-            raise InputError(f"{path}: cannot read it as .npz ({exc}); object arrays are refused (no pickle).") from None
-    if ext == ".safetensors":
-        try:
-            from safetensors.numpy import load_file
-        except ImportError:
-            raise InputError(f"{path}: reading .safetensors needs the safetensors package (pip install safetensors).") from None
-        return dict(load_file(str(path)))
-    if ext in (".pt", ".pth"):
-        try:
-            import torch
-        except ImportError:
-            raise InputError(f"{path}: reading .pt files needs PyTorch (pip install torch).") from None
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # weights_only refuses pickled code: say so
-            raise InputError(
-                f"{path}: torch.load(weights_only=True) refused the file ({type(exc).__name__}: {exc}). Only tensors, "
-                "arrays, numbers, strings and containers of them are read; save a dict of tensors instead."
-            ) from None
-        if hasattr(obj, "shape"):
-            obj = {"embeddings": obj}
-        if not isinstance(obj, dict):
-            raise InputError(f"{path}: expected a tensor or a dict of tensors, found {type(obj).__name__}.")
-        out = {}
-        for k, v in obj.items():
-            if hasattr(v, "detach"):
-                v = v.detach().cpu()
-                if v.dtype in (torch.bfloat16, torch.float16):
-                    v = v.float()  # numpy has no bfloat16
-                out[str(k)] = v.numpy()
-            else:
-                out[str(k)] = np.asarray(v)
-        return out
-    if ext == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise InputError(f"{path}: reading .parquet needs pyarrow (pip install pyarrow).") from None
-        table = pq.read_table(path)
-        out = {}
-        for name in table.column_names:
-            col = table.column(name)
-            values = col.to_pylist()
-            if any(v is None for v in values):
-                raise InputError(f"{path}: column {name!r} has {sum(v is None for v in values)} null row(s); fill or drop them.")
-            if values and isinstance(values[0], (list, tuple)):
-                lengths = {len(v) for v in values}
-                if len(lengths) != 1:
-                    raise InputError(f"{path}: column {name!r} holds lists of different lengths {sorted(lengths)[:5]}.")
-                out[name] = np.asarray(values, dtype=np.float32)
-            else:
-                out[name] = np.asarray(values)
-        return out
-    raise InputError(
-        f"{path}: unknown file type {ext or '(no extension)'!r}; use .npy, .npz, .safetensors, .pt/.pth or .parquet."
-    )
+def _check_key(name: str, value, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value:
+        expected = "a non-empty string (the array's name in the file)" + (" or None" if optional else "")
+        raise InputError(f"{name}={value!r}: expected {expected}.")
 
 
 def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None = "labels",
                     ids: str | None = "ids", labels_required: bool = False) -> EmbeddingSet:
     """Read embeddings (and, when present, labels and ids) from ``path``.
 
-    ``labels`` / ``ids``: the key to read, or None to skip; a key that is absent is
-    fine unless ``labels_required``. Paths may be strings or ``pathlib.Path``.
+    ``labels`` / ``ids``: the key to read, or None to skip. The default keys
+    (``labels``, ``ids``) may be absent, unless ``labels_required``, or unless the file
+    holds a close name (``label``), which is then suggested; a key you name yourself
+    must exist. Paths may be strings or ``pathlib.Path``. Embeddings must be a
+    non-empty, finite 2-D numeric array; they come back in native byte order, with
+    half-precision and bfloat16 values as float32.
     """
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path={path!r}: expected a file path (a str or pathlib.Path) of a {_FORMATS} file.")
+    _check_key("embeddings", embeddings, optional=False)
+    _check_key("labels", labels, optional=True)
+    _check_key("ids", ids, optional=True)
+    if not isinstance(labels_required, (bool, np.bool_)):
+        raise InputError(f"labels_required={labels_required!r}: expected True or False.")
+    if labels_required and labels is None:
+        raise InputError("labels=None with labels_required=True: name the labels' key (labels='<name>') or drop "
+                         "labels_required.")
     p = Path(os.fspath(path))
-    if not p.exists():
-        raise InputError(f"{p}: no such file (resolved to {p.resolve()}).")
-    if p.suffix.lower() == ".npy":
-        try:
-            emb = np.load(p, allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise InputError(f"{p}: cannot read it as .npy ({exc}); object arrays are refused (no pickle).") from None
+    if _ext(p) == ".npy":
+        emb = read_npy(p)
         if labels_required:
-            raise InputError(f"{p}: a .npy file holds one array (the embeddings); give labels in another file or use .npz.")
+            raise InputError(f"{p}: a .npy file holds one array (the embeddings); give labels in another file or "
+                             "use .npz.")
         return EmbeddingSet(_check_2d(emb, p), None, None, str(p))
     data = read_arrays(p)
+    available = list(data)
     if embeddings not in data:
-        raise _missing(p, "embeddings", embeddings, list(data))
+        raise _missing(p, "embeddings", embeddings, available)
     emb = _check_2d(data[embeddings], p, embeddings)
     out_labels = out_ids = None
-    for key, name in ((labels, "labels"), (ids, "ids")):
+    for key, name, default in ((labels, "labels", "labels"), (ids, "ids", "ids")):
         if key is None:
             continue
         if key not in data:
-            if name == "labels" and labels_required:
-                raise _missing(p, "labels", key, list(data))
+            named = key != default or (name == "labels" and labels_required)
+            close = did_you_mean(key, [k for k in available if k != embeddings])
+            if named or close is not None:
+                raise _missing(p, name, key, available)
             continue
         arr = np.asarray(data[key])
         if arr.ndim != 1 or arr.shape[0] != emb.shape[0]:
@@ -157,9 +494,18 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
 
 
 def _check_2d(arr, p: Path, key: str = "embeddings") -> np.ndarray:
-    arr = np.asarray(arr)
+    arr = _native(arr, f"{p}: {key!r}")
     if arr.ndim != 2:
         raise InputError(f"{p}: {key!r} has shape {arr.shape}; embeddings must be 2-D (n_items x dim).")
     if arr.dtype.kind not in "fiu":
         raise InputError(f"{p}: {key!r} has dtype {arr.dtype}; embeddings must be numeric.")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InputError(f"{p}: {key!r} has shape {arr.shape}: no {'rows' if arr.shape[0] == 0 else 'dimensions'}; "
+                         "write the embeddings into the file.")
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr).all(axis=1)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            raise InputError(f"{p}: {key!r} has NaN or Inf in {rows.size} row(s), first rows {rows[:5].tolist()}; "
+                             "recompute or drop those embeddings.")
     return arr
