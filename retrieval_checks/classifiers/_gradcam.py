@@ -22,11 +22,40 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import as_numpy
 from .._suggest import hint
 from ..errors import InputError
 from ..models._embed import float_tensor, require_torch, resolve_device
 
-__all__ = ["grad_cam", "find_layer"]
+__all__ = ["grad_cam", "find_layer", "check_images"]
+
+
+def check_images(images, model, torch, *, name: str = "images"):
+    """``images`` as a floating tensor for ``model``: numpy arrays of any byte order
+    (big-endian files too) and tensors of any floating type (bfloat16 included) are
+    converted to the model's parameter dtype; non-numeric, empty and non-finite inputs
+    are refused. Every classifier measure reads its images through here, so a NaN
+    image fails the same way everywhere (a NaN image's Grad-CAM would silently become
+    an all-zero map, and its IoU 0)."""
+    if not isinstance(images, torch.Tensor):
+        a = as_numpy(images, name)
+        if a.dtype.kind not in "biuf":
+            raise InputError(f"{name} has dtype {a.dtype}; pass numeric image arrays (N x C x H x W).")
+        images = a
+    elif images.is_complex():
+        raise InputError(f"{name} has dtype {images.dtype}; pass real-valued images.")
+    x = float_tensor(images, torch)
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise InputError(f"{name} has shape {tuple(x.shape)}; need at least one image (N x C x H x W).")
+    finite = torch.isfinite(x.reshape(x.shape[0], -1)).all(dim=1)
+    if not bool(finite.all()):
+        bad = torch.nonzero(~finite).flatten().cpu().tolist()
+        raise InputError(f"{name} has NaN or Inf in {len(bad)} image(s) (images {', '.join(map(str, bad[:5]))}"
+                         f"{', ...' if len(bad) > 5 else ''}); drop or repair those images before measuring.")
+    params = [p for p in model.parameters() if p.is_floating_point()] if isinstance(model, torch.nn.Module) else []
+    if params and x.dtype != params[0].dtype:
+        x = x.to(params[0].dtype)  # bfloat16 images for a float32 model, or the reverse
+    return x
 
 
 def _torch():
@@ -65,14 +94,18 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
         raise InputError(f"method={method!r}: use 'gradcam' or 'gradcam++'.")
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"grad_cam needs a torch.nn.Module, got {type(model).__name__}.")
-    x_all = float_tensor(images, torch)
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InputError(f"batch_size={batch_size!r}: use a positive integer.")
+    x_all = check_images(images, model, torch)
     if x_all.ndim != 4:
         raise InputError(f"images have shape {tuple(x_all.shape)}; Grad-CAM needs (N, C, H, W).")
     if x_all.shape[0] == 0:
         raise InputError("images is empty.")
     n = x_all.shape[0]
     if target is not None:
-        t = np.asarray(target)
+        t = as_numpy(target, "target")
+        if t.dtype.kind not in "iu" or t.dtype == bool:
+            raise InputError(f"target has dtype {t.dtype}; give class indices (ints), one per image or one for all.")
         if t.ndim == 0:
             t = np.full(n, int(t))
         if t.shape != (n,):

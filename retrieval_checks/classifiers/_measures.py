@@ -40,7 +40,7 @@ from ..metrics._names import classifier_metric
 from ..models._embed import embed, require_torch
 from ..stats._gaps import generalization_gap
 from ..stats._intervals import wilson_interval
-from ._gradcam import grad_cam
+from ._gradcam import check_images, grad_cam
 from ._localization import cam_iou, cam_iou_box
 
 __all__ = ["evaluate_classifier", "ClassifierResult", "effective_invariance", "nuclear_norm", "spectral_measure", "classifier_accuracy",
@@ -57,6 +57,7 @@ def _run(model, images, *, batch_size: int, device, transform=None) -> np.ndarra
     torch = _torch()
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(model).__name__}.")
+    images = check_images(images, model, torch)
     return embed(model, images, batch_size=batch_size, device=device, transform=transform,
                  _output="logits").astype(np.float64)
 

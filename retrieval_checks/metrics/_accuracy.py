@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arrays import as_numpy
+from .._arrays import as_numpy, sequence_kinds
 from ..errors import InputError
 from ._measurement import Measurement
 
@@ -46,8 +46,20 @@ def accuracy(predictions, labels) -> AccuracyResult:
     matrix (n x n_classes: logits or probabilities), whose arg-max is the prediction
     (ties go to the lowest class index). ``labels`` holds the true class per sample.
     """
+    for name, v in (("predictions", predictions), ("labels", labels)):
+        kinds = sequence_kinds(v)
+        if kinds and len(kinds) > 1 and not kinds & {"list", "tuple", "ndarray"}:
+            raise InputError(f"{name} mixes label types ({', '.join(sorted(kinds))}), e.g. 1 and '1', which numpy "
+                             "would merge into one type; use one type (all ints or all strings).")
     p = as_numpy(predictions, "predictions")
     y = as_numpy(labels, "labels")
+    for name, a in (("predictions", p), ("labels", y)):
+        if a.dtype.kind not in "biufUSO":
+            raise InputError(f"{name} has dtype {a.dtype}; use integer class indices or string labels.")
+        if a.dtype.kind == "f" and not np.isfinite(a).all() and not (name == "predictions" and a.ndim == 2):
+            raise InputError(f"{name} has NaN or Inf values (positions "
+                             f"{', '.join(map(str, np.flatnonzero(~np.isfinite(a.ravel()))[:5]))}); "
+                             "drop or repair those samples.")
     if y.ndim != 1:
         raise InputError(f"labels must be 1-D (one class per sample), got shape {y.shape}.")
     if y.shape[0] == 0:
@@ -67,6 +79,26 @@ def accuracy(predictions, labels) -> AccuracyResult:
         raise InputError(f"predictions must be (n,) labels or (n x classes) scores, got shape {p.shape}.")
     if p.shape[0] != y.shape[0]:
         raise InputError(f"predictions cover {p.shape[0]} samples but labels cover {y.shape[0]}; they must match.")
+    kp, ky = _kind(p, "predictions"), _kind(y, "labels")
+    if kp != ky:
+        raise InputError(
+            f"predictions are {kp}s but labels are {ky}s, so no prediction could equal its label (accuracy would "
+            "be 0); convert both to the same type (e.g. str(label) or int(label))."
+        )
     correct = np.asarray(p == y, dtype=bool)
     n_correct = int(correct.sum())
     return AccuracyResult(n_correct / y.shape[0], n_correct, int(y.shape[0]), correct, y)
+
+
+def _kind(a: np.ndarray, name: str) -> str:
+    """``"number"`` or ``"string"``: predictions and labels must be of one kind."""
+    if a.dtype.kind in "biuf":
+        return "number"
+    if a.dtype.kind in "US":
+        return "string"
+    kinds = {"string" if isinstance(v, (str, bytes)) else "number" if isinstance(v, (int, float, np.number))
+             else type(v).__name__ for v in a.ravel()}
+    if len(kinds) != 1 or not kinds <= {"string", "number"}:
+        raise InputError(f"{name} holds values of types {', '.join(sorted(kinds))}; use one type (all ints or all "
+                         "strings).")
+    return kinds.pop()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .._arrays import as_numpy, is_torch_tensor
+from .._arrays import as_numpy, is_torch_tensor, sequence_kinds
 from ..errors import InputError
 
 __all__ = ["discriminant_ratio"]
@@ -23,13 +25,29 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
     With a torch tensor the result is a differentiable 0-d tensor in the input's
     dtype (for monitoring or regularising a training mini-batch); otherwise a float
     computed in float64.
+
+    J is scale invariant (J(c x) = J(x)), and it is computed so: the embeddings are
+    first divided by a power of two near their largest magnitude (exact), so values
+    near 1e200 (float64) or 1e30 (float32) give the same J as the unscaled data
+    instead of an overflow to NaN, and ``eps`` acts at that normalised scale.
     """
+    kinds = sequence_kinds(labels)
+    if kinds and len(kinds) > 1 and not kinds & {"list", "tuple", "ndarray"}:
+        raise InputError(f"labels mixes label types ({', '.join(sorted(kinds))}), e.g. 1 and '1', which numpy would "
+                         "merge into one type; use one type (all ints or all strings).")
     if is_torch_tensor(embeddings):
         import torch
 
         x = embeddings
         if x.ndim != 2 or x.shape[0] == 0:
             raise InputError(f"embeddings must be a non-empty 2-D batch, got shape {tuple(x.shape)}.")
+        if x.is_complex() or not (x.is_floating_point()):
+            raise InputError(f"embeddings have dtype {x.dtype}; pass a floating-point tensor (e.g. x.float()).")
+        peak = x.detach().abs().max()
+        if not bool(torch.isfinite(peak)):
+            raise InputError("embeddings contain NaN or Inf; drop or repair those rows.")
+        if float(peak) > 0:
+            x = torch.ldexp(x, x.new_tensor(float(-math.frexp(float(peak))[1])))  # exact: J is scale invariant
         if is_torch_tensor(labels):
             y = labels
         else:  # any label type (strings too): integer codes first
@@ -50,9 +68,16 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
         raise InputError(f"embeddings must be a non-empty 2-D array, got shape {x.shape}.")
     if not np.isfinite(x).all():
         raise InputError("embeddings contain NaN or Inf; drop or repair those rows.")
+    peak = float(np.abs(x).max())
+    if peak > 0:
+        x = np.ldexp(x, -math.frexp(peak)[1])  # exact: J is scale invariant, and squares no longer overflow
     y = as_numpy(labels, "labels")
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
         raise InputError(f"labels must hold one label per embedding ({x.shape[0]}), got shape {y.shape}.")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        raise InputError("labels contain NaN or Inf; give every embedding a finite (integer or string) label.")
+    if y.dtype.kind not in "biufUSO":
+        raise InputError(f"labels have dtype {y.dtype}; use integer or string labels.")
     _, codes = np.unique(y, return_inverse=True)
     codes = codes.ravel()
     k = int(codes.max()) + 1
