@@ -10,6 +10,7 @@ metrics are the union of what those checks measure.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +23,13 @@ from ..data import read_arrays
 from ..classifiers._measures import evaluate_classifier
 from ..engine import evaluate_image_text
 from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint
+from ..models._timeout import call_with_timeout
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
-from .._suggest import did_you_mean
-from ..options import DEFAULTS, OPTIONS
+from .._suggest import did_you_mean, hint
+from ..options import DEFAULTS, OPTIONS, check_option
 from ._schema import Case, Source, Suite
-from ..errors import InputError, RetrievalChecksError, SuiteError
+from ..errors import InputError, ModelTimeoutError, RetrievalChecksError, SuiteError
 
 __all__ = ["SuiteRunner"]
 
@@ -48,8 +50,13 @@ class SuiteRunner:
     """Runs :class:`~retrieval_checks._suite.Case` objects of loaded suites.
 
     ``defaults``: evaluation options every suite starts from (``similarity``,
-    ``ties``, ``confidence``, ``seed``, ...); a suite's ``options`` and a check's own
-    fields override them. ``device`` and ``max_memory`` go to the engine and to model
+    ``ties``, ``confidence``, ``seed``, ...), each validated against the option table;
+    a suite's ``options`` and a check's own fields override them. Two are limits, not
+    evaluation options: ``max_skipped`` (the most queries, a count or a fraction, a
+    check may skip before it fails) and ``timeout`` (seconds a model may take to embed
+    one part of a dataset, or to run its classifier measures, before the check fails
+    with :class:`~retrieval_checks.errors.ModelTimeoutError`; a model's ``timeout:``
+    overrides it, and a check's own field overrides both). None: no limit. ``device`` and ``max_memory`` go to the engine and to model
     runners; ``cache_dir`` holds computed embeddings (None: no disk cache).
 
     ``regen``: None, ``"force"`` or ``"all"``, the baseline regeneration mode of
@@ -63,7 +70,13 @@ class SuiteRunner:
 
     def __init__(self, *, defaults: dict | None = None, device: str = "auto", max_memory=None, cache_dir=None,
                  progress: bool | None = None, regen: str | None = None):
-        self.defaults = {**{k: v for k, v in DEFAULTS.items() if OPTIONS[k].applies_to}, **(defaults or {})}
+        given = dict(defaults or {})
+        for k, v in given.items():
+            if k not in OPTIONS:
+                raise InputError(f"SuiteRunner(defaults=...): unknown option {k!r}.{hint(k, OPTIONS)} Options: "
+                                 f"{', '.join(OPTIONS)}.")
+            check_option(k, v)
+        self.defaults = {**{k: v for k, v in DEFAULTS.items() if OPTIONS[k].applies_to}, **given}
         self.device = device
         self.max_memory = max_memory
         self.progress = progress
@@ -74,6 +87,7 @@ class SuiteRunner:
         self._loaded: dict = {}
         self._fingerprints: dict = {}
         self._parts: dict = {}
+        self._timed_out: dict = {}  # (model, inputs, part) -> (timeout, message) of a run that did not return
         self.evaluations = EvaluationCache()
 
     # ------------------------------------------------------------------ data
@@ -110,8 +124,20 @@ class SuiteRunner:
             return None
         return np.asarray(arrays[key])
 
-    def part(self, suite: Suite, model_name: str, dataset_name: str, part: str) -> _Part:
-        """Embeddings, labels and ids of one part (queries, gallery, images, captions)."""
+    def timeout(self, suite: Suite, model_name: str, dataset_name: str, check=None) -> float | None:
+        """Seconds ``model_name`` may take on ``dataset_name``: the check's ``timeout``,
+        else the model's ``timeout:``, else the suite's ``options``, else the
+        session's; None: no limit."""
+        if check is not None:
+            return suite.gate_options(check, model_name, dataset_name, self.defaults)["timeout"]
+        model = suite.models.get(model_name)
+        if model is not None and model.timeout is not None:
+            return model.timeout
+        return suite.options.get("timeout", self.defaults.get("timeout"))
+
+    def part(self, suite: Suite, model_name: str, dataset_name: str, part: str, *, timeout=False) -> _Part:
+        """Embeddings, labels and ids of one part (queries, gallery, images, captions);
+        a model runs under ``timeout`` seconds (default: :meth:`timeout`)."""
         key = (str(suite.path), model_name, dataset_name, part)
         if key in self._parts:
             return self._parts[key]
@@ -138,7 +164,9 @@ class SuiteRunner:
                 ids = self._array(msource, msource.ids, "ids", suite, mfield, required=False)
         else:
             inputs = self._array(source, source.inputs, "inputs", suite, field, required=True)
-            emb = self._embed(suite, model_name, inputs, part)
+            if timeout is False:
+                timeout = self.timeout(suite, model_name, dataset_name)
+            emb = self._embed(suite, model_name, inputs, part, dataset=dataset_name, timeout=timeout)
         emb = np.asarray(emb)
         if emb.ndim != 2:
             raise SuiteError(f"embeddings have shape {emb.shape}; they must be 2-D (n_items x dim).",
@@ -159,10 +187,13 @@ class SuiteRunner:
             self._loaded[mkey] = load_model(suite.models[model_name])
         return self._loaded[mkey]
 
-    def _embed(self, suite: Suite, model_name: str, inputs: np.ndarray, part: str) -> np.ndarray:
+    def _embed(self, suite: Suite, model_name: str, inputs: np.ndarray, part: str, *, dataset: str = "?",
+               timeout: float | None = None) -> np.ndarray:
         model = suite.models[model_name]
         mkey = (str(suite.path), model_name)
         field = f"models.{model_name}"
+        what = (f"model {model_name!r} embedding the {part} of dataset {dataset!r} (suite {suite.name}, "
+                f"{suite.path.name}:{model.line})")
 
         def fail(exc: BaseException) -> SuiteError:
             detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
@@ -179,9 +210,19 @@ class SuiteRunner:
             cached = self.cache.get(key)
             if cached is not None:
                 return cached
-            out = embed(self._model(suite, model_name), inputs, batch_size=model.batch_size,
-                        device=model.device or self.device, part=part, progress=self.progress)
-        except (KeyboardInterrupt, SystemExit, MemoryError):
+            late = self._timed_out.get(key)
+            if late is not None and timeout is not None and timeout <= late[0]:
+                raise ModelTimeoutError(late[1] + " (it timed out before in this session: not run again)",
+                                        timeout=timeout)
+            try:
+                out = call_with_timeout(
+                    lambda: embed(self._model(suite, model_name), inputs, batch_size=model.batch_size,
+                                  device=model.device or self.device, part=part, progress=self.progress),
+                    timeout=timeout, what=what)
+            except ModelTimeoutError as exc:
+                self._timed_out[key] = (timeout, str(exc))
+                raise
+        except (KeyboardInterrupt, SystemExit, MemoryError, ModelTimeoutError):
             raise
         except Exception as exc:  # building the model, loading its weights, or the model's own errors
             raise fail(exc) from exc
@@ -190,26 +231,30 @@ class SuiteRunner:
         return out
 
     # ------------------------------------------------------------------ evaluation
-    def result(self, suite: Suite, model_name: str, dataset_name: str, options: dict):
-        """The (cached) evaluation of a model on a dataset with these options."""
+    def result(self, suite: Suite, model_name: str, dataset_name: str, options: dict, *, timeout=False):
+        """The (cached) evaluation of a model on a dataset with these options; the
+        model runs under ``timeout`` seconds (default: :meth:`timeout`)."""
         key = (str(suite.path), model_name, dataset_name, tuple(sorted(options.items())))
-        return self.evaluations.get_or_compute(key, lambda: self._evaluate(suite, model_name, dataset_name, options))
+        if timeout is False:
+            timeout = self.timeout(suite, model_name, dataset_name)
+        return self.evaluations.get_or_compute(
+            key, lambda: self._evaluate(suite, model_name, dataset_name, options, timeout))
 
     @property
     def passes(self) -> int:
         """Evaluations computed (cache misses)."""
         return self.evaluations.misses
 
-    def _evaluate(self, suite: Suite, model_name: str, dataset_name: str, options: dict):
+    def _evaluate(self, suite: Suite, model_name: str, dataset_name: str, options: dict, timeout=None):
         metrics = suite.metrics_for(model_name, dataset_name, options, self.defaults)
         dataset = suite.datasets[dataset_name]
         if dataset.type == "images":
-            return self._classify(suite, model_name, dataset_name, metrics, options)
+            return self._classify(suite, model_name, dataset_name, metrics, options, timeout)
         common = dict(similarity=options["similarity"], ties=options["ties"], device=self.device,
                       max_memory=self.max_memory, confidence=options["confidence"], progress=self.progress)
         if dataset.type == "image_text":
-            images = self.part(suite, model_name, dataset_name, "images")
-            captions = self.part(suite, model_name, dataset_name, "captions")
+            images = self.part(suite, model_name, dataset_name, "images", timeout=timeout)
+            captions = self.part(suite, model_name, dataset_name, "captions", timeout=timeout)
             src = dataset.parts["captions"]
             caption_image = self._array(src, src.image, "image", suite, f"datasets.{dataset_name}.captions",
                                         required=True)
@@ -217,8 +262,9 @@ class SuiteRunner:
                                        protocol=dataset.protocol,
                                        images_without_captions=dataset.images_without_captions,
                                        n_resamples=options["n_resamples"], seed=options["seed"], **common)
-        q = self.part(suite, model_name, dataset_name, "queries")
-        g = self.part(suite, model_name, dataset_name, "gallery") if "gallery" in dataset.parts else None
+        q = self.part(suite, model_name, dataset_name, "queries", timeout=timeout)
+        g = self.part(suite, model_name, dataset_name, "gallery", timeout=timeout) if "gallery" in dataset.parts \
+            else None
         for name, p in (("queries", q), ("gallery", g)):
             if p is not None and p.labels is None:
                 raise SuiteError(f"{p.source.file.name} has no labels array {p.source.labels!r}; retrieval "
@@ -230,7 +276,8 @@ class SuiteRunner:
                         empty_queries=options["empty_queries"], group_size=options["group_size"],
                         group_seed=options["seed"], group_repeats=options["group_repeats"], **common)
 
-    def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict):
+    def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict,
+                  timeout=None):
         """Classifier measures of a torch model on an images dataset."""
         model = suite.models[model_name]
         src = suite.datasets[dataset_name].parts["images"]
@@ -245,13 +292,16 @@ class SuiteRunner:
             raise SuiteError(f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
                              "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.", path=suite.path,
                              line=src.line, field=field)
+        what = (f"model {model_name!r} measuring {', '.join(metrics)} on dataset {dataset_name!r} (suite "
+                f"{suite.name}, {suite.path.name}:{model.line})")
         try:
-            return evaluate_classifier(
+            return call_with_timeout(lambda: evaluate_classifier(
                 self._model(suite, model_name), images, labels, metrics=metrics, boxes=boxes, masks=masks,
                 layer=model.cam_layer, cam_method=options["cam_method"], rho=options["rho"],
                 percentile=options["percentile"], batch_size=model.batch_size, device=model.device or self.device,
-                confidence=options["confidence"], n_resamples=options["n_resamples"], seed=options["seed"])
-        except (KeyboardInterrupt, SystemExit, MemoryError):
+                confidence=options["confidence"], n_resamples=options["n_resamples"], seed=options["seed"]),
+                timeout=timeout, what=what)
+        except (KeyboardInterrupt, SystemExit, MemoryError, ModelTimeoutError):
             raise
         except SuiteError:
             raise
@@ -273,7 +323,7 @@ class SuiteRunner:
             self._gate(suite, case, opts)
         except AssertionError as exc:
             raise AssertionError(f"{where}\n{exc}") from None
-        except SuiteError:
+        except (SuiteError, ModelTimeoutError):  # a model that never returns fails this check; the session goes on
             raise
         except RetrievalChecksError as exc:
             raise SuiteError(f"{exc} ({where})", path=suite.path, line=check.line,
@@ -286,21 +336,27 @@ class SuiteRunner:
             return self._gap(suite, case, opts)
         dataset = case.datasets[0]
         o = opts[dataset]
-        result = self.result(suite, case.model, dataset, o)
+        limits = suite.gate_options(check, case.model, dataset, self.defaults)
+        result = self.result(suite, case.model, dataset, o, timeout=limits["timeout"])
         name = check.metric.name
+        if check.kind != "threshold":  # assert_metric checks max_skipped itself
+            _skip_limit(result, name, limits["max_skipped"], case.model, dataset)
         if check.kind == "baseline":
             record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
             record.update(model=case.model, dataset=dataset)
             self.baselines.check(record, path=baseline_path(suite.path), key=case.name, confidence=o["confidence"],
                                  **check.tolerances)
         elif check.kind == "compare":
-            baseline = self.result(suite, check.baseline, dataset, o)
+            blimits = suite.gate_options(check, check.baseline, dataset, self.defaults)
+            baseline = self.result(suite, check.baseline, dataset, o, timeout=blimits["timeout"])
+            _skip_limit(baseline, name, limits["max_skipped"], check.baseline, dataset)
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
             assert_not_worse(comparison, margin=check.margin, rule=check.rule)
         else:
             gate = check.metric.capabilities.gate if check.at_most is None else "assert_metric"
+            # both bounds in one call, so the record shows "between" and both of them
             assert_metric(result, name, at_least=check.at_least, at_most=check.at_most, on=check.on,
-                          confidence=o["confidence"], seed=o["seed"], _gate=gate)
+                          confidence=o["confidence"], seed=o["seed"], max_skipped=limits["max_skipped"], _gate=gate)
 
     def _gap(self, suite: Suite, case: Case, opts: dict) -> None:
         """metric(train) - metric(test) of one model, gated on its interval or value."""
@@ -308,8 +364,14 @@ class SuiteRunner:
         check = case.check
         train, test = case.datasets
         o = opts[train]
-        a = self.result(suite, case.model, train, o)
-        b = self.result(suite, case.model, test, opts[test])
+        a = self.result(suite, case.model, train, o,
+                        timeout=suite.gate_options(check, case.model, train, self.defaults)["timeout"])
+        b = self.result(suite, case.model, test, opts[test],
+                        timeout=suite.gate_options(check, case.model, test, self.defaults)["timeout"])
+        if check.metric.kind != "classifier":
+            for ds, res in ((train, a), (test, b)):
+                _skip_limit(res, check.metric.name, suite.gate_options(check, case.model, ds,
+                                                                       self.defaults)["max_skipped"], case.model, ds)
         if check.metric.kind == "classifier":
             gap = generalization_gap(a.accuracy_result, b.accuracy_result, confidence=o["confidence"],
                                      labels=(train, test))
@@ -317,3 +379,23 @@ class SuiteRunner:
             gap = generalization_gap(a, b, check.metric.name, confidence=o["confidence"], seed=o["seed"],
                                      labels=(train, test))
         assert_gap_below(gap, check.below, on=check.on)
+
+
+def _skip_limit(result, name: str, max_skipped, model: str, dataset: str) -> None:
+    """AssertionError when ``result`` skipped more queries for ``name`` than
+    ``max_skipped`` allows (a count, or a fraction of the queries; None: no limit), for
+    the checks whose gate has no max_skipped of its own (gap, compare, baseline)."""
+    __tracebackhide__ = True
+    if max_skipped is None or not callable(getattr(result, "measure", None)):
+        return
+    m = result.measure(name)
+    n_skipped, n_used = int(getattr(m, "n_skipped", 0) or 0), int(getattr(m, "n_used", 0) or 0)
+    n_queries = n_used + n_skipped
+    count = isinstance(max_skipped, numbers.Integral)
+    if (n_skipped > max_skipped) if count else (n_skipped > max_skipped * n_queries):
+        limit = f"{max_skipped} queries" if count else \
+            f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
+        raise AssertionError(f"{name} of model {model!r} on dataset {dataset!r}: {n_skipped} of {n_queries} queries "
+                             f"skipped (n_used {n_used} / n_skipped {n_skipped}), more than max_skipped="
+                             f"{max_skipped!r} ({limit}); queries without a relevant gallery item change the value "
+                             "without notice: fix the labels or raise max_skipped.")
