@@ -13,42 +13,84 @@ metrics) keep the value and interval only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import numbers
 import os
+import stat
 import tempfile
+import time
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+try:  # POSIX: an advisory lock on a sibling file serialises writers
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
+    fcntl = None
+
 from ..metrics._names import metric_spec
+from ..metrics._thresholds import check_finite, check_threshold
+from ..options import DEFAULTS, check_option
 from ._events import GateEvent, emit
 from ._regression import Change, measure_change
-from ..errors import InputError
+from ..errors import InputError, MetricNameError
 from ..stats._intervals import bootstrap_interval
 
 __all__ = ["baseline_record", "BaselineFile", "BaselineStore", "assert_no_regression", "records_differ",
-           "write_records", "baseline_path"]
+           "write_records", "baseline_path", "check_record"]
 
 _MAX_QUERY_UNITS = 5000
+
+#: How to repair a malformed record of a baselines file.
+REGEN_FIX = ("edit the record, or delete it and regenerate it with pytest --rc-force-regen (writes missing or "
+             "changed baselines) or --rc-regen-all (rewrites every baseline)")
 
 
 def _clean(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
 
 
-def baseline_record(result, metric: str, *, confidence: float = 0.95, seed: int = 0) -> dict:
-    """The record of ``metric`` in ``result`` (any result that answers ``measure``)."""
-    if not callable(getattr(result, "measure", None)):
-        raise InputError(f"baselines record evaluation results, got {type(result).__name__}.")
+def _config_option(result, name: str, *fallbacks: str):
+    config = getattr(result, "config", None)
+    config = config if isinstance(config, dict) else {}
+    for key in (name, *fallbacks):
+        if config.get(key) is not None:
+            return config[key]
+    return DEFAULTS[name]
+
+
+def baseline_record(result, metric: str, *, confidence: float | None = None, seed: int | None = None) -> dict:
+    """The record of ``metric`` in ``result`` (any result that answers ``measure``).
+
+    ``confidence`` and ``seed`` of the bootstrap interval of a per-query metric:
+    explicit, else the result's ``config`` (``confidence``; ``seed`` or
+    ``group_seed``), else the defaults. A value that is not finite is refused: a
+    baseline of NaN would make every later check pass."""
+    if not callable(getattr(result, "measure", None)) or not hasattr(result, "__contains__"):
+        raise InputError(f"baselines record evaluation results (from evaluate, evaluate_image_text, "
+                         f"evaluate_classifier, ...), got {type(result).__name__}.")
+    confidence = _config_option(result, "confidence") if confidence is None else confidence
+    seed = _config_option(result, "seed", "group_seed") if seed is None else seed
+    confidence = float(check_option("confidence", confidence))
+    seed = int(check_option("seed", seed))
     spec = metric_spec(metric)
     if spec.name not in result:
-        raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}.")
+        raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}. Evaluate it with "
+                         f"metrics=[{spec.name!r}].")
     m = result.measure(spec.name)
+    if not math.isfinite(float(m.value)):
+        raise InputError(f"{spec.name} is {m.value} in this result: a baseline needs a finite value (check the "
+                         "inputs; an undefined value cannot be gated).")
     rec: dict = {"metric": spec.name, "value": float(m.value), "interval": None, "confidence": confidence,
                  "n": m.n, "unit": m.n_unit}
-    if m.interval is not None and _clean(m.interval[0]) is not None:
+    if m.n_skipped is not None:
+        rec["n_skipped"] = int(m.n_skipped)
+    if m.interval is not None and _clean(m.interval[0]) is not None and _clean(m.interval[1]) is not None:
         rec.update(interval=[float(m.interval[0]), float(m.interval[1])], confidence=m.confidence)
     if spec.kind == "grouped":
         rec.update(_grouped_units(result.grouped[spec.name]))
@@ -75,6 +117,7 @@ def _query_units(result, spec, confidence: float, seed: int) -> dict:
             iv = bootstrap_interval(result, spec.name, confidence=confidence, n_resamples=1000,
                                     method="percentile", seed=seed)
             out["interval"] = [float(iv.low), float(iv.high)]
+            out["confidence"] = float(iv.confidence)
         except InputError:
             pass
     if spec.family == "medr":
@@ -91,6 +134,88 @@ def _query_units(result, spec, confidence: float, seed: int) -> dict:
     elif used.sum() <= _MAX_QUERY_UNITS:
         out.update(units_are="queries", units={f"query {i}": [float(values[i]), 1] for i in np.flatnonzero(used)})
     return out
+
+
+def _kind(x) -> str:
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return f"a boolean ({x})"
+    if isinstance(x, str):
+        return f"a string ({x[:40]!r})"
+    if isinstance(x, (list, tuple)):
+        return f"a list of {len(x)}"
+    if isinstance(x, Mapping):
+        return "a mapping"
+    if isinstance(x, float) and not math.isfinite(x):
+        return f"{x} (not a finite number)"
+    return f"{type(x).__name__} {x!r}"[:80]
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0
+
+
+def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -> dict:
+    """``rec`` when it is a well-formed baseline record; else an
+    :class:`~retrieval_checks.InputError` naming ``where`` (the file and key), the
+    field, what was found and ``fix``. Never a KeyError or TypeError: records are
+    often edited by hand."""
+
+    def bad(field: str, problem: str):
+        problem = problem.rstrip()
+        sep = " " if problem.endswith((".", "?")) else ". "
+        raise InputError(f"{where}, field {field!r}: {problem}{sep}Fix: {fix}.")
+
+    if not isinstance(rec, Mapping):
+        bad("(record)", f"expected a mapping with metric, value, interval, confidence, n, unit; found {_kind(rec)}")
+    metric = rec.get("metric")
+    if not isinstance(metric, str):
+        bad("metric", f"expected a metric name (a string), found {_kind(metric)}")
+    try:
+        spec = metric_spec(metric)
+    except MetricNameError as exc:
+        bad("metric", str(exc))
+    if spec.name != metric:
+        bad("metric", f"{metric!r} is not a canonical name; write {spec.name!r}")
+    if "value" not in rec:
+        bad("value", f"missing; found fields {sorted(map(str, rec))}")
+    value = rec["value"]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        bad("value", f"expected a number, found {_kind(value)}")
+    try:
+        check_threshold(spec.capabilities, value, role="baseline", field="value", metric=spec.name)
+    except InputError as exc:
+        bad("value", str(exc))
+    iv = rec.get("interval")
+    if iv is not None:
+        if not isinstance(iv, (list, tuple)) or len(iv) != 2:
+            bad("interval", f"expected [low, high] (two numbers) or null, found {_kind(iv)}")
+        for side, x in zip(("low", "high"), iv):
+            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
+                bad("interval", f"the {side} bound must be a finite number, found {_kind(x)}")
+        if float(iv[0]) > float(iv[1]):
+            bad("interval", f"low {iv[0]} > high {iv[1]}; write [low, high]")
+    conf = rec.get("confidence")
+    if conf is not None:
+        if isinstance(conf, bool) or not isinstance(conf, numbers.Real) or not 0 < float(conf) < 1:
+            bad("confidence", f"expected a number strictly between 0 and 1 (e.g. 0.95), found {_kind(conf)}")
+    for field in ("n", "n_skipped"):
+        if rec.get(field) is not None and not _is_count(rec[field]):
+            bad(field, f"expected an integer >= 0, found {_kind(rec[field])}")
+    for field in ("unit", "units_are", "partition", "model", "dataset"):
+        if rec.get(field) is not None and not isinstance(rec[field], str):
+            bad(field, f"expected a string, found {_kind(rec[field])}")
+    units = rec.get("units")
+    if units is not None:
+        if not isinstance(units, Mapping):
+            bad("units", f"expected a mapping of unit name to [sum, count], found {_kind(units)}")
+        for k, v in units.items():
+            if (not isinstance(v, (list, tuple)) or len(v) != 2 or isinstance(v[0], bool)
+                    or not isinstance(v[0], numbers.Real) or not math.isfinite(float(v[0])) or not _is_count(v[1])
+                    or v[1] < 1):
+                bad(f"units.{k}", f"expected [sum, count] (a finite number and an integer >= 1), found {_kind(v)}")
+    return dict(rec)
 
 
 def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
@@ -119,93 +244,282 @@ def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
 def _as_change_input(rec: dict) -> dict:
     iv = rec.get("interval") or (None, None)
     units = rec.get("units")
-    return {"value": rec["value"], "low": iv[0], "high": iv[1], "confidence": rec.get("confidence", 0.95),
+    return {"value": rec["value"], "low": iv[0], "high": iv[1], "confidence": rec.get("confidence") or 0.95,
             "units": {k: tuple(v) for k, v in units.items()} if units else None}
+
+
+def _fmt_iv(iv) -> str:
+    return "none" if not iv else f"[{float(iv[0]):.4f}, {float(iv[1]):.4f}]"
 
 
 def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | None = None,
                          max_relative_drop: float | None = None, direction: str | None = None,
-                         significant: bool = False, confidence: float = 0.95, where: str = "") -> Change:
+                         significant: bool = False, confidence: float = 0.95, where: str = "",
+                         max_skipped: int | float | None = None) -> Change:
     """Fail when ``current`` (a :func:`baseline_record`) dropped from ``baseline``
-    beyond the tolerances (see :func:`retrieval_checks._regression.measure_change`)."""
+    beyond the tolerances (see :func:`retrieval_checks._regression.measure_change`).
+
+    Both records are checked first (:func:`check_record`): a NaN or malformed value,
+    interval or tolerance is an :class:`~retrieval_checks.InputError`, never a pass.
+    ``max_skipped`` fails the gate when the current run skipped more queries (a
+    count, or a fraction of the queries); any skipped query gives a warning."""
     __tracebackhide__ = True
-    if current.get("metric") != baseline.get("metric"):
-        raise InputError(f"the baseline is for {baseline.get('metric')!r}, the result for {current.get('metric')!r}.")
+    check_option("max_skipped", max_skipped)
+    current = check_record(current, where="current record",
+                           fix="pass a record from baseline_record(result, metric)")
+    baseline = check_record(baseline, where=f"{where} baseline" if where else "baseline record")
+    if current["metric"] != baseline["metric"]:
+        raise InputError(f"the baseline is for {baseline['metric']!r}, the result for {current['metric']!r}: "
+                         "compare records of the same metric.")
     if baseline.get("partition") != current.get("partition"):
         raise InputError(f"{current['metric']}: the baseline used label partition {baseline.get('partition')!r}, this "
                          f"run {current.get('partition')!r}; regenerate the baseline (same labels, group_size, seed).")
-    use_units = significant and bool(baseline.get("units")) and bool(current.get("units"))
+    use_units = significant is True and bool(baseline.get("units")) and bool(current.get("units"))
     b_in, c_in = _as_change_input(baseline), _as_change_input(current)
     if not use_units:
         b_in["units"] = c_in["units"] = None
     ch = measure_change(current["metric"], b_in, c_in, max_drop=max_drop, max_relative_drop=max_relative_drop,
                         direction=direction, significant=significant, confidence=confidence)
+    max_drop = None if max_drop is None else float(max_drop)
+    max_relative_drop = None if max_relative_drop is None else float(max_relative_drop)
     iv = current.get("interval") or (None, None)
     allowed = [v for v in (max_drop, None if max_relative_drop is None else max_relative_drop * abs(ch.baseline))
                if v is not None]
     threshold = ch.baseline - (min(allowed) if allowed else 0.0) * (1 if ch.higher_is_better else -1)
-    emit(GateEvent(gate="assert_no_regression", metric=ch.metric, value=ch.current, passed=not ch.failed, low=iv[0],
+    n_skipped = current.get("n_skipped")
+    n_used = current.get("n") if n_skipped is not None else None
+    notes, skip_failure = [], None
+    if n_skipped:
+        n_queries = int(n_used or 0) + int(n_skipped)
+        notes.append(f"assert_no_regression: {ch.metric} skipped {n_skipped} of {n_queries} queries (no relevant "
+                     f"gallery item): n_used {n_used} / n_skipped {n_skipped}. To fail the gate instead, set "
+                     f"max_skipped= (a count, or a fraction of the queries) or evaluate with empty_queries='error'.")
+        if max_skipped is not None and (n_skipped > max_skipped if isinstance(max_skipped, numbers.Integral)
+                                        else n_skipped > max_skipped * n_queries):
+            skip_failure = (f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
+                            f"{n_skipped}), more than max_skipped={max_skipped!r}")
+    failed = ch.failed or skip_failure is not None
+    emit(GateEvent(gate="assert_no_regression", metric=ch.metric, value=ch.current, passed=not failed, low=iv[0],
                    high=iv[1], confidence=current.get("confidence"), on="baseline",
                    comparison=">=" if ch.higher_is_better else "<=", threshold=threshold,
                    bounds={k: v for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
                            if v is not None},
-                   n=current.get("n"), unit=current.get("unit"), model=current.get("model"),
-                   dataset=current.get("dataset"), extra={"baseline": ch.baseline, "drop": ch.drop,
-                                                          "p_worse": ch.p_worse}))
-    if ch.failed:
+                   n=current.get("n"), unit=current.get("unit"), n_used=n_used, n_skipped=n_skipped,
+                   model=current.get("model"), dataset=current.get("dataset"), warnings=list(notes),
+                   extra={"baseline": ch.baseline, "drop": ch.drop, "p_worse": ch.p_worse,
+                          **({} if max_skipped is None else {"max_skipped": max_skipped})}))
+    for note in notes:
+        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
+    if failed:
         biv = baseline.get("interval")
+        head = (f"{ch.metric} regressed: {ch.baseline:.4f} -> {ch.current:.4f} ({'; '.join(ch.reasons)})\n"
+                if ch.failed else f"{skip_failure}\n")
         raise AssertionError(
             (f"{where}\n" if where else "")
-            + f"{ch.metric} regressed: {ch.baseline:.4f} -> {ch.current:.4f} ({'; '.join(ch.reasons)})\n"
-            f"  drop {ch.drop:+.4f} ({ch.relative_drop:+.2%} of the baseline); "
+            + head
+            + f"  drop {ch.drop:+.4f} ({ch.relative_drop:+.2%} of the baseline); "
             f"{'higher' if ch.higher_is_better else 'lower'} is better\n"
-            f"  baseline interval {biv}, current interval {current.get('interval')}; "
+            f"  baseline interval {_fmt_iv(biv)}, current interval {_fmt_iv(current.get('interval'))}; "
             + (f"p(worse)={ch.p_worse:.3g} ({ch.method})\n" if ch.p_worse is not None else f"{ch.method}\n")
-            + f"  sample: {current.get('n')} {current.get('unit')} now, {baseline.get('n')} in the baseline\n"
-            f"  rule: {ch.tolerance}{', only when significant' if significant else ''}"
+            + f"  sample: {current.get('n')} {current.get('unit')} now"
+            + (f" (n_used {n_used} / n_skipped {n_skipped})" if n_skipped is not None else "")
+            + f", {baseline.get('n')} in the baseline\n"
+            + (f"  also: {skip_failure}\n" if skip_failure and ch.failed else "")
+            + f"  rule: {ch.tolerance}{', only when significant' if significant else ''}"
+            + ("; and at most max_skipped skipped queries" if max_skipped is not None else "")
         )
     return ch
 
 
+# ----------------------------------------------------------------------------- files
+_LOCK_TIMEOUT = 120.0  # seconds a writer waits for another, and after which an O_EXCL lock is stale
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path):
+    """Hold the write lock of ``path``: ``flock`` on a sibling ``.<name>.lock`` file
+    (POSIX), else an ``O_EXCL`` lock file polled until free (Windows, or file systems
+    without flock). The lock file is removed on release; a waiter that locked a file
+    since removed tries again, so two writers never hold it at once."""
+    lock = _lock_path(path)
+    if fcntl is not None:
+        fd = None
+        while True:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # no flock on this file system: the portable lock instead
+                os.close(fd)
+                fd = None
+                break
+            try:
+                same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        if fd is not None:
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock)
+                os.close(fd)  # releases the flock
+            return
+    deadline = time.monotonic() + _LOCK_TIMEOUT
+    while True:
+        try:
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            break
+        except FileExistsError:
+            with contextlib.suppress(OSError):
+                if time.time() - os.stat(lock).st_mtime > _LOCK_TIMEOUT:  # left by a writer that died
+                    os.unlink(lock)
+                    continue
+            if time.monotonic() > deadline:
+                raise InputError(f"{lock}: another process has held the baselines lock for {_LOCK_TIMEOUT:g} s; "
+                                 "if none is writing, delete the lock file.") from None
+            time.sleep(0.02)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+
+
+def _default_mode() -> int:
+    """0o666 less the process umask: the mode a new file gets from open()."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 class BaselineFile:
-    """A YAML file of baseline records keyed by check or test name."""
+    """A YAML file of baseline records keyed by check or test name.
+
+    Reading is strict: a file that is not YAML, not a mapping, or a directory is an
+    :class:`~retrieval_checks.InputError` naming the file; a malformed record is one
+    when :meth:`get` reads it (naming the file, the key and the field). Writing
+    (:meth:`update`) holds a lock, re-reads the file and merges, then replaces it
+    atomically and keeps its permission mode: concurrent writers lose no record.
+    """
 
     HEADER = ("# retrieval-checks baselines: review changes like code.\n"
               "# Regenerate: pytest --rc-force-regen (rewrite what changed, and fail) or --rc-regen-all.\n")
 
     def __init__(self, path):
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"a baselines file path is a str or Path, got {type(path).__name__}.")
         self.path = Path(path)
-        self.records: dict = {}
-        if self.path.exists():
-            try:
-                data = yaml.safe_load(self.path.read_text(encoding="utf-8"))
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                line = f":{mark.line + 1}" if mark is not None else ""
-                raise InputError(f"{self.path}{line}: cannot read the baseline file ({exc}); regenerate it with "
-                                 "--rc-regen-all.") from None
-            if data is not None and not isinstance(data, dict):
-                raise InputError(f"{self.path}: a baseline file is a mapping of names to records.")
-            self.records = dict(data or {})
+        self.records: dict = self._read()
+
+    def _read(self) -> dict:
+        """The records of the file ({} when it does not exist)."""
+        path = self.path
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, where the baselines file should be; remove or rename the "
+                             "directory (baselines are written to this path).")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start}); restore it from "
+                             "version control or regenerate it with --rc-force-regen or --rc-regen-all.") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the baselines file ({exc.strerror or exc}); check its "
+                             "permissions.") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise InputError(f"{path}{line}: cannot read the baselines file: invalid YAML ({problem}); fix it, or "
+                             "regenerate it with --rc-force-regen or --rc-regen-all.") from None
+        except RecursionError:
+            raise InputError(f"{path}: cannot read the baselines file: nested too deeply; regenerate it with "
+                             "--rc-force-regen or --rc-regen-all.") from None
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: a baselines file is a mapping of check names to records, found "
+                             f"{_kind(data)}; fix it, or regenerate it with --rc-force-regen or --rc-regen-all.")
+        bad_keys = [k for k in data if not isinstance(k, str)]
+        if bad_keys:
+            raise InputError(f"{path}: record names must be strings, found {bad_keys[0]!r}; quote it, or "
+                             "regenerate the file with --rc-force-regen or --rc-regen-all.")
+        return dict(data)
 
     def get(self, key: str) -> dict | None:
-        return self.records.get(key)
+        """The record ``key`` (checked: see :func:`check_record`), None when absent."""
+        if key not in self.records:
+            return None
+        return check_record(self.records[key], where=f"{self.path}: baseline {key!r}")
 
     def update(self, entries: dict) -> None:
-        """Set records and write the file atomically (keys sorted, for stable diffs)."""
-        self.records.update(entries)
-        text = self.HEADER + yaml.safe_dump({k: self.records[k] for k in sorted(self.records)}, sort_keys=False,
-                                            default_flow_style=None, width=120, allow_unicode=True)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        """Set records and write the file: under the file's lock, re-read it, merge
+        ``entries`` into what is there now, write a temporary file beside it and
+        replace the file atomically (keys sorted, for stable diffs; mode kept)."""
+        path = Path(os.path.realpath(self.path)) if self.path.is_symlink() else self.path
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{path.parent}: cannot create the baselines directory ({exc.strerror or exc}).") from None
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, where the baselines file should be; remove or rename the "
+                             "directory (baselines are written to this path).")
+        try:
+            with _exclusive(path):
+                records = self._merge_base(path)
+                records.update(entries)
+                text = self.HEADER + yaml.safe_dump({k: records[k] for k in sorted(records)}, sort_keys=False,
+                                                    default_flow_style=None, width=120, allow_unicode=True)
+                try:
+                    mode = stat.S_IMODE(os.stat(path).st_mode)
+                except FileNotFoundError:
+                    mode = _default_mode()
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
+                        f.write(text)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.chmod(tmp, mode)
+                    os.replace(tmp, path)
+                except BaseException:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+                    raise
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write the baselines file ({exc.strerror or exc}); check the "
+                             "directory's permissions.") from None
+        self.records = records
+
+    @staticmethod
+    def _merge_base(path: Path) -> dict:
+        """The records in the file now; an unreadable file (being regenerated) is kept
+        beside it as ``<name>.corrupt`` and replaced, with a warning."""
+        try:
+            return BaselineFile(path).records
+        except InputError as exc:
+            backup = path.with_name(path.name + ".corrupt")
+            os.replace(path, backup)
+            warnings.warn(f"retrieval-checks: {exc} It was moved to {backup} and rewritten with the new records.",
+                          RuntimeWarning, stacklevel=4)
+            return {}
 
 
 def baseline_path(path) -> Path:
@@ -215,24 +529,45 @@ def baseline_path(path) -> Path:
 
 
 def write_records(entries) -> list[str]:
-    """Write (path, key, record) entries, one atomic rewrite per file; returns the paths."""
+    """Write (path, key, record) entries, one locked, merged, atomic rewrite per file;
+    returns the paths."""
     by_file: dict = {}
-    for path, key, record in entries:
+    for entry in entries:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+            raise InputError(f"write_records takes (path, key, record) entries, got {_kind(entry)}.")
+        path, key, record = entry
+        if not isinstance(key, str):
+            raise InputError(f"baseline names are strings, got {_kind(key)} (for {path}).")
         by_file.setdefault(str(path), {})[key] = record
     for path, records in by_file.items():
-        BaselineFile(path).update(records)
+        _for_writing(path).update(records)
     return sorted(by_file)
+
+
+def _for_writing(path) -> BaselineFile:
+    """The file at ``path`` for :meth:`BaselineFile.update`, even when it cannot be
+    read (it is being regenerated: update() moves an unreadable one aside); a
+    directory in its place is still an error."""
+    try:
+        return BaselineFile(path)
+    except InputError:
+        if Path(path).is_dir():
+            raise
+        f = BaselineFile.__new__(BaselineFile)
+        f.path, f.records = Path(path), {}
+        return f
 
 
 class BaselineStore:
     """The baseline gate of a session, with pytest-regressions' regeneration semantics.
 
-    ``regen=None``: compare (a missing baseline fails and says how to create it);
-    ``"force"``: a missing or different baseline is rewritten and the check fails
-    (review the diff, then rerun); ``"all"``: every baseline is rewritten and the
-    check passes. Baseline files are read once; records to write are queued in
-    ``pending`` as (path, key, record), for :meth:`write` or, under pytest, for the
-    controller at the end of the session.
+    ``regen=None``: compare (a missing baseline fails and says how to create it; a
+    malformed file or record is an :class:`~retrieval_checks.InputError` that says how
+    to fix it); ``"force"``: a missing, malformed or different baseline is rewritten
+    and the check fails (review the diff, then rerun); ``"all"``: every baseline is
+    rewritten and the check passes. Baseline files are read once; records to write are
+    queued in ``pending`` as (path, key, record), for :meth:`write` or, under pytest,
+    for the controller at the end of the session.
     """
 
     def __init__(self, regen: str | None = None):
@@ -242,10 +577,23 @@ class BaselineStore:
         self.pending: list = []
         self._files: dict = {}
 
+    def _file(self, path) -> BaselineFile:
+        key = str(path)
+        if key not in self._files:
+            # regenerating: an unreadable file is about to be rewritten, so it reads as empty
+            self._files[key] = BaselineFile(path) if self.regen is None else _for_writing(path)
+        return self._files[key]
+
     def stored(self, path, key: str) -> dict | None:
-        if str(path) not in self._files:
-            self._files[str(path)] = BaselineFile(path)
-        return self._files[str(path)].get(key)
+        """The checked record ``key`` of the file ``path``; under regeneration a
+        malformed record reads as missing (it is about to be rewritten)."""
+        f = self._file(path)
+        try:
+            return f.get(key)
+        except InputError:
+            if self.regen is None:
+                raise
+            return None
 
     def check(self, record: dict, *, path, key: str, **tolerances) -> Change | None:
         """Gate ``record`` against the baseline ``key`` of the file ``path``: returns the
@@ -253,6 +601,7 @@ class BaselineStore:
         baseline was (re)written; raises AssertionError when the check fails."""
         __tracebackhide__ = True
         path = Path(path)
+        check_record(record, where=f"the record for {key!r}", fix="pass a record from baseline_record()")
         stored = self.stored(path, key)
         if self.regen == "all":
             self.pending.append((str(path), key, record))
@@ -268,12 +617,14 @@ class BaselineStore:
             raise AssertionError(f"no baseline {key!r} in {path.name}.\n  Create it: run pytest with --rc-regen-all "
                                  "(writes every baseline and passes) or --rc-force-regen (writes missing or changed "
                                  "ones and fails), review the file and commit it.")
-        return assert_no_regression(record, stored, **tolerances)
+        return assert_no_regression(record, stored, where=f"{path.name}: {key!r}", **tolerances)
 
     @staticmethod
     def _notify_unchecked(record: dict, why: str) -> None:
         emit(GateEvent(gate="assert_no_regression", metric=record["metric"], value=record["value"], passed=False,
                        on=why, comparison="baseline", n=record.get("n"), unit=record.get("unit"),
+                       n_skipped=record.get("n_skipped"),
+                       n_used=record.get("n") if record.get("n_skipped") is not None else None,
                        model=record.get("model"), dataset=record.get("dataset")))
 
     def write(self) -> list[str]:

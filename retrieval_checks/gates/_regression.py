@@ -23,21 +23,30 @@ Significance, one-sided at level ``1 - confidence``:
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
+from .._suggest import hint
 from ..metrics._names import metric_spec
+from ..metrics._registry import Family
+from ..metrics._thresholds import check_finite, check_threshold
 from ..errors import InputError, MetricNameError
+from ..options import check_option
 
-__all__ = ["Change", "measure_change", "higher_is_better"]
+__all__ = ["Change", "measure_change", "higher_is_better", "change_family"]
 
 
 def higher_is_better(metric: str) -> bool | None:
     """Direction of a metric name as recorded by the gates (None when unknown):
     ``<metric> gap`` is lower-is-better, ``<metric> difference`` higher-is-better."""
+    if not isinstance(metric, str):
+        return None
     if metric.endswith(" gap"):
         return False
     if metric.endswith(" difference"):
@@ -106,6 +115,74 @@ def _paired_p(baseline_units: dict, current_units: dict, sign: float) -> tuple[f
     return float(stats.t.cdf(t, L - 1)), f"paired t over {L} units (cluster-robust)"
 
 
+def change_family(metric: str) -> Family | None:
+    """The unit and attainable range of a recorded metric: the registry's family, or
+    for ``<metric> gap`` / ``<metric> difference`` the range of a difference of two
+    values (-width, width); None for names the registry does not know."""
+    base = metric
+    diff = isinstance(metric, str) and metric.endswith((" gap", " difference"))
+    if diff:
+        base = metric.rsplit(" ", 1)[0]
+    try:
+        fam = metric_spec(base).capabilities
+    except MetricNameError:
+        return None
+    if not diff:
+        return fam
+    width = fam.high - fam.low
+    return dataclasses.replace(fam, name=metric, low=-width, high=width)
+
+
+def _tolerance(fam: Family | None, value, role: str, metric: str):
+    if value is None:
+        return None
+    if fam is not None:
+        return check_threshold(fam, value, role=role, field=role, metric=metric)
+    v = check_finite(value, role)
+    if v < 0:
+        raise InputError(f"{role}={v:g}: a tolerated drop must be >= 0 (0: no drop tolerated; a fraction of the "
+                         f"baseline for max_relative_drop: 0.05 for 5%).")
+    return v
+
+
+def _side(d, which: str, fam: Family | None, metric: str) -> dict:
+    """Check one side of a change (``value``, optional ``low``/``high``, ``confidence``,
+    ``units``) and return it with floats; an InputError names the side and field."""
+    if not isinstance(d, Mapping):
+        raise InputError(f"{which}: expected a mapping with 'value' (and optionally 'low', 'high', 'confidence', "
+                         f"'units'), found {type(d).__name__}.")
+    if "value" not in d:
+        raise InputError(f"{which}: has no 'value'; found keys {sorted(map(str, d))}.")
+    out = dict(d)
+    field_ = f"{which} value"
+    if fam is not None:
+        out["value"] = check_threshold(fam, d["value"], role="baseline", field=field_, metric=metric)
+    else:
+        out["value"] = check_finite(d["value"], field_)
+    low, high = d.get("low"), d.get("high")
+    if (low is None) != (high is None):
+        raise InputError(f"{which}: an interval needs both 'low' and 'high' (or neither), found low={low!r}, "
+                         f"high={high!r}.")
+    if low is not None:
+        out["low"], out["high"] = check_finite(low, f"{which} low"), check_finite(high, f"{which} high")
+        if out["low"] > out["high"]:
+            raise InputError(f"{which}: interval low={out['low']:g} > high={out['high']:g}; write [low, high].")
+    if d.get("confidence") is not None:
+        out["confidence"] = float(check_option("confidence", d["confidence"], argument=f"{which} confidence"))
+    units = d.get("units")
+    if units is not None:
+        if not isinstance(units, Mapping):
+            raise InputError(f"{which} units: expected a mapping of unit to (sum, count), found "
+                             f"{type(units).__name__}.")
+        for k, v in units.items():
+            if not isinstance(v, (list, tuple)) or len(v) != 2:
+                raise InputError(f"{which} units[{k!r}]: expected (sum, count), found {v!r}.")
+            check_finite(v[0], f"{which} units[{k!r}] sum")
+            if isinstance(v[1], bool) or not isinstance(v[1], numbers.Integral) or v[1] < 1:
+                raise InputError(f"{which} units[{k!r}]: the count must be an integer >= 1, found {v[1]!r}.")
+    return out
+
+
 def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: float | None = None,
                    max_relative_drop: float | None = None, direction: str | None = None,
                    significant: bool = False, confidence: float = 0.95) -> Change:
@@ -116,19 +193,35 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     ``max_relative_drop`` (neither given: any drop beyond float noise, 1e-12, fails),
     and, with ``significant=True``, only when the drop is also significant at level
     ``1 - confidence``.
+
+    Fails closed: the tolerances are checked against the metric's unit and range
+    (``max_drop: 1`` on a fraction could never fail), and NaN or infinite values,
+    bounds and tolerances are refused with an :class:`~retrieval_checks.InputError`.
     """
+    if not isinstance(metric, str):
+        raise InputError(f"metric={metric!r}: expected a metric name (a string).")
+    known = higher_is_better(metric)
     if direction is None:
-        hib = higher_is_better(metric)
+        hib = known
         if hib is None:
             raise InputError(f"cannot tell whether higher or lower {metric!r} is better; give direction: higher/lower.")
-    elif direction in ("higher", "lower"):
+    elif isinstance(direction, str) and direction in ("higher", "lower"):
         hib = direction == "higher"
+        if known is not None and hib != known:
+            raise InputError(f"direction={direction!r} contradicts {metric!r}, for which "
+                             f"{'higher' if known else 'lower'} is better; leave direction out.")
     else:
-        raise InputError(f"direction={direction!r}: use 'higher' or 'lower' (which way is better).")
-    for name, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop)):
-        if v is not None and (not np.isfinite(v) or v < 0):
-            raise InputError(f"{name}={v}: use a number >= 0.")
-    b, c = float(baseline["value"]), float(current["value"])
+        close = hint(direction, ("higher", "lower")) if isinstance(direction, str) else ""
+        raise InputError(f"direction={direction!r}: use 'higher' or 'lower' (which way is better).{close}")
+    if not isinstance(significant, bool):
+        raise InputError(f"significant={significant!r}: expected True or False.")
+    confidence = float(check_option("confidence", confidence))
+    fam = change_family(metric)
+    max_drop = _tolerance(fam, max_drop, "max_drop", metric)
+    max_relative_drop = _tolerance(fam, max_relative_drop, "max_relative_drop", metric)
+    baseline = _side(baseline, "baseline", fam, metric)
+    current = _side(current, "current", fam, metric)
+    b, c = baseline["value"], current["value"]
     sign = 1.0 if hib else -1.0
     drop = sign * (b - c)
     relative = drop / abs(b) if b != 0 else (math.inf if drop > 0 else 0.0)
