@@ -96,31 +96,58 @@ def _is_float(text: str) -> bool:
     return True
 
 
+# what a suggestion puts in place of a placeholder the user copied from a template
+# (``recall@K`` -> ``recall@10``): a suggestion is a name that parses
+_EXAMPLES = {"K": "10", "P": "0.9", "Q": "0.9", "t=T": "t=0.5"}
+
+
 def _concrete(template: str, param: str) -> str:
     """A template with the user's parameter where it fits (a level written in percent
-    becomes a fraction: ``@90`` -> ``@0.9``), else the template itself."""
+    becomes a fraction: ``@90`` -> ``@0.9``, ``@90%`` too; a threshold without ``t=``
+    gets it: ``pair_f1@0.5`` -> ``pair_f1@t=0.5``; a placeholder copied from the
+    template becomes an example value: ``recall@K`` -> ``recall@10``), else the
+    template itself."""
     base, _, t_param = template.partition("@")
+    param = param.strip().replace(" ", "")
+    if t_param in _EXAMPLES and param.lower() == t_param.lower():
+        return f"{base}@{_EXAMPLES[t_param]}"
     if t_param == "K" and param.isdigit() and int(param) >= 1:
         return f"{base}@{int(param)}"
-    if t_param in ("P", "Q") and _is_float(param):
-        level = float(param)
-        if 1 < level <= 100:
-            level /= 100
-        if 0 < level <= 1:
-            return f"{base}@{_fmt(level)}"
+    if t_param in ("P", "Q"):
+        percent = param.endswith("%")
+        text = param[:-1] if percent else param
+        if _is_float(text) and math.isfinite(float(text)):
+            level = float(text)
+            if percent or 1 < level <= 100:
+                level = round(level / 100, 12)  # 0.9% -> 0.009, not 0.009000000000000001
+            if 0 < level <= 1:
+                return f"{base}@{_fmt(level)}"
+    if t_param == "t=T":
+        text = param[2:] if param.lower().startswith("t=") else param
+        if _is_float(text) and math.isfinite(float(text)):
+            return f"{base}@t={_fmt(float(text))}"
     return template
 
 
 def _suggest(name: str) -> str | None:
     lowered = name.strip().lower()
     base, _, param = lowered.partition("@")
+    base = base.strip()
+    base = _ALIASES.get(base, base)  # cmc@0 -> hit_rate@K, as cmc@5 means hit_rate@5
+    param = name.strip().partition("@")[2]  # the user's own case: map@R, recall@K
+    lowered = f"{base}@{param.lower()}" if "@" in lowered else base
     candidates = {_concrete(t, param) for t in METRIC_TEMPLATES}
-    found = did_you_mean(lowered, candidates)
+    # a placeholder copied from a template (map@K, recall_at_precision@P): that template, made concrete
+    placeholder = [_concrete(t, param) for t in METRIC_TEMPLATES
+                   if t.partition("@")[0] == base and t.partition("@")[2].lower() == param.strip().lower()
+                   and t.partition("@")[2] in _EXAMPLES]
+    found = placeholder[0] if placeholder else did_you_mean(lowered, candidates)
     if found is None:  # the base alone: 'recal' -> 'recall@K' with the user's K
         by_base = {c.partition("@")[0]: c for c in candidates}
         close = did_you_mean(base, by_base)
         found = by_base[close] if close is not None else None
-    if found is not None and found.lower() == lowered:
+    if found is not None and found.lower().replace(" ", "") in (lowered.replace(" ", ""),
+                                                                 name.strip().lower().replace(" ", "")):
         return None  # never suggest what was rejected
     return found
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
+from retrieval_checks.metrics import metric_spec
 
 
 RNG = np.random.default_rng(0)
@@ -93,3 +94,57 @@ def test_names_and_ranges():
     X = rng.normal(size=(6, 3)).astype(np.float32)
     with pytest.raises(rc.InputError, match="at least 4 labels"):
         rc.evaluate(X, query_labels=[0, 0, 0, 1, 1, 1], metrics=["grouped_recall@1"], group_size=3)
+
+
+@pytest.mark.parametrize("name, suggestion", [
+    ("recall_at_precision@90", "recall_at_precision@0.9"),
+    ("RECALL_AT_PRECISION@90", "recall_at_precision@0.9"),
+    ("Recall_At_Precision@90%", "recall_at_precision@0.9"),
+    ("precision_at_recall@95", "precision_at_recall@0.95"),
+    ("recall_at_precision@100", "recall_at_precision@1"),
+    ("recall_at_precision@0.9%", "recall_at_precision@0.009"),
+    ("pair_f1@0.5", "pair_f1@t=0.5"),
+    ("PAIR_PRECISION@-0.25", "pair_precision@t=-0.25"),
+    ("recall@K", "recall@10"),
+    ("map@K", "map@10"),
+    ("grouped_recall@k", "grouped_recall@10"),
+    ("recall_at_precision@P", "recall_at_precision@0.9"),
+    ("pair_f1@t=T", "pair_f1@t=0.5"),
+    ("cmc@0", "hit_rate@K"),
+    ("hitrate@5", "hit_rate@5"),
+])
+def test_suggestions_fix_scale_placeholders_and_aliases(name, suggestion):
+    with pytest.raises(rc.MetricNameError) as info:
+        metric_spec(name)
+    assert info.value.suggestion == suggestion
+    assert f"Did you mean '{suggestion}'" in str(info.value)
+
+
+def _variants():
+    """Names off by scale, case, parameter or spelling, around every template."""
+    params = ["", "@0", "@-1", "@1.5", "@90", "@90%", "@150", "@nan", "@inf", "@K", "@P", "@t=T", "@t=nan", "@x",
+              "@5@5", "@R5", "@ 0.5"]
+    out = []
+    for template in rc.METRIC_TEMPLATES:
+        base = template.partition("@")[0]
+        for p in params:
+            out += [base + p, base.upper() + p, base.title() + p]
+    return sorted(set(out))
+
+
+def test_a_suggestion_never_repeats_the_rejected_name_and_parses_when_concrete():
+    checked = 0
+    for name in _variants():
+        try:
+            metric_spec(name)
+            continue
+        except rc.MetricNameError as exc:
+            sug, message = exc.suggestion, str(exc)
+            checked += 1
+        if sug is None:
+            continue
+        assert sug.replace(" ", "").lower() != name.replace(" ", "").lower(), name
+        assert f"Did you mean '{name}'" not in message, name
+        if not any(sug.endswith(p) for p in ("@K", "@P", "@Q", "@t=T")):
+            assert metric_spec(sug).name == sug, (name, sug)  # a concrete suggestion is a valid name
+    assert checked > 300
