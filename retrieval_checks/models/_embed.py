@@ -23,19 +23,26 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import io
 import json
+import numbers
 import os
+import pickle
 import sys
 import tempfile
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..data._files import _verify_zip_crc, check_file
+from ..errors import BackendError, InputError
+from ..options import OPTIONS
 
-__all__ = ["embed", "load_model", "model_fingerprint", "EmbeddingCache"]
+__all__ = ["embed", "load_model", "model_fingerprint", "EmbeddingCache", "check_exported_archive"]
 
-_CACHE_FORMAT = "retrieval-checks-embeddings-1"
+_CACHE_FORMAT = "retrieval-checks-embeddings-2"
 
 
 def _torch():
@@ -55,13 +62,22 @@ def require_torch(what: str):
 
 
 def resolve_device(device: str | None) -> str:
-    """``auto``/None: cuda when available, else cpu; ``numpy`` (an engine backend) means cpu."""
+    """``auto``/None: cuda when available, else cpu; ``numpy`` and ``torch-cpu`` (engine
+    backends) mean cpu. An unknown name is an InputError; ``cuda`` without a CUDA device a
+    :class:`~retrieval_checks.BackendError`."""
     torch = _torch()
     if device in (None, "", "auto"):
         return "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
-    if device == "numpy":
+    problem = OPTIONS["device"].problem(device)
+    if problem is not None:
+        raise InputError(f"device={device!r}: {problem} Use 'auto' (CUDA when available), 'cpu' or 'cuda:N'.")
+    device = device.strip()
+    if device in ("numpy", "torch-cpu"):
         return "cpu"
-    return str(device)
+    if device.startswith("cuda") and (torch is None or not torch.cuda.is_available()):
+        raise BackendError(f"device={device!r} was asked for but torch sees no CUDA device; use device='cpu' "
+                           "or 'auto'.")
+    return device
 
 
 def float_tensor(inputs, torch):
@@ -90,18 +106,25 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     """
     torch = _torch()
     is_module = torch is not None and isinstance(model, torch.nn.Module)
-    x = float_tensor(inputs, torch) if is_module else np.asarray(inputs)
-    if x.ndim < 1 or x.shape[0] == 0:
-        raise InputError(f"inputs have shape {tuple(x.shape)}; need at least one row to embed.")
+    if not is_module and not callable(model):
+        raise InputError(f"model={type(model).__name__}: must be a torch.nn.Module or a callable taking an array of "
+                         "inputs and returning (n_inputs x dim) embeddings.")
+    if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InputError(f"batch_size={batch_size!r}: expected a positive integer (e.g. 256).")
+    if part is not None and not isinstance(part, str):
+        raise InputError(f"part={part!r}: expected None or a string such as 'queries' or 'gallery'.")
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise InputError(f"progress={progress!r}: expected True, False or None (a bar only in a terminal).")
+    if transform is not None and not callable(transform):
+        raise InputError(f"transform={transform!r}: expected None or a callable applied to each batch tensor.")
+    dev_name = resolve_device(device)
+    x = _inputs(inputs, torch, is_module)
     if not is_module:
-        if not callable(model):
-            raise InputError(f"model must be a torch module or a callable, got {type(model).__name__}.")
         kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
         out = model(x, **kwargs)
-        return _as_embeddings(out, x.shape[0], getattr(model, "__name__", type(model).__name__))
-    if batch_size < 1:
-        raise InputError(f"batch_size={batch_size}; use a positive integer.")
-    dev = torch.device(resolve_device(device))
+        return _as_embeddings(out, x.shape[0], getattr(model, "__name__", type(model).__name__), _output)
+    batch_size = int(batch_size)
+    dev = torch.device(dev_name)
     was_training = model.training
     params = list(model.parameters()) if hasattr(model, "parameters") else []
     original_device = params[0].device if params else None
@@ -139,6 +162,60 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
         if original_device is not None:
             model.to(original_device)
     return _as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__, _output)
+
+
+def _inputs(inputs, torch, is_module: bool):
+    """``inputs`` as the model will see them: a float tensor for torch modules, a numpy
+    array for callables (tensors moved to the CPU); refused when not an array, ragged,
+    empty, of Python objects, or holding NaN or Inf."""
+    is_tensor = torch is not None and isinstance(inputs, torch.Tensor)
+    if inputs is None or isinstance(inputs, (str, bytes, dict, set)) or callable(inputs) and not is_tensor:
+        raise InputError(f"inputs={type(inputs).__name__}: expected an array or tensor of inputs (n_inputs x ...), "
+                         "one row per item.")
+    if is_tensor:
+        if inputs.is_complex():
+            raise InputError("inputs: a complex tensor; models take real-valued inputs.")
+        x = inputs.detach()
+    else:
+        try:
+            x = np.asarray(inputs)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"inputs: not a rectangular array ({type(exc).__name__}: {exc}); give every input the "
+                             "same shape (pad or resize them).") from None
+        if x.dtype.hasobject:
+            raise InputError(f"inputs: an array of Python objects (dtype object; ragged rows or mixed types), "
+                             f"shape {x.shape}; give every input the same shape and a numeric dtype.")
+        if x.dtype.kind == "c":
+            raise InputError("inputs: complex numbers; models take real-valued inputs.")
+        if is_module and x.dtype.kind not in "biuf":
+            raise InputError(f"inputs: dtype {x.dtype}; a torch module needs numeric inputs (strings need a "
+                             "callable model that tokenizes them).")
+        if not x.dtype.isnative:
+            x = x.astype(x.dtype.newbyteorder("="))
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise InputError(f"inputs have shape {tuple(x.shape)}; need at least one row to embed.")
+    if is_tensor:
+        if torch.is_floating_point(x):
+            finite = torch.isfinite(x.reshape(x.shape[0], -1)).all(dim=1)
+            if not bool(finite.all()):
+                bad = torch.nonzero(~finite).flatten().cpu().numpy()
+                raise InputError(f"inputs: NaN or Inf in {bad.size} input(s), first rows {bad[:5].tolist()}; fix "
+                                 "or drop those inputs.")
+        return float_tensor(x, torch) if is_module else _tensor_numpy(x, torch)
+    if x.dtype.kind == "f":
+        finite = np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)
+        if not finite.all():
+            bad = np.flatnonzero(~finite)
+            raise InputError(f"inputs: NaN or Inf in {bad.size} input(s), first rows {bad[:5].tolist()}; fix or "
+                             "drop those inputs.")
+    return float_tensor(x, torch) if is_module else x
+
+
+def _tensor_numpy(x, torch) -> np.ndarray:
+    x = x.detach().cpu()
+    if x.is_floating_point() and x.dtype not in (torch.float32, torch.float64):
+        x = x.float()  # numpy has no bfloat16
+    return x.numpy()
 
 
 def _accepts(fn, name: str) -> bool:
@@ -193,6 +270,14 @@ def _load_file_module(path: Path, label: str):
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            del sys.modules[name]
+            raise InputError(f"{path}:{exc.lineno}: the model's module {label!r} has a syntax error ({exc.msg}); "
+                             "fix the file.") from exc
+        except Exception as exc:
+            del sys.modules[name]
+            raise InputError(f"{path}: importing the model's module {label!r} failed ({type(exc).__name__}: "
+                             f"{exc}); fix the module (it runs like a conftest.py).") from exc
         except BaseException:
             del sys.modules[name]
             raise
@@ -202,6 +287,9 @@ def _load_file_module(path: Path, label: str):
 def _import_target(target: str, base_dir: Path | None):
     """The object named by ``module:function``: a ``.py`` file or a top-level module next
     to the suite file (imported by path), else an installed module."""
+    if not isinstance(target, str) or target.count(":") != 1 or not all(target.partition(":")[::2]):
+        raise InputError(f"target={target!r}: expected 'module:function' (a dotted module or a .py file, a colon, "
+                         "then the function's name).")
     module_name, _, attr = target.partition(":")
     local = _local_file(module_name, base_dir)
     if local is not None and (module_name.endswith(".py") or "." not in module_name):
@@ -217,6 +305,9 @@ def _import_target(target: str, base_dir: Path | None):
         except ImportError as exc:
             raise InputError(f"{target}: cannot import module {module_name!r} ({exc}). Name an installed module, "
                              "a module next to the suite file, or a .py file relative to it.") from None
+        except Exception as exc:  # the module's own code failed while importing
+            raise InputError(f"{target}: importing module {module_name!r} failed ({type(exc).__name__}: {exc}); "
+                             "fix the module (it runs like a conftest.py).") from exc
         finally:
             if added:
                 sys.path.remove(str(base_dir))
@@ -236,11 +327,15 @@ def _import_target(target: str, base_dir: Path | None):
     return obj
 
 
-def _file_digest(path: Path) -> str:
+def _file_digest(path: Path, what: str = "file") -> str:
+    path = check_file(path, what=what)
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what} ({type(exc).__name__}: {exc}).") from None
     return h.hexdigest()
 
 
@@ -249,14 +344,18 @@ def model_fingerprint(model) -> str:
     kwarg string that names a file), its code file and its weights or program bytes."""
     parts = {"kind": model.kind, "target": model.target, "kwargs": model.kwargs}
     if model.path is not None:
-        parts["file"] = _file_digest(Path(model.path))
+        parts["file"] = _file_digest(Path(model.path), _FILE_ROLE.get(model.kind, "model file"))
     files = {}
     for k, v in sorted((model.kwargs or {}).items()):
-        if isinstance(v, str) and v:
+        if isinstance(v, str) and v and "\0" not in v:
             p = Path(v)
             for cand in ((p,) if p.is_absolute() else (Path(model.base_dir or ".") / p, p)):
-                if cand.is_file():
-                    files[k] = _file_digest(cand)
+                try:
+                    is_file = cand.is_file()
+                except OSError:  # a name too long to be a path, and the like: not a file
+                    is_file = False
+                if is_file:
+                    files[k] = _file_digest(cand, f"file of kwargs.{k}")
                     break
     parts["kwarg_files"] = files
     if model.target is not None:
@@ -269,55 +368,210 @@ def model_fingerprint(model) -> str:
                 spec = None
             if spec is not None and spec.origin and os.path.isfile(spec.origin):
                 source = Path(spec.origin)
-        parts["code"] = _file_digest(source) if source is not None and source.is_file() else None
+        parts["code"] = _file_digest(source, "model code") if source is not None and source.is_file() else None
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+_FILE_ROLE = {"torchscript": "TorchScript file", "exported": "torch.export program", "factory": "weights file"}
+
+
 def load_model(model):
-    """The callable or torch module a suite model names (not for file-based models)."""
+    """The callable or torch module a suite model names (not for file-based models).
+
+    Which kinds run code: ``callable`` and ``factory`` import and run the user's Python
+    module (trusted like a ``conftest.py``); ``torchscript`` runs the TorchScript program
+    in the file (torch's interpreter, no Python imports, no pickle); ``exported``
+    programs are loaded only after :func:`check_exported_archive` proves that nothing in
+    the archive would be unpickled or be compiled code; factory weights are read with
+    ``torch.load(weights_only=True)`` or from ``.safetensors`` (data only).
+    """
     if model.kind == "callable":
         fn = _import_target(model.target, model.base_dir)
+        _check_kwargs(fn, model, positional=1)
         return functools.partial(fn, **model.kwargs) if model.kwargs else fn
     torch = _torch()
     if torch is None:
         raise InputError(f"model {model.name!r} ({model.kind}) needs PyTorch: pip install torch.")
     if model.kind == "torchscript":
+        path = check_file(model.path, what="TorchScript file")
         try:
-            return torch.jit.load(str(model.path), map_location="cpu")
+            return torch.jit.load(str(path), map_location="cpu")
         except Exception as exc:
-            raise InputError(f"{model.path}: not a TorchScript file ({type(exc).__name__}: {exc}). Save one with "
-                             "torch.jit.save(torch.jit.script(model), path), or use factory + weights.") from None
+            raise InputError(f"{path}: not a TorchScript file, or a damaged one ({type(exc).__name__}: "
+                             f"{_clip(exc)}). Save one with torch.jit.save(torch.jit.script(model), path), or use "
+                             "factory + weights.") from None
     if model.kind == "exported":
+        path = check_file(model.path, what="torch.export program")
         try:
-            return torch.export.load(str(model.path)).module()
+            data = path.read_bytes()  # one read: the archive checked is the archive loaded
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the torch.export program ({exc}).") from None
+        check_exported_archive(data, path, torch)
+        try:
+            return torch.export.load(io.BytesIO(data)).module()
         except Exception as exc:
-            raise InputError(f"{model.path}: not a saved torch.export program ({type(exc).__name__}: {exc}). Save "
-                             "one with torch.export.save(torch.export.export(model.eval(), example_inputs, "
-                             "dynamic_shapes=...), path).") from None
+            raise InputError(f"{path}: not a saved torch.export program, or a damaged one ({type(exc).__name__}: "
+                             f"{_clip(exc)}). Save one with torch.export.save(torch.export.export(model.eval(), "
+                             "example_inputs, dynamic_shapes=...), path).") from None
     if model.kind == "factory":
         factory = _import_target(model.target, model.base_dir)
-        module = factory(**model.kwargs)
+        _check_kwargs(factory, model, positional=0)
+        weights = _read_weights(Path(model.path), torch) if model.path is not None else None
+        try:
+            module = factory(**model.kwargs)
+        except Exception as exc:
+            raise InputError(f"{model.target}(**kwargs) raised {type(exc).__name__}: {_clip(exc)} (model "
+                             f"{model.name!r}); fix the factory or its kwargs.") from exc
         if not isinstance(module, torch.nn.Module):
             raise InputError(f"{model.target} returned {type(module).__name__}; a factory must return a "
                              "torch.nn.Module.")
-        if model.path is not None:
-            module.load_state_dict(_read_weights(Path(model.path), torch))
+        if weights is not None:
+            try:
+                module.load_state_dict(weights)
+            except Exception as exc:
+                raise InputError(f"{model.path}: these weights do not fit the module {model.target} builds "
+                                 f"({type(exc).__name__}: {_clip(exc, 600)}). Save the state_dict of that module "
+                                 "(torch.save(model.state_dict(), path)) or fix the factory's kwargs.") from None
         return module
     raise InputError(f"model {model.name!r} of kind {model.kind!r} reads embeddings from files; nothing to load.")
 
 
+def _clip(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_kwargs(fn, model, *, positional: int) -> None:
+    """The model's ``kwargs`` fit ``fn``'s signature (after ``positional`` arguments)."""
+    kwargs = model.kwargs or {}
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise InputError(f"model {model.name!r}: kwargs={kwargs!r}; expected a mapping of argument names to values.")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: the call itself will tell
+    try:
+        sig.bind_partial(*([None] * positional), **kwargs)
+    except TypeError as exc:
+        names = [n for n in sig.parameters][positional:]
+        raise InputError(f"model {model.name!r}: kwargs {sorted(kwargs)} do not fit {model.target}{sig} ({exc}); "
+                         f"its parameters are {', '.join(names) or 'none'}.") from None
+
+
+#: Prefixes of torch.export archive records that torch unpickles (or loads as code).
+_PICKLED_CONSTANTS = ("custom_obj_", "opaque_obj_")
+
+
+def check_exported_archive(data: bytes, path, torch) -> None:
+    """Refuse a ``torch.export`` archive (``.pt2``) that ``torch.export.load`` would load
+    with pickle or run as compiled code.
+
+    ``torch.export.load`` unpickles in several places: legacy archives (no
+    ``archive_version`` record; their state dict and example inputs go through
+    ``torch.load`` with a ``weights_only=False`` fallback), weights and constants whose
+    config says ``use_pickle``, ``custom_obj_`` / ``opaque_obj_`` constants (pickle and
+    TorchBind objects), legacy ``data/weights/<model>.pt`` / ``data/constants/<model>.pt``
+    records, and sample inputs that ``weights_only=True`` refuses (it then retries with
+    ``weights_only=False``). AOTInductor records are shared libraries. An archive
+    without any of these loads as data: a JSON graph of torch operators and raw tensor
+    bytes."""
+    def refuse(why: str) -> InputError:
+        return InputError(f"{path}: refused: {why}, so loading it would run code from the file. Export the model "
+                          "again with this torch (torch.export.save(torch.export.export(model.eval(), "
+                          "example_inputs), path)) keeping only plain tensors as weights and buffers, or load it as "
+                          "a factory (Python code you trust) plus a weights file.")
+
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        names = zf.namelist()
+    except Exception as exc:
+        raise InputError(f"{path}: not a torch.export program (.pt2 zip archive) or a damaged one "
+                         f"({type(exc).__name__}: {_clip(exc)}). Save one with torch.export.save(program, "
+                         "path).") from None
+    with zf:
+        if not names or any("/" not in n for n in names) or len({n.split("/", 1)[0] for n in names}) != 1:
+            raise refuse("its records are not in one top folder (the legacy torch.export format, read with "
+                         "pickle)")
+        records = {n.split("/", 1)[1]: n for n in names}
+        if "archive_version" not in records:
+            raise refuse("it has no archive_version record (the legacy torch.export format, read with pickle)")
+        if any(r.startswith("data/aotinductor/") for r in records):
+            raise refuse("it holds AOTInductor compiled code (shared libraries)")
+        programs = [r[len("models/"):-len(".json")] for r in records if r.startswith("models/") and
+                    r.endswith(".json")]
+        if "model" not in programs:
+            raise InputError(f"{path}: holds no program named 'model' (found {programs or 'none'}); save it with "
+                             "torch.export.save(program, path).")
+
+        def read(record: str) -> bytes:
+            try:
+                return zf.read(records[record])
+            except Exception as exc:  # bad CRC-32, truncated record
+                raise InputError(f"{path}: record {record!r} is damaged ({type(exc).__name__}: {_clip(exc)}); "
+                                 "save the program again.") from None
+
+        for name in programs:
+            for legacy in (f"data/weights/{name}.pt", f"data/constants/{name}.pt"):
+                if legacy in records:
+                    raise refuse(f"it stores {legacy} in the legacy pickled format")
+            for kind in ("weights", "constants"):
+                config = f"data/{kind}/{name}_{kind}_config.json"
+                if config not in records:
+                    continue
+                try:
+                    entries = json.loads(read(config)).get("config", {})
+                    items = list(entries.items())
+                except (ValueError, AttributeError, TypeError) as exc:
+                    raise InputError(f"{path}: record {config!r} is not valid JSON ({_clip(exc)}); save the program "
+                                     "again.") from None
+                for fqn, meta in items:
+                    if not isinstance(meta, dict):
+                        raise InputError(f"{path}: record {config!r} entry {fqn!r} is malformed; save the program "
+                                         "again.")
+                    if meta.get("use_pickle"):
+                        raise refuse(f"its {kind[:-1]} {fqn!r} is stored pickled (use_pickle)")
+                    if str(meta.get("path_name", "")).startswith(_PICKLED_CONSTANTS):
+                        raise refuse(f"its constant {fqn!r} is a pickled Python or TorchBind object")
+            sample = f"data/sample_inputs/{name}.pt"
+            if sample in records:
+                try:
+                    torch.load(io.BytesIO(read(sample)), map_location="cpu", weights_only=True)
+                except InputError:
+                    raise
+                except Exception:
+                    raise refuse(f"its sample inputs ({sample}) are not plain tensors (torch.export.load would "
+                                 "retry them with weights_only=False)") from None
+
+
 def _read_weights(path: Path, torch) -> dict:
+    path = check_file(path, what="weights file")
     if path.suffix.lower() == ".safetensors":
         try:
             from safetensors.torch import load_file
         except ImportError:
             raise InputError(f"{path}: reading .safetensors needs the safetensors package.") from None
-        return load_file(str(path))
+        try:
+            return load_file(str(path))
+        except Exception as exc:
+            raise InputError(f"{path}: cannot read the weights as .safetensors: the file is truncated, damaged or "
+                             f"not a .safetensors file ({type(exc).__name__}: {_clip(exc)}). Save them again with "
+                             "safetensors.torch.save_file(model.state_dict(), path).") from None
+    if zipfile.is_zipfile(path):
+        try:
+            _verify_zip_crc(path)
+        except Exception as exc:
+            raise InputError(f"{path}: the weights file is damaged ({type(exc).__name__}: {_clip(exc)}); save it "
+                             "again with torch.save(model.state_dict(), path).") from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise InputError(f"{path}: torch.load(weights_only=True) refused the file ({type(exc).__name__}: "
+                         f"{_clip(exc)}). Save the state_dict (torch.save(model.state_dict(), path)), not the "
+                         "pickled model: no code in a weights file runs.") from None
     except Exception as exc:
-        raise InputError(f"{path}: torch.load(weights_only=True) refused the file ({type(exc).__name__}: {exc}). "
-                         "Save the state_dict (torch.save(model.state_dict(), path)), not the pickled model.") from None
+        raise InputError(f"{path}: cannot read the weights file: it is truncated, damaged or not a torch file "
+                         f"({type(exc).__name__}: {_clip(exc)}). Save it again with "
+                         "torch.save(model.state_dict(), path).") from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict):
@@ -328,13 +582,30 @@ def _read_weights(path: Path, torch) -> dict:
 class EmbeddingCache:
     """Embeddings on disk, keyed by the model's fingerprint and the inputs' content.
 
-    ``directory=None`` disables it. ``hits`` and ``misses`` count lookups.
+    ``directory=None`` disables it. ``hits`` and ``misses`` count lookups. The cache
+    never turns a gate red and never serves a wrong number: a directory that is a file
+    or cannot be written warns once (a :class:`RuntimeWarning` naming it) and the
+    session runs without the cache; each entry stores a SHA-256 of its embeddings, and
+    an entry that is damaged, truncated or of the wrong shape warns and is recomputed.
     """
 
     def __init__(self, directory=None):
-        self.directory = Path(directory) if directory is not None else None
+        if directory is not None and (isinstance(directory, bytes) or not isinstance(directory, (str, os.PathLike))):
+            raise InputError(f"cache directory={directory!r}: expected a path (a str or pathlib.Path), or None for "
+                             "no cache.")
+        self.directory = Path(os.fspath(directory)) if directory is not None else None
         self.hits = 0
         self.misses = 0
+        self.disabled_reason: str | None = None
+        if self.directory is not None and self.directory.exists() and not self.directory.is_dir():
+            self._disable("it exists and is not a directory")
+
+    def _disable(self, why: str) -> None:
+        warnings.warn(f"embedding cache {self.directory}: {why}; running without the cache (embeddings are "
+                      "computed, nothing is stored). Point the cache at a writable directory, or remove the file "
+                      "in the way.", RuntimeWarning, stacklevel=3)
+        self.disabled_reason = why
+        self.directory = None
 
     @staticmethod
     def key(fingerprint: str, inputs: np.ndarray, part: str | None) -> str:
@@ -347,28 +618,67 @@ class EmbeddingCache:
         h.update(memoryview(x).cast("B"))
         return h.hexdigest()
 
+    @staticmethod
+    def _digest(arr: np.ndarray) -> np.ndarray:
+        h = hashlib.sha256(f"{arr.dtype.str}|{arr.shape}".encode())
+        h.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
+        return np.frombuffer(h.digest(), dtype=np.uint8)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{key}.npz"
+
     def get(self, key: str) -> np.ndarray | None:
         if self.directory is None:
             return None
-        path = self.directory / f"{key}.npy"
+        path = self._path(key)
         try:
-            arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError):
+            with np.load(path, allow_pickle=False) as data:
+                arr, digest = data["embeddings"], data["sha256"]
+        except FileNotFoundError:
             self.misses += 1
             return None
+        except NotADirectoryError:  # the directory was replaced by a file since
+            self.misses += 1
+            self._disable("it is not a directory")
+            return None
+        except Exception as exc:  # damaged, truncated, not a zip, a directory in the way...
+            return self._corrupt(path, f"{type(exc).__name__}: {exc}")
+        if not (isinstance(arr, np.ndarray) and arr.ndim == 2 and arr.dtype == np.float32
+                and np.array_equal(digest, self._digest(arr))):
+            return self._corrupt(path, "its checksum or shape does not match its embeddings")
         self.hits += 1
         return arr
+
+    def _corrupt(self, path: Path, why: str) -> None:
+        warnings.warn(f"embedding cache entry {path} is damaged ({why[:200]}); recomputing it.", RuntimeWarning,
+                      stacklevel=3)
+        self.misses += 1
+        try:
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+        except OSError:
+            pass  # put() replaces it atomically anyway
+        return None
 
     def put(self, key: str, embeddings: np.ndarray) -> None:
         if self.directory is None:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        embeddings = np.ascontiguousarray(embeddings)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        except OSError as exc:  # a file in the way, a read-only directory, a full disk
+            self._disable(f"cannot write there ({type(exc).__name__}: {exc.strerror or exc})")
+            return
         try:
             with os.fdopen(fd, "wb") as f:
-                np.save(f, embeddings, allow_pickle=False)
-            os.replace(tmp, self.directory / f"{key}.npy")  # atomic: readers never see half a file
-        except BaseException:
+                np.savez(f, embeddings=embeddings, sha256=self._digest(embeddings))
+            os.replace(tmp, self._path(key))  # atomic: readers never see half a file
+        except OSError as exc:
+            self._disable(f"cannot write there ({type(exc).__name__}: {exc.strerror or exc})")
+        finally:
             if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
