@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._arrays import as_numpy
 from ..errors import InputError
 from ..metrics._measurement import Measurement
+from ..options import check_option
 from ..stats._intervals import mean_rows, resample_stats
 
 __all__ = ["cam_iou", "cam_iou_box", "boxes_to_masks", "LocalizationResult"]
@@ -75,11 +77,19 @@ def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
     (k_i may be 0: no object). A box outside the image, or with x1 <= x0 or y1 <= y0,
     is an error naming the image and the box.
     """
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in shape)):
+        raise InputError(f"shape={shape!r}: give the image size (H, W), two positive integers.")
     H, W = int(shape[0]), int(shape[1])
     if isinstance(boxes, np.ndarray) and boxes.ndim == 2:
         per_image = [boxes[i:i + 1] for i in range(boxes.shape[0])]
     elif isinstance(boxes, (list, tuple)) or (isinstance(boxes, np.ndarray) and boxes.dtype == object):
-        per_image = [np.asarray(b, dtype=float).reshape(-1, 4) for b in boxes]
+        per_image = []
+        for i, b in enumerate(boxes):
+            try:
+                per_image.append(np.asarray(b, dtype=float).reshape(-1, 4))
+            except (TypeError, ValueError):
+                raise InputError(f"boxes of image {i} ({b!r:.60}) are not (k x 4) numbers (x0, y0, x1, y1).") from None
     else:
         raise InputError(f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__} "
                          f"of shape {getattr(boxes, 'shape', None)}.")
@@ -102,7 +112,9 @@ def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
 
 
 def _check(cams, truth, rho):
-    cams = np.asarray(cams)
+    cams = as_numpy(cams, "cams")
+    if cams.dtype.kind not in "biuf":
+        raise InputError(f"cams have dtype {cams.dtype}; give numeric maps (grad_cam's output).")
     if cams.ndim == 4 and cams.shape[1] == 1:
         cams = cams[:, 0]
     if cams.ndim != 3:
@@ -111,8 +123,7 @@ def _check(cams, truth, rho):
         raise InputError("cams is empty.")
     if not np.isfinite(cams).all():
         raise InputError("cams contain NaN or Inf.")
-    if not 0 <= rho <= 1:
-        raise InputError(f"rho={rho}: the threshold is in [0, 1] (maps are min-max normalised).")
+    check_option("rho", rho)
     if truth.shape != cams.shape:
         raise InputError(f"the ground truth has shape {truth.shape} but the cams {cams.shape}: one mask per map, "
                          "at the same size (grad_cam upsamples maps to the image size).")
@@ -122,15 +133,19 @@ def _check(cams, truth, rho):
 def _truth(cams, boxes, masks):
     if (boxes is None) == (masks is None):
         raise InputError("give boxes= (union of each image's boxes) or masks= (binary masks), one of them.")
-    shape = np.asarray(cams).shape
+    shape = as_numpy(cams, "cams").shape
+    if len(shape) < 3:
+        raise InputError(f"cams have shape {shape}; give (N x H x W) maps (grad_cam's output).")
     if boxes is not None:
+        if not hasattr(boxes, "__len__"):
+            raise InputError(f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__}.")
         n = len(boxes)
         if n != shape[0]:
             raise InputError(f"{shape[0]} cams but boxes for {n} images; give one entry per image.")
         return boxes_to_masks(boxes, shape[-2:])
-    m = np.asarray(masks)
+    m = as_numpy(masks, "masks")
     if m.dtype != bool:
-        if not np.isin(m, (0, 1)).all():
+        if m.dtype.kind not in "iuf" or not np.isin(m, (0, 1)).all():
             raise InputError("masks must be boolean or 0/1.")
         m = m.astype(bool)
     return m
@@ -162,9 +177,17 @@ def _result(metric, values, rho, confidence, n_resamples, seed):
     return LocalizationResult(metric, float(values.mean()), low, high, confidence, values, rho)
 
 
+def _check_options(rho, confidence, n_resamples, seed) -> None:
+    check_option("rho", rho)
+    check_option("confidence", confidence)
+    check_option("n_resamples", n_resamples)
+    check_option("seed", seed)
+
+
 def cam_iou(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float = 0.95, n_resamples: int = 1000,
             seed: int = 0) -> LocalizationResult:
     """``cam_iou``: IoU of {M >= rho} with the union of each image's boxes (or masks)."""
+    _check_options(rho, confidence, n_resamples, seed)
     truth = _truth(cams, boxes, masks)
     cams = _check(cams, truth, rho)
     return _result("cam_iou", _iou(cams >= rho, truth), rho, confidence, n_resamples, seed)
@@ -173,6 +196,7 @@ def cam_iou(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float
 def cam_iou_box(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float = 0.95,
                 n_resamples: int = 1000, seed: int = 0) -> LocalizationResult:
     """``cam_iou_box`` (IoU-B): IoU of the rectangle enclosing {M >= rho} with the truth."""
+    _check_options(rho, confidence, n_resamples, seed)
     truth = _truth(cams, boxes, masks)
     cams = _check(cams, truth, rho)
     return _result("cam_iou_box", _iou(_enclosing_rectangles(cams >= rho), truth), rho, confidence, n_resamples,

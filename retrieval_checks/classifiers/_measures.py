@@ -39,7 +39,9 @@ from ..metrics._names import metric_spec
 from ..metrics._names import classifier_metric
 from ..models._embed import embed, require_torch
 from ..stats._gaps import generalization_gap
-from ..stats._intervals import wilson_interval
+from ..options import check_option
+from ..stats._intervals import check_count, wilson_interval
+from .._arrays import as_numpy
 from ._gradcam import check_images, grad_cam
 from ._localization import cam_iou, cam_iou_box
 
@@ -57,6 +59,9 @@ def _run(model, images, *, batch_size: int, device, transform=None) -> np.ndarra
     torch = _torch()
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(model).__name__}.")
+    check_count(batch_size, "batch_size", low=1)
+    if transform is not None and not callable(transform):
+        raise InputError(f"transform={transform!r} is not callable; give a function of a batch tensor.")
     images = check_images(images, model, torch)
     return embed(model, images, batch_size=batch_size, device=device, transform=transform,
                  _output="logits").astype(np.float64)
@@ -81,10 +86,16 @@ def _rotations():
 def effective_invariance(model, images, *, transforms=None, batch_size: int = 256, device="auto") -> float:
     """Mean EI over images and transforms (callables on batched tensors; default:
     rotations by 90, 180, 270 degrees), in [0, 1]."""
+    if transforms is not None and (callable(transforms) or not isinstance(transforms, (list, tuple))):
+        raise InputError(f"transforms must be a list of callables (or (name, callable) pairs), got "
+                         f"{type(transforms).__name__}.")
     transforms = _rotations() if transforms is None else [
         t if isinstance(t, tuple) else (getattr(t, "__name__", "transform"), t) for t in transforms]
     if not transforms:
-        raise InputError("give at least one transform.")
+        raise InputError("transforms is empty: give at least one transform.")
+    for t in transforms:
+        if len(t) != 2 or not callable(t[1]):
+            raise InputError(f"transforms holds {t!r}; each entry is a callable or a (name, callable) pair.")
     p = predict_proba(model, images, batch_size=batch_size, device=device)
     c, ph = p.argmax(axis=1), p.max(axis=1)
     total = []
@@ -112,9 +123,15 @@ def nuclear_norm(model_or_probabilities, images=None, *, batch_size: int = 256, 
     """Nuclear norm of the softmax prediction matrix: from a model and images, or from an
     (N x K) probability matrix directly."""
     if images is None:
-        p = np.asarray(model_or_probabilities, dtype=np.float64)
+        p = as_numpy(model_or_probabilities, "probabilities")
+        if p.dtype.kind not in "biuf":
+            raise InputError(f"the prediction matrix has dtype {p.dtype}; pass an (N images x K classes) array of "
+                             "softmax probabilities, or the model and the images.")
+        p = p.astype(np.float64)
         if p.ndim != 2 or p.size == 0:
             raise InputError(f"the prediction matrix has shape {p.shape}; need (N images x K classes).")
+        if not np.isfinite(p).all():
+            raise InputError("the prediction matrix has NaN or Inf values; pass softmax probabilities.")
         if (p < 0).any() or not np.allclose(p.sum(axis=1), 1.0, atol=1e-6):
             raise InputError("rows of the prediction matrix must be probability vectors (non-negative, sum 1); "
                              "pass softmax outputs, or the model and the images.")
@@ -144,12 +161,13 @@ def spectral_measure(model, images, labels, *, percentile: float = 10.0, batch_s
                      device="auto") -> SpectralMeasure:
     """Jiang et al.'s spectral measure on the training set (``images``, ``labels``)."""
     torch = _torch()
-    if not 0 < percentile < 100:
-        raise InputError(f"percentile={percentile}: use a number in (0, 100).")
-    y = np.asarray(labels)
+    check_option("percentile", percentile)
+    y = as_numpy(labels, "labels")
     logits = _run(model, images, batch_size=batch_size, device=device)
     if y.shape != (logits.shape[0],):
         raise InputError(f"labels have shape {y.shape}; give one class per image ({logits.shape[0]}).")
+    if y.dtype.kind not in "iu":
+        raise InputError(f"labels have dtype {y.dtype}; the spectral measure needs class indices (ints).")
     if y.min() < 0 or y.max() >= logits.shape[1]:
         raise InputError(f"labels must be class indices in [0, {logits.shape[1]}).")
     true = logits[np.arange(y.size), y]
@@ -182,7 +200,11 @@ def spectral_measure(model, images, labels, *, percentile: float = 10.0, batch_s
 def classifier_accuracy(model, images, labels, *, batch_size: int = 256, device="auto") -> AccuracyResult:
     """Top-1 accuracy of ``model`` on (images, labels), with the labels kept for gaps."""
     logits = _run(model, images, batch_size=batch_size, device=device)
-    return accuracy(logits.argmax(axis=1), np.asarray(labels))
+    y = as_numpy(labels, "labels")
+    if y.dtype.kind not in "iu":
+        raise InputError(f"labels have dtype {y.dtype}; a classifier's accuracy needs class indices (ints, the "
+                         "logit columns).")
+    return accuracy(logits.argmax(axis=1), y)
 
 
 def classification_gap(model, train, test, *, confidence: float = 0.95, batch_size: int = 256, device="auto"):
@@ -262,16 +284,31 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
     ``effective_invariance``, ``nuclear_norm`` and ``spectral_measure`` (needs labels:
     give the training set).
     """
+    if not isinstance(metrics, (str, list, tuple)):
+        raise InputError(f"metrics must be a name or a list of names, got {type(metrics).__name__}.")
     specs = [classifier_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
     if not specs:
-        raise InputError("metrics is empty.")
-    names = [s.name for s in specs]
-    n = len(images)
+        raise InputError("metrics is empty: name at least one, e.g. metrics=['accuracy', 'cam_iou'].")
+    names = list(dict.fromkeys(s.name for s in specs))
+    check_option("cam_method", cam_method)
+    check_option("rho", rho)
+    check_option("percentile", percentile)
+    check_option("confidence", confidence)
+    check_option("n_resamples", n_resamples)
+    check_option("seed", seed)
+    check_count(batch_size, "batch_size", low=1)
+    torch = _torch()
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
+    images = check_images(images, model, torch)
+    n = int(images.shape[0])
     y = None
     if labels is not None:
-        y = np.asarray(labels)
+        y = as_numpy(labels, "labels")
         if y.shape != (n,):
             raise InputError(f"labels have shape {y.shape}; give one class per image ({n}).")
+        if y.dtype.kind not in "iu":
+            raise InputError(f"labels have dtype {y.dtype}; give class indices (ints, the logit columns).")
     values, intervals, loc = {}, {}, {}
     acc = spectral = nuclear = None
     needs_labels = [m for m in names if m in ("accuracy", "spectral_measure")]
@@ -308,6 +345,6 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
         values["spectral_measure"] = spectral.value
     values = {m: values[m] for m in names}
     config = {"layer": layer, "cam_method": cam_method, "rho": rho, "percentile": percentile,
-              "confidence": confidence, "seed": seed}
+              "confidence": confidence, "seed": seed, "n_resamples": n_resamples}
     return ClassifierResult(values, intervals, n_images=n, config=config, localization=loc, accuracy_result=acc,
                             spectral=spectral, nuclear=nuclear)

@@ -282,7 +282,7 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
 
 
 def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, plan: Plan, problem,
-               totals: PassTotals, use_kernels: bool) -> EvaluationResult:
+               totals: PassTotals, use_kernels: bool, query_ids=None) -> EvaluationResult:
     values = _query_values(req, rel, totals)
     pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels)
     values.update(pair_values)
@@ -294,16 +294,18 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
     for name, g in grouped.items():
         values[name] = g.value
         per_query[name] = g.per_query
+    # confidence and seed under the names the gates read (every on-demand interval
+    # honours them); the seed is evaluate's group_seed
     config = {"similarity": req.similarity, "ties": req.ties, "empty_queries": req.empty_queries,
               "backend": plan.backend.name, "n_gallery": sides.n_g, "leave_one_out": sides.loo, "block": plan.b,
-              "chunk": plan.c, "max_memory": plan.budget}
+              "chunk": plan.c, "max_memory": plan.budget, "confidence": req.confidence, "seed": req.group_seed}
     return EvaluationResult(
         specs=req.specs, values={s.name: values[s.name] for s in req.specs}, per_query=per_query,
         thresholds=thresholds, pair_counts=pair_counts, n_relevant=rel.n_relevant, n_candidates=rel.n_candidates,
         first_relevant_rank=totals.first_rank,
         skipped_queries=rel.empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
         config=config, intervals={name: g.interval for name, g in grouped.items()}, grouped=grouped,
-        pr_curve=curve, query_label_codes=rel.q_codes, label_values=rel.label_values,
+        pr_curve=curve, query_label_codes=rel.q_codes, label_values=rel.label_values, query_ids=query_ids,
     )
 
 
@@ -405,7 +407,10 @@ def evaluate(
                               ties=req.ties, source=rel.source, self_pairs=own.csr)
     totals = stream(problem, query_specs=req.of_kind("query"), pair_specs=pair_specs,
                     n_positive=int(rel.n_relevant.sum()), progress=progress, use_kernels=_use_kernels)
-    return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels)
+    if progress is not None and not isinstance(progress, bool):
+        raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
+    ids = None if query_ids is None else as_numpy(query_ids, "query_ids").copy()
+    return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels, ids)
 
 
 def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, ties: str, device, max_memory,

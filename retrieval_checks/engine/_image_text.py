@@ -213,6 +213,8 @@ def evaluate_image_text(
         As in :func:`retrieval_checks.evaluate`.
     """
     specs = _parse(metrics)
+    if progress is not None and not isinstance(progress, bool):
+        raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
     protocol_key = _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed)
     images, captions, cap_img, layout, dropped = _pairing(images, captions, caption_image, similarity,
                                                           images_without_captions)
@@ -232,7 +234,7 @@ def evaluate_image_text(
         q = [(1 - confidence) / 2, (1 + confidence) / 2]
         intervals = {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in boot.items()}
     config = {"similarity": similarity, "ties": ties, "images_dropped": dropped, "backend": backend,
-              "folds": [list(f) for f in folds], "seed": seed}
+              "folds": [list(f) for f in folds], "seed": seed, "confidence": confidence, "n_resamples": n_resamples}
     return ImageTextResult(
         values, intervals, per_fold, n_images=N, n_captions=int(cap_img.size), layout=layout,
         protocol=protocol, confidence=confidence, n_resamples=n_resamples,
@@ -242,9 +244,9 @@ def evaluate_image_text(
 
 def _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed) -> str:
     """Validate the options; the protocol's canonical key."""
-    if protocol not in _PROTOCOLS:
+    if not isinstance(protocol, str) or protocol not in _PROTOCOLS:
         raise InputError(f"protocol={protocol!r} is not one of '5k', 'all', '1k', '5fold1k'.{hint(protocol, _PROTOCOLS)}")
-    if images_without_captions not in ("error", "drop"):
+    if not isinstance(images_without_captions, str) or images_without_captions not in ("error", "drop"):
         raise InputError(f"images_without_captions={images_without_captions!r}: use 'error' or 'drop'.")
     check_option("similarity", similarity)
     check_option("ties", ties)
@@ -322,6 +324,9 @@ def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict):
 def _parse(metrics) -> list[MetricSpec]:
     if isinstance(metrics, str):
         metrics = [metrics]
+    if not isinstance(metrics, (list, tuple)):
+        raise InputError(f"metrics must be a name or a list of names, got {type(metrics).__name__}; "
+                         "e.g. metrics=['rsum', 'i2t_recall@1'].")
     specs: dict[str, MetricSpec] = {}
     for m in metrics:
         s = parse_metric(m)

@@ -49,7 +49,10 @@ class EvaluationResult(Mapping):
       ``recall`` lists, at most 100 points) where the pass knows it, when a
       ``recall_at_precision`` or ``precision_at_recall`` metric was computed; else None.
     - ``query_label_codes``: integer label code per query (for class-cluster bootstraps);
-      ``label_values[code]`` is the label itself.
+      ``label_values[code]`` is the label itself; ``query_ids``: the ids given (or None).
+    - ``query_fingerprint()``: what identifies the queries (labels, ids, relevant counts,
+      gallery size), so that a paired comparison can check that two results were
+      computed on the same queries in the same order.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class EvaluationResult(Mapping):
         query_label_codes: np.ndarray | None = None,
         label_values: np.ndarray | None = None,
         pr_curve: dict | None = None,
+        query_ids: np.ndarray | None = None,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -86,6 +90,20 @@ class EvaluationResult(Mapping):
         self.query_label_codes = query_label_codes
         self.label_values = label_values
         self.pr_curve = pr_curve
+        self.query_ids = query_ids
+
+    def query_labels(self) -> np.ndarray | None:
+        """The label of every query (None for results computed from explicit relevance)."""
+        if self.query_label_codes is None or self.label_values is None:
+            return None
+        return np.asarray(self.label_values)[self.query_label_codes]
+
+    def query_fingerprint(self) -> dict[str, Any]:
+        """What identifies the queries of this result: ``n_queries``, ``n_gallery``,
+        ``n_relevant`` (per query; it does not depend on the model), and ``labels`` and
+        ``ids`` (per query) when known."""
+        return {"n_queries": self.n_queries, "n_gallery": self.config.get("n_gallery"),
+                "n_relevant": np.asarray(self.n_relevant), "labels": self.query_labels(), "ids": self.query_ids}
 
     # --- Mapping ---------------------------------------------------------------
     def _key(self, name: str) -> str:

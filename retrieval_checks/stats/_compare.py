@@ -90,11 +90,12 @@ def compare(
     """
     check_option("confidence", confidence)
     check_option("seed", seed)
-    if method not in ("t", "bootstrap"):
+    if not isinstance(method, str) or method not in ("t", "bootstrap"):
         raise InputError(f"method={method!r}: use 't' or 'bootstrap'.")
     spec = parse_metric(metric)
-    if cluster not in ("auto", "query", "label"):
+    if not isinstance(cluster, str) or cluster not in ("auto", "query", "label"):
         raise InputError(f"cluster={cluster!r}: use 'auto', 'query' or 'label'.")
+    check_resamples(n_resamples)
     for side, res in (("candidate", candidate), ("baseline", baseline)):
         if not hasattr(res, "per_query") or not hasattr(res, "grouped"):
             raise InputError(f"{side} must be an EvaluationResult, got {type(res).__name__}.")
@@ -105,6 +106,7 @@ def compare(
             f"The candidate was evaluated on {candidate.n_queries} queries and the baseline on "
             f"{baseline.n_queries}; a paired comparison needs the same queries in the same order."
         )
+    _same_queries(candidate, baseline)
     if spec.kind == "grouped":
         pairs = _group_pairs(spec, candidate.grouped[spec.name], baseline.grouped[spec.name])
     else:
@@ -116,6 +118,59 @@ def compare(
         check_resamples(n_resamples)
         return _bootstrap_comparison(spec, pairs, confidence, n_resamples, seed)
     return _t_comparison(spec, pairs, confidence)
+
+
+def _fingerprint(res) -> dict:
+    if hasattr(res, "query_fingerprint"):
+        return res.query_fingerprint()
+    labels = None
+    if getattr(res, "query_label_codes", None) is not None and getattr(res, "label_values", None) is not None:
+        labels = np.asarray(res.label_values)[res.query_label_codes]
+    return {"n_queries": res.n_queries, "n_gallery": getattr(res, "config", {}).get("n_gallery"),
+            "n_relevant": getattr(res, "n_relevant", None), "labels": labels, "ids": getattr(res, "query_ids", None)}
+
+
+def _first_difference(a, b) -> int | None:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return 0
+    if a.dtype.kind != b.dtype.kind and not (a.dtype.kind in "biuf" and b.dtype.kind in "biuf"):
+        return 0  # 1 and "1" are different labels
+    diff = np.flatnonzero(a != b)
+    return int(diff[0]) if diff.size else None
+
+
+def _same_queries(candidate, baseline) -> None:
+    """Refuse two results that were not computed on the same queries in the same order:
+    their labels, ids, gallery size or relevant counts per query (which do not depend on
+    the model) differ. Equal query counts alone would pair query i of one set with an
+    unrelated query i of the other and report a difference of noise."""
+    fa, fb = _fingerprint(candidate), _fingerprint(baseline)
+    fix = ("evaluate both models on the same queries, in the same order, with the same labels (or relevance), "
+           "ids and gallery")
+    if fa["n_gallery"] is not None and fb["n_gallery"] is not None and fa["n_gallery"] != fb["n_gallery"]:
+        raise InputError(f"The candidate ranked a gallery of {fa['n_gallery']} items and the baseline one of "
+                         f"{fb['n_gallery']}: these are not the same retrieval task; {fix}.")
+    for key, what in (("labels", "label"), ("ids", "id")):
+        a, b = fa[key], fb[key]
+        if a is None or b is None:
+            continue
+        i = _first_difference(a, b)
+        if i is not None:
+            show = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731
+            raise InputError(
+                f"The two results are not on the same queries: query {i} has {what} {show(np.asarray(a)[i])!r} for "
+                f"the candidate but {show(np.asarray(b)[i])!r} for the baseline (query {what}s differ); {fix}."
+            )
+    a, b = fa["n_relevant"], fb["n_relevant"]
+    if a is not None and b is not None:
+        i = _first_difference(a, b)
+        if i is not None:
+            raise InputError(
+                f"The two results are not on the same queries: query {i} has {int(np.asarray(a)[i])} relevant "
+                f"gallery items for the candidate but {int(np.asarray(b)[i])} for the baseline (relevance differs; "
+                f"it does not depend on the model); {fix}."
+            )
 
 
 def _group_pairs(spec, g1, g2) -> _Pairs:

@@ -20,6 +20,8 @@ import numpy as np
 from scipy import stats
 
 from ..errors import InputError
+from ..options import check_option
+from ._intervals import _finite_values
 
 __all__ = ["MeasureCorrelation", "correlate_with_gap", "selection_accuracy"]
 
@@ -56,11 +58,11 @@ def _fisher(r: float, n: int, se: float, confidence: float) -> tuple[float, floa
 def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float:
     """Fraction of model pairs (with different gaps) where the measure picks the model
     that generalizes better (smaller gap)."""
-    m, g = np.asarray(measure, float), np.asarray(gaps, float)
-    if m.shape != g.shape or m.ndim != 1:
-        raise InputError(f"measure {m.shape} and gaps {g.shape} must be 1-D, one value per model.")
-    if not (np.isfinite(m).all() and np.isfinite(g).all()):
-        raise InputError("measure and gaps must be finite.")
+    m, g = _finite_values(measure, "measure"), _finite_values(gaps, "gaps")
+    if m.shape != g.shape:
+        raise InputError(f"measure has {m.size} values but gaps {g.size}: give one value per model in both.")
+    if not isinstance(higher_is_better, (bool, np.bool_)):
+        raise InputError(f"higher_is_better={higher_is_better!r}: use True or False.")
     i, j = np.triu_indices(m.size, k=1)
     keep = g[i] != g[j]
     if not keep.any():
@@ -76,17 +78,22 @@ def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float
 def correlate_with_gap(measures: dict, gaps, *, higher_is_better: dict | None = None,
                        confidence: float = 0.95) -> list[MeasureCorrelation]:
     """One :class:`MeasureCorrelation` per measure (``{name: one value per model}``)."""
-    g = np.asarray(gaps, float)
-    if g.ndim != 1 or g.size < 3:
-        raise InputError(f"gaps must hold one value per model, at least 3; got shape {g.shape}.")
+    check_option("confidence", confidence)
+    if not isinstance(measures, dict) or not measures:
+        raise InputError(f"measures must be a non-empty dict {{name: one value per model}}, got "
+                         f"{type(measures).__name__}.")
+    if higher_is_better is not None and not isinstance(higher_is_better, dict):
+        raise InputError(f"higher_is_better must be a dict {{measure name: True or False}}, got "
+                         f"{type(higher_is_better).__name__}.")
+    g = _finite_values(gaps, "gaps")
+    if g.size < 3:
+        raise InputError(f"gaps must hold one value per model, at least 3; got {g.size}.")
     higher_is_better = higher_is_better or {}
     out = []
     for name, values in measures.items():
-        v = np.asarray(values, float)
+        v = _finite_values(values, f"measures[{name!r}]")
         if v.shape != g.shape:
             raise InputError(f"measure {name!r} has {v.size} values for {g.size} models.")
-        if not np.isfinite(v).all():
-            raise InputError(f"measure {name!r} has NaN or infinite values; drop those models or use a log scale.")
         n = g.size
         if np.ptp(v) == 0 or np.ptp(g) == 0:
             r = rho = float("nan")

@@ -79,6 +79,12 @@ def generalization_gap(
     """
     check_option("confidence", confidence)
     check_option("seed", seed)
+    if (not isinstance(labels, (tuple, list)) or len(labels) != 2
+            or not all(isinstance(x, str) for x in labels)):
+        raise InputError(f"labels={labels!r}: give the two sides' names, e.g. ('train', 'test').")
+    labels = tuple(labels)
+    if not isinstance(allow_label_mismatch, bool):
+        raise InputError(f"allow_label_mismatch={allow_label_mismatch!r}: use True or False.")
     if isinstance(train, AccuracyResult) or isinstance(test, AccuracyResult):
         return _accuracy_gap(train, test, confidence, allow_label_mismatch, labels)
     if metric is None:

@@ -24,7 +24,7 @@ from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import check_option
 
-__all__ = ["Interval", "bootstrap_interval", "wilson_interval", "newcombe_interval", "resample_stats", "mean_rows",
+__all__ = ["Interval", "bootstrap_interval", "check_count", "wilson_interval", "newcombe_interval", "resample_stats", "mean_rows",
            "medr_rows", "resolve_cluster", "check_resamples", "per_query_values", "UNIT_NAMES"]
 
 
@@ -53,9 +53,36 @@ class Interval:
 UNIT_NAMES = {"query": "queries", "label": "classes"}
 
 
+def check_count(value, name: str, *, low: int = 0) -> int:
+    """``value`` when it is an int >= ``low`` (not a bool, not a string); else
+    :class:`~retrieval_checks.InputError` naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{name}={value!r}: expected an integer >= {low}, found {type(value).__name__}.")
+    if value < low:
+        raise InputError(f"{name}={value!r}: expected an integer >= {low}.")
+    return int(value)
+
+
+def _finite_values(values, name: str) -> np.ndarray:
+    """A 1-D float64 array of finite numbers, or InputError naming ``name``."""
+    if isinstance(values, (str, bytes)) or isinstance(values, dict):
+        raise InputError(f"{name} must be a sequence of numbers (one per model), got {type(values).__name__}.")
+    try:
+        a = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must hold numbers (one per model): {exc}.") from None
+    if a.ndim != 1:
+        raise InputError(f"{name} must be 1-D (one value per model), got shape {a.shape}.")
+    if not np.isfinite(a).all():
+        bad = np.flatnonzero(~np.isfinite(a))
+        raise InputError(f"{name} has NaN or infinite values (positions {', '.join(map(str, bad[:5]))}); drop those "
+                         "models or use a log scale.")
+    return a
+
+
 def resolve_cluster(cluster: str, *results) -> str:
     """``auto``: resample classes when every result has labels, else queries."""
-    if cluster not in ("auto", "query", "label"):
+    if not isinstance(cluster, str) or cluster not in ("auto", "query", "label"):
         raise InputError(f"cluster={cluster!r}: use 'auto', 'query' or 'label'.")
     if cluster == "auto":
         has_labels = all(getattr(r, "query_label_codes", None) is not None for r in results)
@@ -68,7 +95,7 @@ def resolve_cluster(cluster: str, *results) -> str:
 
 
 def check_resamples(n_resamples: int) -> None:
-    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 100:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 100:
         raise InputError(f"n_resamples={n_resamples!r}: use at least 100 resamples (1000+ for 95% intervals).")
 
 
@@ -186,8 +213,9 @@ def bootstrap_interval(
     ``"percentile"``. Seeded: the same inputs give the same interval.
     """
     check_option("confidence", confidence)
+    check_option("seed", seed)
     check_resamples(n_resamples)
-    if method not in ("bca", "percentile"):
+    if not isinstance(method, str) or method not in ("bca", "percentile"):
         raise InputError(f"method={method!r}: use 'bca' or 'percentile'.")
     spec, values = per_query_values(result, metric)
     cluster = resolve_cluster(cluster, result)
@@ -220,6 +248,7 @@ def bootstrap_interval(
 
 def wilson_interval(x: int, n: int, confidence: float) -> tuple[float, float]:
     """Wilson's score interval for a proportion x / n."""
+    _check_proportion(x, n, "x", "n", confidence)
     z = stats.norm.ppf((1 + confidence) / 2)
     p = x / n
     den = 1 + z * z / n
@@ -230,8 +259,19 @@ def wilson_interval(x: int, n: int, confidence: float) -> tuple[float, float]:
 
 def newcombe_interval(x1: int, n1: int, x2: int, n2: int, confidence: float) -> tuple[float, float]:
     """Newcombe's hybrid score interval for p1 - p2 (his method 10), from Wilson bounds."""
+    _check_proportion(x1, n1, "x1", "n1", confidence)
+    _check_proportion(x2, n2, "x2", "n2", confidence)
     p1, p2 = x1 / n1, x2 / n2
     l1, u1 = wilson_interval(x1, n1, confidence)
     l2, u2 = wilson_interval(x2, n2, confidence)
     d = p1 - p2
     return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+def _check_proportion(x, n, x_name: str, n_name: str, confidence) -> None:
+    check_option("confidence", confidence)
+    check_count(n, n_name, low=1)
+    check_count(x, x_name, low=0)
+    if x > n:
+        raise InputError(f"{x_name}={x} successes out of {n_name}={n}: a count of successes cannot exceed the "
+                         "number of trials.")
