@@ -35,6 +35,7 @@ from __future__ import annotations
 import errno
 import os
 import pickle
+import re
 import stat
 import zipfile
 from collections.abc import Mapping
@@ -58,6 +59,7 @@ _HOW_TO_WRITE = {
     ".parquet": "pyarrow.parquet.write_table(table, path)",
 }
 _FORMATS = ".npy, .npz, .safetensors, .pt/.pth or .parquet"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ def _ext(path: Path) -> str:
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
+    """``Type: message`` on one line, without terminal colour codes, at most ``limit`` characters."""
+    text = " ".join(_ANSI.sub("", f"{type(exc).__name__}: {exc}").split())
     return text if len(text) <= limit else text[:limit] + "..."
 
 
