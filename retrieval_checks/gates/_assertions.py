@@ -284,7 +284,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
            low=found[0] if found else None, high=found[1] if found else None,
            confidence=found[2] if found else None, warnings_=notes, **extra)
     for note in notes:
-        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=3 if _gate == "assert_metric" else 4)
+        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2 if _gate == "assert_metric" else 3)
     if not failures and skip_failure is None:
         return
     if found is None:

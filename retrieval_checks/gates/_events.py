@@ -76,14 +76,21 @@ class GateEvent:
 
 
 def _clean(v):
+    """``v`` as strict JSON can hold it: NaN and infinities become None, numpy
+    scalars and arrays become Python numbers and lists, tuples and sets lists."""
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
+        return {str(k) if not isinstance(k, (str, int, float, bool)) and k is not None else k: _clean(x)
+                for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
+    if isinstance(v, (set, frozenset)):
+        return [_clean(x) for x in sorted(v, key=str)]
     if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:  # numpy scalars
         return _clean(v.item())
+    if hasattr(v, "tolist") and getattr(v, "ndim", 0) >= 1:  # numpy arrays
+        return _clean(v.tolist())
     return v
 
 
