@@ -63,7 +63,10 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
         tr_b = (counts * ((mu_c - mu) ** 2).sum(dim=1)).sum()
         tr_w = ((x - mu_c[codes]) ** 2).sum()
         return tr_b / (tr_w + eps)
-    x = as_numpy(embeddings, "embeddings").astype(np.float64, copy=False)
+    x = as_numpy(embeddings, "embeddings")
+    if x.dtype.kind not in "biuf":
+        raise InputError(f"embeddings have dtype {x.dtype}; pass a numeric (n x d) array.")
+    x = x.astype(np.float64, copy=False)
     if x.ndim != 2 or x.shape[0] == 0:
         raise InputError(f"embeddings must be a non-empty 2-D array, got shape {x.shape}.")
     if not np.isfinite(x).all():

@@ -1,0 +1,241 @@
+"""Fail-closed battery of the statistics (issue 12): arguments type-checked with the
+library's errors naming them, paired comparisons refused across different queries,
+discriminant ratio stable at any scale, accuracy refusing mixed label types."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+
+RNG = np.random.default_rng(7)
+X = RNG.normal(size=(40, 8)).astype(np.float32)
+Y = np.arange(40) % 5
+A = rc.evaluate(X, query_labels=Y, metrics=["map", "hit_rate@1"])
+B = rc.evaluate(X + 0.2 * RNG.normal(size=X.shape).astype(np.float32), query_labels=Y, metrics=["map", "hit_rate@1"])
+
+
+# ----------------------------------------------------------------------------- bootstrap_interval
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(n_resamples="10"), "n_resamples"),
+    (dict(n_resamples=10), "n_resamples"),
+    (dict(n_resamples=True), "n_resamples"),
+    (dict(confidence=2), "confidence"),
+    (dict(confidence=float("nan")), "confidence"),
+    (dict(confidence="x"), "confidence"),
+    (dict(confidence=95), "did you mean 0.95"),
+    (dict(seed=-1), "seed"),
+    (dict(seed="a"), "seed"),
+    (dict(seed=1.5), "seed"),
+    (dict(method="x"), "method"),
+    (dict(method=["bca"]), "method"),
+    (dict(cluster="class"), "cluster"),
+    (dict(cluster=["label"]), "cluster"),
+])
+def test_bootstrap_interval_arguments(kwargs, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.bootstrap_interval(A, "map", **kwargs)
+
+
+@pytest.mark.parametrize("metric,match", [("no_such", "no_such"), (5, "strings"), ("recall@3", "not computed")])
+def test_bootstrap_interval_metric(metric, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.bootstrap_interval(A, metric)
+
+
+def test_bootstrap_interval_needs_a_result():
+    with pytest.raises(rc.InputError, match="EvaluationResult"):
+        rc.bootstrap_interval({"map": 0.5}, "map")
+
+
+# ----------------------------------------------------------------------------- compare: same queries
+def test_compare_same_queries_works():
+    c = rc.compare(A, B, "map")
+    assert c.n == 5 and c.unit == "classes"
+
+
+@pytest.mark.parametrize("other,match", [
+    (lambda: rc.evaluate(X[::-1].copy(), query_labels=Y[::-1].copy(), metrics=["map"]), "query labels differ"),
+    (lambda: rc.evaluate(X, query_labels=np.arange(40) % 4, metrics=["map"]), "query labels differ"),
+    (lambda: rc.evaluate(X[:20], X, query_labels=Y[:20], gallery_labels=Y, metrics=["map"]), "queries"),
+])
+def test_compare_refuses_different_queries(other, match):
+    with pytest.raises(rc.InputError, match=match) as info:
+        rc.compare(A, other(), "map")
+    assert "same queries" in str(info.value)
+
+
+def test_compare_refuses_different_ids():
+    ids = np.arange(40)
+    a = rc.evaluate(X, X, query_labels=Y, gallery_labels=Y, query_ids=ids, gallery_ids=ids, metrics=["map"])
+    b = rc.evaluate(X, X, query_labels=Y, gallery_labels=Y, query_ids=ids + 100, gallery_ids=ids + 100,
+                    metrics=["map"])
+    with pytest.raises(rc.InputError, match="query ids differ"):
+        rc.compare(a, b, "map")
+
+
+def test_compare_refuses_different_relevance_and_gallery():
+    R = Y[:, None] == Y[None, :]
+    a = rc.evaluate(X, X, relevance=R, metrics=["map"])
+    R2 = R.copy()
+    R2[0, :3] = True
+    with pytest.raises(rc.InputError, match="relevant gallery items"):
+        rc.compare(a, rc.evaluate(X, X, relevance=R2, metrics=["map"]), "map")
+    with pytest.raises(rc.InputError, match="gallery of 40 items"):
+        rc.compare(a, rc.evaluate(X, X[:30], relevance=R[:, :30], metrics=["map"]), "map")
+
+
+def test_query_fingerprint():
+    fp = A.query_fingerprint()
+    assert fp["n_queries"] == 40 and fp["n_gallery"] == 40 and list(fp["labels"]) == list(Y)
+    assert fp["ids"] is None and (fp["n_relevant"] == 7).all()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(method="z"), "method"), (dict(cluster="x"), "cluster"), (dict(confidence=0), "confidence"),
+    (dict(seed=-2), "seed"), (dict(n_resamples="5"), "n_resamples"), (dict(method=["t"]), "method"),
+])
+def test_compare_arguments(kwargs, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.compare(A, B, "map", **kwargs)
+
+
+def test_compare_needs_results():
+    with pytest.raises(rc.InputError, match="candidate must be an EvaluationResult"):
+        rc.compare(0.5, B, "map")
+
+
+# ----------------------------------------------------------------------------- gaps, Wilson, Newcombe
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(seed="x"), "seed"), (dict(confidence=1.0), "confidence"), (dict(labels="train"), "labels"),
+    (dict(labels=("a", "b", "c")), "labels"), (dict(cluster="no"), "cluster"), (dict(n_resamples=5), "n_resamples"),
+])
+def test_generalization_gap_arguments(kwargs, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.generalization_gap(A, B, "map", **kwargs)
+
+
+@pytest.mark.parametrize("args,match", [
+    ((3, 0, 0.95), "n=0"), ((5, 3, 0.95), "cannot exceed"), ((-1, 3, 0.95), "x=-1"), (("1", 3, 0.95), "x="),
+    ((1, 3, 1.5), "confidence"), ((1.5, 3, 0.95), "x="),
+])
+def test_wilson_interval_arguments(args, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.stats.wilson_interval(*args)
+
+
+def test_newcombe_interval_arguments():
+    with pytest.raises(rc.InputError, match="n2=0"):
+        rc.stats.newcombe_interval(1, 3, 0, 0, 0.95)
+    lo, hi = rc.stats.newcombe_interval(5, 10, 5, 10, 0.95)
+    assert lo < 0 < hi
+
+
+# ----------------------------------------------------------------------------- correlations
+@pytest.mark.parametrize("measures,gaps,match", [
+    ({"m": [1, 2, "x", 4]}, [1, 2, 3, 4], "measures\\['m'\\]"),
+    ({"m": [1, 2, 3, 4]}, ["a", "b", "c", "d"], "gaps"),
+    ({"m": [1, 2, np.nan, 4]}, [1, 2, 3, 4], "NaN"),
+    ({"m": [1, 2, 3, 4]}, [1, 2, np.inf, 4], "gaps"),
+    ([1, 2, 3], [1, 2, 3], "measures must be"),
+    ({}, [1, 2, 3], "measures must be"),
+    ({"m": [1, 2, 3]}, [1, 2, 3, 4], "3 values for 4 models"),
+    ({"m": [1, 2]}, [1, 2], "at least 3"),
+])
+def test_correlate_with_gap_arguments(measures, gaps, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.correlate_with_gap(measures, gaps)
+
+
+@pytest.mark.parametrize("m,g,match", [
+    (["a", "b"], [1, 2], "measure"), ([1, 2], [1, np.nan], "gaps"), ([1, 2, 3], [1, 2], "one value per model"),
+    ("abc", [1, 2, 3], "measure"),
+])
+def test_selection_accuracy_arguments(m, g, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.selection_accuracy(m, g)
+
+
+# ----------------------------------------------------------------------------- accuracy
+@pytest.mark.parametrize("pred,labels,match", [
+    (["1", "2"], [1, 2], "predictions are strings but labels are numbers"),
+    ([1, 2], ["1", "2"], "predictions are numbers but labels are strings"),
+    ([1, "2"], [1, 2], "predictions mixes label types"),
+    ([1, 2], [1, "2"], "labels mixes label types"),
+    ([1.0, np.nan], [1, 2], "NaN or Inf"),
+    ([1, 2], [1.0, np.nan], "NaN or Inf"),
+    ([1, 2, 3], [1, 2], "must match"),
+    ([], [], "empty"),
+])
+def test_accuracy_refuses_mixed_or_broken_labels(pred, labels, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.accuracy(pred, labels)
+
+
+def test_accuracy_right_values():
+    assert rc.accuracy(["a", "b", "c"], np.array(["a", "b", "x"])).value == pytest.approx(2 / 3)
+    assert rc.accuracy(np.array([[0.1, 0.9], [0.8, 0.2]]), [1, 1]).value == 0.5
+
+
+# ----------------------------------------------------------------------------- discriminant ratio
+@pytest.mark.parametrize("scale,dtype", [(1e200, np.float64), (1e-200, np.float64), (1e30, np.float32),
+                                         (1e-30, np.float32), (1.0, np.float64)])
+def test_discriminant_ratio_is_scale_invariant(scale, dtype):
+    base = rc.discriminant_ratio(X.astype(np.float64), Y)
+    got = rc.discriminant_ratio((X.astype(np.float64) * scale).astype(dtype), Y)
+    assert np.isfinite(got) and got == pytest.approx(base, rel=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_discriminant_ratio_torch_is_scale_invariant(scale):
+    torch = pytest.importorskip("torch")
+    base = rc.discriminant_ratio(X.astype(np.float64), Y)
+    got = rc.discriminant_ratio(torch.from_numpy(X) * scale, torch.from_numpy(Y))
+    assert float(got) == pytest.approx(base, rel=1e-4)
+
+
+def test_discriminant_ratio_in_evaluate_at_large_scale():
+    res = rc.evaluate(X.astype(np.float64) * 1e200, query_labels=Y, metrics=["discriminant_ratio"])
+    assert res["discriminant_ratio"] == pytest.approx(rc.discriminant_ratio(X, Y), rel=1e-6)
+
+
+@pytest.mark.parametrize("x,y,match", [
+    (np.full((4, 2), np.nan), [0, 0, 1, 1], "NaN or Inf"),
+    (np.ones((4, 2)), [0, 1], "one label per embedding"),
+    (np.ones((4, 2)), [0, "0", 1, 1], "mixes label types"),
+    (np.ones((4, 2)), [0.0, np.nan, 1, 1], "NaN or Inf"),
+    (np.ones(4), [0, 0, 1, 1], "2-D"),
+])
+def test_discriminant_ratio_refuses_bad_inputs(x, y, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.discriminant_ratio(x, y)
+
+
+# ----------------------------------------------------------------------------- property
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_junk = st.one_of(st.none(), st.booleans(), st.integers(-3, 3000), st.floats(), st.text(max_size=3),
+                  st.lists(st.one_of(st.integers(-1, 3), st.floats(), st.text(max_size=1)), max_size=5),
+                  st.sampled_from([np.zeros(0), np.full(3, np.nan), {"a": 1}, ("a", "b")]))
+
+
+@settings(max_examples=50, deadline=None)
+@given(option=st.sampled_from(["confidence", "n_resamples", "method", "cluster", "seed"]), value=_junk,
+       metric=_junk, other=_junk)
+def test_stats_raise_only_library_errors(option, value, metric, other):
+    for call in (lambda: rc.bootstrap_interval(A, "map", **{option: value}),
+                 lambda: rc.compare(A, B, "map", **{option: value}),
+                 lambda: rc.bootstrap_interval(A, metric),
+                 lambda: rc.compare(A, other, "map"),
+                 lambda: rc.generalization_gap(A, other, "map"),
+                 lambda: rc.correlate_with_gap({"m": other}, metric),
+                 lambda: rc.selection_accuracy(other, metric),
+                 lambda: rc.accuracy(other, metric),
+                 lambda: rc.discriminant_ratio(other, metric),
+                 lambda: rc.stats.wilson_interval(value, other, 0.95)):
+        try:
+            call()
+        except rc.RetrievalChecksError:
+            pass
