@@ -42,7 +42,15 @@ def check_finite(value, field: str, *, what: str = "a finite number") -> float:
     """``float(value)`` when ``value`` is a real, finite number (not a bool, not NaN or
     infinite); else :class:`~retrieval_checks.InputError` naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(f"{field}={value!r}: expected {what}, found {type(value).__name__}.")
+        fix = ""
+        if isinstance(value, str):
+            try:
+                parsed = float(value)
+            except ValueError:
+                parsed = math.nan
+            if math.isfinite(parsed):
+                fix = f" Write it as a number, without quotes: {parsed:g}."
+        raise InputError(f"{field}={value!r}: expected {what}, found {type(value).__name__}.{fix}")
     try:
         v = float(value)
     except (OverflowError, ValueError):
