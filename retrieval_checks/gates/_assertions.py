@@ -258,6 +258,11 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     if on == "interval" and found is None:
         raise InputError(f"on='interval': {m.metric} has no interval in this result ({why}); use on='value', or "
                          "evaluate with more queries or classes.")
+    if (on == "interval" and confidence is not None and m.interval is not None
+            and isinstance(found[2], numbers.Real) and abs(float(found[2]) - confidence) > 1e-9):
+        raise InputError(f"confidence={confidence:g}: the {m.metric} interval this result carries is at "
+                         f"{_pct(found[2])} (set when it was evaluated); evaluate with confidence={confidence:g}, "
+                         "or leave confidence out to use the result's.")
     failures = []
     if at_least is not None:
         checked = m.value if on == "value" else found[0]

@@ -415,6 +415,20 @@ def test_the_results_config_confidence_and_seed_are_used_when_none_is_given(res)
     assert heard[0].confidence == 0.5 and heard[0].low == pytest.approx(narrow.low)
 
 
+def test_a_confidence_the_results_own_interval_does_not_have_is_refused(res):
+    # grouped recall carries its own 95% interval: a 99% request must not silently get 95%
+    _expect(rc.InputError, lambda: rc.assert_metric(res, "grouped_recall@1", at_least=0.01, on="interval",
+                                                    confidence=0.99), "confidence=0.99", "95%",
+            "evaluate with confidence=0.99")
+    rc.assert_metric(res, "grouped_recall@1", at_least=0.01, on="interval", confidence=0.95)
+    X, y = _data(classes=40)
+    r99 = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=3, confidence=0.99)
+    heard = []
+    with rc.gates.listening(heard.append):
+        rc.assert_metric(r99, "grouped_recall@1", at_least=0.01, on="interval", confidence=0.99)
+    assert heard[0].confidence == 0.99
+
+
 def test_the_seed_reaches_the_bootstrap(res):
     heard = []
     with rc.gates.listening(heard.append):
