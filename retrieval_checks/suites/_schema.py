@@ -224,6 +224,9 @@ class _Reader:
     def name(self, value, field: str, line) -> str:
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*", value):
             raise self.error(f"names use letters, digits, '_', '-' and '.', found {_describe(value)}.", field, line)
+        if len(value) > 100:  # names make test ids, table rows and history keys
+            raise self.error(f"a name of {len(value)} characters; names have at most 100 ({short(value, 40)}).",
+                             field, line)
         return value
 
     def number(self, value, field: str, line, *, low=None, high=None, open_low=False, open_high=False) -> float:
