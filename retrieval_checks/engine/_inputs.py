@@ -188,10 +188,9 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
     else:
         what = "squared distances"
         mantissa, exponent = (a + b) ** 2, -2 * e
-    if mantissa == 0:
-        log2_bound = -math.inf
-    else:
-        log2_bound = math.log2(mantissa) - exponent
+    if mantissa == 0 and e >= -1000:
+        return  # one side is all zeros (or every item equals the mean): every score is exactly 0, an exact tie
+    log2_bound = math.log2(mantissa) - exponent if mantissa > 0 else -math.inf
     names_text = " and ".join(name for _, name in sides)
     if log2_bound > math.log2(_SCORE_CEILING):
         raise InputError(
