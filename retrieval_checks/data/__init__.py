@@ -1,5 +1,5 @@
 """Reading embeddings, labels and ids from files (.npy, .npz, .safetensors, .pt, .parquet)."""
 
-from ._files import EmbeddingSet, check_file, load_embeddings, read_arrays, read_npy
+from ._files import EmbeddingSet, load_embeddings, read_arrays
 
-__all__ = ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy", "check_file"]
+__all__ = ["EmbeddingSet", "load_embeddings", "read_arrays"]

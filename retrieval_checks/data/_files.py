@@ -32,11 +32,8 @@ bfloat16 / float16 / float8 tensors as float32 (numpy has no bfloat16).
 
 from __future__ import annotations
 
-import errno
 import os
 import pickle
-import re
-import stat
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,22 +41,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .._paths import FORMATS as _FORMATS
+from .._paths import HOW_TO_WRITE as _HOW_TO_WRITE
+from .._paths import check_file, verify_zip_crc as _verify_zip_crc
+from .._paths import short as _short
 from .._suggest import did_you_mean, hint
 from ..errors import InputError
 
 __all__ = ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy", "check_file"]
 
-#: How to write each format again, for the messages about damaged files.
-_HOW_TO_WRITE = {
-    ".npy": "numpy.save(path, embeddings)",
-    ".npz": "numpy.savez(path, embeddings=..., labels=..., ids=...)",
-    ".pt": "torch.save({'embeddings': tensor, 'labels': tensor}, path)",
-    ".pth": "torch.save({'embeddings': tensor, 'labels': tensor}, path)",
-    ".safetensors": "safetensors.numpy.save_file({'embeddings': array, ...}, path)",
-    ".parquet": "pyarrow.parquet.write_table(table, path)",
-}
-_FORMATS = ".npy, .npz, .safetensors, .pt/.pth or .parquet"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
@@ -76,12 +66,6 @@ def _ext(path: Path) -> str:
     return path.suffix.lower()
 
 
-def _short(exc: BaseException, limit: int = 200) -> str:
-    """``Type: message`` on one line, without terminal colour codes, at most ``limit`` characters."""
-    text = " ".join(_ANSI.sub("", f"{type(exc).__name__}: {exc}").split())
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _damaged(path: Path, exc: BaseException, member: str | None = None) -> InputError:
     ext = _ext(path)
     what = f"member {member!r} of {path}" if member is not None else str(path)
@@ -89,52 +73,6 @@ def _damaged(path: Path, exc: BaseException, member: str | None = None) -> Input
         f"{what}: cannot read it as {ext or 'a data file'}: the file is truncated, damaged or not a {ext} file "
         f"({_short(exc)}). Write it again with {_HOW_TO_WRITE.get(ext, 'the tool that made it')}."
     )
-
-
-def check_file(path, *, what: str = "file") -> Path:
-    """``path`` as a :class:`~pathlib.Path` once it is known to be a readable, non-empty
-    regular file; else an :class:`~retrieval_checks.InputError` naming it and the fix
-    (missing, a broken symbolic link or a loop, a directory, a FIFO or device, empty,
-    not readable). ``what`` names the role of the file in the message."""
-    p = Path(os.fspath(path))
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        if os.path.islink(p):
-            raise InputError(f"{p}: the {what} is a broken symbolic link (to {os.readlink(p)!r}, which does not "
-                             "exist); point it at the real file.") from None
-        raise InputError(f"{p}: no such {what} (resolved to {os.path.abspath(p)}); check the path, which is "
-                         f"relative to the current directory {os.getcwd()} unless absolute.") from None
-    except PermissionError:
-        raise InputError(f"{p}: the {what} cannot be reached (permission denied on a directory of its path); "
-                         "make its directories searchable (chmod +x) or move the file.") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise InputError(f"{p}: the {what} is a symbolic link loop (it points back to itself); point the "
-                             "link at a real file.") from None
-        if exc.errno == errno.ENOTDIR:
-            raise InputError(f"{p}: a part of the path is a file, not a directory; check the path of the "
-                             f"{what}.") from None
-        raise InputError(f"{p}: cannot open the {what} ({_short(exc)}); check the path.") from None
-    except (ValueError, TypeError) as exc:  # embedded NUL bytes and the like
-        raise InputError(f"{path!r}: not a usable path for the {what} ({_short(exc)}).") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{p}: is a directory, not a {what}; give the path of a {_FORMATS} file inside it.")
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{p}: is not a regular file (a FIFO, socket or device); give the path of a {what} "
-                         f"({_FORMATS}).")
-    if st.st_size == 0:
-        raise InputError(f"{p}: the {what} is empty (0 bytes), so it was not written completely; write it again"
-                         f"{' with ' + _HOW_TO_WRITE[_ext(p)] if _ext(p) in _HOW_TO_WRITE else ''}.")
-    try:
-        with open(p, "rb") as f:
-            f.read(1)
-    except PermissionError:
-        raise InputError(f"{p}: the {what} is not readable (permission denied); make it readable "
-                         "(chmod u+r) or run as a user who may read it.") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the {what} ({_short(exc)}).") from None
-    return p
 
 
 def _native(arr: np.ndarray, where: str) -> np.ndarray:
@@ -199,18 +137,6 @@ def read_npy(path) -> np.ndarray:
             close()
         raise InputError(f"{p}: is a .npz archive (named arrays), not a .npy file; rename it to .npz.")
     return _native(arr, str(p))
-
-
-def _verify_zip_crc(path: Path) -> None:
-    """Read every record of a zip-based file once, so zipfile checks its CRC-32 (records
-    whose writer stored no CRC, 0, cannot be checked and are skipped)."""
-    with zipfile.ZipFile(path) as zf:
-        for info in zf.infolist():
-            if info.CRC == 0 or info.is_dir():
-                continue
-            with zf.open(info) as member:
-                while member.read(1 << 22):
-                    pass
 
 
 def _read_npz(p: Path) -> Mapping:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data._files import _verify_zip_crc, check_file
+from .._paths import check_file, verify_zip_crc
 from ..errors import BackendError, InputError
 from ..options import OPTIONS
 
@@ -558,7 +558,7 @@ def _read_weights(path: Path, torch) -> dict:
                              "safetensors.torch.save_file(model.state_dict(), path).") from None
     if zipfile.is_zipfile(path):
         try:
-            _verify_zip_crc(path)
+            verify_zip_crc(path)
         except Exception as exc:
             raise InputError(f"{path}: the weights file is damaged ({type(exc).__name__}: {_clip(exc)}); save it "
                              "again with torch.save(model.state_dict(), path).") from None
@@ -656,6 +656,8 @@ class EmbeddingCache:
         try:
             if path.is_file() or path.is_symlink():
                 path.unlink()
+            elif path.is_dir():
+                path.rmdir()  # only when empty: nothing but the entry's name is lost
         except OSError:
             pass  # put() replaces it atomically anyway
         return None

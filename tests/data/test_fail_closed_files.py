@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks.data import _files
-from retrieval_checks.data import check_file, read_arrays, read_npy
+from retrieval_checks import _paths
+from retrieval_checks.data import read_arrays
+from retrieval_checks.data._files import check_file, read_npy
 
 torch = pytest.importorskip("torch")
 pa = pytest.importorskip("pyarrow")
@@ -135,7 +136,7 @@ def test_unreadable_file_names_it_and_says_chmod(tmp_path, monkeypatch):
         def deny(*args, **kwargs):
             raise PermissionError(13, "Permission denied", str(args[0]))
 
-        monkeypatch.setattr(_files, "open", deny, raising=False)
+        monkeypatch.setattr(_paths, "open", deny, raising=False)
     try:
         with pytest.raises(rc.InputError, match=r"not readable \(permission denied\).*chmod u\+r") as info:
             rc.load_embeddings(p)
