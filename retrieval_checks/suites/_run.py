@@ -77,6 +77,10 @@ class SuiteRunner:
                                  f"{', '.join(OPTIONS)}.")
             check_option(k, v)
         self.defaults = {**{k: v for k, v in DEFAULTS.items() if OPTIONS[k].applies_to}, **given}
+        check_option("device", device)
+        check_option("max_memory", max_memory)
+        if progress is not None and not isinstance(progress, bool):
+            raise InputError(f"SuiteRunner(progress={progress!r}): use True, False or None (automatic).")
         self.device = device
         self.max_memory = max_memory
         self.progress = progress

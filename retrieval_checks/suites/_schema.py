@@ -432,10 +432,11 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     if "batch_size" in node:
         kw["batch_size"] = r.integer(node["batch_size"], _join(field, "batch_size"), node.line_of("batch_size"), 1)
     if "device" in node:
-        if not isinstance(node["device"], str):
-            raise r.error(f"expected a device name (cpu, cuda, cuda:1), found {_describe(node['device'])}.",
-                          _join(field, "device"), node.line_of("device"))
-        kw["device"] = node["device"]
+        if not isinstance(node["device"], str) or OPTIONS["device"].problem(node["device"]) is not None:
+            raise r.error(f"expected a device name (auto, cpu, cuda, cuda:1), found {_describe(node['device'])}."
+                          f"{hint(node['device'], ('auto', 'cpu', 'cuda'))}", _join(field, "device"),
+                          node.line_of("device"))
+        kw["device"] = node["device"].strip()
     if "timeout" in node and node["timeout"] is not None:
         kw["timeout"] = float(r.option("timeout", node["timeout"], _join(field, "timeout"), node.line_of("timeout")))
     if "cam_layer" in node:

@@ -238,6 +238,10 @@ LIMITS = [
      "models.m.timout", ["Did you mean 'timeout'?"]),
     (PAIRS + TH % ("rsum", "at_least: 250, max_skipped: 3"), 7, "checks[0].max_skipped",
      ["does not apply to image_text"]),
+    (HEAD + "models:\n  m: {callable: emb.py:f, device: gpu}\n" + TH % ("map", "at_least: 0.5"), 4,
+     "models.m.device", ["expected a device name", "str 'gpu'"]),
+    (HEAD + "models:\n  m: {callable: emb.py:f, device: 0}\n" + TH % ("map", "at_least: 0.5"), 4,
+     "models.m.device", ["expected a device name", "int 0"]),
 ]
 
 
@@ -477,6 +481,16 @@ def test_max_skipped_suite_option_and_other_check_kinds(where):
 def test_session_defaults_are_validated(defaults, words):
     with pytest.raises(InputError, match=None) as info:
         SuiteRunner(defaults=defaults)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"device": "gpu"}, "device='gpu'"), ({"max_memory": "lots"}, "max_memory"), ({"progress": "yes"}, "progress"),
+    ({"regen": "sometimes"}, "regen"),
+])
+def test_runner_arguments_are_validated_at_construction(kwargs, words):
+    with pytest.raises(InputError) as info:
+        SuiteRunner(**kwargs)
     assert words in str(info.value)
 
 
