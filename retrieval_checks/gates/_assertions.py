@@ -33,11 +33,12 @@ from ..metrics._measurement import Measurement
 from ..metrics._names import metric_spec, parse_metric
 from ..metrics._registry import Family
 from ..metrics._thresholds import check_finite, check_threshold
-from ..options import DEFAULTS, check_option
+from ..options import DEFAULTS
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap
 from ..stats._intervals import bootstrap_interval
 from ._events import GateEvent, emit
+from ._regression import checked_option as check_option
 
 __all__ = [
     "assert_metric",

@@ -35,9 +35,10 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
 
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_finite, check_threshold
-from ..options import DEFAULTS, check_option
+from ..options import DEFAULTS
 from ._events import GateEvent, emit
 from ._regression import Change, measure_change
+from ._regression import checked_option as check_option
 from ..errors import InputError, MetricNameError
 from ..stats._intervals import bootstrap_interval
 
@@ -219,9 +220,12 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
 
 
 def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
-    """Whether two records differ beyond float noise (for --force-regen)."""
+    """Whether two records differ beyond float noise (for --force-regen); records are
+    checked first (:func:`check_record`)."""
     if a is None or b is None:
         return a is not b
+    a = check_record(a, where="first record", fix="pass records from baseline_record()")
+    b = check_record(b, where="second record", fix="pass records from baseline_record()")
     if a.get("metric") != b.get("metric") or a.get("n") != b.get("n") or a.get("partition") != b.get("partition"):
         return True
 
@@ -524,6 +528,8 @@ class BaselineFile:
 
 def baseline_path(path) -> Path:
     """Where the baselines of a suite or test module live: ``<stem>.baselines.yaml`` beside it."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip() or not Path(path).name:
+        raise InputError(f"baseline_path takes the path of a suite or test module (a str or Path), got {path!r}.")
     p = Path(path)
     return p.with_name(f"{p.stem}.baselines.yaml")
 
@@ -531,11 +537,15 @@ def baseline_path(path) -> Path:
 def write_records(entries) -> list[str]:
     """Write (path, key, record) entries, one locked, merged, atomic rewrite per file;
     returns the paths."""
+    if isinstance(entries, (str, bytes, Mapping)) or not hasattr(entries, "__iter__"):
+        raise InputError(f"write_records takes a list of (path, key, record) entries, got {_kind(entries)}.")
     by_file: dict = {}
     for entry in entries:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3:
             raise InputError(f"write_records takes (path, key, record) entries, got {_kind(entry)}.")
         path, key, record = entry
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"write_records: a baselines file path is a str or Path, got {_kind(path)}.")
         if not isinstance(key, str):
             raise InputError(f"baseline names are strings, got {_kind(key)} (for {path}).")
         by_file.setdefault(str(path), {})[key] = record

@@ -159,6 +159,8 @@ def rule_text(record) -> str:
     ``interval >= 0.7``, ``upper <= 0.05``, ``baseline >= 0.61``..."""
     if isinstance(record, GateEvent):
         record = record.to_dict()
+    if not isinstance(record, dict):
+        raise InputError(f"rule_text takes a GateEvent or its record (a dict), got {type(record).__name__}.")
     on, comparison = record.get("on") or "", record.get("comparison") or ""
     bounds = record.get("bounds") or {}
     if comparison == "between" and "at_least" in bounds and "at_most" in bounds:

@@ -37,9 +37,9 @@ from ..metrics._names import metric_spec
 from ..metrics._registry import Family
 from ..metrics._thresholds import check_finite, check_threshold
 from ..errors import InputError, MetricNameError
-from ..options import check_option
+from ..options import OPTIONS, check_option
 
-__all__ = ["Change", "measure_change", "higher_is_better", "change_family"]
+__all__ = ["Change", "measure_change", "higher_is_better", "change_family", "checked_option"]
 
 
 def higher_is_better(metric: str) -> bool | None:
@@ -115,6 +115,16 @@ def _paired_p(baseline_units: dict, current_units: dict, sign: float) -> tuple[f
     return float(stats.t.cdf(t, L - 1)), f"paired t over {L} units (cluster-robust)"
 
 
+def checked_option(name: str, value, *, argument: str | None = None):
+    """:func:`~retrieval_checks.options.check_option`, with an integer too large for a
+    float (``10**400``) refused as an InputError too, never an OverflowError."""
+    try:
+        return check_option(name, value, argument=argument)
+    except OverflowError:
+        raise InputError(f"{argument or name}: expected {OPTIONS[name].expected}, found an integer too large for "
+                         "a float.") from None
+
+
 def change_family(metric: str) -> Family | None:
     """The unit and attainable range of a recorded metric: the registry's family, or
     for ``<metric> gap`` / ``<metric> difference`` the range of a difference of two
@@ -168,7 +178,7 @@ def _side(d, which: str, fam: Family | None, metric: str) -> dict:
         if out["low"] > out["high"]:
             raise InputError(f"{which}: interval low={out['low']:g} > high={out['high']:g}; write [low, high].")
     if d.get("confidence") is not None:
-        out["confidence"] = float(check_option("confidence", d["confidence"], argument=f"{which} confidence"))
+        out["confidence"] = float(checked_option("confidence", d["confidence"], argument=f"{which} confidence"))
     units = d.get("units")
     if units is not None:
         if not isinstance(units, Mapping):
@@ -215,7 +225,7 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
         raise InputError(f"direction={direction!r}: use 'higher' or 'lower' (which way is better).{close}")
     if not isinstance(significant, bool):
         raise InputError(f"significant={significant!r}: expected True or False.")
-    confidence = float(check_option("confidence", confidence))
+    confidence = float(checked_option("confidence", confidence))
     fam = change_family(metric)
     max_drop = _tolerance(fam, max_drop, "max_drop", metric)
     max_relative_drop = _tolerance(fam, max_relative_drop, "max_relative_drop", metric)

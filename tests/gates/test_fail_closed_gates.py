@@ -742,3 +742,55 @@ def test_interval_messages_are_formatted(res):
 
     assert re.search(r"95% interval \[\d\.\d{4}, \d\.\d{4}\]", msg), msg
     assert not re.search(r"\d\.\d{7,}", msg), msg  # no raw float repr
+
+
+# ----------------------------------------------------------------------------- property: only the library's errors
+JUNK = {"none": None, "str": "x", "empty-list": [], "dict": {}, "nan": NAN, "neg": -1, "object": object(),
+        "bool": True, "huge-int": 10**400, "array": np.array([0.5]), "bytes": b"x"}
+
+
+def _surfaces(res, gap, comparison):
+    rec = baseline_record(res, "map")
+    return {
+        "assert_metric": (rc.assert_metric, [res, "map"], dict(at_least=0.01, on="value", confidence=None, seed=None,
+                                                               max_skipped=None)),
+        "assert_map_at_least": (rc.assert_map_at_least, [res, 0.01], dict(metric="map", on="value")),
+        "assert_recall_at_least": (rc.assert_recall_at_least, [res, 0.01], dict(k=1, kind="hit_rate")),
+        "assert_recall_at_precision": (rc.assert_recall_at_precision, [res, 0.0001], dict(precision=0.5)),
+        "assert_grouped_recall_ci": (rc.assert_grouped_recall_ci, [res, 0.01], dict(metric="grouped_recall@1",
+                                                                                    on="lower")),
+        "assert_gap_below": (rc.assert_gap_below, [gap, 0.5], dict(on="upper")),
+        "assert_not_worse": (rc.assert_not_worse, [comparison], dict(margin=0.0, rule="significant")),
+        "assert_no_regression": (assert_no_regression, [rec, rec], dict(max_drop=None, direction=None,
+                                                                         confidence=0.95, max_skipped=None)),
+        "measure_change": (measure_change, ["map", {"value": 0.5}, {"value": 0.5}], dict(max_drop=None,
+                                                                                          confidence=0.95)),
+        "baseline_record": (baseline_record, [res, "map"], dict(confidence=None, seed=None)),
+        "records_differ": (rc.gates.records_differ, [rec, rec], {}),
+        "baseline_path": (rc.gates.baseline_path, ["tests/test_x.py"], {}),
+        "write_records": (write_records, [[]], {}),
+        "rule_text": (rule_text, [{"on": "value"}], {}),
+    }
+
+
+@pytest.mark.parametrize("junk", list(JUNK), ids=list(JUNK))
+def test_no_gate_raises_anything_but_the_librarys_errors(res, gap, comparison, junk):
+    value = JUNK[junk]
+    raw = []
+    for name, (fn, args, kw) in _surfaces(res, gap, comparison).items():
+        slots = [("arg", i) for i in range(len(args))] + [("kw", k) for k in kw]
+        for kind, where in slots:
+            a, k = list(args), dict(kw)
+            if kind == "arg":
+                a[where] = value
+            else:
+                k[where] = value
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    fn(*a, **k)
+                except (rc.RetrievalChecksError, AssertionError):
+                    pass
+                except Exception as exc:  # noqa: BLE001 - the property under test
+                    raw.append(f"{name}({where}={junk}): {type(exc).__name__}: {exc}")
+    assert not raw, "\n".join(raw)
