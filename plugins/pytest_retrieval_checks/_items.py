@@ -7,6 +7,7 @@ file, the line and the field, so the rest of the session still runs.
 from __future__ import annotations
 
 import fnmatch
+import json
 
 import pytest
 
@@ -89,3 +90,42 @@ class SuiteErrorItem(pytest.Item):
     def reportinfo(self):
         line = self.error.line
         return self.path, (line - 1 if line else None), f"invalid suite {self.path.name}"
+
+
+def _too_many(n_used, n_skipped, limit) -> bool:
+    if not isinstance(n_skipped, int) or isinstance(n_skipped, bool):
+        return False
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        return n_skipped > limit
+    total = n_skipped + (n_used if isinstance(n_used, int) else 0)
+    return total > 0 and n_skipped / total > limit
+
+
+def fail_on_skipped(item, start: int, limit, prop: str) -> None:
+    """Fail ``item`` when a gate it ran (its records from ``start`` on in the item's
+    properties) skipped more queries than the session's ``max_skipped`` allows; a gate
+    given its own ``max_skipped=`` has applied it already. The records are marked failed
+    so that the summary, JSON, JUnit and history agree with the test's outcome."""
+    problems = []
+    for i in range(start, len(item.user_properties)):
+        name, value = item.user_properties[i]
+        if name != prop:
+            continue
+        record = json.loads(value)
+        if record.get("max_skipped") is not None or (record.get("bounds") or {}).get("max_skipped") is not None:
+            continue
+        used, skipped = record.get("n_used"), record.get("n_skipped")
+        if not _too_many(used, skipped, limit):
+            continue
+        what = f"{limit} queries" if isinstance(limit, int) else f"a fraction {limit:g} of the queries"
+        problem = (f"gate {record.get('gate')} ({record.get('metric')}): {skipped} queries skipped, n_used {used} / "
+                   f"n_skipped {skipped}; --rc-max-skipped (ini rc_max_skipped) allows at most {what}")
+        problems.append(problem)
+        record["passed"] = False
+        record["max_skipped"] = limit
+        record["warnings"] = [*(record.get("warnings") or []), problem]
+        item.user_properties[i] = (name, json.dumps(record))
+    if problems:
+        pytest.fail("too many skipped queries (queries without a relevant gallery item do not count in the value):\n"
+                    + "\n".join(problems) + "\nGive every query a relevant gallery item, or raise --rc-max-skipped.",
+                    pytrace=False)

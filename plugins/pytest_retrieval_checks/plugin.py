@@ -2,7 +2,8 @@
 
 Options (each a command-line flag and an ini setting of the same name with ``_``):
 ``--rc-device``, ``--rc-max-memory``, ``--rc-seed``, ``--rc-confidence``,
-``--rc-ties``, ``--rc-json`` (JSON report), ``--rc-html`` (HTML report),
+``--rc-ties``, ``--rc-max-skipped`` (most queries a gate may skip), ``--rc-timeout``
+(seconds a suite's model may take), ``--rc-json`` (JSON report), ``--rc-html`` (HTML report),
 ``--rc-history`` (SQLite run history), ``--rc-embedding-cache``; the flags
 ``--rc-force-regen`` / ``--rc-regen-all`` regenerate baselines; the ini setting
 ``rc_suite_files`` names the YAML suites to collect (``_items.py``).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,7 @@ from retrieval_checks.tracking import run_metadata
 from . import _items, _reports
 
 # the session's evaluation options, validated against the library's option table
-_SESSION_OPTIONS = ("device", "max_memory", "seed", "confidence", "ties")
+_SESSION_OPTIONS = ("device", "max_memory", "seed", "confidence", "ties", "max_skipped", "timeout")
 _OPTIONS = [
     *((name.replace("_", "-"), f"{rc.options.OPTIONS[name].help}: {rc.options.OPTIONS[name].expected}",
        "" if rc.options.DEFAULTS[name] is None else str(rc.options.DEFAULTS[name])) for name in _SESSION_OPTIONS),
@@ -94,21 +96,42 @@ def suite_runner(config) -> SuiteRunner:
     runner = getattr(config, "_rc_runner", None)
     if runner is None:
         options = _resolve_options(config)
-        cache = _option(config, "embedding-cache")
-        if cache.lower() == "none":
-            cache_dir = None
-        elif cache:
-            cache_dir = Path(cache) if Path(cache).is_absolute() else Path(config.rootpath) / cache
-        elif getattr(config, "cache", None) is not None:
-            cache_dir = config.cache.mkdir("retrieval_checks_embeddings")
-        else:
-            cache_dir = None
-        runner = SuiteRunner(defaults={"confidence": options["confidence"], "seed": options["seed"],
-                                       "ties": options["ties"]},
-                             device=options["device"], max_memory=options["max_memory"], cache_dir=cache_dir,
-                             regen=regen_mode(config))
+        cache_dir, _ = _embedding_cache(config)
+        defaults = {k: options[k] for k in ("confidence", "seed", "ties", "max_skipped", "timeout")}
+        runner = SuiteRunner(defaults=defaults, device=options["device"], max_memory=options["max_memory"],
+                             cache_dir=cache_dir, regen=regen_mode(config))
         config._rc_runner = runner
     return runner
+
+
+def _embedding_cache(config) -> tuple[Path | None, str | None]:
+    """The embedding cache directory (None: no cache) and, when the one asked for cannot
+    be used (a file, under a file, not writable), why: the session then runs without the
+    cache, with a warning; a cache never turns a gate red."""
+    cached = getattr(config, "_rc_cache_dir", None)
+    if cached is not None:
+        return cached
+    cache = _option(config, "embedding-cache").strip()
+    problem = None
+    if cache.lower() == "none":
+        cache_dir = None
+    elif cache:
+        cache_dir = Path(cache) if Path(cache).is_absolute() else Path(config.rootpath) / cache
+        problem = _reports.cache_problem(cache_dir)
+    elif getattr(config, "cache", None) is not None:
+        try:
+            cache_dir = config.cache.mkdir("retrieval_checks_embeddings")
+            problem = _reports.cache_problem(Path(cache_dir))
+        except OSError as exc:
+            cache_dir, problem = None, f"pytest's cache directory cannot hold it ({exc})"
+    else:
+        cache_dir = None
+    if problem is not None:
+        problem = (f"--rc-embedding-cache (ini rc_embedding_cache): {problem}; running without the embedding cache "
+                   "(give a writable directory, or 'none' to turn the cache off)")
+        cache_dir = None
+    config._rc_cache_dir = (cache_dir, problem)
+    return cache_dir, problem
 
 
 def _option(config, name: str) -> str:
@@ -126,15 +149,23 @@ def _record(event) -> None:
     case = getattr(item, "case", None)
     if case is not None:  # a YAML suite item: say which suite, model and dataset(s)
         clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets))
-    item.user_properties.append((f"rc:{clean['metric']}", clean["value"]))
-    item.user_properties.append((_PROPERTY, json.dumps(clean, default=str)))
+    item.user_properties.extend(_reports.junit_properties(clean))
+    item.user_properties.append((_PROPERTY, _reports.strict_json(clean)))
 
 
 def pytest_configure(config):
     _resolve_options(config)
+    config._rc_outputs = _resolve_outputs(config)
     config._rc_outcomes = []
     config._rc_baseline_writes = []
     config._rc_notes = []
+    config._rc_startup_notes = []
+    if not _is_worker(config):
+        _, problem = _embedding_cache(config)
+        if problem is not None:
+            config._rc_startup_notes.append(f"warning: {problem}")
+        if getattr(config, "_rc_history_problem", None):
+            config._rc_startup_notes.append(config._rc_history_problem)
     config._rc_figures = []
     config._rc_run = None
     config._rc_subscription = rc.gates.subscribe(_record)
@@ -146,13 +177,21 @@ def pytest_unconfigure(config):
         subscription.cancel()
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
+    """Gates run in the test are recorded on it; then, in a plain Python test, a gate that
+    skipped more queries than --rc-max-skipped allows fails the test (a YAML suite's
+    checks apply the session's max_skipped themselves, with the check's own overriding)."""
     token = _current_item.set(item)
+    start = len(item.user_properties)
     try:
-        yield
+        result = yield
     finally:
         _current_item.reset(token)
+    limit = _resolve_options(item.config)["max_skipped"]
+    if limit is not None and getattr(item, "case", None) is None:
+        _items.fail_on_skipped(item, start, limit, _PROPERTY)
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -210,53 +249,117 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_sep("=", "retrieval-checks gates")
         for line in _reports.summary_lines(outcomes):
             tr.write_line(line)
-    for line in getattr(config, "_rc_notes", []):
-        tr.write_line(f"retrieval-checks: {line}")
+        for line in _reports.warning_lines(outcomes):
+            tr.write_line(line, yellow=True)
+    for line in (*getattr(config, "_rc_startup_notes", []), *getattr(config, "_rc_notes", [])):
+        tr.write_line(f"retrieval-checks: {line}", red=line.startswith("error:"), yellow=line.startswith("warning:"))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if not _is_worker(config):
-        _finish(config, exitstatus)
+        if not _finish(config, exitstatus) and session.exitstatus == 0:
+            # a report, history or baseline file the user asked for was not written: the session
+            # must not look green (1 stays "a test failed"; 3: the session's outputs are incomplete)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     if _CONFIG and _CONFIG[-1] is config:
         _CONFIG.pop()
 
 
-def _finish(config, exitstatus) -> None:
-    """Baselines, history, JSON and HTML, once per session (on the controller)."""
+def _finish(config, exitstatus) -> bool:
+    """Baselines, history, JSON and HTML, once per session (on the controller), each
+    isolated: one that fails is reported in a note and never stops the others. Returns
+    False when baselines, the JSON or the HTML report could not be written (the history
+    alone never turns a session red: its failure is a warning)."""
     notes = config._rc_notes = []
     outcomes = getattr(config, "_rc_outcomes", [])
+    outputs = getattr(config, "_rc_outputs", {})
+    ok = True
     if config._rc_baseline_writes:
-        for path in _reports.flush_baselines(config._rc_baseline_writes):
-            notes.append(f"baselines written to {path}")
+        try:
+            for path in _reports.flush_baselines(config._rc_baseline_writes):
+                notes.append(f"baselines written to {path}")
+        except Exception as exc:
+            ok = False
+            notes.append(f"error: could not write the baselines ({type(exc).__name__}: {exc}); nothing was "
+                         "regenerated by this run: fix the file and run again")
     run = None
-    history = _history_path(config)
+    history = outputs.get("history")
     if history is not None and outcomes:
         try:
-            run_id = _reports.record_history(history, config._rc_run, outcomes, exitstatus)
-            run = {"id": run_id, "history": str(history), **config._rc_run}
+            run_id = _reports.record_history(history, config._rc_run or {}, outcomes, exitstatus)
+            run = {"id": run_id, "history": str(history), **(config._rc_run or {})}
             notes.append(f"run {run_id} recorded in {history} ({len(outcomes)} gates)")
-        except Exception as exc:  # the history must never turn a green session red
-            notes.append(f"could not record the run in {history}: {exc}")
-    path = _option(config, "json")
-    if path:
-        _reports.write_json(path, outcomes, exitstatus, run)
-    path = _option(config, "html")
-    if path:
-        target = Path(path) if Path(path).is_absolute() else Path(config.invocation_params.dir) / path
-        meta = run or {**(config._rc_run or {}), "exitstatus": int(exitstatus)}
-        meta.setdefault("exitstatus", int(exitstatus))
-        _reports.write_html(target, outcomes, meta, history if run else None, config._rc_figures)
-        notes.append(f"HTML report written to {target}")
+        except Exception as exc:  # the history must never turn a session red: a warning
+            notes.append(f"warning: the run was not recorded in the history {history} ({type(exc).__name__}: "
+                         f"{exc}); set --rc-history (ini rc_history) to a writable database file, or 'none'")
+    path = outputs.get("json")
+    if path is not None:
+        try:
+            _reports.write_json(path, outcomes, exitstatus, run)
+            notes.append(f"JSON report written to {path}")
+        except Exception as exc:
+            ok = False
+            notes.append(f"error: could not write the JSON report {path} ({type(exc).__name__}: {exc}); "
+                         "fix --rc-json (ini rc_json)")
+    path = outputs.get("html")
+    if path is not None:
+        try:
+            meta = dict(run or {**(config._rc_run or {}), "exitstatus": int(exitstatus)})
+            meta.setdefault("exitstatus", int(exitstatus))
+            _reports.write_html(path, outcomes, meta, history if run else None, config._rc_figures)
+            notes.append(f"HTML report written to {path}")
+        except Exception as exc:
+            ok = False
+            notes.append(f"error: could not write the HTML report {path} ({type(exc).__name__}: {exc}); "
+                         "fix --rc-html (ini rc_html)")
+    return ok
+
+
+def _resolve_outputs(config) -> dict:
+    """The JSON, HTML and history paths, checked once at start-up: a path that cannot be
+    written (a directory, under a regular file, a missing directory outside the rootdir)
+    is one usage error naming the flag; the default history path, which nobody asked
+    for, is dropped with a warning instead."""
+    outputs = {}
+    invocation = Path(config.invocation_params.dir)
+    rootdir = Path(config.rootpath)
+    for name, base in (("json", invocation), ("html", invocation)):
+        value = _option(config, name).strip()
+        if value:
+            outputs[name] = _checked_output(config, name, value, base, rootdir)
+    value = _option(config, "history").strip()
+    if value.lower() != "none":
+        if value:
+            outputs["history"] = _checked_output(config, "history", value, rootdir, rootdir)
+        else:
+            default = rootdir / ".retrieval-checks" / "history.sqlite"
+            problem = _reports.output_problem(default, rootdir, "history.sqlite")
+            if problem is None:
+                outputs["history"] = default
+            else:
+                outputs["history"] = None
+                config._rc_history_problem = (f"warning: the run history is off for this session: {problem} "
+                                              "(set --rc-history / ini rc_history to a database file, or 'none')")
+    return outputs
+
+
+def _checked_output(config, name: str, value: str, base: Path, rootdir: Path) -> Path:
+    path = Path(os.path.expanduser(value))
+    path = path if path.is_absolute() else base / path
+    suggested = {"json": "gates.json", "html": "report.html", "history": "history.sqlite"}[name]
+    problem = _reports.output_problem(path, rootdir, suggested)
+    if problem is not None:
+        raise pytest.UsageError(f"retrieval-checks: --rc-{name}={value} (ini rc_{name}): {problem}")
+    return path
 
 
 def _history_path(config):
-    value = _option(config, "history")
-    if value.lower() == "none":
-        return None
-    p = Path(value or ".retrieval-checks/history.sqlite")
-    return p if p.is_absolute() else Path(config.rootpath) / p
+    outputs = getattr(config, "_rc_outputs", None)
+    if outputs is None:
+        outputs = config._rc_outputs = _resolve_outputs(config)
+    return outputs.get("history")
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -277,7 +380,7 @@ def _resolve_options(config) -> dict:
         try:
             rc.engine.check_device(resolved["device"])
         except rc.RetrievalChecksError as exc:
-            raise pytest.UsageError(f"retrieval-checks: --rc-device: {exc}") from None
+            raise pytest.UsageError(f"retrieval-checks: --rc-device (ini rc_device): {exc}") from None
     config._rc_options = resolved
     return resolved
 

@@ -20,6 +20,8 @@ import argparse
 import csv
 import io
 import json
+import math
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -31,7 +33,14 @@ from ..errors import RetrievalChecksError
 
 DEFAULT_DB = ".retrieval-checks/history.sqlite"
 _EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", "test", "suite", "model", "dataset", "metric",
-                   "gate", "value", "low", "high", "threshold", "comparison", "on", "passed", "n", "unit")
+                   "gate", "value", "low", "high", "threshold", "comparison", "on", "passed", "n", "unit", "n_used",
+                   "n_skipped", "rule")
+
+
+def _queries(r: dict) -> str:
+    if r.get("n_used") is None and r.get("n_skipped") is None:
+        return ""
+    return f"{_fmt(r.get('n_used')) or '?'} / {_fmt(r.get('n_skipped')) or '?'}"
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -65,11 +74,12 @@ def _cmd_runs(h: History, args, out) -> int:
 def _cmd_show(h: History, args, out) -> int:
     run_id = h.resolve(args.run)
     results = h.results(run_id)
-    rows = [("test", "metric", "value", "interval", "rule", "result")]
+    rows = [("test", "metric", "value", "interval", "rule", "n_used / n_skipped", "result")]
     for r in results:
-        interval = "" if r["low"] is None else f"[{r['low']:.4f}, {r['high']:.4f}]"
+        interval = "" if r["low"] is None else f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"
         rule = rule_text(r)
-        rows.append((r["test"], r["metric"], _fmt(r["value"]), interval, rule, "PASS" if r["passed"] else "FAIL"))
+        rows.append((r["test"], r["metric"], _fmt(r["value"]), interval, rule, _queries(r),
+                     "PASS" if r["passed"] else "FAIL"))
     print(f"run {run_id}: {len(results)} gates", file=out)
     _table(rows, out)
     return 1 if args.check and any(not r["passed"] for r in results) else 0
@@ -116,7 +126,7 @@ def _cmd_history(h: History, args, out) -> int:
         return 0
     table = [("run", "started (UTC)", "commit", "test", "value", "interval", "result")]
     for r in rows:
-        interval = "" if r["low"] is None else f"[{r['low']:.4f}, {r['high']:.4f}]"
+        interval = "" if r["low"] is None else f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"
         table.append((r["run_id"], r["started"], (r["git_commit"] or "-")[:10], r["test"], _fmt(r["value"]), interval,
                       "PASS" if r["passed"] else "FAIL"))
     _table(table, out)
@@ -131,17 +141,19 @@ def _cmd_export(h: History, args, out) -> int:
         meta = runs[run_id]
         for r in h.results(run_id):
             rows.append({"run_id": run_id, "started": meta["started"], "git_commit": meta["git_commit"],
-                         "git_dirty": meta["git_dirty"], **{k: r.get(k) for k in _EXPORT_COLUMNS[4:]}})
+                         "git_dirty": meta["git_dirty"], **{k: r.get(k) for k in _EXPORT_COLUMNS[4:-1]},
+                         "bounds": r.get("bounds") or None, "rule": rule_text(r)})
     if args.format == "json":
-        text = json.dumps({"runs": [runs[i] for i in ids], "results": rows}, indent=2, default=str) + "\n"
+        text = json.dumps({"runs": [runs[i] for i in ids], "results": rows}, indent=2, default=str,
+                          allow_nan=False) + "\n"
     else:
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=_EXPORT_COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(buf, fieldnames=_EXPORT_COLUMNS, lineterminator="\n", extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
         text = buf.getvalue()
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write(args.output, text)
         print(f"wrote {len(rows)} results of {len(ids)} run(s) to {args.output}", file=out)
     else:
         out.write(text)
@@ -152,9 +164,54 @@ def _cmd_report(h: History, args, out) -> int:
     run_id = h.resolve(args.run)
     meta = next(r for r in h.runs() if r["id"] == run_id)
     html = render_report(h.results(run_id), run=meta, history=h)
-    Path(args.output).write_text(html, encoding="utf-8")
+    _write(args.output, html)
     print(f"wrote {args.output}", file=out)
     return 0
+
+
+def _write(path, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _UsageError(f"-o {path}: cannot write there ({exc.strerror or exc}); give a file path in an existing, "
+                          "writable directory.") from None
+
+
+class _UsageError(Exception):
+    """A user's mistake found while running a command (exit 2)."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (1 or more), found {text!r}")
+    return n
+
+
+def _drop(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, found {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, found {text!r}")
+    return v
+
+
+def _confidence(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1 (e.g. 0.95), found {text!r}") \
+            from None
+    if not (math.isfinite(v) and 0 < v < 1):
+        meant = f" (did you mean {v / 100:g}?)" if math.isfinite(v) and 50 <= v < 100 else ""
+        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1 (e.g. 0.95), found {text!r}"
+                                         f"{meant}")
+    return v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,25 +219,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=DEFAULT_DB, help=f"history database (default {DEFAULT_DB})")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("runs", help="list runs, newest first")
-    s.add_argument("--limit", type=int, default=20)
+    s.add_argument("--limit", type=_positive_int, default=20, help="newest N runs (default 20)")
     s = sub.add_parser("show", help="the gates of one run")
     s.add_argument("run", nargs="?", default="latest")
     s.add_argument("--check", action="store_true", help="exit 1 when any gate of the run failed")
     s = sub.add_parser("compare", help="compare two runs metric by metric; exit 1 on a regression")
     s.add_argument("baseline", help="the reference run (id, latest, -2, ...)")
     s.add_argument("candidate", nargs="?", default="latest")
-    s.add_argument("--max-drop", type=float, default=None, help="largest allowed absolute drop")
-    s.add_argument("--max-relative-drop", type=float, default=None, help="largest allowed drop / |baseline|")
+    s.add_argument("--max-drop", type=_drop, default=None, help="largest allowed absolute drop")
+    s.add_argument("--max-relative-drop", type=_drop, default=None, help="largest allowed drop / |baseline|")
     s.add_argument("--significant", action="store_true",
                    help="fail only on drops significant at 1 - confidence (z test from the recorded intervals)")
-    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument("--confidence", type=_confidence, default=0.95)
     s.add_argument("--metric", action="append", help="only this metric (repeatable)")
     s = sub.add_parser("history", help="one metric's values over past runs")
     s.add_argument("metric")
     s.add_argument("--model")
     s.add_argument("--dataset")
     s.add_argument("--test")
-    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--limit", type=_positive_int, default=50, help="newest N values (default 50)")
     s = sub.add_parser("export", help="export results as CSV or JSON")
     s.add_argument("--run", default=None, help="one run (default: all)")
     s.add_argument("--format", choices=("csv", "json"), default="csv")
@@ -192,18 +249,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None, out=None) -> int:
+    """Run one command; returns the exit code (0 success, 1 a regression or a failed
+    gate under ``show --check``, 2 a user's mistake: bad arguments, a missing or damaged
+    database, an unknown run, an unwritable output)."""
     out = out or sys.stdout
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "confidence", 0.5) is not None and not 0 < getattr(args, "confidence", 0.5) < 1:
-        parser.error("--confidence must be in (0, 1)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage and the problem
+        return 2 if exc.code not in (0, None) else 0
     commands = {"runs": _cmd_runs, "show": _cmd_show, "compare": _cmd_compare, "history": _cmd_history,
                 "export": _cmd_export, "report": _cmd_report}
     try:
         return commands[args.command](History(args.db), args, out)
-    except RetrievalChecksError as exc:
+    except (RetrievalChecksError, _UsageError) as exc:
         print(f"retrieval-checks: error: {exc}", file=sys.stderr)
-        return 2
+    except sqlite3.Error as exc:
+        print(f"retrieval-checks: error: {args.db}: the history database cannot be read ({exc}); point --db at the "
+              "database pytest writes.", file=sys.stderr)
+    except OSError as exc:
+        print(f"retrieval-checks: error: {exc.filename or args.db}: {exc.strerror or exc}.", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

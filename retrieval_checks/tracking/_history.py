@@ -3,7 +3,7 @@
 One row in ``runs`` per session (start and end time, git commit and dirty flag,
 machine, Python, command line, exit status) and one row in ``results`` per gate
 outcome (test, suite, model, dataset, metric, value, interval, threshold, rule,
-pass/fail, sample size). The database uses WAL journaling and a busy timeout, and a
+pass/fail, sample size, the queries used and skipped, every bound of the rule). The database uses WAL journaling and a busy timeout, and a
 session writes its rows in one ``BEGIN IMMEDIATE`` transaction, so several processes
 (two pytest sessions, the command line) can share it; under pytest-xdist only the
 controller writes. ``History.runs()``, ``results()`` and ``metric_history()`` read it
@@ -12,8 +12,10 @@ back; the ``retrieval-checks`` command line is built on them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import socket
@@ -26,7 +28,7 @@ from ..errors import InputError
 
 __all__ = ["History", "run_metadata"]
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2  # 2: results.n_used, n_skipped, bounds (a version-1 database is migrated by its next writer)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -61,13 +63,24 @@ CREATE TABLE IF NOT EXISTS results (
     passed INTEGER NOT NULL,
     n INTEGER,
     unit TEXT,
-    detail TEXT
+    detail TEXT,
+    n_used INTEGER,
+    n_skipped INTEGER,
+    bounds TEXT
 );
 CREATE INDEX IF NOT EXISTS results_by_metric ON results (metric, model, dataset, run_id);
 CREATE INDEX IF NOT EXISTS results_by_run ON results (run_id);
 """
 _COLUMNS = ("test", "suite", "model", "dataset", "metric", "gate", "value", "low", "high", "threshold", "comparison",
-            "on_", "passed", "n", "unit", "detail")
+            "on_", "passed", "n", "unit", "detail", "n_used", "n_skipped", "bounds")
+_MIGRATIONS = {1: ("ALTER TABLE results ADD COLUMN n_used INTEGER", "ALTER TABLE results ADD COLUMN n_skipped INTEGER",
+                   "ALTER TABLE results ADD COLUMN bounds TEXT")}
+_REQUIRED = {"meta": {"key", "value"},
+             "runs": {"id", "started", "finished", "git_commit", "git_dirty", "machine", "python", "command", "rootdir",
+                      "exitstatus", "n_gates", "n_failed"},
+             "results": {"id", "run_id", *_COLUMNS[:16]}}
+_FIX = ("point --db / --rc-history at the database pytest writes, or move this file away (pytest then starts a "
+        "new history)")
 
 
 def _git(rootdir: Path, *args: str) -> str | None:
@@ -103,39 +116,109 @@ class History:
         self.timeout = timeout
 
     def _connect(self, create: bool = True) -> sqlite3.Connection:
-        """A connection; ``create`` (writers) makes the file, the schema and WAL mode,
-        readers only check the schema version."""
-        if not create and not self.path.exists():
-            raise InputError(f"{self.path}: no run history there yet (pytest writes it; --rc-history sets the path).")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """A connection; ``create`` (writers) makes the file, the schema and WAL mode and
+        migrates an older schema, readers only check the schema. A file that is not a
+        history database (another SQLite database, a text file, a directory) is an
+        :class:`~retrieval_checks.InputError` naming it."""
+        try:
+            if self.path.is_dir():
+                raise InputError(f"{self.path} is a directory, not a history database file; give the database "
+                                 f"file, such as {self.path / 'history.sqlite'}.")
+            if not create and not self.path.exists():
+                raise InputError(f"{self.path}: no run history there yet (pytest writes it; --rc-history sets the "
+                                 "path).")
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{self.path}: the history database cannot be opened or created ({exc.strerror or exc}); "
+                             "give a path in a writable directory.") from None
+        con = None
         try:
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
             con.row_factory = sqlite3.Row
             con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
             con.execute("PRAGMA foreign_keys=ON")
             if create:  # readers never write: no schema statements, no lock taken on their behalf
-                con.execute("PRAGMA journal_mode=WAL")
-                con.executescript(_SCHEMA)
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
-            version = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+                self._prepare(con)
+            self._check(con)
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"{self.path}: not a retrieval-checks history database ({exc}).") from None
-        if int(version) != _SCHEMA_VERSION:
-            con.close()
-            raise InputError(f"{self.path}: history schema version {version}, this version reads {_SCHEMA_VERSION}.")
+            if con is not None:
+                con.close()
+            raise InputError(f"{self.path}: not a retrieval-checks history database ({exc}); {_FIX}.") from None
+        except InputError:
+            if con is not None:
+                con.close()
+            raise
         return con
+
+    def _prepare(self, con: sqlite3.Connection) -> None:
+        """Create the schema of a new database (WAL mode), or migrate an older one."""
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        foreign = tables - {*_REQUIRED, "sqlite_sequence"}
+        if foreign and "meta" not in tables:  # never add our tables to somebody else's database
+            raise InputError(f"{self.path}: not a retrieval-checks history database (it holds the tables "
+                             f"{', '.join(sorted(foreign))}); {_FIX}.")
+        con.execute("PRAGMA journal_mode=WAL")
+        version = self._version(con) if "meta" in tables else None
+        if version is None:
+            con.executescript(_SCHEMA)
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
+            return
+        if version < _SCHEMA_VERSION:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                version = self._version(con)  # another writer may have migrated it meanwhile
+                columns = {r[1] for r in con.execute("PRAGMA table_info(results)")}
+                for v in range(version, _SCHEMA_VERSION):
+                    for statement in _MIGRATIONS[v]:
+                        if statement.split()[-2] not in columns:
+                            con.execute(statement)
+                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(_SCHEMA_VERSION),))
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+
+    def _version(self, con: sqlite3.Connection) -> int:
+        row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise InputError(f"{self.path}: not a retrieval-checks history database (its meta table has no schema "
+                             f"version: {None if row is None else row[0]!r}); {_FIX}.") from None
+        if version < 1 or version > _SCHEMA_VERSION:
+            raise InputError(f"{self.path}: history schema version {version}, this version of retrieval-checks reads "
+                             f"1 to {_SCHEMA_VERSION}; upgrade retrieval-checks, or {_FIX}.")
+        return version
+
+    def _check(self, con: sqlite3.Connection) -> None:
+        """The three tables with their columns, and a schema version this version reads."""
+        for table, needed in _REQUIRED.items():
+            have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+            if not have:
+                raise InputError(f"{self.path}: not a retrieval-checks history database (no table {table!r}); "
+                                 f"{_FIX}.")
+            missing = needed - have
+            if missing:
+                raise InputError(f"{self.path}: not a retrieval-checks history database (table {table!r} lacks the "
+                                 f"columns {', '.join(sorted(missing))}); {_FIX}.")
+        self._version(con)
 
     def record(self, metadata: dict, outcomes: list[dict], *, exitstatus: int | None = None) -> int:
         """Append one run and its gate outcomes in one transaction; returns the run id."""
         rows = []
         for o in outcomes:
             known = {"test", "suite", "model", "dataset", "metric", "gate", "value", "low", "high", "threshold",
-                     "comparison", "on", "passed", "n", "unit"}
+                     "comparison", "on", "passed", "n", "unit", "n_used", "n_skipped", "bounds"}
             detail = {k: v for k, v in o.items() if k not in known}
-            rows.append((o.get("test", ""), o.get("suite"), o.get("model"), o.get("dataset"), o["metric"],
-                         o.get("gate"), _num(o.get("value")), _num(o.get("low")), _num(o.get("high")),
-                         _num(o.get("threshold")), o.get("comparison"), o.get("on"), int(bool(o.get("passed"))),
-                         o.get("n"), o.get("unit"), json.dumps(detail, default=str) if detail else None))
+            bounds = o.get("bounds") or None
+            rows.append((str(o.get("test", "")), _text(o.get("suite")), _text(o.get("model")),
+                         _text(o.get("dataset")), str(o["metric"]), _text(o.get("gate")), _num(o.get("value")),
+                         _num(o.get("low")), _num(o.get("high")), _num(o.get("threshold")), _text(o.get("comparison")),
+                         _text(o.get("on")), int(bool(o.get("passed"))), _int(o.get("n")), _text(o.get("unit")),
+                         _json(detail) if detail else None, _int(o.get("n_used")), _int(o.get("n_skipped")),
+                         _json(bounds) if bounds else None))
         finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         con = self._connect()
         try:
@@ -158,14 +241,23 @@ class History:
             con.close()
         return run_id
 
-    def runs(self, limit: int | None = None) -> list[dict]:
-        """Runs, newest first."""
+    @contextlib.contextmanager
+    def _reading(self):
+        """A reader's connection; a damaged database met while reading is an InputError."""
         con = self._connect(create=False)
         try:
-            sql = "SELECT * FROM runs ORDER BY id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-            return [dict(r) for r in con.execute(sql)]
+            yield con
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{self.path}: the history database cannot be read ({exc}); {_FIX}.") from None
         finally:
             con.close()
+
+    def runs(self, limit: int | None = None) -> list[dict]:
+        """Runs, newest first (the newest ``limit``, a positive integer, when given)."""
+        limit = _limit(limit)
+        with self._reading() as con:
+            sql = "SELECT * FROM runs ORDER BY id DESC" + (f" LIMIT {limit}" if limit else "")
+            return [_run(r, self.path) for r in con.execute(sql)]
 
     def resolve(self, ref) -> int:
         """A run id from ``ref``: an id, ``latest`` / ``-1`` (newest), ``-2`` (the one before), ..."""
@@ -188,18 +280,19 @@ class History:
         return n
 
     def results(self, run_id: int) -> list[dict]:
-        con = self._connect(create=False)
-        try:
-            rows = con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (int(run_id),))
-            return [_row(r) for r in rows]
-        finally:
-            con.close()
+        """The gate records of one run, in the order they were recorded."""
+        if isinstance(run_id, bool) or not isinstance(run_id, int):
+            raise InputError(f"run_id={run_id!r}: expected a run id (an int); History.resolve() reads 'latest', "
+                             "-1, -2, ...")
+        with self._reading() as con:
+            rows = con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))
+            return [_row(r, self.path) for r in rows]
 
     def metric_history(self, metric: str, *, model=None, dataset=None, test=None, limit: int = 50) -> list[dict]:
         """Past values of one metric (optionally of one model / dataset / test), oldest first,
         with each run's time and commit."""
-        con = self._connect(create=False)
-        try:
+        limit = _limit(limit) or -1
+        with self._reading() as con:
             where, args = ["r.metric = ?"], [metric]
             for col, val in (("model", model), ("dataset", dataset), ("test", test)):
                 if val is not None:
@@ -207,13 +300,19 @@ class History:
                     args.append(val)
             sql = (f"SELECT r.*, u.started, u.git_commit, u.git_dirty FROM results r JOIN runs u ON u.id = r.run_id "
                    f"WHERE {' AND '.join(where)} ORDER BY r.run_id DESC, r.id DESC LIMIT ?")
-            return [_row(r) for r in con.execute(sql, (*args, int(limit)))][::-1]
-        finally:
-            con.close()
+            return [_row(r, self.path) for r in con.execute(sql, (*args, limit))][::-1]
+
+
+def _limit(limit):
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InputError(f"limit={limit!r}: expected a positive number of rows (an int >= 1), or None for all.")
+    return limit
 
 
 def _num(v):
-    if v is None:
+    if v is None or isinstance(v, bool):
         return None
     try:
         return float(v)
@@ -221,12 +320,103 @@ def _num(v):
         return None
 
 
-def _row(r: sqlite3.Row) -> dict:
+def _int(v):
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def _text(v):
+    return None if v is None else str(v)
+
+
+def _json(v) -> str:
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {str(k): clean(y) for k, y in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(y) for y in x]
+        if hasattr(x, "item") and getattr(x, "ndim", 1) == 0:
+            return clean(x.item())
+        return x
+
+    return json.dumps(clean(v), default=str, allow_nan=False)
+
+
+_REAL = ("value", "low", "high", "threshold")
+_INTEGER = ("n", "n_used", "n_skipped")
+_TEXT = ("test", "metric")
+_RUN_INTEGER = ("id", "n_gates", "n_failed")
+_RUN_OPTIONAL_INTEGER = ("git_dirty", "exitstatus")
+
+
+def _bad(path, where: str, column: str, value, expected: str) -> InputError:
+    return InputError(f"{path}: {where}: column {column} holds {str(value)[:80]!r}, not {expected}; the history was "
+                      f"edited or damaged: delete that row, or move the file away (pytest then starts a new history).")
+
+
+def _row(r: sqlite3.Row, path) -> dict:
+    """A results row as a gate record, every field checked: a row with text in a numeric
+    column, a NULL where a value is required or a damaged detail is an InputError
+    naming the file and the row (never a silently wrong number)."""
     d = dict(r)
+    where = f"results row {d.get('id')} (run {d.get('run_id')})"
+    for col in _REAL:
+        v = d.get(col)
+        if v is not None and (isinstance(v, (str, bytes)) or not math.isfinite(float(v))):
+            raise _bad(path, where, col, v, "a finite number or NULL")
+    for col in _INTEGER:
+        v = d.get(col)
+        if v is not None and not isinstance(v, int):
+            raise _bad(path, where, col, v, "an integer or NULL")
+    for col in _TEXT:
+        if not isinstance(d.get(col), str):
+            raise _bad(path, where, col, d.get(col), "a text")
+    if d.get("passed") not in (0, 1):
+        raise _bad(path, where, "passed", d.get("passed"), "0 or 1")
     d["on"] = d.pop("on_", None)
     d["passed"] = bool(d["passed"])
-    if d.get("detail"):
-        d.update(json.loads(d.pop("detail")))
-    else:
-        d.pop("detail", None)
+    for col in ("detail", "bounds"):
+        text = d.pop(col, None)
+        if text is None:
+            continue
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            raise _bad(path, where, col, text, "a JSON object")
+        if col == "bounds":
+            if any(not isinstance(b, (int, float)) or isinstance(b, bool) for b in value.values()):
+                raise _bad(path, where, col, text, "a JSON object of numbers")
+            d["bounds"] = value
+        else:
+            for k, v in value.items():
+                if k not in d or d[k] is None:  # the columns win over the detail
+                    d[k] = v
+    for col in ("n_used", "n_skipped"):
+        d.setdefault(col, None)
+    return d
+
+
+def _run(r: sqlite3.Row, path) -> dict:
+    d = dict(r)
+    where = f"runs row {d.get('id')}"
+    for col in _RUN_INTEGER:
+        if not isinstance(d.get(col), int):
+            raise _bad(path, where, col, d.get(col), "an integer")
+    for col in _RUN_OPTIONAL_INTEGER:
+        if d.get(col) is not None and not isinstance(d[col], int):
+            raise _bad(path, where, col, d[col], "an integer or NULL")
+    if not isinstance(d.get("started"), str):
+        raise _bad(path, where, "started", d.get("started"), "a time (text)")
+    for col in ("git_commit", "machine", "python", "command", "rootdir", "finished"):
+        if d.get(col) is not None and not isinstance(d[col], str):
+            raise _bad(path, where, col, d[col], "a text or NULL")
     return d

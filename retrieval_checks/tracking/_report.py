@@ -67,13 +67,24 @@ def _e(x) -> str:
 
 
 def _f(x, digits: int = 4) -> str:
+    """A number formatted, anything else (a damaged record's text) escaped: safe in HTML."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return ""
-    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+    if isinstance(x, bool):
+        return _e(x)
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    if isinstance(x, int):
+        return str(x)
+    return _e(x)
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _finite(*xs) -> list[float]:
-    return [float(x) for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
+    return [float(x) for x in xs if _is_num(x)]
 
 
 def interval_svg(value, low, high, threshold, width: int = 170, height: int = 22) -> str:
@@ -106,9 +117,13 @@ def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: 
              ylabel: str = "", hline: float | None = None, title: str = "", markers: bool = True,
              fixed_y: tuple | None = None, bare: bool = False) -> str:
     """A small line chart: ``series`` is [(name, xs, ys)]; optional horizontal line."""
-    xs = [float(v) for _, sx, _ in series for v in sx if v is not None]
-    ys = [float(v) for _, _, sy in series for v in sy if v is not None and math.isfinite(v)]
-    if hline is not None and math.isfinite(hline):
+    series = [(name, [a for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)],
+               [b for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)]) for name, sx, sy in series]
+    xs = [float(v) for _, sx, _ in series for v in sx]
+    ys = [float(v) for _, _, sy in series for v in sy]
+    if not _is_num(hline):
+        hline = None
+    if hline is not None:
         ys.append(float(hline))
     if not xs or not ys:
         return ""
@@ -143,7 +158,7 @@ def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: 
     if ylabel:
         out.append(f'<text x="11" y="{(T + height - B) / 2}" font-size="11" text-anchor="middle" '
                    f'transform="rotate(-90 11 {(T + height - B) / 2})">{_e(ylabel)}</text>')
-    if hline is not None and math.isfinite(hline):
+    if hline is not None:
         out.append(f'<line x1="{L}" y1="{py(hline):.1f}" x2="{width - R}" y2="{py(hline):.1f}" stroke="#c5221f" '
                    f'stroke-dasharray="4 3"><title>threshold {hline:.6g}</title></line>')
     for k, (name, sx, sy) in enumerate(series):
@@ -161,12 +176,17 @@ def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: 
     return "".join(out) + "</svg>"
 
 
-def _history_of(history, o: dict) -> list[dict]:
+def _history_of(history, o: dict, problems: list[str]) -> list[dict]:
+    """The metric's past values; a missing, foreign or damaged database leaves the
+    sparklines out and says why on the page (it never breaks the report)."""
     if history is None:
         return []
     try:
-        return history.metric_history(o["metric"], test=o.get("test"), limit=30)
-    except Exception:  # a missing or foreign database must not break the report
+        return history.metric_history(str(o.get("metric")), test=o.get("test"), limit=30)
+    except Exception as exc:
+        problem = f"history not shown: {exc}"
+        if problem not in problems:
+            problems.append(problem)
         return []
 
 
@@ -179,18 +199,42 @@ def render_report(outcomes: list[dict], *, run: dict | None = None, history=None
     head = _head(outcomes, run or {}, title)
     body = ["<h2>Gates</h2><table class='gates' id='gates'><thead><tr>",
             "".join(f"<th>{h}</th>" for h in ("#", "test", "model", "dataset", "metric", "value", "interval", "rule",
-                                              "result", "interval and threshold", "history")),
+                                              "n_used / n_skipped", "result", "interval and threshold", "history")),
             "</tr></thead><tbody>"]
     details = ["<h2>Details</h2>"]
+    problems: list[str] = []
     for i, o in enumerate(outcomes, 1):
-        past = _history_of(history, o)
+        past = _history_of(history, o, problems)
         body.append(_gate_row(i, o, past))
         details.append(_gate_details(i, o, past))
     body.append("</tbody></table>")
+    warned = [(i, o, w) for i, o in enumerate(outcomes, 1) for w in _warnings(o)]
+    if warned or problems:
+        body.append("<h2>Warnings</h2><ul class='warnings'>"
+                    + "".join(f"<li><a href='#g{i}'>{_e(o.get('test', ''))}</a> {_e(o.get('metric'))}: {_e(w)}</li>"
+                              for i, o, w in warned)
+                    + "".join(f"<li>{_e(p)}</li>" for p in problems) + "</ul>")
     sweeps = _sweeps(figures or [])
     if sweeps:
         body.append("<h2>Recall vs. number of classes</h2>" + sweeps)
     return "".join(head + body + details) + f"<script>{_JS}</script></body></html>"
+
+
+def _warnings(o: dict) -> list[str]:
+    out = [str(w) for w in (o.get("warnings") or []) if w] if isinstance(o.get("warnings"), list) else []
+    skipped, used = o.get("n_skipped"), o.get("n_used")
+    if isinstance(skipped, int) and not isinstance(skipped, bool) and skipped > 0 and \
+            not any("skip" in w for w in out):
+        out.append(f"{skipped} queries skipped (no relevant gallery item); the value is over the {_f(used) or '?'} "
+                   "queries used")
+    return out
+
+
+def _queries(o: dict) -> str:
+    used, skipped = o.get("n_used"), o.get("n_skipped")
+    if used is None and skipped is None:
+        return ""
+    return f"{_f(used) or '?'} / {_f(skipped) or '?'}"
 
 
 def _verdict(o: dict) -> str:
@@ -198,7 +242,10 @@ def _verdict(o: dict) -> str:
 
 
 def _rule(o: dict) -> str:
-    return rule_text(o)
+    try:
+        return rule_text(o)
+    except Exception:  # a damaged record: its fields are shown in the details
+        return ""
 
 
 def _head(outcomes: list[dict], run: dict, title: str) -> list[str]:
@@ -209,7 +256,7 @@ def _head(outcomes: list[dict], run: dict, title: str) -> list[str]:
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",
             f"<h1>{_e(title)}</h1>"]
     meta_rows = [("run", run.get("id")), ("started (UTC)", run.get("started")),
-                 ("commit", (run.get("git_commit") or "")[:12] + (" (uncommitted changes)" if run.get("git_dirty")
+                 ("commit", str(run.get("git_commit") or "")[:12] + (" (uncommitted changes)" if run.get("git_dirty")
                                                                    else "")),
                  ("machine", run.get("machine")), ("python", run.get("python")), ("command", run.get("command")),
                  ("exit status", run.get("exitstatus")),
@@ -230,14 +277,16 @@ def _gate_row(i: int, o: dict, past: list[dict]) -> str:
     threshold = o.get("threshold")
     spark = ""
     if len(past) >= 2:
-        spark = line_svg([(o["metric"], list(range(len(past))), [p.get("value") for p in past])], width=130,
+        spark = line_svg([(str(o.get("metric")), list(range(len(past))), [p.get("value") for p in past])], width=130,
                          height=40, bare=True, hline=threshold if _finite(threshold) else None, markers=False)
-    test = o.get("test", "")
+    test = str(o.get("test", ""))
+    value = o.get("value")
     return (f"<tr class='{'failrow' if verdict == 'FAIL' else ''}'><td class='num'>{i}</td>"
             f"<td><a href='#g{i}'>{_e(test.split('::', 1)[-1] if '::' in test else test)}</a></td>"
-            f"<td>{_e(o.get('model'))}</td><td>{_e(o.get('dataset'))}</td><td>{_e(o['metric'])}</td>"
-            f"<td class='num' data-sort='{_e(o.get('value'))}'>{_f(o.get('value'))}</td><td class='num'>{interval}</td>"
-            f"<td class='rule'>{_e(_rule(o))}</td><td class='{verdict}'>{verdict}</td>"
+            f"<td>{_e(o.get('model'))}</td><td>{_e(o.get('dataset'))}</td><td>{_e(o.get('metric'))}</td>"
+            f"<td class='num' data-sort='{_e(value if _is_num(value) else '')}'>{_f(value)}</td>"
+            f"<td class='num'>{interval}</td><td class='rule'>{_e(_rule(o))}</td>"
+            f"<td class='num'>{_queries(o)}</td><td class='{verdict}'>{verdict}</td>"
             f"<td>{interval_svg(o.get('value'), low, high, threshold)}</td><td>{spark}</td></tr>")
 
 
@@ -251,7 +300,7 @@ def _gate_details(i: int, o: dict, past: list[dict]) -> str:
                  for k, v in fields.items())
     figs = []
     curve = o.get("curve")
-    if curve and curve.get("recall"):
+    if isinstance(curve, dict) and isinstance(curve.get("recall"), list) and isinstance(curve.get("precision"), list):
         figs.append("<div class='fig'>" + line_svg([("precision", curve["recall"], curve["precision"])],
                                                    xlabel="pair recall", ylabel="pair precision",
                                                    title="precision-recall over pairs", markers=False,
@@ -261,11 +310,11 @@ def _gate_details(i: int, o: dict, past: list[dict]) -> str:
                     + "</div></div>")
     if len(past) >= 2:
         figs.append("<div class='fig'>" + line_svg(
-            [(o["metric"], [p["run_id"] for p in past], [p.get("value") for p in past])], xlabel="run",
-            ylabel=o["metric"], title="history", hline=threshold if _finite(threshold) else None) + "</div>")
+            [(str(o.get("metric")), [p.get("run_id") for p in past], [p.get("value") for p in past])], xlabel="run",
+            ylabel=str(o.get("metric")), title="history", hline=threshold if _finite(threshold) else None) + "</div>")
     message = o.get("message")
     return (f"<details id='g{i}'{' open' if verdict == 'FAIL' else ''}><summary><span class='{verdict}'>"
-            f"{verdict}</span> {_e(o.get('test', ''))} &middot; {_e(o['metric'])} {_f(o.get('value'))}</summary>"
+            f"{verdict}</span> {_e(o.get('test', ''))} &middot; {_e(o.get('metric'))} {_f(o.get('value'))}</summary>"
             f"<table class='kv'>{kv}</table>" + (f"<pre>{_e(message)}</pre>" if message else "")
             + "".join(figs) + "</details>")
 
@@ -277,8 +326,9 @@ def _sweeps(figures: list[dict]) -> str:
         if fig.get("kind") != "sweep":
             continue
         by_metric: dict = {}
-        for r in fig.get("rows", []):
-            by_metric.setdefault(r["metric"], {}).setdefault(r["n_classes"], []).append(r["value"])
+        for r in fig.get("rows") or []:
+            if isinstance(r, dict) and _is_num(r.get("n_classes")) and _is_num(r.get("value")):
+                by_metric.setdefault(str(r.get("metric")), {}).setdefault(r["n_classes"], []).append(r["value"])
         series = [(m, sorted(d), [sum(d[k]) / len(d[k]) for k in sorted(d)]) for m, d in by_metric.items()]
         out.append("<div class='fig'>" + line_svg(series, xlabel="number of classes", ylabel="value",
                                                   title=fig.get("title") or "recall vs. number of classes",

@@ -9,6 +9,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -125,12 +126,12 @@ def test_gate(i):
     rng = np.random.default_rng(i)
     y = np.repeat(np.arange(10), 4)
     x = (rng.normal(size=(10, 8))[y] + rng.normal(size=(40, 8))).astype(np.float32)
-    rc.assert_map_at_least(rc.evaluate(x, query_labels=y, metrics=["map"]), 0.0)
+    rc.assert_map_at_least(rc.evaluate(x, query_labels=y, metrics=["map"]), 0.01)
 ''')
     _run(pytester, "--rc-regen-all")
     db = pytester.path / "hist.sqlite"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rc-history={db}"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rc-history={db}"]
     procs = [subprocess.Popen([*cmd, "-n", "2"], cwd=pytester.path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT),
              subprocess.Popen(cmd, cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)]
@@ -166,7 +167,7 @@ def test_pairs(rc_report):
     with np.load("set.npz") as f:
         x, y = f["embeddings"], f["labels"]
     res = rc.evaluate(x, query_labels=y, metrics=["recall_at_precision@0.8"])
-    rc.assert_recall_at_precision(res, 0.0, precision=0.8)
+    rc.assert_recall_at_precision(res, 0.001, precision=0.8)
     rc_report.add_sweep(rc.class_count_sweep(x, y, metrics=["hit_rate@1"], class_counts=[5, 10, 20], trials=2),
                         title="Recall@1 vs. classes")
 ''')
