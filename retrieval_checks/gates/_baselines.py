@@ -446,7 +446,7 @@ class BaselineFile:
             raise InputError(f"{path}: cannot read the baselines file ({exc.strerror or exc}); check its "
                              "permissions.") from None
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f":{mark.line + 1}" if mark is not None else ""
@@ -456,6 +456,9 @@ class BaselineFile:
         except RecursionError:
             raise InputError(f"{path}: cannot read the baselines file: nested too deeply; regenerate it with "
                              "--rc-force-regen or --rc-regen-all.") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise InputError(f"{path}: cannot read the baselines file ({exc}); fix the value, or regenerate it "
+                             "with --rc-force-regen or --rc-regen-all.") from None
         if data is None:
             return {}
         if not isinstance(data, dict):
@@ -524,6 +527,20 @@ class BaselineFile:
             warnings.warn(f"retrieval-checks: {exc} It was moved to {backup} and rewritten with the new records.",
                           RuntimeWarning, stacklevel=4)
             return {}
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader without merge keys (``<<``): the library never writes them,
+    and merges of merges expand exponentially (a hand-edited file must not hang a
+    session)."""
+
+    def flatten_mapping(self, node):
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise yaml.constructor.ConstructorError(
+                    None, None, "merge keys (<<) are not allowed in a baselines file; write each record in full",
+                    key_node.start_mark)
+        return super().flatten_mapping(node)
 
 
 def baseline_path(path) -> Path:

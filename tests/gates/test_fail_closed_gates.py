@@ -599,6 +599,10 @@ WHOLE_FILES = {
     "tab-yaml": ("k:\n\tmetric: map\n", ["invalid YAML"]),
     "int-keys": ("1: {metric: map, value: 0.5}\n", ["record names must be strings", "1"]),
     "binary": (b"\xff\xfe\x00garbage", ["UTF-8"]),
+    "merge-key-bomb": ("a0: &a0 {x: 1, y: 2}\n" + "".join(
+        f"a{i}: &a{i} {{<<: [{', '.join([f'*a{i - 1}'] * 10)}]}}\n" for i in range(1, 9)), ["merge keys"]),
+    "huge-integer": ("k:\n  metric: map\n  value: " + "9" * 5000 + "\n", ["cannot read"]),
+    "deep-nesting": ("k: " + "[" * 5000 + "]" * 5000 + "\n", ["cannot read"]),
 }
 
 
