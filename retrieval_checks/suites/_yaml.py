@@ -90,6 +90,19 @@ class _Loader(yaml.SafeLoader):
     def _refuse(self, message: str, mark) -> SuiteError:
         return SuiteError(message, path=self.name, line=mark.line + 1 if mark is not None else None)
 
+    def construct_object(self, node, deep=False):
+        """A value that its tag cannot read (``!!int abc``, ``!!timestamp 2020-13-45``,
+        ``!!binary #``) is a SuiteError at its line, not the constructor's exception."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (SuiteError, yaml.YAMLError):
+            raise
+        except (ValueError, TypeError, AttributeError, ArithmeticError, LookupError) as exc:
+            tag = node.tag.rpartition(":")[2]
+            shown = short(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
+            raise SuiteError(f"cannot read {shown} as a YAML {tag} ({type(exc).__name__}); remove the '!!{tag}' tag "
+                             "or write a valid value.", path=self.name, line=node.start_mark.line + 1) from None
+
     def compose_node(self, parent, index):
         event = self.peek_event()
         mark = event.start_mark
