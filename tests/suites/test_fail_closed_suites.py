@@ -571,3 +571,51 @@ def test_both_bounds_are_recorded_in_one_gate(where, bounds, passed):
     assert event.passed is passed
     if not passed:
         assert "> 0.1" in list(outcomes.values())[0]
+
+
+# ---------------------------------------------------------------- property: load_suite raises only SuiteError
+FUZZ_BASE = """suite: s
+markers: [slow, {xfail: {reason: r, strict: true}}]
+options: {confidence: 0.9, seed: 3, max_skipped: 2}
+datasets:
+  a: {queries: data/set.npz}
+  b: {queries: {file: data/set.npz, labels: labels}, gallery: data/set.npz}
+  p: {type: image_text, images: {file: data/pairs.npz, embeddings: images}, captions: {file: data/pairs.npz, embeddings: captions}}
+models:
+  m: {callable: emb.py:f, kwargs: {k: 1}, batch_size: 8, timeout: 3}
+  n: {embeddings: {a: data/set.npz, b: {queries: data/set.npz, gallery: data/set.npz}}}
+checks:
+  - {metric: map, dataset: a, models: [m, n], at_least: 0.5, at_most: 0.99, on: interval}
+  - {metric: hit_rate@1, datasets: [a, b], models: [m], at_least: 0.5, markers: [{skipif: {condition: false, reason: x}}]}
+  - {metric: map, models: [m], gap: {train: a, test: b}, below: 0.1, on: value}
+  - {metric: map, dataset: a, models: [m, n], compare: {baseline: n, rule: non_inferior, margin: 0.01}}
+  - {metric: map, dataset: a, models: [m], baseline: {max_drop: 0.01, max_relative_drop: 0.1, significant: true}}
+  - {metric: rsum, dataset: p, models: [m], at_least: 300}
+"""
+FUZZ_VALUES = ["null", "[]", "{}", "x", "1e309", "-1", "true", ".nan", "-.inf", "0", "1", "100", "'0.5'", "[1, [2]]",
+               "{a: {b: 1}}", "*nope", "&a 1", "!!binary aGk=", "'" + "y" * 300 + "'", "9" * 200, "0x1F", "1:30", "~",
+               "'@'", "map", "m", "a", "cuda:0", "2020-01-01", "!!timestamp 2020-99-01", "!!set {a, b}", "!!int z",
+               "\"\\0\"", "\"__import__('os')\"", "-0"]
+
+
+def test_mutated_suites_raise_only_suite_errors(where):
+    import random
+    import re
+
+    load_suite(_write(where, FUZZ_BASE))  # the base is valid
+    tokens = [(m.start(), m.end()) for m in re.finditer(r"[A-Za-z_@0-9./]+", FUZZ_BASE)]
+    rnd = random.Random(12)
+    refused = 0
+    for _ in range(400):
+        text = FUZZ_BASE
+        for _ in range(rnd.choice([1, 1, 2, 3])):
+            a, b = rnd.choice(tokens)
+            if b <= len(text):
+                text = text[:a] + rnd.choice(FUZZ_VALUES) + text[b:]
+        try:
+            load_suite(_write(where, text, "fuzz.yaml"))
+        except SuiteError as exc:
+            refused += 1
+            assert exc.line is None or 1 <= exc.line <= text.count("\n") + 1
+            assert len(str(exc)) < 1500
+    assert refused > 200
