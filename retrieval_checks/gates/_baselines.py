@@ -33,6 +33,7 @@ try:  # POSIX: an advisory lock on a sibling file serialises writers
 except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
     fcntl = None
 
+from .._suggest import hint
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_finite, check_threshold
 from ..options import DEFAULTS
@@ -585,6 +586,10 @@ def _for_writing(path) -> BaselineFile:
         return f
 
 
+#: The keyword arguments of a baseline check (those of :func:`assert_no_regression`).
+_TOLERANCES = ("max_drop", "max_relative_drop", "direction", "significant", "confidence", "max_skipped")
+
+
 class BaselineStore:
     """The baseline gate of a session, with pytest-regressions' regeneration semantics.
 
@@ -627,6 +632,10 @@ class BaselineStore:
         :class:`~retrieval_checks._regression.Change` when compared, None when the
         baseline was (re)written; raises AssertionError when the check fails."""
         __tracebackhide__ = True
+        unknown = sorted(set(tolerances) - set(_TOLERANCES))
+        if unknown:
+            raise InputError(f"{unknown[0]}=: not an option of a baseline check; use "
+                             f"{', '.join(_TOLERANCES)}.{hint(unknown[0], _TOLERANCES)}")
         path = Path(path)
         check_record(record, where=f"the record for {key!r}", fix="pass a record from baseline_record()")
         stored = self.stored(path, key)

@@ -653,6 +653,11 @@ def test_regeneration_replaces_an_unreadable_file_and_keeps_a_copy(tmp_path):
     assert (tmp_path / "suite.baselines.yaml.corrupt").read_text() == "k: [\n"
 
 
+def test_a_misspelt_tolerance_of_a_baseline_check_is_named(tmp_path):
+    _expect(rc.InputError, lambda: BaselineStore().check(dict(BASE), path=tmp_path / "a.yaml", key="k",
+                                                         max_dorp=0.1), "max_dorp=", "Did you mean 'max_drop'")
+
+
 def test_store_regen_mode_and_write_entries_are_checked(tmp_path):
     _expect(rc.InputError, lambda: BaselineStore("forse"), "regen='forse'", "'force'")
     _expect(rc.InputError, lambda: write_records([("a.yaml", "k")]), "(path, key, record)")
