@@ -304,13 +304,13 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
         raise AssertionError(f"{skip_failure}\n{body}  rule: fail when more than max_skipped queries are skipped")
     rule, comparison_text, margin = failures[0]
     what = "value" if on == "value" else ("interval's lower bound" if rule == "at_least" else "interval's upper bound")
-    both = (f"  rule: {_g(at_least)} <= {'value' if on == 'value' else 'interval'} <= {_g(at_most)}\n"
+    both = (f"{_g(at_least)} <= {'value' if on == 'value' else 'interval'} <= {_g(at_most)}: "
             if len(bounds) == 2 else "")
     raise AssertionError(
         f"{m.metric} {what} {comparison_text} ({margin}; unit: {m.unit})\n"
-        + body + both
+        + body
         + (f"  also: {skip_failure}\n" if skip_failure else "")
-        + f"  rule: fail when the {what} is {'below at_least' if rule == 'at_least' else 'above at_most'}"
+        + f"  rule: {both}fail when the {what} is {'below at_least' if rule == 'at_least' else 'above at_most'}"
     )
 
 
