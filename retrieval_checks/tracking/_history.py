@@ -159,11 +159,16 @@ class History:
             raise InputError(f"{self.path}: not a retrieval-checks history database (it holds the tables "
                              f"{', '.join(sorted(foreign))}); {_FIX}.")
         con.execute("PRAGMA journal_mode=WAL")
-        version = self._version(con) if "meta" in tables else None
-        if version is None:
-            con.executescript(_SCHEMA)
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
+        if "meta" not in tables:  # one transaction: a concurrent reader or writer sees all of it or nothing
+            try:
+                con.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}INSERT OR IGNORE INTO meta VALUES ('schema_version', "
+                                  f"'{_SCHEMA_VERSION}');COMMIT;")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
             return
+        version = self._version(con)
         if version < _SCHEMA_VERSION:
             con.execute("BEGIN IMMEDIATE")
             try:
@@ -197,8 +202,11 @@ class History:
         for table, needed in _REQUIRED.items():
             have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
             if not have:
-                raise InputError(f"{self.path}: not a retrieval-checks history database (no table {table!r}); "
-                                 f"{_FIX}.")
+                tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                                if r[0] != "sqlite_sequence")
+                holds = f"it holds the tables {', '.join(tables)}" if tables else "it holds no table"
+                raise InputError(f"{self.path}: not a retrieval-checks history database (no table {table!r}; "
+                                 f"{holds}); {_FIX}.")
             missing = needed - have
             if missing:
                 raise InputError(f"{self.path}: not a retrieval-checks history database (table {table!r} lacks the "
@@ -312,12 +320,14 @@ def _limit(limit):
 
 
 def _num(v):
+    """A finite float, or None (SQLite would keep an infinity, and readers refuse one)."""
     if v is None or isinstance(v, bool):
         return None
     try:
-        return float(v)
+        v = float(v)
     except (TypeError, ValueError):
         return None
+    return v if math.isfinite(v) else None
 
 
 def _int(v):
@@ -382,8 +392,8 @@ def _row(r: sqlite3.Row, path) -> dict:
         raise _bad(path, where, "passed", d.get("passed"), "0 or 1")
     d["on"] = d.pop("on_", None)
     d["passed"] = bool(d["passed"])
-    for col in ("detail", "bounds"):
-        text = d.pop(col, None)
+    texts = {col: d.pop(col, None) for col in ("bounds", "detail")}  # read both before merging the detail
+    for col, text in texts.items():
         if text is None:
             continue
         try:
