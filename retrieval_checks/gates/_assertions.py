@@ -22,7 +22,6 @@ NaN fails the gate: it can never pass unchecked.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
 import warnings
@@ -88,12 +87,6 @@ def _family(metric: str) -> Family | None:
         return metric_spec(metric).capabilities
     except (MetricNameError, AttributeError):
         return None
-
-
-def _difference_family(fam: Family, name: str) -> Family:
-    """The range of a difference of two values of ``fam`` (a gap, a comparison)."""
-    width = fam.high - fam.low
-    return dataclasses.replace(fam, name=name, low=-width, high=width)
 
 
 def _tolerance(fam: Family | None, value, *, role: str, field: str, metric: str) -> float:

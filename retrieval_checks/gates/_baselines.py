@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
 
 from .._suggest import hint
 from ..metrics._names import metric_spec
-from ..metrics._thresholds import check_finite, check_threshold
+from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS
 from ._events import GateEvent, emit
 from ._regression import Change, measure_change

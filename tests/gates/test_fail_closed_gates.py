@@ -7,13 +7,11 @@ concurrent writers of one baselines file lose no record."""
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import os
 import stat
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
