@@ -38,6 +38,22 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _show(value, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a message never prints a huge value."""
+    text = repr(value) if not (isinstance(value, int) and value.bit_length() > 200) else f"<an integer of {len(str(abs(value)))} digits>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _finite(value) -> bool:
+    """A real number that is finite as a float (an int too large for a float is not)."""
+    if not _is_real(value):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (OverflowError, ValueError):
+        return False
+
+
 @dataclass(frozen=True)
 class Option:
     """One option: its kind, bounds or choices, default and where it applies.
@@ -64,7 +80,7 @@ class Option:
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (a sentence naming what was expected), or None."""
-        found = f"found {value!r}"
+        found = f"found {_show(value)}"
         if value is None and self.optional:
             return None
         if self.kind == "skipped":
@@ -82,9 +98,9 @@ class Option:
         if self.kind == "integer":
             if not _is_int(value):
                 return f"expected {self.expected}, {found}."
-        elif not _is_real(value) or not math.isfinite(float(value)):
+        elif not _finite(value):
             return f"expected {self.expected}, {found}."
-        v = float(value)
+        v = float(value) if _finite(value) else (math.inf if value > 0 else -math.inf)  # a huge int
         below = self.low is not None and (v < self.low or (self.open_low and v == self.low))
         above = self.high is not None and (v > self.high or (self.open_high and v == self.high))
         if below or above:
@@ -100,7 +116,7 @@ class Option:
         expected."""
         problem = self.problem(value)
         if problem is not None:
-            raise InputError(f"{name or self.name}={value!r}: {problem}")
+            raise InputError(f"{name or self.name}={_show(value)}: {problem}")
         return value
 
 
@@ -108,15 +124,15 @@ def _skipped(value) -> str | None:
     """``max_skipped``: a count (an int >= 0) or a fraction of the queries (a float in [0, 1))."""
     expected = "a count of queries (an int >= 0) or a fraction of them (a float in [0, 1), e.g. 0.05)"
     if _is_int(value):
-        return None if value >= 0 else f"expected {expected}, found {value!r}."
-    if _is_real(value) and math.isfinite(float(value)) and 0.0 <= float(value) < 1.0:
+        return None if value >= 0 else f"expected {expected}, found {_show(value)}."
+    if _finite(value) and 0.0 <= float(value) < 1.0:
         return None
     meant = ""
-    if _is_real(value) and math.isfinite(float(value)) and float(value) == int(value) and value >= 0:
+    if _finite(value) and float(value) == int(value) and value >= 0:
         meant = f" (write {int(value)} for a count)"
-    elif _is_real(value) and math.isfinite(float(value)) and 1 < value <= 100:
+    elif _finite(value) and 1 < value <= 100:
         meant = f" (did you mean {float(value) / 100:g}, i.e. {float(value):g}%?)"
-    return f"expected {expected}, found {value!r}{meant}."
+    return f"expected {expected}, found {_show(value)}{meant}."
 
 
 def _choice(name, choices, default, help_text, applies_to=()):
@@ -213,10 +229,10 @@ def _memory(value) -> tuple[int | None, str | None]:
     if value is None:
         return None, None
     if isinstance(value, bool):
-        return None, f"expected a number of bytes or a size such as '2GiB', found {value!r}."
+        return None, f"expected a number of bytes or a size such as '2GiB', found {_show(value)}."
     if isinstance(value, numbers.Real):
-        if not math.isfinite(float(value)):
-            return None, f"{value!r} is not a finite number of bytes."
+        if not _finite(value):
+            return None, f"{_show(value)} is not a finite number of bytes."
         n = int(value)
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
@@ -233,5 +249,5 @@ def parse_memory(value) -> int | None:
     (None stays None: the library's default budget)."""
     n, problem = _memory(value)
     if problem is not None:
-        raise InputError(f"max_memory={value!r}: {problem}")
+        raise InputError(f"max_memory={_show(value)}: {problem}")
     return n
