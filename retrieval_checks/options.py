@@ -40,7 +40,9 @@ def _is_real(value) -> bool:
 
 def _show(value, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters: a message never prints a huge value."""
-    text = repr(value) if not (isinstance(value, int) and value.bit_length() > 200) else f"<an integer of {len(str(abs(value)))} digits>"
+    if isinstance(value, int) and value.bit_length() > 200:  # str() of a 5000-digit int raises, and says nothing
+        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
