@@ -22,7 +22,7 @@ from ..engine import EvaluationCache, evaluate
 from ..data import read_arrays
 from ..classifiers._measures import evaluate_classifier
 from ..engine import evaluate_image_text
-from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint
+from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint, resolve_device
 from ..models._timeout import call_with_timeout
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
@@ -56,8 +56,10 @@ class SuiteRunner:
     check may skip before it fails) and ``timeout`` (seconds a model may take to embed
     one part of a dataset, or to run its classifier measures, before the check fails
     with :class:`~retrieval_checks.errors.ModelTimeoutError`; a model's ``timeout:``
-    overrides it, and a check's own field overrides both). None: no limit. ``device`` and ``max_memory`` go to the engine and to model
-    runners; ``cache_dir`` holds computed embeddings (None: no disk cache).
+    overrides it, and a check's own field overrides both). None: no limit.
+
+    ``device`` and ``max_memory`` go to the engine and to model runners;
+    ``cache_dir`` holds computed embeddings (None: no disk cache).
 
     ``regen``: None, ``"force"`` or ``"all"``, the baseline regeneration mode of
     :class:`retrieval_checks._baselines.BaselineStore`; records to write are queued in
@@ -218,6 +220,8 @@ class SuiteRunner:
             if late is not None and timeout is not None and timeout <= late[0]:
                 raise ModelTimeoutError(late[1] + " (it timed out before in this session: not run again)",
                                         timeout=timeout)
+            if timeout is not None:  # one-off costs (importing torch, probing CUDA) are not the model's time
+                resolve_device(model.device or self.device)
             try:
                 out = call_with_timeout(
                     lambda: embed(self._model(suite, model_name), inputs, batch_size=model.batch_size,
