@@ -619,3 +619,14 @@ def test_mutated_suites_raise_only_suite_errors(where):
             assert exc.line is None or 1 <= exc.line <= text.count("\n") + 1
             assert len(str(exc)) < 1500
     assert refused > 200
+
+
+def test_a_model_whose_code_never_finishes_importing_times_out(where):
+    (where / "hang_on_import.py").write_text("import time\ntime.sleep(30)\n\ndef f(x):\n    return x\n")
+    suite = load_suite(_write(where, "datasets:\n  a: {queries: {file: data/set.npz, inputs: inputs}}\nmodels:\n"
+                                     "  h: {callable: hang_on_import.py:f, timeout: 0.5}\n" +
+                              TH % ("map", "at_least: 0.01")))
+    start = time.perf_counter()
+    with pytest.raises(ModelTimeoutError, match="loading model 'h'"):
+        SuiteRunner().run(suite, suite.cases[0])
+    assert time.perf_counter() - start < 3.0
