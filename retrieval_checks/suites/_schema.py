@@ -4,7 +4,7 @@
 datasets, its models and one :class:`Case` per (model, dataset, check). Every error
 is a :class:`~retrieval_checks.errors.SuiteError` naming the file, the line and the
 field, what was found and what is expected. Paths resolve relative to the suite file.
-Nothing is loaded or computed here; :mod:`retrieval_checks._suite_run` runs the cases.
+Nothing is loaded or computed here; :class:`~retrieval_checks.suites.SuiteRunner` runs the cases.
 
 The format, field by field, is documented in the README ("YAML suites").
 """
@@ -337,6 +337,19 @@ class _Reader:
         as Python source (``skipif: "__import__('os').system(...)"``), so a suite's
         conditions must be true or false, and a boolean needs a reason (pytest's rule)."""
         name, positional, keywords = marker
+        if name == "filterwarnings":  # pytest imports a dotted category's module: code named by data
+            for i, spec in enumerate(positional):
+                at = f"{field}.{name}" + (f"[{i}]" if isinstance(args, list) else "")
+                if not isinstance(spec, str):
+                    raise self.error(f"a warning filter is a text such as 'ignore::UserWarning', found "
+                                     f"{_describe(spec)}.", at, line)
+                category = spec.split(":")[2].strip() if spec.count(":") >= 2 else ""
+                if "." in category:
+                    raise self.error(f"the warning category {short(category)} names a module that pytest would "
+                                     "import; suites never run code from data. Use a built-in category "
+                                     "(UserWarning, RuntimeWarning, ...) or set the filter in a conftest.py / "
+                                     "pytest.ini.", at, line)
+            return
         if name not in _CONDITION_MARKERS:
             return
         conds = [(f"{field}.{name}.condition", keywords["condition"])] if "condition" in keywords else []

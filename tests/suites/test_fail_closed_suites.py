@@ -110,6 +110,12 @@ MARKERS = [
      "checks[0].markers[0].xfail", ["needs reason:"]),
     (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{xfail: {reason: [1, 2]}}]}\n", 4,
      "checks[0].markers[0].xfail.reason", ["reason is a text"]),
+    (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{filterwarnings: 'error::evil.module.Warning'}]}\n",
+     4, "checks[0].markers[0].filterwarnings", ["would import", "never run code from data"]),
+    (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{filterwarnings: [ignore, 'ignore::a.B']}]}\n",
+     4, "checks[0].markers[0].filterwarnings[1]", ["would import"]),
+    (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{filterwarnings: 3}]}\n",
+     4, "checks[0].markers[0].filterwarnings", ["ignore::UserWarning"]),
 ]
 
 
@@ -127,10 +133,11 @@ def test_boolean_marker_conditions_with_a_reason_load(where):
     suite = load_suite(_write(where, HEAD + "checks:\n  - metric: map\n    at_least: 0.5\n    markers:\n"
                                             "      - skipif: {condition: false, reason: never}\n"
                                             "      - xfail: {reason: known, strict: true}\n"
-                                            "      - {xfail: [true], }\n".replace("{xfail: [true], }",
-                                                                              "slow")))
+                                            "      - filterwarnings: 'ignore::RuntimeWarning'\n"
+                                            "      - slow\n"))
     assert suite.checks[0].markers == (("skipif", (), {"condition": False, "reason": "never"}),
-                                       ("xfail", (), {"reason": "known", "strict": True}), ("slow", (), {}))
+                                       ("xfail", (), {"reason": "known", "strict": True}),
+                                       ("filterwarnings", ("ignore::RuntimeWarning",), {}), ("slow", (), {}))
 
 
 # ---------------------------------------------------------------- thresholds on the metric's scale
