@@ -352,6 +352,17 @@ class _Reader:
             return
         if name not in _CONDITION_MARKERS:
             return
+        allowed = ("condition", "reason") + (("run", "strict") if name == "xfail" else ())
+        for k, v in keywords.items():
+            if k == "raises" and name == "xfail":
+                raise self.error("raises: needs a Python exception class, which a suite cannot name; drop it (any "
+                                 "failure then counts as the expected one) or write the check in Python.",
+                                 f"{field}.{name}.raises", line)
+            if k not in allowed:
+                raise self.error(f"{name} takes {', '.join(allowed)}; found {short(k)}.{hint(k, allowed)}",
+                                 f"{field}.{name}.{k}", line)
+            if k in ("run", "strict") and not isinstance(v, bool):
+                raise self.error(f"{k} is true or false, found {_describe(v)}.", f"{field}.{name}.{k}", line)
         conds = [(f"{field}.{name}.condition", keywords["condition"])] if "condition" in keywords else []
         conds += [(f"{field}.{name}" + (f"[{i}]" if isinstance(args, list) else ""), c)
                   for i, c in enumerate(positional)]

@@ -116,6 +116,14 @@ MARKERS = [
      4, "checks[0].markers[0].filterwarnings[1]", ["would import"]),
     (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{filterwarnings: 3}]}\n",
      4, "checks[0].markers[0].filterwarnings", ["ignore::UserWarning"]),
+    (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{xfail: {reason: r, raises: ValueError}}]}\n",
+     4, "checks[0].markers[0].xfail.raises", ["exception class", "drop it"]),
+    (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{xfail: {reason: r, strict: 'yes'}}]}\n",
+     4, "checks[0].markers[0].xfail.strict", ["true or false"]),
+    (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{xfail: {reason: r, stritc: true}}]}\n",
+     4, "checks[0].markers[0].xfail.stritc", ["Did you mean 'strict'?"]),
+    (HEAD + "checks:\n  - {metric: map, at_least: 0.5, markers: [{skipif: {condition: false, reason: r, "
+     "strict: true}}]}\n", 4, "checks[0].markers[0].skipif.strict", ["skipif takes condition, reason"]),
 ]
 
 
