@@ -23,7 +23,7 @@ import yaml
 
 from ..errors import SuiteError
 
-__all__ = ["Node", "NodeList", "load_yaml", "short", "MAX_DEPTH", "MAX_NODES", "MAX_DIGITS"]
+__all__ = ["Node", "NodeList", "load_yaml", "short", "MAX_DEPTH", "MAX_NODES", "MAX_DIGITS", "MAX_BYTES"]
 
 #: Deepest nesting of mappings and lists a suite may have (aliases expanded).
 MAX_DEPTH = 64
@@ -31,6 +31,8 @@ MAX_DEPTH = 64
 MAX_NODES = 100_000
 #: Longest integer (in digits) a suite may write.
 MAX_DIGITS = 100
+#: Largest suite file read (bytes): a suite is a page of text, not data.
+MAX_BYTES = 8 * 2**20
 #: Longest rendering of a value inside an error message.
 SHOWN = 80
 
@@ -237,10 +239,17 @@ def load_yaml(path) -> object:
     if p.is_dir():
         raise SuiteError("this is a directory, not a suite file; give the path of a .yaml file (pytest collects "
                          "rc_*.yaml files in a directory).", path=p)
+    if p.exists() and not p.is_file():
+        raise SuiteError("not a regular file (a device, pipe or socket); give the path of a .yaml file.", path=p)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise SuiteError(f"the file is larger than {MAX_BYTES // 2**20} MiB; a suite is a page of text (arrays "
+                             "belong in .npz/.safetensors files that the suite names).", path=p)
+        text = raw.decode("utf-8")
     except OSError as exc:
-        raise SuiteError(f"cannot read the file ({exc.strerror}).", path=p) from None
+        raise SuiteError(f"cannot read the file ({exc.strerror or exc}).", path=p) from None
     except UnicodeDecodeError as exc:
         line = exc.object[:exc.start].count(b"\n") + 1
         raise SuiteError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8.",

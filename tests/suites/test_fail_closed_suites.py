@@ -645,3 +645,22 @@ def test_a_model_whose_code_never_finishes_importing_times_out(where):
     with pytest.raises(ModelTimeoutError, match="loading model 'h'"):
         SuiteRunner().run(suite, suite.cases[0])
     assert time.perf_counter() - start < 3.0
+
+
+def test_files_that_are_too_big_not_regular_or_looping_are_refused(where):
+    big = _write(where, "suite: x\n# " + "x" * (9 * 2**20) + "\n", "big.yaml")
+    start = time.perf_counter()
+    with pytest.raises(SuiteError, match="larger than 8 MiB"):
+        load_suite(big)
+    assert time.perf_counter() - start < 2.0
+    loop = where / "loop.yaml"
+    loop.symlink_to(where / "loop.yaml")
+    with pytest.raises(SuiteError, match="cannot read the file"):
+        load_suite(loop)
+    import os
+
+    if hasattr(os, "mkfifo"):
+        fifo = where / "pipe.yaml"
+        os.mkfifo(fifo)
+        with pytest.raises(SuiteError, match="not a regular file"):
+            load_suite(fifo)  # reading it would block forever
