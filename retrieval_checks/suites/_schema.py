@@ -11,7 +11,6 @@ The format, field by field, is documented in the README ("YAML suites").
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -228,16 +227,6 @@ class _Reader:
             raise self.error(f"a name of {len(value)} characters; names have at most 100 ({short(value, 40)}).",
                              field, line)
         return value
-
-    def number(self, value, field: str, line, *, low=None, high=None, open_low=False, open_high=False) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.error(f"expected a finite number, found {_describe(value)}.", field, line)
-        v = float(value)  # ints are at most 100 digits (the loader refuses more): no overflow
-        if low is not None and (v < low or (open_low and v == low)):
-            raise self.error(f"expected a number {'>' if open_low else '>='} {low}, found {value}.", field, line)
-        if high is not None and (v > high or (open_high and v == high)):
-            raise self.error(f"expected a number {'<' if open_high else '<='} {high}, found {value}.", field, line)
-        return v
 
     def integer(self, value, field: str, line, low: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
