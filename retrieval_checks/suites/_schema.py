@@ -212,6 +212,11 @@ class _Reader:
 
     def keys(self, node: Node, field: str, allowed, required=()) -> None:
         for key in node:
+            if key not in allowed and key in OPTIONS and not OPTIONS[key].applies_to:
+                raise self.error(f"{key} is an option of the session, not of a suite: set it with "
+                                 f"--rc-{key.replace('_', '-')} (or SuiteRunner({key}=...))"
+                                 + (", or a model's own device:" if key == "device" else "") + ".",
+                                 _join(field, key), node.line_of(key))
             if key not in allowed:
                 raise self.error(f"unknown field {short(key)}.{hint(key, allowed)} Expected one of: "
                                  f"{', '.join(allowed)}.", _join(field, short(key, 40).strip("'")),

@@ -260,6 +260,31 @@ LIMITS = [
 ]
 
 
+OPTION_CASES = [
+    ("options: {confidence: 95}\n" + HEAD + TH % ("map", "at_least: 0.5"), 1, "options.confidence",
+     ["did you mean 0.95"]),
+    ("options: {confidence: .nan}\n" + HEAD + TH % ("map", "at_least: 0.5"), 1, "options.confidence",
+     ["strictly between 0 and 1"]),
+    (HEAD + TH % ("map", "at_least: 0.5, confidence: 1"), 4, "checks[0].confidence", ["strictly between 0 and 1"]),
+    ("options: {seed: -1}\n" + HEAD + TH % ("map", "at_least: 0.5"), 1, "options.seed", ["integer >= 0"]),
+    ("options: {seed: 1.5}\n" + HEAD + TH % ("map", "at_least: 0.5"), 1, "options.seed", ["integer >= 0"]),
+    (HEAD + TH % ("map", "at_least: 0.5, similarity: cosin"), 4, "checks[0].similarity", ["Did you mean 'cosine'?"]),
+    (HEAD + TH % ("map", "at_least: 0.5, ties: optimistc"), 4, "checks[0].ties", ["Did you mean 'optimistic'?"]),
+    (HEAD + TH % ("map", "at_least: 0.5, empty_queries: skipp"), 4, "checks[0].empty_queries", ["'skip'"]),
+    (HEAD + TH % ("grouped_recall@1", "at_least: 0.5, group_size: 1"), 4, "checks[0].group_size", [">= 2"]),
+    ("options: {device: cpu}\n" + HEAD + TH % ("map", "at_least: 0.5"), 1, "options.device",
+     ["option of the session", "--rc-device"]),
+    (HEAD + TH % ("map", "at_least: 0.5, max_memory: 1GB"), 4, "checks[0].max_memory",
+     ["option of the session", "--rc-max-memory"]),
+    (PAIRS + TH % ("rsum", "at_least: 250, n_resamples: -1"), 7, "checks[0].n_resamples", [">= 0"]),
+]
+
+
+@pytest.mark.parametrize("text, line, field, words", OPTION_CASES, ids=_ids(OPTION_CASES))
+def test_evaluation_options_are_validated_with_the_option_table(where, text, line, field, words):
+    _refused(where, text, line, field, words)
+
+
 @pytest.mark.parametrize("text, line, field, words", LIMITS, ids=_ids(LIMITS))
 def test_limits_are_validated_with_the_option_table(where, text, line, field, words):
     _refused(where, text, line, field, words)
