@@ -689,3 +689,22 @@ def test_files_that_are_too_big_not_regular_or_looping_are_refused(where):
         os.mkfifo(fifo)
         with pytest.raises(SuiteError, match="not a regular file"):
             load_suite(fifo)  # reading it would block forever
+
+
+def test_a_classifier_that_never_returns_times_out(where):
+    pytest.importorskip("torch")
+    (where / "net.py").write_text(
+        "import time\nimport torch\n\n\nclass Slow(torch.nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.lin = torch.nn.Linear(8, 3)\n\n    def forward(self, x):\n"
+        "        time.sleep(30)\n        return self.lin(x.flatten(1))\n\n\ndef build():\n    return Slow()\n")
+    rng = np.random.default_rng(0)
+    np.savez(where / "data/img.npz", images=rng.normal(size=(12, 8)).astype(np.float32),
+             labels=np.arange(12) % 3)
+    suite = load_suite(_write(where, "suite: clf\ndatasets:\n  img: {type: images, images: {file: data/img.npz, "
+                                     "inputs: images}}\nmodels:\n  slow: {factory: net.py:build, timeout: 0.5}\n"
+                                     "checks:\n  - {metric: accuracy, at_least: 0.5}\n"))
+    start = time.perf_counter()
+    with pytest.raises(ModelTimeoutError) as info:
+        SuiteRunner(device="cpu").run(suite, suite.cases[0])
+    assert time.perf_counter() - start < 5.0
+    assert all(w in str(info.value) for w in ("'slow'", "'img'", "clf", "timeout=0.5"))
