@@ -128,6 +128,7 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     was_training = model.training
     params = list(model.parameters()) if hasattr(model, "parameters") else []
     original_device = params[0].device if params else None
+    param_dtype = params[0].dtype if params and params[0].is_floating_point() else None
     try:
         model.eval()
         switch_mode = True
@@ -147,6 +148,8 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
         with torch.inference_mode():
             for start in range(0, x.shape[0], batch_size):
                 batch = x[start:start + batch_size].to(dev)
+                if param_dtype is not None and batch.is_floating_point() and batch.dtype != param_dtype:
+                    batch = batch.to(param_dtype)  # bfloat16/float16 inputs for a float32 model, or the reverse
                 out = model(batch if transform is None else transform(batch))
                 if not hasattr(out, "detach"):
                     raise InputError(f"the model returned {type(out).__name__}; it must return one tensor of "

@@ -127,6 +127,16 @@ def test_embed_valid_variants_agree():
     np.testing.assert_array_equal(strings, [[2, 1], [1, 1]])
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
+def test_embed_converts_low_and_high_precision_tensors_to_the_module_dtype(dtype):
+    """bfloat16 / float16 / float64 inputs reach a float32 module as float32 (torch would
+    raise a dtype mismatch), and the result equals embedding the rounded values."""
+    net = _net()
+    x = torch.from_numpy(X).to(getattr(torch, dtype))
+    out = rc.embed(net, x, device="cpu")
+    np.testing.assert_allclose(out, rc.embed(net, x.float(), device="cpu"), rtol=1e-6, atol=1e-7)
+
+
 # ---------------------------------------------------------------- exported programs
 
 def _export(path):
