@@ -35,7 +35,7 @@ PUBLIC = {
         "MetricSpec", "accuracy", "canonical_metric_name", "classifier_metric", "discriminant_ratio", "metric_spec",
         "parse_metric", "check_threshold", "check_finite", "probable_meaning",
     ],
-    "retrieval_checks.data": ["EmbeddingSet", "load_embeddings", "read_arrays"],
+    "retrieval_checks.data": ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy"],
     "retrieval_checks.engine": [
         "EvaluationCache", "EvaluationResult", "GroupedRecall", "IMAGE_TEXT_METRICS", "ImageTextResult",
         "check_device", "content_digest", "evaluate", "evaluate_image_text", "label_partition",

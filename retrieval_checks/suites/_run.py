@@ -19,7 +19,7 @@ import numpy as np
 from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
 from ..engine import EvaluationCache, evaluate
-from ..data import read_arrays
+from ..data import read_arrays, read_npy
 from ..classifiers._measures import evaluate_classifier
 from ..engine import evaluate_image_text
 from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint, resolve_device
@@ -100,11 +100,8 @@ class SuiteRunner:
     def _arrays_of(self, path: Path) -> dict:
         key = str(path)
         if key not in self._arrays:
-            if path.suffix.lower() == ".npy":
-                try:
-                    self._arrays[key] = {"": np.load(path, allow_pickle=False)}
-                except (OSError, ValueError) as exc:
-                    raise InputError(f"{path}: cannot read it as .npy ({exc}); object arrays are refused.") from None
+            if path.suffix.lower() == ".npy":  # damaged, empty or pickled files are the reader's errors
+                self._arrays[key] = {"": read_npy(path)}
             else:
                 self._arrays[key] = read_arrays(path)
         return self._arrays[key]
