@@ -91,7 +91,12 @@ class Backend:
                     import torch
 
                     _, e = torch.frexp(p64.abs().amax(dim=1))
-                    p64 = torch.ldexp(p64, (-e[:, None]).to(p64.dtype))
+                    # torch.ldexp multiplies by 2.0**k, which overflows to inf for
+                    # k > 1023 (rows of subnormal numbers need k near 1030): two
+                    # exact half steps give numpy's np.ldexp bits on every row
+                    k = (-e[:, None]).to(torch.int64)
+                    half = torch.div(k, 2, rounding_mode="floor")
+                    p64 = torch.ldexp(torch.ldexp(p64, half.to(p64.dtype)), (k - half).to(p64.dtype))
                     p64 = p64 / p64.pow(2).sum(dim=1).sqrt()[:, None]
             out[s : s + rows] = p64
         return out

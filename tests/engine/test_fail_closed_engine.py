@@ -339,3 +339,32 @@ def test_image_text_raises_only_library_errors(images, caption_image, option, va
     _call(lambda: rc.evaluate_image_text(images, CAP, caption_image))
     _call(lambda: rc.evaluate_image_text(IMG, CAP, CI, **{option: value}))
     _call(lambda: rc.evaluate_image_text(IMG, CAP, caption_image, n_resamples=0))
+
+
+# ----------------------------------------------------------------------------- review of issue 12
+X60 = np.random.default_rng(0).normal(size=(60, 8)).astype(np.float32)
+Y60 = np.arange(60) % 6
+
+
+@pytest.mark.parametrize("device", ["auto", "numpy", "torch-cpu", "cpu"])
+@pytest.mark.parametrize("kind", ["np64", "torch64"])
+def test_cosine_of_subnormal_rows_equals_the_unscaled_result_on_every_backend(device, kind):
+    want = rc.evaluate(X60, query_labels=Y60, metrics=["map"], device="numpy")["map"]
+    x64 = X60.astype(np.float64) * 1e-310
+    x = torch.from_numpy(x64) if kind == "torch64" else x64
+    got = rc.evaluate(x, query_labels=Y60, metrics=["map"], device=device)["map"]
+    assert got == pytest.approx(want, abs=1e-12)
+    assert got < 0.9
+
+
+@pytest.mark.parametrize("device", ["numpy", "torch-cpu"])
+def test_image_text_cosine_of_subnormal_rows_equals_the_unscaled_result(device):
+    rng = np.random.default_rng(1)
+    imgs = rng.normal(size=(20, 8))
+    caps = imgs.repeat(5, axis=0) + rng.normal(size=(100, 8)) * 2
+    cap_img = np.arange(100) // 5
+    kw = dict(metrics=["rsum"], device=device, n_resamples=100)
+    want = rc.evaluate_image_text(imgs, caps, cap_img, **kw)["rsum"]
+    got = rc.evaluate_image_text(imgs * 1e-310, caps * 1e-310, cap_img, **kw)["rsum"]
+    assert got == pytest.approx(want)
+    assert got < 600
