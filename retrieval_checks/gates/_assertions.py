@@ -26,16 +26,18 @@ import math
 import numbers
 import warnings
 
+import numpy as np
+
 from .._suggest import hint
 from ..errors import InputError, MetricNameError
 from ..metrics._measurement import Measurement
 from ..metrics._names import metric_spec, parse_metric
-from ..metrics._registry import Family
-from ..metrics._thresholds import check_finite, check_threshold
+from ..metrics._registry import FAMILIES, Family
+from ..metrics._thresholds import _short, check_finite, check_threshold
 from ..options import DEFAULTS
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap
-from ..stats._intervals import bootstrap_interval
+from ..stats._intervals import bootstrap_interval, wilson_interval
 from ._events import GateEvent, emit
 from ._regression import checked_option as check_option
 
@@ -59,7 +61,7 @@ def _choice(value, allowed: tuple, name: str, meaning: str) -> str:
     the choices and the closest one."""
     if not isinstance(value, str) or value not in allowed:
         close = hint(value, allowed) if isinstance(value, str) else ""
-        raise InputError(f"{name}={value!r}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).{close}")
+        raise InputError(f"{name}={_short(value)}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).{close}")
     return value
 
 
@@ -70,15 +72,94 @@ def _require_result(result, gate: str) -> None:
                          f"{type(result).__name__}.")
 
 
+def computed_metrics(result) -> list[str]:
+    """The metrics a result holds: its names when it is iterable (evaluate's results),
+    else its ``metric`` (a CAM result), else the parameterless registry names it
+    answers to (accuracy's result holds ``accuracy``)."""
+    if hasattr(result, "__iter__"):
+        try:
+            return [str(k) for k in result]
+        except Exception:  # noqa: BLE001 - only for a message
+            return []
+    metric = getattr(result, "metric", None)
+    if isinstance(metric, str):
+        return [metric]
+    found = []
+    for name, fam in FAMILIES.items():
+        if "@" in fam.template:
+            continue
+        try:
+            if name in result:
+                found.append(name)
+        except Exception:  # noqa: BLE001 - only for a message
+            continue
+    return found
+
+
 def _measure(result, name: str, gate: str) -> Measurement:
     """The measurement of ``name`` in ``result``, or an error that says what is wrong."""
     _require_result(result, gate)
     spec = metric_spec(name)
     if spec.name not in result:
-        computed = ", ".join(result) if hasattr(result, "__iter__") else "other metrics"
-        raise InputError(f"{spec.name} was not computed; computed: {computed}. Evaluate it with "
-                         f"metrics=[{spec.name!r}].")
+        held = computed_metrics(result)
+        computed = ", ".join(held) if held else "nothing the gates know"
+        if len(computed) > 400:
+            computed = computed[:380] + f"... ({len(held)} metrics)"
+        name = spec.name if len(spec.name) <= 60 else f"{spec.name[:40]}...({len(spec.name)} characters)"
+        raise InputError(f"{name} was not computed; this {type(result).__name__} holds: {computed}. Gate one "
+                         f"of those, or evaluate {name} (metrics=[{name!r}]).")
     return result.measure(spec.name)
+
+
+def max_rank(result, metric: str) -> tuple[float | None, str]:
+    """The largest rank a query of ``result`` can get for the rank metric ``metric``
+    (medr, meanr, i2t_medr...), and why; (None, "") when the result does not say.
+
+    An evaluate result: per used query, its candidates less its other relevant items,
+    plus one (every non-relevant candidate ranked first); with ``empty_queries="zero"``
+    a query without a relevant item ranks n_candidates + 1. An image-text result: the
+    captions an image ranks (i2t), the images a caption ranks (t2i; 1000 per fold
+    under the 1k protocols)."""
+    try:
+        fam = metric_spec(metric).capabilities
+    except (MetricNameError, AttributeError):
+        return None, ""
+    if fam.unit != "rank":
+        return None, ""
+    try:
+        if fam.kind == "crossmodal":
+            n_images, n_captions = getattr(result, "n_images", None), getattr(result, "n_captions", None)
+            if fam.name.startswith("i2t") and isinstance(n_captions, numbers.Integral) and n_captions >= 1:
+                return float(n_captions), f"an image ranks the {int(n_captions)} captions"
+            if fam.name.startswith("t2i") and isinstance(n_images, numbers.Integral) and n_images >= 1:
+                protocol = getattr(result, "protocol", None)
+                n = min(int(n_images), 1000) if protocol in ("1k", "5fold1k") else int(n_images)
+                return float(n), f"a caption ranks {n} images"
+            return None, ""
+        n_candidates = getattr(result, "n_candidates", None)
+        n_relevant = getattr(result, "n_relevant", None)
+        if n_candidates is None:
+            return None, ""
+        cand = np.asarray(n_candidates, dtype=np.float64).reshape(-1)
+        if cand.size == 0 or not np.isfinite(cand).all():
+            return None, ""
+        config = getattr(result, "config", None)
+        zero = isinstance(config, dict) and config.get("empty_queries") == "zero"
+        if n_relevant is not None and np.shape(n_relevant) == np.shape(n_candidates):
+            rel = np.asarray(n_relevant, dtype=np.float64).reshape(-1)
+            used = rel > 0
+            worst = float(np.max(cand[used] - rel[used] + 1)) if used.any() else 0.0
+            if zero and (~used).any():
+                worst = max(worst, float(np.max(cand[~used])) + 1)
+            if worst >= 1:
+                return worst, (f"{int(np.max(cand))} candidates per query; a first relevant item ranks at most "
+                               "n_candidates - n_relevant + 1"
+                               + (", a query without one n_candidates + 1 under empty_queries='zero'" if zero else ""))
+            return None, ""
+        top = float(np.max(cand)) + (1 if zero else 0)
+        return top, f"{int(np.max(cand))} candidates per query" + (" (+1 under empty_queries='zero')" if zero else "")
+    except (TypeError, ValueError):
+        return None, ""
 
 
 def _family(metric: str) -> Family | None:
@@ -135,8 +216,6 @@ def _interval(result, m: Measurement, confidence, seed):
         label = f"{_pct(conf)} interval" if isinstance(conf, numbers.Real) else "interval"
         return (m.interval[0], m.interval[1], conf, f"{label} {_iv(*m.interval)}{method}"), None
     caps = metric_spec(m.metric).capabilities
-    if caps.interval != "bootstrap":
-        return None, f"{m.metric} has no interval ({caps.interval or 'none is defined for this metric'})"
     config = getattr(result, "config", None)
     config = config if isinstance(config, dict) else {}
     default = ""
@@ -144,6 +223,21 @@ def _interval(result, m: Measurement, confidence, seed):
         confidence = config.get("confidence")
     if confidence is None:
         confidence, default = DEFAULTS["confidence"], " (the default confidence; pass confidence= to change it)"
+    if caps.interval == "wilson":
+        n_correct, n = getattr(result, "n_correct", None), getattr(result, "n", None)
+        if (isinstance(n_correct, numbers.Integral) and isinstance(n, numbers.Integral) and n >= 1
+                and 0 <= n_correct <= n):
+            low, high = wilson_interval(int(n_correct), int(n), confidence)
+            low, high = max(0.0, low), min(1.0, high)
+            note = f"{_pct(confidence)} interval {_iv(low, high)} (Wilson score, {n_correct} of {n} correct){default}"
+            return (low, high, confidence, note), None
+        return None, f"{m.metric}: the result holds no counts of correct predictions for Wilson's interval"
+    if caps.interval == "images":
+        fix = ("at least 2 images and n_resamples > 0" if caps.kind == "classifier"
+               else "evaluate with n_resamples > 0 (the bootstrap over images)")
+        return None, f"{m.metric} has no interval: its bootstrap over images was not computed; {fix}"
+    if caps.interval != "bootstrap":
+        return None, f"{m.metric} has no interval ({caps.interval or 'none is defined for this metric'})"
     if seed is None:
         seed = config.get("seed", config.get("group_seed", DEFAULTS["seed"]))
     try:
@@ -233,25 +327,32 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     """
     __tracebackhide__ = True
     if at_least is None and at_most is None:
-        raise InputError(f"{_gate} needs at_least=..., at_most=... or both.")
+        if _gate != "assert_metric":
+            raise InputError(f"{_gate}: at_least is required (the lowest acceptable value: a number such as 0.7), "
+                             "got None.")
+        raise InputError(f"{_gate} needs at_least=..., at_most=... or both (numbers such as 0.7).")
     _choice(on, ("value", "interval"), "on", "the point value, or the interval's bound")
     confidence, seed = _confidence(confidence), _seed(seed)
     max_skipped = check_option("max_skipped", max_skipped)
     _require_result(result, _gate)
     spec = metric_spec(name)
     fam = spec.capabilities
+    top, top_why = max_rank(result, spec.name)
     if at_least is not None:
-        at_least = check_threshold(fam, at_least, role="at_least", field="at_least", metric=spec.name)
+        at_least = check_threshold(fam, at_least, role="at_least", field="at_least", metric=spec.name, high=top,
+                                   high_why=top_why)
     if at_most is not None:
-        at_most = check_threshold(fam, at_most, role="at_most", field="at_most", metric=spec.name)
+        at_most = check_threshold(fam, at_most, role="at_most", field="at_most", metric=spec.name, high=top,
+                                  high_why=top_why)
     if at_least is not None and at_most is not None and at_least > at_most:
         raise InputError(f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "
                          "swap them (at_least is the lower bound).")
     m = _measure(result, spec.name, _gate)
     found, why = _interval(result, m, confidence, seed) if on == "interval" else (None, None)
     if on == "interval" and found is None:
-        raise InputError(f"on='interval': {m.metric} has no interval in this result ({why}); use on='value', or "
-                         "evaluate with more queries or classes.")
+        more = (", or evaluate with more queries or classes" if m.interval is None
+                and metric_spec(m.metric).capabilities.interval == "bootstrap" else "")
+        raise InputError(f"on='interval': {m.metric} has no interval in this result ({why}); use on='value'{more}.")
     if (on == "interval" and confidence is not None and m.interval is not None
             and isinstance(found[2], numbers.Real) and abs(float(found[2]) - confidence) > 1e-9):
         raise InputError(f"confidence={confidence:g}: the {m.metric} interval this result carries is at "
@@ -321,12 +422,17 @@ def assert_map_at_least(result, at_least: float, *, metric: str = "map", on: str
                   max_skipped=max_skipped, _gate="assert_map_at_least")
 
 
+def _required(at_least, gate: str) -> None:
+    if at_least is None:
+        raise InputError(f"{gate}: at_least is required (the lowest acceptable value: a number such as 0.7), got None.")
+
+
 def _k(k) -> int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         meant = ""
         if isinstance(k, numbers.Real) and not isinstance(k, bool) and math.isfinite(k) and k >= 1 and k == int(k):
             meant = f" (write k={int(k)})"
-        raise InputError(f"k={k!r}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}.")
+        raise InputError(f"k={_short(k)}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}.")
     return int(k)
 
 
@@ -344,8 +450,14 @@ def assert_recall_at_least(result, at_least: float, *, k: int = 1, kind: str = "
 def _precision_level(precision) -> float:
     p = check_finite(precision, "precision", what="a precision level in (0, 1]")
     if not 0.0 < p <= 1.0:
-        meant = f" Did you mean {p / 100:g} ({p:g} -> {p / 100:g})?" if 1.0 < p <= 100.0 else ""
-        raise InputError(f"precision={p:g}: expected a precision level in (0, 1] (a fraction: 0.9 for 90%).{meant}")
+        if 2.0 <= p <= 100.0:
+            meant = f" Did you mean {p / 100:g} ({p!r} -> {p / 100:g})?"
+        elif 1.0 < p < 2.0:
+            meant = " Did you mean 1 (precision 100%: every pair above the threshold relevant)?"
+        else:
+            meant = ""
+        raise InputError(f"precision={_short(p)}: expected a precision level in (0, 1] (a fraction: 0.9 for 90%)."
+                         f"{meant}")
     return p
 
 
@@ -377,6 +489,7 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     bootstrap interval over images (``on="lower"``)."""
     __tracebackhide__ = True
     _choice(on, ("value", "lower"), "on", "the value, or the bootstrap interval's lower bound")
+    _required(at_least, "assert_rsum")
     check_threshold(metric_spec("rsum").capabilities, at_least, role="at_least", field="at_least", metric="rsum")
     _require_result(result, "assert_rsum")
     if on == "lower" and "rsum" in result and _measure(result, "rsum", "assert_rsum").interval is None:
@@ -393,6 +506,7 @@ def assert_cam_iou_at_least(result, at_least: float, *, on: str = "value", metri
     _choice(on, ("value", "lower"), "on", "the value, or the interval's lower bound")
     if metric is not None:
         _choice(metric, ("cam_iou", "cam_iou_box"), "metric", "the CAM IoU measure to gate")
+    _required(at_least, "assert_cam_iou_at_least")
     check_threshold(metric_spec("cam_iou").capabilities, at_least, role="at_least", field="at_least",
                     metric=metric or "cam_iou")
     _require_result(result, "assert_cam_iou_at_least")

@@ -35,8 +35,9 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
 
 from .._suggest import hint
 from ..metrics._names import metric_spec
-from ..metrics._thresholds import check_threshold
+from ..metrics._thresholds import _short, check_threshold
 from ..options import DEFAULTS
+from ._assertions import max_rank
 from ._events import GateEvent, emit
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
@@ -47,6 +48,9 @@ __all__ = ["baseline_record", "BaselineFile", "BaselineStore", "assert_no_regres
            "write_records", "baseline_path", "check_record"]
 
 _MAX_QUERY_UNITS = 5000
+
+#: What a record's ``n`` counts (``unit``): the units of evaluation results.
+RECORD_UNITS = ("queries", "groups", "images", "samples", "classes", "pairs")
 
 #: How to repair a malformed record of a baselines file.
 REGEN_FIX = ("edit the record, or delete it and regenerate it with pytest --rc-force-regen (writes missing or "
@@ -92,6 +96,9 @@ def baseline_record(result, metric: str, *, confidence: float | None = None, see
                  "n": m.n, "unit": m.n_unit}
     if m.n_skipped is not None:
         rec["n_skipped"] = int(m.n_skipped)
+    top, _ = max_rank(result, spec.name)
+    if top is not None:
+        rec["max_rank"] = int(top)
     if m.interval is not None and _clean(m.interval[0]) is not None and _clean(m.interval[1]) is not None:
         rec.update(interval=[float(m.interval[0]), float(m.interval[1])], confidence=m.confidence)
     if spec.kind == "grouped":
@@ -154,6 +161,12 @@ def _kind(x) -> str:
     return f"{type(x).__name__} {x!r}"[:80]
 
 
+def _name(k, limit: int = 60) -> str:
+    """A key as written in the file, cut to ``limit`` characters."""
+    text = str(k)
+    return text if len(text) <= limit else f"{text[:limit - 20]}...({len(text)} characters)"
+
+
 def _is_count(x) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0
 
@@ -185,8 +198,15 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
     value = rec["value"]
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         bad("value", f"expected a number, found {_kind(value)}")
+    top = rec.get("max_rank")
+    if top is not None and (not _is_count(top) or top < 1):
+        bad("max_rank", f"expected an integer >= 1 (the largest rank a query can get), found {_kind(top)}")
+    if top is not None and spec.capabilities.unit != "rank":
+        bad("max_rank", f"only rank metrics have a max_rank, and {spec.name} is in {spec.capabilities.unit}; "
+                        "remove it")
     try:
-        check_threshold(spec.capabilities, value, role="baseline", field="value", metric=spec.name)
+        check_threshold(spec.capabilities, value, role="baseline", field="value", metric=spec.name,
+                        high=None if top is None else float(top), high_why="the record's max_rank")
     except InputError as exc:
         bad("value", str(exc))
     iv = rec.get("interval")
@@ -197,7 +217,11 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
             if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
                 bad("interval", f"the {side} bound must be a finite number, found {_kind(x)}")
         if float(iv[0]) > float(iv[1]):
-            bad("interval", f"low {iv[0]} > high {iv[1]}; write [low, high]")
+            bad("interval", f"low {_short(iv[0])} > high {_short(iv[1])}; write [low, high]")
+        slack = 1e-9 * max(1.0, abs(float(value)))
+        if not float(iv[0]) - slack <= float(value) <= float(iv[1]) + slack:
+            bad("interval", f"the value {float(value):.6g} lies outside its own interval [{float(iv[0]):.6g}, "
+                            f"{float(iv[1]):.6g}]; an interval is around its value")
     conf = rec.get("confidence")
     if conf is not None:
         if isinstance(conf, bool) or not isinstance(conf, numbers.Real) or not 0 < float(conf) < 1:
@@ -208,15 +232,25 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
     for field in ("unit", "units_are", "partition", "model", "dataset"):
         if rec.get(field) is not None and not isinstance(rec[field], str):
             bad(field, f"expected a string, found {_kind(rec[field])}")
+    if rec.get("unit") is not None and rec["unit"] not in RECORD_UNITS:
+        bad("unit", f"unknown unit {_short(rec['unit'])} (what n counts); use one of {', '.join(RECORD_UNITS)}"
+                    f"{hint(rec['unit'], RECORD_UNITS)}")
+    if rec.get("units_are") is not None and rec["units_are"] not in ("classes", "queries"):
+        bad("units_are", f"unknown {_short(rec['units_are'])}; use 'classes' or 'queries'")
     units = rec.get("units")
     if units is not None:
         if not isinstance(units, Mapping):
             bad("units", f"expected a mapping of unit name to [sum, count], found {_kind(units)}")
         for k, v in units.items():
-            if (not isinstance(v, (list, tuple)) or len(v) != 2 or isinstance(v[0], bool)
-                    or not isinstance(v[0], numbers.Real) or not math.isfinite(float(v[0])) or not _is_count(v[1])
-                    or v[1] < 1):
-                bad(f"units.{k}", f"expected [sum, count] (a finite number and an integer >= 1), found {_kind(v)}")
+            if not isinstance(v, (list, tuple)) or len(v) != 2:
+                bad(f"units.{_name(k)}", f"expected [sum, count] (a finite number and an integer >= 1), found "
+                                          f"{_kind(v)}")
+            if isinstance(v[0], bool) or not isinstance(v[0], numbers.Real):
+                bad(f"units.{_name(k)}", f"the sum must be a finite number, found {_kind(v[0])}")
+            if not math.isfinite(float(v[0])):
+                bad(f"units.{_name(k)}", f"unit {_name(k)} holds a sum of {float(v[0])} (not a finite number)")
+            if not _is_count(v[1]) or v[1] < 1:
+                bad(f"units.{_name(k)}", f"the count must be an integer >= 1, found {_kind(v[1])}")
     return dict(rec)
 
 
@@ -250,7 +284,7 @@ def _as_change_input(rec: dict) -> dict:
     iv = rec.get("interval") or (None, None)
     units = rec.get("units")
     return {"value": rec["value"], "low": iv[0], "high": iv[1], "confidence": rec.get("confidence") or 0.95,
-            "units": {k: tuple(v) for k, v in units.items()} if units else None}
+            "units": {k: tuple(v) for k, v in units.items()} if units else None, "max_rank": rec.get("max_rank")}
 
 
 def _fmt_iv(iv) -> str:
@@ -269,6 +303,13 @@ def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | Non
     ``max_skipped`` fails the gate when the current run skipped more queries (a
     count, or a fraction of the queries); any skipped query gives a warning."""
     __tracebackhide__ = True
+    for name, arg in (("current", current), ("baseline", baseline)):
+        if not isinstance(arg, Mapping) or callable(getattr(arg, "measure", None)):
+            what = ("an evaluation result" if callable(getattr(arg, "measure", None)) else _kind(arg))
+            raise InputError(f"assert_no_regression: the {name} record is {what} ({type(arg).__name__}); "
+                             f"assert_no_regression expects a record from rc.baseline_record(result, metric)"
+                             + (" (for a stored baseline: BaselineFile(path).get(key))" if name == "baseline" else "")
+                             + ".")
     check_option("max_skipped", max_skipped)
     current = check_record(current, where="current record",
                            fix="pass a record from baseline_record(result, metric)")
@@ -473,6 +514,9 @@ class BaselineFile:
 
     def get(self, key: str) -> dict | None:
         """The record ``key`` (checked: see :func:`check_record`), None when absent."""
+        if not isinstance(key, str):
+            raise InputError(f"BaselineFile.get: key={_short(key)}: expected the name of a record (a string), found "
+                             f"{type(key).__name__}; the file's keys are check or test names.")
         if key not in self.records:
             return None
         return check_record(self.records[key], where=f"{self.path}: baseline {key!r}")
@@ -480,7 +524,13 @@ class BaselineFile:
     def update(self, entries: dict) -> None:
         """Set records and write the file: under the file's lock, re-read it, merge
         ``entries`` into what is there now, write a temporary file beside it and
-        replace the file atomically (keys sorted, for stable diffs; mode kept)."""
+        replace the file atomically (keys sorted, for stable diffs; mode kept).
+
+        ``entries`` maps record names (strings) to records (as from
+        :func:`baseline_record`); numpy numbers and arrays are written as plain
+        numbers and lists, and every record is checked (:func:`check_record`) before
+        anything is written: an invalid record is an InputError, never a bad file."""
+        entries = self._checked_entries(entries)
         path = Path(os.path.realpath(self.path)) if self.path.is_symlink() else self.path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -516,6 +566,21 @@ class BaselineFile:
                              "directory's permissions.") from None
         self.records = records
 
+    def _checked_entries(self, entries) -> dict:
+        if not isinstance(entries, Mapping):
+            raise InputError(f"BaselineFile.update: entries is {_kind(entries)} ({type(entries).__name__}); expected a "
+                             "mapping of record names to records, e.g. {'my check': rc.baseline_record(result, "
+                             "'map')}.")
+        out = {}
+        for key, rec in entries.items():
+            if not isinstance(key, str):
+                raise InputError(f"BaselineFile.update: entries key {_short(key)} is {type(key).__name__}; record "
+                                 "names are strings (the check or test name): write it as a string.")
+            rec = _plain(rec)
+            out[key] = check_record(rec, where=f"BaselineFile.update: entries[{_name(key)!r}] (for {self.path})",
+                                    fix="pass a record from rc.baseline_record(result, metric)")
+        return out
+
     @staticmethod
     def _merge_base(path: Path) -> dict:
         """The records in the file now; an unreadable file (being regenerated) is kept
@@ -530,10 +595,42 @@ class BaselineFile:
             return {}
 
 
+def _plain(x, depth: int = 0):
+    """``x`` with numpy numbers and arrays as plain Python numbers and lists (YAML's
+    safe dumper writes only plain types); mappings and sequences recursively."""
+    if depth > 50:
+        return x
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, Mapping):
+        return {(_plain(k, depth + 1) if isinstance(k, np.generic) else k): _plain(v, depth + 1) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v, depth + 1) for v in x]
+    return x
+
+
 class _Loader(yaml.SafeLoader):
     """YAML's safe loader without merge keys (``<<``): the library never writes them,
     and merges of merges expand exponentially (a hand-edited file must not hang a
-    session)."""
+    session); and without duplicate keys, which YAML would resolve silently (the last
+    one wins): a record written twice is an error naming its line."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"duplicate key {_name(key_node.value)!r} (first on line {seen[key] + 1}); each name may "
+                        "appear once: remove or rename one of them", key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
     def flatten_mapping(self, node):
         for key_node, _ in node.value:

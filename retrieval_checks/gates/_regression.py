@@ -35,7 +35,7 @@ from scipy import stats
 from .._suggest import hint
 from ..metrics._names import metric_spec
 from ..metrics._registry import Family
-from ..metrics._thresholds import check_finite, check_threshold
+from ..metrics._thresholds import _short, check_finite, check_threshold
 from ..errors import InputError, MetricNameError
 from ..options import OPTIONS, check_option
 
@@ -125,6 +125,18 @@ def checked_option(name: str, value, *, argument: str | None = None):
                          "a float.") from None
 
 
+def _same_metric(a, b: str) -> bool:
+    """Whether two metric names name the same metric (aliases resolve: ``MAP@R`` is ``map@R``)."""
+    if not isinstance(a, str):
+        return False
+    if a == b:
+        return True
+    try:
+        return metric_spec(a).name == metric_spec(b).name
+    except MetricNameError:
+        return False
+
+
 def change_family(metric: str) -> Family | None:
     """The unit and attainable range of a recorded metric: the registry's family, or
     for ``<metric> gap`` / ``<metric> difference`` the range of a difference of two
@@ -143,11 +155,13 @@ def change_family(metric: str) -> Family | None:
     return dataclasses.replace(fam, name=metric, low=-width, high=width)
 
 
-def _tolerance(fam: Family | None, value, role: str, metric: str):
+def _tolerance(fam: Family | None, value, role: str, metric: str, *, baseline: float | None = None,
+               high: float | None = None, high_why: str = ""):
     if value is None:
         return None
     if fam is not None:
-        return check_threshold(fam, value, role=role, field=role, metric=metric)
+        return check_threshold(fam, value, role=role, field=role, metric=metric, baseline=baseline, high=high,
+                               high_why=high_why)
     v = check_finite(value, role)
     if v < 0:
         raise InputError(f"{role}={v:g}: a tolerated drop must be >= 0 (0: no drop tolerated; a fraction of the "
@@ -158,13 +172,21 @@ def _tolerance(fam: Family | None, value, role: str, metric: str):
 def _side(d, which: str, fam: Family | None, metric: str) -> dict:
     """Check one side of a change (``value``, optional ``low``/``high``, ``confidence``,
     ``units``) and return it with floats; an InputError names the side and field."""
-    if not isinstance(d, Mapping):
+    if not isinstance(d, Mapping) or callable(getattr(d, "measure", None)):
+        record = (" (a record: rc.baseline_record(result, metric))" if callable(getattr(d, "measure", None))
+                  else "")
         raise InputError(f"{which}: expected a mapping with 'value' (and optionally 'low', 'high', 'confidence', "
-                         f"'units'), found {type(d).__name__}.")
+                         f"'units', 'max_rank'), found {type(d).__name__}{record}.")
     if "value" not in d:
-        raise InputError(f"{which}: has no 'value'; found keys {sorted(map(str, d))}.")
+        raise InputError(f"{which}: has no 'value'; found keys {sorted(map(str, d))[:20]}.")
     out = dict(d)
     field_ = f"{which} value"
+    if d.get("max_rank") is not None:
+        r = d["max_rank"]
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
+            raise InputError(f"{which} max_rank={_short(r)}: expected an integer >= 1 (the largest rank a query can "
+                             "get: its gallery's size), or leave it out.")
+        out["max_rank"] = int(r)
     if fam is not None:
         out["value"] = check_threshold(fam, d["value"], role="baseline", field=field_, metric=metric)
     else:
@@ -186,10 +208,11 @@ def _side(d, which: str, fam: Family | None, metric: str) -> dict:
                              f"{type(units).__name__}.")
         for k, v in units.items():
             if not isinstance(v, (list, tuple)) or len(v) != 2:
-                raise InputError(f"{which} units[{k!r}]: expected (sum, count), found {v!r}.")
-            check_finite(v[0], f"{which} units[{k!r}] sum")
+                raise InputError(f"{which} units[{_short(k)}]: expected (sum, count), found {_short(v)}.")
+            check_finite(v[0], f"{which} units[{_short(k)}] sum")
             if isinstance(v[1], bool) or not isinstance(v[1], numbers.Integral) or v[1] < 1:
-                raise InputError(f"{which} units[{k!r}]: the count must be an integer >= 1, found {v[1]!r}.")
+                raise InputError(f"{which} units[{_short(k)}]: the count must be an integer >= 1, found "
+                                 f"{_short(v[1])}.")
     return out
 
 
@@ -209,7 +232,16 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     bounds and tolerances are refused with an :class:`~retrieval_checks.InputError`.
     """
     if not isinstance(metric, str):
-        raise InputError(f"metric={metric!r}: expected a metric name (a string).")
+        raise InputError(f"metric={_short(metric)}: expected a metric name (a string).")
+    for which, d in (("baseline", baseline), ("current", current)):
+        if callable(getattr(d, "measure", None)):
+            raise InputError(f"{which}: found an evaluation result ({type(d).__name__}); measure_change compares two "
+                             "records: pass rc.baseline_record(result, metric) (or a mapping with 'value').")
+        recorded = d.get("metric") if isinstance(d, Mapping) else None
+        if recorded is not None and not _same_metric(recorded, metric):
+            raise InputError(f"metric={metric!r}, but the {which} record is for {_short(recorded)}: a change is "
+                             f"measured on the records' own metric; pass metric={recorded!r}, or records of "
+                             f"{metric!r}.")
     known = higher_is_better(metric)
     if direction is None:
         hib = known
@@ -222,9 +254,9 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
                              f"{'higher' if known else 'lower'} is better; leave direction out.")
     else:
         close = hint(direction, ("higher", "lower")) if isinstance(direction, str) else ""
-        raise InputError(f"direction={direction!r}: use 'higher' or 'lower' (which way is better).{close}")
+        raise InputError(f"direction={_short(direction)}: use 'higher' or 'lower' (which way is better).{close}")
     if not isinstance(significant, bool):
-        raise InputError(f"significant={significant!r}: expected True or False.")
+        raise InputError(f"significant={_short(significant)}: expected True or False.")
     confidence = float(checked_option("confidence", confidence))
     fam = change_family(metric)
     max_drop = _tolerance(fam, max_drop, "max_drop", metric)
@@ -232,6 +264,16 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     baseline = _side(baseline, "baseline", fam, metric)
     current = _side(current, "current", fam, metric)
     b, c = baseline["value"], current["value"]
+    if fam is not None:  # a tolerance covering every attainable drop from this baseline could never fail
+        ranks = [s["max_rank"] for s in (baseline, current) if s.get("max_rank") is not None]
+        high, high_why = (float(max(ranks)), "the records' max_rank") if ranks \
+            else (None, "")
+        if high is not None:
+            for side, which in ((baseline, "baseline"), (current, "current")):
+                check_threshold(fam, side["value"], role="baseline", field=f"{which} value", metric=metric, high=high,
+                                high_why=high_why)
+        _tolerance(fam, max_drop, "max_drop", metric, baseline=b, high=high, high_why=high_why)
+        _tolerance(fam, max_relative_drop, "max_relative_drop", metric, baseline=b, high=high, high_why=high_why)
     sign = 1.0 if hib else -1.0
     drop = sign * (b - c)
     relative = drop / abs(b) if b != 0 else (math.inf if drop > 0 else 0.0)

@@ -19,6 +19,18 @@ Roles of a threshold (``role``):
 - ``max_relative_drop``: a tolerated relative drop, >= 0 and below 1 where the metric
   cannot fall by more than 100% (bounded, higher is better, low end 0);
 - ``baseline``: a stored baseline value: finite and inside the range.
+
+Values on the wrong scale: ``at_least`` / ``at_most`` in (0, 1] on a metric in
+percent (``mean_recall``: 0.5 was probably 50), or in (0, 6] on Rsum (percentage
+points, the sum of six recalls in percent: 4.5 was probably 450), are refused.
+
+Where the caller knows more than the registry, two optional arguments tighten the
+range: ``high`` (with ``high_why``), the largest value attainable in this result
+(the largest rank a query can get from its gallery; the registry's ranks are
+unbounded), and ``baseline``, the baseline a ``max_drop`` / ``margin`` /
+``max_relative_drop`` is measured from: a drop can be at most ``baseline - low``
+when higher is better, ``high - baseline`` otherwise, and a tolerance that covers
+all of it makes a gate that can never fail.
 """
 
 from __future__ import annotations
@@ -38,6 +50,19 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
+def _short(value, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 400-digit number never fills a message)."""
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__, or an int beyond Python's digit limit
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit - 20]}...({len(text)} characters)"
+
+
+#: Rsum's unit: a threshold in (0, RSUM_SCALE_SLIP] was probably written as a sum of fractions.
+RSUM_SCALE_SLIP = 6.0
+
+
 def check_finite(value, field: str, *, what: str = "a finite number") -> float:
     """``float(value)`` when ``value`` is a real, finite number (not a bool, not NaN or
     infinite); else :class:`~retrieval_checks.InputError` naming ``field``."""
@@ -50,13 +75,16 @@ def check_finite(value, field: str, *, what: str = "a finite number") -> float:
                 parsed = math.nan
             if math.isfinite(parsed):
                 fix = f" Write it as a number, without quotes: {parsed:g}."
-        raise InputError(f"{field}={value!r}: expected {what}, found {type(value).__name__}.{fix}")
+        if isinstance(value, bool):
+            fix = f" Write a number such as 0.7 (True and False are not thresholds)."
+        raise InputError(f"{field}={_short(value)}: expected {what}, found {type(value).__name__}.{fix}")
     try:
         v = float(value)
     except (OverflowError, ValueError):
-        raise InputError(f"{field}: expected {what}, found an integer too large for a float.") from None
+        raise InputError(f"{field}: expected {what}, found a number too large for a float; write a number such "
+                         "as 0.7.") from None
     if not math.isfinite(v):
-        raise InputError(f"{field}={value!r}: expected {what}; NaN and infinities make a gate that can never "
+        raise InputError(f"{field}={_short(value)}: expected {what}; NaN and infinities make a gate that can never "
                          "fail (every comparison with NaN is false). Write a finite threshold.")
     return v
 
@@ -69,6 +97,8 @@ def probable_meaning(value: float, family: Family) -> float | None:
         return math.copysign(v / 100.0, value)
     if family.unit == "percent" and 0.0 < v <= 1.0:
         return math.copysign(v * 100.0, value)
+    if family.unit == "percentage points" and 0.0 < v <= RSUM_SCALE_SLIP:
+        return math.copysign(v * 100.0, value)
     return None
 
 
@@ -77,11 +107,28 @@ def _meant(value: float, family: Family) -> str:
     return f" Did you mean {_fmt(m)} ({_fmt(value)} -> {_fmt(m)})?" if m is not None else ""
 
 
-def check_threshold(family: Family, value, *, role: str, field: str | None = None, metric: str | None = None) -> float:
+def _scale_slip(v: float, family: Family, name: str) -> str | None:
+    """Why ``v`` is probably on the wrong scale for a bound of a percent or Rsum metric."""
+    if family.unit == "percent" and 0.0 < v <= 1.0:
+        return (f"{name} is in percent (0-100), and {_fmt(v)} looks like a fraction: a bound this low is almost "
+                "always a slip")
+    if family.unit == "percentage points" and 0.0 < v <= RSUM_SCALE_SLIP:
+        return (f"{name} is in percentage points (0-600): the sum of six recalls, each in percent, not a sum of "
+                f"fractions; {_fmt(v)} looks like recalls written as fractions")
+    return None
+
+
+def check_threshold(family: Family, value, *, role: str, field: str | None = None, metric: str | None = None,
+                    high: float | None = None, high_why: str = "", baseline: float | None = None) -> float:
     """Validate a threshold of ``role`` (see :data:`ROLES`) for a metric of ``family``
     and return it as a float; raise :class:`~retrieval_checks.InputError` naming
     ``field`` (default: the role), the metric, its unit and range, and the probable
-    meaning when the value looks like it was written on another scale."""
+    meaning when the value looks like it was written on another scale.
+
+    ``high``: the largest value attainable where the caller knows it (a rank cannot
+    exceed the gallery a query ranks), ``high_why`` says why; it tightens the
+    registry's range. ``baseline``: the baseline a drop tolerance is measured from;
+    a tolerance at least as large as the largest attainable drop is refused."""
     if role not in ROLES:
         raise ValueError(f"unknown threshold role {role!r}")
     field = field or role
@@ -91,6 +138,10 @@ def check_threshold(family: Family, value, *, role: str, field: str | None = Non
     width = hi - lo
     unit = f"{name}: unit {family.unit}, attainable range {family.range_text()}"
     where = f"{field}={_fmt(v)}"
+    top = hi
+    if high is not None and math.isfinite(high) and high < hi:
+        top = float(high)
+    why = f" ({high_why})" if high_why else ""
 
     def fail(problem: str) -> None:
         raise InputError(f"{where}: {problem} ({unit}).{_meant(v, family)}")
@@ -101,10 +152,22 @@ def check_threshold(family: Family, value, *, role: str, field: str | None = Non
             if role == "baseline":
                 fail("outside the metric's attainable range")
             fail(f"outside the metric's attainable range: a gate that could never {never}")
+        if role in ("at_least", "at_most"):
+            slip = _scale_slip(v, family, name)
+            if slip is not None:
+                fail(slip)
         if role == "at_least" and v == lo:
             fail(f"every value is >= {_fmt(lo)}, so the gate could never fail")
         if role == "at_most" and v == hi:
             fail(f"every value is <= {_fmt(hi)}, so the gate could never fail")
+        if top < hi:
+            if role == "at_most" and v >= top:
+                fail(f"the largest attainable value here is {_fmt(top)}{why}, so every value is <= {_fmt(v)} and "
+                     f"the gate could never fail; write a bound below {_fmt(top)}")
+            if role == "at_least" and v > top:
+                fail(f"the largest attainable value here is {_fmt(top)}{why}, so the gate could never pass")
+            if role == "baseline" and v > top:
+                fail(f"the largest attainable value is {_fmt(top)}{why}")
         return v
     if role == "below":
         if math.isfinite(width) and v >= width:
@@ -112,12 +175,17 @@ def check_threshold(family: Family, value, *, role: str, field: str | None = Non
         if math.isfinite(width) and v <= -width:
             fail(f"a gap is at least {_fmt(-width)}, so the gate could never pass")
         return v
+    most = _attainable_drop(family, baseline, top)
     if role in ("margin", "max_drop"):
         if v < 0:
             raise InputError(f"{where}: a tolerated drop must be >= 0 (0: no drop tolerated); write "
                              f"{_fmt(-v)} for a drop of {_fmt(-v)}.")
         if math.isfinite(width) and v >= width:
             fail(f"no drop exceeds {_fmt(width)}, so the gate could never fail")
+        if most is not None and v > 0 and v >= most:
+            fail(f"from the baseline {_fmt(baseline)} the metric can drop by at most {_fmt(most)} "
+                 f"({_drop_end(family, top, why)}), so a drop can never exceed {field} and the gate could never "
+                 f"fail; write a tolerance below {_fmt(most)}")
         return v
     # max_relative_drop
     if v < 0:
@@ -126,4 +194,25 @@ def check_threshold(family: Family, value, *, role: str, field: str | None = Non
         meant = f" Did you mean {_fmt(v / 100)} ({_fmt(v)}% -> {_fmt(v / 100)})?" if v <= 100 else ""
         raise InputError(f"{where}: a relative drop is a fraction of the baseline, and {name} cannot fall by "
                          f"100% or more, so the gate could never fail.{meant}")
+    if most is not None and baseline and v > 0 and v >= most / abs(baseline):
+        rel = most / abs(baseline)
+        raise InputError(f"{where}: from the baseline {_fmt(baseline)} {name} can drop by at most {_fmt(most)} "
+                         f"({_drop_end(family, top, why)}), a relative drop of {_fmt(rel)}, so the gate could never "
+                         f"fail; write a fraction of the baseline below {_fmt(rel)} (0.05 for 5%) ({unit}).")
     return v
+
+
+def _attainable_drop(family: Family, baseline: float | None, top: float) -> float | None:
+    """The largest drop from ``baseline``: to the low end when higher is better, to the
+    high end (``top``) otherwise; None when unknown (no baseline, or no upper bound)."""
+    if baseline is None or not math.isfinite(baseline):
+        return None
+    if family.higher_is_better:
+        return max(baseline - family.low, 0.0) if math.isfinite(family.low) else None
+    return max(top - baseline, 0.0) if math.isfinite(top) else None
+
+
+def _drop_end(family: Family, top: float, why: str) -> str:
+    if family.higher_is_better:
+        return f"down to the low end {_fmt(family.low)}; higher is better"
+    return f"up to the largest attainable value {_fmt(top)}{why}; lower is better"

@@ -666,7 +666,8 @@ def test_store_regen_mode_and_write_entries_are_checked(tmp_path):
 # ----------------------------------------------------------------------------- concurrent writers
 def _writer(path: str, worker: int) -> None:
     for j in range(20):
-        BaselineFile(path).update({f"w{worker}-k{j:02d}": {**BASE, "value": 0.5 + worker / 100 + j / 10000}})
+        BaselineFile(path).update({f"w{worker}-k{j:02d}": {**BASE, "value": 0.5 + worker / 100 + j / 10000,
+                                                               "interval": None}})
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="fork start method")
@@ -801,3 +802,240 @@ def test_no_gate_raises_anything_but_the_librarys_errors(res, gap, comparison, j
                 except Exception as exc:  # noqa: BLE001 - the property under test
                     raw.append(f"{name}({where}={junk}): {type(exc).__name__}: {exc}")
     assert not raw, "\n".join(raw)
+
+
+# ----------------------------------------------------------------------------- review: gates that could never fail
+@pytest.fixture(scope="module")
+def small():
+    """12 classes of 5 items, leave-one-out: 59 candidates and 4 other relevant items per query."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(12), 5)
+    X = rng.normal(size=(60, 8)).astype(np.float32)
+    r = rc.evaluate(X, query_labels=y, metrics=["map", "medr", "meanr", "hit_rate@1", "discriminant_ratio"])
+    assert int(r.n_candidates.max()) == 59
+    return r
+
+
+@pytest.fixture(scope="module")
+def image_text():
+    rng = np.random.default_rng(1)
+    images, captions = rng.normal(size=(20, 8)), rng.normal(size=(100, 8))
+    return rc.evaluate_image_text(images, captions, np.repeat(np.arange(20), 5), n_resamples=0)
+
+
+@pytest.mark.parametrize("max_drop", [0.48, 0.99])
+def test_max_drop_covering_the_baselines_whole_attainable_drop_is_refused(small, max_drop):
+    base = dict(baseline_record(small, "map"), value=0.48, interval=None)
+    cur = baseline_record(small, "map")
+    _expect(rc.InputError, lambda: assert_no_regression(cur, base, max_drop=max_drop),
+            f"max_drop={max_drop:g}", "at most 0.48", "never fail", "below 0.48")
+    assert assert_no_regression(cur, base, max_drop=0.47).failed is False  # a drop of 0.35 is tolerated
+
+
+def test_max_drop_on_an_unbounded_ratio_is_checked_against_the_baseline(small):
+    rec = baseline_record(small, "discriminant_ratio")
+    _expect(rc.InputError, lambda: assert_no_regression(rec, rec, max_drop=10**6), "max_drop=1e+06",
+            "at most", "never fail", "discriminant_ratio")
+    assert not assert_no_regression(rec, rec, max_drop=rec["value"] / 2).failed
+
+
+def test_rank_records_carry_their_max_rank_and_bound_tolerances(small):
+    rec = baseline_record(small, "medr")
+    assert rec["max_rank"] == 56  # 59 candidates - 4 other relevant items + 1
+    for kw, fragments in ((dict(max_drop=10**6), ["max_drop=1e+06", "max_rank", "below"]),
+                          (dict(max_relative_drop=100), ["max_relative_drop=100", "relative drop of", "never fail"])):
+        _expect(rc.InputError, lambda: assert_no_regression(rec, rec, **kw), *fragments)
+    meanr = baseline_record(small, "meanr")
+    _expect(rc.InputError, lambda: assert_no_regression(meanr, meanr, max_drop=10**6), "max_drop", "never fail")
+    assert not assert_no_regression(rec, rec, max_drop=5).failed
+    worse = dict(rec, value=30.0, units=None)
+    with pytest.raises(AssertionError, match="regressed"):
+        assert_no_regression(worse, dict(rec, units=None), max_drop=5)
+
+
+def test_a_rank_record_beyond_its_max_rank_is_refused():
+    rec = {"metric": "medr", "value": 80.0, "interval": None, "n": 10, "unit": "queries", "max_rank": 56}
+    _expect(rc.InputError, lambda: _baselines.check_record(rec), "'value'", "56", "max_rank")
+    _expect(rc.InputError, lambda: _baselines.check_record({**rec, "value": 5.0, "max_rank": 0}), "'max_rank'",
+            ">= 1")
+    _expect(rc.InputError, lambda: _baselines.check_record({**BASE, "max_rank": 10}), "'max_rank'", "rank metrics")
+
+
+@pytest.mark.parametrize("kw", [dict(at_most=60), dict(at_most=56), dict(at_most=10**6), dict(at_least=57)])
+def test_rank_bounds_beyond_the_largest_attainable_rank_are_refused(small, kw):
+    (field, v), = kw.items()
+    _expect(rc.InputError, lambda: rc.assert_metric(small, "medr", **kw), f"{field}=", "largest attainable",
+            "56", "59 candidates", "could never")
+
+
+def test_rank_bounds_inside_the_gallery_decide(small):
+    rc.assert_metric(small, "medr", at_most=55)
+    rc.assert_metric(small, "meanr", at_least=1.5, at_most=55)
+    with pytest.raises(AssertionError):
+        rc.assert_metric(small, "medr", at_most=1)
+
+
+def test_rank_bounds_under_empty_queries_zero_allow_rank_n_plus_one():
+    X, y = _data(classes=10, per=3, singletons=2)
+    r = rc.evaluate(X, query_labels=y, metrics=["meanr"], empty_queries="zero")
+    n = int(r.n_candidates.max())
+    _expect(rc.InputError, lambda: rc.assert_metric(r, "meanr", at_most=n + 1), "largest attainable",
+            f"{n + 1:g}", "empty_queries='zero'")
+    rc.assert_metric(r, "meanr", at_most=n)
+
+
+@pytest.mark.parametrize("name,at_most,top", [("i2t_medr", 10**6, 100), ("t2i_medr", 20, 20), ("i2t_meanr", 100, 100)])
+def test_image_text_rank_bounds_are_checked_against_the_gallery(image_text, name, at_most, top):
+    _expect(rc.InputError, lambda: rc.assert_metric(image_text, name, at_most=at_most), "at_most=",
+            f"largest attainable value here is {top}", "never fail")
+
+
+@pytest.mark.parametrize("call,fragments", [
+    (lambda r: rc.assert_rsum(r, 4.5), ["at_least=4.5", "percentage points", "six recalls", "450 (4.5 -> 450)"]),
+    (lambda r: rc.assert_rsum(r, 1.0), ["at_least=1", "percentage points", "100 (1 -> 100)"]),
+    (lambda r: rc.assert_metric(r, "rsum", at_most=6), ["at_most=6", "600 (6 -> 600)"]),
+    (lambda r: rc.assert_metric(r, "mean_recall", at_least=0.5), ["at_least=0.5", "percent", "50 (0.5 -> 50)"]),
+    (lambda r: rc.assert_metric(r, "mean_recall", at_most=1), ["at_most=1", "100 (1 -> 100)"]),
+])
+def test_fractions_written_for_percent_or_rsum_are_refused(image_text, call, fragments):
+    _expect(rc.InputError, lambda: call(image_text), *fragments)
+
+
+def test_percent_and_rsum_thresholds_on_their_scale_still_decide(image_text):
+    rc.assert_rsum(image_text, 7)
+    rc.assert_metric(image_text, "mean_recall", at_least=1.5)
+    with pytest.raises(AssertionError):
+        rc.assert_rsum(image_text, 599)
+
+
+def test_measure_change_refuses_a_metric_other_than_the_records(small):
+    base, cur = baseline_record(small, "map"), baseline_record(small, "map")
+    _expect(rc.InputError, lambda: measure_change("hit_rate@1", base, cur), "metric='hit_rate@1'", "'map'",
+            "pass metric='map'")
+    assert measure_change("MAP", base, cur).metric == "MAP"  # an alias of the records' metric
+
+
+# ----------------------------------------------------------------------------- review: baselines files
+def test_update_writes_numpy_numbers_as_plain_numbers(tmp_path):
+    path = tmp_path / "b.baselines.yaml"
+    rec = dict(BASE, value=np.float64(0.7), n=np.int64(100), interval=np.array([0.65, 0.75]))
+    BaselineFile(path).update({"k": rec})
+    text = path.read_text()
+    assert "numpy" not in text and "!!" not in text
+    got = BaselineFile(path).get("k")
+    assert got["value"] == 0.7 and type(got["value"]) is float and got["interval"] == [0.65, 0.75]
+
+
+@pytest.mark.parametrize("call,fragments", [
+    (lambda f: f.update(["x"]), ["update", "entries", "a list", "mapping of record names"]),
+    (lambda f: f.update({1: dict(BASE)}), ["entries key 1", "strings"]),
+    (lambda f: f.get(["k"]), ["get", "key=['k']", "a string"]),
+    (lambda f: f.update({"k": {"value": NAN}}), ["entries['k']", "'metric'", "baseline_record"]),
+    (lambda f: f.update({"k": {**BASE, "value": NAN}}), ["entries['k']", "'value'", "nan"]),
+    (lambda f: f.update({"k": None}), ["entries['k']", "found null", "baseline_record"]),
+    (lambda f: f.update({"k": {**BASE, "value": 0.9}}), ["'interval'", "outside its own interval"]),
+    (lambda f: f.update({"k": {**BASE, "unit": "bananas"}}), ["'unit'", "'bananas'", "queries"]),
+])
+def test_update_and_get_refuse_bad_arguments_and_write_nothing(tmp_path, call, fragments):
+    path = tmp_path / "b.baselines.yaml"
+    _expect(rc.InputError, lambda: call(BaselineFile(path)), *fragments)
+    assert not path.exists()
+
+
+def test_a_duplicated_key_in_a_baselines_file_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "b.baselines.yaml"
+    path.write_text("k:\n  metric: map\n  value: 0.5\nj:\n  metric: map\n  value: 0.5\nk:\n  metric: map\n"
+                    "  value: 0.6\n")
+    _expect(rc.InputError, lambda: BaselineFile(path), str(path), ":7", "duplicate key 'k'", "line 1")
+    path.write_text("k:\n  metric: map\n  value: 0.5\n  value: 0.6\n")
+    _expect(rc.InputError, lambda: BaselineFile(path), "duplicate key 'value'", "line 3")
+
+
+@pytest.mark.parametrize("patch,fragments", [
+    ({"value": 0.9}, ["'interval'", "0.9", "outside its own interval"]),
+    ({"unit": "bananas"}, ["'unit'", "bananas", "queries, groups"]),
+    ({"units": {"a": [NAN, 2], "b": [1.0, 2]}}, ["units.a", "unit a holds a sum of nan"]),
+    ({"units": {"a": ["x", 2]}}, ["units.a", "sum must be a finite number"]),
+])
+def test_a_record_inconsistent_with_itself_is_refused(patch, fragments):
+    _expect(rc.InputError, lambda: _baselines.check_record({**BASE, **patch}), *fragments)
+
+
+# ----------------------------------------------------------------------------- review: messages
+def test_a_result_where_a_record_is_expected_says_baseline_record(small):
+    rec = baseline_record(small, "medr")
+    for args in ((small, rec), (rec, small)):
+        msg = _expect(rc.InputError, lambda: assert_no_regression(*args), "evaluation result",
+                      "rc.baseline_record(result, metric)")
+        assert "Did you mean" not in msg
+    _expect(rc.InputError, lambda: measure_change("medr", small, rec), "baseline", "evaluation result",
+            "baseline_record")
+
+
+@pytest.mark.parametrize("precision,fragment,absent", [
+    (1.0000001, "precision=1.0000001", "0.01"), (1.2, "Did you mean 1 ", "0.012"), (90, "Did you mean 0.9", None),
+])
+def test_precision_slightly_above_one_is_not_read_as_percent(res, precision, fragment, absent):
+    msg = _expect(rc.InputError, lambda: rc.assert_recall_at_precision(res, 0.1, precision=precision), fragment,
+                  "(0, 1]")
+    if absent:
+        assert absent not in msg
+
+
+def test_accuracy_on_interval_uses_wilson_from_the_counts():
+    acc = rc.accuracy([1, 2, 3, 1], [1, 2, 2, 1])
+    rc.assert_metric(acc, "accuracy", at_least=0.2, on="interval")
+    with pytest.raises(AssertionError, match="Wilson score, 3 of 4 correct"):
+        rc.assert_metric(acc, "accuracy", at_least=0.5, on="interval")
+    with pytest.raises(AssertionError, match="90% interval"):
+        rc.assert_metric(acc, "accuracy", at_least=0.5, on="interval", confidence=0.9)
+
+
+def test_image_text_interval_without_resamples_says_n_resamples(image_text):
+    msg = _expect(rc.InputError, lambda: rc.assert_metric(image_text, "rsum", at_least=100, on="interval"),
+                  "on='interval'", "n_resamples > 0")
+    assert "more queries" not in msg
+
+
+def test_a_metric_not_computed_lists_what_the_result_holds(small):
+    acc = rc.accuracy([1, 2, 3, 1], [1, 2, 2, 1])
+    msg = _expect(rc.InputError, lambda: rc.assert_metric(acc, "map", at_least=0.1), "map was not computed",
+                  "holds: accuracy")
+    assert "other metrics" not in msg
+    _expect(rc.InputError, lambda: rc.assert_metric(small, "mrr", at_least=0.1), "holds: map, medr")
+
+
+def test_a_cam_result_of_another_measure_says_which_it_holds():
+    loc = _baselines_free_cam_result()
+    msg = _expect(rc.InputError, lambda: rc.assert_cam_iou_at_least(loc, 0.1, metric="cam_iou_box"),
+                  "cam_iou_box was not computed", "holds: cam_iou")
+    assert "other metrics" not in msg
+
+
+def _baselines_free_cam_result():
+    from retrieval_checks.classifiers._localization import LocalizationResult
+
+    return LocalizationResult(metric="cam_iou", value=0.5, low=0.4, high=0.6, confidence=0.95,
+                              per_image=np.array([0.4, 0.6]), rho=0.5)
+
+
+@pytest.mark.parametrize("call,fragments", [
+    (lambda r: rc.assert_map_at_least(r, None), ["assert_map_at_least", "at_least is required", "0.7"]),
+    (lambda r: rc.assert_recall_at_least(r, None), ["at_least is required"]),
+    (lambda r: rc.assert_rsum(r, None), ["assert_rsum", "at_least is required"]),
+    (lambda r: rc.assert_metric(r, "map", at_least=True), ["at_least=True", "a number such as 0.7"]),
+    (lambda r: rc.assert_metric(r, "map", at_least=10**400), ["at_least", "too large", "0.7"]),
+    (lambda r: rc.assert_metric(r, "map", at_least="9" * 400), ["at_least=", "characters"]),
+    (lambda r: rc.assert_recall_at_least(r, 0.5, k=10**400), ["hit_rate@", "characters"]),
+])
+def test_messages_name_the_fix_and_cut_long_values(res, call, fragments):
+    msg = _expect(rc.InputError, lambda: call(res), *fragments)
+    assert "at_most" not in msg.split("at_least is required")[0] if "required" in msg else True
+    assert len(msg) < 600
+
+
+def test_a_nan_unit_in_a_baselines_file_names_the_unit(tmp_path):
+    path = tmp_path / "b.baselines.yaml"
+    path.write_text("k:\n  metric: map\n  value: 0.5\n  units: {cats: [.nan, 2], dogs: [1.0, 2]}\n")
+    msg = _expect(rc.InputError, lambda: BaselineFile(path).get("k"), "units.cats", "unit cats holds a sum of nan")
+    assert "a list of 2" not in msg

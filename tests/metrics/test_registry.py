@@ -41,3 +41,39 @@ def test_capabilities_are_consistent():
 def test_map_at_k_and_aliases_share_the_family():
     assert rc.parse_metric("mAP@10").capabilities is FAMILIES["map"]
     assert rc.parse_metric("cmc@5").capabilities.gate == "assert_recall_at_least"
+
+
+@pytest.mark.parametrize("family,value,meant", [
+    ("mean_recall", 0.5, 50.0), ("mean_recall", 1.0, 100.0), ("rsum", 4.5, 450.0), ("rsum", 6.0, 600.0),
+    ("rsum", 7.0, None), ("mean_recall", 50.0, None), ("map", 70.0, 0.7),
+])
+def test_probable_meaning_matches_the_wrong_scale_check(family, value, meant):
+    from retrieval_checks.metrics import check_threshold, probable_meaning
+
+    fam = FAMILIES[family]
+    assert probable_meaning(value, fam) == meant
+    if meant is None or family == "map":
+        return
+    for role in ("at_least", "at_most"):
+        with pytest.raises(rc.InputError, match=f"Did you mean {meant:g}"):
+            check_threshold(fam, value, role=role)
+    # a stored value may be that low (a weak model): baselines are not refused for scale
+    assert check_threshold(fam, value, role="baseline") == value
+
+
+def test_check_threshold_tightens_with_the_attainable_high_and_the_baseline():
+    from retrieval_checks.metrics import check_threshold
+
+    rank, frac = FAMILIES["medr"], FAMILIES["map"]
+    with pytest.raises(rc.InputError, match="largest attainable value here is 56 \\(the gallery\\)"):
+        check_threshold(rank, 56, role="at_most", high=56, high_why="the gallery")
+    assert check_threshold(rank, 55, role="at_most", high=56) == 55
+    with pytest.raises(rc.InputError, match="never pass"):
+        check_threshold(rank, 57, role="at_least", high=56)
+    with pytest.raises(rc.InputError, match="at most 0.48"):
+        check_threshold(frac, 0.5, role="max_drop", baseline=0.48)
+    assert check_threshold(frac, 0.0, role="max_drop", baseline=0.0) == 0.0  # no drop tolerated: fine
+    with pytest.raises(rc.InputError, match="relative drop of 6"):
+        check_threshold(rank, 6, role="max_relative_drop", baseline=8, high=56)
+    assert check_threshold(rank, 5.9, role="max_relative_drop", baseline=8, high=56) == 5.9
+    assert check_threshold(rank, 10**6, role="max_drop", baseline=8) == 10**6  # no max rank known: unbounded
