@@ -433,6 +433,9 @@ def _k(k) -> int:
         if isinstance(k, numbers.Real) and not isinstance(k, bool) and math.isfinite(k) and k >= 1 and k == int(k):
             meant = f" (write k={int(k)})"
         raise InputError(f"k={_short(k)}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}.")
+    if k >= 2**63:
+        raise InputError(f"k={_short(k)}: larger than any gallery (K counts gallery items ranked first); use a K no "
+                         "larger than the gallery a query ranks.")
     return int(k)
 
 

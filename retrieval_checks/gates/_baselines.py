@@ -101,11 +101,23 @@ def baseline_record(result, metric: str, *, confidence: float | None = None, see
         rec["max_rank"] = int(top)
     if m.interval is not None and _clean(m.interval[0]) is not None and _clean(m.interval[1]) is not None:
         rec.update(interval=[float(m.interval[0]), float(m.interval[1])], confidence=m.confidence)
+    _around_value(rec)
     if spec.kind == "grouped":
         rec.update(_grouped_units(result.grouped[spec.name]))
     elif spec.capabilities.per_query and spec.name in getattr(result, "per_query", {}):
         rec.update(_query_units(result, spec, confidence, seed))
+    _around_value(rec)
     return rec
+
+
+def _around_value(rec: dict) -> None:
+    """A percentile bootstrap interval of a tiny or discrete sample can, rarely, miss
+    its own point value by a hair; a record's interval holds its value (check_record
+    refuses one that does not), so such an interval is widened to the value: the
+    conservative side for a significance test."""
+    iv = rec.get("interval")
+    if iv is not None:
+        rec["interval"] = [min(float(iv[0]), rec["value"]), max(float(iv[1]), rec["value"])]
 
 
 def _grouped_units(g) -> dict:
@@ -145,20 +157,28 @@ def _query_units(result, spec, confidence: float, seed: int) -> dict:
     return out
 
 
+def _finite(x) -> bool:
+    """Whether ``x`` (a real number) is finite as a float (a huge integer is not)."""
+    try:
+        return math.isfinite(float(x))
+    except (OverflowError, ValueError, TypeError):
+        return False
+
+
 def _kind(x) -> str:
     if x is None:
         return "null"
     if isinstance(x, bool):
         return f"a boolean ({x})"
     if isinstance(x, str):
-        return f"a string ({x[:40]!r})"
+        return f"a string ({_short(x, 50)})"
     if isinstance(x, (list, tuple)):
         return f"a list of {len(x)}"
     if isinstance(x, Mapping):
         return "a mapping"
     if isinstance(x, float) and not math.isfinite(x):
         return f"{x} (not a finite number)"
-    return f"{type(x).__name__} {x!r}"[:80]
+    return f"{type(x).__name__} {_short(x)}"
 
 
 def _name(k, limit: int = 60) -> str:
@@ -214,7 +234,7 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
         if not isinstance(iv, (list, tuple)) or len(iv) != 2:
             bad("interval", f"expected [low, high] (two numbers) or null, found {_kind(iv)}")
         for side, x in zip(("low", "high"), iv):
-            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
+            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not _finite(x):
                 bad("interval", f"the {side} bound must be a finite number, found {_kind(x)}")
         if float(iv[0]) > float(iv[1]):
             bad("interval", f"low {_short(iv[0])} > high {_short(iv[1])}; write [low, high]")
@@ -224,7 +244,7 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
                             f"{float(iv[1]):.6g}]; an interval is around its value")
     conf = rec.get("confidence")
     if conf is not None:
-        if isinstance(conf, bool) or not isinstance(conf, numbers.Real) or not 0 < float(conf) < 1:
+        if isinstance(conf, bool) or not isinstance(conf, numbers.Real) or not _finite(conf) or not 0 < float(conf) < 1:
             bad("confidence", f"expected a number strictly between 0 and 1 (e.g. 0.95), found {_kind(conf)}")
     for field in ("n", "n_skipped"):
         if rec.get(field) is not None and not _is_count(rec[field]):
@@ -247,8 +267,8 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
                                           f"{_kind(v)}")
             if isinstance(v[0], bool) or not isinstance(v[0], numbers.Real):
                 bad(f"units.{_name(k)}", f"the sum must be a finite number, found {_kind(v[0])}")
-            if not math.isfinite(float(v[0])):
-                bad(f"units.{_name(k)}", f"unit {_name(k)} holds a sum of {float(v[0])} (not a finite number)")
+            if not _finite(v[0]):
+                bad(f"units.{_name(k)}", f"unit {_name(k)} holds a sum of {_short(v[0])} (not a finite number)")
             if not _is_count(v[1]) or v[1] < 1:
                 bad(f"units.{_name(k)}", f"the count must be an integer >= 1, found {_kind(v[1])}")
     return dict(rec)

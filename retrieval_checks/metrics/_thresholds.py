@@ -52,6 +52,8 @@ def _fmt(x: float) -> str:
 
 def _short(value, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters (a 400-digit number never fills a message)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"{'-' if value < 0 else ''}an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     try:
         text = repr(value)
     except Exception:  # a hostile __repr__, or an int beyond Python's digit limit
@@ -76,7 +78,7 @@ def check_finite(value, field: str, *, what: str = "a finite number") -> float:
             if math.isfinite(parsed):
                 fix = f" Write it as a number, without quotes: {parsed:g}."
         if isinstance(value, bool):
-            fix = f" Write a number such as 0.7 (True and False are not thresholds)."
+            fix = " Write a number such as 0.7 (True and False are not thresholds)."
         raise InputError(f"{field}={_short(value)}: expected {what}, found {type(value).__name__}.{fix}")
     try:
         v = float(value)

@@ -1026,11 +1026,21 @@ def _baselines_free_cam_result():
     (lambda r: rc.assert_metric(r, "map", at_least=True), ["at_least=True", "a number such as 0.7"]),
     (lambda r: rc.assert_metric(r, "map", at_least=10**400), ["at_least", "too large", "0.7"]),
     (lambda r: rc.assert_metric(r, "map", at_least="9" * 400), ["at_least=", "characters"]),
-    (lambda r: rc.assert_recall_at_least(r, 0.5, k=10**400), ["hit_rate@", "characters"]),
+    (lambda r: rc.assert_recall_at_least(r, 0.5, k=10**400), ["k=", "401 digits", "larger than any gallery"]),
+    (lambda r: rc.assert_recall_at_least(r, 0.5, k=10**5000), ["k=", "digits", "larger than any gallery"]),
+    (lambda r: rc.assert_metric(r, "hit_rate@" + "9" * 300, at_least=0.5), ["was not computed", "characters"]),
 ])
 def test_messages_name_the_fix_and_cut_long_values(res, call, fragments):
     msg = _expect(rc.InputError, lambda: call(res), *fragments)
     assert "at_most" not in msg.split("at_least is required")[0] if "required" in msg else True
+    assert len(msg) < 600
+
+
+def test_record_messages_cut_huge_values():
+    msg = _expect(rc.InputError, lambda: _baselines.check_record({**BASE, "n": "9" * 5000}), "'n'", "characters")
+    assert len(msg) < 600
+    msg = _expect(rc.InputError, lambda: _baselines.check_record({**BASE, "confidence": 10**5000}), "'confidence'",
+                  "digits")
     assert len(msg) < 600
 
 
