@@ -37,12 +37,12 @@ from .._suggest import hint
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import _short, check_threshold
 from ..options import DEFAULTS
-from ._assertions import max_rank
+from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
 from ..errors import InputError, MetricNameError
-from ..stats._intervals import bootstrap_interval
+from ..stats._intervals import bootstrap_interval, wilson_interval
 
 __all__ = ["baseline_record", "BaselineFile", "BaselineStore", "assert_no_regression", "records_differ",
            "write_records", "baseline_path", "check_record"]
@@ -86,8 +86,9 @@ def baseline_record(result, metric: str, *, confidence: float | None = None, see
     seed = int(check_option("seed", seed))
     spec = metric_spec(metric)
     if spec.name not in result:
-        raise InputError(f"{spec.name} was not computed; computed: {', '.join(result)}. Evaluate it with "
-                         f"metrics=[{spec.name!r}].")
+        held = ", ".join(computed_metrics(result)) or "nothing the gates know"
+        raise InputError(f"{spec.name} was not computed; this {type(result).__name__} holds: {held[:400]}. Record "
+                         f"one of those, or evaluate it with metrics=[{spec.name!r}].")
     m = result.measure(spec.name)
     if not math.isfinite(float(m.value)):
         raise InputError(f"{spec.name} is {m.value} in this result: a baseline needs a finite value (check the "
@@ -101,6 +102,11 @@ def baseline_record(result, metric: str, *, confidence: float | None = None, see
         rec["max_rank"] = int(top)
     if m.interval is not None and _clean(m.interval[0]) is not None and _clean(m.interval[1]) is not None:
         rec.update(interval=[float(m.interval[0]), float(m.interval[1])], confidence=m.confidence)
+    elif spec.capabilities.interval == "wilson":  # accuracy's result holds the counts, not the interval
+        n_correct, n = getattr(result, "n_correct", None), getattr(result, "n", None)
+        if isinstance(n_correct, numbers.Integral) and isinstance(n, numbers.Integral) and 0 <= n_correct <= n > 0:
+            low, high = wilson_interval(int(n_correct), int(n), confidence)
+            rec.update(interval=[max(0.0, float(low)), min(1.0, float(high))], confidence=confidence)
     _around_value(rec)
     if spec.kind == "grouped":
         rec.update(_grouped_units(result.grouped[spec.name]))

@@ -1049,3 +1049,10 @@ def test_a_nan_unit_in_a_baselines_file_names_the_unit(tmp_path):
     path.write_text("k:\n  metric: map\n  value: 0.5\n  units: {cats: [.nan, 2], dogs: [1.0, 2]}\n")
     msg = _expect(rc.InputError, lambda: BaselineFile(path).get("k"), "units.cats", "unit cats holds a sum of nan")
     assert "a list of 2" not in msg
+
+
+def test_accuracy_records_carry_wilsons_interval_and_name_what_they_hold():
+    acc = rc.accuracy([1, 2, 3, 1], [1, 2, 2, 1])
+    rec = baseline_record(acc, "accuracy", confidence=0.9)
+    assert rec["interval"][0] < 0.75 < rec["interval"][1] and rec["confidence"] == 0.9
+    _expect(rc.InputError, lambda: baseline_record(acc, "map"), "map was not computed", "holds: accuracy")
