@@ -306,6 +306,23 @@ def _used_line(m: Measurement) -> str:
     return f"  queries: n_used {m.n_used} / n_skipped {m.n_skipped or 0}\n"
 
 
+def _bounds(result, spec, at_least, at_most) -> tuple:
+    """``at_least`` and ``at_most`` checked against the metric's unit and range, and a
+    rank's against the largest rank a query of ``result`` can get."""
+    fam = spec.capabilities
+    top, top_why = max_rank(result, spec.name)
+    if at_least is not None:
+        at_least = check_threshold(fam, at_least, role="at_least", field="at_least", metric=spec.name, high=top,
+                                   high_why=top_why)
+    if at_most is not None:
+        at_most = check_threshold(fam, at_most, role="at_most", field="at_most", metric=spec.name, high=top,
+                                  high_why=top_why)
+    if at_least is not None and at_most is not None and at_least > at_most:
+        raise InputError(f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "
+                         "swap them (at_least is the lower bound).")
+    return at_least, at_most
+
+
 def assert_metric(result, name: str, *, at_least: float | None = None, at_most: float | None = None,
                   on: str = "value", confidence: float | None = None, seed: int | None = None,
                   max_skipped: int | float | None = None, _gate: str = "assert_metric") -> None:
@@ -336,17 +353,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     max_skipped = check_option("max_skipped", max_skipped)
     _require_result(result, _gate)
     spec = metric_spec(name)
-    fam = spec.capabilities
-    top, top_why = max_rank(result, spec.name)
-    if at_least is not None:
-        at_least = check_threshold(fam, at_least, role="at_least", field="at_least", metric=spec.name, high=top,
-                                   high_why=top_why)
-    if at_most is not None:
-        at_most = check_threshold(fam, at_most, role="at_most", field="at_most", metric=spec.name, high=top,
-                                  high_why=top_why)
-    if at_least is not None and at_most is not None and at_least > at_most:
-        raise InputError(f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "
-                         "swap them (at_least is the lower bound).")
+    at_least, at_most = _bounds(result, spec, at_least, at_most)
     m = _measure(result, spec.name, _gate)
     found, why = _interval(result, m, confidence, seed) if on == "interval" else (None, None)
     if on == "interval" and found is None:

@@ -216,21 +216,10 @@ def _side(d, which: str, fam: Family | None, metric: str) -> dict:
     return out
 
 
-def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: float | None = None,
-                   max_relative_drop: float | None = None, direction: str | None = None,
-                   significant: bool = False, confidence: float = 0.95) -> Change:
-    """Compare ``current`` with ``baseline`` (dicts with ``value`` and optionally
-    ``low``, ``high``, ``confidence`` and ``units``: {unit key: (sum, count)}).
-
-    Fails when the drop exceeds ``max_drop`` or the relative drop exceeds
-    ``max_relative_drop`` (neither given: any drop beyond float noise, 1e-12, fails),
-    and, with ``significant=True``, only when the drop is also significant at level
-    ``1 - confidence``.
-
-    Fails closed: the tolerances are checked against the metric's unit and range
-    (``max_drop: 1`` on a fraction could never fail), and NaN or infinite values,
-    bounds and tolerances are refused with an :class:`~retrieval_checks.InputError`.
-    """
+def _direction(metric, direction, baseline, current) -> bool:
+    """Whether higher is better for ``metric``: its own direction, or ``direction``
+    for names the registry does not know; refuses results where records are expected
+    and records of another metric."""
     if not isinstance(metric, str):
         raise InputError(f"metric={_short(metric)}: expected a metric name (a string).")
     for which, d in (("baseline", baseline), ("current", current)):
@@ -255,6 +244,39 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     else:
         close = hint(direction, ("higher", "lower")) if isinstance(direction, str) else ""
         raise InputError(f"direction={_short(direction)}: use 'higher' or 'lower' (which way is better).{close}")
+    return hib
+
+
+def _check_attainable(fam: Family, metric: str, baseline: dict, current: dict, max_drop, max_relative_drop) -> None:
+    """A tolerance covering every drop attainable from this baseline could never fail
+    (a rank's upper end is the records' ``max_rank`` when they carry it)."""
+    ranks = [s["max_rank"] for s in (baseline, current) if s.get("max_rank") is not None]
+    high, high_why = (float(max(ranks)), "the records' max_rank") if ranks else (None, "")
+    if high is not None:
+        for side, which in ((baseline, "baseline"), (current, "current")):
+            check_threshold(fam, side["value"], role="baseline", field=f"{which} value", metric=metric, high=high,
+                            high_why=high_why)
+    b = baseline["value"]
+    _tolerance(fam, max_drop, "max_drop", metric, baseline=b, high=high, high_why=high_why)
+    _tolerance(fam, max_relative_drop, "max_relative_drop", metric, baseline=b, high=high, high_why=high_why)
+
+
+def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: float | None = None,
+                   max_relative_drop: float | None = None, direction: str | None = None,
+                   significant: bool = False, confidence: float = 0.95) -> Change:
+    """Compare ``current`` with ``baseline`` (dicts with ``value`` and optionally
+    ``low``, ``high``, ``confidence`` and ``units``: {unit key: (sum, count)}).
+
+    Fails when the drop exceeds ``max_drop`` or the relative drop exceeds
+    ``max_relative_drop`` (neither given: any drop beyond float noise, 1e-12, fails),
+    and, with ``significant=True``, only when the drop is also significant at level
+    ``1 - confidence``.
+
+    Fails closed: the tolerances are checked against the metric's unit and range
+    (``max_drop: 1`` on a fraction could never fail), and NaN or infinite values,
+    bounds and tolerances are refused with an :class:`~retrieval_checks.InputError`.
+    """
+    hib = _direction(metric, direction, baseline, current)
     if not isinstance(significant, bool):
         raise InputError(f"significant={_short(significant)}: expected True or False.")
     confidence = float(checked_option("confidence", confidence))
@@ -264,16 +286,8 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     baseline = _side(baseline, "baseline", fam, metric)
     current = _side(current, "current", fam, metric)
     b, c = baseline["value"], current["value"]
-    if fam is not None:  # a tolerance covering every attainable drop from this baseline could never fail
-        ranks = [s["max_rank"] for s in (baseline, current) if s.get("max_rank") is not None]
-        high, high_why = (float(max(ranks)), "the records' max_rank") if ranks \
-            else (None, "")
-        if high is not None:
-            for side, which in ((baseline, "baseline"), (current, "current")):
-                check_threshold(fam, side["value"], role="baseline", field=f"{which} value", metric=metric, high=high,
-                                high_why=high_why)
-        _tolerance(fam, max_drop, "max_drop", metric, baseline=b, high=high, high_why=high_why)
-        _tolerance(fam, max_relative_drop, "max_relative_drop", metric, baseline=b, high=high, high_why=high_why)
+    if fam is not None:
+        _check_attainable(fam, metric, baseline, current, max_drop, max_relative_drop)
     sign = 1.0 if hib else -1.0
     drop = sign * (b - c)
     relative = drop / abs(b) if b != 0 else (math.inf if drop > 0 else 0.0)
