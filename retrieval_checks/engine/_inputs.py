@@ -204,6 +204,72 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
             f"2^{log2_bound:.0f} (below float32's normal range, {_SCORE_FLOOR:.3g}), so scores would underflow to "
             f"zero and tie; {fix}."
         )
+    _check_row_scales(sides, gallery is None, similarity, what, fix)
+
+
+def _row_log2_norms(x, center=None) -> np.ndarray:
+    """log2 of every row's float64 norm (of ``x - center``), -inf for zero rows; each
+    row first scaled by an exact power of two, so subnormal and huge rows are measured
+    without underflow or overflow."""
+    out = []
+    for p in _float64_parts(x):
+        p = p.cpu().numpy() if is_torch_tensor(p) else p
+        if center is not None:
+            p = p - center
+        peak = np.abs(p).max(axis=1)
+        _, e = np.frexp(peak)
+        q = np.ldexp(p, -e[:, None])
+        with np.errstate(divide="ignore"):
+            out.append(np.where(peak > 0, np.log2(np.sqrt(np.einsum("ij,ij->i", q, q))) + e, -np.inf))
+    return np.concatenate(out)
+
+
+def _two_smallest(v: np.ndarray):
+    v = np.sort(v[np.isfinite(v)])
+    return (float(v[0]) if v.size else None), (float(v[1]) if v.size > 1 else None)
+
+
+def _check_row_scales(sides, loo: bool, similarity: str, what: str, fix: str) -> None:
+    """The largest score can be in range while the scores of the smallest rows are not:
+    a dot product of two tiny rows (or the squared distance between two rows very close
+    to the centring point, for neg_l2) underflows float32 and ties with every other such
+    pair, silently changing the ranking. Zero rows (exact ties) are not refused."""
+    if similarity not in ("dot", "neg_l2"):
+        return
+    center = None
+    if similarity == "neg_l2":
+        g = sides[-1][0]
+        total = None
+        for p in _float64_parts(g):
+            p = p.cpu().numpy() if is_torch_tensor(p) else p
+            total = p.sum(0) if total is None else total + p.sum(0)
+        center = np.round(total / int(g.shape[0]))  # the engine's centring point
+    logs = [_row_log2_norms(x, center) for x, _ in sides]
+    if loo:
+        a, b = _two_smallest(logs[0])
+        if a is None or b is None:
+            return
+        pair, where = (a + b if similarity == "dot" else 2 * b), (sides[0][1],)
+    else:
+        (qa, _), (ga, _) = _two_smallest(logs[0]), _two_smallest(logs[1])
+        if qa is None or ga is None:
+            return
+        pair = qa + ga if similarity == "dot" else 2 * max(qa, ga)
+        where = (sides[0][1], sides[1][1])
+    if pair >= math.log2(_SCORE_FLOOR):
+        return
+    rows = " and ".join(where)
+    if similarity == "dot":
+        detail = (f"the smallest nonzero row norms of {rows} multiply to about 2^{pair:.0f}, so the dot products "
+                  "of those rows")
+    else:
+        detail = (f"the rows of {rows} closest to the centring point (the gallery mean rounded to integers) give "
+                  f"squared distances of about 2^{pair:.0f}, which")
+    raise InputError(
+        f"{rows} hold rows too small for float32 {what}: {detail} underflow float32 "
+        f"(below {_SCORE_FLOOR:.3g}) and tie, silently changing the ranking; {fix} (per row: "
+        "normalise each row, or rescale the tiny rows)."
+    )
 
 
 def _check_kinds(labels, name: str) -> None:

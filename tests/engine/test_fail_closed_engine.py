@@ -368,3 +368,40 @@ def test_image_text_cosine_of_subnormal_rows_equals_the_unscaled_result(device):
     got = rc.evaluate_image_text(imgs * 1e-310, caps * 1e-310, cap_img, **kw)["rsum"]
     assert got == pytest.approx(want)
     assert got < 600
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+@pytest.mark.parametrize("kind", ["np64", "torch64"])
+def test_many_tiny_rows_beside_one_ordinary_row_are_refused(sim, kind):
+    x64 = np.vstack([X60[:-1].astype(np.float64) * 1e-25, X60[-1:]])
+    x = torch.from_numpy(x64) if kind == "torch64" else x64
+    with pytest.raises(rc.InputError, match="rows too small for float32") as info:
+        rc.evaluate(x, query_labels=Y60, metrics=["map"], similarity=sim)
+    msg = str(info.value)
+    assert "queries" in msg and "normalise" in msg and "rescale" in msg
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+def test_tiny_query_rows_against_an_ordinary_gallery_with_dot_are_judged_per_row(sim):
+    q = np.vstack([X60[:9].astype(np.float64) * 1e-40, X60[9:10]])
+    g = np.vstack([X60[:30].astype(np.float64) * 1e-5, X60[30:]])
+    if sim == "dot":  # the largest score is ordinary, those of the tiny queries underflow
+        with pytest.raises(rc.InputError, match="queries and gallery hold rows too small") as info:
+            rc.evaluate(q, g, query_labels=Y60[:10], gallery_labels=Y60, metrics=["map"], similarity=sim)
+        assert "row norms" in str(info.value) and "normalise" in str(info.value)
+    else:  # distances to ordinary gallery rows are ordinary
+        got = rc.evaluate(q, g, query_labels=Y60[:10], gallery_labels=Y60, metrics=["map"], similarity=sim)
+        assert 0 <= got["map"] <= 1
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+def test_one_tiny_row_and_zero_rows_are_not_refused(sim):
+    base = np.vstack([X60[:-1], X60[-1:] * 1e-6]).astype(np.float64)
+    want = rc.evaluate(base, query_labels=Y60, metrics=["map"], similarity=sim)["map"]
+    one = np.vstack([X60[:-1], X60[-1:] * 1e-30]).astype(np.float64)
+    assert rc.evaluate(one, query_labels=Y60, metrics=["map"], similarity=sim)["map"] == pytest.approx(want)
+    zeros = X60.copy()
+    zeros[:3] = 0
+    assert 0 <= rc.evaluate(zeros, query_labels=Y60, metrics=["map"], similarity=sim)["map"] <= 1
+    ints = np.random.default_rng(3).integers(-3, 4, size=(60, 8))
+    assert 0 <= rc.evaluate(ints, query_labels=Y60, metrics=["map"], similarity=sim)["map"] <= 1
