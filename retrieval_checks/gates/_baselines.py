@@ -6,7 +6,9 @@ A baseline record holds ``metric``, ``value``, ``interval`` ([low, high] or null
 ``confidence``, ``n`` and ``unit`` (what was counted), and ``units``: per class (or
 grouped-recall group, or query when there are no labels and at most 5000 of them) the
 sum and count of the per-query values, which is exactly what the paired cluster-robust
-test of :func:`retrieval_checks.compare` needs, in a few lines per class. Records of
+test of :func:`retrieval_checks.compare` needs, in a few lines per class. A rank
+metric's record also holds ``max_rank``, the largest rank a query could get (from the
+gallery), against which drop tolerances are checked. Records of
 metrics without per-query values (pair metrics, the discriminant ratio, image-text
 metrics) keep the value and interval only.
 """

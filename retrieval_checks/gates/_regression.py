@@ -265,7 +265,9 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
                    max_relative_drop: float | None = None, direction: str | None = None,
                    significant: bool = False, confidence: float = 0.95) -> Change:
     """Compare ``current`` with ``baseline`` (dicts with ``value`` and optionally
-    ``low``, ``high``, ``confidence`` and ``units``: {unit key: (sum, count)}).
+    ``low``, ``high``, ``confidence``, ``units``: {unit key: (sum, count)}, and for a
+    rank metric ``max_rank``: the largest rank a query can get). A dict that names
+    its ``metric`` (a record) must name ``metric``'s.
 
     Fails when the drop exceeds ``max_drop`` or the relative drop exceeds
     ``max_relative_drop`` (neither given: any drop beyond float noise, 1e-12, fails),
@@ -273,7 +275,9 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     ``1 - confidence``.
 
     Fails closed: the tolerances are checked against the metric's unit and range
-    (``max_drop: 1`` on a fraction could never fail), and NaN or infinite values,
+    (``max_drop: 1`` on a fraction could never fail) and against the drop attainable
+    from the baseline (``max_drop=0.99`` from a mAP of 0.48 could never fail; a
+    rank's upper end is ``max_rank`` when the dicts carry it), and NaN or infinite values,
     bounds and tolerances are refused with an :class:`~retrieval_checks.InputError`.
     """
     hib = _direction(metric, direction, baseline, current)
