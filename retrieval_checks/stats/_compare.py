@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
-from ._intervals import check_resamples, mean_rows, medr_rows, resample_stats, resolve_cluster
+from ._intervals import check_resamples, result_setting, mean_rows, medr_rows, resample_stats, resolve_cluster
 
 __all__ = ["Comparison", "compare"]
 
@@ -72,11 +72,11 @@ def compare(
     baseline,
     metric: str,
     *,
-    confidence: float = DEFAULTS["confidence"],
+    confidence: float | None = None,
     method: str = "t",
     cluster: str = "auto",
     n_resamples: int = 2000,
-    seed: int = DEFAULTS["seed"],
+    seed: int | None = None,
 ) -> Comparison:
     """Paired comparison of two models evaluated on the same queries (same order).
 
@@ -86,8 +86,13 @@ def compare(
     ``grouped_recall@K``, the groups of the shared partition (same ``group_seed`` and
     ``group_size``). ``method="t"``: CLT interval and p-values on the paired
     differences (Student t); ``method="bootstrap"``: percentile bootstrap of the mean
-    difference, p-values from the bootstrap distribution.
+    difference, p-values from the bootstrap distribution. ``confidence`` and ``seed``
+    default to the results' own (``evaluate(confidence=..., seed=...)``), else 0.95 and 0.
     """
+    sides = ("candidate", "baseline")
+    confidence = result_setting(candidate, "confidence", confidence, DEFAULTS["confidence"], others=(baseline,),
+                                sides=sides)
+    seed = result_setting(candidate, "seed", seed, DEFAULTS["seed"], others=(baseline,), sides=sides)
     check_option("confidence", confidence)
     check_option("seed", seed)
     if not isinstance(method, str) or method not in ("t", "bootstrap"):

@@ -21,12 +21,18 @@ from scipy import stats
 from ..errors import InputError
 from ..metrics._accuracy import AccuracyResult
 from ..metrics._names import parse_metric
+from ..metrics._registry import family
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
-from ._intervals import (UNIT_NAMES, check_resamples, mean_rows, medr_rows, newcombe_interval, per_query_values,
+from ._intervals import (UNIT_NAMES, check_resamples, result_setting, mean_rows, medr_rows, newcombe_interval, per_query_values,
                          resample_stats, resolve_cluster)
 
 __all__ = ["Gap", "generalization_gap"]
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 20] + f"... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,10 @@ def generalization_gap(
     test,
     metric: str | None = None,
     *,
-    confidence: float = DEFAULTS["confidence"],
+    confidence: float | None = None,
     n_resamples: int = 2000,
     cluster: str = "auto",
-    seed: int = DEFAULTS["seed"],
+    seed: int | None = None,
     allow_label_mismatch: bool = False,
     labels: tuple[str, str] = ("train", "test"),
 ) -> Gap:
@@ -76,20 +82,51 @@ def generalization_gap(
     - Any other query-level metric: an independent two-sample bootstrap (percentile)
       of the difference, resampling classes (``cluster="auto"``/``"label"``, the
       default when labels exist) or queries (``"query"``).
+
+    ``confidence`` and ``seed`` default to the results' own (``evaluate(confidence=...,
+    seed=...)``), else 0.95 and 0. Gaps are defined for fraction metrics only: a rank
+    metric (medr, meanr) is lower-is-better, so overfitting gives a negative gap and an
+    upper bound on the gap would pass; gate the test value instead.
     """
-    check_option("confidence", confidence)
-    check_option("seed", seed)
     if (not isinstance(labels, (tuple, list)) or len(labels) != 2
             or not all(isinstance(x, str) for x in labels)):
-        raise InputError(f"labels={labels!r}: give the two sides' names, e.g. ('train', 'test').")
+        raise InputError(f"labels={_short(labels)}: give the two sides' names, e.g. ('train', 'test').")
     labels = tuple(labels)
+    confidence = result_setting(train, "confidence", confidence, DEFAULTS["confidence"], others=(test,),
+                                sides=labels)
+    seed = result_setting(train, "seed", seed, DEFAULTS["seed"], others=(test,), sides=labels)
+    check_option("confidence", confidence)
+    check_option("seed", seed)
+    check_resamples(n_resamples)
     if not isinstance(allow_label_mismatch, bool):
-        raise InputError(f"allow_label_mismatch={allow_label_mismatch!r}: use True or False.")
+        raise InputError(f"allow_label_mismatch={_short(allow_label_mismatch)}: use True or False.")
     if isinstance(train, AccuracyResult) or isinstance(test, AccuracyResult):
+        if metric is not None and metric != "accuracy":
+            held = "accuracy" if isinstance(train, AccuracyResult) and isinstance(test, AccuracyResult) else None
+            raise InputError(
+                f"metric={_short(metric)}, but "
+                + (f"the {labels[0]} and {labels[1]} results are AccuracyResults, which hold only accuracy"
+                   if held else "one side is an AccuracyResult (holding only accuracy)")
+                + "; pass metric='accuracy' (or leave it out), or pass two EvaluationResults for a retrieval metric."
+            )
         return _accuracy_gap(train, test, confidence, allow_label_mismatch, labels)
     if metric is None:
         raise InputError("metric is missing: name the metric whose gap to compute, e.g. 'grouped_recall@1'.")
     spec = parse_metric(metric)
+    fam = family(spec.family)
+    if not fam.gap:
+        if fam.unit == "rank":
+            raise InputError(
+                f"{spec.name}: a generalization gap is not defined for a rank metric. Ranks are lower-is-better, "
+                f"so the gap train - test of an overfitting model is negative and an upper bound on it "
+                f"(assert_gap_below) would pass. Gate the test value instead (assert_metric(test, "
+                f"'{spec.name}', at_most=...)), or take the gap of a fraction metric such as hit_rate@K or mrr."
+            )
+        raise InputError(
+            f"{spec.name}: a generalization gap is not defined for this metric (gaps are for per-query fraction "
+            "metrics such as hit_rate@K, map, mrr, grouped_recall@K and accuracy); gate the test value with "
+            "assert_metric instead."
+        )
     for side, res in zip(labels, (train, test)):
         if not hasattr(res, "per_query") or not hasattr(res, "grouped"):
             raise InputError(f"{side} must be an EvaluationResult or AccuracyResult, got {type(res).__name__}.")

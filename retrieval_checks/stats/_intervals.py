@@ -25,7 +25,7 @@ from ..metrics._ranking import aggregate
 from ..options import check_option
 
 __all__ = ["Interval", "bootstrap_interval", "check_count", "wilson_interval", "newcombe_interval", "resample_stats", "mean_rows",
-           "medr_rows", "resolve_cluster", "check_resamples", "per_query_values", "UNIT_NAMES"]
+           "medr_rows", "resolve_cluster", "check_resamples", "result_setting", "MAX_RESAMPLES", "per_query_values", "UNIT_NAMES"]
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,46 @@ def resolve_cluster(cluster: str, *results) -> str:
     return cluster
 
 
+#: The most bootstrap resamples any function takes (the option table's bound too):
+#: beyond a million the interval no longer changes, while time and memory grow.
+MAX_RESAMPLES = 1_000_000
+
+
 def check_resamples(n_resamples: int) -> None:
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 100:
-        raise InputError(f"n_resamples={n_resamples!r}: use at least 100 resamples (1000+ for 95% intervals).")
+        shown = repr(n_resamples)
+        shown = shown if len(shown) <= 40 else shown[:20] + "..." + f" ({len(shown)} characters)"
+        raise InputError(f"n_resamples={shown}: use at least 100 resamples (1000+ for 95% intervals).")
+    if n_resamples > MAX_RESAMPLES:
+        digits = len(str(int(n_resamples)))
+        shown = str(int(n_resamples)) if digits <= 20 else f"a {digits}-digit number"
+        raise InputError(
+            f"n_resamples={shown}: at most {MAX_RESAMPLES:,} resamples (more no longer changes the interval but "
+            "costs time and memory); use 2000 to 10000."
+        )
+
+
+def result_setting(result, name: str, value, default, *, others=(), sides=("result",)):
+    """``value`` when given; else the results' own setting (``result.config[name]``, what
+    ``evaluate(confidence=..., seed=...)`` recorded); else ``default``. An interval is
+    never silently at another confidence than the one the result was evaluated with.
+    Two results (``others``) that recorded different settings need the argument."""
+    if value is not None:
+        return value
+    found = []
+    for side, res in zip(sides, (result, *others)):
+        config = getattr(res, "config", None)
+        if isinstance(config, dict) and config.get(name) is not None:
+            found.append((side, config[name]))
+    if not found:
+        return default
+    if len({repr(v) for _, v in found}) > 1:
+        shown = ", ".join(f"{side} {v!r}" for side, v in found)
+        raise InputError(
+            f"{name} was not given and the results were evaluated with different {name}s ({shown}); "
+            f"pass {name}= explicitly."
+        )
+    return found[0][1]
 
 
 def per_query_values(result, metric: str):
@@ -195,11 +232,11 @@ def bootstrap_interval(
     result: EvaluationResult,
     metric: str,
     *,
-    confidence: float = 0.95,
+    confidence: float | None = None,
     n_resamples: int = 2000,
     method: str = "bca",
     cluster: str = "auto",
-    seed: int = 0,
+    seed: int | None = None,
 ) -> Interval:
     """Bootstrap interval of a query-level metric from its per-query values.
 
@@ -210,8 +247,12 @@ def bootstrap_interval(
     independent (e.g. one query per class). ``"auto"`` (default) is ``"label"``
     whenever the result has labels. ``method`` is ``"bca"``
     (bias-corrected and accelerated; acceleration from the jackknife) or
-    ``"percentile"``. Seeded: the same inputs give the same interval.
+    ``"percentile"``. Seeded: the same inputs give the same interval. ``confidence``
+    and ``seed`` default to the result's own (``evaluate(confidence=..., seed=...)``),
+    else 0.95 and 0.
     """
+    confidence = result_setting(result, "confidence", confidence, 0.95)
+    seed = result_setting(result, "seed", seed, 0)
     check_option("confidence", confidence)
     check_option("seed", seed)
     check_resamples(n_resamples)
