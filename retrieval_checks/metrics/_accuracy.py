@@ -79,11 +79,21 @@ def accuracy(predictions, labels) -> AccuracyResult:
         raise InputError(f"predictions must be (n,) labels or (n x classes) scores, got shape {p.shape}.")
     if p.shape[0] != y.shape[0]:
         raise InputError(f"predictions cover {p.shape[0]} samples but labels cover {y.shape[0]}; they must match.")
+    for name, a in (("predictions", p), ("labels", y)):
+        if a.dtype.kind == "f" and a.size and not (a == np.round(a)).all():
+            i = int(np.flatnonzero(a != np.round(a))[0])
+            extra = (" For probabilities or scores pass an (n x n_classes) score matrix (e.g. np.stack([1 - p, p], "
+                     "axis=1) for one probability per sample), whose arg-max is the prediction."
+                     if name == "predictions" else "")
+            raise InputError(
+                f"{name} holds non-integer numbers (e.g. {a[i].item()!r} at position {i}); 1-D {name} are class labels, "
+                f"which must be integer class indices or strings.{extra}"
+            )
     kp, ky = _kind(p, "predictions"), _kind(y, "labels")
     if kp != ky:
         raise InputError(
             f"predictions are {kp}s but labels are {ky}s, so no prediction could equal its label (accuracy would "
-            "be 0); convert both to the same type (e.g. str(label) or int(label))."
+            "be 0); convert both to the same type (e.g. str(label) or int(label); bytes with b.decode())."
         )
     correct = np.asarray(p == y, dtype=bool)
     n_correct = int(correct.sum())
@@ -94,11 +104,13 @@ def _kind(a: np.ndarray, name: str) -> str:
     """``"number"`` or ``"string"``: predictions and labels must be of one kind."""
     if a.dtype.kind in "biuf":
         return "number"
-    if a.dtype.kind in "US":
+    if a.dtype.kind == "U":
         return "string"
-    kinds = {"string" if isinstance(v, (str, bytes)) else "number" if isinstance(v, (int, float, np.number))
-             else type(v).__name__ for v in a.ravel()}
-    if len(kinds) != 1 or not kinds <= {"string", "number"}:
+    if a.dtype.kind == "S":
+        return "bytes string"
+    kinds = {"string" if isinstance(v, str) else "bytes string" if isinstance(v, bytes)
+             else "number" if isinstance(v, (int, float, np.number)) else type(v).__name__ for v in a.ravel()}
+    if len(kinds) != 1 or not kinds <= {"string", "bytes string", "number"}:
         raise InputError(f"{name} holds values of types {', '.join(sorted(kinds))}; use one type (all ints or all "
                          "strings).")
     return kinds.pop()

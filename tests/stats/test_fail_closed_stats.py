@@ -239,3 +239,101 @@ def test_stats_raise_only_library_errors(option, value, metric, other):
             call()
         except rc.RetrievalChecksError:
             pass
+
+
+# ----------------------------------------------------------------------------- review of issue 12
+RANKS = ["map", "mrr", "medr", "meanr", "hit_rate@1"]
+C50 = rc.evaluate(X, query_labels=Y, metrics=RANKS, confidence=0.5)
+D50 = rc.evaluate(X + 0.5 * RNG.normal(size=X.shape).astype(np.float32), query_labels=Y, metrics=RANKS,
+                  confidence=0.5)
+C95 = rc.evaluate(X, query_labels=Y, metrics=RANKS)
+
+
+def test_bootstrap_interval_takes_the_results_confidence_unless_given():
+    iv = rc.bootstrap_interval(C50, "map")
+    assert iv.confidence == 0.5 and "50%" in str(iv)
+    wide = rc.bootstrap_interval(C50, "map", confidence=0.95)
+    assert wide.confidence == 0.95 and (wide.high - wide.low) > (iv.high - iv.low)
+    assert rc.bootstrap_interval(C95, "map").confidence == 0.95
+
+
+def test_bootstrap_interval_takes_the_results_seed_unless_given():
+    res = rc.evaluate(X, query_labels=Y, metrics=["map"])
+    res.config["seed"] = 5
+    assert rc.bootstrap_interval(res, "map") == rc.bootstrap_interval(res, "map", seed=5)
+
+
+@pytest.mark.parametrize("fn", ["compare", "gap"])
+def test_compare_and_gap_take_the_results_confidence_and_refuse_a_disagreement(fn):
+    call = (lambda a, b, **kw: rc.compare(a, b, "map", **kw)) if fn == "compare" else (
+        lambda a, b, **kw: rc.generalization_gap(a, b, "map", **kw))
+    assert call(C50, D50).confidence == 0.5
+    assert call(C50, D50, confidence=0.9).confidence == 0.9
+    with pytest.raises(rc.InputError, match="different confidences") as info:
+        call(C50, C95)
+    assert "pass confidence=" in str(info.value)
+    assert call(C50, C95, confidence=0.8).confidence == 0.8
+
+
+def test_an_accuracy_gap_refuses_a_metric_the_results_do_not_hold():
+    a, b = rc.accuracy([1, 2, 3], [1, 2, 3]), rc.accuracy([1, 3, 2], [1, 2, 3])
+    with pytest.raises(rc.InputError, match="hold only accuracy") as info:
+        rc.generalization_gap(a, b, "map")
+    assert "metric='accuracy'" in str(info.value)
+    assert rc.generalization_gap(a, b, "accuracy").metric == "accuracy"
+    assert rc.generalization_gap(a, b).metric == "accuracy"
+
+
+@pytest.mark.parametrize("metric", ["medr", "meanr", "i2t_medr", "t2i_meanr"])
+def test_a_gap_of_a_rank_metric_is_refused_with_the_reason_and_the_fix(metric):
+    with pytest.raises(rc.InputError, match="rank metric") as info:
+        rc.generalization_gap(C50, D50, metric)
+    msg = str(info.value)
+    assert "negative" in msg and "at_most" in msg and "hit_rate@K" in msg
+
+
+@pytest.mark.parametrize("call", [
+    lambda n: rc.bootstrap_interval(A, "map", n_resamples=n),
+    lambda n: rc.compare(A, B, "map", method="bootstrap", n_resamples=n),
+    lambda n: rc.generalization_gap(A, B, "map", n_resamples=n),
+])
+@pytest.mark.parametrize("n", [10**400, 10**12, 1_000_001])
+def test_huge_n_resamples_is_refused_before_any_allocation(call, n):
+    with pytest.raises(rc.InputError, match="n_resamples") as info:
+        call(n)
+    msg = str(info.value)
+    assert "1,000,000" in msg and len(msg) < 300
+
+
+def test_the_option_table_bounds_n_resamples():
+    from retrieval_checks.options import check_option
+
+    assert check_option("n_resamples", 1_000_000) == 1_000_000
+    for n in (10**400, 10**12):
+        with pytest.raises(rc.InputError, match="n_resamples") as info:
+            check_option("n_resamples", n)
+        assert "1000000" in str(info.value)
+    rng = np.random.default_rng(0)
+    imgs = rng.normal(size=(10, 4))
+    with pytest.raises(rc.InputError, match="n_resamples"):
+        rc.evaluate_image_text(imgs, imgs.repeat(2, axis=0), np.arange(20) // 2, n_resamples=10**400)
+    with pytest.raises(rc.InputError, match="n_resamples"):
+        rc.cam_iou(np.zeros((2, 8, 8)), boxes=[[0, 0, 4, 4]] * 2, n_resamples=10**400)
+
+
+@pytest.mark.parametrize("pred,labels,match,names", [
+    ([b"a"], ["a"], "bytes strings but labels are strings", "decode"),
+    (np.array([0.9, 0.1]), [1, 0], "non-integer numbers", "score matrix"),
+    ([1.5, 2.0], [1, 2], "non-integer numbers", "integer class indices"),
+    ([1, 2], [1.5, 2.0], "labels holds non-integer", "integer class indices"),
+])
+def test_accuracy_refuses_what_it_cannot_compare(pred, labels, match, names):
+    with pytest.raises(rc.InputError, match=match) as info:
+        rc.accuracy(pred, labels)
+    assert names in str(info.value)
+
+
+def test_accuracy_still_reads_integral_floats_and_bytes_against_bytes():
+    assert rc.accuracy([1.0, 2.0], [1, 2]).value == 1.0
+    assert rc.accuracy([b"a", b"b"], [b"a", b"a"]).value == 0.5
+    assert rc.accuracy(np.array([[0.9, 0.1], [0.2, 0.8]]), [0, 0]).value == 0.5
