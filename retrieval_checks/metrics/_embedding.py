@@ -30,6 +30,10 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
     first divided by a power of two near their largest magnitude (exact), so values
     near 1e200 (float64) or 1e30 (float32) give the same J as the unscaled data
     instead of an overflow to NaN, and ``eps`` acts at that normalised scale.
+
+    Refused (:class:`~retrieval_checks.InputError`): a single class, and a within-class
+    scatter of 0 (every class a singleton, or identical items in every class), where J
+    is undefined.
     """
     kinds = sequence_kinds(labels)
     if kinds and len(kinds) > 1 and not kinds & {"list", "tuple", "ndarray"}:
@@ -62,6 +66,7 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
         mu = x.mean(dim=0)
         tr_b = (counts * ((mu_c - mu) ** 2).sum(dim=1)).sum()
         tr_w = ((x - mu_c[codes]) ** 2).sum()
+        _check_defined(k, counts.detach().cpu().numpy(), float(tr_w.detach()), eps)
         return tr_b / (tr_w + eps)
     x = as_numpy(embeddings, "embeddings")
     if x.dtype.kind not in "biuf":
@@ -91,4 +96,30 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
     mu = x.mean(axis=0)
     tr_b = float((counts * ((mu_c - mu) ** 2).sum(axis=1)).sum())
     tr_w = float(((x - mu_c[codes]) ** 2).sum())
+    _check_defined(k, counts, tr_w, eps)
     return tr_b / (tr_w + eps)
+
+
+def _check_defined(k: int, counts, tr_w: float, eps: float) -> None:
+    """J = Tr(S_B) / Tr(S_W) needs two classes and some within-class scatter: with one
+    class there is no between-class scatter to compare, and with S_W = 0 (singleton
+    classes, or identical items in every class) J is a division by ``eps``, a number of
+    no meaning (1e13 for random data with one item per class)."""
+    if k < 2:
+        raise InputError(
+            "labels hold a single class: the discriminant ratio compares between-class with within-class scatter, "
+            "so it needs embeddings of at least 2 classes; pass items of 2 or more classes."
+        )
+    if tr_w <= eps:
+        if not (np.asarray(counts) >= 2).any():
+            raise InputError(
+                f"every class has a single item ({k} classes for {k} embeddings), so the within-class scatter S_W is "
+                "0 and J = Tr(S_B) / Tr(S_W) is undefined; give classes 2 or more items each (J measures how tight "
+                "the items of one label are), or check that labels are class labels, not item ids."
+            )
+        raise InputError(
+            "the within-class scatter S_W is 0 (the items of every class are identical" +
+            (", or the embeddings are constant" if tr_w == 0 else ", up to eps") +
+            "), so J = Tr(S_B) / Tr(S_W) is undefined; check the embeddings (duplicated or collapsed rows) and the "
+            "labels, or use a measure defined for collapsed embeddings."
+        )

@@ -337,3 +337,20 @@ def test_accuracy_still_reads_integral_floats_and_bytes_against_bytes():
     assert rc.accuracy([1.0, 2.0], [1, 2]).value == 1.0
     assert rc.accuracy([b"a", b"b"], [b"a", b"a"]).value == 0.5
     assert rc.accuracy(np.array([[0.9, 0.1], [0.2, 0.8]]), [0, 0]).value == 0.5
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+@pytest.mark.parametrize("x,labels,match,fix", [
+    (X, np.arange(40), "every class has a single item", "2 or more items"),
+    (X, np.zeros(40, int), "single class", "2 classes"),
+    (np.ones((40, 8)), Y, "within-class scatter S_W is 0", "check the embeddings"),
+    (np.zeros((40, 8)), Y, "within-class scatter S_W is 0", "check the embeddings"),
+    (np.repeat(np.eye(5, 8), 8, axis=0), np.repeat(np.arange(5), 8), "identical", "duplicated"),
+])
+def test_discriminant_ratio_refuses_an_undefined_ratio(kind, x, labels, match, fix):
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        x = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    with pytest.raises(rc.InputError, match=match) as info:
+        rc.discriminant_ratio(x, labels)
+    assert fix in str(info.value)
