@@ -96,6 +96,12 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
         raise InputError(f"grad_cam needs a torch.nn.Module, got {type(model).__name__}.")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise InputError(f"batch_size={batch_size!r}: use a positive integer.")
+    if not isinstance(upsample, (bool, np.bool_)):
+        shown = repr(upsample)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise InputError(f"upsample={shown}: use True (maps at the images' size) or False (at the layer's "
+                         "resolution).")
+    upsample = bool(upsample)
     x_all = check_images(images, model, torch)
     if x_all.ndim != 4:
         raise InputError(f"images have shape {tuple(x_all.shape)}; Grad-CAM needs (N, C, H, W).")

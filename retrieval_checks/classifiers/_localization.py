@@ -82,17 +82,24 @@ def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
         raise InputError(f"shape={shape!r}: give the image size (H, W), two positive integers.")
     H, W = int(shape[0]), int(shape[1])
     if isinstance(boxes, np.ndarray) and boxes.ndim == 2:
-        per_image = [boxes[i:i + 1] for i in range(boxes.shape[0])]
+        raw = [boxes[i:i + 1] for i in range(boxes.shape[0])]
     elif isinstance(boxes, (list, tuple)) or (isinstance(boxes, np.ndarray) and boxes.dtype == object):
-        per_image = []
-        for i, b in enumerate(boxes):
-            try:
-                per_image.append(np.asarray(b, dtype=float).reshape(-1, 4))
-            except (TypeError, ValueError):
-                raise InputError(f"boxes of image {i} ({b!r:.60}) are not (k x 4) numbers (x0, y0, x1, y1).") from None
+        raw = list(boxes)
     else:
         raise InputError(f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__} "
                          f"of shape {getattr(boxes, 'shape', None)}.")
+    per_image = []
+    for i, b in enumerate(raw):
+        try:
+            a = np.asarray(b)
+            per_image.append((a if a.dtype.kind in "iuf" else a.astype(float)).reshape(-1, 4))
+        except OverflowError:
+            raise InputError(f"boxes of image {i} hold a coordinate too large for a float (a number of hundreds of "
+                             f"digits); give pixel coordinates (x0, y0, x1, y1) inside the {W} x {H} image.") from None
+        except (TypeError, ValueError):
+            shown = repr(b)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise InputError(f"boxes of image {i} ({shown}) are not (k x 4) numbers (x0, y0, x1, y1).") from None
     masks = np.zeros((len(per_image), H, W), dtype=bool)
     for i, bs in enumerate(per_image):
         bs = np.asarray(bs)
@@ -100,13 +107,14 @@ def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
             raise InputError(f"boxes of image {i} have shape {bs.shape}; each box is (x0, y0, x1, y1).")
         for b in bs.reshape(-1, 4):
             if not np.all(np.isfinite(b)):
-                raise InputError(f"image {i}: box {b.tolist()} is not finite.")
+                raise InputError(f"boxes: image {i}: box {b.tolist()} is not finite; give pixel coordinates "
+                                 f"(x0, y0, x1, y1) inside the {W} x {H} image.")
             x0, y0, x1, y1 = (int(round(v)) for v in b)
             if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
-                raise InputError(f"image {i}: box {b.tolist()} lies outside the {W} x {H} image (x in [0, {W}], "
+                raise InputError(f"boxes: image {i}: box {b.tolist()} lies outside the {W} x {H} image (x in [0, {W}], "
                                  f"y in [0, {H}], ends exclusive); clip it or fix its coordinates.")
             if x1 <= x0 or y1 <= y0:
-                raise InputError(f"image {i}: box {b.tolist()} is empty (need x1 > x0 and y1 > y0).")
+                raise InputError(f"boxes: image {i}: box {b.tolist()} is empty (need x1 > x0 and y1 > y0).")
             masks[i, y0:y1, x0:x1] = True
     return masks
 

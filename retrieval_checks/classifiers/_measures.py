@@ -41,7 +41,7 @@ from ..models._embed import embed, require_torch
 from ..stats._gaps import generalization_gap
 from ..options import check_option
 from ..stats._intervals import check_count, wilson_interval
-from .._arrays import as_numpy
+from .._arrays import as_numpy, is_torch_tensor
 from ._gradcam import check_images, grad_cam
 from ._localization import cam_iou, cam_iou_box
 
@@ -123,18 +123,31 @@ def nuclear_norm(model_or_probabilities, images=None, *, batch_size: int = 256, 
     """Nuclear norm of the softmax prediction matrix: from a model and images, or from an
     (N x K) probability matrix directly."""
     if images is None:
-        p = as_numpy(model_or_probabilities, "probabilities")
+        given = model_or_probabilities
+        if callable(given) and not hasattr(given, "__array__") and not is_torch_tensor(given):
+            raise InputError(
+                f"images= is missing: nuclear_norm got a {type(given).__name__} (a model) but no images; call "
+                "nuclear_norm(model, images) or pass an (N images x K classes) matrix of softmax probabilities."
+            )
+        # rounding of a low-precision dtype moves each row's sum by up to its epsilon
+        source = str(getattr(given, "dtype", ""))
+        low = {"torch.bfloat16": 2.0**-8, "bfloat16": 2.0**-8, "torch.float16": 2.0**-11, "float16": 2.0**-11,
+               "torch.half": 2.0**-11}.get(source)
+        p = as_numpy(given, "probabilities")
         if p.dtype.kind not in "biuf":
             raise InputError(f"the prediction matrix has dtype {p.dtype}; pass an (N images x K classes) array of "
-                             "softmax probabilities, or the model and the images.")
+                             "softmax probabilities, or the model and the images (nuclear_norm(model, images)).")
         p = p.astype(np.float64)
         if p.ndim != 2 or p.size == 0:
             raise InputError(f"the prediction matrix has shape {p.shape}; need (N images x K classes).")
         if not np.isfinite(p).all():
             raise InputError("the prediction matrix has NaN or Inf values; pass softmax probabilities.")
-        if (p < 0).any() or not np.allclose(p.sum(axis=1), 1.0, atol=1e-6):
+        tol = 1e-6 if low is None else 2 * low
+        if (p < 0).any() or not np.allclose(p.sum(axis=1), 1.0, rtol=0.0, atol=tol):
             raise InputError("rows of the prediction matrix must be probability vectors (non-negative, sum 1); "
                              "pass softmax outputs, or the model and the images.")
+        if low is not None:  # rounded softmax: renormalised in float64
+            p = p / p.sum(axis=1, keepdims=True)
     else:
         p = predict_proba(model_or_probabilities, images, batch_size=batch_size, device=device)
     n, k = p.shape
@@ -317,7 +330,7 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
     if "accuracy" in names or "nuclear_norm" in names:
         logits = _run(model, images, batch_size=batch_size, device=device)
         if "accuracy" in names:
-            acc = accuracy(logits.argmax(axis=1), y)
+            acc = accuracy(logits, y)  # the score matrix: labels must index its columns (the model's classes)
             values["accuracy"] = float(acc.value)
             low, high = wilson_interval(int(round(acc.value * acc.n)), acc.n, confidence)
             intervals["accuracy"] = (max(0.0, low), min(1.0, high))

@@ -73,7 +73,12 @@ def accuracy(predictions, labels) -> AccuracyResult:
         if y.dtype.kind not in "iu":
             raise InputError("With a score matrix, labels must be integer class indices (column numbers).")
         if y.size and (y.min() < 0 or y.max() >= p.shape[1]):
-            raise InputError(f"labels hold class indices outside [0, {p.shape[1]}) for a {p.shape[1]}-column score matrix.")
+            bad = np.flatnonzero((y < 0) | (y >= p.shape[1]))
+            raise InputError(
+                f"labels hold class indices outside [0, {p.shape[1]}) for a {p.shape[1]}-column score matrix (e.g. "
+                f"{y[bad[0]].item()} at position {int(bad[0])}, {bad.size} in all): labels must index the score "
+                f"matrix's columns (the model's {p.shape[1]} classes); check the label encoding (0-based class "
+                "indices) and the model's number of outputs.")
         p = p.argmax(axis=1)
     elif p.ndim != 1:
         raise InputError(f"predictions must be (n,) labels or (n x classes) scores, got shape {p.shape}.")

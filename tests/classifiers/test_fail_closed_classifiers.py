@@ -118,3 +118,58 @@ def test_classifier_config_carries_confidence_and_seed():
     res = rc.evaluate_classifier(NET, IMAGES, metrics=["cam_iou"], layer="0", boxes=BOXES, device="cpu",
                                  confidence=0.8, seed=5, n_resamples=50)
     assert res.config["confidence"] == 0.8 and res.config["seed"] == 5
+
+
+# ----------------------------------------------------------------------------- review of issue 12
+def test_evaluate_classifier_refuses_labels_outside_the_models_classes_like_accuracy():
+    with pytest.raises(rc.InputError, match=r"outside \[0, 3\)") as info:
+        rc.evaluate_classifier(NET, IMAGES, LABELS + 5, metrics=["accuracy"], device="cpu")
+    assert "labels must index" in str(info.value) and "label encoding" in str(info.value)
+    logits = rc.predict_proba(NET, IMAGES, device="cpu")
+    with pytest.raises(rc.InputError, match=r"outside \[0, 3\)"):
+        rc.accuracy(logits, LABELS + 5)
+    ok = rc.evaluate_classifier(NET, IMAGES, LABELS, metrics=["accuracy"], device="cpu")
+    assert ok["accuracy"] == rc.accuracy(logits.argmax(axis=1), LABELS).value
+
+
+@pytest.mark.parametrize("coord", [10**400, -(10**400)])
+@pytest.mark.parametrize("as_array", [False, True])
+def test_cam_iou_refuses_a_box_too_large_for_a_float(coord, as_array):
+    boxes = [[0, 0, coord, 8]] + [[0, 0, 4, 4]] * 5
+    boxes = np.array(boxes, dtype=object) if as_array else boxes
+    cams = np.random.default_rng(0).random((6, 8, 8))
+    with pytest.raises(rc.InputError, match="boxes of image 0") as info:
+        rc.cam_iou(cams, boxes=boxes)
+    assert "(x0, y0, x1, y1)" in str(info.value) and len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize("coord,match", [(float("inf"), "not finite"), (1e300, "outside"), (float("nan"), "not finite")])
+def test_cam_iou_names_boxes_and_the_image_for_bad_coordinates(coord, match):
+    cams = np.random.default_rng(0).random((6, 8, 8))
+    boxes = [[0, 0, 4, 4]] * 3 + [[0, 0, coord, 8]] + [[0, 0, 4, 4]] * 2
+    with pytest.raises(rc.InputError, match=match) as info:
+        rc.cam_iou_box(cams, boxes=boxes)
+    assert "boxes: image 3" in str(info.value)
+
+
+def test_nuclear_norm_of_a_model_without_images_says_images_is_missing():
+    with pytest.raises(rc.InputError, match="images= is missing") as info:
+        rc.nuclear_norm(NET)
+    assert "nuclear_norm(model, images)" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_nuclear_norm_takes_low_precision_softmax(dtype):
+    p = torch.softmax(torch.randn(50, 10, generator=torch.Generator().manual_seed(0)), dim=1)
+    want = rc.nuclear_norm(p.double().numpy()).value
+    got = rc.nuclear_norm(p.to(getattr(torch, dtype))).value
+    assert got == pytest.approx(want, abs=2e-2)
+    with pytest.raises(rc.InputError, match="probability vectors"):
+        rc.nuclear_norm((p * 1.2).to(getattr(torch, dtype)))
+
+
+@pytest.mark.parametrize("upsample", ["no", 1, None, [True]])
+def test_grad_cam_type_checks_upsample(upsample):
+    with pytest.raises(rc.InputError, match="upsample=") as info:
+        rc.grad_cam(NET, IMAGES, "0", device="cpu", upsample=upsample)
+    assert "True" in str(info.value) and "False" in str(info.value)
