@@ -50,15 +50,17 @@ def as_numpy(x, name: str) -> np.ndarray:
 
 
 def _kind_of(v) -> str:
-    if isinstance(v, (str, bytes, np.str_, np.bytes_)):
+    if isinstance(v, (str, np.str_)):
         return "string"
+    if isinstance(v, (bytes, np.bytes_)):
+        return "bytes"  # b"a" != "a": never one label type with strings
     if isinstance(v, (numbers.Number, np.number, np.bool_)):
         return "number"
     return type(v).__name__
 
 
 def sequence_kinds(x) -> set[str] | None:
-    """The kinds (``"string"``, ``"number"`` or a type name) of the elements of a plain
+    """The kinds (``"string"``, ``"bytes"``, ``"number"`` or a type name) of the elements of a plain
     Python list or tuple, before numpy merges them (``[1, "1"]`` becomes two strings
     in ``np.asarray``); None for arrays, tensors and anything else."""
     if not isinstance(x, (list, tuple)):

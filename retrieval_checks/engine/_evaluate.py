@@ -218,7 +218,9 @@ def _check_candidates(req: _Request, rel: _Relevance) -> None:
     fewest = int(n_candidates.min())
     for s in req.specs:
         if s.k is not None and s.k > fewest:
-            raise InputError(f"{s.name}: K={s.k} is larger than the gallery a query ranks ({fewest} items after "
+            k_text = str(s.k) if len(str(s.k)) <= 20 else f"a {len(str(s.k))}-digit number"
+            name = s.name if len(s.name) <= 40 else f"{s.name.partition('@')[0]}@K"
+            raise InputError(f"{name}: K={k_text} is larger than the gallery a query ranks ({fewest} items after "
                              f"self-exclusion); use K <= {fewest}.")
     if not (empty.size and req.of_kind("query", "pair")):
         return

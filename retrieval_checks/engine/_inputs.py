@@ -276,10 +276,12 @@ def _check_kinds(labels, name: str) -> None:
     """Refuse a plain list or tuple that mixes strings and numbers (or holds None and
     other non-labels): numpy would silently turn ``[1, "1"]`` into two equal strings."""
     kinds = sequence_kinds(labels)
-    if not kinds or kinds <= {"string"} or kinds <= {"number"}:
+    if not kinds or kinds <= {"string"} or kinds <= {"number"} or kinds <= {"bytes"}:
         return
     if kinds & {"list", "tuple", "ndarray"}:
         return  # nested: the 1-D check names the shape
+    if "NoneType" in kinds:
+        _refuse_none(labels, name)
     shown = ", ".join(sorted("strings" if k == "string" else "numbers" if k == "number" else k for k in kinds))
     raise InputError(
         f"{name} mixes label types ({shown}), e.g. 1 and '1', which numpy would merge into one type; "
@@ -287,21 +289,46 @@ def _check_kinds(labels, name: str) -> None:
     )
 
 
+def _what(name: str) -> str:
+    return "ids" if name.endswith("ids") else "labels"
+
+
+def _refuse_none(values, name: str) -> None:
+    idx = [i for i, v in enumerate(values) if v is None]
+    what = _what(name)
+    raise InputError(
+        f"{name} holds None at {len(idx)} position(s) ({_first(idx)}): {what} may not be None; give every item "
+        f"a{'n id' if what == 'ids' else ' label'} (drop the items without one, or give them a placeholder "
+        "such as -1 or 'unknown')."
+    )
+
+
 def _label_kind(arr: np.ndarray, name: str) -> str:
+    """``"boolean"``, ``"integer"``, ``"number"`` (floats), ``"string"`` or ``"bytes string"``."""
     kind = arr.dtype.kind
-    if kind in "iub":
+    if kind == "b":
+        return "boolean"
+    if kind in "iu":
         return "integer"
     if kind == "f":
         if not np.isfinite(arr).all():
             idx = np.flatnonzero(~np.isfinite(arr))
             raise InputError(f"{name} has NaN or Inf labels (positions {_first(idx)}).")
         return "number"
-    if kind in "US":
+    if kind == "U":
         return "string"
+    if kind == "S":
+        return "bytes string"
     if kind == "O":
+        if any(v is None for v in arr):
+            _refuse_none(arr, name)
         if all(isinstance(v, str) for v in arr):
             return "string"
-        if all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in arr):
+        if all(isinstance(v, bytes) for v in arr):
+            return "bytes string"
+        if all(isinstance(v, (bool, np.bool_)) for v in arr):
+            return "boolean"
+        if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in arr):
             return "integer"
         types = sorted({type(v).__name__ for v in arr})
         raise InputError(
@@ -322,20 +349,35 @@ def _labels_1d(labels, name: str, n: int) -> np.ndarray:
     return arr
 
 
+def _same_kind(q_name: str, kq: str, g_name: str, kg: str) -> None:
+    """Both sides of one kind: integers and floats compare as numbers, but booleans vs
+    numbers (True == 1), bytes vs str (b"a" != "a") and strings vs numbers would be
+    matched silently, or never."""
+    numeric = {"integer", "number"}
+    if kq == kg or (kq in numeric and kg in numeric):
+        return
+    what = _what(q_name)
+    if {kq, kg} == {"string", "bytes string"}:
+        fix = "decode the bytes (b.decode()) or encode the strings, so both sides are str"
+    elif "boolean" in (kq, kg):
+        fix = "booleans would match the integers 0 and 1; give both sides integers (x.astype(int)) or both booleans"
+    else:
+        fix = f"convert both to the same type (e.g. str({what[:-1]}) or int({what[:-1]}))"
+    raise InputError(
+        f"{q_name} are {kq}s but {g_name} are {kg}s, so matching them across the two sides would be wrong or "
+        f"silently empty; {fix}."
+    )
+
+
 def encode_labels(query_labels, gallery_labels, n_q: int, n_g: int, g_name: str):
     """Integer codes of query and gallery labels in one shared vocabulary, and the
     vocabulary (``values[code]`` is the label)."""
     ql = _labels_1d(query_labels, "query_labels", n_q)
     gl = _labels_1d(gallery_labels, g_name, n_g)
     kq, kg = _label_kind(ql, "query_labels"), _label_kind(gl, g_name)
-    numeric = {"integer", "number"}
-    if (kq in numeric) != (kg in numeric):
-        raise InputError(
-            f"query_labels are {kq}s but {g_name} are {kg}s, so no query could match a gallery item; "
-            "convert both to the same type (e.g. str(label) or int(label))."
-        )
-    if kq == "string":
-        ql, gl = ql.astype(str), gl.astype(str)
+    _same_kind("query_labels", kq, g_name, kg)
+    if kq in ("string", "bytes string"):
+        ql, gl = ql.astype(str if kq == "string" else bytes), gl.astype(str if kq == "string" else bytes)
     elif ql.dtype == object or gl.dtype == object:
         both_int = kq == "integer" and kg == "integer"
         try:
@@ -352,13 +394,9 @@ def encode_ids(query_ids, gallery_ids, n_q: int, n_g: int, g_name: str):
     qi = _labels_1d(query_ids, "query_ids", n_q)
     gi = _labels_1d(gallery_ids, g_name, n_g)
     kq, kg = _label_kind(qi, "query_ids"), _label_kind(gi, g_name)
-    if (kq == "string") != (kg == "string"):
-        raise InputError(
-            f"query_ids are {kq}s but {g_name} are {kg}s, so self matches cannot be found; "
-            "use the same id type for both."
-        )
-    if kq == "string":
-        qi, gi = qi.astype(str), gi.astype(str)
+    _same_kind("query_ids", kq, g_name, kg)
+    if kq in ("string", "bytes string"):
+        qi, gi = qi.astype(str if kq == "string" else bytes), gi.astype(str if kq == "string" else bytes)
     _, inverse = np.unique(np.concatenate([qi, gi]), return_inverse=True)
     inverse = inverse.astype(np.int64).ravel()
     return inverse[:n_q], inverse[n_q:]
@@ -405,6 +443,14 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     ``{query index: gallery indices}``."""
     name = "relevance"
     rows: list[np.ndarray]
+    if isinstance(relevance, (str, bytes, np.str_, np.bytes_)):
+        shown = repr(relevance)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise InputError(
+            f"relevance={shown} is a {type(relevance).__name__}, not a relevance: pass a boolean (n_queries x "
+            f"n_gallery) = {(n_q, n_g)} mask, a scipy sparse matrix of that shape, one list of relevant gallery "
+            "indices per query, or a dict {query index: gallery indices} (or query_labels= instead)."
+        )
     if hasattr(relevance, "tocsr") and hasattr(relevance, "shape"):
         return _sparse_to_csr(relevance, n_q, n_g)
     if is_torch_tensor(relevance):
@@ -450,10 +496,19 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
         return relevance_to_csr(np.asarray(rows, dtype=bool), n_q, n_g)  # a list of boolean rows is a mask
     _refuse_01_rows(rows, n_g)
     for i, row in enumerate(rows):
+        if isinstance(row, (str, bytes, np.str_, np.bytes_)):
+            raise InputError(f"{name}[{i}] is a {type(row).__name__}; each entry is a list of integer gallery "
+                             "indices.")
         try:
-            raw = as_numpy(row, f"{name}[{i}]").ravel() if np.size(row) else np.zeros(0, np.int64)
+            raw = as_numpy(row, f"{name}[{i}]")
         except (TypeError, ValueError) as exc:
             raise InputError(f"{name}[{i}] could not be read as gallery indices ({exc}); give a list of ints.") from None
+        if raw.ndim > 1:
+            raise InputError(
+                f"{name}[{i}] is nested (shape {raw.shape}); each entry is a flat list of gallery indices "
+                f"(e.g. [3, 17]), not a list of lists: flatten it, or pass a boolean (n_queries x n_gallery) mask."
+            )
+        raw = raw.ravel() if raw.size else np.zeros(0, np.int64)
         if raw.size and (raw.dtype == bool or raw.dtype.kind not in "iu"):
             raise InputError(
                 f"{name}[{i}] holds {raw.dtype} values; each entry is a list of integer gallery indices "

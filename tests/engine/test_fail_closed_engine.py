@@ -73,7 +73,7 @@ def test_image_text_refuses_overflowing_dot_scores():
 
 
 # ----------------------------------------------------------------------------- labels
-@pytest.mark.parametrize("labels", [[1, "1"] * 12, ["a", 2] * 12, [1, None] * 12, [1.0, "x"] * 12])
+@pytest.mark.parametrize("labels", [[1, "1"] * 12, ["a", 2] * 12, [1.0, "x"] * 12, [b"a", "a"] * 12])
 def test_mixed_label_types_in_a_list_are_refused(labels):
     with pytest.raises(rc.InputError, match="query_labels mixes label types") as info:
         rc.evaluate(X, query_labels=labels, metrics=M)
@@ -405,3 +405,63 @@ def test_one_tiny_row_and_zero_rows_are_not_refused(sim):
     assert 0 <= rc.evaluate(zeros, query_labels=Y60, metrics=["map"], similarity=sim)["map"] <= 1
     ints = np.random.default_rng(3).integers(-3, 4, size=(60, 8))
     assert 0 <= rc.evaluate(ints, query_labels=Y60, metrics=["map"], similarity=sim)["map"] <= 1
+
+
+# ----------------------------------------------------------------------------- review: labels, ids, relevance
+@pytest.mark.parametrize("arg", ["query_labels", "query_ids"])
+@pytest.mark.parametrize("values", [[None] * 60, [1, None] * 30, np.array([None] * 60), np.array(["a", None] * 30)])
+def test_none_labels_and_ids_say_they_may_not_be_none(arg, values):
+    kw = {"query_labels": Y60, arg: values}
+    with pytest.raises(rc.InputError, match=f"{arg} holds None") as info:
+        rc.evaluate(X60, metrics=["map"], **kw)
+    msg = str(info.value)
+    assert "may not be None" in msg and "placeholder" in msg and "e.g. 1 and '1'" not in msg
+
+
+@pytest.mark.parametrize("q,g,words", [
+    ((np.arange(10) % 2).astype(bool), Y60, ("booleans", "integers", "astype(int)")),
+    ([True, False] * 5, list(Y60), ("booleans", "integers", "astype(int)")),
+    ([b"a"] * 10, ["a"] * 60, ("bytes strings", "strings", "decode")),
+    (np.array([b"a"] * 10), np.array(["a"] * 60), ("bytes strings", "strings", "decode")),
+    (np.arange(10).astype(str), Y60, ("strings", "integers", "str(label)")),
+])
+def test_labels_of_different_kinds_across_sides_are_refused(q, g, words):
+    with pytest.raises(rc.InputError, match="query_labels are") as info:
+        rc.evaluate(X60[:10], X60, query_labels=q, gallery_labels=g, metrics=["map"])
+    assert all(w in str(info.value) for w in words) and "gallery_labels" in str(info.value)
+
+
+def test_ids_of_different_kinds_across_sides_are_refused():
+    with pytest.raises(rc.InputError, match="query_ids are bytes strings but gallery_ids are strings"):
+        rc.evaluate(X60[:10], X60, query_labels=Y60[:10], gallery_labels=Y60, query_ids=[b"a"] * 10,
+                    gallery_ids=["a"] * 60, metrics=["map"])
+
+
+def test_labels_of_one_kind_still_match():
+    want = rc.evaluate(X60[:10], X60, query_labels=Y60[:10], gallery_labels=Y60, metrics=["map"])["map"]
+    for q, g in [(Y60[:10].astype(float), Y60), (Y60[:10].astype(str).astype("S"), Y60.astype(str).astype("S")),
+                 ([str(v) for v in Y60[:10]], [str(v) for v in Y60])]:
+        assert rc.evaluate(X60[:10], X60, query_labels=q, gallery_labels=g, metrics=["map"])["map"] == want
+    b = (Y60 % 2).astype(bool)
+    assert 0 <= rc.evaluate(X60, query_labels=b, metrics=["map"])["map"] <= 1
+
+
+@pytest.mark.parametrize("rel", ["abc", b"abc", "x" * 500])
+def test_a_string_is_not_a_relevance(rel):
+    with pytest.raises(rc.InputError, match="not a relevance") as info:
+        rc.evaluate(X60, relevance=rel, metrics=["map"])
+    msg = str(info.value)
+    assert "boolean" in msg and "list of relevant gallery indices" in msg and len(msg) < 400
+
+
+@pytest.mark.parametrize("first", [[[1]], [[1, 2], [3, 4]], np.array([[1]])])
+def test_nested_relevance_rows_are_refused(first):
+    with pytest.raises(rc.InputError, match=r"relevance\[0\] is nested") as info:
+        rc.evaluate(X60, relevance=[first] + [[2]] * 59, metrics=["map"])
+    assert "flat list" in str(info.value)
+
+
+def test_a_huge_k_is_not_echoed_in_full():
+    with pytest.raises(rc.InputError, match="K=a 400-digit number") as info:
+        rc.evaluate(X60, query_labels=Y60, metrics=["recall@" + "9" * 400])
+    assert len(str(info.value)) < 300 and "use K <= 59" in str(info.value)
