@@ -217,7 +217,7 @@ def classifier_accuracy(model, images, labels, *, batch_size: int = 256, device=
     if y.dtype.kind not in "iu":
         raise InputError(f"labels have dtype {y.dtype}; a classifier's accuracy needs class indices (ints, the "
                          "logit columns).")
-    return accuracy(logits.argmax(axis=1), y)
+    return accuracy(logits, y)  # the score matrix: labels must index its columns (the model's classes)
 
 
 def classification_gap(model, train, test, *, confidence: float = 0.95, batch_size: int = 256, device="auto"):

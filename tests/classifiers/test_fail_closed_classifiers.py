@@ -173,3 +173,12 @@ def test_grad_cam_type_checks_upsample(upsample):
     with pytest.raises(rc.InputError, match="upsample=") as info:
         rc.grad_cam(NET, IMAGES, "0", device="cpu", upsample=upsample)
     assert "True" in str(info.value) and "False" in str(info.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda y: rc.classifier_accuracy(NET, IMAGES, y, device="cpu"),
+    lambda y: rc.classification_gap(NET, (IMAGES, y), (IMAGES, LABELS), device="cpu"),
+])
+def test_every_classifier_accuracy_refuses_labels_outside_the_models_classes(call):
+    with pytest.raises(rc.InputError, match=r"outside \[0, 3\)"):
+        call(LABELS + 5)
