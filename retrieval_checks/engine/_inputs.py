@@ -213,7 +213,19 @@ def _row_log2_norms(x, center=None) -> np.ndarray:
     without underflow or overflow."""
     out = []
     for p in _float64_parts(x):
-        p = p.cpu().numpy() if is_torch_tensor(p) else p
+        if is_torch_tensor(p):  # on the tensor's device: only the n norms travel
+            import torch
+
+            if center is not None:
+                p = p - p.new_tensor(center)
+            peak = p.abs().amax(dim=1)
+            _, e = torch.frexp(peak)
+            k = -e[:, None].to(torch.int64)
+            half = torch.div(k, 2, rounding_mode="floor")  # two exact steps: 2.0**1030 would be inf
+            q = torch.ldexp(torch.ldexp(p, half.to(p.dtype)), (k - half).to(p.dtype))
+            logs = torch.log2(q.pow(2).sum(dim=1).sqrt()) + e.to(p.dtype)
+            out.append(torch.where(peak > 0, logs, torch.full_like(logs, -math.inf)).cpu().numpy())
+            continue
         if center is not None:
             p = p - center
         peak = np.abs(p).max(axis=1)
@@ -241,8 +253,9 @@ def _check_row_scales(sides, loo: bool, similarity: str, what: str, fix: str) ->
         g = sides[-1][0]
         total = None
         for p in _float64_parts(g):
-            p = p.cpu().numpy() if is_torch_tensor(p) else p
-            total = p.sum(0) if total is None else total + p.sum(0)
+            add = p.sum(0)
+            add = add.cpu().numpy() if is_torch_tensor(add) else add
+            total = add if total is None else total + add
         center = np.round(total / int(g.shape[0]))  # the engine's centring point
     logs = [_row_log2_norms(x, center) for x, _ in sides]
     if loo:
