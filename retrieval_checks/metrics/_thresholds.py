@@ -47,7 +47,10 @@ ROLES = ("at_least", "at_most", "below", "margin", "max_drop", "max_relative_dro
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.6g}"
+    """Six significant digits, or the exact value when rounding would hide why it was
+    refused (1.0000001 must not print as 1)."""
+    short = f"{x:.6g}"
+    return short if float(short) == x else repr(float(x))
 
 
 def _short(value, limit: int = 60) -> str:
@@ -95,7 +98,7 @@ def probable_meaning(value: float, family: Family) -> float | None:
     """What a threshold outside ``family``'s range probably meant: a percentage written
     for a fraction (70 -> 0.7), a fraction written for percent (0.7 -> 70), or None."""
     v = abs(value)
-    if family.unit == "fraction" and 1.0 < v <= 100.0:
+    if family.unit == "fraction" and 2.0 <= v <= 100.0:  # 1.0000001 or 1.5 is no percentage: a slip past 1
         return math.copysign(v / 100.0, value)
     if family.unit == "percent" and 0.0 < v <= 1.0:
         return math.copysign(v * 100.0, value)

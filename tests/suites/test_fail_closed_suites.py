@@ -276,7 +276,7 @@ OPTION_CASES = [
      ["option of the session", "--rc-device"]),
     (HEAD + TH % ("map", "at_least: 0.5, max_memory: 1GB"), 4, "checks[0].max_memory",
      ["option of the session", "--rc-max-memory"]),
-    (PAIRS + TH % ("rsum", "at_least: 250, n_resamples: -1"), 7, "checks[0].n_resamples", [">= 0"]),
+    (PAIRS + TH % ("rsum", "at_least: 250, n_resamples: -1"), 7, "checks[0].n_resamples", ["[0, 1000000]", "0: no interval"]),
 ]
 
 
