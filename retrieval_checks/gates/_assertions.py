@@ -253,11 +253,17 @@ def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
     """(warnings, failure) about the queries ``m`` skipped: a warning when any was
     skipped, and a failure when more than ``max_skipped`` (a count, or a fraction of
     the queries) were."""
-    n_skipped = int(m.n_skipped or 0)
+    return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate)
+
+
+def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple[list, str | None]:
+    """:func:`_skipped` from the counts of one set of queries."""
+    n_skipped = int(n_skipped or 0)
     if not n_skipped:
         return [], None
-    n_used = int(m.n_used or 0)
+    n_used = int(n_used or 0)
     n_queries = n_used + n_skipped
+    m = Measurement(metric=metric, value=math.nan, unit="")
     text = (f"{gate}: {m.metric} skipped {n_skipped} of {n_queries} queries (no relevant gallery item): "
             f"n_used {n_used} / n_skipped {n_skipped}, and the value averages the used ones only. To fail the "
             f"gate instead, set max_skipped= (a count, or a fraction of the queries) or evaluate with "
@@ -530,13 +536,15 @@ def assert_cam_iou_at_least(result, at_least: float, *, on: str = "value", metri
                   _gate="assert_cam_iou_at_least")
 
 
-def assert_gap_below(gap, below: float, *, on: str = "upper") -> None:
+def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int | float | None = None) -> None:
     """Fail when a :class:`~retrieval_checks.Gap`'s upper bound (``on="upper"``, default:
     the gap is not shown to be below the limit) or its point value (``on="value"``)
     exceeds ``below``. Gaps come from :func:`retrieval_checks.generalization_gap`, or
     :func:`retrieval_checks.classification_gap` for a classifier's accuracy. ``below``
     is checked against the range of a difference of two values of the metric (a gap
-    of fractions is below 1: ``below: 5`` could never fail)."""
+    of fractions is below 1: ``below: 5`` could never fail). Skipped queries on either
+    side warn, and more than ``max_skipped`` (a count, or a fraction of that side's
+    queries) on either side fail the gate."""
     __tracebackhide__ = True
     _choice(on, ("upper", "value"), "on", "the interval's upper bound, or the value")
     if not isinstance(gap, Gap):
@@ -550,12 +558,26 @@ def assert_gap_below(gap, below: float, *, on: str = "upper") -> None:
         below = check_threshold(fam, below, role="below", field="below", metric=f"{gap.metric} gap")
     else:
         below = check_finite(below, "below")
+    max_skipped = check_option("max_skipped", max_skipped)
     checked = gap.high if on == "upper" else gap.value
     undefined = checked is None or math.isnan(float(checked))
-    failed = undefined or checked > below
+    notes, skip_failures = [], []
+    for side, used, skipped in zip(gap.labels, gap.n_used or (), gap.n_skipped or ()):
+        note, failure = _skip_check(f"{gap.metric} on {side}", used, skipped, max_skipped, "assert_gap_below")
+        notes += note
+        skip_failures += [failure] if failure else []
+    failed = undefined or checked > below or bool(skip_failures)
     emit(GateEvent(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, passed=not failed,
                    low=gap.low, high=gap.high, confidence=gap.confidence, on=on, comparison="<=", threshold=below,
-                   bounds={"below": below}, n=gap.n_first + gap.n_second, unit=gap.unit))
+                   bounds={"below": below}, n=gap.n_first + gap.n_second, unit=gap.unit,
+                   n_used=sum(gap.n_used) if gap.n_used else None,
+                   n_skipped=sum(gap.n_skipped) if gap.n_skipped else None, warnings=list(notes),
+                   extra={} if max_skipped is None else {"max_skipped": max_skipped}))
+    for note in notes:
+        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
+    if skip_failures:
+        raise AssertionError("\n".join(skip_failures) + "\n  rule: fail when more than max_skipped queries are "
+                             "skipped on either side")
     if failed:
         what = "upper bound" if on == "upper" else "value"
         a, b = gap.labels
@@ -580,7 +602,8 @@ _NOT_WORSE = {
 }
 
 
-def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str = "significant") -> None:
+def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str = "significant",
+                     max_skipped: int | float | None = None) -> None:
     """Gate a candidate against a baseline from a paired :class:`Comparison`.
 
     With ``d`` the improvement (candidate - baseline, sign flipped for rank metrics
@@ -609,10 +632,18 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
     which, desc, verdict = _NOT_WORSE[rule]
     checked = {"hi": hi, "lo": lo, "d": d}[which]
     undefined = math.isnan(checked)
-    fails = undefined or checked < -margin
+    max_skipped = check_option("max_skipped", max_skipped)
+    notes, skip_failure = _skip_check(c.metric, c.n_used, c.n_skipped, max_skipped, "assert_not_worse")
+    fails = undefined or checked < -margin or skip_failure is not None
     emit(GateEvent(gate="assert_not_worse", metric=f"{c.metric} difference", value=c.difference, passed=not fails,
                    low=c.low, high=c.high, confidence=c.confidence, on=rule, comparison="improvement >=",
-                   threshold=-margin if margin else 0.0, bounds={"margin": margin}, n=c.n, unit=c.unit))
+                   threshold=-margin if margin else 0.0, bounds={"margin": margin}, n=c.n, unit=c.unit,
+                   n_used=c.n_used, n_skipped=c.n_skipped, warnings=list(notes),
+                   extra={} if max_skipped is None else {"max_skipped": max_skipped}))
+    for note in notes:
+        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
+    if skip_failure is not None:
+        raise AssertionError(f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped")
     if fails:
         direction = "higher" if c.higher_is_better else "lower"
         head = (f"the checked improvement is NaN (undefined), so the candidate is not shown to be within {margin:g} "

@@ -10,7 +10,7 @@ results: nothing is re-ranked.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -46,6 +46,10 @@ class Comparison:
     n: int
     unit: str
     higher_is_better: bool
+    #: queries paired (used by both) and skipped (no relevant item; the same queries on
+    #: both sides); None for grouped recall, whose units are groups
+    n_used: int | None = None
+    n_skipped: int | None = None
 
     def __str__(self) -> str:
         return (f"{self.metric}: candidate {self.candidate:.4f} vs baseline {self.baseline:.4f}, "
@@ -121,8 +125,13 @@ def compare(
         raise InputError(f"{spec.name}: {n} paired units; a comparison needs at least 2.")
     if spec.family == "medr" or method == "bootstrap":
         check_resamples(n_resamples)
-        return _bootstrap_comparison(spec, pairs, confidence, n_resamples, seed)
-    return _t_comparison(spec, pairs, confidence)
+        out = _bootstrap_comparison(spec, pairs, confidence, n_resamples, seed)
+    else:
+        out = _t_comparison(spec, pairs, confidence)
+    if spec.kind == "grouped":
+        return out
+    skipped = int(np.isnan(candidate.per_query[spec.name]).sum())
+    return replace(out, n_used=int(candidate.n_queries) - skipped, n_skipped=skipped)
 
 
 def _fingerprint(res) -> dict:

@@ -51,6 +51,10 @@ class Gap:
     n_second: int
     unit: str
     labels: tuple[str, str] = ("train", "test")
+    #: queries used and skipped (no relevant item) on each side, (first, second); None
+    #: where the gap is not over queries (accuracy, grouped recall's groups)
+    n_used: tuple[int, int] | None = None
+    n_skipped: tuple[int, int] | None = None
 
     def __str__(self) -> str:
         a, b = self.labels
@@ -194,4 +198,6 @@ def _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, la
     v1, v2 = aggregate(spec, x1), aggregate(spec, x2)
     low, high = (float(v) for v in np.quantile(diff, [(1 - confidence) / 2, (1 + confidence) / 2]))
     return Gap(spec.name, v1 - v2, low, high, confidence, f"percentile bootstrap over {UNIT_NAMES[cluster]}", v1, v2,
-               ns[0], ns[1], "queries" if cluster == "query" else "classes", labels)
+               ns[0], ns[1], "queries" if cluster == "query" else "classes", labels,
+               n_used=(int((~np.isnan(x1)).sum()), int((~np.isnan(x2)).sum())),
+               n_skipped=(int(np.isnan(x1).sum()), int(np.isnan(x2).sum())))
