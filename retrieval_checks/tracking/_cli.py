@@ -30,6 +30,7 @@ from ._history import History
 from ._report import render_report
 from ..gates._regression import higher_is_better, measure_change
 from ..errors import RetrievalChecksError
+from .._suggest import did_you_mean
 
 DEFAULT_DB = ".retrieval-checks/history.sqlite"
 _EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", "test", "suite", "model", "dataset", "metric",
@@ -82,7 +83,23 @@ def _cmd_show(h: History, args, out) -> int:
                      "PASS" if r["passed"] else "FAIL"))
     print(f"run {run_id}: {len(results)} gates", file=out)
     _table(rows, out)
-    return 1 if args.check and any(not r["passed"] for r in results) else 0
+    if not args.check:
+        return 0
+    # a red run never checks green: failed gates, or a non-zero exit status of the recorded session
+    # (a test that failed without a gate, an interrupted session, a report that was not written)
+    reasons = []
+    n_failed = sum(1 for r in results if not r["passed"])
+    if n_failed:
+        reasons.append(f"{n_failed} of {len(results)} gates failed")
+    status = next((r.get("exitstatus") for r in h.runs() if r["id"] == run_id), None)
+    if status not in (0, None):
+        reasons.append(f"the recorded pytest session exited with status {status} (non-zero: a test failed, or the "
+                       "session was interrupted or its reports incomplete)")
+    if reasons:
+        print(f"check failed for run {run_id}: {'; '.join(reasons)}", file=out)
+        return 1
+    print(f"check passed for run {run_id}: every gate passed and the session exited with status 0", file=out)
+    return 0
 
 
 def _cmd_compare(h: History, args, out) -> int:
@@ -90,6 +107,12 @@ def _cmd_compare(h: History, args, out) -> int:
     base = {(r["test"], r["metric"]): r for r in h.results(base_id)}
     cand = {(r["test"], r["metric"]): r for r in h.results(cand_id)}
     wanted = set(args.metric or ())
+    known = {m for (_, m) in (*base, *cand)}
+    for metric in sorted(wanted - known):  # a typo must not compare nothing and pass
+        everywhere = known | set(h.metrics())
+        raise _UsageError(f"--metric {metric}: no gate of run {base_id} or run {cand_id} measured it"
+                          f"{_closest(metric, everywhere)}; metrics of these runs: "
+                          f"{', '.join(sorted(known)) or 'none'}.")
     rows = [("test", "metric", f"run {base_id}", f"run {cand_id}", "drop", "p(worse)", "result")]
     failed = skipped = 0
     for key in sorted(set(base) & set(cand)):
@@ -97,6 +120,10 @@ def _cmd_compare(h: History, args, out) -> int:
         if wanted and metric not in wanted:
             continue
         b, c = base[key], cand[key]
+        if b["value"] is not None and c["value"] is None and higher_is_better(metric) is not None:
+            failed += 1  # the gate errored (or lost its value) in the candidate: a regression, not a skip
+            rows.append((test, metric, _fmt(b["value"]), "none", "", "", "REGRESSED (no value: the gate errored)"))
+            continue
         if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
             skipped += 1
             continue
@@ -106,7 +133,8 @@ def _cmd_compare(h: History, args, out) -> int:
         rows.append((test, metric, _fmt(ch.baseline), _fmt(ch.current), f"{ch.drop:+.4f}",
                      "" if ch.p_worse is None else f"{ch.p_worse:.3g}", "REGRESSED" if ch.failed else "ok"))
     _table(rows, out)
-    only_b, only_c = len(set(base) - set(cand)), len(set(cand) - set(base))
+    lost = sorted(k for k in set(base) - set(cand) if not wanted or k[1] in wanted)
+    only_b, only_c = len(lost), len({k for k in set(cand) - set(base) if not wanted or k[1] in wanted})
     tol = []
     if args.max_drop is not None:
         tol.append(f"max drop {args.max_drop:g}")
@@ -116,13 +144,28 @@ def _cmd_compare(h: History, args, out) -> int:
           f"{', only significant drops' if args.significant else ''}), {failed} regressed; "
           f"{skipped} skipped (no value or direction), {only_b} only in run {base_id}, {only_c} only in run {cand_id}",
           file=out)
+    if lost and not args.allow_missing:  # a gate that disappeared is a regression, not a pass
+        for test, metric in lost:
+            print(f"MISSING  {test}  {metric}: in run {base_id}, not in run {cand_id}", file=out)
+        print(f"{len(lost)} gate(s) of run {base_id} missing from run {cand_id}: a lost gate counts as a regression "
+              "(pass --allow-missing to accept it)", file=out)
+        return 1
+    if len(rows) == 1:
+        raise _UsageError(f"nothing to judge: no gate of run {base_id} has a value in run {cand_id} to compare with "
+                          f"({skipped} skipped, {only_b} only in run {base_id}, {only_c} only in run {cand_id}); "
+                          "compare runs of the same tests, or check --metric.")
     return 1 if failed else 0
 
 
 def _cmd_history(h: History, args, out) -> int:
     rows = h.metric_history(args.metric, model=args.model, dataset=args.dataset, test=args.test, limit=args.limit)
     if not rows:
-        print(f"no recorded values of {args.metric!r}", file=out)
+        known = set(h.metrics())
+        if args.metric not in known:
+            raise _UsageError(f"metric {args.metric!r} was never recorded in {h.path}"
+                              f"{_closest(args.metric, known)}; recorded metrics: "
+                              f"{', '.join(sorted(known)[:20]) or 'none'}.")
+        print(f"no recorded values of {args.metric!r} for these filters (--model, --dataset, --test)", file=out)
         return 0
     table = [("run", "started (UTC)", "commit", "test", "value", "interval", "result")]
     for r in rows:
@@ -177,6 +220,11 @@ def _write(path, text: str) -> None:
                           "writable directory.") from None
 
 
+def _closest(name: str, names) -> str:
+    close = did_you_mean(name, sorted(n for n in names if n != name))
+    return f" (did you mean {close!r}?)" if close else ""
+
+
 class _UsageError(Exception):
     """A user's mistake found while running a command (exit 2)."""
 
@@ -217,7 +265,11 @@ def _confidence(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="retrieval-checks", description="Recorded quality-gate runs: list, compare, export.")
     p.add_argument("--db", default=DEFAULT_DB, help=f"history database (default {DEFAULT_DB})")
-    sub = p.add_subparsers(dest="command", required=True)
+    # --db is accepted after the command too; there it overrides the one given before
+    db = argparse.ArgumentParser(add_help=False)
+    db.add_argument("--db", dest="sub_db", default=None, help=f"history database (default {DEFAULT_DB})")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=lambda **kw: argparse.ArgumentParser(
+        parents=[db], **kw))
     s = sub.add_parser("runs", help="list runs, newest first")
     s.add_argument("--limit", type=_positive_int, default=20, help="newest N runs (default 20)")
     s = sub.add_parser("show", help="the gates of one run")
@@ -232,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fail only on drops significant at 1 - confidence (z test from the recorded intervals)")
     s.add_argument("--confidence", type=_confidence, default=0.95)
     s.add_argument("--metric", action="append", help="only this metric (repeatable)")
+    s.add_argument("--allow-missing", action="store_true",
+                   help="do not fail when gates of the baseline run are missing from the candidate run")
     s = sub.add_parser("history", help="one metric's values over past runs")
     s.add_argument("metric")
     s.add_argument("--model")
@@ -258,6 +312,8 @@ def main(argv=None, out=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage and the problem
         return 2 if exc.code not in (0, None) else 0
+    if getattr(args, "sub_db", None) is not None:
+        args.db = args.sub_db
     commands = {"runs": _cmd_runs, "show": _cmd_show, "compare": _cmd_compare, "history": _cmd_history,
                 "export": _cmd_export, "report": _cmd_report}
     try:

@@ -296,6 +296,11 @@ class History:
             rows = con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))
             return [_row(r, self.path) for r in rows]
 
+    def metrics(self) -> list[str]:
+        """Every metric name recorded in the history, sorted."""
+        with self._reading() as con:
+            return sorted(str(r[0]) for r in con.execute("SELECT DISTINCT metric FROM results"))
+
     def metric_history(self, metric: str, *, model=None, dataset=None, test=None, limit: int = 50) -> list[dict]:
         """Past values of one metric (optionally of one model / dataset / test), oldest first,
         with each run's time and commit."""

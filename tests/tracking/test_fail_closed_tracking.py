@@ -395,3 +395,100 @@ def test_history_limits_are_checked(db, limit):
 def test_results_wants_a_run_id(db, run_id):
     with pytest.raises(rc.InputError, match="resolve"):
         History(db).results(run_id)
+
+
+# ------------------------------------------------------------------ a red run never checks green (review)
+def _two_runs(tmp_path, base, cand, status=(0, 0)):
+    path = tmp_path / "h2.sqlite"
+    History(path).record(META, base, exitstatus=status[0])
+    History(path).record(META, cand, exitstatus=status[1])
+    return path
+
+
+def test_show_check_fails_on_a_failed_gate_and_says_so(db):
+    code, text = _cli("--db", str(db), "show", "latest", "--check")
+    assert code == 1 and "1 of 2 gates failed" in text
+
+
+def test_show_check_fails_on_a_non_zero_exit_status_even_when_every_gate_passed(tmp_path):
+    path = tmp_path / "h.sqlite"
+    History(path).record(META, [GATE], exitstatus=1)
+    code, text = _cli("--db", str(path), "show", "--check")
+    assert code == 1 and "exited with status 1" in text and "gates failed" not in text
+    History(path).record(META, [GATE], exitstatus=0)
+    code, text = _cli("--db", str(path), "show", "--check")
+    assert code == 0 and "check passed" in text
+
+
+def test_show_check_counts_an_error_record_as_a_failure(tmp_path):
+    path = tmp_path / "h.sqlite"
+    error = {"test": "rc_b.yaml::suite", "metric": "(suite)", "gate": "error", "value": None, "passed": False,
+             "on": "error", "message": "invalid suite"}
+    History(path).record(META, [GATE, error], exitstatus=0)
+    code, text = _cli("--db", str(path), "show", "--check")
+    assert code == 1 and "1 of 2 gates failed" in text and "error" in text
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_db_is_accepted_before_and_after_the_command(db, where):
+    args = ["--db", str(db), "show", "latest"] if where == "before" else ["show", "latest", "--db", str(db)]
+    assert _cli(*args)[0] == 0
+    args = ["runs", "--db", str(db)] if where == "after" else ["--db", str(db), "runs"]
+    assert _cli(*args)[0] == 0
+
+
+def test_db_after_the_command_overrides_the_one_before(db, tmp_path, capsys):
+    assert _cli("--db", str(tmp_path / "missing.sqlite"), "show", "--db", str(db))[0] == 0
+    assert _cli("--db", str(db), "show", "--db", str(tmp_path / "missing.sqlite"))[0] == 2
+
+
+def test_db_after_the_command_keeps_the_exit_codes(db):
+    assert _cli("show", "latest", "--check", "--db", str(db))[0] == 1
+
+
+@pytest.mark.parametrize("metric, close", [("nosuch", None), ("mapp", "map"), ("hit_rate@2", "hit_rate@1")])
+def test_compare_with_an_unknown_metric_exits_2_with_the_closest_name(db, capsys, metric, close):
+    code, text = _cli("--db", str(db), "compare", "1", "1", "--metric", metric, "--max-drop", "0.01")
+    err = capsys.readouterr().err
+    assert code == 2 and f"--metric {metric}" in err and "compared" not in text
+    if close:
+        assert f"did you mean {close!r}" in err
+
+
+def test_compare_with_nothing_to_judge_exits_2(tmp_path, capsys):
+    path = _two_runs(tmp_path, [{**GATE, "value": None}], [{**GATE, "value": None}])
+    code, _ = _cli("--db", str(path), "compare", "1", "2")
+    assert code == 2 and "nothing to judge" in capsys.readouterr().err
+
+
+def test_a_gate_missing_from_the_candidate_is_a_regression_unless_allowed(tmp_path, capsys):
+    path = _two_runs(tmp_path, [GATE, {**GATE, "test": "t.py::test_b"}], [GATE])
+    code, text = _cli("--db", str(path), "compare", "1", "2")
+    assert code == 1 and "MISSING" in text and "t.py::test_b" in text and "--allow-missing" in text
+    code, text = _cli("--db", str(path), "compare", "1", "2", "--allow-missing")
+    assert code == 0
+
+
+def test_a_candidate_with_only_missing_gates_exits_1_not_0(tmp_path):
+    path = _two_runs(tmp_path, [GATE], [{**GATE, "test": "t.py::other"}])
+    code, text = _cli("--db", str(path), "compare", "1", "2")
+    assert code == 1 and "1 only in run 1" in text
+
+
+def test_a_gate_that_errored_in_the_candidate_is_a_regression(tmp_path):
+    error = {**GATE, "gate": "error", "value": None, "low": None, "high": None, "passed": False}
+    path = _two_runs(tmp_path, [GATE], [error])
+    code, text = _cli("--db", str(path), "compare", "1", "2")
+    assert code == 1 and "REGRESSED (no value" in text
+
+
+def test_history_of_an_unknown_metric_exits_2_with_the_closest_name(db, capsys):
+    assert _cli("--db", str(db), "history", "nosuch")[0] == 2
+    assert "never recorded" in capsys.readouterr().err
+    assert _cli("--db", str(db), "history", "mapp")[0] == 2
+    assert "did you mean 'map'" in capsys.readouterr().err
+
+
+def test_history_of_a_known_metric_with_filters_matching_nothing_is_not_an_error(db):
+    code, text = _cli("--db", str(db), "history", "map", "--model", "nobody")
+    assert code == 0 and "no recorded values" in text
