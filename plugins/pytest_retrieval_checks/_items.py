@@ -129,3 +129,30 @@ def fail_on_skipped(item, start: int, limit, prop: str) -> None:
         pytest.fail("too many skipped queries (queries without a relevant gallery item do not count in the value):\n"
                     + "\n".join(problems) + "\nGive every query a relevant gallery item, or raise --rc-max-skipped.",
                     pytrace=False)
+
+
+def error_record(item, report, prop: str) -> dict | None:
+    """The FAIL record of a YAML suite item (a check, or a suite that could not be read)
+    that failed without recording a failed gate: gate ``error``, the check's metric when
+    known, no value, and the failure's message. None for other items, and for items
+    whose failure a gate already recorded."""
+    case = getattr(item, "case", None)
+    error = getattr(item, "error", None) if isinstance(item, SuiteErrorItem) else None
+    if case is None and error is None:
+        return None
+    for name, value in item.user_properties:
+        if name == prop:
+            try:
+                if not json.loads(value).get("passed", True):
+                    return None
+            except (ValueError, AttributeError):
+                continue
+    message = (getattr(report, "longreprtext", "") or str(error or "") or "the item failed")[-4000:]
+    if case is not None:
+        check = case.check
+        return {"gate": "error", "metric": check.metric.name, "value": None, "passed": False, "on": "error",
+                "comparison": "", "threshold": None, "bounds": {}, "suite": item.suite.name, "model": case.model,
+                "dataset": "/".join(case.datasets), "line": check.line, "message": message}
+    return {"gate": "error", "metric": "(suite)", "value": None, "passed": False, "on": "error", "comparison": "",
+            "threshold": None, "bounds": {}, "suite": item.path.name, "model": None, "dataset": None,
+            "line": getattr(error, "line", None), "message": message}

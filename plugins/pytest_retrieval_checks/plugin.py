@@ -194,6 +194,21 @@ def pytest_runtest_call(item):
     return result
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A YAML suite item that failed without a failed gate record (a suite that could not
+    be loaded, a model error or timeout, a runner error) gets a FAIL record of its own,
+    so that the table, JSON, JUnit, history and HTML never show a red item as absent."""
+    report = yield
+    if report.failed and report.when in ("setup", "call"):
+        record = _items.error_record(item, report, _PROPERTY)
+        if record is not None:
+            props = [*_reports.junit_properties(record), (_PROPERTY, _reports.strict_json(record))]
+            item.user_properties.extend(props)
+            report.user_properties.extend(props)
+    return report
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report):
     config = _config()
@@ -206,7 +221,7 @@ def pytest_runtest_logreport(report):
     if carried:
         report.user_properties[:] = [(n, v) for n, v in report.user_properties
                                      if n not in (_BASELINE_PROPERTY, _FIGURE_PROPERTY)]
-    if report.when != "call":
+    if report.when != "call" and not (report.when == "setup" and report.failed):
         return
     for n, v in carried:
         if n == _BASELINE_PROPERTY:

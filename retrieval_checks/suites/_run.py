@@ -18,6 +18,7 @@ import numpy as np
 
 from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
+from ..gates._events import GateEvent, emit
 from ..engine import EvaluationCache, evaluate
 from ..data import read_arrays, read_npy
 from ..classifiers._measures import evaluate_classifier
@@ -347,7 +348,7 @@ class SuiteRunner:
         result = self.result(suite, case.model, dataset, o, timeout=limits["timeout"])
         name = check.metric.name
         if check.kind != "threshold":  # assert_metric checks max_skipped itself
-            _skip_limit(result, name, limits["max_skipped"], case.model, dataset)
+            _skip_limit(result, name, limits["max_skipped"], case.model, dataset, _GATES[check.kind])
         if check.kind == "baseline":
             record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
             record.update(model=case.model, dataset=dataset)
@@ -356,7 +357,7 @@ class SuiteRunner:
         elif check.kind == "compare":
             blimits = suite.gate_options(check, check.baseline, dataset, self.defaults)
             baseline = self.result(suite, check.baseline, dataset, o, timeout=blimits["timeout"])
-            _skip_limit(baseline, name, limits["max_skipped"], check.baseline, dataset)
+            _skip_limit(baseline, name, limits["max_skipped"], check.baseline, dataset, _GATES["compare"])
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
             assert_not_worse(comparison, margin=check.margin, rule=check.rule)
         else:
@@ -378,7 +379,8 @@ class SuiteRunner:
         if check.metric.kind != "classifier":
             for ds, res in ((train, a), (test, b)):
                 _skip_limit(res, check.metric.name, suite.gate_options(check, case.model, ds,
-                                                                       self.defaults)["max_skipped"], case.model, ds)
+                                                                       self.defaults)["max_skipped"], case.model, ds,
+                            _GATES["gap"])
         if check.metric.kind == "classifier":
             gap = generalization_gap(a.accuracy_result, b.accuracy_result, confidence=o["confidence"],
                                      labels=(train, test))
@@ -388,10 +390,15 @@ class SuiteRunner:
         assert_gap_below(gap, check.below, on=check.on)
 
 
-def _skip_limit(result, name: str, max_skipped, model: str, dataset: str) -> None:
+_GATES = {"gap": "assert_gap_below", "compare": "assert_not_worse", "baseline": "assert_no_regression"}
+
+
+def _skip_limit(result, name: str, max_skipped, model: str, dataset: str, gate: str = "max_skipped") -> None:
     """AssertionError when ``result`` skipped more queries for ``name`` than
     ``max_skipped`` allows (a count, or a fraction of the queries; None: no limit), for
-    the checks whose gate has no max_skipped of its own (gap, compare, baseline)."""
+    the checks whose gate has no max_skipped of its own (gap, compare, baseline). The
+    failure is a failed gate event of ``gate`` (the check's gate) with the metric, its
+    value on this dataset and n_used / n_skipped, so every report records it."""
     __tracebackhide__ = True
     if max_skipped is None or not callable(getattr(result, "measure", None)):
         return
@@ -402,7 +409,17 @@ def _skip_limit(result, name: str, max_skipped, model: str, dataset: str) -> Non
     if (n_skipped > max_skipped) if count else (n_skipped > max_skipped * n_queries):
         limit = f"{max_skipped} queries" if count else \
             f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
-        raise AssertionError(f"{name} of model {model!r} on dataset {dataset!r}: {n_skipped} of {n_queries} queries "
-                             f"skipped (n_used {n_used} / n_skipped {n_skipped}), more than max_skipped="
-                             f"{max_skipped!r} ({limit}); queries without a relevant gallery item change the value "
-                             "without notice: fix the labels or raise max_skipped.")
+        message = (f"{name} of model {model!r} on dataset {dataset!r}: {n_skipped} of {n_queries} queries "
+                   f"skipped (n_used {n_used} / n_skipped {n_skipped}), more than max_skipped="
+                   f"{max_skipped!r} ({limit}); queries without a relevant gallery item change the value "
+                   "without notice: fix the labels or raise max_skipped.")
+        value = getattr(m, "value", None)
+        try:
+            value = None if value is None else float(value)
+        except (TypeError, ValueError):
+            value = None
+        emit(GateEvent(gate=gate, metric=name, value=value, passed=False, on="n_skipped", comparison="<=",
+                       threshold=float(max_skipped) if not count else int(max_skipped),
+                       bounds={"max_skipped": max_skipped}, n_used=n_used, n_skipped=n_skipped, model=model,
+                       dataset=dataset, warnings=[message], extra={"max_skipped": max_skipped}))
+        raise AssertionError(message)
