@@ -96,6 +96,7 @@ class SuiteRunner:
         self._parts: dict = {}
         self._timed_out: dict = {}  # (model, inputs, part) -> (timeout, message) of a run that did not return
         self.evaluations = EvaluationCache()
+        self._shared_failed: set = set()  # shared passes that failed on one metric's error
 
     # ------------------------------------------------------------------ data
     def _arrays_of(self, path: Path) -> dict:
@@ -239,22 +240,44 @@ class SuiteRunner:
         return out
 
     # ------------------------------------------------------------------ evaluation
-    def result(self, suite: Suite, model_name: str, dataset_name: str, options: dict, *, timeout=False):
+    def result(self, suite: Suite, model_name: str, dataset_name: str, options: dict, *, timeout=False,
+               metrics=None):
         """The (cached) evaluation of a model on a dataset with these options; the
-        model runs under ``timeout`` seconds (default: :meth:`timeout`)."""
+        model runs under ``timeout`` seconds (default: :meth:`timeout`).
+
+        One pass measures every metric of the suite's checks on this model and dataset.
+        When that shared pass fails because of one metric (a discriminant ratio of
+        collapsed embeddings, grouped recall with singleton classes...) and ``metrics``
+        (the metrics the asking check needs) is given, those metrics are evaluated on
+        their own: only the check whose metric is at fault fails, with that metric
+        named; the checks of other metrics still run."""
         key = (str(suite.path), model_name, dataset_name, tuple(sorted(options.items())))
         if timeout is False:
             timeout = self.timeout(suite, model_name, dataset_name)
+        shared = suite.metrics_for(model_name, dataset_name, options, self.defaults)
+        own = None if metrics is None else [m for m in dict.fromkeys(metrics)]
+        if key not in self._shared_failed:
+            try:
+                return self.evaluations.get_or_compute(
+                    key, lambda: self._evaluate(suite, model_name, dataset_name, options, timeout, shared))
+            except (KeyboardInterrupt, SystemExit, MemoryError, ModelTimeoutError):
+                raise
+            except RetrievalChecksError as exc:
+                if own is None or set(own) >= set(shared) or not _metric_error(exc):
+                    raise
+                self._shared_failed.add(key)  # not tried again: each check measures its own metrics
         return self.evaluations.get_or_compute(
-            key, lambda: self._evaluate(suite, model_name, dataset_name, options, timeout))
+            (*key, tuple(own)), lambda: self._evaluate(suite, model_name, dataset_name, options, timeout, own))
 
     @property
     def passes(self) -> int:
         """Evaluations computed (cache misses)."""
         return self.evaluations.misses
 
-    def _evaluate(self, suite: Suite, model_name: str, dataset_name: str, options: dict, timeout=None):
-        metrics = suite.metrics_for(model_name, dataset_name, options, self.defaults)
+    def _evaluate(self, suite: Suite, model_name: str, dataset_name: str, options: dict, timeout=None,
+                  metrics=None):
+        if metrics is None:
+            metrics = suite.metrics_for(model_name, dataset_name, options, self.defaults)
         dataset = suite.datasets[dataset_name]
         if dataset.type == "images":
             return self._classify(suite, model_name, dataset_name, metrics, options, timeout)
@@ -315,8 +338,10 @@ class SuiteRunner:
             raise
         except Exception as exc:
             detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
-            raise SuiteError(f"{detail} (model {model_name!r} on dataset {dataset_name!r})", path=suite.path,
-                             line=model.line, field=f"models.{model_name}") from exc
+            error = SuiteError(f"{detail} (model {model_name!r} on dataset {dataset_name!r})", path=suite.path,
+                               line=model.line, field=f"models.{model_name}")
+            error.rc_measure_error = isinstance(exc, RetrievalChecksError)  # a measure's error, maybe one metric's
+            raise error from exc
 
     def run(self, suite: Suite, case: Case) -> None:
         """Run one case: evaluate (or reuse) and apply its gate. Raises AssertionError
@@ -345,8 +370,8 @@ class SuiteRunner:
         dataset = case.datasets[0]
         o = opts[dataset]
         limits = suite.gate_options(check, case.model, dataset, self.defaults)
-        result = self.result(suite, case.model, dataset, o, timeout=limits["timeout"])
         name = check.metric.name
+        result = self.result(suite, case.model, dataset, o, timeout=limits["timeout"], metrics=[name])
         if check.kind != "threshold":  # assert_metric checks max_skipped itself
             _skip_limit(result, name, limits["max_skipped"], case.model, dataset, _GATES[check.kind])
         if check.kind == "baseline":
@@ -356,7 +381,7 @@ class SuiteRunner:
                                  **check.tolerances)
         elif check.kind == "compare":
             blimits = suite.gate_options(check, check.baseline, dataset, self.defaults)
-            baseline = self.result(suite, check.baseline, dataset, o, timeout=blimits["timeout"])
+            baseline = self.result(suite, check.baseline, dataset, o, timeout=blimits["timeout"], metrics=[name])
             _skip_limit(baseline, name, limits["max_skipped"], check.baseline, dataset, _GATES["compare"])
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
             assert_not_worse(comparison, margin=check.margin, rule=check.rule)
@@ -372,10 +397,11 @@ class SuiteRunner:
         check = case.check
         train, test = case.datasets
         o = opts[train]
+        own = [check.metric.name]
         a = self.result(suite, case.model, train, o,
-                        timeout=suite.gate_options(check, case.model, train, self.defaults)["timeout"])
+                        timeout=suite.gate_options(check, case.model, train, self.defaults)["timeout"], metrics=own)
         b = self.result(suite, case.model, test, opts[test],
-                        timeout=suite.gate_options(check, case.model, test, self.defaults)["timeout"])
+                        timeout=suite.gate_options(check, case.model, test, self.defaults)["timeout"], metrics=own)
         if check.metric.kind != "classifier":
             for ds, res in ((train, a), (test, b)):
                 _skip_limit(res, check.metric.name, suite.gate_options(check, case.model, ds,
@@ -388,6 +414,15 @@ class SuiteRunner:
             gap = generalization_gap(a, b, check.metric.name, confidence=o["confidence"], seed=o["seed"],
                                      labels=(train, test))
         assert_gap_below(gap, check.below, on=check.on)
+
+
+def _metric_error(exc: BaseException) -> bool:
+    """Whether a failed evaluation may be one metric's fault (the engine's or a
+    classifier measure's error), not the data's or the model's (a suite error about a
+    file, an array, a model that raised)."""
+    if not isinstance(exc, SuiteError):
+        return True
+    return bool(getattr(exc, "rc_measure_error", False))
 
 
 _GATES = {"gap": "assert_gap_below", "compare": "assert_not_worse", "baseline": "assert_no_regression"}

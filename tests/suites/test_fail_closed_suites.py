@@ -708,3 +708,90 @@ def test_a_classifier_that_never_returns_times_out(where):
         SuiteRunner(device="cpu").run(suite, suite.cases[0])
     assert time.perf_counter() - start < 5.0
     assert all(w in str(info.value) for w in ("'slow'", "'img'", "clf", "timeout=0.5"))
+
+
+# ---------------------------------------------------------------- one metric's error fails only its check (review)
+def _run_errors(suite, runner):
+    outcomes = {}
+    for case in suite.cases:
+        try:
+            runner.run(suite, case)
+            outcomes[case.name] = "pass"
+        except AssertionError as exc:
+            outcomes[case.name] = f"fail: {exc}"
+        except SuiteError as exc:
+            outcomes[case.name] = f"error: {exc}"
+    return outcomes
+
+
+@pytest.fixture
+def collapsed(where):
+    y = np.repeat(np.arange(6), 5)
+    np.savez(where / "data/collapsed.npz", embeddings=np.eye(8)[y].astype(np.float32), labels=y)
+    return where
+
+
+def test_a_metric_error_on_the_shared_pass_fails_only_its_own_check(collapsed):
+    suite = load_suite(_write(collapsed, "datasets:\n  d: {queries: data/collapsed.npz}\nchecks:\n"
+                                         "  - {metric: map, at_least: 0.5}\n"
+                                         "  - {metric: discriminant_ratio, at_least: 1}\n"
+                                         "  - {metric: medr, at_most: 3}\n"))
+    outcomes = _run_errors(suite, SuiteRunner())
+    assert outcomes["map_at_least[precomputed-d]"] == "pass"
+    assert outcomes["medr_at_most[precomputed-d]"] == "pass"
+    error = outcomes["discriminant_ratio_at_least[precomputed-d]"]
+    assert error.startswith("error") and "S_W" in error and "rc_suite.yaml:5" in error, error
+
+
+def test_a_metric_error_leaves_the_other_checks_events_with_their_values(collapsed):
+    suite = load_suite(_write(collapsed, "datasets:\n  d: {queries: data/collapsed.npz}\nchecks:\n"
+                                         "  - {metric: discriminant_ratio, at_least: 1}\n"
+                                         "  - {metric: map, at_least: 0.5}\n"))
+    runner = SuiteRunner()
+    events = []
+    with listening(events.append):
+        outcomes = _run_errors(suite, runner)
+    assert outcomes["map_at_least[precomputed-d]"] == "pass"
+    assert [e.metric for e in events] == ["map"] and events[0].value == pytest.approx(1.0)
+
+
+def test_a_gap_check_falls_back_to_its_own_metric_too(collapsed):
+    (collapsed / "data/collapsed2.npz").write_bytes((collapsed / "data/collapsed.npz").read_bytes())
+    suite = load_suite(_write(collapsed, "datasets:\n  d: {queries: data/collapsed.npz}\n"
+                                         "  e: {queries: data/collapsed2.npz}\nchecks:\n"
+                                         "  - {metric: discriminant_ratio, datasets: [d, e], at_least: 1}\n"
+                                         "  - {metric: map, gap: {train: d, test: e}, below: 0.1}\n"))
+    outcomes = _run_errors(suite, SuiteRunner())
+    assert [k for k, v in outcomes.items() if v == "pass"] == ["map_gap[precomputed-d-e]"], outcomes
+
+
+def test_a_data_error_still_fails_every_check_without_retrying_per_metric(where):
+    suite = load_suite(_write(where, "datasets:\n  d: {queries: {file: data/set.npz, labels: nope}}\nchecks:\n"
+                                     "  - {metric: map, at_least: 0.1}\n  - {metric: medr, at_most: 5}\n"))
+    outcomes = _run_errors(suite, SuiteRunner())
+    assert all(v.startswith("error") and "nope" in v for v in outcomes.values()), outcomes
+
+
+def test_an_unattainable_bound_found_at_gate_time_names_the_checks_line(collapsed):
+    suite = load_suite(_write(collapsed, "datasets:\n  d: {queries: data/collapsed.npz}\nchecks:\n"
+                                         "  - {metric: map, at_least: 0.5}\n"
+                                         "  - {metric: medr, at_most: 100000}\n"))
+    outcomes = _run_errors(suite, SuiteRunner())
+    assert outcomes["map_at_least[precomputed-d]"] == "pass"
+    error = outcomes["medr_at_most[precomputed-d]"]
+    assert error.startswith("error") and "rc_suite.yaml:5" in error and "at_most=100000" in error
+    assert "could never fail" in error
+
+
+def test_a_max_skipped_failure_outside_a_gate_is_a_failed_gate_event(where):
+    (where / "data/skip2.npz").write_bytes((where / "data/skip.npz").read_bytes())
+    suite = load_suite(_write(where, "datasets:\n  s: {queries: data/skip.npz}\n  t: {queries: data/skip2.npz}\n"
+                                     "checks:\n  - {metric: map, gap: {train: s, test: t}, below: 0.5, "
+                                     "max_skipped: 0}\n"))
+    outcomes, events = _run_all(suite, SuiteRunner())
+    (outcome,) = outcomes.values()
+    assert outcome.startswith("fail")
+    (event,) = events
+    assert not event.passed and event.gate == "assert_gap_below" and event.metric == "map"
+    assert (event.n_used, event.n_skipped, event.bounds) == (20, 20, {"max_skipped": 0})
+    assert event.dataset == "s" and event.value is not None
