@@ -279,7 +279,41 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
                 bad(f"units.{_name(k)}", f"unit {_name(k)} holds a sum of {_short(v[0])} (not a finite number)")
             if not _is_count(v[1]) or v[1] < 1:
                 bad(f"units.{_name(k)}", f"the count must be an integer >= 1, found {_kind(v[1])}")
+        _check_units(spec, rec, units, top, bad)
     return dict(rec)
+
+
+def _check_units(spec, rec, units, top, bad) -> None:
+    """The units must agree with the record's value: a hand-edited unit that
+    contradicts it would decide a significance test on numbers nobody measured. Every
+    unit's mean (sum / count) lies in the metric's range, and the count-weighted mean
+    of the units is the value (exact for every kind baseline_record writes: per-class
+    sums and counts of a per-query metric, one query per unit, or grouped recall's
+    group means, one per group over the same repeats); per-class or per-query units
+    count the n queries used."""
+    if not units:
+        return
+    high = None if top is None else float(top)
+    total = count = 0.0
+    for k, (s, c) in units.items():
+        mean = float(s) / int(c)
+        try:
+            check_threshold(spec.capabilities, mean, role="baseline", field=f"units.{_name(k)}", metric=spec.name,
+                            high=high, high_why="the record's max_rank")
+        except InputError as exc:
+            bad(f"units.{_name(k)}", f"unit {_name(k)} has a mean of {mean:.6g} (sum {float(s):.6g} / count "
+                                     f"{int(c)}), outside the range of {spec.name} ({exc})")
+        total += float(s)
+        count += int(c)
+    mean = total / count
+    value = float(rec["value"])
+    if not math.isclose(mean, value, rel_tol=1e-6, abs_tol=1e-9):
+        bad("units", f"the units contradict the value: their count-weighted mean (sum of sums / sum of counts) is "
+                     f"{mean:.9g}, the value is {value:.9g}; the units must be the per-unit sums and counts the value "
+                     "was computed from")
+    n = rec.get("n")
+    if rec.get("units_are") in ("classes", "queries") and n is not None and int(count) != int(n):
+        bad("units", f"the units count {int(count)} queries, but n is {int(n)} (the queries used); they must agree")
 
 
 def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:

@@ -825,7 +825,7 @@ def image_text():
 
 @pytest.mark.parametrize("max_drop", [0.48, 0.99])
 def test_max_drop_covering_the_baselines_whole_attainable_drop_is_refused(small, max_drop):
-    base = dict(baseline_record(small, "map"), value=0.48, interval=None)
+    base = dict(baseline_record(small, "map"), value=0.48, interval=None, units=None, units_are=None)
     cur = baseline_record(small, "map")
     _expect(rc.InputError, lambda: assert_no_regression(cur, base, max_drop=max_drop),
             f"max_drop={max_drop:g}", "at most 0.48", "never fail", "below 0.48")
@@ -1056,3 +1056,63 @@ def test_accuracy_records_carry_wilsons_interval_and_name_what_they_hold():
     rec = baseline_record(acc, "accuracy", confidence=0.9)
     assert rec["interval"][0] < 0.75 < rec["interval"][1] and rec["confidence"] == 0.9
     _expect(rc.InputError, lambda: baseline_record(acc, "map"), "map was not computed", "holds: accuracy")
+
+
+# ------------------------------------------------------------------ units that contradict the value (review)
+@pytest.fixture(scope="module")
+def unit_record():
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(10), 6)
+    x = (rng.normal(size=(60, 8)) + 1.5 * np.eye(8)[y % 8]).astype(np.float32)
+    return baseline_record(rc.evaluate(x, query_labels=y, metrics=["map"]), "map")
+
+
+def test_units_zeroed_by_hand_are_refused_as_contradicting_the_value(unit_record):
+    from retrieval_checks.gates._baselines import check_record
+
+    edited = dict(unit_record, units={k: [0.0, n] for k, (_, n) in unit_record["units"].items()})
+    _expect(rc.InputError, lambda: check_record(edited, where="rc_t.baselines.yaml, key 'k'"), "'k'", "'units'",
+            "contradict the value", f"{unit_record['value']:.9g}")
+    _expect(rc.InputError, lambda: assert_no_regression(unit_record, edited, significant=True, max_drop=0.01),
+            "'units'", "contradict")
+
+
+def test_a_unit_whose_mean_is_off_the_metrics_range_is_refused(unit_record):
+    from retrieval_checks.gates._baselines import check_record
+
+    units = dict(unit_record["units"])
+    units["0"] = [520.3, 54]
+    _expect(rc.InputError, lambda: check_record(dict(unit_record, units=units), where="f.yaml, key 'k'"),
+            "units.0", "mean of 9.6", "outside the range of map")
+
+
+def test_units_counting_other_queries_than_n_are_refused(unit_record):
+    from retrieval_checks.gates._baselines import check_record
+
+    units = {k: [s * 2, n * 2] for k, (s, n) in unit_record["units"].items()}  # same mean, twice the queries
+    _expect(rc.InputError, lambda: check_record(dict(unit_record, units=units)), "'units'", "but n is")
+
+
+def test_consistent_units_of_every_kind_are_accepted():
+    from retrieval_checks.gates._baselines import check_record
+
+    rng = np.random.default_rng(1)
+    y = np.repeat(np.arange(12), 5)
+    x = (rng.normal(size=(60, 16)) + 2 * np.eye(16)[y % 16]).astype(np.float32)
+    r = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1", "precision@5", "mrr", "meanr", "map@R",
+                                                "grouped_recall@1"], group_size=3)
+    for metric in ("map", "hit_rate@1", "precision@5", "mrr", "meanr", "map@R", "grouped_recall@1"):
+        rec = baseline_record(r, metric)
+        assert rec.get("units"), metric
+        assert check_record(rec) == rec
+
+
+def test_a_hand_edited_baselines_file_with_contradicting_units_names_the_file_and_key(tmp_path, unit_record):
+    from retrieval_checks.gates import BaselineFile
+
+    units = "".join(f"    '{k}': [0.0, {n}]\n" for k, (_, n) in unit_record["units"].items())
+    path = tmp_path / "rc_t.baselines.yaml"
+    path.write_text(f"k:\n  metric: map\n  value: {unit_record['value']}\n  n: {unit_record['n']}\n"
+                    f"  unit: queries\n  units_are: classes\n  units:\n{units}")
+    _expect(rc.InputError, lambda: BaselineFile(path).get("k"), "rc_t.baselines.yaml", "'k'", "'units'",
+            "contradict the value")
