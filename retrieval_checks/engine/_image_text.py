@@ -156,6 +156,23 @@ def _dedupe_repeated(images, n_captions: int):
     return _take(images, starts), caption_image.astype(np.int64), layout
 
 
+def _certain_k(folds, cap_img) -> dict:
+    """The smallest K at which every query of a direction is certain to hit, in every
+    fold: ``{"i2t": captions - fewest captions of an image + 1, "t2i": images}``. A
+    recall at such a K is 1 whatever the model (the papers' evaluation code counts K
+    past the gallery as retrieved, and so does this one), so the gates refuse a
+    threshold on it: such a gate could never fail."""
+    i2t, t2i = [], []
+    for a, b in folds:
+        inside = (cap_img >= a) & (cap_img < b)
+        n_cap = int(np.count_nonzero(inside))
+        per_image = np.bincount(cap_img[inside] - a, minlength=b - a)
+        fewest = int(per_image[per_image > 0].min()) if n_cap else 1
+        i2t.append(n_cap - fewest + 1)
+        t2i.append(b - a)
+    return {"i2t": int(max(i2t)), "t2i": int(max(t2i))}
+
+
 def _fold_slices(n_images: int, protocol: str):
     if protocol == "all":
         return [(0, n_images)]
@@ -220,6 +237,7 @@ def evaluate_image_text(
                                                           images_without_captions)
     N = int(images.shape[0])
     folds = _fold_slices(N, protocol_key)
+    certain = _certain_k(folds, cap_img)
     ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
     common = dict(similarity=similarity, ties=ties, device=device, max_memory=max_memory, progress=progress)
     fold_data, backend = [], None
@@ -234,6 +252,7 @@ def evaluate_image_text(
         q = [(1 - confidence) / 2, (1 + confidence) / 2]
         intervals = {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in boot.items()}
     config = {"similarity": similarity, "ties": ties, "images_dropped": dropped, "backend": backend,
+              "certain_k": certain,
               "folds": [list(f) for f in folds], "seed": seed, "confidence": confidence, "n_resamples": n_resamples}
     return ImageTextResult(
         values, intervals, per_fold, n_images=N, n_captions=int(cap_img.size), layout=layout,

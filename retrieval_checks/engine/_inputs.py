@@ -472,19 +472,7 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
         raise InputError(f"{name} has shape {relevance.shape}; pass a boolean (n_queries x n_gallery) = "
                          f"{(n_q, n_g)} mask, or one list of gallery indices per query.")
     if isinstance(relevance, np.ndarray) and relevance.ndim == 2 and relevance.dtype != object:
-        if relevance.shape != (n_q, n_g):
-            raise InputError(f"{name} has shape {relevance.shape} but (n_queries, n_gallery) is {(n_q, n_g)}.")
-        if relevance.dtype != bool:
-            if relevance.dtype.kind not in "iuf" or not np.isin(relevance, (0, 1)).all():
-                raise InputError(
-                    f"{name} is a {relevance.shape} matrix of dtype {relevance.dtype} with values other than 0 and 1; "
-                    "pass a boolean (n_queries x n_gallery) mask, or one list of gallery indices per query."
-                )
-            relevance = relevance.astype(bool)
-        rid, cols = np.nonzero(relevance)
-        indptr = np.zeros(n_q + 1, np.int64)
-        np.cumsum(np.bincount(rid, minlength=n_q), out=indptr[1:])
-        return Csr(indptr, cols.astype(np.int64))
+        return _mask_to_csr(relevance, n_q, n_g)
     if isinstance(relevance, Mapping):
         rows = [np.zeros(0, np.int64)] * n_q
         for key, value in relevance.items():
@@ -509,36 +497,62 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
         return relevance_to_csr(np.asarray(rows, dtype=bool), n_q, n_g)  # a list of boolean rows is a mask
     _refuse_01_rows(rows, n_g)
     for i, row in enumerate(rows):
-        if isinstance(row, (str, bytes, np.str_, np.bytes_)):
-            raise InputError(f"{name}[{i}] is a {type(row).__name__}; each entry is a list of integer gallery "
-                             "indices.")
-        try:
-            raw = as_numpy(row, f"{name}[{i}]")
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"{name}[{i}] could not be read as gallery indices ({exc}); give a list of ints.") from None
-        if raw.ndim > 1:
-            raise InputError(
-                f"{name}[{i}] is nested (shape {raw.shape}); each entry is a flat list of gallery indices "
-                f"(e.g. [3, 17]), not a list of lists: flatten it, or pass a boolean (n_queries x n_gallery) mask."
-            )
-        raw = raw.ravel() if raw.size else np.zeros(0, np.int64)
-        if raw.size and (raw.dtype == bool or raw.dtype.kind not in "iu"):
-            raise InputError(
-                f"{name}[{i}] holds {raw.dtype} values; each entry is a list of integer gallery indices "
-                "(use a boolean (n_queries x n_gallery) mask for 0/1 relevance)."
-            )
-        arr = np.unique(raw.astype(np.int64))
-        if arr.size and (arr[0] < 0 or arr[-1] >= n_g):
-            raise InputError(
-                f"{name}[{i}] points at gallery index {int(arr[0] if arr[0] < 0 else arr[-1])}, "
-                f"outside [0, {n_g})."
-            )
+        arr = _index_row(row, i, n_g)
         counts[i] = arr.size
         parts.append(arr)
     indptr = np.zeros(n_q + 1, np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     return Csr(indptr, indices)
+
+
+def _mask_to_csr(relevance: np.ndarray, n_q: int, n_g: int) -> Csr:
+    """A dense (n_q x n_g) boolean or 0/1 matrix as CSR; other values are refused."""
+    name = "relevance"
+    if relevance.shape != (n_q, n_g):
+        raise InputError(f"{name} has shape {relevance.shape} but (n_queries, n_gallery) is {(n_q, n_g)}.")
+    if relevance.dtype != bool:
+        if relevance.dtype.kind not in "iuf" or not np.isin(relevance, (0, 1)).all():
+            raise InputError(
+                f"{name} is a {relevance.shape} matrix of dtype {relevance.dtype} with values other than 0 and 1; "
+                "pass a boolean (n_queries x n_gallery) mask, or one list of gallery indices per query."
+            )
+        relevance = relevance.astype(bool)
+    rid, cols = np.nonzero(relevance)
+    indptr = np.zeros(n_q + 1, np.int64)
+    np.cumsum(np.bincount(rid, minlength=n_q), out=indptr[1:])
+    return Csr(indptr, cols.astype(np.int64))
+
+
+def _index_row(row, i: int, n_g: int) -> np.ndarray:
+    """Query ``i``'s relevant gallery indices, sorted and unique; refused when not a
+    flat list of integers inside [0, n_g)."""
+    name = "relevance"
+    if isinstance(row, (str, bytes, np.str_, np.bytes_)):
+        raise InputError(f"{name}[{i}] is a {type(row).__name__}; each entry is a list of integer gallery "
+                         "indices.")
+    try:
+        raw = as_numpy(row, f"{name}[{i}]")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}[{i}] could not be read as gallery indices ({exc}); give a list of ints.") from None
+    if raw.ndim > 1:
+        raise InputError(
+            f"{name}[{i}] is nested (shape {raw.shape}); each entry is a flat list of gallery indices "
+            f"(e.g. [3, 17]), not a list of lists: flatten it, or pass a boolean (n_queries x n_gallery) mask."
+        )
+    raw = raw.ravel() if raw.size else np.zeros(0, np.int64)
+    if raw.size and (raw.dtype == bool or raw.dtype.kind not in "iu"):
+        raise InputError(
+            f"{name}[{i}] holds {raw.dtype} values; each entry is a list of integer gallery indices "
+            "(use a boolean (n_queries x n_gallery) mask for 0/1 relevance)."
+        )
+    arr = np.unique(raw.astype(np.int64))
+    if arr.size and (arr[0] < 0 or arr[-1] >= n_g):
+        raise InputError(
+            f"{name}[{i}] points at gallery index {int(arr[0] if arr[0] < 0 else arr[-1])}, "
+            f"outside [0, {n_g})."
+        )
+    return arr
 
 
 def _refuse_01_rows(rows, n_g: int) -> None:

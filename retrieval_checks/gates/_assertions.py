@@ -312,10 +312,48 @@ def _used_line(m: Measurement) -> str:
     return f"  queries: n_used {m.n_used} / n_skipped {m.n_skipped or 0}\n"
 
 
+def _holds(result, name: str) -> bool:
+    try:
+        return name in result
+    except TypeError:
+        return False
+
+
+def certain_k(result, spec) -> tuple[int | None, str]:
+    """The smallest K at which ``hit_rate@K`` / ``recall@K`` / ``i2t_recall@K`` /
+    ``t2i_recall@K`` of ``result`` is 1 for every query whatever the model (K reaches
+    past every non-relevant candidate), and why; (None, "") when unknown or not such a
+    metric."""
+    fam = getattr(spec, "capabilities", None)
+    if fam is None or spec.k is None:
+        return None, ""
+    if fam.kind == "crossmodal" and fam.name in ("i2t_recall", "t2i_recall"):
+        certain = (getattr(result, "config", None) or {}).get("certain_k", {})
+        k = certain.get(fam.name[:3]) if isinstance(certain, dict) else None
+        what = "captions an image ranks" if fam.name == "i2t_recall" else "images a caption ranks"
+        return (int(k), f"past the non-relevant {what}") if isinstance(k, numbers.Integral) else (None, "")
+    if fam.name not in ("hit_rate", "recall"):
+        return None, ""
+    cand, rel = getattr(result, "n_candidates", None), getattr(result, "n_relevant", None)
+    if cand is None or rel is None or np.shape(cand) != np.shape(rel):
+        return None, ""
+    cand, rel = np.asarray(cand, np.float64).reshape(-1), np.asarray(rel, np.float64).reshape(-1)
+    used = rel > 0
+    if not used.any():
+        return None, ""
+    k = cand[used] - rel[used] + 1 if fam.name == "hit_rate" else cand[used]
+    return int(k.max()), "past every non-relevant candidate of every query"
+
+
 def _bounds(result, spec, at_least, at_most) -> tuple:
-    """``at_least`` and ``at_most`` checked against the metric's unit and range, and a
-    rank's against the largest rank a query of ``result`` can get."""
+    """``at_least`` and ``at_most`` checked against the metric's unit and range, a
+    rank's against the largest rank a query of ``result`` can get, and a recall's
+    against a K that makes it 1 whatever the model."""
     fam = spec.capabilities
+    k_all, why = certain_k(result, spec) if _holds(result, spec.name) else (None, "")
+    if k_all is not None and spec.k >= k_all and (at_least is not None or at_most is not None):
+        raise InputError(f"{spec.name}: K={spec.k} reaches {why} (K >= {k_all}), so its value is 1 whatever the model "
+                         f"and a gate on it could never fail (or never pass); gate a smaller K (< {k_all}).")
     top, top_why = max_rank(result, spec.name)
     if at_least is not None:
         at_least = check_threshold(fam, at_least, role="at_least", field="at_least", metric=spec.name, high=top,
