@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import InputError
 
-__all__ = ["check_file", "verify_zip_crc", "short", "HOW_TO_WRITE", "FORMATS"]
+__all__ = ["check_file", "missing_file", "verify_zip_crc", "short", "HOW_TO_WRITE", "FORMATS"]
 
 #: How to write each format again, for the messages about damaged files.
 HOW_TO_WRITE = {
@@ -82,6 +82,35 @@ def check_file(path, *, what: str = "file") -> Path:
     except OSError as exc:
         raise InputError(f"{p}: cannot read the {what} ({short(exc)}).") from None
     return p
+
+
+def missing_file(path) -> str:
+    """Why ``path`` is not a regular file, in a few words (for a message that names the
+    file first): "is a symbolic link loop (...)", "is a broken symbolic link to ...",
+    "is a directory, not a file", "is not a regular file", "cannot be reached (...)" or
+    "does not exist"."""
+    p = Path(os.fspath(path))
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        if os.path.islink(p):
+            return f"is a broken symbolic link (to {os.readlink(p)!r}, which does not exist)"
+        return "does not exist"
+    except PermissionError:
+        return "cannot be reached (permission denied on a directory of its path)"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop (it points back to itself; point the link at a real file)"
+        if exc.errno == errno.ENOTDIR:
+            return "cannot exist (a part of its path is a file, not a directory)"
+        return f"cannot be opened ({short(exc)})"
+    except (ValueError, TypeError) as exc:
+        return f"is not a usable path ({short(exc)})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO, socket or device)"
+    return "is a file"
 
 
 def verify_zip_crc(path: Path) -> None:

@@ -325,7 +325,8 @@ def _read_parquet(p: Path) -> Mapping:
                 raise InputError(f"{where} holds lists of different lengths {sorted(set(lengths.tolist()))[:5]}; "
                                  "every row needs the same dimension.")
             dim = int(lengths[0]) if len(col) else 0
-            return np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), dim)
+            # a copy: arrow's buffers are read-only, and torch.from_numpy warns about (and may not write to) them
+            return np.array(flat.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), dim)
         if pa.types.is_nested(t) or pa.types.is_dictionary(t) and pa.types.is_nested(t.value_type):
             raise InputError(f"{where} has the nested type {t}; store numbers, strings or lists of numbers.")
         return np.asarray(col.to_pylist())

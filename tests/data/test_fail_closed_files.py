@@ -451,3 +451,36 @@ def test_good_files_still_round_trip_in_every_format(tmp_path):
         np.testing.assert_array_equal(s.embeddings, EMB)
         if fmt != "npy":
             np.testing.assert_array_equal(s.labels, LAB)
+
+
+# ------------------------------------------------------------------ review: writable parquet lists, loops named
+def test_a_parquet_list_column_is_a_writable_array_torch_takes_without_warning(tmp_path):
+    import warnings
+
+    p = tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"embeddings": [list(map(float, row)) for row in EMB], "labels": LAB}), p)
+    arr = read_arrays(p)["embeddings"]
+    assert arr.flags.writeable and arr.dtype == np.float32 and np.allclose(arr, EMB)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.from_numpy(arr).shape == (6, 3)
+    loaded = rc.load_embeddings(p)
+    assert np.allclose(np.asarray(loaded.embeddings), EMB)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: (os.symlink(d / "loop2.npz", d / "loop1.npz"), os.symlink(d / "loop1.npz", d / "loop2.npz")),
+     "symbolic link loop"),
+    (lambda d: os.symlink(d / "nowhere.npz", d / "loop1.npz"), "broken symbolic link"),
+    (lambda d: (d / "loop1.npz").mkdir(), "is a directory"),
+    (lambda d: None, "does not exist"),
+])
+def test_missing_file_says_why_a_path_is_not_a_file(tmp_path, make, words):
+    make(tmp_path)
+    assert words in _paths.missing_file(tmp_path / "loop1.npz")
+
+
+def test_missing_file_of_a_regular_file(tmp_path):
+    p = tmp_path / "a.npz"
+    np.savez(p, embeddings=EMB)
+    assert _paths.missing_file(p) == "is a file"
