@@ -8,9 +8,12 @@
     retrieval-checks report latest -o report.html
 
 ``--db`` names the history database (default ``.retrieval-checks/history.sqlite``,
-as written by the pytest plugin from the rootdir). Exit codes: 0 success, 1 a
-comparison found a regression (or a gate failed in ``show --check``), 2 bad usage or
-a database problem. Runs are named by id, ``latest``, or ``-1``, ``-2``, ... (newest
+as written by the pytest plugin from the rootdir), before or after the command.
+Exit codes: 0 success, 1 a comparison found a regression (a worse value, a gate that
+errored, or a gate of the baseline run missing from the candidate unless
+``--allow-missing``), or ``show --check`` found a failed gate or a non-zero recorded
+exit status; 2 bad usage (an unknown metric, nothing to compare) or a database
+problem. Runs are named by id, ``latest``, or ``-1``, ``-2``, ... (newest
 first).
 """
 
