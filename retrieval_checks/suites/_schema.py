@@ -19,6 +19,7 @@ from typing import Any
 from ..metrics._names import MetricSpec, metric_spec
 from ..metrics._thresholds import check_threshold
 from ._yaml import Node, NodeList, load_yaml, short
+from .._paths import missing_file
 from .._suggest import hint as _hint
 from ..options import OPTIONS
 from ..errors import InputError, MetricNameError, SuiteError
@@ -255,7 +256,7 @@ class _Reader:
             p, found = None, False
         if not found:
             looked = f"looked for {short(str(p), 200)}" if p is not None else "not a valid path"
-            kind = " is a directory, not a file" if p is not None and p.is_dir() else " does not exist"
+            kind = " " + missing_file(p) if p is not None else " does not exist"
             raise self.error(f"file {short(value)}{kind} ({looked}); paths are relative to the suite file.",
                              field, line)
         return p

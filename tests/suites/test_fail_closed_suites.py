@@ -444,7 +444,7 @@ MALFORMED = [
     ("datasets:\n  a: {queries: data}\n" + TH % ("map", "at_least: 0.5"), 2, "datasets.a.queries",
      ["is a directory"]),
     ("datasets:\n  a: {queries: \"data/\\0x.npz\"}\n" + TH % ("map", "at_least: 0.5"), 2, "datasets.a.queries",
-     ["does not exist"]),
+     ["not a usable path", "null byte"]),
     ("datasets:\n  a: {queries: data/" + "x" * 5000 + ".npz}\n" + TH % ("map", "at_least: 0.5"), 2,
      "datasets.a.queries", ["not a valid path", "(5009 characters)"]),
 ]
@@ -795,3 +795,18 @@ def test_a_max_skipped_failure_outside_a_gate_is_a_failed_gate_event(where):
     assert not event.passed and event.gate == "assert_gap_below" and event.metric == "map"
     assert (event.n_used, event.n_skipped, event.bounds) == (20, 20, {"max_skipped": 0})
     assert event.dataset == "s" and event.value is not None
+
+
+def test_a_symlink_loop_or_broken_link_is_named_as_such(tmp_path):
+    """A source that is a symbolic link loop, or a link to nothing, says so (not 'does
+    not exist', which sends the user looking for a file that is there)."""
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
+    (tmp_path / "broken").symlink_to(tmp_path / "nowhere")
+    for name, words in (("l1", "symbolic link loop"), ("broken", "broken symbolic link")):
+        p = tmp_path / f"rc_{name}.yaml"
+        p.write_text(f"datasets:\n  d: {{type: retrieval, queries: {{file: {name}, embeddings: e}}}}\n"
+                     "checks:\n  - {metric: map, at_least: 0.5}\n")
+        with pytest.raises(SuiteError) as info:
+            load_suite(p)
+        assert info.value.line == 2 and words in str(info.value), str(info.value)
