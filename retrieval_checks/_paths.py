@@ -123,3 +123,16 @@ def verify_zip_crc(path: Path) -> None:
             with zf.open(info) as member:
                 while member.read(1 << 22):
                     pass
+
+
+def unpickler_complaint(exc) -> str:
+    """What ``torch.load(weights_only=True)`` objected to, in one line, without torch's
+    advice to re-run with ``weights_only=False`` (which would run the file's code)."""
+    text = str(exc)
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("WeightsUnpickler error:", "Unsupported global", "Unsupported operand",
+                            "Trying to load unsupported")):
+            line = " ".join(_ANSI.sub("", line).split())
+            return line if len(line) <= 200 else line[:200] + "..."
+    return "the file holds pickled Python objects, not only tensors"

@@ -27,6 +27,7 @@ classification accuracy gap.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -122,6 +123,9 @@ class NuclearNorm:
 def nuclear_norm(model_or_probabilities, images=None, *, batch_size: int = 256, device="auto") -> NuclearNorm:
     """Nuclear norm of the softmax prediction matrix: from a model and images, or from an
     (N x K) probability matrix directly."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise InputError(f"batch_size={batch_size!r}: expected an integer >= 1 (rows per forward pass).")
+    check_option("device", device)
     if images is None:
         given = model_or_probabilities
         if callable(given) and not hasattr(given, "__array__") and not is_torch_tensor(given):

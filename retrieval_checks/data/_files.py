@@ -43,7 +43,7 @@ import numpy as np
 
 from .._paths import FORMATS as _FORMATS
 from .._paths import HOW_TO_WRITE as _HOW_TO_WRITE
-from .._paths import check_file, verify_zip_crc as _verify_zip_crc
+from .._paths import check_file, unpickler_complaint, verify_zip_crc as _verify_zip_crc
 from .._paths import short as _short
 from .._suggest import did_you_mean, hint
 from ..errors import InputError
@@ -277,7 +277,7 @@ def _read_pt(p: Path) -> Mapping:
         obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:  # weights_only refuses pickled code: say so
         raise InputError(
-            f"{p}: torch.load(weights_only=True) refused the file ({_short(exc, 300)}). Only tensors, "
+            f"{p}: torch.load(weights_only=True) refused the file ({unpickler_complaint(exc)}). Only tensors, "
             "arrays, numbers, strings and containers of them are read, so no code in the file runs: save a dict of "
             f"tensors instead ({_HOW_TO_WRITE['.pt']}); if the file is damaged, write it again."
         ) from None

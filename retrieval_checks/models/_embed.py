@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._paths import check_file, verify_zip_crc
+from .._paths import check_file, unpickler_complaint, verify_zip_crc
 from ..errors import BackendError, InputError
 from ..options import OPTIONS
 
@@ -568,8 +568,8 @@ def _read_weights(path: Path, torch) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise InputError(f"{path}: torch.load(weights_only=True) refused the file ({type(exc).__name__}: "
-                         f"{_clip(exc)}). Save the state_dict (torch.save(model.state_dict(), path)), not the "
+        raise InputError(f"{path}: torch.load(weights_only=True) refused the file ({unpickler_complaint(exc)}). "
+                         "Save the state_dict (torch.save(model.state_dict(), path)), not the "
                          "pickled model: no code in a weights file runs.") from None
     except Exception as exc:
         raise InputError(f"{path}: cannot read the weights file: it is truncated, damaged or not a torch file "

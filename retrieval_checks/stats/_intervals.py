@@ -100,13 +100,16 @@ MAX_RESAMPLES = 1_000_000
 
 
 def check_resamples(n_resamples: int) -> None:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 100:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
         shown = repr(n_resamples)
         shown = shown if len(shown) <= 40 else shown[:20] + "..." + f" ({len(shown)} characters)"
-        raise InputError(f"n_resamples={shown}: use at least 100 resamples (1000+ for 95% intervals).")
+        raise InputError(f"n_resamples={shown}: expected an integer number of resamples, found "
+                         f"{type(n_resamples).__name__} (e.g. n_resamples=2000).")
+    if n_resamples < 100:
+        raise InputError(f"n_resamples={int(n_resamples)}: use at least 100 resamples (1000+ for 95% intervals).")
     if n_resamples > MAX_RESAMPLES:
-        digits = len(str(int(n_resamples)))
-        shown = str(int(n_resamples)) if digits <= 20 else f"a {digits}-digit number"
+        digits = int(int(n_resamples).bit_length() * 0.30103) + 1  # str() of a 5000-digit int raises
+        shown = str(int(n_resamples)) if digits <= 20 else f"a number of about {digits} digits"
         raise InputError(
             f"n_resamples={shown}: at most {MAX_RESAMPLES:,} resamples (more no longer changes the interval but "
             "costs time and memory); use 2000 to 10000."

@@ -182,3 +182,10 @@ def test_grad_cam_type_checks_upsample(upsample):
 def test_every_classifier_accuracy_refuses_labels_outside_the_models_classes(call):
     with pytest.raises(rc.InputError, match=r"outside \[0, 3\)"):
         call(LABELS + 5)
+
+
+@pytest.mark.parametrize("kwargs, field", [({"batch_size": "a"}, "batch_size"), ({"batch_size": 0}, "batch_size"),
+                                           ({"device": 5}, "device"), ({"device": "gpu"}, "device")])
+def test_nuclear_norm_checks_its_arguments_also_for_a_probability_matrix(kwargs, field):
+    with pytest.raises(rc.InputError, match=field):
+        rc.nuclear_norm(np.full((4, 3), 1 / 3), **kwargs)

@@ -484,3 +484,22 @@ def test_missing_file_of_a_regular_file(tmp_path):
     p = tmp_path / "a.npz"
     np.savez(p, embeddings=EMB)
     assert _paths.missing_file(p) == "is a file"
+
+
+def test_a_pickled_payload_message_never_advises_turning_weights_only_off(tmp_path):
+    """torch's own message suggests re-running with weights_only=False, which would run
+    the file's code: the library quotes only what the unpickler refused."""
+    torch = pytest.importorskip("torch")
+    import os as _os
+
+    class Payload:
+        def __reduce__(self):
+            return (_os.system, ("echo never-run",))
+
+    p = tmp_path / "evil.pt"
+    torch.save({"embeddings": Payload()}, p)
+    with pytest.raises(rc.InputError) as info:
+        rc.load_embeddings(p)
+    message = str(info.value)
+    assert str(p) in message and "posix.system" in message and "no code in the file runs" in message
+    assert "False" not in message

@@ -354,3 +354,13 @@ def test_discriminant_ratio_refuses_an_undefined_ratio(kind, x, labels, match, f
     with pytest.raises(rc.InputError, match=match) as info:
         rc.discriminant_ratio(x, labels)
     assert fix in str(info.value)
+
+
+@pytest.mark.parametrize("n, words", [("10", "expected an integer"), (2.5, "expected an integer"),
+                                      (10, "at least 100"), pytest.param(10**5000, "about 5001 digits", id="huge")])
+def test_check_resamples_names_the_type_and_never_prints_a_huge_number(n, words):
+    from retrieval_checks.stats._intervals import check_resamples
+
+    with pytest.raises(rc.InputError, match="n_resamples") as info:
+        check_resamples(n)
+    assert words in str(info.value) and len(str(info.value)) < 300
