@@ -120,7 +120,9 @@ def result_setting(result, name: str, value, default, *, others=(), sides=("resu
     """``value`` when given; else the results' own setting (``result.config[name]``, what
     ``evaluate(confidence=..., seed=...)`` recorded); else ``default``. An interval is
     never silently at another confidence than the one the result was evaluated with.
-    Two results (``others``) that recorded different settings need the argument."""
+    Two results (``others``) that recorded different confidences need the argument; for
+    the seed (which only draws the resamples of this interval: two evaluations often use
+    different partition seeds on purpose) the first result's is used."""
     if value is not None:
         return value
     found = []
@@ -130,7 +132,7 @@ def result_setting(result, name: str, value, default, *, others=(), sides=("resu
             found.append((side, config[name]))
     if not found:
         return default
-    if len({repr(v) for _, v in found}) > 1:
+    if len({repr(v) for _, v in found}) > 1 and name != "seed":
         shown = ", ".join(f"{side} {v!r}" for side, v in found)
         raise InputError(
             f"{name} was not given and the results were evaluated with different {name}s ({shown}); "
