@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._suggest import hint
+from ._suggest import hint, shown
 from .errors import InputError
 
 __all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "parse_text", "parse_memory", "DATASET_TYPES"]
@@ -36,14 +36,6 @@ def _is_int(value) -> bool:
 
 def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _show(value, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters: a message never prints a huge value."""
-    if isinstance(value, int) and value.bit_length() > 200:  # str() of a 5000-digit int raises, and says nothing
-        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _finite(value) -> bool:
@@ -82,7 +74,7 @@ class Option:
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (a sentence naming what was expected), or None."""
-        found = f"found {_show(value)}"
+        found = f"found {shown(value)}"
         if value is None and self.optional:
             return None
         if self.kind == "skipped":
@@ -118,7 +110,7 @@ class Option:
         expected."""
         problem = self.problem(value)
         if problem is not None:
-            raise InputError(f"{name or self.name}={_show(value)}: {problem}")
+            raise InputError(f"{name or self.name}={shown(value)}: {problem}")
         return value
 
 
@@ -126,7 +118,7 @@ def _skipped(value) -> str | None:
     """``max_skipped``: a count (an int >= 0) or a fraction of the queries (a float in [0, 1))."""
     expected = "a count of queries (an int >= 0) or a fraction of them (a float in [0, 1), e.g. 0.05)"
     if _is_int(value):
-        return None if value >= 0 else f"expected {expected}, found {_show(value)}."
+        return None if value >= 0 else f"expected {expected}, found {shown(value)}."
     if _finite(value) and 0.0 <= float(value) < 1.0:
         return None
     meant = ""
@@ -134,7 +126,7 @@ def _skipped(value) -> str | None:
         meant = f" (write {int(value)} for a count)"
     elif _finite(value) and 1 < value <= 100:
         meant = f" (did you mean {float(value) / 100:g}, i.e. {float(value):g}%?)"
-    return f"expected {expected}, found {_show(value)}{meant}."
+    return f"expected {expected}, found {shown(value)}{meant}."
 
 
 def _choice(name, choices, default, help_text, applies_to=()):
@@ -232,10 +224,10 @@ def _memory(value) -> tuple[int | None, str | None]:
     if value is None:
         return None, None
     if isinstance(value, bool):
-        return None, f"expected a number of bytes or a size such as '2GiB', found {_show(value)}."
+        return None, f"expected a number of bytes or a size such as '2GiB', found {shown(value)}."
     if isinstance(value, numbers.Real):
         if not _finite(value):
-            return None, f"{_show(value)} is not a finite number of bytes."
+            return None, f"{shown(value)} is not a finite number of bytes."
         n = int(value)
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
@@ -252,5 +244,5 @@ def parse_memory(value) -> int | None:
     (None stays None: the library's default budget)."""
     n, problem = _memory(value)
     if problem is not None:
-        raise InputError(f"max_memory={_show(value)}: {problem}")
+        raise InputError(f"max_memory={shown(value)}: {problem}")
     return n

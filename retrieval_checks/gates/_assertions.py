@@ -28,12 +28,12 @@ import warnings
 
 import numpy as np
 
-from .._suggest import hint
+from .._suggest import hint, shown
 from ..errors import InputError, MetricNameError
 from ..metrics._measurement import Measurement
 from ..metrics._names import metric_spec, parse_metric
 from ..metrics._registry import FAMILIES, Family
-from ..metrics._thresholds import _short, check_finite, check_threshold
+from ..metrics._thresholds import check_finite, check_threshold
 from ..options import DEFAULTS
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap
@@ -61,7 +61,7 @@ def _choice(value, allowed: tuple, name: str, meaning: str) -> str:
     the choices and the closest one."""
     if not isinstance(value, str) or value not in allowed:
         close = hint(value, allowed) if isinstance(value, str) else ""
-        raise InputError(f"{name}={_short(value)}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).{close}")
+        raise InputError(f"{name}={shown(value)}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).{close}")
     return value
 
 
@@ -483,9 +483,9 @@ def _k(k) -> int:
         meant = ""
         if isinstance(k, numbers.Real) and not isinstance(k, bool) and math.isfinite(k) and k >= 1 and k == int(k):
             meant = f" (write k={int(k)})"
-        raise InputError(f"k={_short(k)}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}.")
+        raise InputError(f"k={shown(k)}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}.")
     if k >= 2**63:
-        raise InputError(f"k={_short(k)}: larger than any gallery (K counts gallery items ranked first); use a K no "
+        raise InputError(f"k={shown(k)}: larger than any gallery (K counts gallery items ranked first); use a K no "
                          "larger than the gallery a query ranks.")
     return int(k)
 
@@ -510,7 +510,7 @@ def _precision_level(precision) -> float:
             meant = " Did you mean 1 (precision 100%: every pair above the threshold relevant)?"
         else:
             meant = ""
-        raise InputError(f"precision={_short(p)}: expected a precision level in (0, 1] (a fraction: 0.9 for 90%)."
+        raise InputError(f"precision={shown(p)}: expected a precision level in (0, 1] (a fraction: 0.9 for 90%)."
                          f"{meant}")
     return p
 

@@ -35,9 +35,9 @@ try:  # POSIX: an advisory lock on a sibling file serialises writers
 except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
     fcntl = None
 
-from .._suggest import hint
+from .._suggest import hint, shown
 from ..metrics._names import metric_spec
-from ..metrics._thresholds import _short, check_threshold
+from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS
 from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
@@ -179,14 +179,14 @@ def _kind(x) -> str:
     if isinstance(x, bool):
         return f"a boolean ({x})"
     if isinstance(x, str):
-        return f"a string ({_short(x, 50)})"
+        return f"a string ({shown(x, 50)})"
     if isinstance(x, (list, tuple)):
         return f"a list of {len(x)}"
     if isinstance(x, Mapping):
         return "a mapping"
     if isinstance(x, float) and not math.isfinite(x):
         return f"{x} (not a finite number)"
-    return f"{type(x).__name__} {_short(x)}"
+    return f"{type(x).__name__} {shown(x)}"
 
 
 def _name(k, limit: int = 60) -> str:
@@ -245,7 +245,7 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
             if isinstance(x, bool) or not isinstance(x, numbers.Real) or not _finite(x):
                 bad("interval", f"the {side} bound must be a finite number, found {_kind(x)}")
         if float(iv[0]) > float(iv[1]):
-            bad("interval", f"low {_short(iv[0])} > high {_short(iv[1])}; write [low, high]")
+            bad("interval", f"low {shown(iv[0])} > high {shown(iv[1])}; write [low, high]")
         slack = 1e-9 * max(1.0, abs(float(value)))
         if not float(iv[0]) - slack <= float(value) <= float(iv[1]) + slack:
             bad("interval", f"the value {float(value):.6g} lies outside its own interval [{float(iv[0]):.6g}, "
@@ -261,10 +261,10 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
         if rec.get(field) is not None and not isinstance(rec[field], str):
             bad(field, f"expected a string, found {_kind(rec[field])}")
     if rec.get("unit") is not None and rec["unit"] not in RECORD_UNITS:
-        bad("unit", f"unknown unit {_short(rec['unit'])} (what n counts); use one of {', '.join(RECORD_UNITS)}"
+        bad("unit", f"unknown unit {shown(rec['unit'])} (what n counts); use one of {', '.join(RECORD_UNITS)}"
                     f"{hint(rec['unit'], RECORD_UNITS)}")
     if rec.get("units_are") is not None and rec["units_are"] not in ("classes", "queries"):
-        bad("units_are", f"unknown {_short(rec['units_are'])}; use 'classes' or 'queries'")
+        bad("units_are", f"unknown {shown(rec['units_are'])}; use 'classes' or 'queries'")
     units = rec.get("units")
     if units is not None:
         if not isinstance(units, Mapping):
@@ -276,7 +276,7 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
             if isinstance(v[0], bool) or not isinstance(v[0], numbers.Real):
                 bad(f"units.{_name(k)}", f"the sum must be a finite number, found {_kind(v[0])}")
             if not _finite(v[0]):
-                bad(f"units.{_name(k)}", f"unit {_name(k)} holds a sum of {_short(v[0])} (not a finite number)")
+                bad(f"units.{_name(k)}", f"unit {_name(k)} holds a sum of {shown(v[0])} (not a finite number)")
             if not _is_count(v[1]) or v[1] < 1:
                 bad(f"units.{_name(k)}", f"the count must be an integer >= 1, found {_kind(v[1])}")
         _check_units(spec, rec, units, top, bad)
@@ -577,7 +577,7 @@ class BaselineFile:
     def get(self, key: str) -> dict | None:
         """The record ``key`` (checked: see :func:`check_record`), None when absent."""
         if not isinstance(key, str):
-            raise InputError(f"BaselineFile.get: key={_short(key)}: expected the name of a record (a string), found "
+            raise InputError(f"BaselineFile.get: key={shown(key)}: expected the name of a record (a string), found "
                              f"{type(key).__name__}; the file's keys are check or test names.")
         if key not in self.records:
             return None
@@ -636,7 +636,7 @@ class BaselineFile:
         out = {}
         for key, rec in entries.items():
             if not isinstance(key, str):
-                raise InputError(f"BaselineFile.update: entries key {_short(key)} is {type(key).__name__}; record "
+                raise InputError(f"BaselineFile.update: entries key {shown(key)} is {type(key).__name__}; record "
                                  "names are strings (the check or test name): write it as a string.")
             rec = _plain(rec)
             out[key] = check_record(rec, where=f"BaselineFile.update: entries[{_name(key)!r}] (for {self.path})",

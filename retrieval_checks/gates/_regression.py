@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from .._suggest import hint
+from .._suggest import hint, shown
 from ..metrics._names import metric_spec
 from ..metrics._registry import Family
-from ..metrics._thresholds import _short, check_finite, check_threshold
+from ..metrics._thresholds import check_finite, check_threshold
 from ..errors import InputError, MetricNameError
 from ..options import OPTIONS, check_option
 
@@ -184,7 +184,7 @@ def _side(d, which: str, fam: Family | None, metric: str) -> dict:
     if d.get("max_rank") is not None:
         r = d["max_rank"]
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
-            raise InputError(f"{which} max_rank={_short(r)}: expected an integer >= 1 (the largest rank a query can "
+            raise InputError(f"{which} max_rank={shown(r)}: expected an integer >= 1 (the largest rank a query can "
                              "get: its gallery's size), or leave it out.")
         out["max_rank"] = int(r)
     if fam is not None:
@@ -208,11 +208,11 @@ def _side(d, which: str, fam: Family | None, metric: str) -> dict:
                              f"{type(units).__name__}.")
         for k, v in units.items():
             if not isinstance(v, (list, tuple)) or len(v) != 2:
-                raise InputError(f"{which} units[{_short(k)}]: expected (sum, count), found {_short(v)}.")
-            check_finite(v[0], f"{which} units[{_short(k)}] sum")
+                raise InputError(f"{which} units[{shown(k)}]: expected (sum, count), found {shown(v)}.")
+            check_finite(v[0], f"{which} units[{shown(k)}] sum")
             if isinstance(v[1], bool) or not isinstance(v[1], numbers.Integral) or v[1] < 1:
-                raise InputError(f"{which} units[{_short(k)}]: the count must be an integer >= 1, found "
-                                 f"{_short(v[1])}.")
+                raise InputError(f"{which} units[{shown(k)}]: the count must be an integer >= 1, found "
+                                 f"{shown(v[1])}.")
     return out
 
 
@@ -221,14 +221,14 @@ def _direction(metric, direction, baseline, current) -> bool:
     for names the registry does not know; refuses results where records are expected
     and records of another metric."""
     if not isinstance(metric, str):
-        raise InputError(f"metric={_short(metric)}: expected a metric name (a string).")
+        raise InputError(f"metric={shown(metric)}: expected a metric name (a string).")
     for which, d in (("baseline", baseline), ("current", current)):
         if callable(getattr(d, "measure", None)):
             raise InputError(f"{which}: found an evaluation result ({type(d).__name__}); measure_change compares two "
                              "records: pass rc.baseline_record(result, metric) (or a mapping with 'value').")
         recorded = d.get("metric") if isinstance(d, Mapping) else None
         if recorded is not None and not _same_metric(recorded, metric):
-            raise InputError(f"metric={metric!r}, but the {which} record is for {_short(recorded)}: a change is "
+            raise InputError(f"metric={metric!r}, but the {which} record is for {shown(recorded)}: a change is "
                              f"measured on the records' own metric; pass metric={recorded!r}, or records of "
                              f"{metric!r}.")
     known = higher_is_better(metric)
@@ -243,7 +243,7 @@ def _direction(metric, direction, baseline, current) -> bool:
                              f"{'higher' if known else 'lower'} is better; leave direction out.")
     else:
         close = hint(direction, ("higher", "lower")) if isinstance(direction, str) else ""
-        raise InputError(f"direction={_short(direction)}: use 'higher' or 'lower' (which way is better).{close}")
+        raise InputError(f"direction={shown(direction)}: use 'higher' or 'lower' (which way is better).{close}")
     return hib
 
 
@@ -282,7 +282,7 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     """
     hib = _direction(metric, direction, baseline, current)
     if not isinstance(significant, bool):
-        raise InputError(f"significant={_short(significant)}: expected True or False.")
+        raise InputError(f"significant={shown(significant)}: expected True or False.")
     confidence = float(checked_option("confidence", confidence))
     fam = change_family(metric)
     max_drop = _tolerance(fam, max_drop, "max_drop", metric)

@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .._suggest import did_you_mean
+from .._suggest import did_you_mean, shown
 from ..errors import MetricNameError
 from ._registry import FAMILIES, Family, families_of_kind
 
@@ -152,18 +152,12 @@ def _suggest(name: str) -> str | None:
     return found
 
 
-def _shown(text, limit: int = 80) -> str:
-    """``repr`` of a rejected name (or a reason quoting it) cut to ``limit`` characters:
-    a message never echoes a 3000-character name."""
-    text = repr(text) if limit == 80 else str(text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _fail(name: str, reason: str) -> MetricNameError:
     suggestion = _suggest(name)
     hint = f" Did you mean '{suggestion}'?" if suggestion else ""
     return MetricNameError(
-        f"Unknown or malformed metric name {_shown(name)}: {_shown(reason, 200)}.{hint} "
+        f"Unknown or malformed metric name {shown(name, 80)}: {reason if len(reason) <= 200 else reason[:197] + '...'}."
+        f"{hint} "
         f"Known metrics: {', '.join(METRIC_TEMPLATES)} (K a positive integer, "
         f"P and Q in (0, 1], T a similarity threshold).",
         name=name,

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from .._suggest import shown
 from ..errors import InputError
 from ._registry import Family
 
@@ -51,17 +52,6 @@ def _fmt(x: float) -> str:
     refused (1.0000001 must not print as 1)."""
     short = f"{x:.6g}"
     return short if float(short) == x else repr(float(x))
-
-
-def _short(value, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a 400-digit number never fills a message)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"{'-' if value < 0 else ''}an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    try:
-        text = repr(value)
-    except Exception:  # a hostile __repr__, or an int beyond Python's digit limit
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else f"{text[:limit - 20]}...({len(text)} characters)"
 
 
 #: Rsum's unit: a threshold in (0, RSUM_SCALE_SLIP] was probably written as a sum of fractions.
@@ -82,14 +72,14 @@ def check_finite(value, field: str, *, what: str = "a finite number") -> float:
                 fix = f" Write it as a number, without quotes: {parsed:g}."
         if isinstance(value, bool):
             fix = " Write a number such as 0.7 (True and False are not thresholds)."
-        raise InputError(f"{field}={_short(value)}: expected {what}, found {type(value).__name__}.{fix}")
+        raise InputError(f"{field}={shown(value)}: expected {what}, found {type(value).__name__}.{fix}")
     try:
         v = float(value)
     except (OverflowError, ValueError):
         raise InputError(f"{field}: expected {what}, found a number too large for a float; write a number such "
                          "as 0.7.") from None
     if not math.isfinite(v):
-        raise InputError(f"{field}={_short(value)}: expected {what}; NaN and infinities make a gate that can never "
+        raise InputError(f"{field}={shown(value)}: expected {what}; NaN and infinities make a gate that can never "
                          "fail (every comparison with NaN is false). Write a finite threshold.")
     return v
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .._suggest import shown
 from ..errors import InputError
 from ..metrics._accuracy import AccuracyResult
 from ..metrics._names import parse_metric
@@ -28,11 +29,6 @@ from ._intervals import (UNIT_NAMES, check_resamples, result_setting, mean_rows,
                          resample_stats, resolve_cluster)
 
 __all__ = ["Gap", "generalization_gap"]
-
-
-def _short(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 20] + f"... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -94,7 +90,7 @@ def generalization_gap(
     """
     if (not isinstance(labels, (tuple, list)) or len(labels) != 2
             or not all(isinstance(x, str) for x in labels)):
-        raise InputError(f"labels={_short(labels)}: give the two sides' names, e.g. ('train', 'test').")
+        raise InputError(f"labels={shown(labels)}: give the two sides' names, e.g. ('train', 'test').")
     labels = tuple(labels)
     confidence = result_setting(train, "confidence", confidence, DEFAULTS["confidence"], others=(test,),
                                 sides=labels)
@@ -103,12 +99,12 @@ def generalization_gap(
     check_option("seed", seed)
     check_resamples(n_resamples)
     if not isinstance(allow_label_mismatch, bool):
-        raise InputError(f"allow_label_mismatch={_short(allow_label_mismatch)}: use True or False.")
+        raise InputError(f"allow_label_mismatch={shown(allow_label_mismatch)}: use True or False.")
     if isinstance(train, AccuracyResult) or isinstance(test, AccuracyResult):
         if metric is not None and metric != "accuracy":
             held = "accuracy" if isinstance(train, AccuracyResult) and isinstance(test, AccuracyResult) else None
             raise InputError(
-                f"metric={_short(metric)}, but "
+                f"metric={shown(metric)}, but "
                 + (f"the {labels[0]} and {labels[1]} results are AccuracyResults, which hold only accuracy"
                    if held else "one side is an AccuracyResult (holding only accuracy)")
                 + "; pass metric='accuracy' (or leave it out), or pass two EvaluationResults for a retrieval metric."
