@@ -32,7 +32,8 @@ from ..gates import rule_text
 from ._history import History
 from ._report import render_report
 from ..gates._regression import higher_is_better, measure_change
-from ..errors import RetrievalChecksError
+from ..errors import InputError, RetrievalChecksError
+from ..options import parse_text
 from .._suggest import did_you_mean
 
 DEFAULT_DB = ".retrieval-checks/history.sqlite"
@@ -253,16 +254,14 @@ def _drop(text: str) -> float:
 
 
 def _confidence(text: str) -> float:
+    """``--confidence``: the option table's rule (a number strictly between 0 and 1, with
+    "did you mean 0.95" for a percentage), as argparse's type error."""
+    if not text.strip():  # parse_text reads an empty text as "the default"; a flag written empty is a slip
+        raise argparse.ArgumentTypeError("expected a number strictly between 0 and 1 (e.g. 0.95), found ''")
     try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1 (e.g. 0.95), found {text!r}") \
-            from None
-    if not (math.isfinite(v) and 0 < v < 1):
-        meant = f" (did you mean {v / 100:g}?)" if math.isfinite(v) and 50 <= v < 100 else ""
-        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1 (e.g. 0.95), found {text!r}"
-                                         f"{meant}")
-    return v
+        return float(parse_text("confidence", text))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
