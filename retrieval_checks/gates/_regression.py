@@ -316,8 +316,9 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     if baseline.get("units") and current.get("units"):
         p, method = _paired_p(baseline["units"], current["units"], sign)
     else:
-        se_b = _se_from_interval(baseline.get("low"), baseline.get("high"), baseline.get("confidence", confidence))
-        se_c = _se_from_interval(current.get("low"), current.get("high"), current.get("confidence", confidence))
+        # a record may hold "confidence": None (a history row of a gate that kept no confidence)
+        se_b = _se_from_interval(baseline.get("low"), baseline.get("high"), baseline.get("confidence") or confidence)
+        se_c = _se_from_interval(current.get("low"), current.get("high"), current.get("confidence") or confidence)
         if se_b is not None and se_c is not None:
             se = math.hypot(se_b, se_c)
             p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))

@@ -1116,3 +1116,12 @@ def test_a_hand_edited_baselines_file_with_contradicting_units_names_the_file_an
                     f"  unit: queries\n  units_are: classes\n  units:\n{units}")
     _expect(rc.InputError, lambda: BaselineFile(path).get("k"), "rc_t.baselines.yaml", "'k'", "'units'",
             "contradict the value")
+
+
+def test_a_record_whose_confidence_is_null_reads_the_interval_at_the_given_confidence():
+    """History rows of gates that kept no confidence hold "confidence": None; the
+    interval z-test then uses the caller's confidence (it raised a TypeError)."""
+    b = {"metric": "map", "value": 0.6, "low": 0.55, "high": 0.65, "confidence": None}
+    c = {"metric": "map", "value": 0.5, "low": 0.45, "high": 0.55, "confidence": None}
+    change = rc.measure_change("map", b, c, max_drop=0.01, significant=True, confidence=0.95)
+    assert change.failed and change.p_worse is not None and change.p_worse < 0.05
