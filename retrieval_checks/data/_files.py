@@ -117,20 +117,27 @@ class _LazyArrays(Mapping):
         return f"<arrays of {self.path}: {', '.join(map(repr, self._names))}>"
 
 
+def _np_load(p: Path, not_numpy: str, rewrite: str):
+    """``np.load(p)`` without pickle: an array or an open NpzFile. A file numpy would read
+    as a pickle is refused saying so (``not_numpy``: why it is not a numpy file;
+    ``rewrite``: how to write it again); any other failure is the file's damage."""
+    try:
+        return np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InputError(f"{p}: {not_numpy}, so numpy would read it as a pickle of Python objects, which is "
+                             f"refused (no code runs from data files). {rewrite}") from None
+        raise _damaged(p, exc) from None
+    except Exception as exc:  # EOFError, a damaged header's tokenizer errors, OSError...
+        raise _damaged(p, exc) from None
+
+
 def read_npy(path) -> np.ndarray:
     """The one array of a ``.npy`` file (no pickle), in native byte order; every
     problem is an :class:`~retrieval_checks.InputError` naming the file."""
     p = check_file(path)
-    try:
-        arr = np.load(p, allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc).lower():
-            raise InputError(f"{p}: has no .npy header, so numpy would read it as a pickle of Python objects, "
-                             "which is refused (no code runs from data files). If it is damaged or not a .npy "
-                             "file, write it again with numpy.save(path, embeddings).") from None
-        raise _damaged(p, exc) from None
-    except Exception as exc:  # EOFError, a damaged header's tokenizer errors, OSError...
-        raise _damaged(p, exc) from None
+    arr = _np_load(p, "has no .npy header", "If it is damaged or not a .npy file, write it again with "
+                   "numpy.save(path, embeddings).")
     if not isinstance(arr, np.ndarray):
         close = getattr(arr, "close", None)
         if close is not None:
@@ -140,16 +147,8 @@ def read_npy(path) -> np.ndarray:
 
 
 def _read_npz(p: Path) -> Mapping:
-    try:
-        data = np.load(p, allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc).lower():
-            raise InputError(f"{p}: is not a .npz (zip) archive, so numpy would read it as a pickle of Python "
-                             "objects, which is refused (no code runs from data files). If it is damaged, write it "
-                             "again with numpy.savez(path, embeddings=..., labels=...).") from None
-        raise _damaged(p, exc) from None
-    except Exception as exc:
-        raise _damaged(p, exc) from None
+    data = _np_load(p, "is not a .npz (zip) archive", "If it is damaged, write it again with "
+                    "numpy.savez(path, embeddings=..., labels=...).")
     if isinstance(data, np.ndarray):
         raise InputError(f"{p}: is a .npy file (one array), not a .npz archive; rename it to .npy.")
     with data:
