@@ -138,10 +138,12 @@ _RET, _IT, _IMG = DATASET_TYPES
 
 #: Every evaluation option, by the name suites and the plugin use.
 OPTIONS: dict[str, Option] = {o.name: o for o in (
-    _choice("similarity", ("cosine", "dot", "neg_l2"), "cosine",
-            "similarity of two embeddings; pair thresholds are in its units", (_RET, _IT)),
-    _choice("ties", ("pessimistic", "optimistic"), "pessimistic",
-            "where a relevant item ranks among non-relevant items with an equal score", (_RET, _IT)),
+    _choice("similarity", ("cosine", "dot", "neg_l2", "hamming"), "cosine",
+            "similarity of two embeddings (hamming: binary codes); pair thresholds are in its units "
+            "(neg_l2: minus the distance; hamming: a distance in bits)", (_RET, _IT)),
+    _choice("ties", ("pessimistic", "optimistic", "average"), "pessimistic",
+            "where a relevant item ranks among non-relevant items with an equal score: after them, before "
+            "them, or the exact mean over every order of the tie", (_RET, _IT)),
     _choice("empty_queries", ("skip", "error", "zero"), "skip",
             "queries without a relevant gallery item: skip (counted), error, or score zero", (_RET,)),
     Option("confidence", "number", 0.95, "a number strictly between 0 and 1 (e.g. 0.95)", low=0.0, high=1.0,

@@ -69,37 +69,82 @@ class Backend:
             x = torch.from_numpy(as_numpy(x, "embeddings"))
         return x.detach().to(self.device)
 
-    def float32_into(self, x, out, *, normalize: bool = False, center=None, chunk_bytes: int = 16 * 2**20):
-        """``out`` = float32 of x (rows minus ``center``, or divided by their norm), the
-        arithmetic done in float64, ``chunk_bytes`` of rows at a time (no full float64
-        copy). Normalising before the cast keeps parallel float64 rows identical."""
+    def float32_into(self, x, out, *, center=None, chunk_bytes: int = 16 * 2**20):
+        """``out`` = float32 of x (rows minus ``center``), the arithmetic done in
+        float64, ``chunk_bytes`` of rows at a time (no full float64 copy). Exact for
+        integer data (``center`` holds integers), so exact ties stay tied."""
         rows = max(1, chunk_bytes // (8 * max(int(x.shape[1]), 1)))
         for s in range(0, int(x.shape[0]), rows):
             part = x[s : s + rows]
             p64 = part.astype(np.float64) if self.kind == "numpy" else part.double()
             if center is not None:
-                p64 = p64 - center
-            if normalize:
-                # each row first scaled by a power of two that brings its largest entry
-                # into [0.5, 1): exact, so ordinary rows give the very same bits, while
-                # rows near 1e200 or 1e-200 no longer overflow or underflow in the norm
                 if self.kind == "numpy":
-                    _, e = np.frexp(np.abs(p64).max(axis=1))
-                    p64 = np.ldexp(p64, -e[:, None])
-                    p64 = p64 / np.sqrt(np.einsum("ij,ij->i", p64, p64))[:, None]
+                    p64 = p64 - center
                 else:
                     import torch
 
-                    _, e = torch.frexp(p64.abs().amax(dim=1))
-                    # torch.ldexp multiplies by 2.0**k, which overflows to inf for
-                    # k > 1023 (rows of subnormal numbers need k near 1030): two
-                    # exact half steps give numpy's np.ldexp bits on every row
-                    k = (-e[:, None]).to(torch.int64)
-                    half = torch.div(k, 2, rounding_mode="floor")
-                    p64 = torch.ldexp(torch.ldexp(p64, half.to(p64.dtype)), (k - half).to(p64.dtype))
-                    p64 = p64 / p64.pow(2).sum(dim=1).sqrt()[:, None]
+                    p64 = p64 - torch.as_tensor(center, dtype=p64.dtype, device=p64.device)
             out[s : s + rows] = p64
         return out
+
+    def cosine_rows_into(self, x, out, chunk_bytes: int = 16 * 2**20) -> np.ndarray:
+        """Write the float32 rows cosine multiplies into ``out`` and return their post-scale
+        factors (float32, host), all computed on the host in float64, so every backend
+        gets the same bits.
+
+        - A row that is a multiple of an integer vector (binary and quantised codes, and
+          their multiples by any scale) becomes its primitive integer vector (divided by
+          the gcd of its entries) times a power of two: exact. Its factor is 1 / |row|,
+          applied after the product (:meth:`finish_scores`), so rows of equal norm rank
+          exactly as their dot products, and parallel rows become identical.
+        - Any other row is normalised in float64 and rounded (parallel rows round to the
+          same float32 row); its factor is 1."""
+        n, d = int(x.shape[0]), int(x.shape[1])
+        factors = np.ones(n, np.float32)
+        rows = max(1, chunk_bytes // (8 * max(d, 1)))
+        for s in range(0, n, rows):
+            part = x[s : s + rows]
+            p64 = (np.asarray(part, dtype=np.float64) if isinstance(part, np.ndarray)
+                   else part.detach().double().cpu().numpy())  # bfloat16 has no numpy twin
+            _, e = np.frexp(np.abs(p64).max(axis=1))
+            y = np.ldexp(p64, (24 - e)[:, None])  # largest entry in [2^23, 2^24)
+            integral = (y == np.round(y)).all(axis=1)
+            block = np.empty(p64.shape, np.float32)
+            if integral.any():
+                yi = y[integral]
+                prim = yi / np.gcd.reduce(np.abs(yi).astype(np.int64), axis=1)[:, None]  # exact integers
+                _, e2 = np.frexp(np.abs(prim).max(axis=1))
+                v = np.ldexp(prim, -e2[:, None])
+                block[integral] = v
+                factors[s : s + rows][integral] = 1.0 / np.sqrt(_sum_squares(v))
+            rest = ~integral
+            if rest.any():
+                z = np.ldexp(p64[rest], -e[rest][:, None])  # exact; no overflow or underflow in the norm
+                block[rest] = z / np.sqrt(np.einsum("ij,ij->i", z, z))[:, None]
+            out[s : s + rows] = self.from_numpy(block)
+        return factors
+
+    def sqnorm64(self, x, chunk_bytes: int = 16 * 2**20) -> np.ndarray:
+        """Squared row norms of the float32 array ``x`` in float64, on the host, summed
+        column after column: the same fixed order on every backend, so every backend gets
+        the same bits (exact for integer data below 2**53)."""
+        n, d = int(x.shape[0]), int(x.shape[1])
+        out = np.zeros(n, np.float64)
+        rows = max(1, chunk_bytes // (8 * max(d, 1)))
+        for s in range(0, n, rows):
+            out[s : s + rows] = _sum_squares(np.asarray(self.to_numpy(x[s : s + rows]), dtype=np.float64))
+        return out
+
+    def row_factors(self, x, similarity: str, n_rows: int | None = None):
+        """The per-row numbers the neg_l2 tile epilogue needs: |x|^2 as float32 on the
+        backend (zero beyond the first ``len(x)`` of ``n_rows``); None for dot. (Cosine's
+        come from :meth:`cosine_rows_into`.)"""
+        if similarity != "neg_l2":
+            return None
+        sq = self.sqnorm64(x)
+        host = np.zeros(n_rows if n_rows is not None else sq.shape[0], np.float32)
+        host[: sq.shape[0]] = sq
+        return self.from_numpy(host)
 
     def mean64(self, x):
         """Column means in float64 (chunked), rounded to integers: subtracting an integer
@@ -112,11 +157,6 @@ class Backend:
             total = add if total is None else total + add
         mean = total / int(x.shape[0])
         return np.round(mean) if self.kind == "numpy" else mean.round()
-
-    def sqnorm(self, x):
-        if self.kind == "numpy":
-            return np.einsum("ij,ij->i", x, x).astype(np.float32)
-        return (x * x).sum(dim=1)
 
     def zeros(self, shape):
         if self.kind == "numpy":
@@ -154,17 +194,29 @@ class Backend:
 
             torch.mm(a, b.T, out=out)
 
-    def neg_l2_inplace(self, S, qn, gn) -> None:
-        """S holds q.g; turn it into -||q - g|| = -sqrt(max(|q|^2 + |g|^2 - 2 q.g, 0))."""
-        if self.kind == "numpy":
-            S *= -2.0
-            S += qn[:, None]
-            S += gn[None, :]
-            np.maximum(S, 0.0, out=S)
-            np.sqrt(S, out=S)
-            np.negative(S, out=S)
-        else:
-            S.mul_(-2.0).add_(qn[:, None]).add_(gn[None, :]).clamp_(min=0.0).sqrt_().neg_()
+    def finish_scores(self, S, similarity: str, qa, ga) -> None:
+        """Turn the products ``S`` = q.g (in place) into scores, with the row factors of
+        :meth:`row_factors` (``qa`` over S's rows, ``ga`` over its columns; S may carry
+        leading batch axes, the factors then carry them too).
+
+        cosine: (q.g * (1/|q|)) * (1/|g|): scaled after the product, so rows of equal
+        norm rank exactly as their dot products, and integer data keep exact ties.
+        neg_l2: -|q - g|^2 = (2 q.g - |g|^2) - |q|^2, clamped at 0 from above: exact for
+        integer data (no rounding of a square root or of a difference of large
+        squares); ranking by it is ranking by distance, and pair thresholds are mapped
+        to it (:func:`~retrieval_checks.metrics._pairs.score_units`). Elementwise IEEE
+        operations in a fixed order: the same bits on every backend for the same S."""
+        if similarity == "cosine":
+            S *= qa[..., :, None]
+            S *= ga[..., None, :]
+        elif similarity == "neg_l2":
+            S *= 2.0
+            S -= ga[..., None, :]
+            S -= qa[..., :, None]
+            if self.kind == "numpy" or isinstance(S, np.ndarray):
+                np.minimum(S, 0.0, out=S)
+            else:
+                S.clamp_(max=0.0)
 
     @contextlib.contextmanager
     def exact_matmul(self):
@@ -189,6 +241,14 @@ class Backend:
                 yield
             finally:
                 matmul.allow_tf32 = old
+
+
+def _sum_squares(rows: np.ndarray) -> np.ndarray:
+    """Sum of squares of each float64 row, column after column (a fixed order)."""
+    acc = np.zeros(rows.shape[0], np.float64)
+    for col in np.ascontiguousarray(rows.T):
+        acc += col * col
+    return acc
 
 
 def _torch():

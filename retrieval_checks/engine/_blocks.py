@@ -4,8 +4,9 @@ The pass is a list of independent tasks, one per block of queries. A task comput
 the block's similarities against the whole gallery, tile by tile (fixed tile shapes,
 so a pair's score never depends on where it sits), reads off the relevant and self
 pairs, masks them with -inf, and counts for every relevant item how many
-non-relevant items score at least as high (pessimistic) or higher (optimistic).
-That count gives the item's exact rank; every ranking metric follows from the ranks.
+non-relevant items score at least as high and how many exactly as high. The two
+counts give the item's exact pessimistic and optimistic ranks and its tie group;
+every ranking metric, under every tie policy, follows from them.
 Partial results merge by concatenation and addition (:class:`BlockPartial`), so
 tasks may run in any order or place.
 
@@ -40,11 +41,10 @@ class Problem:
     c: int  # gallery chunk width
     b: int  # query block height
     similarity: str
-    strict: bool  # optimistic ties
     relevant: "RelevanceSource"
     self_pairs: Csr
-    qn: object = None  # squared norms for neg_l2
-    gn: object = None
+    qa: object = None  # row factors of the tile epilogue (Backend.row_factors): queries
+    ga: object = None  # and padded gallery
     _buffers: tuple | None = field(default=None, repr=False)
 
     @property
@@ -120,8 +120,9 @@ class BlockPartial:
     start: int
     stop: int
     indptr: np.ndarray  # block-local CSR over relevant items
-    rank: np.ndarray  # 1-based rank of each relevant item
+    rank: np.ndarray  # 1-based pessimistic rank of each relevant item (tied negatives ahead)
     position: np.ndarray  # 0-based position among the row's relevant items, best first
+    tied: np.ndarray  # non-relevant items with exactly its score (optimistic rank = rank - tied)
     positives: np.ndarray | None = None  # relevant-pair scores (float32)
     negatives: np.ndarray | None = None  # every negative >= negatives_tau
     negatives_tau: float = -math.inf
@@ -135,22 +136,40 @@ def _block_scores(p: Problem, start: int, stop: int):
     be = p.backend
     m = stop - start
     if p._buffers is None:
-        p._buffers = (be.zeros((p.b, p.Q.shape[1])), be.empty((p.n_chunks, p.b, p.c)), be.zeros((p.b,)))
-    Qb, S, qn = p._buffers
+        Qb = p.Q[:0].new_zeros((p.b, p.Q.shape[1])) if be.kind == "torch" else np.zeros((p.b, p.Q.shape[1]),
+                                                                                           p.Q.dtype)
+        p._buffers = (Qb, be.empty((p.n_chunks, p.b, p.c)), be.zeros((p.b,)))
+    Qb, S, qa = p._buffers
     Qb[:m] = p.Q[start:stop]
     if m < p.b:
-        Qb[m:] = 0.0
-    if p.similarity == "neg_l2":
-        qn[:m] = p.qn[start:stop]
+        Qb[m:] = 0
+    if p.qa is not None:
+        qa[:m] = p.qa[start:stop]
     for k in range(p.n_chunks):
         Gk = p.Gp[k * p.c : (k + 1) * p.c]
+        if p.similarity == "hamming":
+            _hamming_tile(be, Qb, Gk, S[k])
+            continue
         be.matmul_into(Qb, Gk, S[k])
-        if p.similarity == "neg_l2":
-            be.neg_l2_inplace(S[k], qn, p.gn[k * p.c : (k + 1) * p.c])
+        if p.qa is not None:
+            be.finish_scores(S[k], p.similarity, qa, p.ga[k * p.c : (k + 1) * p.c])
     tail = p.n_g - (p.n_chunks - 1) * p.c
     if tail < p.c:
         S[p.n_chunks - 1, :, tail:] = -math.inf
     return S
+
+
+def _hamming_tile(be: Backend, Qw, Gw, out) -> None:
+    """-(Hamming distance) of packed codes into ``out``: torch on CUDA, the compiled
+    CPU kernel elsewhere (torch CPU tensors are viewed as numpy without a copy)."""
+    from . import _hamming
+
+    if be.is_cuda:
+        _hamming.hamming_tile_torch(Qw, Gw, out)
+    elif be.kind == "torch":
+        _hamming.hamming_into(Qw.numpy().view(np.uint64), Gw.numpy().view(np.uint64), out.numpy())
+    else:
+        _hamming.hamming_into(Qw, Gw, out)
 
 
 def _take_and_mask(p: Problem, S, rel: Csr, own: Csr, torch_path: bool):
@@ -194,29 +213,36 @@ def _sort_within_rows(vals, rel: Csr, torch_path: bool):
     return vals[order]
 
 
-def _count_torch(S, m: int, n_g: int, indptr: np.ndarray, rel_sorted, strict: bool):
-    """The vectorised twin of :func:`_kernels.count_above_relevant` (CUDA, or tests)."""
+def _count_torch(S, m: int, n_g: int, indptr: np.ndarray, rel_sorted):
+    """The vectorised twin of :func:`_kernels.count_above_relevant` (CUDA, or tests):
+    non-relevant scores ``>=`` each relevant score, and those ``==`` it."""
     import torch
 
     dev = S.device
     counts = np.diff(indptr)
     r_max = int(counts.max()) if counts.size else 0
-    out = torch.zeros(rel_sorted.shape[0], dtype=torch.int64, device=dev)
     if r_max == 0:
-        return out.cpu().numpy()
+        return np.zeros(rel_sorted.shape[0], np.int64), np.zeros(rel_sorted.shape[0], np.int64)
     rid = torch.from_numpy(np.repeat(np.arange(m), counts)).to(dev)
     col = torch.from_numpy(np.arange(indptr[-1]) - np.repeat(indptr[:-1], counts)).to(dev)
     padded = torch.full((m, r_max), math.inf, dtype=torch.float32, device=dev)
     padded[rid, col] = rel_sorted
     hist = torch.zeros((m, r_max + 1), dtype=torch.int64, device=dev)
+    tie_diff = torch.zeros((m, r_max + 1), dtype=torch.int64, device=dev)
     for k in range(S.shape[0]):
         tile = S[k, :m].contiguous()
-        pos = torch.searchsorted(padded, tile, right=not strict)
-        hist.scatter_add_(1, pos, torch.ones_like(pos))
+        right = torch.searchsorted(padded, tile, right=True)
+        hist.scatter_add_(1, right, torch.ones_like(right))
+        # a score equal to relevant items left..right-1 ties with each of them
+        left = torch.searchsorted(padded, tile, right=False)
+        eq = (left < right).to(torch.int64)
+        tie_diff.scatter_add_(1, left, eq)
+        tie_diff.scatter_add_(1, right, -eq)
     # negatives with insertion position p count against relevant items 0..p-1
     suffix = hist.flip(1).cumsum(1).flip(1)  # suffix[t] = sum_{p >= t} hist[p]
-    out = suffix[rid, col + 1]
-    return out.cpu().numpy()
+    above = suffix[rid, col + 1]
+    tied = tie_diff.cumsum(1)[rid, col]
+    return above.cpu().numpy(), tied.cpu().numpy()
 
 
 def _seed_tail_threshold(Sn: np.ndarray, m: int, n_g: int, capacity: int) -> float:
@@ -263,18 +289,18 @@ def run_block(
         tail_tau = _seed_tail_threshold(S, m, p.n_g, tail_capacity)
     tau = max(float(tail_tau), _F32_MIN) if want_pairs else math.inf
     if torch_path:
-        above = _count_torch(S, m, p.n_g, rel.indptr, rel_sorted, p.strict)
+        above, tied = _count_torch(S, m, p.n_g, rel.indptr, rel_sorted)
     else:
         above = np.empty(rel_sorted.shape[0], np.int64)
+        tied = np.empty(rel_sorted.shape[0], np.int64)
         tail_counts = np.zeros(m, np.int64)
-        _kernels.count_above_relevant(S, m, p.n_g, rel.indptr, rel_sorted, p.strict, above,
+        _kernels.count_above_relevant(S, m, p.n_g, rel.indptr, rel_sorted, above, tied,
                                       np.float32(tau), tail_counts)
     counts = rel.row_counts()
     rid = rel.row_ids()
     j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
     position = counts[rid] - 1 - j
-    rank = 1 + position + above
-    part = BlockPartial(start, stop, rel.indptr, rank, position)
+    part = BlockPartial(start, stop, rel.indptr, 1 + position + above, position, tied)
     if want_pairs:
         part.positives = rel_sorted.cpu().numpy() if torch_path else rel_sorted
         if torch_path:

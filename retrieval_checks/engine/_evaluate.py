@@ -28,7 +28,7 @@ from ._inputs import (Csr, check_embeddings, check_score_range, encode_ids, enco
                       relevance_to_csr)
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
-from ._stream import PassTotals, binning_pass, stream
+from ._stream import FirstRanks, PassTotals, binning_pass, stream
 
 __all__ = ["evaluate", "first_relevant_ranks"]
 
@@ -239,13 +239,19 @@ def _check_candidates(req: _Request, rel: _Relevance) -> None:
 
 
 # ----------------------------------------------------------------------------- aggregate
-def _query_values(req: _Request, rel: _Relevance, totals: PassTotals) -> dict[str, float]:
-    """The empty-query policy, then the mean (or medr's median) over queries."""
+def _query_values(req: _Request, rel: _Relevance, totals: PassTotals) -> tuple[dict[str, float], dict[str, dict]]:
+    """The empty-query policy, then the mean (or medr's median) over queries: the
+    values under the tie policy, and under each ordering of ``totals.tie_values``."""
     empty = rel.empty
+    specs = req.of_kind("query")
     if empty.size and req.empty_queries == "zero":
-        for s in req.of_kind("query"):
-            totals.per_query[s.name][empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
-    return {s.name: aggregate(s, totals.per_query[s.name]) for s in req.of_kind("query")}
+        for per_query in (totals.per_query, *totals.tie_values.values()):
+            for s in specs:
+                per_query[s.name][empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
+    values = {s.name: aggregate(s, totals.per_query[s.name]) for s in specs}
+    ties = {s.name: {kind: aggregate(s, per_query[s.name]) for kind, per_query in totals.tie_values.items()}
+            for s in specs}
+    return values, ties
 
 
 def _pair_values(req, rel, problem, totals, use_kernels):
@@ -273,19 +279,26 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
     if not specs:
         return {}
     be = plan.backend
+
+    def host(x):  # the prepared arrays on the host; code words back to unsigned
+        x = None if x is None else be.to_numpy(x)
+        return x.view(np.uint64) if x is not None and req.similarity == "hamming" else x
+
     found = grouped_recall_values(
-        be.to_numpy(problem.Q), rel.q_codes, None if sides.loo else be.to_numpy(problem.Gp[:sides.n_g]),
+        host(problem.Q), rel.q_codes, None if sides.loo else host(problem.Gp[:sides.n_g]),
         None if sides.loo else rel.g_codes, q_ids=own.q_ids, g_ids=own.g_ids,
         ks=sorted({s.k for s in specs}), group_size=req.group_size, seed=req.group_seed,
         repeats=req.group_repeats, confidence=req.confidence, ties=req.ties, similarity=req.similarity,
         label_values=rel.label_values, max_memory=plan.room, empty_queries=req.empty_queries,
+        q_factor=None if problem.qa is None else be.to_numpy(problem.qa)[: sides.n_q],
+        g_factor=None if problem.ga is None else be.to_numpy(problem.ga)[: sides.n_g],
     )
     return {s.name: found[s.k] for s in specs}
 
 
 def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, plan: Plan, problem,
                totals: PassTotals, use_kernels: bool, query_ids=None) -> EvaluationResult:
-    values = _query_values(req, rel, totals)
+    values, tie_values = _query_values(req, rel, totals)
     pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels)
     values.update(pair_values)
     for s in req.of_kind("embedding"):
@@ -304,7 +317,10 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
     return EvaluationResult(
         specs=req.specs, values={s.name: values[s.name] for s in req.specs}, per_query=per_query,
         thresholds=thresholds, pair_counts=pair_counts, n_relevant=rel.n_relevant, n_candidates=rel.n_candidates,
-        first_relevant_rank=totals.first_rank,
+        first_relevant_rank=(totals.first_rank[req.ties] if req.ties in totals.first_rank
+                             else np.where(rel.n_relevant > 0, FirstRanks(totals.first_rank["pessimistic"],
+                                           totals.first_rank["optimistic"], totals.first_group).under("average"), 0.0)),
+        tie_values=tie_values, tied_share=totals.n_tied / totals.n_relevant if totals.n_relevant else 0.0,
         skipped_queries=rel.empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
         config=config, intervals={name: g.interval for name, g in grouped.items()}, grouped=grouped,
         pr_curve=curve, query_label_codes=rel.q_codes, label_values=rel.label_values, query_ids=query_ids,
@@ -363,11 +379,18 @@ def evaluate(
         removed from its ranking (any overlap, any order, duplicates included).
         Leave-one-out uses the row index unless ``query_ids`` is given.
     similarity:
-        ``"cosine"`` (default), ``"dot"`` or ``"neg_l2"`` (negative Euclidean distance).
-        Pair thresholds are in these units.
+        ``"cosine"`` (default), ``"dot"``, ``"neg_l2"`` (negative Euclidean distance) or
+        ``"hamming"`` (binary codes: {0,1}, +-1 or bool arrays, or ``np.packbits`` uint8
+        rows; ranked by increasing Hamming distance). Pair thresholds are in these
+        units: minus a distance for neg_l2, a distance in bits for hamming. Integer data
+        within float32's exact range rank exactly on every backend (README, "Exact
+        scores").
     ties:
         ``"pessimistic"`` (default: a relevant item ranks after every non-relevant
-        item with an equal score) or ``"optimistic"``. Both are exact.
+        item with an equal score), ``"optimistic"`` (before them) or ``"average"``
+        (the exact expected value over every order of the tied items). All exact; the
+        result also carries the pessimistic and optimistic values and the range over
+        tie orders (``result.tie_values``, ``result.tie_range``).
     empty_queries:
         Queries without a relevant gallery item: ``"skip"`` (excluded from the means,
         counted in ``n_skipped``), ``"error"``, or ``"zero"`` (score 0; for ``medr``
@@ -406,27 +429,28 @@ def evaluate(
                      d=sides.d, loo=sides.loo, n_relevant=rel.n_relevant, device=device, max_memory=max_memory,
                      tile=tile, pairs=bool(pair_specs))
     problem = prepare_problem(plan, sides.queries, sides.gallery, n_g=sides.n_g, similarity=req.similarity,
-                              ties=req.ties, source=rel.source, self_pairs=own.csr)
+                              source=rel.source, self_pairs=own.csr)
     totals = stream(problem, query_specs=req.of_kind("query"), pair_specs=pair_specs,
-                    n_positive=int(rel.n_relevant.sum()), progress=progress, use_kernels=_use_kernels)
+                    n_positive=int(rel.n_relevant.sum()), ties=req.ties, progress=progress, use_kernels=_use_kernels)
     if progress is not None and not isinstance(progress, bool):
         raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
     ids = None if query_ids is None else as_numpy(query_ids, "query_ids").copy()
     return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels, ids)
 
 
-def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, ties: str, device, max_memory,
-                         progress=None) -> tuple[np.ndarray, str]:
-    """The rank of each query's best-ranked relevant gallery item (0 where none), from
-    the plan, prepare and stream stages on already validated inputs with explicit
-    relevance (no self pairs); and the backend's name. Image-text evaluation runs on this."""
+def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, device, max_memory,
+                         progress=None, _use_kernels: bool = True) -> tuple[FirstRanks, str]:
+    """Each query's best-ranked relevant gallery item (rank 0 where none), from the
+    plan, prepare and stream stages on already validated inputs with explicit relevance
+    (no self pairs); and the backend's name. Image-text evaluation runs on this."""
     n_q, n_g, d = int(queries.shape[0]), int(gallery.shape[0]), int(queries.shape[1])
     own = Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
     source = RelevanceSource(csr=relevance, self_pairs=own, n_g=n_g)
     plan = plan_pass([queries, gallery], n_q=n_q, n_g=n_g, d=d, loo=False, n_relevant=np.diff(relevance.indptr),
                      device=device, max_memory=max_memory)
-    problem = prepare_problem(plan, queries, gallery, n_g=n_g, similarity=similarity, ties=ties, source=source,
+    problem = prepare_problem(plan, queries, gallery, n_g=n_g, similarity=similarity, source=source,
                               self_pairs=own)
     totals = stream(problem, query_specs=[parse_metric("mrr")], pair_specs=[], n_positive=int(relevance.indices.size),
-                    progress=progress)
-    return totals.first_rank, plan.backend.name
+                    progress=progress, use_kernels=_use_kernels)
+    return FirstRanks(totals.first_rank["pessimistic"], totals.first_rank["optimistic"],
+                      totals.first_group), plan.backend.name

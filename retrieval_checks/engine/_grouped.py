@@ -46,6 +46,8 @@ import numpy as np
 from scipy import stats
 
 from ..errors import EmptyQueriesError, InputError
+from ._backend import Backend
+from ._stream import FirstRanks
 
 __all__ = ["GroupedRecall", "label_partition", "grouped_recall_values"]
 
@@ -122,13 +124,17 @@ def grouped_recall_values(
     label_values: np.ndarray,
     max_memory: int,
     empty_queries: str = "skip",
+    q_factor: np.ndarray | None = None,
+    g_factor: np.ndarray | None = None,
 ) -> dict[int, GroupedRecall]:
-    """Grouped Recall@K for every K in ``ks`` (embeddings already float32 numpy;
-    cosine rows already normalised). ``label_values`` maps label codes to labels for
+    """Grouped Recall@K for every K in ``ks`` (embeddings as the engine prepared them:
+    float32 numpy, or packed code words for hamming; ``q_factor`` / ``g_factor`` the
+    row factors of the score epilogue, :meth:`Backend.row_factors`, so that scores
+    are computed exactly as in the main pass). ``label_values`` maps label codes to labels for
     reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
     item with the query's id is the query itself and is excluded). The options are
     validated by the caller (:func:`retrieval_checks.evaluate`)."""
-    data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids)
+    data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, q_factor, g_factor)
     partitions = [_partition_values(data, ks, group_size, seed + rep, ties, similarity, max_memory, empty_queries)
                   for rep in range(repeats)]
     out = {}
@@ -163,6 +169,8 @@ class _Data:
     g_emb: np.ndarray | None
     g_codes: np.ndarray | None
     g_ids: np.ndarray | None
+    q_factor: np.ndarray | None = None
+    g_factor: np.ndarray | None = None
 
     @property
     def n_q(self) -> int:
@@ -194,8 +202,7 @@ def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_m
     gg = gq if data.loo else group_of_label[data.g_codes]
     hits = {k: np.full(data.n_q, np.nan) for k in ks}
     candidates = np.zeros(data.n_q, np.int64)
-    _score_groups(data.q_emb, data.q_codes, data.q_ids, gq, data.g_emb, data.g_codes, data.g_ids, gg, r, ks, ties,
-                  similarity, hits, candidates, max_memory)
+    _score_groups(data, gq, gg, r, ks, ties, similarity, hits, candidates, max_memory)
     in_group = gq >= 0
     ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
     fewest = int(candidates[ranked].min()) if ranked.any() else 0
@@ -229,17 +236,18 @@ def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_m
     return out
 
 
-def _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, ties, similarity, hits,
-                  candidates, max_memory):
-    """Fill ``hits[k][i]`` with query i's hit_rate@k inside its group, batched by size."""
+def _score_groups(data: _Data, gq, gg, r, ks, ties, similarity, hits, candidates, max_memory):
+    """Fill ``hits[k][i]`` with query i's hit_rate@k inside its group (under ``ties``:
+    its probability for ``"average"``), batched by size."""
+    q_emb, q_codes, q_ids, q_fac = data.q_emb, data.q_codes, data.q_ids, data.q_factor
+    g_emb, g_codes, g_ids, g_fac = data.g_emb, data.g_codes, data.g_ids, data.g_factor
     if g_emb is None:
-        g_emb, g_codes, g_ids = q_emb, q_codes, q_ids
+        g_emb, g_codes, g_ids, g_fac = q_emb, q_codes, q_ids, q_fac
     q_order = np.argsort(gq, kind="stable")
     g_order = np.argsort(gg, kind="stable")
     q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
     g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
-    d = q_emb.shape[1]
-    strict = ties == "optimistic"
+    d = q_emb.shape[1] * (2 if similarity == "hamming" else 1)  # 64-bit words cost two float32 columns
     if q_ids is None:  # no ids: nothing is the same item
         q_ids = np.full(q_codes.shape[0], -1, np.int64)
         g_ids = np.full(g_codes.shape[0], -2, np.int64)
@@ -275,16 +283,36 @@ def _score_groups(q_emb, q_codes, q_ids, gq, g_emb, g_codes, g_ids, gg, r, ks, t
                 break
             mq, mg = mq2, mg2
             j += 1
-        _score_batch([units[t] for t in by_size[i:j]], q_emb, q_codes, q_ids, g_emb, g_codes, g_ids,
-                     mq, mg, d, strict, similarity, ks, hits, candidates)
+        _score_batch([units[t] for t in by_size[i:j]], (q_emb, q_codes, q_ids, q_fac),
+                     (g_emb, g_codes, g_ids, g_fac), mq, mg, ties, similarity, ks, hits, candidates)
         i = j
 
 
-def _score_batch(units, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, mq, mg, d, strict, similarity, ks, hits,
-                 candidates):
+def _batch_scores(Qb, Gb, qf, gf, similarity: str) -> np.ndarray:
+    """(B, mq, mg) scores of padded batches, by the main pass's rules: the product,
+    then the epilogue of :meth:`Backend.finish_scores` (or -Hamming distance)."""
+    if similarity == "hamming":
+        from ._hamming import hamming_into
+
+        S = np.empty((Qb.shape[0], Qb.shape[1], Gb.shape[1]), np.float32)
+        for t in range(Qb.shape[0]):
+            hamming_into(Qb[t], Gb[t], S[t])
+        return S
+    S = np.matmul(Qb, Gb.transpose(0, 2, 1))
+    if qf is not None:
+        Backend("numpy").finish_scores(S, similarity, qf, gf)
+    return S
+
+
+# long: one vectorised pass over a padded batch (gather, score, mask, count); splitting it scatters the shapes
+def _score_batch(units, q_side, g_side, mq, mg, ties, similarity, ks, hits, candidates):
+    (q_emb, q_codes, q_ids, q_fac), (g_emb, g_codes, g_ids, g_fac) = q_side, g_side
     B = len(units)
-    Qb = np.zeros((B, mq, d), np.float32)
-    Gb = np.zeros((B, mg, d), np.float32)
+    d = q_emb.shape[1]
+    Qb = np.zeros((B, mq, d), q_emb.dtype)
+    Gb = np.zeros((B, mg, d), g_emb.dtype)
+    qf = np.zeros((B, mq), np.float32) if q_fac is not None else None
+    gf = np.zeros((B, mg), np.float32) if g_fac is not None else None
     qc = np.full((B, mq), -1, np.int64)
     gc = np.full((B, mg), -2, np.int64)
     qidx = np.full((B, mq), -1, np.int64)
@@ -294,26 +322,27 @@ def _score_batch(units, q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, mq, mg, d,
     for t, (qi, gi) in enumerate(units):
         Qb[t, : qi.size] = q_emb[qi]
         Gb[t, : gi.size] = g_emb[gi]
+        if qf is not None:
+            qf[t, : qi.size] = q_fac[qi]
+            gf[t, : gi.size] = g_fac[gi]
         qc[t, : qi.size] = q_codes[qi]
         gc[t, : gi.size] = g_codes[gi]
         qidx[t, : qi.size] = qi
         gidx[t, : gi.size] = gi
         qid[t, : qi.size] = q_ids[qi]
         gid[t, : gi.size] = g_ids[gi]
-    S = np.matmul(Qb, Gb.transpose(0, 2, 1))
-    if similarity == "neg_l2":
-        qn = np.einsum("bij,bij->bi", Qb, Qb)
-        gn = np.einsum("bij,bij->bi", Gb, Gb)
-        S = -np.sqrt(np.maximum(qn[:, :, None] + gn[:, None, :] - 2.0 * S, 0.0))
+    S = _batch_scores(Qb, Gb, qf, gf, similarity)
     valid = (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
     rel = valid & (qc[:, :, None] == gc[:, None, :])
     neg = valid & ~rel
     best = np.where(rel, S, -np.inf).max(axis=2)
     has = rel.any(axis=2)
-    ahead = ((S > best[:, :, None]) if strict else (S >= best[:, :, None])) & neg
-    first_rank = 1 + ahead.sum(axis=2)
+    above = ((S > best[:, :, None]) & neg).sum(axis=2)  # negatives strictly above the best relevant item
+    tied = ((S == best[:, :, None]) & neg).sum(axis=2)
+    group = ((S == best[:, :, None]) & rel).sum(axis=2)  # relevant items tied with it
     rows = qidx >= 0
     candidates[qidx[rows]] = valid.sum(axis=2)[rows]
+    first = FirstRanks(1 + above + tied, 1 + above, group)
     for k in ks:
-        h = np.where(has, (first_rank <= k).astype(np.float64), np.nan)
+        h = np.where(has, first.under(ties, k), np.nan)
         hits[k][qidx[rows]] = h[rows]

@@ -35,6 +35,7 @@ import numpy as np
 from ..options import DEFAULTS, check_option
 from .._suggest import hint
 from ._evaluate import first_relevant_ranks
+from ._stream import FirstRanks
 from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
@@ -239,10 +240,10 @@ def evaluate_image_text(
     folds = _fold_slices(N, protocol_key)
     certain = _certain_k(folds, cap_img)
     ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
-    common = dict(similarity=similarity, ties=ties, device=device, max_memory=max_memory, progress=progress)
+    common = dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress)
     fold_data, backend = [], None
     for a, b in folds:
-        fold, backend = _rank_fold(images, captions, cap_img, a, b, common)
+        fold, backend = _rank_fold(images, captions, cap_img, a, b, common, ties, ks)
         fold_data.append(fold)
     per_fold = [f.values(specs, ks, np.ones(f.n_images)) for f in fold_data]
     values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}
@@ -319,7 +320,7 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
     return _take(images, np.flatnonzero(keep)), captions, remap[cap_img], layout, int(lonely.size)
 
 
-def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict):
+def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict, ties: str, ks):
     """One fold (images a..b-1 with their captions): both directions' first relevant
     ranks from the engine's rank pass, and the backend's name."""
     cap_idx = np.flatnonzero((cap_img >= a) & (cap_img < b))
@@ -337,7 +338,7 @@ def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict):
     cap_f = captions if cap_idx.size == M and (cap_idx == np.arange(M)).all() else _take(captions, cap_idx)
     i2t, backend = first_relevant_ranks(img_f, cap_f, i2t_rel, **common)
     t2i, _ = first_relevant_ranks(cap_f, img_f, t2i_rel, **common)
-    return _Fold(i2t, t2i, local, n_i), backend
+    return _Fold(i2t, t2i, local, n_i, ties, ks), backend
 
 
 def _parse(metrics) -> list[MetricSpec]:
@@ -361,16 +362,33 @@ def _parse(metrics) -> list[MetricSpec]:
 
 
 class _Fold:
-    """One fold's first-relevant ranks, sorted once so that replicates only reweight."""
+    """One fold's first-relevant ranks, sorted once so that replicates only reweight.
+    Under ``ties="average"`` a query's rank is its expected first relevant rank and its
+    recall@K the probability that the first relevant item is within K (exact over the
+    orders of its tie group); medr is then the median of the expected ranks."""
 
-    def __init__(self, i2t_rank, t2i_rank, cap_image, n_images):
+    def __init__(self, i2t: FirstRanks, t2i: FirstRanks, cap_image, n_images, ties: str, ks):
         self.n_images = n_images
-        self.i2t_first, self.t2i_first = i2t_rank, t2i_rank  # per image / per caption, input order
+        self.ties = ties
+        i2t_rank, t2i_rank = i2t.under(ties), t2i.under(ties)
+        # per image / per caption, input order (integers under the two orderings)
+        self.i2t_first = i2t_rank if ties == "average" else getattr(i2t, ties)
+        self.t2i_first = t2i_rank if ties == "average" else getattr(t2i, ties)
         self.i_order = np.argsort(i2t_rank, kind="stable")
-        self.i_rank = i2t_rank[self.i_order].astype(np.float64)
+        self.i_rank = i2t_rank[self.i_order]
         self.t_order = np.argsort(t2i_rank, kind="stable")
-        self.t_rank = t2i_rank[self.t_order].astype(np.float64)
+        self.t_rank = t2i_rank[self.t_order]
         self.t_image = cap_image[self.t_order]  # image of each caption, in rank order
+        self.i_hit = self.t_hit = None
+        if ties == "average":  # hit probabilities, in the same sorted orders
+            self.i_hit = {k: i2t.under(ties, k)[self.i_order] for k in ks}
+            self.t_hit = {k: t2i.under(ties, k)[self.t_order] for k in ks}
+
+    def _recall(self, side: str, w, k) -> float:
+        if self.ties == "average":
+            hit = (self.i_hit if side == "i" else self.t_hit)[k]
+            return float(np.dot(w, hit) / w.sum())
+        return _weighted_recall(self.i_rank if side == "i" else self.t_rank, w, k)
 
     def values(self, specs, ks, image_weight: np.ndarray) -> dict[str, float]:
         """All metrics with each image counted ``image_weight`` times (1: the data;
@@ -379,8 +397,8 @@ class _Fold:
         wt = image_weight[self.t_image]
         base = {}
         for k in ks:
-            base[f"i2t_recall@{k}"] = _weighted_recall(self.i_rank, wi, k)
-            base[f"t2i_recall@{k}"] = _weighted_recall(self.t_rank, wt, k)
+            base[f"i2t_recall@{k}"] = self._recall("i", wi, k)
+            base[f"t2i_recall@{k}"] = self._recall("t", wt, k)
         rsum = 100.0 * sum(base[f"i2t_recall@{k}"] + base[f"t2i_recall@{k}"] for k in _RSUM_K)
         out = {}
         for s in specs:

@@ -159,8 +159,8 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
     may be numpy arrays or torch tensors (any dtype, any device): they are judged the
     same way. ``gallery`` None means leave-one-out (the queries are the gallery).
     """
-    if similarity == "cosine":
-        return
+    if similarity in ("cosine", "hamming"):
+        return  # cosine rows are rescaled by powers of two; codes are validated when packed
     sides = [(queries, names[0])] + ([] if gallery is None else [(gallery, names[1])])
     peaks = [(_max_abs(x), name) for x, name in sides]
     peak, peak_name = max(peaks)

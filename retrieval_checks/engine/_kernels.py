@@ -11,9 +11,11 @@ score of block row ``i`` against gallery item ``k * c + j``. Pairs that must not
 counted (relevant items, self matches, padding) hold ``-inf`` and are skipped by
 every kernel because all thresholds they compare with are finite.
 
-Tie semantics. ``strict=False`` counts scores ``>=`` a reference value (the
-pessimistic policy: a non-relevant item with an equal score ranks ahead of the
-relevant one); ``strict=True`` counts scores ``>`` it (optimistic).
+Ties. ``count_above_relevant`` counts the non-relevant scores ``>=`` each relevant
+score and, apart, those ``==`` it: a non-relevant item with an equal score ranks
+ahead of the relevant one under the pessimistic policy, after it under the
+optimistic one, and each ordering of the tie group is equally likely under the
+average policy; all three follow from the two counts of one scan.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ else:
 ACCELERATOR = "numpy" if _impl is _kernels_numpy else "numba"
 
 
-def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, tau, tail_counts):
-    _impl.count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, tau, tail_counts)
+def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts):
+    _impl.count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts)
 
 
 def collect_rows(S, rows, offsets, n_cols, tau, out):

@@ -5,9 +5,9 @@ score of block row ``i`` against gallery item ``k * c + j``. Pairs that must not
 counted (relevant items, self matches, padding) hold ``-inf`` and are skipped by
 every kernel because all thresholds they compare with are finite.
 
-Tie semantics. ``strict=False`` counts scores ``>=`` a reference value (the
-pessimistic policy: a non-relevant item with an equal score ranks ahead of the
-relevant one); ``strict=True`` counts scores ``>`` it (optimistic).
+Ties. The scan counts non-relevant scores ``>=`` each relevant score and, apart,
+those ``==`` it: the pessimistic rank, the optimistic rank and the tie-aware
+expectation all follow from the two counts.
 """
 
 from __future__ import annotations
@@ -46,15 +46,16 @@ def _bisect(values, lo, hi, x, strict):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, tau, tail_counts):
-    """For every relevant item, count the non-relevant scores ahead of it.
+def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts):
+    """For every relevant item, count the non-relevant scores at or above it and equal to it.
 
     ``rel_sorted[rel_ptr[i]:rel_ptr[i + 1]]`` holds row ``i``'s relevant scores in
     ascending order. ``out[t]`` receives, for relevant score ``t``, the number of
-    non-relevant scores of its row that are ``>=`` it (``>`` if ``strict``).
-    Scores below a row's smallest relevant score are skipped without a search.
-    In the same scan, ``tail_counts[i]`` receives the number of row ``i``'s scores
-    ``>= tau`` (pass ``tau = inf`` when no tail is collected).
+    non-relevant scores of its row that are ``>=`` it, and ``tied[t]`` the number
+    that are ``==`` it (so ``out - tied`` counts those ``>`` it): both tie policies
+    and the tie-aware average come from one scan. Scores below a row's smallest
+    relevant score are skipped without a search. In the same scan, ``tail_counts[i]``
+    receives the number of row ``i``'s scores ``>= tau`` (``tau = inf``: no tail).
     """
     n_chunks = S.shape[0]
     c = S.shape[2]
@@ -64,6 +65,7 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, ta
         r = e - a
         lo = rel_sorted[a] if r > 0 else np.float32(np.inf)
         hist = np.zeros(r + 1, np.int64)
+        tie_diff = np.zeros(r + 1, np.int64)
         n_tail = 0
         for k in range(n_chunks):
             width = min(c, n_cols - k * c)
@@ -71,17 +73,24 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, ta
                 s = S[k, i, j]
                 if s >= tau:
                     n_tail += 1
-                if strict:
-                    if s <= lo:
-                        continue
-                elif s < lo:
+                if s < lo:
                     continue
-                hist[_bisect(rel_sorted, a, e, s, strict)] += 1
+                p = _bisect(rel_sorted, a, e, s, False)
+                hist[p] += 1
+                if rel_sorted[a + p - 1] == s:
+                    # s equals relevant scores q..p-1: a tie with each of them
+                    q = _bisect(rel_sorted, a, a + p, s, True)
+                    tie_diff[q] += 1
+                    tie_diff[p] -= 1
         tail_counts[i] = n_tail
         acc = 0
         for t in range(r, 0, -1):
             acc += hist[t]
             out[a + t - 1] = acc
+        run = 0
+        for t in range(r):
+            run += tie_diff[t]
+            tied[a + t] = run
 
 
 @njit(parallel=True, cache=True, nogil=True)

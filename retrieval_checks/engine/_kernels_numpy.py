@@ -43,7 +43,7 @@ def _rows(S: np.ndarray, a: int, b: int, n_cols: int) -> np.ndarray:
     return S[:, a:b, :].transpose(1, 0, 2).reshape(b - a, n_chunks * c)[:, :n_cols]
 
 
-def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, tau, tail_counts):
+def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts):
     """See :func:`._kernels_numba.count_above_relevant`."""
     rel_ptr = np.asarray(rel_ptr, np.int64)
     # one sorted key space for all rows: (row << 32) | key; rows are sorted ascending inside
@@ -54,18 +54,23 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, strict, out, ta
         block = _rows(S, a, b, n_cols)
         tail_counts[a:b] = (block >= tau).sum(axis=1)
         rows = np.arange(a, b, dtype=np.uint64)[:, None]
-        keys = (rows << np.uint64(32)) | float_keys(block).astype(np.uint64)
-        # relevant scores of the row that are <= s (< s when strict), counted from the row's start
-        pos = np.searchsorted(rel_keys, keys.ravel(), side="left" if strict else "right").reshape(keys.shape)
-        pos -= rel_ptr[a:b, None]
+        keys = ((rows << np.uint64(32)) | float_keys(block).astype(np.uint64)).ravel()
+        # relevant scores of the row that are <= s (right) and < s (left), from the row's start
+        right = np.searchsorted(rel_keys, keys, side="right").reshape(b - a, -1) - rel_ptr[a:b, None]
+        left = np.searchsorted(rel_keys, keys, side="left").reshape(b - a, -1) - rel_ptr[a:b, None]
         for i in range(a, b):
             r = int(rel_ptr[i + 1] - rel_ptr[i])
             if r == 0:
                 continue
-            hist = np.bincount(pos[i - a], minlength=r + 1)
+            hist = np.bincount(right[i - a], minlength=r + 1)
             # scores with insertion position p count against relevant items 0..p-1
             suffix = np.cumsum(hist[::-1])[::-1]
             out[rel_ptr[i] : rel_ptr[i + 1]] = suffix[1 : r + 1]
+            # a score equal to relevant items left..right-1 ties with each of them
+            eq = left[i - a] < right[i - a]
+            diff = (np.bincount(left[i - a][eq], minlength=r + 1)
+                    - np.bincount(right[i - a][eq], minlength=r + 1))
+            tied[rel_ptr[i] : rel_ptr[i + 1]] = np.cumsum(diff)[:r]
 
 
 def collect_rows(S, rows, offsets, n_cols, tau, out):

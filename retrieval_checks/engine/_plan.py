@@ -71,31 +71,69 @@ def plan_pass(arrays, *, n_q: int, n_g: int, d: int, loo: bool, n_relevant: np.n
     return Plan(backend, budget, min(b, n_q), c, n_chunks, room)
 
 
-def prepare_problem(plan: Plan, queries, gallery, *, n_g: int, similarity: str, ties: str,
-                    source: RelevanceSource, self_pairs: Csr) -> Problem:
+def prepare_problem(plan: Plan, queries, gallery, *, n_g: int, similarity: str, source: RelevanceSource,
+                    self_pairs: Csr) -> Problem:
     """Float32 copies on the backend: the gallery padded to whole chunks; in
     leave-one-out (``gallery`` None) the queries are a view of it rather than a second
-    copy. Cosine rows are normalised, and neg_l2 rows centred on the gallery mean rounded
-    to integers (distances do not change; the float32 expansion |q|^2 + |g|^2 - 2 q.g
-    loses less; integer data stay exact), in float64 from the inputs' own precision
-    before the cast."""
+    copy. The copies keep exact arithmetic exact (README, "Exact scores"): integer
+    cosine rows become primitive integer vectors times powers of two (their norms scale
+    the products afterwards; other rows are normalised in float64), neg_l2 rows are
+    centred on the gallery mean rounded to integers
+    (distances do not change; large offsets go). The row factors of the tile epilogue
+    (:meth:`Backend.row_factors`) are computed once, on the host, in float64."""
     be, c = plan.backend, plan.c
+    if similarity == "hamming":
+        return _prepare_codes(plan, queries, gallery, n_g=n_g, source=source, self_pairs=self_pairs)
     d = int(queries.shape[1])
     loo = gallery is None
     Gp = be.zeros((plan.n_chunks * c, d))
     G = be.native(queries if loo else gallery)
-    center = be.mean64(G) if similarity == "neg_l2" else None
-    be.float32_into(G, Gp[:n_g], normalize=similarity == "cosine", center=center)
-    del G
-    if loo:
-        Q = Gp[:n_g]
+    n_q = int(queries.shape[0])
+    if similarity == "cosine":
+        host = np.zeros(plan.n_chunks * c, np.float32)
+        host[:n_g] = be.cosine_rows_into(G, Gp[:n_g])
+        ga = be.from_numpy(host)
+        if loo:
+            Q, qa = Gp[:n_g], ga[:n_g]
+        else:
+            Q = be.empty((n_q, d))
+            qa = be.from_numpy(be.cosine_rows_into(be.native(queries), Q))
     else:
-        Q = be.float32_into(be.native(queries), be.empty((int(queries.shape[0]), d)),
-                            normalize=similarity == "cosine", center=center)
-    qn = gn = None
-    if similarity == "neg_l2":
-        qn = be.sqnorm(Q)
-        gn = be.zeros((plan.n_chunks * c,))
-        gn[:n_g] = be.sqnorm(Gp[:n_g])
+        center = be.mean64(G) if similarity == "neg_l2" else None
+        be.float32_into(G, Gp[:n_g], center=center)
+        ga = be.row_factors(Gp[:n_g], similarity, plan.n_chunks * c)
+        if loo:
+            Q, qa = Gp[:n_g], (None if ga is None else ga[:n_g])
+        else:
+            Q = be.float32_into(be.native(queries), be.empty((n_q, d)), center=center)
+            qa = be.row_factors(Q, similarity)
+    del G
     return Problem(backend=be, Q=Q, Gp=Gp, n_g=n_g, c=c, b=plan.b, similarity=similarity,
-                   strict=(ties == "optimistic"), relevant=source, self_pairs=self_pairs, qn=qn, gn=gn)
+                   relevant=source, self_pairs=self_pairs, qa=qa, ga=ga)
+
+
+def _prepare_codes(plan: Plan, queries, gallery, *, n_g: int, source: RelevanceSource, self_pairs: Csr) -> Problem:
+    """Binary codes packed into 64-bit words (on the backend; int64 tensors on torch):
+    the gallery padded with zero words to whole chunks (the padding is masked)."""
+    from ._hamming import pack_codes
+
+    be, c = plan.backend, plan.c
+    loo = gallery is None
+    Gw, n_bits = pack_codes(queries if loo else gallery, "queries" if loo else "gallery")
+    Gp = np.zeros((plan.n_chunks * c, Gw.shape[1]), np.uint64)
+    Gp[:n_g] = Gw
+    del Gw
+    if loo:
+        Qw = None
+    else:
+        Qw, q_bits = pack_codes(queries, "queries")
+        if q_bits != n_bits:
+            raise InputError(f"queries hold {q_bits}-bit codes but gallery holds {n_bits}-bit codes; both must "
+                             "come from the same hash function.")
+    if be.kind == "torch":
+        Gp = be.from_numpy(Gp.view(np.int64))
+        Q = Gp[:n_g] if loo else be.from_numpy(Qw.view(np.int64))
+    else:
+        Q = Gp[:n_g] if loo else Qw
+    return Problem(backend=be, Q=Q, Gp=Gp, n_g=n_g, c=c, b=plan.b, similarity="hamming",
+                   relevant=source, self_pairs=self_pairs)

@@ -11,7 +11,11 @@ import numpy as np
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
 
-__all__ = ["EvaluationResult"]
+__all__ = ["EvaluationResult", "TIE_TOLERANCE"]
+
+#: A metric whose range over tie orderings is wider than this (absolute for fractions,
+#: relative for ranks) gets a note in measurements and a warning from the gates.
+TIE_TOLERANCE = 1e-3
 
 
 class _ByMetric(dict):
@@ -38,8 +42,8 @@ class EvaluationResult(Mapping):
       ``empty_queries="skip"``.
     - ``thresholds[name]``: the similarity threshold behind a pair metric (None when
       no threshold reaches the required level); ``pair_counts[name]``: TP, FP, FN.
-    - ``n_relevant``, ``first_relevant_rank`` (0 where none), ``n_candidates``:
-      per-query facts from the pass.
+    - ``n_relevant``, ``first_relevant_rank`` (0 where none; under ``ties="average"``
+      its expectation), ``n_candidates``: per-query facts from the pass.
     - ``units[name]``: ``"fraction"``, ``"rank"`` or ``"ratio"``.
     - ``config``: similarity, ties, empty-query policy, backend, block shape, budget.
     - ``intervals[name]``: (low, high) for metrics computed with an interval
@@ -50,6 +54,11 @@ class EvaluationResult(Mapping):
       ``recall_at_precision`` or ``precision_at_recall`` metric was computed; else None.
     - ``query_label_codes``: integer label code per query (for class-cluster bootstraps);
       ``label_values[code]`` is the label itself; ``query_ids``: the ids given (or None).
+    - ``tie_values[name]``: the query-level metric under the ``"pessimistic"`` and
+      ``"optimistic"`` orderings and its ``"min"`` / ``"max"`` over every ordering of
+      tied items (:meth:`tie_range`); ``tied_share``: the share of relevant items
+      whose score ties with a non-relevant item's; :meth:`tie_note` says when the
+      value depends on the order of ties.
     - ``query_fingerprint()``: what identifies the queries (labels, ids, relevant counts,
       gallery size), so that a paired comparison can check that two results were
       computed on the same queries in the same order.
@@ -74,6 +83,8 @@ class EvaluationResult(Mapping):
         label_values: np.ndarray | None = None,
         pr_curve: dict | None = None,
         query_ids: np.ndarray | None = None,
+        tie_values: dict[str, dict[str, float]] | None = None,
+        tied_share: float = 0.0,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -91,6 +102,39 @@ class EvaluationResult(Mapping):
         self.label_values = label_values
         self.pr_curve = pr_curve
         self.query_ids = query_ids
+        self.tie_values = _ByMetric(tie_values or {})
+        self.tied_share = float(tied_share)
+
+    def tie_range(self, name: str) -> tuple[float, float] | None:
+        """(lowest, highest) value of a query-level metric over every ordering of the
+        items whose scores tie (the pessimistic and optimistic values for metrics
+        monotone in rank; the true extremes for ``map@K``, which is not); None for
+        metrics without one (pair metrics take whole tie groups: ties cannot change
+        them)."""
+        v = self.tie_values.get(self._key(name))
+        return None if v is None else (v["min"], v["max"])
+
+    def tie_note(self, name: str, tolerance: float | None = None) -> str:
+        """A line saying how much ``name`` depends on the order of tied items, or "" when
+        its range over tie orderings is within ``tolerance`` (default
+        :data:`TIE_TOLERANCE`: 1e-3 for fractions, relative 1e-3 for ranks)."""
+        key = self._key(name)
+        v = self.tie_values.get(key)
+        if v is None:
+            return ""
+        lo, hi = v["min"], v["max"]
+        if tolerance is None:
+            tolerance = TIE_TOLERANCE * (max(abs(lo), abs(hi)) if self._specs[key].unit == "rank" else 1.0)
+        if not (hi - lo > tolerance):
+            return ""
+        rank = self._specs[key].unit == "rank"
+        fmt = (lambda x: f"{x:.2f}") if rank else (lambda x: f"{x:.4f}")
+        extremes = ("" if self._specs[key].family != "map" or self._specs[key].k is None else
+                    "; map@K is not monotone in rank, so these are its true extremes, not the two policies")
+        return (f"ties: the value depends on the order of tied scores: {fmt(lo)} to {fmt(hi)} over every order "
+                f"(pessimistic {fmt(v['pessimistic'])}, optimistic {fmt(v['optimistic'])}; "
+                f"{self.tied_share:.1%} of relevant items tie with a non-relevant one{extremes}); "
+                f"this value is ties={self.config.get('ties')!r}")
 
     def query_labels(self) -> np.ndarray | None:
         """The label of every query (None for results computed from explicit relevance)."""
@@ -176,7 +220,12 @@ class EvaluationResult(Mapping):
         if spec.kind == "pair":
             t = self.thresholds.get(key)
             c = self.pair_counts.get(key, {})
-            where = f"at similarity threshold {t:.6g}" if t is not None else "no threshold reaches that level"
+            if t is None:
+                where = "no threshold reaches that level"
+            elif self.config.get("similarity") == "hamming":
+                where = f"at Hamming distance <= {t:.6g} bits"
+            else:
+                where = f"at similarity threshold {t:.6g}"
             line = (f"{where}; TP {c.get('tp')}, FP {c.get('fp')}, FN {c.get('fn')} over {c.get('n_positive')} "
                     f"positive and {c.get('n_negative')} negative pairs")
             extra = {"operating_threshold": t}
@@ -184,7 +233,12 @@ class EvaluationResult(Mapping):
                 extra["curve"] = self.pr_curve
             return Measurement(**common, n=self.n_used, details=(line,), extra=extra)
         worst = self.worst_classes(key)
-        return Measurement(**common, n=self.n_used, details=(worst,) if worst else ())
+        note = self.tie_note(key)
+        extra = {}
+        if key in self.tie_values:
+            extra = {"tie_range": list(self.tie_range(key)), "tied_share": self.tied_share,
+                     "ties": self.config.get("ties")}
+        return Measurement(**common, n=self.n_used, details=tuple(x for x in (worst, note) if x), extra=extra)
 
     def worst_classes(self, name: str, n: int = 3) -> str:
         """A line naming the n classes with the lowest mean per-query value (highest
@@ -231,6 +285,8 @@ class EvaluationResult(Mapping):
                 for k, g in self.grouped.items()
             },
             "config": dict(self.config),
+            "ties": {k: {kind: clean(x) for kind, x in v.items()} for k, v in self.tie_values.items()},
+            "tied_share": self.tied_share,
         }
         if per_query:
             out["per_query"] = {k: [clean(float(x)) for x in v] for k, v in self.per_query.items()}

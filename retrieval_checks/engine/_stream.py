@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..metrics._names import MetricSpec
-from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, tail_capacity
+from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, score_units, tail_capacity
 from ..metrics._ranking import per_query_values
 from ..errors import InputError
 from ._blocks import BlockPartial, Problem, plan_blocks, run_binning_block, run_block
 
-__all__ = ["PassTotals", "stream", "binning_pass", "progress_bar"]
+__all__ = ["FirstRanks", "PassTotals", "stream", "binning_pass", "progress_bar"]
 
 _FIXED = ("pair_precision", "pair_recall", "pair_f1")
 
@@ -37,18 +38,63 @@ def progress_bar(enabled, total: int, desc: str = "retrieval-checks", unit: str 
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
 
-class PassTotals:
-    """The merged results of a pass's blocks."""
+@dataclass(frozen=True)
+class FirstRanks:
+    """Each query's best relevant item: its rank with tied non-relevant items ahead
+    (``pessimistic``) and behind (``optimistic``), and ``group`` the relevant items tied
+    with it; 0 ranks where a query has no relevant item. Under the average policy the
+    first relevant rank is ``optimistic`` + X, X the number of tied non-relevant items
+    (``pessimistic - optimistic``) that come before the first of the ``group`` relevant
+    ones in a uniformly random order of the tie group."""
 
-    def __init__(self, n_q: int, query_specs: list[MetricSpec], pair_specs: list[MetricSpec], n_positive: int):
+    pessimistic: np.ndarray
+    optimistic: np.ndarray
+    group: np.ndarray
+
+    def under(self, ties: str, k=None) -> np.ndarray:
+        """Per query: the first relevant rank (``k`` None; its expectation under
+        ``"average"``), or the hit indicator / probability that it is ``<= k``."""
+        if ties in ("pessimistic", "optimistic"):
+            r = getattr(self, ties)
+            return r.astype(np.float64) if k is None else (r <= k).astype(np.float64)
+        from ..metrics import _ties
+
+        s = np.maximum(self.optimistic - 1, 0)
+        t = self.pessimistic - self.optimistic
+        r = np.maximum(self.group, 1)
+        if k is None:
+            return _ties.expected_first_rank(s, r, t)
+        return _ties.hit_probability(s, r, t, k)
+
+
+class PassTotals:
+    """The merged results of a pass's blocks.
+
+    ``per_query`` holds each query's value under the pass's tie policy; ``tie_values``
+    the same under the pessimistic and optimistic orderings and, as ``"min"`` and
+    ``"max"``, the extremes over every ordering of tied items (the two policies for
+    metrics monotone in rank; computed apart for ``map@K``, which is not).
+    ``first_rank`` (pessimistic and optimistic) and ``first_group`` (relevant items
+    tied with the best one) describe each query's best relevant item; ``n_tied`` counts
+    relevant items tied with at least one non-relevant item."""
+
+    def __init__(self, n_q: int, query_specs: list[MetricSpec], pair_specs: list[MetricSpec], n_positive: int,
+                 ties: str = "pessimistic", similarity: str = "dot"):
         self.query_specs = query_specs
+        self.units = score_units(similarity)
+        self.ties = ties
         self.per_query = {s.name: np.full(n_q, np.nan) for s in query_specs}
-        self.first_rank = np.zeros(n_q, np.int64)
+        self.tie_values = {kind: {s.name: np.full(n_q, np.nan) for s in query_specs}
+                           for kind in ("pessimistic", "optimistic", "min", "max")}
+        self.first_rank = {"pessimistic": np.zeros(n_q, np.int64), "optimistic": np.zeros(n_q, np.int64)}
+        self.first_group = np.zeros(n_q, np.int64)
+        self.n_tied = 0
+        self.n_relevant = 0
         self.want_pairs = bool(pair_specs)
         self.positives: list[np.ndarray] = []
         self.tail = NegativeTail(tail_capacity(pair_specs, n_positive)) if self.want_pairs else None
         self.fixed = sorted({float(s.level) for s in pair_specs if s.family in _FIXED})
-        self.fixed_f32 = np.array([ceil_f32(t) for t in self.fixed], np.float32)
+        self.fixed_f32 = np.array([ceil_f32(self.units.to_score(t)) for t in self.fixed], np.float32)
         self.fixed_fp = np.zeros(len(self.fixed), np.int64)
 
     def add(self, part: BlockPartial) -> None:
@@ -56,28 +102,63 @@ class PassTotals:
         start, stop = part.start, part.stop
         counts = np.diff(part.indptr)
         rid = np.repeat(np.arange(stop - start, dtype=np.int64), counts)
-        for name, v in per_query_values(self.query_specs, rid, part.position, part.rank, counts).items():
-            self.per_query[name][start:stop] = v
+        self._add_values(part, rid, counts)
         best = part.position == 0
-        self.first_rank[start + rid[best]] = part.rank[best]
+        self.first_rank["pessimistic"][start + rid[best]] = part.rank[best]
+        self.first_rank["optimistic"][start + rid[best]] = part.rank[best] - part.tied[best]
+        # relevant items in the best one's tie group: same count of negatives >= it, and tied
+        key = part.rank - part.position
+        best_key = np.zeros(stop - start, np.int64)
+        best_tied = np.zeros(stop - start, np.int64)
+        best_key[rid[best]] = key[best]
+        best_tied[rid[best]] = part.tied[best]
+        same = (key == best_key[rid]) & (part.tied == best_tied[rid])
+        self.first_group[start:stop] = np.bincount(rid, weights=same, minlength=stop - start).astype(np.int64)
+        self.n_tied += int((part.tied > 0).sum())
+        self.n_relevant += int(part.tied.size)
         if self.want_pairs:
             self.positives.append(part.positives)
             self.tail.add(part.negatives, part.negatives_tau)
             if part.fixed_fp is not None:
                 self.fixed_fp += part.fixed_fp
 
+    def _add_values(self, part: BlockPartial, rid: np.ndarray, counts: np.ndarray) -> None:
+        start, stop = part.start, part.stop
+        pess = per_query_values(self.query_specs, rid, part.position, part.rank, counts)
+        opt = per_query_values(self.query_specs, rid, part.position, part.rank - part.tied, counts)
+        if self.ties == "average":
+            from ..metrics import _ties
+
+            chosen = _ties.expected_per_query_values(self.query_specs, rid, part.position, part.rank, part.tied, counts)
+        else:
+            chosen = pess if self.ties == "pessimistic" else opt
+        for spec in self.query_specs:
+            name = spec.name
+            self.per_query[name][start:stop] = chosen[name]
+            self.tie_values["pessimistic"][name][start:stop] = pess[name]
+            self.tie_values["optimistic"][name][start:stop] = opt[name]
+            if spec.family == "map" and spec.k is not None:
+                from ..metrics import _ties
+
+                lo, hi = _ties.map_at_k_extremes(rid, part.position, part.rank, part.tied, counts, spec.k)
+            else:
+                lo, hi = np.fmin(pess[name], opt[name]), np.fmax(pess[name], opt[name])
+            self.tie_values["min"][name][start:stop] = lo
+            self.tie_values["max"][name][start:stop] = hi
+
     def pair_counts(self, n_negative: int) -> PairCounts:
         """What the pair metrics need, once every block has been merged."""
         return PairCounts(positives=np.sort(np.concatenate(self.positives)), n_negative=n_negative, tail=self.tail,
-                          fixed_fp={t: int(fp) for t, fp in zip(self.fixed, self.fixed_fp)})
+                          fixed_fp={t: int(fp) for t, fp in zip(self.fixed, self.fixed_fp)}, units=self.units)
 
 
 def stream(problem: Problem, *, query_specs: list[MetricSpec], pair_specs: list[MetricSpec], n_positive: int,
-           progress=None, use_kernels: bool = True) -> PassTotals:
-    """Run every query block of ``problem`` and merge the partial results."""
+           ties: str = "pessimistic", progress=None, use_kernels: bool = True) -> PassTotals:
+    """Run every query block of ``problem`` and merge the partial results; per-query
+    values follow the tie policy ``ties``."""
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive)
+    totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity)
     blocks = plan_blocks(problem.n_q, problem.b) if (query_specs or pair_specs) else []
     bar = progress_bar(progress, len(blocks))
     try:

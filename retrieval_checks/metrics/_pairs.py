@@ -33,7 +33,42 @@ import numpy as np
 
 from ._names import MetricSpec
 
-__all__ = ["NegativeTail", "PairCounts", "pair_metric", "tail_capacity", "ceil_f32"]
+__all__ = ["NegativeTail", "PairCounts", "pair_metric", "tail_capacity", "ceil_f32", "ScoreUnits", "score_units"]
+
+
+@dataclass(frozen=True)
+class ScoreUnits:
+    """How a similarity's thresholds, in the units users write and read, map to the
+    engine's internal scores (the order of pairs is the same; only the numbers differ).
+
+    - ``cosine``, ``dot``: the score itself.
+    - ``neg_l2``: users write -|q - g| (a pair is positive when its score >= t, i.e. its
+      distance <= -t); the engine ranks by -|q - g|^2, exact for integer data.
+    - ``hamming``: users write a distance in bits (positive when distance <= t); the
+      engine's score is -distance.
+    ``to_score(t)`` is the internal threshold with the same pairs at or above it;
+    ``from_score(v)`` the user-facing value of an internal score."""
+
+    similarity: str
+
+    def to_score(self, t: float) -> float:
+        if self.similarity == "neg_l2":
+            return -t * t if t <= 0 else t  # a positive threshold admits no distance
+        if self.similarity == "hamming":
+            return -t
+        return t
+
+    def from_score(self, v: float) -> float:
+        if self.similarity == "neg_l2":
+            return -math.sqrt(max(-v, 0.0))
+        if self.similarity == "hamming":
+            return -v + 0.0
+        return v
+
+
+def score_units(similarity: str) -> ScoreUnits:
+    """The :class:`ScoreUnits` of ``similarity``."""
+    return ScoreUnits(similarity)
 
 
 def ceil_f32(t: float) -> np.float32:
@@ -97,6 +132,7 @@ class PairCounts:
     tail: NegativeTail
     fixed_fp: dict[float, int] = field(default_factory=dict)  # threshold -> negatives >= threshold
     fp_at: np.ndarray | None = None  # negatives >= each unique positive score (from binning)
+    units: ScoreUnits = field(default_factory=lambda: ScoreUnits("dot"))  # thresholds in and out
 
     @property
     def n_positive(self) -> int:
@@ -137,7 +173,7 @@ def pr_curve(counts: PairCounts, max_points: int = 100) -> dict:
     keep = np.unique(np.searchsorted(recall, np.linspace(recall[0], recall[-1], max_points), side="left").clip(
         0, order.size - 1))
     sel = order[keep]
-    return {"threshold": u[sel].astype(float).tolist(),
+    return {"threshold": [counts.units.from_score(float(v)) for v in u[sel]],
             "precision": (tp[sel] / np.maximum(tp[sel] + fp[sel], 1)).astype(float).tolist(),
             "recall": (tp[sel] / counts.n_positive).astype(float).tolist(),
             "complete": bool(exact.all())}
@@ -152,7 +188,7 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
     P = counts.n_positive
     if spec.family in ("pair_precision", "pair_recall", "pair_f1"):
         T = spec.level
-        tp = int(_tp_at(counts.positives, ceil_f32(T)))
+        tp = int(_tp_at(counts.positives, ceil_f32(counts.units.to_score(T))))
         fp = int(counts.fixed_fp[T])
         fn = P - tp
         if spec.family == "pair_precision":
@@ -171,7 +207,7 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
         if not ok.any():
             return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
         i = int(np.flatnonzero(ok)[0])  # smallest qualifying threshold = highest recall
-        return float(recall[i]), float(u[i]), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+        return float(recall[i]), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
 
     # precision_at_recall
     ok = recall >= spec.level
@@ -187,7 +223,7 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
     idx = np.flatnonzero(cand)
     best_val = precision[idx].max()
     i = int(idx[precision[idx] == best_val][-1])  # highest threshold among the best
-    return float(precision[i]), float(u[i]), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+    return float(precision[i]), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
 
 
 def tail_capacity(specs: list[MetricSpec], n_positive: int) -> int:

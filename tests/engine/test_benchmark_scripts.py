@@ -15,3 +15,10 @@ def test_gpu_benchmark_runs_on_the_cpu_and_prints_its_table():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert "| 1000, 8 |" in out.stdout and "ours-rank / GEMM" in out.stdout and "image_text:" in out.stdout
+
+
+def test_hamming_benchmark_runs_and_hamming_equals_dot():
+    out = subprocess.run([sys.executable, str(BENCH / "bench_hamming.py"), "--n", "20000", "--queries", "100",
+                          "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "kernel-numba" in out.stdout and "(identical)" in out.stdout
