@@ -256,6 +256,25 @@ def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
     return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate)
 
 
+def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
+    """A warning when ``m``'s value depends on the order of tied scores by more than
+    :meth:`EvaluationResult.tie_note`'s tolerance, saying whether the gate's verdict
+    does too (a threshold inside the range of values over tie orderings)."""
+    rng = m.extra.get("tie_range")
+    if not rng or not any(line.startswith("ties:") for line in m.details):
+        return []
+    lo, hi = rng
+    inside = [f"{name}={_g(t)}" for name, t, splits in (("at_least", at_least, lambda t: lo < t <= hi),
+                                                       ("at_most", at_most, lambda t: lo <= t < hi))
+              if t is not None and splits(t)]
+    verdict = (f"the verdict depends on it: {', '.join(inside)} lies inside that range, so another tie order "
+               "would decide otherwise" if inside else "the verdict is the same under every tie order")
+    return [f"{gate}: {m.metric} ranges from {_f(lo, m.unit)} to {_f(hi, m.unit)} over the orders of tied scores "
+            f"({m.extra.get('tied_share', 0.0):.1%} of relevant items tie with a non-relevant one; this value is "
+            f"ties={m.extra.get('ties')!r}); {verdict}. Break the ties in the model (e.g. longer codes) or gate "
+            f"on ties='pessimistic' to make the gate independent of the order."]
+
+
 def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple[list, str | None]:
     """:func:`_skipped` from the counts of one set of queries."""
     n_skipped = int(n_skipped or 0)
@@ -427,6 +446,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
             failures.append(("at_most", f"{_f(checked, m.unit)} > {_g(at_most)}",
                              f"over by {_f(checked - at_most, m.unit)}"))
     notes, skip_failure = _skipped(m, max_skipped, _gate)
+    notes += _tie_notes(m, at_least, at_most, _gate)
     bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
     comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
     extra = {} if max_skipped is None else {"max_skipped": max_skipped}
