@@ -309,6 +309,7 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
     for name, g in grouped.items():
         values[name] = g.value
         per_query[name] = g.per_query
+        tie_values[name] = g.tie_values
     # confidence and seed under the names the gates read (every on-demand interval
     # honours them); the seed is evaluate's group_seed
     config = {"similarity": req.similarity, "ties": req.ties, "empty_queries": req.empty_queries,
@@ -320,7 +321,7 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
         first_relevant_rank=(totals.first_rank[req.ties] if req.ties in totals.first_rank
                              else np.where(rel.n_relevant > 0, FirstRanks(totals.first_rank["pessimistic"],
                                            totals.first_rank["optimistic"], totals.first_group).under("average"), 0.0)),
-        tie_values=tie_values, tied_share=totals.n_tied / totals.n_relevant if totals.n_relevant else 0.0,
+        tie_values=tie_values, tied_share=totals.n_tied / totals.n_relevant if totals.n_relevant else None,
         skipped_queries=rel.empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
         config=config, intervals={name: g.interval for name, g in grouped.items()}, grouped=grouped,
         pr_curve=curve, query_label_codes=rel.q_codes, label_values=rel.label_values, query_ids=query_ids,

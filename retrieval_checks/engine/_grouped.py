@@ -79,6 +79,9 @@ class GroupedRecall:
     n_queries_dropped: int  # their label was left out of the partition
     per_query: np.ndarray = field(repr=False)
     group_of_query: np.ndarray = field(repr=False)  # group index per query (-1: dropped)
+    #: the value under the pessimistic and optimistic tie orders, and its min / max over
+    #: every order (grouped recall is monotone in rank: the two policies)
+    tie_values: dict = field(default_factory=dict, repr=False)
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -145,7 +148,10 @@ def grouped_recall_values(
         se = float(np.mean([p[2] for p in per_rep]))
         r = vals.shape[1]
         half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
-        _, h, gq, dropped = partitions[0][k]
+        _, h, gq, dropped, _ = partitions[0][k]
+        tie_values = {p: float(np.mean([part[k][4][p] for part in partitions])) for p in ("pessimistic",
+                                                                                          "optimistic")}
+        tie_values.update(min=min(tie_values.values()), max=max(tie_values.values()))
         used = int((~np.isnan(h)).sum())
         n_dropped = int((gq < 0).sum())
         out[k] = GroupedRecall(
@@ -154,7 +160,7 @@ def grouped_recall_values(
             group_std=per_rep[0][1], n_groups=r, group_size=group_size, seed=seed, repeats=repeats,
             group_values=vals, dropped_labels=label_values[dropped], n_queries_used=used,
             n_queries_skipped=data.n_q - used - n_dropped, n_queries_dropped=n_dropped, per_query=h,
-            group_of_query=gq,
+            group_of_query=gq, tie_values=tie_values,
         )
     return out
 
@@ -200,9 +206,11 @@ def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_m
     group_of_label[groups.ravel()] = np.repeat(np.arange(r), group_size)
     gq = group_of_label[data.q_codes]
     gg = gq if data.loo else group_of_label[data.g_codes]
-    hits = {k: np.full(data.n_q, np.nan) for k in ks}
+    policies = dict.fromkeys((ties, "pessimistic", "optimistic"))
+    all_hits = {p: {k: np.full(data.n_q, np.nan) for k in ks} for p in policies}
+    hits = all_hits[ties]
     candidates = np.zeros(data.n_q, np.int64)
-    _score_groups(data, gq, gg, r, ks, ties, similarity, hits, candidates, max_memory)
+    _score_groups(data, gq, gg, r, ks, all_hits, similarity, candidates, max_memory)
     in_group = gq >= 0
     ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
     fewest = int(candidates[ranked].min()) if ranked.any() else 0
@@ -221,24 +229,32 @@ def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_m
         )
     out = {}
     for k in ks:
-        h = hits[k]
-        if empty_queries == "zero":
-            h[empty] = 0.0
-        sums = np.bincount(gq[gq >= 0], weights=np.nan_to_num(h[gq >= 0]), minlength=r)
-        cnt = np.bincount(gq[(gq >= 0) & ~np.isnan(h)], minlength=r)
-        if (cnt == 0).any():
-            raise InputError(
-                f"{int((cnt == 0).sum())} of {r} groups have no query with a relevant item inside the group "
-                "(every class needs at least two items in leave-one-out); drop singleton classes or "
-                "use a larger group_size."
-            )
-        out[k] = (sums / cnt, h, gq, dropped)
+        means = {}
+        for policy, policy_hits in all_hits.items():
+            h = policy_hits[k]
+            if empty_queries == "zero":
+                h[empty] = 0.0
+            means[policy] = _group_means(h, gq, r)
+        out[k] = (means[ties], hits[k], gq, dropped, {p: float(v.mean()) for p, v in means.items()})
     return out
 
 
-def _score_groups(data: _Data, gq, gg, r, ks, ties, similarity, hits, candidates, max_memory):
-    """Fill ``hits[k][i]`` with query i's hit_rate@k inside its group (under ``ties``:
-    its probability for ``"average"``), batched by size."""
+def _group_means(h: np.ndarray, gq: np.ndarray, r: int) -> np.ndarray:
+    """Mean hit of each group's used queries."""
+    sums = np.bincount(gq[gq >= 0], weights=np.nan_to_num(h[gq >= 0]), minlength=r)
+    cnt = np.bincount(gq[(gq >= 0) & ~np.isnan(h)], minlength=r)
+    if (cnt == 0).any():
+        raise InputError(
+            f"{int((cnt == 0).sum())} of {r} groups have no query with a relevant item inside the group "
+            "(every class needs at least two items in leave-one-out); drop singleton classes or "
+            "use a larger group_size."
+        )
+    return sums / cnt
+
+
+def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory):
+    """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
+    tie policy (its probability for ``"average"``), batched by size."""
     q_emb, q_codes, q_ids, q_fac = data.q_emb, data.q_codes, data.q_ids, data.q_factor
     g_emb, g_codes, g_ids, g_fac = data.g_emb, data.g_codes, data.g_ids, data.g_factor
     if g_emb is None:
@@ -284,7 +300,7 @@ def _score_groups(data: _Data, gq, gg, r, ks, ties, similarity, hits, candidates
             mq, mg = mq2, mg2
             j += 1
         _score_batch([units[t] for t in by_size[i:j]], (q_emb, q_codes, q_ids, q_fac),
-                     (g_emb, g_codes, g_ids, g_fac), mq, mg, ties, similarity, ks, hits, candidates)
+                     (g_emb, g_codes, g_ids, g_fac), mq, mg, similarity, ks, hits, candidates)
         i = j
 
 
@@ -305,7 +321,7 @@ def _batch_scores(Qb, Gb, qf, gf, similarity: str) -> np.ndarray:
 
 
 # long: one vectorised pass over a padded batch (gather, score, mask, count); splitting it scatters the shapes
-def _score_batch(units, q_side, g_side, mq, mg, ties, similarity, ks, hits, candidates):
+def _score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates):
     (q_emb, q_codes, q_ids, q_fac), (g_emb, g_codes, g_ids, g_fac) = q_side, g_side
     B = len(units)
     d = q_emb.shape[1]
@@ -343,6 +359,7 @@ def _score_batch(units, q_side, g_side, mq, mg, ties, similarity, ks, hits, cand
     rows = qidx >= 0
     candidates[qidx[rows]] = valid.sum(axis=2)[rows]
     first = FirstRanks(1 + above + tied, 1 + above, group)
-    for k in ks:
-        h = np.where(has, first.under(ties, k), np.nan)
-        hits[k][qidx[rows]] = h[rows]
+    for policy, policy_hits in hits.items():
+        for k in ks:
+            h = np.where(has, first.under(policy, k), np.nan)
+            policy_hits[k][qidx[rows]] = h[rows]

@@ -35,6 +35,7 @@ import numpy as np
 from ..options import DEFAULTS, check_option
 from .._suggest import hint
 from ._evaluate import first_relevant_ranks
+from ._result import tie_note
 from ._stream import FirstRanks
 from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor
 from ..metrics._measurement import Measurement
@@ -63,7 +64,7 @@ class ImageTextResult(Mapping):
     """
 
     def __init__(self, values, intervals, per_fold, *, n_images, n_captions, layout, protocol, confidence,
-                 n_resamples, i2t_ranks, t2i_ranks, config):
+                 n_resamples, i2t_ranks, t2i_ranks, config, tie_values=None, tied_share: float = 0.0):
         self._values = _ByMetric(values)
         self.intervals = _ByMetric(intervals)
         self.per_fold = per_fold
@@ -76,6 +77,21 @@ class ImageTextResult(Mapping):
         self.i2t_ranks = i2t_ranks
         self.t2i_ranks = t2i_ranks
         self.config = config
+        self.tie_values = _ByMetric(tie_values or {})
+        self.tied_share = float(tied_share)
+
+    def tie_range(self, name: str) -> tuple[float, float] | None:
+        """(lowest, highest) value of ``name`` over every order of tied scores (every
+        image-text metric is monotone in rank: the pessimistic and optimistic values)."""
+        v = self.tie_values.get(parse_metric(name).name)
+        return None if v is None else (v["min"], v["max"])
+
+    def tie_note(self, name: str, tolerance: float | None = None) -> str:
+        """A line saying how much ``name`` depends on the order of tied scores, or ""."""
+        spec = parse_metric(name)
+        return tie_note(spec, self.tie_values.get(spec.name), self.config.get("ties"),
+                        f"{self.tied_share:.1%} of queries' best relevant item ties with a non-relevant one",
+                        tolerance)
 
     def __getitem__(self, name: str) -> float:
         return self._values[name]  # aliases resolve to canonical names
@@ -107,19 +123,27 @@ class ImageTextResult(Mapping):
             parts = ", ".join(f"{k} {self._values[k] * 100:.1f}" for d in ("i2t", "t2i") for k in
                               (f"{d}_recall@1", f"{d}_recall@5", f"{d}_recall@10") if k in self._values)
             details = (f"components (percent): {parts}",) if parts else ()
+        note = self.tie_note(spec.name)
+        details += (note,) if note else ()
+        extra = {}
+        if spec.name in self.tie_values:
+            extra = {"tie_range": list(self.tie_range(spec.name)), "tied_share": self.tied_share,
+                     "ties": self.config.get("ties")}
         has = low is not None and math.isfinite(low)
         return Measurement(
             metric=spec.name, value=float(value), unit=spec.unit, higher_is_better=spec.higher_is_better,
             interval=(float(low), float(high)) if has else None, confidence=self.confidence if has else None,
             method=f"percentile bootstrap over images, {self.n_resamples} resamples" if has else None,
             n=self.n_images, n_unit="images", context=dict(self.config.get("context", {})),
-            sample=f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}", details=details)
+            sample=f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}", details=details,
+            extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
         return {"metrics": dict(self._values), "intervals": {k: list(v) for k, v in self.intervals.items()},
                 "per_fold": self.per_fold, "n_images": self.n_images, "n_captions": self.n_captions,
                 "layout": self.layout, "protocol": self.protocol, "confidence": self.confidence,
-                "config": dict(self.config)}
+                "config": dict(self.config), "ties": {k: dict(v) for k, v in self.tie_values.items()},
+                "tied_share": self.tied_share}
 
     def __repr__(self) -> str:
         lines = [f"ImageTextResult({self.n_images} images, {self.n_captions} captions, protocol {self.protocol}, "
@@ -247,6 +271,7 @@ def evaluate_image_text(
         fold_data.append(fold)
     per_fold = [f.values(specs, ks, np.ones(f.n_images)) for f in fold_data]
     values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}
+    tie_values, tied_share = _tie_values(specs, ks, fold_data)
     intervals = {}
     if n_resamples:
         boot = _bootstrap(specs, fold_data, ks, n_resamples, np.random.default_rng(seed))
@@ -259,7 +284,24 @@ def evaluate_image_text(
         values, intervals, per_fold, n_images=N, n_captions=int(cap_img.size), layout=layout,
         protocol=protocol, confidence=confidence, n_resamples=n_resamples,
         i2t_ranks=[f.i2t_first for f in fold_data], t2i_ranks=[f.t2i_first for f in fold_data], config=config,
+        tie_values=tie_values, tied_share=tied_share,
     )
+
+
+def _tie_values(specs, ks, folds) -> tuple[dict, float]:
+    """Every metric under the pessimistic and optimistic orders, its min and max (every
+    image-text metric is monotone in rank), and the share of queries (both directions)
+    whose best relevant item ties with a non-relevant one."""
+    out = {s.name: {} for s in specs}
+    for policy in ("pessimistic", "optimistic"):
+        per_fold = [f.under(policy).values(specs, ks, np.ones(f.n_images)) for f in folds]
+        for s in specs:
+            out[s.name][policy] = float(np.mean([v[s.name] for v in per_fold]))
+    for v in out.values():
+        v["min"], v["max"] = min(v["pessimistic"], v["optimistic"]), max(v["pessimistic"], v["optimistic"])
+    tied = sum(int((r.pessimistic != r.optimistic).sum()) for f in folds for r in f.first)
+    total = sum(int(r.pessimistic.size) for f in folds for r in f.first)
+    return out, tied / total if total else 0.0
 
 
 def _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed) -> str:
@@ -370,6 +412,7 @@ class _Fold:
     def __init__(self, i2t: FirstRanks, t2i: FirstRanks, cap_image, n_images, ties: str, ks):
         self.n_images = n_images
         self.ties = ties
+        self.first, self.cap_image, self.ks = (i2t, t2i), cap_image, ks
         i2t_rank, t2i_rank = i2t.under(ties), t2i.under(ties)
         # per image / per caption, input order (integers under the two orderings)
         self.i2t_first = i2t_rank if ties == "average" else getattr(i2t, ties)
@@ -383,6 +426,10 @@ class _Fold:
         if ties == "average":  # hit probabilities, in the same sorted orders
             self.i_hit = {k: i2t.under(ties, k)[self.i_order] for k in ks}
             self.t_hit = {k: t2i.under(ties, k)[self.t_order] for k in ks}
+
+    def under(self, ties: str) -> "_Fold":
+        """The same fold under another tie policy."""
+        return self if ties == self.ties else _Fold(*self.first, self.cap_image, self.n_images, ties, self.ks)
 
     def _recall(self, side: str, w, k) -> float:
         if self.ties == "average":

@@ -11,11 +11,30 @@ import numpy as np
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
 
-__all__ = ["EvaluationResult", "TIE_TOLERANCE"]
+__all__ = ["EvaluationResult", "TIE_TOLERANCE", "tie_note"]
 
 #: A metric whose range over tie orderings is wider than this (absolute for fractions,
 #: relative for ranks) gets a note in measurements and a warning from the gates.
 TIE_TOLERANCE = 1e-3
+
+
+def tie_note(spec: MetricSpec, values: dict | None, ties, share_text: str, tolerance: float | None = None) -> str:
+    """The "ties:" line of a measurement: the range of ``spec``'s value over tie orders
+    (``values``: pessimistic, optimistic, min, max), or "" when within ``tolerance``."""
+    if values is None:
+        return ""
+    lo, hi = values["min"], values["max"]
+    rank = spec.unit == "rank"
+    if tolerance is None:
+        tolerance = TIE_TOLERANCE * (max(abs(lo), abs(hi)) if rank else 1.0)
+    if not (hi - lo > tolerance):
+        return ""
+    fmt = (lambda x: f"{x:.2f}") if rank else (lambda x: f"{x:.4f}")
+    extremes = ("; map@K is not monotone in rank, so these are its true extremes, not the two policies"
+                if spec.family == "map" and spec.k is not None else "")
+    return (f"ties: the value depends on the order of tied scores: {fmt(lo)} to {fmt(hi)} over every order "
+            f"(pessimistic {fmt(values['pessimistic'])}, optimistic {fmt(values['optimistic'])}; "
+            f"{share_text}{extremes}); this value is ties={ties!r}")
 
 
 class _ByMetric(dict):
@@ -57,7 +76,8 @@ class EvaluationResult(Mapping):
     - ``tie_values[name]``: the query-level metric under the ``"pessimistic"`` and
       ``"optimistic"`` orderings and its ``"min"`` / ``"max"`` over every ordering of
       tied items (:meth:`tie_range`); ``tied_share``: the share of relevant items
-      whose score ties with a non-relevant item's; :meth:`tie_note` says when the
+      whose score ties with a non-relevant item's (None when no query-level metric was
+      computed, the pass that counts it); :meth:`tie_note` says when the
       value depends on the order of ties.
     - ``query_fingerprint()``: what identifies the queries (labels, ids, relevant counts,
       gallery size), so that a paired comparison can check that two results were
@@ -84,7 +104,7 @@ class EvaluationResult(Mapping):
         pr_curve: dict | None = None,
         query_ids: np.ndarray | None = None,
         tie_values: dict[str, dict[str, float]] | None = None,
-        tied_share: float = 0.0,
+        tied_share: float | None = None,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -103,7 +123,7 @@ class EvaluationResult(Mapping):
         self.pr_curve = pr_curve
         self.query_ids = query_ids
         self.tie_values = _ByMetric(tie_values or {})
-        self.tied_share = float(tied_share)
+        self.tied_share = None if tied_share is None else float(tied_share)
 
     def tie_range(self, name: str) -> tuple[float, float] | None:
         """(lowest, highest) value of a query-level metric over every ordering of the
@@ -119,22 +139,9 @@ class EvaluationResult(Mapping):
         its range over tie orderings is within ``tolerance`` (default
         :data:`TIE_TOLERANCE`: 1e-3 for fractions, relative 1e-3 for ranks)."""
         key = self._key(name)
-        v = self.tie_values.get(key)
-        if v is None:
-            return ""
-        lo, hi = v["min"], v["max"]
-        if tolerance is None:
-            tolerance = TIE_TOLERANCE * (max(abs(lo), abs(hi)) if self._specs[key].unit == "rank" else 1.0)
-        if not (hi - lo > tolerance):
-            return ""
-        rank = self._specs[key].unit == "rank"
-        fmt = (lambda x: f"{x:.2f}") if rank else (lambda x: f"{x:.4f}")
-        extremes = ("" if self._specs[key].family != "map" or self._specs[key].k is None else
-                    "; map@K is not monotone in rank, so these are its true extremes, not the two policies")
-        return (f"ties: the value depends on the order of tied scores: {fmt(lo)} to {fmt(hi)} over every order "
-                f"(pessimistic {fmt(v['pessimistic'])}, optimistic {fmt(v['optimistic'])}; "
-                f"{self.tied_share:.1%} of relevant items tie with a non-relevant one{extremes}); "
-                f"this value is ties={self.config.get('ties')!r}")
+        share = ("grouped recall ranks inside groups" if self.tied_share is None
+                 else f"{self.tied_share:.1%} of relevant items tie with a non-relevant one")
+        return tie_note(self._specs[key], self.tie_values.get(key), self.config.get("ties"), share, tolerance)
 
     def query_labels(self) -> np.ndarray | None:
         """The label of every query (None for results computed from explicit relevance)."""
@@ -214,9 +221,12 @@ class EvaluationResult(Mapping):
                       f"{g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} "
                       f"labels dropped ({g.n_queries_dropped} queries), seed {g.seed}, {g.repeats} partition(s)")
             common.update(n_used=g.n_queries_used, n_skipped=g.n_queries_skipped)
+            note = self.tie_note(key)
             return Measurement(**common, interval=(g.low, g.high), confidence=g.confidence,
                                method=f"Student t over groups, standard error {g.std_error:.4f}", n=g.n_groups,
-                               n_unit="groups", details=(layout,))
+                               n_unit="groups", details=(layout,) + ((note,) if note else ()),
+                               extra={"tie_range": list(self.tie_range(key)), "tied_share": self.tied_share,
+                                      "ties": self.config.get("ties")} if g.tie_values else {})
         if spec.kind == "pair":
             t = self.thresholds.get(key)
             c = self.pair_counts.get(key, {})

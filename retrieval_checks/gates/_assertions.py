@@ -269,10 +269,11 @@ def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
               if t is not None and splits(t)]
     verdict = (f"the verdict depends on it: {', '.join(inside)} lies inside that range, so another tie order "
                "would decide otherwise" if inside else "the verdict is the same under every tie order")
+    share = m.extra.get("tied_share")
+    share = "" if share is None else f"{share:.1%} of relevant items tie with a non-relevant one; "
     return [f"{gate}: {m.metric} ranges from {_f(lo, m.unit)} to {_f(hi, m.unit)} over the orders of tied scores "
-            f"({m.extra.get('tied_share', 0.0):.1%} of relevant items tie with a non-relevant one; this value is "
-            f"ties={m.extra.get('ties')!r}); {verdict}. Break the ties in the model (e.g. longer codes) or gate "
-            f"on ties='pessimistic' to make the gate independent of the order."]
+            f"({share}this value is ties={m.extra.get('ties')!r}); {verdict}. Break the ties in the model (e.g. "
+            f"longer codes) or gate on ties='pessimistic' to make the gate independent of the order."]
 
 
 def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple[list, str | None]:
