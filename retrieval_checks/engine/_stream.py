@@ -93,7 +93,10 @@ class PassTotals:
         self.want_pairs = bool(pair_specs)
         self.positives: list[np.ndarray] = []
         self.tail = NegativeTail(tail_capacity(pair_specs, n_positive)) if self.want_pairs else None
-        self.fixed = sorted({float(s.level) for s in pair_specs if s.family in _FIXED})
+        # ascending in the engine's scores (the kernels bin against them); for neg_l2 and
+        # hamming that is not the order of the levels users write
+        levels = {float(s.level) for s in pair_specs if s.family in _FIXED}
+        self.fixed = sorted(levels, key=lambda t: (float(ceil_f32(self.units.to_score(t))), t))
         self.fixed_f32 = np.array([ceil_f32(self.units.to_score(t)) for t in self.fixed], np.float32)
         self.fixed_fp = np.zeros(len(self.fixed), np.int64)
 

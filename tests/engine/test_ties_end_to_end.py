@@ -513,11 +513,7 @@ def test_pair_metrics_do_not_depend_on_the_tie_policy(case):
     metrics are the same under every policy, and equal the threshold sweep."""
     Q, G, S, rel, keep, _, similarity, inputs = case
     pos, neg = S[keep & rel].astype(float), S[keep & ~rel].astype(float)
-    # hamming: one fixed threshold per call (several at once hit the bug in
-    # test_hamming_several_fixed_thresholds_on_the_cpu_kernels)
-    fixed = [m for m in PAIR_METRICS if "@t=" in m]
-    calls = [PAIR_METRICS] if similarity == "dot" else [[m] for m in fixed[1:]] + [
-        [m for m in PAIR_METRICS if m not in fixed[1:]]]
+    calls = [PAIR_METRICS]
     for device, kernels in BACKENDS:
         res = {t: Merged(rc.evaluate(Q, G, metrics=names, similarity=similarity, ties=t, device=device,
                                      _use_kernels=kernels, tile=(2, 16), **inputs) for names in calls)
@@ -535,19 +531,12 @@ def test_pair_metrics_do_not_depend_on_the_tie_policy(case):
                 assert res[policy].tie_range(name) is None and res[policy].tie_note(name) == "", (where, policy)
 
 
-KERNEL_BUG = pytest.mark.xfail(
-    strict=True, reason="library bug: PassTotals (engine/_stream.py) sorts the fixed pair thresholds by the user's "
-    "level, but hamming maps a level t to the score -t, so the float32 thresholds handed to the CPU kernel's "
-    "bin_against_sorted (which needs them ascending) are descending; the false-positive counts come out wrong")
-
-
-@pytest.mark.parametrize("device,kernels", [pytest.param("numpy", True, marks=KERNEL_BUG),
-                                            pytest.param("torch-cpu", True, marks=KERNEL_BUG), ("torch-cpu", False)])
+@pytest.mark.parametrize("device,kernels", [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)])
 def test_hamming_several_fixed_thresholds_on_the_cpu_kernels(device, kernels):
     """One query, a relevant code at distance 0 and a non-relevant one at distance 1:
     at t=1 (distance <= 1) both pairs are predicted positive, precision 1/2, whichever
-    other thresholds are computed in the same call. The torch code path
-    (kernels=False) is right; the CPU kernels count fp=0 at t=1 next to t=0."""
+    other thresholds are computed in the same call (the CPU kernels once got the
+    thresholds in the users' order, descending in scores for hamming, and counted fp=0)."""
     Q, G = np.zeros((1, 3), bool), np.array([[0, 0, 0], [0, 0, 1]], bool)
     alone = rc.evaluate(Q, G, relevance=[[0]], metrics=["pair_precision@t=1"], similarity="hamming",
                         device=device, _use_kernels=kernels)
