@@ -24,6 +24,7 @@ from ..options import DEFAULTS, check_option
 from .._arrays import as_numpy
 from ._blocks import RelevanceSource
 from ._grouped import GroupedRecall, grouped_recall_values
+from ._hamming import PackedCodes, pack_sides
 from ._inputs import (Csr, check_embeddings, check_score_range, encode_ids, encode_labels, ranges_to_csr,
                       relevance_to_csr)
 from ._plan import Plan, plan_pass, prepare_problem
@@ -97,6 +98,7 @@ class _Sides:
     n_q: int
     n_g: int
     d: int
+    inputs: tuple = ()  # the arrays as given (hamming: queries and gallery are PackedCodes)
 
     @property
     def loo(self) -> bool:
@@ -104,11 +106,15 @@ class _Sides:
 
 
 def _embeddings(queries, gallery, similarity: str) -> _Sides:
+    if similarity == "hamming":  # validated and packed now, both sides, before any other work
+        q, g = pack_sides(queries, gallery)
+        inputs = (queries,) if gallery is None else (queries, gallery)
+        return _Sides(q, g, q.shape[0], (q if g is None else g).shape[0], q.shape[1], inputs)
     queries = check_embeddings(queries, "queries", similarity=similarity)
     n_q, d = int(queries.shape[0]), int(queries.shape[1])
     if gallery is None:
         check_score_range(queries, None, similarity)
-        return _Sides(queries, None, n_q, n_q, d)
+        return _Sides(queries, None, n_q, n_q, d, (queries,))
     gallery = check_embeddings(gallery, "gallery", similarity=similarity)
     if int(gallery.shape[1]) != d:
         raise InputError(
@@ -116,7 +122,7 @@ def _embeddings(queries, gallery, similarity: str) -> _Sides:
             "both must come from the same embedding space."
         )
     check_score_range(queries, gallery, similarity)
-    return _Sides(queries, gallery, n_q, int(gallery.shape[0]), d)
+    return _Sides(queries, gallery, n_q, int(gallery.shape[0]), d, (queries, gallery))
 
 
 # ----------------------------------------------------------------------------- self pairs
@@ -303,7 +309,8 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
     values.update(pair_values)
     for s in req.of_kind("embedding"):
         emb = sides.queries if sides.loo else sides.gallery
-        values[s.name] = float(discriminant_ratio(as_numpy(emb, "embeddings"), rel.g_codes))
+        emb = emb.unpacked() if isinstance(emb, PackedCodes) else as_numpy(emb, "embeddings")
+        values[s.name] = float(discriminant_ratio(emb, rel.g_codes))
     grouped = _grouped_values(req, sides, own, rel, problem, plan)
     per_query = dict(totals.per_query)
     for name, g in grouped.items():
@@ -426,7 +433,7 @@ def evaluate(
     own = _self_pairs(sides, query_ids, gallery_ids, gallery_labels)
     rel = _relevance(req, sides, own, query_labels, gallery_labels, relevance)
     pair_specs = req.of_kind("pair")
-    plan = plan_pass([sides.queries] + ([] if sides.loo else [sides.gallery]), n_q=sides.n_q, n_g=sides.n_g,
+    plan = plan_pass(list(sides.inputs), n_q=sides.n_q, n_g=sides.n_g,
                      d=sides.d, loo=sides.loo, n_relevant=rel.n_relevant, device=device, max_memory=max_memory,
                      tile=tile, pairs=bool(pair_specs))
     problem = prepare_problem(plan, sides.queries, sides.gallery, n_g=sides.n_g, similarity=req.similarity,

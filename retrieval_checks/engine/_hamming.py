@@ -45,12 +45,16 @@ torch on CPU ~8-16 ns.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .._arrays import as_numpy, is_torch_tensor
 from ..errors import BackendError, InputError
 
 __all__ = [
+    "PackedCodes",
+    "pack_sides",
     "MAX_BITS",
     "n_words",
     "pack_codes",
@@ -185,6 +189,39 @@ def pack_codes(x, name: str) -> tuple[np.ndarray, int]:
     if a.dtype == np.uint8:
         return _from_packed(a, name)
     return _from_bits(a, name)
+
+
+class PackedCodes(NamedTuple):
+    """Validated binary codes: ``words`` (n x n_words uint64) holding ``n_bits`` bits."""
+
+    words: np.ndarray
+    n_bits: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(n, float32 columns the words take in memory): what the planner budgets."""
+        return (int(self.words.shape[0]), 2 * int(self.words.shape[1]))
+
+    def unpacked(self) -> np.ndarray:
+        """The codes as a {0, 1} float32 array (n x n_bits)."""
+        return np.unpackbits(self.words.view(np.uint8), axis=1)[:, : self.n_bits].astype(np.float32)
+
+
+def pack_sides(queries, gallery) -> tuple[PackedCodes, PackedCodes | None]:
+    """Validate and pack the query codes and the gallery codes (None in leave-one-out);
+    each side may be packed (uint8) or unpacked, but both must hold the same number of
+    bits."""
+    q = PackedCodes(*pack_codes(queries, "queries"))
+    if gallery is None:
+        return q, None
+    g = PackedCodes(*pack_codes(gallery, "gallery"))
+    if q.n_bits != g.n_bits:
+        raise InputError(
+            f"queries hold {q.n_bits}-bit codes but gallery holds {g.n_bits}-bit codes (a uint8 array counts as "
+            "np.packbits bytes, 8 bits per column); both must come from the same hash function: check the code "
+            "length, and pack both sides the same way (or neither)."
+        )
+    return q, g
 
 
 def words_to_torch(words: np.ndarray, device):

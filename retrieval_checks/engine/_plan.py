@@ -115,21 +115,16 @@ def prepare_problem(plan: Plan, queries, gallery, *, n_g: int, similarity: str, 
 def _prepare_codes(plan: Plan, queries, gallery, *, n_g: int, source: RelevanceSource, self_pairs: Csr) -> Problem:
     """Binary codes packed into 64-bit words (on the backend; int64 tensors on torch):
     the gallery padded with zero words to whole chunks (the padding is masked)."""
-    from ._hamming import pack_codes
+    from ._hamming import PackedCodes, pack_sides
 
     be, c = plan.backend, plan.c
     loo = gallery is None
-    Gw, n_bits = pack_codes(queries if loo else gallery, "queries" if loo else "gallery")
+    if not isinstance(queries, PackedCodes):
+        queries, gallery = pack_sides(queries, gallery)
+    Gw = (queries if loo else gallery).words
     Gp = np.zeros((plan.n_chunks * c, Gw.shape[1]), np.uint64)
     Gp[:n_g] = Gw
-    del Gw
-    if loo:
-        Qw = None
-    else:
-        Qw, q_bits = pack_codes(queries, "queries")
-        if q_bits != n_bits:
-            raise InputError(f"queries hold {q_bits}-bit codes but gallery holds {n_bits}-bit codes; both must "
-                             "come from the same hash function.")
+    Qw = None if loo else queries.words
     if be.kind == "torch":
         Gp = be.from_numpy(Gp.view(np.int64))
         Q = Gp[:n_g] if loo else be.from_numpy(Qw.view(np.int64))
