@@ -271,9 +271,17 @@ def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
                "would decide otherwise" if inside else "the verdict is the same under every tie order")
     share = m.extra.get("tied_share")
     share = "" if share is None else f"{share:.1%} of relevant items tie with a non-relevant one; "
+    ties = m.extra.get("ties")
+    worst = lo if m.higher_is_better else hi
+    if m.value == worst:
+        advice = "this value is already the worst order's; break the ties in the model (e.g. longer codes) to narrow it"
+    else:
+        policy = ("ties='pessimistic' gives it" if not m.metric.startswith("map@") or m.metric == "map@R"
+                  else "map@K is not monotone in rank, so no policy gives it")
+        advice = (f"the worst order gives {_f(worst, m.unit)} ({policy}; result.tie_range() has it); break the "
+                  f"ties in the model (e.g. longer codes) or gate on the worst order")
     return [f"{gate}: {m.metric} ranges from {_f(lo, m.unit)} to {_f(hi, m.unit)} over the orders of tied scores "
-            f"({share}this value is ties={m.extra.get('ties')!r}); {verdict}. Break the ties in the model (e.g. "
-            f"longer codes) or gate on ties='pessimistic' to make the gate independent of the order."]
+            f"({share}this value is ties={ties!r}); {verdict}; {advice}."]
 
 
 def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple[list, str | None]:

@@ -286,3 +286,21 @@ def test_map_at_k_range_equals_enumeration_on_random_small_rankings(seed):
             r = _one_query(scores, relevant, name, "average")
             assert r.tie_range(name) == pytest.approx(_enumerated(scores, relevant, name), abs=1e-12), (
                 scores, relevant, name)
+
+
+@pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average"])
+def test_the_advice_names_the_worst_order_and_never_asks_for_what_was_already_done(ties):
+    """Under ties='pessimistic' a monotone metric already is its worst order: the warning
+    says so instead of advising ties='pessimistic'; otherwise it gives the worst order's
+    value (for map@K, no policy gives it: its true minimum)."""
+    B, y = _codes_8bit()
+    r = rc.evaluate(B, query_labels=y, metrics=["hit_rate@1", "map@5"], similarity="hamming", ties=ties)
+    for name in ("hit_rate@1", "map@5"):
+        lo, hi = r.tie_range(name)
+        texts, _, _, _ = _gate(rc.assert_metric, r, name, at_least=lo / 2)
+        (text,) = [t for t in texts if "tie" in t]
+        if ties == "pessimistic" and name == "hit_rate@1":
+            assert "already the worst order's" in text and "gate on" not in text
+        elif r[name] != lo:
+            assert f"the worst order gives {lo:.4f}" in text
+            assert ("no policy gives it" in text) == (name == "map@5")
