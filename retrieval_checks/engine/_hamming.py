@@ -207,17 +207,18 @@ class PackedCodes(NamedTuple):
         return np.unpackbits(self.words.view(np.uint8), axis=1)[:, : self.n_bits].astype(np.float32)
 
 
-def pack_sides(queries, gallery) -> tuple[PackedCodes, PackedCodes | None]:
+def pack_sides(queries, gallery, names=("queries", "gallery")) -> tuple[PackedCodes, PackedCodes | None]:
     """Validate and pack the query codes and the gallery codes (None in leave-one-out);
     each side may be packed (uint8) or unpacked, but both must hold the same number of
-    bits."""
-    q = PackedCodes(*pack_codes(queries, "queries"))
+    bits. ``names``: the two arrays' names in messages."""
+    q = PackedCodes(*pack_codes(queries, names[0]))
     if gallery is None:
         return q, None
-    g = PackedCodes(*pack_codes(gallery, "gallery"))
+    g = PackedCodes(*pack_codes(gallery, names[1]))
     if q.n_bits != g.n_bits:
         raise InputError(
-            f"queries hold {q.n_bits}-bit codes but gallery holds {g.n_bits}-bit codes (a uint8 array counts as "
+            f"{names[0]} hold {q.n_bits}-bit codes but {names[1]} {'holds' if names[1] == 'gallery' else 'hold'} "
+            f"{g.n_bits}-bit codes (a uint8 array counts as "
             "np.packbits bytes, 8 bits per column); both must come from the same hash function: check the code "
             "length, and pack both sides the same way (or neither)."
         )

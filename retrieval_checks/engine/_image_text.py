@@ -35,6 +35,7 @@ import numpy as np
 from ..options import DEFAULTS, check_option
 from .._suggest import hint
 from ._evaluate import first_relevant_ranks
+from ._hamming import pack_sides
 from ._result import tie_note
 from ._stream import FirstRanks
 from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor
@@ -321,6 +322,10 @@ def _check_options(protocol, similarity, ties, images_without_captions, confiden
 def _pairing(images, captions, caption_image, similarity, images_without_captions):
     """Validated embeddings and the image of every caption: (images, captions,
     caption_image, layout, number of images dropped for having no caption)."""
+    if similarity == "hamming":
+        # validated now, compared in bits; unpacked (bool) so that both sides have one column per bit
+        imgs, caps = pack_sides(images, captions, names=("images", "captions"))
+        images, captions = imgs.unpacked().astype(bool), caps.unpacked().astype(bool)
     captions = check_embeddings(captions, "captions", similarity=similarity)
     images = check_embeddings(images, "images", similarity=similarity)
     if int(images.shape[1]) != int(captions.shape[1]):

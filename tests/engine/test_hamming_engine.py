@@ -451,3 +451,17 @@ def test_yaml_suite_gates_packed_codes_from_a_npy_file(tmp_path):
             assert got[name] == want[name], name
             seen.add(name)
     assert seen == {"map", "hit_rate@1", "pair_recall@t=6"}
+
+
+def test_image_text_codes_are_compared_in_bits_packed_or_not():
+    rng = np.random.default_rng(4)
+    B = rng.random((20, 24)) < 0.5
+    C = np.repeat(B, 2, 0) ^ (rng.random((40, 24)) < 0.1)
+    ci = np.repeat(np.arange(20), 2)
+    kw = dict(metrics=["rsum", "i2t_meanr"], protocol="all", similarity="hamming", n_resamples=0)
+    want = rc.evaluate_image_text(B, C, ci, **kw)
+    for images, captions in ((np.packbits(B, axis=1), C), (B, np.packbits(C, axis=1))):
+        got = rc.evaluate_image_text(images, captions, ci, **kw)
+        assert dict(got) == dict(want)
+    with pytest.raises(rc.InputError, match="images hold 16-bit codes but captions hold 24-bit codes"):
+        rc.evaluate_image_text(B[:, :16], C, ci, **kw)
