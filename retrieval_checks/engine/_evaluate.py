@@ -72,6 +72,12 @@ def _parse_all(metrics) -> list[MetricSpec]:
                 "caption_image, ...); in evaluate() the same ranking is hit_rate@K with relevance=...",
                 name=s.name,
             )
+        if s.capabilities.entry == "ann_recall":
+            raise MetricNameError(
+                f"{s.name!r} measures an approximate index against exact search: call "
+                f"retrieval_checks.ann_recall(queries, gallery, neighbors, k={s.k}) with the index's neighbours.",
+                name=s.name,
+            )
         specs.setdefault(s.name, s)
     return list(specs.values())
 
@@ -380,6 +386,7 @@ def evaluate(
         Canonical metric names or aliases (see ``METRICS.md``): ``hit_rate@K``,
         ``recall@K``, ``precision@K``, ``map``, ``map@K``, ``map_cut@K``,
         ``map_capped@K``, ``map@R``, ``r_precision``, ``mrr``, ``medr``, ``meanr``,
+        ``ndcg@K``, ``ndcg`` (``ndcg_exp``: the same on binary relevance),
         ``pair_precision@t=T``, ``pair_recall@t=T``, ``pair_f1@t=T``,
         ``recall_at_precision@P``, ``precision_at_recall@Q``, ``discriminant_ratio``.
     query_ids, gallery_ids:

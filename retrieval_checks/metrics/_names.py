@@ -25,11 +25,12 @@ CLASSIFIER_METRICS = families_of_kind("classifier")
 #: One line per family that :func:`parse_metric` reads, as a user would write it
 #: (``map`` also takes a cut-off: ``map@K``).
 METRIC_TEMPLATES: tuple[str, ...] = tuple(
-    t for f in FAMILIES.values() if f.kind != "classifier" for t in ((f.template, "map@K") if f.name == "map"
-                                                                     else (f.template,)))
+    t for f in FAMILIES.values() if f.kind != "classifier"
+    for t in ((f.template, f"{f.name}@K") if f.name in ("map", "ndcg", "ndcg_exp") else (f.template,)))
 
-_ALIASES = {"cmc": "hit_rate", "ap": "map", "r-precision": "r_precision", "rprecision": "r_precision"}
-_TAKES_K = {f.name for f in FAMILIES.values() if f.param == "K"} | {"map"}
+_ALIASES = {"cmc": "hit_rate", "ap": "map", "r-precision": "r_precision", "rprecision": "r_precision",
+            "ndcg_cut": "ndcg"}
+_TAKES_K = {f.name for f in FAMILIES.values() if f.param == "K"} | {"map", "ndcg", "ndcg_exp"}
 
 # Names defined in the contract that evaluate() does not compute (other entry points).
 _ELSEWHERE = {

@@ -14,6 +14,9 @@ the query's ranking after self-exclusion, ties resolved by the tie policy):
 - ``r_precision``     = #{i: r_i <= R} / R
 - ``mrr``             = 1 / r_1
 - ``medr`` / ``meanr``: r_1 per query; aggregated over queries in :func:`aggregate`.
+- ``ndcg@K``          = DCG@K / IDCG@K, DCG@K = sum_{r_i <= K} 1 / log2(r_i + 1) (binary
+  relevance: gain 1, so ``ndcg_exp`` is the same), IDCG@K = sum_{j <= min(K, R)}
+  1 / log2(j + 1); ``ndcg`` without K cuts nowhere.
 
 ``i / r_i`` is precision at the rank of the i-th relevant item, so these are the
 textbook sums over relevant positions written without the n x n matrix.
@@ -25,7 +28,23 @@ import numpy as np
 
 from ._names import MetricSpec
 
-__all__ = ["per_query_values", "aggregate"]
+__all__ = ["per_query_values", "aggregate", "discount_prefix"]
+
+
+def discount_prefix(n: int) -> np.ndarray:
+    """``D[j]`` = sum_{i=1..j} 1 / log2(i + 1) for j = 0..n: the DCG of j relevant items
+    at ranks 1..j (``D[0] = 0``)."""
+    out = np.zeros(int(n) + 1)
+    if n > 0:
+        np.cumsum(1.0 / np.log2(np.arange(2, int(n) + 2, dtype=np.float64)), out=out[1:])
+    return out
+
+
+def ideal_dcg(n_relevant: np.ndarray, k: int | None) -> np.ndarray:
+    """IDCG of binary relevance: D[min(R, K)] per query (0 where R = 0)."""
+    m = n_relevant if k is None else np.minimum(n_relevant, k)
+    m = np.asarray(m, np.int64)
+    return discount_prefix(int(m.max()) if m.size else 0)[m]
 
 
 def per_query_values(
@@ -95,6 +114,11 @@ def per_query_values(
             v = 1.0 / first
         elif f in ("medr", "meanr"):
             v = first.copy()
+        elif f in ("ndcg", "ndcg_exp"):
+            inside = rank <= K if K is not None else np.ones(rank.shape, bool)
+            dcg = np.bincount(rid, weights=inside / np.log2(rank_f + 1.0), minlength=n)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = dcg / ideal_dcg(n_relevant, K)
         else:  # pragma: no cover - parse_metric admits nothing else here
             raise AssertionError(spec)
         v = np.asarray(v, dtype=np.float64)

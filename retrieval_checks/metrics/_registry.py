@@ -108,6 +108,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     _q("mrr", "mrr", "1 / rank of the first relevant item"),
     _q("medr", "medr", "median rank of the first relevant item", interval=None, **_RANK),
     _q("meanr", "meanr", "mean rank of the first relevant item", **_RANK),
+    _q("ndcg", "ndcg", "DCG / ideal DCG, gain = grade, discount log2(rank + 1); ndcg@K cuts both at K "
+       "(trec_eval ndcg_cut_K)"),
+    _q("ndcg_exp", "ndcg_exp", "nDCG with gain 2^grade - 1 (equals ndcg on binary relevance); ndcg_exp@K cuts at K"),
+    _q("ann_recall", "ann_recall@K", "share of an approximate top K that is in the exact top K (ties with the K-th "
+       "exact score count)", entry="ann_recall", gap=False),
     _pair("pair_precision", "pair_precision@t=T", "TP / (TP + FP) over all pairs at similarity >= T"),
     _pair("pair_recall", "pair_recall@t=T", "TP / (TP + FN) over all pairs at similarity >= T"),
     _pair("pair_f1", "pair_f1@t=T", "2TP / (2TP + FP + FN) over all pairs at similarity >= T"),

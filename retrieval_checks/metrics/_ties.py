@@ -62,6 +62,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._names import MetricSpec
+from ._ranking import discount_prefix, ideal_dcg
 
 __all__ = ["expected_per_query_values", "hit_probability", "expected_first_rank", "expected_reciprocal_rank",
            "map_at_k_extremes", "harmonic_sums", "tie_groups", "TieGroups"]
@@ -369,6 +370,17 @@ def map_at_k_extremes(rid, position, rank_pess, tied, n_relevant, k: int):
     return lo, hi
 
 
+def _expected_dcg(g: TieGroups, K: int | None, size: int) -> np.ndarray:
+    """E[DCG@K] per row: a group's r relevant items are spread uniformly over its n slots
+    (ranks s+1..s+n), so each slot holds a relevant item with probability r / n and the
+    group adds (r / n) * (D[min(s + n, K)] - D[s]) (linear in the slots: exact)."""
+    n = g.r + g.t
+    end = g.s + n if K is None else np.minimum(g.s + n, K)
+    start = np.minimum(g.s, end)
+    D = discount_prefix(int(end.max()) if end.size else 0)
+    return np.bincount(g.row, weights=g.r / n * (D[end] - D[start]), minlength=size)
+
+
 def expected_per_query_values(
     specs: list[MetricSpec],
     rid: np.ndarray,
@@ -435,6 +447,8 @@ def expected_per_query_values(
             v = at_top(expected_reciprocal_rank(g.s[top], g.r[top], g.t[top]))
         elif f in ("medr", "meanr"):
             v = at_top(expected_first_rank(g.s[top], g.r[top], g.t[top]))
+        elif f in ("ndcg", "ndcg_exp"):
+            v = _expected_dcg(g, K, size) / ideal_dcg(n_relevant, K)
         else:  # pragma: no cover - parse_metric admits nothing else here
             raise AssertionError(spec)
         v = np.asarray(v, dtype=np.float64)

@@ -16,7 +16,8 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
 
 # ours -> trec_eval's measure name
 PAIRS = {"map": "map", "mrr": "recip_rank", "precision@10": "P_10", "recall@10": "recall_10",
-         "r_precision": "Rprec", "map_cut@10": "map_cut_10", "hit_rate@5": "success_5"}
+         "r_precision": "Rprec", "map_cut@10": "map_cut_10", "hit_rate@5": "success_5",
+         "ndcg@10": "ndcg_cut_10", "ndcg": "ndcg"}
 
 
 def _data(bits=32, n_q=60, n_g=400, seed=0):
@@ -33,7 +34,8 @@ def _trec(Q, G, qy, gy, doc_id):
     dist = (Q[:, None, :] != G[None, :, :]).sum(-1)
     qrel = {f"q{i}": {doc_id(j, True): 1 for j in np.flatnonzero(gy == qy[i])} for i in range(len(qy))}
     run = {f"q{i}": {doc_id(j, gy[j] == qy[i]): float(-dist[i, j]) for j in range(len(gy))} for i in range(len(qy))}
-    ev = pytrec_eval.RelevanceEvaluator(qrel, {"map", "recip_rank", "P", "recall", "Rprec", "map_cut", "success"})
+    ev = pytrec_eval.RelevanceEvaluator(qrel, {"map", "recip_rank", "P", "recall", "Rprec", "map_cut", "success",
+                                               "ndcg", "ndcg_cut"})
     out = ev.evaluate(run)
     return {ours: np.array([out[f"q{i}"][theirs] if f"q{i}" in out else np.nan for i in range(len(qy))])
             for ours, theirs in PAIRS.items()}
