@@ -45,6 +45,7 @@ from .engine import (
     EvaluationResult,
     GroupedRecall,
     ImageTextResult,
+    ann_recall,
     evaluate,
     evaluate_image_text,
     label_partition,
@@ -107,6 +108,7 @@ __version__ = "0.1.0"
 __all__ = [
     "evaluate",
     "evaluate_image_text",
+    "ann_recall",
     "load_embeddings",
     "embed",
     "load_suite",

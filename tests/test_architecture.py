@@ -23,7 +23,7 @@ PUBLIC = {
         "Suite", "SuiteError", "SuiteRunner", "SweepTable", "__version__", "accuracy", "assert_cam_iou_at_least",
         "assert_gap_below", "assert_grouped_recall_ci", "assert_map_at_least", "assert_metric",
         "assert_no_regression", "assert_not_worse", "assert_recall_at_least", "assert_recall_at_precision",
-        "assert_rsum", "baseline_record", "bootstrap_interval", "boxes_to_masks", "cam_iou", "cam_iou_box",
+        "assert_rsum", "ann_recall", "baseline_record", "bootstrap_interval", "boxes_to_masks", "cam_iou", "cam_iou_box",
         "canonical_metric_name", "class_count_sweep", "classification_gap", "classifier_accuracy", "compare",
         "correlate_with_gap", "discriminant_ratio", "effective_invariance", "embed", "evaluate",
         "evaluate_classifier", "evaluate_image_text", "generalization_gap", "grad_cam", "label_partition",
@@ -38,7 +38,7 @@ PUBLIC = {
     "retrieval_checks.data": ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy"],
     "retrieval_checks.engine": [
         "EvaluationCache", "EvaluationResult", "GroupedRecall", "IMAGE_TEXT_METRICS", "ImageTextResult",
-        "check_device", "content_digest", "evaluate", "evaluate_image_text", "label_partition",
+        "ann_recall", "check_device", "content_digest", "evaluate", "evaluate_image_text", "label_partition",
     ],
     "retrieval_checks.models": ["EmbeddingCache", "call_with_timeout", "embed", "load_model", "model_fingerprint"],
     "retrieval_checks.stats": [

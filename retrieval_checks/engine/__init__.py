@@ -1,6 +1,8 @@
 """The exact, memory-bounded scoring engine: ``evaluate`` (a streamed pass over tiles),
-grouped recall, image-text retrieval and their results."""
+grouped recall, image-text retrieval, the recall of an approximate index against exact
+search (``ann_recall``) and their results."""
 
+from ._ann import ann_recall
 from ._backend import check_device
 from ._cache import EvaluationCache, content_digest
 from ._evaluate import evaluate
@@ -8,6 +10,6 @@ from ._grouped import GroupedRecall, label_partition
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
 from ._result import EvaluationResult
 
-__all__ = ["evaluate", "evaluate_image_text", "EvaluationResult", "ImageTextResult", "IMAGE_TEXT_METRICS",
+__all__ = ["evaluate", "evaluate_image_text", "ann_recall", "EvaluationResult", "ImageTextResult", "IMAGE_TEXT_METRICS",
            "GroupedRecall", "label_partition", "check_device", "EvaluationCache",
            "content_digest"]
