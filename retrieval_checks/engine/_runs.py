@@ -1,0 +1,697 @@
+"""``evaluate_run``: the metrics of a precomputed ranking, as ranx and pytrec_eval compute
+them, with this library's tie policies and :class:`EvaluationResult`.
+
+A run is what a search returned: per query, documents with scores (no embeddings). It is
+read from a dict ``{qid: {docid: score}}``, a TREC run file or an ANN search's
+``(indices, scores)`` arrays; relevance judgements (qrels) from a dict
+``{qid: {docid: grade}}``, a TREC qrels file or, next to arrays, per-row relevant
+indices or a grade matrix. Each query's documents are ranked by decreasing score (the
+rank column of a TREC file is ignored, as trec_eval ignores it); equal scores are ties,
+resolved by the tie policy as in :func:`retrieval_checks.evaluate`.
+
+Conventions (every one cross-checked against pytrec_eval where trec_eval computes it):
+
+- relevant = judged with grade >= ``relevance_level`` (trec_eval's ``-l``); R counts the
+  query's relevant documents, retrieved or not. A retrieved document without a judgement
+  is non-relevant (grade 0).
+- relevant documents missing from the run are never ranked: they count in R and in the
+  ideal DCG but never in a top K, they add 0 to every precision sum (``map``, ``map@R``,
+  ``map_cut@K``...: trec_eval's AP), and a query with relevant documents none of which is
+  retrieved gets ``hit_rate@K`` 0 and ``mrr`` 0 (trec_eval's ``success_K`` and
+  ``recip_rank``) and, for ``medr`` / ``meanr``, the censored rank D + 1, D the depth of
+  the run: ``k`` when given, else the most documents any query retrieved. A relevant
+  document not in the top D is "not found within the depth", which is all a run can say.
+- every query of the run and of the qrels is a query of the result (``query_ids``: their
+  union, sorted; digit strings by value). One in the qrels with a relevant document but
+  missing from the run counts, with nothing retrieved: 0 for the fractions and D + 1 for
+  ranks (trec_eval's ``-c``; without ``-c`` trec_eval drops it, which flatters a run that
+  leaves queries out). Queries without any relevant document (in the run but not judged,
+  or judged non-relevant only) follow ``empty_queries``: ``"skip"`` (counted in
+  ``skipped_queries``), ``"error"``, or ``"zero"`` (0, and D + 1 for ranks).
+- graded nDCG: ``ndcg`` / ``ndcg@K`` take gain = grade, ``ndcg_exp`` gain 2^grade - 1;
+  the ideal DCG ranks every judged document of the query by decreasing gain, cut at K
+  (trec_eval's ``ndcg`` and ``ndcg_cut_K``, which ignore ``relevance_level`` as this
+  does). Under ties, ``"pessimistic"`` puts the lowest gains of each tie group first,
+  ``"optimistic"`` the highest (the least and greatest DCG over tie orders, by the
+  rearrangement inequality), ``"average"`` gives each slot of a group the group's mean
+  gain (DCG is linear in the slots' gains: the exact expectation over orders).
+- the binary metrics take each retrieved relevant document's rank among the run's
+  documents, ties as the engine takes them (:mod:`retrieval_checks.metrics._ties`).
+  trec_eval breaks ties by docid, descending; so with docids chosen so that the
+  non-relevant documents of every tie sort first it equals ``"pessimistic"``.
+- ``tied_share`` is the share of retrieved relevant documents whose score equals a
+  retrieved non-relevant one's; ``n_candidates`` the documents each query retrieved;
+  ``first_relevant_rank`` 0 for a query without relevant documents, D + 1 for one that
+  retrieved none of its relevant documents.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._arrays import as_numpy
+from .._suggest import shown
+from ..errors import EmptyQueriesError, InputError, MetricNameError
+from ..metrics import _ties
+from ..metrics._names import MetricSpec, parse_metric
+from ..metrics._ranking import aggregate, per_query_values
+from ..options import DEFAULTS, check_option
+from ._result import EvaluationResult
+from ._stream import FirstRanks
+
+__all__ = ["evaluate_run"]
+
+_FAMILIES = ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped", "map@R", "r_precision", "mrr",
+             "medr", "meanr", "ndcg", "ndcg_exp")
+_GRADED = ("ndcg", "ndcg_exp")
+_FIRST = ("hit_rate", "mrr", "medr", "meanr")  # metrics of the first relevant rank
+_KINDS = ("pessimistic", "optimistic", "min", "max")
+_WHY = {
+    "pair": "pair metrics threshold the similarity of every query-gallery pair, and a run holds only each "
+            "query's retrieved documents (scores need not even compare across queries); call "
+            "retrieval_checks.evaluate on the embeddings",
+    "grouped": "grouped recall re-ranks inside label groups of the whole gallery; call retrieval_checks.evaluate "
+               "on the embeddings and labels",
+    "embedding": "it is a property of the embedding set, which a run does not have; call retrieval_checks.evaluate",
+    "crossmodal": "it is an image-text metric: call retrieval_checks.evaluate_image_text",
+}
+
+
+# ----------------------------------------------------------------------------- options
+def _parse_metrics(metrics) -> list[MetricSpec]:
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    try:
+        metrics = list(metrics) if metrics is not None else []
+    except TypeError:
+        raise MetricNameError(f"metrics must be a name or a list of names, got {type(metrics).__name__}.",
+                              name="") from None
+    if not metrics:
+        raise MetricNameError("metrics is empty: name at least one metric, e.g. metrics=['map', 'ndcg@10'].", name="")
+    specs: dict[str, MetricSpec] = {}
+    for m in metrics:
+        s = parse_metric(m)
+        if s.family not in _FAMILIES:
+            why = _WHY.get(s.kind, "it is not a metric of one query's ranking")
+            if s.capabilities.entry == "ann_recall":
+                why = ("it compares an approximate index with exact search: call retrieval_checks.ann_recall("
+                       "queries, gallery, neighbors, k=K) with the index's neighbours")
+            raise MetricNameError(f"{s.name!r} cannot be computed from a run: {why}. A run gives the query-level "
+                                  f"metrics: {', '.join(_FAMILIES)}.", name=s.name)
+        specs.setdefault(s.name, s)
+    return list(specs.values())
+
+
+def _positive_int(value, name: str, fix: str):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(f"{name}={shown(value)}: expected an integer >= 1 ({fix}).")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class _Request:
+    specs: list
+    ties: str
+    empty_queries: str
+    relevance_level: int
+    confidence: float
+    k: int | None
+
+
+def _options(metrics, ties, empty_queries, relevance_level, confidence, k) -> _Request:
+    return _Request(
+        specs=_parse_metrics(metrics), ties=check_option("ties", ties),
+        empty_queries=check_option("empty_queries", empty_queries),
+        relevance_level=_positive_int(relevance_level, "relevance_level",
+                                      "the least grade that counts as relevant, as trec_eval's -l; default 1"),
+        confidence=check_option("confidence", confidence),
+        k=None if k is None else _positive_int(k, "k", "the depth: the top k documents of each query are "
+                                                         "evaluated; None keeps them all"),
+    )
+
+
+# ----------------------------------------------------------------------------- reading
+@dataclass(frozen=True)
+class _Flat:
+    """A run and its qrels as flat arrays over the result's queries (0 .. n_q - 1)."""
+
+    query_ids: np.ndarray
+    q: np.ndarray  # int64: query of each retrieved entry
+    doc: np.ndarray  # int64: document code of each retrieved entry
+    score: np.ndarray  # float64
+    jq: np.ndarray  # int64: query of each judged entry
+    jdoc: np.ndarray  # int64: document code of each judged entry
+    grade: np.ndarray  # int64 >= 0
+    n_docs: int  # document codes are 0 .. n_docs - 1
+    n_gallery: int  # distinct documents (a grade matrix: its columns)
+
+
+def _id(value, what: str) -> str:
+    if isinstance(value, str) and value.strip() and value == value.strip() and " " not in value:
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    raise InputError(f"{what} {shown(value)}: ids are non-empty strings without spaces, or integers "
+                     "(compared as their decimal text, as trec_eval reads them).")
+
+
+def _grade(value, where: str) -> int:
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not ok and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        ok = math.isfinite(float(value)) and float(value).is_integer()
+    if not ok or value < 0:
+        raise InputError(f"{where}: grade {shown(value)} is not an integer >= 0; grades are 0 (judged "
+                         "non-relevant), 1, 2, ... (relevant from relevance_level on).")
+    return int(value)
+
+
+def _score(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{where}: score {shown(value)} is not a number.")
+    s = float(value)
+    if not math.isfinite(s):
+        raise InputError(f"{where}: score {s} is not finite; give every retrieved document a finite score "
+                         "(or leave it out of the run).")
+    return s
+
+
+def _lines(path: Path, what: str):
+    if not path.is_file():
+        raise InputError(f"{what} file {str(path)!r} does not exist (or is not a file).")
+    with path.open("r", encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            fields = line.split()
+            if fields:
+                yield n, fields
+
+
+def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
+    """A TREC run: ``qid Q0 docid rank score tag`` per line; the score decides the order."""
+    out: dict[str, dict[str, float]] = {}
+    line_of: dict[tuple[str, str], int] = {}
+    for n, f in _lines(path, "run"):
+        if len(f) != 6:
+            raise InputError(f"{path}:{n}: a TREC run line has 6 fields 'qid Q0 docid rank score tag', found "
+                             f"{len(f)}: {shown(' '.join(f), 80)}.")
+        qid, doc = f[0], f[2]
+        try:
+            value = float(f[4])
+        except ValueError:
+            raise InputError(f"{path}:{n}: the score (5th field) {shown(f[4])} is not a number.") from None
+        row = out.setdefault(qid, {})
+        if doc in row:
+            raise InputError(f"{path}:{n}: document {doc!r} appears twice for query {qid!r} (also on line "
+                             f"{line_of[qid, doc]}); a run ranks each document once per query: remove one.")
+        row[doc] = _score(value, f"{path}:{n}")
+        line_of[qid, doc] = n
+    return out
+
+
+def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
+    """TREC qrels: ``qid iteration docid grade`` per line."""
+    out: dict[str, dict[str, int]] = {}
+    line_of: dict[tuple[str, str], int] = {}
+    for n, f in _lines(path, "qrels"):
+        if len(f) != 4:
+            raise InputError(f"{path}:{n}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
+                             f"{shown(' '.join(f), 80)}.")
+        qid, doc = f[0], f[2]
+        try:
+            grade = int(f[3])
+        except ValueError:
+            grade = f[3]
+        row = out.setdefault(qid, {})
+        if doc in row:
+            raise InputError(f"{path}:{n}: document {doc!r} is judged twice for query {qid!r} (also on line "
+                             f"{line_of[qid, doc]}); keep one judgement.")
+        row[doc] = _grade(grade, f"{path}:{n}")
+        line_of[qid, doc] = n
+    return out
+
+
+def _run_mapping(run: Mapping) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for qid, docs in run.items():
+        q = _id(qid, "run: query id")
+        if not isinstance(docs, Mapping):
+            raise InputError(f"run[{shown(qid)}] is a {type(docs).__name__}; a run maps each query id to a dict "
+                             "{docid: score}.")
+        if q in out:
+            raise InputError(f"run: query ids {shown(qid)} and {q!r} are the same id; give each query once.")
+        row: dict[str, float] = {}
+        for doc, value in docs.items():
+            d = _id(doc, f"run[{shown(qid)}]: document id")
+            if d in row:
+                raise InputError(f"run[{shown(qid)}]: document ids {shown(doc)} and {d!r} are the same id.")
+            row[d] = _score(value, f"run[{shown(qid)}][{shown(doc)}]")
+        out[q] = row
+    return out
+
+
+def _qrels_mapping(qrels: Mapping) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for qid, docs in qrels.items():
+        q = _id(qid, "qrels: query id")
+        if not isinstance(docs, Mapping):
+            raise InputError(f"qrels[{shown(qid)}] is a {type(docs).__name__}; qrels map each query id to a dict "
+                             "{docid: grade}.")
+        if q in out:
+            raise InputError(f"qrels: query ids {shown(qid)} and {q!r} are the same id; give each query once.")
+        row: dict[str, int] = {}
+        for doc, value in docs.items():
+            d = _id(doc, f"qrels[{shown(qid)}]: document id")
+            if d in row:
+                raise InputError(f"qrels[{shown(qid)}]: document ids {shown(doc)} and {d!r} are the same id.")
+            row[d] = _grade(value, f"qrels[{shown(qid)}][{shown(doc)}]")
+        out[q] = row
+    return out
+
+
+def _id_order(ids) -> list[str]:
+    """Digit strings by value (then text), before any other id, those by text."""
+    return sorted(ids, key=lambda s: (0, int(s), s) if s.isdigit() else (1, 0, s))
+
+
+def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> _Flat:
+    if run and qrels and not set(run) & set(qrels):
+        raise InputError(f"No query id of the run is in the qrels (run: {', '.join(_id_order(run)[:3])}...; qrels: "
+                         f"{', '.join(_id_order(qrels)[:3])}...): they name queries differently; make the ids match.")
+    qids = _id_order(set(run) | set(qrels))
+    q_of = {q: i for i, q in enumerate(qids)}
+    d_of: dict[str, int] = {}
+    code = d_of.setdefault
+
+    def table(side, cast):
+        sizes = [len(side[q]) for q in side]
+        rows = np.repeat(np.array([q_of[q] for q in side], np.int64), sizes)
+        docs = np.fromiter((code(d, len(d_of)) for q in side for d in side[q]), np.int64, count=sum(sizes))
+        vals = np.fromiter((v for q in side for v in side[q].values()), cast, count=sum(sizes))
+        return rows, docs, vals
+
+    q, doc, score = table(run, np.float64)
+    jq, jdoc, grade = table(qrels, np.int64)
+    return _Flat(np.array(qids, dtype=object), q, doc, score, jq, jdoc, grade, len(d_of), len(d_of))
+
+
+def _read_string_ids(run, qrels) -> _Flat:
+    if isinstance(run, (str, Path)):
+        run = _read_run_file(Path(run))
+    elif isinstance(run, Mapping):
+        run = _run_mapping(run)
+    else:
+        raise InputError(f"run is a {type(run).__name__}: give a dict {{qid: {{docid: score}}}}, the path of a TREC "
+                         "run file, or (indices, scores) arrays of an ANN search.")
+    if isinstance(qrels, (str, Path)):
+        qrels = _read_qrels_file(Path(qrels))
+    elif isinstance(qrels, Mapping):
+        qrels = _qrels_mapping(qrels)
+    else:
+        raise InputError(f"qrels is a {type(qrels).__name__}: give a dict {{qid: {{docid: grade}}}} or the path of "
+                         "a TREC qrels file.")
+    return _flatten(run, qrels)
+
+
+# ----------------------------------------------------------------------------- (indices, scores)
+def _run_arrays(indices, scores):
+    idx, val = as_numpy(indices, "indices"), as_numpy(scores, "scores")
+    if idx.ndim != 2 or val.shape != idx.shape:
+        raise InputError(f"run=(indices, scores): both must be (n_queries x k) arrays of one shape, got indices "
+                         f"{idx.shape} and scores {val.shape}.")
+    if idx.dtype.kind not in "iu":
+        raise InputError(f"run=(indices, scores): indices must be integers (document indices, -1 for no result), "
+                         f"got dtype {idx.dtype}.")
+    if val.dtype.kind not in "iuf":
+        raise InputError(f"run=(indices, scores): scores must be numbers, got dtype {val.dtype}.")
+    idx = idx.astype(np.int64)
+    if (idx < -1).any():
+        i, j = np.argwhere(idx < -1)[0]
+        raise InputError(f"run=(indices, scores): indices[{i}, {j}] = {idx[i, j]}; indices are >= 0, or -1 for "
+                         "no result.")
+    valid = idx >= 0
+    val = val.astype(np.float64)
+    bad = valid & ~np.isfinite(val)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise InputError(f"run=(indices, scores): scores[{i}, {j}] = {val[i, j]} is not finite (NaN or inf) where "
+                         f"indices[{i}, {j}] = {idx[i, j]} is a result; give it a finite score or index -1.")
+    srt = np.sort(np.where(valid, idx, -1 - np.arange(idx.shape[1])[None, :]), axis=1)
+    dup = (np.diff(srt, axis=1) == 0) & (srt[:, 1:] >= 0)
+    if dup.any():
+        i = int(np.argwhere(dup)[0][0])
+        raise InputError(f"run=(indices, scores): row {i} retrieves document {int(srt[i][1:][dup[i]][0])} twice; a "
+                         "run ranks each document once per query.")
+    q = np.repeat(np.arange(idx.shape[0], dtype=np.int64), valid.sum(axis=1))
+    return q, idx[valid], val[valid]
+
+
+def _qrels_for_arrays(qrels, n_q: int):
+    """(query, document, grade) triples of the qrels next to (indices, scores) and the
+    number of documents a grade matrix declares (0 otherwise)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(qrels) or isinstance(qrels, np.ndarray):
+        m = sp.coo_matrix(qrels)
+        if m.ndim != 2 or m.shape[0] != n_q:
+            raise InputError(f"qrels: a grade matrix must have one row per query ({n_q}), got shape {m.shape}.")
+        data = m.data.astype(np.float64)
+        bad = ~np.isfinite(data) | (data < 0) | (data != np.round(data))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            _grade(m.data[i].item(), f"qrels[{int(m.row[i])}, {int(m.col[i])}]")
+        keep = data > 0
+        return m.row[keep].astype(np.int64), m.col[keep].astype(np.int64), data[keep].astype(np.int64), m.shape[1]
+    if isinstance(qrels, Mapping):
+        items = list(qrels.items())
+    elif isinstance(qrels, (list, tuple)):
+        if len(qrels) != n_q:
+            raise InputError(f"qrels: a list of relevant indices needs one entry per query ({n_q}), got {len(qrels)}.")
+        items = list(enumerate(qrels))
+    else:
+        raise InputError(f"qrels is a {type(qrels).__name__}: next to (indices, scores) give a dict {{row: "
+                         "{index: grade}}}, a list of relevant-index lists (one per row) or a (n_queries x n_docs) "
+                         "grade matrix (numpy or scipy sparse).")
+    return (*_triples(items, n_q), 0)
+
+
+def _triples(items, n_q: int):
+    rows, docs, grades = [], [], []
+    for row, rel in items:
+        if isinstance(row, bool) or not isinstance(row, numbers.Integral) or not 0 <= row < n_q:
+            raise InputError(f"qrels: key {shown(row)} is not a row of the run: with (indices, scores) queries are "
+                             f"the rows 0 .. {n_q - 1}.")
+        pairs = rel.items() if isinstance(rel, Mapping) else ((d, 1) for d in rel)
+        seen = set()
+        for d, g in pairs:
+            if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0:
+                raise InputError(f"qrels[{int(row)}]: document {shown(d)} is not an index >= 0.")
+            if int(d) in seen:
+                raise InputError(f"qrels[{int(row)}]: document {int(d)} is given twice.")
+            seen.add(int(d))
+            rows.append(int(row))
+            docs.append(int(d))
+            grades.append(_grade(g, f"qrels[{int(row)}][{int(d)}]"))
+    return np.array(rows, np.int64), np.array(docs, np.int64), np.array(grades, np.int64)
+
+
+def _read_arrays(run, qrels) -> _Flat:
+    indices, scores = run
+    q, doc, score = _run_arrays(indices, scores)
+    n_q = int(as_numpy(indices, "indices").shape[0])
+    jq, jdoc, grade, n_cols = _qrels_for_arrays(qrels, n_q)
+    if n_cols and doc.size and doc.max() >= n_cols:
+        raise InputError(f"run=(indices, scores) retrieves document {int(doc.max())} but the grade matrix has "
+                         f"{n_cols} columns; give one column per document.")
+    n_docs = max(n_cols, int(doc.max()) + 1 if doc.size else 0, int(jdoc.max()) + 1 if jdoc.size else 0)
+    n_gallery = n_cols or int(np.unique(np.concatenate([doc, jdoc])).size)
+    return _Flat(np.arange(n_q, dtype=np.int64), q, doc, score, jq, jdoc, grade, n_docs, n_gallery)
+
+
+def _read(run, qrels) -> _Flat:
+    arrays = isinstance(run, (tuple, list)) and len(run) == 2 and not isinstance(run[0], (str, tuple, Mapping))
+    flat = _read_arrays(run, qrels) if arrays else _read_string_ids(run, qrels)
+    if flat.q.size == 0:
+        raise InputError("run is empty: no query retrieved any document; evaluate a run with results.")
+    return flat
+
+
+# ----------------------------------------------------------------------------- ranking
+@dataclass(frozen=True)
+class _Ranked:
+    """The retrieved entries ordered by query, then decreasing score."""
+
+    row: np.ndarray  # int64 query
+    score: np.ndarray  # float64
+    grade: np.ndarray  # int64 (0 where unjudged)
+    start: np.ndarray  # int64: query i's entries are start[i] .. start[i + 1] - 1
+    group: np.ndarray  # int64 tie group of each entry (one query, one score), consecutive
+    bounds: np.ndarray  # int64: group j's entries are bounds[j] .. bounds[j + 1] - 1
+
+    @property
+    def rank(self) -> np.ndarray:
+        """1-based slot of each entry in its query's ranking."""
+        return np.arange(self.row.size, dtype=np.int64) - self.start[self.row] + 1
+
+
+def _run_grades(flat: _Flat) -> np.ndarray:
+    """The grade of each retrieved entry (0 where it is not judged)."""
+    judged = flat.jq * flat.n_docs + flat.jdoc
+    order = np.argsort(judged, kind="stable")
+    keys, grades = judged[order], flat.grade[order]
+    wanted = flat.q * flat.n_docs + flat.doc
+    at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
+    found = (keys[at] == wanted) if keys.size else np.zeros(wanted.size, bool)
+    return np.where(found, grades[at] if keys.size else 0, 0).astype(np.int64)
+
+
+def _qid(value) -> str:
+    """A query id for a message (numpy ints as plain ints)."""
+    return shown(value.item() if isinstance(value, np.generic) else value)
+
+
+def _rank_run(flat: _Flat, k: int | None) -> _Ranked:
+    """Sort each query's entries by decreasing score; cut to the top ``k`` (refused where a
+    tie straddles the cut: the top k is then not defined by the scores)."""
+    n_q = flat.query_ids.shape[0]
+    order = np.lexsort((-flat.score, flat.q))
+    row, score, grade = flat.q[order], flat.score[order], _run_grades(flat)[order]
+    start = np.searchsorted(row, np.arange(n_q + 1))
+    if k is not None:
+        slot = np.arange(row.size) - start[row]
+        cut = np.flatnonzero((slot == k) & (score == np.roll(score, 1)))
+        if cut.size:
+            i = int(cut[0])
+            raise InputError(f"k={k}: query {_qid(flat.query_ids[row[i]])} has documents tied at score "
+                             f"{score[i]!r} on both sides of rank {k}, so its top {k} is not defined by the "
+                             f"scores; pick another k or cut the run yourself.")
+        keep = slot < k
+        row, score, grade = row[keep], score[keep], grade[keep]
+        start = np.searchsorted(row, np.arange(n_q + 1))
+    new = np.ones(row.size, bool)
+    new[1:] = (np.diff(row) != 0) | (np.diff(score) != 0)
+    bounds = np.append(np.flatnonzero(new), row.size).astype(np.int64)
+    return _Ranked(row, score, grade, start.astype(np.int64), np.cumsum(new) - 1, bounds)
+
+
+@dataclass(frozen=True)
+class _Items:
+    """The retrieved relevant entries as the engine's rank functions take them."""
+
+    rid: np.ndarray
+    position: np.ndarray  # 0-based among the query's retrieved relevant entries
+    rank: np.ndarray  # pessimistic: 1 + position + non-relevant entries scoring >= it
+    tied: np.ndarray  # non-relevant entries with its score
+    first_group: np.ndarray  # per query: relevant entries tied with its best one
+
+
+def _binary_items(rk: _Ranked, relevant: np.ndarray, n_q: int) -> _Items:
+    nonrel = np.concatenate([[0], np.cumsum(~relevant)])
+    rel = np.concatenate([[0], np.cumsum(relevant)])
+    end = rk.bounds[1:][rk.group]  # one past the entry's tie group
+    begin = rk.bounds[:-1][rk.group]
+    first = rk.start[rk.row]
+    ge = nonrel[end] - nonrel[first]
+    tied = nonrel[end] - nonrel[begin]
+    position = rel[:-1] - rel[first]
+    s = relevant
+    best = s & (position == 0)
+    first_group = np.zeros(n_q, np.int64)
+    first_group[rk.row[best]] = (rel[end] - rel[begin])[best]
+    return _Items(rk.row[s], position[s], 1 + position[s] + ge[s], tied[s], first_group)
+
+
+def _binary_values(specs, it: _Items, R: np.ndarray, ties: str) -> dict[str, dict[str, np.ndarray]]:
+    """Per policy ("chosen" and the four of ``tie_values``), per metric: per-query values."""
+    if not specs:
+        return {kind: {} for kind in ("chosen", *_KINDS)}
+    pess = per_query_values(specs, it.rid, it.position, it.rank, R)
+    opt = per_query_values(specs, it.rid, it.position, it.rank - it.tied, R)
+    if ties == "average":
+        chosen = _ties.expected_per_query_values(specs, it.rid, it.position, it.rank, it.tied, R)
+    else:
+        chosen = pess if ties == "pessimistic" else opt
+    lo, hi = {}, {}
+    for s in specs:
+        if s.family == "map" and s.k is not None:
+            lo[s.name], hi[s.name] = _ties.map_at_k_extremes(it.rid, it.position, it.rank, it.tied, R, s.k)
+        else:
+            lo[s.name], hi[s.name] = np.fmin(pess[s.name], opt[s.name]), np.fmax(pess[s.name], opt[s.name])
+    return {"chosen": chosen, "pessimistic": pess, "optimistic": opt, "min": lo, "max": hi}
+
+
+def _gains(spec: MetricSpec, grade: np.ndarray) -> np.ndarray:
+    g = grade.astype(np.float64)
+    return np.exp2(g) - 1.0 if spec.family == "ndcg_exp" else g
+
+
+def _dcg(row, rank, gain, K, n_q) -> np.ndarray:
+    inside = rank <= K if K is not None else np.ones(rank.shape, bool)
+    return np.bincount(row, weights=np.where(inside, gain / np.log2(rank + 1.0), 0.0), minlength=n_q)
+
+
+def _graded_values(specs, rk: _Ranked, flat: _Flat, R: np.ndarray, ties: str) -> dict[str, dict[str, np.ndarray]]:
+    """nDCG under each policy: the gains of each tie group ascending (pessimistic, the
+    least DCG), descending (optimistic, the greatest) or all equal to their mean
+    (average: the exact expectation); the ideal DCG over every judged document."""
+    n_q = R.shape[0]
+    out: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in ("chosen", *_KINDS)}
+    rank = rk.rank
+    ideal = np.lexsort((-flat.grade, flat.jq))
+    jq = flat.jq[ideal]
+    jrank = np.arange(jq.size) - np.searchsorted(jq, np.arange(n_q))[jq] + 1
+    size = np.diff(rk.bounds).astype(np.float64)
+    for s in specs:
+        gain = _gains(s, rk.grade)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            idcg = _dcg(jq, jrank, _gains(s, flat.grade[ideal]), s.k, n_q)
+
+            def ndcg(arranged):
+                v = _dcg(rk.row, rank, arranged, s.k, n_q) / idcg
+                v[R == 0] = np.nan
+                return v
+
+            pess = ndcg(gain[np.lexsort((gain, rk.group))])
+            opt = ndcg(gain[np.lexsort((-gain, rk.group))])
+            mean = np.bincount(rk.group, weights=gain, minlength=size.size) / size
+            avg = ndcg(mean[rk.group]) if ties == "average" else None
+        chosen = {"pessimistic": pess, "optimistic": opt, "average": avg}[ties]
+        for kind, v in (("chosen", chosen), ("pessimistic", pess), ("optimistic", opt), ("min", pess),
+                        ("max", opt)):
+            out[kind][s.name] = v
+    return out
+
+
+# ----------------------------------------------------------------------------- result
+def _censor(per_kind: dict[str, dict[str, np.ndarray]], specs, miss: np.ndarray, empty: np.ndarray,
+            zero: bool, depth: int) -> None:
+    """Queries that retrieved none of their relevant documents (``miss``): hit_rate and
+    mrr 0, medr and meanr the censored rank depth + 1; queries without a relevant document
+    (``empty``) under empty_queries="zero": 0, ranks depth + 1."""
+    for values in per_kind.values():
+        for s in specs:
+            v = values[s.name]
+            if s.family in _FIRST:
+                v[miss] = depth + 1.0 if s.unit == "rank" else 0.0
+            if zero:
+                v[empty] = depth + 1.0 if s.unit == "rank" else 0.0
+
+
+def _first_ranks(it: _Items, n_q: int, ties: str, miss: np.ndarray, depth: int) -> np.ndarray:
+    best = it.position == 0
+    pess, opt = np.zeros(n_q, np.int64), np.zeros(n_q, np.int64)
+    pess[it.rid[best]] = it.rank[best]
+    opt[it.rid[best]] = (it.rank - it.tied)[best]
+    if ties == "average":
+        hit = it.rid[best]
+        out = np.zeros(n_q)
+        out[hit] = FirstRanks(pess, opt, it.first_group).under("average")[hit]
+        out[miss] = depth + 1.0
+        return out
+    out = pess if ties == "pessimistic" else opt
+    out[miss] = depth + 1
+    return out
+
+
+def _check_empty(req: _Request, flat: _Flat, empty: np.ndarray) -> None:
+    n_q = flat.query_ids.shape[0]
+    shown_ids = ", ".join(_qid(x) for x in flat.query_ids[empty[:5]])
+    more = f" and {empty.size - 5} more" if empty.size > 5 else ""
+    if empty.size == n_q:
+        raise EmptyQueriesError(
+            f"None of the {n_q} queries has a relevant judged document (grade >= relevance_level="
+            f"{req.relevance_level}): check that the run's and the qrels' query ids match.", indices=empty)
+    if empty.size and req.empty_queries == "error":
+        raise EmptyQueriesError(
+            f"{empty.size} of {n_q} queries have no relevant judged document (queries {shown_ids}{more}); judge "
+            "them, or pass empty_queries='skip' (exclude and count them) or 'zero'.", indices=empty)
+
+
+def _result(req: _Request, flat: _Flat, rk: _Ranked) -> EvaluationResult:
+    n_q = flat.query_ids.shape[0]
+    R = np.bincount(flat.jq, weights=flat.grade >= req.relevance_level, minlength=n_q).astype(np.int64)
+    empty = np.flatnonzero(R == 0)
+    _check_empty(req, flat, empty)
+    n_ret = np.diff(rk.start)
+    depth = req.k if req.k is not None else int(n_ret.max())
+    it = _binary_items(rk, rk.grade >= req.relevance_level, n_q)
+    hits = np.bincount(it.rid, minlength=n_q)
+    miss = (R > 0) & (hits == 0)
+    binary = [s for s in req.specs if s.family not in _GRADED]
+    graded = [s for s in req.specs if s.family in _GRADED]
+    per_kind = _binary_values(binary, it, R, req.ties)
+    for kind, values in _graded_values(graded, rk, flat, R, req.ties).items():
+        per_kind[kind].update(values)
+    _censor(per_kind, req.specs, miss, empty, req.empty_queries == "zero", depth)
+    chosen = {s.name: per_kind["chosen"][s.name] for s in req.specs}
+    tie_values = {s.name: {kind: aggregate(s, per_kind[kind][s.name]) for kind in _KINDS} for s in req.specs}
+    config = {"similarity": "run", "source": "run", "ties": req.ties, "empty_queries": req.empty_queries,
+              "relevance_level": req.relevance_level, "confidence": req.confidence, "seed": DEFAULTS["seed"],
+              "n_gallery": flat.n_gallery, "depth": depth, "k": req.k}
+    return EvaluationResult(
+        specs=req.specs, values={s.name: aggregate(s, chosen[s.name]) for s in req.specs}, per_query=chosen,
+        thresholds={}, pair_counts={}, n_relevant=R, n_candidates=n_ret.astype(np.int64),
+        first_relevant_rank=_first_ranks(it, n_q, req.ties, miss, depth),
+        skipped_queries=empty if req.empty_queries == "skip" else np.zeros(0, np.int64), config=config,
+        query_ids=flat.query_ids, tie_values=tie_values,
+        tied_share=float((it.tied > 0).mean()) if it.tied.size else None,
+    )
+
+
+def evaluate_run(run, qrels, metrics, *, ties: str = DEFAULTS["ties"],
+                 relevance_level: int = 1, empty_queries: str = DEFAULTS["empty_queries"],
+                 confidence: float = DEFAULTS["confidence"], k: int | None = None) -> EvaluationResult:
+    """Evaluate a precomputed ranking exactly, as trec_eval / ranx do, with this library's
+    tie policies; the result works with every gate and comparison.
+
+    Parameters
+    ----------
+    run:
+        ``{qid: {docid: score}}`` (ranx / pytrec_eval), the path of a TREC run file
+        (``qid Q0 docid rank score tag``; the score decides the order, the rank column is
+        ignored as trec_eval ignores it), or ``(indices, scores)``: two (n_queries x k)
+        arrays of an ANN search (row i is query i, index -1 no result; query ids are the
+        rows, document ids the indices). Ids are compared as text (``1`` and ``"1"`` are
+        the same id). Higher scores rank first; equal scores tie.
+    qrels:
+        ``{qid: {docid: grade}}`` or the path of a TREC qrels file (``qid 0 docid
+        grade``); grades are integers >= 0, 0 judged non-relevant. Next to
+        ``(indices, scores)``: a dict ``{row: {index: grade}}`` or ``{row: [indices]}``,
+        a list of relevant-index lists (one per row) or a (n_queries x n_docs) grade
+        matrix (numpy or scipy sparse).
+    metrics:
+        Query-level metrics of :func:`retrieval_checks.evaluate`: ``hit_rate@K``,
+        ``recall@K``, ``precision@K``, ``map``, ``map@K``, ``map_cut@K``,
+        ``map_capped@K``, ``map@R``, ``r_precision``, ``mrr``, ``medr``, ``meanr``,
+        ``ndcg@K`` / ``ndcg`` (gain = grade), ``ndcg_exp@K`` / ``ndcg_exp`` (gain
+        2^grade - 1). K may exceed a query's results (trec_eval: ``precision@K`` still
+        divides by K).
+    ties:
+        ``"pessimistic"`` (relevant documents, and within a tie the lowest grades,
+        after the others), ``"optimistic"`` or ``"average"`` (the exact expectation
+        over every order of each tie); ``result.tie_values`` holds the pessimistic,
+        optimistic, least and greatest values.
+    relevance_level:
+        The least grade that counts as relevant (trec_eval ``-l``) for every metric but
+        nDCG, which uses the grades themselves.
+    empty_queries:
+        Queries without a relevant judged document: ``"skip"`` (counted in
+        ``skipped_queries``), ``"error"`` or ``"zero"`` (0; ranks depth + 1).
+    confidence:
+        The confidence recorded for intervals computed later from this result.
+    k:
+        Evaluate only the top ``k`` documents of each query (trec_eval ``-M``; refused
+        where a tie straddles rank k); None keeps the whole run.
+
+    Conventions for relevant documents missing from the run and queries missing from it
+    are in the module docstring: they count (R, ideal DCG), never rank inside a top K,
+    add 0 to precision sums, give ``mrr`` / ``hit_rate`` 0 and ``medr`` / ``meanr`` the
+    censored rank D + 1 (D = ``k``, else the longest ranking in the run).
+    """
+    req = _options(metrics, ties, empty_queries, relevance_level, confidence, k)
+    flat = _read(run, qrels)
+    return _result(req, flat, _rank_run(flat, req.k))
