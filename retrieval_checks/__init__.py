@@ -48,6 +48,7 @@ from .engine import (
     ann_recall,
     evaluate,
     evaluate_image_text,
+    evaluate_run,
     label_partition,
 )
 from .errors import (
@@ -108,6 +109,7 @@ __version__ = "0.1.0"
 __all__ = [
     "evaluate",
     "evaluate_image_text",
+    "evaluate_run",
     "ann_recall",
     "load_embeddings",
     "embed",

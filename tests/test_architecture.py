@@ -26,7 +26,7 @@ PUBLIC = {
         "assert_rsum", "ann_recall", "baseline_record", "bootstrap_interval", "boxes_to_masks", "cam_iou", "cam_iou_box",
         "canonical_metric_name", "class_count_sweep", "classification_gap", "classifier_accuracy", "compare",
         "correlate_with_gap", "discriminant_ratio", "effective_invariance", "embed", "evaluate",
-        "evaluate_classifier", "evaluate_image_text", "generalization_gap", "grad_cam", "label_partition",
+        "evaluate_classifier", "evaluate_image_text", "evaluate_run", "generalization_gap", "grad_cam", "label_partition",
         "load_embeddings", "load_suite", "measure_change", "nuclear_norm", "parse_metric", "predict_proba",
         "render_report", "selection_accuracy", "spectral_measure", "split_difference",
     ],
@@ -38,7 +38,7 @@ PUBLIC = {
     "retrieval_checks.data": ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy"],
     "retrieval_checks.engine": [
         "EvaluationCache", "EvaluationResult", "GroupedRecall", "IMAGE_TEXT_METRICS", "ImageTextResult",
-        "ann_recall", "check_device", "content_digest", "evaluate", "evaluate_image_text", "label_partition",
+        "ann_recall", "check_device", "content_digest", "evaluate", "evaluate_image_text", "evaluate_run", "label_partition",
     ],
     "retrieval_checks.models": ["EmbeddingCache", "call_with_timeout", "embed", "load_model", "model_fingerprint"],
     "retrieval_checks.stats": [

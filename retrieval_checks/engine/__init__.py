@@ -1,5 +1,5 @@
 """The exact, memory-bounded scoring engine: ``evaluate`` (a streamed pass over tiles),
-grouped recall, image-text retrieval, the recall of an approximate index against exact
+grouped recall, image-text retrieval, precomputed rankings (``evaluate_run``), the recall of an approximate index against exact
 search (``ann_recall``) and their results."""
 
 from ._ann import ann_recall
@@ -9,7 +9,8 @@ from ._evaluate import evaluate
 from ._grouped import GroupedRecall, label_partition
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
 from ._result import EvaluationResult
+from ._runs import evaluate_run
 
-__all__ = ["evaluate", "evaluate_image_text", "ann_recall", "EvaluationResult", "ImageTextResult", "IMAGE_TEXT_METRICS",
+__all__ = ["evaluate", "evaluate_image_text", "evaluate_run", "ann_recall", "EvaluationResult", "ImageTextResult", "IMAGE_TEXT_METRICS",
            "GroupedRecall", "label_partition", "check_device", "EvaluationCache",
            "content_digest"]

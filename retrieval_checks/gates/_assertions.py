@@ -144,6 +144,13 @@ def max_rank(result, metric: str) -> tuple[float | None, str]:
         if cand.size == 0 or not np.isfinite(cand).all():
             return None, ""
         config = getattr(result, "config", None)
+        if isinstance(config, dict) and config.get("source") == "run":
+            # a run: relevant documents it never retrieved rank at the censored depth + 1
+            depth = config.get("depth")
+            if isinstance(depth, numbers.Integral) and depth >= 1:
+                return float(depth) + 1, (f"the run retrieves at most {int(depth)} documents per query; a query "
+                                          "whose relevant documents were not retrieved ranks depth + 1")
+            return None, ""
         zero = isinstance(config, dict) and config.get("empty_queries") == "zero"
         if n_relevant is not None and np.shape(n_relevant) == np.shape(n_candidates):
             rel = np.asarray(n_relevant, dtype=np.float64).reshape(-1)
