@@ -117,12 +117,13 @@ class _LazyArrays(Mapping):
         return f"<arrays of {self.path}: {', '.join(map(repr, self._names))}>"
 
 
-def _np_load(p: Path, not_numpy: str, rewrite: str):
+def _np_load(p: Path, not_numpy: str, rewrite: str, mmap_mode: str | None = None):
     """``np.load(p)`` without pickle: an array or an open NpzFile. A file numpy would read
     as a pickle is refused saying so (``not_numpy``: why it is not a numpy file;
-    ``rewrite``: how to write it again); any other failure is the file's damage."""
+    ``rewrite``: how to write it again); any other failure is the file's damage.
+    ``mmap_mode`` maps a .npy file instead of reading it (ignored for .npz)."""
     try:
-        return np.load(p, allow_pickle=False)
+        return np.load(p, allow_pickle=False, mmap_mode=mmap_mode)
     except ValueError as exc:
         if "pickle" in str(exc).lower():
             raise InputError(f"{p}: {not_numpy}, so numpy would read it as a pickle of Python objects, which is "
@@ -134,10 +135,12 @@ def _np_load(p: Path, not_numpy: str, rewrite: str):
 
 def read_npy(path) -> np.ndarray:
     """The one array of a ``.npy`` file (no pickle), in native byte order; every
-    problem is an :class:`~retrieval_checks.InputError` naming the file."""
+    problem is an :class:`~retrieval_checks.InputError` naming the file. The file is
+    memory-mapped copy-on-write: pages are read when the engine's chunks reach them, so
+    a gallery larger than memory streams (a writable array; writes never reach the file)."""
     p = check_file(path)
     arr = _np_load(p, "has no .npy header", "If it is damaged or not a .npy file, write it again with "
-                   "numpy.save(path, embeddings).")
+                   "numpy.save(path, embeddings).", mmap_mode="c")
     if not isinstance(arr, np.ndarray):
         close = getattr(arr, "close", None)
         if close is not None:
