@@ -15,7 +15,10 @@ def test_npy_is_mapped_copy_on_write_and_evaluates(tmp_path):
     path = tmp_path / "emb.npy"
     np.save(path, X)
     arr = read_npy(path)
-    assert isinstance(arr, np.memmap) and arr.flags.writeable
+    mapped = arr
+    while mapped is not None and not isinstance(mapped, np.memmap):
+        mapped = mapped.base
+    assert mapped is not None and mapped.mode == "c" and arr.flags.writeable
     y = np.arange(300) % 10
     assert rc.evaluate(arr, query_labels=y, metrics=["map"])["map"] == rc.evaluate(X, query_labels=y,
                                                                                    metrics=["map"])["map"]
