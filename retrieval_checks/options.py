@@ -25,7 +25,7 @@ from .errors import InputError
 __all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "parse_text", "parse_memory", "DATASET_TYPES"]
 
 #: The kinds of dataset a suite declares; each option applies to some of them.
-DATASET_TYPES = ("retrieval", "image_text", "images")
+DATASET_TYPES = ("retrieval", "image_text", "images", "run", "ann")
 
 _DEVICE = re.compile(r"^(auto|cpu|torch-cpu|numpy|cuda(:[0-9]+)?)$")
 
@@ -134,18 +134,18 @@ def _choice(name, choices, default, help_text, applies_to=()):
                   applies_to=applies_to, help=help_text)
 
 
-_RET, _IT, _IMG = DATASET_TYPES
+_RET, _IT, _IMG, _RUN, _ANN = DATASET_TYPES
 
 #: Every evaluation option, by the name suites and the plugin use.
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     _choice("similarity", ("cosine", "dot", "neg_l2", "hamming"), "cosine",
             "similarity of two embeddings (hamming: binary codes); pair thresholds are in its units "
-            "(neg_l2: minus the distance; hamming: a distance in bits)", (_RET, _IT)),
+            "(neg_l2: minus the distance; hamming: a distance in bits)", (_RET, _IT, _ANN)),
     _choice("ties", ("pessimistic", "optimistic", "average"), "pessimistic",
             "where a relevant item ranks among non-relevant items with an equal score: after them, before "
-            "them, or the exact mean over every order of the tie", (_RET, _IT)),
+            "them, or the exact mean over every order of the tie", (_RET, _IT, _RUN)),
     _choice("empty_queries", ("skip", "error", "zero"), "skip",
-            "queries without a relevant gallery item: skip (counted), error, or score zero", (_RET,)),
+            "queries without a relevant gallery item: skip (counted), error, or score zero", (_RET, _RUN)),
     Option("confidence", "number", 0.95, "a number strictly between 0 and 1 (e.g. 0.95)", low=0.0, high=1.0,
            open_low=True, open_high=True, applies_to=DATASET_TYPES, help="confidence of every interval"),
     Option("seed", "integer", 0, "an integer >= 0", low=0, applies_to=DATASET_TYPES,
@@ -165,10 +165,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            low=0.0, high=100.0, open_low=True, open_high=True, applies_to=(_IMG,),
            help="percentile of the training margins behind spectral_measure's gamma"),
     Option("max_skipped", "skipped", None, "a count of queries (an int >= 0) or a fraction of them (a float in "
-           "[0, 1))", applies_to=(_RET,), optional=True,
+           "[0, 1))", applies_to=(_RET, _RUN), optional=True,
            help="most queries a gate may skip (no relevant item) before it fails; default: no limit, a warning"),
     Option("timeout", "number", None, "a number of seconds > 0", low=0.0, open_low=True, optional=True,
-           applies_to=DATASET_TYPES, help="seconds a model may take for one dataset before the check fails "
+           applies_to=(_RET, _IT, _IMG, _ANN), help="seconds a model may take for one dataset before the check fails "
                                            "(default: no limit)"),
     Option("device", "device", "auto", "auto, cpu, torch-cpu, numpy, cuda or cuda:N",
            help="where similarities (and models) are computed"),

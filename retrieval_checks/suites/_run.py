@@ -23,6 +23,9 @@ from ..engine import EvaluationCache, evaluate
 from ..data import read_arrays, read_npy
 from ..classifiers._measures import evaluate_classifier
 from ..engine import evaluate_image_text
+from ..engine._ann import ann_recall
+from ..engine._runs import evaluate_run
+from ..metrics._names import parse_metric
 from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint, resolve_device
 from ..models._timeout import call_with_timeout
 from ..stats._compare import compare
@@ -30,7 +33,8 @@ from ..stats._gaps import generalization_gap
 from .._suggest import did_you_mean, hint
 from ..options import DEFAULTS, OPTIONS, check_option
 from ._schema import Case, Source, Suite
-from ..errors import InputError, ModelTimeoutError, RetrievalChecksError, SuiteError
+from ..errors import (EmptyQueriesError, InputError, MetricNameError, ModelTimeoutError, RetrievalChecksError,
+                      SuiteError)
 
 __all__ = ["SuiteRunner"]
 
@@ -111,7 +115,7 @@ class SuiteRunner:
     def _array(self, source: Source, key: str, what: str, suite: Suite, field: str, required: bool):
         arrays = self._arrays_of(source.file)
         if "" in arrays:  # a .npy file holds one array: the embeddings or the inputs
-            if what in ("embeddings", "inputs"):
+            if what in ("embeddings", "inputs", "neighbors"):
                 return arrays[""]
             if required:
                 raise SuiteError(f"{source.file.name} is a .npy file (one array); {what} need a file with named "
@@ -256,6 +260,9 @@ class SuiteRunner:
             timeout = self.timeout(suite, model_name, dataset_name)
         shared = suite.metrics_for(model_name, dataset_name, options, self.defaults)
         own = None if metrics is None else [m for m in dict.fromkeys(metrics)]
+        if suite.datasets[dataset_name].type == "ann":  # ann_recall measures one K per pass
+            shared = own if own is not None else shared[:1]
+            key = (*key, tuple(shared))
         if key not in self._shared_failed:
             try:
                 return self.evaluations.get_or_compute(
@@ -281,6 +288,10 @@ class SuiteRunner:
         dataset = suite.datasets[dataset_name]
         if dataset.type == "images":
             return self._classify(suite, model_name, dataset_name, metrics, options, timeout)
+        if dataset.type == "run":
+            return self._run_file(suite, dataset, metrics, options)
+        if dataset.type == "ann":
+            return self._ann(suite, model_name, dataset, metrics, options, timeout)
         common = dict(similarity=options["similarity"], ties=options["ties"], device=self.device,
                       max_memory=self.max_memory, confidence=options["confidence"], progress=self.progress)
         if dataset.type == "image_text":
@@ -306,6 +317,40 @@ class SuiteRunner:
                         gallery_ids=None if g is None else g.ids, metrics=metrics,
                         empty_queries=options["empty_queries"], group_size=options["group_size"],
                         group_seed=options["seed"], group_repeats=options["group_repeats"], **common)
+
+    def _run_file(self, suite: Suite, dataset, metrics: list, options: dict):
+        """A TREC run against its qrels (:func:`~retrieval_checks.evaluate_run`); a file
+        it cannot read is an error at the dataset's line."""
+        try:
+            return evaluate_run(dataset.run, dataset.qrels, metrics, ties=options["ties"],
+                                relevance_level=dataset.relevance_level, empty_queries=options["empty_queries"],
+                                confidence=options["confidence"], k=dataset.depth)
+        except (MetricNameError, EmptyQueriesError):
+            raise
+        except InputError as exc:
+            raise SuiteError(f"{exc} (run {dataset.run.name}, qrels {dataset.qrels.name})", path=suite.path,
+                             line=dataset.line, field=f"datasets.{dataset.name}") from None
+
+    def _ann(self, suite: Suite, model_name: str, dataset, metrics: list, options: dict, timeout=None):
+        """ann_recall@K of the dataset's neighbours against exact search over the model's
+        embeddings (:func:`~retrieval_checks.ann_recall`); one K per pass."""
+        (k,) = {parse_metric(m).k for m in metrics}
+        q = self.part(suite, model_name, dataset.name, "queries", timeout=timeout)
+        g = self.part(suite, model_name, dataset.name, "gallery", timeout=timeout) if "gallery" in dataset.parts \
+            else None
+        src = dataset.neighbors
+        field = f"datasets.{dataset.name}.neighbors"
+        neighbors = self._array(src, src.neighbors, "neighbors", suite, field, required=True)
+        try:
+            return ann_recall(q.embeddings, None if g is None else g.embeddings, neighbors, k=k,
+                              similarity=options["similarity"], query_ids=q.ids, gallery_ids=None if g is None
+                              else g.ids, device=self.device, max_memory=self.max_memory,
+                              confidence=options["confidence"], progress=self.progress)
+        except InputError as exc:
+            if "neighbors" not in str(exc):
+                raise
+            raise SuiteError(f"{exc} ({src.file.name}, model {model_name!r})", path=suite.path, line=src.line,
+                             field=field) from None
 
     def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict,
                   timeout=None):

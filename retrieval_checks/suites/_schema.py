@@ -18,6 +18,7 @@ from typing import Any
 
 from ..metrics._names import MetricSpec, metric_spec
 from ..metrics._thresholds import check_threshold
+from ..engine._runs import _FAMILIES as _RUN_FAMILIES, _parse_metrics as _run_metrics
 from ._yaml import Node, NodeList, load_yaml, short
 from .._paths import missing_file
 from .._suggest import hint as _hint
@@ -38,8 +39,11 @@ _OPTIONS = {name: o for name, o in OPTIONS.items() if o.applies_to}
 _GATE_OPTIONS = ("max_skipped", "timeout")
 # markers whose conditions pytest evaluates as Python source when given as strings
 _CONDITION_MARKERS = ("skipif", "xfail")
-_PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",)}
+_PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",),
+               "run": (), "ann": ("queries", "gallery")}
 _SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image", "boxes", "masks")
+#: The model name of the items of checks on run datasets (a run is a search's output: no model).
+RUN_MODEL = "run"
 _RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
 
 
@@ -55,20 +59,28 @@ class Source:
     image: str = "image"
     boxes: str = "boxes"
     masks: str = "masks"
+    neighbors: str = "neighbors"
     line: int | None = None
 
 
 @dataclass(frozen=True)
 class Dataset:
     """``type`` retrieval (parts ``queries`` [+ ``gallery``]), image_text (parts
-    ``images`` + ``captions``) or images (part ``images``: classifier inputs with
-    labels and boxes or masks)."""
+    ``images`` + ``captions``), images (part ``images``: classifier inputs with
+    labels and boxes or masks), run (a TREC ``run`` file and its ``qrels``: no parts,
+    no model) or ann (parts ``queries`` [+ ``gallery``] and an index's ``neighbors``)."""
 
     name: str
     type: str
     parts: dict
     protocol: str = "5k"
     images_without_captions: str = "error"
+    run: Path | None = None
+    qrels: Path | None = None
+    relevance_level: int = 1
+    depth: int | None = None
+    neighbors: Source | None = None
+    k: int = 10
     line: int | None = None
 
     @property
@@ -401,13 +413,13 @@ def hint(value, allowed) -> str:
     return _hint(value, allowed) if isinstance(value, str) and len(value) <= 200 else ""
 
 
-def _source(r: _Reader, value, field: str, line) -> Source:
+def _source(r: _Reader, value, field: str, line, allowed: tuple = _SOURCE_KEYS) -> Source:
     if isinstance(value, str):
         return Source(file=r.file(value, field, line), line=line)
-    node = r.mapping(value, field, line, "a file path, or {file: ..., embeddings: ..., inputs: ..., labels: ..., ids: ...}")
-    r.keys(node, field, _SOURCE_KEYS, required=("file",))
+    node = r.mapping(value, field, line, f"a file path, or {{{', '.join(k + ': ...' for k in allowed[:5])}}}")
+    r.keys(node, field, allowed, required=("file",))
     keys = {}
-    for k in _SOURCE_KEYS[1:]:
+    for k in allowed[1:]:
         if k in node:
             if not isinstance(node[k], str):
                 raise r.error(f"expected the name of an array in the file, found {_describe(node[k])}.",
@@ -420,6 +432,8 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
     field = f"datasets.{name}"
     node = r.mapping(node, field, line, "type, queries, gallery, ... or images, captions, ...")
     kind = r.choice(node.get("type", "retrieval"), tuple(_PART_NAMES), _join(field, "type"), node.line_of("type"))
+    if kind in _OWN_FIELDS:
+        return _OWN_FIELDS[kind](r, name, node, line, field)
     parts_names = _PART_NAMES[kind]
     extra = ("protocol", "images_without_captions") if kind == "image_text" else ()
     r.keys(node, field, ("type", *parts_names, *extra),
@@ -433,6 +447,52 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
                                                  _join(field, "images_without_captions"),
                                                  node.line_of("images_without_captions"))
     return Dataset(name=name, type=kind, parts=parts, line=line, **kw)
+
+
+def _run_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
+    """``type: run``: a TREC ``run`` file and a TREC ``qrels`` file (paths relative to the
+    suite), ``relevance_level`` (the least relevant grade) and ``depth`` (the top
+    ``depth`` documents of each query; evaluate_run's ``k``)."""
+    r.keys(node, field, ("type", "run", "qrels", "relevance_level", "depth"), required=("run", "qrels"))
+    kw = {k: r.file(node[k], _join(field, k), node.line_of(k)) for k in ("run", "qrels")}
+    for k, attr in (("relevance_level", "relevance_level"), ("depth", "depth")):
+        if k in node:
+            kw[attr] = r.integer(node[k], _join(field, k), node.line_of(k), 1)
+    return Dataset(name=name, type="run", parts={}, line=line, **kw)
+
+
+def _ann_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
+    """``type: ann``: ``queries`` [+ ``gallery``] (embedded by the model as a retrieval
+    dataset's; labels are not needed), the index's ``neighbors`` (a .npy file, or a file
+    with a ``neighbors`` array: n_queries x >= k gallery indices, -1 missing) and ``k``."""
+    r.keys(node, field, ("type", "queries", "gallery", "neighbors", "k"), required=("queries", "neighbors"))
+    parts = {p: _source(r, node[p], _join(field, p), node.line_of(p)) for p in ("queries", "gallery") if p in node}
+    where = _join(field, "neighbors")
+    neighbors = _source(r, node["neighbors"], where, node.line_of("neighbors"), ("file", "neighbors"))
+    k = r.integer(node["k"], _join(field, "k"), node.line_of("k"), 1) if "k" in node else 10
+    columns = _npy_columns(neighbors.file)
+    if columns is not None and columns < k:
+        at = ("k", node.line_of("k")) if "k" in node else ("neighbors", node.line_of("neighbors"))
+        raise r.error(f"{neighbors.file.name} has {columns} neighbour columns, fewer than k={k}"
+                      f"{'' if 'k' in node else ' (the default)'}: search the index for at least k neighbours, or "
+                      f"set k: {columns} or less.", _join(field, at[0]), at[1])
+    return Dataset(name=name, type="ann", parts=parts, neighbors=neighbors, k=k, line=line)
+
+
+def _npy_columns(path: Path) -> int | None:
+    """The columns of a 2-D .npy array, from its header only (None: not a readable 2-D .npy)."""
+    if path.suffix.lower() != ".npy":
+        return None
+    import numpy as np
+
+    try:
+        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape  # maps the file: reads the header only
+    except Exception:  # a damaged file is the reader's error, at run time
+        return None
+    return int(shape[1]) if len(shape) == 2 else None
+
+
+_OWN_FIELDS = {"run": _run_dataset, "ann": _ann_dataset}
 
 
 def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
@@ -476,6 +536,9 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
             where = f"{field}.embeddings.{ds}"
             if ds not in datasets:
                 raise r.error(_unknown("dataset", ds, datasets), where, files_node.line_of(ds))
+            if datasets[ds].type == "run":
+                raise r.error(f"dataset {ds!r} is a run (rankings and qrels): there is nothing to embed.", where,
+                              files_node.line_of(ds))
             parts = datasets[ds].parts
             if isinstance(spec, str) and len(parts) == 1:
                 spec = {next(iter(parts)): spec}
@@ -561,7 +624,8 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
                       f"baseline (found {', '.join(rules)}).", field, line)
     kind = rules[0] if rules else "threshold"
     options = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node}
-    models = _names(r, node, "model", "models", field, suite_models, "model") or tuple(suite_models)
+    named = _names(r, node, "model", "models", field, {**suite_models, RUN_MODEL: None}, "model")
+    models = named or tuple(suite_models)
     datasets = _names(r, node, "dataset", "datasets", field, suite_datasets, "dataset")
     kw = _RULES[kind](r, node, field, line, spec, suite_models)
     if kind == "gap":
@@ -572,11 +636,12 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
                       "in models:.", field, line)
     datasets = _check_datasets(r, spec, datasets, suite_datasets, field, line)
-    wanted = spec.capabilities.dataset
+    models = _check_models(r, node, field, kind, named, models, [suite_datasets[d] for d in datasets], suite_models)
     for k in options:
-        if wanted not in _OPTIONS[k].applies_to:
-            raise r.error(f"{k} does not apply to {wanted} datasets (only to: {', '.join(_OPTIONS[k].applies_to)}).",
-                          _join(field, k), node.line_of(k))
+        for wanted in dict.fromkeys(suite_datasets[d].type for d in datasets):
+            if wanted not in _OPTIONS[k].applies_to:
+                raise r.error(f"{k} does not apply to {wanted} datasets (only to: "
+                              f"{', '.join(_OPTIONS[k].applies_to)}).", _join(field, k), node.line_of(k))
     if spec.kind == "classifier":
         _check_classifier_models(r, spec, models, suite_models, field, line)
     markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
@@ -699,21 +764,79 @@ def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
 _RULES = {"threshold": _threshold_rule, "gap": _gap_rule, "compare": _compare_rule, "baseline": _baseline_rule}
 
 
+def _types_of(spec: MetricSpec) -> tuple:
+    """The dataset types a metric is measured on: ann_recall@K on ann datasets; the
+    ranking metrics evaluate_run computes on retrieval and run datasets; the rest on
+    the family's own dataset type."""
+    if spec.capabilities.entry == "ann_recall":
+        return ("ann",)
+    if spec.family in _RUN_FAMILIES:
+        return (spec.capabilities.dataset, "run")
+    return (spec.capabilities.dataset,)
+
+
+def _refused(spec: MetricSpec, kind: str) -> str:
+    """Why ``spec`` is not measured on a dataset of type ``kind``."""
+    if kind == "run":
+        try:
+            _run_metrics([spec.name])
+        except MetricNameError as exc:
+            return f"{exc} ('run' datasets hold a search's rankings, not embeddings.)"
+    if kind == "ann":
+        return (f"{spec.name} is not measured on ann datasets: an ann dataset compares an approximate index's "
+                "neighbours with exact search, and gates ann_recall@K (K at most its k); measure ranking metrics "
+                "on a retrieval dataset.")
+    return f"{spec.name} is measured on {' or '.join(_types_of(spec))} datasets; this one is {kind}."
+
+
 def _check_datasets(r: _Reader, spec, datasets, suite_datasets: dict, field: str, line) -> tuple:
     """The check's datasets (the only one of the right type when none is named), each of
-    the type the metric is measured on."""
-    wanted = spec.capabilities.dataset
+    a type the metric is measured on."""
+    wanted = _types_of(spec)
     if datasets is None:
-        compatible = [d for d, ds in suite_datasets.items() if ds.type == wanted]
+        compatible = [d for d, ds in suite_datasets.items() if ds.type in wanted]
         if len(compatible) != 1:
             raise r.error(f"name the dataset (dataset: or datasets:); the suite has {len(compatible)} "
-                          f"{wanted} datasets ({', '.join(compatible) or 'none'}).", field, line)
+                          f"{' or '.join(wanted)} datasets ({', '.join(compatible) or 'none'}).", field, line)
         datasets = tuple(compatible)
     for d in datasets:
-        if suite_datasets[d].type != wanted:
-            raise r.error(f"{spec.name} is measured on {wanted} datasets; {d!r} is {suite_datasets[d].type}.",
-                          field, line)
+        ds = suite_datasets[d]
+        if ds.type not in wanted:
+            raise r.error(f"dataset {d!r}: {_refused(spec, ds.type)}", field, line)
+        if ds.type == "ann" and spec.k is not None and spec.k > ds.k:
+            raise r.error(f"{spec.name} compares the top {spec.k} neighbours, but dataset {d!r} has k: "
+                          f"{ds.k}; use K <= {ds.k} or raise the dataset's k (the neighbours' columns).", field, line)
+    if len({suite_datasets[d].type == "run" for d in datasets}) > 1:
+        raise r.error("a check measures run datasets (no model) or model datasets, not both: split it in two.",
+                      field, line)
     return datasets
+
+
+def _check_models(r: _Reader, node, field: str, kind: str, named, models: tuple, datasets: list,
+                  suite_models: dict) -> tuple:
+    """A check on run datasets has the one model ``run`` (a run is a search's output);
+    a check on other datasets names declared models only."""
+    where = ("model", node.line_of("model")) if "model" in node else ("models", node.line_of("models"))
+    if datasets[0].type != "run":
+        if RUN_MODEL in models and RUN_MODEL not in suite_models:
+            raise r.error(f"model {RUN_MODEL!r} is the model of run datasets (a run has no model); "
+                          f"{datasets[0].name!r} is a {datasets[0].type} dataset.{_declared(suite_models)}",
+                          _join(field, where[0]), where[1])
+        return models
+    if named is not None and named != (RUN_MODEL,):
+        other = next(m for m in named if m != RUN_MODEL)
+        raise r.error(f"dataset {datasets[0].name!r} is a run (a search's rankings and qrels): it has no model, so "
+                      f"model {other!r} cannot be measured on it; its items use the model name {RUN_MODEL!r} "
+                      f"(leave model: out, or write model: {RUN_MODEL}).", _join(field, where[0]), where[1])
+    if kind == "compare":
+        raise r.error("compare pairs two models on one dataset; a run dataset has no model. Compare two runs with "
+                      "retrieval_checks.compare on two evaluate_run results in Python.", _join(field, "compare"),
+                      node.line_of("compare"))
+    return (RUN_MODEL,)
+
+
+def _declared(models: dict) -> str:
+    return f" Declared models: {', '.join(models)}."
 
 
 def _check_classifier_models(r: _Reader, spec, models, suite_models: dict, field: str, line) -> None:
@@ -794,6 +917,9 @@ def _models(r: _Reader, top: Node, datasets: dict) -> dict:
     m_node = r.mapping(top["models"], "models", top.line_of("models"), "model name: {...}")
     models = {r.name(k, "models", m_node.line_of(k)): _model(r, k, v, m_node.line_of(k), datasets)
               for k, v in m_node.items()}
+    if RUN_MODEL in models and any(d.type == "run" for d in datasets.values()):
+        raise r.error(f"the model name {RUN_MODEL!r} is the model of the suite's run datasets; rename this model.",
+                      "models", m_node.line_of(RUN_MODEL))
     if not models:
         raise r.error("declare at least one model, or leave models: out to use the datasets' own embeddings.",
                       "models", top.line_of("models"))
