@@ -632,11 +632,11 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         if datasets is not None:
             raise r.error("a gap names its datasets in gap: {train: ..., test: ...}.", field, line)
         datasets = _gap_datasets(r, node, field, suite_datasets)
-    elif kind == "compare" and not [m for m in models if m != kw["baseline"]]:
-        raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
-                      "in models:.", field, line)
     datasets = _check_datasets(r, spec, datasets, suite_datasets, field, line)
     models = _check_models(r, node, field, kind, named, models, [suite_datasets[d] for d in datasets], suite_models)
+    if kind == "compare" and not [m for m in models if m != kw["baseline"]]:
+        raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
+                      "in models:.", field, line)
     for k in options:
         for wanted in dict.fromkeys(suite_datasets[d].type for d in datasets):
             if wanted not in _OPTIONS[k].applies_to:
