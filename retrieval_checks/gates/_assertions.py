@@ -281,12 +281,13 @@ def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
     ties = m.extra.get("ties")
     worst = lo if m.higher_is_better else hi
     if m.value == worst:
-        advice = "this value is already the worst order's; break the ties in the model (e.g. longer codes) to narrow it"
+        advice = ("this value is already the worst order's; break the ties in the model (finer scores, e.g. longer "
+                  "codes) to narrow it")
     else:
         policy = ("ties='pessimistic' gives it" if not m.metric.startswith("map@") or m.metric == "map@R"
                   else "map@K is not monotone in rank, so no policy gives it")
         advice = (f"the worst order gives {_f(worst, m.unit)} ({policy}; result.tie_range() has it); break the "
-                  f"ties in the model (e.g. longer codes) or gate on the worst order")
+                  f"ties in the model (finer scores, e.g. longer codes) or gate on the worst order")
     return [f"{gate}: {m.metric} ranges from {_f(lo, m.unit)} to {_f(hi, m.unit)} over the orders of tied scores "
             f"({share}this value is ties={ties!r}); {verdict}; {advice}."]
 
