@@ -6,14 +6,17 @@
     retrieval-checks history map --model candidate
     retrieval-checks export --format csv -o runs.csv
     retrieval-checks report latest -o report.html
+    retrieval-checks validate example_suites    # suites and baselines files, no model run
+    retrieval-checks schema -o suite.schema.json
 
 ``--db`` names the history database (default ``.retrieval-checks/history.sqlite``,
 as written by the pytest plugin from the rootdir), before or after the command.
 Exit codes: 0 success, 1 a comparison found a regression (a worse value, a gate that
 errored, or a gate of the baseline run missing from the candidate unless
 ``--allow-missing``), or ``show --check`` found a failed gate or a non-zero recorded
-exit status; 2 bad usage (an unknown metric, nothing to compare) or a database
-problem. Runs are named by id, ``latest``, or ``-1``, ``-2``, ... (newest
+exit status, or ``validate`` found an invalid suite or baselines file; 2 bad usage (an
+unknown metric, nothing to compare, a path to validate that does not exist or is not a
+suite or baselines file) or a database problem. Runs are named by id, ``latest``, or ``-1``, ``-2``, ... (newest
 first).
 """
 
@@ -21,20 +24,27 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import io
 import json
 import math
+import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
 
-from ..gates import rule_text
+import yaml
+
+from ..gates import BaselineFile, rule_text
 from ._history import History
 from ._report import render_report
 from ..gates._regression import higher_is_better, measure_change
-from ..errors import InputError, RetrievalChecksError
+from ..errors import InputError, RetrievalChecksError, SuiteError
 from ..options import parse_text
 from .._suggest import did_you_mean
+from ..suites import load_suite
+from ..suites._jsonschema import suite_json_schema
 
 DEFAULT_DB = ".retrieval-checks/history.sqlite"
 _EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", "test", "suite", "model", "dataset", "metric",
@@ -216,6 +226,141 @@ def _cmd_report(h: History, args, out) -> int:
     return 0
 
 
+#: What ``validate`` looks for in a directory: the plugin's default ``rc_suite_files`` and
+#: the baselines files that pytest writes beside suites and test modules.
+SUITE_PATTERNS = ("rc_*.yaml", "rc_*.yml")
+_BASELINE_SUFFIXES = (".baselines.yaml", ".baselines.yml")
+# directories pytest does not recurse into (its default norecursedirs), and hidden ones
+_SKIP_DIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}", "__pycache__")
+
+
+def _file_kind(path: Path, patterns, explicit: bool) -> str | None:
+    """``baselines``, ``suite`` or None: a baselines file by its name; a suite by the
+    plugin's patterns in a directory, or any .yaml / .yml file named on the command line."""
+    if path.name.endswith(_BASELINE_SUFFIXES):
+        return "baselines"
+    if path.suffix in (".yaml", ".yml") and (explicit or any(fnmatch.fnmatch(path.name, p) for p in patterns)):
+        return "suite"
+    return None
+
+
+def _walk(root: Path, patterns) -> list[tuple[Path, str]]:
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, p) for p in _SKIP_DIRS))
+        for name in sorted(files):
+            kind = _file_kind(Path(folder) / name, patterns, explicit=False)
+            if kind is not None:
+                found.append((Path(folder) / name, kind))
+    return found
+
+
+def _targets(paths, patterns) -> list[tuple[Path, str]]:
+    """Every (file, kind) to validate; a missing path, a file that is neither a suite nor a
+    baselines file, or a directory without either is a usage error (nothing is judged)."""
+    out = []
+    for text in paths:
+        path = Path(text)
+        if path.is_dir():
+            found = _walk(path, patterns)
+            if not found:
+                raise _UsageError(f"{text}: no suites ({', '.join(patterns)}) or baselines files (*.baselines.yaml) "
+                                  "in this directory or below it.")
+            out.extend(found)
+        elif path.is_file():
+            kind = _file_kind(path, patterns, explicit=True)
+            if kind is None:
+                raise _UsageError(f"{text}: not a YAML suite (.yaml, .yml) or a baselines file (*.baselines.yaml); "
+                                  "name a suite, a baselines file or a directory.")
+            out.append((path, kind))
+        else:
+            raise _UsageError(f"{text}: no such file or directory.")
+    return list(dict.fromkeys(out))
+
+
+def _suite_errors(path: Path) -> list[str]:
+    """The suite's error as ``path:line: field: message`` (the loader stops at the first)."""
+    try:
+        load_suite(path)
+    except SuiteError as exc:
+        field = f"{exc.field}: " if exc.field else ""
+        return [f"{path}:{exc.line or 1}: {field}{exc.detail}"]
+    except Exception as exc:  # a bug of ours is still reported on this file, as the plugin does
+        return [f"{path}:1: could not read the suite ({type(exc).__name__}: {exc}); please report this with the "
+                "file."]
+    return []
+
+
+def _record_lines(text: str) -> dict:
+    """Record name -> (its line, {field: line}) from the YAML's node tree (empty when it
+    cannot be composed: the reader's error then names the line)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return {}
+    lines = {}
+    for key, value in root.value if isinstance(root, yaml.MappingNode) else ():
+        fields = {}
+        for k, _ in value.value if isinstance(value, yaml.MappingNode) else ():
+            fields[str(k.value)] = k.start_mark.line + 1
+        lines[str(key.value)] = (key.start_mark.line + 1, fields)
+    return lines
+
+
+def _baselines_errors(path: Path) -> list[str]:
+    """Every malformed record of a baselines file as ``path:line: message`` (the line of
+    the record's field when the reader names one), or the file's own error."""
+    try:
+        records = BaselineFile(path)
+    except InputError as exc:
+        message = str(exc)
+        line = "1"
+        if message.startswith(str(path)):
+            rest = message[len(str(path)):]
+            head, sep, tail = rest.partition(": ")
+            message = tail if sep else rest
+            line = head.lstrip(":") or "1"
+        return [f"{path}:{line}: {message}"]
+    lines = _record_lines(path.read_text(encoding="utf-8"))
+    errors = []
+    for key in records.records:
+        try:
+            records.get(key)
+        except InputError as exc:
+            line, fields = lines.get(key, (1, {}))
+            field = re.search(r"field '([^'.]+)", str(exc))
+            line = fields.get(field.group(1), line) if field else line
+            message = str(exc).removeprefix(f"{path}: ")
+            errors.append(f"{path}:{line}: {message}")
+    return errors
+
+
+def _cmd_validate(args, out) -> int:
+    targets = _targets(args.paths, tuple(args.suite_files or SUITE_PATTERNS))
+    errors, bad = [], 0
+    for path, kind in targets:
+        found = _suite_errors(path) if kind == "suite" else _baselines_errors(path)
+        errors.extend(found)
+        bad += bool(found)
+    for line in errors:
+        print(line, file=out)
+    n_suites = sum(1 for _, kind in targets if kind == "suite")
+    summary = (f"{len(targets)} file(s) checked ({n_suites} suite(s), {len(targets) - n_suites} baselines file(s)): "
+               f"{bad} invalid, {len(errors)} error(s)")
+    print(summary if errors else f"{summary}; all valid", file=out)
+    return 1 if errors else 0
+
+
+def _cmd_schema(args, out) -> int:
+    text = json.dumps(suite_json_schema(), indent=2) + "\n"
+    if args.output:
+        _write(args.output, text)
+        print(f"wrote the suite schema to {args.output}", file=out)
+    else:
+        out.write(text)
+    return 0
+
+
 def _write(path, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
@@ -264,14 +409,40 @@ def _confidence(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
 
 
+def _suite_commands(sub) -> None:
+    """``validate`` and ``schema``: they read files, not the history database (no --db)."""
+    s = sub.add_parser("validate", parents=[], help="check YAML suites and baselines files without running a model; "
+                       "exit 1 when any is invalid", description="Check YAML suites (with the loader the pytest "
+                       "plugin uses: fields, types, options, metric names, references and that data files exist) "
+                       "and baselines files (every record), without running any model. Prints each error as "
+                       "path:line: message, then a summary line. Exit 0: all valid; 1: an error; 2: bad usage.")
+    s.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a suite (.yaml/.yml), a baselines file (*.baselines.yaml) or a directory: every suite "
+                        f"matching --suite-files ({', '.join(SUITE_PATTERNS)}) and every baselines file in it and "
+                        "below it")
+    s.add_argument("--suite-files", action="append", metavar="GLOB",
+                   help="a file-name pattern of suites inside directories (repeatable; default: the plugin's "
+                        f"rc_suite_files default, {' '.join(SUITE_PATTERNS)})")
+    s = sub.add_parser("schema", parents=[], help="print the JSON Schema (draft 2020-12) of the suite format",
+                       description="Print the JSON Schema (draft 2020-12) of YAML suites, generated from the "
+                       "library's option table, metric templates, dataset types, model kinds and check fields "
+                       "(for editors and linters; load_suite also checks files, references and metric scales).")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="retrieval-checks", description="Recorded quality-gate runs: list, compare, export.")
+    from .. import __version__  # here: the package has finished importing
+
+    p = argparse.ArgumentParser(prog="retrieval-checks", description="Recorded quality-gate runs: list, compare, "
+                                "export; and YAML suites checked without running a model (validate, schema).")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--db", default=DEFAULT_DB, help=f"history database (default {DEFAULT_DB})")
     # --db is accepted after the command too; there it overrides the one given before
     db = argparse.ArgumentParser(add_help=False)
     db.add_argument("--db", dest="sub_db", default=None, help=f"history database (default {DEFAULT_DB})")
     sub = p.add_subparsers(dest="command", required=True, parser_class=lambda **kw: argparse.ArgumentParser(
-        parents=[db], **kw))
+        **{"parents": [db], **kw}))
+    _suite_commands(sub)
     s = sub.add_parser("runs", help="list runs, newest first")
     s.add_argument("--limit", type=_positive_int, default=20, help="newest N runs (default 20)")
     s = sub.add_parser("show", help="the gates of one run")
@@ -305,9 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None, out=None) -> int:
-    """Run one command; returns the exit code (0 success, 1 a regression or a failed
-    gate under ``show --check``, 2 a user's mistake: bad arguments, a missing or damaged
-    database, an unknown run, an unwritable output)."""
+    """Run one command; returns the exit code (0 success, 1 a regression, a failed
+    gate under ``show --check`` or an invalid file under ``validate``, 2 a user's mistake:
+    bad arguments, a missing or damaged database, an unknown run, an unwritable output, a
+    path to validate that is missing or of an unknown kind)."""
     out = out or sys.stdout
     parser = build_parser()
     try:
@@ -319,6 +491,8 @@ def main(argv=None, out=None) -> int:
     commands = {"runs": _cmd_runs, "show": _cmd_show, "compare": _cmd_compare, "history": _cmd_history,
                 "export": _cmd_export, "report": _cmd_report}
     try:
+        if args.command in ("validate", "schema"):  # files, not the history: no database is opened
+            return (_cmd_validate if args.command == "validate" else _cmd_schema)(args, out)
         return commands[args.command](History(args.db), args, out)
     except (RetrievalChecksError, _UsageError) as exc:
         print(f"retrieval-checks: error: {exc}", file=sys.stderr)

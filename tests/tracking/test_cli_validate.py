@@ -1,0 +1,244 @@
+"""``retrieval-checks validate`` and ``retrieval-checks schema``: suites and baselines files
+checked without running a model, and the suite format as a generated JSON Schema."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from retrieval_checks.errors import SuiteError
+from retrieval_checks.metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES, metric_spec
+from retrieval_checks.suites import load_suite, load_yaml
+from retrieval_checks.suites._jsonschema import metric_pattern, suite_json_schema
+from retrieval_checks.tracking import main as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p for p in (ROOT / "example_suites").rglob("rc_*.y*ml") if ".baselines." not in p.name)
+
+GOOD = """\
+suite: tiny
+datasets:
+  test:
+    queries: q.npz
+checks:
+  - {metric: map, dataset: test, at_least: 0.5}
+"""
+
+
+def _cli(*args):
+    out = io.StringIO()
+    return cli(list(map(str, args)), out=out), out.getvalue()
+
+
+def _suite(folder: Path, name: str = "rc_tiny.yaml", text: str = GOOD) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "q.npz").write_bytes(b"")  # the loader checks that data files exist, never reads them
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def test_a_valid_suite_exits_0(tmp_path):
+    code, out = _cli("validate", _suite(tmp_path))
+    assert code == 0, out
+    assert out.strip().endswith("all valid")
+    assert "1 file(s) checked (1 suite(s), 0 baselines file(s))" in out
+
+
+def test_an_invalid_suite_exits_1_with_file_and_line(tmp_path):
+    path = _suite(tmp_path, text=GOOD.replace("at_least: 0.5}", "at_least: 0.5, at_lest: 0.6}"))
+    code, out = _cli("validate", path)
+    assert code == 1
+    first = out.splitlines()[0]
+    assert first.startswith(f"{path}:6: checks[0].at_lest: unknown field"), first
+    assert "did you mean" in first.lower()
+    assert out.splitlines()[-1].startswith("1 file(s) checked") and "1 invalid, 1 error(s)" in out
+
+
+def test_a_missing_data_file_is_an_error_of_the_suite(tmp_path):
+    path = _suite(tmp_path, text=GOOD.replace("q.npz", "missing.npz"))
+    code, out = _cli("validate", path)
+    assert code == 1
+    assert re.match(rf"{re.escape(str(path))}:4: datasets\.test\.queries: file 'missing\.npz'", out), out
+
+
+@pytest.mark.parametrize("make", ["missing", "unknown_kind", "empty_dir"])
+def test_usage_errors_exit_2(tmp_path, capsys, make):
+    target = {"missing": tmp_path / "nope.yaml", "unknown_kind": tmp_path / "notes.txt",
+              "empty_dir": tmp_path / "empty"}[make]
+    if make == "unknown_kind":
+        target.write_text("hello")
+    if make == "empty_dir":
+        target.mkdir()
+        (target / "other.yaml").write_text(GOOD)  # not a suite by the plugin's pattern
+    code, out = _cli("validate", _suite(tmp_path / "ok"), target)
+    assert code == 2
+    assert out == ""  # nothing is judged when a path is wrong
+    assert str(target) in capsys.readouterr().err
+
+
+def test_no_path_is_a_usage_error():
+    assert _cli("validate")[0] == 2
+
+
+def test_a_directory_validates_suites_and_baselines_below_it(tmp_path):
+    _suite(tmp_path)
+    bad = _suite(tmp_path / "sub", "rc_bad.yml", GOOD.replace("metric: map", "metric: mapp"))
+    _suite(tmp_path / "sub", "helpers.yaml", "not: a suite")  # not rc_*: the plugin does not collect it
+    _suite(tmp_path / ".hidden", "rc_hidden.yaml", "broken: [")
+    shutil.copy(ROOT / "example_suites" / "digits" / "rc_digits.baselines.yaml", tmp_path / "rc_tiny.baselines.yaml")
+    code, out = _cli("validate", tmp_path)
+    assert code == 1
+    assert "3 file(s) checked (2 suite(s), 1 baselines file(s)): 1 invalid, 1 error(s)" in out
+    (line,) = [x for x in out.splitlines() if x.startswith(str(bad))]
+    assert line.startswith(f"{bad}:6: checks[0].metric: Unknown or malformed metric name 'mapp'")
+    code, out = _cli("validate", tmp_path, "--suite-files", "helpers.yaml")
+    assert code == 1 and "(1 suite(s), 1 baselines file(s))" in out and "helpers.yaml:1: not: unknown field" in out
+
+
+def test_the_example_suites_are_valid():
+    code, out = _cli("validate", ROOT / "example_suites")
+    assert code == 0, out
+    assert f"({len(EXAMPLES)} suite(s)" in out
+
+
+def test_baselines_files_good_and_bad(tmp_path):
+    good = tmp_path / "rc_x.baselines.yaml"
+    shutil.copy(ROOT / "example_suites" / "digits" / "rc_digits.baselines.yaml", good)
+    assert _cli("validate", good)[0] == 0
+    bad = tmp_path / "rc_y.baselines.yaml"
+    bad.write_text("a[m-t]:\n  metric: map\n  value: 0.5\n  n: 10\n"
+                   "b[m-t]:\n  metric: map\n  n: 10\n  value: high\n"
+                   "c[m-t]:\n  metric: mapp\n  value: 0.5\n")
+    code, out = _cli("validate", bad)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{bad}:8: baseline 'b[m-t]', field 'value': expected a number"), lines
+    assert lines[1].startswith(f"{bad}:10: baseline 'c[m-t]', field 'metric':"), lines
+    assert "1 baselines file(s)): 1 invalid, 2 error(s)" in lines[-1]
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("a:\n  metric: map\n  value: [1\n", 4, "invalid YAML"),
+    ("a: {metric: map, value: 0.5}\na: {metric: map, value: 0.6}\n", 2, "duplicate key"),
+    ("- one\n- two\n", 1, "a mapping of check names to records"),
+])
+def test_unreadable_baselines_files_name_the_line(tmp_path, text, line, words):
+    path = tmp_path / "t.baselines.yml"
+    path.write_text(text)
+    code, out = _cli("validate", path)
+    assert code == 1
+    assert out.startswith(f"{path}:{line}: ") and words in out.splitlines()[0], out
+
+
+def test_version():
+    import retrieval_checks
+
+    with pytest.raises(SystemExit) as exc:  # argparse's version action prints and exits
+        from retrieval_checks.tracking._cli import build_parser
+
+        build_parser().parse_args(["--version"])
+    assert exc.value.code == 0
+    assert _cli("--version")[0] == 0 and retrieval_checks.__version__
+
+
+# ---------------------------------------------------------------------------- schema
+
+
+@pytest.fixture(scope="module")
+def validator():
+    jsonschema = pytest.importorskip("jsonschema")
+    code, out = _cli("schema")
+    assert code == 0
+    schema = json.loads(out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _plain(path_or_text, tmp_path=None):
+    """A suite as the loader reads it (YAML 1.2: ``on`` is a key, not true), as JSON data."""
+    if tmp_path is not None:
+        p = tmp_path / "s.yaml"
+        p.write_text(path_or_text)
+        path_or_text = p
+    return json.loads(json.dumps(load_yaml(path_or_text)))
+
+
+def test_schema_is_valid_json_and_written_with_o(tmp_path):
+    code, out = _cli("schema", "-o", tmp_path / "suite.schema.json")
+    assert code == 0 and "wrote" in out
+    data = json.loads((tmp_path / "suite.schema.json").read_text())
+    assert data == suite_json_schema()
+    assert data["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert _cli("schema", "-o", tmp_path / "no" / "dir" / "s.json")[0] == 2
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_the_schema_accepts_the_example_suites(validator, path):
+    errors = [e.message for e in validator.iter_errors(_plain(path))]
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("edit", [
+    ("checks:", "colour: red\nchecks:"),                                    # an unknown top-level field
+    ("at_least: 0.5}", "at_least: 0.5, ties: sometimes}"),                  # an option outside its choices
+    ("at_least: 0.5}", "at_least: 0.5, confidence: 95}"),                   # an option out of range
+    ("metric: map,", "metric: recal@10,"),                                  # an unknown metric
+    ("metric: map,", "metric: hit_rate@0,"),                                # K must be positive
+    ("at_least: 0.5}", "at_least: 0.5, gap: {train: test, test: test}}"),   # a threshold and a gap
+    ("at_least: 0.5}", "compare: a, baseline: true}"),                      # two rules
+    ("at_least: 0.5}", "on: value}"),                                       # no rule at all
+    ("queries: q.npz", "queries: q.npz\n    protocol: 5k"),                 # a field of another type
+    ("checks:\n  - {metric: map, dataset: test, at_least: 0.5}", "checks: []"),
+    ("datasets:", "models: {m: {callable: 'a:b', factory: 'a:b'}}\ndatasets:"),  # two model kinds
+])
+def test_the_schema_rejects_invalid_suites(validator, tmp_path, edit):
+    text = GOOD.replace(*edit)
+    assert text != GOOD
+    assert list(validator.iter_errors(_plain(text, tmp_path)))
+    with pytest.raises(SuiteError):  # the loader agrees
+        load_suite(_suite(tmp_path, text=text))
+
+
+def test_every_metric_template_matches_the_pattern():
+    pattern = re.compile(metric_pattern())
+    examples = {"K": "10", "t=T": "t=0.5", "P": "0.9", "Q": "0.9"}
+    for template in (*METRIC_TEMPLATES, *CLASSIFIER_METRICS):
+        base, _, param = template.partition("@")
+        name = f"{base}@{examples.get(param, param)}" if param else base
+        assert pattern.match(name), name
+        metric_spec(name)  # and the library reads it
+    for wrong in ("recal@10", "map@0", "pair_f1@0.5", "rsum@5", ""):
+        assert not pattern.match(wrong), wrong
+
+
+_UNKNOWN = [  # (where a stray field goes, the schema's properties there)
+    ("top", "colour: red\n" + GOOD, lambda s: s["properties"]),
+    ("check", GOOD.replace("at_least: 0.5}", "at_least: 0.5, zzz: 1}"), lambda s: s["$defs"]["check"]["properties"]),
+    ("options", "options: {zzz: 1}\n" + GOOD, lambda s: s["$defs"]["options"]["properties"]),
+    ("source", GOOD.replace("q.npz", "{file: q.npz, zzz: a}"), lambda s: s["$defs"]["source"]["anyOf"][1]["properties"]),
+    ("baseline", GOOD.replace("at_least: 0.5}", "baseline: {zzz: 1}}"),
+     lambda s: s["$defs"]["check"]["properties"]["baseline"]["anyOf"][2]["properties"]),
+    ("compare", GOOD.replace("at_least: 0.5}", "compare: {baseline: m, zzz: 1}}").replace(
+        "checks:", "models: {m: {embeddings: {test: q.npz}}}\nchecks:"),
+     lambda s: s["$defs"]["check"]["properties"]["compare"]["anyOf"][1]["properties"]),
+    ("model", GOOD.replace("checks:", "models: {m: {callable: 'a:b', zzz: 1}}\nchecks:"),
+     lambda s: s["$defs"]["model"]["properties"]),
+] + [(f"dataset {t}", GOOD.replace("    queries: q.npz", f"    type: {t}\n    zzz: 1"),
+      lambda s, i=i: s["$defs"]["dataset"]["anyOf"][i]["properties"])
+     for i, t in enumerate(("retrieval", "image_text", "images", "run", "ann"))]
+
+
+@pytest.mark.parametrize("where, text, properties", _UNKNOWN, ids=[u[0] for u in _UNKNOWN])
+def test_the_schema_lists_the_fields_the_loader_accepts(tmp_path, where, text, properties):
+    """No drift: the loader's own "Expected one of" list is the schema's properties."""
+    with pytest.raises(SuiteError) as exc:
+        load_suite(_suite(tmp_path, text=text))
+    expected = re.search(r"Expected one of: (.*)\.$", exc.value.detail)
+    assert expected, exc.value.detail
+    assert set(expected.group(1).split(", ")) == set(properties(suite_json_schema()))
