@@ -88,7 +88,20 @@ class RelevanceSource:
         rid = rel.row_ids()[keep]
         indptr = np.zeros(rel.n_rows + 1, np.int64)
         np.cumsum(np.bincount(rid, minlength=rel.n_rows), out=indptr[1:])
-        return Csr(indptr, rel.indices[keep])
+        return Csr(indptr, rel.indices[keep], None if rel.grades is None else rel.grades[keep])
+
+    @property
+    def graded(self) -> bool:
+        return self.csr is not None and self.csr.grades is not None
+
+    def level_counts(self, n_q: int, level: float) -> np.ndarray:
+        """Relevant items of grade >= ``level`` per query (self matches excluded)."""
+        out = np.zeros(n_q, np.int64)
+        for start in range(0, n_q, 4096):
+            stop = min(n_q, start + 4096)
+            rel = self.block(start, stop)
+            out[start:stop] = np.bincount(rel.row_ids()[rel.grades >= level], minlength=stop - start)
+        return out
 
     def counts(self, n_q: int) -> np.ndarray:
         """Number of relevant gallery items of every query (self matches excluded),
@@ -127,6 +140,8 @@ class BlockPartial:
     negatives: np.ndarray | None = None  # every negative >= negatives_tau
     negatives_tau: float = -math.inf
     fixed_fp: np.ndarray | None = None  # negatives >= each fixed threshold
+    grade: np.ndarray | None = None  # graded relevance: each relevant item's grade (same order)
+    score: np.ndarray | None = None  # graded relevance: each relevant item's score (ties among them)
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -199,7 +214,8 @@ def _take_and_mask(p: Problem, S, rel: Csr, own: Csr, torch_path: bool):
 
 
 def _sort_within_rows(vals, rel: Csr, torch_path: bool):
-    """Relevant scores sorted ascending inside each row."""
+    """Relevant scores sorted ascending inside each row, and the permutation (numpy)
+    that sorts them."""
     if torch_path:
         import torch
 
@@ -208,9 +224,9 @@ def _sort_within_rows(vals, rel: Csr, torch_path: bool):
         v_sorted, order = torch.sort(vals, stable=True)
         r2 = rid[order]
         r_sorted, order2 = torch.sort(r2, stable=True)
-        return v_sorted[order2]
+        return v_sorted[order2], order[order2].cpu().numpy()
     order = np.lexsort((vals, rel.row_ids()))
-    return vals[order]
+    return vals[order], order
 
 
 def _count_torch(S, m: int, n_g: int, indptr: np.ndarray, rel_sorted):
@@ -282,7 +298,7 @@ def run_block(
     own = p.self_pairs.rows(start, stop)
     S, torch_path = _scores_for(p, start, stop, use_kernels)
     vals = _take_and_mask(p, S, rel, own, torch_path)
-    rel_sorted = _sort_within_rows(vals, rel, torch_path)
+    rel_sorted, order = _sort_within_rows(vals, rel, torch_path)
     # Pair metrics keep every negative >= the tail threshold; -inf marks masked pairs,
     # so the threshold is at least the lowest finite float32.
     if want_pairs and not torch_path and not math.isfinite(tail_tau) and tail_capacity is not None:
@@ -301,6 +317,9 @@ def run_block(
     j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
     position = counts[rid] - 1 - j
     part = BlockPartial(start, stop, rel.indptr, 1 + position + above, position, tied)
+    if rel.grades is not None:
+        part.grade = rel.grades[order]
+        part.score = rel_sorted.cpu().numpy() if torch_path else rel_sorted
     if want_pairs:
         part.positives = rel_sorted.cpu().numpy() if torch_path else rel_sorted
         if torch_path:

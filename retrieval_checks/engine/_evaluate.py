@@ -199,7 +199,20 @@ def _label_relevance(sides: _Sides, own: _SelfPairs, query_labels, gallery_label
     return RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=own.csr, n_g=sides.n_g), q_codes, g_codes, values
 
 
-def _relevance(req: _Request, sides: _Sides, own: _SelfPairs, query_labels, gallery_labels, relevance) -> _Relevance:
+def _check_level(relevance_level, graded: bool) -> int:
+    """``relevance_level``: a whole number >= 1; above 1 only with graded relevance."""
+    if (isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer))
+            or relevance_level < 1):
+        raise InputError(f"relevance_level={relevance_level!r}: give a whole number >= 1, the lowest grade that "
+                         "counts as relevant for the binary metrics (trec_eval's -l; default 1).")
+    if relevance_level > 1 and not graded:
+        raise InputError(f"relevance_level={relevance_level} needs graded relevance ({{query: {{gallery: grade}}}} or "
+                         "a matrix of grades); with labels or binary relevance every relevant item has grade 1.")
+    return int(relevance_level)
+
+
+def _relevance(req: _Request, sides: _Sides, own: _SelfPairs, query_labels, gallery_labels, relevance,
+               relevance_level=1) -> _Relevance:
     q_codes = g_codes = values = None
     if relevance is not None:
         if query_labels is not None or gallery_labels is not None:
@@ -211,7 +224,13 @@ def _relevance(req: _Request, sides: _Sides, own: _SelfPairs, query_labels, gall
                                  n_g=sides.n_g)
     else:
         source, q_codes, g_codes, values = _label_relevance(sides, own, query_labels, gallery_labels)
-    n_relevant = source.counts(sides.n_q)
+    level = _check_level(relevance_level, source.graded)
+    if level > 1 and req.of_kind("pair"):
+        names = ", ".join(s.name for s in req.of_kind("pair"))
+        raise InputError(f"{names}: pair metrics with relevance_level={level} would count the lower grades neither "
+                         "as positive nor as negative pairs; evaluate them with relevance_level=1 (every graded "
+                         "item a positive).")
+    n_relevant = source.level_counts(sides.n_q, level) if level > 1 else source.counts(sides.n_q)
     n_candidates = sides.n_g - own.csr.row_counts()
     rel = _Relevance(source, n_relevant, n_candidates, np.flatnonzero(n_relevant == 0), q_codes, g_codes, values)
     _check_candidates(req, rel)
@@ -309,7 +328,7 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
 
 
 def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, plan: Plan, problem,
-               totals: PassTotals, use_kernels: bool, query_ids=None) -> EvaluationResult:
+               totals: PassTotals, use_kernels: bool, query_ids=None, level: int = 1) -> EvaluationResult:
     values, tie_values = _query_values(req, rel, totals)
     pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels)
     values.update(pair_values)
@@ -327,7 +346,8 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
     # honours them); the seed is evaluate's group_seed
     config = {"similarity": req.similarity, "ties": req.ties, "empty_queries": req.empty_queries,
               "backend": plan.backend.name, "n_gallery": sides.n_g, "leave_one_out": sides.loo, "block": plan.b,
-              "chunk": plan.c, "max_memory": plan.budget, "confidence": req.confidence, "seed": req.group_seed}
+              "chunk": plan.c, "max_memory": plan.budget, "confidence": req.confidence, "seed": req.group_seed,
+              "graded": rel.source.graded, "relevance_level": level}
     return EvaluationResult(
         specs=req.specs, values={s.name: values[s.name] for s in req.specs}, per_query=per_query,
         thresholds=thresholds, pair_counts=pair_counts, n_relevant=rel.n_relevant, n_candidates=rel.n_candidates,
@@ -363,6 +383,7 @@ def evaluate(
     group_seed: int = DEFAULTS["seed"],
     group_repeats: int = DEFAULTS["group_repeats"],
     confidence: float = DEFAULTS["confidence"],
+    relevance_level: int = 1,
     _use_kernels: bool = True,
 ) -> EvaluationResult:
     """Evaluate retrieval metrics exactly, in one memory-bounded streamed pass.
@@ -381,7 +402,10 @@ def evaluate(
     relevance:
         Instead of labels: which gallery items are relevant to each query, as a scipy
         sparse (n_q x n_g) matrix, a boolean matrix, a list of gallery-index lists
-        (one per query) or a dict ``{query index: gallery indices}``.
+        (one per query) or a dict ``{query index: gallery indices}``. Graded: a dict
+        ``{query index: {gallery index: grade}}`` or a sparse or dense matrix of whole
+        grades >= 0 (0 = judged non-relevant): ``ndcg`` uses the grades as gains,
+        binary metrics count grades >= ``relevance_level``.
     metrics:
         Canonical metric names or aliases (see ``METRICS.md``): ``hit_rate@K``,
         ``recall@K``, ``precision@K``, ``map``, ``map@K``, ``map_cut@K``,
@@ -423,6 +447,10 @@ def evaluate(
     tile:
         ``(query block height, gallery chunk width)`` to override the planner; the
         width is rounded up to a multiple of 16 so that equal scores stay bit-equal.
+    relevance_level:
+        With graded relevance: the lowest grade the binary metrics (hit_rate, recall,
+        map, ...) count as relevant (default 1, as trec_eval); a query without such an
+        item is an empty query for every metric.
     group_size, group_seed, group_repeats, confidence:
         For ``grouped_recall@K``: S labels per group (default 10, the paper's choice),
         the partition's seed, the number of partitions averaged, and the confidence of
@@ -438,7 +466,7 @@ def evaluate(
                    group_seed=group_seed, group_repeats=group_repeats, confidence=confidence)
     sides = _embeddings(queries, gallery, req.similarity)
     own = _self_pairs(sides, query_ids, gallery_ids, gallery_labels)
-    rel = _relevance(req, sides, own, query_labels, gallery_labels, relevance)
+    rel = _relevance(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
     pair_specs = req.of_kind("pair")
     plan = plan_pass(list(sides.inputs), n_q=sides.n_q, n_g=sides.n_g,
                      d=sides.d, loo=sides.loo, n_relevant=rel.n_relevant, device=device, max_memory=max_memory,
@@ -446,11 +474,12 @@ def evaluate(
     problem = prepare_problem(plan, sides.queries, sides.gallery, n_g=sides.n_g, similarity=req.similarity,
                               source=rel.source, self_pairs=own.csr)
     totals = stream(problem, query_specs=req.of_kind("query"), pair_specs=pair_specs,
-                    n_positive=int(rel.n_relevant.sum()), ties=req.ties, progress=progress, use_kernels=_use_kernels)
+                    n_positive=int(rel.n_relevant.sum()), ties=req.ties, progress=progress, use_kernels=_use_kernels,
+                    relevance_level=relevance_level)
     if progress is not None and not isinstance(progress, bool):
         raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
     ids = None if query_ids is None else as_numpy(query_ids, "query_ids").copy()
-    return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels, ids)
+    return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels, ids, relevance_level)
 
 
 def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, device, max_memory,

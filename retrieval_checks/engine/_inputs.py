@@ -421,6 +421,7 @@ class Csr:
 
     indptr: np.ndarray  # int64, n_rows + 1
     indices: np.ndarray  # int64
+    grades: np.ndarray | None = None  # float64 grade (> 0) of each pair; None: binary relevance
 
     @property
     def n_rows(self) -> int:
@@ -431,7 +432,8 @@ class Csr:
 
     def rows(self, start: int, stop: int) -> "Csr":
         a, b = self.indptr[start], self.indptr[stop]
-        return Csr(self.indptr[start : stop + 1] - a, self.indices[a:b])
+        return Csr(self.indptr[start : stop + 1] - a, self.indices[a:b],
+                   None if self.grades is None else self.grades[a:b])
 
     def row_ids(self) -> np.ndarray:
         return np.repeat(np.arange(self.n_rows, dtype=np.int64), self.row_counts())
@@ -453,7 +455,8 @@ def ranges_to_csr(order: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Csr:
 def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     """Explicit relevance: a scipy sparse (n_q x n_g) matrix, a dense boolean matrix,
     a sequence of gallery-index collections (one per query) or a mapping
-    ``{query index: gallery indices}``."""
+    ``{query index: gallery indices}``; graded: ``{query index: {gallery index: grade}}``,
+    or a sparse or dense matrix of whole grades >= 0 (the Csr then carries ``grades``)."""
     name = "relevance"
     rows: list[np.ndarray]
     if isinstance(relevance, (str, bytes, np.str_, np.bytes_)):
@@ -473,6 +476,8 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
                          f"{(n_q, n_g)} mask, or one list of gallery indices per query.")
     if isinstance(relevance, np.ndarray) and relevance.ndim == 2 and relevance.dtype != object:
         return _mask_to_csr(relevance, n_q, n_g)
+    if isinstance(relevance, Mapping) and relevance and all(isinstance(v, Mapping) for v in relevance.values()):
+        return _graded_dict_to_csr(relevance, n_q, n_g)
     if isinstance(relevance, Mapping):
         rows = [np.zeros(0, np.int64)] * n_q
         for key, value in relevance.items():
@@ -506,17 +511,59 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     return Csr(indptr, indices)
 
 
+def _is_grade(values: np.ndarray) -> np.ndarray:
+    """Which values are grades: finite, >= 0 and whole (0 = judged non-relevant)."""
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(v) & (v >= 0) & (v == np.floor(v))
+
+
+def _pairs_to_csr(rows: np.ndarray, cols: np.ndarray, n_q: int, grades: np.ndarray | None = None) -> Csr:
+    """(query, gallery) pairs (unique) as CSR, each row sorted, grades alongside."""
+    order = np.lexsort((cols, rows))
+    indptr = np.zeros(n_q + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_q), out=indptr[1:])
+    return Csr(indptr, cols[order].astype(np.int64), None if grades is None else grades[order])
+
+
+def _graded_dict_to_csr(relevance: Mapping, n_q: int, n_g: int) -> Csr:
+    """``{query index: {gallery index: grade}}``: integer grades >= 0 (0 = judged
+    non-relevant, dropped)."""
+    rows, cols, grades = [], [], []
+    for key, row in relevance.items():
+        if isinstance(key, bool) or not isinstance(key, numbers.Integral) or not 0 <= int(key) < n_q:
+            raise InputError(f"relevance has key {key!r}; keys must be query indices in [0, {n_q}).")
+        if not isinstance(row, Mapping):
+            raise InputError(f"relevance[{key!r}] is a {type(row).__name__}, but other rows are {{gallery index: "
+                             "grade}} mappings; give every row as a mapping (or every row as a list of indices).")
+        for g, grade in row.items():
+            if isinstance(g, bool) or not isinstance(g, numbers.Integral) or not 0 <= int(g) < n_g:
+                raise InputError(f"relevance[{key!r}] has gallery index {g!r}, outside [0, {n_g}).")
+            if isinstance(grade, bool) or not isinstance(grade, numbers.Real) or not _is_grade(np.array([grade]))[0]:
+                raise InputError(f"relevance[{key!r}][{g!r}] = {grade!r}: a grade is a whole number >= 0 "
+                                 "(0 = judged non-relevant).")
+            if grade > 0:
+                rows.append(int(key)), cols.append(int(g)), grades.append(float(grade))
+    return _pairs_to_csr(np.asarray(rows, np.int64), np.asarray(cols, np.int64), n_q, np.asarray(grades, np.float64))
+
+
 def _mask_to_csr(relevance: np.ndarray, n_q: int, n_g: int) -> Csr:
-    """A dense (n_q x n_g) boolean or 0/1 matrix as CSR; other values are refused."""
+    """A dense (n_q x n_g) boolean or 0/1 matrix as CSR, or a matrix of integer grades
+    (0 = not relevant); other values are refused."""
     name = "relevance"
     if relevance.shape != (n_q, n_g):
         raise InputError(f"{name} has shape {relevance.shape} but (n_queries, n_gallery) is {(n_q, n_g)}.")
     if relevance.dtype != bool:
-        if relevance.dtype.kind not in "iuf" or not np.isin(relevance, (0, 1)).all():
+        if relevance.dtype.kind not in "iuf" or not _is_grade(relevance).all():
             raise InputError(
-                f"{name} is a {relevance.shape} matrix of dtype {relevance.dtype} with values other than 0 and 1; "
-                "pass a boolean (n_queries x n_gallery) mask, or one list of gallery indices per query."
+                f"{name} is a {relevance.shape} matrix of dtype {relevance.dtype} with values that are neither 0/1 "
+                "nor whole grades >= 0 (a similarity matrix is not a relevance); pass a boolean (n_queries x "
+                "n_gallery) mask, integer grades, or one list of gallery indices per query."
             )
+        if not np.isin(relevance, (0, 1)).all():
+            rid, cols = np.nonzero(relevance > 0)
+            return _pairs_to_csr(rid.astype(np.int64), cols.astype(np.int64), n_q,
+                                 relevance[rid, cols].astype(np.float64))
         relevance = relevance.astype(bool)
     rid, cols = np.nonzero(relevance)
     indptr = np.zeros(n_q + 1, np.int64)
@@ -590,18 +637,25 @@ def _sparse_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     data = np.asarray(coo.data)
     if data.dtype != bool:
         if data.dtype.kind not in "iuf":
-            raise InputError(f"{name} is a sparse matrix of dtype {data.dtype}; store booleans or 0/1 values.")
-        bad = np.flatnonzero(~np.isin(data, (0, 1)))
+            raise InputError(f"{name} is a sparse matrix of dtype {data.dtype}; store booleans, 0/1 values or "
+                             "integer grades.")
+        bad = np.flatnonzero(~_is_grade(data))
         if bad.size:
             i = bad[0]
             raise InputError(
-                f"{name} is a sparse matrix with {bad.size} stored value(s) other than 0 and 1 (e.g. "
+                f"{name} is a sparse matrix with {bad.size} stored value(s) that are neither 0/1 nor grades (e.g. "
                 f"{data[i].item()!r} at query {int(coo.row[i])}, gallery item {int(coo.col[i])}); negative, NaN or "
-                "graded values have no meaning here: store booleans or 0/1 (a dense matrix with such values is "
-                "refused too)."
+                "fractional values have no meaning here: store booleans, 0/1, or integer grades >= 0."
             )
-    m = coo.astype(bool).tocsr() if data.dtype != bool else coo.tocsr()
-    m.sum_duplicates()
-    m.eliminate_zeros()  # explicit zeros (False) are not relevant
-    m.sort_indices()
-    return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
+    rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    keys, first = np.unique(rows * max(n_g, 1) + cols, return_index=True)
+    if data.dtype == bool or np.isin(data, (0, 1)).all():
+        # binary: duplicate entries of one pair are one relevant pair; explicit zeros are not relevant
+        rel = np.zeros(keys.size, bool)
+        np.logical_or.at(rel, np.searchsorted(keys, rows * max(n_g, 1) + cols), data.astype(bool))
+        return _pairs_to_csr(keys[rel] // max(n_g, 1), keys[rel] % max(n_g, 1), n_q)
+    if keys.size != data.size:
+        raise InputError(f"{name} stores some (query, gallery item) pair more than once with grades; a pair has "
+                         "one grade: call .sum_duplicates() only if adding grades is what you mean.")
+    keep = data > 0  # grade 0: judged non-relevant
+    return _pairs_to_csr(rows[keep], cols[keep], n_q, data[keep].astype(np.float64))

@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, score_units, tail_capacity
+from ..metrics._graded import binary_view, graded_ndcg_values
 from ..metrics._ranking import per_query_values
 from ..errors import InputError
 from ._blocks import BlockPartial, Problem, plan_blocks, run_binning_block, run_block
@@ -67,6 +69,19 @@ class FirstRanks:
         return _ties.hit_probability(s, r, t, k)
 
 
+_NDCG = ("ndcg", "ndcg_exp")
+
+
+class _Items(NamedTuple):
+    """The relevant items of a block as the metrics read them (see BlockPartial)."""
+
+    rid: np.ndarray
+    position: np.ndarray
+    rank: np.ndarray  # pessimistic
+    tied: np.ndarray
+    counts: np.ndarray  # relevant items per row
+
+
 class PassTotals:
     """The merged results of a pass's blocks.
 
@@ -79,8 +94,9 @@ class PassTotals:
     relevant items tied with at least one non-relevant item."""
 
     def __init__(self, n_q: int, query_specs: list[MetricSpec], pair_specs: list[MetricSpec], n_positive: int,
-                 ties: str = "pessimistic", similarity: str = "dot"):
+                 ties: str = "pessimistic", similarity: str = "dot", relevance_level: float = 1):
         self.query_specs = query_specs
+        self.relevance_level = relevance_level
         self.units = score_units(similarity)
         self.ties = ties
         self.per_query = {s.name: np.full(n_q, np.nan) for s in query_specs}
@@ -105,49 +121,79 @@ class PassTotals:
         start, stop = part.start, part.stop
         counts = np.diff(part.indptr)
         rid = np.repeat(np.arange(stop - start, dtype=np.int64), counts)
-        self._add_values(part, rid, counts)
-        best = part.position == 0
-        self.first_rank["pessimistic"][start + rid[best]] = part.rank[best]
-        self.first_rank["optimistic"][start + rid[best]] = part.rank[best] - part.tied[best]
+        view = _Items(rid, part.position, part.rank, part.tied, counts)
+        if part.grade is not None and self.relevance_level > 1:
+            view = _Items(*binary_view(rid, part.score, part.grade, part.rank, part.tied, part.position,
+                                       stop - start, self.relevance_level))
+        self._add_values(part, view)
+        if part.grade is not None:
+            self._add_graded(part, rid, view.counts)
+        rid, position, rank, tied = view.rid, view.position, view.rank, view.tied
+        best = position == 0
+        self.first_rank["pessimistic"][start + rid[best]] = rank[best]
+        self.first_rank["optimistic"][start + rid[best]] = rank[best] - tied[best]
         # relevant items in the best one's tie group: same count of negatives >= it, and tied
-        key = part.rank - part.position
+        key = rank - position
         best_key = np.zeros(stop - start, np.int64)
         best_tied = np.zeros(stop - start, np.int64)
         best_key[rid[best]] = key[best]
-        best_tied[rid[best]] = part.tied[best]
-        same = (key == best_key[rid]) & (part.tied == best_tied[rid])
+        best_tied[rid[best]] = tied[best]
+        same = (key == best_key[rid]) & (tied == best_tied[rid])
         self.first_group[start:stop] = np.bincount(rid, weights=same, minlength=stop - start).astype(np.int64)
-        self.n_tied += int((part.tied > 0).sum())
-        self.n_relevant += int(part.tied.size)
+        self.n_tied += int((tied > 0).sum())
+        self.n_relevant += int(tied.size)
         if self.want_pairs:
             self.positives.append(part.positives)
             self.tail.add(part.negatives, part.negatives_tau)
             if part.fixed_fp is not None:
                 self.fixed_fp += part.fixed_fp
 
-    def _add_values(self, part: BlockPartial, rid: np.ndarray, counts: np.ndarray) -> None:
+    def _add_values(self, part: BlockPartial, view: "_Items") -> None:
         start, stop = part.start, part.stop
-        pess = per_query_values(self.query_specs, rid, part.position, part.rank, counts)
-        opt = per_query_values(self.query_specs, rid, part.position, part.rank - part.tied, counts)
+        specs = [s for s in self.query_specs if part.grade is None or s.family not in _NDCG]
+        rid, position, rank, tied, counts = view
+        pess = per_query_values(specs, rid, position, rank, counts)
+        opt = per_query_values(specs, rid, position, rank - tied, counts)
         if self.ties == "average":
             from ..metrics import _ties
 
-            chosen = _ties.expected_per_query_values(self.query_specs, rid, part.position, part.rank, part.tied, counts)
+            chosen = _ties.expected_per_query_values(specs, rid, position, rank, tied, counts)
         else:
             chosen = pess if self.ties == "pessimistic" else opt
-        for spec in self.query_specs:
+        for spec in specs:
             name = spec.name
-            self.per_query[name][start:stop] = chosen[name]
-            self.tie_values["pessimistic"][name][start:stop] = pess[name]
-            self.tie_values["optimistic"][name][start:stop] = opt[name]
             if spec.family == "map" and spec.k is not None:
                 from ..metrics import _ties
 
-                lo, hi = _ties.map_at_k_extremes(rid, part.position, part.rank, part.tied, counts, spec.k)
+                lo, hi = _ties.map_at_k_extremes(rid, position, rank, tied, counts, spec.k)
             else:
                 lo, hi = np.fmin(pess[name], opt[name]), np.fmax(pess[name], opt[name])
-            self.tie_values["min"][name][start:stop] = lo
-            self.tie_values["max"][name][start:stop] = hi
+            self._store(name, start, stop, chosen[name], pess[name], opt[name], lo, hi)
+
+    def _add_graded(self, part: BlockPartial, rid: np.ndarray, counts: np.ndarray) -> None:
+        """nDCG with the grades, over every item of grade > 0; a query without an item of
+        the relevance level is empty for nDCG too (one set of used queries)."""
+        specs = [s for s in self.query_specs if s.family in _NDCG]
+        if not specs:
+            return
+        start, stop = part.start, part.stop
+        by = graded_ndcg_values(specs, rid, part.score, part.grade, part.rank, part.tied, part.position,
+                                stop - start)
+        empty = counts == 0
+        for spec in specs:
+            name = spec.name
+            pess, opt, avg = (by[p][name].copy() for p in ("pessimistic", "optimistic", "average"))
+            for v in (pess, opt, avg):
+                v[empty] = np.nan
+            chosen = {"pessimistic": pess, "optimistic": opt, "average": avg}[self.ties]
+            self._store(name, start, stop, chosen, pess, opt, np.fmin(pess, opt), np.fmax(pess, opt))
+
+    def _store(self, name, start, stop, chosen, pess, opt, lo, hi) -> None:
+        self.per_query[name][start:stop] = chosen
+        self.tie_values["pessimistic"][name][start:stop] = pess
+        self.tie_values["optimistic"][name][start:stop] = opt
+        self.tie_values["min"][name][start:stop] = lo
+        self.tie_values["max"][name][start:stop] = hi
 
     def pair_counts(self, n_negative: int) -> PairCounts:
         """What the pair metrics need, once every block has been merged."""
@@ -156,12 +202,14 @@ class PassTotals:
 
 
 def stream(problem: Problem, *, query_specs: list[MetricSpec], pair_specs: list[MetricSpec], n_positive: int,
-           ties: str = "pessimistic", progress=None, use_kernels: bool = True) -> PassTotals:
+           ties: str = "pessimistic", progress=None, use_kernels: bool = True,
+           relevance_level: float = 1) -> PassTotals:
     """Run every query block of ``problem`` and merge the partial results; per-query
-    values follow the tie policy ``ties``."""
+    values follow the tie policy ``ties``; with graded relevance, binary metrics count
+    grades >= ``relevance_level``."""
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity)
+    totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level)
     blocks = plan_blocks(problem.n_q, problem.b) if (query_specs or pair_specs) else []
     bar = progress_bar(progress, len(blocks))
     try:

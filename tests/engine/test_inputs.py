@@ -162,8 +162,10 @@ def test_zero_one_relevance_matrices_are_masks_not_index_lists():
         assert got["map"] == ref["map"] and list(got.n_relevant) == [1, 1, 1]
     torch = pytest.importorskip("torch")
     assert rc.evaluate(_Q, _G, relevance=torch.eye(3, 5, dtype=torch.bool), metrics=["map"])["map"] == ref["map"]
-    with pytest.raises(rc.InputError, match="values other than 0 and 1"):
-        rc.evaluate(_Q, _G, relevance=2 * np.eye(3, 5), metrics=["map"])
+    with pytest.raises(rc.InputError, match="neither 0/1 nor whole grades"):
+        rc.evaluate(_Q, _G, relevance=0.5 * np.eye(3, 5), metrics=["map"])
+    # whole numbers are grades (binary metrics count grade >= relevance_level)
+    assert rc.evaluate(_Q, _G, relevance=2 * np.eye(3, 5), metrics=["map"])["map"] == ref["map"]
     with pytest.raises(rc.InputError, match=r"relevance\[0\] holds float64 values"):
         rc.evaluate(_Q, _G, relevance=[[0.7], [2.9], [3]], metrics=["map"])
 
