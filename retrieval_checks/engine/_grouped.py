@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from .._lazy import stats
 
 from ..errors import EmptyQueriesError, InputError
 from ._backend import Backend

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from .._lazy import stats
 
 from .._suggest import hint, shown
 from ..metrics._names import metric_spec

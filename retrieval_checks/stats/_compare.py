@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
+from .._lazy import stats
 
 from ..errors import InputError
 from ..metrics._names import parse_metric

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from .._lazy import stats
 
 from ..errors import InputError
 from ..options import check_option

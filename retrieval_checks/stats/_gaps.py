@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from .._lazy import stats
 
 from .._suggest import shown
 from ..errors import InputError
