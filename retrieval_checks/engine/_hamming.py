@@ -240,38 +240,30 @@ def _check_tile(Qw, Gw, out) -> None:
         raise ValueError(f"out must have shape {(Qw.shape[0], Gw.shape[0])}, got {tuple(out.shape)}")
 
 
-try:
-    from numba import njit, prange
-except Exception as exc:  # ImportError, or numba failing on an interpreter it does not support yet
-    _NUMBA_MISSING: str | None = f"numba could not be imported ({type(exc).__name__}: {exc})"
-    _tile_numba = None
-else:
-    _NUMBA_MISSING = None
+_NUMBA_STATE: tuple | None = None  # (kernel or None, why not), resolved on first use
 
-    @njit(cache=True, nogil=True, inline="always")
-    def _popcount64(x):
-        """Set bits of a uint64 (SWAR; LLVM turns this into ``popcnt``)."""
-        x = x - ((x >> np.uint64(1)) & np.uint64(_M1))
-        x = (x & np.uint64(_M2)) + ((x >> np.uint64(2)) & np.uint64(_M2))
-        x = (x + (x >> np.uint64(4))) & np.uint64(_M4)
-        return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
 
-    @njit(parallel=True, cache=True, nogil=True)
-    def _tile_numba(Qw, GT, out):
-        """``out[i, j] = -popcount(Qw[i] ^ GT[:, j])``; ``GT`` is the gallery word-major
-        (``n_words x c``) so that the inner loop runs over contiguous words and vectorises.
-        The sum accumulates in ``out`` itself (faster than a local integer buffer, and
-        exact: every partial sum is an integer below 2**24)."""
-        b, w = Qw.shape
-        c = GT.shape[1]
-        for i in prange(b):
-            q = Qw[i, 0]
-            for j in range(c):  # the first word writes, the others subtract: one pass for 64-bit codes
-                out[i, j] = -np.float32(_popcount64(q ^ GT[0, j]))
-            for t in range(1, w):
-                q = Qw[i, t]
-                for j in range(c):
-                    out[i, j] -= np.float32(_popcount64(q ^ GT[t, j]))
+def _numba_state() -> tuple:
+    """The numba tile kernel (imported on first use: numba costs ~0.15 s to import), or
+    None and the reason it is not available."""
+    global _NUMBA_STATE
+    if _NUMBA_STATE is None:
+        try:
+            from ._hamming_numba import tile
+        except Exception as exc:  # ImportError, or numba failing on an interpreter it does not support yet
+            _NUMBA_STATE = (None, f"numba could not be imported ({type(exc).__name__}: {exc})")
+        else:
+            _NUMBA_STATE = (tile, None)
+    return _NUMBA_STATE
+
+
+def __getattr__(name: str):
+    """``_tile_numba`` / ``_NUMBA_MISSING``: the kernel and the reason, resolved lazily."""
+    if name == "_tile_numba":
+        return _numba_state()[0]
+    if name == "_NUMBA_MISSING":
+        return _numba_state()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def hamming_tile(Qw: np.ndarray, Gw: np.ndarray, out: np.ndarray) -> None:
@@ -281,10 +273,11 @@ def hamming_tile(Qw: np.ndarray, Gw: np.ndarray, out: np.ndarray) -> None:
     ``out`` a preallocated (b, c) float32 array (a view such as ``S[k]`` works). Raises
     :class:`~retrieval_checks.errors.BackendError` when numba is not available.
     """
-    if _tile_numba is None:
-        raise BackendError(f"the numba Hamming kernel is not available: {_NUMBA_MISSING}")
+    kernel, missing = _numba_state()
+    if kernel is None:
+        raise BackendError(f"the numba Hamming kernel is not available: {missing}")
     _check_tile(Qw, Gw, out)
-    _tile_numba(Qw, np.ascontiguousarray(Gw.T), out)
+    kernel(Qw, np.ascontiguousarray(Gw.T), out)
 
 
 _BYTE_COUNTS = np.array([bin(v).count("1") for v in range(256)], np.uint8)
@@ -377,7 +370,7 @@ def hamming_into(Qw, Gw, out, *, torch_tensors: bool | None = None) -> None:
         Qw, Gw = Qw.view(np.uint64), Gw.view(np.uint64)
     from . import _kernels
 
-    if _tile_numba is not None and _kernels.ACCELERATOR == "numba":
+    if _kernels.ACCELERATOR == "numba" and _numba_state()[0] is not None:
         hamming_tile(Qw, Gw, out)
     else:
         _hamming_tile_numpy(Qw, Gw, out)

@@ -29,50 +29,65 @@ from ._kernels_numpy import key_to_float
 __all__ = ["count_above_relevant", "collect_rows", "bin_against_sorted", "key_histogram", "key_to_float",
            "ACCELERATOR", "FALLBACK_REASON", "use"]
 
-FALLBACK_REASON: str | None = None
-if os.environ.get("RETRIEVAL_CHECKS_KERNELS", "").strip().lower() == "numpy":
-    _impl = _kernels_numpy
-    FALLBACK_REASON = "RETRIEVAL_CHECKS_KERNELS=numpy"
-else:
-    try:
-        from . import _kernels_numba as _impl
-    except Exception as exc:  # ImportError, or numba failing on an interpreter it does not support yet
-        _impl = _kernels_numpy
-        FALLBACK_REASON = f"numba could not be imported ({type(exc).__name__}: {exc})"
+_STATE: tuple | None = None  # (implementation module, "numba" / "numpy", fallback reason), chosen on first use
 
-#: ``"numba"`` or ``"numpy"``: the implementation in use.
-ACCELERATOR = "numpy" if _impl is _kernels_numpy else "numba"
+
+def _choose() -> tuple:
+    """numba's kernels unless RETRIEVAL_CHECKS_KERNELS=numpy or numba cannot be imported
+    (deferred to the first kernel call: importing numba costs ~0.15 s)."""
+    if os.environ.get("RETRIEVAL_CHECKS_KERNELS", "").strip().lower() == "numpy":
+        return _kernels_numpy, "numpy", "RETRIEVAL_CHECKS_KERNELS=numpy"
+    try:
+        from . import _kernels_numba
+    except Exception as exc:  # ImportError, or numba failing on an interpreter it does not support yet
+        return _kernels_numpy, "numpy", f"numba could not be imported ({type(exc).__name__}: {exc})"
+    return _kernels_numba, "numba", None
+
+
+def _state() -> tuple:
+    global _STATE
+    if _STATE is None:
+        _STATE = _choose()
+    return _STATE
+
+
+def __getattr__(name: str):
+    """``ACCELERATOR`` (``"numba"`` or ``"numpy"``: the implementation in use) and
+    ``FALLBACK_REASON`` (why numba is not, or None), resolved on first access."""
+    if name == "ACCELERATOR":
+        return _state()[1]
+    if name == "FALLBACK_REASON":
+        return _state()[2]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts):
-    _impl.count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts)
+    _state()[0].count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts)
 
 
 def collect_rows(S, rows, offsets, n_cols, tau, out):
-    _impl.collect_rows(S, rows, offsets, n_cols, tau, out)
+    _state()[0].collect_rows(S, rows, offsets, n_cols, tau, out)
 
 
 def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
-    _impl.bin_against_sorted(S, n_rows, n_cols, sorted_values, out)
+    _state()[0].bin_against_sorted(S, n_rows, n_cols, sorted_values, out)
 
 
 def key_histogram(U, n_rows, n_cols, out):
-    _impl.key_histogram(U, n_rows, n_cols, out)
+    _state()[0].key_histogram(U, n_rows, n_cols, out)
 
 
 @contextlib.contextmanager
 def use(name: str):
     """Run the kernels of ``name`` (``"numba"`` or ``"numpy"``) inside the block (tests)."""
-    global _impl, ACCELERATOR
-    old = (_impl, ACCELERATOR)
+    global _STATE
+    old = _state()
     if name == "numpy":
-        _impl = _kernels_numpy
+        impl = _kernels_numpy
     else:
-        from . import _kernels_numba
-
-        _impl = _kernels_numba
-    ACCELERATOR = name
+        from . import _kernels_numba as impl
+    _STATE = (impl, name, old[2])
     try:
         yield
     finally:
-        _impl, ACCELERATOR = old
+        _STATE = old
