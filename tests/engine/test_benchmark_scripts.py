@@ -22,3 +22,12 @@ def test_hamming_benchmark_runs_and_hamming_equals_dot():
                           "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "kernel-numba" in out.stdout and "(identical)" in out.stdout
+
+
+def test_import_benchmark_runs_and_the_import_stays_light():
+    """Start-up: importing the package pulls in none of the heavy dependencies (they are
+    imported on first use); the time itself is printed by the script, not asserted."""
+    out = subprocess.run([sys.executable, str(BENCH / "bench_import.py"), "--runs", "1"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "heavy modules loaded by the import: none" in out.stdout
