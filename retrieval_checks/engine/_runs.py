@@ -235,42 +235,32 @@ def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def _run_mapping(run: Mapping) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for qid, docs in run.items():
-        q = _id(qid, "run: query id")
+def _nested_mapping(obj: Mapping, name: str, shape: str, convert) -> dict:
+    """``{query id: {document id: value}}`` with the ids as text, each value read by
+    ``convert(value, where)``; ``shape`` says what ``name`` maps queries to."""
+    out: dict = {}
+    for qid, docs in obj.items():
+        q = _id(qid, f"{name}: query id")
         if not isinstance(docs, Mapping):
-            raise InputError(f"run[{shown(qid)}] is a {type(docs).__name__}; a run maps each query id to a dict "
-                             "{docid: score}.")
+            raise InputError(f"{name}[{shown(qid)}] is a {type(docs).__name__}; {shape}.")
         if q in out:
-            raise InputError(f"run: query ids {shown(qid)} and {q!r} are the same id; give each query once.")
-        row: dict[str, float] = {}
+            raise InputError(f"{name}: query ids {shown(qid)} and {q!r} are the same id; give each query once.")
+        row: dict = {}
         for doc, value in docs.items():
-            d = _id(doc, f"run[{shown(qid)}]: document id")
+            d = _id(doc, f"{name}[{shown(qid)}]: document id")
             if d in row:
-                raise InputError(f"run[{shown(qid)}]: document ids {shown(doc)} and {d!r} are the same id.")
-            row[d] = _score(value, f"run[{shown(qid)}][{shown(doc)}]")
+                raise InputError(f"{name}[{shown(qid)}]: document ids {shown(doc)} and {d!r} are the same id.")
+            row[d] = convert(value, f"{name}[{shown(qid)}][{shown(doc)}]")
         out[q] = row
     return out
+
+
+def _run_mapping(run: Mapping) -> dict[str, dict[str, float]]:
+    return _nested_mapping(run, "run", "a run maps each query id to a dict {docid: score}", _score)
 
 
 def _qrels_mapping(qrels: Mapping) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for qid, docs in qrels.items():
-        q = _id(qid, "qrels: query id")
-        if not isinstance(docs, Mapping):
-            raise InputError(f"qrels[{shown(qid)}] is a {type(docs).__name__}; qrels map each query id to a dict "
-                             "{docid: grade}.")
-        if q in out:
-            raise InputError(f"qrels: query ids {shown(qid)} and {q!r} are the same id; give each query once.")
-        row: dict[str, int] = {}
-        for doc, value in docs.items():
-            d = _id(doc, f"qrels[{shown(qid)}]: document id")
-            if d in row:
-                raise InputError(f"qrels[{shown(qid)}]: document ids {shown(doc)} and {d!r} are the same id.")
-            row[d] = _grade(value, f"qrels[{shown(qid)}][{shown(doc)}]")
-        out[q] = row
-    return out
+    return _nested_mapping(qrels, "qrels", "qrels map each query id to a dict {docid: grade}", _grade)
 
 
 def _id_order(ids) -> list[str]:
