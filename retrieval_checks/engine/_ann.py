@@ -39,7 +39,7 @@ from ._evaluate import _embeddings, _first, _self_pairs
 from ._inputs import Csr
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
-from ._stream import progress_bar
+from ._stream import each_block
 
 __all__ = ["ann_recall"]
 
@@ -157,18 +157,9 @@ def _block_hits(p: Problem, start: int, stop: int, nb: np.ndarray, k: int) -> np
 
 
 def _hits(problem: Problem, nb: np.ndarray, k: int, progress) -> np.ndarray:
-    blocks = plan_blocks(problem.n_q, problem.b)
     hits = np.zeros(problem.n_q, np.float64)
-    bar = progress_bar(progress, len(blocks), desc="ann_recall")
-    try:
-        with problem.backend.exact_matmul():
-            for start, stop in blocks:
-                hits[start:stop] = _block_hits(problem, start, stop, nb[start:stop], k)
-                if bar is not None:
-                    bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    for start, stop in each_block(problem, plan_blocks(problem.n_q, problem.b), progress, desc="ann_recall"):
+        hits[start:stop] = _block_hits(problem, start, stop, nb[start:stop], k)
     return hits
 
 

@@ -20,11 +20,12 @@ import numpy as np
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, score_units, tail_capacity
 from ..metrics._graded import binary_view, graded_ndcg_values
+from ..metrics import _ties
 from ..metrics._ranking import per_query_values
 from ..errors import InputError
 from ._blocks import BlockPartial, Problem, plan_blocks, run_binning_block, run_block
 
-__all__ = ["FirstRanks", "PassTotals", "stream", "binning_pass", "progress_bar"]
+__all__ = ["FirstRanks", "PassTotals", "each_block", "stream", "binning_pass", "progress_bar"]
 
 _FIXED = ("pair_precision", "pair_recall", "pair_f1")
 
@@ -59,8 +60,6 @@ class FirstRanks:
         if ties in ("pessimistic", "optimistic"):
             r = getattr(self, ties)
             return r.astype(np.float64) if k is None else (r <= k).astype(np.float64)
-        from ..metrics import _ties
-
         s = np.maximum(self.optimistic - 1, 0)
         t = self.pessimistic - self.optimistic
         r = np.maximum(self.group, 1)
@@ -155,16 +154,12 @@ class PassTotals:
         pess = per_query_values(specs, rid, position, rank, counts)
         opt = per_query_values(specs, rid, position, rank - tied, counts)
         if self.ties == "average":
-            from ..metrics import _ties
-
             chosen = _ties.expected_per_query_values(specs, rid, position, rank, tied, counts)
         else:
             chosen = pess if self.ties == "pessimistic" else opt
         for spec in specs:
             name = spec.name
             if spec.family == "map" and spec.k is not None:
-                from ..metrics import _ties
-
                 lo, hi = _ties.map_at_k_extremes(rid, position, rank, tied, counts, spec.k)
             else:
                 lo, hi = np.fmin(pess[name], opt[name]), np.fmax(pess[name], opt[name])
@@ -211,30 +206,36 @@ def stream(problem: Problem, *, query_specs: list[MetricSpec], pair_specs: list[
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
     totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level)
     blocks = plan_blocks(problem.n_q, problem.b) if (query_specs or pair_specs) else []
-    bar = progress_bar(progress, len(blocks))
+    for start, stop in each_block(problem, blocks, progress):
+        totals.add(run_block(
+            problem, start, stop, want_pairs=totals.want_pairs,
+            tail_tau=totals.tail.tau if totals.tail is not None else -math.inf,
+            fixed_thresholds=totals.fixed_f32, use_kernels=use_kernels,
+            tail_capacity=totals.tail.capacity if totals.tail is not None else None,
+        ))
+    return totals
+
+
+def each_block(problem: Problem, blocks: list[tuple[int, int]], progress=None, desc: str = "retrieval-checks"):
+    """The query blocks ``[start, stop)`` of a pass, run under the backend's exact
+    (non-TF32) matmul and counted on a progress bar (see :func:`progress_bar`)."""
+    bar = progress_bar(progress, len(blocks), desc)
     try:
         with problem.backend.exact_matmul():
             for start, stop in blocks:
-                totals.add(run_block(
-                    problem, start, stop, want_pairs=totals.want_pairs,
-                    tail_tau=totals.tail.tau if totals.tail is not None else -math.inf,
-                    fixed_thresholds=totals.fixed_f32, use_kernels=use_kernels,
-                    tail_capacity=totals.tail.capacity if totals.tail is not None else None,
-                ))
+                yield start, stop
                 if bar is not None:
                     bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return totals
 
 
 def binning_pass(problem: Problem, counts: PairCounts, use_kernels: bool = True) -> np.ndarray:
     """Negatives at or above every unique positive score, from a second pass."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
-    with problem.backend.exact_matmul():
-        for start, stop in plan_blocks(problem.n_q, problem.b):
-            run_binning_block(problem, start, stop, u, hist, use_kernels)
+    for start, stop in each_block(problem, plan_blocks(problem.n_q, problem.b), progress=False):
+        run_binning_block(problem, start, stop, u, hist, use_kernels)
     # negatives >= u[t] are those with more than t positives <= them
     return np.cumsum(hist[::-1])[::-1][1:]
