@@ -217,12 +217,38 @@ def _cmd_export(h: History, args, out) -> int:
     return 0
 
 
+def _report_format(args) -> str:
+    """``html`` or ``markdown``: ``--format`` when given, else from ``-o``'s extension
+    (``.md`` / ``.markdown``: markdown), else html; a ``--format`` that contradicts the
+    extension is a usage error (nothing is written)."""
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    implied = "markdown" if suffix in (".md", ".markdown") else ("html" if suffix in (".html", ".htm") else None)
+    if args.format is not None and implied is not None and args.format != implied:
+        raise _UsageError(f"--format {args.format} contradicts -o {args.output} (a {implied} file name); drop "
+                          "--format, or give a file name with the format's extension (.html, .md).")
+    return args.format or implied or "html"
+
+
 def _cmd_report(h: History, args, out) -> int:
+    from ._markdown import render_markdown
+
     run_id = h.resolve(args.run)
-    meta = next(r for r in h.runs() if r["id"] == run_id)
-    html = render_report(h.results(run_id), run=meta, history=h)
-    _write(args.output, html)
-    print(f"wrote {args.output}", file=out)
+    runs = h.runs()
+    meta = next(r for r in runs if r["id"] == run_id)
+    if _report_format(args) == "html":
+        figures = h.figures(run_id) if hasattr(h, "figures") else []
+        text = render_report(h.results(run_id), run=meta, history=h, figures=figures)
+        output = args.output or "retrieval-checks-report.html"
+    else:  # changes against the run recorded just before this one
+        before = max((r["id"] for r in runs if r["id"] < run_id), default=None)
+        previous = h.results(before) if before is not None else None
+        text = render_markdown(h.results(run_id), run=meta, previous=previous, previous_label=f"run {before}")
+        output = args.output
+        if not output:  # a pull-request comment: printed, e.g. for gh pr comment --body-file -
+            out.write(text)
+            return 0
+    _write(output, text)
+    print(f"wrote {output}", file=out)
     return 0
 
 
@@ -469,9 +495,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--run", default=None, help="one run (default: all)")
     s.add_argument("--format", choices=("csv", "json"), default="csv")
     s.add_argument("-o", "--output")
-    s = sub.add_parser("report", help="write the HTML report of a run")
-    s.add_argument("run", nargs="?", default="latest")
-    s.add_argument("-o", "--output", default="retrieval-checks-report.html")
+    s = sub.add_parser("report", help="write a run's HTML report, or its gate table as markdown (a pull-request "
+                       "comment)", description="The HTML report of a recorded run (figures and history included), or "
+                       "its gate table as markdown: failures first, the commit and branch, each value's change against "
+                       "its baseline or the run recorded before it.")
+    s.add_argument("run", nargs="?", default="latest", help="the run: an id, latest, -1, -2, ... (default latest)")
+    s.add_argument("--format", choices=("html", "markdown"), default=None,
+                   help="html (default) or markdown; -o FILE.md implies markdown")
+    s.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="where to write it (html default: retrieval-checks-report.html; markdown default: printed)")
     return p
 
 
