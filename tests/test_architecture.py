@@ -70,6 +70,10 @@ PUBLIC = {
         "BackendError", "EmptyQueriesError", "InputError", "MetricNameError", "ModelTimeoutError",
         "RetrievalChecksError", "SuiteError",
     ],
+    "retrieval_checks.integrations": [
+        "DiscriminantRatioMonitor", "RetrievalChecksCallback", "RetrievalChecksEvaluator",
+        "RetrievalChecksTrainerCallback", "check_gates", "dedupe_by_id",
+    ],
 }
 
 

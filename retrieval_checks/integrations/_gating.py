@@ -1,0 +1,274 @@
+"""What every training-loop integration shares: gates and options checked when the
+integration is built, evaluation of collected embeddings, the logged values, and the
+removal of the items a distributed sampler repeats.
+
+No third-party training library is imported here.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._arrays import as_numpy, is_torch_tensor
+from .._suggest import hint, shown
+from ..engine import evaluate
+from ..errors import InputError, MetricNameError
+from ..gates import assert_metric
+from ..metrics import check_threshold, metric_spec
+from ..options import check_option
+
+__all__ = ["GateOutcome", "check_gates", "check_evaluate_options", "run_gates", "logged_values", "dedupe_by_id",
+           "to_numpy_rows", "to_labels", "GATE_FIELDS", "EVALUATE_OPTIONS"]
+
+#: The fields of one gate: the bounds, whether the point value or the interval's bound
+#: is checked, how many skipped queries fail it, the interval's confidence.
+GATE_FIELDS = ("at_least", "at_most", "on", "max_skipped", "confidence")
+
+#: Options passed through to :func:`retrieval_checks.evaluate`, and the option of the
+#: table (``retrieval_checks.options``) that validates each.
+EVALUATE_OPTIONS = {"similarity": "similarity", "ties": "ties", "empty_queries": "empty_queries",
+                    "confidence": "confidence", "group_size": "group_size", "group_repeats": "group_repeats",
+                    "group_seed": "seed", "device": "device", "max_memory": "max_memory",
+                    "relevance_level": None}
+
+#: Metric kinds :func:`retrieval_checks.evaluate` computes from embeddings.
+_EVALUATE_KINDS = ("query", "pair", "grouped", "embedding")
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """One gate checked at one evaluation: the canonical ``metric``, whether it
+    ``passed``, and the gate's message when it failed ("" when it passed)."""
+
+    metric: str
+    passed: bool
+    message: str = ""
+
+
+def _metric(name, field: str):
+    """The spec of a metric ``evaluate`` computes, or an InputError naming ``field``."""
+    if not isinstance(name, str):
+        raise InputError(f"{field}={shown(name)}: a metric name is a string such as 'map@R'.")
+    try:
+        spec = metric_spec(name)
+    except MetricNameError as exc:
+        raise MetricNameError(f"{field}: {exc}", name=exc.name, suggestion=exc.suggestion) from None
+    if spec.kind not in _EVALUATE_KINDS:
+        raise InputError(f"{field}={name!r}: {spec.name} is not computed by retrieval_checks.evaluate from "
+                         "embeddings (it is an image-text or classifier metric); use a retrieval metric such as "
+                         "'map@R' or 'hit_rate@1'.")
+    return spec
+
+
+def _one_gate(metric: str, gate, owner: str) -> tuple[str, dict]:
+    field = f"{owner}[{metric!r}]"
+    if not isinstance(gate, Mapping):
+        raise InputError(f"{field}={shown(gate)}: a gate is a dict of bounds, e.g. {{'at_least': 0.5}} "
+                         f"(fields: {', '.join(GATE_FIELDS)}).")
+    unknown = [k for k in gate if k not in GATE_FIELDS]
+    if unknown:
+        raise InputError(f"{field}: unknown field {unknown[0]!r}{hint(unknown[0], GATE_FIELDS)}; a gate takes "
+                         f"{', '.join(GATE_FIELDS)}.")
+    if gate.get("at_least") is None and gate.get("at_most") is None:
+        raise InputError(f"{field}: a gate needs at_least, at_most or both (numbers such as 0.5); without a bound "
+                         "it could never fail.")
+    spec = _metric(metric, f"{owner} key")
+    out = {}
+    for role in ("at_least", "at_most"):
+        if gate.get(role) is not None:
+            out[role] = check_threshold(spec.capabilities, gate[role], role=role, field=f"{field}.{role}",
+                                        metric=spec.name)
+    if "at_least" in out and "at_most" in out and out["at_least"] > out["at_most"]:
+        raise InputError(f"{field}: at_least={out['at_least']:g} > at_most={out['at_most']:g}; no value passes "
+                         "both: swap them (at_least is the lower bound).")
+    on = gate.get("on", "value")
+    if on not in ("value", "interval"):
+        raise InputError(f"{field}.on={shown(on)}: use 'value' (the point value) or 'interval' (the interval's "
+                         "bound).")
+    out["on"] = on
+    if gate.get("max_skipped") is not None:
+        out["max_skipped"] = check_option("max_skipped", gate["max_skipped"], argument=f"{field}.max_skipped")
+    if gate.get("confidence") is not None:
+        out["confidence"] = check_option("confidence", gate["confidence"], argument=f"{field}.confidence")
+    return spec.name, out
+
+
+def check_gates(gates, metrics=None, *, owner: str = "gates") -> tuple[list[str], dict[str, dict]]:
+    """Validate ``gates`` (``{metric: {"at_least": x, "at_most": y, "on": "value" |
+    "interval", "max_skipped": n, "confidence": c}}``) and ``metrics`` (names, or None
+    for the gated metrics) when an integration is built, so that a typo fails before
+    training starts, not at the first validation.
+
+    Returns the canonical metric names to compute and the gates keyed by canonical
+    name, thresholds as floats. Refused (:class:`~retrieval_checks.InputError`, naming
+    the field): an unknown metric or field, a gate without a bound, a threshold that is
+    NaN, on the wrong scale or makes a gate that could never fail, a gated metric that
+    is not among ``metrics``, a metric named twice, and nothing to compute.
+    """
+    if gates is None:
+        gates = {}
+    if not isinstance(gates, Mapping):
+        raise InputError(f"{owner}={shown(gates)}: pass a dict {{metric: {{'at_least': x}}}}, e.g. "
+                         "{'map@R': {'at_least': 0.5}}, or None.")
+    checked: dict[str, dict] = {}
+    for metric, gate in gates.items():
+        name, out = _one_gate(metric, gate, owner)
+        if name in checked:
+            raise InputError(f"{owner}: {metric!r} and another key both name {name}; keep one gate per metric.")
+        checked[name] = out
+    if metrics is None:
+        names = list(checked)
+    else:
+        if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
+            raise InputError(f"metrics={shown(metrics)}: pass a list of metric names, e.g. ['map@R', 'hit_rate@1'].")
+        names = []
+        for i, m in enumerate(metrics):
+            name = _metric(m, f"metrics[{i}]").name
+            if name in names:
+                raise InputError(f"metrics[{i}]={m!r}: {name} is listed twice; list each metric once.")
+            names.append(name)
+        missing = [n for n in checked if n not in names]
+        if missing:
+            raise InputError(f"{owner}[{missing[0]!r}]: {missing[0]} is gated but not in metrics={list(metrics)}; "
+                             "add it to metrics (or leave metrics out to compute the gated metrics).")
+    if not names:
+        raise InputError("metrics: nothing to compute; name at least one metric (metrics=['map@R']) or gate one.")
+    return names, checked
+
+
+def check_evaluate_options(options: Mapping) -> dict:
+    """The options an integration passes to :func:`retrieval_checks.evaluate`, each
+    validated now (an unknown name or a bad value is an InputError naming it)."""
+    out = {}
+    for name, value in options.items():
+        if name not in EVALUATE_OPTIONS:
+            raise InputError(f"{name}={shown(value)}: not an option of retrieval_checks.evaluate the integrations "
+                             f"pass on{hint(name, EVALUATE_OPTIONS)}; options: {', '.join(EVALUATE_OPTIONS)}.")
+        table = EVALUATE_OPTIONS[name]
+        if table is None:  # relevance_level
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise InputError(f"relevance_level={shown(value)}: expected an integer >= 1 (the lowest grade that "
+                                 "counts as relevant).")
+            out[name] = int(value)
+        else:
+            out[name] = check_option(table, value, argument=name)
+    return out
+
+
+def run_gates(result, gates: Mapping[str, dict]) -> list[GateOutcome]:
+    """Check every gate on ``result`` with :func:`retrieval_checks.assert_metric` (each
+    emits its gate event); a failed gate becomes an outcome holding its message."""
+    outcomes = []
+    for metric, gate in gates.items():
+        try:
+            assert_metric(result, metric, **gate)
+        except AssertionError as exc:
+            outcomes.append(GateOutcome(metric, False, str(exc)))
+        else:
+            outcomes.append(GateOutcome(metric, True))
+    return outcomes
+
+
+def logged_values(result, prefix: str, outcomes=()) -> dict[str, float]:
+    """The values an integration logs: every metric of ``result`` under
+    ``prefix + name``; where the metric carries an interval, its bounds as
+    ``name + "_low"`` / ``"_high"``; the count of skipped queries (``n_skipped``: no
+    relevant gallery item); and 1.0 / 0.0 for each gate passed / failed
+    (``gate/`` + metric)."""
+    out: dict[str, float] = {}
+    for name in result:
+        m = result.measure(name)
+        out[prefix + name] = float(m.value)
+        if m.interval is not None:
+            out[prefix + name + "_low"], out[prefix + name + "_high"] = float(m.interval[0]), float(m.interval[1])
+    out[prefix + "n_skipped"] = float(result.n_skipped)
+    for o in outcomes:
+        out[prefix + "gate/" + o.metric] = 1.0 if o.passed else 0.0
+    return out
+
+
+def to_numpy_rows(x, what: str) -> np.ndarray:
+    """A (n x d) batch of embeddings (tensor on any device, array or list) as numpy,
+    detached from any graph."""
+    if is_torch_tensor(x):
+        x = x.detach()
+        if x.dtype.is_floating_point and x.element_size() < 4:
+            x = x.float()  # float16 / bfloat16 (numpy has no bfloat16): exact in float32
+        x = x.cpu()
+    a = as_numpy(x, what)
+    if a.ndim != 2:
+        raise InputError(f"{what} has shape {a.shape}; expected a (batch x dimension) matrix of embeddings.")
+    return a
+
+
+def to_labels(y, n: int, what: str) -> np.ndarray:
+    """One label (or id) per row as a 1-D numpy array."""
+    if is_torch_tensor(y):
+        y = y.detach().cpu()
+    a = np.asarray(y) if not isinstance(y, np.ndarray) else y
+    if a.ndim != 1 or a.shape[0] != n:
+        raise InputError(f"{what} has shape {a.shape}; expected one per embedding ({n},).")
+    return a
+
+
+def dedupe_by_id(embeddings, labels, ids, *, tolerance: float = 1e-4) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Drop the repeated items of gathered embeddings: a ``DistributedSampler`` pads
+    every rank to the same length by repeating items, so all-gathered validation sets
+    hold some items twice. Items are identified by ``ids`` (global, e.g. the dataset
+    index); the first occurrence of each id is kept, in the gathered order.
+
+    Returns ``(embeddings, labels, ids, n_dropped)``. A repeated id must be the same
+    item: its label must be equal and its embedding equal within ``tolerance`` times the
+    largest magnitude in the batch (ranks may compute an item in batches of different
+    shapes, which can change the last bits); otherwise the ids are not global item ids
+    and an :class:`~retrieval_checks.InputError` says so rather than dropping data.
+    """
+    x = np.asarray(embeddings)
+    y = np.asarray(labels)
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.shape[0] != x.shape[0] or y.shape[0] != x.shape[0]:
+        raise InputError(f"ids {ids.shape}, labels {y.shape} and embeddings {x.shape} must hold one entry per item.")
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    keep = np.sort(first)
+    if keep.size == ids.size:
+        return x, y, ids, 0
+    owner = first[inverse]  # the kept row of each row's id
+    dup = np.flatnonzero(owner != np.arange(ids.size))
+    bad_label = dup[y[dup] != y[owner[dup]]]
+    if bad_label.size:
+        i = int(bad_label[0])
+        raise InputError(f"id {ids[i]!r} appears twice with different labels ({y[owner[i]]!r} and {y[i]!r}): the ids "
+                         "are not global item ids; return each item's dataset index (or another unique id).")
+    scale = float(np.abs(x).max()) if x.size else 0.0
+    diff = np.abs(x[dup].astype(np.float64) - x[owner[dup]].astype(np.float64)).max(axis=1) if x.size else np.zeros(0)
+    far = dup[diff > tolerance * max(scale, np.finfo(np.float64).tiny)]
+    if far.size:
+        i = int(far[0])
+        raise InputError(f"id {ids[i]!r} appears twice with different embeddings (largest difference "
+                         f"{float(diff[dup == i][0]):.3g}, scale {scale:.3g}): the ids are not global item ids, or "
+                         "the model changed between the two; return each item's dataset index.")
+    return x[keep], y[keep], ids[keep], int(dup.size)
+
+
+def evaluate_split(queries, query_labels, gallery=None, gallery_labels=None, *, metrics, options, query_ids=None,
+                   gallery_ids=None):
+    """``evaluate`` on collected arrays: leave-one-out when ``gallery`` is None."""
+    if gallery is None:
+        return evaluate(queries, query_labels=query_labels, query_ids=query_ids, metrics=metrics, **options)
+    return evaluate(queries, gallery, query_labels=query_labels, gallery_labels=gallery_labels, query_ids=query_ids,
+                    gallery_ids=gallery_ids, metrics=metrics, **options)
+
+
+def report_failures(outcomes, where: str, *, stacklevel: int = 3) -> list[GateOutcome]:
+    """Warn once per failed gate (``RuntimeWarning``) and return the failed ones."""
+    failed = [o for o in outcomes if not o.passed]
+    for o in failed:
+        warnings.warn(f"retrieval-checks: gate on {o.metric} failed at {where}:\n{o.message}", RuntimeWarning,
+                      stacklevel=stacklevel)
+    return failed

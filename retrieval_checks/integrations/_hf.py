@@ -1,0 +1,144 @@
+"""Hugging Face ``transformers``: a ``TrainerCallback`` that, at every evaluation,
+embeds a validation set with the model, evaluates it exactly, adds the metrics to the
+evaluation's metrics and the log history, and gates them.
+
+Importing this module imports transformers; ``import retrieval_checks.integrations``
+does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .._suggest import hint, shown
+from ..errors import InputError
+from ._gating import (
+    check_evaluate_options,
+    check_gates,
+    evaluate_split,
+    logged_values,
+    report_failures,
+    run_gates,
+    to_labels,
+    to_numpy_rows,
+)
+
+try:
+    from transformers import TrainerCallback
+except ImportError:  # pragma: no cover
+    raise ImportError("RetrievalChecksTrainerCallback needs transformers: pip install 'retrieval-checks[text]'"
+                      ) from None
+
+__all__ = ["RetrievalChecksTrainerCallback"]
+
+#: What ``embed`` may return in a dict: the inputs of ``retrieval_checks.evaluate``.
+_INPUTS = ("queries", "gallery", "query_labels", "gallery_labels", "relevance", "query_ids", "gallery_ids")
+
+
+def _inputs(value) -> dict:
+    """evaluate's inputs from what ``embed(model)`` returned."""
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in _INPUTS]
+        if unknown:
+            raise InputError(f"embed(model) returned a dict with key {unknown[0]!r}{hint(unknown[0], _INPUTS)}; "
+                             f"keys: {', '.join(_INPUTS)}.")
+        if "queries" not in value:
+            raise InputError("embed(model) returned a dict without 'queries'; return {'queries': ..., "
+                             "'query_labels': ...} (and 'gallery', 'gallery_labels' or 'relevance').")
+        out = dict(value)
+        for side in ("queries", "gallery"):
+            if out.get(side) is not None:
+                out[side] = to_numpy_rows(out[side], f"embed(model)[{side!r}]")
+        return out
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        x = to_numpy_rows(value[0], "embed(model): embeddings")
+        return {"queries": x, "query_labels": to_labels(value[1], x.shape[0], "embed(model): labels")}
+    raise InputError(f"embed(model) returned {type(value).__name__}; return (embeddings, labels) for leave-one-out, "
+                     "or a dict of retrieval_checks.evaluate's inputs ('queries', 'gallery', 'query_labels', "
+                     "'gallery_labels', 'relevance').")
+
+
+class RetrievalChecksTrainerCallback(TrainerCallback):
+    """At every evaluation of a ``transformers.Trainer`` (``on_evaluate``): embed a
+    validation set with ``embed(model)``, evaluate it with
+    :func:`retrieval_checks.evaluate`, add the values to the evaluation's metrics, and
+    gate them.
+
+    ``embed(model)`` runs with the model in eval mode and without gradients, and
+    returns ``(embeddings, labels)`` (leave-one-out) or a dict of evaluate's inputs
+    (``queries``, ``gallery``, ``query_labels``, ``gallery_labels``, ``relevance``,
+    ``query_ids``, ``gallery_ids``). Under several processes every process embeds the
+    whole set, so every process takes the same decision.
+
+    The values (every metric, interval bounds where a metric has one, ``n_skipped``,
+    1/0 per gate as ``gate/<metric>``, under ``prefix``, default ``eval_rc_``) are
+    added to the metrics dict that ``trainer.evaluate()`` returns and that
+    ``metric_for_best_model`` reads (``metric_for_best_model="rc_map@R"``), and
+    appended to ``trainer.state.log_history`` as their own entry (the trainer has
+    already sent the evaluation's log to ``report_to`` integrations when callbacks see
+    it). ``last_values`` and ``last_result`` keep the latest.
+
+    Gates (checked now, :func:`~retrieval_checks.integrations.check_gates`): a failed
+    gate warns; ``stop_on_failure=True`` sets ``control.should_training_stop``;
+    ``raise_on_failure=True`` raises the gate's ``AssertionError``. Further keyword
+    arguments go to :func:`~retrieval_checks.evaluate`.
+    """
+
+    def __init__(self, embed, metrics=None, *, gates=None, prefix: str = "eval_rc_", stop_on_failure: bool = False,
+                 raise_on_failure: bool = False, **evaluate_options):
+        if not callable(embed):
+            raise InputError(f"embed={shown(embed)}: expected a function model -> (embeddings, labels) or a dict of "
+                             "retrieval_checks.evaluate's inputs.")
+        self.metrics, self.gates = check_gates(gates, metrics)
+        self.options = check_evaluate_options(evaluate_options)
+        for flag, value in (("stop_on_failure", stop_on_failure), ("raise_on_failure", raise_on_failure)):
+            if not isinstance(value, bool):
+                raise InputError(f"{flag}={shown(value)}: expected True or False.")
+        if stop_on_failure and raise_on_failure:
+            raise InputError("stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
+                             "this evaluation; raise: raise the gate's AssertionError now).")
+        if not isinstance(prefix, str):
+            raise InputError(f"prefix={shown(prefix)}: expected a string such as 'eval_rc_'.")
+        self.embed, self.prefix = embed, prefix
+        self.stop_on_failure, self.raise_on_failure = stop_on_failure, raise_on_failure
+        self.last_result = None
+        self.last_values: dict[str, float] = {}
+        self.last_outcomes: list = []
+
+    def _embed(self, model) -> dict:
+        if model is None:
+            raise InputError("on_evaluate received no model; RetrievalChecksTrainerCallback runs inside "
+                             "transformers.Trainer, which passes it.")
+        import torch
+
+        was_training = getattr(model, "training", False)
+        model.eval()
+        try:
+            with torch.no_grad():
+                value = self.embed(model)
+        finally:
+            model.train(was_training)
+        return _inputs(value)
+
+    def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
+        data = self._embed(model)
+        queries, labels = data.pop("queries"), data.pop("query_labels", None)
+        if data.get("gallery") is None and data.get("relevance") is None:
+            result = evaluate_split(queries, labels, metrics=self.metrics, options=self.options,
+                                    query_ids=data.get("query_ids"))
+        else:
+            from ..engine import evaluate
+
+            result = evaluate(queries, query_labels=labels, metrics=self.metrics, **data, **self.options)
+        outcomes = run_gates(result, self.gates)
+        values = logged_values(result, self.prefix, outcomes)
+        self.last_result, self.last_values, self.last_outcomes = result, values, outcomes
+        if metrics is not None:
+            metrics.update(values)
+        state.log_history.append({**values, "epoch": state.epoch, "step": state.global_step})
+        failed = report_failures(outcomes, f"step {state.global_step}")
+        if failed and self.raise_on_failure:
+            raise AssertionError(failed[0].message)
+        if failed and self.stop_on_failure:
+            control.should_training_stop = True
+        return control

@@ -1,0 +1,300 @@
+"""PyTorch Lightning: a callback that evaluates and gates the validation embeddings at
+the end of every validation epoch, and a monitor of the discriminant ratio J of every
+training batch.
+
+Importing this module imports Lightning (``lightning.pytorch``, or the older
+``pytorch_lightning`` package when only that one is installed); ``import
+retrieval_checks.integrations`` does not.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
+
+from .._suggest import shown
+from ..errors import InputError
+from ..metrics import discriminant_ratio
+from ._gating import (
+    check_evaluate_options,
+    check_gates,
+    dedupe_by_id,
+    evaluate_split,
+    logged_values,
+    report_failures,
+    run_gates,
+    to_labels,
+    to_numpy_rows,
+)
+
+try:
+    from lightning.pytorch import Callback
+    from lightning.pytorch.utilities import rank_zero_info
+except ImportError:  # pragma: no cover - the standalone package
+    try:
+        from pytorch_lightning import Callback
+        from pytorch_lightning.utilities import rank_zero_info
+    except ImportError:
+        raise ImportError("the Lightning callbacks of retrieval_checks.integrations need PyTorch Lightning: "
+                          "pip install 'retrieval-checks[lightning]'") from None
+
+__all__ = ["RetrievalChecksCallback", "DiscriminantRatioMonitor"]
+
+_SPLITS = ("leave_one_out", "dataloaders")
+
+
+def unpack(value, where: str, *, need_ids: bool) -> tuple:
+    """(embeddings, labels, ids or None) from what ``embed`` or a step returned: a
+    tuple ``(embeddings, labels)`` / ``(embeddings, labels, ids)`` or a dict with keys
+    ``embeddings``, ``labels`` and optionally ``ids``."""
+    if isinstance(value, Mapping):
+        missing = [k for k in ("embeddings", "labels") if k not in value]
+        if missing:
+            raise InputError(f"{where} returned a dict without {missing[0]!r}; return {{'embeddings': (batch x d), "
+                             f"'labels': (batch,), 'ids': (batch,) optional}}; it has keys {list(value)}.")
+        parts = (value["embeddings"], value["labels"], value.get("ids"))
+    elif isinstance(value, (tuple, list)) and len(value) in (2, 3):
+        parts = (value[0], value[1], value[2] if len(value) == 3 else None)
+    else:
+        raise InputError(f"{where} returned {type(value).__name__}; return (embeddings, labels), (embeddings, labels, "
+                         "ids) or a dict with keys 'embeddings', 'labels' and 'ids' (optional).")
+    x = to_numpy_rows(parts[0], f"{where}: embeddings")
+    y = to_labels(parts[1], x.shape[0], f"{where}: labels")
+    if parts[2] is None:
+        if need_ids:
+            raise InputError(f"{where} returned no ids, and validation runs on several processes (DDP): the "
+                             "callback needs each item's global id (e.g. its dataset index) to drop the items "
+                             "DistributedSampler repeats; return (embeddings, labels, ids).")
+        return x, y, None
+    return x, y, to_labels(parts[2], x.shape[0], f"{where}: ids")
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"{name}={shown(value)}: expected True or False.")
+    return value
+
+
+def _prefix(value) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"prefix={shown(value)}: expected a string such as 'rc/' (put before every logged name).")
+    return value
+
+
+class RetrievalChecksCallback(Callback):
+    """Evaluate retrieval metrics on the validation embeddings at the end of every
+    validation epoch, log them, and gate them.
+
+    Collection: each validation batch gives (embeddings, labels[, ids]) either from
+    ``embed(pl_module, batch)`` or, with ``embed=None``, from what ``validation_step``
+    returns (a tuple, or a dict with keys ``embeddings``, ``labels``, ``ids``). The
+    sanity check's batches are not evaluated. ``split``: ``"leave_one_out"`` (default:
+    each item queries all the others) or ``"dataloaders"`` (validation dataloader 0
+    holds the queries, dataloader 1 the gallery).
+
+    Under DDP the collected arrays of every rank are all-gathered (in rank order) and
+    the items that ``DistributedSampler`` repeats to pad the ranks are dropped by id
+    (:func:`~retrieval_checks.integrations.dedupe_by_id`): ids are then required, and
+    the count dropped is logged (``n_duplicates_dropped``) and printed. Every rank
+    computes the same result, so every rank takes the same decision.
+
+    Logged (``pl_module.log``, epoch level, under ``prefix``): every metric, interval
+    bounds where a metric has one, ``n_skipped`` (queries without a relevant item),
+    ``n_duplicates_dropped`` and 1/0 per gate (``gate/<metric>``). Lightning stores
+    logged scalars in float32; the float64 values are in ``last_values`` and the full
+    :class:`~retrieval_checks.EvaluationResult` in ``last_result``.
+
+    Gates (``{"map@R": {"at_least": 0.5}}``, checked when the callback is built, see
+    :func:`~retrieval_checks.integrations.check_gates`) run through
+    :func:`~retrieval_checks.assert_metric`. A failed gate warns, and
+    ``stop_on_failure=True`` sets ``trainer.should_stop`` (training ends after this
+    epoch); ``raise_on_failure=True`` raises the gate's ``AssertionError`` instead.
+    ``every_n_epochs``: evaluate on every n-th validation epoch only (others collect
+    nothing). Further keyword arguments go to :func:`~retrieval_checks.evaluate`
+    (``similarity``, ``ties``, ``empty_queries``, ``device``, ``max_memory``, ...).
+    """
+
+    def __init__(self, metrics=None, *, gates=None, embed=None, split: str = "leave_one_out", prefix: str = "rc/",
+                 stop_on_failure: bool = False, raise_on_failure: bool = False, every_n_epochs: int = 1,
+                 **evaluate_options):
+        super().__init__()
+        self.metrics, self.gates = check_gates(gates, metrics)
+        if embed is not None and not callable(embed):
+            raise InputError(f"embed={shown(embed)}: expected a function (pl_module, batch) -> (embeddings, labels"
+                             "[, ids]), or None to read validation_step's outputs.")
+        if split not in _SPLITS:
+            raise InputError(f"split={shown(split)}: use 'leave_one_out' (every item queries the others) or "
+                             "'dataloaders' (validation dataloader 0: queries, 1: gallery).")
+        if isinstance(every_n_epochs, bool) or not isinstance(every_n_epochs, numbers.Integral) or every_n_epochs < 1:
+            raise InputError(f"every_n_epochs={shown(every_n_epochs)}: expected an integer >= 1.")
+        self.stop_on_failure = _flag(stop_on_failure, "stop_on_failure")
+        self.raise_on_failure = _flag(raise_on_failure, "raise_on_failure")
+        if stop_on_failure and raise_on_failure:
+            raise InputError("stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
+                             "this epoch; raise: raise the gate's AssertionError now).")
+        self.embed, self.split, self.prefix = embed, split, _prefix(prefix)
+        self.every_n_epochs = int(every_n_epochs)
+        self.options = check_evaluate_options(evaluate_options)
+        self.last_result = None
+        self.last_values: dict[str, float] = {}
+        self.last_outcomes: list = []
+        self.last_n_dropped = 0
+        self._parts: dict[int, list] = {}
+        self._active = False
+
+    def on_validation_epoch_start(self, trainer, pl_module) -> None:
+        self._parts = {}
+        self._active = (not trainer.sanity_checking) and (trainer.current_epoch % self.every_n_epochs == 0)
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if not self._active:
+            return
+        if dataloader_idx > (1 if self.split == "dataloaders" else 0):
+            raise InputError(f"validation dataloader {dataloader_idx}: split={self.split!r} reads "
+                             + ("dataloader 0 (queries) and 1 (gallery) only" if self.split == "dataloaders"
+                                else "one dataloader; use split='dataloaders' for queries (0) and gallery (1)")
+                             + "; pass only those to the Trainer.")
+        where = "embed(pl_module, batch)" if self.embed is not None else "validation_step"
+        value = self.embed(pl_module, batch) if self.embed is not None else outputs
+        if value is None:
+            raise InputError("validation_step returned None: return (embeddings, labels[, ids]) from it, or pass "
+                             "embed=fn(pl_module, batch) to the callback.")
+        x, y, ids = unpack(value, f"{where} (validation batch {batch_idx})", need_ids=trainer.world_size > 1)
+        self._parts.setdefault(int(dataloader_idx), []).append((x, y, ids))
+
+    def _side(self, trainer, idx: int) -> tuple:
+        """One side (queries or gallery), gathered from every rank, deduplicated."""
+        parts = self._parts.get(idx, [])
+        if parts:
+            x = np.concatenate([p[0] for p in parts])
+            y = np.concatenate([p[1] for p in parts])
+            ids = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
+        else:
+            x = y = ids = None
+        if ids is None and x is not None:
+            ids = np.arange(x.shape[0])
+        if trainer.world_size > 1:
+            import torch.distributed as dist
+
+            gathered = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, (x, y, ids))
+            gathered = [g for g in gathered if g[0] is not None]
+            if not gathered:
+                return None, None, 0
+            x, y, ids = (np.concatenate([g[i] for g in gathered]) for i in range(3))
+            x, y, ids, dropped = dedupe_by_id(x, y, ids)
+            return (x, y), ids, dropped
+        return (None if x is None else (x, y)), ids, 0
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if not self._active:
+            return
+        sides = [self._side(trainer, i) for i in ((0, 1) if self.split == "dataloaders" else (0,))]
+        self._parts = {}
+        for i, (data, _, _) in enumerate(sides):
+            if data is None:
+                what = ("the validation dataloader" if self.split == "leave_one_out"
+                        else f"validation dataloader {i} ({'queries' if i == 0 else 'gallery'})")
+                raise InputError(f"{what} gave no batches to evaluate; check limit_val_batches and the dataloaders.")
+        dropped = sum(s[2] for s in sides)
+        if trainer.world_size > 1:
+            rank_zero_info(f"retrieval-checks: dropped {dropped} repeated item(s) that DistributedSampler padded "
+                           f"across {trainer.world_size} ranks (by id) before evaluating.")
+        (q, qy), q_ids = sides[0][0], sides[0][1]
+        if self.split == "dataloaders":
+            (g, gy) = sides[1][0]
+            result = evaluate_split(q, qy, g, gy, metrics=self.metrics, options=self.options)
+        else:
+            result = evaluate_split(q, qy, metrics=self.metrics, options=self.options, query_ids=q_ids)
+        outcomes = run_gates(result, self.gates)
+        values = logged_values(result, self.prefix, outcomes)
+        values[self.prefix + "n_duplicates_dropped"] = float(dropped)
+        self.last_result, self.last_values, self.last_outcomes, self.last_n_dropped = result, values, outcomes, dropped
+        for name, v in values.items():
+            pl_module.log(name, v, on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
+        failed = report_failures(outcomes, f"epoch {trainer.current_epoch}")
+        if failed and self.raise_on_failure:
+            raise AssertionError(failed[0].message)
+        if failed and self.stop_on_failure:
+            trainer.should_stop = True
+
+
+class DiscriminantRatioMonitor(Callback):
+    """Log the discriminant ratio J = Tr(S_B) / (Tr(S_W) + eps) of every training batch
+    (:func:`retrieval_checks.discriminant_ratio`: between-class over within-class
+    scatter; unitless, higher is better), as the seed on few-shot logo metrics monitors
+    cluster quality during training.
+
+    The batch's embeddings and labels come from ``embed(pl_module, batch)`` (run
+    without gradients) or, with ``embed=None``, from what ``training_step`` returns: a
+    dict with keys ``embeddings`` and ``labels`` (besides ``loss``). Logged under
+    ``name`` (default ``rc/discriminant_ratio``) per step (the logger writes every
+    ``Trainer(log_every_n_steps=...)`` steps; every value is kept in ``values``, float64,
+    where Lightning's logged scalars are float32). Under DDP each rank's J is that of its own batch; the logger
+    records rank 0's.
+
+    J is undefined for a batch of one class, or where every class is a single item:
+    ``undefined="error"`` (default) raises; ``undefined="skip"`` logs nothing for that
+    batch, counts it in ``n_undefined`` and logs the count per epoch as
+    ``name + "_undefined_batches"``. ``every_n_steps`` computes J on every n-th batch.
+    """
+
+    def __init__(self, embed=None, *, name: str = "rc/discriminant_ratio", undefined: str = "error",
+                 every_n_steps: int = 1, eps: float = 1e-12):
+        super().__init__()
+        if embed is not None and not callable(embed):
+            raise InputError(f"embed={shown(embed)}: expected a function (pl_module, batch) -> (embeddings, labels), "
+                             "or None to read training_step's outputs.")
+        if not isinstance(name, str) or not name:
+            raise InputError(f"name={shown(name)}: expected the logged name, e.g. 'rc/discriminant_ratio'.")
+        if undefined not in ("error", "skip"):
+            raise InputError(f"undefined={shown(undefined)}: use 'error' (raise on a batch where J is undefined) or "
+                             "'skip' (log nothing for it, and count it).")
+        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, numbers.Integral) or every_n_steps < 1:
+            raise InputError(f"every_n_steps={shown(every_n_steps)}: expected an integer >= 1.")
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps >= 0):
+            raise InputError(f"eps={shown(eps)}: expected a finite number >= 0 (added to Tr(S_W)).")
+        self.embed, self.name, self.undefined = embed, name, undefined
+        self.every_n_steps, self.eps = int(every_n_steps), float(eps)
+        self.values: list[float] = []
+        self.n_undefined = 0
+        self._epoch_undefined = 0
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self._epoch_undefined = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if batch_idx % self.every_n_steps:
+            return
+        if self.embed is not None:
+            import torch
+
+            with torch.no_grad():
+                value = self.embed(pl_module, batch)
+            where = f"embed(pl_module, batch) (training batch {batch_idx})"
+        else:
+            value = outputs
+            where = f"training_step (batch {batch_idx})"
+            if not isinstance(value, Mapping):
+                raise InputError(f"{where} returned {type(value).__name__}; return a dict with 'loss', 'embeddings' "
+                                 "and 'labels', or pass embed=fn(pl_module, batch) to the monitor.")
+        x, y, _ = unpack(value, where, need_ids=False)
+        try:
+            j = float(discriminant_ratio(x, y, eps=self.eps))
+        except InputError as exc:
+            if self.undefined == "error":
+                raise InputError(f"{where}: the discriminant ratio is undefined for this batch: {exc} Use batches "
+                                 "with at least two classes and two items in some class, or undefined='skip'.") from None
+            self.n_undefined += 1
+            self._epoch_undefined += 1
+            return
+        self.values.append(j)
+        pl_module.log(self.name, j, on_step=True, on_epoch=False, batch_size=x.shape[0])
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if self.undefined == "skip":
+            pl_module.log(self.name + "_undefined_batches", float(self._epoch_undefined), on_step=False,
+                          on_epoch=True, batch_size=1)
