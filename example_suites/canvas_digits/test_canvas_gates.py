@@ -16,8 +16,6 @@ import pytest
 
 import retrieval_checks as rc
 
-torch = pytest.importorskip("torch", reason="the canvas example needs PyTorch (pip install torch)")
-
 HERE = Path(__file__).parent
 
 
@@ -33,6 +31,8 @@ def data():
 
 @pytest.fixture(scope="module")
 def models():
+    # torch is imported here, when a test runs, not at collection (it takes ~1 s to import)
+    torch = pytest.importorskip("torch", reason="the canvas example needs PyTorch (pip install torch)")
     sys.path.insert(0, str(HERE))
     try:
         from cnn import build

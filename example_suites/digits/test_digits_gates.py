@@ -18,8 +18,6 @@ import pytest
 
 import retrieval_checks as rc
 
-torch = pytest.importorskip("torch", reason="the digits model needs PyTorch (pip install torch)")
-
 HERE = Path(__file__).parent
 # digits has only 10 classes: groups of S=2 labels give r=5 groups; 5 partitions averaged
 GROUPED = dict(group_size=2, group_repeats=5, confidence=0.95)
@@ -27,6 +25,8 @@ GROUPED = dict(group_size=2, group_repeats=5, confidence=0.95)
 
 @pytest.fixture(scope="module")
 def model():
+    # torch is imported here, when a test runs, not at collection (it takes ~1 s to import)
+    torch = pytest.importorskip("torch", reason="the digits model needs PyTorch (pip install torch)")
     import sys
 
     sys.path.insert(0, str(HERE))
