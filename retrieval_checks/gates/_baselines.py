@@ -47,7 +47,7 @@ from ..errors import InputError, MetricNameError
 from ..stats._intervals import bootstrap_interval, wilson_interval
 
 __all__ = ["baseline_record", "BaselineFile", "BaselineStore", "assert_no_regression", "records_differ",
-           "write_records", "baseline_path", "check_record"]
+           "write_records", "baseline_path", "check_record", "rounded_record", "SIGNIFICANT_DIGITS"]
 
 _MAX_QUERY_UNITS = 5000
 
@@ -57,6 +57,48 @@ RECORD_UNITS = ("queries", "groups", "images", "samples", "classes", "pairs")
 #: How to repair a malformed record of a baselines file.
 REGEN_FIX = ("edit the record, or delete it and regenerate it with pytest --rc-force-regen (writes missing or "
              "changed baselines) or --rc-regen-all (rewrites every baseline)")
+
+
+#: Significant digits of the numbers a baselines file stores (value, interval, unit sums):
+#: readable, and small pull-request diffs. The store rounds a new result the same way
+#: before comparing it, so a result equal to its baseline compares equal.
+SIGNIFICANT_DIGITS = 6
+# the units' mean against the value, both rounded: each is off by at most 5e-6 (relative) at 6 digits
+_ROUNDED_REL_TOL = 2e-5
+
+
+def _round(x):
+    """A float rounded to SIGNIFICANT_DIGITS significant digits; anything else as it is
+    (integers, and what check_record will refuse)."""
+    if isinstance(x, float) and math.isfinite(x):
+        return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
+    return x
+
+
+def rounded_record(rec):
+    """A copy of the record ``rec`` with its value, interval and unit sums rounded to
+    :data:`SIGNIFICANT_DIGITS` significant digits (what a baselines file stores); the
+    interval is widened, if rounding moved it past the rounded value, to hold it. A
+    record that is not a mapping is returned as it is (:func:`check_record` refuses it)."""
+    if not isinstance(rec, Mapping):
+        return rec
+    out = dict(rec)
+    if "value" in out:
+        out["value"] = _round(out["value"])
+    iv = out.get("interval")
+    if isinstance(iv, (list, tuple)) and len(iv) == 2:
+        low, high = _round(iv[0]), _round(iv[1])
+        v, v0 = out.get("value"), rec.get("value")
+        held = (all(isinstance(x, float) and math.isfinite(x) for x in (*iv, low, high))
+                and isinstance(v, numbers.Real) and not isinstance(v, bool) and iv[0] <= v0 <= iv[1])
+        if held:  # only rounding's own slip is mended; an interval that missed its value stays for check_record
+            low, high = min(low, float(v)), max(high, float(v))
+        out["interval"] = [low, high]
+    units = out.get("units")
+    if isinstance(units, Mapping):
+        out["units"] = {k: [_round(u[0]), u[1]] if isinstance(u, (list, tuple)) and len(u) == 2 else u
+                        for k, u in units.items()}
+    return out
 
 
 def _clean(x):
@@ -307,7 +349,7 @@ def _check_units(spec, rec, units, top, bad) -> None:
         count += int(c)
     mean = total / count
     value = float(rec["value"])
-    if not math.isclose(mean, value, rel_tol=1e-6, abs_tol=1e-9):
+    if not math.isclose(mean, value, rel_tol=_ROUNDED_REL_TOL, abs_tol=1e-9):
         bad("units", f"the units contradict the value: their count-weighted mean (sum of sums / sum of counts) is "
                      f"{mean:.9g}, the value is {value:.9g}; the units must be the per-unit sums and counts the value "
                      "was computed from")
@@ -317,10 +359,12 @@ def _check_units(spec, rec, units, top, bad) -> None:
 
 
 def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
-    """Whether two records differ beyond float noise (for --force-regen); records are
-    checked first (:func:`check_record`)."""
+    """Whether two records differ at the precision a baselines file stores
+    (:data:`SIGNIFICANT_DIGITS` significant digits, then float noise; for
+    --force-regen); records are checked first (:func:`check_record`)."""
     if a is None or b is None:
         return a is not b
+    a, b = rounded_record(_plain(a)), rounded_record(_plain(b))  # at the precision a baselines file stores
     a = check_record(a, where="first record", fix="pass records from baseline_record()")
     b = check_record(b, where="second record", fix="pass records from baseline_record()")
     if a.get("metric") != b.get("metric") or a.get("n") != b.get("n") or a.get("partition") != b.get("partition"):
@@ -353,6 +397,11 @@ def _fmt_iv(iv) -> str:
     return "none" if not iv else f"[{float(iv[0]):.4f}, {float(iv[1]):.4f}]"
 
 
+def _with_iv(value: float, iv) -> str:
+    """``0.7120 [0.6880, 0.7350]``: a value and its interval (the value alone without one)."""
+    return f"{value:.4f}" + (f" {_fmt_iv(iv)}" if iv else "")
+
+
 def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | None = None,
                          max_relative_drop: float | None = None, direction: str | None = None,
                          significant: bool = False, confidence: float = 0.95, where: str = "",
@@ -360,7 +409,10 @@ def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | Non
     """Fail when ``current`` (a :func:`baseline_record`) dropped from ``baseline``
     beyond the tolerances (see :func:`retrieval_checks._regression.measure_change`).
 
-    Both records are checked first (:func:`check_record`): a NaN or malformed value,
+    Both records are compared at the precision a baselines file stores
+    (:func:`rounded_record`: a result equal to its stored baseline compares equal; a
+    drop smaller than the last stored digit is not seen) and checked first
+    (:func:`check_record`): a NaN or malformed value,
     interval or tolerance is an :class:`~retrieval_checks.InputError`, never a pass.
     ``max_skipped`` fails the gate when the current run skipped more queries (a
     count, or a fraction of the queries); any skipped query gives a warning."""
@@ -373,6 +425,8 @@ def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | Non
                              + (" (for a stored baseline: BaselineFile(path).get(key))" if name == "baseline" else "")
                              + ".")
     check_option("max_skipped", max_skipped)
+    # both at the precision a baselines file stores, so a result equal to its stored baseline compares equal
+    current, baseline = rounded_record(_plain(current)), rounded_record(_plain(baseline))
     current = check_record(current, where="current record",
                            fix="pass a record from baseline_record(result, metric)")
     baseline = check_record(baseline, where=f"{where} baseline" if where else "baseline record")
@@ -420,7 +474,8 @@ def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | Non
         warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
     if failed:
         biv = baseline.get("interval")
-        head = (f"{ch.metric} regressed: {ch.baseline:.4f} -> {ch.current:.4f} ({'; '.join(ch.reasons)})\n"
+        head = (f"{ch.metric} regressed: {_with_iv(ch.baseline, biv)} -> "
+                f"{_with_iv(ch.current, current.get('interval'))} ({'; '.join(ch.reasons)})\n"
                 if ch.failed else f"{skip_failure}\n")
         raise AssertionError(
             (f"{where}\n" if where else "")
@@ -525,7 +580,10 @@ class BaselineFile:
     """
 
     HEADER = ("# retrieval-checks baselines: review changes like code.\n"
-              "# Regenerate: pytest --rc-force-regen (rewrite what changed, and fail) or --rc-regen-all.\n")
+              f"# Numbers are stored rounded to {SIGNIFICANT_DIGITS} significant digits; new results are compared at "
+              "that precision.\n"
+              "# Regenerate: pytest --rc-force-regen (rewrite what changed, and fail) or --rc-regen-all; remove the "
+              "records of checks that no longer exist: --rc-prune-baselines.\n")
 
     def __init__(self, path):
         if not isinstance(path, (str, os.PathLike)):
@@ -590,9 +648,35 @@ class BaselineFile:
 
         ``entries`` maps record names (strings) to records (as from
         :func:`baseline_record`); numpy numbers and arrays are written as plain
-        numbers and lists, and every record is checked (:func:`check_record`) before
-        anything is written: an invalid record is an InputError, never a bad file."""
+        numbers and lists, numbers rounded to :data:`SIGNIFICANT_DIGITS` significant
+        digits (:func:`rounded_record`), and every record is checked
+        (:func:`check_record`) before anything is written: an invalid record is an
+        InputError, never a bad file."""
         entries = self._checked_entries(entries)
+        self._rewrite(lambda records: records.update(entries))
+
+    def prune(self, exists) -> list[str]:
+        """Remove the records of checks that no longer exist, under the file's lock:
+        ``exists(name)`` says whether the check a record is named after still exists.
+        Returns the names removed, sorted (the file is rewritten only when there are
+        some; an unreadable file is an InputError, never rewritten)."""
+        if not callable(exists):
+            raise InputError(f"BaselineFile.prune takes a function name -> bool, got {type(exists).__name__}.")
+        removed: list[str] = []
+
+        def drop(records: dict) -> None:
+            removed.extend(sorted(k for k in records if not exists(k)))
+            for k in removed:
+                del records[k]
+
+        if self.path.exists():
+            self._rewrite(drop, strict=True, only_if=lambda: bool(removed))
+        return removed
+
+    def _rewrite(self, change, *, strict: bool = False, only_if=None) -> None:
+        """Lock, re-read, ``change(records)`` in place, write atomically (mode kept);
+        ``strict``: an unreadable file is an error instead of being moved aside;
+        ``only_if()`` false: nothing is written."""
         path = Path(os.path.realpath(self.path)) if self.path.is_symlink() else self.path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -603,8 +687,11 @@ class BaselineFile:
                              "directory (baselines are written to this path).")
         try:
             with _exclusive(path):
-                records = self._merge_base(path)
-                records.update(entries)
+                records = BaselineFile(path).records if strict else self._merge_base(path)
+                change(records)
+                if only_if is not None and not only_if():
+                    self.records = records
+                    return
                 text = self.HEADER + yaml.safe_dump({k: records[k] for k in sorted(records)}, sort_keys=False,
                                                     default_flow_style=None, width=120, allow_unicode=True)
                 try:
@@ -638,7 +725,7 @@ class BaselineFile:
             if not isinstance(key, str):
                 raise InputError(f"BaselineFile.update: entries key {shown(key)} is {type(key).__name__}; record "
                                  "names are strings (the check or test name): write it as a string.")
-            rec = _plain(rec)
+            rec = rounded_record(_plain(rec))
             out[key] = check_record(rec, where=f"BaselineFile.update: entries[{_name(key)!r}] (for {self.path})",
                                     fix="pass a record from rc.baseline_record(result, metric)")
         return out
@@ -796,6 +883,8 @@ class BaselineStore:
             raise InputError(f"{unknown[0]}=: not an option of a baseline check; use "
                              f"{', '.join(_TOLERANCES)}.{hint(unknown[0], _TOLERANCES)}")
         path = Path(path)
+        # compared and written at the precision the file stores: a result equal to its baseline compares equal
+        record = rounded_record(_plain(record))
         check_record(record, where=f"the record for {key!r}", fix="pass a record from baseline_record()")
         stored = self.stored(path, key)
         if self.regen == "all":

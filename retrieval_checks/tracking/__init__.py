@@ -2,8 +2,8 @@
 reports and the ``retrieval-checks`` command line."""
 
 from ._cli import main
-from ._history import History, run_metadata
+from ._history import History, default_history_path, run_metadata
 from ._markdown import render_markdown
 from ._report import render_report
 
-__all__ = ["History", "run_metadata", "render_report", "render_markdown", "main"]
+__all__ = ["History", "run_metadata", "default_history_path", "render_report", "render_markdown", "main"]

@@ -1,23 +1,27 @@
 """The ``retrieval-checks`` command line: list, show, compare and export recorded runs.
 
-    retrieval-checks runs                       # newest first
+    retrieval-checks runs --branch main --full-only   # newest first, as every listing
     retrieval-checks show latest
     retrieval-checks compare -2 -1 --max-drop 0.01 --significant
-    retrieval-checks history map --model candidate
-    retrieval-checks export --format csv -o runs.csv
+    retrieval-checks compare 3f2a9c1                  # that commit's latest run against the latest
+    retrieval-checks history ndcg_cut@10 --test test_search --limit 5
+    retrieval-checks export -o runs.csv               # the format from the extension (.csv, .json)
     retrieval-checks report latest -o report.html
     retrieval-checks validate example_suites    # suites and baselines files, no model run
     retrieval-checks schema -o suite.schema.json
 
-``--db`` names the history database (default ``.retrieval-checks/history.sqlite``,
-as written by the pytest plugin from the rootdir), before or after the command.
+``--db`` names the history database, before or after the command; by default it is
+``.retrieval-checks/history.sqlite`` in the project root, found from the working
+directory as pytest finds its rootdir (:func:`~retrieval_checks.tracking.default_history_path`,
+the same rule the pytest plugin writes by), so any subdirectory of the project works.
+Every listing is newest first (runs, history, export).
 Exit codes: 0 success, 1 a comparison found a regression (a worse value, a gate that
 errored, or a gate of the baseline run missing from the candidate unless
 ``--allow-missing``), or ``show --check`` found a failed gate or a non-zero recorded
 exit status, or ``validate`` found an invalid suite or baselines file; 2 bad usage (an
 unknown metric, nothing to compare, a path to validate that does not exist or is not a
-suite or baselines file) or a database problem. Runs are named by id, ``latest``, or ``-1``, ``-2``, ... (newest
-first).
+suite or baselines file) or a database problem. Runs are named by id, ``latest``, ``-1``, ``-2``, ... (newest
+first), or a git commit (its latest run).
 """
 
 from __future__ import annotations
@@ -37,16 +41,18 @@ from pathlib import Path
 import yaml
 
 from ..gates import BaselineFile, rule_text
-from ._history import History
+from ._history import DEFAULT_HISTORY, History, default_history_path, project_root
 from ._report import render_report
 from ..gates._regression import higher_is_better, measure_change
-from ..errors import InputError, RetrievalChecksError, SuiteError
+from ..errors import InputError, MetricNameError, RetrievalChecksError, SuiteError
+from ..metrics._names import metric_spec
 from ..options import parse_text
 from .._suggest import did_you_mean
 from ..suites import load_suite
 from ..suites._jsonschema import suite_json_schema
 
-DEFAULT_DB = ".retrieval-checks/history.sqlite"
+DEFAULT_DB = DEFAULT_HISTORY  # relative to the project root
+ORDER = "newest first"
 _EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", "test", "suite", "model", "dataset", "metric",
                    "gate", "value", "low", "high", "threshold", "comparison", "on", "passed", "n", "unit", "n_used",
                    "n_skipped", "rule")
@@ -72,17 +78,30 @@ def _table(rows: list[tuple], out) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip(), file=out)
 
 
+def _selection(run: dict) -> str:
+    """``full``, ``partial: <what narrowed it>``, or ``?`` (recorded before runs kept it)."""
+    sel = run.get("selection")
+    if sel is None:
+        return "?"
+    return "full" if sel == "" else f"partial: {sel}"
+
+
 def _cmd_runs(h: History, args, out) -> int:
-    runs = h.runs(limit=args.limit)
+    runs = h.runs(limit=args.limit, commit=args.commit, branch=args.branch, full_only=args.full_only)
     if not runs:
-        print(f"no runs in {h.path}", file=out)
+        filters = [f for f, on in ((f"--commit {args.commit}", args.commit), (f"--branch {args.branch}", args.branch),
+                                   ("--full-only", args.full_only)) if on]
+        print(f"no runs in {h.path}" + (f" for {' '.join(filters)}" if filters else ""), file=out)
         return 0
-    rows = [("run", "started (UTC)", "commit", "gates", "failed", "exit", "machine")]
+    rows = [("run", "started (UTC)", "commit", "branch", "gates", "failed", "exit", "selection", "command")]
     for r in runs:
         commit = (r["git_commit"] or "-")[:10] + ("+dirty" if r["git_dirty"] else "")
-        rows.append((r["id"], r["started"], commit, r["n_gates"], r["n_failed"], _fmt(r["exitstatus"]),
-                     r["machine"] or ""))
+        rows.append((r["id"], r["started"], commit, r.get("git_branch") or "-", r["n_gates"], r["n_failed"],
+                     _fmt(r["exitstatus"]), _selection(r), r["command"] or ""))
     _table(rows, out)
+    if any(r.get("selection") is None for r in runs):
+        print("selection '?': recorded before retrieval-checks stored how a run was selected (full or partial)",
+              file=out)
     return 0
 
 
@@ -116,36 +135,51 @@ def _cmd_show(h: History, args, out) -> int:
     return 0
 
 
-def _cmd_compare(h: History, args, out) -> int:
+def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str]:
+    """One compared gate's table row and its verdict: ``ok``, ``regressed`` or
+    ``untested`` (under --significant, a drop beyond the tolerance whose significance
+    cannot be tested: a run recorded no interval for it)."""
+    ch = measure_change(metric, b, c, max_drop=args.max_drop, max_relative_drop=args.max_relative_drop,
+                        significant=args.significant, confidence=args.confidence)
+    verdict = "regressed" if ch.failed else "ok"
+    text = "REGRESSED" if ch.failed else "ok"
+    if args.significant and ch.p_worse is None:
+        missing = " and ".join(f"run {r['run_id']}" for r in (b, c) if r.get("low") is None or r.get("high") is None)
+        if ch.failed:
+            verdict, text = "untested", (f"UNTESTED (dropped beyond the tolerance; no interval in {missing or 'a run'}"
+                                         ": significance cannot be tested)")
+        elif missing:
+            text = f"ok (within the tolerance; no interval in {missing}: significance not testable)"
+    row = (c["test"], metric, _fmt(ch.baseline), _fmt(ch.current), f"{ch.drop:+.4f}",
+           "" if ch.p_worse is None else f"{ch.p_worse:.3g}", text)
+    return row, verdict
+
+
+def _cmd_compare(h: History, args, out) -> int:  # long: the verdicts, the summary line and the missing gates
     base_id, cand_id = h.resolve(args.baseline), h.resolve(args.candidate)
     base = {(r["test"], r["metric"]): r for r in h.results(base_id)}
     cand = {(r["test"], r["metric"]): r for r in h.results(cand_id)}
-    wanted = set(args.metric or ())
     known = {m for (_, m) in (*base, *cand)}
-    for metric in sorted(wanted - known):  # a typo must not compare nothing and pass
-        everywhere = known | set(h.metrics())
-        raise _UsageError(f"--metric {metric}: no gate of run {base_id} or run {cand_id} measured it"
-                          f"{_closest(metric, everywhere)}; metrics of these runs: "
-                          f"{', '.join(sorted(known)) or 'none'}.")
+    wanted = {_metric_name(h, m, known, f"--metric {m}: no gate of run {base_id} or run {cand_id} measured it")
+              for m in (args.metric or ())}
     rows = [("test", "metric", f"run {base_id}", f"run {cand_id}", "drop", "p(worse)", "result")]
-    failed = skipped = 0
+    counts = {"regressed": 0, "untested": 0, "ok": 0}
+    skipped = 0
     for key in sorted(set(base) & set(cand)):
         test, metric = key
         if wanted and metric not in wanted:
             continue
         b, c = base[key], cand[key]
         if b["value"] is not None and c["value"] is None and higher_is_better(metric) is not None:
-            failed += 1  # the gate errored (or lost its value) in the candidate: a regression, not a skip
+            counts["regressed"] += 1  # the gate errored (or lost its value) in the candidate: a regression, not a skip
             rows.append((test, metric, _fmt(b["value"]), "none", "", "", "REGRESSED (no value: the gate errored)"))
             continue
         if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
             skipped += 1
             continue
-        ch = measure_change(metric, b, c, max_drop=args.max_drop, max_relative_drop=args.max_relative_drop,
-                            significant=args.significant, confidence=args.confidence)
-        failed += ch.failed
-        rows.append((test, metric, _fmt(ch.baseline), _fmt(ch.current), f"{ch.drop:+.4f}",
-                     "" if ch.p_worse is None else f"{ch.p_worse:.3g}", "REGRESSED" if ch.failed else "ok"))
+        row, verdict = _judge(metric, b, c, args)
+        counts[verdict] += 1
+        rows.append(row)
     _table(rows, out)
     lost = sorted(k for k in set(base) - set(cand) if not wanted or k[1] in wanted)
     only_b, only_c = len(lost), len({k for k in set(cand) - set(base) if not wanted or k[1] in wanted})
@@ -154,10 +188,17 @@ def _cmd_compare(h: History, args, out) -> int:
         tol.append(f"max drop {args.max_drop:g}")
     if args.max_relative_drop is not None:
         tol.append(f"max relative drop {args.max_relative_drop:.2%}")
+    untested = (f", {counts['untested']} untested (significance cannot be tested)" if args.significant else "")
     print(f"{len(rows) - 1} compared ({', '.join(tol) or 'no drop allowed'}"
-          f"{', only significant drops' if args.significant else ''}), {failed} regressed; "
+          f"{', only significant drops' if args.significant else ''}), {counts['regressed']} regressed{untested}; "
           f"{skipped} skipped (no value or direction), {only_b} only in run {base_id}, {only_c} only in run {cand_id}",
           file=out)
+    status = 1 if counts["regressed"] else 0
+    if counts["untested"] and not args.allow_untested:
+        print(f"{counts['untested']} gate(s) dropped beyond the tolerance, and whether the drop is significant cannot "
+              "be tested (no recorded interval): not judged as regressed, but not passed either (rerun the gates "
+              "with intervals, compare without --significant, or pass --allow-untested to accept them)", file=out)
+        status = 1
     if lost and not args.allow_missing:  # a gate that disappeared is a regression, not a pass
         for test, metric in lost:
             print(f"MISSING  {test}  {metric}: in run {base_id}, not in run {cand_id}", file=out)
@@ -168,31 +209,95 @@ def _cmd_compare(h: History, args, out) -> int:
         raise _UsageError(f"nothing to judge: no gate of run {base_id} has a value in run {cand_id} to compare with "
                           f"({skipped} skipped, {only_b} only in run {base_id}, {only_c} only in run {cand_id}); "
                           "compare runs of the same tests, or check --metric.")
-    return 1 if failed else 0
+    return status
+
+
+def _metric_name(h: History, name: str, known: set, problem: str) -> str:
+    """The recorded metric ``name`` stands for: itself when recorded, else its canonical
+    name by the metric registry's aliases (``ndcg_cut@10`` -> ``ndcg@10``, also in
+    ``<metric> gap`` / ``<metric> difference``); a name neither recorded nor known is a
+    usage error with the closest recorded name."""
+    if name in known:
+        return name
+    base, suffix = name, ""
+    for tail in (" gap", " difference"):
+        if name.endswith(tail):
+            base, suffix = name[: -len(tail)], tail
+    try:
+        canonical = metric_spec(base.strip()).name + suffix
+    except MetricNameError:
+        canonical = None
+    if canonical is not None and canonical in known:
+        return canonical
+    everywhere = known | set(h.metrics())
+    alias = f" (the metric registry reads it as {canonical!r})" if canonical not in (None, name) else ""
+    raise _UsageError(f"{problem}{alias}{_closest(canonical or name, everywhere)}; recorded metrics: "
+                      f"{', '.join(sorted(known)[:20]) or 'none'}.")
+
+
+def _test_names(h: History, given: str, metric: str) -> list[str]:
+    """The recorded test(s) ``--test`` names: the node id itself, or the one node id it
+    ends (``test_x``, ``module.py::test_x``, ``test_x[param]``, a suite's case name);
+    several matches are an error listing them."""
+    tests = h.tests(metric)
+    if given in tests:
+        return [given]
+    found = [t for t in tests if t.endswith(("::" + given, "/" + given))
+             or t.split("::")[-1].split("[")[0] == given]
+    if len(found) == 1:
+        return found
+    if found:
+        raise _UsageError(f"--test {given}: matches {len(found)} recorded tests of {metric}: "
+                          f"{', '.join(found[:10])}{' ...' if len(found) > 10 else ''}; give a longer part of the "
+                          "node id (or the whole).")
+    names = {t.split("::")[-1] for t in tests} | set(tests)
+    raise _UsageError(f"--test {given}: no recorded test of {metric} is named so{_closest(given, names)}; "
+                      f"tests of {metric}: {', '.join(tests[:10]) or 'none'}{' ...' if len(tests) > 10 else ''}.")
 
 
 def _cmd_history(h: History, args, out) -> int:
-    rows = h.metric_history(args.metric, model=args.model, dataset=args.dataset, test=args.test, limit=args.limit)
+    known = set(h.metrics())
+    metric = _metric_name(h, args.metric, known, f"metric {args.metric!r} was never recorded in {h.path}")
+    tests = None if args.test is None else _test_names(h, args.test, metric)
+    rows = h.metric_runs(metric, model=args.model, dataset=args.dataset, tests=tests, limit=args.limit)
     if not rows:
-        known = set(h.metrics())
-        if args.metric not in known:
-            raise _UsageError(f"metric {args.metric!r} was never recorded in {h.path}"
-                              f"{_closest(args.metric, known)}; recorded metrics: "
-                              f"{', '.join(sorted(known)[:20]) or 'none'}.")
-        print(f"no recorded values of {args.metric!r} for these filters (--model, --dataset, --test)", file=out)
+        print(f"no recorded values of {metric!r} for these filters (--model, --dataset, --test)", file=out)
         return 0
-    table = [("run", "started (UTC)", "commit", "test", "value", "interval", "result")]
+    shown_as = "" if metric == args.metric else f" ({args.metric!r} is {metric!r})"
+    n_runs = len({r["run_id"] for r in rows})
+    print(f"{metric}{shown_as}: {len(rows)} value(s) in the newest {n_runs} run(s), {ORDER}", file=out)
+    table = [("run", "started (UTC)", "commit", "test", "model", "dataset", "value", "interval", "result")]
     for r in rows:
         interval = "" if r["low"] is None else f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"
-        table.append((r["run_id"], r["started"], (r["git_commit"] or "-")[:10], r["test"], _fmt(r["value"]), interval,
-                      "PASS" if r["passed"] else "FAIL"))
+        commit = (r["git_commit"] or "-")[:10] + ("+dirty" if r.get("git_dirty") else "")
+        table.append((r["run_id"], r["started"], commit, r["test"], r.get("model") or "", r.get("dataset") or "",
+                      _fmt(r["value"]), interval, "PASS" if r["passed"] else "FAIL"))
     _table(table, out)
     return 0
 
 
+_FORMATS = {".csv": "csv", ".json": "json"}
+
+
+def _export_format(args) -> str:
+    """The export format: from the ``-o`` file's extension (.csv, .json); ``--format``
+    when there is no file, or one with another extension; a conflict is an error."""
+    if not args.output:
+        return args.format or "csv"
+    by_name = _FORMATS.get(Path(args.output).suffix.lower())
+    if by_name is None and args.format is None:
+        raise _UsageError(f"-o {args.output}: cannot tell the format from the extension "
+                          f"{Path(args.output).suffix or '(none)'}; name the file .csv or .json, or pass --format.")
+    if by_name is not None and args.format is not None and args.format != by_name:
+        raise _UsageError(f"--format {args.format} conflicts with -o {args.output} (a {by_name} file by its "
+                          f"extension); drop --format, or name the file .{args.format}.")
+    return by_name or args.format
+
+
 def _cmd_export(h: History, args, out) -> int:
+    fmt = _export_format(args)
     runs = {r["id"]: r for r in h.runs()}
-    ids = [h.resolve(args.run)] if args.run is not None else sorted(runs)
+    ids = [h.resolve(args.run)] if args.run is not None else sorted(runs, reverse=True)  # newest first
     rows = []
     for run_id in ids:
         meta = runs[run_id]
@@ -200,7 +305,7 @@ def _cmd_export(h: History, args, out) -> int:
             rows.append({"run_id": run_id, "started": meta["started"], "git_commit": meta["git_commit"],
                          "git_dirty": meta["git_dirty"], **{k: r.get(k) for k in _EXPORT_COLUMNS[4:-1]},
                          "bounds": r.get("bounds") or None, "rule": rule_text(r)})
-    if args.format == "json":
+    if fmt == "json":
         text = json.dumps({"runs": [runs[i] for i in ids], "results": rows}, indent=2, default=str,
                           allow_nan=False) + "\n"
     else:
@@ -211,7 +316,7 @@ def _cmd_export(h: History, args, out) -> int:
         text = buf.getvalue()
     if args.output:
         _write(args.output, text)
-        print(f"wrote {len(rows)} results of {len(ids)} run(s) to {args.output}", file=out)
+        print(f"wrote {len(rows)} results of {len(ids)} run(s) to {args.output} ({fmt}, {ORDER})", file=out)
     else:
         out.write(text)
     return 0
@@ -456,45 +561,81 @@ def _suite_commands(sub) -> None:
     s.add_argument("-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it")
 
 
+_RUN_REF = "an id, latest, -1, -2, ... (newest first), or a git commit of 4 to 40 hex digits (its latest run)"
+
+
+def _history_commands(sub) -> None:  # long: every argument of the history commands, with its help
+    """``runs``, ``show``, ``compare``, ``history`` and ``export``: they read the history database."""
+    s = sub.add_parser("runs", help=f"list recorded runs, {ORDER}", description=f"Recorded runs, {ORDER}: the "
+                       "commit (+dirty: uncommitted changes), branch, gates, failures, exit status, whether the run "
+                       "was full or partial (-k, -m, --lf, node ids, deselected tests) and the command line.")
+    s.add_argument("--limit", type=_positive_int, default=20, help="the newest N runs (default 20)")
+    s.add_argument("--commit", metavar="HEX", help="only runs of the commit starting with these hex digits")
+    s.add_argument("--branch", help="only runs on this git branch")
+    s.add_argument("--full-only", action="store_true",
+                   help="only full runs (not narrowed by -k, -m, --lf, node ids or deselection); runs recorded "
+                        "before the selection was stored are left out")
+    s = sub.add_parser("show", help="the gates of one run", description="The gates of one run, in the order recorded.")
+    s.add_argument("run", nargs="?", default="latest", help=f"the run: {_RUN_REF}; default latest")
+    s.add_argument("--check", action="store_true",
+                   help="exit 1 when any gate of the run failed or the recorded session exited non-zero")
+    s = sub.add_parser("compare", help="compare two runs gate by gate; exit 1 on a regression",
+                       description="Compare the gates of two runs (same test and metric). Exit 1 on a regression, a "
+                       "gate missing from the candidate, or (with --significant) a drop whose significance cannot "
+                       "be tested.")
+    s.add_argument("baseline", help=f"the reference run: {_RUN_REF}")
+    s.add_argument("candidate", nargs="?", default="latest", help=f"the run judged: {_RUN_REF}; default latest")
+    s.add_argument("--max-drop", type=_drop, default=None, help="largest allowed absolute drop (default 0)")
+    s.add_argument("--max-relative-drop", type=_drop, default=None,
+                   help="largest allowed drop / |baseline| (e.g. 0.02 for 2%%)")
+    s.add_argument("--significant", action="store_true",
+                   help="fail only on drops significant at 1 - confidence (z test from the recorded intervals); a gate "
+                        "without an interval cannot be tested and is reported as UNTESTED")
+    s.add_argument("--allow-untested", action="store_true",
+                   help="with --significant: do not fail on drops whose significance cannot be tested")
+    s.add_argument("--confidence", type=_confidence, default=0.95,
+                   help="confidence of the intervals' test, strictly between 0 and 1 (default 0.95)")
+    s.add_argument("--metric", action="append",
+                   help="only this metric (repeatable; aliases such as ndcg_cut@10 are accepted)")
+    s.add_argument("--allow-missing", action="store_true",
+                   help="do not fail when gates of the baseline run are missing from the candidate run")
+    s = sub.add_parser("history", help=f"one metric's values over past runs, {ORDER}",
+                       description=f"One metric's recorded values, {ORDER}, with each run's commit.")
+    s.add_argument("metric", help="the metric: a recorded name or an alias of it (ndcg_cut@10 for ndcg@10, "
+                                  "'map gap' for a gap gate)")
+    s.add_argument("--model", help="only values of this model")
+    s.add_argument("--dataset", help="only values of this dataset")
+    s.add_argument("--test", help="only this test: its node id or the end of it (test_x, module.py::test_x, a "
+                                  "suite's case name); a name matching several tests is an error listing them")
+    s.add_argument("--limit", type=_positive_int, default=50,
+                   help="the newest N runs that recorded the metric (default 50; every value of those runs)")
+    s = sub.add_parser("export", help="export results as CSV or JSON",
+                       description=f"Every gate of the recorded runs ({ORDER}) as CSV or JSON.")
+    s.add_argument("--run", default=None, help=f"one run: {_RUN_REF} (default: every run)")
+    s.add_argument("--format", choices=("csv", "json"), default=None,
+                   help="csv or json; by default taken from the -o extension (.csv, .json), else csv")
+    s.add_argument("-o", "--output", metavar="FILE", help="write to FILE (its extension sets the format) instead of "
+                                                          "printing")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__  # here: the package has finished importing
 
     p = argparse.ArgumentParser(prog="retrieval-checks", description="Recorded quality-gate runs: list, compare, "
                                 "export; and YAML suites checked without running a model (validate, schema).")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--db", default=DEFAULT_DB, help=f"history database (default {DEFAULT_DB})")
+    db_help = (f"the history database (default: {DEFAULT_DB} in the project root, found from the working directory "
+               "upwards as pytest finds its rootdir: the first directory with pytest.ini, .pytest.ini, or a "
+               "pyproject.toml / tox.ini / setup.cfg with a pytest section, else with pyproject.toml / setup.py / "
+               "setup.cfg, else with .git)")
+    p.add_argument("--db", default=None, help=db_help)
     # --db is accepted after the command too; there it overrides the one given before
     db = argparse.ArgumentParser(add_help=False)
-    db.add_argument("--db", dest="sub_db", default=None, help=f"history database (default {DEFAULT_DB})")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=lambda **kw: argparse.ArgumentParser(
-        **{"parents": [db], **kw}))
+    db.add_argument("--db", dest="sub_db", default=None, help=db_help)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=lambda **kw:
+                           argparse.ArgumentParser(**{"parents": [db], **kw}))
     _suite_commands(sub)
-    s = sub.add_parser("runs", help="list runs, newest first")
-    s.add_argument("--limit", type=_positive_int, default=20, help="newest N runs (default 20)")
-    s = sub.add_parser("show", help="the gates of one run")
-    s.add_argument("run", nargs="?", default="latest")
-    s.add_argument("--check", action="store_true", help="exit 1 when any gate of the run failed")
-    s = sub.add_parser("compare", help="compare two runs metric by metric; exit 1 on a regression")
-    s.add_argument("baseline", help="the reference run (id, latest, -2, ...)")
-    s.add_argument("candidate", nargs="?", default="latest")
-    s.add_argument("--max-drop", type=_drop, default=None, help="largest allowed absolute drop")
-    s.add_argument("--max-relative-drop", type=_drop, default=None, help="largest allowed drop / |baseline|")
-    s.add_argument("--significant", action="store_true",
-                   help="fail only on drops significant at 1 - confidence (z test from the recorded intervals)")
-    s.add_argument("--confidence", type=_confidence, default=0.95)
-    s.add_argument("--metric", action="append", help="only this metric (repeatable)")
-    s.add_argument("--allow-missing", action="store_true",
-                   help="do not fail when gates of the baseline run are missing from the candidate run")
-    s = sub.add_parser("history", help="one metric's values over past runs")
-    s.add_argument("metric")
-    s.add_argument("--model")
-    s.add_argument("--dataset")
-    s.add_argument("--test")
-    s.add_argument("--limit", type=_positive_int, default=50, help="newest N values (default 50)")
-    s = sub.add_parser("export", help="export results as CSV or JSON")
-    s.add_argument("--run", default=None, help="one run (default: all)")
-    s.add_argument("--format", choices=("csv", "json"), default="csv")
-    s.add_argument("-o", "--output")
+    _history_commands(sub)
     s = sub.add_parser("report", help="write a run's HTML report, or its gate table as markdown (a pull-request "
                        "comment)", description="The HTML report of a recorded run (figures and history included), or "
                        "its gate table as markdown: failures first, the commit and branch, each value's change against "
@@ -520,11 +661,18 @@ def main(argv=None, out=None) -> int:
         return 2 if exc.code not in (0, None) else 0
     if getattr(args, "sub_db", None) is not None:
         args.db = args.sub_db
+    defaulted = args.db is None and args.command not in ("validate", "schema")
+    if defaulted:
+        args.db = str(default_history_path())
     commands = {"runs": _cmd_runs, "show": _cmd_show, "compare": _cmd_compare, "history": _cmd_history,
                 "export": _cmd_export, "report": _cmd_report}
     try:
         if args.command in ("validate", "schema"):  # files, not the history: no database is opened
             return (_cmd_validate if args.command == "validate" else _cmd_schema)(args, out)
+        if defaulted and not Path(args.db).exists():
+            raise _UsageError(f"no run history at {args.db} (the default: {DEFAULT_DB} in the project root "
+                              f"{project_root()}, found from {Path.cwd()}); run pytest in the project first, or "
+                              "give --db.")
         return commands[args.command](History(args.db), args, out)
     except (RetrievalChecksError, _UsageError) as exc:
         print(f"retrieval-checks: error: {exc}", file=sys.stderr)

@@ -1,9 +1,11 @@
 """Run history: every session's gate outcomes in an embedded SQLite database.
 
-One row in ``runs`` per session (start and end time, git commit and dirty flag,
-machine, Python, command line, exit status) and one row in ``results`` per gate
-outcome (test, suite, model, dataset, metric, value, interval, threshold, rule,
-pass/fail, sample size, the queries used and skipped, every bound of the rule). The database uses WAL journaling and a busy timeout, and a
+One row in ``runs`` per session (start and end time, git commit, branch and dirty
+flag, machine, Python, command line, the test selection of a partial run, exit
+status) and one row in ``results`` per gate outcome (test, suite, model, dataset,
+metric, value, interval, threshold, rule, pass/fail, sample size, the queries used
+and skipped, every bound of the rule). The database uses WAL journaling and a busy
+timeout, and a
 session writes its rows in one ``BEGIN IMMEDIATE`` transaction, so several processes
 (two pytest sessions, the command line) can share it; under pytest-xdist only the
 controller writes. ``History.runs()``, ``results()`` and ``metric_history()`` read it
@@ -26,9 +28,11 @@ from pathlib import Path
 
 from ..errors import InputError
 
-__all__ = ["History", "run_metadata"]
+__all__ = ["History", "run_metadata", "default_history_path", "project_root", "DEFAULT_HISTORY"]
 
-_SCHEMA_VERSION = 2  # 2: results.n_used, n_skipped, bounds (a version-1 database is migrated by its next writer)
+# 2: results.n_used, n_skipped, bounds; 3: runs.git_branch, runs.selection (an older database is migrated by its
+# next writer)
+_SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -43,7 +47,9 @@ CREATE TABLE IF NOT EXISTS runs (
     rootdir TEXT,
     exitstatus INTEGER,
     n_gates INTEGER NOT NULL DEFAULT 0,
-    n_failed INTEGER NOT NULL DEFAULT 0
+    n_failed INTEGER NOT NULL DEFAULT 0,
+    git_branch TEXT,
+    selection TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -74,7 +80,8 @@ CREATE INDEX IF NOT EXISTS results_by_run ON results (run_id);
 _COLUMNS = ("test", "suite", "model", "dataset", "metric", "gate", "value", "low", "high", "threshold", "comparison",
             "on_", "passed", "n", "unit", "detail", "n_used", "n_skipped", "bounds")
 _MIGRATIONS = {1: ("ALTER TABLE results ADD COLUMN n_used INTEGER", "ALTER TABLE results ADD COLUMN n_skipped INTEGER",
-                   "ALTER TABLE results ADD COLUMN bounds TEXT")}
+                   "ALTER TABLE results ADD COLUMN bounds TEXT"),
+               2: ("ALTER TABLE runs ADD COLUMN git_branch TEXT", "ALTER TABLE runs ADD COLUMN selection TEXT")}
 _REQUIRED = {"meta": {"key", "value"},
              "runs": {"id", "started", "finished", "git_commit", "git_dirty", "machine", "python", "command", "rootdir",
                       "exitstatus", "n_gates", "n_failed"},
@@ -91,21 +98,73 @@ def _git(rootdir: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def run_metadata(rootdir=".", command: str | None = None) -> dict:
-    """Where and on what a run happened: git commit and dirty flag (None outside a
-    repository), machine, Python, command line, start time (UTC, ISO 8601)."""
+def run_metadata(rootdir=".", command: str | None = None, selection: str | None = None) -> dict:
+    """Where and on what a run happened: git commit, branch (None on a detached head)
+    and dirty flag (None outside a repository), machine, Python, command line, start
+    time (UTC, ISO 8601), and ``selection``: ``""`` for a full run, else what narrowed
+    it (``-k EXPR``, ``--lf``, node ids; the pytest plugin fills it in)."""
     root = Path(rootdir)
     commit = _git(root, "rev-parse", "HEAD")
     status = _git(root, "status", "--porcelain", "--untracked-files=no") if commit else None
+    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD") if commit else None
     return {
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": commit,
+        "git_branch": None if branch in (None, "HEAD") else branch,
         "git_dirty": None if status is None else int(bool(status)),
+        "selection": selection,
         "machine": f"{socket.gethostname()} ({platform.system()} {platform.machine()}, {os.cpu_count()} cpus)",
         "python": platform.python_version(),
         "command": command if command is not None else " ".join(sys.argv),
         "rootdir": str(root.resolve()),
     }
+
+
+#: Where the history lives, relative to the project root (see :func:`project_root`).
+DEFAULT_HISTORY = ".retrieval-checks/history.sqlite"
+
+# pytest's configuration files, and the section that makes each one pytest's (None: any such file)
+_INI_FILES = (("pytest.ini", None), (".pytest.ini", None),
+              ("pyproject.toml", ("[tool.pytest.ini_options]", "[tool.pytest]")), ("tox.ini", ("[pytest]",)),
+              ("setup.cfg", ("[tool:pytest]",)))
+
+
+def _holds_section(path: Path, sections) -> bool:
+    if sections is None:
+        return True
+    try:
+        lines = {line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()}
+    except OSError:
+        return False
+    return any(s in lines for s in sections)
+
+
+def project_root(start=None) -> Path:
+    """The project root, found as pytest finds its rootdir: from ``start`` (default: the
+    working directory) upwards, the first directory with a pytest configuration file
+    (``pytest.ini``, ``.pytest.ini``, or a ``pyproject.toml`` / ``tox.ini`` /
+    ``setup.cfg`` with a pytest section); else the first with a ``pyproject.toml``,
+    ``setup.py`` or ``setup.cfg`` of any content; else the first holding ``.git``; else
+    ``start`` itself."""
+    start = Path(start if start is not None else os.getcwd()).resolve()
+    chain = [start, *start.parents]
+    for directory in chain:
+        if any((directory / name).is_file() and _holds_section(directory / name, sections)
+               for name, sections in _INI_FILES):
+            return directory
+    for names in (("pyproject.toml", "setup.py", "setup.cfg"), (".git",)):
+        for directory in chain:
+            if any((directory / name).exists() for name in names):
+                return directory
+    return start
+
+
+def default_history_path(start=None) -> Path:
+    """The default run-history database: ``.retrieval-checks/history.sqlite`` in the
+    :func:`project_root` of ``start``. The pytest plugin (from its rootdir) and the
+    ``retrieval-checks`` command line (from the working directory) both use it, so a
+    command run from any subdirectory of the project reads the history pytest wrote."""
+    return project_root(start) / DEFAULT_HISTORY
 
 
 class History:
@@ -173,10 +232,10 @@ class History:
             con.execute("BEGIN IMMEDIATE")
             try:
                 version = self._version(con)  # another writer may have migrated it meanwhile
-                columns = {r[1] for r in con.execute("PRAGMA table_info(results)")}
                 for v in range(version, _SCHEMA_VERSION):
                     for statement in _MIGRATIONS[v]:
-                        if statement.split()[-2] not in columns:
+                        table, column = statement.split()[2], statement.split()[-2]
+                        if column not in {r[1] for r in con.execute(f"PRAGMA table_info({table})")}:
                             con.execute(statement)
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(_SCHEMA_VERSION),))
                 con.execute("COMMIT")
@@ -233,10 +292,11 @@ class History:
             con.execute("BEGIN IMMEDIATE")  # one writer at a time; others wait up to the busy timeout
             cur = con.execute(
                 "INSERT INTO runs (started, finished, git_commit, git_dirty, machine, python, command, rootdir, "
-                "exitstatus, n_gates, n_failed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "exitstatus, n_gates, n_failed, git_branch, selection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (metadata.get("started", finished), finished, metadata.get("git_commit"), metadata.get("git_dirty"),
                  metadata.get("machine"), metadata.get("python"), metadata.get("command"), metadata.get("rootdir"),
-                 exitstatus, len(rows), sum(1 for r in rows if not r[12])))
+                 exitstatus, len(rows), sum(1 for r in rows if not r[12]), _text(metadata.get("git_branch")),
+                 _text(metadata.get("selection"))))
             run_id = int(cur.lastrowid)
             con.executemany(f"INSERT INTO results (run_id, {', '.join(_COLUMNS)}) VALUES "
                             f"(?, {', '.join('?' * len(_COLUMNS))})", [(run_id, *r) for r in rows])
@@ -260,32 +320,86 @@ class History:
         finally:
             con.close()
 
-    def runs(self, limit: int | None = None) -> list[dict]:
-        """Runs, newest first (the newest ``limit``, a positive integer, when given)."""
+    def runs(self, limit: int | None = None, *, commit: str | None = None, branch: str | None = None,
+             full_only: bool = False) -> list[dict]:
+        """Runs, newest first (the newest ``limit``, a positive integer, when given):
+        of commits starting with ``commit`` (a hex prefix), of the branch ``branch``,
+        and with ``full_only`` only runs recorded as full (no ``-k``, ``--lf``, node
+        ids...; a run recorded before the selection was stored is not known to be full
+        and is left out)."""
         limit = _limit(limit)
+        where, args = [], []
+        if commit is not None:
+            where.append("git_commit LIKE ?")
+            args.append(_commit_prefix(commit) + "%")
+        if branch is not None:
+            where.append("git_branch = ?")
+            args.append(str(branch))
         with self._reading() as con:
-            sql = "SELECT * FROM runs ORDER BY id DESC" + (f" LIMIT {limit}" if limit else "")
-            return [_run(r, self.path) for r in con.execute(sql)]
+            have = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+            if (branch is not None or full_only) and "selection" not in have:
+                return []  # a database of schema 2 recorded no branch and no selection: no run is known to match
+            if full_only:
+                where.append("selection = ''")
+            sql = ("SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC"
+                   + (f" LIMIT {limit}" if limit else ""))
+            return [_run(r, self.path) for r in con.execute(sql, args)]
 
     def resolve(self, ref) -> int:
-        """A run id from ``ref``: an id, ``latest`` / ``-1`` (newest), ``-2`` (the one before), ..."""
+        """A run id from ``ref``: an id, ``latest`` / ``-1`` (newest), ``-2`` (the one
+        before), ..., or a git commit (4 to 40 hex digits: the newest run of the one
+        commit they start). Digits that name both a run id and a commit are refused as
+        ambiguous (write ``run:N`` or ``commit:HEX``)."""
         runs = self.runs()
         if not runs:
             raise InputError(f"{self.path}: the history has no runs yet.")
         text = str(ref).strip().lower()
         if text in ("latest", "last"):
             return runs[0]["id"]
+        kind, sep, rest = text.partition(":")
+        if sep and kind in ("run", "commit"):
+            return self._by_commit(rest, runs, ref) if kind == "commit" else self._by_id(rest, runs, ref)
         try:
             n = int(text)
         except ValueError:
-            raise InputError(f"run {ref!r}: give a run id, 'latest', or -1, -2, ... (newest first).") from None
-        if n < 0:
+            n = None
+        if n is not None and n < 0:
             if -n > len(runs):
                 raise InputError(f"run {ref}: the history has only {len(runs)} run(s).")
             return runs[-n - 1]["id"]
+        is_commit = len(text) >= 4 and all(c in "0123456789abcdef" for c in text) and any(
+            (r["git_commit"] or "").startswith(text) for r in runs)
+        if n is not None and is_commit and any(r["id"] == n for r in runs):
+            raise InputError(f"{ref!r} is both a run id and the start of a commit; write run:{text} or "
+                             f"commit:{text}.")
+        if is_commit:
+            return self._by_commit(text, runs, ref)
+        if n is None:
+            raise InputError(f"run {ref!r}: give a run id, 'latest', -1, -2, ... (newest first), or a commit recorded "
+                             "in the history (4 to 40 hex digits).")
+        return self._by_id(text, runs, ref)
+
+    def _by_id(self, text: str, runs: list[dict], ref) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise InputError(f"run {ref!r}: after run: give a run id (an integer).") from None
         if not any(r["id"] == n for r in runs):
             raise InputError(f"run {n} is not in {self.path}; runs: {', '.join(str(r['id']) for r in runs[:10])}...")
         return n
+
+    def _by_commit(self, text: str, runs: list[dict], ref) -> int:
+        prefix = _commit_prefix(text)
+        matching = [r for r in runs if (r["git_commit"] or "").startswith(prefix)]
+        commits = sorted({r["git_commit"] for r in matching})
+        if not commits:
+            known = sorted({(r["git_commit"] or "")[:10] for r in runs if r["git_commit"]})
+            raise InputError(f"{ref!r}: no run of a commit starting {prefix} in {self.path}; recorded commits: "
+                             f"{', '.join(known[:10]) or 'none'}.")
+        if len(commits) > 1:
+            raise InputError(f"{ref!r} is ambiguous: it starts {len(commits)} recorded commits "
+                             f"({', '.join(c[:12] for c in commits)}); give more digits.")
+        return matching[0]["id"]  # runs are newest first: that commit's latest run
 
     def results(self, run_id: int) -> list[dict]:
         """The gate records of one run, in the order they were recorded."""
@@ -314,6 +428,42 @@ class History:
             sql = (f"SELECT r.*, u.started, u.git_commit, u.git_dirty FROM results r JOIN runs u ON u.id = r.run_id "
                    f"WHERE {' AND '.join(where)} ORDER BY r.run_id DESC, r.id DESC LIMIT ?")
             return [_row(r, self.path) for r in con.execute(sql, (*args, limit))][::-1]
+
+
+    def tests(self, metric: str | None = None) -> list[str]:
+        """Every test (node id) recorded in the history (of ``metric`` when given), sorted."""
+        with self._reading() as con:
+            sql, args = "SELECT DISTINCT test FROM results", ()
+            if metric is not None:
+                sql, args = sql + " WHERE metric = ?", (metric,)
+            return sorted(str(r[0]) for r in con.execute(sql, args))
+
+    def metric_runs(self, metric: str, *, model=None, dataset=None, tests=None, limit: int | None = 50) -> list[dict]:
+        """The values of one metric in the newest ``limit`` runs that recorded it (for
+        these filters; ``tests``: a list of test node ids), newest run first, each run's
+        gates in the order recorded; ``limit`` counts runs, not rows."""
+        limit = _limit(limit)
+        where, args = ["r.metric = ?"], [metric]
+        for col, val in (("model", model), ("dataset", dataset)):
+            if val is not None:
+                where.append(f"r.{col} = ?")
+                args.append(val)
+        if tests is not None:
+            where.append(f"r.test IN ({', '.join('?' * len(tests))})" if tests else "0")
+            args.extend(tests)
+        cond = " AND ".join(where)
+        with self._reading() as con:
+            sql = (f"SELECT r.*, u.started, u.git_commit, u.git_dirty FROM results r JOIN runs u ON u.id = r.run_id "
+                   f"WHERE {cond} AND r.run_id IN (SELECT DISTINCT r.run_id FROM results r WHERE {cond} "
+                   f"ORDER BY r.run_id DESC LIMIT ?) ORDER BY r.run_id DESC, r.id")
+            return [_row(r, self.path) for r in con.execute(sql, (*args, *args, limit or -1))]
+
+def _commit_prefix(text) -> str:
+    """A git commit or its start: 4 to 40 hex digits, lower-cased."""
+    prefix = str(text).strip().lower()
+    if not 4 <= len(prefix) <= 40 or any(c not in "0123456789abcdef" for c in prefix):
+        raise InputError(f"commit {text!r}: expected 4 to 40 hexadecimal digits (a git commit or its start).")
+    return prefix
 
 
 def _limit(limit):
@@ -431,7 +581,9 @@ def _run(r: sqlite3.Row, path) -> dict:
             raise _bad(path, where, col, d[col], "an integer or NULL")
     if not isinstance(d.get("started"), str):
         raise _bad(path, where, "started", d.get("started"), "a time (text)")
-    for col in ("git_commit", "machine", "python", "command", "rootdir", "finished"):
+    for col in ("git_branch", "selection"):  # absent from a database of schema 2 (read, not migrated)
+        d.setdefault(col, None)
+    for col in ("git_commit", "machine", "python", "command", "rootdir", "finished", "git_branch", "selection"):
         if d.get(col) is not None and not isinstance(d[col], str):
             raise _bad(path, where, col, d[col], "a text or NULL")
     return d

@@ -256,7 +256,7 @@ def test_an_old_database_is_read_as_it_is_and_migrated_by_its_next_writer(v1):
     con.close()
     run = History(v1).record(META, [GATE])
     con = sqlite3.connect(v1)
-    assert con.execute("SELECT value FROM meta").fetchone()[0] == "2"
+    assert con.execute("SELECT value FROM meta").fetchone()[0] == "3"  # 1 -> 2 -> 3 (runs.git_branch, selection)
     assert con.execute("SELECT n_used, n_skipped FROM results WHERE run_id=?", (run,)).fetchone() == (40, 10)
     con.close()
     assert rc.gates.rule_text(History(v1).results(1)[0]) == "0.5 <= value <= 0.9"

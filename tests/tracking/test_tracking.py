@@ -99,7 +99,9 @@ def test_command_line_lists_compares_and_exports(tmp_path, capsys):
     assert code == 1  # intervals of +-0.02 around 0.80 and 0.70: a significant drop
     code, out = _cli("--db", db, "export", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert code == 0 and len(rows) == 4 and rows[0]["git_commit"] == "aaa" and rows[0]["metric"] == "map"
+    # newest run first, as every listing of the command line; a run's gates in the order recorded
+    assert code == 0 and len(rows) == 4 and rows[0]["git_commit"] == "bbb" and rows[2]["git_commit"] == "aaa"
+    assert rows[0]["metric"] == "map" and rows[2]["metric"] == "map"
     code, out = _cli("--db", db, "export", "--run", "latest", "--format", "json")
     data = json.loads(out)
     assert [r["value"] for r in data["results"]] == [0.70, 3.0] and data["runs"][0]["git_commit"] == "bbb"
