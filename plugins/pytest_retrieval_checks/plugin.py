@@ -5,7 +5,8 @@ Options (each a command-line flag and an ini setting of the same name with ``_``
 ``--rc-ties``, ``--rc-max-skipped`` (most queries a gate may skip), ``--rc-timeout``
 (seconds a suite's model may take), ``--rc-json`` (JSON report), ``--rc-html`` (HTML report),
 ``--rc-history`` (SQLite run history), ``--rc-embedding-cache``; the flags
-``--rc-force-regen`` / ``--rc-regen-all`` regenerate baselines; the ini setting
+``--rc-force-regen`` / ``--rc-regen-all`` regenerate baselines, ``--rc-mlflow`` /
+``--rc-wandb`` log every gate to an experiment tracker (``_trackers.py``); the ini setting
 ``rc_suite_files`` names the YAML suites to collect (``_items.py``).
 
 Fixtures: ``rc_options`` (the resolved options), ``rc_evaluate`` (``evaluate`` with the
@@ -34,7 +35,7 @@ from retrieval_checks.gates import BaselineStore, baseline_path, baseline_record
 from retrieval_checks.suites import SuiteRunner
 from retrieval_checks.tracking import run_metadata
 
-from . import _items, _reports
+from . import _github, _items, _reports, _trackers
 
 # the session's evaluation options, validated against the library's option table
 _SESSION_OPTIONS = ("device", "max_memory", "seed", "confidence", "ties", "max_skipped", "timeout")
@@ -65,6 +66,12 @@ def pytest_addoption(parser):
                          "--force-regen)")
     group.addoption("--rc-regen-all", action="store_true", default=False,
                     help="rewrite every baseline and pass (as pytest-regressions' --regen-all)")
+    for name, where in (("mlflow", "the active MLflow run, else a new run under MLFLOW_TRACKING_URI"),
+                        ("wandb", "the active W&B run, else wandb.init (WANDB_MODE, WANDB_PROJECT)")):
+        text = f"log every gate (value, interval, threshold, pass) to {where}; needs retrieval-checks[trackers]"
+        group.addoption(f"--rc-{name}", action="store_const", const=True, dest=f"rc_{name}", default=None,
+                        help=f"{text} (ini: rc_{name} = true)")
+        parser.addini(f"rc_{name}", text, type="bool", default=False)
     parser.addini("rc_suite_files", "glob patterns of YAML suite files to collect", type="args",
                   default=["rc_*.yaml", "rc_*.yml"])
 
@@ -148,7 +155,7 @@ def _record(event) -> None:
     clean = event.to_dict()
     case = getattr(item, "case", None)
     if case is not None:  # a YAML suite item: say which suite, model and dataset(s)
-        clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets))
+        clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets), line=case.check.line)
     item.user_properties.extend(_reports.junit_properties(clean))
     item.user_properties.append((_PROPERTY, _reports.strict_json(clean)))
 
@@ -156,6 +163,7 @@ def _record(event) -> None:
 def pytest_configure(config):
     _resolve_options(config)
     config._rc_outputs = _resolve_outputs(config)
+    config._rc_trackers = _trackers.requested(config)
     config._rc_outcomes = []
     config._rc_baseline_writes = []
     config._rc_notes = []
@@ -329,6 +337,9 @@ def _finish(config, exitstatus) -> bool:
             ok = False
             notes.append(f"error: could not write the HTML report {path} ({type(exc).__name__}: {exc}); "
                          "fix --rc-html (ini rc_html)")
+    _github.publish(config, outcomes, run, history if run else None, notes)
+    if outcomes:
+        ok = _trackers.publish(getattr(config, "_rc_trackers", []), outcomes, run or config._rc_run, notes) and ok
     return ok
 
 
@@ -487,15 +498,18 @@ def rc_baseline(request, rc_options) -> _Baselines:
 
 
 class _Report:
-    """``rc_report.add_sweep(table, title=None)``: put a class-count sweep
-    (:func:`retrieval_checks.class_count_sweep`) in the session's HTML report."""
+    """``rc_report.add_sweep(table, title=None, *, model=None, dataset=None)``: put a
+    class-count sweep (:func:`retrieval_checks.class_count_sweep`) in the session's HTML
+    report, named by its model and dataset (the figure says when none was given)."""
 
     def __init__(self, item):
         self.item = item
 
-    def add_sweep(self, table, title: str | None = None) -> None:
+    def add_sweep(self, table, title: str | None = None, *, model: str | None = None,
+                  dataset: str | None = None) -> None:
         rows = [{k: r[k] for k in ("n_classes", "metric", "value", "low", "high") if k in r} for r in table.to_rows()]
         self.item.user_properties.append((_FIGURE_PROPERTY, json.dumps({"kind": "sweep", "title": title,
+                                                                         "model": model, "dataset": dataset,
                                                                          "rows": rows}, default=float)))
 
 
