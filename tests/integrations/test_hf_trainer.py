@@ -1,0 +1,117 @@
+"""The transformers TrainerCallback with a tiny random BERT classifier built in the test
+and a real transformers.Trainer on the CPU, offline: the metrics added at each
+evaluation equal retrieval_checks.evaluate on the same model's embeddings, they reach
+trainer.evaluate()'s result and the log history, and a failing gate stops training."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+
+from transformers import BertForSequenceClassification, BertTokenizer, Trainer, TrainingArguments  # noqa: E402
+
+import retrieval_checks as rc  # noqa: E402
+from retrieval_checks.integrations import RetrievalChecksTrainerCallback  # noqa: E402
+
+from _integration_data import tiny_bert, topic_texts  # noqa: E402
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+class Texts(torch.utils.data.Dataset):
+    def __init__(self, tokenizer, texts, labels):
+        self.enc = tokenizer(texts, padding="max_length", max_length=8, return_tensors="pt")
+        self.labels = torch.as_tensor(labels)
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.enc["input_ids"][i], "attention_mask": self.enc["attention_mask"][i],
+                "labels": self.labels[i]}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    path = tiny_bert(tmp_path_factory.mktemp("hf") / "bert")
+    tok = BertTokenizer.from_pretrained(path)
+    train_texts, train_topics = topic_texts(16, seed=11)
+    val_texts, val_topics = topic_texts(20, seed=12)
+    return path, tok, Texts(tok, train_texts, train_topics), (val_texts, val_topics)
+
+
+def _embed_fn(tok, texts):
+    enc = tok(texts, padding=True, return_tensors="pt")
+
+    def embed(model):  # mean-pooled last hidden states of the encoder
+        h = model.bert(**enc).last_hidden_state
+        m = enc["attention_mask"].unsqueeze(-1).float()
+        return (h * m).sum(1) / m.sum(1)
+
+    return embed
+
+
+def _trainer(tmp_path, path, train, callback, max_steps):
+    torch.manual_seed(0)
+    model = BertForSequenceClassification.from_pretrained(path, num_labels=4)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=max_steps, eval_strategy="steps",
+                             eval_steps=1, per_device_train_batch_size=8, report_to=[], use_cpu=True,
+                             save_strategy="no", logging_steps=1, learning_rate=1e-2)
+    return Trainer(model=model, args=args, train_dataset=train, eval_dataset=train, callbacks=[callback])
+
+
+def test_metrics_added_at_each_evaluation_equal_evaluate(tmp_path, setup):
+    path, tok, train, (texts, topics) = setup
+    embed = _embed_fn(tok, texts)
+    cb = RetrievalChecksTrainerCallback(lambda model: (embed(model), topics), ["map@R", "hit_rate@1"],
+                                        gates={"map@R": {"at_least": 0.01}})
+    trainer = _trainer(tmp_path, path, train, cb, max_steps=2)
+    trainer.train()
+    entries = [h for h in trainer.state.log_history if "eval_rc_map@R" in h]
+    assert [e["step"] for e in entries] == [1, 2]
+    model = trainer.model.eval()
+    with torch.no_grad():
+        ref = rc.evaluate(embed(model), query_labels=topics, metrics=["map@R", "hit_rate@1"])
+    assert entries[-1]["eval_rc_map@R"] == ref["map@R"] and entries[-1]["eval_rc_hit_rate@1"] == ref["hit_rate@1"]
+    assert entries[-1]["eval_rc_gate/map@R"] == 1.0
+    out = trainer.evaluate()  # the returned metrics hold them too (what metric_for_best_model reads)
+    assert out["eval_rc_map@R"] == ref["map@R"]
+    assert trainer.state.global_step == 2  # a passing gate does not stop training
+
+
+def test_a_failing_gate_stops_training(tmp_path, setup):
+    path, tok, train, (texts, topics) = setup
+    embed = _embed_fn(tok, texts)
+    cb = RetrievalChecksTrainerCallback(lambda model: {"queries": embed(model), "query_labels": topics},
+                                        gates={"map@R": {"at_least": 0.999}}, stop_on_failure=True)
+    trainer = _trainer(tmp_path, path, train, cb, max_steps=6)
+    with pytest.warns(RuntimeWarning, match="gate on map@R failed at step 1"):
+        trainer.train()
+    assert trainer.state.global_step == 1  # stopped at the first evaluation, not after 6 steps
+    assert cb.last_values["eval_rc_gate/map@R"] == 0.0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"embed": None}, "embed=None"),
+    ({"gates": {"map@R": {"at_least": 70}}}, r"0\.7"),
+    ({"stop_on_failure": 1}, "stop_on_failure=1"),
+    ({"max_memory": "lots"}, "max_memory"),
+])
+def test_options_are_checked_when_built(kwargs, match):
+    args = {"embed": lambda m: None, "metrics": ["map@R"]} | kwargs
+    with pytest.raises(rc.InputError, match=match):
+        RetrievalChecksTrainerCallback(**args)
+
+
+def test_embed_output_is_checked(tmp_path, setup):
+    path, tok, train, _ = setup
+    cb = RetrievalChecksTrainerCallback(lambda model: {"querys": 1}, ["map"])
+    with pytest.raises(rc.InputError, match="'querys'.*queries"):
+        _trainer(tmp_path, path, train, cb, max_steps=1).train()
