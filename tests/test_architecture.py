@@ -40,7 +40,8 @@ PUBLIC = {
         "EvaluationCache", "EvaluationResult", "GroupedRecall", "IMAGE_TEXT_METRICS", "ImageTextResult",
         "ann_recall", "check_device", "content_digest", "evaluate", "evaluate_image_text", "evaluate_run", "label_partition",
     ],
-    "retrieval_checks.models": ["EmbeddingCache", "call_with_timeout", "embed", "load_model", "model_fingerprint"],
+    "retrieval_checks.models": ["EmbeddingCache", "HubModel", "call_with_timeout", "embed", "load", "load_model",
+                                "model_fingerprint"],
     "retrieval_checks.stats": [
         "Comparison", "Gap", "Interval", "MeasureCorrelation", "SweepTable", "bootstrap_interval", "compare",
         "correlate_with_gap", "generalization_gap", "newcombe_interval", "selection_accuracy", "wilson_interval",

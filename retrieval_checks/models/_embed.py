@@ -118,6 +118,19 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     if transform is not None and not callable(transform):
         raise InputError(f"transform={transform!r}: expected None or a callable applied to each batch tensor.")
     dev_name = resolve_device(device)
+    from ._hub import HubModel
+
+    if isinstance(model, HubModel):
+        return model.encode(inputs, part=part, batch_size=int(batch_size), device=dev_name, progress=progress)
+    texts = _texts(inputs)
+    if texts is not None:
+        if is_module:
+            raise InputError(f"inputs: {len(texts)} texts, but model={type(model).__name__} is a torch module, which "
+                             "takes numeric tensors; embed texts with a text model (retrieval_checks.models.load("
+                             "'sentence_transformers' or 'huggingface', path)) or a callable taking a list of strings.")
+        kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
+        return _as_embeddings(model(texts, **kwargs), len(texts), getattr(model, "__name__", type(model).__name__),
+                              _output)
     x = _inputs(inputs, torch, is_module)
     if not is_module:
         kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
@@ -165,6 +178,18 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
         if original_device is not None:
             model.to(original_device)
     return _as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__, _output)
+
+
+def _texts(inputs) -> list | None:
+    """``inputs`` as a list of texts when it is a non-empty list or tuple of strings (the
+    inputs of text datasets); None for anything else. A list mixing texts and other
+    values is an error."""
+    if not isinstance(inputs, (list, tuple)) or not inputs or not any(isinstance(t, str) for t in inputs):
+        return None
+    bad = next((i for i, t in enumerate(inputs) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise InputError(f"inputs[{bad}] is {type(inputs[bad]).__name__} among texts; give every item as a string.")
+    return list(inputs)
 
 
 def _inputs(inputs, torch, is_module: bool):
@@ -345,6 +370,10 @@ def _file_digest(path: Path, what: str = "file") -> str:
 def model_fingerprint(model) -> str:
     """Content hash of a suite model: its kind, target, kwargs (with the contents of any
     kwarg string that names a file), its code file and its weights or program bytes."""
+    from ._hub import HUB_KINDS, hub_fingerprint
+
+    if model.kind in HUB_KINDS:
+        return hub_fingerprint(model.kind, Path(model.path), model.settings)
     parts = {"kind": model.kind, "target": model.target, "kwargs": model.kwargs}
     if model.path is not None:
         parts["file"] = _file_digest(Path(model.path), _FILE_ROLE.get(model.kind, "model file"))
@@ -386,8 +415,15 @@ def load_model(model):
     in the file (torch's interpreter, no Python imports, no pickle); ``exported``
     programs are loaded only after :func:`check_exported_archive` proves that nothing in
     the archive would be unpickled or be compiled code; factory weights are read with
-    ``torch.load(weights_only=True)`` or from ``.safetensors`` (data only).
+    ``torch.load(weights_only=True)`` or from ``.safetensors`` (data only); the library
+    kinds (``sentence_transformers``, ``huggingface``, ``open_clip``, ``timm``) load a
+    local :class:`~retrieval_checks.models.HubModel` without remote code
+    (``trust_remote_code=False``) and without the network.
     """
+    from ._hub import HUB_KINDS, HubModel
+
+    if model.kind in HUB_KINDS:
+        return HubModel(model.kind, model.path, model.settings, device="cpu")
     if model.kind == "callable":
         fn = _import_target(model.target, model.base_dir)
         _check_kwargs(fn, model, positional=1)
@@ -611,7 +647,17 @@ class EmbeddingCache:
         self.directory = None
 
     @staticmethod
-    def key(fingerprint: str, inputs: np.ndarray, part: str | None) -> str:
+    def key(fingerprint: str, inputs, part: str | None) -> str:
+        """SHA-256 of the model's fingerprint, the part and the inputs: an array's
+        dtype, shape and bytes, or a list of texts (each one's UTF-8 bytes and length)."""
+        texts = _texts(inputs)
+        if texts is not None:
+            h = hashlib.sha256(f"{_CACHE_FORMAT}|{fingerprint}|{part}|texts|{len(texts)}".encode())
+            for t in texts:
+                b = t.encode("utf-8", "surrogatepass")
+                h.update(len(b).to_bytes(8, "little"))
+                h.update(b)
+            return h.hexdigest()
         x = np.ascontiguousarray(inputs)
         if x.dtype.hasobject:
             raise InputError(f"inputs of dtype {x.dtype} (Python objects) cannot be hashed for the cache; store "

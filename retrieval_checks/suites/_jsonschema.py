@@ -18,7 +18,7 @@ import re
 
 from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
 from ..metrics._names import _ALIASES
-from ..options import DATASET_TYPES, OPTIONS, Option
+from ..options import OPTIONS, Option
 from . import _schema as s
 
 __all__ = ["suite_json_schema", "metric_pattern", "SCHEMA_DIALECT"]
@@ -32,7 +32,8 @@ _NAME = r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*$"
 _TARGET = r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*$"
 _MARKER = r"^[A-Za-z][A-Za-z0-9_]*$"
 _OWN_FIELDS = {"run": ("type", "run", "qrels", "relevance_level", "depth"),
-               "ann": ("type", "queries", "gallery", "neighbors", "k")}
+               "ann": ("type", "queries", "gallery", "neighbors", "k"),
+               "beir": ("type", "path", "split", "relevance_level")}
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _PARAMS = {"K": "[1-9][0-9]*", "t=T": "t=" + _NUMBER, "P": _NUMBER, "Q": _NUMBER, "R": "R"}
 
@@ -110,6 +111,14 @@ def _dataset(kind: str) -> dict:
                      qrels={"$ref": "#/$defs/file", "description": "a TREC qrels file"},
                      relevance_level={"type": "integer", "minimum": 1}, depth={"type": "integer", "minimum": 1})
         required = ["run", "qrels"]
+    elif kind == "beir":
+        props.update(path={"type": "string", "minLength": 1,
+                           "description": "a BEIR directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), "
+                                          "relative to the suite file"},
+                     split={"type": "string", "pattern": r"^[A-Za-z0-9_.\-]+$", "default": "test",
+                            "description": "the qrels file qrels/<split>.tsv"},
+                     relevance_level={"type": "integer", "minimum": 1, "default": 1})
+        required = ["path"]
     elif kind == "ann":
         props.update(queries={"$ref": "#/$defs/source"}, gallery={"$ref": "#/$defs/source"},
                      neighbors=_source(("file", "neighbors")), k={"type": "integer", "minimum": 1, "default": 10})
@@ -137,13 +146,42 @@ def _model() -> dict:
         "device": {"type": "string", "description": OPTIONS["device"].expected},
         "cam_layer": {"type": "string", "minLength": 1, "description": "a name from model.named_modules()"},
         "timeout": _option(OPTIONS["timeout"]),
+        **_hub_props(),
     }
     assert set(runners) <= set(props)
+    assert set(s._HUB_KEYS) <= set(props)
     return {"type": "object", "title": "a model", "properties": props, "additionalProperties": False,
             "oneOf": [{"required": [r]} for r in runners],
             "dependentRequired": {"weights": ["factory"]},
-            "dependentSchemas": {"kwargs": {"anyOf": [{"required": ["callable"]}, {"required": ["factory"]}]}},
+            "dependentSchemas": {"kwargs": {"anyOf": [{"required": ["callable"]}, {"required": ["factory"]}]},
+                                 **{k: {"anyOf": [{"required": [kind]} for kind in _owners(k)]} for k in s._HUB_KEYS}},
             "description": f"exactly one of {', '.join(runners)}"}
+
+
+def _owners(key: str) -> list:
+    """The library model kinds that take ``key`` (checkpoint: open_clip and timm)."""
+    return [k for k in s.HUB_KINDS if key in s._HUB_SETTINGS[k] or key == "checkpoint" and k in ("open_clip", "timm")]
+
+
+def _hub_props() -> dict:
+    """The fields of the library model kinds (sentence_transformers, huggingface,
+    open_clip, timm) and of their settings."""
+    text = {"type": "string", "minLength": 1}
+    return {
+        "sentence_transformers": {"$ref": "#/$defs/file", "description": "a saved SentenceTransformer directory"},
+        "huggingface": {"$ref": "#/$defs/file", "description": "a directory with AutoModel and AutoTokenizer files"},
+        "open_clip": {**text, "description": "the open_clip architecture (e.g. ViT-B-32); weights in checkpoint:"},
+        "timm": {**text, "description": "a directory saved by timm, or an architecture with checkpoint:"},
+        "checkpoint": {"$ref": "#/$defs/file", "description": "open_clip / timm weights file"},
+        "config": {"$ref": "#/$defs/file", "description": "an open_clip JSON model config to register"},
+        "query_prompt": {**text, "description": "text put before each query"},
+        "document_prompt": {**text, "description": "text put before each document"},
+        "query_prompt_name": {**text, "description": "a prompt name of the sentence-transformers model"},
+        "document_prompt_name": {**text, "description": "a prompt name of the sentence-transformers model"},
+        "normalize": {"type": "boolean", "default": False, "description": "L2-normalise the embeddings"},
+        "max_length": {"type": "integer", "minimum": 1, "description": "tokens per input (longer ones are cut)"},
+        "pooling": {"enum": ["mean", "cls"], "default": "mean"},
+    }
 
 
 def _check() -> dict:
@@ -213,7 +251,7 @@ def suite_json_schema() -> dict:
         "options": {"type": "object", "additionalProperties": False,
                     "properties": {k: _option(o) for k, o in s._OPTIONS.items()},
                     "description": "evaluation options of every check (a check may override them)"},
-        "dataset": {"anyOf": [_dataset(kind) for kind in DATASET_TYPES]},
+        "dataset": {"anyOf": [_dataset(kind) for kind in s.DATASET_KINDS]},
         "model": _model(),
         "check": _check(),
     }

@@ -11,6 +11,7 @@ metrics are the union of what those checks measure.
 from __future__ import annotations
 
 import numbers
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from ..gates._baselines import BaselineStore, baseline_path, baseline_record
 from ..gates._events import GateEvent, emit
 from ..engine import EvaluationCache, evaluate
 from ..data import read_arrays, read_npy
+from ..data._beir import read_beir
 from ..classifiers._measures import evaluate_classifier
 from ..engine import evaluate_image_text
 from ..engine._ann import ann_recall
@@ -292,6 +294,8 @@ class SuiteRunner:
             return self._run_file(suite, dataset, metrics, options)
         if dataset.type == "ann":
             return self._ann(suite, model_name, dataset, metrics, options, timeout)
+        if dataset.type == "beir":
+            return self._beir(suite, model_name, dataset, metrics, options, timeout)
         common = dict(similarity=options["similarity"], ties=options["ties"], device=self.device,
                       max_memory=self.max_memory, confidence=options["confidence"], progress=self.progress)
         if dataset.type == "image_text":
@@ -330,6 +334,45 @@ class SuiteRunner:
         except InputError as exc:
             raise SuiteError(f"{exc} (run {dataset.run.name}, qrels {dataset.qrels.name})", path=suite.path,
                              line=dataset.line, field=f"datasets.{dataset.name}") from None
+
+    def beir_data(self, suite: Suite, dataset_name: str):
+        """The split of a beir dataset (:func:`~retrieval_checks.data._beir.read_beir`),
+        read once per session; queries its qrels do not judge are reported in a
+        RuntimeWarning (they are not evaluated, as in BEIR)."""
+        dataset = suite.datasets[dataset_name]
+        key = ("beir", str(dataset.path), dataset.split)
+        if key not in self._arrays:
+            try:
+                data = read_beir(dataset.path, dataset.split)
+            except InputError as exc:
+                raise SuiteError(f"{exc} (dataset {dataset_name!r})", path=suite.path, line=dataset.line,
+                                 field=f"datasets.{dataset_name}") from None
+            if data.unjudged:
+                n_all = len(data.unjudged) + len(data.query_ids)
+                warnings.warn(f"dataset {dataset_name!r} ({dataset.path}): {len(data.unjudged)} of {n_all} queries "
+                              f"in queries.jsonl have no judgement in qrels/{dataset.split}.tsv (first: "
+                              f"{', '.join(map(repr, data.unjudged[:5]))}); they are not evaluated: the split's "
+                              f"{len(data.query_ids)} judged queries are.", RuntimeWarning, stacklevel=2)
+            self._arrays[key] = data
+        return self._arrays[key]
+
+    def _beir(self, suite: Suite, model_name: str, dataset, metrics: list, options: dict, timeout=None):
+        """Ranking metrics of a text model on a BEIR split: the judged queries against the
+        whole corpus, with the qrels' grades as graded relevance."""
+        data = self.beir_data(suite, dataset.name)
+        q, g = (self._beir_part(suite, model_name, dataset.name, texts, part, timeout)
+                for texts, part in ((data.queries, "queries"), (data.documents, "gallery")))
+        return evaluate(q, g, relevance=data.relevance, relevance_level=dataset.relevance_level, metrics=metrics,
+                        similarity=options["similarity"], ties=options["ties"], empty_queries=options["empty_queries"],
+                        confidence=options["confidence"], device=self.device, max_memory=self.max_memory,
+                        progress=self.progress)
+
+    def _beir_part(self, suite: Suite, model_name: str, dataset_name: str, texts: list, part: str, timeout):
+        """Embeddings of a beir dataset's query or document texts, computed once per session."""
+        key = (str(suite.path), model_name, dataset_name, part)
+        if key not in self._parts:
+            self._parts[key] = self._embed(suite, model_name, texts, part, dataset=dataset_name, timeout=timeout)
+        return self._parts[key]
 
     def _ann(self, suite: Suite, model_name: str, dataset, metrics: list, options: dict, timeout=None):
         """ann_recall@K of the dataset's neighbours against exact search over the model's

@@ -19,10 +19,12 @@ from typing import Any
 from ..metrics._names import MetricSpec, metric_spec
 from ..metrics._thresholds import check_threshold
 from ..engine._runs import _FAMILIES as _RUN_FAMILIES, _parse_metrics as _run_metrics
+from ..data._beir import beir_files
 from ._yaml import Node, NodeList, load_yaml, short
 from .._paths import missing_file
 from .._suggest import hint as _hint
-from ..options import OPTIONS
+from ..options import DATASET_TYPES, OPTIONS
+from ..models._hub import HUB_KINDS, SETTINGS as _HUB_SETTINGS
 from ..errors import InputError, MetricNameError, SuiteError
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
@@ -40,11 +42,30 @@ _GATE_OPTIONS = ("max_skipped", "timeout")
 # markers whose conditions pytest evaluates as Python source when given as strings
 _CONDITION_MARKERS = ("skipif", "xfail")
 _PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",),
-               "run": (), "ann": ("queries", "gallery")}
+               "run": (), "ann": ("queries", "gallery"), "beir": ()}
+#: Every dataset type of a suite: the option table's, and beir (texts of a BEIR directory).
+DATASET_KINDS = (*DATASET_TYPES, "beir")
+# beir datasets are text retrieval with graded qrels: the options of ranking metrics on embeddings
+_BEIR_OPTIONS = ("similarity", "ties", "empty_queries", "confidence", "seed", "max_skipped", "timeout")
 _SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image", "boxes", "masks")
 #: The model name of the items of checks on run datasets (a run is a search's output: no model).
 RUN_MODEL = "run"
-_RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory")
+_RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory", *HUB_KINDS)
+#: The model kinds that embed texts (beir datasets' queries and documents).
+TEXT_KINDS = ("callable", *(k for k, modalities in HUB_KINDS.items() if "text" in modalities))
+_HUB_KEYS = tuple(dict.fromkeys(k for kind in HUB_KINDS for k in (*_HUB_SETTINGS[kind], "checkpoint")
+                                if k != "model_name"))
+
+
+def applies(option: str, kind: str) -> bool:
+    """Whether the evaluation option ``option`` applies to datasets of type ``kind``."""
+    if kind == "beir":
+        return option in _BEIR_OPTIONS
+    return kind in _OPTIONS[option].applies_to
+
+
+def _applies_to(option: str) -> tuple:
+    return (*_OPTIONS[option].applies_to, *(("beir",) if option in _BEIR_OPTIONS else ()))
 
 
 @dataclass(frozen=True)
@@ -68,7 +89,8 @@ class Dataset:
     """``type`` retrieval (parts ``queries`` [+ ``gallery``]), image_text (parts
     ``images`` + ``captions``), images (part ``images``: classifier inputs with
     labels and boxes or masks), run (a TREC ``run`` file and its ``qrels``: no parts,
-    no model) or ann (parts ``queries`` [+ ``gallery``] and an index's ``neighbors``)."""
+    no model), ann (parts ``queries`` [+ ``gallery``] and an index's ``neighbors``) or
+    beir (a BEIR directory ``path`` and its qrels ``split``: texts for a text model)."""
 
     name: str
     type: str
@@ -81,6 +103,8 @@ class Dataset:
     depth: int | None = None
     neighbors: Source | None = None
     k: int = 10
+    path: Path | None = None
+    split: str = "test"
     line: int | None = None
 
     @property
@@ -92,8 +116,11 @@ class Dataset:
 class Model:
     """How embeddings are obtained: ``kind`` is ``precomputed`` (the datasets' own
     embeddings), ``embeddings`` (files per dataset), ``callable`` (``module:function``),
-    ``torchscript`` (a TorchScript file) or ``factory`` (``module:function`` returning a
-    torch module, plus an optional ``weights`` file read with ``weights_only=True``)."""
+    ``torchscript`` (a TorchScript file), ``factory`` (``module:function`` returning a
+    torch module, plus an optional ``weights`` file read with ``weights_only=True``), or a
+    library's model from local files (``sentence_transformers``, ``huggingface``,
+    ``open_clip``, ``timm``: ``path`` the directory or checkpoint, ``settings`` the kind's
+    options, see :mod:`retrieval_checks.models._hub`)."""
 
     name: str
     kind: str
@@ -106,6 +133,7 @@ class Model:
     cam_layer: str | None = None
     timeout: float | None = None  # seconds one embedding (or classifier) run may take; None: the session's
     base_dir: Path | None = None
+    settings: dict = field(default_factory=dict)  # library kinds: prompts, pooling, max_length, model_name...
     line: int | None = None
 
 
@@ -175,7 +203,7 @@ class Suite:
         opts = {**defaults, **self.options, **check.options}
         kind = self.datasets[dataset].type
         return {k: v for k, v in opts.items()
-                if k in _OPTIONS and k not in _GATE_OPTIONS and kind in _OPTIONS[k].applies_to}
+                if k in _OPTIONS and k not in _GATE_OPTIONS and applies(k, kind)}
 
     def gate_options(self, check: Check, model: str, dataset: str, defaults: dict) -> dict:
         """``max_skipped`` and ``timeout`` of ``check`` on (model, dataset): the
@@ -192,7 +220,7 @@ class Suite:
                 value = m.timeout
             if k in check.options:
                 value = check.options[k]
-            out[k] = value if kind in _OPTIONS[k].applies_to else None
+            out[k] = value if applies(k, kind) else None
         return out
 
     def metrics_for(self, model: str, dataset: str, options: dict, defaults: dict) -> list[str]:
@@ -271,6 +299,24 @@ class _Reader:
             kind = " " + missing_file(p) if p is not None else " does not exist"
             raise self.error(f"file {short(value)}{kind} ({looked}); paths are relative to the suite file.",
                              field, line)
+        return p
+
+    def directory(self, value, field: str, line) -> Path:
+        """An existing directory, relative to the suite file."""
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"expected a directory path (relative to the suite file), found {_describe(value)}.",
+                             field, line)
+        try:
+            p = Path(value).expanduser()
+            p = p if p.is_absolute() else self.base / p
+            found = p.is_dir()
+            exists = p.exists()
+        except (OSError, ValueError):
+            p, found, exists = None, False, False
+        if not found:
+            state = "is not a directory" if exists else "does not exist"
+            raise self.error(f"directory {short(value)} {state} (looked for {short(str(p), 200)}); paths are "
+                             "relative to the suite file.", field, line)
         return p
 
     def target(self, value, field: str, line) -> str:
@@ -431,7 +477,7 @@ def _source(r: _Reader, value, field: str, line, allowed: tuple = _SOURCE_KEYS) 
 def _dataset(r: _Reader, name: str, node, line) -> Dataset:
     field = f"datasets.{name}"
     node = r.mapping(node, field, line, "type, queries, gallery, ... or images, captions, ...")
-    kind = r.choice(node.get("type", "retrieval"), tuple(_PART_NAMES), _join(field, "type"), node.line_of("type"))
+    kind = r.choice(node.get("type", "retrieval"), DATASET_KINDS, _join(field, "type"), node.line_of("type"))
     if kind in _OWN_FIELDS:
         return _OWN_FIELDS[kind](r, name, node, line, field)
     parts_names = _PART_NAMES[kind]
@@ -492,18 +538,50 @@ def _npy_columns(path: Path) -> int | None:
     return int(shape[1]) if len(shape) == 2 else None
 
 
-_OWN_FIELDS = {"run": _run_dataset, "ann": _ann_dataset}
+def _beir_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
+    """``type: beir``: a BEIR directory ``path`` (corpus.jsonl, queries.jsonl,
+    qrels/<split>.tsv; relative to the suite), ``split`` (default test) and
+    ``relevance_level`` (the least grade the binary metrics count as relevant). The
+    files are read when a check runs; their errors name file:line."""
+    r.keys(node, field, ("type", "path", "split", "relevance_level"), required=("path",))
+    kw: dict[str, Any] = {}
+    if "split" in node:
+        split = node["split"]
+        if not isinstance(split, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", split) or split in (".", ".."):
+            raise r.error(f"expected the name of a qrels split (test, dev, train), found {_describe(split)}.",
+                          _join(field, "split"), node.line_of("split"))
+        kw["split"] = split
+    if "relevance_level" in node:
+        kw["relevance_level"] = r.integer(node["relevance_level"], _join(field, "relevance_level"),
+                                          node.line_of("relevance_level"), 1)
+    path = r.directory(node["path"], _join(field, "path"), node.line_of("path"))
+    try:
+        beir_files(path, kw.get("split", "test"))
+    except InputError as exc:
+        at = "split" if "split" in node and "qrels" in str(exc) else "path"
+        raise r.error(str(exc), _join(field, at), node.line_of(at)) from None
+    return Dataset(name=name, type="beir", parts={}, path=path, line=line, **kw)
+
+
+_OWN_FIELDS = {"run": _run_dataset, "ann": _ann_dataset, "beir": _beir_dataset}
 
 
 def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     field = f"models.{name}"
     node = r.mapping(node, field, line, f"one of {', '.join(_RUNNERS)}")
-    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer", "timeout"))
+    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer", "timeout", *_HUB_KEYS))
     kinds = [k for k in _RUNNERS if k in node]
     if len(kinds) != 1:
         found = f"found {', '.join(kinds)}" if kinds else "found none"
         raise r.error(f"give exactly one of {', '.join(_RUNNERS)} ({found}).", field, node.line)
     kind = kinds[0]
+    wrong = [k for k in _HUB_KEYS if k in node and (kind not in HUB_KINDS or k not in (*_HUB_SETTINGS[kind], "checkpoint")
+                                                    or k == "checkpoint" and kind not in ("open_clip", "timm"))]
+    if wrong:
+        owners = [m for m in HUB_KINDS if wrong[0] in (*_HUB_SETTINGS[m], "checkpoint")
+                  and (wrong[0] != "checkpoint" or m in ("open_clip", "timm"))]
+        raise r.error(f"{wrong[0]} goes with {' or '.join(owners)} models, not {kind}.", _join(field, wrong[0]),
+                      node.line_of(wrong[0]))
     if "weights" in node and kind != "factory":
         raise r.error("weights go with factory (a function that builds the torch module).", _join(field, "weights"),
                       node.line_of("weights"))
@@ -539,6 +617,9 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
             if datasets[ds].type == "run":
                 raise r.error(f"dataset {ds!r} is a run (rankings and qrels): there is nothing to embed.", where,
                               files_node.line_of(ds))
+            if datasets[ds].type == "beir":
+                raise r.error(f"dataset {ds!r} is a BEIR directory of texts: a text model embeds it ("
+                              f"{', '.join(TEXT_KINDS)}), not embedding files.", where, files_node.line_of(ds))
             parts = datasets[ds].parts
             if isinstance(spec, str) and len(parts) == 1:
                 spec = {next(iter(parts)): spec}
@@ -554,9 +635,56 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     if kind in ("torchscript", "exported"):
         return Model(name=name, kind=kind, path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
                      base_dir=r.base, line=line, **kw)
+    if kind in HUB_KINDS:
+        if "cam_layer" in node:
+            raise r.error(f"cam_layer goes with torch classifiers (factory, torchscript, exported); a {kind} model "
+                          "is an embedding model.", _join(field, "cam_layer"), node.line_of("cam_layer"))
+        return _hub_model(r, name, node, line, field, kind, kw)
     target = r.target(node[kind], _join(field, kind), node.line_of(kind))
     path = r.file(node["weights"], _join(field, "weights"), node.line_of("weights")) if "weights" in node else None
     return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)
+
+
+def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dict) -> Model:
+    """A library's model: ``sentence_transformers`` / ``huggingface``: a directory;
+    ``open_clip``: an architecture name with its ``checkpoint`` file (``config``: a JSON
+    model config); ``timm``: a directory saved by timm, or an architecture name with its
+    ``checkpoint``. The kind's settings are checked here, each at its line."""
+    where = _join(field, kind)
+    by_name = kind == "open_clip" or (kind == "timm" and "checkpoint" in node)
+    settings: dict[str, Any] = {}
+    if by_name:
+        if "checkpoint" not in node:
+            raise r.error(f"{kind}: names the architecture; give its weights in checkpoint: (a local file).", field,
+                          node.line)
+        value = node[kind]
+        if not isinstance(value, str) or not value.strip():
+            raise r.error(f"expected the architecture's name (e.g. ViT-B-32), found {_describe(value)}.", where,
+                          node.line_of(kind))
+        settings["model_name"] = value.strip()
+        path = r.file(node["checkpoint"], _join(field, "checkpoint"), node.line_of("checkpoint"))
+    else:
+        path = r.directory(node[kind], where, node.line_of(kind))
+    for k in _HUB_SETTINGS[kind]:
+        if k not in node or k == "model_name":
+            continue
+        v, at, kline = node[k], _join(field, k), node.line_of(k)
+        if k == "normalize":
+            if not isinstance(v, bool):
+                raise r.error(f"expected true or false, found {_describe(v)}.", at, kline)
+        elif k == "max_length":
+            v = r.integer(v, at, kline, 1)
+        elif k == "pooling":
+            v = r.choice(v, ("mean", "cls"), at, kline)
+        elif k == "config":
+            v = r.file(v, at, kline)
+        elif not isinstance(v, str) or not v:
+            raise r.error(f"expected a non-empty text, found {_describe(v)}.", at, kline)
+        settings[k] = v
+    for a, b in (("query_prompt", "query_prompt_name"), ("document_prompt", "document_prompt_name")):
+        if a in settings and b in settings:
+            raise r.error(f"give {a} or {b}, not both.", _join(field, b), node.line_of(b))
+    return Model(name=name, kind=kind, path=path, settings=settings, base_dir=r.base, line=line, **kw)
 
 
 def _unknown(what: str, name, known) -> str:
@@ -639,9 +767,9 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
                       "in models:.", field, line)
     for k in options:
         for wanted in dict.fromkeys(suite_datasets[d].type for d in datasets):
-            if wanted not in _OPTIONS[k].applies_to:
+            if not applies(k, wanted):
                 raise r.error(f"{k} does not apply to {wanted} datasets (only to: "
-                              f"{', '.join(_OPTIONS[k].applies_to)}).", _join(field, k), node.line_of(k))
+                              f"{', '.join(_applies_to(k))}).", _join(field, k), node.line_of(k))
     if spec.kind == "classifier":
         _check_classifier_models(r, spec, models, suite_models, field, line)
     markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
@@ -771,12 +899,15 @@ def _types_of(spec: MetricSpec) -> tuple:
     if spec.capabilities.entry == "ann_recall":
         return ("ann",)
     if spec.family in _RUN_FAMILIES:
-        return (spec.capabilities.dataset, "run")
+        return (spec.capabilities.dataset, "run", "beir")
     return (spec.capabilities.dataset,)
 
 
 def _refused(spec: MetricSpec, kind: str) -> str:
     """Why ``spec`` is not measured on a dataset of type ``kind``."""
+    if kind == "beir":
+        return (f"{spec.name} is not measured on beir datasets: a BEIR split holds graded qrels, not labels; its "
+                f"metrics are the ranking metrics of judged queries: {', '.join(_RUN_FAMILIES)}.")
     if kind == "run":
         try:
             _run_metrics([spec.name])
@@ -842,7 +973,7 @@ def _declared(models: dict) -> str:
 def _check_classifier_models(r: _Reader, spec, models, suite_models: dict, field: str, line) -> None:
     for m in models:
         mk = suite_models[m].kind
-        if mk in ("precomputed", "embeddings", "callable"):
+        if mk in ("precomputed", "embeddings", "callable", *HUB_KINDS):
             raise r.error(f"{spec.name} runs a torch classifier; model {m!r} is {mk} (use factory, torchscript "
                           "or exported).", field, line)
         if spec.name in ("cam_iou", "cam_iou_box") and suite_models[m].cam_layer is None:
@@ -967,6 +1098,11 @@ def _check_cases(r: _Reader, suite: Suite) -> None:
         names[case.name] = case
         for m in (case.model, case.check.baseline):
             model = suite.models.get(m)
+            beir = [d for d in case.datasets if suite.datasets[d].type == "beir"]
+            if model is not None and beir and model.kind not in TEXT_KINDS:
+                raise r.error(f"dataset {beir[0]!r} holds texts (BEIR); model {m!r} is {model.kind}, which does "
+                              f"not embed texts: use a {', '.join(TEXT_KINDS)} model.", f"checks[{case.check.index}]",
+                              case.check.line)
             if model is None or model.kind != "embeddings":
                 continue
             for d in case.datasets:

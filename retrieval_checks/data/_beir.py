@@ -1,0 +1,173 @@
+"""Reading a dataset in the BEIR layout.
+
+A BEIR directory holds ``corpus.jsonl`` (one JSON object per line: ``_id``, ``title``
+(optional), ``text``), ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv``
+(a header ``query-id corpus-id score``, then one tab-separated judgement per line: the
+grade is a whole number >= 0; 0 is judged non-relevant).
+
+:func:`read_beir` returns the split's judged queries (in the order of
+``queries.jsonl``), the documents (title and text joined by a space and stripped, as
+BEIR's own models do), and the graded relevance ``{query row: {document row: grade}}``.
+Queries that the split's qrels do not judge are not evaluated (a BEIR split's queries
+are those its qrels name); they are counted and listed in ``unjudged``. Ids are texts
+(an integer ``_id`` is read as its decimal text). Blank lines are ignored.
+
+Fails closed: a missing file, a line that is not a JSON object, a missing or non-text
+``_id`` / ``text``, a duplicate id, a qrels line without three fields, a grade that is
+not a whole number >= 0, a judgement repeated, and qrels naming an unknown query or
+document are each an :class:`~retrieval_checks.InputError` starting with ``file:line``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+
+__all__ = ["BeirData", "read_beir", "beir_files"]
+
+
+@dataclass(frozen=True)
+class BeirData:
+    """One split of a BEIR directory: texts, ids and graded relevance (rows index
+    ``query_ids`` / ``doc_ids``)."""
+
+    path: Path
+    split: str
+    query_ids: list
+    queries: list
+    doc_ids: list
+    documents: list
+    relevance: dict
+    unjudged: list
+    n_judgements: int
+
+
+def beir_files(path, split: str = "test") -> dict:
+    """The three files of a BEIR directory (``corpus``, ``queries``, ``qrels``), each
+    checked to exist; InputError naming the missing one."""
+    if not isinstance(split, str) or not split or any(c in split for c in "/\\\0") or split in (".", ".."):
+        raise InputError(f"split={split!r}: expected the name of a qrels file (test, dev, train: qrels/<split>.tsv).")
+    root = Path(os.fspath(path)).expanduser()
+    if not root.is_dir():
+        raise InputError(f"{root}: {'not a directory' if root.exists() else 'does not exist'}; a BEIR dataset is a "
+                         "directory with corpus.jsonl, queries.jsonl and qrels/<split>.tsv.")
+    files = {"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl",
+             "qrels": root / "qrels" / f"{split}.tsv"}
+    for what, f in files.items():
+        if not f.is_file():
+            extra = ""
+            if what == "qrels" and (root / "qrels").is_dir():
+                splits = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
+                extra = f" (splits found: {', '.join(splits) or 'none'}; set split:)"
+            raise InputError(f"{f}: missing: a BEIR directory needs {f.relative_to(root).as_posix()}{extra}.")
+    return files
+
+
+def _lines(path: Path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if line.strip():
+                    yield number, line
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc}); write the file as UTF-8.") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({type(exc).__name__}: {exc}).") from None
+
+
+def _jsonl(path: Path, fields: tuple, optional: tuple = ()) -> tuple[list, list, dict]:
+    """Ids, records (dicts of the text fields) and each id's line, of a JSON-lines file."""
+    ids, records, seen = [], [], {}
+    for number, line in _lines(path):
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{where}: not a JSON object ({exc}); each line holds one object such as "
+                             '{"_id": "d1", "title": "...", "text": "..."}.') from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: a JSON {type(obj).__name__}, not an object with _id and text.")
+        doc_id = obj.get("_id")
+        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+            doc_id = str(doc_id)
+        if not isinstance(doc_id, str) or not doc_id:
+            raise InputError(f"{where}: _id is {'missing' if '_id' not in obj else repr(obj['_id'])[:60]}; each "
+                             "record needs a non-empty text _id.")
+        if doc_id in seen:
+            raise InputError(f"{where}: duplicate _id {doc_id!r} (first at line {seen[doc_id]}); ids must be unique.")
+        record = {}
+        for f in (*fields, *optional):
+            value = obj.get(f, None if f in fields else "")
+            if value is None and f in optional:
+                value = ""
+            if not isinstance(value, str):
+                state = "missing" if f not in obj else f"{type(value).__name__} {repr(value)[:40]}"
+                raise InputError(f"{where}: {f} is {state}; record {doc_id!r} needs a text {f}.")
+            record[f] = value
+        seen[doc_id] = number
+        ids.append(doc_id)
+        records.append(record)
+    return ids, records, seen
+
+
+def _qrels(path: Path, queries: dict, docs: dict) -> tuple[dict, int]:
+    """``{query id: {doc id: grade}}`` of a BEIR qrels file."""
+    out: dict = {}
+    lines: dict = {}
+    header = False
+    for number, line in _lines(path):
+        where = f"{path}:{number}"
+        fields = line.rstrip("\r\n").split("\t")
+        if not header:
+            if [f.strip() for f in fields] == ["query-id", "corpus-id", "score"]:
+                header = True
+                continue
+            raise InputError(f"{where}: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
+                             f"{line.strip()[:80]!r}.")
+        if len(fields) != 3:
+            raise InputError(f"{where}: {len(fields)} tab-separated field(s); a judgement is "
+                             "query-id<TAB>corpus-id<TAB>score.")
+        qid, did, score = (f.strip() for f in fields)
+        try:
+            grade = int(score)
+        except ValueError:
+            raise InputError(f"{where}: score {score[:40]!r} is not a whole number; grades are integers >= 0 "
+                             "(0: judged non-relevant).") from None
+        if grade < 0:
+            raise InputError(f"{where}: score {grade} is negative; grades are integers >= 0 (0: judged "
+                             "non-relevant).")
+        if qid not in queries:
+            raise InputError(f"{where}: query-id {qid[:80]!r} is not in queries.jsonl.")
+        if did not in docs:
+            raise InputError(f"{where}: corpus-id {did[:80]!r} is not in corpus.jsonl.")
+        if did in out.setdefault(qid, {}):
+            raise InputError(f"{where}: query {qid!r} judges document {did!r} again (first at line "
+                             f"{lines[(qid, did)]}); keep one grade per pair.")
+        out[qid][did] = grade
+        lines[(qid, did)] = number
+    if not lines:
+        raise InputError(f"{path}: no judgements; a qrels file needs the header and at least one line "
+                         "query-id<TAB>corpus-id<TAB>score.")
+    return out, len(lines)
+
+
+def read_beir(path, split: str = "test") -> BeirData:
+    """The ``split`` of the BEIR directory ``path`` (see the module's description)."""
+    files = beir_files(path, split)
+    doc_ids, docs, doc_lines = _jsonl(files["corpus"], ("text",), ("title",))
+    query_ids, queries, query_lines = _jsonl(files["queries"], ("text",))
+    for what, ids in (("corpus", doc_ids), ("queries", query_ids)):
+        if not ids:
+            raise InputError(f"{files[what]}: holds no records.")
+    judged, n = _qrels(files["qrels"], query_lines, doc_lines)
+    doc_row = {d: i for i, d in enumerate(doc_ids)}
+    rows = [i for i, q in enumerate(query_ids) if q in judged]
+    relevance = {r: {doc_row[d]: g for d, g in judged[query_ids[i]].items()} for r, i in enumerate(rows)}
+    return BeirData(path=Path(path), split=split, query_ids=[query_ids[i] for i in rows],
+                    queries=[queries[i]["text"] for i in rows], doc_ids=doc_ids,
+                    documents=[(d["title"] + " " + d["text"]).strip() for d in docs], relevance=relevance,
+                    unjudged=[q for q in query_ids if q not in judged], n_judgements=n)
