@@ -216,6 +216,11 @@ def to_labels(y, n: int, what: str) -> np.ndarray:
     return a
 
 
+def _plain(v):
+    """A numpy scalar as the Python value (for messages: 5, not np.int64(5))."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def dedupe_by_id(embeddings, labels, ids, *, tolerance: float = 1e-4) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Drop the repeated items of gathered embeddings: a ``DistributedSampler`` pads
     every rank to the same length by repeating items, so all-gathered validation sets
@@ -243,14 +248,15 @@ def dedupe_by_id(embeddings, labels, ids, *, tolerance: float = 1e-4) -> tuple[n
     bad_label = dup[y[dup] != y[owner[dup]]]
     if bad_label.size:
         i = int(bad_label[0])
-        raise InputError(f"id {ids[i]!r} appears twice with different labels ({y[owner[i]]!r} and {y[i]!r}): the ids "
+        raise InputError(f"id {_plain(ids[i])!r} appears twice with different labels ({_plain(y[owner[i]])!r} and "
+                         f"{_plain(y[i])!r}): the ids "
                          "are not global item ids; return each item's dataset index (or another unique id).")
     scale = float(np.abs(x).max()) if x.size else 0.0
     diff = np.abs(x[dup].astype(np.float64) - x[owner[dup]].astype(np.float64)).max(axis=1) if x.size else np.zeros(0)
     far = dup[diff > tolerance * max(scale, np.finfo(np.float64).tiny)]
     if far.size:
         i = int(far[0])
-        raise InputError(f"id {ids[i]!r} appears twice with different embeddings (largest difference "
+        raise InputError(f"id {_plain(ids[i])!r} appears twice with different embeddings (largest difference "
                          f"{float(diff[dup == i][0]):.3g}, scale {scale:.3g}): the ids are not global item ids, or "
                          "the model changed between the two; return each item's dataset index.")
     return x[keep], y[keep], ids[keep], int(dup.size)

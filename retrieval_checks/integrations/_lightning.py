@@ -213,8 +213,9 @@ class RetrievalChecksCallback(Callback):
         values = logged_values(result, self.prefix, outcomes)
         values[self.prefix + "n_duplicates_dropped"] = float(dropped)
         self.last_result, self.last_values, self.last_outcomes, self.last_n_dropped = result, values, outcomes, dropped
-        for name, v in values.items():
-            pl_module.log(name, v, on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
+        for name, v in values.items():  # equal on every rank: a max over ranks is that value, exactly
+            pl_module.log(name, v, on_step=False, on_epoch=True, batch_size=1, reduce_fx="max",
+                          sync_dist=trainer.world_size > 1)
         failed = report_failures(outcomes, f"epoch {trainer.current_epoch}")
         if failed and self.raise_on_failure:
             raise AssertionError(failed[0].message)
