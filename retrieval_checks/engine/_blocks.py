@@ -27,7 +27,8 @@ from . import _kernels
 from ._backend import Backend
 from ._inputs import Csr, ranges_to_csr
 
-__all__ = ["Problem", "BlockPartial", "plan_blocks", "run_block", "run_binning_block"]
+__all__ = ["Problem", "BlockPartial", "plan_blocks", "run_block", "run_binning_block", "ranked_partial", "tail_histogram",
+           "tail_threshold"]
 
 
 @dataclass
@@ -267,8 +268,19 @@ def _seed_tail_threshold(Sn: np.ndarray, m: int, n_g: int, capacity: int) -> flo
     from collecting every negative while the tail threshold is still -inf. Any such
     threshold is a valid (exact) tail threshold, since the whole pass has at least as
     many negatives above it as this block has."""
+    return tail_threshold(tail_histogram(Sn, m, n_g), capacity)
+
+
+def tail_histogram(Sn: np.ndarray, m: int, n_cols: int) -> np.ndarray:
+    """The 65536-bin histogram of the order-preserving keys of the finite scores of
+    rows ``< m``, columns ``< n_cols`` (counts add over gallery shards)."""
     hist = np.zeros(65536, np.int64)
-    _kernels.key_histogram(Sn.view(np.uint32), m, n_g, hist)
+    _kernels.key_histogram(Sn.view(np.uint32), m, n_cols, hist)
+    return hist
+
+
+def tail_threshold(hist: np.ndarray, capacity: int) -> float:
+    """The highest bin floor with at least ``capacity`` scores at or above it (-inf if none)."""
     above = np.cumsum(hist[::-1])[::-1]  # above[t] = values in bins >= t
     ok = np.flatnonzero(above >= capacity)
     if ok.size == 0:
@@ -312,14 +324,7 @@ def run_block(
         tail_counts = np.zeros(m, np.int64)
         _kernels.count_above_relevant(S, m, p.n_g, rel.indptr, rel_sorted, above, tied,
                                       np.float32(tau), tail_counts)
-    counts = rel.row_counts()
-    rid = rel.row_ids()
-    j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
-    position = counts[rid] - 1 - j
-    part = BlockPartial(start, stop, rel.indptr, 1 + position + above, position, tied)
-    if rel.grades is not None:
-        part.grade = rel.grades[order]
-        part.score = rel_sorted.cpu().numpy() if torch_path else rel_sorted
+    part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, torch_path)
     if want_pairs:
         part.positives = rel_sorted.cpu().numpy() if torch_path else rel_sorted
         if torch_path:
@@ -347,6 +352,21 @@ def run_block(
                 _kernels.bin_against_sorted(S, m, p.n_g, fixed_thresholds, hist)
                 part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:]  # scores >= each threshold
         part.negatives_tau = float(tail_tau)
+    return part
+
+
+def ranked_partial(start: int, stop: int, rel: Csr, rel_sorted, order: np.ndarray, above: np.ndarray,
+                   tied: np.ndarray, torch_path: bool) -> BlockPartial:
+    """The block's ranks from the counts: ``above[t]`` non-relevant scores ``>=`` the
+    ``t``-th relevant score (rows sorted ascending), ``tied[t]`` of them ``==`` it."""
+    counts = rel.row_counts()
+    rid = rel.row_ids()
+    j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
+    position = counts[rid] - 1 - j
+    part = BlockPartial(start, stop, rel.indptr, 1 + position + above, position, tied)
+    if rel.grades is not None:
+        part.grade = rel.grades[order]
+        part.score = rel_sorted.cpu().numpy() if torch_path else rel_sorted
     return part
 
 

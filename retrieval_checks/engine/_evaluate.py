@@ -285,8 +285,10 @@ def _query_values(req: _Request, rel: _Relevance, totals: PassTotals) -> tuple[d
     return values, ties
 
 
-def _pair_values(req, rel, problem, totals, use_kernels):
-    """Values, thresholds, counts and the PR curve of the pair metrics."""
+def _pair_values(req, rel, problem, totals, use_kernels, binning=None):
+    """Values, thresholds, counts and the PR curve of the pair metrics (``binning``: the
+    second pass that counts negatives at every positive score; default
+    :func:`binning_pass` over ``problem``)."""
     specs = req.of_kind("pair")
     if not specs:
         return {}, {}, {}, None
@@ -296,7 +298,7 @@ def _pair_values(req, rel, problem, totals, use_kernels):
     for s in specs:
         value, thr, detail, need_bins = pair_metric(s, counts)
         if need_bins:
-            counts.fp_at = binning_pass(problem, counts, use_kernels)
+            counts.fp_at = (binning(counts) if binning is not None else binning_pass(problem, counts, use_kernels))
             value, thr, detail, _ = pair_metric(s, counts)
         values[s.name], thresholds[s.name] = value, thr
         detail_of[s.name] = {**detail, "n_positive": n_pos, "n_negative": counts.n_negative}
@@ -328,9 +330,10 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
 
 
 def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, plan: Plan, problem,
-               totals: PassTotals, use_kernels: bool, query_ids=None, level: int = 1) -> EvaluationResult:
+               totals: PassTotals, use_kernels: bool, query_ids=None, level: int = 1, binning=None,
+               extra_config: dict | None = None) -> EvaluationResult:
     values, tie_values = _query_values(req, rel, totals)
-    pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels)
+    pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels, binning)
     values.update(pair_values)
     for s in req.of_kind("embedding"):
         emb = sides.queries if sides.loo else sides.gallery
@@ -347,7 +350,7 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
     config = {"similarity": req.similarity, "ties": req.ties, "empty_queries": req.empty_queries,
               "backend": plan.backend.name, "n_gallery": sides.n_g, "leave_one_out": sides.loo, "block": plan.b,
               "chunk": plan.c, "max_memory": plan.budget, "confidence": req.confidence, "seed": req.group_seed,
-              "graded": rel.source.graded, "relevance_level": level}
+              "graded": rel.source.graded, "relevance_level": level, **(extra_config or {})}
     return EvaluationResult(
         specs=req.specs, values={s.name: values[s.name] for s in req.specs}, per_query=per_query,
         thresholds=thresholds, pair_counts=pair_counts, n_relevant=rel.n_relevant, n_candidates=rel.n_candidates,
@@ -384,6 +387,7 @@ def evaluate(
     group_repeats: int = DEFAULTS["group_repeats"],
     confidence: float = DEFAULTS["confidence"],
     relevance_level: int = 1,
+    process_group=None,
     _use_kernels: bool = True,
 ) -> EvaluationResult:
     """Evaluate retrieval metrics exactly, in one memory-bounded streamed pass.
@@ -455,6 +459,15 @@ def evaluate(
         For ``grouped_recall@K``: S labels per group (default 10, the paper's choice),
         the partition's seed, the number of partitions averaged, and the confidence of
         the interval in ``result.intervals`` (details in ``result.grouped``).
+    process_group:
+        A ``torch.distributed`` process group (``torch.distributed.group.WORLD`` for
+        all ranks): each rank passes its shard of the queries and of the gallery (or
+        ``gallery=None``: its shard of a leave-one-out set), with the global
+        ``query_ids`` / ``gallery_ids`` of its items (required with more than one
+        rank); labels or ``relevance`` rows for its own queries (relevance columns are
+        positions in the whole gallery, the shards concatenated in rank order). Every
+        rank returns the same result, equal bit for bit to ``evaluate`` on the
+        concatenated shards with the same tile (``docs/distributed.md``).
 
     Returns
     -------
@@ -462,6 +475,16 @@ def evaluate(
         A mapping from canonical metric name to value, with per-query values, counts
         of used and skipped queries, thresholds and pair counts.
     """
+    if process_group is not None:
+        from ._distributed import evaluate_sharded
+
+        return evaluate_sharded(
+            process_group, queries, gallery, query_labels=query_labels, gallery_labels=gallery_labels,
+            relevance=relevance, metrics=metrics, query_ids=query_ids, gallery_ids=gallery_ids,
+            similarity=similarity, ties=ties, empty_queries=empty_queries, device=device, max_memory=max_memory,
+            progress=progress, tile=tile, group_size=group_size, group_seed=group_seed,
+            group_repeats=group_repeats, confidence=confidence, relevance_level=relevance_level,
+            use_kernels=_use_kernels)
     req = _options(metrics, similarity=similarity, ties=ties, empty_queries=empty_queries, group_size=group_size,
                    group_seed=group_seed, group_repeats=group_repeats, confidence=confidence)
     sides = _embeddings(queries, gallery, req.similarity)

@@ -459,6 +459,8 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     or a sparse or dense matrix of whole grades >= 0 (the Csr then carries ``grades``)."""
     name = "relevance"
     rows: list[np.ndarray]
+    if isinstance(relevance, Csr):  # already converted (the sharded engine gathers each rank's rows)
+        return relevance
     if isinstance(relevance, (str, bytes, np.str_, np.bytes_)):
         shown = repr(relevance)
         shown = shown if len(shown) <= 40 else shown[:37] + "..."

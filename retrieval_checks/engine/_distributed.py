@@ -1,0 +1,525 @@
+"""Exact evaluation sharded over ``torch.distributed`` ranks (``evaluate(...,
+process_group=g)``).
+
+Each rank holds a shard of the queries and a shard of the gallery; the global order
+is the shards concatenated in rank order. Every rank returns the result of
+single-process :func:`~retrieval_checks.evaluate` on that concatenation, bit for bit.
+
+How. Metadata (ids, labels, relevance rows: a few bytes per item) is all-gathered,
+so the relevance, self-pair and validation stages run unchanged, with the same
+errors, on every rank. The embeddings never are: the pass runs over the global query
+blocks of the single-process plan (same block height ``b``, same chunk width ``c``).
+For each block,
+
+1. the owners broadcast the block's prepared query rows (and row factors);
+2. each rank computes the scores of the block against its gallery shard in the
+   single-process tiles: chunk ``k`` holds gallery positions ``[k c, (k+1) c)`` at the
+   same columns as in one process (the shard's items in place, the others masked with
+   -inf), so every pair is computed by the same GEMM shape at the same place and gets
+   the same bits (the score of a pair depends on the tile's shape: see
+   ``docs/distributed.md``);
+3. **phase 1**: the ranks owning a relevant item read its score; an all-reduce (max
+   over -inf fillers) gives every rank every relevant score of the block;
+4. **phase 2**: every rank counts, for each relevant score, its own non-relevant items
+   ``>=`` and ``==`` it (the engine's kernels); an int64 all-reduce sums the counts,
+   which are then the single-process counts. Pair metrics: negative-tail thresholds
+   from summed key histograms, tail values all-gathered, fixed-threshold counts and
+   the binning pass's histogram summed.
+
+Memory per rank: its shard (float32, padded to whole chunks), one block of scores
+against the shard, the block's query rows, and the O(n) metadata. Bytes moved per
+block: ``4 b (d + 1)`` (queries) plus ``4 r`` (relevant scores) and ``16 r`` (counts),
+``r`` the block's relevant pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import BackendError, InputError
+from . import _kernels
+from ._backend import default_memory_budget, parse_memory, resolve_backend
+from ._blocks import _F32_MIN, _count_torch, _sort_within_rows, plan_blocks, ranked_partial, tail_histogram, \
+    tail_threshold
+from ._comm import Comm
+from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor, relevance_to_csr
+from ._plan import plan_pass
+from ._stream import PassTotals, progress_bar
+
+__all__ = ["evaluate_sharded"]
+
+
+def evaluate_sharded(group, queries, gallery, *, use_kernels: bool = True, **options):
+    """``evaluate(..., process_group=group)`` (see :func:`~retrieval_checks.evaluate`)."""
+    comm = Comm(group)
+    try:
+        result = _run(comm, queries, gallery, use_kernels=use_kernels, **options)
+        comm.finish()
+        return result
+    except BaseException as exc:
+        comm.fail(exc)
+        raise
+
+
+# ----------------------------------------------------------------------------- local checks
+_OPTION_NAMES = ("metrics", "similarity", "ties", "empty_queries", "max_memory", "tile", "group_size",
+                 "group_seed", "group_repeats", "confidence", "relevance_level")
+
+
+def _rows(x, name: str, similarity: str) -> tuple[object, int, int]:
+    """A rank's shard: validated (an empty shard may have 0 rows); (array, rows, dim)."""
+    if x is not None and not is_torch_tensor(x):
+        x = as_numpy(x, name)
+    if x is not None and getattr(x, "ndim", 0) == 2 and int(x.shape[0]) == 0:
+        return x, 0, int(x.shape[1])
+    x = check_embeddings(x, name, similarity=similarity)
+    return x, int(x.shape[0]), int(x.shape[1])
+
+
+def _items(values, name: str, n: int, rank: int):
+    """Ids or labels of a rank's items as a 1-D numpy array of length ``n`` (or None)."""
+    if values is None:
+        return None
+    arr = as_numpy(values, name)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise InputError(f"{name} on rank {rank} has shape {tuple(arr.shape)} but the rank holds {n} items; give "
+                         "one entry per item of the rank's own shard.")
+    return arr
+
+
+def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
+    """This rank's shapes and option fingerprint, after its own checks."""
+    loo = gallery is None
+    Q, n_q, d = _rows(queries, "queries", req.similarity)
+    G, n_g, d_g = (Q, n_q, d) if loo else _rows(gallery, "gallery", req.similarity)
+    if d_g != d:
+        raise InputError(f"queries have dimension {d} but gallery has dimension {d_g} on rank {comm.rank}; both "
+                         "must come from the same embedding space.")
+    if n_q and n_g:
+        check_score_range(Q, None if loo else G, req.similarity)
+    backend = resolve_backend(opts["device"], [a for a in (Q, None if loo else G) if a is not None])
+    fingerprint = {k: repr(opts[k]) for k in _OPTION_NAMES}
+    fingerprint.update({name: opts[name] is None for name in ("query_ids", "gallery_ids", "query_labels",
+                                                               "gallery_labels", "relevance")})
+    fingerprint["gallery=None"] = loo
+    return {"n_q": n_q, "n_g": n_g, "d": d, "Q": Q, "G": None if loo else G, "backend": backend,
+            "fingerprint": fingerprint, "budget": parse_memory(opts["max_memory"]) or default_memory_budget(backend),
+            "device_type": "cpu" if not backend.is_cuda else "cuda"}
+
+
+def _agree(infos: list[dict], comm: Comm) -> None:
+    """Every rank called with the same options and the same kind of inputs."""
+    first = infos[0]["fingerprint"]
+    for r, info in enumerate(infos[1:], start=1):
+        for key, value in first.items():
+            if info["fingerprint"][key] != value:
+                what = (f"{key} is None on rank {0 if value else r} but not on rank {r if value else 0}"
+                        if isinstance(value, bool) else f"{key}={info['fingerprint'][key]} on rank {r} but "
+                                                        f"{value} on rank 0")
+                raise InputError(f"The ranks called evaluate differently: {what}; every rank must pass the same "
+                                 "options and the same kinds of inputs (its own shard of them).")
+    dims = {info["d"] for info in infos if info["n_q"] or info["n_g"]}
+    if len(dims) > 1:
+        raise InputError(f"The ranks' embeddings have different dimensions ({sorted(dims)}); every shard must "
+                         "come from the same embedding space.")
+    kinds = {info["device_type"] for info in infos}
+    if len(kinds) > 1 or (comm.backend == "nccl") != (kinds == {"cuda"}):
+        raise BackendError(f"The ranks compute on {sorted(kinds)} over a {comm.backend} process group: use Gloo "
+                           "with device='cpu' (or numpy) on every rank, or NCCL with CUDA on every rank.")
+
+
+# ----------------------------------------------------------------------------- metadata
+def _concat(parts: list, name: str):
+    present = [p for p in parts if p is not None and p.size]
+    if not present:
+        return parts[0] if parts[0] is not None else None
+    return np.concatenate(present) if len(present) > 1 else present[0]
+
+
+def _check_spread(codes: np.ndarray, sizes: list[int], name: str) -> None:
+    """An id on two ranks is an item counted twice (a sampler's padding): refuse."""
+    if codes is None or codes.size == 0:
+        return
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    lo = np.full(int(codes.max()) + 1, len(sizes))
+    hi = np.full(int(codes.max()) + 1, -1)
+    np.minimum.at(lo, codes, owner)
+    np.maximum.at(hi, codes, owner)
+    bad = np.flatnonzero((hi >= 0) & (lo != hi))
+    if bad.size:
+        where = np.flatnonzero(codes == bad[0])
+        raise InputError(
+            f"{name}: {bad.size} id(s) appear on more than one rank (e.g. global positions "
+            f"{', '.join(str(int(i)) for i in where[:4])}, on ranks {int(lo[bad[0]])} and {int(hi[bad[0]])}); "
+            "each item must live on exactly one rank. torch's DistributedSampler repeats items to even out the "
+            "ranks: use drop_last=True, or drop the repeated items before evaluating."
+        )
+
+
+@dataclass
+class _Layout:
+    """Global offsets of every rank's query and gallery shard."""
+
+    q_off: np.ndarray
+    g_off: np.ndarray
+
+    def q_range(self, r: int) -> tuple[int, int]:
+        return int(self.q_off[r]), int(self.q_off[r + 1])
+
+    def g_range(self, r: int) -> tuple[int, int]:
+        return int(self.g_off[r]), int(self.g_off[r + 1])
+
+
+def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: _Layout, loo: bool) -> dict:
+    """Every rank's ids, labels and relevance rows, gathered into global arrays."""
+    me = infos[comm.rank]
+    n_q, n_g = me["n_q"], me["n_g"]
+    if comm.world > 1 and (opts["query_ids"] is None or (not loo and opts["gallery_ids"] is None)):
+        missing = "query_ids" if opts["query_ids"] is None else "gallery_ids"
+        raise InputError(f"{missing} is missing: with process_group over {comm.world} ranks every rank passes the "
+                         "global ids of its items (query_ids, and gallery_ids unless gallery=None), so that self "
+                         "matches are found across ranks and items counted twice are refused.")
+    local = {
+        "query_ids": _items(opts["query_ids"], "query_ids", n_q, comm.rank),
+        "gallery_ids": _items(opts["gallery_ids"], "gallery_ids", n_g, comm.rank),
+        "query_labels": _items(opts["query_labels"], "query_labels", n_q, comm.rank),
+        "gallery_labels": _items(opts["gallery_labels"], "gallery_labels", n_g, comm.rank),
+        "relevance": None,
+    }
+    if opts["relevance"] is not None:
+        csr = relevance_to_csr(opts["relevance"], n_q, int(layout.g_off[-1]))
+        local["relevance"] = (np.diff(csr.indptr), csr.indices, csr.grades)
+    parts = comm.gather_objects(local)
+    out = {key: _concat([p[key] for p in parts], key) for key in local if key != "relevance"}
+    if opts["relevance"] is not None:
+        counts = np.concatenate([p["relevance"][0] for p in parts])
+        indptr = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        graded = [p["relevance"][2] for p in parts]
+        grades = None if all(g is None for g in graded) else np.concatenate(
+            [g if g is not None else np.ones(p["relevance"][1].size) for g, p in zip(graded, parts)])
+        out["relevance"] = Csr(indptr, np.concatenate([p["relevance"][1] for p in parts]).astype(np.int64), grades)
+    else:
+        out["relevance"] = None
+    return out
+
+
+# ----------------------------------------------------------------------------- the shard
+@dataclass
+class _Shard:
+    """This rank's prepared arrays on the backend: queries ``Q`` (rows ``q0..q1`` of
+    the global order) and the gallery rows ``g0..g1`` in place inside global chunks
+    ``k0 .. k0 + L - 1`` (``Gp``: ``L * c`` rows, zero outside the shard)."""
+
+    backend: object
+    similarity: str
+    b: int
+    c: int
+    d: int
+    Q: object
+    qa: object
+    Gp: object
+    ga: object
+    q0: int
+    g0: int
+    g1: int
+    k0: int
+    L: int
+
+
+def _global_center(comm: Comm, be, G, n_total: int) -> np.ndarray:
+    """neg_l2's centre: the gallery's column means rounded to integers, from every
+    rank's float64 column sums (exact, hence equal to one process's, for integer
+    data; for other data equal unless a mean lies within float64 rounding of a
+    half-integer)."""
+    total = np.zeros(int(G.shape[1]), np.float64)
+    rows = max(1, (16 * 2**20) // (8 * max(int(G.shape[1]), 1)))
+    for s in range(0, int(G.shape[0]), rows):
+        part = G[s : s + rows]
+        total += (part.astype(np.float64).sum(axis=0) if be.kind == "numpy"
+                  else part.double().sum(dim=0).cpu().numpy())
+    total = comm.all_reduce(total, "sum")
+    return np.round(total / n_total)
+
+
+def _prepare(comm: Comm, plan, info: dict, layout: _Layout, similarity: str, loo: bool) -> _Shard:
+    be, c = plan.backend, plan.c
+    d = info["d"]
+    g0, g1 = layout.g_range(comm.rank)
+    k0 = g0 // c
+    L = (-(-g1 // c) - k0) if g1 > g0 else 0
+    off, n = g0 - k0 * c, g1 - g0
+    Gp = be.zeros((L * c, d))
+    Graw = info["Q"] if loo else info["G"]
+    G = be.native(Graw) if n else None
+    n_q = info["n_q"]
+    if similarity == "cosine":
+        host = np.zeros(L * c, np.float32)
+        if n:
+            host[off : off + n] = be.cosine_rows_into(G, Gp[off : off + n])
+        ga = be.from_numpy(host)
+        if loo:
+            Q, qa = Gp[off : off + n], ga[off : off + n]
+        else:
+            Q = be.empty((n_q, d))
+            qa = be.from_numpy(be.cosine_rows_into(be.native(info["Q"]), Q) if n_q else np.zeros(0, np.float32))
+    else:
+        center = None
+        if similarity == "neg_l2":
+            source = G if G is not None else be.native(np.zeros((0, d), np.float32))
+            center = _global_center(comm, be, source, int(layout.g_off[-1]))
+        if n:
+            be.float32_into(G, Gp[off : off + n], center=center)
+        ga = None
+        if similarity == "neg_l2":
+            ga = be.zeros((L * c,))
+            if n:
+                ga[off : off + n] = be.row_factors(Gp[off : off + n], similarity)
+        if loo:
+            Q, qa = Gp[off : off + n], (None if ga is None else ga[off : off + n])
+        else:
+            Q = be.empty((n_q, d))
+            if n_q:
+                be.float32_into(be.native(info["Q"]), Q, center=center)
+            qa = (None if similarity != "neg_l2" else
+                  (be.row_factors(Q, similarity) if n_q else be.zeros((0,))))
+    q0 = layout.q_range(comm.rank)[0]
+    return _Shard(be, similarity, plan.b, c, d, Q, qa, Gp, ga, q0, g0, g1, k0, L)
+
+
+# ----------------------------------------------------------------------------- one block
+class _Block:
+    """The scores of one global query block against this rank's shard."""
+
+    def __init__(self, comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, buffers: dict):
+        be = sh.backend
+        self.m = stop - start
+        if "Qb" not in buffers:
+            buffers["Qb"] = be.zeros((sh.b, sh.d))
+            buffers["qa"] = be.zeros((sh.b,))
+            buffers["S"] = be.empty((sh.L, sh.b, sh.c))
+        Qb, qab, S = buffers["Qb"], buffers["qa"], buffers["S"]
+        if self.m < sh.b:
+            Qb[self.m :] = 0
+        self._queries(comm, sh, layout, start, stop, Qb, qab)
+        for k in range(sh.L):
+            Gk = sh.Gp[k * sh.c : (k + 1) * sh.c]
+            be.matmul_into(Qb, Gk, S[k])
+            if sh.ga is not None:
+                be.finish_scores(S[k], sh.similarity, qab, sh.ga[k * sh.c : (k + 1) * sh.c])
+        if sh.L:
+            lo, hi = sh.g0 - sh.k0 * sh.c, sh.g1 - (sh.k0 + sh.L - 1) * sh.c
+            S[0, :, :lo] = -math.inf
+            S[sh.L - 1, :, hi:] = -math.inf
+        self.S = S
+
+    @staticmethod
+    def _queries(comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, Qb, qab) -> None:
+        """The block's query rows and factors, broadcast by their owners."""
+        torch = comm.torch
+        be = sh.backend
+        for r in range(comm.world):
+            q0, q1 = layout.q_range(r)
+            lo, hi = max(start, q0), min(stop, q1)
+            if lo >= hi:
+                continue
+            buf = torch.zeros((hi - lo, sh.d + 1), dtype=torch.float32, device=comm.device)
+            if r == comm.rank:
+                rows = sh.Q[lo - sh.q0 : hi - sh.q0]
+                buf[:, : sh.d] = torch.as_tensor(rows).to(comm.device)
+                if sh.qa is not None:
+                    buf[:, sh.d] = torch.as_tensor(sh.qa[lo - sh.q0 : hi - sh.q0]).to(comm.device)
+            comm.broadcast(buf, r)
+            got = buf.cpu().numpy() if be.kind == "numpy" else buf.to(be.device)
+            Qb[lo - start : hi - start] = got[:, : sh.d]
+            if sh.qa is not None:
+                qab[lo - start : hi - start] = got[:, sh.d]
+
+
+def _mask_owned(sh: _Shard, S, rel: Csr, own: Csr, torch_path: bool):
+    """This rank's relevant scores (-inf where another rank owns the item), and its
+    relevant and self pairs set to -inf."""
+    base = sh.k0 * sh.c
+    rid, cols = rel.row_ids(), rel.indices
+    mine = (cols >= sh.g0) & (cols < sh.g1)
+    lc, lr = cols[mine] - base, rid[mine]
+    orow, ocol = own.row_ids(), own.indices
+    omine = (ocol >= sh.g0) & (ocol < sh.g1)
+    oc, orr = ocol[omine] - base, orow[omine]
+    if not torch_path:
+        vals = np.full(rid.size, -np.inf, np.float32)
+        vals[mine] = S[lc // sh.c, lr, lc % sh.c]
+        S[lc // sh.c, lr, lc % sh.c] = -np.inf
+        S[oc // sh.c, orr, oc % sh.c] = -np.inf
+        return vals
+    import torch
+
+    dev = S.device
+    vals = torch.full((rid.size,), -math.inf, dtype=torch.float32, device=dev)
+    idx = tuple(torch.from_numpy(a).to(dev) for a in (lc // sh.c, lr, lc % sh.c))
+    vals[torch.from_numpy(np.flatnonzero(mine)).to(dev)] = S[idx]
+    S[idx] = -math.inf
+    S[tuple(torch.from_numpy(a).to(dev) for a in (oc // sh.c, orr, oc % sh.c))] = -math.inf
+    return vals
+
+
+@dataclass
+class _Pass:
+    comm: Comm
+    sh: _Shard
+    layout: _Layout
+    source: object
+    self_pairs: Csr
+    n_q: int
+    torch_path: bool
+    progress: object
+
+    def blocks(self):
+        blocks = plan_blocks(self.n_q, self.sh.b)
+        bar = progress_bar(self.progress if self.comm.rank == 0 else False, len(blocks), "retrieval-checks")
+        buffers: dict = {}
+        try:
+            with self.sh.backend.exact_matmul():
+                for start, stop in blocks:
+                    blk = _Block(self.comm, self.sh, self.layout, start, stop, buffers)
+                    rel = self.source.block(start, stop)
+                    own = self.self_pairs.rows(start, stop)
+                    S = blk.S
+                    if self.torch_path and isinstance(S, np.ndarray):
+                        S = self.comm.torch.from_numpy(S)
+                    elif not self.torch_path:
+                        S = self.sh.backend.to_numpy(S)
+                    yield start, stop, S, rel, _mask_owned(self.sh, S, rel, own, self.torch_path)
+                    if bar is not None:
+                        bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) -> None:
+    """Phases 1 and 2 of one block, merged into ``totals`` as one process would."""
+    comm, torch_path, m = ps.comm, ps.torch_path, stop - start
+    n_cols = ps.sh.L * ps.sh.c
+    vals = comm.all_reduce(vals, "max")  # phase 1: every relevant score of the block
+    rel_sorted, order = _sort_within_rows(vals, rel, torch_path)
+    want_pairs = totals.want_pairs
+    tail_tau = totals.tail.tau if want_pairs else -math.inf
+    if want_pairs and not math.isfinite(tail_tau):
+        hist = comm.all_reduce(tail_histogram(S, m, n_cols), "sum")
+        tail_tau = tail_threshold(hist, totals.tail.capacity)
+    tau = max(float(tail_tau), _F32_MIN) if want_pairs else math.inf
+    if torch_path:
+        above, tied = _count_torch(S, m, n_cols, rel.indptr, rel_sorted)
+    else:
+        above = np.empty(rel_sorted.shape[0], np.int64)
+        tied = np.empty(rel_sorted.shape[0], np.int64)
+        tail_counts = np.zeros(m, np.int64)
+        _kernels.count_above_relevant(S, m, n_cols, rel.indptr, rel_sorted, above, tied, np.float32(tau),
+                                      tail_counts)
+    both = comm.all_reduce(np.concatenate([above, tied]), "sum")  # phase 2: counts over every shard
+    above, tied = both[: above.size], both[above.size :]
+    part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, torch_path)
+    if want_pairs:
+        part.positives = rel_sorted
+        rows = np.flatnonzero(tail_counts).astype(np.int64)
+        offsets = np.zeros(rows.size + 1, np.int64)
+        np.cumsum(tail_counts[rows], out=offsets[1:])
+        negatives = np.empty(int(offsets[-1]), np.float32)
+        _kernels.collect_rows(S, rows, offsets, n_cols, np.float32(tau), negatives)
+        part.negatives = comm.all_gather_varlen(negatives)
+        if totals.fixed_f32.size:
+            hist = np.zeros(totals.fixed_f32.size + 1, np.int64)
+            _kernels.bin_against_sorted(S, m, n_cols, totals.fixed_f32, hist)
+            part.fixed_fp = comm.all_reduce(np.cumsum(hist[::-1])[::-1][1:].copy(), "sum")
+        part.negatives_tau = float(tail_tau)
+    totals.add(part)
+
+
+def _binning(ps: _Pass, counts) -> np.ndarray:
+    """The binning pass over every shard: negatives at or above each unique positive."""
+    u = counts.unique_positives()
+    hist = np.zeros(u.size + 1, np.int64)
+    n_cols = ps.sh.L * ps.sh.c
+    for start, stop, S, _rel, _vals in _Pass(**{**ps.__dict__, "progress": False}).blocks():
+        _kernels.bin_against_sorted(S, stop - start, n_cols, u, hist)
+    hist = ps.comm.all_reduce(hist, "sum")
+    return np.cumsum(hist[::-1])[::-1][1:]
+
+
+# ----------------------------------------------------------------------------- the run
+def _refuse_unsupported(req, opts: dict) -> None:
+    if req.similarity == "hamming":
+        raise InputError("similarity='hamming' is not supported with process_group yet; evaluate packed codes in "
+                         "one process, or use similarity='dot' on +-1 codes (the same ranking).")
+    unsupported = req.of_kind("embedding", "grouped")
+    if unsupported:
+        names = ", ".join(s.name for s in unsupported)
+        raise InputError(f"{names}: not supported with process_group (they read every embedding at once); "
+                         "evaluate them in one process.")
+    if req.of_kind("pair") and (not opts["use_kernels"]):
+        raise InputError("Pair metrics with process_group run on the CPU kernels only; drop _use_kernels=False.")
+
+
+def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: the stages, in order, one call each
+    from . import _evaluate as ev
+
+    opts["use_kernels"] = use_kernels
+    req = ev._options(opts["metrics"], similarity=opts["similarity"], ties=opts["ties"],
+                      empty_queries=opts["empty_queries"], group_size=opts["group_size"],
+                      group_seed=opts["group_seed"], group_repeats=opts["group_repeats"],
+                      confidence=opts["confidence"])
+    if opts["progress"] is not None and not isinstance(opts["progress"], bool):
+        raise InputError(f"progress={opts['progress']!r}: use True, False or None (only on a terminal).")
+    _refuse_unsupported(req, opts)
+    loo = gallery is None
+    info = _local(comm, queries, gallery, opts, req)
+    infos = comm.gather_objects({k: v for k, v in info.items() if k not in ("Q", "G", "backend")})
+    _agree(infos, comm)
+    if info["backend"].is_cuda and req.of_kind("pair"):
+        raise BackendError("Pair metrics with process_group run on the CPU kernels only; use device='cpu'.")
+    sizes_q = [i["n_q"] for i in infos]
+    sizes_g = [i["n_q"] if loo else i["n_g"] for i in infos]
+    layout = _Layout(np.concatenate([[0], np.cumsum(sizes_q)]).astype(np.int64),
+                     np.concatenate([[0], np.cumsum(sizes_g)]).astype(np.int64))
+    n_q, n_g, d = int(layout.q_off[-1]), int(layout.g_off[-1]), max(i["d"] for i in infos)
+    meta = _metadata(comm, infos, opts, layout, loo)
+    sides = ev._Sides(None, None if loo else _REMOTE, n_q, n_g, d)
+    if n_q == 0:
+        raise InputError("queries: every rank's shard is empty; at least one rank must hold queries.")
+    own = ev._self_pairs(sides, meta["query_ids"], meta["gallery_ids"], meta["gallery_labels"])
+    _check_spread(own.q_ids, sizes_q, "query_ids")
+    _check_spread(own.g_ids, sizes_g, "gallery_ids")
+    rel = ev._relevance(req, sides, own, meta["query_labels"], meta["gallery_labels"], meta["relevance"],
+                        opts["relevance_level"])
+    pair_specs = req.of_kind("pair")
+    n_positive = int(rel.n_relevant.sum())
+    if pair_specs and n_positive == 0:
+        raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
+    local_arrays = [a for a in (info["Q"], info["G"]) if a is not None]
+    plan = plan_pass(local_arrays, n_q=n_q, n_g=n_g, d=d, loo=loo, n_relevant=rel.n_relevant,
+                     device=opts["device"], max_memory=infos[0]["budget"], tile=opts["tile"], pairs=bool(pair_specs))
+    sh = _prepare(comm, plan, info, layout, req.similarity, loo)
+    torch_path = plan.backend.is_cuda or not use_kernels
+    ps = _Pass(comm, sh, layout, rel.source, own.csr, n_q, torch_path, opts["progress"])
+    totals = PassTotals(n_q, req.of_kind("query"), pair_specs, n_positive, req.ties, req.similarity,
+                        opts["relevance_level"])
+    if req.of_kind("query", "pair"):
+        for start, stop, S, block_rel, vals in ps.blocks():
+            _run_block(ps, totals, start, stop, S, block_rel, vals)
+    ids = meta["query_ids"].copy() if meta["query_ids"] is not None else None
+    return ev._aggregate(req, sides, own, rel, plan, None, totals, use_kernels, ids, opts["relevance_level"],
+                         binning=lambda counts: _binning(ps, counts),
+                         extra_config={"world_size": comm.world})
+
+
+class _Remote:
+    """Stands for the gallery in the global stages: it lives on the ranks."""
+
+    shape = None
+
+
+_REMOTE = _Remote()

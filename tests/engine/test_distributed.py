@@ -1,0 +1,367 @@
+"""Sharded evaluation (``evaluate(..., process_group=g)``) equals single-process
+``evaluate`` on the concatenated shards, bit for bit.
+
+Ranks are real processes (``torch.multiprocessing``) on Gloo with a ``file://``
+rendezvous in ``tmp_path``. Each world size (1, 2, 3) runs every scenario in one
+launch; the shards are uneven (an empty one at world size 3), the gallery's shard
+boundaries differ from the queries', duplicate vectors straddle the boundaries, the
+data are tie-heavy integers and Gaussian floats, query and gallery ids overlap, and
+relevance comes from labels and explicit (binary and graded) rows. Every metric
+value, per-query array, tie value, first relevant rank, pair count, threshold and
+PR-curve point is compared with ``==`` / ``array_equal``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import traceback
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available():  # pragma: no cover
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+QUERY_METRICS = ["map", "map@R", "r_precision", "mrr", "medr", "meanr", "hit_rate@1", "recall@5", "precision@3",
+                 "map@5", "ndcg@5", "ndcg"]
+PAIR_METRICS = ["pair_precision@t=0.5", "pair_recall@t=0.25", "pair_f1@t=0.0", "recall_at_precision@0.8",
+                "precision_at_recall@0.5"]
+
+
+# ----------------------------------------------------------------------------- scenarios
+def _float_problem(seed, n_q=23, n_g=41, d=12, n_labels=5, dup_every=4):
+    """Gaussian embeddings with many exact duplicate gallery rows (neighbours, so
+    that some pairs straddle every shard boundary) and overlapping ids."""
+    rng = np.random.default_rng(seed)
+    Q = rng.standard_normal((n_q, d)).astype(np.float32)
+    G = rng.standard_normal((n_g, d)).astype(np.float32)
+    G[1::dup_every] = G[0::dup_every][: G[1::dup_every].shape[0]]
+    G[5] = Q[2]  # a query's own vector in the gallery
+    ql = rng.integers(0, n_labels, n_q)
+    gl = rng.integers(0, n_labels, n_g)
+    q_ids = np.arange(100, 100 + n_q)
+    g_ids = np.arange(90, 90 + n_g)  # gallery ids 100.. overlap the queries' (self matches)
+    g_ids[31] = g_ids[30]  # a duplicated id (query 20's), inside one gallery shard at every world size
+    return Q, G, ql, gl, q_ids, g_ids
+
+
+def _int_problem(seed, n_q=19, n_g=37, d=3):
+    """Tie-heavy: integer embeddings in [-2, 2]; every tie is a true tie."""
+    rng = np.random.default_rng(seed)
+    Q = rng.integers(-2, 3, (n_q, d)).astype(np.float32)
+    G = rng.integers(-2, 3, (n_g, d)).astype(np.float32)
+    for X in (Q, G):
+        X[~X.any(axis=1), 0] = 1  # no all-zero rows (cosine refuses them)
+    ql = rng.integers(0, 3, n_q)
+    gl = rng.integers(0, 3, n_g)
+    q_ids = np.array([f"item{i}" for i in range(n_q)])
+    g_ids = np.array([f"item{i}" for i in range(n_q // 2, n_q // 2 + n_g)])
+    return Q, G, ql, gl, q_ids, g_ids
+
+
+def _scenarios() -> list[dict]:
+    out = []
+    Q, G, ql, gl, qi, gi = _float_problem(0)
+    labels = dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi)
+    for sim in ("cosine", "dot", "neg_l2"):
+        out.append(dict(name=f"float-{sim}", Q=Q, G=G, kw=dict(labels, similarity=sim, metrics=QUERY_METRICS,
+                                                               tile=(5, 16), empty_queries="skip")))
+    out.append(dict(name="float-cosine-default-tile-average", Q=Q, G=G,
+                    kw=dict(labels, metrics=QUERY_METRICS, ties="average", empty_queries="zero")))
+    out.append(dict(name="float-pairs", Q=Q, G=G, kw=dict(labels, metrics=QUERY_METRICS + PAIR_METRICS,
+                                                          tile=(4, 16), empty_queries="skip")))
+    Qi, Gi, qli, gli, qii, gii = _int_problem(1)
+    ints = dict(query_labels=qli, gallery_labels=gli, query_ids=qii, gallery_ids=gii)
+    for sim, ties in (("dot", "pessimistic"), ("neg_l2", "optimistic"), ("cosine", "average")):
+        out.append(dict(name=f"ties-{sim}-{ties}", Q=Qi, G=Gi,
+                        kw=dict(ints, similarity=sim, ties=ties, metrics=QUERY_METRICS + PAIR_METRICS[:3],
+                                tile=(3, 16), empty_queries="skip")))
+    # leave-one-out: each rank's shard of one set, query ids on both sides
+    Ql = np.concatenate([Q, Q[:6]])  # six exact duplicates of other items
+    ll = np.concatenate([ql, ql[:6]])
+    out.append(dict(name="loo-cosine", Q=Ql, G=None,
+                    kw=dict(query_labels=ll, query_ids=np.arange(Ql.shape[0]) * 3,
+                            metrics=QUERY_METRICS + ["recall_at_precision@0.5"], tile=(6, 16),
+                            empty_queries="skip")))
+    out.append(dict(name="loo-ties-neg_l2", Q=Gi, G=None,
+                    kw=dict(query_labels=gli, query_ids=np.arange(Gi.shape[0]), similarity="neg_l2",
+                            metrics=QUERY_METRICS, empty_queries="skip")))
+    # explicit relevance: columns are positions in the whole gallery
+    rng = np.random.default_rng(5)
+    rel = [sorted(rng.choice(G.shape[0], int(rng.integers(1, 6)), replace=False).tolist()) for _ in range(len(Q))]
+    out.append(dict(name="relevance-lists", Q=Q, G=G,
+                    kw=dict(relevance=rel, query_ids=qi, gallery_ids=gi, metrics=QUERY_METRICS + PAIR_METRICS,
+                            tile=(7, 16), empty_queries="skip")))
+    graded = {i: {int(j): int(rng.integers(0, 4)) for j in rng.choice(Gi.shape[0], 5, replace=False)}
+              for i in range(len(Qi))}
+    out.append(dict(name="relevance-graded", Q=Qi, G=Gi,
+                    kw=dict(relevance=graded, query_ids=qii, gallery_ids=gii, similarity="dot",
+                            metrics=["ndcg", "ndcg@5", "map", "hit_rate@2"], relevance_level=2,
+                            empty_queries="skip")))
+    return out
+
+
+def _bounds(n: int, world: int, side: str) -> list[int]:
+    """Uneven shard boundaries; at world size 3 one rank holds nothing (the middle
+    one for queries, the first for the gallery)."""
+    if world == 1:
+        return [0, n]
+    if world == 2:
+        cut = n // 3 if side == "q" else n - n // 3
+        return [0, cut, n]
+    return [0, n // 2, n // 2, n] if side == "q" else [0, 0, n // 3, n]
+
+
+def _shard(sc: dict, rank: int, world: int) -> tuple:
+    Q, G, kw = sc["Q"], sc["G"], dict(sc["kw"])
+    qb = _bounds(Q.shape[0], world, "q")
+    q0, q1 = qb[rank], qb[rank + 1]
+    if G is None:
+        g0, g1 = q0, q1
+    else:
+        gb = _bounds(G.shape[0], world, "g")
+        g0, g1 = gb[rank], gb[rank + 1]
+    for key in ("query_labels", "query_ids"):
+        if key in kw:
+            kw[key] = kw[key][q0:q1]
+    for key in ("gallery_labels", "gallery_ids"):
+        if key in kw:
+            kw[key] = kw[key][g0:g1]
+    if isinstance(kw.get("relevance"), list):
+        kw["relevance"] = kw["relevance"][q0:q1]
+    elif isinstance(kw.get("relevance"), dict):
+        kw["relevance"] = {i - q0: row for i, row in kw["relevance"].items() if q0 <= i < q1}
+    return Q[q0:q1], None if G is None else G[g0:g1], kw
+
+
+# ----------------------------------------------------------------------------- results
+def _summary(res) -> dict:
+    """Everything a result reports, as plain data."""
+    return {
+        "values": dict(res),
+        "per_query": {k: np.asarray(v) for k, v in res.per_query.items()},
+        "tie_values": {k: dict(v) for k, v in res.tie_values.items()},
+        "first": np.asarray(res.first_relevant_rank),
+        "n_relevant": res.n_relevant, "n_candidates": res.n_candidates, "skipped": res.skipped_queries,
+        "thresholds": dict(res.thresholds), "pair_counts": dict(res.pair_counts), "pr_curve": res.pr_curve,
+        "tied_share": res.tied_share, "query_ids": res.query_ids,
+        "config": {k: v for k, v in res.config.items() if k != "world_size"},
+    }
+
+
+def _same(a, b, where="") -> None:
+    """Exact equality of nested results (NaN equals NaN; no tolerance)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{where}: keys {sorted(a)} != {sorted(b)}"
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        b = np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f"{where}: {a} != {b}"
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), f"{where}: nan != {b}"
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+# ----------------------------------------------------------------------------- ranks
+def _init(rank: int, world: int, init_file: str) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+
+
+def _outcome(fn):
+    try:
+        return ("ok", _summary(fn()))
+    except Exception as exc:  # recorded for the parent to compare
+        return ("error", type(exc).__name__, str(exc))
+
+
+def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> None:
+    _init(rank, world, init_file)
+    try:
+        with open(job, "rb") as fh:
+            scenarios = pickle.load(fh)
+        results = {}
+        for sc in scenarios:
+            Q, G, kw = _shard(sc, rank, world)
+            kw.update(sc.get("rank_kw", {}).get(rank, {}))
+            Q = kw.pop("queries", Q)
+            if sc.get("explode_on") == rank:
+                _explode_in_second_block(sc.get("how", "raise"))
+            results[sc["name"]] = _outcome(lambda: rc.evaluate(Q, G, process_group=dist.group.WORLD, **kw))
+            _restore()
+        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
+            pickle.dump(results, fh)
+    except BaseException:
+        with open(os.path.join(out_dir, f"rank{rank}.err"), "w") as fh:
+            fh.write(traceback.format_exc())
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+_SAVED = {}
+
+
+def _explode_in_second_block(how: str) -> None:
+    """This rank raises (or dies, ``how="exit"``) in its second block."""
+    from retrieval_checks.engine import _distributed
+
+    original = _SAVED.setdefault("run_block", _distributed._run_block)
+    calls = []
+
+    def boom(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            if how == "exit":
+                os._exit(3)
+            raise RuntimeError("injected failure in the second block")
+        return original(*args, **kwargs)
+
+    _distributed._run_block = boom
+
+
+def _restore() -> None:
+    if "run_block" in _SAVED:
+        from retrieval_checks.engine import _distributed
+
+        _distributed._run_block = _SAVED.pop("run_block")
+
+
+def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 120.0) -> list:
+    """Run ``scenarios`` on ``world`` ranks; each rank's {name: outcome}, or its exit
+    code where it wrote none (a rank that died)."""
+    import torch.multiprocessing as mp
+
+    job = tmp_path / f"job{world}.pkl"
+    job.write_bytes(pickle.dumps(scenarios))
+    out = tmp_path / f"out{world}"
+    out.mkdir()
+    init = tmp_path / f"rendezvous{world}"
+    ctx = mp.start_processes(_worker, args=(world, str(init), str(job), str(out)), nprocs=world, join=False,
+                             start_method="spawn")
+    for p in ctx.processes:
+        p.join(timeout)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.terminate()
+    assert not alive, f"{len(alive)} rank(s) still running after {timeout} s (a hang)"
+    errors = [f.read_text() for f in sorted(out.glob("*.err"))]
+    assert not errors, "\n".join(errors)
+    return [pickle.loads((out / f"rank{r}.pkl").read_bytes()) if (out / f"rank{r}.pkl").exists()
+            else ctx.processes[r].exitcode for r in range(world)]
+
+
+def _single(sc: dict):
+    kw = dict(sc["kw"])
+    return _outcome(lambda: rc.evaluate(sc["Q"], sc["G"], **kw))
+
+
+def _failures(world: int) -> list[dict]:
+    """Scenarios where some rank's input or work fails; every rank must raise."""
+    Q, G, ql, gl, qi, gi = _float_problem(3)
+    base = dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi, metrics=["map", "mrr"],
+                tile=(4, 16), empty_queries="skip")
+    last = world - 1
+    spread = gi.copy()
+    spread[-1] = spread[0]  # first and last gallery item share an id, on different ranks
+    nan_q = Q[_bounds(len(Q), world, "q")[last]:].copy()
+    nan_q[0, 0] = np.nan
+    return [
+        dict(name="id-on-two-ranks", Q=Q, G=G, kw=dict(base, gallery_ids=spread)),
+        dict(name="ids-missing-on-one-rank", Q=Q, G=G, kw=base, rank_kw={last: {"gallery_ids": None}}),
+        dict(name="nan-on-one-rank", Q=Q, G=G, kw=base, rank_kw={last: {"queries": nan_q}}),
+        dict(name="metrics-differ", Q=Q, G=G, kw=base, rank_kw={last: {"metrics": ["map"]}}),
+        dict(name="rank-raises", Q=Q, G=G, kw=base, explode_on=last),
+        dict(name="after-a-failure", Q=Q, G=G, kw=base),  # the group still works
+    ]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Each world size launched once, with every scenario."""
+    cache = {}
+
+    def get(world: int):
+        if world not in cache:
+            scenarios = _scenarios() + (_failures(world) if world > 1 else [])
+            cache[world] = _launch(tmp_path_factory.mktemp(f"world{world}"), world, scenarios)
+        return cache[world]
+
+    return get
+
+
+# ----------------------------------------------------------------------------- tests
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_every_rank_equals_one_process_bit_for_bit(runs, world):
+    per_rank = runs(world)
+    for sc in _scenarios():
+        expected = _single(sc)
+        assert expected[0] == "ok", (sc["name"], expected)
+        for rank, results in enumerate(per_rank):
+            got = results[sc["name"]]
+            assert got[0] == "ok", (sc["name"], rank, got)
+            _same(expected[1], got[1], f"{sc['name']} rank {rank}")
+            assert got[1]["values"], sc["name"]
+
+
+EXPECTED_ERRORS = {
+    "id-on-two-ranks": ("InputError", "appear on more than one rank"),
+    "ids-missing-on-one-rank": ("InputError", "gallery_ids is None on rank"),
+    "nan-on-one-rank": ("InputError", "NaN"),
+    "metrics-differ": ("InputError", "metrics="),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_bad_shard_or_option_raises_on_every_rank(runs, world):
+    per_rank = runs(world)
+    for name, (kind, text) in EXPECTED_ERRORS.items():
+        for rank, results in enumerate(per_rank):
+            got = results[name]
+            assert got[0] == "error" and got[1] == kind and text in got[2], (name, rank, got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_rank_that_raises_stops_the_others_with_its_error(runs, world):
+    per_rank = runs(world)
+    last = world - 1
+    for rank, results in enumerate(per_rank):
+        got = results["rank-raises"]
+        assert got[0] == "error", (rank, got)
+        if rank == last:
+            assert got[1] == "RuntimeError" and "injected failure" in got[2]
+        else:
+            assert got[1] == "RemoteFailure" and f"rank {last} of the process group failed" in got[2], got
+            assert "injected failure in the second block" in got[2]
+        assert results["after-a-failure"][0] == "ok"
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_stops_the_others_with_a_clear_error(tmp_path):
+    Q, G, ql, gl, qi, gi = _float_problem(4)
+    sc = dict(name="rank-dies", Q=Q, G=G, explode_on=1, how="exit",
+              kw=dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi, metrics=["map"],
+                      tile=(4, 16)))
+    survivor, dead = _launch(tmp_path, 2, [sc], timeout=90)
+    assert dead == 3
+    got = survivor["rank-dies"]
+    assert got[0] == "error" and got[1] == "RemoteFailure", got
+    assert "collective over process_group failed" in got[2] and "another rank probably stopped" in got[2]
