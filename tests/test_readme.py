@@ -1,0 +1,209 @@
+"""The README's code runs as written.
+
+Each fenced block that follows a ``<!-- readme-test: KIND -->`` comment is checked by KIND:
+
+- ``run``: executed, in README order, in one namespace, with a scratch project as the
+  working directory; the namespace starts with the sample data the examples name
+  (``embeddings``, ``labels``, ``X``, ``y``, ``codes``, ``images``, ...: see ``_sample_namespace``);
+- ``file PATH``: written to PATH in that scratch project ("Use it in your repository"
+  writes a suite and a test there); pytest then runs the project, and the project's gates
+  must pass, and fail once a threshold is raised above the measured value;
+- ``pytest``: a test module (after ``_PRELUDE``, which defines ``X``, ``y`` and a
+  ``test_result`` fixture) run by pytest in a project of its own;
+- ``same-as PATH``: equal to the repository's file PATH;
+- ``skip (reason)``: not run, and the reason is required.
+
+Every ``python`` block carries one of these comments (the first test checks it), so a
+new example cannot slip in untested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import retrieval_checks as rc
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+_MARK = re.compile(r"^<!-- readme-test: (run|pytest|file \S+|same-as \S+|skip \(.+\)) -->$")
+
+
+def _blocks() -> list[dict]:
+    """Every fenced block: its language, text, first line and README marker (or None)."""
+    lines = README.read_text().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        fence = re.match(r"^```(\S*)\s*$", lines[i])
+        if not fence:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        prev = lines[i - 1] if i else ""
+        mark = _MARK.match(prev)
+        out.append({"lang": fence.group(1), "text": "\n".join(lines[i + 1:end]) + "\n", "line": i + 1,
+                    "mark": mark.group(1) if mark else None, "comment": prev.startswith("<!-- readme-test")})
+        i = end + 1
+    return out
+
+
+def _kind(block) -> str:
+    return (block["mark"] or "").split(" ")[0]
+
+
+def test_every_python_block_is_marked_and_every_mark_is_well_formed():
+    blocks = _blocks()
+    assert sum(b["lang"] == "python" for b in blocks) >= 8
+    unmarked = [b["line"] for b in blocks if b["lang"] == "python" and b["mark"] is None]
+    assert not unmarked, f"README.md python blocks without a '<!-- readme-test: ... -->' comment at lines {unmarked}"
+    malformed = [b["line"] for b in blocks if b["comment"] and b["mark"] is None]
+    assert not malformed, f"malformed readme-test comments before the blocks at lines {malformed}"
+    assert sum(_kind(b) == "run" for b in blocks) >= 5
+
+
+def _clusters(rng, n_classes, per_class, noise, d=32, centres=None):
+    centres = rng.normal(size=(n_classes, d)) if centres is None else centres
+    labels = np.repeat(np.arange(n_classes), per_class)
+    return (centres[labels] + noise * rng.normal(size=(labels.size, d))).astype(np.float32), labels
+
+
+def _sample_namespace() -> dict:
+    """The names the README's examples use, bound to small synthetic data sets on which
+    the examples' gates pass (Gaussian class clusters; captions are noisy copies of their
+    image; binary codes are noisy copies of their class's code)."""
+    rng = np.random.default_rng(0)
+    ns: dict = {}
+    ns["embeddings"], ns["labels"] = _clusters(rng, 40, 5, 0.5)
+    centres = rng.normal(size=(50, 32))
+    ns["query_embeddings"], ns["query_labels"] = _clusters(rng, 50, 4, 0.8, centres=centres)
+    ns["gallery_embeddings"], ns["gallery_labels"] = _clusters(rng, 50, 10, 0.8, centres=centres)
+    X, y = _clusters(rng, 100, 5, 0.6)
+    ns["X"], ns["y"] = X, y
+    grouped = dict(metrics=["grouped_recall@1"], group_size=10)
+    x_train, y_train = _clusters(rng, 100, 5, 0.6)
+    ns["train"] = rc.evaluate(x_train, query_labels=y_train, **grouped)
+    ns["test"] = rc.evaluate(X, query_labels=y, **grouped)
+    ns["candidate"] = rc.evaluate(X, query_labels=y, metrics=["map"])
+    noisier = X + 0.3 * rng.normal(size=X.shape).astype(np.float32)
+    ns["production"] = rc.evaluate(noisier, query_labels=y, metrics=["map"])
+    images = rng.normal(size=(200, 32)).astype(np.float32)
+    ns["images"], ns["caption_image"] = images, np.repeat(np.arange(200), 5)
+    ns["captions"] = (images[ns["caption_image"]] + 0.3 * rng.normal(size=(1000, 32))).astype(np.float32)
+    class_codes = rng.random(size=(100, 64)) < 0.5                      # binary codes of the items of X, y
+    ns["codes"] = class_codes[y] ^ (rng.random(size=(y.size, 64)) < 0.15)
+    return ns
+
+
+def _run_readme(project: Path) -> dict:
+    """Execute the ``run`` blocks and write the ``file`` blocks into ``project``."""
+    ns = _sample_namespace()
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        for b in _blocks():
+            kind = _kind(b)
+            if kind == "run":
+                try:
+                    exec(compile(b["text"], f"README.md:{b['line']}", "exec"), ns)
+                except Exception as e:  # noqa: BLE001 - re-raised with the block's line
+                    raise AssertionError(f"the README's block at line {b['line']} fails: {e!r}") from e
+            elif kind == "file":
+                path = project / b["mark"].split(" ", 1)[1]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(b["text"])
+    finally:
+        os.chdir(cwd)
+    return ns
+
+
+def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PYTEST_"))}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project,
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.mark.slow
+def test_the_readme_examples_run_and_the_adopter_project_gates_pass_and_can_fail(tmp_path):
+    ns = _run_readme(tmp_path)
+    assert 0.0 <= ns["result"]["map@R"] <= 1.0                        # the opening example ran
+    assert (tmp_path / "tests/quality/data/queries.npz").exists()
+    suite, test = tmp_path / "tests/quality/rc_quality.yaml", tmp_path / "tests/quality/test_quality.py"
+    assert suite.exists() and test.exists()
+
+    out = _pytest(tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    gates = json.loads((tmp_path / "gates.json").read_text())["gates"]
+    assert len(gates) == 5 and all(g["passed"] for g in gates), gates          # 3 in the suite, 2 in the test
+
+    # the same project with the suite's map threshold above the measured value: that gate fails
+    suite.write_text(suite.read_text().replace("{metric: map, at_least: 0.80}", "{metric: map, at_least: 0.999}"))
+    out = _pytest(tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
+    assert out.returncode == 1, out.stdout + out.stderr
+    failed = [g["test"] for g in json.loads((tmp_path / "gates.json").read_text())["gates"] if not g["passed"]]
+    assert failed == ["tests/quality/rc_quality.yaml::map_at_least[precomputed-test]"], out.stdout
+
+
+_PRELUDE = '''\
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+from pytest_retrieval_checks import *  # noqa: F403 - the gates, re-exported
+
+_rng = np.random.default_rng(0)
+y = np.repeat(np.arange(100), 5)
+X = (_rng.normal(size=(100, 32))[y] + 0.6 * _rng.normal(size=(500, 32))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def test_result():
+    return rc.evaluate(X, query_labels=y, metrics=["map@R"])
+
+'''
+
+
+@pytest.mark.slow
+def test_the_readme_pytest_examples_pass(tmp_path):
+    blocks = [b for b in _blocks() if _kind(b) == "pytest"]
+    assert blocks
+    for i, b in enumerate(blocks):
+        (tmp_path / f"test_readme_block_{i}.py").write_text(_PRELUDE + f"# README.md:{b['line']}\n" + b["text"])
+    first = _pytest(tmp_path, "-q", "--rc-regen-all")     # writes the baselines the rc_baseline example reads
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = _pytest(tmp_path, "-q", "--rc-json=gates.json")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{len(blocks)} passed" in again.stdout, again.stdout
+    gates = json.loads((tmp_path / "gates.json").read_text())["gates"]
+    assert {g["gate"] for g in gates} >= {"assert_map_at_least", "assert_no_regression"} and all(
+        g["passed"] for g in gates), gates
+
+
+def test_blocks_that_copy_a_file_equal_it():
+    copies = [b for b in _blocks() if _kind(b) == "same-as"]
+    assert copies
+    for b in copies:
+        path = ROOT / b["mark"].split(" ", 1)[1]
+        assert b["text"] == path.read_text(), f"README.md:{b['line']} differs from {path.relative_to(ROOT)}"
+
+
+def test_the_github_actions_example_keeps_the_history_and_runs_the_gates():
+    flow = yaml.safe_load((ROOT / "docs/examples/github-actions.yml").read_text())
+    assert flow.get("on", flow.get(True))                  # YAML 1.1 reads the key `on` as true
+    steps = flow["jobs"]["gates"]["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore@"))
+    save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save@"))
+    assert restore["with"]["path"] == save["with"]["path"] == ".retrieval-checks"   # the history's directory
+    assert restore["with"]["key"] == save["with"]["key"] and "restore-keys" in restore["with"]
+    assert save.get("if") == "always()"                     # kept when a gate fails too
+    gates = next(i for i, s in enumerate(steps) if "pytest" in s.get("run", ""))
+    assert uses.index(restore["uses"]) < gates < uses.index(save["uses"])
+    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps)
