@@ -128,8 +128,8 @@ def write_json(path, outcomes: list[dict], exitstatus: int, run: dict | None) ->
     _write_text(Path(path), strict_json(out, indent=2) + "\n")
 
 
-def record_history(path, metadata: dict, outcomes: list[dict], exitstatus: int) -> int:
-    return History(path).record(metadata, outcomes, exitstatus=int(exitstatus))
+def record_history(path, metadata: dict, outcomes: list[dict], exitstatus: int, figures=None) -> int:
+    return History(path).record(metadata, outcomes, exitstatus=int(exitstatus), figures=figures)
 
 
 def flush_baselines(entries: list) -> list[str]:

@@ -311,7 +311,8 @@ def _finish(config, exitstatus) -> bool:
     history = outputs.get("history")
     if history is not None and outcomes:
         try:
-            run_id = _reports.record_history(history, config._rc_run or {}, outcomes, exitstatus)
+            run_id = _reports.record_history(history, config._rc_run or {}, outcomes, exitstatus,
+                                             figures=config._rc_figures)
             run = {"id": run_id, "history": str(history), **(config._rc_run or {})}
             notes.append(f"run {run_id} recorded in {history} ({len(outcomes)} gates)")
         except Exception as exc:  # the history must never turn a session red: a warning

@@ -166,16 +166,19 @@ class RetrievalChecksCallback(Callback):
         self._parts.setdefault(int(dataloader_idx), []).append((x, y, ids))
 
     def _side(self, trainer, idx: int) -> tuple:
-        """One side (queries or gallery), gathered from every rank, deduplicated."""
+        """One side (queries or gallery), gathered from every rank, deduplicated by id
+        (repeated ids are dropped and counted on one process too: a sampler that
+        repeats items, or ids that are not item ids, which are refused)."""
         parts = self._parts.get(idx, [])
+        x = y = ids = None
         if parts:
+            with_ids = {p[2] is not None for p in parts}
+            if len(with_ids) > 1:
+                raise InputError("some validation batches came with ids and some without; return ids for every "
+                                 "batch or for none.")
             x = np.concatenate([p[0] for p in parts])
             y = np.concatenate([p[1] for p in parts])
-            ids = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
-        else:
-            x = y = ids = None
-        if ids is None and x is not None:
-            ids = np.arange(x.shape[0])
+            ids = np.concatenate([p[2] for p in parts]) if with_ids == {True} else np.arange(x.shape[0])
         if trainer.world_size > 1:
             import torch.distributed as dist
 
@@ -185,9 +188,10 @@ class RetrievalChecksCallback(Callback):
             if not gathered:
                 return None, None, 0
             x, y, ids = (np.concatenate([g[i] for g in gathered]) for i in range(3))
-            x, y, ids, dropped = dedupe_by_id(x, y, ids)
-            return (x, y), ids, dropped
-        return (None if x is None else (x, y)), ids, 0
+        if x is None:
+            return None, None, 0
+        x, y, ids, dropped = dedupe_by_id(x, y, ids)
+        return (x, y), ids, dropped
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
         if not self._active:
@@ -200,9 +204,10 @@ class RetrievalChecksCallback(Callback):
                         else f"validation dataloader {i} ({'queries' if i == 0 else 'gallery'})")
                 raise InputError(f"{what} gave no batches to evaluate; check limit_val_batches and the dataloaders.")
         dropped = sum(s[2] for s in sides)
-        if trainer.world_size > 1:
-            rank_zero_info(f"retrieval-checks: dropped {dropped} repeated item(s) that DistributedSampler padded "
-                           f"across {trainer.world_size} ranks (by id) before evaluating.")
+        if trainer.world_size > 1 or dropped:
+            rank_zero_info(f"retrieval-checks: dropped {dropped} repeated item(s) (by id) before evaluating"
+                           + (f": DistributedSampler pads {trainer.world_size} ranks to equal length"
+                              if trainer.world_size > 1 else "") + ".")
         (q, qy), q_ids = sides[0][0], sides[0][1]
         if self.split == "dataloaders":
             (g, gy) = sides[1][0]

@@ -341,8 +341,7 @@ def _cmd_report(h: History, args, out) -> int:
     runs = h.runs()
     meta = next(r for r in runs if r["id"] == run_id)
     if _report_format(args) == "html":
-        figures = h.figures(run_id) if hasattr(h, "figures") else []
-        text = render_report(h.results(run_id), run=meta, history=h, figures=figures)
+        text = render_report(h.results(run_id), run=meta, history=h, figures=h.figures(run_id))
         output = args.output or "retrieval-checks-report.html"
     else:  # changes against the run recorded just before this one
         before = max((r["id"] for r in runs if r["id"] < run_id), default=None)

@@ -86,6 +86,8 @@ _REQUIRED = {"meta": {"key", "value"},
              "runs": {"id", "started", "finished", "git_commit", "git_dirty", "machine", "python", "command", "rootdir",
                       "exitstatus", "n_gates", "n_failed"},
              "results": {"id", "run_id", *_COLUMNS[:16]}}
+_FIGURES = ("CREATE TABLE IF NOT EXISTS figures (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NULL "
+            "REFERENCES runs(id) ON DELETE CASCADE, figure TEXT NOT NULL)")
 _FIX = ("point --db / --rc-history at the database pytest writes, or move this file away (pytest then starts a "
         "new history)")
 
@@ -272,8 +274,12 @@ class History:
                                  f"columns {', '.join(sorted(missing))}); {_FIX}.")
         self._version(con)
 
-    def record(self, metadata: dict, outcomes: list[dict], *, exitstatus: int | None = None) -> int:
-        """Append one run and its gate outcomes in one transaction; returns the run id."""
+    def record(self, metadata: dict, outcomes: list[dict], *, exitstatus: int | None = None,
+               figures: list[dict] | None = None) -> int:
+        """Append one run and its gate outcomes in one transaction; returns the run id.
+        ``figures``: the session's report figures (class-count sweeps, JSON-ready dicts),
+        kept so that the report of a stored run shows what the live one did."""
+        figures = [_json(f) for f in figures or []]
         rows = []
         for o in outcomes:
             known = {"test", "suite", "model", "dataset", "metric", "gate", "value", "low", "high", "threshold",
@@ -300,6 +306,9 @@ class History:
             run_id = int(cur.lastrowid)
             con.executemany(f"INSERT INTO results (run_id, {', '.join(_COLUMNS)}) VALUES "
                             f"(?, {', '.join('?' * len(_COLUMNS))})", [(run_id, *r) for r in rows])
+            if figures:  # a table of its own, made by its first writer (older databases have none)
+                con.execute(_FIGURES)
+                con.executemany("INSERT INTO figures (run_id, figure) VALUES (?, ?)", [(run_id, f) for f in figures])
             con.execute("COMMIT")
         except BaseException:
             if con.in_transaction:
@@ -409,6 +418,22 @@ class History:
         with self._reading() as con:
             rows = con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))
             return [_row(r, self.path) for r in rows]
+
+    def figures(self, run_id: int) -> list[dict]:
+        """The report figures recorded with a run (none before figures were kept)."""
+        with self._reading() as con:
+            if con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='figures'").fetchone() is None:
+                return []
+            out = []
+            for row_id, text in con.execute("SELECT id, figure FROM figures WHERE run_id = ? ORDER BY id", (run_id,)):
+                try:
+                    figure = json.loads(text)
+                except (TypeError, ValueError, RecursionError):
+                    figure = None
+                if not isinstance(figure, dict):
+                    raise _bad(self.path, f"figures row {row_id} (run {run_id})", "figure", text, "a JSON object")
+                out.append(figure)
+            return out
 
     def metrics(self) -> list[str]:
         """Every metric name recorded in the history, sorted."""

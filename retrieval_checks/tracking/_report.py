@@ -16,7 +16,9 @@ import html
 import json
 import math
 
+from ..errors import RetrievalChecksError
 from ..gates import rule_text
+from ..metrics import metric_spec
 
 __all__ = ["render_report"]
 
@@ -87,36 +89,146 @@ def _finite(*xs) -> list[float]:
     return [float(x) for x in xs if _is_num(x)]
 
 
-def interval_svg(value, low, high, threshold, width: int = 170, height: int = 22) -> str:
-    """One axis: the interval as a bar, the value as a dot, the threshold as a red tick."""
+def nice_step(span: float, n: int = 5) -> float:
+    """A round tick step (1, 2, 2.5 or 5 times a power of ten) giving about ``n`` ticks
+    over ``span``."""
+    if not (span > 0 and math.isfinite(span)):
+        return 1.0
+    raw = span / max(n - 1, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick positions covering [lo, hi]: from the step's multiple at or below ``lo``
+    to the one at or above ``hi``."""
+    step = nice_step(hi - lo, n)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(k * step, 12) for k in range(first, last + 1)]
+
+
+def tick_label(v: float, step: float) -> str:
+    """A tick's text with as many decimals as the step needs (0.25 -> ``0.25``, 5 -> ``5``)."""
+    digits = 0
+    while digits < 12 and abs(round(step, digits) - step) > 1e-9 * max(abs(step), 1e-300):
+        digits += 1
+    text = f"{v:.{digits}f}"
+    return f"{0:.{digits}f}" if float(text) == 0 else text  # never "-0.0"
+
+
+def axis_ticks(lo: float, hi: float, n: int = 5, *, whole: bool = False,
+               step: float | None = None) -> tuple[list[float], float]:
+    """The ticks of an axis [lo, hi] and their step (``step``, else a round one for about
+    ``n`` ticks): both ends, and the multiples of the step between them (those too close
+    to an end to be read apart left out); whole-number steps when ``whole``."""
+    step = step or nice_step(hi - lo, n)
+    if whole and not float(step).is_integer():
+        step = float(math.ceil(step))
+    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+    margin = 0.12 * (hi - lo)
+    inner = [round(k * step, 12) for k in range(first, last + 1)]
+    return [lo, *(t for t in inner if lo + margin < t < hi - margin), hi], step
+
+
+def metric_range(metric) -> tuple[float, float] | None:
+    """The attainable range of a recorded metric name (the registry's ``low`` / ``high``;
+    ``high`` is ``inf`` for unbounded metrics such as ranks); for ``<metric> gap`` and
+    ``<metric> difference`` of a bounded metric, plus or minus its width. None when the
+    name is not a metric of the contract."""
+    name = str(metric)
+    signed = name.endswith((" gap", " difference"))
+    base = name.rsplit(" ", 1)[0] if signed else name
+    try:
+        family = metric_spec(base).capabilities
+    except (RetrievalChecksError, KeyError, AttributeError):
+        return None
+    if signed:
+        width = family.high - family.low
+        return (-width, width) if math.isfinite(width) else None
+    return float(family.low), float(family.high)
+
+
+def axis_domain(points: list[float], metric=None, *, zoom: bool = False) -> tuple[float, float]:
+    """The axis of a gate's figure: the metric's attainable range (an unbounded end: the
+    round value above the largest point), or with ``zoom`` (an interval to show) round
+    bounds around the points inside that range; a point outside the range widens it."""
+    lo, hi = min(points), max(points)
+    known = metric_range(metric)
+    if known is not None and not zoom:
+        top = known[1] if math.isfinite(known[1]) else nice_ticks(known[0], max(hi, known[0] + 1) * 1.1, 4)[-1]
+        return min(known[0], lo), max(top, hi)
+    span = hi - lo
+    pad = span * 0.1 if span > 0 else max(abs(hi) * 0.1, 0.05)
+    ticks = nice_ticks(lo - pad, hi + pad, 4)
+    a, b = ticks[0], ticks[-1]
+    if known is not None:  # never past what the metric can reach
+        a, b = max(a, min(known[0], lo)), min(b, max(known[1], hi))
+    return a, b
+
+
+def interval_svg(value, low, high, threshold, width: int = 190, height: int = 34, *, metric=None) -> str:
+    """One axis with round tick labels: the interval as a bar, the value as a dot, the
+    threshold as a red tick. Without an interval the axis is the metric's attainable
+    range (``[0, 1]`` for a fraction), so the distance to the threshold reads true; with
+    one, the axis zooms to round bounds around the interval."""
     pts = _finite(value, low, high, threshold)
     if not pts:
         return ""
-    lo, hi = min(pts), max(pts)
-    pad = (hi - lo) * 0.08 or (abs(hi) * 0.05 or 0.05)
-    lo, hi = lo - pad, hi + pad
+    has_interval = len(_finite(low, high)) == 2
+    lo, hi = axis_domain(pts, metric, zoom=has_interval)
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    left, right, mid = 10, width - 10, 12
 
     def x(v):
-        return 6 + (float(v) - lo) / (hi - lo) * (width - 12)
+        return left + (float(v) - lo) / (hi - lo) * (right - left)
 
     parts = [f'<svg class="ibar" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
-             f'<line x1="6" y1="{height / 2}" x2="{width - 6}" y2="{height / 2}" stroke="#e1e4ea"/>']
-    if _finite(low, high) and len(_finite(low, high)) == 2:
-        parts.append(f'<rect x="{x(low):.1f}" y="{height / 2 - 4}" width="{max(x(high) - x(low), 1.5):.1f}" '
+             f'<line x1="{left}" y1="{mid}" x2="{right}" y2="{mid}" stroke="#c9ced8"/>']
+    ticks, step = axis_ticks(lo, hi, 4)
+    for t in ticks:
+        parts.append(f'<line x1="{x(t):.1f}" y1="{mid + 3}" x2="{x(t):.1f}" y2="{mid + 6}" stroke="#9aa1ad"/>'
+                     f'<text class="tick" x="{x(t):.1f}" y="{height - 3}" font-size="9" text-anchor="middle" '
+                     f'fill="#5a6272">{tick_label(t, step)}</text>')
+    if has_interval:
+        parts.append(f'<rect x="{x(low):.1f}" y="{mid - 4}" width="{max(x(high) - x(low), 1.5):.1f}" '
                      f'height="8" rx="3" fill="#9db7e8"><title>interval [{_f(low)}, {_f(high)}]</title></rect>')
     if _finite(threshold):
-        parts.append(f'<line x1="{x(threshold):.1f}" y1="2" x2="{x(threshold):.1f}" y2="{height - 2}" stroke="#c5221f" '
+        parts.append(f'<line x1="{x(threshold):.1f}" y1="2" x2="{x(threshold):.1f}" y2="{mid + 8}" stroke="#c5221f" '
                      f'stroke-width="2"><title>threshold {_f(threshold, 6)}</title></line>')
     if _finite(value):
-        parts.append(f'<circle cx="{x(value):.1f}" cy="{height / 2}" r="4" fill="#1a3f8f"><title>value {_f(value)}'
+        parts.append(f'<circle cx="{x(value):.1f}" cy="{mid}" r="4" fill="#1a3f8f"><title>value {_f(value)}'
                      f'</title></circle>')
     return "".join(parts) + "</svg>"
 
 
+def _whole(values) -> bool:
+    return all(float(v).is_integer() for v in values)
+
+
+def _span(values: list[float], fixed: tuple | None) -> tuple[float, float, float | None]:
+    """An axis's bounds and, when it chose them, its tick step: ``fixed`` widened to
+    every value; else the values (a single one padded) out to multiples of a round step."""
+    lo, hi = min(values), max(values)
+    if fixed is not None:
+        lo, hi = min(float(fixed[0]), lo), max(float(fixed[1]), hi)
+        return (lo - 0.5, hi + 0.5, None) if hi == lo else (lo, hi, None)
+    if hi == lo:
+        pad = 1.0 if _whole(values) else max(abs(lo) * 0.1, 0.05)
+        lo, hi = lo - pad, hi + pad
+    step = nice_step(hi - lo, 5)
+    if _whole(values) and not float(step).is_integer():
+        step = float(math.ceil(step))
+    return math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step, step
+
+
 def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: int = 220, xlabel: str = "",
              ylabel: str = "", hline: float | None = None, title: str = "", markers: bool = True,
-             fixed_y: tuple | None = None, bare: bool = False) -> str:
-    """A small line chart: ``series`` is [(name, xs, ys)]; optional horizontal line."""
+             fixed_y: tuple | None = None, fixed_x: tuple | None = None, bare: bool = False) -> str:
+    """A small line chart: ``series`` is [(name, xs, ys)]; optional horizontal line.
+    Axes span round bounds (``fixed_x`` / ``fixed_y`` when given, widened to any point
+    outside them, so nothing is drawn past the frame) with round tick labels; an axis of
+    whole numbers (run ids, class counts) gets whole ticks."""
     series = [(name, [a for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)],
                [b for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)]) for name, sx, sy in series]
     xs = [float(v) for _, sx, _ in series for v in sx]
@@ -127,13 +239,9 @@ def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: 
         ys.append(float(hline))
     if not xs or not ys:
         return ""
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = fixed_y if fixed_y else (min(ys), max(ys))
-    if x1 == x0:
-        x0, x1 = x0 - 1, x1 + 1
-    if y1 == y0:
-        y0, y1 = y0 - 0.5 * (abs(y0) or 1) * 0.1, y1 + 0.5 * (abs(y1) or 1) * 0.1
-    L, R, T, B = (2, 2, 2, 2) if bare else (48, 10, 20 if title else 8, 34)
+    x0, x1, xstep = _span(xs, fixed_x)
+    y0, y1, ystep = _span(ys, fixed_y)
+    L, R, T, B = (4, 4, 4, 4) if bare else (48, 14, 20 if title else 10, 34)
 
     def px(v):
         return L + (float(v) - x0) / (x1 - x0) * (width - L - R)
@@ -146,12 +254,15 @@ def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: 
     if title:
         out.append(f'<text x="{L}" y="13" font-size="12" font-weight="600">{_e(title)}</text>')
     out.append(f'<rect x="{L}" y="{T}" width="{width - L - R}" height="{height - T - B}" fill="none" stroke="#d5d9e0"/>')
-    for i in range(0 if bare else 5):
-        v = y0 + (y1 - y0) * i / 4
+    yticks, ystep = axis_ticks(y0, y1, 5, step=ystep)
+    xticks, xstep = axis_ticks(x0, x1, 5, whole=_whole(xs) and fixed_x is None, step=xstep)
+    for v in [] if bare else yticks:
         out.append(f'<line x1="{L}" y1="{py(v):.1f}" x2="{width - R}" y2="{py(v):.1f}" stroke="#f0f1f4"/>'
-                   f'<text x="{L - 4}" y="{py(v) + 4:.1f}" font-size="10" text-anchor="end">{v:.3g}</text>')
-        u = x0 + (x1 - x0) * i / 4
-        out.append(f'<text x="{px(u):.1f}" y="{height - B + 13}" font-size="10" text-anchor="middle">{u:.3g}</text>')
+                   f'<text class="tick" x="{L - 4}" y="{py(v) + 4:.1f}" font-size="10" text-anchor="end">'
+                   f'{tick_label(v, ystep)}</text>')
+    for u in [] if bare else xticks:
+        out.append(f'<text class="tick" x="{px(u):.1f}" y="{height - B + 13}" font-size="10" text-anchor="middle">'
+                   f'{tick_label(u, xstep)}</text>')
     if xlabel:
         out.append(f'<text x="{(L + width - R) / 2}" y="{height - 4}" font-size="11" text-anchor="middle">'
                    f'{_e(xlabel)}</text>')
@@ -263,7 +374,7 @@ def _head(outcomes: list[dict], run: dict, title: str) -> list[str]:
                  ("generated", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))]
     head.append("<table class='meta'>" + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in meta_rows
                                                   if v not in (None, "")) + "</table>")
-    head.append(f"<p class='counts'><span>{len(outcomes)} gates</span><span class='PASS'>"
+    head.append(f"<p class='counts'><span>{len(outcomes)} gate{'' if len(outcomes) == 1 else 's'}</span><span class='PASS'>"
                 f"{len(outcomes) - n_fail - n_xfail} passed</span><span class='FAIL'>{n_fail} failed</span>"
                 + (f"<span class='XFAIL'>{n_xfail} expected failures</span>" if n_xfail else "") + "</p>")
     return head
@@ -287,7 +398,30 @@ def _gate_row(i: int, o: dict, past: list[dict]) -> str:
             f"<td class='num' data-sort='{_e(value if _is_num(value) else '')}'>{_f(value)}</td>"
             f"<td class='num'>{interval}</td><td class='rule'>{_e(_rule(o))}</td>"
             f"<td class='num'>{_queries(o)}</td><td class='{verdict}'>{verdict}</td>"
-            f"<td>{interval_svg(o.get('value'), low, high, threshold)}</td><td>{spark}</td></tr>")
+            f"<td>{interval_svg(o.get('value'), low, high, threshold, metric=o.get('metric'))}</td><td>{spark}</td></tr>")
+
+
+def _number(x: float) -> str:
+    """A float for reading: 4 decimals, or 4 significant digits when that would show
+    nothing (``1.234e-05``); whole floats without decimals."""
+    if x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.4g}"
+
+
+def display(v, depth: int = 0) -> str:
+    """A detail field as text: numbers formatted (in lists and mappings too), long lists
+    cut with their length said."""
+    if isinstance(v, float):
+        return _number(v) if math.isfinite(v) else str(v)
+    if isinstance(v, dict) and depth < 4:
+        return "{" + ", ".join(f"{k}: {display(x, depth + 1)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)) and depth < 4:
+        shown = ", ".join(display(x, depth + 1) for x in v[:12])
+        return "[" + shown + (f", ... ({len(v)} in all)" if len(v) > 12 else "") + "]"
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, default=str)[:200]
+    return "" if v is None else str(v)
 
 
 def _gate_details(i: int, o: dict, past: list[dict]) -> str:
@@ -296,15 +430,14 @@ def _gate_details(i: int, o: dict, past: list[dict]) -> str:
     verdict = _verdict(o)
     threshold = o.get("threshold")
     fields = {k: v for k, v in o.items() if k not in ("curve", "message")}
-    kv = "".join(f"<tr><td>{_e(k)}</td><td>{_e(json.dumps(v) if isinstance(v, (dict, list)) else v)}</td></tr>"
-                 for k, v in fields.items())
+    kv = "".join(f"<tr><td>{_e(k)}</td><td>{_e(display(v))}</td></tr>" for k, v in fields.items())
     figs = []
     curve = o.get("curve")
     if isinstance(curve, dict) and isinstance(curve.get("recall"), list) and isinstance(curve.get("precision"), list):
         figs.append("<div class='fig'>" + line_svg([("precision", curve["recall"], curve["precision"])],
                                                    xlabel="pair recall", ylabel="pair precision",
                                                    title="precision-recall over pairs", markers=False,
-                                                   fixed_y=(0.0, 1.0))
+                                                   fixed_x=(0.0, 1.0), fixed_y=(0.0, 1.0))
                     + "<div class='cap'>" + ("exact over all pairs" if curve.get("complete") else
                                              "exact above the negative tail's cut (the high-precision end)")
                     + "</div></div>")
@@ -330,7 +463,13 @@ def _sweeps(figures: list[dict]) -> str:
             if isinstance(r, dict) and _is_num(r.get("n_classes")) and _is_num(r.get("value")):
                 by_metric.setdefault(str(r.get("metric")), {}).setdefault(r["n_classes"], []).append(r["value"])
         series = [(m, sorted(d), [sum(d[k]) / len(d[k]) for k in sorted(d)]) for m, d in by_metric.items()]
-        out.append("<div class='fig'>" + line_svg(series, xlabel="number of classes", ylabel="value",
-                                                  title=fig.get("title") or "recall vs. number of classes",
-                                                  width=420, height=260, fixed_y=(0.0, 1.0)) + "</div>")
+        model, dataset = fig.get("model"), fig.get("dataset")
+        title = fig.get("title") or "recall vs. number of classes"
+        named = f"model {model}" if model else "model not named (rc_report.add_sweep(..., model=...))"
+        caption = named + (f" on dataset {dataset}" if dataset else "") + (f" · {fig['test']}" if fig.get("test")
+                                                                          else "")
+        out.append("<div class='fig sweep'>" + line_svg(series, xlabel="number of classes", ylabel="value",
+                                                        title=f"{title} ({model})" if model else title,
+                                                        width=420, height=260, fixed_y=(0.0, 1.0))
+                   + f"<div class='cap'>{_e(caption)}</div></div>")
     return "".join(out)

@@ -119,8 +119,7 @@ def test_monitor_logs_the_discriminant_ratio_of_every_training_batch(trained):
     trainer, _, monitor, _, _, train = trained
     logged = [float(r["rc/discriminant_ratio"]) for r in _rows(trainer) if r.get("rc/discriminant_ratio")]
     assert len(monitor.values) == 2 * len(train) == len(logged)
-    # recompute the last epoch's batches with the final weights: the last batch's J equals the monitored one
-    # only for the model state after its step, so check the first batch of a fresh single-step run instead
+    # the values themselves are checked against an independent computation in the next test
     for j, logged_j in zip(monitor.values, logged):
         assert logged_j == float(np.float32(j))
         assert math.isfinite(j) and j > 0
@@ -219,3 +218,45 @@ def test_validation_outputs_without_embeddings_are_refused(tmp_path):
     with pytest.raises(rc.InputError, match="validation_step returned None"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _trainer(tmp_path, [RetrievalChecksCallback(["map"])], max_epochs=1).fit(Bare(), train, val)
+
+
+def _single_class_batches():
+    """Training batches of one class each: J is undefined for every batch."""
+    x, y = blobs(n_per_class=8, seed=5)
+    order = np.argsort(y, kind="stable")
+    data = TensorDataset(torch.from_numpy(x[order]), torch.from_numpy(y[order]), torch.arange(len(y)))
+    return DataLoader(data, batch_size=8)
+
+
+def test_monitor_refuses_a_batch_where_j_is_undefined():
+    trainer = pl.Trainer(accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
+                         callbacks=[DiscriminantRatioMonitor()], enable_progress_bar=False,
+                         enable_model_summary=False, limit_val_batches=0)
+    with pytest.raises(rc.InputError, match="training_step \\(batch 0\\): the discriminant ratio is undefined"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.fit(Embedder(), _single_class_batches())
+
+
+def test_monitor_skips_and_counts_undefined_batches_when_asked(tmp_path):
+    monitor = DiscriminantRatioMonitor(undefined="skip")
+    trainer = _trainer(tmp_path, [monitor], max_epochs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(Embedder(), _single_class_batches())
+    assert monitor.values == [] and monitor.n_undefined == 4
+    counts = [float(r["rc/discriminant_ratio_undefined_batches"]) for r in _rows(trainer)
+              if r.get("rc/discriminant_ratio_undefined_batches")]
+    assert counts == [4.0]
+
+
+def test_ids_that_are_not_item_ids_are_refused(tmp_path):
+    class BatchIds(Embedder):  # ids restart at 0 in every batch: a common slip
+        def validation_step(self, batch, batch_idx, dataloader_idx=0):
+            x, y, _ = batch
+            return self.net(x), y, torch.arange(len(y))
+
+    train, val, _ = _loaders()
+    with pytest.raises(rc.InputError, match="appears twice with different"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _trainer(tmp_path, [RetrievalChecksCallback(["map"])], max_epochs=1).fit(BatchIds(), train, val)
