@@ -32,17 +32,143 @@ def _test_name(o: dict) -> str:
     return "::".join((parts[0].rsplit("/", 1)[-1], *parts[1:])) if parts[0].endswith((".yaml", ".yml")) else parts[-1]
 
 
-def summary_lines(outcomes: list[dict]) -> list[str]:
+#: What the terminal summary shows: every gate, the failed ones, or nothing but errors.
+SUMMARY_MODES = ("full", "failed", "none")
+_MIN_TEST_WIDTH = 16  # narrower than this, the table is laid out one gate per block instead
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 gate``, ``2 gates``, ``0 gates``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def summary_mode(verbosity: int, option: str | None) -> str:
+    """``--rc-summary`` (ini ``rc_summary``) when set, else from pytest's verbosity:
+    ``full``, ``failed`` under ``-q``, ``none`` under ``-qq``. A value that is not one of
+    :data:`SUMMARY_MODES` is a ValueError naming them."""
+    if option is not None and str(option).strip():
+        mode = str(option).strip().lower()
+        if mode not in SUMMARY_MODES:
+            raise ValueError(f"{option!r} is not a summary mode; use one of {', '.join(SUMMARY_MODES)}")
+        return mode
+    return "full" if verbosity >= 0 else ("failed" if verbosity == -1 else "none")
+
+
+def sorted_outcomes(outcomes: list[dict], order: dict | None = None) -> list[dict]:
+    """Gates in the order of their tests' collection (``order``: node id -> position;
+    tests it lacks after those, by node id), each test's gates in the order they ran:
+    the same order whatever order pytest-xdist's workers finished in."""
+    order = order or {}
+    last = len(order)
+
+    def key(pair):
+        i, o = pair
+        test = str(o.get("test", ""))
+        return order.get(test, last), test, i
+
+    return [o for _, o in sorted(enumerate(outcomes), key=key)]
+
+
+def count_line(outcomes: list[dict]) -> str:
+    """``3 gates: 2 passed, 1 failed`` (and xfailed when any)."""
+    passed = sum(1 for o in outcomes if o.get("passed"))
+    xfailed = sum(1 for o in outcomes if not o.get("passed") and o.get("xfail"))
+    failed = len(outcomes) - passed - xfailed
+    parts = [f"{passed} passed", f"{failed} failed"] + ([f"{xfailed} xfailed"] if xfailed else [])
+    return f"{plural(len(outcomes), 'gate')}: {', '.join(parts)}"
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, its end kept (``...`` in front): the end of a
+    node id (the test and its parameters) tells tests apart."""
+    if len(text) <= width:
+        return text
+    return "..." + text[len(text) - width + 3:] if width > 3 else text[:width]
+
+
+def summary_lines(outcomes: list[dict], width: int | None = None, mode: str = "full",
+                  order: dict | None = None) -> list[str]:
     """The gate table: value, interval, the rule with every bound, the queries used and
-    skipped (``n_used / n_skipped``) and the verdict."""
+    skipped (``n_used / n_skipped``) and the verdict; in collection order (``order``,
+    see :func:`sorted_outcomes`: stable under xdist), headed by the count of gates. ``mode``: ``full`` (every gate), ``failed``
+    (the count and the failed gates), ``none`` (nothing). ``width``: the terminal's; no
+    line is longer (long test names are cut at the front, then each gate gets a block
+    of wrapped lines)."""
+    if mode not in SUMMARY_MODES:
+        raise ValueError(f"mode={mode!r}: use one of {', '.join(SUMMARY_MODES)}")
+    if mode == "none" or not outcomes:
+        return []
+    outcomes = sorted_outcomes(outcomes, order)
+    shown = outcomes if mode == "full" else [o for o in outcomes if not o.get("passed")]
+    head = count_line(outcomes) + ("" if mode == "full" else f"; {plural(len(shown), 'failed gate')} shown")
     rows = [("test", "metric", "value", "interval", "rule", "n_used / n_skipped", "result")]
-    for o in outcomes:
+    for o in shown:
         interval = "" if o.get("low") is None else f"[{_num(o['low'])}, {_num(o.get('high'))}]"
         verdict = "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
         rows.append((_test_name(o), str(o.get("metric")), _num(o.get("value")), interval, rule_text(o),
                      _queries(o), verdict))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = [head] + (_layout(rows, width) if len(rows) > 1 else [])
+    return [line if width is None else _cut_line(line, width) for line in lines]
+
+
+def wrapped(text: str, width: int | None) -> list[str]:
+    """``text`` wrapped to ``width`` (continuation lines indented), or as it is."""
+    import textwrap
+
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width=max(width, 8), subsequent_indent="  ", break_long_words=True) or [text]
+
+
+def _cut_line(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:max(width - 3, 0)] + "..."[:width]
+
+
+def _columns(rows: list[tuple], width: int | None) -> list[str] | None:
+    """``rows`` as aligned columns in ``width`` (the test column, first, cut down to what
+    is left, no narrower than 16), or None when they cannot fit."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    others = sum(widths[1:]) + 2 * (len(widths) - 1)
+    if width is not None and widths[0] + others > width:
+        room = width - others
+        if room < _MIN_TEST_WIDTH:
+            return None
+        rows = [(_cut(r[0], room), *r[1:]) for r in rows]
+        widths[0] = max(len(r[0]) for r in rows)
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _layout(rows: list[tuple], width: int | None) -> list[str]:
+    """The whole table when it fits in ``width``; else test, metric, value, interval and
+    verdict as columns, each gate's rule and queries on an indented line below; else
+    one block of wrapped lines per gate."""
+    rows = [tuple(str(c) for c in r) for r in rows]
+    full = _columns(rows, width)
+    if full is not None:
+        return full
+    short = _columns([(t, m, v, iv, verdict) for t, m, v, iv, _, _, verdict in rows], width)
+    if short is None:
+        return _blocks(rows[1:], width)
+    out = [short[0]]
+    for line, (_, _, _, _, rule, queries, _) in zip(short[1:], rows[1:]):
+        out.append(line)
+        detail = "; ".join(x for x in (f"rule {rule}" if rule else "",
+                                       f"n_used / n_skipped {queries}" if queries else "") if x)
+        out.extend(wrapped("    " + detail, width) if detail else [])
+    return out
+
+
+def _blocks(rows: list[tuple], width: int) -> list[str]:
+    import textwrap
+
+    out = []
+    for test, metric, value, interval, rule, queries, verdict in rows:
+        out.append(_cut(f"{verdict}  {test}", width) if len(verdict) + 2 < width else verdict[:width])
+        fields = "  ".join(x for x in (metric, f"value {value}" if value else "", interval, rule,
+                                       f"n_used / n_skipped {queries}" if queries else "") if x)
+        out.extend(textwrap.wrap(fields, width=max(width, 8), initial_indent="    ", subsequent_indent="      ",
+                                 break_long_words=True) or [])
+    return out
 
 
 def gate_warnings(o: dict) -> list[str]:
@@ -58,8 +184,16 @@ def gate_warnings(o: dict) -> list[str]:
     return out
 
 
-def warning_lines(outcomes: list[dict]) -> list[str]:
-    return [f"warning: {_test_name(o)} {o.get('metric')}: {w}" for o in outcomes for w in gate_warnings(o)]
+def warning_lines(outcomes: list[dict], width: int | None = None, order: dict | None = None) -> list[str]:
+    """Every gate's warnings, in the table's order, each wrapped to ``width`` when given."""
+    import textwrap
+
+    lines = [f"warning: {_test_name(o)} {o.get('metric')}: {w}" for o in sorted_outcomes(outcomes, order)
+             for w in gate_warnings(o)]
+    if width is None:
+        return lines
+    return [part for line in lines for part in textwrap.wrap(line, width=max(width, 8), subsequent_indent="  ",
+                                                             break_long_words=True)]
 
 
 def junit_properties(record: dict) -> list[tuple[str, object]]:

@@ -33,9 +33,9 @@ import pytest
 import retrieval_checks as rc
 from retrieval_checks.gates import BaselineStore, baseline_path, baseline_record
 from retrieval_checks.suites import SuiteRunner
-from retrieval_checks.tracking import run_metadata
+from retrieval_checks.tracking import default_history_path, run_metadata
 
-from . import _github, _items, _reports, _trackers
+from . import _github, _items, _reports, _selection, _trackers
 
 # the session's evaluation options, validated against the library's option table
 _SESSION_OPTIONS = ("device", "max_memory", "seed", "confidence", "ties", "max_skipped", "timeout")
@@ -45,7 +45,10 @@ _OPTIONS = [
     ("json", "write every gate's outcome to this JSON file", ""),
     ("html", "write the session's HTML report to this file", ""),
     ("history", "SQLite run history, relative to the rootdir; 'none' disables "
-                "(default: .retrieval-checks/history.sqlite)", ""),
+                "(default: .retrieval-checks/history.sqlite in the project root, where the retrieval-checks "
+                "command looks)", ""),
+    ("summary", "the gate table at the end: full (every gate), failed (the failed ones) or none (default: full; "
+                "failed under -q, none under -qq)", ""),
     ("embedding-cache", "directory of cached model embeddings; 'none' disables "
                         "(default: inside pytest's cache, cleared by --cache-clear)", ""),
 ]
@@ -66,6 +69,10 @@ def pytest_addoption(parser):
                          "--force-regen)")
     group.addoption("--rc-regen-all", action="store_true", default=False,
                     help="rewrite every baseline and pass (as pytest-regressions' --regen-all)")
+    group.addoption("--rc-prune-baselines", action="store_true", default=False,
+                    help="remove the baseline records of checks that no longer exist, from the baselines files of "
+                         "the suites and test modules collected (only in a full run: refused with -k, -m, --lf, node "
+                         "ids, deselection, collection errors or a run stopped early)")
     for name, where in (("mlflow", "the active MLflow run, else a new run under MLFLOW_TRACKING_URI"),
                         ("wandb", "the active W&B run, else wandb.init (WANDB_MODE, WANDB_PROJECT)")):
         text = f"log every gate (value, interval, threshold, pass) to {where}; needs retrieval-checks[trackers]"
@@ -154,6 +161,12 @@ def _record(event) -> None:
         return
     clean = event.to_dict()
     case = getattr(item, "case", None)
+    named = getattr(item, "_rc_named", None)
+    if case is None and named:  # a Python test: the names given to rc_evaluate, for a gate that did not carry them
+        for key in ("model", "dataset"):
+            values = list(dict.fromkeys(n[key] for n in named if n.get(key) is not None))
+            if clean.get(key) is None and values:
+                clean[key] = "/".join(values)
     if case is not None:  # a YAML suite item: say which suite, model and dataset(s)
         clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets), line=case.check.line)
     item.user_properties.extend(_reports.junit_properties(clean))
@@ -176,7 +189,49 @@ def pytest_configure(config):
             config._rc_startup_notes.append(config._rc_history_problem)
     config._rc_figures = []
     config._rc_run = None
+    config._rc_deselected = config._rc_collect_errors = 0
+    config._rc_summary = _summary_mode(config)
+    if config.getoption("rc_prune_baselines") and not _is_worker(config):
+        refusal = _selection.prune_refusal(config)
+        if refusal is not None:
+            raise pytest.UsageError(f"retrieval-checks: --rc-prune-baselines: {refusal}.")
     config._rc_subscription = rc.gates.subscribe(_record)
+
+
+def _summary_mode(config) -> str:
+    """--rc-summary (ini rc_summary), else from -q / -qq; a value that is not full,
+    failed or none is a usage error."""
+    try:
+        return _reports.summary_mode(config.get_verbosity(), _option(config, "summary"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"retrieval-checks: --rc-summary (ini rc_summary): {exc}.") from None
+
+
+def pytest_deselected(items):
+    """Deselected tests make a run partial (recorded with it; no pruning)."""
+    if items:
+        config = items[0].config
+        config._rc_deselected = getattr(config, "_rc_deselected", 0) + len(items)
+
+
+def pytest_collection_finish(session):
+    """The collection order: the summary's order, the same under pytest-xdist."""
+    if session.items:
+        session.config._rc_order = {item.nodeid: i for i, item in enumerate(session.items)}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """Under pytest-xdist the controller learns the collection order from the workers."""
+    config = node.config
+    if not getattr(config, "_rc_order", None):
+        config._rc_order = {nodeid: i for i, nodeid in enumerate(ids)}
+
+
+def pytest_collectreport(report):
+    config = _config()
+    if report.failed and config is not None:
+        config._rc_collect_errors = getattr(config, "_rc_collect_errors", 0) + 1
 
 
 def pytest_unconfigure(config):
@@ -268,20 +323,36 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     tr = terminalreporter
     outcomes = getattr(config, "_rc_outcomes", [])
-    if outcomes:
+    mode = getattr(config, "_rc_summary", "full")
+    width = _terminal_width(tr)
+    if outcomes and mode != "none":
         tr.write_sep("=", "retrieval-checks gates")
-        for line in _reports.summary_lines(outcomes):
-            tr.write_line(line)
-        for line in _reports.warning_lines(outcomes):
+        order = getattr(config, "_rc_order", None)
+        for line in _reports.summary_lines(outcomes, width=width, mode=mode, order=order):
+            tr.write_line(line, red=line.startswith("FAIL"))
+        for line in _reports.warning_lines(outcomes, width=width, order=order):
             tr.write_line(line, yellow=True)
-    for line in (*getattr(config, "_rc_startup_notes", []), *getattr(config, "_rc_notes", [])):
-        tr.write_line(f"retrieval-checks: {line}", red=line.startswith("error:"), yellow=line.startswith("warning:"))
+    for note in (*getattr(config, "_rc_startup_notes", []), *getattr(config, "_rc_notes", [])):
+        alarm = note.startswith(("error:", "warning:"))
+        if mode == "none" and not alarm:
+            continue  # -qq: errors and warnings only
+        for line in _reports.wrapped(f"retrieval-checks: {note}", width):
+            tr.write_line(line, red=note.startswith("error:"), yellow=note.startswith("warning:"))
+
+
+def _terminal_width(tr) -> int | None:
+    """The terminal's width (pytest's writer), or None when unknown."""
+    width = getattr(getattr(tr, "_tw", None), "fullwidth", None)
+    return width if isinstance(width, int) and width > 0 else None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if not _is_worker(config):
+        config._rc_session = session
+        if config._rc_run is not None:  # full, or what narrowed the run (-k, --lf, node ids, ...)
+            config._rc_run["selection"] = _selection.selection(config, session)
         if not _finish(config, exitstatus) and session.exitstatus == 0:
             # a report, history or baseline file the user asked for was not written: the session
             # must not look green (1 stays "a test failed"; 3: the session's outputs are incomplete)
@@ -307,6 +378,16 @@ def _finish(config, exitstatus) -> bool:
             ok = False
             notes.append(f"error: could not write the baselines ({type(exc).__name__}: {exc}); nothing was "
                          "regenerated by this run: fix the file and run again")
+    if config.getoption("rc_prune_baselines"):
+        try:
+            notes.extend(_selection.prune(config, getattr(config, "_rc_session", None)) or ["no baseline records to prune"])
+        except RuntimeError as exc:
+            ok = False
+            notes.append(f"error: {exc}")
+        except Exception as exc:
+            ok = False
+            notes.append(f"error: could not prune the baselines ({type(exc).__name__}: {exc}); fix the file and run "
+                         "again")
     run = None
     history = outputs.get("history")
     if history is not None and outcomes:
@@ -361,8 +442,9 @@ def _resolve_outputs(config) -> dict:
         if value:
             outputs["history"] = _checked_output(config, "history", value, rootdir, rootdir)
         else:
-            default = rootdir / ".retrieval-checks" / "history.sqlite"
-            problem = _reports.output_problem(default, rootdir, "history.sqlite")
+            # the project root by the command line's rule, from the rootdir: both find the same database
+            default = default_history_path(rootdir)
+            problem = _reports.output_problem(default, default.parent.parent, "history.sqlite")
             if problem is None:
                 outputs["history"] = default
             else:
@@ -435,6 +517,12 @@ class _Evaluator:
         return self.cache.misses
 
     def __call__(self, queries, gallery=None, *, model=None, dataset=None, **kwargs):
+        item = _current_item.get()
+        if item is not None and (model is not None or dataset is not None):
+            # the test's gates that do not carry a result's names (gaps, comparisons) are named by these
+            named = item.__dict__.setdefault("_rc_named", [])
+            named.append({"model": None if model is None else str(model),
+                          "dataset": None if dataset is None else str(dataset)})
         kw = {"device": self.options["device"], "max_memory": self.options["max_memory"],
               "ties": self.options["ties"], "confidence": self.options["confidence"],
               "group_seed": self.options["seed"], **kwargs}
@@ -484,6 +572,9 @@ class _Baselines:
         if store is None:  # one per session (per xdist worker): each baseline file is read once
             store = config._rc_baseline_store = BaselineStore(regen_mode(config))
         record = baseline_record(result, metric, confidence=self.options["confidence"], seed=self.options["seed"])
+        context = getattr(result, "context", None)  # the model and dataset given to rc_evaluate, as suites record
+        if isinstance(context, dict):
+            record.update({k: str(v) for k, v in context.items() if k in ("model", "dataset") and v is not None})
         name = f"{self.request.node.name}::{record['metric']}" + (f"::{key}" if key else "")
         try:
             return store.check(record, path=self.path, key=name, confidence=self.options["confidence"],

@@ -381,7 +381,8 @@ class History:
         if n is not None and is_commit and any(r["id"] == n for r in runs):
             raise InputError(f"{ref!r} is both a run id and the start of a commit; write run:{text} or "
                              f"commit:{text}.")
-        if is_commit:
+        looks_hex = len(text) >= 4 and all(c in "0123456789abcdef" for c in text)
+        if is_commit or (n is None and looks_hex):  # a commit, or hex digits naming none: say which commits exist
             return self._by_commit(text, runs, ref)
         if n is None:
             raise InputError(f"run {ref!r}: give a run id, 'latest', -1, -2, ... (newest first), or a commit recorded "
