@@ -151,6 +151,8 @@ def publish(config, outcomes: list[dict], run: dict | None, history_path, notes:
     meta = dict(run or {})
     if not (meta.get("git_branch") or meta.get("branch")):  # a pull request's branch, else the pushed ref
         meta["branch"] = environ.get("GITHUB_HEAD_REF") or environ.get("GITHUB_REF_NAME") or None
+    if not meta.get("git_commit"):  # no history recorded this session: the commit Actions checked out
+        meta["git_commit"] = environ.get("GITHUB_SHA") or None
     try:
         previous, label = _previous(history_path, run)
     except Exception as exc:

@@ -118,6 +118,13 @@ def test_step_summary_is_appended_with_changes_against_the_previous_run(pytester
     assert all(row.endswith(" | +0.0000 vs run 1 |") for row in second[6:9]), second
 
 
+def test_without_a_history_the_summary_names_the_checked_out_commit(pytester, project, monkeypatch):
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rc-history=none")
+    lines = project.read_text().splitlines()
+    assert lines[3] == "3 gates: 1 passed, 2 failed (commit 0123456789ab · branch feature/x)"
+
+
 def test_nothing_happens_outside_actions(pytester, project, monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "false")
     result = _run(pytester)
