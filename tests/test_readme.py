@@ -4,7 +4,8 @@ Each fenced block that follows a ``<!-- readme-test: KIND -->`` comment is check
 
 - ``run``: executed, in README order, in one namespace, with a scratch project as the
   working directory; the namespace starts with the sample data the examples name
-  (``embeddings``, ``labels``, ``X``, ``y``, ``codes``, ``images``, ...: see ``_sample_namespace``);
+  (``embeddings``, ``labels``, ``X``, ``y``, ``codes``, ``images``, ...: see ``_sample_namespace``;
+  the classifier example gets its own, ``_classifier_namespace``);
 - ``file PATH``: written to PATH in that scratch project ("Use it in your repository"
   writes a suite and a test there); pytest then runs the project, and the project's gates
   must pass, and fail once a threshold is raised above the measured value;
@@ -102,6 +103,44 @@ def _sample_namespace() -> dict:
     return ns
 
 
+def _squares(rng, n):
+    """Images (n x 1 x 16 x 16) of one bright square on black: side 8 is class 0, side 4
+    class 1; each image's box is its square (x0, y0, x1, y1, ends exclusive)."""
+    labels = rng.integers(0, 2, size=n)
+    images, boxes = np.zeros((n, 1, 16, 16), np.float32), np.zeros((n, 4), np.int64)
+    for i, c in enumerate(labels):
+        side = 8 if c == 0 else 4
+        x0, y0 = rng.integers(0, 17 - side, size=2)
+        images[i, 0, y0:y0 + side, x0:x0 + side] = 1.0
+        boxes[i] = (x0, y0, x0 + side, y0 + side)
+    return images, labels, boxes
+
+
+def _classifier_namespace() -> dict:
+    """The classifier example's names: a hand-set CNN whose ``layer4`` (a 1x1 convolution,
+    two copies of the input) feeds a global average pool and a linear layer that tells the
+    squares apart by their area, so it is exact on every split and its Grad-CAM lights
+    the square and nothing else."""
+    from collections import OrderedDict
+
+    import torch
+    from torch import nn
+
+    conv, fc = nn.Conv2d(1, 2, 1), nn.Linear(2, 2)
+    with torch.no_grad():
+        conv.weight.fill_(1.0)
+        conv.bias.zero_()
+        fc.weight.copy_(torch.tensor([[10.0, 0.0], [0.0, 2.0]]))    # class 0 when the mean exceeds 1/8
+        fc.bias.copy_(torch.tensor([0.0, 1.0]))
+    model = nn.Sequential(OrderedDict(layer4=conv, relu=nn.ReLU(), pool=nn.AdaptiveAvgPool2d(1),
+                                      flat=nn.Flatten(), fc=fc))
+    rng = np.random.default_rng(1)
+    images, labels, boxes = _squares(rng, 200)
+    (x_train, y_train, _), (x_test, y_test, _) = _squares(rng, 200), _squares(rng, 200)
+    return dict(model=model, images=images, labels=labels, boxes=boxes, x_train=x_train, y_train=y_train,
+                x_test=x_test, y_test=y_test)
+
+
 def _run_readme(project: Path) -> dict:
     """Execute the ``run`` blocks and write the ``file`` blocks into ``project``."""
     ns = _sample_namespace()
@@ -111,6 +150,8 @@ def _run_readme(project: Path) -> dict:
         for b in _blocks():
             kind = _kind(b)
             if kind == "run":
+                if "rc.evaluate_classifier(" in b["text"]:          # its model, images and labels
+                    ns.update(_classifier_namespace())
                 try:
                     exec(compile(b["text"], f"README.md:{b['line']}", "exec"), ns)
                 except Exception as e:  # noqa: BLE001 - re-raised with the block's line
