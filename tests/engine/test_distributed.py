@@ -365,3 +365,53 @@ def test_a_rank_that_dies_stops_the_others_with_a_clear_error(tmp_path):
     got = survivor["rank-dies"]
     assert got[0] == "error" and got[1] == "RemoteFailure", got
     assert "collective over process_group failed" in got[2] and "another rank probably stopped" in got[2]
+
+
+# ----------------------------------------------------------------------------- the DDP example
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ddp_validation.py")
+
+
+def _example():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ddp_validation", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _example_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    _init(rank, world, init_file)
+    try:
+        ex = _example()
+        result = ex.validate(dist.group.WORLD, rank, world)  # evaluates and gates
+        inputs, _ = ex.validation_set()
+        with torch.no_grad():
+            emb = ex.model()(torch.from_numpy(inputs[ex.rank_slice(len(inputs), rank, world)])).numpy()
+        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
+            pickle.dump((_summary(result), emb), fh)
+    except BaseException:
+        with open(os.path.join(out_dir, f"rank{rank}.err"), "w") as fh:
+            fh.write(traceback.format_exc())
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_the_ddp_example_gives_every_rank_the_global_metrics(tmp_path):
+    """examples/ddp_validation.py on 2 ranks: each rank's result equals one process's
+    evaluation of the ranks' embeddings concatenated, and the gate passes."""
+    import torch.multiprocessing as mp
+
+    mp.start_processes(_example_worker, args=(2, str(tmp_path / "rdv"), str(tmp_path)), nprocs=2, join=True,
+                       start_method="spawn")
+    assert not list(tmp_path.glob("*.err"))
+    (s0, e0), (s1, e1) = (pickle.loads((tmp_path / f"rank{r}.pkl").read_bytes()) for r in range(2))
+    ex = _example()
+    _, labels = ex.validation_set()
+    whole = rc.evaluate(np.concatenate([e0, e1]), None, query_labels=labels, query_ids=np.arange(len(labels)),
+                        metrics=["map@R", "hit_rate@1", "mrr"], device="cpu")
+    _same(_summary(whole), s0, "rank 0")
+    _same(_summary(whole), s1, "rank 1")
+    assert whole["hit_rate@1"] >= 0.5
