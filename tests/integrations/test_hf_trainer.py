@@ -58,12 +58,12 @@ def _embed_fn(tok, texts):
     return embed
 
 
-def _trainer(tmp_path, path, train, callback, max_steps):
+def _trainer(tmp_path, path, train, callback, max_steps, **more):
     torch.manual_seed(0)
     model = BertForSequenceClassification.from_pretrained(path, num_labels=4)
     args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=max_steps, eval_strategy="steps",
                              eval_steps=1, per_device_train_batch_size=8, report_to=[], use_cpu=True,
-                             save_strategy="no", logging_steps=1, learning_rate=1e-2)
+                             save_strategy="no", logging_steps=1, learning_rate=1e-2, **more)
     return Trainer(model=model, args=args, train_dataset=train, eval_dataset=train, callbacks=[callback])
 
 
@@ -72,7 +72,8 @@ def test_metrics_added_at_each_evaluation_equal_evaluate(tmp_path, setup):
     embed = _embed_fn(tok, texts)
     cb = RetrievalChecksTrainerCallback(lambda model: (embed(model), topics), ["map@R", "hit_rate@1"],
                                         gates={"map@R": {"at_least": 0.01}})
-    trainer = _trainer(tmp_path, path, train, cb, max_steps=2)
+    trainer = _trainer(tmp_path, path, train, cb, max_steps=2, metric_for_best_model="rc_map@R",
+                       greater_is_better=True)
     trainer.train()
     entries = [h for h in trainer.state.log_history if "eval_rc_map@R" in h]
     assert [e["step"] for e in entries] == [1, 2]
@@ -81,6 +82,7 @@ def test_metrics_added_at_each_evaluation_equal_evaluate(tmp_path, setup):
         ref = rc.evaluate(embed(model), query_labels=topics, metrics=["map@R", "hit_rate@1"])
     assert entries[-1]["eval_rc_map@R"] == ref["map@R"] and entries[-1]["eval_rc_hit_rate@1"] == ref["hit_rate@1"]
     assert entries[-1]["eval_rc_gate/map@R"] == 1.0
+    assert trainer.state.best_metric == max(e["eval_rc_map@R"] for e in entries)  # model selection reads them
     out = trainer.evaluate()  # the returned metrics hold them too (what metric_for_best_model reads)
     assert out["eval_rc_map@R"] == ref["map@R"]
     assert trainer.state.global_step == 2  # a passing gate does not stop training

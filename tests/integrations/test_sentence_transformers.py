@@ -92,6 +92,26 @@ def test_gates_raise_or_warn(model):
     assert loose["gates_passed"] == 1.0
 
 
+def test_queries_without_relevant_documents_are_reported_and_can_fail_a_gate(model, ir_data):
+    queries, corpus, relevant, _ = ir_data
+    partial = {q: d for q, d in relevant.items() if q != "q0"}  # q0 has no relevant document: skipped
+    ev = RetrievalChecksEvaluator(queries, corpus, partial, gates={"map": {"at_least": 0.01, "max_skipped": 0}},
+                                  on_failure="warn")
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        got = ev(model)
+    assert ev.last_result.n_skipped == 1 and got["gates_passed"] == 0.0
+    assert "more than max_skipped" in ev.last_outcomes[0].message
+
+
+def test_a_gate_on_the_interval_bound(model):
+    texts, topics = topic_texts(24, seed=3)
+    ev = RetrievalChecksEvaluator(texts, query_labels=topics, gates={"map@R": {"at_least": 0.01, "on": "interval"}})
+    assert ev(model)["gates_passed"] == 1.0
+    with pytest.raises(AssertionError, match="interval's lower bound"):
+        RetrievalChecksEvaluator(texts, query_labels=topics,
+                                 gates={"map@R": {"at_least": 0.52, "on": "interval"}})(model)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"relevant_docs": {"q9": {"d0"}}}, r"relevant_docs\['q9'\]: no query has the id"),
     ({"relevant_docs": {"q0": {"nope"}}}, r"corpus id 'nope'"),
