@@ -327,13 +327,29 @@ def _read_parquet(p: Path) -> Mapping:
                 raise InputError(f"{where} holds lists of different lengths {sorted(set(lengths.tolist()))[:5]}; "
                                  "every row needs the same dimension.")
             dim = int(lengths[0]) if len(col) else 0
-            # a copy: arrow's buffers are read-only, and torch.from_numpy warns about (and may not write to) them
-            return np.array(flat.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), dim)
+            # a copy: arrow's buffers are read-only, and torch.from_numpy warns about (and may not write to) them;
+            # floats become float32 (the engine's precision), integers keep their type (binary codes, token ids)
+            dtype = np.float32 if pa.types.is_floating(inner) else inner.to_pandas_dtype()
+            return np.array(flat.to_numpy(zero_copy_only=False), dtype=dtype).reshape(len(col), dim)
         if pa.types.is_nested(t) or pa.types.is_dictionary(t) and pa.types.is_nested(t.value_type):
             raise InputError(f"{where} has the nested type {t}; store numbers, strings or lists of numbers.")
-        return np.asarray(col.to_pylist())
+        return _scalar_column(col, pa)
 
     return _LazyArrays(p, names, read_one)
+
+
+def _scalar_column(col, pa) -> np.ndarray:
+    """A column of scalars as numpy, by arrow's vectorised conversion: integers, floats and
+    booleans keep their type (int64 labels stay int64), texts become a numpy string array
+    (dictionary-encoded columns are decoded first); other types go through Python values."""
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode() if hasattr(col, "dictionary_decode") else col.cast(col.type.value_type)
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+        return np.array(col.to_numpy(zero_copy_only=False), dtype=t.to_pandas_dtype())  # a writable copy
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return col.to_numpy(zero_copy_only=False).astype(str)
+    return np.asarray(col.to_pylist())
 
 
 _READERS = {".npz": _read_npz, ".safetensors": _read_safetensors, ".pt": _read_pt, ".pth": _read_pt,
