@@ -420,8 +420,7 @@ def _finish(config, exitstatus) -> bool:
             notes.append(f"error: could not write the HTML report {path} ({type(exc).__name__}: {exc}); "
                          "fix --rc-html (ini rc_html)")
     _github.publish(config, outcomes, run, history if run else None, notes)
-    if outcomes:
-        ok = _trackers.publish(getattr(config, "_rc_trackers", []), outcomes, run or config._rc_run, notes) and ok
+    ok = _trackers.publish(getattr(config, "_rc_trackers", []), outcomes, run or config._rc_run, notes) and ok
     return ok
 
 

@@ -182,3 +182,33 @@ def test_the_ini_setting_turns_a_tracker_on_and_a_bad_value_is_refused(project, 
     result = _run(project)
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*ini rc_mlflow: *maybe*write true or false*"])
+
+
+def test_a_session_without_gates_says_nothing_was_logged(project, monkeypatch, tmp_path):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    result = _run(project, "--rc-wandb", "-k", "no_such_test")
+    text = " ".join(result.stdout.str().split())  # the notes are wrapped to the terminal's width
+    assert "warning: no gate ran in this session: nothing was logged to wandb" in text
+    assert not (tmp_path / "wandb").exists()
+
+
+def test_wandb_logs_to_the_run_a_conftest_started(project, monkeypatch, tmp_path):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    project.makeconftest("""
+import wandb
+
+def pytest_configure(config):
+    config._training_run = wandb.init(project="train", name="training-42")
+
+def pytest_unconfigure(config):
+    config._training_run.summary["finished_by"] = "conftest"
+    config._training_run.finish()
+""")
+    _run(project, "--rc-wandb").assert_outcomes(passed=1, failed=1)
+    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")  # one run: the conftest's, not a second one
+    keys = {item.key for record in _wandb_records(next(run_dir.glob("run-*.wandb")))
+            if record.WhichOneof("record_type") == "summary" for item in record.summary.update}
+    assert {"rc/n_gates", "finished_by"} <= keys
