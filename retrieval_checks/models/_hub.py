@@ -332,7 +332,12 @@ def _load_sentence_transformers(model: HubModel) -> dict:
         for k in (("document_prompt", "document_prompt_name") if doc else ("query_prompt", "query_prompt_name")):
             if k in model.settings:
                 kw[k.replace("document_", "").replace("query_", "")] = model.settings[k]
-        encode = encoder.encode_document if doc else encoder.encode_query
+        encode = getattr(encoder, "encode_document" if doc else "encode_query", None)
+        if encode is None:  # sentence-transformers < 5: the model's own prompt of that name, if it has one
+            encode = encoder.encode
+            own = "document" if doc else "query"
+            if not kw and own in (getattr(encoder, "prompts", None) or {}):
+                kw = {"prompt_name": own}
         return encode(batch, batch_size=len(batch), show_progress_bar=False, convert_to_numpy=True,
                       normalize_embeddings=normalize, **kw)
 
