@@ -260,3 +260,20 @@ def test_ids_that_are_not_item_ids_are_refused(tmp_path):
     with pytest.raises(rc.InputError, match="appears twice with different"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _trainer(tmp_path, [RetrievalChecksCallback(["map"])], max_epochs=1).fit(BatchIds(), train, val)
+
+
+def test_model_checkpoint_and_early_stopping_read_the_logged_metric(tmp_path):
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    train, val, _ = _loaders()
+    cb = RetrievalChecksCallback(["map@R"])
+    best = ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="rc/map@R", mode="max")
+    stop = EarlyStopping(monitor="rc/map@R", mode="max", patience=0, min_delta=1.0)  # no epoch improves by 1
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=4, logger=CSVLogger(tmp_path), callbacks=[cb, best, stop],
+                         enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(Embedder(), train, val)
+    logged = [float(r["rc/map@R"]) for r in _rows(trainer) if r.get("rc/map@R")]
+    assert len(logged) == 2  # early stopping ended training at the second epoch
+    assert float(best.best_model_score) == max(logged)

@@ -128,7 +128,6 @@ def test_inputs_are_checked_when_built(ir_data, kwargs, match):
         RetrievalChecksEvaluator(queries, corpus, **args)
 
 
-@pytest.mark.slow
 def test_runs_inside_the_sentence_transformers_trainer(tmp_path, ir_data):
     pytest.importorskip("datasets", reason="SentenceTransformerTrainer needs datasets")
     pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
