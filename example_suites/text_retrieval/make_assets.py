@@ -17,7 +17,13 @@ as a sentence encoder would place documents about one subject. Writes, next to t
   two decimals, so some documents tie, as BM25 scores do);
 - ``data/ivf_neighbors.npy``: the top 10 documents of each query found by an IVF index
   (numpy k-means with 16 lists, 3 probed), an approximation of exact search that the
-  suite's ``ann_recall@10`` gate measures.
+  suite's ``ann_recall@10`` gate measures;
+- ``data/beir/``: the same layout of topics as texts, in the BEIR layout that
+  ``rc_beir.yaml`` reads (``corpus.jsonl``: ``_id``, ``title``, ``text``;
+  ``queries.jsonl``; ``qrels/test.tsv`` with grades 2 / 1 / 0): each topic has its own
+  words, a document mixes six of its topic's words with three common ones, a query
+  names three topic words; grade 2 for the five topic documents sharing most words with
+  the query, 1 for the other five, 0 for three documents of other topics.
 """
 
 from __future__ import annotations
@@ -80,6 +86,36 @@ def ivf_search(queries, docs, rng) -> np.ndarray:
     return out
 
 
+SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "do", "fu")
+COMMON = ("the", "of", "and", "report", "study", "new", "results", "method", "data", "system")
+
+
+def beir_files(rng: np.random.Generator) -> dict[str, str]:
+    """The BEIR directory's files (path -> text) for the synthetic topics."""
+    import json
+
+    words = [a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES]
+    vocab = rng.choice(words, size=(N_TOPICS, 8), replace=False)
+    corpus, queries, qrels = [], [], ["query-id\tcorpus-id\tscore"]
+    for t in range(N_TOPICS):
+        qwords = list(rng.choice(vocab[t], 3, replace=False))
+        queries.append({"_id": f"q{t:02d}", "text": " ".join(qwords)})
+        overlap = []
+        for j in range(PER_TOPIC):
+            d = t * PER_TOPIC + j
+            mine = list(rng.choice(vocab[t], 6))
+            body = mine[2:] + list(rng.choice(COMMON, 3))
+            corpus.append({"_id": f"d{d:03d}", "title": " ".join(mine[:2]), "text": " ".join(rng.permutation(body))})
+            overlap.append(len(set(mine) & set(qwords)))
+        order = np.argsort(-np.asarray(overlap), kind="stable")
+        qrels += [f"q{t:02d}\td{t * PER_TOPIC + j:03d}\t{2 if r < 5 else 1}" for r, j in enumerate(order)]
+        others = rng.choice(np.flatnonzero(np.arange(N_TOPICS * PER_TOPIC) // PER_TOPIC != t), 3, replace=False)
+        qrels += [f"q{t:02d}\td{d:03d}\t0" for d in sorted(others)]
+    return {"corpus.jsonl": "".join(json.dumps(c) + "\n" for c in corpus),
+            "queries.jsonl": "".join(json.dumps(q) + "\n" for q in queries),
+            "qrels/test.tsv": "\n".join(qrels) + "\n"}
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     queries, docs, topic_of = corpus(rng)
@@ -92,6 +128,9 @@ def main() -> None:
     (data / "qrels.txt").write_text("\n".join(qrels_lines(queries, docs, topic_of, qids, dids, rng)) + "\n")
     (data / "bm25.run").write_text("\n".join(run_lines(queries, docs, qids, dids, rng)) + "\n")
     np.save(data / "ivf_neighbors.npy", ivf_search(queries, docs, rng))
+    for name, text in beir_files(np.random.default_rng(1)).items():  # its own generator: the files above stay
+        (data / "beir" / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / "beir" / name).write_text(text)
 
 
 if __name__ == "__main__":
