@@ -1,0 +1,163 @@
+"""The terminal summary: it fits the terminal's width, honours -q / -qq and --rc-summary,
+keeps one order under pytest-xdist, counts "1 gate" / "2 gates"; and gates of Python
+tests carry the model and dataset given to rc_evaluate."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_retrieval_checks import _reports
+
+pytest_plugins = ["pytester"]
+
+
+def _outcome(test: str, passed: bool = True, metric: str = "map", **kw) -> dict:
+    return {"test": test, "metric": metric, "value": 0.71234, "low": 0.68811, "high": 0.73522, "passed": passed,
+            "on": "value", "comparison": ">=", "threshold": 0.5, "n_used": 200, "n_skipped": 0, **kw}
+
+
+OUTCOMES = [
+    _outcome("tests/test_search.py::test_rank[" + "a-very-long-parameter-id-" * 4 + "small]"),
+    _outcome("tests/test_search.py::test_rank[large]", passed=False, metric="ndcg@10"),
+    _outcome("suites/rc_digits.yaml::map_at_least[mlp-digits]", metric="grouped_recall@1"),
+    _outcome("tests/test_search.py::test_top1", metric="hit_rate@1"),
+]
+
+
+@pytest.mark.parametrize("mode", ["full", "failed"])
+def test_no_line_is_wider_than_the_terminal(mode):
+    for width in range(12, 220):
+        lines = _reports.summary_lines(OUTCOMES, width=width, mode=mode)
+        assert lines and all(len(line) <= width for line in lines), (width, [l for l in lines if len(l) > width])
+        assert all(len(line) <= width for line in _reports.warning_lines(
+            [_outcome("t", n_skipped=5, n_used=10)], width=width))
+    wide = _reports.summary_lines(OUTCOMES, width=None)
+    assert any(len(line) > 150 for line in wide)  # without a width nothing is cut
+
+
+def test_columns_while_they_fit_then_names_cut_at_the_front_then_blocks():
+    wide = _reports.summary_lines(OUTCOMES, width=300)
+    assert wide[1].split() == ["test", "metric", "value", "interval", "rule", "n_used", "/", "n_skipped", "result"]
+    narrow = _reports.summary_lines(OUTCOMES, width=120)
+    assert any(line.startswith("...") and "small]" in line for line in narrow)  # the end of the name is kept
+    short = _reports.summary_lines(OUTCOMES, width=80)
+    assert short[1].split() == ["test", "metric", "value", "interval", "result"]
+    assert any(line.startswith("    rule value >= 0.5; n_used / n_skipped 200 / 0") for line in short)
+    tiny = _reports.summary_lines(OUTCOMES, width=30)
+    assert any(line.startswith("FAIL  ") for line in tiny)
+
+
+def test_pluralisation_and_the_count_line():
+    assert _reports.count_line(OUTCOMES[:1]) == "1 gate: 1 passed, 0 failed"
+    assert _reports.count_line(OUTCOMES) == "4 gates: 3 passed, 1 failed"
+    assert _reports.count_line([_outcome("t", passed=False, xfail=True)]) == "1 gate: 0 passed, 0 failed, 1 xfailed"
+    assert [_reports.plural(n, "gate") for n in (0, 1, 2)] == ["0 gates", "1 gate", "2 gates"]
+
+
+def test_modes_and_their_validation():
+    assert [_reports.summary_mode(v, None) for v in (2, 0, -1, -2, -3)] == ["full", "full", "failed", "none", "none"]
+    assert _reports.summary_mode(-2, "FULL") == "full"  # the option wins over -qq
+    with pytest.raises(ValueError, match="full, failed, none"):
+        _reports.summary_mode(0, "quiet")
+    failed = _reports.summary_lines(OUTCOMES, width=300, mode="failed")
+    assert failed[0] == "4 gates: 3 passed, 1 failed; 1 failed gate shown" and len(failed) == 3
+    assert "test_rank[large]" in failed[2] and "FAIL" in failed[2]
+    assert _reports.summary_lines(OUTCOMES, mode="none") == []
+
+
+def test_the_order_does_not_depend_on_the_order_gates_arrived_in():
+    order = {o["test"]: i for i, o in enumerate(OUTCOMES)}
+    expected = _reports.summary_lines(OUTCOMES, width=300, order=order)
+    rng = random.Random(0)
+    for _ in range(20):
+        shuffled = OUTCOMES[:]
+        rng.shuffle(shuffled)
+        assert _reports.summary_lines(shuffled, width=300, order=order) == expected
+        assert _reports.summary_lines(shuffled, width=300) == _reports.summary_lines(OUTCOMES, width=300)
+
+
+TESTS = '''
+import numpy as np
+import retrieval_checks as rc
+from pytest_retrieval_checks import assert_map_at_least, assert_not_worse
+
+rng = np.random.default_rng(0)
+y = np.repeat(np.arange(20), 5)
+centers = rng.normal(size=(20, 16))
+A = (centers[y] + 0.5 * rng.normal(size=(100, 16))).astype(np.float32)
+B = (centers[y] + 0.6 * rng.normal(size=(100, 16))).astype(np.float32)
+
+def test_passes_with_a_rather_long_name_to_show_how_the_table_cuts_it(rc_evaluate):
+    assert_map_at_least(rc_evaluate(A, query_labels=y, metrics=["map"], model="alpha", dataset="blobs"), 0.3)
+
+def test_fails(rc_evaluate):
+    assert_map_at_least(rc_evaluate(B, query_labels=y, metrics=["map"], model="beta", dataset="blobs"), 0.99)
+
+def test_compare(rc_evaluate):
+    a = rc_evaluate(A, query_labels=y, metrics=["map"], model="alpha", dataset="blobs")
+    b = rc_evaluate(B, query_labels=y, metrics=["map"], model="beta", dataset="blobs")
+    assert_not_worse(rc.compare(b, a, "map"), margin=0.5)
+'''
+
+
+def _pytest(cwd: Path, *args: str, columns: int = 80) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["COLUMNS"] = str(columns)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rc-history=none", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _section(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "retrieval-checks gates" in line)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines))
+    return lines[start:end]
+
+
+@pytest.fixture
+def module(pytester):
+    pytester.makepyfile(test_gates=TESTS)
+    return pytester.path
+
+
+def test_a_session_fits_the_terminal_and_names_models_of_comparisons(module):
+    result = _pytest(module, "--rc-json=gates.json", columns=60)
+    assert result.returncode == 1, result.stdout[-3000:]
+    section = _section(result.stdout)
+    assert section[1] == "3 gates: 2 passed, 1 failed"
+    assert all(len(line) <= 60 for line in section), [line for line in section if len(line) > 60]
+    gates = {g["test"].split("::")[-1]: g for g in json.loads((module / "gates.json").read_text())["gates"]}
+    # both models, in the order the test evaluated them
+    assert gates["test_compare"]["model"] == "alpha/beta" and gates["test_compare"]["dataset"] == "blobs"
+    assert gates["test_fails"]["model"] == "beta"
+
+
+def test_quiet_shows_the_failed_gates_and_very_quiet_none(module):
+    quiet = _section(_pytest(module, "-q", columns=200).stdout)
+    assert quiet[1].startswith("3 gates: 2 passed, 1 failed; 1 failed gate shown")
+    assert any("test_fails" in line and "FAIL" in line for line in quiet)
+    assert not any("test_compare" in line for line in quiet)
+    very_quiet = _pytest(module, "-qq", columns=200)
+    assert "retrieval-checks gates" not in very_quiet.stdout and very_quiet.returncode == 1
+    full = _section(_pytest(module, "-qq", "--rc-summary=full", columns=200).stdout)
+    assert sum(" PASS" in line or " FAIL" in line for line in full) == 3
+
+
+def test_a_bad_summary_mode_is_a_usage_error(module):
+    result = _pytest(module, "--rc-summary=quiet")
+    assert result.returncode == 4
+    assert "--rc-summary (ini rc_summary): 'quiet' is not a summary mode; use one of full, failed, none" in result.stderr
+
+
+def test_the_same_table_under_xdist(module):
+    pytest.importorskip("xdist")
+    one = _section(_pytest(module, columns=200).stdout)
+    two = _section(_pytest(module, "-n", "2", columns=200).stdout)
+    assert one == two and len(one) == 6  # the title, the count, the header and three gates
