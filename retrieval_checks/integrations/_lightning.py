@@ -292,8 +292,9 @@ class DiscriminantRatioMonitor(Callback):
             j = float(discriminant_ratio(x, y, eps=self.eps))
         except InputError as exc:
             if self.undefined == "error":
-                raise InputError(f"{where}: the discriminant ratio is undefined for this batch: {exc} Use batches "
-                                 "with at least two classes and two items in some class, or undefined='skip'.") from None
+                raise InputError(f"{where}: the discriminant ratio is undefined for this batch: {exc} Use "
+                                 "batches with at least two classes and two items in some class, or "
+                                 "undefined='skip'.") from None
             self.n_undefined += 1
             self._epoch_undefined += 1
             return

@@ -20,7 +20,8 @@ def test_padded_all_gather_is_deduplicated(n, world, shuffle):
 
     x, y = blobs(n_per_class=n, n_classes=3, seed=n)
     data = list(range(len(y)))
-    per_rank = [list(DistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=3)) for r in range(world)]
+    per_rank = [list(DistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=3))
+                for r in range(world)]
     gathered = np.concatenate(per_rank)  # what all_gather returns: rank 0's items, then rank 1's, ...
     assert gathered.size == world * -(-len(y) // world)
     gx, gy, gids, dropped = dedupe_by_id(x[gathered], y[gathered], gathered)
