@@ -627,10 +627,10 @@ def build_parser() -> argparse.ArgumentParser:
                "upwards as pytest finds its rootdir: the first directory with pytest.ini, .pytest.ini, or a "
                "pyproject.toml / tox.ini / setup.cfg with a pytest section, else with pyproject.toml / setup.py / "
                "setup.cfg, else with .git)")
-    p.add_argument("--db", default=None, help=db_help)
+    p.add_argument("--db", default=None, metavar="FILE", help=db_help)
     # --db is accepted after the command too; there it overrides the one given before
     db = argparse.ArgumentParser(add_help=False)
-    db.add_argument("--db", dest="sub_db", default=None, help=db_help)
+    db.add_argument("--db", dest="sub_db", default=None, metavar="FILE", help=db_help)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=lambda **kw:
                            argparse.ArgumentParser(**{"parents": [db], **kw}))
     _suite_commands(sub)
