@@ -109,13 +109,16 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
     Gates (checked now, :func:`~retrieval_checks.integrations.check_gates`):
     ``on_failure="raise"`` (default) raises the gate's ``AssertionError``;
     ``"warn"`` warns and records the outcome (``last_outcomes``; the result is in
-    ``last_result``). Further keyword arguments go to
-    :func:`~retrieval_checks.evaluate`.
+    ``last_result``). Given an ``output_path`` (the trainer passes one),
+    ``write_csv=True`` appends a row per call to
+    ``retrieval_checks_evaluation[_name]_results.csv`` there. Further keyword
+    arguments go to :func:`~retrieval_checks.evaluate`.
     """
 
     def __init__(self, queries, corpus=None, relevant_docs=None, *, query_labels=None, corpus_labels=None,
                  metrics=None, gates=None, name: str = "", primary_metric: str | None = None, batch_size: int = 32,
-                 on_failure: str = "raise", show_progress_bar: bool = False, **evaluate_options):
+                 on_failure: str = "raise", show_progress_bar: bool = False, write_csv: bool = True,
+                 **evaluate_options):
         super().__init__()
         self.metrics, self.gates = check_gates(gates, metrics)
         self.options = check_evaluate_options(evaluate_options)
@@ -141,6 +144,10 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
         self.greater_is_better = bool(metric_spec(primary).capabilities.higher_is_better)
         self.name, self.batch_size, self.on_failure = name, int(batch_size), on_failure
         self.show_progress_bar = bool(show_progress_bar)
+        if not isinstance(write_csv, bool):
+            raise InputError(f"write_csv={shown(write_csv)}: expected True or False.")
+        self.write_csv = write_csv
+        self.csv_file = f"retrieval_checks_evaluation{'_' + name if name else ''}_results.csv"
         self.last_result = None
         self.last_outcomes: list = []
 
@@ -197,6 +204,8 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
         values = {m: float(result[m]) for m in self.metrics}
         if self.gates:
             values["gates_passed"] = float(all(o.passed for o in outcomes))
+        if output_path is not None and self.write_csv:
+            self._append_csv(output_path, epoch, steps, values)
         values = self.prefix_name_to_metrics(values, self.name)
         self.store_metrics_in_model_card_data(model, values, epoch, steps)
         where = "evaluation" if epoch == -1 else f"epoch {epoch}, step {steps}"
@@ -205,6 +214,21 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
             raise AssertionError(failed[0].message)
         report_failures(outcomes, where)
         return values
+
+    def _append_csv(self, output_path: str, epoch, steps, values: dict) -> None:
+        """One row (epoch, steps, every value) in ``output_path/csv_file``, as the
+        library's evaluators write; the header when the file is new."""
+        import csv
+        import os
+
+        os.makedirs(output_path, exist_ok=True)
+        path = os.path.join(output_path, self.csv_file)
+        new = not os.path.isfile(path)
+        with open(path, "a", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            if new:
+                out.writerow(["epoch", "steps", *values])
+            out.writerow([epoch, steps, *values.values()])
 
     def get_config_dict(self) -> dict:
         return {"metrics": list(self.metrics), "gates": {k: dict(v) for k, v in self.gates.items()}}

@@ -153,3 +153,6 @@ def test_runs_inside_the_sentence_transformers_trainer(tmp_path, ir_data):
                       relevance=[[int(d[1:]) for d in relevant[q]] for q in queries], metrics=["map", "medr"])
     assert logged[-1]["eval_topics_map"] == pytest.approx(ref["map"], abs=1e-6)
     assert logged[-1]["eval_topics_medr"] == pytest.approx(ref["medr"], abs=1e-6)
+    rows = (tmp_path / "out" / "eval" / "retrieval_checks_evaluation_topics_results.csv").read_text().splitlines()
+    assert rows[0] == "epoch,steps,map,medr" and len(rows) == 3  # the header and one row per evaluation
+    assert float(rows[-1].split(",")[2]) == pytest.approx(ref["map"], abs=1e-6)
