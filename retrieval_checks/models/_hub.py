@@ -41,6 +41,7 @@ import json
 import numbers
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -243,6 +244,13 @@ class HubModel:
                 bar.close()
         from ._embed import _as_embeddings
 
+        cut = self._parts.get("too_long")
+        n_cut = cut(items, part) if cut is not None and modality == "text" else 0
+        if n_cut:
+            limit = self._parts["max_length"]
+            warnings.warn(f"{self.kind} model {self.path}: {n_cut} of {len(items)} texts ({part or 'inputs'}) are longer "
+                          f"than max_length={limit} tokens and were cut to it (their ends are not embedded); raise "
+                          "max_length (up to the model's limit) or shorten the texts.", RuntimeWarning, stacklevel=2)
         return _as_embeddings(np.concatenate(outs), len(items), f"{self.kind} model {self.path}")
 
 
@@ -308,6 +316,20 @@ def _pil_images(images: np.ndarray):
     return out
 
 
+def _too_long(tokenizer, limit: int, prompt_of):
+    """A counter of the texts whose tokens (with the part's prompt and the special
+    tokens) exceed ``limit``: the texts the model truncates."""
+    def count(texts, part) -> int:
+        prompt = prompt_of(part)
+        n = 0
+        for start in range(0, len(texts), 1024):
+            enc = tokenizer([prompt + t for t in texts[start:start + 1024]], truncation=False, verbose=False)
+            n += sum(len(ids) > limit for ids in enc["input_ids"])
+        return n
+
+    return count
+
+
 def _prompt(model: HubModel, part) -> str:
     key = "document_prompt" if part in _DOCUMENT_PARTS else "query_prompt"
     return model.settings.get(key, "")
@@ -341,7 +363,18 @@ def _load_sentence_transformers(model: HubModel) -> dict:
         return encode(batch, batch_size=len(batch), show_progress_bar=False, convert_to_numpy=True,
                       normalize_embeddings=normalize, **kw)
 
-    return {"text": run, "modules": (encoder,)}
+    def prompt_of(part) -> str:  # the prompt text encode_query / encode_document put first
+        doc = part in _DOCUMENT_PARTS
+        side = "document" if doc else "query"
+        if f"{side}_prompt" in model.settings:
+            return model.settings[f"{side}_prompt"]
+        prompts = getattr(encoder, "prompts", None) or {}
+        return prompts.get(model.settings.get(f"{side}_prompt_name", side), "")
+
+    tokenizer = getattr(encoder, "tokenizer", None)
+    limit = getattr(encoder, "max_seq_length", None)
+    counter = _too_long(tokenizer, limit, prompt_of) if tokenizer is not None and isinstance(limit, int) else None
+    return {"text": run, "modules": (encoder,), "max_length": limit, "too_long": counter}
 
 
 def _load_huggingface(model: HubModel) -> dict:
@@ -376,7 +409,8 @@ def _load_huggingface(model: HubModel) -> dict:
             out = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
         return torch.nn.functional.normalize(out, dim=-1) if normalize else out
 
-    return {"text": run, "modules": (encoder,)}
+    return {"text": run, "modules": (encoder,), "max_length": max_length,
+            "too_long": _too_long(tokenizer, max_length, lambda part: _prompt(model, part))}
 
 
 def _max_length(tokenizer, encoder, path) -> int:

@@ -1101,7 +1101,8 @@ def _check_cases(r: _Reader, suite: Suite) -> None:
             beir = [d for d in case.datasets if suite.datasets[d].type == "beir"]
             if model is not None and beir and model.kind not in TEXT_KINDS:
                 raise r.error(f"dataset {beir[0]!r} holds texts (BEIR); model {m!r} is {model.kind}, which does "
-                              f"not embed texts: use a {', '.join(TEXT_KINDS)} model.", f"checks[{case.check.index}]",
+                              f"not embed texts: use a {', '.join(TEXT_KINDS)} model, or limit the check with models:.",
+                              f"checks[{case.check.index}]",
                               case.check.line)
             if model is None or model.kind != "embeddings":
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -134,11 +135,33 @@ def test_huggingface_pooling_equals_a_direct_transformers_call(tmp_path, pooling
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def test_truncated_texts_are_counted_and_reported(tmp_path):
+    from transformers import AutoTokenizer
+
+    path = make_bert(tmp_path / "bert")
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    lengths = [len(tok("q " + t).input_ids) for t in TEXTS]
+    want = sum(n > 6 for n in lengths)
+    assert 0 < want < len(TEXTS)
+    model = load("huggingface", path, device="cpu", max_length=6, query_prompt="q ")
+    with pytest.warns(RuntimeWarning, match=rf"{want} of {len(TEXTS)} texts \(queries\) are longer than "
+                                            r"max_length=6 tokens and were cut"):
+        model.encode(TEXTS, part="queries")
+    st = load("sentence_transformers", make_sentence_transformer(tmp_path / "st"), device="cpu", max_length=6,
+              query_prompt="q ")
+    with pytest.warns(RuntimeWarning, match=rf"{want} of {len(TEXTS)} texts \(queries\) are longer"):
+        st.encode(TEXTS, part="queries")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load("huggingface", path, device="cpu", max_length=24).encode(TEXTS)  # nothing cut: no warning
+
+
 def test_huggingface_default_max_length_is_the_tokenizers(tmp_path):
     path = make_bert(tmp_path / "bert")
     long = [" ".join(["dog"] * 40), " ".join(["dog"] * 22) + " cat" * 18]
     model = load("huggingface", path, device="cpu")
-    a, b = model.encode(long)
+    with pytest.warns(RuntimeWarning, match=r"2 of 2 texts \(inputs\) are longer than max_length=24"):
+        a, b = model.encode(long)
     np.testing.assert_array_equal(a, b)  # both cut at the tokenizer's 24 tokens: the same first 22 words
     np.testing.assert_allclose(model.encode(["query document"], part="queries"),
                                load("huggingface", path, device="cpu", query_prompt="query ").encode(
