@@ -97,7 +97,10 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     ``torch.inference_mode()`` on ``device`` (its training mode is restored after), or
     any callable taking an array and returning an (n x d) array or tensor, called once
     on all inputs (with ``part=`` when its signature accepts it: ``queries``,
-    ``gallery``, ``images`` or ``captions``).
+    ``gallery``, ``images`` or ``captions``). Texts, a list of strings, go to a callable
+    as that list, or to a :class:`~retrieval_checks.models.HubModel` (a library's model
+    from :func:`~retrieval_checks.models.load`), which runs its own batches of
+    ``batch_size`` on ``device``; a torch module given texts is an error.
 
     ``progress``: a progress bar over batches; None (default) shows one only in a
     terminal and for more than 8 batches, so CI logs stay quiet. ``transform``: for
@@ -121,6 +124,9 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     from ._hub import HubModel
 
     if isinstance(model, HubModel):
+        if transform is not None:
+            raise InputError(f"transform= applies to torch modules' input tensors; {model!r} preprocesses its own "
+                             "inputs (texts, or uint8 images): transform them before embedding.")
         return model.encode(inputs, part=part, batch_size=int(batch_size), device=dev_name, progress=progress)
     texts = _texts(inputs)
     if texts is not None:

@@ -271,6 +271,8 @@ def test_the_wrong_modality_is_named(tmp_path):
         rc.embed(model, images, part="gallery")
     with pytest.raises(InputError, match=r"torch module, which takes numeric tensors; embed texts with a text model"):
         rc.embed(torch.nn.Linear(3, 2), TEXTS)
+    with pytest.raises(InputError, match=r"transform= applies to torch modules' input tensors"):
+        rc.embed(model, TEXTS, transform=lambda x: x)
     with pytest.raises(InputError, match=r"inputs\[1\] is int, not a text"):
         rc.embed(model, ["a", 3])
     with pytest.raises(InputError, match=r"inputs\[1\] is int among texts"):
