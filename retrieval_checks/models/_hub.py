@@ -234,7 +234,14 @@ class HubModel:
             with torch.inference_mode():
                 for start in range(0, len(items), batch_size):
                     batch = items[start:start + batch_size]
-                    out = run(batch, part)
+                    try:
+                        out = run(batch, part)
+                    except (InputError, MemoryError, KeyboardInterrupt):
+                        raise
+                    except Exception as exc:  # the library's own error on this batch
+                        raise InputError(f"{self.kind} model {self.path}: embedding {part or 'inputs'} rows "
+                                         f"{start}-{start + len(batch) - 1} failed ({type(exc).__name__}: "
+                                         f"{str(exc)[:300]}).") from exc
                     outs.append(np.asarray(out.detach().float().cpu().numpy() if hasattr(out, "detach") else out,
                                            dtype=np.float32))
                     if bar is not None:

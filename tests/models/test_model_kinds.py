@@ -279,6 +279,15 @@ def test_the_wrong_modality_is_named(tmp_path):
         rc.embed(lambda texts: np.zeros((len(texts), 2)), ["a", 3])
 
 
+def test_a_library_error_names_the_model_and_the_rows(tmp_path):
+    """max_length beyond the model's 64 positions: the library's own error on that batch,
+    with the model's path, the part and the rows."""
+    path = make_bert(tmp_path / "bert")
+    model = load("huggingface", path, device="cpu", max_length=100)
+    with pytest.raises(InputError, match=rf"huggingface model {path}: embedding gallery rows 2-3 failed \("):
+        model.encode(["cat", "dog", "red", " ".join(["dog"] * 90)], part="gallery", batch_size=2)
+
+
 def test_wrong_settings_are_located(tmp_path):
     make_bert(tmp_path / "bert")
     np.savez(tmp_path / "q.npz", inputs=np.array(TEXTS), labels=np.zeros(len(TEXTS)))
