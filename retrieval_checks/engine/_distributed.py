@@ -499,21 +499,35 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
     n_positive = int(rel.n_relevant.sum())
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    local_arrays = [a for a in (info["Q"], info["G"]) if a is not None]
-    plan = plan_pass(local_arrays, n_q=n_q, n_g=n_g, d=d, loo=loo, n_relevant=rel.n_relevant,
-                     device=opts["device"], max_memory=infos[0]["budget"], tile=opts["tile"], pairs=bool(pair_specs))
-    sh = _prepare(comm, plan, info, layout, req.similarity, loo)
-    torch_path = plan.backend.is_cuda or not use_kernels
-    ps = _Pass(comm, sh, layout, rel.source, own.csr, n_q, torch_path, opts["progress"])
-    totals = PassTotals(n_q, req.of_kind("query"), pair_specs, n_positive, req.ties, req.similarity,
-                        opts["relevance_level"])
-    if req.of_kind("query", "pair"):
-        for start, stop, S, block_rel, vals in ps.blocks():
-            _run_block(ps, totals, start, stop, S, block_rel, vals)
+    totals, ps, plan = sharded_pass(
+        comm, info, layout, rel.source, own.csr, d=d, loo=loo, n_relevant=rel.n_relevant,
+        query_specs=req.of_kind("query"), pair_specs=pair_specs, ties=req.ties, similarity=req.similarity,
+        relevance_level=opts["relevance_level"], device=opts["device"], budget=infos[0]["budget"],
+        tile=opts["tile"], progress=opts["progress"], use_kernels=use_kernels)
     ids = meta["query_ids"].copy() if meta["query_ids"] is not None else None
     return ev._aggregate(req, sides, own, rel, plan, None, totals, use_kernels, ids, opts["relevance_level"],
                          binning=lambda counts: _binning(ps, counts),
                          extra_config={"world_size": comm.world})
+
+
+def sharded_pass(comm: Comm, info: dict, layout: _Layout, source, self_pairs: Csr, *, d: int, loo: bool,
+                 n_relevant: np.ndarray, query_specs: list, pair_specs: list, ties: str, similarity: str,
+                 relevance_level, device, budget, tile, progress, use_kernels: bool):
+    """Plan, prepare and stream the sharded pass: the merged :class:`PassTotals` (the
+    same on every rank), the pass (for the binning pass) and the plan. ``info``:
+    this rank's arrays (``Q``, ``G``: None in leave-one-out) and ``n_q``."""
+    n_q, n_g = int(layout.q_off[-1]), int(layout.g_off[-1])
+    local_arrays = [a for a in (info["Q"], info["G"]) if a is not None]
+    plan = plan_pass(local_arrays, n_q=n_q, n_g=n_g, d=d, loo=loo, n_relevant=n_relevant, device=device,
+                     max_memory=budget, tile=tile, pairs=bool(pair_specs))
+    sh = _prepare(comm, plan, info, layout, similarity, loo)
+    torch_path = plan.backend.is_cuda or not use_kernels
+    ps = _Pass(comm, sh, layout, source, self_pairs, n_q, torch_path, progress)
+    totals = PassTotals(n_q, query_specs, pair_specs, int(n_relevant.sum()), ties, similarity, relevance_level)
+    if query_specs or pair_specs:
+        for start, stop, S, block_rel, vals in ps.blocks():
+            _run_block(ps, totals, start, stop, S, block_rel, vals)
+    return totals, ps, plan
 
 
 class _Remote:

@@ -230,6 +230,7 @@ def evaluate_image_text(
     n_resamples: int = DEFAULTS["n_resamples"],
     seed: int = DEFAULTS["seed"],
     progress: bool | None = None,
+    process_group=None,
 ) -> ImageTextResult:
     """Image-to-text and text-to-image retrieval metrics with bootstrap intervals.
 
@@ -254,21 +255,46 @@ def evaluate_image_text(
         (stratified by fold for 5fold1k).
     similarity, ties, device, max_memory, progress:
         As in :func:`retrieval_checks.evaluate`.
+    process_group:
+        A ``torch.distributed`` process group: each rank passes its shard of the
+        images and of the captions, and ``caption_image`` for its captions as indices
+        into the whole image set (the shards concatenated in rank order); every rank
+        returns the result of one process on the concatenation, bit for bit
+        (``docs/distributed.md``).
     """
     specs = _parse(metrics)
     if progress is not None and not isinstance(progress, bool):
         raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
     protocol_key = _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed)
-    images, captions, cap_img, layout, dropped = _pairing(images, captions, caption_image, similarity,
-                                                          images_without_captions)
-    N = int(images.shape[0])
+    common = dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress)
+    if process_group is not None:
+        from ._image_text_sharded import evaluate_image_text_sharded
+
+        return evaluate_image_text_sharded(
+            process_group, images, captions, caption_image, images_without_captions=images_without_captions,
+            finish=lambda *pairing, rank_fold, n_images: _evaluate_pairs(
+                specs, *pairing, protocol=protocol, protocol_key=protocol_key, common=common, ties=ties,
+                confidence=confidence, n_resamples=n_resamples, seed=seed, rank_fold=rank_fold,
+                n_images=n_images),
+            **common)
+    pairing = _pairing(images, captions, caption_image, similarity, images_without_captions)
+    return _evaluate_pairs(specs, *pairing, protocol=protocol, protocol_key=protocol_key, common=common, ties=ties,
+                           confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+
+def _evaluate_pairs(specs, images, captions, cap_img, layout, dropped, *, protocol, protocol_key, common, ties,
+                    confidence, n_resamples, seed, rank_fold=None, n_images=None) -> ImageTextResult:
+    """Folds, both directions' ranks (``rank_fold``: :func:`_rank_fold`, or the sharded
+    pass's), values, tie values and bootstrap intervals."""
+    similarity = common["similarity"]
+    rank_fold = rank_fold or _rank_fold
+    N = int(images.shape[0]) if n_images is None else n_images
     folds = _fold_slices(N, protocol_key)
     certain = _certain_k(folds, cap_img)
     ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
-    common = dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress)
     fold_data, backend = [], None
     for a, b in folds:
-        fold, backend = _rank_fold(images, captions, cap_img, a, b, common, ties, ks)
+        fold, backend = rank_fold(images, captions, cap_img, a, b, common, ties, ks)
         fold_data.append(fold)
     per_fold = [f.values(specs, ks, np.ones(f.n_images)) for f in fold_data]
     values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}

@@ -104,6 +104,27 @@ def _scenarios() -> list[dict]:
                     kw=dict(relevance=graded, query_ids=qii, gallery_ids=gii, similarity="dot",
                             metrics=["ndcg", "ndcg@5", "map", "hit_rate@2"], relevance_level=2,
                             empty_queries="skip")))
+    out += _image_text_scenarios()
+    return out
+
+
+def _image_text_scenarios() -> list[dict]:
+    """Images (queries side) and captions (gallery side) with global caption_image."""
+    rng = np.random.default_rng(7)
+    n_img, d = 26, 8
+    images = rng.standard_normal((n_img, d)).astype(np.float32)
+    images[3] = images[4]  # a duplicate image, and duplicate captions below
+    cap_img = np.sort(np.concatenate([np.arange(n_img), rng.integers(0, n_img, 20)]))
+    captions = (images[cap_img] + 0.8 * rng.standard_normal((cap_img.size, d))).astype(np.float32)
+    captions[10] = captions[11]
+    kw = dict(caption_image=cap_img, metrics=["rsum", "i2t_recall@1", "t2i_recall@5", "i2t_medr", "t2i_meanr"],
+              n_resamples=50)
+    out = [dict(name="image-text-cosine", entry="image_text", Q=images, G=captions, kw=kw),
+           dict(name="image-text-ints-dot", entry="image_text", Q=np.round(images), G=np.round(captions),
+                kw=dict(kw, similarity="dot", ties="average"))]
+    lonely = cap_img[cap_img != 7]  # image 7 has no caption: dropped
+    out.append(dict(name="image-text-drop", entry="image_text", Q=images, G=captions[cap_img != 7],
+                    kw=dict(kw, caption_image=lonely, images_without_captions="drop")))
     return out
 
 
@@ -130,7 +151,7 @@ def _shard(sc: dict, rank: int, world: int) -> tuple:
     for key in ("query_labels", "query_ids"):
         if key in kw:
             kw[key] = kw[key][q0:q1]
-    for key in ("gallery_labels", "gallery_ids"):
+    for key in ("gallery_labels", "gallery_ids", "caption_image"):
         if key in kw:
             kw[key] = kw[key][g0:g1]
     if isinstance(kw.get("relevance"), list):
@@ -143,6 +164,11 @@ def _shard(sc: dict, rank: int, world: int) -> tuple:
 # ----------------------------------------------------------------------------- results
 def _summary(res) -> dict:
     """Everything a result reports, as plain data."""
+    if isinstance(res, rc.ImageTextResult):
+        return {"values": dict(res), "intervals": dict(res.intervals), "per_fold": res.per_fold,
+                "i2t": [np.asarray(r) for r in res.i2t_ranks], "t2i": [np.asarray(r) for r in res.t2i_ranks],
+                "tie_values": {k: dict(v) for k, v in res.tie_values.items()}, "tied_share": res.tied_share,
+                "n": (res.n_images, res.n_captions, res.layout), "config": res.config}
     return {
         "values": dict(res),
         "per_query": {k: np.asarray(v) for k, v in res.per_query.items()},
@@ -201,7 +227,8 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
             Q = kw.pop("queries", Q)
             if sc.get("explode_on") == rank:
                 _explode_in_second_block(sc.get("how", "raise"))
-            results[sc["name"]] = _outcome(lambda: rc.evaluate(Q, G, process_group=dist.group.WORLD, **kw))
+            entry = rc.evaluate_image_text if sc.get("entry") == "image_text" else rc.evaluate
+            results[sc["name"]] = _outcome(lambda: entry(Q, G, process_group=dist.group.WORLD, **kw))
             _restore()
         with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
             pickle.dump(results, fh)
@@ -268,7 +295,8 @@ def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 120.0)
 
 def _single(sc: dict):
     kw = dict(sc["kw"])
-    return _outcome(lambda: rc.evaluate(sc["Q"], sc["G"], **kw))
+    entry = rc.evaluate_image_text if sc.get("entry") == "image_text" else rc.evaluate
+    return _outcome(lambda: entry(sc["Q"], sc["G"], **kw))
 
 
 def _failures(world: int) -> list[dict]:
