@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mlflow import MlflowClient  # imported once, before pytester snapshots and restores sys.modules
+from wandb.proto import wandb_internal_pb2
 
 pytest_plugins = ["pytester"]
 
@@ -57,8 +59,6 @@ def test_mlflow_logs_every_gate_to_a_new_run_in_the_file_store(project, monkeypa
     result = _run(project, "--rc-mlflow")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*2 gates logged to MLflow run *"])
-    from mlflow import MlflowClient
-
     client = MlflowClient(tracking_uri=store.as_uri())
     experiment = client.get_experiment_by_name("rc-tests")
     (run,) = client.search_runs([experiment.experiment_id])
@@ -96,8 +96,6 @@ def pytest_unconfigure(config):
     mlflow.end_run()
 """)
     _run(project, "--rc-mlflow").assert_outcomes(passed=1, failed=1)
-    from mlflow import MlflowClient
-
     client = MlflowClient(tracking_uri=store.as_uri())
     (run,) = client.search_runs([client.get_experiment_by_name("Default").experiment_id])
     assert run.info.run_name == "training-42" and run.data.metrics["rc/n_gates"] == 2
@@ -106,8 +104,6 @@ def pytest_unconfigure(config):
 def _wandb_records(path: Path):
     """The protobuf records of a ``.wandb`` file: a 7-byte header, then the LevelDB log
     format (32 KiB blocks; chunks of crc32, length, type: full, first, middle, last)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
     raw, block, pos, pending = path.read_bytes(), 32768, 7, b""
     while pos + 7 <= len(raw):
         left = block - pos % block
@@ -117,7 +113,7 @@ def _wandb_records(path: Path):
         _, length, kind = struct.unpack("<IHB", raw[pos:pos + 7])
         data, pos = raw[pos + 7:pos + 7 + length], pos + 7 + length
         if kind in (1, 4):
-            record = pb.Record()
+            record = wandb_internal_pb2.Record()
             record.ParseFromString(pending + data if kind == 4 else data)
             pending = b""
             yield record
