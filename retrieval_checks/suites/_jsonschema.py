@@ -33,7 +33,7 @@ _TARGET = r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*$"
 _MARKER = r"^[A-Za-z][A-Za-z0-9_]*$"
 _OWN_FIELDS = {"run": ("type", "run", "qrels", "relevance_level", "depth"),
                "ann": ("type", "queries", "gallery", "neighbors", "k"),
-               "beir": ("type", "path", "split", "relevance_level")}
+               "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids")}
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _PARAMS = {"K": "[1-9][0-9]*", "t=T": "t=" + _NUMBER, "P": _NUMBER, "Q": _NUMBER, "R": "R"}
 
@@ -117,7 +117,10 @@ def _dataset(kind: str) -> dict:
                                           "relative to the suite file"},
                      split={"type": "string", "pattern": r"^[A-Za-z0-9_.\-]+$", "default": "test",
                             "description": "the qrels file qrels/<split>.tsv"},
-                     relevance_level={"type": "integer", "minimum": 1, "default": 1})
+                     relevance_level={"type": "integer", "minimum": 1, "default": 1},
+                     ignore_identical_ids={"type": "boolean", "default": False,
+                                           "description": "remove a document whose id is the query's from its "
+                                                          "ranking (BEIR's default)"})
         required = ["path"]
     elif kind == "ann":
         props.update(queries={"$ref": "#/$defs/source"}, gallery={"$ref": "#/$defs/source"},

@@ -362,10 +362,21 @@ class SuiteRunner:
         data = self.beir_data(suite, dataset.name)
         q, g = (self._beir_part(suite, model_name, dataset.name, texts, part, timeout)
                 for texts, part in ((data.queries, "queries"), (data.documents, "gallery")))
+        ids = {}
+        if dataset.ignore_identical_ids:
+            judged_self = [data.query_ids[i] for i, rel in data.relevance.items()
+                           if any(data.doc_ids[d] == data.query_ids[i] for d in rel)]
+            if judged_self:
+                raise SuiteError(f"ignore_identical_ids: qrels/{dataset.split}.tsv judges the document of the query's "
+                                 f"own id for {len(judged_self)} queries (first: {judged_self[0]!r}); removing it from "
+                                 "the ranking would also remove the judgement (BEIR would count it as missed). Drop "
+                                 "those judgements or set ignore_identical_ids: false.", path=suite.path,
+                                 line=dataset.line, field=f"datasets.{dataset.name}.ignore_identical_ids")
+            ids = {"query_ids": np.array(data.query_ids), "gallery_ids": np.array(data.doc_ids)}
         return evaluate(q, g, relevance=data.relevance, relevance_level=dataset.relevance_level, metrics=metrics,
                         similarity=options["similarity"], ties=options["ties"], empty_queries=options["empty_queries"],
                         confidence=options["confidence"], device=self.device, max_memory=self.max_memory,
-                        progress=self.progress)
+                        progress=self.progress, **ids)
 
     def _beir_part(self, suite: Suite, model_name: str, dataset_name: str, texts: list, part: str, timeout):
         """Embeddings of a beir dataset's query or document texts, computed once per session."""

@@ -105,6 +105,7 @@ class Dataset:
     k: int = 10
     path: Path | None = None
     split: str = "test"
+    ignore_identical_ids: bool = False
     line: int | None = None
 
     @property
@@ -541,10 +542,17 @@ def _npy_columns(path: Path) -> int | None:
 def _beir_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     """``type: beir``: a BEIR directory ``path`` (corpus.jsonl, queries.jsonl,
     qrels/<split>.tsv; relative to the suite), ``split`` (default test) and
-    ``relevance_level`` (the least grade the binary metrics count as relevant). The
-    files are read when a check runs; their errors name file:line."""
-    r.keys(node, field, ("type", "path", "split", "relevance_level"), required=("path",))
+    ``relevance_level`` (the least grade the binary metrics count as relevant) and
+    ``ignore_identical_ids`` (a document whose id is the query's is removed from that
+    query's ranking, as BEIR's evaluation does by default). The files are read when a
+    check runs; their errors name file:line."""
+    r.keys(node, field, ("type", "path", "split", "relevance_level", "ignore_identical_ids"), required=("path",))
     kw: dict[str, Any] = {}
+    if "ignore_identical_ids" in node:
+        if not isinstance(node["ignore_identical_ids"], bool):
+            raise r.error(f"expected true or false, found {_describe(node['ignore_identical_ids'])}.",
+                          _join(field, "ignore_identical_ids"), node.line_of("ignore_identical_ids"))
+        kw["ignore_identical_ids"] = node["ignore_identical_ids"]
     if "split" in node:
         split = node["split"]
         if not isinstance(split, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", split) or split in (".", ".."):

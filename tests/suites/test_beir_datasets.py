@@ -322,3 +322,64 @@ def test_the_json_schema_takes_beir_datasets_and_library_models(tmp_path):
         if dataset is not None:
             bad["datasets"]["toy"] = dataset
         assert list(validator.iter_errors(bad)), (model, dataset)
+
+
+RANDOM_EMBEDDER = '''
+import zlib
+import numpy as np
+
+def embed(texts):
+    return np.stack([np.random.default_rng(zlib.crc32(t.encode())).normal(size=16) for t in texts])
+'''
+
+
+def test_ignore_identical_ids_equals_ranx_without_the_identical_documents(tmp_path):
+    """Queries whose ids are also corpus ids (ArguAna-style): with ignore_identical_ids the
+    values equal ranx's on a run without each query's own document (BEIR's rule); without
+    it, on the full run."""
+    ranx = pytest.importorskip("ranx")
+    import zlib
+
+    rng = np.random.default_rng(4)
+    docs = [{"_id": f"x{i}", "title": "", "text": " ".join(rng.choice(WORDS, 5))} for i in range(30)]
+    queries = [{"_id": f"x{i}", "text": " ".join(rng.choice(WORDS, 5))} for i in range(10)]
+    qrels = {f"x{i}": {f"x{int(d)}": int(rng.integers(1, 3)) for d in rng.choice(np.arange(10, 30), 3, replace=False)}
+             for i in range(10)}
+    write_beir(tmp_path / "b", docs, queries, qrels)
+    (tmp_path / "embedder.py").write_text(RANDOM_EMBEDDER)
+    metrics = ["ndcg@10", "map", "mrr", "recall@5"]
+
+    def vec(t):
+        v = np.random.default_rng(zlib.crc32(t.encode())).normal(size=16)
+        return v / np.linalg.norm(v)
+
+    for ignore in (True, False):
+        text = (f"datasets:\n  toy: {{type: beir, path: b, ignore_identical_ids: {str(ignore).lower()}}}\n"
+                "models:\n  rnd: {callable: embedder.py:embed}\nchecks:\n"
+                + "".join(f"  - {{metric: {m}, at_least: 0.01}}\n" for m in metrics))
+        suite = load_suite(_write(tmp_path, text))
+        runner = SuiteRunner()
+        for case in suite.cases:
+            try:
+                runner.run(suite, case)
+            except AssertionError:
+                pass  # random embeddings: the verdicts do not matter, the values do
+        (got,) = runner.evaluations._results.values()
+        run = {q["_id"]: {d["_id"]: float(vec(q["text"]) @ vec(d["text"])) for d in docs
+                          if not (ignore and d["_id"] == q["_id"])} for q in queries}
+        want = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), metrics)
+        for m in metrics:
+            assert got[m] == pytest.approx(want[m], abs=1e-6), (ignore, m)
+    qrels["x0"]["x0"] = 1  # a judgement of the query's own document: refused, not silently dropped
+    write_beir(tmp_path / "b", docs, queries, qrels)
+    suite = load_suite(_write(tmp_path, """
+        datasets:
+          toy: {type: beir, path: b, ignore_identical_ids: true}
+        models:
+          rnd: {callable: embedder.py:embed}
+        checks:
+          - {metric: map, at_least: 0.01}
+        """))
+    with pytest.raises(SuiteError, match=r"datasets.toy.ignore_identical_ids: ignore_identical_ids: qrels/test.tsv "
+                                         r"judges the document of the query's own id for 1 queries \(first: 'x0'\)"):
+        SuiteRunner().run(suite, suite.cases[0])
