@@ -11,6 +11,8 @@ Each fenced block that follows a ``<!-- readme-test: KIND -->`` comment is check
   must pass, and fail once a threshold is raised above the measured value;
 - ``pytest``: a test module (after ``_PRELUDE``, which defines ``X``, ``y`` and a
   ``test_result`` fixture) run by pytest in a project of its own;
+- ``output``: the gate table the README shows for that project: each row's test, metric
+  and value must be what the project's run measured;
 - ``same-as PATH``: equal to the repository's file PATH;
 - ``skip (reason)``: not run, and the reason is required.
 
@@ -35,7 +37,7 @@ import retrieval_checks as rc
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-_MARK = re.compile(r"^<!-- readme-test: (run|pytest|file \S+|same-as \S+|skip \(.+\)) -->$")
+_MARK = re.compile(r"^<!-- readme-test: (run|pytest|output|file \S+|same-as \S+|skip \(.+\)) -->$")
 
 
 def _blocks() -> list[dict]:
@@ -183,6 +185,12 @@ def test_the_readme_examples_run_and_the_adopter_project_gates_pass_and_can_fail
     assert out.returncode == 0, out.stdout + out.stderr
     gates = json.loads((tmp_path / "gates.json").read_text())["gates"]
     assert len(gates) == 5 and all(g["passed"] for g in gates), gates          # 3 in the suite, 2 in the test
+    shown = [b for b in _blocks() if _kind(b) == "output"]
+    assert len(shown) == 1
+    rows = [line.split() for line in shown[0]["text"].splitlines() if line.rstrip().endswith(("PASS", "FAIL"))]
+    assert len(rows) == len(gates)
+    for (name, metric, value, *_), g in zip(rows, gates):   # the README's rows, in the order the run made them
+        assert g["test"].endswith(name) and g["metric"] == metric and f"{g['value']:.4f}" == value, (rows, gates)
 
     # the same project with the suite's map threshold above the measured value: that gate fails
     suite.write_text(suite.read_text().replace("{metric: map, at_least: 0.80}", "{metric: map, at_least: 0.999}"))
