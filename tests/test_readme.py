@@ -256,3 +256,14 @@ def test_the_github_actions_example_keeps_the_history_and_runs_the_gates():
     gates = next(i for i, s in enumerate(steps) if "pytest" in s.get("run", ""))
     assert uses.index(restore["uses"]) < gates < uses.index(save["uses"])
     assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps)
+
+
+def test_the_extras_table_lists_what_each_extra_installs():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    rows = re.findall(r"^\| `\[(\w+)\]` \| ([^|]+) \|", README.read_text(), flags=re.M)
+    assert {name for name, _ in rows} == {"torch", "text", "vision", "lightning", "trackers", "files"}
+    for name, listed in rows:
+        wanted = {re.split(r"[<>=;\s\[]", req, maxsplit=1)[0] for req in extras[name]}
+        assert {w.strip() for w in re.sub(r" >= \S+", "", listed).split(",")} == wanted, (name, listed, wanted)
