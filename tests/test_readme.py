@@ -267,3 +267,23 @@ def test_the_extras_table_lists_what_each_extra_installs():
     for name, listed in rows:
         wanted = {re.split(r"[<>=;\s\[]", req, maxsplit=1)[0] for req in extras[name]}
         assert {w.strip() for w in re.sub(r" >= \S+", "", listed).split(",")} == wanted, (name, listed, wanted)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_readme_links_resolve():
+    text = re.sub(r"^```.*?^```", "", README.read_text(), flags=re.M | re.S)     # headings outside code
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        if link.startswith(("http://", "https://")):
+            continue
+        path, _, anchor = link.partition("#")
+        if path:
+            assert (ROOT / path).exists(), f"README.md links to {path}, which does not exist"
+        else:
+            assert anchor in anchors, f"README.md links to #{anchor}, which no heading makes"
