@@ -172,6 +172,8 @@ def publish(config, outcomes: list[dict], run: dict | None, history_path, notes:
         notes.append("warning: GITHUB_ACTIONS=true but GITHUB_STEP_SUMMARY is not set: no step summary written")
     lines = annotations(outcomes, rootdir, repository_root(rootdir, environ))
     writer = config.pluginmanager.get_plugin("terminalreporter")
+    if lines and writer is not None and getattr(getattr(writer, "_tw", None), "width_of_current_line", 1):
+        writer.write("\n")  # end a progress line (xdist's "F.F  [100%]" has none): commands start a line
     for line in lines:
         if writer is not None:
             writer.write_line(line)  # on a line of its own, as GitHub reads workflow commands
