@@ -3,7 +3,9 @@ lines of JavaScript; nothing fetched), readable offline and attachable to CI run
 
 Contents: the run (time, commit, machine, exit status), a summary table with every
 gate's value, interval, rule and result, an interval bar per gate (the interval, the
-value and the threshold on one axis) and a sparkline of the metric over past runs
+value and the threshold on one axis with round tick labels: the metric's attainable
+range from the registry for a gate without an interval, round bounds around the
+interval otherwise) and a sparkline of the metric over past runs
 (from the run history), then one detail block per gate with the pair precision-recall
 curve when the gate measured one, and the recall-versus-number-of-classes figures
 recorded in the session.
