@@ -19,8 +19,10 @@
   text tower.
 - ``timm``: a directory as timm saves it (``config.json`` with the pretrained config, and
   the weights; ``local-dir:``), or an architecture name (``model_name``) and a checkpoint
-  file; the classifier head is removed (``num_classes=0``: pooled features) and images
-  go through the transform of the model's own data config.
+  file, with an optional ``config``: a JSON pretrained config (the ``config.json`` timm
+  writes, or its ``pretrained_cfg`` object alone: input size, mean, std, crop) laid over
+  the architecture's own; the classifier head is removed (``num_classes=0``: pooled
+  features) and images go through the transform of the model's data config.
 
 Nothing is downloaded: ``HF_HUB_OFFLINE`` is set to 1 unless the caller set it, every
 library call passes ``local_files_only=True`` (or a local file), and a path that is not
@@ -59,7 +61,7 @@ SETTINGS = {
     "sentence_transformers": (*_PROMPTS, "query_prompt_name", "document_prompt_name", "normalize", "max_length"),
     "huggingface": ("pooling", "max_length", "normalize", *_PROMPTS),
     "open_clip": ("model_name", "config", "normalize"),
-    "timm": ("model_name", "normalize"),
+    "timm": ("model_name", "config", "normalize"),
 }
 _PACKAGES = {"sentence_transformers": "sentence-transformers", "huggingface": "transformers",
              "open_clip": "open_clip_torch", "timm": "timm"}
@@ -125,6 +127,9 @@ def check_settings(kind: str, path, settings: dict) -> tuple[Path, dict]:
     for a, b in (("query_prompt", "query_prompt_name"), ("document_prompt", "document_prompt_name")):
         if a in settings and b in settings:
             raise InputError(f"{kind} model: give {a} or {b}, not both.")
+    if kind == "timm" and "config" in settings and "model_name" not in settings:
+        raise InputError("timm model: config goes with model_name and a checkpoint file (a directory brings its own "
+                         "config.json).")
     if kind == "open_clip" and "model_name" not in settings:
         raise InputError("open_clip model: model_name is required (the architecture, e.g. ViT-B-32), with the "
                          "checkpoint file as the path.")
@@ -464,12 +469,12 @@ def _load_open_clip(model: HubModel) -> dict:
 def _load_timm(model: HubModel) -> dict:
     timm = _import("timm")
     name = model.settings.get("model_name")
+    overlay = {**(_timm_cfg(model.settings["config"]) if "config" in model.settings else {}), "file": str(model.path)}
     try:
         if name is None:
             encoder = timm.create_model(f"local-dir:{model.path}", pretrained=True, num_classes=0)
         else:
-            encoder = timm.create_model(name, pretrained=True, pretrained_cfg_overlay={"file": str(model.path)},
-                                        num_classes=0)
+            encoder = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, num_classes=0)
         from timm.data import create_transform, resolve_data_config
 
         transform = create_transform(**resolve_data_config({}, model=encoder))
@@ -488,6 +493,19 @@ def _load_timm(model: HubModel) -> dict:
         return torch.nn.functional.normalize(out, dim=-1) if normalize else out
 
     return {"image": images, "modules": (encoder,), "transform": transform, "model": encoder}
+
+
+def _timm_cfg(path: Path) -> dict:
+    """The pretrained config of a JSON file: timm's ``config.json`` (its
+    ``pretrained_cfg``) or that object alone; an InputError names a bad file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a JSON pretrained config ({type(exc).__name__}: {exc}).") from None
+    cfg = data.get("pretrained_cfg", data) if isinstance(data, dict) else None
+    if not isinstance(cfg, dict):
+        raise InputError(f"{path}: expected a JSON object (timm's pretrained config: input_size, mean, std, ...).")
+    return {k: v for k, v in cfg.items() if k not in ("file", "hf_hub_id", "url")}  # the weights are the checkpoint
 
 
 _LOADERS = {"sentence_transformers": _load_sentence_transformers, "huggingface": _load_huggingface,

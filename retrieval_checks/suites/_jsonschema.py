@@ -155,7 +155,7 @@ def _model() -> dict:
     assert set(s._HUB_KEYS) <= set(props)
     return {"type": "object", "title": "a model", "properties": props, "additionalProperties": False,
             "oneOf": [{"required": [r]} for r in runners],
-            "dependentRequired": {"weights": ["factory"]},
+            "dependentRequired": {"weights": ["factory"], "config": ["checkpoint"]},
             "dependentSchemas": {"kwargs": {"anyOf": [{"required": ["callable"]}, {"required": ["factory"]}]},
                                  **{k: {"anyOf": [{"required": [kind]} for kind in _owners(k)]} for k in s._HUB_KEYS}},
             "description": f"exactly one of {', '.join(runners)}"}

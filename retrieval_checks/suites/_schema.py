@@ -673,6 +673,9 @@ def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dic
         path = r.file(node["checkpoint"], _join(field, "checkpoint"), node.line_of("checkpoint"))
     else:
         path = r.directory(node[kind], where, node.line_of(kind))
+        if kind == "timm" and "config" in node:
+            raise r.error("config goes with timm: <architecture> and checkpoint: (a directory brings its own "
+                          "config.json).", _join(field, "config"), node.line_of("config"))
     for k in _HUB_SETTINGS[kind]:
         if k not in node or k == "model_name":
             continue

@@ -396,6 +396,20 @@ def test_timm_equals_a_direct_call_from_a_directory_and_a_checkpoint(tmp_path):
         np.testing.assert_allclose(rc.embed(model, images, batch_size=2), want, rtol=1e-5, atol=1e-6)
         with pytest.raises(InputError, match=r"timm model .*: embeds image, but the queries are texts"):
             rc.embed(model, TEXTS, part="queries")
+    # a pretrained config laid over the architecture's: its mean, std and size make the transform
+    cfg = {"mean": [0.2, 0.3, 0.4], "std": [0.5, 0.6, 0.7], "crop_pct": 0.75}
+    (tmp_path / "cfg.json").write_text(json.dumps({"architecture": "test_vit", "pretrained_cfg": cfg}))
+    model = load("timm", tmp_path / "vit.pth", model_name="test_vit", config=tmp_path / "cfg.json", device="cpu")
+    twin = timm.create_model("test_vit", pretrained=False, num_classes=0, pretrained_cfg_overlay=cfg).eval()
+    twin.load_state_dict(net.state_dict())
+    own = create_transform(**resolve_data_config({}, model=twin))
+    assert tuple(resolve_data_config({}, model=twin)["mean"]) == (0.2, 0.3, 0.4)
+    with torch.no_grad():
+        want_cfg = twin(torch.stack([own(Image.fromarray(im)) for im in images])).numpy()
+    np.testing.assert_allclose(rc.embed(model, images), want_cfg, rtol=1e-5, atol=1e-6)
+    assert np.abs(want_cfg - want).max() > 1e-3
+    with pytest.raises(InputError, match=r"timm model: config goes with model_name and a checkpoint"):
+        load("timm", tmp_path / "vit", config=tmp_path / "cfg.json")
     before = load("timm", tmp_path / "vit", device="cpu").fingerprint()
     torch.manual_seed(1)
     timm.models.save_for_hf(timm.create_model("test_vit", pretrained=False, num_classes=0), str(tmp_path / "vit"))
