@@ -260,8 +260,8 @@ class HubModel:
         n_cut = cut(items, part) if cut is not None and modality == "text" else 0
         if n_cut:
             limit = self._parts["max_length"]
-            warnings.warn(f"{self.kind} model {self.path}: {n_cut} of {len(items)} texts ({part or 'inputs'}) are longer "
-                          f"than max_length={limit} tokens and were cut to it (their ends are not embedded); raise "
+            warnings.warn(f"{self.kind} model {self.path}: {n_cut} of {len(items)} texts ({part or 'inputs'}) are "
+                          f"longer than max_length={limit} tokens and were cut to it (their ends are not embedded); raise "
                           "max_length (up to the model's limit) or shorten the texts.", RuntimeWarning, stacklevel=2)
         return _as_embeddings(np.concatenate(outs), len(items), f"{self.kind} model {self.path}")
 

@@ -157,13 +157,9 @@ def _model() -> dict:
             "oneOf": [{"required": [r]} for r in runners],
             "dependentRequired": {"weights": ["factory"], "config": ["checkpoint"]},
             "dependentSchemas": {"kwargs": {"anyOf": [{"required": ["callable"]}, {"required": ["factory"]}]},
-                                 **{k: {"anyOf": [{"required": [kind]} for kind in _owners(k)]} for k in s._HUB_KEYS}},
+                                 **{k: {"anyOf": [{"required": [kind]} for kind in s._hub_owners(k)]}
+                                    for k in s._HUB_KEYS}},
             "description": f"exactly one of {', '.join(runners)}"}
-
-
-def _owners(key: str) -> list:
-    """The library model kinds that take ``key`` (checkpoint: open_clip and timm)."""
-    return [k for k in s.HUB_KINDS if key in s._HUB_SETTINGS[k] or key == "checkpoint" and k in ("open_clip", "timm")]
 
 
 def _hub_props() -> dict:

@@ -583,11 +583,9 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
         found = f"found {', '.join(kinds)}" if kinds else "found none"
         raise r.error(f"give exactly one of {', '.join(_RUNNERS)} ({found}).", field, node.line)
     kind = kinds[0]
-    wrong = [k for k in _HUB_KEYS if k in node and (kind not in HUB_KINDS or k not in (*_HUB_SETTINGS[kind], "checkpoint")
-                                                    or k == "checkpoint" and kind not in ("open_clip", "timm"))]
+    wrong = [k for k in _HUB_KEYS if k in node and kind not in _hub_owners(k)]
     if wrong:
-        owners = [m for m in HUB_KINDS if wrong[0] in (*_HUB_SETTINGS[m], "checkpoint")
-                  and (wrong[0] != "checkpoint" or m in ("open_clip", "timm"))]
+        owners = _hub_owners(wrong[0])
         raise r.error(f"{wrong[0]} goes with {' or '.join(owners)} models, not {kind}.", _join(field, wrong[0]),
                       node.line_of(wrong[0]))
     if "weights" in node and kind != "factory":
@@ -651,6 +649,11 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     target = r.target(node[kind], _join(field, kind), node.line_of(kind))
     path = r.file(node["weights"], _join(field, "weights"), node.line_of("weights")) if "weights" in node else None
     return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)
+
+
+def _hub_owners(key: str) -> list:
+    """The library model kinds that take the field ``key`` (checkpoint: open_clip, timm)."""
+    return [m for m in HUB_KINDS if key in _HUB_SETTINGS[m] or key == "checkpoint" and m in ("open_clip", "timm")]
 
 
 def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dict) -> Model:

@@ -235,7 +235,8 @@ def test_missing_files_are_schema_errors(tmp_path, missing, message):
      r"datasets.toy.relevance_level: expected an integer >= 1"),
     ("{type: beir, path: b, queries: x}", "{callable: embedder.py:embed}", "{metric: ndcg@10, at_least: 0.1}",
      r"datasets.toy.queries: unknown field 'queries'"),
-    ("{type: beir, path: b}", "{callable: embedder.py:embed}", "{metric: grouped_recall@1, dataset: toy, at_least: 0.1}",
+    ("{type: beir, path: b}", "{callable: embedder.py:embed}",
+     "{metric: grouped_recall@1, dataset: toy, at_least: 0.1}",
      r"checks\[0\]: dataset 'toy': grouped_recall@1 is not measured on beir datasets: a BEIR split holds "
      r"graded qrels, not labels"),
     ("{type: beir, path: b}", "{callable: embedder.py:embed}", "{metric: ndcg@10, at_least: 0.1, group_size: 4}",
