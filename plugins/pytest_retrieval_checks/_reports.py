@@ -34,7 +34,6 @@ def _test_name(o: dict) -> str:
 
 #: What the terminal summary shows: every gate, the failed ones, or nothing but errors.
 SUMMARY_MODES = ("full", "failed", "none")
-_MIN_TEST_WIDTH = 16  # narrower than this, the table is laid out one gate per block instead
 
 
 def plural(n: int, noun: str) -> str:
@@ -78,22 +77,15 @@ def count_line(outcomes: list[dict]) -> str:
     return f"{plural(len(outcomes), 'gate')}: {', '.join(parts)}"
 
 
-def _cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, its end kept (``...`` in front): the end of a
-    node id (the test and its parameters) tells tests apart."""
-    if len(text) <= width:
-        return text
-    return "..." + text[len(text) - width + 3:] if width > 3 else text[:width]
-
-
 def summary_lines(outcomes: list[dict], width: int | None = None, mode: str = "full",
                   order: dict | None = None) -> list[str]:
     """The gate table: value, interval, the rule with every bound, the queries used and
     skipped (``n_used / n_skipped``) and the verdict; in collection order (``order``,
-    see :func:`sorted_outcomes`: stable under xdist), headed by the count of gates. ``mode``: ``full`` (every gate), ``failed``
-    (the count and the failed gates), ``none`` (nothing). ``width``: the terminal's; no
-    line is longer (long test names are cut at the front, then each gate gets a block
-    of wrapped lines)."""
+    see :func:`sorted_outcomes`: stable under xdist), headed by the count of gates.
+    ``mode``: ``full`` (every gate), ``failed`` (the count and the failed gates),
+    ``none`` (nothing). ``width``: the terminal's; no line is longer (the rule and the
+    queries move to a line below each gate, then each gate gets a block of wrapped
+    lines; test names are wrapped, never cut)."""
     if mode not in SUMMARY_MODES:
         raise ValueError(f"mode={mode!r}: use one of {', '.join(SUMMARY_MODES)}")
     if mode == "none" or not outcomes:
@@ -107,41 +99,26 @@ def summary_lines(outcomes: list[dict], width: int | None = None, mode: str = "f
         verdict = "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
         rows.append((_test_name(o), str(o.get("metric")), _num(o.get("value")), interval, rule_text(o),
                      _queries(o), verdict))
-    lines = [head] + (_layout(rows, width) if len(rows) > 1 else [])
+    lines = wrapped(head, width) + (_layout(rows, width) if len(rows) > 1 else [])
     return [line if width is None else _cut_line(line, width) for line in lines]
 
 
-def wrapped(text: str, width: int | None) -> list[str]:
-    """``text`` wrapped to ``width`` (continuation lines indented), or as it is."""
-    import textwrap
-
-    if width is None or len(text) <= width:
-        return [text]
-    return textwrap.wrap(text, width=max(width, 8), subsequent_indent="  ", break_long_words=True) or [text]
-
-
-def _cut_line(line: str, width: int) -> str:
-    return line if len(line) <= width else line[:max(width - 3, 0)] + "..."[:width]
-
-
 def _columns(rows: list[tuple], width: int | None) -> list[str] | None:
-    """``rows`` as aligned columns in ``width`` (the test column, first, cut down to what
-    is left, no narrower than 16), or None when they cannot fit."""
+    """``rows`` as aligned columns, or None when they do not fit in ``width``. A column
+    no gate has a value in (no interval, no query counts) is left out."""
+    keep = [0, *(i for i in range(1, len(rows[0])) if any(r[i] for r in rows[1:]))]
+    rows = [tuple(r[i] for i in keep) for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    others = sum(widths[1:]) + 2 * (len(widths) - 1)
-    if width is not None and widths[0] + others > width:
-        room = width - others
-        if room < _MIN_TEST_WIDTH:
-            return None
-        rows = [(_cut(r[0], room), *r[1:]) for r in rows]
-        widths[0] = max(len(r[0]) for r in rows)
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        return None
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def _layout(rows: list[tuple], width: int | None) -> list[str]:
     """The whole table when it fits in ``width``; else test, metric, value, interval and
     verdict as columns, each gate's rule and queries on an indented line below; else
-    one block of wrapped lines per gate."""
+    one block per gate: the verdict and the test, then its fields, wrapped (test names
+    are never cut)."""
     rows = [tuple(str(c) for c in r) for r in rows]
     full = _columns(rows, width)
     if full is not None:
@@ -163,12 +140,26 @@ def _blocks(rows: list[tuple], width: int) -> list[str]:
 
     out = []
     for test, metric, value, interval, rule, queries, verdict in rows:
-        out.append(_cut(f"{verdict}  {test}", width) if len(verdict) + 2 < width else verdict[:width])
+        out.extend(textwrap.wrap(f"{verdict}  {test}", width=max(width, 8), subsequent_indent="      ",
+                                 break_long_words=True, break_on_hyphens=False))
         fields = "  ".join(x for x in (metric, f"value {value}" if value else "", interval, rule,
                                        f"n_used / n_skipped {queries}" if queries else "") if x)
         out.extend(textwrap.wrap(fields, width=max(width, 8), initial_indent="    ", subsequent_indent="      ",
                                  break_long_words=True) or [])
     return out
+
+
+def wrapped(text: str, width: int | None) -> list[str]:
+    """``text`` wrapped to ``width`` (continuation lines indented), or as it is."""
+    import textwrap
+
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width=max(width, 8), subsequent_indent="  ", break_long_words=True) or [text]
+
+
+def _cut_line(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:max(width - 3, 0)] + "..."[:width]
 
 
 def gate_warnings(o: dict) -> list[str]:

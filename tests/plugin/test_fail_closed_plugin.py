@@ -305,7 +305,8 @@ def _suites_project(pytester):
                            "  - {metric: map, gap: {train: d, test: e}, below: 0.5, max_skipped: 0}\n")
 
 
-def test_every_failed_suite_item_is_recorded_everywhere_and_show_check_is_red(pytester):
+def test_every_failed_suite_item_is_recorded_everywhere_and_show_check_is_red(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the whole gate table on one line per gate
     _suites_project(pytester)
     result = _run(pytester, "--rc-json", "o.json", "--rc-history", "h.sqlite", "--junitxml", "j.xml",
                   "--rc-html", "r.html")

@@ -60,7 +60,8 @@ def project(pytester, monkeypatch):
     return write
 
 
-def test_passing_suite_items_ids_and_markers(pytester, project):
+def test_passing_suite_items_ids_and_markers(pytester, project, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the whole gate table on one line per gate
     project()
     result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)

@@ -42,16 +42,24 @@ def test_no_line_is_wider_than_the_terminal(mode):
     assert any(len(line) > 150 for line in wide)  # without a width nothing is cut
 
 
-def test_columns_while_they_fit_then_names_cut_at_the_front_then_blocks():
+def test_columns_while_they_fit_then_the_rule_below_then_blocks_and_names_are_never_cut():
     wide = _reports.summary_lines(OUTCOMES, width=300)
     assert wide[1].split() == ["test", "metric", "value", "interval", "rule", "n_used", "/", "n_skipped", "result"]
-    narrow = _reports.summary_lines(OUTCOMES, width=120)
-    assert any(line.startswith("...") and "small]" in line for line in narrow)  # the end of the name is kept
-    short = _reports.summary_lines(OUTCOMES, width=80)
+    short_names = [_outcome(f"tests/test_s.py::test_{i}", metric="grouped_recall@1") for i in range(3)]
+    short = _reports.summary_lines(short_names, width=80)
     assert short[1].split() == ["test", "metric", "value", "interval", "result"]
-    assert any(line.startswith("    rule value >= 0.5; n_used / n_skipped 200 / 0") for line in short)
-    tiny = _reports.summary_lines(OUTCOMES, width=30)
-    assert any(line.startswith("FAIL  ") for line in tiny)
+    assert short[3] == "    rule value >= 0.5; n_used / n_skipped 200 / 0"
+    for width in (80, 120, 40):  # the long parameter id needs blocks; its name is wrapped whole, never cut
+        lines = _reports.summary_lines(OUTCOMES, width=width)
+        assert any(line.startswith("FAIL  test_rank[large]") for line in lines)
+        assert "".join(line.strip() for line in lines).count("a-very-long-parameter-id-" * 4 + "small]") == 1
+
+
+def test_columns_without_a_value_are_left_out():
+    bare = [{"test": "t.py::test_gate", "metric": "map", "value": 0.5, "passed": True, "on": "value",
+             "comparison": ">=", "threshold": 0.5}]
+    assert _reports.summary_lines(bare, width=80)[1:] == ["test       metric  value   rule          result",
+                                                          "test_gate  map     0.5000  value >= 0.5  PASS"]
 
 
 def test_pluralisation_and_the_count_line():
