@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import BackendError, InputError
 from . import _kernels
 from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ._blocks import _F32_MIN, _count_torch, _sort_within_rows, plan_blocks, ranked_partial, tail_histogram, \
+from ._blocks import _F32_MIN, BlockPartial, _count_torch, _sort_within_rows, plan_blocks, ranked_partial, tail_histogram, \
     tail_threshold
 from ._comm import Comm
 from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor, relevance_to_csr
@@ -103,7 +103,7 @@ def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
     backend = resolve_backend(opts["device"], [a for a in (Q, None if loo else G) if a is not None])
     fingerprint = {k: repr(opts[k]) for k in _OPTION_NAMES}
     fingerprint.update({name: opts[name] is None for name in ("query_ids", "gallery_ids", "query_labels",
-                                                               "gallery_labels", "relevance")})
+                                                               "gallery_labels", "relevance", "checkpoint")})
     fingerprint["gallery=None"] = loo
     return {"n_q": n_q, "n_g": n_g, "d": d, "Q": Q, "G": None if loo else G, "backend": backend,
             "fingerprint": fingerprint, "budget": parse_memory(opts["max_memory"]) or default_memory_budget(backend),
@@ -377,13 +377,17 @@ class _Pass:
     torch_path: bool
     progress: object
 
-    def blocks(self):
+    def blocks(self, skip: int = 0):
+        """The global query blocks from the ``skip``-th on: (start, stop, scores, the
+        block's relevance, this rank's relevant scores), the rank's pairs masked."""
         blocks = plan_blocks(self.n_q, self.sh.b)
         bar = progress_bar(self.progress if self.comm.rank == 0 else False, len(blocks), "retrieval-checks")
+        if bar is not None and skip:
+            bar.update(skip)
         buffers: dict = {}
         try:
             with self.sh.backend.exact_matmul():
-                for start, stop in blocks:
+                for start, stop in blocks[skip:]:
                     blk = _Block(self.comm, self.sh, self.layout, start, stop, buffers)
                     rel = self.source.block(start, stop)
                     own = self.self_pairs.rows(start, stop)
@@ -400,8 +404,9 @@ class _Pass:
                 bar.close()
 
 
-def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) -> None:
-    """Phases 1 and 2 of one block, merged into ``totals`` as one process would."""
+def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) -> BlockPartial:
+    """Phases 1 and 2 of one block: its partial result, as one process's (to merge
+    into ``totals`` next)."""
     comm, torch_path, m = ps.comm, ps.torch_path, stop - start
     n_cols = ps.sh.L * ps.sh.c
     vals = comm.all_reduce(vals, "max")  # phase 1: every relevant score of the block
@@ -436,7 +441,7 @@ def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) ->
             _kernels.bin_against_sorted(S, m, n_cols, totals.fixed_f32, hist)
             part.fixed_fp = comm.all_reduce(np.cumsum(hist[::-1])[::-1][1:].copy(), "sum")
         part.negatives_tau = float(tail_tau)
-    totals.add(part)
+    return part
 
 
 def _binning(ps: _Pass, counts) -> np.ndarray:
@@ -503,19 +508,40 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
         comm, info, layout, rel.source, own.csr, d=d, loo=loo, n_relevant=rel.n_relevant,
         query_specs=req.of_kind("query"), pair_specs=pair_specs, ties=req.ties, similarity=req.similarity,
         relevance_level=opts["relevance_level"], device=opts["device"], budget=infos[0]["budget"],
-        tile=opts["tile"], progress=opts["progress"], use_kernels=use_kernels)
+        tile=opts["tile"], progress=opts["progress"], use_kernels=use_kernels,
+        checkpoint=_fingerprint(comm, opts, info, meta, loo) if opts["checkpoint"] is not None else None)
     ids = meta["query_ids"].copy() if meta["query_ids"] is not None else None
     return ev._aggregate(req, sides, own, rel, plan, None, totals, use_kernels, ids, opts["relevance_level"],
                          binning=lambda counts: _binning(ps, counts),
                          extra_config={"world_size": comm.world})
 
 
+def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> tuple:
+    """(directory, fingerprint): every rank's shard content, the gathered metadata and
+    the options that shape the pass."""
+    from ._cache import content_digest
+
+    def digest(x):  # an empty shard has no bytes to hash (memoryview refuses zero-size casts)
+        if x is None or int(np.prod(tuple(x.shape))) == 0:
+            return repr(None if x is None else tuple(x.shape))
+        return content_digest(x)
+
+    digests = comm.gather_objects([digest(info["Q"]), digest(info["G"])])
+    options = repr([opts[k] for k in ("metrics", "similarity", "ties", "empty_queries", "relevance_level")])
+    meta_digest = content_digest(*(meta[k] for k in sorted(meta) if meta[k] is not None and k != "relevance"),
+                                 *(() if meta["relevance"] is None else (meta["relevance"].indptr,
+                                                                         meta["relevance"].indices,
+                                                                         meta["relevance"].grades)))
+    return opts["checkpoint"], content_digest(digests, options, meta_digest, loo)
+
+
 def sharded_pass(comm: Comm, info: dict, layout: _Layout, source, self_pairs: Csr, *, d: int, loo: bool,
                  n_relevant: np.ndarray, query_specs: list, pair_specs: list, ties: str, similarity: str,
-                 relevance_level, device, budget, tile, progress, use_kernels: bool):
+                 relevance_level, device, budget, tile, progress, use_kernels: bool, checkpoint=None):
     """Plan, prepare and stream the sharded pass: the merged :class:`PassTotals` (the
     same on every rank), the pass (for the binning pass) and the plan. ``info``:
-    this rank's arrays (``Q``, ``G``: None in leave-one-out) and ``n_q``."""
+    this rank's arrays (``Q``, ``G``: None in leave-one-out) and ``n_q``.
+    ``checkpoint``: (directory, fingerprint of the inputs and options) or None."""
     n_q, n_g = int(layout.q_off[-1]), int(layout.g_off[-1])
     local_arrays = [a for a in (info["Q"], info["G"]) if a is not None]
     plan = plan_pass(local_arrays, n_q=n_q, n_g=n_g, d=d, loo=loo, n_relevant=n_relevant, device=device,
@@ -524,9 +550,24 @@ def sharded_pass(comm: Comm, info: dict, layout: _Layout, source, self_pairs: Cs
     torch_path = plan.backend.is_cuda or not use_kernels
     ps = _Pass(comm, sh, layout, source, self_pairs, n_q, torch_path, progress)
     totals = PassTotals(n_q, query_specs, pair_specs, int(n_relevant.sum()), ties, similarity, relevance_level)
-    if query_specs or pair_specs:
-        for start, stop, S, block_rel, vals in ps.blocks():
-            _run_block(ps, totals, start, stop, S, block_rel, vals)
+    if not (query_specs or pair_specs):
+        return totals, ps, plan
+    store, skip = None, 0
+    if checkpoint is not None:
+        from ._cache import content_digest
+        from ._checkpoint import Checkpoint
+
+        key = content_digest(checkpoint[1], plan.b, plan.c, plan.backend.kind, comm.world)
+        store = Checkpoint(checkpoint[0], key, part=f"rank{comm.rank}of{comm.world}")
+        blocks = plan_blocks(n_q, plan.b)
+        skip = -int(comm.all_reduce(np.array([-store.finished(blocks)], np.int64), "max")[0])  # fewest on a rank
+        for start, stop in blocks[:skip]:
+            totals.add(store.load(start, stop))
+    for start, stop, S, block_rel, vals in ps.blocks(skip):
+        part = _run_block(ps, totals, start, stop, S, block_rel, vals)
+        totals.add(part)
+        if store is not None:
+            store.save(part)
     return totals, ps, plan
 
 

@@ -388,6 +388,8 @@ def evaluate(
     confidence: float = DEFAULTS["confidence"],
     relevance_level: int = 1,
     process_group=None,
+    checkpoint=None,
+    executor=None,
     _use_kernels: bool = True,
 ) -> EvaluationResult:
     """Evaluate retrieval metrics exactly, in one memory-bounded streamed pass.
@@ -468,6 +470,18 @@ def evaluate(
         positions in the whole gallery, the shards concatenated in rank order). Every
         rank returns the same result, equal bit for bit to ``evaluate`` on the
         concatenated shards with the same tile (``docs/distributed.md``).
+    checkpoint:
+        A directory for restartable runs: each finished query block's partial result
+        is written there atomically, keyed by a fingerprint of the inputs' content and
+        the options; a run restarted with the same inputs reads them back and computes
+        only the rest (the same result); a directory holding another run's blocks is
+        refused. With ``process_group`` each rank writes its own files.
+    executor:
+        A ``concurrent.futures.Executor`` (thread or process pool, Dask's
+        ``client.get_executor()``): the query blocks run on it as independent tasks and
+        merge in order, the same result bit for bit. Each task holds one block of
+        scores; process and remote workers each receive the prepared gallery. Not with
+        pair metrics or ``process_group``.
 
     Returns
     -------
@@ -478,31 +492,70 @@ def evaluate(
     if process_group is not None:
         from ._distributed import evaluate_sharded
 
+        if executor is not None:
+            raise InputError("executor= and process_group= do not combine: the ranks are the workers of a sharded "
+                             "run; drop one of them.")
         return evaluate_sharded(
             process_group, queries, gallery, query_labels=query_labels, gallery_labels=gallery_labels,
             relevance=relevance, metrics=metrics, query_ids=query_ids, gallery_ids=gallery_ids,
             similarity=similarity, ties=ties, empty_queries=empty_queries, device=device, max_memory=max_memory,
             progress=progress, tile=tile, group_size=group_size, group_seed=group_seed,
             group_repeats=group_repeats, confidence=confidence, relevance_level=relevance_level,
-            use_kernels=_use_kernels)
+            checkpoint=checkpoint, use_kernels=_use_kernels)
     req = _options(metrics, similarity=similarity, ties=ties, empty_queries=empty_queries, group_size=group_size,
                    group_seed=group_seed, group_repeats=group_repeats, confidence=confidence)
     sides = _embeddings(queries, gallery, req.similarity)
     own = _self_pairs(sides, query_ids, gallery_ids, gallery_labels)
     rel = _relevance(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
     pair_specs = req.of_kind("pair")
+    if executor is not None:
+        from ._executor import check_executor
+
+        check_executor(executor, pair_specs)
     plan = plan_pass(list(sides.inputs), n_q=sides.n_q, n_g=sides.n_g,
                      d=sides.d, loo=sides.loo, n_relevant=rel.n_relevant, device=device, max_memory=max_memory,
                      tile=tile, pairs=bool(pair_specs))
     problem = prepare_problem(plan, sides.queries, sides.gallery, n_g=sides.n_g, similarity=req.similarity,
                               source=rel.source, self_pairs=own.csr)
-    totals = stream(problem, query_specs=req.of_kind("query"), pair_specs=pair_specs,
-                    n_positive=int(rel.n_relevant.sum()), ties=req.ties, progress=progress, use_kernels=_use_kernels,
-                    relevance_level=relevance_level)
+    totals = _run_pass(problem, plan, req, checkpoint, executor,
+                       (queries, gallery, query_labels, gallery_labels, relevance, query_ids, gallery_ids),
+                       n_positive=int(rel.n_relevant.sum()), progress=progress, use_kernels=_use_kernels,
+                       relevance_level=relevance_level)
     if progress is not None and not isinstance(progress, bool):
         raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
     ids = None if query_ids is None else as_numpy(query_ids, "query_ids").copy()
     return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels, ids, relevance_level)
+
+
+def _run_pass(problem, plan: Plan, req: _Request, checkpoint, executor, inputs: tuple, *, n_positive: int, progress,
+              use_kernels: bool, relevance_level) -> PassTotals:
+    """The stream stage: in order (:func:`stream`), restartable (``checkpoint``,
+    :mod:`._checkpoint`) and/or on an executor (:mod:`._executor`)."""
+    kw = dict(query_specs=req.of_kind("query"), pair_specs=req.of_kind("pair"), n_positive=n_positive,
+              ties=req.ties, progress=progress, use_kernels=use_kernels, relevance_level=relevance_level)
+    store = None
+    if checkpoint is not None:
+        from ._checkpoint import Checkpoint, stream_checkpointed
+
+        store = Checkpoint(checkpoint, _fingerprint(req, *inputs, relevance_level, plan))
+        if executor is None:
+            return stream_checkpointed(problem, store, **kw)
+    if executor is not None:
+        from ._executor import stream_on
+
+        totals = PassTotals(problem.n_q, kw["query_specs"], [], n_positive, req.ties, problem.similarity,
+                            relevance_level)
+        return stream_on(executor, problem, totals, use_kernels=use_kernels, store=store, progress=progress)
+    return stream(problem, **kw)
+
+
+def _fingerprint(req: _Request, *inputs_and_level_and_plan) -> str:
+    """What a checkpoint's blocks depend on: the inputs' content, the options and the plan."""
+    from ._cache import content_digest
+
+    *inputs, level, plan = inputs_and_level_and_plan
+    options = repr([[s.name for s in req.specs], req.similarity, req.ties, req.empty_queries, level])
+    return content_digest(*inputs, options, plan.b, plan.c, plan.backend.kind)
 
 
 def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, device, max_memory,

@@ -299,8 +299,9 @@ def _single(sc: dict):
     return _outcome(lambda: entry(sc["Q"], sc["G"], **kw))
 
 
-def _failures(world: int) -> list[dict]:
-    """Scenarios where some rank's input or work fails; every rank must raise."""
+def _failures(world: int, tmp) -> list[dict]:
+    """Scenarios where some rank's input or work fails; every rank must raise. Then a
+    run that raises mid-pass with ``checkpoint=`` and its restart, which resumes."""
     Q, G, ql, gl, qi, gi = _float_problem(3)
     base = dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi, metrics=["map", "mrr"],
                 tile=(4, 16), empty_queries="skip")
@@ -316,6 +317,8 @@ def _failures(world: int) -> list[dict]:
         dict(name="metrics-differ", Q=Q, G=G, kw=base, rank_kw={last: {"metrics": ["map"]}}),
         dict(name="rank-raises", Q=Q, G=G, kw=base, explode_on=last),
         dict(name="after-a-failure", Q=Q, G=G, kw=base),  # the group still works
+        dict(name="checkpointed-run-raises", Q=Q, G=G, kw=dict(base, checkpoint=str(tmp / "ckpt")), explode_on=last),
+        dict(name="checkpointed-run-resumes", Q=Q, G=G, kw=dict(base, checkpoint=str(tmp / "ckpt"))),
     ]
 
 
@@ -326,10 +329,13 @@ def runs(tmp_path_factory):
 
     def get(world: int):
         if world not in cache:
-            scenarios = _scenarios() + (_failures(world) if world > 1 else [])
-            cache[world] = _launch(tmp_path_factory.mktemp(f"world{world}"), world, scenarios)
+            tmp = tmp_path_factory.mktemp(f"world{world}")
+            scenarios = _scenarios() + (_failures(world, tmp) if world > 1 else [])
+            cache[world] = _launch(tmp, world, scenarios)
+            cache[world, "tmp"] = tmp
         return cache[world]
 
+    get.cache = cache
     return get
 
 
@@ -380,6 +386,29 @@ def test_a_rank_that_raises_stops_the_others_with_its_error(runs, world):
             assert got[1] == "RemoteFailure" and f"rank {last} of the process group failed" in got[2], got
             assert "injected failure in the second block" in got[2]
         assert results["after-a-failure"][0] == "ok"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_restarted_sharded_run_resumes_from_its_checkpoint(runs, world):
+    """The run that raised in its second block left block 0 on every rank; the restart
+    reads it back, computes the rest, and equals one process without a checkpoint."""
+    per_rank = runs(world)
+    sc = [s for s in _failures(world, _tmp_of(runs, world)) if s["name"] == "checkpointed-run-resumes"][0]
+    expected = _single(dict(sc, kw={k: v for k, v in sc["kw"].items() if k != "checkpoint"}))
+    files = sorted(p.name for p in (_tmp_of(runs, world) / "ckpt").glob("*.npz"))
+    n_blocks = -(-len(sc["Q"]) // 4)
+    assert len(files) == world * n_blocks, files
+    for rank, results in enumerate(per_rank):
+        assert results["checkpointed-run-raises"][0] == "error"
+        got = results["checkpointed-run-resumes"]
+        assert got[0] == "ok", got
+        _same(expected[1], got[1], f"resumed rank {rank}")
+
+
+def _tmp_of(runs, world):
+    runs(world)
+    return runs.cache[world, "tmp"]
 
 
 @pytest.mark.slow

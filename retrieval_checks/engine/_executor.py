@@ -1,0 +1,78 @@
+"""Block tasks on a ``concurrent.futures.Executor`` (``evaluate(..., executor=pool)``).
+
+The pass's query blocks are independent tasks (:func:`~._blocks.run_block`); here
+they are submitted to the caller's executor (a ``ThreadPoolExecutor``, a
+``ProcessPoolExecutor``, Dask's ``client.get_executor()``...) in groups of consecutive
+blocks, and their partial results are merged in block order, so the result is the one
+of the sequential pass, bit for bit. Each task gets the prepared problem (process and
+remote pools receive a pickled copy: the gallery must fit on every worker) and its own
+score buffer, so memory grows by one block's scores per task running at once.
+
+Pair metrics are not run on an executor: their negative tail's threshold passes from
+one block to the next, which makes the blocks a sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import InputError
+from ._blocks import Problem, plan_blocks, run_block
+
+__all__ = ["check_executor", "stream_on"]
+
+
+def check_executor(executor, pair_specs) -> None:
+    """``executor`` is a ``concurrent.futures.Executor`` (has ``submit``), and no pair
+    metric is asked for."""
+    if not callable(getattr(executor, "submit", None)):
+        raise InputError(f"executor={executor!r} has no submit(): pass a concurrent.futures.Executor, e.g. "
+                         "ThreadPoolExecutor(4), ProcessPoolExecutor(4) or a Dask client.get_executor().")
+    if pair_specs:
+        names = ", ".join(s.name for s in pair_specs)
+        raise InputError(f"{names}: pair metrics are not run on an executor (their negative tail passes from "
+                         "block to block); evaluate them without executor=.")
+
+
+def _task(problem: Problem, blocks: list[tuple[int, int]], use_kernels: bool) -> list:
+    """One task: consecutive blocks, with this task's own score buffer."""
+    with problem.backend.exact_matmul():
+        return [run_block(problem, start, stop, use_kernels=use_kernels) for start, stop in blocks]
+
+
+def _groups(blocks: list, executor) -> list[list]:
+    """Consecutive blocks per task: about four tasks per worker where the pool says how
+    many it has, else one block per task."""
+    workers = getattr(executor, "_max_workers", None)
+    per = max(1, -(-len(blocks) // (4 * workers))) if isinstance(workers, int) and workers > 0 else 1
+    return [blocks[i : i + per] for i in range(0, len(blocks), per)]
+
+
+def stream_on(executor, problem: Problem, totals, *, use_kernels: bool = True, store=None, progress=None):
+    """Run the pass's blocks on ``executor`` and merge them into ``totals`` in order
+    (``store``: a :class:`~._checkpoint.Checkpoint`, whose finished blocks are read
+    back and to which new ones are written)."""
+    from ._stream import progress_bar
+
+    blocks = plan_blocks(problem.n_q, problem.b) if totals.query_specs else []
+    done = store.finished(blocks) if store is not None else 0
+    for start, stop in blocks[:done]:
+        totals.add(store.load(start, stop))
+    # a copy per task: each gets its own score buffer (a thread pool shares memory)
+    futures = [executor.submit(_task, dataclasses.replace(problem, _buffers=None), group, use_kernels)
+               for group in _groups(blocks[done:], executor)]
+    bar = progress_bar(progress, len(blocks) - done)
+    try:
+        for future in futures:
+            for part in future.result():
+                totals.add(part)
+                if store is not None:
+                    store.save(part)
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        for future in futures:
+            future.cancel()
+        if bar is not None:
+            bar.close()
+    return totals

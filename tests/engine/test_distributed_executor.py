@@ -1,0 +1,55 @@
+"""``evaluate(..., executor=pool)``: the query blocks run as tasks on a thread or process
+pool and merge in order; the result equals the sequential pass bit for bit (every
+value, per-query array and tie value), with a checkpoint too; what cannot run on a
+pool is refused."""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+
+from test_distributed import QUERY_METRICS, _float_problem, _int_problem, _same, _summary
+
+
+def _problems():
+    Q, G, ql, gl, qi, gi = _float_problem(21)
+    yield dict(queries=Q, gallery=G, query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi,
+               metrics=QUERY_METRICS, tile=(3, 16), empty_queries="skip")
+    Qi, Gi, qli, gli, _, _ = _int_problem(22)
+    yield dict(queries=Gi, gallery=None, query_labels=gli, metrics=QUERY_METRICS, similarity="neg_l2",
+               ties="average", tile=(4, 16), empty_queries="skip")
+
+
+def test_a_thread_pool_gives_the_sequential_result_bit_for_bit():
+    with ThreadPoolExecutor(3) as pool:
+        for p in _problems():
+            _same(_summary(rc.evaluate(**p)), _summary(rc.evaluate(**p, executor=pool)))
+
+
+@pytest.mark.slow
+def test_a_process_pool_gives_the_sequential_result_bit_for_bit(tmp_path):
+    p = next(_problems())
+    expected = _summary(rc.evaluate(**p))
+    # spawn: forking a process that already runs OpenMP threads (numba, torch) is unsafe
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        _same(expected, _summary(rc.evaluate(**p, executor=pool)))
+        _same(expected, _summary(rc.evaluate(**p, executor=pool, checkpoint=tmp_path)))
+    assert len(list(tmp_path.glob("*.npz"))) == -(-len(p["queries"]) // 3)
+    _same(expected, _summary(rc.evaluate(**p, checkpoint=tmp_path)))  # the pool's blocks resume a plain run
+
+
+def test_what_cannot_run_on_a_pool_is_refused():
+    p = next(_problems())
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(rc.InputError, match="pair metrics are not run on an executor"):
+            rc.evaluate(**dict(p, metrics=["map", "recall_at_precision@0.5"]), executor=pool)
+    with pytest.raises(rc.InputError, match="has no submit"):
+        rc.evaluate(**p, executor=4)
+    with pytest.raises(rc.InputError, match="do not combine"):
+        rc.evaluate(**p, executor=ThreadPoolExecutor(1), process_group=object())
+    assert np.isfinite(rc.evaluate(**p)["map"])
