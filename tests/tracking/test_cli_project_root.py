@@ -112,3 +112,21 @@ def test_outside_any_project_the_error_says_where_it_looked(tmp_path, monkeypatc
                                                                       "passed": True}])
     code, out = _cli("runs", "--db", tmp_path / "elsewhere.sqlite")
     assert code == 0 and out.splitlines()[1].split()[0] == "1"
+
+
+def test_without_a_pytest_configuration_both_use_the_repository_root(tmp_path, monkeypatch):
+    """pytest's rootdir is then the directory it was started in; the plugin still writes
+    where the command line looks: the repository's root (its .git)."""
+    project = tmp_path / "repo"
+    (project / ".git").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "tests" / "test_gates.py").write_text(TESTS)
+    (project / "notes").mkdir()
+    result = _pytest(project / "tests")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert f"rootdir: {project / 'tests'}" in result.stdout  # pytest's rootdir is not the project root here
+    assert (project / ".retrieval-checks" / "history.sqlite").is_file()
+    assert not (project / "tests" / ".retrieval-checks").exists()
+    monkeypatch.chdir(project / "notes")
+    code, out = _cli("show", "latest")
+    assert code == 0 and "run 1: 2 gates" in out
