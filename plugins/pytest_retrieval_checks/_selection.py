@@ -22,23 +22,28 @@ from ._items import SuiteErrorItem
 _SHOWN_IDS = 5
 
 
-def _last_failed(config) -> bool:
-    """Whether ``--lf`` narrows the run (it runs everything when nothing failed last time)."""
+def _last_failed(config, collected: bool) -> bool:
+    """Whether ``--lf`` narrows the run. Before collection: whether failures are
+    recorded at all; after it: whether it deselected tests or skipped files (it runs
+    everything when none of the recorded failures is among the tests)."""
     if not getattr(config.option, "lf", False):
         return False
     plugin = config.pluginmanager.get_plugin("lfplugin")
-    return bool(getattr(plugin, "lastfailed", True))
+    if not collected or not hasattr(plugin, "_previously_failed_count"):  # (pytest's private counts, else unknown)
+        return bool(getattr(plugin, "lastfailed", True))
+    return bool(plugin._previously_failed_count or getattr(plugin, "_skipped_files", 0))
 
 
-def requested_filters(config) -> list[str]:
-    """The command-line options that narrow a run, as they were written."""
+def requested_filters(config, collected: bool = False) -> list[str]:
+    """The command-line options that narrow a run, as they were written (``collected``:
+    judged after collection, when --lf is known to have narrowed it or not)."""
     opt = config.option
     parts = []
     if getattr(opt, "keyword", ""):
         parts.append(f"-k {shlex.quote(opt.keyword)}")
     if getattr(opt, "markexpr", ""):
         parts.append(f"-m {shlex.quote(opt.markexpr)}")
-    if _last_failed(config):
+    if _last_failed(config, collected):
         parts.append("--lf")
     if getattr(opt, "stepwise", False) or getattr(opt, "stepwise_skip", False):
         parts.append("--sw")
@@ -54,7 +59,7 @@ def requested_filters(config) -> list[str]:
 
 def selection(config, session) -> str:
     """``""`` for a full run, else what made it partial, e.g. ``-k 'map'; 3 deselected``."""
-    parts = requested_filters(config)
+    parts = requested_filters(config, collected=True)
     deselected = getattr(config, "_rc_deselected", 0)
     if deselected:
         parts.append(f"{deselected} deselected")

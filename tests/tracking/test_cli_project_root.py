@@ -130,3 +130,25 @@ def test_without_a_pytest_configuration_both_use_the_repository_root(tmp_path, m
     monkeypatch.chdir(project / "notes")
     code, out = _cli("show", "latest")
     assert code == 0 and "run 1: 2 gates" in out
+
+
+def test_last_failed_reruns_are_partial_only_when_they_narrow_the_run(tmp_path):
+    project = tmp_path / "p"
+    (project / "tests").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    broken = ("\ndef test_broken(rc_evaluate):\n    assert_map_at_least(rc_evaluate(X, query_labels=y, metrics=['map'], "
+              "model='m', dataset='d'), 0.9999)\n")
+    (project / "tests" / "test_gates.py").write_text(TESTS + broken)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+
+    def run(*args):  # with pytest's cache, which --lf reads
+        return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    assert run().returncode == 1
+    assert run("--lf").returncode == 1  # only test_broken reruns
+    (project / "tests" / "test_gates.py").write_text(TESTS)
+    assert run().returncode == 0
+    assert run("--lf").returncode == 0  # nothing failed last time: --lf runs everything
+    runs = History(project / ".retrieval-checks" / "history.sqlite").runs()
+    assert [r["selection"] for r in runs] == ["", "", "--lf", ""]  # newest first
