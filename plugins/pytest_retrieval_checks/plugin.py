@@ -395,7 +395,7 @@ def _finish(config, exitstatus) -> bool:
             run_id = _reports.record_history(history, config._rc_run or {}, outcomes, exitstatus,
                                              figures=config._rc_figures)
             run = {"id": run_id, "history": str(history), **(config._rc_run or {})}
-            notes.append(f"run {run_id} recorded in {history} ({len(outcomes)} gates)")
+            notes.append(f"run {run_id} recorded in {history} ({_reports.plural(len(outcomes), 'gate')})")
         except Exception as exc:  # the history must never turn a session red: a warning
             notes.append(f"warning: the run was not recorded in the history {history} ({type(exc).__name__}: "
                          f"{exc}); set --rc-history (ini rc_history) to a writable database file, or 'none'")

@@ -114,7 +114,7 @@ def _cmd_show(h: History, args, out) -> int:
         rule = rule_text(r)
         rows.append((r["test"], r["metric"], _fmt(r["value"]), interval, rule, _queries(r),
                      "PASS" if r["passed"] else "FAIL"))
-    print(f"run {run_id}: {len(results)} gates", file=out)
+    print(f"run {run_id}: {len(results)} gate{'' if len(results) == 1 else 's'}", file=out)
     _table(rows, out)
     if not args.check:
         return 0
