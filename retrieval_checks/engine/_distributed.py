@@ -45,6 +45,7 @@ from ._backend import default_memory_budget, parse_memory, resolve_backend
 from ._blocks import _F32_MIN, BlockPartial, _count_torch, _sort_within_rows, plan_blocks, ranked_partial, tail_histogram, \
     tail_threshold
 from ._comm import Comm
+from ._grouped_sharded import sharded_grouped_values
 from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor, relevance_to_csr
 from ._plan import plan_pass
 from ._stream import PassTotals, progress_bar
@@ -460,7 +461,7 @@ def _refuse_unsupported(req, opts: dict) -> None:
     if req.similarity == "hamming":
         raise InputError("similarity='hamming' is not supported with process_group yet; evaluate packed codes in "
                          "one process, or use similarity='dot' on +-1 codes (the same ranking).")
-    unsupported = req.of_kind("embedding", "grouped")
+    unsupported = req.of_kind("embedding")
     if unsupported:
         names = ", ".join(s.name for s in unsupported)
         raise InputError(f"{names}: not supported with process_group (they read every embedding at once); "
@@ -513,7 +514,8 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
     ids = meta["query_ids"].copy() if meta["query_ids"] is not None else None
     return ev._aggregate(req, sides, own, rel, plan, None, totals, use_kernels, ids, opts["relevance_level"],
                          binning=lambda counts: _binning(ps, counts),
-                         extra_config={"world_size": comm.world})
+                         extra_config={"world_size": comm.world},
+                         grouped_values=sharded_grouped_values(comm, ps.sh, layout, loo))
 
 
 def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> tuple:

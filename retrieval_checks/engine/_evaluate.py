@@ -331,7 +331,7 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
 
 def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, plan: Plan, problem,
                totals: PassTotals, use_kernels: bool, query_ids=None, level: int = 1, binning=None,
-               extra_config: dict | None = None) -> EvaluationResult:
+               extra_config: dict | None = None, grouped_values=None) -> EvaluationResult:
     values, tie_values = _query_values(req, rel, totals)
     pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels, binning)
     values.update(pair_values)
@@ -339,7 +339,8 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
         emb = sides.queries if sides.loo else sides.gallery
         emb = emb.unpacked() if isinstance(emb, PackedCodes) else as_numpy(emb, "embeddings")
         values[s.name] = float(discriminant_ratio(emb, rel.g_codes))
-    grouped = _grouped_values(req, sides, own, rel, problem, plan)
+    grouped = (grouped_values(req, rel, own, plan) if grouped_values is not None
+               else _grouped_values(req, sides, own, rel, problem, plan))
     per_query = dict(totals.per_query)
     for name, g in grouped.items():
         values[name] = g.value

@@ -129,6 +129,7 @@ def grouped_recall_values(
     empty_queries: str = "skip",
     q_factor: np.ndarray | None = None,
     g_factor: np.ndarray | None = None,
+    score_batch=None,
 ) -> dict[int, GroupedRecall]:
     """Grouped Recall@K for every K in ``ks`` (embeddings as the engine prepared them:
     float32 numpy, or packed code words for hamming; ``q_factor`` / ``g_factor`` the
@@ -136,10 +137,11 @@ def grouped_recall_values(
     are computed exactly as in the main pass). ``label_values`` maps label codes to labels for
     reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
     item with the query's id is the query itself and is excluded). The options are
-    validated by the caller (:func:`retrieval_checks.evaluate`)."""
+    validated by the caller (:func:`retrieval_checks.evaluate`). ``score_batch``
+    replaces :func:`_score_batch` (the sharded engine scores each batch over the ranks)."""
     data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, q_factor, g_factor)
-    partitions = [_partition_values(data, ks, group_size, seed + rep, ties, similarity, max_memory, empty_queries)
-                  for rep in range(repeats)]
+    partitions = [_partition_values(data, ks, group_size, seed + rep, ties, similarity, max_memory, empty_queries,
+                                    score_batch) for rep in range(repeats)]
     out = {}
     for k in ks:
         vals = np.vstack([part[k][0] for part in partitions])
@@ -191,7 +193,8 @@ class _Data:
         return self.q_codes if self.loo else np.concatenate([self.q_codes, self.g_codes])
 
 
-def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_memory, empty_queries) -> dict:
+def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_memory, empty_queries,
+                      score_batch=None) -> dict:
     """One seeded partition: for every K, (group values, per-query hits, group of each
     query, dropped labels)."""
     codes_all = data.all_codes
@@ -210,7 +213,7 @@ def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_m
     all_hits = {p: {k: np.full(data.n_q, np.nan) for k in ks} for p in policies}
     hits = all_hits[ties]
     candidates = np.zeros(data.n_q, np.int64)
-    _score_groups(data, gq, gg, r, ks, all_hits, similarity, candidates, max_memory)
+    _score_groups(data, gq, gg, r, ks, all_hits, similarity, candidates, max_memory, score_batch)
     in_group = gq >= 0
     ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
     fewest = int(candidates[ranked].min()) if ranked.any() else 0
@@ -252,7 +255,7 @@ def _group_means(h: np.ndarray, gq: np.ndarray, r: int) -> np.ndarray:
     return sums / cnt
 
 
-def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory):
+def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None):
     """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
     tie policy (its probability for ``"average"``), batched by size."""
     q_emb, q_codes, q_ids, q_fac = data.q_emb, data.q_codes, data.q_ids, data.q_factor
@@ -299,7 +302,7 @@ def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_
                 break
             mq, mg = mq2, mg2
             j += 1
-        _score_batch([units[t] for t in by_size[i:j]], (q_emb, q_codes, q_ids, q_fac),
+        (score_batch or _score_batch)([units[t] for t in by_size[i:j]], (q_emb, q_codes, q_ids, q_fac),
                      (g_emb, g_codes, g_ids, g_fac), mq, mg, similarity, ks, hits, candidates)
         i = j
 

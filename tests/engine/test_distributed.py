@@ -105,6 +105,28 @@ def _scenarios() -> list[dict]:
                             metrics=["ndcg", "ndcg@5", "map", "hit_rate@2"], relevance_level=2,
                             empty_queries="skip")))
     out += _image_text_scenarios()
+    out += _grouped_scenarios()
+    return out
+
+
+def _grouped_scenarios() -> list[dict]:
+    """Grouped recall: groups of labels spread over the ranks (float and tie-heavy data)."""
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((60, 6)).astype(np.float32)
+    X[1::7] = X[0::7][: X[1::7].shape[0]]  # duplicates
+    y = np.repeat(np.arange(12), 5)[rng.permutation(60)]
+    grouped = ["grouped_recall@1", "grouped_recall@5", "map"]
+    out = [dict(name="grouped-loo-cosine", Q=X, G=None,
+                kw=dict(query_labels=y, query_ids=np.arange(60), metrics=grouped, group_size=3, group_repeats=2,
+                        tile=(7, 16))),
+           dict(name="grouped-loo-neg_l2-ties", Q=np.round(X), G=None,
+                kw=dict(query_labels=y, query_ids=np.arange(60), metrics=grouped, group_size=4, similarity="neg_l2",
+                        ties="average", empty_queries="skip"))]
+    Q, G, ql, gl, qi, gi = _float_problem(10, n_q=30, n_g=48, n_labels=8)
+    out.append(dict(name="grouped-query-gallery-dot", Q=Q, G=G,
+                    kw=dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi, similarity="dot",
+                            metrics=["grouped_recall@2", "mrr"], group_size=2, empty_queries="skip",
+                            tile=(5, 16))))
     return out
 
 
@@ -176,7 +198,11 @@ def _summary(res) -> dict:
         "first": np.asarray(res.first_relevant_rank),
         "n_relevant": res.n_relevant, "n_candidates": res.n_candidates, "skipped": res.skipped_queries,
         "thresholds": dict(res.thresholds), "pair_counts": dict(res.pair_counts), "pr_curve": res.pr_curve,
-        "tied_share": res.tied_share, "query_ids": res.query_ids,
+        "tied_share": res.tied_share, "query_ids": res.query_ids, "intervals": dict(res.intervals),
+        "grouped": {k: {f: getattr(g, f) for f in ("value", "low", "high", "group_values", "per_query",
+                                                   "group_of_query", "tie_values", "n_queries_used",
+                                                   "n_queries_skipped", "dropped_labels")}
+                    for k, g in res.grouped.items()},
         "config": {k: v for k, v in res.config.items() if k != "world_size"},
     }
 

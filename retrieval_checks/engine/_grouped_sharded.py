@@ -1,0 +1,113 @@
+"""Grouped Recall@K over ``torch.distributed`` ranks (``grouped_recall@K`` in
+``evaluate(..., process_group=g)``).
+
+The partitions, the groups' units of work and their padded batches are planned from
+the metadata alone (label codes, ids, the plan's memory room), so every rank plans the
+same batches one process would. Each batch is then scored over the ranks, in the two
+phases of the main pass: the batch's query rows are assembled on every rank (a max
+all-reduce over -inf fillers, exact), each rank fills the gallery rows it owns (zeros
+elsewhere) and computes the batch's products in the same padded shape as one process,
+so its own pairs get the same bits; the best relevant score of every query is a max
+all-reduce, and the counts (negatives above and tied, relevant items tied, candidates)
+an int64 sum. Everything after the batches (group means, intervals, repeats) is
+:mod:`._grouped`'s, on the same numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._grouped import _batch_scores, grouped_recall_values
+from ._stream import FirstRanks
+
+__all__ = ["sharded_grouped_values"]
+
+
+def sharded_grouped_values(comm, sh, layout, loo: bool):
+    """The ``grouped_values`` hook of :func:`._evaluate._aggregate` for a sharded pass
+    (``sh``: this rank's prepared shard, :class:`._distributed._Shard`)."""
+
+    def grouped(req, rel, own, plan) -> dict:
+        specs = req.of_kind("grouped")
+        if not specs:
+            return {}
+        be = sh.backend
+        local = _LocalRows(comm, sh, layout, be)
+        placeholder = np.zeros((0, sh.d), np.float32)
+        factor = None if sh.qa is None else placeholder[:, 0]
+        found = grouped_recall_values(
+            placeholder, rel.q_codes, None if loo else placeholder, None if loo else rel.g_codes,
+            q_ids=own.q_ids, g_ids=own.g_ids, ks=sorted({s.k for s in specs}), group_size=req.group_size,
+            seed=req.group_seed, repeats=req.group_repeats, confidence=req.confidence, ties=req.ties,
+            similarity=req.similarity, label_values=rel.label_values, max_memory=plan.room,
+            empty_queries=req.empty_queries, q_factor=factor, g_factor=None if loo else factor,
+            score_batch=local.score_batch,
+        )
+        return {s.name: found[s.k] for s in specs}
+
+    return grouped
+
+
+class _LocalRows:
+    """This rank's prepared rows on the host, by global position."""
+
+    def __init__(self, comm, sh, layout, be):
+        self.comm = comm
+        self.q0, self.q1 = layout.q_range(comm.rank)
+        self.g0, self.g1 = sh.g0, sh.g1
+        self.Q = np.asarray(be.to_numpy(sh.Q), np.float32)
+        self.qa = None if sh.qa is None else np.asarray(be.to_numpy(sh.qa), np.float32)
+        off = sh.g0 - sh.k0 * sh.c
+        self.G = np.asarray(be.to_numpy(sh.Gp[off : off + (sh.g1 - sh.g0)]), np.float32)
+        self.ga = None if sh.ga is None else np.asarray(be.to_numpy(sh.ga[off : off + (sh.g1 - sh.g0)]),
+                                                        np.float32)
+
+    def score_batch(self, units, q_side, g_side, mq, mg, similarity, ks, hits, candidates):
+        """:func:`._grouped._score_batch` over the ranks, step for step: assemble, score,
+        mask to this rank's columns, reduce, count."""
+        (_, q_codes, q_ids, _), (_, g_codes, g_ids, _) = q_side, g_side
+        B, d = len(units), self.Q.shape[1]
+        Qb = np.full((B, mq, d), -np.inf, np.float32)
+        Gb = np.zeros((B, mg, d), np.float32)
+        qf = np.full((B, mq), -np.inf, np.float32) if self.qa is not None else None
+        gf = np.zeros((B, mg), np.float32) if self.ga is not None else None
+        qc, gc = np.full((B, mq), -1, np.int64), np.full((B, mg), -2, np.int64)
+        qidx, gidx = np.full((B, mq), -1, np.int64), np.full((B, mg), -1, np.int64)
+        qid, gid = np.full((B, mq), -3, np.int64), np.full((B, mg), -4, np.int64)
+        mine = np.zeros((B, mg), bool)  # gallery columns this rank owns
+        for t, (qi, gi) in enumerate(units):
+            own_q = (qi >= self.q0) & (qi < self.q1)
+            Qb[t, : qi.size][own_q] = self.Q[qi[own_q] - self.q0]
+            if qf is not None:
+                qf[t, : qi.size][own_q] = self.qa[qi[own_q] - self.q0]
+            own_g = (gi >= self.g0) & (gi < self.g1)
+            Gb[t, : gi.size][own_g] = self.G[gi[own_g] - self.g0]
+            if gf is not None:
+                gf[t, : gi.size][own_g] = self.ga[gi[own_g] - self.g0]
+            mine[t, : gi.size] = own_g
+            qc[t, : qi.size], gc[t, : gi.size] = q_codes[qi], g_codes[gi]
+            qidx[t, : qi.size], gidx[t, : gi.size] = qi, gi
+            qid[t, : qi.size], gid[t, : gi.size] = q_ids[qi], g_ids[gi]
+        Qb = self.comm.all_reduce(Qb, "max")  # every query row from its owner, exactly
+        Qb[np.isneginf(Qb)] = 0.0  # padding rows
+        if qf is not None:
+            qf = self.comm.all_reduce(qf, "max")
+            qf[np.isneginf(qf)] = 0.0
+        S = _batch_scores(Qb, Gb, qf, gf, similarity)
+        valid = (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
+        rel = valid & (qc[:, :, None] == gc[:, None, :])
+        neg = valid & ~rel
+        best = self.comm.all_reduce(np.where(rel & mine[:, None, :], S, -np.inf).max(axis=2), "max")
+        has = best > -np.inf
+        counts = np.stack([((S > best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
+                           ((S == best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
+                           ((S == best[:, :, None]) & rel & mine[:, None, :]).sum(axis=2),
+                           (valid & mine[:, None, :]).sum(axis=2)]).astype(np.int64)
+        above, tied, group, n_valid = self.comm.all_reduce(counts, "sum")
+        rows = qidx >= 0
+        candidates[qidx[rows]] = n_valid[rows]
+        first = FirstRanks(1 + above + tied, 1 + above, group)
+        for policy, policy_hits in hits.items():
+            for k in ks:
+                h = np.where(has, first.under(policy, k), np.nan)
+                policy_hits[k][qidx[rows]] = h[rows]
