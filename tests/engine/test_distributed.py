@@ -72,6 +72,14 @@ def _scenarios() -> list[dict]:
     for sim in ("cosine", "dot", "neg_l2"):
         out.append(dict(name=f"float-{sim}", Q=Q, G=G, kw=dict(labels, similarity=sim, metrics=QUERY_METRICS,
                                                                tile=(5, 16), empty_queries="skip")))
+    # d=128 and short blocks: here the GEMM's last bits depend on the product's shape (MKL: a
+    # 1- to 5-row product differs from a 37-row one), so a shard computed in other tiles would differ
+    Q8, G8, ql8, gl8, qi8, gi8 = _float_problem(2, d=128)
+    # (pair thresholds and the PR curve are scores themselves: they show every last bit)
+    wide = dict(query_labels=ql8, gallery_labels=gl8, query_ids=qi8, gallery_ids=gi8, empty_queries="skip",
+                metrics=QUERY_METRICS + ["recall_at_precision@0.3", "precision_at_recall@0.5"])
+    out.append(dict(name="float-d128-blocks-of-5", Q=Q8, G=G8, kw=dict(wide, tile=(5, 16))))
+    out.append(dict(name="float-d128-blocks-of-1-dot", Q=Q8, G=G8, kw=dict(wide, tile=(1, 32), similarity="dot")))
     out.append(dict(name="float-cosine-default-tile-average", Q=Q, G=G,
                     kw=dict(labels, metrics=QUERY_METRICS, ties="average", empty_queries="zero")))
     out.append(dict(name="float-pairs", Q=Q, G=G, kw=dict(labels, metrics=QUERY_METRICS + PAIR_METRICS,
