@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -311,7 +312,9 @@ def _config():
 def pytest_sessionstart(session):
     _CONFIG.append(session.config)
     if not _is_worker(session.config) and _history_path(session.config) is not None:
-        session.config._rc_run = run_metadata(session.config.rootpath)
+        # the command as the user wrote it (pytest's arguments), not the interpreter's path to pytest's main module
+        args = [str(a) for a in session.config.invocation_params.args]
+        session.config._rc_run = run_metadata(session.config.rootpath, command=shlex.join(["pytest", *args]))
 
 
 def _is_worker(config) -> bool:

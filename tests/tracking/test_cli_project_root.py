@@ -92,6 +92,7 @@ def test_the_command_line_reads_the_plugins_history_from_any_subdirectory(pytest
     lines = out.splitlines()
     assert code == 0 and [line.split()[0] for line in lines[1:4]] == ["3", "2", "1"]
     assert "partial: node ids test_gates.py::test_other" in lines[1]
+    assert lines[1].endswith("pytest -p no:cacheprovider test_gates.py::test_other")  # the command as written
     assert "partial: -k map; 1 deselected" in lines[2]
     assert "full" in lines[3] and "partial" not in lines[3]
     code, out = _cli("runs", "--full-only")
