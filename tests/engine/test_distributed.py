@@ -80,6 +80,10 @@ def _scenarios() -> list[dict]:
                 metrics=QUERY_METRICS + ["recall_at_precision@0.3", "precision_at_recall@0.5"])
     out.append(dict(name="float-d128-blocks-of-5", Q=Q8, G=G8, kw=dict(wide, tile=(5, 16))))
     out.append(dict(name="float-d128-blocks-of-1-dot", Q=Q8, G=G8, kw=dict(wide, tile=(1, 32), similarity="dot")))
+    # the vectorised torch path (the one CUDA runs), here on the CPU
+    out.append(dict(name="float-neg_l2-torch-path", Q=Q, G=G,
+                    kw=dict(labels, similarity="neg_l2", metrics=QUERY_METRICS, tile=(6, 16), empty_queries="skip",
+                            _use_kernels=False)))
     out.append(dict(name="float-cosine-default-tile-average", Q=Q, G=G,
                     kw=dict(labels, metrics=QUERY_METRICS, ties="average", empty_queries="zero")))
     out.append(dict(name="float-pairs", Q=Q, G=G, kw=dict(labels, metrics=QUERY_METRICS + PAIR_METRICS,
@@ -254,7 +258,8 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
     try:
         with open(job, "rb") as fh:
             scenarios = pickle.load(fh)
-        results = {}
+        results = {"_gallery_rows": []}
+        _record_shard_rows(results["_gallery_rows"])
         for sc in scenarios:
             Q, G, kw = _shard(sc, rank, world)
             kw.update(sc.get("rank_kw", {}).get(rank, {}))
@@ -276,6 +281,20 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
 
 
 _SAVED = {}
+
+
+def _record_shard_rows(rows: list) -> None:
+    """Record (rank's gallery rows, rows of its padded float32 gallery, chunk width) of every pass."""
+    from retrieval_checks.engine import _distributed
+
+    original = _distributed._prepare
+
+    def prepare(comm, plan, info, layout, similarity, loo):
+        sh = original(comm, plan, info, layout, similarity, loo)
+        rows.append((sh.g1 - sh.g0, int(sh.Gp.shape[0]), sh.c, int(layout.g_off[-1])))
+        return sh
+
+    _distributed._prepare = prepare
 
 
 def _explode_in_second_block(how: str) -> None:
@@ -394,6 +413,19 @@ EXPECTED_ERRORS = {
     "nan-on-one-rank": ("InputError", "NaN"),
     "metrics-differ": ("InputError", "metrics="),
 }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
+def test_each_rank_holds_its_gallery_shard_not_the_gallery(runs, world):
+    """Memory per rank: the prepared gallery is the rank's shard padded to whole chunks
+    (at most one chunk on each side), never the whole gallery."""
+    for rank, results in enumerate(runs(world)):
+        rows = results["_gallery_rows"]
+        assert rows
+        for own, held, c, total in rows:
+            assert held <= -(-own // c) * c + c, (rank, own, held, c)
+        assert any(held < total for own, held, c, total in rows if own < total and total > 2 * c)
 
 
 @pytest.mark.slow
