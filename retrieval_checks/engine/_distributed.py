@@ -414,7 +414,7 @@ def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) ->
     rel_sorted, order = _sort_within_rows(vals, rel, torch_path)
     want_pairs = totals.want_pairs
     tail_tau = totals.tail.tau if want_pairs else -math.inf
-    if want_pairs and not math.isfinite(tail_tau):
+    if want_pairs and not torch_path and not math.isfinite(tail_tau):
         hist = comm.all_reduce(tail_histogram(S, m, n_cols), "sum")
         tail_tau = tail_threshold(hist, totals.tail.capacity)
     tau = max(float(tail_tau), _F32_MIN) if want_pairs else math.inf
@@ -429,7 +429,9 @@ def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) ->
     both = comm.all_reduce(np.concatenate([above, tied]), "sum")  # phase 2: counts over every shard
     above, tied = both[: above.size], both[above.size :]
     part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, torch_path)
-    if want_pairs:
+    if want_pairs and torch_path:
+        _torch_pairs(comm, totals, part, S, m, rel_sorted, tail_tau, tau)
+    elif want_pairs:
         part.positives = rel_sorted
         rows = np.flatnonzero(tail_counts).astype(np.int64)
         offsets = np.zeros(rows.size + 1, np.int64)
@@ -445,12 +447,47 @@ def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) ->
     return part
 
 
+def _torch_pairs(comm: Comm, totals: PassTotals, part: BlockPartial, S, m: int, rel_sorted, tail_tau: float,
+                 tau: float) -> None:
+    """The pair-metric part of a block on the vectorised torch path (CUDA), as
+    :func:`._blocks.run_block` computes it: the first tail threshold is the
+    capacity-th largest finite score of the block, over every rank (each rank's top
+    ``capacity`` gathered); tail values gathered; fixed-threshold counts summed."""
+    import torch
+
+    part.positives = rel_sorted.cpu().numpy()
+    view = S[:, :m]
+    cap = totals.tail.capacity
+    if not math.isfinite(tail_tau):
+        finite = view > -math.inf
+        n_local = int(finite.sum())
+        n_block = int(comm.all_reduce(np.array([n_local], np.int64), "sum")[0])
+        if n_block > cap:
+            top = torch.topk(view[finite], min(cap, n_local)).values.cpu().numpy()
+            every = comm.all_gather_varlen(top)
+            tail_tau = float(np.partition(every, every.size - cap)[every.size - cap])
+            tau = tail_tau
+    part.negatives = comm.all_gather_varlen(view[view >= tau].cpu().numpy())
+    if totals.fixed_f32.size:
+        thr = torch.from_numpy(totals.fixed_f32).to(S.device)
+        part.fixed_fp = comm.all_reduce(np.array([int((view >= t).sum()) for t in thr], np.int64), "sum")
+    part.negatives_tau = float(tail_tau)
+
+
 def _binning(ps: _Pass, counts) -> np.ndarray:
     """The binning pass over every shard: negatives at or above each unique positive."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
     n_cols = ps.sh.L * ps.sh.c
     for start, stop, S, _rel, _vals in _Pass(**{**ps.__dict__, "progress": False}).blocks():
+        if ps.torch_path:
+            import torch
+
+            ut = torch.from_numpy(u).to(S.device)
+            view = S[:, : stop - start].reshape(-1)
+            view = view[view >= ut[0]]
+            hist += torch.bincount(torch.searchsorted(ut, view, right=True), minlength=u.size + 1).cpu().numpy()
+            continue
         _kernels.bin_against_sorted(S, stop - start, n_cols, u, hist)
     hist = ps.comm.all_reduce(hist, "sum")
     return np.cumsum(hist[::-1])[::-1][1:]
@@ -466,8 +503,6 @@ def _refuse_unsupported(req, opts: dict) -> None:
         names = ", ".join(s.name for s in unsupported)
         raise InputError(f"{names}: not supported with process_group (they read every embedding at once); "
                          "evaluate them in one process.")
-    if req.of_kind("pair") and (not opts["use_kernels"]):
-        raise InputError("Pair metrics with process_group run on the CPU kernels only; drop _use_kernels=False.")
 
 
 def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: the stages, in order, one call each
@@ -485,8 +520,6 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
     info = _local(comm, queries, gallery, opts, req)
     infos = comm.gather_objects({k: v for k, v in info.items() if k not in ("Q", "G", "backend")})
     _agree(infos, comm)
-    if info["backend"].is_cuda and req.of_kind("pair"):
-        raise BackendError("Pair metrics with process_group run on the CPU kernels only; use device='cpu'.")
     sizes_q = [i["n_q"] for i in infos]
     sizes_g = [i["n_q"] if loo else i["n_g"] for i in infos]
     layout = _Layout(np.concatenate([[0], np.cumsum(sizes_q)]).astype(np.int64),

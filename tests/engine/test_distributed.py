@@ -82,8 +82,14 @@ def _scenarios() -> list[dict]:
     out.append(dict(name="float-d128-blocks-of-1-dot", Q=Q8, G=G8, kw=dict(wide, tile=(1, 32), similarity="dot")))
     # the vectorised torch path (the one CUDA runs), here on the CPU
     out.append(dict(name="float-neg_l2-torch-path", Q=Q, G=G,
-                    kw=dict(labels, similarity="neg_l2", metrics=QUERY_METRICS, tile=(6, 16), empty_queries="skip",
-                            _use_kernels=False)))
+                    kw=dict(labels, similarity="neg_l2", metrics=QUERY_METRICS + PAIR_METRICS, tile=(6, 16),
+                            empty_queries="skip", _use_kernels=False)))
+    out.append(dict(name="d128-torch-path-pairs", Q=Q8, G=G8, kw=dict(wide, tile=(5, 16), _use_kernels=False)))
+    # a small negative tail (recall at high precision): the first block seeds its threshold
+    seeded = dict(labels, metrics=["map", "recall_at_precision@0.9", "pair_f1@t=0.1"], tile=(6, 16),
+                  empty_queries="skip")
+    out.append(dict(name="tail-seeded-kernels", Q=Q, G=G, kw=seeded))
+    out.append(dict(name="tail-seeded-torch-path", Q=Q, G=G, kw=dict(seeded, _use_kernels=False)))
     out.append(dict(name="float-cosine-default-tile-average", Q=Q, G=G,
                     kw=dict(labels, metrics=QUERY_METRICS, ties="average", empty_queries="zero")))
     out.append(dict(name="float-pairs", Q=Q, G=G, kw=dict(labels, metrics=QUERY_METRICS + PAIR_METRICS,
