@@ -150,14 +150,12 @@ class Comm:
 
     def all_gather_varlen(self, values: np.ndarray) -> np.ndarray:
         """Every rank's 1-D ``values`` (one dtype everywhere), concatenated in rank order."""
-        torch = self.torch
         n = np.array([values.size], np.int64)
         sizes = [int(s) for s in self._gather_fixed(n)]
         width = max(max(sizes), 1)
         pad = np.zeros(width, values.dtype)
         pad[: values.size] = values
         rows = self._gather_fixed(pad).reshape(self.world, width)
-        del torch
         return np.concatenate([rows[r, : sizes[r]] for r in range(self.world)])
 
     def _gather_fixed(self, values: np.ndarray) -> np.ndarray:
