@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import BackendError, InputError
 from . import _kernels
 from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ._blocks import _F32_MIN, BlockPartial, _count_torch, _sort_within_rows, plan_blocks, ranked_partial, tail_histogram, \
+from ._blocks import _F32_MIN, BlockPartial, _count_torch, _hamming_tile, _sort_within_rows, plan_blocks, ranked_partial, tail_histogram, \
     tail_threshold
 from ._comm import Comm
 from ._grouped_sharded import sharded_grouped_values
@@ -80,6 +80,22 @@ def _rows(x, name: str, similarity: str) -> tuple[object, int, int]:
     return x, int(x.shape[0]), int(x.shape[1])
 
 
+def _codes(x, name: str):
+    """A rank's binary codes, validated and packed (an empty shard: None); (codes, rows, bits)."""
+    from ._hamming import PackedCodes, pack_codes
+
+    if x is not None and getattr(x, "ndim", 0) == 2 and int(x.shape[0]) == 0:
+        return None, 0, None
+    codes = PackedCodes(*pack_codes(x, name))
+    return codes, int(codes.words.shape[0]), int(codes.n_bits)
+
+
+def _empty_codes(n_bits: int):
+    from ._hamming import PackedCodes, n_words
+
+    return PackedCodes(np.zeros((0, n_words(n_bits)), np.uint64), n_bits)
+
+
 def _items(values, name: str, n: int, rank: int):
     """Ids or labels of a rank's items as a 1-D numpy array of length ``n`` (or None)."""
     if values is None:
@@ -94,19 +110,29 @@ def _items(values, name: str, n: int, rank: int):
 def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
     """This rank's shapes and option fingerprint, after its own checks."""
     loo = gallery is None
-    Q, n_q, d = _rows(queries, "queries", req.similarity)
-    G, n_g, d_g = (Q, n_q, d) if loo else _rows(gallery, "gallery", req.similarity)
+    n_bits = None
+    if req.similarity == "hamming":
+        Q, n_q, n_bits = _codes(queries, "queries")
+        G, n_g, g_bits = (Q, n_q, n_bits) if loo else _codes(gallery, "gallery")
+        if n_bits is not None and g_bits is not None and g_bits != n_bits:
+            raise InputError(f"queries hold {n_bits}-bit codes but gallery holds {g_bits}-bit codes on rank "
+                             f"{comm.rank}; both must come from the same hash function.")
+        n_bits = n_bits if n_bits is not None else g_bits
+        d = d_g = 0
+    else:
+        Q, n_q, d = _rows(queries, "queries", req.similarity)
+        G, n_g, d_g = (Q, n_q, d) if loo else _rows(gallery, "gallery", req.similarity)
     if d_g != d:
         raise InputError(f"queries have dimension {d} but gallery has dimension {d_g} on rank {comm.rank}; both "
                          "must come from the same embedding space.")
-    if n_q and n_g:
+    if n_q and n_g and n_bits is None:
         check_score_range(Q, None if loo else G, req.similarity)
-    backend = resolve_backend(opts["device"], [a for a in (Q, None if loo else G) if a is not None])
+    backend = resolve_backend(opts["device"], [a for a in (queries, gallery) if a is not None])
     fingerprint = {k: repr(opts[k]) for k in _OPTION_NAMES}
     fingerprint.update({name: opts[name] is None for name in ("query_ids", "gallery_ids", "query_labels",
                                                                "gallery_labels", "relevance", "checkpoint")})
     fingerprint["gallery=None"] = loo
-    return {"n_q": n_q, "n_g": n_g, "d": d, "Q": Q, "G": None if loo else G, "backend": backend,
+    return {"n_q": n_q, "n_g": n_g, "d": d, "n_bits": n_bits, "Q": Q, "G": None if loo else G, "backend": backend,
             "fingerprint": fingerprint, "budget": parse_memory(opts["max_memory"]) or default_memory_budget(backend),
             "device_type": "cpu" if not backend.is_cuda else "cuda"}
 
@@ -126,6 +152,10 @@ def _agree(infos: list[dict], comm: Comm) -> None:
     if len(dims) > 1:
         raise InputError(f"The ranks' embeddings have different dimensions ({sorted(dims)}); every shard must "
                          "come from the same embedding space.")
+    bits = {info["n_bits"] for info in infos if info["n_bits"] is not None}
+    if len(bits) > 1:
+        raise InputError(f"The ranks' codes have different lengths ({sorted(bits)} bits); every shard must come "
+                         "from the same hash function (and be packed the same way, or not at all).")
     kinds = {info["device_type"] for info in infos}
     if len(kinds) > 1 or (comm.backend == "nccl") != (kinds == {"cuda"}):
         raise BackendError(f"The ranks compute on {sorted(kinds)} over a {comm.backend} process group: use Gloo "
@@ -246,7 +276,31 @@ def _global_center(comm: Comm, be, G, n_total: int) -> np.ndarray:
     return np.round(total / n_total)
 
 
+def _prepare_codes(comm: Comm, plan, info: dict, layout: _Layout, loo: bool) -> _Shard:
+    """Binary codes as 64-bit words, as :func:`._plan._prepare_codes` lays them out: the
+    shard's gallery words in place inside its global chunks (zero words elsewhere)."""
+    be, c = plan.backend, plan.c
+    g0, g1 = layout.g_range(comm.rank)
+    k0 = g0 // c
+    L = (-(-g1 // c) - k0) if g1 > g0 else 0
+    off, n = g0 - k0 * c, g1 - g0
+    Gw = (info["Q"] if loo else info["G"]).words
+    W = int(info["Q"].words.shape[1])
+    Gp = np.zeros((L * c, W), np.uint64)
+    Gp[off : off + n] = Gw
+    Qw = info["Q"].words
+    if be.kind == "torch":
+        Gp = be.from_numpy(Gp.view(np.int64))
+        Q = Gp[off : off + n] if loo else be.from_numpy(np.ascontiguousarray(Qw).view(np.int64))
+    else:
+        Q = Gp[off : off + n] if loo else Qw
+    q0 = layout.q_range(comm.rank)[0]
+    return _Shard(be, "hamming", plan.b, c, W, Q, None, Gp, None, q0, g0, g1, k0, L)
+
+
 def _prepare(comm: Comm, plan, info: dict, layout: _Layout, similarity: str, loo: bool) -> _Shard:
+    if similarity == "hamming":
+        return _prepare_codes(comm, plan, info, layout, loo)
     be, c = plan.backend, plan.c
     d = info["d"]
     g0, g1 = layout.g_range(comm.rank)
@@ -299,7 +353,11 @@ class _Block:
         be = sh.backend
         self.m = stop - start
         if "Qb" not in buffers:
-            buffers["Qb"] = be.zeros((sh.b, sh.d))
+            if sh.similarity == "hamming":  # code words: uint64 (numpy) or int64 (torch), as one process
+                buffers["Qb"] = (sh.Q[:0].new_zeros((sh.b, sh.d)) if be.kind == "torch"
+                                 else np.zeros((sh.b, sh.d), np.uint64))
+            else:
+                buffers["Qb"] = be.zeros((sh.b, sh.d))
             buffers["qa"] = be.zeros((sh.b,))
             buffers["S"] = be.empty((sh.L, sh.b, sh.c))
         Qb, qab, S = buffers["Qb"], buffers["qa"], buffers["S"]
@@ -308,6 +366,9 @@ class _Block:
         self._queries(comm, sh, layout, start, stop, Qb, qab)
         for k in range(sh.L):
             Gk = sh.Gp[k * sh.c : (k + 1) * sh.c]
+            if sh.similarity == "hamming":
+                _hamming_tile(be, Qb, Gk, S[k])
+                continue
             be.matmul_into(Qb, Gk, S[k])
             if sh.ga is not None:
                 be.finish_scores(S[k], sh.similarity, qab, sh.ga[k * sh.c : (k + 1) * sh.c])
@@ -322,6 +383,9 @@ class _Block:
         """The block's query rows and factors, broadcast by their owners."""
         torch = comm.torch
         be = sh.backend
+        if sh.similarity == "hamming":
+            _block_words(comm, sh, layout, start, stop, Qb)
+            return
         for r in range(comm.world):
             q0, q1 = layout.q_range(r)
             lo, hi = max(start, q0), min(stop, q1)
@@ -338,6 +402,33 @@ class _Block:
             Qb[lo - start : hi - start] = got[:, : sh.d]
             if sh.qa is not None:
                 qab[lo - start : hi - start] = got[:, sh.d]
+
+
+def _words_of(rows):
+    """Code word rows as an int64 CPU tensor (numpy uint64 or torch int64 in)."""
+    import torch
+
+    if isinstance(rows, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(rows).view(np.int64))
+    return rows
+
+
+def _block_words(comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, Qb) -> None:
+    """The block's query code words, broadcast by their owners (int64 on the wire)."""
+    torch = comm.torch
+    for r in range(comm.world):
+        q0, q1 = layout.q_range(r)
+        lo, hi = max(start, q0), min(stop, q1)
+        if lo >= hi:
+            continue
+        buf = torch.zeros((hi - lo, sh.d), dtype=torch.int64, device=comm.device)
+        if r == comm.rank:
+            buf[:] = _words_of(sh.Q[lo - sh.q0 : hi - sh.q0]).to(comm.device)
+        comm.broadcast(buf, r)
+        if isinstance(Qb, np.ndarray):
+            Qb[lo - start : hi - start] = buf.cpu().numpy().view(np.uint64)
+        else:
+            Qb[lo - start : hi - start] = buf.to(Qb.device)
 
 
 def _mask_owned(sh: _Shard, S, rel: Csr, own: Csr, torch_path: bool):
@@ -495,9 +586,6 @@ def _binning(ps: _Pass, counts) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- the run
 def _refuse_unsupported(req, opts: dict) -> None:
-    if req.similarity == "hamming":
-        raise InputError("similarity='hamming' is not supported with process_group yet; evaluate packed codes in "
-                         "one process, or use similarity='dot' on +-1 codes (the same ranking).")
     unsupported = req.of_kind("embedding")
     if unsupported:
         names = ", ".join(s.name for s in unsupported)
@@ -525,6 +613,12 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
     layout = _Layout(np.concatenate([[0], np.cumsum(sizes_q)]).astype(np.int64),
                      np.concatenate([[0], np.cumsum(sizes_g)]).astype(np.int64))
     n_q, n_g, d = int(layout.q_off[-1]), int(layout.g_off[-1]), max(i["d"] for i in infos)
+    if req.similarity == "hamming":  # empty shards get codes of the ranks' length; d: the planner's columns
+        n_bits = next((i["n_bits"] for i in infos if i["n_bits"] is not None), 1)
+        info["Q"] = info["Q"] if info["Q"] is not None else _empty_codes(n_bits)
+        if not loo:
+            info["G"] = info["G"] if info["G"] is not None else _empty_codes(n_bits)
+        d = int(info["Q"].shape[1])
     meta = _metadata(comm, infos, opts, layout, loo)
     sides = ev._Sides(None, None if loo else _REMOTE, n_q, n_g, d)
     if n_q == 0:

@@ -55,10 +55,13 @@ class _LocalRows:
         self.comm = comm
         self.q0, self.q1 = layout.q_range(comm.rank)
         self.g0, self.g1 = sh.g0, sh.g1
-        self.Q = np.asarray(be.to_numpy(sh.Q), np.float32)
+        self.codes = sh.similarity == "hamming"  # 64-bit code words (uint64), else float32 rows
+        host = (lambda x: np.ascontiguousarray(be.to_numpy(x)).view(np.uint64)) if self.codes else (
+            lambda x: np.asarray(be.to_numpy(x), np.float32))
+        self.Q = host(sh.Q)
         self.qa = None if sh.qa is None else np.asarray(be.to_numpy(sh.qa), np.float32)
         off = sh.g0 - sh.k0 * sh.c
-        self.G = np.asarray(be.to_numpy(sh.Gp[off : off + (sh.g1 - sh.g0)]), np.float32)
+        self.G = host(sh.Gp[off : off + (sh.g1 - sh.g0)])
         self.ga = None if sh.ga is None else np.asarray(be.to_numpy(sh.ga[off : off + (sh.g1 - sh.g0)]),
                                                         np.float32)
 
@@ -67,8 +70,8 @@ class _LocalRows:
         mask to this rank's columns, reduce, count."""
         (_, q_codes, q_ids, _), (_, g_codes, g_ids, _) = q_side, g_side
         B, d = len(units), self.Q.shape[1]
-        Qb = np.full((B, mq, d), -np.inf, np.float32)
-        Gb = np.zeros((B, mg, d), np.float32)
+        Qb = np.zeros((B, mq, d), np.uint64) if self.codes else np.full((B, mq, d), -np.inf, np.float32)
+        Gb = np.zeros((B, mg, d), self.G.dtype)
         qf = np.full((B, mq), -np.inf, np.float32) if self.qa is not None else None
         gf = np.zeros((B, mg), np.float32) if self.ga is not None else None
         qc, gc = np.full((B, mq), -1, np.int64), np.full((B, mg), -2, np.int64)
@@ -88,8 +91,11 @@ class _LocalRows:
             qc[t, : qi.size], gc[t, : gi.size] = q_codes[qi], g_codes[gi]
             qidx[t, : qi.size], gidx[t, : gi.size] = qi, gi
             qid[t, : qi.size], gid[t, : gi.size] = q_ids[qi], g_ids[gi]
-        Qb = self.comm.all_reduce(Qb, "max")  # every query row from its owner, exactly
-        Qb[np.isneginf(Qb)] = 0.0  # padding rows
+        if self.codes:  # one owner per row, zeros elsewhere: an integer sum is exact
+            Qb = self.comm.all_reduce(Qb.view(np.int64), "sum").view(np.uint64)
+        else:  # every query row from its owner, exactly (-0.0 kept: a max over -inf fillers)
+            Qb = self.comm.all_reduce(Qb, "max")
+            Qb[np.isneginf(Qb)] = 0.0  # padding rows
         if qf is not None:
             qf = self.comm.all_reduce(qf, "max")
             qf[np.isneginf(qf)] = 0.0

@@ -122,6 +122,19 @@ def _scenarios() -> list[dict]:
                     kw=dict(relevance=graded, query_ids=qii, gallery_ids=gii, similarity="dot",
                             metrics=["ndcg", "ndcg@5", "map", "hit_rate@2"], relevance_level=2,
                             empty_queries="skip")))
+    # binary codes: +-1 rows on some shards' terms, np.packbits bytes (the same bits) compared in one process
+    rng = np.random.default_rng(12)
+    bits = rng.integers(0, 2, (40, 70)).astype(bool)
+    bits[1::5] = bits[0::5]  # duplicate codes: ties
+    yb = rng.integers(0, 6, 40)
+    out.append(dict(name="hamming-loo", Q=bits, G=None,
+                    kw=dict(query_labels=yb, query_ids=np.arange(40), similarity="hamming", tile=(6, 16),
+                            metrics=QUERY_METRICS + ["pair_recall@t=30", "recall_at_precision@0.5",
+                                                     "grouped_recall@2"], group_size=2, empty_queries="skip")))
+    out.append(dict(name="hamming-query-gallery", Q=np.packbits(bits[:15], axis=1), G=np.packbits(bits[10:], axis=1),
+                    kw=dict(query_labels=yb[:15], gallery_labels=yb[10:], query_ids=np.arange(15),
+                            gallery_ids=np.arange(10, 40), similarity="hamming", metrics=QUERY_METRICS,
+                            empty_queries="skip")))
     out += _image_text_scenarios()
     out += _grouped_scenarios()
     return out
