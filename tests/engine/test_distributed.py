@@ -557,3 +557,17 @@ def test_the_ddp_example_gives_every_rank_the_global_metrics(tmp_path):
     _same(_summary(whole), s0, "rank 0")
     _same(_summary(whole), s1, "rank 1")
     assert whole["hit_rate@1"] >= 0.5
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_and_checks_its_ranks():
+    """benchmarks/bench_distributed.py at a tiny size: its table, and every rank's values
+    equal to one process (the script exits 1 otherwise); timings are not checked."""
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_distributed.py")
+    out = subprocess.run([sys.executable, script, "--n", "2000", "--d", "16"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "| 2 | 1 | 1000 |" in out.stdout and "equal to one process on every rank: yes" in out.stdout
