@@ -92,7 +92,8 @@ def summary_lines(outcomes: list[dict], width: int | None = None, mode: str = "f
         return []
     outcomes = sorted_outcomes(outcomes, order)
     shown = outcomes if mode == "full" else [o for o in outcomes if not o.get("passed")]
-    head = count_line(outcomes) + ("" if mode == "full" else f"; {plural(len(shown), 'failed gate')} shown")
+    noun = "failed or xfailed gate" if any(o.get("xfail") for o in shown) else "failed gate"
+    head = count_line(outcomes) + ("" if mode == "full" else f"; {plural(len(shown), noun)} shown")
     rows = [("test", "metric", "value", "interval", "rule", "n_used / n_skipped", "result")]
     for o in shown:
         interval = "" if o.get("low") is None else f"[{_num(o['low'])}, {_num(o.get('high'))}]"
