@@ -221,6 +221,38 @@ def _plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _repeats(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(keep, owner, dup)`` for ids in their gathered order: the rows kept (the first
+    occurrence of each id, ascending), the kept row of every row's id, and the rows
+    that repeat an earlier one."""
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    owner = first[inverse.reshape(-1)]
+    return np.sort(first), owner, np.flatnonzero(owner != np.arange(ids.size))
+
+
+def _check_repeat_labels(ids, y, owner, dup) -> None:
+    bad_label = dup[y[dup] != y[owner[dup]]]
+    if bad_label.size:
+        i = int(bad_label[0])
+        raise InputError(f"id {_plain(ids[i])!r} appears twice with different labels ({_plain(y[owner[i]])!r} and "
+                         f"{_plain(y[i])!r}): the ids "
+                         "are not global item ids; return each item's dataset index (or another unique id).")
+
+
+def _check_repeat_rows(ids, dup, x_dup, x_owner, scale: float, tolerance: float) -> None:
+    """A repeated id's embedding (rows ``x_dup``) must equal its first occurrence's
+    (``x_owner``) within ``tolerance`` times ``scale``, the largest magnitude."""
+    if not dup.size:
+        return
+    diff = np.abs(np.asarray(x_dup, np.float64) - np.asarray(x_owner, np.float64)).max(axis=1)
+    far = np.flatnonzero(diff > tolerance * max(scale, np.finfo(np.float64).tiny))
+    if far.size:
+        j = int(far[0])
+        raise InputError(f"id {_plain(ids[dup[j]])!r} appears twice with different embeddings (largest difference "
+                         f"{float(diff[j]):.3g}, scale {scale:.3g}): the ids are not global item ids, or "
+                         "the model changed between the two; return each item's dataset index.")
+
+
 def dedupe_by_id(embeddings, labels, ids, *, tolerance: float = 1e-4) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Drop the repeated items of gathered embeddings: a ``DistributedSampler`` pads
     every rank to the same length by repeating items, so all-gathered validation sets
@@ -238,28 +270,107 @@ def dedupe_by_id(embeddings, labels, ids, *, tolerance: float = 1e-4) -> tuple[n
     ids = np.asarray(ids)
     if ids.ndim != 1 or ids.shape[0] != x.shape[0] or y.shape[0] != x.shape[0]:
         raise InputError(f"ids {ids.shape}, labels {y.shape} and embeddings {x.shape} must hold one entry per item.")
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    keep = np.sort(first)
+    keep, owner, dup = _repeats(ids)
     if keep.size == ids.size:
         return x, y, ids, 0
-    owner = first[inverse]  # the kept row of each row's id
-    dup = np.flatnonzero(owner != np.arange(ids.size))
-    bad_label = dup[y[dup] != y[owner[dup]]]
-    if bad_label.size:
-        i = int(bad_label[0])
-        raise InputError(f"id {_plain(ids[i])!r} appears twice with different labels ({_plain(y[owner[i]])!r} and "
-                         f"{_plain(y[i])!r}): the ids "
-                         "are not global item ids; return each item's dataset index (or another unique id).")
+    _check_repeat_labels(ids, y, owner, dup)
     scale = float(np.abs(x).max()) if x.size else 0.0
-    diff = np.abs(x[dup].astype(np.float64) - x[owner[dup]].astype(np.float64)).max(axis=1) if x.size else np.zeros(0)
-    far = dup[diff > tolerance * max(scale, np.finfo(np.float64).tiny)]
-    if far.size:
-        i = int(far[0])
-        raise InputError(f"id {_plain(ids[i])!r} appears twice with different embeddings (largest difference "
-                         f"{float(diff[dup == i][0]):.3g}, scale {scale:.3g}): the ids are not global item ids, or "
-                         "the model changed between the two; return each item's dataset index.")
+    _check_repeat_rows(ids, dup, x[dup], x[owner[dup]], scale, tolerance)
     return x[keep], y[keep], ids[keep], int(dup.size)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One rank's part of a sharded validation set after :func:`dedupe_shard`: its kept
+    ``embeddings``, ``labels`` and ``ids`` (in its own order), their ``positions`` in
+    the de-duplicated whole (the ranks' kept items concatenated in rank order), the
+    whole's size ``n_total`` and the number of repeats dropped over all ranks."""
+
+    embeddings: np.ndarray
+    labels: np.ndarray
+    ids: np.ndarray
+    positions: np.ndarray
+    n_total: int
+    n_dropped: int
+
+
+def dedupe_shard(embeddings, labels, ids, *, gather, rank: int, tolerance: float = 1e-4) -> Shard | None:
+    """:func:`dedupe_by_id` on the concatenation of every rank's shard (in rank order)
+    without gathering the embeddings: ``gather(obj)`` is an all-gather of Python objects
+    over the ranks (every rank calls it; it returns the list of every rank's ``obj``, in
+    rank order), as ``torch.distributed.all_gather_object``; ``rank`` is this rank's
+    index in that list.
+
+    First exchange: the ids, labels, row count, dimension, dtype and largest magnitude of
+    each shard (``embeddings=None``: the rank holds no items). Every rank then finds the
+    same repeats (a later occurrence of an id, on a later rank or later on the same
+    rank) and refuses a repeat whose label differs. Second exchange: only the rows of the
+    repeated ids (the repeats and their first occurrences), to refuse a repeat whose
+    embedding differs by more than ``tolerance`` times the largest magnitude over all
+    ranks (the check :func:`dedupe_by_id` makes). Each rank keeps its rows that are no
+    repeat. Returns None when no rank holds an item; every rank gets the same answer
+    (or raises the same error).
+    """
+    if embeddings is None:
+        meta = None
+    else:
+        x, y, ids = np.asarray(embeddings), np.asarray(labels), np.asarray(ids)
+        if ids.ndim != 1 or ids.shape[0] != x.shape[0] or y.shape[0] != x.shape[0]:
+            raise InputError(f"ids {ids.shape}, labels {y.shape} and embeddings {x.shape} must hold one entry per "
+                             "item.")
+        meta = (ids, y, x.shape, x.dtype.str, float(np.abs(x).max()) if x.size else 0.0)
+    metas = gather(meta)
+    rank = None if meta is None else int(rank)
+    present = [m for m in metas if m is not None]
+    if not present:
+        return None
+    dims = {m[2][1:] for m in present}
+    if len(dims) > 1:
+        raise InputError(f"the ranks' validation embeddings have different shapes per item ({sorted(dims)}); every "
+                         "rank must embed with the same model.")
+    sizes = [0 if m is None else m[2][0] for m in metas]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    all_ids = np.concatenate([m[0] for m in present])
+    all_y = np.concatenate([m[1] for m in present])
+    keep, owner, dup = _repeats(all_ids)
+    _check_repeat_labels(all_ids, all_y, owner, dup)
+    involved = np.unique(np.concatenate([dup, owner[dup]]))
+    return _finish_shard(embeddings, labels, ids, metas, rank, offsets, keep, owner, dup, involved, gather,
+                         tolerance)
+
+
+def _finish_shard(x, y, ids, metas, rank, offsets, keep, owner, dup, involved, gather, tolerance) -> Shard:
+    """The second exchange of :func:`dedupe_shard` and the rank's kept rows."""
+    present = [m for m in metas if m is not None]
+    if rank is None:  # this rank holds no items: it still joins the exchange
+        lo = hi = 0
+        sent = {}
+    else:
+        lo, hi = int(offsets[rank]), int(offsets[rank + 1])
+        mine = involved[(involved >= lo) & (involved < hi)]
+        sent = {int(g): np.asarray(x)[g - lo] for g in mine}
+    rows: dict = {}
+    for part in gather(sent):
+        rows.update(part)
+    all_ids = np.concatenate([m[0] for m in present])
+    if dup.size:
+        scale = max(m[4] for m in present)
+        _check_repeat_rows(all_ids, dup, np.stack([rows[int(g)] for g in dup]),
+                           np.stack([rows[int(g)] for g in owner[dup]]), scale, tolerance)
+    kept = np.zeros(all_ids.size, bool)
+    kept[keep] = True
+    position = np.cumsum(kept) - 1
+    if rank is None:
+        d = present[0][2][1:]
+        dtype = np.dtype(present[0][3])
+        x = np.zeros((0, *d), dtype)
+        y = present[0][1][:0]
+        ids = present[0][0][:0]
+        local = np.zeros(0, bool)
+    else:
+        x, y, ids = np.asarray(x), np.asarray(y), np.asarray(ids)
+        local = kept[lo:hi]
+    return Shard(x[local], y[local], ids[local], position[lo:hi][local], int(keep.size), int(dup.size))
 
 
 def evaluate_split(queries, query_labels, gallery=None, gallery_labels=None, *, metrics, options, query_ids=None,

@@ -17,11 +17,13 @@ import numpy as np
 
 from .._suggest import shown
 from ..errors import InputError
-from ..metrics import discriminant_ratio
+from ..engine import evaluate
+from ..metrics import discriminant_ratio, metric_spec
 from ._gating import (
     check_evaluate_options,
     check_gates,
     dedupe_by_id,
+    dedupe_shard,
     evaluate_split,
     logged_values,
     report_failures,
@@ -44,6 +46,7 @@ except ImportError:  # pragma: no cover - the standalone package
 __all__ = ["RetrievalChecksCallback", "DiscriminantRatioMonitor"]
 
 _SPLITS = ("leave_one_out", "dataloaders")
+_DISTRIBUTED = ("auto", "shard", "gather")
 
 
 def unpack(value, where: str, *, need_ids: bool) -> tuple:
@@ -78,6 +81,22 @@ def _flag(value, name: str) -> bool:
     return value
 
 
+def _distributed(value, metrics: list[str]) -> tuple[str, list[str]]:
+    """The ``distributed`` option checked against the metrics: ``(mode, names)``, the
+    names being the metrics that make ``"auto"`` all-gather (they read every embedding
+    at once, which the sharded path refuses)."""
+    if value not in _DISTRIBUTED:
+        raise InputError(f"distributed={shown(value)}: use 'auto' (default: sharded unless a metric needs every "
+                         "embedding), 'shard' (exact sharded evaluation, evaluate(..., process_group=...)) or "
+                         "'gather' (all-gather the embeddings on every rank).")
+    whole = [m for m in metrics if metric_spec(m).kind == "embedding"]
+    if value == "shard" and whole:
+        raise InputError(f"distributed='shard' with metrics {whole}: the sharded evaluation does not compute "
+                         f"{', '.join(whole)} (it reads every embedding at once); use distributed='gather' or "
+                         "'auto' (all-gathers for these), or drop them from metrics.")
+    return value, whole
+
+
 def _prefix(value) -> str:
     if not isinstance(value, str):
         raise InputError(f"prefix={shown(value)}: expected a string such as 'rc/' (put before every logged name).")
@@ -95,11 +114,25 @@ class RetrievalChecksCallback(Callback):
     each item queries all the others) or ``"dataloaders"`` (validation dataloader 0
     holds the queries, dataloader 1 the gallery).
 
-    Under DDP the collected arrays of every rank are all-gathered (in rank order) and
-    the items that ``DistributedSampler`` repeats to pad the ranks are dropped by id
-    (:func:`~retrieval_checks.integrations.dedupe_by_id`): ids are then required, and
-    the count dropped is logged (``n_duplicates_dropped``) and printed. Every rank
-    computes the same result, so every rank takes the same decision.
+    Under DDP (world size > 1) ids are required: each item's global id, e.g. its dataset
+    index. The items that ``DistributedSampler`` repeats to pad the ranks are dropped by
+    id (the first occurrence, in rank order, is kept; a repeat whose label or embedding
+    differs is refused), the count dropped is logged (``n_duplicates_dropped``) and
+    printed. ``distributed`` chooses how the ranks evaluate:
+
+    - ``"shard"``: exact sharded evaluation, ``evaluate(..., process_group=WORLD)``
+      (``docs/distributed.md``): only the ids and labels are all-gathered (and the rows
+      of repeated ids, to check them); each rank evaluates its own de-duplicated shard,
+      memory per rank is its shard plus one tile. Refuses metrics that read every
+      embedding at once (``discriminant_ratio``). Without a ``device`` option the ranks
+      compute on the CPU over Gloo and on their current CUDA device over NCCL.
+    - ``"gather"``: every rank all-gathers all embeddings and evaluates the whole set.
+    - ``"auto"`` (default): ``"shard"``, unless a metric needs ``"gather"``
+      (``discriminant_ratio``): then ``"gather"``, with a note printed once.
+
+    Both give the same values, bit for bit: those of one process on the ranks' items
+    concatenated in rank order, de-duplicated. Every rank computes the same result, so
+    every rank takes the same decision. On one process ``distributed`` has no effect.
 
     Logged (``pl_module.log``, epoch level, under ``prefix``): every metric, interval
     bounds where a metric has one, ``n_skipped`` (queries without a relevant item),
@@ -119,7 +152,7 @@ class RetrievalChecksCallback(Callback):
 
     def __init__(self, metrics=None, *, gates=None, embed=None, split: str = "leave_one_out", prefix: str = "rc/",
                  stop_on_failure: bool = False, raise_on_failure: bool = False, every_n_epochs: int = 1,
-                 **evaluate_options):
+                 distributed: str = "auto", **evaluate_options):
         super().__init__()
         self.metrics, self.gates = check_gates(gates, metrics)
         if embed is not None and not callable(embed):
@@ -136,6 +169,7 @@ class RetrievalChecksCallback(Callback):
             raise InputError("stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
                              "this epoch; raise: raise the gate's AssertionError now).")
         self.embed, self.split, self.prefix = embed, split, _prefix(prefix)
+        self.distributed, self._gather_for = _distributed(distributed, self.metrics)
         self.every_n_epochs = int(every_n_epochs)
         self.options = check_evaluate_options(evaluate_options)
         self.last_result = None
@@ -144,6 +178,7 @@ class RetrievalChecksCallback(Callback):
         self.last_n_dropped = 0
         self._parts: dict[int, list] = {}
         self._active = False
+        self._noted = False
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
         self._parts = {}
@@ -165,20 +200,25 @@ class RetrievalChecksCallback(Callback):
         x, y, ids = unpack(value, f"{where} (validation batch {batch_idx})", need_ids=trainer.world_size > 1)
         self._parts.setdefault(int(dataloader_idx), []).append((x, y, ids))
 
+    def _local(self, idx: int) -> tuple:
+        """This rank's collected (embeddings, labels, ids) of one side, or Nones."""
+        parts = self._parts.get(idx, [])
+        if not parts:
+            return None, None, None
+        with_ids = {p[2] is not None for p in parts}
+        if len(with_ids) > 1:
+            raise InputError("some validation batches came with ids and some without; return ids for every "
+                             "batch or for none.")
+        x = np.concatenate([p[0] for p in parts])
+        y = np.concatenate([p[1] for p in parts])
+        ids = np.concatenate([p[2] for p in parts]) if with_ids == {True} else np.arange(x.shape[0])
+        return x, y, ids
+
     def _side(self, trainer, idx: int) -> tuple:
         """One side (queries or gallery), gathered from every rank, deduplicated by id
         (repeated ids are dropped and counted on one process too: a sampler that
         repeats items, or ids that are not item ids, which are refused)."""
-        parts = self._parts.get(idx, [])
-        x = y = ids = None
-        if parts:
-            with_ids = {p[2] is not None for p in parts}
-            if len(with_ids) > 1:
-                raise InputError("some validation batches came with ids and some without; return ids for every "
-                                 "batch or for none.")
-            x = np.concatenate([p[0] for p in parts])
-            y = np.concatenate([p[1] for p in parts])
-            ids = np.concatenate([p[2] for p in parts]) if with_ids == {True} else np.arange(x.shape[0])
+        x, y, ids = self._local(idx)
         if trainer.world_size > 1:
             import torch.distributed as dist
 
@@ -193,27 +233,92 @@ class RetrievalChecksCallback(Callback):
         x, y, ids, dropped = dedupe_by_id(x, y, ids)
         return (x, y), ids, dropped
 
-    def on_validation_epoch_end(self, trainer, pl_module) -> None:
-        if not self._active:
-            return
+    def _shard_side(self, idx: int, dist):
+        """One side as this rank's shard, repeats dropped over all ranks
+        (:class:`~retrieval_checks.integrations._gating.Shard`, or None: no rank has items)."""
+        x, y, ids = self._local(idx)
+
+        def gather(obj):
+            out = [None] * dist.get_world_size()
+            dist.all_gather_object(out, obj)
+            return out
+
+        return dedupe_shard(x, y, ids, gather=gather, rank=dist.get_rank())
+
+    def _sharded(self, trainer) -> bool:
+        """Whether this epoch evaluates sharded (DDP, torch.distributed initialised, and
+        ``distributed`` allows it); prints the fallback note of ``"auto"`` once."""
+        if trainer.world_size <= 1 or self.distributed == "gather":
+            return False
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return False
+        if self._gather_for:  # "auto" with a metric the sharded path refuses
+            if not self._noted:
+                rank_zero_info(f"retrieval-checks: {', '.join(self._gather_for)} reads every embedding at once, "
+                               "so the callback all-gathers the validation embeddings on every rank "
+                               "(distributed='gather') instead of evaluating them sharded.")
+                self._noted = True
+            return False
+        return True
+
+    def _evaluate_sharded(self, trainer) -> tuple:
+        """(result, dropped) of ``evaluate(..., process_group=WORLD)`` on this rank's
+        de-duplicated shards."""
+        import torch
+        import torch.distributed as dist
+
+        shards = [self._shard_side(i, dist) for i in ((0, 1) if self.split == "dataloaders" else (0,))]
+        self._parts = {}
+        for i, shard in enumerate(shards):
+            if shard is None:
+                raise InputError(f"{self._side_name(i)} gave no batches to evaluate on any rank; check "
+                                 "limit_val_batches and the dataloaders.")
+        options = dict(self.options)
+        if "device" not in options:  # Gloo computes on the CPU, NCCL on this rank's CUDA device
+            options["device"] = (f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu")
+        q = shards[0]
+        if self.split == "dataloaders":
+            g = shards[1]  # ids: positions, the gallery's after the queries' (no query is a gallery item)
+            result = evaluate(q.embeddings, g.embeddings, query_labels=q.labels, gallery_labels=g.labels,
+                              query_ids=q.positions, gallery_ids=q.n_total + g.positions, metrics=self.metrics,
+                              process_group=dist.group.WORLD, **options)
+        else:
+            result = evaluate(q.embeddings, query_labels=q.labels, query_ids=q.ids, metrics=self.metrics,
+                              process_group=dist.group.WORLD, **options)
+        return result, sum(s.n_dropped for s in shards)
+
+    def _side_name(self, i: int) -> str:
+        return ("the validation dataloader" if self.split == "leave_one_out"
+                else f"validation dataloader {i} ({'queries' if i == 0 else 'gallery'})")
+
+    def _evaluate_gathered(self, trainer) -> tuple:
+        """(result, dropped) of one process's ``evaluate`` on the gathered, de-duplicated sides."""
         sides = [self._side(trainer, i) for i in ((0, 1) if self.split == "dataloaders" else (0,))]
         self._parts = {}
         for i, (data, _, _) in enumerate(sides):
             if data is None:
-                what = ("the validation dataloader" if self.split == "leave_one_out"
-                        else f"validation dataloader {i} ({'queries' if i == 0 else 'gallery'})")
-                raise InputError(f"{what} gave no batches to evaluate; check limit_val_batches and the dataloaders.")
-        dropped = sum(s[2] for s in sides)
-        if trainer.world_size > 1 or dropped:
-            rank_zero_info(f"retrieval-checks: dropped {dropped} repeated item(s) (by id) before evaluating"
-                           + (f": DistributedSampler pads {trainer.world_size} ranks to equal length"
-                              if trainer.world_size > 1 else "") + ".")
+                raise InputError(f"{self._side_name(i)} gave no batches to evaluate; check limit_val_batches and "
+                                 "the dataloaders.")
         (q, qy), q_ids = sides[0][0], sides[0][1]
         if self.split == "dataloaders":
             (g, gy) = sides[1][0]
             result = evaluate_split(q, qy, g, gy, metrics=self.metrics, options=self.options)
         else:
             result = evaluate_split(q, qy, metrics=self.metrics, options=self.options, query_ids=q_ids)
+        return result, sum(s[2] for s in sides)
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if not self._active:
+            return
+        sharded = self._sharded(trainer)
+        result, dropped = self._evaluate_sharded(trainer) if sharded else self._evaluate_gathered(trainer)
+        if trainer.world_size > 1 or dropped:
+            rank_zero_info(f"retrieval-checks: dropped {dropped} repeated item(s) (by id) before evaluating"
+                           + (f": DistributedSampler pads {trainer.world_size} ranks to equal length"
+                              if trainer.world_size > 1 else "")
+                           + (" (sharded evaluation)" if sharded else "") + ".")
         outcomes = run_gates(result, self.gates)
         values = logged_values(result, self.prefix, outcomes)
         values[self.prefix + "n_duplicates_dropped"] = float(dropped)

@@ -1,11 +1,15 @@
 """The Lightning callback under real DDP: two CPU processes (ddp_spawn on gloo), an odd
-validation set that DistributedSampler pads with one repeated item. The callback
-all-gathers, drops the repeat by id and says so; what rank 0 logged equals
-retrieval_checks.evaluate on the whole validation set with the trained weights."""
+validation set that DistributedSampler pads with one repeated item. The callback drops
+the repeat by id and says so; what rank 0 logged equals retrieval_checks.evaluate on the
+whole validation set with the trained weights. The sharded path
+(``distributed="shard"``, ``evaluate(..., process_group=WORLD)``) and the all-gather path
+give, on every rank, the values of one process's ``evaluate`` on the embeddings the
+ranks computed, concatenated in rank order with the repeats dropped, bit for bit."""
 
 from __future__ import annotations
 
 import csv
+import json
 import warnings
 
 import numpy as np
@@ -37,7 +41,7 @@ class DdpEmbedder(pl.LightningModule):
         x, y, _ids = batch
         return torch.nn.functional.cross_entropy(self.head(self.net(x)), y)
 
-    def validation_step(self, batch, _):
+    def validation_step(self, batch, _, dataloader_idx=0):
         x, y, ids = batch
         return self.net(x), y, ids
 
@@ -70,3 +74,104 @@ def test_two_process_ddp_gathers_and_drops_the_padded_repeat(tmp_path):
     assert float(rows[0]["rc/n_duplicates_dropped"]) == 1.0
     for name in ("map@R", "hit_rate@1"):
         assert float(rows[0]["rc/" + name]) == pytest.approx(float(np.float32(ref[name])), rel=1e-6), name
+
+
+class Dump(pl.Callback):
+    """Saves, on every rank, what validation_step returned (its own copy, collected here)
+    and the float64 values each callback of ``watched`` computed; runs after them."""
+
+    def __init__(self, out, watched):
+        self.out, self.watched, self.parts = out, watched, {}
+
+    def on_validation_epoch_start(self, trainer, pl_module):
+        self.parts = {}
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        if not trainer.sanity_checking:
+            self.parts.setdefault(dataloader_idx, []).append([t.detach().numpy() for t in outputs])
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        r = trainer.global_rank
+        arrays = {f"{k}_{i}": np.concatenate([p[i] for p in parts]) for k, parts in self.parts.items()
+                  for i in range(3)}
+        np.savez(self.out / f"rank{r}.npz", **arrays)
+        with open(self.out / f"rank{r}.json", "w") as f:
+            json.dump([cb.last_values for cb in self.watched], f)
+
+
+def _fit(tmp_path, val, callbacks):
+    x, y = blobs(n_per_class=8, seed=0)
+    train = DataLoader(TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8)
+    dump = Dump(tmp_path, callbacks)
+    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_epochs=1, logger=False,
+                         enable_checkpointing=False, callbacks=[*callbacks, dump], enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(DdpEmbedder(), train, val)
+    values = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
+    arrays = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(2)]
+    return values, arrays
+
+
+def _rank_order_deduplicated(arrays, side: int):
+    """The ranks' items of one dataloader concatenated in rank order, each id's first
+    occurrence kept (a plain loop, not the package's code); and the count dropped."""
+    x, y, ids = (np.concatenate([a[f"{side}_{i}"] for a in arrays]) for i in range(3))
+    seen, keep = set(), []
+    for row, i in enumerate(ids.tolist()):
+        if i not in seen:
+            seen.add(i)
+            keep.append(row)
+    return x[keep], y[keep], ids[keep], ids.size - len(keep)
+
+
+def _loader(x, y, batch_size=5):
+    return DataLoader(TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))),
+                      batch_size=batch_size)
+
+
+@pytest.mark.slow
+def test_sharded_and_gathered_ddp_equal_one_process_on_the_rank_order_concatenation(tmp_path, capfd):
+    xv, yv = blobs(n_per_class=6, seed=1)
+    xv, yv = xv[:23], yv[:23]  # odd: two ranks of 12, one item repeated
+    metrics = ["map@R", "hit_rate@1", "mrr", "recall@5"]
+    gates = {"map@R": {"at_least": 0.05}}
+    callbacks = [RetrievalChecksCallback(metrics, gates=gates, distributed="shard", prefix="shard/"),
+                 RetrievalChecksCallback(metrics, gates=gates, distributed="gather", prefix="gather/"),
+                 RetrievalChecksCallback(["map@R", "discriminant_ratio"], prefix="auto/")]  # falls back to gather
+    values, arrays = _fit(tmp_path, _loader(xv, yv), callbacks)
+    assert "discriminant_ratio reads every embedding at once" in capfd.readouterr().err
+    x, y, ids, dropped = _rank_order_deduplicated(arrays, 0)
+    assert dropped == 1 and sorted(ids.tolist()) == list(range(23))
+    assert ids.tolist() != list(range(23))  # rank order is not the dataset's order: the test tells them apart
+    ref = rc.evaluate(x, query_labels=y, query_ids=ids, metrics=metrics)
+    ref_j = rc.evaluate(x, query_labels=y, query_ids=ids, metrics=["map@R", "discriminant_ratio"])
+    assert values[0] == values[1]  # every rank, the same float64 values
+    shard, gather, auto = values[0]
+    for m in metrics:
+        assert shard["shard/" + m] == gather["gather/" + m] == ref[m], m
+    assert shard["shard/n_duplicates_dropped"] == gather["gather/n_duplicates_dropped"] == 1.0
+    assert shard["shard/gate/map@R"] == gather["gather/gate/map@R"] == 1.0
+    assert shard["shard/n_skipped"] == gather["gather/n_skipped"] == float(ref.n_skipped)
+    assert auto["auto/discriminant_ratio"] == ref_j["discriminant_ratio"] and auto["auto/map@R"] == ref["map@R"]
+
+
+@pytest.mark.slow
+def test_sharded_dataloaders_split_equals_one_process(tmp_path):
+    xq, yq = blobs(n_per_class=3, seed=2)
+    xg, yg = blobs(n_per_class=6, seed=3)
+    xq, yq, xg, yg = xq[:11], yq[:11], xg[:23], yg[:23]  # both padded by DistributedSampler
+    metrics = ["map@R", "hit_rate@1", "ndcg@10"]
+    callbacks = [RetrievalChecksCallback(metrics, split="dataloaders", distributed=mode, prefix=mode + "/")
+                 for mode in ("shard", "gather")]
+    values, arrays = _fit(tmp_path, [_loader(xq, yq, 4), _loader(xg, yg)], callbacks)
+    q, qy, _, q_dropped = _rank_order_deduplicated(arrays, 0)
+    g, gy, _, g_dropped = _rank_order_deduplicated(arrays, 1)
+    assert (q_dropped, g_dropped) == (1, 1)
+    ref = rc.evaluate(q, g, query_labels=qy, gallery_labels=gy, metrics=metrics)
+    assert values[0] == values[1]
+    shard, gather = values[0]
+    for m in metrics:
+        assert shard["shard/" + m] == gather["gather/" + m] == ref[m], m
+    assert shard["shard/n_duplicates_dropped"] == gather["gather/n_duplicates_dropped"] == 2.0
