@@ -25,6 +25,7 @@ from lightning.pytorch.loggers import CSVLogger  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import retrieval_checks as rc  # noqa: E402
+from retrieval_checks.errors import InputError  # noqa: E402
 from retrieval_checks.integrations import RetrievalChecksCallback  # noqa: E402
 
 from _integration_data import blobs  # noqa: E402
@@ -74,6 +75,15 @@ def test_two_process_ddp_gathers_and_drops_the_padded_repeat(tmp_path):
     assert float(rows[0]["rc/n_duplicates_dropped"]) == 1.0
     for name in ("map@R", "hit_rate@1"):
         assert float(rows[0]["rc/" + name]) == pytest.approx(float(np.float32(ref[name])), rel=1e-6), name
+
+
+def test_the_distributed_option_is_checked_when_the_callback_is_built():
+    with pytest.raises(InputError, match="distributed='shard' with metrics \\['discriminant_ratio'\\]"):
+        RetrievalChecksCallback(["map@R", "discriminant_ratio"], distributed="shard")
+    with pytest.raises(InputError, match="distributed='all'.*'auto'.*'shard'.*'gather'"):
+        RetrievalChecksCallback(["map@R"], distributed="all")
+    assert RetrievalChecksCallback(["map@R", "discriminant_ratio"], distributed="gather").distributed == "gather"
+    assert RetrievalChecksCallback(["map@R"]).distributed == "auto"
 
 
 class Dump(pl.Callback):
