@@ -263,7 +263,7 @@ class RetrievalChecksCallback(Callback):
             return False
         return True
 
-    def _evaluate_sharded(self, trainer) -> tuple:
+    def _evaluate_sharded(self) -> tuple:
         """(result, dropped) of ``evaluate(..., process_group=WORLD)`` on this rank's
         de-duplicated shards."""
         import torch
@@ -313,7 +313,7 @@ class RetrievalChecksCallback(Callback):
         if not self._active:
             return
         sharded = self._sharded(trainer)
-        result, dropped = self._evaluate_sharded(trainer) if sharded else self._evaluate_gathered(trainer)
+        result, dropped = self._evaluate_sharded() if sharded else self._evaluate_gathered(trainer)
         if trainer.world_size > 1 or dropped:
             rank_zero_info(f"retrieval-checks: dropped {dropped} repeated item(s) (by id) before evaluating"
                            + (f": DistributedSampler pads {trainer.world_size} ranks to equal length"
