@@ -305,6 +305,9 @@ def run_block(
     use_kernels: bool = True,
 ) -> BlockPartial:
     """One task: exact ranks of the relevant items of queries ``[start, stop)``."""
+    fused = None if want_pairs else _fused_block(p, start, stop, use_kernels)
+    if fused is not None:
+        return fused
     m = stop - start
     rel = p.relevant.block(start, stop)
     own = p.self_pairs.rows(start, stop)
@@ -353,6 +356,21 @@ def run_block(
                 part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:]  # scores >= each threshold
         part.negatives_tau = float(tail_tau)
     return part
+
+
+def _fused_block(p: Problem, start: int, stop: int, use_kernels: bool):
+    """The block on the fused Triton kernel (:mod:`._triton`) where the torch path would
+    run and the kernel serves (CUDA by ``RC_TRITON``; CPU tensors only in its tests);
+    None otherwise. A failure warns and hands the block (and the process) back to the
+    torch path."""
+    be = p.backend
+    if be.kind != "torch" or (use_kernels and not be.is_cuda):
+        return None
+    from . import _triton
+
+    if not _triton.supports(p, False) or not _triton.wanted(be):
+        return None
+    return _triton.guarded(p, start, stop)
 
 
 def ranked_partial(start: int, stop: int, rel: Csr, rel_sorted, order: np.ndarray, above: np.ndarray,
