@@ -3,7 +3,8 @@ Hugging Face ``Trainer``.
 
 - :class:`RetrievalChecksCallback` (Lightning): evaluates the validation embeddings at
   every validation epoch's end, logs the metrics, gates them, can stop training;
-  all-gathers under DDP and drops the items ``DistributedSampler`` repeats.
+  under DDP it drops the items ``DistributedSampler`` repeats (counted) and evaluates
+  exactly over the ranks' shards (``process_group``), or all-gathers (``distributed=``).
 - :class:`DiscriminantRatioMonitor` (Lightning): logs the discriminant ratio J of
   every training batch.
 - :class:`RetrievalChecksEvaluator` (sentence-transformers ``SentenceEvaluator``):
