@@ -12,6 +12,12 @@ the generator of ``bench_engine.py``):
               computes every score.
   topk        brute-force top-10: the same products plus torch.topk(k=11) per block (an
               approximate top-10 evaluation, not exact full-ranking metrics).
+  triton      ours-rank on the fused Triton kernel (RC_TRITON=1): tile product, score
+              epilogue and rank counts in one kernel, no score block in memory
+              (docs/gpu.md). ours-rank above runs with RC_TRITON=0: today's torch path.
+  screened    the same with bf16 screening and exact fp32 recompute (RC_TRITON_SCREEN=1).
+              Both Triton rows must give ours-rank's numbers: the table says "same" or
+              "DIFFERS", and "fell back" when the kernel's self-check refused it.
 
 Every timed region is wrapped in torch.cuda.synchronize() after a warm-up call; the
 report gives ours / gemm and ours / topk ratios measured in the same run, and the peak
@@ -25,15 +31,21 @@ suite runs); its timings mean nothing about a GPU.
     python benchmarks/bench_gpu.py                                  # the issue's table
     python benchmarks/bench_gpu.py --sizes 100000x128 200000x512 --grouped-n 10000000
     python benchmarks/bench_gpu.py --device cpu --sizes 2000x16     # smoke
+    python benchmarks/bench_gpu.py --device cpu --sizes 300x8 --triton on   # + the kernel, interpreted
+
+On the CPU the Triton rows run only with ``--triton on``, in Triton's interpreter
+(TRITON_INTERPRET=1; slow, a correctness smoke run).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -95,7 +107,41 @@ def topk_baseline(torch, X, y, block: int, k: int = 10):
     return {"hit_rate@1": hits1 / n, "hit_rate@10": hits10 / n}
 
 
-def run_size(torch, rc, device, n: int, d: int, args) -> dict:
+@contextlib.contextmanager
+def _env(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_triton(torch, rc, device, X_np, y_np, args, screen: bool, want: dict) -> dict:
+    """ours-rank on the fused kernel (CUDA; on CPU in the interpreter): time, peak, and
+    whether its numbers equal the torch path's (``want``)."""
+    from retrieval_checks.engine import _triton
+
+    cuda = device.type == "cuda"
+    dev_name = "cuda" if cuda else "torch-cpu"
+    ctx = contextlib.nullcontext() if cuda else _triton.on_cpu(screen=screen)
+    with _env(RC_TRITON="1", RC_TRITON_SCREEN="1" if screen else "0"), ctx, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X_np if not cuda else torch.from_numpy(X_np).to(
+            device), query_labels=y_np, metrics=RANK_ONLY, device=dev_name, max_memory=args.max_memory,
+            _use_kernels=cuda))
+    fell_back = any("Triton" in str(w.message) for w in caught)
+    same = all(res[k] == v for k, v in want.items())
+    return {"s": t, "peak": peak, "check": "fell back" if fell_back else ("same" if same else "DIFFERS"),
+            **{k: res[k] for k in want}}
+
+
+def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row of the table, every column
     X_np, y_np = make_data(n, d, auto_spread(d), args.seed)
     X = torch.from_numpy(X_np).to(device)
     X = X / X.norm(dim=1, keepdim=True)  # cosine: the same products the engine computes
@@ -109,13 +155,19 @@ def run_size(torch, rc, device, n: int, d: int, args) -> dict:
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=RANK_ONLY,
-                                                                 device=dev_name, max_memory=args.max_memory))
-        rows["ours-rank"] = {"s": t, "peak": peak, "map@R": res["map@R"], "hit_rate@1": res["hit_rate@1"]}
-        if not args.skip_full:
-            t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=FULL,
+        with _env(RC_TRITON="0"):
+            t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=RANK_ONLY,
                                                                      device=dev_name, max_memory=args.max_memory))
-            rows["ours-full"] = {"s": t, "peak": peak, "recall_at_precision@0.9": res["recall_at_precision@0.9"]}
+            rows["ours-rank"] = {"s": t, "peak": peak, "map@R": res["map@R"], "hit_rate@1": res["hit_rate@1"]}
+            if not args.skip_full:
+                t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=FULL,
+                                                                         device=dev_name, max_memory=args.max_memory))
+                rows["ours-full"] = {"s": t, "peak": peak, "recall_at_precision@0.9": res["recall_at_precision@0.9"]}
+        if args.triton_rows:
+            want = {k: rows["ours-rank"][k] for k in ("map@R", "hit_rate@1")}
+            Xn = X.cpu().numpy()
+            rows["triton"] = run_triton(torch, rc, device, Xn, y_np, args, False, want)
+            rows["screened"] = run_triton(torch, rc, device, Xn, y_np, args, True, want)
         t, peak, _ = _timed(torch, device, lambda: gemm_floor(torch, X, block))
         rows["gemm"] = {"s": t, "peak": peak}
         t, peak, res = _timed(torch, device, lambda: topk_baseline(torch, X, y, block))
@@ -149,20 +201,32 @@ def run_image_text(torch, rc, device, n_images: int, args) -> dict:
     return {"s": t, "peak": peak, "rsum": res["rsum"]}
 
 
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "-"
+    return f"{row['s']:.2f} s ({row['check']})"
+
+
 def report(results: dict, device_name: str) -> str:
     lines = [f"device: {device_name}", "",
-             "| N, d | ours, rank metrics | ours, + recall_at_precision@0.9 | fp32 GEMM of the same products | "
-             "brute-force top-10 (mm + topk) | ours-rank / GEMM | ours-rank / top-10 | peak GPU MB (ours-full) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| N, d | ours, rank metrics | ours, + recall_at_precision@0.9 | Triton fused, rank metrics | "
+             "Triton screened (bf16 + exact recompute) | fp32 GEMM of the same products | "
+             "brute-force top-10 (mm + topk) | ours-rank / GEMM | Triton / GEMM | ours-rank / top-10 | "
+             "peak GPU MB (ours-full) | peak GPU MB (Triton) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, rows in results.items():
         if not key.startswith("size "):
             continue
         r = rows
         full = r.get("ours-full", {})
+        tri = r.get("triton")
         lines.append(
-            f"| {key[5:]} | {r['ours-rank']['s']:.2f} s | {full.get('s', float('nan')):.2f} s | {r['gemm']['s']:.2f} s | "
+            f"| {key[5:]} | {r['ours-rank']['s']:.2f} s | {full.get('s', float('nan')):.2f} s | {_cell(tri)} | "
+            f"{_cell(r.get('screened'))} | {r['gemm']['s']:.2f} s | "
             f"{r['topk']['s']:.2f} s | {r['ours-rank']['s'] / r['gemm']['s']:.1f}x | "
-            f"{r['ours-rank']['s'] / r['topk']['s']:.1f}x | {full.get('peak', r['ours-rank']['peak']) / 2**20:.0f} |")
+            f"{'-' if tri is None else format(tri['s'] / r['gemm']['s'], '.1f') + 'x'} | "
+            f"{r['ours-rank']['s'] / r['topk']['s']:.1f}x | {full.get('peak', r['ours-rank']['peak']) / 2**20:.0f} | "
+            f"{'-' if tri is None else format(tri['peak'] / 2**20, '.0f')} |")
     for key in ("grouped", "image_text"):
         if key in results:
             r = results[key]
@@ -181,8 +245,14 @@ def main(argv=None) -> int:
     p.add_argument("--grouped-n", type=int, default=0, help="also time grouped recall on this many items")
     p.add_argument("--image-text", type=int, default=0, help="also time image-text with this many images")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
+                   help="the fused-kernel rows: auto = on CUDA only; on = also on the CPU (Triton's interpreter)")
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args(argv)
+    on_cpu = not args.device.startswith("cuda")
+    args.triton_rows = args.triton == "on" or (args.triton == "auto" and not on_cpu)
+    if on_cpu and args.triton_rows:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is first imported
     import torch
 
     import retrieval_checks as rc

@@ -314,3 +314,17 @@ def test_cuda_fused_kernel_equals_the_torch_path():  # pragma: no cover - needs 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", _CUDA_SCRIPT], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
+    """bench_gpu.py --triton on --device cpu: both Triton rows run (interpreted) and give
+    the torch path's numbers."""
+    import subprocess
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+    out = subprocess.run([sys.executable, str(bench), "--device", "cpu", "--sizes", "120x8", "--skip-full",
+                          "--triton", "on"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| 120, 8 |"))
+    assert row.count("(same)") == 2, row
