@@ -56,6 +56,7 @@ triton is imported on first use only (``import retrieval_checks`` does not load 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import os
 import warnings
@@ -126,6 +127,8 @@ def wanted(backend) -> bool:
     if m == "0":
         return False
     key = str(backend.device)
+    if m == "auto" and key not in _STATE and importlib.util.find_spec("triton") is None:
+        _STATE[key] = (False, "triton is not installed")  # auto: on when triton imports; nothing to warn about
     if key not in _STATE:
         _STATE[key] = self_check(backend.device)
         ok, reason = _STATE[key]
@@ -295,7 +298,7 @@ def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid
     qn = gn = dummy
     if screen:
         qn, gn = _norms_up(torch, Qc), _norms_up(torch, Gc)
-    grid = (-(-m // BM), -(-n_g // BN))
+    grid = (-(-n_g // BN), -(-m // BM))
     ker["count"][grid](Qc, Gc, qc, gc, SELF, ptr, own(rel_sorted), QA, GA, qn, gn, hist, ties, m, n_g, d,
                        width, int(r_max).bit_length(), error_bound(d) if screen else 0.0,
                        BM=BM, BN=BN, BK=BK, K=K, EPI=EPI, SCREEN=bool(screen), EMULATE=interp)

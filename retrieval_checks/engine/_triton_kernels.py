@@ -109,8 +109,8 @@ def extract_kernel(Q, G, QC, GC, SELF, SELFREL, GRANK, PTR, QA, GA, TM, TN, OUT,
 def count_kernel(Q, G, QC, GC, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, m, n_g, d, width, n_steps,
                  gamma, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr,
                  EPI: tl.constexpr, SCREEN: tl.constexpr, EMULATE: tl.constexpr):
-    row0 = tl.program_id(0) * BM
-    col0 = tl.program_id(1) * BN
+    col0 = tl.program_id(0) * BN  # gallery tiles on axis 0 (up to 2^31 - 1 programs; axis 1 stops at 65535)
+    row0 = tl.program_id(1) * BM
     rows, cols, inside, same, is_self, qa, ga, base, r = row_parts(QC, GC, SELF, PTR, QA, GA, row0, col0, m,
                                                                    n_g, BM, BN, K, EPI)
     valid = inside & (same == 0) & (is_self == 0) & (r[:, None] > 0)
