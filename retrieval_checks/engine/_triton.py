@@ -196,16 +196,31 @@ def _norms_up(torch, X):
 # ----------------------------------------------------------------------------- one block
 def _label_ranks(source) -> np.ndarray:
     """Each gallery item's rank among the gallery items of its label, ascending index
-    (the order of :meth:`RelevanceSource.block`'s rows); cached on the source."""
-    cached = getattr(source, "_triton_grank", None)
-    if cached is not None:
-        return cached
+    (the order of :meth:`RelevanceSource.block`'s rows)."""
     gs = source.g_sorted
     starts = np.searchsorted(gs, gs, side="left")
     grank = np.empty(gs.size, np.int32)
     grank[source.g_order] = (np.arange(gs.size) - starts).astype(np.int32)
-    source._triton_grank = grank
     return grank
+
+
+def _gallery_side(p) -> dict:
+    """The gallery's label codes (host and device), label ranks (device) and, once
+    screening asks for them, row norms (device): computed once per problem and device
+    (not per block), cached on its relevance source."""
+    import torch
+
+    src = p.relevant
+    key = (str(p.Gp.device), id(p.Gp), p.n_g)
+    cache = getattr(src, "_triton_side", None)
+    if cache is None or cache[0] != key:
+        g_codes = np.empty_like(src.g_sorted)
+        g_codes[src.g_order] = src.g_sorted
+        side = {"g_codes": g_codes,
+                "gc": torch.tensor(g_codes, dtype=torch.int64, device=p.Gp.device),
+                "grank": torch.tensor(_label_ranks(src), dtype=torch.int32, device=p.Gp.device)}
+        src._triton_side = cache = (key, side)
+    return cache[1]
 
 
 def _self_matrix(own, m: int, g_codes: np.ndarray, q_codes: np.ndarray):
@@ -235,22 +250,26 @@ def run_block_triton(p, start: int, stop: int):
     rel = p.relevant.block(start, stop)
     own = p.self_pairs.rows(start, stop)
     q_codes = p.relevant.q_codes[start:stop]
-    g_codes = np.empty_like(p.relevant.g_sorted)
-    g_codes[p.relevant.g_order] = p.relevant.g_sorted
-    selfs = _self_matrix(own, m, g_codes, q_codes)
+    side = _gallery_side(p)
+    selfs = _self_matrix(own, m, side["g_codes"], q_codes)
     if selfs is None:
         return None
     qa = None if p.qa is None else p.qa[start:stop]
     ga = None if p.ga is None else p.ga[: p.n_g]
-    vals, above, tied = count_arrays(p.Q[start:stop], p.Gp[: p.n_g], p.similarity, qa, ga, q_codes, g_codes,
-                                     _label_ranks(p.relevant), rel.indptr, rel.row_ids(), rel.indices, selfs,
-                                     screen=screening())
+    screen = screening()
+    if screen and "gn" not in side:
+        import torch
+
+        side["gn"] = _norms_up(torch, p.Gp[: p.n_g])
+    vals, above, tied = count_arrays(p.Q[start:stop], p.Gp[: p.n_g], p.similarity, qa, ga, q_codes, side["gc"],
+                                     side["grank"], rel.indptr, rel.row_ids(), rel.indices, selfs,
+                                     screen=screen, g_norms=side.get("gn"))
     rel_sorted, order = vals
     return _blocks.ranked_partial(start, stop, rel, rel_sorted, order, above, tied, True)
 
 
 def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, cols, selfs, *,  # long: two launches
-                 screen: bool = False, tile=None):
+                 screen: bool = False, tile=None, g_norms=None):
     """The two launches on one block. Returns ((relevant scores sorted in rows, the
     permutation that sorts them), above, tied) as :func:`~._blocks._count_torch` does."""
     import torch
@@ -266,7 +285,10 @@ def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid
     n_g = int(G.shape[0])
     allm, relm, K = selfs
     EPI = _EPILOGUE[similarity]
-    t = lambda a, dt: torch.tensor(np.ascontiguousarray(a), dtype=dt, device=dev)  # noqa: E731 (a copy)
+
+    def t(a, dt):  # a copy on the device (tensors already there pass through)
+        return a if isinstance(a, torch.Tensor) else torch.tensor(np.ascontiguousarray(a), dtype=dt, device=dev)
+
     # the interpreter resizes its arguments' storage: numpy-backed tensors are copied first
     own = (lambda x: x.clone()) if interp else (lambda x: x.contiguous())  # noqa: E731
     Qc, Gc = own(Qb), own(G)
@@ -297,7 +319,7 @@ def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid
     ties = torch.zeros((m, width), dtype=torch.int32, device=dev)
     qn = gn = dummy
     if screen:
-        qn, gn = _norms_up(torch, Qc), _norms_up(torch, Gc)
+        qn, gn = _norms_up(torch, Qc), (_norms_up(torch, Gc) if g_norms is None else g_norms)
     grid = (-(-n_g // BN), -(-m // BM))
     ker["count"][grid](Qc, Gc, qc, gc, SELF, ptr, own(rel_sorted), QA, GA, qn, gn, hist, ties, m, n_g, d,
                        width, int(r_max).bit_length(), error_bound(d) if screen else 0.0,
