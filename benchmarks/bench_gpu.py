@@ -121,7 +121,7 @@ def _env(**values):
                 os.environ[k] = v
 
 
-def run_triton(torch, rc, device, X_np, y_np, args, screen: bool, want: dict) -> dict:
+def run_triton(torch, rc, device, X, y_np, args, screen: bool, want: dict) -> dict:
     """ours-rank on the fused kernel (CUDA; on CPU in the interpreter): time, peak, and
     whether its numbers equal the torch path's (``want``)."""
     from retrieval_checks.engine import _triton
@@ -132,9 +132,9 @@ def run_triton(torch, rc, device, X_np, y_np, args, screen: bool, want: dict) ->
     with _env(RC_TRITON="1", RC_TRITON_SCREEN="1" if screen else "0"), ctx, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X_np if not cuda else torch.from_numpy(X_np).to(
-            device), query_labels=y_np, metrics=RANK_ONLY, device=dev_name, max_memory=args.max_memory,
-            _use_kernels=cuda))
+        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=RANK_ONLY,
+                                                                 device=dev_name, max_memory=args.max_memory,
+                                                                 _use_kernels=cuda))
     fell_back = any("Triton" in str(w.message) for w in caught)
     same = all(res[k] == v for k, v in want.items())
     return {"s": t, "peak": peak, "check": "fell back" if fell_back else ("same" if same else "DIFFERS"),
@@ -165,9 +165,8 @@ def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row 
                 rows["ours-full"] = {"s": t, "peak": peak, "recall_at_precision@0.9": res["recall_at_precision@0.9"]}
         if args.triton_rows:
             want = {k: rows["ours-rank"][k] for k in ("map@R", "hit_rate@1")}
-            Xn = X.cpu().numpy()
-            rows["triton"] = run_triton(torch, rc, device, Xn, y_np, args, False, want)
-            rows["screened"] = run_triton(torch, rc, device, Xn, y_np, args, True, want)
+            rows["triton"] = run_triton(torch, rc, device, X, y_np, args, False, want)
+            rows["screened"] = run_triton(torch, rc, device, X, y_np, args, True, want)
         t, peak, _ = _timed(torch, device, lambda: gemm_floor(torch, X, block))
         rows["gemm"] = {"s": t, "peak": peak}
         t, peak, res = _timed(torch, device, lambda: topk_baseline(torch, X, y, block))
