@@ -130,11 +130,15 @@ def _csr_loo(y, m):
     return indptr, rows, cols
 
 
-def _kernel_counts(X, y, grank, m, screen=False, tile=None):
+def _kernel_counts(X, y, grank, m, screen=False, tile=None, similarity="dot"):
     G = torch.from_numpy(X.copy())
     indptr, rows, cols = _csr_loo(y, m)
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
-    (rel_sorted, order), above, tied = _triton.count_arrays(G[:m], G, "dot", None, None, y[:m], y, grank, indptr,
+    sq = (X.astype(np.float64) ** 2).sum(axis=1)
+    ga = {"dot": None, "cosine": torch.from_numpy((1 / np.sqrt(sq)).astype(np.float32)),
+          "neg_l2": torch.from_numpy(sq.astype(np.float32))}[similarity]
+    qa = None if ga is None else ga[:m]
+    (rel_sorted, order), above, tied = _triton.count_arrays(G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr,
                                                             rows, cols, selfs, screen=screen, tile=tile)
     return indptr, rel_sorted.numpy(), order, above, tied
 
@@ -189,13 +193,13 @@ def _adversarial(rng, n_rel_groups=6, per=7, d=24):
     return X, y, grank
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed):
+@pytest.mark.parametrize("seed,similarity", [(0, "dot"), (1, "dot"), (2, "cosine"), (3, "neg_l2")])
+def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity):
     rng = np.random.default_rng(seed)
     X, y, grank = _adversarial(rng)
     m = X.shape[0]
-    exact = _kernel_counts(X, y, grank, m)
-    screened = _kernel_counts(X, y, grank, m, screen=True)
+    exact = _kernel_counts(X, y, grank, m, similarity=similarity)
+    screened = _kernel_counts(X, y, grank, m, screen=True, similarity=similarity)
     assert exact[1].tobytes() == screened[1].tobytes()
     np.testing.assert_array_equal(exact[3], screened[3])
     np.testing.assert_array_equal(exact[4], screened[4])
