@@ -318,11 +318,13 @@ def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid
     hist = torch.zeros((m, width), dtype=torch.int32, device=dev)
     ties = torch.zeros((m, width), dtype=torch.int32, device=dev)
     qn = gn = dummy
+    gamma = error_bound(d) if screen else 0.0
+    screen = screen and math.isfinite(gamma)  # d >= 2^22: no useful bound, every tile would be recomputed
     if screen:
         qn, gn = _norms_up(torch, Qc), (_norms_up(torch, Gc) if g_norms is None else g_norms)
     grid = (-(-n_g // BN), -(-m // BM))
     ker["count"][grid](Qc, Gc, qc, gc, SELF, ptr, own(rel_sorted), QA, GA, qn, gn, hist, ties, m, n_g, d,
-                       width, int(r_max).bit_length(), error_bound(d) if screen else 0.0,
+                       width, int(r_max).bit_length(), gamma if screen else 0.0,
                        BM=BM, BN=BN, BK=BK, K=K, EPI=EPI, SCREEN=bool(screen), EMULATE=interp)
     r_t = torch.from_numpy(np.repeat(np.arange(m), counts)).to(dev)
     c_t = torch.from_numpy(np.arange(nnz) - np.repeat(np.asarray(indptr[:-1]), counts)).to(dev)

@@ -121,6 +121,7 @@ def count_kernel(Q, G, QC, GC, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, m, n_
         qn = tl.load(QN + rows, mask=rows < m, other=0.0)
         gn = tl.load(GN + cols, mask=cols < n_g, other=0.0)
         e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
+        e = tl.where(e == e, e, float("inf"))  # inf * 0 (overflowed norm times a zero row): recompute
         lo = epilogue(P - e, qa, ga, EPI)
         hi = epilogue(P + e, qa, ga, EPI)
         left = search(REL, base2, r2, lo, valid, n_steps, False)
