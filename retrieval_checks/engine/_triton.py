@@ -43,8 +43,9 @@ interval; if any pair of a tile is that close, the whole tile is recomputed in e
 fp32 by the same function the fp32 kernel uses, so every count equals the fp32
 kernel's bit for bit.
 
-Switch: ``RC_TRITON`` = ``auto`` (default: on for CUDA when triton imports), ``1``
-(on) or ``0`` (off). On first use in a process the kernel is checked against the torch
+Switch: ``RC_TRITON`` = ``0`` (default: off until the kernel has been measured and
+checked on a GPU; it has only run in Triton's interpreter), ``auto`` (on for CUDA when
+triton imports) or ``1`` (on). On first use in a process the kernel is checked against the torch
 path on a small integer problem (exact in any summation order) for every supported
 similarity; if compiling or running it fails, or a count differs, a RuntimeWarning says
 so and the torch path serves for the rest of the process. Pair metrics (the negative
@@ -79,11 +80,11 @@ _KERNELS = None
 
 
 def mode() -> str:
-    """``RC_TRITON``: ``"auto"`` (default), ``"1"`` or ``"0"``."""
-    raw = os.environ.get("RC_TRITON", "auto").strip().lower() or "auto"
+    """``RC_TRITON``: ``"0"`` (default: off until measured on a GPU), ``"auto"`` or ``"1"``."""
+    raw = os.environ.get("RC_TRITON", "0").strip().lower() or "0"
     if raw not in ("auto", "0", "1"):
-        raise BackendError(f"RC_TRITON={raw!r} is not valid; use RC_TRITON=auto (default: the fused kernel on CUDA "
-                          "when triton imports), 1 (on) or 0 (off).")
+        raise BackendError(f"RC_TRITON={raw!r} is not valid; use RC_TRITON=0 (default: today's torch path), auto "
+                          "(the fused kernel on CUDA when triton imports) or 1 (on).")
     return raw
 
 

@@ -344,3 +344,14 @@ def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("| 120, 8 |"))
     assert row.count("(same)") == 2, row
+
+
+def test_off_by_default_until_measured_on_a_gpu(monkeypatch):
+    """Never run on a GPU yet: a CUDA run uses today's torch path unless RC_TRITON opts in."""
+    from retrieval_checks.engine._backend import Backend
+
+    monkeypatch.delenv("RC_TRITON", raising=False)
+    monkeypatch.setattr(_triton, "_STATE", {})
+    monkeypatch.setattr(_triton, "self_check", lambda device: pytest.fail("the self-check ran with RC_TRITON unset"))
+    assert _triton.mode() == "0"
+    assert _triton.wanted(Backend("torch", torch.device("cuda", 0))) is False
