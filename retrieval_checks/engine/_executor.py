@@ -28,6 +28,11 @@ def check_executor(executor, pair_specs) -> None:
     if not callable(getattr(executor, "submit", None)):
         raise InputError(f"executor={executor!r} has no submit(): pass a concurrent.futures.Executor, e.g. "
                          "ThreadPoolExecutor(4), ProcessPoolExecutor(4) or a Dask client.get_executor().")
+    context = getattr(executor, "_mp_context", None)
+    if context is not None and getattr(context, "get_start_method", lambda: None)() == "fork":
+        raise InputError("executor is a ProcessPoolExecutor that forks its workers: a child forked from a process "
+                         "whose OpenMP threads already ran (numba's kernels, torch's matmul) can hang or abort. "
+                         "Pass mp_context=multiprocessing.get_context('spawn') (or 'forkserver').")
     if pair_specs:
         names = ", ".join(s.name for s in pair_specs)
         raise InputError(f"{names}: pair metrics are not run on an executor (their negative tail passes from "

@@ -51,6 +51,7 @@ import numpy as np
 
 from .._arrays import as_numpy, is_torch_tensor
 from ..errors import BackendError, InputError
+from ._kernels import NUMBA_LOCK
 
 __all__ = [
     "PackedCodes",
@@ -277,7 +278,8 @@ def hamming_tile(Qw: np.ndarray, Gw: np.ndarray, out: np.ndarray) -> None:
     if kernel is None:
         raise BackendError(f"the numba Hamming kernel is not available: {missing}")
     _check_tile(Qw, Gw, out)
-    kernel(Qw, np.ascontiguousarray(Gw.T), out)
+    with NUMBA_LOCK:  # numba's workqueue layer: one parallel launch at a time
+        kernel(Qw, np.ascontiguousarray(Gw.T), out)
 
 
 _BYTE_COUNTS = np.array([bin(v).count("1") for v in range(256)], np.uint8)

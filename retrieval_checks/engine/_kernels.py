@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 
 from . import _kernels_numpy
 from ._kernels_numpy import key_to_float
@@ -30,6 +31,20 @@ __all__ = ["count_above_relevant", "collect_rows", "bin_against_sorted", "key_hi
            "ACCELERATOR", "FALLBACK_REASON", "use"]
 
 _STATE: tuple | None = None  # (implementation module, "numba" / "numpy", fallback reason), chosen on first use
+
+# numba's default threading layer (workqueue) aborts the process when two threads launch
+# parallel kernels at once ("Fatal Python error: Aborted"; evaluate(..., executor=a
+# ThreadPoolExecutor) did). Every parallel numba kernel of the engine runs under this
+# lock; each kernel already uses every core, so nothing is lost.
+NUMBA_LOCK = threading.Lock()
+
+
+def _impl():
+    return _state()[0]
+
+
+def _serial(impl):
+    return NUMBA_LOCK if impl is not _kernels_numpy else contextlib.nullcontext()
 
 
 def _choose() -> tuple:
@@ -62,19 +77,27 @@ def __getattr__(name: str):
 
 
 def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts):
-    _state()[0].count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts)
+    impl = _impl()
+    with _serial(impl):
+        impl.count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts)
 
 
 def collect_rows(S, rows, offsets, n_cols, tau, out):
-    _state()[0].collect_rows(S, rows, offsets, n_cols, tau, out)
+    impl = _impl()
+    with _serial(impl):
+        impl.collect_rows(S, rows, offsets, n_cols, tau, out)
 
 
 def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
-    _state()[0].bin_against_sorted(S, n_rows, n_cols, sorted_values, out)
+    impl = _impl()
+    with _serial(impl):
+        impl.bin_against_sorted(S, n_rows, n_cols, sorted_values, out)
 
 
 def key_histogram(U, n_rows, n_cols, out):
-    _state()[0].key_histogram(U, n_rows, n_cols, out)
+    impl = _impl()
+    with _serial(impl):
+        impl.key_histogram(U, n_rows, n_cols, out)
 
 
 @contextlib.contextmanager

@@ -53,3 +53,51 @@ def test_what_cannot_run_on_a_pool_is_refused():
     with pytest.raises(rc.InputError, match="do not combine"):
         rc.evaluate(**p, executor=ThreadPoolExecutor(1), process_group=object())
     assert np.isfinite(rc.evaluate(**p)["map"])
+
+
+_THREADS_SCRIPT = """
+import numpy as np
+from concurrent.futures import ThreadPoolExecutor
+import retrieval_checks as rc
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1500, 16)).astype(np.float32); y = rng.integers(0, 150, 1500)
+codes = rng.integers(0, 2, (1500, 64)).astype(bool)
+ref = rc.evaluate(x, query_labels=y, metrics=["map", "mrr"], tile=(16, 512))
+refh = rc.evaluate(codes, query_labels=y, metrics=["map"], similarity="hamming", tile=(16, 512))
+with ThreadPoolExecutor(4) as pool:
+    for _ in range(2):
+        r = rc.evaluate(x, query_labels=y, metrics=["map", "mrr"], tile=(16, 512), executor=pool)
+        h = rc.evaluate(codes, query_labels=y, metrics=["map"], similarity="hamming", tile=(16, 512), executor=pool)
+        assert (r["map"], r["mrr"], h["map"]) == (ref["map"], ref["mrr"], refh["map"])
+import numba
+print("ok", numba.threading_layer())
+"""
+
+
+@pytest.mark.slow
+def test_numba_kernels_from_pool_threads_under_the_workqueue_layer():
+    """numba's workqueue threading layer aborts the whole process ("Concurrent access has
+    been detected") when two threads launch parallel kernels at once; a fresh CI venv
+    picked that layer and died here. The kernels run under one lock: run it in a child."""
+    import os
+    import subprocess
+    import sys
+
+    from retrieval_checks.engine import _kernels
+
+    if _kernels.ACCELERATOR != "numba":
+        pytest.skip(f"numba is not the accelerator here: {_kernels.FALLBACK_REASON}")
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    done = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["ok", "workqueue"]
+
+
+def test_a_fork_started_process_pool_is_refused():
+    """Forking after OpenMP threads ran (numba, torch) can hang the workers: refused
+    before anything is submitted, naming the fix."""
+    p = next(_problems())
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        with pytest.raises(rc.InputError, match="get_context\\('spawn'\\)"):
+            rc.evaluate(**p, executor=pool)
