@@ -45,10 +45,12 @@ def _flag(config, name: str) -> bool:
     value = config.getoption(f"rc_{name}")
     if value is not None:
         return bool(value)
-    try:
-        return bool(config.getini(f"rc_{name}"))
-    except ValueError as exc:  # pytest reads a bool ini value: true/false, yes/no, 1/0, on/off
-        raise pytest.UsageError(f"retrieval-checks: ini rc_{name}: {exc}; write true or false.") from None
+    raw = str(config.getini(f"rc_{name}") or "").strip().lower()
+    if raw in ("", "false", "no", "0", "off"):
+        return False
+    if raw in ("true", "yes", "1", "on"):
+        return True
+    raise pytest.UsageError(f"retrieval-checks: ini rc_{name}: invalid truth value {raw!r}; write true or false.")
 
 
 def requested(config) -> list[str]:

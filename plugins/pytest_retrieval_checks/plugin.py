@@ -79,7 +79,7 @@ def pytest_addoption(parser):
         text = f"log every gate (value, interval, threshold, pass) to {where}; needs retrieval-checks[trackers]"
         group.addoption(f"--rc-{name}", action="store_const", const=True, dest=f"rc_{name}", default=None,
                         help=f"{text} (ini: rc_{name} = true)")
-        parser.addini(f"rc_{name}", text, type="bool", default=False)
+        parser.addini(f"rc_{name}", text, type="string", default="")  # parsed by _trackers: the same message on every pytest
     parser.addini("rc_suite_files", "glob patterns of YAML suite files to collect", type="args",
                   default=["rc_*.yaml", "rc_*.yml"])
 
