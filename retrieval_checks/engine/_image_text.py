@@ -372,25 +372,37 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
         cap_img = cap_img.astype(np.int64)
         layout = "indexed"
     N = int(images.shape[0])
+    keep = captioned_images(cap_img, N, images_without_captions)
+    if keep is None:
+        return images, captions, cap_img, layout, 0
+    remap = np.cumsum(keep) - 1
+    return _take(images, np.flatnonzero(keep)), captions, remap[cap_img], layout, N - int(keep.sum())
+
+
+def captioned_images(cap_img: np.ndarray, n_images: int, images_without_captions: str,
+                     where: str = "") -> np.ndarray | None:
+    """Check that every caption's image index lies in ``0..n_images-1`` and return the
+    mask of images with at least one caption, or None when every image has one. An
+    image without captions is an error unless ``images_without_captions='drop'``
+    (``where``: e.g. " over the ranks", for the messages)."""
+    N = n_images
     bad = np.flatnonzero((cap_img < 0) | (cap_img >= N))
     if bad.size:
         raise InputError(
             f"{bad.size} caption(s) point at a missing image (caption {int(bad[0])} -> image {int(cap_img[bad[0]])}, "
-            f"but there are {N} images, indices 0..{N - 1}); fix caption_image."
+            f"but there are {N} images{where}, indices 0..{N - 1}); fix caption_image."
         )
     counts = np.bincount(cap_img, minlength=N)
     lonely = np.flatnonzero(counts == 0)
     if not lonely.size:
-        return images, captions, cap_img, layout, 0
+        return None
     if images_without_captions == "error":
         raise InputError(
             f"{lonely.size} image(s) have no caption (images {', '.join(map(str, lonely[:5]))}"
             f"{', ...' if lonely.size > 5 else ''}); an image without captions cannot be scored for i2t. "
             "Remove them or pass images_without_captions='drop'."
         )
-    keep = counts > 0
-    remap = np.cumsum(keep) - 1
-    return _take(images, np.flatnonzero(keep)), captions, remap[cap_img], layout, int(lonely.size)
+    return counts > 0
 
 
 def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict, ties: str, ks):

@@ -21,6 +21,7 @@ from ._backend import default_memory_budget, parse_memory, resolve_backend
 from ._blocks import RelevanceSource
 from ._comm import Comm
 from ._distributed import _Layout, _rows, sharded_pass
+from ._image_text import captioned_images
 from ._inputs import Csr, as_numpy, check_score_range
 from ._stream import FirstRanks
 
@@ -88,30 +89,16 @@ def _run(comm: Comm, images, captions, caption_image, images_without_captions, f
     cap_off = np.concatenate([[0], np.cumsum([i["n_c"] for i in infos])]).astype(np.int64)
     cap_img = np.concatenate([i["cap_img"] for i in infos]) if cap_off[-1] else np.zeros(0, np.int64)
     N = int(img_off[-1])
-    bad = np.flatnonzero((cap_img < 0) | (cap_img >= N))
-    if bad.size:
-        raise InputError(
-            f"{bad.size} caption(s) point at a missing image (caption {int(bad[0])} -> image {int(cap_img[bad[0]])}, "
-            f"but there are {N} images over the ranks, indices 0..{N - 1}); fix caption_image."
-        )
-    counts = np.bincount(cap_img, minlength=N)
-    lonely = np.flatnonzero(counts == 0)
+    keep = captioned_images(cap_img, N, images_without_captions, " over the ranks")
     imgs = mine["images"]
     dropped = 0
-    if lonely.size:
-        if images_without_captions == "error":
-            raise InputError(
-                f"{lonely.size} image(s) have no caption (images {', '.join(map(str, lonely[:5]))}"
-                f"{', ...' if lonely.size > 5 else ''}); an image without captions cannot be scored for i2t. "
-                "Remove them or pass images_without_captions='drop'."
-            )
-        keep = counts > 0
+    if keep is not None:
         lo, hi = int(img_off[comm.rank]), int(img_off[comm.rank + 1])
         imgs = imgs[_index(imgs, np.flatnonzero(keep[lo:hi]))]
         img_off = np.concatenate([[0], np.cumsum([int(keep[img_off[r]:img_off[r + 1]].sum())
                                                   for r in range(comm.world)])]).astype(np.int64)
         cap_img = (np.cumsum(keep) - 1)[cap_img]
-        dropped, N = int(lonely.size), int(keep.sum())
+        dropped, N = N - int(keep.sum()), int(keep.sum())
     budget = infos[0]["budget"]
     fold = _FoldRanker(comm, imgs, mine["captions"], img_off, cap_off, d, common, budget, use_kernels)
     return finish(None, None, cap_img, "indexed", dropped, rank_fold=fold, n_images=N)
