@@ -22,7 +22,8 @@ from typing import Any
 from ._suggest import hint, shown
 from .errors import InputError
 
-__all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "parse_text", "parse_memory", "DATASET_TYPES"]
+__all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "parse_text", "parse_memory", "positive_int",
+           "DATASET_TYPES"]
 
 #: The kinds of dataset a suite declares; each option applies to some of them.
 DATASET_TYPES = ("retrieval", "image_text", "images", "run", "ann")
@@ -32,6 +33,14 @@ _DEVICE = re.compile(r"^(auto|cpu|torch-cpu|numpy|cuda(:[0-9]+)?)$")
 
 def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def positive_int(value, name: str, fix: str = "") -> int:
+    """``value`` as an int when it is a whole number >= 1 (a bool is not); else an
+    InputError naming ``name`` (``fix``: what the number means, shown in brackets)."""
+    if not _is_int(value) or value < 1:
+        raise InputError(f"{name}={shown(value)}: expected an integer >= 1{f' ({fix})' if fix else ''}.")
+    return int(value)
 
 
 def _is_real(value) -> bool:

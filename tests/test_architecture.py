@@ -67,6 +67,7 @@ PUBLIC = {
                                   "run_metadata"],
     "retrieval_checks.options": [
         "DATASET_TYPES", "DEFAULTS", "OPTIONS", "Option", "check_option", "parse_memory", "parse_text",
+        "positive_int",
     ],
     "retrieval_checks.errors": [
         "BackendError", "EmptyQueriesError", "InputError", "MetricNameError", "ModelTimeoutError",

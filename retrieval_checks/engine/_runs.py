@@ -61,7 +61,7 @@ from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics import _ties
 from ..metrics._names import MetricSpec, parse_metric
 from ..metrics._ranking import aggregate, per_query_values
-from ..options import DEFAULTS, check_option
+from ..options import DEFAULTS, check_option, positive_int
 from ._result import EvaluationResult
 from ._stream import FirstRanks
 
@@ -108,12 +108,6 @@ def _parse_metrics(metrics) -> list[MetricSpec]:
     return list(specs.values())
 
 
-def _positive_int(value, name: str, fix: str):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InputError(f"{name}={shown(value)}: expected an integer >= 1 ({fix}).")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class _Request:
     specs: list
@@ -128,10 +122,10 @@ def _options(metrics, ties, empty_queries, relevance_level, confidence, k) -> _R
     return _Request(
         specs=_parse_metrics(metrics), ties=check_option("ties", ties),
         empty_queries=check_option("empty_queries", empty_queries),
-        relevance_level=_positive_int(relevance_level, "relevance_level",
+        relevance_level=positive_int(relevance_level, "relevance_level",
                                       "the least grade that counts as relevant, as trec_eval's -l; default 1"),
         confidence=check_option("confidence", confidence),
-        k=None if k is None else _positive_int(k, "k", "the depth: the top k documents of each query are "
+        k=None if k is None else positive_int(k, "k", "the depth: the top k documents of each query are "
                                                          "evaluated; None keeps them all"),
     )
 

@@ -7,7 +7,6 @@ No third-party training library is imported here.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from ..engine import evaluate
 from ..errors import InputError, MetricNameError
 from ..gates import assert_metric
 from ..metrics import check_threshold, metric_spec
-from ..options import check_option
+from ..options import check_option, positive_int
 
 __all__ = ["GateOutcome", "check_gates", "check_evaluate_options", "run_gates", "logged_values", "dedupe_by_id",
            "to_numpy_rows", "to_labels", "GATE_FIELDS", "EVALUATE_OPTIONS"]
@@ -151,10 +150,7 @@ def check_evaluate_options(options: Mapping) -> dict:
                              f"pass on{hint(name, EVALUATE_OPTIONS)}; options: {', '.join(EVALUATE_OPTIONS)}.")
         table = EVALUATE_OPTIONS[name]
         if table is None:  # relevance_level
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise InputError(f"relevance_level={shown(value)}: expected an integer >= 1 (the lowest grade that "
-                                 "counts as relevant).")
-            out[name] = int(value)
+            out[name] = positive_int(value, "relevance_level", "the lowest grade that counts as relevant")
         else:
             out[name] = check_option(table, value, argument=name)
     return out

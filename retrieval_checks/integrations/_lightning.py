@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._suggest import shown
+from ..options import positive_int
 from ..errors import InputError
 from ..engine import evaluate
 from ..metrics import discriminant_ratio, metric_spec
@@ -161,8 +162,7 @@ class RetrievalChecksCallback(Callback):
         if split not in _SPLITS:
             raise InputError(f"split={shown(split)}: use 'leave_one_out' (every item queries the others) or "
                              "'dataloaders' (validation dataloader 0: queries, 1: gallery).")
-        if isinstance(every_n_epochs, bool) or not isinstance(every_n_epochs, numbers.Integral) or every_n_epochs < 1:
-            raise InputError(f"every_n_epochs={shown(every_n_epochs)}: expected an integer >= 1.")
+        positive_int(every_n_epochs, "every_n_epochs")
         self.stop_on_failure = _flag(stop_on_failure, "stop_on_failure")
         self.raise_on_failure = _flag(raise_on_failure, "raise_on_failure")
         if stop_on_failure and raise_on_failure:
@@ -364,8 +364,7 @@ class DiscriminantRatioMonitor(Callback):
         if undefined not in ("error", "skip"):
             raise InputError(f"undefined={shown(undefined)}: use 'error' (raise on a batch where J is undefined) or "
                              "'skip' (log nothing for it, and count it).")
-        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, numbers.Integral) or every_n_steps < 1:
-            raise InputError(f"every_n_steps={shown(every_n_steps)}: expected an integer >= 1.")
+        positive_int(every_n_steps, "every_n_steps")
         if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps >= 0):
             raise InputError(f"eps={shown(eps)}: expected a finite number >= 0 (added to Tr(S_W)).")
         self.embed, self.name, self.undefined = embed, name, undefined

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._suggest import shown
+from ..options import positive_int
 from ..errors import InputError
 from ..metrics import metric_spec
 from ._gating import check_evaluate_options, check_gates, evaluate_split, report_failures, run_gates
@@ -127,8 +128,7 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
         if on_failure not in ("raise", "warn"):
             raise InputError(f"on_failure={shown(on_failure)}: use 'raise' (raise the gate's AssertionError) or "
                              "'warn' (warn and go on).")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise InputError(f"batch_size={shown(batch_size)}: expected an integer >= 1.")
+        positive_int(batch_size, "batch_size")
         self.q_ids, self.queries = _texts(queries, "queries")
         self.c_ids, self.corpus = _texts(corpus, "corpus") if corpus is not None else (None, None)
         self.relevance = self.query_labels = self.corpus_labels = None
