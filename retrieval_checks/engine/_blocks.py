@@ -161,18 +161,27 @@ def _block_scores(p: Problem, start: int, stop: int):
         Qb[m:] = 0
     if p.qa is not None:
         qa[:m] = p.qa[start:stop]
-    for k in range(p.n_chunks):
-        Gk = p.Gp[k * p.c : (k + 1) * p.c]
-        if p.similarity == "hamming":
-            _hamming_tile(be, Qb, Gk, S[k])
-            continue
-        be.matmul_into(Qb, Gk, S[k])
-        if p.qa is not None:
-            be.finish_scores(S[k], p.similarity, qa, p.ga[k * p.c : (k + 1) * p.c])
+    score_chunks(be, Qb, p.Gp, p.c, p.n_chunks, p.similarity, qa, None if p.qa is None else p.ga, S)
     tail = p.n_g - (p.n_chunks - 1) * p.c
     if tail < p.c:
         S[p.n_chunks - 1, :, tail:] = -math.inf
     return S
+
+
+def score_chunks(be, Qb, Gp, c: int, n_chunks: int, similarity: str, qa, ga, S) -> None:
+    """One query block's tiles: ``S[k]`` = the scores of ``Qb`` against gallery chunk
+    ``k`` (rows ``k*c .. k*c+c-1`` of the padded ``Gp``): a popcount tile for hamming,
+    else the product and, where row factors are given (``ga``), the score epilogue.
+    The one-process and the sharded passes both score through here, so a pair's score
+    is computed by the same operations on every path."""
+    for k in range(n_chunks):
+        Gk = Gp[k * c : (k + 1) * c]
+        if similarity == "hamming":
+            _hamming_tile(be, Qb, Gk, S[k])
+            continue
+        be.matmul_into(Qb, Gk, S[k])
+        if ga is not None:
+            be.finish_scores(S[k], similarity, qa, ga[k * c : (k + 1) * c])
 
 
 def _hamming_tile(be: Backend, Qw, Gw, out) -> None:

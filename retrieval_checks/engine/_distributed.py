@@ -42,8 +42,8 @@ import numpy as np
 from ..errors import BackendError, InputError
 from . import _kernels
 from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ._blocks import _F32_MIN, BlockPartial, _count_torch, _hamming_tile, _sort_within_rows, plan_blocks, ranked_partial, tail_histogram, \
-    tail_threshold
+from ._blocks import (_F32_MIN, BlockPartial, _count_torch, _sort_within_rows, plan_blocks, ranked_partial,
+                      score_chunks, tail_histogram, tail_threshold)
 from ._comm import Comm
 from ._grouped_sharded import sharded_grouped_values
 from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor, relevance_to_csr
@@ -364,14 +364,7 @@ class _Block:
         if self.m < sh.b:
             Qb[self.m :] = 0
         self._queries(comm, sh, layout, start, stop, Qb, qab)
-        for k in range(sh.L):
-            Gk = sh.Gp[k * sh.c : (k + 1) * sh.c]
-            if sh.similarity == "hamming":
-                _hamming_tile(be, Qb, Gk, S[k])
-                continue
-            be.matmul_into(Qb, Gk, S[k])
-            if sh.ga is not None:
-                be.finish_scores(S[k], sh.similarity, qab, sh.ga[k * sh.c : (k + 1) * sh.c])
+        score_chunks(be, Qb, sh.Gp, sh.c, sh.L, sh.similarity, qab, sh.ga, S)
         if sh.L:
             lo, hi = sh.g0 - sh.k0 * sh.c, sh.g1 - (sh.k0 + sh.L - 1) * sh.c
             S[0, :, :lo] = -math.inf
