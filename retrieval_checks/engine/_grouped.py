@@ -130,6 +130,7 @@ def grouped_recall_values(
     q_factor: np.ndarray | None = None,
     g_factor: np.ndarray | None = None,
     score_batch=None,
+    backend=None,
 ) -> dict[int, GroupedRecall]:
     """Grouped Recall@K for every K in ``ks`` (embeddings as the engine prepared them:
     float32 numpy, or packed code words for hamming; ``q_factor`` / ``g_factor`` the
@@ -138,8 +139,10 @@ def grouped_recall_values(
     reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
     item with the query's id is the query itself and is excluded). The options are
     validated by the caller (:func:`retrieval_checks.evaluate`). ``score_batch``
-    replaces :func:`_score_batch` (the sharded engine scores each batch over the ranks)."""
-    data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, q_factor, g_factor)
+    replaces :func:`_score_batch` (the sharded engine scores each batch over the ranks).
+    ``backend``: the plan's backend; where it is CUDA and the fused kernels are on
+    (``RC_TRITON``), cosine / dot / neg_l2 run on :mod:`._triton_grouped` (same numbers)."""
+    data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, q_factor, g_factor, backend=backend)
     partitions = [_partition_values(data, ks, group_size, seed + rep, ties, similarity, max_memory, empty_queries,
                                     score_batch) for rep in range(repeats)]
     out = {}
@@ -179,6 +182,7 @@ class _Data:
     g_ids: np.ndarray | None
     q_factor: np.ndarray | None = None
     g_factor: np.ndarray | None = None
+    backend: object = None  # the plan's backend: the fused Triton path may serve (:mod:`._triton_grouped`)
 
     @property
     def n_q(self) -> int:
@@ -258,6 +262,11 @@ def _group_means(h: np.ndarray, gq: np.ndarray, r: int) -> np.ndarray:
 def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None):
     """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
     tie policy (its probability for ``"average"``), batched by size."""
+    if score_batch is None and data.backend is not None:
+        from ._triton_grouped import fused_groups
+
+        if fused_groups(data, gq, gg, r, ks, hits, similarity, candidates, max_memory):
+            return
     q_emb, q_codes, q_ids, q_fac = data.q_emb, data.q_codes, data.q_ids, data.q_factor
     g_emb, g_codes, g_ids, g_fac = data.g_emb, data.g_codes, data.g_ids, data.g_factor
     if g_emb is None:

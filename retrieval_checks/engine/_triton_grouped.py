@@ -1,0 +1,264 @@
+"""Grouped Recall@K on a fused Triton kernel: the GPU path of :mod:`._grouped`.
+
+What it computes. For every query in a group, exactly what :func:`._grouped._score_batch`
+computes: among the group's gallery items (``valid``: a different id than the query;
+leave-one-out: the group's other items), its best relevant score ``b`` (relevant: the
+same label code), the number of non-relevant items scored ``> b`` (``above``) and
+``== b`` (``tied``), the relevant items scored ``== b`` (``group``) and the number of
+valid items (``candidates``); then ``FirstRanks(1 + above + tied, 1 + above, group)``
+gives hit_rate@K under each tie policy, recorded as :mod:`._grouped` records it.
+
+How. The items are sorted by group once per partition (all groups at once, no padding
+to the largest group). A *unit* is a group's queries (or, for a group too large for the
+memory budget, a block of them) against the group's whole gallery. Units are packed
+into chunks whose device arrays fit ``max_memory`` (per query row ``4 d + 48`` bytes,
+per gallery row ``4 d + 24``, per work item 16); a chunk's rows are gathered on the
+host and uploaded. One launch per chunk runs one program per *work item* (``BM`` query
+rows of a unit, largest galleries first), which sweeps the unit's gallery tiles twice:
+first for each row's best relevant score, then for the counts at it. A program owns
+its rows, so the counts are plain stores (no atomics, no score matrix in memory).
+
+Scores. Each tile is :func:`._triton_kernels.tile_dot` (``tl.dot`` with
+``input_precision="ieee"``: full fp32, no TF32) followed by
+:func:`._triton_kernels.epilogue` (the IEEE operations of
+:meth:`~._backend.Backend.finish_scores` in the same order). Both sweeps compute a pair
+in the same tile from the same operands, so the best relevant score is the very number
+its row's items are compared with. Against the numpy path (``np.matmul`` of padded
+batches) the scores are equal bit for bit where every product is exact in any
+summation order (small-integer embeddings: ties and duplicates included), and the
+counts are equal wherever no two scores of a row are closer than the two summation
+orders' rounding (random float data); elsewhere the two paths may order a near-tie
+differently, exactly as two BLAS libraries may.
+
+When. Only for cosine, dot and neg_l2 on a torch backend where
+:func:`._triton.wanted` says the fused kernels are on (CUDA: ``RC_TRITON`` and the main
+kernel's self-check; CPU tensors: only inside the tests' :func:`._triton.on_cpu`), and
+only in one process (a ``score_batch`` hook, the sharded engine's, keeps its own path).
+Hamming similarity stays on the numpy path (packed code words, not a float product).
+On first use on a CUDA device the kernel is checked against the numpy path on a small
+integer problem; if that differs, or a launch fails, a RuntimeWarning says so and the
+numpy path serves (the same numbers) for the rest of the process on that device.
+
+Benchmark: :func:`._grouped.grouped_recall_values` with ``backend=Backend("torch",
+torch.device("cuda"))`` and ``RC_TRITON=1`` (time it against ``backend=None``).
+
+triton and torch are imported on first use only (``import retrieval_checks`` loads neither).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from . import _triton
+from ._stream import FirstRanks
+
+__all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "ROW_BYTES"]
+
+_STATE: dict = {}  # CUDA device key -> (ok, reason): the grouped self-check's verdict, or a launch failure
+_KERNEL = None
+_GALLERY_BYTES = 24  # per gallery row beyond its 4 d bytes: code (8), id (8), factor (4), slack (4)
+ROW_BYTES = 48  # per query row beyond its 4 d bytes: code, id, factor, six outputs (4 each), slack
+_WORK_BYTES = 16  # per work item: four int32 bounds
+
+
+def _kernel():
+    global _KERNEL
+    if _KERNEL is None:
+        from ._triton_grouped_kernels import grouped_kernel
+
+        _KERNEL = grouped_kernel
+    return _KERNEL
+
+
+def usable(backend, similarity: str, score_batch=None) -> bool:
+    """Whether grouped recall runs on the fused kernel (module docstring, "When")."""
+    if backend is None or score_batch is not None or similarity not in _triton.SIMILARITIES:
+        return False
+    if not _triton.wanted(backend):
+        return False
+    if not backend.is_cuda:
+        return True
+    key = str(backend.device)
+    if key not in _STATE:
+        _STATE[key] = self_check(backend)
+        if not _STATE[key][0]:
+            _warn(key, _STATE[key][1], stacklevel=4)
+    return _STATE[key][0]
+
+
+def _warn(where: str, reason: str, stacklevel: int) -> None:
+    warnings.warn(f"retrieval_checks: grouped recall's fused Triton kernel is not used on {where} ({reason}); "
+                  "the numpy path computes the same numbers instead. Set RC_TRITON=0 to skip the attempt.",
+                  RuntimeWarning, stacklevel=stacklevel)
+
+
+def fused_groups(data, gq, gg, r, ks, hits, similarity, candidates, max_memory, *, tile=None) -> bool:
+    """Fill ``hits`` and ``candidates`` as :func:`._grouped._score_groups` does, on the
+    fused kernel; False (nothing written) where it does not apply, or after a
+    RuntimeWarning when the kernel failed (the caller's numpy path then serves)."""
+    backend = data.backend
+    if not usable(backend, similarity):
+        return False
+    try:
+        counts = _counts(data, gq, gg, r, similarity, max_memory, backend, tile)
+    except Exception as exc:  # a compile or launch failure the self-check did not meet
+        reason = f"it failed on a partition ({type(exc).__name__}: {str(exc)[:300]})"
+        if backend.is_cuda:
+            _STATE[str(backend.device)] = (False, reason)
+        _warn(str(backend.device), reason, stacklevel=4)
+        return False
+    _record(counts, gq, ks, hits, candidates)
+    return True
+
+
+def _record(counts, gq, ks, hits, candidates) -> None:
+    """The per-query hits, as :func:`._grouped._score_batch` records them."""
+    has, above, tied, group, cand = counts
+    qi = np.flatnonzero(gq >= 0)
+    candidates[qi] = cand[qi]
+    first = FirstRanks(1 + above[qi] + tied[qi], 1 + above[qi], group[qi])
+    for policy, policy_hits in hits.items():
+        for k in ks:
+            policy_hits[k][qi] = np.where(has[qi], first.under(policy, k), np.nan)
+
+
+def chunk_plan(q_sizes, g_sizes, d: int, max_memory: int, bm: int):
+    """Units and chunks: a list of chunks, each a list of units ``(group, q_lo, q_hi)``
+    (the group's query positions ``q_lo:q_hi`` in group order, against its whole
+    gallery). A group whose rows exceed ``max_memory`` alone is split into query
+    blocks (multiples of ``bm``, at least ``bm`` rows: its gallery must be whole)."""
+    q_row, g_row = 4 * d + ROW_BYTES, 4 * d + _GALLERY_BYTES
+    chunks, cur, used = [], [], 0
+    for g, (nq, ng) in enumerate(zip(q_sizes.tolist(), g_sizes.tolist())):
+        if nq == 0:
+            continue
+        room = max_memory - ng * g_row
+        rows = nq if nq * (q_row + _WORK_BYTES) <= room else max(bm, room // (q_row + _WORK_BYTES) // bm * bm)
+        for lo in range(0, nq, rows):
+            n = min(rows, nq - lo)
+            cost = n * q_row + ng * g_row + (-(-n // bm)) * _WORK_BYTES
+            if cur and used + cost > max_memory:
+                chunks.append(cur)
+                cur, used = [], 0
+            cur.append((g, lo, lo + n))
+            used += cost
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def work_items(q0, q1, g0, g1, bm: int):
+    """(WR0, WRE, WG0, WGE) int32: one work item per ``bm`` query rows of each unit
+    (rows ``q0:q1`` against gallery rows ``g0:g1`` of the chunk), largest galleries
+    first (the long programs start early)."""
+    tiles = -(-(q1 - q0) // bm)
+    unit = np.repeat(np.arange(q0.size), tiles)
+    within = np.arange(unit.size) - np.repeat(np.cumsum(tiles) - tiles, tiles)
+    wr0 = q0[unit] + within * bm
+    order = np.argsort(-(g1 - g0)[unit], kind="stable")
+    return tuple(np.ascontiguousarray(a[order], np.int32) for a in (wr0, q1[unit], g0[unit], g1[unit]))
+
+
+def _sides(data):
+    """(q side, g side): (embeddings, codes, ids, factors); leave-one-out ranks the
+    queries against themselves; no ids: nothing is the same item."""
+    q = (data.q_emb, data.q_codes, data.q_ids, data.q_factor)
+    g = q if data.g_emb is None else (data.g_emb, data.g_codes, data.g_ids, data.g_factor)
+    if data.q_ids is None:  # as _score_groups: distinct fillers on the two sides
+        q = (q[0], q[1], np.full(q[1].shape[0], -1, np.int64), q[3])
+        g = (g[0], g[1], np.full(g[1].shape[0], -2, np.int64), g[3])
+    return q, g
+
+
+def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: plan, gather and launch per chunk
+    """Per query (full length, zeros outside the groups): has a relevant item, above,
+    tied, group, candidates."""
+    import torch
+
+    BM, BN, BK = tile or (_triton.TILE_INTERPRET if _triton._interpreting() else _triton.TILE)
+    q_side, g_side = _sides(data)
+    d = int(q_side[0].shape[1])
+    EPI = _triton._EPILOGUE[similarity] if q_side[3] is not None else 0
+    q_order, g_order = np.argsort(gq, kind="stable"), np.argsort(gg, kind="stable")
+    q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
+    g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
+    n_q = q_side[1].shape[0]
+    out = [np.zeros(n_q, np.int64) for _ in range(5)]
+    dev = backend.device
+
+    def up(a, dt):  # a fresh device copy (the interpreter resizes its arguments' storage)
+        return torch.tensor(np.ascontiguousarray(a), dtype=dt, device=dev)
+
+    for chunk in chunk_plan(np.diff(q_bounds), np.diff(g_bounds), d, max_memory, BM):
+        qsel = np.concatenate([q_order[q_bounds[g] + lo : q_bounds[g] + hi] for g, lo, hi in chunk])
+        gsel = np.concatenate([g_order[g_bounds[g] : g_bounds[g + 1]] for g, _, _ in chunk])
+        nq = np.array([hi - lo for _, lo, hi in chunk], np.int64)
+        ng = np.array([g_bounds[g + 1] - g_bounds[g] for g, _, _ in chunk], np.int64)
+        q0, g0 = np.cumsum(nq) - nq, np.cumsum(ng) - ng
+        W = [up(a, torch.int32) for a in work_items(q0, q0 + nq, g0, g0 + ng, BM)]
+        dummy = torch.zeros(1, dtype=torch.float32, device=dev)
+        QA = dummy if EPI == 0 else up(q_side[3][qsel], torch.float32)
+        GA = dummy if EPI == 0 else up(g_side[3][gsel], torch.float32)
+        res = [torch.zeros(max(qsel.size, 1), dtype=torch.float32 if i == 0 else torch.int32, device=dev)
+               for i in range(6)]
+        if W[0].numel():
+            _launch(int(W[0].numel()), up(q_side[0][qsel], torch.float32), up(g_side[0][gsel], torch.float32),
+                    up(q_side[1][qsel], torch.int64), up(g_side[1][gsel], torch.int64),
+                    up(q_side[2][qsel], torch.int64), up(g_side[2][gsel], torch.int64), QA, GA, *W, *res, d,
+                    BM=BM, BN=BN, BK=BK, EPI=EPI)
+        for arr, t in zip(out, res[1:]):
+            arr[qsel] = t[: qsel.size].cpu().numpy()
+    return out
+
+
+def _launch(n_work, *args, **meta):
+    """One launch of the kernel over ``n_work`` work items (tests spy on this)."""
+    _kernel()[(n_work,)](*args, **meta)
+
+
+def self_check(backend) -> tuple[bool, str | None]:
+    """The fused path against the numpy path on a small integer problem (exact in any
+    summation order; duplicates, uneven groups, a gallery, ids) for every supported
+    similarity; (ok, reason if not)."""
+    try:
+        import triton  # noqa: F401
+    except Exception as exc:  # not installed, or broken
+        return False, f"triton could not be imported ({type(exc).__name__}: {exc})"
+    try:
+        for similarity in _triton.SIMILARITIES:
+            got, want = _check_case(backend, similarity)
+            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, want)):
+                return False, f"its hits differ from the numpy path's in the self-check (similarity={similarity!r})"
+    except Exception as exc:  # compilation or launch failure
+        return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
+    return True, None
+
+
+def _check_case(backend, similarity: str):
+    """(fused, numpy) per-query hits under both tie orders and candidates on 70 items
+    in 4 uneven groups, leave-one-out."""
+    from ._grouped import _Data, _score_groups
+
+    rng = np.random.default_rng(17)
+    n, d = 70, 20
+    X = rng.integers(-2, 3, size=(n, d)).astype(np.float32)
+    X[40:55] = X[20:35]  # duplicates
+    codes = rng.integers(0, 12, size=n)
+    gq = np.where(codes < 11, codes % 4, -1)  # label 11 dropped; uneven groups
+    sq = (X.astype(np.float64) ** 2).sum(1)
+    fac = {"dot": None, "neg_l2": sq.astype(np.float32),
+           "cosine": (1.0 / np.sqrt(np.maximum(sq, 1))).astype(np.float32)}[similarity]
+    ids = np.arange(n)
+    results = []
+    for be in (backend, None):
+        data = _Data(X, codes, ids, None, None, None, fac, None, backend=be)
+        hits = {p: {k: np.full(n, np.nan) for k in (1, 3)} for p in ("pessimistic", "optimistic")}
+        cand = np.zeros(n, np.int64)
+        if be is None:
+            _score_groups(data, gq, gq, 4, [1, 3], hits, similarity, cand, 2**30)
+        else:
+            _record(_counts(data, gq, gq, 4, similarity, 2**30, be, None), gq, [1, 3], hits, cand)
+        results.append([cand] + [hits[p][k] for p in hits for k in (1, 3)])
+    return results[0], results[1]

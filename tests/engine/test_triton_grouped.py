@@ -1,0 +1,281 @@
+"""Grouped Recall@K on the fused Triton kernel (engine/_triton_grouped.py), run in
+Triton's interpreter on the CPU.
+
+References: the numpy path of engine/_grouped.py (``backend=None``: padded batched
+GEMMs), compared exactly (group values, per-query hits, tie-policy values, skipped and
+dropped counts), and a dense brute force per group written here. A spy proves the
+kernel ran. CUDA-only checks skip without a GPU. ``TRITON_INTERPRET=1`` is set before
+triton is first imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from retrieval_checks.engine import _grouped, _triton, _triton_grouped  # noqa: E402
+from retrieval_checks.engine._backend import Backend  # noqa: E402
+from retrieval_checks.errors import EmptyQueriesError  # noqa: E402
+
+if os.environ.get("TRITON_INTERPRET") != "1" or (
+        "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
+    pytest.skip("TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU", allow_module_level=True)
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)")
+CPU = Backend("torch", torch.device("cpu"))
+KS = [1, 3]
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts the kernel's launches (work items per launch)."""
+    calls = []
+    real = _triton_grouped._launch
+
+    def wrapped(n_work, *args, **meta):
+        calls.append(n_work)
+        return real(n_work, *args, **meta)
+
+    monkeypatch.setattr(_triton_grouped, "_launch", wrapped)
+    return calls
+
+
+def _emb(kind, rng, n, d):
+    if kind == "float":
+        return rng.standard_normal((n, d)).astype(np.float32)
+    X = rng.integers(-2, 3, size=(n, d)).astype(np.float32)  # tie-heavy
+    X[1::4] = X[0::4][: X[1::4].shape[0]]  # exact duplicates (often of other labels)
+    return X
+
+
+def _factor(X, similarity):
+    """The row factors the engine prepares (None for dot)."""
+    sq = (X.astype(np.float64) ** 2).sum(1)
+    if similarity == "neg_l2":
+        return sq.astype(np.float32)
+    if similarity == "cosine":
+        return (1.0 / np.sqrt(np.maximum(sq, 1e-30))).astype(np.float32)
+    return None
+
+
+def _labels(rng, n, n_labels=13):
+    """Uneven label sizes; label 0 a singleton (no relevant item in leave-one-out)."""
+    y = rng.choice(np.arange(1, n_labels), size=n, p=np.linspace(1, 3, n_labels - 1) / np.linspace(
+        1, 3, n_labels - 1).sum())
+    y[0] = 0
+    return y
+
+
+def _grouped_values(X, y, *, similarity, backend, G=None, gy=None, qid=None, gid=None, ties="average",
+                    empty_queries="skip", repeats=2, max_memory=2**30, group_size=3):
+    loo = G is None
+    return _grouped.grouped_recall_values(
+        X, y, G, gy, q_ids=np.arange(len(y)) if qid is None and loo else qid, g_ids=gid, ks=KS,
+        group_size=group_size, seed=7, repeats=repeats, confidence=0.9, ties=ties, similarity=similarity,
+        label_values=np.arange(100), max_memory=max_memory, empty_queries=empty_queries,
+        q_factor=_factor(X, similarity), g_factor=None if loo else _factor(G, similarity), backend=backend)
+
+
+def _same(a, b):
+    for k in KS:
+        x, y = a[k], b[k]
+        np.testing.assert_array_equal(x.per_query, y.per_query, err_msg=f"per_query@{k}")
+        np.testing.assert_array_equal(x.group_values, y.group_values, err_msg=f"group_values@{k}")
+        np.testing.assert_array_equal(x.group_of_query, y.group_of_query)
+        assert (x.value, x.low, x.high, x.tie_values) == (y.value, y.low, y.high, y.tie_values)
+        assert (x.n_queries_used, x.n_queries_skipped, x.n_queries_dropped) == (
+            y.n_queries_used, y.n_queries_skipped, y.n_queries_dropped)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_leave_one_out_equals_numpy_path(similarity, kind, spy):
+    rng = np.random.default_rng(zlib.crc32(f"{similarity}-{kind}".encode()))
+    n = 157  # groups of uneven sizes, none a multiple of the tiles
+    X, y = _emb(kind, rng, n, 19), _labels(rng, n)
+    ref = _grouped_values(X, y, similarity=similarity, backend=None)
+    with _triton.on_cpu():
+        got = _grouped_values(X, y, similarity=similarity, backend=CPU)
+    assert len(spy) == 2, "the fused kernel did not run once per partition"
+    _same(got, ref)
+    assert ref[1].n_queries_skipped >= 1 and ref[1].n_queries_dropped >= 1  # the cases are exercised
+    if kind == "int":  # ties of the best relevant score with negatives: the policies must differ
+        assert got[1].tie_values["pessimistic"] < got[1].tie_values["optimistic"]
+
+
+def _brute_hits(X, y, groups, similarity, ties):
+    """Per query: hit@k inside its group, from a dense per-group score matrix (float64
+    products, exact on small integers; the epilogue in float32 as the engine does it)."""
+    f = _factor(X, similarity)
+    out = {k: np.full(len(y), np.nan) for k in KS}
+    for labels in groups:
+        members = np.flatnonzero(np.isin(y, labels))
+        S = (X[members].astype(np.float64) @ X[members].T.astype(np.float64)).astype(np.float32)
+        if similarity == "cosine":
+            S = (S * f[members][:, None]) * f[members][None, :]
+        elif similarity == "neg_l2":
+            S = np.minimum((S * np.float32(2) - f[members][None, :]) - f[members][:, None], 0)
+        for a, i in enumerate(members):
+            others = np.arange(members.size) != a
+            rel = others & (y[members] == y[i])
+            if not rel.any():
+                continue
+            best = S[a][rel].max()
+            neg = others & ~rel
+            rank = 1 + int((S[a][neg] > best).sum()) + (int((S[a][neg] == best).sum()) if ties == "pessimistic" else 0)
+            for k in KS:
+                out[k][i] = float(rank <= k)
+    return out
+
+
+@pytest.mark.parametrize("similarity,ties", [("cosine", "pessimistic"), ("neg_l2", "optimistic"),
+                                             ("dot", "pessimistic")])
+def test_equals_dense_brute_force(similarity, ties, spy):
+    rng = np.random.default_rng(11)
+    n = 120
+    X, y = _emb("int", rng, n, 7), _labels(rng, n)
+    with _triton.on_cpu():
+        got = _grouped_values(X, y, similarity=similarity, backend=CPU, ties=ties, repeats=1)
+    assert spy
+    groups, _ = _grouped.label_partition(y, 3, 7)
+    want = _brute_hits(X, y, groups, similarity, ties)
+    for k in KS:
+        np.testing.assert_array_equal(got[k].per_query, want[k], err_msg=f"hit@{k}")
+    ref_means = [np.nanmean(want[1][np.isin(y, g)]) for g in groups]
+    np.testing.assert_allclose(got[1].group_values[0], ref_means, rtol=1e-12)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "neg_l2"])
+@pytest.mark.parametrize("empty_queries", ["skip", "zero"])
+def test_separate_gallery_with_ids_equals_numpy_path(similarity, empty_queries, spy):
+    rng = np.random.default_rng(zlib.crc32(similarity.encode()))
+    Q = _emb("int", rng, 61, 9)
+    G = np.concatenate([Q[:25], _emb("int", rng, 90, 9)])  # queries found in the gallery, by id
+    ql, gl = _labels(rng, 61), _labels(rng, 115)
+    gl[:25] = ql[:25]
+    gl[gl == 0] = 5  # label 0 has no gallery item: its query has nothing relevant
+    qid = np.arange(61)
+    gid = np.concatenate([np.arange(25), np.arange(25, 115) + 100])
+    gid[40] = 3  # a second gallery item with query 3's id
+    kw = dict(similarity=similarity, G=G, gy=gl, qid=qid, gid=gid, empty_queries=empty_queries)
+    ref = _grouped_values(Q, ql, backend=None, **kw)
+    with _triton.on_cpu():
+        got = _grouped_values(Q, ql, backend=CPU, **kw)
+    assert spy
+    _same(got, ref)
+    if empty_queries == "skip":
+        assert ref[1].n_queries_skipped >= 1
+
+
+def test_empty_queries_error_raised_on_the_fused_path(spy):
+    rng = np.random.default_rng(3)
+    X, y = _emb("int", rng, 90, 6), _labels(rng, 90)
+    with _triton.on_cpu(), pytest.raises(EmptyQueriesError, match="no relevant item inside their group"):
+        _grouped_values(X, y, similarity="dot", backend=CPU, empty_queries="error", repeats=1)
+    assert spy
+
+
+def test_small_memory_budget_chunks_and_splits_groups(spy):
+    rng = np.random.default_rng(23)
+    n, d = 140, 8
+    X, y = _emb("int", rng, n, d), _labels(rng, n, n_labels=9)
+    budget = 40 * (4 * d + 48)  # a few dozen rows per chunk: many launches, large groups split into row blocks
+    ref = _grouped_values(X, y, similarity="neg_l2", backend=None, max_memory=budget, repeats=1)
+    with _triton.on_cpu():
+        got = _grouped_values(X, y, similarity="neg_l2", backend=CPU, max_memory=budget, repeats=1)
+    assert len(spy) > 3
+    _same(got, ref)
+
+
+def test_chunk_plan_covers_every_query_once_within_budget():
+    rng = np.random.default_rng(5)
+    q_sizes, g_sizes = rng.integers(0, 300, 40), rng.integers(1, 200, 40)
+    d, bm = 16, 16
+    budget = 200 * (4 * d + 48)
+    chunks = _triton_grouped.chunk_plan(q_sizes, g_sizes, d, budget, bm)
+    covered = np.zeros(int(q_sizes.sum()), np.int64)
+    starts = np.cumsum(q_sizes) - q_sizes
+    for chunk in chunks:
+        cost = sum((hi - lo) * (4 * d + 48) + g_sizes[g] * (4 * d + 24) + -(-(hi - lo) // bm) * 16
+                   for g, lo, hi in chunk)
+        assert cost <= budget or len(chunk) == 1  # only a lone (split) unit may exceed it
+        for g, lo, hi in chunk:
+            covered[starts[g] + lo : starts[g] + hi] += 1
+    np.testing.assert_array_equal(covered, 1)
+
+
+def test_work_items_cover_each_unit():
+    q0, q1 = np.array([0, 5, 40]), np.array([5, 40, 41])
+    g0, g1 = np.array([0, 10, 20]), np.array([10, 20, 90])
+    wr0, wre, wg0, wge = _triton_grouped.work_items(q0, q1, g0, g1, 16)
+    assert list(wr0) == [40, 0, 5, 21, 37]  # largest gallery first, then in order
+    assert list(wre) == [41, 5, 40, 40, 40] and list(wg0) == [20, 0, 10, 10, 10] and list(wge) == [90, 10, 20, 20, 20]
+
+
+def test_kernel_failure_warns_and_numpy_path_serves(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("launch failed")
+
+    monkeypatch.setattr(_triton_grouped, "_launch", broken)
+    rng = np.random.default_rng(2)
+    X, y = _emb("int", rng, 80, 5), _labels(rng, 80)
+    ref = _grouped_values(X, y, similarity="cosine", backend=None, repeats=1)
+    with _triton.on_cpu(), pytest.warns(RuntimeWarning, match="grouped recall's fused Triton kernel is not used"):
+        got = _grouped_values(X, y, similarity="cosine", backend=CPU, repeats=1)
+    _same(got, ref)
+
+
+def test_unsupported_cases_stay_on_the_numpy_path(spy):
+    assert not _triton_grouped.usable(CPU, "cosine")  # outside on_cpu: CPU tensors keep the numpy path
+    assert not _triton_grouped.usable(Backend("numpy"), "cosine")
+    with _triton.on_cpu():
+        assert _triton_grouped.usable(CPU, "neg_l2")
+        assert not _triton_grouped.usable(CPU, "hamming")
+        assert not _triton_grouped.usable(CPU, "dot", score_batch=lambda *a: None)  # the sharded hook
+        assert not _triton_grouped.usable(None, "dot")
+        rng = np.random.default_rng(4)
+        codes = rng.integers(0, 2**63, size=(60, 2), dtype=np.uint64)
+        y = _labels(rng, 60, n_labels=9)
+        got = _grouped.grouped_recall_values(codes, y, None, None, q_ids=np.arange(60), g_ids=None, ks=[1],
+                                             group_size=2, seed=1, repeats=1, confidence=0.9, ties="pessimistic",
+                                             similarity="hamming", label_values=np.arange(9), max_memory=2**26,
+                                             backend=CPU)
+    assert not spy and np.isfinite(got[1].value)
+
+
+def test_self_check_passes_in_the_interpreter(spy):
+    assert _triton_grouped.self_check(CPU) == (True, None)
+    assert len(spy) == 3
+
+
+def test_import_does_not_load_triton_or_torch():
+    import subprocess
+
+    code = ("import sys, retrieval_checks.engine._grouped, retrieval_checks.engine._triton_grouped; "
+            "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@CUDA
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
+def test_cuda_equals_numpy_path(similarity, spy, monkeypatch):
+    monkeypatch.setenv("RC_TRITON", "1")
+    rng = np.random.default_rng(9)
+    X, y = _emb("int", rng, 3000, 64), _labels(rng, 3000, n_labels=40)
+    ref = _grouped_values(X, y, similarity=similarity, backend=None, group_size=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = _grouped_values(X, y, similarity=similarity, backend=Backend("torch", torch.device("cuda")),
+                              group_size=4)
+    assert spy
+    _same(got, ref)
