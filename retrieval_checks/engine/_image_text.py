@@ -421,8 +421,14 @@ def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict, ties: st
     # every caption, in order (the 5k protocol): no copy
     M = int(captions.shape[0])
     cap_f = captions if cap_idx.size == M and (cap_idx == np.arange(M)).all() else _take(captions, cap_idx)
-    i2t, backend = first_relevant_ranks(img_f, cap_f, i2t_rel, **common)
-    t2i, _ = first_relevant_ranks(cap_f, img_f, t2i_rel, **common)
+    from ._triton_image_text import fused_fold  # both directions in one pass where the fused kernel serves
+
+    fused = fused_fold(img_f, cap_f, local, **common)
+    if fused is not None:
+        i2t, t2i, backend = fused
+    else:
+        i2t, backend = first_relevant_ranks(img_f, cap_f, i2t_rel, **common)
+        t2i, _ = first_relevant_ranks(cap_f, img_f, t2i_rel, **common)
     return _Fold(i2t, t2i, local, n_i, ties, ks), backend
 
 
