@@ -8,15 +8,19 @@ same label code), the number of non-relevant items scored ``> b`` (``above``) an
 valid items (``candidates``); then ``FirstRanks(1 + above + tied, 1 + above, group)``
 gives hit_rate@K under each tie policy, recorded as :mod:`._grouped` records it.
 
-How. The items are sorted by group once per partition (all groups at once, no padding
-to the largest group). A *unit* is a group's queries (or, for a group too large for the
+How. The items are sorted by group, and by label inside a group, once per partition
+(all groups at once, no padding to the largest group). A *unit* is a group's queries (or, for a group too large for the
 memory budget, a block of them) against the group's whole gallery. Units are packed
 into chunks whose device arrays fit ``max_memory`` (per query row ``4 d + 48`` bytes,
 per gallery row ``4 d + 24``, per work item 16); a chunk's rows are gathered on the
 host and uploaded. One launch per chunk runs one program per *work item* (``BM`` query
 rows of a unit, largest galleries first), which sweeps the unit's gallery tiles twice:
-first for each row's best relevant score, then for the counts at it. A program owns
-its rows, so the counts are plain stores (no atomics, no score matrix in memory).
+first for each row's best relevant score, over only the tiles that can hold the rows'
+relevant items (the labels' band of columns, :func:`sweep_ranges`: a small part of a
+group with many labels), then for the counts at it, over every tile. So the product
+work is about one pass over each group's query x gallery block, plus the bands. A
+program owns its rows, so the counts are plain stores (no atomics, no score matrix in
+memory).
 
 Scores. Each tile is :func:`._triton_kernels.tile_dot` (``tl.dot`` with
 ``input_precision="ieee"``: full fp32, no TF32) followed by
@@ -54,7 +58,7 @@ import numpy as np
 from . import _triton
 from ._stream import FirstRanks
 
-__all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "ROW_BYTES"]
+__all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "sweep_ranges", "ROW_BYTES"]
 
 _STATE: dict = {}  # CUDA device key -> (ok, reason): the grouped self-check's verdict, or a launch failure
 _KERNEL = None
@@ -149,6 +153,19 @@ def chunk_plan(q_sizes, g_sizes, d: int, max_memory: int, bm: int):
     return chunks
 
 
+def sweep_ranges(wr0, wre, wg0, qkey, gkey, bm: int, bn: int):
+    """(WS0, WS1) int32: the gallery columns a work item's best-score sweep visits: from
+    the tile (on its unit's grid, ``wg0 + j bn``) holding the first item whose key
+    (unit, label) is the first row's, to the end of the last row's key; empty where no
+    gallery item shares a row's key. ``qkey`` / ``gkey``: non-decreasing chunk keys."""
+    last = np.minimum(wr0 + bm, wre) - 1
+    lo = np.searchsorted(gkey, qkey[wr0], side="left")
+    hi = np.searchsorted(gkey, qkey[last], side="right")
+    ws0 = np.where(lo < hi, wg0 + (lo - wg0) // bn * bn, wg0)
+    ws1 = np.where(lo < hi, hi, wg0)
+    return np.ascontiguousarray(ws0, np.int32), np.ascontiguousarray(ws1, np.int32)
+
+
 def work_items(q0, q1, g0, g1, bm: int):
     """(WR0, WRE, WG0, WGE) int32: one work item per ``bm`` query rows of each unit
     (rows ``q0:q1`` against gallery rows ``g0:g1`` of the chunk), largest galleries
@@ -181,7 +198,8 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
     q_side, g_side = _sides(data)
     d = int(q_side[0].shape[1])
     EPI = _triton._EPILOGUE[similarity] if q_side[3] is not None else 0
-    q_order, g_order = np.argsort(gq, kind="stable"), np.argsort(gg, kind="stable")
+    # by group, then by label inside it: a query tile's relevant items are a band of columns
+    q_order, g_order = np.lexsort((q_side[1], gq)), np.lexsort((g_side[1], gg))
     q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
     g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
     n_q = q_side[1].shape[0]
@@ -197,7 +215,11 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
         nq = np.array([hi - lo for _, lo, hi in chunk], np.int64)
         ng = np.array([g_bounds[g + 1] - g_bounds[g] for g, _, _ in chunk], np.int64)
         q0, g0 = np.cumsum(nq) - nq, np.cumsum(ng) - ng
-        W = [up(a, torch.int32) for a in work_items(q0, q0 + nq, g0, g0 + ng, BM)]
+        W = work_items(q0, q0 + nq, g0, g0 + ng, BM)
+        big = int(max(q_side[1].max(), g_side[1].max())) + 1
+        qkey = np.repeat(np.arange(nq.size), nq) * big + q_side[1][qsel]
+        gkey = np.repeat(np.arange(ng.size), ng) * big + g_side[1][gsel]
+        W = [up(a, torch.int32) for a in (*W, *sweep_ranges(W[0], W[1], W[2], qkey, gkey, BM, BN))]
         dummy = torch.zeros(1, dtype=torch.float32, device=dev)
         QA = dummy if EPI == 0 else up(q_side[3][qsel], torch.float32)
         GA = dummy if EPI == 0 else up(g_side[3][gsel], torch.float32)

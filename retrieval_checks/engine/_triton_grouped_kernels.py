@@ -33,17 +33,21 @@ def _tile(Q, G, QC, GC, QID, GID, QA, GA, rows, rmask, qc, qid, qa, row0, row_en
 
 
 @triton.jit
-def grouped_kernel(Q, G, QC, GC, QID, GID, QA, GA, WR0, WRE, WG0, WGE, BEST, HAS, ABOVE, TIED, GROUP, CAND, d,
+def grouped_kernel(Q, G, QC, GC, QID, GID, QA, GA, WR0, WRE, WG0, WGE, WS0, WS1, BEST, HAS, ABOVE, TIED, GROUP, CAND, d,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EPI: tl.constexpr):
     """One work item: ``BM`` query rows ``[WR0[w], min(WR0[w] + BM, WRE[w]))`` of a unit
-    against the unit's gallery rows ``[WG0[w], WGE[w])``, in two sweeps over the same
-    gallery tiles: the best relevant score of each row, then the counts at it. Each
-    program owns its rows: plain stores, no atomics."""
+    against the unit's gallery rows ``[WG0[w], WGE[w])``, in two sweeps over gallery
+    tiles: the best relevant score of each row over the tiles ``[WS0[w], WS1[w])`` that
+    can hold its relevant items (items are sorted by label inside a unit; ``WS0`` on
+    the unit's tile grid, so a tile is the same tile in both sweeps), then the counts
+    at it over every tile. Each program owns its rows: plain stores, no atomics."""
     w = tl.program_id(0)
     row0 = tl.load(WR0 + w)
     row_end = tl.load(WRE + w)
     g0 = tl.load(WG0 + w)
     g_end = tl.load(WGE + w)
+    s0 = tl.load(WS0 + w)
+    s1 = tl.load(WS1 + w)
     rows = row0 + tl.arange(0, BM)
     rmask = rows < row_end
     qc = tl.load(QC + rows, mask=rmask, other=-1)
@@ -54,7 +58,7 @@ def grouped_kernel(Q, G, QC, GC, QID, GID, QA, GA, WR0, WRE, WG0, WGE, BEST, HAS
         qa = tl.zeros((BM,), tl.float32)
     best = tl.full((BM,), float("-inf"), tl.float32)
     has = tl.zeros((BM,), tl.int32)
-    for col0 in range(g0, g_end, BN):  # sweep 1: the best relevant score
+    for col0 in range(s0, s1, BN):  # sweep 1: the best relevant score
         S, valid, rel = _tile(Q, G, QC, GC, QID, GID, QA, GA, rows, rmask, qc, qid, qa, row0, row_end, col0,
                               g_end, d, BM, BN, BK, EPI)
         best = tl.maximum(best, tl.max(tl.where(rel, S, float("-inf")), axis=1))

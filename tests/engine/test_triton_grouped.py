@@ -221,6 +221,14 @@ def test_work_items_cover_each_unit():
     assert list(wre) == [41, 5, 40, 40, 40] and list(wg0) == [20, 0, 10, 10, 10] and list(wge) == [90, 10, 20, 20, 20]
 
 
+def test_sweep_ranges_cover_the_rows_labels_on_the_tile_grid():
+    gkey = np.repeat([1, 2, 3], [40, 40, 30])  # one unit's gallery, sorted by label
+    qkey = np.array([2] * 16 + [3] * 4 + [9] * 3)  # label 9: no gallery item
+    wr0, wre, wg0 = np.array([0, 16, 20]), np.array([20, 20, 23]), np.array([0, 0, 0])
+    ws0, ws1 = _triton_grouped.sweep_ranges(wr0, wre, wg0, qkey, gkey, 16, 32)
+    assert list(ws0) == [32, 64, 0] and list(ws1) == [80, 110, 0]
+
+
 def test_kernel_failure_warns_and_numpy_path_serves(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("launch failed")
