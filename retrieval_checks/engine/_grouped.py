@@ -183,6 +183,7 @@ class _Data:
     q_factor: np.ndarray | None = None
     g_factor: np.ndarray | None = None
     backend: object = None  # the plan's backend: the fused Triton path may serve (:mod:`._triton_grouped`)
+    cache: dict = field(default_factory=dict, compare=False, repr=False)  # device copies, across partitions
 
     @property
     def n_q(self) -> int:

@@ -58,7 +58,8 @@ import numpy as np
 from . import _triton
 from ._stream import FirstRanks
 
-__all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "sweep_ranges", "ROW_BYTES"]
+__all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "sweep_ranges",
+           "resident_bytes", "ROW_BYTES"]
 
 _STATE: dict = {}  # CUDA device key -> (ok, reason): the grouped self-check's verdict, or a launch failure
 _KERNEL = None
@@ -131,10 +132,12 @@ def _record(counts, gq, ks, hits, candidates) -> None:
 def chunk_plan(q_sizes, g_sizes, d: int, max_memory: int, bm: int):
     """Units and chunks: a list of chunks, each a list of units ``(group, q_lo, q_hi)``
     (the group's query positions ``q_lo:q_hi`` in group order, against its whole
-    gallery). A group whose rows exceed ``max_memory`` alone is split into query
-    blocks (multiples of ``bm``, at least ``bm`` rows: its gallery must be whole)."""
+    gallery), consecutive in group order. A chunk holds each of its groups' gallery
+    once; its bytes (module docstring) stay within ``max_memory``, except a lone unit:
+    a group too large alone is split into query blocks (multiples of ``bm``, at least
+    ``bm`` rows: its gallery must be whole)."""
     q_row, g_row = 4 * d + ROW_BYTES, 4 * d + _GALLERY_BYTES
-    chunks, cur, used = [], [], 0
+    chunks, cur, used, last = [], [], 0, -1
     for g, (nq, ng) in enumerate(zip(q_sizes.tolist(), g_sizes.tolist())):
         if nq == 0:
             continue
@@ -142,12 +145,13 @@ def chunk_plan(q_sizes, g_sizes, d: int, max_memory: int, bm: int):
         rows = nq if nq * (q_row + _WORK_BYTES) <= room else max(bm, room // (q_row + _WORK_BYTES) // bm * bm)
         for lo in range(0, nq, rows):
             n = min(rows, nq - lo)
-            cost = n * q_row + ng * g_row + (-(-n // bm)) * _WORK_BYTES
+            cost = n * q_row + (-(-n // bm)) * _WORK_BYTES + (0 if cur and last == g else ng * g_row)
             if cur and used + cost > max_memory:
                 chunks.append(cur)
                 cur, used = [], 0
+                cost = n * q_row + (-(-n // bm)) * _WORK_BYTES + ng * g_row
             cur.append((g, lo, lo + n))
-            used += cost
+            used, last = used + cost, g
     if cur:
         chunks.append(cur)
     return chunks
@@ -189,6 +193,60 @@ def _sides(data):
     return q, g
 
 
+def _group_order(torch, group, codes, r: int, big: int, dev):
+    """Items sorted by (group, label code), stably, on the device: (order on the host,
+    order on the device, sorted keys ``group * big + code`` (-1: in no group) on the
+    host, the r + 1 group bounds in that order)."""
+    key = np.where(group >= 0, group.astype(np.int64) * big + codes, -1)
+    order_dev = torch.sort(torch.from_numpy(key).to(dev), stable=True).indices
+    order = order_dev.cpu().numpy()
+    key_sorted = key[order]
+    return order, order_dev, key_sorted, np.searchsorted(key_sorted, np.arange(r + 1, dtype=np.int64) * big)
+
+
+class _Rows:
+    """One side's rows (embeddings, codes, ids, factors) gathered for a chunk: from
+    copies resident on the device (uploaded once per call, kept in ``cache`` across
+    partitions), or gathered on the host and uploaded chunk by chunk."""
+
+    def __init__(self, torch, side, dev, resident: bool, cache: dict, name: str):
+        self.torch, self.side, self.dev = torch, side, dev
+        self.dtypes = (torch.float32, torch.int64, torch.int64, torch.float32)
+        self.full = None
+        if resident:
+            key = (name, str(dev))
+            if key not in cache:
+                cache[key] = [None if a is None else self._up(a, dt) for a, dt in zip(side, self.dtypes)]
+            self.full = cache[key]
+
+    def _up(self, a, dt):  # a fresh device copy (the interpreter resizes its arguments' storage)
+        return self.torch.tensor(np.ascontiguousarray(a), dtype=dt, device=self.dev)
+
+    def with_ids(self, filler: int):
+        """The same rows with every id replaced by ``filler``."""
+        other = _Rows.__new__(_Rows)
+        other.__dict__.update(self.__dict__, filler=filler)
+        return other
+
+    def take(self, order, order_dev, a: int, b: int):
+        """Device tensors of the rows at sorted positions ``a:b`` (None for no factors)."""
+        if self.full is not None:
+            idx = order_dev[a:b]
+            rows = [None if x is None else x.index_select(0, idx) for x in self.full]
+        else:
+            sel = order[a:b]
+            rows = [None if x is None else self._up(x[sel], dt) for x, dt in zip(self.side, self.dtypes)]
+        if getattr(self, "filler", None) is not None:
+            rows[2] = self.torch.full((b - a,), self.filler, dtype=self.torch.int64, device=self.dev)
+        return rows
+
+
+def resident_bytes(n_q: int, n_g: int, d: int) -> int:
+    """Device bytes of both sides' full copies (``n_g`` 0 in leave-one-out) and the
+    two sort orders: the device-gather path runs where this is at most half the budget."""
+    return (n_q + n_g) * (4 * d + 20) + (n_q + max(n_g, n_q)) * 16
+
+
 def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: plan, gather and launch per chunk
     """Per query (full length, zeros outside the groups): has a relevant item, above,
     tied, group, candidates."""
@@ -196,42 +254,39 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
 
     BM, BN, BK = tile or (_triton.TILE_INTERPRET if _triton._interpreting() else _triton.TILE)
     q_side, g_side = _sides(data)
-    d = int(q_side[0].shape[1])
+    d, n_q = int(q_side[0].shape[1]), int(q_side[1].shape[0])
     EPI = _triton._EPILOGUE[similarity] if q_side[3] is not None else 0
-    # by group, then by label inside it: a query tile's relevant items are a band of columns
-    q_order, g_order = np.lexsort((q_side[1], gq)), np.lexsort((g_side[1], gg))
-    q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
-    g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
-    n_q = q_side[1].shape[0]
-    out = [np.zeros(n_q, np.int64) for _ in range(5)]
     dev = backend.device
-
-    def up(a, dt):  # a fresh device copy (the interpreter resizes its arguments' storage)
-        return torch.tensor(np.ascontiguousarray(a), dtype=dt, device=dev)
-
-    for chunk in chunk_plan(np.diff(q_bounds), np.diff(g_bounds), d, max_memory, BM):
-        qsel = np.concatenate([q_order[q_bounds[g] + lo : q_bounds[g] + hi] for g, lo, hi in chunk])
-        gsel = np.concatenate([g_order[g_bounds[g] : g_bounds[g + 1]] for g, _, _ in chunk])
-        nq = np.array([hi - lo for _, lo, hi in chunk], np.int64)
-        ng = np.array([g_bounds[g + 1] - g_bounds[g] for g, _, _ in chunk], np.int64)
-        q0, g0 = np.cumsum(nq) - nq, np.cumsum(ng) - ng
-        W = work_items(q0, q0 + nq, g0, g0 + ng, BM)
-        big = int(max(q_side[1].max(), g_side[1].max())) + 1
-        qkey = np.repeat(np.arange(nq.size), nq) * big + q_side[1][qsel]
-        gkey = np.repeat(np.arange(ng.size), ng) * big + g_side[1][gsel]
-        W = [up(a, torch.int32) for a in (*W, *sweep_ranges(W[0], W[1], W[2], qkey, gkey, BM, BN))]
-        dummy = torch.zeros(1, dtype=torch.float32, device=dev)
-        QA = dummy if EPI == 0 else up(q_side[3][qsel], torch.float32)
-        GA = dummy if EPI == 0 else up(g_side[3][gsel], torch.float32)
-        res = [torch.zeros(max(qsel.size, 1), dtype=torch.float32 if i == 0 else torch.int32, device=dev)
+    big = int(max(q_side[1].max(), g_side[1].max())) + 1
+    # by group, then by label inside it: a query tile's relevant items are a band of columns
+    q_order, q_dev, q_keys, q_bounds = _group_order(torch, gq, q_side[1], r, big, dev)
+    g_order, g_dev, g_keys, g_bounds = (q_order, q_dev, q_keys, q_bounds) if data.loo else _group_order(
+        torch, gg, g_side[1], r, big, dev)
+    n_g = 0 if data.loo else int(g_side[1].shape[0])
+    resident = resident_bytes(n_q, n_g, d)
+    on_device = resident <= max_memory // 2
+    budget = max_memory - resident if on_device else max_memory
+    q_rows = _Rows(torch, q_side, dev, on_device, data.cache, "q")
+    g_rows = _Rows(torch, g_side, dev, on_device, data.cache, "g") if not data.loo else (
+        q_rows if data.q_ids is not None else q_rows.with_ids(-2))  # no ids: distinct fillers, as _score_groups
+    out = [np.zeros(n_q, np.int64) for _ in range(5)]
+    dummy = torch.zeros(1, dtype=torch.float32, device=dev)
+    for chunk in chunk_plan(np.diff(q_bounds), np.diff(g_bounds), d, budget, BM):
+        ug, ulo, uhi = (np.array(c, np.int64) for c in zip(*chunk))
+        qa_, qb_ = int(q_bounds[ug[0]] + ulo[0]), int(q_bounds[ug[-1]] + uhi[-1])
+        ga_, gb_ = int(g_bounds[ug[0]]), int(g_bounds[ug[-1] + 1])
+        W = work_items(q_bounds[ug] + ulo - qa_, q_bounds[ug] + uhi - qa_, g_bounds[ug] - ga_,
+                       g_bounds[ug + 1] - ga_, BM)
+        W += sweep_ranges(W[0], W[1], W[2], q_keys[qa_:qb_], g_keys[ga_:gb_], BM, BN)
+        Qe, QC, QI, QF = q_rows.take(q_order, q_dev, qa_, qb_)
+        Ge, GC, GI, GF = g_rows.take(g_order, g_dev, ga_, gb_)
+        res = [torch.zeros(qb_ - qa_, dtype=torch.float32 if i == 0 else torch.int32, device=dev)
                for i in range(6)]
-        if W[0].numel():
-            _launch(int(W[0].numel()), up(q_side[0][qsel], torch.float32), up(g_side[0][gsel], torch.float32),
-                    up(q_side[1][qsel], torch.int64), up(g_side[1][gsel], torch.int64),
-                    up(q_side[2][qsel], torch.int64), up(g_side[2][gsel], torch.int64), QA, GA, *W, *res, d,
-                    BM=BM, BN=BN, BK=BK, EPI=EPI)
+        _launch(int(W[0].size), Qe, Ge, QC, GC, QI, GI, dummy if EPI == 0 else QF, dummy if EPI == 0 else GF,
+                *(torch.from_numpy(a).to(dev) for a in W), *res, d, BM=BM, BN=BN, BK=BK, EPI=EPI)
+        qsel = q_order[qa_:qb_]
         for arr, t in zip(out, res[1:]):
-            arr[qsel] = t[: qsel.size].cpu().numpy()
+            arr[qsel] = t.cpu().numpy()
     return out
 
 

@@ -184,15 +184,24 @@ def test_empty_queries_error_raised_on_the_fused_path(spy):
     assert spy
 
 
-def test_small_memory_budget_chunks_and_splits_groups(spy):
+@pytest.mark.parametrize("resident", [False, True])
+def test_small_memory_budget_chunks_and_splits_groups(resident, spy, monkeypatch):
     rng = np.random.default_rng(23)
     n, d = 140, 8
     X, y = _emb("int", rng, n, d), _labels(rng, n, n_labels=9)
-    budget = 40 * (4 * d + 48)  # a few dozen rows per chunk: many launches, large groups split into row blocks
-    ref = _grouped_values(X, y, similarity="neg_l2", backend=None, max_memory=budget, repeats=1)
+    if resident:  # the full copies take half the budget; chunks of about half the items gather on the device
+        budget = 2 * _triton_grouped.resident_bytes(n, 0, d)
+    else:  # a few dozen rows per chunk, gathered on the host: large groups split into row blocks
+        budget = 40 * (4 * d + 48)
+    paths = []
+    real = _triton_grouped._Rows.__init__
+    monkeypatch.setattr(_triton_grouped._Rows, "__init__",
+                        lambda self, *a: paths.append(a[3]) or real(self, *a))
+    ref = _grouped_values(X, y, similarity="neg_l2", backend=None, max_memory=budget, repeats=2)
     with _triton.on_cpu():
-        got = _grouped_values(X, y, similarity="neg_l2", backend=CPU, max_memory=budget, repeats=1)
-    assert len(spy) > 3
+        got = _grouped_values(X, y, similarity="neg_l2", backend=CPU, max_memory=budget, repeats=2)
+    assert paths == [resident] * 2
+    assert len(spy) > (2 if resident else 6)
     _same(got, ref)
 
 
@@ -205,8 +214,10 @@ def test_chunk_plan_covers_every_query_once_within_budget():
     covered = np.zeros(int(q_sizes.sum()), np.int64)
     starts = np.cumsum(q_sizes) - q_sizes
     for chunk in chunks:
-        cost = sum((hi - lo) * (4 * d + 48) + g_sizes[g] * (4 * d + 24) + -(-(hi - lo) // bm) * 16
-                   for g, lo, hi in chunk)
+        groups = sorted({g for g, _, _ in chunk})
+        assert groups == list(range(groups[0], groups[-1] + 1)) and [u[0] for u in chunk] == sorted(u[0] for u in chunk)
+        cost = sum((hi - lo) * (4 * d + 48) + -(-(hi - lo) // bm) * 16 for g, lo, hi in chunk) + sum(
+            g_sizes[g] * (4 * d + 24) for g in groups)  # each group's gallery once
         assert cost <= budget or len(chunk) == 1  # only a lone (split) unit may exceed it
         for g, lo, hi in chunk:
             covered[starts[g] + lo : starts[g] + hi] += 1
