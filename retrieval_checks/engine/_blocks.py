@@ -314,7 +314,7 @@ def run_block(
     use_kernels: bool = True,
 ) -> BlockPartial:
     """One task: exact ranks of the relevant items of queries ``[start, stop)``."""
-    fused = None if want_pairs else _fused_block(p, start, stop, use_kernels)
+    fused = _fused_block(p, start, stop, use_kernels, want_pairs, tail_tau, fixed_thresholds, tail_capacity)
     if fused is not None:
         return fused
     m = stop - start
@@ -367,19 +367,29 @@ def run_block(
     return part
 
 
-def _fused_block(p: Problem, start: int, stop: int, use_kernels: bool):
+def _fused_block(p: Problem, start: int, stop: int, use_kernels: bool, want_pairs: bool = False,
+                 tail_tau: float = -math.inf, fixed_thresholds=None, tail_capacity=None):
     """The block on the fused Triton kernel (:mod:`._triton`) where the torch path would
     run and the kernel serves (CUDA by ``RC_TRITON``; CPU tensors only in its tests);
     None otherwise. A failure warns and hands the block (and the process) back to the
     torch path."""
+    _triton = _fused(p, use_kernels)
+    if _triton is None:
+        return None
+    pairs = _triton.PairRequest(tail_tau, fixed_thresholds, tail_capacity) if want_pairs else None
+    return _triton.guarded(p, start, stop, pairs)
+
+
+def _fused(p: Problem, use_kernels: bool):
+    """The :mod:`._triton` module when the fused kernel serves this problem, else None."""
     be = p.backend
     if be.kind != "torch" or (use_kernels and not be.is_cuda):
         return None
     from . import _triton
 
-    if not _triton.supports(p, False) or not _triton.wanted(be):
+    if not _triton.supports(p) or not _triton.wanted(be):
         return None
-    return _triton.guarded(p, start, stop)
+    return _triton
 
 
 def ranked_partial(start: int, stop: int, rel: Csr, rel_sorted, order: np.ndarray, above: np.ndarray,
@@ -400,6 +410,10 @@ def ranked_partial(start: int, stop: int, rel: Csr, rel_sorted, order: np.ndarra
 def run_binning_block(p: Problem, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray,
                       use_kernels: bool = True) -> None:
     """Second-pass task: bin the block's negatives against the sorted positive scores."""
+    _triton = _fused(p, use_kernels)
+    if _triton is not None and _triton.guarded(
+            p, start, stop, run=lambda: _triton.run_binning_triton(p, start, stop, sorted_positive, out)):
+        return
     m = stop - start
     rel = p.relevant.block(start, stop)
     own = p.self_pairs.rows(start, stop)

@@ -7,9 +7,12 @@ it. Two launches per query block:
 
 1. *extract*: for the tiles that hold a relevant pair only, the tile product and the
    score epilogue, writing each relevant pair's score at its place in the block's
-   relevance CSR (label relevance: same label code, self pairs excluded; the place is
+   relevance CSR. Label relevance (same label code, self pairs excluded): the place is
    the item's rank among its label's gallery items, minus the row's self items before
-   it). The scores are sorted inside each row (as the torch path does).
+   it. Explicit relevance (binary or graded: image-text's rank passes too): the
+   kernel finds the column by binary search among the row's relevant columns (sorted
+   on the host; the scores go back to the CSR's order). The scores are sorted inside
+   each row (as the torch path does).
 2. *count*: every tile ``BLOCK_M x BLOCK_N`` of the block: the product (``tl.dot`` with
    ``input_precision="ieee"``: full fp32, no TF32), the same epilogue as
    :meth:`~._backend.Backend.finish_scores` (same IEEE operations in the same order),
@@ -19,18 +22,28 @@ it. Two launches per query block:
    ``hist[row, right] += 1`` (only ``right > 0`` ever counts) and, when ``left <
    right``, ``ties[row, left] += 1``, ``ties[row, right] -= 1``. Suffix sums of
    ``hist`` and prefix sums of ``ties`` give the counts, as in the torch path.
+   With the pair metrics, the same launch also counts the negatives ``>=`` each fixed
+   threshold (``pair_precision@t=`` ...: one reduction per tile and threshold) and
+   appends every negative ``>= tau`` (the :class:`~..metrics._pairs.NegativeTail`
+   threshold) at an atomically reserved offset, with a 65536-bin histogram of their
+   order-preserving keys. A tail larger than its buffer is only counted; the launch
+   then runs again with ``tau`` raised to the highest key-bin floor that keeps
+   ``capacity`` negatives (the CPU kernels' seeding rule) and a buffer of exactly the
+   size the histogram gives. The rare second pass of ``precision_at_recall`` (every
+   negative binned against the sorted positive scores) is a third kernel, ``bin``.
 
 Both launches compute a pair's score in the same tile, from the same operands, with
 the same JIT function and tile shape, so a relevant score is the very number its row's
 negatives are compared with (a pair's score never depends on which launch reads it).
 
-Screening (``RC_TRITON_SCREEN=1``): the count launch first computes each tile with
-inputs rounded to bfloat16 (tensor cores on a GPU; in Triton's interpreter the operands
-are rounded to bfloat16 and multiplied in fp32, which is what the tensor-core product
-of bf16 inputs is). With ``u_in = 2^-8`` (bf16), ``u = 2^-23`` (fp32 accumulation,
-doubled for accumulators that truncate) and ``gamma_n = n u / (1 - n u)``, the
-screened product ``ŝ`` and the exact fp32 product ``s`` of rows ``q``, ``g`` of length
-``d`` satisfy
+Screening (``RC_TRITON_SCREEN=bf16`` or ``1``; ``tf32``): the count launch first
+computes each tile with inputs rounded to bfloat16 (``u_in = 2^-8``) or TF32 (``u_in =
+2^-10``, which also covers inputs truncated rather than rounded) on tensor cores (in
+Triton's interpreter the operands are rounded, or truncated, and multiplied in fp32,
+which is what the tensor-core product of such inputs is). With ``u = 2^-23`` (fp32
+accumulation, doubled for accumulators that truncate) and ``gamma_n = n u / (1 - n u)``,
+the screened product ``ŝ`` and the exact fp32 product ``s`` of rows ``q``, ``g`` of
+length ``d`` satisfy
 
     |ŝ - s| <= [(2 u_in + u_in^2) + gamma_d (1 + u_in)^2 + gamma_d] |q| |g|   (= e)
 
@@ -39,17 +52,20 @@ by Cauchy-Schwarz; each fp32 sum of d terms is within gamma_d of the real sum of
 terms' absolute values). The kernel widens ``[ŝ - e, ŝ + e]`` by ``4 ulp(ŝ)`` for its
 own rounding, maps both ends through the (monotone) score epilogue and counts the
 pair from the screened score only when no relevant score of its row lies in that
-interval; if any pair of a tile is that close, the whole tile is recomputed in exact
-fp32 by the same function the fp32 kernel uses, so every count equals the fp32
-kernel's bit for bit.
+interval and, with the pair metrics, when the interval neither reaches the tail
+threshold (a tail keeps exact values) nor holds a fixed threshold; if any pair of a
+tile is that close, the whole tile is recomputed in exact fp32 by the same function
+the fp32 kernel uses, so every count and every tail value equals the fp32 kernel's bit
+for bit. The ``bin`` kernel screens the same way against the sorted positive scores.
 
 Switch: ``RC_TRITON`` = ``0`` (default: off until the kernel has been measured and
 checked on a GPU; it has only run in Triton's interpreter), ``auto`` (on for CUDA when
 triton imports) or ``1`` (on). On first use in a process the kernel is checked against the torch
 path on a small integer problem (exact in any summation order) for every supported
-similarity; if compiling or running it fails, or a count differs, a RuntimeWarning says
-so and the torch path serves for the rest of the process. Pair metrics (the negative
-tail, fixed thresholds), explicit relevance and Hamming codes stay on the torch path.
+similarity, fp32 and both screenings, label and explicit relevance, with the pair
+outputs; if compiling or running it fails, or a count differs, a RuntimeWarning says so
+and the torch path serves for the rest of the process. Hamming codes stay on the torch
+path (their popcount tiles are exact integers already; no GEMM to fuse).
 
 triton is imported on first use only (``import retrieval_checks`` does not load it).
 """
@@ -61,18 +77,22 @@ import importlib.util
 import math
 import os
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import BackendError
 
-__all__ = ["mode", "screening", "wanted", "supports", "guarded", "run_block_triton", "on_cpu", "self_check", "error_bound"]
+__all__ = ["mode", "screening", "screen_code", "wanted", "supports", "guarded", "run_block_triton",
+           "run_binning_triton", "PairRequest", "count_arrays", "bin_counts", "on_cpu", "self_check", "error_bound"]
 
 SIMILARITIES = ("cosine", "dot", "neg_l2")
 _EPILOGUE = {"dot": 0, "cosine": 1, "neg_l2": 2}
 MAX_SELF = 8  # self pairs per query the kernel masks; more fall back to the torch path
 TILE = (32, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K on a GPU
 TILE_INTERPRET = (16, 32, 16)  # smaller tiles in the interpreter: more tile edges in small tests
+SCREENS = {"0": 0, "1": 1, "bf16": 1, "tf32": 2}  # RC_TRITON_SCREEN -> the kernels' SCREEN code
+_F32_MIN = float(np.finfo(np.float32).min)
 
 _STATE: dict = {}  # device key -> (ok: bool, reason: str | None): the self-check's verdict
 _CPU = {"on": False, "screen": None}  # tests: run the kernel on CPU tensors (interpreter)
@@ -88,22 +108,32 @@ def mode() -> str:
     return raw
 
 
-def screening() -> bool:
-    """``RC_TRITON_SCREEN``: ``"0"`` (default) or ``"1"`` (bf16 screening, exact recompute)."""
+def screen_code(value) -> int:
+    """The kernels' SCREEN code of a screening choice: 0 (exact fp32 tiles), 1 (bf16
+    inputs) or 2 (TF32 inputs); ``value`` is a bool, 0/1/2 or an ``RC_TRITON_SCREEN``
+    string (``0``, ``1``, ``bf16``, ``tf32``)."""
+    if isinstance(value, (bool, int, np.integer)) and int(value) in (0, 1, 2):
+        return int(value)
+    raw = str(value).strip().lower() or "0"
+    if raw not in SCREENS:
+        raise BackendError(f"RC_TRITON_SCREEN={raw!r} is not valid; use 0 (exact fp32 tiles, default), bf16 (or 1: "
+                          "bf16 screening) or tf32 (TF32 screening), each with exact fp32 recompute of near-tie "
+                          "tiles.")
+    return SCREENS[raw]
+
+
+def screening() -> int:
+    """``RC_TRITON_SCREEN`` as a SCREEN code (:func:`screen_code`); default 0."""
     if _CPU["on"] and _CPU["screen"] is not None:
-        return bool(_CPU["screen"])
-    raw = os.environ.get("RC_TRITON_SCREEN", "0").strip().lower() or "0"
-    if raw not in ("0", "1"):
-        raise BackendError(f"RC_TRITON_SCREEN={raw!r} is not valid; use 0 (exact fp32 tiles, default) or 1 "
-                          "(bf16 screening with exact fp32 recompute of near-tie tiles).")
-    return raw == "1"
+        return screen_code(_CPU["screen"])
+    return screen_code(os.environ.get("RC_TRITON_SCREEN", "0"))
 
 
 @contextlib.contextmanager
-def on_cpu(screen: bool = False):
+def on_cpu(screen=False):
     """Tests: inside the block, the torch path on CPU tensors (``_use_kernels=False``)
     runs the fused kernel in Triton's interpreter (``TRITON_INTERPRET=1`` must be set
-    before triton is first imported)."""
+    before triton is first imported); ``screen`` as :func:`screen_code` takes it."""
     old = dict(_CPU)
     _CPU.update(on=True, screen=screen)
     try:
@@ -140,11 +170,14 @@ def wanted(backend) -> bool:
     return _STATE[key][0]
 
 
-def guarded(p, start: int, stop: int):
-    """:func:`run_block_triton`, or None (the torch path serves) after a RuntimeWarning
-    when the kernel fails on this block; a CUDA device is then not tried again."""
+def guarded(p, start: int, stop: int, pairs: "PairRequest | None" = None, *, run=None):
+    """:func:`run_block_triton` (or ``run``), or None (the torch path serves) after a
+    RuntimeWarning when the kernel fails on this block; a CUDA device is then not tried
+    again."""
     try:
-        return run_block_triton(p, start, stop)
+        if run is not None:
+            return run()
+        return run_block_triton(p, start, stop, pairs)
     except Exception as exc:  # a compile or launch failure the self-check did not meet
         reason = f"it failed on a block ({type(exc).__name__}: {str(exc)[:300]})"
         if p.backend.is_cuda:
@@ -154,10 +187,11 @@ def guarded(p, start: int, stop: int):
         return None
 
 
-def supports(p, want_pairs: bool) -> bool:
-    """The cases the kernel handles: label relevance, cosine / dot / neg_l2, no pair metrics."""
-    return (not want_pairs and p.similarity in SIMILARITIES and p.relevant.csr is None
-            and p.relevant.q_codes is not None)
+def supports(p, want_pairs: bool = False) -> bool:
+    """The cases the kernel handles: cosine / dot / neg_l2 with label or explicit
+    (binary or graded) relevance, with or without the pair metrics' outputs
+    (``want_pairs`` is accepted for callers that ask; every pair output is computed)."""
+    return p.similarity in SIMILARITIES and (p.relevant.csr is not None or p.relevant.q_codes is not None)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -167,24 +201,27 @@ def _kernels():
     if _KERNELS is None:
         from . import _triton_kernels as k
 
-        _KERNELS = {"extract": k.extract_kernel, "count": k.count_kernel}
+        _KERNELS = {"extract": k.extract_kernel, "count": k.count_kernel, "bin": k.bin_kernel}
     return _KERNELS
 
 
 # ----------------------------------------------------------------------------- the bound
-U_BF16 = 2.0 ** -8
+U_IN = {1: 2.0 ** -8, 2: 2.0 ** -10}  # input rounding: bf16 (round to nearest), TF32 (truncation covered)
+U_BF16 = U_IN[1]
 U_ACC = 2.0 ** -23  # fp32 accumulation, doubled: covers truncating tensor-core accumulators
 
 
-def error_bound(d: int) -> float:
-    """``gamma`` with ``|ŝ - s| <= gamma |q| |g|`` for the bf16-input / fp32-accumulated
-    product ``ŝ`` and the fp32 product ``s`` of two rows of length ``d`` (module
-    docstring), rounded up to a float32 with a 2^-20 relative margin."""
+def error_bound(d: int, screen=1) -> float:
+    """``gamma`` with ``|ŝ - s| <= gamma |q| |g|`` for the screened product ``ŝ`` (bf16
+    inputs for ``screen`` 1, TF32 inputs for 2; fp32 accumulation) and the fp32
+    product ``s`` of two rows of length ``d`` (module docstring), rounded up to a
+    float32 with a 2^-20 relative margin."""
+    u_in = U_IN[screen_code(screen)]
     nu = d * U_ACC
     if nu >= 0.5:
         return math.inf
     g_d = nu / (1.0 - nu)
-    gamma = (2 * U_BF16 + U_BF16 ** 2) + g_d * (1 + U_BF16) ** 2 + g_d
+    gamma = (2 * u_in + u_in ** 2) + g_d * (1 + u_in) ** 2 + g_d
     return float(np.nextafter(np.float32(gamma * (1 + 2.0 ** -20)), np.float32(np.inf)))
 
 
@@ -195,6 +232,17 @@ def _norms_up(torch, X):
 
 
 # ----------------------------------------------------------------------------- one block
+@dataclass
+class PairRequest:
+    """What the pair metrics need from a block: every negative ``>= tau`` (``tau``
+    raised while at least ``capacity`` negatives stay above it, as the torch path
+    does) and the negatives ``>=`` each of the ascending ``fixed`` thresholds."""
+
+    tau: float = -math.inf
+    fixed: np.ndarray | None = None
+    capacity: int | None = None
+
+
 def _label_ranks(source) -> np.ndarray:
     """Each gallery item's rank among the gallery items of its label, ascending index
     (the order of :meth:`RelevanceSource.block`'s rows)."""
@@ -206,27 +254,30 @@ def _label_ranks(source) -> np.ndarray:
 
 
 def _gallery_side(p) -> dict:
-    """The gallery's label codes (host and device), label ranks (device) and, once
-    screening asks for them, row norms (device): computed once per problem and device
-    (not per block), cached on its relevance source."""
+    """The gallery's label codes (host and device; none with explicit relevance), label
+    ranks (device) and, once screening asks for them, row norms (device): computed once
+    per problem and device (not per block), cached on its relevance source."""
     import torch
 
     src = p.relevant
     key = (str(p.Gp.device), id(p.Gp), p.n_g)
     cache = getattr(src, "_triton_side", None)
     if cache is None or cache[0] != key:
-        g_codes = np.empty_like(src.g_sorted)
-        g_codes[src.g_order] = src.g_sorted
-        side = {"g_codes": g_codes,
-                "gc": torch.tensor(g_codes, dtype=torch.int64, device=p.Gp.device),
-                "grank": torch.tensor(_label_ranks(src), dtype=torch.int32, device=p.Gp.device)}
+        side = {"g_codes": None, "gc": None, "grank": None}
+        if src.csr is None:
+            g_codes = np.empty_like(src.g_sorted)
+            g_codes[src.g_order] = src.g_sorted
+            side = {"g_codes": g_codes,
+                    "gc": torch.tensor(g_codes, dtype=torch.int64, device=p.Gp.device),
+                    "grank": torch.tensor(_label_ranks(src), dtype=torch.int32, device=p.Gp.device)}
         src._triton_side = cache = (key, side)
     return cache[1]
 
 
-def _self_matrix(own, m: int, g_codes: np.ndarray, q_codes: np.ndarray):
+def _self_matrix(own, m: int, g_codes, q_codes):
     """(m x K) self items (-1 padding) and the same with only the self items that share
-    the query's label (the others padded with 2^31 - 1), or None when K > MAX_SELF."""
+    the query's label (the others padded with 2^31 - 1; all padded with explicit
+    relevance, ``g_codes`` None), or None when K > MAX_SELF."""
     counts = own.row_counts() if own.indices.size else np.zeros(m, np.int64)
     K = max(1, int(counts.max()) if counts.size else 1)
     if K > MAX_SELF:
@@ -237,119 +288,266 @@ def _self_matrix(own, m: int, g_codes: np.ndarray, q_codes: np.ndarray):
         rid = own.row_ids()
         slot = np.arange(rid.size) - own.indptr[:-1][rid]
         allm[rid, slot] = own.indices
-        same = g_codes[own.indices] == q_codes[rid]
-        relm[rid[same], slot[same]] = own.indices[same]
+        if g_codes is not None:
+            same = g_codes[own.indices] == q_codes[rid]
+            relm[rid[same], slot[same]] = own.indices[same]
     return allm, relm, K
 
 
-def run_block_triton(p, start: int, stop: int):
-    """One task on the fused kernel: the block's :class:`~._blocks.BlockPartial`, or
-    None when the block has more self pairs per query than the kernel masks."""
-    from . import _blocks
-
+def _block_inputs(p, start: int, stop: int):
+    """The block's relevance, self matrix and the keyword arguments of
+    :func:`count_arrays` for it; None when the block has more self pairs per query
+    than the kernel masks."""
     m = stop - start
     rel = p.relevant.block(start, stop)
     own = p.self_pairs.rows(start, stop)
-    q_codes = p.relevant.q_codes[start:stop]
+    csr = p.relevant.csr is not None
     side = _gallery_side(p)
+    q_codes = None if csr else p.relevant.q_codes[start:stop]
     selfs = _self_matrix(own, m, side["g_codes"], q_codes)
     if selfs is None:
         return None
-    qa = None if p.qa is None else p.qa[start:stop]
-    ga = None if p.ga is None else p.ga[: p.n_g]
     screen = screening()
     if screen and "gn" not in side:
         import torch
 
         side["gn"] = _norms_up(torch, p.Gp[: p.n_g])
-    vals, above, tied = count_arrays(p.Q[start:stop], p.Gp[: p.n_g], p.similarity, qa, ga, q_codes, side["gc"],
-                                     side["grank"], rel.indptr, rel.row_ids(), rel.indices, selfs,
-                                     screen=screen, g_norms=side.get("gn"))
-    rel_sorted, order = vals
-    return _blocks.ranked_partial(start, stop, rel, rel_sorted, order, above, tied, True)
+    args = (p.Q[start:stop], p.Gp[: p.n_g], p.similarity, None if p.qa is None else p.qa[start:stop],
+            None if p.ga is None else p.ga[: p.n_g], q_codes, side["gc"], side["grank"], rel.indptr, rel.row_ids(),
+            rel.indices, selfs)
+    return rel, args, dict(screen=screen, g_norms=side.get("gn"), csr=csr)
 
 
-def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, cols, selfs, *,  # long: two launches
-                 screen: bool = False, tile=None, g_norms=None):
-    """The two launches on one block. Returns ((relevant scores sorted in rows, the
-    permutation that sorts them), above, tied) as :func:`~._blocks._count_torch` does."""
+def run_block_triton(p, start: int, stop: int, pairs: PairRequest | None = None):
+    """One task on the fused kernel: the block's :class:`~._blocks.BlockPartial` (with
+    the pair outputs when ``pairs`` asks), or None when the block has more self pairs
+    per query than the kernel masks."""
+    from . import _blocks
+
+    got = _block_inputs(p, start, stop)
+    if got is None:
+        return None
+    rel, args, kw = got
+    out = count_arrays(*args, pairs=pairs, **kw)
+    (rel_sorted, order), above, tied = out[:3]
+    part = _blocks.ranked_partial(start, stop, rel, rel_sorted, order, above, tied, True)
+    if pairs is not None:
+        extra = out[3]
+        part.positives = rel_sorted.cpu().numpy()
+        part.negatives = extra["negatives"]
+        part.negatives_tau = extra["tau"]
+        if pairs.fixed is not None and pairs.fixed.size:
+            part.fixed_fp = extra["fixed_fp"]
+    return part
+
+
+def run_binning_triton(p, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray) -> bool:
+    """The binning pass's task on the fused kernel: adds to ``out`` as
+    :func:`~._blocks.run_binning_block` does; False when the block has more self pairs
+    per query than the kernel masks (nothing added)."""
+    got = _block_inputs(p, start, stop)
+    if got is None:
+        return False
+    _, args, kw = got
+    out += bin_counts(*args, np.asarray(sorted_positive, np.float32), **kw)
+    return True
+
+
+class _Launch:
+    """The device arguments every launch on one block shares."""
+
+    def __init__(self, Qb, G, similarity, qa, ga, q_codes, g_codes, indptr, rid, cols, selfs, screen, tile,
+                 g_norms, csr):
+        import torch
+
+        self.dev = dev = Qb.device
+        self.interp = _interpreting()
+        self.BM, self.BN, self.BK = tile or (TILE_INTERPRET if self.interp else TILE)
+        self.m, self.d, self.n_g = int(Qb.shape[0]), int(Qb.shape[1]), int(G.shape[0])
+        allm, relm, self.K = selfs
+        self.EPI = _EPILOGUE[similarity]
+        # the interpreter resizes its arguments' storage: numpy-backed tensors are copied first
+        self.own = (lambda x: x.clone()) if self.interp else (lambda x: x.contiguous())
+        self.Q, self.G = self.own(Qb), self.own(G)
+        self.dummy = torch.zeros(1, dtype=torch.float32, device=dev)
+        idummy = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.QA = self.dummy if qa is None else self.own(qa)
+        self.GA = self.dummy if ga is None else self.own(ga)
+        self.csr = bool(csr)
+        self.perm = None
+        counts = np.diff(indptr)
+        self.c_steps = int(counts.max()).bit_length() if counts.size else 0
+        if self.csr:  # the kernels find relevant columns by binary search: rows sorted by column
+            order = np.lexsort((cols, rid))
+            if not (order == np.arange(order.size)).all():
+                self.perm = order
+            self.qc = self.gc = idummy
+            self.COLS = self.t(np.asarray(cols)[order], torch.int64) if cols.size else idummy
+        else:
+            self.qc, self.gc, self.COLS = self.t(q_codes, torch.int64), self.t(g_codes, torch.int64), idummy
+        self.ptr = self.t(indptr, torch.int64)
+        self.SELF, self.SELFREL = self.t(allm, torch.int32), self.t(relm, torch.int32)
+        self.screen = screen_code(screen)
+        self.gamma = error_bound(self.d, self.screen) if self.screen else 0.0
+        if not math.isfinite(self.gamma):  # d >= 2^22: no useful bound, every tile would be recomputed
+            self.screen, self.gamma = 0, 0.0
+        self.QN = self.GN = self.dummy
+        if self.screen:
+            self.QN = _norms_up(torch, self.Q)
+            self.GN = _norms_up(torch, self.G) if g_norms is None else g_norms
+
+    def t(self, a, dt):  # a copy on the device (tensors already there pass through)
+        import torch
+
+        return a if isinstance(a, torch.Tensor) else torch.tensor(np.ascontiguousarray(a), dtype=dt, device=self.dev)
+
+    def consts(self) -> dict:
+        return dict(BM=self.BM, BN=self.BN, BK=self.BK, K=self.K, EPI=self.EPI)
+
+    def grid(self):
+        return (-(-self.n_g // self.BN), -(-self.m // self.BM))
+
+
+def _extract(L: _Launch, grank, indptr, rid, cols):
+    """Launch 1: the relevant pairs' scores, in the block CSR's order."""
     import torch
 
+    nnz = int(indptr[-1])
+    out = torch.full((nnz,), math.nan, dtype=torch.float32, device=L.dev)
+    if not nnz:
+        return out
+    per_row = -(-L.n_g // L.BN)
+    keys = np.unique((rid // L.BM).astype(np.int64) * per_row + cols // L.BN)
+    tm, tn = keys // per_row, keys % per_row
+    GR = L.t(grank, torch.int32) if grank is not None else torch.zeros(1, dtype=torch.int32, device=L.dev)
+    _kernels()["extract"][(int(keys.size),)](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.SELFREL, GR, L.ptr, L.QA,
+                                             L.GA, L.t(tm, torch.int32), L.t(tn, torch.int32), out, L.m, L.n_g,
+                                             L.d, L.c_steps, CSR=L.csr, **L.consts())
+    if bool(torch.isnan(out).any()):
+        raise RuntimeError("the extract launch left relevant scores unwritten")
+    if L.perm is not None:  # written in column order: back to the block CSR's order
+        back = torch.empty_like(out)
+        back[torch.from_numpy(L.perm).to(L.dev)] = out
+        out = back
+    return out
+
+
+def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, cols, selfs, *,
+                 screen=False, tile=None, g_norms=None, csr: bool = False, pairs: PairRequest | None = None):
+    """The two launches on one block. Returns ((relevant scores sorted in rows, the
+    permutation that sorts them), above, tied) as :func:`~._blocks._count_torch` does,
+    and, when ``pairs`` asks, a fourth item: ``{"negatives", "tau", "fixed_fp"}``.
+    ``csr``: explicit relevance (the block CSR's columns; codes and ranks unused)."""
     from ._blocks import _sort_within_rows
     from ._inputs import Csr
 
-    ker = _kernels()
-    dev = Qb.device
-    interp = _interpreting()
-    BM, BN, BK = tile or (TILE_INTERPRET if interp else TILE)
-    m, d = int(Qb.shape[0]), int(Qb.shape[1])
-    n_g = int(G.shape[0])
-    allm, relm, K = selfs
-    EPI = _EPILOGUE[similarity]
-
-    def t(a, dt):  # a copy on the device (tensors already there pass through)
-        return a if isinstance(a, torch.Tensor) else torch.tensor(np.ascontiguousarray(a), dtype=dt, device=dev)
-
-    # the interpreter resizes its arguments' storage: numpy-backed tensors are copied first
-    own = (lambda x: x.clone()) if interp else (lambda x: x.contiguous())  # noqa: E731
-    Qc, Gc = own(Qb), own(G)
-    qc, gc = t(q_codes, torch.int64), t(g_codes, torch.int64)
-    dummy = torch.zeros(1, dtype=torch.float32, device=dev)
-    QA = dummy if qa is None else own(qa)
-    GA = dummy if ga is None else own(ga)
-    ptr = t(indptr, torch.int64)
-    SELF, SELFREL = t(allm, torch.int32), t(relm, torch.int32)
+    L = _Launch(Qb, G, similarity, qa, ga, q_codes, g_codes, indptr, rid, cols, selfs, screen, tile, g_norms, csr)
+    vals = _extract(L, grank, indptr, rid, cols)
     nnz = int(indptr[-1])
-    out = torch.full((nnz,), math.nan, dtype=torch.float32, device=dev)
-    if nnz:
-        keys = np.unique((rid // BM).astype(np.int64) * (-(-n_g // BN)) + cols // BN)
-        tm, tn = keys // (-(-n_g // BN)), keys % (-(-n_g // BN))
-        ker["extract"][(int(keys.size),)](Qc, Gc, qc, gc, SELF, SELFREL, t(grank, torch.int32), ptr, QA, GA,
-                                          t(tm, torch.int32), t(tn, torch.int32), out, m, n_g, d,
-                                          BM=BM, BN=BN, BK=BK, K=K, EPI=EPI)
-        if bool(torch.isnan(out).any()):
-            raise RuntimeError("the extract launch left relevant scores unwritten")
-    rel = Csr(np.asarray(indptr, np.int64), np.asarray(cols, np.int64))
-    rel_sorted, order = _sort_within_rows(out, rel, True)
+    rel_sorted, order = _sort_within_rows(vals, Csr(np.asarray(indptr, np.int64), np.asarray(cols, np.int64)), True)
     counts = np.diff(indptr)
     r_max = int(counts.max()) if counts.size else 0
-    if r_max == 0:
+    if r_max == 0 and pairs is None:
         return (rel_sorted, order), np.zeros(nnz, np.int64), np.zeros(nnz, np.int64)
-    width = r_max + 1
-    hist = torch.zeros((m, width), dtype=torch.int32, device=dev)
-    ties = torch.zeros((m, width), dtype=torch.int32, device=dev)
-    qn = gn = dummy
-    gamma = error_bound(d) if screen else 0.0
-    screen = screen and math.isfinite(gamma)  # d >= 2^22: no useful bound, every tile would be recomputed
-    if screen:
-        qn, gn = _norms_up(torch, Qc), (_norms_up(torch, Gc) if g_norms is None else g_norms)
-    grid = (-(-n_g // BN), -(-m // BM))
-    ker["count"][grid](Qc, Gc, qc, gc, SELF, ptr, own(rel_sorted), QA, GA, qn, gn, hist, ties, m, n_g, d,
-                       width, int(r_max).bit_length(), gamma if screen else 0.0,
-                       BM=BM, BN=BN, BK=BK, K=K, EPI=EPI, SCREEN=bool(screen), EMULATE=interp)
-    r_t = torch.from_numpy(np.repeat(np.arange(m), counts)).to(dev)
-    c_t = torch.from_numpy(np.arange(nnz) - np.repeat(np.asarray(indptr[:-1]), counts)).to(dev)
+    hist, ties, extra = _count(L, rel_sorted, r_max, pairs)
+    import torch
+
+    r_t = torch.from_numpy(np.repeat(np.arange(L.m), counts)).to(L.dev)
+    c_t = torch.from_numpy(np.arange(nnz) - np.repeat(np.asarray(indptr[:-1]), counts)).to(L.dev)
     suffix = hist.to(torch.int64).flip(1).cumsum(1).flip(1)
     above = suffix[r_t, c_t + 1]
     tied = ties.to(torch.int64).cumsum(1)[r_t, c_t]
-    return (rel_sorted, order), above.cpu().numpy(), tied.cpu().numpy()
+    head = ((rel_sorted, order), above.cpu().numpy(), tied.cpu().numpy())
+    return head if pairs is None else head + (extra,)
+
+
+def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None):
+    """Launch 2 (with the pair outputs when asked): the difference arrays of the rank
+    counts and the pair outputs. A tail larger than its buffer is counted, never
+    written out of bounds: the launch runs again with the threshold raised from the
+    tail's key histogram (as far as ``capacity`` allows) and a buffer of that size."""
+    import torch
+
+    width = r_max + 1
+    tau = -math.inf if pairs is None else float(pairs.tau)
+    fixed = np.zeros(0, np.float32) if pairs is None or pairs.fixed is None else np.asarray(pairs.fixed, np.float32)
+    FIX = L.t(fixed if fixed.size else np.zeros(1, np.float32), torch.float32)
+    n_all = L.m * L.n_g
+    cap = 1 if pairs is None else (n_all if pairs.capacity is None else min(n_all, 2 * int(pairs.capacity) + 1024))
+    while True:
+        hist = torch.zeros((L.m, width), dtype=torch.int32, device=L.dev)
+        ties = torch.zeros((L.m, width), dtype=torch.int32, device=L.dev)
+        FIXCNT = torch.zeros(max(1, fixed.size), dtype=torch.int64, device=L.dev)
+        TAIL = torch.empty(max(1, cap), dtype=torch.float32, device=L.dev)
+        TAILN = torch.zeros(1, dtype=torch.int64, device=L.dev)
+        KEYS = torch.zeros(65536 if pairs is not None else 1, dtype=torch.int64, device=L.dev)
+        _kernels()["count"][L.grid()](
+            L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, L.own(rel_sorted), L.QA, L.GA, L.QN, L.GN, hist, ties, FIX,
+            FIXCNT, TAIL, TAILN, KEYS, L.m, L.n_g, L.d, width, int(r_max).bit_length(), L.c_steps, L.gamma,
+            max(tau, _F32_MIN), int(fixed.size), cap, SCREEN=L.screen, EMULATE=L.interp, CSR=L.csr,
+            PAIRS=pairs is not None, **L.consts())
+        if pairs is None:
+            return hist, ties, None
+        n = int(TAILN.item())
+        if n <= cap:
+            break
+        cap, tau = _raise_tail(KEYS.cpu().numpy(), n, tau, pairs.capacity)
+    extra = {"negatives": TAIL[:n].cpu().numpy(), "tau": tau, "fixed_fp": FIXCNT[: fixed.size].cpu().numpy()}
+    return hist, ties, extra
+
+
+def _raise_tail(keys: np.ndarray, n: int, tau: float, capacity: int | None) -> tuple[int, float]:
+    """(buffer size, threshold) for the next try after ``n`` negatives ``>= tau`` did not
+    fit: the highest key-bin floor with at least ``capacity`` of them at or above it,
+    when that is above ``tau`` (a valid tail threshold: :class:`NegativeTail`), and the
+    exact number of negatives at or above it; else all ``n`` at ``tau``."""
+    from ._blocks import tail_threshold
+
+    if capacity is not None:
+        new = tail_threshold(keys, int(capacity))
+        if new > tau:
+            above = np.cumsum(keys[::-1])[::-1]
+            t = int(np.flatnonzero(above >= int(capacity))[-1])
+            return int(above[t]), float(new)
+    return n, tau
+
+
+def bin_counts(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, cols, selfs, sorted_positive, *,
+               screen=False, tile=None, g_norms=None, csr: bool = False) -> np.ndarray:
+    """The binning pass on one block: ``out[p]`` = negatives with ``p`` positive scores
+    ``<=`` them (``p >= 1``; ``out[0]`` stays 0), as :func:`~._blocks.run_binning_block`."""
+    import torch
+
+    L = _Launch(Qb, G, similarity, qa, ga, q_codes, g_codes, indptr, rid, cols, selfs, screen, tile, g_norms, csr)
+    nu = int(sorted_positive.size)
+    out = torch.zeros(nu + 1, dtype=torch.int64, device=L.dev)
+    if nu == 0:
+        return out.cpu().numpy()
+    U = L.t(np.asarray(sorted_positive, np.float32), torch.float32)
+    _kernels()["bin"][L.grid()](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, U, L.QA, L.GA, L.QN, L.GN, out, L.m,
+                                L.n_g, L.d, nu, nu.bit_length(), L.c_steps, L.gamma, SCREEN=L.screen,
+                                EMULATE=L.interp, CSR=L.csr, **L.consts())
+    return out.cpu().numpy()
+
 
 
 # ----------------------------------------------------------------------------- self-check
 def self_check(device) -> tuple[bool, str | None]:
-    """Run the kernel (fp32 and screened) against the torch path on small integer data
-    (exact in any order) for every supported similarity; (ok, reason if not)."""
+    """Run the kernel (fp32, bf16- and TF32-screened; label and explicit relevance; the
+    pair outputs) against the torch path on small integer data (exact in any order) and
+    on floats (counts) for every supported similarity; (ok, reason if not)."""
     try:
         import triton  # noqa: F401
     except Exception as exc:  # not installed, or broken
         return False, f"triton could not be imported ({type(exc).__name__}: {exc})"
     try:
         for similarity in SIMILARITIES:
-            for screen in (False, True):
+            for screen in (0, 1, 2):
                 for kind in ("int", "float"):
                     got, want = _check_case(device, similarity, screen, kind)
-                    if kind == "float":  # the scores' last bits may differ between GEMMs; the counts may not
-                        got, want = got[1:], want[1:]
+                    if kind == "float":  # the scores' last bits may differ between GEMMs; the rank counts
+                        # may not (the pair outputs hold values and counts at thresholds: integer data only)
+                        got, want = got[1:3] + got[4:6], want[1:3] + want[4:6]
                     if not got == want:
                         return False, (f"its counts differ from the torch path's in the self-check "
                                        f"(similarity={similarity!r}, screened={screen}, {kind} data)")
@@ -412,5 +610,18 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
     S[ar, ar] = -math.inf
     ref_sorted, _ = _sort_within_rows(vals, Csr(indptr, cols), True)
     ref_above, ref_tied = _count_torch(S[None], m, n, indptr, ref_sorted)
-    got = (rel_sorted.cpu().numpy().tobytes(), above.tolist(), tied.tolist())
-    return got, (ref_sorted.cpu().numpy().tobytes(), ref_above.tolist(), ref_tied.tolist())
+    # the same relevance as an explicit CSR, with the pair outputs: the tail above the
+    # median negative and the negatives >= three fixed thresholds
+    neg = S[S > -math.inf]
+    fixed = torch.quantile(neg.double(), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64, device=be.device))
+    fixed = np.unique(fixed.float().cpu().numpy())
+    tau = float(fixed[len(fixed) // 2])
+    (csr_sorted, _), c_above, c_tied, extra = count_arrays(
+        G[:m], G, similarity, qa, ga, None, None, None, indptr, rows, cols, selfs, screen=screen, csr=True,
+        pairs=PairRequest(tau, fixed, None))
+    got = (rel_sorted.cpu().numpy().tobytes(), above.tolist(), tied.tolist(), csr_sorted.cpu().numpy().tobytes(),
+           c_above.tolist(), c_tied.tolist(), np.sort(extra["negatives"]).tolist(), extra["fixed_fp"].tolist())
+    want = (ref_sorted.cpu().numpy().tobytes(), ref_above.tolist(), ref_tied.tolist(),
+            ref_sorted.cpu().numpy().tobytes(), ref_above.tolist(), ref_tied.tolist(),
+            torch.sort(neg[neg >= tau]).values.cpu().tolist(), [int((neg >= t).sum()) for t in fixed])
+    return got, want

@@ -6,12 +6,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["extract_kernel", "count_kernel"]
+__all__ = ["extract_kernel", "count_kernel", "bin_kernel"]
 
 
 @triton.jit
 def tile_dot(Q, G, row0, col0, m, n_g, d, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
              SCREEN: tl.constexpr, EMULATE: tl.constexpr):
+    """The ``BM x BN`` product tile: full fp32 (SCREEN 0 / False), bf16 inputs (1 / True)
+    or TF32 inputs (2), fp32 accumulation."""
     rows = row0 + tl.arange(0, BM)
     cols = col0 + tl.arange(0, BN)
     acc = tl.zeros((BM, BN), tl.float32)
@@ -21,7 +23,14 @@ def tile_dot(Q, G, row0, col0, m, n_g, d, BM: tl.constexpr, BN: tl.constexpr, BK
                     mask=(rows[:, None] < m) & (ks[None, :] < d), other=0.0)
         b = tl.load(G + cols[None, :].to(tl.int64) * d + ks[:, None],
                     mask=(cols[None, :] < n_g) & (ks[:, None] < d), other=0.0)
-        if SCREEN:
+        if SCREEN == 2:
+            if EMULATE:  # TF32 inputs: the low 13 mantissa bits dropped (truncation: the bound's worst case)
+                a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+                b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+                acc = tl.dot(a, b, acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, b, acc, input_precision="tf32")
+        elif SCREEN:
             if EMULATE:  # the interpreter multiplies bf16 storage as integers: round, then fp32
                 acc = tl.dot(a.to(tl.bfloat16).to(tl.float32), b.to(tl.bfloat16).to(tl.float32), acc,
                              input_precision="ieee")
@@ -63,15 +72,45 @@ def search(REL, base, r, s, valid, n_steps, RIGHT: tl.constexpr):
     return lo
 
 @triton.jit
-def row_parts(QC, GC, SELF, PTR, QA, GA, row0, col0, m, n_g, BM: tl.constexpr, BN: tl.constexpr,
-              K: tl.constexpr, EPI: tl.constexpr):
+def find(COLS, base, r, c, valid, n_steps):
+    """Entries of the int64 COLS[base : base + r] (sorted ascending) that are ``< c``."""
+    lo = tl.zeros(c.shape, tl.int32)
+    hi = tl.zeros(c.shape, tl.int32) + r
+    for _ in range(n_steps):
+        active = (lo < hi) & valid
+        mid = (lo + hi) // 2
+        v = tl.load(COLS + base + mid, mask=active, other=0)
+        go = v < c
+        lo = tl.where(active & go, mid + 1, lo)
+        hi = tl.where(active & (go == 0), mid, hi)
+    return lo
+
+@triton.jit
+def row_parts(QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM: tl.constexpr,
+              BN: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr, CSR: tl.constexpr):
+    """A tile's masks: in range, relevant (same label code, or, with CSR, the column
+    among the row's sorted relevant columns COLS[PTR[row] : PTR[row + 1]], found at
+    ``cpos``), self pair; the row factors and the rows' relevance CSR spans."""
     rows = row0 + tl.arange(0, BM)
     cols = col0 + tl.arange(0, BN)
     rmask = rows < m
     cmask = cols < n_g
-    qc = tl.load(QC + rows, mask=rmask, other=-1)
-    gc = tl.load(GC + cols, mask=cmask, other=-2)
-    same = qc[:, None] == gc[None, :]
+    inside = rmask[:, None] & cmask[None, :]
+    base = tl.load(PTR + rows, mask=rmask, other=0)
+    r = (tl.load(PTR + rows + 1, mask=rmask, other=0) - base).to(tl.int32)
+    if CSR:
+        base2 = base[:, None] + tl.zeros((BM, BN), tl.int64)
+        r2 = r[:, None] + tl.zeros((BM, BN), tl.int32)
+        c2 = cols[None, :].to(tl.int64) + tl.zeros((BM, BN), tl.int64)
+        cpos = find(COLS, base2, r2, c2, inside, c_steps)
+        found = inside & (cpos < r2)
+        at = tl.load(COLS + base2 + cpos, mask=found, other=-1)
+        same = found & (at == c2)
+    else:
+        qc = tl.load(QC + rows, mask=rmask, other=-1)
+        gc = tl.load(GC + cols, mask=cmask, other=-2)
+        same = qc[:, None] == gc[None, :]
+        cpos = tl.zeros((BM, BN), tl.int32)
     is_self = tl.zeros((BM, BN), tl.int32) != 0
     for k in tl.static_range(K):
         sk = tl.load(SELF + rows * K + k, mask=rmask, other=-1)
@@ -82,42 +121,77 @@ def row_parts(QC, GC, SELF, PTR, QA, GA, row0, col0, m, n_g, BM: tl.constexpr, B
     else:
         qa = tl.zeros((BM,), tl.float32)
         ga = tl.zeros((BN,), tl.float32)
-    base = tl.load(PTR + rows, mask=rmask, other=0)
-    r = (tl.load(PTR + rows + 1, mask=rmask, other=0) - base).to(tl.int32)
-    inside = rmask[:, None] & cmask[None, :]
-    return rows, cols, inside, same, is_self, qa, ga, base, r
+    return rows, cols, inside, same, cpos, is_self, qa, ga, base, r
 
 @triton.jit
-def extract_kernel(Q, G, QC, GC, SELF, SELFREL, GRANK, PTR, QA, GA, TM, TN, OUT, m, n_g, d,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr):
+def extract_kernel(Q, G, QC, GC, COLS, SELF, SELFREL, GRANK, PTR, QA, GA, TM, TN, OUT, m, n_g, d, c_steps,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
+                   CSR: tl.constexpr):
     t = tl.program_id(0)
     row0 = tl.load(TM + t) * BM
     col0 = tl.load(TN + t) * BN
-    rows, cols, inside, same, is_self, qa, ga, base, r = row_parts(QC, GC, SELF, PTR, QA, GA, row0, col0, m,
-                                                                   n_g, BM, BN, K, EPI)
+    rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
+        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
     S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
     rel = inside & same & (is_self == 0)
-    before = tl.zeros((BM, BN), tl.int32)
-    for k in tl.static_range(K):
-        sk = tl.load(SELFREL + rows * K + k, mask=rows < m, other=2147483647)
-        before += (sk[:, None] < cols[None, :]).to(tl.int32)
-    gr = tl.load(GRANK + cols, mask=cols < n_g, other=0)
-    pos = base[:, None] + (gr[None, :] - before).to(tl.int64)
+    if CSR:  # the place in the row's sorted relevant columns
+        pos = base[:, None] + cpos.to(tl.int64)
+    else:  # the item's rank among its label's gallery items, minus the row's self items before it
+        before = tl.zeros((BM, BN), tl.int32)
+        for k in tl.static_range(K):
+            sk = tl.load(SELFREL + rows * K + k, mask=rows < m, other=2147483647)
+            before += (sk[:, None] < cols[None, :]).to(tl.int32)
+        gr = tl.load(GRANK + cols, mask=cols < n_g, other=0)
+        pos = base[:, None] + (gr[None, :] - before).to(tl.int64)
     tl.store(OUT + pos, S, mask=rel)
 
 @triton.jit
-def count_kernel(Q, G, QC, GC, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, m, n_g, d, width, n_steps,
-                 gamma, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr,
-                 EPI: tl.constexpr, SCREEN: tl.constexpr, EMULATE: tl.constexpr):
+def pair_ambiguous(neg, lo, hi, tau, FIX, n_fix):
+    """Whether a screened tile must be recomputed for the pair outputs: a negative that
+    may reach the tail threshold (its exact value is kept) or may lie on either side of
+    a fixed threshold."""
+    a = tl.max(tl.where(neg & (hi >= tau), 1, 0))
+    for t in range(n_fix):
+        thr = tl.load(FIX + t)
+        a += tl.max(tl.where(neg & (lo < thr) & (hi >= thr), 1, 0))
+    return a
+
+@triton.jit
+def pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, KEYS, cap):
+    """Negatives ``>=`` each fixed threshold (counts), every negative ``>= tau`` (values,
+    appended at an atomically reserved offset; beyond ``cap`` only counted) and the
+    65536-bin histogram of their order-preserving keys (top 16 bits)."""
+    for t in range(n_fix):
+        thr = tl.load(FIX + t)
+        tl.atomic_add(FIXCNT + t, tl.sum(tl.where(neg & (S >= thr), 1, 0)).to(tl.int64))
+    take = neg & (S >= tau)
+    per_row = tl.sum(take.to(tl.int32), axis=1)
+    n = tl.sum(per_row)
+    if n > 0:
+        start = tl.atomic_add(TAILN, n.to(tl.int64))
+        within = tl.cumsum(take.to(tl.int32), axis=1) - 1
+        row_off = tl.cumsum(per_row, axis=0) - per_row
+        idx = start + (row_off[:, None] + within).to(tl.int64)
+        tl.store(TAIL + idx, S, mask=take & (idx < cap))
+        bits = S.to(tl.int32, bitcast=True)
+        key = tl.where(bits < 0, ~bits, bits | -2147483648)
+        tl.atomic_add(KEYS + ((key >> 16) & 65535), tl.zeros(S.shape, tl.int64) + 1, mask=take)
+
+@triton.jit
+def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, FIX, FIXCNT, TAIL, TAILN, KEYS,
+                 m, n_g, d, width, n_steps, c_steps, gamma, tau, n_fix, cap,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
+                 SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr, PAIRS: tl.constexpr):
     col0 = tl.program_id(0) * BN  # gallery tiles on axis 0 (up to 2^31 - 1 programs; axis 1 stops at 65535)
     row0 = tl.program_id(1) * BM
-    rows, cols, inside, same, is_self, qa, ga, base, r = row_parts(QC, GC, SELF, PTR, QA, GA, row0, col0, m,
-                                                                   n_g, BM, BN, K, EPI)
-    valid = inside & (same == 0) & (is_self == 0) & (r[:, None] > 0)
+    rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
+        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
+    neg = inside & (same == 0) & (is_self == 0)
+    valid = neg & (r[:, None] > 0)
     base2 = base[:, None] + tl.zeros((BM, BN), tl.int64)
     r2 = r[:, None] + tl.zeros((BM, BN), tl.int32)
     if SCREEN:
-        P = tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, True, EMULATE)
+        P = tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, SCREEN, EMULATE)
         qn = tl.load(QN + rows, mask=rows < m, other=0.0)
         gn = tl.load(GN + cols, mask=cols < n_g, other=0.0)
         e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
@@ -127,11 +201,14 @@ def count_kernel(Q, G, QC, GC, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, m, n_
         left = search(REL, base2, r2, lo, valid, n_steps, False)
         right = search(REL, base2, r2, hi, valid, n_steps, True)
         amb = tl.max(tl.where(valid & (left < right), 1, 0))
-        if amb > 0:  # some pair lies near a relevant score: the exact fp32 tile decides
+        if PAIRS:
+            amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
+        if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
             S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
             right = search(REL, base2, r2, S, valid, n_steps, True)
             left = search(REL, base2, r2, S, valid, n_steps, False)
-        else:
+        else:  # every comparison is decided by the interval: lo stands for the score
+            S = lo
             right = left
     else:
         S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
@@ -143,3 +220,34 @@ def count_kernel(Q, G, QC, GC, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, m, n_
     eq = valid & (left < right)
     tl.atomic_add(TIES + at + left, ones, mask=eq)
     tl.atomic_add(TIES + at + right, -ones, mask=eq)
+    if PAIRS:
+        pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, KEYS, cap)
+
+@triton.jit
+def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, m, n_g, d, nu, n_steps, c_steps, gamma,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
+               SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr):
+    """The binning pass: ``OUT[p] += 1`` for every negative with ``p`` = the number of
+    sorted positive scores U[0 : nu] ``<=`` it, when ``p > 0``."""
+    col0 = tl.program_id(0) * BN
+    row0 = tl.program_id(1) * BM
+    rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
+        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
+    neg = inside & (same == 0) & (is_self == 0)
+    zero = tl.zeros((BM, BN), tl.int64)
+    n_u = tl.zeros((BM, BN), tl.int32) + nu
+    if SCREEN:
+        P = tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, SCREEN, EMULATE)
+        qn = tl.load(QN + rows, mask=rows < m, other=0.0)
+        gn = tl.load(GN + cols, mask=cols < n_g, other=0.0)
+        e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07
+        e = tl.where(e == e, e, float("inf"))
+        p_lo = search(U, zero, n_u, epilogue(P - e, qa, ga, EPI), neg, n_steps, True)
+        pos = search(U, zero, n_u, epilogue(P + e, qa, ga, EPI), neg, n_steps, True)
+        if tl.max(tl.where(neg & (p_lo < pos), 1, 0)) > 0:
+            S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+            pos = search(U, zero, n_u, S, neg, n_steps, True)
+    else:
+        S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+        pos = search(U, zero, n_u, S, neg, n_steps, True)
+    tl.atomic_add(OUT + pos.to(tl.int64), tl.zeros((BM, BN), tl.int64) + 1, mask=neg & (pos > 0))

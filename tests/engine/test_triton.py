@@ -39,8 +39,8 @@ def spy(monkeypatch):
     calls = []
     real = _triton.run_block_triton
 
-    def wrapped(p, start, stop):
-        out = real(p, start, stop)
+    def wrapped(p, start, stop, *rest):
+        out = real(p, start, stop, *rest)
         calls.append(out is not None)
         return out
 
@@ -193,13 +193,14 @@ def _adversarial(rng, n_rel_groups=6, per=7, d=24):
     return X, y, grank
 
 
+@pytest.mark.parametrize("screen", [1, 2])
 @pytest.mark.parametrize("seed,similarity", [(0, "dot"), (1, "dot"), (2, "cosine"), (3, "neg_l2")])
-def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity):
+def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity, screen):
     rng = np.random.default_rng(seed)
     X, y, grank = _adversarial(rng)
     m = X.shape[0]
     exact = _kernel_counts(X, y, grank, m, similarity=similarity)
-    screened = _kernel_counts(X, y, grank, m, screen=True, similarity=similarity)
+    screened = _kernel_counts(X, y, grank, m, screen=screen, similarity=similarity)
     assert exact[1].tobytes() == screened[1].tobytes()
     np.testing.assert_array_equal(exact[3], screened[3])
     np.testing.assert_array_equal(exact[4], screened[4])
@@ -209,16 +210,47 @@ def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity):
     assert near.sum() > 0
 
 
-def test_screened_bound_holds_and_is_not_vacuous():
+@pytest.mark.parametrize("screen", [1, 2])
+def test_screened_pair_outputs_equal_fp32_on_near_ties(screen):
+    """Fixed thresholds and the tail threshold placed exactly on relevant scores, with
+    negatives within ulps of them: the screened tail values and counts are the fp32
+    kernel's, bit for bit."""
+    rng = np.random.default_rng(31)
+    X, y, grank = _adversarial(rng)
+    m = X.shape[0]
+    _, rel_sorted, _, _, _ = _kernel_counts(X, y, grank, m)
+    picks = np.sort(rng.choice(rel_sorted, size=6, replace=False)).astype(np.float32)
+    G = torch.from_numpy(X.copy())
+    indptr, rows, cols = _csr_loo(y, m)
+    selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
+    outs = []
+    for sc in (0, screen):
+        req = _triton.PairRequest(float(picks[2]), picks, None)
+        *_, extra = _triton.count_arrays(G[:m], G, "dot", None, None, y[:m], y, grank, indptr, rows, cols, selfs,
+                                         pairs=req, screen=sc)
+        outs.append((np.sort(extra["negatives"]).tobytes(), extra["fixed_fp"].tolist()))
+        bins = _triton.bin_counts(G[:m], G, "dot", None, None, y[:m], y, grank, indptr, rows, cols, selfs,
+                                  np.unique(rel_sorted), screen=sc)
+        outs[-1] += (bins.tolist(),)
+    assert outs[0] == outs[1]
+    assert len(outs[0][0]) > 0 and sum(outs[0][1]) > 0
+
+
+@pytest.mark.parametrize("screen", [1, 2])
+def test_screened_bound_holds_and_is_not_vacuous(screen):
     """|bf16-input product - fp32 product| <= gamma |q| |g| on random rows, and within 100x of it."""
     rng = np.random.default_rng(3)
     for d in (8, 64, 300):
         A = rng.standard_normal((200, d)).astype(np.float32)
         B = rng.standard_normal((300, d)).astype(np.float32) * 3
-        bf = lambda x: torch.from_numpy(x).to(torch.bfloat16).to(torch.float64).numpy()  # noqa: E731
+        if screen == 1:
+            bf = lambda x: torch.from_numpy(x).to(torch.bfloat16).to(torch.float64).numpy()  # noqa: E731
+        else:  # TF32: the low 13 mantissa bits dropped
+            bf = lambda x: (x.view(np.int32) & np.int32(-8192)).view(np.float32).astype(np.float64)  # noqa: E731
         screened = (bf(A) @ bf(B).T).astype(np.float32)
         exact = A @ B.T
-        bound = _triton.error_bound(d) * np.linalg.norm(A, axis=1)[:, None] * np.linalg.norm(B, axis=1)[None, :]
+        bound = (_triton.error_bound(d, screen) * np.linalg.norm(A, axis=1)[:, None]
+                 * np.linalg.norm(B, axis=1)[None, :])
         err = np.abs(screened.astype(np.float64) - exact)
         assert (err <= bound).all()
         assert err.max() > bound.max() / 100
@@ -232,8 +264,8 @@ def test_self_check_catches_wrong_counts(monkeypatch):
     real = _triton.count_arrays
 
     def off_by_one(*a, **k):
-        vals, above, tied = real(*a, **k)
-        return vals, above + 1, tied
+        vals, above, tied, *rest = real(*a, **k)
+        return (vals, above + 1, tied, *rest)
 
     monkeypatch.setattr(_triton, "count_arrays", off_by_one)
     ok, reason = _triton.self_check("cpu")
@@ -282,16 +314,190 @@ def test_kernel_failure_on_a_block_warns_and_gives_the_same_result(monkeypatch):
     _same(got, ref)
 
 
-def test_pair_metrics_and_explicit_relevance_stay_on_the_torch_path(spy):
-    rng = np.random.default_rng(2)
-    X = _data("float", rng, 40, 8)
-    y = rng.integers(0, 4, 40)
+PAIR_METRICS = ["map", "recall@5", "pair_precision@t=0.5", "pair_recall@t=0.5", "pair_f1@t=0.2", "pair_f1@t=-3",
+                "recall_at_precision@0.9", "recall_at_precision@0.5", "precision_at_recall@0.5",
+                "precision_at_recall@0.95"]
+
+
+def _values(r, metrics):
+    return {m: r[m] for m in metrics}
+
+
+@pytest.mark.parametrize("similarity,kind,screen", [
+    ("cosine", "float", 0), ("dot", "int", 0), ("neg_l2", "int", 0), ("cosine", "int", "bf16"),
+    ("dot", "float", "tf32"), ("neg_l2", "float", "bf16"), ("dot", "int", "tf32")])
+def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen, spy):
+    """Pair metrics (fixed thresholds, the negative tail, the binning pass) on the fused
+    kernel: equal to the CPU kernels and to the torch path, fp32 and screened."""
+    rng = np.random.default_rng(zlib.crc32(f"pairs-{similarity}-{kind}".encode()))
+    n = 83
+    X = _data(kind, rng, n, 12)
+    y = rng.integers(0, 7, size=n)
+    kw = dict(query_labels=y, metrics=PAIR_METRICS, similarity=similarity, empty_queries="skip")
+    ref = rc.evaluate(X, device="numpy", **kw)
+    torch_path = rc.evaluate(X, device="torch-cpu", _use_kernels=False, tile=(40, 16), **kw)
+    with _triton.on_cpu(screen=screen):
+        fused = rc.evaluate(X, device="torch-cpu", _use_kernels=False, tile=(40, 16), **kw)
+    assert spy and all(spy), "the fused kernel did not run"
+    assert _values(fused, PAIR_METRICS) == _values(ref, PAIR_METRICS)
+    assert _values(fused, PAIR_METRICS) == _values(torch_path, PAIR_METRICS)
+    for m in PAIR_METRICS[2:]:
+        assert fused.thresholds[m] == ref.thresholds[m], m
+
+
+def test_precision_at_recall_binning_pass_runs_on_the_kernel(monkeypatch):
+    """A precision_at_recall answer the tail cannot certify takes the binning pass: it
+    runs on the kernel and gives the CPU kernels' value."""
+    from retrieval_checks.engine import _stream
+
+    monkeypatch.setattr(_stream, "tail_capacity", lambda specs, n_positive: 1)  # a tail too short to certify
+    calls = []
+    real = _triton.run_binning_triton
+    monkeypatch.setattr(_triton, "run_binning_triton", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(4)
+    X = _data("float", rng, 200, 10)
+    y = rng.integers(0, 5, size=200)
+    kw = dict(query_labels=y, metrics=["precision_at_recall@0.8", "precision_at_recall@0.3"], similarity="cosine")
+    ref = rc.evaluate(X, device="numpy", **kw)
     with _triton.on_cpu():
-        r = rc.evaluate(X, query_labels=y, metrics=["map", "recall_at_precision@0.9"], device="torch-cpu",
-                        _use_kernels=False)
-    ref = rc.evaluate(X, query_labels=y, metrics=["map", "recall_at_precision@0.9"], device="numpy")
-    assert spy == []
-    assert r["map"] == ref["map"] and r["recall_at_precision@0.9"] == ref["recall_at_precision@0.9"]
+        fused = rc.evaluate(X, device="torch-cpu", _use_kernels=False, tile=(24, 16), **kw)
+    assert calls, "the binning pass did not run on the kernel"
+    assert fused["precision_at_recall@0.8"] == ref["precision_at_recall@0.8"]
+    assert fused["precision_at_recall@0.3"] == ref["precision_at_recall@0.3"]
+
+
+def _dense_block(X, y, m, similarity):
+    """The block's scores by numpy (int data: exact), the negatives mask and the
+    leave-one-out relevance CSR."""
+    S = (X[:m] @ X.T).astype(np.float32)
+    if similarity == "cosine":
+        inv = (1 / np.sqrt((X.astype(np.float64) ** 2).sum(1))).astype(np.float32)
+        S = S * inv[:m, None] * inv[None, :]
+    neg = y[:m, None] != y[None, :]
+    return S, neg
+
+
+@pytest.mark.parametrize("screen", [0, 1, 2])
+def test_tail_overflow_raises_the_threshold_and_keeps_every_negative_above_it(screen):
+    """A tail buffer too small (first block, tau -inf): the launch runs again with the
+    threshold raised from the key histogram; the tail is every negative >= it, at
+    least ``capacity`` of them; fixed-threshold counts equal brute force."""
+    rng = np.random.default_rng(21)
+    n, m = 120, 60
+    X, y, grank = _block_problem(rng, n, 16, 5, "int")
+    S, neg = _dense_block(X, y, m, "dot")
+    neg_vals = S[neg]
+    indptr, rows, cols = _csr_loo(y, m)
+    selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
+    fixed = np.array([-5.0, 0.0, 0.5, 7.0], np.float32)
+    G = torch.from_numpy(X.copy())
+    for cap, tau in ((7, -math.inf), (40, float(np.float32(-2.0))), (None, float(np.float32(3.0)))):
+        req = _triton.PairRequest(tau, fixed, cap)
+        *_, extra = _triton.count_arrays(G[:m], G, "dot", None, None, y[:m], y, grank, indptr, rows, cols, selfs,
+                                         pairs=req, screen=screen)
+        got_tau = extra["tau"]
+        want = np.sort(neg_vals[neg_vals >= max(got_tau, np.finfo(np.float32).min)])
+        np.testing.assert_array_equal(np.sort(extra["negatives"]), want)
+        if cap is not None and math.isinf(tau):
+            assert got_tau > tau and want.size >= cap  # raised, and still holds the capacity
+        elif cap is None:
+            assert got_tau == tau
+        np.testing.assert_array_equal(extra["fixed_fp"], [(neg_vals >= t).sum() for t in fixed])
+
+
+@pytest.mark.parametrize("screen", [0, 1, 2])
+def test_bin_counts_equal_brute_force(screen):
+    rng = np.random.default_rng(9)
+    n, m = 90, 45
+    X, y, grank = _block_problem(rng, n, 14, 6, "int")
+    S, neg = _dense_block(X, y, m, "cosine")
+    inv = torch.from_numpy((1 / np.sqrt((X.astype(np.float64) ** 2).sum(1))).astype(np.float32))
+    indptr, rows, cols = _csr_loo(y, m)
+    selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
+    pos = np.unique(S[rows, cols])
+    G = torch.from_numpy(X.copy())
+    got = _triton.bin_counts(G[:m], G, "cosine", inv[:m], inv, y[:m], y, grank, indptr, rows, cols, selfs, pos,
+                             screen=screen)
+    negs = S[neg]
+    negs = negs[negs >= pos[0]]
+    want = np.bincount(np.searchsorted(pos, negs, side="right"), minlength=pos.size + 1)
+    np.testing.assert_array_equal(got, want)
+    assert got.sum() > 0
+
+
+def _explicit(rng, n_q, n_g, per):
+    rel = {}
+    for i in range(n_q):
+        k = int(rng.integers(0, per + 1))  # some queries without relevant items
+        rel[i] = sorted(rng.choice(n_g, size=k, replace=False).tolist())[::-1]  # unsorted within the row
+    return rel
+
+
+@pytest.mark.parametrize("similarity,kind,screen", [("cosine", "float", 0), ("dot", "int", 0),
+                                                    ("neg_l2", "int", "bf16"), ("dot", "float", "tf32")])
+def test_explicit_relevance_equals_reference(similarity, kind, screen, spy):
+    rng = np.random.default_rng(zlib.crc32(f"csr-{similarity}-{kind}".encode()))
+    Q, G = _data(kind, rng, 41, 10), _data(kind, rng, 77, 10)
+    rel = _explicit(rng, 41, 77, 6)
+    metrics = METRICS + ["pair_recall@t=0.5", "recall_at_precision@0.5"]
+    kw = dict(relevance=rel, metrics=metrics, similarity=similarity, empty_queries="skip")
+    ref = rc.evaluate(Q, G, device="numpy", **kw)
+    with _triton.on_cpu(screen=screen):
+        fused = rc.evaluate(Q, G, device="torch-cpu", _use_kernels=False, tile=(16, 32), **kw)
+    assert spy and all(spy)
+    for m in METRICS:
+        np.testing.assert_array_equal(fused.per_query[m], ref.per_query[m], err_msg=m)
+    assert fused["pair_recall@t=0.5"] == ref["pair_recall@t=0.5"]
+    assert fused["recall_at_precision@0.5"] == ref["recall_at_precision@0.5"]
+
+
+def test_explicit_relevance_with_ids_and_graded_relevance(spy):
+    """Graded explicit relevance (nDCG gains, level 2) with self pairs removed by id."""
+    rng = np.random.default_rng(13)
+    X = _data("int", rng, 60, 8)
+    grades = {i: {int(j): int(rng.integers(1, 4)) for j in rng.choice(60, size=5, replace=False)} for i in range(60)}
+    ids = np.arange(60)
+    metrics = ["ndcg", "ndcg@5", "map", "hit_rate@3", "mrr"]
+    for level in (1, 2):
+        kw = dict(relevance=grades, metrics=metrics, similarity="dot", query_ids=ids, gallery_ids=ids,
+                  relevance_level=level, empty_queries="skip")
+        ref = rc.evaluate(X, X, device="numpy", **kw)
+        with _triton.on_cpu():
+            fused = rc.evaluate(X, X, device="torch-cpu", _use_kernels=False, **kw)
+        for m in metrics:
+            np.testing.assert_array_equal(fused.per_query[m], ref.per_query[m], err_msg=f"{m} level {level}")
+    assert spy and all(spy)
+
+
+def test_first_relevant_ranks_run_on_the_kernel_through_explicit_relevance(spy):
+    """Image-text's rank pass (explicit relevance, no self pairs) on the kernel."""
+    from retrieval_checks.engine._evaluate import first_relevant_ranks
+    from retrieval_checks.engine._inputs import Csr
+
+    rng = np.random.default_rng(6)
+    images = _data("int", rng, 30, 8)
+    images[1::2] = images[0::2]  # duplicate images: their captions tie
+    cap_img = np.repeat(np.arange(30), 3)
+    captions = images[cap_img] + rng.integers(-1, 2, size=(90, 8)).astype(np.float32)
+    i2t = Csr(np.arange(0, 91, 3, dtype=np.int64), np.arange(90, dtype=np.int64))
+    t2i = Csr(np.arange(91, dtype=np.int64), cap_img.astype(np.int64))
+    for q, g, rel in ((images, captions, i2t), (captions, images, t2i)):
+        kw = dict(similarity="cosine", max_memory=2**30)
+        ref, _ = first_relevant_ranks(q, g, rel, device="numpy", **kw)
+        with _triton.on_cpu():
+            got, _ = first_relevant_ranks(q, g, rel, device="torch-cpu", _use_kernels=False, **kw)
+        for field in ("pessimistic", "optimistic", "group"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(ref, field), err_msg=field)
+        assert (ref.pessimistic != ref.optimistic).any() or (ref.group > 1).any()  # ties are present
+    assert spy and all(spy)
+
+
+def test_screen_codes_and_bounds():
+    assert [_triton.screen_code(v) for v in (False, True, 0, 1, 2, "0", "1", "bf16", "TF32")] == [0, 1, 0, 1, 2,
+                                                                                                   0, 1, 1, 2]
+    with pytest.raises(BackendError, match="RC_TRITON_SCREEN"):
+        _triton.screen_code("fp8")
+    assert _triton.error_bound(128, "tf32") < _triton.error_bound(128, "bf16") / 3
 
 
 def test_importing_the_package_does_not_import_triton():
@@ -308,17 +514,22 @@ rng = np.random.default_rng(0)
 X = rng.standard_normal((3000, 64)).astype(np.float32)
 X[1::3] = X[0::3]
 y = rng.integers(0, 300, 3000)
+rel = {i: np.flatnonzero(y == y[i])[:6].tolist() for i in range(0, 3000, 2)}
 M = %r
+P = %r
 out = {}
-for flag, screen in (("0", "0"), ("1", "0"), ("1", "1")):
+for flag, screen in (("0", "0"), ("1", "0"), ("1", "bf16"), ("1", "tf32")):
     os.environ["RC_TRITON"], os.environ["RC_TRITON_SCREEN"] = flag, screen
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        r = rc.evaluate(X, query_labels=y, metrics=M, device="cuda")
-    out[flag + screen] = [r.per_query[m].tolist() for m in M]
-assert out["00"] == out["10"] == out["11"], "fused kernel differs from the torch path"
+        r = rc.evaluate(X, query_labels=y, metrics=M + P, device="cuda")
+        e = rc.evaluate(X[::2], X, relevance={i // 2: v for i, v in rel.items()}, metrics=M, device="cuda",
+                        empty_queries="skip")
+    out[flag + screen] = ([r.per_query[m].tolist() for m in M], [r[m] for m in P],
+                          [e.per_query[m].tolist() for m in M])
+assert out["00"] == out["10"] == out["1bf16"] == out["1tf32"], "fused kernel differs from the torch path"
 print("ok")
-""" % (METRICS,)
+""" % (METRICS, PAIR_METRICS[2:])
 
 
 @CUDA
