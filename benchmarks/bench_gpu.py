@@ -15,9 +15,12 @@ the generator of ``bench_engine.py``):
   triton      ours-rank on the fused Triton kernel (RC_TRITON=1): tile product, score
               epilogue and rank counts in one kernel, no score block in memory
               (docs/gpu.md). ours-rank above runs with RC_TRITON=0: today's torch path.
-  screened    the same with bf16 screening and exact fp32 recompute (RC_TRITON_SCREEN=1).
-              Both Triton rows must give ours-rank's numbers: the table says "same" or
-              "DIFFERS", and "fell back" when the kernel's self-check refused it.
+  screened    the same with bf16 screening and exact fp32 recompute (RC_TRITON_SCREEN=bf16).
+  tf32        the same with TF32 screening (RC_TRITON_SCREEN=tf32).
+  triton-full ours-full on the fused kernel: the pair outputs (tail, thresholds) in the
+              same launch. Every Triton column must give the torch path's numbers: the
+              table says "same" or "DIFFERS", and "fell back" when the kernel's
+              self-check refused it.
 
 Every timed region is wrapped in torch.cuda.synchronize() after a warm-up call; the
 report gives ours / gemm and ours / topk ratios measured in the same run, and the peak
@@ -121,18 +124,18 @@ def _env(**values):
                 os.environ[k] = v
 
 
-def run_triton(torch, rc, device, X, y_np, args, screen: bool, want: dict) -> dict:
-    """ours-rank on the fused kernel (CUDA; on CPU in the interpreter): time, peak, and
-    whether its numbers equal the torch path's (``want``)."""
+def run_triton(torch, rc, device, X, y_np, args, screen: str, want: dict, metrics=RANK_ONLY) -> dict:
+    """``metrics`` on the fused kernel (CUDA; on CPU in the interpreter), screened by
+    ``screen`` (``0``, ``bf16`` or ``tf32``): time, peak, and whether its numbers equal
+    the torch path's (``want``)."""
     from retrieval_checks.engine import _triton
 
     cuda = device.type == "cuda"
     dev_name = "cuda" if cuda else "torch-cpu"
     ctx = contextlib.nullcontext() if cuda else _triton.on_cpu(screen=screen)
-    with _env(RC_TRITON="1", RC_TRITON_SCREEN="1" if screen else "0"), ctx, \
-            warnings.catch_warnings(record=True) as caught:
+    with _env(RC_TRITON="1", RC_TRITON_SCREEN=screen), ctx, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=RANK_ONLY,
+        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=metrics,
                                                                  device=dev_name, max_memory=args.max_memory,
                                                                  _use_kernels=cuda))
     fell_back = any("Triton" in str(w.message) for w in caught)
@@ -165,8 +168,12 @@ def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row 
                 rows["ours-full"] = {"s": t, "peak": peak, "recall_at_precision@0.9": res["recall_at_precision@0.9"]}
         if args.triton_rows:
             want = {k: rows["ours-rank"][k] for k in ("map@R", "hit_rate@1")}
-            rows["triton"] = run_triton(torch, rc, device, X, y_np, args, False, want)
-            rows["screened"] = run_triton(torch, rc, device, X, y_np, args, True, want)
+            rows["triton"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
+            rows["screened"] = run_triton(torch, rc, device, X, y_np, args, "bf16", want)
+            rows["tf32"] = run_triton(torch, rc, device, X, y_np, args, "tf32", want)
+            if not args.skip_full:
+                want_full = {"recall_at_precision@0.9": rows["ours-full"]["recall_at_precision@0.9"]}
+                rows["triton-full"] = run_triton(torch, rc, device, X, y_np, args, "0", want_full, FULL)
         t, peak, _ = _timed(torch, device, lambda: gemm_floor(torch, X, block))
         rows["gemm"] = {"s": t, "peak": peak}
         t, peak, res = _timed(torch, device, lambda: topk_baseline(torch, X, y, block))
@@ -209,10 +216,11 @@ def _cell(row: dict | None) -> str:
 def report(results: dict, device_name: str) -> str:
     lines = [f"device: {device_name}", "",
              "| N, d | ours, rank metrics | ours, + recall_at_precision@0.9 | Triton fused, rank metrics | "
-             "Triton screened (bf16 + exact recompute) | fp32 GEMM of the same products | "
+             "Triton screened bf16 | Triton screened TF32 | Triton fused, + recall_at_precision@0.9 | "
+             "fp32 GEMM of the same products | "
              "brute-force top-10 (mm + topk) | ours-rank / GEMM | Triton / GEMM | ours-rank / top-10 | "
              "peak GPU MB (ours-full) | peak GPU MB (Triton) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, rows in results.items():
         if not key.startswith("size "):
             continue
@@ -221,7 +229,8 @@ def report(results: dict, device_name: str) -> str:
         tri = r.get("triton")
         lines.append(
             f"| {key[5:]} | {r['ours-rank']['s']:.2f} s | {full.get('s', float('nan')):.2f} s | {_cell(tri)} | "
-            f"{_cell(r.get('screened'))} | {r['gemm']['s']:.2f} s | "
+            f"{_cell(r.get('screened'))} | {_cell(r.get('tf32'))} | {_cell(r.get('triton-full'))} | "
+            f"{r['gemm']['s']:.2f} s | "
             f"{r['topk']['s']:.2f} s | {r['ours-rank']['s'] / r['gemm']['s']:.1f}x | "
             f"{'-' if tri is None else format(tri['s'] / r['gemm']['s'], '.1f') + 'x'} | "
             f"{r['ours-rank']['s'] / r['topk']['s']:.1f}x | {full.get('peak', r['ours-rank']['peak']) / 2**20:.0f} | "
