@@ -71,7 +71,7 @@ from ..errors import InputError
 from . import _triton
 from ._stream import FirstRanks
 
-__all__ = ["fused_fold", "fused_pass", "dense_first_ranks", "self_check"]
+__all__ = ["fused_fold", "fused_pass", "dense_first_ranks", "self_check", "benchmark"]
 
 _STATE: dict = {}  # CUDA device -> (ok, reason): this kernel's self-check or a later failure
 _KERNELS = None
@@ -252,7 +252,8 @@ def self_check(device) -> tuple[bool, str | None]:
         for similarity in _triton.SIMILARITIES:
             problem = _prepare(torch.from_numpy(images).to(be.device), torch.from_numpy(captions).to(be.device),
                                cap_image, similarity, str(be.device), None)
-            S = problem.Q @ problem.Gp[:83].T
+            with be.exact_matmul():
+                S = problem.Q @ problem.Gp[:83].T
             if problem.qa is not None:
                 be.finish_scores(S, similarity, problem.qa, problem.ga[:83])
             got = fused_pass(problem, cap_image)
@@ -263,3 +264,44 @@ def self_check(device) -> tuple[bool, str | None]:
     except Exception as exc:  # compilation or launch failure
         return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
     return True, None
+
+
+def benchmark(images, captions, cap_image, *, similarity: str = "cosine", device="cuda", max_memory=None) -> dict:
+    """One fold (every image) both ways, for a benchmark row: ``{"two_pass_s": the
+    two existing rank passes, "fused_s": the fused pass (its preparation included, the
+    switch bypassed), "same": whether both directions' FirstRanks are equal}``, in
+    seconds of wall time (CUDA synchronised). ``cap_image``: each caption's image
+    (every image with a caption). On CPU tensors the fused pass runs in Triton's
+    interpreter (``TRITON_INTERPRET=1``): small sizes only. The first call on a device
+    also compiles the kernels: time a second call."""
+    import time
+
+    import torch
+
+    from ._evaluate import first_relevant_ranks
+    from ._inputs import Csr
+
+    cap_image = np.asarray(cap_image, np.int64)
+    n_i, n_c = int(images.shape[0]), int(captions.shape[0])
+    indptr = np.zeros(n_i + 1, np.int64)
+    np.cumsum(np.bincount(cap_image, minlength=n_i), out=indptr[1:])
+    i2t_rel = Csr(indptr, np.argsort(cap_image, kind="stable").astype(np.int64))
+    t2i_rel = Csr(np.arange(n_c + 1, dtype=np.int64), cap_image)
+    kw = dict(similarity=similarity, device=device, max_memory=max_memory)
+
+    def sync():
+        if torch.cuda.is_available() and str(device).startswith("cuda"):
+            torch.cuda.synchronize()
+
+    sync()
+    t0 = time.perf_counter()
+    want = (first_relevant_ranks(images, captions, i2t_rel, **kw)[0], first_relevant_ranks(captions, images, t2i_rel,
+                                                                                            **kw)[0])
+    sync()
+    t1 = time.perf_counter()
+    got = fused_pass(_prepare(images, captions, cap_image, similarity, device, max_memory), cap_image)
+    sync()
+    t2 = time.perf_counter()
+    same = all(np.array_equal(getattr(g, f), getattr(w, f)) for g, w in zip(got, want)
+               for f in ("pessimistic", "optimistic", "group"))
+    return {"two_pass_s": t1 - t0, "fused_s": t2 - t1, "same": bool(same)}

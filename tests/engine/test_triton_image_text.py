@@ -236,3 +236,135 @@ def test_fused_pass_equals_brute_force_at_tile_edges(tile, similarity):
     assert got[0].pessimistic[9] == 0 and (got[0].pessimistic > 0).sum() == 36
     assert (i2t["pessimistic"] != i2t["optimistic"]).any() and (t2i["pessimistic"] != t2i["optimistic"]).any()
     _assert_ranks(got, (i2t, t2i), f"tile {tile}")
+
+
+def test_off_switch_numpy_path_and_hamming_stay_on_the_two_passes(spy):
+    """Outside ``on_cpu`` (CPU tensors), on the numpy / numba path and for Hamming codes
+    the fused kernel never runs; the numbers are the two passes'."""
+    images, captions, cap_img = _data("int", "dot", 1, n_images=30, empty=())
+    kw = dict(similarity="dot", protocol="5k", ties="pessimistic")
+    _run(images, captions, cap_img, device="torch-cpu", **kw)
+    with _triton.on_cpu():
+        _run(images, captions, cap_img, device="numpy", **kw)
+        bits = (images > 0).astype(np.float32), (captions > 0).astype(np.float32)
+        _run(*bits, cap_img, device="torch-cpu", **dict(kw, similarity="hamming"))
+    assert spy["fused"] == [] and spy["two_pass"] == 6
+
+
+def test_a_kernel_failure_warns_and_the_two_passes_give_the_same_result(monkeypatch, spy):
+    images, captions, cap_img = _data("int", "neg_l2", 2, n_images=30, empty=())
+    kw = dict(similarity="neg_l2", protocol="5k", ties="average")
+    with _triton.on_cpu():
+        want = _run(images, captions, cap_img, device="torch-cpu", **kw)
+    assert len(spy["fused"]) == 1 and spy["two_pass"] == 0
+
+    def broken(problem, cap_image, tile=None):
+        raise RuntimeError("forced compile failure")
+
+    monkeypatch.setattr(tit, "fused_pass", broken)
+    with _triton.on_cpu(), pytest.warns(RuntimeWarning, match="forced compile failure"):
+        got = _run(images, captions, cap_img, device="torch-cpu", **kw)
+    assert spy["two_pass"] == 2
+    _same_result(got, want, "after the fallback")
+
+
+def test_self_check_passes_and_catches_a_miscount(monkeypatch):
+    assert tit.self_check("cpu") == (True, None)
+    real = tit.fused_pass
+
+    def one_off(problem, cap_image, tile=None):
+        i2t, t2i = real(problem, cap_image, tile)
+        t2i.optimistic[5] += 1
+        return i2t, t2i
+
+    monkeypatch.setattr(tit, "fused_pass", one_off)
+    ok, reason = tit.self_check("cpu")
+    assert not ok and "differ" in reason
+
+
+def test_a_failed_self_check_on_cuda_warns_once_and_the_two_passes_serve(monkeypatch):
+    from retrieval_checks.engine._backend import Backend
+
+    fake_cuda = Backend("torch", torch.device("cuda", 0))
+    monkeypatch.setattr(tit, "_STATE", {})
+    monkeypatch.setattr(_triton, "wanted", lambda backend: True)
+    monkeypatch.setattr(tit, "self_check", lambda device: (False, "forced failure"))
+    with pytest.warns(RuntimeWarning, match="forced failure"):
+        assert tit._usable(fake_cuda) is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tit._usable(fake_cuda) is False  # decided once per device
+    monkeypatch.setattr(_triton, "wanted", lambda backend: False)
+    monkeypatch.setattr(tit, "_STATE", {})
+    monkeypatch.setattr(tit, "self_check", lambda device: pytest.fail("the self-check ran with the switch off"))
+    assert tit._usable(fake_cuda) is False
+
+
+def test_the_sharded_path_is_unaffected(tmp_path, spy):
+    """``process_group``: its own sharded passes (one process group of one rank here),
+    the fused kernel not used, the same result as one process."""
+    import torch.distributed as dist
+
+    images, captions, cap_img = _data("int", "cosine", 4, n_images=30, empty=())
+    kw = dict(similarity="cosine", protocol="5k", ties="pessimistic")
+    want = _run(images, captions, cap_img, device="numpy", **kw)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        with _triton.on_cpu():
+            got = rc.evaluate_image_text(images, captions, cap_img, metrics=METRICS, device="torch-cpu",
+                                         n_resamples=20, process_group=dist.group.WORLD, **kw)
+    finally:
+        dist.destroy_process_group()
+    assert spy["fused"] == []
+    _same_result(got, want, "sharded")
+
+
+def test_evaluating_image_text_does_not_import_triton():
+    import subprocess
+
+    code = ("import sys, numpy as np, retrieval_checks as rc\n"
+            "x = np.eye(4, dtype=np.float32)\n"
+            "rc.evaluate_image_text(x, x, np.arange(4), device='numpy', n_resamples=0)\n"
+            "print('triton' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+_CUDA_SCRIPT = """
+import warnings, numpy as np, retrieval_checks as rc, os
+rng = np.random.default_rng(0)
+cap = np.repeat(np.arange(1500), rng.integers(1, 6, 1500))
+images = rng.integers(-2, 3, size=(1500, 64)).astype(np.float32)
+captions = images[cap] + rng.integers(-1, 2, size=(cap.size, 64)).astype(np.float32)
+images[1::7] = images[0::7][: images[1::7].shape[0]]
+out = {}
+for sim in ("dot", "neg_l2"):
+    for flag in ("0", "1"):
+        os.environ["RC_TRITON"] = flag
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            r = rc.evaluate_image_text(images, captions, cap, similarity=sim, device="cuda", n_resamples=0)
+        out[flag] = (r.to_dict()["metrics"], r.to_dict()["ties"], [x.tolist() for x in r.i2t_ranks + r.t2i_ranks])
+    assert out["0"] == out["1"], "fused image-text kernel differs from the two torch passes: " + sim
+from retrieval_checks.engine import _triton_image_text as tit
+assert tit._STATE and all(ok for ok, _ in tit._STATE.values()), tit._STATE
+print("ok")
+"""
+
+
+@CUDA
+def test_cuda_fused_image_text_equals_the_two_torch_passes():  # pragma: no cover - needs a GPU
+    """Compiled for the GPU (a fresh process without TRITON_INTERPRET): self-check
+    passed, and the fused pass gives the two torch passes' results on tie-heavy data."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", _CUDA_SCRIPT], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_the_benchmark_helper_runs_in_the_interpreter():
+    images, captions, cap_img = _data("int", "dot", 5, n_images=20, empty=())
+    row = tit.benchmark(torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity="dot",
+                        device="cpu")
+    assert row["same"] is True and row["two_pass_s"] > 0 and row["fused_s"] > 0
