@@ -12,7 +12,7 @@ How. The items are sorted by group, and by label inside a group, once per partit
 (all groups at once, no padding to the largest group). A *unit* is a group's queries (or, for a group too large for the
 memory budget, a block of them) against the group's whole gallery. Units are packed
 into chunks whose device arrays fit ``max_memory`` (per query row ``4 d + 48`` bytes,
-per gallery row ``4 d + 24``, per work item 16); a chunk's rows are gathered on the
+per gallery row ``4 d + 24``, per work item 32); a chunk's rows are gathered on the
 host and uploaded. One launch per chunk runs one program per *work item* (``BM`` query
 rows of a unit, largest galleries first), which sweeps the unit's gallery tiles twice:
 first for each row's best relevant score, over only the tiles that can hold the rows'
@@ -61,11 +61,13 @@ from ._stream import FirstRanks
 __all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "sweep_ranges",
            "resident_bytes", "ROW_BYTES"]
 
+#: the last call's tile counts (tests, benchmarks): tiles the screen decided, tiles computed exactly
+STATS = {"screened": 0, "exact": 0}
 _STATE: dict = {}  # CUDA device key -> (ok, reason): the grouped self-check's verdict, or a launch failure
 _KERNEL = None
-_GALLERY_BYTES = 24  # per gallery row beyond its 4 d bytes: code (8), id (8), factor (4), slack (4)
-ROW_BYTES = 48  # per query row beyond its 4 d bytes: code, id, factor, six outputs (4 each), slack
-_WORK_BYTES = 16  # per work item: four int32 bounds
+_GALLERY_BYTES = 24  # per gallery row beyond its 4 d bytes: code (8), id (8), factor (4), norm (4)
+ROW_BYTES = 48  # per query row beyond its 4 d bytes: code, id, factor, norm, six outputs (4 each)
+_WORK_BYTES = 32  # per work item: six int32 bounds, two int32 tile counts
 
 
 def _kernel():
@@ -241,6 +243,16 @@ class _Rows:
         return rows
 
 
+def _norms_up(torch, X):
+    """Row norms of float32 ``X`` (in float64, rounded up to float32): the screening
+    bound's ``|q|``, ``|g|``."""
+    n = torch.empty(X.shape[0], dtype=torch.float32, device=X.device)
+    step = 1 << 16  # rows at a time: the float64 copy stays small
+    for a in range(0, X.shape[0], step):
+        n[a : a + step] = torch.linalg.vector_norm(X[a : a + step].double(), dim=1).float()
+    return torch.nextafter(n, torch.full_like(n, np.inf))
+
+
 def resident_bytes(n_q: int, n_g: int, d: int) -> int:
     """Device bytes of both sides' full copies (``n_g`` 0 in leave-one-out) and the
     two sort orders: the device-gather path runs where this is at most half the budget."""
@@ -271,6 +283,10 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
         q_rows if data.q_ids is not None else q_rows.with_ids(-2))  # no ids: distinct fillers, as _score_groups
     out = [np.zeros(n_q, np.int64) for _ in range(5)]
     dummy = torch.zeros(1, dtype=torch.float32, device=dev)
+    screen = int(_triton.screening())
+    gamma = _triton.error_bound(d, screen) if screen else 0.0
+    screen = screen if np.isfinite(gamma) else 0  # d >= 2^22: no useful bound, every tile would be recomputed
+    STATS.update(screened=0, exact=0)
     for chunk in chunk_plan(np.diff(q_bounds), np.diff(g_bounds), d, budget, BM):
         ug, ulo, uhi = (np.array(c, np.int64) for c in zip(*chunk))
         qa_, qb_ = int(q_bounds[ug[0]] + ulo[0]), int(q_bounds[ug[-1]] + uhi[-1])
@@ -282,8 +298,14 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
         Ge, GC, GI, GF = g_rows.take(g_order, g_dev, ga_, gb_)
         res = [torch.zeros(qb_ - qa_, dtype=torch.float32 if i == 0 else torch.int32, device=dev)
                for i in range(6)]
-        _launch(int(W[0].size), Qe, Ge, QC, GC, QI, GI, dummy if EPI == 0 else QF, dummy if EPI == 0 else GF,
-                *(torch.from_numpy(a).to(dev) for a in W), *res, d, BM=BM, BN=BN, BK=BK, EPI=EPI)
+        stats = torch.zeros(2 * W[0].size, dtype=torch.int32, device=dev)
+        QN, GN = (_norms_up(torch, Qe), _norms_up(torch, Ge)) if screen else (dummy, dummy)
+        _launch(int(W[0].size), Qe, Ge, QC, GC, QI, GI, dummy if EPI == 0 else QF, dummy if EPI == 0 else GF, QN, GN,
+                *(torch.from_numpy(a).to(dev) for a in W), *res, stats, d, float(gamma), BM=BM, BN=BN, BK=BK,
+                EPI=EPI, SCREEN=screen, EMULATE=_triton._interpreting())
+        stats = stats.view(-1, 2).sum(0).tolist()
+        STATS["screened"] += int(stats[0])
+        STATS["exact"] += int(stats[1])
         qsel = q_order[qa_:qb_]
         for arr, t in zip(out, res[1:]):
             arr[qsel] = t.cpu().numpy()

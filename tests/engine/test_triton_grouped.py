@@ -112,6 +112,42 @@ def test_leave_one_out_equals_numpy_path(similarity, kind, spy):
         assert got[1].tie_values["pessimistic"] < got[1].tie_values["optimistic"]
 
 
+def _clustered(rng, n, d, n_labels=13):
+    """Labels far apart (the screen decides most tiles) and, for 12 items, a negative
+    one ulp away from them in every coordinate, in the same group (near ties the screen
+    cannot decide)."""
+    y = _labels(rng, n, n_labels)
+    X = (rng.standard_normal((n_labels, d)) * 3)[y] + 0.3 * rng.standard_normal((n, d))
+    X = X.astype(np.float32)
+    groups, _ = _grouped.label_partition(y, 3, 7)
+    group_of = {int(lab): g for g, labs in enumerate(groups) for lab in labs}
+    done = 0
+    for i in range(n):
+        j = next((j for j in range(n) if y[j] != y[i] and group_of.get(int(y[j]), -1) == group_of.get(int(y[i]), -2)
+                  and j > i), None)
+        if j is not None and done < 12:
+            X[j] = np.nextafter(X[i], np.float32(np.inf) if done % 2 else np.float32(-np.inf))
+            done += 1
+    return X, y
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
+@pytest.mark.parametrize("screen", ["bf16", "tf32"])
+def test_screened_counts_equal_exact_fp32_kernel_on_near_ties(similarity, screen, spy):
+    rng = np.random.default_rng(zlib.crc32(f"screen-{similarity}".encode()))
+    X, y = _clustered(rng, 150, 16)
+    with _triton.on_cpu(screen=0):
+        exact = _grouped_values(X, y, similarity=similarity, backend=CPU, repeats=1)
+        assert _triton_grouped.STATS["screened"] == 0 and _triton_grouped.STATS["exact"] > 0
+    with _triton.on_cpu(screen=screen):
+        got = _grouped_values(X, y, similarity=similarity, backend=CPU, repeats=1)
+        stats = dict(_triton_grouped.STATS)
+    assert len(spy) == 2
+    assert stats["screened"] > 0 and stats["exact"] > 0, stats  # both branches ran
+    _same(got, exact)
+    _same(got, _grouped_values(X, y, similarity=similarity, backend=None, repeats=1))
+
+
 def _brute_hits(X, y, groups, similarity, ties):
     """Per query: hit@k inside its group, from a dense per-group score matrix (float64
     products, exact on small integers; the epilogue in float32 as the engine does it)."""
@@ -216,7 +252,7 @@ def test_chunk_plan_covers_every_query_once_within_budget():
     for chunk in chunks:
         groups = sorted({g for g, _, _ in chunk})
         assert groups == list(range(groups[0], groups[-1] + 1)) and [u[0] for u in chunk] == sorted(u[0] for u in chunk)
-        cost = sum((hi - lo) * (4 * d + 48) + -(-(hi - lo) // bm) * 16 for g, lo, hi in chunk) + sum(
+        cost = sum((hi - lo) * (4 * d + 48) + -(-(hi - lo) // bm) * 32 for g, lo, hi in chunk) + sum(
             g_sizes[g] * (4 * d + 24) for g in groups)  # each group's gallery once
         assert cost <= budget or len(chunk) == 1  # only a lone (split) unit may exceed it
         for g, lo, hi in chunk:
