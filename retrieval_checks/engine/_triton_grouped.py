@@ -9,18 +9,31 @@ valid items (``candidates``); then ``FirstRanks(1 + above + tied, 1 + above, gro
 gives hit_rate@K under each tie policy, recorded as :mod:`._grouped` records it.
 
 How. The items are sorted by group, and by label inside a group, once per partition
-(all groups at once, no padding to the largest group). A *unit* is a group's queries (or, for a group too large for the
-memory budget, a block of them) against the group's whole gallery. Units are packed
-into chunks whose device arrays fit ``max_memory`` (per query row ``4 d + 48`` bytes,
-per gallery row ``4 d + 24``, per work item 32); a chunk's rows are gathered on the
-host and uploaded. One launch per chunk runs one program per *work item* (``BM`` query
-rows of a unit, largest galleries first), which sweeps the unit's gallery tiles twice:
-first for each row's best relevant score, over only the tiles that can hold the rows'
-relevant items (the labels' band of columns, :func:`sweep_ranges`: a small part of a
-group with many labels), then for the counts at it, over every tile. So the product
-work is about one pass over each group's query x gallery block, plus the bands. A
-program owns its rows, so the counts are plain stores (no atomics, no score matrix in
-memory).
+(on the device; all groups at once, no padding to the largest group). A *unit* is a
+group's queries (or, for a group too large for the memory budget, a block of them)
+against the group's whole gallery. Units are packed into chunks of consecutive groups
+whose device arrays fit the budget (per query row ``4 d + 48`` bytes, per gallery row
+``4 d + 24``, per work item 32; each group's gallery once). Where the full copies of
+both sides (:func:`resident_bytes`) take at most half of ``max_memory`` they are
+uploaded once per call (kept across ``repeats``) and each chunk is gathered on the
+device, in the other half; otherwise each chunk is gathered on the host and uploaded.
+One launch per chunk runs one program per *work item* (``BM`` query rows of a unit,
+largest galleries first), which sweeps the unit's gallery tiles twice: first, exact,
+for each row's best relevant score and the relevant items tied with it, over only the
+tiles that can hold the rows' relevant items (the labels' band of columns,
+:func:`sweep_ranges`: a small part of a group with many labels); then for the
+negatives above and tied with it, over every tile. So the product work is about one
+pass over each group's query x gallery block, plus the bands. A program owns its rows,
+so the counts are plain stores (no atomics, no score matrix in memory).
+
+Screening (``RC_TRITON_SCREEN`` = ``bf16`` / ``tf32``, as for the main kernel): the
+second sweep computes each tile with bf16 (or TF32) inputs and fp32 accumulation, and
+bounds every pair's exact fp32 score within ``[epi(P - e), epi(P + e)]``, ``e = gamma
+|q| |g| + 2^-21 |P|`` (:func:`._triton.error_bound`; the score epilogue is monotone). A
+tile where no negative's interval holds its row's best score is counted from those
+intervals (each negative clearly above or below); any other tile is recomputed exactly
+in fp32 by the function the first sweep uses, so every count equals the fp32 kernel's.
+:data:`STATS` holds the last call's numbers of screened and recomputed tiles.
 
 Scores. Each tile is :func:`._triton_kernels.tile_dot` (``tl.dot`` with
 ``input_precision="ieee"``: full fp32, no TF32) followed by
@@ -89,6 +102,7 @@ def usable(backend, similarity: str, score_batch=None) -> bool:
         return True
     key = str(backend.device)
     if key not in _STATE:
+        _triton.screening()  # an invalid RC_TRITON_SCREEN is an error, not a failed self-check
         _STATE[key] = self_check(backend)
         if not _STATE[key][0]:
             _warn(key, _STATE[key][1], stacklevel=4)
@@ -108,6 +122,7 @@ def fused_groups(data, gq, gg, r, ks, hits, similarity, candidates, max_memory, 
     backend = data.backend
     if not usable(backend, similarity):
         return False
+    _triton.screening()  # an invalid RC_TRITON_SCREEN is an error, not a kernel failure
     try:
         counts = _counts(data, gq, gg, r, similarity, max_memory, backend, tile)
     except Exception as exc:  # a compile or launch failure the self-check did not meet
@@ -301,7 +316,7 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
         stats = torch.zeros(2 * W[0].size, dtype=torch.int32, device=dev)
         QN, GN = (_norms_up(torch, Qe), _norms_up(torch, Ge)) if screen else (dummy, dummy)
         _launch(int(W[0].size), Qe, Ge, QC, GC, QI, GI, dummy if EPI == 0 else QF, dummy if EPI == 0 else GF, QN, GN,
-                *(torch.from_numpy(a).to(dev) for a in W), *res, stats, d, float(gamma), BM=BM, BN=BN, BK=BK,
+                *(torch.tensor(a, device=dev) for a in W), *res, stats, d, float(gamma), BM=BM, BN=BN, BK=BK,
                 EPI=EPI, SCREEN=screen, EMULATE=_triton._interpreting())
         stats = stats.view(-1, 2).sum(0).tolist()
         STATS["screened"] += int(stats[0])
@@ -319,8 +334,8 @@ def _launch(n_work, *args, **meta):
 
 def self_check(backend) -> tuple[bool, str | None]:
     """The fused path against the numpy path on a small integer problem (exact in any
-    summation order; duplicates, uneven groups, a gallery, ids) for every supported
-    similarity; (ok, reason if not)."""
+    summation order; duplicates, uneven groups, a dropped label, leave-one-out by id)
+    for every supported similarity, under ``RC_TRITON_SCREEN``; (ok, reason if not)."""
     try:
         import triton  # noqa: F401
     except Exception as exc:  # not installed, or broken

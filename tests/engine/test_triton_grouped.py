@@ -148,6 +148,18 @@ def test_screened_counts_equal_exact_fp32_kernel_on_near_ties(similarity, screen
     _same(got, _grouped_values(X, y, similarity=similarity, backend=None, repeats=1))
 
 
+@pytest.mark.parametrize("tile", [(32, 64, 32), (16, 16, 16)])
+def test_other_tile_shapes_equal_numpy_path(tile, spy, monkeypatch):
+    monkeypatch.setattr(_triton, "TILE_INTERPRET", tile)  # (32, 64, 32): the GPU's tile
+    rng = np.random.default_rng(31)
+    X, y = _emb("int", rng, 170, 40), _labels(rng, 170, n_labels=10)  # d = 40: a partial k-block
+    ref = _grouped_values(X, y, similarity="cosine", backend=None, repeats=1, group_size=2)
+    with _triton.on_cpu():
+        got = _grouped_values(X, y, similarity="cosine", backend=CPU, repeats=1, group_size=2)
+    assert spy
+    _same(got, ref)
+
+
 def _brute_hits(X, y, groups, similarity, ties):
     """Per query: hit@k inside its group, from a dense per-group score matrix (float64
     products, exact on small integers; the epilogue in float32 as the engine does it)."""
