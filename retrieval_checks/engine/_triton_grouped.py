@@ -56,8 +56,9 @@ On first use on a CUDA device the kernel is checked against the numpy path on a 
 integer problem; if that differs, or a launch fails, a RuntimeWarning says so and the
 numpy path serves (the same numbers) for the rest of the process on that device.
 
-Benchmark: :func:`._grouped.grouped_recall_values` with ``backend=Backend("torch",
-torch.device("cuda"))`` and ``RC_TRITON=1`` (time it against ``backend=None``).
+Benchmark: :func:`time_grouped` (``RC_TRITON=1``), or
+:func:`._grouped.grouped_recall_values` with ``backend=Backend("torch",
+torch.device("cuda"))``.
 
 triton and torch are imported on first use only (``import retrieval_checks`` loads neither).
 """
@@ -72,7 +73,7 @@ from . import _triton
 from ._stream import FirstRanks
 
 __all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "sweep_ranges",
-           "resident_bytes", "ROW_BYTES"]
+           "resident_bytes", "time_grouped", "STATS", "ROW_BYTES"]
 
 #: the last call's tile counts (tests, benchmarks): tiles the screen decided, tiles computed exactly
 STATS = {"screened": 0, "exact": 0}
@@ -376,3 +377,48 @@ def _check_case(backend, similarity: str):
             _record(_counts(data, gq, gq, 4, similarity, 2**30, be, None), gq, [1, 3], hits, cand)
         results.append([cand] + [hits[p][k] for p in hits for k in (1, 3)])
     return results[0], results[1]
+
+
+# ----------------------------------------------------------------------------- benchmark
+def time_grouped(n: int, d: int, *, device: str = "cuda", per_class: int = 10, group_size: int = 1000,
+                 similarity: str = "cosine", ks=(1,), repeats: int = 1, seed: int = 0,
+                 max_memory: int = 16 * 2**30) -> dict:
+    """One benchmark row: Grouped Recall@K on the fused kernel for ``n`` items of
+    dimension ``d`` (``n // per_class`` labels, clustered float32 embeddings,
+    leave-one-out, ``group_size`` labels per group), timed from the prepared arrays to
+    the per-query hits (sort, upload, launches, host bookkeeping and the interval).
+    Returns ``{"seconds", "value", "n_groups", "screened", "exact"}``. On CUDA the
+    kernels must be on (``RC_TRITON=1``; ``RC_TRITON_SCREEN`` picks screening); a
+    BackendError says so when the fused path did not run (no silent numpy timing)."""
+    import time
+
+    import torch
+
+    from ..errors import BackendError
+    from ._backend import Backend
+    from ._grouped import grouped_recall_values
+
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) // per_class
+    X = rng.standard_normal((int(y[-1]) + 1, d), dtype=np.float32)[y]
+    X += rng.standard_normal((n, d), dtype=np.float32)
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    factor = {"dot": None, "neg_l2": sq.astype(np.float32),
+              "cosine": (1.0 / np.sqrt(np.maximum(sq, 1e-30))).astype(np.float32)}[similarity]
+    backend = Backend("torch", torch.device(device))
+    STATS.update(screened=-1, exact=-1)
+    sync = torch.cuda.synchronize if backend.is_cuda else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    found = grouped_recall_values(X, y, None, None, q_ids=np.arange(n), g_ids=None, ks=list(ks),
+                                  group_size=group_size, seed=seed, repeats=repeats, confidence=0.95,
+                                  ties="pessimistic", similarity=similarity, label_values=np.unique(y),
+                                  max_memory=max_memory, q_factor=factor, backend=backend)
+    sync()
+    seconds = time.perf_counter() - t0
+    if STATS["exact"] < 0:
+        raise BackendError(f"time_grouped: the fused grouped kernel did not run on {device} (set RC_TRITON=1 and "
+                           "check the RuntimeWarnings); nothing was timed on it.")
+    g = found[min(ks)]
+    return {"seconds": seconds, "value": g.value, "n_groups": g.n_groups, "screened": STATS["screened"],
+            "exact": STATS["exact"]}

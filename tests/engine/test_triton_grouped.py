@@ -24,7 +24,7 @@ pytest.importorskip("triton")
 
 from retrieval_checks.engine import _grouped, _triton, _triton_grouped  # noqa: E402
 from retrieval_checks.engine._backend import Backend  # noqa: E402
-from retrieval_checks.errors import EmptyQueriesError  # noqa: E402
+from retrieval_checks.errors import BackendError, EmptyQueriesError  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
         "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
@@ -346,3 +346,12 @@ def test_cuda_equals_numpy_path(similarity, spy, monkeypatch):
                               group_size=4)
     assert spy
     _same(got, ref)
+
+
+def test_time_grouped_runs_the_fused_path_and_refuses_otherwise(spy):
+    with _triton.on_cpu(screen="bf16"):
+        row = _triton_grouped.time_grouped(300, 8, device="cpu", group_size=5, repeats=1)
+    assert spy and row["seconds"] > 0 and row["n_groups"] == 6 and 0 <= row["value"] <= 1
+    assert row["screened"] + row["exact"] > 0
+    with pytest.raises(BackendError, match="did not run"):  # outside on_cpu: the numpy path would be timed
+        _triton_grouped.time_grouped(300, 8, device="cpu", group_size=5)
