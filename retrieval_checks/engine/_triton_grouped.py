@@ -311,7 +311,10 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
                        g_bounds[ug + 1] - ga_, BM)
         W += sweep_ranges(W[0], W[1], W[2], q_keys[qa_:qb_], g_keys[ga_:gb_], BM, BN)
         Qe, QC, QI, QF = q_rows.take(q_order, q_dev, qa_, qb_)
-        Ge, GC, GI, GF = g_rows.take(g_order, g_dev, ga_, gb_)
+        if data.loo and (qa_, qb_) == (ga_, gb_):  # whole groups: the gallery rows are the query rows
+            Ge, GC, GI, GF = Qe, QC, (QI if g_rows is q_rows else torch.full_like(QI, -2)), QF
+        else:
+            Ge, GC, GI, GF = g_rows.take(g_order, g_dev, ga_, gb_)
         res = [torch.zeros(qb_ - qa_, dtype=torch.float32 if i == 0 else torch.int32, device=dev)
                for i in range(6)]
         stats = torch.zeros(2 * W[0].size, dtype=torch.int32, device=dev)

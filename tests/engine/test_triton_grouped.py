@@ -355,3 +355,17 @@ def test_time_grouped_runs_the_fused_path_and_refuses_otherwise(spy):
     assert row["screened"] + row["exact"] > 0
     with pytest.raises(BackendError, match="did not run"):  # outside on_cpu: the numpy path would be timed
         _triton_grouped.time_grouped(300, 8, device="cpu", group_size=5)
+
+
+def test_leave_one_out_without_ids_equals_numpy_path(spy):
+    """No ids: nothing is the same item (each query also ranks itself), as the numpy path does."""
+    rng = np.random.default_rng(8)
+    X, y = _emb("int", rng, 90, 6), _labels(rng, 90)
+    kw = dict(q_ids=None, g_ids=None, ks=KS, group_size=3, seed=2, repeats=1, confidence=0.9, ties="average",
+              similarity="neg_l2", label_values=np.arange(13), max_memory=2**26, q_factor=_factor(X, "neg_l2"))
+    ref = _grouped.grouped_recall_values(X, y, None, None, **kw)
+    with _triton.on_cpu():
+        got = _grouped.grouped_recall_values(X, y, None, None, backend=CPU, **kw)
+    assert spy
+    _same(got, ref)
+    assert ref[1].n_queries_skipped == 0  # the singleton's query finds itself
