@@ -3,8 +3,10 @@ Triton's interpreter on the CPU.
 
 References: the numpy path of engine/_grouped.py (``backend=None``: padded batched
 GEMMs), compared exactly (group values, per-query hits, tie-policy values, skipped and
-dropped counts), and a dense brute force per group written here. A spy proves the
-kernel ran. CUDA-only checks skip without a GPU. ``TRITON_INTERPRET=1`` is set before
+dropped counts), a dense brute force per group written here, and, for the screened
+(bf16 / TF32) count sweep on near-tie data, the exact fp32 kernel itself. A spy proves
+the kernel ran; the kernel's tile counts prove both screening branches ran. CUDA-only
+checks skip without a GPU. ``TRITON_INTERPRET=1`` is set before
 triton is first imported.
 """
 
