@@ -91,6 +91,7 @@ _EPILOGUE = {"dot": 0, "cosine": 1, "neg_l2": 2}
 MAX_SELF = 8  # self pairs per query the kernel masks; more fall back to the torch path
 TILE = (32, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K on a GPU
 TILE_INTERPRET = (16, 32, 16)  # smaller tiles in the interpreter: more tile edges in small tests
+LINEAR_MAX = 16  # rows with at most this many relevant items: compare with each (no searches, few atomics)
 SCREENS = {"0": 0, "1": 1, "bf16": 1, "tf32": 2}  # RC_TRITON_SCREEN -> the kernels' SCREEN code
 _F32_MIN = float(np.finfo(np.float32).min)
 
@@ -449,26 +450,31 @@ def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid
     r_max = int(counts.max()) if counts.size else 0
     if r_max == 0 and pairs is None:
         return (rel_sorted, order), np.zeros(nnz, np.int64), np.zeros(nnz, np.int64)
-    hist, ties, extra = _count(L, rel_sorted, r_max, pairs)
+    linear = r_max <= LINEAR_MAX
+    hist, ties, extra = _count(L, rel_sorted, r_max, pairs, linear)
     import torch
 
     r_t = torch.from_numpy(np.repeat(np.arange(L.m), counts)).to(L.dev)
     c_t = torch.from_numpy(np.arange(nnz) - np.repeat(np.asarray(indptr[:-1]), counts)).to(L.dev)
-    suffix = hist.to(torch.int64).flip(1).cumsum(1).flip(1)
-    above = suffix[r_t, c_t + 1]
-    tied = ties.to(torch.int64).cumsum(1)[r_t, c_t]
+    if linear:  # the counts themselves, per row and relevant item
+        above, tied = hist.to(torch.int64)[r_t, c_t], ties.to(torch.int64)[r_t, c_t]
+    else:  # difference arrays
+        suffix = hist.to(torch.int64).flip(1).cumsum(1).flip(1)
+        above = suffix[r_t, c_t + 1]
+        tied = ties.to(torch.int64).cumsum(1)[r_t, c_t]
     head = ((rel_sorted, order), above.cpu().numpy(), tied.cpu().numpy())
     return head if pairs is None else head + (extra,)
 
 
-def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None):
-    """Launch 2 (with the pair outputs when asked): the difference arrays of the rank
-    counts and the pair outputs. A tail larger than its buffer is counted, never
-    written out of bounds: the launch runs again with the threshold raised from the
-    tail's key histogram (as far as ``capacity`` allows) and a buffer of that size."""
+def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear: bool):
+    """Launch 2 (with the pair outputs when asked): the rank counts (``linear``: per row
+    and relevant item; else their difference arrays) and the pair outputs. A tail
+    larger than its buffer is counted, never written out of bounds: the launch runs
+    again with the threshold raised from the tail's key histogram (as far as
+    ``capacity`` allows) and a buffer of that size."""
     import torch
 
-    width = r_max + 1
+    width = max(1, r_max) if linear else r_max + 1
     tau = -math.inf if pairs is None else float(pairs.tau)
     fixed = np.zeros(0, np.float32) if pairs is None or pairs.fixed is None else np.asarray(pairs.fixed, np.float32)
     FIX = L.t(fixed if fixed.size else np.zeros(1, np.float32), torch.float32)
@@ -485,7 +491,7 @@ def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None):
             L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, L.own(rel_sorted), L.QA, L.GA, L.QN, L.GN, hist, ties, FIX,
             FIXCNT, TAIL, TAILN, KEYS, L.m, L.n_g, L.d, width, int(r_max).bit_length(), L.c_steps, L.gamma,
             max(tau, _F32_MIN), int(fixed.size), cap, SCREEN=L.screen, EMULATE=L.interp, CSR=L.csr,
-            PAIRS=pairs is not None, **L.consts())
+            PAIRS=pairs is not None, LINEAR=bool(linear), **L.consts())
         if pairs is None:
             return hist, ties, None
         n = int(TAILN.item())

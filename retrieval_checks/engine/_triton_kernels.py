@@ -178,48 +178,86 @@ def pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, KEYS, cap):
         tl.atomic_add(KEYS + ((key >> 16) & 65535), tl.zeros(S.shape, tl.int64) + 1, mask=take)
 
 @triton.jit
+def screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM: tl.constexpr,
+                  BN: tl.constexpr, BK: tl.constexpr, EPI: tl.constexpr, SCREEN: tl.constexpr,
+                  EMULATE: tl.constexpr):
+    """The screened tile's score interval ``[lo, hi]``: it holds the exact fp32 score."""
+    P = tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, SCREEN, EMULATE)
+    qn = tl.load(QN + rows, mask=rows < m, other=0.0)
+    gn = tl.load(GN + cols, mask=cols < n_g, other=0.0)
+    e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
+    e = tl.where(e == e, e, float("inf"))  # inf * 0 (overflowed norm times a zero row): recompute
+    return epilogue(P - e, qa, ga, EPI), epilogue(P + e, qa, ga, EPI)
+
+@triton.jit
 def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, FIX, FIXCNT, TAIL, TAILN, KEYS,
                  m, n_g, d, width, n_steps, c_steps, gamma, tau, n_fix, cap,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
-                 SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr, PAIRS: tl.constexpr):
+                 SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr, PAIRS: tl.constexpr,
+                 LINEAR: tl.constexpr):
+    """LINEAR (rows with few relevant items): each relevant score ``REL[base + j]`` of a
+    row is compared with the whole tile row; ``HIST[row, j]`` / ``TIES[row, j]`` get the
+    counts ``>=`` / ``==`` (one atomic per row and item, none where zero). Else: binary
+    searches and difference arrays (module :mod:`._triton`)."""
     col0 = tl.program_id(0) * BN  # gallery tiles on axis 0 (up to 2^31 - 1 programs; axis 1 stops at 65535)
     row0 = tl.program_id(1) * BM
     rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
         QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
     neg = inside & (same == 0) & (is_self == 0)
     valid = neg & (r[:, None] > 0)
-    base2 = base[:, None] + tl.zeros((BM, BN), tl.int64)
-    r2 = r[:, None] + tl.zeros((BM, BN), tl.int32)
-    if SCREEN:
-        P = tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, SCREEN, EMULATE)
-        qn = tl.load(QN + rows, mask=rows < m, other=0.0)
-        gn = tl.load(GN + cols, mask=cols < n_g, other=0.0)
-        e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
-        e = tl.where(e == e, e, float("inf"))  # inf * 0 (overflowed norm times a zero row): recompute
-        lo = epilogue(P - e, qa, ga, EPI)
-        hi = epilogue(P + e, qa, ga, EPI)
-        left = search(REL, base2, r2, lo, valid, n_steps, False)
-        right = search(REL, base2, r2, hi, valid, n_steps, True)
-        amb = tl.max(tl.where(valid & (left < right), 1, 0))
-        if PAIRS:
-            amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
-        if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
+    rmask = rows < m
+    if LINEAR:
+        if SCREEN:
+            lo, hi = screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM, BN, BK,
+                                   EPI, SCREEN, EMULATE)
+            amb = 0
+            for j in range(width):
+                rj = tl.load(REL + base + j, mask=rmask & (j < r), other=float("inf"))
+                amb += tl.max(tl.where(valid & (lo <= rj[:, None]) & (hi >= rj[:, None]), 1, 0))
+            if PAIRS:
+                amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
+            if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
+                S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+            else:  # no relevant score or threshold in any interval: lo compares as the exact score does
+                S = lo
+        else:
+            S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+        at = rows.to(tl.int64) * width
+        for j in range(width):
+            ok = rmask & (j < r)
+            rj = tl.load(REL + base + j, mask=ok, other=float("inf"))
+            ge = tl.sum(tl.where(valid & (S >= rj[:, None]), 1, 0), axis=1)
+            eq = tl.sum(tl.where(valid & (S == rj[:, None]), 1, 0), axis=1)
+            tl.atomic_add(HIST + at + j, ge, mask=ok & (ge > 0))
+            tl.atomic_add(TIES + at + j, eq, mask=ok & (eq > 0))
+    else:
+        base2 = base[:, None] + tl.zeros((BM, BN), tl.int64)
+        r2 = r[:, None] + tl.zeros((BM, BN), tl.int32)
+        if SCREEN:
+            lo, hi = screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM, BN, BK,
+                                   EPI, SCREEN, EMULATE)
+            left = search(REL, base2, r2, lo, valid, n_steps, False)
+            right = search(REL, base2, r2, hi, valid, n_steps, True)
+            amb = tl.max(tl.where(valid & (left < right), 1, 0))
+            if PAIRS:
+                amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
+            if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
+                S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+                right = search(REL, base2, r2, S, valid, n_steps, True)
+                left = search(REL, base2, r2, S, valid, n_steps, False)
+            else:  # every comparison is decided by the interval: lo stands for the score
+                S = lo
+                right = left
+        else:
             S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
             right = search(REL, base2, r2, S, valid, n_steps, True)
             left = search(REL, base2, r2, S, valid, n_steps, False)
-        else:  # every comparison is decided by the interval: lo stands for the score
-            S = lo
-            right = left
-    else:
-        S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
-        right = search(REL, base2, r2, S, valid, n_steps, True)
-        left = search(REL, base2, r2, S, valid, n_steps, False)
-    at = rows[:, None].to(tl.int64) * width
-    ones = tl.zeros((BM, BN), tl.int32) + 1
-    tl.atomic_add(HIST + at + right, ones, mask=valid & (right > 0))
-    eq = valid & (left < right)
-    tl.atomic_add(TIES + at + left, ones, mask=eq)
-    tl.atomic_add(TIES + at + right, -ones, mask=eq)
+        at = rows[:, None].to(tl.int64) * width
+        ones = tl.zeros((BM, BN), tl.int32) + 1
+        tl.atomic_add(HIST + at + right, ones, mask=valid & (right > 0))
+        eq = valid & (left < right)
+        tl.atomic_add(TIES + at + left, ones, mask=eq)
+        tl.atomic_add(TIES + at + right, -ones, mask=eq)
     if PAIRS:
         pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, KEYS, cap)
 
@@ -237,13 +275,10 @@ def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, m, n_g, d,
     zero = tl.zeros((BM, BN), tl.int64)
     n_u = tl.zeros((BM, BN), tl.int32) + nu
     if SCREEN:
-        P = tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, SCREEN, EMULATE)
-        qn = tl.load(QN + rows, mask=rows < m, other=0.0)
-        gn = tl.load(GN + cols, mask=cols < n_g, other=0.0)
-        e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07
-        e = tl.where(e == e, e, float("inf"))
-        p_lo = search(U, zero, n_u, epilogue(P - e, qa, ga, EPI), neg, n_steps, True)
-        pos = search(U, zero, n_u, epilogue(P + e, qa, ga, EPI), neg, n_steps, True)
+        lo, hi = screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM, BN, BK, EPI,
+                               SCREEN, EMULATE)
+        p_lo = search(U, zero, n_u, lo, neg, n_steps, True)
+        pos = search(U, zero, n_u, hi, neg, n_steps, True)
         if tl.max(tl.where(neg & (p_lo < pos), 1, 0)) > 0:
             S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
             pos = search(U, zero, n_u, S, neg, n_steps, True)

@@ -33,6 +33,14 @@ METRICS = ["map", "map@R", "hit_rate@1", "recall@5", "precision@3", "mrr", "mean
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)")
 
 
+@pytest.fixture(params=["linear", "search"])
+def counting(request, monkeypatch):
+    """Both ways the count launch counts: comparing with each relevant score (rows with
+    few relevant items) and binary search with difference arrays (the rest)."""
+    monkeypatch.setattr(_triton, "LINEAR_MAX", 10**6 if request.param == "linear" else 0)
+    return request.param
+
+
 @pytest.fixture
 def spy(monkeypatch):
     """Counts the blocks the fused kernel ran."""
@@ -74,7 +82,7 @@ def _same(a, b):
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["float", "int"])
 @pytest.mark.parametrize("screen", [False, True])
-def test_leave_one_out_equals_cpu_kernels_and_torch_path(similarity, kind, screen, spy):
+def test_leave_one_out_equals_cpu_kernels_and_torch_path(similarity, kind, screen, spy, counting):
     rng = np.random.default_rng(zlib.crc32(f"{similarity}-{kind}".encode()))
     n = 83  # not a multiple of the 32-column tiles
     X = _data(kind, rng, n, 12)
@@ -145,7 +153,7 @@ def _kernel_counts(X, y, grank, m, screen=False, tile=None, similarity="dot"):
 
 @pytest.mark.parametrize("impl", ["numba", "numpy"])
 @pytest.mark.parametrize("kind", ["int", "float"])
-def test_counts_equal_the_cpu_kernels(impl, kind):
+def test_counts_equal_the_cpu_kernels(impl, kind, counting):
     rng = np.random.default_rng(11)
     n, m = 101, 45
     X, y, grank = _block_problem(rng, n, 20, 6, kind)
@@ -195,7 +203,7 @@ def _adversarial(rng, n_rel_groups=6, per=7, d=24):
 
 @pytest.mark.parametrize("screen", [1, 2])
 @pytest.mark.parametrize("seed,similarity", [(0, "dot"), (1, "dot"), (2, "cosine"), (3, "neg_l2")])
-def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity, screen):
+def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity, screen, counting):
     rng = np.random.default_rng(seed)
     X, y, grank = _adversarial(rng)
     m = X.shape[0]
@@ -326,7 +334,7 @@ def _values(r, metrics):
 @pytest.mark.parametrize("similarity,kind,screen", [
     ("cosine", "float", 0), ("dot", "int", 0), ("neg_l2", "int", 0), ("cosine", "int", "bf16"),
     ("dot", "float", "tf32"), ("neg_l2", "float", "bf16"), ("dot", "int", "tf32")])
-def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen, spy):
+def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen, spy, counting):
     """Pair metrics (fixed thresholds, the negative tail, the binning pass) on the fused
     kernel: equal to the CPU kernels and to the torch path, fp32 and screened."""
     rng = np.random.default_rng(zlib.crc32(f"pairs-{similarity}-{kind}".encode()))
@@ -435,7 +443,7 @@ def _explicit(rng, n_q, n_g, per):
 
 @pytest.mark.parametrize("similarity,kind,screen", [("cosine", "float", 0), ("dot", "int", 0),
                                                     ("neg_l2", "int", "bf16"), ("dot", "float", "tf32")])
-def test_explicit_relevance_equals_reference(similarity, kind, screen, spy):
+def test_explicit_relevance_equals_reference(similarity, kind, screen, spy, counting):
     rng = np.random.default_rng(zlib.crc32(f"csr-{similarity}-{kind}".encode()))
     Q, G = _data(kind, rng, 41, 10), _data(kind, rng, 77, 10)
     rel = _explicit(rng, 41, 77, 6)
