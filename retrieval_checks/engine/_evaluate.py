@@ -325,6 +325,7 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         label_values=rel.label_values, max_memory=plan.room, empty_queries=req.empty_queries,
         q_factor=None if problem.qa is None else be.to_numpy(problem.qa)[: sides.n_q],
         g_factor=None if problem.ga is None else be.to_numpy(problem.ga)[: sides.n_g],
+        backend=be,  # the fused grouped kernel where the torch backend serves it (RC_TRITON on CUDA)
     )
     return {s.name: found[s.k] for s in specs}
 

@@ -371,3 +371,22 @@ def test_leave_one_out_without_ids_equals_numpy_path(spy):
     assert spy
     _same(got, ref)
     assert ref[1].n_queries_skipped == 0  # the singleton's query finds itself
+
+
+def test_evaluate_reaches_the_grouped_kernel(spy):
+    """rc.evaluate on the torch backend passes its backend down: with the kernel switched
+    on, grouped recall (and its interval) runs on it and equals the CPU path."""
+    import retrieval_checks as rc
+
+    rng = np.random.default_rng(12)
+    X = _emb("int", rng, 160, 8)
+    y = rng.integers(0, 40, size=160)
+    kw = dict(query_labels=y, metrics=["grouped_recall@1", "grouped_recall@5", "map"], similarity="cosine",
+              group_size=8)
+    ref = rc.evaluate(X, device="numpy", **kw)
+    with _triton.on_cpu():
+        got = rc.evaluate(X, device="torch-cpu", _use_kernels=False, **kw)
+    assert spy, "the grouped kernel did not run"
+    for m in ("grouped_recall@1", "grouped_recall@5", "map"):
+        assert got[m] == ref[m], m
+    assert got.grouped["grouped_recall@5"].interval == ref.grouped["grouped_recall@5"].interval
