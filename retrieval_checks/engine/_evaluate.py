@@ -313,9 +313,16 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         return {}
     be = plan.backend
 
+    from ._triton_grouped import usable
+
+    # the fused grouped kernel (RC_TRITON on CUDA) takes the prepared device tensors as they are
+    on_device = usable(be, req.similarity)
+
     def host(x):  # the prepared arrays on the host; code words back to unsigned
-        x = None if x is None else be.to_numpy(x)
-        return x.view(np.uint64) if x is not None and req.similarity == "hamming" else x
+        if x is None or on_device:
+            return x
+        x = be.to_numpy(x)
+        return x.view(np.uint64) if req.similarity == "hamming" else x
 
     found = grouped_recall_values(
         host(problem.Q), rel.q_codes, None if sides.loo else host(problem.Gp[:sides.n_g]),
@@ -323,9 +330,9 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         ks=sorted({s.k for s in specs}), group_size=req.group_size, seed=req.group_seed,
         repeats=req.group_repeats, confidence=req.confidence, ties=req.ties, similarity=req.similarity,
         label_values=rel.label_values, max_memory=plan.room, empty_queries=req.empty_queries,
-        q_factor=None if problem.qa is None else be.to_numpy(problem.qa)[: sides.n_q],
-        g_factor=None if problem.ga is None else be.to_numpy(problem.ga)[: sides.n_g],
-        backend=be,  # the fused grouped kernel where the torch backend serves it (RC_TRITON on CUDA)
+        q_factor=None if problem.qa is None else host(problem.qa[: sides.n_q]),
+        g_factor=None if problem.ga is None else host(problem.ga[: sides.n_g]),
+        backend=be,
     )
     return {s.name: found[s.k] for s in specs}
 

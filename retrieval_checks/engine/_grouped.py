@@ -260,6 +260,17 @@ def _group_means(h: np.ndarray, gq: np.ndarray, r: int) -> np.ndarray:
     return sums / cnt
 
 
+def _on_host(data: _Data) -> _Data:
+    """``data`` with embeddings and factors as numpy arrays (device tensors copied)."""
+    from dataclasses import replace
+
+    def host(x):
+        return x if x is None or isinstance(x, np.ndarray) else data.backend.to_numpy(x)
+
+    return replace(data, q_emb=host(data.q_emb), g_emb=host(data.g_emb), q_factor=host(data.q_factor),
+                   g_factor=host(data.g_factor))
+
+
 def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None):
     """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
     tie policy (its probability for ``"average"``), batched by size."""
@@ -268,6 +279,7 @@ def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_
 
         if fused_groups(data, gq, gg, r, ks, hits, similarity, candidates, max_memory):
             return
+        data = _on_host(data)  # the caller may have passed device tensors for the kernel
     q_emb, q_codes, q_ids, q_fac = data.q_emb, data.q_codes, data.q_ids, data.q_factor
     g_emb, g_codes, g_ids, g_fac = data.g_emb, data.g_codes, data.g_ids, data.g_factor
     if g_emb is None:

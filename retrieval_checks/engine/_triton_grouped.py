@@ -238,6 +238,8 @@ class _Rows:
             self.full = cache[key]
 
     def _up(self, a, dt):  # a fresh device copy (the interpreter resizes its arguments' storage)
+        if isinstance(a, self.torch.Tensor):  # the engine's prepared device tensors: no host round trip
+            return a.to(device=self.dev, dtype=dt)
         return self.torch.tensor(np.ascontiguousarray(a), dtype=dt, device=self.dev)
 
     def with_ids(self, filler: int):

@@ -390,3 +390,24 @@ def test_evaluate_reaches_the_grouped_kernel(spy):
     for m in ("grouped_recall@1", "grouped_recall@5", "map"):
         assert got[m] == ref[m], m
     assert got.grouped["grouped_recall@5"].interval == ref.grouped["grouped_recall@5"].interval
+
+
+def test_evaluate_falls_back_with_the_device_tensors_copied_to_the_host(monkeypatch):
+    """The engine hands the kernel its device tensors; when the kernel fails, the numpy
+    path gets host copies and gives the same numbers after a warning."""
+    import retrieval_checks as rc
+
+    rng = np.random.default_rng(3)
+    X = _emb("float", rng, 120, 6)
+    y = rng.integers(0, 30, size=120)
+    kw = dict(query_labels=y, metrics=["grouped_recall@1", "grouped_recall@3"], similarity="neg_l2", group_size=6)
+    ref = rc.evaluate(X, device="numpy", **kw)
+
+    def broken(*a, **k):
+        raise RuntimeError("forced launch failure")
+
+    monkeypatch.setattr(_triton_grouped, "_counts", broken)
+    with _triton.on_cpu(), pytest.warns(RuntimeWarning, match="forced launch failure"):
+        got = rc.evaluate(X, device="torch-cpu", _use_kernels=False, **kw)
+    assert got["grouped_recall@1"] == ref["grouped_recall@1"]
+    assert got["grouped_recall@3"] == ref["grouped_recall@3"]
