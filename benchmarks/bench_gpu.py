@@ -35,6 +35,7 @@ suite runs); its timings mean nothing about a GPU.
     python benchmarks/bench_gpu.py --sizes 100000x128 200000x512 --grouped-n 10000000
     python benchmarks/bench_gpu.py --device cpu --sizes 2000x16     # smoke
     python benchmarks/bench_gpu.py --device cpu --sizes 300x8 --triton on   # + the kernel, interpreted
+    python benchmarks/bench_gpu.py --skip-full --sizes 1000000x128 --tiles 64x64x32 64x128x32 128x128x32
 
 On the CPU the Triton rows run only with ``--triton on``, in Triton's interpreter
 (TRITON_INTERPRET=1; slow, a correctness smoke run).
@@ -171,6 +172,9 @@ def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row 
             rows["triton"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
             rows["screened"] = run_triton(torch, rc, device, X, y_np, args, "bf16", want)
             rows["tf32"] = run_triton(torch, rc, device, X, y_np, args, "tf32", want)
+            for shape in args.tiles:  # the fp32 kernel's time for each tile shape (RC_TRITON_TILE)
+                with _env(RC_TRITON_TILE=shape):
+                    rows[f"tile {shape}"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
             if not args.skip_full:
                 want_full = {"recall_at_precision@0.9": rows["ours-full"]["recall_at_precision@0.9"]}
                 rows["triton-full"] = run_triton(torch, rc, device, X, y_np, args, "0", want_full, FULL)
@@ -235,6 +239,11 @@ def report(results: dict, device_name: str) -> str:
             f"{'-' if tri is None else format(tri['s'] / r['gemm']['s'], '.1f') + 'x'} | "
             f"{r['ours-rank']['s'] / r['topk']['s']:.1f}x | {full.get('peak', r['ours-rank']['peak']) / 2**20:.0f} | "
             f"{'-' if tri is None else format(tri['peak'] / 2**20, '.0f')} |")
+    for key, rows in results.items():
+        sweep = [f"{name[5:]} {_cell(row)}" for name, row in rows.items() if name.startswith("tile ")] \
+            if key.startswith("size ") else []
+        if sweep:
+            lines.append(f"\ntile sweep (Triton fp32, rank metrics), {key[5:]}: " + "; ".join(sweep))
     for key in ("grouped", "image_text"):
         if key in results:
             r = results[key]
@@ -255,6 +264,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
                    help="the fused-kernel rows: auto = on CUDA only; on = also on the CPU (Triton's interpreter)")
+    p.add_argument("--tiles", nargs="*", default=[], metavar="BMxBNxBK",
+                   help="also time the fp32 kernel with each tile shape (RC_TRITON_TILE), e.g. 64x128x32")
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args(argv)
     on_cpu = not args.device.startswith("cuda")

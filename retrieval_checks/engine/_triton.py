@@ -83,7 +83,7 @@ import numpy as np
 
 from ..errors import BackendError
 
-__all__ = ["mode", "screening", "screen_code", "wanted", "supports", "guarded", "run_block_triton",
+__all__ = ["mode", "screening", "screen_code", "tile_shape", "wanted", "supports", "guarded", "run_block_triton",
            "run_binning_triton", "PairRequest", "count_arrays", "bin_counts", "on_cpu", "self_check", "error_bound"]
 
 SIMILARITIES = ("cosine", "dot", "neg_l2")
@@ -146,6 +146,25 @@ def on_cpu(screen=False):
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def tile_shape() -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K) of every fused kernel: ``RC_TRITON_TILE=BMxBNxBK``
+    (powers of two from 16 to 256; for tuning on a GPU), else :data:`TILE`
+    (:data:`TILE_INTERPRET` in Triton's interpreter). Within one evaluation every
+    launch uses the same shape, so a pair's score is one number; across shapes a
+    score's last bits may differ, as between any two GEMMs."""
+    raw = os.environ.get("RC_TRITON_TILE", "").strip().lower()
+    if not raw:
+        return TILE_INTERPRET if _interpreting() else TILE
+    try:
+        vals = tuple(int(v) for v in raw.split("x"))
+    except ValueError:
+        vals = ()
+    if len(vals) != 3 or any(v < 16 or v > 256 or v & (v - 1) for v in vals):
+        raise BackendError(f"RC_TRITON_TILE={raw!r} is not valid; use BLOCK_MxBLOCK_NxBLOCK_K with powers of two "
+                          f"from 16 to 256, e.g. 64x128x32 (default {TILE[0]}x{TILE[1]}x{TILE[2]}).")
+    return vals
 
 
 def wanted(backend) -> bool:
@@ -363,7 +382,7 @@ class _Launch:
 
         self.dev = dev = Qb.device
         self.interp = _interpreting()
-        self.BM, self.BN, self.BK = tile or (TILE_INTERPRET if self.interp else TILE)
+        self.BM, self.BN, self.BK = tile or tile_shape()
         self.m, self.d, self.n_g = int(Qb.shape[0]), int(Qb.shape[1]), int(G.shape[0])
         allm, relm, self.K = selfs
         self.EPI = _EPILOGUE[similarity]

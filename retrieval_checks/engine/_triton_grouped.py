@@ -282,7 +282,7 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
     tied, group, candidates."""
     import torch
 
-    BM, BN, BK = tile or (_triton.TILE_INTERPRET if _triton._interpreting() else _triton.TILE)
+    BM, BN, BK = tile or _triton.tile_shape()
     q_side, g_side = _sides(data)
     d, n_q = int(q_side[0].shape[1]), int(q_side[1].shape[0])
     EPI = _triton._EPILOGUE[similarity] if q_side[3] is not None else 0

@@ -500,6 +500,24 @@ def test_first_relevant_ranks_run_on_the_kernel_through_explicit_relevance(spy):
     assert spy and all(spy)
 
 
+def test_tile_shape_from_the_environment(monkeypatch, spy):
+    monkeypatch.delenv("RC_TRITON_TILE", raising=False)
+    assert _triton.tile_shape() == _triton.TILE_INTERPRET
+    monkeypatch.setenv("RC_TRITON_TILE", "32x16x64")
+    assert _triton.tile_shape() == (32, 16, 64)
+    rng = np.random.default_rng(1)
+    X = _data("int", rng, 50, 70)  # d not a multiple of BLOCK_K
+    y = rng.integers(0, 4, 50)
+    with _triton.on_cpu():
+        got = _evaluate(X, y, similarity="dot", device="torch-cpu", kernels=False)
+    assert spy and all(spy)
+    _same(got, _evaluate(X, y, similarity="dot", device="numpy", kernels=True))
+    for bad in ("32x64", "48x64x32", "8x64x32", "32x64x512", "big"):
+        monkeypatch.setenv("RC_TRITON_TILE", bad)
+        with pytest.raises(BackendError, match="RC_TRITON_TILE"):
+            _triton.tile_shape()
+
+
 def test_screen_codes_and_bounds():
     assert [_triton.screen_code(v) for v in (False, True, 0, 1, 2, "0", "1", "bf16", "TF32")] == [0, 1, 0, 1, 2,
                                                                                                    0, 1, 1, 2]
