@@ -150,7 +150,7 @@ def _prepare(images, captions, cap_image, similarity, device, max_memory):
                            source=RelevanceSource(csr=rel, self_pairs=own, n_g=n_c), self_pairs=own)
 
 
-def fused_pass(problem, cap_image: np.ndarray, tile=None) -> tuple[FirstRanks, FirstRanks]:  # long: two launches
+def fused_pass(problem, cap_image: np.ndarray, tile=None) -> tuple[FirstRanks, FirstRanks]:
     """The two launches on a prepared i2t problem (``problem.Q`` the images,
     ``problem.Gp[:n_g]`` the captions): both directions' :class:`FirstRanks`.
     ``tile``: (BLOCK_M, BLOCK_N, BLOCK_K), default :data:`_triton.TILE` (the
