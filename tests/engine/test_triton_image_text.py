@@ -105,9 +105,8 @@ def _data(kind, similarity, seed, n_images=130, d=8, empty=(9, 50)):
 
 
 def _brute_force(images, captions, cap_img, similarity):
-    """FirstRanks of both directions from the definitions: float64 scores of every
-    pair, then per image row / caption column the other items scoring >= and == the
-    best relevant score; group: relevant items sharing the best one's (>=, ==) counts."""
+    """Ranks of both directions from the definitions (:func:`_by_definition`) on the
+    float64 scores of every pair, and those scores."""
     I, C = images.astype(np.float64), captions.astype(np.float64)
     if similarity == "cosine":
         S = (I @ C.T) / np.outer(np.linalg.norm(I, axis=1), np.linalg.norm(C, axis=1))  # exact products kept tied
@@ -115,6 +114,13 @@ def _brute_force(images, captions, cap_img, similarity):
         S = -((I[:, None, :] - C[None, :, :]) ** 2).sum(-1)
     else:
         S = I @ C.T
+    return (*_by_definition(S, cap_img), S)
+
+
+def _by_definition(S, cap_img):
+    """FirstRanks of both directions from a dense score matrix: per image row / caption
+    column, the other items scoring >= and == the best relevant score; group: relevant
+    items sharing the best one's (>=, ==) counts."""
     n_i, n_c = S.shape
     i2t = {f: np.zeros(n_i, np.int64) for f in FIELDS}
     for i in range(n_i):
@@ -134,7 +140,7 @@ def _brute_force(images, captions, cap_img, similarity):
         t2i["pessimistic"][c] = 1 + (others >= p).sum()
         t2i["optimistic"][c] = 1 + (others > p).sum()
         t2i["group"][c] = 1
-    return i2t, t2i, S
+    return i2t, t2i
 
 
 def _near_ties(S, cap_img, tol=2e-6) -> int:
@@ -240,6 +246,34 @@ def test_fused_pass_equals_brute_force_at_tile_edges(tile, similarity):
     assert (i2t["pessimistic"] != i2t["optimistic"]).any() and (t2i["pessimistic"] != t2i["optimistic"]).any()
     _assert_ranks(got, (i2t, t2i), f"tile {tile}")
 
+
+
+def test_one_score_per_pair_where_the_two_passes_disagree():
+    """The documented contract: integer cosine rows of different norms, where the two
+    passes' scores differ in the last bit (the t2i pass multiplies the factors in the
+    other order) and so do their t2i ties; the fused ranks of BOTH directions are those
+    of the image-side float32 scores (torch's product of the i2t pass's prepared rows,
+    exact for integers, and its score epilogue), and i2t is the existing i2t pass's."""
+    from retrieval_checks.engine._backend import Backend
+    from retrieval_checks.engine._evaluate import first_relevant_ranks
+    from retrieval_checks.engine._inputs import Csr
+
+    rng = np.random.default_rng(6)
+    cap_img = np.repeat(np.arange(40), 3)
+    images = torch.from_numpy(rng.integers(-3, 4, size=(40, 6)).astype(np.float32))
+    captions = torch.from_numpy(rng.integers(-3, 4, size=(120, 6)).astype(np.float32))
+    problem = tit._prepare(images, captions, cap_img, "cosine", "torch-cpu", None)
+    got = tit.fused_pass(problem, cap_img)
+    S = problem.Q @ problem.Gp[:120].T
+    Backend("torch", torch.device("cpu")).finish_scores(S, "cosine", problem.qa, problem.ga[:120])
+    _assert_ranks(got, _by_definition(S.numpy(), cap_img), "vs the image-side scores")
+    kw = dict(similarity="cosine", device="torch-cpu", max_memory=None, _use_kernels=False)
+    order = np.argsort(cap_img, kind="stable")
+    i2t, _ = first_relevant_ranks(images, captions, Csr(np.arange(0, 121, 3), order), **kw)
+    t2i, _ = first_relevant_ranks(captions, images, Csr(np.arange(121), cap_img), **kw)
+    _assert_ranks((got[0],), (i2t,), "i2t vs the existing i2t pass")
+    assert (got[1].optimistic != t2i.optimistic).any() or (got[1].pessimistic != t2i.pessimistic).any(), \
+        "the case should show the two passes' t2i tie difference"
 
 def test_off_switch_numpy_path_and_hamming_stay_on_the_two_passes(spy):
     """Outside ``on_cpu`` (CPU tensors), on the numpy / numba path and for Hamming codes
