@@ -27,7 +27,7 @@ from . import _kernels
 from ._backend import Backend
 from ._inputs import Csr, ranges_to_csr
 
-__all__ = ["Problem", "BlockPartial", "plan_blocks", "run_block", "run_binning_block", "ranked_partial", "tail_histogram",
+__all__ = ["Problem", "BlockPartial", "plan_blocks", "block_rows", "run_block", "run_binning_block", "ranked_partial", "tail_histogram",
            "tail_threshold"]
 
 
@@ -124,6 +124,25 @@ class RelevanceSource:
 def plan_blocks(n_q: int, b: int) -> list[tuple[int, int]]:
     """The task list: contiguous query blocks ``[start, stop)``."""
     return [(s, min(n_q, s + b)) for s in range(0, n_q, b)]
+
+
+FUSED_ROWS_MAX = 1 << 16  # query rows per task on the fused kernel
+
+
+def block_rows(p: "Problem", use_kernels: bool = True, want_pairs: bool = False) -> int:
+    """Query rows per task: the plan's ``b``; on the fused Triton kernel, which keeps no
+    score block in memory, as many rows as the score block's budget holds of the
+    kernel's per-row arrays (counts per relevant item, the relevant pairs), up to
+    :data:`FUSED_ROWS_MAX`: fewer, larger launches. With pair metrics the plan's ``b``
+    stays: a block's negative tail is bounded by its score block's size. Per-query
+    results do not depend on the blocks."""
+    if want_pairs or _fused(p, use_kernels) is None:
+        return p.b
+    counts = p.relevant.counts(p.n_q)
+    r_max = int(counts.max()) if counts.size else 0
+    per_row = 40 * (r_max + 1) + 64 * r_max + 64  # bytes: int32 counts and their int64 sums, pair arrays
+    budget = p.b * p.n_chunks * p.c * 4  # the score block the torch path would hold
+    return int(max(p.b, min(p.n_q, FUSED_ROWS_MAX, budget // per_row)))
 
 
 @dataclass

@@ -23,7 +23,7 @@ from ..metrics._graded import binary_view, graded_ndcg_values
 from ..metrics import _ties
 from ..metrics._ranking import per_query_values
 from ..errors import InputError
-from ._blocks import BlockPartial, Problem, plan_blocks, run_binning_block, run_block
+from ._blocks import BlockPartial, Problem, block_rows, plan_blocks, run_binning_block, run_block
 
 __all__ = ["FirstRanks", "PassTotals", "each_block", "stream", "binning_pass", "progress_bar"]
 
@@ -205,7 +205,8 @@ def stream(problem: Problem, *, query_specs: list[MetricSpec], pair_specs: list[
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
     totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level)
-    blocks = plan_blocks(problem.n_q, problem.b) if (query_specs or pair_specs) else []
+    rows = block_rows(problem, use_kernels, totals.want_pairs)
+    blocks = plan_blocks(problem.n_q, rows) if (query_specs or pair_specs) else []
     for start, stop in each_block(problem, blocks, progress):
         totals.add(run_block(
             problem, start, stop, want_pairs=totals.want_pairs,
@@ -235,7 +236,7 @@ def binning_pass(problem: Problem, counts: PairCounts, use_kernels: bool = True)
     """Negatives at or above every unique positive score, from a second pass."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
-    for start, stop in each_block(problem, plan_blocks(problem.n_q, problem.b), progress=False):
+    for start, stop in each_block(problem, plan_blocks(problem.n_q, block_rows(problem, use_kernels)), progress=False):
         run_binning_block(problem, start, stop, u, hist, use_kernels)
     # negatives >= u[t] are those with more than t positives <= them
     return np.cumsum(hist[::-1])[::-1][1:]

@@ -500,6 +500,24 @@ def test_first_relevant_ranks_run_on_the_kernel_through_explicit_relevance(spy):
     assert spy and all(spy)
 
 
+def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy):
+    """No score block in memory: the fused pass runs fewer, larger blocks (pair metrics
+    keep the plan's), and per-query values do not change."""
+    rng = np.random.default_rng(17)
+    X = _data("float", rng, 300, 8)
+    y = np.repeat(np.arange(150), 2)
+    ref = _evaluate(X, y, similarity="cosine", device="numpy", kernels=True, tile=(16, 64))
+    with _triton.on_cpu():
+        got = _evaluate(X, y, similarity="cosine", device="torch-cpu", kernels=False, tile=(16, 64))
+    assert spy and all(spy) and len(spy) < 300 // 16 // 2, len(spy)
+    _same(got, ref)
+    del spy[:]
+    with _triton.on_cpu():
+        rc.evaluate(X, query_labels=y, metrics=["map", "pair_recall@t=0.5"], device="torch-cpu", tile=(16, 64),
+                    _use_kernels=False)
+    assert len(spy) == -(-300 // 16)
+
+
 def test_tile_shape_from_the_environment(monkeypatch, spy):
     monkeypatch.delenv("RC_TRITON_TILE", raising=False)
     assert _triton.tile_shape() == _triton.TILE_INTERPRET
