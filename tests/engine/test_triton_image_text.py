@@ -367,6 +367,43 @@ def test_evaluating_image_text_does_not_import_triton():
     assert out.stdout.strip() == "False"
 
 
+
+_COMPILE_SCRIPT = """
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, compile
+from retrieval_checks.engine import _triton_image_text_kernels as k
+ptr = {"Q": "*fp32", "G": "*fp32", "CAPIMG": "*i32", "QA": "*fp32", "GA": "*fp32"}
+tile = {"BM": 32, "BN": 64, "BK": 32}
+pair = dict(ptr, TM="*i32", TN="*i32", PAIR="*fp32", n_i="i32", n_c="i32", d="i32")
+count = dict(ptr, PAIR="*fp32", BEST="*fp32", ABOVE_I="*i32", TIED_I="*i32", LOW_I="*i32", ABOVE_T="*i32",
+             TIED_T="*i32", n_i="i32", n_c="i32", d="i32", tiles_m="i32")
+for arch in (80, 90):
+    for epi in (0, 1, 2):
+        for fn, sig in ((k.pair_kernel, pair), (k.count_kernel, count)):
+            sig = dict(sig, **{name: "constexpr" for name in (*tile, "EPI")})
+            out = compile(ASTSource(fn, sig, constexprs=dict(tile, EPI=epi)), target=GPUTarget("cuda", arch, 32))
+            assert len(out.asm["cubin"]) > 1000
+print("ok")
+"""
+
+
+def test_the_kernels_compile_for_a_gpu_without_one(tmp_path):
+    """Triton's own compiler (a fresh process without TRITON_INTERPRET, an empty cache)
+    takes both kernels, each epilogue, to sm_80 and sm_90 machine code with the ptxas it
+    ships: what the interpreter does not check (types, layouts, atomics) is checked here."""
+    import subprocess
+    from pathlib import Path
+
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this triton ships no ptxas (no NVIDIA backend)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1")
+    out = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
 _CUDA_SCRIPT = """
 import warnings, numpy as np, retrieval_checks as rc, os
 rng = np.random.default_rng(0)
