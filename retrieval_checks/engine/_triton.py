@@ -64,8 +64,12 @@ triton imports) or ``1`` (on). On first use in a process the kernel is checked a
 path on a small integer problem (exact in any summation order) for every supported
 similarity, fp32 and both screenings, label and explicit relevance, with the pair
 outputs; if compiling or running it fails, or a count differs, a RuntimeWarning says so
-and the torch path serves for the rest of the process. Hamming codes stay on the torch
-path (their popcount tiles are exact integers already; no GEMM to fuse).
+and the torch path serves for the rest of the process.
+
+Hamming codes (``similarity="hamming"``, packed in int64 words): the same launches with
+a popcount tile (xor, SWAR popcount, sum over words) instead of the product: exact
+integers, so screening does not apply, and no ``b x n x words`` temporaries as in the
+torch path's tile.
 
 triton is imported on first use only (``import retrieval_checks`` does not load it).
 """
@@ -86,8 +90,9 @@ from ..errors import BackendError
 __all__ = ["mode", "screening", "screen_code", "tile_shape", "wanted", "supports", "guarded", "run_block_triton",
            "run_binning_triton", "PairRequest", "count_arrays", "bin_counts", "on_cpu", "self_check", "error_bound"]
 
-SIMILARITIES = ("cosine", "dot", "neg_l2")
-_EPILOGUE = {"dot": 0, "cosine": 1, "neg_l2": 2}
+SIMILARITIES = ("cosine", "dot", "neg_l2")  # the products every fused kernel computes
+FUSED_SIMILARITIES = SIMILARITIES + ("hamming",)  # the main pass's kernel also takes packed codes
+_EPILOGUE = {"dot": 0, "cosine": 1, "neg_l2": 2, "hamming": 3}
 MAX_SELF = 8  # self pairs per query the kernel masks; more fall back to the torch path
 TILE = (32, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K on a GPU
 TILE_INTERPRET = (16, 32, 16)  # smaller tiles in the interpreter: more tile edges in small tests
@@ -208,10 +213,10 @@ def guarded(p, start: int, stop: int, pairs: "PairRequest | None" = None, *, run
 
 
 def supports(p, want_pairs: bool = False) -> bool:
-    """The cases the kernel handles: cosine / dot / neg_l2 with label or explicit
-    (binary or graded) relevance, with or without the pair metrics' outputs
+    """The cases the kernel handles: cosine / dot / neg_l2 and hamming (packed codes)
+    with label or explicit (binary or graded) relevance, with or without the pair metrics' outputs
     (``want_pairs`` is accepted for callers that ask; every pair output is computed)."""
-    return p.similarity in SIMILARITIES and (p.relevant.csr is not None or p.relevant.q_codes is not None)
+    return p.similarity in FUSED_SIMILARITIES and (p.relevant.csr is not None or p.relevant.q_codes is not None)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -327,7 +332,7 @@ def _block_inputs(p, start: int, stop: int):
     selfs = _self_matrix(own, m, side["g_codes"], q_codes)
     if selfs is None:
         return None
-    screen = screening()
+    screen = 0 if p.similarity == "hamming" else screening()  # integer scores: nothing to screen
     if screen and "gn" not in side:
         import torch
 
@@ -407,7 +412,7 @@ class _Launch:
             self.qc, self.gc, self.COLS = self.t(q_codes, torch.int64), self.t(g_codes, torch.int64), idummy
         self.ptr = self.t(indptr, torch.int64)
         self.SELF, self.SELFREL = self.t(allm, torch.int32), self.t(relm, torch.int32)
-        self.screen = screen_code(screen)
+        self.screen = 0 if self.EPI == 3 else screen_code(screen)  # -Hamming: exact integers, no GEMM
         self.gamma = error_bound(self.d, self.screen) if self.screen else 0.0
         if not math.isfinite(self.gamma):  # d >= 2^22: no useful bound, every tile would be recomputed
             self.screen, self.gamma = 0, 0.0
@@ -566,9 +571,9 @@ def self_check(device) -> tuple[bool, str | None]:
     except Exception as exc:  # not installed, or broken
         return False, f"triton could not be imported ({type(exc).__name__}: {exc})"
     try:
-        for similarity in SIMILARITIES:
-            for screen in (0, 1, 2):
-                for kind in ("int", "float"):
+        for similarity in FUSED_SIMILARITIES:
+            for screen in ((0,) if similarity == "hamming" else (0, 1, 2)):
+                for kind in (("int",) if similarity == "hamming" else ("int", "float")):
                     got, want = _check_case(device, similarity, screen, kind)
                     if kind == "float":  # the scores' last bits may differ between GEMMs; the rank counts
                         # may not (the pair outputs hold values and counts at thresholds: integer data only)
@@ -594,7 +599,11 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
 
     rng = np.random.default_rng(17)
     n, d = 83, 20
-    if kind == "int":
+    if similarity == "hamming":  # 100-bit codes in two words; codes one bit apart tie often
+        X = rng.integers(-2**62, 2**62, size=(n, 2), dtype=np.int64)
+        X[:, 1] &= (1 << 36) - 1
+        X[20:40] = X[0:20] ^ (np.int64(1) << rng.integers(0, 36, size=(20, 1), dtype=np.int64))
+    elif kind == "int":
         X = rng.integers(-2, 3, size=(n, d)).astype(np.float32)
     else:
         X = rng.standard_normal((n, d)).astype(np.float32)
@@ -626,7 +635,13 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
     (rel_sorted, _), above, tied = count_arrays(G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr, rows, cols,
                                                 selfs, screen=screen)
-    S = G[:m] @ G.T
+    if similarity == "hamming":
+        from ._hamming import hamming_tile_torch
+
+        S = torch.empty((m, n), dtype=torch.float32, device=be.device)
+        hamming_tile_torch(G[:m], G, S)
+    else:
+        S = G[:m] @ G.T
     if qa is not None:
         be.finish_scores(S, similarity, qa, ga)
     vals = S[torch.from_numpy(rows).to(be.device), torch.from_numpy(cols).to(be.device)].clone()

@@ -41,6 +41,40 @@ def tile_dot(Q, G, row0, col0, m, n_g, d, BM: tl.constexpr, BN: tl.constexpr, BK
     return acc
 
 @triton.jit
+def popcount64(x):
+    """Set bits of each uint64 (SWAR: pairs, nibbles, bytes, then a multiply-add)."""
+    x = x - ((x >> 1) & 0x5555555555555555)
+    x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333)
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0F
+    return ((x * 0x0101010101010101) >> 56).to(tl.int32)
+
+@triton.jit
+def tile_hamming(Q, G, row0, col0, m, n_g, w, BM: tl.constexpr, BN: tl.constexpr, BW: tl.constexpr):
+    """``-HammingDistance`` of packed codes (int64 words holding the uint64 bits, ``w``
+    per row) as a float32 tile: exact integers, no rounding anywhere."""
+    rows = row0 + tl.arange(0, BM)
+    cols = col0 + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), tl.int32)
+    for k0 in range(0, w, BW):
+        ks = k0 + tl.arange(0, BW)
+        a = tl.load(Q + rows[:, None].to(tl.int64) * w + ks[None, :], mask=(rows[:, None] < m) & (ks[None, :] < w),
+                    other=0).to(tl.uint64, bitcast=True)
+        b = tl.load(G + cols[:, None].to(tl.int64) * w + ks[None, :], mask=(cols[:, None] < n_g) & (ks[None, :] < w),
+                    other=0).to(tl.uint64, bitcast=True)
+        acc += tl.sum(popcount64(a[:, None, :] ^ b[None, :, :]), axis=2)
+    return -(acc.to(tl.float32))
+
+@triton.jit
+def exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+               EPI: tl.constexpr):
+    """The tile's exact scores: the fp32 product and the epilogue, or (EPI 3) -Hamming."""
+    if EPI == 3:
+        S = tile_hamming(Q, G, row0, col0, m, n_g, d, BM, BN, 2)
+    else:
+        S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+    return S
+
+@triton.jit
 def epilogue(S, qa, ga, EPI: tl.constexpr):
     """Backend.finish_scores: the same IEEE operations in the same order."""
     if EPI == 1:
@@ -115,7 +149,7 @@ def row_parts(QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM: 
     for k in tl.static_range(K):
         sk = tl.load(SELF + rows * K + k, mask=rmask, other=-1)
         is_self = is_self | (cols[None, :] == sk[:, None])
-    if EPI != 0:
+    if (EPI == 1) or (EPI == 2):  # cosine, neg_l2: row factors
         qa = tl.load(QA + rows, mask=rmask, other=1.0)
         ga = tl.load(GA + cols, mask=cmask, other=1.0)
     else:
@@ -132,7 +166,7 @@ def extract_kernel(Q, G, QC, GC, COLS, SELF, SELFREL, GRANK, PTR, QA, GA, TM, TN
     col0 = tl.load(TN + t) * BN
     rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
         QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
-    S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+    S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
     rel = inside & same & (is_self == 0)
     if CSR:  # the place in the row's sorted relevant columns
         pos = base[:, None] + cpos.to(tl.int64)
@@ -217,11 +251,11 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
             if PAIRS:
                 amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
             if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
-                S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+                S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
             else:  # no relevant score or threshold in any interval: lo compares as the exact score does
                 S = lo
         else:
-            S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+            S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
         at = rows.to(tl.int64) * width
         for j in range(width):
             ok = rmask & (j < r)
@@ -242,14 +276,14 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
             if PAIRS:
                 amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
             if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
-                S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+                S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
                 right = search(REL, base2, r2, S, valid, n_steps, True)
                 left = search(REL, base2, r2, S, valid, n_steps, False)
             else:  # every comparison is decided by the interval: lo stands for the score
                 S = lo
                 right = left
         else:
-            S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+            S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
             right = search(REL, base2, r2, S, valid, n_steps, True)
             left = search(REL, base2, r2, S, valid, n_steps, False)
         at = rows[:, None].to(tl.int64) * width
@@ -280,9 +314,9 @@ def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, m, n_g, d,
         p_lo = search(U, zero, n_u, lo, neg, n_steps, True)
         pos = search(U, zero, n_u, hi, neg, n_steps, True)
         if tl.max(tl.where(neg & (p_lo < pos), 1, 0)) > 0:
-            S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+            S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
             pos = search(U, zero, n_u, S, neg, n_steps, True)
     else:
-        S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
+        S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
         pos = search(U, zero, n_u, S, neg, n_steps, True)
     tl.atomic_add(OUT + pos.to(tl.int64), tl.zeros((BM, BN), tl.int64) + 1, mask=neg & (pos > 0))

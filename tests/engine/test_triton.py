@@ -536,6 +536,40 @@ def test_tile_shape_from_the_environment(monkeypatch, spy):
             _triton.tile_shape()
 
 
+def _codes(rng, n, bits):
+    B = rng.integers(0, 2, size=(n, bits)).astype(bool)
+    B[1::3] = B[0::3][: B[1::3].shape[0]]  # duplicates
+    B[2::7, :3] ^= True  # codes a few bits apart
+    return np.packbits(B, axis=1)
+
+
+@pytest.mark.parametrize("bits", [64, 150])
+def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting):
+    """Packed binary codes: -Hamming tiles by popcount in the kernel (exact integers,
+    tie-heavy), leave-one-out, a separate gallery with ids, explicit relevance and pair
+    metrics, equal to the CPU path."""
+    rng = np.random.default_rng(bits)
+    C = _codes(rng, 90, bits)
+    y = rng.integers(0, 6, 90)
+    metrics = METRICS + ["pair_recall@t=30", "pair_precision@t=60", "recall_at_precision@0.5"]
+    cases = [dict(args=(C,), query_labels=y),
+             dict(args=(C[:40], C), query_labels=y[:40], gallery_labels=y, query_ids=np.arange(40),
+                  gallery_ids=np.arange(90)),
+             dict(args=(C[:30], C[30:]), relevance={i: [j for j in range(60) if (i + j) % 7 == 0] for i in range(30)})]
+    for case in cases:
+        args = case.pop("args")
+        kw = dict(metrics=metrics, similarity="hamming", empty_queries="skip", **case)
+        ref = rc.evaluate(*args, device="numpy", **kw)
+        with _triton.on_cpu(screen="bf16"):  # screening does not apply to integer scores: ignored
+            got = rc.evaluate(*args, device="torch-cpu", _use_kernels=False, **kw)
+        for m in METRICS:
+            np.testing.assert_array_equal(got.per_query[m], ref.per_query[m], err_msg=m)
+        for m in metrics[len(METRICS):]:
+            assert got[m] == ref[m], m
+        assert ref.tied_share > 0.1  # ties are exercised
+    assert spy and all(spy)
+
+
 def test_screen_codes_and_bounds():
     assert [_triton.screen_code(v) for v in (False, True, 0, 1, 2, "0", "1", "bf16", "TF32")] == [0, 1, 0, 1, 2,
                                                                                                    0, 1, 1, 2]
