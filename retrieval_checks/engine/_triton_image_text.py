@@ -28,6 +28,20 @@ caption's own image) writes ``p_c``; ``b_i`` is their per-image maximum (exact);
 sums inside the tile and adds atomically into per-image and per-caption counters. Both
 launches compute a pair's score with the same JIT functions at the same tile shape, so
 ``p_c`` is the very number its column's and its image's row's scores are compared with.
+Screening (``RC_TRITON_SCREEN`` not ``0``; always with bf16 inputs here): the count
+launch first computes each tile with bf16 inputs and fp32 accumulation; with the bound
+of :func:`._triton.error_bound` (``|ŝ - s| <= gamma |q| |g|`` on the prepared rows'
+norms, rounded up, plus 4 ulp of ``ŝ``) each non-own pair's exact score lies in
+``[epi(ŝ - e), epi(ŝ + e)]`` (the epilogue is monotone). If for no non-own pair of the
+tile an own score of its image row (a binary search in the row's sorted own pair
+scores) or its caption column's pair score lies in that interval, every comparison the
+count makes (``>=``, ``==`` against the image's best; ``>=``, ``==`` against the pair
+score; which own scores exceed the largest score below the best) has the same outcome
+on ``epi(ŝ)`` as on the exact score, and ``epi(ŝ)`` is used; else the whole tile is
+recomputed in exact fp32 by the same function the fp32 launch uses. The ranks are
+therefore bit for bit the fp32 kernel's. Extra device memory: the sorted own scores
+and two norm vectors, ``O(n_i + n_c)``.
+
 Device memory beyond the float32 copies: ``O(n_i + n_c)`` (never the ``n_i x n_c``
 matrix).
 
@@ -52,8 +66,7 @@ neg_l2. Hamming codes (and the numpy / numba CPU paths) stay on the existing two
 silently: the numbers are the same. On first use on a CUDA device this kernel checks
 itself against a dense reference on a small integer problem; if that fails, or a launch
 fails later, a RuntimeWarning says so and the two-pass path serves (the same numbers),
-for the rest of the process on that device. ``RC_TRITON_SCREEN`` (bf16 screening) does
-not apply here: the tiles are always exact fp32. The progress bar is not shown on this
+for the rest of the process on that device. The progress bar is not shown on this
 path (two launches per fold). The sharded path (``process_group``) does not use it.
 
 triton and torch are imported on first use only (``import retrieval_checks`` loads
@@ -150,11 +163,14 @@ def _prepare(images, captions, cap_image, similarity, device, max_memory):
                            source=RelevanceSource(csr=rel, self_pairs=own, n_g=n_c), self_pairs=own)
 
 
-def fused_pass(problem, cap_image: np.ndarray, tile=None) -> tuple[FirstRanks, FirstRanks]:
+def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: dict | None = None
+               ) -> tuple[FirstRanks, FirstRanks]:
     """The two launches on a prepared i2t problem (``problem.Q`` the images,
     ``problem.Gp[:n_g]`` the captions): both directions' :class:`FirstRanks`.
     ``tile``: (BLOCK_M, BLOCK_N, BLOCK_K), default :data:`_triton.TILE` (the
-    interpreter's smaller tiles in Triton's interpreter)."""
+    interpreter's smaller tiles in Triton's interpreter). ``screen``: bf16 screening
+    of the count launch (None: as ``RC_TRITON_SCREEN`` says); ``stats``, if given,
+    receives ``tiles`` and ``recomputed`` (tiles the screened launch computed exactly)."""
     import torch
 
     ker = _kernels()
@@ -187,11 +203,43 @@ def fused_pass(problem, cap_image: np.ndarray, tile=None) -> tuple[FirstRanks, F
     counters = [torch.zeros(n, dtype=torch.int32, device=dev) for n in (n_i, n_i, n_c, n_c)]
     low = torch.full((n_i,), _NEG_INF_KEY, dtype=torch.int32, device=dev)
     above_i, tied_i, above_t, tied_t = counters
+    scr = _screen_inputs(torch, Qc, Gc, pair, cap_image, d, screen)
+    recomp = torch.full((tiles_m * tiles_n if scr["SCREEN"] else 1,), -1, dtype=torch.int32, device=dev)
     ker["count"][(tiles_m * tiles_n,)](Qc, Gc, ci, QA, GA, pair, best, above_i, tied_i, low, above_t, tied_t,
-                                       n_i, n_c, d, tiles_m, BM=BM, BN=BN, BK=BK, EPI=EPI)
+                                       scr["own"], scr["optr"], scr["qn"], scr["gn"], recomp, n_i, n_c, d, tiles_m,
+                                       scr["n_steps"], scr["gamma"], BM=BM, BN=BN, BK=BK, EPI=EPI,
+                                       SCREEN=scr["SCREEN"], EMULATE=interp)
+    if stats is not None:
+        stats.update(tiles=tiles_m * tiles_n, recomputed=int((recomp == 1).sum()) if scr["SCREEN"] else None)
     host = [x.cpu().numpy() for x in (pair, best, low, above_i, tied_i, above_t, tied_t)]
     pair, best, low = host[0], host[1], _from_key(host[2])
     return _first_ranks(cap_image, pair, best, low, *(x.astype(np.int64) for x in host[3:]))
+
+
+def _screen_inputs(torch, Qc, Gc, pair, cap_image, d: int, screen) -> dict:
+    """The count launch's screening arguments: each image's own pair scores sorted
+    (a CSR by image), row norms rounded up, the bound ``gamma`` (bf16 inputs:
+    ``_triton.error_bound``); placeholders when not screening (asked, or ``d`` too
+    large for a finite bound)."""
+    from ._blocks import _sort_within_rows
+    from ._inputs import Csr
+
+    dev = Qc.device
+    want = bool(_triton.screening() if screen is None else screen)
+    gamma = _triton.error_bound(d) if want else math.inf
+    if not math.isfinite(gamma):
+        one = torch.zeros(1, dtype=torch.float32, device=dev)
+        return {"SCREEN": False, "own": one, "optr": torch.zeros(2, dtype=torch.int64, device=dev), "qn": one,
+                "gn": one, "n_steps": 0, "gamma": 0.0}
+    per_image = np.bincount(cap_image, minlength=int(Qc.shape[0]))
+    indptr = np.zeros(per_image.size + 1, np.int64)
+    np.cumsum(per_image, out=indptr[1:])
+    order = np.argsort(cap_image, kind="stable").astype(np.int64)
+    vals = pair[torch.from_numpy(order).to(dev)]
+    own_sorted, _ = _sort_within_rows(vals, Csr(indptr, order), True)
+    return {"SCREEN": True, "own": own_sorted.contiguous(), "optr": torch.tensor(indptr, device=dev),
+            "qn": _triton._norms_up(torch, Qc), "gn": _triton._norms_up(torch, Gc),
+            "n_steps": int(per_image.max()).bit_length(), "gamma": float(gamma)}
 
 
 def _from_key(key: np.ndarray) -> np.ndarray:
@@ -233,9 +281,9 @@ def dense_first_ranks(S: np.ndarray, cap_image: np.ndarray) -> tuple[FirstRanks,
 
 
 def self_check(device) -> tuple[bool, str | None]:
-    """This kernel against :func:`dense_first_ranks` on a 29-image, 83-caption problem
-    of small integers (exact in any order: every score is the same number in both),
-    for every supported similarity; (ok, reason if not)."""
+    """This kernel, fp32 and screened, against :func:`dense_first_ranks` on a 29-image,
+    83-caption problem of small integers (exact in any order: every score is the same
+    number in both), for every supported similarity; (ok, reason if not)."""
     try:
         import torch
 
@@ -249,18 +297,19 @@ def self_check(device) -> tuple[bool, str | None]:
         images[7] = images[3]  # duplicated images
         captions[40:50] = captions[10:20]  # duplicated captions of other images
         be = Backend("torch", torch.device(device))
-        for similarity in _triton.SIMILARITIES:
+        for similarity, screen in ((sim, scr) for sim in _triton.SIMILARITIES for scr in (False, True)):
             problem = _prepare(torch.from_numpy(images).to(be.device), torch.from_numpy(captions).to(be.device),
                                cap_image, similarity, str(be.device), None)
             with be.exact_matmul():
                 S = problem.Q @ problem.Gp[:83].T
             if problem.qa is not None:
                 be.finish_scores(S, similarity, problem.qa, problem.ga[:83])
-            got = fused_pass(problem, cap_image)
+            got = fused_pass(problem, cap_image, screen=screen)
             want = dense_first_ranks(S.cpu().numpy(), cap_image)
             for g, w in zip(got, want):
                 if not all(np.array_equal(getattr(g, f), getattr(w, f)) for f in ("pessimistic", "optimistic", "group")):
-                    return False, f"its ranks differ from a dense reference in the self-check ({similarity})"
+                    return False, (f"its ranks differ from a dense reference in the self-check ({similarity}, "
+                                   f"screened={screen})")
     except Exception as exc:  # compilation or launch failure
         return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
     return True, None

@@ -55,8 +55,8 @@ def spy(monkeypatch):
     calls = {"fused": [], "two_pass": 0}
     real_pass, real_first = tit.fused_pass, _image_text.first_relevant_ranks
 
-    def fused(problem, cap_image, tile=None):
-        out = real_pass(problem, cap_image, tile)
+    def fused(problem, cap_image, *args, **kwargs):
+        out = real_pass(problem, cap_image, *args, **kwargs)
         calls["fused"].append((out, np.asarray(cap_image).copy()))
         return out
 
@@ -206,6 +206,10 @@ def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(similarity, kin
             assert fused.tied_share > 0 or kind == "float", "the integer data should be tie-heavy"
             numba = _run(images, captions, cap_img, device="cpu", **kw)
             _same_result(fused, numba, f"{protocol}/{ties} vs the numba path")
+            if protocol == "5fold1k" and ties == "average":  # bf16 screening: the same result
+                with _triton.on_cpu(screen=True):
+                    _same_result(_run(images, captions, cap_img, device="torch-cpu", **kw), fused, "screened")
+                del spy["fused"][len(folds):]
             if ties != "average":
                 continue
             # the brute force, fold by fold, on the FirstRanks themselves
@@ -275,6 +279,31 @@ def test_one_score_per_pair_where_the_two_passes_disagree():
     assert (got[1].optimistic != t2i.optimistic).any() or (got[1].pessimistic != t2i.pessimistic).any(), \
         "the case should show the two passes' t2i tie difference"
 
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
+def test_screened_equals_the_fp32_kernel_bit_for_bit_on_near_ties(similarity):
+    """bf16 screening with exact recompute: captions close to their image (most tiles
+    far from every threshold: screened only), plus exact and 1-ulp duplicates of other
+    images' captions, an image duplicated with 1-ulp noise (near ties: recomputed). The
+    ranks equal the fp32 kernel's in every field, and both kinds of tile occur."""
+    rng = np.random.default_rng(zlib.crc32(similarity.encode()))
+    n_i, d = 70, 24
+    cap_img = np.repeat(np.arange(n_i), rng.integers(2, 5, n_i))
+    images = rng.standard_normal((n_i, d)).astype(np.float32)
+    captions = (images[cap_img] + 0.05 * rng.standard_normal((cap_img.size, d))).astype(np.float32)
+    far = np.flatnonzero(cap_img >= 40)[:6]  # captions of images 40.. copied under image 2 and 3
+    captions[:3] = captions[far[:3]]
+    captions[3:6] = np.nextafter(captions[far[3:]], np.float32(np.inf))
+    images[5] = np.nextafter(images[4], np.float32(-np.inf))
+    problem = tit._prepare(torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu",
+                           None)
+    exact = tit.fused_pass(problem, cap_img, screen=False)
+    stats = {}
+    screened = tit.fused_pass(problem, cap_img, screen=True, stats=stats)
+    assert 0 < stats["recomputed"] < stats["tiles"], stats
+    _assert_ranks(screened, exact, "screened vs fp32")
+    assert (exact[0].pessimistic != exact[0].optimistic).any() or (exact[1].pessimistic != exact[1].optimistic).any()
+
 def test_off_switch_numpy_path_and_hamming_stay_on_the_two_passes(spy):
     """Outside ``on_cpu`` (CPU tensors), on the numpy / numba path and for Hamming codes
     the fused kernel never runs; the numbers are the two passes'."""
@@ -295,7 +324,7 @@ def test_a_kernel_failure_warns_and_the_two_passes_give_the_same_result(monkeypa
         want = _run(images, captions, cap_img, device="torch-cpu", **kw)
     assert len(spy["fused"]) == 1 and spy["two_pass"] == 0
 
-    def broken(problem, cap_image, tile=None):
+    def broken(problem, cap_image, *args, **kwargs):
         raise RuntimeError("forced compile failure")
 
     monkeypatch.setattr(tit, "fused_pass", broken)
@@ -309,8 +338,8 @@ def test_self_check_passes_and_catches_a_miscount(monkeypatch):
     assert tit.self_check("cpu") == (True, None)
     real = tit.fused_pass
 
-    def one_off(problem, cap_image, tile=None):
-        i2t, t2i = real(problem, cap_image, tile)
+    def one_off(problem, cap_image, *args, **kwargs):
+        i2t, t2i = real(problem, cap_image, *args, **kwargs)
         t2i.optimistic[5] += 1
         return i2t, t2i
 
@@ -376,21 +405,23 @@ ptr = {"Q": "*fp32", "G": "*fp32", "CAPIMG": "*i32", "QA": "*fp32", "GA": "*fp32
 tile = {"BM": 32, "BN": 64, "BK": 32}
 pair = dict(ptr, TM="*i32", TN="*i32", PAIR="*fp32", n_i="i32", n_c="i32", d="i32")
 count = dict(ptr, PAIR="*fp32", BEST="*fp32", ABOVE_I="*i32", TIED_I="*i32", LOW_I="*i32", ABOVE_T="*i32",
-             TIED_T="*i32", n_i="i32", n_c="i32", d="i32", tiles_m="i32")
-for arch in (80, 90):
-    for epi in (0, 1, 2):
-        for fn, sig in ((k.pair_kernel, pair), (k.count_kernel, count)):
-            sig = dict(sig, **{name: "constexpr" for name in (*tile, "EPI")})
-            out = compile(ASTSource(fn, sig, constexprs=dict(tile, EPI=epi)), target=GPUTarget("cuda", arch, 32))
-            assert len(out.asm["cubin"]) > 1000
+             TIED_T="*i32", OWN="*fp32", OPTR="*i64", QN="*fp32", GN="*fp32", RECOMP="*i32", n_i="i32", n_c="i32",
+             d="i32", tiles_m="i32", n_steps="i32", gamma="fp32")
+for epi in (0, 1, 2):
+    for fn, sig, extra in ((k.pair_kernel, pair, {}), (k.count_kernel, count, dict(SCREEN=False, EMULATE=False)),
+                           (k.count_kernel, count, dict(SCREEN=True, EMULATE=False))):
+        const = dict(tile, EPI=epi, **extra)
+        sig = dict(sig, **{name: "constexpr" for name in const})
+        out = compile(ASTSource(fn, sig, constexprs=const), target=GPUTarget("cuda", 90, 32))
+        assert len(out.asm["cubin"]) > 1000
 print("ok")
 """
 
 
 def test_the_kernels_compile_for_a_gpu_without_one(tmp_path):
     """Triton's own compiler (a fresh process without TRITON_INTERPRET, an empty cache)
-    takes both kernels, each epilogue, to sm_80 and sm_90 machine code with the ptxas it
-    ships: what the interpreter does not check (types, layouts, atomics) is checked here."""
+    takes both kernels, each epilogue, fp32 and screened, to sm_90 (H100 / H200) machine code with the ptxas
+    it ships: what the interpreter does not check (types, layouts, atomics) is checked here."""
     import subprocess
     from pathlib import Path
 
@@ -413,13 +444,14 @@ captions = images[cap] + rng.integers(-1, 2, size=(cap.size, 64)).astype(np.floa
 images[1::7] = images[0::7][: images[1::7].shape[0]]
 out = {}
 for sim in ("dot", "neg_l2"):
-    for flag in ("0", "1"):
-        os.environ["RC_TRITON"] = flag
+    for flag, screen in (("0", "0"), ("1", "0"), ("1", "1")):
+        os.environ["RC_TRITON"], os.environ["RC_TRITON_SCREEN"] = flag, screen
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)
             r = rc.evaluate_image_text(images, captions, cap, similarity=sim, device="cuda", n_resamples=0)
-        out[flag] = (r.to_dict()["metrics"], r.to_dict()["ties"], [x.tolist() for x in r.i2t_ranks + r.t2i_ranks])
-    assert out["0"] == out["1"], "fused image-text kernel differs from the two torch passes: " + sim
+        out[flag + screen] = (r.to_dict()["metrics"], r.to_dict()["ties"],
+                              [x.tolist() for x in r.i2t_ranks + r.t2i_ranks])
+    assert out["00"] == out["10"] == out["11"], "fused image-text kernel differs from the two torch passes: " + sim
 from retrieval_checks.engine import _triton_image_text as tit
 assert tit._STATE and all(ok for ok, _ in tit._STATE.values()), tit._STATE
 print("ok")
@@ -429,7 +461,8 @@ print("ok")
 @CUDA
 def test_cuda_fused_image_text_equals_the_two_torch_passes():  # pragma: no cover - needs a GPU
     """Compiled for the GPU (a fresh process without TRITON_INTERPRET): self-check
-    passed, and the fused pass gives the two torch passes' results on tie-heavy data."""
+    passed, and the fused pass, fp32 and screened, gives the two torch passes' results
+    on tie-heavy data."""
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
