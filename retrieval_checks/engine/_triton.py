@@ -427,7 +427,8 @@ class _Launch:
         return a if isinstance(a, torch.Tensor) else torch.tensor(np.ascontiguousarray(a), dtype=dt, device=self.dev)
 
     def consts(self) -> dict:
-        return dict(BM=self.BM, BN=self.BN, BK=self.BK, K=self.K, EPI=self.EPI)
+        # no FMA contraction: the epilogue is the torch path's IEEE operations, one rounding each
+        return dict(BM=self.BM, BN=self.BN, BK=self.BK, K=self.K, EPI=self.EPI, enable_fp_fusion=False)
 
     def grid(self):
         return (-(-self.n_g // self.BN), -(-self.m // self.BM))

@@ -323,7 +323,7 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
         QN, GN = (_norms_up(torch, Qe), _norms_up(torch, Ge)) if screen else (dummy, dummy)
         _launch(int(W[0].size), Qe, Ge, QC, GC, QI, GI, dummy if EPI == 0 else QF, dummy if EPI == 0 else GF, QN, GN,
                 *(torch.tensor(a, device=dev) for a in W), *res, stats, d, float(gamma), BM=BM, BN=BN, BK=BK,
-                EPI=EPI, SCREEN=screen, EMULATE=_triton._interpreting())
+                EPI=EPI, SCREEN=screen, EMULATE=_triton._interpreting(), enable_fp_fusion=False)
         stats = stats.view(-1, 2).sum(0).tolist()
         STATS["screened"] += int(stats[0])
         STATS["exact"] += int(stats[1])

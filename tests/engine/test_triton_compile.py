@@ -68,7 +68,8 @@ for arch, full in ((90, True), (80, False)):
     for fn, sig, consts in case_list(full):
         sig = dict(sig, **{name: "constexpr" for name in consts})
         try:
-            out = compile(ASTSource(fn, sig, constexprs=consts), target=GPUTarget("cuda", arch, 32))
+            out = compile(ASTSource(fn, sig, constexprs=consts), target=GPUTarget("cuda", arch, 32),
+                          options={"enable_fp_fusion": False})  # as the launches pass it
         except Exception as exc:
             sys.exit(f"{fn.__name__} {consts} sm_{arch}: {type(exc).__name__}: {exc}")
         assert len(out.asm["cubin"]) > 1000, (fn.__name__, consts)
