@@ -306,8 +306,9 @@ def self_check(device) -> tuple[bool, str | None]:
                 be.finish_scores(S, similarity, problem.qa, problem.ga[:83])
             got = fused_pass(problem, cap_image, screen=screen)
             want = dense_first_ranks(S.cpu().numpy(), cap_image)
+            fields = ("pessimistic", "optimistic", "group")
             for g, w in zip(got, want):
-                if not all(np.array_equal(getattr(g, f), getattr(w, f)) for f in ("pessimistic", "optimistic", "group")):
+                if not all(np.array_equal(getattr(g, f), getattr(w, f)) for f in fields):
                     return False, (f"its ranks differ from a dense reference in the self-check ({similarity}, "
                                    f"screened={screen})")
     except Exception as exc:  # compilation or launch failure
