@@ -28,6 +28,7 @@ caption's own image) writes ``p_c``; ``b_i`` is their per-image maximum (exact);
 sums inside the tile and adds atomically into per-image and per-caption counters. Both
 launches compute a pair's score with the same JIT functions at the same tile shape, so
 ``p_c`` is the very number its column's and its image's row's scores are compared with.
+
 Screening (``RC_TRITON_SCREEN`` not ``0``; always with bf16 inputs here): the count
 launch first computes each tile with bf16 inputs and fp32 accumulation; with the bound
 of :func:`._triton.error_bound` (``|ŝ - s| <= gamma |q| |g|`` on the prepared rows'
@@ -69,7 +70,8 @@ fails later, a RuntimeWarning says so and the two-pass path serves (the same num
 for the rest of the process on that device. The progress bar is not shown on this
 path (two launches per fold). The sharded path (``process_group``) does not use it.
 
-triton and torch are imported on first use only (``import retrieval_checks`` loads
+:func:`benchmark` times the two existing passes against the fused pass on one fold
+(a benchmark row). triton and torch are imported on first use only (``import retrieval_checks`` loads
 neither).
 """
 
