@@ -188,16 +188,42 @@ def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row 
     return rows
 
 
+def _with_and_without_kernels(torch, device, args, fn, key: str) -> dict:
+    """``fn()`` on today's path (RC_TRITON=0) and, with the Triton rows, on the fused
+    kernel (RC_TRITON=1; on CPU in the interpreter): time, peak, ``key``'s value, and
+    whether the fused run's value equals today's."""
+    from retrieval_checks.engine import _triton
+
+    with _env(RC_TRITON="0"):
+        t, peak, res = _timed(torch, device, fn)
+    out = {"s": t, "peak": peak, key: res[key]}
+    if args.triton_rows:
+        ctx = contextlib.nullcontext() if device.type == "cuda" else _triton.on_cpu()
+        with _env(RC_TRITON="1"), ctx, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            t, peak, fused = _timed(torch, device, fn)
+        fell_back = any("Triton" in str(w.message) for w in caught)
+        out["triton"] = {"s": t, "peak": peak, key: fused[key],
+                         "check": "fell back" if fell_back else ("same" if fused[key] == res[key] else "DIFFERS")}
+    return out
+
+
 def run_grouped(torch, rc, device, n: int, args) -> dict:
+    """Grouped recall@1 (groups of 1000 labels) on n items, d = 128: the numpy path
+    today, the fused grouped kernel with the Triton rows."""
     X_np, y_np = make_data(n, 128, auto_spread(128), args.seed)
     X = torch.from_numpy(X_np).to(device)
     dev_name = "cuda" if device.type == "cuda" else "torch-cpu"
-    t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=["grouped_recall@1"],
-                                                             device=dev_name, max_memory=args.max_memory))
-    return {"s": t, "peak": peak, "grouped_recall@1": res["grouped_recall@1"]}
+    group = min(1000, max(2, len(set(y_np.tolist())) // 4))
+    return _with_and_without_kernels(
+        torch, device, args, lambda: rc.evaluate(X, query_labels=y_np, metrics=["grouped_recall@1"], group_size=group,
+                                                 device=dev_name, max_memory=args.max_memory,
+                                                 _use_kernels=device.type == "cuda"), "grouped_recall@1")
 
 
 def run_image_text(torch, rc, device, n_images: int, args) -> dict:
+    """Both directions, 5 captions per image, d = 256: two engine passes today, one
+    fused pass over shared tiles with the Triton rows."""
     import numpy as np
 
     rng = np.random.default_rng(args.seed)
@@ -206,9 +232,9 @@ def run_image_text(torch, rc, device, n_images: int, args) -> dict:
     captions = images[cap_img] + 1.5 * rng.standard_normal((cap_img.size, 256), dtype=np.float32)
     I, C = torch.from_numpy(images).to(device), torch.from_numpy(captions).to(device)
     dev_name = "cuda" if device.type == "cuda" else "torch-cpu"
-    t, peak, res = _timed(torch, device, lambda: rc.evaluate_image_text(I, C, cap_img, n_resamples=0,
-                                                                        device=dev_name, max_memory=args.max_memory))
-    return {"s": t, "peak": peak, "rsum": res["rsum"]}
+    return _with_and_without_kernels(
+        torch, device, args, lambda: rc.evaluate_image_text(I, C, cap_img, n_resamples=0, device=dev_name,
+                                                            max_memory=args.max_memory), "rsum")
 
 
 def _cell(row: dict | None) -> str:
@@ -247,8 +273,12 @@ def report(results: dict, device_name: str) -> str:
     for key in ("grouped", "image_text"):
         if key in results:
             r = results[key]
-            lines.append(f"\n{key}: {r['s']:.2f} s, peak {r['peak'] / 2**20:.0f} MB, "
-                         + ", ".join(f"{k} {v:.4f}" for k, v in r.items() if k not in ("s", "peak")))
+            value = next(k for k in r if k not in ("s", "peak", "triton"))
+            line = f"\n{key}: today's path {r['s']:.2f} s, peak {r['peak'] / 2**20:.0f} MB, {value} {r[value]:.4f}"
+            if "triton" in r:
+                t = r["triton"]
+                line += f"; fused {_cell(t)}, peak {t['peak'] / 2**20:.0f} MB ({r['s'] / t['s']:.1f}x faster)"
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -622,17 +622,21 @@ def test_cuda_fused_kernel_equals_the_torch_path():  # pragma: no cover - needs 
 
 
 def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
-    """bench_gpu.py --triton on --device cpu: the fp32, bf16 and TF32 Triton rows run
-    (interpreted) and give the torch path's numbers."""
+    """bench_gpu.py --triton on --device cpu: the fp32, bf16 and TF32 Triton rows, and
+    the fused grouped and image-text rows, run (interpreted) and give today's numbers."""
     import subprocess
     from pathlib import Path
 
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
     out = subprocess.run([sys.executable, str(bench), "--device", "cpu", "--sizes", "120x8", "--skip-full",
-                          "--triton", "on"], capture_output=True, text=True, timeout=300)
+                          "--triton", "on", "--grouped-n", "300", "--image-text", "30"], capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("| 120, 8 |"))
     assert row.count("(same)") == 3, row
+    for key in ("grouped", "image_text"):  # the fused grouped and image-text kernels, against today's paths
+        line = next(line for line in out.stdout.splitlines() if line.startswith(f"{key}:"))
+        assert "fused" in line and "(same)" in line, line
 
 
 def test_off_by_default_until_measured_on_a_gpu(monkeypatch):
