@@ -197,7 +197,9 @@ def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: di
     tm = torch.tensor(keys // tiles_n, dtype=torch.int32, device=dev)
     tn = torch.tensor(keys % tiles_n, dtype=torch.int32, device=dev)
     pair = torch.full((n_c,), math.nan, dtype=torch.float32, device=dev)
-    ker["pair"][(int(keys.size),)](Qc, Gc, ci, QA, GA, tm, tn, pair, n_i, n_c, d, BM=BM, BN=BN, BK=BK, EPI=EPI)
+    # no fp fusion: the epilogue stays finish_scores' IEEE operations with one rounding each
+    ker["pair"][(int(keys.size),)](Qc, Gc, ci, QA, GA, tm, tn, pair, n_i, n_c, d, BM=BM, BN=BN, BK=BK, EPI=EPI,
+                                   enable_fp_fusion=False)
     if bool(torch.isnan(pair).any()):
         raise RuntimeError("the pair launch left caption scores unwritten")
     best = torch.full((n_i,), -math.inf, dtype=torch.float32, device=dev)
@@ -210,7 +212,7 @@ def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: di
     ker["count"][(tiles_m * tiles_n,)](Qc, Gc, ci, QA, GA, pair, best, above_i, tied_i, low, above_t, tied_t,
                                        scr["own"], scr["optr"], scr["qn"], scr["gn"], recomp, n_i, n_c, d, tiles_m,
                                        scr["n_steps"], scr["gamma"], BM=BM, BN=BN, BK=BK, EPI=EPI,
-                                       SCREEN=scr["SCREEN"], EMULATE=interp)
+                                       SCREEN=scr["SCREEN"], EMULATE=interp, enable_fp_fusion=False)
     if stats is not None:
         stats.update(tiles=tiles_m * tiles_n, recomputed=int((recomp == 1).sum()) if scr["SCREEN"] else None)
     host = [x.cpu().numpy() for x in (pair, best, low, above_i, tied_i, above_t, tied_t)]

@@ -412,7 +412,8 @@ for epi in (0, 1, 2):
                            (k.count_kernel, count, dict(SCREEN=True, EMULATE=False))):
         const = dict(tile, EPI=epi, **extra)
         sig = dict(sig, **{name: "constexpr" for name in const})
-        out = compile(ASTSource(fn, sig, constexprs=const), target=GPUTarget("cuda", 90, 32))
+        out = compile(ASTSource(fn, sig, constexprs=const), target=GPUTarget("cuda", 90, 32),
+                      options={"enable_fp_fusion": False})  # as the launches pass it
         assert len(out.asm["cubin"]) > 1000
 print("ok")
 """
@@ -425,12 +426,12 @@ def test_the_kernels_compile_for_a_gpu_without_one(tmp_path):
     import subprocess
     from pathlib import Path
 
-    import triton
+    import importlib.util
 
-    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+    if not (Path(importlib.util.find_spec("triton").origin).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
         pytest.skip("this triton ships no ptxas (no NVIDIA backend)")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1")
+    env.update(TRITON_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, env=env,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
