@@ -25,12 +25,13 @@ it. Two launches per query block:
    With the pair metrics, the same launch also counts the negatives ``>=`` each fixed
    threshold (``pair_precision@t=`` ...: one reduction per tile and threshold) and
    appends every negative ``>= tau`` (the :class:`~..metrics._pairs.NegativeTail`
-   threshold) at an atomically reserved offset, with a 65536-bin histogram of their
-   order-preserving keys. A tail larger than its buffer is only counted; the launch
-   then runs again with ``tau`` raised to the highest key-bin floor that keeps
-   ``capacity`` negatives (the CPU kernels' seeding rule) and a buffer of exactly the
-   size the histogram gives. The rare second pass of ``precision_at_recall`` (every
-   negative binned against the sorted positive scores) is a third kernel, ``bin``.
+   threshold) at an offset reserved by one atomic per tile. A tail larger than its
+   buffer is only counted; the launch then runs again with a buffer of exactly its
+   size (the first block's buffer holds the whole block: the score block's memory,
+   which pair metrics' blocks are planned for). ``tau`` then rises to the
+   ``capacity``-th largest value, as in the torch path. The rare second pass of
+   ``precision_at_recall`` (every negative binned against the sorted positive scores)
+   is a third kernel, ``bin``.
 
 Both launches compute a pair's score in the same tile, from the same operands, with
 the same JIT function and tile shape, so a relevant score is the very number its row's
@@ -493,10 +494,15 @@ def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid
 
 def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear: bool):
     """Launch 2 (with the pair outputs when asked): the rank counts (``linear``: per row
-    and relevant item; else their difference arrays) and the pair outputs. A tail
-    larger than its buffer is counted, never written out of bounds: the launch runs
-    again with the threshold raised from the tail's key histogram (as far as
-    ``capacity`` allows) and a buffer of that size."""
+    and relevant item; else their difference arrays) and the pair outputs.
+
+    The tail: every negative ``>= tau`` goes to a buffer. While ``tau`` is -inf (the
+    first block) the buffer holds the whole block's negatives: the memory of the score
+    block the torch path holds, which is what a block's height is planned for (pair
+    metrics keep the plan's blocks). Later blocks start with ``2 capacity + 1024``
+    values; a tail larger than its buffer is counted, never written out of bounds, and
+    the launch runs again with a buffer of exactly its size. Then, as the torch path
+    does, ``tau`` rises to the ``capacity``-th largest value when more are kept."""
     import torch
 
     width = max(1, r_max) if linear else r_max + 1
@@ -504,17 +510,21 @@ def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear
     fixed = np.zeros(0, np.float32) if pairs is None or pairs.fixed is None else np.asarray(pairs.fixed, np.float32)
     FIX = L.t(fixed if fixed.size else np.zeros(1, np.float32), torch.float32)
     n_all = L.m * L.n_g
-    cap = 1 if pairs is None else (n_all if pairs.capacity is None else min(n_all, 2 * int(pairs.capacity) + 1024))
+    if pairs is None:
+        cap = 1
+    elif pairs.capacity is None or math.isinf(tau):
+        cap = n_all
+    else:
+        cap = min(n_all, 2 * int(pairs.capacity) + 1024)
     while True:
         hist = torch.zeros((L.m, width), dtype=torch.int32, device=L.dev)
         ties = torch.zeros((L.m, width), dtype=torch.int32, device=L.dev)
         FIXCNT = torch.zeros(max(1, fixed.size), dtype=torch.int64, device=L.dev)
         TAIL = torch.empty(max(1, cap), dtype=torch.float32, device=L.dev)
         TAILN = torch.zeros(1, dtype=torch.int64, device=L.dev)
-        KEYS = torch.zeros(65536 if pairs is not None else 1, dtype=torch.int64, device=L.dev)
         _kernels()["count"][L.grid()](
             L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, L.own(rel_sorted), L.QA, L.GA, L.QN, L.GN, hist, ties, FIX,
-            FIXCNT, TAIL, TAILN, KEYS, L.m, L.n_g, L.d, width, int(r_max).bit_length(), L.c_steps, L.gamma,
+            FIXCNT, TAIL, TAILN, L.m, L.n_g, L.d, width, int(r_max).bit_length(), L.c_steps, L.gamma,
             max(tau, _F32_MIN), int(fixed.size), cap, SCREEN=L.screen, EMULATE=L.interp, CSR=L.csr,
             PAIRS=pairs is not None, LINEAR=bool(linear), **L.consts())
         if pairs is None:
@@ -522,25 +532,15 @@ def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear
         n = int(TAILN.item())
         if n <= cap:
             break
-        cap, tau = _raise_tail(KEYS.cpu().numpy(), n, tau, pairs.capacity)
-    extra = {"negatives": TAIL[:n].cpu().numpy(), "tau": tau, "fixed_fp": FIXCNT[: fixed.size].cpu().numpy()}
+        cap = n  # too many for the buffer: once more, with room for all of them
+    tail = TAIL[:n]
+    if pairs.capacity is not None and n > int(pairs.capacity):  # keep the capacity-th largest and above
+        kth = float(torch.kthvalue(tail, n - int(pairs.capacity) + 1).values)
+        if kth > tau:
+            tau = kth
+            tail = tail[tail >= tau]
+    extra = {"negatives": tail.cpu().numpy(), "tau": tau, "fixed_fp": FIXCNT[: fixed.size].cpu().numpy()}
     return hist, ties, extra
-
-
-def _raise_tail(keys: np.ndarray, n: int, tau: float, capacity: int | None) -> tuple[int, float]:
-    """(buffer size, threshold) for the next try after ``n`` negatives ``>= tau`` did not
-    fit: the highest key-bin floor with at least ``capacity`` of them at or above it,
-    when that is above ``tau`` (a valid tail threshold: :class:`NegativeTail`), and the
-    exact number of negatives at or above it; else all ``n`` at ``tau``."""
-    from ._blocks import tail_threshold
-
-    if capacity is not None:
-        new = tail_threshold(keys, int(capacity))
-        if new > tau:
-            above = np.cumsum(keys[::-1])[::-1]
-            t = int(np.flatnonzero(above >= int(capacity))[-1])
-            return int(above[t]), float(new)
-    return n, tau
 
 
 def bin_counts(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, cols, selfs, sorted_positive, *,

@@ -169,8 +169,9 @@ def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: di
                ) -> tuple[FirstRanks, FirstRanks]:
     """The two launches on a prepared i2t problem (``problem.Q`` the images,
     ``problem.Gp[:n_g]`` the captions): both directions' :class:`FirstRanks`.
-    ``tile``: (BLOCK_M, BLOCK_N, BLOCK_K), default :data:`_triton.TILE` (the
-    interpreter's smaller tiles in Triton's interpreter). ``screen``: bf16 screening
+    ``tile``: (BLOCK_M, BLOCK_N, BLOCK_K), default :func:`_triton.tile_shape`
+    (``RC_TRITON_TILE``, else :data:`_triton.TILE`; smaller tiles in Triton's
+    interpreter). ``screen``: bf16 screening
     of the count launch (None: as ``RC_TRITON_SCREEN`` says); ``stats``, if given,
     receives ``tiles`` and ``recomputed`` (tiles the screened launch computed exactly)."""
     import torch
@@ -179,7 +180,7 @@ def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: di
     Q = problem.Q
     dev = Q.device
     interp = _triton._interpreting()
-    BM, BN, BK = tile or (_triton.TILE_INTERPRET if interp else _triton.TILE)
+    BM, BN, BK = tile or _triton.tile_shape()
     n_i, n_c, d = int(Q.shape[0]), int(problem.n_g), int(Q.shape[1])
     EPI = _triton._EPILOGUE[problem.similarity]
     cap_image = np.asarray(cap_image, np.int64)

@@ -191,10 +191,10 @@ def pair_ambiguous(neg, lo, hi, tau, FIX, n_fix):
     return a
 
 @triton.jit
-def pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, KEYS, cap):
-    """Negatives ``>=`` each fixed threshold (counts), every negative ``>= tau`` (values,
-    appended at an atomically reserved offset; beyond ``cap`` only counted) and the
-    65536-bin histogram of their order-preserving keys (top 16 bits)."""
+def pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, cap):
+    """Negatives ``>=`` each fixed threshold (counts: one reduction and one atomic per
+    tile and threshold) and every negative ``>= tau`` (values, appended at an offset
+    reserved by one atomic per tile; beyond ``cap`` only counted)."""
     for t in range(n_fix):
         thr = tl.load(FIX + t)
         tl.atomic_add(FIXCNT + t, tl.sum(tl.where(neg & (S >= thr), 1, 0)).to(tl.int64))
@@ -207,9 +207,6 @@ def pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, KEYS, cap):
         row_off = tl.cumsum(per_row, axis=0) - per_row
         idx = start + (row_off[:, None] + within).to(tl.int64)
         tl.store(TAIL + idx, S, mask=take & (idx < cap))
-        bits = S.to(tl.int32, bitcast=True)
-        key = tl.where(bits < 0, ~bits, bits | -2147483648)
-        tl.atomic_add(KEYS + ((key >> 16) & 65535), tl.zeros(S.shape, tl.int64) + 1, mask=take)
 
 @triton.jit
 def screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM: tl.constexpr,
@@ -224,7 +221,7 @@ def screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma
     return epilogue(P - e, qa, ga, EPI), epilogue(P + e, qa, ga, EPI)
 
 @triton.jit
-def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, FIX, FIXCNT, TAIL, TAILN, KEYS,
+def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, FIX, FIXCNT, TAIL, TAILN,
                  m, n_g, d, width, n_steps, c_steps, gamma, tau, n_fix, cap,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
                  SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr, PAIRS: tl.constexpr,
@@ -293,7 +290,7 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
         tl.atomic_add(TIES + at + left, ones, mask=eq)
         tl.atomic_add(TIES + at + right, -ones, mask=eq)
     if PAIRS:
-        pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, KEYS, cap)
+        pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, cap)
 
 @triton.jit
 def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, m, n_g, d, nu, n_steps, c_steps, gamma,

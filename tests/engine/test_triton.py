@@ -387,9 +387,10 @@ def _dense_block(X, y, m, similarity):
 
 @pytest.mark.parametrize("screen", [0, 1, 2])
 def test_tail_overflow_raises_the_threshold_and_keeps_every_negative_above_it(screen):
-    """A tail buffer too small (first block, tau -inf): the launch runs again with the
-    threshold raised from the key histogram; the tail is every negative >= it, at
-    least ``capacity`` of them; fixed-threshold counts equal brute force."""
+    """The tail: every negative >= the returned threshold, at least ``capacity`` of them
+    (raised to the capacity-th largest when more were kept), also when the buffer was too
+    small (tau finite: the launch runs again with room for all); fixed-threshold counts
+    equal brute force."""
     rng = np.random.default_rng(21)
     n, m = 120, 60
     X, y, grank = _block_problem(rng, n, 16, 5, "int")
@@ -399,14 +400,15 @@ def test_tail_overflow_raises_the_threshold_and_keeps_every_negative_above_it(sc
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
     fixed = np.array([-5.0, 0.0, 0.5, 7.0], np.float32)
     G = torch.from_numpy(X.copy())
-    for cap, tau in ((7, -math.inf), (40, float(np.float32(-2.0))), (None, float(np.float32(3.0)))):
+    for cap, tau in ((7, -math.inf), (40, float(np.float32(-2.0))), (None, float(np.float32(3.0))),
+                     (5, float(np.float32(-40.0)))):  # > 2 * 5 + 1024 negatives >= -40: the buffer overflows
         req = _triton.PairRequest(tau, fixed, cap)
         *_, extra = _triton.count_arrays(G[:m], G, "dot", None, None, y[:m], y, grank, indptr, rows, cols, selfs,
                                          pairs=req, screen=screen)
         got_tau = extra["tau"]
         want = np.sort(neg_vals[neg_vals >= max(got_tau, np.finfo(np.float32).min)])
         np.testing.assert_array_equal(np.sort(extra["negatives"]), want)
-        if cap is not None and math.isinf(tau):
+        if cap is not None:
             assert got_tau > tau and want.size >= cap  # raised, and still holds the capacity
         elif cap is None:
             assert got_tau == tau

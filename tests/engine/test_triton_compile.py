@@ -40,7 +40,7 @@ SIGS = {
     "extract": lambda epi: dict(common(epi), SELFREL="*i32", GRANK="*i32", TM="*i32", TN="*i32", OUT="*fp32",
                                 m="i32", n_g="i32", d="i32", c_steps="i32"),
     "count": lambda epi: dict(common(epi), REL="*fp32", QN="*fp32", GN="*fp32", HIST="*i32", TIES="*i32",
-                              FIX="*fp32", FIXCNT="*i64", TAIL="*fp32", TAILN="*i64", KEYS="*i64", m="i32",
+                              FIX="*fp32", FIXCNT="*i64", TAIL="*fp32", TAILN="*i64", m="i32",
                               n_g="i32", d="i32", width="i32", n_steps="i32", c_steps="i32", gamma="fp32",
                               tau="fp32", n_fix="i32", cap="i64"),
     "bin": lambda epi: dict(common(epi), U="*fp32", QN="*fp32", GN="*fp32", OUT="*i64", m="i32", n_g="i32",
