@@ -444,12 +444,13 @@ def _extract(L: _Launch, grank, indptr, rid, cols):
     if not nnz:
         return out
     per_row = -(-L.n_g // L.BN)
-    keys = np.unique((rid // L.BM).astype(np.int64) * per_row + cols // L.BN)
-    tm, tn = keys // per_row, keys % per_row
+    # the tiles holding a relevant pair (sorted and made unique on the device)
+    keys = torch.unique(L.t(rid, torch.int64) // L.BM * per_row + L.t(cols, torch.int64) // L.BN)
+    tm, tn = (keys // per_row).to(torch.int32), (keys % per_row).to(torch.int32)
     GR = L.t(grank, torch.int32) if grank is not None else torch.zeros(1, dtype=torch.int32, device=L.dev)
-    _kernels()["extract"][(int(keys.size),)](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.SELFREL, GR, L.ptr, L.QA,
-                                             L.GA, L.t(tm, torch.int32), L.t(tn, torch.int32), out, L.m, L.n_g,
-                                             L.d, L.c_steps, CSR=L.csr, **L.consts())
+    _kernels()["extract"][(int(keys.numel()),)](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.SELFREL, GR, L.ptr, L.QA,
+                                                L.GA, tm, tn, out, L.m, L.n_g, L.d, L.c_steps, CSR=L.csr,
+                                                **L.consts())
     if bool(torch.isnan(out).any()):
         raise RuntimeError("the extract launch left relevant scores unwritten")
     if L.perm is not None:  # written in column order: back to the block CSR's order
