@@ -29,8 +29,8 @@ sums inside the tile and adds atomically into per-image and per-caption counters
 launches compute a pair's score with the same JIT functions at the same tile shape, so
 ``p_c`` is the very number its column's and its image's row's scores are compared with.
 
-Screening (``RC_TRITON_SCREEN`` not ``0``; always with bf16 inputs here): the count
-launch first computes each tile with bf16 inputs and fp32 accumulation; with the bound
+Screening (``RC_TRITON_SCREEN`` = ``bf16`` or ``tf32``): the count launch first computes
+each tile with bf16 (or TF32) inputs and fp32 accumulation; with the bound
 of :func:`._triton.error_bound` (``|ŝ - s| <= gamma |q| |g|`` on the prepared rows'
 norms, rounded up, plus 4 ulp of ``ŝ``) each non-own pair's exact score lies in
 ``[epi(ŝ - e), epi(ŝ + e)]`` (the epilogue is monotone). If for no non-own pair of the
@@ -230,8 +230,8 @@ def _screen_inputs(torch, Qc, Gc, pair, cap_image, d: int, screen) -> dict:
     from ._inputs import Csr
 
     dev = Qc.device
-    want = bool(_triton.screening() if screen is None else screen)
-    gamma = _triton.error_bound(d) if want else math.inf
+    want = _triton.screening() if screen is None else _triton.screen_code(screen)
+    gamma = _triton.error_bound(d, want) if want else math.inf
     if not math.isfinite(gamma):
         one = torch.zeros(1, dtype=torch.float32, device=dev)
         return {"SCREEN": False, "own": one, "optr": torch.zeros(2, dtype=torch.int64, device=dev), "qn": one,
@@ -242,7 +242,7 @@ def _screen_inputs(torch, Qc, Gc, pair, cap_image, d: int, screen) -> dict:
     order = np.argsort(cap_image, kind="stable").astype(np.int64)
     vals = pair[torch.from_numpy(order).to(dev)]
     own_sorted, _ = _sort_within_rows(vals, Csr(indptr, order), True)
-    return {"SCREEN": True, "own": own_sorted.contiguous(), "optr": torch.tensor(indptr, device=dev),
+    return {"SCREEN": want, "own": own_sorted.contiguous(), "optr": torch.tensor(indptr, device=dev),
             "qn": _triton._norms_up(torch, Qc), "gn": _triton._norms_up(torch, Gc),
             "n_steps": int(per_image.max()).bit_length(), "gamma": float(gamma)}
 

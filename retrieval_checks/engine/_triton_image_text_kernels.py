@@ -63,15 +63,16 @@ def pair_kernel(Q, G, CAPIMG, QA, GA, TM, TN, PAIR, n_i, n_c, d,
 @triton.jit
 def screened_scores(Q, G, OWN, OPTR, QN, GN, PAIR, rows, cols, rmask, neg, qa, ga, row0, col0, n_i, n_c, d,
                     n_steps, gamma, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EPI: tl.constexpr,
-                    EMULATE: tl.constexpr):
-    """The tile's scores for counting, screened: the bf16-input product ``P``, the
+                    SCREEN: tl.constexpr, EMULATE: tl.constexpr):
+    """The tile's scores for counting, screened: the bf16- (SCREEN 1) or TF32-input (2)
+    product ``P``, the
     interval ``[epi(P - e), epi(P + e)]`` that holds the exact score (``e`` the bound
     ``gamma |q| |g|`` plus 4 ulp), and the exact fp32 tile only if, for some
     non-own pair, an own score of its image row (binary search in the row's sorted own
     scores) or its caption column's pair score lies in that interval. Else every
     comparison the count makes has the same outcome on ``epi(P)`` as on the exact
     score. Returns (scores, 1 if recomputed)."""
-    P = tile_dot(Q, G, row0, col0, n_i, n_c, d, BM, BN, BK, True, EMULATE)
+    P = tile_dot(Q, G, row0, col0, n_i, n_c, d, BM, BN, BK, SCREEN, EMULATE)  # bf16 (1) or TF32 (2) inputs
     qn = tl.load(QN + rows, mask=rmask, other=0.0)
     gn = tl.load(GN + cols, mask=cols < n_c, other=0.0)
     e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
@@ -112,7 +113,7 @@ def count_kernel(Q, G, CAPIMG, QA, GA, PAIR, BEST, ABOVE_I, TIED_I, LOW_I, ABOVE
     neg = inside & (own == 0)
     if SCREEN:
         S, again = screened_scores(Q, G, OWN, OPTR, QN, GN, PAIR, rows, cols, rmask, neg, qa, ga, row0, col0, n_i,
-                                   n_c, d, n_steps, gamma, BM, BN, BK, EPI, EMULATE)
+                                   n_c, d, n_steps, gamma, BM, BN, BK, EPI, SCREEN, EMULATE)
         tl.store(RECOMP + pid, again)
     else:
         S = epilogue(tile_dot(Q, G, row0, col0, n_i, n_c, d, BM, BN, BK, False, False), qa, ga, EPI)

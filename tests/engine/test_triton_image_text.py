@@ -298,10 +298,11 @@ def test_screened_equals_the_fp32_kernel_bit_for_bit_on_near_ties(similarity):
     problem = tit._prepare(torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu",
                            None)
     exact = tit.fused_pass(problem, cap_img, screen=False)
-    stats = {}
-    screened = tit.fused_pass(problem, cap_img, screen=True, stats=stats)
-    assert 0 < stats["recomputed"] < stats["tiles"], stats
-    _assert_ranks(screened, exact, "screened vs fp32")
+    for screen in ("bf16", "tf32"):
+        stats = {}
+        screened = tit.fused_pass(problem, cap_img, screen=screen, stats=stats)
+        assert 0 < stats["recomputed"] < stats["tiles"], (screen, stats)
+        _assert_ranks(screened, exact, f"screened ({screen}) vs fp32")
     assert (exact[0].pessimistic != exact[0].optimistic).any() or (exact[1].pessimistic != exact[1].optimistic).any()
 
 def test_off_switch_numpy_path_and_hamming_stay_on_the_two_passes(spy):
@@ -407,14 +408,15 @@ pair = dict(ptr, TM="*i32", TN="*i32", PAIR="*fp32", n_i="i32", n_c="i32", d="i3
 count = dict(ptr, PAIR="*fp32", BEST="*fp32", ABOVE_I="*i32", TIED_I="*i32", LOW_I="*i32", ABOVE_T="*i32",
              TIED_T="*i32", OWN="*fp32", OPTR="*i64", QN="*fp32", GN="*fp32", RECOMP="*i32", n_i="i32", n_c="i32",
              d="i32", tiles_m="i32", n_steps="i32", gamma="fp32")
-for epi in (0, 1, 2):
-    for fn, sig, extra in ((k.pair_kernel, pair, {}), (k.count_kernel, count, dict(SCREEN=False, EMULATE=False)),
-                           (k.count_kernel, count, dict(SCREEN=True, EMULATE=False))):
-        const = dict(tile, EPI=epi, **extra)
-        sig = dict(sig, **{name: "constexpr" for name in const})
-        out = compile(ASTSource(fn, sig, constexprs=const), target=GPUTarget("cuda", 90, 32),
-                      options={"enable_fp_fusion": False})  # as the launches pass it
-        assert len(out.asm["cubin"]) > 1000
+for arch in (80, 90):
+    for epi in (0, 1, 2):
+        cases = [(k.pair_kernel, pair, dict(tile, EPI=epi))]
+        cases += [(k.count_kernel, count, dict(tile, EPI=epi, SCREEN=screen, EMULATE=False)) for screen in (0, 1, 2)]
+        for fn, sig, consts in cases:
+            sig = dict(sig, **{name: "constexpr" for name in consts})
+            out = compile(ASTSource(fn, sig, constexprs=consts), target=GPUTarget("cuda", arch, 32),
+                          options={"enable_fp_fusion": False})
+            assert len(out.asm["cubin"]) > 1000
 print("ok")
 """
 
