@@ -1,0 +1,277 @@
+"""Edge cases for the fused main-pass Triton kernel (engine/_triton.py), run in Triton's
+interpreter on the CPU: tiny and one-tile galleries, one query, d = 1, everything tied,
+empty and all-relevant rows, rows on both sides of the linear/binary-search switch,
+8 and 9 self items, duplicate ids, graded and explicit relevance spanning many tiles,
+pair thresholds beyond every score, rows scaled by 1e15 / 1e-15 under screening, zero
+rows, 1- and 1000-bit Hamming codes and other tile shapes.
+
+Every case is compared with ``==`` against two independent paths: the CPU kernels
+(``device="numpy"``) and the torch path without the kernel (``_use_kernels=False``
+outside :func:`_triton.on_cpu`); a spy on ``run_block_triton`` proves the kernel ran
+(or, with 9 self items, that it handed the block back to the torch path).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import retrieval_checks as rc  # noqa: E402
+from retrieval_checks.engine import _triton  # noqa: E402
+
+if os.environ.get("TRITON_INTERPRET") != "1" or (
+        "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
+    pytest.skip("TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU", allow_module_level=True)
+
+RANKED = ["map", "map@R", "hit_rate@1", "mrr", "meanr", "precision@3"]
+PAIRS = ["pair_recall@t=0.5", "pair_precision@t=-0.5", "recall_at_precision@0.5", "precision_at_recall@0.5"]
+TIES = ["pessimistic", "optimistic", "average"]
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """One entry per block the fused kernel was asked for: True when it ran it."""
+    calls = []
+    real = _triton.run_block_triton
+
+    def wrapped(p, start, stop, *rest):
+        out = real(p, start, stop, *rest)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_triton, "run_block_triton", wrapped)
+    return calls
+
+
+def _ints(rng, n, d, lo=-2, hi=3):
+    """Small integers: exact products in any summation order, many ties."""
+    return rng.integers(lo, hi, size=(n, d)).astype(np.float32)
+
+
+def _check(spy, args, *, metrics=RANKED, screen=0, tile=None, fused=True, **kw):
+    """The kernel's values equal the CPU kernels' and the torch path's, with ``==``."""
+    kw = dict(metrics=metrics, empty_queries="skip", **kw)
+    ref = rc.evaluate(*args, device="numpy", **kw)
+    torch_path = rc.evaluate(*args, device="torch-cpu", _use_kernels=False, tile=tile, **kw)
+    del spy[:]
+    with _triton.on_cpu(screen=screen):
+        got = rc.evaluate(*args, device="torch-cpu", _use_kernels=False, tile=tile, **kw)
+    assert spy, "no block reached the fused kernel"
+    assert all(spy) if fused else not any(spy), spy
+    for m in metrics:
+        if m in ref.per_query:
+            np.testing.assert_array_equal(got.per_query[m], ref.per_query[m], err_msg=m)
+            np.testing.assert_array_equal(got.per_query[m], torch_path.per_query[m], err_msg=m)
+        else:
+            assert got[m] == ref[m] == torch_path[m], (m, got[m], ref[m], torch_path[m])
+    return got, ref
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
+def test_tiny_shapes(similarity, spy):
+    """One query; galleries below one 32-column tile, of exactly one and of one more;
+    d = 1 (dot, neg_l2: cosine refuses zero rows) and d not a multiple of BLOCK_K."""
+    rng = np.random.default_rng(1)
+    X = _ints(rng, 40, 6)
+    y = rng.integers(0, 4, 40)
+    _check(spy, (X[:1], X), query_labels=y[:1], gallery_labels=y, similarity=similarity)
+    for n in (6, 31, 32, 33):
+        _check(spy, (_ints(rng, n, 5),), query_labels=rng.integers(0, 3, n), similarity=similarity,
+               metrics=["map", "hit_rate@1", "mrr", "meanr"])
+    if similarity != "cosine":
+        _check(spy, (_ints(rng, 50, 1),), query_labels=rng.integers(0, 3, 50), similarity=similarity)
+    _check(spy, (_ints(rng, 50, 17),), query_labels=rng.integers(0, 3, 50), similarity=similarity)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
+@pytest.mark.parametrize("ties", TIES)
+def test_everything_tied(similarity, ties, spy):
+    """All embeddings identical: every score ties, under every tie policy and screening."""
+    rng = np.random.default_rng(2)
+    X = np.ones((45, 7), np.float32)
+    got, _ = _check(spy, (X,), query_labels=rng.integers(0, 3, 45), similarity=similarity, ties=ties,
+                    screen="bf16")
+    assert got.tied_share > 0.9
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties, spy):
+    rng = np.random.default_rng(3)
+    X = _ints(rng, 60, 6)
+    y = np.arange(60)
+    y[:10] = 0  # ten queries with nine relevant items each, fifty with none
+    for mode in ("skip", "zero"):
+        kw = dict(query_labels=y, similarity="dot", ties=ties)
+        del spy[:]
+        with _triton.on_cpu():
+            got = rc.evaluate(X, metrics=RANKED, device="torch-cpu", _use_kernels=False, empty_queries=mode, **kw)
+        ref = rc.evaluate(X, metrics=RANKED, device="numpy", empty_queries=mode, **kw)
+        assert spy and all(spy)
+        for m in RANKED:
+            np.testing.assert_array_equal(got.per_query[m], ref.per_query[m], err_msg=f"{m} {mode}")
+        assert np.isnan(got.per_query["map"]).sum() == (50 if mode == "skip" else 0)  # skipped: NaN
+    from retrieval_checks.errors import EmptyQueriesError
+
+    with _triton.on_cpu(), pytest.raises(EmptyQueriesError):
+        rc.evaluate(X, query_labels=y, metrics=["map"], similarity="dot", device="torch-cpu", _use_kernels=False,
+                    empty_queries="error")
+    _check(spy, (X,), query_labels=np.zeros(60, int), similarity="dot", ties=ties)  # every item relevant
+
+
+@pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
+@pytest.mark.parametrize("ties", TIES)
+def test_many_relevant_beside_few_in_one_block(screen, ties, spy):
+    """29 relevant items in some rows (binary-search counting) and 1 in the others, in
+    the same block; integer (tied) and float data."""
+    rng = np.random.default_rng(4)
+    y = np.concatenate([np.zeros(30, int), np.arange(1, 31) // 2 + 1])
+    _check(spy, (_ints(rng, 60, 8),), query_labels=y, similarity="cosine", ties=ties, screen=screen)
+    Xf = rng.standard_normal((60, 8)).astype(np.float32)
+    Xf[1::4] = Xf[0::4]
+    _check(spy, (Xf,), query_labels=y, similarity="neg_l2", ties=ties, screen=screen)
+
+
+@pytest.mark.parametrize("r", [16, 17])
+def test_linear_counting_boundary(r, spy):
+    """Rows with exactly LINEAR_MAX (16) relevant items and with one more."""
+    assert _triton.LINEAR_MAX == 16
+    rng = np.random.default_rng(r)
+    y = np.concatenate([np.zeros(r + 1, int), np.arange(1, 41) // 2 + 1])
+    for ties in TIES:
+        _check(spy, (_ints(rng, y.size, 5),), query_labels=y, similarity="dot", ties=ties, screen="bf16",
+               metrics=RANKED + PAIRS)
+
+
+@pytest.mark.parametrize("k,fused", [(8, True), (9, False)])
+def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused, spy):
+    """A query with k gallery items carrying its id: 8 are masked in the kernel, 9 send
+    the block to the torch path; the numbers are the same either way."""
+    rng = np.random.default_rng(5)
+    Q, G = _ints(rng, 20, 5), _ints(rng, 50, 5)
+    gid = np.arange(50) + 100
+    gid[:k] = 0
+    gid[20:20 + k] = 1
+    _check(spy, (Q, G), query_labels=rng.integers(0, 3, 20), gallery_labels=rng.integers(0, 3, 50),
+           query_ids=np.arange(20), gallery_ids=gid, similarity="dot", fused=fused, metrics=RANKED + PAIRS)
+    X = _ints(rng, 50, 5)
+    qid = np.arange(50)
+    qid[:k] = 7  # leave-one-out with k queries sharing one id
+    _check(spy, (X,), query_labels=rng.integers(0, 3, 50), query_ids=qid, similarity="cosine", fused=fused)
+
+
+def test_duplicate_gallery_ids_and_no_ids(spy):
+    rng = np.random.default_rng(6)
+    Q, G = _ints(rng, 25, 5), _ints(rng, 70, 5)
+    ql, gl = rng.integers(0, 3, 25), rng.integers(0, 3, 70)
+    _check(spy, (Q, G), query_labels=ql, gallery_labels=gl, query_ids=np.arange(25),
+           gallery_ids=rng.integers(0, 30, 70), similarity="cosine")
+    _check(spy, (Q, G), query_labels=ql, gallery_labels=gl, similarity="neg_l2")
+    _check(spy, (Q, G[:1]), query_labels=ql, gallery_labels=gl[:1], similarity="dot",
+           metrics=["map", "hit_rate@1", "mrr", "meanr"])  # a gallery of one item
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_graded_relevance_with_many_grades(level, spy):
+    rng = np.random.default_rng(7)
+    X = _ints(rng, 50, 6)
+    grades = {i: {int(j): int(rng.integers(0, 6)) for j in rng.choice(50, size=int(rng.integers(0, 25)),
+                                                                      replace=False)} for i in range(50)}
+    for ties in ("pessimistic", "average"):
+        _check(spy, (X, X), relevance=grades, relevance_level=level, similarity="dot", ties=ties,
+               query_ids=np.arange(50), gallery_ids=np.arange(50), metrics=RANKED + ["ndcg", "ndcg@5"])
+
+
+@pytest.mark.parametrize("screen", [0, "bf16"])
+def test_explicit_relevance_unsorted_across_many_tiles(screen, spy):
+    """Up to 40 relevant columns per row, unsorted, spread over ten 32-column tiles; a
+    first block whose queries have none (with the pair outputs)."""
+    rng = np.random.default_rng(8)
+    Q, G = _ints(rng, 40, 6), _ints(rng, 300, 6)
+    rel = {i: [] if i < 16 else rng.permutation(rng.choice(300, size=int(rng.integers(1, 40)), replace=False)).tolist()
+           for i in range(40)}
+    _check(spy, (Q, G), relevance=rel, similarity="dot", screen=screen, metrics=RANKED + PAIRS, tile=(16, 32))
+    ids = np.arange(40)
+    self_rel = {i: [i] + rng.choice(40, size=5, replace=False).tolist() for i in range(40)}  # self pairs listed
+    _check(spy, (Q, Q), relevance=self_rel, query_ids=ids, gallery_ids=ids, similarity="cosine", screen=screen,
+           metrics=RANKED + PAIRS)
+
+
+EXTREME = ["pair_precision@t=1000", "pair_recall@t=1000", "pair_f1@t=1000", "pair_precision@t=-1000",
+           "pair_recall@t=-1000", "pair_f1@t=-1000", "recall_at_precision@1.0", "recall_at_precision@0.01",
+           "precision_at_recall@0.01", "precision_at_recall@1.0"]
+
+
+@pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
+@pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
+def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
+    """Fixed thresholds above and below every score; recall_at_precision at 1.0 and 0.01;
+    several blocks (the tail threshold rises between them)."""
+    rng = np.random.default_rng(9)
+    X = _ints(rng, 90, 6)
+    y = rng.integers(0, 6, 90)
+    got, _ = _check(spy, (X,), query_labels=y, similarity=similarity, screen=screen, metrics=["map"] + EXTREME,
+                    tile=(16, 16))
+    assert got["pair_recall@t=1000"] == 0.0 and got["pair_recall@t=-1000"] == 1.0
+
+
+@pytest.mark.parametrize("scale", [1e15, 1e-15])
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
+def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
+    """A third of the rows scaled by 1e15 or 1e-15 (norms far from 1: the screening
+    bound's size), and near ties a few ulps apart, for fp32, bf16 and TF32 screening."""
+    rng = np.random.default_rng(10)
+    X = _ints(rng, 60, 6)
+    X[::3] *= np.float32(scale)
+    y = rng.integers(0, 5, 60)
+    base = rng.standard_normal((5, 16)).astype(np.float32)
+    near = np.array([b * np.float32(1 + k * 2.0 ** -23) for b in base for k in range(-4, 5)], np.float32)
+    near_y = np.array([g if k % 2 == 0 else 100 + 10 * g + k for g in range(5) for k in range(-4, 5)])
+    for screen in (0, "bf16", "tf32"):
+        _check(spy, (X,), query_labels=y, similarity=similarity, screen=screen, metrics=RANKED[:4] + PAIRS[:2])
+        _check(spy, (near * np.float32(scale),), query_labels=near_y, similarity=similarity, screen=screen,
+               metrics=RANKED[:5])
+
+
+@pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
+def test_zero_rows(similarity, spy):
+    rng = np.random.default_rng(11)
+    X = _ints(rng, 60, 6)
+    X[::4] = 0
+    for screen in (0, "bf16", "tf32"):
+        _check(spy, (X,), query_labels=rng.integers(0, 5, 60), similarity=similarity, screen=screen,
+               metrics=RANKED[:4] + ["pair_recall@t=-0.5"])
+
+
+@pytest.mark.parametrize("bits", [1, 65, 1000])
+def test_hamming_codes_of_one_65_and_1000_bits(bits, spy):
+    rng = np.random.default_rng(bits)
+    B = rng.integers(0, 2, size=(60, bits)).astype(bool)
+    B[1::4] = B[0::4]
+    y = rng.integers(0, 4, 60)
+    for ties in TIES:
+        _check(spy, (np.packbits(B, axis=1),), query_labels=y, similarity="hamming", ties=ties,
+               metrics=RANKED[:5] + ["pair_recall@t=0", "pair_precision@t=400"])
+    if bits == 65:  # bool codes with the top bit of the first word set in most rows
+        B[:, 0] = True
+        _check(spy, (B,), query_labels=y, similarity="hamming", metrics=RANKED[:5])
+
+
+@pytest.mark.parametrize("tile", ["16x16x16", "64x32x128", "16x16x256", "256x16x32"])
+def test_other_tile_shapes(tile, monkeypatch, spy):
+    monkeypatch.setenv("RC_TRITON_TILE", tile)
+    assert _triton.tile_shape() == tuple(int(v) for v in tile.split("x"))
+    rng = np.random.default_rng(12)
+    X = _ints(rng, 70, 20)
+    y = rng.integers(0, 4, 70)
+    for similarity in ("cosine", "neg_l2"):
+        _check(spy, (X,), query_labels=y, similarity=similarity, screen="bf16", metrics=RANKED[:4] + PAIRS[:1])
+    _check(spy, (_ints(rng, 40, 1),), query_labels=y[:40], similarity="dot", screen="tf32", metrics=RANKED[:4])
+    C = np.packbits(rng.integers(0, 2, size=(70, 200)).astype(bool), axis=1)
+    _check(spy, (C,), query_labels=y, similarity="hamming", metrics=RANKED[:4])
