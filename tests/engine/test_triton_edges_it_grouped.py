@@ -438,3 +438,71 @@ def test_screening_on_near_ties(similarity, screen, g_spy):
         stats = dict(_triton_grouped.STATS)
     assert stats["screened"] > 0 and stats["exact"] > 0, stats
     _same(got, exact, "screened vs fp32")
+
+
+@pytest.mark.parametrize("tile", ["16x16x16", "64x32x128", "256x16x16"])
+def test_grouped_rc_triton_tile_shapes_with_split_groups(tile, monkeypatch, g_spy):
+    """d = 37 (a partial k-block at every BK), groups split by a small budget, every
+    similarity, fp32 and bf16-screened, against the numpy path."""
+    monkeypatch.setenv("RC_TRITON_TILE", tile)
+    rng = np.random.default_rng(18)
+    X, y = _ints(rng, 150, 37), rng.integers(0, 12, 150)
+    for similarity in ("dot", "cosine", "neg_l2"):
+        _both(X, y, similarity=similarity, screen="bf16" if similarity == "dot" else False, ties="pessimistic",
+              max_memory=20000)
+    assert len(g_spy) > 3
+
+
+def test_grouped_duplicate_ids_and_tiny_budgets(g_spy):
+    """Leave-one-out with ids shared by several items (they exclude each other), and
+    budgets below one group's gallery (a lone unit per chunk)."""
+    rng = np.random.default_rng(19)
+    X, y = _ints(rng, 90, 5), rng.integers(0, 9, 90)
+    qid = rng.integers(0, 30, 90)
+    for similarity in ("dot", "neg_l2", "cosine"):
+        _both(X, y, similarity=similarity, qid=qid, ties="pessimistic")
+    for budget in (64, 2000):
+        _both(X, y, similarity="neg_l2", max_memory=budget)
+    assert g_spy
+
+
+def test_grouped_string_ids_separate_gallery_through_evaluate(g_spy):
+    rng = np.random.default_rng(20)
+    Q = _ints(rng, 70, 5)
+    G = np.concatenate([Q[:30], _ints(rng, 40, 5)])
+    ql = rng.integers(0, 12, 70)
+    gl = np.concatenate([ql[:30], rng.integers(0, 12, 40)])
+    qids = np.array([f"id{i}" for i in range(70)])
+    gids = np.concatenate([qids[:30], [f"g{i}" for i in range(40)]])
+    kw = dict(query_labels=ql, gallery_labels=gl, query_ids=qids, gallery_ids=gids,
+              metrics=["grouped_recall@1", "grouped_recall@2"], similarity="cosine", group_size=3)
+    ref = rc.evaluate(Q, G, device="numpy", **kw)
+    with _triton.on_cpu(screen="tf32"):
+        got = rc.evaluate(Q, G, device="torch-cpu", _use_kernels=False, **kw)
+    assert g_spy
+    for m in kw["metrics"]:
+        assert got[m] == ref[m] and got.grouped[m].interval == ref.grouped[m].interval, m
+
+
+def test_image_text_degenerate_scores_and_input_types(it_spy):
+    """All-zero embeddings (every score 0), neg_l2 with captions equal to their image
+    (distance 0: the epilogue's min(., 0)), dot scores of signed zeros, float64 /
+    float16 inputs and the repeated-images layout: equal to the numpy path."""
+    rng = np.random.default_rng(21)
+    cap = np.sort(np.repeat(np.arange(30), rng.integers(1, 4, 30)))
+    images = _ints(rng, 30, 6)
+    captions = images[cap] + _ints(rng, cap.size, 6, -1, 2)
+    for screen in (False, "bf16", "tf32"):
+        _public(np.zeros_like(images), np.zeros_like(captions), cap, screen=screen)
+        _public(images, images[cap].copy(), cap, similarity="neg_l2", screen=screen)
+    signed = np.array([[1, 0], [0, -1], [-1, 0], [0, 1]], np.float32)
+    _public(signed, np.array([[0, -1], [0, 1], [-1, 0], [1, 0], [0, -2]], np.float32), np.array([0, 1, 2, 3, 0]))
+    for dt in (np.float64, np.float16):
+        _public(images.astype(dt), captions.astype(dt), cap, screen="bf16")
+    kw = dict(metrics=IT_METRICS, n_resamples=10, similarity="dot")
+    ref = rc.evaluate_image_text(images[cap], captions, None, device="numpy", **kw)
+    with _triton.on_cpu():
+        got = rc.evaluate_image_text(torch.from_numpy(images[cap]), torch.from_numpy(captions), None,
+                                     device="torch-cpu", **kw)
+    _same_result(got, ref, "repeated layout")
+    assert it_spy["fused"] == 10
