@@ -179,10 +179,13 @@ def wanted(backend) -> bool:
     if backend.kind != "torch":
         return False
     if not backend.is_cuda:
+        if _CPU["on"]:
+            _check_settings()
         return _CPU["on"]
     m = mode()
     if m == "0":
         return False
+    _check_settings()
     key = str(backend.device)
     if m == "auto" and key not in _STATE and importlib.util.find_spec("triton") is None:
         _STATE[key] = (False, "triton is not installed")  # auto: on when triton imports; nothing to warn about
@@ -194,6 +197,13 @@ def wanted(backend) -> bool:
                           "path computes the same counts instead. Set RC_TRITON=0 to skip the attempt.",
                           RuntimeWarning, stacklevel=3)
     return _STATE[key][0]
+
+
+def _check_settings() -> None:
+    """``RC_TRITON_SCREEN`` and ``RC_TRITON_TILE`` read once before any kernel runs: a bad
+    value is a :class:`BackendError` for the caller, not a kernel failure to fall back from."""
+    screening()
+    tile_shape()
 
 
 def guarded(p, start: int, stop: int, pairs: "PairRequest | None" = None, *, run=None):

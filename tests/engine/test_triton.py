@@ -572,6 +572,27 @@ def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting):
     assert spy and all(spy)
 
 
+@pytest.mark.parametrize("var,value", [("RC_TRITON_SCREEN", "bogus"), ("RC_TRITON_TILE", "8x8x8")])
+def test_a_bad_setting_is_an_error_not_a_kernel_failure(monkeypatch, var, value):
+    """A bad RC_TRITON_SCREEN / RC_TRITON_TILE raises BackendError naming it, from every
+    fused path, before any kernel runs: never a warned fallback that ignores it."""
+    monkeypatch.setenv(var, value)
+    rng = np.random.default_rng(0)
+    X = _data("int", rng, 40, 6)
+    y = rng.integers(0, 8, 40)
+    calls = [
+        lambda: rc.evaluate(X, query_labels=y, metrics=["map"], device="torch-cpu", _use_kernels=False),
+        lambda: rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=2, device="torch-cpu",
+                            _use_kernels=False),
+        lambda: rc.evaluate_image_text(X, X + 1, np.arange(40), device="torch-cpu", n_resamples=0),
+    ]
+    for call in calls:
+        with _triton.on_cpu(screen=None), warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(BackendError, match=var):
+                call()
+
+
 def test_screen_codes_and_bounds():
     assert [_triton.screen_code(v) for v in (False, True, 0, 1, 2, "0", "1", "bf16", "TF32")] == [0, 1, 0, 1, 2,
                                                                                                    0, 1, 1, 2]
