@@ -275,3 +275,39 @@ def test_other_tile_shapes(tile, monkeypatch, spy):
     _check(spy, (_ints(rng, 40, 1),), query_labels=y[:40], similarity="dot", screen="tf32", metrics=RANKED[:4])
     C = np.packbits(rng.integers(0, 2, size=(70, 200)).astype(bool), axis=1)
     _check(spy, (C,), query_labels=y, similarity="hamming", metrics=RANKED[:4])
+
+
+@pytest.fixture(params=["linear", "search"])
+def counting(request, monkeypatch):
+    """Both ways the count launch counts (compare with each relevant score, or binary search)."""
+    monkeypatch.setattr(_triton, "LINEAR_MAX", 10**6 if request.param == "linear" else 0)
+    return request.param
+
+
+@pytest.mark.parametrize("screen", ["bf16", "tf32"])
+def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, monkeypatch, spy):
+    """Clustered data (a good model: relevant scores far above the negatives) so that the
+    screened interval decides most count tiles (the ``S = lo`` branch, which random data
+    never reach: every tile is recomputed there) and a few tiles still hold near ties;
+    the numbers equal the CPU kernels' and the torch path's under every tie policy."""
+    from retrieval_checks.engine import _triton_kernels
+
+    calls = []
+    real = _triton_kernels.exact_tile
+    monkeypatch.setattr(_triton_kernels, "exact_tile", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rng = np.random.default_rng(14)
+    y = rng.integers(0, 24, 96)
+    centres = rng.standard_normal((24, 32)).astype(np.float32)
+    X = (centres[y] + 0.8 * rng.standard_normal((96, 32))).astype(np.float32)
+    X[5] = X[4]  # an exact duplicate: a tie the screen must hand to the exact tile
+    y[5] = y[4] + 1 if y[4] < 23 else 0
+    with _triton.on_cpu():
+        rc.evaluate(X, query_labels=y, metrics=["map"], similarity="cosine", device="torch-cpu", _use_kernels=False)
+    exact_calls = len(calls)
+    del calls[:]
+    got, _ = _check(spy, (X,), query_labels=y, similarity="cosine", ties="average", screen=screen, metrics=RANKED)
+    assert 0 < len(calls) < exact_calls, (len(calls), exact_calls)  # some tiles screened, some recomputed
+    for policy in ("pessimistic", "optimistic"):  # the counts behind the average: ties and strict ranks
+        ref = rc.evaluate(X, query_labels=y, metrics=RANKED, similarity="cosine", ties=policy, device="numpy")
+        for m in RANKED:
+            assert got.tie_values[m][policy] == ref[m], (m, policy)
