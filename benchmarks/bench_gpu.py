@@ -16,7 +16,9 @@ the generator of ``bench_engine.py``):
               epilogue and rank counts in one kernel, no score block in memory
               (docs/gpu.md). ours-rank above runs with RC_TRITON=0: today's torch path.
   screened    the same with bf16 screening and exact fp32 recompute (RC_TRITON_SCREEN=bf16).
-  tf32        the same with TF32 screening (RC_TRITON_SCREEN=tf32).
+  tf32        the same with TF32 screening (RC_TRITON_SCREEN=tf32). Both screened columns
+              give the share of tiles the screen decided alone ("N% screened"); the
+              others were recomputed in exact fp32.
   triton-full ours-full on the fused kernel: the pair outputs (tail, thresholds) in the
               same launch. Every Triton column must give the torch path's numbers: the
               table says "same" or "DIFFERS", and "fell back" when the kernel's
@@ -134,6 +136,7 @@ def run_triton(torch, rc, device, X, y_np, args, screen: str, want: dict, metric
     cuda = device.type == "cuda"
     dev_name = "cuda" if cuda else "torch-cpu"
     ctx = contextlib.nullcontext() if cuda else _triton.on_cpu(screen=screen)
+    _triton.SCREEN_STATS.update(screened=0, recomputed=0)
     with _env(RC_TRITON="1", RC_TRITON_SCREEN=screen), ctx, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=metrics,
@@ -141,8 +144,11 @@ def run_triton(torch, rc, device, X, y_np, args, screen: str, want: dict, metric
                                                                  _use_kernels=cuda))
     fell_back = any("Triton" in str(w.message) for w in caught)
     same = all(res[k] == v for k, v in want.items())
-    return {"s": t, "peak": peak, "check": "fell back" if fell_back else ("same" if same else "DIFFERS"),
-            **{k: res[k] for k in want}}
+    check = "fell back" if fell_back else ("same" if same else "DIFFERS")
+    tiles = _triton.SCREEN_STATS["screened"] + _triton.SCREEN_STATS["recomputed"]
+    if screen != "0" and tiles:  # how often the screen alone decided a tile (else it was recomputed in fp32)
+        check += f", {100 * _triton.SCREEN_STATS['screened'] / tiles:.0f}% screened"
+    return {"s": t, "peak": peak, "check": check, **{k: res[k] for k in want}}
 
 
 def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row of the table, every column

@@ -102,6 +102,9 @@ SCREENS = {"0": 0, "1": 1, "bf16": 1, "tf32": 2}  # RC_TRITON_SCREEN -> the kern
 _F32_MIN = float(np.finfo(np.float32).min)
 
 _STATE: dict = {}  # device key -> (ok: bool, reason: str | None): the self-check's verdict
+#: Screened launches' tiles since the process started (or the last reset): decided by the
+#: screen alone, and recomputed in exact fp32 (a benchmark reads the share).
+SCREEN_STATS = {"screened": 0, "recomputed": 0}
 _CPU = {"on": False, "screen": None}  # tests: run the kernel on CPU tensors (interpreter)
 _KERNELS = None
 
@@ -444,6 +447,13 @@ class _Launch:
     def grid(self):
         return (-(-self.n_g // self.BN), -(-self.m // self.BM))
 
+    def record(self, stats) -> None:
+        """Add a screened launch's tile counts to :data:`SCREEN_STATS` (no sync otherwise)."""
+        if self.screen:
+            screened, recomputed = stats.tolist()
+            SCREEN_STATS["screened"] += int(screened)
+            SCREEN_STATS["recomputed"] += int(recomputed)
+
 
 def _extract(L: _Launch, grank, indptr, rid, cols):
     """Launch 1: the relevant pairs' scores, in the block CSR's order."""
@@ -533,11 +543,13 @@ def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear
         FIXCNT = torch.zeros(max(1, fixed.size), dtype=torch.int64, device=L.dev)
         TAIL = torch.empty(max(1, cap), dtype=torch.float32, device=L.dev)
         TAILN = torch.zeros(1, dtype=torch.int64, device=L.dev)
+        STATS = torch.zeros(2, dtype=torch.int64, device=L.dev)
         _kernels()["count"][L.grid()](
             L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, L.own(rel_sorted), L.QA, L.GA, L.QN, L.GN, hist, ties, FIX,
-            FIXCNT, TAIL, TAILN, L.m, L.n_g, L.d, width, int(r_max).bit_length(), L.c_steps, L.gamma,
+            FIXCNT, TAIL, TAILN, STATS, L.m, L.n_g, L.d, width, int(r_max).bit_length(), L.c_steps, L.gamma,
             max(tau, _F32_MIN), int(fixed.size), cap, SCREEN=L.screen, EMULATE=L.interp, CSR=L.csr,
             PAIRS=pairs is not None, LINEAR=bool(linear), **L.consts())
+        L.record(STATS)
         if pairs is None:
             return hist, ties, None
         n = int(TAILN.item())
@@ -566,9 +578,11 @@ def bin_counts(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, 
     if nu == 0:
         return out.cpu().numpy()
     U = L.t(np.asarray(sorted_positive, np.float32), torch.float32)
-    _kernels()["bin"][L.grid()](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, U, L.QA, L.GA, L.QN, L.GN, out, L.m,
-                                L.n_g, L.d, nu, nu.bit_length(), L.c_steps, L.gamma, SCREEN=L.screen,
+    STATS = torch.zeros(2, dtype=torch.int64, device=L.dev)
+    _kernels()["bin"][L.grid()](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, U, L.QA, L.GA, L.QN, L.GN, out, STATS,
+                                L.m, L.n_g, L.d, nu, nu.bit_length(), L.c_steps, L.gamma, SCREEN=L.screen,
                                 EMULATE=L.interp, CSR=L.csr, **L.consts())
+    L.record(STATS)
     return out.cpu().numpy()
 
 

@@ -221,7 +221,7 @@ def screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma
     return epilogue(P - e, qa, ga, EPI), epilogue(P + e, qa, ga, EPI)
 
 @triton.jit
-def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, FIX, FIXCNT, TAIL, TAILN,
+def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, FIX, FIXCNT, TAIL, TAILN, STATS,
                  m, n_g, d, width, n_steps, c_steps, gamma, tau, n_fix, cap,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
                  SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr, PAIRS: tl.constexpr,
@@ -247,6 +247,7 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
                 amb += tl.max(tl.where(valid & (lo <= rj[:, None]) & (hi >= rj[:, None]), 1, 0))
             if PAIRS:
                 amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
+            tl.atomic_add(STATS + (amb > 0).to(tl.int32), 1)  # [tiles the screen decided, tiles recomputed]
             if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
                 S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
             else:  # no relevant score or threshold in any interval: lo compares as the exact score does
@@ -272,6 +273,7 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
             amb = tl.max(tl.where(valid & (left < right), 1, 0))
             if PAIRS:
                 amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
+            tl.atomic_add(STATS + (amb > 0).to(tl.int32), 1)  # [tiles the screen decided, tiles recomputed]
             if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
                 S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
                 right = search(REL, base2, r2, S, valid, n_steps, True)
@@ -293,8 +295,8 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
         pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, cap)
 
 @triton.jit
-def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, m, n_g, d, nu, n_steps, c_steps, gamma,
-               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
+def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, STATS, m, n_g, d, nu, n_steps, c_steps,
+               gamma, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
                SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr):
     """The binning pass: ``OUT[p] += 1`` for every negative with ``p`` = the number of
     sorted positive scores U[0 : nu] ``<=`` it, when ``p > 0``."""
@@ -310,7 +312,9 @@ def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, m, n_g, d,
                                SCREEN, EMULATE)
         p_lo = search(U, zero, n_u, lo, neg, n_steps, True)
         pos = search(U, zero, n_u, hi, neg, n_steps, True)
-        if tl.max(tl.where(neg & (p_lo < pos), 1, 0)) > 0:
+        amb = tl.max(tl.where(neg & (p_lo < pos), 1, 0))
+        tl.atomic_add(STATS + amb, 1)  # [tiles the screen decided, tiles recomputed]
+        if amb > 0:
             S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
             pos = search(U, zero, n_u, S, neg, n_steps, True)
     else:

@@ -218,6 +218,26 @@ def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity, 
     assert near.sum() > 0
 
 
+def test_screen_stats_count_decided_and_recomputed_tiles(monkeypatch):
+    """SCREEN_STATS: tiles the screen decided alone (clustered, well separated data) and
+    tiles recomputed in fp32 (adversarial near ties); nothing counted without screening."""
+    monkeypatch.setattr(_triton, "SCREEN_STATS", {"screened": 0, "recomputed": 0})
+    rng = np.random.default_rng(2)
+    centres = rng.standard_normal((6, 32)).astype(np.float32) * 4
+    y = np.repeat(np.arange(6), 15)
+    X = (centres[y] + 0.05 * rng.standard_normal((90, 32))).astype(np.float32)
+    kw = dict(similarity="cosine", device="torch-cpu", kernels=False)
+    with _triton.on_cpu(screen=0):
+        exact = _evaluate(X, y, **kw)
+    assert _triton.SCREEN_STATS == {"screened": 0, "recomputed": 0}
+    with _triton.on_cpu(screen="bf16"):
+        _same(_evaluate(X, y, **kw), exact)
+    assert _triton.SCREEN_STATS["screened"] > 0
+    Xa, ya, grank = _adversarial(rng)
+    _kernel_counts(Xa, ya, grank, Xa.shape[0], screen=1)
+    assert _triton.SCREEN_STATS["recomputed"] > 0
+
+
 @pytest.mark.parametrize("screen", [1, 2])
 def test_screened_pair_outputs_equal_fp32_on_near_ties(screen):
     """Fixed thresholds and the tail threshold placed exactly on relevant scores, with
@@ -656,7 +676,7 @@ def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("| 120, 8 |"))
-    assert row.count("(same)") == 3, row
+    assert row.count("(same") == 3 and row.count("% screened)") == 2, row
     for key in ("grouped", "image_text"):  # the fused grouped and image-text kernels, against today's paths
         line = next(line for line in out.stdout.splitlines() if line.startswith(f"{key}:"))
         assert "fused" in line and "(same)" in line, line
