@@ -88,7 +88,7 @@ import numpy as np
 
 from ..errors import BackendError
 
-__all__ = ["mode", "screening", "screen_code", "tile_shape", "wanted", "supports", "guarded", "run_block_triton",
+__all__ = ["mode", "screening", "screen_code", "tile_shape", "wanted", "checked_once", "supports", "guarded", "run_block_triton",
            "run_binning_triton", "PairRequest", "count_arrays", "bin_counts", "on_cpu", "self_check", "error_bound"]
 
 SIMILARITIES = ("cosine", "dot", "neg_l2")  # the products every fused kernel computes
@@ -200,6 +200,22 @@ def wanted(backend) -> bool:
                           "path computes the same counts instead. Set RC_TRITON=0 to skip the attempt.",
                           RuntimeWarning, stacklevel=3)
     return _STATE[key][0]
+
+
+def checked_once(backend, state: dict, check, warn) -> bool:
+    """:func:`wanted`, and on a CUDA device a kernel's own self-check ``check()`` run once
+    per device (its ``(ok, reason)`` kept in ``state``); ``warn(device, reason)`` when it
+    fails. The image-text and grouped kernels decide with this."""
+    if not wanted(backend):
+        return False
+    if not backend.is_cuda:
+        return True
+    key = str(backend.device)
+    if key not in state:
+        state[key] = check()
+        if not state[key][0]:
+            warn(key, state[key][1])
+    return state[key][0]
 
 
 def _check_settings() -> None:

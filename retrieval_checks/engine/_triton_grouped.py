@@ -97,17 +97,9 @@ def usable(backend, similarity: str, score_batch=None) -> bool:
     """Whether grouped recall runs on the fused kernel (module docstring, "When")."""
     if backend is None or score_batch is not None or similarity not in _triton.SIMILARITIES:
         return False
-    if not _triton.wanted(backend):
-        return False
-    if not backend.is_cuda:
-        return True
-    key = str(backend.device)
-    if key not in _STATE:
-        _triton.screening()  # an invalid RC_TRITON_SCREEN is an error, not a failed self-check
-        _STATE[key] = self_check(backend)
-        if not _STATE[key][0]:
-            _warn(key, _STATE[key][1], stacklevel=4)
-    return _STATE[key][0]
+    # wanted() has validated RC_TRITON_SCREEN / RC_TRITON_TILE before the self-check runs
+    return _triton.checked_once(backend, _STATE, lambda: self_check(backend),
+                                lambda key, reason: _warn(key, reason, stacklevel=5))
 
 
 def _warn(where: str, reason: str, stacklevel: int) -> None:

@@ -105,22 +105,14 @@ def _kernels():
 
 def _usable(backend) -> bool:
     """``_triton.wanted`` and, on a CUDA device, this kernel's own self-check (once)."""
-    if not _triton.wanted(backend):
-        return False
-    if not backend.is_cuda:
-        return True
-    key = str(backend.device)
-    if key not in _STATE:
-        _STATE[key] = self_check(backend.device)
-        if not _STATE[key][0]:
-            _warn(key, _STATE[key][1])
-    return _STATE[key][0]
+    return _triton.checked_once(backend, _STATE, lambda: self_check(backend.device),
+                                lambda key, reason: _warn(key, reason, stacklevel=5))
 
 
-def _warn(where: str, reason: str) -> None:
+def _warn(where: str, reason: str, stacklevel: int = 4) -> None:
     warnings.warn(f"retrieval_checks: the fused image-text kernel is not used on {where} ({reason}); the two "
                   "passes of the torch path compute the same ranks instead. Set RC_TRITON=0 to skip the attempt.",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=stacklevel)
 
 
 def fused_fold(images, captions, cap_image: np.ndarray, *, similarity: str, device, max_memory, progress=None):
