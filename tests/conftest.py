@@ -1,7 +1,88 @@
 """Shared test setup: the oracles (``reference.py``, a dense brute-force implementation)
-are importable from every layer's tests."""
+are importable from every layer's tests; the hypothesis profiles; ``--rc-exhaustive``
+(the exhaustive sweeps, skipped by default); the suite's time budget.
 
+Hypothesis profiles: ``ci`` (chosen when ``CI`` is set, as in ``.ci/run`` and GitHub
+Actions) is derandomised, so every run tries the same examples, writes no example
+database and prints the blob that reproduces a failure; ``dev`` (the default elsewhere)
+draws new examples on every run and replays the failures it saved in ``.hypothesis/``;
+``explore`` (``HYPOTHESIS_PROFILE=explore``) is ``dev`` with more examples where a test
+does not fix its own number. A failure found by exploring becomes an explicit
+``@example`` on its test, so CI checks it on every run.
+"""
+
+from __future__ import annotations
+
+import os
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+_STARTED = time.monotonic()
+BUDGET_S = 6 * 60  # the whole suite, `./dev test`, on a 2-core machine (CONTRIBUTING.md)
+EXHAUSTIVE_ENV = "RC_TESTS_EXHAUSTIVE"
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    settings = None
+else:
+    settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", deadline=None, print_blob=True)
+    settings.register_profile("explore", deadline=None, print_blob=True, max_examples=1000)
+
+
+def hypothesis_profile(environ) -> str:
+    """``HYPOTHESIS_PROFILE`` if set, else ``ci`` under CI, else ``dev``."""
+    return environ.get("HYPOTHESIS_PROFILE") or ("ci" if _truthy(environ.get("CI")) else "dev")
+
+
+if settings is not None:
+    settings.load_profile(hypothesis_profile(os.environ))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--rc-exhaustive", action="store_true", default=_truthy(os.environ.get(EXHAUSTIVE_ENV)),
+        help="also run the exhaustive sweeps (tests marked 'exhaustive': the same behaviours as the default "
+             f"tests at more shapes and sizes; slow, e.g. in the Triton interpreter); or set {EXHAUSTIVE_ENV}=1")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "exhaustive: a sweep that repeats behaviours the default tests cover, at more sizes; "
+                   f"skipped unless --rc-exhaustive (or {EXHAUSTIVE_ENV}=1)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--rc-exhaustive"):
+        return
+    skip = pytest.mark.skip(reason=f"exhaustive sweep: run with --rc-exhaustive or {EXHAUSTIVE_ENV}=1")
+    for item in items:
+        if item.get_closest_marker("exhaustive") is not None:
+            item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The whole suite's wall time against its budget: a warning line, never a failure."""
+    if hasattr(config, "workerinput") or config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
+        return
+    elapsed = time.monotonic() - _STARTED
+    workers = getattr(config.option, "numprocesses", None) or "no"
+    line = f"test budget: the suite took {elapsed:.0f} s wall ({workers} xdist workers)"
+    if elapsed <= BUDGET_S:
+        terminalreporter.write_line(f"{line}, within its {BUDGET_S // 60}-minute budget")
+    else:
+        terminalreporter.write_line(
+            f"WARNING {line}, over its {BUDGET_S // 60}-minute budget: see the slowest tests above "
+            "(--durations) and CONTRIBUTING.md", yellow=True, bold=True)

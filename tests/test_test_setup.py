@@ -1,0 +1,84 @@
+"""tests/conftest.py: the hypothesis profiles, the ``--rc-exhaustive`` option and the
+suite's time-budget line (pytester in-process, about a second in all)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+hypothesis = pytest.importorskip("hypothesis")
+
+
+@pytest.fixture
+def setup_module():
+    """tests/conftest.py loaded under its own name, to register as a plugin in pytester runs."""
+    spec = importlib.util.spec_from_file_location("rc_tests_conftest", Path(__file__).with_name("conftest.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_ci_profile_is_derandomised_writes_no_database_and_prints_the_blob():
+    ci = hypothesis.settings.get_profile("ci")
+    assert ci.derandomize is True and ci.database is None and ci.print_blob is True and ci.deadline is None
+    dev = hypothesis.settings.get_profile("dev")
+    assert dev.derandomize is False and dev.database is not None
+
+
+@pytest.mark.parametrize("environ,profile", [
+    ({}, "dev"), ({"CI": "true"}, "ci"), ({"CI": "1"}, "ci"), ({"CI": "false"}, "dev"), ({"CI": ""}, "dev"),
+    ({"CI": "true", "HYPOTHESIS_PROFILE": "explore"}, "explore"), ({"HYPOTHESIS_PROFILE": "ci"}, "ci"),
+])
+def test_the_profile_follows_ci_unless_named(setup_module, environ, profile):
+    assert setup_module.hypothesis_profile(environ) == profile
+
+
+SWEEP = """
+import pytest
+
+def test_small():
+    pass
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_sweep(n):
+    pass
+"""
+
+
+def test_exhaustive_sweeps_are_skipped_and_counted_by_default(pytester, setup_module, monkeypatch):
+    monkeypatch.delenv(setup_module.EXHAUSTIVE_ENV, raising=False)
+    pytester.makepyfile(test_s=SWEEP)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs", plugins=[setup_module])
+    result.assert_outcomes(passed=1, skipped=3)
+    result.stdout.fnmatch_lines(["*exhaustive sweep: run with --rc-exhaustive or RC_TESTS_EXHAUSTIVE=1*"])
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_the_option_or_the_environment_runs_the_sweeps(pytester, setup_module, monkeypatch, how):
+    pytester.makepyfile(test_s=SWEEP)
+    args = ["-p", "no:cacheprovider"]
+    if how == "option":
+        monkeypatch.delenv(setup_module.EXHAUSTIVE_ENV, raising=False)
+        args.append("--rc-exhaustive")
+    else:
+        monkeypatch.setenv(setup_module.EXHAUSTIVE_ENV, "1")
+    pytester.runpytest_inprocess(*args, plugins=[setup_module]).assert_outcomes(passed=4)
+
+
+def test_the_whole_suite_prints_its_time_against_the_budget(pytester, setup_module, monkeypatch):
+    pytester.makeini("[pytest]\ntestpaths = sub\n")
+    pytester.mkpydir("sub")
+    (pytester.path / "sub" / "test_a.py").write_text("def test_a():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
+    result.stdout.fnmatch_lines(["test budget: the suite took * s wall (no xdist workers), within its 6-minute budget"])
+    monkeypatch.setattr(setup_module, "_STARTED", setup_module._STARTED - 400)  # over budget: a warning, not a failure
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["WARNING test budget: the suite took * s wall *, over its 6-minute budget*"])
+    # a chosen file or directory is not the whole suite: no budget line
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "sub", plugins=[setup_module])
+    assert "test budget" not in result.stdout.str()
