@@ -57,6 +57,7 @@ import numpy as np
 
 from .._arrays import as_numpy
 from .._suggest import shown
+from .._textfiles import INT64_MAX, parse_float, parse_int, split_fields, text_lines
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics import _ties
 from ..metrics._names import MetricSpec, parse_metric
@@ -162,13 +163,20 @@ def _grade(value, where: str) -> int:
     if not ok or value < 0:
         raise InputError(f"{where}: grade {shown(value)} is not an integer >= 0; grades are 0 (judged "
                          "non-relevant), 1, 2, ... (relevant from relevance_level on).")
+    if value > INT64_MAX:
+        raise InputError(f"{where}: grade {shown(value)} is beyond the 64-bit integer range (<= {INT64_MAX}); "
+                         "grades are small whole numbers: 0 (judged non-relevant), 1, 2, ...")
     return int(value)
 
 
 def _score(value, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{where}: score {shown(value)} is not a number.")
-    s = float(value)
+    try:
+        s = float(value)
+    except OverflowError:  # an int beyond float64 (10**400)
+        raise InputError(f"{where}: score {shown(value)} is beyond the float64 range (about 1.8e308); give a "
+                         "smaller score.") from None
     if not math.isfinite(s):
         raise InputError(f"{where}: score {s} is not finite; give every retrieved document a finite score "
                          "(or leave it out of the run).")
@@ -176,13 +184,13 @@ def _score(value, where: str) -> float:
 
 
 def _lines(path: Path, what: str):
-    if not path.is_file():
-        raise InputError(f"{what} file {str(path)!r} does not exist (or is not a file).")
-    with path.open("r", encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            fields = line.split()
-            if fields:
-                yield n, fields
+    """The fields of each non-blank line of a TREC file, by the rules every text reader
+    follows (:mod:`retrieval_checks._textfiles`: UTF-8, a leading byte-order mark
+    dropped, fields split on ASCII spaces and tabs as trec_eval splits)."""
+    for n, text in text_lines(path, what):
+        fields = split_fields(text, f"{path}:{n}")
+        if fields:
+            yield n, fields
 
 
 def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
@@ -194,10 +202,7 @@ def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
             raise InputError(f"{path}:{n}: a TREC run line has 6 fields 'qid Q0 docid rank score tag', found "
                              f"{len(f)}: {shown(' '.join(f), 80)}.")
         qid, doc = f[0], f[2]
-        try:
-            value = float(f[4])
-        except ValueError:
-            raise InputError(f"{path}:{n}: the score (5th field) {shown(f[4])} is not a number.") from None
+        value = parse_float(f[4], f"{path}:{n}", "the score (5th field)")
         row = out.setdefault(qid, {})
         if doc in row:
             raise InputError(f"{path}:{n}: document {doc!r} appears twice for query {qid!r} (also on line "
@@ -216,10 +221,8 @@ def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
             raise InputError(f"{path}:{n}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
                              f"{shown(' '.join(f), 80)}.")
         qid, doc = f[0], f[2]
-        try:
-            grade = int(f[3])
-        except ValueError:
-            grade = f[3]
+        grade = parse_int(f[3], f"{path}:{n}", "grade", "grades are integers >= 0: 0 (judged non-relevant), 1, "
+                          "2, ... (relevant from relevance_level on).")
         row = out.setdefault(qid, {})
         if doc in row:
             raise InputError(f"{path}:{n}: document {doc!r} is judged twice for query {qid!r} (also on line "

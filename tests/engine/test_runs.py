@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -412,6 +413,7 @@ def test_bad_metric_names_and_options_are_refused():
     ({"q1": {"a": float("inf"), "b": 1.0}}, "score inf is not finite"),
     ({"q1": {"a": "high"}}, "score 'high' is not a number"),
     ({"q1": {"a": True}}, "score True is not a number"),
+    ({"q1": {"a": 10**400, "b": 1.0}}, r"run\['q1'\]\['a'\]: score an integer of about 401 digits is beyond the float64"),
     ({"q1": [("a", 1.0)]}, r"run\['q1'\] is a list"),
     ({"q1": {"a b": 1.0}}, "document id 'a b'"),
     ({1: {"a": 1.0}, "1": {"b": 1.0}}, "the same id"),
@@ -466,7 +468,7 @@ def test_bad_trec_run_files_are_refused(tmp_path, lines, match):
 @pytest.mark.parametrize("lines,match", [
     ("q1 0 a\n", r"qrels.txt:1: a TREC qrels line has 4 fields"),
     ("q1 0 a 1\nq1 0 a 2\n", r"qrels.txt:2: document 'a' is judged twice for query 'q1' \(also on line 1\)"),
-    ("q1 0 a 1.5\n", r"qrels.txt:1: grade '1.5' is not an integer >= 0"),
+    ("q1 0 a 1.5\n", r"qrels.txt:1: grade '1.5' is not a whole number"),
     ("q1 0 a -2\n", r"qrels.txt:1: grade -2 is not an integer >= 0"),
 ])
 def test_bad_trec_qrels_files_are_refused(tmp_path, lines, match):
@@ -477,9 +479,9 @@ def test_bad_trec_qrels_files_are_refused(tmp_path, lines, match):
 
 
 def test_missing_files_are_refused(tmp_path):
-    with pytest.raises(InputError, match="run file .* does not exist"):
+    with pytest.raises(InputError, match=r"nope.txt: the run file does not exist; check the path"):
         evaluate_run(tmp_path / "nope.txt", QRELS, ["map"])
-    with pytest.raises(InputError, match="qrels file .* does not exist"):
+    with pytest.raises(InputError, match=r"nope.txt: the qrels file does not exist"):
         evaluate_run(RUN, str(tmp_path / "nope.txt"), ["map"])
 
 
@@ -522,3 +524,123 @@ def test_arrays_accept_what_they_should():
     torch = pytest.importorskip("torch")
     same = evaluate_run((torch.as_tensor(IDX), torch.as_tensor(VAL)), [[1], [0, 2]], ["map", "mrr", "recall@1"])
     assert dict(same) == dict(res)
+
+
+# ----------------------------------------------------------------------------- text files: one set of rules
+# (retrieval_checks._textfiles: BOM, encoding, number grammar, separators, unreadable files)
+BOM_RUN = "q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0 t\nq2 Q0 c 1 3.0 t\nq2 Q0 a 2 2.0 t\n"
+BOM_QRELS = "q1 0 a 1\nq1 0 b 1\nq2 0 a 1\n"
+
+
+@pytest.mark.parametrize("side", ["run", "qrels", "both"])
+def test_a_utf8_byte_order_mark_at_the_start_is_not_part_of_the_first_id(tmp_path, side):
+    plain_run, plain_qrels = tmp_path / "run.txt", tmp_path / "qrels.txt"
+    plain_run.write_text(BOM_RUN, encoding="utf-8")
+    plain_qrels.write_text(BOM_QRELS, encoding="utf-8")
+    expected = evaluate_run(plain_run, plain_qrels, ["map"])
+    assert expected["map"] == pytest.approx(0.75)
+    run, qrels = tmp_path / "bom_run.txt", tmp_path / "bom_qrels.txt"
+    run.write_text(BOM_RUN, encoding="utf-8-sig" if side in ("run", "both") else "utf-8")
+    qrels.write_text(BOM_QRELS, encoding="utf-8-sig" if side in ("qrels", "both") else "utf-8")
+    got = evaluate_run(run, qrels, ["map"])
+    assert got["map"] == expected["map"] and list(got.query_ids) == ["q1", "q2"]
+    assert got.skipped_queries.size == 0
+
+
+def test_a_byte_order_mark_inside_the_file_is_refused(tmp_path):
+    path = tmp_path / "run.txt"
+    path.write_text(BOM_RUN + "\ufeffq3 Q0 a 1 1.0 t\n", encoding="utf-8")  # two files joined with cat
+    with pytest.raises(InputError, match=r"run.txt:5: a byte-order mark \(U\+FEFF\)"):
+        evaluate_run(path, QRELS, ["map"])
+
+
+@pytest.mark.parametrize("score", ["1_0", "1_000.5", "\u0661", "1\u0660", "0x10", "1.0.0", "+-1", "1e", "--1",
+                                   "\uff11", "1,5", "1e400", "-1e400", "nanx", "in"])
+def test_run_scores_follow_the_file_grammar_not_python_float(tmp_path, score):
+    path = tmp_path / "run.txt"
+    path.write_text(f"q1 Q0 a 1 {score} t\nq1 Q0 b 2 1.0 t\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"run.txt:1: the score \(5th field\) .*(not a number|beyond the float64)"):
+        evaluate_run(path, QRELS, ["map"])
+
+
+@pytest.mark.parametrize("score,value", [("+3", 3.0), ("-0.5", -0.5), (".5", 0.5), ("5.", 5.0), ("1E2", 100.0),
+                                         ("2.5e-1", 0.25), ("007", 7.0)])
+def test_run_scores_in_the_file_grammar_are_read(tmp_path, score, value):
+    path = tmp_path / "run.txt"
+    path.write_text(f"q1 Q0 a 1 {score} t\nq1 Q0 b 2 0.2 t\n", encoding="utf-8")
+    a_first = value > 0.2
+    assert evaluate_run(path, QRELS, ["mrr"])["mrr"] == (1.0 if a_first else 0.5)
+
+
+@pytest.mark.parametrize("grade", ["1_0", "\u0661", "\uff11", "1.0", "1e1", "0x1", "+-1", "99999999999999999999",
+                                   "9223372036854775808"])
+def test_qrels_grades_follow_the_file_grammar_and_int64(tmp_path, grade):
+    path = tmp_path / "qrels.txt"
+    path.write_text(f"q1 0 a {grade}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"qrels.txt:1: grade .*(not a whole number|beyond the 64-bit)"):
+        evaluate_run(RUN, path, ["map"])
+
+
+def test_the_largest_int64_grade_and_a_plus_sign_are_read(tmp_path):
+    path = tmp_path / "qrels.txt"
+    path.write_text("q1 0 a +1\nq1 0 b 9223372036854775807\n", encoding="utf-8")
+    assert evaluate_run(RUN, path, ["map"])["map"] == 1.0
+
+
+@pytest.mark.parametrize("grade", [2**63, 2**70, 1e30, np.uint64(2**64 - 1)])
+def test_grades_beyond_int64_in_a_dict_are_refused(grade):
+    with pytest.raises(InputError, match=r"qrels\['q1'\]\['a'\]: grade .*64-bit"):
+        evaluate_run(RUN, {"q1": {"a": grade}}, ["map"])
+
+
+@pytest.mark.parametrize("line,char", [
+    ("q1\u00a0Q0 a 1 2.0 t", "U+00A0"),  # a no-break space: Python's split() splits there, trec_eval does not
+    ("q1 Q0 a\u2003 1 2.0 t", "U+2003"),
+    ("q1\u200b Q0 a 1 2.0 t", "U+200B"),  # zero-width space: another query id than it looks
+    ("q1 Q0 a 1 2.0\x1ct", "U+001C"),  # a file separator control: Python's split() splits there
+    ("q1 Q0 a 1 2.0\u2028t", "U+2028"),
+])
+def test_fields_split_on_ascii_spaces_and_tabs_only(tmp_path, line, char):
+    path = tmp_path / "run.txt"
+    path.write_text(line + "\nq1 Q0 b 2 1.0 t\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"run.txt:1: .*holds {re.escape(char)}"):
+        evaluate_run(path, QRELS, ["map"])
+
+
+def test_tabs_and_crlf_line_ends_are_read(tmp_path):
+    path = tmp_path / "run.txt"
+    path.write_bytes(b"q1\tQ0\ta\t1\t2.0\tt\r\nq1 Q0  b 2 1.0 t\r\n")
+    assert evaluate_run(path, QRELS, ["map"])["map"] == 1.0
+
+
+@pytest.mark.parametrize("content,match", [
+    ("q1 Q0 a 1 2.0 t\nq1 Q0 caf\u00e9 2 1.0 t\n".encode("latin-1"), r"run.txt:2: .*not UTF-8: byte 0xe9"),
+    ("q1 Q0 a 1 2.0 t\n".encode("utf-16"), r"run.txt:1: .*not UTF-8: UTF-16"),
+])
+def test_files_that_are_not_utf8_name_file_line_and_fix(tmp_path, content, match):
+    path = tmp_path / "run.txt"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=match) as info:
+        evaluate_run(path, QRELS, ["map"])
+    assert "Save it as UTF-8" in str(info.value)
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_bytes(b"q1 0 caf\xe9 1\n")
+    with pytest.raises(InputError, match=r"qrels.txt:1: .*not UTF-8"):
+        evaluate_run(RUN, qrels, ["map"])
+
+
+def test_unreadable_run_and_qrels_files_name_the_file_and_the_fix(tmp_path, monkeypatch):
+    with pytest.raises(InputError, match=r"run file is a directory"):
+        evaluate_run(tmp_path, QRELS, ["map"])
+    with pytest.raises(InputError, match=r"qrels file is a directory"):
+        evaluate_run(RUN, tmp_path, ["map"])
+    path = tmp_path / "run.txt"
+    path.write_text("q1 Q0 a 1 2.0 t\n")
+    import retrieval_checks._textfiles as textfiles
+
+    def denied(*args, **kwargs):  # as a non-root user meets a chmod 000 file (root reads any file)
+        raise PermissionError(13, "Permission denied", str(args[0]))
+
+    monkeypatch.setattr(textfiles, "open", denied, raising=False)
+    with pytest.raises(InputError, match=r"run.txt: the run file is not readable \(permission denied\); .*chmod"):
+        evaluate_run(path, QRELS, ["map"])

@@ -1,0 +1,155 @@
+"""Reading a user's text file (TREC run and qrels, BEIR jsonl and tsv): one home for the
+rules every text reader follows, so no reader decides them differently.
+
+- Encoding: UTF-8, strictly. A UTF-8 byte-order mark (EF BB BF, written by Windows
+  editors and Excel) at the very start of the file is accepted and removed: it marks
+  the encoding and is no part of the first field (left in, it would turn query ``1``
+  into ``\\ufeff1``, a different query). A byte-order mark anywhere else (two files
+  joined with ``cat``), bytes that are not UTF-8 (Latin-1, a UTF-16 file) and
+  unreadable files are each an :class:`~retrieval_checks.InputError` naming the file,
+  the line and the fix.
+- Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (as Python's text mode reads them); nothing
+  else ends a line.
+- Whitespace-separated formats (TREC) split fields on ASCII spaces and tabs (trec_eval's
+  separators); a field holding another space or an invisible character (no-break
+  space, zero-width space, a control character) is refused: it would be a different id
+  to trec_eval, or a separator trec_eval does not see.
+- Numbers follow the file format's grammar, not Python's ``int()`` / ``float()``
+  (which read ``1_0`` as 10, ``١`` as 1 and surrounding Unicode spaces): ASCII digits
+  only, an optional leading sign, for decimals an optional fraction and exponent
+  (``-1.5e-3``), and ``inf`` / ``nan`` (``infinity``, any case) where the reader allows
+  them (trec_eval reads numbers with C's ``strtod`` / ``atol``). Integers beyond int64
+  and finite decimals beyond float64 are refused, not wrapped or rounded to infinity.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+from ._paths import missing_file, short
+from .errors import InputError
+
+__all__ = ["text_lines", "split_fields", "check_field", "parse_int", "parse_float", "INT64_MAX"]
+
+BOM = "\ufeff"
+INT64_MAX = 2**63 - 1
+_INT = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SPECIAL = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_ASCII_SPACE = re.compile(r"[ \t\v\f\r]+")
+
+
+def _open_error(p: Path, what: str, exc: OSError) -> InputError:
+    if isinstance(exc, PermissionError):
+        return InputError(f"{p}: the {what} file is not readable (permission denied); make it readable (chmod u+r) "
+                          "or run as a user who may read it.")
+    if isinstance(exc, IsADirectoryError) or exc.errno == errno.EISDIR:
+        return InputError(f"{p}: the {what} file is a directory; give the path of the {what} file inside it.")
+    why = missing_file(p)
+    if why == "is a file":
+        why = f"cannot be read ({short(exc)})"
+    return InputError(f"{p}: the {what} file {why}; check the path (relative to {os.getcwd()} unless absolute).")
+
+
+def _decode(raw: bytes, p: Path, what: str, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            found = "UTF-16 text (it starts with a UTF-16 byte-order mark)"
+        else:
+            found = f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8"
+        raise InputError(f"{p}:{number}: the {what} file is not UTF-8: {found}. Save it as UTF-8 (e.g. iconv -f "
+                         f"latin1 -t utf-8, or your editor's 'UTF-8' encoding).") from None
+
+
+def text_lines(path, what: str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of the UTF-8 text file ``path`` (numbered
+    from 1, without the line end; a byte-order mark at the start removed); ``what``
+    names the file's role (``"TREC run"``) in the messages."""
+    p = Path(os.fspath(path))
+    try:
+        fh = open(p, "rb")
+    except OSError as exc:
+        raise _open_error(p, what, exc) from None
+    number = 0
+    with fh:
+        while True:
+            try:
+                raw = fh.readline()
+            except OSError as exc:  # a directory on some systems, an I/O error
+                raise _open_error(p, what, exc) from None
+            if not raw:
+                return
+            for part in raw.splitlines() or [b""]:  # bytes.splitlines: \n, \r\n and \r only
+                number += 1
+                text = _decode(part, p, what, number)
+                if number == 1 and text.startswith(BOM):
+                    text = text[1:]
+                if BOM in text:
+                    raise InputError(f"{p}:{number}: a byte-order mark (U+FEFF) inside the {what} file (column "
+                                     f"{text.index(BOM) + 1}): two files were joined, or an editor inserted it; "
+                                     "remove it (a byte-order mark is accepted only as the file's first character).")
+                yield number, text
+
+
+def _invisible(ch: str) -> bool:
+    """Not a plain space but white or invisible: other spaces, control and format characters."""
+    return ch != " " and (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Zs"))
+
+
+def check_field(text: str, where: str, name: str) -> str:
+    """``text`` unless it holds a space other than U+0020 or an invisible character
+    (no-break space, zero-width space, a tab or other control character): such a field
+    is another id than it looks, and trec_eval would not split at it."""
+    for i, ch in enumerate(text):
+        if _invisible(ch):
+            label = unicodedata.name(ch, f"U+{ord(ch):04X}")
+            raise InputError(f"{where}: the {name} {text[:60]!r} holds U+{ord(ch):04X} ({label}) at character {i + 1}: "
+                             "an invisible character, which makes it another id than it looks and is not a field "
+                             "separator; remove it (or separate the fields with a plain space or tab).")
+    return text
+
+
+def split_fields(text: str, where: str) -> list[str]:
+    """The fields of a whitespace-separated line: split on ASCII spaces and tabs, as
+    trec_eval splits; each field checked by :func:`check_field`."""
+    fields = [f for f in _ASCII_SPACE.split(text) if f]
+    for n, f in enumerate(fields, 1):
+        check_field(f, where, f"field {n}")
+    return fields
+
+
+def parse_int(text: str, where: str, name: str, fix: str) -> int:
+    """The integer ``text`` spells in the file grammar (ASCII digits, optional sign; not
+    ``1_0``, ``١`` or ``1.0``), within int64; else an InputError ``where: name ...
+    fix``."""
+    if not _INT.fullmatch(text):
+        raise InputError(f"{where}: {name} {text[:40]!r} is not a whole number (ASCII digits with an optional "
+                         f"sign); {fix}")
+    value = int(text)
+    if abs(value) > INT64_MAX:
+        raise InputError(f"{where}: {name} {text[:40]!r} is beyond the 64-bit integer range (|value| <= "
+                         f"{INT64_MAX}); {fix}")
+    return value
+
+
+def parse_float(text: str, where: str, name: str, *, special: bool = True) -> float:
+    """The number ``text`` spells in the file grammar (``12``, ``-0.5``, ``.5``,
+    ``1e-3``; with ``special``, ``inf`` / ``nan`` too, which the caller judges); a
+    finite spelling beyond float64 (``1e400``) is refused rather than read as inf."""
+    if _DECIMAL.fullmatch(text):
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise InputError(f"{where}: {name} {text[:40]!r} is beyond the float64 range (about 1.8e308); "
+                             "give a smaller number.")
+        return value
+    if special and _SPECIAL.fullmatch(text):
+        return float(text)
+    raise InputError(f"{where}: {name} {text[:40]!r} is not a number (a decimal such as 12, -0.5 or 1e-3, in "
+                     "ASCII digits; no digit separators such as 1_0).")
