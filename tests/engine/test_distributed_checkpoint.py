@@ -97,3 +97,174 @@ def test_a_checkpoint_of_other_inputs_or_options_is_refused(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(rc.InputError, match="is a file"):
         rc.evaluate(**p, checkpoint=tmp_path / "file")
+
+
+# ----------------------------------------------------------------------------- blocks tied to their run
+def _other_run_blocks(tmp_path):
+    """A directory whose blocks were written by a run of other inputs."""
+    p = _problem()
+    rc.evaluate(**dict(p, queries=p["queries"] + np.float32(0.5)), checkpoint=tmp_path)
+    return p
+
+
+def test_blocks_of_another_run_are_refused_when_the_manifest_is_lost(tmp_path):
+    p = _other_run_blocks(tmp_path)
+    (tmp_path / "single.json").unlink()  # the manifest lost: only the blocks tell whose they are
+    with pytest.raises(rc.InputError, match=r"single-block000000000000\.npz belongs to another run.*delete"):
+        rc.evaluate(**p, checkpoint=tmp_path)
+
+
+def test_a_block_of_another_run_among_this_runs_blocks_is_refused(tmp_path):
+    p = _problem()
+    other = tmp_path / "other"
+    _other_run_blocks(other)
+    mine = tmp_path / "mine"
+    rc.evaluate(**p, checkpoint=mine)
+    (mine / "single-block000000000006.npz").write_bytes((other / "single-block000000000006.npz").read_bytes())
+    with pytest.raises(rc.InputError, match=r"block000000000006\.npz belongs to another run"):
+        rc.evaluate(**p, checkpoint=mine)
+
+
+def test_two_runs_starting_at_once_in_one_directory_do_not_mix(tmp_path, monkeypatch):
+    """Both runs find no manifest; the second to write its manifest must not replace the
+    first one's (and then mix its blocks with the first run's)."""
+    import builtins
+
+    from retrieval_checks.engine import _checkpoint
+
+    p = _problem()
+    raced = []
+
+    def racing_open(file, mode="r", *args, **kwargs):
+        if not raced and "w" in mode and ".json" in str(file):
+            raced.append(1)  # this run decided that there is no manifest; another run starts now
+            rc.evaluate(**dict(p, ties="optimistic"), checkpoint=tmp_path)
+        return builtins.open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(_checkpoint, "open", racing_open, raising=False)
+    with pytest.raises(rc.InputError, match="holds the blocks of another run"):
+        rc.evaluate(**p, checkpoint=tmp_path)
+    assert raced
+
+
+def _damage(kind, path):
+    raw = path.read_bytes()
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif kind == "garbage":
+        path.write_bytes(b"PK\x03\x04 not a zip" * 8)
+    elif kind == "flipped":  # one bit of a stored array, inside an archive that still opens
+        with np.load(path) as z:
+            rank = z["rank"]
+        at = raw.find(rank.tobytes())
+        data = bytearray(raw)
+        data[at] ^= 0x04
+        path.write_bytes(bytes(data))
+    elif kind == "missing_array":
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files if k != "rank"}
+        with open(path, "wb") as fh:
+            np.savez(fh, **arrays)
+    elif kind == "directory":
+        path.unlink()
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind", ["empty", "truncated", "garbage", "flipped", "missing_array", "directory"])
+def test_a_damaged_block_is_recomputed_with_a_warning_naming_it(tmp_path, monkeypatch, kind):
+    p = _problem()
+    expected = _summary(rc.evaluate(**p))
+    rc.evaluate(**p, checkpoint=tmp_path)
+    n_blocks = -(-len(p["queries"]) // 3)
+    damaged = tmp_path / "single-block000000000006.npz"
+    _damage(kind, damaged)
+    calls = _counting_run_block(monkeypatch)
+    with pytest.warns(RuntimeWarning, match=r"single-block000000000006\.npz is damaged .*it and the "
+                                            rf"{n_blocks - 3} block\(s\) after it are computed again"):
+        resumed = rc.evaluate(**p, checkpoint=tmp_path)
+    assert calls[0] == 6 and len(calls) == n_blocks - 2  # blocks 0 and 1 read back, the rest computed
+    _same(expected, _summary(resumed))
+
+
+def test_threads_of_one_process_share_a_checkpoint_directory(tmp_path):
+    """Two threads writing the same file at once: each has its own temporary file."""
+    import threading
+
+    from retrieval_checks.engine import _checkpoint
+
+    barrier = threading.Barrier(2, timeout=10)
+    errors = []
+
+    def write(fh):
+        fh.write(b"x" * 64)
+        barrier.wait()  # both threads hold their temporary file open before either renames it
+
+    def worker():
+        try:
+            _checkpoint._atomic_write(tmp_path / "f.bin", write)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert errors == [] and (tmp_path / "f.bin").read_bytes() == b"x" * 64
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_threads_evaluating_into_one_checkpoint_directory(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    p = _problem()
+    expected = _summary(rc.evaluate(**p))
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: rc.evaluate(**p, checkpoint=tmp_path), range(3)))
+    for r in results:
+        _same(expected, _summary(r))
+    _same(expected, _summary(rc.evaluate(**p, checkpoint=tmp_path)))
+
+
+def _refuse_writes_in(monkeypatch, directory):
+    """Writes under ``directory`` fail as in a read-only directory (the tests run as root
+    too, where chmod does not stop writes)."""
+    import builtins
+
+    from retrieval_checks.engine import _checkpoint
+
+    def guarded(file, mode="r", *args, **kwargs):
+        if any(c in mode for c in "wax+") and str(directory) in str(file):
+            raise PermissionError(13, "Permission denied", str(file))
+        return builtins.open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(_checkpoint, "open", guarded, raising=False)
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_read_only_checkpoint_directory_is_refused_before_the_pass(tmp_path, monkeypatch, restart):
+    p = _problem()
+    if restart:  # this run's manifest is already there: nothing is written at start to trip over
+        rc.evaluate(**p, checkpoint=tmp_path)
+        for f in tmp_path.glob("*.npz"):
+            f.unlink()
+    _refuse_writes_in(monkeypatch, tmp_path)
+    calls = _counting_run_block(monkeypatch)
+    with pytest.raises(rc.InputError, match=rf"checkpoint={str(tmp_path)!r} cannot be written.*writable"):
+        rc.evaluate(**p, checkpoint=tmp_path)
+    assert calls == []  # refused before any block was computed
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root writes into read-only directories")
+def test_a_read_only_checkpoint_directory_for_real(tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    try:
+        with pytest.raises(rc.InputError, match="cannot be written"):
+            rc.evaluate(**_problem(), checkpoint=d)
+    finally:
+        d.chmod(0o755)
