@@ -18,6 +18,9 @@ from ..errors import BackendError, InputError, RetrievalChecksError
 
 __all__ = ["Comm", "RemoteFailure"]
 
+#: The version of the ranks' message sequence: ranks of different versions refuse each other.
+_PROTOCOL = 1
+
 
 class RemoteFailure(RetrievalChecksError):
     """Raised on the ranks that did not fail, when another rank did."""
@@ -114,6 +117,24 @@ class Comm:
         """The last status exchange: every rank got through (or the failure is raised)."""
         self.sync()
         self.done = True
+
+    # --- the call ------------------------------------------------------------------
+    def agree_call(self, call: str) -> None:
+        """The first exchange of a sharded call: every rank names the call it makes
+        (with the wire protocol's version); ranks that make different calls (one
+        ``evaluate``, another ``evaluate_image_text``) would read each other's messages,
+        so every rank raises an InputError naming both calls instead."""
+        tags = self.gather_objects((call, _PROTOCOL))
+        if len(set(tags)) == 1:
+            return
+        calls: dict = {}
+        for r, tag in enumerate(tags):
+            calls.setdefault(tag, []).append(r)
+        what = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))} called {name}"
+                         + (f" (retrieval-checks protocol {version})" if len({t[1] for t in tags}) > 1 else "")
+                         for (name, version), rs in calls.items())
+        raise InputError(f"The ranks of process_group made different calls: {what}. Every rank must make the same "
+                         "call (each with its own shard), in the same order, with the same retrieval-checks version.")
 
     # --- data collectives (each after a status exchange) ---------------------------
     def global_rank(self, r: int) -> int:

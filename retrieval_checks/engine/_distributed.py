@@ -57,6 +57,7 @@ def evaluate_sharded(group, queries, gallery, *, use_kernels: bool = True, **opt
     """``evaluate(..., process_group=group)`` (see :func:`~retrieval_checks.evaluate`)."""
     comm = Comm(group)
     try:
+        comm.agree_call("retrieval_checks.evaluate(..., process_group=g)")
         result = _run(comm, queries, gallery, use_kernels=use_kernels, **options)
         comm.finish()
         return result

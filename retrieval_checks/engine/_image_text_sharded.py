@@ -34,6 +34,7 @@ def evaluate_image_text_sharded(group, images, captions, caption_image, *, image
     runs its folds with the sharded rank pass."""
     comm = Comm(group)
     try:
+        comm.agree_call("retrieval_checks.evaluate_image_text(..., process_group=g)")
         result = _run(comm, images, captions, caption_image, images_without_captions, finish,
                       dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress),
                       use_kernels)

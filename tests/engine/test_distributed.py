@@ -280,12 +280,13 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
         results = {"_gallery_rows": []}
         _record_shard_rows(results["_gallery_rows"])
         for sc in scenarios:
-            Q, G, kw = _shard(sc, rank, world)
+            own = sc.get("rank_scenario", {}).get(rank, sc)  # a rank may make another call
+            Q, G, kw = _shard(own, rank, world)
             kw.update(sc.get("rank_kw", {}).get(rank, {}))
             Q = kw.pop("queries", Q)
             if sc.get("explode_on") == rank:
                 _explode_in_second_block(sc.get("how", "raise"))
-            entry = rc.evaluate_image_text if sc.get("entry") == "image_text" else rc.evaluate
+            entry = rc.evaluate_image_text if own.get("entry") == "image_text" else rc.evaluate
             results[sc["name"]] = _outcome(lambda: entry(Q, G, process_group=dist.group.WORLD, **kw))
             _restore()
         with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
