@@ -62,9 +62,45 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "exhaustive: a sweep that repeats behaviours the default tests cover, at more sizes; "
                    f"skipped unless --rc-exhaustive (or {EXHAUSTIVE_ENV}=1)")
+    config.addinivalue_line(
+        "markers", "default_cases(*cases): on a parametrized test, the parameter combinations that run by "
+                   "default, each a dict of parameter values (a subset of the names, fixture params included); "
+                   "the test's other combinations are exhaustive")
+
+
+def _default_cases(items):
+    """Marks 'exhaustive' the combinations of a ``default_cases`` test that no case names.
+    A case naming an unknown parameter, or matching none of the test's collected
+    combinations (a typo would move every combination out of the default run), is an error."""
+    matched: dict[tuple, set] = {}
+    for item in items:
+        marker = item.get_closest_marker("default_cases")
+        if marker is None:
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        key = (item.path, item.originalname)
+        seen = matched.setdefault(key, {"items": 0, "cases": marker.args, "hits": set()})
+        seen["items"] += 1
+        hit = False
+        for i, case in enumerate(marker.args):
+            unknown = sorted(set(case) - set(params))
+            if unknown:
+                raise pytest.UsageError(f"{item.nodeid}: default_cases names {unknown}, not parameters of the "
+                                        f"test (they are {sorted(params)})")
+            if all(params[k] == v for k, v in case.items()):
+                seen["hits"].add(i)
+                hit = True
+        if not hit:
+            item.add_marker(pytest.mark.exhaustive)
+    for (path, name), seen in matched.items():
+        missed = [seen["cases"][i] for i in range(len(seen["cases"])) if i not in seen["hits"]]
+        if missed and seen["items"] > 1:
+            raise pytest.UsageError(f"{path}::{name}: default_cases {missed} match none of its parameter "
+                                    "combinations (a typo?)")
 
 
 def pytest_collection_modifyitems(config, items):
+    _default_cases(items)
     if config.getoption("--rc-exhaustive"):
         return
     skip = pytest.mark.skip(reason=f"exhaustive sweep: run with --rc-exhaustive or {EXHAUSTIVE_ENV}=1")

@@ -82,3 +82,42 @@ def test_the_whole_suite_prints_its_time_against_the_budget(pytester, setup_modu
     # a chosen file or directory is not the whole suite: no budget line
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "sub", plugins=[setup_module])
     assert "test budget" not in result.stdout.str()
+
+
+CASES = """
+import pytest
+
+@pytest.fixture(params=["linear", "search"])
+def counting(request):
+    return request.param
+
+@pytest.mark.default_cases(dict(kind="int", screen=0, counting="linear"), dict(kind="float", screen=1))
+@pytest.mark.parametrize("kind", ["int", "float"])
+@pytest.mark.parametrize("screen", [0, 1])
+def test_sweep(kind, screen, counting):
+    pass
+"""
+
+
+def test_default_cases_run_the_named_combinations_and_the_rest_only_when_exhaustive(pytester, setup_module,
+                                                                                      monkeypatch):
+    monkeypatch.delenv(setup_module.EXHAUSTIVE_ENV, raising=False)
+    pytester.makepyfile(test_s=CASES)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-v", plugins=[setup_module])
+    result.assert_outcomes(passed=3, skipped=5)  # int-0-linear, float-1 with both countings
+    passed = sorted(line.split("::")[1].split()[0] for line in result.stdout.lines if line.endswith("%]")
+                    and " PASSED " in line)
+    assert passed == ["test_sweep[linear-0-int]", "test_sweep[linear-1-float]", "test_sweep[search-1-float]"]
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-exhaustive",
+                                 plugins=[setup_module]).assert_outcomes(passed=8)
+
+
+@pytest.mark.parametrize("case,message", [
+    ('dict(kind="int", scren=0)', "names ['scren'], not parameters"),
+    ('dict(kind="innt")', "match none of its parameter combinations"),
+])
+def test_a_default_case_that_selects_nothing_is_an_error(pytester, setup_module, case, message):
+    pytester.makepyfile(test_s=CASES.replace('dict(kind="float", screen=1)', case))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str() + result.stdout.str()
