@@ -1,7 +1,12 @@
 """Collection of YAML suites: one pytest item per (model, dataset, check).
 
-A suite that fails validation becomes a single failing item whose message names the
-file, the line and the field, so the rest of the session still runs.
+A suite that cannot be read or validated is a collection error of its file, as a test
+module that cannot be imported is: its message names the file, the line and the field;
+``-m``, ``-k`` and ``--deselect`` cannot hide it (an item standing for it would carry
+none of the suite's markers or check names, and any selection would drop it, leaving a
+green run with no gate run); pytest stops before running tests (exit 2), unless
+``--continue-on-collection-errors``. The error is also a failed record of the suite
+(:func:`collect_error_record`) in the table, JSON and history.
 """
 
 from __future__ import annotations
@@ -25,13 +30,12 @@ class SuiteFile(pytest.File):
         try:
             suite = load_suite(self.path)
         except SuiteError as exc:
-            yield SuiteErrorItem.from_parent(self, name="suite", error=exc)
-            return
-        except Exception as exc:  # a bug of ours must not stop the other suites: report it on this file
-            error = SuiteError(f"could not read the suite ({type(exc).__name__}: {exc}); please report this with "
-                               "the file.", path=self.path)
-            yield SuiteErrorItem.from_parent(self, name="suite", error=error)
-            return
+            self.rc_error = exc
+            raise self.CollectError(f"invalid retrieval-checks suite\n{exc}") from None
+        except Exception as exc:  # a bug of ours: still this file's collection error, never a quiet pass
+            self.rc_error = SuiteError(f"could not read the suite ({type(exc).__name__}: {exc}); please report "
+                                       "this with the file.", path=self.path)
+            raise self.CollectError(f"invalid retrieval-checks suite\n{self.rc_error}") from None
         known = {line.split(":")[0].split("(")[0].strip() for line in self.config.getini("markers")}
         for name, _, _ in {m[0]: m for c in suite.checks for m in (*suite.markers, *c.markers)}.values():
             if name not in known:  # markers declared in a suite are registered, as in an ini file
@@ -74,24 +78,6 @@ class SuiteItem(pytest.Item):
         return self.path, (line - 1 if line else None), f"{self.suite.name}: {self.name}"
 
 
-class SuiteErrorItem(pytest.Item):
-    """Stands for a suite file that could not be read or validated."""
-
-    def __init__(self, *, error: SuiteError, **kwargs):
-        super().__init__(**kwargs)
-        self.error = error
-
-    def runtest(self):
-        raise self.error
-
-    def repr_failure(self, excinfo, style=None):
-        return f"invalid retrieval-checks suite\n{self.error}"
-
-    def reportinfo(self):
-        line = self.error.line
-        return self.path, (line - 1 if line else None), f"invalid suite {self.path.name}"
-
-
 def _too_many(n_used, n_skipped, limit) -> bool:
     if not isinstance(n_skipped, int) or isinstance(n_skipped, bool):
         return False
@@ -132,13 +118,12 @@ def fail_on_skipped(item, start: int, limit, prop: str) -> None:
 
 
 def error_record(item, report, prop: str) -> dict | None:
-    """The FAIL record of a YAML suite item (a check, or a suite that could not be read)
-    that failed without recording a failed gate: gate ``error``, the check's metric when
-    known, no value, and the failure's message. None for other items, and for items
-    whose failure a gate already recorded."""
+    """The FAIL record of a YAML suite item (a check) that failed without recording a
+    failed gate: gate ``error``, the check's metric, no value, and the failure's
+    message. None for other items, and for items whose failure a gate already
+    recorded."""
     case = getattr(item, "case", None)
-    error = getattr(item, "error", None) if isinstance(item, SuiteErrorItem) else None
-    if case is None and error is None:
+    if case is None:
         return None
     for name, value in item.user_properties:
         if name == prop:
@@ -147,12 +132,21 @@ def error_record(item, report, prop: str) -> dict | None:
                     return None
             except (ValueError, AttributeError):
                 continue
-    message = (getattr(report, "longreprtext", "") or str(error or "") or "the item failed")[-4000:]
-    if case is not None:
-        check = case.check
-        return {"gate": "error", "metric": check.metric.name, "value": None, "passed": False, "on": "error",
-                "comparison": "", "threshold": None, "bounds": {}, "suite": item.suite.name, "model": case.model,
-                "dataset": "/".join(case.datasets), "line": check.line, "message": message}
+    message = (getattr(report, "longreprtext", "") or "the item failed")[-4000:]
+    check = case.check
+    return {"gate": "error", "metric": check.metric.name, "value": None, "passed": False, "on": "error",
+            "comparison": "", "threshold": None, "bounds": {}, "suite": item.suite.name, "model": case.model,
+            "dataset": "/".join(case.datasets), "line": check.line, "message": message}
+
+
+def collect_error_record(collector, report) -> dict | None:
+    """The FAIL record of a suite file that could not be loaded (its collection error):
+    gate ``error``, metric ``(suite)``, the error's line and message. None for other
+    collectors and for collections that did not fail."""
+    if not isinstance(collector, SuiteFile) or not report.failed:
+        return None
+    error = getattr(collector, "rc_error", None)
+    message = (getattr(report, "longreprtext", "") or str(error or "") or "the suite could not be loaded")[-4000:]
     return {"gate": "error", "metric": "(suite)", "value": None, "passed": False, "on": "error", "comparison": "",
-            "threshold": None, "bounds": {}, "suite": item.path.name, "model": None, "dataset": None,
+            "threshold": None, "bounds": {}, "suite": collector.path.name, "model": None, "dataset": None,
             "line": getattr(error, "line", None), "message": message}

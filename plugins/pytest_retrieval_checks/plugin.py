@@ -24,6 +24,7 @@ the run history and the JSON and HTML reports (``_reports.py``).
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import os
 import shlex
@@ -155,10 +156,12 @@ def _option(config, name: str) -> str:
     return value if value is not None else config.getini(dest)
 
 
-def _record(event) -> None:
-    """A gate listener: the event of a gate run inside a test joins that test's properties."""
+def _record(config, event) -> None:
+    """A gate listener of ``config``'s session: the event of a gate run inside one of its
+    tests joins that test's properties (a pytest session run inside a test, as pytester's
+    in-process runs are, records its gates once, in its own session only)."""
     item = _current_item.get()
-    if item is None:
+    if item is None or item.config is not config:
         return
     clean = event.to_dict()
     case = getattr(item, "case", None)
@@ -196,7 +199,7 @@ def pytest_configure(config):
         refusal = _selection.prune_refusal(config)
         if refusal is not None:
             raise pytest.UsageError(f"retrieval-checks: --rc-prune-baselines: {refusal}.")
-    config._rc_subscription = rc.gates.subscribe(_record)
+    config._rc_subscription = rc.gates.subscribe(functools.partial(_record, config))
 
 
 def _summary_mode(config) -> str:
@@ -229,10 +232,26 @@ def pytest_xdist_node_collection_finished(node, ids):
         config._rc_order = {nodeid: i for i, nodeid in enumerate(ids)}
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A suite file that could not be loaded carries its FAIL record on its collection
+    report (a text: it travels from a pytest-xdist worker to the controller)."""
+    report = yield
+    record = _items.collect_error_record(collector, report)
+    if record is not None:
+        report.rc_record = _reports.strict_json(record)
+    return report
+
+
 def pytest_collectreport(report):
     config = _config()
     if report.failed and config is not None:
         config._rc_collect_errors = getattr(config, "_rc_collect_errors", 0) + 1
+        record = getattr(report, "rc_record", None)
+        seen = config.__dict__.setdefault("_rc_collect_recorded", set())
+        if record is not None and not _is_worker(config) and report.nodeid not in seen:
+            seen.add(report.nodeid)  # (each pytest-xdist worker may report the same file)
+            config._rc_outcomes.append({"test": report.nodeid, **json.loads(record)})
 
 
 def pytest_unconfigure(config):
