@@ -34,7 +34,7 @@ from pathlib import Path
 from ._paths import missing_file, short
 from .errors import InputError
 
-__all__ = ["text_lines", "split_fields", "check_field", "parse_int", "parse_float", "INT64_MAX"]
+__all__ = ["text_lines", "split_fields", "check_field", "parse_int", "parse_float", "INT64_MAX", "id_mismatch"]
 
 BOM = "\ufeff"
 INT64_MAX = 2**63 - 1
@@ -153,3 +153,30 @@ def parse_float(text: str, where: str, name: str, *, special: bool = True) -> fl
         return float(text)
     raise InputError(f"{where}: {name} {text[:40]!r} is not a number (a decimal such as 12, -0.5 or 1e-3, in "
                      "ASCII digits; no digit separators such as 1_0).")
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def id_mismatch(unknown, ids, file: str) -> str:
+    """Why ids ``unknown`` (in the order met) are not among ``ids`` (those of ``file``, in
+    file order), when it can be told: one side names rows by number (counting from 0),
+    the other has real ids; or both are numbers (rows counted from 0 against ids from
+    1 shift every judgement). "" when nothing is recognised."""
+    unknown, ids = list(unknown), list(ids)
+    if not unknown or not ids:
+        return ""
+    sample = ", ".join(repr(i[:40]) for i in ids[:3])
+    known_digits = all(_digits(i) for i in ids)
+    if all(_digits(u) for u in unknown):
+        if known_digits:
+            return (f"both are numbers ({file} has {sample}...): if one side counts rows (from 0 or 1) and the other "
+                    "holds ids, every judgement names another query or document than meant")
+        rows = [int(u) for u in unknown[:1] if int(u) < len(ids)]
+        at = f" (row {rows[0]} of {file} (from 0) is {ids[rows[0]]!r})" if rows else ""
+        return f"it looks like a row number, not an id: ids there look like {sample}{at}"
+    if known_digits and all(i == str(n) or i == str(n + 1) for n, i in enumerate(ids[:50])):
+        return (f"the _id values there look like row numbers ({sample}), while this names {unknown[0][:40]!r}: write "
+                f"the real ids into {file}, or name the rows here")
+    return f"ids there look like {sample}"

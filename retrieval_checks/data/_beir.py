@@ -12,10 +12,17 @@ Queries that the split's qrels do not judge are not evaluated (a BEIR split's qu
 are those its qrels name); they are counted and listed in ``unjudged``. Ids are texts
 (an integer ``_id`` is read as its decimal text). Blank lines are ignored.
 
-Fails closed: a missing file, a line that is not a JSON object, a missing or non-text
-``_id`` / ``text``, a duplicate id, a qrels line without three fields, a grade that is
-not a whole number >= 0, a judgement repeated, and qrels naming an unknown query or
-document are each an :class:`~retrieval_checks.InputError` starting with ``file:line``.
+The three files follow the rules of every text reader of the library
+(:mod:`retrieval_checks._textfiles`): UTF-8 (a byte-order mark at the start is dropped),
+grades in ASCII digits within int64 (not Python's ``int()``, which reads ``1_0`` as 10),
+no invisible characters (no-break or zero-width spaces) in the qrels' ids.
+
+Fails closed: a missing or unreadable file, text that is not UTF-8, a line that is not a
+JSON object, a missing or non-text ``_id`` / ``text``, a duplicate id, a qrels line
+without three fields, a grade that is not a whole number >= 0, a judgement repeated, and
+qrels naming an unknown query or document (all of them counted, and said when they look
+like row numbers instead of ids) are each an :class:`~retrieval_checks.InputError`
+starting with ``file:line``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._textfiles import check_field, id_mismatch, parse_int, text_lines
 from ..errors import InputError
 
 __all__ = ["BeirData", "read_beir", "beir_files"]
@@ -67,22 +75,18 @@ def beir_files(path, split: str = "test") -> dict:
     return files
 
 
-def _lines(path: Path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if line.strip():
-                    yield number, line
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc}); write the file as UTF-8.") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({type(exc).__name__}: {exc}).") from None
+def _lines(path: Path, what: str):
+    """The non-blank lines of a BEIR file, by the rules every text reader follows
+    (:mod:`retrieval_checks._textfiles`: UTF-8, a leading byte-order mark dropped)."""
+    for number, line in text_lines(path, what):
+        if line.strip():
+            yield number, line
 
 
 def _jsonl(path: Path, fields: tuple, optional: tuple = ()) -> tuple[list, list, dict]:
     """Ids, records (dicts of the text fields) and each id's line, of a JSON-lines file."""
     ids, records, seen = [], [], {}
-    for number, line in _lines(path):
+    for number, line in _lines(path, path.stem):
         where = f"{path}:{number}"
         try:
             obj = json.loads(line)
@@ -114,16 +118,25 @@ def _jsonl(path: Path, fields: tuple, optional: tuple = ()) -> tuple[list, list,
     return ids, records, seen
 
 
+_STRIP = " \v\f\r"  # ASCII spaces around a field; other spaces are refused by check_field
+_GRADES = "grades are integers >= 0 (0: judged non-relevant)."
+
+
 def _qrels(path: Path, queries: dict, docs: dict) -> tuple[dict, int]:
-    """``{query id: {doc id: grade}}`` of a BEIR qrels file."""
+    """``{query id: {doc id: grade}}`` of a BEIR qrels file (``queries`` / ``docs``: the
+    ids of queries.jsonl / corpus.jsonl, in file order). Judgements naming an id that is
+    not there are all counted, and refused together, saying when they look like row
+    numbers."""
     out: dict = {}
     lines: dict = {}
+    unknown: dict = {"query-id": {}, "corpus-id": {}}  # id -> first line
+    named: dict = {"query-id": set(), "corpus-id": set()}
     header = False
-    for number, line in _lines(path):
+    for number, line in _lines(path, "qrels"):
         where = f"{path}:{number}"
-        fields = line.rstrip("\r\n").split("\t")
+        fields = line.split("\t")
         if not header:
-            if [f.strip() for f in fields] == ["query-id", "corpus-id", "score"]:
+            if [f.strip(_STRIP) for f in fields] == ["query-id", "corpus-id", "score"]:
                 header = True
                 continue
             raise InputError(f"{where}: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
@@ -131,28 +144,39 @@ def _qrels(path: Path, queries: dict, docs: dict) -> tuple[dict, int]:
         if len(fields) != 3:
             raise InputError(f"{where}: {len(fields)} tab-separated field(s); a judgement is "
                              "query-id<TAB>corpus-id<TAB>score.")
-        qid, did, score = (f.strip() for f in fields)
-        try:
-            grade = int(score)
-        except ValueError:
-            raise InputError(f"{where}: score {score[:40]!r} is not a whole number; grades are integers >= 0 "
-                             "(0: judged non-relevant).") from None
+        qid, did, score = (f.strip(_STRIP) for f in fields)
+        check_field(qid, where, "query-id")
+        check_field(did, where, "corpus-id")
+        grade = parse_int(score, where, "score", _GRADES)
         if grade < 0:
-            raise InputError(f"{where}: score {grade} is negative; grades are integers >= 0 (0: judged "
-                             "non-relevant).")
-        if qid not in queries:
-            raise InputError(f"{where}: query-id {qid[:80]!r} is not in queries.jsonl.")
-        if did not in docs:
-            raise InputError(f"{where}: corpus-id {did[:80]!r} is not in corpus.jsonl.")
+            raise InputError(f"{where}: score {grade} is negative; {_GRADES}")
+        for kind, key, known in (("query-id", qid, queries), ("corpus-id", did, docs)):
+            named[kind].add(key)
+            if key not in known:
+                unknown[kind].setdefault(key, number)
         if did in out.setdefault(qid, {}):
             raise InputError(f"{where}: query {qid!r} judges document {did!r} again (first at line "
                              f"{lines[(qid, did)]}); keep one grade per pair.")
         out[qid][did] = grade
         lines[(qid, did)] = number
+    for kind, file, known in (("query-id", "queries.jsonl", queries), ("corpus-id", "corpus.jsonl", docs)):
+        if unknown[kind]:
+            raise _unknown_ids(path, kind, file, unknown[kind], len(named[kind]), list(known))
     if not lines:
         raise InputError(f"{path}: no judgements; a qrels file needs the header and at least one line "
                          "query-id<TAB>corpus-id<TAB>score.")
     return out, len(lines)
+
+
+def _unknown_ids(path: Path, kind: str, file: str, unknown: dict, n_named: int, ids: list) -> InputError:
+    """Every judgement naming an id ``file`` does not have, counted, with the likely cause."""
+    first, line = next(iter(unknown.items()))
+    count = (f" ({len(unknown)} of the {n_named} {kind.split('-')[0]} ids of the qrels are not: "
+             f"{', '.join(repr(u[:40]) for u in list(unknown)[:5])}{'...' if len(unknown) > 5 else ''})"
+             if len(unknown) > 1 else "")
+    why = id_mismatch(list(unknown), ids, file)
+    return InputError(f"{path}:{line}: {kind} {first[:80]!r} is not an _id in {file}{count}"
+                      f"{'; ' + why if why else ''}. Make the qrels name the _id values of {file}.")
 
 
 def read_beir(path, split: str = "test") -> BeirData:

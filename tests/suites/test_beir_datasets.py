@@ -177,8 +177,8 @@ def test_the_reader_joins_title_and_text_and_keeps_grades(tmp_path):
     ("queries.jsonl", '{"text": "a"}\n', r"queries.jsonl:1: _id is missing"),
     ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\td0\t1.5\n", r"test.tsv:2: score '1.5' is not a whole number"),
     ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\td0\t-1\n", r"test.tsv:2: score -1 is negative"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\tzz\t1\n", r"test.tsv:2: corpus-id 'zz' is not in corpus"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nqq\td0\t1\n", r"test.tsv:2: query-id 'qq' is not in queries"),
+    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\tzz\t1\n", r"test.tsv:2: corpus-id 'zz' is not an _id in corpus"),
+    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nqq\td0\t1\n", r"test.tsv:2: query-id 'qq' is not an _id in queries"),
     ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\td0\t1\nq0\td0\t2\n",
      r"test.tsv:3: query 'q0' judges document 'd0' again \(first at line 2\)"),
     ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0 d0 1\n", r"test.tsv:2: 1 tab-separated field"),
@@ -384,3 +384,97 @@ def test_ignore_identical_ids_equals_ranx_without_the_identical_documents(tmp_pa
     with pytest.raises(SuiteError, match=r"datasets.toy.ignore_identical_ids: ignore_identical_ids: qrels/test.tsv "
                                          r"judges the document of the query's own id for 1 queries \(first: 'x0'\)"):
         SuiteRunner().run(suite, suite.cases[0])
+
+
+# ---------------------------------------------------------------- text rules shared with the TREC readers
+def _tiny(tmp_path):
+    return write_beir(tmp_path / "b", [{"_id": "d0", "text": "a"}, {"_id": "d1", "text": "b"}],
+                      [{"_id": "q0", "text": "a"}, {"_id": "q1", "text": "b"}], {"q0": {"d0": 1}, "q1": {"d1": 2}})
+
+
+@pytest.mark.parametrize("where", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_a_leading_byte_order_mark_is_dropped_in_every_file(tmp_path, where):
+    root = _tiny(tmp_path)
+    expected = read_beir(root)
+    f = root / where
+    f.write_text(f.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    got = read_beir(root)
+    assert (got.query_ids, got.doc_ids, got.relevance) == (expected.query_ids, expected.doc_ids, expected.relevance)
+
+
+@pytest.mark.parametrize("grade, message", [
+    ("1_0", "not a whole number"), ("\u0661", "not a whole number"), ("\uff12", "not a whole number"),
+    ("0x1", "not a whole number"), ("99999999999999999999", "beyond the 64-bit integer range"),
+    ("9223372036854775808", "beyond the 64-bit integer range"),
+])
+def test_grades_follow_the_file_grammar_not_python_int(tmp_path, grade, message):
+    root = _tiny(tmp_path)
+    (root / "qrels" / "test.tsv").write_text(f"query-id\tcorpus-id\tscore\nq0\td0\t{grade}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"test.tsv:2: score .*{message}"):
+        read_beir(root)
+
+
+@pytest.mark.parametrize("field", ["q0\u00a0", "\u200bq0", "q\u20280"])
+def test_invisible_characters_in_qrels_ids_are_named(tmp_path, field):
+    root = _tiny(tmp_path)
+    (root / "qrels" / "test.tsv").write_text(f"query-id\tcorpus-id\tscore\n{field}\td0\t1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"test.tsv:2: the query-id .* holds U\+"):
+        read_beir(root)
+
+
+@pytest.mark.parametrize("where", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_files_that_are_not_utf8_or_unreadable_name_the_file(tmp_path, where, monkeypatch):
+    root = _tiny(tmp_path)
+    f = root / where
+    f.write_bytes(f.read_bytes() + "caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"(corpus|queries).jsonl:3: .*not UTF-8|test.tsv:4: .*not UTF-8"):
+        read_beir(root)
+    import retrieval_checks._textfiles as textfiles
+
+    def denied(path, *args, **kwargs):  # as a non-root user meets a chmod 000 file
+        if str(path).endswith(where.split("/")[-1]):
+            raise PermissionError(13, "Permission denied", str(path))
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(textfiles, "open", denied, raising=False)
+    with pytest.raises(InputError, match=rf"{where.split('/')[-1]}: the .* file is not readable \(permission "
+                                         r"denied\); make it readable"):
+        read_beir(root)
+
+
+def _named_by_rows(tmp_path, query_ids, qrels_ids):
+    docs = [{"_id": f"d{i}", "text": "a"} for i in range(3)]
+    queries = [{"_id": q, "text": "a"} for q in query_ids]
+    return write_beir(tmp_path / "b", docs, queries, {q: {"d0": 1} for q in qrels_ids})
+
+
+def test_qrels_naming_queries_by_row_number_say_so(tmp_path):
+    root = _named_by_rows(tmp_path, ["q1", "q2", "q3", "q4"], ["q1", "2", "3"])
+    with pytest.raises(InputError) as info:
+        read_beir(root)
+    text = str(info.value)
+    assert "test.tsv:3: query-id '2' is not an _id in queries.jsonl" in text
+    assert "2 of the 3 query ids of the qrels are not" in text  # counted, not only the first
+    assert "row number" in text and "ids there look like 'q1', 'q2', 'q3'" in text
+    assert "row 2 of queries.jsonl (from 0) is 'q3'" in text
+
+
+def test_queries_whose_ids_look_like_row_numbers_say_so(tmp_path):
+    root = _named_by_rows(tmp_path, ["0", "1", "2"], ["0", "q1"])
+    with pytest.raises(InputError, match=r"query-id 'q1' is not an _id in queries.jsonl.*the _id values there look "
+                                         r"like row numbers \('0', '1', '2'\)"):
+        read_beir(root)
+
+
+def test_numeric_ids_off_by_one_are_flagged(tmp_path):
+    root = _named_by_rows(tmp_path, ["1", "2", "3"], ["0", "1"])  # the qrels count rows from 0, ids from 1
+    with pytest.raises(InputError, match=r"query-id '0' is not an _id.*both are numbers"):
+        read_beir(root)
+
+
+def test_documents_named_by_row_number_say_so(tmp_path):
+    root = write_beir(tmp_path / "b", [{"_id": f"doc{i}", "text": "a"} for i in range(3)], [{"_id": "q0", "text": "a"}],
+                      {"q0": {"doc0": 1, "2": 1}})
+    with pytest.raises(InputError, match=r"test.tsv:3: corpus-id '2' is not an _id in corpus.jsonl.*row number.*"
+                                         r"row 2 of corpus.jsonl \(from 0\) is 'doc2'"):
+        read_beir(root)
