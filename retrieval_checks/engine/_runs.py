@@ -57,7 +57,7 @@ import numpy as np
 
 from .._arrays import as_numpy
 from .._suggest import shown
-from .._textfiles import INT64_MAX, parse_float, parse_int, split_fields, text_lines
+from .._textfiles import INT64_MAX, id_mismatch, parse_float, parse_int, split_fields, text_lines
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics import _ties
 from ..metrics._names import MetricSpec, parse_metric
@@ -267,8 +267,10 @@ def _id_order(ids) -> list[str]:
 
 def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> _Flat:
     if run and qrels and not set(run) & set(qrels):
+        why = id_mismatch(_id_order(run), _id_order(qrels), "the qrels")
         raise InputError(f"No query id of the run is in the qrels (run: {', '.join(_id_order(run)[:3])}...; qrels: "
-                         f"{', '.join(_id_order(qrels)[:3])}...): they name queries differently; make the ids match.")
+                         f"{', '.join(_id_order(qrels)[:3])}...): they name queries differently"
+                         f"{' (' + why + ')' if why else ''}; make the ids match.")
     qids = _id_order(set(run) | set(qrels))
     q_of = {q: i for i, q in enumerate(qids)}
     d_of: dict[str, int] = {}

@@ -644,3 +644,11 @@ def test_unreadable_run_and_qrels_files_name_the_file_and_the_fix(tmp_path, monk
     monkeypatch.setattr(textfiles, "open", denied, raising=False)
     with pytest.raises(InputError, match=r"run.txt: the run file is not readable \(permission denied\); .*chmod"):
         evaluate_run(path, QRELS, ["map"])
+
+
+def test_run_and_qrels_naming_queries_differently_say_when_one_side_uses_row_numbers():
+    run = {"0": {"a": 2.0}, "1": {"b": 1.0}}
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
+    with pytest.raises(InputError, match=r"No query id of the run is in the qrels.*it looks like a row number, not "
+                                         r"an id: ids there look like 'q1', 'q2'"):
+        evaluate_run(run, qrels, ["map"])
