@@ -9,11 +9,10 @@
   module plus a weights file read with
   ``torch.load(weights_only=True)`` (or a ``.safetensors`` file).
 - :class:`EmbeddingCache` stores computed embeddings on disk under a content hash of
-  the model (its code file, function name, keyword arguments and weights or
-  TorchScript bytes) and of the inputs (bytes, dtype, shape), so a second run does not
-  recompute them; writes are atomic, so parallel workers can share the directory.
-  The hash covers the model's own file, not the modules it imports: clear the cache
-  (``pytest --cache-clear``) after changing those.
+  the model (its code as loaded: its module and every local module it imports, see
+  :mod:`._code`; function name, keyword arguments and weights or TorchScript bytes)
+  and of the inputs (bytes, dtype, shape), so a second run does not recompute them;
+  writes are atomic, so parallel workers can share the directory.
 """
 
 from __future__ import annotations
@@ -321,6 +320,11 @@ def _load_file_module(path: Path, label: str):
 def _import_target(target: str, base_dir: Path | None):
     """The object named by ``module:function``: a ``.py`` file or a top-level module next
     to the suite file (imported by path), else an installed module."""
+    return _import_target_module(target, base_dir)[1]
+
+
+def _import_target_module(target: str, base_dir: Path | None):
+    """(the module, the object) named by ``module:function`` (see :func:`_import_target`)."""
     if not isinstance(target, str) or target.count(":") != 1 or not all(target.partition(":")[::2]):
         raise InputError(f"target={target!r}: expected 'module:function' (a dotted module or a .py file, a colon, "
                          "then the function's name).")
@@ -358,7 +362,7 @@ def _import_target(target: str, base_dir: Path | None):
         obj = getattr(obj, part)
     if not callable(obj):
         raise InputError(f"{target}: {attr!r} is not callable.")
-    return obj
+    return module, obj
 
 
 def _file_digest(path: Path, what: str = "file") -> str:
@@ -375,7 +379,9 @@ def _file_digest(path: Path, what: str = "file") -> str:
 
 def model_fingerprint(model) -> str:
     """Content hash of a suite model: its kind, target, kwargs (with the contents of any
-    kwarg string that names a file), its code file and its weights or program bytes."""
+    kwarg string that names a file), its code (the target's module, imported here, and
+    every local module it imports: :func:`._code.code_digests`) and its weights or
+    program bytes."""
     from ._hub import HUB_KINDS, hub_fingerprint
 
     if model.kind in HUB_KINDS:
@@ -396,17 +402,12 @@ def model_fingerprint(model) -> str:
                     files[k] = _file_digest(cand, f"file of kwargs.{k}")
                     break
     parts["kwarg_files"] = files
-    if model.target is not None:
-        module_name = model.target.partition(":")[0]
-        source = _local_file(module_name, Path(model.base_dir) if model.base_dir is not None else None)
-        if source is None:
-            try:
-                spec = importlib.util.find_spec(module_name)
-            except (ImportError, ValueError):
-                spec = None
-            if spec is not None and spec.origin and os.path.isfile(spec.origin):
-                source = Path(spec.origin)
-        parts["code"] = _file_digest(source, "model code") if source is not None and source.is_file() else None
+    if model.target is not None:  # the code as loaded: the module and every local module it imports
+        from ._code import code_digests
+
+        module, _ = _import_target_module(model.target, Path(model.base_dir) if model.base_dir is not None
+                                          else None)
+        parts["code"] = code_digests(module)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -212,13 +212,13 @@ class SuiteRunner:
                               line=model.line, field=field)
 
         try:
-            if mkey not in self._fingerprints:
-                self._fingerprints[mkey] = model_fingerprint(model)
             # the part (queries, gallery, ...) changes the output only for callables that take it;
             # importing a function is cheap, while a torch model is built only on a cache miss
             takes_part = model.kind == "callable" and _takes_part(call_with_timeout(
                 lambda: self._model(suite, model_name), timeout=timeout,
                 what=f"loading model {model_name!r} (suite {suite.name}, {suite.path.name}:{model.line})"))
+            if mkey not in self._fingerprints:  # after the import above: it hashes the code as loaded
+                self._fingerprints[mkey] = model_fingerprint(model)
             key = EmbeddingCache.key(self._fingerprints[mkey], inputs, part if takes_part else None)
             cached = self.cache.get(key)
             if cached is not None:

@@ -1,0 +1,128 @@
+"""The embedding cache's key covers the model's code as loaded: the model module and
+every local module it imports (at import time or inside a function), so changing a
+helper module misses the cache instead of serving the old helper's embeddings.
+Installed packages (site-packages) and the standard library are not hashed."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import uuid
+
+import numpy as np
+import pytest
+
+from retrieval_checks.suites import SuiteRunner, load_suite
+
+X = np.random.default_rng(0).normal(size=(12, 5)).astype(np.float32)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A suite folder with a package ``<pkg>`` (unique per test); its modules are
+    forgotten afterwards, as a new pytest session would."""
+    pkg = f"rcpkg_{uuid.uuid4().hex[:8]}"
+    (tmp_path / pkg).mkdir()
+    (tmp_path / pkg / "__init__.py").write_text("")
+    np.savez(tmp_path / "d.npz", inputs=X, labels=np.repeat(np.arange(4), 3))
+    yield tmp_path, pkg
+    for name in [n for n in sys.modules if pkg in n or n.startswith("_rc_suite_")]:
+        del sys.modules[name]
+
+
+def _suite(root, target):
+    (root / "s.yaml").write_text(f"datasets: {{a: {{queries: d.npz}}}}\nmodels: {{m: {{callable: '{target}'}}}}\n"
+                                 "checks: [{metric: map, at_least: 0.1}]\n")
+    return load_suite(root / "s.yaml")
+
+
+def _new_session(pkg):
+    """A new session imports the modules again (a second pytest run)."""
+    for name in [n for n in sys.modules if pkg in n or n.startswith("_rc_suite_")]:
+        del sys.modules[name]
+
+
+def _embed_twice(root, pkg, target, change):
+    first = SuiteRunner(cache_dir=root / "cache")
+    before = first.part(_suite(root, target), "m", "a", "queries").embeddings.copy()
+    change()
+    _new_session(pkg)
+    second = SuiteRunner(cache_dir=root / "cache")
+    after = second.part(_suite(root, target), "m", "a", "queries").embeddings
+    return before, after, second
+
+
+@pytest.mark.parametrize("how", ["relative", "absolute", "inside_function", "module_attribute"])
+def test_changing_a_helper_module_misses_the_cache(project, how):
+    root, pkg = project
+    use = {
+        "relative": ("from .helper import scale\n", "scale"),
+        "absolute": (f"from {pkg}.helper import scale\n", "scale"),
+        "inside_function": ("", f"__import__('{pkg}.helper', fromlist=['x']).scale"),
+        "module_attribute": (f"import {pkg}.helper as helper\n", "helper.scale"),
+    }[how]
+    if how == "inside_function":  # imported when the model runs, not when the module is imported
+        code = f"def f(x):\n    from {pkg} import helper\n    return x[:, :3] * helper.scale\n"
+    else:
+        code = use[0] + f"def f(x):\n    return x[:, :3] * {use[1]}\n"
+    (root / pkg / "enc.py").write_text(code)
+    (root / pkg / "helper.py").write_text("scale = 2.0\n")
+    before, after, second = _embed_twice(root, pkg, f"{pkg}.enc:f",
+                                         lambda: (root / pkg / "helper.py").write_text("scale = -3.0\n"))
+    np.testing.assert_array_equal(before, X[:, :3] * 2.0)
+    assert second.cache.misses == 1 and second.cache.hits == 0 and second.embedded == 1
+    np.testing.assert_array_equal(after, X[:, :3] * -3.0)  # the changed helper's numbers, not the cached ones
+
+
+def test_a_helper_next_to_a_file_model_on_sys_path(project, monkeypatch):
+    """A ``.py`` model that imports a module found on sys.path (a conftest put its
+    folder there)."""
+    root, pkg = project
+    monkeypatch.syspath_prepend(str(root / pkg))
+    helper = f"{pkg}_flat_helper"
+    (root / pkg / f"{helper}.py").write_text("scale = 2.0\n")
+    (root / pkg / "enc.py").write_text(f"import {helper}\ndef f(x):\n    return x[:, :3] * {helper}.scale\n")
+
+    def change():
+        (root / pkg / f"{helper}.py").write_text("scale = 5.0\n")
+        sys.modules.pop(helper, None)
+
+    before, after, second = _embed_twice(root, pkg, f"{pkg}/enc.py:f", change)
+    assert second.embedded == 1
+    np.testing.assert_array_equal(after, X[:, :3] * 5.0)
+
+
+def test_an_unchanged_helper_still_hits_and_installed_packages_are_not_hashed(project):
+    root, pkg = project
+    (root / pkg / "enc.py").write_text("import json, numpy\nfrom .helper import scale\n"
+                                       "def f(x):\n    return numpy.asarray(x)[:, :3] * scale\n")
+    (root / pkg / "helper.py").write_text("scale = 2.0\n")
+    before, after, second = _embed_twice(root, pkg, f"{pkg}.enc:f", lambda: None)
+    assert second.cache.hits == 1 and second.embedded == 0
+    np.testing.assert_array_equal(before, after)
+
+
+def test_code_files_of_the_key_are_listed(project):
+    from retrieval_checks.models._code import model_code_files
+
+    root, pkg = project
+    (root / pkg / "enc.py").write_text(textwrap.dedent("""
+        import numpy
+        from . import helper
+        def f(x):
+            from .lazy import g
+            return g(x)
+    """))
+    (root / pkg / "helper.py").write_text("from .deep import k\n")
+    (root / pkg / "deep.py").write_text("k = 1\n")
+    (root / pkg / "lazy.py").write_text("def g(x):\n    return x\n")
+    _new_session(pkg)
+    import importlib
+
+    sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module(f"{pkg}.enc")
+    finally:
+        sys.path.remove(str(root))
+    names = sorted(p.name for p in model_code_files(module))
+    assert names == ["__init__.py", "deep.py", "enc.py", "helper.py", "lazy.py"]
