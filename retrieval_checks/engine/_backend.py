@@ -88,15 +88,16 @@ class Backend:
         return out
 
     def cosine_rows_into(self, x, out, chunk_bytes: int = 16 * 2**20) -> np.ndarray:
-        """Write the float32 rows cosine multiplies into ``out`` and return their post-scale
-        factors (float32, host), all computed on the host in float64, so every backend
-        gets the same bits.
+        """Write the float32 rows cosine multiplies into ``out`` and return their factors
+        for the score epilogue (float32, host), all computed on the host in float64, so
+        every backend gets the same bits.
 
         - A row that is a multiple of an integer vector (binary and quantised codes, and
           their multiples by any scale) becomes its primitive integer vector (divided by
-          the gcd of its entries) times a power of two: exact. Its factor is 1 / |row|,
-          applied after the product (:meth:`finish_scores`), so rows of equal norm rank
-          exactly as their dot products, and parallel rows become identical.
+          the gcd of its entries) times a power of two: exact. Its factor is its squared
+          norm |row|^2 (exact in float32 while the primitive vector's |x|^2 < 2^24),
+          used after the product (:meth:`finish_scores`): equal cosines of integer rows
+          of any norms give equal scores, and parallel rows become identical.
         - Any other row is normalised in float64 and rounded (parallel rows round to the
           same float32 row); its factor is 1."""
         n, d = int(x.shape[0]), int(x.shape[1])
@@ -116,7 +117,7 @@ class Backend:
                 _, e2 = np.frexp(np.abs(prim).max(axis=1))
                 v = np.ldexp(prim, -e2[:, None])
                 block[integral] = v
-                factors[s : s + rows][integral] = 1.0 / np.sqrt(_sum_squares(v))
+                factors[s : s + rows][integral] = _sum_squares(v)
             rest = ~integral
             if rest.any():
                 z = np.ldexp(p64[rest], -e[rest][:, None])  # exact; no overflow or underflow in the norm
@@ -199,16 +200,22 @@ class Backend:
         :meth:`row_factors` (``qa`` over S's rows, ``ga`` over its columns; S may carry
         leading batch axes, the factors then carry them too).
 
-        cosine: (q.g * (1/|q|)) * (1/|g|): scaled after the product, so rows of equal
-        norm rank exactly as their dot products, and integer data keep exact ties.
+        cosine (factors: squared norms, :meth:`cosine_rows_into`): the cosine
+        sign(m) sqrt(m^2 / (|q|^2 |g|^2)) of the product m = q.g, in float64 (m^2 and
+        |q|^2 |g|^2 are exact: products of two float32 numbers), one correctly rounded
+        division, then a correctly rounded square root and the sign, rounded to float32
+        (:func:`cosine_epilogue`). For integer rows the division's operands are exact
+        integers (times powers of two), so equal cosines are equal rationals and give
+        the same float64 and the same score, whatever the norms, and a larger cosine never
+        scores lower (every step is monotone). Rows normalised in float64 (factor 1)
+        keep their product m itself.
         neg_l2: -|q - g|^2 = (2 q.g - |g|^2) - |q|^2, clamped at 0 from above: exact for
         integer data (no rounding of a square root or of a difference of large
         squares); ranking by it is ranking by distance, and pair thresholds are mapped
         to it (:func:`~retrieval_checks.metrics._pairs.score_units`). Elementwise IEEE
         operations in a fixed order: the same bits on every backend for the same S."""
         if similarity == "cosine":
-            S *= qa[..., :, None]
-            S *= ga[..., None, :]
+            cosine_epilogue(S, qa, ga)
         elif similarity == "neg_l2":
             S *= 2.0
             S -= ga[..., None, :]
@@ -241,6 +248,56 @@ class Backend:
                 yield
             finally:
                 matmul.allow_tf32 = old
+
+
+def cosine_epilogue(S, qa, ga, rows_per_step: int | None = None) -> None:
+    """``S`` (float32 products m = q.g, numpy or torch, ``(..., r, c)``) becomes the
+    cosines ``sign(m) sqrt(m |m| / (qa ga))`` in place, with ``qa`` / ``ga`` the squared
+    norms of S's rows / columns (``(..., r)`` / ``(..., c)``; a factor of 0, a padding
+    row, counts as 1). The IEEE operations, each correctly rounded, in this order:
+    ``x = float64(m)``; ``x * |x|`` (exact); ``float64(qa) * float64(ga)`` (exact);
+    the division; ``sqrt`` of its magnitude; the sign of ``m`` (a zero product stays as
+    it is); rounding to float32. Fused kernels repeat them (``_triton_kernels.epilogue``).
+    Factors of 1 on both sides leave ``S`` unchanged (sqrt(m^2) = |m| exactly), so CPU
+    tiles of normalised float rows skip the work. Float64 temporaries are bounded:
+    ``rows_per_step`` rows at a time (default: about 2^18 elements)."""
+    if S.ndim > 2:
+        for t in range(S.shape[0]):
+            cosine_epilogue(S[t], qa[t], ga[t], rows_per_step)
+        return
+    r, c = int(S.shape[0]), int(S.shape[1])
+    step = rows_per_step or max(1, (1 << 18) // max(c, 1))
+    if isinstance(S, np.ndarray):
+        qa64 = np.asarray(qa, np.float64)
+        ga64 = np.asarray(ga, np.float64)
+        qa64 = np.where(qa64 == 0, 1.0, qa64)
+        ga64 = np.where(ga64 == 0, 1.0, ga64)
+        if (qa64 == 1).all() and (ga64 == 1).all():
+            return
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            for a in range(0, r, step):
+                x = S[a : a + step].astype(np.float64)
+                s = x * np.abs(x)
+                s /= qa64[a : a + step, None] * ga64[None, :]
+                np.abs(s, out=s)
+                np.sqrt(s, out=s)
+                np.copysign(s, x, out=s)
+                S[a : a + step] = s
+        return
+    import torch
+
+    qa64 = qa.double()
+    ga64 = ga.double()
+    qa64 = torch.where(qa64 == 0, torch.ones_like(qa64), qa64)
+    ga64 = torch.where(ga64 == 0, torch.ones_like(ga64), ga64)
+    if not S.is_cuda and bool((qa64 == 1).all()) and bool((ga64 == 1).all()):
+        return  # (on CUDA the check would cost a synchronisation per tile)
+    for a in range(0, r, step):
+        x = S[a : a + step].double()
+        s = x * x.abs()
+        s /= qa64[a : a + step, None] * ga64[None, :]
+        s = s.abs_().sqrt_().copysign_(x)
+        S[a : a + step] = s
 
 
 def _sum_squares(rows: np.ndarray) -> np.ndarray:
