@@ -36,6 +36,10 @@ def as_numpy(x, name: str) -> np.ndarray:
     device included; bfloat16 tensors as float32)."""
     if is_torch_tensor(x):
         t = x.detach()
+        layout = str(getattr(t, "layout", "torch.strided"))
+        if layout != "torch.strided":
+            raise InputError(f"{name} is a sparse torch tensor (layout {layout}); pass a dense one "
+                             "(tensor.to_dense()), or for a relevance a scipy sparse matrix.")
         if str(t.dtype) == "torch.bfloat16":
             t = t.float()  # exact: every bfloat16 is a float32
         try:

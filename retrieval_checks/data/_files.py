@@ -14,11 +14,13 @@ to hold, by extension:
 
 Keys default to ``embeddings``, ``labels`` and ``ids``; pass other names to match a
 file. A missing key is an error that lists the keys the file has and suggests the
-closest one.
+closest one: spelt alike, or a usual other name (``targets`` / ``y`` for labels,
+``features`` for embeddings); an absent default ``labels`` / ``ids`` key is skipped
+only when no such array (one value per row) is there.
 
 Every file fails closed: a missing, empty, truncated or damaged file, a directory, a
-broken symbolic link or a loop, an unreadable file and a file holding pickled Python
-objects are each an :class:`~retrieval_checks.InputError` naming the file and what to
+broken symbolic link or a loop, an unreadable file, a file holding pickled Python
+objects (a ``.npy`` object array is named as such), and a sparse tensor are each an :class:`~retrieval_checks.InputError` naming the file and what to
 do, never a raw ``zipfile`` / ``pickle`` / ``OSError`` / Arrow traceback. ``.npz``
 members are checked against their CRC-32 and ``.pt`` archives against their records'
 CRC-32 (when the writer stored one); ``.npy``, ``.safetensors`` and ``.parquet`` carry
@@ -45,7 +47,7 @@ from .._paths import FORMATS as _FORMATS
 from .._paths import HOW_TO_WRITE as _HOW_TO_WRITE
 from .._paths import check_file, unpickler_complaint, verify_zip_crc as _verify_zip_crc
 from .._paths import short as _short
-from .._suggest import did_you_mean, hint
+from .._suggest import did_you_mean
 from ..errors import InputError
 
 __all__ = ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy", "check_file"]
@@ -125,7 +127,13 @@ def _np_load(p: Path, not_numpy: str, rewrite: str, mmap_mode: str | None = None
     try:
         return np.load(p, allow_pickle=False, mmap_mode=mmap_mode)
     except ValueError as exc:
-        if "pickle" in str(exc).lower():
+        text = str(exc).lower()
+        if "object arrays" in text or "python objects" in text:  # a sound .npy whose dtype is object
+            raise InputError(f"{p}: holds an object array (dtype object: Python objects that numpy stores as a "
+                             "pickle, written with allow_pickle=True), which is refused (no code runs from data "
+                             "files). Save numbers or strings: numpy.save(path, np.asarray(values, "
+                             "dtype=np.float32)); rows of different lengths cannot be embeddings.") from None
+        if "pickle" in text:
             raise InputError(f"{p}: {not_numpy}, so numpy would read it as a pickle of Python objects, which is "
                              f"refused (no code runs from data files). {rewrite}") from None
         raise _damaged(p, exc) from None
@@ -216,6 +224,10 @@ def _pt_value(p: Path, key: str, value, torch):
     where = f"{p}: {key!r}"
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
+        if value.layout != torch.strided:
+            raise InputError(f"{where}: is a sparse tensor (layout {value.layout}), which is not read as an array "
+                             f"(its implicit zeros would be guesses); save it dense: torch.save({{{key!r}: "
+                             "tensor.to_dense(), ...}, path).")
         if value.is_complex():
             raise InputError(f"{where}: is a complex tensor; store real numbers.")
         if value.is_floating_point() and value.dtype not in (torch.float32, torch.float64):
@@ -368,10 +380,35 @@ def read_arrays(path) -> Mapping:
     return reader(check_file(p))
 
 
-def _missing(path: Path, what: str, key: str, available: list[str]) -> InputError:
+#: The names other tools give each array, for "did you mean" when no name is spelt alike
+#: (sklearn's X / y, PyTorch datasets' targets, feature extractors' features...).
+_SYNONYMS = {
+    "embeddings": ("embedding", "emb", "embs", "features", "feats", "feature", "vectors", "vecs", "x", "reps",
+                   "representations", "encodings"),
+    "labels": ("label", "targets", "target", "y", "classes", "class_ids", "class_id", "label_ids", "categories",
+               "pids", "person_ids", "identities"),
+    "ids": ("id", "item_ids", "uids", "image_ids", "doc_ids", "filenames"),
+}
+
+
+def _closest_key(what: str, key: str, available: list[str], exclude: tuple = (), fits=None) -> str | None:
+    """The name in ``available`` most likely meant for ``what`` asked as ``key``: one spelt
+    alike, else (for the default key) one of the usual other names of ``what`` for which
+    ``fits(name)`` holds (when given: its array has the shape ``what`` needs)."""
+    candidates = [k for k in available if k not in exclude and k != key]
+    close = did_you_mean(key, candidates)
+    if close is None and key == what:
+        folded = {k.lower(): k for k in candidates}
+        close = next((folded[n] for n in _SYNONYMS.get(what, ()) if n in folded
+                      and (fits is None or fits(folded[n]))), None)
+    return close
+
+
+def _missing(path: Path, what: str, key: str, available: list[str], exclude: tuple = (), fits=None) -> InputError:
+    close = _closest_key(what, key, available, exclude, fits)
     return InputError(
         f"{path}: no {what} named {key!r}; the file has {', '.join(map(repr, available)) or 'nothing'}."
-        f"{hint(key, available)} "
+        f"{f' Did you mean {close!r}?' if close is not None else ''} "
         f"Pass {what}=<name> to choose another"
         + (" (or None to read none)." if what != "embeddings" else ".")
     )
@@ -424,9 +461,16 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
             continue
         if key not in data:
             named = key != default or (name == "labels" and labels_required)
-            close = did_you_mean(key, [k for k in available if k != embeddings])
-            if named or close is not None:
-                raise _missing(p, name, key, available)
+            taken = (embeddings, labels, ids)  # never suggest an array already read as something else
+
+            def fits(k, n=emb.shape[0]):  # an array under another usual name: one value per row?
+                try:
+                    return np.ndim(data[k]) == 1 and len(data[k]) == n
+                except InputError:  # a damaged or refused member is no candidate
+                    return False
+
+            if named or _closest_key(name, key, available, taken, fits) is not None:
+                raise _missing(p, name, key, available, taken, fits)
             continue
         arr = np.asarray(data[key])
         if arr.ndim != 1 or arr.shape[0] != emb.shape[0]:
