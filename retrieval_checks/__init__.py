@@ -55,6 +55,7 @@ from .errors import (
     BackendError,
     EmptyQueriesError,
     InputError,
+    IntervalWarning,
     MetricNameError,
     ModelTimeoutError,
     RetrievalChecksError,
@@ -181,5 +182,6 @@ __all__ = [
     "BackendError",
     "SuiteError",
     "ModelTimeoutError",
+    "IntervalWarning",
     "__version__",
 ]

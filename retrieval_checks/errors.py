@@ -4,6 +4,9 @@ Every error the library raises on purpose derives from :class:`RetrievalChecksEr
 so ``except RetrievalChecksError`` catches all of them. Errors about the caller's
 input also derive from :class:`ValueError` so that generic handlers keep working.
 Messages name the array, field or metric at fault and say how to fix it.
+
+Warnings the library issues about a statistic that says little or looks wrong are
+:class:`IntervalWarning` (a ``RuntimeWarning``, so existing filters keep working).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ __all__ = [
     "BackendError",
     "SuiteError",
     "ModelTimeoutError",
+    "IntervalWarning",
 ]
 
 
@@ -78,3 +82,11 @@ class ModelTimeoutError(RetrievalChecksError, TimeoutError):
     def __init__(self, message: str, *, timeout: float):
         super().__init__(message)
         self.timeout = timeout
+
+
+class IntervalWarning(RuntimeWarning):
+    """An interval or gap that says little or points the wrong way: it rests on fewer
+    than a handful of independent units (groups, classes), or a generalization gap's
+    whole interval lies below zero (train and test look swapped). Gates record it on
+    their event as well; ``warnings.simplefilter("error", IntervalWarning)`` makes it
+    fail."""

@@ -18,7 +18,7 @@ PUBLIC = {
     "retrieval_checks": [
         "AccuracyResult", "BackendError", "BaselineFile", "Change", "ClassifierResult", "Comparison", "EmbeddingSet",
         "EmptyQueriesError", "EvaluationResult", "Gap", "GateEvent", "GroupedRecall", "History", "IMAGE_TEXT_METRICS",
-        "ImageTextResult", "InputError", "Interval", "LocalizationResult", "METRIC_TEMPLATES", "MeasureCorrelation",
+        "ImageTextResult", "InputError", "Interval", "IntervalWarning", "LocalizationResult", "METRIC_TEMPLATES", "MeasureCorrelation",
         "Measurement", "MetricNameError", "MetricSpec", "ModelTimeoutError", "NuclearNorm", "RetrievalChecksError", "SpectralMeasure",
         "Suite", "SuiteError", "SuiteRunner", "SweepTable", "__version__", "accuracy", "assert_cam_iou_at_least",
         "assert_gap_below", "assert_grouped_recall_ci", "assert_map_at_least", "assert_metric",
@@ -70,7 +70,7 @@ PUBLIC = {
         "positive_int",
     ],
     "retrieval_checks.errors": [
-        "BackendError", "EmptyQueriesError", "InputError", "MetricNameError", "ModelTimeoutError",
+        "BackendError", "EmptyQueriesError", "InputError", "IntervalWarning", "MetricNameError", "ModelTimeoutError",
         "RetrievalChecksError", "SuiteError",
     ],
     "retrieval_checks.integrations": [

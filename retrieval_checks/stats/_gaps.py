@@ -13,7 +13,7 @@ Pure functions of results: nothing is re-ranked.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from .._lazy import stats
@@ -25,10 +25,10 @@ from ..metrics._names import parse_metric
 from ..metrics._registry import family
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
-from ._intervals import (UNIT_NAMES, check_resamples, result_setting, mean_rows, medr_rows, newcombe_interval, per_query_values,
-                         resample_stats, resolve_cluster)
+from ._intervals import (UNIT_NAMES, check_resamples, few_units_note, result_setting, mean_rows, medr_rows,
+                         newcombe_interval, per_query_values, resample_stats, resolve_cluster, warn_notes)
 
-__all__ = ["Gap", "generalization_gap"]
+__all__ = ["Gap", "generalization_gap", "gap_notes"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ class Gap:
     #: where the gap is not over queries (accuracy, grouped recall's groups)
     n_used: tuple[int, int] | None = None
     n_skipped: tuple[int, int] | None = None
+    #: what the reader should know (:func:`gap_notes`: the sides look swapped, an
+    #: interval on too few units...), issued as :class:`~retrieval_checks.errors.IntervalWarning`
+    #: when the gap was computed
+    notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         a, b = self.labels
@@ -87,6 +91,13 @@ def generalization_gap(
     seed=...)``), else 0.95 and 0. Gaps are defined for fraction metrics only: a rank
     metric (medr, meanr) is lower-is-better, so overfitting gives a negative gap and an
     upper bound on the gap would pass; gate the test value instead.
+
+    The same result on both sides, or two results of the same data (same queries,
+    labels, ids, gallery and the same rank of the first relevant item on every
+    query), is refused: their gap is 0 whatever the model. A gap whose whole interval
+    lies below 0 (test significantly better than train: the sides look swapped) and an
+    interval on fewer than ``MIN_INTERVAL_UNITS`` groups or classes give an
+    :class:`~retrieval_checks.errors.IntervalWarning`, kept in ``Gap.notes``.
     """
     if (not isinstance(labels, (tuple, list)) or len(labels) != 2
             or not all(isinstance(x, str) for x in labels)):
@@ -109,7 +120,8 @@ def generalization_gap(
                    if held else "one side is an AccuracyResult (holding only accuracy)")
                 + "; pass metric='accuracy' (or leave it out), or pass two EvaluationResults for a retrieval metric."
             )
-        return _accuracy_gap(train, test, confidence, allow_label_mismatch, labels)
+        return _noted(_accuracy_gap(train, test, confidence, allow_label_mismatch, labels),
+                      _same_sides(train, test, None, labels))
     if metric is None:
         raise InputError("metric is missing: name the metric whose gap to compute, e.g. 'grouped_recall@1'.")
     spec = parse_metric(metric)
@@ -132,9 +144,101 @@ def generalization_gap(
             raise InputError(f"{side} must be an EvaluationResult or AccuracyResult, got {type(res).__name__}.")
         if spec.name not in res:
             raise InputError(f"{spec.name} was not computed on {side}; computed: {', '.join(res)}.")
+    cluster = resolve_cluster(cluster, train, test)  # a bad cluster= is said before anything about the data
+    same = _same_sides(train, test, spec, labels)
     if spec.kind == "grouped":
-        return _grouped_gap(spec, train.grouped[spec.name], test.grouped[spec.name], confidence, labels)
-    return _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels)
+        return _noted(_grouped_gap(spec, train.grouped[spec.name], test.grouped[spec.name], confidence, labels), same)
+    return _noted(_bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels), same)
+
+
+def gap_notes(gap: Gap, *, units: bool = True) -> list[str]:
+    """What the reader of ``gap`` should know: its whole interval lies below 0 (the
+    second side scores significantly higher than the first: train and test look
+    swapped, and an upper bound on the gap passes whatever the model does), or
+    (``units``) a side rests on fewer than ``MIN_INTERVAL_UNITS`` units (the interval
+    says little)."""
+    a, b = gap.labels
+    notes = []
+    if isinstance(gap.high, (int, float)) and gap.high < 0:
+        notes.append(
+            f"{gap.metric} gap ({a} - {b}) = {gap.value:+.4f} with its whole {gap.confidence:.0%} interval "
+            f"[{gap.low:+.4f}, {gap.high:+.4f}] below 0: {b} scores significantly higher than {a} ({b} "
+            f"{gap.second_value:.4f}, {a} {gap.first_value:.4f}). A generalization gap is {a} - {b}, so train and "
+            f"test look swapped: pass the training result first, generalization_gap(train, test, metric). (Where "
+            f"the {b} set is truly easier, e.g. a smaller gallery, an upper bound on this gap checks nothing.)"
+        )
+    for side, n in ((a, gap.n_first), (b, gap.n_second)) if units else ():
+        note = few_units_note(f"{gap.metric} gap, {side} side", n, gap.unit)
+        if note:
+            notes.append(note)
+    return notes
+
+
+def _noted(gap: Gap, same: str | None) -> Gap:
+    """``gap`` with its notes (:func:`gap_notes`, and ``same``: identical sides that
+    could not be told apart), each issued as an IntervalWarning."""
+    notes = ([same] if same else []) + gap_notes(gap)
+    warn_notes(notes, stacklevel=3)
+    return replace(gap, notes=tuple(notes))
+
+
+def _equal(x, y) -> bool:
+    """Whether two per-query arrays (or None) hold the same values (NaN equal to NaN)."""
+    if x is None or y is None:
+        return x is None and y is None
+    x, y = np.asarray(x), np.asarray(y)
+    if x.shape != y.shape or (x.dtype.kind in "fc") != (y.dtype.kind in "fc"):
+        return False
+    if x.dtype.kind in "fc":
+        return bool(np.array_equal(x, y, equal_nan=True))
+    return bool(np.array_equal(x, y))
+
+
+def _varies(x) -> bool:
+    """Whether an array holds more than one distinct (non-NaN) value."""
+    x = np.asarray(x)
+    if x.dtype.kind in "fc":
+        x = x[~np.isnan(x)]
+    return x.size > 1 and np.unique(x).size > 1
+
+
+def _same_sides(train, test, spec, labels) -> str | None:
+    """Refuse the same result on both sides, or two results of the same data; a note
+    when the two sides are identical but nothing tells whether they are one dataset
+    (every query perfect on both, say), else None."""
+    a, b = labels
+    why = (f"a gap of a result with itself is 0 whatever the model, and an upper bound on it (assert_gap_below) "
+           f"always passes; evaluate the model on the {a} set and on the {b} set and pass those two results")
+    if train is test:
+        raise InputError(f"The {a} and {b} sides are the same result object: {why}.")
+    if isinstance(train, AccuracyResult):
+        if train.labels is None or test.labels is None:
+            return None
+        facts = ((train.n, test.n), (train.labels, test.labels), (train.correct, test.correct))
+        evidence, what = [train.correct], "labels and the same correct predictions, sample by sample"
+    else:
+        if not all(callable(getattr(r, "query_fingerprint", None)) for r in (train, test)):
+            return None
+        fa, fb = train.query_fingerprint(), test.query_fingerprint()
+        facts = [(fa[k], fb[k]) for k in ("n_queries", "n_gallery", "n_relevant", "labels", "ids")]
+        facts.append((getattr(train, "first_relevant_rank", None), getattr(test, "first_relevant_rank", None)))
+        evidence = [x for x in (getattr(train, "first_relevant_rank", None),) if x is not None]
+        if spec.kind == "grouped":
+            ga, gb = train.grouped[spec.name], test.grouped[spec.name]
+            facts += [(ga.group_values, gb.group_values), (ga.group_of_query, gb.group_of_query)]
+            evidence.append(ga.group_values)
+        else:
+            facts.append((train.per_query[spec.name], test.per_query[spec.name]))
+            evidence.append(train.per_query[spec.name])
+        what = ("queries (labels, ids, relevant counts, gallery size) and the same rank of the first relevant item "
+                "on every query")
+    if not all(_equal(x, y) if not isinstance(x, (int, type(None))) else x == y for x, y in facts):
+        return None
+    if any(_varies(e) for e in evidence):
+        raise InputError(f"The {a} and {b} results hold the same data: the same {what}, so they are one dataset "
+                         f"evaluated twice; {why}.")
+    return (f"The {a} and {b} results are identical (the same {what}, every one alike), so nothing tells whether "
+            f"they are two datasets or one evaluated twice; if one, their gap of 0 says nothing about the model.")
 
 
 def _accuracy_gap(train, test, confidence, allow_label_mismatch, labels) -> Gap:

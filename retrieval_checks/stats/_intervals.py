@@ -14,18 +14,20 @@ Everything here works from values the engine already computed; nothing is re-ran
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 
 import numpy as np
 from .._lazy import stats
 
-from ..errors import InputError
+from ..errors import InputError, IntervalWarning
 from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import check_option
 
-__all__ = ["Interval", "bootstrap_interval", "check_count", "wilson_interval", "newcombe_interval", "resample_stats", "mean_rows",
-           "medr_rows", "resolve_cluster", "check_resamples", "result_setting", "MAX_RESAMPLES", "per_query_values", "UNIT_NAMES"]
+__all__ = ["Interval", "bootstrap_interval", "check_count", "wilson_interval", "newcombe_interval", "resample_stats",
+           "mean_rows", "medr_rows", "resolve_cluster", "check_resamples", "result_setting", "MAX_RESAMPLES",
+           "per_query_values", "UNIT_NAMES", "MIN_INTERVAL_UNITS", "few_units_note", "warn_notes"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Interval:
     method: str
     n: int
     unit: str
+    #: what the reader should know about this interval (it rests on fewer than
+    #: :data:`MIN_INTERVAL_UNITS` units...), also issued as :class:`IntervalWarning`
+    notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return (f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] "
@@ -51,6 +56,38 @@ class Interval:
 
 
 UNIT_NAMES = {"query": "queries", "label": "classes"}
+
+#: The fewest independent units (groups of grouped recall, classes of a class
+#: bootstrap, queries, images) an interval should rest on. Below it an interval spans
+#: most of the metric's range (4 groups: Student t's quantile is 3.2 and s is a guess
+#: from 4 values), so a gate on it decides on the interval's width, not on the model:
+#: the interval is still computed, and a warning (and the gate's event) says so.
+MIN_INTERVAL_UNITS = 5
+
+_MORE_UNITS = {
+    "groups": "use a smaller group_size (more groups from the same labels) or evaluate on more classes",
+    "classes": "evaluate on more classes (cluster='query' resamples queries instead, right only where the queries "
+               "of a class are independent, e.g. one query per class)",
+}
+
+
+def few_units_note(what: str, n, unit: str) -> str | None:
+    """A line saying that the interval of ``what`` rests on too few units (``n`` of
+    ``unit``, fewer than :data:`MIN_INTERVAL_UNITS`) and what would fix it; None when
+    there are enough (or ``n`` is unknown)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n >= MIN_INTERVAL_UNITS:
+        return None
+    fix = _MORE_UNITS.get(unit, f"evaluate on more {unit}")
+    return (f"{what}: its interval rests on {int(n)} {unit}, fewer than {MIN_INTERVAL_UNITS}; from so few independent "
+            f"units it spans most of the metric's range and says little (a gate on it decides on the interval's "
+            f"width, not on the model); {fix}.")
+
+
+def warn_notes(notes, stacklevel: int = 2) -> None:
+    """Issue each note as an :class:`~retrieval_checks.errors.IntervalWarning`
+    (``stacklevel`` counted from the caller of this function)."""
+    for note in notes:
+        warnings.warn(f"retrieval-checks: {note}", IntervalWarning, stacklevel=stacklevel + 1)
 
 
 def check_count(value, name: str, *, low: int = 0) -> int:
@@ -288,8 +325,13 @@ def bootstrap_interval(
     else:
         low, high = _bca(theta, boot, _jackknife(x, clusters), confidence)
     n_units = x.size if clusters is None else int(np.unique(clusters).size)
-    return Interval(spec.name, theta, low, high, confidence, f"{method} bootstrap over {UNIT_NAMES[cluster]}",
-                    n_units, "queries" if clusters is None else "classes")
+    iv = Interval(spec.name, theta, low, high, confidence, f"{method} bootstrap over {UNIT_NAMES[cluster]}",
+                  n_units, "queries" if clusters is None else "classes")
+    note = few_units_note(spec.name, iv.n, iv.unit)
+    if note:
+        warn_notes([note])
+        iv = replace(iv, notes=(note,))
+    return iv
 
 
 def wilson_interval(x: int, n: int, confidence: float) -> tuple[float, float]:
