@@ -67,7 +67,7 @@ class GroupedRecall:
     high: float
     confidence: float
     std_error: float
-    group_std: float  # spread s of the group values (first partition)
+    group_std: float  # spread s of the group values (first partition; ``spread``: the mean over partitions)
     n_groups: int  # r
     group_size: int  # S
     seed: int
@@ -86,6 +86,14 @@ class GroupedRecall:
     @property
     def interval(self) -> tuple[float, float]:
         return (self.low, self.high)
+
+    @property
+    def spread(self) -> float:
+        """The spread s the reported ``std_error`` stands for: the mean over the
+        partitions of the group values' sample standard deviation, so that
+        ``std_error == spread / sqrt(n_groups)`` (``group_std`` is the first
+        partition's alone: the same with one partition)."""
+        return float(np.mean(self.group_values.std(axis=1, ddof=1)))
 
 
 def label_partition(labels, group_size: int, seed: int):

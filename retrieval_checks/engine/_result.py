@@ -217,8 +217,8 @@ class EvaluationResult(Mapping):
                              f"{self.config.get('n_gallery')}")
         if key in self.grouped:
             g = self.grouped[key]
-            layout = (f"r={g.n_groups} groups of S={g.group_size} labels, spread s={g.group_std:.4f}, "
-                      f"{g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} "
+            layout = (f"r={g.n_groups} groups of S={g.group_size} labels, " + _grouped_spread(g)
+                      + f"; {g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} "
                       f"labels dropped ({g.n_queries_dropped} queries), seed {g.seed}, {g.repeats} partition(s)")
             common.update(n_used=g.n_queries_used, n_skipped=g.n_queries_skipped)
             note = self.tie_note(key)
@@ -290,7 +290,8 @@ class EvaluationResult(Mapping):
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "grouped": {
                 k: {"n_groups": g.n_groups, "group_size": g.group_size, "group_std": g.group_std,
-                    "std_error": g.std_error, "confidence": g.confidence, "seed": g.seed, "repeats": g.repeats,
+                    "spread": g.spread, "std_error": g.std_error, "confidence": g.confidence, "seed": g.seed,
+                    "repeats": g.repeats,
                     "dropped_labels": [x.item() if hasattr(x, "item") else x for x in g.dropped_labels]}
                 for k, g in self.grouped.items()
             },
@@ -314,8 +315,21 @@ class EvaluationResult(Mapping):
             if name in self.grouped:
                 g = self.grouped[name]
                 extra = (f"  [{g.low:.4f}, {g.high:.4f}] at {g.confidence:.0%}, r={g.n_groups} groups of "
-                         f"S={g.group_size}, s={g.group_std:.4f}, {len(g.dropped_labels)} labels dropped")
+                         f"S={g.group_size}, s={g.spread:.4f}, se={g.std_error:.4f}"
+                         + (f" (means over {g.repeats} partitions)" if g.repeats > 1 else "")
+                         + f", {len(g.dropped_labels)} labels dropped")
             unit = self._specs[name].unit
             shown = f"{value:.6f}" if unit != "rank" else f"{value:.2f}"
             lines.append(f"  {name:<{width}}  {shown}{extra}")
         return "\n".join(lines)
+
+
+def _grouped_spread(g) -> str:
+    """The spread of a grouped recall's group values and its standard error, as one
+    consistent pair (se = s / sqrt(r)): with several partitions both are the mean over
+    the partitions, and the first partition's spread is named as such."""
+    pair = f"spread of the group values s={g.spread:.4f}, standard error s/sqrt(r)={g.std_error:.4f}"
+    if g.repeats == 1:
+        return pair
+    return (f"{pair} (each the mean over the {g.repeats} partitions; the first partition alone: "
+            f"s={g.group_std:.4f})")

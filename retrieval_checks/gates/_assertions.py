@@ -29,15 +29,15 @@ import warnings
 import numpy as np
 
 from .._suggest import hint, shown
-from ..errors import InputError, MetricNameError
+from ..errors import InputError, IntervalWarning, MetricNameError
 from ..metrics._measurement import Measurement
 from ..metrics._names import metric_spec, parse_metric
 from ..metrics._registry import FAMILIES, Family
 from ..metrics._thresholds import check_finite, check_threshold
 from ..options import DEFAULTS
 from ..stats._compare import Comparison
-from ..stats._gaps import Gap
-from ..stats._intervals import bootstrap_interval, wilson_interval
+from ..stats._gaps import Gap, gap_notes
+from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interval
 from ._events import GateEvent, emit
 from ._regression import checked_option as check_option
 
@@ -212,7 +212,8 @@ def _iv(low, high, digits: int = 4, sign: str = "") -> str:
 
 
 def _interval(result, m: Measurement, confidence, seed):
-    """((low, high, confidence, note), None) for ``m``: the result's own interval, else
+    """((low, high, confidence, note, n, unit), None) for ``m`` (``n`` independent units
+    of ``unit`` behind the interval): the result's own interval, else
     a class-cluster percentile bootstrap of the per-query values at ``confidence``
     (explicit, else the result's ``config["confidence"]``, else the default, said in
     the note) with ``seed`` (explicit, else the result's ``seed`` or ``group_seed``);
@@ -221,7 +222,7 @@ def _interval(result, m: Measurement, confidence, seed):
         method = f" ({m.method})" if m.method else ""
         conf = m.confidence
         label = f"{_pct(conf)} interval" if isinstance(conf, numbers.Real) else "interval"
-        return (m.interval[0], m.interval[1], conf, f"{label} {_iv(*m.interval)}{method}"), None
+        return (m.interval[0], m.interval[1], conf, f"{label} {_iv(*m.interval)}{method}", m.n, m.n_unit), None
     caps = metric_spec(m.metric).capabilities
     config = getattr(result, "config", None)
     config = config if isinstance(config, dict) else {}
@@ -237,7 +238,7 @@ def _interval(result, m: Measurement, confidence, seed):
             low, high = wilson_interval(int(n_correct), int(n), confidence)
             low, high = max(0.0, low), min(1.0, high)
             note = f"{_pct(confidence)} interval {_iv(low, high)} (Wilson score, {n_correct} of {n} correct){default}"
-            return (low, high, confidence, note), None
+            return (low, high, confidence, note, int(n), "samples"), None
         return None, f"{m.metric}: the result holds no counts of correct predictions for Wilson's interval"
     if caps.interval == "images":
         fix = ("at least 2 images and n_resamples > 0" if caps.kind == "classifier"
@@ -248,12 +249,22 @@ def _interval(result, m: Measurement, confidence, seed):
     if seed is None:
         seed = config.get("seed", config.get("group_seed", DEFAULTS["seed"]))
     try:
-        iv = bootstrap_interval(result, m.metric, confidence=confidence, n_resamples=_BOOTSTRAP_RESAMPLES,
-                                method="percentile", seed=seed)
+        with warnings.catch_warnings():  # its few-units warning: the gate issues and records its own
+            warnings.simplefilter("ignore", IntervalWarning)
+            iv = bootstrap_interval(result, m.metric, confidence=confidence, n_resamples=_BOOTSTRAP_RESAMPLES,
+                                    method="percentile", seed=seed)
     except InputError as exc:
         return None, str(exc)
     note = f"{_pct(iv.confidence)} interval {_iv(iv.low, iv.high)} ({iv.method}, seed {seed}){default}"
-    return (iv.low, iv.high, iv.confidence, note), None
+    return (iv.low, iv.high, iv.confidence, note, iv.n, iv.unit), None
+
+
+def _warn(notes, interval_notes, stacklevel: int) -> None:
+    """Each note as a RuntimeWarning, an interval's (``interval_notes``) as an
+    :class:`~retrieval_checks.errors.IntervalWarning` (``stacklevel`` from the gate's caller)."""
+    for note in notes:
+        category = IntervalWarning if note in interval_notes else RuntimeWarning
+        warnings.warn(f"retrieval-checks: {note}", category, stacklevel=stacklevel + 1)
 
 
 def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
@@ -464,6 +475,8 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
                              f"over by {_f(checked - at_most, m.unit)}"))
     notes, skip_failure = _skipped(m, max_skipped, _gate)
     notes += _tie_notes(m, at_least, at_most, _gate)
+    few = few_units_note(f"{_gate}: {m.metric}", found[4], found[5]) if found else None
+    notes += [few] if few else []
     bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
     comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
     extra = {} if max_skipped is None else {"max_skipped": max_skipped}
@@ -471,8 +484,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
            threshold=at_least if at_least is not None else at_most, bounds=bounds,
            low=found[0] if found else None, high=found[1] if found else None,
            confidence=found[2] if found else None, warnings_=notes, **extra)
-    for note in notes:
-        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2 if _gate == "assert_metric" else 3)
+    _warn(notes, (few,), stacklevel=2 if _gate == "assert_metric" else 3)
     if not failures and skip_failure is None:
         return
     if found is None:
@@ -619,7 +631,14 @@ def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int |
     is checked against the range of a difference of two values of the metric (a gap
     of fractions is below 1: ``below: 5`` could never fail). Skipped queries on either
     side warn, and more than ``max_skipped`` (a count, or a fraction of that side's
-    queries) on either side fail the gate."""
+    queries) on either side fail the gate.
+
+    A gap whose whole interval lies below 0 (train and test look swapped: an upper
+    bound on it passes whatever the model does) and a side resting on fewer than
+    ``MIN_INTERVAL_UNITS`` groups or classes are warned about
+    (:class:`~retrieval_checks.errors.IntervalWarning`, once: not again for a warning
+    :func:`~retrieval_checks.generalization_gap` gave) and recorded on the event
+    (``warnings``, and ``sides_swapped``)."""
     __tracebackhide__ = True
     _choice(on, ("upper", "value"), "on", "the interval's upper bound, or the value")
     if not isinstance(gap, Gap):
@@ -641,15 +660,19 @@ def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int |
         note, failure = _skip_check(f"{gap.metric} on {side}", used, skipped, max_skipped, "assert_gap_below")
         notes += note
         skip_failures += [failure] if failure else []
+    said = [n for n in getattr(gap, "notes", ()) or () if isinstance(n, str)]  # warned when it was computed
+    interval_notes = [n for n in gap_notes(gap, units=on == "upper") if n not in said]
+    notes += said + interval_notes
+    swapped = isinstance(gap.high, (int, float)) and gap.high < 0
     failed = undefined or checked > below or bool(skip_failures)
     emit(GateEvent(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, passed=not failed,
                    low=gap.low, high=gap.high, confidence=gap.confidence, on=on, comparison="<=", threshold=below,
                    bounds={"below": below}, n=gap.n_first + gap.n_second, unit=gap.unit,
                    n_used=sum(gap.n_used) if gap.n_used else None,
                    n_skipped=sum(gap.n_skipped) if gap.n_skipped else None, warnings=list(notes),
-                   extra={} if max_skipped is None else {"max_skipped": max_skipped}))
-    for note in notes:
-        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
+                   extra={**({} if max_skipped is None else {"max_skipped": max_skipped}),
+                          **({"sides_swapped": True} if swapped else {})}))
+    _warn([n for n in notes if n not in said], interval_notes, stacklevel=2)
     if skip_failures:
         raise AssertionError("\n".join(skip_failures) + "\n  rule: fail when more than max_skipped queries are "
                              "skipped on either side")
@@ -709,14 +732,15 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
     undefined = math.isnan(checked)
     max_skipped = check_option("max_skipped", max_skipped)
     notes, skip_failure = _skip_check(c.metric, c.n_used, c.n_skipped, max_skipped, "assert_not_worse")
+    few = few_units_note(f"assert_not_worse: {c.metric} difference", c.n, c.unit) if rule != "value" else None
+    notes += [few] if few else []
     fails = undefined or checked < -margin or skip_failure is not None
     emit(GateEvent(gate="assert_not_worse", metric=f"{c.metric} difference", value=c.difference, passed=not fails,
                    low=c.low, high=c.high, confidence=c.confidence, on=rule, comparison="improvement >=",
                    threshold=-margin if margin else 0.0, bounds={"margin": margin}, n=c.n, unit=c.unit,
                    n_used=c.n_used, n_skipped=c.n_skipped, warnings=list(notes),
                    extra={} if max_skipped is None else {"max_skipped": max_skipped}))
-    for note in notes:
-        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
+    _warn(notes, (few,), stacklevel=2)
     if skip_failure is not None:
         raise AssertionError(f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped")
     if fails:
