@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from .._suggest import did_you_mean, shown
 from ..errors import MetricNameError
 from ._registry import FAMILIES, Family, families_of_kind
 
 __all__ = ["MetricSpec", "parse_metric", "canonical_metric_name", "metric_spec", "classifier_metric",
-           "METRIC_TEMPLATES", "CLASSIFIER_METRICS"]
+           "METRIC_TEMPLATES", "CLASSIFIER_METRICS", "MAX_PARAM_CHARS", "MAX_LEVEL_PLACES"]
+
+#: The longest parameter after '@' that :func:`parse_metric` reads (a cut-off K, a
+#: level P / Q or a threshold T); longer ones are refused before any number is built.
+MAX_PARAM_CHARS = 40
+
+#: The most decimal places of a level P / Q (0.9: 1 place). Levels are exact decimal
+#: fractions (9/10, not the float 0.9), so this bounds their denominators (10^30).
+MAX_LEVEL_PLACES = 30
 
 #: Metrics of classifiers (``evaluate_classifier``), not of embeddings.
 CLASSIFIER_METRICS = families_of_kind("classifier")
@@ -57,6 +67,17 @@ class MetricSpec:
     kind: str
     k: int | None = None
     level: float | None = None
+    #: the level P / Q exactly as written (a decimal fraction: 0.9 is 9/10); ``level`` is
+    #: its nearest float, for display. Pair decisions use :attr:`level_fraction`.
+    exact: Fraction | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def level_fraction(self) -> Fraction | None:
+        """The level as an exact fraction: ``exact``, else the shortest decimal that
+        reads back as ``level`` (0.9 -> 9/10), never the float's binary value."""
+        if self.exact is not None:
+            return self.exact
+        return None if self.level is None else Fraction(repr(float(self.level)))
 
     @property
     def capabilities(self) -> Family:
@@ -131,6 +152,8 @@ def _concrete(template: str, param: str) -> str:
 
 
 def _suggest(name: str) -> str | None:
+    if len(name.strip().partition("@")[2]) > MAX_PARAM_CHARS:
+        return None  # nothing sensible to suggest for a parameter of thousands of digits
     lowered = name.strip().lower()
     base, _, param = lowered.partition("@")
     base = base.strip()
@@ -169,6 +192,13 @@ def _fail(name: str, reason: str) -> MetricNameError:
 _K_RE = re.compile(r"^\+?0*(\d+)$")
 
 
+def _example_param(base: str) -> str:
+    fam = FAMILIES.get(base)
+    if fam is None or base in _TAKES_K:
+        return "10"
+    return _EXAMPLES.get(fam.param or "", "10") if fam.param != "T" else "t=0.5"
+
+
 def _with_k(raw: str, base: str, param: str) -> MetricSpec:
     m = _K_RE.match(param)
     if not m or int(m.group(1)) < 1:
@@ -190,15 +220,49 @@ def _with_threshold(raw: str, base: str, param: str) -> MetricSpec:
     return MetricSpec(f"{base}@t={_fmt(t)}", base, "pair", level=t)
 
 
+_DECIMAL_RE = re.compile(r"^\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
 def _with_level(raw: str, base: str, param: str) -> MetricSpec:
-    try:
-        level = float(param)
-    except ValueError:
-        raise _fail(raw, f"the level after '@' must be a number in (0, 1], got {param!r}") from None
-    if not (0.0 < level <= 1.0):
+    """A level P / Q, read exactly: ``0.9`` is 9/10 (the float 0.9 is a little more,
+    and a pair precision of exactly 9/10 must reach it). The canonical name keeps the
+    float's shortest spelling where it is the same number, else the exact decimal."""
+    text = param.replace(" ", "")
+    exact = None
+    if _DECIMAL_RE.match(text):
+        try:
+            d = Decimal(text)
+        except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
+            d = None
+        if d is not None and d.is_finite() and 0 < d <= 1:
+            _, digits, exponent = d.as_tuple()  # no context: normalize() would round a tiny level
+            mantissa = "".join(map(str, digits))
+            places = -(exponent + len(mantissa) - len(mantissa.rstrip("0")))
+            if places > MAX_LEVEL_PLACES:
+                raise _fail(raw, f"the level after '@' has {places} decimal places; at most {MAX_LEVEL_PLACES} are "
+                            f"read (levels are exact decimal fractions): round it to {MAX_LEVEL_PLACES} places or "
+                            "fewer")
+            exact = Fraction(d)
+    if exact is None:
+        try:
+            level = float(text)
+        except ValueError:
+            raise _fail(raw, f"the level after '@' must be a number in (0, 1], got {param!r}") from None
         meant = f" (a fraction: {_fmt(level / 100)} for {param}%)" if 1 < level <= 100 else ""
         raise _fail(raw, f"the level after '@' must be in (0, 1], got {param}{meant}")
-    return MetricSpec(f"{base}@{_fmt(level)}", base, "pair", level=level)
+    level = float(exact)
+    shortest = _fmt(level)
+    name = shortest if Fraction(repr(level)) == exact else _decimal_text(exact)
+    return MetricSpec(f"{base}@{name}", base, "pair", level=level, exact=exact)
+
+
+def _decimal_text(x: Fraction) -> str:
+    """The decimal spelling of a fraction whose denominator divides a power of ten."""
+    places = 0
+    while (x * 10 ** places).denominator != 1:
+        places += 1
+    digits = str((x * 10 ** places).numerator).rjust(places + 1, "0")
+    return f"{digits[:-places]}.{digits[-places:]}" if places else digits
 
 
 def parse_metric(name: str) -> MetricSpec:
@@ -218,6 +282,11 @@ def parse_metric(name: str) -> MetricSpec:
     base = base.strip().lower().replace("-", "_") if base.lower() not in _ALIASES else base.lower()
     base = _ALIASES.get(base, base)
     param = param.strip()
+    if len(param) > MAX_PARAM_CHARS:
+        raise MetricNameError(
+            f"Metric name {shown(raw, 80)}: the parameter after '@' has {len(param)} characters; at most "
+            f"{MAX_PARAM_CHARS} are read. Write a short cut-off, level or threshold, e.g. "
+            f"{base if base in FAMILIES else 'recall'}@{_example_param(base)}.", name=raw)
     if base in _ELSEWHERE:
         raise MetricNameError(f"{raw!r} is not computed by evaluate(): {_ELSEWHERE[base]}.", name=raw)
     fam = FAMILIES.get(base)

@@ -17,8 +17,11 @@ consecutive positive scores TP is constant and FP only falls as t rises.
 Exactness without the n_q x n_g matrix. All positive scores are kept (O(P) memory).
 Negatives are summarised by :class:`NegativeTail`: every negative ``>= tau`` is
 kept, where ``tau`` only rises while at least ``capacity`` negatives stay above it.
-For ``recall_at_precision@P`` a threshold with more than P * (1 - P) / P negatives
+For ``recall_at_precision@P`` a threshold with more than n_pos * (1 - P) / P negatives
 above it cannot reach precision P, so a tail of that capacity decides it exactly.
+Levels are exact fractions (``0.9`` is 9/10) and every comparison with them is made in
+integers (``tp * den >= num * (tp + fp)``): a pair precision of exactly P reaches P on
+every backend, whatever other metrics are requested.
 For ``precision_at_recall@Q`` the tail certifies the answer when no threshold below
 ``tau`` can beat the best one above it; otherwise the engine bins every negative
 against the sorted positive scores in a second pass (``fp_at``).
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -179,11 +183,42 @@ def pr_curve(counts: PairCounts, max_points: int = 100) -> dict:
             "complete": bool(exact.all())}
 
 
+def _cross_ge(a: np.ndarray, b: int, c: np.ndarray, d: int) -> np.ndarray:
+    """``a * b >= c * d`` elementwise in exact integer arithmetic (``a``, ``c`` arrays of
+    counts, ``b``, ``d`` Python ints): int64 when no product can overflow, else Python
+    ints (a level with many decimal places has a large denominator)."""
+    a = np.asarray(a, np.int64)
+    c = np.asarray(c, np.int64)
+    top = max(int(a.max(initial=0)) * abs(b), int(c.max(initial=0)) * abs(d))
+    if top < 2 ** 62:
+        return a * np.int64(b) >= c * np.int64(d)
+    return np.array([int(x) * b >= int(y) * d for x, y in zip(a.tolist(), c.tolist())], bool)
+
+
+def _best_precision(tp: np.ndarray, fp: np.ndarray, idx: np.ndarray) -> tuple[int, Fraction]:
+    """Among the thresholds ``idx`` (ascending), the last (highest threshold) whose
+    precision tp / (tp + fp) is the largest, compared exactly: floats screen the
+    candidates (two different fractions of counts below 2^53 can round to one float,
+    never by more than a few ulps), fractions decide among the near-ties."""
+    prec = tp[idx] / np.maximum(tp[idx] + fp[idx], 1)
+    top = float(prec.max())
+    near = idx[prec >= top * (1.0 - 1e-12)]
+    exact = [(Fraction(int(tp[i]), max(int(tp[i] + fp[i]), 1)), int(i)) for i in near]
+    best = max(f for f, _ in exact)
+    return max(i for f, i in exact if f == best), best
+
+
 def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | None, dict, bool]:
     """(value, threshold, detail counts, needs_binning) for one pair metric.
 
     ``needs_binning`` is True when the tail could not certify a
     ``precision_at_recall`` answer; the engine then supplies ``fp_at`` and asks again.
+
+    Every decision against a level is exact: the level is the fraction the name wrote
+    (``spec.level_fraction``: 0.9 is 9/10), and precision >= P is tested as
+    ``tp * den >= num * (tp + fp)`` in integers, so a precision of exactly P qualifies
+    (the float 0.9 is a little more than 9/10, and 9/10 computed in floats may round
+    either way).
     """
     P = counts.n_positive
     if spec.family in ("pair_precision", "pair_recall", "pair_f1"):
@@ -200,38 +235,48 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
         return float(value), float(T), {"tp": tp, "fp": fp, "fn": fn}, False
 
     u, tp, fp, exact = _curve(counts)
-    precision = tp / np.maximum(tp + fp, 1)
-    recall = tp / P
+    level = spec.level_fraction
+    num, den = level.numerator, level.denominator
     if spec.family == "recall_at_precision":
-        ok = exact & (precision >= spec.level)
+        # precision >= P  <=>  tp * den >= num * (tp + fp), and something is predicted positive
+        ok = exact & (tp + fp > 0) & _cross_ge(tp, den, tp + fp, num)
         if not ok.any():
             return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
         i = int(np.flatnonzero(ok)[0])  # smallest qualifying threshold = highest recall
-        return float(recall[i]), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+        return float(tp[i] / P), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
 
-    # precision_at_recall
-    ok = recall >= spec.level
+    # precision_at_recall: recall >= Q  <=>  tp * den >= num * P
+    ok = _cross_ge(tp, den, np.full(tp.size, P, np.int64), num)
     cand = ok & exact
     if not cand.any() and not (ok & ~exact).any():  # pragma: no cover - recall 1 is always reachable
         return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
     if (ok & ~exact).any():
-        best = float(precision[cand].max()) if cand.any() else -1.0
+        best = _best_precision(tp, fp, np.flatnonzero(cand))[1] if cand.any() else Fraction(-1)
         n_tail = counts.tail.sorted_values().size
-        bound = P / (P + n_tail)  # precision below tau can be at most this
-        if best < bound:
+        if best < Fraction(P, P + n_tail):  # a threshold below tau has precision at most this
             return math.nan, None, {}, True
-    idx = np.flatnonzero(cand)
-    best_val = precision[idx].max()
-    i = int(idx[precision[idx] == best_val][-1])  # highest threshold among the best
-    return float(precision[i]), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+    i, best = _best_precision(tp, fp, np.flatnonzero(cand))
+    return float(best), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+
+
+#: No tail needs more room than this (a level of 1e-30 would ask for ~1e30 negatives:
+#: every negative is kept long before); it keeps the capacity an int64 for the kernels.
+MAX_TAIL_CAPACITY = 2 ** 62
 
 
 def tail_capacity(specs: list[MetricSpec], n_positive: int) -> int:
-    """Tail size that decides every ``recall_at_precision`` exactly in one pass."""
+    """Tail size that decides every ``recall_at_precision`` exactly in one pass.
+
+    A threshold reaches precision P = num / den only with fp <= tp (den - num) / num
+    <= n_positive (den - num) / num negatives above it; a tail one larger proves every
+    threshold below its cut short of P. Integer arithmetic: in floats 9 * (1 - 0.9) /
+    0.9 is 0.99999..., and a precision of exactly 9/10 was missed."""
     cap = 1
     for s in specs:
         if s.family == "recall_at_precision":
-            cap = max(cap, int(math.floor(n_positive * (1.0 - s.level) / s.level)) + 1)
+            level = s.level_fraction
+            most_fp = n_positive * (level.denominator - level.numerator) // level.numerator
+            cap = max(cap, min(most_fp + 1, MAX_TAIL_CAPACITY))
         elif s.family == "precision_at_recall":
             # a heuristic size; certification or a binning pass keeps the answer exact
             cap = max(cap, 4 * n_positive + 1)
