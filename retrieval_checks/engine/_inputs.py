@@ -498,10 +498,10 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
             raise InputError(f"{name} has {len(rows)} rows but there are {n_q} queries; give one entry per query.")
     counts = np.zeros(n_q, np.int64)
     parts = []
-    if n_q and n_g and len(rows) == n_q and all(np.ndim(r) == 1 and np.size(r) == n_g for r in rows) and all(
-        np.asarray(r).dtype == bool for r in rows
-    ):
-        return relevance_to_csr(np.asarray(rows, dtype=bool), n_q, n_g)  # a list of boolean rows is a mask
+    given = list(relevance) if isinstance(relevance, Mapping) else range(len(rows))
+    rows = _row_arrays(rows, [int(k) for k in given])
+    if n_q and n_g and len(rows) == n_q and all(r.ndim == 1 and r.size == n_g and r.dtype == bool for r in rows):
+        return relevance_to_csr(np.stack(rows), n_q, n_g)  # a list of boolean rows is a mask
     _refuse_01_rows(rows, n_g)
     for i, row in enumerate(rows):
         arr = _index_row(row, i, n_g)
@@ -573,6 +573,49 @@ def _mask_to_csr(relevance: np.ndarray, n_q: int, n_g: int) -> Csr:
     return Csr(indptr, cols.astype(np.int64))
 
 
+_FORMS = ("The accepted forms of relevance: a boolean (n_queries x n_gallery) mask or a matrix of whole grades "
+          "(numpy or torch), a scipy sparse matrix, one list of relevant gallery indices per query ([[3, 17], [], "
+          "[5]]), {query index: [gallery indices]}, or graded {query index: {gallery index: grade}}.")
+
+
+def _is_scalar(row) -> bool:
+    return isinstance(row, (numbers.Number, np.generic)) or (isinstance(row, np.ndarray) and row.ndim == 0)
+
+
+def _row_arrays(rows: list, given: list[int]) -> list[np.ndarray]:
+    """Each row of a list (or dict) of index lists as a flat numpy array; a row that is
+    None, a mapping among lists, a lone number among lists, ragged or nested is refused
+    naming the row and the accepted forms (numpy would raise a bare ValueError, or make
+    an object array)."""
+    listed = [i for i in given if not _is_scalar(rows[i]) and not isinstance(rows[i], Mapping)]
+    out = []
+    for i, row in enumerate(rows):
+        where = f"relevance[{i}]"
+        if row is None:
+            raise InputError(f"{where} is None; give [] for a query without relevant gallery items. {_FORMS}")
+        if isinstance(row, Mapping):
+            raise InputError(f"{where} is a {type(row).__name__}, but other rows are lists of gallery indices; give "
+                             f"every row in one form. {_FORMS}")
+        if _is_scalar(row):
+            if listed:
+                raise InputError(f"{where} is a single {type(row).__name__} ({row!r}), but other rows are lists "
+                                 f"(relevance[{listed[0]}]); write it as a list ([{row!r}]). {_FORMS}")
+            row = [row]
+        if isinstance(row, (str, bytes, np.str_, np.bytes_)):
+            raise InputError(f"{where} is a {type(row).__name__}; each entry is a list of integer gallery indices. "
+                             f"{_FORMS}")
+        try:
+            arr = as_numpy(row, where)
+        except (InputError, TypeError, ValueError):
+            arr = None
+        if arr is None or (arr.dtype == object and any(isinstance(v, (list, tuple, np.ndarray, Mapping))
+                                                       for v in arr.ravel())):
+            raise InputError(f"{where} is ragged or nested (it holds lists inside the list, of different lengths); "
+                             f"each entry is a flat list of gallery indices. {_FORMS}")
+        out.append(arr)
+    return out
+
+
 def _index_row(row, i: int, n_g: int) -> np.ndarray:
     """Query ``i``'s relevant gallery indices, sorted and unique; refused when not a
     flat list of integers inside [0, n_g)."""
@@ -587,13 +630,19 @@ def _index_row(row, i: int, n_g: int) -> np.ndarray:
     if raw.ndim > 1:
         raise InputError(
             f"{name}[{i}] is nested (shape {raw.shape}); each entry is a flat list of gallery indices "
-            f"(e.g. [3, 17]), not a list of lists: flatten it, or pass a boolean (n_queries x n_gallery) mask."
+            f"(e.g. [3, 17]), not a list of lists: flatten it, or pass a boolean (n_queries x n_gallery) mask. {_FORMS}"
         )
     raw = raw.ravel() if raw.size else np.zeros(0, np.int64)
     if raw.size and (raw.dtype == bool or raw.dtype.kind not in "iu"):
         raise InputError(
             f"{name}[{i}] holds {raw.dtype} values; each entry is a list of integer gallery indices "
-            "(use a boolean (n_queries x n_gallery) mask for 0/1 relevance)."
+            f"(use a boolean (n_queries x n_gallery) mask for 0/1 relevance). {_FORMS}"
+        )
+    if n_g > 2 and raw.size == n_g and np.isin(raw, (0, 1)).all():
+        raise InputError(
+            f"{name}[{i}] looks like a 0/1 mask row ({n_g} values, all 0 or 1, as many as gallery items), while "
+            "other rows are lists of gallery indices: read as indices it would make items 0 and 1 relevant. Give "
+            f"every row in one form (np.flatnonzero(row) turns a mask row into indices). {_FORMS}"
         )
     arr = np.unique(raw.astype(np.int64))
     if arr.size and (arr[0] < 0 or arr[-1] >= n_g):

@@ -204,3 +204,33 @@ def test_argument_checks(kwargs, fragment):
     else:
         with pytest.raises(rc.InputError, match=fragment):
             rc.evaluate(X, **call)
+
+
+# ---------------------------------------------------------------- ragged and mixed relevance lists (issue 25)
+@pytest.mark.parametrize("rel, row, says", [
+    ([[0, [1]], [2], [3]], 0, r"is ragged or nested"),  # a list inside an index list: np.size raised ValueError
+    ([[0, 1], [[2], [3, 4]], [3]], 1, r"is ragged or nested"),
+    ([[0], [[1, 2], [3, 4]], [2]], 1, r"is nested"),  # nested deeper: a list of lists
+    ([[0, 1], None, [2]], 1, r"is None"),
+    ([[0, 1], {2: 1}, [3]], 1, r"is a dict, but other rows are lists"),
+    ([[0, 1], 3, [2]], 1, r"is a single int \(3\), but other rows are lists"),
+    ([[1, 0, 1, 0, 0], [2], [3]], 0, r"looks like a 0/1 mask row \(5 values"),  # mask row among index lists
+    ([[True, False, True, False, False], [2], [3]], 0, r"holds bool values"),
+])
+def test_ragged_or_mixed_relevance_rows_name_the_row_and_the_accepted_forms(rel, row, says):
+    with pytest.raises(rc.InputError, match=rf"relevance\[{row}\] {says}") as info:
+        rc.evaluate(_Q, _G, relevance=rel, metrics=["map"])
+    assert "accepted forms" in str(info.value) and "boolean (n_queries x n_gallery)" in str(info.value)
+
+
+@pytest.mark.parametrize("rel", [{0: [0, [1]], 1: [2], 2: [3]}, {0: None, 1: [2], 2: [3]}, {0: [0], 1: {2: 1}, 2: [1]}])
+def test_mixed_rows_in_a_relevance_dict_name_the_key(rel):
+    with pytest.raises(rc.InputError, match=r"relevance\[[01]\] .*accepted forms"):
+        rc.evaluate(_Q, _G, relevance=rel, metrics=["map"])
+
+
+def test_consistent_relevance_lists_are_still_read():
+    ref = rc.evaluate(_Q, _G, relevance=np.eye(3, 5, dtype=bool), metrics=["map"])
+    for rel in ([[0], [1], [2]], [[0], [1, 1], np.array([2])], {0: [0], 1: (1,), 2: np.array([2])}):
+        assert rc.evaluate(_Q, _G, relevance=rel, metrics=["map"])["map"] == ref["map"]
+    assert list(rc.evaluate(_Q, _G, relevance=[[0, 1], [], [2, 3, 4]], metrics=["map"]).n_relevant) == [2, 0, 3]
