@@ -499,7 +499,7 @@ def _timm_cfg(path: Path) -> dict:
     """The pretrained config of a JSON file: timm's ``config.json`` (its
     ``pretrained_cfg``) or that object alone; an InputError names a bad file."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # UTF-8, a leading BOM dropped (_textfiles)
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: not a JSON pretrained config ({type(exc).__name__}: {exc}).") from None
     cfg = data.get("pretrained_cfg", data) if isinstance(data, dict) else None
