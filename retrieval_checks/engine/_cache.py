@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._arrays import is_torch_tensor
+from ..errors import InputError
 from ._evaluate import evaluate
 from ._result import EvaluationResult
 
@@ -26,7 +27,15 @@ def _feed(h, value) -> None:
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         h.update(f"{type(value).__name__}:{value!r};".encode())
     elif is_torch_tensor(value):
-        _feed(h, value.detach().cpu().numpy())
+        h.update(f"torch:{value.dtype}:{value.layout};".encode())
+        t = value.detach()
+        if str(t.layout) != "torch.strided":
+            t = t.to_dense()  # the content, whatever the layout
+        if t.device.type == "meta":
+            raise InputError("a tensor on the meta device holds no data; pass computed values.")
+        if t.is_floating_point() and t.element_size() < 4:
+            t = t.double()  # bfloat16 has no numpy twin; float64 holds every value exactly
+        _feed(h, t.cpu().numpy())
     elif isinstance(value, np.ndarray):
         arr = np.ascontiguousarray(value)
         h.update(f"nd:{arr.dtype.str}:{arr.shape};".encode())
@@ -92,6 +101,11 @@ class EvaluationCache:
         return result
 
     def evaluate(self, queries, gallery=None, *, context: dict | None = None, **kwargs) -> EvaluationResult:
+        from ._inputs import refuse_sparse
+
+        for name, x in (("queries", queries), ("gallery", gallery)):
+            if x is not None:
+                refuse_sparse(x, name)  # named here: the key below reads every array
         context = {k: v for k, v in (context or {}).items() if v is not None}
         key = ("evaluate", content_digest(queries, gallery, sorted(kwargs.items()), sorted(context.items())))
 

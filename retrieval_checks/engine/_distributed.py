@@ -46,7 +46,8 @@ from ._blocks import (_F32_MIN, BlockPartial, _count_torch, _sort_within_rows, p
                       score_chunks, tail_histogram, tail_threshold)
 from ._comm import Comm
 from ._grouped_sharded import sharded_grouped_values
-from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor, relevance_to_csr
+from ._inputs import (Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor, refuse_sparse,
+                      relevance_to_csr)
 from ._plan import plan_pass
 from ._stream import PassTotals, progress_bar
 
@@ -73,6 +74,8 @@ _OPTION_NAMES = ("metrics", "similarity", "ties", "empty_queries", "max_memory",
 
 def _rows(x, name: str, similarity: str) -> tuple[object, int, int]:
     """A rank's shard: validated (an empty shard may have 0 rows); (array, rows, dim)."""
+    if x is not None:
+        refuse_sparse(x, name)
     if x is not None and not is_torch_tensor(x):
         x = as_numpy(x, name)
     if x is not None and getattr(x, "ndim", 0) == 2 and int(x.shape[0]) == 0:

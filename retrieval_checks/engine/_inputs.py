@@ -35,14 +35,35 @@ def _first(indices, n: int = 5) -> str:
     return shown + (", ..." if indices.size > n else "")
 
 
+def refuse_sparse(x, name: str) -> None:
+    """Embeddings must be dense arrays with data: a scipy.sparse matrix (numpy reads it
+    as one object), a sparse torch tensor or one on the meta device is an InputError
+    saying how to densify it."""
+    if is_torch_tensor(x):
+        layout = str(getattr(x, "layout", "torch.strided"))
+        if layout != "torch.strided":
+            raise InputError(f"{name} is a sparse tensor ({layout}); embeddings must be dense: pass {name}.to_dense().")
+        if getattr(getattr(x, "device", None), "type", None) == "meta":
+            raise InputError(f"{name} is a tensor on the meta device, which holds no data; pass the computed "
+                             "embeddings (a tensor on the CPU or a CUDA device).")
+        return
+    import sys
+
+    sparse = sys.modules.get("scipy.sparse")
+    if (sparse is not None and sparse.issparse(x)) or (not isinstance(x, np.ndarray) and hasattr(x, "toarray")):
+        raise InputError(f"{name} is a sparse matrix ({type(x).__name__}, shape {getattr(x, 'shape', '?')}); "
+                         f"embeddings must be dense: pass {name}.toarray().")
+
+
 def check_embeddings(x, name: str, *, similarity: str):
     """Validate a 2-D embedding array; return it unchanged (numpy or torch).
 
-    Checks: two dimensions, at least one row and one column, a numeric dtype,
-    finite values, and no all-zero rows under cosine similarity.
+    Checks: dense (not sparse), two dimensions, at least one row and one column, a
+    numeric dtype, finite values, and no all-zero rows under cosine similarity.
     """
     if x is None:
         raise InputError(f"{name} is None: pass a 2-D array of embeddings (n_items x dim).")
+    refuse_sparse(x, name)
     torch_in = is_torch_tensor(x)
     if not torch_in:
         x = as_numpy(x, name)
