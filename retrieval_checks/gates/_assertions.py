@@ -569,7 +569,7 @@ def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.
     """Fail when ``recall_at_precision@P`` is below ``at_least``; the message names the
     similarity threshold that reaches precision P (or says none does)."""
     __tracebackhide__ = True
-    name = parse_metric(f"recall_at_precision@{_precision_level(precision):g}").name
+    name = parse_metric(f"recall_at_precision@{_precision_level(precision)!r}").name  # :g would make 0.9999999 read 1
     assert_metric(result, name, at_least=at_least, max_skipped=max_skipped, _gate="assert_recall_at_precision")
 
 
