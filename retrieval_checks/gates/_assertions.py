@@ -39,6 +39,7 @@ from ..stats._compare import Comparison
 from ..stats._gaps import Gap, gap_notes
 from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interval
 from ._events import GateEvent, emit
+from ._exact import exceeds
 from ._regression import checked_option as check_option
 
 __all__ = [
@@ -462,7 +463,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
         if math.isnan(checked):
             failures.append(("at_least", f"is NaN (undefined), so it is not shown to be >= {_g(at_least)}",
                              "no value to compare"))
-        elif checked < at_least:
+        elif exceeds(at_least, checked):  # decided exactly: a value on the threshold passes
             failures.append(("at_least", f"{_f(checked, m.unit)} < {_g(at_least)}",
                              f"short by {_f(at_least - checked, m.unit)}"))
     if at_most is not None:
@@ -470,7 +471,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
         if math.isnan(checked):
             failures.append(("at_most", f"is NaN (undefined), so it is not shown to be <= {_g(at_most)}",
                              "no value to compare"))
-        elif checked > at_most:
+        elif exceeds(checked, at_most):
             failures.append(("at_most", f"{_f(checked, m.unit)} > {_g(at_most)}",
                              f"over by {_f(checked - at_most, m.unit)}"))
     notes, skip_failure = _skipped(m, max_skipped, _gate)
@@ -664,7 +665,7 @@ def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int |
     interval_notes = [n for n in gap_notes(gap, units=on == "upper") if n not in said]
     notes += said + interval_notes
     swapped = isinstance(gap.high, (int, float)) and gap.high < 0
-    failed = undefined or checked > below or bool(skip_failures)
+    failed = undefined or exceeds(checked, below) or bool(skip_failures)
     emit(GateEvent(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, passed=not failed,
                    low=gap.low, high=gap.high, confidence=gap.confidence, on=on, comparison="<=", threshold=below,
                    bounds={"below": below}, n=gap.n_first + gap.n_second, unit=gap.unit,
@@ -734,7 +735,7 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
     notes, skip_failure = _skip_check(c.metric, c.n_used, c.n_skipped, max_skipped, "assert_not_worse")
     few = few_units_note(f"assert_not_worse: {c.metric} difference", c.n, c.unit) if rule != "value" else None
     notes += [few] if few else []
-    fails = undefined or checked < -margin or skip_failure is not None
+    fails = undefined or exceeds(-margin, checked) or skip_failure is not None
     emit(GateEvent(gate="assert_not_worse", metric=f"{c.metric} difference", value=c.difference, passed=not fails,
                    low=c.low, high=c.high, confidence=c.confidence, on=rule, comparison="improvement >=",
                    threshold=-margin if margin else 0.0, bounds={"margin": margin}, n=c.n, unit=c.unit,

@@ -38,6 +38,7 @@ from ..metrics._registry import Family
 from ..metrics._thresholds import check_finite, check_threshold
 from ..errors import InputError, MetricNameError
 from ..options import OPTIONS, check_option
+from ._exact import exceeds
 
 __all__ = ["Change", "measure_change", "higher_is_better", "change_family", "checked_option"]
 
@@ -270,7 +271,9 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     its ``metric`` (a record) must name ``metric``'s.
 
     Fails when the drop exceeds ``max_drop`` or the relative drop exceeds
-    ``max_relative_drop`` (neither given: any drop beyond float noise, 1e-12, fails),
+    ``max_relative_drop`` (neither given: any drop fails), each decided exactly
+    (:func:`~retrieval_checks.gates._exact.exceeds`: a drop equal to ``max_drop``,
+    such as 0.85 -> 0.84 with 0.01, passes; the slack is 1e-12 of the values),
     and, with ``significant=True``, only when the drop is also significant at level
     ``1 - confidence``.
 
@@ -295,20 +298,21 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     sign = 1.0 if hib else -1.0
     drop = sign * (b - c)
     relative = drop / abs(b) if b != 0 else (math.inf if drop > 0 else 0.0)
+    first, second = (b, c) if hib else (c, b)  # drop = first - second, compared exactly (gates/_exact.py)
     reasons = []
     if max_drop is None and max_relative_drop is None:
         tolerance = "no drop allowed"
-        if drop > 1e-12:
+        if exceeds(first, 0, minus=second):
             reasons.append(f"dropped by {drop:.4g} (no drop allowed)")
     else:
         parts = []
         if max_drop is not None:
             parts.append(f"max drop {max_drop:g}")
-            if drop > max_drop:
+            if exceeds(first, max_drop, minus=second):
                 reasons.append(f"dropped by {drop:.4g} > max_drop {max_drop:g}")
         if max_relative_drop is not None:
             parts.append(f"max relative drop {max_relative_drop:.2%}")
-            if relative > max_relative_drop:
+            if exceeds(first, max_relative_drop, minus=second, scale=abs(b)):
                 reasons.append(f"dropped by {relative:.2%} of the baseline > max_relative_drop "
                                f"{max_relative_drop:.2%}")
         tolerance = ", ".join(parts)
