@@ -20,11 +20,12 @@ only when no such array (one value per row) is there.
 
 Every file fails closed: a missing, empty, truncated or damaged file, a directory, a
 broken symbolic link or a loop, an unreadable file, a file holding pickled Python
-objects (a ``.npy`` object array is named as such), and a sparse tensor are each an :class:`~retrieval_checks.InputError` naming the file and what to
-do, never a raw ``zipfile`` / ``pickle`` / ``OSError`` / Arrow traceback. ``.npz``
-members are checked against their CRC-32 and ``.pt`` archives against their records'
-CRC-32 (when the writer stored one); ``.npy``, ``.safetensors`` and ``.parquet`` carry
-no checksum of their data, so a flipped bit inside the numbers cannot be detected.
+objects (a ``.npy`` object array is named as such) and a sparse tensor are each an
+:class:`~retrieval_checks.InputError` naming the file and what to do, never a raw
+``zipfile`` / ``pickle`` / ``OSError`` / Arrow traceback. ``.npz`` members are checked
+against their CRC-32 and ``.pt`` archives against their records' CRC-32 (when the
+writer stored one); ``.npy``, ``.safetensors`` and ``.parquet`` carry no checksum of
+their data, so a flipped bit inside the numbers cannot be detected.
 
 Only the arrays asked for are read: :func:`read_arrays` returns a lazy mapping whose
 listing costs nothing, so a huge member nobody uses is never decompressed. Arrays come

@@ -57,7 +57,7 @@ import numpy as np
 
 from .._arrays import as_numpy
 from .._suggest import shown
-from .._textfiles import INT64_MAX, id_mismatch, parse_float, parse_int, split_fields, text_lines
+from .._textfiles import INT64_MAX, check_field, id_mismatch, parse_float, parse_int, split_fields, text_lines
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics import _ties
 from ..metrics._names import MetricSpec, parse_metric
@@ -149,7 +149,8 @@ class _Flat:
 
 def _id(value, what: str) -> str:
     if isinstance(value, str) and value.strip() and value == value.strip() and " " not in value:
-        return value
+        where, _, name = what.rpartition(": ")
+        return check_field(value, where or what, name)  # no invisible character: the rule of the files' ids
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return str(int(value))
     raise InputError(f"{what} {shown(value)}: ids are non-empty strings without spaces, or integers "
@@ -349,7 +350,7 @@ def _qrels_for_arrays(qrels, n_q: int):
         if m.ndim != 2 or m.shape[0] != n_q:
             raise InputError(f"qrels: a grade matrix must have one row per query ({n_q}), got shape {m.shape}.")
         data = m.data.astype(np.float64)
-        bad = ~np.isfinite(data) | (data < 0) | (data != np.round(data))
+        bad = ~np.isfinite(data) | (data < 0) | (data != np.round(data)) | (data > INT64_MAX)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             _grade(m.data[i].item(), f"qrels[{int(m.row[i])}, {int(m.col[i])}]")
@@ -377,8 +378,9 @@ def _triples(items, n_q: int):
         pairs = rel.items() if isinstance(rel, Mapping) else ((d, 1) for d in rel)
         seen = set()
         for d, g in pairs:
-            if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0:
-                raise InputError(f"qrels[{int(row)}]: document {shown(d)} is not an index >= 0.")
+            if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 0 <= d <= INT64_MAX:
+                raise InputError(f"qrels[{int(row)}]: document {shown(d)} is not an index >= 0 within the 64-bit "
+                                 "integer range.")
             if int(d) in seen:
                 raise InputError(f"qrels[{int(row)}]: document {int(d)} is given twice.")
             seen.add(int(d))

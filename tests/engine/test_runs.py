@@ -416,6 +416,8 @@ def test_bad_metric_names_and_options_are_refused():
     ({"q1": {"a": 10**400, "b": 1.0}}, r"run\['q1'\]\['a'\]: score an integer of about 401 digits is beyond the float64"),
     ({"q1": [("a", 1.0)]}, r"run\['q1'\] is a list"),
     ({"q1": {"a b": 1.0}}, "document id 'a b'"),
+    ({"q1": {"a\u200b": 1.0}}, r"run\['q1'\]: the document id 'a\\u200b' holds U\+200B"),
+    ({"q1\ufeff": {"a": 1.0}}, r"run: the query id 'q1\\ufeff' holds U\+FEFF"),
     ({1: {"a": 1.0}, "1": {"b": 1.0}}, "the same id"),
     ({"q1": {1: 1.0, "1": 2.0}}, "the same id"),
     ({}, "run is empty"),
@@ -509,6 +511,9 @@ VAL = np.array([[0.9, 0.5, np.nan], [0.3, 0.2, 0.1]])  # NaN where there is no r
     ((IDX, VAL), {0: [-1]}, r"qrels\[0\]: document -1 is not an index"),
     ((IDX, VAL), {0: [1, 1]}, r"qrels\[0\]: document 1 is given twice"),
     ((IDX, VAL), {0: {1: -3}}, r"qrels\[0\]\[1\]: grade -3"),
+    ((IDX, VAL), np.array([[1e30, 0, 0], [0, 1, 0]]), r"qrels\[0, 0\]: grade 1e\+30 is beyond the 64-bit"),
+    ((IDX, VAL), {0: [2**70]}, r"qrels\[0\]: document .* is not an index >= 0 within the 64-bit"),
+    ((IDX, VAL), {0: {2**63: 1}}, r"qrels\[0\]: document .* within the 64-bit"),
     ((IDX, VAL), "qrels.txt", "qrels is a str"),
 ])
 def test_bad_arrays_are_refused(run, qrels, match):
