@@ -54,7 +54,8 @@ def split_difference(
         res.append(evaluate(x[idx], query_labels=y[idx], metrics=[metric], confidence=confidence,
                             **evaluate_kwargs))
     return generalization_gap(res[0], res[1], metric, confidence=confidence, cluster=cluster,
-                              n_resamples=n_resamples, seed=seed, labels=("half A", "half B"))
+                              n_resamples=n_resamples, seed=seed, labels=("half A", "half B"),
+                              _ordered=False)  # two halves of one population: the sign means nothing
 
 
 def class_count_sweep(

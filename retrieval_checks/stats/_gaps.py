@@ -74,6 +74,7 @@ def generalization_gap(
     seed: int | None = None,
     allow_label_mismatch: bool = False,
     labels: tuple[str, str] = ("train", "test"),
+    _ordered: bool = True,
 ) -> Gap:
     """The generalization gap metric(train) - metric(test) with an interval.
 
@@ -98,6 +99,8 @@ def generalization_gap(
     lies below 0 (test significantly better than train: the sides look swapped) and an
     interval on fewer than ``MIN_INTERVAL_UNITS`` groups or classes give an
     :class:`~retrieval_checks.errors.IntervalWarning`, kept in ``Gap.notes``.
+    (``_ordered=False``: a difference of two exchangeable sides, e.g. two halves of
+    one population, whose sign means nothing: no warning about it.)
     """
     if (not isinstance(labels, (tuple, list)) or len(labels) != 2
             or not all(isinstance(x, str) for x in labels)):
@@ -121,7 +124,7 @@ def generalization_gap(
                 + "; pass metric='accuracy' (or leave it out), or pass two EvaluationResults for a retrieval metric."
             )
         return _noted(_accuracy_gap(train, test, confidence, allow_label_mismatch, labels),
-                      _same_sides(train, test, None, labels))
+                      _same_sides(train, test, None, labels), _ordered)
     if metric is None:
         raise InputError("metric is missing: name the metric whose gap to compute, e.g. 'grouped_recall@1'.")
     spec = parse_metric(metric)
@@ -147,19 +150,20 @@ def generalization_gap(
     cluster = resolve_cluster(cluster, train, test)  # a bad cluster= is said before anything about the data
     same = _same_sides(train, test, spec, labels)
     if spec.kind == "grouped":
-        return _noted(_grouped_gap(spec, train.grouped[spec.name], test.grouped[spec.name], confidence, labels), same)
-    return _noted(_bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels), same)
+        return _noted(_grouped_gap(spec, train.grouped[spec.name], test.grouped[spec.name], confidence, labels), same,
+                      _ordered)
+    return _noted(_bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels), same, _ordered)
 
 
-def gap_notes(gap: Gap, *, units: bool = True) -> list[str]:
+def gap_notes(gap: Gap, *, units: bool = True, ordered: bool = True) -> list[str]:
     """What the reader of ``gap`` should know: its whole interval lies below 0 (the
     second side scores significantly higher than the first: train and test look
-    swapped, and an upper bound on the gap passes whatever the model does), or
-    (``units``) a side rests on fewer than ``MIN_INTERVAL_UNITS`` units (the interval
+    swapped, and an upper bound on the gap passes whatever the model does; only where
+    the sides are ``ordered``), or (``units``) a side rests on fewer than ``MIN_INTERVAL_UNITS`` units (the interval
     says little)."""
     a, b = gap.labels
     notes = []
-    if isinstance(gap.high, (int, float)) and gap.high < 0:
+    if ordered and isinstance(gap.high, (int, float)) and gap.high < 0:
         notes.append(
             f"{gap.metric} gap ({a} - {b}) = {gap.value:+.4f} with its whole {gap.confidence:.0%} interval "
             f"[{gap.low:+.4f}, {gap.high:+.4f}] below 0: {b} scores significantly higher than {a} ({b} "
@@ -174,10 +178,10 @@ def gap_notes(gap: Gap, *, units: bool = True) -> list[str]:
     return notes
 
 
-def _noted(gap: Gap, same: str | None) -> Gap:
+def _noted(gap: Gap, same: str | None, ordered: bool) -> Gap:
     """``gap`` with its notes (:func:`gap_notes`, and ``same``: identical sides that
     could not be told apart), each issued as an IntervalWarning."""
-    notes = ([same] if same else []) + gap_notes(gap)
+    notes = ([same] if same else []) + gap_notes(gap, ordered=ordered)
     warn_notes(notes, stacklevel=3)
     return replace(gap, notes=tuple(notes))
 

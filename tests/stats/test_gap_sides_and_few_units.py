@@ -118,3 +118,16 @@ def test_a_gap_on_few_groups_or_classes_warns_and_records_it():
     train, test = _evaluate(5, 4, 0.5, group_size=2), _evaluate(6, 4, 2.5, group_size=2)  # 4 classes a side
     gap, caught = _caught(lambda: rc.generalization_gap(train, test, "map"))
     assert any("4 classes" in str(w.message) for w in caught)
+
+
+def test_split_difference_says_nothing_about_swapped_sides():
+    # two halves of one population are exchangeable: a difference below zero is not "swapped"
+    classes, per = 40, 5
+    rng = np.random.default_rng(7)
+    y = np.repeat(np.arange(classes), per)
+    half_a = np.random.default_rng(0).permutation(np.arange(classes))[: classes // 2]  # split_difference's seed 0
+    noise = np.where(np.isin(y, half_a), 2.5, 0.3)[:, None]  # half A noisy: its metric is far lower
+    x = (rng.normal(size=(classes, 16))[y] * 2 + noise * rng.normal(size=(classes * per, 16))).astype(np.float32)
+    gap, caught = _caught(lambda: rc.split_difference(x, y, metric="map", seed=0))
+    assert gap.high < 0 and gap.labels == ("half A", "half B")
+    assert not [w for w in caught if "swapped" in str(w.message)] and not gap.notes
