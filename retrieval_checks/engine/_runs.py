@@ -517,6 +517,9 @@ def _binary_values(specs, it: _Items, R: np.ndarray, ties: str) -> dict[str, dic
 
 def _gains(spec: MetricSpec, grade: np.ndarray) -> np.ndarray:
     g = grade.astype(np.float64)
+    if spec.family == "ndcg_exp" and g.size and g.max() > 1023:  # 2^1024 is inf: nDCG would be inf / inf = NaN
+        raise InputError(f"{spec.name}: grade {int(grade.max())} makes the gain 2^{int(grade.max())} - 1, beyond "
+                         "float64 (grades up to 1023); use ndcg (gain = grade) or smaller grades.")
     return np.exp2(g) - 1.0 if spec.family == "ndcg_exp" else g
 
 

@@ -657,3 +657,11 @@ def test_run_and_qrels_naming_queries_differently_say_when_one_side_uses_row_num
     with pytest.raises(InputError, match=r"No query id of the run is in the qrels.*it looks like a row number, not "
                                          r"an id: ids there look like 'q1', 'q2'"):
         evaluate_run(run, qrels, ["map"])
+
+
+def test_ndcg_exp_grades_beyond_float64_gains_are_refused_not_nan():
+    qrels = {"q1": {"a": 2000, "b": 1}}
+    with pytest.raises(InputError, match=r"ndcg_exp: grade 2000 .*2\^2000 - 1.*beyond float64"):
+        evaluate_run(RUN, qrels, ["ndcg_exp"])
+    assert evaluate_run(RUN, qrels, ["ndcg"])["ndcg"] == 1.0  # gain = grade: fine
+    assert evaluate_run(RUN, {"q1": {"a": 1023, "b": 1}}, ["ndcg_exp"])["ndcg_exp"] == 1.0
