@@ -246,3 +246,28 @@ def test_bad_run_and_ann_datasets_name_file_line_and_field(tmp_path, text, line,
     assert message.startswith(f"{p}:{line}: "), message
     for w in words:
         assert w in message, message
+
+
+def test_run_files_with_a_bom_gate_as_without_and_bad_text_names_file_and_line(tmp_path):
+    """The suite reads run and qrels files by the library's text rules: a Windows editor's
+    byte-order mark changes nothing; Latin-1 text or a grade written 1_0 is a SuiteError
+    naming the dataset, the file and its line."""
+    _data(tmp_path)
+    text = "datasets:\n  bm25: {type: run, run: data/%s, qrels: data/%s}\nchecks:\n  - {metric: map, at_least: 0.01}\n"
+    for name in ("r.run", "q.qrels"):
+        (tmp_path / "data" / f"bom_{name}").write_text((tmp_path / "data" / name).read_text(), encoding="utf-8-sig")
+    values = []
+    for run, qrels in (("r.run", "q.qrels"), ("bom_r.run", "bom_q.qrels")):
+        suite = load_suite(_write(tmp_path, text % (run, qrels)))
+        runner = SuiteRunner()
+        runner.run(suite, suite.cases[0])
+        values.append([v["map"] for v in runner.evaluations._results.values()])
+    assert values[0] == values[1] and len(values[0]) == 1
+    (tmp_path / "data/latin.run").write_bytes((tmp_path / "data/r.run").read_bytes() + b"q9 Q0 caf\xe9 1 1.0 t\n")
+    (tmp_path / "data/sep.qrels").write_text((tmp_path / "data/q.qrels").read_text() + "q9 0 d1 1_0\n")
+    for run, qrels, where in (("latin.run", "q.qrels", r"latin.run:91: .*not UTF-8"),
+                              ("r.run", "sep.qrels", r"sep.qrels:31: grade '1_0' is not a whole number")):
+        suite = load_suite(_write(tmp_path, text % (run, qrels)))
+        with pytest.raises(SuiteError, match=where) as info:
+            SuiteRunner().run(suite, suite.cases[0])
+        assert info.value.line == 2
