@@ -41,7 +41,7 @@ from ..options import OPTIONS
 
 __all__ = ["embed", "load_model", "model_fingerprint", "EmbeddingCache", "check_exported_archive"]
 
-_CACHE_FORMAT = "retrieval-checks-embeddings-2"
+_CACHE_FORMAT = "retrieval-checks-embeddings-3"
 
 
 def _torch():
@@ -685,8 +685,10 @@ class EmbeddingCache:
     ``directory=None`` disables it. ``hits`` and ``misses`` count lookups. The cache
     never turns a gate red and never serves a wrong number: a directory that is a file
     or cannot be written warns once (a :class:`RuntimeWarning` naming it) and the
-    session runs without the cache; each entry stores a SHA-256 of its embeddings, and
-    an entry that is damaged, truncated or of the wrong shape warns and is recomputed.
+    session runs without the cache; each entry stores its key and a SHA-256 of the key
+    and its embeddings, and an entry that is damaged, truncated, of the wrong shape, not
+    a regular file, or another key's (copied or renamed) warns naming it and is
+    recomputed.
     """
 
     def __init__(self, directory=None):
@@ -729,8 +731,10 @@ class EmbeddingCache:
         return h.hexdigest()
 
     @staticmethod
-    def _digest(arr: np.ndarray) -> np.ndarray:
-        h = hashlib.sha256(f"{arr.dtype.str}|{arr.shape}".encode())
+    def _digest(arr: np.ndarray, key: str) -> np.ndarray:
+        """SHA-256 of the entry's key and embeddings: an entry moved onto another key's
+        name (another model's, other inputs') does not match there."""
+        h = hashlib.sha256(f"{_CACHE_FORMAT}|{key}|{arr.dtype.str}|{arr.shape}".encode())
         h.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
         return np.frombuffer(h.digest(), dtype=np.uint8)
 
@@ -742,8 +746,10 @@ class EmbeddingCache:
             return None
         path = self._path(key)
         try:
+            if path.exists() and not path.is_file():  # a directory, a named pipe (np.load would block on it)...
+                return self._corrupt(path, "not a regular file")
             with np.load(path, allow_pickle=False) as data:
-                arr, digest = data["embeddings"], data["sha256"]
+                arr, digest, stored = data["embeddings"], data["sha256"], data["key"]
         except FileNotFoundError:
             self.misses += 1
             return None
@@ -754,8 +760,11 @@ class EmbeddingCache:
         except Exception as exc:  # damaged, truncated, not a zip, a directory in the way...
             return self._corrupt(path, f"{type(exc).__name__}: {exc}")
         if not (isinstance(arr, np.ndarray) and arr.ndim == 2 and arr.dtype == np.float32
-                and np.array_equal(digest, self._digest(arr))):
+                and np.array_equal(digest, self._digest(arr, str(stored)))):
             return self._corrupt(path, "its checksum or shape does not match its embeddings")
+        if str(stored) != key:
+            return self._corrupt(path, f"it holds the embeddings of another key ({str(stored)[:16]}...): copied or "
+                                       "renamed")
         self.hits += 1
         return arr
 
@@ -784,7 +793,7 @@ class EmbeddingCache:
             return
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, embeddings=embeddings, sha256=self._digest(embeddings))
+                np.savez(f, embeddings=embeddings, sha256=self._digest(embeddings, key), key=np.array(key))
             os.replace(tmp, self._path(key))  # atomic: readers never see half a file
         except OSError as exc:
             self._disable(f"cannot write there ({type(exc).__name__}: {exc.strerror or exc})")

@@ -531,3 +531,27 @@ def test_suite_runner_recomputes_a_damaged_entry_with_the_same_numbers(tmp_path)
         again = second.part(suite, "m", "a", "queries").embeddings
     np.testing.assert_array_equal(again, ref)
     assert second.embedded == 1
+
+
+def test_an_entry_of_another_key_is_not_served(tmp_path):
+    """A valid entry copied or renamed onto another key's name (another model's, other
+    inputs'): its checksum matches its numbers, but it is not this key's entry."""
+    cache = EmbeddingCache(tmp_path / "c")
+    mine, other = EmbeddingCache.key("fp", X, "queries"), EmbeddingCache.key("fp-other-model", X, "queries")
+    cache.put(other, E + 1)
+    (tmp_path / "c" / f"{other}.npz").replace(tmp_path / "c" / f"{mine}.npz")
+    with pytest.warns(RuntimeWarning, match=rf"embedding cache entry .*{mine}\.npz is damaged .*another key"):
+        assert cache.get(mine) is None
+    cache.put(mine, E)
+    np.testing.assert_array_equal(cache.get(mine), E)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_an_entry_that_is_not_a_regular_file_is_not_opened(tmp_path):
+    """A named pipe where an entry should be would block np.load forever."""
+    cache = EmbeddingCache(tmp_path / "c")
+    key = EmbeddingCache.key("fp", X, "queries")
+    (tmp_path / "c").mkdir()
+    os.mkfifo(tmp_path / "c" / f"{key}.npz")
+    with pytest.warns(RuntimeWarning, match=r"is damaged \(not a regular file\)"):
+        assert cache.get(key) is None
