@@ -73,6 +73,10 @@ def text_lines(path, what: str) -> Iterator[tuple[int, str]]:
     from 1, without the line end; a byte-order mark at the start removed); ``what``
     names the file's role (``"TREC run"``) in the messages."""
     p = Path(os.fspath(path))
+    why = missing_file(p)  # before opening: a FIFO would block until a writer comes
+    if why != "is a file" and why != "cannot be reached (permission denied on a directory of its path)":
+        raise InputError(f"{p}: the {what} file {why}; check the path (relative to {os.getcwd()} unless "
+                         "absolute).")
     try:
         fh = open(p, "rb")
     except OSError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
 
 import numpy as np
@@ -665,3 +666,10 @@ def test_ndcg_exp_grades_beyond_float64_gains_are_refused_not_nan():
         evaluate_run(RUN, qrels, ["ndcg_exp"])
     assert evaluate_run(RUN, qrels, ["ndcg"])["ndcg"] == 1.0  # gain = grade: fine
     assert evaluate_run(RUN, {"q1": {"a": 1023, "b": 1}}, ["ndcg_exp"])["ndcg_exp"] == 1.0
+
+
+def test_a_fifo_as_run_file_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "run.fifo"
+    os.mkfifo(fifo)  # opening it would wait for a writer forever
+    with pytest.raises(InputError, match=r"run.fifo: the run file is not a regular file"):
+        evaluate_run(fifo, QRELS, ["map"])
