@@ -38,8 +38,10 @@ class GateEvent:
     ``between``); ``bounds``: every bound of the rule by name (``at_least``,
     ``at_most``, ``below``, ``margin``, ...); ``passed``; the sample (``n`` units of
     ``unit``, ``n_used`` / ``n_skipped`` queries); ``model`` / ``dataset`` when known;
-    ``warnings``: what the gate thinks the reader should know (skipped queries, ties);
-    ``extra``: gate-specific fields (the operating threshold, a PR curve, a baseline).
+    ``warnings``: what the gate thinks the reader should know (skipped queries, ties,
+    an interval resting on fewer than 5 groups or classes, a gap whose sides look
+    swapped); ``extra``: gate-specific fields (the operating threshold, a PR curve, a
+    baseline, ``sides_swapped`` for a gap whose whole interval lies below 0).
     """
 
     gate: str

@@ -125,3 +125,24 @@ def test_grouped_recall_message_states_consistent_statistics():
     assert se == pytest.approx(g.std_error, abs=1e-4)
     assert "each the mean over the 3 partitions" in msg
     assert f"s={g.group_std:.4f}" in msg  # the first partition's spread, said to be that
+
+
+def test_an_interval_over_few_images_warns_too():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(4, 6))
+    captions = np.repeat(images, 5, axis=0) + 0.8 * rng.normal(size=(20, 6))
+    res = rc.evaluate_image_text(images, captions, np.repeat(np.arange(4), 5), n_resamples=200)
+    events, caught, _ = _run(lambda: rc.assert_rsum(res, at_least=10, on="lower"))
+    assert any("4 images" in w for w in caught) and any("4 images" in w for w in events[0].warnings)
+
+
+def test_a_swapped_accuracy_gap_warns_at_the_gate():
+    y = np.repeat(np.arange(4), 10)
+    wrong = np.where(np.arange(40) % 2 == 0, y, (y + 1) % 4)  # half of the training samples right
+    train, test = rc.accuracy(wrong, y), rc.accuracy(y, y)  # test all right: train and test swapped?
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gap = rc.generalization_gap(train, test)
+    assert gap.high < 0 and any("swapped" in str(w.message) for w in caught if w.category is IntervalWarning)
+    events, _, error = _run(lambda: rc.assert_gap_below(gap, below=0.1))
+    assert error is None and events[0].extra["sides_swapped"] is True
