@@ -168,7 +168,8 @@ def gap_notes(gap: Gap, *, units: bool = True, ordered: bool = True) -> list[str
             f"{gap.metric} gap ({a} - {b}) = {gap.value:+.4f} with its whole {gap.confidence:.0%} interval "
             f"[{gap.low:+.4f}, {gap.high:+.4f}] below 0: {b} scores significantly higher than {a} ({b} "
             f"{gap.second_value:.4f}, {a} {gap.first_value:.4f}). A generalization gap is {a} - {b}, so train and "
-            f"test look swapped: pass the training result first, generalization_gap(train, test, metric). (Where "
+            f"test look swapped: pass the training result first (generalization_gap(train, test, metric); in a suite, "
+            f"gap: {{train: <training set>, test: <test set>}}). (Where "
             f"the {b} set is truly easier, e.g. a smaller gallery, an upper bound on this gap checks nothing.)"
         )
     for side, n in ((a, gap.n_first), (b, gap.n_second)) if units else ():
