@@ -622,12 +622,13 @@ def _result(req: _Request, flat: _Flat, rk: _Ranked) -> EvaluationResult:
         per_kind[kind].update(values)
     _censor(per_kind, req.specs, miss, empty, req.empty_queries == "zero", depth)
     chosen = {s.name: per_kind["chosen"][s.name] for s in req.specs}
-    tie_values = {s.name: {kind: aggregate(s, per_kind[kind][s.name]) for kind in _KINDS} for s in req.specs}
+    tie_values = {s.name: {kind: aggregate(s, per_kind[kind][s.name], skipped=empty) for kind in _KINDS}
+                  for s in req.specs}
     config = {"similarity": "run", "source": "run", "ties": req.ties, "empty_queries": req.empty_queries,
               "relevance_level": req.relevance_level, "confidence": req.confidence, "seed": DEFAULTS["seed"],
               "n_gallery": flat.n_gallery, "depth": depth, "k": req.k}
     return EvaluationResult(
-        specs=req.specs, values={s.name: aggregate(s, chosen[s.name]) for s in req.specs}, per_query=chosen,
+        specs=req.specs, values={s.name: aggregate(s, chosen[s.name], skipped=empty) for s in req.specs}, per_query=chosen,
         thresholds={}, pair_counts={}, n_relevant=R, n_candidates=n_ret.astype(np.int64),
         first_relevant_rank=_first_ranks(it, n_q, req.ties, miss, depth),
         skipped_queries=empty if req.empty_queries == "skip" else np.zeros(0, np.int64), config=config,
@@ -650,7 +651,10 @@ def evaluate_run(run, qrels, metrics, *, ties: str = DEFAULTS["ties"],
         ignored as trec_eval ignores it), or ``(indices, scores)``: two (n_queries x k)
         arrays of an ANN search (row i is query i, index -1 no result; query ids are the
         rows, document ids the indices). Ids are compared as text (``1`` and ``"1"`` are
-        the same id). Higher scores rank first; equal scores tie.
+        the same id). Higher scores rank first; equal scores tie. Files are read by the
+        rules of every text reader (:mod:`retrieval_checks._textfiles`): UTF-8, a leading
+        byte-order mark dropped, fields split on ASCII spaces and tabs, numbers in ASCII
+        digits (``1_0`` refused, not read as 10), grades within int64.
     qrels:
         ``{qid: {docid: grade}}`` or the path of a TREC qrels file (``qid 0 docid
         grade``); grades are integers >= 0, 0 judged non-relevant. Next to
