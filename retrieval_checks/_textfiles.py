@@ -4,10 +4,11 @@ rules every text reader follows, so no reader decides them differently.
 - Encoding: UTF-8, strictly. A UTF-8 byte-order mark (EF BB BF, written by Windows
   editors and Excel) at the very start of the file is accepted and removed: it marks
   the encoding and is no part of the first field (left in, it would turn query ``1``
-  into ``\\ufeff1``, a different query). A byte-order mark anywhere else (two files
-  joined with ``cat``), bytes that are not UTF-8 (Latin-1, a UTF-16 file) and
+  into ``\\ufeff1``, a different query). One starting a later line (two files joined
+  with ``cat``), bytes that are not UTF-8 (Latin-1, a UTF-16 file) and
   unreadable files are each an :class:`~retrieval_checks.InputError` naming the file,
-  the line and the fix.
+  the line and the fix; inside a line U+FEFF is left to the format (text in JSON, an
+  invisible character refused in an id by :func:`check_field`).
 - Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (as Python's text mode reads them); nothing
   else ends a line.
 - Whitespace-separated formats (TREC) split fields on ASCII spaces and tabs (trec_eval's
@@ -95,10 +96,10 @@ def text_lines(path, what: str) -> Iterator[tuple[int, str]]:
                 text = _decode(part, p, what, number)
                 if number == 1 and text.startswith(BOM):
                     text = text[1:]
-                if BOM in text:
-                    raise InputError(f"{p}:{number}: a byte-order mark (U+FEFF) inside the {what} file (column "
-                                     f"{text.index(BOM) + 1}): two files were joined, or an editor inserted it; "
-                                     "remove it (a byte-order mark is accepted only as the file's first character).")
+                elif text.startswith(BOM):  # inside a line, U+FEFF is text (JSON) or refused in an id
+                    raise InputError(f"{p}:{number}: a byte-order mark (U+FEFF) starts this line of the {what} file: "
+                                     "two files were joined (cat), or an editor inserted it; remove it (a byte-order "
+                                     "mark is accepted only as the file's first character).")
                 yield number, text
 
 

@@ -558,6 +558,9 @@ def test_a_byte_order_mark_inside_the_file_is_refused(tmp_path):
     path.write_text(BOM_RUN + "\ufeffq3 Q0 a 1 1.0 t\n", encoding="utf-8")  # two files joined with cat
     with pytest.raises(InputError, match=r"run.txt:5: a byte-order mark \(U\+FEFF\)"):
         evaluate_run(path, QRELS, ["map"])
+    path.write_text(BOM_RUN + "q3 Q0 a\ufeff 1 1.0 t\n", encoding="utf-8")  # inside an id: an invisible character
+    with pytest.raises(InputError, match=r"run.txt:5: the field 3 .* holds U\+FEFF"):
+        evaluate_run(path, QRELS, ["map"])
 
 
 @pytest.mark.parametrize("score", ["1_0", "1_000.5", "\u0661", "1\u0660", "0x10", "1.0.0", "+-1", "1e", "--1",

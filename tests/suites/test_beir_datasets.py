@@ -478,3 +478,14 @@ def test_documents_named_by_row_number_say_so(tmp_path):
     with pytest.raises(InputError, match=r"test.tsv:3: corpus-id '2' is not an _id in corpus.jsonl.*row number.*"
                                          r"row 2 of corpus.jsonl \(from 0\) is 'doc2'"):
         read_beir(root)
+
+
+def test_u_feff_inside_a_text_is_text_but_starting_a_later_line_is_refused(tmp_path):
+    root = _tiny(tmp_path)
+    (root / "corpus.jsonl").write_text('{"_id": "d0", "text": "a\ufeffb"}\n{"_id": "d1", "text": "b"}\n',
+                                       encoding="utf-8")
+    assert read_beir(root).documents[0] == "a\ufeffb"  # scraped text may hold one: not a reason to refuse
+    (root / "corpus.jsonl").write_text('{"_id": "d0", "text": "a"}\n\ufeff{"_id": "d1", "text": "b"}\n',
+                                       encoding="utf-8")  # two files joined with cat
+    with pytest.raises(InputError, match=r"corpus.jsonl:2: a byte-order mark \(U\+FEFF\) starts this line"):
+        read_beir(root)
