@@ -279,9 +279,10 @@ def _query_values(req: _Request, rel: _Relevance, totals: PassTotals) -> tuple[d
         for per_query in (totals.per_query, *totals.tie_values.values()):
             for s in specs:
                 per_query[s.name][empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
-    values = {s.name: aggregate(s, totals.per_query[s.name]) for s in specs}
-    ties = {s.name: {kind: aggregate(s, per_query[s.name]) for kind, per_query in totals.tie_values.items()}
-            for s in specs}
+    # a NaN outside the empty queries (skipped and counted) is a value gone wrong: an error
+    values = {s.name: aggregate(s, totals.per_query[s.name], skipped=empty) for s in specs}
+    ties = {s.name: {kind: aggregate(s, per_query[s.name], skipped=empty)
+                     for kind, per_query in totals.tie_values.items()} for s in specs}
     return values, ties
 
 

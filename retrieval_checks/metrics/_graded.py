@@ -11,7 +11,9 @@ contiguous, each row's items by ascending score): its ``score``, ``grade``, its
   the engine's per-item counts for the relevant ones: low-grade items scoring >= an item
   join its ge, those scoring == it join its tie.
 - **nDCG with grades**: gain = grade (``ndcg``) or 2^grade - 1 (``ndcg_exp``); discount
-  1 / log2(rank + 1); IDCG over the query's set items sorted by grade, cut at K. A group
+  1 / log2(rank + 1); IDCG over the query's set items sorted by grade, cut at K. Gains are
+  scaled per query by a power of two (:func:`gains`), exact, so that 2^grade - 1 never
+  overflows (grades of 1024 and more). A group
   of equal scores holding r set items and t tied non-set items occupies ranks
   s+1..s+r+t (s: items strictly above). Pessimistic: the set items take the group's last
   r ranks, lowest gains first (the smallest DCG); optimistic: its first r ranks, highest
@@ -28,12 +30,34 @@ import numpy as np
 from ._names import MetricSpec
 from ._ranking import discount_prefix
 
-__all__ = ["binary_view", "graded_ndcg_values", "gains"]
+__all__ = ["binary_view", "graded_ndcg_values", "gains", "row_top"]
 
 
-def gains(grade: np.ndarray, family: str) -> np.ndarray:
-    """The gain of each grade: the grade (``ndcg``) or 2^grade - 1 (``ndcg_exp``)."""
-    return np.exp2(grade) - 1.0 if family == "ndcg_exp" else np.asarray(grade, np.float64)
+def row_top(rid: np.ndarray, grade: np.ndarray, n_rows: int) -> np.ndarray:
+    """The largest grade of each row (0 for a row without items)."""
+    top = np.zeros(n_rows, np.float64)
+    np.maximum.at(top, rid, np.asarray(grade, np.float64))
+    return top
+
+
+def gains(grade: np.ndarray, family: str, top: np.ndarray | float | None = None) -> np.ndarray:
+    """The gain of each grade, (grade for ``ndcg``, 2^grade - 1 for ``ndcg_exp``) times a
+    power of two chosen per query: ``top`` is, for each item, the largest grade of its
+    query (default: of all of ``grade``).
+
+    nDCG divides two sums of one query's gains, so a common power of two cancels
+    exactly: the scaled gains give bit for bit the same nDCG where the plain ones are
+    finite, and stay finite where they are not. ``ndcg_exp`` uses
+    2^(g - m) - 2^-m = (2^g - 1) 2^-m, m the query's largest grade: 2^1024 overflows a
+    float, and inf / inf made the query NaN (issue 25). ``ndcg`` scales by 2^-e, e the
+    binary exponent of m, so that sums of grades near 1e308 cannot overflow."""
+    g = np.asarray(grade, np.float64)
+    if top is None:
+        top = g.max() if g.size else 0.0
+    m = np.maximum(np.asarray(top, np.float64), 0.0)
+    if family == "ndcg_exp":
+        return np.exp2(g - m) - np.exp2(-m)
+    return np.ldexp(g, -np.frexp(m)[1])
 
 
 def _layout(rid: np.ndarray, score: np.ndarray, n_rows: int):
@@ -112,8 +136,9 @@ def graded_ndcg_values(specs: list[MetricSpec], rid, score, grade, rank_pess, ti
     pessimistic, optimistic and average orders of ties (NaN for rows without items)."""
     out: dict[str, dict[str, np.ndarray]] = {p: {} for p in ("pessimistic", "optimistic", "average")}
     has = np.bincount(rid, minlength=n_rows) > 0
+    top = row_top(rid, grade, n_rows)[rid]
     for spec in specs:
-        gain = gains(grade, spec.family)
+        gain = gains(grade, spec.family, top)
         ideal = _ideal_dcg(rid, gain, n_rows, spec.k)
         for policy, dcg in _dcg_by_policy(rid, score, gain, rank_pess, tied, position, n_rows, spec.k).items():
             with np.errstate(divide="ignore", invalid="ignore"):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import RetrievalChecksError
 from ._names import MetricSpec
 
 __all__ = ["per_query_values", "aggregate", "discount_prefix"]
@@ -127,9 +128,28 @@ def per_query_values(
     return out
 
 
-def aggregate(spec: MetricSpec, values: np.ndarray) -> float:
-    """Mean over the used queries; ``medr`` is floor(median of 0-based ranks) + 1."""
-    used = values[~np.isnan(values)]
+def aggregate(spec: MetricSpec, values: np.ndarray, *, skipped=None) -> float:
+    """Mean over the used queries; ``medr`` is floor(median of 0-based ranks) + 1.
+
+    NaN marks a skipped query. ``skipped`` (indices or a boolean mask), where given, is
+    the set of queries the caller skipped and counts: a NaN anywhere else is a value
+    that went wrong (an overflow, inf / inf) and would leave the mean silently, so it
+    is a :class:`~retrieval_checks.errors.RetrievalChecksError` naming the metric and
+    the queries."""
+    nan = np.isnan(values)
+    if skipped is not None and nan.any():
+        skipped = np.asarray(skipped)
+        allowed = skipped.copy() if skipped.dtype == bool else np.zeros(values.shape[0], bool)
+        if skipped.dtype != bool:
+            allowed[skipped.astype(np.int64)] = True
+        stray = np.flatnonzero(nan & ~allowed)
+        if stray.size:
+            raise RetrievalChecksError(
+                f"{spec.name}: {stray.size} of {values.shape[0]} queries have no value (NaN) but were not "
+                f"skipped (query {', '.join(map(str, stray[:5].tolist()))}{' ...' if stray.size > 5 else ''}); "
+                "leaving them out of the mean would hide them (n_skipped counts only queries without a relevant "
+                "item). This is a bug of retrieval-checks: please report it with the metric and the inputs.")
+    used = values[~nan]
     if used.size == 0:
         return float("nan")
     if spec.family == "medr":
