@@ -593,6 +593,9 @@ def _refuse_unsupported(req, opts: dict) -> None:
 def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: the stages, in order, one call each
     from . import _evaluate as ev
 
+    if opts.pop("executor", None) is not None:
+        raise InputError("executor= and process_group= do not combine: the ranks are the workers of a sharded run; "
+                         "drop one of them.")
     opts["use_kernels"] = use_kernels
     req = ev._options(opts["metrics"], similarity=opts["similarity"], ties=opts["ties"],
                       empty_queries=opts["empty_queries"], group_size=opts["group_size"],

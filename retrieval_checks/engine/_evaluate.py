@@ -502,13 +502,10 @@ def evaluate(
     if process_group is not None:
         from ._distributed import evaluate_sharded
 
-        if executor is not None:
-            raise InputError("executor= and process_group= do not combine: the ranks are the workers of a sharded "
-                             "run; drop one of them.")
-        return evaluate_sharded(
-            process_group, queries, gallery, query_labels=query_labels, gallery_labels=gallery_labels,
-            relevance=relevance, metrics=metrics, query_ids=query_ids, gallery_ids=gallery_ids,
-            similarity=similarity, ties=ties, empty_queries=empty_queries, device=device, max_memory=max_memory,
+        return evaluate_sharded(  # every option is checked there, once the ranks talk: a bad one raises on all
+            process_group, queries, gallery, executor=executor, query_labels=query_labels,
+            gallery_labels=gallery_labels, relevance=relevance, metrics=metrics, query_ids=query_ids,
+            gallery_ids=gallery_ids, similarity=similarity, ties=ties, empty_queries=empty_queries, device=device, max_memory=max_memory,
             progress=progress, tile=tile, group_size=group_size, group_seed=group_seed,
             group_repeats=group_repeats, confidence=confidence, relevance_level=relevance_level,
             checkpoint=checkpoint, use_kernels=_use_kernels)

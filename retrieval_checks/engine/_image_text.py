@@ -262,24 +262,32 @@ def evaluate_image_text(
         returns the result of one process on the concatenation, bit for bit
         (``docs/distributed.md``).
     """
-    specs = _parse(metrics)
-    if progress is not None and not isinstance(progress, bool):
-        raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
-    protocol_key = _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed)
     common = dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress)
-    if process_group is not None:
+
+    def checked():
+        """The options checked; the function that finishes the evaluation."""
+        specs = _parse(metrics)
+        if progress is not None and not isinstance(progress, bool):
+            raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
+        protocol_key = _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples,
+                                      seed)
+        return lambda *pairing, rank_fold=None, n_images=None: _evaluate_pairs(
+            specs, *pairing, protocol=protocol, protocol_key=protocol_key, common=common, ties=ties,
+            confidence=confidence, n_resamples=n_resamples, seed=seed, rank_fold=rank_fold, n_images=n_images)
+
+    if process_group is not None:  # checked on every rank once the ranks talk: a bad option raises on all of them
         from ._image_text_sharded import evaluate_image_text_sharded
 
         return evaluate_image_text_sharded(
             process_group, images, captions, caption_image, images_without_captions=images_without_captions,
-            finish=lambda *pairing, rank_fold, n_images: _evaluate_pairs(
-                specs, *pairing, protocol=protocol, protocol_key=protocol_key, common=common, ties=ties,
-                confidence=confidence, n_resamples=n_resamples, seed=seed, rank_fold=rank_fold,
-                n_images=n_images),
+            prepare=checked, options=dict(metrics=list(metrics) if isinstance(metrics, tuple) else metrics,
+                                          protocol=protocol, ties=ties, confidence=confidence,
+                                          images_without_captions=images_without_captions, n_resamples=n_resamples,
+                                          seed=seed),
             **common)
+    finish = checked()
     pairing = _pairing(images, captions, caption_image, similarity, images_without_captions)
-    return _evaluate_pairs(specs, *pairing, protocol=protocol, protocol_key=protocol_key, common=common, ties=ties,
-                           confidence=confidence, n_resamples=n_resamples, seed=seed)
+    return finish(*pairing)
 
 
 def _evaluate_pairs(specs, images, captions, cap_img, layout, dropped, *, protocol, protocol_key, common, ties,

@@ -28,16 +28,20 @@ from ._stream import FirstRanks
 __all__ = ["evaluate_image_text_sharded"]
 
 
-def evaluate_image_text_sharded(group, images, captions, caption_image, *, images_without_captions, finish,
-                                similarity, device, max_memory, progress, use_kernels: bool = True):
-    """The sharded front of :func:`~retrieval_checks.evaluate_image_text`; ``finish``
-    runs its folds with the sharded rank pass."""
+def evaluate_image_text_sharded(group, images, captions, caption_image, *, images_without_captions, prepare,
+                                options: dict, similarity, device, max_memory, progress, use_kernels: bool = True):
+    """The sharded front of :func:`~retrieval_checks.evaluate_image_text`. ``prepare``
+    checks the options and returns ``finish``, which runs the folds with the sharded
+    rank pass; it runs once the ranks talk, so a bad option on one rank raises on
+    every rank. ``options``: the other options by name, which every rank must pass
+    alike."""
     comm = Comm(group)
     try:
         comm.agree_call("retrieval_checks.evaluate_image_text(..., process_group=g)")
-        result = _run(comm, images, captions, caption_image, images_without_captions, finish,
-                      dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress),
-                      use_kernels)
+        finish = prepare()
+        common = dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress)
+        result = _run(comm, images, captions, caption_image, images_without_captions, finish, common, use_kernels,
+                      {"similarity": similarity, "max_memory": max_memory, **options})
         comm.finish()
         return result
     except BaseException as exc:
@@ -71,17 +75,24 @@ def _local(comm: Comm, images, captions, caption_image, common: dict) -> dict:
     return {"images": imgs, "captions": caps, "n_i": n_i, "n_c": n_c, "d": d_i if n_i else d_c,
             "cap_img": cap_img.astype(np.int64), "backend": backend,
             "budget": parse_memory(common["max_memory"]) or default_memory_budget(backend),
-            "options": repr((similarity, common["max_memory"])), "cuda": backend.is_cuda}
+            "cuda": backend.is_cuda}
 
 
 def _run(comm: Comm, images, captions, caption_image, images_without_captions, finish, common: dict,
-         use_kernels: bool):
+         use_kernels: bool, options: dict):
     mine = _local(comm, images, captions, caption_image, common)
+    mine["options"] = {k: repr(v) for k, v in options.items()}
     infos = comm.gather_objects({k: mine[k] for k in ("n_i", "n_c", "d", "cap_img", "budget", "options", "cuda")})
     for r, info in enumerate(infos):
-        if info["options"] != infos[0]["options"] or info["cuda"] != infos[0]["cuda"]:
-            raise InputError(f"The ranks called evaluate_image_text differently (rank {r}: {info['options']}, "
-                             f"rank 0: {infos[0]['options']}); pass the same options on every rank.")
+        for key, value in infos[0]["options"].items():
+            if info["options"][key] != value:
+                raise InputError(f"The ranks called evaluate_image_text differently: {key}={info['options'][key]} on "
+                                 f"rank {r} but {value} on rank 0; pass the same options on every rank.")
+        if info["cuda"] != infos[0]["cuda"]:
+            where = ["the CPU", "CUDA"]
+            raise InputError(f"The ranks called evaluate_image_text differently: rank {r} computes on "
+                             f"{where[info['cuda']]}, rank 0 on {where[infos[0]['cuda']]}; pass the same device on "
+                             "every rank.")
     dims = {i["d"] for i in infos if i["n_i"] or i["n_c"]}
     if len(dims) > 1:
         raise InputError(f"The ranks' embeddings have different dimensions ({sorted(dims)}).")
