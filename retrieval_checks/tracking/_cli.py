@@ -17,11 +17,12 @@ the same rule the pytest plugin writes by), so any subdirectory of the project w
 Every listing is newest first (runs, history, export).
 Exit codes: 0 success, 1 a comparison found a regression (a worse value, a gate that
 errored, or a gate of the baseline run missing from the candidate unless
-``--allow-missing``), or ``show --check`` found a failed gate or a non-zero recorded
+``--allow-missing``) or a candidate run that failed its own gates, or ``show --check`` found a failed gate or a non-zero recorded
 exit status, or ``validate`` found an invalid suite or baselines file; 2 bad usage (an
 unknown metric, nothing to compare, a path to validate that does not exist or is not a
-suite or baselines file) or a database problem. Runs are named by id, ``latest``, ``-1``, ``-2``, ... (newest
-first), or a git commit (its latest run).
+suite or baselines file, two names of the same run given to ``compare``) or a database problem. Runs are named
+by id, ``latest``, ``-1``, ``-2``, ... (newest first), or a git commit (its latest clean run: a dirty run, made with
+uncommitted changes, stands for its commit only with ``--allow-dirty``).
 """
 
 from __future__ import annotations
@@ -105,8 +106,23 @@ def _cmd_runs(h: History, args, out) -> int:
     return 0
 
 
+def _resolve(h: History, ref, args, say) -> int:
+    """The run ``ref`` names (a commit: its latest clean run unless --allow-dirty), with
+    what resolving it skipped or used said on ``say``."""
+    notes: list[str] = []
+    run_id = h.resolve(ref, allow_dirty=bool(getattr(args, "allow_dirty", False)), notes=notes)
+    for note in notes:
+        print(f"note: {note}", file=say)
+    return run_id
+
+
+def _own_failures(results: list[dict]) -> list[dict]:
+    """The gates of a run that failed (an expected failure, xfail, is not one)."""
+    return [r for r in results if not r["passed"] and not r.get("xfail")]
+
+
 def _cmd_show(h: History, args, out) -> int:
-    run_id = h.resolve(args.run)
+    run_id = _resolve(h, args.run, args, out)
     results = h.results(run_id)
     rows = [("test", "metric", "value", "interval", "rule", "n_used / n_skipped", "result")]
     for r in results:
@@ -156,9 +172,22 @@ def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str]:
 
 
 def _cmd_compare(h: History, args, out) -> int:  # long: the verdicts, the summary line and the missing gates
-    base_id, cand_id = h.resolve(args.baseline), h.resolve(args.candidate)
-    base = {(r["test"], r["metric"]): r for r in h.results(base_id)}
-    cand = {(r["test"], r["metric"]): r for r in h.results(cand_id)}
+    said = io.StringIO()
+    base_id, cand_id = _resolve(h, args.baseline, args, said), _resolve(h, args.candidate, args, said)
+    if base_id == cand_id:  # after aliases: latest and -1, a commit and its latest run, run:N and N
+        raise _UsageError(f"compare {args.baseline} {args.candidate}: both name run {base_id}, and a run compared "
+                          "with itself shows no change; name two different runs (e.g. compare -2 -1, or a commit "
+                          "and latest).")
+    runs = {r["id"]: r for r in h.runs()}
+    for run_id, role in ((base_id, "baseline"), (cand_id, "candidate")):
+        run = runs[run_id]
+        if run["git_dirty"] and f"run {run_id} is a dirty run" not in said.getvalue():
+            print(f"note: run {run_id} ({role}) is a dirty run: its working tree held uncommitted changes on top of "
+                  f"commit {(run['git_commit'] or '?')[:10]}", file=said)
+    out.write(said.getvalue())
+    base_results, cand_results = h.results(base_id), h.results(cand_id)
+    base = {(r["test"], r["metric"]): r for r in base_results}
+    cand = {(r["test"], r["metric"]): r for r in cand_results}
     known = {m for (_, m) in (*base, *cand)}
     wanted = {_metric_name(h, m, known, f"--metric {m}: no gate of run {base_id} or run {cand_id} measured it")
               for m in (args.metric or ())}
@@ -194,6 +223,12 @@ def _cmd_compare(h: History, args, out) -> int:  # long: the verdicts, the summa
           f"{skipped} skipped (no value or direction), {only_b} only in run {base_id}, {only_c} only in run {cand_id}",
           file=out)
     status = 1 if counts["regressed"] else 0
+    if _failed_itself(cand_id, cand_results, runs[cand_id], out):
+        status = 1
+    base_failed = _own_failures(base_results)
+    if base_failed:
+        print(f"note: the baseline run {base_id} failed {len(base_failed)} of its {len(base_results)} gates itself",
+              file=out)
     if counts["untested"] and not args.allow_untested:
         print(f"{counts['untested']} gate(s) dropped beyond the tolerance, and whether the drop is significant cannot "
               "be tested (no recorded interval): not judged as regressed, but not passed either (rerun the gates "
@@ -210,6 +245,24 @@ def _cmd_compare(h: History, args, out) -> int:  # long: the verdicts, the summa
                           f"({skipped} skipped, {only_b} only in run {base_id}, {only_c} only in run {cand_id}); "
                           "compare runs of the same tests, or check --metric.")
     return status
+
+
+def _failed_itself(run_id: int, results: list[dict], run: dict, out) -> bool:
+    """Whether the candidate run failed on its own (a failed gate, or a non-zero exit
+    status of its session), said on ``out``: no regression does not make it ok."""
+    failed = _own_failures(results)
+    for r in failed:
+        print(f"FAILED  {r['test']}  {r['metric']}: {_fmt(r['value']) or 'no value'} ({rule_text(r) or 'its gate'})",
+              file=out)
+    reasons = []
+    if failed:
+        reasons.append(f"run {run_id} failed {len(failed)} of its {len(results)} gates itself")
+    if run.get("exitstatus") not in (0, None):
+        reasons.append(f"its pytest session exited with status {run['exitstatus']}")
+    if reasons:
+        print(f"{'; '.join(reasons)}: not ok, whatever the comparison found (a candidate must pass its own gates)",
+              file=out)
+    return bool(reasons)
 
 
 def _metric_name(h: History, name: str, known: set, problem: str) -> str:
@@ -297,7 +350,8 @@ def _export_format(args) -> str:
 def _cmd_export(h: History, args, out) -> int:
     fmt = _export_format(args)
     runs = {r["id"]: r for r in h.runs()}
-    ids = [h.resolve(args.run)] if args.run is not None else sorted(runs, reverse=True)  # newest first
+    say = out if args.output else sys.stderr  # a note beside CSV or JSON on stdout would corrupt it
+    ids = [_resolve(h, args.run, args, say)] if args.run is not None else sorted(runs, reverse=True)  # newest first
     rows = []
     for run_id in ids:
         meta = runs[run_id]
@@ -337,10 +391,11 @@ def _report_format(args) -> str:
 def _cmd_report(h: History, args, out) -> int:
     from ._markdown import render_markdown
 
-    run_id = h.resolve(args.run)
+    fmt = _report_format(args)
+    run_id = _resolve(h, args.run, args, out if fmt == "html" or args.output else sys.stderr)
     runs = h.runs()
     meta = next(r for r in runs if r["id"] == run_id)
-    if _report_format(args) == "html":
+    if fmt == "html":
         text = render_report(h.results(run_id), run=meta, history=h, figures=h.figures(run_id))
         output = args.output or "retrieval-checks-report.html"
     else:  # changes against the run recorded just before this one
@@ -560,7 +615,11 @@ def _suite_commands(sub) -> None:
     s.add_argument("-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it")
 
 
-_RUN_REF = "an id, latest, -1, -2, ... (newest first), or a git commit of 4 to 40 hex digits (its latest run)"
+_RUN_REF = ("an id, latest, -1, -2, ... (newest first), or a git commit of 4 to 40 hex digits (its latest clean "
+            "run; see --allow-dirty)")
+_DIRTY_HELP = ("let a git commit stand for its latest run even when that run was dirty (its working tree held "
+               "uncommitted changes: maybe the very change under review); without it a commit's dirty runs are "
+               "skipped, and said so")
 
 
 def _history_commands(sub) -> None:  # long: every argument of the history commands, with its help
@@ -578,10 +637,12 @@ def _history_commands(sub) -> None:  # long: every argument of the history comma
     s.add_argument("run", nargs="?", default="latest", help=f"the run: {_RUN_REF}; default latest")
     s.add_argument("--check", action="store_true",
                    help="exit 1 when any gate of the run failed or the recorded session exited non-zero")
+    s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
     s = sub.add_parser("compare", help="compare two runs gate by gate; exit 1 on a regression",
                        description="Compare the gates of two runs (same test and metric). Exit 1 on a regression, a "
-                       "gate missing from the candidate, or (with --significant) a drop whose significance cannot "
-                       "be tested.")
+                       "gate missing from the candidate, a gate the candidate run failed itself (or a non-zero exit "
+                       "status of its session), or (with --significant) a drop whose significance cannot be "
+                       "tested. Two names of the same run are an error (exit 2).")
     s.add_argument("baseline", help=f"the reference run: {_RUN_REF}")
     s.add_argument("candidate", nargs="?", default="latest", help=f"the run judged: {_RUN_REF}; default latest")
     s.add_argument("--max-drop", type=_drop, default=None, help="largest allowed absolute drop (default 0)")
@@ -598,6 +659,7 @@ def _history_commands(sub) -> None:  # long: every argument of the history comma
                    help="only this metric (repeatable; aliases such as ndcg_cut@10 are accepted)")
     s.add_argument("--allow-missing", action="store_true",
                    help="do not fail when gates of the baseline run are missing from the candidate run")
+    s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
     s = sub.add_parser("history", help=f"one metric's values over past runs, {ORDER}",
                        description=f"One metric's recorded values, {ORDER}, with each run's commit.")
     s.add_argument("metric", help="the metric: a recorded name or an alias of it (ndcg_cut@10 for ndcg@10, "
@@ -615,6 +677,7 @@ def _history_commands(sub) -> None:  # long: every argument of the history comma
                    help="csv or json; by default taken from the -o extension (.csv, .json), else csv")
     s.add_argument("-o", "--output", metavar="FILE", help="write to FILE (its extension sets the format) instead of "
                                                           "printing")
+    s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -639,11 +702,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "comment)", description="The HTML report of a recorded run (figures and history included), or "
                        "its gate table as markdown: failures first, the commit and branch, each value's change against "
                        "its baseline or the run recorded before it.")
-    s.add_argument("run", nargs="?", default="latest", help="the run: an id, latest, -1, -2, ... (default latest)")
+    s.add_argument("run", nargs="?", default="latest", help=f"the run: {_RUN_REF}; default latest")
     s.add_argument("--format", choices=("html", "markdown"), default=None,
                    help="html (default) or markdown; -o FILE.md implies markdown")
     s.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="where to write it (html default: retrieval-checks-report.html; markdown default: printed)")
+    s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
     return p
 
 

@@ -354,11 +354,17 @@ class History:
                    + (f" LIMIT {limit}" if limit else ""))
             return [_run(r, self.path) for r in con.execute(sql, args)]
 
-    def resolve(self, ref) -> int:
+    def resolve(self, ref, *, allow_dirty: bool = False, notes: list | None = None) -> int:
         """A run id from ``ref``: an id, ``latest`` / ``-1`` (newest), ``-2`` (the one
-        before), ..., or a git commit (4 to 40 hex digits: the newest run of the one
-        commit they start). Digits that name both a run id and a commit are refused as
-        ambiguous (write ``run:N`` or ``commit:HEX``)."""
+        before), ..., or a git commit (4 to 40 hex digits: the newest *clean* run of the
+        one commit they start). Digits that name both a run id and a commit are refused
+        as ambiguous (write ``run:N`` or ``commit:HEX``).
+
+        A dirty run (its working tree held uncommitted changes) never stands for a
+        commit unless ``allow_dirty``: newer dirty runs are skipped (said in ``notes``,
+        a list the caller prints), and a commit with only dirty runs is an error. A run
+        named by id or position is that run."""
+        notes = [] if notes is None else notes
         runs = self.runs()
         if not runs:
             raise InputError(f"{self.path}: the history has no runs yet.")
@@ -367,7 +373,8 @@ class History:
             return runs[0]["id"]
         kind, sep, rest = text.partition(":")
         if sep and kind in ("run", "commit"):
-            return self._by_commit(rest, runs, ref) if kind == "commit" else self._by_id(rest, runs, ref)
+            return (self._by_commit(rest, runs, ref, allow_dirty, notes) if kind == "commit"
+                    else self._by_id(rest, runs, ref))
         try:
             n = int(text)
         except ValueError:
@@ -383,7 +390,7 @@ class History:
                              f"commit:{text}.")
         looks_hex = len(text) >= 4 and all(c in "0123456789abcdef" for c in text)
         if is_commit or (n is None and looks_hex):  # a commit, or hex digits naming none: say which commits exist
-            return self._by_commit(text, runs, ref)
+            return self._by_commit(text, runs, ref, allow_dirty, notes)
         if n is None:
             raise InputError(f"run {ref!r}: give a run id, 'latest', -1, -2, ... (newest first), or a commit recorded "
                              "in the history (4 to 40 hex digits).")
@@ -398,7 +405,7 @@ class History:
             raise InputError(f"run {n} is not in {self.path}; runs: {', '.join(str(r['id']) for r in runs[:10])}...")
         return n
 
-    def _by_commit(self, text: str, runs: list[dict], ref) -> int:
+    def _by_commit(self, text: str, runs: list[dict], ref, allow_dirty: bool, notes: list) -> int:
         prefix = _commit_prefix(text)
         matching = [r for r in runs if (r["git_commit"] or "").startswith(prefix)]
         commits = sorted({r["git_commit"] for r in matching})
@@ -409,7 +416,26 @@ class History:
         if len(commits) > 1:
             raise InputError(f"{ref!r} is ambiguous: it starts {len(commits)} recorded commits "
                              f"({', '.join(c[:12] for c in commits)}); give more digits.")
-        return matching[0]["id"]  # runs are newest first: that commit's latest run
+        commit = commits[0][:10]
+        latest = matching[0]  # runs are newest first: that commit's latest run
+        if allow_dirty:
+            if latest["git_dirty"]:
+                notes.append(f"{ref}: run {latest['id']} is a dirty run of commit {commit} (its working tree held "
+                             "uncommitted changes), used because --allow-dirty was given")
+            return latest["id"]
+        clean = [r for r in matching if not r["git_dirty"]]
+        if not clean:
+            ids = ", ".join(f"run {r['id']}" for r in matching[:10])
+            raise InputError(f"{ref!r}: commit {commit} has only dirty runs ({ids}): their working tree held "
+                             "uncommitted changes, so none stands for the commit; run pytest on a clean checkout of "
+                             f"it, name the run by id, or pass --allow-dirty (allow_dirty=True) to use its latest "
+                             f"(run {latest['id']}).")
+        skipped = [r["id"] for r in matching if r["id"] > clean[0]["id"]]
+        if skipped:
+            notes.append(f"{ref}: commit {commit} is run {clean[0]['id']}, its latest clean run; skipped "
+                         f"{len(skipped)} newer dirty run(s) ({', '.join(f'run {i}' for i in skipped[:10])}) made "
+                         "with uncommitted changes (pass --allow-dirty to use the latest of them)")
+        return clean[0]["id"]
 
     def results(self, run_id: int) -> list[dict]:
         """The gate records of one run, in the order they were recorded."""
