@@ -21,7 +21,7 @@ from .._lazy import stats
 
 from ..errors import InputError
 from ..options import check_option
-from ._intervals import _finite_values
+from ._intervals import _finite_values, few_units_note, warn_notes
 
 __all__ = ["MeasureCorrelation", "correlate_with_gap", "selection_accuracy"]
 
@@ -77,7 +77,10 @@ def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float
 
 def correlate_with_gap(measures: dict, gaps, *, higher_is_better: dict | None = None,
                        confidence: float = 0.95) -> list[MeasureCorrelation]:
-    """One :class:`MeasureCorrelation` per measure (``{name: one value per model}``)."""
+    """One :class:`MeasureCorrelation` per measure (``{name: one value per model}``).
+    Fewer than ``MIN_INTERVAL_UNITS`` models give an
+    :class:`~retrieval_checks.errors.IntervalWarning`: their Fisher-z intervals span
+    most of [-1, 1]."""
     check_option("confidence", confidence)
     if not isinstance(measures, dict) or not measures:
         raise InputError(f"measures must be a non-empty dict {{name: one value per model}}, got "
@@ -89,6 +92,8 @@ def correlate_with_gap(measures: dict, gaps, *, higher_is_better: dict | None = 
     if g.size < 3:
         raise InputError(f"gaps must hold one value per model, at least 3; got {g.size}.")
     higher_is_better = higher_is_better or {}
+    note = few_units_note("correlate_with_gap", int(g.size), "models")
+    warn_notes([note] if note else [])
     out = []
     for name, values in measures.items():
         v = _finite_values(values, f"measures[{name!r}]")

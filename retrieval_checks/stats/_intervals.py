@@ -68,6 +68,7 @@ _MORE_UNITS = {
     "groups": "use a smaller group_size (more groups from the same labels) or evaluate on more classes",
     "classes": "evaluate on more classes (cluster='query' resamples queries instead, right only where the queries "
                "of a class are independent, e.g. one query per class)",
+    "models": "correlate over more models",
 }
 
 

@@ -131,3 +131,12 @@ def test_split_difference_says_nothing_about_swapped_sides():
     gap, caught = _caught(lambda: rc.split_difference(x, y, metric="map", seed=0))
     assert gap.high < 0 and gap.labels == ("half A", "half B")
     assert not [w for w in caught if "swapped" in str(w.message)] and not gap.notes
+
+
+def test_a_correlation_over_few_models_warns():
+    # Fisher-z intervals on 4 models span most of [-1, 1]
+    gaps = [0.05, 0.10, 0.20, 0.30]
+    rows, caught = _caught(lambda: rc.correlate_with_gap({"m": [0.9, 0.7, 0.6, 0.2]}, gaps))
+    assert rows[0].n_models == 4 and any("4 models" in str(w.message) for w in caught)
+    rows, caught = _caught(lambda: rc.correlate_with_gap({"m": [0.9, 0.7, 0.6, 0.2, 0.1]}, gaps + [0.4]))
+    assert not caught
