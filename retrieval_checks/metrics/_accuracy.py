@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._arrays import as_numpy, sequence_kinds
+from .._suggest import shown
 from ..errors import InputError
 from ._measurement import Measurement
 
@@ -46,13 +49,23 @@ def accuracy(predictions, labels) -> AccuracyResult:
     matrix (n x n_classes: logits or probabilities), whose arg-max is the prediction
     (ties go to the lowest class index). ``labels`` holds the true class per sample.
     """
+    p = as_numpy(predictions, "predictions")
+    y = as_numpy(labels, "labels")
+    for name, a in (("predictions", p), ("labels", y)):
+        _missing_values(a, name)
     for name, v in (("predictions", predictions), ("labels", labels)):
         kinds = sequence_kinds(v)
         if kinds and len(kinds) > 1 and not kinds & {"list", "tuple", "ndarray"}:
             raise InputError(f"{name} mixes label types ({', '.join(sorted(kinds))}), e.g. 1 and '1', which numpy "
                              "would merge into one type; use one type (all ints or all strings).")
-    p = as_numpy(predictions, "predictions")
-    y = as_numpy(labels, "labels")
+    if p.dtype == object and p.ndim == 2:  # a score matrix of Python objects: numbers only, then floats
+        bad = np.flatnonzero(~np.asarray(_is_real(p), bool).ravel())
+        if bad.size:
+            r, c = np.unravel_index(int(bad[0]), p.shape)
+            raise InputError(f"predictions is a score matrix but holds {shown(p[r, c])} at row {r}, column {c} "
+                             f"({bad.size} non-numeric value(s) in all); a score matrix holds one number per sample "
+                             "and class.")
+        p = p.astype(np.float64)
     for name, a in (("predictions", p), ("labels", y)):
         if a.dtype.kind not in "biufUSO":
             raise InputError(f"{name} has dtype {a.dtype}; use integer class indices or string labels.")
@@ -103,6 +116,39 @@ def accuracy(predictions, labels) -> AccuracyResult:
     correct = np.asarray(p == y, dtype=bool)
     n_correct = int(correct.sum())
     return AccuracyResult(n_correct / y.shape[0], n_correct, int(y.shape[0]), correct, y)
+
+
+_is_real = np.frompyfunc(lambda v: isinstance(v, (numbers.Real, np.number)) and not isinstance(v, (bool, np.bool_)),
+                         1, 1)
+
+
+_is_missing = np.frompyfunc(lambda v: v is None or type(v).__name__ in ("NAType", "NaTType"), 1, 1)
+_is_non_finite = np.frompyfunc(lambda v: isinstance(v, (float, np.floating)) and not math.isfinite(v), 1, 1)
+
+
+def _missing_values(a: np.ndarray, name: str) -> None:
+    """An object array holding None or a NaN / infinite float (a sample without a label,
+    prediction or score) is an InputError naming the array and the first position; it
+    was a TypeError from numpy, or a sample silently counted wrong."""
+    if a.dtype != object or a.size == 0:
+        return
+    none = np.asarray(_is_missing(a), bool)  # np.asarray: a 0-d array gives a Python bool
+    nan = np.asarray(_is_non_finite(a), bool)
+    bad = np.flatnonzero((none | nan).ravel())
+    if not bad.size:
+        return
+    def where(i) -> str:
+        at = np.unravel_index(int(i), a.shape)
+        return f"position {at[0]}" if a.ndim == 1 else f"row {at[0]}, column {at[1]}" if a.ndim == 2 else f"index {at}"
+
+    first = np.unravel_index(int(bad[0]), a.shape)
+    what = shown(a[first])
+    more = f"; {bad.size} in all: {'; '.join(where(i) for i in bad[:5])}{' ...' if bad.size > 5 else ''}" \
+        if bad.size > 1 else ""
+    raise InputError(f"{name} holds {what} at {where(bad[0])}{more}: every sample needs a "
+                     f"{'label' if name == 'labels' else 'score' if a.ndim == 2 else 'prediction'} (a missing or non-finite value "
+                     "is none); drop "
+                     "or repair those samples.")
 
 
 def _kind(a: np.ndarray, name: str) -> str:
