@@ -203,8 +203,26 @@ def _query_units(result, spec, confidence: float, seed: int) -> dict:
                 for c in inv_codes]
         out.update(units_are="classes", units={k: [float(s), int(n)] for k, s, n in zip(keys, sums, counts)})
     elif used.sum() <= _MAX_QUERY_UNITS:
-        out.update(units_are="queries", units={f"query {i}": [float(values[i]), 1] for i in np.flatnonzero(used)})
+        rows = np.flatnonzero(used)
+        out.update(units_are="queries", units={k: [float(values[i]), 1] for k, i in zip(_query_keys(result, rows),
+                                                                                       rows)})
     return out
+
+
+def _query_keys(result, rows) -> list[str]:
+    """The units' names of per-query units: ``query id <id>`` when the result carries
+    one distinct id per query (BEIR and run datasets, ``query_ids=``), so that a paired
+    test pairs the same queries whatever their order in either run; else the row,
+    ``query <i>`` (a name no id key shares: a baseline keyed one way is never paired
+    with a run keyed the other)."""
+    ids = getattr(result, "query_ids", None)
+    if ids is not None:
+        ids = np.asarray(ids)
+        if ids.ndim == 1 and ids.shape[0] == int(result.n_queries):
+            names = [str(x.item() if hasattr(x, "item") else x) for x in ids]
+            if len(set(names)) == len(names):
+                return [f"query id {names[i]}" for i in rows]
+    return [f"query {i}" for i in rows]
 
 
 def _finite(x) -> bool:

@@ -373,10 +373,13 @@ class SuiteRunner:
                                  "those judgements or set ignore_identical_ids: false.", path=suite.path,
                                  line=dataset.line, field=f"datasets.{dataset.name}.ignore_identical_ids")
             ids = {"query_ids": np.array(data.query_ids), "gallery_ids": np.array(data.doc_ids)}
-        return evaluate(q, g, relevance=data.relevance, relevance_level=dataset.relevance_level, metrics=metrics,
-                        similarity=options["similarity"], ties=options["ties"], empty_queries=options["empty_queries"],
-                        confidence=options["confidence"], device=self.device, max_memory=self.max_memory,
-                        progress=self.progress, **ids)
+        result = evaluate(q, g, relevance=data.relevance, relevance_level=dataset.relevance_level, metrics=metrics,
+                          similarity=options["similarity"], ties=options["ties"],
+                          empty_queries=options["empty_queries"], confidence=options["confidence"],
+                          device=self.device, max_memory=self.max_memory, progress=self.progress, **ids)
+        if result.query_ids is None:  # the queries' own ids: baselines key per-query values by them, not by row
+            result.query_ids = np.array(data.query_ids)
+        return result
 
     def _beir_part(self, suite: Suite, model_name: str, dataset_name: str, texts: list, part: str, timeout):
         """Embeddings of a beir dataset's query or document texts, computed once per session."""
