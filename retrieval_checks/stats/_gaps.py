@@ -159,8 +159,8 @@ def gap_notes(gap: Gap, *, units: bool = True, ordered: bool = True) -> list[str
     """What the reader of ``gap`` should know: its whole interval lies below 0 (the
     second side scores significantly higher than the first: train and test look
     swapped, and an upper bound on the gap passes whatever the model does; only where
-    the sides are ``ordered``), or (``units``) a side rests on fewer than ``MIN_INTERVAL_UNITS`` units (the interval
-    says little)."""
+    the sides are ``ordered``), or (``units``) a side rests on fewer than
+    ``MIN_INTERVAL_UNITS`` units (the interval says little)."""
     a, b = gap.labels
     notes = []
     if ordered and isinstance(gap.high, (int, float)) and gap.high < 0:
@@ -225,7 +225,9 @@ def _same_sides(train, test, spec, labels) -> str | None:
         if not all(callable(getattr(r, "query_fingerprint", None)) for r in (train, test)):
             return None
         fa, fb = train.query_fingerprint(), test.query_fingerprint()
-        facts = [(fa[k], fb[k]) for k in ("n_queries", "n_gallery", "n_relevant", "labels", "ids")]
+        facts = [(fa[k], fb[k]) for k in ("n_queries", "n_gallery", "n_relevant")]
+        # labels and ids where both sides have them (ids given on one side only tell nothing apart)
+        facts += [(fa[k], fb[k]) for k in ("labels", "ids") if fa[k] is not None and fb[k] is not None]
         facts.append((getattr(train, "first_relevant_rank", None), getattr(test, "first_relevant_rank", None)))
         evidence = [x for x in (getattr(train, "first_relevant_rank", None),) if x is not None]
         if spec.kind == "grouped":
@@ -237,7 +239,7 @@ def _same_sides(train, test, spec, labels) -> str | None:
             evidence.append(train.per_query[spec.name])
         what = ("queries (labels, ids, relevant counts, gallery size) and the same rank of the first relevant item "
                 "on every query")
-    if not all(_equal(x, y) if not isinstance(x, (int, type(None))) else x == y for x, y in facts):
+    if not all(_equal(x, y) for x, y in facts):
         return None
     if any(_varies(e) for e in evidence):
         raise InputError(f"The {a} and {b} results hold the same data: the same {what}, so they are one dataset "

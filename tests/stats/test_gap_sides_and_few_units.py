@@ -140,3 +140,14 @@ def test_a_correlation_over_few_models_warns():
     assert rows[0].n_models == 4 and any("4 models" in str(w.message) for w in caught)
     rows, caught = _caught(lambda: rc.correlate_with_gap({"m": [0.9, 0.7, 0.6, 0.2, 0.1]}, gaps + [0.4]))
     assert not caught
+
+
+def test_same_data_with_ids_on_one_side_only_is_refused_not_crashed():
+    # ids given on one side only (None against an array) raised numpy's "truth value of an array"
+    x, y = _data(3, 30, noise=1.5)
+    a = rc.evaluate(x, query_labels=y, metrics=["map"])
+    b = rc.evaluate(x, query_labels=y, metrics=["map"], query_ids=np.arange(len(y)))
+    with pytest.raises(rc.InputError, match="same data"):
+        rc.generalization_gap(a, b, "map")
+    other = rc.evaluate(_data(4, 30, noise=1.5)[0], query_labels=y, metrics=["map"], query_ids=np.arange(len(y)))
+    assert rc.generalization_gap(a, other, "map").n_first == 30
