@@ -46,7 +46,7 @@ def test_a_bad_or_differing_option_on_one_rank_raises_on_every_rank(tmp_path):
     ]
     per_rank = _launch(tmp_path, 2, scenarios, timeout=90)
     expected = {"it-bad-metric": "no_such_metric", "it-seed-differs": "seed", "it-protocol-differs": "protocol",
-                "executor-on-one-rank": "executor"}
+                "executor-on-one-rank": "executor= and process_group= do not combine"}
     for rank, results in enumerate(per_rank):
         for name, word in expected.items():
             got = results[name]
