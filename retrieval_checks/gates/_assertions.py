@@ -494,6 +494,7 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
             + (f"  sample: {m.sample}\n" if m.sample else "")
             + _used_line(m)
             + "".join(f"  {line}\n" for line in m.details)
+            + (f"  note: {few}\n" if few else "")
             + _named(m.context))
     if not failures:
         raise AssertionError(f"{skip_failure}\n{body}  rule: fail when more than max_skipped queries are skipped")
@@ -688,7 +689,8 @@ def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int |
             f"({gap.method})\n"
             f"  {a}: {gap.first_value:.4f} on {gap.n_first} {gap.unit}; {b}: {gap.second_value:.4f} "
             f"on {gap.n_second} {gap.unit}\n"
-            f"  rule: fail when the gap's {what} is above the limit"
+            + "".join(f"  note: {n}\n" for n in said + interval_notes)
+            + f"  rule: fail when the gap's {what} is above the limit"
         )
 
 
@@ -756,5 +758,6 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
             f"{_iv(c.low, c.high, sign='+')} ({c.method}), p={c.p_value:.3g} two-sided, "
             f"p={c.p_value_worse:.3g} for 'worse'\n"
             f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
-            f"  rule ({rule}, margin {margin}): fail when {desc}"
+            + (f"  note: {few}\n" if few else "")
+            + f"  rule ({rule}, margin {margin}): fail when {desc}"
         )

@@ -146,3 +146,16 @@ def test_a_swapped_accuracy_gap_warns_at_the_gate():
     assert gap.high < 0 and any("swapped" in str(w.message) for w in caught if w.category is IntervalWarning)
     events, _, error = _run(lambda: rc.assert_gap_below(gap, below=0.1))
     assert error is None and events[0].extra["sides_swapped"] is True
+
+
+def test_a_failing_interval_gate_on_few_units_says_why_in_its_message(few):
+    four, grouped = few
+    _, _, error = _run(lambda: rc.assert_grouped_recall_ci(grouped, at_least=0.99))
+    assert error is not None and "note: assert_grouped_recall_ci: grouped_recall@1: its interval rests on 4 groups" \
+        in str(error) and "smaller group_size" in str(error)
+    gap = rc.Gap("map", 0.1, -0.3, 0.5, 0.95, "percentile bootstrap over classes", 0.9, 0.8, 4, 60, "classes")
+    _, _, error = _run(lambda: rc.assert_gap_below(gap, below=0.2))
+    assert error is not None and "note: map gap, train side: its interval rests on 4 classes" in str(error)
+    c = rc.compare(_evaluate(2, 4, 2.5, group_size=2), four, "map")
+    _, _, error = _run(lambda: rc.assert_not_worse(c, rule="non_inferior", margin=0.001))
+    assert error is not None and "note: assert_not_worse: map difference: its interval rests on 4 classes" in str(error)
