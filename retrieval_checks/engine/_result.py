@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..metrics._measurement import Measurement
-from ..metrics._names import MetricSpec, parse_metric
+from ..metrics._names import MetricSpec, naming_note, parse_metric
 
 __all__ = ["EvaluationResult", "TIE_TOLERANCE", "tie_note"]
 
@@ -244,11 +244,12 @@ class EvaluationResult(Mapping):
             return Measurement(**common, n=self.n_used, details=(line,), extra=extra)
         worst = self.worst_classes(key)
         note = self.tie_note(key)
+        naming = naming_note(spec, class_labels=self.query_label_codes is not None)  # recall@K vs "Recall@K"
         extra = {}
         if key in self.tie_values:
             extra = {"tie_range": list(self.tie_range(key)), "tied_share": self.tied_share,
                      "ties": self.config.get("ties")}
-        return Measurement(**common, n=self.n_used, details=tuple(x for x in (worst, note) if x), extra=extra)
+        return Measurement(**common, n=self.n_used, details=tuple(x for x in (worst, note, naming) if x), extra=extra)
 
     def worst_classes(self, name: str, n: int = 3) -> str:
         """A line naming the n classes with the lowest mean per-query value (highest

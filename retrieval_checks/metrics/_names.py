@@ -19,7 +19,7 @@ from ..errors import MetricNameError
 from ._registry import FAMILIES, Family, families_of_kind
 
 __all__ = ["MetricSpec", "parse_metric", "canonical_metric_name", "metric_spec", "classifier_metric",
-           "METRIC_TEMPLATES", "CLASSIFIER_METRICS", "MAX_PARAM_CHARS", "MAX_LEVEL_PLACES"]
+           "METRIC_TEMPLATES", "CLASSIFIER_METRICS", "MAX_PARAM_CHARS", "MAX_LEVEL_PLACES", "naming_note"]
 
 #: The longest parameter after '@' that :func:`parse_metric` reads (a cut-off K, a
 #: level P / Q or a threshold T); longer ones are refused before any number is built.
@@ -338,3 +338,15 @@ def metric_spec(name) -> MetricSpec:
 def canonical_metric_name(name: str) -> str:
     """The canonical spelling of a metric name or alias (``"cmc@5"`` -> ``"hit_rate@5"``)."""
     return parse_metric(name).name
+
+
+def naming_note(spec: MetricSpec, *, class_labels: bool) -> str:
+    """A line for messages about ``recall@K`` measured with class labels, the metric
+    learning setting, where papers' "Recall@K" is another quantity: ``hit_rate@K``
+    (METRICS.md). Empty for every other metric, and with explicit relevance."""
+    if spec.family != "recall" or not class_labels:
+        return ""
+    k = spec.k
+    return (f"naming: {spec.name} is retrieval recall (items of the query's class in the top {k} / all items of its "
+            f"class); metric learning's \"Recall@{k}\" (an item of the query's class in the top {k}: CMC, top-{k} "
+            f"accuracy) is hit_rate@{k}")
