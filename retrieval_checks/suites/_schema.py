@@ -713,18 +713,20 @@ _CHECK_KEYS = ("metric", "dataset", "datasets", "model", "models", "at_least", "
 _BASELINE_KEYS = ("max_drop", "max_relative_drop", "direction", "significant")
 
 
-def _ref(r: _Reader, value, known: dict, what: str, field: str, line) -> str:
-    """A reference to a declared dataset or model by name."""
+def _ref(r: _Reader, value, known: dict, what: str, field: str, line, declared=None) -> str:
+    """A reference to a declared dataset or model by name; ``declared`` (default
+    ``known``): the names an error lists and suggests from, which are only names the
+    suite declares."""
     if not isinstance(value, str):
         plural = {"dataset": "datasets", "model": "models"}[what]
         hint = f" (use {plural}: [...] for several)" if isinstance(value, list) else ""
         raise r.error(f"expected a {what} name, found {_describe(value)}{hint}.", field, line)
     if value not in known:
-        raise r.error(_unknown(what, value, known), field, line)
+        raise r.error(_unknown(what, value, known if declared is None else declared), field, line)
     return value
 
 
-def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict, what: str):
+def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict, what: str, declared=None):
     if one in node and many in node:
         raise r.error(f"give {one} or {many}, not both.", field, node.line_of(many))
     if one in node:
@@ -738,7 +740,7 @@ def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict,
                           _join(field, many), line)
     else:
         return None
-    out = tuple(_ref(r, v, known, what, _join(field, key), line) for v in values)
+    out = tuple(_ref(r, v, known, what, _join(field, key), line, declared) for v in values)
     if len(set(out)) != len(out):
         dup = next(v for v in out if out.count(v) > 1)
         raise r.error(f"{what} {dup!r} is listed twice.", _join(field, key), line)
@@ -766,7 +768,11 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
                       f"baseline (found {', '.join(rules)}).", field, line)
     kind = rules[0] if rules else "threshold"
     options = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node}
-    named = _names(r, node, "model", "models", field, {**suite_models, RUN_MODEL: None}, "model")
+    # `run` is accepted here so that naming it on a model dataset gets its own message (_check_models); a
+    # misspelt name is answered from the models the suite declares (and `run` only if it has run datasets)
+    runs = {RUN_MODEL: None} if any(d.type == "run" for d in suite_datasets.values()) else {}
+    named = _names(r, node, "model", "models", field, {**suite_models, RUN_MODEL: None}, "model",
+                   declared={**suite_models, **runs})
     models = named or tuple(suite_models)
     datasets = _names(r, node, "dataset", "datasets", field, suite_datasets, "dataset")
     kw = _RULES[kind](r, node, field, line, spec, suite_models)
