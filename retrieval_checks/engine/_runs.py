@@ -60,6 +60,8 @@ from .._suggest import shown
 from .._textfiles import INT64_MAX, check_field, id_mismatch, parse_float, parse_int, split_fields, text_lines
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics import _ties
+from ..metrics._graded import gains as graded_gains
+from ..metrics._graded import row_top
 from ..metrics._names import MetricSpec, parse_metric
 from ..metrics._ranking import aggregate, per_query_values
 from ..options import DEFAULTS, check_option, positive_int
@@ -171,6 +173,8 @@ def _grade(value, where: str) -> int:
 
 
 def _score(value, where: str) -> float:
+    if type(value) is float and math.isfinite(value):  # the common case, without the ABC checks (big run files)
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{where}: score {shown(value)} is not a number.")
     try:
@@ -188,48 +192,51 @@ def _lines(path: Path, what: str):
     """The fields of each non-blank line of a TREC file, by the rules every text reader
     follows (:mod:`retrieval_checks._textfiles`: UTF-8, a leading byte-order mark
     dropped, fields split on ASCII spaces and tabs as trec_eval splits)."""
+    name = str(path)
     for n, text in text_lines(path, what):
-        fields = split_fields(text, f"{path}:{n}")
+        where = f"{name}:{n}"
+        fields = split_fields(text, where)
         if fields:
-            yield n, fields
+            yield where, fields
 
 
 def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
     """A TREC run: ``qid Q0 docid rank score tag`` per line; the score decides the order."""
     out: dict[str, dict[str, float]] = {}
-    line_of: dict[tuple[str, str], int] = {}
-    for n, f in _lines(path, "run"):
+    line_of: dict[tuple[str, str], str] = {}  # "file:line" of each pair
+    for where, f in _lines(path, "run"):
         if len(f) != 6:
-            raise InputError(f"{path}:{n}: a TREC run line has 6 fields 'qid Q0 docid rank score tag', found "
+            raise InputError(f"{where}: a TREC run line has 6 fields 'qid Q0 docid rank score tag', found "
                              f"{len(f)}: {shown(' '.join(f), 80)}.")
         qid, doc = f[0], f[2]
-        value = parse_float(f[4], f"{path}:{n}", "the score (5th field)")
+        value = parse_float(f[4], where, "the score (5th field)")
         row = out.setdefault(qid, {})
         if doc in row:
-            raise InputError(f"{path}:{n}: document {doc!r} appears twice for query {qid!r} (also on line "
-                             f"{line_of[qid, doc]}); a run ranks each document once per query: remove one.")
-        row[doc] = _score(value, f"{path}:{n}")
-        line_of[qid, doc] = n
+            first = line_of[qid, doc].rpartition(":")[2]
+            raise InputError(f"{where}: document {doc!r} appears twice for query {qid!r} (also on line {first}); a "
+                             "run ranks each document once per query: remove one.")
+        row[doc] = _score(value, where)
+        line_of[qid, doc] = where
     return out
 
 
 def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
     """TREC qrels: ``qid iteration docid grade`` per line."""
     out: dict[str, dict[str, int]] = {}
-    line_of: dict[tuple[str, str], int] = {}
-    for n, f in _lines(path, "qrels"):
+    line_of: dict[tuple[str, str], str] = {}  # "file:line" of each pair
+    for where, f in _lines(path, "qrels"):
         if len(f) != 4:
-            raise InputError(f"{path}:{n}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
+            raise InputError(f"{where}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
                              f"{shown(' '.join(f), 80)}.")
         qid, doc = f[0], f[2]
-        grade = parse_int(f[3], f"{path}:{n}", "grade", "grades are integers >= 0: 0 (judged non-relevant), 1, "
+        grade = parse_int(f[3], where, "grade", "grades are integers >= 0: 0 (judged non-relevant), 1, "
                           "2, ... (relevant from relevance_level on).")
         row = out.setdefault(qid, {})
         if doc in row:
-            raise InputError(f"{path}:{n}: document {doc!r} is judged twice for query {qid!r} (also on line "
-                             f"{line_of[qid, doc]}); keep one judgement.")
-        row[doc] = _grade(grade, f"{path}:{n}")
-        line_of[qid, doc] = n
+            raise InputError(f"{where}: document {doc!r} is judged twice for query {qid!r} (also on line "
+                             f"{line_of[qid, doc].rpartition(':')[2]}); keep one judgement.")
+        row[doc] = _grade(grade, where)
+        line_of[qid, doc] = where
     return out
 
 
@@ -515,12 +522,11 @@ def _binary_values(specs, it: _Items, R: np.ndarray, ties: str) -> dict[str, dic
     return {"chosen": chosen, "pessimistic": pess, "optimistic": opt, "min": lo, "max": hi}
 
 
-def _gains(spec: MetricSpec, grade: np.ndarray) -> np.ndarray:
-    g = grade.astype(np.float64)
-    if spec.family == "ndcg_exp" and g.size and g.max() > 1023:  # 2^1024 is inf: nDCG would be inf / inf = NaN
-        raise InputError(f"{spec.name}: grade {int(grade.max())} makes the gain 2^{int(grade.max())} - 1, beyond "
-                         "float64 (grades up to 1023); use ndcg (gain = grade) or smaller grades.")
-    return np.exp2(g) - 1.0 if spec.family == "ndcg_exp" else g
+def _gains(spec: MetricSpec, grade: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The gains of ``grade`` scaled per query by a power of two (``top``: the largest
+    grade of each entry's query), as the engine's: 2^grade - 1 stays finite beyond grade
+    1023 and the factor cancels exactly in nDCG (:func:`retrieval_checks.metrics._graded.gains`)."""
+    return graded_gains(grade, spec.family, top)
 
 
 def _dcg(row, rank, gain, K, n_q) -> np.ndarray:
@@ -539,10 +545,11 @@ def _graded_values(specs, rk: _Ranked, flat: _Flat, R: np.ndarray, ties: str) ->
     jq = flat.jq[ideal]
     jrank = np.arange(jq.size) - np.searchsorted(jq, np.arange(n_q))[jq] + 1
     size = np.diff(rk.bounds).astype(np.float64)
+    top = row_top(flat.jq, flat.grade, n_q)  # per query: retrieved grades are among its judged ones
     for s in specs:
-        gain = _gains(s, rk.grade)
+        gain = _gains(s, rk.grade, top[rk.row])
         with np.errstate(divide="ignore", invalid="ignore"):
-            idcg = _dcg(jq, jrank, _gains(s, flat.grade[ideal]), s.k, n_q)
+            idcg = _dcg(jq, jrank, _gains(s, flat.grade[ideal], top[jq]), s.k, n_q)
 
             def ndcg(arranged):
                 v = _dcg(rk.row, rank, arranged, s.k, n_q) / idcg

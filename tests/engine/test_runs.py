@@ -663,11 +663,13 @@ def test_run_and_qrels_naming_queries_differently_say_when_one_side_uses_row_num
         evaluate_run(run, qrels, ["map"])
 
 
-def test_ndcg_exp_grades_beyond_float64_gains_are_refused_not_nan():
-    qrels = {"q1": {"a": 2000, "b": 1}}
-    with pytest.raises(InputError, match=r"ndcg_exp: grade 2000 .*2\^2000 - 1.*beyond float64"):
-        evaluate_run(RUN, qrels, ["ndcg_exp"])
-    assert evaluate_run(RUN, qrels, ["ndcg"])["ndcg"] == 1.0  # gain = grade: fine
+def test_ndcg_exp_grades_beyond_float64_gains_are_exact_not_nan():
+    """2^2000 - 1 overflows float64: the gains are scaled per query by a power of two, as
+    the engine's (issue 25: the query became NaN and left the mean silently)."""
+    assert evaluate_run(RUN, {"q1": {"a": 2000, "b": 1}}, ["ndcg_exp"])["ndcg_exp"] == 1.0
+    low = evaluate_run(RUN, {"q1": {"a": 1, "b": 2000}, "q2": {"a": 1}}, ["ndcg_exp", "ndcg"])
+    assert low.per_query["ndcg_exp"][0] == pytest.approx(1 / math.log2(3), rel=1e-12)  # 1 is lost beside 2^2000
+    assert low.per_query["ndcg_exp"][1] == 0.0 and low["ndcg_exp"] == pytest.approx(0.5 / math.log2(3), rel=1e-12)
     assert evaluate_run(RUN, {"q1": {"a": 1023, "b": 1}}, ["ndcg_exp"])["ndcg_exp"] == 1.0
 
 
