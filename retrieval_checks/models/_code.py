@@ -14,8 +14,10 @@ modules are found two ways, and both are followed from every local module found:
   ``importlib.import_module("name")`` / ``__import__("name")`` with a constant name; a
   module not imported yet is found on ``sys.path`` as Python would find it.
 
-Not covered: modules imported under a name computed at run time, and data files a
-module reads (name those in the model's ``kwargs``: their contents are hashed).
+A module imported under a name computed at run time (``import_module(name)``) cannot
+be covered: such a model's embeddings are never served from the cache (a
+RuntimeWarning names the import). Not covered either: data files a module reads (name
+those in the model's ``kwargs``: their contents are hashed).
 """
 
 from __future__ import annotations
@@ -79,8 +81,9 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _imports(tree: ast.AST, module_name: str | None, is_package: bool) -> set[str]:
-    """The dotted names the source imports (anywhere in it), relative ones resolved."""
+def _imports(tree: ast.AST, module_name: str | None, is_package: bool, computed: list | None = None) -> set[str]:
+    """The dotted names the source imports (anywhere in it), relative ones resolved;
+    ``computed`` gets the line of each import under a name computed at run time."""
     names: set[str] = set()
     package = (module_name if is_package else (module_name or "").rpartition(".")[0]) or ""
     for node in ast.walk(tree):
@@ -100,12 +103,15 @@ def _imports(tree: ast.AST, module_name: str | None, is_package: bool) -> set[st
                 continue
             names.update(_parents(base))
             names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        elif isinstance(node, ast.Call):
             fn = node.func
             called = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
-            if called in ("import_module", "__import__"):
+            if called not in ("import_module", "__import__"):
+                continue
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                 names.update(_parents(node.args[0].value))
+            elif computed is not None:
+                computed.append(node.lineno)
     return names
 
 
@@ -149,10 +155,11 @@ def _referenced(module) -> list:
     return out
 
 
-def model_code_files(module, always: str | os.PathLike | None = None) -> list[Path]:
+def model_code_files(module, always: str | os.PathLike | None = None, computed: list | None = None) -> list[Path]:
     """The source files of ``module`` and of every local module it imports (see the
     module doc), sorted; ``always``: a file included even when it is not local (the
-    model's own module, installed in site-packages)."""
+    model's own module, installed in site-packages); ``computed`` gets ``file:line``
+    of each import under a name computed at run time (which the files cannot cover)."""
     roots = _installed_roots()
     files: dict[str, Path] = {}
     if always is not None:
@@ -185,7 +192,8 @@ def model_code_files(module, always: str | os.PathLike | None = None) -> list[Pa
                 tree = ast.parse(fh.read())
         except (OSError, SyntaxError, ValueError):
             continue  # not Python source (an extension module): its bytes are hashed all the same
-        for imported in _imports(tree, name, os.path.basename(file) == "__init__.py"):
+        lines: list = []
+        for imported in _imports(tree, name, os.path.basename(file) == "__init__.py", lines):
             loaded = sys.modules.get(imported)
             if loaded is not None:
                 todo.append((loaded, None))
@@ -193,15 +201,18 @@ def model_code_files(module, always: str | os.PathLike | None = None) -> list[Pa
                 found = _find_file(imported, file, roots)
                 if found is not None and os.path.realpath(found) not in done:
                     todo.append((None, found))
+        if computed is not None:
+            computed.extend(f"{file}:{line}" for line in sorted(lines))
     return sorted(files.values(), key=str)
 
 
-def code_digests(module, always=None) -> dict[str, str]:
+def code_digests(module, always=None, computed: list | None = None) -> dict[str, str]:
     """SHA-256 of each file of :func:`model_code_files`, keyed by its path relative to
-    the model module's folder (so a moved checkout keys the same)."""
+    the model module's folder (so a moved checkout keys the same); ``computed``: as
+    there."""
     base = os.path.dirname(os.path.realpath(_source_of(module) or always or "."))
     out = {}
-    for path in model_code_files(module, always):
+    for path in model_code_files(module, always, computed):
         h = hashlib.sha256()
         try:
             with open(path, "rb") as fh:

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .._paths import check_file, unpickler_complaint, verify_zip_crc
+from ._folders import folder_imports, folders_of
 from ..errors import BackendError, InputError
 from ..options import OPTIONS
 
@@ -346,9 +347,10 @@ def _local_file(module_name: str, base_dir: Path | None) -> Path | None:
     return None
 
 
-def _load_file_module(path: Path, label: str):
+def _load_file_module(path: Path, label: str, base_dir: Path | None = None):
     """Import a file under a name unique to its path, so two suites' ``embedder.py``
-    never stand in for each other in ``sys.modules``."""
+    never stand in for each other in ``sys.modules``; the modules beside it (and beside
+    the suite, ``base_dir``) import as :func:`._folders.folder_imports` says."""
     name = f"_rc_suite_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
     module = sys.modules.get(name)
     if module is None:
@@ -356,7 +358,8 @@ def _load_file_module(path: Path, label: str):
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            with folder_imports(folders_of(path, base_dir)):
+                spec.loader.exec_module(module)
         except SyntaxError as exc:
             del sys.modules[name]
             raise InputError(f"{path}:{exc.lineno}: the model's module {label!r} has a syntax error ({exc.msg}); "
@@ -387,22 +390,17 @@ def _import_target_module(target: str, base_dir: Path | None):
     if local is not None and (module_name.endswith(".py") or "." not in module_name):
         if not local.is_file():
             raise InputError(f"{target}: no file {local}.")
-        module = _load_file_module(local, module_name)
+        module = _load_file_module(local, module_name, base_dir)
     else:
-        added = base_dir is not None and str(base_dir) not in sys.path
-        if added:
-            sys.path.insert(0, str(base_dir))  # packages next to the suite file import as in a test directory
-        try:
-            module = importlib.import_module(module_name)
+        try:  # packages next to the suite file import as in a test directory (the package stays imported)
+            with folder_imports([base_dir], keep=(module_name.partition(".")[0],)):
+                module = importlib.import_module(module_name)
         except ImportError as exc:
             raise InputError(f"{target}: cannot import module {module_name!r} ({exc}). Name an installed module, "
                              "a module next to the suite file, or a .py file relative to it.") from None
         except Exception as exc:  # the module's own code failed while importing
             raise InputError(f"{target}: importing module {module_name!r} failed ({type(exc).__name__}: {exc}); "
                              "fix the module (it runs like a conftest.py).") from exc
-        finally:
-            if added:
-                sys.path.remove(str(base_dir))
         if local is not None and Path(getattr(module, "__file__", "") or "").resolve() != local.resolve():
             raise InputError(f"{target}: {module_name!r} is already imported from {module.__file__}, not from "
                              f"{local}; two suites use packages of the same name. Name the file instead "
@@ -461,7 +459,14 @@ def model_fingerprint(model) -> str:
 
         module, _ = _import_target_module(model.target, Path(model.base_dir) if model.base_dir is not None
                                           else None)
-        parts["code"] = code_digests(module)
+        computed: list[str] = []
+        parts["code"] = code_digests(module, computed=computed)
+        if computed:  # the key cannot tell which code runs: a key of this session only, never served later
+            warnings.warn(f"model {model.name!r}: {computed[0]} imports a module under a name computed at run time; "
+                          "the embedding cache cannot tell which code the model runs, so its embeddings are "
+                          "computed afresh in each session (never served from an earlier one). Import the module "
+                          "by its name to let the cache serve them.", RuntimeWarning, stacklevel=2)
+            parts["session"] = os.urandom(16).hex()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 

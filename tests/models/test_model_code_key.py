@@ -126,3 +126,19 @@ def test_code_files_of_the_key_are_listed(project):
         sys.path.remove(str(root))
     names = sorted(p.name for p in model_code_files(module))
     assert names == ["__init__.py", "deep.py", "enc.py", "helper.py", "lazy.py"]
+
+
+def test_a_module_imported_under_a_computed_name_is_never_served_from_the_cache(project):
+    """The key cannot tell which code such a model runs: it is computed afresh each
+    session, with a warning naming the import."""
+    root, pkg = project
+    (root / pkg / "enc.py").write_text("import importlib\nWHICH = 'helper'\n"
+                                       "def f(x):\n    mod = importlib.import_module(__package__ + '.' + WHICH)\n"
+                                       "    return x[:, :3] * mod.scale\n")
+    (root / pkg / "helper.py").write_text("scale = 2.0\n")
+    with pytest.warns(RuntimeWarning, match=r"enc\.py:4 imports a module under a name computed at run time.*"
+                                            r"computed afresh"):
+        before, after, second = _embed_twice(root, pkg, f"{pkg}.enc:f",
+                                             lambda: (root / pkg / "helper.py").write_text("scale = 4.0\n"))
+    assert second.embedded == 1 and second.cache.hits == 0
+    np.testing.assert_array_equal(after, X[:, :3] * 4.0)
