@@ -392,7 +392,7 @@ _SYNONYMS = {
 }
 
 
-def _closest_key(what: str, key: str, available: list[str], exclude: tuple = (), fits=None) -> str | None:
+def closest_key(what: str, key: str, available: list[str], exclude: tuple = (), fits=None) -> str | None:
     """The name in ``available`` most likely meant for ``what`` asked as ``key``: one spelt
     alike, else (for the default key) one of the usual other names of ``what`` for which
     ``fits(name)`` holds (when given: its array has the shape ``what`` needs)."""
@@ -406,7 +406,7 @@ def _closest_key(what: str, key: str, available: list[str], exclude: tuple = (),
 
 
 def _missing(path: Path, what: str, key: str, available: list[str], exclude: tuple = (), fits=None) -> InputError:
-    close = _closest_key(what, key, available, exclude, fits)
+    close = closest_key(what, key, available, exclude, fits)
     return InputError(
         f"{path}: no {what} named {key!r}; the file has {', '.join(map(repr, available)) or 'nothing'}."
         f"{f' Did you mean {close!r}?' if close is not None else ''} "
@@ -470,7 +470,7 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
                 except InputError:  # a damaged or refused member is no candidate
                     return False
 
-            if named or _closest_key(name, key, available, taken, fits) is not None:
+            if named or closest_key(name, key, available, taken, fits) is not None:
                 raise _missing(p, name, key, available, taken, fits)
             continue
         arr = np.asarray(data[key])

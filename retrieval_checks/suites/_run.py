@@ -22,6 +22,7 @@ from ..gates._baselines import BaselineStore, baseline_path, baseline_record
 from ..gates._events import GateEvent, emit
 from ..engine import EvaluationCache, evaluate
 from ..data import read_arrays, read_npy
+from ..data._files import closest_key
 from ..data._beir import read_beir
 from ..classifiers._measures import evaluate_classifier
 from ..engine import evaluate_image_text
@@ -313,8 +314,12 @@ class SuiteRunner:
             else None
         for name, p in (("queries", q), ("gallery", g)):
             if p is not None and p.labels is None:
-                raise SuiteError(f"{p.source.file.name} has no labels array {p.source.labels!r}; retrieval "
-                                 f"datasets need one label per row (set {name}: {{file: ..., labels: <name>}}).",
+                keys = [k for k in self._arrays_of(p.source.file) if k]  # "" is a .npy file's one array
+                close = closest_key("labels", p.source.labels, keys, (p.source.embeddings, p.source.ids))
+                has = (f"; it has {', '.join(map(repr, keys))}" if keys else "") + \
+                    (f". Did you mean {close!r}? Set" if close else "; retrieval datasets need one label per row (set")
+                raise SuiteError(f"{p.source.file.name} has no labels array {p.source.labels!r}{has} {name}: "
+                                 "{file: ..., labels: <name>}" + (")." if not close else "."),
                                  path=suite.path, line=p.source.line, field=f"datasets.{dataset_name}.{name}")
         return evaluate(q.embeddings, None if g is None else g.embeddings, query_labels=q.labels,
                         gallery_labels=None if g is None else g.labels, query_ids=q.ids,
