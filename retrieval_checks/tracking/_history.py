@@ -193,15 +193,25 @@ class History:
         except OSError as exc:
             raise InputError(f"{self.path}: the history database cannot be opened or created ({exc.strerror or exc}); "
                              "give a path in a writable directory.") from None
+        if not create:
+            return self._reader()
         con = None
         try:
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
             con.row_factory = sqlite3.Row
             con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
             con.execute("PRAGMA foreign_keys=ON")
-            if create:  # readers never write: no schema statements, no lock taken on their behalf
-                self._prepare(con)
+            self._prepare(con)
             self._check(con)
+        except sqlite3.OperationalError as exc:  # where it lives (permissions, a lock), not what it holds
+            if con is not None:
+                con.close()
+            place = self._unwritable()
+            if place is None:
+                raise InputError(f"{self.path}: the history database cannot be written ({exc}); check that no other "
+                                 "process holds it locked, or give another path.") from None
+            raise InputError(f"{self.path}: cannot write the run history here: {place} ({exc}); give --rc-history "
+                             "(or --db) a path in a writable directory, or --rc-history none.") from None
         except sqlite3.DatabaseError as exc:
             if con is not None:
                 con.close()
@@ -211,6 +221,61 @@ class History:
                 con.close()
             raise
         return con
+
+    def _unwritable(self) -> str | None:
+        """Why this user cannot write the database where it is (None when it can)."""
+        folder = self.path.parent
+        if not os.access(folder, os.W_OK):
+            return f"the directory {folder} is not writable by this user"
+        if self.path.exists() and not os.access(self.path, os.W_OK):
+            return "the file is read-only for this user"
+        return None
+
+    def _reader(self) -> sqlite3.Connection:
+        """A read-only connection, which never creates, locks or changes a file of the
+        history. SQLite reads a WAL database through a ``-shm`` file beside it, which it
+        must be able to create; in a directory this user cannot write (a shared or
+        mounted history) the database is read as immutable instead, which is exact when
+        no ``-wal`` file holds runs not yet merged into it (else an error says so).
+        "Not a history" is said only of a file that is not one: a file this user cannot
+        read, or a history that cannot be read here, is an error saying that."""
+        if not os.access(self.path, os.R_OK):
+            raise InputError(f"{self.path}: permission denied: this user cannot read the history database; ask its "
+                             "owner for read access, or copy it to a readable place and give --db.")
+        wal = self.path.with_name(self.path.name + "-wal")
+        for immutable in (False, True):
+            uri = self.path.resolve().as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
+            con = None
+            try:
+                con = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+                con.row_factory = sqlite3.Row
+                con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+                self._check(con)
+                return con
+            except sqlite3.OperationalError as exc:
+                if con is not None:
+                    con.close()
+                place = self._unwritable()
+                pending = wal.exists() and wal.stat().st_size > 0
+                if not immutable and place is not None and not pending:
+                    continue  # nothing can write here: no writer, no pending WAL; immutable reading is exact
+                if place is not None and pending:
+                    raise InputError(f"{self.path}: a history that cannot be read here: {place}, so SQLite cannot "
+                                     f"create its shared-memory file, and {wal.name} holds runs not yet merged into "
+                                     "the database; copy the database and its -wal file to a writable directory "
+                                     "and give --db, or run pytest there once to merge them.") from None
+                raise InputError(f"{self.path}: the history database cannot be opened for reading ({exc}"
+                                 f"{'; ' + place if place else ''}); check that no other process holds it locked "
+                                 "and that it is readable here.") from None
+            except sqlite3.DatabaseError as exc:
+                if con is not None:
+                    con.close()
+                raise InputError(f"{self.path}: not a retrieval-checks history database ({exc}); {_FIX}.") from None
+            except BaseException:
+                if con is not None:
+                    con.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _prepare(self, con: sqlite3.Connection) -> None:
         """Create the schema of a new database (WAL mode), or migrate an older one."""
