@@ -3,7 +3,9 @@ per failed gate, when the session runs under Actions (``GITHUB_ACTIONS=true``).
 
 The step summary is the markdown table of :func:`retrieval_checks.tracking.render_markdown`
 appended to the file ``$GITHUB_STEP_SUMMARY`` names, with each value's change against its
-baseline, or against the previous run of the history when the session recorded one.
+baseline, or against the previous run of the history when the session recorded one (a
+gate that run lacks is ``new`` only when it was a full run; after a partial run the cell
+says the run was partial and not comparable).
 
 An annotation is a workflow command printed on its own line of standard output::
 
@@ -131,13 +133,27 @@ def annotations(outcomes: list[dict], rootdir: Path, repo: Path) -> list[str]:
     return lines
 
 
-def _previous(history_path, run: dict | None) -> tuple[list[dict] | None, str]:
-    """The gate records of the run recorded before this session's, and its name."""
+def _previous(history_path, run: dict | None) -> tuple[list[dict] | None, str, str]:
+    """The gate records of the run recorded before this session's, its name, and the
+    change to show for a gate it lacks: ``new`` after a full run; after a partial run
+    (``-k``, ``-m``, ``--lf``, deselection, collection errors, stopped early) or one
+    whose selection was not recorded, a gate it lacks may simply not have been run
+    then, so the cell says that instead of calling the gate new."""
     if history_path is None or not run or run.get("id") is None:
-        return None, ""
+        return None, "", "new"
     h = History(history_path)
-    before = max((r["id"] for r in h.runs() if r["id"] < run["id"]), default=None)
-    return (h.results(before), f"run {before}") if before is not None else (None, "")
+    before = max((r for r in h.runs() if r["id"] < run["id"]), key=lambda r: r["id"], default=None)
+    if before is None:
+        return None, "", "new"
+    label = f"run {before['id']}"
+    selection = before.get("selection")
+    if selection == "":
+        absent = "new"
+    elif selection is None:
+        absent = f"not in {label} (not known to be a full run: not comparable)"
+    else:
+        absent = f"not in {label}, a partial run ({selection}): not comparable"
+    return h.results(before["id"]), label, absent
 
 
 def publish(config, outcomes: list[dict], run: dict | None, history_path, notes: list[str], environ=None) -> None:
@@ -154,16 +170,17 @@ def publish(config, outcomes: list[dict], run: dict | None, history_path, notes:
     if not meta.get("git_commit"):  # no history recorded this session: the commit Actions checked out
         meta["git_commit"] = environ.get("GITHUB_SHA") or None
     try:
-        previous, label = _previous(history_path, run)
+        previous, label, absent = _previous(history_path, run)
     except Exception as exc:
-        previous, label = None, ""
+        previous, label, absent = None, "", "new"
         notes.append(f"warning: the step summary shows no change against the previous run: the history could not "
                      f"be read ({type(exc).__name__}: {exc})")
     summary = environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as f:
-                f.write(render_markdown(outcomes, run=meta, previous=previous, previous_label=label) + "\n")
+                f.write(render_markdown(outcomes, run=meta, previous=previous, previous_label=label,
+                                        absent=absent) + "\n")
             notes.append(f"gate table appended to the GitHub step summary {summary}")
         except OSError as exc:
             notes.append(f"warning: could not append the gate table to the GitHub step summary {summary} "

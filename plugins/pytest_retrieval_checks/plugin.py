@@ -101,9 +101,25 @@ def regen_mode(config) -> str | None:
 
 
 def queue_baselines(item, entries: list) -> None:
-    """Send baseline records to the controller, which writes them at the end of the session."""
+    """Send baseline records to the controller, which writes them at the end of the
+    session. Under --rc-regen-all each rewritten baseline is also a gate record of the
+    test (``regenerated baseline``, passed: nothing was compared), so that the table,
+    JSON and history count what the run did in gates, as for every other check (a test
+    that only rewrote baselines was absent from them)."""
+    regen_all = regen_mode(item.config) == "all"
     for path, key, record in entries:
         item.user_properties.append((_BASELINE_PROPERTY, json.dumps([path, key, record])))
+        if regen_all and isinstance(record, dict):
+            interval = record.get("interval")
+            low, high = interval if isinstance(interval, (list, tuple)) and len(interval) == 2 else (None, None)
+            rc.gates.emit(rc.gates.GateEvent(
+                gate="assert_no_regression", metric=str(record.get("metric")), value=record.get("value"), passed=True,
+                low=low, high=high, confidence=record.get("confidence"),
+                on="regenerated", comparison="baseline", n=record.get("n"), unit=record.get("unit"),
+                n_skipped=record.get("n_skipped"),
+                n_used=record.get("n") if record.get("n_skipped") is not None else None,
+                model=record.get("model"), dataset=record.get("dataset"),
+                extra={"baseline_key": key, "baselines_file": Path(path).name}))
     entries.clear()
 
 
@@ -183,6 +199,7 @@ def pytest_configure(config):
     config._rc_trackers = _trackers.requested(config)
     config._rc_outcomes = []
     config._rc_baseline_writes = []
+    config._rc_baseline_writes_by = []  # (test, (file, key)) of each baseline written
     config._rc_notes = []
     config._rc_startup_notes = []
     if not _is_worker(config):
@@ -308,7 +325,9 @@ def pytest_runtest_logreport(report):
         return
     for n, v in carried:
         if n == _BASELINE_PROPERTY:
-            config._rc_baseline_writes.append(tuple(json.loads(v)))
+            entry = tuple(json.loads(v))
+            config._rc_baseline_writes.append(entry)
+            config._rc_baseline_writes_by.append((report.nodeid, tuple(entry[:2])))
         else:
             config._rc_figures.append({"test": report.nodeid, **json.loads(v)})
     xfail = hasattr(report, "wasxfail")
@@ -396,6 +415,11 @@ def _finish(config, exitstatus) -> bool:
         try:
             for path in _reports.flush_baselines(config._rc_baseline_writes):
                 notes.append(f"baselines written to {path}")
+            if regen_mode(config) == "all":  # in both units: baselines (gate records) and tests (items)
+                tests = {t for t, _ in config._rc_baseline_writes_by}
+                notes.append(f"--rc-regen-all: {_reports.plural(len(config._rc_baseline_writes_by), 'baseline')} "
+                             f"rewritten by {_reports.plural(len(tests), 'test')}, each a passed 'regenerated "
+                             "baseline' gate: not compared; review the files' diff and commit them")
         except Exception as exc:
             ok = False
             notes.append(f"error: could not write the baselines ({type(exc).__name__}: {exc}); nothing was "

@@ -7,7 +7,8 @@ then one table row per gate, failures first: the verdict, the check (the test or
 check name), the metric, the value with its interval, the rule, and the change: against
 the gate's stored baseline when it has one (``value - baseline``), else against the
 same check's value in a previous run when one is given; ``new`` when the previous run
-did not have that gate. Values are printed with 4 decimals; every cell is escaped so
+did not have that gate (a caller whose previous run was partial says so instead:
+``absent``). Values are printed with 4 decimals; every cell is escaped so
 that a name holding ``|``, ``*``, ``<`` or a newline cannot break the table.
 """
 
@@ -69,10 +70,10 @@ def _rule(o: dict) -> str:
         return ""
 
 
-def change_text(o: dict, previous: dict | None, previous_label: str) -> str:
+def change_text(o: dict, previous: dict | None, previous_label: str, absent: str = "new") -> str:
     """The change of the value: against the gate's baseline (``baseline`` field), else
-    against ``previous[(test, metric)]``; ``new`` when a previous run is known but
-    lacks the gate, empty when nothing is known."""
+    against ``previous[(test, metric)]``; ``absent`` (``new``) when a previous run is
+    known but lacks the gate, empty when nothing is known."""
     value = o.get("value")
     baseline = o.get("baseline")
     if _is_num(value) and _is_num(baseline):
@@ -81,7 +82,7 @@ def change_text(o: dict, previous: dict | None, previous_label: str) -> str:
         return ""
     before = previous.get((str(o.get("test") or ""), str(o.get("metric"))))
     if before is None:
-        return "new"
+        return absent
     if _is_num(value) and _is_num(before.get("value")):
         return f"{value - before['value']:+.4f} vs {previous_label}"
     return f"{_num(before.get('value')) or 'no value'} in {previous_label}"
@@ -113,11 +114,14 @@ def run_line(run: dict) -> str:
 
 
 def render_markdown(outcomes: list[dict], *, run: dict | None = None, previous: list[dict] | None = None,
-                    previous_label: str = "previous run", title: str = "retrieval-checks gates") -> str:
+                    previous_label: str = "previous run", title: str = "retrieval-checks gates",
+                    absent: str = "new") -> str:
     """The gate table as markdown (ending in a newline). ``outcomes``: gate records (as
     in the JSON report or ``History.results``); ``run``: the run's metadata (id,
     git_commit, git_dirty, branch, started, exitstatus); ``previous``: the gate records
-    of an earlier run to compute changes against (named ``previous_label``)."""
+    of an earlier run to compute changes against (named ``previous_label``); ``absent``:
+    the change of a gate that run lacks (``new``; a partial run lacks gates that are
+    not new: say so)."""
     n_fail = sum(1 for o in outcomes if verdict(o) == "FAIL")
     n_xfail = sum(1 for o in outcomes if verdict(o) == "XFAIL")
     counts = f"{len(outcomes)} gate{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - n_fail - n_xfail} passed, " \
@@ -138,6 +142,6 @@ def render_markdown(outcomes: list[dict], *, run: dict | None = None, previous: 
     for o in _order(outcomes):
         cells = (md_escape(verdict(o)), md_escape(check_name(o)), md_escape(o.get("metric")),
                  value_text(o),  # numbers and brackets only: left as they are
-                 md_escape(_rule(o)), md_escape(change_text(o, before, previous_label)))
+                 md_escape(_rule(o)), md_escape(change_text(o, before, previous_label, absent)))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
