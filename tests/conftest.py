@@ -51,6 +51,39 @@ if settings is not None:
     settings.load_profile(hypothesis_profile(os.environ))
 
 
+# Imported before any in-process pytester run: pytester removes from sys.modules what a run
+# imported, when it ends, and torch imported a second time in one process crashes the
+# interpreter (a segfault in the garbage collector, in the next run or at exit).
+PRELOAD = ("torch", "numba", "scipy.stats", "scipy.special", "retrieval_checks.engine._kernels_numba",
+           "retrieval_checks.tracking")
+
+
+def preload() -> list[str]:
+    """Imports :data:`PRELOAD` (what is installed); returns the names imported."""
+    import importlib
+
+    done = []
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        done.append(name)
+    return done
+
+
+@pytest.fixture(scope="session")
+def _preloaded():
+    return preload()
+
+
+@pytest.fixture
+def pytester(pytester, _preloaded):
+    """pytester, with the extension modules that cannot be imported twice already imported,
+    so that in-process runs (``runpytest_inprocess``, the fast default) are safe."""
+    return pytester
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--rc-exhaustive", action="store_true", default=_truthy(os.environ.get(EXHAUSTIVE_ENV)),

@@ -121,3 +121,18 @@ def test_a_default_case_that_selects_nothing_is_an_error(pytester, setup_module,
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str() + result.stdout.str()
+
+
+def test_pytester_runs_start_with_torch_already_imported(pytester):
+    """pytester removes what an in-process run imported; torch imported a second time in
+    the same process crashes it (a segfault in the garbage collector), so the pytester
+    fixture of these tests imports it first."""
+    import sys
+
+    pytest.importorskip("torch")
+    assert "torch" in sys.modules and "numba" in sys.modules
+    pytester.makepyfile(test_t="import torch\n\ndef test_t():\n    assert torch.ones(1).item() == 1\n")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    import torch  # the run left it in sys.modules: the same module object, not a second import
+
+    assert sys.modules["torch"] is torch and torch.ones(2).sum().item() == 2

@@ -1,4 +1,4 @@
-"""GitHub Actions surfaces of the plugin (pytester, subprocesses): the step summary's
+"""GitHub Actions surfaces of the plugin (pytester, in-process): the step summary's
 markdown table and the ``::error`` annotations, line by line; the escaping against
 GitHub's rules (``@actions/core``'s escapeData / escapeProperty, re-implemented here
 from the documentation and then inverted)."""
@@ -79,7 +79,7 @@ def _parse(command: str) -> tuple[dict, str]:
 
 
 def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rc-history=h.sqlite", *args)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=h.sqlite", *args)
 
 
 def test_annotations_point_at_the_suite_line_and_the_assertion(pytester, project):
@@ -132,7 +132,7 @@ def test_step_summary_is_appended_with_changes_against_the_previous_run(pytester
 
 def test_without_a_history_the_summary_names_the_checked_out_commit(pytester, project, monkeypatch):
     monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rc-history=none")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none")
     lines = project.read_text().splitlines()
     assert lines[3] == "3 gates: 1 passed, 2 failed (commit 0123456789ab · branch feature/x)"
 

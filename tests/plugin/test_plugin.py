@@ -40,7 +40,7 @@ def _suite(pytester, threshold=0.5):
 
 def test_passing_gates_summary_json_and_junit(pytester):
     _suite(pytester)
-    result = pytester.runpytest_subprocess("--rc-json=gates.json", "--junitxml=junit.xml", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("--rc-json=gates.json", "--junitxml=junit.xml", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*retrieval-checks gates*", "test_map*map*PASS*", "test_top1*hit_rate@1*PASS*",
                                  "test_grouped*grouped_recall@1*[[]*PASS*"])
@@ -55,7 +55,7 @@ def test_passing_gates_summary_json_and_junit(pytester):
 
 def test_failing_gate_message_and_summary(pytester):
     _suite(pytester, threshold=0.999)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*grouped_recall@1 interval's lower bound * < 0.999*",
@@ -78,7 +78,7 @@ def test_constant_scorer(rc_evaluate, rc_options):
     assert res["map"] == 1.0
 ''')
     pytester.makeini("[pytest]\nrc_ties = pessimistic\n")
-    pytester.runpytest_subprocess("--rc-ties=optimistic", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--rc-ties=optimistic", "-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_rc_load_resolves_paths_against_the_rootdir(pytester):
@@ -91,15 +91,15 @@ def test_load(rc_load):
     assert s.embeddings.shape == (4, 4) and list(s.labels) == [0, 0, 1, 1]
     assert rc_load("set.npz") is s
 ''')
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_xdist_gives_the_same_summary(pytester):
     pytest.importorskip("xdist")
     _suite(pytester)
-    serial = pytester.runpytest_subprocess("--rc-json=serial.json", "-p", "no:cacheprovider")
+    serial = pytester.runpytest_inprocess("--rc-json=serial.json", "-p", "no:cacheprovider")
     serial.assert_outcomes(passed=3)
-    parallel = pytester.runpytest_subprocess("-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider")
+    parallel = pytester.runpytest_inprocess("-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider")
     parallel.assert_outcomes(passed=3)
     parallel.stdout.fnmatch_lines(["*retrieval-checks gates*"])
 
