@@ -39,3 +39,18 @@ def test_without_a_close_name_the_arrays_are_listed(tmp_path):
                                          r"datasets need") as info:
         SuiteRunner().run(suite, suite.cases[0])
     assert "Did you mean" not in str(info.value)
+
+
+@pytest.mark.parametrize("field, file", [("ids: idz", "q.npz"), ("labels: lbl", "q.npz")])
+def test_a_key_the_suite_names_must_exist(tmp_path, field, file):
+    """A misspelt ``ids:`` key was ignored silently: the ids (self-match exclusion) were
+    not used and the gate measured something else; load_embeddings refuses it too."""
+    np.savez(tmp_path / "q.npz", embeddings=E, labels=np.repeat(np.arange(5), 4), ids=np.arange(20))
+    np.save(tmp_path / "q.npy", E)
+    text = SUITE.replace("{queries: q.npz}", f"{{queries: {{file: {file}, {field}}}}}")
+    (tmp_path / "rc_s.yaml").write_text(textwrap.dedent(text))
+    suite = load_suite(tmp_path / "rc_s.yaml")
+    key = field.split(": ")[1]
+    with pytest.raises(SuiteError, match=rf"{file} has no (labels )?array '{key}'") as info:
+        SuiteRunner().run(suite, suite.cases[0])
+    assert info.value.field == "datasets.d.queries"
