@@ -442,17 +442,19 @@ def model_fingerprint(model) -> str:
     if model.path is not None:
         parts["file"] = _file_digest(Path(model.path), _FILE_ROLE.get(model.kind, "model file"))
     files = {}
-    for k, v in sorted((model.kwargs or {}).items()):
-        if isinstance(v, str) and v and "\0" not in v:
-            p = Path(v)
-            for cand in ((p,) if p.is_absolute() else (Path(model.base_dir or ".") / p, p)):
-                try:
-                    is_file = cand.is_file()
-                except OSError:  # a name too long to be a path, and the like: not a file
-                    is_file = False
-                if is_file:
-                    files[k] = _file_digest(cand, f"file of kwargs.{k}")
-                    break
+    for k, v in _kwarg_strings(model.kwargs or {}):
+        p = Path(v)
+        for cand in ((p,) if p.is_absolute() else (Path(model.base_dir or ".") / p, p)):
+            try:
+                is_file, is_dir = cand.is_file(), cand.is_dir()
+            except OSError:  # a name too long to be a path, and the like: not a file
+                is_file = is_dir = False
+            if is_file:
+                files[k] = _file_digest(cand, f"file of kwargs.{k}")
+                break
+            if is_dir and v.strip("./\\"):  # a folder the model reads (not ".", "/": separators), all its files
+                files[k] = _folder_digest(cand, f"kwargs.{k}")
+                break
     parts["kwarg_files"] = files
     if model.target is not None:  # the code as loaded: the module and every local module it imports
         from ._code import code_digests
@@ -468,6 +470,43 @@ def model_fingerprint(model) -> str:
                           "by its name to let the cache serve them.", RuntimeWarning, stacklevel=2)
             parts["session"] = os.urandom(16).hex()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _kwarg_strings(value, where: str = ""):
+    """(dotted place, string) of every string in the kwargs, nested lists and mappings
+    included (``kwargs: {paths: [a.npy, b.npy]}``)."""
+    if isinstance(value, str):
+        if value and "\0" not in value:
+            yield where, value
+    elif isinstance(value, dict):
+        for k, v in sorted(value.items(), key=lambda kv: str(kv[0])):
+            yield from _kwarg_strings(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _kwarg_strings(v, f"{where}[{i}]")
+
+
+#: A kwarg folder with more files than this is not hashed: its model is keyed for this session only.
+_MAX_FOLDER_FILES = 2000
+
+
+def _folder_digest(path: Path, what: str) -> dict | str:
+    """SHA-256 of every file under ``path`` (sorted walk); a folder too big to hash makes
+    the key one of this session only (with a RuntimeWarning): never served later."""
+    out = {}
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            if len(out) >= _MAX_FOLDER_FILES:
+                warnings.warn(f"{what} names the folder {path}, which holds more than {_MAX_FOLDER_FILES} files: "
+                              "the embedding cache does not hash it, so this model's embeddings are computed afresh "
+                              "in each session (never served from an earlier one). Name the files the model reads.",
+                              RuntimeWarning, stacklevel=4)
+                return f"session:{os.urandom(16).hex()}"
+            f = Path(root) / name
+            if f.is_file():
+                out[f.relative_to(path).as_posix()] = _file_digest(f, f"file of {what}")
+    return out
 
 
 _FILE_ROLE = {"torchscript": "TorchScript file", "exported": "torch.export program", "factory": "weights file"}

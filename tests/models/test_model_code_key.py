@@ -142,3 +142,42 @@ def test_a_module_imported_under_a_computed_name_is_never_served_from_the_cache(
                                              lambda: (root / pkg / "helper.py").write_text("scale = 4.0\n"))
     assert second.embedded == 1 and second.cache.hits == 0
     np.testing.assert_array_equal(after, X[:, :3] * 4.0)
+
+
+def test_a_kwarg_naming_a_directory_keys_by_its_files(project):
+    """kwargs: {assets: folder}: the model reads files there; changing one misses."""
+    root, pkg = project
+    (root / "assets").mkdir()
+    np.save(root / "assets" / "w.npy", np.full(3, 2.0, np.float32))
+    (root / pkg / "enc.py").write_text("import os, numpy as np\ndef f(x, assets):\n"
+                                       "    return x[:, :3] * np.load(os.path.join(assets, 'w.npy'))\n")
+    (root / "s.yaml").write_text(f"datasets: {{a: {{queries: d.npz}}}}\nmodels: {{m: {{callable: '{pkg}.enc:f', "
+                                 f"kwargs: {{assets: {root / 'assets'}}}}}}}\n"
+                                 "checks: [{metric: map, at_least: 0.1}]\n")
+    first = SuiteRunner(cache_dir=root / "cache")
+    first.part(load_suite(root / "s.yaml"), "m", "a", "queries")
+    np.save(root / "assets" / "w.npy", np.full(3, -1.0, np.float32))
+    _new_session(pkg)
+    second = SuiteRunner(cache_dir=root / "cache")
+    after = second.part(load_suite(root / "s.yaml"), "m", "a", "queries").embeddings
+    assert second.embedded == 1
+    np.testing.assert_array_equal(after, X[:, :3] * -1.0)
+
+
+def test_kwargs_that_are_separators_or_nested_paths(project):
+    """"." or "/" as a kwarg (a separator) is not read as the folder to hash; a path
+    inside a list of kwargs is."""
+    from types import SimpleNamespace
+
+    from retrieval_checks.models import model_fingerprint
+
+    root, pkg = project
+    (root / pkg / "enc.py").write_text("def f(x, sep='.', paths=()):\n    return x[:, :3]\n")
+    np.save(root / "w.npy", np.ones(3))
+    model = SimpleNamespace(name="m", kind="callable", target=f"{pkg}.enc:f", path=None, base_dir=root,
+                            kwargs={"sep": ".", "paths": ["w.npy"]}, settings={})
+    before = model_fingerprint(model)
+    (root / "unrelated.txt").write_text("changes in the suite folder do not matter")
+    assert model_fingerprint(model) == before
+    np.save(root / "w.npy", np.zeros(3))
+    assert model_fingerprint(model) != before
