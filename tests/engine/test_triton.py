@@ -79,6 +79,14 @@ def _same(a, b):
         np.testing.assert_array_equal(a.per_query[m], b.per_query[m], err_msg=m)
 
 
+# every pair of parameter values at least once (pairwise); the full product with --rc-exhaustive
+@pytest.mark.default_cases(
+    dict(similarity="cosine", kind="float", screen=False, counting="linear"),
+    dict(similarity="cosine", kind="int", screen=True, counting="search"),
+    dict(similarity="dot", kind="float", screen=True, counting="linear"),
+    dict(similarity="dot", kind="int", screen=False, counting="search"),
+    dict(similarity="neg_l2", kind="float", screen=False, counting="search"),
+    dict(similarity="neg_l2", kind="int", screen=True, counting="linear"))
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["float", "int"])
 @pytest.mark.parametrize("screen", [False, True])
@@ -151,6 +159,11 @@ def _kernel_counts(X, y, grank, m, screen=False, tile=None, similarity="dot"):
     return indptr, rel_sorted.numpy(), order, above, tied
 
 
+# the kernel's work depends on kind and counting (all four run); impl only picks the reference
+@pytest.mark.default_cases(dict(impl="numba", kind="int", counting="linear"),
+                           dict(impl="numba", kind="float", counting="search"),
+                           dict(impl="numpy", kind="int", counting="search"),
+                           dict(impl="numpy", kind="float", counting="linear"))
 @pytest.mark.parametrize("impl", ["numba", "numpy"])
 @pytest.mark.parametrize("kind", ["int", "float"])
 def test_counts_equal_the_cpu_kernels(impl, kind, counting):
@@ -201,6 +214,9 @@ def _adversarial(rng, n_rel_groups=6, per=7, d=24):
     return X, y, grank
 
 
+# each data set, each screen and each counting once, every screen with both countings
+@pytest.mark.default_cases(dict(seed=0, screen=1, counting="linear"), dict(seed=1, screen=2, counting="search"),
+                           dict(seed=2, screen=2, counting="linear"), dict(seed=3, screen=1, counting="search"))
 @pytest.mark.parametrize("screen", [1, 2])
 @pytest.mark.parametrize("seed,similarity", [(0, "dot"), (1, "dot"), (2, "cosine"), (3, "neg_l2")])
 def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity, screen, counting):
@@ -351,6 +367,15 @@ def _values(r, metrics):
     return {m: r[m] for m in metrics}
 
 
+# every case once, each counting with every screen mode
+@pytest.mark.default_cases(
+    dict(similarity="cosine", kind="float", screen=0, counting="linear"),
+    dict(similarity="neg_l2", kind="int", screen=0, counting="linear"),
+    dict(similarity="cosine", kind="int", screen="bf16", counting="linear"),
+    dict(similarity="dot", kind="int", screen="tf32", counting="linear"),
+    dict(similarity="dot", kind="int", screen=0, counting="search"),
+    dict(similarity="dot", kind="float", screen="tf32", counting="search"),
+    dict(similarity="neg_l2", kind="float", screen="bf16", counting="search"))
 @pytest.mark.parametrize("similarity,kind,screen", [
     ("cosine", "float", 0), ("dot", "int", 0), ("neg_l2", "int", 0), ("cosine", "int", "bf16"),
     ("dot", "float", "tf32"), ("neg_l2", "float", "bf16"), ("dot", "int", "tf32")])
@@ -463,6 +488,11 @@ def _explicit(rng, n_q, n_g, per):
     return rel
 
 
+# every case once, each counting with fp32 and a screen
+@pytest.mark.default_cases(dict(similarity="cosine", kind="float", counting="linear"),
+                           dict(similarity="dot", kind="int", counting="search"),
+                           dict(similarity="neg_l2", kind="int", counting="linear"),
+                           dict(similarity="dot", kind="float", counting="search"))
 @pytest.mark.parametrize("similarity,kind,screen", [("cosine", "float", 0), ("dot", "int", 0),
                                                     ("neg_l2", "int", "bf16"), ("dot", "float", "tf32")])
 def test_explicit_relevance_equals_reference(similarity, kind, screen, spy, counting):
@@ -565,6 +595,7 @@ def _codes(rng, n, bits):
     return np.packbits(B, axis=1)
 
 
+@pytest.mark.default_cases(dict(bits=64, counting="linear"), dict(bits=150, counting="search"))
 @pytest.mark.parametrize("bits", [64, 150])
 def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting):
     """Packed binary codes: -Hamming tiles by popcount in the kernel (exact integers,

@@ -90,6 +90,9 @@ def test_tiny_shapes(similarity, spy):
     _check(spy, (_ints(rng, 50, 17),), query_labels=rng.integers(0, 3, 50), similarity=similarity)
 
 
+# each similarity and each tie policy once (a Latin square); the 3 x 3 with --rc-exhaustive
+@pytest.mark.default_cases(dict(similarity="cosine", ties="pessimistic"), dict(similarity="dot", ties="optimistic"),
+                           dict(similarity="neg_l2", ties="average"))
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("ties", TIES)
 def test_everything_tied(similarity, ties, spy):
@@ -125,6 +128,8 @@ def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties, spy):
     _check(spy, (X,), query_labels=np.zeros(60, int), similarity="dot", ties=ties)  # every item relevant
 
 
+@pytest.mark.default_cases(dict(screen=0, ties="average"), dict(screen="bf16", ties="pessimistic"),
+                           dict(screen="tf32", ties="optimistic"))
 @pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
 @pytest.mark.parametrize("ties", TIES)
 def test_many_relevant_beside_few_in_one_block(screen, ties, spy):
@@ -208,6 +213,8 @@ EXTREME = ["pair_precision@t=1000", "pair_recall@t=1000", "pair_f1@t=1000", "pai
            "precision_at_recall@0.01", "precision_at_recall@1.0"]
 
 
+@pytest.mark.default_cases(dict(similarity="dot", screen=0), dict(similarity="neg_l2", screen="bf16"),
+                           dict(similarity="dot", screen="tf32"))
 @pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
 def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
@@ -221,6 +228,8 @@ def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
     assert got["pair_recall@t=1000"] == 0.0 and got["pair_recall@t=-1000"] == 1.0
 
 
+@pytest.mark.default_cases(dict(scale=1e15, similarity="cosine"), dict(scale=1e-15, similarity="dot"),
+                           dict(scale=1e15, similarity="neg_l2"), dict(scale=1e-15, similarity="cosine"))
 @pytest.mark.parametrize("scale", [1e15, 1e-15])
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
@@ -284,6 +293,7 @@ def counting(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.default_cases(dict(screen="bf16", counting="linear"), dict(screen="tf32", counting="search"))
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
 def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, monkeypatch, spy):
     """Clustered data (a good model: relevant scores far above the negatives) so that the

@@ -124,6 +124,8 @@ def test_one_image(similarity, it_spy):
             assert out[0].pessimistic.tolist() == [1] and out[1].pessimistic.tolist() == [1] * 4
 
 
+@pytest.mark.default_cases(dict(similarity="dot", screen=False), dict(similarity="neg_l2", screen="bf16"),
+                           dict(similarity="dot", screen="tf32"))
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
 @pytest.mark.parametrize("screen", [False, "bf16", "tf32"])
 def test_one_caption_per_image_and_shuffled_captions(similarity, screen):
@@ -210,6 +212,13 @@ def test_minimum_1k_and_5fold1k_protocols(monkeypatch, it_spy):
     assert it_spy["fused"] == 6
 
 
+# every pair of parameter values at least once (pairwise); the 12 with --rc-exhaustive
+@pytest.mark.default_cases(dict(similarity="cosine", scale=2.0 ** 60, screen="bf16"),
+                           dict(similarity="cosine", scale=2.0 ** -50, screen="tf32"),
+                           dict(similarity="dot", scale=2.0 ** 60, screen="tf32"),
+                           dict(similarity="dot", scale=2.0 ** -50, screen="bf16"),
+                           dict(similarity="neg_l2", scale=2.0 ** 60, screen="bf16"),
+                           dict(similarity="neg_l2", scale=2.0 ** -50, screen="tf32"))
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("scale", [2.0 ** 60, 2.0 ** -50])
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
@@ -241,6 +250,7 @@ def test_screening_at_extreme_scales(similarity, scale, screen):
     _same_result(b, a, "screened public call")
 
 
+@pytest.mark.default_cases(dict(tile="16x16x16", similarity="dot"), dict(tile="64x32x128", similarity="neg_l2"))
 @pytest.mark.parametrize("tile", ["16x16x16", "64x32x128"])
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
 def test_rc_triton_tile_shapes(tile, similarity, monkeypatch, it_spy):
@@ -312,6 +322,8 @@ def _both(X, y, screen=False, **kw):
     return got, ref
 
 
+@pytest.mark.default_cases(dict(empty_queries="skip", ties="pessimistic"), dict(empty_queries="zero", ties="optimistic"),
+                           dict(empty_queries="skip", ties="average"))
 @pytest.mark.parametrize("empty_queries", ["skip", "zero"])
 @pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average"])
 def test_group_size_2_with_singleton_labels(empty_queries, ties, g_spy):
@@ -418,6 +430,8 @@ def test_string_labels_through_evaluate(g_spy):
     assert g_spy
 
 
+@pytest.mark.default_cases(dict(similarity="dot", screen="bf16"), dict(similarity="cosine", screen="tf32"),
+                           dict(similarity="neg_l2", screen="bf16"))
 @pytest.mark.parametrize("similarity", ["dot", "cosine", "neg_l2"])
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
 def test_screening_on_near_ties(similarity, screen, g_spy):

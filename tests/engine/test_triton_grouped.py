@@ -98,6 +98,8 @@ def _same(a, b):
             y.n_queries_used, y.n_queries_skipped, y.n_queries_dropped)
 
 
+@pytest.mark.default_cases(dict(similarity="cosine", kind="float"), dict(similarity="dot", kind="int"),
+                           dict(similarity="neg_l2", kind="float"), dict(similarity="neg_l2", kind="int"))
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["int", "float"])
 def test_leave_one_out_equals_numpy_path(similarity, kind, spy):
@@ -133,6 +135,8 @@ def _clustered(rng, n, d, n_labels=13):
     return X, y
 
 
+@pytest.mark.default_cases(dict(similarity="cosine", screen="bf16"), dict(similarity="dot", screen="tf32"),
+                           dict(similarity="neg_l2", screen="bf16"))
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
 def test_screened_counts_equal_exact_fp32_kernel_on_near_ties(similarity, screen, spy):
@@ -204,6 +208,8 @@ def test_equals_dense_brute_force(similarity, ties, spy):
     np.testing.assert_allclose(got[1].group_values[0], ref_means, rtol=1e-12)
 
 
+@pytest.mark.default_cases(dict(similarity="cosine", empty_queries="skip"),
+                           dict(similarity="neg_l2", empty_queries="zero"))
 @pytest.mark.parametrize("similarity", ["cosine", "neg_l2"])
 @pytest.mark.parametrize("empty_queries", ["skip", "zero"])
 def test_separate_gallery_with_ids_equals_numpy_path(similarity, empty_queries, spy):

@@ -179,6 +179,8 @@ def _same_result(a, b, where):
         np.testing.assert_array_equal(x, y, err_msg=where)
 
 
+@pytest.mark.default_cases(dict(similarity="cosine", kind="int"), dict(similarity="dot", kind="float"),
+                           dict(similarity="neg_l2", kind="int"))
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["int", "float"])
 def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(similarity, kind, small_folds, spy, monkeypatch):
@@ -235,6 +237,9 @@ def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(similarity, kin
                 _assert_ranks(got, (two_pass[2 * k], two_pass[2 * k + 1]), f"{protocol} fold {k} vs the torch path")
 
 
+# each tile shape and each similarity once (a Latin square); the 3 x 3 with --rc-exhaustive
+@pytest.mark.default_cases(dict(tile=(16, 32, 16), similarity="cosine"), dict(tile=(32, 16, 8), similarity="dot"),
+                           dict(tile=(64, 64, 32), similarity="neg_l2"))
 @pytest.mark.parametrize("tile", [(16, 32, 16), (32, 16, 8), (64, 64, 32)])
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 def test_fused_pass_equals_brute_force_at_tile_edges(tile, similarity):

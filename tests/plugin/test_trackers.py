@@ -37,7 +37,7 @@ def project(pytester):
     return pytester
 
 
-def _run(pytester, *args):
+def _run(pytester, *args):  # subprocesses: mlflow and wandb fail when imported again in one process
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rc-history=none", "--rc-json=gates.json", *args)
 
 
