@@ -110,7 +110,7 @@ class PassTotals:
         self.tail = NegativeTail(tail_capacity(pair_specs, n_positive)) if self.want_pairs else None
         # ascending in the engine's scores (the kernels bin against them); for neg_l2 and
         # hamming that is not the order of the levels users write
-        levels = {float(s.level) for s in pair_specs if s.family in _FIXED}
+        levels = {s.level_fraction for s in pair_specs if s.family in _FIXED}  # exact, as written
         self.fixed = sorted(levels, key=lambda t: (float(ceil_f32(self.units.to_score(t))), t))
         self.fixed_f32 = np.array([ceil_f32(self.units.to_score(t)) for t in self.fixed], np.float32)
         self.fixed_fp = np.zeros(len(self.fixed), np.int64)

@@ -217,10 +217,40 @@ def _with_threshold(raw: str, base: str, param: str) -> MetricSpec:
         raise _fail(raw, f"the threshold {p[2:]!r} is not a number") from None
     if not math.isfinite(t):
         raise _fail(raw, "the threshold must be finite")
-    return MetricSpec(f"{base}@t={_fmt(t)}", base, "pair", level=t)
+    d = _decimal(p[2:])
+    if d is None:  # a spelling float() reads and a decimal does not (1_0): the float is the threshold
+        return MetricSpec(f"{base}@t={_fmt(t)}", base, "pair", level=t)
+    places = _places(d)
+    if places > MAX_THRESHOLD_PLACES:
+        raise _fail(raw, f"the threshold has {places} decimal places; at most {MAX_THRESHOLD_PLACES} are read "
+                    "(thresholds are exact decimals, compared with float32 scores): round it")
+    exact = Fraction(d)
+    name = _fmt(t) if Fraction(repr(t)) == exact else _decimal_text(exact)
+    return MetricSpec(f"{base}@t={name}", base, "pair", level=t, exact=exact)
 
 
-_DECIMAL_RE = re.compile(r"^\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+#: The most decimal places of a pair threshold T (float32 scores end near 1e-45).
+MAX_THRESHOLD_PLACES = 60
+
+_DECIMAL_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _decimal(text: str) -> Decimal | None:
+    """``text`` as an exact, finite Decimal when it is written as a plain decimal number."""
+    if not _DECIMAL_RE.match(text):
+        return None
+    try:
+        d = Decimal(text)
+    except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
+        return None
+    return d if d.is_finite() else None
+
+
+def _places(d: Decimal) -> int:
+    """Decimal places of ``d`` once trailing zeros are dropped (no context: exact)."""
+    _, digits, exponent = d.as_tuple()
+    mantissa = "".join(map(str, digits))
+    return max(-(exponent + len(mantissa) - len(mantissa.rstrip("0"))), 0)
 
 
 def _with_level(raw: str, base: str, param: str) -> MetricSpec:
@@ -229,20 +259,14 @@ def _with_level(raw: str, base: str, param: str) -> MetricSpec:
     float's shortest spelling where it is the same number, else the exact decimal."""
     text = param.replace(" ", "")
     exact = None
-    if _DECIMAL_RE.match(text):
-        try:
-            d = Decimal(text)
-        except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
-            d = None
-        if d is not None and d.is_finite() and 0 < d <= 1:
-            _, digits, exponent = d.as_tuple()  # no context: normalize() would round a tiny level
-            mantissa = "".join(map(str, digits))
-            places = -(exponent + len(mantissa) - len(mantissa.rstrip("0")))
-            if places > MAX_LEVEL_PLACES:
-                raise _fail(raw, f"the level after '@' has {places} decimal places; at most {MAX_LEVEL_PLACES} are "
-                            f"read (levels are exact decimal fractions): round it to {MAX_LEVEL_PLACES} places or "
-                            "fewer")
-            exact = Fraction(d)
+    d = _decimal(text)
+    if d is not None and 0 < d <= 1:
+        places = _places(d)
+        if places > MAX_LEVEL_PLACES:
+            raise _fail(raw, f"the level after '@' has {places} decimal places; at most {MAX_LEVEL_PLACES} are "
+                        f"read (levels are exact decimal fractions): round it to {MAX_LEVEL_PLACES} places or "
+                        "fewer")
+        exact = Fraction(d)
     if exact is None:
         try:
             level = float(text)
@@ -258,11 +282,12 @@ def _with_level(raw: str, base: str, param: str) -> MetricSpec:
 
 def _decimal_text(x: Fraction) -> str:
     """The decimal spelling of a fraction whose denominator divides a power of ten."""
+    sign, x = ("-" if x < 0 else ""), abs(x)
     places = 0
     while (x * 10 ** places).denominator != 1:
         places += 1
     digits = str((x * 10 ** places).numerator).rjust(places + 1, "0")
-    return f"{digits[:-places]}.{digits[-places:]}" if places else digits
+    return sign + (f"{digits[:-places]}.{digits[-places:]}" if places else digits)
 
 
 def parse_metric(name: str) -> MetricSpec:

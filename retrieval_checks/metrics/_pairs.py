@@ -75,12 +75,32 @@ def score_units(similarity: str) -> ScoreUnits:
     return ScoreUnits(similarity)
 
 
-def ceil_f32(t: float) -> np.float32:
-    """The smallest float32 >= t, so that ``s >= t`` equals ``s >= ceil_f32(t)`` for float32 s."""
+def ceil_f32(t) -> np.float32:
+    """The smallest float32 >= t, so that ``s >= t`` equals ``s >= ceil_f32(t)`` for float32 s.
+
+    ``t`` a float, or a Fraction (a threshold exactly as written: 0.50000000000000000001
+    is above the float32 0.5, though its nearest float64 is 0.5), compared exactly."""
+    if isinstance(t, Fraction):
+        with np.errstate(over="ignore"):
+            return _ceil_f32_exact(t)
     f = np.float32(t)
     if float(f) < t:
         f = np.nextafter(f, np.float32(np.inf))
     return f
+
+
+def _ceil_f32_exact(t: Fraction) -> np.float32:
+    up, down = np.float32(np.inf), np.float32(-np.inf)
+    f = np.float32(float(t))  # within a step or two of the answer (float64, then float32)
+    if f == down:  # below float32's range: every finite float32 is >= t
+        f = np.float32(-np.finfo(np.float32).max)
+    while np.isfinite(f) and Fraction(float(f)) < t:
+        f = np.nextafter(f, up)
+    while True:
+        below = np.nextafter(f, down)
+        if not np.isfinite(below) or Fraction(float(below)) < t:
+            return f
+        f = below
 
 
 class NegativeTail:
@@ -134,7 +154,7 @@ class PairCounts:
     positives: np.ndarray  # ascending float32, all positive-pair scores
     n_negative: int
     tail: NegativeTail
-    fixed_fp: dict[float, int] = field(default_factory=dict)  # threshold -> negatives >= threshold
+    fixed_fp: dict = field(default_factory=dict)  # threshold (exact Fraction) -> negatives >= threshold
     fp_at: np.ndarray | None = None  # negatives >= each unique positive score (from binning)
     units: ScoreUnits = field(default_factory=lambda: ScoreUnits("dot"))  # thresholds in and out
 
@@ -223,8 +243,9 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
     P = counts.n_positive
     if spec.family in ("pair_precision", "pair_recall", "pair_f1"):
         T = spec.level
-        tp = int(_tp_at(counts.positives, ceil_f32(counts.units.to_score(T))))
-        fp = int(counts.fixed_fp[T])
+        exact = spec.level_fraction  # the threshold as written; fixed_fp is keyed by it (== T where T is exact)
+        tp = int(_tp_at(counts.positives, ceil_f32(counts.units.to_score(exact))))
+        fp = int(counts.fixed_fp[exact])
         fn = P - tp
         if spec.family == "pair_precision":
             value = tp / (tp + fp) if tp + fp else 0.0

@@ -149,3 +149,35 @@ def test_precision_at_recall_picks_the_exact_best_among_near_equal_floats():
     assert (i, best) == (0, Fraction(n, 2 * n + 1))
     tp2, fp2 = np.array([n - 1, n - 1]), np.array([n, n])  # a real tie: the higher threshold
     assert _best_precision(tp2, fp2, np.arange(2))[0] == 1
+
+
+# ----------------------------------------------------------------------------- thresholds T, exactly as written
+@pytest.mark.parametrize("device,kernels,impl", BACKENDS)
+def test_a_threshold_just_above_a_score_excludes_it(device, kernels, impl):
+    """pair_precision@t=0.50000000000000000001 is above a score of exactly 0.5, though its
+    nearest float is 0.5: the pairs at 0.5 are not predicted positive, and the canonical
+    name keeps the threshold as written (it was t=0.5, and counted them)."""
+    Q = np.ones((1, 1), np.float32)
+    G = np.array([[0.5], [0.5], [1.0]], np.float32)
+    rel = np.array([[True, False, True]])
+    name = "pair_precision@t=0.50000000000000000001"
+    with _kernels.use(impl):
+        res = rc.evaluate(Q, G, relevance=rel, metrics=[name, "pair_precision@t=0.5"], similarity="dot",
+                          device=device, _use_kernels=kernels, tile=(2, 16))
+    assert list(res) == [name, "pair_precision@t=0.5"]
+    assert (res.pair_counts[name]["tp"], res.pair_counts[name]["fp"]) == (1, 0) and res[name] == 1.0
+    assert (res.pair_counts["pair_precision@t=0.5"]["tp"], res.pair_counts["pair_precision@t=0.5"]["fp"]) == (2, 1)
+
+
+def test_a_neg_l2_threshold_is_squared_exactly():
+    """neg_l2: t = -1.41421356237309504880 admits distances <= |t|, and |t|^2 is just below
+    2, so a pair at squared distance 2 is out; squaring the float (1.4142135623730951^2 =
+    2.0000000000000004) let it in."""
+    Q = np.zeros((1, 2), np.float32)
+    G = np.array([[1, 1], [1, 0]], np.float32)  # squared distances 2 and 1
+    rel = np.array([[True, True]])
+    name = "pair_recall@t=-1.41421356237309504880"
+    res = rc.evaluate(Q, G, relevance=rel, metrics=[name], similarity="neg_l2")
+    spec = parse_metric(name)
+    assert spec.level_fraction ** 2 < 2
+    assert res.pair_counts[spec.name]["tp"] == 1 and res[spec.name] == 0.5
