@@ -12,7 +12,8 @@ written in ``DIR/<part>.json`` (created once: of two runs starting at once, the 
 sees the first's) and in **every block**, with a SHA-256 of the block's arrays. A
 directory or a block of another run is refused (an InputError naming the file), never
 mixed in, even with the manifest lost; a damaged block (empty, truncated, not matching
-its checksum) is computed again, with a RuntimeWarning naming it. A directory that
+its checksum) is computed again, with a RuntimeWarning naming it (a damaged manifest
+is rewritten, warned: the blocks still say whose they are). A directory that
 cannot be written is refused before the pass runs. In a sharded run each rank keeps its
 own files (``part`` = ``rank<r>of<W>``), so ``DIR`` may be shared or local. Only the
 first pass is checkpointed (the pair metrics' binning pass, when one is needed, runs
@@ -120,9 +121,16 @@ class Checkpoint:
         text = json.dumps({"fingerprint": fingerprint, "part": part}).encode()
         if manifest.exists() or not self._create_manifest(manifest, text):
             try:
-                stored = json.loads(manifest.read_text()).get("fingerprint")
-            except (OSError, ValueError, AttributeError):
-                stored = None
+                stored = json.loads(manifest.read_text())["fingerprint"]
+            except (OSError, ValueError, KeyError, TypeError) as exc:  # the blocks still say whose they are
+                warnings.warn(f"checkpoint manifest {manifest} is damaged ({type(exc).__name__}: {exc}); it is "
+                              "rewritten for this run (each block is checked against the run's fingerprint).",
+                              RuntimeWarning, stacklevel=3)
+                try:
+                    _atomic_write(manifest, lambda fh: fh.write(text))
+                except OSError as err:
+                    raise self._unwritable(err) from None
+                stored = fingerprint
             if stored != fingerprint:
                 raise InputError(
                     f"checkpoint={str(self.dir)!r} holds the blocks of another run ({manifest.name}: fingerprint "

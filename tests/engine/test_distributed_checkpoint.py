@@ -268,3 +268,15 @@ def test_a_read_only_checkpoint_directory_for_real(tmp_path):
             rc.evaluate(**_problem(), checkpoint=d)
     finally:
         d.chmod(0o755)
+
+
+@pytest.mark.parametrize("content", ["", '{"fingerp', "[1, 2]"])
+def test_a_damaged_manifest_is_rewritten_with_a_warning(tmp_path, content):
+    """The blocks carry their run's fingerprint: a damaged manifest need not stop the run."""
+    p = _problem()
+    expected = _summary(rc.evaluate(**p, checkpoint=tmp_path))
+    (tmp_path / "single.json").write_text(content)
+    with pytest.warns(RuntimeWarning, match=r"single\.json is damaged.*rewritten"):
+        again = rc.evaluate(**p, checkpoint=tmp_path)
+    _same(expected, _summary(again))
+    assert '"fingerprint"' in (tmp_path / "single.json").read_text()
