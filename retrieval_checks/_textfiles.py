@@ -84,14 +84,16 @@ def text_lines(path, what: str) -> Iterator[tuple[int, str]]:
         raise _open_error(p, what, exc) from None
     number = 0
     with fh:
+        lines = iter(fh)
         while True:
             try:
-                raw = fh.readline()
+                raw = next(lines, b"")
             except OSError as exc:  # a directory on some systems, an I/O error
                 raise _open_error(p, what, exc) from None
             if not raw:
                 return
-            for part in raw.splitlines() or [b""]:  # bytes.splitlines: \n, \r\n and \r only
+            parts = raw.splitlines() or [b""] if b"\r" in raw else [raw.rstrip(b"\n")]  # \n, \r\n, \r only
+            for part in parts:
                 number += 1
                 text = _decode(part, p, what, number)
                 if number == 1 and text.startswith(BOM):
@@ -112,6 +114,8 @@ def check_field(text: str, where: str, name: str) -> str:
     """``text`` unless it holds a space other than U+0020 or an invisible character
     (no-break space, zero-width space, a tab or other control character): such a field
     is another id than it looks, and trec_eval would not split at it."""
+    if text.isascii() and text.isprintable():  # the common case, at C speed: nothing invisible
+        return text
     for i, ch in enumerate(text):
         if _invisible(ch):
             label = unicodedata.name(ch, f"U+{ord(ch):04X}")
@@ -124,6 +128,9 @@ def check_field(text: str, where: str, name: str) -> str:
 def split_fields(text: str, where: str) -> list[str]:
     """The fields of a whitespace-separated line: split on ASCII spaces and tabs, as
     trec_eval splits; each field checked by :func:`check_field`."""
+    plain = text.replace("\t", " ")
+    if plain.isascii() and plain.isprintable():  # the common case: only spaces separate, nothing invisible
+        return plain.split()  # printable ASCII holds no whitespace but the space
     fields = [f for f in _ASCII_SPACE.split(text) if f]
     for n, f in enumerate(fields, 1):
         check_field(f, where, f"field {n}")
