@@ -252,21 +252,25 @@ class Backend:
 
 def cosine_epilogue(S, qa, ga, rows_per_step: int | None = None) -> None:
     """``S`` (float32 products m = q.g, numpy or torch, ``(..., r, c)``) becomes the
-    cosines ``sign(m) sqrt(m |m| / (qa ga))`` in place, with ``qa`` / ``ga`` the squared
+    cosines ``sign(m) sqrt(m^2 / (qa ga))`` in place, with ``qa`` / ``ga`` the squared
     norms of S's rows / columns (``(..., r)`` / ``(..., c)``; a factor of 0, a padding
     row, counts as 1). The IEEE operations, each correctly rounded, in this order:
-    ``x = float64(m)``; ``x * |x|`` (exact); ``float64(qa) * float64(ga)`` (exact);
-    the division; ``sqrt`` of its magnitude; the sign of ``m`` (a zero product stays as
-    it is); rounding to float32. Fused kernels repeat them (``_triton_kernels.epilogue``).
-    Factors of 1 on both sides leave ``S`` unchanged (sqrt(m^2) = |m| exactly), so CPU
-    tiles of normalised float rows skip the work. Float64 temporaries are bounded:
-    ``rows_per_step`` rows at a time (default: about 2^18 elements)."""
+    ``x = float64(m)``; ``x * x`` (exact); ``float64(qa) * float64(ga)`` (exact); the
+    division; ``sqrt``; the sign of ``m`` (a zero product stays as it is); rounding to
+    float32. The fused kernels repeat them (``_triton_kernels.epilogue``). Factors of 1
+    on both sides leave ``S`` unchanged (sqrt(m^2) = |m| exactly), so CPU tiles of
+    normalised float rows skip the work. Float64 temporaries are bounded: ``rows_per_step``
+    rows at a time (default: about 2^16 elements, cache-sized); torch CPU tensors are
+    done through numpy views (the same operations; torch's CPU elementwise kernels were
+    several times slower here)."""
     if S.ndim > 2:
         for t in range(S.shape[0]):
             cosine_epilogue(S[t], qa[t], ga[t], rows_per_step)
         return
     r, c = int(S.shape[0]), int(S.shape[1])
-    step = rows_per_step or max(1, (1 << 18) // max(c, 1))
+    step = rows_per_step or max(1, (1 << 16) // max(c, 1))
+    if not isinstance(S, np.ndarray) and not S.is_cuda:
+        S, qa, ga = S.numpy(), qa.numpy(), ga.numpy()  # views: S is written in place
     if isinstance(S, np.ndarray):
         qa64 = np.asarray(qa, np.float64)
         ga64 = np.asarray(ga, np.float64)
@@ -274,30 +278,38 @@ def cosine_epilogue(S, qa, ga, rows_per_step: int | None = None) -> None:
         ga64 = np.where(ga64 == 0, 1.0, ga64)
         if (qa64 == 1).all() and (ga64 == 1).all():
             return
+        buf = np.empty((min(step, r), c), np.float64)
+        den = np.empty((min(step, r), c), np.float64)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             for a in range(0, r, step):
-                x = S[a : a + step].astype(np.float64)
-                s = x * np.abs(x)
-                s /= qa64[a : a + step, None] * ga64[None, :]
-                np.abs(s, out=s)
-                np.sqrt(s, out=s)
-                np.copysign(s, x, out=s)
-                S[a : a + step] = s
+                part = S[a : a + step]
+                k = part.shape[0]
+                x, dn = buf[:k], den[:k]
+                x[...] = part
+                np.multiply(x, x, out=x)
+                np.multiply.outer(qa64[a : a + k], ga64, out=dn)
+                np.divide(x, dn, out=x)
+                np.sqrt(x, out=x)
+                np.copysign(x, part, out=x)
+                part[...] = x
         return
+    _cosine_epilogue_torch(S, qa, ga, rows_per_step or max(1, (1 << 22) // max(c, 1)))  # GPU: larger steps
+
+
+def _cosine_epilogue_torch(S, qa, ga, step: int) -> None:
+    """:func:`cosine_epilogue`'s operations with torch (CUDA tensors; tests run it on CPU)."""
     import torch
 
+    r = int(S.shape[0])
     qa64 = qa.double()
     ga64 = ga.double()
     qa64 = torch.where(qa64 == 0, torch.ones_like(qa64), qa64)
     ga64 = torch.where(ga64 == 0, torch.ones_like(ga64), ga64)
-    if not S.is_cuda and bool((qa64 == 1).all()) and bool((ga64 == 1).all()):
-        return  # (on CUDA the check would cost a synchronisation per tile)
     for a in range(0, r, step):
-        x = S[a : a + step].double()
-        s = x * x.abs()
-        s /= qa64[a : a + step, None] * ga64[None, :]
-        s = s.abs_().sqrt_().copysign_(x)
-        S[a : a + step] = s
+        part = S[a : a + step]
+        x = part.double()
+        x = (x * x) / (qa64[a : a + step, None] * ga64[None, :])
+        part.copy_(x.sqrt_().copysign_(part))
 
 
 def _sum_squares(rows: np.ndarray) -> np.ndarray:

@@ -76,8 +76,9 @@ def prepare_problem(plan: Plan, queries, gallery, *, n_g: int, similarity: str, 
     """Float32 copies on the backend: the gallery padded to whole chunks; in
     leave-one-out (``gallery`` None) the queries are a view of it rather than a second
     copy. The copies keep exact arithmetic exact (README, "Exact scores"): integer
-    cosine rows become primitive integer vectors times powers of two (their norms scale
-    the products afterwards; other rows are normalised in float64), neg_l2 rows are
+    cosine rows become primitive integer vectors times powers of two (their squared
+    norms are the factors of the cosine epilogue; other rows are normalised in float64,
+    factor 1), neg_l2 rows are
     centred on the gallery mean rounded to integers
     (distances do not change; large offsets go). The row factors of the tile epilogue
     (:meth:`Backend.row_factors`) are computed once, on the host, in float64."""
