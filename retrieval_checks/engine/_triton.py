@@ -31,7 +31,11 @@ it. Two launches per query block:
    which pair metrics' blocks are planned for). ``tau`` then rises to the
    ``capacity``-th largest value, as in the torch path. The rare second pass of
    ``precision_at_recall`` (every negative binned against the sorted positive scores)
-   is a third kernel, ``bin``.
+   is a third kernel, ``bin``. The kernels only count and collect (float32 scores
+   ``>=`` float32 thresholds: exact, the host rounds each written threshold T up to
+   the smallest float32 >= T in exact arithmetic); no kernel compares a precision or
+   recall with a level: :func:`~..metrics._pairs.pair_metric` decides on the host, in
+   integers (``tp * den >= num * (tp + fp)``), as for every other backend.
 
 Both launches compute a pair's score in the same tile, from the same operands, with
 the same JIT function and tile shape, so a relevant score is the very number its row's
@@ -659,8 +663,9 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
         ga = be.row_factors(G, "neg_l2")
         qa = ga[:m]
     elif similarity == "cosine":
-        ga = torch.from_numpy(1.0 / np.sqrt(np.maximum((X.astype(np.float64) ** 2).sum(1), 1)).astype(np.float32)
-                              ).to(be.device)
+        # squared norms, as Backend.cosine_rows_into gives integer rows (1 for float rows)
+        sq = (X.astype(np.float64) ** 2).sum(1) if kind == "int" else np.ones(n)
+        ga = torch.from_numpy(np.maximum(sq, 1).astype(np.float32)).to(be.device)
         qa = ga[:m]
     order = np.argsort(y, kind="stable")
     ys = y[order]

@@ -360,8 +360,8 @@ def _check_case(backend, similarity: str):
     codes = rng.integers(0, 12, size=n)
     gq = np.where(codes < 11, codes % 4, -1)  # label 11 dropped; uneven groups
     sq = (X.astype(np.float64) ** 2).sum(1)
-    fac = {"dot": None, "neg_l2": sq.astype(np.float32),
-           "cosine": (1.0 / np.sqrt(np.maximum(sq, 1))).astype(np.float32)}[similarity]
+    fac = {"dot": None, "neg_l2": sq.astype(np.float32),  # cosine: squared norms (Backend.cosine_rows_into)
+           "cosine": np.maximum(sq, 1).astype(np.float32)}[similarity]
     ids = np.arange(n)
     results = []
     for be in (backend, None):
@@ -400,8 +400,8 @@ def time_grouped(n: int, d: int, *, device: str = "cuda", per_class: int = 10, g
     X = rng.standard_normal((int(y[-1]) + 1, d), dtype=np.float32)[y]
     X += rng.standard_normal((n, d), dtype=np.float32)
     sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-    factor = {"dot": None, "neg_l2": sq.astype(np.float32),
-              "cosine": (1.0 / np.sqrt(np.maximum(sq, 1e-30))).astype(np.float32)}[similarity]
+    factor = {"dot": None, "neg_l2": sq.astype(np.float32),  # cosine: squared norms (Backend.cosine_rows_into)
+              "cosine": np.maximum(sq, 1e-30).astype(np.float32)}[similarity]
     backend = Backend("torch", torch.device(device))
     STATS.update(screened=-1, exact=-1)
     sync = torch.cuda.synchronize if backend.is_cuda else (lambda: None)

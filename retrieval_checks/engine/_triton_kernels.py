@@ -76,10 +76,17 @@ def exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM: tl.constexpr, BN: tl.con
 
 @triton.jit
 def epilogue(S, qa, ga, EPI: tl.constexpr):
-    """Backend.finish_scores: the same IEEE operations in the same order."""
+    """Backend.finish_scores: the same IEEE operations in the same order (cosine:
+    ``_backend.cosine_epilogue``, in fp64: exact products, one correctly rounded division
+    and square root, the product's sign; factors are squared norms, 0 counts as 1)."""
     if EPI == 1:
-        S = S * qa[:, None]
-        S = S * ga[None, :]
+        x = S.to(tl.float64)
+        qd = qa.to(tl.float64)
+        gd = ga.to(tl.float64)
+        qd = tl.where(qd == 0.0, 1.0, qd)
+        gd = tl.where(gd == 0.0, 1.0, gd)
+        r = tl.sqrt((x * x) / (qd[:, None] * gd[None, :]))
+        S = tl.where(x == 0.0, S, tl.where(x < 0.0, -r, r).to(tl.float32))
     elif EPI == 2:
         S = S * 2.0
         S = S - ga[None, :]

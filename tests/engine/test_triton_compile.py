@@ -22,6 +22,7 @@ _SPEC = importlib.util.find_spec("triton")
 pytestmark = pytest.mark.skipif(_SPEC is None, reason="triton is not installed")
 
 _SCRIPT = r"""
+import re
 import sys
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile
@@ -76,6 +77,9 @@ for arch, full in ((90, True), (80, False)):
         except Exception as exc:
             sys.exit(f"{fn.__name__} {consts} sm_{arch}: {type(exc).__name__}: {exc}")
         assert len(out.asm["cubin"]) > 1000, (fn.__name__, consts)
+        if consts.get("EPI") == 1:  # cosine's epilogue: correctly rounded fp64 division and square root
+            ops = set(re.findall(r"\b(?:div|sqrt|rcp|rsqrt)\.[a-z0-9.]*f64", out.asm["ptx"]))
+            assert ops == {"div.rn.f64", "sqrt.rn.f64"}, (fn.__name__, consts, sorted(ops))
 print("ok")
 """
 
