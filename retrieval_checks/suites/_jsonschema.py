@@ -149,6 +149,9 @@ def _model() -> dict:
         "device": {"type": "string", "description": OPTIONS["device"].expected},
         "cam_layer": {"type": "string", "minLength": 1, "description": "a name from model.named_modules()"},
         "timeout": _option(OPTIONS["timeout"]),
+        **{k: {**_option(OPTIONS[k]), "description": f"this model's own {k} (overrides the suite's options; a "
+                                                      f"check's own field overrides it): {OPTIONS[k].help}"}
+           for k in s.MODEL_OPTIONS},
         **_hub_props(),
     }
     assert set(runners) <= set(props)

@@ -59,7 +59,8 @@ class SuiteRunner:
 
     ``defaults``: evaluation options every suite starts from (``similarity``,
     ``ties``, ``confidence``, ``seed``, ...), each validated against the option table;
-    a suite's ``options`` and a check's own fields override them. Two are limits, not
+    a suite's ``options``, a model's own ``similarity`` / ``ties`` and a check's own
+    fields override them, in that order. Two are limits, not
     evaluation options: ``max_skipped`` (the most queries, a count or a fraction, a
     check may skip before it fails) and ``timeout`` (seconds a model may take to embed
     one part of a dataset, or to run its classifier measures, before the check fails
@@ -456,7 +457,7 @@ class SuiteRunner:
         with the model and dataset named when the gate fails."""
         __tracebackhide__ = True
         check = case.check
-        opts = {d: suite.evaluation_options(check, d, self.defaults) for d in case.datasets}
+        opts = {d: suite.evaluation_options(check, d, self.defaults, case.model) for d in case.datasets}
         where = (f"model {case.model!r} on dataset {case.datasets[0]!r}" if check.kind != "gap" else
                  f"model {case.model!r}, gap between {case.datasets[0]!r} (train) and {case.datasets[1]!r} (test)")
         where += f" [suite {suite.name}, {suite.path.name}:{check.line}]"
@@ -489,7 +490,8 @@ class SuiteRunner:
                                  **check.tolerances)
         elif check.kind == "compare":
             blimits = suite.gate_options(check, check.baseline, dataset, self.defaults)
-            baseline = self.result(suite, check.baseline, dataset, o, timeout=blimits["timeout"], metrics=[name])
+            bo = suite.evaluation_options(check, dataset, self.defaults, check.baseline)  # its own similarity, ties
+            baseline = self.result(suite, check.baseline, dataset, bo, timeout=blimits["timeout"], metrics=[name])
             _skip_limit(baseline, name, limits["max_skipped"], check.baseline, dataset, _GATES["compare"])
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
             assert_not_worse(comparison, margin=check.margin, rule=check.rule)

@@ -39,6 +39,12 @@ _OPTIONS = {name: o for name, o in OPTIONS.items() if o.applies_to}
 # options of the gate and of running the model, not of the evaluation: they never split one
 # engine pass into several (a check with max_skipped shares the evaluation of one without)
 _GATE_OPTIONS = ("max_skipped", "timeout")
+#: Evaluation options a model entry may set for itself (a TF-IDF model scored by dot
+#: products beside a normalised encoder scored by cosine; a model whose scores tie): they
+#: override the suite's ``options``, and a check's own field overrides them. The others
+#: (confidence, seed, group_size, ...) are the measurement's protocol, the same for every
+#: model so that models compare.
+MODEL_OPTIONS = ("similarity", "ties")
 # markers whose conditions pytest evaluates as Python source when given as strings
 _CONDITION_MARKERS = ("skipif", "xfail")
 _PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",),
@@ -133,6 +139,7 @@ class Model:
     device: str | None = None
     cam_layer: str | None = None
     timeout: float | None = None  # seconds one embedding (or classifier) run may take; None: the session's
+    options: dict = field(default_factory=dict)  # MODEL_OPTIONS: the model's own similarity, ties
     base_dir: Path | None = None
     settings: dict = field(default_factory=dict)  # library kinds: prompts, pooling, max_length, model_name...
     line: int | None = None
@@ -197,11 +204,13 @@ class Suite:
                     out.append(Case(check, m, ds, check.id))
         return out
 
-    def evaluation_options(self, check: Check, dataset: str, defaults: dict) -> dict:
-        """The evaluation options of ``check`` on ``dataset``: session defaults, then
-        the suite's ``options``, then the check's own fields (``max_skipped`` and
-        ``timeout`` are not evaluation options: see :meth:`gate_options`)."""
-        opts = {**defaults, **self.options, **check.options}
+    def evaluation_options(self, check: Check, dataset: str, defaults: dict, model: str | None = None) -> dict:
+        """The evaluation options of ``check`` on ``dataset`` for ``model``: session
+        defaults, then the suite's ``options``, then the model's own (``similarity``,
+        ``ties``: :data:`MODEL_OPTIONS`), then the check's own fields (``max_skipped``
+        and ``timeout`` are not evaluation options: see :meth:`gate_options`)."""
+        m = self.models.get(model) if model is not None else None
+        opts = {**defaults, **self.options, **(m.options if m is not None else {}), **check.options}
         kind = self.datasets[dataset].type
         return {k: v for k, v in opts.items()
                 if k in _OPTIONS and k not in _GATE_OPTIONS and applies(k, kind)}
@@ -229,7 +238,7 @@ class Suite:
         one engine pass serves them all."""
         names = []
         for check in self.checks:
-            if dataset not in check.datasets or self.evaluation_options(check, dataset, defaults) != options:
+            if dataset not in check.datasets or self.evaluation_options(check, dataset, defaults, model) != options:
                 continue
             if model in check.models or model == check.baseline:
                 if check.metric.name not in names:
@@ -577,7 +586,8 @@ _OWN_FIELDS = {"run": _run_dataset, "ann": _ann_dataset, "beir": _beir_dataset}
 def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     field = f"models.{name}"
     node = r.mapping(node, field, line, f"one of {', '.join(_RUNNERS)}")
-    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer", "timeout", *_HUB_KEYS))
+    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer", "timeout", *MODEL_OPTIONS,
+                         *_HUB_KEYS))
     kinds = [k for k in _RUNNERS if k in node]
     if len(kinds) != 1:
         found = f"found {', '.join(kinds)}" if kinds else "found none"
@@ -602,6 +612,14 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
         kw["device"] = node["device"].strip()
     if "timeout" in node and node["timeout"] is not None:
         kw["timeout"] = float(r.option("timeout", node["timeout"], _join(field, "timeout"), node.line_of("timeout")))
+    own = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in MODEL_OPTIONS if k in node}
+    types = sorted({d.type for d in datasets.values()})
+    for k in own:
+        if not any(applies(k, t) for t in types):
+            raise r.error(f"{k} does not apply to this suite's datasets ({', '.join(types)}; only to: "
+                          f"{', '.join(_applies_to(k))}).", _join(field, k), node.line_of(k))
+    if own:
+        kw["options"] = own
     if "cam_layer" in node:
         if not isinstance(node["cam_layer"], str) or not node["cam_layer"]:
             raise r.error(f"expected a layer name from model.named_modules(), found {_describe(node['cam_layer'])}.",

@@ -76,3 +76,101 @@ def test_compare_baseline_typo_lists_only_the_declared_models(where):
 def test_the_implicit_model_is_the_one_listed_without_models(where):
     err = _error(where, HEAD + "checks:\n  - {metric: map, at_least: 0.1, model: precomputd}\n")
     assert "Did you mean 'precomputed'?" in str(err) and "Declared: precomputed." in str(err)
+
+
+# ------------------------------------------------------------------ per-model evaluation options
+TWO_MODELS = ("datasets:\n  a: {queries: data/set.npz}\nOPTIONS"
+              "models:\n  tfidf: {callable: emb.py:scaled, similarity: dot, ties: average}\n"
+              "  enc: {callable: emb.py:f}\n"
+              "checks:\n  - {metric: map, at_least: 0.01}\n"
+              "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n")
+
+
+def _load(where, text):
+    p = where / "rc_suite.yaml"
+    p.write_text(text)
+    return load_suite(p)
+
+
+def _results(where, options=""):
+    import retrieval_checks as rc
+
+    suite = _load(where, TWO_MODELS.replace("OPTIONS", options))
+    runner = SuiteRunner()
+    for case in suite.cases:
+        runner.run(suite, case)
+    out = {}
+    for case in suite.cases:
+        o = suite.evaluation_options(case.check, "a", runner.defaults, case.model)
+        result = runner.result(suite, case.model, "a", o)
+        q = runner.part(suite, case.model, "a", "queries")
+        direct = rc.evaluate(q.embeddings, query_labels=q.labels, metrics=["map"], similarity=o["similarity"],
+                             ties=o["ties"])
+        out[(case.check.id, case.model)] = (result.config["similarity"], result.config["ties"], result["map"],
+                                            direct["map"])
+    return suite, out
+
+
+def test_a_models_similarity_and_ties_apply_to_its_checks(where):
+    suite, out = _results(where)
+    assert suite.models["tfidf"].options == {"similarity": "dot", "ties": "average"}
+    assert out[("map_at_least", "tfidf")][:2] == ("dot", "average")
+    assert out[("map_at_least", "enc")][:2] == ("cosine", "pessimistic")  # the suite's default
+    assert out[("own", "tfidf")][:2] == ("neg_l2", "average")  # a check's own field overrides the model's
+    for cfg, ties, value, direct in out.values():
+        assert value == pytest.approx(direct)  # applied in the run, not only recorded
+    # the rows' norms differ, so dot and cosine rank differently: the option changed the value
+    assert out[("map_at_least", "tfidf")][2] != pytest.approx(out[("map_at_least", "enc")][2])
+
+
+def test_a_models_options_override_the_suites(where):
+    _, out = _results(where, "options: {similarity: neg_l2, ties: optimistic}\n")
+    assert out[("map_at_least", "tfidf")][:2] == ("dot", "average")
+    assert out[("map_at_least", "enc")][:2] == ("neg_l2", "optimistic")
+
+
+def test_compare_evaluates_the_baseline_model_with_its_own_options(where):
+    import retrieval_checks as rc
+
+    suite = _load(where, TWO_MODELS.replace("OPTIONS", "").replace(
+        "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n",
+        "  - {metric: map, compare: {baseline: tfidf, rule: value, margin: 0.9}}\n"))
+    runner = SuiteRunner()
+    case = next(c for c in suite.cases if c.check.kind == "compare")
+    events = []
+    with rc.gates.listening(events.append):
+        runner.run(suite, case)
+    ob = suite.evaluation_options(case.check, "a", runner.defaults, "tfidf")
+    assert ob["similarity"] == "dot"
+    misses = runner.evaluations.misses
+    assert runner.result(suite, "tfidf", "a", ob).config["similarity"] == "dot"
+    assert runner.evaluations.misses == misses  # the comparison evaluated the baseline with dot already
+    assert [e.passed for e in events] == [True]
+
+
+@pytest.mark.parametrize(("entry", "field", "words"), [
+    ("{callable: emb.py:f, similarity: cosin}", "models.m.similarity", ["Did you mean 'cosine'?"]),
+    ("{callable: emb.py:f, ties: [a]}", "models.m.ties", ["expected"]),
+    ("{callable: emb.py:f, confidence: 0.9}", "models.m.confidence", ["unknown field"]),
+])
+def test_bad_model_options_name_the_line_and_field(where, entry, field, words):
+    err = _error(where, HEAD + f"models:\n  m: {entry}\nchecks:\n  - {{metric: map, at_least: 0.1}}\n")
+    assert (err.field, err.line) == (field, 4), str(err)
+    for w in words:
+        assert w in str(err), str(err)
+
+
+def test_a_model_option_that_applies_to_none_of_the_datasets_is_refused(where):
+    text = ("datasets:\n  r: {type: run, run: run.txt, qrels: qrels.txt}\nmodels:\n"
+            "  m: {callable: emb.py:f, similarity: dot}\nchecks:\n  - {metric: map, at_least: 0.1}\n")
+    err = _error(where, text)
+    assert err.field == "models.m.similarity" and "does not apply" in str(err), str(err)
+
+
+def test_the_json_schema_has_the_model_options():
+    from retrieval_checks.suites._jsonschema import suite_json_schema
+
+    props = suite_json_schema()["$defs"]["model"]["properties"]
+    assert props["similarity"]["enum"] == ["cosine", "dot", "neg_l2", "hamming"]
+    assert set(props["ties"]["enum"]) == {"pessimistic", "optimistic", "average"}
+    assert "confidence" not in props
