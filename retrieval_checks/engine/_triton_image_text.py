@@ -47,14 +47,14 @@ Device memory beyond the float32 copies: ``O(n_i + n_c)`` (never the ``n_i x n_c
 matrix).
 
 The contract with the two-pass path: the two passes of the existing path compute a
-pair's score twice, with the operands swapped (captions x images for t2i: cosine
-multiplies the caption's factor first, neg_l2 centres on the images' mean, the GEMM may
-sum in another order), so in the last bits a pair's score can differ between its two
+pair's score twice, with the operands swapped (captions x images for t2i: neg_l2
+centres on the images' mean, the GEMM may sum in another order; cosine's epilogue is
+symmetric in the two squared norms), so in the last bits a pair's score can differ between its two
 directions there. Here a pair has ONE score, the image-side one above, in both
 directions: t2i ranks every caption's images by the i2t tile. Hence the fused counts
 equal the two-pass path's exactly wherever scores are exact in any order and in either
-operand order (e.g. small-integer embeddings with dot or neg_l2, and cosine rows of equal
-norm, ties and duplicates included), and on general float data wherever no two scores
+operand order (e.g. small-integer embeddings with dot, neg_l2 or cosine, ties and
+duplicates included), and on general float data wherever no two scores
 of a query are within a few ulps of each other (no near ties); within such a near tie
 the fused t2i rank follows the image-side score. The i2t direction is the existing i2t
 pass's up to the GEMM's summation order.
