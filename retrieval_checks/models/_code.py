@@ -115,9 +115,11 @@ def _imports(tree: ast.AST, module_name: str | None, is_package: bool, computed:
     return names
 
 
-def _find_file(name: str, near: str, roots: tuple[str, ...]) -> str | None:
-    """Where ``import name`` would find a module not imported yet: on ``sys.path`` (and
-    next to the importing file), as ``a/b.py`` or ``a/b/__init__.py``."""
+def _find_file(name: str, near: str, roots: tuple[str, ...], folders: tuple = ()) -> str | None:
+    """Where ``import name`` would find a module not imported yet (or imported from the
+    suite's folders, whose modules leave ``sys.modules`` after the model's import: see
+    :mod:`._folders`): in ``folders``, next to the importing file, then on ``sys.path``,
+    as ``a/b.py`` or ``a/b/__init__.py``."""
     parent, _, last = name.rpartition(".")
     package = sys.modules.get(parent) if parent else None
     if package is not None:  # a submodule: in its (imported) package's folders
@@ -125,7 +127,7 @@ def _find_file(name: str, near: str, roots: tuple[str, ...]) -> str | None:
         dirs = [p for p in getattr(package, "__path__", None) or [] if isinstance(p, str)]
     else:
         rel = Path(*name.split("."))
-        dirs = [os.path.dirname(near)] + [p or os.getcwd() for p in sys.path if isinstance(p, str)]
+        dirs = [*folders, os.path.dirname(near)] + [p or os.getcwd() for p in sys.path if isinstance(p, str)]
     for d in dirs:
         if not os.path.isdir(d):
             continue
@@ -155,12 +157,15 @@ def _referenced(module) -> list:
     return out
 
 
-def model_code_files(module, always: str | os.PathLike | None = None, computed: list | None = None) -> list[Path]:
+def model_code_files(module, always: str | os.PathLike | None = None, computed: list | None = None,
+                     folders=()) -> list[Path]:
     """The source files of ``module`` and of every local module it imports (see the
     module doc), sorted; ``always``: a file included even when it is not local (the
     model's own module, installed in site-packages); ``computed`` gets ``file:line``
-    of each import under a name computed at run time (which the files cannot cover)."""
+    of each import under a name computed at run time (which the files cannot cover);
+    ``folders``: the folders the model's module imported beside (its own, the suite's)."""
     roots = _installed_roots()
+    folders = tuple(str(f) for f in folders if f is not None)
     files: dict[str, Path] = {}
     if always is not None:
         files[os.path.realpath(always)] = Path(always)
@@ -198,7 +203,7 @@ def model_code_files(module, always: str | os.PathLike | None = None, computed: 
             if loaded is not None:
                 todo.append((loaded, None))
             else:
-                found = _find_file(imported, file, roots)
+                found = _find_file(imported, file, roots, folders)
                 if found is not None and os.path.realpath(found) not in done:
                     todo.append((None, found))
         if computed is not None:
@@ -206,13 +211,13 @@ def model_code_files(module, always: str | os.PathLike | None = None, computed: 
     return sorted(files.values(), key=str)
 
 
-def code_digests(module, always=None, computed: list | None = None) -> dict[str, str]:
+def code_digests(module, always=None, computed: list | None = None, folders=()) -> dict[str, str]:
     """SHA-256 of each file of :func:`model_code_files`, keyed by its path relative to
-    the model module's folder (so a moved checkout keys the same); ``computed``: as
-    there."""
+    the model module's folder (so a moved checkout keys the same); ``computed``,
+    ``folders``: as there."""
     base = os.path.dirname(os.path.realpath(_source_of(module) or always or "."))
     out = {}
-    for path in model_code_files(module, always, computed):
+    for path in model_code_files(module, always, computed, folders):
         h = hashlib.sha256()
         try:
             with open(path, "rb") as fh:

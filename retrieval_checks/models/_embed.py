@@ -462,7 +462,9 @@ def model_fingerprint(model) -> str:
         module, _ = _import_target_module(model.target, Path(model.base_dir) if model.base_dir is not None
                                           else None)
         computed: list[str] = []
-        parts["code"] = code_digests(module, computed=computed)
+        source = _source_file(module)
+        parts["code"] = code_digests(module, computed=computed,
+                                     folders=folders_of(source, Path(model.base_dir) if model.base_dir else None))
         if computed:  # the key cannot tell which code runs: a key of this session only, never served later
             warnings.warn(f"model {model.name!r}: {computed[0]} imports a module under a name computed at run time; "
                           "the embedding cache cannot tell which code the model runs, so its embeddings are "
@@ -470,6 +472,11 @@ def model_fingerprint(model) -> str:
                           "by its name to let the cache serve them.", RuntimeWarning, stacklevel=2)
             parts["session"] = os.urandom(16).hex()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _source_file(module) -> Path | None:
+    file = getattr(module, "__file__", None)
+    return Path(file) if isinstance(file, str) and file else None
 
 
 def _kwarg_strings(value, where: str = ""):

@@ -181,3 +181,23 @@ def test_kwargs_that_are_separators_or_nested_paths(project):
     assert model_fingerprint(model) == before
     np.save(root / "w.npy", np.zeros(3))
     assert model_fingerprint(model) != before
+
+
+def test_a_helper_in_the_suite_folder_of_a_model_in_a_subfolder(project):
+    """models/enc.py imports helpers.py from the suite's folder (which leads sys.path
+    only while the model's module is imported, and whose modules leave sys.modules
+    after): the key still covers it."""
+    root, pkg = project
+    helper = f"{pkg}_suite_helper"
+    (root / f"{helper}.py").write_text("scale = 2.0\n")
+    (root / "models").mkdir()
+    (root / "models" / "enc.py").write_text(f"from {helper} import scale\ndef f(x):\n    return x[:, :3] * scale\n")
+
+    def change():
+        (root / f"{helper}.py").write_text("scale = 6.0\n")
+        sys.modules.pop(helper, None)
+
+    before, after, second = _embed_twice(root, pkg, "models/enc.py:f", change)
+    np.testing.assert_array_equal(before, X[:, :3] * 2.0)
+    assert second.embedded == 1
+    np.testing.assert_array_equal(after, X[:, :3] * 6.0)
