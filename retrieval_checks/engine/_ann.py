@@ -228,7 +228,8 @@ def ann_recall(queries, gallery, neighbors, *, k: int = 10, similarity: str = DE
               "source": "ann", "leave_one_out": sides.loo, "n_missing": int((nb < 0).sum()), "block": plan.b,
               "chunk": plan.c, "max_memory": plan.budget, "confidence": confidence, "seed": 0}
     return EvaluationResult(
-        specs=[spec], values={spec.name: aggregate(spec, per_query)}, per_query={spec.name: per_query},
+        specs=[spec], values={spec.name: aggregate(spec, per_query, skipped=np.zeros(0, np.int64))},
+        per_query={spec.name: per_query},
         thresholds={}, pair_counts={}, n_relevant=np.full(sides.n_q, k, np.int64), n_candidates=n_candidates,
         first_relevant_rank=np.zeros(sides.n_q), skipped_queries=np.zeros(0, np.int64), config=config,
         query_ids=None if query_ids is None else as_numpy(query_ids, "query_ids").copy(),
