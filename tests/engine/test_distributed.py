@@ -25,6 +25,10 @@ import retrieval_checks as rc
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
+
+# one xdist worker runs this file and the Lightning DDP tests, one after the other: the
+# module-scoped launches (`runs`) happen once, and never two groups of ranks at a time
+pytestmark = pytest.mark.xdist_group("processes")
 if not dist.is_available():  # pragma: no cover
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 

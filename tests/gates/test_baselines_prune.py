@@ -8,9 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -136,10 +134,16 @@ def NAME(rc_evaluate, rc_baseline):
 '''
 
 
-def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rc-history=none", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+@pytest.fixture
+def run(pytester, monkeypatch):
+    """pytest in the project, in-process: its exit code, stdout and stderr."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+    def go(*args: str) -> SimpleNamespace:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none", *args)
+        return SimpleNamespace(returncode=int(result.ret), stdout=result.stdout.str(), stderr=result.stderr.str())
+
+    return go
 
 
 @pytest.fixture
@@ -153,8 +157,8 @@ def project(pytester):
     return pytester.path
 
 
-def test_pytest_prunes_the_records_of_removed_checks_in_a_full_run(project):
-    first = _pytest(project, "--rc-regen-all")
+def test_pytest_prunes_the_records_of_removed_checks_in_a_full_run(project, run):
+    first = run("--rc-regen-all")
     assert first.returncode == 0, first.stdout[-3000:]
     suite_file, module_file = project / "rc_track.baselines.yaml", project / "test_mod.baselines.yaml"
     assert sorted(BaselineFile(module_file).records) == ["test_a::map", "test_b::map"]
@@ -164,11 +168,11 @@ def test_pytest_prunes_the_records_of_removed_checks_in_a_full_run(project):
     (project / "rc_track.yaml").write_text(SUITE.lstrip().rsplit("  - metric: mrr", 1)[0])
     (project / "test_mod.py").write_text(MODULE.replace("NAME", "test_c"))
 
-    narrowed = _pytest(project, "--rc-prune-baselines", "-k", "test_a")
+    narrowed = run("--rc-prune-baselines", "-k", "test_a")
     assert narrowed.returncode == 4 and "--rc-prune-baselines: it needs a full run" in narrowed.stderr
     assert "-k test_a" in narrowed.stderr and len(BaselineFile(suite_file).records) == 2
 
-    pruned = _pytest(project, "--rc-prune-baselines")
+    pruned = run("--rc-prune-baselines")
     assert pruned.returncode == 1, pruned.stdout[-3000:]  # test_c has no baseline yet
     out = " ".join(pruned.stdout.split())
     assert "pruned 1 baseline record of checks that no longer exist from" in out
@@ -177,9 +181,9 @@ def test_pytest_prunes_the_records_of_removed_checks_in_a_full_run(project):
     assert sorted(BaselineFile(suite_file).records) == ["map_vs_baseline[precomputed-set]"]
 
 
-def test_pruning_is_refused_when_a_suite_cannot_be_loaded(project):
-    assert _pytest(project, "--rc-regen-all").returncode == 0
+def test_pruning_is_refused_when_a_suite_cannot_be_loaded(project, run):
+    assert run("--rc-regen-all").returncode == 0
     (project / "rc_track.yaml").write_text("checks: [")
-    result = _pytest(project, "--rc-prune-baselines")
+    result = run("--rc-prune-baselines")
     assert "could not be loaded" in " ".join(result.stdout.split()) and result.returncode != 0
     assert len(BaselineFile(project / "rc_track.baselines.yaml").records) == 2

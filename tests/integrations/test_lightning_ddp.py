@@ -30,6 +30,10 @@ from retrieval_checks.integrations import RetrievalChecksCallback  # noqa: E402
 
 from _integration_data import blobs  # noqa: E402
 
+# one xdist worker runs the DDP launches (here and tests/engine/test_distributed.py) one at a
+# time: two ddp_spawn runs at once could pick the same free port, and 2 cores hold 2 ranks
+pytestmark = pytest.mark.xdist_group("processes")
+
 
 class DdpEmbedder(pl.LightningModule):
     def __init__(self):

@@ -148,6 +148,7 @@ def grouped_sim():
     return sims
 
 
+@pytest.mark.xdist_group("grouped_sim")  # its module fixture is computed once, on one worker
 @pytest.mark.slow
 @pytest.mark.parametrize("population", ["A", "B"])
 def test_grouped_recall_interval_coverage(grouped_sim, population):
@@ -168,6 +169,7 @@ def test_grouped_recall_interval_coverage(grouped_sim, population):
     _check_band(f"grouped_recall@1 t interval, population {population}", _coverage(lows, highs, truth))
 
 
+@pytest.mark.xdist_group("grouped_sim")  # its module fixture is computed once, on one worker
 @pytest.mark.slow
 def test_grouped_recall_gap_welch_coverage(grouped_sim):
     """Welch interval of grouped_recall(A) - grouped_recall(B) for independent draws
