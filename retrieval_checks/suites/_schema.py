@@ -612,12 +612,7 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
         kw["device"] = node["device"].strip()
     if "timeout" in node and node["timeout"] is not None:
         kw["timeout"] = float(r.option("timeout", node["timeout"], _join(field, "timeout"), node.line_of("timeout")))
-    own = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in MODEL_OPTIONS if k in node}
-    types = sorted({d.type for d in datasets.values()})
-    for k in own:
-        if not any(applies(k, t) for t in types):
-            raise r.error(f"{k} does not apply to this suite's datasets ({', '.join(types)}; only to: "
-                          f"{', '.join(_applies_to(k))}).", _join(field, k), node.line_of(k))
+    own = _model_options(r, node, field, datasets)
     if own:
         kw["options"] = own
     if "cam_layer" in node:
@@ -667,6 +662,18 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     target = r.target(node[kind], _join(field, kind), node.line_of(kind))
     path = r.file(node["weights"], _join(field, "weights"), node.line_of("weights")) if "weights" in node else None
     return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)
+
+
+def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
+    """A model's own evaluation options (:data:`MODEL_OPTIONS`), each checked against
+    the option table and refused when it applies to none of the suite's datasets."""
+    own = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in MODEL_OPTIONS if k in node}
+    types = sorted({d.type for d in datasets.values()})
+    for k in own:
+        if not any(applies(k, t) for t in types):
+            raise r.error(f"{k} does not apply to this suite's datasets ({', '.join(types)}; only to: "
+                          f"{', '.join(_applies_to(k))}).", _join(field, k), node.line_of(k))
+    return own
 
 
 def _hub_owners(key: str) -> list:
