@@ -27,6 +27,7 @@ from pathlib import Path
 
 from retrieval_checks.gates import rule_text
 from retrieval_checks.tracking import History, render_markdown
+from retrieval_checks.tracking._markdown import absent_text
 
 
 def enabled(environ=None) -> bool:
@@ -146,14 +147,7 @@ def _previous(history_path, run: dict | None) -> tuple[list[dict] | None, str, s
     if before is None:
         return None, "", "new"
     label = f"run {before['id']}"
-    selection = before.get("selection")
-    if selection == "":
-        absent = "new"
-    elif selection is None:
-        absent = f"not in {label} (not known to be a full run: not comparable)"
-    else:
-        absent = f"not in {label}, a partial run ({selection}): not comparable"
-    return h.results(before["id"]), label, absent
+    return h.results(before["id"]), label, absent_text(before, label)
 
 
 def publish(config, outcomes: list[dict], run: dict | None, history_path, notes: list[str], environ=None) -> None:

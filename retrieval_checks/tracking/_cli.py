@@ -389,7 +389,7 @@ def _report_format(args) -> str:
 
 
 def _cmd_report(h: History, args, out) -> int:
-    from ._markdown import render_markdown
+    from ._markdown import absent_text, render_markdown
 
     fmt = _report_format(args)
     run_id = _resolve(h, args.run, args, out if fmt == "html" or args.output else sys.stderr)
@@ -399,9 +399,11 @@ def _cmd_report(h: History, args, out) -> int:
         text = render_report(h.results(run_id), run=meta, history=h, figures=h.figures(run_id))
         output = args.output or "retrieval-checks-report.html"
     else:  # changes against the run recorded just before this one
-        before = max((r["id"] for r in runs if r["id"] < run_id), default=None)
-        previous = h.results(before) if before is not None else None
-        text = render_markdown(h.results(run_id), run=meta, previous=previous, previous_label=f"run {before}")
+        before = max((r for r in runs if r["id"] < run_id), key=lambda r: r["id"], default=None)
+        previous = h.results(before["id"]) if before is not None else None
+        label = f"run {before['id']}" if before is not None else ""
+        text = render_markdown(h.results(run_id), run=meta, previous=previous, previous_label=label,
+                               absent=absent_text(before, label))  # a partial run's missing gates are not new
         output = args.output
         if not output:  # a pull-request comment: printed, e.g. for gh pr comment --body-file -
             out.write(text)

@@ -18,7 +18,7 @@ import math
 
 from ..gates import rule_text
 
-__all__ = ["render_markdown"]
+__all__ = ["render_markdown", "absent_text"]
 
 _SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|~"} | {"<": "&lt;", "&": "&amp;", "\n": " ", "\r": " "})
 
@@ -86,6 +86,20 @@ def change_text(o: dict, previous: dict | None, previous_label: str, absent: str
     if _is_num(value) and _is_num(before.get("value")):
         return f"{value - before['value']:+.4f} vs {previous_label}"
     return f"{_num(before.get('value')) or 'no value'} in {previous_label}"
+
+
+def absent_text(previous_run: dict | None, label: str) -> str:
+    """The change cell of a gate the previous run (``previous_run``: its metadata, as
+    ``History.runs`` gives it) lacks: ``new`` after a full run; after a partial run
+    (``-k``, ``-m``, ``--lf``, deselection, a collection error, stopped early) or one
+    whose selection was not recorded, the gate may simply not have run then, so the
+    cell says so instead of calling it new."""
+    selection = (previous_run or {}).get("selection")
+    if selection == "":
+        return "new"
+    if selection is None:
+        return f"not in {label} (not known to be a full run: not comparable)"
+    return f"not in {label}, a partial run ({selection}): not comparable"
 
 
 def _order(outcomes: list[dict]) -> list[dict]:
