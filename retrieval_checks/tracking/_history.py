@@ -522,8 +522,12 @@ class History:
                     figure = json.loads(text)
                 except (TypeError, ValueError, RecursionError):
                     figure = None
+                where = f"figures row {row_id} (run {run_id})"
                 if not isinstance(figure, dict):
-                    raise _bad(self.path, f"figures row {row_id} (run {run_id})", "figure", text, "a JSON object")
+                    raise _bad(self.path, where, "figure", text, "a JSON object")
+                problem = _figure_problem(figure)
+                if problem is not None:
+                    raise _bad(self.path, where, "figure", text, f"a report figure ({problem})")
                 out.append(figure)
             return out
 
@@ -574,6 +578,50 @@ class History:
                    f"WHERE {cond} AND r.run_id IN (SELECT DISTINCT r.run_id FROM results r WHERE {cond} "
                    f"ORDER BY r.run_id DESC LIMIT ?) ORDER BY r.run_id DESC, r.id")
             return [_row(r, self.path) for r in con.execute(sql, (*args, *args, limit or -1))]
+
+_MAX_FIGURE_ROWS = 100_000
+_MAX_DRAWN = 1e300  # beyond this an axis's span overflows
+
+
+def _figure_problem(figure: dict) -> str | None:
+    """What is wrong with a report figure read back from the history (None: nothing).
+    A figure has a ``kind`` (a text); a ``sweep`` has text or null ``title``,
+    ``model``, ``dataset``, ``test`` and up to 100000 ``rows``, each an object whose
+    ``n_classes`` is a number and whose ``metric`` is a text and ``value``, ``low``,
+    ``high`` numbers or null (numbers finite and at most 1e300 in size). Figures of
+    other kinds are kept as they are (the report draws sweeps only)."""
+    kind = figure.get("kind")
+    if not isinstance(kind, str):
+        return f"its kind is {kind!r}, not a text such as 'sweep'"
+    if kind != "sweep":
+        return None
+    for key in ("title", "model", "dataset", "test"):
+        if figure.get(key) is not None and not isinstance(figure[key], str):
+            return f"its {key} is not a text"
+    rows = figure.get("rows", [])
+    if not isinstance(rows, list):
+        return "its rows are not a list"
+    if len(rows) > _MAX_FIGURE_ROWS:
+        return f"{len(rows)} rows, more than the {_MAX_FIGURE_ROWS} a sweep records"
+
+    def number(x, optional: bool) -> bool:
+        if x is None:
+            return optional
+        return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                and abs(x) <= _MAX_DRAWN)
+
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return f"row {i} is not an object"
+        if not number(row.get("n_classes"), optional=False):
+            return f"row {i}: n_classes is {str(row.get('n_classes'))[:40]!r}, not a number"
+        for key in ("value", "low", "high"):
+            if not number(row.get(key), optional=True):
+                return f"row {i}: {key} is {str(row.get(key))[:40]!r}, not a finite number of at most 1e300 or null"
+        if row.get("metric") is not None and not isinstance(row["metric"], str):
+            return f"row {i}: metric is not a text"
+    return None
+
 
 def _commit_prefix(text) -> str:
     """A git commit or its start: 4 to 40 hex digits, lower-cased."""

@@ -84,7 +84,9 @@ def _f(x, digits: int = 4) -> str:
 
 
 def _is_num(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A number that can be drawn: finite, and at most 1e300 in size (a span between
+    larger ones overflows to infinity; such a value is shown as text, not drawn)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= 1e300
 
 
 def _finite(*xs) -> list[float]:
