@@ -51,11 +51,17 @@ if settings is not None:
     settings.load_profile(hypothesis_profile(os.environ))
 
 
-# Imported before any in-process pytester run: pytester removes from sys.modules what a run
-# imported, when it ends, and torch imported a second time in one process crashes the
-# interpreter (a segfault in the garbage collector, in the next run or at exit).
+# In-process pytester runs (``runpytest_inprocess``: no fresh interpreter, torch import and
+# collection per case) drop from sys.modules, when they end, what they imported. A module
+# with C state imported a second time in one process (torch, numba, mlflow...) leaves
+# builtin functions pointing at freed memory: a segfault in the garbage collector, later.
+# So the installed modules a run imported stay imported (only the run's own files, under
+# its temporary directory, are dropped), and the heaviest are imported before the first run.
 PRELOAD = ("torch", "numba", "scipy.stats", "scipy.special", "retrieval_checks.engine._kernels_numba",
            "retrieval_checks.tracking")
+_REPO = Path(__file__).resolve().parents[1]
+_INSTALLED = tuple({str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                     _REPO / "retrieval_checks", _REPO / "plugins")})
 
 
 def preload() -> list[str]:
@@ -72,15 +78,32 @@ def preload() -> list[str]:
     return done
 
 
+def installed_module(name: str) -> bool:
+    """A module of the interpreter, the virtualenv or this repository's packages (not a
+    file a pytester run wrote)."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return False
+    path = str(Path(path).resolve())
+    return path.startswith(_INSTALLED)
+
+
 @pytest.fixture(scope="session")
 def _preloaded():
     return preload()
 
 
 @pytest.fixture
-def pytester(pytester, _preloaded):
-    """pytester, with the extension modules that cannot be imported twice already imported,
-    so that in-process runs (``runpytest_inprocess``, the fast default) are safe."""
+def pytester(pytester, _preloaded, monkeypatch):
+    """pytester, whose in-process runs keep the installed modules they imported."""
+    from _pytest import pytester as _pytester
+
+    class KeepInstalled(_pytester.SysModulesSnapshot):
+        def __init__(self, preserve=None):
+            super().__init__(preserve=lambda name: installed_module(name) or bool(preserve and preserve(name)))
+
+    monkeypatch.setattr(_pytester, "SysModulesSnapshot", KeepInstalled)
     return pytester
 
 

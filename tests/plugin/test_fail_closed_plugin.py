@@ -30,6 +30,8 @@ def test_gate():
 
 
 def _run(pytester, *args):
+    # subprocesses: in-process, some of these runs (--rc-device=cuda without CUDA, among
+    # others) crash the interpreter afterwards, a segfault in the garbage collector
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
