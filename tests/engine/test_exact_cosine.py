@@ -28,7 +28,7 @@ from reference import query_metric, sorted_relevance
 torch = pytest.importorskip("torch")
 
 BACKENDS = [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)]  # False: the CUDA code path on CPU
-METRICS = ["map", "map@5", "map@R", "hit_rate@1", "recall@5", "precision@3", "mrr", "meanr", "map_capped@5",
+METRICS = ["map", "map@5", "map@R", "hit_rate@1", "recall@5", "precision@3", "mrr", "meanr", "map_capped@5", "ndcg@10", "ndcg",
            "r_precision", "map_cut@5"]
 TILES = [None, (3, 16), (5, 32)]
 
@@ -54,12 +54,22 @@ def exact_keys(Q, G, similarity: str) -> np.ndarray:
     return np.array([[rank[f] for f in row] for row in fr], np.int64)
 
 
+def _ndcg(name: str, order: np.ndarray) -> float:
+    """Binary-relevance nDCG from its definition (docs/metrics.md): gain 1, discount log2(rank + 1)."""
+    R = int(order.sum())
+    if R == 0:
+        return math.nan
+    K = int(name.partition("@")[2] or order.size)
+    dcg = sum(1 / math.log2(r + 2) for r in np.flatnonzero(order[:K]))
+    return dcg / sum(1 / math.log2(i + 2) for i in range(min(R, K)))
+
+
 def exact_per_query(keys: np.ndarray, rel: np.ndarray, keep: np.ndarray, ties: str, names) -> dict[str, np.ndarray]:
     out = {m: np.full(keys.shape[0], np.nan) for m in names}
     for i in range(keys.shape[0]):
         order = sorted_relevance(keys[i].astype(np.float64), rel[i], keep[i], ties)  # small ints: exact in float64
         for m in names:
-            out[m][i] = query_metric(m, order)
+            out[m][i] = _ndcg(m, order) if m.startswith("ndcg") else query_metric(m, order)
     return out
 
 
