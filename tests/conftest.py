@@ -103,7 +103,8 @@ def pytester(pytester, _preloaded, monkeypatch):
         def __init__(self, preserve=None):
             super().__init__(preserve=lambda name: installed_module(name) or bool(preserve and preserve(name)))
 
-    monkeypatch.setattr(_pytester, "SysModulesSnapshot", KeepInstalled)
+    monkeypatch.setattr(_pytester, "SysModulesSnapshot", KeepInstalled)  # each in-process run
+    pytester._sys_modules_snapshot = KeepInstalled()  # and the test's end (pytester took it before this ran)
     return pytester
 
 

@@ -1,5 +1,5 @@
-"""YAML suites collected by the pytest plugin, exercised with pytester in subprocesses
-(in-process pytester runs are not used: see test_plugin.py)."""
+"""YAML suites collected by the pytest plugin, exercised with pytester in-process
+(the pytester fixture keeps the modules a run imports: torch imported twice crashes)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def project(pytester, monkeypatch):
 def test_passing_suite_items_ids_and_markers(pytester, project, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # wide enough for the whole gate table on one line per gate
     project()
-    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([
         "rc_toy.yaml::map_at_least[[]proj-set[]] PASSED*",
@@ -74,21 +74,21 @@ def test_passing_suite_items_ids_and_markers(pytester, project, monkeypatch):
         "rc_toy.yaml::map_at_least[[]proj-set[]]*map*PASS",
     ])
     # -k and markers declared in YAML select items; markers need no ini registration
-    pytester.runpytest_subprocess("-k", "grouped and not gap", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    pytester.runpytest_subprocess("-m", "slow", "--strict-markers", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    pytester.runpytest_subprocess("-m", "quality and not slow", "-p", "no:cacheprovider").assert_outcomes(passed=3)
+    pytester.runpytest_inprocess("-k", "grouped and not gap", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("-m", "slow", "--strict-markers", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("-m", "quality and not slow", "-p", "no:cacheprovider").assert_outcomes(passed=3)
 
 
 def test_the_file_pattern_is_configurable(pytester, project):
     project(name="toy.quality.yaml")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes()  # not collected by default
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes()  # not collected by default
     pytester.makeini("[pytest]\nrc_suite_files = *.quality.yaml\n")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=4)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=4)
 
 
 def test_failing_threshold_message_and_last_failed(pytester, project):
     project(threshold=0.999)
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines([
         "*_ toy: map_at_least[[]proj-set[]] _*",
@@ -100,7 +100,7 @@ def test_failing_threshold_message_and_last_failed(pytester, project):
         "FAILED rc_toy.yaml::map_at_least[[]proj-set[]]*",
     ])
     assert "Traceback" not in result.stdout.str() and "_suite_run.py" not in result.stdout.str()
-    rerun = pytester.runpytest_subprocess("--lf", "-v")
+    rerun = pytester.runpytest_inprocess("--lf", "-v")
     rerun.assert_outcomes(failed=1)
     rerun.stdout.fnmatch_lines(["rc_toy.yaml::map_at_least[[]proj-set[]] FAILED*"])
 
@@ -110,7 +110,7 @@ def test_malformed_suite_names_the_line_and_the_others_still_run(pytester, proje
     pytester.path.joinpath("rc_bad.yaml").write_text(
         "datasets:\n  set: {queries: data/set.npz}\nchecks:\n  - metric: map\n    dataset: set\n    at_lest: 0.5\n")
     # a collection error of its file (issue 25): the others run with --continue-on-collection-errors
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--continue-on-collection-errors")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--continue-on-collection-errors")
     result.assert_outcomes(passed=4, errors=1)
     result.stdout.fnmatch_lines([
         "*ERROR collecting rc_bad.yaml*",
@@ -122,7 +122,7 @@ def test_malformed_suite_names_the_line_and_the_others_still_run(pytester, proje
 
 def test_unknown_metric_suggests_the_closest_name(pytester, project):
     project(text=SUITE.replace("metric: grouped_recall@1, dataset", "metric: grouped_recal@1, dataset"))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*rc_toy.yaml:12: checks[[]2[]].metric: *'grouped_recal@1'*"
                                  "Did you mean 'grouped_recall@1'?*"])
@@ -130,7 +130,7 @@ def test_unknown_metric_suggests_the_closest_name(pytester, project):
 
 def test_junit_properties_and_json_report(pytester, project):
     project()
-    result = pytester.runpytest_subprocess("--rc-json=out/gates.json", "--junitxml=junit.xml", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("--rc-json=out/gates.json", "--junitxml=junit.xml", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     gates = json.loads((pytester.path / "out/gates.json").read_text())["gates"]
     assert [g["test"] for g in gates] == [
@@ -149,8 +149,8 @@ def test_junit_properties_and_json_report(pytester, project):
 def test_xdist_gives_the_same_rows(pytester, project):
     pytest.importorskip("xdist")
     project()
-    pytester.runpytest_subprocess("--rc-json=serial.json", "-p", "no:cacheprovider").assert_outcomes(passed=4)
-    parallel = pytester.runpytest_subprocess("-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider")
+    pytester.runpytest_inprocess("--rc-json=serial.json", "-p", "no:cacheprovider").assert_outcomes(passed=4)
+    parallel = pytester.runpytest_inprocess("-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider")
     parallel.assert_outcomes(passed=4)
     parallel.stdout.fnmatch_lines(["*retrieval-checks gates*"])
 
@@ -163,12 +163,12 @@ def test_xdist_gives_the_same_rows(pytester, project):
 
 def test_embeddings_are_cached_between_runs(pytester, project):
     project()
-    pytester.runpytest_subprocess().assert_outcomes(passed=4)
+    pytester.runpytest_inprocess().assert_outcomes(passed=4)
     first = project.log.read_text().splitlines()
     assert first == ["queries", "queries"]  # set and train, each embedded once for four checks
-    pytester.runpytest_subprocess().assert_outcomes(passed=4)
+    pytester.runpytest_inprocess().assert_outcomes(passed=4)
     assert project.log.read_text().splitlines() == first  # the second run reused the cache
-    pytester.runpytest_subprocess("--cache-clear").assert_outcomes(passed=4)
+    pytester.runpytest_inprocess("--cache-clear").assert_outcomes(passed=4)
     assert len(project.log.read_text().splitlines()) == 4  # cleared with pytest's cache
-    pytester.runpytest_subprocess("--rc-embedding-cache=none").assert_outcomes(passed=4)
+    pytester.runpytest_inprocess("--rc-embedding-cache=none").assert_outcomes(passed=4)
     assert len(project.log.read_text().splitlines()) == 6

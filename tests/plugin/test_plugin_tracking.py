@@ -1,4 +1,4 @@
-"""Regression tracking through the pytest plugin (pytester, subprocesses): baselines
+"""Regression tracking through the pytest plugin (pytester, in-process): baselines
 with pytest-regressions' regeneration semantics, drop tolerances and significance, the
 run history under concurrent writers, and the HTML report rendered in headless
 Chromium."""
@@ -45,7 +45,7 @@ def tracked(pytester):
 
 
 def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rc-history=none", *args)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none", *args)
 
 
 def test_regenerate_compare_and_fail_on_drop(pytester, tracked):
@@ -171,7 +171,7 @@ def test_pairs(rc_report):
     rc_report.add_sweep(rc.class_count_sweep(x, y, metrics=["hit_rate@1"], class_counts=[5, 10, 20], trials=2),
                         title="Recall@1 vs. classes")
 ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rc-history=h.sqlite", "--rc-html=report.html")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=h.sqlite", "--rc-html=report.html")
     result.assert_outcomes(passed=1, failed=1)
     report = pytester.path / "report.html"
     assert report.exists()
