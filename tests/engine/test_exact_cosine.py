@@ -331,3 +331,33 @@ def test_cosine_epilogue_numpy_and_torch_give_the_same_bits():
     d = S.copy()
     cosine_epilogue(d, np.ones(37, np.float32), ones)
     assert d.tobytes() == S.tobytes()  # factors of 1 (rows normalised in float64): the product itself
+
+
+# ----------------------------------------------------------------------------- pair metrics
+@pytest.mark.parametrize("device,kernels", BACKENDS)
+def test_pair_metrics_on_equal_cosines_of_different_norms(device, kernels):
+    """Pair metrics compare scores across queries: the global order of the exact
+    cosines (one dense rank over every pair) decides them, and the reported thresholds
+    are cosines (the float32 score of a pair at that threshold)."""
+    from reference import pair_reference
+
+    names = ["recall_at_precision@0.3", "precision_at_recall@0.5", "recall_at_precision@0.4",
+             "precision_at_recall@0.3"]
+    for seed in (1, 10, 25):  # each broke at least one of these with the former epilogue
+        rng = np.random.default_rng(seed)
+        X = rng.integers(-2, 3, (60, 4)).astype(np.float32)
+        X[~X.any(axis=1), 0] = 1.0
+        y = rng.integers(0, 6, 60)
+        assert _has_unequal_norm_ties(X)
+        keys = exact_keys(X, X, "cosine")
+        off = ~np.eye(60, dtype=bool)
+        rel = (y[:, None] == y[None, :]) & off
+        pos, neg = keys[rel].astype(np.float64), keys[~rel & off].astype(np.float64)
+        r = rc.evaluate(X, query_labels=y, metrics=names, device=device, _use_kernels=kernels)
+        Xi = X.astype(np.int64)
+        cos = (Xi @ Xi.T) / np.sqrt(np.outer((Xi * Xi).sum(1), (Xi * Xi).sum(1)))
+        for m in names:
+            assert r[m] == pytest.approx(pair_reference(pos, neg, m), abs=1e-12), (seed, m)
+            thr = r.thresholds[m]
+            if thr is not None:
+                assert np.isclose(cos[off], thr, rtol=0, atol=2**-24).any(), (seed, m, thr)
