@@ -1,15 +1,13 @@
 """The terminal summary: it fits the terminal's width, honours -q / -qq and --rc-summary,
 keeps one order under pytest-xdist, counts "1 gate" / "2 gates"; and gates of Python
-tests carry the model and dataset given to rc_evaluate."""
+tests carry the model and dataset given to rc_evaluate (pytester in-process)."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import subprocess
-import sys
-from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -115,11 +113,17 @@ def test_compare(rc_evaluate):
 '''
 
 
-def _pytest(cwd: Path, *args: str, columns: int = 80) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    env["COLUMNS"] = str(columns)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rc-history=none", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def _pytest(pytester, *args: str, columns: int = 80) -> SimpleNamespace:
+    """pytest in-process on a terminal ``columns`` wide: exit code, stdout and stderr."""
+    saved = {name: os.environ.get(name) for name in ("COLUMNS", "PYTEST_ADDOPTS")}
+    os.environ["COLUMNS"] = str(columns)
+    os.environ.pop("PYTEST_ADDOPTS", None)
+    try:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none", *args)
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+    return SimpleNamespace(returncode=int(result.ret), stdout=result.stdout.str(), stderr=result.stderr.str())
 
 
 def _section(stdout: str) -> list[str]:
@@ -132,7 +136,7 @@ def _section(stdout: str) -> list[str]:
 @pytest.fixture
 def module(pytester):
     pytester.makepyfile(test_gates=TESTS)
-    return pytester.path
+    return pytester
 
 
 def test_a_session_fits_the_terminal_and_names_models_of_comparisons(module):
@@ -141,7 +145,7 @@ def test_a_session_fits_the_terminal_and_names_models_of_comparisons(module):
     section = _section(result.stdout)
     assert section[1] == "3 gates: 2 passed, 1 failed"
     assert all(len(line) <= 60 for line in section), [line for line in section if len(line) > 60]
-    gates = {g["test"].split("::")[-1]: g for g in json.loads((module / "gates.json").read_text())["gates"]}
+    gates = {g["test"].split("::")[-1]: g for g in json.loads((module.path / "gates.json").read_text())["gates"]}
     # both models, in the order the test evaluated them
     assert gates["test_compare"]["model"] == "alpha/beta" and gates["test_compare"]["dataset"] == "blobs"
     assert gates["test_fails"]["model"] == "beta"
