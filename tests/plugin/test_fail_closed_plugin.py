@@ -1,4 +1,4 @@
-"""Fail-closed battery for the pytest plugin (issue 12), with pytester in subprocesses:
+"""Fail-closed battery for the pytest plugin (issue 12), with pytester in-process:
 a bad option or output path is one usage error at start-up (exit 4) naming the flag and
 its ini name; --rc-max-skipped fails a plain test whose gate skipped too many queries
 (also under xdist); the queries used / skipped and both bounds reach the table, JSON,
@@ -30,9 +30,7 @@ def test_gate():
 
 
 def _run(pytester, *args):
-    # subprocesses: in-process, some of these runs (--rc-device=cuda without CUDA, among
-    # others) crash the interpreter afterwards, a segfault in the garbage collector
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
 
 
 def _project(pytester, gate_args=""):
