@@ -361,3 +361,29 @@ def test_pair_metrics_on_equal_cosines_of_different_norms(device, kernels):
             thr = r.thresholds[m]
             if thr is not None:
                 assert np.isclose(cos[off], thr, rtol=0, atol=2**-24).any(), (seed, m, thr)
+
+
+# ----------------------------------------------------------------------------- image-text (a sibling pass)
+@pytest.mark.parametrize("ties", ["pessimistic", "optimistic"])
+def test_image_text_ranks_equal_the_exact_rational_order(ties):
+    """evaluate_image_text scores through the same epilogue, once per direction: on
+    integer rows of different norms both directions rank as the exact cosines do (the
+    seed and dimension broke both directions with the former epilogue)."""
+    rng = np.random.default_rng(12)
+    n_i, d = 80, 4
+    images = rng.integers(-2, 3, (n_i, d)).astype(np.float32)
+    images[~images.any(axis=1), 0] = 1.0
+    cap_image = np.concatenate([np.arange(n_i), rng.integers(0, n_i, 160)])
+    captions = rng.integers(-2, 3, (cap_image.size, d)).astype(np.float32)
+    captions[~captions.any(axis=1), 1] = 1.0
+    keys = exact_keys(images, captions, "cosine")
+    own = cap_image[None, :] == np.arange(n_i)[:, None]
+    ahead = (lambda a, b: a > b) if ties == "optimistic" else (lambda a, b: a >= b)
+    want_i2t = [1 + int(ahead(keys[i], keys[i][own[i]].max())[~own[i]].sum()) for i in range(n_i)]
+    want_t2i = [1 + int(ahead(keys[:, c], keys[cap_image[c], c])[np.arange(n_i) != cap_image[c]].sum())
+                for c in range(cap_image.size)]
+    for device in ("numpy", "torch-cpu"):
+        r = rc.evaluate_image_text(images, captions, cap_image, metrics=["i2t_recall@1", "t2i_recall@1"],
+                                   protocol="5k", ties=ties, device=device, n_resamples=10)
+        np.testing.assert_array_equal(np.concatenate(r.i2t_ranks), want_i2t, err_msg=f"{device} i2t")
+        np.testing.assert_array_equal(np.concatenate(r.t2i_ranks), want_t2i, err_msg=f"{device} t2i")
