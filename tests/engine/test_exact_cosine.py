@@ -331,6 +331,14 @@ def test_cosine_epilogue_numpy_and_torch_give_the_same_bits():
     d = S.copy()
     cosine_epilogue(d, np.ones(37, np.float32), ones)
     assert d.tobytes() == S.tobytes()  # factors of 1 (rows normalised in float64): the product itself
+    # batched tiles (grouped recall's (B, mq, mg) with (B, mq) / (B, mg) factors): slice by slice
+    S3 = np.stack([S, S[::-1].copy()])
+    e = S3.copy()
+    cosine_epilogue(e, np.stack([qa, qa[::-1].copy()]), np.stack([ga, ga]))
+    assert e[0].tobytes() == a.tobytes()
+    f = S[::-1].copy()
+    cosine_epilogue(f, qa[::-1].copy(), ga)
+    assert e[1].tobytes() == f.tobytes()
 
 
 # ----------------------------------------------------------------------------- pair metrics
