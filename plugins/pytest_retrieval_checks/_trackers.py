@@ -22,14 +22,22 @@ names are in the table), and a key that two gates would share gets ``_2``, ``_3`
 
 Both packages are imported only when a session asks for them; a missing one is a usage
 error at start-up naming the extra to install.
+
+A tracker that cannot be reached never stalls the session: MLflow's HTTP calls are
+bounded (no retry, 10 s per request, unless ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` /
+``MLFLOW_HTTP_REQUEST_TIMEOUT`` are set), W&B gets ``WANDB_INIT_TIMEOUT`` (30 s unless
+set) and its whole logging is abandoned after :data:`DEADLINE` seconds. Either way one
+error note says what was not logged, and the session's exit status is non-zero.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
 import re
+import threading
 
 import pytest
 
@@ -117,10 +125,60 @@ def gate_rows(outcomes: list[dict], notes: list[str]) -> tuple[list[list], dict[
     return rows, metrics
 
 
+#: Seconds the W&B logging may take in all (start, upload, finish); past it the session
+#: goes on without it and says so. MLflow's calls run on this thread (its active run is
+#: per thread) and are bounded by its own settings instead (:data:`MLFLOW_BOUNDS`).
+DEADLINE = 60.0
+#: MLflow's HTTP settings for the plugin's calls, where the environment sets none: its
+#: defaults (7 retries with exponential backoff, 120 s per request) stalled a session
+#: about 4 minutes on a server that does not answer.
+MLFLOW_BOUNDS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+WANDB_BOUNDS = {"WANDB_INIT_TIMEOUT": "30"}
+
+
+@contextlib.contextmanager
+def _bounded_env(bounds: dict):
+    """``bounds`` set in the environment for the duration, each only where unset."""
+    added = [k for k in bounds if k not in os.environ]
+    for k in added:
+        os.environ[k] = bounds[k]
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
+def _within(seconds: float, fn, *args):
+    """``fn(*args)`` on a daemon thread; a TimeoutError when it has not returned after
+    ``seconds`` (it is left running: nothing else can stop it)."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # re-raised on the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="retrieval-checks tracker", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s; the logging was abandoned")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def log_mlflow(rows: list[list], metrics: dict, run: dict) -> str:
     """Log to the active MLflow run, or to a new one ended here; returns where."""
     import mlflow
 
+    with _bounded_env(MLFLOW_BOUNDS):
+        return _log_mlflow(mlflow, rows, metrics, run)
+
+
+def _log_mlflow(mlflow, rows: list[list], metrics: dict, run: dict) -> str:
     active = mlflow.active_run()
     current = active or mlflow.start_run(run_name="retrieval-checks")
     try:
@@ -165,10 +223,20 @@ def publish(names: list[str], outcomes: list[dict], run: dict | None, notes: lis
     ok = True
     for name in names:
         try:
-            where = (log_mlflow if name == "mlflow" else log_wandb)(rows, metrics, run or {})
+            if name == "mlflow":
+                where = log_mlflow(rows, metrics, run or {})
+            else:
+                with _bounded_env(WANDB_BOUNDS):
+                    where = _within(DEADLINE, log_wandb, rows, metrics, run or {})
             notes.append(f"{len(rows)} gates logged to {where}")
         except Exception as exc:
             ok = False
-            notes.append(f"error: could not log the gates to {name} ({type(exc).__name__}: {exc}); check the "
-                         f"tracker's environment (MLFLOW_TRACKING_URI, WANDB_MODE / WANDB_API_KEY) or drop --rc-{name}")
+            text = " ".join(str(exc).split())
+            text = text if len(text) <= 300 else text[:300] + "..."
+            bounds = ", ".join(f"{k}={v}" for k, v in (MLFLOW_BOUNDS if name == "mlflow" else WANDB_BOUNDS).items())
+            notes.append(f"error: could not log the gates to {name} ({type(exc).__name__}: {text}); not logged: "
+                         f"{len(rows)} gates ({len(metrics)} metric values and the gates table). Check the "
+                         "tracker's environment (MLFLOW_TRACKING_URI, WANDB_MODE / WANDB_API_KEY) or drop "
+                         f"--rc-{name}; the plugin bounds the tracker's network calls ({bounds} where unset"
+                         + ("" if name == "mlflow" else f", {DEADLINE:g} s in all") + ")")
     return ok

@@ -208,3 +208,58 @@ def pytest_unconfigure(config):
     keys = {item.key for record in _wandb_records(next(run_dir.glob("run-*.wandb")))
             if record.WhichOneof("record_type") == "summary" for item in record.summary.update}
     assert {"rc/n_gates", "finished_by"} <= keys
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound, never listening: a connection to it is refused at once
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_mlflow_server_fails_fast_and_says_what_was_not_logged(monkeypatch):
+    """MLflow's own retries (7, with exponential backoff) stalled every --rc-mlflow session
+    about 4 minutes on a server that does not answer; the plugin bounds them."""
+    import time
+
+    from pytest_retrieval_checks import _trackers
+
+    for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
+    gates = [{"test": "t.py::test_a", "metric": "map", "value": 0.5, "threshold": 0.4, "passed": True},
+             {"test": "t.py::test_b", "metric": "hit_rate@1", "value": 0.7, "passed": False}]
+    notes: list[str] = []
+    start = time.monotonic()
+    assert _trackers.publish(["mlflow"], gates, {}, notes) is False  # not logged: the session must not look green
+    assert time.monotonic() - start < 20
+    errors = [n for n in notes if n.startswith("error:")]
+    assert len(errors) == 1 and "mlflow" in errors[0] and "2 gates" in errors[0] and "not logged" in errors[0]
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" in errors[0]  # how to allow more
+    import os
+
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the bound is the plugin's, not left behind
+
+
+def test_a_tracker_that_hangs_is_abandoned_at_the_deadline(monkeypatch):
+    """Any other stall (a W&B service that never answers, an upload) ends at the
+    deadline: the session goes on and says what was not logged."""
+    import threading
+    import time
+
+    from pytest_retrieval_checks import _trackers
+
+    release = threading.Event()
+    monkeypatch.setattr(_trackers, "log_wandb", lambda rows, metrics, run: release.wait(30) and "never")
+    monkeypatch.setattr(_trackers, "DEADLINE", 0.5)
+    notes: list[str] = []
+    start = time.monotonic()
+    try:
+        assert _trackers.publish(["wandb"], [{"test": "t", "metric": "map", "value": 0.5, "passed": True}], {},
+                                 notes) is False
+    finally:
+        release.set()
+    assert time.monotonic() - start < 5
+    assert any("wandb" in n and "no answer within 0.5 s" in n and "not logged" in n for n in notes), notes
