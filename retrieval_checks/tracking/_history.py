@@ -728,6 +728,9 @@ def _row(r: sqlite3.Row, path) -> dict:
             d["bounds"] = value
         else:
             for k, v in value.items():
+                if k in (*_REAL, "confidence") and v is not None and (
+                        not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
+                    raise _bad(path, where, col, text, f"a JSON object whose {k!r} is a finite number or null")
                 if k not in d or d[k] is None:  # the columns win over the detail
                     d[k] = v
     for col in ("n_used", "n_skipped"):

@@ -97,3 +97,20 @@ def test_history_text_is_escaped_never_markup(tmp_path):
     out = io.StringIO()
     assert cli(["--db", str(h.path), "report", "latest", "--format", "markdown"], out=out) == 0
     assert "<script>" not in out.getvalue()
+
+
+@pytest.mark.parametrize("key", ["value", "low", "high", "threshold", "confidence"])
+@pytest.mark.parametrize("crafted", ["0.5", [1], {"a": 1}, True])
+def test_a_crafted_number_in_a_gate_record_names_the_row(tmp_path, capsys, key, crafted):
+    h = History(tmp_path / "h.sqlite")
+    for _ in range(2):
+        h.record({"started": "t"}, [{"test": "t.py::test_a", "metric": "map", "value": 0.5, "passed": True}])
+    con = sqlite3.connect(h.path)
+    con.execute(f"UPDATE results SET detail = ?{', ' + key + ' = NULL' if key != 'confidence' else ''} WHERE id = 2",
+                (json.dumps({key: crafted}),))
+    con.commit()
+    con.close()
+    for command in (["show", "2"], ["compare", "1", "2"], ["report", "2", "-o", str(tmp_path / "r.html")]):
+        assert cli(["--db", str(h.path), *command], out=io.StringIO()) == 2, command
+        err = capsys.readouterr().err
+        assert str(h.path) in err and "results row 2 (run 2)" in err and "delete that row" in err, err
