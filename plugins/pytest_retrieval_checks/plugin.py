@@ -187,8 +187,16 @@ def _record(config, event) -> None:
             values = list(dict.fromkeys(n[key] for n in named if n.get(key) is not None))
             if clean.get(key) is None and values:
                 clean[key] = "/".join(values)
-    if case is not None:  # a YAML suite item: say which suite, model and dataset(s)
+    if case is not None:  # a YAML suite item: say which suite, model and dataset(s), and how it was scored
         clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets), line=case.check.line)
+        try:
+            options = item.suite.evaluation_options(case.check, case.datasets[0], suite_runner(item.config).defaults,
+                                                    case.model)
+        except Exception:  # the record is still written without them
+            options = {}
+        for key in ("similarity", "ties"):  # a model's own (MODEL_OPTIONS) may differ from the suite's
+            if key in options and clean.get(key) is None:
+                clean[key] = options[key]
     item.user_properties.extend(_reports.junit_properties(clean))
     item.user_properties.append((_PROPERTY, _reports.strict_json(clean)))
 

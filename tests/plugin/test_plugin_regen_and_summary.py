@@ -118,3 +118,11 @@ def test_a_check_missing_from_a_full_previous_run_is_new(tmp_path):
 def test_a_previous_run_of_unknown_selection_is_not_known_to_be_full(tmp_path):
     rows, _ = _summary_rows(tmp_path, None, ["t.py::a"], ["t.py::a", "t.py::b"])
     assert rows["t.py::b"] != "new" and "run 1" in rows["t.py::b"], rows
+
+
+def test_suite_gate_records_say_how_each_model_was_scored(regen_project):
+    regen_project.path.joinpath("rc_s.yaml").write_text(SUITE.replace("emb.py:g}", "emb.py:g, similarity: dot}"))
+    _run(regen_project, "--rc-regen-all").assert_outcomes(passed=8)
+    gates = json.loads((regen_project.path / "g.json").read_text())["gates"]
+    scored = {(g["model"], g["similarity"], g["ties"]) for g in gates if g["test"].startswith("rc_s.yaml")}
+    assert scored == {("m", "cosine", "pessimistic"), ("n", "dot", "pessimistic")}
