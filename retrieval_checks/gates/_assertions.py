@@ -319,7 +319,7 @@ def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple
     failure = None
     if max_skipped is not None:
         over = (n_skipped > max_skipped if isinstance(max_skipped, numbers.Integral)
-                else n_skipped > max_skipped * n_queries)
+                else exceeds(n_skipped, max_skipped, scale=n_queries))  # 29 of 100 is within 0.29
         if over:
             limit = (f"{max_skipped} queries" if isinstance(max_skipped, numbers.Integral)
                      else f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})")

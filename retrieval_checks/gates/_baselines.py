@@ -41,6 +41,7 @@ from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS
 from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
+from ._exact import exceeds
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
 from ..errors import InputError, MetricNameError
@@ -475,7 +476,7 @@ def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | Non
                      f"gallery item): n_used {n_used} / n_skipped {n_skipped}. To fail the gate instead, set "
                      f"max_skipped= (a count, or a fraction of the queries) or evaluate with empty_queries='error'.")
         if max_skipped is not None and (n_skipped > max_skipped if isinstance(max_skipped, numbers.Integral)
-                                        else n_skipped > max_skipped * n_queries):
+                                        else exceeds(n_skipped, max_skipped, scale=n_queries)):
             skip_failure = (f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
                             f"{n_skipped}), more than max_skipped={max_skipped!r}")
     failed = ch.failed or skip_failure is not None

@@ -20,6 +20,7 @@ import numpy as np
 from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
 from ..gates._events import GateEvent, emit
+from ..gates._exact import exceeds
 from ..engine import EvaluationCache, evaluate
 from ..data import read_arrays, read_npy
 from ..data._files import closest_key
@@ -551,7 +552,7 @@ def _skip_limit(result, name: str, max_skipped, model: str, dataset: str, gate: 
     n_skipped, n_used = int(getattr(m, "n_skipped", 0) or 0), int(getattr(m, "n_used", 0) or 0)
     n_queries = n_used + n_skipped
     count = isinstance(max_skipped, numbers.Integral)
-    if (n_skipped > max_skipped) if count else (n_skipped > max_skipped * n_queries):
+    if (n_skipped > max_skipped) if count else exceeds(n_skipped, max_skipped, scale=n_queries):
         limit = f"{max_skipped} queries" if count else \
             f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
         message = (f"{name} of model {model!r} on dataset {dataset!r}: {n_skipped} of {n_queries} queries "

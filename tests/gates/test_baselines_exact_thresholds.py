@@ -143,3 +143,19 @@ def test_not_worse_margin_on_the_threshold():
     rc.assert_not_worse(cmp, margin=0.01, rule="value")
     with pytest.raises(AssertionError):
         rc.assert_not_worse(rc.compare(_run_result(83), _run_result(85), "hit_rate@1", method="t"), margin=0.01, rule="value")
+
+
+def test_max_skipped_as_a_fraction_is_decided_exactly():
+    """max_skipped=0.29 of 100 queries allows 29 skipped (0.29 * 100 is 28.999999999999996 in floats)."""
+    assert 0.29 * 100 < 29
+    base, cur = _record(0.5), {**_record(0.5, 71), "n_skipped": 29}
+    with pytest.warns(RuntimeWarning, match="skipped 29 of 100"):
+        assert_no_regression(cur, {**base, "n": 71}, max_skipped=0.29)
+    with pytest.warns(RuntimeWarning), pytest.raises(AssertionError, match="max_skipped"):
+        assert_no_regression({**cur, "n": 70, "n_skipped": 30}, {**base, "n": 70}, max_skipped=0.29)
+    # the gates' own check: 29 of 100 queries without a relevant item
+    run = {f"q{i}": {f"d{i}": 2.0, f"x{i}": 1.0} for i in range(100)}
+    qrels = {f"q{i}": {f"d{i}": int(i >= 29)} for i in range(100)}
+    res = rc.evaluate_run(run, qrels, ["hit_rate@1"], empty_queries="skip")
+    with pytest.warns(RuntimeWarning, match="29"):
+        rc.assert_metric(res, "hit_rate@1", at_least=0.5, max_skipped=0.29)
