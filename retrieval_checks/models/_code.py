@@ -115,11 +115,13 @@ def _imports(tree: ast.AST, module_name: str | None, is_package: bool, computed:
     return names
 
 
-def _find_file(name: str, near: str, roots: tuple[str, ...], folders: tuple = ()) -> str | None:
+def _find_file(name: str, near: str, roots: tuple[str, ...], folders: tuple = (),
+               beside_only: bool = False) -> str | None:
     """Where ``import name`` would find a module not imported yet (or imported from the
     suite's folders, whose modules leave ``sys.modules`` after the model's import: see
     :mod:`._folders`): in ``folders``, next to the importing file, then on ``sys.path``,
-    as ``a/b.py`` or ``a/b/__init__.py``."""
+    as ``a/b.py`` or ``a/b/__init__.py``; ``beside_only``: in ``folders`` and next to the
+    importing file only."""
     parent, _, last = name.rpartition(".")
     package = sys.modules.get(parent) if parent else None
     if package is not None:  # a submodule: in its (imported) package's folders
@@ -127,7 +129,9 @@ def _find_file(name: str, near: str, roots: tuple[str, ...], folders: tuple = ()
         dirs = [p for p in getattr(package, "__path__", None) or [] if isinstance(p, str)]
     else:
         rel = Path(*name.split("."))
-        dirs = [*folders, os.path.dirname(near)] + [p or os.getcwd() for p in sys.path if isinstance(p, str)]
+        dirs = [*folders, os.path.dirname(near)]
+        if not beside_only:
+            dirs += [p or os.getcwd() for p in sys.path if isinstance(p, str)]
     for d in dirs:
         if not os.path.isdir(d):
             continue
@@ -200,7 +204,15 @@ def model_code_files(module, always: str | os.PathLike | None = None, computed: 
         lines: list = []
         for imported in _imports(tree, name, os.path.basename(file) == "__init__.py", lines):
             loaded = sys.modules.get(imported)
-            if loaded is not None:
+            # a top-level name is looked up beside the model first, where its import finds it
+            # (the suite's folders go first on sys.path while it is imported): a module of the
+            # same name already loaded from elsewhere is another file and must not key it
+            beside = None if "." in imported else _find_file(imported, file, roots, folders, beside_only=True)
+            if beside is not None and (loaded is None or _source_of(loaded) is None
+                                       or os.path.realpath(_source_of(loaded)) != os.path.realpath(beside)):
+                if os.path.realpath(beside) not in done:
+                    todo.append((None, beside))
+            elif loaded is not None:
                 todo.append((loaded, None))
             else:
                 found = _find_file(imported, file, roots, folders)

@@ -201,3 +201,31 @@ def test_a_helper_in_the_suite_folder_of_a_model_in_a_subfolder(project):
     np.testing.assert_array_equal(before, X[:, :3] * 2.0)
     assert second.embedded == 1
     np.testing.assert_array_equal(after, X[:, :3] * 6.0)
+
+
+def test_a_same_named_module_loaded_from_elsewhere_does_not_key_the_model(tmp_path, monkeypatch):
+    """``import helpers`` inside the model's function finds the ``helpers.py`` beside it
+    (the suite's folder goes first on sys.path): an unrelated ``helpers`` already in
+    sys.modules (another suite's, an installed one) is another file and must not stand
+    for it, or changing the real helper would be served from the cache."""
+    import importlib.util
+    import types
+
+    from retrieval_checks.models._code import model_code_files
+
+    suite, other = tmp_path / "suite", tmp_path / "other"
+    suite.mkdir()
+    other.mkdir()
+    (suite / "helpers.py").write_text("SCALE = 2\n")
+    (other / "helpers.py").write_text("SCALE = 3\n")
+    name = f"rcmodel_{uuid.uuid4().hex[:8]}"
+    (suite / f"{name}.py").write_text("def embed(x):\n    import helpers\n    return x * helpers.SCALE\n")
+    stranger = types.ModuleType("helpers")
+    stranger.__file__ = str(other / "helpers.py")
+    monkeypatch.setitem(sys.modules, "helpers", stranger)
+    spec = importlib.util.spec_from_file_location(name, suite / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    files = {p.resolve() for p in model_code_files(module, folders=[suite])}
+    assert (suite / "helpers.py").resolve() in files
+    assert (other / "helpers.py").resolve() not in files
