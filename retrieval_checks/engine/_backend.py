@@ -13,7 +13,13 @@ from ._inputs import as_numpy, is_torch_tensor
 from ..errors import BackendError, InputError
 from ..options import parse_memory
 
-__all__ = ["Backend", "resolve_backend", "check_device", "parse_memory", "default_memory_budget"]
+__all__ = ["Backend", "resolve_backend", "check_device", "parse_memory", "default_memory_budget", "SCORES_VERSION"]
+
+# The scores' definition (the products and the epilogues below). Checkpoint fingerprints
+# include it, so blocks written by an engine that scored differently are never merged with
+# this one's: change it whenever a score may change in any bit (2: cosine factors became
+# squared norms, sign(m) sqrt(m|m| / (|q|^2 |g|^2)) in float64).
+SCORES_VERSION = "scores-2"
 
 def _available_ram() -> int:
     try:

@@ -647,7 +647,8 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
 
 def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> tuple:
     """(directory, fingerprint): every rank's shard content, the gathered metadata and
-    the options that shape the pass."""
+    the options that shape the pass, and the scores' definition."""
+    from ._backend import SCORES_VERSION
     from ._cache import content_digest
 
     def digest(x):  # an empty shard has no bytes to hash (memoryview refuses zero-size casts)
@@ -661,7 +662,7 @@ def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> t
                                  *(() if meta["relevance"] is None else (meta["relevance"].indptr,
                                                                          meta["relevance"].indices,
                                                                          meta["relevance"].grades)))
-    return opts["checkpoint"], content_digest(digests, options, meta_digest, loo)
+    return opts["checkpoint"], content_digest(digests, options, meta_digest, loo, SCORES_VERSION)
 
 
 def sharded_pass(comm: Comm, info: dict, layout: _Layout, source, self_pairs: Csr, *, d: int, loo: bool,

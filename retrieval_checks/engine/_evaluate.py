@@ -558,11 +558,12 @@ def _run_pass(problem, plan: Plan, req: _Request, checkpoint, executor, inputs: 
 
 def _fingerprint(req: _Request, *inputs_and_level_and_plan) -> str:
     """What a checkpoint's blocks depend on: the inputs' content, the options and the plan."""
+    from ._backend import SCORES_VERSION
     from ._cache import content_digest
 
     *inputs, level, plan = inputs_and_level_and_plan
     options = repr([[s.name for s in req.specs], req.similarity, req.ties, req.empty_queries, level])
-    return content_digest(*inputs, options, plan.b, plan.c, plan.backend.kind)
+    return content_digest(*inputs, options, plan.b, plan.c, plan.backend.kind, SCORES_VERSION)
 
 
 def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, device, max_memory,
