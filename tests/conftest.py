@@ -36,10 +36,13 @@ try:
 except ImportError:  # pragma: no cover - hypothesis is a test dependency
     settings = None
 else:
-    settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None,
+    # each from hypothesis's own "default" (under CI, hypothesis's default is its derandomised "ci")
+    _base = settings.get_profile("default")
+    settings.register_profile("ci", _base, derandomize=True, database=None, print_blob=True, deadline=None,
                               suppress_health_check=[HealthCheck.too_slow])
-    settings.register_profile("dev", deadline=None, print_blob=True)
-    settings.register_profile("explore", deadline=None, print_blob=True, max_examples=1000)
+    settings.register_profile("dev", _base, derandomize=False, deadline=None, print_blob=True)
+    settings.register_profile("explore", _base, derandomize=False, deadline=None, print_blob=True,
+                              max_examples=1000)
 
 
 def hypothesis_profile(environ) -> str:
