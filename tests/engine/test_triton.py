@@ -23,6 +23,7 @@ pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
 from retrieval_checks.engine import _kernels, _triton  # noqa: E402
+from retrieval_checks.engine._backend import cosine_epilogue  # noqa: E402
 from retrieval_checks.errors import BackendError  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
@@ -151,7 +152,7 @@ def _kernel_counts(X, y, grank, m, screen=False, tile=None, similarity="dot"):
     indptr, rows, cols = _csr_loo(y, m)
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
     sq = (X.astype(np.float64) ** 2).sum(axis=1)
-    ga = {"dot": None, "cosine": torch.from_numpy((1 / np.sqrt(sq)).astype(np.float32)),
+    ga = {"dot": None, "cosine": torch.from_numpy(sq.astype(np.float32)),  # squared norms, as the engine's
           "neg_l2": torch.from_numpy(sq.astype(np.float32))}[similarity]
     qa = None if ga is None else ga[:m]
     (rel_sorted, order), above, tied = _triton.count_arrays(G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr,
@@ -423,9 +424,9 @@ def _dense_block(X, y, m, similarity):
     """The block's scores by numpy (int data: exact), the negatives mask and the
     leave-one-out relevance CSR."""
     S = (X[:m] @ X.T).astype(np.float32)
-    if similarity == "cosine":
-        inv = (1 / np.sqrt((X.astype(np.float64) ** 2).sum(1))).astype(np.float32)
-        S = S * inv[:m, None] * inv[None, :]
+    if similarity == "cosine":  # the engine's epilogue on squared norms (its integer rows' factors)
+        sq = (X.astype(np.float64) ** 2).sum(1).astype(np.float32)
+        cosine_epilogue(S, sq[:m], sq)
     neg = y[:m, None] != y[None, :]
     return S, neg
 
@@ -466,7 +467,7 @@ def test_bin_counts_equal_brute_force(screen):
     n, m = 90, 45
     X, y, grank = _block_problem(rng, n, 14, 6, "int")
     S, neg = _dense_block(X, y, m, "cosine")
-    inv = torch.from_numpy((1 / np.sqrt((X.astype(np.float64) ** 2).sum(1))).astype(np.float32))
+    inv = torch.from_numpy((X.astype(np.float64) ** 2).sum(1).astype(np.float32))  # squared norms
     indptr, rows, cols = _csr_loo(y, m)
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
     pos = np.unique(S[rows, cols])

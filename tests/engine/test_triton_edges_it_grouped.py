@@ -271,7 +271,7 @@ def _factor(X, similarity):
     if similarity == "neg_l2":
         return sq.astype(np.float32)
     if similarity == "cosine":
-        return (1.0 / np.sqrt(np.maximum(sq, 1e-30))).astype(np.float32)
+        return sq.astype(np.float32)  # squared norms, as Backend.cosine_rows_into gives integer rows
     return None
 
 

@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from retrieval_checks.engine import _grouped, _triton, _triton_grouped  # noqa: E402
+from retrieval_checks.engine._backend import cosine_epilogue  # noqa: E402
 from retrieval_checks.engine._backend import Backend  # noqa: E402
 from retrieval_checks.errors import BackendError, EmptyQueriesError  # noqa: E402
 
@@ -65,7 +66,7 @@ def _factor(X, similarity):
     if similarity == "neg_l2":
         return sq.astype(np.float32)
     if similarity == "cosine":
-        return (1.0 / np.sqrt(np.maximum(sq, 1e-30))).astype(np.float32)
+        return sq.astype(np.float32)  # squared norms, as Backend.cosine_rows_into gives integer rows
     return None
 
 
@@ -175,7 +176,7 @@ def _brute_hits(X, y, groups, similarity, ties):
         members = np.flatnonzero(np.isin(y, labels))
         S = (X[members].astype(np.float64) @ X[members].T.astype(np.float64)).astype(np.float32)
         if similarity == "cosine":
-            S = (S * f[members][:, None]) * f[members][None, :]
+            cosine_epilogue(S, f[members], f[members])
         elif similarity == "neg_l2":
             S = np.minimum((S * np.float32(2) - f[members][None, :]) - f[members][:, None], 0)
         for a, i in enumerate(members):
