@@ -26,8 +26,7 @@ import subprocess
 from pathlib import Path
 
 from retrieval_checks.gates import rule_text
-from retrieval_checks.tracking import History, render_markdown
-from retrieval_checks.tracking._markdown import absent_text
+from retrieval_checks.tracking import History, absent_text, render_markdown
 
 
 def enabled(environ=None) -> bool:
