@@ -63,7 +63,7 @@ PUBLIC = {
         "Case", "Check", "Dataset", "Model", "Node", "NodeList", "Source", "Suite", "SuiteRunner", "load_suite",
         "load_yaml",
     ],
-    "retrieval_checks.tracking": ["History", "default_history_path", "main", "render_markdown", "render_report",
+    "retrieval_checks.tracking": ["History", "absent_text", "default_history_path", "main", "render_markdown", "render_report",
                                   "run_metadata"],
     "retrieval_checks.options": [
         "DATASET_TYPES", "DEFAULTS", "OPTIONS", "Option", "check_option", "parse_memory", "parse_text",
