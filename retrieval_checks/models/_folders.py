@@ -29,6 +29,17 @@ __all__ = ["folder_imports"]
 _lock = threading.RLock()
 
 
+def _installed(real: str) -> bool:
+    """Whether a file belongs to the Python installation: the interpreter's prefixes (a
+    virtualenv's included) or a site-packages / dist-packages folder. A project's
+    ``.venv`` often lies inside the suite's folder: its packages are not the suite's."""
+    parts = Path(real).parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}
+    return any(real.startswith(p.rstrip(os.sep) + os.sep) for p in prefixes if p != os.sep)
+
+
 def _inside(module, dirs: tuple) -> bool:
     file = getattr(module, "__file__", None)
     if not isinstance(file, str):
@@ -37,7 +48,7 @@ def _inside(module, dirs: tuple) -> bool:
     if not file:
         return False
     real = os.path.realpath(file)
-    return any(real.startswith(d + os.sep) for d in dirs)
+    return any(real.startswith(d + os.sep) for d in dirs) and not _installed(real)
 
 
 def _shadows(top: str, dirs: tuple) -> bool:

@@ -74,3 +74,28 @@ def test_the_same_under_any_pytest_arguments(pytester, args):
     pytester.makeconftest("")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history", "none", *args)
     result.assert_outcomes(passed=1)
+
+
+def test_installed_packages_inside_the_suite_folder_stay_imported(tmp_path, monkeypatch):
+    """A project's ``.venv`` often lies inside the suite's folder: a package the model
+    imports from its site-packages for the first time is installed code, not the suite's,
+    and must stay in sys.modules (imported twice, torch and its kin crash)."""
+    import uuid
+
+    from retrieval_checks.models._folders import folder_imports
+
+    site = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
+    site.mkdir(parents=True)
+    installed, local = f"rcinst_{uuid.uuid4().hex[:8]}", f"rclocal_{uuid.uuid4().hex[:8]}"
+    (site / f"{installed}.py").write_text("X = 1\n")
+    (tmp_path / f"{local}.py").write_text("Y = 2\n")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        with folder_imports([tmp_path]):
+            __import__(installed)
+            __import__(local)
+        assert installed in sys.modules  # installed code: kept
+        assert local not in sys.modules  # the suite's own module: the model's module holds it
+    finally:
+        sys.modules.pop(installed, None)
+        sys.modules.pop(local, None)
