@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..errors import InputError
 
-__all__ = ["model_code_files", "code_digests"]
+__all__ = ["model_code_files", "code_digests", "file_sha256"]
 
 _MAX_FILES = 5000  # a model importing more local files than this is hashed up to here, then refused
 
@@ -230,13 +230,18 @@ def code_digests(module, always=None, computed: list | None = None, folders=()) 
     base = os.path.dirname(os.path.realpath(_source_of(module) or always or "."))
     out = {}
     for path in model_code_files(module, always, computed, folders):
-        h = hashlib.sha256()
-        try:
-            with open(path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read this module of the model's code ({type(exc).__name__}: "
-                             f"{exc}).") from None
-        out[os.path.relpath(os.path.realpath(path), base)] = h.hexdigest()
+        out[os.path.relpath(os.path.realpath(path), base)] = file_sha256(path, "this module of the model's code")
     return out
+
+
+def file_sha256(path, what: str) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB chunks; an unreadable file is an
+    InputError saying it cannot read ``what`` (e.g. "the weights file")."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what} ({type(exc).__name__}: {exc}).") from None
+    return h.hexdigest()

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .._paths import check_file, unpickler_complaint, verify_zip_crc
+from ._code import file_sha256
 from ._folders import folder_imports, folders_of
 from ..errors import BackendError, InputError
 from ..options import OPTIONS
@@ -418,15 +419,7 @@ def _import_target_module(target: str, base_dir: Path | None):
 
 
 def _file_digest(path: Path, what: str = "file") -> str:
-    path = check_file(path, what=what)
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the {what} ({type(exc).__name__}: {exc}).") from None
-    return h.hexdigest()
+    return file_sha256(check_file(path, what=what), f"the {what}")
 
 
 def model_fingerprint(model) -> str:
