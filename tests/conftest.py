@@ -58,13 +58,10 @@ if settings is not None:
 # collection per case) drop from sys.modules, when they end, what they imported. A module
 # with C state imported a second time in one process (torch, numba, mlflow...) leaves
 # builtin functions pointing at freed memory: a segfault in the garbage collector, later.
-# So the installed modules a run imported stay imported (only the run's own files, under
-# its temporary directory, are dropped), and the heaviest are imported before the first run.
+# So the modules a run imported stay imported (only the run's own files, under its
+# temporary directory, are dropped), and the heaviest are imported before the first run.
 PRELOAD = ("torch", "numba", "scipy.stats", "scipy.special", "retrieval_checks.engine._kernels_numba",
            "retrieval_checks.tracking")
-_REPO = Path(__file__).resolve().parents[1]
-_INSTALLED = tuple({str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                                     _REPO / "retrieval_checks", _REPO / "plugins")})
 
 
 def preload() -> list[str]:
@@ -81,15 +78,11 @@ def preload() -> list[str]:
     return done
 
 
-def installed_module(name: str) -> bool:
-    """A module of the interpreter, the virtualenv or this repository's packages (not a
-    file a pytester run wrote)."""
-    module = sys.modules.get(name)
-    path = getattr(module, "__file__", None)
-    if not path:
-        return False
-    path = str(Path(path).resolve())
-    return path.startswith(_INSTALLED)
+def own_module(name: str, root: str) -> bool:
+    """A module whose file lies under ``root`` (a pytester run's project: its test
+    modules, suite model modules and their helpers): the modules such a run drops."""
+    path = getattr(sys.modules.get(name), "__file__", None)
+    return isinstance(path, str) and (path.startswith(root) or str(Path(path).resolve()).startswith(root))
 
 
 @pytest.fixture(scope="session")
@@ -99,15 +92,19 @@ def _preloaded():
 
 @pytest.fixture
 def pytester(pytester, _preloaded, monkeypatch):
-    """pytester, whose in-process runs keep the installed modules they imported."""
+    """pytester, whose in-process runs drop only the modules of the test's own project
+    (files under ``pytester.path``), so that two runs or two projects never share them,
+    and keep every other module they imported."""
     from _pytest import pytester as _pytester
 
-    class KeepInstalled(_pytester.SysModulesSnapshot):
-        def __init__(self, preserve=None):
-            super().__init__(preserve=lambda name: installed_module(name) or bool(preserve and preserve(name)))
+    root = str(pytester.path)
 
-    monkeypatch.setattr(_pytester, "SysModulesSnapshot", KeepInstalled)  # each in-process run
-    pytester._sys_modules_snapshot = KeepInstalled()  # and the test's end (pytester took it before this ran)
+    class KeepOthers(_pytester.SysModulesSnapshot):
+        def __init__(self, preserve=None):
+            super().__init__(preserve=lambda name: not own_module(name, root) or bool(preserve and preserve(name)))
+
+    monkeypatch.setattr(_pytester, "SysModulesSnapshot", KeepOthers)  # each in-process run
+    pytester._sys_modules_snapshot = KeepOthers()  # and the test's end (pytester took it before this ran)
     return pytester
 
 
