@@ -52,11 +52,18 @@ def _measure(call):
     result = call()
     wall = time.perf_counter() - t0
     peak = peak_rss(ok)
-    return result, {"wall_s": wall, "base_mb": base / 2**20, "peak_mb": peak / 2**20,
-                    "plus_mb": (peak - base) / 2**20, "peak_reset": ok}
+    return result, {
+        "wall_s": wall,
+        "base_mb": base / 2**20,
+        "peak_mb": peak / 2**20,
+        "plus_mb": (peak - base) / 2**20,
+        "peak_reset": ok,
+    }
 
 
-def _rank(rank: int, world: int, init: str, n: int, d: int, seed: int, max_memory: str, out: str) -> None:
+def _rank(
+    rank: int, world: int, init: str, n: int, d: int, seed: int, max_memory: str, out: str
+) -> None:
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -71,13 +78,33 @@ def _rank(rank: int, world: int, init: str, n: int, d: int, seed: int, max_memor
         lo, hi = n * rank // world, n * (rank + 1) // world
         ids = np.arange(lo, hi)
         small = slice(lo, lo + min(200, hi - lo))
-        rc.evaluate(X[small], None, query_labels=y[small], query_ids=ids[: small.stop - small.start],
-                    metrics=METRICS, process_group=dist.group.WORLD)  # warm-up (kernels compiled, group)
-        result, row = _measure(lambda: rc.evaluate(X[lo:hi], None, query_labels=y[lo:hi], query_ids=ids,
-                                                   metrics=METRICS, max_memory=max_memory,
-                                                   process_group=dist.group.WORLD))
-        row.update(rank=rank, world=world, shard=hi - lo, values=dict(result), block=result.config["block"],
-                   chunk=result.config["chunk"])
+        rc.evaluate(
+            X[small],
+            None,
+            query_labels=y[small],
+            query_ids=ids[: small.stop - small.start],
+            metrics=METRICS,
+            process_group=dist.group.WORLD,
+        )  # warm-up (kernels compiled, group)
+        result, row = _measure(
+            lambda: rc.evaluate(
+                X[lo:hi],
+                None,
+                query_labels=y[lo:hi],
+                query_ids=ids,
+                metrics=METRICS,
+                max_memory=max_memory,
+                process_group=dist.group.WORLD,
+            )
+        )
+        row.update(
+            rank=rank,
+            world=world,
+            shard=hi - lo,
+            values=dict(result),
+            block=result.config["block"],
+            chunk=result.config["chunk"],
+        )
         Path(out, f"rank{rank}.json").write_text(json.dumps(row))
     finally:
         dist.destroy_process_group()
@@ -91,9 +118,17 @@ def _single(_rank_unused: int, n: int, d: int, seed: int, max_memory: str, out: 
     torch.set_num_threads(_threads(1))
     X, y = _data(n, d, seed)
     rc.evaluate(X[:200], None, query_labels=y[:200], metrics=METRICS)  # warm-up
-    result, row = _measure(lambda: rc.evaluate(X, None, query_labels=y, metrics=METRICS, max_memory=max_memory))
-    row.update(rank="-", world="one process", shard=n, values=dict(result), block=result.config["block"],
-               chunk=result.config["chunk"])
+    result, row = _measure(
+        lambda: rc.evaluate(X, None, query_labels=y, metrics=METRICS, max_memory=max_memory)
+    )
+    row.update(
+        rank="-",
+        world="one process",
+        shard=n,
+        values=dict(result),
+        block=result.config["block"],
+        chunk=result.config["chunk"],
+    )
     Path(out, "single.json").write_text(json.dumps(row))
 
 
@@ -110,24 +145,44 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        mp.start_processes(_single, args=(args.n, args.d, args.seed, args.max_memory, tmp), nprocs=1,
-                           start_method="spawn")
+        mp.start_processes(
+            _single,
+            args=(args.n, args.d, args.seed, args.max_memory, tmp),
+            nprocs=1,
+            start_method="spawn",
+        )
         single = json.loads(Path(tmp, "single.json").read_text())
         rows.append(single)
         for world in args.worlds:
             out = Path(tmp, f"w{world}")
             out.mkdir()
-            mp.start_processes(_rank, args=(world, str(Path(tmp, f"rdv{world}")), args.n, args.d, args.seed,
-                                            args.max_memory, str(out)), nprocs=world, start_method="spawn")
+            mp.start_processes(
+                _rank,
+                args=(
+                    world,
+                    str(Path(tmp, f"rdv{world}")),
+                    args.n,
+                    args.d,
+                    args.seed,
+                    args.max_memory,
+                    str(out),
+                ),
+                nprocs=world,
+                start_method="spawn",
+            )
             rows += [json.loads(Path(out, f"rank{r}.json").read_text()) for r in range(world)]
-    print(f"sharded evaluate, leave-one-out N={args.n}, d={args.d}, max_memory={args.max_memory}, "
-          f"{os.cpu_count()} cores, metrics {', '.join(METRICS)}")
+    print(
+        f"sharded evaluate, leave-one-out N={args.n}, d={args.d}, max_memory={args.max_memory}, "
+        f"{os.cpu_count()} cores, metrics {', '.join(METRICS)}"
+    )
     print("| world | rank | items | block x chunk | wall s | base MB | peak MB | + MB |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['world']} | {r['rank']} | {r['shard']} | {r['block']} x {r['chunk']} | {r['wall_s']:.2f} | "
-              f"{r['base_mb']:.0f} | {r['peak_mb']:.0f} | {r['plus_mb']:.0f}"
-              f"{'' if r['peak_reset'] else ' (lifetime peak)'} |")
+        print(
+            f"| {r['world']} | {r['rank']} | {r['shard']} | {r['block']} x {r['chunk']} | {r['wall_s']:.2f} | "
+            f"{r['base_mb']:.0f} | {r['peak_mb']:.0f} | {r['plus_mb']:.0f}"
+            f"{'' if r['peak_reset'] else ' (lifetime peak)'} |"
+        )
     same = all(r["values"] == single["values"] for r in rows)
     print("metric values equal to one process on every rank:", "yes" if same else "NO")
     if args.json:

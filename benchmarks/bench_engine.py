@@ -47,8 +47,17 @@ import sys
 import time
 
 FULL = [
-    "map", "map@R", "r_precision", "hit_rate@1", "hit_rate@5", "hit_rate@10",
-    "recall@1", "recall@5", "recall@10", "mrr", "recall_at_precision@0.9",
+    "map",
+    "map@R",
+    "r_precision",
+    "hit_rate@1",
+    "hit_rate@5",
+    "hit_rate@10",
+    "recall@1",
+    "recall@5",
+    "recall@10",
+    "mrr",
+    "recall_at_precision@0.9",
 ]
 RANK_ONLY = [m for m in FULL if not m.startswith("recall_at_precision")]
 ITEMS_PER_CLASS = 10
@@ -165,7 +174,12 @@ def pml_estimate_bytes(method: str, n: int) -> int:
 # ----------------------------------------------------------------------------- workers
 def _set_threads(threads):
     if threads:
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        for var in (
+            "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "NUMBA_NUM_THREADS",
+        ):
             os.environ[var] = str(threads)
 
 
@@ -173,9 +187,11 @@ def _thread_info(only_loaded: bool = False) -> dict:
     """Thread counts of torch, faiss and numba. Workers pass ``only_loaded`` so that
     asking does not import a library the method does not use (it would count in RSS)."""
     info = {}
-    probes = (("torch", "torch_threads", "get_num_threads"),
-              ("faiss", "faiss_omp_threads", "omp_get_max_threads"),
-              ("numba", "numba_threads", "get_num_threads"))
+    probes = (
+        ("torch", "torch_threads", "get_num_threads"),
+        ("faiss", "faiss_omp_threads", "omp_get_max_threads"),
+        ("numba", "numba_threads", "get_num_threads"),
+    )
     for mod, key, fn in probes:
         if only_loaded and mod not in sys.modules:
             continue
@@ -195,13 +211,23 @@ def _setup_ours(args, X, y):
     rc.evaluate(Xw, query_labels=yw, metrics=metrics, similarity="cosine", progress=False)
 
     def call():
-        return rc.evaluate(X, query_labels=y, metrics=metrics, similarity="cosine",
-                           max_memory=args.max_memory, progress=False)
+        return rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=metrics,
+            similarity="cosine",
+            max_memory=args.max_memory,
+            progress=False,
+        )
 
     def extract(res):
         vals = {k: float(res[k]) for k in metrics}
-        return vals, {"engine_config": {k: res.config[k] for k in ("backend", "block", "chunk", "max_memory")},
-                      "n_skipped": int(res.n_skipped) if hasattr(res, "n_skipped") else None}
+        return vals, {
+            "engine_config": {
+                k: res.config[k] for k in ("backend", "block", "chunk", "max_memory")
+            },
+            "n_skipped": int(res.n_skipped) if hasattr(res, "n_skipped") else None,
+        }
 
     return call, extract
 
@@ -253,7 +279,9 @@ def _setup_pml(args, X, y):
 
     def call_on(Xa, ya):
         calc = AccuracyCalculator(
-            include=tuple(include), k=None if full else "max_bin_count", device=torch.device("cpu"),
+            include=tuple(include),
+            k=None if full else "max_bin_count",
+            device=torch.device("cpu"),
             knn_func=FaissKNN(index_init_fn=faiss.IndexFlatIP),
         )
         Xt = torch.nn.functional.normalize(torch.from_numpy(Xa), p=2, dim=1)
@@ -270,14 +298,25 @@ def _setup_pml(args, X, y):
 
 
 def run_worker(args) -> dict:
-    rec = {"method": args.worker, "n": args.n[0], "d": args.d[0], "spread": args.spread, "seed": args.seed}
+    rec = {
+        "method": args.worker,
+        "n": args.n[0],
+        "d": args.d[0],
+        "spread": args.spread,
+        "seed": args.seed,
+    }
     t0 = time.perf_counter()
     import numpy as np  # noqa: F401
 
     X, y = make_data(rec["n"], rec["d"], args.spread, args.seed)
     rec["datagen_s"] = time.perf_counter() - t0
-    setup = {"ours": _setup_ours, "ours-rank": _setup_ours, "faiss": _setup_faiss,
-             "pml": _setup_pml, "pml-full": _setup_pml}[args.worker]
+    setup = {
+        "ours": _setup_ours,
+        "ours-rank": _setup_ours,
+        "faiss": _setup_faiss,
+        "pml": _setup_pml,
+        "pml-full": _setup_pml,
+    }[args.worker]
     t0 = time.perf_counter()
     call, extract = setup(args, X, y)
     if args.threads and "torch" in sys.modules:
@@ -291,7 +330,9 @@ def run_worker(args) -> dict:
         vm = proc_status().get("VmSize", 0)
         limit = vm + int(args.pml_max_gb * 2**30)
         try:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+            resource.setrlimit(
+                resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1])
+            )
         except (ValueError, OSError):
             pass
 
@@ -334,7 +375,12 @@ def run_worker_process(cmd: list[str], *, threads=None, timeout=None, identity: 
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     if threads:
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        for var in (
+            "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "NUMBA_NUM_THREADS",
+        ):
             env[var] = str(threads)
     t0 = time.perf_counter()
     try:
@@ -344,24 +390,47 @@ def run_worker_process(cmd: list[str], *, threads=None, timeout=None, identity: 
     elapsed = time.perf_counter() - t0
     for line in proc.stdout.splitlines():
         if line.startswith(MARK):
-            rec = json.loads(line[len(MARK):])
+            rec = json.loads(line[len(MARK) :])
             rec["process_s"] = elapsed
             return rec
     status = "killed" if proc.returncode < 0 else "error"  # -9: most likely the OOM killer
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
-    return {**identity, "status": status, "error": f"exit code {proc.returncode}: " + " | ".join(tail)}
+    return {
+        **identity,
+        "status": status,
+        "error": f"exit code {proc.returncode}: " + " | ".join(tail),
+    }
 
 
 def launch(method, n, d, spread, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--n", str(n), "--d", str(d),
-           "--spread", repr(spread), "--seed", str(args.seed), "--repeat", str(args.repeat),
-           "--max-memory", args.max_memory]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        method,
+        "--n",
+        str(n),
+        "--d",
+        str(d),
+        "--spread",
+        repr(spread),
+        "--seed",
+        str(args.seed),
+        "--repeat",
+        str(args.repeat),
+        "--max-memory",
+        args.max_memory,
+    ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if args.pml_max_gb:
         cmd += ["--pml-max-gb", repr(args.pml_max_gb)]
-    return run_worker_process(cmd, threads=args.threads, timeout=args.timeout,
-                              identity={"method": method, "n": n, "d": d, "spread": spread})
+    return run_worker_process(
+        cmd,
+        threads=args.threads,
+        timeout=args.timeout,
+        identity={"method": method, "n": n, "d": d, "spread": spread},
+    )
 
 
 def _loadavg():
@@ -386,7 +455,11 @@ def merge_rounds(recs: list[dict]) -> dict:
 
 
 def env_info() -> dict:
-    info = {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count()}
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -422,8 +495,12 @@ def _ratio(a, b, digits=2):
 
 def _table(header, rows):
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in [header] + rows]
+    lines = [
+        "  ".join(
+            str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+        )
+        for r in [header] + rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -431,7 +508,9 @@ def _table(header, rows):
 def report(n, d, spread, recs) -> str:
     by = {r["method"]: r for r in recs}
     fa = by.get("faiss") if by.get("faiss", {}).get("status") == "ok" else None
-    out = [f"\n=== N={n}  d={d}  classes={n // ITEMS_PER_CLASS} (10 items each, leave-one-out)  spread={spread} ==="]
+    out = [
+        f"\n=== N={n}  d={d}  classes={n // ITEMS_PER_CLASS} (10 items each, leave-one-out)  spread={spread} ==="
+    ]
     rows = []
     for r in recs:
         if r["status"] != "ok":
@@ -439,27 +518,59 @@ def report(n, d, spread, recs) -> str:
             continue
         extra = r["peak_rss"] - r["base_rss"]
         fa_extra = fa["peak_rss"] - fa["base_rss"] if fa else None
-        rows.append([
-            r["method"], "ok", f"{r['wall_s']:.3f}", _ratio(r["wall_s"], fa and fa["wall_s"]),
-            _mb(r["base_rss"]), _mb(r["peak_rss"]), _mb(extra),
-            _ratio(r["peak_rss"], fa and fa["peak_rss"]), _ratio(extra, fa_extra),
-        ])
-    out.append(_table(["method", "status", "wall_s", "time/faiss", "base_MB", "peak_MB", "+MB",
-                       "peak/faiss", "+MB/faiss"], rows))
+        rows.append(
+            [
+                r["method"],
+                "ok",
+                f"{r['wall_s']:.3f}",
+                _ratio(r["wall_s"], fa and fa["wall_s"]),
+                _mb(r["base_rss"]),
+                _mb(r["peak_rss"]),
+                _mb(extra),
+                _ratio(r["peak_rss"], fa and fa["peak_rss"]),
+                _ratio(extra, fa_extra),
+            ]
+        )
+    out.append(
+        _table(
+            [
+                "method",
+                "status",
+                "wall_s",
+                "time/faiss",
+                "base_MB",
+                "peak_MB",
+                "+MB",
+                "peak/faiss",
+                "+MB/faiss",
+            ],
+            rows,
+        )
+    )
     for r in recs:
         if r["status"] != "ok":
             out.append(f"  {r['method']}: {r['status']}: {r.get('error', '')}")
         elif r.get("engine_config"):
             c = r["engine_config"]
-            out.append(f"  {r['method']}: backend={c['backend']} block={c['block']} chunk={c['chunk']} "
-                       f"max_memory={c['max_memory'] / 2**20:.0f}MiB; warm-up {r['warmup_s']:.2f}s")
+            out.append(
+                f"  {r['method']}: backend={c['backend']} block={c['block']} chunk={c['chunk']} "
+                f"max_memory={c['max_memory'] / 2**20:.0f}MiB; warm-up {r['warmup_s']:.2f}s"
+            )
         if r["status"] == "ok" and len(r.get("times_s", [])) > 1:
-            out.append(f"  {r['method']}: times " + " ".join(f"{t:.3f}" for t in r["times_s"]) + " (min used)")
+            out.append(
+                f"  {r['method']}: times "
+                + " ".join(f"{t:.3f}" for t in r["times_s"])
+                + " (min used)"
+            )
 
     thr = []
     for r in recs:
         if r["status"] == "ok":
-            t = [f"{k.split('_')[0]}={r[k]}" for k in ("torch_threads", "faiss_omp_threads", "numba_threads") if k in r]
+            t = [
+                f"{k.split('_')[0]}={r[k]}"
+                for k in ("torch_threads", "faiss_omp_threads", "numba_threads")
+                if k in r
+            ]
             thr.append(f"{r['method']}: {' '.join(t)}")
     if thr:
         out.append("  threads in workers: " + "; ".join(thr))
@@ -470,7 +581,9 @@ def report(n, d, spread, recs) -> str:
     for r in recs:
         if r["status"] != "ok":
             continue
-        mrows.append([r["method"]] + [f"{r['metrics'][k]:.6f}" if k in r["metrics"] else "-" for k in shown])
+        mrows.append(
+            [r["method"]] + [f"{r['metrics'][k]:.6f}" if k in r["metrics"] else "-" for k in shown]
+        )
     if mrows:
         out.append("")
         out.append(_table(["metrics"] + shown, mrows))
@@ -485,34 +598,64 @@ def report(n, d, spread, recs) -> str:
                 continue
             diffs = {k: abs(r["metrics"][k] - om[k]) for k in common}
             worst = max(diffs, key=diffs.get)
-            out.append(f"  cross-check ours vs {r['method']}: max |diff| = {diffs[worst]:.2e} "
-                       f"(at {worst}; over {', '.join(common)})")
+            out.append(
+                f"  cross-check ours vs {r['method']}: max |diff| = {diffs[worst]:.2e} "
+                f"(at {worst}; over {', '.join(common)})"
+            )
     return "\n".join(out)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, nargs="+", default=[50000], help="number of items (default 50000)")
-    p.add_argument("--d", type=int, nargs="+", default=[128, 512], help="dimensions (default 128 512)")
-    p.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=ALL_METHODS,
-                   help=f"default: {' '.join(DEFAULT_METHODS)}")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--n", type=int, nargs="+", default=[50000], help="number of items (default 50000)"
+    )
+    p.add_argument(
+        "--d", type=int, nargs="+", default=[128, 512], help="dimensions (default 128 512)"
+    )
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=DEFAULT_METHODS,
+        choices=ALL_METHODS,
+        help=f"default: {' '.join(DEFAULT_METHODS)}",
+    )
     p.add_argument("--max-memory", default="1GiB", help="max_memory for rc.evaluate (default 1GiB)")
-    p.add_argument("--repeat", type=int, default=1, help="timed calls per worker; the minimum is used")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run every method's worker this many times, interleaved (ours, faiss, pml, ours, ...); "
-                        "the fastest round counts. Use 3+ on a busy machine")
+    p.add_argument(
+        "--repeat", type=int, default=1, help="timed calls per worker; the minimum is used"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every method's worker this many times, interleaved (ours, faiss, pml, ours, ...); "
+        "the fastest round counts. Use 3+ on a busy machine",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: N=5000")
-    p.add_argument("--spread", type=float, default=None,
-                   help="noise level; default: sqrt(sqrt(d)/3.5 - 1) per d (mAP ~0.4-0.7)")
+    p.add_argument(
+        "--spread",
+        type=float,
+        default=None,
+        help="noise level; default: sqrt(sqrt(d)/3.5 - 1) per d (mAP ~0.4-0.7)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write all records as JSON")
     p.add_argument("--no-pml", action="store_true", help="skip both PML methods")
-    p.add_argument("--pml-max-gb", type=float, default=None,
-                   help="skip a PML method whose estimated extra memory exceeds this, and cap its address "
-                        "space (default: 60%% of MemAvailable)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="set OMP/MKL/OpenBLAS/numba/torch threads in every worker (default: libraries' own)")
+    p.add_argument(
+        "--pml-max-gb",
+        type=float,
+        default=None,
+        help="skip a PML method whose estimated extra memory exceeds this, and cap its address "
+        "space (default: 60%% of MemAvailable)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="set OMP/MKL/OpenBLAS/numba/torch threads in every worker (default: libraries' own)",
+    )
     p.add_argument("--timeout", type=float, default=3600, help="seconds per worker")
     p.add_argument("--worker", choices=ALL_METHODS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -535,30 +678,58 @@ def main(argv=None):
     if args.pml_max_gb is None:
         args.pml_max_gb = round(0.6 * mem_available() / 2**30, 1)
     info = env_info()
-    print("retrieval-checks engine benchmark (ratios are what to read; absolute times are this machine's)")
-    print(f"CPU: {info.get('cpu_model')}  cores visible: {info.get('affinity', info['cpu_count'])}  "
-          f"MemAvailable: {info['mem_available_gb']} GiB")
-    print(f"threads: torch.get_num_threads()={info.get('torch_threads')}  "
-          f"faiss.omp_get_max_threads()={info.get('faiss_omp_threads')}  numba={info.get('numba_threads')}"
-          + (f"  (forced --threads {args.threads})" if args.threads else ""))
-    print("versions: " + "  ".join(f"{k}={info[k]}" for k in
-                                   ("python", "numpy", "torch", "faiss", "numba", "pytorch_metric_learning",
-                                    "retrieval_checks")))
-    print(f"ours: rc.evaluate(similarity='cosine', max_memory={args.max_memory}) with {len(FULL)} metrics: "
-          f"{', '.join(FULL)}")
-    print("faiss: IndexFlatIP on L2-normalised X, k=11 searched, self dropped -> top 10 "
-          "(normalise+add+search timed)")
-    print("pml: AccuracyCalculator leave-one-out, FaissKNN(IndexFlatIP) on L2-normalised X; "
-          "pml = k='max_bin_count' (MAP@R path), pml-full = k=None (+ full mAP)")
-    print(f"each method: own subprocess, data regenerated from seed {args.seed}; peak RSS = VmHWM reset "
-          f"before the timed call; base = RSS of imports+data+warm-up; repeat={args.repeat} x rounds={args.rounds} "
-          f"(fastest counts)")
+    print(
+        "retrieval-checks engine benchmark (ratios are what to read; absolute times are this machine's)"
+    )
+    print(
+        f"CPU: {info.get('cpu_model')}  cores visible: {info.get('affinity', info['cpu_count'])}  "
+        f"MemAvailable: {info['mem_available_gb']} GiB"
+    )
+    print(
+        f"threads: torch.get_num_threads()={info.get('torch_threads')}  "
+        f"faiss.omp_get_max_threads()={info.get('faiss_omp_threads')}  numba={info.get('numba_threads')}"
+        + (f"  (forced --threads {args.threads})" if args.threads else "")
+    )
+    print(
+        "versions: "
+        + "  ".join(
+            f"{k}={info[k]}"
+            for k in (
+                "python",
+                "numpy",
+                "torch",
+                "faiss",
+                "numba",
+                "pytorch_metric_learning",
+                "retrieval_checks",
+            )
+        )
+    )
+    print(
+        f"ours: rc.evaluate(similarity='cosine', max_memory={args.max_memory}) with {len(FULL)} metrics: "
+        f"{', '.join(FULL)}"
+    )
+    print(
+        "faiss: IndexFlatIP on L2-normalised X, k=11 searched, self dropped -> top 10 "
+        "(normalise+add+search timed)"
+    )
+    print(
+        "pml: AccuracyCalculator leave-one-out, FaissKNN(IndexFlatIP) on L2-normalised X; "
+        "pml = k='max_bin_count' (MAP@R path), pml-full = k=None (+ full mAP)"
+    )
+    print(
+        f"each method: own subprocess, data regenerated from seed {args.seed}; peak RSS = VmHWM reset "
+        f"before the timed call; base = RSS of imports+data+warm-up; repeat={args.repeat} x rounds={args.rounds} "
+        f"(fastest counts)"
+    )
 
     load0 = _loadavg()
     busy = load0[0] > 0.5
-    print(f"load average at start (1/5/15 min): {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on "
-          f"{os.cpu_count()} CPUs" + ("  <- other work is running: timings will be noisy, use --rounds 3"
-                                      if busy else ""))
+    print(
+        f"load average at start (1/5/15 min): {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on "
+        f"{os.cpu_count()} CPUs"
+        + ("  <- other work is running: timings will be noisy, use --rounds 3" if busy else "")
+    )
     records = []
     for n in sizes:
         for d in args.d:
@@ -571,15 +742,30 @@ def main(argv=None):
                         est = pml_estimate_bytes(m, n)
                         if est > args.pml_max_gb * 2**30:
                             if rnd == 0:
-                                per_method[m].append({
-                                    "method": m, "n": n, "d": d, "spread": spread, "status": "skipped",
-                                    "error": f"estimated ~{est / 2**30:.1f} GiB > --pml-max-gb "
-                                             f"{args.pml_max_gb} GiB"})
+                                per_method[m].append(
+                                    {
+                                        "method": m,
+                                        "n": n,
+                                        "d": d,
+                                        "spread": spread,
+                                        "status": "skipped",
+                                        "error": f"estimated ~{est / 2**30:.1f} GiB > --pml-max-gb "
+                                        f"{args.pml_max_gb} GiB",
+                                    }
+                                )
                             continue
-                    print(f"  [round {rnd + 1}/{args.rounds}] {m:9s} N={n} d={d} ...", end="", flush=True,
-                          file=sys.stderr)
+                    print(
+                        f"  [round {rnd + 1}/{args.rounds}] {m:9s} N={n} d={d} ...",
+                        end="",
+                        flush=True,
+                        file=sys.stderr,
+                    )
                     rec = launch(m, n, d, spread, args)
-                    print(f" {rec['status']} {rec.get('wall_s', float('nan')):.3f}s", file=sys.stderr, flush=True)
+                    print(
+                        f" {rec['status']} {rec.get('wall_s', float('nan')):.3f}s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     per_method[m].append(rec)
             recs = [merge_rounds(v) for v in per_method.values() if v]
             for r in recs:
@@ -590,8 +776,16 @@ def main(argv=None):
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
-            json.dump({"env": info, "args": {k: v for k, v in vars(args).items() if k != "worker"},
-                       "metrics": FULL, "records": records}, fh, indent=2)
+            json.dump(
+                {
+                    "env": info,
+                    "args": {k: v for k, v in vars(args).items() if k != "worker"},
+                    "metrics": FULL,
+                    "records": records,
+                },
+                fh,
+                indent=2,
+            )
         print(f"\nwrote {args.json}")
     return 0
 

@@ -127,7 +127,9 @@ def _env(**values):
                 os.environ[k] = v
 
 
-def run_triton(torch, rc, device, X, y_np, args, screen: str, want: dict, metrics=RANK_ONLY) -> dict:
+def run_triton(
+    torch, rc, device, X, y_np, args, screen: str, want: dict, metrics=RANK_ONLY
+) -> dict:
     """``metrics`` on the fused kernel (CUDA; on CPU in the interpreter), screened by
     ``screen`` (``0``, ``bf16`` or ``tf32``): time, peak, and whether its numbers equal
     the torch path's (``want``)."""
@@ -137,21 +139,38 @@ def run_triton(torch, rc, device, X, y_np, args, screen: str, want: dict, metric
     dev_name = "cuda" if cuda else "torch-cpu"
     ctx = contextlib.nullcontext() if cuda else _triton.on_cpu(screen=screen)
     _triton.SCREEN_STATS.update(screened=0, recomputed=0)
-    with _env(RC_TRITON="1", RC_TRITON_SCREEN=screen), ctx, warnings.catch_warnings(record=True) as caught:
+    with (
+        _env(RC_TRITON="1", RC_TRITON_SCREEN=screen),
+        ctx,
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always", RuntimeWarning)
-        t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=metrics,
-                                                                 device=dev_name, max_memory=args.max_memory,
-                                                                 _use_kernels=cuda))
+        t, peak, res = _timed(
+            torch,
+            device,
+            lambda: rc.evaluate(
+                X,
+                query_labels=y_np,
+                metrics=metrics,
+                device=dev_name,
+                max_memory=args.max_memory,
+                _use_kernels=cuda,
+            ),
+        )
     fell_back = any("Triton" in str(w.message) for w in caught)
     same = all(res[k] == v for k, v in want.items())
     check = "fell back" if fell_back else ("same" if same else "DIFFERS")
     tiles = _triton.SCREEN_STATS["screened"] + _triton.SCREEN_STATS["recomputed"]
-    if screen != "0" and tiles:  # how often the screen alone decided a tile (else it was recomputed in fp32)
+    if (
+        screen != "0" and tiles
+    ):  # how often the screen alone decided a tile (else it was recomputed in fp32)
         check += f", {100 * _triton.SCREEN_STATS['screened'] / tiles:.0f}% screened"
     return {"s": t, "peak": peak, "check": check, **{k: res[k] for k in want}}
 
 
-def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row of the table, every column
+def run_size(
+    torch, rc, device, n: int, d: int, args
+) -> dict:  # long: one row of the table, every column
     X_np, y_np = make_data(n, d, auto_spread(d), args.seed)
     X = torch.from_numpy(X_np).to(device)
     X = X / X.norm(dim=1, keepdim=True)  # cosine: the same products the engine computes
@@ -166,13 +185,40 @@ def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row 
         torch.backends.cuda.matmul.allow_tf32 = False
     try:
         with _env(RC_TRITON="0"):
-            t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=RANK_ONLY,
-                                                                     device=dev_name, max_memory=args.max_memory))
-            rows["ours-rank"] = {"s": t, "peak": peak, "map@R": res["map@R"], "hit_rate@1": res["hit_rate@1"]}
+            t, peak, res = _timed(
+                torch,
+                device,
+                lambda: rc.evaluate(
+                    X,
+                    query_labels=y_np,
+                    metrics=RANK_ONLY,
+                    device=dev_name,
+                    max_memory=args.max_memory,
+                ),
+            )
+            rows["ours-rank"] = {
+                "s": t,
+                "peak": peak,
+                "map@R": res["map@R"],
+                "hit_rate@1": res["hit_rate@1"],
+            }
             if not args.skip_full:
-                t, peak, res = _timed(torch, device, lambda: rc.evaluate(X, query_labels=y_np, metrics=FULL,
-                                                                         device=dev_name, max_memory=args.max_memory))
-                rows["ours-full"] = {"s": t, "peak": peak, "recall_at_precision@0.9": res["recall_at_precision@0.9"]}
+                t, peak, res = _timed(
+                    torch,
+                    device,
+                    lambda: rc.evaluate(
+                        X,
+                        query_labels=y_np,
+                        metrics=FULL,
+                        device=dev_name,
+                        max_memory=args.max_memory,
+                    ),
+                )
+                rows["ours-full"] = {
+                    "s": t,
+                    "peak": peak,
+                    "recall_at_precision@0.9": res["recall_at_precision@0.9"],
+                }
         if args.triton_rows:
             want = {k: rows["ours-rank"][k] for k in ("map@R", "hit_rate@1")}
             rows["triton"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
@@ -182,8 +228,12 @@ def run_size(torch, rc, device, n: int, d: int, args) -> dict:  # long: one row 
                 with _env(RC_TRITON_TILE=shape):
                     rows[f"tile {shape}"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
             if not args.skip_full:
-                want_full = {"recall_at_precision@0.9": rows["ours-full"]["recall_at_precision@0.9"]}
-                rows["triton-full"] = run_triton(torch, rc, device, X, y_np, args, "0", want_full, FULL)
+                want_full = {
+                    "recall_at_precision@0.9": rows["ours-full"]["recall_at_precision@0.9"]
+                }
+                rows["triton-full"] = run_triton(
+                    torch, rc, device, X, y_np, args, "0", want_full, FULL
+                )
         t, peak, _ = _timed(torch, device, lambda: gemm_floor(torch, X, block))
         rows["gemm"] = {"s": t, "peak": peak}
         t, peak, res = _timed(torch, device, lambda: topk_baseline(torch, X, y, block))
@@ -209,8 +259,14 @@ def _with_and_without_kernels(torch, device, args, fn, key: str) -> dict:
             warnings.simplefilter("always", RuntimeWarning)
             t, peak, fused = _timed(torch, device, fn)
         fell_back = any("Triton" in str(w.message) for w in caught)
-        out["triton"] = {"s": t, "peak": peak, key: fused[key],
-                         "check": "fell back" if fell_back else ("same" if fused[key] == res[key] else "DIFFERS")}
+        out["triton"] = {
+            "s": t,
+            "peak": peak,
+            key: fused[key],
+            "check": "fell back"
+            if fell_back
+            else ("same" if fused[key] == res[key] else "DIFFERS"),
+        }
     return out
 
 
@@ -222,9 +278,20 @@ def run_grouped(torch, rc, device, n: int, args) -> dict:
     dev_name = "cuda" if device.type == "cuda" else "torch-cpu"
     group = min(1000, max(2, len(set(y_np.tolist())) // 4))
     return _with_and_without_kernels(
-        torch, device, args, lambda: rc.evaluate(X, query_labels=y_np, metrics=["grouped_recall@1"], group_size=group,
-                                                 device=dev_name, max_memory=args.max_memory,
-                                                 _use_kernels=device.type == "cuda"), "grouped_recall@1")
+        torch,
+        device,
+        args,
+        lambda: rc.evaluate(
+            X,
+            query_labels=y_np,
+            metrics=["grouped_recall@1"],
+            group_size=group,
+            device=dev_name,
+            max_memory=args.max_memory,
+            _use_kernels=device.type == "cuda",
+        ),
+        "grouped_recall@1",
+    )
 
 
 def run_image_text(torch, rc, device, n_images: int, args) -> dict:
@@ -239,8 +306,14 @@ def run_image_text(torch, rc, device, n_images: int, args) -> dict:
     I, C = torch.from_numpy(images).to(device), torch.from_numpy(captions).to(device)
     dev_name = "cuda" if device.type == "cuda" else "torch-cpu"
     return _with_and_without_kernels(
-        torch, device, args, lambda: rc.evaluate_image_text(I, C, cap_img, n_resamples=0, device=dev_name,
-                                                            max_memory=args.max_memory), "rsum")
+        torch,
+        device,
+        args,
+        lambda: rc.evaluate_image_text(
+            I, C, cap_img, n_resamples=0, device=dev_name, max_memory=args.max_memory
+        ),
+        "rsum",
+    )
 
 
 def _cell(row: dict | None) -> str:
@@ -250,13 +323,16 @@ def _cell(row: dict | None) -> str:
 
 
 def report(results: dict, device_name: str) -> str:
-    lines = [f"device: {device_name}", "",
-             "| N, d | ours, rank metrics | ours, + recall_at_precision@0.9 | Triton fused, rank metrics | "
-             "Triton screened bf16 | Triton screened TF32 | Triton fused, + recall_at_precision@0.9 | "
-             "fp32 GEMM of the same products | "
-             "brute-force top-10 (mm + topk) | ours-rank / GEMM | Triton / GEMM | ours-rank / top-10 | "
-             "peak GPU MB (ours-full) | peak GPU MB (Triton) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"device: {device_name}",
+        "",
+        "| N, d | ours, rank metrics | ours, + recall_at_precision@0.9 | Triton fused, rank metrics | "
+        "Triton screened bf16 | Triton screened TF32 | Triton fused, + recall_at_precision@0.9 | "
+        "fp32 GEMM of the same products | "
+        "brute-force top-10 (mm + topk) | ours-rank / GEMM | Triton / GEMM | ours-rank / top-10 | "
+        "peak GPU MB (ours-full) | peak GPU MB (Triton) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for key, rows in results.items():
         if not key.startswith("size "):
             continue
@@ -270,12 +346,18 @@ def report(results: dict, device_name: str) -> str:
             f"{r['topk']['s']:.2f} s | {r['ours-rank']['s'] / r['gemm']['s']:.1f}x | "
             f"{'-' if tri is None else format(tri['s'] / r['gemm']['s'], '.1f') + 'x'} | "
             f"{r['ours-rank']['s'] / r['topk']['s']:.1f}x | {full.get('peak', r['ours-rank']['peak']) / 2**20:.0f} | "
-            f"{'-' if tri is None else format(tri['peak'] / 2**20, '.0f')} |")
+            f"{'-' if tri is None else format(tri['peak'] / 2**20, '.0f')} |"
+        )
     for key, rows in results.items():
-        sweep = [f"{name[5:]} {_cell(row)}" for name, row in rows.items() if name.startswith("tile ")] \
-            if key.startswith("size ") else []
+        sweep = (
+            [f"{name[5:]} {_cell(row)}" for name, row in rows.items() if name.startswith("tile ")]
+            if key.startswith("size ")
+            else []
+        )
         if sweep:
-            lines.append(f"\ntile sweep (Triton fp32, rank metrics), {key[5:]}: " + "; ".join(sweep))
+            lines.append(
+                f"\ntile sweep (Triton fp32, rank metrics), {key[5:]}: " + "; ".join(sweep)
+            )
     for key in ("grouped", "image_text"):
         if key in results:
             r = results[key]
@@ -292,16 +374,36 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, help="NxD, e.g. 100000x128")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (smoke run)")
-    p.add_argument("--max-memory", default=None, help="the engine's budget (default: the library's)")
-    p.add_argument("--block-bytes", type=int, default=2 * 2**30, help="score buffer of the GEMM and top-k floors")
+    p.add_argument(
+        "--max-memory", default=None, help="the engine's budget (default: the library's)"
+    )
+    p.add_argument(
+        "--block-bytes",
+        type=int,
+        default=2 * 2**30,
+        help="score buffer of the GEMM and top-k floors",
+    )
     p.add_argument("--skip-full", action="store_true", help="skip the pair-metric run")
-    p.add_argument("--grouped-n", type=int, default=0, help="also time grouped recall on this many items")
-    p.add_argument("--image-text", type=int, default=0, help="also time image-text with this many images")
+    p.add_argument(
+        "--grouped-n", type=int, default=0, help="also time grouped recall on this many items"
+    )
+    p.add_argument(
+        "--image-text", type=int, default=0, help="also time image-text with this many images"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
-                   help="the fused-kernel rows: auto = on CUDA only; on = also on the CPU (Triton's interpreter)")
-    p.add_argument("--tiles", nargs="*", default=[], metavar="BMxBNxBK",
-                   help="also time the fp32 kernel with each tile shape (RC_TRITON_TILE), e.g. 64x128x32")
+    p.add_argument(
+        "--triton",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the fused-kernel rows: auto = on CUDA only; on = also on the CPU (Triton's interpreter)",
+    )
+    p.add_argument(
+        "--tiles",
+        nargs="*",
+        default=[],
+        metavar="BMxBNxBK",
+        help="also time the fp32 kernel with each tile shape (RC_TRITON_TILE), e.g. 64x128x32",
+    )
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args(argv)
     on_cpu = not args.device.startswith("cuda")
@@ -313,8 +415,10 @@ def main(argv=None) -> int:
     import retrieval_checks as rc
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print("bench_gpu: no CUDA device on this machine; run it where a GPU is present "
-              "(or --device cpu for a smoke run).")
+        print(
+            "bench_gpu: no CUDA device on this machine; run it where a GPU is present "
+            "(or --device cpu for a smoke run)."
+        )
         return 0
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (smoke run)"

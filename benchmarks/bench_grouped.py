@@ -41,7 +41,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_engine import (  # noqa: E402 - the engine benchmark's data, memory and worker helpers
-    run_worker_process,
     ITEMS_PER_CLASS,
     _loadavg,
     auto_spread,
@@ -50,6 +49,7 @@ from bench_engine import (  # noqa: E402 - the engine benchmark's data, memory a
     peak_rss,
     proc_status,
     reset_peak,
+    run_worker_process,
 )
 
 MARK = "@@RESULT@@ "
@@ -71,8 +71,14 @@ def run_worker(args) -> dict:
 
     import retrieval_checks as rc
 
-    rec = {"method": args.worker, "n": args.n, "d": args.d, "spread": args.spread, "seed": args.seed,
-           "group_size": args.group_size}
+    rec = {
+        "method": args.worker,
+        "n": args.n,
+        "d": args.d,
+        "spread": args.spread,
+        "seed": args.seed,
+        "group_size": args.group_size,
+    }
     t0 = time.perf_counter()
     X, y = make_data(args.n, args.d, args.spread, args.seed)
     if args.worker == "subset":
@@ -114,9 +120,15 @@ def run_worker(args) -> dict:
     rec["engine_config"] = {k: res.config[k] for k in ("backend", "max_memory")}
     if args.worker == "grouped":
         g = res.grouped[metric]
-        rec.update(interval=list(g.interval), n_groups=g.n_groups, group_std=g.group_std, std_error=g.std_error,
-                   n_dropped=len(g.dropped_labels), n_queries_used=g.n_queries_used,
-                   n_queries_skipped=g.n_queries_skipped)
+        rec.update(
+            interval=list(g.interval),
+            n_groups=g.n_groups,
+            group_std=g.group_std,
+            std_error=g.std_error,
+            n_dropped=len(g.dropped_labels),
+            n_queries_used=g.n_queries_used,
+            n_queries_skipped=g.n_queries_skipped,
+        )
         # similarity products actually needed: every group against itself
         sizes = np.bincount(g.group_of_query[g.group_of_query >= 0], minlength=g.n_groups)
         rec["products"] = int((sizes.astype(np.int64) ** 2).sum())
@@ -124,8 +136,9 @@ def run_worker(args) -> dict:
         rec["n_queries_used"] = int(res.n_used)
         rec["products"] = int(y.size) ** 2
         t0 = time.perf_counter()
-        iv = rc.bootstrap_interval(res, metric, method="percentile", cluster="label", n_resamples=1000,
-                                   seed=args.seed)
+        iv = rc.bootstrap_interval(
+            res, metric, method="percentile", cluster="label", n_resamples=1000, seed=args.seed
+        )
         rec["bootstrap_s"] = time.perf_counter() - t0
         rec["interval"] = [float(iv.low), float(iv.high)]
     rec["status"] = "ok"
@@ -133,9 +146,24 @@ def run_worker(args) -> dict:
 
 
 def launch(worker: str, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--n", str(args.n), "--subset",
-           str(args.subset), "--d", str(args.d), "--group-size", str(args.group_size), "--seed", str(args.seed),
-           "--spread", repr(args.spread)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        worker,
+        "--n",
+        str(args.n),
+        "--subset",
+        str(args.subset),
+        "--d",
+        str(args.d),
+        "--group-size",
+        str(args.group_size),
+        "--seed",
+        str(args.seed),
+        "--spread",
+        repr(args.spread),
+    ]
     return run_worker_process(cmd, timeout=args.timeout, identity={"method": worker})
 
 
@@ -144,23 +172,51 @@ def _mb(x):
 
 
 def report(recs: dict, args) -> str:
-    out = [f"\n=== grouped_recall@1 on N={args.n} vs hit_rate@1 on a {args.subset}-item class subset; d={args.d}, "
-           f"spread={args.spread}, S={args.group_size}, seed={args.seed} ==="]
-    rows = [["method", "items", "classes", "wall_s", "us/item", "base_MB", "peak_MB", "+MB", "products/item",
-             "value", "interval"]]
+    out = [
+        f"\n=== grouped_recall@1 on N={args.n} vs hit_rate@1 on a {args.subset}-item class subset; d={args.d}, "
+        f"spread={args.spread}, S={args.group_size}, seed={args.seed} ==="
+    ]
+    rows = [
+        [
+            "method",
+            "items",
+            "classes",
+            "wall_s",
+            "us/item",
+            "base_MB",
+            "peak_MB",
+            "+MB",
+            "products/item",
+            "value",
+            "interval",
+        ]
+    ]
     for name in WORKERS:
         r = recs[name]
         if r.get("status") != "ok":
             rows.append([name, r.get("status", "?")] + ["-"] * 9)
             continue
         lo, hi = r["interval"]
-        rows.append([
-            name, str(r["items"]), str(r["classes"]), f"{r['wall_s']:.3f}", f"{1e6 * r['wall_s'] / r['items']:.2f}",
-            _mb(r["base_rss"]), _mb(r["peak_rss"]), _mb(r["peak_rss"] - r["base_rss"]),
-            f"{r['products'] / r['items']:.0f}", f"{r['value']:.6f}", f"[{lo:.6f}, {hi:.6f}]",
-        ])
+        rows.append(
+            [
+                name,
+                str(r["items"]),
+                str(r["classes"]),
+                f"{r['wall_s']:.3f}",
+                f"{1e6 * r['wall_s'] / r['items']:.2f}",
+                _mb(r["base_rss"]),
+                _mb(r["peak_rss"]),
+                _mb(r["peak_rss"] - r["base_rss"]),
+                f"{r['products'] / r['items']:.0f}",
+                f"{r['value']:.6f}",
+                f"[{lo:.6f}, {hi:.6f}]",
+            ]
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+    lines = [
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     out += lines
     for name in WORKERS:
@@ -169,38 +225,61 @@ def report(recs: dict, args) -> str:
             out.append(f"  {name}: {r.get('status')}: {r.get('error', '')}")
     g, s = recs["grouped"], recs["subset"]
     if g.get("status") == "ok":
-        out.append(f"  grouped: r={g['n_groups']} groups of S={args.group_size}, s={g['group_std']:.4f}, "
-                   f"SE={g['std_error']:.5f}, {g['n_dropped']} labels dropped, {g['n_queries_used']} queries used "
-                   f"({g['n_queries_skipped']} skipped); 95% Student-t interval; "
-                   f"backend={g['engine_config']['backend']} max_memory={g['engine_config']['max_memory'] / 2**20:.0f}MiB"
-                   f"; warm-up {g['warmup_s']:.2f}s")
+        out.append(
+            f"  grouped: r={g['n_groups']} groups of S={args.group_size}, s={g['group_std']:.4f}, "
+            f"SE={g['std_error']:.5f}, {g['n_dropped']} labels dropped, {g['n_queries_used']} queries used "
+            f"({g['n_queries_skipped']} skipped); 95% Student-t interval; "
+            f"backend={g['engine_config']['backend']} max_memory={g['engine_config']['max_memory'] / 2**20:.0f}MiB"
+            f"; warm-up {g['warmup_s']:.2f}s"
+        )
     if s.get("status") == "ok":
-        out.append(f"  subset: interval = 95% class-cluster percentile bootstrap (1000 resamples, "
-                   f"{s['bootstrap_s']:.2f}s, not in wall_s); backend={s['engine_config']['backend']}; "
-                   f"warm-up {s['warmup_s']:.2f}s")
+        out.append(
+            f"  subset: interval = 95% class-cluster percentile bootstrap (1000 resamples, "
+            f"{s['bootstrap_s']:.2f}s, not in wall_s); backend={s['engine_config']['backend']}; "
+            f"warm-up {s['warmup_s']:.2f}s"
+        )
     if g.get("status") == "ok" and s.get("status") == "ok":
         per_g, per_s = g["wall_s"] / g["items"], s["wall_s"] / s["items"]
-        out.append(f"  cost per item: grouped / subset hit_rate = {per_g / per_s:.3f} "
-                   f"(products per item: {g['products'] / g['items']:.0f} vs {s['products'] / s['items']:.0f}); "
-                   f"whole calls: grouped on {g['items']} items takes {g['wall_s'] / s['wall_s']:.2f}x the subset's time")
-        out.append("  (the two values measure different things: hit rate among S classes vs among "
-                   f"{s['classes']} classes)")
-    out.append(f"  peak = VmHWM reset before the timed call ({'yes' if g.get('peak_is_reset') else 'NO: lifetime peak'}); "
-               "base = RSS of imports + data + warm-up; +MB = peak - base")
+        out.append(
+            f"  cost per item: grouped / subset hit_rate = {per_g / per_s:.3f} "
+            f"(products per item: {g['products'] / g['items']:.0f} vs {s['products'] / s['items']:.0f}); "
+            f"whole calls: grouped on {g['items']} items takes {g['wall_s'] / s['wall_s']:.2f}x the subset's time"
+        )
+        out.append(
+            "  (the two values measure different things: hit rate among S classes vs among "
+            f"{s['classes']} classes)"
+        )
+    out.append(
+        f"  peak = VmHWM reset before the timed call ({'yes' if g.get('peak_is_reset') else 'NO: lifetime peak'}); "
+        "base = RSS of imports + data + warm-up; +MB = peak - base"
+    )
     return "\n".join(out)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=1_000_000, help="items for grouped_recall@1 (default 1000000)")
-    p.add_argument("--subset", type=int, default=50_000,
-                   help="items of the random class subset for plain hit_rate@1 (default 50000)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--n", type=int, default=1_000_000, help="items for grouped_recall@1 (default 1000000)"
+    )
+    p.add_argument(
+        "--subset",
+        type=int,
+        default=50_000,
+        help="items of the random class subset for plain hit_rate@1 (default 50000)",
+    )
     p.add_argument("--d", type=int, default=128, help="dimension (default 128)")
     p.add_argument("--group-size", type=int, default=10, help="labels per group S (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="data, subset and partition seed (default 0)")
-    p.add_argument("--spread", type=float, default=None,
-                   help="noise level; default: bench_engine.py's sqrt(sqrt(d)/3.5 - 1)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="data, subset and partition seed (default 0)"
+    )
+    p.add_argument(
+        "--spread",
+        type=float,
+        default=None,
+        help="noise level; default: bench_engine.py's sqrt(sqrt(d)/3.5 - 1)",
+    )
     p.add_argument("--timeout", type=float, default=3600, help="seconds per worker (default 3600)")
     p.add_argument("--json", metavar="PATH", help="also write the records as JSON")
     p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
@@ -221,21 +300,34 @@ def main(argv=None):
         return 0
     load = _loadavg()
     print("retrieval-checks grouped-recall benchmark (absolute times are this machine's)")
-    print(f"cores visible: {len(os.sched_getaffinity(0))}  MemAvailable: {mem_available() / 2**30:.1f} GiB  "
-          f"load average (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
-          + ("  <- other work is running: timings will be noisy" if load[0] > 0.5 else ""))
+    print(
+        f"cores visible: {len(os.sched_getaffinity(0))}  MemAvailable: {mem_available() / 2**30:.1f} GiB  "
+        f"load average (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        + ("  <- other work is running: timings will be noisy" if load[0] > 0.5 else "")
+    )
     recs = {}
     for w in WORKERS:
         print(f"  {w:8s} ...", end="", flush=True, file=sys.stderr)
         recs[w] = launch(w, args)
-        print(f" {recs[w]['status']} {recs[w].get('wall_s', float('nan')):.3f}s", file=sys.stderr, flush=True)
+        print(
+            f" {recs[w]['status']} {recs[w].get('wall_s', float('nan')):.3f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         recs[w]["loadavg_after"] = _loadavg()
     print(report(recs, args), flush=True)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
-            json.dump({"args": {k: v for k, v in vars(args).items() if k != "worker"}, "loadavg_start": load,
-                       "records": recs}, fh, indent=2)
+            json.dump(
+                {
+                    "args": {k: v for k, v in vars(args).items() if k != "worker"},
+                    "loadavg_start": load,
+                    "records": recs,
+                },
+                fh,
+                indent=2,
+            )
         print(f"\nwrote {args.json}")
     return 0
 

@@ -57,7 +57,17 @@ from bench_engine import (  # noqa: E402 - the engine benchmark's memory, worker
     run_worker_process,
 )
 
-RANK = ["map", "map@R", "r_precision", "hit_rate@1", "hit_rate@5", "hit_rate@10", "recall@1", "recall@10", "mrr"]
+RANK = [
+    "map",
+    "map@R",
+    "r_precision",
+    "hit_rate@1",
+    "hit_rate@5",
+    "hit_rate@10",
+    "recall@1",
+    "recall@10",
+    "mrr",
+]
 ALL_METHODS = ["hamming", "dot", "faiss", "kernel-numba", "kernel-numpy", "kernel-torch"]
 DEFAULT_METHODS = ["hamming", "dot", "faiss", "kernel-numba", "kernel-numpy"]
 PER_CLASS = 10
@@ -110,15 +120,35 @@ def _setup_evaluate(args, Q, G, yq, yg):
     wq, wg, wyq, wyg = make_codes(400, 20, 64, 0.1, 1)
     if similarity == "dot":
         wq, wg = plus_minus_one(wq), plus_minus_one(wg)
-    rc.evaluate(wq, wg, query_labels=wyq, gallery_labels=wyg, metrics=RANK, similarity=similarity, progress=False)
+    rc.evaluate(
+        wq,
+        wg,
+        query_labels=wyq,
+        gallery_labels=wyg,
+        metrics=RANK,
+        similarity=similarity,
+        progress=False,
+    )
 
     def call():
-        return rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, metrics=RANK, similarity=similarity,
-                           max_memory=args.max_memory, progress=False)
+        return rc.evaluate(
+            Q,
+            G,
+            query_labels=yq,
+            gallery_labels=yg,
+            metrics=RANK,
+            similarity=similarity,
+            max_memory=args.max_memory,
+            progress=False,
+        )
 
     def extract(res):
-        return {"metrics": {k: float(res[k]) for k in RANK},
-                "engine_config": {k: res.config.get(k) for k in ("backend", "block", "chunk", "max_memory")}}
+        return {
+            "metrics": {k: float(res[k]) for k in RANK},
+            "engine_config": {
+                k: res.config.get(k) for k in ("backend", "block", "chunk", "max_memory")
+            },
+        }
 
     return call, extract
 
@@ -137,9 +167,15 @@ def _setup_faiss(args, Q, G, yq, yg):
     def extract(out):
         D, I = out
         hit = yg[I] == yq[:, None]
-        return {"metrics": {"hit_rate@1": float(hit[:, 0].mean()), "hit_rate@5": float(hit[:, :5].any(1).mean()),
-                            "hit_rate@10": float(hit.any(1).mean()), "recall@1": float(hit[:, 0].mean() / PER_CLASS),
-                            "recall@10": float((hit.sum(1) / PER_CLASS).mean())}}
+        return {
+            "metrics": {
+                "hit_rate@1": float(hit[:, 0].mean()),
+                "hit_rate@5": float(hit[:, :5].any(1).mean()),
+                "hit_rate@10": float(hit.any(1).mean()),
+                "recall@1": float(hit[:, 0].mean() / PER_CLASS),
+                "recall@10": float((hit.sum(1) / PER_CLASS).mean()),
+            }
+        }
 
     return (lambda: search(Q, G)), extract
 
@@ -192,13 +228,18 @@ def _setup_kernel(args, Q, G, yq, yg):
 def run_worker(args) -> dict:
     rec = {"method": args.worker, "n": args.n, "queries": args.queries, "bits": args.bits}
     Q, G, yq, yg = make_codes(args.n, args.queries, args.bits, args.flip, args.seed)
-    setup = {"hamming": _setup_evaluate, "dot": _setup_evaluate, "faiss": _setup_faiss}.get(args.worker, _setup_kernel)
+    setup = {"hamming": _setup_evaluate, "dot": _setup_evaluate, "faiss": _setup_faiss}.get(
+        args.worker, _setup_kernel
+    )
     t0 = time.perf_counter()
     try:
         call, extract = setup(args, Q, G, yq, yg)
     except Exception as exc:  # noqa: BLE001 - e.g. similarity="hamming" not wired into the engine yet
-        return {**rec, "status": "not wired" if args.worker == "hamming" else "error",
-                "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return {
+            **rec,
+            "status": "not wired" if args.worker == "hamming" else "error",
+            "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+        }
     rec["warmup_s"] = time.perf_counter() - t0
     rec.update(_threads())
     gc.collect()
@@ -217,8 +258,11 @@ def run_worker(args) -> dict:
 
 def _threads() -> dict:
     info = {}
-    probes = (("numba", "numba_threads", "get_num_threads"), ("faiss", "faiss_threads", "omp_get_max_threads"),
-              ("torch", "torch_threads", "get_num_threads"))
+    probes = (
+        ("numba", "numba_threads", "get_num_threads"),
+        ("faiss", "faiss_threads", "omp_get_max_threads"),
+        ("torch", "torch_threads", "get_num_threads"),
+    )
     for mod, key, fn in probes:
         if mod in sys.modules:
             info[key] = getattr(sys.modules[mod], fn)()
@@ -227,13 +271,35 @@ def _threads() -> dict:
 
 # ----------------------------------------------------------------------------- driver
 def launch(method: str, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--n", str(args.n), "--queries",
-           str(args.queries), "--bits", str(args.bits), "--flip", repr(args.flip), "--seed", str(args.seed),
-           "--repeat", str(args.repeat), "--max-memory", args.max_memory, "--block", str(args.block),
-           "--chunk", str(args.chunk)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        method,
+        "--n",
+        str(args.n),
+        "--queries",
+        str(args.queries),
+        "--bits",
+        str(args.bits),
+        "--flip",
+        repr(args.flip),
+        "--seed",
+        str(args.seed),
+        "--repeat",
+        str(args.repeat),
+        "--max-memory",
+        args.max_memory,
+        "--block",
+        str(args.block),
+        "--chunk",
+        str(args.chunk),
+    ]
     if args.torch_device:
         cmd += ["--torch-device", args.torch_device]
-    return run_worker_process(cmd, threads=args.threads, timeout=args.timeout, identity={"method": method})
+    return run_worker_process(
+        cmd, threads=args.threads, timeout=args.timeout, identity={"method": method}
+    )
 
 
 def report(args, recs) -> tuple[str, bool]:
@@ -247,23 +313,64 @@ def report(args, recs) -> tuple[str, bool]:
         extra = r["peak_rss"] - r["base_rss"]
         fa_extra = fa and fa["peak_rss"] - fa["base_rss"]
         pairs = r.get("pairs", args.n * args.queries)
-        rows.append([r["method"], "ok", f"{r['wall_s']:.3f}", _ratio(r["wall_s"], fa and fa["wall_s"]),
-                     f"{r['wall_s'] / pairs * 1e9:.3f}", _mb(r["base_rss"]), _mb(r["peak_rss"]), _mb(extra),
-                     _ratio(r["peak_rss"], fa and fa["peak_rss"]), _ratio(extra, fa_extra)])
-    out = [f"\n=== gallery N={args.n:,}  queries={args.queries:,}  bits={args.bits}  "
-           f"({PER_CLASS} planted near-duplicates per query, flip={args.flip}) ===",
-           _table(["method", "status", "wall_s", "time/faiss", "ns/pair", "base_MB", "peak_MB", "+MB",
-                   "peak/faiss", "+MB/faiss"], rows)]
+        rows.append(
+            [
+                r["method"],
+                "ok",
+                f"{r['wall_s']:.3f}",
+                _ratio(r["wall_s"], fa and fa["wall_s"]),
+                f"{r['wall_s'] / pairs * 1e9:.3f}",
+                _mb(r["base_rss"]),
+                _mb(r["peak_rss"]),
+                _mb(extra),
+                _ratio(r["peak_rss"], fa and fa["peak_rss"]),
+                _ratio(extra, fa_extra),
+            ]
+        )
+    out = [
+        f"\n=== gallery N={args.n:,}  queries={args.queries:,}  bits={args.bits}  "
+        f"({PER_CLASS} planted near-duplicates per query, flip={args.flip}) ===",
+        _table(
+            [
+                "method",
+                "status",
+                "wall_s",
+                "time/faiss",
+                "ns/pair",
+                "base_MB",
+                "peak_MB",
+                "+MB",
+                "peak/faiss",
+                "+MB/faiss",
+            ],
+            rows,
+        ),
+    ]
     for r in recs:
         if r["status"] != "ok":
             out.append(f"  {r['method']}: {r['status']}: {r.get('error', '')}")
             continue
-        notes = [f"{k}={r[k]}" for k in ("engine_config", "block", "chunk", "device", "numba_threads",
-                                         "faiss_threads", "torch_threads") if k in r]
+        notes = [
+            f"{k}={r[k]}"
+            for k in (
+                "engine_config",
+                "block",
+                "chunk",
+                "device",
+                "numba_threads",
+                "faiss_threads",
+                "torch_threads",
+            )
+            if k in r
+        ]
         if "pack_s" in r:
             notes.append(f"pack_codes {r['pack_s']:.3f}s (not timed)")
-        out.append(f"  {r['method']}: times " + " ".join(f"{t:.3f}" for t in r["times_s"]) + " (min used); "
-                   + " ".join(notes))
+        out.append(
+            f"  {r['method']}: times "
+            + " ".join(f"{t:.3f}" for t in r["times_s"])
+            + " (min used); "
+            + " ".join(notes)
+        )
     return _metrics_report(recs, out)
 
 
@@ -271,34 +378,66 @@ def _metrics_report(recs, out) -> tuple[str, bool]:
     with_metrics = [r for r in recs if r["status"] == "ok" and "metrics" in r]
     ok = True
     if with_metrics:
-        out += ["", _table(["metrics"] + RANK, [[r["method"]] + [f"{r['metrics'][k]:.6f}" if k in r["metrics"]
-                                                                   else "-" for k in RANK] for r in with_metrics])]
-        out.append("  faiss: top 10 with its own tie order; ours: exact ranks, ties counted pessimistically")
+        out += [
+            "",
+            _table(
+                ["metrics"] + RANK,
+                [
+                    [r["method"]]
+                    + [f"{r['metrics'][k]:.6f}" if k in r["metrics"] else "-" for k in RANK]
+                    for r in with_metrics
+                ],
+            ),
+        ]
+        out.append(
+            "  faiss: top 10 with its own tie order; ours: exact ranks, ties counted pessimistically"
+        )
     by = {r["method"]: r for r in with_metrics}
     if "hamming" in by and "dot" in by:
         diff = {k: abs(by["hamming"]["metrics"][k] - by["dot"]["metrics"][k]) for k in RANK}
         ok = max(diff.values()) == 0.0
-        out.append(f"  cross-check hamming vs dot (same ranking): max |diff| = {max(diff.values()):.2e} "
-                   + ("(identical)" if ok else "<- DIFFERENT: " + ", ".join(k for k, v in diff.items() if v)))
+        out.append(
+            f"  cross-check hamming vs dot (same ranking): max |diff| = {max(diff.values()):.2e} "
+            + (
+                "(identical)"
+                if ok
+                else "<- DIFFERENT: " + ", ".join(k for k, v in diff.items() if v)
+            )
+        )
     return "\n".join(out), ok
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--n", type=int, default=1_000_000, help="gallery codes (default 1,000,000)")
     p.add_argument("--queries", type=int, default=1000, help="queries (default 1000)")
-    p.add_argument("--bits", type=int, default=64, help="bits per code, a multiple of 8 (default 64)")
-    p.add_argument("--flip", type=float, default=0.1, help="bit flip probability of the planted codes")
+    p.add_argument(
+        "--bits", type=int, default=64, help="bits per code, a multiple of 8 (default 64)"
+    )
+    p.add_argument(
+        "--flip", type=float, default=0.1, help="bit flip probability of the planted codes"
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: N=100,000, 200 queries")
     p.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=ALL_METHODS)
     p.add_argument("--max-memory", default="1GiB", help="max_memory for rc.evaluate (default 1GiB)")
-    p.add_argument("--block", type=int, default=512, help="query rows per tile of the kernel-* methods")
-    p.add_argument("--chunk", type=int, default=4096, help="gallery codes per tile of the kernel-* methods")
-    p.add_argument("--torch-device", default=None, help="device of kernel-torch (default cuda if available)")
-    p.add_argument("--repeat", type=int, default=3, help="timed calls per worker; the minimum is used")
+    p.add_argument(
+        "--block", type=int, default=512, help="query rows per tile of the kernel-* methods"
+    )
+    p.add_argument(
+        "--chunk", type=int, default=4096, help="gallery codes per tile of the kernel-* methods"
+    )
+    p.add_argument(
+        "--torch-device", default=None, help="device of kernel-torch (default cuda if available)"
+    )
+    p.add_argument(
+        "--repeat", type=int, default=3, help="timed calls per worker; the minimum is used"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="OMP/numba/torch threads in every worker")
+    p.add_argument(
+        "--threads", type=int, default=None, help="OMP/numba/torch threads in every worker"
+    )
     p.add_argument("--timeout", type=float, default=1800, help="seconds per worker")
     p.add_argument("--json", metavar="PATH", help="also write all records as JSON")
     p.add_argument("--worker", choices=ALL_METHODS, help=argparse.SUPPRESS)
@@ -314,20 +453,33 @@ def main(argv=None):
         print(MARK + json.dumps(run_worker(args)), flush=True)
         return 0
     load = _loadavg()
-    print("retrieval-checks Hamming benchmark (ratios are what to read; absolute times are this machine's)")
-    print(f"cores visible: {len(os.sched_getaffinity(0))}  load average at start: {load[0]:.2f} {load[1]:.2f} "
-          f"{load[2]:.2f}" + ("  <- other work is running: timings are noisy" if load[0] > 0.5 else ""))
+    print(
+        "retrieval-checks Hamming benchmark (ratios are what to read; absolute times are this machine's)"
+    )
+    print(
+        f"cores visible: {len(os.sched_getaffinity(0))}  load average at start: {load[0]:.2f} {load[1]:.2f} "
+        f"{load[2]:.2f}"
+        + ("  <- other work is running: timings are noisy" if load[0] > 0.5 else "")
+    )
     recs = []
     for m in dict.fromkeys(args.methods):
         print(f"  {m:13s} ...", end="", flush=True, file=sys.stderr)
         recs.append(launch(m, args))
-        print(f" {recs[-1]['status']} {recs[-1].get('wall_s', float('nan')):.3f}s", file=sys.stderr, flush=True)
+        print(
+            f" {recs[-1]['status']} {recs[-1].get('wall_s', float('nan')):.3f}s",
+            file=sys.stderr,
+            flush=True,
+        )
     text, ok = report(args, recs)
     print(text, flush=True)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
-            json.dump({"args": {k: v for k, v in vars(args).items() if k != "worker"}, "records": recs}, fh, indent=2)
+            json.dump(
+                {"args": {k: v for k, v in vars(args).items() if k != "worker"}, "records": recs},
+                fh,
+                indent=2,
+            )
         print(f"\nwrote {args.json}")
     return 0 if ok else 1
 

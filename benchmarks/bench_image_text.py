@@ -62,24 +62,34 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_engine import (  # noqa: E402 - the engine benchmark's memory, environment, table and worker helpers
-    noisy_rows,
-    run_worker_process,
     _loadavg,
     _mb,
     _ratio,
     _table,
     _thread_info,
     env_info,
+    noisy_rows,
     peak_rss,
     proc_status,
     reset_peak,
+    run_worker_process,
 )
 
 MARK = "@@RESULT@@ "
 ALL_METHODS = ["ours", "ours-boot", "dense"]
 METRICS = [
-    "i2t_recall@1", "i2t_recall@5", "i2t_recall@10", "t2i_recall@1", "t2i_recall@5", "t2i_recall@10",
-    "rsum", "mean_recall", "i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr",
+    "i2t_recall@1",
+    "i2t_recall@5",
+    "i2t_recall@10",
+    "t2i_recall@1",
+    "t2i_recall@5",
+    "t2i_recall@10",
+    "rsum",
+    "mean_recall",
+    "i2t_medr",
+    "t2i_medr",
+    "i2t_meanr",
+    "t2i_meanr",
 ]
 RSUM_K = (1, 5, 10)
 TOL = {m: 1e-6 for m in METRICS if "recall" in m or m == "rsum"}  # recalls, rsum, mean_recall
@@ -139,11 +149,13 @@ def dense_eval(images, captions, caption_image, row_block: int = 500):
     best = np.full(n, -np.inf, np.float32)
     np.maximum.at(best, caption_image, own)  # best own-caption score per image
     # own captions tied with the best one are relevant: they do not push the rank down
-    n_own_at_best = np.bincount(caption_image, weights=own >= best[caption_image], minlength=n).astype(np.int64)
+    n_own_at_best = np.bincount(
+        caption_image, weights=own >= best[caption_image], minlength=n
+    ).astype(np.int64)
     i2t_rank = np.empty(n, np.int64)
     t2i_ge = np.zeros(m, np.int64)
     for a in range(0, n, row_block):
-        blk = S[a:a + row_block]
+        blk = S[a : a + row_block]
         sl = slice(a, a + row_block)
         i2t_rank[sl] = 1 + (blk >= best[sl, None]).sum(axis=1) - n_own_at_best[sl]
         t2i_ge += (blk >= own[None, :]).sum(axis=0)
@@ -174,8 +186,12 @@ def argsort_check(S, caption_image, i2t_rank, t2i_rank, n_sample: int, seed: int
         order = np.lexsort((rel, -col))
         r = int(np.flatnonzero(rel[order])[0]) + 1
         bad_t += r != int(t2i_rank[c])
-    return {"images_checked": int(imgs.size), "captions_checked": int(caps.size),
-            "i2t_mismatches": int(bad_i), "t2i_mismatches": int(bad_t)}
+    return {
+        "images_checked": int(imgs.size),
+        "captions_checked": int(caps.size),
+        "i2t_mismatches": int(bad_i),
+        "t2i_mismatches": int(bad_t),
+    }
 
 
 # ----------------------------------------------------------------------------- workers
@@ -185,16 +201,28 @@ def _setup_ours(args, images, captions, caption_image):
     n_resamples = 0 if args.worker == "ours" else 1000
     kw = {"max_memory": args.max_memory} if args.max_memory else {}
     wi, wc, wci = make_data(60, args.ratio, 16, 1.0, 1)  # warm-up: numba kernels, torch
-    rc.evaluate_image_text(wi, wc, wci, protocol="5k", n_resamples=min(n_resamples, 20), progress=False, **kw)
+    rc.evaluate_image_text(
+        wi, wc, wci, protocol="5k", n_resamples=min(n_resamples, 20), progress=False, **kw
+    )
 
     def call():
-        return rc.evaluate_image_text(images, captions, caption_image, protocol="5k", n_resamples=n_resamples,
-                                      progress=False, **kw)
+        return rc.evaluate_image_text(
+            images,
+            captions,
+            caption_image,
+            protocol="5k",
+            n_resamples=n_resamples,
+            progress=False,
+            **kw,
+        )
 
     def extract(res):
         vals = {k: float(res[k]) for k in METRICS}
-        extra = {"config": {k: v for k, v in res.config.items() if k != "folds"}, "n_resamples": n_resamples,
-                 "intervals": {k: list(v) for k, v in res.intervals.items()}}
+        extra = {
+            "config": {k: v for k, v in res.config.items() if k != "folds"},
+            "n_resamples": n_resamples,
+            "intervals": {k: list(v) for k, v in res.intervals.items()},
+        }
         return vals, res.i2t_ranks[0], res.t2i_ranks[0], extra
 
     return call, extract
@@ -219,10 +247,18 @@ def _setup_dense(args, images, captions, caption_image):
 def run_worker(args) -> dict:
     import numpy as np
 
-    rec = {"method": args.worker, "n_images": args.n_images, "ratio": args.ratio, "d": args.d,
-           "spread": args.spread, "seed": args.seed}
+    rec = {
+        "method": args.worker,
+        "n_images": args.n_images,
+        "ratio": args.ratio,
+        "d": args.d,
+        "spread": args.spread,
+        "seed": args.seed,
+    }
     t0 = time.perf_counter()
-    images, captions, caption_image = make_data(args.n_images, args.ratio, args.d, args.spread, args.seed)
+    images, captions, caption_image = make_data(
+        args.n_images, args.ratio, args.d, args.spread, args.seed
+    )
     rec["datagen_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     setup = _setup_dense if args.worker == "dense" else _setup_ours
@@ -244,7 +280,11 @@ def run_worker(args) -> dict:
             out = call()
             times.append(time.perf_counter() - t0)
     except (MemoryError, RuntimeError) as exc:
-        rec.update(status="error", error=f"{type(exc).__name__}: {str(exc)[:300]}", peak_rss=peak_rss(reset_ok))
+        rec.update(
+            status="error",
+            error=f"{type(exc).__name__}: {str(exc)[:300]}",
+            peak_rss=peak_rss(reset_ok),
+        )
         return rec
     rec["peak_rss"] = peak_rss(reset_ok)
     rec["times_s"] = times
@@ -260,14 +300,35 @@ def run_worker(args) -> dict:
 
 # ----------------------------------------------------------------------------- driver
 def launch(method, args, ranks_out) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--n-images", str(args.n_images),
-           "--ratio", str(args.ratio), "--d", str(args.d), "--spread", repr(args.spread), "--seed", str(args.seed),
-           "--repeat", str(args.repeat), "--check-sample", str(args.check_sample), "--ranks-out", ranks_out]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        method,
+        "--n-images",
+        str(args.n_images),
+        "--ratio",
+        str(args.ratio),
+        "--d",
+        str(args.d),
+        "--spread",
+        repr(args.spread),
+        "--seed",
+        str(args.seed),
+        "--repeat",
+        str(args.repeat),
+        "--check-sample",
+        str(args.check_sample),
+        "--ranks-out",
+        ranks_out,
+    ]
     if args.max_memory:
         cmd += ["--max-memory", args.max_memory]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    return run_worker_process(cmd, threads=args.threads, timeout=args.timeout, identity={"method": method})
+    return run_worker_process(
+        cmd, threads=args.threads, timeout=args.timeout, identity={"method": method}
+    )
 
 
 def compare_ranks(ranks: dict) -> list[dict]:
@@ -288,9 +349,12 @@ def compare_ranks(ranks: dict) -> list[dict]:
                 row[side] = {"error": f"shape {a.shape} vs {b.shape}"}
                 continue
             diff = np.flatnonzero(a != b)
-            row[side] = {"n": int(a.size), "mismatches": int(diff.size),
-                         "max_abs_diff": int(np.abs(a - b).max()) if a.size else 0,
-                         "first": [[int(i), int(a[i]), int(b[i])] for i in diff[:3]]}
+            row[side] = {
+                "n": int(a.size),
+                "mismatches": int(diff.size),
+                "max_abs_diff": int(np.abs(a - b).max()) if a.size else 0,
+                "first": [[int(i), int(a[i]), int(b[i])] for i in diff[:3]],
+            }
         out.append(row)
     return out
 
@@ -299,8 +363,10 @@ def report(args, recs, rank_cmp) -> tuple[str, bool]:
     by = {r["method"]: r for r in recs}
     de = by.get("dense") if by.get("dense", {}).get("status") == "ok" else None
     n_cap = args.n_images * args.ratio
-    out = [f"\n=== {args.n_images} images x {n_cap} captions ({args.ratio} per image), d={args.d}, "
-           f"spread={args.spread}, protocol 5k (all images) ==="]
+    out = [
+        f"\n=== {args.n_images} images x {n_cap} captions ({args.ratio} per image), d={args.d}, "
+        f"spread={args.spread}, protocol 5k (all images) ==="
+    ]
     rows = []
     de_extra = de["peak_rss"] - de["base_rss"] if de else None
     for r in recs:
@@ -308,11 +374,35 @@ def report(args, recs, rank_cmp) -> tuple[str, bool]:
             rows.append([r["method"], r["status"]] + ["-"] * 7)
             continue
         extra = r["peak_rss"] - r["base_rss"]
-        rows.append([r["method"], "ok", f"{r['wall_s']:.3f}", _ratio(r["wall_s"], de and de["wall_s"]),
-                     _mb(r["base_rss"]), _mb(r["peak_rss"]), _mb(extra),
-                     _ratio(r["peak_rss"], de and de["peak_rss"]), _ratio(extra, de_extra)])
-    out.append(_table(["method", "status", "wall_s", "time/dense", "base_MB", "peak_MB", "+MB", "peak/dense",
-                       "+MB/dense"], rows))
+        rows.append(
+            [
+                r["method"],
+                "ok",
+                f"{r['wall_s']:.3f}",
+                _ratio(r["wall_s"], de and de["wall_s"]),
+                _mb(r["base_rss"]),
+                _mb(r["peak_rss"]),
+                _mb(extra),
+                _ratio(r["peak_rss"], de and de["peak_rss"]),
+                _ratio(extra, de_extra),
+            ]
+        )
+    out.append(
+        _table(
+            [
+                "method",
+                "status",
+                "wall_s",
+                "time/dense",
+                "base_MB",
+                "peak_MB",
+                "+MB",
+                "peak/dense",
+                "+MB/dense",
+            ],
+            rows,
+        )
+    )
     for r in recs:
         if r["status"] != "ok":
             out.append(f"  {r['method']}: {r['status']}: {r.get('error', '')}")
@@ -350,7 +440,11 @@ def report(args, recs, rank_cmp) -> tuple[str, bool]:
                     diff = max(diff, abs(boot["metrics"][k] - de["metrics"][k]))
                 good = diff <= TOL[k]
                 ok &= good
-                row += [f"{diff:.2e}", "exact" if TOL[k] == 0 else f"{TOL[k]:.0e}", "yes" if good else "NO"]
+                row += [
+                    f"{diff:.2e}",
+                    "exact" if TOL[k] == 0 else f"{TOL[k]:.0e}",
+                    "yes" if good else "NO",
+                ]
             if boot:
                 lo, hi = boot["intervals"].get(k, (float("nan"), float("nan")))
                 row += [f"[{lo:.4f}, {hi:.4f}]"]
@@ -366,14 +460,18 @@ def report(args, recs, rank_cmp) -> tuple[str, bool]:
                 ok = False
                 continue
             ok &= s["mismatches"] == 0
-            parts.append(f"{side} {s['mismatches']}/{s['n']} differ (max |diff| {s['max_abs_diff']})"
-                         + (f", e.g. [item, ours, dense] {s['first']}" if s["mismatches"] else ""))
+            parts.append(
+                f"{side} {s['mismatches']}/{s['n']} differ (max |diff| {s['max_abs_diff']})"
+                + (f", e.g. [item, ours, dense] {s['first']}" if s["mismatches"] else "")
+            )
         out.append(f"  per-item ranks, {c['method']} vs dense: " + "; ".join(parts))
     if de and de.get("argsort_check"):
         a = de["argsort_check"]
         ok &= a["i2t_mismatches"] == 0 and a["t2i_mismatches"] == 0
-        out.append(f"  dense counting vs argsort definition (pessimistic lexsort) on {a['images_checked']} images / "
-                   f"{a['captions_checked']} captions: {a['i2t_mismatches']} / {a['t2i_mismatches']} mismatches")
+        out.append(
+            f"  dense counting vs argsort definition (pessimistic lexsort) on {a['images_checked']} images / "
+            f"{a['captions_checked']} captions: {a['i2t_mismatches']} / {a['t2i_mismatches']} mismatches"
+        )
     if any(r["status"] != "ok" for r in recs):
         ok = False
     if ours and de:
@@ -382,25 +480,51 @@ def report(args, recs, rank_cmp) -> tuple[str, bool]:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--n-images", type=int, default=5000, help="number of images (default 5000)")
     p.add_argument("--ratio", type=int, default=5, help="captions per image (default 5)")
     p.add_argument("--d", type=int, default=512, help="embedding dimension (default 512)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1000 images")
-    p.add_argument("--methods", nargs="+", default=ALL_METHODS, choices=ALL_METHODS,
-                   help=f"default: {' '.join(ALL_METHODS)}")
-    p.add_argument("--spread", type=float, default=None,
-                   help="caption noise; default sqrt(d / 3.45^2 - 1) (6.48 at d=512)")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=ALL_METHODS,
+        choices=ALL_METHODS,
+        help=f"default: {' '.join(ALL_METHODS)}",
+    )
+    p.add_argument(
+        "--spread",
+        type=float,
+        default=None,
+        help="caption noise; default sqrt(d / 3.45^2 - 1) (6.48 at d=512)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-memory", default=None, help="max_memory for rc.evaluate_image_text (default: its own)")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="timed calls per worker, the minimum is used (default 3: single calls of ~2 s on a shared "
-                        "machine vary by more than the bootstrap costs)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="set OMP/MKL/OpenBLAS/numba/torch threads in every worker (default: libraries' own)")
-    p.add_argument("--check-sample", type=int, default=64,
-                   help="images and captions whose dense ranks are re-checked by argsort (untimed; default 64)")
+    p.add_argument(
+        "--max-memory",
+        default=None,
+        help="max_memory for rc.evaluate_image_text (default: its own)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="timed calls per worker, the minimum is used (default 3: single calls of ~2 s on a shared "
+        "machine vary by more than the bootstrap costs)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="set OMP/MKL/OpenBLAS/numba/torch threads in every worker (default: libraries' own)",
+    )
+    p.add_argument(
+        "--check-sample",
+        type=int,
+        default=64,
+        help="images and captions whose dense ranks are re-checked by argsort (untimed; default 64)",
+    )
     p.add_argument("--timeout", type=float, default=1800, help="seconds per worker")
     p.add_argument("--json", metavar="PATH", help="also write all records as JSON")
     p.add_argument("--worker", choices=ALL_METHODS, help=argparse.SUPPRESS)
@@ -425,28 +549,53 @@ def main(argv=None):
         return 0
 
     info = env_info()
-    print("retrieval-checks image-text benchmark (ratios are what to read; absolute times are this machine's)")
-    print(f"CPU: {info.get('cpu_model')}  cores visible: {info.get('affinity', info['cpu_count'])}  "
-          f"MemAvailable: {info['mem_available_gb']} GiB")
-    print("versions: " + "  ".join(f"{k}={info[k]}" for k in ("python", "numpy", "torch", "numba", "retrieval_checks")))
-    print("ours: rc.evaluate_image_text(images, captions, caption_image, protocol='5k', n_resamples=0 | 1000 "
-          f"(ours-boot)){', max_memory=' + args.max_memory if args.max_memory else ''}")
-    print("dense: numpy, full N x M float32 cosine matrix, exact pessimistic ranks by counting, metrics from the "
-          "definitions")
-    print(f"each method: own subprocess, data regenerated from seed {args.seed}; peak RSS = VmHWM reset before the "
-          f"timed call; base = RSS of imports+data+warm-up; repeat={args.repeat} (fastest counts)")
+    print(
+        "retrieval-checks image-text benchmark (ratios are what to read; absolute times are this machine's)"
+    )
+    print(
+        f"CPU: {info.get('cpu_model')}  cores visible: {info.get('affinity', info['cpu_count'])}  "
+        f"MemAvailable: {info['mem_available_gb']} GiB"
+    )
+    print(
+        "versions: "
+        + "  ".join(
+            f"{k}={info[k]}" for k in ("python", "numpy", "torch", "numba", "retrieval_checks")
+        )
+    )
+    print(
+        "ours: rc.evaluate_image_text(images, captions, caption_image, protocol='5k', n_resamples=0 | 1000 "
+        f"(ours-boot)){', max_memory=' + args.max_memory if args.max_memory else ''}"
+    )
+    print(
+        "dense: numpy, full N x M float32 cosine matrix, exact pessimistic ranks by counting, metrics from the "
+        "definitions"
+    )
+    print(
+        f"each method: own subprocess, data regenerated from seed {args.seed}; peak RSS = VmHWM reset before the "
+        f"timed call; base = RSS of imports+data+warm-up; repeat={args.repeat} (fastest counts)"
+    )
     load0 = _loadavg()
-    print(f"load average at start (1/5/15 min): {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}"
-          + ("  <- other work is running: timings will be noisy" if load0[0] > 0.5 else ""))
+    print(
+        f"load average at start (1/5/15 min): {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}"
+        + ("  <- other work is running: timings will be noisy" if load0[0] > 0.5 else "")
+    )
 
     recs, ranks = [], {}
     with tempfile.TemporaryDirectory(prefix="bench_image_text_") as tmp:
         for m in dict.fromkeys(args.methods):
             path = os.path.join(tmp, f"{m}.npz")
-            print(f"  {m:9s} {args.n_images} images x {args.n_images * args.ratio} captions ...", end="",
-                  flush=True, file=sys.stderr)
+            print(
+                f"  {m:9s} {args.n_images} images x {args.n_images * args.ratio} captions ...",
+                end="",
+                flush=True,
+                file=sys.stderr,
+            )
             rec = launch(m, args, path)
-            print(f" {rec['status']} {rec.get('wall_s', float('nan')):.3f}s", file=sys.stderr, flush=True)
+            print(
+                f" {rec['status']} {rec.get('wall_s', float('nan')):.3f}s",
+                file=sys.stderr,
+                flush=True,
+            )
             rec["loadavg_after"] = _loadavg()
             recs.append(rec)
             if rec["status"] == "ok" and os.path.exists(path):
@@ -455,9 +604,11 @@ def main(argv=None):
     ref = next((r for r in recs if r.get("status") == "ok"), None)
     if ref:
         mm = ref["metrics"]
-        print(f"data ({ref['method']}): i2t_recall@1/5/10 = {mm['i2t_recall@1']:.3f} / {mm['i2t_recall@5']:.3f} / "
-              f"{mm['i2t_recall@10']:.3f}; t2i_recall@1/5/10 = {mm['t2i_recall@1']:.3f} / {mm['t2i_recall@5']:.3f} / "
-              f"{mm['t2i_recall@10']:.3f}; rsum = {mm['rsum']:.1f}")
+        print(
+            f"data ({ref['method']}): i2t_recall@1/5/10 = {mm['i2t_recall@1']:.3f} / {mm['i2t_recall@5']:.3f} / "
+            f"{mm['i2t_recall@10']:.3f}; t2i_recall@1/5/10 = {mm['t2i_recall@1']:.3f} / {mm['t2i_recall@5']:.3f} / "
+            f"{mm['t2i_recall@10']:.3f}; rsum = {mm['rsum']:.1f}"
+        )
     rank_cmp = compare_ranks(ranks)
     text, ok = report(args, recs, rank_cmp)
     print(text, flush=True)
@@ -465,9 +616,20 @@ def main(argv=None):
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
-            json.dump({"env": info, "args": {k: v for k, v in vars(args).items() if k not in ("worker", "ranks_out")},
-                       "metrics": METRICS, "records": recs, "rank_comparison": rank_cmp, "agreement_ok": ok},
-                      fh, indent=2)
+            json.dump(
+                {
+                    "env": info,
+                    "args": {
+                        k: v for k, v in vars(args).items() if k not in ("worker", "ranks_out")
+                    },
+                    "metrics": METRICS,
+                    "records": recs,
+                    "rank_comparison": rank_cmp,
+                    "agreement_ok": ok,
+                },
+                fh,
+                indent=2,
+            )
         print(f"\nwrote {args.json}")
     return 0 if ok else 1
 

@@ -21,7 +21,17 @@ import subprocess
 import sys
 import tempfile
 
-_HEAVY = ("torch", "numba", "scipy", "scipy.stats", "sklearn", "matplotlib", "pyarrow", "safetensors", "pytest")
+_HEAVY = (
+    "torch",
+    "numba",
+    "scipy",
+    "scipy.stats",
+    "sklearn",
+    "matplotlib",
+    "pyarrow",
+    "safetensors",
+    "pytest",
+)
 
 _PROBE = """
 import json, sys, time
@@ -35,8 +45,13 @@ print(json.dumps({{"seconds": dt, "loaded": [m for m in {heavy!r} if m in sys.mo
 def _time(module: str, runs: int, env: dict) -> tuple[float, list[str]]:
     best, loaded = float("inf"), []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", _PROBE.format(module=module, heavy=_HEAVY)],
-                             capture_output=True, text=True, check=True, env=env)
+        out = subprocess.run(
+            [sys.executable, "-c", _PROBE.format(module=module, heavy=_HEAVY)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
         rec = json.loads(out.stdout.strip().splitlines()[-1])
         best, loaded = min(best, rec["seconds"]), rec["loaded"]
     return best, loaded
@@ -54,15 +69,19 @@ def _env(prefix: str | None) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=7, help="fresh interpreters per module (the minimum is used)")
+    ap.add_argument(
+        "--runs", type=int, default=7, help="fresh interpreters per module (the minimum is used)"
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as prefix:
-        _time("retrieval_checks", 1, _env(prefix))                     # warm-up: fills the bytecode cache
+        _time("retrieval_checks", 1, _env(prefix))  # warm-up: fills the bytecode cache
         for label, env in (("cached", _env(prefix)), ("uncached", _env(None))):
             base, _ = _time("numpy", args.runs, env)
             ours, loaded = _time("retrieval_checks", args.runs, env)
-            print(f"bytecode {label:8s}  import numpy {base:6.3f} s   import retrieval_checks {ours:6.3f} s   "
-                  f"({ours / base:.1f}x numpy's import)")
+            print(
+                f"bytecode {label:8s}  import numpy {base:6.3f} s   import retrieval_checks {ours:6.3f} s   "
+                f"({ours / base:.1f}x numpy's import)"
+            )
     print(f"heavy modules loaded by the import: {', '.join(loaded) if loaded else 'none'}")
     return 0
 

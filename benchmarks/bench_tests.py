@@ -44,10 +44,18 @@ def read_junit(path: str | os.PathLike) -> list[tuple[str, float, str]]:
     return cases
 
 
-def report(cases: list[tuple[str, float, str]], wall_s: float | None, *, top: int = 25,
-           budget_s: float = BUDGET_S, workers: str = "auto") -> list[str]:
+def report(
+    cases: list[tuple[str, float, str]],
+    wall_s: float | None,
+    *,
+    top: int = 25,
+    budget_s: float = BUDGET_S,
+    workers: str = "auto",
+) -> list[str]:
     """The lines printed: slowest tests, slowest files, totals, the budget line."""
-    lines = [f"slowest {min(top, len(cases))} of {len(cases)} tests (seconds, setup + call + teardown):"]
+    lines = [
+        f"slowest {min(top, len(cases))} of {len(cases)} tests (seconds, setup + call + teardown):"
+    ]
     for test_id, seconds, outcome in sorted(cases, key=lambda c: -c[1])[:top]:
         mark = "" if outcome == "passed" else f"  [{outcome}]"
         lines.append(f"  {seconds:8.2f}  {test_id}{mark}")
@@ -64,21 +72,38 @@ def report(cases: list[tuple[str, float, str]], wall_s: float | None, *, top: in
         lines.append("budget: no wall time measured (--no-run); the per-test total is above")
         return lines
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    line = (f"test budget: {wall_s:.0f} s wall with {workers} xdist workers, load average {load}; "
-            f"budget {budget_s / 60:g} minutes")
-    lines.append(line + (": within it" if wall_s <= budget_s else
-                         f": WARNING over it by {wall_s - budget_s:.0f} s (machines vary: this never fails the run)"))
+    line = (
+        f"test budget: {wall_s:.0f} s wall with {workers} xdist workers, load average {load}; "
+        f"budget {budget_s / 60:g} minutes"
+    )
+    lines.append(
+        line
+        + (
+            ": within it"
+            if wall_s <= budget_s
+            else f": WARNING over it by {wall_s - budget_s:.0f} s (machines vary: this never fails the run)"
+        )
+    )
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--top", type=int, default=25, help="how many tests and files to list (default 25)")
-    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds of wall time (default 360)")
-    parser.add_argument("--workers", default="auto", help="pytest-xdist -n (default auto; 0: one process)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--top", type=int, default=25, help="how many tests and files to list (default 25)"
+    )
+    parser.add_argument(
+        "--budget", type=float, default=BUDGET_S, help="seconds of wall time (default 360)"
+    )
+    parser.add_argument(
+        "--workers", default="auto", help="pytest-xdist -n (default auto; 0: one process)"
+    )
     parser.add_argument("--junit", help="where the JUnit XML goes (default: a temporary file)")
-    parser.add_argument("--no-run", action="store_true", help="only read --junit, written by an earlier run")
+    parser.add_argument(
+        "--no-run", action="store_true", help="only read --junit, written by an earlier run"
+    )
     args, pytest_args = parser.parse_known_args(argv)
     if args.no_run:
         if not args.junit:
@@ -88,7 +113,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         junit = args.junit or str(Path(tmp) / "junit.xml")
-        cmd = [sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}", "-o", "junit_family=xunit1"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            f"--junitxml={junit}",
+            "-o",
+            "junit_family=xunit1",
+        ]
         if args.workers != "0":
             cmd += ["-n", args.workers, "--dist", "loadgroup"]
         start = time.monotonic()
@@ -98,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_tests: pytest wrote no report (exit status {status})", file=sys.stderr)
             return status or 1
         print()
-        for line in report(read_junit(junit), wall, top=args.top, budget_s=args.budget, workers=args.workers):
+        for line in report(
+            read_junit(junit), wall, top=args.top, budget_s=args.budget, workers=args.workers
+        ):
             print(line)
     return status
 

@@ -62,8 +62,15 @@ def validate(process_group=None, rank: int = 0, world: int = 1, device: str = "c
     net = model().to(device).eval()
     with torch.no_grad():
         emb = net(torch.from_numpy(inputs[idx]).to(device))
-    result = rc.evaluate(emb, None, query_labels=labels[idx], query_ids=idx, metrics=["map@R", "hit_rate@1", "mrr"],
-                         device=device, process_group=process_group)
+    result = rc.evaluate(
+        emb,
+        None,
+        query_labels=labels[idx],
+        query_ids=idx,
+        metrics=["map@R", "hit_rate@1", "mrr"],
+        device=device,
+        process_group=process_group,
+    )
     rc.assert_metric(result, "hit_rate@1", at_least=0.5)  # the gate: same verdict on every rank
     return result
 
@@ -75,7 +82,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     args = parser.parse_args()
-    dist.init_process_group(args.backend)  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    dist.init_process_group(
+        args.backend
+    )  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     rank, world = dist.get_rank(), dist.get_world_size()
     device = "cpu"
     if args.backend == "nccl":
@@ -85,7 +94,9 @@ def main() -> None:
     try:
         result = validate(dist.group.WORLD, rank, world, device)
         if rank == 0:
-            print({name: round(value, 4) for name, value in result.items()}, f"over {world} rank(s)")
+            print(
+                {name: round(value, 4) for name, value in result.items()}, f"over {world} rank(s)"
+            )
     finally:
         dist.destroy_process_group()
 

@@ -21,7 +21,20 @@ Modules with a leading underscore are private. Metric names follow the contract
 report canonical names.
 """
 
-from . import classifiers, data, engine, errors, experiments, gates, metrics, models, options, stats, suites, tracking
+from . import (  # noqa: F401  (the subpackages, reachable as rc.engine, rc.gates, ...)
+    classifiers,
+    data,
+    engine,
+    errors,
+    experiments,
+    gates,
+    metrics,
+    models,
+    options,
+    stats,
+    suites,
+    tracking,
+)
 from .classifiers import (
     ClassifierResult,
     LocalizationResult,

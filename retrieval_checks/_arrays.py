@@ -38,15 +38,19 @@ def as_numpy(x, name: str) -> np.ndarray:
         t = x.detach()
         layout = str(getattr(t, "layout", "torch.strided"))
         if layout != "torch.strided":
-            raise InputError(f"{name} is a sparse torch tensor (layout {layout}); pass a dense one "
-                             "(tensor.to_dense()), or for a relevance a scipy sparse matrix.")
+            raise InputError(
+                f"{name} is a sparse torch tensor (layout {layout}); pass a dense one "
+                "(tensor.to_dense()), or for a relevance a scipy sparse matrix."
+            )
         if str(t.dtype) == "torch.bfloat16":
             t = t.float()  # exact: every bfloat16 is a float32
         try:
             return t.cpu().numpy()
         except (TypeError, RuntimeError) as exc:
-            raise InputError(f"{name} (a torch tensor of dtype {t.dtype}) could not be read as an array: {exc}; "
-                             "convert it with .float() or .long().") from None
+            raise InputError(
+                f"{name} (a torch tensor of dtype {t.dtype}) could not be read as an array: {exc}; "
+                "convert it with .float() or .long()."
+            ) from None
     try:
         return native_order(np.asarray(x))
     except Exception as exc:  # ragged lists and the like

@@ -48,37 +48,54 @@ def check_file(path, *, what: str = "file") -> Path:
         st = os.stat(p)
     except FileNotFoundError:
         if os.path.islink(p):
-            raise InputError(f"{p}: the {what} is a broken symbolic link (to {os.readlink(p)!r}, which does not "
-                             "exist); point it at the real file.") from None
-        raise InputError(f"{p}: no such {what} (resolved to {os.path.abspath(p)}); check the path, which is "
-                         f"relative to the current directory {os.getcwd()} unless absolute.") from None
+            raise InputError(
+                f"{p}: the {what} is a broken symbolic link (to {os.readlink(p)!r}, which does not "
+                "exist); point it at the real file."
+            ) from None
+        raise InputError(
+            f"{p}: no such {what} (resolved to {os.path.abspath(p)}); check the path, which is "
+            f"relative to the current directory {os.getcwd()} unless absolute."
+        ) from None
     except PermissionError:
-        raise InputError(f"{p}: the {what} cannot be reached (permission denied on a directory of its path); "
-                         "make its directories searchable (chmod +x) or move the file.") from None
+        raise InputError(
+            f"{p}: the {what} cannot be reached (permission denied on a directory of its path); "
+            "make its directories searchable (chmod +x) or move the file."
+        ) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise InputError(f"{p}: the {what} is a symbolic link loop (it points back to itself); point the "
-                             "link at a real file.") from None
+            raise InputError(
+                f"{p}: the {what} is a symbolic link loop (it points back to itself); point the "
+                "link at a real file."
+            ) from None
         if exc.errno == errno.ENOTDIR:
-            raise InputError(f"{p}: a part of the path is a file, not a directory; check the path of the "
-                             f"{what}.") from None
+            raise InputError(
+                f"{p}: a part of the path is a file, not a directory; check the path of the {what}."
+            ) from None
         raise InputError(f"{p}: cannot open the {what} ({short(exc)}); check the path.") from None
     except (ValueError, TypeError) as exc:  # embedded NUL bytes and the like
         raise InputError(f"{path!r}: not a usable path for the {what} ({short(exc)}).") from None
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{p}: is a directory, not a {what}; give the path of a {FORMATS} file inside it.")
+        raise InputError(
+            f"{p}: is a directory, not a {what}; give the path of a {FORMATS} file inside it."
+        )
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{p}: is not a regular file (a FIFO, socket or device); give the path of a {what} "
-                         f"({FORMATS}).")
+        raise InputError(
+            f"{p}: is not a regular file (a FIFO, socket or device); give the path of a {what} "
+            f"({FORMATS})."
+        )
     if st.st_size == 0:
-        raise InputError(f"{p}: the {what} is empty (0 bytes), so it was not written completely; write it again"
-                         f"{' with ' + HOW_TO_WRITE[p.suffix.lower()] if p.suffix.lower() in HOW_TO_WRITE else ''}.")
+        raise InputError(
+            f"{p}: the {what} is empty (0 bytes), so it was not written completely; write it again"
+            f"{' with ' + HOW_TO_WRITE[p.suffix.lower()] if p.suffix.lower() in HOW_TO_WRITE else ''}."
+        )
     try:
         with open(p, "rb") as f:
             f.read(1)
     except PermissionError:
-        raise InputError(f"{p}: the {what} is not readable (permission denied); make it readable "
-                         "(chmod u+r) or run as a user who may read it.") from None
+        raise InputError(
+            f"{p}: the {what} is not readable (permission denied); make it readable "
+            "(chmod u+r) or run as a user who may read it."
+        ) from None
     except OSError as exc:
         raise InputError(f"{p}: cannot read the {what} ({short(exc)}).") from None
     return p
@@ -100,7 +117,9 @@ def missing_file(path) -> str:
         return "cannot be reached (permission denied on a directory of its path)"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return "is a symbolic link loop (it points back to itself; point the link at a real file)"
+            return (
+                "is a symbolic link loop (it points back to itself; point the link at a real file)"
+            )
         if exc.errno == errno.ENOTDIR:
             return "cannot exist (a part of its path is a file, not a directory)"
         return f"cannot be opened ({short(exc)})"
@@ -131,8 +150,14 @@ def unpickler_complaint(exc) -> str:
     text = str(exc)
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith(("WeightsUnpickler error:", "Unsupported global", "Unsupported operand",
-                            "Trying to load unsupported")):
+        if line.startswith(
+            (
+                "WeightsUnpickler error:",
+                "Unsupported global",
+                "Unsupported operand",
+                "Trying to load unsupported",
+            )
+        ):
             line = " ".join(_ANSI.sub("", line).split())
             return line if len(line) <= 200 else line[:200] + "..."
     return "the file holds pickled Python objects, not only tensors"

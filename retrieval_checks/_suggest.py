@@ -46,4 +46,4 @@ def shown(value, limit: int = 60) -> str:
         text = repr(value)
     except Exception:  # a hostile __repr__
         text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else f"{text[:limit - 20]}...({len(text)} characters)"
+    return text if len(text) <= limit else f"{text[: limit - 20]}...({len(text)} characters)"

@@ -35,7 +35,15 @@ from pathlib import Path
 from ._paths import missing_file, short
 from .errors import InputError
 
-__all__ = ["text_lines", "split_fields", "check_field", "parse_int", "parse_float", "INT64_MAX", "id_mismatch"]
+__all__ = [
+    "text_lines",
+    "split_fields",
+    "check_field",
+    "parse_int",
+    "parse_float",
+    "INT64_MAX",
+    "id_mismatch",
+]
 
 BOM = "\ufeff"
 INT64_MAX = 2**63 - 1
@@ -47,14 +55,20 @@ _ASCII_SPACE = re.compile(r"[ \t\v\f\r]+")
 
 def _open_error(p: Path, what: str, exc: OSError) -> InputError:
     if isinstance(exc, PermissionError):
-        return InputError(f"{p}: the {what} file is not readable (permission denied); make it readable (chmod u+r) "
-                          "or run as a user who may read it.")
+        return InputError(
+            f"{p}: the {what} file is not readable (permission denied); make it readable (chmod u+r) "
+            "or run as a user who may read it."
+        )
     if isinstance(exc, IsADirectoryError) or exc.errno == errno.EISDIR:
-        return InputError(f"{p}: the {what} file is a directory; give the path of the {what} file inside it.")
+        return InputError(
+            f"{p}: the {what} file is a directory; give the path of the {what} file inside it."
+        )
     why = missing_file(p)
     if why == "is a file":
         why = f"cannot be read ({short(exc)})"
-    return InputError(f"{p}: the {what} file {why}; check the path (relative to {os.getcwd()} unless absolute).")
+    return InputError(
+        f"{p}: the {what} file {why}; check the path (relative to {os.getcwd()} unless absolute)."
+    )
 
 
 def _decode(raw: bytes, p: Path, what: str, number: int) -> str:
@@ -65,8 +79,10 @@ def _decode(raw: bytes, p: Path, what: str, number: int) -> str:
             found = "UTF-16 text (it starts with a UTF-16 byte-order mark)"
         else:
             found = f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8"
-        raise InputError(f"{p}:{number}: the {what} file is not UTF-8: {found}. Save it as UTF-8 (e.g. iconv -f "
-                         f"latin1 -t utf-8, or your editor's 'UTF-8' encoding).") from None
+        raise InputError(
+            f"{p}:{number}: the {what} file is not UTF-8: {found}. Save it as UTF-8 (e.g. iconv -f "
+            f"latin1 -t utf-8, or your editor's 'UTF-8' encoding)."
+        ) from None
 
 
 def text_lines(path, what: str) -> Iterator[tuple[int, str]]:
@@ -75,9 +91,14 @@ def text_lines(path, what: str) -> Iterator[tuple[int, str]]:
     names the file's role (``"TREC run"``) in the messages."""
     p = Path(os.fspath(path))
     why = missing_file(p)  # before opening: a FIFO would block until a writer comes
-    if why != "is a file" and why != "cannot be reached (permission denied on a directory of its path)":
-        raise InputError(f"{p}: the {what} file {why}; check the path (relative to {os.getcwd()} unless "
-                         "absolute).")
+    if (
+        why != "is a file"
+        and why != "cannot be reached (permission denied on a directory of its path)"
+    ):
+        raise InputError(
+            f"{p}: the {what} file {why}; check the path (relative to {os.getcwd()} unless "
+            "absolute)."
+        )
     try:
         fh = open(p, "rb")
     except OSError as exc:
@@ -92,22 +113,30 @@ def text_lines(path, what: str) -> Iterator[tuple[int, str]]:
                 raise _open_error(p, what, exc) from None
             if not raw:
                 return
-            parts = raw.splitlines() or [b""] if b"\r" in raw else [raw.rstrip(b"\n")]  # \n, \r\n, \r only
+            parts = (
+                raw.splitlines() or [b""] if b"\r" in raw else [raw.rstrip(b"\n")]
+            )  # \n, \r\n, \r only
             for part in parts:
                 number += 1
                 text = _decode(part, p, what, number)
                 if number == 1 and text.startswith(BOM):
                     text = text[1:]
-                elif text.startswith(BOM):  # inside a line, U+FEFF is text (JSON) or refused in an id
-                    raise InputError(f"{p}:{number}: a byte-order mark (U+FEFF) starts this line of the {what} file: "
-                                     "two files were joined (cat), or an editor inserted it; remove it (a byte-order "
-                                     "mark is accepted only as the file's first character).")
+                elif text.startswith(
+                    BOM
+                ):  # inside a line, U+FEFF is text (JSON) or refused in an id
+                    raise InputError(
+                        f"{p}:{number}: a byte-order mark (U+FEFF) starts this line of the {what} file: "
+                        "two files were joined (cat), or an editor inserted it; remove it (a byte-order "
+                        "mark is accepted only as the file's first character)."
+                    )
                 yield number, text
 
 
 def _invisible(ch: str) -> bool:
     """Not a plain space but white or invisible: other spaces, control and format characters."""
-    return ch != " " and (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Zs"))
+    return ch != " " and (
+        ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Zs")
+    )
 
 
 def check_field(text: str, where: str, name: str) -> str:
@@ -119,9 +148,11 @@ def check_field(text: str, where: str, name: str) -> str:
     for i, ch in enumerate(text):
         if _invisible(ch):
             label = unicodedata.name(ch, f"U+{ord(ch):04X}")
-            raise InputError(f"{where}: the {name} {text[:60]!r} holds U+{ord(ch):04X} ({label}) at character {i + 1}: "
-                             "an invisible character, which makes it another id than it looks and is not a field "
-                             "separator; remove it (or separate the fields with a plain space or tab).")
+            raise InputError(
+                f"{where}: the {name} {text[:60]!r} holds U+{ord(ch):04X} ({label}) at character {i + 1}: "
+                "an invisible character, which makes it another id than it looks and is not a field "
+                "separator; remove it (or separate the fields with a plain space or tab)."
+            )
     return text
 
 
@@ -129,7 +160,9 @@ def split_fields(text: str, where: str) -> list[str]:
     """The fields of a whitespace-separated line: split on ASCII spaces and tabs, as
     trec_eval splits; each field checked by :func:`check_field`."""
     plain = text.replace("\t", " ")
-    if plain.isascii() and plain.isprintable():  # the common case: only spaces separate, nothing invisible
+    if (
+        plain.isascii() and plain.isprintable()
+    ):  # the common case: only spaces separate, nothing invisible
         return plain.split()  # printable ASCII holds no whitespace but the space
     fields = [f for f in _ASCII_SPACE.split(text) if f]
     for n, f in enumerate(fields, 1):
@@ -142,12 +175,16 @@ def parse_int(text: str, where: str, name: str, fix: str) -> int:
     ``1_0``, ``١`` or ``1.0``), within int64; else an InputError ``where: name ...
     fix``."""
     if not _INT.fullmatch(text):
-        raise InputError(f"{where}: {name} {text[:40]!r} is not a whole number (ASCII digits with an optional "
-                         f"sign); {fix}")
+        raise InputError(
+            f"{where}: {name} {text[:40]!r} is not a whole number (ASCII digits with an optional "
+            f"sign); {fix}"
+        )
     value = int(text)
     if abs(value) > INT64_MAX:
-        raise InputError(f"{where}: {name} {text[:40]!r} is beyond the 64-bit integer range (|value| <= "
-                         f"{INT64_MAX}); {fix}")
+        raise InputError(
+            f"{where}: {name} {text[:40]!r} is beyond the 64-bit integer range (|value| <= "
+            f"{INT64_MAX}); {fix}"
+        )
     return value
 
 
@@ -158,13 +195,17 @@ def parse_float(text: str, where: str, name: str, *, special: bool = True) -> fl
     if _DECIMAL.fullmatch(text):
         value = float(text)
         if value in (float("inf"), float("-inf")):
-            raise InputError(f"{where}: {name} {text[:40]!r} is beyond the float64 range (about 1.8e308); "
-                             "give a smaller number.")
+            raise InputError(
+                f"{where}: {name} {text[:40]!r} is beyond the float64 range (about 1.8e308); "
+                "give a smaller number."
+            )
         return value
     if special and _SPECIAL.fullmatch(text):
         return float(text)
-    raise InputError(f"{where}: {name} {text[:40]!r} is not a number (a decimal such as 12, -0.5 or 1e-3, in "
-                     "ASCII digits; no digit separators such as 1_0).")
+    raise InputError(
+        f"{where}: {name} {text[:40]!r} is not a number (a decimal such as 12, -0.5 or 1e-3, in "
+        "ASCII digits; no digit separators such as 1_0)."
+    )
 
 
 def _digits(text: str) -> bool:
@@ -183,12 +224,16 @@ def id_mismatch(unknown, ids, file: str) -> str:
     known_digits = all(_digits(i) for i in ids)
     if all(_digits(u) for u in unknown):
         if known_digits:
-            return (f"both are numbers ({file} has {sample}...): if one side counts rows (from 0 or 1) and the other "
-                    "holds ids, every judgement names another query or document than meant")
+            return (
+                f"both are numbers ({file} has {sample}...): if one side counts rows (from 0 or 1) and the other "
+                "holds ids, every judgement names another query or document than meant"
+            )
         rows = [int(u) for u in unknown[:1] if int(u) < len(ids)]
         at = f" (row {rows[0]} of {file} (from 0) is {ids[rows[0]]!r})" if rows else ""
         return f"it looks like a row number, not an id: ids there look like {sample}{at}"
     if known_digits and all(i == str(n) or i == str(n + 1) for n, i in enumerate(ids[:50])):
-        return (f"the _id values there look like row numbers ({sample}), while this names {unknown[0][:40]!r}: write "
-                f"the real ids into {file}, or name the rows here")
+        return (
+            f"the _id values there look like row numbers ({sample}), while this names {unknown[0][:40]!r}: write "
+            f"the real ids into {file}, or name the rows here"
+        )
     return f"ids there look like {sample}"

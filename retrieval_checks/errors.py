@@ -63,7 +63,9 @@ class SuiteError(InputError):
     ``checks[2].at_least``) locate the problem; the message says what is expected.
     """
 
-    def __init__(self, message: str, *, path=None, line: int | None = None, field: str | None = None):
+    def __init__(
+        self, message: str, *, path=None, line: int | None = None, field: str | None = None
+    ):
         where = str(path) if path is not None else "<suite>"
         if line is not None:
             where += f":{line}"

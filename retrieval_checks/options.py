@@ -22,8 +22,16 @@ from typing import Any
 from ._suggest import hint, shown
 from .errors import InputError
 
-__all__ = ["Option", "OPTIONS", "DEFAULTS", "check_option", "parse_text", "parse_memory", "positive_int",
-           "DATASET_TYPES"]
+__all__ = [
+    "Option",
+    "OPTIONS",
+    "DEFAULTS",
+    "check_option",
+    "parse_text",
+    "parse_memory",
+    "positive_int",
+    "DATASET_TYPES",
+]
 
 #: The kinds of dataset a suite declares; each option applies to some of them.
 DATASET_TYPES = ("retrieval", "image_text", "images", "run", "ann")
@@ -39,7 +47,9 @@ def positive_int(value, name: str, fix: str = "") -> int:
     """``value`` as an int when it is a whole number >= 1 (a bool is not); else an
     InputError naming ``name`` (``fix``: what the number means, shown in brackets)."""
     if not _is_int(value) or value < 1:
-        raise InputError(f"{name}={shown(value)}: expected an integer >= 1{f' ({fix})' if fix else ''}.")
+        raise InputError(
+            f"{name}={shown(value)}: expected an integer >= 1{f' ({fix})' if fix else ''}."
+        )
     return int(value)
 
 
@@ -125,7 +135,9 @@ class Option:
 
 def _skipped(value) -> str | None:
     """``max_skipped``: a count (an int >= 0) or a fraction of the queries (a float in [0, 1))."""
-    expected = "a count of queries (an int >= 0) or a fraction of them (a float in [0, 1), e.g. 0.05)"
+    expected = (
+        "a count of queries (an int >= 0) or a fraction of them (a float in [0, 1), e.g. 0.05)"
+    )
     if _is_int(value):
         return None if value >= 0 else f"expected {expected}, found {shown(value)}."
     if _finite(value) and 0.0 <= float(value) < 1.0:
@@ -139,51 +151,161 @@ def _skipped(value) -> str | None:
 
 
 def _choice(name, choices, default, help_text, applies_to=()):
-    return Option(name, "choice", default, "one of " + ", ".join(choices), choices=tuple(choices),
-                  applies_to=applies_to, help=help_text)
+    return Option(
+        name,
+        "choice",
+        default,
+        "one of " + ", ".join(choices),
+        choices=tuple(choices),
+        applies_to=applies_to,
+        help=help_text,
+    )
 
 
 _RET, _IT, _IMG, _RUN, _ANN = DATASET_TYPES
 
 #: Every evaluation option, by the name suites and the plugin use.
-OPTIONS: dict[str, Option] = {o.name: o for o in (
-    _choice("similarity", ("cosine", "dot", "neg_l2", "hamming"), "cosine",
+OPTIONS: dict[str, Option] = {
+    o.name: o
+    for o in (
+        _choice(
+            "similarity",
+            ("cosine", "dot", "neg_l2", "hamming"),
+            "cosine",
             "similarity of two embeddings (hamming: binary codes); pair thresholds are in its units "
-            "(neg_l2: minus the distance; hamming: a distance in bits)", (_RET, _IT, _ANN)),
-    _choice("ties", ("pessimistic", "optimistic", "average"), "pessimistic",
+            "(neg_l2: minus the distance; hamming: a distance in bits)",
+            (_RET, _IT, _ANN),
+        ),
+        _choice(
+            "ties",
+            ("pessimistic", "optimistic", "average"),
+            "pessimistic",
             "where a relevant item ranks among non-relevant items with an equal score: after them, before "
-            "them, or the exact mean over every order of the tie", (_RET, _IT, _RUN)),
-    _choice("empty_queries", ("skip", "error", "zero"), "skip",
-            "queries without a relevant gallery item: skip (counted), error, or score zero", (_RET, _RUN)),
-    Option("confidence", "number", 0.95, "a number strictly between 0 and 1 (e.g. 0.95)", low=0.0, high=1.0,
-           open_low=True, open_high=True, applies_to=DATASET_TYPES, help="confidence of every interval"),
-    Option("seed", "integer", 0, "an integer >= 0", low=0, applies_to=DATASET_TYPES,
-           help="seed of label partitions and bootstrap resamples"),
-    Option("group_size", "integer", 10, "an integer >= 2 (labels per group)", low=2, applies_to=(_RET,),
-           help="labels per group of grouped_recall@K (S)"),
-    Option("group_repeats", "integer", 1, "an integer >= 1", low=1, applies_to=(_RET,),
-           help="label partitions averaged by grouped_recall@K"),
-    Option("n_resamples", "integer", 1000, "an integer in [0, 1000000] (bootstrap resamples; 0: no interval)",
-           low=0, high=1_000_000,
-           applies_to=(_IT, _IMG), help="bootstrap resamples of image-text and CAM intervals"),
-    Option("rho", "number", 0.1, "a number in [0, 1] (the CAM threshold)", low=0.0, high=1.0, applies_to=(_IMG,),
-           help="threshold of the normalised CAM for cam_iou"),
-    _choice("cam_method", ("gradcam", "gradcam++"), "gradcam", "class activation maps: Grad-CAM or Grad-CAM++",
-            (_IMG,)),
-    Option("percentile", "number", 10.0, "a number in (0, 100) (the margin percentile of spectral_measure)",
-           low=0.0, high=100.0, open_low=True, open_high=True, applies_to=(_IMG,),
-           help="percentile of the training margins behind spectral_measure's gamma"),
-    Option("max_skipped", "skipped", None, "a count of queries (an int >= 0) or a fraction of them (a float in "
-           "[0, 1))", applies_to=(_RET, _RUN), optional=True,
-           help="most queries a gate may skip (no relevant item) before it fails; default: no limit, a warning"),
-    Option("timeout", "number", None, "a number of seconds > 0", low=0.0, open_low=True, optional=True,
-           applies_to=(_RET, _IT, _IMG, _ANN), help="seconds a model may take for one dataset before the check fails "
-                                           "(default: no limit)"),
-    Option("device", "device", "auto", "auto, cpu, torch-cpu, numpy, cuda or cuda:N",
-           help="where similarities (and models) are computed"),
-    Option("max_memory", "memory", None, "bytes, or a size such as '2GiB'",
-           help="working-set budget of the engine (default: the library's)"),
-)}
+            "them, or the exact mean over every order of the tie",
+            (_RET, _IT, _RUN),
+        ),
+        _choice(
+            "empty_queries",
+            ("skip", "error", "zero"),
+            "skip",
+            "queries without a relevant gallery item: skip (counted), error, or score zero",
+            (_RET, _RUN),
+        ),
+        Option(
+            "confidence",
+            "number",
+            0.95,
+            "a number strictly between 0 and 1 (e.g. 0.95)",
+            low=0.0,
+            high=1.0,
+            open_low=True,
+            open_high=True,
+            applies_to=DATASET_TYPES,
+            help="confidence of every interval",
+        ),
+        Option(
+            "seed",
+            "integer",
+            0,
+            "an integer >= 0",
+            low=0,
+            applies_to=DATASET_TYPES,
+            help="seed of label partitions and bootstrap resamples",
+        ),
+        Option(
+            "group_size",
+            "integer",
+            10,
+            "an integer >= 2 (labels per group)",
+            low=2,
+            applies_to=(_RET,),
+            help="labels per group of grouped_recall@K (S)",
+        ),
+        Option(
+            "group_repeats",
+            "integer",
+            1,
+            "an integer >= 1",
+            low=1,
+            applies_to=(_RET,),
+            help="label partitions averaged by grouped_recall@K",
+        ),
+        Option(
+            "n_resamples",
+            "integer",
+            1000,
+            "an integer in [0, 1000000] (bootstrap resamples; 0: no interval)",
+            low=0,
+            high=1_000_000,
+            applies_to=(_IT, _IMG),
+            help="bootstrap resamples of image-text and CAM intervals",
+        ),
+        Option(
+            "rho",
+            "number",
+            0.1,
+            "a number in [0, 1] (the CAM threshold)",
+            low=0.0,
+            high=1.0,
+            applies_to=(_IMG,),
+            help="threshold of the normalised CAM for cam_iou",
+        ),
+        _choice(
+            "cam_method",
+            ("gradcam", "gradcam++"),
+            "gradcam",
+            "class activation maps: Grad-CAM or Grad-CAM++",
+            (_IMG,),
+        ),
+        Option(
+            "percentile",
+            "number",
+            10.0,
+            "a number in (0, 100) (the margin percentile of spectral_measure)",
+            low=0.0,
+            high=100.0,
+            open_low=True,
+            open_high=True,
+            applies_to=(_IMG,),
+            help="percentile of the training margins behind spectral_measure's gamma",
+        ),
+        Option(
+            "max_skipped",
+            "skipped",
+            None,
+            "a count of queries (an int >= 0) or a fraction of them (a float in [0, 1))",
+            applies_to=(_RET, _RUN),
+            optional=True,
+            help="most queries a gate may skip (no relevant item) before it fails; default: no limit, a warning",
+        ),
+        Option(
+            "timeout",
+            "number",
+            None,
+            "a number of seconds > 0",
+            low=0.0,
+            open_low=True,
+            optional=True,
+            applies_to=(_RET, _IT, _IMG, _ANN),
+            help="seconds a model may take for one dataset before the check fails "
+            "(default: no limit)",
+        ),
+        Option(
+            "device",
+            "device",
+            "auto",
+            "auto, cpu, torch-cpu, numpy, cuda or cuda:N",
+            help="where similarities (and models) are computed",
+        ),
+        Option(
+            "max_memory",
+            "memory",
+            None,
+            "bytes, or a size such as '2GiB'",
+            help="working-set budget of the engine (default: the library's)",
+        ),
+    )
+}
 
 #: The default of every option, in one place.
 DEFAULTS: dict[str, Any] = {name: o.default for name, o in OPTIONS.items()}
@@ -216,7 +338,9 @@ def parse_text(name: str, text: str):
             try:
                 value = float(text)
             except ValueError:
-                raise InputError(f"{name}={text!r}: expected {opt.expected}, found {text!r}.") from None
+                raise InputError(
+                    f"{name}={text!r}: expected {opt.expected}, found {text!r}."
+                ) from None
     elif opt.kind == "number":
         try:
             value = float(text)
@@ -226,8 +350,22 @@ def parse_text(name: str, text: str):
     return parse_memory(value) if opt.kind == "memory" else value
 
 
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1e3,
+    "kb": 1e3,
+    "m": 1e6,
+    "mb": 1e6,
+    "g": 1e9,
+    "gb": 1e9,
+    "t": 1e12,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def _memory(value) -> tuple[int | None, str | None]:

@@ -38,11 +38,19 @@ except ImportError:  # pragma: no cover - hypothesis is a test dependency
 else:
     # each from hypothesis's own "default" (under CI, hypothesis's default is its derandomised "ci")
     _base = settings.get_profile("default")
-    settings.register_profile("ci", _base, derandomize=True, database=None, print_blob=True, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile(
+        "ci",
+        _base,
+        derandomize=True,
+        database=None,
+        print_blob=True,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     settings.register_profile("dev", _base, derandomize=False, deadline=None, print_blob=True)
-    settings.register_profile("explore", _base, derandomize=False, deadline=None, print_blob=True,
-                              max_examples=1000)
+    settings.register_profile(
+        "explore", _base, derandomize=False, deadline=None, print_blob=True, max_examples=1000
+    )
 
 
 def hypothesis_profile(environ) -> str:
@@ -60,8 +68,14 @@ if settings is not None:
 # builtin functions pointing at freed memory: a segfault in the garbage collector, later.
 # So the modules a run imported stay imported (only the run's own files, under its
 # temporary directory, are dropped), and the heaviest are imported before the first run.
-PRELOAD = ("torch", "numba", "scipy.stats", "scipy.special", "retrieval_checks.engine._kernels_numba",
-           "retrieval_checks.tracking")
+PRELOAD = (
+    "torch",
+    "numba",
+    "scipy.stats",
+    "scipy.special",
+    "retrieval_checks.engine._kernels_numba",
+    "retrieval_checks.tracking",
+)
 
 
 def preload() -> list[str]:
@@ -82,7 +96,9 @@ def own_module(name: str, root: str) -> bool:
     """A module whose file lies under ``root`` (a pytester run's project: its test
     modules, suite model modules and their helpers): the modules such a run drops."""
     path = getattr(sys.modules.get(name), "__file__", None)
-    return isinstance(path, str) and (path.startswith(root) or str(Path(path).resolve()).startswith(root))
+    return isinstance(path, str) and (
+        path.startswith(root) or str(Path(path).resolve()).startswith(root)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -101,28 +117,40 @@ def pytester(pytester, _preloaded, monkeypatch):
 
     class KeepOthers(_pytester.SysModulesSnapshot):
         def __init__(self, preserve=None):
-            super().__init__(preserve=lambda name: not own_module(name, root) or bool(preserve and preserve(name)))
+            super().__init__(
+                preserve=lambda name: not own_module(name, root)
+                or bool(preserve and preserve(name))
+            )
 
     monkeypatch.setattr(_pytester, "SysModulesSnapshot", KeepOthers)  # each in-process run
-    pytester._sys_modules_snapshot = KeepOthers()  # and the test's end (pytester took it before this ran)
+    pytester._sys_modules_snapshot = (
+        KeepOthers()
+    )  # and the test's end (pytester took it before this ran)
     return pytester
 
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--rc-exhaustive", action="store_true", default=_truthy(os.environ.get(EXHAUSTIVE_ENV)),
+        "--rc-exhaustive",
+        action="store_true",
+        default=_truthy(os.environ.get(EXHAUSTIVE_ENV)),
         help="also run the exhaustive sweeps (tests marked 'exhaustive': the same behaviours as the default "
-             f"tests at more shapes and sizes; slow, e.g. in the Triton interpreter); or set {EXHAUSTIVE_ENV}=1")
+        f"tests at more shapes and sizes; slow, e.g. in the Triton interpreter); or set {EXHAUSTIVE_ENV}=1",
+    )
 
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "exhaustive: a sweep that repeats behaviours the default tests cover, at more sizes; "
-                   f"skipped unless --rc-exhaustive (or {EXHAUSTIVE_ENV}=1)")
+        "markers",
+        "exhaustive: a sweep that repeats behaviours the default tests cover, at more sizes; "
+        f"skipped unless --rc-exhaustive (or {EXHAUSTIVE_ENV}=1)",
+    )
     config.addinivalue_line(
-        "markers", "default_cases(*cases): on a parametrized test, the parameter combinations that run by "
-                   "default, each a dict of parameter values (a subset of the names, fixture params included); "
-                   "the test's other combinations are exhaustive")
+        "markers",
+        "default_cases(*cases): on a parametrized test, the parameter combinations that run by "
+        "default, each a dict of parameter values (a subset of the names, fixture params included); "
+        "the test's other combinations are exhaustive",
+    )
 
 
 def _default_cases(items):
@@ -142,8 +170,10 @@ def _default_cases(items):
         for i, case in enumerate(marker.args):
             unknown = sorted(set(case) - set(params))
             if unknown:
-                raise pytest.UsageError(f"{item.nodeid}: default_cases names {unknown}, not parameters of the "
-                                        f"test (they are {sorted(params)})")
+                raise pytest.UsageError(
+                    f"{item.nodeid}: default_cases names {unknown}, not parameters of the "
+                    f"test (they are {sorted(params)})"
+                )
             if all(params[k] == v for k, v in case.items()):
                 seen["hits"].add(i)
                 hit = True
@@ -152,15 +182,19 @@ def _default_cases(items):
     for (path, name), seen in matched.items():
         missed = [seen["cases"][i] for i in range(len(seen["cases"])) if i not in seen["hits"]]
         if missed and seen["items"] > 1:
-            raise pytest.UsageError(f"{path}::{name}: default_cases {missed} match none of its parameter "
-                                    "combinations (a typo?)")
+            raise pytest.UsageError(
+                f"{path}::{name}: default_cases {missed} match none of its parameter "
+                "combinations (a typo?)"
+            )
 
 
 def pytest_collection_modifyitems(config, items):
     _default_cases(items)
     if config.getoption("--rc-exhaustive"):
         return
-    skip = pytest.mark.skip(reason=f"exhaustive sweep: run with --rc-exhaustive or {EXHAUSTIVE_ENV}=1")
+    skip = pytest.mark.skip(
+        reason=f"exhaustive sweep: run with --rc-exhaustive or {EXHAUSTIVE_ENV}=1"
+    )
     for item in items:
         if item.get_closest_marker("exhaustive") is not None:
             item.add_marker(skip)
@@ -168,7 +202,10 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The whole suite's wall time against its budget: a warning line, never a failure."""
-    if hasattr(config, "workerinput") or config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
+    if (
+        hasattr(config, "workerinput")
+        or config.args_source is not pytest.Config.ArgsSource.TESTPATHS
+    ):
         return
     elapsed = time.monotonic() - _STARTED
     workers = getattr(config.option, "numprocesses", None) or "no"
@@ -178,4 +215,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     else:
         terminalreporter.write_line(
             f"WARNING {line}, over its {BUDGET_S // 60}-minute budget: see the slowest tests above "
-            "(--durations) and CONTRIBUTING.md", yellow=True, bold=True)
+            "(--durations) and CONTRIBUTING.md",
+            yellow=True,
+            bold=True,
+        )

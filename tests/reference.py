@@ -75,8 +75,20 @@ def query_metric(name, rel_sorted):
     raise KeyError(name)
 
 
-def reference(Q, G, q_labels, g_labels, metrics, *, q_ids=None, g_ids=None, relevance=None,
-              similarity="cosine", ties="pessimistic", decimals=None):
+def reference(
+    Q,
+    G,
+    q_labels,
+    g_labels,
+    metrics,
+    *,
+    q_ids=None,
+    g_ids=None,
+    relevance=None,
+    similarity="cosine",
+    ties="pessimistic",
+    decimals=None,
+):
     """Per-query values {metric: array} and pair lists (positives, negatives).
 
     ``decimals`` rounds the float64 scores, so that mathematically equal scores
@@ -95,7 +107,9 @@ def reference(Q, G, q_labels, g_labels, metrics, *, q_ids=None, g_ids=None, rele
         keep = np.asarray(q_ids)[:, None] != np.asarray(g_ids)[None, :]
     out = {}
     for name in metrics:
-        out[name] = np.array([query_metric(name, sorted_relevance(S[i], rel[i], keep[i], ties)) for i in range(n_q)])
+        out[name] = np.array(
+            [query_metric(name, sorted_relevance(S[i], rel[i], keep[i], ties)) for i in range(n_q)]
+        )
     pos = S[keep & rel]
     neg = S[keep & ~rel]
     return out, pos, neg

@@ -52,8 +52,15 @@ def _blocks() -> list[dict]:
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         prev = lines[i - 1] if i else ""
         mark = _MARK.match(prev)
-        out.append({"lang": fence.group(1), "text": "\n".join(lines[i + 1:end]) + "\n", "line": i + 1,
-                    "mark": mark.group(1) if mark else None, "comment": prev.startswith("<!-- readme-test")})
+        out.append(
+            {
+                "lang": fence.group(1),
+                "text": "\n".join(lines[i + 1 : end]) + "\n",
+                "line": i + 1,
+                "mark": mark.group(1) if mark else None,
+                "comment": prev.startswith("<!-- readme-test"),
+            }
+        )
         i = end + 1
     return out
 
@@ -66,7 +73,9 @@ def test_every_python_block_is_marked_and_every_mark_is_well_formed():
     blocks = _blocks()
     assert sum(b["lang"] == "python" for b in blocks) >= 8
     unmarked = [b["line"] for b in blocks if b["lang"] == "python" and b["mark"] is None]
-    assert not unmarked, f"README.md python blocks without a '<!-- readme-test: ... -->' comment at lines {unmarked}"
+    assert not unmarked, (
+        f"README.md python blocks without a '<!-- readme-test: ... -->' comment at lines {unmarked}"
+    )
     malformed = [b["line"] for b in blocks if b["comment"] and b["mark"] is None]
     assert not malformed, f"malformed readme-test comments before the blocks at lines {malformed}"
     assert sum(_kind(b) == "run" for b in blocks) >= 5
@@ -99,8 +108,10 @@ def _sample_namespace() -> dict:
     ns["production"] = rc.evaluate(noisier, query_labels=y, metrics=["map"])
     images = rng.normal(size=(200, 32)).astype(np.float32)
     ns["images"], ns["caption_image"] = images, np.repeat(np.arange(200), 5)
-    ns["captions"] = (images[ns["caption_image"]] + 0.3 * rng.normal(size=(1000, 32))).astype(np.float32)
-    class_codes = rng.random(size=(100, 64)) < 0.5                      # binary codes of the items of X, y
+    ns["captions"] = (images[ns["caption_image"]] + 0.3 * rng.normal(size=(1000, 32))).astype(
+        np.float32
+    )
+    class_codes = rng.random(size=(100, 64)) < 0.5  # binary codes of the items of X, y
     ns["codes"] = class_codes[y] ^ (rng.random(size=(y.size, 64)) < 0.15)
     return ns
 
@@ -113,7 +124,7 @@ def _squares(rng, n):
     for i, c in enumerate(labels):
         side = 8 if c == 0 else 4
         x0, y0 = rng.integers(0, 17 - side, size=2)
-        images[i, 0, y0:y0 + side, x0:x0 + side] = 1.0
+        images[i, 0, y0 : y0 + side, x0 : x0 + side] = 1.0
         boxes[i] = (x0, y0, x0 + side, y0 + side)
     return images, labels, boxes
 
@@ -132,15 +143,28 @@ def _classifier_namespace() -> dict:
     with torch.no_grad():
         conv.weight.fill_(1.0)
         conv.bias.zero_()
-        fc.weight.copy_(torch.tensor([[10.0, 0.0], [0.0, 2.0]]))    # class 0 when the mean exceeds 1/8
+        fc.weight.copy_(
+            torch.tensor([[10.0, 0.0], [0.0, 2.0]])
+        )  # class 0 when the mean exceeds 1/8
         fc.bias.copy_(torch.tensor([0.0, 1.0]))
-    model = nn.Sequential(OrderedDict(layer4=conv, relu=nn.ReLU(), pool=nn.AdaptiveAvgPool2d(1),
-                                      flat=nn.Flatten(), fc=fc))
+    model = nn.Sequential(
+        OrderedDict(
+            layer4=conv, relu=nn.ReLU(), pool=nn.AdaptiveAvgPool2d(1), flat=nn.Flatten(), fc=fc
+        )
+    )
     rng = np.random.default_rng(1)
     images, labels, boxes = _squares(rng, 200)
     (x_train, y_train, _), (x_test, y_test, _) = _squares(rng, 200), _squares(rng, 200)
-    return dict(model=model, images=images, labels=labels, boxes=boxes, x_train=x_train, y_train=y_train,
-                x_test=x_test, y_test=y_test)
+    return dict(
+        model=model,
+        images=images,
+        labels=labels,
+        boxes=boxes,
+        x_train=x_train,
+        y_train=y_train,
+        x_test=x_test,
+        y_test=y_test,
+    )
 
 
 def _run_readme(project: Path) -> dict:
@@ -152,12 +176,14 @@ def _run_readme(project: Path) -> dict:
         for b in _blocks():
             kind = _kind(b)
             if kind == "run":
-                if "rc.evaluate_classifier(" in b["text"]:          # its model, images and labels
+                if "rc.evaluate_classifier(" in b["text"]:  # its model, images and labels
                     ns.update(_classifier_namespace())
                 try:
                     exec(compile(b["text"], f"README.md:{b['line']}", "exec"), ns)
                 except Exception as e:  # noqa: BLE001 - re-raised with the block's line
-                    raise AssertionError(f"the README's block at line {b['line']} fails: {e!r}") from e
+                    raise AssertionError(
+                        f"the README's block at line {b['line']} fails: {e!r}"
+                    ) from e
             elif kind == "file":
                 path = project / b["mark"].split(" ", 1)[1]
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,38 +195,63 @@ def _run_readme(project: Path) -> dict:
 
 def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PYTEST_"))}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project,
-                          capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
 
 
 @pytest.mark.slow
 def test_the_readme_examples_run_and_the_adopter_project_gates_pass_and_can_fail(tmp_path):
     ns = _run_readme(tmp_path)
-    assert 0.0 <= ns["result"]["map@R"] <= 1.0                        # the opening example ran
+    assert 0.0 <= ns["result"]["map@R"] <= 1.0  # the opening example ran
     assert (tmp_path / "tests/quality/data/queries.npz").exists()
-    suite, test = tmp_path / "tests/quality/rc_quality.yaml", tmp_path / "tests/quality/test_quality.py"
+    suite, test = (
+        tmp_path / "tests/quality/rc_quality.yaml",
+        tmp_path / "tests/quality/test_quality.py",
+    )
     assert suite.exists() and test.exists()
 
     out = _pytest(tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
     assert out.returncode == 0, out.stdout + out.stderr
     gates = json.loads((tmp_path / "gates.json").read_text())["gates"]
-    assert len(gates) == 5 and all(g["passed"] for g in gates), gates          # 3 in the suite, 2 in the test
+    assert len(gates) == 5 and all(g["passed"] for g in gates), (
+        gates
+    )  # 3 in the suite, 2 in the test
     shown = [b for b in _blocks() if _kind(b) == "output"]
     assert len(shown) == 1
-    rows = [line.split() for line in shown[0]["text"].splitlines() if line.rstrip().endswith(("PASS", "FAIL"))]
+    rows = [
+        line.split()
+        for line in shown[0]["text"].splitlines()
+        if line.rstrip().endswith(("PASS", "FAIL"))
+    ]
     assert len(rows) == len(gates)
-    for (name, metric, value, *_), g in zip(rows, gates):   # the README's rows, in the order the run made them
-        assert g["test"].endswith(name) and g["metric"] == metric and f"{g['value']:.4f}" == value, (rows, gates)
+    for (name, metric, value, *_), g in zip(
+        rows, gates
+    ):  # the README's rows, in the order the run made them
+        assert (
+            g["test"].endswith(name) and g["metric"] == metric and f"{g['value']:.4f}" == value
+        ), (rows, gates)
 
     # the same project with the suite's map threshold above the measured value: that gate fails
-    suite.write_text(suite.read_text().replace("{metric: map, at_least: 0.80}", "{metric: map, at_least: 0.999}"))
+    suite.write_text(
+        suite.read_text().replace("{metric: map, at_least: 0.80}", "{metric: map, at_least: 0.999}")
+    )
     out = _pytest(tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
     assert out.returncode == 1, out.stdout + out.stderr
-    failed = [g["test"] for g in json.loads((tmp_path / "gates.json").read_text())["gates"] if not g["passed"]]
+    failed = [
+        g["test"]
+        for g in json.loads((tmp_path / "gates.json").read_text())["gates"]
+        if not g["passed"]
+    ]
     assert failed == ["tests/quality/rc_quality.yaml::map_at_least[precomputed-test]"], out.stdout
 
 
-_PRELUDE = '''\
+_PRELUDE = """\
 import numpy as np
 import pytest
 
@@ -216,7 +267,7 @@ X = (_rng.normal(size=(100, 32))[y] + 0.6 * _rng.normal(size=(500, 32))).astype(
 def test_result():
     return rc.evaluate(X, query_labels=y, metrics=["map@R"])
 
-'''
+"""
 
 
 @pytest.mark.slow
@@ -224,15 +275,20 @@ def test_the_readme_pytest_examples_pass(tmp_path):
     blocks = [b for b in _blocks() if _kind(b) == "pytest"]
     assert blocks
     for i, b in enumerate(blocks):
-        (tmp_path / f"test_readme_block_{i}.py").write_text(_PRELUDE + f"# README.md:{b['line']}\n" + b["text"])
-    first = _pytest(tmp_path, "-q", "--rc-regen-all")     # writes the baselines the rc_baseline example reads
+        (tmp_path / f"test_readme_block_{i}.py").write_text(
+            _PRELUDE + f"# README.md:{b['line']}\n" + b["text"]
+        )
+    first = _pytest(
+        tmp_path, "-q", "--rc-regen-all"
+    )  # writes the baselines the rc_baseline example reads
     assert first.returncode == 0, first.stdout + first.stderr
     again = _pytest(tmp_path, "-q", "--rc-json=gates.json")
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"{len(blocks)} passed" in again.stdout, again.stdout
     gates = json.loads((tmp_path / "gates.json").read_text())["gates"]
     assert {g["gate"] for g in gates} >= {"assert_map_at_least", "assert_no_regression"} and all(
-        g["passed"] for g in gates), gates
+        g["passed"] for g in gates
+    ), gates
 
 
 def test_blocks_that_copy_a_file_equal_it():
@@ -240,19 +296,23 @@ def test_blocks_that_copy_a_file_equal_it():
     assert copies
     for b in copies:
         path = ROOT / b["mark"].split(" ", 1)[1]
-        assert b["text"] == path.read_text(), f"README.md:{b['line']} differs from {path.relative_to(ROOT)}"
+        assert b["text"] == path.read_text(), (
+            f"README.md:{b['line']} differs from {path.relative_to(ROOT)}"
+        )
 
 
 def test_the_github_actions_example_keeps_the_history_and_runs_the_gates():
     flow = yaml.safe_load((ROOT / "docs/examples/github-actions.yml").read_text())
-    assert flow.get("on", flow.get(True))                  # YAML 1.1 reads the key `on` as true
+    assert flow.get("on", flow.get(True))  # YAML 1.1 reads the key `on` as true
     steps = flow["jobs"]["gates"]["steps"]
     uses = [s.get("uses", "") for s in steps]
     restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore@"))
     save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save@"))
-    assert restore["with"]["path"] == save["with"]["path"] == ".retrieval-checks"   # the history's directory
+    assert (
+        restore["with"]["path"] == save["with"]["path"] == ".retrieval-checks"
+    )  # the history's directory
     assert restore["with"]["key"] == save["with"]["key"] and "restore-keys" in restore["with"]
-    assert save.get("if") == "always()"                     # kept when a gate fails too
+    assert save.get("if") == "always()"  # kept when a gate fails too
     gates = next(i for i, s in enumerate(steps) if "pytest" in s.get("run", ""))
     assert uses.index(restore["uses"]) < gates < uses.index(save["uses"])
     assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps)
@@ -261,12 +321,25 @@ def test_the_github_actions_example_keeps_the_history_and_runs_the_gates():
 def test_the_extras_table_lists_what_each_extra_installs():
     import tomllib
 
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     rows = re.findall(r"^\| `\[(\w+)\]` \| ([^|]+) \|", README.read_text(), flags=re.M)
-    assert {name for name, _ in rows} == {"torch", "text", "vision", "lightning", "trackers", "files"}
+    assert {name for name, _ in rows} == {
+        "torch",
+        "text",
+        "vision",
+        "lightning",
+        "trackers",
+        "files",
+    }
     for name, listed in rows:
         wanted = {re.split(r"[<>=;\s\[]", req, maxsplit=1)[0] for req in extras[name]}
-        assert {w.strip() for w in re.sub(r" >= \S+", "", listed).split(",")} == wanted, (name, listed, wanted)
+        assert {w.strip() for w in re.sub(r" >= \S+", "", listed).split(",")} == wanted, (
+            name,
+            listed,
+            wanted,
+        )
 
 
 def _slug(heading: str) -> str:
@@ -275,7 +348,9 @@ def _slug(heading: str) -> str:
 
 
 def test_the_readme_links_resolve():
-    text = re.sub(r"^```.*?^```", "", README.read_text(), flags=re.M | re.S)     # headings outside code
+    text = re.sub(
+        r"^```.*?^```", "", README.read_text(), flags=re.M | re.S
+    )  # headings outside code
     anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
     links = re.findall(r"\]\(([^)\s]+)\)", text)
     assert links

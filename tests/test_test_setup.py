@@ -15,7 +15,9 @@ hypothesis = pytest.importorskip("hypothesis")
 @pytest.fixture
 def setup_module():
     """tests/conftest.py loaded under its own name, to register as a plugin in pytester runs."""
-    spec = importlib.util.spec_from_file_location("rc_tests_conftest", Path(__file__).with_name("conftest.py"))
+    spec = importlib.util.spec_from_file_location(
+        "rc_tests_conftest", Path(__file__).with_name("conftest.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -23,15 +25,28 @@ def setup_module():
 
 def test_the_ci_profile_is_derandomised_writes_no_database_and_prints_the_blob():
     ci = hypothesis.settings.get_profile("ci")
-    assert ci.derandomize is True and ci.database is None and ci.print_blob is True and ci.deadline is None
+    assert (
+        ci.derandomize is True
+        and ci.database is None
+        and ci.print_blob is True
+        and ci.deadline is None
+    )
     dev = hypothesis.settings.get_profile("dev")
     assert dev.derandomize is False and dev.database is not None
 
 
-@pytest.mark.parametrize("environ,profile", [
-    ({}, "dev"), ({"CI": "true"}, "ci"), ({"CI": "1"}, "ci"), ({"CI": "false"}, "dev"), ({"CI": ""}, "dev"),
-    ({"CI": "true", "HYPOTHESIS_PROFILE": "explore"}, "explore"), ({"HYPOTHESIS_PROFILE": "ci"}, "ci"),
-])
+@pytest.mark.parametrize(
+    "environ,profile",
+    [
+        ({}, "dev"),
+        ({"CI": "true"}, "ci"),
+        ({"CI": "1"}, "ci"),
+        ({"CI": "false"}, "dev"),
+        ({"CI": ""}, "dev"),
+        ({"CI": "true", "HYPOTHESIS_PROFILE": "explore"}, "explore"),
+        ({"HYPOTHESIS_PROFILE": "ci"}, "ci"),
+    ],
+)
 def test_the_profile_follows_ci_unless_named(setup_module, environ, profile):
     assert setup_module.hypothesis_profile(environ) == profile
 
@@ -54,7 +69,9 @@ def test_exhaustive_sweeps_are_skipped_and_counted_by_default(pytester, setup_mo
     pytester.makepyfile(test_s=SWEEP)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs", plugins=[setup_module])
     result.assert_outcomes(passed=1, skipped=3)
-    result.stdout.fnmatch_lines(["*exhaustive sweep: run with --rc-exhaustive or RC_TESTS_EXHAUSTIVE=1*"])
+    result.stdout.fnmatch_lines(
+        ["*exhaustive sweep: run with --rc-exhaustive or RC_TESTS_EXHAUSTIVE=1*"]
+    )
 
 
 @pytest.mark.parametrize("how", ["option", "environment"])
@@ -74,11 +91,17 @@ def test_the_whole_suite_prints_its_time_against_the_budget(pytester, setup_modu
     pytester.mkpydir("sub")
     (pytester.path / "sub" / "test_a.py").write_text("def test_a():\n    pass\n")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
-    result.stdout.fnmatch_lines(["test budget: the suite took * s wall (no xdist workers), within its 6-minute budget"])
-    monkeypatch.setattr(setup_module, "_STARTED", setup_module._STARTED - 400)  # over budget: a warning, not a failure
+    result.stdout.fnmatch_lines(
+        ["test budget: the suite took * s wall (no xdist workers), within its 6-minute budget"]
+    )
+    monkeypatch.setattr(
+        setup_module, "_STARTED", setup_module._STARTED - 400
+    )  # over budget: a warning, not a failure
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["WARNING test budget: the suite took * s wall *, over its 6-minute budget*"])
+    result.stdout.fnmatch_lines(
+        ["WARNING test budget: the suite took * s wall *, over its 6-minute budget*"]
+    )
     # a chosen file or directory is not the whole suite: no budget line
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "sub", plugins=[setup_module])
     assert "test budget" not in result.stdout.str()
@@ -99,23 +122,35 @@ def test_sweep(kind, screen, counting):
 """
 
 
-def test_default_cases_run_the_named_combinations_and_the_rest_only_when_exhaustive(pytester, setup_module,
-                                                                                      monkeypatch):
+def test_default_cases_run_the_named_combinations_and_the_rest_only_when_exhaustive(
+    pytester, setup_module, monkeypatch
+):
     monkeypatch.delenv(setup_module.EXHAUSTIVE_ENV, raising=False)
     pytester.makepyfile(test_s=CASES)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-v", plugins=[setup_module])
     result.assert_outcomes(passed=3, skipped=5)  # int-0-linear, float-1 with both countings
-    passed = sorted(line.split("::")[1].split()[0] for line in result.stdout.lines if line.endswith("%]")
-                    and " PASSED " in line)
-    assert passed == ["test_sweep[linear-0-int]", "test_sweep[linear-1-float]", "test_sweep[search-1-float]"]
-    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-exhaustive",
-                                 plugins=[setup_module]).assert_outcomes(passed=8)
+    passed = sorted(
+        line.split("::")[1].split()[0]
+        for line in result.stdout.lines
+        if line.endswith("%]") and " PASSED " in line
+    )
+    assert passed == [
+        "test_sweep[linear-0-int]",
+        "test_sweep[linear-1-float]",
+        "test_sweep[search-1-float]",
+    ]
+    pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--rc-exhaustive", plugins=[setup_module]
+    ).assert_outcomes(passed=8)
 
 
-@pytest.mark.parametrize("case,message", [
-    ('dict(kind="int", scren=0)', "names ['scren'], not parameters"),
-    ('dict(kind="innt")', "match none of its parameter combinations"),
-])
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ('dict(kind="int", scren=0)', "names ['scren'], not parameters"),
+        ('dict(kind="innt")', "match none of its parameter combinations"),
+    ],
+)
 def test_a_default_case_that_selects_nothing_is_an_error(pytester, setup_module, case, message):
     pytester.makepyfile(test_s=CASES.replace('dict(kind="float", screen=1)', case))
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
@@ -131,7 +166,9 @@ def test_pytester_runs_start_with_torch_already_imported(pytester):
 
     pytest.importorskip("torch")
     assert "torch" in sys.modules and "numba" in sys.modules
-    pytester.makepyfile(test_t="import torch\n\ndef test_t():\n    assert torch.ones(1).item() == 1\n")
+    pytester.makepyfile(
+        test_t="import torch\n\ndef test_t():\n    assert torch.ones(1).item() == 1\n"
+    )
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
     import torch  # the run left it in sys.modules: the same module object, not a second import
 

@@ -40,7 +40,7 @@ def _stroke(size: int, rng: np.random.Generator) -> np.ndarray:
     value = rng.uniform(0.4, 1.0)
     for t in np.linspace(0, length, int(length * 2) + 1):
         r, c = int(y + t * np.sin(angle)), int(x + t * np.cos(angle))
-        layer[max(r, 0):max(r + thick, 0), max(c, 0):max(c + thick, 0)] = value
+        layer[max(r, 0) : max(r + thick, 0), max(c, 0) : max(c + thick, 0)] = value
     return layer
 
 

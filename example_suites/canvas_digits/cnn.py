@@ -31,7 +31,12 @@ class CanvasCNN(nn.Module):
         in_ch = 1
         for k in range(depth):
             out_ch = width * 2**k
-            layers += [nn.MaxPool2d(2), nn.Conv2d(in_ch, out_ch, 3, padding=1), nn.BatchNorm2d(out_ch), nn.ReLU()]
+            layers += [
+                nn.MaxPool2d(2),
+                nn.Conv2d(in_ch, out_ch, 3, padding=1),
+                nn.BatchNorm2d(out_ch),
+                nn.ReLU(),
+            ]
             in_ch = out_ch
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)

@@ -34,7 +34,9 @@ def write_datasets(out: Path = HERE / "data") -> None:
     out.mkdir(exist_ok=True)
     train, test = split(make_canvases())
     _save(out / "train.npz", train)
-    _save(out / "train_30.npz", training_subset(CONFIGS[6], train, seed=0))  # what weights/overfit.pt saw
+    _save(
+        out / "train_30.npz", training_subset(CONFIGS[6], train, seed=0)
+    )  # what weights/overfit.pt saw
     _save(out / "test.npz", test)
 
 

@@ -69,18 +69,126 @@ MAX_SHIFT = 2  # pixels, for ``augment``
 #       not fit the noise [0.67/0.65/0.02].
 # width 32 is only used with depth <= 2 (depth 3 would be ~93k parameters).
 CONFIGS: list[dict] = [
-    dict(width=16, depth=3, weight_decay=5e-4, dropout=0.3, augment=True, label_noise=0.0, train_fraction=1.0, epochs=30),
-    dict(width=16, depth=3, weight_decay=5e-4, dropout=0.0, augment=True, label_noise=0.0, train_fraction=1.0, epochs=40),
-    dict(width=8, depth=3, weight_decay=5e-4, dropout=0.3, augment=True, label_noise=0.0, train_fraction=1.0, epochs=40),
-    dict(width=16, depth=3, weight_decay=0.0, dropout=0.0, augment=False, label_noise=0.0, train_fraction=1.0, epochs=30),
-    dict(width=32, depth=2, weight_decay=0.0, dropout=0.0, augment=False, label_noise=0.0, train_fraction=1.0, epochs=25),
-    dict(width=8, depth=1, weight_decay=0.0, dropout=0.0, augment=False, label_noise=0.0, train_fraction=1.0, epochs=15),
-    dict(width=16, depth=3, weight_decay=0.0, dropout=0.0, augment=False, label_noise=0.0, train_fraction=0.3, epochs=40),
-    dict(width=32, depth=2, weight_decay=0.0, dropout=0.0, augment=False, label_noise=0.0, train_fraction=0.3, epochs=40),
-    dict(width=16, depth=3, weight_decay=0.0, dropout=0.0, augment=False, label_noise=0.2, train_fraction=1.0, epochs=40),
-    dict(width=8, depth=3, weight_decay=5e-4, dropout=0.0, augment=True, label_noise=0.0, train_fraction=0.3, epochs=40),
-    dict(width=16, depth=3, weight_decay=0.0, dropout=0.0, augment=False, label_noise=0.2, train_fraction=0.3, epochs=40),
-    dict(width=16, depth=3, weight_decay=5e-4, dropout=0.3, augment=True, label_noise=0.2, train_fraction=1.0, epochs=30),
+    dict(
+        width=16,
+        depth=3,
+        weight_decay=5e-4,
+        dropout=0.3,
+        augment=True,
+        label_noise=0.0,
+        train_fraction=1.0,
+        epochs=30,
+    ),
+    dict(
+        width=16,
+        depth=3,
+        weight_decay=5e-4,
+        dropout=0.0,
+        augment=True,
+        label_noise=0.0,
+        train_fraction=1.0,
+        epochs=40,
+    ),
+    dict(
+        width=8,
+        depth=3,
+        weight_decay=5e-4,
+        dropout=0.3,
+        augment=True,
+        label_noise=0.0,
+        train_fraction=1.0,
+        epochs=40,
+    ),
+    dict(
+        width=16,
+        depth=3,
+        weight_decay=0.0,
+        dropout=0.0,
+        augment=False,
+        label_noise=0.0,
+        train_fraction=1.0,
+        epochs=30,
+    ),
+    dict(
+        width=32,
+        depth=2,
+        weight_decay=0.0,
+        dropout=0.0,
+        augment=False,
+        label_noise=0.0,
+        train_fraction=1.0,
+        epochs=25,
+    ),
+    dict(
+        width=8,
+        depth=1,
+        weight_decay=0.0,
+        dropout=0.0,
+        augment=False,
+        label_noise=0.0,
+        train_fraction=1.0,
+        epochs=15,
+    ),
+    dict(
+        width=16,
+        depth=3,
+        weight_decay=0.0,
+        dropout=0.0,
+        augment=False,
+        label_noise=0.0,
+        train_fraction=0.3,
+        epochs=40,
+    ),
+    dict(
+        width=32,
+        depth=2,
+        weight_decay=0.0,
+        dropout=0.0,
+        augment=False,
+        label_noise=0.0,
+        train_fraction=0.3,
+        epochs=40,
+    ),
+    dict(
+        width=16,
+        depth=3,
+        weight_decay=0.0,
+        dropout=0.0,
+        augment=False,
+        label_noise=0.2,
+        train_fraction=1.0,
+        epochs=40,
+    ),
+    dict(
+        width=8,
+        depth=3,
+        weight_decay=5e-4,
+        dropout=0.0,
+        augment=True,
+        label_noise=0.0,
+        train_fraction=0.3,
+        epochs=40,
+    ),
+    dict(
+        width=16,
+        depth=3,
+        weight_decay=0.0,
+        dropout=0.0,
+        augment=False,
+        label_noise=0.2,
+        train_fraction=0.3,
+        epochs=40,
+    ),
+    dict(
+        width=16,
+        depth=3,
+        weight_decay=5e-4,
+        dropout=0.3,
+        augment=True,
+        label_noise=0.2,
+        train_fraction=1.0,
+        epochs=30,
+    ),
 ]
 
 
@@ -94,12 +202,16 @@ def training_subset(config: dict, train: dict, seed: int = 0) -> dict:
     if fraction >= 1.0:
         return dict(train)
     index = np.arange(len(train["labels"]))
-    keep, _ = train_test_split(index, train_size=fraction, random_state=seed, stratify=train["labels"])
+    keep, _ = train_test_split(
+        index, train_size=fraction, random_state=seed, stratify=train["labels"]
+    )
     keep = np.sort(keep)
     return {k: v[keep] for k, v in train.items()}
 
 
-def noisy_labels(labels: np.ndarray, fraction: float, seed: int = 0, n_classes: int = 10) -> np.ndarray:
+def noisy_labels(
+    labels: np.ndarray, fraction: float, seed: int = 0, n_classes: int = 10
+) -> np.ndarray:
     """A copy of ``labels`` with round(fraction * n) of them, chosen at random, replaced by
     a different class drawn uniformly from the other ``n_classes - 1``."""
     rng = np.random.default_rng(seed)
@@ -109,13 +221,17 @@ def noisy_labels(labels: np.ndarray, fraction: float, seed: int = 0, n_classes: 
     return out
 
 
-def shift_batch(x: torch.Tensor, generator: torch.Generator, max_shift: int = MAX_SHIFT) -> torch.Tensor:
+def shift_batch(
+    x: torch.Tensor, generator: torch.Generator, max_shift: int = MAX_SHIFT
+) -> torch.Tensor:
     """Translate each image of a (n, 1, H, W) batch by an integer offset in
     [-max_shift, max_shift] pixels along x and y independently, filling with zeros."""
     n, _, h, w = x.shape
     padded = nn.functional.pad(x, (max_shift,) * 4)
     offsets = torch.randint(0, 2 * max_shift + 1, (n, 2), generator=generator)
-    return torch.stack([padded[i, :, dy:dy + h, dx:dx + w] for i, (dy, dx) in enumerate(offsets.tolist())])
+    return torch.stack(
+        [padded[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())]
+    )
 
 
 def train_model(config: dict, train: dict, seed: int = 0) -> nn.Module:
@@ -133,12 +249,14 @@ def train_model(config: dict, train: dict, seed: int = 0) -> nn.Module:
     x = torch.from_numpy(subset["images"])
     y = torch.from_numpy(labels)
     model = build(config["width"], config["depth"], config.get("dropout", 0.0))
-    opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, weight_decay=config.get("weight_decay", 0.0))
+    opt = torch.optim.Adam(
+        model.parameters(), lr=LEARNING_RATE, weight_decay=config.get("weight_decay", 0.0)
+    )
     model.train()
     for _ in range(config["epochs"]):
         perm = torch.randperm(len(x), generator=generator)
         for start in range(0, len(x), BATCH_SIZE):
-            idx = perm[start:start + BATCH_SIZE]
+            idx = perm[start : start + BATCH_SIZE]
             xb = x[idx]
             if config.get("augment", False):
                 xb = shift_batch(xb, generator)
@@ -157,7 +275,11 @@ def accuracy(model: nn.Module, data: dict, batch_size: int = 256) -> float:
     y = torch.from_numpy(data["labels"])
     correct = 0
     for start in range(0, len(x), batch_size):
-        correct += (model(x[start:start + batch_size]).argmax(1) == y[start:start + batch_size]).sum().item()
+        correct += (
+            (model(x[start : start + batch_size]).argmax(1) == y[start : start + batch_size])
+            .sum()
+            .item()
+        )
     return correct / len(x)
 
 
@@ -175,11 +297,17 @@ def train_all(out_dir, seed: int = 0) -> list[dict]:
         torch.save(model.state_dict(), out_dir / f"model_{i:02d}.pt")
         train_acc = accuracy(model, training_subset(config, train, seed))
         test_acc = accuracy(model, test)
-        rows.append({
-            "index": i, **config, "n_parameters": n_parameters(model),
-            "train_accuracy": train_acc, "test_accuracy": test_acc, "gap": train_acc - test_acc,
-            "train_seconds": round(seconds, 2),
-        })
+        rows.append(
+            {
+                "index": i,
+                **config,
+                "n_parameters": n_parameters(model),
+                "train_accuracy": train_acc,
+                "test_accuracy": test_acc,
+                "gap": train_acc - test_acc,
+                "train_seconds": round(seconds, 2),
+            }
+        )
         print(f"model {i:2d} trained in {seconds:5.1f} s", flush=True)
     (out_dir / "models.json").write_text(json.dumps(rows, indent=2) + "\n")
     return rows

@@ -32,7 +32,9 @@ def data():
 @pytest.fixture(scope="module")
 def models():
     # torch is imported here, when a test runs, not at collection (it takes ~1 s to import)
-    torch = pytest.importorskip("torch", reason="the canvas example needs PyTorch (pip install torch)")
+    torch = pytest.importorskip(
+        "torch", reason="the canvas example needs PyTorch (pip install torch)"
+    )
     sys.path.insert(0, str(HERE))
     try:
         from cnn import build
@@ -52,8 +54,14 @@ def _pair(d):
 
 def test_good_model_looks_at_the_digit(models, data):
     train = data["train"]
-    res = rc.evaluate_classifier(models["good"], train["images"], train["labels"], boxes=train["boxes"],
-                                 layer="features", metrics=["cam_iou", "cam_iou_box", "accuracy"])
+    res = rc.evaluate_classifier(
+        models["good"],
+        train["images"],
+        train["labels"],
+        boxes=train["boxes"],
+        layer="features",
+        metrics=["cam_iou", "cam_iou_box", "accuracy"],
+    )
     print(f"\n{res}")
     rc.assert_cam_iou_at_least(res, 0.27, on="lower", metric="cam_iou")
 
@@ -72,7 +80,10 @@ def test_iou_ranks_the_two_models_like_their_gaps(models, data):
         ious[name] = rc.cam_iou(cams, boxes=d["boxes"]).value
         gaps[name] = rc.classification_gap(models[name], _pair(d), _pair(data["test"])).value
     print(f"\nIoU {ious}, gap {gaps}")
-    assert rc.selection_accuracy([ious["good"], ious["overfit"]], [gaps["good"], gaps["overfit"]]) == 1.0
+    assert (
+        rc.selection_accuracy([ious["good"], ious["overfit"]], [gaps["good"], gaps["overfit"]])
+        == 1.0
+    )
 
 
 def test_overfit_model_would_be_caught(models, data):

@@ -18,8 +18,10 @@ class DigitsEmbedder(nn.Module):
     def __init__(self, dim: int = 16):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(1, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
             nn.MaxPool2d(2),  # 16 x 4 x 4
         )
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, dim))

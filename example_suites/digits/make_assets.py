@@ -25,12 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from digits_model import build
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
 from sklearn.model_selection import train_test_split
 from torch import nn
-
-from digits_model import build
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,12 +40,14 @@ def shift(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     imgs = images.reshape(-1, 8, 8)
     res = out.reshape(-1, 8, 8)
     for i, (dy, dx) in enumerate(rng.integers(-1, 2, size=(len(imgs), 2))):
-        src = imgs[i, max(0, -dy):8 - max(0, dy), max(0, -dx):8 - max(0, dx)]
-        res[i, max(0, dy):max(0, dy) + src.shape[0], max(0, dx):max(0, dx) + src.shape[1]] = src
+        src = imgs[i, max(0, -dy) : 8 - max(0, dy), max(0, -dx) : 8 - max(0, dx)]
+        res[i, max(0, dy) : max(0, dy) + src.shape[0], max(0, dx) : max(0, dx) + src.shape[1]] = src
     return out
 
 
-def views(images: np.ndarray, per_image: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def views(
+    images: np.ndarray, per_image: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     rep = np.repeat(images, per_image, axis=0)
     noisy = shift(rep, rng).astype(np.int16) + rng.integers(-2, 3, size=rep.shape)
     return np.clip(noisy, 0, 16).astype(np.uint8), np.repeat(np.arange(len(images)), per_image)
@@ -63,7 +64,7 @@ def train(x: np.ndarray, y: np.ndarray, epochs: int = 60) -> nn.Module:
         xs = torch.from_numpy(shift(x, rng).astype(np.float32))
         perm = torch.randperm(len(x))
         for start in range(0, len(x), 64):
-            idx = perm[start:start + 64]
+            idx = perm[start : start + 64]
             emb = nn.functional.normalize(model(xs[idx]), dim=1)
             logits = 16.0 * emb @ nn.functional.normalize(head.weight, dim=1).T
             loss = nn.functional.cross_entropy(logits, yt[idx])
@@ -82,15 +83,21 @@ def main() -> None:
     np.savez_compressed(HERE / "data/digits_train.npz", inputs=X_tr, labels=y_tr)
     np.savez_compressed(HERE / "data/digits_test.npz", inputs=X_te, labels=y_te)
     caption_inputs, image = views(X_te, 5, np.random.default_rng(1))
-    np.savez_compressed(HERE / "data/digits_views.npz", images=X_te, captions=caption_inputs, image=image)
+    np.savez_compressed(
+        HERE / "data/digits_views.npz", images=X_te, captions=caption_inputs, image=image
+    )
 
     model = train(X_tr, y_tr)
     torch.save(model.state_dict(), HERE / "digits_cnn.pt")
 
     pca = PCA(n_components=16, random_state=0).fit(X_tr)
     for name, part in (("train", X_tr), ("test", X_te)):
-        np.savez_compressed(HERE / f"embeddings/pca_{name}.npz", embeddings=pca.transform(part).astype(np.float32))
-    sizes = {p.name: p.stat().st_size for p in sorted(HERE.rglob("*")) if p.suffix in (".npz", ".pt")}
+        np.savez_compressed(
+            HERE / f"embeddings/pca_{name}.npz", embeddings=pca.transform(part).astype(np.float32)
+        )
+    sizes = {
+        p.name: p.stat().st_size for p in sorted(HERE.rglob("*")) if p.suffix in (".npz", ".pt")
+    }
     print("wrote", ", ".join(f"{k} ({v / 1024:.0f} KiB)" for k, v in sizes.items()))
 
 

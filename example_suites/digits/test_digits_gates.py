@@ -26,7 +26,9 @@ GROUPED = dict(group_size=2, group_repeats=5, confidence=0.95)
 @pytest.fixture(scope="module")
 def model():
     # torch is imported here, when a test runs, not at collection (it takes ~1 s to import)
-    torch = pytest.importorskip("torch", reason="the digits model needs PyTorch (pip install torch)")
+    torch = pytest.importorskip(
+        "torch", reason="the digits model needs PyTorch (pip install torch)"
+    )
     import sys
 
     sys.path.insert(0, str(HERE))
@@ -45,23 +47,35 @@ def data():
         with np.load(HERE / "data" / name) as f:
             return {k: f[k] for k in f.files}
 
-    return {"train": load("digits_train.npz"), "test": load("digits_test.npz"), "views": load("digits_views.npz")}
+    return {
+        "train": load("digits_train.npz"),
+        "test": load("digits_test.npz"),
+        "views": load("digits_views.npz"),
+    }
 
 
 @pytest.fixture(scope="module")
 def emb(model, data):
     """Embeddings of every split, computed once (in batches, eval mode, no autograd)."""
-    return {"train": rc.embed(model, data["train"]["inputs"]), "test": rc.embed(model, data["test"]["inputs"]),
-            "images": rc.embed(model, data["views"]["images"]), "captions": rc.embed(model, data["views"]["captions"])}
+    return {
+        "train": rc.embed(model, data["train"]["inputs"]),
+        "test": rc.embed(model, data["test"]["inputs"]),
+        "images": rc.embed(model, data["views"]["images"]),
+        "captions": rc.embed(model, data["views"]["captions"]),
+    }
 
 
 @pytest.fixture(scope="module")
 def test_result(emb, data):
     """Held-out queries against the training gallery: one engine pass serves the gates below."""
-    return rc.evaluate(emb["test"], emb["train"], query_labels=data["test"]["labels"],
-                       gallery_labels=data["train"]["labels"],
-                       metrics=["map", "map@R", "hit_rate@1", "recall_at_precision@0.9", "grouped_recall@1"],
-                       **GROUPED)
+    return rc.evaluate(
+        emb["test"],
+        emb["train"],
+        query_labels=data["test"]["labels"],
+        gallery_labels=data["train"]["labels"],
+        metrics=["map", "map@R", "hit_rate@1", "recall_at_precision@0.9", "grouped_recall@1"],
+        **GROUPED,
+    )
 
 
 def test_map_gate(test_result):
@@ -85,8 +99,12 @@ def test_grouped_recall_interval_gate(test_result):
 
 def test_generalization_gap_gate(emb, data):
     # Welch interval of grouped_recall@1(train) - grouped_recall@1(test), both leave-one-out
-    train = rc.evaluate(emb["train"], query_labels=data["train"]["labels"], metrics=["grouped_recall@1"], **GROUPED)
-    test = rc.evaluate(emb["test"], query_labels=data["test"]["labels"], metrics=["grouped_recall@1"], **GROUPED)
+    train = rc.evaluate(
+        emb["train"], query_labels=data["train"]["labels"], metrics=["grouped_recall@1"], **GROUPED
+    )
+    test = rc.evaluate(
+        emb["test"], query_labels=data["test"]["labels"], metrics=["grouped_recall@1"], **GROUPED
+    )
     gap = rc.generalization_gap(train, test, "grouped_recall@1")
     print(f"\n{gap}")
     rc.assert_gap_below(gap, below=0.05)
@@ -94,18 +112,24 @@ def test_generalization_gap_gate(emb, data):
 
 def test_candidate_is_not_worse_than_production(emb, data):
     labels = data["test"]["labels"]
-    production = rc.load_embeddings(HERE / "embeddings" / "pca_test.npz")  # precomputed by the deployed model
+    production = rc.load_embeddings(
+        HERE / "embeddings" / "pca_test.npz"
+    )  # precomputed by the deployed model
     metrics = ["map", "hit_rate@1"]
     candidate = rc.evaluate(emb["test"], query_labels=labels, metrics=metrics)
     baseline = rc.evaluate(production.embeddings, query_labels=labels, metrics=metrics)
     # paired over the 10 classes (cluster-robust): queries of one class are not independent
     rc.assert_not_worse(rc.compare(candidate, baseline, "map"), rule="non_inferior", margin=0.01)
-    rc.assert_not_worse(rc.compare(candidate, baseline, "hit_rate@1"))  # fails only on a significant drop
+    rc.assert_not_worse(
+        rc.compare(candidate, baseline, "hit_rate@1")
+    )  # fails only on a significant drop
 
 
 def test_rsum_gate(emb, data):
     # every test image with five noisy shifted views as its "captions"
-    result = rc.evaluate_image_text(emb["images"], emb["captions"], data["views"]["image"], n_resamples=1000)
+    result = rc.evaluate_image_text(
+        emb["images"], emb["captions"], data["views"]["image"], n_resamples=1000
+    )
     print(f"\nrsum {result['rsum']:.1f}, 95% interval {result.intervals['rsum']}")
     rc.assert_rsum(result, at_least=250, on="lower")
 

@@ -74,15 +74,21 @@ def ivf_search(queries, docs, rng) -> np.ndarray:
     centroids = docs[rng.choice(len(docs), N_LISTS, replace=False)]
     for _ in range(10):
         assign = np.argmax(docs @ centroids.T, axis=1)
-        centroids = _unit(np.stack([docs[assign == c].mean(0) if (assign == c).any() else centroids[c]
-                                    for c in range(N_LISTS)]))
+        centroids = _unit(
+            np.stack(
+                [
+                    docs[assign == c].mean(0) if (assign == c).any() else centroids[c]
+                    for c in range(N_LISTS)
+                ]
+            )
+        )
     assign = np.argmax(docs @ centroids.T, axis=1)
     out = np.full((len(queries), K), -1, dtype=np.int64)
     for i, q in enumerate(queries):
         probe = np.argsort(-(centroids @ q), kind="stable")[:N_PROBE]
         cand = np.flatnonzero(np.isin(assign, probe))
         best = cand[np.argsort(-(docs[cand] @ q), kind="stable")[:K]]
-        out[i, :best.size] = best
+        out[i, : best.size] = best
     return out
 
 
@@ -105,15 +111,27 @@ def beir_files(rng: np.random.Generator) -> dict[str, str]:
             d = t * PER_TOPIC + j
             mine = list(rng.choice(vocab[t], 6))
             body = mine[2:] + list(rng.choice(COMMON, 3))
-            corpus.append({"_id": f"d{d:03d}", "title": " ".join(mine[:2]), "text": " ".join(rng.permutation(body))})
+            corpus.append(
+                {
+                    "_id": f"d{d:03d}",
+                    "title": " ".join(mine[:2]),
+                    "text": " ".join(rng.permutation(body)),
+                }
+            )
             overlap.append(len(set(mine) & set(qwords)))
         order = np.argsort(-np.asarray(overlap), kind="stable")
-        qrels += [f"q{t:02d}\td{t * PER_TOPIC + j:03d}\t{2 if r < 5 else 1}" for r, j in enumerate(order)]
-        others = rng.choice(np.flatnonzero(np.arange(N_TOPICS * PER_TOPIC) // PER_TOPIC != t), 3, replace=False)
+        qrels += [
+            f"q{t:02d}\td{t * PER_TOPIC + j:03d}\t{2 if r < 5 else 1}" for r, j in enumerate(order)
+        ]
+        others = rng.choice(
+            np.flatnonzero(np.arange(N_TOPICS * PER_TOPIC) // PER_TOPIC != t), 3, replace=False
+        )
         qrels += [f"q{t:02d}\td{d:03d}\t0" for d in sorted(others)]
-    return {"corpus.jsonl": "".join(json.dumps(c) + "\n" for c in corpus),
-            "queries.jsonl": "".join(json.dumps(q) + "\n" for q in queries),
-            "qrels/test.tsv": "\n".join(qrels) + "\n"}
+    return {
+        "corpus.jsonl": "".join(json.dumps(c) + "\n" for c in corpus),
+        "queries.jsonl": "".join(json.dumps(q) + "\n" for q in queries),
+        "qrels/test.tsv": "\n".join(qrels) + "\n",
+    }
 
 
 def main() -> None:
@@ -125,10 +143,14 @@ def main() -> None:
     data.mkdir(exist_ok=True)
     np.savez(data / "queries.npz", embeddings=queries, ids=np.array(qids))
     np.savez(data / "docs.npz", embeddings=docs, ids=np.array(dids))
-    (data / "qrels.txt").write_text("\n".join(qrels_lines(queries, docs, topic_of, qids, dids, rng)) + "\n")
+    (data / "qrels.txt").write_text(
+        "\n".join(qrels_lines(queries, docs, topic_of, qids, dids, rng)) + "\n"
+    )
     (data / "bm25.run").write_text("\n".join(run_lines(queries, docs, qids, dids, rng)) + "\n")
     np.save(data / "ivf_neighbors.npy", ivf_search(queries, docs, rng))
-    for name, text in beir_files(np.random.default_rng(1)).items():  # its own generator: the files above stay
+    for name, text in beir_files(
+        np.random.default_rng(1)
+    ).items():  # its own generator: the files above stay
         (data / "beir" / name).parent.mkdir(parents=True, exist_ok=True)
         (data / "beir" / name).write_text(text)
 

@@ -49,8 +49,13 @@ def repository_root(rootdir: Path, environ=None) -> Path:
     """The repository's top directory (annotations' paths are relative to it)."""
     environ = os.environ if environ is None else environ
     try:
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=rootdir, capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=rootdir,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if out.returncode == 0 and out.stdout.strip():
             return Path(out.stdout.strip())
     except (OSError, subprocess.SubprocessError):
@@ -85,7 +90,11 @@ def _where(o: dict, rootdir: Path, repo: Path) -> tuple[str, int | None]:
     file = _relative(Path(rootdir) / test_file, repo) if test_file else ""
     line = o.get("line")
     if not (isinstance(line, int) and not isinstance(line, bool) and line > 0):
-        line = _python_line(str(o.get("message") or ""), test_file) if test_file.endswith(".py") else None
+        line = (
+            _python_line(str(o.get("message") or ""), test_file)
+            if test_file.endswith(".py")
+            else None
+        )
     return file, line
 
 
@@ -111,7 +120,9 @@ def _message(o: dict) -> str:
     if o.get("model") or o.get("dataset"):
         text += f"; model {o.get('model') or '?'} on dataset {o.get('dataset') or '?'}"
     message = str(o.get("message") or "").strip().splitlines()
-    raised = [line[1:].strip() for line in message if line.startswith("E ")]  # pytest's "E   " lines: the error
+    raised = [
+        line[1:].strip() for line in message if line.startswith("E ")
+    ]  # pytest's "E   " lines: the error
     if raised or message:
         text += "\n" + "\n".join((raised or message)[:8])
     return text
@@ -128,7 +139,9 @@ def annotations(outcomes: list[dict], rootdir: Path, repo: Path) -> list[str]:
         props = [f"file={escape_property(file)}"] if file else []
         if line is not None:
             props.append(f"line={line}")
-        props.append("title=" + escape_property(f"retrieval-checks: {o.get('metric')} gate failed ({check})"))
+        props.append(
+            "title=" + escape_property(f"retrieval-checks: {o.get('metric')} gate failed ({check})")
+        )
         lines.append(f"::error {','.join(props)}::{escape_data(_message(o))}")
     return lines
 
@@ -149,7 +162,9 @@ def _previous(history_path, run: dict | None) -> tuple[list[dict] | None, str, s
     return h.results(before["id"]), label, absent_text(before, label)
 
 
-def publish(config, outcomes: list[dict], run: dict | None, history_path, notes: list[str], environ=None) -> None:
+def publish(
+    config, outcomes: list[dict], run: dict | None, history_path, notes: list[str], environ=None
+) -> None:
     """Under GitHub Actions: append the gate table to ``$GITHUB_STEP_SUMMARY`` and print
     an annotation per failed gate. Problems are warnings in ``notes``: the session's
     gates, not its CI decorations, decide its outcome."""
@@ -158,32 +173,52 @@ def publish(config, outcomes: list[dict], run: dict | None, history_path, notes:
         return
     rootdir = Path(config.rootpath)
     meta = dict(run or {})
-    if not (meta.get("git_branch") or meta.get("branch")):  # a pull request's branch, else the pushed ref
+    if not (
+        meta.get("git_branch") or meta.get("branch")
+    ):  # a pull request's branch, else the pushed ref
         meta["branch"] = environ.get("GITHUB_HEAD_REF") or environ.get("GITHUB_REF_NAME") or None
-    if not meta.get("git_commit"):  # no history recorded this session: the commit Actions checked out
+    if not meta.get(
+        "git_commit"
+    ):  # no history recorded this session: the commit Actions checked out
         meta["git_commit"] = environ.get("GITHUB_SHA") or None
     try:
         previous, label, absent = _previous(history_path, run)
     except Exception as exc:
         previous, label, absent = None, "", "new"
-        notes.append(f"warning: the step summary shows no change against the previous run: the history could not "
-                     f"be read ({type(exc).__name__}: {exc})")
+        notes.append(
+            f"warning: the step summary shows no change against the previous run: the history could not "
+            f"be read ({type(exc).__name__}: {exc})"
+        )
     summary = environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as f:
-                f.write(render_markdown(outcomes, run=meta, previous=previous, previous_label=label,
-                                        absent=absent) + "\n")
+                f.write(
+                    render_markdown(
+                        outcomes, run=meta, previous=previous, previous_label=label, absent=absent
+                    )
+                    + "\n"
+                )
             notes.append(f"gate table appended to the GitHub step summary {summary}")
         except OSError as exc:
-            notes.append(f"warning: could not append the gate table to the GitHub step summary {summary} "
-                         f"({exc.strerror or exc})")
+            notes.append(
+                f"warning: could not append the gate table to the GitHub step summary {summary} "
+                f"({exc.strerror or exc})"
+            )
     else:
-        notes.append("warning: GITHUB_ACTIONS=true but GITHUB_STEP_SUMMARY is not set: no step summary written")
+        notes.append(
+            "warning: GITHUB_ACTIONS=true but GITHUB_STEP_SUMMARY is not set: no step summary written"
+        )
     lines = annotations(outcomes, rootdir, repository_root(rootdir, environ))
     writer = config.pluginmanager.get_plugin("terminalreporter")
-    if lines and writer is not None and getattr(getattr(writer, "_tw", None), "width_of_current_line", 1):
-        writer.write("\n")  # end a progress line (xdist's "F.F  [100%]" has none): commands start a line
+    if (
+        lines
+        and writer is not None
+        and getattr(getattr(writer, "_tw", None), "width_of_current_line", 1)
+    ):
+        writer.write(
+            "\n"
+        )  # end a progress line (xdist's "F.F  [100%]" has none): commands start a line
     for line in lines:
         if writer is not None:
             writer.write_line(line)  # on a line of its own, as GitHub reads workflow commands

@@ -32,20 +32,30 @@ class SuiteFile(pytest.File):
         except SuiteError as exc:
             self.rc_error = exc
             raise self.CollectError(f"invalid retrieval-checks suite\n{exc}") from None
-        except Exception as exc:  # a bug of ours: still this file's collection error, never a quiet pass
-            self.rc_error = SuiteError(f"could not read the suite ({type(exc).__name__}: {exc}); please report "
-                                       "this with the file.", path=self.path)
+        except (
+            Exception
+        ) as exc:  # a bug of ours: still this file's collection error, never a quiet pass
+            self.rc_error = SuiteError(
+                f"could not read the suite ({type(exc).__name__}: {exc}); please report "
+                "this with the file.",
+                path=self.path,
+            )
             raise self.CollectError(f"invalid retrieval-checks suite\n{self.rc_error}") from None
         known = {line.split(":")[0].split("(")[0].strip() for line in self.config.getini("markers")}
-        for name, _, _ in {m[0]: m for c in suite.checks for m in (*suite.markers, *c.markers)}.values():
+        for name, _, _ in {
+            m[0]: m for c in suite.checks for m in (*suite.markers, *c.markers)
+        }.values():
             if name not in known:  # markers declared in a suite are registered, as in an ini file
-                self.config.addinivalue_line("markers", f"{name}: declared in suite {self.path.name}")
+                self.config.addinivalue_line(
+                    "markers", f"{name}: declared in suite {self.path.name}"
+                )
                 known.add(name)
         for case in suite.cases:
             # the node id is passed whole: pytest >= 9.2 parses it into name and [params] the same way
             # as the ids it reads back for --lf; built from the name alone, the two would not compare equal
-            item = SuiteItem.from_parent(self, name=case.name, nodeid=f"{self.nodeid}::{case.name}", suite=suite,
-                                         case=case)
+            item = SuiteItem.from_parent(
+                self, name=case.name, nodeid=f"{self.nodeid}::{case.name}", suite=suite, case=case
+            )
             for name, args, kwargs in (*suite.markers, *case.check.markers):
                 item.add_marker(getattr(pytest.mark, name)(*args, **kwargs))
             yield item
@@ -98,23 +108,33 @@ def fail_on_skipped(item, start: int, limit, prop: str) -> None:
         if name != prop:
             continue
         record = json.loads(value)
-        if record.get("max_skipped") is not None or (record.get("bounds") or {}).get("max_skipped") is not None:
+        if (
+            record.get("max_skipped") is not None
+            or (record.get("bounds") or {}).get("max_skipped") is not None
+        ):
             continue
         used, skipped = record.get("n_used"), record.get("n_skipped")
         if not _too_many(used, skipped, limit):
             continue
-        what = f"{limit} queries" if isinstance(limit, int) else f"a fraction {limit:g} of the queries"
-        problem = (f"gate {record.get('gate')} ({record.get('metric')}): {skipped} queries skipped, n_used {used} / "
-                   f"n_skipped {skipped}; --rc-max-skipped (ini rc_max_skipped) allows at most {what}")
+        what = (
+            f"{limit} queries" if isinstance(limit, int) else f"a fraction {limit:g} of the queries"
+        )
+        problem = (
+            f"gate {record.get('gate')} ({record.get('metric')}): {skipped} queries skipped, n_used {used} / "
+            f"n_skipped {skipped}; --rc-max-skipped (ini rc_max_skipped) allows at most {what}"
+        )
         problems.append(problem)
         record["passed"] = False
         record["max_skipped"] = limit
         record["warnings"] = [*(record.get("warnings") or []), problem]
         item.user_properties[i] = (name, json.dumps(record))
     if problems:
-        pytest.fail("too many skipped queries (queries without a relevant gallery item do not count in the value):\n"
-                    + "\n".join(problems) + "\nGive every query a relevant gallery item, or raise --rc-max-skipped.",
-                    pytrace=False)
+        pytest.fail(
+            "too many skipped queries (queries without a relevant gallery item do not count in the value):\n"
+            + "\n".join(problems)
+            + "\nGive every query a relevant gallery item, or raise --rc-max-skipped.",
+            pytrace=False,
+        )
 
 
 def error_record(item, report, prop: str) -> dict | None:
@@ -134,9 +154,21 @@ def error_record(item, report, prop: str) -> dict | None:
                 continue
     message = (getattr(report, "longreprtext", "") or "the item failed")[-4000:]
     check = case.check
-    return {"gate": "error", "metric": check.metric.name, "value": None, "passed": False, "on": "error",
-            "comparison": "", "threshold": None, "bounds": {}, "suite": item.suite.name, "model": case.model,
-            "dataset": "/".join(case.datasets), "line": check.line, "message": message}
+    return {
+        "gate": "error",
+        "metric": check.metric.name,
+        "value": None,
+        "passed": False,
+        "on": "error",
+        "comparison": "",
+        "threshold": None,
+        "bounds": {},
+        "suite": item.suite.name,
+        "model": case.model,
+        "dataset": "/".join(case.datasets),
+        "line": check.line,
+        "message": message,
+    }
 
 
 def collect_error_record(collector, report) -> dict | None:
@@ -146,7 +178,21 @@ def collect_error_record(collector, report) -> dict | None:
     if not isinstance(collector, SuiteFile) or not report.failed:
         return None
     error = getattr(collector, "rc_error", None)
-    message = (getattr(report, "longreprtext", "") or str(error or "") or "the suite could not be loaded")[-4000:]
-    return {"gate": "error", "metric": "(suite)", "value": None, "passed": False, "on": "error", "comparison": "",
-            "threshold": None, "bounds": {}, "suite": collector.path.name, "model": None, "dataset": None,
-            "line": getattr(error, "line", None), "message": message}
+    message = (
+        getattr(report, "longreprtext", "") or str(error or "") or "the suite could not be loaded"
+    )[-4000:]
+    return {
+        "gate": "error",
+        "metric": "(suite)",
+        "value": None,
+        "passed": False,
+        "on": "error",
+        "comparison": "",
+        "threshold": None,
+        "bounds": {},
+        "suite": collector.path.name,
+        "model": None,
+        "dataset": None,
+        "line": getattr(error, "line", None),
+        "message": message,
+    }

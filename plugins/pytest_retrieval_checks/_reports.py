@@ -29,7 +29,11 @@ def _num(v, digits: int = 4) -> str:
 
 def _test_name(o: dict) -> str:
     parts = str(o.get("test", "")).split("::")
-    return "::".join((parts[0].rsplit("/", 1)[-1], *parts[1:])) if parts[0].endswith((".yaml", ".yml")) else parts[-1]
+    return (
+        "::".join((parts[0].rsplit("/", 1)[-1], *parts[1:]))
+        if parts[0].endswith((".yaml", ".yml"))
+        else parts[-1]
+    )
 
 
 #: What the terminal summary shows: every gate, the failed ones, or nothing but errors.
@@ -48,7 +52,9 @@ def summary_mode(verbosity: int, option: str | None) -> str:
     if option is not None and str(option).strip():
         mode = str(option).strip().lower()
         if mode not in SUMMARY_MODES:
-            raise ValueError(f"{option!r} is not a summary mode; use one of {', '.join(SUMMARY_MODES)}")
+            raise ValueError(
+                f"{option!r} is not a summary mode; use one of {', '.join(SUMMARY_MODES)}"
+            )
         return mode
     return "full" if verbosity >= 0 else ("failed" if verbosity == -1 else "none")
 
@@ -77,8 +83,9 @@ def count_line(outcomes: list[dict]) -> str:
     return f"{plural(len(outcomes), 'gate')}: {', '.join(parts)}"
 
 
-def summary_lines(outcomes: list[dict], width: int | None = None, mode: str = "full",
-                  order: dict | None = None) -> list[str]:
+def summary_lines(
+    outcomes: list[dict], width: int | None = None, mode: str = "full", order: dict | None = None
+) -> list[str]:
     """The gate table: value, interval, the rule with every bound, the queries used and
     skipped (``n_used / n_skipped``) and the verdict; in collection order (``order``,
     see :func:`sorted_outcomes`: stable under xdist), headed by the count of gates.
@@ -98,8 +105,17 @@ def summary_lines(outcomes: list[dict], width: int | None = None, mode: str = "f
     for o in shown:
         interval = "" if o.get("low") is None else f"[{_num(o['low'])}, {_num(o.get('high'))}]"
         verdict = "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
-        rows.append((_test_name(o), str(o.get("metric")), _num(o.get("value")), interval, rule_text(o),
-                     _queries(o), verdict))
+        rows.append(
+            (
+                _test_name(o),
+                str(o.get("metric")),
+                _num(o.get("value")),
+                interval,
+                rule_text(o),
+                _queries(o),
+                verdict,
+            )
+        )
     lines = wrapped(head, width) + (_layout(rows, width) if len(rows) > 1 else [])
     return [line if width is None else _cut_line(line, width) for line in lines]
 
@@ -130,8 +146,14 @@ def _layout(rows: list[tuple], width: int | None) -> list[str]:
     out = [short[0]]
     for line, (_, _, _, _, rule, queries, _) in zip(short[1:], rows[1:]):
         out.append(line)
-        detail = "; ".join(x for x in (f"rule {rule}" if rule else "",
-                                       f"n_used / n_skipped {queries}" if queries else "") if x)
+        detail = "; ".join(
+            x
+            for x in (
+                f"rule {rule}" if rule else "",
+                f"n_used / n_skipped {queries}" if queries else "",
+            )
+            if x
+        )
         out.extend(wrapped("    " + detail, width) if detail else [])
     return out
 
@@ -141,12 +163,36 @@ def _blocks(rows: list[tuple], width: int) -> list[str]:
 
     out = []
     for test, metric, value, interval, rule, queries, verdict in rows:
-        out.extend(textwrap.wrap(f"{verdict}  {test}", width=max(width, 8), subsequent_indent="      ",
-                                 break_long_words=True, break_on_hyphens=False))
-        fields = "  ".join(x for x in (metric, f"value {value}" if value else "", interval, rule,
-                                       f"n_used / n_skipped {queries}" if queries else "") if x)
-        out.extend(textwrap.wrap(fields, width=max(width, 8), initial_indent="    ", subsequent_indent="      ",
-                                 break_long_words=True) or [])
+        out.extend(
+            textwrap.wrap(
+                f"{verdict}  {test}",
+                width=max(width, 8),
+                subsequent_indent="      ",
+                break_long_words=True,
+                break_on_hyphens=False,
+            )
+        )
+        fields = "  ".join(
+            x
+            for x in (
+                metric,
+                f"value {value}" if value else "",
+                interval,
+                rule,
+                f"n_used / n_skipped {queries}" if queries else "",
+            )
+            if x
+        )
+        out.extend(
+            textwrap.wrap(
+                fields,
+                width=max(width, 8),
+                initial_indent="    ",
+                subsequent_indent="      ",
+                break_long_words=True,
+            )
+            or []
+        )
     return out
 
 
@@ -156,11 +202,13 @@ def wrapped(text: str, width: int | None) -> list[str]:
 
     if width is None or len(text) <= width:
         return [text]
-    return textwrap.wrap(text, width=max(width, 8), subsequent_indent="  ", break_long_words=True) or [text]
+    return textwrap.wrap(
+        text, width=max(width, 8), subsequent_indent="  ", break_long_words=True
+    ) or [text]
 
 
 def _cut_line(line: str, width: int) -> str:
-    return line if len(line) <= width else line[:max(width - 3, 0)] + "..."[:width]
+    return line if len(line) <= width else line[: max(width - 3, 0)] + "..."[:width]
 
 
 def gate_warnings(o: dict) -> list[str]:
@@ -170,22 +218,34 @@ def gate_warnings(o: dict) -> list[str]:
     skipped, used = o.get("n_skipped"), o.get("n_used")
     if isinstance(skipped, int) and skipped > 0 and not any("skip" in w for w in out):
         total = f" of {skipped + used}" if isinstance(used, int) else ""
-        out.append(f"{skipped}{total} queries skipped (no relevant gallery item): the value is over the "
-                   f"{used if used is not None else 'remaining'} queries used; set max_skipped (--rc-max-skipped) "
-                   "to fail on this")
+        out.append(
+            f"{skipped}{total} queries skipped (no relevant gallery item): the value is over the "
+            f"{used if used is not None else 'remaining'} queries used; set max_skipped (--rc-max-skipped) "
+            "to fail on this"
+        )
     return out
 
 
-def warning_lines(outcomes: list[dict], width: int | None = None, order: dict | None = None) -> list[str]:
+def warning_lines(
+    outcomes: list[dict], width: int | None = None, order: dict | None = None
+) -> list[str]:
     """Every gate's warnings, in the table's order, each wrapped to ``width`` when given."""
     import textwrap
 
-    lines = [f"warning: {_test_name(o)} {o.get('metric')}: {w}" for o in sorted_outcomes(outcomes, order)
-             for w in gate_warnings(o)]
+    lines = [
+        f"warning: {_test_name(o)} {o.get('metric')}: {w}"
+        for o in sorted_outcomes(outcomes, order)
+        for w in gate_warnings(o)
+    ]
     if width is None:
         return lines
-    return [part for line in lines for part in textwrap.wrap(line, width=max(width, 8), subsequent_indent="  ",
-                                                             break_long_words=True)]
+    return [
+        part
+        for line in lines
+        for part in textwrap.wrap(
+            line, width=max(width, 8), subsequent_indent="  ", break_long_words=True
+        )
+    ]
 
 
 def junit_properties(record: dict) -> list[tuple[str, object]]:
@@ -254,7 +314,9 @@ def write_json(path, outcomes: list[dict], exitstatus: int, run: dict | None) ->
     _write_text(Path(path), strict_json(out, indent=2) + "\n")
 
 
-def record_history(path, metadata: dict, outcomes: list[dict], exitstatus: int, figures=None) -> int:
+def record_history(
+    path, metadata: dict, outcomes: list[dict], exitstatus: int, figures=None
+) -> int:
     return History(path).record(metadata, outcomes, exitstatus=int(exitstatus), figures=figures)
 
 
@@ -301,14 +363,18 @@ def output_problem(path: Path, rootdir: Path, suggested: str) -> str | None:
             return f"{path} is not writable; make it writable or give another path"
         existing = _first_existing(path.parent)
         if not existing.is_dir():
-            return (f"{existing} is a file, so {path} cannot be created under it; give a path in a directory "
-                    "(or remove the file)")
+            return (
+                f"{existing} is a file, so {path} cannot be created under it; give a path in a directory "
+                "(or remove the file)"
+            )
         if existing != path.parent:
             root = Path(rootdir).resolve()
             parent = path.parent.resolve()
             if parent != root and root not in parent.parents:
-                return (f"the directory {path.parent} does not exist and is outside the rootdir {root}; create it "
-                        f"first (mkdir -p {path.parent}) or give a path inside the rootdir")
+                return (
+                    f"the directory {path.parent} does not exist and is outside the rootdir {root}; create it "
+                    f"first (mkdir -p {path.parent}) or give a path inside the rootdir"
+                )
         return _can_write_in(existing)
     except OSError as exc:  # a symlink loop, a name too long, ...
         return f"{path} cannot be used ({exc.strerror or exc}); give another path"

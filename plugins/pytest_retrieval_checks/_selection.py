@@ -28,7 +28,9 @@ def _last_failed(config, collected: bool) -> bool:
     if not getattr(config.option, "lf", False):
         return False
     plugin = config.pluginmanager.get_plugin("lfplugin")
-    if not collected or not hasattr(plugin, "_previously_failed_count"):  # (pytest's private counts, else unknown)
+    if not collected or not hasattr(
+        plugin, "_previously_failed_count"
+    ):  # (pytest's private counts, else unknown)
         return bool(getattr(plugin, "lastfailed", True))
     return bool(plugin._previously_failed_count or getattr(plugin, "_skipped_files", 0))
 
@@ -86,7 +88,10 @@ def prune_refusal(config) -> str | None:
     parts = requested_filters(config)
     if parts:
         return f"it needs a full run, and {'; '.join(parts)} narrow this one"
-    if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") not in ("no", None):
+    if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") not in (
+        "no",
+        None,
+    ):
         return "it needs the collected items, which pytest-xdist's controller does not see: run it without -n"
     return None
 
@@ -104,8 +109,10 @@ def prune(config, session) -> list[str]:
     removed)."""
     why = selection(config, session)
     if why:
-        raise RuntimeError(f"--rc-prune-baselines needs a full run, and this one was partial ({why}); nothing was "
-                           "pruned: run the whole suite without filters to prune")
+        raise RuntimeError(
+            f"--rc-prune-baselines needs a full run, and this one was partial ({why}); nothing was "
+            "pruned: run the whole suite without filters to prune"
+        )
     notes = []
     for path, names in sorted(collected(session).items()):
         if not path.is_file():
@@ -113,6 +120,8 @@ def prune(config, session) -> list[str]:
         removed = BaselineFile(path).prune(_exists(names))
         if removed:
             shown = ", ".join(repr(k) for k in removed)
-            notes.append(f"pruned {len(removed)} baseline record{'s' if len(removed) != 1 else ''} of checks that no "
-                         f"longer exist from {path}: {shown}")
+            notes.append(
+                f"pruned {len(removed)} baseline record{'s' if len(removed) != 1 else ''} of checks that no "
+                f"longer exist from {path}: {shown}"
+            )
     return notes

@@ -45,8 +45,21 @@ from retrieval_checks.gates import rule_text
 
 EXTRA = "pip install 'retrieval-checks[trackers]'"
 TRACKERS = {"mlflow": "mlflow", "wandb": "wandb"}  # option name -> the package it needs
-COLUMNS = ("test", "check", "model", "dataset", "metric", "value", "low", "high", "threshold", "rule", "passed",
-           "gate", "key")
+COLUMNS = (
+    "test",
+    "check",
+    "model",
+    "dataset",
+    "metric",
+    "value",
+    "low",
+    "high",
+    "threshold",
+    "rule",
+    "passed",
+    "gate",
+    "key",
+)
 
 
 def _flag(config, name: str) -> bool:
@@ -58,7 +71,9 @@ def _flag(config, name: str) -> bool:
         return False
     if raw in ("true", "yes", "1", "on"):
         return True
-    raise pytest.UsageError(f"retrieval-checks: ini rc_{name}: invalid truth value {raw!r}; write true or false.")
+    raise pytest.UsageError(
+        f"retrieval-checks: ini rc_{name}: invalid truth value {raw!r}; write true or false."
+    )
 
 
 def requested(config) -> list[str]:
@@ -67,8 +82,10 @@ def requested(config) -> list[str]:
     names = [name for name in TRACKERS if _flag(config, name)]
     for name in names:
         if importlib.util.find_spec(TRACKERS[name]) is None:
-            raise pytest.UsageError(f"retrieval-checks: --rc-{name} (ini rc_{name}): the package {TRACKERS[name]!r} "
-                                    f"is not installed; install the trackers extra: {EXTRA}")
+            raise pytest.UsageError(
+                f"retrieval-checks: --rc-{name} (ini rc_{name}): the package {TRACKERS[name]!r} "
+                f"is not installed; install the trackers extra: {EXTRA}"
+            )
     return names
 
 
@@ -89,7 +106,11 @@ def _check(test: str) -> str:
 
 
 def _finite(x):
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+    return (
+        float(x)
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        else None
+    )
 
 
 def gate_rows(outcomes: list[dict], notes: list[str]) -> tuple[list[list], dict[str, float]]:
@@ -104,24 +125,46 @@ def gate_rows(outcomes: list[dict], notes: list[str]) -> tuple[list[list], dict[
             n += 1
             key = f"{base}_{n}"
         if key != base:
-            notes.append(f"warning: tracker key {base!r} is shared by two gates; the gate of {test} ({o.get('metric')}) "
-                         f"is logged as {key!r}")
+            notes.append(
+                f"warning: tracker key {base!r} is shared by two gates; the gate of {test} ({o.get('metric')}) "
+                f"is logged as {key!r}"
+            )
         used.add(key)
         try:
             rule = rule_text(o)
         except Exception:
             rule = ""
         passed = bool(o.get("passed"))
-        rows.append([test, _check(test), o.get("model"), o.get("dataset"), str(o.get("metric")), _finite(o.get("value")),
-                     _finite(o.get("low")), _finite(o.get("high")), _finite(o.get("threshold")), rule, passed,
-                     o.get("gate"), key])
-        for suffix, v in (("/value", o.get("value")), ("/low", o.get("low")), ("/high", o.get("high")),
-                          ("/threshold", o.get("threshold"))):
+        rows.append(
+            [
+                test,
+                _check(test),
+                o.get("model"),
+                o.get("dataset"),
+                str(o.get("metric")),
+                _finite(o.get("value")),
+                _finite(o.get("low")),
+                _finite(o.get("high")),
+                _finite(o.get("threshold")),
+                rule,
+                passed,
+                o.get("gate"),
+                key,
+            ]
+        )
+        for suffix, v in (
+            ("/value", o.get("value")),
+            ("/low", o.get("low")),
+            ("/high", o.get("high")),
+            ("/threshold", o.get("threshold")),
+        ):
             if _finite(v) is not None:
                 metrics[key + suffix] = _finite(v)
         metrics[key + "/passed"] = 1.0 if passed else 0.0
     metrics["rc/n_gates"] = float(len(outcomes))
-    metrics["rc/n_failed"] = float(sum(1 for o in outcomes if not o.get("passed") and not o.get("xfail")))
+    metrics["rc/n_failed"] = float(
+        sum(1 for o in outcomes if not o.get("passed") and not o.get("xfail"))
+    )
     return rows, metrics
 
 
@@ -183,9 +226,17 @@ def _log_mlflow(mlflow, rows: list[list], metrics: dict, run: dict) -> str:
     current = active or mlflow.start_run(run_name="retrieval-checks")
     try:
         mlflow.log_metrics(metrics)
-        mlflow.set_tags({"retrieval_checks.n_gates": len(rows),
-                         "retrieval_checks.n_failed": int(metrics["rc/n_failed"]),
-                         **({"retrieval_checks.git_commit": run["git_commit"]} if run.get("git_commit") else {})})
+        mlflow.set_tags(
+            {
+                "retrieval_checks.n_gates": len(rows),
+                "retrieval_checks.n_failed": int(metrics["rc/n_failed"]),
+                **(
+                    {"retrieval_checks.git_commit": run["git_commit"]}
+                    if run.get("git_commit")
+                    else {}
+                ),
+            }
+        )
         mlflow.log_dict({"columns": list(COLUMNS), "data": rows}, "retrieval_checks/gates.json")
     finally:
         if active is None:
@@ -200,8 +251,11 @@ def log_wandb(rows: list[list], metrics: dict, run: dict) -> str:
     active = wandb.run
     current = active
     if current is None:
-        current = wandb.init(project=None if os.environ.get("WANDB_PROJECT") else "retrieval-checks",
-                             job_type="retrieval-checks", config={"git_commit": run.get("git_commit")})
+        current = wandb.init(
+            project=None if os.environ.get("WANDB_PROJECT") else "retrieval-checks",
+            job_type="retrieval-checks",
+            config={"git_commit": run.get("git_commit")},
+        )
     try:
         current.log({"retrieval_checks/gates": wandb.Table(columns=list(COLUMNS), data=rows)})
         current.summary.update(metrics)
@@ -216,8 +270,12 @@ def publish(names: list[str], outcomes: list[dict], run: dict | None, notes: lis
     one failed: a run the user asked for that was not logged must not look green."""
     if not names:
         return True
-    if not outcomes:  # said, not silently skipped: a tracker run with nothing in it would read as a pass
-        notes.append(f"warning: no gate ran in this session: nothing was logged to {' or '.join(names)}")
+    if (
+        not outcomes
+    ):  # said, not silently skipped: a tracker run with nothing in it would read as a pass
+        notes.append(
+            f"warning: no gate ran in this session: nothing was logged to {' or '.join(names)}"
+        )
         return True
     rows, metrics = gate_rows(outcomes, notes)
     ok = True
@@ -233,10 +291,15 @@ def publish(names: list[str], outcomes: list[dict], run: dict | None, notes: lis
             ok = False
             text = " ".join(str(exc).split())
             text = text if len(text) <= 300 else text[:300] + "..."
-            bounds = ", ".join(f"{k}={v}" for k, v in (MLFLOW_BOUNDS if name == "mlflow" else WANDB_BOUNDS).items())
-            notes.append(f"error: could not log the gates to {name} ({type(exc).__name__}: {text}); not logged: "
-                         f"{len(rows)} gates ({len(metrics)} metric values and the gates table). Check the "
-                         "tracker's environment (MLFLOW_TRACKING_URI, WANDB_MODE / WANDB_API_KEY) or drop "
-                         f"--rc-{name}; the plugin bounds the tracker's network calls ({bounds} where unset"
-                         + ("" if name == "mlflow" else f", {DEADLINE:g} s in all") + ")")
+            bounds = ", ".join(
+                f"{k}={v}" for k, v in (MLFLOW_BOUNDS if name == "mlflow" else WANDB_BOUNDS).items()
+            )
+            notes.append(
+                f"error: could not log the gates to {name} ({type(exc).__name__}: {text}); not logged: "
+                f"{len(rows)} gates ({len(metrics)} metric values and the gates table). Check the "
+                "tracker's environment (MLFLOW_TRACKING_URI, WANDB_MODE / WANDB_API_KEY) or drop "
+                f"--rc-{name}; the plugin bounds the tracker's network calls ({bounds} where unset"
+                + ("" if name == "mlflow" else f", {DEADLINE:g} s in all")
+                + ")"
+            )
     return ok

@@ -42,22 +42,42 @@ from . import _github, _items, _reports, _selection, _trackers
 # the session's evaluation options, validated against the library's option table
 _SESSION_OPTIONS = ("device", "max_memory", "seed", "confidence", "ties", "max_skipped", "timeout")
 _OPTIONS = [
-    *((name.replace("_", "-"), f"{rc.options.OPTIONS[name].help}: {rc.options.OPTIONS[name].expected}",
-       "" if rc.options.DEFAULTS[name] is None else str(rc.options.DEFAULTS[name])) for name in _SESSION_OPTIONS),
+    *(
+        (
+            name.replace("_", "-"),
+            f"{rc.options.OPTIONS[name].help}: {rc.options.OPTIONS[name].expected}",
+            "" if rc.options.DEFAULTS[name] is None else str(rc.options.DEFAULTS[name]),
+        )
+        for name in _SESSION_OPTIONS
+    ),
     ("json", "write every gate's outcome to this JSON file", ""),
     ("html", "write the session's HTML report to this file", ""),
-    ("history", "SQLite run history, relative to the rootdir; 'none' disables "
-                "(default: .retrieval-checks/history.sqlite in the project root, where the retrieval-checks "
-                "command looks)", ""),
-    ("summary", "the gate table at the end: full (every gate), failed (the failed ones) or none (default: full; "
-                "failed under -q, none under -qq)", ""),
-    ("embedding-cache", "directory of cached model embeddings; 'none' disables "
-                        "(default: inside pytest's cache, cleared by --cache-clear)", ""),
+    (
+        "history",
+        "SQLite run history, relative to the rootdir; 'none' disables "
+        "(default: .retrieval-checks/history.sqlite in the project root, where the retrieval-checks "
+        "command looks)",
+        "",
+    ),
+    (
+        "summary",
+        "the gate table at the end: full (every gate), failed (the failed ones) or none (default: full; "
+        "failed under -q, none under -qq)",
+        "",
+    ),
+    (
+        "embedding-cache",
+        "directory of cached model embeddings; 'none' disables "
+        "(default: inside pytest's cache, cleared by --cache-clear)",
+        "",
+    ),
 ]
 _PROPERTY = "retrieval_checks"
 _BASELINE_PROPERTY = "retrieval_checks_baseline"
 _FIGURE_PROPERTY = "retrieval_checks_figure"
-_current_item: contextvars.ContextVar = contextvars.ContextVar("retrieval_checks_item", default=None)
+_current_item: contextvars.ContextVar = contextvars.ContextVar(
+    "retrieval_checks_item", default=None
+)
 
 
 def pytest_addoption(parser):
@@ -66,29 +86,57 @@ def pytest_addoption(parser):
         dest = "rc_" + name.replace("-", "_")
         group.addoption(f"--rc-{name}", dest=dest, default=None, help=f"{help_text} (ini: {dest})")
         parser.addini(dest, help_text, default=default)
-    group.addoption("--rc-force-regen", action="store_true", default=False,
-                    help="rewrite missing or changed baselines, and fail those checks (as pytest-regressions' "
-                         "--force-regen)")
-    group.addoption("--rc-regen-all", action="store_true", default=False,
-                    help="rewrite every baseline and pass (as pytest-regressions' --regen-all)")
-    group.addoption("--rc-prune-baselines", action="store_true", default=False,
-                    help="remove the baseline records of checks that no longer exist, from the baselines files of "
-                         "the suites and test modules collected (only in a full run: refused with -k, -m, --lf, node "
-                         "ids, deselection, collection errors or a run stopped early)")
-    for name, where in (("mlflow", "the active MLflow run, else a new run under MLFLOW_TRACKING_URI"),
-                        ("wandb", "the active W&B run, else wandb.init (WANDB_MODE, WANDB_PROJECT)")):
+    group.addoption(
+        "--rc-force-regen",
+        action="store_true",
+        default=False,
+        help="rewrite missing or changed baselines, and fail those checks (as pytest-regressions' "
+        "--force-regen)",
+    )
+    group.addoption(
+        "--rc-regen-all",
+        action="store_true",
+        default=False,
+        help="rewrite every baseline and pass (as pytest-regressions' --regen-all)",
+    )
+    group.addoption(
+        "--rc-prune-baselines",
+        action="store_true",
+        default=False,
+        help="remove the baseline records of checks that no longer exist, from the baselines files of "
+        "the suites and test modules collected (only in a full run: refused with -k, -m, --lf, node "
+        "ids, deselection, collection errors or a run stopped early)",
+    )
+    for name, where in (
+        ("mlflow", "the active MLflow run, else a new run under MLFLOW_TRACKING_URI"),
+        ("wandb", "the active W&B run, else wandb.init (WANDB_MODE, WANDB_PROJECT)"),
+    ):
         text = f"log every gate (value, interval, threshold, pass) to {where}; needs retrieval-checks[trackers]"
-        group.addoption(f"--rc-{name}", action="store_const", const=True, dest=f"rc_{name}", default=None,
-                        help=f"{text} (ini: rc_{name} = true)")
-        parser.addini(f"rc_{name}", text, type="string", default="")  # parsed by _trackers: the same message on every pytest
-    parser.addini("rc_suite_files", "glob patterns of YAML suite files to collect", type="args",
-                  default=["rc_*.yaml", "rc_*.yml"])
+        group.addoption(
+            f"--rc-{name}",
+            action="store_const",
+            const=True,
+            dest=f"rc_{name}",
+            default=None,
+            help=f"{text} (ini: rc_{name} = true)",
+        )
+        parser.addini(
+            f"rc_{name}", text, type="string", default=""
+        )  # parsed by _trackers: the same message on every pytest
+    parser.addini(
+        "rc_suite_files",
+        "glob patterns of YAML suite files to collect",
+        type="args",
+        default=["rc_*.yaml", "rc_*.yml"],
+    )
 
 
 def pytest_collect_file(file_path, parent):
     if file_path.name.endswith((".baselines.yaml", ".baselines.yml")):
         return None  # baseline files live next to the suites
-    if file_path.suffix in (".yaml", ".yml") and _items.matches(file_path, parent.config.getini("rc_suite_files")):
+    if file_path.suffix in (".yaml", ".yml") and _items.matches(
+        file_path, parent.config.getini("rc_suite_files")
+    ):
         return _items.SuiteFile.from_parent(parent, path=file_path)
     return None
 
@@ -111,15 +159,31 @@ def queue_baselines(item, entries: list) -> None:
         item.user_properties.append((_BASELINE_PROPERTY, json.dumps([path, key, record])))
         if regen_all and isinstance(record, dict):
             interval = record.get("interval")
-            low, high = interval if isinstance(interval, (list, tuple)) and len(interval) == 2 else (None, None)
-            rc.gates.emit(rc.gates.GateEvent(
-                gate="assert_no_regression", metric=str(record.get("metric")), value=record.get("value"), passed=True,
-                low=low, high=high, confidence=record.get("confidence"),
-                on="regenerated", comparison="baseline", n=record.get("n"), unit=record.get("unit"),
-                n_skipped=record.get("n_skipped"),
-                n_used=record.get("n") if record.get("n_skipped") is not None else None,
-                model=record.get("model"), dataset=record.get("dataset"),
-                extra={"baseline_key": key, "baselines_file": Path(path).name}))
+            low, high = (
+                interval
+                if isinstance(interval, (list, tuple)) and len(interval) == 2
+                else (None, None)
+            )
+            rc.gates.emit(
+                rc.gates.GateEvent(
+                    gate="assert_no_regression",
+                    metric=str(record.get("metric")),
+                    value=record.get("value"),
+                    passed=True,
+                    low=low,
+                    high=high,
+                    confidence=record.get("confidence"),
+                    on="regenerated",
+                    comparison="baseline",
+                    n=record.get("n"),
+                    unit=record.get("unit"),
+                    n_skipped=record.get("n_skipped"),
+                    n_used=record.get("n") if record.get("n_skipped") is not None else None,
+                    model=record.get("model"),
+                    dataset=record.get("dataset"),
+                    extra={"baseline_key": key, "baselines_file": Path(path).name},
+                )
+            )
     entries.clear()
 
 
@@ -130,8 +194,13 @@ def suite_runner(config) -> SuiteRunner:
         options = _resolve_options(config)
         cache_dir, _ = _embedding_cache(config)
         defaults = {k: options[k] for k in ("confidence", "seed", "ties", "max_skipped", "timeout")}
-        runner = SuiteRunner(defaults=defaults, device=options["device"], max_memory=options["max_memory"],
-                             cache_dir=cache_dir, regen=regen_mode(config))
+        runner = SuiteRunner(
+            defaults=defaults,
+            device=options["device"],
+            max_memory=options["max_memory"],
+            cache_dir=cache_dir,
+            regen=regen_mode(config),
+        )
         config._rc_runner = runner
     return runner
 
@@ -159,8 +228,10 @@ def _embedding_cache(config) -> tuple[Path | None, str | None]:
     else:
         cache_dir = None
     if problem is not None:
-        problem = (f"--rc-embedding-cache (ini rc_embedding_cache): {problem}; running without the embedding cache "
-                   "(give a writable directory, or 'none' to turn the cache off)")
+        problem = (
+            f"--rc-embedding-cache (ini rc_embedding_cache): {problem}; running without the embedding cache "
+            "(give a writable directory, or 'none' to turn the cache off)"
+        )
         cache_dir = None
     config._rc_cache_dir = (cache_dir, problem)
     return cache_dir, problem
@@ -182,19 +253,32 @@ def _record(config, event) -> None:
     clean = event.to_dict()
     case = getattr(item, "case", None)
     named = getattr(item, "_rc_named", None)
-    if case is None and named:  # a Python test: the names given to rc_evaluate, for a gate that did not carry them
+    if (
+        case is None and named
+    ):  # a Python test: the names given to rc_evaluate, for a gate that did not carry them
         for key in ("model", "dataset"):
             values = list(dict.fromkeys(n[key] for n in named if n.get(key) is not None))
             if clean.get(key) is None and values:
                 clean[key] = "/".join(values)
-    if case is not None:  # a YAML suite item: say which suite, model and dataset(s), and how it was scored
-        clean.update(suite=item.suite.name, model=case.model, dataset="/".join(case.datasets), line=case.check.line)
+    if (
+        case is not None
+    ):  # a YAML suite item: say which suite, model and dataset(s), and how it was scored
+        clean.update(
+            suite=item.suite.name,
+            model=case.model,
+            dataset="/".join(case.datasets),
+            line=case.check.line,
+        )
         try:
-            options = item.suite.evaluation_options(case.check, case.datasets[0], suite_runner(item.config).defaults,
-                                                    case.model)
+            options = item.suite.evaluation_options(
+                case.check, case.datasets[0], suite_runner(item.config).defaults, case.model
+            )
         except Exception:  # the record is still written without them
             options = {}
-        for key in ("similarity", "ties"):  # a model's own (MODEL_OPTIONS) may differ from the suite's
+        for key in (
+            "similarity",
+            "ties",
+        ):  # a model's own (MODEL_OPTIONS) may differ from the suite's
             if key in options and clean.get(key) is None:
                 clean[key] = options[key]
     item.user_properties.extend(_reports.junit_properties(clean))
@@ -233,7 +317,9 @@ def _summary_mode(config) -> str:
     try:
         return _reports.summary_mode(config.get_verbosity(), _option(config, "summary"))
     except ValueError as exc:
-        raise pytest.UsageError(f"retrieval-checks: --rc-summary (ini rc_summary): {exc}.") from None
+        raise pytest.UsageError(
+            f"retrieval-checks: --rc-summary (ini rc_summary): {exc}."
+        ) from None
 
 
 def pytest_deselected(items):
@@ -325,10 +411,15 @@ def pytest_runtest_logreport(report):
     # baseline records and figures travel to the controller in user_properties (a copy rides on
     # every phase's report); take them out before the JUnit writer sees them: they are files and
     # pictures, not test properties
-    carried = [(n, v) for n, v in report.user_properties if n in (_BASELINE_PROPERTY, _FIGURE_PROPERTY)]
+    carried = [
+        (n, v) for n, v in report.user_properties if n in (_BASELINE_PROPERTY, _FIGURE_PROPERTY)
+    ]
     if carried:
-        report.user_properties[:] = [(n, v) for n, v in report.user_properties
-                                     if n not in (_BASELINE_PROPERTY, _FIGURE_PROPERTY)]
+        report.user_properties[:] = [
+            (n, v)
+            for n, v in report.user_properties
+            if n not in (_BASELINE_PROPERTY, _FIGURE_PROPERTY)
+        ]
     if report.when != "call" and not (report.when == "setup" and report.failed):
         return
     for n, v in carried:
@@ -360,7 +451,9 @@ def pytest_sessionstart(session):
     if not _is_worker(session.config) and _history_path(session.config) is not None:
         # the command as the user wrote it (pytest's arguments), not the interpreter's path to pytest's main module
         args = [str(a) for a in session.config.invocation_params.args]
-        session.config._rc_run = run_metadata(session.config.rootpath, command=shlex.join(["pytest", *args]))
+        session.config._rc_run = run_metadata(
+            session.config.rootpath, command=shlex.join(["pytest", *args])
+        )
 
 
 def _is_worker(config) -> bool:
@@ -423,36 +516,52 @@ def _finish(config, exitstatus) -> bool:
         try:
             for path in _reports.flush_baselines(config._rc_baseline_writes):
                 notes.append(f"baselines written to {path}")
-            if regen_mode(config) == "all":  # in both units: baselines (gate records) and tests (items)
+            if (
+                regen_mode(config) == "all"
+            ):  # in both units: baselines (gate records) and tests (items)
                 tests = {t for t, _ in config._rc_baseline_writes_by}
-                notes.append(f"--rc-regen-all: {_reports.plural(len(config._rc_baseline_writes_by), 'baseline')} "
-                             f"rewritten by {_reports.plural(len(tests), 'test')}, each a passed 'regenerated "
-                             "baseline' gate: not compared; review the files' diff and commit them")
+                notes.append(
+                    f"--rc-regen-all: {_reports.plural(len(config._rc_baseline_writes_by), 'baseline')} "
+                    f"rewritten by {_reports.plural(len(tests), 'test')}, each a passed 'regenerated "
+                    "baseline' gate: not compared; review the files' diff and commit them"
+                )
         except Exception as exc:
             ok = False
-            notes.append(f"error: could not write the baselines ({type(exc).__name__}: {exc}); nothing was "
-                         "regenerated by this run: fix the file and run again")
+            notes.append(
+                f"error: could not write the baselines ({type(exc).__name__}: {exc}); nothing was "
+                "regenerated by this run: fix the file and run again"
+            )
     if config.getoption("rc_prune_baselines"):
         try:
-            notes.extend(_selection.prune(config, getattr(config, "_rc_session", None)) or ["no baseline records to prune"])
+            notes.extend(
+                _selection.prune(config, getattr(config, "_rc_session", None))
+                or ["no baseline records to prune"]
+            )
         except RuntimeError as exc:
             ok = False
             notes.append(f"error: {exc}")
         except Exception as exc:
             ok = False
-            notes.append(f"error: could not prune the baselines ({type(exc).__name__}: {exc}); fix the file and run "
-                         "again")
+            notes.append(
+                f"error: could not prune the baselines ({type(exc).__name__}: {exc}); fix the file and run "
+                "again"
+            )
     run = None
     history = outputs.get("history")
     if history is not None and outcomes:
         try:
-            run_id = _reports.record_history(history, config._rc_run or {}, outcomes, exitstatus,
-                                             figures=config._rc_figures)
+            run_id = _reports.record_history(
+                history, config._rc_run or {}, outcomes, exitstatus, figures=config._rc_figures
+            )
             run = {"id": run_id, "history": str(history), **(config._rc_run or {})}
-            notes.append(f"run {run_id} recorded in {history} ({_reports.plural(len(outcomes), 'gate')})")
+            notes.append(
+                f"run {run_id} recorded in {history} ({_reports.plural(len(outcomes), 'gate')})"
+            )
         except Exception as exc:  # the history must never turn a session red: a warning
-            notes.append(f"warning: the run was not recorded in the history {history} ({type(exc).__name__}: "
-                         f"{exc}); set --rc-history (ini rc_history) to a writable database file, or 'none'")
+            notes.append(
+                f"warning: the run was not recorded in the history {history} ({type(exc).__name__}: "
+                f"{exc}); set --rc-history (ini rc_history) to a writable database file, or 'none'"
+            )
     path = outputs.get("json")
     if path is not None:
         try:
@@ -460,8 +569,10 @@ def _finish(config, exitstatus) -> bool:
             notes.append(f"JSON report written to {path}")
         except Exception as exc:
             ok = False
-            notes.append(f"error: could not write the JSON report {path} ({type(exc).__name__}: {exc}); "
-                         "fix --rc-json (ini rc_json)")
+            notes.append(
+                f"error: could not write the JSON report {path} ({type(exc).__name__}: {exc}); "
+                "fix --rc-json (ini rc_json)"
+            )
     path = outputs.get("html")
     if path is not None:
         try:
@@ -471,10 +582,17 @@ def _finish(config, exitstatus) -> bool:
             notes.append(f"HTML report written to {path}")
         except Exception as exc:
             ok = False
-            notes.append(f"error: could not write the HTML report {path} ({type(exc).__name__}: {exc}); "
-                         "fix --rc-html (ini rc_html)")
+            notes.append(
+                f"error: could not write the HTML report {path} ({type(exc).__name__}: {exc}); "
+                "fix --rc-html (ini rc_html)"
+            )
     _github.publish(config, outcomes, run, history if run else None, notes)
-    ok = _trackers.publish(getattr(config, "_rc_trackers", []), outcomes, run or config._rc_run, notes) and ok
+    ok = (
+        _trackers.publish(
+            getattr(config, "_rc_trackers", []), outcomes, run or config._rc_run, notes
+        )
+        and ok
+    )
     return ok
 
 
@@ -502,8 +620,10 @@ def _resolve_outputs(config) -> dict:
                 outputs["history"] = default
             else:
                 outputs["history"] = None
-                config._rc_history_problem = (f"warning: the run history is off for this session: {problem} "
-                                              "(set --rc-history / ini rc_history to a database file, or 'none')")
+                config._rc_history_problem = (
+                    f"warning: the run history is off for this session: {problem} "
+                    "(set --rc-history / ini rc_history to a database file, or 'none')"
+                )
     return outputs
 
 
@@ -542,7 +662,9 @@ def _resolve_options(config) -> dict:
         try:
             rc.engine.check_device(resolved["device"])
         except rc.RetrievalChecksError as exc:
-            raise pytest.UsageError(f"retrieval-checks: --rc-device (ini rc_device): {exc}") from None
+            raise pytest.UsageError(
+                f"retrieval-checks: --rc-device (ini rc_device): {exc}"
+            ) from None
     config._rc_options = resolved
     return resolved
 
@@ -574,12 +696,23 @@ class _Evaluator:
         if item is not None and (model is not None or dataset is not None):
             # the test's gates that do not carry a result's names (gaps, comparisons) are named by these
             named = item.__dict__.setdefault("_rc_named", [])
-            named.append({"model": None if model is None else str(model),
-                          "dataset": None if dataset is None else str(dataset)})
-        kw = {"device": self.options["device"], "max_memory": self.options["max_memory"],
-              "ties": self.options["ties"], "confidence": self.options["confidence"],
-              "group_seed": self.options["seed"], **kwargs}
-        return self.cache.evaluate(queries, gallery, context={"model": model, "dataset": dataset}, **kw)
+            named.append(
+                {
+                    "model": None if model is None else str(model),
+                    "dataset": None if dataset is None else str(dataset),
+                }
+            )
+        kw = {
+            "device": self.options["device"],
+            "max_memory": self.options["max_memory"],
+            "ties": self.options["ties"],
+            "confidence": self.options["confidence"],
+            "group_seed": self.options["seed"],
+            **kwargs,
+        }
+        return self.cache.evaluate(
+            queries, gallery, context={"model": model, "dataset": dataset}, **kw
+        )
 
 
 @pytest.fixture(scope="session")
@@ -624,14 +757,29 @@ class _Baselines:
         store = getattr(config, "_rc_baseline_store", None)
         if store is None:  # one per session (per xdist worker): each baseline file is read once
             store = config._rc_baseline_store = BaselineStore(regen_mode(config))
-        record = baseline_record(result, metric, confidence=self.options["confidence"], seed=self.options["seed"])
-        context = getattr(result, "context", None)  # the model and dataset given to rc_evaluate, as suites record
+        record = baseline_record(
+            result, metric, confidence=self.options["confidence"], seed=self.options["seed"]
+        )
+        context = getattr(
+            result, "context", None
+        )  # the model and dataset given to rc_evaluate, as suites record
         if isinstance(context, dict):
-            record.update({k: str(v) for k, v in context.items() if k in ("model", "dataset") and v is not None})
+            record.update(
+                {
+                    k: str(v)
+                    for k, v in context.items()
+                    if k in ("model", "dataset") and v is not None
+                }
+            )
         name = f"{self.request.node.name}::{record['metric']}" + (f"::{key}" if key else "")
         try:
-            return store.check(record, path=self.path, key=name, confidence=self.options["confidence"],
-                               **tolerances)
+            return store.check(
+                record,
+                path=self.path,
+                key=name,
+                confidence=self.options["confidence"],
+                **tolerances,
+            )
         finally:
             queue_baselines(self.request.node, store.pending)
 
@@ -650,12 +798,33 @@ class _Report:
     def __init__(self, item):
         self.item = item
 
-    def add_sweep(self, table, title: str | None = None, *, model: str | None = None,
-                  dataset: str | None = None) -> None:
-        rows = [{k: r[k] for k in ("n_classes", "metric", "value", "low", "high") if k in r} for r in table.to_rows()]
-        self.item.user_properties.append((_FIGURE_PROPERTY, json.dumps({"kind": "sweep", "title": title,
-                                                                         "model": model, "dataset": dataset,
-                                                                         "rows": rows}, default=float)))
+    def add_sweep(
+        self,
+        table,
+        title: str | None = None,
+        *,
+        model: str | None = None,
+        dataset: str | None = None,
+    ) -> None:
+        rows = [
+            {k: r[k] for k in ("n_classes", "metric", "value", "low", "high") if k in r}
+            for r in table.to_rows()
+        ]
+        self.item.user_properties.append(
+            (
+                _FIGURE_PROPERTY,
+                json.dumps(
+                    {
+                        "kind": "sweep",
+                        "title": title,
+                        "model": model,
+                        "dataset": dataset,
+                        "rows": rows,
+                    },
+                    default=float,
+                ),
+            )
+        )
 
 
 @pytest.fixture

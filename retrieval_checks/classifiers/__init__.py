@@ -17,6 +17,21 @@ from ._measures import (
     spectral_measure,
 )
 
-__all__ = ["grad_cam", "find_layer", "cam_iou", "cam_iou_box", "boxes_to_masks", "LocalizationResult",
-           "evaluate_classifier", "ClassifierResult", "effective_invariance", "nuclear_norm", "NuclearNorm",
-           "spectral_measure", "SpectralMeasure", "predict_proba", "classifier_accuracy", "classification_gap"]
+__all__ = [
+    "grad_cam",
+    "find_layer",
+    "cam_iou",
+    "cam_iou_box",
+    "boxes_to_masks",
+    "LocalizationResult",
+    "evaluate_classifier",
+    "ClassifierResult",
+    "effective_invariance",
+    "nuclear_norm",
+    "NuclearNorm",
+    "spectral_measure",
+    "SpectralMeasure",
+    "predict_proba",
+    "classifier_accuracy",
+    "classification_gap",
+]

@@ -40,19 +40,29 @@ def check_images(images, model, torch, *, name: str = "images"):
     if not isinstance(images, torch.Tensor):
         a = as_numpy(images, name)
         if a.dtype.kind not in "biuf":
-            raise InputError(f"{name} has dtype {a.dtype}; pass numeric image arrays (N x C x H x W).")
+            raise InputError(
+                f"{name} has dtype {a.dtype}; pass numeric image arrays (N x C x H x W)."
+            )
         images = a
     elif images.is_complex():
         raise InputError(f"{name} has dtype {images.dtype}; pass real-valued images.")
     x = float_tensor(images, torch)
     if x.ndim < 1 or x.shape[0] == 0:
-        raise InputError(f"{name} has shape {tuple(x.shape)}; need at least one image (N x C x H x W).")
+        raise InputError(
+            f"{name} has shape {tuple(x.shape)}; need at least one image (N x C x H x W)."
+        )
     finite = torch.isfinite(x.reshape(x.shape[0], -1)).all(dim=1)
     if not bool(finite.all()):
         bad = torch.nonzero(~finite).flatten().cpu().tolist()
-        raise InputError(f"{name} has NaN or Inf in {len(bad)} image(s) (images {', '.join(map(str, bad[:5]))}"
-                         f"{', ...' if len(bad) > 5 else ''}); drop or repair those images before measuring.")
-    params = [p for p in model.parameters() if p.is_floating_point()] if isinstance(model, torch.nn.Module) else []
+        raise InputError(
+            f"{name} has NaN or Inf in {len(bad)} image(s) (images {', '.join(map(str, bad[:5]))}"
+            f"{', ...' if len(bad) > 5 else ''}); drop or repair those images before measuring."
+        )
+    params = (
+        [p for p in model.parameters() if p.is_floating_point()]
+        if isinstance(model, torch.nn.Module)
+        else []
+    )
     if params and x.dtype != params[0].dtype:
         x = x.to(params[0].dtype)  # bfloat16 images for a float32 model, or the reverse
     return x
@@ -72,15 +82,29 @@ def find_layer(model, layer):
         return layer
     modules = dict(model.named_modules())
     if not isinstance(layer, str) or layer not in modules or layer == "":
-        convs = [n for n, m in modules.items() if n and isinstance(m, (torch.nn.Conv2d, torch.nn.ReLU,
-                                                                         torch.nn.Sequential))]
-        raise InputError(f"the model has no layer {layer!r}.{hint(layer, [n for n in modules if n])} Convolutional and block layers: "
-                         f"{', '.join(convs[-12:]) or 'none'}; all layers: {', '.join(n for n in modules if n)}.")
+        convs = [
+            n
+            for n, m in modules.items()
+            if n and isinstance(m, (torch.nn.Conv2d, torch.nn.ReLU, torch.nn.Sequential))
+        ]
+        raise InputError(
+            f"the model has no layer {layer!r}.{hint(layer, [n for n in modules if n])} Convolutional and block layers: "
+            f"{', '.join(convs[-12:]) or 'none'}; all layers: {', '.join(n for n in modules if n)}."
+        )
     return modules[layer]
 
 
-def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batch_size: int = 64,
-             device: str | None = "auto", upsample: bool = True) -> np.ndarray:
+def grad_cam(
+    model,
+    images,
+    layer,
+    *,
+    target=None,
+    method: str = "gradcam",
+    batch_size: int = 64,
+    device: str | None = "auto",
+    upsample: bool = True,
+) -> np.ndarray:
     """Class activation maps, (N x H x W) float32 in [0, 1] (N x h x w at the layer's
     resolution with ``upsample=False``).
 
@@ -99,8 +123,10 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
     if not isinstance(upsample, (bool, np.bool_)):
         shown = repr(upsample)
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise InputError(f"upsample={shown}: use True (maps at the images' size) or False (at the layer's "
-                         "resolution).")
+        raise InputError(
+            f"upsample={shown}: use True (maps at the images' size) or False (at the layer's "
+            "resolution)."
+        )
     upsample = bool(upsample)
     x_all = check_images(images, model, torch)
     if x_all.ndim != 4:
@@ -111,11 +137,15 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
     if target is not None:
         t = as_numpy(target, "target")
         if t.dtype.kind not in "iu" or t.dtype == bool:
-            raise InputError(f"target has dtype {t.dtype}; give class indices (ints), one per image or one for all.")
+            raise InputError(
+                f"target has dtype {t.dtype}; give class indices (ints), one per image or one for all."
+            )
         if t.ndim == 0:
             t = np.full(n, int(t))
         if t.shape != (n,):
-            raise InputError(f"target has shape {t.shape}; give one class per image ({n}) or one int.")
+            raise InputError(
+                f"target has shape {t.shape}; give one class per image ({n}) or one int."
+            )
         target = torch.from_numpy(t.astype(np.int64))
     module = find_layer(model, layer)
     dev = torch.device(resolve_device(device))
@@ -125,7 +155,9 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
 
     def forward_hook(_module, _inputs, output):
         if not isinstance(output, torch.Tensor):
-            raise InputError(f"layer {layer!r} returns {type(output).__name__}; pick a layer that returns one tensor.")
+            raise InputError(
+                f"layer {layer!r} returns {type(output).__name__}; pick a layer that returns one tensor."
+            )
         store["A"] = output
 
     handle = module.register_forward_hook(forward_hook)
@@ -136,8 +168,8 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
         model.to(dev)
         with torch.inference_mode(False), torch.enable_grad():
             for start in range(0, n, batch_size):
-                xb = x_all[start:start + batch_size].to(dev).detach().clone().requires_grad_(True)
-                tb = None if target is None else target[start:start + batch_size].to(dev)
+                xb = x_all[start : start + batch_size].to(dev).detach().clone().requires_grad_(True)
+                tb = None if target is None else target[start : start + batch_size].to(dev)
                 out.append(_batch_maps(model, xb, tb, store, layer, method, upsample, torch))
     finally:
         handle.remove()
@@ -147,14 +179,18 @@ def grad_cam(model, images, layer, *, target=None, method: str = "gradcam", batc
     return np.concatenate(out)
 
 
-def _batch_maps(model, xb, tb, store: dict, layer, method: str, upsample: bool, torch) -> np.ndarray:
+def _batch_maps(
+    model, xb, tb, store: dict, layer, method: str, upsample: bool, torch
+) -> np.ndarray:
     """One batch's maps: forward, gradients of the target logits at the layer, weights,
     ReLU, min-max normalisation and upsampling."""
     store.clear()
     logits = model(xb)
     if logits.ndim != 2:
-        raise InputError(f"the model returned shape {tuple(logits.shape)}; Grad-CAM needs logits "
-                         "(batch x classes).")
+        raise InputError(
+            f"the model returned shape {tuple(logits.shape)}; Grad-CAM needs logits "
+            "(batch x classes)."
+        )
     if "A" not in store:
         raise InputError(f"layer {layer!r} did not run in the forward pass.")
     tb = logits.argmax(dim=1) if tb is None else tb
@@ -165,22 +201,32 @@ def _batch_maps(model, xb, tb, store: dict, layer, method: str, upsample: bool, 
     (G,) = torch.autograd.grad(logits.gather(1, tb[:, None]).sum(), store["A"])
     A = store["A"].detach()
     if A.ndim != 4:
-        raise InputError(f"layer {layer!r} outputs shape {tuple(A.shape)}; pick a convolutional layer "
-                         "(batch x channels x height x width).")
+        raise InputError(
+            f"layer {layer!r} outputs shape {tuple(A.shape)}; pick a convolutional layer "
+            "(batch x channels x height x width)."
+        )
     if method == "gradcam":
         weights = G.mean(dim=(2, 3))
     else:
         g2, g3 = G.pow(2), G.pow(3)
         denom = 2 * g2 + (A * g3).sum(dim=(2, 3), keepdim=True)
-        alpha = torch.where(denom != 0, g2 / torch.where(denom != 0, denom, torch.ones_like(denom)),
-                            torch.zeros_like(denom))
+        alpha = torch.where(
+            denom != 0,
+            g2 / torch.where(denom != 0, denom, torch.ones_like(denom)),
+            torch.zeros_like(denom),
+        )
         weights = (alpha * torch.relu(G)).sum(dim=(2, 3))
     cam = torch.relu((weights[:, :, None, None] * A).sum(dim=1))
     flat = cam.flatten(1)
     lo, hi = flat.min(dim=1).values, flat.max(dim=1).values
     span = (hi - lo)[:, None, None]
-    cam = torch.where(span > 0, (cam - lo[:, None, None]) / torch.where(span > 0, span, 1.0), torch.zeros_like(cam))
+    cam = torch.where(
+        span > 0,
+        (cam - lo[:, None, None]) / torch.where(span > 0, span, 1.0),
+        torch.zeros_like(cam),
+    )
     if upsample:
-        cam = torch.nn.functional.interpolate(cam[:, None], size=tuple(xb.shape[-2:]), mode="bilinear",
-                                              align_corners=False)[:, 0]
+        cam = torch.nn.functional.interpolate(
+            cam[:, None], size=tuple(xb.shape[-2:]), mode="bilinear", align_corners=False
+        )[:, 0]
     return cam.clamp_(0, 1).float().cpu().numpy()

@@ -57,17 +57,29 @@ class LocalizationResult:
         if name is not None and name not in self:
             raise KeyError(f"{name!r}: this result holds {self.metric}")
         worst = np.argsort(self.per_image, kind="stable")[:3]
-        details = (f"threshold rho={self.rho}; {float(np.mean(self.per_image == 0)):.1%} of images with IoU 0",
-                   "worst images: " + "; ".join(f"#{i}: {self.per_image[i]:.3f}" for i in worst))
+        details = (
+            f"threshold rho={self.rho}; {float(np.mean(self.per_image == 0)):.1%} of images with IoU 0",
+            "worst images: " + "; ".join(f"#{i}: {self.per_image[i]:.3f}" for i in worst),
+        )
         has = bool(np.isfinite(self.low))
-        return Measurement(metric=self.metric, value=self.value, unit="fraction",
-                           interval=(self.low, self.high) if has else None, confidence=self.confidence if has else None,
-                           method="percentile bootstrap over images" if has else None, n=self.n_images,
-                           n_unit="images", sample=f"{self.n_images} images", details=details)
+        return Measurement(
+            metric=self.metric,
+            value=self.value,
+            unit="fraction",
+            interval=(self.low, self.high) if has else None,
+            confidence=self.confidence if has else None,
+            method="percentile bootstrap over images" if has else None,
+            n=self.n_images,
+            n_unit="images",
+            sample=f"{self.n_images} images",
+            details=details,
+        )
 
     def __str__(self) -> str:
-        return (f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] ({self.confidence:.0%} bootstrap "
-                f"over {self.n_images} images, rho={self.rho})")
+        return (
+            f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] ({self.confidence:.0%} bootstrap "
+            f"over {self.n_images} images, rho={self.rho})"
+        )
 
 
 def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
@@ -77,44 +89,65 @@ def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
     (k_i may be 0: no object). A box outside the image, or with x1 <= x0 or y1 <= y0,
     is an error naming the image and the box.
     """
-    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in shape)):
+    if (
+        not isinstance(shape, (tuple, list))
+        or len(shape) != 2
+        or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in shape
+        )
+    ):
         raise InputError(f"shape={shape!r}: give the image size (H, W), two positive integers.")
     H, W = int(shape[0]), int(shape[1])
     if isinstance(boxes, np.ndarray) and boxes.ndim == 2:
-        raw = [boxes[i:i + 1] for i in range(boxes.shape[0])]
-    elif isinstance(boxes, (list, tuple)) or (isinstance(boxes, np.ndarray) and boxes.dtype == object):
+        raw = [boxes[i : i + 1] for i in range(boxes.shape[0])]
+    elif isinstance(boxes, (list, tuple)) or (
+        isinstance(boxes, np.ndarray) and boxes.dtype == object
+    ):
         raw = list(boxes)
     else:
-        raise InputError(f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__} "
-                         f"of shape {getattr(boxes, 'shape', None)}.")
+        raise InputError(
+            f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__} "
+            f"of shape {getattr(boxes, 'shape', None)}."
+        )
     per_image = []
     for i, b in enumerate(raw):
         try:
             a = np.asarray(b)
             per_image.append((a if a.dtype.kind in "iuf" else a.astype(float)).reshape(-1, 4))
         except OverflowError:
-            raise InputError(f"boxes of image {i} hold a coordinate too large for a float (a number of hundreds of "
-                             f"digits); give pixel coordinates (x0, y0, x1, y1) inside the {W} x {H} image.") from None
+            raise InputError(
+                f"boxes of image {i} hold a coordinate too large for a float (a number of hundreds of "
+                f"digits); give pixel coordinates (x0, y0, x1, y1) inside the {W} x {H} image."
+            ) from None
         except (TypeError, ValueError):
             shown = repr(b)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            raise InputError(f"boxes of image {i} ({shown}) are not (k x 4) numbers (x0, y0, x1, y1).") from None
+            raise InputError(
+                f"boxes of image {i} ({shown}) are not (k x 4) numbers (x0, y0, x1, y1)."
+            ) from None
     masks = np.zeros((len(per_image), H, W), dtype=bool)
     for i, bs in enumerate(per_image):
         bs = np.asarray(bs)
         if bs.size and bs.shape[-1] != 4:
-            raise InputError(f"boxes of image {i} have shape {bs.shape}; each box is (x0, y0, x1, y1).")
+            raise InputError(
+                f"boxes of image {i} have shape {bs.shape}; each box is (x0, y0, x1, y1)."
+            )
         for b in bs.reshape(-1, 4):
             if not np.all(np.isfinite(b)):
-                raise InputError(f"boxes: image {i}: box {b.tolist()} is not finite; give pixel coordinates "
-                                 f"(x0, y0, x1, y1) inside the {W} x {H} image.")
+                raise InputError(
+                    f"boxes: image {i}: box {b.tolist()} is not finite; give pixel coordinates "
+                    f"(x0, y0, x1, y1) inside the {W} x {H} image."
+                )
             x0, y0, x1, y1 = (int(round(v)) for v in b)
             if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
-                raise InputError(f"boxes: image {i}: box {b.tolist()} lies outside the {W} x {H} image (x in [0, {W}], "
-                                 f"y in [0, {H}], ends exclusive); clip it or fix its coordinates.")
+                raise InputError(
+                    f"boxes: image {i}: box {b.tolist()} lies outside the {W} x {H} image (x in [0, {W}], "
+                    f"y in [0, {H}], ends exclusive); clip it or fix its coordinates."
+                )
             if x1 <= x0 or y1 <= y0:
-                raise InputError(f"boxes: image {i}: box {b.tolist()} is empty (need x1 > x0 and y1 > y0).")
+                raise InputError(
+                    f"boxes: image {i}: box {b.tolist()} is empty (need x1 > x0 and y1 > y0)."
+                )
             masks[i, y0:y1, x0:x1] = True
     return masks
 
@@ -126,27 +159,35 @@ def _check(cams, truth, rho):
     if cams.ndim == 4 and cams.shape[1] == 1:
         cams = cams[:, 0]
     if cams.ndim != 3:
-        raise InputError(f"cams have shape {cams.shape}; give (N x H x W) maps (grad_cam's output).")
+        raise InputError(
+            f"cams have shape {cams.shape}; give (N x H x W) maps (grad_cam's output)."
+        )
     if cams.shape[0] == 0:
         raise InputError("cams is empty.")
     if not np.isfinite(cams).all():
         raise InputError("cams contain NaN or Inf.")
     check_option("rho", rho)
     if truth.shape != cams.shape:
-        raise InputError(f"the ground truth has shape {truth.shape} but the cams {cams.shape}: one mask per map, "
-                         "at the same size (grad_cam upsamples maps to the image size).")
+        raise InputError(
+            f"the ground truth has shape {truth.shape} but the cams {cams.shape}: one mask per map, "
+            "at the same size (grad_cam upsamples maps to the image size)."
+        )
     return cams
 
 
 def _truth(cams, boxes, masks):
     if (boxes is None) == (masks is None):
-        raise InputError("give boxes= (union of each image's boxes) or masks= (binary masks), one of them.")
+        raise InputError(
+            "give boxes= (union of each image's boxes) or masks= (binary masks), one of them."
+        )
     shape = as_numpy(cams, "cams").shape
     if len(shape) < 3:
         raise InputError(f"cams have shape {shape}; give (N x H x W) maps (grad_cam's output).")
     if boxes is not None:
         if not hasattr(boxes, "__len__"):
-            raise InputError(f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__}.")
+            raise InputError(
+                f"boxes must be an (N x 4) array or a list of (k x 4) arrays, got {type(boxes).__name__}."
+            )
         n = len(boxes)
         if n != shape[0]:
             raise InputError(f"{shape[0]} cams but boxes for {n} images; give one entry per image.")
@@ -171,15 +212,19 @@ def _enclosing_rectangles(a: np.ndarray) -> np.ndarray:
     for i in range(a.shape[0]):
         r, c = np.flatnonzero(rows[i]), np.flatnonzero(cols[i])
         if r.size:
-            out[i, r[0]:r[-1] + 1, c[0]:c[-1] + 1] = True
+            out[i, r[0] : r[-1] + 1, c[0] : c[-1] + 1] = True
     return out
 
 
 def _result(metric, values, rho, confidence, n_resamples, seed):
     n = values.size
-    if n >= 2 and n_resamples > 0:  # images are independent units; resampled in memory-bounded chunks
+    if (
+        n >= 2 and n_resamples > 0
+    ):  # images are independent units; resampled in memory-bounded chunks
         boot = resample_stats(values, None, mean_rows, n_resamples, np.random.default_rng(seed))
-        low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+        low, high = (
+            float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
+        )
     else:
         low = high = float("nan")
     return LocalizationResult(metric, float(values.mean()), low, high, confidence, values, rho)
@@ -192,8 +237,16 @@ def _check_options(rho, confidence, n_resamples, seed) -> None:
     check_option("seed", seed)
 
 
-def cam_iou(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float = 0.95, n_resamples: int = 1000,
-            seed: int = 0) -> LocalizationResult:
+def cam_iou(
+    cams,
+    *,
+    boxes=None,
+    masks=None,
+    rho: float = 0.1,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> LocalizationResult:
     """``cam_iou``: IoU of {M >= rho} with the union of each image's boxes (or masks)."""
     _check_options(rho, confidence, n_resamples, seed)
     truth = _truth(cams, boxes, masks)
@@ -201,11 +254,25 @@ def cam_iou(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float
     return _result("cam_iou", _iou(cams >= rho, truth), rho, confidence, n_resamples, seed)
 
 
-def cam_iou_box(cams, *, boxes=None, masks=None, rho: float = 0.1, confidence: float = 0.95,
-                n_resamples: int = 1000, seed: int = 0) -> LocalizationResult:
+def cam_iou_box(
+    cams,
+    *,
+    boxes=None,
+    masks=None,
+    rho: float = 0.1,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> LocalizationResult:
     """``cam_iou_box`` (IoU-B): IoU of the rectangle enclosing {M >= rho} with the truth."""
     _check_options(rho, confidence, n_resamples, seed)
     truth = _truth(cams, boxes, masks)
     cams = _check(cams, truth, rho)
-    return _result("cam_iou_box", _iou(_enclosing_rectangles(cams >= rho), truth), rho, confidence, n_resamples,
-                   seed)
+    return _result(
+        "cam_iou_box",
+        _iou(_enclosing_rectangles(cams >= rho), truth),
+        rho,
+        confidence,
+        n_resamples,
+        seed,
+    )

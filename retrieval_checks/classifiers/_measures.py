@@ -33,21 +33,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics._accuracy import AccuracyResult, accuracy
-from ..errors import InputError
-from ..metrics._measurement import Measurement
-from ..metrics._names import metric_spec
-from ..metrics._names import classifier_metric
-from ..models._embed import embed, require_torch
-from ..stats._gaps import generalization_gap
-from ..options import check_option
-from ..stats._intervals import check_count, wilson_interval
 from .._arrays import as_numpy, is_torch_tensor
+from ..errors import InputError
+from ..metrics._accuracy import AccuracyResult, accuracy
+from ..metrics._measurement import Measurement
+from ..metrics._names import classifier_metric, metric_spec
+from ..models._embed import embed, require_torch
+from ..options import check_option
+from ..stats._gaps import generalization_gap
+from ..stats._intervals import check_count, wilson_interval
 from ._gradcam import check_images, grad_cam
 from ._localization import cam_iou, cam_iou_box
 
-__all__ = ["evaluate_classifier", "ClassifierResult", "effective_invariance", "nuclear_norm", "spectral_measure", "classifier_accuracy",
-           "classification_gap", "predict_proba", "NuclearNorm", "SpectralMeasure"]
+__all__ = [
+    "evaluate_classifier",
+    "ClassifierResult",
+    "effective_invariance",
+    "nuclear_norm",
+    "spectral_measure",
+    "classifier_accuracy",
+    "classification_gap",
+    "predict_proba",
+    "NuclearNorm",
+    "SpectralMeasure",
+]
 
 
 def _torch():
@@ -62,10 +71,13 @@ def _run(model, images, *, batch_size: int, device, transform=None) -> np.ndarra
         raise InputError(f"expected a torch.nn.Module, got {type(model).__name__}.")
     check_count(batch_size, "batch_size", low=1)
     if transform is not None and not callable(transform):
-        raise InputError(f"transform={transform!r} is not callable; give a function of a batch tensor.")
+        raise InputError(
+            f"transform={transform!r} is not callable; give a function of a batch tensor."
+        )
     images = check_images(images, model, torch)
-    return embed(model, images, batch_size=batch_size, device=device, transform=transform,
-                 _output="logits").astype(np.float64)
+    return embed(
+        model, images, batch_size=batch_size, device=device, transform=transform, _output="logits"
+    ).astype(np.float64)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -81,22 +93,39 @@ def predict_proba(model, images, *, batch_size: int = 256, device="auto") -> np.
 
 def _rotations():
     torch = _torch()
-    return [(f"rot{90 * k}", (lambda k: lambda x: torch.rot90(x, k, dims=(-2, -1)))(k)) for k in (1, 2, 3)]
+    return [
+        (f"rot{90 * k}", (lambda k: lambda x: torch.rot90(x, k, dims=(-2, -1)))(k))
+        for k in (1, 2, 3)
+    ]
 
 
-def effective_invariance(model, images, *, transforms=None, batch_size: int = 256, device="auto") -> float:
+def effective_invariance(
+    model, images, *, transforms=None, batch_size: int = 256, device="auto"
+) -> float:
     """Mean EI over images and transforms (callables on batched tensors; default:
     rotations by 90, 180, 270 degrees), in [0, 1]."""
-    if transforms is not None and (callable(transforms) or not isinstance(transforms, (list, tuple))):
-        raise InputError(f"transforms must be a list of callables (or (name, callable) pairs), got "
-                         f"{type(transforms).__name__}.")
-    transforms = _rotations() if transforms is None else [
-        t if isinstance(t, tuple) else (getattr(t, "__name__", "transform"), t) for t in transforms]
+    if transforms is not None and (
+        callable(transforms) or not isinstance(transforms, (list, tuple))
+    ):
+        raise InputError(
+            f"transforms must be a list of callables (or (name, callable) pairs), got "
+            f"{type(transforms).__name__}."
+        )
+    transforms = (
+        _rotations()
+        if transforms is None
+        else [
+            t if isinstance(t, tuple) else (getattr(t, "__name__", "transform"), t)
+            for t in transforms
+        ]
+    )
     if not transforms:
         raise InputError("transforms is empty: give at least one transform.")
     for t in transforms:
         if len(t) != 2 or not callable(t[1]):
-            raise InputError(f"transforms holds {t!r}; each entry is a callable or a (name, callable) pair.")
+            raise InputError(
+                f"transforms holds {t!r}; each entry is a callable or a (name, callable) pair."
+            )
     p = predict_proba(model, images, batch_size=batch_size, device=device)
     c, ph = p.argmax(axis=1), p.max(axis=1)
     total = []
@@ -120,11 +149,19 @@ class NuclearNorm:
         return self.value
 
 
-def nuclear_norm(model_or_probabilities, images=None, *, batch_size: int = 256, device="auto") -> NuclearNorm:
+def nuclear_norm(
+    model_or_probabilities, images=None, *, batch_size: int = 256, device="auto"
+) -> NuclearNorm:
     """Nuclear norm of the softmax prediction matrix: from a model and images, or from an
     (N x K) probability matrix directly."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise InputError(f"batch_size={batch_size!r}: expected an integer >= 1 (rows per forward pass).")
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, numbers.Integral)
+        or batch_size < 1
+    ):
+        raise InputError(
+            f"batch_size={batch_size!r}: expected an integer >= 1 (rows per forward pass)."
+        )
     check_option("device", device)
     if images is None:
         given = model_or_probabilities
@@ -135,21 +172,34 @@ def nuclear_norm(model_or_probabilities, images=None, *, batch_size: int = 256, 
             )
         # rounding of a low-precision dtype moves each row's sum by up to its epsilon
         source = str(getattr(given, "dtype", ""))
-        low = {"torch.bfloat16": 2.0**-8, "bfloat16": 2.0**-8, "torch.float16": 2.0**-11, "float16": 2.0**-11,
-               "torch.half": 2.0**-11}.get(source)
+        low = {
+            "torch.bfloat16": 2.0**-8,
+            "bfloat16": 2.0**-8,
+            "torch.float16": 2.0**-11,
+            "float16": 2.0**-11,
+            "torch.half": 2.0**-11,
+        }.get(source)
         p = as_numpy(given, "probabilities")
         if p.dtype.kind not in "biuf":
-            raise InputError(f"the prediction matrix has dtype {p.dtype}; pass an (N images x K classes) array of "
-                             "softmax probabilities, or the model and the images (nuclear_norm(model, images)).")
+            raise InputError(
+                f"the prediction matrix has dtype {p.dtype}; pass an (N images x K classes) array of "
+                "softmax probabilities, or the model and the images (nuclear_norm(model, images))."
+            )
         p = p.astype(np.float64)
         if p.ndim != 2 or p.size == 0:
-            raise InputError(f"the prediction matrix has shape {p.shape}; need (N images x K classes).")
+            raise InputError(
+                f"the prediction matrix has shape {p.shape}; need (N images x K classes)."
+            )
         if not np.isfinite(p).all():
-            raise InputError("the prediction matrix has NaN or Inf values; pass softmax probabilities.")
+            raise InputError(
+                "the prediction matrix has NaN or Inf values; pass softmax probabilities."
+            )
         tol = 1e-6 if low is None else 2 * low
         if (p < 0).any() or not np.allclose(p.sum(axis=1), 1.0, rtol=0.0, atol=tol):
-            raise InputError("rows of the prediction matrix must be probability vectors (non-negative, sum 1); "
-                             "pass softmax outputs, or the model and the images.")
+            raise InputError(
+                "rows of the prediction matrix must be probability vectors (non-negative, sum 1); "
+                "pass softmax outputs, or the model and the images."
+            )
         if low is not None:  # rounded softmax: renormalised in float64
             p = p / p.sum(axis=1, keepdims=True)
     else:
@@ -174,17 +224,22 @@ class SpectralMeasure:
         return self.value
 
 
-def spectral_measure(model, images, labels, *, percentile: float = 10.0, batch_size: int = 256,
-                     device="auto") -> SpectralMeasure:
+def spectral_measure(
+    model, images, labels, *, percentile: float = 10.0, batch_size: int = 256, device="auto"
+) -> SpectralMeasure:
     """Jiang et al.'s spectral measure on the training set (``images``, ``labels``)."""
     torch = _torch()
     check_option("percentile", percentile)
     y = as_numpy(labels, "labels")
     logits = _run(model, images, batch_size=batch_size, device=device)
     if y.shape != (logits.shape[0],):
-        raise InputError(f"labels have shape {y.shape}; give one class per image ({logits.shape[0]}).")
+        raise InputError(
+            f"labels have shape {y.shape}; give one class per image ({logits.shape[0]})."
+        )
     if y.dtype.kind not in "iu":
-        raise InputError(f"labels have dtype {y.dtype}; the spectral measure needs class indices (ints).")
+        raise InputError(
+            f"labels have dtype {y.dtype}; the spectral measure needs class indices (ints)."
+        )
     if y.min() < 0 or y.max() >= logits.shape[1]:
         raise InputError(f"labels must be class indices in [0, {logits.shape[1]}).")
     true = logits[np.arange(y.size), y]
@@ -193,8 +248,10 @@ def spectral_measure(model, images, labels, *, percentile: float = 10.0, batch_s
     margins = true - other.max(axis=1)
     gamma = float(np.percentile(margins, percentile))
     if gamma <= 0:
-        raise InputError(f"the {percentile:g}th percentile of the training margins is {gamma:.4g} <= 0 (too many "
-                         "misclassified training examples); the spectral measure is undefined.")
+        raise InputError(
+            f"the {percentile:g}th percentile of the training margins is {gamma:.4g} <= 0 (too many "
+            "misclassified training examples); the spectral measure is undefined."
+        )
     layers = []
     log_prod, ratio_sum = 0.0, 0.0
     for name, m in model.named_modules():
@@ -203,10 +260,12 @@ def spectral_measure(model, images, labels, *, percentile: float = 10.0, batch_s
             spec = float(np.linalg.norm(w, 2))
             frob = float(np.linalg.norm(w))
             if spec == 0:
-                raise InputError(f"layer {name!r} has all-zero weights; the spectral measure is undefined.")
+                raise InputError(
+                    f"layer {name!r} has all-zero weights; the spectral measure is undefined."
+                )
             layers.append({"layer": name, "spectral": spec, "frobenius": frob})
             log_prod += 2 * math.log(spec)
-            ratio_sum += frob ** 2 / spec ** 2
+            ratio_sum += frob**2 / spec**2
     if not layers:
         raise InputError("the model has no Conv or Linear layers.")
     log_value = log_prod + math.log(ratio_sum) - 2 * math.log(gamma)
@@ -214,17 +273,25 @@ def spectral_measure(model, images, labels, *, percentile: float = 10.0, batch_s
     return SpectralMeasure(value, log_value, gamma, percentile, layers)
 
 
-def classifier_accuracy(model, images, labels, *, batch_size: int = 256, device="auto") -> AccuracyResult:
+def classifier_accuracy(
+    model, images, labels, *, batch_size: int = 256, device="auto"
+) -> AccuracyResult:
     """Top-1 accuracy of ``model`` on (images, labels), with the labels kept for gaps."""
     logits = _run(model, images, batch_size=batch_size, device=device)
     y = as_numpy(labels, "labels")
     if y.dtype.kind not in "iu":
-        raise InputError(f"labels have dtype {y.dtype}; a classifier's accuracy needs class indices (ints, the "
-                         "logit columns).")
-    return accuracy(logits, y)  # the score matrix: labels must index its columns (the model's classes)
+        raise InputError(
+            f"labels have dtype {y.dtype}; a classifier's accuracy needs class indices (ints, the "
+            "logit columns)."
+        )
+    return accuracy(
+        logits, y
+    )  # the score matrix: labels must index its columns (the model's classes)
 
 
-def classification_gap(model, train, test, *, confidence: float = 0.95, batch_size: int = 256, device="auto"):
+def classification_gap(
+    model, train, test, *, confidence: float = 0.95, batch_size: int = 256, device="auto"
+):
     """Accuracy(train) - accuracy(test) of a classifier with Newcombe's interval.
     ``train`` and ``test`` are (images, labels) pairs."""
     for name, pair in (("train", train), ("test", test)):
@@ -241,8 +308,18 @@ class ClassifierResult(Mapping):
     ``localization`` results, ``accuracy_result`` (for gaps), ``spectral`` and
     ``nuclear`` details, ``n_images`` and ``config``."""
 
-    def __init__(self, values, intervals, *, n_images, config, localization=None, accuracy_result=None,
-                 spectral=None, nuclear=None):
+    def __init__(
+        self,
+        values,
+        intervals,
+        *,
+        n_images,
+        config,
+        localization=None,
+        accuracy_result=None,
+        spectral=None,
+        nuclear=None,
+    ):
         self._values = dict(values)
         self.intervals = dict(intervals)
         self.n_images = n_images
@@ -268,12 +345,19 @@ class ClassifierResult(Mapping):
             return Measurement(**{**m.__dict__, "context": dict(self.config.get("context", {}))})
         iv = self.intervals.get(key)
         has = iv is not None and np.isfinite(iv[0])
-        return Measurement(metric=key, value=float(value), unit=spec.unit, higher_is_better=spec.higher_is_better,
-                           interval=tuple(iv) if has else None,
-                           confidence=self.config.get("confidence") if has else None,
-                           method="Wilson score interval" if has and key == "accuracy" else None, n=self.n_images,
-                           n_unit="images", sample=f"{self.n_images} images",
-                           context=dict(self.config.get("context", {})))
+        return Measurement(
+            metric=key,
+            value=float(value),
+            unit=spec.unit,
+            higher_is_better=spec.higher_is_better,
+            interval=tuple(iv) if has else None,
+            confidence=self.config.get("confidence") if has else None,
+            method="Wilson score interval" if has and key == "accuracy" else None,
+            n=self.n_images,
+            n_unit="images",
+            sample=f"{self.n_images} images",
+            context=dict(self.config.get("context", {})),
+        )
 
     def __iter__(self):
         return iter(self._values)
@@ -289,10 +373,25 @@ class ClassifierResult(Mapping):
         return "\n".join(lines)
 
 
-def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, masks=None, layer=None,
-                        cam_method: str = "gradcam", rho: float = 0.1, transforms=None, percentile: float = 10.0,
-                        batch_size: int = 64, device="auto", confidence: float = 0.95, n_resamples: int = 1000,
-                        seed: int = 0) -> ClassifierResult:
+def evaluate_classifier(
+    model,
+    images,
+    labels=None,
+    *,
+    metrics,
+    boxes=None,
+    masks=None,
+    layer=None,
+    cam_method: str = "gradcam",
+    rho: float = 0.1,
+    transforms=None,
+    percentile: float = 10.0,
+    batch_size: int = 64,
+    device="auto",
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> ClassifierResult:
     """Classifier measures on one dataset, in one call (the classifier counterpart of
     :func:`retrieval_checks.evaluate`).
 
@@ -302,10 +401,14 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
     give the training set).
     """
     if not isinstance(metrics, (str, list, tuple)):
-        raise InputError(f"metrics must be a name or a list of names, got {type(metrics).__name__}.")
+        raise InputError(
+            f"metrics must be a name or a list of names, got {type(metrics).__name__}."
+        )
     specs = [classifier_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
     if not specs:
-        raise InputError("metrics is empty: name at least one, e.g. metrics=['accuracy', 'cam_iou'].")
+        raise InputError(
+            "metrics is empty: name at least one, e.g. metrics=['accuracy', 'cam_iou']."
+        )
     names = list(dict.fromkeys(s.name for s in specs))
     check_option("cam_method", cam_method)
     check_option("rho", rho)
@@ -325,7 +428,9 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
         if y.shape != (n,):
             raise InputError(f"labels have shape {y.shape}; give one class per image ({n}).")
         if y.dtype.kind not in "iu":
-            raise InputError(f"labels have dtype {y.dtype}; give class indices (ints, the logit columns).")
+            raise InputError(
+                f"labels have dtype {y.dtype}; give class indices (ints, the logit columns)."
+            )
     values, intervals, loc = {}, {}, {}
     acc = spectral = nuclear = None
     needs_labels = [m for m in names if m in ("accuracy", "spectral_measure")]
@@ -334,7 +439,9 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
     if "accuracy" in names or "nuclear_norm" in names:
         logits = _run(model, images, batch_size=batch_size, device=device)
         if "accuracy" in names:
-            acc = accuracy(logits, y)  # the score matrix: labels must index its columns (the model's classes)
+            acc = accuracy(
+                logits, y
+            )  # the score matrix: labels must index its columns (the model's classes)
             values["accuracy"] = float(acc.value)
             low, high = wilson_interval(int(round(acc.value * acc.n)), acc.n, confidence)
             intervals["accuracy"] = (max(0.0, low), min(1.0, high))
@@ -346,22 +453,51 @@ def evaluate_classifier(model, images, labels=None, *, metrics, boxes=None, mask
         if m not in names:
             continue
         if layer is None:
-            raise InputError(f"{m} needs layer= (the convolutional layer whose Grad-CAM is measured).")
+            raise InputError(
+                f"{m} needs layer= (the convolutional layer whose Grad-CAM is measured)."
+            )
         if cams is None:
-            cams = grad_cam(model, images, layer, method=cam_method, batch_size=batch_size, device=device)
+            cams = grad_cam(
+                model, images, layer, method=cam_method, batch_size=batch_size, device=device
+            )
         fn = cam_iou if m == "cam_iou" else cam_iou_box
-        loc[m] = fn(cams, boxes=boxes, masks=masks, rho=rho, confidence=confidence, n_resamples=n_resamples,
-                    seed=seed)
+        loc[m] = fn(
+            cams,
+            boxes=boxes,
+            masks=masks,
+            rho=rho,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+        )
         values[m] = loc[m].value
         intervals[m] = (loc[m].low, loc[m].high)
     if "effective_invariance" in names:
-        values["effective_invariance"] = effective_invariance(model, images, transforms=transforms,
-                                                              batch_size=batch_size, device=device)
+        values["effective_invariance"] = effective_invariance(
+            model, images, transforms=transforms, batch_size=batch_size, device=device
+        )
     if "spectral_measure" in names:
-        spectral = spectral_measure(model, images, y, percentile=percentile, batch_size=batch_size, device=device)
+        spectral = spectral_measure(
+            model, images, y, percentile=percentile, batch_size=batch_size, device=device
+        )
         values["spectral_measure"] = spectral.value
     values = {m: values[m] for m in names}
-    config = {"layer": layer, "cam_method": cam_method, "rho": rho, "percentile": percentile,
-              "confidence": confidence, "seed": seed, "n_resamples": n_resamples}
-    return ClassifierResult(values, intervals, n_images=n, config=config, localization=loc, accuracy_result=acc,
-                            spectral=spectral, nuclear=nuclear)
+    config = {
+        "layer": layer,
+        "cam_method": cam_method,
+        "rho": rho,
+        "percentile": percentile,
+        "confidence": confidence,
+        "seed": seed,
+        "n_resamples": n_resamples,
+    }
+    return ClassifierResult(
+        values,
+        intervals,
+        n_images=n,
+        config=config,
+        localization=loc,
+        accuracy_result=acc,
+        spectral=spectral,
+        nuclear=nuclear,
+    )

@@ -57,21 +57,35 @@ class BeirData:
 def beir_files(path, split: str = "test") -> dict:
     """The three files of a BEIR directory (``corpus``, ``queries``, ``qrels``), each
     checked to exist; InputError naming the missing one."""
-    if not isinstance(split, str) or not split or any(c in split for c in "/\\\0") or split in (".", ".."):
-        raise InputError(f"split={split!r}: expected the name of a qrels file (test, dev, train: qrels/<split>.tsv).")
+    if (
+        not isinstance(split, str)
+        or not split
+        or any(c in split for c in "/\\\0")
+        or split in (".", "..")
+    ):
+        raise InputError(
+            f"split={split!r}: expected the name of a qrels file (test, dev, train: qrels/<split>.tsv)."
+        )
     root = Path(os.fspath(path)).expanduser()
     if not root.is_dir():
-        raise InputError(f"{root}: {'not a directory' if root.exists() else 'does not exist'}; a BEIR dataset is a "
-                         "directory with corpus.jsonl, queries.jsonl and qrels/<split>.tsv.")
-    files = {"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl",
-             "qrels": root / "qrels" / f"{split}.tsv"}
+        raise InputError(
+            f"{root}: {'not a directory' if root.exists() else 'does not exist'}; a BEIR dataset is a "
+            "directory with corpus.jsonl, queries.jsonl and qrels/<split>.tsv."
+        )
+    files = {
+        "corpus": root / "corpus.jsonl",
+        "queries": root / "queries.jsonl",
+        "qrels": root / "qrels" / f"{split}.tsv",
+    }
     for what, f in files.items():
         if not f.is_file():
             extra = ""
             if what == "qrels" and (root / "qrels").is_dir():
                 splits = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
                 extra = f" (splits found: {', '.join(splits) or 'none'}; set split:)"
-            raise InputError(f"{f}: missing: a BEIR directory needs {f.relative_to(root).as_posix()}{extra}.")
+            raise InputError(
+                f"{f}: missing: a BEIR directory needs {f.relative_to(root).as_posix()}{extra}."
+            )
     return files
 
 
@@ -91,18 +105,26 @@ def _jsonl(path: Path, fields: tuple, optional: tuple = ()) -> tuple[list, list,
         try:
             obj = json.loads(line)
         except ValueError as exc:
-            raise InputError(f"{where}: not a JSON object ({exc}); each line holds one object such as "
-                             '{"_id": "d1", "title": "...", "text": "..."}.') from None
+            raise InputError(
+                f"{where}: not a JSON object ({exc}); each line holds one object such as "
+                '{"_id": "d1", "title": "...", "text": "..."}.'
+            ) from None
         if not isinstance(obj, dict):
-            raise InputError(f"{where}: a JSON {type(obj).__name__}, not an object with _id and text.")
+            raise InputError(
+                f"{where}: a JSON {type(obj).__name__}, not an object with _id and text."
+            )
         doc_id = obj.get("_id")
         if isinstance(doc_id, int) and not isinstance(doc_id, bool):
             doc_id = str(doc_id)
         if not isinstance(doc_id, str) or not doc_id:
-            raise InputError(f"{where}: _id is {'missing' if '_id' not in obj else repr(obj['_id'])[:60]}; each "
-                             "record needs a non-empty text _id.")
+            raise InputError(
+                f"{where}: _id is {'missing' if '_id' not in obj else repr(obj['_id'])[:60]}; each "
+                "record needs a non-empty text _id."
+            )
         if doc_id in seen:
-            raise InputError(f"{where}: duplicate _id {doc_id!r} (first at line {seen[doc_id]}); ids must be unique.")
+            raise InputError(
+                f"{where}: duplicate _id {doc_id!r} (first at line {seen[doc_id]}); ids must be unique."
+            )
         record = {}
         for f in (*fields, *optional):
             value = obj.get(f, None if f in fields else "")
@@ -139,11 +161,15 @@ def _qrels(path: Path, queries: dict, docs: dict) -> tuple[dict, int]:
             if [f.strip(_STRIP) for f in fields] == ["query-id", "corpus-id", "score"]:
                 header = True
                 continue
-            raise InputError(f"{where}: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
-                             f"{line.strip()[:80]!r}.")
+            raise InputError(
+                f"{where}: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
+                f"{line.strip()[:80]!r}."
+            )
         if len(fields) != 3:
-            raise InputError(f"{where}: {len(fields)} tab-separated field(s); a judgement is "
-                             "query-id<TAB>corpus-id<TAB>score.")
+            raise InputError(
+                f"{where}: {len(fields)} tab-separated field(s); a judgement is "
+                "query-id<TAB>corpus-id<TAB>score."
+            )
         qid, did, score = (f.strip(_STRIP) for f in fields)
         check_field(qid, where, "query-id")
         check_field(did, where, "corpus-id")
@@ -155,28 +181,42 @@ def _qrels(path: Path, queries: dict, docs: dict) -> tuple[dict, int]:
             if key not in known:
                 unknown[kind].setdefault(key, number)
         if did in out.setdefault(qid, {}):
-            raise InputError(f"{where}: query {qid!r} judges document {did!r} again (first at line "
-                             f"{lines[(qid, did)]}); keep one grade per pair.")
+            raise InputError(
+                f"{where}: query {qid!r} judges document {did!r} again (first at line "
+                f"{lines[(qid, did)]}); keep one grade per pair."
+            )
         out[qid][did] = grade
         lines[(qid, did)] = number
-    for kind, file, known in (("query-id", "queries.jsonl", queries), ("corpus-id", "corpus.jsonl", docs)):
+    for kind, file, known in (
+        ("query-id", "queries.jsonl", queries),
+        ("corpus-id", "corpus.jsonl", docs),
+    ):
         if unknown[kind]:
             raise _unknown_ids(path, kind, file, unknown[kind], len(named[kind]), list(known))
     if not lines:
-        raise InputError(f"{path}: no judgements; a qrels file needs the header and at least one line "
-                         "query-id<TAB>corpus-id<TAB>score.")
+        raise InputError(
+            f"{path}: no judgements; a qrels file needs the header and at least one line "
+            "query-id<TAB>corpus-id<TAB>score."
+        )
     return out, len(lines)
 
 
-def _unknown_ids(path: Path, kind: str, file: str, unknown: dict, n_named: int, ids: list) -> InputError:
+def _unknown_ids(
+    path: Path, kind: str, file: str, unknown: dict, n_named: int, ids: list
+) -> InputError:
     """Every judgement naming an id ``file`` does not have, counted, with the likely cause."""
     first, line = next(iter(unknown.items()))
-    count = (f" ({len(unknown)} of the {n_named} {kind.split('-')[0]} ids of the qrels are not: "
-             f"{', '.join(repr(u[:40]) for u in list(unknown)[:5])}{'...' if len(unknown) > 5 else ''})"
-             if len(unknown) > 1 else "")
+    count = (
+        f" ({len(unknown)} of the {n_named} {kind.split('-')[0]} ids of the qrels are not: "
+        f"{', '.join(repr(u[:40]) for u in list(unknown)[:5])}{'...' if len(unknown) > 5 else ''})"
+        if len(unknown) > 1
+        else ""
+    )
     why = id_mismatch(list(unknown), ids, file)
-    return InputError(f"{path}:{line}: {kind} {first[:80]!r} is not an _id in {file}{count}"
-                      f"{'; ' + why if why else ''}. Make the qrels name the _id values of {file}.")
+    return InputError(
+        f"{path}:{line}: {kind} {first[:80]!r} is not an _id in {file}{count}"
+        f"{'; ' + why if why else ''}. Make the qrels name the _id values of {file}."
+    )
 
 
 def read_beir(path, split: str = "test") -> BeirData:
@@ -190,8 +230,17 @@ def read_beir(path, split: str = "test") -> BeirData:
     judged, n = _qrels(files["qrels"], query_lines, doc_lines)
     doc_row = {d: i for i, d in enumerate(doc_ids)}
     rows = [i for i, q in enumerate(query_ids) if q in judged]
-    relevance = {r: {doc_row[d]: g for d, g in judged[query_ids[i]].items()} for r, i in enumerate(rows)}
-    return BeirData(path=Path(path), split=split, query_ids=[query_ids[i] for i in rows],
-                    queries=[queries[i]["text"] for i in rows], doc_ids=doc_ids,
-                    documents=[(d["title"] + " " + d["text"]).strip() for d in docs], relevance=relevance,
-                    unjudged=[q for q in query_ids if q not in judged], n_judgements=n)
+    relevance = {
+        r: {doc_row[d]: g for d, g in judged[query_ids[i]].items()} for r, i in enumerate(rows)
+    }
+    return BeirData(
+        path=Path(path),
+        split=split,
+        query_ids=[query_ids[i] for i in rows],
+        queries=[queries[i]["text"] for i in rows],
+        doc_ids=doc_ids,
+        documents=[(d["title"] + " " + d["text"]).strip() for d in docs],
+        relevance=relevance,
+        unjudged=[q for q in query_ids if q not in judged],
+        n_judgements=n,
+    )

@@ -46,13 +46,13 @@ import numpy as np
 
 from .._paths import FORMATS as _FORMATS
 from .._paths import HOW_TO_WRITE as _HOW_TO_WRITE
-from .._paths import check_file, unpickler_complaint, verify_zip_crc as _verify_zip_crc
+from .._paths import check_file, unpickler_complaint
 from .._paths import short as _short
+from .._paths import verify_zip_crc as _verify_zip_crc
 from .._suggest import did_you_mean
 from ..errors import InputError
 
 __all__ = ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy", "check_file"]
-
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,9 @@ def _native(arr: np.ndarray, where: str) -> np.ndarray:
     if arr.dtype.kind == "f" and arr.dtype.itemsize < 4:
         arr = arr.astype(np.float32)
     if not arr.dtype.isnative:
-        arr = arr.astype(arr.dtype.newbyteorder("="))  # big-endian data read as numbers, not misread
+        arr = arr.astype(
+            arr.dtype.newbyteorder("=")
+        )  # big-endian data read as numbers, not misread
     return arr
 
 
@@ -129,14 +131,20 @@ def _np_load(p: Path, not_numpy: str, rewrite: str, mmap_mode: str | None = None
         return np.load(p, allow_pickle=False, mmap_mode=mmap_mode)
     except ValueError as exc:
         text = str(exc).lower()
-        if "object arrays" in text or "python objects" in text:  # a sound .npy whose dtype is object
-            raise InputError(f"{p}: holds an object array (dtype object: Python objects that numpy stores as a "
-                             "pickle, written with allow_pickle=True), which is refused (no code runs from data "
-                             "files). Save numbers or strings: numpy.save(path, np.asarray(values, "
-                             "dtype=np.float32)); rows of different lengths cannot be embeddings.") from None
+        if (
+            "object arrays" in text or "python objects" in text
+        ):  # a sound .npy whose dtype is object
+            raise InputError(
+                f"{p}: holds an object array (dtype object: Python objects that numpy stores as a "
+                "pickle, written with allow_pickle=True), which is refused (no code runs from data "
+                "files). Save numbers or strings: numpy.save(path, np.asarray(values, "
+                "dtype=np.float32)); rows of different lengths cannot be embeddings."
+            ) from None
         if "pickle" in text:
-            raise InputError(f"{p}: {not_numpy}, so numpy would read it as a pickle of Python objects, which is "
-                             f"refused (no code runs from data files). {rewrite}") from None
+            raise InputError(
+                f"{p}: {not_numpy}, so numpy would read it as a pickle of Python objects, which is "
+                f"refused (no code runs from data files). {rewrite}"
+            ) from None
         raise _damaged(p, exc) from None
     except Exception as exc:  # EOFError, a damaged header's tokenizer errors, OSError...
         raise _damaged(p, exc) from None
@@ -148,19 +156,28 @@ def read_npy(path) -> np.ndarray:
     memory-mapped copy-on-write: pages are read when the engine's chunks reach them, so
     a gallery larger than memory streams (a writable array; writes never reach the file)."""
     p = check_file(path)
-    arr = _np_load(p, "has no .npy header", "If it is damaged or not a .npy file, write it again with "
-                   "numpy.save(path, embeddings).", mmap_mode="c")
+    arr = _np_load(
+        p,
+        "has no .npy header",
+        "If it is damaged or not a .npy file, write it again with numpy.save(path, embeddings).",
+        mmap_mode="c",
+    )
     if not isinstance(arr, np.ndarray):
         close = getattr(arr, "close", None)
         if close is not None:
             close()
-        raise InputError(f"{p}: is a .npz archive (named arrays), not a .npy file; rename it to .npz.")
+        raise InputError(
+            f"{p}: is a .npz archive (named arrays), not a .npy file; rename it to .npz."
+        )
     return _native(arr, str(p))
 
 
 def _read_npz(p: Path) -> Mapping:
-    data = _np_load(p, "is not a .npz (zip) archive", "If it is damaged, write it again with "
-                    "numpy.savez(path, embeddings=..., labels=...).")
+    data = _np_load(
+        p,
+        "is not a .npz (zip) archive",
+        "If it is damaged, write it again with numpy.savez(path, embeddings=..., labels=...).",
+    )
     if isinstance(data, np.ndarray):
         raise InputError(f"{p}: is a .npy file (one array), not a .npz archive; rename it to .npy.")
     with data:
@@ -172,14 +189,18 @@ def _read_npz(p: Path) -> Mapping:
                 value = data[key]  # this member only (numpy's NpzFile is lazy per member)
         except ValueError as exc:
             if "object arrays" in str(exc).lower() or "pickle" in str(exc).lower():
-                raise InputError(f"{p}: member {key!r} holds Python objects (pickle), which are refused; "
-                                 "store numbers or strings.") from None
+                raise InputError(
+                    f"{p}: member {key!r} holds Python objects (pickle), which are refused; "
+                    "store numbers or strings."
+                ) from None
             raise _damaged(p, exc, key) from None
         except Exception as exc:  # bad CRC-32, truncated deflate stream, EOF...
             raise _damaged(p, exc, key) from None
         if not isinstance(value, np.ndarray):
-            raise InputError(f"{p}: member {key!r} is not a .npy array (it holds raw bytes); write the file "
-                             "with numpy.savez.")
+            raise InputError(
+                f"{p}: member {key!r} is not a .npy array (it holds raw bytes); write the file "
+                "with numpy.savez."
+            )
         return value
 
     return _LazyArrays(p, names, read_one)
@@ -192,8 +213,9 @@ def _read_safetensors(p: Path) -> Mapping:
     try:
         from safetensors import safe_open
     except ImportError:
-        raise InputError(f"{p}: reading .safetensors needs the safetensors package (pip install safetensors).") \
-            from None
+        raise InputError(
+            f"{p}: reading .safetensors needs the safetensors package (pip install safetensors)."
+        ) from None
     try:
         with safe_open(str(p), framework="np") as f:
             names = list(f.keys())
@@ -207,8 +229,10 @@ def _read_safetensors(p: Path) -> Mapping:
                 try:
                     import torch  # noqa: F401  (numpy has no bfloat16)
                 except ImportError:
-                    raise InputError(f"{p}: tensor {key!r} is {dtypes[key]}, which numpy cannot hold; converting "
-                                     "it needs PyTorch (pip install torch), or save it as float32.") from None
+                    raise InputError(
+                        f"{p}: tensor {key!r} is {dtypes[key]}, which numpy cannot hold; converting "
+                        "it needs PyTorch (pip install torch), or save it as float32."
+                    ) from None
                 with safe_open(str(p), framework="pt") as f:
                     return f.get_tensor(key).float().numpy()
             with safe_open(str(p), framework="np") as f:
@@ -226,9 +250,11 @@ def _pt_value(p: Path, key: str, value, torch):
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
         if value.layout != torch.strided:
-            raise InputError(f"{where}: is a sparse tensor (layout {value.layout}), which is not read as an array "
-                             f"(its implicit zeros would be guesses); save it dense: torch.save({{{key!r}: "
-                             "tensor.to_dense(), ...}, path).")
+            raise InputError(
+                f"{where}: is a sparse tensor (layout {value.layout}), which is not read as an array "
+                f"(its implicit zeros would be guesses); save it dense: torch.save({{{key!r}: "
+                "tensor.to_dense(), ...}, path)."
+            )
         if value.is_complex():
             raise InputError(f"{where}: is a complex tensor; store real numbers.")
         if value.is_floating_point() and value.dtype not in (torch.float32, torch.float64):
@@ -240,8 +266,10 @@ def _pt_value(p: Path, key: str, value, torch):
         return _list_array(where, value)
     if isinstance(value, (bool, int, float, str)):
         return np.asarray(value)
-    raise InputError(f"{where}: holds a {type(value).__name__}; each entry must be a tensor, an array or a list "
-                     "of numbers or strings.")
+    raise InputError(
+        f"{where}: holds a {type(value).__name__}; each entry must be a tensor, an array or a list "
+        "of numbers or strings."
+    )
 
 
 def _list_array(where: str, values) -> np.ndarray:
@@ -263,18 +291,24 @@ def _list_array(where: str, values) -> np.ndarray:
     if kinds == {"int", "float"}:
         kinds = {"float"}
     if len(kinds) > 1:
-        raise InputError(f"{where}: the list mixes {', '.join(sorted(kinds))} values; numpy would silently merge "
-                         "them (1 and '1' become the same string). Make every entry the same type.")
+        raise InputError(
+            f"{where}: the list mixes {', '.join(sorted(kinds))} values; numpy would silently merge "
+            "them (1 and '1' become the same string). Make every entry the same type."
+        )
     if kinds - {"list", "str", "bool", "int", "float"}:
         raise InputError(f"{where}: the list holds {kinds.pop()} values; store numbers or strings.")
     try:
         arr = np.asarray(values)
     except ValueError as exc:
-        raise InputError(f"{where}: the nested lists are ragged (rows of different lengths: {_short(exc, 80)}); "
-                         "give every row the same length.") from None
+        raise InputError(
+            f"{where}: the nested lists are ragged (rows of different lengths: {_short(exc, 80)}); "
+            "give every row the same length."
+        ) from None
     if arr.dtype.hasobject:
-        raise InputError(f"{where}: the nested lists are ragged or mix types; give every row the same length "
-                         "and type.")
+        raise InputError(
+            f"{where}: the nested lists are ragged or mix types; give every row the same length "
+            "and type."
+        )
     return arr
 
 
@@ -301,8 +335,10 @@ def _read_pt(p: Path) -> Mapping:
     if isinstance(obj, torch.Tensor):
         obj = {"embeddings": obj}
     if not isinstance(obj, dict):
-        raise InputError(f"{p}: expected a tensor or a dict of tensors, found {type(obj).__name__}; save "
-                         f"{_HOW_TO_WRITE['.pt']}.")
+        raise InputError(
+            f"{p}: expected a tensor or a dict of tensors, found {type(obj).__name__}; save "
+            f"{_HOW_TO_WRITE['.pt']}."
+        )
     values = {str(k): v for k, v in obj.items()}
     return _LazyArrays(p, list(values), lambda key: _pt_value(p, key, values[key], torch))
 
@@ -331,21 +367,29 @@ def _read_parquet(p: Path) -> Mapping:
         if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
             inner = t.value_type
             if not (pa.types.is_floating(inner) or pa.types.is_integer(inner)):
-                raise InputError(f"{where} holds lists of {inner}; embeddings need lists of numbers.")
+                raise InputError(
+                    f"{where} holds lists of {inner}; embeddings need lists of numbers."
+                )
             flat = pc.list_flatten(col)
             if flat.null_count:
-                raise InputError(f"{where} has {flat.null_count} null value(s) inside its lists; fill them.")
+                raise InputError(
+                    f"{where} has {flat.null_count} null value(s) inside its lists; fill them."
+                )
             lengths = np.asarray(pc.list_value_length(col).to_numpy(zero_copy_only=False))
             if len(col) and len(set(lengths.tolist())) != 1:
-                raise InputError(f"{where} holds lists of different lengths {sorted(set(lengths.tolist()))[:5]}; "
-                                 "every row needs the same dimension.")
+                raise InputError(
+                    f"{where} holds lists of different lengths {sorted(set(lengths.tolist()))[:5]}; "
+                    "every row needs the same dimension."
+                )
             dim = int(lengths[0]) if len(col) else 0
             # a copy: arrow's buffers are read-only, and torch.from_numpy warns about (and may not write to) them;
             # floats become float32 (the engine's precision), integers keep their type (binary codes, token ids)
             dtype = np.float32 if pa.types.is_floating(inner) else inner.to_pandas_dtype()
             return np.array(flat.to_numpy(zero_copy_only=False), dtype=dtype).reshape(len(col), dim)
         if pa.types.is_nested(t) or pa.types.is_dictionary(t) and pa.types.is_nested(t.value_type):
-            raise InputError(f"{where} has the nested type {t}; store numbers, strings or lists of numbers.")
+            raise InputError(
+                f"{where} has the nested type {t}; store numbers, strings or lists of numbers."
+            )
         return _scalar_column(col, pa)
 
     return _LazyArrays(p, names, read_one)
@@ -356,17 +400,28 @@ def _scalar_column(col, pa) -> np.ndarray:
     booleans keep their type (int64 labels stay int64), texts become a numpy string array
     (dictionary-encoded columns are decoded first); other types go through Python values."""
     if pa.types.is_dictionary(col.type):
-        col = col.dictionary_decode() if hasattr(col, "dictionary_decode") else col.cast(col.type.value_type)
+        col = (
+            col.dictionary_decode()
+            if hasattr(col, "dictionary_decode")
+            else col.cast(col.type.value_type)
+        )
     t = col.type
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        return np.array(col.to_numpy(zero_copy_only=False), dtype=t.to_pandas_dtype())  # a writable copy
+        return np.array(
+            col.to_numpy(zero_copy_only=False), dtype=t.to_pandas_dtype()
+        )  # a writable copy
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return col.to_numpy(zero_copy_only=False).astype(str)
     return np.asarray(col.to_pylist())
 
 
-_READERS = {".npz": _read_npz, ".safetensors": _read_safetensors, ".pt": _read_pt, ".pth": _read_pt,
-            ".parquet": _read_parquet}
+_READERS = {
+    ".npz": _read_npz,
+    ".safetensors": _read_safetensors,
+    ".pt": _read_pt,
+    ".pth": _read_pt,
+    ".parquet": _read_parquet,
+}
 
 
 def read_arrays(path) -> Mapping:
@@ -377,22 +432,50 @@ def read_arrays(path) -> Mapping:
     reader = _READERS.get(_ext(p))
     if reader is None:
         extra = " (a .npy file holds one array: read it with read_npy)" if _ext(p) == ".npy" else ""
-        raise InputError(f"{p}: unknown file type {_ext(p) or '(no extension)'!r}{extra}; use {_FORMATS}.")
+        raise InputError(
+            f"{p}: unknown file type {_ext(p) or '(no extension)'!r}{extra}; use {_FORMATS}."
+        )
     return reader(check_file(p))
 
 
 #: The names other tools give each array, for "did you mean" when no name is spelt alike
 #: (sklearn's X / y, PyTorch datasets' targets, feature extractors' features...).
 _SYNONYMS = {
-    "embeddings": ("embedding", "emb", "embs", "features", "feats", "feature", "vectors", "vecs", "x", "reps",
-                   "representations", "encodings"),
-    "labels": ("label", "targets", "target", "y", "classes", "class_ids", "class_id", "label_ids", "categories",
-               "pids", "person_ids", "identities"),
+    "embeddings": (
+        "embedding",
+        "emb",
+        "embs",
+        "features",
+        "feats",
+        "feature",
+        "vectors",
+        "vecs",
+        "x",
+        "reps",
+        "representations",
+        "encodings",
+    ),
+    "labels": (
+        "label",
+        "targets",
+        "target",
+        "y",
+        "classes",
+        "class_ids",
+        "class_id",
+        "label_ids",
+        "categories",
+        "pids",
+        "person_ids",
+        "identities",
+    ),
     "ids": ("id", "item_ids", "uids", "image_ids", "doc_ids", "filenames"),
 }
 
 
-def closest_key(what: str, key: str, available: list[str], exclude: tuple = (), fits=None) -> str | None:
+def closest_key(
+    what: str, key: str, available: list[str], exclude: tuple = (), fits=None
+) -> str | None:
     """The name in ``available`` most likely meant for ``what`` asked as ``key``: one spelt
     alike, else (for the default key) one of the usual other names of ``what`` for which
     ``fits(name)`` holds (when given: its array has the shape ``what`` needs)."""
@@ -400,12 +483,20 @@ def closest_key(what: str, key: str, available: list[str], exclude: tuple = (), 
     close = did_you_mean(key, candidates)
     if close is None and key == what:
         folded = {k.lower(): k for k in candidates}
-        close = next((folded[n] for n in _SYNONYMS.get(what, ()) if n in folded
-                      and (fits is None or fits(folded[n]))), None)
+        close = next(
+            (
+                folded[n]
+                for n in _SYNONYMS.get(what, ())
+                if n in folded and (fits is None or fits(folded[n]))
+            ),
+            None,
+        )
     return close
 
 
-def _missing(path: Path, what: str, key: str, available: list[str], exclude: tuple = (), fits=None) -> InputError:
+def _missing(
+    path: Path, what: str, key: str, available: list[str], exclude: tuple = (), fits=None
+) -> InputError:
     close = closest_key(what, key, available, exclude, fits)
     return InputError(
         f"{path}: no {what} named {key!r}; the file has {', '.join(map(repr, available)) or 'nothing'}."
@@ -419,12 +510,20 @@ def _check_key(name: str, value, *, optional: bool) -> None:
     if value is None and optional:
         return
     if not isinstance(value, str) or not value:
-        expected = "a non-empty string (the array's name in the file)" + (" or None" if optional else "")
+        expected = "a non-empty string (the array's name in the file)" + (
+            " or None" if optional else ""
+        )
         raise InputError(f"{name}={value!r}: expected {expected}.")
 
 
-def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None = "labels",
-                    ids: str | None = "ids", labels_required: bool = False) -> EmbeddingSet:
+def load_embeddings(
+    path,
+    *,
+    embeddings: str = "embeddings",
+    labels: str | None = "labels",
+    ids: str | None = "ids",
+    labels_required: bool = False,
+) -> EmbeddingSet:
     """Read embeddings (and, when present, labels and ids) from ``path``.
 
     ``labels`` / ``ids``: the key to read, or None to skip. The default keys
@@ -435,21 +534,27 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
     half-precision and bfloat16 values as float32.
     """
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise InputError(f"path={path!r}: expected a file path (a str or pathlib.Path) of a {_FORMATS} file.")
+        raise InputError(
+            f"path={path!r}: expected a file path (a str or pathlib.Path) of a {_FORMATS} file."
+        )
     _check_key("embeddings", embeddings, optional=False)
     _check_key("labels", labels, optional=True)
     _check_key("ids", ids, optional=True)
     if not isinstance(labels_required, (bool, np.bool_)):
         raise InputError(f"labels_required={labels_required!r}: expected True or False.")
     if labels_required and labels is None:
-        raise InputError("labels=None with labels_required=True: name the labels' key (labels='<name>') or drop "
-                         "labels_required.")
+        raise InputError(
+            "labels=None with labels_required=True: name the labels' key (labels='<name>') or drop "
+            "labels_required."
+        )
     p = Path(os.fspath(path))
     if _ext(p) == ".npy":
         emb = read_npy(p)
         if labels_required:
-            raise InputError(f"{p}: a .npy file holds one array (the embeddings); give labels in another file or "
-                             "use .npz.")
+            raise InputError(
+                f"{p}: a .npy file holds one array (the embeddings); give labels in another file or "
+                "use .npz."
+            )
         return EmbeddingSet(_check_2d(emb, p), None, None, str(p))
     data = read_arrays(p)
     available = list(data)
@@ -462,7 +567,11 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
             continue
         if key not in data:
             named = key != default or (name == "labels" and labels_required)
-            taken = (embeddings, labels, ids)  # never suggest an array already read as something else
+            taken = (
+                embeddings,
+                labels,
+                ids,
+            )  # never suggest an array already read as something else
 
             def fits(k, n=emb.shape[0]):  # an array under another usual name: one value per row?
                 try:
@@ -489,16 +598,22 @@ def load_embeddings(path, *, embeddings: str = "embeddings", labels: str | None 
 def _check_2d(arr, p: Path, key: str = "embeddings") -> np.ndarray:
     arr = _native(arr, f"{p}: {key!r}")
     if arr.ndim != 2:
-        raise InputError(f"{p}: {key!r} has shape {arr.shape}; embeddings must be 2-D (n_items x dim).")
+        raise InputError(
+            f"{p}: {key!r} has shape {arr.shape}; embeddings must be 2-D (n_items x dim)."
+        )
     if arr.dtype.kind not in "fiu":
         raise InputError(f"{p}: {key!r} has dtype {arr.dtype}; embeddings must be numeric.")
     if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise InputError(f"{p}: {key!r} has shape {arr.shape}: no {'rows' if arr.shape[0] == 0 else 'dimensions'}; "
-                         "write the embeddings into the file.")
+        raise InputError(
+            f"{p}: {key!r} has shape {arr.shape}: no {'rows' if arr.shape[0] == 0 else 'dimensions'}; "
+            "write the embeddings into the file."
+        )
     if arr.dtype.kind == "f":
         bad = ~np.isfinite(arr).all(axis=1)
         if bad.any():
             rows = np.flatnonzero(bad)
-            raise InputError(f"{p}: {key!r} has NaN or Inf in {rows.size} row(s), first rows {rows[:5].tolist()}; "
-                             "recompute or drop those embeddings.")
+            raise InputError(
+                f"{p}: {key!r} has NaN or Inf in {rows.size} row(s), first rows {rows[:5].tolist()}; "
+                "recompute or drop those embeddings."
+            )
     return arr

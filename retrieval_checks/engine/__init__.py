@@ -11,6 +11,17 @@ from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_tex
 from ._result import EvaluationResult
 from ._runs import evaluate_run
 
-__all__ = ["evaluate", "evaluate_image_text", "evaluate_run", "ann_recall", "EvaluationResult", "ImageTextResult", "IMAGE_TEXT_METRICS",
-           "GroupedRecall", "label_partition", "check_device", "EvaluationCache",
-           "content_digest"]
+__all__ = [
+    "evaluate",
+    "evaluate_image_text",
+    "evaluate_run",
+    "ann_recall",
+    "EvaluationResult",
+    "ImageTextResult",
+    "IMAGE_TEXT_METRICS",
+    "GroupedRecall",
+    "label_partition",
+    "check_device",
+    "EvaluationCache",
+    "content_digest",
+]

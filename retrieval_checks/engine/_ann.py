@@ -29,11 +29,11 @@ import numbers
 
 import numpy as np
 
+from .._arrays import as_numpy
 from ..errors import InputError
 from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
-from .._arrays import as_numpy
 from ._blocks import Problem, RelevanceSource, _block_scores, _take_and_mask, plan_blocks
 from ._evaluate import _embeddings, _first, _self_pairs
 from ._inputs import Csr
@@ -47,7 +47,9 @@ __all__ = ["ann_recall"]
 # ----------------------------------------------------------------------------- inputs
 def _check_k(k) -> int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < 1:
-        raise InputError(f"k={k!r}: give the number of neighbours compared, a positive integer (e.g. k=10).")
+        raise InputError(
+            f"k={k!r}: give the number of neighbours compared, a positive integer (e.g. k=10)."
+        )
     return int(k)
 
 
@@ -57,31 +59,48 @@ def _check_neighbors(neighbors, n_q: int, n_g: int, k: int) -> np.ndarray:
     Columns after the k-th are not read."""
     nb = as_numpy(neighbors, "neighbors")
     if nb.ndim != 2:
-        raise InputError(f"neighbors has shape {nb.shape}: give a 2-D (n_queries x K) array of gallery indices, "
-                         "one row per query (e.g. the indices faiss's index.search returns).")
+        raise InputError(
+            f"neighbors has shape {nb.shape}: give a 2-D (n_queries x K) array of gallery indices, "
+            "one row per query (e.g. the indices faiss's index.search returns)."
+        )
     if not np.issubdtype(nb.dtype, np.integer):
-        raise InputError(f"neighbors has dtype {nb.dtype}: give integer gallery indices (-1 for a missing result), "
-                         "e.g. neighbors.astype(np.int64) if they hold whole numbers.")
+        raise InputError(
+            f"neighbors has dtype {nb.dtype}: give integer gallery indices (-1 for a missing result), "
+            "e.g. neighbors.astype(np.int64) if they hold whole numbers."
+        )
     if nb.shape[0] != n_q:
-        raise InputError(f"neighbors has {nb.shape[0]} rows but there are {n_q} queries: give one row of neighbour "
-                         "indices per query, in query order.")
+        raise InputError(
+            f"neighbors has {nb.shape[0]} rows but there are {n_q} queries: give one row of neighbour "
+            "indices per query, in query order."
+        )
     if k > nb.shape[1]:
-        raise InputError(f"k={k} but neighbors has {nb.shape[1]} columns: search the index for at least k "
-                         f"neighbours, or use k <= {nb.shape[1]}.")
+        raise InputError(
+            f"k={k} but neighbors has {nb.shape[1]} columns: search the index for at least k "
+            f"neighbours, or use k <= {nb.shape[1]}."
+        )
     nb = nb[:, :k]
-    if nb.size and (nb.max() >= n_g or (np.issubdtype(nb.dtype, np.signedinteger) and nb.min() < -1)):
-        bad = np.flatnonzero(((nb >= n_g) | (nb < -1)).any(axis=1)) if nb.dtype.kind == "i" \
+    if nb.size and (
+        nb.max() >= n_g or (np.issubdtype(nb.dtype, np.signedinteger) and nb.min() < -1)
+    ):
+        bad = (
+            np.flatnonzero(((nb >= n_g) | (nb < -1)).any(axis=1))
+            if nb.dtype.kind == "i"
             else np.flatnonzero((nb >= n_g).any(axis=1))
-        raise InputError(f"neighbors holds indices outside [0, {n_g}) other than -1 in the first k={k} columns "
-                         f"(queries {_first(bad)}): entries must be gallery row indices (0 .. {n_g - 1}), or -1 "
-                         "for a missing result.")
+        )
+        raise InputError(
+            f"neighbors holds indices outside [0, {n_g}) other than -1 in the first k={k} columns "
+            f"(queries {_first(bad)}): entries must be gallery row indices (0 .. {n_g - 1}), or -1 "
+            "for a missing result."
+        )
     nb = nb.astype(np.int64, copy=False)
     srt = np.sort(nb, axis=1)
     dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
     if dup.any():
         rows = np.flatnonzero(dup.any(axis=1))
-        raise InputError(f"neighbors repeats a gallery index within a row (queries {_first(rows)}): an index's "
-                         "top K lists each gallery item once; remove the repeats (use -1 for missing results).")
+        raise InputError(
+            f"neighbors repeats a gallery index within a row (queries {_first(rows)}): an index's "
+            "top K lists each gallery item once; remove the repeats (use -1 for missing results)."
+        )
     return nb
 
 
@@ -89,11 +108,15 @@ def _check_candidates(n_candidates: np.ndarray, k: int) -> None:
     fewest = int(n_candidates.min())
     if fewest == 0:
         idx = np.flatnonzero(n_candidates == 0)
-        raise InputError(f"{idx.size} quer{'y has' if idx.size == 1 else 'ies have'} no gallery item left after "
-                         f"self-exclusion (queries {_first(idx)}); the gallery must hold more than the query itself.")
+        raise InputError(
+            f"{idx.size} quer{'y has' if idx.size == 1 else 'ies have'} no gallery item left after "
+            f"self-exclusion (queries {_first(idx)}); the gallery must hold more than the query itself."
+        )
     if k > fewest:
-        raise InputError(f"ann_recall@{k}: k={k} is larger than the gallery a query ranks ({fewest} items after "
-                         f"self-exclusion); use k <= {fewest}.")
+        raise InputError(
+            f"ann_recall@{k}: k={k} is larger than the gallery a query ranks ({fewest} items after "
+            f"self-exclusion); use k <= {fewest}."
+        )
 
 
 def _ann_plan(plan: Plan, n_q: int, k: int, tile) -> Plan:
@@ -101,9 +124,15 @@ def _ann_plan(plan: Plan, n_q: int, k: int, tile) -> Plan:
     and the block's neighbours (the tiles themselves are budgeted by :func:`plan_pass`)."""
     if tile is not None:
         return plan
-    per_row = (plan.n_chunks * plan.c * 4 + 4 * plan.n_chunks * min(k, plan.c) + 40 * k
-               + (16 * plan.c if plan.backend.is_cuda else 0))
-    return dataclasses.replace(plan, b=int(max(1, min(n_q, 2048, (plan.room * 8 // 10) // per_row))))
+    per_row = (
+        plan.n_chunks * plan.c * 4
+        + 4 * plan.n_chunks * min(k, plan.c)
+        + 40 * k
+        + (16 * plan.c if plan.backend.is_cuda else 0)
+    )
+    return dataclasses.replace(
+        plan, b=int(max(1, min(n_q, 2048, (plan.room * 8 // 10) // per_row)))
+    )
 
 
 # ----------------------------------------------------------------------------- a block
@@ -116,7 +145,7 @@ def _kth_numpy(S, m: int, k: int) -> np.ndarray:
     for i in range(n_chunks):
         tile = S[i, :m]
         tile.partition(c - kc, axis=1)
-        top[:, i * kc:(i + 1) * kc] = tile[:, c - kc:]
+        top[:, i * kc : (i + 1) * kc] = tile[:, c - kc :]
     n = top.shape[1]
     top.partition(n - k, axis=1)
     return top[:, n - k]
@@ -128,7 +157,9 @@ def _kth_torch(S, m: int, k: int):
 
     n_chunks, _, c = S.shape
     kc = min(k, c)
-    top = torch.cat([torch.topk(S[i, :m], kc, dim=1, sorted=False).values for i in range(n_chunks)], dim=1)
+    top = torch.cat(
+        [torch.topk(S[i, :m], kc, dim=1, sorted=False).values for i in range(n_chunks)], dim=1
+    )
     return torch.topk(top, k, dim=1, sorted=False).values.min(dim=1).values
 
 
@@ -158,16 +189,29 @@ def _block_hits(p: Problem, start: int, stop: int, nb: np.ndarray, k: int) -> np
 
 def _hits(problem: Problem, nb: np.ndarray, k: int, progress) -> np.ndarray:
     hits = np.zeros(problem.n_q, np.float64)
-    for start, stop in each_block(problem, plan_blocks(problem.n_q, problem.b), progress, desc="ann_recall"):
+    for start, stop in each_block(
+        problem, plan_blocks(problem.n_q, problem.b), progress, desc="ann_recall"
+    ):
         hits[start:stop] = _block_hits(problem, start, stop, nb[start:stop], k)
     return hits
 
 
 # ----------------------------------------------------------------------------- entry point
-def ann_recall(queries, gallery, neighbors, *, k: int = 10, similarity: str = DEFAULTS["similarity"],
-               query_ids=None, gallery_ids=None, device=DEFAULTS["device"], max_memory=DEFAULTS["max_memory"],
-               confidence: float = DEFAULTS["confidence"], progress: bool | None = None,
-               _tile: tuple[int, int] | None = None) -> EvaluationResult:
+def ann_recall(
+    queries,
+    gallery,
+    neighbors,
+    *,
+    k: int = 10,
+    similarity: str = DEFAULTS["similarity"],
+    query_ids=None,
+    gallery_ids=None,
+    device=DEFAULTS["device"],
+    max_memory=DEFAULTS["max_memory"],
+    confidence: float = DEFAULTS["confidence"],
+    progress: bool | None = None,
+    _tile: tuple[int, int] | None = None,
+) -> EvaluationResult:
     """Recall of an approximate nearest-neighbour index against exact search:
     ``ann_recall@K``, the share of the index's top K per query whose exact score
     reaches the exact K-th largest score of that query (ties with it count), averaged
@@ -218,19 +262,52 @@ def ann_recall(queries, gallery, neighbors, *, k: int = 10, similarity: str = DE
     _check_candidates(n_candidates, k)
     none = Csr(np.zeros(sides.n_q + 1, np.int64), np.zeros(0, np.int64))
     source = RelevanceSource(csr=none, self_pairs=own.csr, n_g=sides.n_g)
-    plan = plan_pass(list(sides.inputs), n_q=sides.n_q, n_g=sides.n_g, d=sides.d, loo=sides.loo,
-                     n_relevant=np.zeros(sides.n_q, np.int64), device=device, max_memory=max_memory, tile=_tile)
+    plan = plan_pass(
+        list(sides.inputs),
+        n_q=sides.n_q,
+        n_g=sides.n_g,
+        d=sides.d,
+        loo=sides.loo,
+        n_relevant=np.zeros(sides.n_q, np.int64),
+        device=device,
+        max_memory=max_memory,
+        tile=_tile,
+    )
     plan = _ann_plan(plan, sides.n_q, k, _tile)
-    problem = prepare_problem(plan, sides.queries, sides.gallery, n_g=sides.n_g, similarity=similarity,
-                              source=source, self_pairs=own.csr)
+    problem = prepare_problem(
+        plan,
+        sides.queries,
+        sides.gallery,
+        n_g=sides.n_g,
+        similarity=similarity,
+        source=source,
+        self_pairs=own.csr,
+    )
     per_query = _hits(problem, nb, k, progress) / k
-    config = {"similarity": similarity, "backend": plan.backend.name, "n_gallery": sides.n_g, "k": k,
-              "source": "ann", "leave_one_out": sides.loo, "n_missing": int((nb < 0).sum()), "block": plan.b,
-              "chunk": plan.c, "max_memory": plan.budget, "confidence": confidence, "seed": 0}
+    config = {
+        "similarity": similarity,
+        "backend": plan.backend.name,
+        "n_gallery": sides.n_g,
+        "k": k,
+        "source": "ann",
+        "leave_one_out": sides.loo,
+        "n_missing": int((nb < 0).sum()),
+        "block": plan.b,
+        "chunk": plan.c,
+        "max_memory": plan.budget,
+        "confidence": confidence,
+        "seed": 0,
+    }
     return EvaluationResult(
-        specs=[spec], values={spec.name: aggregate(spec, per_query, skipped=np.zeros(0, np.int64))},
+        specs=[spec],
+        values={spec.name: aggregate(spec, per_query, skipped=np.zeros(0, np.int64))},
         per_query={spec.name: per_query},
-        thresholds={}, pair_counts={}, n_relevant=np.full(sides.n_q, k, np.int64), n_candidates=n_candidates,
-        first_relevant_rank=np.zeros(sides.n_q), skipped_queries=np.zeros(0, np.int64), config=config,
+        thresholds={},
+        pair_counts={},
+        n_relevant=np.full(sides.n_q, k, np.int64),
+        n_candidates=n_candidates,
+        first_relevant_rank=np.zeros(sides.n_q),
+        skipped_queries=np.zeros(0, np.int64),
+        config=config,
         query_ids=None if query_ids is None else as_numpy(query_ids, "query_ids").copy(),
     )

@@ -5,21 +5,28 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 
 import numpy as np
 
-from ._inputs import as_numpy, is_torch_tensor
 from ..errors import BackendError, InputError
 from ..options import parse_memory
+from ._inputs import as_numpy, is_torch_tensor
 
-__all__ = ["Backend", "resolve_backend", "check_device", "parse_memory", "default_memory_budget", "SCORES_VERSION"]
+__all__ = [
+    "Backend",
+    "resolve_backend",
+    "check_device",
+    "parse_memory",
+    "default_memory_budget",
+    "SCORES_VERSION",
+]
 
 # The scores' definition (the products and the epilogues below). Checkpoint fingerprints
 # include it, so blocks written by an engine that scored differently are never merged with
 # this one's: change it whenever a score may change in any bit (2: cosine factors became
 # squared norms, sign(m) sqrt(m|m| / (|q|^2 |g|^2)) in float64).
 SCORES_VERSION = "scores-2"
+
 
 def _available_ram() -> int:
     try:
@@ -111,22 +118,29 @@ class Backend:
         rows = max(1, chunk_bytes // (8 * max(d, 1)))
         for s in range(0, n, rows):
             part = x[s : s + rows]
-            p64 = (np.asarray(part, dtype=np.float64) if isinstance(part, np.ndarray)
-                   else part.detach().double().cpu().numpy())  # bfloat16 has no numpy twin
+            p64 = (
+                np.asarray(part, dtype=np.float64)
+                if isinstance(part, np.ndarray)
+                else part.detach().double().cpu().numpy()
+            )  # bfloat16 has no numpy twin
             _, e = np.frexp(np.abs(p64).max(axis=1))
             y = np.ldexp(p64, (24 - e)[:, None])  # largest entry in [2^23, 2^24)
             integral = (y == np.round(y)).all(axis=1)
             block = np.empty(p64.shape, np.float32)
             if integral.any():
                 yi = y[integral]
-                prim = yi / np.gcd.reduce(np.abs(yi).astype(np.int64), axis=1)[:, None]  # exact integers
+                prim = (
+                    yi / np.gcd.reduce(np.abs(yi).astype(np.int64), axis=1)[:, None]
+                )  # exact integers
                 _, e2 = np.frexp(np.abs(prim).max(axis=1))
                 v = np.ldexp(prim, -e2[:, None])
                 block[integral] = v
                 factors[s : s + rows][integral] = _sum_squares(v)
             rest = ~integral
             if rest.any():
-                z = np.ldexp(p64[rest], -e[rest][:, None])  # exact; no overflow or underflow in the norm
+                z = np.ldexp(
+                    p64[rest], -e[rest][:, None]
+                )  # exact; no overflow or underflow in the norm
                 block[rest] = z / np.sqrt(np.einsum("ij,ij->i", z, z))[:, None]
             out[s : s + rows] = self.from_numpy(block)
         return factors
@@ -139,7 +153,9 @@ class Backend:
         out = np.zeros(n, np.float64)
         rows = max(1, chunk_bytes // (8 * max(d, 1)))
         for s in range(0, n, rows):
-            out[s : s + rows] = _sum_squares(np.asarray(self.to_numpy(x[s : s + rows]), dtype=np.float64))
+            out[s : s + rows] = _sum_squares(
+                np.asarray(self.to_numpy(x[s : s + rows]), dtype=np.float64)
+            )
         return out
 
     def row_factors(self, x, similarity: str, n_rows: int | None = None):
@@ -160,7 +176,11 @@ class Backend:
         rows = max(1, (16 * 2**20) // (8 * max(int(x.shape[1]), 1)))
         for s in range(0, int(x.shape[0]), rows):
             part = x[s : s + rows]
-            add = part.astype(np.float64).sum(axis=0) if self.kind == "numpy" else part.double().sum(dim=0)
+            add = (
+                part.astype(np.float64).sum(axis=0)
+                if self.kind == "numpy"
+                else part.double().sum(dim=0)
+            )
             total = add if total is None else total + add
         mean = total / int(x.shape[0])
         return np.round(mean) if self.kind == "numpy" else mean.round()
@@ -299,7 +319,9 @@ def cosine_epilogue(S, qa, ga, rows_per_step: int | None = None) -> None:
                 np.copysign(x, part, out=x)
                 part[...] = x
         return
-    _cosine_epilogue_torch(S, qa, ga, rows_per_step or max(1, (1 << 22) // max(c, 1)))  # GPU: larger steps
+    _cosine_epilogue_torch(
+        S, qa, ga, rows_per_step or max(1, (1 << 22) // max(c, 1))
+    )  # GPU: larger steps
 
 
 def _cosine_epilogue_torch(S, qa, ga, step: int) -> None:
@@ -354,7 +376,9 @@ def resolve_backend(device, arrays) -> Backend:
     if device in ("cpu", "torch-cpu"):
         if torch is None:
             if device == "torch-cpu":
-                raise BackendError("device='torch-cpu' needs PyTorch; install torch or use device='numpy'.")
+                raise BackendError(
+                    "device='torch-cpu' needs PyTorch; install torch or use device='numpy'."
+                )
             return Backend("numpy")
         return Backend("torch", torch.device("cpu"))
     if device == "auto":
@@ -368,13 +392,19 @@ def resolve_backend(device, arrays) -> Backend:
         return Backend("torch", torch.device("cpu"))
     if device.startswith("cuda"):
         if torch is None:
-            raise BackendError(f"device={device!r} needs PyTorch with CUDA; install torch or use device='cpu'.")
+            raise BackendError(
+                f"device={device!r} needs PyTorch with CUDA; install torch or use device='cpu'."
+            )
         if not torch.cuda.is_available():
-            raise BackendError(f"device={device!r} was asked for but torch sees no CUDA device; use device='cpu'.")
+            raise BackendError(
+                f"device={device!r} was asked for but torch sees no CUDA device; use device='cpu'."
+            )
         try:
             dev = torch.device(device)
         except RuntimeError:
-            raise BackendError(f"device={device!r} is not a valid CUDA device name (e.g. 'cuda' or 'cuda:0').") from None
+            raise BackendError(
+                f"device={device!r} is not a valid CUDA device name (e.g. 'cuda' or 'cuda:0')."
+            ) from None
         return Backend("torch", dev)
     raise InputError(
         f"device={device!r} is unknown; use 'auto', 'cpu', 'torch-cpu', 'cuda', 'cuda:N' or 'numpy'."

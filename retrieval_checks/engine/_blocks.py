@@ -27,8 +27,17 @@ from . import _kernels
 from ._backend import Backend
 from ._inputs import Csr, ranges_to_csr
 
-__all__ = ["Problem", "BlockPartial", "plan_blocks", "block_rows", "run_block", "run_binning_block", "ranked_partial", "tail_histogram",
-           "tail_threshold"]
+__all__ = [
+    "Problem",
+    "BlockPartial",
+    "plan_blocks",
+    "block_rows",
+    "run_block",
+    "run_binning_block",
+    "ranked_partial",
+    "tail_histogram",
+    "tail_threshold",
+]
 
 
 @dataclass
@@ -60,7 +69,9 @@ class Problem:
 class RelevanceSource:
     """Relevant gallery items of a block of queries (self matches removed)."""
 
-    def __init__(self, *, q_codes=None, g_codes=None, csr: Csr | None = None, self_pairs: Csr, n_g: int):
+    def __init__(
+        self, *, q_codes=None, g_codes=None, csr: Csr | None = None, self_pairs: Csr, n_g: int
+    ):
         self.n_g = n_g
         self.self_pairs = self_pairs
         self.csr = csr
@@ -101,7 +112,9 @@ class RelevanceSource:
         for start in range(0, n_q, 4096):
             stop = min(n_q, start + 4096)
             rel = self.block(start, stop)
-            out[start:stop] = np.bincount(rel.row_ids()[rel.grades >= level], minlength=stop - start)
+            out[start:stop] = np.bincount(
+                rel.row_ids()[rel.grades >= level], minlength=stop - start
+            )
         return out
 
     def counts(self, n_q: int) -> np.ndarray:
@@ -140,7 +153,9 @@ def block_rows(p: "Problem", use_kernels: bool = True, want_pairs: bool = False)
         return p.b
     counts = p.relevant.counts(p.n_q)
     r_max = int(counts.max()) if counts.size else 0
-    per_row = 40 * (r_max + 1) + 64 * r_max + 64  # bytes: int32 counts and their int64 sums, pair arrays
+    per_row = (
+        40 * (r_max + 1) + 64 * r_max + 64
+    )  # bytes: int32 counts and their int64 sums, pair arrays
     budget = p.b * p.n_chunks * p.c * 4  # the score block the torch path would hold
     return int(max(p.b, min(p.n_q, FUSED_ROWS_MAX, budget // per_row)))
 
@@ -161,7 +176,9 @@ class BlockPartial:
     negatives_tau: float = -math.inf
     fixed_fp: np.ndarray | None = None  # negatives >= each fixed threshold
     grade: np.ndarray | None = None  # graded relevance: each relevant item's grade (same order)
-    score: np.ndarray | None = None  # graded relevance: each relevant item's score (ties among them)
+    score: np.ndarray | None = (
+        None  # graded relevance: each relevant item's score (ties among them)
+    )
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -171,8 +188,11 @@ def _block_scores(p: Problem, start: int, stop: int):
     be = p.backend
     m = stop - start
     if p._buffers is None:
-        Qb = p.Q[:0].new_zeros((p.b, p.Q.shape[1])) if be.kind == "torch" else np.zeros((p.b, p.Q.shape[1]),
-                                                                                           p.Q.dtype)
+        Qb = (
+            p.Q[:0].new_zeros((p.b, p.Q.shape[1]))
+            if be.kind == "torch"
+            else np.zeros((p.b, p.Q.shape[1]), p.Q.dtype)
+        )
         p._buffers = (Qb, be.empty((p.n_chunks, p.b, p.c)), be.zeros((p.b,)))
     Qb, S, qa = p._buffers
     Qb[:m] = p.Q[start:stop]
@@ -333,7 +353,9 @@ def run_block(
     use_kernels: bool = True,
 ) -> BlockPartial:
     """One task: exact ranks of the relevant items of queries ``[start, stop)``."""
-    fused = _fused_block(p, start, stop, use_kernels, want_pairs, tail_tau, fixed_thresholds, tail_capacity)
+    fused = _fused_block(
+        p, start, stop, use_kernels, want_pairs, tail_tau, fixed_thresholds, tail_capacity
+    )
     if fused is not None:
         return fused
     m = stop - start
@@ -353,8 +375,9 @@ def run_block(
         above = np.empty(rel_sorted.shape[0], np.int64)
         tied = np.empty(rel_sorted.shape[0], np.int64)
         tail_counts = np.zeros(m, np.int64)
-        _kernels.count_above_relevant(S, m, p.n_g, rel.indptr, rel_sorted, above, tied,
-                                      np.float32(tau), tail_counts)
+        _kernels.count_above_relevant(
+            S, m, p.n_g, rel.indptr, rel_sorted, above, tied, np.float32(tau), tail_counts
+        )
     part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, torch_path)
     if want_pairs:
         part.positives = rel_sorted.cpu().numpy() if torch_path else rel_sorted
@@ -366,7 +389,9 @@ def run_block(
             if not math.isfinite(tail_tau) and tail_capacity is not None:
                 n_block = int(finite.sum())
                 if n_block > tail_capacity:
-                    tail_tau = float(torch.kthvalue(view[finite], n_block - tail_capacity + 1).values)
+                    tail_tau = float(
+                        torch.kthvalue(view[finite], n_block - tail_capacity + 1).values
+                    )
                     tau = tail_tau
             part.negatives = view[view >= tau].cpu().numpy()
             if fixed_thresholds is not None and fixed_thresholds.size:
@@ -386,8 +411,16 @@ def run_block(
     return part
 
 
-def _fused_block(p: Problem, start: int, stop: int, use_kernels: bool, want_pairs: bool = False,
-                 tail_tau: float = -math.inf, fixed_thresholds=None, tail_capacity=None):
+def _fused_block(
+    p: Problem,
+    start: int,
+    stop: int,
+    use_kernels: bool,
+    want_pairs: bool = False,
+    tail_tau: float = -math.inf,
+    fixed_thresholds=None,
+    tail_capacity=None,
+):
     """The block on the fused Triton kernel (:mod:`._triton`) where the torch path would
     run and the kernel serves (CUDA by ``RC_TRITON``; CPU tensors only in its tests);
     None otherwise. A failure warns and hands the block (and the process) back to the
@@ -411,8 +444,16 @@ def _fused(p: Problem, use_kernels: bool):
     return _triton
 
 
-def ranked_partial(start: int, stop: int, rel: Csr, rel_sorted, order: np.ndarray, above: np.ndarray,
-                   tied: np.ndarray, torch_path: bool) -> BlockPartial:
+def ranked_partial(
+    start: int,
+    stop: int,
+    rel: Csr,
+    rel_sorted,
+    order: np.ndarray,
+    above: np.ndarray,
+    tied: np.ndarray,
+    torch_path: bool,
+) -> BlockPartial:
     """The block's ranks from the counts: ``above[t]`` non-relevant scores ``>=`` the
     ``t``-th relevant score (rows sorted ascending), ``tied[t]`` of them ``==`` it."""
     counts = rel.row_counts()
@@ -426,12 +467,19 @@ def ranked_partial(start: int, stop: int, rel: Csr, rel_sorted, order: np.ndarra
     return part
 
 
-def run_binning_block(p: Problem, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray,
-                      use_kernels: bool = True) -> None:
+def run_binning_block(
+    p: Problem,
+    start: int,
+    stop: int,
+    sorted_positive: np.ndarray,
+    out: np.ndarray,
+    use_kernels: bool = True,
+) -> None:
     """Second-pass task: bin the block's negatives against the sorted positive scores."""
     _triton = _fused(p, use_kernels)
     if _triton is not None and _triton.guarded(
-            p, start, stop, run=lambda: _triton.run_binning_triton(p, start, stop, sorted_positive, out)):
+        p, start, stop, run=lambda: _triton.run_binning_triton(p, start, stop, sorted_positive, out)
+    ):
         return
     m = stop - start
     rel = p.relevant.block(start, stop)

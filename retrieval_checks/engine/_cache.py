@@ -100,14 +100,19 @@ class EvaluationCache:
         self._results[key] = result
         return result
 
-    def evaluate(self, queries, gallery=None, *, context: dict | None = None, **kwargs) -> EvaluationResult:
+    def evaluate(
+        self, queries, gallery=None, *, context: dict | None = None, **kwargs
+    ) -> EvaluationResult:
         from ._inputs import refuse_sparse
 
         for name, x in (("queries", queries), ("gallery", gallery)):
             if x is not None:
                 refuse_sparse(x, name)  # named here: the key below reads every array
         context = {k: v for k, v in (context or {}).items() if v is not None}
-        key = ("evaluate", content_digest(queries, gallery, sorted(kwargs.items()), sorted(context.items())))
+        key = (
+            "evaluate",
+            content_digest(queries, gallery, sorted(kwargs.items()), sorted(context.items())),
+        )
 
         def compute():
             result = evaluate(queries, gallery, **kwargs)

@@ -37,7 +37,17 @@ from ._blocks import BlockPartial
 
 __all__ = ["Checkpoint", "stream_checkpointed"]
 
-_ARRAYS = ("indptr", "rank", "position", "tied", "positives", "negatives", "fixed_fp", "grade", "score")
+_ARRAYS = (
+    "indptr",
+    "rank",
+    "position",
+    "tied",
+    "positives",
+    "negatives",
+    "fixed_fp",
+    "grade",
+    "score",
+)
 _FORMAT = "retrieval-checks-checkpoint-2"
 _OWNER = ("format", "fingerprint", "part")  # whose block it is: checked before its numbers are read
 _NEEDED = ("indptr", "rank", "position", "tied", "bounds", "negatives_tau", "checksum")
@@ -46,7 +56,9 @@ _NEEDED = ("indptr", "rank", "position", "tied", "bounds", "negatives_tau", "che
 def _tmp_name(path: Path) -> Path:
     """A temporary name next to ``path``, unique to this process, thread and call: two
     processes or two threads writing the same file never share one."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(6)}.tmp")
+    return path.with_name(
+        f".{path.name}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(6)}.tmp"
+    )
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -105,10 +117,14 @@ class Checkpoint:
 
     def __init__(self, directory, fingerprint: str, part: str = "single"):
         if not isinstance(directory, (str, os.PathLike)):
-            raise InputError(f"checkpoint={directory!r}: give a directory path (str or pathlib.Path).")
+            raise InputError(
+                f"checkpoint={directory!r}: give a directory path (str or pathlib.Path)."
+            )
         self.dir = Path(directory)
         if self.dir.exists() and not self.dir.is_dir():
-            raise InputError(f"checkpoint={str(self.dir)!r} is a file; give a directory (it is created if missing).")
+            raise InputError(
+                f"checkpoint={str(self.dir)!r} is a file; give a directory (it is created if missing)."
+            )
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -122,10 +138,18 @@ class Checkpoint:
         if manifest.exists() or not self._create_manifest(manifest, text):
             try:
                 stored = json.loads(manifest.read_text())["fingerprint"]
-            except (OSError, ValueError, KeyError, TypeError) as exc:  # the blocks still say whose they are
-                warnings.warn(f"checkpoint manifest {manifest} is damaged ({type(exc).__name__}: {exc}); it is "
-                              "rewritten for this run (each block is checked against the run's fingerprint).",
-                              RuntimeWarning, stacklevel=3)
+            except (
+                OSError,
+                ValueError,
+                KeyError,
+                TypeError,
+            ) as exc:  # the blocks still say whose they are
+                warnings.warn(
+                    f"checkpoint manifest {manifest} is damaged ({type(exc).__name__}: {exc}); it is "
+                    "rewritten for this run (each block is checked against the run's fingerprint).",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
                 try:
                     _atomic_write(manifest, lambda fh: fh.write(text))
                 except OSError as err:
@@ -147,7 +171,8 @@ class Checkpoint:
         return InputError(
             f"checkpoint={str(self.dir)!r} cannot be written ({type(exc).__name__}: {exc.strerror or exc}); the "
             "run would compute blocks it cannot keep. Make the directory writable, or pass a writable checkpoint= "
-            "directory (or none).")
+            "directory (or none)."
+        )
 
     def _check_writable(self) -> None:
         """Refuse a directory that cannot take a file, before any block is computed."""
@@ -174,7 +199,9 @@ class Checkpoint:
         try:
             with np.load(path, allow_pickle=False) as z:
                 data = {name: z[name] for name in z.files}
-        except Exception as exc:  # empty, truncated, not a zip, a directory in the way, a bad CRC...
+        except (
+            Exception
+        ) as exc:  # empty, truncated, not a zip, a directory in the way, a bad CRC...
             return None, f"{type(exc).__name__}: {str(exc)[:200]}"
         missing = [k for k in _NEEDED if k not in data]
         if missing:
@@ -187,11 +214,14 @@ class Checkpoint:
                 f"checkpoint={str(self.dir)!r}: {path.name} belongs to another run (its format, fingerprint and "
                 f"part {owner} != {(_FORMAT, self.fingerprint, self.part)} of these inputs and options): two runs "
                 "share this directory, or its manifest was lost or replaced. Give each run its own directory; delete "
-                "this one (or its files) to start again.")
+                "this one (or its files) to start again."
+            )
         bounds = tuple(int(v) for v in data["bounds"])
         if bounds != (start, stop):
             return None, f"it covers queries {bounds}, not {(start, stop)}"
-        part = BlockPartial(start, stop, data["indptr"], data["rank"], data["position"], data["tied"])
+        part = BlockPartial(
+            start, stop, data["indptr"], data["rank"], data["position"], data["tied"]
+        )
         for name in ("positives", "negatives", "fixed_fp", "grade", "score"):
             if name in data:
                 setattr(part, name, data[name])
@@ -211,7 +241,10 @@ class Checkpoint:
                 self.recomputed.append(str(self._path(start)))
                 warnings.warn(
                     f"checkpoint block {self._path(start)} is damaged ({why}): it and the {len(blocks) - n - 1} "
-                    f"block(s) after it are computed again (and the file rewritten).", RuntimeWarning, stacklevel=3)
+                    f"block(s) after it are computed again (and the file rewritten).",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
                 if self._path(start).is_dir() and not self._path(start).is_symlink():
                     try:
                         self._path(start).rmdir()  # only when empty; else save() reports it
@@ -222,31 +255,52 @@ class Checkpoint:
         return n
 
     def save(self, part: BlockPartial) -> None:
-        arrays = {name: np.asarray(getattr(part, name)) for name in _ARRAYS if getattr(part, name) is not None}
+        arrays = {
+            name: np.asarray(getattr(part, name))
+            for name in _ARRAYS
+            if getattr(part, name) is not None
+        }
         arrays["bounds"] = np.array([part.start, part.stop], np.int64)
         arrays["negatives_tau"] = np.array(part.negatives_tau, np.float64)
-        arrays["format"], arrays["fingerprint"], arrays["part"] = (np.array(_FORMAT), np.array(self.fingerprint),
-                                                                   np.array(self.part))
+        arrays["format"], arrays["fingerprint"], arrays["part"] = (
+            np.array(_FORMAT),
+            np.array(self.fingerprint),
+            np.array(self.part),
+        )
         arrays["checksum"] = _checksum(arrays)
         try:
             _atomic_write(self._path(part.start), lambda fh: np.savez(fh, **arrays))
         except OSError as exc:
-            raise InputError(f"checkpoint block {self._path(part.start)} cannot be written ({type(exc).__name__}: "
-                             f"{exc.strerror or exc}); free space or make checkpoint={str(self.dir)!r} writable, "
-                             "then run again (the blocks written so far are kept).") from None
+            raise InputError(
+                f"checkpoint block {self._path(part.start)} cannot be written ({type(exc).__name__}: "
+                f"{exc.strerror or exc}); free space or make checkpoint={str(self.dir)!r} writable, "
+                "then run again (the blocks written so far are kept)."
+            ) from None
 
     def load(self, start: int, stop: int) -> BlockPartial:
         """A block that :meth:`finished` counted (read again: it may have changed since)."""
         part, why = self._read(start, stop)
         if part is None:
-            raise InputError(f"checkpoint block {self._path(start)} cannot be read ({why}); it changed while this run "
-                             "read the directory (another run writing into it?). Run again: a damaged block is then "
-                             "computed again.")
+            raise InputError(
+                f"checkpoint block {self._path(start)} cannot be read ({why}); it changed while this run "
+                "read the directory (another run writing into it?). Run again: a damaged block is then "
+                "computed again."
+            )
         return part
 
 
-def stream_checkpointed(problem, store: Checkpoint, *, query_specs, pair_specs, n_positive: int, ties: str,
-                        progress=None, use_kernels: bool = True, relevance_level: float = 1):
+def stream_checkpointed(
+    problem,
+    store: Checkpoint,
+    *,
+    query_specs,
+    pair_specs,
+    n_positive: int,
+    ties: str,
+    progress=None,
+    use_kernels: bool = True,
+    relevance_level: float = 1,
+):
     """:func:`._stream.stream` with the finished blocks read from ``store`` and every
     newly finished block written to it."""
     import math
@@ -256,16 +310,22 @@ def stream_checkpointed(problem, store: Checkpoint, *, query_specs, pair_specs, 
 
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level)
+    totals = PassTotals(
+        problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level
+    )
     blocks = plan_blocks(problem.n_q, problem.b) if (query_specs or pair_specs) else []
     done = store.finished(blocks)
     for start, stop in blocks[:done]:
         totals.add(store.load(start, stop))
     for start, stop in each_block(problem, blocks[done:], progress):
         part = run_block(
-            problem, start, stop, want_pairs=totals.want_pairs,
+            problem,
+            start,
+            stop,
+            want_pairs=totals.want_pairs,
             tail_tau=totals.tail.tau if totals.tail is not None else -math.inf,
-            fixed_thresholds=totals.fixed_f32, use_kernels=use_kernels,
+            fixed_thresholds=totals.fixed_f32,
+            use_kernels=use_kernels,
             tail_capacity=totals.tail.capacity if totals.tail is not None else None,
         )
         totals.add(part)

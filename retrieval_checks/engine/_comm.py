@@ -53,25 +53,36 @@ class Comm:
             import torch
             import torch.distributed as dist
         except ImportError:  # pragma: no cover - torch is a dependency of the sharded path
-            raise BackendError("process_group=... needs PyTorch (torch.distributed); install torch.") from None
+            raise BackendError(
+                "process_group=... needs PyTorch (torch.distributed); install torch."
+            ) from None
         if not dist.is_available() or not dist.is_initialized():
-            raise InputError("process_group=... needs an initialised torch.distributed: call "
-                             "torch.distributed.init_process_group(...) on every rank first (torchrun sets the "
-                             "environment, the script still calls it).")
+            raise InputError(
+                "process_group=... needs an initialised torch.distributed: call "
+                "torch.distributed.init_process_group(...) on every rank first (torchrun sets the "
+                "environment, the script still calls it)."
+            )
         try:
             self.rank = int(dist.get_rank(group))
             self.world = int(dist.get_world_size(group))
             self.backend = str(dist.get_backend(group))
         except (RuntimeError, ValueError, TypeError, AttributeError) as exc:
-            raise InputError(f"process_group={group!r} is not a torch.distributed process group "
-                             f"({type(exc).__name__}: {exc}); pass torch.distributed.group.WORLD or a group from "
-                             "torch.distributed.new_group(...).") from None
+            raise InputError(
+                f"process_group={group!r} is not a torch.distributed process group "
+                f"({type(exc).__name__}: {exc}); pass torch.distributed.group.WORLD or a group from "
+                "torch.distributed.new_group(...)."
+            ) from None
         if self.rank < 0:
-            raise InputError("This process is not a member of process_group; call evaluate(..., process_group=g) "
-                             "only on the ranks of g.")
+            raise InputError(
+                "This process is not a member of process_group; call evaluate(..., process_group=g) "
+                "only on the ranks of g."
+            )
         self.torch, self.dist, self.group = torch, dist, group
-        self.device = (torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl"
-                       else torch.device("cpu"))
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if self.backend == "nccl"
+            else torch.device("cpu")
+        )
         self.done = False
         self.broken = False
 
@@ -130,11 +141,15 @@ class Comm:
         calls: dict = {}
         for r, tag in enumerate(tags):
             calls.setdefault(tag, []).append(r)
-        what = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))} called {name}"
-                         + (f" (retrieval-checks protocol {version})" if len({t[1] for t in tags}) > 1 else "")
-                         for (name, version), rs in calls.items())
-        raise InputError(f"The ranks of process_group made different calls: {what}. Every rank must make the same "
-                         "call (each with its own shard), in the same order, with the same retrieval-checks version.")
+        what = "; ".join(
+            f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))} called {name}"
+            + (f" (retrieval-checks protocol {version})" if len({t[1] for t in tags}) > 1 else "")
+            for (name, version), rs in calls.items()
+        )
+        raise InputError(
+            f"The ranks of process_group made different calls: {what}. Every rank must make the same "
+            "call (each with its own shard), in the same order, with the same retrieval-checks version."
+        )
 
     # --- data collectives (each after a status exchange) ---------------------------
     def global_rank(self, r: int) -> int:

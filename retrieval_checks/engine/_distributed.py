@@ -42,12 +42,28 @@ import numpy as np
 from ..errors import BackendError, InputError
 from . import _kernels
 from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ._blocks import (_F32_MIN, BlockPartial, _count_torch, _sort_within_rows, plan_blocks, ranked_partial,
-                      score_chunks, tail_histogram, tail_threshold)
+from ._blocks import (
+    _F32_MIN,
+    BlockPartial,
+    _count_torch,
+    _sort_within_rows,
+    plan_blocks,
+    ranked_partial,
+    score_chunks,
+    tail_histogram,
+    tail_threshold,
+)
 from ._comm import Comm
 from ._grouped_sharded import sharded_grouped_values
-from ._inputs import (Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor, refuse_sparse,
-                      relevance_to_csr)
+from ._inputs import (
+    Csr,
+    as_numpy,
+    check_embeddings,
+    check_score_range,
+    is_torch_tensor,
+    refuse_sparse,
+    relevance_to_csr,
+)
 from ._plan import plan_pass
 from ._stream import PassTotals, progress_bar
 
@@ -68,8 +84,19 @@ def evaluate_sharded(group, queries, gallery, *, use_kernels: bool = True, **opt
 
 
 # ----------------------------------------------------------------------------- local checks
-_OPTION_NAMES = ("metrics", "similarity", "ties", "empty_queries", "max_memory", "tile", "group_size",
-                 "group_seed", "group_repeats", "confidence", "relevance_level")
+_OPTION_NAMES = (
+    "metrics",
+    "similarity",
+    "ties",
+    "empty_queries",
+    "max_memory",
+    "tile",
+    "group_size",
+    "group_seed",
+    "group_repeats",
+    "confidence",
+    "relevance_level",
+)
 
 
 def _rows(x, name: str, similarity: str) -> tuple[object, int, int]:
@@ -106,8 +133,10 @@ def _items(values, name: str, n: int, rank: int):
         return None
     arr = as_numpy(values, name)
     if arr.ndim != 1 or arr.shape[0] != n:
-        raise InputError(f"{name} on rank {rank} has shape {tuple(arr.shape)} but the rank holds {n} items; give "
-                         "one entry per item of the rank's own shard.")
+        raise InputError(
+            f"{name} on rank {rank} has shape {tuple(arr.shape)} but the rank holds {n} items; give "
+            "one entry per item of the rank's own shard."
+        )
     return arr
 
 
@@ -119,26 +148,50 @@ def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
         Q, n_q, n_bits = _codes(queries, "queries")
         G, n_g, g_bits = (Q, n_q, n_bits) if loo else _codes(gallery, "gallery")
         if n_bits is not None and g_bits is not None and g_bits != n_bits:
-            raise InputError(f"queries hold {n_bits}-bit codes but gallery holds {g_bits}-bit codes on rank "
-                             f"{comm.rank}; both must come from the same hash function.")
+            raise InputError(
+                f"queries hold {n_bits}-bit codes but gallery holds {g_bits}-bit codes on rank "
+                f"{comm.rank}; both must come from the same hash function."
+            )
         n_bits = n_bits if n_bits is not None else g_bits
         d = d_g = 0
     else:
         Q, n_q, d = _rows(queries, "queries", req.similarity)
         G, n_g, d_g = (Q, n_q, d) if loo else _rows(gallery, "gallery", req.similarity)
     if d_g != d:
-        raise InputError(f"queries have dimension {d} but gallery has dimension {d_g} on rank {comm.rank}; both "
-                         "must come from the same embedding space.")
+        raise InputError(
+            f"queries have dimension {d} but gallery has dimension {d_g} on rank {comm.rank}; both "
+            "must come from the same embedding space."
+        )
     if n_q and n_g and n_bits is None:
         check_score_range(Q, None if loo else G, req.similarity)
     backend = resolve_backend(opts["device"], [a for a in (queries, gallery) if a is not None])
     fingerprint = {k: repr(opts[k]) for k in _OPTION_NAMES}
-    fingerprint.update({name: opts[name] is None for name in ("query_ids", "gallery_ids", "query_labels",
-                                                               "gallery_labels", "relevance", "checkpoint")})
+    fingerprint.update(
+        {
+            name: opts[name] is None
+            for name in (
+                "query_ids",
+                "gallery_ids",
+                "query_labels",
+                "gallery_labels",
+                "relevance",
+                "checkpoint",
+            )
+        }
+    )
     fingerprint["gallery=None"] = loo
-    return {"n_q": n_q, "n_g": n_g, "d": d, "n_bits": n_bits, "Q": Q, "G": None if loo else G, "backend": backend,
-            "fingerprint": fingerprint, "budget": parse_memory(opts["max_memory"]) or default_memory_budget(backend),
-            "device_type": "cpu" if not backend.is_cuda else "cuda"}
+    return {
+        "n_q": n_q,
+        "n_g": n_g,
+        "d": d,
+        "n_bits": n_bits,
+        "Q": Q,
+        "G": None if loo else G,
+        "backend": backend,
+        "fingerprint": fingerprint,
+        "budget": parse_memory(opts["max_memory"]) or default_memory_budget(backend),
+        "device_type": "cpu" if not backend.is_cuda else "cuda",
+    }
 
 
 def _agree(infos: list[dict], comm: Comm) -> None:
@@ -147,23 +200,33 @@ def _agree(infos: list[dict], comm: Comm) -> None:
     for r, info in enumerate(infos[1:], start=1):
         for key, value in first.items():
             if info["fingerprint"][key] != value:
-                what = (f"{key} is None on rank {0 if value else r} but not on rank {r if value else 0}"
-                        if isinstance(value, bool) else f"{key}={info['fingerprint'][key]} on rank {r} but "
-                                                        f"{value} on rank 0")
-                raise InputError(f"The ranks called evaluate differently: {what}; every rank must pass the same "
-                                 "options and the same kinds of inputs (its own shard of them).")
+                what = (
+                    f"{key} is None on rank {0 if value else r} but not on rank {r if value else 0}"
+                    if isinstance(value, bool)
+                    else f"{key}={info['fingerprint'][key]} on rank {r} but {value} on rank 0"
+                )
+                raise InputError(
+                    f"The ranks called evaluate differently: {what}; every rank must pass the same "
+                    "options and the same kinds of inputs (its own shard of them)."
+                )
     dims = {info["d"] for info in infos if info["n_q"] or info["n_g"]}
     if len(dims) > 1:
-        raise InputError(f"The ranks' embeddings have different dimensions ({sorted(dims)}); every shard must "
-                         "come from the same embedding space.")
+        raise InputError(
+            f"The ranks' embeddings have different dimensions ({sorted(dims)}); every shard must "
+            "come from the same embedding space."
+        )
     bits = {info["n_bits"] for info in infos if info["n_bits"] is not None}
     if len(bits) > 1:
-        raise InputError(f"The ranks' codes have different lengths ({sorted(bits)} bits); every shard must come "
-                         "from the same hash function (and be packed the same way, or not at all).")
+        raise InputError(
+            f"The ranks' codes have different lengths ({sorted(bits)} bits); every shard must come "
+            "from the same hash function (and be packed the same way, or not at all)."
+        )
     kinds = {info["device_type"] for info in infos}
     if len(kinds) > 1 or (comm.backend == "nccl") != (kinds == {"cuda"}):
-        raise BackendError(f"The ranks compute on {sorted(kinds)} over a {comm.backend} process group: use Gloo "
-                           "with device='cpu' (or numpy) on every rank, or NCCL with CUDA on every rank.")
+        raise BackendError(
+            f"The ranks compute on {sorted(kinds)} over a {comm.backend} process group: use Gloo "
+            "with device='cpu' (or numpy) on every rank, or NCCL with CUDA on every rank."
+        )
 
 
 # ----------------------------------------------------------------------------- metadata
@@ -214,9 +277,11 @@ def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: _Layout, loo: b
     n_q, n_g = me["n_q"], me["n_g"]
     if comm.world > 1 and (opts["query_ids"] is None or (not loo and opts["gallery_ids"] is None)):
         missing = "query_ids" if opts["query_ids"] is None else "gallery_ids"
-        raise InputError(f"{missing} is missing: with process_group over {comm.world} ranks every rank passes the "
-                         "global ids of its items (query_ids, and gallery_ids unless gallery=None), so that self "
-                         "matches are found across ranks and items counted twice are refused.")
+        raise InputError(
+            f"{missing} is missing: with process_group over {comm.world} ranks every rank passes the "
+            "global ids of its items (query_ids, and gallery_ids unless gallery=None), so that self "
+            "matches are found across ranks and items counted twice are refused."
+        )
     local = {
         "query_ids": _items(opts["query_ids"], "query_ids", n_q, comm.rank),
         "gallery_ids": _items(opts["gallery_ids"], "gallery_ids", n_g, comm.rank),
@@ -234,9 +299,19 @@ def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: _Layout, loo: b
         indptr = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
         graded = [p["relevance"][2] for p in parts]
-        grades = None if all(g is None for g in graded) else np.concatenate(
-            [g if g is not None else np.ones(p["relevance"][1].size) for g, p in zip(graded, parts)])
-        out["relevance"] = Csr(indptr, np.concatenate([p["relevance"][1] for p in parts]).astype(np.int64), grades)
+        grades = (
+            None
+            if all(g is None for g in graded)
+            else np.concatenate(
+                [
+                    g if g is not None else np.ones(p["relevance"][1].size)
+                    for g, p in zip(graded, parts)
+                ]
+            )
+        )
+        out["relevance"] = Csr(
+            indptr, np.concatenate([p["relevance"][1] for p in parts]).astype(np.int64), grades
+        )
     else:
         out["relevance"] = None
     return out
@@ -274,8 +349,11 @@ def _global_center(comm: Comm, be, G, n_total: int) -> np.ndarray:
     rows = max(1, (16 * 2**20) // (8 * max(int(G.shape[1]), 1)))
     for s in range(0, int(G.shape[0]), rows):
         part = G[s : s + rows]
-        total += (part.astype(np.float64).sum(axis=0) if be.kind == "numpy"
-                  else part.double().sum(dim=0).cpu().numpy())
+        total += (
+            part.astype(np.float64).sum(axis=0)
+            if be.kind == "numpy"
+            else part.double().sum(dim=0).cpu().numpy()
+        )
     total = comm.all_reduce(total, "sum")
     return np.round(total / n_total)
 
@@ -324,7 +402,9 @@ def _prepare(comm: Comm, plan, info: dict, layout: _Layout, similarity: str, loo
             Q, qa = Gp[off : off + n], ga[off : off + n]
         else:
             Q = be.empty((n_q, d))
-            qa = be.from_numpy(be.cosine_rows_into(be.native(info["Q"]), Q) if n_q else np.zeros(0, np.float32))
+            qa = be.from_numpy(
+                be.cosine_rows_into(be.native(info["Q"]), Q) if n_q else np.zeros(0, np.float32)
+            )
     else:
         center = None
         if similarity == "neg_l2":
@@ -343,8 +423,11 @@ def _prepare(comm: Comm, plan, info: dict, layout: _Layout, similarity: str, loo
             Q = be.empty((n_q, d))
             if n_q:
                 be.float32_into(be.native(info["Q"]), Q, center=center)
-            qa = (None if similarity != "neg_l2" else
-                  (be.row_factors(Q, similarity) if n_q else be.zeros((0,))))
+            qa = (
+                None
+                if similarity != "neg_l2"
+                else (be.row_factors(Q, similarity) if n_q else be.zeros((0,)))
+            )
     q0 = layout.q_range(comm.rank)[0]
     return _Shard(be, similarity, plan.b, c, d, Q, qa, Gp, ga, q0, g0, g1, k0, L)
 
@@ -353,13 +436,20 @@ def _prepare(comm: Comm, plan, info: dict, layout: _Layout, similarity: str, loo
 class _Block:
     """The scores of one global query block against this rank's shard."""
 
-    def __init__(self, comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, buffers: dict):
+    def __init__(
+        self, comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, buffers: dict
+    ):
         be = sh.backend
         self.m = stop - start
         if "Qb" not in buffers:
-            if sh.similarity == "hamming":  # code words: uint64 (numpy) or int64 (torch), as one process
-                buffers["Qb"] = (sh.Q[:0].new_zeros((sh.b, sh.d)) if be.kind == "torch"
-                                 else np.zeros((sh.b, sh.d), np.uint64))
+            if (
+                sh.similarity == "hamming"
+            ):  # code words: uint64 (numpy) or int64 (torch), as one process
+                buffers["Qb"] = (
+                    sh.Q[:0].new_zeros((sh.b, sh.d))
+                    if be.kind == "torch"
+                    else np.zeros((sh.b, sh.d), np.uint64)
+                )
             else:
                 buffers["Qb"] = be.zeros((sh.b, sh.d))
             buffers["qa"] = be.zeros((sh.b,))
@@ -470,7 +560,9 @@ class _Pass:
         """The global query blocks from the ``skip``-th on: (start, stop, scores, the
         block's relevance, this rank's relevant scores), the rank's pairs masked."""
         blocks = plan_blocks(self.n_q, self.sh.b)
-        bar = progress_bar(self.progress if self.comm.rank == 0 else False, len(blocks), "retrieval-checks")
+        bar = progress_bar(
+            self.progress if self.comm.rank == 0 else False, len(blocks), "retrieval-checks"
+        )
         if bar is not None and skip:
             bar.update(skip)
         buffers: dict = {}
@@ -512,8 +604,9 @@ def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) ->
         above = np.empty(rel_sorted.shape[0], np.int64)
         tied = np.empty(rel_sorted.shape[0], np.int64)
         tail_counts = np.zeros(m, np.int64)
-        _kernels.count_above_relevant(S, m, n_cols, rel.indptr, rel_sorted, above, tied, np.float32(tau),
-                                      tail_counts)
+        _kernels.count_above_relevant(
+            S, m, n_cols, rel.indptr, rel_sorted, above, tied, np.float32(tau), tail_counts
+        )
     both = comm.all_reduce(np.concatenate([above, tied]), "sum")  # phase 2: counts over every shard
     above, tied = both[: above.size], both[above.size :]
     part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, torch_path)
@@ -535,8 +628,16 @@ def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) ->
     return part
 
 
-def _torch_pairs(comm: Comm, totals: PassTotals, part: BlockPartial, S, m: int, rel_sorted, tail_tau: float,
-                 tau: float) -> None:
+def _torch_pairs(
+    comm: Comm,
+    totals: PassTotals,
+    part: BlockPartial,
+    S,
+    m: int,
+    rel_sorted,
+    tail_tau: float,
+    tau: float,
+) -> None:
     """The pair-metric part of a block on the vectorised torch path (CUDA), as
     :func:`._blocks.run_block` computes it: the first tail threshold is the
     capacity-th largest finite score of the block, over every rank (each rank's top
@@ -558,7 +659,9 @@ def _torch_pairs(comm: Comm, totals: PassTotals, part: BlockPartial, S, m: int, 
     part.negatives = comm.all_gather_varlen(view[view >= tau].cpu().numpy())
     if totals.fixed_f32.size:
         thr = torch.from_numpy(totals.fixed_f32).to(S.device)
-        part.fixed_fp = comm.all_reduce(np.array([int((view >= t).sum()) for t in thr], np.int64), "sum")
+        part.fixed_fp = comm.all_reduce(
+            np.array([int((view >= t).sum()) for t in thr], np.int64), "sum"
+        )
     part.negatives_tau = float(tail_tau)
 
 
@@ -574,7 +677,11 @@ def _binning(ps: _Pass, counts) -> np.ndarray:
             ut = torch.from_numpy(u).to(S.device)
             view = S[:, : stop - start].reshape(-1)
             view = view[view >= ut[0]]
-            hist += torch.bincount(torch.searchsorted(ut, view, right=True), minlength=u.size + 1).cpu().numpy()
+            hist += (
+                torch.bincount(torch.searchsorted(ut, view, right=True), minlength=u.size + 1)
+                .cpu()
+                .numpy()
+            )
             continue
         _kernels.bin_against_sorted(S, stop - start, n_cols, u, hist)
     hist = ps.comm.all_reduce(hist, "sum")
@@ -586,23 +693,37 @@ def _refuse_unsupported(req, opts: dict) -> None:
     unsupported = req.of_kind("embedding")
     if unsupported:
         names = ", ".join(s.name for s in unsupported)
-        raise InputError(f"{names}: not supported with process_group (they read every embedding at once); "
-                         "evaluate them in one process.")
+        raise InputError(
+            f"{names}: not supported with process_group (they read every embedding at once); "
+            "evaluate them in one process."
+        )
 
 
-def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: the stages, in order, one call each
+def _run(
+    comm: Comm, queries, gallery, *, use_kernels: bool, **opts
+):  # long: the stages, in order, one call each
     from . import _evaluate as ev
 
     if opts.pop("executor", None) is not None:
-        raise InputError("executor= and process_group= do not combine: the ranks are the workers of a sharded run; "
-                         "drop one of them.")
+        raise InputError(
+            "executor= and process_group= do not combine: the ranks are the workers of a sharded run; "
+            "drop one of them."
+        )
     opts["use_kernels"] = use_kernels
-    req = ev._options(opts["metrics"], similarity=opts["similarity"], ties=opts["ties"],
-                      empty_queries=opts["empty_queries"], group_size=opts["group_size"],
-                      group_seed=opts["group_seed"], group_repeats=opts["group_repeats"],
-                      confidence=opts["confidence"])
+    req = ev._options(
+        opts["metrics"],
+        similarity=opts["similarity"],
+        ties=opts["ties"],
+        empty_queries=opts["empty_queries"],
+        group_size=opts["group_size"],
+        group_seed=opts["group_seed"],
+        group_repeats=opts["group_repeats"],
+        confidence=opts["confidence"],
+    )
     if opts["progress"] is not None and not isinstance(opts["progress"], bool):
-        raise InputError(f"progress={opts['progress']!r}: use True, False or None (only on a terminal).")
+        raise InputError(
+            f"progress={opts['progress']!r}: use True, False or None (only on a terminal)."
+        )
     _refuse_unsupported(req, opts)
     loo = gallery is None
     info = _local(comm, queries, gallery, opts, req)
@@ -610,10 +731,14 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
     _agree(infos, comm)
     sizes_q = [i["n_q"] for i in infos]
     sizes_g = [i["n_q"] if loo else i["n_g"] for i in infos]
-    layout = _Layout(np.concatenate([[0], np.cumsum(sizes_q)]).astype(np.int64),
-                     np.concatenate([[0], np.cumsum(sizes_g)]).astype(np.int64))
+    layout = _Layout(
+        np.concatenate([[0], np.cumsum(sizes_q)]).astype(np.int64),
+        np.concatenate([[0], np.cumsum(sizes_g)]).astype(np.int64),
+    )
     n_q, n_g, d = int(layout.q_off[-1]), int(layout.g_off[-1]), max(i["d"] for i in infos)
-    if req.similarity == "hamming":  # empty shards get codes of the ranks' length; d: the planner's columns
+    if (
+        req.similarity == "hamming"
+    ):  # empty shards get codes of the ranks' length; d: the planner's columns
         n_bits = next((i["n_bits"] for i in infos if i["n_bits"] is not None), 1)
         info["Q"] = info["Q"] if info["Q"] is not None else _empty_codes(n_bits)
         if not loo:
@@ -622,27 +747,64 @@ def _run(comm: Comm, queries, gallery, *, use_kernels: bool, **opts):  # long: t
     meta = _metadata(comm, infos, opts, layout, loo)
     sides = ev._Sides(None, None if loo else _REMOTE, n_q, n_g, d)
     if n_q == 0:
-        raise InputError("queries: every rank's shard is empty; at least one rank must hold queries.")
+        raise InputError(
+            "queries: every rank's shard is empty; at least one rank must hold queries."
+        )
     own = ev._self_pairs(sides, meta["query_ids"], meta["gallery_ids"], meta["gallery_labels"])
     _check_spread(own.q_ids, sizes_q, "query_ids")
     _check_spread(own.g_ids, sizes_g, "gallery_ids")
-    rel = ev._relevance(req, sides, own, meta["query_labels"], meta["gallery_labels"], meta["relevance"],
-                        opts["relevance_level"])
+    rel = ev._relevance(
+        req,
+        sides,
+        own,
+        meta["query_labels"],
+        meta["gallery_labels"],
+        meta["relevance"],
+        opts["relevance_level"],
+    )
     pair_specs = req.of_kind("pair")
     n_positive = int(rel.n_relevant.sum())
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
     totals, ps, plan = sharded_pass(
-        comm, info, layout, rel.source, own.csr, d=d, loo=loo, n_relevant=rel.n_relevant,
-        query_specs=req.of_kind("query"), pair_specs=pair_specs, ties=req.ties, similarity=req.similarity,
-        relevance_level=opts["relevance_level"], device=opts["device"], budget=infos[0]["budget"],
-        tile=opts["tile"], progress=opts["progress"], use_kernels=use_kernels,
-        checkpoint=_fingerprint(comm, opts, info, meta, loo) if opts["checkpoint"] is not None else None)
+        comm,
+        info,
+        layout,
+        rel.source,
+        own.csr,
+        d=d,
+        loo=loo,
+        n_relevant=rel.n_relevant,
+        query_specs=req.of_kind("query"),
+        pair_specs=pair_specs,
+        ties=req.ties,
+        similarity=req.similarity,
+        relevance_level=opts["relevance_level"],
+        device=opts["device"],
+        budget=infos[0]["budget"],
+        tile=opts["tile"],
+        progress=opts["progress"],
+        use_kernels=use_kernels,
+        checkpoint=_fingerprint(comm, opts, info, meta, loo)
+        if opts["checkpoint"] is not None
+        else None,
+    )
     ids = meta["query_ids"].copy() if meta["query_ids"] is not None else None
-    return ev._aggregate(req, sides, own, rel, plan, None, totals, use_kernels, ids, opts["relevance_level"],
-                         binning=lambda counts: _binning(ps, counts),
-                         extra_config={"world_size": comm.world},
-                         grouped_values=sharded_grouped_values(comm, ps.sh, layout, loo))
+    return ev._aggregate(
+        req,
+        sides,
+        own,
+        rel,
+        plan,
+        None,
+        totals,
+        use_kernels,
+        ids,
+        opts["relevance_level"],
+        binning=lambda counts: _binning(ps, counts),
+        extra_config={"world_size": comm.world},
+        grouped_values=sharded_grouped_values(comm, ps.sh, layout, loo),
+    )
 
 
 def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> tuple:
@@ -657,29 +819,66 @@ def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> t
         return content_digest(x)
 
     digests = comm.gather_objects([digest(info["Q"]), digest(info["G"])])
-    options = repr([opts[k] for k in ("metrics", "similarity", "ties", "empty_queries", "relevance_level")])
-    meta_digest = content_digest(*(meta[k] for k in sorted(meta) if meta[k] is not None and k != "relevance"),
-                                 *(() if meta["relevance"] is None else (meta["relevance"].indptr,
-                                                                         meta["relevance"].indices,
-                                                                         meta["relevance"].grades)))
+    options = repr(
+        [opts[k] for k in ("metrics", "similarity", "ties", "empty_queries", "relevance_level")]
+    )
+    meta_digest = content_digest(
+        *(meta[k] for k in sorted(meta) if meta[k] is not None and k != "relevance"),
+        *(
+            ()
+            if meta["relevance"] is None
+            else (meta["relevance"].indptr, meta["relevance"].indices, meta["relevance"].grades)
+        ),
+    )
     return opts["checkpoint"], content_digest(digests, options, meta_digest, loo, SCORES_VERSION)
 
 
-def sharded_pass(comm: Comm, info: dict, layout: _Layout, source, self_pairs: Csr, *, d: int, loo: bool,
-                 n_relevant: np.ndarray, query_specs: list, pair_specs: list, ties: str, similarity: str,
-                 relevance_level, device, budget, tile, progress, use_kernels: bool, checkpoint=None):
+def sharded_pass(
+    comm: Comm,
+    info: dict,
+    layout: _Layout,
+    source,
+    self_pairs: Csr,
+    *,
+    d: int,
+    loo: bool,
+    n_relevant: np.ndarray,
+    query_specs: list,
+    pair_specs: list,
+    ties: str,
+    similarity: str,
+    relevance_level,
+    device,
+    budget,
+    tile,
+    progress,
+    use_kernels: bool,
+    checkpoint=None,
+):
     """Plan, prepare and stream the sharded pass: the merged :class:`PassTotals` (the
     same on every rank), the pass (for the binning pass) and the plan. ``info``:
     this rank's arrays (``Q``, ``G``: None in leave-one-out) and ``n_q``.
     ``checkpoint``: (directory, fingerprint of the inputs and options) or None."""
     n_q, n_g = int(layout.q_off[-1]), int(layout.g_off[-1])
     local_arrays = [a for a in (info["Q"], info["G"]) if a is not None]
-    plan = plan_pass(local_arrays, n_q=n_q, n_g=n_g, d=d, loo=loo, n_relevant=n_relevant, device=device,
-                     max_memory=budget, tile=tile, pairs=bool(pair_specs))
+    plan = plan_pass(
+        local_arrays,
+        n_q=n_q,
+        n_g=n_g,
+        d=d,
+        loo=loo,
+        n_relevant=n_relevant,
+        device=device,
+        max_memory=budget,
+        tile=tile,
+        pairs=bool(pair_specs),
+    )
     sh = _prepare(comm, plan, info, layout, similarity, loo)
     torch_path = plan.backend.is_cuda or not use_kernels
     ps = _Pass(comm, sh, layout, source, self_pairs, n_q, torch_path, progress)
-    totals = PassTotals(n_q, query_specs, pair_specs, int(n_relevant.sum()), ties, similarity, relevance_level)
+    totals = PassTotals(
+        n_q, query_specs, pair_specs, int(n_relevant.sum()), ties, similarity, relevance_level
+    )
     if not (query_specs or pair_specs):
         return totals, ps, plan
     store, skip = None, 0
@@ -690,7 +889,9 @@ def sharded_pass(comm: Comm, info: dict, layout: _Layout, source, self_pairs: Cs
         key = content_digest(checkpoint[1], plan.b, plan.c, plan.backend.kind, comm.world)
         store = Checkpoint(checkpoint[0], key, part=f"rank{comm.rank}of{comm.world}")
         blocks = plan_blocks(n_q, plan.b)
-        skip = -int(comm.all_reduce(np.array([-store.finished(blocks)], np.int64), "max")[0])  # fewest on a rank
+        skip = -int(
+            comm.all_reduce(np.array([-store.finished(blocks)], np.int64), "max")[0]
+        )  # fewest on a rank
         for start, stop in blocks[:skip]:
             totals.add(store.load(start, stop))
     for start, stop, S, block_rel, vals in ps.blocks(skip):

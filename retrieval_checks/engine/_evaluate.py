@@ -15,18 +15,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._arrays import as_numpy
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics._embedding import discriminant_ratio
 from ..metrics._names import MetricSpec, parse_metric
 from ..metrics._pairs import pair_metric, pr_curve
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
-from .._arrays import as_numpy
 from ._blocks import RelevanceSource
 from ._grouped import GroupedRecall, grouped_recall_values
 from ._hamming import PackedCodes, pack_sides
-from ._inputs import (Csr, check_embeddings, check_score_range, encode_ids, encode_labels, ranges_to_csr,
-                      relevance_to_csr)
+from ._inputs import (
+    Csr,
+    check_embeddings,
+    check_score_range,
+    encode_ids,
+    encode_labels,
+    ranges_to_csr,
+    relevance_to_csr,
+)
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
 from ._stream import FirstRanks, PassTotals, binning_pass, stream
@@ -58,10 +65,13 @@ def _parse_all(metrics) -> list[MetricSpec]:
     try:
         metrics = list(metrics) if metrics is not None else []
     except TypeError:
-        raise MetricNameError(f"metrics must be a name or a list of names, got {type(metrics).__name__}.", name="") from None
+        raise MetricNameError(
+            f"metrics must be a name or a list of names, got {type(metrics).__name__}.", name=""
+        ) from None
     if len(metrics) == 0:
         raise MetricNameError(
-            "metrics is empty: name at least one metric, e.g. metrics=['map', 'hit_rate@1', 'map@R'].", name=""
+            "metrics is empty: name at least one metric, e.g. metrics=['map', 'hit_rate@1', 'map@R'].",
+            name="",
         )
     specs: dict[str, MetricSpec] = {}
     for m in metrics:
@@ -82,8 +92,9 @@ def _parse_all(metrics) -> list[MetricSpec]:
     return list(specs.values())
 
 
-def _options(metrics, *, similarity, ties, empty_queries, group_size, group_seed, group_repeats,
-             confidence) -> _Request:
+def _options(
+    metrics, *, similarity, ties, empty_queries, group_size, group_seed, group_repeats, confidence
+) -> _Request:
     return _Request(
         specs=_parse_all(metrics),
         similarity=check_option("similarity", similarity),
@@ -155,9 +166,13 @@ def _self_pairs(sides: _Sides, query_ids, gallery_ids, gallery_labels) -> _SelfP
     n_q, n_g = sides.n_q, sides.n_g
     if sides.loo:
         if gallery_labels is not None:
-            raise InputError("gallery_labels was given without a gallery; pass gallery=... or drop gallery_labels.")
+            raise InputError(
+                "gallery_labels was given without a gallery; pass gallery=... or drop gallery_labels."
+            )
         if gallery_ids is not None:
-            raise InputError("gallery_ids was given without a gallery; leave-one-out uses query_ids for both sides.")
+            raise InputError(
+                "gallery_ids was given without a gallery; leave-one-out uses query_ids for both sides."
+            )
         if query_ids is None:
             codes = np.arange(n_q, dtype=np.int64)
             return _SelfPairs(Csr(np.arange(n_q + 1, dtype=np.int64), codes), codes, None)
@@ -167,7 +182,9 @@ def _self_pairs(sides: _Sides, query_ids, gallery_ids, gallery_labels) -> _SelfP
         return _SelfPairs(Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64)), None, None)
     if query_ids is None or gallery_ids is None:
         missing = "query_ids" if query_ids is None else "gallery_ids"
-        raise InputError(f"{missing} is missing: self-exclusion needs ids on both sides (or on neither).")
+        raise InputError(
+            f"{missing} is missing: self-exclusion needs ids on both sides (or on neither)."
+        )
     qc, gc = encode_ids(query_ids, gallery_ids, n_q, n_g, "gallery_ids")
     return _SelfPairs(_same_codes(qc, gc), qc, gc)
 
@@ -191,48 +208,85 @@ def _first(indices, n=5):
 
 def _label_relevance(sides: _Sides, own: _SelfPairs, query_labels, gallery_labels):
     if query_labels is None:
-        raise InputError("query_labels is missing: pass one label per query, or pass relevance=... instead.")
+        raise InputError(
+            "query_labels is missing: pass one label per query, or pass relevance=... instead."
+        )
     if not sides.loo and gallery_labels is None:
         raise InputError("gallery_labels is missing: pass one label per gallery item.")
-    q_codes, g_codes, values = encode_labels(query_labels, query_labels if sides.loo else gallery_labels,
-                                             sides.n_q, sides.n_g, "query_labels" if sides.loo else "gallery_labels")
-    return RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=own.csr, n_g=sides.n_g), q_codes, g_codes, values
+    q_codes, g_codes, values = encode_labels(
+        query_labels,
+        query_labels if sides.loo else gallery_labels,
+        sides.n_q,
+        sides.n_g,
+        "query_labels" if sides.loo else "gallery_labels",
+    )
+    return (
+        RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=own.csr, n_g=sides.n_g),
+        q_codes,
+        g_codes,
+        values,
+    )
 
 
 def _check_level(relevance_level, graded: bool) -> int:
     """``relevance_level``: a whole number >= 1; above 1 only with graded relevance."""
-    if (isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer))
-            or relevance_level < 1):
-        raise InputError(f"relevance_level={relevance_level!r}: give a whole number >= 1, the lowest grade that "
-                         "counts as relevant for the binary metrics (trec_eval's -l; default 1).")
+    if (
+        isinstance(relevance_level, bool)
+        or not isinstance(relevance_level, (int, np.integer))
+        or relevance_level < 1
+    ):
+        raise InputError(
+            f"relevance_level={relevance_level!r}: give a whole number >= 1, the lowest grade that "
+            "counts as relevant for the binary metrics (trec_eval's -l; default 1)."
+        )
     if relevance_level > 1 and not graded:
-        raise InputError(f"relevance_level={relevance_level} needs graded relevance ({{query: {{gallery: grade}}}} or "
-                         "a matrix of grades); with labels or binary relevance every relevant item has grade 1.")
+        raise InputError(
+            f"relevance_level={relevance_level} needs graded relevance ({{query: {{gallery: grade}}}} or "
+            "a matrix of grades); with labels or binary relevance every relevant item has grade 1."
+        )
     return int(relevance_level)
 
 
-def _relevance(req: _Request, sides: _Sides, own: _SelfPairs, query_labels, gallery_labels, relevance,
-               relevance_level=1) -> _Relevance:
+def _relevance(
+    req: _Request,
+    sides: _Sides,
+    own: _SelfPairs,
+    query_labels,
+    gallery_labels,
+    relevance,
+    relevance_level=1,
+) -> _Relevance:
     q_codes = g_codes = values = None
     if relevance is not None:
         if query_labels is not None or gallery_labels is not None:
-            raise InputError("Give either labels or relevance, not both: relevance replaces the label rule.")
+            raise InputError(
+                "Give either labels or relevance, not both: relevance replaces the label rule."
+            )
         if req.of_kind("embedding", "grouped"):
             names = ", ".join(s.name for s in req.of_kind("embedding", "grouped"))
-            raise InputError(f"{names} need(s) class labels; it cannot be computed from relevance alone.")
-        source = RelevanceSource(csr=relevance_to_csr(relevance, sides.n_q, sides.n_g), self_pairs=own.csr,
-                                 n_g=sides.n_g)
+            raise InputError(
+                f"{names} need(s) class labels; it cannot be computed from relevance alone."
+            )
+        source = RelevanceSource(
+            csr=relevance_to_csr(relevance, sides.n_q, sides.n_g), self_pairs=own.csr, n_g=sides.n_g
+        )
     else:
-        source, q_codes, g_codes, values = _label_relevance(sides, own, query_labels, gallery_labels)
+        source, q_codes, g_codes, values = _label_relevance(
+            sides, own, query_labels, gallery_labels
+        )
     level = _check_level(relevance_level, source.graded)
     if level > 1 and req.of_kind("pair"):
         names = ", ".join(s.name for s in req.of_kind("pair"))
-        raise InputError(f"{names}: pair metrics with relevance_level={level} would count the lower grades neither "
-                         "as positive nor as negative pairs; evaluate them with relevance_level=1 (every graded "
-                         "item a positive).")
+        raise InputError(
+            f"{names}: pair metrics with relevance_level={level} would count the lower grades neither "
+            "as positive nor as negative pairs; evaluate them with relevance_level=1 (every graded "
+            "item a positive)."
+        )
     n_relevant = source.level_counts(sides.n_q, level) if level > 1 else source.counts(sides.n_q)
     n_candidates = sides.n_g - own.csr.row_counts()
-    rel = _Relevance(source, n_relevant, n_candidates, np.flatnonzero(n_relevant == 0), q_codes, g_codes, values)
+    rel = _Relevance(
+        source, n_relevant, n_candidates, np.flatnonzero(n_relevant == 0), q_codes, g_codes, values
+    )
     _check_candidates(req, rel)
     return rel
 
@@ -251,8 +305,10 @@ def _check_candidates(req: _Request, rel: _Relevance) -> None:
         if s.k is not None and s.k > fewest:
             k_text = str(s.k) if len(str(s.k)) <= 20 else f"a {len(str(s.k))}-digit number"
             name = s.name if len(s.name) <= 40 else f"{s.name.partition('@')[0]}@K"
-            raise InputError(f"{name}: K={k_text} is larger than the gallery a query ranks ({fewest} items after "
-                             f"self-exclusion); use K <= {fewest}.")
+            raise InputError(
+                f"{name}: K={k_text} is larger than the gallery a query ranks ({fewest} items after "
+                f"self-exclusion); use K <= {fewest}."
+            )
     if not (empty.size and req.of_kind("query", "pair")):
         return
     if req.empty_queries == "error":
@@ -270,7 +326,9 @@ def _check_candidates(req: _Request, rel: _Relevance) -> None:
 
 
 # ----------------------------------------------------------------------------- aggregate
-def _query_values(req: _Request, rel: _Relevance, totals: PassTotals) -> tuple[dict[str, float], dict[str, dict]]:
+def _query_values(
+    req: _Request, rel: _Relevance, totals: PassTotals
+) -> tuple[dict[str, float], dict[str, dict]]:
     """The empty-query policy, then the mean (or medr's median) over queries: the
     values under the tie policy, and under each ordering of ``totals.tie_values``."""
     empty = rel.empty
@@ -281,8 +339,13 @@ def _query_values(req: _Request, rel: _Relevance, totals: PassTotals) -> tuple[d
                 per_query[s.name][empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
     # a NaN outside the empty queries (skipped and counted) is a value gone wrong: an error
     values = {s.name: aggregate(s, totals.per_query[s.name], skipped=empty) for s in specs}
-    ties = {s.name: {kind: aggregate(s, per_query[s.name], skipped=empty)
-                     for kind, per_query in totals.tie_values.items()} for s in specs}
+    ties = {
+        s.name: {
+            kind: aggregate(s, per_query[s.name], skipped=empty)
+            for kind, per_query in totals.tie_values.items()
+        }
+        for s in specs
+    }
     return values, ties
 
 
@@ -299,7 +362,11 @@ def _pair_values(req, rel, problem, totals, use_kernels, binning=None):
     for s in specs:
         value, thr, detail, need_bins = pair_metric(s, counts)
         if need_bins:
-            counts.fp_at = (binning(counts) if binning is not None else binning_pass(problem, counts, use_kernels))
+            counts.fp_at = (
+                binning(counts)
+                if binning is not None
+                else binning_pass(problem, counts, use_kernels)
+            )
             value, thr, detail, _ = pair_metric(s, counts)
         values[s.name], thresholds[s.name] = value, thr
         detail_of[s.name] = {**detail, "n_positive": n_pos, "n_negative": counts.n_negative}
@@ -326,11 +393,22 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         return x.view(np.uint64) if req.similarity == "hamming" else x
 
     found = grouped_recall_values(
-        host(problem.Q), rel.q_codes, None if sides.loo else host(problem.Gp[:sides.n_g]),
-        None if sides.loo else rel.g_codes, q_ids=own.q_ids, g_ids=own.g_ids,
-        ks=sorted({s.k for s in specs}), group_size=req.group_size, seed=req.group_seed,
-        repeats=req.group_repeats, confidence=req.confidence, ties=req.ties, similarity=req.similarity,
-        label_values=rel.label_values, max_memory=plan.room, empty_queries=req.empty_queries,
+        host(problem.Q),
+        rel.q_codes,
+        None if sides.loo else host(problem.Gp[: sides.n_g]),
+        None if sides.loo else rel.g_codes,
+        q_ids=own.q_ids,
+        g_ids=own.g_ids,
+        ks=sorted({s.k for s in specs}),
+        group_size=req.group_size,
+        seed=req.group_seed,
+        repeats=req.group_repeats,
+        confidence=req.confidence,
+        ties=req.ties,
+        similarity=req.similarity,
+        label_values=rel.label_values,
+        max_memory=plan.room,
+        empty_queries=req.empty_queries,
         q_factor=None if problem.qa is None else host(problem.qa[: sides.n_q]),
         g_factor=None if problem.ga is None else host(problem.ga[: sides.n_g]),
         backend=be,
@@ -338,18 +416,35 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
     return {s.name: found[s.k] for s in specs}
 
 
-def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, plan: Plan, problem,
-               totals: PassTotals, use_kernels: bool, query_ids=None, level: int = 1, binning=None,
-               extra_config: dict | None = None, grouped_values=None) -> EvaluationResult:
+def _aggregate(
+    req: _Request,
+    sides: _Sides,
+    own: _SelfPairs,
+    rel: _Relevance,
+    plan: Plan,
+    problem,
+    totals: PassTotals,
+    use_kernels: bool,
+    query_ids=None,
+    level: int = 1,
+    binning=None,
+    extra_config: dict | None = None,
+    grouped_values=None,
+) -> EvaluationResult:
     values, tie_values = _query_values(req, rel, totals)
-    pair_values, thresholds, pair_counts, curve = _pair_values(req, rel, problem, totals, use_kernels, binning)
+    pair_values, thresholds, pair_counts, curve = _pair_values(
+        req, rel, problem, totals, use_kernels, binning
+    )
     values.update(pair_values)
     for s in req.of_kind("embedding"):
         emb = sides.queries if sides.loo else sides.gallery
         emb = emb.unpacked() if isinstance(emb, PackedCodes) else as_numpy(emb, "embeddings")
         values[s.name] = float(discriminant_ratio(emb, rel.g_codes))
-    grouped = (grouped_values(req, rel, own, plan) if grouped_values is not None
-               else _grouped_values(req, sides, own, rel, problem, plan))
+    grouped = (
+        grouped_values(req, rel, own, plan)
+        if grouped_values is not None
+        else _grouped_values(req, sides, own, rel, problem, plan)
+    )
     per_query = dict(totals.per_query)
     for name, g in grouped.items():
         values[name] = g.value
@@ -357,20 +452,53 @@ def _aggregate(req: _Request, sides: _Sides, own: _SelfPairs, rel: _Relevance, p
         tie_values[name] = g.tie_values
     # confidence and seed under the names the gates read (every on-demand interval
     # honours them); the seed is evaluate's group_seed
-    config = {"similarity": req.similarity, "ties": req.ties, "empty_queries": req.empty_queries,
-              "backend": plan.backend.name, "n_gallery": sides.n_g, "leave_one_out": sides.loo, "block": plan.b,
-              "chunk": plan.c, "max_memory": plan.budget, "confidence": req.confidence, "seed": req.group_seed,
-              "graded": rel.source.graded, "relevance_level": level, **(extra_config or {})}
+    config = {
+        "similarity": req.similarity,
+        "ties": req.ties,
+        "empty_queries": req.empty_queries,
+        "backend": plan.backend.name,
+        "n_gallery": sides.n_g,
+        "leave_one_out": sides.loo,
+        "block": plan.b,
+        "chunk": plan.c,
+        "max_memory": plan.budget,
+        "confidence": req.confidence,
+        "seed": req.group_seed,
+        "graded": rel.source.graded,
+        "relevance_level": level,
+        **(extra_config or {}),
+    }
     return EvaluationResult(
-        specs=req.specs, values={s.name: values[s.name] for s in req.specs}, per_query=per_query,
-        thresholds=thresholds, pair_counts=pair_counts, n_relevant=rel.n_relevant, n_candidates=rel.n_candidates,
-        first_relevant_rank=(totals.first_rank[req.ties] if req.ties in totals.first_rank
-                             else np.where(rel.n_relevant > 0, FirstRanks(totals.first_rank["pessimistic"],
-                                           totals.first_rank["optimistic"], totals.first_group).under("average"), 0.0)),
-        tie_values=tie_values, tied_share=totals.n_tied / totals.n_relevant if totals.n_relevant else None,
+        specs=req.specs,
+        values={s.name: values[s.name] for s in req.specs},
+        per_query=per_query,
+        thresholds=thresholds,
+        pair_counts=pair_counts,
+        n_relevant=rel.n_relevant,
+        n_candidates=rel.n_candidates,
+        first_relevant_rank=(
+            totals.first_rank[req.ties]
+            if req.ties in totals.first_rank
+            else np.where(
+                rel.n_relevant > 0,
+                FirstRanks(
+                    totals.first_rank["pessimistic"],
+                    totals.first_rank["optimistic"],
+                    totals.first_group,
+                ).under("average"),
+                0.0,
+            )
+        ),
+        tie_values=tie_values,
+        tied_share=totals.n_tied / totals.n_relevant if totals.n_relevant else None,
         skipped_queries=rel.empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
-        config=config, intervals={name: g.interval for name, g in grouped.items()}, grouped=grouped,
-        pr_curve=curve, query_label_codes=rel.q_codes, label_values=rel.label_values, query_ids=query_ids,
+        config=config,
+        intervals={name: g.interval for name, g in grouped.items()},
+        grouped=grouped,
+        pr_curve=curve,
+        query_label_codes=rel.q_codes,
+        label_values=rel.label_values,
+        query_ids=query_ids,
     )
 
 
@@ -503,14 +631,41 @@ def evaluate(
         from ._distributed import evaluate_sharded
 
         return evaluate_sharded(  # every option is checked there, once the ranks talk: a bad one raises on all
-            process_group, queries, gallery, executor=executor, query_labels=query_labels,
-            gallery_labels=gallery_labels, relevance=relevance, metrics=metrics, query_ids=query_ids,
-            gallery_ids=gallery_ids, similarity=similarity, ties=ties, empty_queries=empty_queries, device=device, max_memory=max_memory,
-            progress=progress, tile=tile, group_size=group_size, group_seed=group_seed,
-            group_repeats=group_repeats, confidence=confidence, relevance_level=relevance_level,
-            checkpoint=checkpoint, use_kernels=_use_kernels)
-    req = _options(metrics, similarity=similarity, ties=ties, empty_queries=empty_queries, group_size=group_size,
-                   group_seed=group_seed, group_repeats=group_repeats, confidence=confidence)
+            process_group,
+            queries,
+            gallery,
+            executor=executor,
+            query_labels=query_labels,
+            gallery_labels=gallery_labels,
+            relevance=relevance,
+            metrics=metrics,
+            query_ids=query_ids,
+            gallery_ids=gallery_ids,
+            similarity=similarity,
+            ties=ties,
+            empty_queries=empty_queries,
+            device=device,
+            max_memory=max_memory,
+            progress=progress,
+            tile=tile,
+            group_size=group_size,
+            group_seed=group_seed,
+            group_repeats=group_repeats,
+            confidence=confidence,
+            relevance_level=relevance_level,
+            checkpoint=checkpoint,
+            use_kernels=_use_kernels,
+        )
+    req = _options(
+        metrics,
+        similarity=similarity,
+        ties=ties,
+        empty_queries=empty_queries,
+        group_size=group_size,
+        group_seed=group_seed,
+        group_repeats=group_repeats,
+        confidence=confidence,
+    )
     sides = _embeddings(queries, gallery, req.similarity)
     own = _self_pairs(sides, query_ids, gallery_ids, gallery_labels)
     rel = _relevance(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
@@ -519,27 +674,71 @@ def evaluate(
         from ._executor import check_executor
 
         check_executor(executor, pair_specs)
-    plan = plan_pass(list(sides.inputs), n_q=sides.n_q, n_g=sides.n_g,
-                     d=sides.d, loo=sides.loo, n_relevant=rel.n_relevant, device=device, max_memory=max_memory,
-                     tile=tile, pairs=bool(pair_specs))
-    problem = prepare_problem(plan, sides.queries, sides.gallery, n_g=sides.n_g, similarity=req.similarity,
-                              source=rel.source, self_pairs=own.csr)
-    totals = _run_pass(problem, plan, req, checkpoint, executor,
-                       (queries, gallery, query_labels, gallery_labels, relevance, query_ids, gallery_ids),
-                       n_positive=int(rel.n_relevant.sum()), progress=progress, use_kernels=_use_kernels,
-                       relevance_level=relevance_level)
+    plan = plan_pass(
+        list(sides.inputs),
+        n_q=sides.n_q,
+        n_g=sides.n_g,
+        d=sides.d,
+        loo=sides.loo,
+        n_relevant=rel.n_relevant,
+        device=device,
+        max_memory=max_memory,
+        tile=tile,
+        pairs=bool(pair_specs),
+    )
+    problem = prepare_problem(
+        plan,
+        sides.queries,
+        sides.gallery,
+        n_g=sides.n_g,
+        similarity=req.similarity,
+        source=rel.source,
+        self_pairs=own.csr,
+    )
+    totals = _run_pass(
+        problem,
+        plan,
+        req,
+        checkpoint,
+        executor,
+        (queries, gallery, query_labels, gallery_labels, relevance, query_ids, gallery_ids),
+        n_positive=int(rel.n_relevant.sum()),
+        progress=progress,
+        use_kernels=_use_kernels,
+        relevance_level=relevance_level,
+    )
     if progress is not None and not isinstance(progress, bool):
         raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
     ids = None if query_ids is None else as_numpy(query_ids, "query_ids").copy()
-    return _aggregate(req, sides, own, rel, plan, problem, totals, _use_kernels, ids, relevance_level)
+    return _aggregate(
+        req, sides, own, rel, plan, problem, totals, _use_kernels, ids, relevance_level
+    )
 
 
-def _run_pass(problem, plan: Plan, req: _Request, checkpoint, executor, inputs: tuple, *, n_positive: int, progress,
-              use_kernels: bool, relevance_level) -> PassTotals:
+def _run_pass(
+    problem,
+    plan: Plan,
+    req: _Request,
+    checkpoint,
+    executor,
+    inputs: tuple,
+    *,
+    n_positive: int,
+    progress,
+    use_kernels: bool,
+    relevance_level,
+) -> PassTotals:
     """The stream stage: in order (:func:`stream`), restartable (``checkpoint``,
     :mod:`._checkpoint`) and/or on an executor (:mod:`._executor`)."""
-    kw = dict(query_specs=req.of_kind("query"), pair_specs=req.of_kind("pair"), n_positive=n_positive,
-              ties=req.ties, progress=progress, use_kernels=use_kernels, relevance_level=relevance_level)
+    kw = dict(
+        query_specs=req.of_kind("query"),
+        pair_specs=req.of_kind("pair"),
+        n_positive=n_positive,
+        ties=req.ties,
+        progress=progress,
+        use_kernels=use_kernels,
+        relevance_level=relevance_level,
+    )
     store = None
     if checkpoint is not None:
         from ._checkpoint import Checkpoint, stream_checkpointed
@@ -550,9 +749,18 @@ def _run_pass(problem, plan: Plan, req: _Request, checkpoint, executor, inputs: 
     if executor is not None:
         from ._executor import stream_on
 
-        totals = PassTotals(problem.n_q, kw["query_specs"], [], n_positive, req.ties, problem.similarity,
-                            relevance_level)
-        return stream_on(executor, problem, totals, use_kernels=use_kernels, store=store, progress=progress)
+        totals = PassTotals(
+            problem.n_q,
+            kw["query_specs"],
+            [],
+            n_positive,
+            req.ties,
+            problem.similarity,
+            relevance_level,
+        )
+        return stream_on(
+            executor, problem, totals, use_kernels=use_kernels, store=store, progress=progress
+        )
     return stream(problem, **kw)
 
 
@@ -562,23 +770,50 @@ def _fingerprint(req: _Request, *inputs_and_level_and_plan) -> str:
     from ._cache import content_digest
 
     *inputs, level, plan = inputs_and_level_and_plan
-    options = repr([[s.name for s in req.specs], req.similarity, req.ties, req.empty_queries, level])
+    options = repr(
+        [[s.name for s in req.specs], req.similarity, req.ties, req.empty_queries, level]
+    )
     return content_digest(*inputs, options, plan.b, plan.c, plan.backend.kind, SCORES_VERSION)
 
 
-def first_relevant_ranks(queries, gallery, relevance: Csr, *, similarity: str, device, max_memory,
-                         progress=None, _use_kernels: bool = True) -> tuple[FirstRanks, str]:
+def first_relevant_ranks(
+    queries,
+    gallery,
+    relevance: Csr,
+    *,
+    similarity: str,
+    device,
+    max_memory,
+    progress=None,
+    _use_kernels: bool = True,
+) -> tuple[FirstRanks, str]:
     """Each query's best-ranked relevant gallery item (rank 0 where none), from the
     plan, prepare and stream stages on already validated inputs with explicit relevance
     (no self pairs); and the backend's name. Image-text evaluation runs on this."""
     n_q, n_g, d = int(queries.shape[0]), int(gallery.shape[0]), int(queries.shape[1])
     own = Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
     source = RelevanceSource(csr=relevance, self_pairs=own, n_g=n_g)
-    plan = plan_pass([queries, gallery], n_q=n_q, n_g=n_g, d=d, loo=False, n_relevant=np.diff(relevance.indptr),
-                     device=device, max_memory=max_memory)
-    problem = prepare_problem(plan, queries, gallery, n_g=n_g, similarity=similarity, source=source,
-                              self_pairs=own)
-    totals = stream(problem, query_specs=[parse_metric("mrr")], pair_specs=[], n_positive=int(relevance.indices.size),
-                    progress=progress, use_kernels=_use_kernels)
-    return FirstRanks(totals.first_rank["pessimistic"], totals.first_rank["optimistic"],
-                      totals.first_group), plan.backend.name
+    plan = plan_pass(
+        [queries, gallery],
+        n_q=n_q,
+        n_g=n_g,
+        d=d,
+        loo=False,
+        n_relevant=np.diff(relevance.indptr),
+        device=device,
+        max_memory=max_memory,
+    )
+    problem = prepare_problem(
+        plan, queries, gallery, n_g=n_g, similarity=similarity, source=source, self_pairs=own
+    )
+    totals = stream(
+        problem,
+        query_specs=[parse_metric("mrr")],
+        pair_specs=[],
+        n_positive=int(relevance.indices.size),
+        progress=progress,
+        use_kernels=_use_kernels,
+    )
+    return FirstRanks(
+        totals.first_rank["pessimistic"], totals.first_rank["optimistic"], totals.first_group
+    ), plan.backend.name

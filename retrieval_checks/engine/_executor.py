@@ -26,17 +26,23 @@ def check_executor(executor, pair_specs) -> None:
     """``executor`` is a ``concurrent.futures.Executor`` (has ``submit``), and no pair
     metric is asked for."""
     if not callable(getattr(executor, "submit", None)):
-        raise InputError(f"executor={executor!r} has no submit(): pass a concurrent.futures.Executor, e.g. "
-                         "ThreadPoolExecutor(4), ProcessPoolExecutor(4) or a Dask client.get_executor().")
+        raise InputError(
+            f"executor={executor!r} has no submit(): pass a concurrent.futures.Executor, e.g. "
+            "ThreadPoolExecutor(4), ProcessPoolExecutor(4) or a Dask client.get_executor()."
+        )
     context = getattr(executor, "_mp_context", None)
     if context is not None and getattr(context, "get_start_method", lambda: None)() == "fork":
-        raise InputError("executor is a ProcessPoolExecutor that forks its workers: a child forked from a process "
-                         "whose OpenMP threads already ran (numba's kernels, torch's matmul) can hang or abort. "
-                         "Pass mp_context=multiprocessing.get_context('spawn') (or 'forkserver').")
+        raise InputError(
+            "executor is a ProcessPoolExecutor that forks its workers: a child forked from a process "
+            "whose OpenMP threads already ran (numba's kernels, torch's matmul) can hang or abort. "
+            "Pass mp_context=multiprocessing.get_context('spawn') (or 'forkserver')."
+        )
     if pair_specs:
         names = ", ".join(s.name for s in pair_specs)
-        raise InputError(f"{names}: pair metrics are not run on an executor (their negative tail passes from "
-                         "block to block); evaluate them without executor=.")
+        raise InputError(
+            f"{names}: pair metrics are not run on an executor (their negative tail passes from "
+            "block to block); evaluate them without executor=."
+        )
 
 
 def _task(problem: Problem, blocks: list[tuple[int, int]], use_kernels: bool) -> list:
@@ -49,11 +55,15 @@ def _groups(blocks: list, executor) -> list[list]:
     """Consecutive blocks per task: about four tasks per worker where the pool says how
     many it has, else one block per task."""
     workers = getattr(executor, "_max_workers", None)
-    per = max(1, -(-len(blocks) // (4 * workers))) if isinstance(workers, int) and workers > 0 else 1
+    per = (
+        max(1, -(-len(blocks) // (4 * workers))) if isinstance(workers, int) and workers > 0 else 1
+    )
     return [blocks[i : i + per] for i in range(0, len(blocks), per)]
 
 
-def stream_on(executor, problem: Problem, totals, *, use_kernels: bool = True, store=None, progress=None):
+def stream_on(
+    executor, problem: Problem, totals, *, use_kernels: bool = True, store=None, progress=None
+):
     """Run the pass's blocks on ``executor`` and merge them into ``totals`` in order
     (``store``: a :class:`~._checkpoint.Checkpoint`, whose finished blocks are read
     back and to which new ones are written)."""
@@ -64,8 +74,10 @@ def stream_on(executor, problem: Problem, totals, *, use_kernels: bool = True, s
     for start, stop in blocks[:done]:
         totals.add(store.load(start, stop))
     # a copy per task: each gets its own score buffer (a thread pool shares memory)
-    futures = [executor.submit(_task, dataclasses.replace(problem, _buffers=None), group, use_kernels)
-               for group in _groups(blocks[done:], executor)]
+    futures = [
+        executor.submit(_task, dataclasses.replace(problem, _buffers=None), group, use_kernels)
+        for group in _groups(blocks[done:], executor)
+    ]
     bar = progress_bar(progress, len(blocks) - done)
     try:
         for future in futures:

@@ -43,8 +43,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from .._lazy import stats
 
+from .._lazy import stats
 from ..errors import EmptyQueriesError, InputError
 from ._backend import Backend
 from ._stream import FirstRanks
@@ -102,9 +102,14 @@ def label_partition(labels, group_size: int, seed: int):
     if group_size < 2:
         raise InputError(f"group_size={group_size}: a group needs at least 2 labels (S >= 2).")
     if group_size > uniq.size:
-        fix = (f"use group_size <= {uniq.size // 2} so that at least two groups exist" if uniq.size >= 4
-               else "grouped recall needs at least 4 labels (two groups of two)")
-        raise InputError(f"group_size={group_size} is larger than the number of labels ({uniq.size}); {fix}.")
+        fix = (
+            f"use group_size <= {uniq.size // 2} so that at least two groups exist"
+            if uniq.size >= 4
+            else "grouped recall needs at least 4 labels (two groups of two)"
+        )
+        raise InputError(
+            f"group_size={group_size} is larger than the number of labels ({uniq.size}); {fix}."
+        )
     perm = np.random.default_rng(seed).permutation(uniq)
     r = uniq.size // group_size
     return perm[: r * group_size].reshape(r, group_size), np.sort(perm[r * group_size :])
@@ -151,8 +156,20 @@ def grouped_recall_values(
     ``backend``: the plan's backend; where it is CUDA and the fused kernels are on
     (``RC_TRITON``), cosine / dot / neg_l2 run on :mod:`._triton_grouped` (same numbers)."""
     data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, q_factor, g_factor, backend=backend)
-    partitions = [_partition_values(data, ks, group_size, seed + rep, ties, similarity, max_memory, empty_queries,
-                                    score_batch) for rep in range(repeats)]
+    partitions = [
+        _partition_values(
+            data,
+            ks,
+            group_size,
+            seed + rep,
+            ties,
+            similarity,
+            max_memory,
+            empty_queries,
+            score_batch,
+        )
+        for rep in range(repeats)
+    ]
     out = {}
     for k in ks:
         vals = np.vstack([part[k][0] for part in partitions])
@@ -162,18 +179,33 @@ def grouped_recall_values(
         r = vals.shape[1]
         half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * se
         _, h, gq, dropped, _ = partitions[0][k]
-        tie_values = {p: float(np.mean([part[k][4][p] for part in partitions])) for p in ("pessimistic",
-                                                                                          "optimistic")}
+        tie_values = {
+            p: float(np.mean([part[k][4][p] for part in partitions]))
+            for p in ("pessimistic", "optimistic")
+        }
         tie_values.update(min=min(tie_values.values()), max=max(tie_values.values()))
         used = int((~np.isnan(h)).sum())
         n_dropped = int((gq < 0).sum())
         out[k] = GroupedRecall(
-            k=k, value=value, low=max(0.0, value - half), high=min(1.0, value + half), confidence=confidence,
+            k=k,
+            value=value,
+            low=max(0.0, value - half),
+            high=min(1.0, value + half),
+            confidence=confidence,
             std_error=se,
-            group_std=per_rep[0][1], n_groups=r, group_size=group_size, seed=seed, repeats=repeats,
-            group_values=vals, dropped_labels=label_values[dropped], n_queries_used=used,
-            n_queries_skipped=data.n_q - used - n_dropped, n_queries_dropped=n_dropped, per_query=h,
-            group_of_query=gq, tie_values=tie_values,
+            group_std=per_rep[0][1],
+            n_groups=r,
+            group_size=group_size,
+            seed=seed,
+            repeats=repeats,
+            group_values=vals,
+            dropped_labels=label_values[dropped],
+            n_queries_used=used,
+            n_queries_skipped=data.n_q - used - n_dropped,
+            n_queries_dropped=n_dropped,
+            per_query=h,
+            group_of_query=gq,
+            tie_values=tie_values,
         )
     return out
 
@@ -190,8 +222,12 @@ class _Data:
     g_ids: np.ndarray | None
     q_factor: np.ndarray | None = None
     g_factor: np.ndarray | None = None
-    backend: object = None  # the plan's backend: the fused Triton path may serve (:mod:`._triton_grouped`)
-    cache: dict = field(default_factory=dict, compare=False, repr=False)  # device copies, across partitions
+    backend: object = (
+        None  # the plan's backend: the fused Triton path may serve (:mod:`._triton_grouped`)
+    )
+    cache: dict = field(
+        default_factory=dict, compare=False, repr=False
+    )  # device copies, across partitions
 
     @property
     def n_q(self) -> int:
@@ -206,8 +242,9 @@ class _Data:
         return self.q_codes if self.loo else np.concatenate([self.q_codes, self.g_codes])
 
 
-def _partition_values(data: _Data, ks, group_size, seed, ties, similarity, max_memory, empty_queries,
-                      score_batch=None) -> dict:
+def _partition_values(
+    data: _Data, ks, group_size, seed, ties, similarity, max_memory, empty_queries, score_batch=None
+) -> dict:
     """One seeded partition: for every K, (group values, per-query hits, group of each
     query, dropped labels)."""
     codes_all = data.all_codes
@@ -275,11 +312,18 @@ def _on_host(data: _Data) -> _Data:
     def host(x):
         return x if x is None or isinstance(x, np.ndarray) else data.backend.to_numpy(x)
 
-    return replace(data, q_emb=host(data.q_emb), g_emb=host(data.g_emb), q_factor=host(data.q_factor),
-                   g_factor=host(data.g_factor))
+    return replace(
+        data,
+        q_emb=host(data.q_emb),
+        g_emb=host(data.g_emb),
+        q_factor=host(data.q_factor),
+        g_factor=host(data.g_factor),
+    )
 
 
-def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None):
+def _score_groups(
+    data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None
+):
     """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
     tie policy (its probability for ``"average"``), batched by size."""
     if score_batch is None and data.backend is not None:
@@ -296,7 +340,9 @@ def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_
     g_order = np.argsort(gg, kind="stable")
     q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
     g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
-    d = q_emb.shape[1] * (2 if similarity == "hamming" else 1)  # 64-bit words cost two float32 columns
+    d = q_emb.shape[1] * (
+        2 if similarity == "hamming" else 1
+    )  # 64-bit words cost two float32 columns
     if q_ids is None:  # no ids: nothing is the same item
         q_ids = np.full(q_codes.shape[0], -1, np.int64)
         g_ids = np.full(g_codes.shape[0], -2, np.int64)
@@ -332,8 +378,17 @@ def _score_groups(data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_
                 break
             mq, mg = mq2, mg2
             j += 1
-        (score_batch or _score_batch)([units[t] for t in by_size[i:j]], (q_emb, q_codes, q_ids, q_fac),
-                     (g_emb, g_codes, g_ids, g_fac), mq, mg, similarity, ks, hits, candidates)
+        (score_batch or _score_batch)(
+            [units[t] for t in by_size[i:j]],
+            (q_emb, q_codes, q_ids, q_fac),
+            (g_emb, g_codes, g_ids, g_fac),
+            mq,
+            mg,
+            similarity,
+            ks,
+            hits,
+            candidates,
+        )
         i = j
 
 
@@ -386,7 +441,9 @@ def _score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates
     neg = valid & ~rel
     best = np.where(rel, S, -np.inf).max(axis=2)
     has = rel.any(axis=2)
-    above = ((S > best[:, :, None]) & neg).sum(axis=2)  # negatives strictly above the best relevant item
+    above = ((S > best[:, :, None]) & neg).sum(
+        axis=2
+    )  # negatives strictly above the best relevant item
     tied = ((S == best[:, :, None]) & neg).sum(axis=2)
     group = ((S == best[:, :, None]) & rel).sum(axis=2)  # relevant items tied with it
     rows = qidx >= 0

@@ -36,11 +36,24 @@ def sharded_grouped_values(comm, sh, layout, loo: bool):
         placeholder = np.zeros((0, sh.d), np.float32)
         factor = None if sh.qa is None else placeholder[:, 0]
         found = grouped_recall_values(
-            placeholder, rel.q_codes, None if loo else placeholder, None if loo else rel.g_codes,
-            q_ids=own.q_ids, g_ids=own.g_ids, ks=sorted({s.k for s in specs}), group_size=req.group_size,
-            seed=req.group_seed, repeats=req.group_repeats, confidence=req.confidence, ties=req.ties,
-            similarity=req.similarity, label_values=rel.label_values, max_memory=plan.room,
-            empty_queries=req.empty_queries, q_factor=factor, g_factor=None if loo else factor,
+            placeholder,
+            rel.q_codes,
+            None if loo else placeholder,
+            None if loo else rel.g_codes,
+            q_ids=own.q_ids,
+            g_ids=own.g_ids,
+            ks=sorted({s.k for s in specs}),
+            group_size=req.group_size,
+            seed=req.group_seed,
+            repeats=req.group_repeats,
+            confidence=req.confidence,
+            ties=req.ties,
+            similarity=req.similarity,
+            label_values=rel.label_values,
+            max_memory=plan.room,
+            empty_queries=req.empty_queries,
+            q_factor=factor,
+            g_factor=None if loo else factor,
             score_batch=local.score_batch,
         )
         return {s.name: found[s.k] for s in specs}
@@ -56,21 +69,31 @@ class _LocalRows:
         self.q0, self.q1 = layout.q_range(comm.rank)
         self.g0, self.g1 = sh.g0, sh.g1
         self.codes = sh.similarity == "hamming"  # 64-bit code words (uint64), else float32 rows
-        host = (lambda x: np.ascontiguousarray(be.to_numpy(x)).view(np.uint64)) if self.codes else (
-            lambda x: np.asarray(be.to_numpy(x), np.float32))
+        host = (
+            (lambda x: np.ascontiguousarray(be.to_numpy(x)).view(np.uint64))
+            if self.codes
+            else (lambda x: np.asarray(be.to_numpy(x), np.float32))
+        )
         self.Q = host(sh.Q)
         self.qa = None if sh.qa is None else np.asarray(be.to_numpy(sh.qa), np.float32)
         off = sh.g0 - sh.k0 * sh.c
         self.G = host(sh.Gp[off : off + (sh.g1 - sh.g0)])
-        self.ga = None if sh.ga is None else np.asarray(be.to_numpy(sh.ga[off : off + (sh.g1 - sh.g0)]),
-                                                        np.float32)
+        self.ga = (
+            None
+            if sh.ga is None
+            else np.asarray(be.to_numpy(sh.ga[off : off + (sh.g1 - sh.g0)]), np.float32)
+        )
 
     def score_batch(self, units, q_side, g_side, mq, mg, similarity, ks, hits, candidates):
         """:func:`._grouped._score_batch` over the ranks, step for step: assemble, score,
         mask to this rank's columns, reduce, count."""
         (_, q_codes, q_ids, _), (_, g_codes, g_ids, _) = q_side, g_side
         B, d = len(units), self.Q.shape[1]
-        Qb = np.zeros((B, mq, d), np.uint64) if self.codes else np.full((B, mq, d), -np.inf, np.float32)
+        Qb = (
+            np.zeros((B, mq, d), np.uint64)
+            if self.codes
+            else np.full((B, mq, d), -np.inf, np.float32)
+        )
         Gb = np.zeros((B, mg, d), self.G.dtype)
         qf = np.full((B, mq), -np.inf, np.float32) if self.qa is not None else None
         gf = np.zeros((B, mg), np.float32) if self.ga is not None else None
@@ -100,15 +123,21 @@ class _LocalRows:
             qf = self.comm.all_reduce(qf, "max")
             qf[np.isneginf(qf)] = 0.0
         S = _batch_scores(Qb, Gb, qf, gf, similarity)
-        valid = (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
+        valid = (
+            (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
+        )
         rel = valid & (qc[:, :, None] == gc[:, None, :])
         neg = valid & ~rel
         best = self.comm.all_reduce(np.where(rel & mine[:, None, :], S, -np.inf).max(axis=2), "max")
         has = best > -np.inf
-        counts = np.stack([((S > best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
-                           ((S == best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
-                           ((S == best[:, :, None]) & rel & mine[:, None, :]).sum(axis=2),
-                           (valid & mine[:, None, :]).sum(axis=2)]).astype(np.int64)
+        counts = np.stack(
+            [
+                ((S > best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
+                ((S == best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
+                ((S == best[:, :, None]) & rel & mine[:, None, :]).sum(axis=2),
+                (valid & mine[:, None, :]).sum(axis=2),
+            ]
+        ).astype(np.int64)
         above, tied, group, n_valid = self.comm.all_reduce(counts, "sum")
         rows = qidx >= 0
         candidates[qidx[rows]] = n_valid[rows]

@@ -84,8 +84,10 @@ def n_words(n_bits: int) -> int:
 
 
 # ----------------------------------------------------------------------------- packing
-_FIX = ("binary codes must be bool (or {0,1} / {-1,+1} numbers), one column per bit, or uint8 bytes packed "
-        "with np.packbits(bits, axis=1)")
+_FIX = (
+    "binary codes must be bool (or {0,1} / {-1,+1} numbers), one column per bit, or uint8 bytes packed "
+    "with np.packbits(bits, axis=1)"
+)
 
 
 def _first(rows, n: int = 5) -> str:
@@ -97,19 +99,25 @@ def _check_shape(a: np.ndarray, name: str) -> None:
     if a.dtype == object or a.dtype.kind not in "biuf":
         raise InputError(f"{name} has dtype {a.dtype}; {_FIX}.")
     if a.ndim != 2:
-        raise InputError(f"{name} must be 2-D (n_items x bits, or n_items x bytes when packed), got shape "
-                         f"{tuple(a.shape)}; reshape a single code with x[None, :].")
+        raise InputError(
+            f"{name} must be 2-D (n_items x bits, or n_items x bytes when packed), got shape "
+            f"{tuple(a.shape)}; reshape a single code with x[None, :]."
+        )
     if a.shape[0] == 0:
         raise InputError(f"{name} is empty (shape {tuple(a.shape)}): at least one code is needed.")
     if a.shape[1] == 0:
-        raise InputError(f"{name} has zero columns (shape {tuple(a.shape)}): codes need at least one bit.")
+        raise InputError(
+            f"{name} has zero columns (shape {tuple(a.shape)}): codes need at least one bit."
+        )
 
 
 def _words_buffer(n: int, n_bits: int, name: str) -> np.ndarray:
     """Zeroed bytes for ``n`` codes of ``n_bits``, a whole number of words per row."""
     if n_bits > MAX_BITS:
-        raise InputError(f"{name} holds {n_bits}-bit codes; at most {MAX_BITS} bits are supported "
-                         "(distances must stay exact in float32).")
+        raise InputError(
+            f"{name} holds {n_bits}-bit codes; at most {MAX_BITS} bits are supported "
+            "(distances must stay exact in float32)."
+        )
     return np.zeros((n, 8 * n_words(n_bits)), np.uint8)
 
 
@@ -120,7 +128,8 @@ def _from_packed(a: np.ndarray, name: str) -> tuple[np.ndarray, int]:
             f"np.packbits(bits, axis=1), 8 bits per column, and all-0/1 bytes are almost surely unpacked bits. "
             f"For unpacked bits pass {name}.astype(bool) (torch: .bool()), or pack them with "
             f"np.packbits({name}.astype(bool), axis=1). If these really are packed bytes, pass "
-            f"np.unpackbits({name}, axis=1).astype(bool), which gives the same codes.")
+            f"np.unpackbits({name}, axis=1).astype(bool), which gives the same codes."
+        )
     n_bits = 8 * int(a.shape[1])
     buf = _words_buffer(a.shape[0], n_bits, name)
     buf[:, : a.shape[1]] = a
@@ -133,7 +142,8 @@ def _bad_values(part: np.ndarray, bad: np.ndarray, start: int, name: str) -> Inp
     shown = ", ".join(repr(v.item()) for v in vals[:5]) + (", ..." if vals.size > 5 else "")
     return InputError(
         f"{name} holds values other than {{0, 1}} or {{-1, +1}}: row {start + r} has {shown}; {_FIX}. "
-        f"Threshold real-valued embeddings first (e.g. {name} > 0).")
+        f"Threshold real-valued embeddings first (e.g. {name} > 0)."
+    )
 
 
 def _check_bits(part: np.ndarray, start: int, name: str, seen: dict) -> np.ndarray:
@@ -158,7 +168,8 @@ def _check_bits(part: np.ndarray, start: int, name: str, seen: dict) -> np.ndarr
     if "zero" in seen and "neg" in seen:
         raise InputError(
             f"{name} mixes the {{0, 1}} and {{-1, +1}} conventions (row {seen['zero']} holds 0, row "
-            f"{seen['neg']} holds -1); use one of them throughout, or pass bool codes (e.g. {name} > 0).")
+            f"{seen['neg']} holds -1); use one of them throughout, or pass bool codes (e.g. {name} > 0)."
+        )
     return one
 
 
@@ -208,7 +219,9 @@ class PackedCodes(NamedTuple):
         return np.unpackbits(self.words.view(np.uint8), axis=1)[:, : self.n_bits].astype(np.float32)
 
 
-def pack_sides(queries, gallery, names=("queries", "gallery")) -> tuple[PackedCodes, PackedCodes | None]:
+def pack_sides(
+    queries, gallery, names=("queries", "gallery")
+) -> tuple[PackedCodes, PackedCodes | None]:
     """Validate and pack the query codes and the gallery codes (None in leave-one-out);
     each side may be packed (uint8) or unpacked, but both must hold the same number of
     bits. ``names``: the two arrays' names in messages."""
@@ -236,9 +249,13 @@ def words_to_torch(words: np.ndarray, device):
 # ----------------------------------------------------------------------------- CPU tiles
 def _check_tile(Qw, Gw, out) -> None:
     if Qw.ndim != 2 or Gw.ndim != 2 or Qw.shape[1] != Gw.shape[1]:
-        raise ValueError(f"word arrays must be 2-D with equal widths, got {tuple(Qw.shape)} and {tuple(Gw.shape)}")
+        raise ValueError(
+            f"word arrays must be 2-D with equal widths, got {tuple(Qw.shape)} and {tuple(Gw.shape)}"
+        )
     if tuple(out.shape) != (Qw.shape[0], Gw.shape[0]):
-        raise ValueError(f"out must have shape {(Qw.shape[0], Gw.shape[0])}, got {tuple(out.shape)}")
+        raise ValueError(
+            f"out must have shape {(Qw.shape[0], Gw.shape[0])}, got {tuple(out.shape)}"
+        )
 
 
 _NUMBA_STATE: tuple | None = None  # (kernel or None, why not), resolved on first use
@@ -251,7 +268,9 @@ def _numba_state() -> tuple:
     if _NUMBA_STATE is None:
         try:
             from ._hamming_numba import tile
-        except Exception as exc:  # ImportError, or numba failing on an interpreter it does not support yet
+        except (
+            Exception
+        ) as exc:  # ImportError, or numba failing on an interpreter it does not support yet
             _NUMBA_STATE = (None, f"numba could not be imported ({type(exc).__name__}: {exc})")
         else:
             _NUMBA_STATE = (tile, None)
@@ -293,7 +312,9 @@ def _popcount_rows(x: np.ndarray, lut: bool) -> np.ndarray:
     return _BYTE_COUNTS[b].sum(axis=-1, dtype=np.int64)
 
 
-def _hamming_tile_numpy(Qw: np.ndarray, Gw: np.ndarray, out: np.ndarray, *, _lut: bool = False) -> None:
+def _hamming_tile_numpy(
+    Qw: np.ndarray, Gw: np.ndarray, out: np.ndarray, *, _lut: bool = False
+) -> None:
     """The numpy twin of :func:`hamming_tile` (same numbers). Rows go in groups whose
     temporaries (xor words, counts) take about as many bytes as ``out``. ``_lut``
     forces the byte lookup table used on numpy < 2.0 (tests)."""

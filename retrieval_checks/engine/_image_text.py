@@ -32,23 +32,32 @@ from typing import Any
 
 import numpy as np
 
-from ..options import DEFAULTS, check_option
 from .._suggest import hint
-from ._evaluate import first_relevant_ranks
-from ._hamming import pack_sides
-from ._result import tie_note
-from ._stream import FirstRanks
-from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor
+from ..errors import InputError
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
-from ._result import _ByMetric
-from ..errors import InputError
+from ..options import DEFAULTS, check_option
+from ._evaluate import first_relevant_ranks
+from ._hamming import pack_sides
+from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor
+from ._result import _ByMetric, tie_note
+from ._stream import FirstRanks
 
 __all__ = ["evaluate_image_text", "ImageTextResult", "IMAGE_TEXT_METRICS"]
 
 IMAGE_TEXT_METRICS = (
-    "i2t_recall@1", "i2t_recall@5", "i2t_recall@10", "t2i_recall@1", "t2i_recall@5", "t2i_recall@10",
-    "rsum", "mean_recall", "i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr",
+    "i2t_recall@1",
+    "i2t_recall@5",
+    "i2t_recall@10",
+    "t2i_recall@1",
+    "t2i_recall@5",
+    "t2i_recall@10",
+    "rsum",
+    "mean_recall",
+    "i2t_medr",
+    "t2i_medr",
+    "i2t_meanr",
+    "t2i_meanr",
 )
 _RSUM_K = (1, 5, 10)
 _PROTOCOLS = {"5k": "all", "all": "all", "1k": "1k", "5fold1k": "5fold1k"}
@@ -64,8 +73,24 @@ class ImageTextResult(Mapping):
     rank of the first relevant item per image / caption, per fold.
     """
 
-    def __init__(self, values, intervals, per_fold, *, n_images, n_captions, layout, protocol, confidence,
-                 n_resamples, i2t_ranks, t2i_ranks, config, tie_values=None, tied_share: float = 0.0):
+    def __init__(
+        self,
+        values,
+        intervals,
+        per_fold,
+        *,
+        n_images,
+        n_captions,
+        layout,
+        protocol,
+        confidence,
+        n_resamples,
+        i2t_ranks,
+        t2i_ranks,
+        config,
+        tie_values=None,
+        tied_share: float = 0.0,
+    ):
         self._values = _ByMetric(values)
         self.intervals = _ByMetric(intervals)
         self.per_fold = per_fold
@@ -90,9 +115,13 @@ class ImageTextResult(Mapping):
     def tie_note(self, name: str, tolerance: float | None = None) -> str:
         """A line saying how much ``name`` depends on the order of tied scores, or ""."""
         spec = parse_metric(name)
-        return tie_note(spec, self.tie_values.get(spec.name), self.config.get("ties"),
-                        f"{self.tied_share:.1%} of queries' best relevant item ties with a non-relevant one",
-                        tolerance)
+        return tie_note(
+            spec,
+            self.tie_values.get(spec.name),
+            self.config.get("ties"),
+            f"{self.tied_share:.1%} of queries' best relevant item ties with a non-relevant one",
+            tolerance,
+        )
 
     def __getitem__(self, name: str) -> float:
         return self._values[name]  # aliases resolve to canonical names
@@ -121,34 +150,61 @@ class ImageTextResult(Mapping):
         low, high = self.intervals.get(spec.name, (None, None))
         details = ()
         if spec.family in ("rsum", "mean_recall"):
-            parts = ", ".join(f"{k} {self._values[k] * 100:.1f}" for d in ("i2t", "t2i") for k in
-                              (f"{d}_recall@1", f"{d}_recall@5", f"{d}_recall@10") if k in self._values)
+            parts = ", ".join(
+                f"{k} {self._values[k] * 100:.1f}"
+                for d in ("i2t", "t2i")
+                for k in (f"{d}_recall@1", f"{d}_recall@5", f"{d}_recall@10")
+                if k in self._values
+            )
             details = (f"components (percent): {parts}",) if parts else ()
         note = self.tie_note(spec.name)
         details += (note,) if note else ()
         extra = {}
         if spec.name in self.tie_values:
-            extra = {"tie_range": list(self.tie_range(spec.name)), "tied_share": self.tied_share,
-                     "ties": self.config.get("ties")}
+            extra = {
+                "tie_range": list(self.tie_range(spec.name)),
+                "tied_share": self.tied_share,
+                "ties": self.config.get("ties"),
+            }
         has = low is not None and math.isfinite(low)
         return Measurement(
-            metric=spec.name, value=float(value), unit=spec.unit, higher_is_better=spec.higher_is_better,
-            interval=(float(low), float(high)) if has else None, confidence=self.confidence if has else None,
-            method=f"percentile bootstrap over images, {self.n_resamples} resamples" if has else None,
-            n=self.n_images, n_unit="images", context=dict(self.config.get("context", {})),
-            sample=f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}", details=details,
-            extra=extra)
+            metric=spec.name,
+            value=float(value),
+            unit=spec.unit,
+            higher_is_better=spec.higher_is_better,
+            interval=(float(low), float(high)) if has else None,
+            confidence=self.confidence if has else None,
+            method=f"percentile bootstrap over images, {self.n_resamples} resamples"
+            if has
+            else None,
+            n=self.n_images,
+            n_unit="images",
+            context=dict(self.config.get("context", {})),
+            sample=f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}",
+            details=details,
+            extra=extra,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metrics": dict(self._values), "intervals": {k: list(v) for k, v in self.intervals.items()},
-                "per_fold": self.per_fold, "n_images": self.n_images, "n_captions": self.n_captions,
-                "layout": self.layout, "protocol": self.protocol, "confidence": self.confidence,
-                "config": dict(self.config), "ties": {k: dict(v) for k, v in self.tie_values.items()},
-                "tied_share": self.tied_share}
+        return {
+            "metrics": dict(self._values),
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
+            "per_fold": self.per_fold,
+            "n_images": self.n_images,
+            "n_captions": self.n_captions,
+            "layout": self.layout,
+            "protocol": self.protocol,
+            "confidence": self.confidence,
+            "config": dict(self.config),
+            "ties": {k: dict(v) for k, v in self.tie_values.items()},
+            "tied_share": self.tied_share,
+        }
 
     def __repr__(self) -> str:
-        lines = [f"ImageTextResult({self.n_images} images, {self.n_captions} captions, protocol {self.protocol}, "
-                 f"{self.layout} layout; {self.confidence:.0%} bootstrap intervals over images)"]
+        lines = [
+            f"ImageTextResult({self.n_images} images, {self.n_captions} captions, protocol {self.protocol}, "
+            f"{self.layout} layout; {self.confidence:.0%} bootstrap intervals over images)"
+        ]
         width = max(len(k) for k in self._values)
         for name, v in self._values.items():
             lo, hi = self.intervals.get(name, (math.nan, math.nan))
@@ -204,7 +260,9 @@ def _fold_slices(n_images: int, protocol: str):
         return [(0, n_images)]
     if protocol == "1k":
         if n_images < 1000:
-            raise InputError(f"protocol='1k' needs at least 1000 images, got {n_images}; use protocol='5k' (all).")
+            raise InputError(
+                f"protocol='1k' needs at least 1000 images, got {n_images}; use protocol='5k' (all)."
+            )
         return [(0, 1000)]
     if n_images < 5000:
         raise InputError(
@@ -268,30 +326,72 @@ def evaluate_image_text(
         """The options checked; the function that finishes the evaluation."""
         specs = _parse(metrics)
         if progress is not None and not isinstance(progress, bool):
-            raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
-        protocol_key = _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples,
-                                      seed)
+            raise InputError(
+                f"progress={progress!r}: use True, False or None (only on a terminal)."
+            )
+        protocol_key = _check_options(
+            protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed
+        )
         return lambda *pairing, rank_fold=None, n_images=None: _evaluate_pairs(
-            specs, *pairing, protocol=protocol, protocol_key=protocol_key, common=common, ties=ties,
-            confidence=confidence, n_resamples=n_resamples, seed=seed, rank_fold=rank_fold, n_images=n_images)
+            specs,
+            *pairing,
+            protocol=protocol,
+            protocol_key=protocol_key,
+            common=common,
+            ties=ties,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            rank_fold=rank_fold,
+            n_images=n_images,
+        )
 
-    if process_group is not None:  # checked on every rank once the ranks talk: a bad option raises on all of them
+    if (
+        process_group is not None
+    ):  # checked on every rank once the ranks talk: a bad option raises on all of them
         from ._image_text_sharded import evaluate_image_text_sharded
 
         return evaluate_image_text_sharded(
-            process_group, images, captions, caption_image, images_without_captions=images_without_captions,
-            prepare=checked, options=dict(metrics=list(metrics) if isinstance(metrics, tuple) else metrics,
-                                          protocol=protocol, ties=ties, confidence=confidence,
-                                          images_without_captions=images_without_captions, n_resamples=n_resamples,
-                                          seed=seed),
-            **common)
+            process_group,
+            images,
+            captions,
+            caption_image,
+            images_without_captions=images_without_captions,
+            prepare=checked,
+            options=dict(
+                metrics=list(metrics) if isinstance(metrics, tuple) else metrics,
+                protocol=protocol,
+                ties=ties,
+                confidence=confidence,
+                images_without_captions=images_without_captions,
+                n_resamples=n_resamples,
+                seed=seed,
+            ),
+            **common,
+        )
     finish = checked()
     pairing = _pairing(images, captions, caption_image, similarity, images_without_captions)
     return finish(*pairing)
 
 
-def _evaluate_pairs(specs, images, captions, cap_img, layout, dropped, *, protocol, protocol_key, common, ties,
-                    confidence, n_resamples, seed, rank_fold=None, n_images=None) -> ImageTextResult:
+def _evaluate_pairs(
+    specs,
+    images,
+    captions,
+    cap_img,
+    layout,
+    dropped,
+    *,
+    protocol,
+    protocol_key,
+    common,
+    ties,
+    confidence,
+    n_resamples,
+    seed,
+    rank_fold=None,
+    n_images=None,
+) -> ImageTextResult:
     """Folds, both directions' ranks (``rank_fold``: :func:`_rank_fold`, or the sharded
     pass's), values, tie values and bootstrap intervals."""
     similarity = common["similarity"]
@@ -312,14 +412,32 @@ def _evaluate_pairs(specs, images, captions, cap_img, layout, dropped, *, protoc
         boot = _bootstrap(specs, fold_data, ks, n_resamples, np.random.default_rng(seed))
         q = [(1 - confidence) / 2, (1 + confidence) / 2]
         intervals = {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in boot.items()}
-    config = {"similarity": similarity, "ties": ties, "images_dropped": dropped, "backend": backend,
-              "certain_k": certain,
-              "folds": [list(f) for f in folds], "seed": seed, "confidence": confidence, "n_resamples": n_resamples}
+    config = {
+        "similarity": similarity,
+        "ties": ties,
+        "images_dropped": dropped,
+        "backend": backend,
+        "certain_k": certain,
+        "folds": [list(f) for f in folds],
+        "seed": seed,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+    }
     return ImageTextResult(
-        values, intervals, per_fold, n_images=N, n_captions=int(cap_img.size), layout=layout,
-        protocol=protocol, confidence=confidence, n_resamples=n_resamples,
-        i2t_ranks=[f.i2t_first for f in fold_data], t2i_ranks=[f.t2i_first for f in fold_data], config=config,
-        tie_values=tie_values, tied_share=tied_share,
+        values,
+        intervals,
+        per_fold,
+        n_images=N,
+        n_captions=int(cap_img.size),
+        layout=layout,
+        protocol=protocol,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        i2t_ranks=[f.i2t_first for f in fold_data],
+        t2i_ranks=[f.t2i_first for f in fold_data],
+        config=config,
+        tie_values=tie_values,
+        tied_share=tied_share,
     )
 
 
@@ -333,18 +451,30 @@ def _tie_values(specs, ks, folds) -> tuple[dict, float]:
         for s in specs:
             out[s.name][policy] = float(np.mean([v[s.name] for v in per_fold]))
     for v in out.values():
-        v["min"], v["max"] = min(v["pessimistic"], v["optimistic"]), max(v["pessimistic"], v["optimistic"])
+        v["min"], v["max"] = (
+            min(v["pessimistic"], v["optimistic"]),
+            max(v["pessimistic"], v["optimistic"]),
+        )
     tied = sum(int((r.pessimistic != r.optimistic).sum()) for f in folds for r in f.first)
     total = sum(int(r.pessimistic.size) for f in folds for r in f.first)
     return out, tied / total if total else 0.0
 
 
-def _check_options(protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed) -> str:
+def _check_options(
+    protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed
+) -> str:
     """Validate the options; the protocol's canonical key."""
     if not isinstance(protocol, str) or protocol not in _PROTOCOLS:
-        raise InputError(f"protocol={protocol!r} is not one of '5k', 'all', '1k', '5fold1k'.{hint(protocol, _PROTOCOLS)}")
-    if not isinstance(images_without_captions, str) or images_without_captions not in ("error", "drop"):
-        raise InputError(f"images_without_captions={images_without_captions!r}: use 'error' or 'drop'.")
+        raise InputError(
+            f"protocol={protocol!r} is not one of '5k', 'all', '1k', '5fold1k'.{hint(protocol, _PROTOCOLS)}"
+        )
+    if not isinstance(images_without_captions, str) or images_without_captions not in (
+        "error",
+        "drop",
+    ):
+        raise InputError(
+            f"images_without_captions={images_without_captions!r}: use 'error' or 'drop'."
+        )
     check_option("similarity", similarity)
     check_option("ties", ties)
     check_option("confidence", confidence)
@@ -374,9 +504,13 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
     else:
         cap_img = as_numpy(caption_image, "caption_image")
         if cap_img.ndim != 1 or cap_img.shape[0] != M:
-            raise InputError(f"caption_image must hold one image index per caption ({M}), got shape {cap_img.shape}.")
+            raise InputError(
+                f"caption_image must hold one image index per caption ({M}), got shape {cap_img.shape}."
+            )
         if cap_img.dtype.kind not in "iu":
-            raise InputError(f"caption_image has dtype {cap_img.dtype}; it holds integer image indices.")
+            raise InputError(
+                f"caption_image has dtype {cap_img.dtype}; it holds integer image indices."
+            )
         cap_img = cap_img.astype(np.int64)
         layout = "indexed"
     N = int(images.shape[0])
@@ -384,11 +518,18 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
     if keep is None:
         return images, captions, cap_img, layout, 0
     remap = np.cumsum(keep) - 1
-    return _take(images, np.flatnonzero(keep)), captions, remap[cap_img], layout, N - int(keep.sum())
+    return (
+        _take(images, np.flatnonzero(keep)),
+        captions,
+        remap[cap_img],
+        layout,
+        N - int(keep.sum()),
+    )
 
 
-def captioned_images(cap_img: np.ndarray, n_images: int, images_without_captions: str,
-                     where: str = "") -> np.ndarray | None:
+def captioned_images(
+    cap_img: np.ndarray, n_images: int, images_without_captions: str, where: str = ""
+) -> np.ndarray | None:
     """Check that every caption's image index lies in ``0..n_images-1`` and return the
     mask of images with at least one caption, or None when every image has one. An
     image without captions is an error unless ``images_without_captions='drop'``
@@ -428,8 +569,14 @@ def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict, ties: st
     img_f = images[a:b]
     # every caption, in order (the 5k protocol): no copy
     M = int(captions.shape[0])
-    cap_f = captions if cap_idx.size == M and (cap_idx == np.arange(M)).all() else _take(captions, cap_idx)
-    from ._triton_image_text import fused_fold  # both directions in one pass where the fused kernel serves
+    cap_f = (
+        captions
+        if cap_idx.size == M and (cap_idx == np.arange(M)).all()
+        else _take(captions, cap_idx)
+    )
+    from ._triton_image_text import (
+        fused_fold,  # both directions in one pass where the fused kernel serves
+    )
 
     fused = fused_fold(img_f, cap_f, local, **common)
     if fused is not None:
@@ -444,8 +591,10 @@ def _parse(metrics) -> list[MetricSpec]:
     if isinstance(metrics, str):
         metrics = [metrics]
     if not isinstance(metrics, (list, tuple)):
-        raise InputError(f"metrics must be a name or a list of names, got {type(metrics).__name__}; "
-                         "e.g. metrics=['rsum', 'i2t_recall@1'].")
+        raise InputError(
+            f"metrics must be a name or a list of names, got {type(metrics).__name__}; "
+            "e.g. metrics=['rsum', 'i2t_recall@1']."
+        )
     specs: dict[str, MetricSpec] = {}
     for m in metrics:
         s = parse_metric(m)
@@ -486,7 +635,11 @@ class _Fold:
 
     def under(self, ties: str) -> "_Fold":
         """The same fold under another tie policy."""
-        return self if ties == self.ties else _Fold(*self.first, self.cap_image, self.n_images, ties, self.ks)
+        return (
+            self
+            if ties == self.ties
+            else _Fold(*self.first, self.cap_image, self.n_images, ties, self.ks)
+        )
 
     def _recall(self, side: str, w, k) -> float:
         if self.ties == "average":
@@ -547,8 +700,16 @@ def _bootstrap(specs, folds, ks, n_resamples, rng) -> dict[str, np.ndarray]:
     fold, each with all its captions (weights = how often its image was drawn)."""
     reps = {s.name: np.empty(n_resamples) for s in specs}
     for b in range(n_resamples):
-        vals = [f.values(specs, ks, np.bincount(rng.integers(0, f.n_images, f.n_images),
-                                                minlength=f.n_images).astype(np.float64)) for f in folds]
+        vals = [
+            f.values(
+                specs,
+                ks,
+                np.bincount(rng.integers(0, f.n_images, f.n_images), minlength=f.n_images).astype(
+                    np.float64
+                ),
+            )
+            for f in folds
+        ]
         for s in specs:
             reps[s.name][b] = np.mean([v[s.name] for v in vals])
     return reps

@@ -28,8 +28,21 @@ from ._stream import FirstRanks
 __all__ = ["evaluate_image_text_sharded"]
 
 
-def evaluate_image_text_sharded(group, images, captions, caption_image, *, images_without_captions, prepare,
-                                options: dict, similarity, device, max_memory, progress, use_kernels: bool = True):
+def evaluate_image_text_sharded(
+    group,
+    images,
+    captions,
+    caption_image,
+    *,
+    images_without_captions,
+    prepare,
+    options: dict,
+    similarity,
+    device,
+    max_memory,
+    progress,
+    use_kernels: bool = True,
+):
     """The sharded front of :func:`~retrieval_checks.evaluate_image_text`. ``prepare``
     checks the options and returns ``finish``, which runs the folds with the sharded
     rank pass; it runs once the ranks talk, so a bad option on one rank raises on
@@ -39,9 +52,20 @@ def evaluate_image_text_sharded(group, images, captions, caption_image, *, image
     try:
         comm.agree_call("retrieval_checks.evaluate_image_text(..., process_group=g)")
         finish = prepare()
-        common = dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress)
-        result = _run(comm, images, captions, caption_image, images_without_captions, finish, common, use_kernels,
-                      {"similarity": similarity, "max_memory": max_memory, **options})
+        common = dict(
+            similarity=similarity, device=device, max_memory=max_memory, progress=progress
+        )
+        result = _run(
+            comm,
+            images,
+            captions,
+            caption_image,
+            images_without_captions,
+            finish,
+            common,
+            use_kernels,
+            {"similarity": similarity, "max_memory": max_memory, **options},
+        )
         comm.finish()
         return result
     except BaseException as exc:
@@ -52,54 +76,88 @@ def evaluate_image_text_sharded(group, images, captions, caption_image, *, image
 def _local(comm: Comm, images, captions, caption_image, common: dict) -> dict:
     similarity = common["similarity"]
     if similarity == "hamming":
-        raise InputError("similarity='hamming' is not supported by evaluate_image_text with process_group; "
-                         "evaluate in one process, or use similarity='dot' on +-1 codes (the same ranking).")
+        raise InputError(
+            "similarity='hamming' is not supported by evaluate_image_text with process_group; "
+            "evaluate in one process, or use similarity='dot' on +-1 codes (the same ranking)."
+        )
     if caption_image is None:
-        raise InputError("caption_image is missing: with process_group each rank passes the index of every one of "
-                         "its captions' images in the whole image set (the repeated-images layout cannot be "
-                         "detected across ranks).")
+        raise InputError(
+            "caption_image is missing: with process_group each rank passes the index of every one of "
+            "its captions' images in the whole image set (the repeated-images layout cannot be "
+            "detected across ranks)."
+        )
     imgs, n_i, d_i = _rows(images, "images", similarity)
     caps, n_c, d_c = _rows(captions, "captions", similarity)
     if n_i and n_c and d_i != d_c:
-        raise InputError(f"images have dimension {d_i} but captions have dimension {d_c} on rank {comm.rank}; both "
-                         "must come from the same joint embedding space.")
+        raise InputError(
+            f"images have dimension {d_i} but captions have dimension {d_c} on rank {comm.rank}; both "
+            "must come from the same joint embedding space."
+        )
     if n_i and n_c:
         check_score_range(imgs, caps, similarity, names=("images", "captions"))
     cap_img = as_numpy(caption_image, "caption_image")
     if cap_img.ndim != 1 or cap_img.shape[0] != n_c:
-        raise InputError(f"caption_image on rank {comm.rank} must hold one image index per caption of the rank "
-                         f"({n_c}), got shape {cap_img.shape}.")
+        raise InputError(
+            f"caption_image on rank {comm.rank} must hold one image index per caption of the rank "
+            f"({n_c}), got shape {cap_img.shape}."
+        )
     if cap_img.size and cap_img.dtype.kind not in "iu":
-        raise InputError(f"caption_image has dtype {cap_img.dtype}; it holds integer image indices.")
+        raise InputError(
+            f"caption_image has dtype {cap_img.dtype}; it holds integer image indices."
+        )
     backend = resolve_backend(common["device"], [a for a in (imgs, caps) if a is not None])
-    return {"images": imgs, "captions": caps, "n_i": n_i, "n_c": n_c, "d": d_i if n_i else d_c,
-            "cap_img": cap_img.astype(np.int64), "backend": backend,
-            "budget": parse_memory(common["max_memory"]) or default_memory_budget(backend),
-            "cuda": backend.is_cuda}
+    return {
+        "images": imgs,
+        "captions": caps,
+        "n_i": n_i,
+        "n_c": n_c,
+        "d": d_i if n_i else d_c,
+        "cap_img": cap_img.astype(np.int64),
+        "backend": backend,
+        "budget": parse_memory(common["max_memory"]) or default_memory_budget(backend),
+        "cuda": backend.is_cuda,
+    }
 
 
-def _run(comm: Comm, images, captions, caption_image, images_without_captions, finish, common: dict,
-         use_kernels: bool, options: dict):
+def _run(
+    comm: Comm,
+    images,
+    captions,
+    caption_image,
+    images_without_captions,
+    finish,
+    common: dict,
+    use_kernels: bool,
+    options: dict,
+):
     mine = _local(comm, images, captions, caption_image, common)
     mine["options"] = {k: repr(v) for k, v in options.items()}
-    infos = comm.gather_objects({k: mine[k] for k in ("n_i", "n_c", "d", "cap_img", "budget", "options", "cuda")})
+    infos = comm.gather_objects(
+        {k: mine[k] for k in ("n_i", "n_c", "d", "cap_img", "budget", "options", "cuda")}
+    )
     for r, info in enumerate(infos):
         for key, value in infos[0]["options"].items():
             if info["options"][key] != value:
-                raise InputError(f"The ranks called evaluate_image_text differently: {key}={info['options'][key]} on "
-                                 f"rank {r} but {value} on rank 0; pass the same options on every rank.")
+                raise InputError(
+                    f"The ranks called evaluate_image_text differently: {key}={info['options'][key]} on "
+                    f"rank {r} but {value} on rank 0; pass the same options on every rank."
+                )
         if info["cuda"] != infos[0]["cuda"]:
             where = ["the CPU", "CUDA"]
-            raise InputError(f"The ranks called evaluate_image_text differently: rank {r} computes on "
-                             f"{where[info['cuda']]}, rank 0 on {where[infos[0]['cuda']]}; pass the same device on "
-                             "every rank.")
+            raise InputError(
+                f"The ranks called evaluate_image_text differently: rank {r} computes on "
+                f"{where[info['cuda']]}, rank 0 on {where[infos[0]['cuda']]}; pass the same device on "
+                "every rank."
+            )
     dims = {i["d"] for i in infos if i["n_i"] or i["n_c"]}
     if len(dims) > 1:
         raise InputError(f"The ranks' embeddings have different dimensions ({sorted(dims)}).")
     d = dims.pop() if dims else mine["d"]
     img_off = np.concatenate([[0], np.cumsum([i["n_i"] for i in infos])]).astype(np.int64)
     cap_off = np.concatenate([[0], np.cumsum([i["n_c"] for i in infos])]).astype(np.int64)
-    cap_img = np.concatenate([i["cap_img"] for i in infos]) if cap_off[-1] else np.zeros(0, np.int64)
+    cap_img = (
+        np.concatenate([i["cap_img"] for i in infos]) if cap_off[-1] else np.zeros(0, np.int64)
+    )
     N = int(img_off[-1])
     keep = captioned_images(cap_img, N, images_without_captions, " over the ranks")
     imgs = mine["images"]
@@ -107,12 +165,20 @@ def _run(comm: Comm, images, captions, caption_image, images_without_captions, f
     if keep is not None:
         lo, hi = int(img_off[comm.rank]), int(img_off[comm.rank + 1])
         imgs = imgs[_index(imgs, np.flatnonzero(keep[lo:hi]))]
-        img_off = np.concatenate([[0], np.cumsum([int(keep[img_off[r]:img_off[r + 1]].sum())
-                                                  for r in range(comm.world)])]).astype(np.int64)
+        img_off = np.concatenate(
+            [
+                [0],
+                np.cumsum(
+                    [int(keep[img_off[r] : img_off[r + 1]].sum()) for r in range(comm.world)]
+                ),
+            ]
+        ).astype(np.int64)
         cap_img = (np.cumsum(keep) - 1)[cap_img]
         dropped, N = N - int(keep.sum()), int(keep.sum())
     budget = infos[0]["budget"]
-    fold = _FoldRanker(comm, imgs, mine["captions"], img_off, cap_off, d, common, budget, use_kernels)
+    fold = _FoldRanker(
+        comm, imgs, mine["captions"], img_off, cap_off, d, common, budget, use_kernels
+    )
     return finish(None, None, cap_img, "indexed", dropped, rank_fold=fold, n_images=N)
 
 
@@ -147,28 +213,55 @@ class _FoldRanker:
         t2i_rel = Csr(np.arange(n_c + 1, dtype=np.int64), local.astype(np.int64))
         # this rank's fold images and fold captions, and every rank's counts of them
         i_lo, i_hi = max(a, int(self.img_off[r])), min(b, int(self.img_off[r + 1]))
-        img_sizes = [max(0, min(b, int(self.img_off[q + 1])) - max(a, int(self.img_off[q])))
-                     for q in range(self.comm.world)]
-        cap_sizes = [int(inside[self.cap_off[q]:self.cap_off[q + 1]].sum()) for q in range(self.comm.world)]
-        img_f = self.images[i_lo - int(self.img_off[r]): max(i_lo, i_hi) - int(self.img_off[r])]
-        mine = np.flatnonzero(inside[self.cap_off[r]:self.cap_off[r + 1]])
-        cap_f = self.captions if mine.size == self.captions.shape[0] else self.captions[_index(self.captions, mine)]
+        img_sizes = [
+            max(0, min(b, int(self.img_off[q + 1])) - max(a, int(self.img_off[q])))
+            for q in range(self.comm.world)
+        ]
+        cap_sizes = [
+            int(inside[self.cap_off[q] : self.cap_off[q + 1]].sum()) for q in range(self.comm.world)
+        ]
+        img_f = self.images[i_lo - int(self.img_off[r]) : max(i_lo, i_hi) - int(self.img_off[r])]
+        mine = np.flatnonzero(inside[self.cap_off[r] : self.cap_off[r + 1]])
+        cap_f = (
+            self.captions
+            if mine.size == self.captions.shape[0]
+            else self.captions[_index(self.captions, mine)]
+        )
         i2t, backend = self._first(img_f, cap_f, img_sizes, cap_sizes, i2t_rel)
         t2i, _ = self._first(cap_f, img_f, cap_sizes, img_sizes, t2i_rel)
         return _Fold(i2t, t2i, local, n_i, ties, ks), backend
 
     def _first(self, queries, gallery, q_sizes, g_sizes, relevance: Csr):
         """:func:`._evaluate.first_relevant_ranks`, sharded."""
-        layout = _Layout(np.concatenate([[0], np.cumsum(q_sizes)]).astype(np.int64),
-                         np.concatenate([[0], np.cumsum(g_sizes)]).astype(np.int64))
+        layout = _Layout(
+            np.concatenate([[0], np.cumsum(q_sizes)]).astype(np.int64),
+            np.concatenate([[0], np.cumsum(g_sizes)]).astype(np.int64),
+        )
         n_q, n_g = int(layout.q_off[-1]), int(layout.g_off[-1])
         own = Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
         source = RelevanceSource(csr=relevance, self_pairs=own, n_g=n_g)
         info = {"Q": queries, "G": gallery, "n_q": int(queries.shape[0]), "d": self.d}
         totals, _, plan = sharded_pass(
-            self.comm, info, layout, source, own, d=self.d, loo=False, n_relevant=np.diff(relevance.indptr),
-            query_specs=[parse_metric("mrr")], pair_specs=[], ties="pessimistic",
-            similarity=self.common["similarity"], relevance_level=1, device=self.common["device"],
-            budget=self.budget, tile=None, progress=self.common["progress"], use_kernels=self.use_kernels)
-        first = FirstRanks(totals.first_rank["pessimistic"], totals.first_rank["optimistic"], totals.first_group)
+            self.comm,
+            info,
+            layout,
+            source,
+            own,
+            d=self.d,
+            loo=False,
+            n_relevant=np.diff(relevance.indptr),
+            query_specs=[parse_metric("mrr")],
+            pair_specs=[],
+            ties="pessimistic",
+            similarity=self.common["similarity"],
+            relevance_level=1,
+            device=self.common["device"],
+            budget=self.budget,
+            tile=None,
+            progress=self.common["progress"],
+            use_kernels=self.use_kernels,
+        )
+        first = FirstRanks(
+            totals.first_rank["pessimistic"], totals.first_rank["optimistic"], totals.first_group
+        )
         return first, plan.backend.name

@@ -42,17 +42,25 @@ def refuse_sparse(x, name: str) -> None:
     if is_torch_tensor(x):
         layout = str(getattr(x, "layout", "torch.strided"))
         if layout != "torch.strided":
-            raise InputError(f"{name} is a sparse tensor ({layout}); embeddings must be dense: pass {name}.to_dense().")
+            raise InputError(
+                f"{name} is a sparse tensor ({layout}); embeddings must be dense: pass {name}.to_dense()."
+            )
         if getattr(getattr(x, "device", None), "type", None) == "meta":
-            raise InputError(f"{name} is a tensor on the meta device, which holds no data; pass the computed "
-                             "embeddings (a tensor on the CPU or a CUDA device).")
+            raise InputError(
+                f"{name} is a tensor on the meta device, which holds no data; pass the computed "
+                "embeddings (a tensor on the CPU or a CUDA device)."
+            )
         return
     import sys
 
     sparse = sys.modules.get("scipy.sparse")
-    if (sparse is not None and sparse.issparse(x)) or (not isinstance(x, np.ndarray) and hasattr(x, "toarray")):
-        raise InputError(f"{name} is a sparse matrix ({type(x).__name__}, shape {getattr(x, 'shape', '?')}); "
-                         f"embeddings must be dense: pass {name}.toarray().")
+    if (sparse is not None and sparse.issparse(x)) or (
+        not isinstance(x, np.ndarray) and hasattr(x, "toarray")
+    ):
+        raise InputError(
+            f"{name} is a sparse matrix ({type(x).__name__}, shape {getattr(x, 'shape', '?')}); "
+            f"embeddings must be dense: pass {name}.toarray()."
+        )
 
 
 def check_embeddings(x, name: str, *, similarity: str):
@@ -185,8 +193,10 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
     sides = [(queries, names[0])] + ([] if gallery is None else [(gallery, names[1])])
     peaks = [(_max_abs(x), name) for x, name in sides]
     peak, peak_name = max(peaks)
-    fix = ("normalise the embeddings (or use similarity='cosine'), or rescale them to values near 1 before "
-           "evaluating")
+    fix = (
+        "normalise the embeddings (or use similarity='cosine'), or rescale them to values near 1 before "
+        "evaluating"
+    )
     if peak > _F32_MAX / 2:
         raise InputError(
             f"{peak_name} holds values beyond float32 range (max |x| = {peak:.3g}); the engine computes "
@@ -198,8 +208,12 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
     if e < -1000:  # subnormal float64 data: hopeless in float32
         norms = [0.0] * len(sides)
     else:
-        scale = 2.0 ** -e  # exact: max |x * scale| is in [0.5, 1)
-        center = _mean(gallery if gallery is not None else queries, scale) if similarity == "neg_l2" else None
+        scale = 2.0**-e  # exact: max |x * scale| is in [0.5, 1)
+        center = (
+            _mean(gallery if gallery is not None else queries, scale)
+            if similarity == "neg_l2"
+            else None
+        )
         norms = [_max_norm(x, scale, center) for x, _ in sides]
     a = norms[0]
     b = norms[-1]
@@ -253,7 +267,9 @@ def _row_log2_norms(x, center=None) -> np.ndarray:
         _, e = np.frexp(peak)
         q = np.ldexp(p, -e[:, None])
         with np.errstate(divide="ignore"):
-            out.append(np.where(peak > 0, np.log2(np.sqrt(np.einsum("ij,ij->i", q, q))) + e, -np.inf))
+            out.append(
+                np.where(peak > 0, np.log2(np.sqrt(np.einsum("ij,ij->i", q, q))) + e, -np.inf)
+            )
     return np.concatenate(out)
 
 
@@ -294,11 +310,15 @@ def _check_row_scales(sides, loo: bool, similarity: str, what: str, fix: str) ->
         return
     rows = " and ".join(where)
     if similarity == "dot":
-        detail = (f"the smallest nonzero row norms of {rows} multiply to about 2^{pair:.0f}, so the dot products "
-                  "of those rows")
+        detail = (
+            f"the smallest nonzero row norms of {rows} multiply to about 2^{pair:.0f}, so the dot products "
+            "of those rows"
+        )
     else:
-        detail = (f"the rows of {rows} closest to the centring point (the gallery mean rounded to integers) give "
-                  f"squared distances of about 2^{pair:.0f}, which")
+        detail = (
+            f"the rows of {rows} closest to the centring point (the gallery mean rounded to integers) give "
+            f"squared distances of about 2^{pair:.0f}, which"
+        )
     raise InputError(
         f"{rows} hold rows too small for float32 {what}: {detail} underflow float32 "
         f"(below {_SCORE_FLOOR:.3g}) and tie, silently changing the ranking; {fix} (per row: "
@@ -316,7 +336,9 @@ def _check_kinds(labels, name: str) -> None:
         return  # nested: the 1-D check names the shape
     if "NoneType" in kinds:
         _refuse_none(labels, name)
-    shown = ", ".join(sorted("strings" if k == "string" else "numbers" if k == "number" else k for k in kinds))
+    shown = ", ".join(
+        sorted("strings" if k == "string" else "numbers" if k == "number" else k for k in kinds)
+    )
     raise InputError(
         f"{name} mixes label types ({shown}), e.g. 1 and '1', which numpy would merge into one type; "
         "use one type for every label (all ints or all strings)."
@@ -362,7 +384,9 @@ def _label_kind(arr: np.ndarray, name: str) -> str:
             return "bytes string"
         if all(isinstance(v, (bool, np.bool_)) for v in arr):
             return "boolean"
-        if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in arr):
+        if all(
+            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in arr
+        ):
             return "integer"
         types = sorted({type(v).__name__ for v in arr})
         raise InputError(
@@ -411,13 +435,22 @@ def encode_labels(query_labels, gallery_labels, n_q: int, n_g: int, g_name: str)
     kq, kg = _label_kind(ql, "query_labels"), _label_kind(gl, g_name)
     _same_kind("query_labels", kq, g_name, kg)
     if kq in ("string", "bytes string"):
-        ql, gl = ql.astype(str if kq == "string" else bytes), gl.astype(str if kq == "string" else bytes)
+        ql, gl = (
+            ql.astype(str if kq == "string" else bytes),
+            gl.astype(str if kq == "string" else bytes),
+        )
     elif ql.dtype == object or gl.dtype == object:
         both_int = kq == "integer" and kg == "integer"
         try:
-            ql, gl = (ql.astype(np.int64), gl.astype(np.int64)) if both_int else (ql.astype(float), gl.astype(float))
+            ql, gl = (
+                (ql.astype(np.int64), gl.astype(np.int64))
+                if both_int
+                else (ql.astype(float), gl.astype(float))
+            )
         except OverflowError:
-            raise InputError("Integer labels must fit in 64 bits; map them to smaller codes or strings.") from None
+            raise InputError(
+                "Integer labels must fit in 64 bits; map them to smaller codes or strings."
+            ) from None
     values, inverse = np.unique(np.concatenate([ql, gl]), return_inverse=True)
     inverse = inverse.astype(np.int64).ravel()
     return inverse[:n_q], inverse[n_q:], values
@@ -430,7 +463,10 @@ def encode_ids(query_ids, gallery_ids, n_q: int, n_g: int, g_name: str):
     kq, kg = _label_kind(qi, "query_ids"), _label_kind(gi, g_name)
     _same_kind("query_ids", kq, g_name, kg)
     if kq in ("string", "bytes string"):
-        qi, gi = qi.astype(str if kq == "string" else bytes), gi.astype(str if kq == "string" else bytes)
+        qi, gi = (
+            qi.astype(str if kq == "string" else bytes),
+            gi.astype(str if kq == "string" else bytes),
+        )
     _, inverse = np.unique(np.concatenate([qi, gi]), return_inverse=True)
     inverse = inverse.astype(np.int64).ravel()
     return inverse[:n_q], inverse[n_q:]
@@ -453,8 +489,11 @@ class Csr:
 
     def rows(self, start: int, stop: int) -> "Csr":
         a, b = self.indptr[start], self.indptr[stop]
-        return Csr(self.indptr[start : stop + 1] - a, self.indices[a:b],
-                   None if self.grades is None else self.grades[a:b])
+        return Csr(
+            self.indptr[start : stop + 1] - a,
+            self.indices[a:b],
+            None if self.grades is None else self.grades[a:b],
+        )
 
     def row_ids(self) -> np.ndarray:
         return np.repeat(np.arange(self.n_rows, dtype=np.int64), self.row_counts())
@@ -480,7 +519,9 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     or a sparse or dense matrix of whole grades >= 0 (the Csr then carries ``grades``)."""
     name = "relevance"
     rows: list[np.ndarray]
-    if isinstance(relevance, Csr):  # already converted (the sharded engine gathers each rank's rows)
+    if isinstance(
+        relevance, Csr
+    ):  # already converted (the sharded engine gathers each rank's rows)
         return relevance
     if isinstance(relevance, (str, bytes, np.str_, np.bytes_)):
         shown = repr(relevance)
@@ -495,17 +536,29 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     if is_torch_tensor(relevance):
         relevance = as_numpy(relevance, name)
     if isinstance(relevance, np.ndarray) and relevance.ndim > 2:
-        raise InputError(f"{name} has shape {relevance.shape}; pass a boolean (n_queries x n_gallery) = "
-                         f"{(n_q, n_g)} mask, or one list of gallery indices per query.")
+        raise InputError(
+            f"{name} has shape {relevance.shape}; pass a boolean (n_queries x n_gallery) = "
+            f"{(n_q, n_g)} mask, or one list of gallery indices per query."
+        )
     if isinstance(relevance, np.ndarray) and relevance.ndim == 2 and relevance.dtype != object:
         return _mask_to_csr(relevance, n_q, n_g)
-    if isinstance(relevance, Mapping) and relevance and all(isinstance(v, Mapping) for v in relevance.values()):
+    if (
+        isinstance(relevance, Mapping)
+        and relevance
+        and all(isinstance(v, Mapping) for v in relevance.values())
+    ):
         return _graded_dict_to_csr(relevance, n_q, n_g)
     if isinstance(relevance, Mapping):
         rows = [np.zeros(0, np.int64)] * n_q
         for key, value in relevance.items():
-            if isinstance(key, bool) or not isinstance(key, numbers.Integral) or not 0 <= int(key) < n_q:
-                raise InputError(f"{name} has key {key!r}; keys must be query indices in [0, {n_q}).")
+            if (
+                isinstance(key, bool)
+                or not isinstance(key, numbers.Integral)
+                or not 0 <= int(key) < n_q
+            ):
+                raise InputError(
+                    f"{name} has key {key!r}; keys must be query indices in [0, {n_q})."
+                )
             rows[int(key)] = value
     else:
         try:
@@ -516,12 +569,19 @@ def relevance_to_csr(relevance, n_q: int, n_g: int) -> Csr:
                 "a list of gallery-index lists or a dict {query: gallery indices}."
             ) from None
         if len(rows) != n_q:
-            raise InputError(f"{name} has {len(rows)} rows but there are {n_q} queries; give one entry per query.")
+            raise InputError(
+                f"{name} has {len(rows)} rows but there are {n_q} queries; give one entry per query."
+            )
     counts = np.zeros(n_q, np.int64)
     parts = []
     given = list(relevance) if isinstance(relevance, Mapping) else range(len(rows))
     rows = _row_arrays(rows, [int(k) for k in given])
-    if n_q and n_g and len(rows) == n_q and all(r.ndim == 1 and r.size == n_g and r.dtype == bool for r in rows):
+    if (
+        n_q
+        and n_g
+        and len(rows) == n_q
+        and all(r.ndim == 1 and r.size == n_g and r.dtype == bool for r in rows)
+    ):
         return relevance_to_csr(np.stack(rows), n_q, n_g)  # a list of boolean rows is a mask
     _refuse_01_rows(rows, n_g)
     for i, row in enumerate(rows):
@@ -541,7 +601,9 @@ def _is_grade(values: np.ndarray) -> np.ndarray:
         return np.isfinite(v) & (v >= 0) & (v == np.floor(v))
 
 
-def _pairs_to_csr(rows: np.ndarray, cols: np.ndarray, n_q: int, grades: np.ndarray | None = None) -> Csr:
+def _pairs_to_csr(
+    rows: np.ndarray, cols: np.ndarray, n_q: int, grades: np.ndarray | None = None
+) -> Csr:
     """(query, gallery) pairs (unique) as CSR, each row sorted, grades alongside."""
     order = np.lexsort((cols, rows))
     indptr = np.zeros(n_q + 1, np.int64)
@@ -554,20 +616,36 @@ def _graded_dict_to_csr(relevance: Mapping, n_q: int, n_g: int) -> Csr:
     non-relevant, dropped)."""
     rows, cols, grades = [], [], []
     for key, row in relevance.items():
-        if isinstance(key, bool) or not isinstance(key, numbers.Integral) or not 0 <= int(key) < n_q:
-            raise InputError(f"relevance has key {key!r}; keys must be query indices in [0, {n_q}).")
+        if (
+            isinstance(key, bool)
+            or not isinstance(key, numbers.Integral)
+            or not 0 <= int(key) < n_q
+        ):
+            raise InputError(
+                f"relevance has key {key!r}; keys must be query indices in [0, {n_q})."
+            )
         if not isinstance(row, Mapping):
-            raise InputError(f"relevance[{key!r}] is a {type(row).__name__}, but other rows are {{gallery index: "
-                             "grade}} mappings; give every row as a mapping (or every row as a list of indices).")
+            raise InputError(
+                f"relevance[{key!r}] is a {type(row).__name__}, but other rows are {{gallery index: "
+                "grade}} mappings; give every row as a mapping (or every row as a list of indices)."
+            )
         for g, grade in row.items():
             if isinstance(g, bool) or not isinstance(g, numbers.Integral) or not 0 <= int(g) < n_g:
                 raise InputError(f"relevance[{key!r}] has gallery index {g!r}, outside [0, {n_g}).")
-            if isinstance(grade, bool) or not isinstance(grade, numbers.Real) or not _is_grade(np.array([grade]))[0]:
-                raise InputError(f"relevance[{key!r}][{g!r}] = {grade!r}: a grade is a whole number >= 0 "
-                                 "(0 = judged non-relevant).")
+            if (
+                isinstance(grade, bool)
+                or not isinstance(grade, numbers.Real)
+                or not _is_grade(np.array([grade]))[0]
+            ):
+                raise InputError(
+                    f"relevance[{key!r}][{g!r}] = {grade!r}: a grade is a whole number >= 0 "
+                    "(0 = judged non-relevant)."
+                )
             if grade > 0:
                 rows.append(int(key)), cols.append(int(g)), grades.append(float(grade))
-    return _pairs_to_csr(np.asarray(rows, np.int64), np.asarray(cols, np.int64), n_q, np.asarray(grades, np.float64))
+    return _pairs_to_csr(
+        np.asarray(rows, np.int64), np.asarray(cols, np.int64), n_q, np.asarray(grades, np.float64)
+    )
 
 
 def _mask_to_csr(relevance: np.ndarray, n_q: int, n_g: int) -> Csr:
@@ -575,7 +653,9 @@ def _mask_to_csr(relevance: np.ndarray, n_q: int, n_g: int) -> Csr:
     (0 = not relevant); other values are refused."""
     name = "relevance"
     if relevance.shape != (n_q, n_g):
-        raise InputError(f"{name} has shape {relevance.shape} but (n_queries, n_gallery) is {(n_q, n_g)}.")
+        raise InputError(
+            f"{name} has shape {relevance.shape} but (n_queries, n_gallery) is {(n_q, n_g)}."
+        )
     if relevance.dtype != bool:
         if relevance.dtype.kind not in "iuf" or not _is_grade(relevance).all():
             raise InputError(
@@ -585,8 +665,12 @@ def _mask_to_csr(relevance: np.ndarray, n_q: int, n_g: int) -> Csr:
             )
         if not np.isin(relevance, (0, 1)).all():
             rid, cols = np.nonzero(relevance > 0)
-            return _pairs_to_csr(rid.astype(np.int64), cols.astype(np.int64), n_q,
-                                 relevance[rid, cols].astype(np.float64))
+            return _pairs_to_csr(
+                rid.astype(np.int64),
+                cols.astype(np.int64),
+                n_q,
+                relevance[rid, cols].astype(np.float64),
+            )
         relevance = relevance.astype(bool)
     rid, cols = np.nonzero(relevance)
     indptr = np.zeros(n_q + 1, np.int64)
@@ -594,13 +678,17 @@ def _mask_to_csr(relevance: np.ndarray, n_q: int, n_g: int) -> Csr:
     return Csr(indptr, cols.astype(np.int64))
 
 
-_FORMS = ("The accepted forms of relevance: a boolean (n_queries x n_gallery) mask or a matrix of whole grades "
-          "(numpy or torch), a scipy sparse matrix, one list of relevant gallery indices per query ([[3, 17], [], "
-          "[5]]), {query index: [gallery indices]}, or graded {query index: {gallery index: grade}}.")
+_FORMS = (
+    "The accepted forms of relevance: a boolean (n_queries x n_gallery) mask or a matrix of whole grades "
+    "(numpy or torch), a scipy sparse matrix, one list of relevant gallery indices per query ([[3, 17], [], "
+    "[5]]), {query index: [gallery indices]}, or graded {query index: {gallery index: grade}}."
+)
 
 
 def _is_scalar(row) -> bool:
-    return isinstance(row, (numbers.Number, np.generic)) or (isinstance(row, np.ndarray) and row.ndim == 0)
+    return isinstance(row, (numbers.Number, np.generic)) or (
+        isinstance(row, np.ndarray) and row.ndim == 0
+    )
 
 
 def _row_arrays(rows: list, given: list[int]) -> list[np.ndarray]:
@@ -613,26 +701,38 @@ def _row_arrays(rows: list, given: list[int]) -> list[np.ndarray]:
     for i, row in enumerate(rows):
         where = f"relevance[{i}]"
         if row is None:
-            raise InputError(f"{where} is None; give [] for a query without relevant gallery items. {_FORMS}")
+            raise InputError(
+                f"{where} is None; give [] for a query without relevant gallery items. {_FORMS}"
+            )
         if isinstance(row, Mapping):
-            raise InputError(f"{where} is a {type(row).__name__}, but other rows are lists of gallery indices; give "
-                             f"every row in one form. {_FORMS}")
+            raise InputError(
+                f"{where} is a {type(row).__name__}, but other rows are lists of gallery indices; give "
+                f"every row in one form. {_FORMS}"
+            )
         if _is_scalar(row):
             if listed:
-                raise InputError(f"{where} is a single {type(row).__name__} ({row!r}), but other rows are lists "
-                                 f"(relevance[{listed[0]}]); write it as a list ([{row!r}]). {_FORMS}")
+                raise InputError(
+                    f"{where} is a single {type(row).__name__} ({row!r}), but other rows are lists "
+                    f"(relevance[{listed[0]}]); write it as a list ([{row!r}]). {_FORMS}"
+                )
             row = [row]
         if isinstance(row, (str, bytes, np.str_, np.bytes_)):
-            raise InputError(f"{where} is a {type(row).__name__}; each entry is a list of integer gallery indices. "
-                             f"{_FORMS}")
+            raise InputError(
+                f"{where} is a {type(row).__name__}; each entry is a list of integer gallery indices. "
+                f"{_FORMS}"
+            )
         try:
             arr = as_numpy(row, where)
         except (InputError, TypeError, ValueError):
             arr = None
-        if arr is None or (arr.dtype == object and any(isinstance(v, (list, tuple, np.ndarray, Mapping))
-                                                       for v in arr.ravel())):
-            raise InputError(f"{where} is ragged or nested (it holds lists inside the list, of different lengths); "
-                             f"each entry is a flat list of gallery indices. {_FORMS}")
+        if arr is None or (
+            arr.dtype == object
+            and any(isinstance(v, (list, tuple, np.ndarray, Mapping)) for v in arr.ravel())
+        ):
+            raise InputError(
+                f"{where} is ragged or nested (it holds lists inside the list, of different lengths); "
+                f"each entry is a flat list of gallery indices. {_FORMS}"
+            )
         out.append(arr)
     return out
 
@@ -642,12 +742,16 @@ def _index_row(row, i: int, n_g: int) -> np.ndarray:
     flat list of integers inside [0, n_g)."""
     name = "relevance"
     if isinstance(row, (str, bytes, np.str_, np.bytes_)):
-        raise InputError(f"{name}[{i}] is a {type(row).__name__}; each entry is a list of integer gallery "
-                         "indices.")
+        raise InputError(
+            f"{name}[{i}] is a {type(row).__name__}; each entry is a list of integer gallery "
+            "indices."
+        )
     try:
         raw = as_numpy(row, f"{name}[{i}]")
     except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}[{i}] could not be read as gallery indices ({exc}); give a list of ints.") from None
+        raise InputError(
+            f"{name}[{i}] could not be read as gallery indices ({exc}); give a list of ints."
+        ) from None
     if raw.ndim > 1:
         raise InputError(
             f"{name}[{i}] is nested (shape {raw.shape}); each entry is a flat list of gallery indices "
@@ -701,7 +805,9 @@ def _sparse_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     one relevant pair."""
     name = "relevance"
     if tuple(relevance.shape) != (n_q, n_g):
-        raise InputError(f"{name} has shape {tuple(relevance.shape)} but (n_queries, n_gallery) is {(n_q, n_g)}.")
+        raise InputError(
+            f"{name} has shape {tuple(relevance.shape)} but (n_queries, n_gallery) is {(n_q, n_g)}."
+        )
     try:
         coo = relevance.tocoo()
     except Exception as exc:  # a foreign object with a tocsr method
@@ -709,8 +815,10 @@ def _sparse_to_csr(relevance, n_q: int, n_g: int) -> Csr:
     data = np.asarray(coo.data)
     if data.dtype != bool:
         if data.dtype.kind not in "iuf":
-            raise InputError(f"{name} is a sparse matrix of dtype {data.dtype}; store booleans, 0/1 values or "
-                             "integer grades.")
+            raise InputError(
+                f"{name} is a sparse matrix of dtype {data.dtype}; store booleans, 0/1 values or "
+                "integer grades."
+            )
         bad = np.flatnonzero(~_is_grade(data))
         if bad.size:
             i = bad[0]
@@ -727,7 +835,9 @@ def _sparse_to_csr(relevance, n_q: int, n_g: int) -> Csr:
         np.logical_or.at(rel, np.searchsorted(keys, rows * max(n_g, 1) + cols), data.astype(bool))
         return _pairs_to_csr(keys[rel] // max(n_g, 1), keys[rel] % max(n_g, 1), n_q)
     if keys.size != data.size:
-        raise InputError(f"{name} stores some (query, gallery item) pair more than once with grades; a pair has "
-                         "one grade: call .sum_duplicates() only if adding grades is what you mean.")
+        raise InputError(
+            f"{name} stores some (query, gallery item) pair more than once with grades; a pair has "
+            "one grade: call .sum_duplicates() only if adding grades is what you mean."
+        )
     keep = data > 0  # grade 0: judged non-relevant
     return _pairs_to_csr(rows[keep], cols[keep], n_q, data[keep].astype(np.float64))

@@ -27,10 +27,20 @@ import threading
 from . import _kernels_numpy
 from ._kernels_numpy import key_to_float
 
-__all__ = ["count_above_relevant", "collect_rows", "bin_against_sorted", "key_histogram", "key_to_float",
-           "ACCELERATOR", "FALLBACK_REASON", "use"]
+__all__ = [
+    "count_above_relevant",
+    "collect_rows",
+    "bin_against_sorted",
+    "key_histogram",
+    "key_to_float",
+    "ACCELERATOR",  # noqa: F822 (served by the module __getattr__)
+    "FALLBACK_REASON",  # noqa: F822
+    "use",
+]
 
-_STATE: tuple | None = None  # (implementation module, "numba" / "numpy", fallback reason), chosen on first use
+_STATE: tuple | None = (
+    None  # (implementation module, "numba" / "numpy", fallback reason), chosen on first use
+)
 
 # numba's default threading layer (workqueue) aborts the process when two threads launch
 # parallel kernels at once ("Fatal Python error: Aborted"; evaluate(..., executor=a
@@ -54,7 +64,9 @@ def _choose() -> tuple:
         return _kernels_numpy, "numpy", "RETRIEVAL_CHECKS_KERNELS=numpy"
     try:
         from . import _kernels_numba
-    except Exception as exc:  # ImportError, or numba failing on an interpreter it does not support yet
+    except (
+        Exception
+    ) as exc:  # ImportError, or numba failing on an interpreter it does not support yet
         return _kernels_numpy, "numpy", f"numba could not be imported ({type(exc).__name__}: {exc})"
     return _kernels_numba, "numba", None
 
@@ -79,7 +91,9 @@ def __getattr__(name: str):
 def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts):
     impl = _impl()
     with _serial(impl):
-        impl.count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts)
+        impl.count_above_relevant(
+            S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts
+        )
 
 
 def collect_rows(S, rows, offsets, n_cols, tau, out):

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["count_above_relevant", "collect_rows", "bin_against_sorted", "key_histogram", "key_to_float",
-           "float_keys"]
+__all__ = [
+    "count_above_relevant",
+    "collect_rows",
+    "bin_against_sorted",
+    "key_histogram",
+    "key_to_float",
+    "float_keys",
+]
 
 _ELEMENTS = 1 << 22  # scores per row group
 
@@ -48,7 +54,9 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
     rel_ptr = np.asarray(rel_ptr, np.int64)
     # one sorted key space for all rows: (row << 32) | key; rows are sorted ascending inside
     rel_rows = np.repeat(np.arange(n_rows, dtype=np.uint64), np.diff(rel_ptr[: n_rows + 1]))
-    rel_keys = (rel_rows << np.uint64(32)) | float_keys(rel_sorted[: rel_ptr[n_rows]]).astype(np.uint64)
+    rel_keys = (rel_rows << np.uint64(32)) | float_keys(rel_sorted[: rel_ptr[n_rows]]).astype(
+        np.uint64
+    )
     tau = np.float32(tau)
     for a, b in _row_groups(n_rows, n_cols):
         block = _rows(S, a, b, n_cols)
@@ -56,7 +64,9 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
         rows = np.arange(a, b, dtype=np.uint64)[:, None]
         keys = ((rows << np.uint64(32)) | float_keys(block).astype(np.uint64)).ravel()
         # relevant scores of the row that are <= s (right) and < s (left), from the row's start
-        right = np.searchsorted(rel_keys, keys, side="right").reshape(b - a, -1) - rel_ptr[a:b, None]
+        right = (
+            np.searchsorted(rel_keys, keys, side="right").reshape(b - a, -1) - rel_ptr[a:b, None]
+        )
         left = np.searchsorted(rel_keys, keys, side="left").reshape(b - a, -1) - rel_ptr[a:b, None]
         for i in range(a, b):
             r = int(rel_ptr[i + 1] - rel_ptr[i])
@@ -68,8 +78,9 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
             out[rel_ptr[i] : rel_ptr[i + 1]] = suffix[1 : r + 1]
             # a score equal to relevant items left..right-1 ties with each of them
             eq = left[i - a] < right[i - a]
-            diff = (np.bincount(left[i - a][eq], minlength=r + 1)
-                    - np.bincount(right[i - a][eq], minlength=r + 1))
+            diff = np.bincount(left[i - a][eq], minlength=r + 1) - np.bincount(
+                right[i - a][eq], minlength=r + 1
+            )
             tied[rel_ptr[i] : rel_ptr[i + 1]] = np.cumsum(diff)[:r]
 
 

@@ -36,14 +36,32 @@ class Plan:
 
 
 def _check_tile(tile) -> tuple[int, int]:
-    if (not isinstance(tile, (tuple, list)) or len(tile) != 2
-            or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile)):
-        raise InputError(f"tile={tile!r}: give (query block height, gallery chunk width), two positive integers.")
+    if (
+        not isinstance(tile, (tuple, list))
+        or len(tile) != 2
+        or not all(
+            isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile
+        )
+    ):
+        raise InputError(
+            f"tile={tile!r}: give (query block height, gallery chunk width), two positive integers."
+        )
     return int(tile[0]), int(tile[1])
 
 
-def plan_pass(arrays, *, n_q: int, n_g: int, d: int, loo: bool, n_relevant: np.ndarray, device, max_memory,
-              tile=None, pairs: bool = False) -> Plan:
+def plan_pass(
+    arrays,
+    *,
+    n_q: int,
+    n_g: int,
+    d: int,
+    loo: bool,
+    n_relevant: np.ndarray,
+    device,
+    max_memory,
+    tile=None,
+    pairs: bool = False,
+) -> Plan:
     """The backend and the tile shapes of a pass over ``n_q`` queries and ``n_g``
     gallery items of dimension ``d`` (``arrays``: the inputs, for ``device="auto"``)."""
     backend = resolve_backend(device, arrays)
@@ -71,8 +89,16 @@ def plan_pass(arrays, *, n_q: int, n_g: int, d: int, loo: bool, n_relevant: np.n
     return Plan(backend, budget, min(b, n_q), c, n_chunks, room)
 
 
-def prepare_problem(plan: Plan, queries, gallery, *, n_g: int, similarity: str, source: RelevanceSource,
-                    self_pairs: Csr) -> Problem:
+def prepare_problem(
+    plan: Plan,
+    queries,
+    gallery,
+    *,
+    n_g: int,
+    similarity: str,
+    source: RelevanceSource,
+    self_pairs: Csr,
+) -> Problem:
     """Float32 copies on the backend: the gallery padded to whole chunks; in
     leave-one-out (``gallery`` None) the queries are a view of it rather than a second
     copy. The copies keep exact arithmetic exact (README, "Exact scores"): integer
@@ -109,11 +135,24 @@ def prepare_problem(plan: Plan, queries, gallery, *, n_g: int, similarity: str, 
             Q = be.float32_into(be.native(queries), be.empty((n_q, d)), center=center)
             qa = be.row_factors(Q, similarity)
     del G
-    return Problem(backend=be, Q=Q, Gp=Gp, n_g=n_g, c=c, b=plan.b, similarity=similarity,
-                   relevant=source, self_pairs=self_pairs, qa=qa, ga=ga)
+    return Problem(
+        backend=be,
+        Q=Q,
+        Gp=Gp,
+        n_g=n_g,
+        c=c,
+        b=plan.b,
+        similarity=similarity,
+        relevant=source,
+        self_pairs=self_pairs,
+        qa=qa,
+        ga=ga,
+    )
 
 
-def _prepare_codes(plan: Plan, queries, gallery, *, n_g: int, source: RelevanceSource, self_pairs: Csr) -> Problem:
+def _prepare_codes(
+    plan: Plan, queries, gallery, *, n_g: int, source: RelevanceSource, self_pairs: Csr
+) -> Problem:
     """Binary codes packed into 64-bit words (on the backend; int64 tensors on torch):
     the gallery padded with zero words to whole chunks (the padding is masked)."""
     from ._hamming import PackedCodes, pack_sides
@@ -131,5 +170,14 @@ def _prepare_codes(plan: Plan, queries, gallery, *, n_g: int, source: RelevanceS
         Q = Gp[:n_g] if loo else be.from_numpy(Qw.view(np.int64))
     else:
         Q = Gp[:n_g] if loo else Qw
-    return Problem(backend=be, Q=Q, Gp=Gp, n_g=n_g, c=c, b=plan.b, similarity="hamming",
-                   relevant=source, self_pairs=self_pairs)
+    return Problem(
+        backend=be,
+        Q=Q,
+        Gp=Gp,
+        n_g=n_g,
+        c=c,
+        b=plan.b,
+        similarity="hamming",
+        relevant=source,
+        self_pairs=self_pairs,
+    )

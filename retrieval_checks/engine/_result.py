@@ -18,7 +18,9 @@ __all__ = ["EvaluationResult", "TIE_TOLERANCE", "tie_note"]
 TIE_TOLERANCE = 1e-3
 
 
-def tie_note(spec: MetricSpec, values: dict | None, ties, share_text: str, tolerance: float | None = None) -> str:
+def tie_note(
+    spec: MetricSpec, values: dict | None, ties, share_text: str, tolerance: float | None = None
+) -> str:
     """The "ties:" line of a measurement: the range of ``spec``'s value over tie orders
     (``values``: pessimistic, optimistic, min, max), or "" when within ``tolerance``."""
     if values is None:
@@ -30,11 +32,16 @@ def tie_note(spec: MetricSpec, values: dict | None, ties, share_text: str, toler
     if not (hi - lo > tolerance):
         return ""
     fmt = (lambda x: f"{x:.2f}") if rank else (lambda x: f"{x:.4f}")
-    extremes = ("; map@K is not monotone in rank, so these are its true extremes, not the two policies"
-                if spec.family == "map" and spec.k is not None else "")
-    return (f"ties: the value depends on the order of tied scores: {fmt(lo)} to {fmt(hi)} over every order "
-            f"(pessimistic {fmt(values['pessimistic'])}, optimistic {fmt(values['optimistic'])}; "
-            f"{share_text}{extremes}); this value is ties={ties!r}")
+    extremes = (
+        "; map@K is not monotone in rank, so these are its true extremes, not the two policies"
+        if spec.family == "map" and spec.k is not None
+        else ""
+    )
+    return (
+        f"ties: the value depends on the order of tied scores: {fmt(lo)} to {fmt(hi)} over every order "
+        f"(pessimistic {fmt(values['pessimistic'])}, optimistic {fmt(values['optimistic'])}; "
+        f"{share_text}{extremes}); this value is ties={ties!r}"
+    )
 
 
 class _ByMetric(dict):
@@ -139,9 +146,14 @@ class EvaluationResult(Mapping):
         its range over tie orderings is within ``tolerance`` (default
         :data:`TIE_TOLERANCE`: 1e-3 for fractions, relative 1e-3 for ranks)."""
         key = self._key(name)
-        share = ("grouped recall ranks inside groups" if self.tied_share is None
-                 else f"{self.tied_share:.1%} of relevant items tie with a non-relevant one")
-        return tie_note(self._specs[key], self.tie_values.get(key), self.config.get("ties"), share, tolerance)
+        share = (
+            "grouped recall ranks inside groups"
+            if self.tied_share is None
+            else f"{self.tied_share:.1%} of relevant items tie with a non-relevant one"
+        )
+        return tie_note(
+            self._specs[key], self.tie_values.get(key), self.config.get("ties"), share, tolerance
+        )
 
     def query_labels(self) -> np.ndarray | None:
         """The label of every query (None for results computed from explicit relevance)."""
@@ -153,8 +165,13 @@ class EvaluationResult(Mapping):
         """What identifies the queries of this result: ``n_queries``, ``n_gallery``,
         ``n_relevant`` (per query; it does not depend on the model), and ``labels`` and
         ``ids`` (per query) when known."""
-        return {"n_queries": self.n_queries, "n_gallery": self.config.get("n_gallery"),
-                "n_relevant": np.asarray(self.n_relevant), "labels": self.query_labels(), "ids": self.query_ids}
+        return {
+            "n_queries": self.n_queries,
+            "n_gallery": self.config.get("n_gallery"),
+            "n_relevant": np.asarray(self.n_relevant),
+            "labels": self.query_labels(),
+            "ids": self.query_ids,
+        }
 
     # --- Mapping ---------------------------------------------------------------
     def _key(self, name: str) -> str:
@@ -162,7 +179,9 @@ class EvaluationResult(Mapping):
             return name
         canonical = parse_metric(name).name
         if canonical not in self._values:
-            raise KeyError(f"{name!r} (canonical {canonical!r}) was not computed; computed: {list(self._values)}")
+            raise KeyError(
+                f"{name!r} (canonical {canonical!r}) was not computed; computed: {list(self._values)}"
+            )
         return canonical
 
     def __getitem__(self, name: str) -> float:
@@ -210,23 +229,43 @@ class EvaluationResult(Mapping):
         """The :class:`~retrieval_checks.metrics.Measurement` of one computed metric."""
         key = self._key(name)
         spec = self._specs[key]
-        common = dict(metric=key, value=float(self._values[key]), unit=spec.unit,
-                      higher_is_better=spec.higher_is_better, context=self.context, n_used=self.n_used,
-                      n_skipped=self.n_skipped,
-                      sample=f"{self.n_used} queries used, {self.n_skipped} skipped, gallery "
-                             f"{self.config.get('n_gallery')}")
+        common = dict(
+            metric=key,
+            value=float(self._values[key]),
+            unit=spec.unit,
+            higher_is_better=spec.higher_is_better,
+            context=self.context,
+            n_used=self.n_used,
+            n_skipped=self.n_skipped,
+            sample=f"{self.n_used} queries used, {self.n_skipped} skipped, gallery "
+            f"{self.config.get('n_gallery')}",
+        )
         if key in self.grouped:
             g = self.grouped[key]
-            layout = (f"r={g.n_groups} groups of S={g.group_size} labels, " + _grouped_spread(g)
-                      + f"; {g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} "
-                      f"labels dropped ({g.n_queries_dropped} queries), seed {g.seed}, {g.repeats} partition(s)")
+            layout = (
+                f"r={g.n_groups} groups of S={g.group_size} labels, "
+                + _grouped_spread(g)
+                + f"; {g.n_queries_used} queries used, {g.n_queries_skipped} skipped, {len(g.dropped_labels)} "
+                f"labels dropped ({g.n_queries_dropped} queries), seed {g.seed}, {g.repeats} partition(s)"
+            )
             common.update(n_used=g.n_queries_used, n_skipped=g.n_queries_skipped)
             note = self.tie_note(key)
-            return Measurement(**common, interval=(g.low, g.high), confidence=g.confidence,
-                               method=f"Student t over groups, standard error {g.std_error:.4f}", n=g.n_groups,
-                               n_unit="groups", details=(layout,) + ((note,) if note else ()),
-                               extra={"tie_range": list(self.tie_range(key)), "tied_share": self.tied_share,
-                                      "ties": self.config.get("ties")} if g.tie_values else {})
+            return Measurement(
+                **common,
+                interval=(g.low, g.high),
+                confidence=g.confidence,
+                method=f"Student t over groups, standard error {g.std_error:.4f}",
+                n=g.n_groups,
+                n_unit="groups",
+                details=(layout,) + ((note,) if note else ()),
+                extra={
+                    "tie_range": list(self.tie_range(key)),
+                    "tied_share": self.tied_share,
+                    "ties": self.config.get("ties"),
+                }
+                if g.tie_values
+                else {},
+            )
         if spec.kind == "pair":
             t = self.thresholds.get(key)
             c = self.pair_counts.get(key, {})
@@ -236,20 +275,32 @@ class EvaluationResult(Mapping):
                 where = f"at Hamming distance <= {t:.6g} bits"
             else:
                 where = f"at similarity threshold {t:.6g}"
-            line = (f"{where}; TP {c.get('tp')}, FP {c.get('fp')}, FN {c.get('fn')} over {c.get('n_positive')} "
-                    f"positive and {c.get('n_negative')} negative pairs")
+            line = (
+                f"{where}; TP {c.get('tp')}, FP {c.get('fp')}, FN {c.get('fn')} over {c.get('n_positive')} "
+                f"positive and {c.get('n_negative')} negative pairs"
+            )
             extra = {"operating_threshold": t}
             if self.pr_curve and spec.family in ("recall_at_precision", "precision_at_recall"):
                 extra["curve"] = self.pr_curve
             return Measurement(**common, n=self.n_used, details=(line,), extra=extra)
         worst = self.worst_classes(key)
         note = self.tie_note(key)
-        naming = naming_note(spec, class_labels=self.query_label_codes is not None)  # recall@K vs "Recall@K"
+        naming = naming_note(
+            spec, class_labels=self.query_label_codes is not None
+        )  # recall@K vs "Recall@K"
         extra = {}
         if key in self.tie_values:
-            extra = {"tie_range": list(self.tie_range(key)), "tied_share": self.tied_share,
-                     "ties": self.config.get("ties")}
-        return Measurement(**common, n=self.n_used, details=tuple(x for x in (worst, note, naming) if x), extra=extra)
+            extra = {
+                "tie_range": list(self.tie_range(key)),
+                "tied_share": self.tied_share,
+                "ties": self.config.get("ties"),
+            }
+        return Measurement(
+            **common,
+            n=self.n_used,
+            details=tuple(x for x in (worst, note, naming) if x),
+            extra=extra,
+        )
 
     def worst_classes(self, name: str, n: int = 3) -> str:
         """A line naming the n classes with the lowest mean per-query value (highest
@@ -269,7 +320,11 @@ class EvaluationResult(Mapping):
         order = np.argsort(means if spec.higher_is_better else -means, kind="stable")[:n]
         shown = []
         for i in order:
-            label = self.label_values[inv_codes[i]] if self.label_values is not None else int(inv_codes[i])
+            label = (
+                self.label_values[inv_codes[i]]
+                if self.label_values is not None
+                else int(inv_codes[i])
+            )
             label = label.item() if hasattr(label, "item") else label
             shown.append(f"{label!r}: {means[i]:.4f} over {int(cnts[i])} queries")
         return "worst classes: " + "; ".join(shown)
@@ -290,14 +345,25 @@ class EvaluationResult(Mapping):
             "n_skipped": self.n_skipped,
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "grouped": {
-                k: {"n_groups": g.n_groups, "group_size": g.group_size, "group_std": g.group_std,
-                    "spread": g.spread, "std_error": g.std_error, "confidence": g.confidence, "seed": g.seed,
+                k: {
+                    "n_groups": g.n_groups,
+                    "group_size": g.group_size,
+                    "group_std": g.group_std,
+                    "spread": g.spread,
+                    "std_error": g.std_error,
+                    "confidence": g.confidence,
+                    "seed": g.seed,
                     "repeats": g.repeats,
-                    "dropped_labels": [x.item() if hasattr(x, "item") else x for x in g.dropped_labels]}
+                    "dropped_labels": [
+                        x.item() if hasattr(x, "item") else x for x in g.dropped_labels
+                    ],
+                }
                 for k, g in self.grouped.items()
             },
             "config": dict(self.config),
-            "ties": {k: {kind: clean(x) for kind, x in v.items()} for k, v in self.tie_values.items()},
+            "ties": {
+                k: {kind: clean(x) for kind, x in v.items()} for k, v in self.tie_values.items()
+            },
             "tied_share": self.tied_share,
         }
         if per_query:
@@ -306,8 +372,10 @@ class EvaluationResult(Mapping):
 
     def __repr__(self) -> str:
         width = max([len(k) for k in self._values] + [6])
-        lines = [f"EvaluationResult({self.n_used} of {self.n_queries} queries used, {self.n_skipped} skipped; "
-                 f"{self.config.get('similarity')}, ties={self.config.get('ties')})"]
+        lines = [
+            f"EvaluationResult({self.n_used} of {self.n_queries} queries used, {self.n_skipped} skipped; "
+            f"{self.config.get('similarity')}, ties={self.config.get('ties')})"
+        ]
         for name, value in self._values.items():
             extra = ""
             if name in self.thresholds:
@@ -315,10 +383,12 @@ class EvaluationResult(Mapping):
                 extra = f"  (threshold {t:.6g})" if t is not None else "  (no threshold reaches it)"
             if name in self.grouped:
                 g = self.grouped[name]
-                extra = (f"  [{g.low:.4f}, {g.high:.4f}] at {g.confidence:.0%}, r={g.n_groups} groups of "
-                         f"S={g.group_size}, s={g.spread:.4f}, se={g.std_error:.4f}"
-                         + (f" (means over {g.repeats} partitions)" if g.repeats > 1 else "")
-                         + f", {len(g.dropped_labels)} labels dropped")
+                extra = (
+                    f"  [{g.low:.4f}, {g.high:.4f}] at {g.confidence:.0%}, r={g.n_groups} groups of "
+                    f"S={g.group_size}, s={g.spread:.4f}, se={g.std_error:.4f}"
+                    + (f" (means over {g.repeats} partitions)" if g.repeats > 1 else "")
+                    + f", {len(g.dropped_labels)} labels dropped"
+                )
             unit = self._specs[name].unit
             shown = f"{value:.6f}" if unit != "rank" else f"{value:.2f}"
             lines.append(f"  {name:<{width}}  {shown}{extra}")
@@ -329,8 +399,12 @@ def _grouped_spread(g) -> str:
     """The spread of a grouped recall's group values and its standard error, as one
     consistent pair (se = s / sqrt(r)): with several partitions both are the mean over
     the partitions, and the first partition's spread is named as such."""
-    pair = f"spread of the group values s={g.spread:.4f}, standard error s/sqrt(r)={g.std_error:.4f}"
+    pair = (
+        f"spread of the group values s={g.spread:.4f}, standard error s/sqrt(r)={g.std_error:.4f}"
+    )
     if g.repeats == 1:
         return pair
-    return (f"{pair} (each the mean over the {g.repeats} partitions; the first partition alone: "
-            f"s={g.group_std:.4f})")
+    return (
+        f"{pair} (each the mean over the {g.repeats} partitions; the first partition alone: "
+        f"s={g.group_std:.4f})"
+    )

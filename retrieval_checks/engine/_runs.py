@@ -57,7 +57,15 @@ import numpy as np
 
 from .._arrays import as_numpy
 from .._suggest import shown
-from .._textfiles import INT64_MAX, check_field, id_mismatch, parse_float, parse_int, split_fields, text_lines
+from .._textfiles import (
+    INT64_MAX,
+    check_field,
+    id_mismatch,
+    parse_float,
+    parse_int,
+    split_fields,
+    text_lines,
+)
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics import _ties
 from ..metrics._graded import gains as graded_gains
@@ -70,17 +78,30 @@ from ._stream import FirstRanks
 
 __all__ = ["evaluate_run"]
 
-_FAMILIES = ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped", "map@R", "r_precision", "mrr",
-             "medr", "meanr", "ndcg", "ndcg_exp")
+_FAMILIES = (
+    "hit_rate",
+    "recall",
+    "precision",
+    "map",
+    "map_cut",
+    "map_capped",
+    "map@R",
+    "r_precision",
+    "mrr",
+    "medr",
+    "meanr",
+    "ndcg",
+    "ndcg_exp",
+)
 _GRADED = ("ndcg", "ndcg_exp")
 _FIRST = ("hit_rate", "mrr", "medr", "meanr")  # metrics of the first relevant rank
 _KINDS = ("pessimistic", "optimistic", "min", "max")
 _WHY = {
     "pair": "pair metrics threshold the similarity of every query-gallery pair, and a run holds only each "
-            "query's retrieved documents (scores need not even compare across queries); call "
-            "retrieval_checks.evaluate on the embeddings",
+    "query's retrieved documents (scores need not even compare across queries); call "
+    "retrieval_checks.evaluate on the embeddings",
     "grouped": "grouped recall re-ranks inside label groups of the whole gallery; call retrieval_checks.evaluate "
-               "on the embeddings and labels",
+    "on the embeddings and labels",
     "embedding": "it is a property of the embedding set, which a run does not have; call retrieval_checks.evaluate",
     "crossmodal": "it is an image-text metric: call retrieval_checks.evaluate_image_text",
 }
@@ -93,20 +114,28 @@ def _parse_metrics(metrics) -> list[MetricSpec]:
     try:
         metrics = list(metrics) if metrics is not None else []
     except TypeError:
-        raise MetricNameError(f"metrics must be a name or a list of names, got {type(metrics).__name__}.",
-                              name="") from None
+        raise MetricNameError(
+            f"metrics must be a name or a list of names, got {type(metrics).__name__}.", name=""
+        ) from None
     if not metrics:
-        raise MetricNameError("metrics is empty: name at least one metric, e.g. metrics=['map', 'ndcg@10'].", name="")
+        raise MetricNameError(
+            "metrics is empty: name at least one metric, e.g. metrics=['map', 'ndcg@10'].", name=""
+        )
     specs: dict[str, MetricSpec] = {}
     for m in metrics:
         s = parse_metric(m)
         if s.family not in _FAMILIES:
             why = _WHY.get(s.kind, "it is not a metric of one query's ranking")
             if s.capabilities.entry == "ann_recall":
-                why = ("it compares an approximate index with exact search: call retrieval_checks.ann_recall("
-                       "queries, gallery, neighbors, k=K) with the index's neighbours")
-            raise MetricNameError(f"{s.name!r} cannot be computed from a run: {why}. A run gives the query-level "
-                                  f"metrics: {', '.join(_FAMILIES)}.", name=s.name)
+                why = (
+                    "it compares an approximate index with exact search: call retrieval_checks.ann_recall("
+                    "queries, gallery, neighbors, k=K) with the index's neighbours"
+                )
+            raise MetricNameError(
+                f"{s.name!r} cannot be computed from a run: {why}. A run gives the query-level "
+                f"metrics: {', '.join(_FAMILIES)}.",
+                name=s.name,
+            )
         specs.setdefault(s.name, s)
     return list(specs.values())
 
@@ -123,13 +152,22 @@ class _Request:
 
 def _options(metrics, ties, empty_queries, relevance_level, confidence, k) -> _Request:
     return _Request(
-        specs=_parse_metrics(metrics), ties=check_option("ties", ties),
+        specs=_parse_metrics(metrics),
+        ties=check_option("ties", ties),
         empty_queries=check_option("empty_queries", empty_queries),
-        relevance_level=positive_int(relevance_level, "relevance_level",
-                                      "the least grade that counts as relevant, as trec_eval's -l; default 1"),
+        relevance_level=positive_int(
+            relevance_level,
+            "relevance_level",
+            "the least grade that counts as relevant, as trec_eval's -l; default 1",
+        ),
         confidence=check_option("confidence", confidence),
-        k=None if k is None else positive_int(k, "k", "the depth: the top k documents of each query are "
-                                                         "evaluated; None keeps them all"),
+        k=None
+        if k is None
+        else positive_int(
+            k,
+            "k",
+            "the depth: the top k documents of each query are evaluated; None keeps them all",
+        ),
     )
 
 
@@ -152,11 +190,15 @@ class _Flat:
 def _id(value, what: str) -> str:
     if isinstance(value, str) and value.strip() and value == value.strip() and " " not in value:
         where, _, name = what.rpartition(": ")
-        return check_field(value, where or what, name)  # no invisible character: the rule of the files' ids
+        return check_field(
+            value, where or what, name
+        )  # no invisible character: the rule of the files' ids
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return str(int(value))
-    raise InputError(f"{what} {shown(value)}: ids are non-empty strings without spaces, or integers "
-                     "(compared as their decimal text, as trec_eval reads them).")
+    raise InputError(
+        f"{what} {shown(value)}: ids are non-empty strings without spaces, or integers "
+        "(compared as their decimal text, as trec_eval reads them)."
+    )
 
 
 def _grade(value, where: str) -> int:
@@ -164,27 +206,37 @@ def _grade(value, where: str) -> int:
     if not ok and isinstance(value, numbers.Real) and not isinstance(value, bool):
         ok = math.isfinite(float(value)) and float(value).is_integer()
     if not ok or value < 0:
-        raise InputError(f"{where}: grade {shown(value)} is not an integer >= 0; grades are 0 (judged "
-                         "non-relevant), 1, 2, ... (relevant from relevance_level on).")
+        raise InputError(
+            f"{where}: grade {shown(value)} is not an integer >= 0; grades are 0 (judged "
+            "non-relevant), 1, 2, ... (relevant from relevance_level on)."
+        )
     if value > INT64_MAX:
-        raise InputError(f"{where}: grade {shown(value)} is beyond the 64-bit integer range (<= {INT64_MAX}); "
-                         "grades are small whole numbers: 0 (judged non-relevant), 1, 2, ...")
+        raise InputError(
+            f"{where}: grade {shown(value)} is beyond the 64-bit integer range (<= {INT64_MAX}); "
+            "grades are small whole numbers: 0 (judged non-relevant), 1, 2, ..."
+        )
     return int(value)
 
 
 def _score(value, where: str) -> float:
-    if type(value) is float and math.isfinite(value):  # the common case, without the ABC checks (big run files)
+    if type(value) is float and math.isfinite(
+        value
+    ):  # the common case, without the ABC checks (big run files)
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{where}: score {shown(value)} is not a number.")
     try:
         s = float(value)
     except OverflowError:  # an int beyond float64 (10**400)
-        raise InputError(f"{where}: score {shown(value)} is beyond the float64 range (about 1.8e308); give a "
-                         "smaller score.") from None
+        raise InputError(
+            f"{where}: score {shown(value)} is beyond the float64 range (about 1.8e308); give a "
+            "smaller score."
+        ) from None
     if not math.isfinite(s):
-        raise InputError(f"{where}: score {s} is not finite; give every retrieved document a finite score "
-                         "(or leave it out of the run).")
+        raise InputError(
+            f"{where}: score {s} is not finite; give every retrieved document a finite score "
+            "(or leave it out of the run)."
+        )
     return s
 
 
@@ -206,15 +258,19 @@ def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
     line_of: dict[tuple[str, str], str] = {}  # "file:line" of each pair
     for where, f in _lines(path, "run"):
         if len(f) != 6:
-            raise InputError(f"{where}: a TREC run line has 6 fields 'qid Q0 docid rank score tag', found "
-                             f"{len(f)}: {shown(' '.join(f), 80)}.")
+            raise InputError(
+                f"{where}: a TREC run line has 6 fields 'qid Q0 docid rank score tag', found "
+                f"{len(f)}: {shown(' '.join(f), 80)}."
+            )
         qid, doc = f[0], f[2]
         value = parse_float(f[4], where, "the score (5th field)")
         row = out.setdefault(qid, {})
         if doc in row:
             first = line_of[qid, doc].rpartition(":")[2]
-            raise InputError(f"{where}: document {doc!r} appears twice for query {qid!r} (also on line {first}); a "
-                             "run ranks each document once per query: remove one.")
+            raise InputError(
+                f"{where}: document {doc!r} appears twice for query {qid!r} (also on line {first}); a "
+                "run ranks each document once per query: remove one."
+            )
         row[doc] = _score(value, where)
         line_of[qid, doc] = where
     return out
@@ -226,15 +282,24 @@ def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
     line_of: dict[tuple[str, str], str] = {}  # "file:line" of each pair
     for where, f in _lines(path, "qrels"):
         if len(f) != 4:
-            raise InputError(f"{where}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
-                             f"{shown(' '.join(f), 80)}.")
+            raise InputError(
+                f"{where}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
+                f"{shown(' '.join(f), 80)}."
+            )
         qid, doc = f[0], f[2]
-        grade = parse_int(f[3], where, "grade", "grades are integers >= 0: 0 (judged non-relevant), 1, "
-                          "2, ... (relevant from relevance_level on).")
+        grade = parse_int(
+            f[3],
+            where,
+            "grade",
+            "grades are integers >= 0: 0 (judged non-relevant), 1, "
+            "2, ... (relevant from relevance_level on).",
+        )
         row = out.setdefault(qid, {})
         if doc in row:
-            raise InputError(f"{where}: document {doc!r} is judged twice for query {qid!r} (also on line "
-                             f"{line_of[qid, doc].rpartition(':')[2]}); keep one judgement.")
+            raise InputError(
+                f"{where}: document {doc!r} is judged twice for query {qid!r} (also on line "
+                f"{line_of[qid, doc].rpartition(':')[2]}); keep one judgement."
+            )
         row[doc] = _grade(grade, where)
         line_of[qid, doc] = where
     return out
@@ -249,12 +314,16 @@ def _nested_mapping(obj: Mapping, name: str, shape: str, convert) -> dict:
         if not isinstance(docs, Mapping):
             raise InputError(f"{name}[{shown(qid)}] is a {type(docs).__name__}; {shape}.")
         if q in out:
-            raise InputError(f"{name}: query ids {shown(qid)} and {q!r} are the same id; give each query once.")
+            raise InputError(
+                f"{name}: query ids {shown(qid)} and {q!r} are the same id; give each query once."
+            )
         row: dict = {}
         for doc, value in docs.items():
             d = _id(doc, f"{name}[{shown(qid)}]: document id")
             if d in row:
-                raise InputError(f"{name}[{shown(qid)}]: document ids {shown(doc)} and {d!r} are the same id.")
+                raise InputError(
+                    f"{name}[{shown(qid)}]: document ids {shown(doc)} and {d!r} are the same id."
+                )
             row[d] = convert(value, f"{name}[{shown(qid)}][{shown(doc)}]")
         out[q] = row
     return out
@@ -265,7 +334,9 @@ def _run_mapping(run: Mapping) -> dict[str, dict[str, float]]:
 
 
 def _qrels_mapping(qrels: Mapping) -> dict[str, dict[str, int]]:
-    return _nested_mapping(qrels, "qrels", "qrels map each query id to a dict {docid: grade}", _grade)
+    return _nested_mapping(
+        qrels, "qrels", "qrels map each query id to a dict {docid: grade}", _grade
+    )
 
 
 def _id_order(ids) -> list[str]:
@@ -276,9 +347,11 @@ def _id_order(ids) -> list[str]:
 def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> _Flat:
     if run and qrels and not set(run) & set(qrels):
         why = id_mismatch(_id_order(run), _id_order(qrels), "the qrels")
-        raise InputError(f"No query id of the run is in the qrels (run: {', '.join(_id_order(run)[:3])}...; qrels: "
-                         f"{', '.join(_id_order(qrels)[:3])}...): they name queries differently"
-                         f"{' (' + why + ')' if why else ''}; make the ids match.")
+        raise InputError(
+            f"No query id of the run is in the qrels (run: {', '.join(_id_order(run)[:3])}...; qrels: "
+            f"{', '.join(_id_order(qrels)[:3])}...): they name queries differently"
+            f"{' (' + why + ')' if why else ''}; make the ids match."
+        )
     qids = _id_order(set(run) | set(qrels))
     q_of = {q: i for i, q in enumerate(qids)}
     d_of: dict[str, int] = {}
@@ -287,7 +360,9 @@ def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]])
     def table(side, cast):
         sizes = [len(side[q]) for q in side]
         rows = np.repeat(np.array([q_of[q] for q in side], np.int64), sizes)
-        docs = np.fromiter((code(d, len(d_of)) for q in side for d in side[q]), np.int64, count=sum(sizes))
+        docs = np.fromiter(
+            (code(d, len(d_of)) for q in side for d in side[q]), np.int64, count=sum(sizes)
+        )
         vals = np.fromiter((v for q in side for v in side[q].values()), cast, count=sum(sizes))
         return rows, docs, vals
 
@@ -302,15 +377,19 @@ def _read_string_ids(run, qrels) -> _Flat:
     elif isinstance(run, Mapping):
         run = _run_mapping(run)
     else:
-        raise InputError(f"run is a {type(run).__name__}: give a dict {{qid: {{docid: score}}}}, the path of a TREC "
-                         "run file, or (indices, scores) arrays of an ANN search.")
+        raise InputError(
+            f"run is a {type(run).__name__}: give a dict {{qid: {{docid: score}}}}, the path of a TREC "
+            "run file, or (indices, scores) arrays of an ANN search."
+        )
     if isinstance(qrels, (str, Path)):
         qrels = _read_qrels_file(Path(qrels))
     elif isinstance(qrels, Mapping):
         qrels = _qrels_mapping(qrels)
     else:
-        raise InputError(f"qrels is a {type(qrels).__name__}: give a dict {{qid: {{docid: grade}}}} or the path of "
-                         "a TREC qrels file.")
+        raise InputError(
+            f"qrels is a {type(qrels).__name__}: give a dict {{qid: {{docid: grade}}}} or the path of "
+            "a TREC qrels file."
+        )
     return _flatten(run, qrels)
 
 
@@ -318,31 +397,41 @@ def _read_string_ids(run, qrels) -> _Flat:
 def _run_arrays(indices, scores):
     idx, val = as_numpy(indices, "indices"), as_numpy(scores, "scores")
     if idx.ndim != 2 or val.shape != idx.shape:
-        raise InputError(f"run=(indices, scores): both must be (n_queries x k) arrays of one shape, got indices "
-                         f"{idx.shape} and scores {val.shape}.")
+        raise InputError(
+            f"run=(indices, scores): both must be (n_queries x k) arrays of one shape, got indices "
+            f"{idx.shape} and scores {val.shape}."
+        )
     if idx.dtype.kind not in "iu":
-        raise InputError(f"run=(indices, scores): indices must be integers (document indices, -1 for no result), "
-                         f"got dtype {idx.dtype}.")
+        raise InputError(
+            f"run=(indices, scores): indices must be integers (document indices, -1 for no result), "
+            f"got dtype {idx.dtype}."
+        )
     if val.dtype.kind not in "iuf":
         raise InputError(f"run=(indices, scores): scores must be numbers, got dtype {val.dtype}.")
     idx = idx.astype(np.int64)
     if (idx < -1).any():
         i, j = np.argwhere(idx < -1)[0]
-        raise InputError(f"run=(indices, scores): indices[{i}, {j}] = {idx[i, j]}; indices are >= 0, or -1 for "
-                         "no result.")
+        raise InputError(
+            f"run=(indices, scores): indices[{i}, {j}] = {idx[i, j]}; indices are >= 0, or -1 for "
+            "no result."
+        )
     valid = idx >= 0
     val = val.astype(np.float64)
     bad = valid & ~np.isfinite(val)
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise InputError(f"run=(indices, scores): scores[{i}, {j}] = {val[i, j]} is not finite (NaN or inf) where "
-                         f"indices[{i}, {j}] = {idx[i, j]} is a result; give it a finite score or index -1.")
+        raise InputError(
+            f"run=(indices, scores): scores[{i}, {j}] = {val[i, j]} is not finite (NaN or inf) where "
+            f"indices[{i}, {j}] = {idx[i, j]} is a result; give it a finite score or index -1."
+        )
     srt = np.sort(np.where(valid, idx, -1 - np.arange(idx.shape[1])[None, :]), axis=1)
     dup = (np.diff(srt, axis=1) == 0) & (srt[:, 1:] >= 0)
     if dup.any():
         i = int(np.argwhere(dup)[0][0])
-        raise InputError(f"run=(indices, scores): row {i} retrieves document {int(srt[i][1:][dup[i]][0])} twice; a "
-                         "run ranks each document once per query.")
+        raise InputError(
+            f"run=(indices, scores): row {i} retrieves document {int(srt[i][1:][dup[i]][0])} twice; a "
+            "run ranks each document once per query."
+        )
     q = np.repeat(np.arange(idx.shape[0], dtype=np.int64), valid.sum(axis=1))
     return q, idx[valid], val[valid]
 
@@ -355,24 +444,35 @@ def _qrels_for_arrays(qrels, n_q: int):
     if sp.issparse(qrels) or isinstance(qrels, np.ndarray):
         m = sp.coo_matrix(qrels)
         if m.ndim != 2 or m.shape[0] != n_q:
-            raise InputError(f"qrels: a grade matrix must have one row per query ({n_q}), got shape {m.shape}.")
+            raise InputError(
+                f"qrels: a grade matrix must have one row per query ({n_q}), got shape {m.shape}."
+            )
         data = m.data.astype(np.float64)
         bad = ~np.isfinite(data) | (data < 0) | (data != np.round(data)) | (data > INT64_MAX)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             _grade(m.data[i].item(), f"qrels[{int(m.row[i])}, {int(m.col[i])}]")
         keep = data > 0
-        return m.row[keep].astype(np.int64), m.col[keep].astype(np.int64), data[keep].astype(np.int64), m.shape[1]
+        return (
+            m.row[keep].astype(np.int64),
+            m.col[keep].astype(np.int64),
+            data[keep].astype(np.int64),
+            m.shape[1],
+        )
     if isinstance(qrels, Mapping):
         items = list(qrels.items())
     elif isinstance(qrels, (list, tuple)):
         if len(qrels) != n_q:
-            raise InputError(f"qrels: a list of relevant indices needs one entry per query ({n_q}), got {len(qrels)}.")
+            raise InputError(
+                f"qrels: a list of relevant indices needs one entry per query ({n_q}), got {len(qrels)}."
+            )
         items = list(enumerate(qrels))
     else:
-        raise InputError(f"qrels is a {type(qrels).__name__}: next to (indices, scores) give a dict {{row: "
-                         "{index: grade}}}, a list of relevant-index lists (one per row) or a (n_queries x n_docs) "
-                         "grade matrix (numpy or scipy sparse).")
+        raise InputError(
+            f"qrels is a {type(qrels).__name__}: next to (indices, scores) give a dict {{row: "
+            "{index: grade}}}, a list of relevant-index lists (one per row) or a (n_queries x n_docs) "
+            "grade matrix (numpy or scipy sparse)."
+        )
     return (*_triples(items, n_q), 0)
 
 
@@ -380,14 +480,22 @@ def _triples(items, n_q: int):
     rows, docs, grades = [], [], []
     for row, rel in items:
         if isinstance(row, bool) or not isinstance(row, numbers.Integral) or not 0 <= row < n_q:
-            raise InputError(f"qrels: key {shown(row)} is not a row of the run: with (indices, scores) queries are "
-                             f"the rows 0 .. {n_q - 1}.")
+            raise InputError(
+                f"qrels: key {shown(row)} is not a row of the run: with (indices, scores) queries are "
+                f"the rows 0 .. {n_q - 1}."
+            )
         pairs = rel.items() if isinstance(rel, Mapping) else ((d, 1) for d in rel)
         seen = set()
         for d, g in pairs:
-            if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 0 <= d <= INT64_MAX:
-                raise InputError(f"qrels[{int(row)}]: document {shown(d)} is not an index >= 0 within the 64-bit "
-                                 "integer range.")
+            if (
+                isinstance(d, bool)
+                or not isinstance(d, numbers.Integral)
+                or not 0 <= d <= INT64_MAX
+            ):
+                raise InputError(
+                    f"qrels[{int(row)}]: document {shown(d)} is not an index >= 0 within the 64-bit "
+                    "integer range."
+                )
             if int(d) in seen:
                 raise InputError(f"qrels[{int(row)}]: document {int(d)} is given twice.")
             seen.add(int(d))
@@ -403,18 +511,28 @@ def _read_arrays(run, qrels) -> _Flat:
     n_q = int(as_numpy(indices, "indices").shape[0])
     jq, jdoc, grade, n_cols = _qrels_for_arrays(qrels, n_q)
     if n_cols and doc.size and doc.max() >= n_cols:
-        raise InputError(f"run=(indices, scores) retrieves document {int(doc.max())} but the grade matrix has "
-                         f"{n_cols} columns; give one column per document.")
-    n_docs = max(n_cols, int(doc.max()) + 1 if doc.size else 0, int(jdoc.max()) + 1 if jdoc.size else 0)
+        raise InputError(
+            f"run=(indices, scores) retrieves document {int(doc.max())} but the grade matrix has "
+            f"{n_cols} columns; give one column per document."
+        )
+    n_docs = max(
+        n_cols, int(doc.max()) + 1 if doc.size else 0, int(jdoc.max()) + 1 if jdoc.size else 0
+    )
     n_gallery = n_cols or int(np.unique(np.concatenate([doc, jdoc])).size)
     return _Flat(np.arange(n_q, dtype=np.int64), q, doc, score, jq, jdoc, grade, n_docs, n_gallery)
 
 
 def _read(run, qrels) -> _Flat:
-    arrays = isinstance(run, (tuple, list)) and len(run) == 2 and not isinstance(run[0], (str, tuple, Mapping))
+    arrays = (
+        isinstance(run, (tuple, list))
+        and len(run) == 2
+        and not isinstance(run[0], (str, tuple, Mapping))
+    )
     flat = _read_arrays(run, qrels) if arrays else _read_string_ids(run, qrels)
     if flat.q.size == 0:
-        raise InputError("run is empty: no query retrieved any document; evaluate a run with results.")
+        raise InputError(
+            "run is empty: no query retrieved any document; evaluate a run with results."
+        )
     return flat
 
 
@@ -464,9 +582,11 @@ def _rank_run(flat: _Flat, k: int | None) -> _Ranked:
         cut = np.flatnonzero((slot == k) & (score == np.roll(score, 1)))
         if cut.size:
             i = int(cut[0])
-            raise InputError(f"k={k}: query {_qid(flat.query_ids[row[i]])} has documents tied at score "
-                             f"{score[i]!r} on both sides of rank {k}, so its top {k} is not defined by the "
-                             f"scores; pick another k or cut the run yourself.")
+            raise InputError(
+                f"k={k}: query {_qid(flat.query_ids[row[i]])} has documents tied at score "
+                f"{score[i]!r} on both sides of rank {k}, so its top {k} is not defined by the "
+                f"scores; pick another k or cut the run yourself."
+            )
         keep = slot < k
         row, score, grade = row[keep], score[keep], grade[keep]
         start = np.searchsorted(row, np.arange(n_q + 1))
@@ -516,9 +636,14 @@ def _binary_values(specs, it: _Items, R: np.ndarray, ties: str) -> dict[str, dic
     lo, hi = {}, {}
     for s in specs:
         if s.family == "map" and s.k is not None:
-            lo[s.name], hi[s.name] = _ties.map_at_k_extremes(it.rid, it.position, it.rank, it.tied, R, s.k)
+            lo[s.name], hi[s.name] = _ties.map_at_k_extremes(
+                it.rid, it.position, it.rank, it.tied, R, s.k
+            )
         else:
-            lo[s.name], hi[s.name] = np.fmin(pess[s.name], opt[s.name]), np.fmax(pess[s.name], opt[s.name])
+            lo[s.name], hi[s.name] = (
+                np.fmin(pess[s.name], opt[s.name]),
+                np.fmax(pess[s.name], opt[s.name]),
+            )
     return {"chosen": chosen, "pessimistic": pess, "optimistic": opt, "min": lo, "max": hi}
 
 
@@ -531,10 +656,14 @@ def _gains(spec: MetricSpec, grade: np.ndarray, top: np.ndarray) -> np.ndarray:
 
 def _dcg(row, rank, gain, K, n_q) -> np.ndarray:
     inside = rank <= K if K is not None else np.ones(rank.shape, bool)
-    return np.bincount(row, weights=np.where(inside, gain / np.log2(rank + 1.0), 0.0), minlength=n_q)
+    return np.bincount(
+        row, weights=np.where(inside, gain / np.log2(rank + 1.0), 0.0), minlength=n_q
+    )
 
 
-def _graded_values(specs, rk: _Ranked, flat: _Flat, R: np.ndarray, ties: str) -> dict[str, dict[str, np.ndarray]]:
+def _graded_values(
+    specs, rk: _Ranked, flat: _Flat, R: np.ndarray, ties: str
+) -> dict[str, dict[str, np.ndarray]]:
     """nDCG under each policy: the gains of each tie group ascending (pessimistic, the
     least DCG), descending (optimistic, the greatest) or all equal to their mean
     (average: the exact expectation); the ideal DCG over every judged document."""
@@ -561,15 +690,26 @@ def _graded_values(specs, rk: _Ranked, flat: _Flat, R: np.ndarray, ties: str) ->
             mean = np.bincount(rk.group, weights=gain, minlength=size.size) / size
             avg = ndcg(mean[rk.group]) if ties == "average" else None
         chosen = {"pessimistic": pess, "optimistic": opt, "average": avg}[ties]
-        for kind, v in (("chosen", chosen), ("pessimistic", pess), ("optimistic", opt), ("min", pess),
-                        ("max", opt)):
+        for kind, v in (
+            ("chosen", chosen),
+            ("pessimistic", pess),
+            ("optimistic", opt),
+            ("min", pess),
+            ("max", opt),
+        ):
             out[kind][s.name] = v
     return out
 
 
 # ----------------------------------------------------------------------------- result
-def _censor(per_kind: dict[str, dict[str, np.ndarray]], specs, miss: np.ndarray, empty: np.ndarray,
-            zero: bool, depth: int) -> None:
+def _censor(
+    per_kind: dict[str, dict[str, np.ndarray]],
+    specs,
+    miss: np.ndarray,
+    empty: np.ndarray,
+    zero: bool,
+    depth: int,
+) -> None:
     """Queries that retrieved none of their relevant documents (``miss``): hit_rate and
     mrr 0, medr and meanr the censored rank depth + 1; queries without a relevant document
     (``empty``) under empty_queries="zero": 0, ranks depth + 1."""
@@ -605,16 +745,22 @@ def _check_empty(req: _Request, flat: _Flat, empty: np.ndarray) -> None:
     if empty.size == n_q:
         raise EmptyQueriesError(
             f"None of the {n_q} queries has a relevant judged document (grade >= relevance_level="
-            f"{req.relevance_level}): check that the run's and the qrels' query ids match.", indices=empty)
+            f"{req.relevance_level}): check that the run's and the qrels' query ids match.",
+            indices=empty,
+        )
     if empty.size and req.empty_queries == "error":
         raise EmptyQueriesError(
             f"{empty.size} of {n_q} queries have no relevant judged document (queries {shown_ids}{more}); judge "
-            "them, or pass empty_queries='skip' (exclude and count them) or 'zero'.", indices=empty)
+            "them, or pass empty_queries='skip' (exclude and count them) or 'zero'.",
+            indices=empty,
+        )
 
 
 def _result(req: _Request, flat: _Flat, rk: _Ranked) -> EvaluationResult:
     n_q = flat.query_ids.shape[0]
-    R = np.bincount(flat.jq, weights=flat.grade >= req.relevance_level, minlength=n_q).astype(np.int64)
+    R = np.bincount(flat.jq, weights=flat.grade >= req.relevance_level, minlength=n_q).astype(
+        np.int64
+    )
     empty = np.flatnonzero(R == 0)
     _check_empty(req, flat, empty)
     n_ret = np.diff(rk.start)
@@ -629,24 +775,50 @@ def _result(req: _Request, flat: _Flat, rk: _Ranked) -> EvaluationResult:
         per_kind[kind].update(values)
     _censor(per_kind, req.specs, miss, empty, req.empty_queries == "zero", depth)
     chosen = {s.name: per_kind["chosen"][s.name] for s in req.specs}
-    tie_values = {s.name: {kind: aggregate(s, per_kind[kind][s.name], skipped=empty) for kind in _KINDS}
-                  for s in req.specs}
-    config = {"similarity": "run", "source": "run", "ties": req.ties, "empty_queries": req.empty_queries,
-              "relevance_level": req.relevance_level, "confidence": req.confidence, "seed": DEFAULTS["seed"],
-              "n_gallery": flat.n_gallery, "depth": depth, "k": req.k}
+    tie_values = {
+        s.name: {kind: aggregate(s, per_kind[kind][s.name], skipped=empty) for kind in _KINDS}
+        for s in req.specs
+    }
+    config = {
+        "similarity": "run",
+        "source": "run",
+        "ties": req.ties,
+        "empty_queries": req.empty_queries,
+        "relevance_level": req.relevance_level,
+        "confidence": req.confidence,
+        "seed": DEFAULTS["seed"],
+        "n_gallery": flat.n_gallery,
+        "depth": depth,
+        "k": req.k,
+    }
     return EvaluationResult(
-        specs=req.specs, values={s.name: aggregate(s, chosen[s.name], skipped=empty) for s in req.specs}, per_query=chosen,
-        thresholds={}, pair_counts={}, n_relevant=R, n_candidates=n_ret.astype(np.int64),
+        specs=req.specs,
+        values={s.name: aggregate(s, chosen[s.name], skipped=empty) for s in req.specs},
+        per_query=chosen,
+        thresholds={},
+        pair_counts={},
+        n_relevant=R,
+        n_candidates=n_ret.astype(np.int64),
         first_relevant_rank=_first_ranks(it, n_q, req.ties, miss, depth),
-        skipped_queries=empty if req.empty_queries == "skip" else np.zeros(0, np.int64), config=config,
-        query_ids=flat.query_ids, tie_values=tie_values,
+        skipped_queries=empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
+        config=config,
+        query_ids=flat.query_ids,
+        tie_values=tie_values,
         tied_share=float((it.tied > 0).mean()) if it.tied.size else None,
     )
 
 
-def evaluate_run(run, qrels, metrics, *, ties: str = DEFAULTS["ties"],
-                 relevance_level: int = 1, empty_queries: str = DEFAULTS["empty_queries"],
-                 confidence: float = DEFAULTS["confidence"], k: int | None = None) -> EvaluationResult:
+def evaluate_run(
+    run,
+    qrels,
+    metrics,
+    *,
+    ties: str = DEFAULTS["ties"],
+    relevance_level: int = 1,
+    empty_queries: str = DEFAULTS["empty_queries"],
+    confidence: float = DEFAULTS["confidence"],
+    k: int | None = None,
+) -> EvaluationResult:
     """Evaluate a precomputed ranking exactly, as trec_eval / ranx do, with this library's
     tie policies; the result works with every gate and comparison.
 

@@ -17,12 +17,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import InputError
+from ..metrics import _ties
+from ..metrics._graded import binary_view, graded_ndcg_values
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, score_units, tail_capacity
-from ..metrics._graded import binary_view, graded_ndcg_values
-from ..metrics import _ties
 from ..metrics._ranking import per_query_values
-from ..errors import InputError
 from ._blocks import BlockPartial, Problem, block_rows, plan_blocks, run_binning_block, run_block
 
 __all__ = ["FirstRanks", "PassTotals", "each_block", "stream", "binning_pass", "progress_bar"]
@@ -92,16 +92,29 @@ class PassTotals:
     tied with the best one) describe each query's best relevant item; ``n_tied`` counts
     relevant items tied with at least one non-relevant item."""
 
-    def __init__(self, n_q: int, query_specs: list[MetricSpec], pair_specs: list[MetricSpec], n_positive: int,
-                 ties: str = "pessimistic", similarity: str = "dot", relevance_level: float = 1):
+    def __init__(
+        self,
+        n_q: int,
+        query_specs: list[MetricSpec],
+        pair_specs: list[MetricSpec],
+        n_positive: int,
+        ties: str = "pessimistic",
+        similarity: str = "dot",
+        relevance_level: float = 1,
+    ):
         self.query_specs = query_specs
         self.relevance_level = relevance_level
         self.units = score_units(similarity)
         self.ties = ties
         self.per_query = {s.name: np.full(n_q, np.nan) for s in query_specs}
-        self.tie_values = {kind: {s.name: np.full(n_q, np.nan) for s in query_specs}
-                           for kind in ("pessimistic", "optimistic", "min", "max")}
-        self.first_rank = {"pessimistic": np.zeros(n_q, np.int64), "optimistic": np.zeros(n_q, np.int64)}
+        self.tie_values = {
+            kind: {s.name: np.full(n_q, np.nan) for s in query_specs}
+            for kind in ("pessimistic", "optimistic", "min", "max")
+        }
+        self.first_rank = {
+            "pessimistic": np.zeros(n_q, np.int64),
+            "optimistic": np.zeros(n_q, np.int64),
+        }
         self.first_group = np.zeros(n_q, np.int64)
         self.n_tied = 0
         self.n_relevant = 0
@@ -112,7 +125,9 @@ class PassTotals:
         # hamming that is not the order of the levels users write
         levels = {s.level_fraction for s in pair_specs if s.family in _FIXED}  # exact, as written
         self.fixed = sorted(levels, key=lambda t: (float(ceil_f32(self.units.to_score(t))), t))
-        self.fixed_f32 = np.array([ceil_f32(self.units.to_score(t)) for t in self.fixed], np.float32)
+        self.fixed_f32 = np.array(
+            [ceil_f32(self.units.to_score(t)) for t in self.fixed], np.float32
+        )
         self.fixed_fp = np.zeros(len(self.fixed), np.int64)
 
     def add(self, part: BlockPartial) -> None:
@@ -122,8 +137,18 @@ class PassTotals:
         rid = np.repeat(np.arange(stop - start, dtype=np.int64), counts)
         view = _Items(rid, part.position, part.rank, part.tied, counts)
         if part.grade is not None and self.relevance_level > 1:
-            view = _Items(*binary_view(rid, part.score, part.grade, part.rank, part.tied, part.position,
-                                       stop - start, self.relevance_level))
+            view = _Items(
+                *binary_view(
+                    rid,
+                    part.score,
+                    part.grade,
+                    part.rank,
+                    part.tied,
+                    part.position,
+                    stop - start,
+                    self.relevance_level,
+                )
+            )
         self._add_values(part, view)
         if part.grade is not None:
             self._add_graded(part, rid, view.counts)
@@ -138,7 +163,9 @@ class PassTotals:
         best_key[rid[best]] = key[best]
         best_tied[rid[best]] = tied[best]
         same = (key == best_key[rid]) & (tied == best_tied[rid])
-        self.first_group[start:stop] = np.bincount(rid, weights=same, minlength=stop - start).astype(np.int64)
+        self.first_group[start:stop] = np.bincount(
+            rid, weights=same, minlength=stop - start
+        ).astype(np.int64)
         self.n_tied += int((tied > 0).sum())
         self.n_relevant += int(tied.size)
         if self.want_pairs:
@@ -172,8 +199,9 @@ class PassTotals:
         if not specs:
             return
         start, stop = part.start, part.stop
-        by = graded_ndcg_values(specs, rid, part.score, part.grade, part.rank, part.tied, part.position,
-                                stop - start)
+        by = graded_ndcg_values(
+            specs, rid, part.score, part.grade, part.rank, part.tied, part.position, stop - start
+        )
         empty = counts == 0
         for spec in specs:
             name = spec.name
@@ -181,7 +209,9 @@ class PassTotals:
             for v in (pess, opt, avg):
                 v[empty] = np.nan
             chosen = {"pessimistic": pess, "optimistic": opt, "average": avg}[self.ties]
-            self._store(name, start, stop, chosen, pess, opt, np.fmin(pess, opt), np.fmax(pess, opt))
+            self._store(
+                name, start, stop, chosen, pess, opt, np.fmin(pess, opt), np.fmax(pess, opt)
+            )
 
     def _store(self, name, start, stop, chosen, pess, opt, lo, hi) -> None:
         self.per_query[name][start:stop] = chosen
@@ -192,32 +222,55 @@ class PassTotals:
 
     def pair_counts(self, n_negative: int) -> PairCounts:
         """What the pair metrics need, once every block has been merged."""
-        return PairCounts(positives=np.sort(np.concatenate(self.positives)), n_negative=n_negative, tail=self.tail,
-                          fixed_fp={t: int(fp) for t, fp in zip(self.fixed, self.fixed_fp)}, units=self.units)
+        return PairCounts(
+            positives=np.sort(np.concatenate(self.positives)),
+            n_negative=n_negative,
+            tail=self.tail,
+            fixed_fp={t: int(fp) for t, fp in zip(self.fixed, self.fixed_fp)},
+            units=self.units,
+        )
 
 
-def stream(problem: Problem, *, query_specs: list[MetricSpec], pair_specs: list[MetricSpec], n_positive: int,
-           ties: str = "pessimistic", progress=None, use_kernels: bool = True,
-           relevance_level: float = 1) -> PassTotals:
+def stream(
+    problem: Problem,
+    *,
+    query_specs: list[MetricSpec],
+    pair_specs: list[MetricSpec],
+    n_positive: int,
+    ties: str = "pessimistic",
+    progress=None,
+    use_kernels: bool = True,
+    relevance_level: float = 1,
+) -> PassTotals:
     """Run every query block of ``problem`` and merge the partial results; per-query
     values follow the tie policy ``ties``; with graded relevance, binary metrics count
     grades >= ``relevance_level``."""
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    totals = PassTotals(problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level)
+    totals = PassTotals(
+        problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level
+    )
     rows = block_rows(problem, use_kernels, totals.want_pairs)
     blocks = plan_blocks(problem.n_q, rows) if (query_specs or pair_specs) else []
     for start, stop in each_block(problem, blocks, progress):
-        totals.add(run_block(
-            problem, start, stop, want_pairs=totals.want_pairs,
-            tail_tau=totals.tail.tau if totals.tail is not None else -math.inf,
-            fixed_thresholds=totals.fixed_f32, use_kernels=use_kernels,
-            tail_capacity=totals.tail.capacity if totals.tail is not None else None,
-        ))
+        totals.add(
+            run_block(
+                problem,
+                start,
+                stop,
+                want_pairs=totals.want_pairs,
+                tail_tau=totals.tail.tau if totals.tail is not None else -math.inf,
+                fixed_thresholds=totals.fixed_f32,
+                use_kernels=use_kernels,
+                tail_capacity=totals.tail.capacity if totals.tail is not None else None,
+            )
+        )
     return totals
 
 
-def each_block(problem: Problem, blocks: list[tuple[int, int]], progress=None, desc: str = "retrieval-checks"):
+def each_block(
+    problem: Problem, blocks: list[tuple[int, int]], progress=None, desc: str = "retrieval-checks"
+):
     """The query blocks ``[start, stop)`` of a pass, run under the backend's exact
     (non-TF32) matmul and counted on a progress bar (see :func:`progress_bar`)."""
     bar = progress_bar(progress, len(blocks), desc)
@@ -236,7 +289,9 @@ def binning_pass(problem: Problem, counts: PairCounts, use_kernels: bool = True)
     """Negatives at or above every unique positive score, from a second pass."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
-    for start, stop in each_block(problem, plan_blocks(problem.n_q, block_rows(problem, use_kernels)), progress=False):
+    for start, stop in each_block(
+        problem, plan_blocks(problem.n_q, block_rows(problem, use_kernels)), progress=False
+    ):
         run_binning_block(problem, start, stop, u, hist, use_kernels)
     # negatives >= u[t] are those with more than t positives <= them
     return np.cumsum(hist[::-1])[::-1][1:]

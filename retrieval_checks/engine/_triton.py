@@ -92,8 +92,24 @@ import numpy as np
 
 from ..errors import BackendError
 
-__all__ = ["mode", "screening", "screen_code", "tile_shape", "wanted", "checked_once", "supports", "guarded", "run_block_triton",
-           "run_binning_triton", "PairRequest", "count_arrays", "bin_counts", "on_cpu", "self_check", "error_bound"]
+__all__ = [
+    "mode",
+    "screening",
+    "screen_code",
+    "tile_shape",
+    "wanted",
+    "checked_once",
+    "supports",
+    "guarded",
+    "run_block_triton",
+    "run_binning_triton",
+    "PairRequest",
+    "count_arrays",
+    "bin_counts",
+    "on_cpu",
+    "self_check",
+    "error_bound",
+]
 
 SIMILARITIES = ("cosine", "dot", "neg_l2")  # the products every fused kernel computes
 FUSED_SIMILARITIES = SIMILARITIES + ("hamming",)  # the main pass's kernel also takes packed codes
@@ -101,7 +117,9 @@ _EPILOGUE = {"dot": 0, "cosine": 1, "neg_l2": 2, "hamming": 3}
 MAX_SELF = 8  # self pairs per query the kernel masks; more fall back to the torch path
 TILE = (32, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K on a GPU
 TILE_INTERPRET = (16, 32, 16)  # smaller tiles in the interpreter: more tile edges in small tests
-LINEAR_MAX = 16  # rows with at most this many relevant items: compare with each (no searches, few atomics)
+LINEAR_MAX = (
+    16  # rows with at most this many relevant items: compare with each (no searches, few atomics)
+)
 SCREENS = {"0": 0, "1": 1, "bf16": 1, "tf32": 2}  # RC_TRITON_SCREEN -> the kernels' SCREEN code
 _F32_MIN = float(np.finfo(np.float32).min)
 
@@ -117,8 +135,10 @@ def mode() -> str:
     """``RC_TRITON``: ``"0"`` (default: off until measured on a GPU), ``"auto"`` or ``"1"``."""
     raw = os.environ.get("RC_TRITON", "0").strip().lower() or "0"
     if raw not in ("auto", "0", "1"):
-        raise BackendError(f"RC_TRITON={raw!r} is not valid; use RC_TRITON=0 (default: today's torch path), auto "
-                          "(the fused kernel on CUDA when triton imports) or 1 (on).")
+        raise BackendError(
+            f"RC_TRITON={raw!r} is not valid; use RC_TRITON=0 (default: today's torch path), auto "
+            "(the fused kernel on CUDA when triton imports) or 1 (on)."
+        )
     return raw
 
 
@@ -130,9 +150,11 @@ def screen_code(value) -> int:
         return int(value)
     raw = str(value).strip().lower() or "0"
     if raw not in SCREENS:
-        raise BackendError(f"RC_TRITON_SCREEN={raw!r} is not valid; use 0 (exact fp32 tiles, default), bf16 (or 1: "
-                          "bf16 screening) or tf32 (TF32 screening), each with exact fp32 recompute of near-tie "
-                          "tiles.")
+        raise BackendError(
+            f"RC_TRITON_SCREEN={raw!r} is not valid; use 0 (exact fp32 tiles, default), bf16 (or 1: "
+            "bf16 screening) or tf32 (TF32 screening), each with exact fp32 recompute of near-tie "
+            "tiles."
+        )
     return SCREENS[raw]
 
 
@@ -175,8 +197,10 @@ def tile_shape() -> tuple[int, int, int]:
     except ValueError:
         vals = ()
     if len(vals) != 3 or any(v < 16 or v > 256 or v & (v - 1) for v in vals):
-        raise BackendError(f"RC_TRITON_TILE={raw!r} is not valid; use BLOCK_MxBLOCK_NxBLOCK_K with powers of two "
-                          f"from 16 to 256, e.g. 64x128x32 (default {TILE[0]}x{TILE[1]}x{TILE[2]}).")
+        raise BackendError(
+            f"RC_TRITON_TILE={raw!r} is not valid; use BLOCK_MxBLOCK_NxBLOCK_K with powers of two "
+            f"from 16 to 256, e.g. 64x128x32 (default {TILE[0]}x{TILE[1]}x{TILE[2]})."
+        )
     return vals
 
 
@@ -195,14 +219,20 @@ def wanted(backend) -> bool:
     _check_settings()
     key = str(backend.device)
     if m == "auto" and key not in _STATE and importlib.util.find_spec("triton") is None:
-        _STATE[key] = (False, "triton is not installed")  # auto: on when triton imports; nothing to warn about
+        _STATE[key] = (
+            False,
+            "triton is not installed",
+        )  # auto: on when triton imports; nothing to warn about
     if key not in _STATE:
         _STATE[key] = self_check(backend.device)
         ok, reason = _STATE[key]
         if not ok:
-            warnings.warn(f"retrieval_checks: the fused Triton kernel is not used on {key} ({reason}); the torch "
-                          "path computes the same counts instead. Set RC_TRITON=0 to skip the attempt.",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"retrieval_checks: the fused Triton kernel is not used on {key} ({reason}); the torch "
+                "path computes the same counts instead. Set RC_TRITON=0 to skip the attempt.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
     return _STATE[key][0]
 
 
@@ -241,8 +271,12 @@ def guarded(p, start: int, stop: int, pairs: "PairRequest | None" = None, *, run
         reason = f"it failed on a block ({type(exc).__name__}: {str(exc)[:300]})"
         if p.backend.is_cuda:
             _STATE[str(p.backend.device)] = (False, reason)
-        warnings.warn(f"retrieval_checks: the fused Triton kernel is not used ({reason}); the torch path "
-                      "computes the same counts instead.", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"retrieval_checks: the fused Triton kernel is not used ({reason}); the torch path "
+            "computes the same counts instead.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
         return None
 
 
@@ -250,7 +284,9 @@ def supports(p, want_pairs: bool = False) -> bool:
     """The cases the kernel handles: cosine / dot / neg_l2 and hamming (packed codes)
     with label or explicit (binary or graded) relevance, with or without the pair metrics' outputs
     (``want_pairs`` is accepted for callers that ask; every pair output is computed)."""
-    return p.similarity in FUSED_SIMILARITIES and (p.relevant.csr is not None or p.relevant.q_codes is not None)
+    return p.similarity in FUSED_SIMILARITIES and (
+        p.relevant.csr is not None or p.relevant.q_codes is not None
+    )
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -265,9 +301,12 @@ def _kernels():
 
 
 # ----------------------------------------------------------------------------- the bound
-U_IN = {1: 2.0 ** -8, 2: 2.0 ** -10}  # input rounding: bf16 (round to nearest), TF32 (truncation covered)
+U_IN = {
+    1: 2.0**-8,
+    2: 2.0**-10,
+}  # input rounding: bf16 (round to nearest), TF32 (truncation covered)
 U_BF16 = U_IN[1]
-U_ACC = 2.0 ** -23  # fp32 accumulation, doubled: covers truncating tensor-core accumulators
+U_ACC = 2.0**-23  # fp32 accumulation, doubled: covers truncating tensor-core accumulators
 
 
 def error_bound(d: int, screen=1) -> float:
@@ -280,8 +319,8 @@ def error_bound(d: int, screen=1) -> float:
     if nu >= 0.5:
         return math.inf
     g_d = nu / (1.0 - nu)
-    gamma = (2 * u_in + u_in ** 2) + g_d * (1 + u_in) ** 2 + g_d
-    return float(np.nextafter(np.float32(gamma * (1 + 2.0 ** -20)), np.float32(np.inf)))
+    gamma = (2 * u_in + u_in**2) + g_d * (1 + u_in) ** 2 + g_d
+    return float(np.nextafter(np.float32(gamma * (1 + 2.0**-20)), np.float32(np.inf)))
 
 
 def _norms_up(torch, X):
@@ -326,9 +365,11 @@ def _gallery_side(p) -> dict:
         if src.csr is None:
             g_codes = np.empty_like(src.g_sorted)
             g_codes[src.g_order] = src.g_sorted
-            side = {"g_codes": g_codes,
-                    "gc": torch.tensor(g_codes, dtype=torch.int64, device=p.Gp.device),
-                    "grank": torch.tensor(_label_ranks(src), dtype=torch.int32, device=p.Gp.device)}
+            side = {
+                "g_codes": g_codes,
+                "gc": torch.tensor(g_codes, dtype=torch.int64, device=p.Gp.device),
+                "grank": torch.tensor(_label_ranks(src), dtype=torch.int32, device=p.Gp.device),
+            }
         src._triton_side = cache = (key, side)
     return cache[1]
 
@@ -371,9 +412,20 @@ def _block_inputs(p, start: int, stop: int):
         import torch
 
         side["gn"] = _norms_up(torch, p.Gp[: p.n_g])
-    args = (p.Q[start:stop], p.Gp[: p.n_g], p.similarity, None if p.qa is None else p.qa[start:stop],
-            None if p.ga is None else p.ga[: p.n_g], q_codes, side["gc"], side["grank"], rel.indptr, rel.row_ids(),
-            rel.indices, selfs)
+    args = (
+        p.Q[start:stop],
+        p.Gp[: p.n_g],
+        p.similarity,
+        None if p.qa is None else p.qa[start:stop],
+        None if p.ga is None else p.ga[: p.n_g],
+        q_codes,
+        side["gc"],
+        side["grank"],
+        rel.indptr,
+        rel.row_ids(),
+        rel.indices,
+        selfs,
+    )
     return rel, args, dict(screen=screen, g_norms=side.get("gn"), csr=csr)
 
 
@@ -400,7 +452,9 @@ def run_block_triton(p, start: int, stop: int, pairs: PairRequest | None = None)
     return part
 
 
-def run_binning_triton(p, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray) -> bool:
+def run_binning_triton(
+    p, start: int, stop: int, sorted_positive: np.ndarray, out: np.ndarray
+) -> bool:
     """The binning pass's task on the fused kernel: adds to ``out`` as
     :func:`~._blocks.run_binning_block` does; False when the block has more self pairs
     per query than the kernel masks (nothing added)."""
@@ -415,8 +469,24 @@ def run_binning_triton(p, start: int, stop: int, sorted_positive: np.ndarray, ou
 class _Launch:
     """The device arguments every launch on one block shares."""
 
-    def __init__(self, Qb, G, similarity, qa, ga, q_codes, g_codes, indptr, rid, cols, selfs, screen, tile,
-                 g_norms, csr):
+    def __init__(
+        self,
+        Qb,
+        G,
+        similarity,
+        qa,
+        ga,
+        q_codes,
+        g_codes,
+        indptr,
+        rid,
+        cols,
+        selfs,
+        screen,
+        tile,
+        g_norms,
+        csr,
+    ):
         import torch
 
         self.dev = dev = Qb.device
@@ -443,12 +513,20 @@ class _Launch:
             self.qc = self.gc = idummy
             self.COLS = self.t(np.asarray(cols)[order], torch.int64) if cols.size else idummy
         else:
-            self.qc, self.gc, self.COLS = self.t(q_codes, torch.int64), self.t(g_codes, torch.int64), idummy
+            self.qc, self.gc, self.COLS = (
+                self.t(q_codes, torch.int64),
+                self.t(g_codes, torch.int64),
+                idummy,
+            )
         self.ptr = self.t(indptr, torch.int64)
         self.SELF, self.SELFREL = self.t(allm, torch.int32), self.t(relm, torch.int32)
-        self.screen = 0 if self.EPI == 3 else screen_code(screen)  # -Hamming: exact integers, no GEMM
+        self.screen = (
+            0 if self.EPI == 3 else screen_code(screen)
+        )  # -Hamming: exact integers, no GEMM
         self.gamma = error_bound(self.d, self.screen) if self.screen else 0.0
-        if not math.isfinite(self.gamma):  # d >= 2^22: no useful bound, every tile would be recomputed
+        if not math.isfinite(
+            self.gamma
+        ):  # d >= 2^22: no useful bound, every tile would be recomputed
             self.screen, self.gamma = 0, 0.0
         self.QN = self.GN = self.dummy
         if self.screen:
@@ -458,11 +536,17 @@ class _Launch:
     def t(self, a, dt):  # a copy on the device (tensors already there pass through)
         import torch
 
-        return a if isinstance(a, torch.Tensor) else torch.tensor(np.ascontiguousarray(a), dtype=dt, device=self.dev)
+        return (
+            a
+            if isinstance(a, torch.Tensor)
+            else torch.tensor(np.ascontiguousarray(a), dtype=dt, device=self.dev)
+        )
 
     def consts(self) -> dict:
         # no FMA contraction: the epilogue is the torch path's IEEE operations, one rounding each
-        return dict(BM=self.BM, BN=self.BN, BK=self.BK, K=self.K, EPI=self.EPI, enable_fp_fusion=False)
+        return dict(
+            BM=self.BM, BN=self.BN, BK=self.BK, K=self.K, EPI=self.EPI, enable_fp_fusion=False
+        )
 
     def grid(self):
         return (-(-self.n_g // self.BN), -(-self.m // self.BM))
@@ -487,10 +571,33 @@ def _extract(L: _Launch, grank, indptr, rid, cols):
     # the tiles holding a relevant pair (sorted and made unique on the device)
     keys = torch.unique(L.t(rid, torch.int64) // L.BM * per_row + L.t(cols, torch.int64) // L.BN)
     tm, tn = (keys // per_row).to(torch.int32), (keys % per_row).to(torch.int32)
-    GR = L.t(grank, torch.int32) if grank is not None else torch.zeros(1, dtype=torch.int32, device=L.dev)
-    _kernels()["extract"][(int(keys.numel()),)](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.SELFREL, GR, L.ptr, L.QA,
-                                                L.GA, tm, tn, out, L.m, L.n_g, L.d, L.c_steps, CSR=L.csr,
-                                                **L.consts())
+    GR = (
+        L.t(grank, torch.int32)
+        if grank is not None
+        else torch.zeros(1, dtype=torch.int32, device=L.dev)
+    )
+    _kernels()["extract"][(int(keys.numel()),)](
+        L.Q,
+        L.G,
+        L.qc,
+        L.gc,
+        L.COLS,
+        L.SELF,
+        L.SELFREL,
+        GR,
+        L.ptr,
+        L.QA,
+        L.GA,
+        tm,
+        tn,
+        out,
+        L.m,
+        L.n_g,
+        L.d,
+        L.c_steps,
+        CSR=L.csr,
+        **L.consts(),
+    )
     if bool(torch.isnan(out).any()):
         raise RuntimeError("the extract launch left relevant scores unwritten")
     if L.perm is not None:  # written in column order: back to the block CSR's order
@@ -500,8 +607,26 @@ def _extract(L: _Launch, grank, indptr, rid, cols):
     return out
 
 
-def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, cols, selfs, *,
-                 screen=False, tile=None, g_norms=None, csr: bool = False, pairs: PairRequest | None = None):
+def count_arrays(
+    Qb,
+    G,
+    similarity,
+    qa,
+    ga,
+    q_codes,
+    g_codes,
+    grank,
+    indptr,
+    rid,
+    cols,
+    selfs,
+    *,
+    screen=False,
+    tile=None,
+    g_norms=None,
+    csr: bool = False,
+    pairs: PairRequest | None = None,
+):
     """The two launches on one block. Returns ((relevant scores sorted in rows, the
     permutation that sorts them), above, tied) as :func:`~._blocks._count_torch` does,
     and, when ``pairs`` asks, a fourth item: ``{"negatives", "tau", "fixed_fp"}``.
@@ -509,10 +634,28 @@ def count_arrays(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid
     from ._blocks import _sort_within_rows
     from ._inputs import Csr
 
-    L = _Launch(Qb, G, similarity, qa, ga, q_codes, g_codes, indptr, rid, cols, selfs, screen, tile, g_norms, csr)
+    L = _Launch(
+        Qb,
+        G,
+        similarity,
+        qa,
+        ga,
+        q_codes,
+        g_codes,
+        indptr,
+        rid,
+        cols,
+        selfs,
+        screen,
+        tile,
+        g_norms,
+        csr,
+    )
     vals = _extract(L, grank, indptr, rid, cols)
     nnz = int(indptr[-1])
-    rel_sorted, order = _sort_within_rows(vals, Csr(np.asarray(indptr, np.int64), np.asarray(cols, np.int64)), True)
+    rel_sorted, order = _sort_within_rows(
+        vals, Csr(np.asarray(indptr, np.int64), np.asarray(cols, np.int64)), True
+    )
     counts = np.diff(indptr)
     r_max = int(counts.max()) if counts.size else 0
     if r_max == 0 and pairs is None:
@@ -548,7 +691,11 @@ def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear
 
     width = max(1, r_max) if linear else r_max + 1
     tau = -math.inf if pairs is None else float(pairs.tau)
-    fixed = np.zeros(0, np.float32) if pairs is None or pairs.fixed is None else np.asarray(pairs.fixed, np.float32)
+    fixed = (
+        np.zeros(0, np.float32)
+        if pairs is None or pairs.fixed is None
+        else np.asarray(pairs.fixed, np.float32)
+    )
     FIX = L.t(fixed if fixed.size else np.zeros(1, np.float32), torch.float32)
     n_all = L.m * L.n_g
     if pairs is None:
@@ -565,10 +712,42 @@ def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear
         TAILN = torch.zeros(1, dtype=torch.int64, device=L.dev)
         STATS = torch.zeros(2, dtype=torch.int64, device=L.dev)
         _kernels()["count"][L.grid()](
-            L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, L.own(rel_sorted), L.QA, L.GA, L.QN, L.GN, hist, ties, FIX,
-            FIXCNT, TAIL, TAILN, STATS, L.m, L.n_g, L.d, width, int(r_max).bit_length(), L.c_steps, L.gamma,
-            max(tau, _F32_MIN), int(fixed.size), cap, SCREEN=L.screen, EMULATE=L.interp, CSR=L.csr,
-            PAIRS=pairs is not None, LINEAR=bool(linear), **L.consts())
+            L.Q,
+            L.G,
+            L.qc,
+            L.gc,
+            L.COLS,
+            L.SELF,
+            L.ptr,
+            L.own(rel_sorted),
+            L.QA,
+            L.GA,
+            L.QN,
+            L.GN,
+            hist,
+            ties,
+            FIX,
+            FIXCNT,
+            TAIL,
+            TAILN,
+            STATS,
+            L.m,
+            L.n_g,
+            L.d,
+            width,
+            int(r_max).bit_length(),
+            L.c_steps,
+            L.gamma,
+            max(tau, _F32_MIN),
+            int(fixed.size),
+            cap,
+            SCREEN=L.screen,
+            EMULATE=L.interp,
+            CSR=L.csr,
+            PAIRS=pairs is not None,
+            LINEAR=bool(linear),
+            **L.consts(),
+        )
         L.record(STATS)
         if pairs is None:
             return hist, ties, None
@@ -577,34 +756,97 @@ def _count(L: _Launch, rel_sorted, r_max: int, pairs: PairRequest | None, linear
             break
         cap = n  # too many for the buffer: once more, with room for all of them
     tail = TAIL[:n]
-    if pairs.capacity is not None and n > int(pairs.capacity):  # keep the capacity-th largest and above
+    if pairs.capacity is not None and n > int(
+        pairs.capacity
+    ):  # keep the capacity-th largest and above
         kth = float(torch.kthvalue(tail, n - int(pairs.capacity) + 1).values)
         if kth > tau:
             tau = kth
             tail = tail[tail >= tau]
-    extra = {"negatives": tail.cpu().numpy(), "tau": tau, "fixed_fp": FIXCNT[: fixed.size].cpu().numpy()}
+    extra = {
+        "negatives": tail.cpu().numpy(),
+        "tau": tau,
+        "fixed_fp": FIXCNT[: fixed.size].cpu().numpy(),
+    }
     return hist, ties, extra
 
 
-def bin_counts(Qb, G, similarity, qa, ga, q_codes, g_codes, grank, indptr, rid, cols, selfs, sorted_positive, *,
-               screen=False, tile=None, g_norms=None, csr: bool = False) -> np.ndarray:
+def bin_counts(
+    Qb,
+    G,
+    similarity,
+    qa,
+    ga,
+    q_codes,
+    g_codes,
+    grank,
+    indptr,
+    rid,
+    cols,
+    selfs,
+    sorted_positive,
+    *,
+    screen=False,
+    tile=None,
+    g_norms=None,
+    csr: bool = False,
+) -> np.ndarray:
     """The binning pass on one block: ``out[p]`` = negatives with ``p`` positive scores
     ``<=`` them (``p >= 1``; ``out[0]`` stays 0), as :func:`~._blocks.run_binning_block`."""
     import torch
 
-    L = _Launch(Qb, G, similarity, qa, ga, q_codes, g_codes, indptr, rid, cols, selfs, screen, tile, g_norms, csr)
+    L = _Launch(
+        Qb,
+        G,
+        similarity,
+        qa,
+        ga,
+        q_codes,
+        g_codes,
+        indptr,
+        rid,
+        cols,
+        selfs,
+        screen,
+        tile,
+        g_norms,
+        csr,
+    )
     nu = int(sorted_positive.size)
     out = torch.zeros(nu + 1, dtype=torch.int64, device=L.dev)
     if nu == 0:
         return out.cpu().numpy()
     U = L.t(np.asarray(sorted_positive, np.float32), torch.float32)
     STATS = torch.zeros(2, dtype=torch.int64, device=L.dev)
-    _kernels()["bin"][L.grid()](L.Q, L.G, L.qc, L.gc, L.COLS, L.SELF, L.ptr, U, L.QA, L.GA, L.QN, L.GN, out, STATS,
-                                L.m, L.n_g, L.d, nu, nu.bit_length(), L.c_steps, L.gamma, SCREEN=L.screen,
-                                EMULATE=L.interp, CSR=L.csr, **L.consts())
+    _kernels()["bin"][L.grid()](
+        L.Q,
+        L.G,
+        L.qc,
+        L.gc,
+        L.COLS,
+        L.SELF,
+        L.ptr,
+        U,
+        L.QA,
+        L.GA,
+        L.QN,
+        L.GN,
+        out,
+        STATS,
+        L.m,
+        L.n_g,
+        L.d,
+        nu,
+        nu.bit_length(),
+        L.c_steps,
+        L.gamma,
+        SCREEN=L.screen,
+        EMULATE=L.interp,
+        CSR=L.csr,
+        **L.consts(),
+    )
     L.record(STATS)
     return out.cpu().numpy()
-
 
 
 # ----------------------------------------------------------------------------- self-check
@@ -618,15 +860,19 @@ def self_check(device) -> tuple[bool, str | None]:
         return False, f"triton could not be imported ({type(exc).__name__}: {exc})"
     try:
         for similarity in FUSED_SIMILARITIES:
-            for screen in ((0,) if similarity == "hamming" else (0, 1, 2)):
-                for kind in (("int",) if similarity == "hamming" else ("int", "float")):
+            for screen in (0,) if similarity == "hamming" else (0, 1, 2):
+                for kind in ("int",) if similarity == "hamming" else ("int", "float"):
                     got, want = _check_case(device, similarity, screen, kind)
-                    if kind == "float":  # the scores' last bits may differ between GEMMs; the rank counts
+                    if (
+                        kind == "float"
+                    ):  # the scores' last bits may differ between GEMMs; the rank counts
                         # may not (the pair outputs hold values and counts at thresholds: integer data only)
                         got, want = got[1:3] + got[4:6], want[1:3] + want[4:6]
                     if not got == want:
-                        return False, (f"its counts differ from the torch path's in the self-check "
-                                       f"(similarity={similarity!r}, screened={screen}, {kind} data)")
+                        return False, (
+                            f"its counts differ from the torch path's in the self-check "
+                            f"(similarity={similarity!r}, screened={screen}, {kind} data)"
+                        )
     except Exception as exc:  # compilation or launch failure
         return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
     return True, None
@@ -646,7 +892,7 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
     rng = np.random.default_rng(17)
     n, d = 83, 20
     if similarity == "hamming":  # 100-bit codes in two words; codes one bit apart tie often
-        X = rng.integers(-2**62, 2**62, size=(n, 2), dtype=np.int64)
+        X = rng.integers(-(2**62), 2**62, size=(n, 2), dtype=np.int64)
         X[:, 1] &= (1 << 36) - 1
         X[20:40] = X[0:20] ^ (np.int64(1) << rng.integers(0, 36, size=(20, 1), dtype=np.int64))
     elif kind == "int":
@@ -673,15 +919,20 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
     grank[order] = np.arange(n) - np.searchsorted(ys, ys, side="left")
     rows, cols = [], []
     for i in range(m):
-        js = [j for j in order[np.searchsorted(ys, y[i]):np.searchsorted(ys, y[i], side="right")] if j != i]
+        js = [
+            j
+            for j in order[np.searchsorted(ys, y[i]) : np.searchsorted(ys, y[i], side="right")]
+            if j != i
+        ]
         rows += [i] * len(js)
         cols += js
     rows, cols = np.array(rows, np.int64), np.array(cols, np.int64)
     indptr = np.zeros(m + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
-    (rel_sorted, _), above, tied = count_arrays(G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr, rows, cols,
-                                                selfs, screen=screen)
+    (rel_sorted, _), above, tied = count_arrays(
+        G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr, rows, cols, selfs, screen=screen
+    )
     if similarity == "hamming":
         from ._hamming import hamming_tile_torch
 
@@ -700,15 +951,46 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
     # the same relevance as an explicit CSR, with the pair outputs: the tail above the
     # median negative and the negatives >= three fixed thresholds
     neg = S[S > -math.inf]
-    fixed = torch.quantile(neg.double(), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64, device=be.device))
+    fixed = torch.quantile(
+        neg.double(), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64, device=be.device)
+    )
     fixed = np.unique(fixed.float().cpu().numpy())
     tau = float(fixed[len(fixed) // 2])
     (csr_sorted, _), c_above, c_tied, extra = count_arrays(
-        G[:m], G, similarity, qa, ga, None, None, None, indptr, rows, cols, selfs, screen=screen, csr=True,
-        pairs=PairRequest(tau, fixed, None))
-    got = (rel_sorted.cpu().numpy().tobytes(), above.tolist(), tied.tolist(), csr_sorted.cpu().numpy().tobytes(),
-           c_above.tolist(), c_tied.tolist(), np.sort(extra["negatives"]).tolist(), extra["fixed_fp"].tolist())
-    want = (ref_sorted.cpu().numpy().tobytes(), ref_above.tolist(), ref_tied.tolist(),
-            ref_sorted.cpu().numpy().tobytes(), ref_above.tolist(), ref_tied.tolist(),
-            torch.sort(neg[neg >= tau]).values.cpu().tolist(), [int((neg >= t).sum()) for t in fixed])
+        G[:m],
+        G,
+        similarity,
+        qa,
+        ga,
+        None,
+        None,
+        None,
+        indptr,
+        rows,
+        cols,
+        selfs,
+        screen=screen,
+        csr=True,
+        pairs=PairRequest(tau, fixed, None),
+    )
+    got = (
+        rel_sorted.cpu().numpy().tobytes(),
+        above.tolist(),
+        tied.tolist(),
+        csr_sorted.cpu().numpy().tobytes(),
+        c_above.tolist(),
+        c_tied.tolist(),
+        np.sort(extra["negatives"]).tolist(),
+        extra["fixed_fp"].tolist(),
+    )
+    want = (
+        ref_sorted.cpu().numpy().tobytes(),
+        ref_above.tolist(),
+        ref_tied.tolist(),
+        ref_sorted.cpu().numpy().tobytes(),
+        ref_above.tolist(),
+        ref_tied.tolist(),
+        torch.sort(neg[neg >= tau]).values.cpu().tolist(),
+        [int((neg >= t).sum()) for t in fixed],
+    )
     return got, want

@@ -72,8 +72,18 @@ import numpy as np
 from . import _triton
 from ._stream import FirstRanks
 
-__all__ = ["fused_groups", "usable", "self_check", "chunk_plan", "work_items", "sweep_ranges",
-           "resident_bytes", "time_grouped", "STATS", "ROW_BYTES"]
+__all__ = [
+    "fused_groups",
+    "usable",
+    "self_check",
+    "chunk_plan",
+    "work_items",
+    "sweep_ranges",
+    "resident_bytes",
+    "time_grouped",
+    "STATS",
+    "ROW_BYTES",
+]
 
 #: the last call's tile counts (tests, benchmarks): tiles the screen decided, tiles computed exactly
 STATS = {"screened": 0, "exact": 0}
@@ -98,17 +108,26 @@ def usable(backend, similarity: str, score_batch=None) -> bool:
     if backend is None or score_batch is not None or similarity not in _triton.SIMILARITIES:
         return False
     # wanted() has validated RC_TRITON_SCREEN / RC_TRITON_TILE before the self-check runs
-    return _triton.checked_once(backend, _STATE, lambda: self_check(backend),
-                                lambda key, reason: _warn(key, reason, stacklevel=5))
+    return _triton.checked_once(
+        backend,
+        _STATE,
+        lambda: self_check(backend),
+        lambda key, reason: _warn(key, reason, stacklevel=5),
+    )
 
 
 def _warn(where: str, reason: str, stacklevel: int) -> None:
-    warnings.warn(f"retrieval_checks: grouped recall's fused Triton kernel is not used on {where} ({reason}); "
-                  "the numpy path computes the same numbers instead. Set RC_TRITON=0 to skip the attempt.",
-                  RuntimeWarning, stacklevel=stacklevel)
+    warnings.warn(
+        f"retrieval_checks: grouped recall's fused Triton kernel is not used on {where} ({reason}); "
+        "the numpy path computes the same numbers instead. Set RC_TRITON=0 to skip the attempt.",
+        RuntimeWarning,
+        stacklevel=stacklevel,
+    )
 
 
-def fused_groups(data, gq, gg, r, ks, hits, similarity, candidates, max_memory, *, tile=None) -> bool:
+def fused_groups(
+    data, gq, gg, r, ks, hits, similarity, candidates, max_memory, *, tile=None
+) -> bool:
     """Fill ``hits`` and ``candidates`` as :func:`._grouped._score_groups` does, on the
     fused kernel; False (nothing written) where it does not apply, or after a
     RuntimeWarning when the kernel failed (the caller's numpy path then serves)."""
@@ -152,10 +171,16 @@ def chunk_plan(q_sizes, g_sizes, d: int, max_memory: int, bm: int):
         if nq == 0:
             continue
         room = max_memory - ng * g_row
-        rows = nq if nq * (q_row + _WORK_BYTES) <= room else max(bm, room // (q_row + _WORK_BYTES) // bm * bm)
+        rows = (
+            nq
+            if nq * (q_row + _WORK_BYTES) <= room
+            else max(bm, room // (q_row + _WORK_BYTES) // bm * bm)
+        )
         for lo in range(0, nq, rows):
             n = min(rows, nq - lo)
-            cost = n * q_row + (-(-n // bm)) * _WORK_BYTES + (0 if cur and last == g else ng * g_row)
+            cost = (
+                n * q_row + (-(-n // bm)) * _WORK_BYTES + (0 if cur and last == g else ng * g_row)
+            )
             if cur and used + cost > max_memory:
                 chunks.append(cur)
                 cur, used = [], 0
@@ -189,7 +214,9 @@ def work_items(q0, q1, g0, g1, bm: int):
     within = np.arange(unit.size) - np.repeat(np.cumsum(tiles) - tiles, tiles)
     wr0 = q0[unit] + within * bm
     order = np.argsort(-(g1 - g0)[unit], kind="stable")
-    return tuple(np.ascontiguousarray(a[order], np.int32) for a in (wr0, q1[unit], g0[unit], g1[unit]))
+    return tuple(
+        np.ascontiguousarray(a[order], np.int32) for a in (wr0, q1[unit], g0[unit], g1[unit])
+    )
 
 
 def _sides(data):
@@ -211,7 +238,12 @@ def _group_order(torch, group, codes, r: int, big: int, dev):
     order_dev = torch.sort(torch.from_numpy(key).to(dev), stable=True).indices
     order = order_dev.cpu().numpy()
     key_sorted = key[order]
-    return order, order_dev, key_sorted, np.searchsorted(key_sorted, np.arange(r + 1, dtype=np.int64) * big)
+    return (
+        order,
+        order_dev,
+        key_sorted,
+        np.searchsorted(key_sorted, np.arange(r + 1, dtype=np.int64) * big),
+    )
 
 
 class _Rows:
@@ -226,11 +258,15 @@ class _Rows:
         if resident:
             key = (name, str(dev))
             if key not in cache:
-                cache[key] = [None if a is None else self._up(a, dt) for a, dt in zip(side, self.dtypes)]
+                cache[key] = [
+                    None if a is None else self._up(a, dt) for a, dt in zip(side, self.dtypes)
+                ]
             self.full = cache[key]
 
     def _up(self, a, dt):  # a fresh device copy (the interpreter resizes its arguments' storage)
-        if isinstance(a, self.torch.Tensor):  # the engine's prepared device tensors: no host round trip
+        if isinstance(
+            a, self.torch.Tensor
+        ):  # the engine's prepared device tensors: no host round trip
             return a.to(device=self.dev, dtype=dt)
         return self.torch.tensor(np.ascontiguousarray(a), dtype=dt, device=self.dev)
 
@@ -247,9 +283,13 @@ class _Rows:
             rows = [None if x is None else x.index_select(0, idx) for x in self.full]
         else:
             sel = order[a:b]
-            rows = [None if x is None else self._up(x[sel], dt) for x, dt in zip(self.side, self.dtypes)]
+            rows = [
+                None if x is None else self._up(x[sel], dt) for x, dt in zip(self.side, self.dtypes)
+            ]
         if getattr(self, "filler", None) is not None:
-            rows[2] = self.torch.full((b - a,), self.filler, dtype=self.torch.int64, device=self.dev)
+            rows[2] = self.torch.full(
+                (b - a,), self.filler, dtype=self.torch.int64, device=self.dev
+            )
         return rows
 
 
@@ -269,7 +309,9 @@ def resident_bytes(n_q: int, n_g: int, d: int) -> int:
     return (n_q + n_g) * (4 * d + 20) + (n_q + max(n_g, n_q)) * 16
 
 
-def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: plan, gather and launch per chunk
+def _counts(
+    data, gq, gg, r, similarity, max_memory, backend, tile
+):  # long: plan, gather and launch per chunk
     """Per query (full length, zeros outside the groups): has a relevant item, above,
     tied, group, candidates."""
     import torch
@@ -282,40 +324,80 @@ def _counts(data, gq, gg, r, similarity, max_memory, backend, tile):  # long: pl
     big = int(max(q_side[1].max(), g_side[1].max())) + 1
     # by group, then by label inside it: a query tile's relevant items are a band of columns
     q_order, q_dev, q_keys, q_bounds = _group_order(torch, gq, q_side[1], r, big, dev)
-    g_order, g_dev, g_keys, g_bounds = (q_order, q_dev, q_keys, q_bounds) if data.loo else _group_order(
-        torch, gg, g_side[1], r, big, dev)
+    g_order, g_dev, g_keys, g_bounds = (
+        (q_order, q_dev, q_keys, q_bounds)
+        if data.loo
+        else _group_order(torch, gg, g_side[1], r, big, dev)
+    )
     n_g = 0 if data.loo else int(g_side[1].shape[0])
     resident = resident_bytes(n_q, n_g, d)
     on_device = resident <= max_memory // 2
     budget = max_memory - resident if on_device else max_memory
     q_rows = _Rows(torch, q_side, dev, on_device, data.cache, "q")
-    g_rows = _Rows(torch, g_side, dev, on_device, data.cache, "g") if not data.loo else (
-        q_rows if data.q_ids is not None else q_rows.with_ids(-2))  # no ids: distinct fillers, as _score_groups
+    g_rows = (
+        _Rows(torch, g_side, dev, on_device, data.cache, "g")
+        if not data.loo
+        else (q_rows if data.q_ids is not None else q_rows.with_ids(-2))
+    )  # no ids: distinct fillers, as _score_groups
     out = [np.zeros(n_q, np.int64) for _ in range(5)]
     dummy = torch.zeros(1, dtype=torch.float32, device=dev)
     screen = int(_triton.screening())
     gamma = _triton.error_bound(d, screen) if screen else 0.0
-    screen = screen if np.isfinite(gamma) else 0  # d >= 2^22: no useful bound, every tile would be recomputed
+    screen = (
+        screen if np.isfinite(gamma) else 0
+    )  # d >= 2^22: no useful bound, every tile would be recomputed
     STATS.update(screened=0, exact=0)
     for chunk in chunk_plan(np.diff(q_bounds), np.diff(g_bounds), d, budget, BM):
         ug, ulo, uhi = (np.array(c, np.int64) for c in zip(*chunk))
         qa_, qb_ = int(q_bounds[ug[0]] + ulo[0]), int(q_bounds[ug[-1]] + uhi[-1])
         ga_, gb_ = int(g_bounds[ug[0]]), int(g_bounds[ug[-1] + 1])
-        W = work_items(q_bounds[ug] + ulo - qa_, q_bounds[ug] + uhi - qa_, g_bounds[ug] - ga_,
-                       g_bounds[ug + 1] - ga_, BM)
+        W = work_items(
+            q_bounds[ug] + ulo - qa_,
+            q_bounds[ug] + uhi - qa_,
+            g_bounds[ug] - ga_,
+            g_bounds[ug + 1] - ga_,
+            BM,
+        )
         W += sweep_ranges(W[0], W[1], W[2], q_keys[qa_:qb_], g_keys[ga_:gb_], BM, BN)
         Qe, QC, QI, QF = q_rows.take(q_order, q_dev, qa_, qb_)
-        if data.loo and (qa_, qb_) == (ga_, gb_):  # whole groups: the gallery rows are the query rows
+        if data.loo and (qa_, qb_) == (
+            ga_,
+            gb_,
+        ):  # whole groups: the gallery rows are the query rows
             Ge, GC, GI, GF = Qe, QC, (QI if g_rows is q_rows else torch.full_like(QI, -2)), QF
         else:
             Ge, GC, GI, GF = g_rows.take(g_order, g_dev, ga_, gb_)
-        res = [torch.zeros(qb_ - qa_, dtype=torch.float32 if i == 0 else torch.int32, device=dev)
-               for i in range(6)]
+        res = [
+            torch.zeros(qb_ - qa_, dtype=torch.float32 if i == 0 else torch.int32, device=dev)
+            for i in range(6)
+        ]
         stats = torch.zeros(2 * W[0].size, dtype=torch.int32, device=dev)
         QN, GN = (_norms_up(torch, Qe), _norms_up(torch, Ge)) if screen else (dummy, dummy)
-        _launch(int(W[0].size), Qe, Ge, QC, GC, QI, GI, dummy if EPI == 0 else QF, dummy if EPI == 0 else GF, QN, GN,
-                *(torch.tensor(a, device=dev) for a in W), *res, stats, d, float(gamma), BM=BM, BN=BN, BK=BK,
-                EPI=EPI, SCREEN=screen, EMULATE=_triton._interpreting(), enable_fp_fusion=False)
+        _launch(
+            int(W[0].size),
+            Qe,
+            Ge,
+            QC,
+            GC,
+            QI,
+            GI,
+            dummy if EPI == 0 else QF,
+            dummy if EPI == 0 else GF,
+            QN,
+            GN,
+            *(torch.tensor(a, device=dev) for a in W),
+            *res,
+            stats,
+            d,
+            float(gamma),
+            BM=BM,
+            BN=BN,
+            BK=BK,
+            EPI=EPI,
+            SCREEN=screen,
+            EMULATE=_triton._interpreting(),
+            enable_fp_fusion=False,
+        )
         stats = stats.view(-1, 2).sum(0).tolist()
         STATS["screened"] += int(stats[0])
         STATS["exact"] += int(stats[1])
@@ -342,7 +424,10 @@ def self_check(backend) -> tuple[bool, str | None]:
         for similarity in _triton.SIMILARITIES:
             got, want = _check_case(backend, similarity)
             if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, want)):
-                return False, f"its hits differ from the numpy path's in the self-check (similarity={similarity!r})"
+                return (
+                    False,
+                    f"its hits differ from the numpy path's in the self-check (similarity={similarity!r})",
+                )
     except Exception as exc:  # compilation or launch failure
         return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
     return True, None
@@ -360,8 +445,11 @@ def _check_case(backend, similarity: str):
     codes = rng.integers(0, 12, size=n)
     gq = np.where(codes < 11, codes % 4, -1)  # label 11 dropped; uneven groups
     sq = (X.astype(np.float64) ** 2).sum(1)
-    fac = {"dot": None, "neg_l2": sq.astype(np.float32),  # cosine: squared norms (Backend.cosine_rows_into)
-           "cosine": np.maximum(sq, 1).astype(np.float32)}[similarity]
+    fac = {
+        "dot": None,
+        "neg_l2": sq.astype(np.float32),  # cosine: squared norms (Backend.cosine_rows_into)
+        "cosine": np.maximum(sq, 1).astype(np.float32),
+    }[similarity]
     ids = np.arange(n)
     results = []
     for be in (backend, None):
@@ -377,9 +465,19 @@ def _check_case(backend, similarity: str):
 
 
 # ----------------------------------------------------------------------------- benchmark
-def time_grouped(n: int, d: int, *, device: str = "cuda", per_class: int = 10, group_size: int = 1000,
-                 similarity: str = "cosine", ks=(1,), repeats: int = 1, seed: int = 0,
-                 max_memory: int = 16 * 2**30) -> dict:
+def time_grouped(
+    n: int,
+    d: int,
+    *,
+    device: str = "cuda",
+    per_class: int = 10,
+    group_size: int = 1000,
+    similarity: str = "cosine",
+    ks=(1,),
+    repeats: int = 1,
+    seed: int = 0,
+    max_memory: int = 16 * 2**30,
+) -> dict:
     """One benchmark row: Grouped Recall@K on the fused kernel for ``n`` items of
     dimension ``d`` (``n // per_class`` labels, clustered float32 embeddings,
     leave-one-out, ``group_size`` labels per group), timed from the prepared arrays to
@@ -400,22 +498,47 @@ def time_grouped(n: int, d: int, *, device: str = "cuda", per_class: int = 10, g
     X = rng.standard_normal((int(y[-1]) + 1, d), dtype=np.float32)[y]
     X += rng.standard_normal((n, d), dtype=np.float32)
     sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-    factor = {"dot": None, "neg_l2": sq.astype(np.float32),  # cosine: squared norms (Backend.cosine_rows_into)
-              "cosine": np.maximum(sq, 1e-30).astype(np.float32)}[similarity]
+    factor = {
+        "dot": None,
+        "neg_l2": sq.astype(np.float32),  # cosine: squared norms (Backend.cosine_rows_into)
+        "cosine": np.maximum(sq, 1e-30).astype(np.float32),
+    }[similarity]
     backend = Backend("torch", torch.device(device))
     STATS.update(screened=-1, exact=-1)
     sync = torch.cuda.synchronize if backend.is_cuda else (lambda: None)
     sync()
     t0 = time.perf_counter()
-    found = grouped_recall_values(X, y, None, None, q_ids=np.arange(n), g_ids=None, ks=list(ks),
-                                  group_size=group_size, seed=seed, repeats=repeats, confidence=0.95,
-                                  ties="pessimistic", similarity=similarity, label_values=np.unique(y),
-                                  max_memory=max_memory, q_factor=factor, backend=backend)
+    found = grouped_recall_values(
+        X,
+        y,
+        None,
+        None,
+        q_ids=np.arange(n),
+        g_ids=None,
+        ks=list(ks),
+        group_size=group_size,
+        seed=seed,
+        repeats=repeats,
+        confidence=0.95,
+        ties="pessimistic",
+        similarity=similarity,
+        label_values=np.unique(y),
+        max_memory=max_memory,
+        q_factor=factor,
+        backend=backend,
+    )
     sync()
     seconds = time.perf_counter() - t0
     if STATS["exact"] < 0:
-        raise BackendError(f"time_grouped: the fused grouped kernel did not run on {device} (set RC_TRITON=1 and "
-                           "check the RuntimeWarnings); nothing was timed on it.")
+        raise BackendError(
+            f"time_grouped: the fused grouped kernel did not run on {device} (set RC_TRITON=1 and "
+            "check the RuntimeWarnings); nothing was timed on it."
+        )
     g = found[min(ks)]
-    return {"seconds": seconds, "value": g.value, "n_groups": g.n_groups, "screened": STATS["screened"],
-            "exact": STATS["exact"]}
+    return {
+        "seconds": seconds,
+        "value": g.value,
+        "n_groups": g.n_groups,
+        "screened": STATS["screened"],
+        "exact": STATS["exact"],
+    }

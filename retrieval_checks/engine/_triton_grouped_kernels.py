@@ -30,16 +30,61 @@ def _pairs(GC, GID, GA, rmask, qc, qid, col0, g_end, BN: tl.constexpr, EPI: tl.c
 
 
 @triton.jit
-def _scores(Q, G, qa, ga, row0, row_end, col0, g_end, d, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-            EPI: tl.constexpr):
+def _scores(
+    Q,
+    G,
+    qa,
+    ga,
+    row0,
+    row_end,
+    col0,
+    g_end,
+    d,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    EPI: tl.constexpr,
+):
     """The exact scores of a tile: the fp32 product and the score epilogue."""
-    return epilogue(tile_dot(Q, G, row0, col0, row_end, g_end, d, BM, BN, BK, False, False), qa, ga, EPI)
+    return epilogue(
+        tile_dot(Q, G, row0, col0, row_end, g_end, d, BM, BN, BK, False, False), qa, ga, EPI
+    )
 
 
 @triton.jit
-def grouped_kernel(Q, G, QC, GC, QID, GID, QA, GA, QN, GN, WR0, WRE, WG0, WGE, WS0, WS1, BEST, HAS, ABOVE, TIED,
-                   GROUP, CAND, STATS, d, gamma, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                   EPI: tl.constexpr, SCREEN: tl.constexpr, EMULATE: tl.constexpr):
+def grouped_kernel(
+    Q,
+    G,
+    QC,
+    GC,
+    QID,
+    GID,
+    QA,
+    GA,
+    QN,
+    GN,
+    WR0,
+    WRE,
+    WG0,
+    WGE,
+    WS0,
+    WS1,
+    BEST,
+    HAS,
+    ABOVE,
+    TIED,
+    GROUP,
+    CAND,
+    STATS,
+    d,
+    gamma,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    EPI: tl.constexpr,
+    SCREEN: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
     """One work item: ``BM`` query rows ``[WR0[w], min(WR0[w] + BM, WRE[w]))`` of a unit
     against the unit's gallery rows ``[WG0[w], WGE[w])``, in two sweeps over gallery
     tiles: the best relevant score of each row over the tiles ``[WS0[w], WS1[w])`` that
@@ -69,7 +114,9 @@ def grouped_kernel(Q, G, QC, GC, QID, GID, QA, GA, QN, GN, WR0, WRE, WG0, WGE, W
     best = tl.full((BM,), float("-inf"), tl.float32)
     has = tl.zeros((BM,), tl.int32)
     group = tl.zeros((BM,), tl.int32)
-    for col0 in range(s0, s1, BN):  # sweep 1, exact: the best relevant score and the relevant items at it
+    for col0 in range(
+        s0, s1, BN
+    ):  # sweep 1, exact: the best relevant score and the relevant items at it
         cols, valid, rel, ga = _pairs(GC, GID, GA, rmask, qc, qid, col0, g_end, BN, EPI)
         S = _scores(Q, G, qa, ga, row0, row_end, col0, g_end, d, BM, BN, BK, EPI)
         top = tl.max(tl.where(rel, S, float("-inf")), axis=1)
@@ -92,8 +139,12 @@ def grouped_kernel(Q, G, QC, GC, QID, GID, QA, GA, QN, GN, WR0, WRE, WG0, WGE, W
         if SCREEN:
             P = tile_dot(Q, G, row0, col0, row_end, g_end, d, BM, BN, BK, SCREEN, EMULATE)
             gn = tl.load(GN + cols, mask=cols < g_end, other=0.0)
-            e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
-            e = tl.where(e == e, e, float("inf"))  # inf * 0 (overflowed norm times a zero row): recompute
+            e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(
+                P
+            ) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
+            e = tl.where(
+                e == e, e, float("inf")
+            )  # inf * 0 (overflowed norm times a zero row): recompute
             lo = epilogue(P - e, qa, ga, EPI)
             hi = epilogue(P + e, qa, ga, EPI)
             amb = tl.max(tl.where(neg & (lo <= best[:, None]) & (hi >= best[:, None]), 1, 0))

@@ -105,24 +105,37 @@ def _kernels():
 
 def _usable(backend) -> bool:
     """``_triton.wanted`` and, on a CUDA device, this kernel's own self-check (once)."""
-    return _triton.checked_once(backend, _STATE, lambda: self_check(backend.device),
-                                lambda key, reason: _warn(key, reason, stacklevel=5))
+    return _triton.checked_once(
+        backend,
+        _STATE,
+        lambda: self_check(backend.device),
+        lambda key, reason: _warn(key, reason, stacklevel=5),
+    )
 
 
 def _warn(where: str, reason: str, stacklevel: int = 4) -> None:
-    warnings.warn(f"retrieval_checks: the fused image-text kernel is not used on {where} ({reason}); the two "
-                  "passes of the torch path compute the same ranks instead. Set RC_TRITON=0 to skip the attempt.",
-                  RuntimeWarning, stacklevel=stacklevel)
+    warnings.warn(
+        f"retrieval_checks: the fused image-text kernel is not used on {where} ({reason}); the two "
+        "passes of the torch path compute the same ranks instead. Set RC_TRITON=0 to skip the attempt.",
+        RuntimeWarning,
+        stacklevel=stacklevel,
+    )
 
 
-def fused_fold(images, captions, cap_image: np.ndarray, *, similarity: str, device, max_memory, progress=None):
+def fused_fold(
+    images, captions, cap_image: np.ndarray, *, similarity: str, device, max_memory, progress=None
+):
     """One fold on the fused kernel: ``(i2t FirstRanks, t2i FirstRanks, backend name)``,
     or None where the kernel does not apply (module docstring) or failed (after a
     RuntimeWarning): the caller then runs the two existing passes. ``cap_image``: the
     image (``0..n_i-1``) of every caption, validated by the caller."""
     from ._backend import resolve_backend
 
-    if similarity not in _triton.SIMILARITIES or int(images.shape[0]) == 0 or int(captions.shape[0]) == 0:
+    if (
+        similarity not in _triton.SIMILARITIES
+        or int(images.shape[0]) == 0
+        or int(captions.shape[0]) == 0
+    ):
         return None
     if not _usable(resolve_backend(device, [images, captions])):
         return None
@@ -151,14 +164,30 @@ def _prepare(images, captions, cap_image, similarity, device, max_memory):
     np.cumsum(per_image, out=indptr[1:])
     rel = Csr(indptr, np.argsort(cap_image, kind="stable").astype(np.int64))
     own = Csr(np.zeros(n_i + 1, np.int64), np.zeros(0, np.int64))
-    plan = plan_pass([images, captions], n_q=n_i, n_g=n_c, d=d, loo=False, n_relevant=per_image, device=device,
-                     max_memory=max_memory)
-    return prepare_problem(plan, images, captions, n_g=n_c, similarity=similarity,
-                           source=RelevanceSource(csr=rel, self_pairs=own, n_g=n_c), self_pairs=own)
+    plan = plan_pass(
+        [images, captions],
+        n_q=n_i,
+        n_g=n_c,
+        d=d,
+        loo=False,
+        n_relevant=per_image,
+        device=device,
+        max_memory=max_memory,
+    )
+    return prepare_problem(
+        plan,
+        images,
+        captions,
+        n_g=n_c,
+        similarity=similarity,
+        source=RelevanceSource(csr=rel, self_pairs=own, n_g=n_c),
+        self_pairs=own,
+    )
 
 
-def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: dict | None = None
-               ) -> tuple[FirstRanks, FirstRanks]:
+def fused_pass(
+    problem, cap_image: np.ndarray, tile=None, screen=None, stats: dict | None = None
+) -> tuple[FirstRanks, FirstRanks]:
     """The two launches on a prepared i2t problem (``problem.Q`` the images,
     ``problem.Gp[:n_g]`` the captions): both directions' :class:`FirstRanks`.
     ``tile``: (BLOCK_M, BLOCK_N, BLOCK_K), default :func:`_triton.tile_shape`
@@ -191,8 +220,24 @@ def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: di
     tn = torch.tensor(keys % tiles_n, dtype=torch.int32, device=dev)
     pair = torch.full((n_c,), math.nan, dtype=torch.float32, device=dev)
     # no fp fusion: the epilogue stays finish_scores' IEEE operations with one rounding each
-    ker["pair"][(int(keys.size),)](Qc, Gc, ci, QA, GA, tm, tn, pair, n_i, n_c, d, BM=BM, BN=BN, BK=BK, EPI=EPI,
-                                   enable_fp_fusion=False)
+    ker["pair"][(int(keys.size),)](
+        Qc,
+        Gc,
+        ci,
+        QA,
+        GA,
+        tm,
+        tn,
+        pair,
+        n_i,
+        n_c,
+        d,
+        BM=BM,
+        BN=BN,
+        BK=BK,
+        EPI=EPI,
+        enable_fp_fusion=False,
+    )
     if bool(torch.isnan(pair).any()):
         raise RuntimeError("the pair launch left caption scores unwritten")
     best = torch.full((n_i,), -math.inf, dtype=torch.float32, device=dev)
@@ -201,13 +246,45 @@ def fused_pass(problem, cap_image: np.ndarray, tile=None, screen=None, stats: di
     low = torch.full((n_i,), _NEG_INF_KEY, dtype=torch.int32, device=dev)
     above_i, tied_i, above_t, tied_t = counters
     scr = _screen_inputs(torch, Qc, Gc, pair, cap_image, d, screen)
-    recomp = torch.full((tiles_m * tiles_n if scr["SCREEN"] else 1,), -1, dtype=torch.int32, device=dev)
-    ker["count"][(tiles_m * tiles_n,)](Qc, Gc, ci, QA, GA, pair, best, above_i, tied_i, low, above_t, tied_t,
-                                       scr["own"], scr["optr"], scr["qn"], scr["gn"], recomp, n_i, n_c, d, tiles_m,
-                                       scr["n_steps"], scr["gamma"], BM=BM, BN=BN, BK=BK, EPI=EPI,
-                                       SCREEN=scr["SCREEN"], EMULATE=interp, enable_fp_fusion=False)
+    recomp = torch.full(
+        (tiles_m * tiles_n if scr["SCREEN"] else 1,), -1, dtype=torch.int32, device=dev
+    )
+    ker["count"][(tiles_m * tiles_n,)](
+        Qc,
+        Gc,
+        ci,
+        QA,
+        GA,
+        pair,
+        best,
+        above_i,
+        tied_i,
+        low,
+        above_t,
+        tied_t,
+        scr["own"],
+        scr["optr"],
+        scr["qn"],
+        scr["gn"],
+        recomp,
+        n_i,
+        n_c,
+        d,
+        tiles_m,
+        scr["n_steps"],
+        scr["gamma"],
+        BM=BM,
+        BN=BN,
+        BK=BK,
+        EPI=EPI,
+        SCREEN=scr["SCREEN"],
+        EMULATE=interp,
+        enable_fp_fusion=False,
+    )
     if stats is not None:
-        stats.update(tiles=tiles_m * tiles_n, recomputed=int((recomp == 1).sum()) if scr["SCREEN"] else None)
+        stats.update(
+            tiles=tiles_m * tiles_n, recomputed=int((recomp == 1).sum()) if scr["SCREEN"] else None
+        )
     host = [x.cpu().numpy() for x in (pair, best, low, above_i, tied_i, above_t, tied_t)]
     pair, best, low = host[0], host[1], _from_key(host[2])
     return _first_ranks(cap_image, pair, best, low, *(x.astype(np.int64) for x in host[3:]))
@@ -226,17 +303,30 @@ def _screen_inputs(torch, Qc, Gc, pair, cap_image, d: int, screen) -> dict:
     gamma = _triton.error_bound(d, want) if want else math.inf
     if not math.isfinite(gamma):
         one = torch.zeros(1, dtype=torch.float32, device=dev)
-        return {"SCREEN": False, "own": one, "optr": torch.zeros(2, dtype=torch.int64, device=dev), "qn": one,
-                "gn": one, "n_steps": 0, "gamma": 0.0}
+        return {
+            "SCREEN": False,
+            "own": one,
+            "optr": torch.zeros(2, dtype=torch.int64, device=dev),
+            "qn": one,
+            "gn": one,
+            "n_steps": 0,
+            "gamma": 0.0,
+        }
     per_image = np.bincount(cap_image, minlength=int(Qc.shape[0]))
     indptr = np.zeros(per_image.size + 1, np.int64)
     np.cumsum(per_image, out=indptr[1:])
     order = np.argsort(cap_image, kind="stable").astype(np.int64)
     vals = pair[torch.from_numpy(order).to(dev)]
     own_sorted, _ = _sort_within_rows(vals, Csr(indptr, order), True)
-    return {"SCREEN": want, "own": own_sorted.contiguous(), "optr": torch.tensor(indptr, device=dev),
-            "qn": _triton._norms_up(torch, Qc), "gn": _triton._norms_up(torch, Gc),
-            "n_steps": int(per_image.max()).bit_length(), "gamma": float(gamma)}
+    return {
+        "SCREEN": want,
+        "own": own_sorted.contiguous(),
+        "optr": torch.tensor(indptr, device=dev),
+        "qn": _triton._norms_up(torch, Qc),
+        "gn": _triton._norms_up(torch, Gc),
+        "n_steps": int(per_image.max()).bit_length(),
+        "gamma": float(gamma),
+    }
 
 
 def _from_key(key: np.ndarray) -> np.ndarray:
@@ -245,7 +335,9 @@ def _from_key(key: np.ndarray) -> np.ndarray:
     return np.where(key >= 0, key, key ^ np.int32(0x7FFFFFFF)).astype(np.int32).view(np.float32)
 
 
-def _first_ranks(cap_image, pair, best, low, above_i, tied_i, above_t, tied_t) -> tuple[FirstRanks, FirstRanks]:
+def _first_ranks(
+    cap_image, pair, best, low, above_i, tied_i, above_t, tied_t
+) -> tuple[FirstRanks, FirstRanks]:
     """Both directions' FirstRanks from the per-image / per-caption counts (module
     docstring): ``pair`` each caption's own score, ``best`` each image's best own score,
     ``low`` each image's largest other-caption score below ``best`` (-inf: none)."""
@@ -254,7 +346,11 @@ def _first_ranks(cap_image, pair, best, low, above_i, tied_i, above_t, tied_t) -
     at_best = np.bincount(cap_image, weights=pair == best[cap_image], minlength=n_i)
     above_low = np.bincount(cap_image, weights=pair > low[cap_image], minlength=n_i)
     group = np.where(tied_i > 0, at_best, above_low).astype(np.int64)
-    i2t = FirstRanks(np.where(has, 1 + above_i, 0), np.where(has, 1 + above_i - tied_i, 0), np.where(has, group, 0))
+    i2t = FirstRanks(
+        np.where(has, 1 + above_i, 0),
+        np.where(has, 1 + above_i - tied_i, 0),
+        np.where(has, group, 0),
+    )
     t2i = FirstRanks(1 + above_t, 1 + above_t - tied_t, np.ones(cap_image.size, np.int64))
     return i2t, t2i
 
@@ -294,9 +390,17 @@ def self_check(device) -> tuple[bool, str | None]:
         images[7] = images[3]  # duplicated images
         captions[40:50] = captions[10:20]  # duplicated captions of other images
         be = Backend("torch", torch.device(device))
-        for similarity, screen in ((sim, scr) for sim in _triton.SIMILARITIES for scr in (False, True)):
-            problem = _prepare(torch.from_numpy(images).to(be.device), torch.from_numpy(captions).to(be.device),
-                               cap_image, similarity, str(be.device), None)
+        for similarity, screen in (
+            (sim, scr) for sim in _triton.SIMILARITIES for scr in (False, True)
+        ):
+            problem = _prepare(
+                torch.from_numpy(images).to(be.device),
+                torch.from_numpy(captions).to(be.device),
+                cap_image,
+                similarity,
+                str(be.device),
+                None,
+            )
             with be.exact_matmul():
                 S = problem.Q @ problem.Gp[:83].T
             if problem.qa is not None:
@@ -306,14 +410,18 @@ def self_check(device) -> tuple[bool, str | None]:
             fields = ("pessimistic", "optimistic", "group")
             for g, w in zip(got, want):
                 if not all(np.array_equal(getattr(g, f), getattr(w, f)) for f in fields):
-                    return False, (f"its ranks differ from a dense reference in the self-check ({similarity}, "
-                                   f"screened={screen})")
+                    return False, (
+                        f"its ranks differ from a dense reference in the self-check ({similarity}, "
+                        f"screened={screen})"
+                    )
     except Exception as exc:  # compilation or launch failure
         return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
     return True, None
 
 
-def benchmark(images, captions, cap_image, *, similarity: str = "cosine", device="cuda", max_memory=None) -> dict:
+def benchmark(
+    images, captions, cap_image, *, similarity: str = "cosine", device="cuda", max_memory=None
+) -> dict:
     """One fold (every image) both ways, for a benchmark row: ``{"two_pass_s": the
     two existing rank passes, "fused_s": the fused pass (its preparation included, the
     switch bypassed), "same": whether both directions' FirstRanks are equal}``, in
@@ -342,13 +450,20 @@ def benchmark(images, captions, cap_image, *, similarity: str = "cosine", device
 
     sync()
     t0 = time.perf_counter()
-    want = (first_relevant_ranks(images, captions, i2t_rel, **kw)[0], first_relevant_ranks(captions, images, t2i_rel,
-                                                                                            **kw)[0])
+    want = (
+        first_relevant_ranks(images, captions, i2t_rel, **kw)[0],
+        first_relevant_ranks(captions, images, t2i_rel, **kw)[0],
+    )
     sync()
     t1 = time.perf_counter()
-    got = fused_pass(_prepare(images, captions, cap_image, similarity, device, max_memory), cap_image)
+    got = fused_pass(
+        _prepare(images, captions, cap_image, similarity, device, max_memory), cap_image
+    )
     sync()
     t2 = time.perf_counter()
-    same = all(np.array_equal(getattr(g, f), getattr(w, f)) for g, w in zip(got, want)
-               for f in ("pessimistic", "optimistic", "group"))
+    same = all(
+        np.array_equal(getattr(g, f), getattr(w, f))
+        for g, w in zip(got, want)
+        for f in ("pessimistic", "optimistic", "group")
+    )
     return {"two_pass_s": t1 - t0, "fused_s": t2 - t1, "same": bool(same)}

@@ -20,7 +20,9 @@ __all__ = ["pair_kernel", "count_kernel"]
 
 
 @triton.jit
-def tile_parts(CAPIMG, QA, GA, row0, col0, n_i, n_c, BM: tl.constexpr, BN: tl.constexpr, EPI: tl.constexpr):
+def tile_parts(
+    CAPIMG, QA, GA, row0, col0, n_i, n_c, BM: tl.constexpr, BN: tl.constexpr, EPI: tl.constexpr
+):
     """Row (image) and column (caption) indices of a tile, the in-range mask, the
     pairs of each caption with its own image, and the epilogue's row factors."""
     rows = row0 + tl.arange(0, BM)
@@ -48,22 +50,64 @@ def order_key(S):
 
 
 @triton.jit
-def pair_kernel(Q, G, CAPIMG, QA, GA, TM, TN, PAIR, n_i, n_c, d,
-                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EPI: tl.constexpr):
+def pair_kernel(
+    Q,
+    G,
+    CAPIMG,
+    QA,
+    GA,
+    TM,
+    TN,
+    PAIR,
+    n_i,
+    n_c,
+    d,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    EPI: tl.constexpr,
+):
     """Launch 1, over the tiles that hold a caption's own image: PAIR[c] = S[img(c), c]."""
     t = tl.program_id(0)
     row0 = tl.load(TM + t) * BM
     col0 = tl.load(TN + t) * BN
-    rows, cols, rmask, cmask, inside, own, qa, ga = tile_parts(CAPIMG, QA, GA, row0, col0, n_i, n_c, BM, BN, EPI)
+    rows, cols, rmask, cmask, inside, own, qa, ga = tile_parts(
+        CAPIMG, QA, GA, row0, col0, n_i, n_c, BM, BN, EPI
+    )
     S = epilogue(tile_dot(Q, G, row0, col0, n_i, n_c, d, BM, BN, BK, False, False), qa, ga, EPI)
     at = cols[None, :] + tl.zeros((BM, BN), tl.int32)
     tl.store(PAIR + at, S, mask=inside & own)
 
 
 @triton.jit
-def screened_scores(Q, G, OWN, OPTR, QN, GN, PAIR, rows, cols, rmask, neg, qa, ga, row0, col0, n_i, n_c, d,
-                    n_steps, gamma, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EPI: tl.constexpr,
-                    SCREEN: tl.constexpr, EMULATE: tl.constexpr):
+def screened_scores(
+    Q,
+    G,
+    OWN,
+    OPTR,
+    QN,
+    GN,
+    PAIR,
+    rows,
+    cols,
+    rmask,
+    neg,
+    qa,
+    ga,
+    row0,
+    col0,
+    n_i,
+    n_c,
+    d,
+    n_steps,
+    gamma,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    EPI: tl.constexpr,
+    SCREEN: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
     """The tile's scores for counting, screened: the bf16- (SCREEN 1) or TF32-input (2)
     product ``P``, the
     interval ``[epi(P - e), epi(P + e)]`` that holds the exact score (``e`` the bound
@@ -72,11 +116,15 @@ def screened_scores(Q, G, OWN, OPTR, QN, GN, PAIR, rows, cols, rmask, neg, qa, g
     scores) or its caption column's pair score lies in that interval. Else every
     comparison the count makes has the same outcome on ``epi(P)`` as on the exact
     score. Returns (scores, 1 if recomputed)."""
-    P = tile_dot(Q, G, row0, col0, n_i, n_c, d, BM, BN, BK, SCREEN, EMULATE)  # bf16 (1) or TF32 (2) inputs
+    P = tile_dot(
+        Q, G, row0, col0, n_i, n_c, d, BM, BN, BK, SCREEN, EMULATE
+    )  # bf16 (1) or TF32 (2) inputs
     qn = tl.load(QN + rows, mask=rmask, other=0.0)
     gn = tl.load(GN + cols, mask=cols < n_c, other=0.0)
     e = (gamma * qn[:, None]) * gn[None, :] + tl.abs(P) * 4.76837158203125e-07  # + 4 ulp: 2^-21 |P|
-    e = tl.where(e == e, e, float("inf"))  # inf * 0 (an overflowed norm times a zero row): recompute
+    e = tl.where(
+        e == e, e, float("inf")
+    )  # inf * 0 (an overflowed norm times a zero row): recompute
     lo = epilogue(P - e, qa, ga, EPI)
     hi = epilogue(P + e, qa, ga, EPI)
     base = tl.load(OPTR + rows, mask=rmask, other=0)
@@ -97,9 +145,37 @@ def screened_scores(Q, G, OWN, OPTR, QN, GN, PAIR, rows, cols, rmask, neg, qa, g
 
 
 @triton.jit
-def count_kernel(Q, G, CAPIMG, QA, GA, PAIR, BEST, ABOVE_I, TIED_I, LOW_I, ABOVE_T, TIED_T, OWN, OPTR, QN, GN,
-                 RECOMP, n_i, n_c, d, tiles_m, n_steps, gamma, BM: tl.constexpr, BN: tl.constexpr,
-                 BK: tl.constexpr, EPI: tl.constexpr, SCREEN: tl.constexpr, EMULATE: tl.constexpr):
+def count_kernel(
+    Q,
+    G,
+    CAPIMG,
+    QA,
+    GA,
+    PAIR,
+    BEST,
+    ABOVE_I,
+    TIED_I,
+    LOW_I,
+    ABOVE_T,
+    TIED_T,
+    OWN,
+    OPTR,
+    QN,
+    GN,
+    RECOMP,
+    n_i,
+    n_c,
+    d,
+    tiles_m,
+    n_steps,
+    gamma,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    EPI: tl.constexpr,
+    SCREEN: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
     """Launch 2, every tile once (a 1-D grid: no 65535 limit on an axis). Per image row,
     over the captions of other images: scores ``>=`` and ``==`` the image's best own
     score, and the largest score below it (as an order key); per caption column, over
@@ -109,11 +185,39 @@ def count_kernel(Q, G, CAPIMG, QA, GA, PAIR, BEST, ABOVE_I, TIED_I, LOW_I, ABOVE
     pid = tl.program_id(0)
     row0 = (pid % tiles_m) * BM  # consecutive programs share a caption tile
     col0 = (pid // tiles_m) * BN
-    rows, cols, rmask, cmask, inside, own, qa, ga = tile_parts(CAPIMG, QA, GA, row0, col0, n_i, n_c, BM, BN, EPI)
+    rows, cols, rmask, cmask, inside, own, qa, ga = tile_parts(
+        CAPIMG, QA, GA, row0, col0, n_i, n_c, BM, BN, EPI
+    )
     neg = inside & (own == 0)
     if SCREEN:
-        S, again = screened_scores(Q, G, OWN, OPTR, QN, GN, PAIR, rows, cols, rmask, neg, qa, ga, row0, col0, n_i,
-                                   n_c, d, n_steps, gamma, BM, BN, BK, EPI, SCREEN, EMULATE)
+        S, again = screened_scores(
+            Q,
+            G,
+            OWN,
+            OPTR,
+            QN,
+            GN,
+            PAIR,
+            rows,
+            cols,
+            rmask,
+            neg,
+            qa,
+            ga,
+            row0,
+            col0,
+            n_i,
+            n_c,
+            d,
+            n_steps,
+            gamma,
+            BM,
+            BN,
+            BK,
+            EPI,
+            SCREEN,
+            EMULATE,
+        )
         tl.store(RECOMP + pid, again)
     else:
         S = epilogue(tile_dot(Q, G, row0, col0, n_i, n_c, d, BM, BN, BK, False, False), qa, ga, EPI)

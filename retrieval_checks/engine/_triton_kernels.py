@@ -10,8 +10,20 @@ __all__ = ["extract_kernel", "count_kernel", "bin_kernel"]
 
 
 @triton.jit
-def tile_dot(Q, G, row0, col0, m, n_g, d, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-             SCREEN: tl.constexpr, EMULATE: tl.constexpr):
+def tile_dot(
+    Q,
+    G,
+    row0,
+    col0,
+    m,
+    n_g,
+    d,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    SCREEN: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
     """The ``BM x BN`` product tile: full fp32 (SCREEN 0 / False), bf16 inputs (1 / True)
     or TF32 inputs (2), fp32 accumulation."""
     rows = row0 + tl.arange(0, BM)
@@ -19,12 +31,20 @@ def tile_dot(Q, G, row0, col0, m, n_g, d, BM: tl.constexpr, BN: tl.constexpr, BK
     acc = tl.zeros((BM, BN), tl.float32)
     for k0 in range(0, d, BK):
         ks = k0 + tl.arange(0, BK)
-        a = tl.load(Q + rows[:, None].to(tl.int64) * d + ks[None, :],
-                    mask=(rows[:, None] < m) & (ks[None, :] < d), other=0.0)
-        b = tl.load(G + cols[None, :].to(tl.int64) * d + ks[:, None],
-                    mask=(cols[None, :] < n_g) & (ks[:, None] < d), other=0.0)
+        a = tl.load(
+            Q + rows[:, None].to(tl.int64) * d + ks[None, :],
+            mask=(rows[:, None] < m) & (ks[None, :] < d),
+            other=0.0,
+        )
+        b = tl.load(
+            G + cols[None, :].to(tl.int64) * d + ks[:, None],
+            mask=(cols[None, :] < n_g) & (ks[:, None] < d),
+            other=0.0,
+        )
         if SCREEN == 2:
-            if EMULATE:  # TF32 inputs: the low 13 mantissa bits dropped (truncation: the bound's worst case)
+            if (
+                EMULATE
+            ):  # TF32 inputs: the low 13 mantissa bits dropped (truncation: the bound's worst case)
                 a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
                 b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
                 acc = tl.dot(a, b, acc, input_precision="ieee")
@@ -32,13 +52,18 @@ def tile_dot(Q, G, row0, col0, m, n_g, d, BM: tl.constexpr, BN: tl.constexpr, BK
                 acc = tl.dot(a, b, acc, input_precision="tf32")
         elif SCREEN:
             if EMULATE:  # the interpreter multiplies bf16 storage as integers: round, then fp32
-                acc = tl.dot(a.to(tl.bfloat16).to(tl.float32), b.to(tl.bfloat16).to(tl.float32), acc,
-                             input_precision="ieee")
+                acc = tl.dot(
+                    a.to(tl.bfloat16).to(tl.float32),
+                    b.to(tl.bfloat16).to(tl.float32),
+                    acc,
+                    input_precision="ieee",
+                )
             else:
                 acc = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), acc)
         else:
             acc = tl.dot(a, b, acc, input_precision="ieee")
     return acc
+
 
 @triton.jit
 def popcount64(x):
@@ -47,6 +72,7 @@ def popcount64(x):
     x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333)
     x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0F
     return ((x * 0x0101010101010101) >> 56).to(tl.int32)
+
 
 @triton.jit
 def tile_hamming(Q, G, row0, col0, m, n_g, w, BM: tl.constexpr, BN: tl.constexpr, BW: tl.constexpr):
@@ -57,22 +83,43 @@ def tile_hamming(Q, G, row0, col0, m, n_g, w, BM: tl.constexpr, BN: tl.constexpr
     acc = tl.zeros((BM, BN), tl.int32)
     for k0 in range(0, w, BW):
         ks = k0 + tl.arange(0, BW)
-        a = tl.load(Q + rows[:, None].to(tl.int64) * w + ks[None, :], mask=(rows[:, None] < m) & (ks[None, :] < w),
-                    other=0).to(tl.uint64, bitcast=True)
-        b = tl.load(G + cols[:, None].to(tl.int64) * w + ks[None, :], mask=(cols[:, None] < n_g) & (ks[None, :] < w),
-                    other=0).to(tl.uint64, bitcast=True)
+        a = tl.load(
+            Q + rows[:, None].to(tl.int64) * w + ks[None, :],
+            mask=(rows[:, None] < m) & (ks[None, :] < w),
+            other=0,
+        ).to(tl.uint64, bitcast=True)
+        b = tl.load(
+            G + cols[:, None].to(tl.int64) * w + ks[None, :],
+            mask=(cols[:, None] < n_g) & (ks[None, :] < w),
+            other=0,
+        ).to(tl.uint64, bitcast=True)
         acc += tl.sum(popcount64(a[:, None, :] ^ b[None, :, :]), axis=2)
     return -(acc.to(tl.float32))
 
+
 @triton.jit
-def exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-               EPI: tl.constexpr):
+def exact_tile(
+    Q,
+    G,
+    row0,
+    col0,
+    m,
+    n_g,
+    d,
+    qa,
+    ga,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    EPI: tl.constexpr,
+):
     """The tile's exact scores: the fp32 product and the epilogue, or (EPI 3) -Hamming."""
     if EPI == 3:
         S = tile_hamming(Q, G, row0, col0, m, n_g, d, BM, BN, 2)
     else:
         S = epilogue(tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, False, False), qa, ga, EPI)
     return S
+
 
 @triton.jit
 def epilogue(S, qa, ga, EPI: tl.constexpr):
@@ -94,6 +141,7 @@ def epilogue(S, qa, ga, EPI: tl.constexpr):
         S = tl.minimum(S, 0.0)
     return S
 
+
 @triton.jit
 def search(REL, base, r, s, valid, n_steps, RIGHT: tl.constexpr):
     """Relevant scores of the row ``<= s`` (RIGHT) or ``< s``: binary search in
@@ -112,6 +160,7 @@ def search(REL, base, r, s, valid, n_steps, RIGHT: tl.constexpr):
         hi = tl.where(active & (go == 0), mid, hi)
     return lo
 
+
 @triton.jit
 def find(COLS, base, r, c, valid, n_steps):
     """Entries of the int64 COLS[base : base + r] (sorted ascending) that are ``< c``."""
@@ -126,9 +175,27 @@ def find(COLS, base, r, c, valid, n_steps):
         hi = tl.where(active & (go == 0), mid, hi)
     return lo
 
+
 @triton.jit
-def row_parts(QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM: tl.constexpr,
-              BN: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr, CSR: tl.constexpr):
+def row_parts(
+    QC,
+    GC,
+    COLS,
+    SELF,
+    PTR,
+    QA,
+    GA,
+    row0,
+    col0,
+    m,
+    n_g,
+    c_steps,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    K: tl.constexpr,
+    EPI: tl.constexpr,
+    CSR: tl.constexpr,
+):
     """A tile's masks: in range, relevant (same label code, or, with CSR, the column
     among the row's sorted relevant columns COLS[PTR[row] : PTR[row + 1]], found at
     ``cpos``), self pair; the row factors and the rows' relevance CSR spans."""
@@ -164,15 +231,40 @@ def row_parts(QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM: 
         ga = tl.zeros((BN,), tl.float32)
     return rows, cols, inside, same, cpos, is_self, qa, ga, base, r
 
+
 @triton.jit
-def extract_kernel(Q, G, QC, GC, COLS, SELF, SELFREL, GRANK, PTR, QA, GA, TM, TN, OUT, m, n_g, d, c_steps,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
-                   CSR: tl.constexpr):
+def extract_kernel(
+    Q,
+    G,
+    QC,
+    GC,
+    COLS,
+    SELF,
+    SELFREL,
+    GRANK,
+    PTR,
+    QA,
+    GA,
+    TM,
+    TN,
+    OUT,
+    m,
+    n_g,
+    d,
+    c_steps,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    K: tl.constexpr,
+    EPI: tl.constexpr,
+    CSR: tl.constexpr,
+):
     t = tl.program_id(0)
     row0 = tl.load(TM + t) * BM
     col0 = tl.load(TN + t) * BN
     rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
-        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
+        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR
+    )
     S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
     rel = inside & same & (is_self == 0)
     if CSR:  # the place in the row's sorted relevant columns
@@ -186,6 +278,7 @@ def extract_kernel(Q, G, QC, GC, COLS, SELF, SELFREL, GRANK, PTR, QA, GA, TM, TN
         pos = base[:, None] + (gr[None, :] - before).to(tl.int64)
     tl.store(OUT + pos, S, mask=rel)
 
+
 @triton.jit
 def pair_ambiguous(neg, lo, hi, tau, FIX, n_fix):
     """Whether a screened tile must be recomputed for the pair outputs: a negative that
@@ -196,6 +289,7 @@ def pair_ambiguous(neg, lo, hi, tau, FIX, n_fix):
         thr = tl.load(FIX + t)
         a += tl.max(tl.where(neg & (lo < thr) & (hi >= thr), 1, 0))
     return a
+
 
 @triton.jit
 def pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, cap):
@@ -215,10 +309,30 @@ def pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, cap):
         idx = start + (row_off[:, None] + within).to(tl.int64)
         tl.store(TAIL + idx, S, mask=take & (idx < cap))
 
+
 @triton.jit
-def screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM: tl.constexpr,
-                  BN: tl.constexpr, BK: tl.constexpr, EPI: tl.constexpr, SCREEN: tl.constexpr,
-                  EMULATE: tl.constexpr):
+def screened_tile(
+    Q,
+    G,
+    QN,
+    GN,
+    rows,
+    cols,
+    row0,
+    col0,
+    m,
+    n_g,
+    d,
+    qa,
+    ga,
+    gamma,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    EPI: tl.constexpr,
+    SCREEN: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
     """The screened tile's score interval ``[lo, hi]``: it holds the exact fp32 score."""
     P = tile_dot(Q, G, row0, col0, m, n_g, d, BM, BN, BK, SCREEN, EMULATE)
     qn = tl.load(QN + rows, mask=rows < m, other=0.0)
@@ -227,35 +341,99 @@ def screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma
     e = tl.where(e == e, e, float("inf"))  # inf * 0 (overflowed norm times a zero row): recompute
     return epilogue(P - e, qa, ga, EPI), epilogue(P + e, qa, ga, EPI)
 
+
 @triton.jit
-def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES, FIX, FIXCNT, TAIL, TAILN, STATS,
-                 m, n_g, d, width, n_steps, c_steps, gamma, tau, n_fix, cap,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
-                 SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr, PAIRS: tl.constexpr,
-                 LINEAR: tl.constexpr):
+def count_kernel(
+    Q,
+    G,
+    QC,
+    GC,
+    COLS,
+    SELF,
+    PTR,
+    REL,
+    QA,
+    GA,
+    QN,
+    GN,
+    HIST,
+    TIES,
+    FIX,
+    FIXCNT,
+    TAIL,
+    TAILN,
+    STATS,
+    m,
+    n_g,
+    d,
+    width,
+    n_steps,
+    c_steps,
+    gamma,
+    tau,
+    n_fix,
+    cap,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    K: tl.constexpr,
+    EPI: tl.constexpr,
+    SCREEN: tl.constexpr,
+    EMULATE: tl.constexpr,
+    CSR: tl.constexpr,
+    PAIRS: tl.constexpr,
+    LINEAR: tl.constexpr,
+):
     """LINEAR (rows with few relevant items): each relevant score ``REL[base + j]`` of a
     row is compared with the whole tile row; ``HIST[row, j]`` / ``TIES[row, j]`` get the
     counts ``>=`` / ``==`` (one atomic per row and item, none where zero). Else: binary
     searches and difference arrays (module :mod:`._triton`)."""
-    col0 = tl.program_id(0) * BN  # gallery tiles on axis 0 (up to 2^31 - 1 programs; axis 1 stops at 65535)
+    col0 = (
+        tl.program_id(0) * BN
+    )  # gallery tiles on axis 0 (up to 2^31 - 1 programs; axis 1 stops at 65535)
     row0 = tl.program_id(1) * BM
     rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
-        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
+        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR
+    )
     neg = inside & (same == 0) & (is_self == 0)
     valid = neg & (r[:, None] > 0)
     rmask = rows < m
     if LINEAR:
         if SCREEN:
-            lo, hi = screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM, BN, BK,
-                                   EPI, SCREEN, EMULATE)
+            lo, hi = screened_tile(
+                Q,
+                G,
+                QN,
+                GN,
+                rows,
+                cols,
+                row0,
+                col0,
+                m,
+                n_g,
+                d,
+                qa,
+                ga,
+                gamma,
+                BM,
+                BN,
+                BK,
+                EPI,
+                SCREEN,
+                EMULATE,
+            )
             amb = 0
             for j in range(width):
                 rj = tl.load(REL + base + j, mask=rmask & (j < r), other=float("inf"))
                 amb += tl.max(tl.where(valid & (lo <= rj[:, None]) & (hi >= rj[:, None]), 1, 0))
             if PAIRS:
                 amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
-            tl.atomic_add(STATS + (amb > 0).to(tl.int32), 1)  # [tiles the screen decided, tiles recomputed]
-            if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
+            tl.atomic_add(
+                STATS + (amb > 0).to(tl.int32), 1
+            )  # [tiles the screen decided, tiles recomputed]
+            if (
+                amb > 0
+            ):  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
                 S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
             else:  # no relevant score or threshold in any interval: lo compares as the exact score does
                 S = lo
@@ -273,15 +451,39 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
         base2 = base[:, None] + tl.zeros((BM, BN), tl.int64)
         r2 = r[:, None] + tl.zeros((BM, BN), tl.int32)
         if SCREEN:
-            lo, hi = screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM, BN, BK,
-                                   EPI, SCREEN, EMULATE)
+            lo, hi = screened_tile(
+                Q,
+                G,
+                QN,
+                GN,
+                rows,
+                cols,
+                row0,
+                col0,
+                m,
+                n_g,
+                d,
+                qa,
+                ga,
+                gamma,
+                BM,
+                BN,
+                BK,
+                EPI,
+                SCREEN,
+                EMULATE,
+            )
             left = search(REL, base2, r2, lo, valid, n_steps, False)
             right = search(REL, base2, r2, hi, valid, n_steps, True)
             amb = tl.max(tl.where(valid & (left < right), 1, 0))
             if PAIRS:
                 amb += pair_ambiguous(neg, lo, hi, tau, FIX, n_fix)
-            tl.atomic_add(STATS + (amb > 0).to(tl.int32), 1)  # [tiles the screen decided, tiles recomputed]
-            if amb > 0:  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
+            tl.atomic_add(
+                STATS + (amb > 0).to(tl.int32), 1
+            )  # [tiles the screen decided, tiles recomputed]
+            if (
+                amb > 0
+            ):  # some pair lies near a relevant score or a pair threshold: the exact fp32 tile decides
                 S = exact_tile(Q, G, row0, col0, m, n_g, d, qa, ga, BM, BN, BK, EPI)
                 right = search(REL, base2, r2, S, valid, n_steps, True)
                 left = search(REL, base2, r2, S, valid, n_steps, False)
@@ -301,22 +503,72 @@ def count_kernel(Q, G, QC, GC, COLS, SELF, PTR, REL, QA, GA, QN, GN, HIST, TIES,
     if PAIRS:
         pair_outputs(S, neg, tau, FIX, FIXCNT, n_fix, TAIL, TAILN, cap)
 
+
 @triton.jit
-def bin_kernel(Q, G, QC, GC, COLS, SELF, PTR, U, QA, GA, QN, GN, OUT, STATS, m, n_g, d, nu, n_steps, c_steps,
-               gamma, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K: tl.constexpr, EPI: tl.constexpr,
-               SCREEN: tl.constexpr, EMULATE: tl.constexpr, CSR: tl.constexpr):
+def bin_kernel(
+    Q,
+    G,
+    QC,
+    GC,
+    COLS,
+    SELF,
+    PTR,
+    U,
+    QA,
+    GA,
+    QN,
+    GN,
+    OUT,
+    STATS,
+    m,
+    n_g,
+    d,
+    nu,
+    n_steps,
+    c_steps,
+    gamma,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    K: tl.constexpr,
+    EPI: tl.constexpr,
+    SCREEN: tl.constexpr,
+    EMULATE: tl.constexpr,
+    CSR: tl.constexpr,
+):
     """The binning pass: ``OUT[p] += 1`` for every negative with ``p`` = the number of
     sorted positive scores U[0 : nu] ``<=`` it, when ``p > 0``."""
     col0 = tl.program_id(0) * BN
     row0 = tl.program_id(1) * BM
     rows, cols, inside, same, cpos, is_self, qa, ga, base, r = row_parts(
-        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR)
+        QC, GC, COLS, SELF, PTR, QA, GA, row0, col0, m, n_g, c_steps, BM, BN, K, EPI, CSR
+    )
     neg = inside & (same == 0) & (is_self == 0)
     zero = tl.zeros((BM, BN), tl.int64)
     n_u = tl.zeros((BM, BN), tl.int32) + nu
     if SCREEN:
-        lo, hi = screened_tile(Q, G, QN, GN, rows, cols, row0, col0, m, n_g, d, qa, ga, gamma, BM, BN, BK, EPI,
-                               SCREEN, EMULATE)
+        lo, hi = screened_tile(
+            Q,
+            G,
+            QN,
+            GN,
+            rows,
+            cols,
+            row0,
+            col0,
+            m,
+            n_g,
+            d,
+            qa,
+            ga,
+            gamma,
+            BM,
+            BN,
+            BK,
+            EPI,
+            SCREEN,
+            EMULATE,
+        )
         p_lo = search(U, zero, n_u, lo, neg, n_steps, True)
         pos = search(U, zero, n_u, hi, neg, n_steps, True)
         amb = tl.max(tl.where(neg & (p_lo < pos), 1, 0))

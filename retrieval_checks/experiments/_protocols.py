@@ -44,18 +44,35 @@ def split_difference(
     y = as_numpy(labels, "labels")
     uniq = np.unique(y)
     if uniq.size < 4:
-        raise InputError(f"split_difference needs at least 4 classes to split in two, got {uniq.size}.")
+        raise InputError(
+            f"split_difference needs at least 4 classes to split in two, got {uniq.size}."
+        )
     perm = np.random.default_rng(seed).permutation(uniq)
     half_a = np.isin(y, perm[: uniq.size // 2])
     x = embeddings
     res = []
     for mask in (half_a, ~half_a):
         idx = np.flatnonzero(mask)
-        res.append(evaluate(x[idx], query_labels=y[idx], metrics=[metric], confidence=confidence,
-                            **evaluate_kwargs))
-    return generalization_gap(res[0], res[1], metric, confidence=confidence, cluster=cluster,
-                              n_resamples=n_resamples, seed=seed, labels=("half A", "half B"),
-                              _ordered=False)  # two halves of one population: the sign means nothing
+        res.append(
+            evaluate(
+                x[idx],
+                query_labels=y[idx],
+                metrics=[metric],
+                confidence=confidence,
+                **evaluate_kwargs,
+            )
+        )
+    return generalization_gap(
+        res[0],
+        res[1],
+        metric,
+        confidence=confidence,
+        cluster=cluster,
+        n_resamples=n_resamples,
+        seed=seed,
+        labels=("half A", "half B"),
+        _ordered=False,
+    )  # two halves of one population: the sign means nothing
 
 
 def class_count_sweep(
@@ -79,22 +96,45 @@ def class_count_sweep(
     uniq = np.unique(y)
     counts = sorted(int(c) for c in class_counts)
     if not counts or counts[0] < 2 or counts[-1] > uniq.size:
-        raise InputError(f"class_counts must lie in [2, {uniq.size}] (the number of classes), got {counts}.")
+        raise InputError(
+            f"class_counts must lie in [2, {uniq.size}] (the number of classes), got {counts}."
+        )
     rng = np.random.default_rng(seed)
     table = SweepTable()
     for nc in counts:
         for t in range(trials):
             chosen = rng.choice(uniq, size=nc, replace=False)
             idx = np.flatnonzero(np.isin(y, chosen))
-            res = evaluate(embeddings[idx], query_labels=y[idx], metrics=list(metrics), confidence=confidence,
-                           **evaluate_kwargs)
+            res = evaluate(
+                embeddings[idx],
+                query_labels=y[idx],
+                metrics=list(metrics),
+                confidence=confidence,
+                **evaluate_kwargs,
+            )
             for m in res:
                 if m in res.intervals:
                     low, high = res.intervals[m]
                 else:
-                    iv = bootstrap_interval(res, m, confidence=confidence, n_resamples=n_resamples,
-                                            method="percentile", cluster="label", seed=seed + t)
+                    iv = bootstrap_interval(
+                        res,
+                        m,
+                        confidence=confidence,
+                        n_resamples=n_resamples,
+                        method="percentile",
+                        cluster="label",
+                        seed=seed + t,
+                    )
                     low, high = iv.low, iv.high
-                table.rows.append({"n_classes": nc, "trial": t, "metric": m, "value": res[m],
-                                   "low": low, "high": high, "n_items": int(idx.size)})
+                table.rows.append(
+                    {
+                        "n_classes": nc,
+                        "trial": t,
+                        "metric": m,
+                        "value": res[m],
+                        "low": low,
+                        "high": high,
+                        "n_items": int(idx.size),
+                    }
+                )
     return table

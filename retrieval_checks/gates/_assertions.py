@@ -62,15 +62,19 @@ def _choice(value, allowed: tuple, name: str, meaning: str) -> str:
     the choices and the closest one."""
     if not isinstance(value, str) or value not in allowed:
         close = hint(value, allowed) if isinstance(value, str) else ""
-        raise InputError(f"{name}={shown(value)}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).{close}")
+        raise InputError(
+            f"{name}={shown(value)}: use {' or '.join(repr(a) for a in allowed)} ({meaning}).{close}"
+        )
     return value
 
 
 def _require_result(result, gate: str) -> None:
     if not callable(getattr(result, "measure", None)) or not hasattr(result, "__contains__"):
-        raise InputError(f"{gate} takes an evaluation result (from evaluate, evaluate_image_text, "
-                         f"evaluate_classifier, cam_iou or accuracy) as its first argument, got "
-                         f"{type(result).__name__}.")
+        raise InputError(
+            f"{gate} takes an evaluation result (from evaluate, evaluate_image_text, "
+            f"evaluate_classifier, cam_iou or accuracy) as its first argument, got "
+            f"{type(result).__name__}."
+        )
 
 
 def computed_metrics(result) -> list[str]:
@@ -106,9 +110,15 @@ def _measure(result, name: str, gate: str) -> Measurement:
         computed = ", ".join(held) if held else "nothing the gates know"
         if len(computed) > 400:
             computed = computed[:380] + f"... ({len(held)} metrics)"
-        name = spec.name if len(spec.name) <= 60 else f"{spec.name[:40]}...({len(spec.name)} characters)"
-        raise InputError(f"{name} was not computed; this {type(result).__name__} holds: {computed}. Gate one "
-                         f"of those, or evaluate {name} (metrics=[{name!r}]).")
+        name = (
+            spec.name
+            if len(spec.name) <= 60
+            else f"{spec.name[:40]}...({len(spec.name)} characters)"
+        )
+        raise InputError(
+            f"{name} was not computed; this {type(result).__name__} holds: {computed}. Gate one "
+            f"of those, or evaluate {name} (metrics=[{name!r}])."
+        )
     return result.measure(spec.name)
 
 
@@ -129,10 +139,21 @@ def max_rank(result, metric: str) -> tuple[float | None, str]:
         return None, ""
     try:
         if fam.kind == "crossmodal":
-            n_images, n_captions = getattr(result, "n_images", None), getattr(result, "n_captions", None)
-            if fam.name.startswith("i2t") and isinstance(n_captions, numbers.Integral) and n_captions >= 1:
+            n_images, n_captions = (
+                getattr(result, "n_images", None),
+                getattr(result, "n_captions", None),
+            )
+            if (
+                fam.name.startswith("i2t")
+                and isinstance(n_captions, numbers.Integral)
+                and n_captions >= 1
+            ):
                 return float(n_captions), f"an image ranks the {int(n_captions)} captions"
-            if fam.name.startswith("t2i") and isinstance(n_images, numbers.Integral) and n_images >= 1:
+            if (
+                fam.name.startswith("t2i")
+                and isinstance(n_images, numbers.Integral)
+                and n_images >= 1
+            ):
                 protocol = getattr(result, "protocol", None)
                 n = min(int(n_images), 1000) if protocol in ("1k", "5fold1k") else int(n_images)
                 return float(n), f"a caption ranks {n} images"
@@ -149,8 +170,10 @@ def max_rank(result, metric: str) -> tuple[float | None, str]:
             # a run: relevant documents it never retrieved rank at the censored depth + 1
             depth = config.get("depth")
             if isinstance(depth, numbers.Integral) and depth >= 1:
-                return float(depth) + 1, (f"the run retrieves at most {int(depth)} documents per query; a query "
-                                          "whose relevant documents were not retrieved ranks depth + 1")
+                return float(depth) + 1, (
+                    f"the run retrieves at most {int(depth)} documents per query; a query "
+                    "whose relevant documents were not retrieved ranks depth + 1"
+                )
             return None, ""
         zero = isinstance(config, dict) and config.get("empty_queries") == "zero"
         if n_relevant is not None and np.shape(n_relevant) == np.shape(n_candidates):
@@ -160,12 +183,20 @@ def max_rank(result, metric: str) -> tuple[float | None, str]:
             if zero and (~used).any():
                 worst = max(worst, float(np.max(cand[~used])) + 1)
             if worst >= 1:
-                return worst, (f"{int(np.max(cand))} candidates per query; a first relevant item ranks at most "
-                               "n_candidates - n_relevant + 1"
-                               + (", a query without one n_candidates + 1 under empty_queries='zero'" if zero else ""))
+                return worst, (
+                    f"{int(np.max(cand))} candidates per query; a first relevant item ranks at most "
+                    "n_candidates - n_relevant + 1"
+                    + (
+                        ", a query without one n_candidates + 1 under empty_queries='zero'"
+                        if zero
+                        else ""
+                    )
+                )
             return None, ""
         top = float(np.max(cand)) + (1 if zero else 0)
-        return top, f"{int(np.max(cand))} candidates per query" + (" (+1 under empty_queries='zero')" if zero else "")
+        return top, f"{int(np.max(cand))} candidates per query" + (
+            " (+1 under empty_queries='zero')" if zero else ""
+        )
     except (TypeError, ValueError):
         return None, ""
 
@@ -185,8 +216,10 @@ def _tolerance(fam: Family | None, value, *, role: str, field: str, metric: str)
         return check_threshold(fam, value, role=role, field=field, metric=metric)
     v = check_finite(value, field)
     if v < 0:
-        raise InputError(f"{field}={v:.6g}: a tolerated drop must be >= 0 (0: no drop tolerated); write "
-                         f"{-v:.6g} for a drop of {-v:.6g}.")
+        raise InputError(
+            f"{field}={v:.6g}: a tolerated drop must be >= 0 (0: no drop tolerated); write "
+            f"{-v:.6g} for a drop of {-v:.6g}."
+        )
     return v
 
 
@@ -204,11 +237,13 @@ def _pct(c: float) -> str:
 
 def _iv(low, high, digits: int = 4, sign: str = "") -> str:
     """An interval as ``[0.7012, 0.7420]`` (``undefined`` for NaN bounds)."""
+
     def one(x):
         if x is None:
             return "none"
         x = float(x)
         return "NaN" if math.isnan(x) else f"{x:{sign}.{digits}f}"
+
     return f"[{one(low)}, {one(high)}]"
 
 
@@ -223,7 +258,14 @@ def _interval(result, m: Measurement, confidence, seed):
         method = f" ({m.method})" if m.method else ""
         conf = m.confidence
         label = f"{_pct(conf)} interval" if isinstance(conf, numbers.Real) else "interval"
-        return (m.interval[0], m.interval[1], conf, f"{label} {_iv(*m.interval)}{method}", m.n, m.n_unit), None
+        return (
+            m.interval[0],
+            m.interval[1],
+            conf,
+            f"{label} {_iv(*m.interval)}{method}",
+            m.n,
+            m.n_unit,
+        ), None
     caps = metric_spec(m.metric).capabilities
     config = getattr(result, "config", None)
     config = config if isinstance(config, dict) else {}
@@ -231,32 +273,61 @@ def _interval(result, m: Measurement, confidence, seed):
     if confidence is None:
         confidence = config.get("confidence")
     if confidence is None:
-        confidence, default = DEFAULTS["confidence"], " (the default confidence; pass confidence= to change it)"
+        confidence, default = (
+            DEFAULTS["confidence"],
+            " (the default confidence; pass confidence= to change it)",
+        )
     if caps.interval == "wilson":
         n_correct, n = getattr(result, "n_correct", None), getattr(result, "n", None)
-        if (isinstance(n_correct, numbers.Integral) and isinstance(n, numbers.Integral) and n >= 1
-                and 0 <= n_correct <= n):
+        if (
+            isinstance(n_correct, numbers.Integral)
+            and isinstance(n, numbers.Integral)
+            and n >= 1
+            and 0 <= n_correct <= n
+        ):
             low, high = wilson_interval(int(n_correct), int(n), confidence)
             low, high = max(0.0, low), min(1.0, high)
             note = f"{_pct(confidence)} interval {_iv(low, high)} (Wilson score, {n_correct} of {n} correct){default}"
             return (low, high, confidence, note, int(n), "samples"), None
-        return None, f"{m.metric}: the result holds no counts of correct predictions for Wilson's interval"
+        return (
+            None,
+            f"{m.metric}: the result holds no counts of correct predictions for Wilson's interval",
+        )
     if caps.interval == "images":
-        fix = ("at least 2 images and n_resamples > 0" if caps.kind == "classifier"
-               else "evaluate with n_resamples > 0 (the bootstrap over images)")
-        return None, f"{m.metric} has no interval: its bootstrap over images was not computed; {fix}"
+        fix = (
+            "at least 2 images and n_resamples > 0"
+            if caps.kind == "classifier"
+            else "evaluate with n_resamples > 0 (the bootstrap over images)"
+        )
+        return (
+            None,
+            f"{m.metric} has no interval: its bootstrap over images was not computed; {fix}",
+        )
     if caps.interval != "bootstrap":
-        return None, f"{m.metric} has no interval ({caps.interval or 'none is defined for this metric'})"
+        return (
+            None,
+            f"{m.metric} has no interval ({caps.interval or 'none is defined for this metric'})",
+        )
     if seed is None:
         seed = config.get("seed", config.get("group_seed", DEFAULTS["seed"]))
     try:
-        with warnings.catch_warnings():  # its few-units warning: the gate issues and records its own
+        with (
+            warnings.catch_warnings()
+        ):  # its few-units warning: the gate issues and records its own
             warnings.simplefilter("ignore", IntervalWarning)
-            iv = bootstrap_interval(result, m.metric, confidence=confidence, n_resamples=_BOOTSTRAP_RESAMPLES,
-                                    method="percentile", seed=seed)
+            iv = bootstrap_interval(
+                result,
+                m.metric,
+                confidence=confidence,
+                n_resamples=_BOOTSTRAP_RESAMPLES,
+                method="percentile",
+                seed=seed,
+            )
     except InputError as exc:
         return None, str(exc)
-    note = f"{_pct(iv.confidence)} interval {_iv(iv.low, iv.high)} ({iv.method}, seed {seed}){default}"
+    note = (
+        f"{_pct(iv.confidence)} interval {_iv(iv.low, iv.high)} ({iv.method}, seed {seed}){default}"
+    )
     return (iv.low, iv.high, iv.confidence, note, iv.n, iv.unit), None
 
 
@@ -283,25 +354,43 @@ def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
     if not rng or not any(line.startswith("ties:") for line in m.details):
         return []
     lo, hi = rng
-    inside = [f"{name}={_g(t)}" for name, t, splits in (("at_least", at_least, lambda t: lo < t <= hi),
-                                                       ("at_most", at_most, lambda t: lo <= t < hi))
-              if t is not None and splits(t)]
-    verdict = (f"the verdict depends on it: {', '.join(inside)} lies inside that range, so another tie order "
-               "would decide otherwise" if inside else "the verdict is the same under every tie order")
+    inside = [
+        f"{name}={_g(t)}"
+        for name, t, splits in (
+            ("at_least", at_least, lambda t: lo < t <= hi),
+            ("at_most", at_most, lambda t: lo <= t < hi),
+        )
+        if t is not None and splits(t)
+    ]
+    verdict = (
+        f"the verdict depends on it: {', '.join(inside)} lies inside that range, so another tie order "
+        "would decide otherwise"
+        if inside
+        else "the verdict is the same under every tie order"
+    )
     share = m.extra.get("tied_share")
     share = "" if share is None else f"{share:.1%} of relevant items tie with a non-relevant one; "
     ties = m.extra.get("ties")
     worst = lo if m.higher_is_better else hi
     if m.value == worst:
-        advice = ("this value is already the worst order's; break the ties in the model (finer scores, e.g. longer "
-                  "codes) to narrow it")
+        advice = (
+            "this value is already the worst order's; break the ties in the model (finer scores, e.g. longer "
+            "codes) to narrow it"
+        )
     else:
-        policy = ("ties='pessimistic' gives it" if not m.metric.startswith("map@") or m.metric == "map@R"
-                  else "map@K is not monotone in rank, so no policy gives it")
-        advice = (f"the worst order gives {_f(worst, m.unit)} ({policy}; result.tie_range() has it); break the "
-                  f"ties in the model (finer scores, e.g. longer codes) or gate on the worst order")
-    return [f"{gate}: {m.metric} ranges from {_f(lo, m.unit)} to {_f(hi, m.unit)} over the orders of tied scores "
-            f"({share}this value is ties={ties!r}); {verdict}; {advice}."]
+        policy = (
+            "ties='pessimistic' gives it"
+            if not m.metric.startswith("map@") or m.metric == "map@R"
+            else "map@K is not monotone in rank, so no policy gives it"
+        )
+        advice = (
+            f"the worst order gives {_f(worst, m.unit)} ({policy}; result.tie_range() has it); break the "
+            f"ties in the model (finer scores, e.g. longer codes) or gate on the worst order"
+        )
+    return [
+        f"{gate}: {m.metric} ranges from {_f(lo, m.unit)} to {_f(hi, m.unit)} over the orders of tied scores "
+        f"({share}this value is ties={ties!r}); {verdict}; {advice}."
+    ]
 
 
 def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple[list, str | None]:
@@ -312,31 +401,72 @@ def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple
     n_used = int(n_used or 0)
     n_queries = n_used + n_skipped
     m = Measurement(metric=metric, value=math.nan, unit="")
-    text = (f"{gate}: {m.metric} skipped {n_skipped} of {n_queries} queries (no relevant gallery item): "
-            f"n_used {n_used} / n_skipped {n_skipped}, and the value averages the used ones only. To fail the "
-            f"gate instead, set max_skipped= (a count, or a fraction of the queries) or evaluate with "
-            f"empty_queries='error'.")
+    text = (
+        f"{gate}: {m.metric} skipped {n_skipped} of {n_queries} queries (no relevant gallery item): "
+        f"n_used {n_used} / n_skipped {n_skipped}, and the value averages the used ones only. To fail the "
+        f"gate instead, set max_skipped= (a count, or a fraction of the queries) or evaluate with "
+        f"empty_queries='error'."
+    )
     failure = None
     if max_skipped is not None:
-        over = (n_skipped > max_skipped if isinstance(max_skipped, numbers.Integral)
-                else exceeds(n_skipped, max_skipped, scale=n_queries))  # 29 of 100 is within 0.29
+        over = (
+            n_skipped > max_skipped
+            if isinstance(max_skipped, numbers.Integral)
+            else exceeds(n_skipped, max_skipped, scale=n_queries)
+        )  # 29 of 100 is within 0.29
         if over:
-            limit = (f"{max_skipped} queries" if isinstance(max_skipped, numbers.Integral)
-                     else f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})")
-            failure = (f"{m.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
-                       f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries without a "
-                       f"relevant gallery item change the value without notice: fix the labels or raise "
-                       f"max_skipped")
+            limit = (
+                f"{max_skipped} queries"
+                if isinstance(max_skipped, numbers.Integral)
+                else f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
+            )
+            failure = (
+                f"{m.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
+                f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries without a "
+                f"relevant gallery item change the value without notice: fix the labels or raise "
+                f"max_skipped"
+            )
     return [text], failure
 
 
-def _event(gate: str, m: Measurement, *, passed: bool, on: str, comparison: str, threshold, bounds: dict,
-           low=None, high=None, confidence=None, warnings_=(), **extra) -> GateEvent:
-    return emit(GateEvent(gate=gate, metric=m.metric, value=m.value, passed=passed, low=low, high=high,
-                          confidence=confidence, on=on, comparison=comparison, threshold=threshold, bounds=bounds,
-                          n=m.n, unit=m.n_unit, n_used=m.n_used, n_skipped=m.n_skipped,
-                          model=m.context.get("model"), dataset=m.context.get("dataset"),
-                          warnings=list(warnings_), extra={**m.extra, **extra}))
+def _event(
+    gate: str,
+    m: Measurement,
+    *,
+    passed: bool,
+    on: str,
+    comparison: str,
+    threshold,
+    bounds: dict,
+    low=None,
+    high=None,
+    confidence=None,
+    warnings_=(),
+    **extra,
+) -> GateEvent:
+    return emit(
+        GateEvent(
+            gate=gate,
+            metric=m.metric,
+            value=m.value,
+            passed=passed,
+            low=low,
+            high=high,
+            confidence=confidence,
+            on=on,
+            comparison=comparison,
+            threshold=threshold,
+            bounds=bounds,
+            n=m.n,
+            unit=m.n_unit,
+            n_used=m.n_used,
+            n_skipped=m.n_skipped,
+            model=m.context.get("model"),
+            dataset=m.context.get("dataset"),
+            warnings=list(warnings_),
+            extra={**m.extra, **extra},
+        )
+    )
 
 
 def _f(x: float, unit: str) -> str:
@@ -379,7 +509,11 @@ def certain_k(result, spec) -> tuple[int | None, str]:
         certain = (getattr(result, "config", None) or {}).get("certain_k", {})
         k = certain.get(fam.name[:3]) if isinstance(certain, dict) else None
         what = "captions an image ranks" if fam.name == "i2t_recall" else "images a caption ranks"
-        return (int(k), f"past the non-relevant {what}") if isinstance(k, numbers.Integral) else (None, "")
+        return (
+            (int(k), f"past the non-relevant {what}")
+            if isinstance(k, numbers.Integral)
+            else (None, "")
+        )
     if fam.name not in ("hit_rate", "recall"):
         return None, ""
     cand, rel = getattr(result, "n_candidates", None), getattr(result, "n_relevant", None)
@@ -400,24 +534,51 @@ def _bounds(result, spec, at_least, at_most) -> tuple:
     fam = spec.capabilities
     k_all, why = certain_k(result, spec) if _holds(result, spec.name) else (None, "")
     if k_all is not None and spec.k >= k_all and (at_least is not None or at_most is not None):
-        raise InputError(f"{spec.name}: K={spec.k} reaches {why} (K >= {k_all}), so its value is 1 whatever the model "
-                         f"and a gate on it could never fail (or never pass); gate a smaller K (< {k_all}).")
+        raise InputError(
+            f"{spec.name}: K={spec.k} reaches {why} (K >= {k_all}), so its value is 1 whatever the model "
+            f"and a gate on it could never fail (or never pass); gate a smaller K (< {k_all})."
+        )
     top, top_why = max_rank(result, spec.name)
     if at_least is not None:
-        at_least = check_threshold(fam, at_least, role="at_least", field="at_least", metric=spec.name, high=top,
-                                   high_why=top_why)
+        at_least = check_threshold(
+            fam,
+            at_least,
+            role="at_least",
+            field="at_least",
+            metric=spec.name,
+            high=top,
+            high_why=top_why,
+        )
     if at_most is not None:
-        at_most = check_threshold(fam, at_most, role="at_most", field="at_most", metric=spec.name, high=top,
-                                  high_why=top_why)
+        at_most = check_threshold(
+            fam,
+            at_most,
+            role="at_most",
+            field="at_most",
+            metric=spec.name,
+            high=top,
+            high_why=top_why,
+        )
     if at_least is not None and at_most is not None and at_least > at_most:
-        raise InputError(f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "
-                         "swap them (at_least is the lower bound).")
+        raise InputError(
+            f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "
+            "swap them (at_least is the lower bound)."
+        )
     return at_least, at_most
 
 
-def assert_metric(result, name: str, *, at_least: float | None = None, at_most: float | None = None,
-                  on: str = "value", confidence: float | None = None, seed: int | None = None,
-                  max_skipped: int | float | None = None, _gate: str = "assert_metric") -> None:
+def assert_metric(
+    result,
+    name: str,
+    *,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    on: str = "value",
+    confidence: float | None = None,
+    seed: int | None = None,
+    max_skipped: int | float | None = None,
+    _gate: str = "assert_metric",
+) -> None:
     """Fail when a metric of a result is below ``at_least`` or above ``at_most``.
 
     ``on="value"`` (default) checks the point value; ``on="interval"`` checks the
@@ -437,8 +598,10 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     __tracebackhide__ = True
     if at_least is None and at_most is None:
         if _gate != "assert_metric":
-            raise InputError(f"{_gate}: at_least is required (the lowest acceptable value: a number such as 0.7), "
-                             "got None.")
+            raise InputError(
+                f"{_gate}: at_least is required (the lowest acceptable value: a number such as 0.7), "
+                "got None."
+            )
         raise InputError(f"{_gate} needs at_least=..., at_most=... or both (numbers such as 0.7).")
     _choice(on, ("value", "interval"), "on", "the point value, or the interval's bound")
     confidence, seed = _confidence(confidence), _seed(seed)
@@ -449,31 +612,63 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     m = _measure(result, spec.name, _gate)
     found, why = _interval(result, m, confidence, seed) if on == "interval" else (None, None)
     if on == "interval" and found is None:
-        more = (", or evaluate with more queries or classes" if m.interval is None
-                and metric_spec(m.metric).capabilities.interval == "bootstrap" else "")
-        raise InputError(f"on='interval': {m.metric} has no interval in this result ({why}); use on='value'{more}.")
-    if (on == "interval" and confidence is not None and m.interval is not None
-            and isinstance(found[2], numbers.Real) and abs(float(found[2]) - confidence) > 1e-9):
-        raise InputError(f"confidence={confidence:g}: the {m.metric} interval this result carries is at "
-                         f"{_pct(found[2])} (set when it was evaluated); evaluate with confidence={confidence:g}, "
-                         "or leave confidence out to use the result's.")
+        more = (
+            ", or evaluate with more queries or classes"
+            if m.interval is None and metric_spec(m.metric).capabilities.interval == "bootstrap"
+            else ""
+        )
+        raise InputError(
+            f"on='interval': {m.metric} has no interval in this result ({why}); use on='value'{more}."
+        )
+    if (
+        on == "interval"
+        and confidence is not None
+        and m.interval is not None
+        and isinstance(found[2], numbers.Real)
+        and abs(float(found[2]) - confidence) > 1e-9
+    ):
+        raise InputError(
+            f"confidence={confidence:g}: the {m.metric} interval this result carries is at "
+            f"{_pct(found[2])} (set when it was evaluated); evaluate with confidence={confidence:g}, "
+            "or leave confidence out to use the result's."
+        )
     failures = []
     if at_least is not None:
         checked = m.value if on == "value" else found[0]
         if math.isnan(checked):
-            failures.append(("at_least", f"is NaN (undefined), so it is not shown to be >= {_g(at_least)}",
-                             "no value to compare"))
+            failures.append(
+                (
+                    "at_least",
+                    f"is NaN (undefined), so it is not shown to be >= {_g(at_least)}",
+                    "no value to compare",
+                )
+            )
         elif exceeds(at_least, checked):  # decided exactly: a value on the threshold passes
-            failures.append(("at_least", f"{_f(checked, m.unit)} < {_g(at_least)}",
-                             f"short by {_f(at_least - checked, m.unit)}"))
+            failures.append(
+                (
+                    "at_least",
+                    f"{_f(checked, m.unit)} < {_g(at_least)}",
+                    f"short by {_f(at_least - checked, m.unit)}",
+                )
+            )
     if at_most is not None:
         checked = m.value if on == "value" else found[1]
         if math.isnan(checked):
-            failures.append(("at_most", f"is NaN (undefined), so it is not shown to be <= {_g(at_most)}",
-                             "no value to compare"))
+            failures.append(
+                (
+                    "at_most",
+                    f"is NaN (undefined), so it is not shown to be <= {_g(at_most)}",
+                    "no value to compare",
+                )
+            )
         elif exceeds(checked, at_most):
-            failures.append(("at_most", f"{_f(checked, m.unit)} > {_g(at_most)}",
-                             f"over by {_f(checked - at_most, m.unit)}"))
+            failures.append(
+                (
+                    "at_most",
+                    f"{_f(checked, m.unit)} > {_g(at_most)}",
+                    f"over by {_f(checked - at_most, m.unit)}",
+                )
+            )
     notes, skip_failure = _skipped(m, max_skipped, _gate)
     notes += _tie_notes(m, at_least, at_most, _gate)
     few = few_units_note(f"{_gate}: {m.metric}", found[4], found[5]) if found else None
@@ -481,27 +676,52 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
     comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
     extra = {} if max_skipped is None else {"max_skipped": max_skipped}
-    _event(_gate, m, passed=not failures and skip_failure is None, on=on, comparison=comparison,
-           threshold=at_least if at_least is not None else at_most, bounds=bounds,
-           low=found[0] if found else None, high=found[1] if found else None,
-           confidence=found[2] if found else None, warnings_=notes, **extra)
+    _event(
+        _gate,
+        m,
+        passed=not failures and skip_failure is None,
+        on=on,
+        comparison=comparison,
+        threshold=at_least if at_least is not None else at_most,
+        bounds=bounds,
+        low=found[0] if found else None,
+        high=found[1] if found else None,
+        confidence=found[2] if found else None,
+        warnings_=notes,
+        **extra,
+    )
     _warn(notes, (few,), stacklevel=2 if _gate == "assert_metric" else 3)
     if not failures and skip_failure is None:
         return
     if found is None:
-        found, _ = _interval(result, m, confidence, seed)  # only for the message, and only on failure
-    body = (f"  value {_f(m.value, m.unit)}" + (f", {found[3]}" if found else "") + "\n"
-            + (f"  sample: {m.sample}\n" if m.sample else "")
-            + _used_line(m)
-            + "".join(f"  {line}\n" for line in m.details)
-            + (f"  note: {few}\n" if few else "")
-            + _named(m.context))
+        found, _ = _interval(
+            result, m, confidence, seed
+        )  # only for the message, and only on failure
+    body = (
+        f"  value {_f(m.value, m.unit)}"
+        + (f", {found[3]}" if found else "")
+        + "\n"
+        + (f"  sample: {m.sample}\n" if m.sample else "")
+        + _used_line(m)
+        + "".join(f"  {line}\n" for line in m.details)
+        + (f"  note: {few}\n" if few else "")
+        + _named(m.context)
+    )
     if not failures:
-        raise AssertionError(f"{skip_failure}\n{body}  rule: fail when more than max_skipped queries are skipped")
+        raise AssertionError(
+            f"{skip_failure}\n{body}  rule: fail when more than max_skipped queries are skipped"
+        )
     rule, comparison_text, margin = failures[0]
-    what = "value" if on == "value" else ("interval's lower bound" if rule == "at_least" else "interval's upper bound")
-    both = (f"{_g(at_least)} <= {'value' if on == 'value' else 'interval'} <= {_g(at_most)}: "
-            if len(bounds) == 2 else "")
+    what = (
+        "value"
+        if on == "value"
+        else ("interval's lower bound" if rule == "at_least" else "interval's upper bound")
+    )
+    both = (
+        f"{_g(at_least)} <= {'value' if on == 'value' else 'interval'} <= {_g(at_most)}: "
+        if len(bounds) == 2
+        else ""
+    )
     raise AssertionError(
         f"{m.metric} {what} {comparison_text} ({margin}; unit: {m.unit})\n"
         + body
@@ -510,46 +730,91 @@ def assert_metric(result, name: str, *, at_least: float | None = None, at_most: 
     )
 
 
-def assert_map_at_least(result, at_least: float, *, metric: str = "map", on: str = "value",
-                        confidence: float | None = None, seed: int | None = None,
-                        max_skipped: int | float | None = None) -> None:
+def assert_map_at_least(
+    result,
+    at_least: float,
+    *,
+    metric: str = "map",
+    on: str = "value",
+    confidence: float | None = None,
+    seed: int | None = None,
+    max_skipped: int | float | None = None,
+) -> None:
     """Fail when mAP (or a named variant: ``map@R``, ``map@10``, ``map_cut@10``...) is
     below ``at_least``."""
     __tracebackhide__ = True
     spec = parse_metric(metric)
     if spec.family not in ("map", "map@R", "map_cut", "map_capped"):
-        raise InputError(f"metric={metric!r}: assert_map_at_least checks an AP metric (map, map@K, map@R, "
-                         f"map_cut@K, map_capped@K), got {spec.name}; use assert_metric for other metrics.")
-    assert_metric(result, spec.name, at_least=at_least, on=on, confidence=confidence, seed=seed,
-                  max_skipped=max_skipped, _gate="assert_map_at_least")
+        raise InputError(
+            f"metric={metric!r}: assert_map_at_least checks an AP metric (map, map@K, map@R, "
+            f"map_cut@K, map_capped@K), got {spec.name}; use assert_metric for other metrics."
+        )
+    assert_metric(
+        result,
+        spec.name,
+        at_least=at_least,
+        on=on,
+        confidence=confidence,
+        seed=seed,
+        max_skipped=max_skipped,
+        _gate="assert_map_at_least",
+    )
 
 
 def _required(at_least, gate: str) -> None:
     if at_least is None:
-        raise InputError(f"{gate}: at_least is required (the lowest acceptable value: a number such as 0.7), got None.")
+        raise InputError(
+            f"{gate}: at_least is required (the lowest acceptable value: a number such as 0.7), got None."
+        )
 
 
 def _k(k) -> int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         meant = ""
-        if isinstance(k, numbers.Real) and not isinstance(k, bool) and math.isfinite(k) and k >= 1 and k == int(k):
+        if (
+            isinstance(k, numbers.Real)
+            and not isinstance(k, bool)
+            and math.isfinite(k)
+            and k >= 1
+            and k == int(k)
+        ):
             meant = f" (write k={int(k)})"
-        raise InputError(f"k={shown(k)}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}.")
+        raise InputError(
+            f"k={shown(k)}: expected an integer >= 1 (the K of hit_rate@K / recall@K){meant}."
+        )
     if k >= 2**63:
-        raise InputError(f"k={shown(k)}: larger than any gallery (K counts gallery items ranked first); use a K no "
-                         "larger than the gallery a query ranks.")
+        raise InputError(
+            f"k={shown(k)}: larger than any gallery (K counts gallery items ranked first); use a K no "
+            "larger than the gallery a query ranks."
+        )
     return int(k)
 
 
-def assert_recall_at_least(result, at_least: float, *, k: int = 1, kind: str = "hit_rate", on: str = "value",
-                           confidence: float | None = None, seed: int | None = None,
-                           max_skipped: int | float | None = None) -> None:
+def assert_recall_at_least(
+    result,
+    at_least: float,
+    *,
+    k: int = 1,
+    kind: str = "hit_rate",
+    on: str = "value",
+    confidence: float | None = None,
+    seed: int | None = None,
+    max_skipped: int | float | None = None,
+) -> None:
     """Fail when ``hit_rate@k`` (metric learning's Recall@K, default) or ``recall@k``
     (information-retrieval recall, ``kind="recall"``) is below ``at_least``."""
     __tracebackhide__ = True
     _choice(kind, ("hit_rate", "recall"), "kind", "Recall@K of metric learning, or IR recall")
-    assert_metric(result, f"{kind}@{_k(k)}", at_least=at_least, on=on, confidence=confidence, seed=seed,
-                  max_skipped=max_skipped, _gate="assert_recall_at_least")
+    assert_metric(
+        result,
+        f"{kind}@{_k(k)}",
+        at_least=at_least,
+        on=on,
+        confidence=confidence,
+        seed=seed,
+        max_skipped=max_skipped,
+        _gate="assert_recall_at_least",
+    )
 
 
 def _precision_level(precision) -> float:
@@ -561,31 +826,52 @@ def _precision_level(precision) -> float:
             meant = " Did you mean 1 (precision 100%: every pair above the threshold relevant)?"
         else:
             meant = ""
-        raise InputError(f"precision={shown(p)}: expected a precision level in (0, 1] (a fraction: 0.9 for 90%)."
-                         f"{meant}")
+        raise InputError(
+            f"precision={shown(p)}: expected a precision level in (0, 1] (a fraction: 0.9 for 90%)."
+            f"{meant}"
+        )
     return p
 
 
-def assert_recall_at_precision(result, at_least: float, *, precision: float = 0.9,
-                               max_skipped: int | float | None = None) -> None:
+def assert_recall_at_precision(
+    result, at_least: float, *, precision: float = 0.9, max_skipped: int | float | None = None
+) -> None:
     """Fail when ``recall_at_precision@P`` is below ``at_least``; the message names the
     similarity threshold that reaches precision P (or says none does)."""
     __tracebackhide__ = True
-    name = parse_metric(f"recall_at_precision@{_precision_level(precision)!r}").name  # :g would make 0.9999999 read 1
-    assert_metric(result, name, at_least=at_least, max_skipped=max_skipped, _gate="assert_recall_at_precision")
+    name = parse_metric(
+        f"recall_at_precision@{_precision_level(precision)!r}"
+    ).name  # :g would make 0.9999999 read 1
+    assert_metric(
+        result, name, at_least=at_least, max_skipped=max_skipped, _gate="assert_recall_at_precision"
+    )
 
 
-def assert_grouped_recall_ci(result, at_least: float, *, metric: str = "grouped_recall@1",
-                             on: str = "lower", max_skipped: int | float | None = None) -> None:
+def assert_grouped_recall_ci(
+    result,
+    at_least: float,
+    *,
+    metric: str = "grouped_recall@1",
+    on: str = "lower",
+    max_skipped: int | float | None = None,
+) -> None:
     """Fail when the interval's lower bound (``on="lower"``, default) or the point
     value (``on="value"``) of a grouped recall is below ``at_least``."""
     __tracebackhide__ = True
     _choice(on, ("lower", "value"), "on", "the interval's lower bound, or the value")
     spec = parse_metric(metric)
     if spec.kind != "grouped":
-        raise InputError(f"metric={metric!r}: assert_grouped_recall_ci checks grouped_recall@K, got {spec.name}.")
-    assert_metric(result, spec.name, at_least=at_least, on="interval" if on == "lower" else "value",
-                  max_skipped=max_skipped, _gate="assert_grouped_recall_ci")
+        raise InputError(
+            f"metric={metric!r}: assert_grouped_recall_ci checks grouped_recall@K, got {spec.name}."
+        )
+    assert_metric(
+        result,
+        spec.name,
+        at_least=at_least,
+        on="interval" if on == "lower" else "value",
+        max_skipped=max_skipped,
+        _gate="assert_grouped_recall_ci",
+    )
 
 
 def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
@@ -595,15 +881,28 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     __tracebackhide__ = True
     _choice(on, ("value", "lower"), "on", "the value, or the bootstrap interval's lower bound")
     _required(at_least, "assert_rsum")
-    check_threshold(metric_spec("rsum").capabilities, at_least, role="at_least", field="at_least", metric="rsum")
+    check_threshold(
+        metric_spec("rsum").capabilities, at_least, role="at_least", field="at_least", metric="rsum"
+    )
     _require_result(result, "assert_rsum")
-    if on == "lower" and "rsum" in result and _measure(result, "rsum", "assert_rsum").interval is None:
+    if (
+        on == "lower"
+        and "rsum" in result
+        and _measure(result, "rsum", "assert_rsum").interval is None
+    ):
         raise InputError("on='lower' needs the bootstrap interval: evaluate with n_resamples > 0.")
-    assert_metric(result, "rsum", at_least=at_least, on="interval" if on == "lower" else "value",
-                  _gate="assert_rsum")
+    assert_metric(
+        result,
+        "rsum",
+        at_least=at_least,
+        on="interval" if on == "lower" else "value",
+        _gate="assert_rsum",
+    )
 
 
-def assert_cam_iou_at_least(result, at_least: float, *, on: str = "value", metric: str | None = None) -> None:
+def assert_cam_iou_at_least(
+    result, at_least: float, *, on: str = "value", metric: str | None = None
+) -> None:
     """Fail when ``cam_iou`` or ``cam_iou_box`` (a result of :func:`retrieval_checks.cam_iou`,
     or ``evaluate_classifier``'s with ``metric=``) is below ``at_least``: its mean over
     images (``on="value"``) or the lower bound of its bootstrap interval (``on="lower"``)."""
@@ -612,20 +911,34 @@ def assert_cam_iou_at_least(result, at_least: float, *, on: str = "value", metri
     if metric is not None:
         _choice(metric, ("cam_iou", "cam_iou_box"), "metric", "the CAM IoU measure to gate")
     _required(at_least, "assert_cam_iou_at_least")
-    check_threshold(metric_spec("cam_iou").capabilities, at_least, role="at_least", field="at_least",
-                    metric=metric or "cam_iou")
+    check_threshold(
+        metric_spec("cam_iou").capabilities,
+        at_least,
+        role="at_least",
+        field="at_least",
+        metric=metric or "cam_iou",
+    )
     _require_result(result, "assert_cam_iou_at_least")
     name = metric or getattr(result, "metric", None) or "cam_iou"
     if name not in ("cam_iou", "cam_iou_box"):
-        raise InputError(f"assert_cam_iou_at_least checks cam_iou or cam_iou_box, got {name!r}; pass "
-                         "metric='cam_iou' or metric='cam_iou_box'.")
+        raise InputError(
+            f"assert_cam_iou_at_least checks cam_iou or cam_iou_box, got {name!r}; pass "
+            "metric='cam_iou' or metric='cam_iou_box'."
+        )
     if on == "lower" and _measure(result, name, "assert_cam_iou_at_least").interval is None:
         raise InputError("on='lower' needs an interval: at least 2 images and n_resamples > 0.")
-    assert_metric(result, name, at_least=at_least, on="interval" if on == "lower" else "value",
-                  _gate="assert_cam_iou_at_least")
+    assert_metric(
+        result,
+        name,
+        at_least=at_least,
+        on="interval" if on == "lower" else "value",
+        _gate="assert_cam_iou_at_least",
+    )
 
 
-def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int | float | None = None) -> None:
+def assert_gap_below(
+    gap, below: float, *, on: str = "upper", max_skipped: int | float | None = None
+) -> None:
     """Fail when a :class:`~retrieval_checks.Gap`'s upper bound (``on="upper"``, default:
     the gap is not shown to be below the limit) or its point value (``on="value"``)
     exceeds ``below``. Gaps come from :func:`retrieval_checks.generalization_gap`, or
@@ -659,30 +972,56 @@ def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int |
     undefined = checked is None or math.isnan(float(checked))
     notes, skip_failures = [], []
     for side, used, skipped in zip(gap.labels, gap.n_used or (), gap.n_skipped or ()):
-        note, failure = _skip_check(f"{gap.metric} on {side}", used, skipped, max_skipped, "assert_gap_below")
+        note, failure = _skip_check(
+            f"{gap.metric} on {side}", used, skipped, max_skipped, "assert_gap_below"
+        )
         notes += note
         skip_failures += [failure] if failure else []
-    said = [n for n in getattr(gap, "notes", ()) or () if isinstance(n, str)]  # warned when it was computed
+    said = [
+        n for n in getattr(gap, "notes", ()) or () if isinstance(n, str)
+    ]  # warned when it was computed
     interval_notes = [n for n in gap_notes(gap, units=on == "upper") if n not in said]
     notes += said + interval_notes
     swapped = isinstance(gap.high, (int, float)) and gap.high < 0
     failed = undefined or exceeds(checked, below) or bool(skip_failures)
-    emit(GateEvent(gate="assert_gap_below", metric=f"{gap.metric} gap", value=gap.value, passed=not failed,
-                   low=gap.low, high=gap.high, confidence=gap.confidence, on=on, comparison="<=", threshold=below,
-                   bounds={"below": below}, n=gap.n_first + gap.n_second, unit=gap.unit,
-                   n_used=sum(gap.n_used) if gap.n_used else None,
-                   n_skipped=sum(gap.n_skipped) if gap.n_skipped else None, warnings=list(notes),
-                   extra={**({} if max_skipped is None else {"max_skipped": max_skipped}),
-                          **({"sides_swapped": True} if swapped else {})}))
+    emit(
+        GateEvent(
+            gate="assert_gap_below",
+            metric=f"{gap.metric} gap",
+            value=gap.value,
+            passed=not failed,
+            low=gap.low,
+            high=gap.high,
+            confidence=gap.confidence,
+            on=on,
+            comparison="<=",
+            threshold=below,
+            bounds={"below": below},
+            n=gap.n_first + gap.n_second,
+            unit=gap.unit,
+            n_used=sum(gap.n_used) if gap.n_used else None,
+            n_skipped=sum(gap.n_skipped) if gap.n_skipped else None,
+            warnings=list(notes),
+            extra={
+                **({} if max_skipped is None else {"max_skipped": max_skipped}),
+                **({"sides_swapped": True} if swapped else {}),
+            },
+        )
+    )
     _warn([n for n in notes if n not in said], interval_notes, stacklevel=2)
     if skip_failures:
-        raise AssertionError("\n".join(skip_failures) + "\n  rule: fail when more than max_skipped queries are "
-                             "skipped on either side")
+        raise AssertionError(
+            "\n".join(skip_failures) + "\n  rule: fail when more than max_skipped queries are "
+            "skipped on either side"
+        )
     if failed:
         what = "upper bound" if on == "upper" else "value"
         a, b = gap.labels
-        head = (f"{what} is NaN (undefined), so it is not shown to be <= {_g(below)}" if undefined
-                else f"{what} {checked:+.4f} > {_g(below)} (over by {checked - below:.4f})")
+        head = (
+            f"{what} is NaN (undefined), so it is not shown to be <= {_g(below)}"
+            if undefined
+            else f"{what} {checked:+.4f} > {_g(below)} (over by {checked - below:.4f})"
+        )
         raise AssertionError(
             f"{gap.metric} gap ({a} - {b}) {head}\n"
             f"  gap {gap.value:+.4f}, {_pct(gap.confidence)} interval {_iv(gap.low, gap.high, sign='+')} "
@@ -695,16 +1034,27 @@ def assert_gap_below(gap, below: float, *, on: str = "upper", max_skipped: int |
 
 
 _NOT_WORSE = {
-    "significant": ("hi", "the interval's upper bound of the improvement is below -margin",
-                    "is significantly worse than baseline {baseline}"),
-    "non_inferior": ("lo", "the interval's lower bound of the improvement is below -margin",
-                     "is not shown to be within {margin} of baseline {baseline}"),
+    "significant": (
+        "hi",
+        "the interval's upper bound of the improvement is below -margin",
+        "is significantly worse than baseline {baseline}",
+    ),
+    "non_inferior": (
+        "lo",
+        "the interval's lower bound of the improvement is below -margin",
+        "is not shown to be within {margin} of baseline {baseline}",
+    ),
     "value": ("d", "the point improvement is below -margin", "is worse than baseline {baseline}"),
 }
 
 
-def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str = "significant",
-                     max_skipped: int | float | None = None) -> None:
+def assert_not_worse(
+    comparison: Comparison,
+    *,
+    margin: float = 0.0,
+    rule: str = "significant",
+    max_skipped: int | float | None = None,
+) -> None:
     """Gate a candidate against a baseline from a paired :class:`Comparison`.
 
     With ``d`` the improvement (candidate - baseline, sign flipped for rank metrics
@@ -723,8 +1073,10 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
     __tracebackhide__ = True
     _choice(rule, tuple(_NOT_WORSE), "rule", "how a drop is judged")
     if not isinstance(comparison, Comparison):
-        raise InputError(f"assert_not_worse takes a Comparison from retrieval_checks.compare, got "
-                         f"{type(comparison).__name__}.")
+        raise InputError(
+            f"assert_not_worse takes a Comparison from retrieval_checks.compare, got "
+            f"{type(comparison).__name__}."
+        )
     c = comparison
     margin = _tolerance(_family(c.metric), margin, role="margin", field="margin", metric=c.metric)
     sign = 1.0 if c.higher_is_better else -1.0
@@ -734,24 +1086,51 @@ def assert_not_worse(comparison: Comparison, *, margin: float = 0.0, rule: str =
     checked = {"hi": hi, "lo": lo, "d": d}[which]
     undefined = math.isnan(checked)
     max_skipped = check_option("max_skipped", max_skipped)
-    notes, skip_failure = _skip_check(c.metric, c.n_used, c.n_skipped, max_skipped, "assert_not_worse")
-    few = few_units_note(f"assert_not_worse: {c.metric} difference", c.n, c.unit) if rule != "value" else None
+    notes, skip_failure = _skip_check(
+        c.metric, c.n_used, c.n_skipped, max_skipped, "assert_not_worse"
+    )
+    few = (
+        few_units_note(f"assert_not_worse: {c.metric} difference", c.n, c.unit)
+        if rule != "value"
+        else None
+    )
     notes += [few] if few else []
     fails = undefined or exceeds(-margin, checked) or skip_failure is not None
-    emit(GateEvent(gate="assert_not_worse", metric=f"{c.metric} difference", value=c.difference, passed=not fails,
-                   low=c.low, high=c.high, confidence=c.confidence, on=rule, comparison="improvement >=",
-                   threshold=-margin if margin else 0.0, bounds={"margin": margin}, n=c.n, unit=c.unit,
-                   n_used=c.n_used, n_skipped=c.n_skipped, warnings=list(notes),
-                   extra={} if max_skipped is None else {"max_skipped": max_skipped}))
+    emit(
+        GateEvent(
+            gate="assert_not_worse",
+            metric=f"{c.metric} difference",
+            value=c.difference,
+            passed=not fails,
+            low=c.low,
+            high=c.high,
+            confidence=c.confidence,
+            on=rule,
+            comparison="improvement >=",
+            threshold=-margin if margin else 0.0,
+            bounds={"margin": margin},
+            n=c.n,
+            unit=c.unit,
+            n_used=c.n_used,
+            n_skipped=c.n_skipped,
+            warnings=list(notes),
+            extra={} if max_skipped is None else {"max_skipped": max_skipped},
+        )
+    )
     _warn(notes, (few,), stacklevel=2)
     if skip_failure is not None:
-        raise AssertionError(f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped")
+        raise AssertionError(
+            f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped"
+        )
     if fails:
         direction = "higher" if c.higher_is_better else "lower"
-        head = (f"the checked improvement is NaN (undefined), so the candidate is not shown to be within {margin:g} "
-                f"of baseline {c.baseline:.4f}" if undefined else
-                f"candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
-                f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})")
+        head = (
+            f"the checked improvement is NaN (undefined), so the candidate is not shown to be within {margin:g} "
+            f"of baseline {c.baseline:.4f}"
+            if undefined
+            else f"candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
+            f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})"
+        )
         raise AssertionError(
             f"{c.metric}: {head}\n"
             f"  difference (candidate - baseline) {c.difference:+.4f}, {_pct(c.confidence)} interval "

@@ -36,19 +36,29 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
     fcntl = None
 
 from .._suggest import hint, shown
+from ..errors import InputError, MetricNameError
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS
+from ..stats._intervals import bootstrap_interval, wilson_interval
 from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
 from ._exact import exceeds
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
-from ..errors import InputError, MetricNameError
-from ..stats._intervals import bootstrap_interval, wilson_interval
 
-__all__ = ["baseline_record", "BaselineFile", "BaselineStore", "assert_no_regression", "records_differ",
-           "write_records", "baseline_path", "check_record", "rounded_record", "SIGNIFICANT_DIGITS"]
+__all__ = [
+    "baseline_record",
+    "BaselineFile",
+    "BaselineStore",
+    "assert_no_regression",
+    "records_differ",
+    "write_records",
+    "baseline_path",
+    "check_record",
+    "rounded_record",
+    "SIGNIFICANT_DIGITS",
+]
 
 _MAX_QUERY_UNITS = 5000
 
@@ -56,8 +66,10 @@ _MAX_QUERY_UNITS = 5000
 RECORD_UNITS = ("queries", "groups", "images", "samples", "classes", "pairs")
 
 #: How to repair a malformed record of a baselines file.
-REGEN_FIX = ("edit the record, or delete it and regenerate it with pytest --rc-force-regen (writes missing or "
-             "changed baselines) or --rc-regen-all (rewrites every baseline)")
+REGEN_FIX = (
+    "edit the record, or delete it and regenerate it with pytest --rc-force-regen (writes missing or "
+    "changed baselines) or --rc-regen-all (rewrites every baseline)"
+)
 
 
 #: Significant digits of the numbers a baselines file stores (value, interval, unit sums):
@@ -90,15 +102,21 @@ def rounded_record(rec):
     if isinstance(iv, (list, tuple)) and len(iv) == 2:
         low, high = _round(iv[0]), _round(iv[1])
         v, v0 = out.get("value"), rec.get("value")
-        held = (all(isinstance(x, float) and math.isfinite(x) for x in (*iv, low, high))
-                and isinstance(v, numbers.Real) and not isinstance(v, bool) and iv[0] <= v0 <= iv[1])
+        held = (
+            all(isinstance(x, float) and math.isfinite(x) for x in (*iv, low, high))
+            and isinstance(v, numbers.Real)
+            and not isinstance(v, bool)
+            and iv[0] <= v0 <= iv[1]
+        )
         if held:  # only rounding's own slip is mended; an interval that missed its value stays for check_record
             low, high = min(low, float(v)), max(high, float(v))
         out["interval"] = [low, high]
     units = out.get("units")
     if isinstance(units, Mapping):
-        out["units"] = {k: [_round(u[0]), u[1]] if isinstance(u, (list, tuple)) and len(u) == 2 else u
-                        for k, u in units.items()}
+        out["units"] = {
+            k: [_round(u[0]), u[1]] if isinstance(u, (list, tuple)) and len(u) == 2 else u
+            for k, u in units.items()
+        }
     return out
 
 
@@ -115,7 +133,9 @@ def _config_option(result, name: str, *fallbacks: str):
     return DEFAULTS[name]
 
 
-def baseline_record(result, metric: str, *, confidence: float | None = None, seed: int | None = None) -> dict:
+def baseline_record(
+    result, metric: str, *, confidence: float | None = None, seed: int | None = None
+) -> dict:
     """The record of ``metric`` in ``result`` (any result that answers ``measure``).
 
     ``confidence`` and ``seed`` of the bootstrap interval of a per-query metric:
@@ -123,8 +143,10 @@ def baseline_record(result, metric: str, *, confidence: float | None = None, see
     ``group_seed``), else the defaults. A value that is not finite is refused: a
     baseline of NaN would make every later check pass."""
     if not callable(getattr(result, "measure", None)) or not hasattr(result, "__contains__"):
-        raise InputError(f"baselines record evaluation results (from evaluate, evaluate_image_text, "
-                         f"evaluate_classifier, ...), got {type(result).__name__}.")
+        raise InputError(
+            f"baselines record evaluation results (from evaluate, evaluate_image_text, "
+            f"evaluate_classifier, ...), got {type(result).__name__}."
+        )
     confidence = _config_option(result, "confidence") if confidence is None else confidence
     seed = _config_option(result, "seed", "group_seed") if seed is None else seed
     confidence = float(check_option("confidence", confidence))
@@ -132,26 +154,48 @@ def baseline_record(result, metric: str, *, confidence: float | None = None, see
     spec = metric_spec(metric)
     if spec.name not in result:
         held = ", ".join(computed_metrics(result)) or "nothing the gates know"
-        raise InputError(f"{spec.name} was not computed; this {type(result).__name__} holds: {held[:400]}. Record "
-                         f"one of those, or evaluate it with metrics=[{spec.name!r}].")
+        raise InputError(
+            f"{spec.name} was not computed; this {type(result).__name__} holds: {held[:400]}. Record "
+            f"one of those, or evaluate it with metrics=[{spec.name!r}]."
+        )
     m = result.measure(spec.name)
     if not math.isfinite(float(m.value)):
-        raise InputError(f"{spec.name} is {m.value} in this result: a baseline needs a finite value (check the "
-                         "inputs; an undefined value cannot be gated).")
-    rec: dict = {"metric": spec.name, "value": float(m.value), "interval": None, "confidence": confidence,
-                 "n": m.n, "unit": m.n_unit}
+        raise InputError(
+            f"{spec.name} is {m.value} in this result: a baseline needs a finite value (check the "
+            "inputs; an undefined value cannot be gated)."
+        )
+    rec: dict = {
+        "metric": spec.name,
+        "value": float(m.value),
+        "interval": None,
+        "confidence": confidence,
+        "n": m.n,
+        "unit": m.n_unit,
+    }
     if m.n_skipped is not None:
         rec["n_skipped"] = int(m.n_skipped)
     top, _ = max_rank(result, spec.name)
     if top is not None:
         rec["max_rank"] = int(top)
-    if m.interval is not None and _clean(m.interval[0]) is not None and _clean(m.interval[1]) is not None:
+    if (
+        m.interval is not None
+        and _clean(m.interval[0]) is not None
+        and _clean(m.interval[1]) is not None
+    ):
         rec.update(interval=[float(m.interval[0]), float(m.interval[1])], confidence=m.confidence)
-    elif spec.capabilities.interval == "wilson":  # accuracy's result holds the counts, not the interval
+    elif (
+        spec.capabilities.interval == "wilson"
+    ):  # accuracy's result holds the counts, not the interval
         n_correct, n = getattr(result, "n_correct", None), getattr(result, "n", None)
-        if isinstance(n_correct, numbers.Integral) and isinstance(n, numbers.Integral) and 0 <= n_correct <= n > 0:
+        if (
+            isinstance(n_correct, numbers.Integral)
+            and isinstance(n, numbers.Integral)
+            and 0 <= n_correct <= n > 0
+        ):
             low, high = wilson_interval(int(n_correct), int(n), confidence)
-            rec.update(interval=[max(0.0, float(low)), min(1.0, float(high))], confidence=confidence)
+            rec.update(
+                interval=[max(0.0, float(low)), min(1.0, float(high))], confidence=confidence
+            )
     _around_value(rec)
     if spec.kind == "grouped":
         rec.update(_grouped_units(result.grouped[spec.name]))
@@ -173,10 +217,14 @@ def _around_value(rec: dict) -> None:
 
 def _grouped_units(g) -> dict:
     """Grouped recall: the partition's fingerprint and one unit per group."""
-    partition = hashlib.sha256(np.ascontiguousarray(g.group_of_query, dtype=np.int64).tobytes()).hexdigest()[:16]
+    partition = hashlib.sha256(
+        np.ascontiguousarray(g.group_of_query, dtype=np.int64).tobytes()
+    ).hexdigest()[:16]
     values = g.group_values.mean(axis=0)
-    return {"partition": f"S={g.group_size} seed={g.seed} repeats={g.repeats} {partition}",
-            "units": {f"group {i}": [float(v), 1] for i, v in enumerate(values)}}
+    return {
+        "partition": f"S={g.group_size} seed={g.seed} repeats={g.repeats} {partition}",
+        "units": {f"group {i}": [float(v), 1] for i, v in enumerate(values)},
+    }
 
 
 def _query_units(result, spec, confidence: float, seed: int) -> dict:
@@ -186,8 +234,14 @@ def _query_units(result, spec, confidence: float, seed: int) -> dict:
     out: dict = {"n": int(used.sum()), "unit": "queries"}
     if spec.capabilities.interval == "bootstrap":
         try:
-            iv = bootstrap_interval(result, spec.name, confidence=confidence, n_resamples=1000,
-                                    method="percentile", seed=seed)
+            iv = bootstrap_interval(
+                result,
+                spec.name,
+                confidence=confidence,
+                n_resamples=1000,
+                method="percentile",
+                seed=seed,
+            )
             out["interval"] = [float(iv.low), float(iv.high)]
             out["confidence"] = float(iv.confidence)
         except InputError:
@@ -200,13 +254,22 @@ def _query_units(result, spec, confidence: float, seed: int) -> dict:
         inv_codes, inv = np.unique(codes[used], return_inverse=True)
         sums = np.bincount(inv, weights=values[used])
         counts = np.bincount(inv)
-        keys = [str(labels[c].item() if hasattr(labels[c], "item") else labels[c]) if labels is not None else str(c)
-                for c in inv_codes]
-        out.update(units_are="classes", units={k: [float(s), int(n)] for k, s, n in zip(keys, sums, counts)})
+        keys = [
+            str(labels[c].item() if hasattr(labels[c], "item") else labels[c])
+            if labels is not None
+            else str(c)
+            for c in inv_codes
+        ]
+        out.update(
+            units_are="classes",
+            units={k: [float(s), int(n)] for k, s, n in zip(keys, sums, counts)},
+        )
     elif used.sum() <= _MAX_QUERY_UNITS:
         rows = np.flatnonzero(used)
-        out.update(units_are="queries", units={k: [float(values[i]), 1] for k, i in zip(_query_keys(result, rows),
-                                                                                       rows)})
+        out.update(
+            units_are="queries",
+            units={k: [float(values[i]), 1] for k, i in zip(_query_keys(result, rows), rows)},
+        )
     return out
 
 
@@ -253,7 +316,7 @@ def _kind(x) -> str:
 def _name(k, limit: int = 60) -> str:
     """A key as written in the file, cut to ``limit`` characters."""
     text = str(k)
-    return text if len(text) <= limit else f"{text[:limit - 20]}...({len(text)} characters)"
+    return text if len(text) <= limit else f"{text[: limit - 20]}...({len(text)} characters)"
 
 
 def _is_count(x) -> bool:
@@ -272,7 +335,10 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
         raise InputError(f"{where}, field {field!r}: {problem}{sep}Fix: {fix}.")
 
     if not isinstance(rec, Mapping):
-        bad("(record)", f"expected a mapping with metric, value, interval, confidence, n, unit; found {_kind(rec)}")
+        bad(
+            "(record)",
+            f"expected a mapping with metric, value, interval, confidence, n, unit; found {_kind(rec)}",
+        )
     metric = rec.get("metric")
     if not isinstance(metric, str):
         bad("metric", f"expected a metric name (a string), found {_kind(metric)}")
@@ -289,13 +355,26 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
         bad("value", f"expected a number, found {_kind(value)}")
     top = rec.get("max_rank")
     if top is not None and (not _is_count(top) or top < 1):
-        bad("max_rank", f"expected an integer >= 1 (the largest rank a query can get), found {_kind(top)}")
+        bad(
+            "max_rank",
+            f"expected an integer >= 1 (the largest rank a query can get), found {_kind(top)}",
+        )
     if top is not None and spec.capabilities.unit != "rank":
-        bad("max_rank", f"only rank metrics have a max_rank, and {spec.name} is in {spec.capabilities.unit}; "
-                        "remove it")
+        bad(
+            "max_rank",
+            f"only rank metrics have a max_rank, and {spec.name} is in {spec.capabilities.unit}; "
+            "remove it",
+        )
     try:
-        check_threshold(spec.capabilities, value, role="baseline", field="value", metric=spec.name,
-                        high=None if top is None else float(top), high_why="the record's max_rank")
+        check_threshold(
+            spec.capabilities,
+            value,
+            role="baseline",
+            field="value",
+            metric=spec.name,
+            high=None if top is None else float(top),
+            high_why="the record's max_rank",
+        )
     except InputError as exc:
         bad("value", str(exc))
     iv = rec.get("interval")
@@ -309,12 +388,23 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
             bad("interval", f"low {shown(iv[0])} > high {shown(iv[1])}; write [low, high]")
         slack = 1e-9 * max(1.0, abs(float(value)))
         if not float(iv[0]) - slack <= float(value) <= float(iv[1]) + slack:
-            bad("interval", f"the value {float(value):.6g} lies outside its own interval [{float(iv[0]):.6g}, "
-                            f"{float(iv[1]):.6g}]; an interval is around its value")
+            bad(
+                "interval",
+                f"the value {float(value):.6g} lies outside its own interval [{float(iv[0]):.6g}, "
+                f"{float(iv[1]):.6g}]; an interval is around its value",
+            )
     conf = rec.get("confidence")
     if conf is not None:
-        if isinstance(conf, bool) or not isinstance(conf, numbers.Real) or not _finite(conf) or not 0 < float(conf) < 1:
-            bad("confidence", f"expected a number strictly between 0 and 1 (e.g. 0.95), found {_kind(conf)}")
+        if (
+            isinstance(conf, bool)
+            or not isinstance(conf, numbers.Real)
+            or not _finite(conf)
+            or not 0 < float(conf) < 1
+        ):
+            bad(
+                "confidence",
+                f"expected a number strictly between 0 and 1 (e.g. 0.95), found {_kind(conf)}",
+            )
     for field in ("n", "n_skipped"):
         if rec.get(field) is not None and not _is_count(rec[field]):
             bad(field, f"expected an integer >= 0, found {_kind(rec[field])}")
@@ -322,8 +412,11 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
         if rec.get(field) is not None and not isinstance(rec[field], str):
             bad(field, f"expected a string, found {_kind(rec[field])}")
     if rec.get("unit") is not None and rec["unit"] not in RECORD_UNITS:
-        bad("unit", f"unknown unit {shown(rec['unit'])} (what n counts); use one of {', '.join(RECORD_UNITS)}"
-                    f"{hint(rec['unit'], RECORD_UNITS)}")
+        bad(
+            "unit",
+            f"unknown unit {shown(rec['unit'])} (what n counts); use one of {', '.join(RECORD_UNITS)}"
+            f"{hint(rec['unit'], RECORD_UNITS)}",
+        )
     if rec.get("units_are") is not None and rec["units_are"] not in ("classes", "queries"):
         bad("units_are", f"unknown {shown(rec['units_are'])}; use 'classes' or 'queries'")
     units = rec.get("units")
@@ -332,12 +425,18 @@ def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -
             bad("units", f"expected a mapping of unit name to [sum, count], found {_kind(units)}")
         for k, v in units.items():
             if not isinstance(v, (list, tuple)) or len(v) != 2:
-                bad(f"units.{_name(k)}", f"expected [sum, count] (a finite number and an integer >= 1), found "
-                                          f"{_kind(v)}")
+                bad(
+                    f"units.{_name(k)}",
+                    f"expected [sum, count] (a finite number and an integer >= 1), found "
+                    f"{_kind(v)}",
+                )
             if isinstance(v[0], bool) or not isinstance(v[0], numbers.Real):
                 bad(f"units.{_name(k)}", f"the sum must be a finite number, found {_kind(v[0])}")
             if not _finite(v[0]):
-                bad(f"units.{_name(k)}", f"unit {_name(k)} holds a sum of {shown(v[0])} (not a finite number)")
+                bad(
+                    f"units.{_name(k)}",
+                    f"unit {_name(k)} holds a sum of {shown(v[0])} (not a finite number)",
+                )
             if not _is_count(v[1]) or v[1] < 1:
                 bad(f"units.{_name(k)}", f"the count must be an integer >= 1, found {_kind(v[1])}")
         _check_units(spec, rec, units, top, bad)
@@ -359,22 +458,38 @@ def _check_units(spec, rec, units, top, bad) -> None:
     for k, (s, c) in units.items():
         mean = float(s) / int(c)
         try:
-            check_threshold(spec.capabilities, mean, role="baseline", field=f"units.{_name(k)}", metric=spec.name,
-                            high=high, high_why="the record's max_rank")
+            check_threshold(
+                spec.capabilities,
+                mean,
+                role="baseline",
+                field=f"units.{_name(k)}",
+                metric=spec.name,
+                high=high,
+                high_why="the record's max_rank",
+            )
         except InputError as exc:
-            bad(f"units.{_name(k)}", f"unit {_name(k)} has a mean of {mean:.6g} (sum {float(s):.6g} / count "
-                                     f"{int(c)}), outside the range of {spec.name} ({exc})")
+            bad(
+                f"units.{_name(k)}",
+                f"unit {_name(k)} has a mean of {mean:.6g} (sum {float(s):.6g} / count "
+                f"{int(c)}), outside the range of {spec.name} ({exc})",
+            )
         total += float(s)
         count += int(c)
     mean = total / count
     value = float(rec["value"])
     if not math.isclose(mean, value, rel_tol=_ROUNDED_REL_TOL, abs_tol=1e-9):
-        bad("units", f"the units contradict the value: their count-weighted mean (sum of sums / sum of counts) is "
-                     f"{mean:.9g}, the value is {value:.9g}; the units must be the per-unit sums and counts the value "
-                     "was computed from")
+        bad(
+            "units",
+            f"the units contradict the value: their count-weighted mean (sum of sums / sum of counts) is "
+            f"{mean:.9g}, the value is {value:.9g}; the units must be the per-unit sums and counts the value "
+            "was computed from",
+        )
     n = rec.get("n")
     if rec.get("units_are") in ("classes", "queries") and n is not None and int(count) != int(n):
-        bad("units", f"the units count {int(count)} queries, but n is {int(n)} (the queries used); they must agree")
+        bad(
+            "units",
+            f"the units count {int(count)} queries, but n is {int(n)} (the queries used); they must agree",
+        )
 
 
 def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
@@ -383,10 +498,17 @@ def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
     --force-regen); records are checked first (:func:`check_record`)."""
     if a is None or b is None:
         return a is not b
-    a, b = rounded_record(_plain(a)), rounded_record(_plain(b))  # at the precision a baselines file stores
+    a, b = (
+        rounded_record(_plain(a)),
+        rounded_record(_plain(b)),
+    )  # at the precision a baselines file stores
     a = check_record(a, where="first record", fix="pass records from baseline_record()")
     b = check_record(b, where="second record", fix="pass records from baseline_record()")
-    if a.get("metric") != b.get("metric") or a.get("n") != b.get("n") or a.get("partition") != b.get("partition"):
+    if (
+        a.get("metric") != b.get("metric")
+        or a.get("n") != b.get("n")
+        or a.get("partition") != b.get("partition")
+    ):
         return True
 
     def close(x, y):
@@ -397,7 +519,9 @@ def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
     if not close(a.get("value"), b.get("value")):
         return True
     ia, ib = a.get("interval"), b.get("interval")
-    if (ia is None) != (ib is None) or (ia is not None and not all(close(x, y) for x, y in zip(ia, ib))):
+    if (ia is None) != (ib is None) or (
+        ia is not None and not all(close(x, y) for x, y in zip(ia, ib))
+    ):
         return True
     ua, ub = a.get("units") or {}, b.get("units") or {}
     if set(ua) != set(ub):
@@ -408,8 +532,14 @@ def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
 def _as_change_input(rec: dict) -> dict:
     iv = rec.get("interval") or (None, None)
     units = rec.get("units")
-    return {"value": rec["value"], "low": iv[0], "high": iv[1], "confidence": rec.get("confidence") or 0.95,
-            "units": {k: tuple(v) for k, v in units.items()} if units else None, "max_rank": rec.get("max_rank")}
+    return {
+        "value": rec["value"],
+        "low": iv[0],
+        "high": iv[1],
+        "confidence": rec.get("confidence") or 0.95,
+        "units": {k: tuple(v) for k, v in units.items()} if units else None,
+        "max_rank": rec.get("max_rank"),
+    }
 
 
 def _fmt_iv(iv) -> str:
@@ -421,10 +551,18 @@ def _with_iv(value: float, iv) -> str:
     return f"{value:.4f}" + (f" {_fmt_iv(iv)}" if iv else "")
 
 
-def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | None = None,
-                         max_relative_drop: float | None = None, direction: str | None = None,
-                         significant: bool = False, confidence: float = 0.95, where: str = "",
-                         max_skipped: int | float | None = None) -> Change:
+def assert_no_regression(
+    current: dict,
+    baseline: dict,
+    *,
+    max_drop: float | None = None,
+    max_relative_drop: float | None = None,
+    direction: str | None = None,
+    significant: bool = False,
+    confidence: float = 0.95,
+    where: str = "",
+    max_skipped: int | float | None = None,
+) -> Change:
     """Fail when ``current`` (a :func:`baseline_record`) dropped from ``baseline``
     beyond the tolerances (see :func:`retrieval_checks._regression.measure_change`).
 
@@ -438,71 +576,135 @@ def assert_no_regression(current: dict, baseline: dict, *, max_drop: float | Non
     __tracebackhide__ = True
     for name, arg in (("current", current), ("baseline", baseline)):
         if not isinstance(arg, Mapping) or callable(getattr(arg, "measure", None)):
-            what = ("an evaluation result" if callable(getattr(arg, "measure", None)) else _kind(arg))
-            raise InputError(f"assert_no_regression: the {name} record is {what} ({type(arg).__name__}); "
-                             f"assert_no_regression expects a record from rc.baseline_record(result, metric)"
-                             + (" (for a stored baseline: BaselineFile(path).get(key))" if name == "baseline" else "")
-                             + ".")
+            what = "an evaluation result" if callable(getattr(arg, "measure", None)) else _kind(arg)
+            raise InputError(
+                f"assert_no_regression: the {name} record is {what} ({type(arg).__name__}); "
+                f"assert_no_regression expects a record from rc.baseline_record(result, metric)"
+                + (
+                    " (for a stored baseline: BaselineFile(path).get(key))"
+                    if name == "baseline"
+                    else ""
+                )
+                + "."
+            )
     check_option("max_skipped", max_skipped)
     # both at the precision a baselines file stores, so a result equal to its stored baseline compares equal
     current, baseline = rounded_record(_plain(current)), rounded_record(_plain(baseline))
-    current = check_record(current, where="current record",
-                           fix="pass a record from baseline_record(result, metric)")
+    current = check_record(
+        current, where="current record", fix="pass a record from baseline_record(result, metric)"
+    )
     baseline = check_record(baseline, where=f"{where} baseline" if where else "baseline record")
     if current["metric"] != baseline["metric"]:
-        raise InputError(f"the baseline is for {baseline['metric']!r}, the result for {current['metric']!r}: "
-                         "compare records of the same metric.")
+        raise InputError(
+            f"the baseline is for {baseline['metric']!r}, the result for {current['metric']!r}: "
+            "compare records of the same metric."
+        )
     if baseline.get("partition") != current.get("partition"):
-        raise InputError(f"{current['metric']}: the baseline used label partition {baseline.get('partition')!r}, this "
-                         f"run {current.get('partition')!r}; regenerate the baseline (same labels, group_size, seed).")
+        raise InputError(
+            f"{current['metric']}: the baseline used label partition {baseline.get('partition')!r}, this "
+            f"run {current.get('partition')!r}; regenerate the baseline (same labels, group_size, seed)."
+        )
     use_units = significant is True and bool(baseline.get("units")) and bool(current.get("units"))
     b_in, c_in = _as_change_input(baseline), _as_change_input(current)
     if not use_units:
         b_in["units"] = c_in["units"] = None
-    ch = measure_change(current["metric"], b_in, c_in, max_drop=max_drop, max_relative_drop=max_relative_drop,
-                        direction=direction, significant=significant, confidence=confidence)
+    ch = measure_change(
+        current["metric"],
+        b_in,
+        c_in,
+        max_drop=max_drop,
+        max_relative_drop=max_relative_drop,
+        direction=direction,
+        significant=significant,
+        confidence=confidence,
+    )
     max_drop = None if max_drop is None else float(max_drop)
     max_relative_drop = None if max_relative_drop is None else float(max_relative_drop)
     iv = current.get("interval") or (None, None)
-    allowed = [v for v in (max_drop, None if max_relative_drop is None else max_relative_drop * abs(ch.baseline))
-               if v is not None]
-    threshold = ch.baseline - (min(allowed) if allowed else 0.0) * (1 if ch.higher_is_better else -1)
+    allowed = [
+        v
+        for v in (
+            max_drop,
+            None if max_relative_drop is None else max_relative_drop * abs(ch.baseline),
+        )
+        if v is not None
+    ]
+    threshold = ch.baseline - (min(allowed) if allowed else 0.0) * (
+        1 if ch.higher_is_better else -1
+    )
     n_skipped = current.get("n_skipped")
     n_used = current.get("n") if n_skipped is not None else None
     notes, skip_failure = [], None
     if n_skipped:
         n_queries = int(n_used or 0) + int(n_skipped)
-        notes.append(f"assert_no_regression: {ch.metric} skipped {n_skipped} of {n_queries} queries (no relevant "
-                     f"gallery item): n_used {n_used} / n_skipped {n_skipped}. To fail the gate instead, set "
-                     f"max_skipped= (a count, or a fraction of the queries) or evaluate with empty_queries='error'.")
-        if max_skipped is not None and (n_skipped > max_skipped if isinstance(max_skipped, numbers.Integral)
-                                        else exceeds(n_skipped, max_skipped, scale=n_queries)):
-            skip_failure = (f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
-                            f"{n_skipped}), more than max_skipped={max_skipped!r}")
+        notes.append(
+            f"assert_no_regression: {ch.metric} skipped {n_skipped} of {n_queries} queries (no relevant "
+            f"gallery item): n_used {n_used} / n_skipped {n_skipped}. To fail the gate instead, set "
+            f"max_skipped= (a count, or a fraction of the queries) or evaluate with empty_queries='error'."
+        )
+        if max_skipped is not None and (
+            n_skipped > max_skipped
+            if isinstance(max_skipped, numbers.Integral)
+            else exceeds(n_skipped, max_skipped, scale=n_queries)
+        ):
+            skip_failure = (
+                f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
+                f"{n_skipped}), more than max_skipped={max_skipped!r}"
+            )
     failed = ch.failed or skip_failure is not None
-    emit(GateEvent(gate="assert_no_regression", metric=ch.metric, value=ch.current, passed=not failed, low=iv[0],
-                   high=iv[1], confidence=current.get("confidence"), on="baseline",
-                   comparison=">=" if ch.higher_is_better else "<=", threshold=threshold,
-                   bounds={k: v for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
-                           if v is not None},
-                   n=current.get("n"), unit=current.get("unit"), n_used=n_used, n_skipped=n_skipped,
-                   model=current.get("model"), dataset=current.get("dataset"), warnings=list(notes),
-                   extra={"baseline": ch.baseline, "drop": ch.drop, "p_worse": ch.p_worse,
-                          **({} if max_skipped is None else {"max_skipped": max_skipped})}))
+    emit(
+        GateEvent(
+            gate="assert_no_regression",
+            metric=ch.metric,
+            value=ch.current,
+            passed=not failed,
+            low=iv[0],
+            high=iv[1],
+            confidence=current.get("confidence"),
+            on="baseline",
+            comparison=">=" if ch.higher_is_better else "<=",
+            threshold=threshold,
+            bounds={
+                k: v
+                for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
+                if v is not None
+            },
+            n=current.get("n"),
+            unit=current.get("unit"),
+            n_used=n_used,
+            n_skipped=n_skipped,
+            model=current.get("model"),
+            dataset=current.get("dataset"),
+            warnings=list(notes),
+            extra={
+                "baseline": ch.baseline,
+                "drop": ch.drop,
+                "p_worse": ch.p_worse,
+                **({} if max_skipped is None else {"max_skipped": max_skipped}),
+            },
+        )
+    )
     for note in notes:
         warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
     if failed:
         biv = baseline.get("interval")
-        head = (f"{ch.metric} regressed: {_with_iv(ch.baseline, biv)} -> "
-                f"{_with_iv(ch.current, current.get('interval'))} ({'; '.join(ch.reasons)})\n"
-                if ch.failed else f"{skip_failure}\n")
+        head = (
+            f"{ch.metric} regressed: {_with_iv(ch.baseline, biv)} -> "
+            f"{_with_iv(ch.current, current.get('interval'))} ({'; '.join(ch.reasons)})\n"
+            if ch.failed
+            else f"{skip_failure}\n"
+        )
         raise AssertionError(
             (f"{where}\n" if where else "")
             + head
             + f"  drop {ch.drop:+.4f} ({ch.relative_drop:+.2%} of the baseline); "
             f"{'higher' if ch.higher_is_better else 'lower'} is better\n"
             f"  baseline interval {_fmt_iv(biv)}, current interval {_fmt_iv(current.get('interval'))}; "
-            + (f"p(worse)={ch.p_worse:.3g} ({ch.method})\n" if ch.p_worse is not None else f"{ch.method}\n")
+            + (
+                f"p(worse)={ch.p_worse:.3g} ({ch.method})\n"
+                if ch.p_worse is not None
+                else f"{ch.method}\n"
+            )
             + f"  sample: {current.get('n')} {current.get('unit')} now"
             + (f" (n_used {n_used} / n_skipped {n_skipped})" if n_skipped is not None else "")
             + f", {baseline.get('n')} in the baseline\n"
@@ -560,12 +762,16 @@ def _exclusive(path: Path):
             break
         except FileExistsError:
             with contextlib.suppress(OSError):
-                if time.time() - os.stat(lock).st_mtime > _LOCK_TIMEOUT:  # left by a writer that died
+                if (
+                    time.time() - os.stat(lock).st_mtime > _LOCK_TIMEOUT
+                ):  # left by a writer that died
                     os.unlink(lock)
                     continue
             if time.monotonic() > deadline:
-                raise InputError(f"{lock}: another process has held the baselines lock for {_LOCK_TIMEOUT:g} s; "
-                                 "if none is writing, delete the lock file.") from None
+                raise InputError(
+                    f"{lock}: another process has held the baselines lock for {_LOCK_TIMEOUT:g} s; "
+                    "if none is writing, delete the lock file."
+                ) from None
             time.sleep(0.02)
     try:
         yield
@@ -598,11 +804,13 @@ class BaselineFile:
     atomically and keeps its permission mode: concurrent writers lose no record.
     """
 
-    HEADER = ("# retrieval-checks baselines: review changes like code.\n"
-              f"# Numbers are stored rounded to {SIGNIFICANT_DIGITS} significant digits; new results are compared at "
-              "that precision.\n"
-              "# Regenerate: pytest --rc-force-regen (rewrite what changed, and fail) or --rc-regen-all; remove the "
-              "records of checks that no longer exist: --rc-prune-baselines.\n")
+    HEADER = (
+        "# retrieval-checks baselines: review changes like code.\n"
+        f"# Numbers are stored rounded to {SIGNIFICANT_DIGITS} significant digits; new results are compared at "
+        "that precision.\n"
+        "# Regenerate: pytest --rc-force-regen (rewrite what changed, and fail) or --rc-regen-all; remove the "
+        "records of checks that no longer exist: --rc-prune-baselines.\n"
+    )
 
     def __init__(self, path):
         if not isinstance(path, (str, os.PathLike)):
@@ -614,48 +822,66 @@ class BaselineFile:
         """The records of the file ({} when it does not exist)."""
         path = self.path
         if path.is_dir():
-            raise InputError(f"{path}: is a directory, where the baselines file should be; remove or rename the "
-                             "directory (baselines are written to this path).")
+            raise InputError(
+                f"{path}: is a directory, where the baselines file should be; remove or rename the "
+                "directory (baselines are written to this path)."
+            )
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return {}
         except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start}); restore it from "
-                             "version control or regenerate it with --rc-force-regen or --rc-regen-all.") from None
+            raise InputError(
+                f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start}); restore it from "
+                "version control or regenerate it with --rc-force-regen or --rc-regen-all."
+            ) from None
         except OSError as exc:
-            raise InputError(f"{path}: cannot read the baselines file ({exc.strerror or exc}); check its "
-                             "permissions.") from None
+            raise InputError(
+                f"{path}: cannot read the baselines file ({exc.strerror or exc}); check its "
+                "permissions."
+            ) from None
         try:
             data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f":{mark.line + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or type(exc).__name__
-            raise InputError(f"{path}{line}: cannot read the baselines file: invalid YAML ({problem}); fix it, or "
-                             "regenerate it with --rc-force-regen or --rc-regen-all.") from None
+            raise InputError(
+                f"{path}{line}: cannot read the baselines file: invalid YAML ({problem}); fix it, or "
+                "regenerate it with --rc-force-regen or --rc-regen-all."
+            ) from None
         except RecursionError:
-            raise InputError(f"{path}: cannot read the baselines file: nested too deeply; regenerate it with "
-                             "--rc-force-regen or --rc-regen-all.") from None
+            raise InputError(
+                f"{path}: cannot read the baselines file: nested too deeply; regenerate it with "
+                "--rc-force-regen or --rc-regen-all."
+            ) from None
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
-            raise InputError(f"{path}: cannot read the baselines file ({exc}); fix the value, or regenerate it "
-                             "with --rc-force-regen or --rc-regen-all.") from None
+            raise InputError(
+                f"{path}: cannot read the baselines file ({exc}); fix the value, or regenerate it "
+                "with --rc-force-regen or --rc-regen-all."
+            ) from None
         if data is None:
             return {}
         if not isinstance(data, dict):
-            raise InputError(f"{path}: a baselines file is a mapping of check names to records, found "
-                             f"{_kind(data)}; fix it, or regenerate it with --rc-force-regen or --rc-regen-all.")
+            raise InputError(
+                f"{path}: a baselines file is a mapping of check names to records, found "
+                f"{_kind(data)}; fix it, or regenerate it with --rc-force-regen or --rc-regen-all."
+            )
         bad_keys = [k for k in data if not isinstance(k, str)]
         if bad_keys:
-            raise InputError(f"{path}: record names must be strings, found {bad_keys[0]!r}; quote it, or "
-                             "regenerate the file with --rc-force-regen or --rc-regen-all.")
+            raise InputError(
+                f"{path}: record names must be strings, found {bad_keys[0]!r}; quote it, or "
+                "regenerate the file with --rc-force-regen or --rc-regen-all."
+            )
         return dict(data)
 
     def get(self, key: str) -> dict | None:
         """The record ``key`` (checked: see :func:`check_record`), None when absent."""
         if not isinstance(key, str):
-            raise InputError(f"BaselineFile.get: key={shown(key)}: expected the name of a record (a string), found "
-                             f"{type(key).__name__}; the file's keys are check or test names.")
+            raise InputError(
+                f"BaselineFile.get: key={shown(key)}: expected the name of a record (a string), found "
+                f"{type(key).__name__}; the file's keys are check or test names."
+            )
         if key not in self.records:
             return None
         return check_record(self.records[key], where=f"{self.path}: baseline {key!r}")
@@ -680,7 +906,9 @@ class BaselineFile:
         Returns the names removed, sorted (the file is rewritten only when there are
         some; an unreadable file is an InputError, never rewritten)."""
         if not callable(exists):
-            raise InputError(f"BaselineFile.prune takes a function name -> bool, got {type(exists).__name__}.")
+            raise InputError(
+                f"BaselineFile.prune takes a function name -> bool, got {type(exists).__name__}."
+            )
         removed: list[str] = []
 
         def drop(records: dict) -> None:
@@ -700,10 +928,14 @@ class BaselineFile:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"{path.parent}: cannot create the baselines directory ({exc.strerror or exc}).") from None
+            raise InputError(
+                f"{path.parent}: cannot create the baselines directory ({exc.strerror or exc})."
+            ) from None
         if path.is_dir():
-            raise InputError(f"{path}: is a directory, where the baselines file should be; remove or rename the "
-                             "directory (baselines are written to this path).")
+            raise InputError(
+                f"{path}: is a directory, where the baselines file should be; remove or rename the "
+                "directory (baselines are written to this path)."
+            )
         try:
             with _exclusive(path):
                 records = BaselineFile(path).records if strict else self._merge_base(path)
@@ -711,8 +943,13 @@ class BaselineFile:
                 if only_if is not None and not only_if():
                     self.records = records
                     return
-                text = self.HEADER + yaml.safe_dump({k: records[k] for k in sorted(records)}, sort_keys=False,
-                                                    default_flow_style=None, width=120, allow_unicode=True)
+                text = self.HEADER + yaml.safe_dump(
+                    {k: records[k] for k in sorted(records)},
+                    sort_keys=False,
+                    default_flow_style=None,
+                    width=120,
+                    allow_unicode=True,
+                )
                 try:
                     mode = stat.S_IMODE(os.stat(path).st_mode)
                 except FileNotFoundError:
@@ -730,23 +967,32 @@ class BaselineFile:
                         os.unlink(tmp)
                     raise
         except OSError as exc:
-            raise InputError(f"{path}: cannot write the baselines file ({exc.strerror or exc}); check the "
-                             "directory's permissions.") from None
+            raise InputError(
+                f"{path}: cannot write the baselines file ({exc.strerror or exc}); check the "
+                "directory's permissions."
+            ) from None
         self.records = records
 
     def _checked_entries(self, entries) -> dict:
         if not isinstance(entries, Mapping):
-            raise InputError(f"BaselineFile.update: entries is {_kind(entries)} ({type(entries).__name__}); expected a "
-                             "mapping of record names to records, e.g. {'my check': rc.baseline_record(result, "
-                             "'map')}.")
+            raise InputError(
+                f"BaselineFile.update: entries is {_kind(entries)} ({type(entries).__name__}); expected a "
+                "mapping of record names to records, e.g. {'my check': rc.baseline_record(result, "
+                "'map')}."
+            )
         out = {}
         for key, rec in entries.items():
             if not isinstance(key, str):
-                raise InputError(f"BaselineFile.update: entries key {shown(key)} is {type(key).__name__}; record "
-                                 "names are strings (the check or test name): write it as a string.")
+                raise InputError(
+                    f"BaselineFile.update: entries key {shown(key)} is {type(key).__name__}; record "
+                    "names are strings (the check or test name): write it as a string."
+                )
             rec = rounded_record(_plain(rec))
-            out[key] = check_record(rec, where=f"BaselineFile.update: entries[{_name(key)!r}] (for {self.path})",
-                                    fix="pass a record from rc.baseline_record(result, metric)")
+            out[key] = check_record(
+                rec,
+                where=f"BaselineFile.update: entries[{_name(key)!r}] (for {self.path})",
+                fix="pass a record from rc.baseline_record(result, metric)",
+            )
         return out
 
     @staticmethod
@@ -758,8 +1004,11 @@ class BaselineFile:
         except InputError as exc:
             backup = path.with_name(path.name + ".corrupt")
             os.replace(path, backup)
-            warnings.warn(f"retrieval-checks: {exc} It was moved to {backup} and rewritten with the new records.",
-                          RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"retrieval-checks: {exc} It was moved to {backup} and rewritten with the new records.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
             return {}
 
 
@@ -773,7 +1022,10 @@ def _plain(x, depth: int = 0):
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, Mapping):
-        return {(_plain(k, depth + 1) if isinstance(k, np.generic) else k): _plain(v, depth + 1) for k, v in x.items()}
+        return {
+            (_plain(k, depth + 1) if isinstance(k, np.generic) else k): _plain(v, depth + 1)
+            for k, v in x.items()
+        }
     if isinstance(x, (list, tuple)):
         return [_plain(v, depth + 1) for v in x]
     return x
@@ -794,9 +1046,12 @@ class _Loader(yaml.SafeLoader):
                 key = (key_node.tag, key_node.value)
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
-                        "while reading a mapping", node.start_mark,
+                        "while reading a mapping",
+                        node.start_mark,
                         f"duplicate key {_name(key_node.value)!r} (first on line {seen[key] + 1}); each name may "
-                        "appear once: remove or rename one of them", key_node.start_mark)
+                        "appear once: remove or rename one of them",
+                        key_node.start_mark,
+                    )
                 seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
@@ -804,15 +1059,20 @@ class _Loader(yaml.SafeLoader):
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise yaml.constructor.ConstructorError(
-                    None, None, "merge keys (<<) are not allowed in a baselines file; write each record in full",
-                    key_node.start_mark)
+                    None,
+                    None,
+                    "merge keys (<<) are not allowed in a baselines file; write each record in full",
+                    key_node.start_mark,
+                )
         return super().flatten_mapping(node)
 
 
 def baseline_path(path) -> Path:
     """Where the baselines of a suite or test module live: ``<stem>.baselines.yaml`` beside it."""
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip() or not Path(path).name:
-        raise InputError(f"baseline_path takes the path of a suite or test module (a str or Path), got {path!r}.")
+        raise InputError(
+            f"baseline_path takes the path of a suite or test module (a str or Path), got {path!r}."
+        )
     p = Path(path)
     return p.with_name(f"{p.stem}.baselines.yaml")
 
@@ -821,14 +1081,20 @@ def write_records(entries) -> list[str]:
     """Write (path, key, record) entries, one locked, merged, atomic rewrite per file;
     returns the paths."""
     if isinstance(entries, (str, bytes, Mapping)) or not hasattr(entries, "__iter__"):
-        raise InputError(f"write_records takes a list of (path, key, record) entries, got {_kind(entries)}.")
+        raise InputError(
+            f"write_records takes a list of (path, key, record) entries, got {_kind(entries)}."
+        )
     by_file: dict = {}
     for entry in entries:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-            raise InputError(f"write_records takes (path, key, record) entries, got {_kind(entry)}.")
+            raise InputError(
+                f"write_records takes (path, key, record) entries, got {_kind(entry)}."
+            )
         path, key, record = entry
         if not isinstance(path, (str, os.PathLike)):
-            raise InputError(f"write_records: a baselines file path is a str or Path, got {_kind(path)}.")
+            raise InputError(
+                f"write_records: a baselines file path is a str or Path, got {_kind(path)}."
+            )
         if not isinstance(key, str):
             raise InputError(f"baseline names are strings, got {_kind(key)} (for {path}).")
         by_file.setdefault(str(path), {})[key] = record
@@ -852,7 +1118,14 @@ def _for_writing(path) -> BaselineFile:
 
 
 #: The keyword arguments of a baseline check (those of :func:`assert_no_regression`).
-_TOLERANCES = ("max_drop", "max_relative_drop", "direction", "significant", "confidence", "max_skipped")
+_TOLERANCES = (
+    "max_drop",
+    "max_relative_drop",
+    "direction",
+    "significant",
+    "confidence",
+    "max_skipped",
+)
 
 
 class BaselineStore:
@@ -899,36 +1172,59 @@ class BaselineStore:
         __tracebackhide__ = True
         unknown = sorted(set(tolerances) - set(_TOLERANCES))
         if unknown:
-            raise InputError(f"{unknown[0]}=: not an option of a baseline check; use "
-                             f"{', '.join(_TOLERANCES)}.{hint(unknown[0], _TOLERANCES)}")
+            raise InputError(
+                f"{unknown[0]}=: not an option of a baseline check; use "
+                f"{', '.join(_TOLERANCES)}.{hint(unknown[0], _TOLERANCES)}"
+            )
         path = Path(path)
         # compared and written at the precision the file stores: a result equal to its baseline compares equal
         record = rounded_record(_plain(record))
-        check_record(record, where=f"the record for {key!r}", fix="pass a record from baseline_record()")
+        check_record(
+            record, where=f"the record for {key!r}", fix="pass a record from baseline_record()"
+        )
         stored = self.stored(path, key)
         if self.regen == "all":
             self.pending.append((str(path), key, record))
             return None
         if self.regen == "force" and records_differ(stored, record):
             self.pending.append((str(path), key, record))
-            was = "created" if stored is None else f"updated ({stored.get('value')!r} -> {record['value']!r})"
+            was = (
+                "created"
+                if stored is None
+                else f"updated ({stored.get('value')!r} -> {record['value']!r})"
+            )
             self._notify_unchecked(record, "regenerated")
-            raise AssertionError(f"baseline {key!r} {was} in {path.name}; review the change and commit it, then run "
-                                 "again without --rc-force-regen.")
+            raise AssertionError(
+                f"baseline {key!r} {was} in {path.name}; review the change and commit it, then run "
+                "again without --rc-force-regen."
+            )
         if stored is None:
             self._notify_unchecked(record, "missing")
-            raise AssertionError(f"no baseline {key!r} in {path.name}.\n  Create it: run pytest with --rc-regen-all "
-                                 "(writes every baseline and passes) or --rc-force-regen (writes missing or changed "
-                                 "ones and fails), review the file and commit it.")
+            raise AssertionError(
+                f"no baseline {key!r} in {path.name}.\n  Create it: run pytest with --rc-regen-all "
+                "(writes every baseline and passes) or --rc-force-regen (writes missing or changed "
+                "ones and fails), review the file and commit it."
+            )
         return assert_no_regression(record, stored, where=f"{path.name}: {key!r}", **tolerances)
 
     @staticmethod
     def _notify_unchecked(record: dict, why: str) -> None:
-        emit(GateEvent(gate="assert_no_regression", metric=record["metric"], value=record["value"], passed=False,
-                       on=why, comparison="baseline", n=record.get("n"), unit=record.get("unit"),
-                       n_skipped=record.get("n_skipped"),
-                       n_used=record.get("n") if record.get("n_skipped") is not None else None,
-                       model=record.get("model"), dataset=record.get("dataset")))
+        emit(
+            GateEvent(
+                gate="assert_no_regression",
+                metric=record["metric"],
+                value=record["value"],
+                passed=False,
+                on=why,
+                comparison="baseline",
+                n=record.get("n"),
+                unit=record.get("unit"),
+                n_skipped=record.get("n_skipped"),
+                n_used=record.get("n") if record.get("n_skipped") is not None else None,
+                model=record.get("model"),
+                dataset=record.get("dataset"),
+            )
+        )
 
     def write(self) -> list[str]:
         """Write the queued records; returns the files written."""

@@ -83,8 +83,10 @@ def _clean(v):
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if isinstance(v, dict):
-        return {str(k) if not isinstance(k, (str, int, float, bool)) and k is not None else k: _clean(x)
-                for k, x in v.items()}
+        return {
+            str(k) if not isinstance(k, (str, int, float, bool)) and k is not None else k: _clean(x)
+            for k, x in v.items()
+        }
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
     if isinstance(v, (set, frozenset)):
@@ -144,10 +146,16 @@ def emit(event: GateEvent) -> GateEvent:
     for listener in current:
         try:
             listener(event)
-        except Exception as exc:  # a broken listener must not change the gate's verdict, nor go unseen
+        except (
+            Exception
+        ) as exc:  # a broken listener must not change the gate's verdict, nor go unseen
             problem = f"{getattr(listener, '__name__', listener)!s}: {type(exc).__name__}: {exc}"
             event.listener_errors.append(problem)
-            warnings.warn(f"retrieval-checks: a gate listener failed ({problem})", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"retrieval-checks: a gate listener failed ({problem})",
+                RuntimeWarning,
+                stacklevel=3,
+            )
     return event
 
 
@@ -162,7 +170,9 @@ def rule_text(record) -> str:
     if isinstance(record, GateEvent):
         record = record.to_dict()
     if not isinstance(record, dict):
-        raise InputError(f"rule_text takes a GateEvent or its record (a dict), got {type(record).__name__}.")
+        raise InputError(
+            f"rule_text takes a GateEvent or its record (a dict), got {type(record).__name__}."
+        )
     on, comparison = record.get("on") or "", record.get("comparison") or ""
     bounds = record.get("bounds") or {}
     if comparison == "between" and "at_least" in bounds and "at_most" in bounds:

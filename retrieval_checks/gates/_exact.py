@@ -52,8 +52,10 @@ def exceeds(value, limit, *, minus=0, scale=1) -> bool:
         return True
     if not all(math.isfinite(x) for x in floats):
         return floats[0] - floats[2] > floats[1] * floats[3]
-    gap, size = (floats[0] - floats[2]) - floats[1] * floats[3], max(abs(floats[0]), abs(floats[2]),
-                                                                  abs(floats[1] * floats[3]))
+    gap, size = (
+        (floats[0] - floats[2]) - floats[1] * floats[3],
+        max(abs(floats[0]), abs(floats[2]), abs(floats[1] * floats[3])),
+    )
     if abs(gap) > 1e-9 * size:  # far from equal: float rounding (~1e-15 of the size) cannot turn it
         return gap > 0
     v, t, m, s = (_exact(x) for x in operands)

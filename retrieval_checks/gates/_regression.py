@@ -30,13 +30,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from .._lazy import stats
 
+from .._lazy import stats
 from .._suggest import hint, shown
+from ..errors import InputError, MetricNameError
 from ..metrics._names import metric_spec
 from ..metrics._registry import Family
 from ..metrics._thresholds import check_finite, check_threshold
-from ..errors import InputError, MetricNameError
 from ..options import OPTIONS, check_option
 from ._exact import exceeds
 
@@ -78,8 +78,10 @@ class Change:
         arrow = "higher" if self.higher_is_better else "lower"
         p = "" if self.p_worse is None else f", p(worse)={self.p_worse:.3g} ({self.method})"
         verdict = "FAIL: " + "; ".join(self.reasons) if self.failed else "ok"
-        return (f"{self.metric}: {self.baseline:.6g} -> {self.current:.6g} (drop {self.drop:+.4g}, relative "
-                f"{self.relative_drop:+.2%}; {arrow} is better{p}) {verdict}")
+        return (
+            f"{self.metric}: {self.baseline:.6g} -> {self.current:.6g} (drop {self.drop:+.4g}, relative "
+            f"{self.relative_drop:+.2%}; {arrow} is better{p}) {verdict}"
+        )
 
 
 def _se_from_interval(low, high, confidence: float) -> float | None:
@@ -93,17 +95,24 @@ def _paired_p(baseline_units: dict, current_units: dict, sign: float) -> tuple[f
     """One-sided p of "worse" from per-unit (sum, count) of the same units."""
     keys_b, keys_c = set(baseline_units), set(current_units)
     if keys_b != keys_c:
-        only_b, only_c = sorted(map(str, keys_b - keys_c))[:5], sorted(map(str, keys_c - keys_b))[:5]
-        raise InputError(f"the baseline and the current run have different units (only in the baseline: {only_b}, "
-                         f"only now: {only_c}); a paired test needs the same queries. Regenerate the baseline.")
+        only_b, only_c = (
+            sorted(map(str, keys_b - keys_c))[:5],
+            sorted(map(str, keys_c - keys_b))[:5],
+        )
+        raise InputError(
+            f"the baseline and the current run have different units (only in the baseline: {only_b}, "
+            f"only now: {only_c}); a paired test needs the same queries. Regenerate the baseline."
+        )
     keys = sorted(keys_b, key=str)
     sb = np.array([baseline_units[k][0] for k in keys], dtype=float)
     cb = np.array([baseline_units[k][1] for k in keys], dtype=float)
     sc = np.array([current_units[k][0] for k in keys], dtype=float)
     cc = np.array([current_units[k][1] for k in keys], dtype=float)
     if not np.array_equal(cb, cc):
-        raise InputError("the baseline and the current run count different queries per unit; a paired test needs the "
-                         "same queries. Regenerate the baseline.")
+        raise InputError(
+            "the baseline and the current run count different queries per unit; a paired test needs the "
+            "same queries. Regenerate the baseline."
+        )
     n, L = cc.sum(), len(keys)
     if L < 2:
         raise InputError("a paired test needs at least 2 units.")
@@ -122,8 +131,10 @@ def checked_option(name: str, value, *, argument: str | None = None):
     try:
         return check_option(name, value, argument=argument)
     except OverflowError:
-        raise InputError(f"{argument or name}: expected {OPTIONS[name].expected}, found an integer too large for "
-                         "a float.") from None
+        raise InputError(
+            f"{argument or name}: expected {OPTIONS[name].expected}, found an integer too large for "
+            "a float."
+        ) from None
 
 
 def _same_metric(a, b: str) -> bool:
@@ -156,17 +167,35 @@ def change_family(metric: str) -> Family | None:
     return dataclasses.replace(fam, name=metric, low=-width, high=width)
 
 
-def _tolerance(fam: Family | None, value, role: str, metric: str, *, baseline: float | None = None,
-               high: float | None = None, high_why: str = ""):
+def _tolerance(
+    fam: Family | None,
+    value,
+    role: str,
+    metric: str,
+    *,
+    baseline: float | None = None,
+    high: float | None = None,
+    high_why: str = "",
+):
     if value is None:
         return None
     if fam is not None:
-        return check_threshold(fam, value, role=role, field=role, metric=metric, baseline=baseline, high=high,
-                               high_why=high_why)
+        return check_threshold(
+            fam,
+            value,
+            role=role,
+            field=role,
+            metric=metric,
+            baseline=baseline,
+            high=high,
+            high_why=high_why,
+        )
     v = check_finite(value, role)
     if v < 0:
-        raise InputError(f"{role}={v:g}: a tolerated drop must be >= 0 (0: no drop tolerated; a fraction of the "
-                         f"baseline for max_relative_drop: 0.05 for 5%).")
+        raise InputError(
+            f"{role}={v:g}: a tolerated drop must be >= 0 (0: no drop tolerated; a fraction of the "
+            f"baseline for max_relative_drop: 0.05 for 5%)."
+        )
     return v
 
 
@@ -174,10 +203,15 @@ def _side(d, which: str, fam: Family | None, metric: str) -> dict:
     """Check one side of a change (``value``, optional ``low``/``high``, ``confidence``,
     ``units``) and return it with floats; an InputError names the side and field."""
     if not isinstance(d, Mapping) or callable(getattr(d, "measure", None)):
-        record = (" (a record: rc.baseline_record(result, metric))" if callable(getattr(d, "measure", None))
-                  else "")
-        raise InputError(f"{which}: expected a mapping with 'value' (and optionally 'low', 'high', 'confidence', "
-                         f"'units', 'max_rank'), found {type(d).__name__}{record}.")
+        record = (
+            " (a record: rc.baseline_record(result, metric))"
+            if callable(getattr(d, "measure", None))
+            else ""
+        )
+        raise InputError(
+            f"{which}: expected a mapping with 'value' (and optionally 'low', 'high', 'confidence', "
+            f"'units', 'max_rank'), found {type(d).__name__}{record}."
+        )
     if "value" not in d:
         raise InputError(f"{which}: has no 'value'; found keys {sorted(map(str, d))[:20]}.")
     out = dict(d)
@@ -185,35 +219,54 @@ def _side(d, which: str, fam: Family | None, metric: str) -> dict:
     if d.get("max_rank") is not None:
         r = d["max_rank"]
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
-            raise InputError(f"{which} max_rank={shown(r)}: expected an integer >= 1 (the largest rank a query can "
-                             "get: its gallery's size), or leave it out.")
+            raise InputError(
+                f"{which} max_rank={shown(r)}: expected an integer >= 1 (the largest rank a query can "
+                "get: its gallery's size), or leave it out."
+            )
         out["max_rank"] = int(r)
     if fam is not None:
-        out["value"] = check_threshold(fam, d["value"], role="baseline", field=field_, metric=metric)
+        out["value"] = check_threshold(
+            fam, d["value"], role="baseline", field=field_, metric=metric
+        )
     else:
         out["value"] = check_finite(d["value"], field_)
     low, high = d.get("low"), d.get("high")
     if (low is None) != (high is None):
-        raise InputError(f"{which}: an interval needs both 'low' and 'high' (or neither), found low={low!r}, "
-                         f"high={high!r}.")
+        raise InputError(
+            f"{which}: an interval needs both 'low' and 'high' (or neither), found low={low!r}, "
+            f"high={high!r}."
+        )
     if low is not None:
-        out["low"], out["high"] = check_finite(low, f"{which} low"), check_finite(high, f"{which} high")
+        out["low"], out["high"] = (
+            check_finite(low, f"{which} low"),
+            check_finite(high, f"{which} high"),
+        )
         if out["low"] > out["high"]:
-            raise InputError(f"{which}: interval low={out['low']:g} > high={out['high']:g}; write [low, high].")
+            raise InputError(
+                f"{which}: interval low={out['low']:g} > high={out['high']:g}; write [low, high]."
+            )
     if d.get("confidence") is not None:
-        out["confidence"] = float(checked_option("confidence", d["confidence"], argument=f"{which} confidence"))
+        out["confidence"] = float(
+            checked_option("confidence", d["confidence"], argument=f"{which} confidence")
+        )
     units = d.get("units")
     if units is not None:
         if not isinstance(units, Mapping):
-            raise InputError(f"{which} units: expected a mapping of unit to (sum, count), found "
-                             f"{type(units).__name__}.")
+            raise InputError(
+                f"{which} units: expected a mapping of unit to (sum, count), found "
+                f"{type(units).__name__}."
+            )
         for k, v in units.items():
             if not isinstance(v, (list, tuple)) or len(v) != 2:
-                raise InputError(f"{which} units[{shown(k)}]: expected (sum, count), found {shown(v)}.")
+                raise InputError(
+                    f"{which} units[{shown(k)}]: expected (sum, count), found {shown(v)}."
+                )
             check_finite(v[0], f"{which} units[{shown(k)}] sum")
             if isinstance(v[1], bool) or not isinstance(v[1], numbers.Integral) or v[1] < 1:
-                raise InputError(f"{which} units[{shown(k)}]: the count must be an integer >= 1, found "
-                                 f"{shown(v[1])}.")
+                raise InputError(
+                    f"{which} units[{shown(k)}]: the count must be an integer >= 1, found "
+                    f"{shown(v[1])}."
+                )
     return out
 
 
@@ -225,46 +278,81 @@ def _direction(metric, direction, baseline, current) -> bool:
         raise InputError(f"metric={shown(metric)}: expected a metric name (a string).")
     for which, d in (("baseline", baseline), ("current", current)):
         if callable(getattr(d, "measure", None)):
-            raise InputError(f"{which}: found an evaluation result ({type(d).__name__}); measure_change compares two "
-                             "records: pass rc.baseline_record(result, metric) (or a mapping with 'value').")
+            raise InputError(
+                f"{which}: found an evaluation result ({type(d).__name__}); measure_change compares two "
+                "records: pass rc.baseline_record(result, metric) (or a mapping with 'value')."
+            )
         recorded = d.get("metric") if isinstance(d, Mapping) else None
         if recorded is not None and not _same_metric(recorded, metric):
-            raise InputError(f"metric={metric!r}, but the {which} record is for {shown(recorded)}: a change is "
-                             f"measured on the records' own metric; pass metric={recorded!r}, or records of "
-                             f"{metric!r}.")
+            raise InputError(
+                f"metric={metric!r}, but the {which} record is for {shown(recorded)}: a change is "
+                f"measured on the records' own metric; pass metric={recorded!r}, or records of "
+                f"{metric!r}."
+            )
     known = higher_is_better(metric)
     if direction is None:
         hib = known
         if hib is None:
-            raise InputError(f"cannot tell whether higher or lower {metric!r} is better; give direction: higher/lower.")
+            raise InputError(
+                f"cannot tell whether higher or lower {metric!r} is better; give direction: higher/lower."
+            )
     elif isinstance(direction, str) and direction in ("higher", "lower"):
         hib = direction == "higher"
         if known is not None and hib != known:
-            raise InputError(f"direction={direction!r} contradicts {metric!r}, for which "
-                             f"{'higher' if known else 'lower'} is better; leave direction out.")
+            raise InputError(
+                f"direction={direction!r} contradicts {metric!r}, for which "
+                f"{'higher' if known else 'lower'} is better; leave direction out."
+            )
     else:
         close = hint(direction, ("higher", "lower")) if isinstance(direction, str) else ""
-        raise InputError(f"direction={shown(direction)}: use 'higher' or 'lower' (which way is better).{close}")
+        raise InputError(
+            f"direction={shown(direction)}: use 'higher' or 'lower' (which way is better).{close}"
+        )
     return hib
 
 
-def _check_attainable(fam: Family, metric: str, baseline: dict, current: dict, max_drop, max_relative_drop) -> None:
+def _check_attainable(
+    fam: Family, metric: str, baseline: dict, current: dict, max_drop, max_relative_drop
+) -> None:
     """A tolerance covering every drop attainable from this baseline could never fail
     (a rank's upper end is the records' ``max_rank`` when they carry it)."""
     ranks = [s["max_rank"] for s in (baseline, current) if s.get("max_rank") is not None]
     high, high_why = (float(max(ranks)), "the records' max_rank") if ranks else (None, "")
     if high is not None:
         for side, which in ((baseline, "baseline"), (current, "current")):
-            check_threshold(fam, side["value"], role="baseline", field=f"{which} value", metric=metric, high=high,
-                            high_why=high_why)
+            check_threshold(
+                fam,
+                side["value"],
+                role="baseline",
+                field=f"{which} value",
+                metric=metric,
+                high=high,
+                high_why=high_why,
+            )
     b = baseline["value"]
     _tolerance(fam, max_drop, "max_drop", metric, baseline=b, high=high, high_why=high_why)
-    _tolerance(fam, max_relative_drop, "max_relative_drop", metric, baseline=b, high=high, high_why=high_why)
+    _tolerance(
+        fam,
+        max_relative_drop,
+        "max_relative_drop",
+        metric,
+        baseline=b,
+        high=high,
+        high_why=high_why,
+    )
 
 
-def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: float | None = None,
-                   max_relative_drop: float | None = None, direction: str | None = None,
-                   significant: bool = False, confidence: float = 0.95) -> Change:
+def measure_change(
+    metric: str,
+    baseline: dict,
+    current: dict,
+    *,
+    max_drop: float | None = None,
+    max_relative_drop: float | None = None,
+    direction: str | None = None,
+    significant: bool = False,
+    confidence: float = 0.95,
+) -> Change:
     """Compare ``current`` with ``baseline`` (dicts with ``value`` and optionally
     ``low``, ``high``, ``confidence``, ``units``: {unit key: (sum, count)}, and for a
     rank metric ``max_rank``: the largest rank a query can get). A dict that names
@@ -298,7 +386,9 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     sign = 1.0 if hib else -1.0
     drop = sign * (b - c)
     relative = drop / abs(b) if b != 0 else (math.inf if drop > 0 else 0.0)
-    first, second = (b, c) if hib else (c, b)  # drop = first - second, compared exactly (gates/_exact.py)
+    first, second = (
+        (b, c) if hib else (c, b)
+    )  # drop = first - second, compared exactly (gates/_exact.py)
     reasons = []
     if max_drop is None and max_relative_drop is None:
         tolerance = "no drop allowed"
@@ -313,16 +403,22 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
         if max_relative_drop is not None:
             parts.append(f"max relative drop {max_relative_drop:.2%}")
             if exceeds(first, max_relative_drop, minus=second, scale=abs(b)):
-                reasons.append(f"dropped by {relative:.2%} of the baseline > max_relative_drop "
-                               f"{max_relative_drop:.2%}")
+                reasons.append(
+                    f"dropped by {relative:.2%} of the baseline > max_relative_drop "
+                    f"{max_relative_drop:.2%}"
+                )
         tolerance = ", ".join(parts)
     p, method = None, "no interval: significance untestable"
     if baseline.get("units") and current.get("units"):
         p, method = _paired_p(baseline["units"], current["units"], sign)
     else:
         # a record may hold "confidence": None (a history row of a gate that kept no confidence)
-        se_b = _se_from_interval(baseline.get("low"), baseline.get("high"), baseline.get("confidence") or confidence)
-        se_c = _se_from_interval(current.get("low"), current.get("high"), current.get("confidence") or confidence)
+        se_b = _se_from_interval(
+            baseline.get("low"), baseline.get("high"), baseline.get("confidence") or confidence
+        )
+        se_c = _se_from_interval(
+            current.get("low"), current.get("high"), current.get("confidence") or confidence
+        )
         if se_b is not None and se_c is not None:
             se = math.hypot(se_b, se_c)
             p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))
@@ -330,10 +426,14 @@ def measure_change(metric: str, baseline: dict, current: dict, *, max_drop: floa
     failed = bool(reasons)
     if significant and failed:
         if p is None:
-            reasons.append("significance untestable (no interval or per-unit values): failing on the tolerance")
+            reasons.append(
+                "significance untestable (no interval or per-unit values): failing on the tolerance"
+            )
         elif p >= 1 - confidence:
             failed = False
-            reasons = [f"{reasons[0]}, but not significant (p(worse)={p:.3g} >= {1 - confidence:.3g})"]
+            reasons = [
+                f"{reasons[0]}, but not significant (p(worse)={p:.3g} >= {1 - confidence:.3g})"
+            ]
         else:
             reasons.append(f"significant (p(worse)={p:.3g} < {1 - confidence:.3g})")
     return Change(metric, b, c, hib, drop, relative, p, method, failed, tuple(reasons), tolerance)

@@ -21,8 +21,18 @@ from ..gates import assert_metric
 from ..metrics import check_threshold, metric_spec
 from ..options import check_option, positive_int
 
-__all__ = ["GateOutcome", "check_gates", "check_evaluate_options", "run_gates", "logged_values", "dedupe_by_id",
-           "to_numpy_rows", "to_labels", "GATE_FIELDS", "EVALUATE_OPTIONS"]
+__all__ = [
+    "GateOutcome",
+    "check_gates",
+    "check_evaluate_options",
+    "run_gates",
+    "logged_values",
+    "dedupe_by_id",
+    "to_numpy_rows",
+    "to_labels",
+    "GATE_FIELDS",
+    "EVALUATE_OPTIONS",
+]
 
 #: The fields of one gate: the bounds, whether the point value or the interval's bound
 #: is checked, how many skipped queries fail it, the interval's confidence.
@@ -30,10 +40,18 @@ GATE_FIELDS = ("at_least", "at_most", "on", "max_skipped", "confidence")
 
 #: Options passed through to :func:`retrieval_checks.evaluate`, and the option of the
 #: table (``retrieval_checks.options``) that validates each.
-EVALUATE_OPTIONS = {"similarity": "similarity", "ties": "ties", "empty_queries": "empty_queries",
-                    "confidence": "confidence", "group_size": "group_size", "group_repeats": "group_repeats",
-                    "group_seed": "seed", "device": "device", "max_memory": "max_memory",
-                    "relevance_level": None}
+EVALUATE_OPTIONS = {
+    "similarity": "similarity",
+    "ties": "ties",
+    "empty_queries": "empty_queries",
+    "confidence": "confidence",
+    "group_size": "group_size",
+    "group_repeats": "group_repeats",
+    "group_seed": "seed",
+    "device": "device",
+    "max_memory": "max_memory",
+    "relevance_level": None,
+}
 
 #: Metric kinds :func:`retrieval_checks.evaluate` computes from embeddings.
 _EVALUATE_KINDS = ("query", "pair", "grouped", "embedding")
@@ -58,42 +76,59 @@ def _metric(name, field: str):
     except MetricNameError as exc:
         raise MetricNameError(f"{field}: {exc}", name=exc.name, suggestion=exc.suggestion) from None
     if spec.kind not in _EVALUATE_KINDS:
-        raise InputError(f"{field}={name!r}: {spec.name} is not computed by retrieval_checks.evaluate from "
-                         "embeddings (it is an image-text or classifier metric); use a retrieval metric such as "
-                         "'map@R' or 'hit_rate@1'.")
+        raise InputError(
+            f"{field}={name!r}: {spec.name} is not computed by retrieval_checks.evaluate from "
+            "embeddings (it is an image-text or classifier metric); use a retrieval metric such as "
+            "'map@R' or 'hit_rate@1'."
+        )
     return spec
 
 
 def _one_gate(metric: str, gate, owner: str) -> tuple[str, dict]:
     field = f"{owner}[{metric!r}]"
     if not isinstance(gate, Mapping):
-        raise InputError(f"{field}={shown(gate)}: a gate is a dict of bounds, e.g. {{'at_least': 0.5}} "
-                         f"(fields: {', '.join(GATE_FIELDS)}).")
+        raise InputError(
+            f"{field}={shown(gate)}: a gate is a dict of bounds, e.g. {{'at_least': 0.5}} "
+            f"(fields: {', '.join(GATE_FIELDS)})."
+        )
     unknown = [k for k in gate if k not in GATE_FIELDS]
     if unknown:
-        raise InputError(f"{field}: unknown field {unknown[0]!r}{hint(unknown[0], GATE_FIELDS)}; a gate takes "
-                         f"{', '.join(GATE_FIELDS)}.")
+        raise InputError(
+            f"{field}: unknown field {unknown[0]!r}{hint(unknown[0], GATE_FIELDS)}; a gate takes "
+            f"{', '.join(GATE_FIELDS)}."
+        )
     if gate.get("at_least") is None and gate.get("at_most") is None:
-        raise InputError(f"{field}: a gate needs at_least, at_most or both (numbers such as 0.5); without a bound "
-                         "it could never fail.")
+        raise InputError(
+            f"{field}: a gate needs at_least, at_most or both (numbers such as 0.5); without a bound "
+            "it could never fail."
+        )
     spec = _metric(metric, f"{owner} key")
     out = {}
     for role in ("at_least", "at_most"):
         if gate.get(role) is not None:
-            out[role] = check_threshold(spec.capabilities, gate[role], role=role, field=f"{field}.{role}",
-                                        metric=spec.name)
+            out[role] = check_threshold(
+                spec.capabilities, gate[role], role=role, field=f"{field}.{role}", metric=spec.name
+            )
     if "at_least" in out and "at_most" in out and out["at_least"] > out["at_most"]:
-        raise InputError(f"{field}: at_least={out['at_least']:g} > at_most={out['at_most']:g}; no value passes "
-                         "both: swap them (at_least is the lower bound).")
+        raise InputError(
+            f"{field}: at_least={out['at_least']:g} > at_most={out['at_most']:g}; no value passes "
+            "both: swap them (at_least is the lower bound)."
+        )
     on = gate.get("on", "value")
     if on not in ("value", "interval"):
-        raise InputError(f"{field}.on={shown(on)}: use 'value' (the point value) or 'interval' (the interval's "
-                         "bound).")
+        raise InputError(
+            f"{field}.on={shown(on)}: use 'value' (the point value) or 'interval' (the interval's "
+            "bound)."
+        )
     out["on"] = on
     if gate.get("max_skipped") is not None:
-        out["max_skipped"] = check_option("max_skipped", gate["max_skipped"], argument=f"{field}.max_skipped")
+        out["max_skipped"] = check_option(
+            "max_skipped", gate["max_skipped"], argument=f"{field}.max_skipped"
+        )
     if gate.get("confidence") is not None:
-        out["confidence"] = check_option("confidence", gate["confidence"], argument=f"{field}.confidence")
+        out["confidence"] = check_option(
+            "confidence", gate["confidence"], argument=f"{field}.confidence"
+        )
     return spec.name, out
 
 
@@ -112,31 +147,43 @@ def check_gates(gates, metrics=None, *, owner: str = "gates") -> tuple[list[str]
     if gates is None:
         gates = {}
     if not isinstance(gates, Mapping):
-        raise InputError(f"{owner}={shown(gates)}: pass a dict {{metric: {{'at_least': x}}}}, e.g. "
-                         "{'map@R': {'at_least': 0.5}}, or None.")
+        raise InputError(
+            f"{owner}={shown(gates)}: pass a dict {{metric: {{'at_least': x}}}}, e.g. "
+            "{'map@R': {'at_least': 0.5}}, or None."
+        )
     checked: dict[str, dict] = {}
     for metric, gate in gates.items():
         name, out = _one_gate(metric, gate, owner)
         if name in checked:
-            raise InputError(f"{owner}: {metric!r} and another key both name {name}; keep one gate per metric.")
+            raise InputError(
+                f"{owner}: {metric!r} and another key both name {name}; keep one gate per metric."
+            )
         checked[name] = out
     if metrics is None:
         names = list(checked)
     else:
         if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
-            raise InputError(f"metrics={shown(metrics)}: pass a list of metric names, e.g. ['map@R', 'hit_rate@1'].")
+            raise InputError(
+                f"metrics={shown(metrics)}: pass a list of metric names, e.g. ['map@R', 'hit_rate@1']."
+            )
         names = []
         for i, m in enumerate(metrics):
             name = _metric(m, f"metrics[{i}]").name
             if name in names:
-                raise InputError(f"metrics[{i}]={m!r}: {name} is listed twice; list each metric once.")
+                raise InputError(
+                    f"metrics[{i}]={m!r}: {name} is listed twice; list each metric once."
+                )
             names.append(name)
         missing = [n for n in checked if n not in names]
         if missing:
-            raise InputError(f"{owner}[{missing[0]!r}]: {missing[0]} is gated but not in metrics={list(metrics)}; "
-                             "add it to metrics (or leave metrics out to compute the gated metrics).")
+            raise InputError(
+                f"{owner}[{missing[0]!r}]: {missing[0]} is gated but not in metrics={list(metrics)}; "
+                "add it to metrics (or leave metrics out to compute the gated metrics)."
+            )
     if not names:
-        raise InputError("metrics: nothing to compute; name at least one metric (metrics=['map@R']) or gate one.")
+        raise InputError(
+            "metrics: nothing to compute; name at least one metric (metrics=['map@R']) or gate one."
+        )
     return names, checked
 
 
@@ -146,11 +193,15 @@ def check_evaluate_options(options: Mapping) -> dict:
     out = {}
     for name, value in options.items():
         if name not in EVALUATE_OPTIONS:
-            raise InputError(f"{name}={shown(value)}: not an option of retrieval_checks.evaluate the integrations "
-                             f"pass on{hint(name, EVALUATE_OPTIONS)}; options: {', '.join(EVALUATE_OPTIONS)}.")
+            raise InputError(
+                f"{name}={shown(value)}: not an option of retrieval_checks.evaluate the integrations "
+                f"pass on{hint(name, EVALUATE_OPTIONS)}; options: {', '.join(EVALUATE_OPTIONS)}."
+            )
         table = EVALUATE_OPTIONS[name]
         if table is None:  # relevance_level
-            out[name] = positive_int(value, "relevance_level", "the lowest grade that counts as relevant")
+            out[name] = positive_int(
+                value, "relevance_level", "the lowest grade that counts as relevant"
+            )
         else:
             out[name] = check_option(table, value, argument=name)
     return out
@@ -181,7 +232,10 @@ def logged_values(result, prefix: str, outcomes=()) -> dict[str, float]:
         m = result.measure(name)
         out[prefix + name] = float(m.value)
         if m.interval is not None:
-            out[prefix + name + "_low"], out[prefix + name + "_high"] = float(m.interval[0]), float(m.interval[1])
+            out[prefix + name + "_low"], out[prefix + name + "_high"] = (
+                float(m.interval[0]),
+                float(m.interval[1]),
+            )
     out[prefix + "n_skipped"] = float(result.n_skipped)
     for o in outcomes:
         out[prefix + "gate/" + o.metric] = 1.0 if o.passed else 0.0
@@ -198,7 +252,9 @@ def to_numpy_rows(x, what: str) -> np.ndarray:
         x = x.cpu()
     a = as_numpy(x, what)
     if a.ndim != 2:
-        raise InputError(f"{what} has shape {a.shape}; expected a (batch x dimension) matrix of embeddings.")
+        raise InputError(
+            f"{what} has shape {a.shape}; expected a (batch x dimension) matrix of embeddings."
+        )
     return a
 
 
@@ -230,9 +286,11 @@ def _check_repeat_labels(ids, y, owner, dup) -> None:
     bad_label = dup[y[dup] != y[owner[dup]]]
     if bad_label.size:
         i = int(bad_label[0])
-        raise InputError(f"id {_plain(ids[i])!r} appears twice with different labels ({_plain(y[owner[i]])!r} and "
-                         f"{_plain(y[i])!r}): the ids "
-                         "are not global item ids; return each item's dataset index (or another unique id).")
+        raise InputError(
+            f"id {_plain(ids[i])!r} appears twice with different labels ({_plain(y[owner[i]])!r} and "
+            f"{_plain(y[i])!r}): the ids "
+            "are not global item ids; return each item's dataset index (or another unique id)."
+        )
 
 
 def _check_repeat_rows(ids, dup, x_dup, x_owner, scale: float, tolerance: float) -> None:
@@ -244,12 +302,16 @@ def _check_repeat_rows(ids, dup, x_dup, x_owner, scale: float, tolerance: float)
     far = np.flatnonzero(diff > tolerance * max(scale, np.finfo(np.float64).tiny))
     if far.size:
         j = int(far[0])
-        raise InputError(f"id {_plain(ids[dup[j]])!r} appears twice with different embeddings (largest difference "
-                         f"{float(diff[j]):.3g}, scale {scale:.3g}): the ids are not global item ids, or "
-                         "the model changed between the two; return each item's dataset index.")
+        raise InputError(
+            f"id {_plain(ids[dup[j]])!r} appears twice with different embeddings (largest difference "
+            f"{float(diff[j]):.3g}, scale {scale:.3g}): the ids are not global item ids, or "
+            "the model changed between the two; return each item's dataset index."
+        )
 
 
-def dedupe_by_id(embeddings, labels, ids, *, tolerance: float = 1e-4) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def dedupe_by_id(
+    embeddings, labels, ids, *, tolerance: float = 1e-4
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Drop the repeated items of gathered embeddings: a ``DistributedSampler`` pads
     every rank to the same length by repeating items, so all-gathered validation sets
     hold some items twice. Items are identified by ``ids`` (global, e.g. the dataset
@@ -265,7 +327,9 @@ def dedupe_by_id(embeddings, labels, ids, *, tolerance: float = 1e-4) -> tuple[n
     y = np.asarray(labels)
     ids = np.asarray(ids)
     if ids.ndim != 1 or ids.shape[0] != x.shape[0] or y.shape[0] != x.shape[0]:
-        raise InputError(f"ids {ids.shape}, labels {y.shape} and embeddings {x.shape} must hold one entry per item.")
+        raise InputError(
+            f"ids {ids.shape}, labels {y.shape} and embeddings {x.shape} must hold one entry per item."
+        )
     keep, owner, dup = _repeats(ids)
     if keep.size == ids.size:
         return x, y, ids, 0
@@ -290,7 +354,9 @@ class Shard:
     n_dropped: int
 
 
-def dedupe_shard(embeddings, labels, ids, *, gather, rank: int, tolerance: float = 1e-4) -> Shard | None:
+def dedupe_shard(
+    embeddings, labels, ids, *, gather, rank: int, tolerance: float = 1e-4
+) -> Shard | None:
     """:func:`dedupe_by_id` on the concatenation of every rank's shard (in rank order)
     without gathering the embeddings: ``gather(obj)`` is an all-gather of Python objects
     over the ranks (every rank calls it; it returns the list of every rank's ``obj``, in
@@ -312,8 +378,10 @@ def dedupe_shard(embeddings, labels, ids, *, gather, rank: int, tolerance: float
     else:
         x, y, ids = np.asarray(embeddings), np.asarray(labels), np.asarray(ids)
         if ids.ndim != 1 or ids.shape[0] != x.shape[0] or y.shape[0] != x.shape[0]:
-            raise InputError(f"ids {ids.shape}, labels {y.shape} and embeddings {x.shape} must hold one entry per "
-                             "item.")
+            raise InputError(
+                f"ids {ids.shape}, labels {y.shape} and embeddings {x.shape} must hold one entry per "
+                "item."
+            )
         meta = (ids, y, x.shape, x.dtype.str, float(np.abs(x).max()) if x.size else 0.0)
     metas = gather(meta)
     rank = None if meta is None else int(rank)
@@ -322,8 +390,10 @@ def dedupe_shard(embeddings, labels, ids, *, gather, rank: int, tolerance: float
         return None
     dims = {m[2][1:] for m in present}
     if len(dims) > 1:
-        raise InputError(f"the ranks' validation embeddings have different shapes per item ({sorted(dims)}); every "
-                         "rank must embed with the same model.")
+        raise InputError(
+            f"the ranks' validation embeddings have different shapes per item ({sorted(dims)}); every "
+            "rank must embed with the same model."
+        )
     sizes = [0 if m is None else m[2][0] for m in metas]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     all_ids = np.concatenate([m[0] for m in present])
@@ -331,11 +401,14 @@ def dedupe_shard(embeddings, labels, ids, *, gather, rank: int, tolerance: float
     keep, owner, dup = _repeats(all_ids)
     _check_repeat_labels(all_ids, all_y, owner, dup)
     involved = np.unique(np.concatenate([dup, owner[dup]]))
-    return _finish_shard(embeddings, labels, ids, metas, rank, offsets, keep, owner, dup, involved, gather,
-                         tolerance)
+    return _finish_shard(
+        embeddings, labels, ids, metas, rank, offsets, keep, owner, dup, involved, gather, tolerance
+    )
 
 
-def _finish_shard(x, y, ids, metas, rank, offsets, keep, owner, dup, involved, gather, tolerance) -> Shard:
+def _finish_shard(
+    x, y, ids, metas, rank, offsets, keep, owner, dup, involved, gather, tolerance
+) -> Shard:
     """The second exchange of :func:`dedupe_shard` and the rank's kept rows."""
     present = [m for m in metas if m is not None]
     if rank is None:  # this rank holds no items: it still joins the exchange
@@ -351,8 +424,14 @@ def _finish_shard(x, y, ids, metas, rank, offsets, keep, owner, dup, involved, g
     all_ids = np.concatenate([m[0] for m in present])
     if dup.size:
         scale = max(m[4] for m in present)
-        _check_repeat_rows(all_ids, dup, np.stack([rows[int(g)] for g in dup]),
-                           np.stack([rows[int(g)] for g in owner[dup]]), scale, tolerance)
+        _check_repeat_rows(
+            all_ids,
+            dup,
+            np.stack([rows[int(g)] for g in dup]),
+            np.stack([rows[int(g)] for g in owner[dup]]),
+            scale,
+            tolerance,
+        )
     kept = np.zeros(all_ids.size, bool)
     kept[keep] = True
     position = np.cumsum(kept) - 1
@@ -366,22 +445,46 @@ def _finish_shard(x, y, ids, metas, rank, offsets, keep, owner, dup, involved, g
     else:
         x, y, ids = np.asarray(x), np.asarray(y), np.asarray(ids)
         local = kept[lo:hi]
-    return Shard(x[local], y[local], ids[local], position[lo:hi][local], int(keep.size), int(dup.size))
+    return Shard(
+        x[local], y[local], ids[local], position[lo:hi][local], int(keep.size), int(dup.size)
+    )
 
 
-def evaluate_split(queries, query_labels, gallery=None, gallery_labels=None, *, metrics, options, query_ids=None,
-                   gallery_ids=None):
+def evaluate_split(
+    queries,
+    query_labels,
+    gallery=None,
+    gallery_labels=None,
+    *,
+    metrics,
+    options,
+    query_ids=None,
+    gallery_ids=None,
+):
     """``evaluate`` on collected arrays: leave-one-out when ``gallery`` is None."""
     if gallery is None:
-        return evaluate(queries, query_labels=query_labels, query_ids=query_ids, metrics=metrics, **options)
-    return evaluate(queries, gallery, query_labels=query_labels, gallery_labels=gallery_labels, query_ids=query_ids,
-                    gallery_ids=gallery_ids, metrics=metrics, **options)
+        return evaluate(
+            queries, query_labels=query_labels, query_ids=query_ids, metrics=metrics, **options
+        )
+    return evaluate(
+        queries,
+        gallery,
+        query_labels=query_labels,
+        gallery_labels=gallery_labels,
+        query_ids=query_ids,
+        gallery_ids=gallery_ids,
+        metrics=metrics,
+        **options,
+    )
 
 
 def report_failures(outcomes, where: str, *, stacklevel: int = 3) -> list[GateOutcome]:
     """Warn once per failed gate (``RuntimeWarning``) and return the failed ones."""
     failed = [o for o in outcomes if not o.passed]
     for o in failed:
-        warnings.warn(f"retrieval-checks: gate on {o.metric} failed at {where}:\n{o.message}", RuntimeWarning,
-                      stacklevel=stacklevel)
+        warnings.warn(
+            f"retrieval-checks: gate on {o.metric} failed at {where}:\n{o.message}",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
     return failed

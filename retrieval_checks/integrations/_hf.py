@@ -26,13 +26,22 @@ from ._gating import (
 try:
     from transformers import TrainerCallback
 except ImportError:  # pragma: no cover
-    raise ImportError("RetrievalChecksTrainerCallback needs transformers: pip install 'retrieval-checks[text]'"
-                      ) from None
+    raise ImportError(
+        "RetrievalChecksTrainerCallback needs transformers: pip install 'retrieval-checks[text]'"
+    ) from None
 
 __all__ = ["RetrievalChecksTrainerCallback"]
 
 #: What ``embed`` may return in a dict: the inputs of ``retrieval_checks.evaluate``.
-_INPUTS = ("queries", "gallery", "query_labels", "gallery_labels", "relevance", "query_ids", "gallery_ids")
+_INPUTS = (
+    "queries",
+    "gallery",
+    "query_labels",
+    "gallery_labels",
+    "relevance",
+    "query_ids",
+    "gallery_ids",
+)
 
 
 def _inputs(value) -> dict:
@@ -40,11 +49,15 @@ def _inputs(value) -> dict:
     if isinstance(value, Mapping):
         unknown = [k for k in value if k not in _INPUTS]
         if unknown:
-            raise InputError(f"embed(model) returned a dict with key {unknown[0]!r}{hint(unknown[0], _INPUTS)}; "
-                             f"keys: {', '.join(_INPUTS)}.")
+            raise InputError(
+                f"embed(model) returned a dict with key {unknown[0]!r}{hint(unknown[0], _INPUTS)}; "
+                f"keys: {', '.join(_INPUTS)}."
+            )
         if "queries" not in value:
-            raise InputError("embed(model) returned a dict without 'queries'; return {'queries': ..., "
-                             "'query_labels': ...} (and 'gallery', 'gallery_labels' or 'relevance').")
+            raise InputError(
+                "embed(model) returned a dict without 'queries'; return {'queries': ..., "
+                "'query_labels': ...} (and 'gallery', 'gallery_labels' or 'relevance')."
+            )
         out = dict(value)
         for side in ("queries", "gallery"):
             if out.get(side) is not None:
@@ -52,10 +65,15 @@ def _inputs(value) -> dict:
         return out
     if isinstance(value, (tuple, list)) and len(value) == 2:
         x = to_numpy_rows(value[0], "embed(model): embeddings")
-        return {"queries": x, "query_labels": to_labels(value[1], x.shape[0], "embed(model): labels")}
-    raise InputError(f"embed(model) returned {type(value).__name__}; return (embeddings, labels) for leave-one-out, "
-                     "or a dict of retrieval_checks.evaluate's inputs ('queries', 'gallery', 'query_labels', "
-                     "'gallery_labels', 'relevance').")
+        return {
+            "queries": x,
+            "query_labels": to_labels(value[1], x.shape[0], "embed(model): labels"),
+        }
+    raise InputError(
+        f"embed(model) returned {type(value).__name__}; return (embeddings, labels) for leave-one-out, "
+        "or a dict of retrieval_checks.evaluate's inputs ('queries', 'gallery', 'query_labels', "
+        "'gallery_labels', 'relevance')."
+    )
 
 
 class RetrievalChecksTrainerCallback(TrainerCallback):
@@ -84,19 +102,35 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
     arguments go to :func:`~retrieval_checks.evaluate`.
     """
 
-    def __init__(self, embed, metrics=None, *, gates=None, prefix: str = "eval_rc_", stop_on_failure: bool = False,
-                 raise_on_failure: bool = False, **evaluate_options):
+    def __init__(
+        self,
+        embed,
+        metrics=None,
+        *,
+        gates=None,
+        prefix: str = "eval_rc_",
+        stop_on_failure: bool = False,
+        raise_on_failure: bool = False,
+        **evaluate_options,
+    ):
         if not callable(embed):
-            raise InputError(f"embed={shown(embed)}: expected a function model -> (embeddings, labels) or a dict of "
-                             "retrieval_checks.evaluate's inputs.")
+            raise InputError(
+                f"embed={shown(embed)}: expected a function model -> (embeddings, labels) or a dict of "
+                "retrieval_checks.evaluate's inputs."
+            )
         self.metrics, self.gates = check_gates(gates, metrics)
         self.options = check_evaluate_options(evaluate_options)
-        for flag, value in (("stop_on_failure", stop_on_failure), ("raise_on_failure", raise_on_failure)):
+        for flag, value in (
+            ("stop_on_failure", stop_on_failure),
+            ("raise_on_failure", raise_on_failure),
+        ):
             if not isinstance(value, bool):
                 raise InputError(f"{flag}={shown(value)}: expected True or False.")
         if stop_on_failure and raise_on_failure:
-            raise InputError("stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
-                             "this evaluation; raise: raise the gate's AssertionError now).")
+            raise InputError(
+                "stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
+                "this evaluation; raise: raise the gate's AssertionError now)."
+            )
         if not isinstance(prefix, str):
             raise InputError(f"prefix={shown(prefix)}: expected a string such as 'eval_rc_'.")
         self.embed, self.prefix = embed, prefix
@@ -107,8 +141,10 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
 
     def _embed(self, model) -> dict:
         if model is None:
-            raise InputError("on_evaluate received no model; RetrievalChecksTrainerCallback runs inside "
-                             "transformers.Trainer, which passes it.")
+            raise InputError(
+                "on_evaluate received no model; RetrievalChecksTrainerCallback runs inside "
+                "transformers.Trainer, which passes it."
+            )
         import torch
 
         was_training = getattr(model, "training", False)
@@ -124,12 +160,19 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
         data = self._embed(model)
         queries, labels = data.pop("queries"), data.pop("query_labels", None)
         if data.get("gallery") is None and data.get("relevance") is None:
-            result = evaluate_split(queries, labels, metrics=self.metrics, options=self.options,
-                                    query_ids=data.get("query_ids"))
+            result = evaluate_split(
+                queries,
+                labels,
+                metrics=self.metrics,
+                options=self.options,
+                query_ids=data.get("query_ids"),
+            )
         else:
             from ..engine import evaluate
 
-            result = evaluate(queries, query_labels=labels, metrics=self.metrics, **data, **self.options)
+            result = evaluate(
+                queries, query_labels=labels, metrics=self.metrics, **data, **self.options
+            )
         outcomes = run_gates(result, self.gates)
         values = logged_values(result, self.prefix, outcomes)
         self.last_result, self.last_values, self.last_outcomes = result, values, outcomes

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._suggest import shown
-from ..options import positive_int
-from ..errors import InputError
 from ..engine import evaluate
+from ..errors import InputError
 from ..metrics import discriminant_ratio, metric_spec
+from ..options import positive_int
 from ._gating import (
     check_evaluate_options,
     check_gates,
@@ -41,8 +41,10 @@ except ImportError:  # pragma: no cover - the standalone package
         from pytorch_lightning import Callback
         from pytorch_lightning.utilities import rank_zero_info
     except ImportError:
-        raise ImportError("the Lightning callbacks of retrieval_checks.integrations need PyTorch Lightning: "
-                          "pip install 'retrieval-checks[lightning]'") from None
+        raise ImportError(
+            "the Lightning callbacks of retrieval_checks.integrations need PyTorch Lightning: "
+            "pip install 'retrieval-checks[lightning]'"
+        ) from None
 
 __all__ = ["RetrievalChecksCallback", "DiscriminantRatioMonitor"]
 
@@ -57,21 +59,27 @@ def unpack(value, where: str, *, need_ids: bool) -> tuple:
     if isinstance(value, Mapping):
         missing = [k for k in ("embeddings", "labels") if k not in value]
         if missing:
-            raise InputError(f"{where} returned a dict without {missing[0]!r}; return {{'embeddings': (batch x d), "
-                             f"'labels': (batch,), 'ids': (batch,) optional}}; it has keys {list(value)}.")
+            raise InputError(
+                f"{where} returned a dict without {missing[0]!r}; return {{'embeddings': (batch x d), "
+                f"'labels': (batch,), 'ids': (batch,) optional}}; it has keys {list(value)}."
+            )
         parts = (value["embeddings"], value["labels"], value.get("ids"))
     elif isinstance(value, (tuple, list)) and len(value) in (2, 3):
         parts = (value[0], value[1], value[2] if len(value) == 3 else None)
     else:
-        raise InputError(f"{where} returned {type(value).__name__}; return (embeddings, labels), (embeddings, labels, "
-                         "ids) or a dict with keys 'embeddings', 'labels' and 'ids' (optional).")
+        raise InputError(
+            f"{where} returned {type(value).__name__}; return (embeddings, labels), (embeddings, labels, "
+            "ids) or a dict with keys 'embeddings', 'labels' and 'ids' (optional)."
+        )
     x = to_numpy_rows(parts[0], f"{where}: embeddings")
     y = to_labels(parts[1], x.shape[0], f"{where}: labels")
     if parts[2] is None:
         if need_ids:
-            raise InputError(f"{where} returned no ids, and validation runs on several processes (DDP): the "
-                             "callback needs each item's global id (e.g. its dataset index) to drop the items "
-                             "DistributedSampler repeats; return (embeddings, labels, ids).")
+            raise InputError(
+                f"{where} returned no ids, and validation runs on several processes (DDP): the "
+                "callback needs each item's global id (e.g. its dataset index) to drop the items "
+                "DistributedSampler repeats; return (embeddings, labels, ids)."
+            )
         return x, y, None
     return x, y, to_labels(parts[2], x.shape[0], f"{where}: ids")
 
@@ -87,20 +95,26 @@ def _distributed(value, metrics: list[str]) -> tuple[str, list[str]]:
     names being the metrics that make ``"auto"`` all-gather (they read every embedding
     at once, which the sharded path refuses)."""
     if value not in _DISTRIBUTED:
-        raise InputError(f"distributed={shown(value)}: use 'auto' (default: sharded unless a metric needs every "
-                         "embedding), 'shard' (exact sharded evaluation, evaluate(..., process_group=...)) or "
-                         "'gather' (all-gather the embeddings on every rank).")
+        raise InputError(
+            f"distributed={shown(value)}: use 'auto' (default: sharded unless a metric needs every "
+            "embedding), 'shard' (exact sharded evaluation, evaluate(..., process_group=...)) or "
+            "'gather' (all-gather the embeddings on every rank)."
+        )
     whole = [m for m in metrics if metric_spec(m).kind == "embedding"]
     if value == "shard" and whole:
-        raise InputError(f"distributed='shard' with metrics {whole}: the sharded evaluation does not compute "
-                         f"{', '.join(whole)} (it reads every embedding at once); use distributed='gather' or "
-                         "'auto' (all-gathers for these), or drop them from metrics.")
+        raise InputError(
+            f"distributed='shard' with metrics {whole}: the sharded evaluation does not compute "
+            f"{', '.join(whole)} (it reads every embedding at once); use distributed='gather' or "
+            "'auto' (all-gathers for these), or drop them from metrics."
+        )
     return value, whole
 
 
 def _prefix(value) -> str:
     if not isinstance(value, str):
-        raise InputError(f"prefix={shown(value)}: expected a string such as 'rc/' (put before every logged name).")
+        raise InputError(
+            f"prefix={shown(value)}: expected a string such as 'rc/' (put before every logged name)."
+        )
     return value
 
 
@@ -151,23 +165,40 @@ class RetrievalChecksCallback(Callback):
     (``similarity``, ``ties``, ``empty_queries``, ``device``, ``max_memory``, ...).
     """
 
-    def __init__(self, metrics=None, *, gates=None, embed=None, split: str = "leave_one_out", prefix: str = "rc/",
-                 stop_on_failure: bool = False, raise_on_failure: bool = False, every_n_epochs: int = 1,
-                 distributed: str = "auto", **evaluate_options):
+    def __init__(
+        self,
+        metrics=None,
+        *,
+        gates=None,
+        embed=None,
+        split: str = "leave_one_out",
+        prefix: str = "rc/",
+        stop_on_failure: bool = False,
+        raise_on_failure: bool = False,
+        every_n_epochs: int = 1,
+        distributed: str = "auto",
+        **evaluate_options,
+    ):
         super().__init__()
         self.metrics, self.gates = check_gates(gates, metrics)
         if embed is not None and not callable(embed):
-            raise InputError(f"embed={shown(embed)}: expected a function (pl_module, batch) -> (embeddings, labels"
-                             "[, ids]), or None to read validation_step's outputs.")
+            raise InputError(
+                f"embed={shown(embed)}: expected a function (pl_module, batch) -> (embeddings, labels"
+                "[, ids]), or None to read validation_step's outputs."
+            )
         if split not in _SPLITS:
-            raise InputError(f"split={shown(split)}: use 'leave_one_out' (every item queries the others) or "
-                             "'dataloaders' (validation dataloader 0: queries, 1: gallery).")
+            raise InputError(
+                f"split={shown(split)}: use 'leave_one_out' (every item queries the others) or "
+                "'dataloaders' (validation dataloader 0: queries, 1: gallery)."
+            )
         positive_int(every_n_epochs, "every_n_epochs")
         self.stop_on_failure = _flag(stop_on_failure, "stop_on_failure")
         self.raise_on_failure = _flag(raise_on_failure, "raise_on_failure")
         if stop_on_failure and raise_on_failure:
-            raise InputError("stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
-                             "this epoch; raise: raise the gate's AssertionError now).")
+            raise InputError(
+                "stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
+                "this epoch; raise: raise the gate's AssertionError now)."
+            )
         self.embed, self.split, self.prefix = embed, split, _prefix(prefix)
         self.distributed, self._gather_for = _distributed(distributed, self.metrics)
         self.every_n_epochs = int(every_n_epochs)
@@ -182,22 +213,35 @@ class RetrievalChecksCallback(Callback):
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
         self._parts = {}
-        self._active = (not trainer.sanity_checking) and (trainer.current_epoch % self.every_n_epochs == 0)
+        self._active = (not trainer.sanity_checking) and (
+            trainer.current_epoch % self.every_n_epochs == 0
+        )
 
-    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+    def on_validation_batch_end(
+        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
+    ) -> None:
         if not self._active:
             return
         if dataloader_idx > (1 if self.split == "dataloaders" else 0):
-            raise InputError(f"validation dataloader {dataloader_idx}: split={self.split!r} reads "
-                             + ("dataloader 0 (queries) and 1 (gallery) only" if self.split == "dataloaders"
-                                else "one dataloader; use split='dataloaders' for queries (0) and gallery (1)")
-                             + "; pass only those to the Trainer.")
+            raise InputError(
+                f"validation dataloader {dataloader_idx}: split={self.split!r} reads "
+                + (
+                    "dataloader 0 (queries) and 1 (gallery) only"
+                    if self.split == "dataloaders"
+                    else "one dataloader; use split='dataloaders' for queries (0) and gallery (1)"
+                )
+                + "; pass only those to the Trainer."
+            )
         where = "embed(pl_module, batch)" if self.embed is not None else "validation_step"
         value = self.embed(pl_module, batch) if self.embed is not None else outputs
         if value is None:
-            raise InputError("validation_step returned None: return (embeddings, labels[, ids]) from it, or pass "
-                             "embed=fn(pl_module, batch) to the callback.")
-        x, y, ids = unpack(value, f"{where} (validation batch {batch_idx})", need_ids=trainer.world_size > 1)
+            raise InputError(
+                "validation_step returned None: return (embeddings, labels[, ids]) from it, or pass "
+                "embed=fn(pl_module, batch) to the callback."
+            )
+        x, y, ids = unpack(
+            value, f"{where} (validation batch {batch_idx})", need_ids=trainer.world_size > 1
+        )
         self._parts.setdefault(int(dataloader_idx), []).append((x, y, ids))
 
     def _local(self, idx: int) -> tuple:
@@ -207,8 +251,10 @@ class RetrievalChecksCallback(Callback):
             return None, None, None
         with_ids = {p[2] is not None for p in parts}
         if len(with_ids) > 1:
-            raise InputError("some validation batches came with ids and some without; return ids for every "
-                             "batch or for none.")
+            raise InputError(
+                "some validation batches came with ids and some without; return ids for every "
+                "batch or for none."
+            )
         x = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
         ids = np.concatenate([p[2] for p in parts]) if with_ids == {True} else np.arange(x.shape[0])
@@ -256,9 +302,11 @@ class RetrievalChecksCallback(Callback):
             return False
         if self._gather_for:  # "auto" with a metric the sharded path refuses
             if not self._noted:
-                rank_zero_info(f"retrieval-checks: {', '.join(self._gather_for)} reads every embedding at once, "
-                               "so the callback all-gathers the validation embeddings on every rank "
-                               "(distributed='gather') instead of evaluating them sharded.")
+                rank_zero_info(
+                    f"retrieval-checks: {', '.join(self._gather_for)} reads every embedding at once, "
+                    "so the callback all-gathers the validation embeddings on every rank "
+                    "(distributed='gather') instead of evaluating them sharded."
+                )
                 self._noted = True
             return False
         return True
@@ -269,29 +317,54 @@ class RetrievalChecksCallback(Callback):
         import torch
         import torch.distributed as dist
 
-        shards = [self._shard_side(i, dist) for i in ((0, 1) if self.split == "dataloaders" else (0,))]
+        shards = [
+            self._shard_side(i, dist) for i in ((0, 1) if self.split == "dataloaders" else (0,))
+        ]
         self._parts = {}
         for i, shard in enumerate(shards):
             if shard is None:
-                raise InputError(f"{self._side_name(i)} gave no batches to evaluate on any rank; check "
-                                 "limit_val_batches and the dataloaders.")
+                raise InputError(
+                    f"{self._side_name(i)} gave no batches to evaluate on any rank; check "
+                    "limit_val_batches and the dataloaders."
+                )
         options = dict(self.options)
         if "device" not in options:  # Gloo computes on the CPU, NCCL on this rank's CUDA device
-            options["device"] = (f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu")
+            options["device"] = (
+                f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+            )
         q = shards[0]
         if self.split == "dataloaders":
-            g = shards[1]  # ids: positions, the gallery's after the queries' (no query is a gallery item)
-            result = evaluate(q.embeddings, g.embeddings, query_labels=q.labels, gallery_labels=g.labels,
-                              query_ids=q.positions, gallery_ids=q.n_total + g.positions, metrics=self.metrics,
-                              process_group=dist.group.WORLD, **options)
+            g = shards[
+                1
+            ]  # ids: positions, the gallery's after the queries' (no query is a gallery item)
+            result = evaluate(
+                q.embeddings,
+                g.embeddings,
+                query_labels=q.labels,
+                gallery_labels=g.labels,
+                query_ids=q.positions,
+                gallery_ids=q.n_total + g.positions,
+                metrics=self.metrics,
+                process_group=dist.group.WORLD,
+                **options,
+            )
         else:
-            result = evaluate(q.embeddings, query_labels=q.labels, query_ids=q.ids, metrics=self.metrics,
-                              process_group=dist.group.WORLD, **options)
+            result = evaluate(
+                q.embeddings,
+                query_labels=q.labels,
+                query_ids=q.ids,
+                metrics=self.metrics,
+                process_group=dist.group.WORLD,
+                **options,
+            )
         return result, sum(s.n_dropped for s in shards)
 
     def _side_name(self, i: int) -> str:
-        return ("the validation dataloader" if self.split == "leave_one_out"
-                else f"validation dataloader {i} ({'queries' if i == 0 else 'gallery'})")
+        return (
+            "the validation dataloader"
+            if self.split == "leave_one_out"
+            else f"validation dataloader {i} ({'queries' if i == 0 else 'gallery'})"
+        )
 
     def _evaluate_gathered(self, trainer) -> tuple:
         """(result, dropped) of one process's ``evaluate`` on the gathered, de-duplicated sides."""
@@ -299,14 +372,18 @@ class RetrievalChecksCallback(Callback):
         self._parts = {}
         for i, (data, _, _) in enumerate(sides):
             if data is None:
-                raise InputError(f"{self._side_name(i)} gave no batches to evaluate; check limit_val_batches and "
-                                 "the dataloaders.")
+                raise InputError(
+                    f"{self._side_name(i)} gave no batches to evaluate; check limit_val_batches and "
+                    "the dataloaders."
+                )
         (q, qy), q_ids = sides[0][0], sides[0][1]
         if self.split == "dataloaders":
             (g, gy) = sides[1][0]
             result = evaluate_split(q, qy, g, gy, metrics=self.metrics, options=self.options)
         else:
-            result = evaluate_split(q, qy, metrics=self.metrics, options=self.options, query_ids=q_ids)
+            result = evaluate_split(
+                q, qy, metrics=self.metrics, options=self.options, query_ids=q_ids
+            )
         return result, sum(s[2] for s in sides)
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
@@ -315,17 +392,38 @@ class RetrievalChecksCallback(Callback):
         sharded = self._sharded(trainer)
         result, dropped = self._evaluate_sharded() if sharded else self._evaluate_gathered(trainer)
         if trainer.world_size > 1 or dropped:
-            rank_zero_info(f"retrieval-checks: dropped {dropped} repeated item(s) (by id) before evaluating"
-                           + (f": DistributedSampler pads {trainer.world_size} ranks to equal length"
-                              if trainer.world_size > 1 else "")
-                           + (" (sharded evaluation)" if sharded else "") + ".")
+            rank_zero_info(
+                f"retrieval-checks: dropped {dropped} repeated item(s) (by id) before evaluating"
+                + (
+                    f": DistributedSampler pads {trainer.world_size} ranks to equal length"
+                    if trainer.world_size > 1
+                    else ""
+                )
+                + (" (sharded evaluation)" if sharded else "")
+                + "."
+            )
         outcomes = run_gates(result, self.gates)
         values = logged_values(result, self.prefix, outcomes)
         values[self.prefix + "n_duplicates_dropped"] = float(dropped)
-        self.last_result, self.last_values, self.last_outcomes, self.last_n_dropped = result, values, outcomes, dropped
-        for name, v in values.items():  # equal on every rank: a max over ranks is that value, exactly
-            pl_module.log(name, v, on_step=False, on_epoch=True, batch_size=1, reduce_fx="max",
-                          sync_dist=trainer.world_size > 1)
+        self.last_result, self.last_values, self.last_outcomes, self.last_n_dropped = (
+            result,
+            values,
+            outcomes,
+            dropped,
+        )
+        for (
+            name,
+            v,
+        ) in values.items():  # equal on every rank: a max over ranks is that value, exactly
+            pl_module.log(
+                name,
+                v,
+                on_step=False,
+                on_epoch=True,
+                batch_size=1,
+                reduce_fx="max",
+                sync_dist=trainer.world_size > 1,
+            )
         failed = report_failures(outcomes, f"epoch {trainer.current_epoch}")
         if failed and self.raise_on_failure:
             raise AssertionError(failed[0].message)
@@ -353,19 +451,36 @@ class DiscriminantRatioMonitor(Callback):
     ``name + "_undefined_batches"``. ``every_n_steps`` computes J on every n-th batch.
     """
 
-    def __init__(self, embed=None, *, name: str = "rc/discriminant_ratio", undefined: str = "error",
-                 every_n_steps: int = 1, eps: float = 1e-12):
+    def __init__(
+        self,
+        embed=None,
+        *,
+        name: str = "rc/discriminant_ratio",
+        undefined: str = "error",
+        every_n_steps: int = 1,
+        eps: float = 1e-12,
+    ):
         super().__init__()
         if embed is not None and not callable(embed):
-            raise InputError(f"embed={shown(embed)}: expected a function (pl_module, batch) -> (embeddings, labels), "
-                             "or None to read training_step's outputs.")
+            raise InputError(
+                f"embed={shown(embed)}: expected a function (pl_module, batch) -> (embeddings, labels), "
+                "or None to read training_step's outputs."
+            )
         if not isinstance(name, str) or not name:
-            raise InputError(f"name={shown(name)}: expected the logged name, e.g. 'rc/discriminant_ratio'.")
+            raise InputError(
+                f"name={shown(name)}: expected the logged name, e.g. 'rc/discriminant_ratio'."
+            )
         if undefined not in ("error", "skip"):
-            raise InputError(f"undefined={shown(undefined)}: use 'error' (raise on a batch where J is undefined) or "
-                             "'skip' (log nothing for it, and count it).")
+            raise InputError(
+                f"undefined={shown(undefined)}: use 'error' (raise on a batch where J is undefined) or "
+                "'skip' (log nothing for it, and count it)."
+            )
         positive_int(every_n_steps, "every_n_steps")
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps >= 0):
+        if (
+            isinstance(eps, bool)
+            or not isinstance(eps, numbers.Real)
+            or not (math.isfinite(eps) and eps >= 0)
+        ):
             raise InputError(f"eps={shown(eps)}: expected a finite number >= 0 (added to Tr(S_W)).")
         self.embed, self.name, self.undefined = embed, name, undefined
         self.every_n_steps, self.eps = int(every_n_steps), float(eps)
@@ -389,16 +504,20 @@ class DiscriminantRatioMonitor(Callback):
             value = outputs
             where = f"training_step (batch {batch_idx})"
             if not isinstance(value, Mapping):
-                raise InputError(f"{where} returned {type(value).__name__}; return a dict with 'loss', 'embeddings' "
-                                 "and 'labels', or pass embed=fn(pl_module, batch) to the monitor.")
+                raise InputError(
+                    f"{where} returned {type(value).__name__}; return a dict with 'loss', 'embeddings' "
+                    "and 'labels', or pass embed=fn(pl_module, batch) to the monitor."
+                )
         x, y, _ = unpack(value, where, need_ids=False)
         try:
             j = float(discriminant_ratio(x, y, eps=self.eps))
         except InputError as exc:
             if self.undefined == "error":
-                raise InputError(f"{where}: the discriminant ratio is undefined for this batch: {exc} Use "
-                                 "batches with at least two classes and two items in some class, or "
-                                 "undefined='skip'.") from None
+                raise InputError(
+                    f"{where}: the discriminant ratio is undefined for this batch: {exc} Use "
+                    "batches with at least two classes and two items in some class, or "
+                    "undefined='skip'."
+                ) from None
             self.n_undefined += 1
             self._epoch_undefined += 1
             return
@@ -407,5 +526,10 @@ class DiscriminantRatioMonitor(Callback):
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         if self.undefined == "skip":
-            pl_module.log(self.name + "_undefined_batches", float(self._epoch_undefined), on_step=False,
-                          on_epoch=True, batch_size=1)
+            pl_module.log(
+                self.name + "_undefined_batches",
+                float(self._epoch_undefined),
+                on_step=False,
+                on_epoch=True,
+                batch_size=1,
+            )

@@ -17,6 +17,22 @@ from ._names import (
 from ._registry import FAMILIES, Family
 from ._thresholds import check_finite, check_threshold, probable_meaning
 
-__all__ = ["MetricSpec", "parse_metric", "canonical_metric_name", "metric_spec", "classifier_metric",
-           "METRIC_TEMPLATES", "CLASSIFIER_METRICS", "Family", "FAMILIES", "Measurement", "Measurable", "accuracy",
-           "AccuracyResult", "discriminant_ratio", "check_threshold", "check_finite", "probable_meaning"]
+__all__ = [
+    "MetricSpec",
+    "parse_metric",
+    "canonical_metric_name",
+    "metric_spec",
+    "classifier_metric",
+    "METRIC_TEMPLATES",
+    "CLASSIFIER_METRICS",
+    "Family",
+    "FAMILIES",
+    "Measurement",
+    "Measurable",
+    "accuracy",
+    "AccuracyResult",
+    "discriminant_ratio",
+    "check_threshold",
+    "check_finite",
+    "probable_meaning",
+]

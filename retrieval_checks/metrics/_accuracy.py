@@ -38,8 +38,14 @@ class AccuracyResult:
         for Newcombe's, or ``evaluate_classifier`` for Wilson's)."""
         if name != "accuracy":
             raise KeyError(f"{name!r}: an AccuracyResult holds accuracy")
-        return Measurement(metric="accuracy", value=self.value, unit="fraction", n=self.n, n_unit="samples",
-                           sample=f"{self.n_correct} of {self.n} samples correct")
+        return Measurement(
+            metric="accuracy",
+            value=self.value,
+            unit="fraction",
+            n=self.n,
+            n_unit="samples",
+            sample=f"{self.n_correct} of {self.n} samples correct",
+        )
 
 
 def accuracy(predictions, labels) -> AccuracyResult:
@@ -56,53 +62,81 @@ def accuracy(predictions, labels) -> AccuracyResult:
     for name, v in (("predictions", predictions), ("labels", labels)):
         kinds = sequence_kinds(v)
         if kinds and len(kinds) > 1 and not kinds & {"list", "tuple", "ndarray"}:
-            raise InputError(f"{name} mixes label types ({', '.join(sorted(kinds))}), e.g. 1 and '1', which numpy "
-                             "would merge into one type; use one type (all ints or all strings).")
-    if p.dtype == object and p.ndim == 2:  # a score matrix of Python objects: numbers only, then floats
+            raise InputError(
+                f"{name} mixes label types ({', '.join(sorted(kinds))}), e.g. 1 and '1', which numpy "
+                "would merge into one type; use one type (all ints or all strings)."
+            )
+    if (
+        p.dtype == object and p.ndim == 2
+    ):  # a score matrix of Python objects: numbers only, then floats
         bad = np.flatnonzero(~np.asarray(_is_real(p), bool).ravel())
         if bad.size:
             r, c = np.unravel_index(int(bad[0]), p.shape)
-            raise InputError(f"predictions is a score matrix but holds {shown(p[r, c])} at row {r}, column {c} "
-                             f"({bad.size} non-numeric value(s) in all); a score matrix holds one number per sample "
-                             "and class.")
+            raise InputError(
+                f"predictions is a score matrix but holds {shown(p[r, c])} at row {r}, column {c} "
+                f"({bad.size} non-numeric value(s) in all); a score matrix holds one number per sample "
+                "and class."
+            )
         p = p.astype(np.float64)
     for name, a in (("predictions", p), ("labels", y)):
         if a.dtype.kind not in "biufUSO":
-            raise InputError(f"{name} has dtype {a.dtype}; use integer class indices or string labels.")
-        if a.dtype.kind == "f" and not np.isfinite(a).all() and not (name == "predictions" and a.ndim == 2):
-            raise InputError(f"{name} has NaN or Inf values (positions "
-                             f"{', '.join(map(str, np.flatnonzero(~np.isfinite(a.ravel()))[:5]))}); "
-                             "drop or repair those samples.")
+            raise InputError(
+                f"{name} has dtype {a.dtype}; use integer class indices or string labels."
+            )
+        if (
+            a.dtype.kind == "f"
+            and not np.isfinite(a).all()
+            and not (name == "predictions" and a.ndim == 2)
+        ):
+            raise InputError(
+                f"{name} has NaN or Inf values (positions "
+                f"{', '.join(map(str, np.flatnonzero(~np.isfinite(a.ravel()))[:5]))}); "
+                "drop or repair those samples."
+            )
     if y.ndim != 1:
         raise InputError(f"labels must be 1-D (one class per sample), got shape {y.shape}.")
     if y.shape[0] == 0:
         raise InputError("labels is empty: accuracy needs at least one sample.")
     if p.ndim == 2:
         if p.shape[1] == 0:
-            raise InputError("predictions has zero columns; a score matrix needs one column per class.")
+            raise InputError(
+                "predictions has zero columns; a score matrix needs one column per class."
+            )
         if p.dtype.kind == "f" and not np.isfinite(p).all():
             bad = np.flatnonzero(~np.isfinite(p).all(axis=1))
-            raise InputError(f"predictions has NaN or Inf in {bad.size} row(s) (rows {', '.join(map(str, bad[:5]))}).")
+            raise InputError(
+                f"predictions has NaN or Inf in {bad.size} row(s) (rows {', '.join(map(str, bad[:5]))})."
+            )
         if y.dtype.kind not in "iu":
-            raise InputError("With a score matrix, labels must be integer class indices (column numbers).")
+            raise InputError(
+                "With a score matrix, labels must be integer class indices (column numbers)."
+            )
         if y.size and (y.min() < 0 or y.max() >= p.shape[1]):
             bad = np.flatnonzero((y < 0) | (y >= p.shape[1]))
             raise InputError(
                 f"labels hold class indices outside [0, {p.shape[1]}) for a {p.shape[1]}-column score matrix (e.g. "
                 f"{y[bad[0]].item()} at position {int(bad[0])}, {bad.size} in all): labels must index the score "
                 f"matrix's columns (the model's {p.shape[1]} classes); check the label encoding (0-based class "
-                "indices) and the model's number of outputs.")
+                "indices) and the model's number of outputs."
+            )
         p = p.argmax(axis=1)
     elif p.ndim != 1:
-        raise InputError(f"predictions must be (n,) labels or (n x classes) scores, got shape {p.shape}.")
+        raise InputError(
+            f"predictions must be (n,) labels or (n x classes) scores, got shape {p.shape}."
+        )
     if p.shape[0] != y.shape[0]:
-        raise InputError(f"predictions cover {p.shape[0]} samples but labels cover {y.shape[0]}; they must match.")
+        raise InputError(
+            f"predictions cover {p.shape[0]} samples but labels cover {y.shape[0]}; they must match."
+        )
     for name, a in (("predictions", p), ("labels", y)):
         if a.dtype.kind == "f" and a.size and not (a == np.round(a)).all():
             i = int(np.flatnonzero(a != np.round(a))[0])
-            extra = (" For probabilities or scores pass an (n x n_classes) score matrix (e.g. np.stack([1 - p, p], "
-                     "axis=1) for one probability per sample), whose arg-max is the prediction."
-                     if name == "predictions" else "")
+            extra = (
+                " For probabilities or scores pass an (n x n_classes) score matrix (e.g. np.stack([1 - p, p], "
+                "axis=1) for one probability per sample), whose arg-max is the prediction."
+                if name == "predictions"
+                else ""
+            )
             raise InputError(
                 f"{name} holds non-integer numbers (e.g. {a[i].item()!r} at position {i}); 1-D {name} are class labels, "
                 f"which must be integer class indices or strings.{extra}"
@@ -118,12 +152,15 @@ def accuracy(predictions, labels) -> AccuracyResult:
     return AccuracyResult(n_correct / y.shape[0], n_correct, int(y.shape[0]), correct, y)
 
 
-_is_real = np.frompyfunc(lambda v: isinstance(v, (numbers.Real, np.number)) and not isinstance(v, (bool, np.bool_)),
-                         1, 1)
+_is_real = np.frompyfunc(
+    lambda v: isinstance(v, (numbers.Real, np.number)) and not isinstance(v, (bool, np.bool_)), 1, 1
+)
 
 
 _is_missing = np.frompyfunc(lambda v: v is None or type(v).__name__ in ("NAType", "NaTType"), 1, 1)
-_is_non_finite = np.frompyfunc(lambda v: isinstance(v, (float, np.floating)) and not math.isfinite(v), 1, 1)
+_is_non_finite = np.frompyfunc(
+    lambda v: isinstance(v, (float, np.floating)) and not math.isfinite(v), 1, 1
+)
 
 
 def _missing_values(a: np.ndarray, name: str) -> None:
@@ -137,18 +174,30 @@ def _missing_values(a: np.ndarray, name: str) -> None:
     bad = np.flatnonzero((none | nan).ravel())
     if not bad.size:
         return
+
     def where(i) -> str:
         at = np.unravel_index(int(i), a.shape)
-        return f"position {at[0]}" if a.ndim == 1 else f"row {at[0]}, column {at[1]}" if a.ndim == 2 else f"index {at}"
+        return (
+            f"position {at[0]}"
+            if a.ndim == 1
+            else f"row {at[0]}, column {at[1]}"
+            if a.ndim == 2
+            else f"index {at}"
+        )
 
     first = np.unravel_index(int(bad[0]), a.shape)
     what = shown(a[first])
-    more = f"; {bad.size} in all: {'; '.join(where(i) for i in bad[:5])}{' ...' if bad.size > 5 else ''}" \
-        if bad.size > 1 else ""
-    raise InputError(f"{name} holds {what} at {where(bad[0])}{more}: every sample needs a "
-                     f"{'label' if name == 'labels' else 'score' if a.ndim == 2 else 'prediction'} (a missing or non-finite value "
-                     "is none); drop "
-                     "or repair those samples.")
+    more = (
+        f"; {bad.size} in all: {'; '.join(where(i) for i in bad[:5])}{' ...' if bad.size > 5 else ''}"
+        if bad.size > 1
+        else ""
+    )
+    raise InputError(
+        f"{name} holds {what} at {where(bad[0])}{more}: every sample needs a "
+        f"{'label' if name == 'labels' else 'score' if a.ndim == 2 else 'prediction'} (a missing or non-finite value "
+        "is none); drop "
+        "or repair those samples."
+    )
 
 
 def _kind(a: np.ndarray, name: str) -> str:
@@ -159,9 +208,19 @@ def _kind(a: np.ndarray, name: str) -> str:
         return "string"
     if a.dtype.kind == "S":
         return "bytes string"
-    kinds = {"string" if isinstance(v, str) else "bytes string" if isinstance(v, bytes)
-             else "number" if isinstance(v, (int, float, np.number)) else type(v).__name__ for v in a.ravel()}
+    kinds = {
+        "string"
+        if isinstance(v, str)
+        else "bytes string"
+        if isinstance(v, bytes)
+        else "number"
+        if isinstance(v, (int, float, np.number))
+        else type(v).__name__
+        for v in a.ravel()
+    }
     if len(kinds) != 1 or not kinds <= {"string", "bytes string", "number"}:
-        raise InputError(f"{name} holds values of types {', '.join(sorted(kinds))}; use one type (all ints or all "
-                         "strings).")
+        raise InputError(
+            f"{name} holds values of types {', '.join(sorted(kinds))}; use one type (all ints or all "
+            "strings)."
+        )
     return kinds.pop()

@@ -37,27 +37,37 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
     """
     kinds = sequence_kinds(labels)
     if kinds and len(kinds) > 1 and not kinds & {"list", "tuple", "ndarray"}:
-        raise InputError(f"labels mixes label types ({', '.join(sorted(kinds))}), e.g. 1 and '1', which numpy would "
-                         "merge into one type; use one type (all ints or all strings).")
+        raise InputError(
+            f"labels mixes label types ({', '.join(sorted(kinds))}), e.g. 1 and '1', which numpy would "
+            "merge into one type; use one type (all ints or all strings)."
+        )
     if is_torch_tensor(embeddings):
         import torch
 
         x = embeddings
         if x.ndim != 2 or x.shape[0] == 0:
-            raise InputError(f"embeddings must be a non-empty 2-D batch, got shape {tuple(x.shape)}.")
+            raise InputError(
+                f"embeddings must be a non-empty 2-D batch, got shape {tuple(x.shape)}."
+            )
         if x.is_complex() or not (x.is_floating_point()):
-            raise InputError(f"embeddings have dtype {x.dtype}; pass a floating-point tensor (e.g. x.float()).")
+            raise InputError(
+                f"embeddings have dtype {x.dtype}; pass a floating-point tensor (e.g. x.float())."
+            )
         peak = x.detach().abs().max()
         if not bool(torch.isfinite(peak)):
             raise InputError("embeddings contain NaN or Inf; drop or repair those rows.")
         if float(peak) > 0:
-            x = torch.ldexp(x, x.new_tensor(float(-math.frexp(float(peak))[1])))  # exact: J is scale invariant
+            x = torch.ldexp(
+                x, x.new_tensor(float(-math.frexp(float(peak))[1]))
+            )  # exact: J is scale invariant
         if is_torch_tensor(labels):
             y = labels
         else:  # any label type (strings too): integer codes first
             y = torch.as_tensor(np.unique(np.asarray(labels), return_inverse=True)[1].ravel())
         if y.ndim != 1 or y.shape[0] != x.shape[0]:
-            raise InputError(f"labels must hold one label per embedding ({x.shape[0]}), got shape {tuple(y.shape)}.")
+            raise InputError(
+                f"labels must hold one label per embedding ({x.shape[0]}), got shape {tuple(y.shape)}."
+            )
         _, codes = torch.unique(y.to(x.device), return_inverse=True)
         k = int(codes.max()) + 1
         counts = torch.bincount(codes, minlength=k).to(x.dtype)
@@ -78,12 +88,18 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
         raise InputError("embeddings contain NaN or Inf; drop or repair those rows.")
     peak = float(np.abs(x).max())
     if peak > 0:
-        x = np.ldexp(x, -math.frexp(peak)[1])  # exact: J is scale invariant, and squares no longer overflow
+        x = np.ldexp(
+            x, -math.frexp(peak)[1]
+        )  # exact: J is scale invariant, and squares no longer overflow
     y = as_numpy(labels, "labels")
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
-        raise InputError(f"labels must hold one label per embedding ({x.shape[0]}), got shape {y.shape}.")
+        raise InputError(
+            f"labels must hold one label per embedding ({x.shape[0]}), got shape {y.shape}."
+        )
     if y.dtype.kind == "f" and not np.isfinite(y).all():
-        raise InputError("labels contain NaN or Inf; give every embedding a finite (integer or string) label.")
+        raise InputError(
+            "labels contain NaN or Inf; give every embedding a finite (integer or string) label."
+        )
     if y.dtype.kind not in "biufUSO":
         raise InputError(f"labels have dtype {y.dtype}; use integer or string labels.")
     _, codes = np.unique(y, return_inverse=True)
@@ -118,8 +134,8 @@ def _check_defined(k: int, counts, tr_w: float, eps: float) -> None:
                 "the items of one label are), or check that labels are class labels, not item ids."
             )
         raise InputError(
-            "the within-class scatter S_W is 0 (the items of every class are identical" +
-            (", or the embeddings are constant" if tr_w == 0 else ", up to eps") +
-            "), so J = Tr(S_B) / Tr(S_W) is undefined; check the embeddings (duplicated or collapsed rows) and the "
+            "the within-class scatter S_W is 0 (the items of every class are identical"
+            + (", or the embeddings are constant" if tr_w == 0 else ", up to eps")
+            + "), so J = Tr(S_B) / Tr(S_W) is undefined; check the embeddings (duplicated or collapsed rows) and the "
             "labels, or use a measure defined for collapsed embeddings."
         )

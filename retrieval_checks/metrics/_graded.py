@@ -94,7 +94,13 @@ def binary_view(rid, score, grade, rank_pess, tied, position, n_rows: int, level
     new_position = c_rel[idx + 1] - c_rel[row_end]
     keep = ~low
     counts = np.bincount(rid[keep], minlength=n_rows)
-    return (rid[keep], new_position[keep], (1 + new_position + ge + low_ge)[keep], (tied + low_eq)[keep], counts)
+    return (
+        rid[keep],
+        new_position[keep],
+        (1 + new_position + ge + low_ge)[keep],
+        (tied + low_eq)[keep],
+        counts,
+    )
 
 
 def _ideal_dcg(rid, gain, n_rows: int, k) -> np.ndarray:
@@ -110,7 +116,9 @@ def _dcg_by_policy(rid, score, gain, rank_pess, tied, position, n_rows: int, k):
     """{policy: DCG@k per row} for the pessimistic, optimistic and average orders."""
     row_end, run_start, run_end, run_id = _layout(rid, score, n_rows)
     r = run_end - run_start
-    s = (rank_pess - 1 - position - tied) + (row_end - run_end)  # strictly above: non-set, then set items
+    s = (rank_pess - 1 - position - tied) + (
+        row_end - run_end
+    )  # strictly above: non-set, then set items
     order = np.lexsort((gain, run_id))  # ascending gain inside each run
     k_in_run = np.empty(rid.size, np.int64)
     k_in_run[order] = np.arange(rid.size) - run_start[order]
@@ -118,7 +126,9 @@ def _dcg_by_policy(rid, score, gain, rank_pess, tied, position, n_rows: int, k):
     out = {}
     for policy, slot in slots.items():
         inside = slot <= k if k is not None else np.ones(rid.size, bool)
-        out[policy] = np.bincount(rid, weights=inside * gain / np.log2(slot + 1.0), minlength=n_rows)
+        out[policy] = np.bincount(
+            rid, weights=inside * gain / np.log2(slot + 1.0), minlength=n_rows
+        )
     first = run_start == np.arange(rid.size)
     n = r + tied
     total = np.bincount(run_id, weights=gain)  # the run's gain, once per run
@@ -130,17 +140,22 @@ def _dcg_by_policy(rid, score, gain, rank_pess, tied, position, n_rows: int, k):
     return out
 
 
-def graded_ndcg_values(specs: list[MetricSpec], rid, score, grade, rank_pess, tied, position,
-                       n_rows: int) -> dict[str, dict[str, np.ndarray]]:
+def graded_ndcg_values(
+    specs: list[MetricSpec], rid, score, grade, rank_pess, tied, position, n_rows: int
+) -> dict[str, dict[str, np.ndarray]]:
     """``{policy: {name: per-row nDCG}}`` for the ``ndcg`` / ``ndcg_exp`` specs, under the
     pessimistic, optimistic and average orders of ties (NaN for rows without items)."""
-    out: dict[str, dict[str, np.ndarray]] = {p: {} for p in ("pessimistic", "optimistic", "average")}
+    out: dict[str, dict[str, np.ndarray]] = {
+        p: {} for p in ("pessimistic", "optimistic", "average")
+    }
     has = np.bincount(rid, minlength=n_rows) > 0
     top = row_top(rid, grade, n_rows)[rid]
     for spec in specs:
         gain = gains(grade, spec.family, top)
         ideal = _ideal_dcg(rid, gain, n_rows, spec.k)
-        for policy, dcg in _dcg_by_policy(rid, score, gain, rank_pess, tied, position, n_rows, spec.k).items():
+        for policy, dcg in _dcg_by_policy(
+            rid, score, gain, rank_pess, tied, position, n_rows, spec.k
+        ).items():
             with np.errstate(divide="ignore", invalid="ignore"):
                 v = np.where(has, dcg / ideal, np.nan)
             out[policy][spec.name] = v

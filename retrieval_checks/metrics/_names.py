@@ -18,8 +18,18 @@ from .._suggest import did_you_mean, shown
 from ..errors import MetricNameError
 from ._registry import FAMILIES, Family, families_of_kind
 
-__all__ = ["MetricSpec", "parse_metric", "canonical_metric_name", "metric_spec", "classifier_metric",
-           "METRIC_TEMPLATES", "CLASSIFIER_METRICS", "MAX_PARAM_CHARS", "MAX_LEVEL_PLACES", "naming_note"]
+__all__ = [
+    "MetricSpec",
+    "parse_metric",
+    "canonical_metric_name",
+    "metric_spec",
+    "classifier_metric",
+    "METRIC_TEMPLATES",
+    "CLASSIFIER_METRICS",
+    "MAX_PARAM_CHARS",
+    "MAX_LEVEL_PLACES",
+    "naming_note",
+]
 
 #: The longest parameter after '@' that :func:`parse_metric` reads (a cut-off K, a
 #: level P / Q or a threshold T); longer ones are refused before any number is built.
@@ -35,11 +45,21 @@ CLASSIFIER_METRICS = families_of_kind("classifier")
 #: One line per family that :func:`parse_metric` reads, as a user would write it
 #: (``map`` also takes a cut-off: ``map@K``).
 METRIC_TEMPLATES: tuple[str, ...] = tuple(
-    t for f in FAMILIES.values() if f.kind != "classifier"
-    for t in ((f.template, f"{f.name}@K") if f.name in ("map", "ndcg", "ndcg_exp") else (f.template,)))
+    t
+    for f in FAMILIES.values()
+    if f.kind != "classifier"
+    for t in (
+        (f.template, f"{f.name}@K") if f.name in ("map", "ndcg", "ndcg_exp") else (f.template,)
+    )
+)
 
-_ALIASES = {"cmc": "hit_rate", "ap": "map", "r-precision": "r_precision", "rprecision": "r_precision",
-            "ndcg_cut": "ndcg"}
+_ALIASES = {
+    "cmc": "hit_rate",
+    "ap": "map",
+    "r-precision": "r_precision",
+    "rprecision": "r_precision",
+    "ndcg_cut": "ndcg",
+}
 _TAKES_K = {f.name for f in FAMILIES.values() if f.param == "K"} | {"map", "ndcg", "ndcg_exp"}
 
 # Names defined in the contract that evaluate() does not compute (other entry points).
@@ -162,16 +182,22 @@ def _suggest(name: str) -> str | None:
     lowered = f"{base}@{param.lower()}" if "@" in lowered else base
     candidates = {_concrete(t, param) for t in METRIC_TEMPLATES}
     # a placeholder copied from a template (map@K, recall_at_precision@P): that template, made concrete
-    placeholder = [_concrete(t, param) for t in METRIC_TEMPLATES
-                   if t.partition("@")[0] == base and t.partition("@")[2].lower() == param.strip().lower()
-                   and t.partition("@")[2] in _EXAMPLES]
+    placeholder = [
+        _concrete(t, param)
+        for t in METRIC_TEMPLATES
+        if t.partition("@")[0] == base
+        and t.partition("@")[2].lower() == param.strip().lower()
+        and t.partition("@")[2] in _EXAMPLES
+    ]
     found = placeholder[0] if placeholder else did_you_mean(lowered, candidates)
     if found is None:  # the base alone: 'recal' -> 'recall@K' with the user's K
         by_base = {c.partition("@")[0]: c for c in candidates}
         close = did_you_mean(base, by_base)
         found = by_base[close] if close is not None else None
-    if found is not None and found.lower().replace(" ", "") in (lowered.replace(" ", ""),
-                                                                 name.strip().lower().replace(" ", "")):
+    if found is not None and found.lower().replace(" ", "") in (
+        lowered.replace(" ", ""),
+        name.strip().lower().replace(" ", ""),
+    ):
         return None  # never suggest what was rejected
     return found
 
@@ -218,12 +244,17 @@ def _with_threshold(raw: str, base: str, param: str) -> MetricSpec:
     if not math.isfinite(t):
         raise _fail(raw, "the threshold must be finite")
     d = _decimal(p[2:])
-    if d is None:  # a spelling float() reads and a decimal does not (1_0): the float is the threshold
+    if (
+        d is None
+    ):  # a spelling float() reads and a decimal does not (1_0): the float is the threshold
         return MetricSpec(f"{base}@t={_fmt(t)}", base, "pair", level=t)
     places = _places(d)
     if places > MAX_THRESHOLD_PLACES:
-        raise _fail(raw, f"the threshold has {places} decimal places; at most {MAX_THRESHOLD_PLACES} are read "
-                    "(thresholds are exact decimals, compared with float32 scores): round it")
+        raise _fail(
+            raw,
+            f"the threshold has {places} decimal places; at most {MAX_THRESHOLD_PLACES} are read "
+            "(thresholds are exact decimals, compared with float32 scores): round it",
+        )
     exact = Fraction(d)
     name = _fmt(t) if Fraction(repr(t)) == exact else _decimal_text(exact)
     return MetricSpec(f"{base}@t={name}", base, "pair", level=t, exact=exact)
@@ -263,15 +294,20 @@ def _with_level(raw: str, base: str, param: str) -> MetricSpec:
     if d is not None and 0 < d <= 1:
         places = _places(d)
         if places > MAX_LEVEL_PLACES:
-            raise _fail(raw, f"the level after '@' has {places} decimal places; at most {MAX_LEVEL_PLACES} are "
-                        f"read (levels are exact decimal fractions): round it to {MAX_LEVEL_PLACES} places or "
-                        "fewer")
+            raise _fail(
+                raw,
+                f"the level after '@' has {places} decimal places; at most {MAX_LEVEL_PLACES} are "
+                f"read (levels are exact decimal fractions): round it to {MAX_LEVEL_PLACES} places or "
+                "fewer",
+            )
         exact = Fraction(d)
     if exact is None:
         try:
             level = float(text)
         except ValueError:
-            raise _fail(raw, f"the level after '@' must be a number in (0, 1], got {param!r}") from None
+            raise _fail(
+                raw, f"the level after '@' must be a number in (0, 1], got {param!r}"
+            ) from None
         meant = f" (a fraction: {_fmt(level / 100)} for {param}%)" if 1 < level <= 100 else ""
         raise _fail(raw, f"the level after '@' must be in (0, 1], got {param}{meant}")
     level = float(exact)
@@ -284,9 +320,9 @@ def _decimal_text(x: Fraction) -> str:
     """The decimal spelling of a fraction whose denominator divides a power of ten."""
     sign, x = ("-" if x < 0 else ""), abs(x)
     places = 0
-    while (x * 10 ** places).denominator != 1:
+    while (x * 10**places).denominator != 1:
         places += 1
-    digits = str((x * 10 ** places).numerator).rjust(places + 1, "0")
+    digits = str((x * 10**places).numerator).rjust(places + 1, "0")
     return sign + (f"{digits[:-places]}.{digits[-places:]}" if places else digits)
 
 
@@ -298,7 +334,9 @@ def parse_metric(name: str) -> MetricSpec:
     :func:`metric_spec`.
     """
     if not isinstance(name, str):
-        raise MetricNameError(f"Metric names are strings, got {type(name).__name__}: {name!r}.", name=str(name))
+        raise MetricNameError(
+            f"Metric names are strings, got {type(name).__name__}: {name!r}.", name=str(name)
+        )
     raw = name
     text = name.strip()
     if not text:
@@ -311,9 +349,13 @@ def parse_metric(name: str) -> MetricSpec:
         raise MetricNameError(
             f"Metric name {shown(raw, 80)}: the parameter after '@' has {len(param)} characters; at most "
             f"{MAX_PARAM_CHARS} are read. Write a short cut-off, level or threshold, e.g. "
-            f"{base if base in FAMILIES else 'recall'}@{_example_param(base)}.", name=raw)
+            f"{base if base in FAMILIES else 'recall'}@{_example_param(base)}.",
+            name=raw,
+        )
     if base in _ELSEWHERE:
-        raise MetricNameError(f"{raw!r} is not computed by evaluate(): {_ELSEWHERE[base]}.", name=raw)
+        raise MetricNameError(
+            f"{raw!r} is not computed by evaluate(): {_ELSEWHERE[base]}.", name=raw
+        )
     fam = FAMILIES.get(base)
     if fam is None or fam.kind == "classifier":
         raise _fail(raw, "no such metric")
@@ -339,8 +381,12 @@ def classifier_metric(name: str) -> MetricSpec:
         return MetricSpec(text, text, "classifier")
     close = did_you_mean(text, CLASSIFIER_METRICS)
     hint = f" Did you mean '{close}'?" if close else ""
-    raise MetricNameError(f"Unknown classifier metric {name!r}.{hint} Classifier metrics: "
-                          f"{', '.join(CLASSIFIER_METRICS)}.", name=str(name), suggestion=close)
+    raise MetricNameError(
+        f"Unknown classifier metric {name!r}.{hint} Classifier metrics: "
+        f"{', '.join(CLASSIFIER_METRICS)}.",
+        name=str(name),
+        suggestion=close,
+    )
 
 
 def metric_spec(name) -> MetricSpec:
@@ -356,8 +402,12 @@ def metric_spec(name) -> MetricSpec:
         close = did_you_mean(text, CLASSIFIER_METRICS) if text else None
         if exc.suggestion is not None or not close:
             raise
-        raise MetricNameError(f"unknown metric {name!r}. Did you mean '{close}'? Classifier metrics (images "
-                              f"datasets): {', '.join(CLASSIFIER_METRICS)}.", name=name, suggestion=close) from None
+        raise MetricNameError(
+            f"unknown metric {name!r}. Did you mean '{close}'? Classifier metrics (images "
+            f"datasets): {', '.join(CLASSIFIER_METRICS)}.",
+            name=name,
+            suggestion=close,
+        ) from None
 
 
 def canonical_metric_name(name: str) -> str:
@@ -372,6 +422,8 @@ def naming_note(spec: MetricSpec, *, class_labels: bool) -> str:
     if spec.family != "recall" or not class_labels:
         return ""
     k = spec.k
-    return (f"naming: {spec.name} is retrieval recall (items of the query's class in the top {k} / all items of its "
-            f"class); metric learning's \"Recall@{k}\" (an item of the query's class in the top {k}: CMC, top-{k} "
-            f"accuracy) is hit_rate@{k}")
+    return (
+        f"naming: {spec.name} is retrieval recall (items of the query's class in the top {k} / all items of its "
+        f"class); metric learning's \"Recall@{k}\" (an item of the query's class in the top {k}: CMC, top-{k} "
+        f"accuracy) is hit_rate@{k}"
+    )

@@ -37,7 +37,15 @@ import numpy as np
 
 from ._names import MetricSpec
 
-__all__ = ["NegativeTail", "PairCounts", "pair_metric", "tail_capacity", "ceil_f32", "ScoreUnits", "score_units"]
+__all__ = [
+    "NegativeTail",
+    "PairCounts",
+    "pair_metric",
+    "tail_capacity",
+    "ceil_f32",
+    "ScoreUnits",
+    "score_units",
+]
 
 
 @dataclass(frozen=True)
@@ -154,7 +162,9 @@ class PairCounts:
     positives: np.ndarray  # ascending float32, all positive-pair scores
     n_negative: int
     tail: NegativeTail
-    fixed_fp: dict = field(default_factory=dict)  # threshold (exact Fraction) -> negatives >= threshold
+    fixed_fp: dict = field(
+        default_factory=dict
+    )  # threshold (exact Fraction) -> negatives >= threshold
     fp_at: np.ndarray | None = None  # negatives >= each unique positive score (from binning)
     units: ScoreUnits = field(default_factory=lambda: ScoreUnits("dot"))  # thresholds in and out
 
@@ -194,13 +204,18 @@ def pr_curve(counts: PairCounts, max_points: int = 100) -> dict:
         return {"threshold": [], "precision": [], "recall": [], "complete": False}
     order = np.arange(u.size)[::-1]
     recall = tp[order] / counts.n_positive
-    keep = np.unique(np.searchsorted(recall, np.linspace(recall[0], recall[-1], max_points), side="left").clip(
-        0, order.size - 1))
+    keep = np.unique(
+        np.searchsorted(recall, np.linspace(recall[0], recall[-1], max_points), side="left").clip(
+            0, order.size - 1
+        )
+    )
     sel = order[keep]
-    return {"threshold": [counts.units.from_score(float(v)) for v in u[sel]],
-            "precision": (tp[sel] / np.maximum(tp[sel] + fp[sel], 1)).astype(float).tolist(),
-            "recall": (tp[sel] / counts.n_positive).astype(float).tolist(),
-            "complete": bool(exact.all())}
+    return {
+        "threshold": [counts.units.from_score(float(v)) for v in u[sel]],
+        "precision": (tp[sel] / np.maximum(tp[sel] + fp[sel], 1)).astype(float).tolist(),
+        "recall": (tp[sel] / counts.n_positive).astype(float).tolist(),
+        "complete": bool(exact.all()),
+    }
 
 
 def _cross_ge(a: np.ndarray, b: int, c: np.ndarray, d: int) -> np.ndarray:
@@ -210,7 +225,7 @@ def _cross_ge(a: np.ndarray, b: int, c: np.ndarray, d: int) -> np.ndarray:
     a = np.asarray(a, np.int64)
     c = np.asarray(c, np.int64)
     top = max(int(a.max(initial=0)) * abs(b), int(c.max(initial=0)) * abs(d))
-    if top < 2 ** 62:
+    if top < 2**62:
         return a * np.int64(b) >= c * np.int64(d)
     return np.array([int(x) * b >= int(y) * d for x, y in zip(a.tolist(), c.tolist())], bool)
 
@@ -243,7 +258,9 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
     P = counts.n_positive
     if spec.family in ("pair_precision", "pair_recall", "pair_f1"):
         T = spec.level
-        exact = spec.level_fraction  # the threshold as written; fixed_fp is keyed by it (== T where T is exact)
+        exact = (
+            spec.level_fraction
+        )  # the threshold as written; fixed_fp is keyed by it (== T where T is exact)
         tp = int(_tp_at(counts.positives, ceil_f32(counts.units.to_score(exact))))
         fp = int(counts.fixed_fp[exact])
         fn = P - tp
@@ -264,12 +281,19 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
         if not ok.any():
             return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
         i = int(np.flatnonzero(ok)[0])  # smallest qualifying threshold = highest recall
-        return float(tp[i] / P), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+        return (
+            float(tp[i] / P),
+            counts.units.from_score(float(u[i])),
+            {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])},
+            False,
+        )
 
     # precision_at_recall: recall >= Q  <=>  tp * den >= num * P
     ok = _cross_ge(tp, den, np.full(tp.size, P, np.int64), num)
     cand = ok & exact
-    if not cand.any() and not (ok & ~exact).any():  # pragma: no cover - recall 1 is always reachable
+    if (
+        not cand.any() and not (ok & ~exact).any()
+    ):  # pragma: no cover - recall 1 is always reachable
         return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
     if (ok & ~exact).any():
         best = _best_precision(tp, fp, np.flatnonzero(cand))[1] if cand.any() else Fraction(-1)
@@ -277,12 +301,17 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
         if best < Fraction(P, P + n_tail):  # a threshold below tau has precision at most this
             return math.nan, None, {}, True
     i, best = _best_precision(tp, fp, np.flatnonzero(cand))
-    return float(best), counts.units.from_score(float(u[i])), {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])}, False
+    return (
+        float(best),
+        counts.units.from_score(float(u[i])),
+        {"tp": int(tp[i]), "fp": int(fp[i]), "fn": P - int(tp[i])},
+        False,
+    )
 
 
 #: No tail needs more room than this (a level of 1e-30 would ask for ~1e30 negatives:
 #: every negative is kept long before); it keeps the capacity an int64 for the kernels.
-MAX_TAIL_CAPACITY = 2 ** 62
+MAX_TAIL_CAPACITY = 2**62
 
 
 def tail_capacity(specs: list[MetricSpec], n_positive: int) -> int:

@@ -84,7 +84,10 @@ def per_query_values(
     cache: dict[tuple, np.ndarray] = {}
     for spec in specs:
         f, K = spec.family, spec.k
-        if f in ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped") and K is not None:
+        if (
+            f in ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped")
+            and K is not None
+        ):
             key = ("within", K)
             if key not in cache:
                 cache[key] = rank <= K
@@ -148,7 +151,8 @@ def aggregate(spec: MetricSpec, values: np.ndarray, *, skipped=None) -> float:
                 f"{spec.name}: {stray.size} of {values.shape[0]} queries have no value (NaN) but were not "
                 f"skipped (query {', '.join(map(str, stray[:5].tolist()))}{' ...' if stray.size > 5 else ''}); "
                 "leaving them out of the mean would hide them (n_skipped counts only queries without a relevant "
-                "item). This is a bug of retrieval-checks: please report it with the metric and the inputs.")
+                "item). This is a bug of retrieval-checks: please report it with the metric and the inputs."
+            )
     used = values[~nan]
     if used.size == 0:
         return float("nan")

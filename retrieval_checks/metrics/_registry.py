@@ -81,67 +81,166 @@ def _pair(name, template, summary, **kw):
 
 
 def _it(name, template, summary, **kw):
-    return Family(name, template, "crossmodal", interval="images", entry="evaluate_image_text", dataset="image_text",
-                  summary=summary, **kw)
+    return Family(
+        name,
+        template,
+        "crossmodal",
+        interval="images",
+        entry="evaluate_image_text",
+        dataset="image_text",
+        summary=summary,
+        **kw,
+    )
 
 
 def _clf(name, summary, **kw):
-    return Family(name, name, "classifier", entry="evaluate_classifier", dataset="images", summary=summary, **kw)
+    return Family(
+        name,
+        name,
+        "classifier",
+        entry="evaluate_classifier",
+        dataset="images",
+        summary=summary,
+        **kw,
+    )
 
 
 _RANK = dict(unit="rank", low=1.0, high=_INF, higher_is_better=False)
 
 #: Every family of the contract, in the order the contract lists them.
-FAMILIES: dict[str, Family] = {f.name: f for f in (
-    _q("hit_rate", "hit_rate@K", "1 if a relevant item ranks <= K (metric learning's Recall@K, CMC)",
-       gate="assert_recall_at_least"),
-    _q("recall", "recall@K", "relevant items ranked <= K / R (information-retrieval recall)",
-       gate="assert_recall_at_least"),
-    _q("precision", "precision@K", "relevant items ranked <= K / K"),
-    _q("map", "map", "average precision over the full ranking; map@K divides by the hits in the top K",
-       gate="assert_map_at_least"),
-    _q("map_cut", "map_cut@K", "AP truncated at K, divided by R (trec_eval map_cut)", gate="assert_map_at_least"),
-    _q("map_capped", "map_capped@K", "AP truncated at K, divided by min(K, R) (Kaggle apk)",
-       gate="assert_map_at_least"),
-    _q("map@R", "map@R", "AP truncated at R, divided by R (MAP@R)", gate="assert_map_at_least"),
-    _q("r_precision", "r_precision", "relevant items ranked <= R / R"),
-    _q("mrr", "mrr", "1 / rank of the first relevant item"),
-    _q("medr", "medr", "median rank of the first relevant item", interval=None, **_RANK),
-    _q("meanr", "meanr", "mean rank of the first relevant item", **_RANK),
-    _q("ndcg", "ndcg", "DCG / ideal DCG, gain = grade, discount log2(rank + 1); ndcg@K cuts both at K "
-       "(trec_eval ndcg_cut_K)"),
-    _q("ndcg_exp", "ndcg_exp", "nDCG with gain 2^grade - 1 (equals ndcg on binary relevance); ndcg_exp@K cuts at K"),
-    _q("ann_recall", "ann_recall@K", "share of an approximate top K that is in the exact top K (ties with the K-th "
-       "exact score count)", entry="ann_recall", gap=False),
-    _pair("pair_precision", "pair_precision@t=T", "TP / (TP + FP) over all pairs at similarity >= T"),
-    _pair("pair_recall", "pair_recall@t=T", "TP / (TP + FN) over all pairs at similarity >= T"),
-    _pair("pair_f1", "pair_f1@t=T", "2TP / (2TP + FP + FN) over all pairs at similarity >= T"),
-    _pair("recall_at_precision", "recall_at_precision@P", "highest pair recall at pair precision >= P",
-          gate="assert_recall_at_precision"),
-    _pair("precision_at_recall", "precision_at_recall@Q", "highest pair precision at pair recall >= Q"),
-    Family("discriminant_ratio", "discriminant_ratio", "embedding", unit="ratio", high=_INF,
-           summary="Tr(S_B) / Tr(S_W) of the embedding set"),
-    Family("grouped_recall", "grouped_recall@K", "grouped", interval="groups", gap=True, compare=True,
-           summary="hit_rate@K inside label groups of S labels, mean over groups", gate="assert_grouped_recall_ci"),
-    _it("i2t_recall", "i2t_recall@K", "image queries: hit rate at K among all captions"),
-    _it("t2i_recall", "t2i_recall@K", "caption queries: hit rate at K of the caption's image"),
-    _it("rsum", "rsum", "sum of i2t and t2i recall at 1, 5, 10 in percentage points", unit="percentage points",
-        high=600.0, gate="assert_rsum"),
-    _it("mean_recall", "mean_recall", "rsum / 6", unit="percent", high=100.0),
-    _it("i2t_medr", "i2t_medr", "median rank of an image's first caption", **_RANK),
-    _it("t2i_medr", "t2i_medr", "median rank of a caption's image", **_RANK),
-    _it("i2t_meanr", "i2t_meanr", "mean rank of an image's first caption", **_RANK),
-    _it("t2i_meanr", "t2i_meanr", "mean rank of a caption's image", **_RANK),
-    _clf("accuracy", "fraction of correct top-1 predictions", interval="wilson", gap=True),
-    _clf("cam_iou", "IoU of the thresholded Grad-CAM map with the object", interval="images",
-         gate="assert_cam_iou_at_least"),
-    _clf("cam_iou_box", "IoU of the rectangle enclosing the thresholded map with the object", interval="images",
-         gate="assert_cam_iou_at_least"),
-    _clf("effective_invariance", "agreement under rotations, weighted by confidence"),
-    _clf("nuclear_norm", "normalised nuclear norm of the softmax prediction matrix"),
-    _clf("spectral_measure", "product of spectral norms times the sum of norm ratios over margin^2", unit="ratio",
-         high=_INF, higher_is_better=False),
-)}
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _q(
+            "hit_rate",
+            "hit_rate@K",
+            "1 if a relevant item ranks <= K (metric learning's Recall@K, CMC)",
+            gate="assert_recall_at_least",
+        ),
+        _q(
+            "recall",
+            "recall@K",
+            "relevant items ranked <= K / R (information-retrieval recall)",
+            gate="assert_recall_at_least",
+        ),
+        _q("precision", "precision@K", "relevant items ranked <= K / K"),
+        _q(
+            "map",
+            "map",
+            "average precision over the full ranking; map@K divides by the hits in the top K",
+            gate="assert_map_at_least",
+        ),
+        _q(
+            "map_cut",
+            "map_cut@K",
+            "AP truncated at K, divided by R (trec_eval map_cut)",
+            gate="assert_map_at_least",
+        ),
+        _q(
+            "map_capped",
+            "map_capped@K",
+            "AP truncated at K, divided by min(K, R) (Kaggle apk)",
+            gate="assert_map_at_least",
+        ),
+        _q("map@R", "map@R", "AP truncated at R, divided by R (MAP@R)", gate="assert_map_at_least"),
+        _q("r_precision", "r_precision", "relevant items ranked <= R / R"),
+        _q("mrr", "mrr", "1 / rank of the first relevant item"),
+        _q("medr", "medr", "median rank of the first relevant item", interval=None, **_RANK),
+        _q("meanr", "meanr", "mean rank of the first relevant item", **_RANK),
+        _q(
+            "ndcg",
+            "ndcg",
+            "DCG / ideal DCG, gain = grade, discount log2(rank + 1); ndcg@K cuts both at K "
+            "(trec_eval ndcg_cut_K)",
+        ),
+        _q(
+            "ndcg_exp",
+            "ndcg_exp",
+            "nDCG with gain 2^grade - 1 (equals ndcg on binary relevance); ndcg_exp@K cuts at K",
+        ),
+        _q(
+            "ann_recall",
+            "ann_recall@K",
+            "share of an approximate top K that is in the exact top K (ties with the K-th "
+            "exact score count)",
+            entry="ann_recall",
+            gap=False,
+        ),
+        _pair(
+            "pair_precision",
+            "pair_precision@t=T",
+            "TP / (TP + FP) over all pairs at similarity >= T",
+        ),
+        _pair("pair_recall", "pair_recall@t=T", "TP / (TP + FN) over all pairs at similarity >= T"),
+        _pair("pair_f1", "pair_f1@t=T", "2TP / (2TP + FP + FN) over all pairs at similarity >= T"),
+        _pair(
+            "recall_at_precision",
+            "recall_at_precision@P",
+            "highest pair recall at pair precision >= P",
+            gate="assert_recall_at_precision",
+        ),
+        _pair(
+            "precision_at_recall",
+            "precision_at_recall@Q",
+            "highest pair precision at pair recall >= Q",
+        ),
+        Family(
+            "discriminant_ratio",
+            "discriminant_ratio",
+            "embedding",
+            unit="ratio",
+            high=_INF,
+            summary="Tr(S_B) / Tr(S_W) of the embedding set",
+        ),
+        Family(
+            "grouped_recall",
+            "grouped_recall@K",
+            "grouped",
+            interval="groups",
+            gap=True,
+            compare=True,
+            summary="hit_rate@K inside label groups of S labels, mean over groups",
+            gate="assert_grouped_recall_ci",
+        ),
+        _it("i2t_recall", "i2t_recall@K", "image queries: hit rate at K among all captions"),
+        _it("t2i_recall", "t2i_recall@K", "caption queries: hit rate at K of the caption's image"),
+        _it(
+            "rsum",
+            "rsum",
+            "sum of i2t and t2i recall at 1, 5, 10 in percentage points",
+            unit="percentage points",
+            high=600.0,
+            gate="assert_rsum",
+        ),
+        _it("mean_recall", "mean_recall", "rsum / 6", unit="percent", high=100.0),
+        _it("i2t_medr", "i2t_medr", "median rank of an image's first caption", **_RANK),
+        _it("t2i_medr", "t2i_medr", "median rank of a caption's image", **_RANK),
+        _it("i2t_meanr", "i2t_meanr", "mean rank of an image's first caption", **_RANK),
+        _it("t2i_meanr", "t2i_meanr", "mean rank of a caption's image", **_RANK),
+        _clf("accuracy", "fraction of correct top-1 predictions", interval="wilson", gap=True),
+        _clf(
+            "cam_iou",
+            "IoU of the thresholded Grad-CAM map with the object",
+            interval="images",
+            gate="assert_cam_iou_at_least",
+        ),
+        _clf(
+            "cam_iou_box",
+            "IoU of the rectangle enclosing the thresholded map with the object",
+            interval="images",
+            gate="assert_cam_iou_at_least",
+        ),
+        _clf("effective_invariance", "agreement under rotations, weighted by confidence"),
+        _clf("nuclear_norm", "normalised nuclear norm of the softmax prediction matrix"),
+        _clf(
+            "spectral_measure",
+            "product of spectral norms times the sum of norm ratios over margin^2",
+            unit="ratio",
+            high=_INF,
+            higher_is_better=False,
+        ),
+    )
+}
 
 
 def family(name: str) -> Family:

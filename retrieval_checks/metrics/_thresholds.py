@@ -72,15 +72,21 @@ def check_finite(value, field: str, *, what: str = "a finite number") -> float:
                 fix = f" Write it as a number, without quotes: {parsed:g}."
         if isinstance(value, bool):
             fix = " Write a number such as 0.7 (True and False are not thresholds)."
-        raise InputError(f"{field}={shown(value)}: expected {what}, found {type(value).__name__}.{fix}")
+        raise InputError(
+            f"{field}={shown(value)}: expected {what}, found {type(value).__name__}.{fix}"
+        )
     try:
         v = float(value)
     except (OverflowError, ValueError):
-        raise InputError(f"{field}: expected {what}, found a number too large for a float; write a number such "
-                         "as 0.7.") from None
+        raise InputError(
+            f"{field}: expected {what}, found a number too large for a float; write a number such "
+            "as 0.7."
+        ) from None
     if not math.isfinite(v):
-        raise InputError(f"{field}={shown(value)}: expected {what}; NaN and infinities make a gate that can never "
-                         "fail (every comparison with NaN is false). Write a finite threshold.")
+        raise InputError(
+            f"{field}={shown(value)}: expected {what}; NaN and infinities make a gate that can never "
+            "fail (every comparison with NaN is false). Write a finite threshold."
+        )
     return v
 
 
@@ -88,7 +94,9 @@ def probable_meaning(value: float, family: Family) -> float | None:
     """What a threshold outside ``family``'s range probably meant: a percentage written
     for a fraction (70 -> 0.7), a fraction written for percent (0.7 -> 70), or None."""
     v = abs(value)
-    if family.unit == "fraction" and 2.0 <= v <= 100.0:  # 1.0000001 or 1.5 is no percentage: a slip past 1
+    if (
+        family.unit == "fraction" and 2.0 <= v <= 100.0
+    ):  # 1.0000001 or 1.5 is no percentage: a slip past 1
         return math.copysign(v / 100.0, value)
     if family.unit == "percent" and 0.0 < v <= 1.0:
         return math.copysign(v * 100.0, value)
@@ -105,16 +113,29 @@ def _meant(value: float, family: Family) -> str:
 def _scale_slip(v: float, family: Family, name: str) -> str | None:
     """Why ``v`` is probably on the wrong scale for a bound of a percent or Rsum metric."""
     if family.unit == "percent" and 0.0 < v <= 1.0:
-        return (f"{name} is in percent (0-100), and {_fmt(v)} looks like a fraction: a bound this low is almost "
-                "always a slip")
+        return (
+            f"{name} is in percent (0-100), and {_fmt(v)} looks like a fraction: a bound this low is almost "
+            "always a slip"
+        )
     if family.unit == "percentage points" and 0.0 < v <= RSUM_SCALE_SLIP:
-        return (f"{name} is in percentage points (0-600): the sum of six recalls, each in percent, not a sum of "
-                f"fractions; {_fmt(v)} looks like recalls written as fractions")
+        return (
+            f"{name} is in percentage points (0-600): the sum of six recalls, each in percent, not a sum of "
+            f"fractions; {_fmt(v)} looks like recalls written as fractions"
+        )
     return None
 
 
-def check_threshold(family: Family, value, *, role: str, field: str | None = None, metric: str | None = None,
-                    high: float | None = None, high_why: str = "", baseline: float | None = None) -> float:
+def check_threshold(
+    family: Family,
+    value,
+    *,
+    role: str,
+    field: str | None = None,
+    metric: str | None = None,
+    high: float | None = None,
+    high_why: str = "",
+    baseline: float | None = None,
+) -> float:
     """Validate a threshold of ``role`` (see :data:`ROLES`) for a metric of ``family``
     and return it as a float; raise :class:`~retrieval_checks.InputError` naming
     ``field`` (default: the role), the metric, its unit and range, and the probable
@@ -143,7 +164,11 @@ def check_threshold(family: Family, value, *, role: str, field: str | None = Non
 
     if role in ("at_least", "at_most", "baseline"):
         if v < lo or v > hi:
-            never = "pass" if (role == "at_least" and v > hi) or (role == "at_most" and v < lo) else "fail"
+            never = (
+                "pass"
+                if (role == "at_least" and v > hi) or (role == "at_most" and v < lo)
+                else "fail"
+            )
             if role == "baseline":
                 fail("outside the metric's attainable range")
             fail(f"outside the metric's attainable range: a gate that could never {never}")
@@ -157,43 +182,61 @@ def check_threshold(family: Family, value, *, role: str, field: str | None = Non
             fail(f"every value is <= {_fmt(hi)}, so the gate could never fail")
         if top < hi:
             if role == "at_most" and v >= top:
-                fail(f"the largest attainable value here is {_fmt(top)}{why}, so every value is <= {_fmt(v)} and "
-                     f"the gate could never fail; write a bound below {_fmt(top)}")
+                fail(
+                    f"the largest attainable value here is {_fmt(top)}{why}, so every value is <= {_fmt(v)} and "
+                    f"the gate could never fail; write a bound below {_fmt(top)}"
+                )
             if role == "at_least" and v > top:
-                fail(f"the largest attainable value here is {_fmt(top)}{why}, so the gate could never pass")
+                fail(
+                    f"the largest attainable value here is {_fmt(top)}{why}, so the gate could never pass"
+                )
             if role == "baseline" and v > top:
                 fail(f"the largest attainable value is {_fmt(top)}{why}")
         return v
     if role == "below":
         if math.isfinite(width) and v >= width:
-            fail(f"a gap (a difference of two values) is at most {_fmt(width)}, so the gate could never fail")
+            fail(
+                f"a gap (a difference of two values) is at most {_fmt(width)}, so the gate could never fail"
+            )
         if math.isfinite(width) and v <= -width:
             fail(f"a gap is at least {_fmt(-width)}, so the gate could never pass")
         return v
     most = _attainable_drop(family, baseline, top)
     if role in ("margin", "max_drop"):
         if v < 0:
-            raise InputError(f"{where}: a tolerated drop must be >= 0 (0: no drop tolerated); write "
-                             f"{_fmt(-v)} for a drop of {_fmt(-v)}.")
+            raise InputError(
+                f"{where}: a tolerated drop must be >= 0 (0: no drop tolerated); write "
+                f"{_fmt(-v)} for a drop of {_fmt(-v)}."
+            )
         if math.isfinite(width) and v >= width:
             fail(f"no drop exceeds {_fmt(width)}, so the gate could never fail")
         if most is not None and v > 0 and v >= most:
-            fail(f"from the baseline {_fmt(baseline)} the metric can drop by at most {_fmt(most)} "
-                 f"({_drop_end(family, top, why)}), so a drop can never exceed {field} and the gate could never "
-                 f"fail; write a tolerance below {_fmt(most)}")
+            fail(
+                f"from the baseline {_fmt(baseline)} the metric can drop by at most {_fmt(most)} "
+                f"({_drop_end(family, top, why)}), so a drop can never exceed {field} and the gate could never "
+                f"fail; write a tolerance below {_fmt(most)}"
+            )
         return v
     # max_relative_drop
     if v < 0:
-        raise InputError(f"{where}: a tolerated relative drop must be >= 0 (a fraction: 0.05 for 5%).")
+        raise InputError(
+            f"{where}: a tolerated relative drop must be >= 0 (a fraction: 0.05 for 5%)."
+        )
     if family.higher_is_better and lo == 0 and v >= 1:
-        meant = f" Did you mean {_fmt(v / 100)} ({_fmt(v)}% -> {_fmt(v / 100)})?" if v <= 100 else ""
-        raise InputError(f"{where}: a relative drop is a fraction of the baseline, and {name} cannot fall by "
-                         f"100% or more, so the gate could never fail.{meant}")
+        meant = (
+            f" Did you mean {_fmt(v / 100)} ({_fmt(v)}% -> {_fmt(v / 100)})?" if v <= 100 else ""
+        )
+        raise InputError(
+            f"{where}: a relative drop is a fraction of the baseline, and {name} cannot fall by "
+            f"100% or more, so the gate could never fail.{meant}"
+        )
     if most is not None and baseline and v > 0 and v >= most / abs(baseline):
         rel = most / abs(baseline)
-        raise InputError(f"{where}: from the baseline {_fmt(baseline)} {name} can drop by at most {_fmt(most)} "
-                         f"({_drop_end(family, top, why)}), a relative drop of {_fmt(rel)}, so the gate could never "
-                         f"fail; write a fraction of the baseline below {_fmt(rel)} (0.05 for 5%) ({unit}).")
+        raise InputError(
+            f"{where}: from the baseline {_fmt(baseline)} {name} can drop by at most {_fmt(most)} "
+            f"({_drop_end(family, top, why)}), a relative drop of {_fmt(rel)}, so the gate could never "
+            f"fail; write a fraction of the baseline below {_fmt(rel)} (0.05 for 5%) ({unit})."
+        )
     return v
 
 

@@ -64,15 +64,31 @@ import numpy as np
 from ._names import MetricSpec
 from ._ranking import discount_prefix, ideal_dcg
 
-__all__ = ["expected_per_query_values", "hit_probability", "expected_first_rank", "expected_reciprocal_rank",
-           "map_at_k_extremes", "harmonic_sums", "tie_groups", "TieGroups"]
+__all__ = [
+    "expected_per_query_values",
+    "hit_probability",
+    "expected_first_rank",
+    "expected_reciprocal_rank",
+    "map_at_k_extremes",
+    "harmonic_sums",
+    "tie_groups",
+    "TieGroups",
+]
 
 # below this x, S1 and D add direct terms until x reaches it; above, the expansion's
 # next term is under 1e-19 of the sum
 _SHIFT = 20.0
 # (p, coefficient of x^-p in psi(x) - ln x, sign flipped): 1/(2x) and B_2k / (2k x^2k)
-_EM = ((1, 0.5), (2, 1 / 12), (4, -1 / 120), (6, 1 / 252), (8, -1 / 240), (10, 1 / 132),
-       (12, -691 / 32760), (14, 1 / 12))
+_EM = (
+    (1, 0.5),
+    (2, 1 / 12),
+    (4, -1 / 120),
+    (6, 1 / 252),
+    (8, -1 / 240),
+    (10, 1 / 132),
+    (12, -691 / 32760),
+    (14, 1 / 12),
+)
 _TINY = 1e-17  # relative size of the terms a positive series may leave out
 
 
@@ -94,10 +110,18 @@ def tie_groups(rid, position, rank_pess, tied) -> TieGroups:
     ge = np.asarray(rank_pess, dtype=np.int64).ravel() - position - 1
     alone = np.where(tied > 0, -1, position)  # an item tied with no negative is its own group
     order = np.lexsort((position, alone, tied, ge, rid))
-    rid, position, tied, ge, alone = rid[order], position[order], tied[order], ge[order], alone[order]
+    rid, position, tied, ge, alone = (
+        rid[order],
+        position[order],
+        tied[order],
+        ge[order],
+        alone[order],
+    )
     new = np.ones(rid.shape[0], dtype=bool)
     if rid.shape[0]:
-        new[1:] = (np.diff(rid) != 0) | (np.diff(ge) != 0) | (np.diff(tied) != 0) | (np.diff(alone) != 0)
+        new[1:] = (
+            (np.diff(rid) != 0) | (np.diff(ge) != 0) | (np.diff(tied) != 0) | (np.diff(alone) != 0)
+        )
     first = np.flatnonzero(new)
     r = np.diff(np.append(first, rid.shape[0]))
     c, t = position[first], tied[first]
@@ -153,7 +177,9 @@ def harmonic_sums(x, L, dtype=np.float64):
     head = np.minimum(np.maximum(np.ceil(_SHIFT - x), 1), L)
     S1 = np.zeros(x.shape[0], dtype=dtype)
     D = np.zeros(x.shape[0], dtype=dtype)
-    for j in range(int(head.max()) if head.shape[0] else 0):  # at most _SHIFT passes, O(size) memory
+    for j in range(
+        int(head.max()) if head.shape[0] else 0
+    ):  # at most _SHIFT passes, O(size) memory
         term = np.where(j < head, 1 / (x + j), 0)
         S1 += term
         D += j * term
@@ -221,7 +247,9 @@ def _reciprocal_series(s, r, t):
         need = np.ceil((-np.log(_TINY) - np.log1p(-q)) / -np.log(q))
     length = np.maximum(np.minimum(need, t + 1), 1).astype(np.int64)
     seg = np.repeat(np.arange(s.shape[0]), length)
-    k = (np.arange(seg.shape[0]) - np.repeat(np.cumsum(length) - length, length) + r[seg]).astype(_WIDE)
+    k = (np.arange(seg.shape[0]) - np.repeat(np.cumsum(length) - length, length) + r[seg]).astype(
+        _WIDE
+    )
     # the factor of term k is T_k / T_{k-1}, and T_r itself for a segment's first term
     fac = (k - 1) * (n[seg] - k + 1) / (k * (N[seg] - k + 1))
     first = k == r[seg]
@@ -349,9 +377,14 @@ def map_at_k_extremes(rid, position, rank_pess, tied, n_relevant, k: int):
     cut = _cut(g, int(k), size)
     s, c, r, t = g.s * 1.0, g.c * 1.0, g.r * 1.0, g.t * 1.0
     inside = cut.inside
-    A_lo = np.bincount(g.row[inside], weights=_consecutive_sum(c[inside], s[inside] + t[inside] + 1, r[inside]),
-                       minlength=size)
-    A_hi = np.bincount(g.row[inside], weights=_consecutive_sum(c[inside], s[inside] + 1, r[inside]), minlength=size)
+    A_lo = np.bincount(
+        g.row[inside],
+        weights=_consecutive_sum(c[inside], s[inside] + t[inside] + 1, r[inside]),
+        minlength=size,
+    )
+    A_hi = np.bincount(
+        g.row[inside], weights=_consecutive_sum(c[inside], s[inside] + 1, r[inside]), minlength=size
+    )
     lo, hi = _ratio(A_lo, cut.hits), _ratio(A_hi, cut.hits)
     if cut.straddle.shape[0]:
         i, m = cut.straddle, cut.m[:, None]
@@ -406,7 +439,9 @@ def expected_per_query_values(
     sums: dict = {}
 
     def count(cut):  # expected relevant items within the first `cut` ranks
-        return np.bincount(g.row, weights=r * np.clip((cut - s) / (r + t), 0.0, 1.0), minlength=size)
+        return np.bincount(
+            g.row, weights=r * np.clip((cut - s) / (r + t), 0.0, 1.0), minlength=size
+        )
 
     def group_sums(key, cut):  # expected precision sum of each group within the first `cut` ranks
         if key not in sums:

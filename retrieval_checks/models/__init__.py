@@ -6,4 +6,12 @@ from ._embed import EmbeddingCache, embed, load_model, model_fingerprint
 from ._hub import HubModel, load
 from ._timeout import call_with_timeout
 
-__all__ = ["embed", "load", "load_model", "model_fingerprint", "EmbeddingCache", "HubModel", "call_with_timeout"]
+__all__ = [
+    "embed",
+    "load",
+    "load_model",
+    "model_fingerprint",
+    "EmbeddingCache",
+    "HubModel",
+    "call_with_timeout",
+]

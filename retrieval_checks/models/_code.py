@@ -70,7 +70,7 @@ def _source_of(module) -> str | None:
     if not isinstance(file, str) or not file:
         return None
     if file.endswith((".pyc", ".pyo")):
-        source = file[: -1]
+        source = file[:-1]
         if os.path.isfile(source):
             return source
     return file if os.path.isfile(file) else None
@@ -81,7 +81,9 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _imports(tree: ast.AST, module_name: str | None, is_package: bool, computed: list | None = None) -> set[str]:
+def _imports(
+    tree: ast.AST, module_name: str | None, is_package: bool, computed: list | None = None
+) -> set[str]:
     """The dotted names the source imports (anywhere in it), relative ones resolved;
     ``computed`` gets the line of each import under a name computed at run time."""
     names: set[str] = set()
@@ -108,15 +110,20 @@ def _imports(tree: ast.AST, module_name: str | None, is_package: bool, computed:
             called = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
             if called not in ("import_module", "__import__"):
                 continue
-            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            if (
+                node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 names.update(_parents(node.args[0].value))
             elif computed is not None:
                 computed.append(node.lineno)
     return names
 
 
-def _find_file(name: str, near: str, roots: tuple[str, ...], folders: tuple = (),
-               beside_only: bool = False) -> str | None:
+def _find_file(
+    name: str, near: str, roots: tuple[str, ...], folders: tuple = (), beside_only: bool = False
+) -> str | None:
     """Where ``import name`` would find a module not imported yet (or imported from the
     suite's folders, whose modules leave ``sys.modules`` after the model's import: see
     :mod:`._folders`): in ``folders``, next to the importing file, then on ``sys.path``,
@@ -161,8 +168,9 @@ def _referenced(module) -> list:
     return out
 
 
-def model_code_files(module, always: str | os.PathLike | None = None, computed: list | None = None,
-                     folders=()) -> list[Path]:
+def model_code_files(
+    module, always: str | os.PathLike | None = None, computed: list | None = None, folders=()
+) -> list[Path]:
     """The source files of ``module`` and of every local module it imports (see the
     module doc), sorted; ``always``: a file included even when it is not local (the
     model's own module, installed in site-packages); ``computed`` gets ``file:line``
@@ -189,9 +197,11 @@ def model_code_files(module, always: str | os.PathLike | None = None, computed: 
         done.add(real)
         files[real] = Path(file)
         if len(files) > _MAX_FILES:
-            raise InputError(f"model module {getattr(module, '__name__', module)!r} imports more than {_MAX_FILES} "
-                             "local files; the embedding cache cannot key it by its code. Turn the cache off "
-                             "(--rc-embedding-cache none), or install the package it imports.")
+            raise InputError(
+                f"model module {getattr(module, '__name__', module)!r} imports more than {_MAX_FILES} "
+                "local files; the embedding cache cannot key it by its code. Turn the cache off "
+                "(--rc-embedding-cache none), or install the package it imports."
+            )
         if mod is not None:
             todo.extend((m, None) for m in _referenced(mod))
             if isinstance(name, str):  # parent packages: their __init__ runs on import
@@ -207,9 +217,16 @@ def model_code_files(module, always: str | os.PathLike | None = None, computed: 
             # a top-level name is looked up beside the model first, where its import finds it
             # (the suite's folders go first on sys.path while it is imported): a module of the
             # same name already loaded from elsewhere is another file and must not key it
-            beside = None if "." in imported else _find_file(imported, file, roots, folders, beside_only=True)
-            if beside is not None and (loaded is None or _source_of(loaded) is None
-                                       or os.path.realpath(_source_of(loaded)) != os.path.realpath(beside)):
+            beside = (
+                None
+                if "." in imported
+                else _find_file(imported, file, roots, folders, beside_only=True)
+            )
+            if beside is not None and (
+                loaded is None
+                or _source_of(loaded) is None
+                or os.path.realpath(_source_of(loaded)) != os.path.realpath(beside)
+            ):
                 if os.path.realpath(beside) not in done:
                     todo.append((None, beside))
             elif loaded is not None:
@@ -230,7 +247,9 @@ def code_digests(module, always=None, computed: list | None = None, folders=()) 
     base = os.path.dirname(os.path.realpath(_source_of(module) or always or "."))
     out = {}
     for path in model_code_files(module, always, computed, folders):
-        out[os.path.relpath(os.path.realpath(path), base)] = file_sha256(path, "this module of the model's code")
+        out[os.path.relpath(os.path.realpath(path), base)] = file_sha256(
+            path, "this module of the model's code"
+        )
     return out
 
 

@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from .._paths import check_file, unpickler_complaint, verify_zip_crc
-from ._code import file_sha256
-from ._folders import folder_imports, folders_of
 from ..errors import BackendError, InputError
 from ..options import OPTIONS
+from ._code import file_sha256
+from ._folders import folder_imports, folders_of
 
 __all__ = ["embed", "load_model", "model_fingerprint", "EmbeddingCache", "check_exported_archive"]
 
@@ -71,27 +71,44 @@ def resolve_device(device: str | None) -> str:
         return "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
     problem = OPTIONS["device"].problem(device)
     if problem is not None:
-        raise InputError(f"device={device!r}: {problem} Use 'auto' (CUDA when available), 'cpu' or 'cuda:N'.")
+        raise InputError(
+            f"device={device!r}: {problem} Use 'auto' (CUDA when available), 'cpu' or 'cuda:N'."
+        )
     device = device.strip()
     if device in ("numpy", "torch-cpu"):
         return "cpu"
     if device.startswith("cuda") and (torch is None or not torch.cuda.is_available()):
-        raise BackendError(f"device={device!r} was asked for but torch sees no CUDA device; use device='cpu' "
-                           "or 'auto'.")
+        raise BackendError(
+            f"device={device!r} was asked for but torch sees no CUDA device; use device='cpu' "
+            "or 'auto'."
+        )
     return device
 
 
 def float_tensor(inputs, torch):
     """``inputs`` as a floating tensor: tensors stay where they are; integer, boolean and
     float64 data become float32."""
-    x = inputs if isinstance(inputs, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(inputs))
+    x = (
+        inputs
+        if isinstance(inputs, torch.Tensor)
+        else torch.from_numpy(np.ascontiguousarray(inputs))
+    )
     if not torch.is_floating_point(x) or x.dtype == torch.float64:
         x = x.float()
     return x
 
 
-def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", part: str | None = None,
-          progress: bool | None = None, transform=None, _output: str = "embeddings") -> np.ndarray:
+def embed(
+    model,
+    inputs,
+    *,
+    batch_size: int = 256,
+    device: str | None = "auto",
+    part: str | None = None,
+    progress: bool | None = None,
+    transform=None,
+    _output: str = "embeddings",
+) -> np.ndarray:
     """Embeddings (n x d float32 numpy) of ``inputs`` (n x ...), computed in batches.
 
     ``model`` is a ``torch.nn.Module`` (TorchScript included), run in eval mode under
@@ -111,38 +128,62 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
     torch = _torch()
     is_module = torch is not None and isinstance(model, torch.nn.Module)
     if not is_module and not callable(model):
-        raise InputError(f"model={type(model).__name__}: must be a torch.nn.Module or a callable taking an array of "
-                         "inputs and returning (n_inputs x dim) embeddings.")
-    if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InputError(
+            f"model={type(model).__name__}: must be a torch.nn.Module or a callable taking an array of "
+            "inputs and returning (n_inputs x dim) embeddings."
+        )
+    if (
+        not isinstance(batch_size, numbers.Integral)
+        or isinstance(batch_size, bool)
+        or batch_size < 1
+    ):
         raise InputError(f"batch_size={batch_size!r}: expected a positive integer (e.g. 256).")
     if part is not None and not isinstance(part, str):
-        raise InputError(f"part={part!r}: expected None or a string such as 'queries' or 'gallery'.")
+        raise InputError(
+            f"part={part!r}: expected None or a string such as 'queries' or 'gallery'."
+        )
     if progress is not None and not isinstance(progress, (bool, np.bool_)):
-        raise InputError(f"progress={progress!r}: expected True, False or None (a bar only in a terminal).")
+        raise InputError(
+            f"progress={progress!r}: expected True, False or None (a bar only in a terminal)."
+        )
     if transform is not None and not callable(transform):
-        raise InputError(f"transform={transform!r}: expected None or a callable applied to each batch tensor.")
+        raise InputError(
+            f"transform={transform!r}: expected None or a callable applied to each batch tensor."
+        )
     dev_name = resolve_device(device)
     from ._hub import HubModel
 
     if isinstance(model, HubModel):
         if transform is not None:
-            raise InputError(f"transform= applies to torch modules' input tensors; {model!r} preprocesses its own "
-                             "inputs (texts, or uint8 images): transform them before embedding.")
-        return model.encode(inputs, part=part, batch_size=int(batch_size), device=dev_name, progress=progress)
+            raise InputError(
+                f"transform= applies to torch modules' input tensors; {model!r} preprocesses its own "
+                "inputs (texts, or uint8 images): transform them before embedding."
+            )
+        return model.encode(
+            inputs, part=part, batch_size=int(batch_size), device=dev_name, progress=progress
+        )
     texts = _texts(inputs)
     if texts is not None:
         if is_module:
-            raise InputError(f"inputs: {len(texts)} texts, but model={type(model).__name__} is a torch module, which "
-                             "takes numeric tensors; embed texts with a text model (retrieval_checks.models.load("
-                             "'sentence_transformers' or 'huggingface', path)) or a callable taking a list of strings.")
+            raise InputError(
+                f"inputs: {len(texts)} texts, but model={type(model).__name__} is a torch module, which "
+                "takes numeric tensors; embed texts with a text model (retrieval_checks.models.load("
+                "'sentence_transformers' or 'huggingface', path)) or a callable taking a list of strings."
+            )
         kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
-        return _as_embeddings(model(texts, **kwargs), len(texts), getattr(model, "__name__", type(model).__name__),
-                              _output)
+        return _as_embeddings(
+            model(texts, **kwargs),
+            len(texts),
+            getattr(model, "__name__", type(model).__name__),
+            _output,
+        )
     x = _inputs(inputs, torch, is_module)
     if not is_module:
         kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
         out = model(x, **kwargs)
-        return _as_embeddings(out, x.shape[0], getattr(model, "__name__", type(model).__name__), _output)
+        return _as_embeddings(
+            out, x.shape[0], getattr(model, "__name__", type(model).__name__), _output
+        )
     batch_size = int(batch_size)
     dev = torch.device(dev_name)
     was_training = model.training
@@ -164,16 +205,26 @@ def embed(model, inputs, *, batch_size: int = 256, device: str | None = "auto", 
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=x.shape[0], desc=f"embedding {part or 'inputs'}", unit="row", leave=False)
+            bar = tqdm(
+                total=x.shape[0], desc=f"embedding {part or 'inputs'}", unit="row", leave=False
+            )
         with torch.inference_mode():
             for start in range(0, x.shape[0], batch_size):
-                batch = x[start:start + batch_size].to(dev)
-                if param_dtype is not None and batch.is_floating_point() and batch.dtype != param_dtype:
-                    batch = batch.to(param_dtype)  # bfloat16/float16 inputs for a float32 model, or the reverse
+                batch = x[start : start + batch_size].to(dev)
+                if (
+                    param_dtype is not None
+                    and batch.is_floating_point()
+                    and batch.dtype != param_dtype
+                ):
+                    batch = batch.to(
+                        param_dtype
+                    )  # bfloat16/float16 inputs for a float32 model, or the reverse
                 out = model(batch if transform is None else transform(batch))
                 if not hasattr(out, "detach"):
-                    raise InputError(f"the model returned {type(out).__name__}; it must return one tensor of "
-                                     f"{_output} {_shape_of(_output)}. Wrap it to pick that output.")
+                    raise InputError(
+                        f"the model returned {type(out).__name__}; it must return one tensor of "
+                        f"{_output} {_shape_of(_output)}. Wrap it to pick that output."
+                    )
                 outs.append(_host(out, None, type(model).__name__, _output))
                 if bar is not None:
                     bar.update(min(batch_size, x.shape[0] - start))
@@ -191,11 +242,17 @@ def _texts(inputs) -> list | None:
     """``inputs`` as a list of texts when it is a non-empty list or tuple of strings (the
     inputs of text datasets); None for anything else. A list mixing texts and other
     values is an error."""
-    if not isinstance(inputs, (list, tuple)) or not inputs or not any(isinstance(t, str) for t in inputs):
+    if (
+        not isinstance(inputs, (list, tuple))
+        or not inputs
+        or not any(isinstance(t, str) for t in inputs)
+    ):
         return None
     bad = next((i for i, t in enumerate(inputs) if not isinstance(t, str)), None)
     if bad is not None:
-        raise InputError(f"inputs[{bad}] is {type(inputs[bad]).__name__} among texts; give every item as a string.")
+        raise InputError(
+            f"inputs[{bad}] is {type(inputs[bad]).__name__} among texts; give every item as a string."
+        )
     return list(inputs)
 
 
@@ -204,9 +261,16 @@ def _inputs(inputs, torch, is_module: bool):
     array for callables (tensors moved to the CPU); refused when not an array, ragged,
     empty, of Python objects, or holding NaN or Inf."""
     is_tensor = torch is not None and isinstance(inputs, torch.Tensor)
-    if inputs is None or isinstance(inputs, (str, bytes, dict, set)) or callable(inputs) and not is_tensor:
-        raise InputError(f"inputs={type(inputs).__name__}: expected an array or tensor of inputs (n_inputs x ...), "
-                         "one row per item.")
+    if (
+        inputs is None
+        or isinstance(inputs, (str, bytes, dict, set))
+        or callable(inputs)
+        and not is_tensor
+    ):
+        raise InputError(
+            f"inputs={type(inputs).__name__}: expected an array or tensor of inputs (n_inputs x ...), "
+            "one row per item."
+        )
     if is_tensor:
         if inputs.is_complex():
             raise InputError("inputs: a complex tensor; models take real-valued inputs.")
@@ -215,16 +279,22 @@ def _inputs(inputs, torch, is_module: bool):
         try:
             x = np.asarray(inputs)
         except (ValueError, TypeError) as exc:
-            raise InputError(f"inputs: not a rectangular array ({type(exc).__name__}: {exc}); give every input the "
-                             "same shape (pad or resize them).") from None
+            raise InputError(
+                f"inputs: not a rectangular array ({type(exc).__name__}: {exc}); give every input the "
+                "same shape (pad or resize them)."
+            ) from None
         if x.dtype.hasobject:
-            raise InputError(f"inputs: an array of Python objects (dtype object; ragged rows or mixed types), "
-                             f"shape {x.shape}; give every input the same shape and a numeric dtype.")
+            raise InputError(
+                f"inputs: an array of Python objects (dtype object; ragged rows or mixed types), "
+                f"shape {x.shape}; give every input the same shape and a numeric dtype."
+            )
         if x.dtype.kind == "c":
             raise InputError("inputs: complex numbers; models take real-valued inputs.")
         if is_module and x.dtype.kind not in "biuf":
-            raise InputError(f"inputs: dtype {x.dtype}; a torch module needs numeric inputs (strings need a "
-                             "callable model that tokenizes them).")
+            raise InputError(
+                f"inputs: dtype {x.dtype}; a torch module needs numeric inputs (strings need a "
+                "callable model that tokenizes them)."
+            )
         if not x.dtype.isnative:
             x = x.astype(x.dtype.newbyteorder("="))
     if x.ndim < 1 or x.shape[0] == 0:
@@ -234,15 +304,19 @@ def _inputs(inputs, torch, is_module: bool):
             finite = torch.isfinite(x.reshape(x.shape[0], -1)).all(dim=1)
             if not bool(finite.all()):
                 bad = torch.nonzero(~finite).flatten().cpu().numpy()
-                raise InputError(f"inputs: NaN or Inf in {bad.size} input(s), first rows {bad[:5].tolist()}; fix "
-                                 "or drop those inputs.")
+                raise InputError(
+                    f"inputs: NaN or Inf in {bad.size} input(s), first rows {bad[:5].tolist()}; fix "
+                    "or drop those inputs."
+                )
         return float_tensor(x, torch) if is_module else _tensor_numpy(x, torch)
     if x.dtype.kind == "f":
         finite = np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)
         if not finite.all():
             bad = np.flatnonzero(~finite)
-            raise InputError(f"inputs: NaN or Inf in {bad.size} input(s), first rows {bad[:5].tolist()}; fix or "
-                             "drop those inputs.")
+            raise InputError(
+                f"inputs: NaN or Inf in {bad.size} input(s), first rows {bad[:5].tolist()}; fix or "
+                "drop those inputs."
+            )
     return float_tensor(x, torch) if is_module else x
 
 
@@ -283,54 +357,83 @@ def _host(out, n: int | None, who: str, what: str) -> np.ndarray:
     if hasattr(out, "detach"):  # a torch tensor
         layout = str(getattr(out, "layout", "torch.strided"))
         if getattr(out, "is_sparse", False) or layout != "torch.strided":
-            raise InputError(f"{who} returned a sparse tensor ({layout}); {must}: call .to_dense() on it.")
+            raise InputError(
+                f"{who} returned a sparse tensor ({layout}); {must}: call .to_dense() on it."
+            )
         if callable(getattr(out, "is_complex", None)) and out.is_complex():
-            raise InputError(f"{who} returned complex values ({out.dtype}); {must} of real numbers (.real, .abs() "
-                             "or torch.view_as_real, as the model means it).")
+            raise InputError(
+                f"{who} returned complex values ({out.dtype}); {must} of real numbers (.real, .abs() "
+                "or torch.view_as_real, as the model means it)."
+            )
         try:
             return out.detach().float().cpu().numpy()
         except Exception as exc:  # the meta device, a nested (ragged) tensor...
-            raise InputError(f"{who} returned a tensor that cannot be read on the CPU ({type(exc).__name__}: "
-                             f"{_clip(exc)}); {must}.") from None
+            raise InputError(
+                f"{who} returned a tensor that cannot be read on the CPU ({type(exc).__name__}: "
+                f"{_clip(exc)}); {must}."
+            ) from None
     if _is_sparse(out):
-        raise InputError(f"{who} returned a sparse matrix ({type(out).__name__}); {must}: call .toarray() (or "
-                         ".todense()) on it.")
-    if isinstance(out, dict) or (hasattr(out, "keys") and hasattr(out, "__getitem__") and not hasattr(out, "shape")):
+        raise InputError(
+            f"{who} returned a sparse matrix ({type(out).__name__}); {must}: call .toarray() (or "
+            ".todense()) on it."
+        )
+    if isinstance(out, dict) or (
+        hasattr(out, "keys") and hasattr(out, "__getitem__") and not hasattr(out, "shape")
+    ):
         keys = ", ".join(repr(k) for k in list(out.keys())[:8])
-        raise InputError(f"{who} returned a {type(out).__name__} with keys {keys}; {must}: pick the embeddings "
-                         "(wrap the model to return e.g. out['pooled']).")
+        raise InputError(
+            f"{who} returned a {type(out).__name__} with keys {keys}; {must}: pick the embeddings "
+            "(wrap the model to return e.g. out['pooled'])."
+        )
     if isinstance(out, np.ma.MaskedArray) and np.ma.is_masked(out):
-        raise InputError(f"{who} returned a masked array with {int(np.ma.count_masked(out))} masked value(s), "
-                         f"which have no value; {must}: fill them (.filled(value)) or drop those inputs.")
+        raise InputError(
+            f"{who} returned a masked array with {int(np.ma.count_masked(out))} masked value(s), "
+            f"which have no value; {must}: fill them (.filled(value)) or drop those inputs."
+        )
     if isinstance(out, (tuple, list)) and n is not None and len(out) != n:
-        raise InputError(f"{who} returned a {type(out).__name__} of {len(out)} items for {n} inputs; {must}: pick "
-                         "the embeddings (wrap the model to return one of the items).")
-    if isinstance(out, (tuple, list)) and all(hasattr(r, "__len__") for r in out) \
-            and len({len(r) for r in out}) > 1:
+        raise InputError(
+            f"{who} returned a {type(out).__name__} of {len(out)} items for {n} inputs; {must}: pick "
+            "the embeddings (wrap the model to return one of the items)."
+        )
+    if (
+        isinstance(out, (tuple, list))
+        and all(hasattr(r, "__len__") for r in out)
+        and len({len(r) for r in out}) > 1
+    ):
         lengths = sorted({len(r) for r in out})
-        raise InputError(f"{who} returned rows of different lengths ({lengths[:6]}); {must}, every row of the same "
-                         "dimension.")
+        raise InputError(
+            f"{who} returned rows of different lengths ({lengths[:6]}); {must}, every row of the same "
+            "dimension."
+        )
     try:
         arr = np.asarray(out)
     except Exception as exc:
-        raise InputError(f"{who} returned {type(out).__name__}, which is not one array ({type(exc).__name__}: "
-                         f"{_clip(exc)}); {must}.") from None
+        raise InputError(
+            f"{who} returned {type(out).__name__}, which is not one array ({type(exc).__name__}: "
+            f"{_clip(exc)}); {must}."
+        ) from None
     if arr.dtype.hasobject:
-        raise InputError(f"{who} returned an array of Python objects (dtype object: ragged rows, None or mixed "
-                         f"types), shape {arr.shape}; {must} of numbers.")
+        raise InputError(
+            f"{who} returned an array of Python objects (dtype object: ragged rows, None or mixed "
+            f"types), shape {arr.shape}; {must} of numbers."
+        )
     return arr
 
 
 def _as_embeddings(out, n: int, who: str, what: str = "embeddings") -> np.ndarray:
     arr = _host(out, n, who, what)
     if arr.ndim != 2 or arr.shape[0] != n:
-        raise InputError(f"{who} returned shape {arr.shape} for {n} inputs; {what} must be {_shape_of(what)}.")
+        raise InputError(
+            f"{who} returned shape {arr.shape} for {n} inputs; {what} must be {_shape_of(what)}."
+        )
     if arr.dtype.kind not in "fiu":
         raise InputError(f"{who} returned dtype {arr.dtype}; {what} must be numeric.")
     arr = arr.astype(np.float32, copy=False)
     if not np.isfinite(arr).all():
         bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
-        raise InputError(f"{who} returned NaN or Inf {what} for {bad.size} input(s), first rows {bad[:5].tolist()}.")
+        raise InputError(
+            f"{who} returned NaN or Inf {what} for {bad.size} input(s), first rows {bad[:5].tolist()}."
+        )
     return arr
 
 
@@ -342,7 +445,10 @@ def _local_file(module_name: str, base_dir: Path | None) -> Path | None:
     if base_dir is None:
         return None
     parts = module_name.split(".")
-    for candidate in (base_dir.joinpath(*parts).with_suffix(".py"), base_dir.joinpath(*parts, "__init__.py")):
+    for candidate in (
+        base_dir.joinpath(*parts).with_suffix(".py"),
+        base_dir.joinpath(*parts, "__init__.py"),
+    ):
         if candidate.is_file():
             return candidate
     return None
@@ -363,12 +469,16 @@ def _load_file_module(path: Path, label: str, base_dir: Path | None = None):
                 spec.loader.exec_module(module)
         except SyntaxError as exc:
             del sys.modules[name]
-            raise InputError(f"{path}:{exc.lineno}: the model's module {label!r} has a syntax error ({exc.msg}); "
-                             "fix the file.") from exc
+            raise InputError(
+                f"{path}:{exc.lineno}: the model's module {label!r} has a syntax error ({exc.msg}); "
+                "fix the file."
+            ) from exc
         except Exception as exc:
             del sys.modules[name]
-            raise InputError(f"{path}: importing the model's module {label!r} failed ({type(exc).__name__}: "
-                             f"{exc}); fix the module (it runs like a conftest.py).") from exc
+            raise InputError(
+                f"{path}: importing the model's module {label!r} failed ({type(exc).__name__}: "
+                f"{exc}); fix the module (it runs like a conftest.py)."
+            ) from exc
         except BaseException:
             del sys.modules[name]
             raise
@@ -384,8 +494,10 @@ def _import_target(target: str, base_dir: Path | None):
 def _import_target_module(target: str, base_dir: Path | None):
     """(the module, the object) named by ``module:function`` (see :func:`_import_target`)."""
     if not isinstance(target, str) or target.count(":") != 1 or not all(target.partition(":")[::2]):
-        raise InputError(f"target={target!r}: expected 'module:function' (a dotted module or a .py file, a colon, "
-                         "then the function's name).")
+        raise InputError(
+            f"target={target!r}: expected 'module:function' (a dotted module or a .py file, a colon, "
+            "then the function's name)."
+        )
     module_name, _, attr = target.partition(":")
     local = _local_file(module_name, base_dir)
     if local is not None and (module_name.endswith(".py") or "." not in module_name):
@@ -397,21 +509,34 @@ def _import_target_module(target: str, base_dir: Path | None):
             with folder_imports([base_dir], keep=(module_name.partition(".")[0],)):
                 module = importlib.import_module(module_name)
         except ImportError as exc:
-            raise InputError(f"{target}: cannot import module {module_name!r} ({exc}). Name an installed module, "
-                             "a module next to the suite file, or a .py file relative to it.") from None
+            raise InputError(
+                f"{target}: cannot import module {module_name!r} ({exc}). Name an installed module, "
+                "a module next to the suite file, or a .py file relative to it."
+            ) from None
         except Exception as exc:  # the module's own code failed while importing
-            raise InputError(f"{target}: importing module {module_name!r} failed ({type(exc).__name__}: {exc}); "
-                             "fix the module (it runs like a conftest.py).") from exc
-        if local is not None and Path(getattr(module, "__file__", "") or "").resolve() != local.resolve():
-            raise InputError(f"{target}: {module_name!r} is already imported from {module.__file__}, not from "
-                             f"{local}; two suites use packages of the same name. Name the file instead "
-                             f"({local.relative_to(base_dir).as_posix()}:{attr}).")
+            raise InputError(
+                f"{target}: importing module {module_name!r} failed ({type(exc).__name__}: {exc}); "
+                "fix the module (it runs like a conftest.py)."
+            ) from exc
+        if (
+            local is not None
+            and Path(getattr(module, "__file__", "") or "").resolve() != local.resolve()
+        ):
+            raise InputError(
+                f"{target}: {module_name!r} is already imported from {module.__file__}, not from "
+                f"{local}; two suites use packages of the same name. Name the file instead "
+                f"({local.relative_to(base_dir).as_posix()}:{attr})."
+            )
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
-            raise InputError(f"{target}: module {module_name!r} has no {attr!r}; its callables: "
-                             f"{', '.join(names[:20]) or 'none'}.")
+            names = [
+                n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))
+            ]
+            raise InputError(
+                f"{target}: module {module_name!r} has no {attr!r}; its callables: "
+                f"{', '.join(names[:20]) or 'none'}."
+            )
         obj = getattr(obj, part)
     if not callable(obj):
         raise InputError(f"{target}: {attr!r} is not callable.")
@@ -437,7 +562,7 @@ def model_fingerprint(model) -> str:
     files = {}
     for k, v in _kwarg_strings(model.kwargs or {}):
         p = Path(v)
-        for cand in ((p,) if p.is_absolute() else (Path(model.base_dir or ".") / p, p)):
+        for cand in (p,) if p.is_absolute() else (Path(model.base_dir or ".") / p, p):
             try:
                 is_file, is_dir = cand.is_file(), cand.is_dir()
             except OSError:  # a name too long to be a path, and the like: not a file
@@ -445,24 +570,36 @@ def model_fingerprint(model) -> str:
             if is_file:
                 files[k] = _file_digest(cand, f"file of kwargs.{k}")
                 break
-            if is_dir and v.strip("./\\"):  # a folder the model reads (not ".", "/": separators), all its files
+            if is_dir and v.strip(
+                "./\\"
+            ):  # a folder the model reads (not ".", "/": separators), all its files
                 files[k] = _folder_digest(cand, f"kwargs.{k}")
                 break
     parts["kwarg_files"] = files
     if model.target is not None:  # the code as loaded: the module and every local module it imports
         from ._code import code_digests
 
-        module, _ = _import_target_module(model.target, Path(model.base_dir) if model.base_dir is not None
-                                          else None)
+        module, _ = _import_target_module(
+            model.target, Path(model.base_dir) if model.base_dir is not None else None
+        )
         computed: list[str] = []
         source = _source_file(module)
-        parts["code"] = code_digests(module, computed=computed,
-                                     folders=folders_of(source, Path(model.base_dir) if model.base_dir else None))
-        if computed:  # the key cannot tell which code runs: a key of this session only, never served later
-            warnings.warn(f"model {model.name!r}: {computed[0]} imports a module under a name computed at run time; "
-                          "the embedding cache cannot tell which code the model runs, so its embeddings are "
-                          "computed afresh in each session (never served from an earlier one). Import the module "
-                          "by its name to let the cache serve them.", RuntimeWarning, stacklevel=2)
+        parts["code"] = code_digests(
+            module,
+            computed=computed,
+            folders=folders_of(source, Path(model.base_dir) if model.base_dir else None),
+        )
+        if (
+            computed
+        ):  # the key cannot tell which code runs: a key of this session only, never served later
+            warnings.warn(
+                f"model {model.name!r}: {computed[0]} imports a module under a name computed at run time; "
+                "the embedding cache cannot tell which code the model runs, so its embeddings are "
+                "computed afresh in each session (never served from an earlier one). Import the module "
+                "by its name to let the cache serve them.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             parts["session"] = os.urandom(16).hex()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -498,10 +635,13 @@ def _folder_digest(path: Path, what: str) -> dict | str:
         dirs.sort()
         for name in sorted(names):
             if len(out) >= _MAX_FOLDER_FILES:
-                warnings.warn(f"{what} names the folder {path}, which holds more than {_MAX_FOLDER_FILES} files: "
-                              "the embedding cache does not hash it, so this model's embeddings are computed afresh "
-                              "in each session (never served from an earlier one). Name the files the model reads.",
-                              RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"{what} names the folder {path}, which holds more than {_MAX_FOLDER_FILES} files: "
+                    "the embedding cache does not hash it, so this model's embeddings are computed afresh "
+                    "in each session (never served from an earlier one). Name the files the model reads.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
                 return f"session:{os.urandom(16).hex()}"
             f = Path(root) / name
             if f.is_file():
@@ -509,7 +649,11 @@ def _folder_digest(path: Path, what: str) -> dict | str:
     return out
 
 
-_FILE_ROLE = {"torchscript": "TorchScript file", "exported": "torch.export program", "factory": "weights file"}
+_FILE_ROLE = {
+    "torchscript": "TorchScript file",
+    "exported": "torch.export program",
+    "factory": "weights file",
+}
 
 
 def load_model(model):
@@ -541,9 +685,11 @@ def load_model(model):
         try:
             return torch.jit.load(str(path), map_location="cpu")
         except Exception as exc:
-            raise InputError(f"{path}: not a TorchScript file, or a damaged one ({type(exc).__name__}: "
-                             f"{_clip(exc)}). Save one with torch.jit.save(torch.jit.script(model), path), or use "
-                             "factory + weights.") from None
+            raise InputError(
+                f"{path}: not a TorchScript file, or a damaged one ({type(exc).__name__}: "
+                f"{_clip(exc)}). Save one with torch.jit.save(torch.jit.script(model), path), or use "
+                "factory + weights."
+            ) from None
     if model.kind == "exported":
         path = check_file(model.path, what="torch.export program")
         try:
@@ -554,9 +700,11 @@ def load_model(model):
         try:
             return torch.export.load(io.BytesIO(data)).module()
         except Exception as exc:
-            raise InputError(f"{path}: not a saved torch.export program, or a damaged one ({type(exc).__name__}: "
-                             f"{_clip(exc)}). Save one with torch.export.save(torch.export.export(model.eval(), "
-                             "example_inputs, dynamic_shapes=...), path).") from None
+            raise InputError(
+                f"{path}: not a saved torch.export program, or a damaged one ({type(exc).__name__}: "
+                f"{_clip(exc)}). Save one with torch.export.save(torch.export.export(model.eval(), "
+                "example_inputs, dynamic_shapes=...), path)."
+            ) from None
     if model.kind == "factory":
         factory = _import_target(model.target, model.base_dir)
         _check_kwargs(factory, model, positional=0)
@@ -564,20 +712,28 @@ def load_model(model):
         try:
             module = factory(**model.kwargs)
         except Exception as exc:
-            raise InputError(f"{model.target}(**kwargs) raised {type(exc).__name__}: {_clip(exc)} (model "
-                             f"{model.name!r}); fix the factory or its kwargs.") from exc
+            raise InputError(
+                f"{model.target}(**kwargs) raised {type(exc).__name__}: {_clip(exc)} (model "
+                f"{model.name!r}); fix the factory or its kwargs."
+            ) from exc
         if not isinstance(module, torch.nn.Module):
-            raise InputError(f"{model.target} returned {type(module).__name__}; a factory must return a "
-                             "torch.nn.Module.")
+            raise InputError(
+                f"{model.target} returned {type(module).__name__}; a factory must return a "
+                "torch.nn.Module."
+            )
         if weights is not None:
             try:
                 module.load_state_dict(weights)
             except Exception as exc:
-                raise InputError(f"{model.path}: these weights do not fit the module {model.target} builds "
-                                 f"({type(exc).__name__}: {_clip(exc, 600)}). Save the state_dict of that module "
-                                 "(torch.save(model.state_dict(), path)) or fix the factory's kwargs.") from None
+                raise InputError(
+                    f"{model.path}: these weights do not fit the module {model.target} builds "
+                    f"({type(exc).__name__}: {_clip(exc, 600)}). Save the state_dict of that module "
+                    "(torch.save(model.state_dict(), path)) or fix the factory's kwargs."
+                ) from None
         return module
-    raise InputError(f"model {model.name!r} of kind {model.kind!r} reads embeddings from files; nothing to load.")
+    raise InputError(
+        f"model {model.name!r} of kind {model.kind!r} reads embeddings from files; nothing to load."
+    )
 
 
 def _clip(exc: BaseException, limit: int = 300) -> str:
@@ -589,7 +745,9 @@ def _check_kwargs(fn, model, *, positional: int) -> None:
     """The model's ``kwargs`` fit ``fn``'s signature (after ``positional`` arguments)."""
     kwargs = model.kwargs or {}
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
-        raise InputError(f"model {model.name!r}: kwargs={kwargs!r}; expected a mapping of argument names to values.")
+        raise InputError(
+            f"model {model.name!r}: kwargs={kwargs!r}; expected a mapping of argument names to values."
+        )
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -598,8 +756,10 @@ def _check_kwargs(fn, model, *, positional: int) -> None:
         sig.bind_partial(*([None] * positional), **kwargs)
     except TypeError as exc:
         names = [n for n in sig.parameters][positional:]
-        raise InputError(f"model {model.name!r}: kwargs {sorted(kwargs)} do not fit {model.target}{sig} ({exc}); "
-                         f"its parameters are {', '.join(names) or 'none'}.") from None
+        raise InputError(
+            f"model {model.name!r}: kwargs {sorted(kwargs)} do not fit {model.target}{sig} ({exc}); "
+            f"its parameters are {', '.join(names) or 'none'}."
+        ) from None
 
 
 #: Prefixes of torch.export archive records that torch unpickles (or loads as code).
@@ -619,40 +779,60 @@ def check_exported_archive(data: bytes, path, torch) -> None:
     ``weights_only=False``). AOTInductor records are shared libraries. An archive
     without any of these loads as data: a JSON graph of torch operators and raw tensor
     bytes."""
+
     def refuse(why: str) -> InputError:
-        return InputError(f"{path}: refused: {why}, so loading it would run code from the file. Export the model "
-                          "again with this torch (torch.export.save(torch.export.export(model.eval(), "
-                          "example_inputs), path)) keeping only plain tensors as weights and buffers, or load it as "
-                          "a factory (Python code you trust) plus a weights file.")
+        return InputError(
+            f"{path}: refused: {why}, so loading it would run code from the file. Export the model "
+            "again with this torch (torch.export.save(torch.export.export(model.eval(), "
+            "example_inputs), path)) keeping only plain tensors as weights and buffers, or load it as "
+            "a factory (Python code you trust) plus a weights file."
+        )
 
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         names = zf.namelist()
     except Exception as exc:
-        raise InputError(f"{path}: not a torch.export program (.pt2 zip archive) or a damaged one "
-                         f"({type(exc).__name__}: {_clip(exc)}). Save one with torch.export.save(program, "
-                         "path).") from None
+        raise InputError(
+            f"{path}: not a torch.export program (.pt2 zip archive) or a damaged one "
+            f"({type(exc).__name__}: {_clip(exc)}). Save one with torch.export.save(program, "
+            "path)."
+        ) from None
     with zf:
-        if not names or any("/" not in n for n in names) or len({n.split("/", 1)[0] for n in names}) != 1:
-            raise refuse("its records are not in one top folder (the legacy torch.export format, read with "
-                         "pickle)")
+        if (
+            not names
+            or any("/" not in n for n in names)
+            or len({n.split("/", 1)[0] for n in names}) != 1
+        ):
+            raise refuse(
+                "its records are not in one top folder (the legacy torch.export format, read with "
+                "pickle)"
+            )
         records = {n.split("/", 1)[1]: n for n in names}
         if "archive_version" not in records:
-            raise refuse("it has no archive_version record (the legacy torch.export format, read with pickle)")
+            raise refuse(
+                "it has no archive_version record (the legacy torch.export format, read with pickle)"
+            )
         if any(r.startswith("data/aotinductor/") for r in records):
             raise refuse("it holds AOTInductor compiled code (shared libraries)")
-        programs = [r[len("models/"):-len(".json")] for r in records if r.startswith("models/") and
-                    r.endswith(".json")]
+        programs = [
+            r[len("models/") : -len(".json")]
+            for r in records
+            if r.startswith("models/") and r.endswith(".json")
+        ]
         if "model" not in programs:
-            raise InputError(f"{path}: holds no program named 'model' (found {programs or 'none'}); save it with "
-                             "torch.export.save(program, path).")
+            raise InputError(
+                f"{path}: holds no program named 'model' (found {programs or 'none'}); save it with "
+                "torch.export.save(program, path)."
+            )
 
         def read(record: str) -> bytes:
             try:
                 return zf.read(records[record])
             except Exception as exc:  # bad CRC-32, truncated record
-                raise InputError(f"{path}: record {record!r} is damaged ({type(exc).__name__}: {_clip(exc)}); "
-                                 "save the program again.") from None
+                raise InputError(
+                    f"{path}: record {record!r} is damaged ({type(exc).__name__}: {_clip(exc)}); "
+                    "save the program again."
+                ) from None
 
         for name in programs:
             for legacy in (f"data/weights/{name}.pt", f"data/constants/{name}.pt"):
@@ -666,16 +846,22 @@ def check_exported_archive(data: bytes, path, torch) -> None:
                     entries = json.loads(read(config)).get("config", {})
                     items = list(entries.items())
                 except (ValueError, AttributeError, TypeError) as exc:
-                    raise InputError(f"{path}: record {config!r} is not valid JSON ({_clip(exc)}); save the program "
-                                     "again.") from None
+                    raise InputError(
+                        f"{path}: record {config!r} is not valid JSON ({_clip(exc)}); save the program "
+                        "again."
+                    ) from None
                 for fqn, meta in items:
                     if not isinstance(meta, dict):
-                        raise InputError(f"{path}: record {config!r} entry {fqn!r} is malformed; save the program "
-                                         "again.")
+                        raise InputError(
+                            f"{path}: record {config!r} entry {fqn!r} is malformed; save the program "
+                            "again."
+                        )
                     if meta.get("use_pickle"):
                         raise refuse(f"its {kind[:-1]} {fqn!r} is stored pickled (use_pickle)")
                     if str(meta.get("path_name", "")).startswith(_PICKLED_CONSTANTS):
-                        raise refuse(f"its constant {fqn!r} is a pickled Python or TorchBind object")
+                        raise refuse(
+                            f"its constant {fqn!r} is a pickled Python or TorchBind object"
+                        )
             sample = f"data/sample_inputs/{name}.pt"
             if sample in records:
                 try:
@@ -683,8 +869,10 @@ def check_exported_archive(data: bytes, path, torch) -> None:
                 except InputError:
                     raise
                 except Exception:
-                    raise refuse(f"its sample inputs ({sample}) are not plain tensors (torch.export.load would "
-                                 "retry them with weights_only=False)") from None
+                    raise refuse(
+                        f"its sample inputs ({sample}) are not plain tensors (torch.export.load would "
+                        "retry them with weights_only=False)"
+                    ) from None
 
 
 def _read_weights(path: Path, torch) -> dict:
@@ -693,33 +881,45 @@ def _read_weights(path: Path, torch) -> dict:
         try:
             from safetensors.torch import load_file
         except ImportError:
-            raise InputError(f"{path}: reading .safetensors needs the safetensors package.") from None
+            raise InputError(
+                f"{path}: reading .safetensors needs the safetensors package."
+            ) from None
         try:
             return load_file(str(path))
         except Exception as exc:
-            raise InputError(f"{path}: cannot read the weights as .safetensors: the file is truncated, damaged or "
-                             f"not a .safetensors file ({type(exc).__name__}: {_clip(exc)}). Save them again with "
-                             "safetensors.torch.save_file(model.state_dict(), path).") from None
+            raise InputError(
+                f"{path}: cannot read the weights as .safetensors: the file is truncated, damaged or "
+                f"not a .safetensors file ({type(exc).__name__}: {_clip(exc)}). Save them again with "
+                "safetensors.torch.save_file(model.state_dict(), path)."
+            ) from None
     if zipfile.is_zipfile(path):
         try:
             verify_zip_crc(path)
         except Exception as exc:
-            raise InputError(f"{path}: the weights file is damaged ({type(exc).__name__}: {_clip(exc)}); save it "
-                             "again with torch.save(model.state_dict(), path).") from None
+            raise InputError(
+                f"{path}: the weights file is damaged ({type(exc).__name__}: {_clip(exc)}); save it "
+                "again with torch.save(model.state_dict(), path)."
+            ) from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise InputError(f"{path}: torch.load(weights_only=True) refused the file ({unpickler_complaint(exc)}). "
-                         "Save the state_dict (torch.save(model.state_dict(), path)), not the "
-                         "pickled model: no code in a weights file runs.") from None
+        raise InputError(
+            f"{path}: torch.load(weights_only=True) refused the file ({unpickler_complaint(exc)}). "
+            "Save the state_dict (torch.save(model.state_dict(), path)), not the "
+            "pickled model: no code in a weights file runs."
+        ) from None
     except Exception as exc:
-        raise InputError(f"{path}: cannot read the weights file: it is truncated, damaged or not a torch file "
-                         f"({type(exc).__name__}: {_clip(exc)}). Save it again with "
-                         "torch.save(model.state_dict(), path).") from None
+        raise InputError(
+            f"{path}: cannot read the weights file: it is truncated, damaged or not a torch file "
+            f"({type(exc).__name__}: {_clip(exc)}). Save it again with "
+            "torch.save(model.state_dict(), path)."
+        ) from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict):
-        raise InputError(f"{path}: expected a state_dict (a mapping of tensors), found {type(state).__name__}.")
+        raise InputError(
+            f"{path}: expected a state_dict (a mapping of tensors), found {type(state).__name__}."
+        )
     return state
 
 
@@ -736,9 +936,13 @@ class EmbeddingCache:
     """
 
     def __init__(self, directory=None):
-        if directory is not None and (isinstance(directory, bytes) or not isinstance(directory, (str, os.PathLike))):
-            raise InputError(f"cache directory={directory!r}: expected a path (a str or pathlib.Path), or None for "
-                             "no cache.")
+        if directory is not None and (
+            isinstance(directory, bytes) or not isinstance(directory, (str, os.PathLike))
+        ):
+            raise InputError(
+                f"cache directory={directory!r}: expected a path (a str or pathlib.Path), or None for "
+                "no cache."
+            )
         self.directory = Path(os.fspath(directory)) if directory is not None else None
         self.hits = 0
         self.misses = 0
@@ -747,9 +951,13 @@ class EmbeddingCache:
             self._disable("it exists and is not a directory")
 
     def _disable(self, why: str) -> None:
-        warnings.warn(f"embedding cache {self.directory}: {why}; running without the cache (embeddings are "
-                      "computed, nothing is stored). Point the cache at a writable directory, or remove the file "
-                      "in the way.", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"embedding cache {self.directory}: {why}; running without the cache (embeddings are "
+            "computed, nothing is stored). Point the cache at a writable directory, or remove the file "
+            "in the way.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         self.disabled_reason = why
         self.directory = None
 
@@ -767,8 +975,10 @@ class EmbeddingCache:
             return h.hexdigest()
         x = np.ascontiguousarray(inputs)
         if x.dtype.hasobject:
-            raise InputError(f"inputs of dtype {x.dtype} (Python objects) cannot be hashed for the cache; store "
-                             "numeric arrays.")
+            raise InputError(
+                f"inputs of dtype {x.dtype} (Python objects) cannot be hashed for the cache; store "
+                "numeric arrays."
+            )
         h = hashlib.sha256()
         h.update(f"{_CACHE_FORMAT}|{fingerprint}|{part}|{x.dtype.str}|{x.shape}".encode())
         h.update(memoryview(x).cast("B"))
@@ -790,7 +1000,9 @@ class EmbeddingCache:
             return None
         path = self._path(key)
         try:
-            if path.exists() and not path.is_file():  # a directory, a named pipe (np.load would block on it)...
+            if (
+                path.exists() and not path.is_file()
+            ):  # a directory, a named pipe (np.load would block on it)...
                 return self._corrupt(path, "not a regular file")
             with np.load(path, allow_pickle=False) as data:
                 arr, digest, stored = data["embeddings"], data["sha256"], data["key"]
@@ -803,18 +1015,28 @@ class EmbeddingCache:
             return None
         except Exception as exc:  # damaged, truncated, not a zip, a directory in the way...
             return self._corrupt(path, f"{type(exc).__name__}: {exc}")
-        if not (isinstance(arr, np.ndarray) and arr.ndim == 2 and arr.dtype == np.float32
-                and np.array_equal(digest, self._digest(arr, str(stored)))):
+        if not (
+            isinstance(arr, np.ndarray)
+            and arr.ndim == 2
+            and arr.dtype == np.float32
+            and np.array_equal(digest, self._digest(arr, str(stored)))
+        ):
             return self._corrupt(path, "its checksum or shape does not match its embeddings")
         if str(stored) != key:
-            return self._corrupt(path, f"it holds the embeddings of another key ({str(stored)[:16]}...): copied or "
-                                       "renamed")
+            return self._corrupt(
+                path,
+                f"it holds the embeddings of another key ({str(stored)[:16]}...): copied or "
+                "renamed",
+            )
         self.hits += 1
         return arr
 
     def _corrupt(self, path: Path, why: str) -> None:
-        warnings.warn(f"embedding cache entry {path} is damaged ({why[:200]}); recomputing it.", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"embedding cache entry {path} is damaged ({why[:200]}); recomputing it.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         self.misses += 1
         try:
             if path.is_file() or path.is_symlink():
@@ -837,7 +1059,12 @@ class EmbeddingCache:
             return
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, embeddings=embeddings, sha256=self._digest(embeddings, key), key=np.array(key))
+                np.savez(
+                    f,
+                    embeddings=embeddings,
+                    sha256=self._digest(embeddings, key),
+                    key=np.array(key),
+                )
             os.replace(tmp, self._path(key))  # atomic: readers never see half a file
         except OSError as exc:
             self._disable(f"cannot write there ({type(exc).__name__}: {exc.strerror or exc})")

@@ -53,8 +53,11 @@ def _inside(module, dirs: tuple) -> bool:
 
 def _shadows(top: str, dirs: tuple) -> bool:
     """Whether one of the folders holds a module or package named ``top``."""
-    return any(os.path.isfile(os.path.join(d, top + ".py")) or os.path.isfile(os.path.join(d, top, "__init__.py"))
-               for d in dirs)
+    return any(
+        os.path.isfile(os.path.join(d, top + ".py"))
+        or os.path.isfile(os.path.join(d, top, "__init__.py"))
+        for d in dirs
+    )
 
 
 @contextlib.contextmanager
@@ -70,9 +73,13 @@ def folder_imports(folders, keep: tuple = ()):
         return name.partition(".")[0] in keep or name.startswith("_rc_suite_")
 
     with _lock:
-        aside = {name: sys.modules.pop(name) for name in list(sys.modules)
-                 if not kept(name) and _shadows(name.partition(".")[0], dirs)
-                 and not _inside(sys.modules.get(name), dirs)}
+        aside = {
+            name: sys.modules.pop(name)
+            for name in list(sys.modules)
+            if not kept(name)
+            and _shadows(name.partition(".")[0], dirs)
+            and not _inside(sys.modules.get(name), dirs)
+        }
         before = set(sys.modules)
         sys.path[:0] = dirs
         try:
@@ -83,10 +90,14 @@ def folder_imports(folders, keep: tuple = ()):
                     sys.path.remove(d)
             for name in [n for n in sys.modules if n not in before and not kept(n)]:
                 if _inside(sys.modules.get(name), dirs):
-                    del sys.modules[name]  # the model's module holds them; the next suite imports its own
+                    del sys.modules[
+                        name
+                    ]  # the model's module holds them; the next suite imports its own
             sys.modules.update(aside)
 
 
 def folders_of(path: Path | None, base_dir: Path | None) -> list:
     """The folders a model module imports beside: its own and the suite's."""
-    return [p for p in ((Path(path).parent if path is not None else None), base_dir) if p is not None]
+    return [
+        p for p in ((Path(path).parent if path is not None else None), base_dir) if p is not None
+    ]

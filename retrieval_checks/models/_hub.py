@@ -53,18 +53,32 @@ from ..errors import InputError
 __all__ = ["HubModel", "load", "HUB_KINDS", "SETTINGS"]
 
 #: The model kinds read with a library, and the modalities each embeds.
-HUB_KINDS = {"sentence_transformers": ("text",), "huggingface": ("text",), "open_clip": ("image", "text"),
-             "timm": ("image",)}
+HUB_KINDS = {
+    "sentence_transformers": ("text",),
+    "huggingface": ("text",),
+    "open_clip": ("image", "text"),
+    "timm": ("image",),
+}
 _PROMPTS = ("query_prompt", "document_prompt")
 #: The settings of each kind (besides the path, batch_size and device).
 SETTINGS = {
-    "sentence_transformers": (*_PROMPTS, "query_prompt_name", "document_prompt_name", "normalize", "max_length"),
+    "sentence_transformers": (
+        *_PROMPTS,
+        "query_prompt_name",
+        "document_prompt_name",
+        "normalize",
+        "max_length",
+    ),
     "huggingface": ("pooling", "max_length", "normalize", *_PROMPTS),
     "open_clip": ("model_name", "config", "normalize"),
     "timm": ("model_name", "config", "normalize"),
 }
-_PACKAGES = {"sentence_transformers": "sentence-transformers", "huggingface": "transformers",
-             "open_clip": "open_clip_torch", "timm": "timm"}
+_PACKAGES = {
+    "sentence_transformers": "sentence-transformers",
+    "huggingface": "transformers",
+    "open_clip": "open_clip_torch",
+    "timm": "timm",
+}
 _DOCUMENT_PARTS = ("gallery",)
 
 
@@ -76,14 +90,22 @@ def _offline() -> None:
 
 def _import(kind: str):
     _offline()
-    module = {"sentence_transformers": "sentence_transformers", "huggingface": "transformers",
-              "open_clip": "open_clip", "timm": "timm"}[kind]
+    module = {
+        "sentence_transformers": "sentence_transformers",
+        "huggingface": "transformers",
+        "open_clip": "open_clip",
+        "timm": "timm",
+    }[kind]
     try:
         return __import__(module)
-    except Exception as exc:  # ImportError, or a broken install (torchvision's operators missing...)
-        raise InputError(f"model kind {kind!r} needs the {_PACKAGES[kind]} package, which cannot be imported here "
-                         f"({type(exc).__name__}: {str(exc)[:300]}); pip install 'retrieval-checks"
-                         f"[{'text' if kind in ('sentence_transformers', 'huggingface') else 'vision'}]'.") from None
+    except (
+        Exception
+    ) as exc:  # ImportError, or a broken install (torchvision's operators missing...)
+        raise InputError(
+            f"model kind {kind!r} needs the {_PACKAGES[kind]} package, which cannot be imported here "
+            f"({type(exc).__name__}: {str(exc)[:300]}); pip install 'retrieval-checks"
+            f"[{'text' if kind in ('sentence_transformers', 'huggingface') else 'vision'}]'."
+        ) from None
 
 
 def check_settings(kind: str, path, settings: dict) -> tuple[Path, dict]:
@@ -93,46 +115,75 @@ def check_settings(kind: str, path, settings: dict) -> tuple[Path, dict]:
         raise InputError(f"kind={kind!r}: expected one of {', '.join(HUB_KINDS)}.")
     unknown = [k for k in settings if k not in SETTINGS[kind]]
     if unknown:
-        raise InputError(f"{kind} model: unknown setting {unknown[0]!r}; {kind} takes {', '.join(SETTINGS[kind])}.")
-    if path is None or isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path).strip():
-        raise InputError(f"{kind} model: path={path!r}: expected the local path of the model's "
-                         f"{'checkpoint file' if _wants_file(kind, settings) else 'directory'}.")
+        raise InputError(
+            f"{kind} model: unknown setting {unknown[0]!r}; {kind} takes {', '.join(SETTINGS[kind])}."
+        )
+    if (
+        path is None
+        or isinstance(path, bytes)
+        or not isinstance(path, (str, os.PathLike))
+        or not str(path).strip()
+    ):
+        raise InputError(
+            f"{kind} model: path={path!r}: expected the local path of the model's "
+            f"{'checkpoint file' if _wants_file(kind, settings) else 'directory'}."
+        )
     p = Path(os.fspath(path)).expanduser()
     wants_file = _wants_file(kind, settings)
     if not p.exists():
-        raise InputError(f"{kind} model: {p} does not exist (looked for the model's "
-                         f"{'checkpoint file' if wants_file else 'directory'} there; nothing is downloaded: save the "
-                         "model there first, e.g. model.save_pretrained(path) / model.save(path)).")
+        raise InputError(
+            f"{kind} model: {p} does not exist (looked for the model's "
+            f"{'checkpoint file' if wants_file else 'directory'} there; nothing is downloaded: save the "
+            "model there first, e.g. model.save_pretrained(path) / model.save(path))."
+        )
     if wants_file and not p.is_file():
-        raise InputError(f"{kind} model: {p} is not a file; with model_name, give the checkpoint file.")
+        raise InputError(
+            f"{kind} model: {p} is not a file; with model_name, give the checkpoint file."
+        )
     if not wants_file and not p.is_dir():
-        raise InputError(f"{kind} model: {p} is not a directory; give the directory the model was saved to"
-                         + (" (or model_name with a checkpoint file)." if kind == "timm" else "."))
+        raise InputError(
+            f"{kind} model: {p} is not a directory; give the directory the model was saved to"
+            + (" (or model_name with a checkpoint file)." if kind == "timm" else ".")
+        )
     out = dict(settings)
     for k, v in settings.items():
         if k == "normalize" and not isinstance(v, bool):
             raise InputError(f"{kind} model: normalize={v!r}: expected true or false.")
-        if k == "max_length" and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
-            raise InputError(f"{kind} model: max_length={v!r}: expected an integer >= 1 (tokens per input).")
+        if k == "max_length" and (
+            isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
+        ):
+            raise InputError(
+                f"{kind} model: max_length={v!r}: expected an integer >= 1 (tokens per input)."
+            )
         if k == "pooling" and v not in ("mean", "cls"):
             raise InputError(f"{kind} model: pooling={v!r}: expected mean or cls.")
         if k in (*_PROMPTS, "query_prompt_name", "document_prompt_name", "model_name") and (
-                not isinstance(v, str) or not v):
+            not isinstance(v, str) or not v
+        ):
             raise InputError(f"{kind} model: {k}={v!r}: expected a non-empty text.")
         if k == "config":
             c = Path(os.fspath(v)).expanduser() if isinstance(v, (str, os.PathLike)) else None
             if c is None or not c.is_file():
-                raise InputError(f"{kind} model: config={v!r}: expected an existing JSON model config file.")
+                raise InputError(
+                    f"{kind} model: config={v!r}: expected an existing JSON model config file."
+                )
             out[k] = c
-    for a, b in (("query_prompt", "query_prompt_name"), ("document_prompt", "document_prompt_name")):
+    for a, b in (
+        ("query_prompt", "query_prompt_name"),
+        ("document_prompt", "document_prompt_name"),
+    ):
         if a in settings and b in settings:
             raise InputError(f"{kind} model: give {a} or {b}, not both.")
     if kind == "timm" and "config" in settings and "model_name" not in settings:
-        raise InputError("timm model: config goes with model_name and a checkpoint file (a directory brings its own "
-                         "config.json).")
+        raise InputError(
+            "timm model: config goes with model_name and a checkpoint file (a directory brings its own "
+            "config.json)."
+        )
     if kind == "open_clip" and "model_name" not in settings:
-        raise InputError("open_clip model: model_name is required (the architecture, e.g. ViT-B-32), with the "
-                         "checkpoint file as the path.")
+        raise InputError(
+            "open_clip model: model_name is required (the architecture, e.g. ViT-B-32), with the "
+            "checkpoint file as the path."
+        )
     return p, out
 
 
@@ -169,8 +220,12 @@ def _version(kind: str) -> str | None:
 def hub_fingerprint(kind: str, path: Path, settings: dict) -> str:
     """Content hash of a hub model: kind, settings, library version, and the bytes of
     every file of its directory (or its checkpoint and config files)."""
-    parts = {"kind": kind, "settings": {k: str(v) for k, v in sorted(settings.items())},
-             "version": _version(kind), "files": _digest_tree(path)}
+    parts = {
+        "kind": kind,
+        "settings": {k: str(v) for k, v in sorted(settings.items())},
+        "version": _version(kind),
+        "files": _digest_tree(path),
+    }
     if "config" in settings:
         parts["config"] = _digest_tree(Path(settings["config"]))
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
@@ -182,7 +237,9 @@ class HubModel:
     ``kind``, ``path``, ``settings``, ``modalities``; :meth:`fingerprint` is the
     content hash the embedding cache keys on."""
 
-    def __init__(self, kind: str, path, settings: dict | None = None, *, device: str | None = "cpu"):
+    def __init__(
+        self, kind: str, path, settings: dict | None = None, *, device: str | None = "cpu"
+    ):
         self.path, self.settings = check_settings(kind, path, dict(settings or {}))
         self.kind = kind
         self.modalities = HUB_KINDS[kind]
@@ -213,8 +270,15 @@ class HubModel:
             self._device = dev
         return self
 
-    def encode(self, inputs, *, part: str | None = None, batch_size: int = 32, device: str | None = None,
-               progress: bool | None = None) -> np.ndarray:
+    def encode(
+        self,
+        inputs,
+        *,
+        part: str | None = None,
+        batch_size: int = 32,
+        device: str | None = None,
+        progress: bool | None = None,
+    ) -> np.ndarray:
         """Embeddings (n x d float32) of texts or images, in batches of ``batch_size``
         on ``device`` (None: where the model is); ``part`` (``queries``, ``gallery``,
         ``images``, ``captions``) picks query or document prompts."""
@@ -222,11 +286,17 @@ class HubModel:
             self.to(device)
         modality, items = _modality(inputs)
         if modality not in self.modalities:
-            raise InputError(f"{self.kind} model {self.path}: embeds {' and '.join(self.modalities)}, but the "
-                             f"{part or 'inputs'} are {_describe_modality(modality, inputs)}; give it "
-                             f"{'texts (a list of strings)' if 'text' in self.modalities else 'images (uint8 arrays)'}"
-                             f", or use {'a text' if modality == 'text' else 'an image'} model.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+            raise InputError(
+                f"{self.kind} model {self.path}: embeds {' and '.join(self.modalities)}, but the "
+                f"{part or 'inputs'} are {_describe_modality(modality, inputs)}; give it "
+                f"{'texts (a list of strings)' if 'text' in self.modalities else 'images (uint8 arrays)'}"
+                f", or use {'a text' if modality == 'text' else 'an image'} model."
+            )
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, numbers.Integral)
+            or batch_size < 1
+        ):
             raise InputError(f"batch_size={batch_size!r}: expected a positive integer.")
         if len(items) == 0:
             raise InputError(f"{part or 'inputs'}: nothing to embed (0 {modality}s).")
@@ -238,17 +308,23 @@ class HubModel:
 
             with torch.inference_mode():
                 for start in range(0, len(items), batch_size):
-                    batch = items[start:start + batch_size]
+                    batch = items[start : start + batch_size]
                     try:
                         out = run(batch, part)
                     except (InputError, MemoryError, KeyboardInterrupt):
                         raise
                     except Exception as exc:  # the library's own error on this batch
-                        raise InputError(f"{self.kind} model {self.path}: embedding {part or 'inputs'} rows "
-                                         f"{start}-{start + len(batch) - 1} failed ({type(exc).__name__}: "
-                                         f"{str(exc)[:300]}).") from exc
-                    outs.append(np.asarray(out.detach().float().cpu().numpy() if hasattr(out, "detach") else out,
-                                           dtype=np.float32))
+                        raise InputError(
+                            f"{self.kind} model {self.path}: embedding {part or 'inputs'} rows "
+                            f"{start}-{start + len(batch) - 1} failed ({type(exc).__name__}: "
+                            f"{str(exc)[:300]})."
+                        ) from exc
+                    outs.append(
+                        np.asarray(
+                            out.detach().float().cpu().numpy() if hasattr(out, "detach") else out,
+                            dtype=np.float32,
+                        )
+                    )
                     if bar is not None:
                         bar.update(len(batch))
         finally:
@@ -260,9 +336,13 @@ class HubModel:
         n_cut = cut(items, part) if cut is not None and modality == "text" else 0
         if n_cut:
             limit = self._parts["max_length"]
-            warnings.warn(f"{self.kind} model {self.path}: {n_cut} of {len(items)} texts ({part or 'inputs'}) are "
-                          f"longer than max_length={limit} tokens and were cut to it (their ends are not embedded); raise "
-                          "max_length (up to the model's limit) or shorten the texts.", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"{self.kind} model {self.path}: {n_cut} of {len(items)} texts ({part or 'inputs'}) are "
+                f"longer than max_length={limit} tokens and were cut to it (their ends are not embedded); raise "
+                "max_length (up to the model's limit) or shorten the texts.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return _as_embeddings(np.concatenate(outs), len(items), f"{self.kind} model {self.path}")
 
 
@@ -288,8 +368,10 @@ def _modality(inputs) -> tuple[str, object]:
         arr = np.asarray(inputs) if not any(isinstance(t, str) for t in inputs) else None
         if arr is None:
             bad = next(i for i, t in enumerate(inputs) if not isinstance(t, str))
-            raise InputError(f"inputs[{bad}] is {type(inputs[bad]).__name__}, not a text; give every item as a "
-                             "string.")
+            raise InputError(
+                f"inputs[{bad}] is {type(inputs[bad]).__name__}, not a text; give every item as a "
+                "string."
+            )
         inputs = arr
     if hasattr(inputs, "detach"):
         inputs = inputs.detach().cpu().numpy()
@@ -300,8 +382,10 @@ def _modality(inputs) -> tuple[str, object]:
         return "text", [str(t) for t in arr.tolist()]
     if arr.dtype.kind in "biuf" and arr.ndim in (3, 4):
         return "image", arr
-    raise InputError(f"inputs: dtype {arr.dtype}, shape {arr.shape}; expected texts (a list of strings) or images "
-                     "(an n x H x W x C or n x H x W uint8 array).")
+    raise InputError(
+        f"inputs: dtype {arr.dtype}, shape {arr.shape}; expected texts (a list of strings) or images "
+        "(an n x H x W x C or n x H x W uint8 array)."
+    )
 
 
 def _describe_modality(modality: str, inputs) -> str:
@@ -316,10 +400,14 @@ def _pil_images(images: np.ndarray):
     from PIL import Image
 
     if images.dtype != np.uint8:
-        raise InputError(f"images: dtype {images.dtype}; the model's own preprocessing takes uint8 pixels (0-255), "
-                         "n x H x W x C: store the images as uint8, not as preprocessed tensors.")
+        raise InputError(
+            f"images: dtype {images.dtype}; the model's own preprocessing takes uint8 pixels (0-255), "
+            "n x H x W x C: store the images as uint8, not as preprocessed tensors."
+        )
     if images.ndim == 4 and images.shape[-1] not in (1, 3, 4):
-        raise InputError(f"images: shape {images.shape}; expected n x H x W x C with C 1, 3 or 4 (channels last).")
+        raise InputError(
+            f"images: shape {images.shape}; expected n x H x W x C with C 1, 3 or 4 (channels last)."
+        )
     out = []
     for img in images:
         if img.ndim == 3 and img.shape[-1] == 1:
@@ -331,11 +419,14 @@ def _pil_images(images: np.ndarray):
 def _too_long(tokenizer, limit: int, prompt_of):
     """A counter of the texts whose tokens (with the part's prompt and the special
     tokens) exceed ``limit``: the texts the model truncates."""
+
     def count(texts, part) -> int:
         prompt = prompt_of(part)
         n = 0
         for start in range(0, len(texts), 1024):
-            enc = tokenizer([prompt + t for t in texts[start:start + 1024]], truncation=False, verbose=False)
+            enc = tokenizer(
+                [prompt + t for t in texts[start : start + 1024]], truncation=False, verbose=False
+            )
             n += sum(len(ids) > limit for ids in enc["input_ids"])
         return n
 
@@ -351,11 +442,14 @@ def _prompt(model: HubModel, part) -> str:
 def _load_sentence_transformers(model: HubModel) -> dict:
     st = _import("sentence_transformers")
     try:
-        encoder = st.SentenceTransformer(str(model.path), device="cpu", local_files_only=True,
-                                         trust_remote_code=False)
+        encoder = st.SentenceTransformer(
+            str(model.path), device="cpu", local_files_only=True, trust_remote_code=False
+        )
     except Exception as exc:
-        raise InputError(f"{model.path}: not a sentence-transformers model directory, or an incomplete one "
-                         f"({type(exc).__name__}: {str(exc)[:300]}); save one with model.save(path).") from None
+        raise InputError(
+            f"{model.path}: not a sentence-transformers model directory, or an incomplete one "
+            f"({type(exc).__name__}: {str(exc)[:300]}); save one with model.save(path)."
+        ) from None
     if "max_length" in model.settings:
         encoder.max_seq_length = int(model.settings["max_length"])
     normalize = bool(model.settings.get("normalize", False))
@@ -363,17 +457,29 @@ def _load_sentence_transformers(model: HubModel) -> dict:
     def run(batch, part):
         doc = part in _DOCUMENT_PARTS
         kw = {}
-        for k in (("document_prompt", "document_prompt_name") if doc else ("query_prompt", "query_prompt_name")):
+        for k in (
+            ("document_prompt", "document_prompt_name")
+            if doc
+            else ("query_prompt", "query_prompt_name")
+        ):
             if k in model.settings:
                 kw[k.replace("document_", "").replace("query_", "")] = model.settings[k]
         encode = getattr(encoder, "encode_document" if doc else "encode_query", None)
-        if encode is None:  # sentence-transformers < 5: the model's own prompt of that name, if it has one
+        if (
+            encode is None
+        ):  # sentence-transformers < 5: the model's own prompt of that name, if it has one
             encode = encoder.encode
             own = "document" if doc else "query"
             if not kw and own in (getattr(encoder, "prompts", None) or {}):
                 kw = {"prompt_name": own}
-        return encode(batch, batch_size=len(batch), show_progress_bar=False, convert_to_numpy=True,
-                      normalize_embeddings=normalize, **kw)
+        return encode(
+            batch,
+            batch_size=len(batch),
+            show_progress_bar=False,
+            convert_to_numpy=True,
+            normalize_embeddings=normalize,
+            **kw,
+        )
 
     def prompt_of(part) -> str:  # the prompt text encode_query / encode_document put first
         doc = part in _DOCUMENT_PARTS
@@ -385,21 +491,29 @@ def _load_sentence_transformers(model: HubModel) -> dict:
 
     tokenizer = getattr(encoder, "tokenizer", None)
     limit = getattr(encoder, "max_seq_length", None)
-    counter = _too_long(tokenizer, limit, prompt_of) if tokenizer is not None and isinstance(limit, int) else None
+    counter = (
+        _too_long(tokenizer, limit, prompt_of)
+        if tokenizer is not None and isinstance(limit, int)
+        else None
+    )
     return {"text": run, "modules": (encoder,), "max_length": limit, "too_long": counter}
 
 
 def _load_huggingface(model: HubModel) -> dict:
     transformers = _import("huggingface")
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(model.path), local_files_only=True,
-                                                               trust_remote_code=False)
-        encoder = transformers.AutoModel.from_pretrained(str(model.path), local_files_only=True,
-                                                         trust_remote_code=False)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            str(model.path), local_files_only=True, trust_remote_code=False
+        )
+        encoder = transformers.AutoModel.from_pretrained(
+            str(model.path), local_files_only=True, trust_remote_code=False
+        )
     except Exception as exc:
-        raise InputError(f"{model.path}: not a Hugging Face model directory with a tokenizer, or an incomplete one "
-                         f"({type(exc).__name__}: {str(exc)[:300]}); save both with model.save_pretrained(path) and "
-                         "tokenizer.save_pretrained(path).") from None
+        raise InputError(
+            f"{model.path}: not a Hugging Face model directory with a tokenizer, or an incomplete one "
+            f"({type(exc).__name__}: {str(exc)[:300]}); save both with model.save_pretrained(path) and "
+            "tokenizer.save_pretrained(path)."
+        ) from None
     encoder.eval()
     max_length = model.settings.get("max_length") or _max_length(tokenizer, encoder, model.path)
     pooling = model.settings.get("pooling", "mean")
@@ -410,8 +524,13 @@ def _load_huggingface(model: HubModel) -> dict:
 
         prompt = _prompt(model, part)
         dev = next(encoder.parameters()).device
-        enc = tokenizer([prompt + t for t in batch], padding=True, truncation=True, max_length=max_length,
-                        return_tensors="pt")
+        enc = tokenizer(
+            [prompt + t for t in batch],
+            padding=True,
+            truncation=True,
+            max_length=max_length,
+            return_tensors="pt",
+        )
         enc = {k: v.to(dev) for k, v in enc.items()}
         hidden = encoder(**enc).last_hidden_state
         if pooling == "cls":
@@ -421,17 +540,28 @@ def _load_huggingface(model: HubModel) -> dict:
             out = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
         return torch.nn.functional.normalize(out, dim=-1) if normalize else out
 
-    return {"text": run, "modules": (encoder,), "max_length": max_length,
-            "too_long": _too_long(tokenizer, max_length, lambda part: _prompt(model, part))}
+    return {
+        "text": run,
+        "modules": (encoder,),
+        "max_length": max_length,
+        "too_long": _too_long(tokenizer, max_length, lambda part: _prompt(model, part)),
+    }
 
 
 def _max_length(tokenizer, encoder, path) -> int:
-    limits = [n for n in (getattr(tokenizer, "model_max_length", None),
-                          getattr(encoder.config, "max_position_embeddings", None))
-              if isinstance(n, int) and 0 < n < 1_000_000]
+    limits = [
+        n
+        for n in (
+            getattr(tokenizer, "model_max_length", None),
+            getattr(encoder.config, "max_position_embeddings", None),
+        )
+        if isinstance(n, int) and 0 < n < 1_000_000
+    ]
     if not limits:
-        raise InputError(f"{path}: neither the tokenizer (model_max_length) nor the config "
-                         "(max_position_embeddings) says how many tokens the model takes; set max_length.")
+        raise InputError(
+            f"{path}: neither the tokenizer (model_max_length) nor the config "
+            "(max_position_embeddings) says how many tokens the model takes; set max_length."
+        )
     return min(limits)
 
 
@@ -441,13 +571,16 @@ def _load_open_clip(model: HubModel) -> dict:
     if "config" in model.settings:
         open_clip.add_model_config(str(model.settings["config"]))
     try:
-        encoder, _, preprocess = open_clip.create_model_and_transforms(name, pretrained=str(model.path),
-                                                                      weights_only=True)
+        encoder, _, preprocess = open_clip.create_model_and_transforms(
+            name, pretrained=str(model.path), weights_only=True
+        )
         tokenizer = open_clip.get_tokenizer(name)
     except Exception as exc:
-        raise InputError(f"{model.path}: cannot build open_clip model {name!r} from this checkpoint "
-                         f"({type(exc).__name__}: {str(exc)[:300]}); check model_name (open_clip.list_models(), or "
-                         "config: a JSON model config) and that the checkpoint is that model's state_dict.") from None
+        raise InputError(
+            f"{model.path}: cannot build open_clip model {name!r} from this checkpoint "
+            f"({type(exc).__name__}: {str(exc)[:300]}); check model_name (open_clip.list_models(), or "
+            "config: a JSON model config) and that the checkpoint is that model's state_dict."
+        ) from None
     encoder.eval()
     normalize = bool(model.settings.get("normalize", False))
 
@@ -462,26 +595,39 @@ def _load_open_clip(model: HubModel) -> dict:
         dev = next(encoder.parameters()).device
         return encoder.encode_text(tokenizer(list(batch)).to(dev), normalize=normalize)
 
-    return {"image": images, "text": texts, "modules": (encoder,), "preprocess": preprocess,
-            "tokenizer": tokenizer, "model": encoder}
+    return {
+        "image": images,
+        "text": texts,
+        "modules": (encoder,),
+        "preprocess": preprocess,
+        "tokenizer": tokenizer,
+        "model": encoder,
+    }
 
 
 def _load_timm(model: HubModel) -> dict:
     timm = _import("timm")
     name = model.settings.get("model_name")
-    overlay = {**(_timm_cfg(model.settings["config"]) if "config" in model.settings else {}), "file": str(model.path)}
+    overlay = {
+        **(_timm_cfg(model.settings["config"]) if "config" in model.settings else {}),
+        "file": str(model.path),
+    }
     try:
         if name is None:
             encoder = timm.create_model(f"local-dir:{model.path}", pretrained=True, num_classes=0)
         else:
-            encoder = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, num_classes=0)
+            encoder = timm.create_model(
+                name, pretrained=True, pretrained_cfg_overlay=overlay, num_classes=0
+            )
         from timm.data import create_transform, resolve_data_config
 
         transform = create_transform(**resolve_data_config({}, model=encoder))
     except Exception as exc:
-        raise InputError(f"{model.path}: cannot build the timm model {name or '(from its config.json)'} "
-                         f"({type(exc).__name__}: {str(exc)[:300]}); give a directory saved by timm "
-                         "(config.json + weights) or model_name with its checkpoint file.") from None
+        raise InputError(
+            f"{model.path}: cannot build the timm model {name or '(from its config.json)'} "
+            f"({type(exc).__name__}: {str(exc)[:300]}); give a directory saved by timm "
+            "(config.json + weights) or model_name with its checkpoint file."
+        ) from None
     encoder.eval()
     normalize = bool(model.settings.get("normalize", False))
 
@@ -499,17 +645,29 @@ def _timm_cfg(path: Path) -> dict:
     """The pretrained config of a JSON file: timm's ``config.json`` (its
     ``pretrained_cfg``) or that object alone; an InputError names a bad file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # UTF-8, a leading BOM dropped (_textfiles)
+        data = json.loads(
+            Path(path).read_text(encoding="utf-8-sig")
+        )  # UTF-8, a leading BOM dropped (_textfiles)
     except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a JSON pretrained config ({type(exc).__name__}: {exc}).") from None
+        raise InputError(
+            f"{path}: not a JSON pretrained config ({type(exc).__name__}: {exc})."
+        ) from None
     cfg = data.get("pretrained_cfg", data) if isinstance(data, dict) else None
     if not isinstance(cfg, dict):
-        raise InputError(f"{path}: expected a JSON object (timm's pretrained config: input_size, mean, std, ...).")
-    return {k: v for k, v in cfg.items() if k not in ("file", "hf_hub_id", "url")}  # the weights are the checkpoint
+        raise InputError(
+            f"{path}: expected a JSON object (timm's pretrained config: input_size, mean, std, ...)."
+        )
+    return {
+        k: v for k, v in cfg.items() if k not in ("file", "hf_hub_id", "url")
+    }  # the weights are the checkpoint
 
 
-_LOADERS = {"sentence_transformers": _load_sentence_transformers, "huggingface": _load_huggingface,
-            "open_clip": _load_open_clip, "timm": _load_timm}
+_LOADERS = {
+    "sentence_transformers": _load_sentence_transformers,
+    "huggingface": _load_huggingface,
+    "open_clip": _load_open_clip,
+    "timm": _load_timm,
+}
 
 
 def load(kind: str, path, *, device: str | None = "auto", **settings) -> HubModel:

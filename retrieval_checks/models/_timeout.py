@@ -37,9 +37,12 @@ def call_with_timeout(fn: Callable[[], Any], *, timeout: float | None, what: str
     thread.start()
     thread.join(float(timeout))
     if thread.is_alive():
-        raise ModelTimeoutError(f"{what} did not finish within timeout={timeout:g} s; the check fails and the "
-                                "session goes on (the call is abandoned, not stopped). Raise the model's "
-                                "'timeout:' (or --rc-timeout) if it is merely slow.", timeout=float(timeout))
+        raise ModelTimeoutError(
+            f"{what} did not finish within timeout={timeout:g} s; the check fails and the "
+            "session goes on (the call is abandoned, not stopped). Raise the model's "
+            "'timeout:' (or --rc-timeout) if it is merely slow.",
+            timeout=float(timeout),
+        )
     if "error" in box:
         raise box["error"]
     return box.get("value")

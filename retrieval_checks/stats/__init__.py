@@ -8,6 +8,17 @@ from ._gaps import Gap, generalization_gap
 from ._intervals import Interval, bootstrap_interval, newcombe_interval, wilson_interval
 from ._sweep import SweepTable
 
-__all__ = ["Interval", "Gap", "Comparison", "SweepTable", "MeasureCorrelation", "bootstrap_interval",
-           "wilson_interval", "newcombe_interval", "generalization_gap", "compare", "correlate_with_gap",
-           "selection_accuracy"]
+__all__ = [
+    "Interval",
+    "Gap",
+    "Comparison",
+    "SweepTable",
+    "MeasureCorrelation",
+    "bootstrap_interval",
+    "wilson_interval",
+    "newcombe_interval",
+    "generalization_gap",
+    "compare",
+    "correlate_with_gap",
+    "selection_accuracy",
+]

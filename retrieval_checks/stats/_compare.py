@@ -13,13 +13,20 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from .._lazy import stats
 
+from .._lazy import stats
 from ..errors import InputError
 from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
-from ._intervals import check_resamples, result_setting, mean_rows, medr_rows, resample_stats, resolve_cluster
+from ._intervals import (
+    check_resamples,
+    mean_rows,
+    medr_rows,
+    resample_stats,
+    resolve_cluster,
+    result_setting,
+)
 
 __all__ = ["Comparison", "compare"]
 
@@ -52,9 +59,11 @@ class Comparison:
     n_skipped: int | None = None
 
     def __str__(self) -> str:
-        return (f"{self.metric}: candidate {self.candidate:.4f} vs baseline {self.baseline:.4f}, "
-                f"difference {self.difference:+.4f} [{self.low:+.4f}, {self.high:+.4f}] "
-                f"({self.confidence:.0%} {self.method}, n={self.n} {self.unit}, p={self.p_value:.3g})")
+        return (
+            f"{self.metric}: candidate {self.candidate:.4f} vs baseline {self.baseline:.4f}, "
+            f"difference {self.difference:+.4f} [{self.low:+.4f}, {self.high:+.4f}] "
+            f"({self.confidence:.0%} {self.method}, n={self.n} {self.unit}, p={self.p_value:.3g})"
+        )
 
 
 @dataclass(frozen=True)
@@ -94,9 +103,12 @@ def compare(
     default to the results' own (``evaluate(confidence=..., seed=...)``), else 0.95 and 0.
     """
     sides = ("candidate", "baseline")
-    confidence = result_setting(candidate, "confidence", confidence, DEFAULTS["confidence"], others=(baseline,),
-                                sides=sides)
-    seed = result_setting(candidate, "seed", seed, DEFAULTS["seed"], others=(baseline,), sides=sides)
+    confidence = result_setting(
+        candidate, "confidence", confidence, DEFAULTS["confidence"], others=(baseline,), sides=sides
+    )
+    seed = result_setting(
+        candidate, "seed", seed, DEFAULTS["seed"], others=(baseline,), sides=sides
+    )
     check_option("confidence", confidence)
     check_option("seed", seed)
     if not isinstance(method, str) or method not in ("t", "bootstrap"):
@@ -109,7 +121,9 @@ def compare(
         if not hasattr(res, "per_query") or not hasattr(res, "grouped"):
             raise InputError(f"{side} must be an EvaluationResult, got {type(res).__name__}.")
         if spec.name not in res:
-            raise InputError(f"{spec.name} was not computed for the {side}; computed: {', '.join(res)}.")
+            raise InputError(
+                f"{spec.name} was not computed for the {side}; computed: {', '.join(res)}."
+            )
     if candidate.n_queries != baseline.n_queries:
         raise InputError(
             f"The candidate was evaluated on {candidate.n_queries} queries and the baseline on "
@@ -138,10 +152,18 @@ def _fingerprint(res) -> dict:
     if hasattr(res, "query_fingerprint"):
         return res.query_fingerprint()
     labels = None
-    if getattr(res, "query_label_codes", None) is not None and getattr(res, "label_values", None) is not None:
+    if (
+        getattr(res, "query_label_codes", None) is not None
+        and getattr(res, "label_values", None) is not None
+    ):
         labels = np.asarray(res.label_values)[res.query_label_codes]
-    return {"n_queries": res.n_queries, "n_gallery": getattr(res, "config", {}).get("n_gallery"),
-            "n_relevant": getattr(res, "n_relevant", None), "labels": labels, "ids": getattr(res, "query_ids", None)}
+    return {
+        "n_queries": res.n_queries,
+        "n_gallery": getattr(res, "config", {}).get("n_gallery"),
+        "n_relevant": getattr(res, "n_relevant", None),
+        "labels": labels,
+        "ids": getattr(res, "query_ids", None),
+    }
 
 
 def _first_difference(a, b) -> int | None:
@@ -160,11 +182,19 @@ def _same_queries(candidate, baseline) -> None:
     the model) differ. Equal query counts alone would pair query i of one set with an
     unrelated query i of the other and report a difference of noise."""
     fa, fb = _fingerprint(candidate), _fingerprint(baseline)
-    fix = ("evaluate both models on the same queries, in the same order, with the same labels (or relevance), "
-           "ids and gallery")
-    if fa["n_gallery"] is not None and fb["n_gallery"] is not None and fa["n_gallery"] != fb["n_gallery"]:
-        raise InputError(f"The candidate ranked a gallery of {fa['n_gallery']} items and the baseline one of "
-                         f"{fb['n_gallery']}: these are not the same retrieval task; {fix}.")
+    fix = (
+        "evaluate both models on the same queries, in the same order, with the same labels (or relevance), "
+        "ids and gallery"
+    )
+    if (
+        fa["n_gallery"] is not None
+        and fb["n_gallery"] is not None
+        and fa["n_gallery"] != fb["n_gallery"]
+    ):
+        raise InputError(
+            f"The candidate ranked a gallery of {fa['n_gallery']} items and the baseline one of "
+            f"{fb['n_gallery']}: these are not the same retrieval task; {fix}."
+        )
     for key, what in (("labels", "label"), ("ids", "id")):
         a, b = fa[key], fb[key]
         if a is None or b is None:
@@ -188,19 +218,30 @@ def _same_queries(candidate, baseline) -> None:
 
 
 def _group_pairs(spec, g1, g2) -> _Pairs:
-    if (g1.group_size, g1.seed, g1.n_groups) != (g2.group_size, g2.seed, g2.n_groups) or not np.array_equal(
-        g1.group_of_query, g2.group_of_query
-    ):
+    if (g1.group_size, g1.seed, g1.n_groups) != (
+        g2.group_size,
+        g2.seed,
+        g2.n_groups,
+    ) or not np.array_equal(g1.group_of_query, g2.group_of_query):
         raise InputError(
             f"{spec.name}: the two results use different label partitions; evaluate both with the same "
             "labels, group_size and group_seed."
         )
-    return _Pairs(g1.group_values.mean(axis=0), g2.group_values.mean(axis=0), None, g1.value, g2.value, "groups")
+    return _Pairs(
+        g1.group_values.mean(axis=0),
+        g2.group_values.mean(axis=0),
+        None,
+        g1.value,
+        g2.value,
+        "groups",
+    )
 
 
 def _query_pairs(spec, candidate, baseline, cluster) -> _Pairs:
     if spec.name not in candidate.per_query:
-        raise InputError(f"{spec.name} is a global metric; a paired comparison needs per-query values.")
+        raise InputError(
+            f"{spec.name} is a global metric; a paired comparison needs per-query values."
+        )
     a, b = candidate.per_query[spec.name], baseline.per_query[spec.name]
     if not np.array_equal(~np.isnan(a), ~np.isnan(b)):
         raise InputError(
@@ -211,8 +252,14 @@ def _query_pairs(spec, candidate, baseline, cluster) -> _Pairs:
     clusters = None
     if resolve_cluster(cluster, candidate) == "label":
         clusters = candidate.query_label_codes[both]
-    return _Pairs(a[both], b[both], clusters, aggregate(spec, a), aggregate(spec, b),
-                  "queries" if clusters is None else "classes")
+    return _Pairs(
+        a[both],
+        b[both],
+        clusters,
+        aggregate(spec, a),
+        aggregate(spec, b),
+        "queries" if clusters is None else "classes",
+    )
 
 
 def _medr_cluster_bootstrap(a, b, clusters, n_resamples, rng) -> np.ndarray:
@@ -245,9 +292,21 @@ def _bootstrap_comparison(spec, pairs: _Pairs, confidence, n_resamples, seed) ->
     p_two = float(min(1.0, 2 * min(np.mean(boot >= 0), np.mean(boot <= 0))))
     n_units = n if clusters is None else int(np.unique(clusters).size)
     unit = pairs.unit
-    return Comparison(spec.name, pairs.candidate, pairs.baseline, pairs.candidate - pairs.baseline, low, high,
-                      confidence, p_two, p_worse, f"paired percentile bootstrap over {unit}", n_units, unit,
-                      spec.higher_is_better)
+    return Comparison(
+        spec.name,
+        pairs.candidate,
+        pairs.baseline,
+        pairs.candidate - pairs.baseline,
+        low,
+        high,
+        confidence,
+        p_two,
+        p_worse,
+        f"paired percentile bootstrap over {unit}",
+        n_units,
+        unit,
+        spec.higher_is_better,
+    )
 
 
 def _t_comparison(spec, pairs: _Pairs, confidence) -> Comparison:
@@ -272,7 +331,22 @@ def _t_comparison(spec, pairs: _Pairs, confidence) -> Comparison:
         tstat = mean / se
         p_two = float(2 * stats.t.sf(abs(tstat), dof))
         p_worse = float(stats.t.cdf(sign * tstat, dof))  # small when the candidate is worse
-    meth = f"paired t over {pairs.unit}" + (" (cluster-robust)" if pairs.clusters is not None else "")
+    meth = f"paired t over {pairs.unit}" + (
+        " (cluster-robust)" if pairs.clusters is not None else ""
+    )
     diff = pairs.candidate - pairs.baseline if spec.kind == "grouped" else mean
-    return Comparison(spec.name, pairs.candidate, pairs.baseline, diff, low, high, confidence, p_two, p_worse, meth,
-                      n_units, pairs.unit, spec.higher_is_better)
+    return Comparison(
+        spec.name,
+        pairs.candidate,
+        pairs.baseline,
+        diff,
+        low,
+        high,
+        confidence,
+        p_two,
+        p_worse,
+        meth,
+        n_units,
+        pairs.unit,
+        spec.higher_is_better,
+    )

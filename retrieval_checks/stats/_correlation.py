@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from .._lazy import stats
 
+from .._lazy import stats
 from ..errors import InputError
 from ..options import check_option
 from ._intervals import _finite_values, few_units_note, warn_notes
@@ -60,7 +60,9 @@ def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float
     that generalizes better (smaller gap)."""
     m, g = _finite_values(measure, "measure"), _finite_values(gaps, "gaps")
     if m.shape != g.shape:
-        raise InputError(f"measure has {m.size} values but gaps {g.size}: give one value per model in both.")
+        raise InputError(
+            f"measure has {m.size} values but gaps {g.size}: give one value per model in both."
+        )
     if not isinstance(higher_is_better, (bool, np.bool_)):
         raise InputError(f"higher_is_better={higher_is_better!r}: use True or False.")
     i, j = np.triu_indices(m.size, k=1)
@@ -75,19 +77,24 @@ def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float
     return float(right.mean())
 
 
-def correlate_with_gap(measures: dict, gaps, *, higher_is_better: dict | None = None,
-                       confidence: float = 0.95) -> list[MeasureCorrelation]:
+def correlate_with_gap(
+    measures: dict, gaps, *, higher_is_better: dict | None = None, confidence: float = 0.95
+) -> list[MeasureCorrelation]:
     """One :class:`MeasureCorrelation` per measure (``{name: one value per model}``).
     Fewer than ``MIN_INTERVAL_UNITS`` models give an
     :class:`~retrieval_checks.errors.IntervalWarning`: their Fisher-z intervals span
     most of [-1, 1]."""
     check_option("confidence", confidence)
     if not isinstance(measures, dict) or not measures:
-        raise InputError(f"measures must be a non-empty dict {{name: one value per model}}, got "
-                         f"{type(measures).__name__}.")
+        raise InputError(
+            f"measures must be a non-empty dict {{name: one value per model}}, got "
+            f"{type(measures).__name__}."
+        )
     if higher_is_better is not None and not isinstance(higher_is_better, dict):
-        raise InputError(f"higher_is_better must be a dict {{measure name: True or False}}, got "
-                         f"{type(higher_is_better).__name__}.")
+        raise InputError(
+            f"higher_is_better must be a dict {{measure name: True or False}}, got "
+            f"{type(higher_is_better).__name__}."
+        )
     g = _finite_values(gaps, "gaps")
     if g.size < 3:
         raise InputError(f"gaps must hold one value per model, at least 3; got {g.size}.")
@@ -107,9 +114,20 @@ def correlate_with_gap(measures: dict, gaps, *, higher_is_better: dict | None = 
             r, pr = (float(x) for x in stats.pearsonr(v, g))
             rho, ps = (float(x) for x in stats.spearmanr(v, g))
         se_r = 1 / math.sqrt(n - 3) if n > 3 else float("nan")
-        se_s = math.sqrt((1 + rho ** 2 / 2) / (n - 3)) if n > 3 and np.isfinite(rho) else float("nan")
+        se_s = math.sqrt((1 + rho**2 / 2) / (n - 3)) if n > 3 and np.isfinite(rho) else float("nan")
         hib = higher_is_better.get(name, True)
-        out.append(MeasureCorrelation(name, n, r, *_fisher(r, n, se_r, confidence), pr, rho,
-                                      *_fisher(rho, n, se_s, confidence), ps,
-                                      selection_accuracy(v, g, higher_is_better=hib), hib))
+        out.append(
+            MeasureCorrelation(
+                name,
+                n,
+                r,
+                *_fisher(r, n, se_r, confidence),
+                pr,
+                rho,
+                *_fisher(rho, n, se_s, confidence),
+                ps,
+                selection_accuracy(v, g, higher_is_better=hib),
+                hib,
+            )
+        )
     return out

@@ -16,17 +16,28 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from .._lazy import stats
 
+from .._lazy import stats
 from .._suggest import shown
 from ..errors import InputError
 from ..metrics._accuracy import AccuracyResult
 from ..metrics._names import parse_metric
-from ..metrics._registry import family
 from ..metrics._ranking import aggregate
+from ..metrics._registry import family
 from ..options import DEFAULTS, check_option
-from ._intervals import (UNIT_NAMES, check_resamples, few_units_note, result_setting, mean_rows, medr_rows,
-                         newcombe_interval, per_query_values, resample_stats, resolve_cluster, warn_notes)
+from ._intervals import (
+    UNIT_NAMES,
+    check_resamples,
+    few_units_note,
+    mean_rows,
+    medr_rows,
+    newcombe_interval,
+    per_query_values,
+    resample_stats,
+    resolve_cluster,
+    result_setting,
+    warn_notes,
+)
 
 __all__ = ["Gap", "generalization_gap", "gap_notes"]
 
@@ -58,9 +69,11 @@ class Gap:
 
     def __str__(self) -> str:
         a, b = self.labels
-        return (f"{self.metric} gap ({a} - {b}) = {self.value:+.4f} [{self.low:+.4f}, {self.high:+.4f}] "
-                f"({self.confidence:.0%} {self.method}; {a} {self.first_value:.4f} on {self.n_first} {self.unit}, "
-                f"{b} {self.second_value:.4f} on {self.n_second} {self.unit})")
+        return (
+            f"{self.metric} gap ({a} - {b}) = {self.value:+.4f} [{self.low:+.4f}, {self.high:+.4f}] "
+            f"({self.confidence:.0%} {self.method}; {a} {self.first_value:.4f} on {self.n_first} {self.unit}, "
+            f"{b} {self.second_value:.4f} on {self.n_second} {self.unit})"
+        )
 
 
 def generalization_gap(
@@ -102,12 +115,18 @@ def generalization_gap(
     (``_ordered=False``: a difference of two exchangeable sides, e.g. two halves of
     one population, whose sign means nothing: no warning about it.)
     """
-    if (not isinstance(labels, (tuple, list)) or len(labels) != 2
-            or not all(isinstance(x, str) for x in labels)):
-        raise InputError(f"labels={shown(labels)}: give the two sides' names, e.g. ('train', 'test').")
+    if (
+        not isinstance(labels, (tuple, list))
+        or len(labels) != 2
+        or not all(isinstance(x, str) for x in labels)
+    ):
+        raise InputError(
+            f"labels={shown(labels)}: give the two sides' names, e.g. ('train', 'test')."
+        )
     labels = tuple(labels)
-    confidence = result_setting(train, "confidence", confidence, DEFAULTS["confidence"], others=(test,),
-                                sides=labels)
+    confidence = result_setting(
+        train, "confidence", confidence, DEFAULTS["confidence"], others=(test,), sides=labels
+    )
     seed = result_setting(train, "seed", seed, DEFAULTS["seed"], others=(test,), sides=labels)
     check_option("confidence", confidence)
     check_option("seed", seed)
@@ -116,17 +135,29 @@ def generalization_gap(
         raise InputError(f"allow_label_mismatch={shown(allow_label_mismatch)}: use True or False.")
     if isinstance(train, AccuracyResult) or isinstance(test, AccuracyResult):
         if metric is not None and metric != "accuracy":
-            held = "accuracy" if isinstance(train, AccuracyResult) and isinstance(test, AccuracyResult) else None
+            held = (
+                "accuracy"
+                if isinstance(train, AccuracyResult) and isinstance(test, AccuracyResult)
+                else None
+            )
             raise InputError(
                 f"metric={shown(metric)}, but "
-                + (f"the {labels[0]} and {labels[1]} results are AccuracyResults, which hold only accuracy"
-                   if held else "one side is an AccuracyResult (holding only accuracy)")
+                + (
+                    f"the {labels[0]} and {labels[1]} results are AccuracyResults, which hold only accuracy"
+                    if held
+                    else "one side is an AccuracyResult (holding only accuracy)"
+                )
                 + "; pass metric='accuracy' (or leave it out), or pass two EvaluationResults for a retrieval metric."
             )
-        return _noted(_accuracy_gap(train, test, confidence, allow_label_mismatch, labels),
-                      _same_sides(train, test, None, labels), _ordered)
+        return _noted(
+            _accuracy_gap(train, test, confidence, allow_label_mismatch, labels),
+            _same_sides(train, test, None, labels),
+            _ordered,
+        )
     if metric is None:
-        raise InputError("metric is missing: name the metric whose gap to compute, e.g. 'grouped_recall@1'.")
+        raise InputError(
+            "metric is missing: name the metric whose gap to compute, e.g. 'grouped_recall@1'."
+        )
     spec = parse_metric(metric)
     fam = family(spec.family)
     if not fam.gap:
@@ -144,15 +175,28 @@ def generalization_gap(
         )
     for side, res in zip(labels, (train, test)):
         if not hasattr(res, "per_query") or not hasattr(res, "grouped"):
-            raise InputError(f"{side} must be an EvaluationResult or AccuracyResult, got {type(res).__name__}.")
+            raise InputError(
+                f"{side} must be an EvaluationResult or AccuracyResult, got {type(res).__name__}."
+            )
         if spec.name not in res:
             raise InputError(f"{spec.name} was not computed on {side}; computed: {', '.join(res)}.")
-    cluster = resolve_cluster(cluster, train, test)  # a bad cluster= is said before anything about the data
+    cluster = resolve_cluster(
+        cluster, train, test
+    )  # a bad cluster= is said before anything about the data
     same = _same_sides(train, test, spec, labels)
     if spec.kind == "grouped":
-        return _noted(_grouped_gap(spec, train.grouped[spec.name], test.grouped[spec.name], confidence, labels), same,
-                      _ordered)
-    return _noted(_bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels), same, _ordered)
+        return _noted(
+            _grouped_gap(
+                spec, train.grouped[spec.name], test.grouped[spec.name], confidence, labels
+            ),
+            same,
+            _ordered,
+        )
+    return _noted(
+        _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels),
+        same,
+        _ordered,
+    )
 
 
 def gap_notes(gap: Gap, *, units: bool = True, ordered: bool = True) -> list[str]:
@@ -212,23 +256,35 @@ def _same_sides(train, test, spec, labels) -> str | None:
     when the two sides are identical but nothing tells whether they are one dataset
     (every query perfect on both, say), else None."""
     a, b = labels
-    why = (f"a gap of a result with itself is 0 whatever the model, and an upper bound on it (assert_gap_below) "
-           f"always passes; evaluate the model on the {a} set and on the {b} set and pass those two results")
+    why = (
+        f"a gap of a result with itself is 0 whatever the model, and an upper bound on it (assert_gap_below) "
+        f"always passes; evaluate the model on the {a} set and on the {b} set and pass those two results"
+    )
     if train is test:
         raise InputError(f"The {a} and {b} sides are the same result object: {why}.")
     if isinstance(train, AccuracyResult):
         if train.labels is None or test.labels is None:
             return None
         facts = ((train.n, test.n), (train.labels, test.labels), (train.correct, test.correct))
-        evidence, what = [train.correct], "labels and the same correct predictions, sample by sample"
+        evidence, what = (
+            [train.correct],
+            "labels and the same correct predictions, sample by sample",
+        )
     else:
         if not all(callable(getattr(r, "query_fingerprint", None)) for r in (train, test)):
             return None
         fa, fb = train.query_fingerprint(), test.query_fingerprint()
         facts = [(fa[k], fb[k]) for k in ("n_queries", "n_gallery", "n_relevant")]
         # labels and ids where both sides have them (ids given on one side only tell nothing apart)
-        facts += [(fa[k], fb[k]) for k in ("labels", "ids") if fa[k] is not None and fb[k] is not None]
-        facts.append((getattr(train, "first_relevant_rank", None), getattr(test, "first_relevant_rank", None)))
+        facts += [
+            (fa[k], fb[k]) for k in ("labels", "ids") if fa[k] is not None and fb[k] is not None
+        ]
+        facts.append(
+            (
+                getattr(train, "first_relevant_rank", None),
+                getattr(test, "first_relevant_rank", None),
+            )
+        )
         evidence = [x for x in (getattr(train, "first_relevant_rank", None),) if x is not None]
         if spec.kind == "grouped":
             ga, gb = train.grouped[spec.name], test.grouped[spec.name]
@@ -237,20 +293,28 @@ def _same_sides(train, test, spec, labels) -> str | None:
         else:
             facts.append((train.per_query[spec.name], test.per_query[spec.name]))
             evidence.append(train.per_query[spec.name])
-        what = ("queries (labels, ids, relevant counts, gallery size) and the same rank of the first relevant item "
-                "on every query")
+        what = (
+            "queries (labels, ids, relevant counts, gallery size) and the same rank of the first relevant item "
+            "on every query"
+        )
     if not all(_equal(x, y) for x, y in facts):
         return None
     if any(_varies(e) for e in evidence):
-        raise InputError(f"The {a} and {b} results hold the same data: the same {what}, so they are one dataset "
-                         f"evaluated twice; {why}.")
-    return (f"The {a} and {b} results are identical (the same {what}, every one alike), so nothing tells whether "
-            f"they are two datasets or one evaluated twice; if one, their gap of 0 says nothing about the model.")
+        raise InputError(
+            f"The {a} and {b} results hold the same data: the same {what}, so they are one dataset "
+            f"evaluated twice; {why}."
+        )
+    return (
+        f"The {a} and {b} results are identical (the same {what}, every one alike), so nothing tells whether "
+        f"they are two datasets or one evaluated twice; if one, their gap of 0 says nothing about the model."
+    )
 
 
 def _accuracy_gap(train, test, confidence, allow_label_mismatch, labels) -> Gap:
     if not (isinstance(train, AccuracyResult) and isinstance(test, AccuracyResult)):
-        raise InputError("An accuracy gap needs two AccuracyResult objects (from retrieval_checks.accuracy).")
+        raise InputError(
+            "An accuracy gap needs two AccuracyResult objects (from retrieval_checks.accuracy)."
+        )
     if not allow_label_mismatch and train.labels is not None and test.labels is not None:
         a, b = set(np.unique(train.labels).tolist()), set(np.unique(test.labels).tolist())
         only_train, only_test = sorted(a - b, key=str), sorted(b - a, key=str)
@@ -261,13 +325,27 @@ def _accuracy_gap(train, test, confidence, allow_label_mismatch, labels) -> Gap:
             if only_test:
                 parts.append(f"labels present only in {labels[1]}: {only_test[:10]}")
             raise InputError(
-                "The accuracy gap compares sets with different classes (" + "; ".join(parts) + "), so the two "
+                "The accuracy gap compares sets with different classes ("
+                + "; ".join(parts)
+                + "), so the two "
                 "accuracies average over different class mixtures; restrict both sets to their shared classes "
                 "or pass allow_label_mismatch=True."
             )
     low, high = newcombe_interval(train.n_correct, train.n, test.n_correct, test.n, confidence)
-    return Gap("accuracy", train.value - test.value, low, high, confidence, "Newcombe score interval",
-               train.value, test.value, train.n, test.n, "samples", labels)
+    return Gap(
+        "accuracy",
+        train.value - test.value,
+        low,
+        high,
+        confidence,
+        "Newcombe score interval",
+        train.value,
+        test.value,
+        train.n,
+        test.n,
+        "samples",
+        labels,
+    )
 
 
 def _grouped_gap(spec, g1, g2, confidence, labels) -> Gap:
@@ -283,8 +361,20 @@ def _grouped_gap(spec, g1, g2, confidence, labels) -> Gap:
     dof = se**4 / den if den > 0 else float(r1 + r2 - 2)
     half = float(stats.t.ppf((1 + confidence) / 2, dof)) * se
     d = g1.value - g2.value
-    return Gap(spec.name, d, d - half, d + half, confidence, f"Welch t over groups (dof {dof:.1f})",
-               g1.value, g2.value, r1, r2, "groups", labels)
+    return Gap(
+        spec.name,
+        d,
+        d - half,
+        d + half,
+        confidence,
+        f"Welch t over groups (dof {dof:.1f})",
+        g1.value,
+        g2.value,
+        r1,
+        r2,
+        "groups",
+        labels,
+    )
 
 
 def _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels) -> Gap:
@@ -304,7 +394,19 @@ def _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, la
     diff = boots[0] - boots[1]
     v1, v2 = aggregate(spec, x1), aggregate(spec, x2)
     low, high = (float(v) for v in np.quantile(diff, [(1 - confidence) / 2, (1 + confidence) / 2]))
-    return Gap(spec.name, v1 - v2, low, high, confidence, f"percentile bootstrap over {UNIT_NAMES[cluster]}", v1, v2,
-               ns[0], ns[1], "queries" if cluster == "query" else "classes", labels,
-               n_used=(int((~np.isnan(x1)).sum()), int((~np.isnan(x2)).sum())),
-               n_skipped=(int(np.isnan(x1).sum()), int(np.isnan(x2).sum())))
+    return Gap(
+        spec.name,
+        v1 - v2,
+        low,
+        high,
+        confidence,
+        f"percentile bootstrap over {UNIT_NAMES[cluster]}",
+        v1,
+        v2,
+        ns[0],
+        ns[1],
+        "queries" if cluster == "query" else "classes",
+        labels,
+        n_used=(int((~np.isnan(x1)).sum()), int((~np.isnan(x2)).sum())),
+        n_skipped=(int(np.isnan(x1).sum()), int(np.isnan(x2).sum())),
+    )

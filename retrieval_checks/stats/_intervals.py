@@ -16,18 +16,38 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-from .._lazy import stats
 
+from .._lazy import stats
 from ..errors import InputError, IntervalWarning
 from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import check_option
 
-__all__ = ["Interval", "bootstrap_interval", "check_count", "wilson_interval", "newcombe_interval", "resample_stats",
-           "mean_rows", "medr_rows", "resolve_cluster", "check_resamples", "result_setting", "MAX_RESAMPLES",
-           "per_query_values", "UNIT_NAMES", "MIN_INTERVAL_UNITS", "few_units_note", "warn_notes"]
+if TYPE_CHECKING:
+    from ..engine import EvaluationResult
+
+__all__ = [
+    "Interval",
+    "bootstrap_interval",
+    "check_count",
+    "wilson_interval",
+    "newcombe_interval",
+    "resample_stats",
+    "mean_rows",
+    "medr_rows",
+    "resolve_cluster",
+    "check_resamples",
+    "result_setting",
+    "MAX_RESAMPLES",
+    "per_query_values",
+    "UNIT_NAMES",
+    "MIN_INTERVAL_UNITS",
+    "few_units_note",
+    "warn_notes",
+]
 
 
 @dataclass(frozen=True)
@@ -51,8 +71,10 @@ class Interval:
     notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return (f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] "
-                f"({self.confidence:.0%} {self.method}, n={self.n} {self.unit})")
+        return (
+            f"{self.metric} = {self.value:.4f} [{self.low:.4f}, {self.high:.4f}] "
+            f"({self.confidence:.0%} {self.method}, n={self.n} {self.unit})"
+        )
 
 
 UNIT_NAMES = {"query": "queries", "label": "classes"}
@@ -67,7 +89,7 @@ MIN_INTERVAL_UNITS = 5
 _MORE_UNITS = {
     "groups": "use a smaller group_size (more groups from the same labels) or evaluate on more classes",
     "classes": "evaluate on more classes (cluster='query' resamples queries instead, right only where the queries "
-               "of a class are independent, e.g. one query per class)",
+    "of a class are independent, e.g. one query per class)",
     "models": "correlate over more models",
 }
 
@@ -79,9 +101,11 @@ def few_units_note(what: str, n, unit: str) -> str | None:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n >= MIN_INTERVAL_UNITS:
         return None
     fix = _MORE_UNITS.get(unit, f"evaluate on more {unit}")
-    return (f"{what}: its interval rests on {int(n)} {unit}, fewer than {MIN_INTERVAL_UNITS}; from so few independent "
-            f"units it spans most of the metric's range and says little (a gate on it decides on the interval's "
-            f"width, not on the model); {fix}.")
+    return (
+        f"{what}: its interval rests on {int(n)} {unit}, fewer than {MIN_INTERVAL_UNITS}; from so few independent "
+        f"units it spans most of the metric's range and says little (a gate on it decides on the interval's "
+        f"width, not on the model); {fix}."
+    )
 
 
 def warn_notes(notes, stacklevel: int = 2) -> None:
@@ -95,7 +119,9 @@ def check_count(value, name: str, *, low: int = 0) -> int:
     """``value`` when it is an int >= ``low`` (not a bool, not a string); else
     :class:`~retrieval_checks.InputError` naming the argument."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{name}={value!r}: expected an integer >= {low}, found {type(value).__name__}.")
+        raise InputError(
+            f"{name}={value!r}: expected an integer >= {low}, found {type(value).__name__}."
+        )
     if value < low:
         raise InputError(f"{name}={value!r}: expected an integer >= {low}.")
     return int(value)
@@ -104,7 +130,9 @@ def check_count(value, name: str, *, low: int = 0) -> int:
 def _finite_values(values, name: str) -> np.ndarray:
     """A 1-D float64 array of finite numbers, or InputError naming ``name``."""
     if isinstance(values, (str, bytes)) or isinstance(values, dict):
-        raise InputError(f"{name} must be a sequence of numbers (one per model), got {type(values).__name__}.")
+        raise InputError(
+            f"{name} must be a sequence of numbers (one per model), got {type(values).__name__}."
+        )
     try:
         a = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -113,8 +141,10 @@ def _finite_values(values, name: str) -> np.ndarray:
         raise InputError(f"{name} must be 1-D (one value per model), got shape {a.shape}.")
     if not np.isfinite(a).all():
         bad = np.flatnonzero(~np.isfinite(a))
-        raise InputError(f"{name} has NaN or infinite values (positions {', '.join(map(str, bad[:5]))}); drop those "
-                         "models or use a log scale.")
+        raise InputError(
+            f"{name} has NaN or infinite values (positions {', '.join(map(str, bad[:5]))}); drop those "
+            "models or use a log scale."
+        )
     return a
 
 
@@ -128,7 +158,9 @@ def resolve_cluster(cluster: str, *results) -> str:
     if cluster == "label":
         for r in results:
             if getattr(r, "query_label_codes", None) is None:
-                raise InputError("cluster='label' needs labels; a result was computed from explicit relevance.")
+                raise InputError(
+                    "cluster='label' needs labels; a result was computed from explicit relevance."
+                )
     return cluster
 
 
@@ -141,12 +173,18 @@ def check_resamples(n_resamples: int) -> None:
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
         shown = repr(n_resamples)
         shown = shown if len(shown) <= 40 else shown[:20] + "..." + f" ({len(shown)} characters)"
-        raise InputError(f"n_resamples={shown}: expected an integer number of resamples, found "
-                         f"{type(n_resamples).__name__} (e.g. n_resamples=2000).")
+        raise InputError(
+            f"n_resamples={shown}: expected an integer number of resamples, found "
+            f"{type(n_resamples).__name__} (e.g. n_resamples=2000)."
+        )
     if n_resamples < 100:
-        raise InputError(f"n_resamples={int(n_resamples)}: use at least 100 resamples (1000+ for 95% intervals).")
+        raise InputError(
+            f"n_resamples={int(n_resamples)}: use at least 100 resamples (1000+ for 95% intervals)."
+        )
     if n_resamples > MAX_RESAMPLES:
-        digits = int(int(n_resamples).bit_length() * 0.30103) + 1  # str() of a 5000-digit int raises
+        digits = (
+            int(int(n_resamples).bit_length() * 0.30103) + 1
+        )  # str() of a 5000-digit int raises
         shown = str(int(n_resamples)) if digits <= 20 else f"a number of about {digits} digits"
         raise InputError(
             f"n_resamples={shown}: at most {MAX_RESAMPLES:,} resamples (more no longer changes the interval but "
@@ -182,10 +220,14 @@ def result_setting(result, name: str, value, default, *, others=(), sides=("resu
 def per_query_values(result, metric: str):
     """(spec, per-query values) of a query-level metric of an evaluation result."""
     if not hasattr(result, "per_query") or not hasattr(result, "query_label_codes"):
-        raise InputError(f"Expected an EvaluationResult from retrieval_checks.evaluate, got {type(result).__name__}.")
+        raise InputError(
+            f"Expected an EvaluationResult from retrieval_checks.evaluate, got {type(result).__name__}."
+        )
     spec = parse_metric(metric)
     if spec.name not in result:
-        raise InputError(f"{spec.name} was not computed in this result; computed: {', '.join(result)}.")
+        raise InputError(
+            f"{spec.name} was not computed in this result; computed: {', '.join(result)}."
+        )
     if spec.kind == "grouped":
         raise InputError(
             f"{spec.name} has its own interval over groups (result.intervals[{spec.name!r}]); a bootstrap over "
@@ -208,8 +250,13 @@ def _chunks(n_resamples: int, unit_count: int):
         done += step
 
 
-def resample_stats(x: np.ndarray, clusters: np.ndarray | None, statistic, n_resamples: int,
-                    rng: np.random.Generator) -> np.ndarray:
+def resample_stats(
+    x: np.ndarray,
+    clusters: np.ndarray | None,
+    statistic,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Bootstrap replicates of ``statistic`` (mean-like via sums, or a general one)."""
     out = np.empty(n_resamples)
     pos = 0
@@ -258,7 +305,9 @@ def _jackknife(x: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
     return (sums.sum() - sums) / (cnts.sum() - cnts)
 
 
-def _bca(theta_hat: float, boot: np.ndarray, jack: np.ndarray, confidence: float) -> tuple[float, float]:
+def _bca(
+    theta_hat: float, boot: np.ndarray, jack: np.ndarray, confidence: float
+) -> tuple[float, float]:
     B = boot.size
     prop = (np.sum(boot < theta_hat) + 0.5 * np.sum(boot == theta_hat)) / B
     prop = min(max(prop, 1.0 / (2 * B)), 1.0 - 1.0 / (2 * B))
@@ -311,7 +360,9 @@ def bootstrap_interval(
     if cluster == "label":
         clusters = result.query_label_codes[used]
         if np.unique(clusters).size < 2:
-            raise InputError(f"{spec.name}: all used queries share one class; a class bootstrap needs 2 or more.")
+            raise InputError(
+                f"{spec.name}: all used queries share one class; a class bootstrap needs 2 or more."
+            )
     median_like = spec.family == "medr"
     if median_like and method == "bca":
         raise InputError(
@@ -322,12 +373,22 @@ def bootstrap_interval(
     theta = aggregate(spec, values)
     boot = resample_stats(x, clusters, statistic, n_resamples, np.random.default_rng(seed))
     if method == "percentile":
-        low, high = (float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+        low, high = (
+            float(v) for v in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
+        )
     else:
         low, high = _bca(theta, boot, _jackknife(x, clusters), confidence)
     n_units = x.size if clusters is None else int(np.unique(clusters).size)
-    iv = Interval(spec.name, theta, low, high, confidence, f"{method} bootstrap over {UNIT_NAMES[cluster]}",
-                  n_units, "queries" if clusters is None else "classes")
+    iv = Interval(
+        spec.name,
+        theta,
+        low,
+        high,
+        confidence,
+        f"{method} bootstrap over {UNIT_NAMES[cluster]}",
+        n_units,
+        "queries" if clusters is None else "classes",
+    )
     note = few_units_note(spec.name, iv.n, iv.unit)
     if note:
         warn_notes([note])
@@ -354,7 +415,9 @@ def newcombe_interval(x1: int, n1: int, x2: int, n2: int, confidence: float) -> 
     l1, u1 = wilson_interval(x1, n1, confidence)
     l2, u2 = wilson_interval(x2, n2, confidence)
     d = p1 - p2
-    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt(
+        (u1 - p1) ** 2 + (p2 - l2) ** 2
+    )
 
 
 def _check_proportion(x, n, x_name: str, n_name: str, confidence) -> None:
@@ -362,5 +425,7 @@ def _check_proportion(x, n, x_name: str, n_name: str, confidence) -> None:
     check_count(n, n_name, low=1)
     check_count(x, x_name, low=0)
     if x > n:
-        raise InputError(f"{x_name}={x} successes out of {n_name}={n}: a count of successes cannot exceed the "
-                         "number of trials.")
+        raise InputError(
+            f"{x_name}={x} successes out of {n_name}={n}: a count of successes cannot exceed the "
+            "number of trials."
+        )

@@ -28,11 +28,16 @@ class SweepTable:
             out.setdefault((r["n_classes"], r["metric"]), []).append(r)
         table = []
         for (nc, m), rs in sorted(out.items()):
-            table.append({
-                "n_classes": nc, "metric": m, "value": float(np.mean([r["value"] for r in rs])),
-                "low": float(np.mean([r["low"] for r in rs])), "high": float(np.mean([r["high"] for r in rs])),
-                "trials": len(rs),
-            })
+            table.append(
+                {
+                    "n_classes": nc,
+                    "metric": m,
+                    "value": float(np.mean([r["value"] for r in rs])),
+                    "low": float(np.mean([r["low"] for r in rs])),
+                    "high": float(np.mean([r["high"] for r in rs])),
+                    "trials": len(rs),
+                }
+            )
         return table
 
     def plot(self, path=None, ax=None):
@@ -44,7 +49,9 @@ class SweepTable:
                 matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:
-            raise InputError("Plotting needs matplotlib: pip install matplotlib (the table works without it).") from None
+            raise InputError(
+                "Plotting needs matplotlib: pip install matplotlib (the table works without it)."
+            ) from None
         fig = None
         if ax is None:
             fig, ax = plt.subplots(figsize=(6, 4))

@@ -5,5 +5,16 @@ from ._run import SuiteRunner
 from ._schema import Case, Check, Dataset, Model, Source, Suite, load_suite
 from ._yaml import Node, NodeList, load_yaml
 
-__all__ = ["load_suite", "Suite", "Case", "Check", "Dataset", "Model", "Source", "SuiteRunner", "load_yaml", "Node",
-           "NodeList"]
+__all__ = [
+    "load_suite",
+    "Suite",
+    "Case",
+    "Check",
+    "Dataset",
+    "Model",
+    "Source",
+    "SuiteRunner",
+    "load_yaml",
+    "Node",
+    "NodeList",
+]

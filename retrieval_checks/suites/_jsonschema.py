@@ -31,9 +31,11 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _NAME = r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*$"
 _TARGET = r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*$"
 _MARKER = r"^[A-Za-z][A-Za-z0-9_]*$"
-_OWN_FIELDS = {"run": ("type", "run", "qrels", "relevance_level", "depth"),
-               "ann": ("type", "queries", "gallery", "neighbors", "k"),
-               "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids")}
+_OWN_FIELDS = {
+    "run": ("type", "run", "qrels", "relevance_level", "depth"),
+    "ann": ("type", "queries", "gallery", "neighbors", "k"),
+    "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids"),
+}
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _PARAMS = {"K": "[1-9][0-9]*", "t=T": "t=" + _NUMBER, "P": _NUMBER, "Q": _NUMBER, "R": "R"}
 
@@ -64,12 +66,17 @@ def metric_pattern() -> str:
 
 def _option(o: Option) -> dict:
     """One option of the shared table as a schema: its type, choices or range."""
-    out: dict = {"description": f"{o.help} ({o.expected}; default {o.default!r})", "default": o.default}
+    out: dict = {
+        "description": f"{o.help} ({o.expected}; default {o.default!r})",
+        "default": o.default,
+    }
     if o.kind == "choice":
         out["enum"] = list(o.choices)
     elif o.kind == "skipped":
-        out["anyOf"] = [{"type": "integer", "minimum": 0},
-                        {"type": "number", "minimum": 0, "exclusiveMaximum": 1}]
+        out["anyOf"] = [
+            {"type": "integer", "minimum": 0},
+            {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+        ]
     elif o.kind in ("number", "integer"):
         out["type"] = o.kind
         if o.low is not None:
@@ -79,22 +86,42 @@ def _option(o: Option) -> dict:
     else:  # device, memory: the engine's parsers decide
         out["type"] = ["string", "integer"] if o.kind == "memory" else "string"
     if o.optional:
-        out = {"description": out.pop("description"), "default": out.pop("default"),
-               "anyOf": [{"type": "null"}, out]}
+        out = {
+            "description": out.pop("description"),
+            "default": out.pop("default"),
+            "anyOf": [{"type": "null"}, out],
+        }
     return out
 
 
 def _names_list(ref: str) -> dict:
-    return {"anyOf": [{"$ref": ref}, {"type": "array", "items": {"$ref": ref}, "minItems": 1, "uniqueItems": True}]}
+    return {
+        "anyOf": [
+            {"$ref": ref},
+            {"type": "array", "items": {"$ref": ref}, "minItems": 1, "uniqueItems": True},
+        ]
+    }
 
 
 def _source(keys: tuple) -> dict:
     """A file of arrays: its path (relative to the suite), or {file: ..., key: array name}."""
-    return {"anyOf": [{"$ref": "#/$defs/file"},
-                      {"type": "object", "required": ["file"], "additionalProperties": False,
-                       "properties": {"file": {"$ref": "#/$defs/file"},
-                                      **{k: {"type": "string", "description": f"the name of the {k} array"}
-                                         for k in keys[1:]}}}]}
+    return {
+        "anyOf": [
+            {"$ref": "#/$defs/file"},
+            {
+                "type": "object",
+                "required": ["file"],
+                "additionalProperties": False,
+                "properties": {
+                    "file": {"$ref": "#/$defs/file"},
+                    **{
+                        k: {"type": "string", "description": f"the name of the {k} array"}
+                        for k in keys[1:]
+                    },
+                },
+            },
+        ]
+    }
 
 
 def _dataset(kind: str) -> dict:
@@ -107,62 +134,117 @@ def _dataset(kind: str) -> dict:
         props["protocol"] = {"enum": list(s._PROTOCOLS)}
         props["images_without_captions"] = {"enum": ["error", "drop"]}
     elif kind == "run":
-        props.update(run={"$ref": "#/$defs/file", "description": "a TREC run file"},
-                     qrels={"$ref": "#/$defs/file", "description": "a TREC qrels file"},
-                     relevance_level={"type": "integer", "minimum": 1}, depth={"type": "integer", "minimum": 1})
+        props.update(
+            run={"$ref": "#/$defs/file", "description": "a TREC run file"},
+            qrels={"$ref": "#/$defs/file", "description": "a TREC qrels file"},
+            relevance_level={"type": "integer", "minimum": 1},
+            depth={"type": "integer", "minimum": 1},
+        )
         required = ["run", "qrels"]
     elif kind == "beir":
-        props.update(path={"type": "string", "minLength": 1,
-                           "description": "a BEIR directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), "
-                                          "relative to the suite file"},
-                     split={"type": "string", "pattern": r"^[A-Za-z0-9_.\-]+$", "default": "test",
-                            "description": "the qrels file qrels/<split>.tsv"},
-                     relevance_level={"type": "integer", "minimum": 1, "default": 1},
-                     ignore_identical_ids={"type": "boolean", "default": False,
-                                           "description": "remove a document whose id is the query's from its "
-                                                          "ranking (BEIR's default)"})
+        props.update(
+            path={
+                "type": "string",
+                "minLength": 1,
+                "description": "a BEIR directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), "
+                "relative to the suite file",
+            },
+            split={
+                "type": "string",
+                "pattern": r"^[A-Za-z0-9_.\-]+$",
+                "default": "test",
+                "description": "the qrels file qrels/<split>.tsv",
+            },
+            relevance_level={"type": "integer", "minimum": 1, "default": 1},
+            ignore_identical_ids={
+                "type": "boolean",
+                "default": False,
+                "description": "remove a document whose id is the query's from its "
+                "ranking (BEIR's default)",
+            },
+        )
         required = ["path"]
     elif kind == "ann":
-        props.update(queries={"$ref": "#/$defs/source"}, gallery={"$ref": "#/$defs/source"},
-                     neighbors=_source(("file", "neighbors")), k={"type": "integer", "minimum": 1, "default": 10})
+        props.update(
+            queries={"$ref": "#/$defs/source"},
+            gallery={"$ref": "#/$defs/source"},
+            neighbors=_source(("file", "neighbors")),
+            k={"type": "integer", "minimum": 1, "default": 10},
+        )
         required = ["queries", "neighbors"]
     if kind != "retrieval":
         required.insert(0, "type")
-    assert set(props) == set(_OWN_FIELDS.get(kind, props)), kind  # the table above names every field
-    return {"type": "object", "title": f"a {kind} dataset", "properties": props, "required": required,
-            "additionalProperties": False}
+    assert set(props) == set(_OWN_FIELDS.get(kind, props)), (
+        kind
+    )  # the table above names every field
+    return {
+        "type": "object",
+        "title": f"a {kind} dataset",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 def _model() -> dict:
     runners = s._RUNNERS
     props: dict = {
-        "embeddings": {"type": "object", "propertyNames": {"$ref": "#/$defs/name"},
-                       "additionalProperties": {"anyOf": [{"$ref": "#/$defs/source"},
-                                                          {"type": "object",
-                                                           "additionalProperties": {"$ref": "#/$defs/source"}}]},
-                       "description": "embedding files per dataset: dataset: file, or dataset: {part: file}"},
-        "callable": {"$ref": "#/$defs/target"}, "factory": {"$ref": "#/$defs/target"},
-        "torchscript": {"$ref": "#/$defs/file"}, "exported": {"$ref": "#/$defs/file"},
-        "weights": {"$ref": "#/$defs/file", "description": "weights of a factory's module (weights_only=True)"},
+        "embeddings": {
+            "type": "object",
+            "propertyNames": {"$ref": "#/$defs/name"},
+            "additionalProperties": {
+                "anyOf": [
+                    {"$ref": "#/$defs/source"},
+                    {"type": "object", "additionalProperties": {"$ref": "#/$defs/source"}},
+                ]
+            },
+            "description": "embedding files per dataset: dataset: file, or dataset: {part: file}",
+        },
+        "callable": {"$ref": "#/$defs/target"},
+        "factory": {"$ref": "#/$defs/target"},
+        "torchscript": {"$ref": "#/$defs/file"},
+        "exported": {"$ref": "#/$defs/file"},
+        "weights": {
+            "$ref": "#/$defs/file",
+            "description": "weights of a factory's module (weights_only=True)",
+        },
         "kwargs": {"type": "object", "description": "keyword arguments of a callable or factory"},
         "batch_size": {"type": "integer", "minimum": 1, "default": 256},
         "device": {"type": "string", "description": OPTIONS["device"].expected},
-        "cam_layer": {"type": "string", "minLength": 1, "description": "a name from model.named_modules()"},
+        "cam_layer": {
+            "type": "string",
+            "minLength": 1,
+            "description": "a name from model.named_modules()",
+        },
         "timeout": _option(OPTIONS["timeout"]),
-        **{k: {**_option(OPTIONS[k]), "description": f"this model's own {k} (overrides the suite's options; a "
-                                                      f"check's own field overrides it): {OPTIONS[k].help}"}
-           for k in s.MODEL_OPTIONS},
+        **{
+            k: {
+                **_option(OPTIONS[k]),
+                "description": f"this model's own {k} (overrides the suite's options; a "
+                f"check's own field overrides it): {OPTIONS[k].help}",
+            }
+            for k in s.MODEL_OPTIONS
+        },
         **_hub_props(),
     }
     assert set(runners) <= set(props)
     assert set(s._HUB_KEYS) <= set(props)
-    return {"type": "object", "title": "a model", "properties": props, "additionalProperties": False,
-            "oneOf": [{"required": [r]} for r in runners],
-            "dependentRequired": {"weights": ["factory"], "config": ["checkpoint"]},
-            "dependentSchemas": {"kwargs": {"anyOf": [{"required": ["callable"]}, {"required": ["factory"]}]},
-                                 **{k: {"anyOf": [{"required": [kind]} for kind in s._hub_owners(k)]}
-                                    for k in s._HUB_KEYS}},
-            "description": f"exactly one of {', '.join(runners)}"}
+    return {
+        "type": "object",
+        "title": "a model",
+        "properties": props,
+        "additionalProperties": False,
+        "oneOf": [{"required": [r]} for r in runners],
+        "dependentRequired": {"weights": ["factory"], "config": ["checkpoint"]},
+        "dependentSchemas": {
+            "kwargs": {"anyOf": [{"required": ["callable"]}, {"required": ["factory"]}]},
+            **{
+                k: {"anyOf": [{"required": [kind]} for kind in s._hub_owners(k)]}
+                for k in s._HUB_KEYS
+            },
+        },
+        "description": f"exactly one of {', '.join(runners)}",
+    }
 
 
 def _hub_props() -> dict:
@@ -170,18 +252,47 @@ def _hub_props() -> dict:
     open_clip, timm) and of their settings."""
     text = {"type": "string", "minLength": 1}
     return {
-        "sentence_transformers": {"$ref": "#/$defs/file", "description": "a saved SentenceTransformer directory"},
-        "huggingface": {"$ref": "#/$defs/file", "description": "a directory with AutoModel and AutoTokenizer files"},
-        "open_clip": {**text, "description": "the open_clip architecture (e.g. ViT-B-32); weights in checkpoint:"},
-        "timm": {**text, "description": "a directory saved by timm, or an architecture with checkpoint:"},
+        "sentence_transformers": {
+            "$ref": "#/$defs/file",
+            "description": "a saved SentenceTransformer directory",
+        },
+        "huggingface": {
+            "$ref": "#/$defs/file",
+            "description": "a directory with AutoModel and AutoTokenizer files",
+        },
+        "open_clip": {
+            **text,
+            "description": "the open_clip architecture (e.g. ViT-B-32); weights in checkpoint:",
+        },
+        "timm": {
+            **text,
+            "description": "a directory saved by timm, or an architecture with checkpoint:",
+        },
         "checkpoint": {"$ref": "#/$defs/file", "description": "open_clip / timm weights file"},
-        "config": {"$ref": "#/$defs/file", "description": "an open_clip JSON model config to register"},
+        "config": {
+            "$ref": "#/$defs/file",
+            "description": "an open_clip JSON model config to register",
+        },
         "query_prompt": {**text, "description": "text put before each query"},
         "document_prompt": {**text, "description": "text put before each document"},
-        "query_prompt_name": {**text, "description": "a prompt name of the sentence-transformers model"},
-        "document_prompt_name": {**text, "description": "a prompt name of the sentence-transformers model"},
-        "normalize": {"type": "boolean", "default": False, "description": "L2-normalise the embeddings"},
-        "max_length": {"type": "integer", "minimum": 1, "description": "tokens per input (longer ones are cut)"},
+        "query_prompt_name": {
+            **text,
+            "description": "a prompt name of the sentence-transformers model",
+        },
+        "document_prompt_name": {
+            **text,
+            "description": "a prompt name of the sentence-transformers model",
+        },
+        "normalize": {
+            "type": "boolean",
+            "default": False,
+            "description": "L2-normalise the embeddings",
+        },
+        "max_length": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "tokens per input (longer ones are cut)",
+        },
         "pooling": {"enum": ["mean", "cls"], "default": "mean"},
     }
 
@@ -190,76 +301,162 @@ def _check() -> dict:
     rules = ("gap", "compare", "baseline")
     thresholds = {"anyOf": [{"required": ["at_least"]}, {"required": ["at_most"]}]}
     props: dict = {
-        "metric": {"type": "string", "pattern": metric_pattern(), "description": "one of: " +
-                   ", ".join((*METRIC_TEMPLATES, *CLASSIFIER_METRICS)) +
-                   " (K a positive integer, P and Q in (0, 1], T a similarity threshold)"},
-        "dataset": {"$ref": "#/$defs/name"}, "datasets": _names_list("#/$defs/name"),
-        "model": {"$ref": "#/$defs/name"}, "models": _names_list("#/$defs/name"),
-        "at_least": {"type": "number"}, "at_most": {"type": "number"},
-        "on": {"enum": ["value", "interval", "upper"],
-               "description": "threshold checks: value or interval; gap checks: upper or value"},
-        "gap": {"type": "object", "properties": {"train": {"$ref": "#/$defs/name"}, "test": {"$ref": "#/$defs/name"}},
-                "required": ["train", "test"], "additionalProperties": False},
+        "metric": {
+            "type": "string",
+            "pattern": metric_pattern(),
+            "description": "one of: "
+            + ", ".join((*METRIC_TEMPLATES, *CLASSIFIER_METRICS))
+            + " (K a positive integer, P and Q in (0, 1], T a similarity threshold)",
+        },
+        "dataset": {"$ref": "#/$defs/name"},
+        "datasets": _names_list("#/$defs/name"),
+        "model": {"$ref": "#/$defs/name"},
+        "models": _names_list("#/$defs/name"),
+        "at_least": {"type": "number"},
+        "at_most": {"type": "number"},
+        "on": {
+            "enum": ["value", "interval", "upper"],
+            "description": "threshold checks: value or interval; gap checks: upper or value",
+        },
+        "gap": {
+            "type": "object",
+            "properties": {"train": {"$ref": "#/$defs/name"}, "test": {"$ref": "#/$defs/name"}},
+            "required": ["train", "test"],
+            "additionalProperties": False,
+        },
         "below": {"type": "number", "description": "the largest gap allowed"},
-        "compare": {"anyOf": [{"$ref": "#/$defs/name"},
-                              {"type": "object", "required": ["baseline"], "additionalProperties": False,
-                               "properties": {"baseline": {"$ref": "#/$defs/name"},
-                                              "rule": {"enum": ["significant", "non_inferior", "value"]},
-                                              "margin": {"type": "number"}}}]},
-        "baseline": {"anyOf": [{"const": True}, {"type": "null"},
-                               {"type": "object", "additionalProperties": False,
-                                "properties": {"max_drop": {"type": "number"}, "max_relative_drop": {"type": "number"},
-                                               "direction": {"enum": ["higher", "lower"]},
-                                               "significant": {"type": "boolean"}}}]},
-        "id": {"$ref": "#/$defs/name"}, "markers": {"$ref": "#/$defs/markers"},
+        "compare": {
+            "anyOf": [
+                {"$ref": "#/$defs/name"},
+                {
+                    "type": "object",
+                    "required": ["baseline"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "baseline": {"$ref": "#/$defs/name"},
+                        "rule": {"enum": ["significant", "non_inferior", "value"]},
+                        "margin": {"type": "number"},
+                    },
+                },
+            ]
+        },
+        "baseline": {
+            "anyOf": [
+                {"const": True},
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "max_drop": {"type": "number"},
+                        "max_relative_drop": {"type": "number"},
+                        "direction": {"enum": ["higher", "lower"]},
+                        "significant": {"type": "boolean"},
+                    },
+                },
+            ]
+        },
+        "id": {"$ref": "#/$defs/name"},
+        "markers": {"$ref": "#/$defs/markers"},
         **{k: {"$ref": f"#/$defs/options/properties/{k}"} for k in s._OPTIONS},
     }
     assert set(props) == set(s._CHECK_KEYS), set(props) ^ set(s._CHECK_KEYS)
     assert set(props["baseline"]["anyOf"][2]["properties"]) == set(s._BASELINE_KEYS)
-    return {"type": "object", "title": "a check", "properties": props, "required": ["metric"],
-            "additionalProperties": False,
-            "anyOf": [thresholds, *({"required": [r]} for r in rules)],
-            "allOf": [{"not": {"required": list(pair)}} for pair in
-                      (("gap", "compare"), ("gap", "baseline"), ("compare", "baseline"), ("dataset", "datasets"),
-                       ("model", "models"))],
-            "dependentRequired": {"below": ["gap"]},
-            "dependentSchemas": {r: {"not": thresholds} for r in rules}}
+    return {
+        "type": "object",
+        "title": "a check",
+        "properties": props,
+        "required": ["metric"],
+        "additionalProperties": False,
+        "anyOf": [thresholds, *({"required": [r]} for r in rules)],
+        "allOf": [
+            {"not": {"required": list(pair)}}
+            for pair in (
+                ("gap", "compare"),
+                ("gap", "baseline"),
+                ("compare", "baseline"),
+                ("dataset", "datasets"),
+                ("model", "models"),
+            )
+        ],
+        "dependentRequired": {"below": ["gap"]},
+        "dependentSchemas": {r: {"not": thresholds} for r in rules},
+    }
 
 
 def suite_json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of a YAML suite, as a dict (``json.dumps`` it)."""
     top = {
-        "suite": {"$ref": "#/$defs/name", "description": "the suite's name (default: the file's stem)"},
+        "suite": {
+            "$ref": "#/$defs/name",
+            "description": "the suite's name (default: the file's stem)",
+        },
         "markers": {"$ref": "#/$defs/markers"},
         "options": {"$ref": "#/$defs/options"},
-        "datasets": {"type": "object", "minProperties": 1, "propertyNames": {"$ref": "#/$defs/name"},
-                     "additionalProperties": {"$ref": "#/$defs/dataset"}},
-        "models": {"anyOf": [{"type": "null"},
-                             {"type": "object", "minProperties": 1, "propertyNames": {"$ref": "#/$defs/name"},
-                              "additionalProperties": {"$ref": "#/$defs/model"}}]},
+        "datasets": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"$ref": "#/$defs/name"},
+            "additionalProperties": {"$ref": "#/$defs/dataset"},
+        },
+        "models": {
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "minProperties": 1,
+                    "propertyNames": {"$ref": "#/$defs/name"},
+                    "additionalProperties": {"$ref": "#/$defs/model"},
+                },
+            ]
+        },
         "checks": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/check"}},
     }
     assert tuple(top) == s._TOP_KEYS
-    marker = {"anyOf": [{"type": "string", "pattern": _MARKER},
-                        {"type": "object", "minProperties": 1, "maxProperties": 1,
-                         "propertyNames": {"pattern": _MARKER}}]}
+    marker = {
+        "anyOf": [
+            {"type": "string", "pattern": _MARKER},
+            {
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": 1,
+                "propertyNames": {"pattern": _MARKER},
+            },
+        ]
+    }
     defs = {
         "name": {"type": "string", "pattern": _NAME, "maxLength": 100},
-        "file": {"type": "string", "minLength": 1, "description": "a path relative to the suite file"},
-        "target": {"type": "string", "pattern": _TARGET,
-                   "description": "module:function (a dotted module, or a .py file relative to the suite)"},
+        "file": {
+            "type": "string",
+            "minLength": 1,
+            "description": "a path relative to the suite file",
+        },
+        "target": {
+            "type": "string",
+            "pattern": _TARGET,
+            "description": "module:function (a dotted module, or a .py file relative to the suite)",
+        },
         "source": _source(s._SOURCE_KEYS),
         "markers": {"anyOf": [marker, {"type": "array", "items": marker}]},
-        "options": {"type": "object", "additionalProperties": False,
-                    "properties": {k: _option(o) for k, o in s._OPTIONS.items()},
-                    "description": "evaluation options of every check (a check may override them)"},
+        "options": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {k: _option(o) for k, o in s._OPTIONS.items()},
+            "description": "evaluation options of every check (a check may override them)",
+        },
         "dataset": {"anyOf": [_dataset(kind) for kind in s.DATASET_KINDS]},
         "model": _model(),
         "check": _check(),
     }
-    return {"$schema": SCHEMA_DIALECT, "title": "retrieval-checks YAML suite",
-            "description": "A YAML suite of retrieval-checks: datasets, models and checks (generated from the "
-                           "library's option table, metric templates and suite fields; load_suite also checks "
-                           "files, references and metric scales, which a schema cannot).",
-            "type": "object", "properties": top, "required": ["datasets", "checks"], "additionalProperties": False,
-            "$defs": defs}
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "title": "retrieval-checks YAML suite",
+        "description": "A YAML suite of retrieval-checks: datasets, models and checks (generated from the "
+        "library's option table, metric templates and suite fields; load_suite also checks "
+        "files, references and metric scales, which a schema cannot).",
+        "type": "object",
+        "properties": top,
+        "required": ["datasets", "checks"],
+        "additionalProperties": False,
+        "$defs": defs,
+    }

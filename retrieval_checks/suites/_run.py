@@ -17,28 +17,40 @@ from pathlib import Path
 
 import numpy as np
 
+from .._suggest import did_you_mean, hint
+from ..classifiers._measures import evaluate_classifier
+from ..data import read_arrays, read_npy
+from ..data._beir import read_beir
+from ..data._files import closest_key
+from ..engine import EvaluationCache, evaluate, evaluate_image_text
+from ..engine._ann import ann_recall
+from ..engine._runs import evaluate_run
+from ..errors import (
+    EmptyQueriesError,
+    InputError,
+    MetricNameError,
+    ModelTimeoutError,
+    RetrievalChecksError,
+    SuiteError,
+)
 from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
 from ..gates._events import GateEvent, emit
 from ..gates._exact import exceeds
-from ..engine import EvaluationCache, evaluate
-from ..data import read_arrays, read_npy
-from ..data._files import closest_key
-from ..data._beir import read_beir
-from ..classifiers._measures import evaluate_classifier
-from ..engine import evaluate_image_text
-from ..engine._ann import ann_recall
-from ..engine._runs import evaluate_run
 from ..metrics._names import parse_metric
-from ..models._embed import EmbeddingCache, _accepts, embed, load_model, model_fingerprint, resolve_device
+from ..models._embed import (
+    EmbeddingCache,
+    _accepts,
+    embed,
+    load_model,
+    model_fingerprint,
+    resolve_device,
+)
 from ..models._timeout import call_with_timeout
+from ..options import DEFAULTS, OPTIONS, check_option
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
-from .._suggest import did_you_mean, hint
-from ..options import DEFAULTS, OPTIONS, check_option
 from ._schema import Case, Source, Suite
-from ..errors import (EmptyQueriesError, InputError, MetricNameError, ModelTimeoutError, RetrievalChecksError,
-                      SuiteError)
 
 __all__ = ["SuiteRunner"]
 
@@ -80,19 +92,31 @@ class SuiteRunner:
     ``cache`` (hits / misses) the disk cache.
     """
 
-    def __init__(self, *, defaults: dict | None = None, device: str = "auto", max_memory=None, cache_dir=None,
-                 progress: bool | None = None, regen: str | None = None):
+    def __init__(
+        self,
+        *,
+        defaults: dict | None = None,
+        device: str = "auto",
+        max_memory=None,
+        cache_dir=None,
+        progress: bool | None = None,
+        regen: str | None = None,
+    ):
         given = dict(defaults or {})
         for k, v in given.items():
             if k not in OPTIONS:
-                raise InputError(f"SuiteRunner(defaults=...): unknown option {k!r}.{hint(k, OPTIONS)} Options: "
-                                 f"{', '.join(OPTIONS)}.")
+                raise InputError(
+                    f"SuiteRunner(defaults=...): unknown option {k!r}.{hint(k, OPTIONS)} Options: "
+                    f"{', '.join(OPTIONS)}."
+                )
             check_option(k, v)
         self.defaults = {**{k: v for k, v in DEFAULTS.items() if OPTIONS[k].applies_to}, **given}
         check_option("device", device)
         check_option("max_memory", max_memory)
         if progress is not None and not isinstance(progress, bool):
-            raise InputError(f"SuiteRunner(progress={progress!r}): use True, False or None (automatic).")
+            raise InputError(
+                f"SuiteRunner(progress={progress!r}): use True, False or None (automatic)."
+            )
         self.device = device
         self.max_memory = max_memory
         self.progress = progress
@@ -111,7 +135,9 @@ class SuiteRunner:
     def _arrays_of(self, path: Path) -> dict:
         key = str(path)
         if key not in self._arrays:
-            if path.suffix.lower() == ".npy":  # damaged, empty or pickled files are the reader's errors
+            if (
+                path.suffix.lower() == ".npy"
+            ):  # damaged, empty or pickled files are the reader's errors
                 self._arrays[key] = {"": read_npy(path)}
             else:
                 self._arrays[key] = read_arrays(path)
@@ -119,23 +145,36 @@ class SuiteRunner:
 
     def _array(self, source: Source, key: str, what: str, suite: Suite, field: str, required: bool):
         arrays = self._arrays_of(source.file)
-        required = required or key != what  # a key the suite names itself must exist (load_embeddings' rule)
+        required = (
+            required or key != what
+        )  # a key the suite names itself must exist (load_embeddings' rule)
         if "" in arrays:  # a .npy file holds one array: the embeddings or the inputs
             if what in ("embeddings", "inputs", "neighbors"):
                 return arrays[""]
             if required:
-                raise SuiteError(f"{source.file.name} is a .npy file (one array); {what} need a file with named "
-                                 "arrays (.npz, .safetensors, .pt, .parquet).", path=suite.path, line=source.line,
-                                 field=field)
+                raise SuiteError(
+                    f"{source.file.name} is a .npy file (one array); {what} need a file with named "
+                    "arrays (.npz, .safetensors, .pt, .parquet).",
+                    path=suite.path,
+                    line=source.line,
+                    field=field,
+                )
             return None
         if key not in arrays:
             if required:
                 close = did_you_mean(key, arrays)
-                hint = f" Did you mean {close!r}? Set {field}.{what}: <name>." if close else \
-                    f" Set {field}.{what}: <name> to read another array."
-                raise SuiteError(f"{source.file.name} has no array {key!r} for {what}; it has "
-                                 f"{', '.join(map(repr, arrays)) or 'none'}.{hint}", path=suite.path,
-                                 line=source.line, field=field)
+                hint = (
+                    f" Did you mean {close!r}? Set {field}.{what}: <name>."
+                    if close
+                    else f" Set {field}.{what}: <name> to read another array."
+                )
+                raise SuiteError(
+                    f"{source.file.name} has no array {key!r} for {what}; it has "
+                    f"{', '.join(map(repr, arrays)) or 'none'}.{hint}",
+                    path=suite.path,
+                    line=source.line,
+                    field=field,
+                )
             return None
         return np.asarray(arrays[key])
 
@@ -150,7 +189,9 @@ class SuiteRunner:
             return model.timeout
         return suite.options.get("timeout", self.defaults.get("timeout"))
 
-    def part(self, suite: Suite, model_name: str, dataset_name: str, part: str, *, timeout=False) -> _Part:
+    def part(
+        self, suite: Suite, model_name: str, dataset_name: str, part: str, *, timeout=False
+    ) -> _Part:
         """Embeddings, labels and ids of one part (queries, gallery, images, captions);
         a model runs under ``timeout`` seconds (default: :meth:`timeout`)."""
         key = (str(suite.path), model_name, dataset_name, part)
@@ -167,30 +208,48 @@ class SuiteRunner:
         elif model.kind == "embeddings":
             msource = model.files[dataset_name][part]
             mfield = f"models.{model_name}.embeddings.{dataset_name}.{part}"
-            emb = self._array(msource, msource.embeddings, "embeddings", suite, mfield, required=True)
+            emb = self._array(
+                msource, msource.embeddings, "embeddings", suite, mfield, required=True
+            )
             mlabels = self._array(msource, msource.labels, "labels", suite, mfield, required=False)
             if labels is None:
                 labels = mlabels
-            elif mlabels is not None and (mlabels.shape != labels.shape or not np.array_equal(mlabels, labels)):
-                raise SuiteError(f"the labels in {msource.file.name} differ from the dataset's labels in "
-                                 f"{source.file.name}: the embedding rows are not in the dataset's order.",
-                                 path=suite.path, line=msource.line, field=mfield)
+            elif mlabels is not None and (
+                mlabels.shape != labels.shape or not np.array_equal(mlabels, labels)
+            ):
+                raise SuiteError(
+                    f"the labels in {msource.file.name} differ from the dataset's labels in "
+                    f"{source.file.name}: the embedding rows are not in the dataset's order.",
+                    path=suite.path,
+                    line=msource.line,
+                    field=mfield,
+                )
             if ids is None:
                 ids = self._array(msource, msource.ids, "ids", suite, mfield, required=False)
         else:
             inputs = self._array(source, source.inputs, "inputs", suite, field, required=True)
             if timeout is False:
                 timeout = self.timeout(suite, model_name, dataset_name)
-            emb = self._embed(suite, model_name, inputs, part, dataset=dataset_name, timeout=timeout)
+            emb = self._embed(
+                suite, model_name, inputs, part, dataset=dataset_name, timeout=timeout
+            )
         emb = np.asarray(emb)
         if emb.ndim != 2:
-            raise SuiteError(f"embeddings have shape {emb.shape}; they must be 2-D (n_items x dim).",
-                             path=suite.path, line=source.line, field=field)
+            raise SuiteError(
+                f"embeddings have shape {emb.shape}; they must be 2-D (n_items x dim).",
+                path=suite.path,
+                line=source.line,
+                field=field,
+            )
         for name, arr in (("labels", labels), ("ids", ids)):
             if arr is not None and (arr.ndim != 1 or arr.shape[0] != emb.shape[0]):
-                raise SuiteError(f"{name} have shape {arr.shape} but there are {emb.shape[0]} embeddings "
-                                 f"(model {model_name!r}); give one per row.", path=suite.path, line=source.line,
-                                 field=field)
+                raise SuiteError(
+                    f"{name} have shape {arr.shape} but there are {emb.shape[0]} embeddings "
+                    f"(model {model_name!r}); give one per row.",
+                    path=suite.path,
+                    line=source.line,
+                    field=field,
+                )
         out = _Part(emb, labels, ids, source)
         self._parts[key] = out
         return out
@@ -202,26 +261,46 @@ class SuiteRunner:
             self._loaded[mkey] = load_model(suite.models[model_name])
         return self._loaded[mkey]
 
-    def _embed(self, suite: Suite, model_name: str, inputs: np.ndarray, part: str, *, dataset: str = "?",
-               timeout: float | None = None) -> np.ndarray:
+    def _embed(
+        self,
+        suite: Suite,
+        model_name: str,
+        inputs: np.ndarray,
+        part: str,
+        *,
+        dataset: str = "?",
+        timeout: float | None = None,
+    ) -> np.ndarray:
         model = suite.models[model_name]
         mkey = (str(suite.path), model_name)
         field = f"models.{model_name}"
-        what = (f"model {model_name!r} embedding the {part} of dataset {dataset!r} (suite {suite.name}, "
-                f"{suite.path.name}:{model.line})")
+        what = (
+            f"model {model_name!r} embedding the {part} of dataset {dataset!r} (suite {suite.name}, "
+            f"{suite.path.name}:{model.line})"
+        )
 
         def fail(exc: BaseException) -> SuiteError:
             detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
-            return SuiteError(f"{detail} (model {model_name!r}, embedding the {part} inputs)", path=suite.path,
-                              line=model.line, field=field)
+            return SuiteError(
+                f"{detail} (model {model_name!r}, embedding the {part} inputs)",
+                path=suite.path,
+                line=model.line,
+                field=field,
+            )
 
         try:
             # the part (queries, gallery, ...) changes the output only for callables that take it;
             # importing a function is cheap, while a torch model is built only on a cache miss
-            takes_part = model.kind == "callable" and _takes_part(call_with_timeout(
-                lambda: self._model(suite, model_name), timeout=timeout,
-                what=f"loading model {model_name!r} (suite {suite.name}, {suite.path.name}:{model.line})"))
-            if mkey not in self._fingerprints:  # after the import above: it hashes the code as loaded
+            takes_part = model.kind == "callable" and _takes_part(
+                call_with_timeout(
+                    lambda: self._model(suite, model_name),
+                    timeout=timeout,
+                    what=f"loading model {model_name!r} (suite {suite.name}, {suite.path.name}:{model.line})",
+                )
+            )
+            if (
+                mkey not in self._fingerprints
+            ):  # after the import above: it hashes the code as loaded
                 self._fingerprints[mkey] = model_fingerprint(model)
             key = EmbeddingCache.key(self._fingerprints[mkey], inputs, part if takes_part else None)
             cached = self.cache.get(key)
@@ -229,29 +308,51 @@ class SuiteRunner:
                 return cached
             late = self._timed_out.get(key)
             if late is not None and timeout is not None and timeout <= late[0]:
-                raise ModelTimeoutError(late[1] + " (it timed out before in this session: not run again)",
-                                        timeout=timeout)
-            if timeout is not None:  # one-off costs (importing torch, probing CUDA) are not the model's time
+                raise ModelTimeoutError(
+                    late[1] + " (it timed out before in this session: not run again)",
+                    timeout=timeout,
+                )
+            if (
+                timeout is not None
+            ):  # one-off costs (importing torch, probing CUDA) are not the model's time
                 resolve_device(model.device or self.device)
             try:
                 out = call_with_timeout(
-                    lambda: embed(self._model(suite, model_name), inputs, batch_size=model.batch_size,
-                                  device=model.device or self.device, part=part, progress=self.progress),
-                    timeout=timeout, what=what)
+                    lambda: embed(
+                        self._model(suite, model_name),
+                        inputs,
+                        batch_size=model.batch_size,
+                        device=model.device or self.device,
+                        part=part,
+                        progress=self.progress,
+                    ),
+                    timeout=timeout,
+                    what=what,
+                )
             except ModelTimeoutError as exc:
                 self._timed_out[key] = (timeout, str(exc))
                 raise
         except (KeyboardInterrupt, SystemExit, MemoryError, ModelTimeoutError):
             raise
-        except Exception as exc:  # building the model, loading its weights, or the model's own errors
+        except (
+            Exception
+        ) as exc:  # building the model, loading its weights, or the model's own errors
             raise fail(exc) from exc
         self.embedded += 1
         self.cache.put(key, out)
         return out
 
     # ------------------------------------------------------------------ evaluation
-    def result(self, suite: Suite, model_name: str, dataset_name: str, options: dict, *, timeout=False,
-               metrics=None):
+    def result(
+        self,
+        suite: Suite,
+        model_name: str,
+        dataset_name: str,
+        options: dict,
+        *,
+        timeout=False,
+        metrics=None,
+    ):
         """The (cached) evaluation of a model on a dataset with these options; the
         model runs under ``timeout`` seconds (default: :meth:`timeout`).
 
@@ -272,7 +373,11 @@ class SuiteRunner:
         if key not in self._shared_failed:
             try:
                 return self.evaluations.get_or_compute(
-                    key, lambda: self._evaluate(suite, model_name, dataset_name, options, timeout, shared))
+                    key,
+                    lambda: self._evaluate(
+                        suite, model_name, dataset_name, options, timeout, shared
+                    ),
+                )
             except (KeyboardInterrupt, SystemExit, MemoryError, ModelTimeoutError):
                 raise
             except RetrievalChecksError as exc:
@@ -280,15 +385,24 @@ class SuiteRunner:
                     raise
                 self._shared_failed.add(key)  # not tried again: each check measures its own metrics
         return self.evaluations.get_or_compute(
-            (*key, tuple(own)), lambda: self._evaluate(suite, model_name, dataset_name, options, timeout, own))
+            (*key, tuple(own)),
+            lambda: self._evaluate(suite, model_name, dataset_name, options, timeout, own),
+        )
 
     @property
     def passes(self) -> int:
         """Evaluations computed (cache misses)."""
         return self.evaluations.misses
 
-    def _evaluate(self, suite: Suite, model_name: str, dataset_name: str, options: dict, timeout=None,
-                  metrics=None):
+    def _evaluate(
+        self,
+        suite: Suite,
+        model_name: str,
+        dataset_name: str,
+        options: dict,
+        timeout=None,
+        metrics=None,
+    ):
         if metrics is None:
             metrics = suite.metrics_for(model_name, dataset_name, options, self.defaults)
         dataset = suite.datasets[dataset_name]
@@ -300,48 +414,96 @@ class SuiteRunner:
             return self._ann(suite, model_name, dataset, metrics, options, timeout)
         if dataset.type == "beir":
             return self._beir(suite, model_name, dataset, metrics, options, timeout)
-        common = dict(similarity=options["similarity"], ties=options["ties"], device=self.device,
-                      max_memory=self.max_memory, confidence=options["confidence"], progress=self.progress)
+        common = dict(
+            similarity=options["similarity"],
+            ties=options["ties"],
+            device=self.device,
+            max_memory=self.max_memory,
+            confidence=options["confidence"],
+            progress=self.progress,
+        )
         if dataset.type == "image_text":
             images = self.part(suite, model_name, dataset_name, "images", timeout=timeout)
             captions = self.part(suite, model_name, dataset_name, "captions", timeout=timeout)
             src = dataset.parts["captions"]
-            caption_image = self._array(src, src.image, "image", suite, f"datasets.{dataset_name}.captions",
-                                        required=True)
-            return evaluate_image_text(images.embeddings, captions.embeddings, caption_image, metrics=metrics,
-                                       protocol=dataset.protocol,
-                                       images_without_captions=dataset.images_without_captions,
-                                       n_resamples=options["n_resamples"], seed=options["seed"], **common)
+            caption_image = self._array(
+                src, src.image, "image", suite, f"datasets.{dataset_name}.captions", required=True
+            )
+            return evaluate_image_text(
+                images.embeddings,
+                captions.embeddings,
+                caption_image,
+                metrics=metrics,
+                protocol=dataset.protocol,
+                images_without_captions=dataset.images_without_captions,
+                n_resamples=options["n_resamples"],
+                seed=options["seed"],
+                **common,
+            )
         q = self.part(suite, model_name, dataset_name, "queries", timeout=timeout)
-        g = self.part(suite, model_name, dataset_name, "gallery", timeout=timeout) if "gallery" in dataset.parts \
+        g = (
+            self.part(suite, model_name, dataset_name, "gallery", timeout=timeout)
+            if "gallery" in dataset.parts
             else None
+        )
         for name, p in (("queries", q), ("gallery", g)):
             if p is not None and p.labels is None:
-                keys = [k for k in self._arrays_of(p.source.file) if k]  # "" is a .npy file's one array
-                close = closest_key("labels", p.source.labels, keys, (p.source.embeddings, p.source.ids))
-                has = (f"; it has {', '.join(map(repr, keys))}" if keys else "") + \
-                    (f". Did you mean {close!r}? Set" if close else "; retrieval datasets need one label per row (set")
-                raise SuiteError(f"{p.source.file.name} has no labels array {p.source.labels!r}{has} {name}: "
-                                 "{file: ..., labels: <name>}" + (")." if not close else "."),
-                                 path=suite.path, line=p.source.line, field=f"datasets.{dataset_name}.{name}")
-        return evaluate(q.embeddings, None if g is None else g.embeddings, query_labels=q.labels,
-                        gallery_labels=None if g is None else g.labels, query_ids=q.ids,
-                        gallery_ids=None if g is None else g.ids, metrics=metrics,
-                        empty_queries=options["empty_queries"], group_size=options["group_size"],
-                        group_seed=options["seed"], group_repeats=options["group_repeats"], **common)
+                keys = [
+                    k for k in self._arrays_of(p.source.file) if k
+                ]  # "" is a .npy file's one array
+                close = closest_key(
+                    "labels", p.source.labels, keys, (p.source.embeddings, p.source.ids)
+                )
+                has = (f"; it has {', '.join(map(repr, keys))}" if keys else "") + (
+                    f". Did you mean {close!r}? Set"
+                    if close
+                    else "; retrieval datasets need one label per row (set"
+                )
+                raise SuiteError(
+                    f"{p.source.file.name} has no labels array {p.source.labels!r}{has} {name}: "
+                    "{file: ..., labels: <name>}" + (")." if not close else "."),
+                    path=suite.path,
+                    line=p.source.line,
+                    field=f"datasets.{dataset_name}.{name}",
+                )
+        return evaluate(
+            q.embeddings,
+            None if g is None else g.embeddings,
+            query_labels=q.labels,
+            gallery_labels=None if g is None else g.labels,
+            query_ids=q.ids,
+            gallery_ids=None if g is None else g.ids,
+            metrics=metrics,
+            empty_queries=options["empty_queries"],
+            group_size=options["group_size"],
+            group_seed=options["seed"],
+            group_repeats=options["group_repeats"],
+            **common,
+        )
 
     def _run_file(self, suite: Suite, dataset, metrics: list, options: dict):
         """A TREC run against its qrels (:func:`~retrieval_checks.evaluate_run`); a file
         it cannot read is an error at the dataset's line."""
         try:
-            return evaluate_run(dataset.run, dataset.qrels, metrics, ties=options["ties"],
-                                relevance_level=dataset.relevance_level, empty_queries=options["empty_queries"],
-                                confidence=options["confidence"], k=dataset.depth)
+            return evaluate_run(
+                dataset.run,
+                dataset.qrels,
+                metrics,
+                ties=options["ties"],
+                relevance_level=dataset.relevance_level,
+                empty_queries=options["empty_queries"],
+                confidence=options["confidence"],
+                k=dataset.depth,
+            )
         except (MetricNameError, EmptyQueriesError):
             raise
         except InputError as exc:
-            raise SuiteError(f"{exc} (run {dataset.run.name}, qrels {dataset.qrels.name})", path=suite.path,
-                             line=dataset.line, field=f"datasets.{dataset.name}") from None
+            raise SuiteError(
+                f"{exc} (run {dataset.run.name}, qrels {dataset.qrels.name})",
+                path=suite.path,
+                line=dataset.line,
+                field=f"datasets.{dataset.name}",
+            ) from None
 
     def beir_data(self, suite: Suite, dataset_name: str):
         """The split of a beir dataset (:func:`~retrieval_checks.data._beir.read_beir`),
@@ -353,104 +515,202 @@ class SuiteRunner:
             try:
                 data = read_beir(dataset.path, dataset.split)
             except InputError as exc:
-                raise SuiteError(f"{exc} (dataset {dataset_name!r})", path=suite.path, line=dataset.line,
-                                 field=f"datasets.{dataset_name}") from None
+                raise SuiteError(
+                    f"{exc} (dataset {dataset_name!r})",
+                    path=suite.path,
+                    line=dataset.line,
+                    field=f"datasets.{dataset_name}",
+                ) from None
             if data.unjudged:
                 n_all = len(data.unjudged) + len(data.query_ids)
-                warnings.warn(f"dataset {dataset_name!r} ({dataset.path}): {len(data.unjudged)} of {n_all} queries "
-                              f"in queries.jsonl have no judgement in qrels/{dataset.split}.tsv (first: "
-                              f"{', '.join(map(repr, data.unjudged[:5]))}); they are not evaluated: the split's "
-                              f"{len(data.query_ids)} judged queries are.", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"dataset {dataset_name!r} ({dataset.path}): {len(data.unjudged)} of {n_all} queries "
+                    f"in queries.jsonl have no judgement in qrels/{dataset.split}.tsv (first: "
+                    f"{', '.join(map(repr, data.unjudged[:5]))}); they are not evaluated: the split's "
+                    f"{len(data.query_ids)} judged queries are.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             self._arrays[key] = data
         return self._arrays[key]
 
-    def _beir(self, suite: Suite, model_name: str, dataset, metrics: list, options: dict, timeout=None):
+    def _beir(
+        self, suite: Suite, model_name: str, dataset, metrics: list, options: dict, timeout=None
+    ):
         """Ranking metrics of a text model on a BEIR split: the judged queries against the
         whole corpus, with the qrels' grades as graded relevance."""
         data = self.beir_data(suite, dataset.name)
-        q, g = (self._beir_part(suite, model_name, dataset.name, texts, part, timeout)
-                for texts, part in ((data.queries, "queries"), (data.documents, "gallery")))
+        q, g = (
+            self._beir_part(suite, model_name, dataset.name, texts, part, timeout)
+            for texts, part in ((data.queries, "queries"), (data.documents, "gallery"))
+        )
         ids = {}
         if dataset.ignore_identical_ids:
-            judged_self = [data.query_ids[i] for i, rel in data.relevance.items()
-                           if any(data.doc_ids[d] == data.query_ids[i] for d in rel)]
+            judged_self = [
+                data.query_ids[i]
+                for i, rel in data.relevance.items()
+                if any(data.doc_ids[d] == data.query_ids[i] for d in rel)
+            ]
             if judged_self:
-                raise SuiteError(f"ignore_identical_ids: qrels/{dataset.split}.tsv judges the document of the query's "
-                                 f"own id for {len(judged_self)} queries (first: {judged_self[0]!r}); removing it from "
-                                 "the ranking would also remove the judgement (BEIR would count it as missed). Drop "
-                                 "those judgements or set ignore_identical_ids: false.", path=suite.path,
-                                 line=dataset.line, field=f"datasets.{dataset.name}.ignore_identical_ids")
+                raise SuiteError(
+                    f"ignore_identical_ids: qrels/{dataset.split}.tsv judges the document of the query's "
+                    f"own id for {len(judged_self)} queries (first: {judged_self[0]!r}); removing it from "
+                    "the ranking would also remove the judgement (BEIR would count it as missed). Drop "
+                    "those judgements or set ignore_identical_ids: false.",
+                    path=suite.path,
+                    line=dataset.line,
+                    field=f"datasets.{dataset.name}.ignore_identical_ids",
+                )
             ids = {"query_ids": np.array(data.query_ids), "gallery_ids": np.array(data.doc_ids)}
-        result = evaluate(q, g, relevance=data.relevance, relevance_level=dataset.relevance_level, metrics=metrics,
-                          similarity=options["similarity"], ties=options["ties"],
-                          empty_queries=options["empty_queries"], confidence=options["confidence"],
-                          device=self.device, max_memory=self.max_memory, progress=self.progress, **ids)
-        if result.query_ids is None:  # the queries' own ids: baselines key per-query values by them, not by row
+        result = evaluate(
+            q,
+            g,
+            relevance=data.relevance,
+            relevance_level=dataset.relevance_level,
+            metrics=metrics,
+            similarity=options["similarity"],
+            ties=options["ties"],
+            empty_queries=options["empty_queries"],
+            confidence=options["confidence"],
+            device=self.device,
+            max_memory=self.max_memory,
+            progress=self.progress,
+            **ids,
+        )
+        if (
+            result.query_ids is None
+        ):  # the queries' own ids: baselines key per-query values by them, not by row
             result.query_ids = np.array(data.query_ids)
         return result
 
-    def _beir_part(self, suite: Suite, model_name: str, dataset_name: str, texts: list, part: str, timeout):
+    def _beir_part(
+        self, suite: Suite, model_name: str, dataset_name: str, texts: list, part: str, timeout
+    ):
         """Embeddings of a beir dataset's query or document texts, computed once per session."""
         key = (str(suite.path), model_name, dataset_name, part)
         if key not in self._parts:
-            self._parts[key] = self._embed(suite, model_name, texts, part, dataset=dataset_name, timeout=timeout)
+            self._parts[key] = self._embed(
+                suite, model_name, texts, part, dataset=dataset_name, timeout=timeout
+            )
         return self._parts[key]
 
-    def _ann(self, suite: Suite, model_name: str, dataset, metrics: list, options: dict, timeout=None):
+    def _ann(
+        self, suite: Suite, model_name: str, dataset, metrics: list, options: dict, timeout=None
+    ):
         """ann_recall@K of the dataset's neighbours against exact search over the model's
         embeddings (:func:`~retrieval_checks.ann_recall`); one K per pass."""
         (k,) = {parse_metric(m).k for m in metrics}
         q = self.part(suite, model_name, dataset.name, "queries", timeout=timeout)
-        g = self.part(suite, model_name, dataset.name, "gallery", timeout=timeout) if "gallery" in dataset.parts \
+        g = (
+            self.part(suite, model_name, dataset.name, "gallery", timeout=timeout)
+            if "gallery" in dataset.parts
             else None
+        )
         src = dataset.neighbors
         field = f"datasets.{dataset.name}.neighbors"
         neighbors = self._array(src, src.neighbors, "neighbors", suite, field, required=True)
         try:
-            return ann_recall(q.embeddings, None if g is None else g.embeddings, neighbors, k=k,
-                              similarity=options["similarity"], query_ids=q.ids, gallery_ids=None if g is None
-                              else g.ids, device=self.device, max_memory=self.max_memory,
-                              confidence=options["confidence"], progress=self.progress)
+            return ann_recall(
+                q.embeddings,
+                None if g is None else g.embeddings,
+                neighbors,
+                k=k,
+                similarity=options["similarity"],
+                query_ids=q.ids,
+                gallery_ids=None if g is None else g.ids,
+                device=self.device,
+                max_memory=self.max_memory,
+                confidence=options["confidence"],
+                progress=self.progress,
+            )
         except InputError as exc:
             if "neighbors" not in str(exc):
                 raise
-            raise SuiteError(f"{exc} ({src.file.name}, model {model_name!r})", path=suite.path, line=src.line,
-                             field=field) from None
+            raise SuiteError(
+                f"{exc} ({src.file.name}, model {model_name!r})",
+                path=suite.path,
+                line=src.line,
+                field=field,
+            ) from None
 
-    def _classify(self, suite: Suite, model_name: str, dataset_name: str, metrics: list, options: dict,
-                  timeout=None):
+    def _classify(
+        self,
+        suite: Suite,
+        model_name: str,
+        dataset_name: str,
+        metrics: list,
+        options: dict,
+        timeout=None,
+    ):
         """Classifier measures of a torch model on an images dataset."""
         model = suite.models[model_name]
         src = suite.datasets[dataset_name].parts["images"]
         field = f"datasets.{dataset_name}.images"
         images = self._array(src, src.inputs, "inputs", suite, field, required=True)
-        labels = self._array(src, src.labels, "labels", suite, field,
-                             required=any(m in ("accuracy", "spectral_measure") for m in metrics))
+        labels = self._array(
+            src,
+            src.labels,
+            "labels",
+            suite,
+            field,
+            required=any(m in ("accuracy", "spectral_measure") for m in metrics),
+        )
         needs_truth = any(m in ("cam_iou", "cam_iou_box") for m in metrics)
         boxes = self._array(src, src.boxes, "boxes", suite, field, required=False)
-        masks = None if boxes is not None else self._array(src, src.masks, "masks", suite, field, required=False)
+        masks = (
+            None
+            if boxes is not None
+            else self._array(src, src.masks, "masks", suite, field, required=False)
+        )
         if needs_truth and boxes is None and masks is None:
-            raise SuiteError(f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
-                             "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.", path=suite.path,
-                             line=src.line, field=field)
-        what = (f"model {model_name!r} measuring {', '.join(metrics)} on dataset {dataset_name!r} (suite "
-                f"{suite.name}, {suite.path.name}:{model.line})")
+            raise SuiteError(
+                f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
+                "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.",
+                path=suite.path,
+                line=src.line,
+                field=field,
+            )
+        what = (
+            f"model {model_name!r} measuring {', '.join(metrics)} on dataset {dataset_name!r} (suite "
+            f"{suite.name}, {suite.path.name}:{model.line})"
+        )
         try:
-            return call_with_timeout(lambda: evaluate_classifier(
-                self._model(suite, model_name), images, labels, metrics=metrics, boxes=boxes, masks=masks,
-                layer=model.cam_layer, cam_method=options["cam_method"], rho=options["rho"],
-                percentile=options["percentile"], batch_size=model.batch_size, device=model.device or self.device,
-                confidence=options["confidence"], n_resamples=options["n_resamples"], seed=options["seed"]),
-                timeout=timeout, what=what)
+            return call_with_timeout(
+                lambda: evaluate_classifier(
+                    self._model(suite, model_name),
+                    images,
+                    labels,
+                    metrics=metrics,
+                    boxes=boxes,
+                    masks=masks,
+                    layer=model.cam_layer,
+                    cam_method=options["cam_method"],
+                    rho=options["rho"],
+                    percentile=options["percentile"],
+                    batch_size=model.batch_size,
+                    device=model.device or self.device,
+                    confidence=options["confidence"],
+                    n_resamples=options["n_resamples"],
+                    seed=options["seed"],
+                ),
+                timeout=timeout,
+                what=what,
+            )
         except (KeyboardInterrupt, SystemExit, MemoryError, ModelTimeoutError):
             raise
         except SuiteError:
             raise
         except Exception as exc:
             detail = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
-            error = SuiteError(f"{detail} (model {model_name!r} on dataset {dataset_name!r})", path=suite.path,
-                               line=model.line, field=f"models.{model_name}")
-            error.rc_measure_error = isinstance(exc, RetrievalChecksError)  # a measure's error, maybe one metric's
+            error = SuiteError(
+                f"{detail} (model {model_name!r} on dataset {dataset_name!r})",
+                path=suite.path,
+                line=model.line,
+                field=f"models.{model_name}",
+            )
+            error.rc_measure_error = isinstance(
+                exc, RetrievalChecksError
+            )  # a measure's error, maybe one metric's
             raise error from exc
 
     def run(self, suite: Suite, case: Case) -> None:
@@ -458,19 +718,28 @@ class SuiteRunner:
         with the model and dataset named when the gate fails."""
         __tracebackhide__ = True
         check = case.check
-        opts = {d: suite.evaluation_options(check, d, self.defaults, case.model) for d in case.datasets}
-        where = (f"model {case.model!r} on dataset {case.datasets[0]!r}" if check.kind != "gap" else
-                 f"model {case.model!r}, gap between {case.datasets[0]!r} (train) and {case.datasets[1]!r} (test)")
+        opts = {
+            d: suite.evaluation_options(check, d, self.defaults, case.model) for d in case.datasets
+        }
+        where = (
+            f"model {case.model!r} on dataset {case.datasets[0]!r}"
+            if check.kind != "gap"
+            else f"model {case.model!r}, gap between {case.datasets[0]!r} (train) and {case.datasets[1]!r} (test)"
+        )
         where += f" [suite {suite.name}, {suite.path.name}:{check.line}]"
         try:
             self._gate(suite, case, opts)
         except AssertionError as exc:
             raise AssertionError(f"{where}\n{exc}") from None
-        except (SuiteError, ModelTimeoutError):  # a model that never returns fails this check; the session goes on
+        except (
+            SuiteError,
+            ModelTimeoutError,
+        ):  # a model that never returns fails this check; the session goes on
             raise
         except RetrievalChecksError as exc:
-            raise SuiteError(f"{exc} ({where})", path=suite.path, line=check.line,
-                             field=f"checks[{check.index}]") from None
+            raise SuiteError(
+                f"{exc} ({where})", path=suite.path, line=check.line, field=f"checks[{check.index}]"
+            ) from None
 
     def _gate(self, suite: Suite, case: Case, opts: dict) -> None:
         __tracebackhide__ = True
@@ -481,26 +750,50 @@ class SuiteRunner:
         o = opts[dataset]
         limits = suite.gate_options(check, case.model, dataset, self.defaults)
         name = check.metric.name
-        result = self.result(suite, case.model, dataset, o, timeout=limits["timeout"], metrics=[name])
+        result = self.result(
+            suite, case.model, dataset, o, timeout=limits["timeout"], metrics=[name]
+        )
         if check.kind != "threshold":  # assert_metric checks max_skipped itself
-            _skip_limit(result, name, limits["max_skipped"], case.model, dataset, _GATES[check.kind])
+            _skip_limit(
+                result, name, limits["max_skipped"], case.model, dataset, _GATES[check.kind]
+            )
         if check.kind == "baseline":
             record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
             record.update(model=case.model, dataset=dataset)
-            self.baselines.check(record, path=baseline_path(suite.path), key=case.name, confidence=o["confidence"],
-                                 **check.tolerances)
+            self.baselines.check(
+                record,
+                path=baseline_path(suite.path),
+                key=case.name,
+                confidence=o["confidence"],
+                **check.tolerances,
+            )
         elif check.kind == "compare":
             blimits = suite.gate_options(check, check.baseline, dataset, self.defaults)
-            bo = suite.evaluation_options(check, dataset, self.defaults, check.baseline)  # its own similarity, ties
-            baseline = self.result(suite, check.baseline, dataset, bo, timeout=blimits["timeout"], metrics=[name])
-            _skip_limit(baseline, name, limits["max_skipped"], check.baseline, dataset, _GATES["compare"])
+            bo = suite.evaluation_options(
+                check, dataset, self.defaults, check.baseline
+            )  # its own similarity, ties
+            baseline = self.result(
+                suite, check.baseline, dataset, bo, timeout=blimits["timeout"], metrics=[name]
+            )
+            _skip_limit(
+                baseline, name, limits["max_skipped"], check.baseline, dataset, _GATES["compare"]
+            )
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
             assert_not_worse(comparison, margin=check.margin, rule=check.rule)
         else:
             gate = check.metric.capabilities.gate if check.at_most is None else "assert_metric"
             # both bounds in one call, so the record shows "between" and both of them
-            assert_metric(result, name, at_least=check.at_least, at_most=check.at_most, on=check.on,
-                          confidence=o["confidence"], seed=o["seed"], max_skipped=limits["max_skipped"], _gate=gate)
+            assert_metric(
+                result,
+                name,
+                at_least=check.at_least,
+                at_most=check.at_most,
+                on=check.on,
+                confidence=o["confidence"],
+                seed=o["seed"],
+                max_skipped=limits["max_skipped"],
+                _gate=gate,
+            )
 
     def _gap(self, suite: Suite, case: Case, opts: dict) -> None:
         """metric(train) - metric(test) of one model, gated on its interval or value."""
@@ -509,21 +802,48 @@ class SuiteRunner:
         train, test = case.datasets
         o = opts[train]
         own = [check.metric.name]
-        a = self.result(suite, case.model, train, o,
-                        timeout=suite.gate_options(check, case.model, train, self.defaults)["timeout"], metrics=own)
-        b = self.result(suite, case.model, test, opts[test],
-                        timeout=suite.gate_options(check, case.model, test, self.defaults)["timeout"], metrics=own)
+        a = self.result(
+            suite,
+            case.model,
+            train,
+            o,
+            timeout=suite.gate_options(check, case.model, train, self.defaults)["timeout"],
+            metrics=own,
+        )
+        b = self.result(
+            suite,
+            case.model,
+            test,
+            opts[test],
+            timeout=suite.gate_options(check, case.model, test, self.defaults)["timeout"],
+            metrics=own,
+        )
         if check.metric.kind != "classifier":
             for ds, res in ((train, a), (test, b)):
-                _skip_limit(res, check.metric.name, suite.gate_options(check, case.model, ds,
-                                                                       self.defaults)["max_skipped"], case.model, ds,
-                            _GATES["gap"])
+                _skip_limit(
+                    res,
+                    check.metric.name,
+                    suite.gate_options(check, case.model, ds, self.defaults)["max_skipped"],
+                    case.model,
+                    ds,
+                    _GATES["gap"],
+                )
         if check.metric.kind == "classifier":
-            gap = generalization_gap(a.accuracy_result, b.accuracy_result, confidence=o["confidence"],
-                                     labels=(train, test))
+            gap = generalization_gap(
+                a.accuracy_result,
+                b.accuracy_result,
+                confidence=o["confidence"],
+                labels=(train, test),
+            )
         else:
-            gap = generalization_gap(a, b, check.metric.name, confidence=o["confidence"], seed=o["seed"],
-                                     labels=(train, test))
+            gap = generalization_gap(
+                a,
+                b,
+                check.metric.name,
+                confidence=o["confidence"],
+                seed=o["seed"],
+                labels=(train, test),
+            )
         assert_gap_below(gap, check.below, on=check.on)
 
 
@@ -536,10 +856,16 @@ def _metric_error(exc: BaseException) -> bool:
     return bool(getattr(exc, "rc_measure_error", False))
 
 
-_GATES = {"gap": "assert_gap_below", "compare": "assert_not_worse", "baseline": "assert_no_regression"}
+_GATES = {
+    "gap": "assert_gap_below",
+    "compare": "assert_not_worse",
+    "baseline": "assert_no_regression",
+}
 
 
-def _skip_limit(result, name: str, max_skipped, model: str, dataset: str, gate: str = "max_skipped") -> None:
+def _skip_limit(
+    result, name: str, max_skipped, model: str, dataset: str, gate: str = "max_skipped"
+) -> None:
     """AssertionError when ``result`` skipped more queries for ``name`` than
     ``max_skipped`` allows (a count, or a fraction of the queries; None: no limit), for
     the checks whose gate has no max_skipped of its own (gap, compare, baseline). The
@@ -553,19 +879,38 @@ def _skip_limit(result, name: str, max_skipped, model: str, dataset: str, gate: 
     n_queries = n_used + n_skipped
     count = isinstance(max_skipped, numbers.Integral)
     if (n_skipped > max_skipped) if count else exceeds(n_skipped, max_skipped, scale=n_queries):
-        limit = f"{max_skipped} queries" if count else \
-            f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
-        message = (f"{name} of model {model!r} on dataset {dataset!r}: {n_skipped} of {n_queries} queries "
-                   f"skipped (n_used {n_used} / n_skipped {n_skipped}), more than max_skipped="
-                   f"{max_skipped!r} ({limit}); queries without a relevant gallery item change the value "
-                   "without notice: fix the labels or raise max_skipped.")
+        limit = (
+            f"{max_skipped} queries"
+            if count
+            else f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
+        )
+        message = (
+            f"{name} of model {model!r} on dataset {dataset!r}: {n_skipped} of {n_queries} queries "
+            f"skipped (n_used {n_used} / n_skipped {n_skipped}), more than max_skipped="
+            f"{max_skipped!r} ({limit}); queries without a relevant gallery item change the value "
+            "without notice: fix the labels or raise max_skipped."
+        )
         value = getattr(m, "value", None)
         try:
             value = None if value is None else float(value)
         except (TypeError, ValueError):
             value = None
-        emit(GateEvent(gate=gate, metric=name, value=value, passed=False, on="n_skipped", comparison="<=",
-                       threshold=float(max_skipped) if not count else int(max_skipped),
-                       bounds={"max_skipped": max_skipped}, n_used=n_used, n_skipped=n_skipped, model=model,
-                       dataset=dataset, warnings=[message], extra={"max_skipped": max_skipped}))
+        emit(
+            GateEvent(
+                gate=gate,
+                metric=name,
+                value=value,
+                passed=False,
+                on="n_skipped",
+                comparison="<=",
+                threshold=float(max_skipped) if not count else int(max_skipped),
+                bounds={"max_skipped": max_skipped},
+                n_used=n_used,
+                n_skipped=n_skipped,
+                model=model,
+                dataset=dataset,
+                warnings=[message],
+                extra={"max_skipped": max_skipped},
+            )
+        )
         raise AssertionError(message)

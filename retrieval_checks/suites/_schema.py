@@ -16,16 +16,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..metrics._names import MetricSpec, metric_spec
-from ..metrics._thresholds import check_threshold
-from ..engine._runs import _FAMILIES as _RUN_FAMILIES, _parse_metrics as _run_metrics
-from ..data._beir import beir_files
-from ._yaml import Node, NodeList, load_yaml, short
 from .._paths import missing_file
 from .._suggest import hint as _hint
-from ..options import DATASET_TYPES, OPTIONS
-from ..models._hub import HUB_KINDS, SETTINGS as _HUB_SETTINGS
+from ..data._beir import beir_files
+from ..engine._runs import _FAMILIES as _RUN_FAMILIES
+from ..engine._runs import _parse_metrics as _run_metrics
 from ..errors import InputError, MetricNameError, SuiteError
+from ..metrics._names import MetricSpec, metric_spec
+from ..metrics._thresholds import check_threshold
+from ..models._hub import HUB_KINDS
+from ..models._hub import SETTINGS as _HUB_SETTINGS
+from ..options import DATASET_TYPES, OPTIONS
+from ._yaml import Node, NodeList, load_yaml, short
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
 
@@ -47,20 +49,37 @@ _GATE_OPTIONS = ("max_skipped", "timeout")
 MODEL_OPTIONS = ("similarity", "ties")
 # markers whose conditions pytest evaluates as Python source when given as strings
 _CONDITION_MARKERS = ("skipif", "xfail")
-_PART_NAMES = {"retrieval": ("queries", "gallery"), "image_text": ("images", "captions"), "images": ("images",),
-               "run": (), "ann": ("queries", "gallery"), "beir": ()}
+_PART_NAMES = {
+    "retrieval": ("queries", "gallery"),
+    "image_text": ("images", "captions"),
+    "images": ("images",),
+    "run": (),
+    "ann": ("queries", "gallery"),
+    "beir": (),
+}
 #: Every dataset type of a suite: the option table's, and beir (texts of a BEIR directory).
 DATASET_KINDS = (*DATASET_TYPES, "beir")
 # beir datasets are text retrieval with graded qrels: the options of ranking metrics on embeddings
-_BEIR_OPTIONS = ("similarity", "ties", "empty_queries", "confidence", "seed", "max_skipped", "timeout")
+_BEIR_OPTIONS = (
+    "similarity",
+    "ties",
+    "empty_queries",
+    "confidence",
+    "seed",
+    "max_skipped",
+    "timeout",
+)
 _SOURCE_KEYS = ("file", "embeddings", "inputs", "labels", "ids", "image", "boxes", "masks")
 #: The model name of the items of checks on run datasets (a run is a search's output: no model).
 RUN_MODEL = "run"
 _RUNNERS = ("embeddings", "callable", "torchscript", "exported", "factory", *HUB_KINDS)
 #: The model kinds that embed texts (beir datasets' queries and documents).
 TEXT_KINDS = ("callable", *(k for k, modalities in HUB_KINDS.items() if "text" in modalities))
-_HUB_KEYS = tuple(dict.fromkeys(k for kind in HUB_KINDS for k in (*_HUB_SETTINGS[kind], "checkpoint")
-                                if k != "model_name"))
+_HUB_KEYS = tuple(
+    dict.fromkeys(
+        k for kind in HUB_KINDS for k in (*_HUB_SETTINGS[kind], "checkpoint") if k != "model_name"
+    )
+)
 
 
 def applies(option: str, kind: str) -> bool:
@@ -138,10 +157,14 @@ class Model:
     batch_size: int = 256
     device: str | None = None
     cam_layer: str | None = None
-    timeout: float | None = None  # seconds one embedding (or classifier) run may take; None: the session's
+    timeout: float | None = (
+        None  # seconds one embedding (or classifier) run may take; None: the session's
+    )
     options: dict = field(default_factory=dict)  # MODEL_OPTIONS: the model's own similarity, ties
     base_dir: Path | None = None
-    settings: dict = field(default_factory=dict)  # library kinds: prompts, pooling, max_length, model_name...
+    settings: dict = field(
+        default_factory=dict
+    )  # library kinds: prompts, pooling, max_length, model_name...
     line: int | None = None
 
 
@@ -161,7 +184,9 @@ class Check:
     baseline: str | None = None
     rule: str = "significant"
     margin: float = 0.0
-    tolerances: dict = field(default_factory=dict)  # baseline: max_drop, max_relative_drop, direction, significant
+    tolerances: dict = field(
+        default_factory=dict
+    )  # baseline: max_drop, max_relative_drop, direction, significant
     options: dict = field(default_factory=dict)
     markers: tuple = ()
     id: str = ""
@@ -204,7 +229,9 @@ class Suite:
                     out.append(Case(check, m, ds, check.id))
         return out
 
-    def evaluation_options(self, check: Check, dataset: str, defaults: dict, model: str | None = None) -> dict:
+    def evaluation_options(
+        self, check: Check, dataset: str, defaults: dict, model: str | None = None
+    ) -> dict:
         """The evaluation options of ``check`` on ``dataset`` for ``model``: session
         defaults, then the suite's ``options``, then the model's own (``similarity``,
         ``ties``: :data:`MODEL_OPTIONS`), then the check's own fields (``max_skipped``
@@ -212,8 +239,11 @@ class Suite:
         m = self.models.get(model) if model is not None else None
         opts = {**defaults, **self.options, **(m.options if m is not None else {}), **check.options}
         kind = self.datasets[dataset].type
-        return {k: v for k, v in opts.items()
-                if k in _OPTIONS and k not in _GATE_OPTIONS and applies(k, kind)}
+        return {
+            k: v
+            for k, v in opts.items()
+            if k in _OPTIONS and k not in _GATE_OPTIONS and applies(k, kind)
+        }
 
     def gate_options(self, check: Check, model: str, dataset: str, defaults: dict) -> dict:
         """``max_skipped`` and ``timeout`` of ``check`` on (model, dataset): the
@@ -238,7 +268,10 @@ class Suite:
         one engine pass serves them all."""
         names = []
         for check in self.checks:
-            if dataset not in check.datasets or self.evaluation_options(check, dataset, defaults, model) != options:
+            if (
+                dataset not in check.datasets
+                or self.evaluation_options(check, dataset, defaults, model) != options
+            ):
                 continue
             if model in check.models or model == check.baseline:
                 if check.metric.name not in names:
@@ -264,40 +297,63 @@ class _Reader:
     def keys(self, node: Node, field: str, allowed, required=()) -> None:
         for key in node:
             if key not in allowed and key in OPTIONS and not OPTIONS[key].applies_to:
-                raise self.error(f"{key} is an option of the session, not of a suite: set it with "
-                                 f"--rc-{key.replace('_', '-')} (or SuiteRunner({key}=...))"
-                                 + (", or a model's own device:" if key == "device" else "") + ".",
-                                 _join(field, key), node.line_of(key))
+                raise self.error(
+                    f"{key} is an option of the session, not of a suite: set it with "
+                    f"--rc-{key.replace('_', '-')} (or SuiteRunner({key}=...))"
+                    + (", or a model's own device:" if key == "device" else "")
+                    + ".",
+                    _join(field, key),
+                    node.line_of(key),
+                )
             if key not in allowed:
-                raise self.error(f"unknown field {short(key)}.{hint(key, allowed)} Expected one of: "
-                                 f"{', '.join(allowed)}.", _join(field, short(key, 40).strip("'")),
-                                 node.line_of(key))
+                raise self.error(
+                    f"unknown field {short(key)}.{hint(key, allowed)} Expected one of: "
+                    f"{', '.join(allowed)}.",
+                    _join(field, short(key, 40).strip("'")),
+                    node.line_of(key),
+                )
         for key in required:
             if key not in node:
                 raise self.error(f"missing required field {key!r}.", field or None, node.line)
 
     def name(self, value, field: str, line) -> str:
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*", value):
-            raise self.error(f"names use letters, digits, '_', '-' and '.', found {_describe(value)}.", field, line)
+            raise self.error(
+                f"names use letters, digits, '_', '-' and '.', found {_describe(value)}.",
+                field,
+                line,
+            )
         if len(value) > 100:  # names make test ids, table rows and history keys
-            raise self.error(f"a name of {len(value)} characters; names have at most 100 ({short(value, 40)}).",
-                             field, line)
+            raise self.error(
+                f"a name of {len(value)} characters; names have at most 100 ({short(value, 40)}).",
+                field,
+                line,
+            )
         return value
 
     def integer(self, value, field: str, line, low: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise self.error(f"expected an integer >= {low}, found {_describe(value)}.", field, line)
+            raise self.error(
+                f"expected an integer >= {low}, found {_describe(value)}.", field, line
+            )
         return value
 
     def choice(self, value, allowed, field: str, line) -> str:
         if value not in allowed:
-            raise self.error(f"expected one of {', '.join(allowed)}, found {_describe(value)}.{hint(value, allowed)}",
-                             field, line)
+            raise self.error(
+                f"expected one of {', '.join(allowed)}, found {_describe(value)}.{hint(value, allowed)}",
+                field,
+                line,
+            )
         return value
 
     def file(self, value, field: str, line) -> Path:
         if not isinstance(value, str) or not value.strip():
-            raise self.error(f"expected a file path (relative to the suite file), found {_describe(value)}.", field, line)
+            raise self.error(
+                f"expected a file path (relative to the suite file), found {_describe(value)}.",
+                field,
+                line,
+            )
         try:
             p = Path(value).expanduser()
             p = p if p.is_absolute() else self.base / p
@@ -307,15 +363,21 @@ class _Reader:
         if not found:
             looked = f"looked for {short(str(p), 200)}" if p is not None else "not a valid path"
             kind = " " + missing_file(p) if p is not None else " does not exist"
-            raise self.error(f"file {short(value)}{kind} ({looked}); paths are relative to the suite file.",
-                             field, line)
+            raise self.error(
+                f"file {short(value)}{kind} ({looked}); paths are relative to the suite file.",
+                field,
+                line,
+            )
         return p
 
     def directory(self, value, field: str, line) -> Path:
         """An existing directory, relative to the suite file."""
         if not isinstance(value, str) or not value.strip():
-            raise self.error(f"expected a directory path (relative to the suite file), found {_describe(value)}.",
-                             field, line)
+            raise self.error(
+                f"expected a directory path (relative to the suite file), found {_describe(value)}.",
+                field,
+                line,
+            )
         try:
             p = Path(value).expanduser()
             p = p if p.is_absolute() else self.base / p
@@ -325,14 +387,24 @@ class _Reader:
             p, found, exists = None, False, False
         if not found:
             state = "is not a directory" if exists else "does not exist"
-            raise self.error(f"directory {short(value)} {state} (looked for {short(str(p), 200)}); paths are "
-                             "relative to the suite file.", field, line)
+            raise self.error(
+                f"directory {short(value)} {state} (looked for {short(str(p), 200)}); paths are "
+                "relative to the suite file.",
+                field,
+                line,
+            )
         return p
 
     def target(self, value, field: str, line) -> str:
-        if not isinstance(value, str) or not re.fullmatch(r"[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*", value):
-            raise self.error("expected 'module:function' (a dotted module, or a .py file relative to the suite file, "
-                             f"then ':' and the function's name), found {_describe(value)}.", field, line)
+        if not isinstance(value, str) or not re.fullmatch(
+            r"[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*", value
+        ):
+            raise self.error(
+                "expected 'module:function' (a dotted module, or a .py file relative to the suite file, "
+                f"then ':' and the function's name), found {_describe(value)}.",
+                field,
+                line,
+            )
         module = value.split(":", 1)[0]
         if module.endswith(".py"):
             self.file(module, field, line)
@@ -351,16 +423,22 @@ class _Reader:
         except InputError as exc:
             message = str(exc)
             if "Did you mean" not in message:
-                message += f" Give {key} a value that a real model could fail, on {spec.name}'s scale."
+                message += (
+                    f" Give {key} a value that a real model could fail, on {spec.name}'s scale."
+                )
             raise self.error(message, field, line) from None
 
     def option(self, key: str, value, field: str, line):
         """An evaluation option, checked against the shared table (``retrieval_checks.options``)."""
         if isinstance(value, (dict, list)):  # never render a tree into a message
-            raise self.error(f"expected {_OPTIONS[key].expected}, found {_describe(value)}.", field, line)
+            raise self.error(
+                f"expected {_OPTIONS[key].expected}, found {_describe(value)}.", field, line
+            )
         problem = _OPTIONS[key].problem(value)
         if problem is not None:
-            raise self.error(problem.replace(f"found {value!r}", f"found {_describe(value)}"), field, line)
+            raise self.error(
+                problem.replace(f"found {value!r}", f"found {_describe(value)}"), field, line
+            )
         return value
 
     def markers(self, value, field: str, line) -> tuple:
@@ -369,10 +447,15 @@ class _Reader:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):
-            raise self.error(f"expected a list of marker names, found {_describe(value)}.", field, line)
+            raise self.error(
+                f"expected a list of marker names, found {_describe(value)}.", field, line
+            )
         out = []
         for i, m in enumerate(value):
-            where, mline = f"{field}[{i}]", value.line_of(i) if isinstance(value, NodeList) else line
+            where, mline = (
+                f"{field}[{i}]",
+                value.line_of(i) if isinstance(value, NodeList) else line,
+            )
             if isinstance(m, str) and _marker_name(m):
                 out.append((m, (), {}))
             elif isinstance(m, dict) and len(m) == 1 and _marker_name(next(iter(m))):
@@ -380,8 +463,12 @@ class _Reader:
                 if isinstance(args, dict):
                     bad = [k for k in args if not (isinstance(k, str) and k.isidentifier())]
                     if bad:
-                        raise self.error(f"marker {name!r}: keyword argument names must be identifiers, found "
-                                         f"{short(bad[0])}.", where, mline)
+                        raise self.error(
+                            f"marker {name!r}: keyword argument names must be identifiers, found "
+                            f"{short(bad[0])}.",
+                            where,
+                            mline,
+                        )
                     marker = (name, (), dict(args))
                 elif isinstance(args, list):
                     marker = (name, tuple(args), {})
@@ -390,9 +477,13 @@ class _Reader:
                 self.conditions(marker, args, where, mline)
                 out.append(marker)
             else:
-                raise self.error("a marker is a name (slow; not starting with '_') or a one-key mapping "
-                                 "({xfail: {reason: ...}}), "
-                                 f"found {_describe(m)}.", where, mline)
+                raise self.error(
+                    "a marker is a name (slow; not starting with '_') or a one-key mapping "
+                    "({xfail: {reason: ...}}), "
+                    f"found {_describe(m)}.",
+                    where,
+                    mline,
+                )
         return tuple(out)
 
     def conditions(self, marker: tuple, args, field: str, line) -> None:
@@ -400,49 +491,87 @@ class _Reader:
         as Python source (``skipif: "__import__('os').system(...)"``), so a suite's
         conditions must be true or false, and a boolean needs a reason (pytest's rule)."""
         name, positional, keywords = marker
-        if name == "filterwarnings":  # pytest imports a dotted category's module: code named by data
+        if (
+            name == "filterwarnings"
+        ):  # pytest imports a dotted category's module: code named by data
             for i, spec in enumerate(positional):
                 at = f"{field}.{name}" + (f"[{i}]" if isinstance(args, list) else "")
                 if not isinstance(spec, str):
-                    raise self.error(f"a warning filter is a text such as 'ignore::UserWarning', found "
-                                     f"{_describe(spec)}.", at, line)
+                    raise self.error(
+                        f"a warning filter is a text such as 'ignore::UserWarning', found "
+                        f"{_describe(spec)}.",
+                        at,
+                        line,
+                    )
                 category = spec.split(":")[2].strip() if spec.count(":") >= 2 else ""
                 if "." in category:
-                    raise self.error(f"the warning category {short(category)} names a module that pytest would "
-                                     "import; suites never run code from data. Use a built-in category "
-                                     "(UserWarning, RuntimeWarning, ...) or set the filter in a conftest.py / "
-                                     "pytest.ini.", at, line)
+                    raise self.error(
+                        f"the warning category {short(category)} names a module that pytest would "
+                        "import; suites never run code from data. Use a built-in category "
+                        "(UserWarning, RuntimeWarning, ...) or set the filter in a conftest.py / "
+                        "pytest.ini.",
+                        at,
+                        line,
+                    )
             return
         if name not in _CONDITION_MARKERS:
             return
         allowed = ("condition", "reason") + (("run", "strict") if name == "xfail" else ())
         for k, v in keywords.items():
             if k == "raises" and name == "xfail":
-                raise self.error("raises: needs a Python exception class, which a suite cannot name; drop it (any "
-                                 "failure then counts as the expected one) or write the check in Python.",
-                                 f"{field}.{name}.raises", line)
+                raise self.error(
+                    "raises: needs a Python exception class, which a suite cannot name; drop it (any "
+                    "failure then counts as the expected one) or write the check in Python.",
+                    f"{field}.{name}.raises",
+                    line,
+                )
             if k not in allowed:
-                raise self.error(f"{name} takes {', '.join(allowed)}; found {short(k)}.{hint(k, allowed)}",
-                                 f"{field}.{name}.{k}", line)
+                raise self.error(
+                    f"{name} takes {', '.join(allowed)}; found {short(k)}.{hint(k, allowed)}",
+                    f"{field}.{name}.{k}",
+                    line,
+                )
             if k in ("run", "strict") and not isinstance(v, bool):
-                raise self.error(f"{k} is true or false, found {_describe(v)}.", f"{field}.{name}.{k}", line)
-        conds = [(f"{field}.{name}.condition", keywords["condition"])] if "condition" in keywords else []
-        conds += [(f"{field}.{name}" + (f"[{i}]" if isinstance(args, list) else ""), c)
-                  for i, c in enumerate(positional)]
+                raise self.error(
+                    f"{k} is true or false, found {_describe(v)}.", f"{field}.{name}.{k}", line
+                )
+        conds = (
+            [(f"{field}.{name}.condition", keywords["condition"])]
+            if "condition" in keywords
+            else []
+        )
+        conds += [
+            (f"{field}.{name}" + (f"[{i}]" if isinstance(args, list) else ""), c)
+            for i, c in enumerate(positional)
+        ]
         for at, c in conds:
             if isinstance(c, str):
-                raise self.error(f"a condition of {name} written as a string ({short(c)}) is Python source that pytest "
-                                 "would evaluate; suites never run code from data. Write true or false (with "
-                                 "reason: ...), or put the condition in a conftest.py / Python test.", at, line)
+                raise self.error(
+                    f"a condition of {name} written as a string ({short(c)}) is Python source that pytest "
+                    "would evaluate; suites never run code from data. Write true or false (with "
+                    "reason: ...), or put the condition in a conftest.py / Python test.",
+                    at,
+                    line,
+                )
             if not isinstance(c, bool):
-                raise self.error(f"a condition of {name} is true or false, found {_describe(c)}.", at, line)
-        if any(isinstance(c, bool) for _, c in conds) and not isinstance(keywords.get("reason"), str):
-            raise self.error(f"{name} with a true/false condition needs reason: (pytest refuses a boolean condition "
-                             f"without one), e.g. {{{name}: {{condition: true, reason: why}}}}.", f"{field}.{name}",
-                             line)
+                raise self.error(
+                    f"a condition of {name} is true or false, found {_describe(c)}.", at, line
+                )
+        if any(isinstance(c, bool) for _, c in conds) and not isinstance(
+            keywords.get("reason"), str
+        ):
+            raise self.error(
+                f"{name} with a true/false condition needs reason: (pytest refuses a boolean condition "
+                f"without one), e.g. {{{name}: {{condition: true, reason: why}}}}.",
+                f"{field}.{name}",
+                line,
+            )
         if "reason" in keywords and not isinstance(keywords["reason"], str):
-            raise self.error(f"reason is a text, found {_describe(keywords['reason'])}.", f"{field}.{name}.reason",
-                             line)
+            raise self.error(
+                f"reason is a text, found {_describe(keywords['reason'])}.",
+                f"{field}.{name}.reason",
+                line,
+            )
 
 
 def _marker_name(name) -> bool:
@@ -472,36 +601,58 @@ def hint(value, allowed) -> str:
 def _source(r: _Reader, value, field: str, line, allowed: tuple = _SOURCE_KEYS) -> Source:
     if isinstance(value, str):
         return Source(file=r.file(value, field, line), line=line)
-    node = r.mapping(value, field, line, f"a file path, or {{{', '.join(k + ': ...' for k in allowed[:5])}}}")
+    node = r.mapping(
+        value, field, line, f"a file path, or {{{', '.join(k + ': ...' for k in allowed[:5])}}}"
+    )
     r.keys(node, field, allowed, required=("file",))
     keys = {}
     for k in allowed[1:]:
         if k in node:
             if not isinstance(node[k], str):
-                raise r.error(f"expected the name of an array in the file, found {_describe(node[k])}.",
-                              _join(field, k), node.line_of(k))
+                raise r.error(
+                    f"expected the name of an array in the file, found {_describe(node[k])}.",
+                    _join(field, k),
+                    node.line_of(k),
+                )
             keys[k] = node[k]
-    return Source(file=r.file(node["file"], _join(field, "file"), node.line_of("file")), line=node.line, **keys)
+    return Source(
+        file=r.file(node["file"], _join(field, "file"), node.line_of("file")),
+        line=node.line,
+        **keys,
+    )
 
 
 def _dataset(r: _Reader, name: str, node, line) -> Dataset:
     field = f"datasets.{name}"
     node = r.mapping(node, field, line, "type, queries, gallery, ... or images, captions, ...")
-    kind = r.choice(node.get("type", "retrieval"), DATASET_KINDS, _join(field, "type"), node.line_of("type"))
+    kind = r.choice(
+        node.get("type", "retrieval"), DATASET_KINDS, _join(field, "type"), node.line_of("type")
+    )
     if kind in _OWN_FIELDS:
         return _OWN_FIELDS[kind](r, name, node, line, field)
     parts_names = _PART_NAMES[kind]
     extra = ("protocol", "images_without_captions") if kind == "image_text" else ()
-    r.keys(node, field, ("type", *parts_names, *extra),
-           required=parts_names if kind != "retrieval" else parts_names[:1])
-    parts = {p: _source(r, node[p], _join(field, p), node.line_of(p)) for p in parts_names if p in node}
+    r.keys(
+        node,
+        field,
+        ("type", *parts_names, *extra),
+        required=parts_names if kind != "retrieval" else parts_names[:1],
+    )
+    parts = {
+        p: _source(r, node[p], _join(field, p), node.line_of(p)) for p in parts_names if p in node
+    }
     kw = {}
     if "protocol" in node:
-        kw["protocol"] = r.choice(node["protocol"], _PROTOCOLS, _join(field, "protocol"), node.line_of("protocol"))
+        kw["protocol"] = r.choice(
+            node["protocol"], _PROTOCOLS, _join(field, "protocol"), node.line_of("protocol")
+        )
     if "images_without_captions" in node:
-        kw["images_without_captions"] = r.choice(node["images_without_captions"], ("error", "drop"),
-                                                 _join(field, "images_without_captions"),
-                                                 node.line_of("images_without_captions"))
+        kw["images_without_captions"] = r.choice(
+            node["images_without_captions"],
+            ("error", "drop"),
+            _join(field, "images_without_captions"),
+            node.line_of("images_without_captions"),
+        )
     return Dataset(name=name, type=kind, parts=parts, line=line, **kw)
 
 
@@ -509,7 +660,9 @@ def _run_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     """``type: run``: a TREC ``run`` file and a TREC ``qrels`` file (paths relative to the
     suite), ``relevance_level`` (the least relevant grade) and ``depth`` (the top
     ``depth`` documents of each query; evaluate_run's ``k``)."""
-    r.keys(node, field, ("type", "run", "qrels", "relevance_level", "depth"), required=("run", "qrels"))
+    r.keys(
+        node, field, ("type", "run", "qrels", "relevance_level", "depth"), required=("run", "qrels")
+    )
     kw = {k: r.file(node[k], _join(field, k), node.line_of(k)) for k in ("run", "qrels")}
     for k, attr in (("relevance_level", "relevance_level"), ("depth", "depth")):
         if k in node:
@@ -521,17 +674,32 @@ def _ann_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     """``type: ann``: ``queries`` [+ ``gallery``] (embedded by the model as a retrieval
     dataset's; labels are not needed), the index's ``neighbors`` (a .npy file, or a file
     with a ``neighbors`` array: n_queries x >= k gallery indices, -1 missing) and ``k``."""
-    r.keys(node, field, ("type", "queries", "gallery", "neighbors", "k"), required=("queries", "neighbors"))
-    parts = {p: _source(r, node[p], _join(field, p), node.line_of(p)) for p in ("queries", "gallery") if p in node}
+    r.keys(
+        node,
+        field,
+        ("type", "queries", "gallery", "neighbors", "k"),
+        required=("queries", "neighbors"),
+    )
+    parts = {
+        p: _source(r, node[p], _join(field, p), node.line_of(p))
+        for p in ("queries", "gallery")
+        if p in node
+    }
     where = _join(field, "neighbors")
-    neighbors = _source(r, node["neighbors"], where, node.line_of("neighbors"), ("file", "neighbors"))
+    neighbors = _source(
+        r, node["neighbors"], where, node.line_of("neighbors"), ("file", "neighbors")
+    )
     k = r.integer(node["k"], _join(field, "k"), node.line_of("k"), 1) if "k" in node else 10
     columns = _npy_columns(neighbors.file)
     if columns is not None and columns < k:
         at = ("k", node.line_of("k")) if "k" in node else ("neighbors", node.line_of("neighbors"))
-        raise r.error(f"{neighbors.file.name} has {columns} neighbour columns, fewer than k={k}"
-                      f"{'' if 'k' in node else ' (the default)'}: search the index for at least k neighbours, or "
-                      f"set k: {columns} or less.", _join(field, at[0]), at[1])
+        raise r.error(
+            f"{neighbors.file.name} has {columns} neighbour columns, fewer than k={k}"
+            f"{'' if 'k' in node else ' (the default)'}: search the index for at least k neighbours, or "
+            f"set k: {columns} or less.",
+            _join(field, at[0]),
+            at[1],
+        )
     return Dataset(name=name, type="ann", parts=parts, neighbors=neighbors, k=k, line=line)
 
 
@@ -542,7 +710,9 @@ def _npy_columns(path: Path) -> int | None:
     import numpy as np
 
     try:
-        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape  # maps the file: reads the header only
+        shape = np.load(
+            path, mmap_mode="r", allow_pickle=False
+        ).shape  # maps the file: reads the header only
     except Exception:  # a damaged file is the reader's error, at run time
         return None
     return int(shape[1]) if len(shape) == 2 else None
@@ -555,22 +725,41 @@ def _beir_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     ``ignore_identical_ids`` (a document whose id is the query's is removed from that
     query's ranking, as BEIR's evaluation does by default). The files are read when a
     check runs; their errors name file:line."""
-    r.keys(node, field, ("type", "path", "split", "relevance_level", "ignore_identical_ids"), required=("path",))
+    r.keys(
+        node,
+        field,
+        ("type", "path", "split", "relevance_level", "ignore_identical_ids"),
+        required=("path",),
+    )
     kw: dict[str, Any] = {}
     if "ignore_identical_ids" in node:
         if not isinstance(node["ignore_identical_ids"], bool):
-            raise r.error(f"expected true or false, found {_describe(node['ignore_identical_ids'])}.",
-                          _join(field, "ignore_identical_ids"), node.line_of("ignore_identical_ids"))
+            raise r.error(
+                f"expected true or false, found {_describe(node['ignore_identical_ids'])}.",
+                _join(field, "ignore_identical_ids"),
+                node.line_of("ignore_identical_ids"),
+            )
         kw["ignore_identical_ids"] = node["ignore_identical_ids"]
     if "split" in node:
         split = node["split"]
-        if not isinstance(split, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", split) or split in (".", ".."):
-            raise r.error(f"expected the name of a qrels split (test, dev, train), found {_describe(split)}.",
-                          _join(field, "split"), node.line_of("split"))
+        if (
+            not isinstance(split, str)
+            or not re.fullmatch(r"[A-Za-z0-9_.\-]+", split)
+            or split in (".", "..")
+        ):
+            raise r.error(
+                f"expected the name of a qrels split (test, dev, train), found {_describe(split)}.",
+                _join(field, "split"),
+                node.line_of("split"),
+            )
         kw["split"] = split
     if "relevance_level" in node:
-        kw["relevance_level"] = r.integer(node["relevance_level"], _join(field, "relevance_level"),
-                                          node.line_of("relevance_level"), 1)
+        kw["relevance_level"] = r.integer(
+            node["relevance_level"],
+            _join(field, "relevance_level"),
+            node.line_of("relevance_level"),
+            1,
+        )
     path = r.directory(node["path"], _join(field, "path"), node.line_of("path"))
     try:
         beir_files(path, kw.get("split", "test"))
@@ -586,8 +775,21 @@ _OWN_FIELDS = {"run": _run_dataset, "ann": _ann_dataset, "beir": _beir_dataset}
 def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     field = f"models.{name}"
     node = r.mapping(node, field, line, f"one of {', '.join(_RUNNERS)}")
-    r.keys(node, field, (*_RUNNERS, "weights", "kwargs", "batch_size", "device", "cam_layer", "timeout", *MODEL_OPTIONS,
-                         *_HUB_KEYS))
+    r.keys(
+        node,
+        field,
+        (
+            *_RUNNERS,
+            "weights",
+            "kwargs",
+            "batch_size",
+            "device",
+            "cam_layer",
+            "timeout",
+            *MODEL_OPTIONS,
+            *_HUB_KEYS,
+        ),
+    )
     kinds = [k for k in _RUNNERS if k in node]
     if len(kinds) != 1:
         found = f"found {', '.join(kinds)}" if kinds else "found none"
@@ -596,89 +798,165 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
     wrong = [k for k in _HUB_KEYS if k in node and kind not in _hub_owners(k)]
     if wrong:
         owners = _hub_owners(wrong[0])
-        raise r.error(f"{wrong[0]} goes with {' or '.join(owners)} models, not {kind}.", _join(field, wrong[0]),
-                      node.line_of(wrong[0]))
+        raise r.error(
+            f"{wrong[0]} goes with {' or '.join(owners)} models, not {kind}.",
+            _join(field, wrong[0]),
+            node.line_of(wrong[0]),
+        )
     if "weights" in node and kind != "factory":
-        raise r.error("weights go with factory (a function that builds the torch module).", _join(field, "weights"),
-                      node.line_of("weights"))
+        raise r.error(
+            "weights go with factory (a function that builds the torch module).",
+            _join(field, "weights"),
+            node.line_of("weights"),
+        )
     kw: dict[str, Any] = {"batch_size": 256}
     if "batch_size" in node:
-        kw["batch_size"] = r.integer(node["batch_size"], _join(field, "batch_size"), node.line_of("batch_size"), 1)
+        kw["batch_size"] = r.integer(
+            node["batch_size"], _join(field, "batch_size"), node.line_of("batch_size"), 1
+        )
     if "device" in node:
-        if not isinstance(node["device"], str) or OPTIONS["device"].problem(node["device"]) is not None:
-            raise r.error(f"expected a device name (auto, cpu, cuda, cuda:1), found {_describe(node['device'])}."
-                          f"{hint(node['device'], ('auto', 'cpu', 'cuda'))}", _join(field, "device"),
-                          node.line_of("device"))
+        if (
+            not isinstance(node["device"], str)
+            or OPTIONS["device"].problem(node["device"]) is not None
+        ):
+            raise r.error(
+                f"expected a device name (auto, cpu, cuda, cuda:1), found {_describe(node['device'])}."
+                f"{hint(node['device'], ('auto', 'cpu', 'cuda'))}",
+                _join(field, "device"),
+                node.line_of("device"),
+            )
         kw["device"] = node["device"].strip()
     if "timeout" in node and node["timeout"] is not None:
-        kw["timeout"] = float(r.option("timeout", node["timeout"], _join(field, "timeout"), node.line_of("timeout")))
+        kw["timeout"] = float(
+            r.option("timeout", node["timeout"], _join(field, "timeout"), node.line_of("timeout"))
+        )
     own = _model_options(r, node, field, datasets)
     if own:
         kw["options"] = own
     if "cam_layer" in node:
         if not isinstance(node["cam_layer"], str) or not node["cam_layer"]:
-            raise r.error(f"expected a layer name from model.named_modules(), found {_describe(node['cam_layer'])}.",
-                          _join(field, "cam_layer"), node.line_of("cam_layer"))
+            raise r.error(
+                f"expected a layer name from model.named_modules(), found {_describe(node['cam_layer'])}.",
+                _join(field, "cam_layer"),
+                node.line_of("cam_layer"),
+            )
         kw["cam_layer"] = node["cam_layer"]
     if "kwargs" in node:
         if kind not in ("callable", "factory"):
-            raise r.error("kwargs go with callable or factory.", _join(field, "kwargs"), node.line_of("kwargs"))
-        kw["kwargs"] = dict(r.mapping(node["kwargs"], _join(field, "kwargs"), node.line_of("kwargs"),
-                                      "keyword arguments of the function"))
+            raise r.error(
+                "kwargs go with callable or factory.",
+                _join(field, "kwargs"),
+                node.line_of("kwargs"),
+            )
+        kw["kwargs"] = dict(
+            r.mapping(
+                node["kwargs"],
+                _join(field, "kwargs"),
+                node.line_of("kwargs"),
+                "keyword arguments of the function",
+            )
+        )
     if kind == "embeddings":
-        files_node = r.mapping(node["embeddings"], _join(field, "embeddings"), node.line_of("embeddings"),
-                               "dataset name: file, or dataset name: {part: file}")
+        files_node = r.mapping(
+            node["embeddings"],
+            _join(field, "embeddings"),
+            node.line_of("embeddings"),
+            "dataset name: file, or dataset name: {part: file}",
+        )
         files = {}
         for ds, spec in files_node.items():
             where = f"{field}.embeddings.{ds}"
             if ds not in datasets:
                 raise r.error(_unknown("dataset", ds, datasets), where, files_node.line_of(ds))
             if datasets[ds].type == "run":
-                raise r.error(f"dataset {ds!r} is a run (rankings and qrels): there is nothing to embed.", where,
-                              files_node.line_of(ds))
+                raise r.error(
+                    f"dataset {ds!r} is a run (rankings and qrels): there is nothing to embed.",
+                    where,
+                    files_node.line_of(ds),
+                )
             if datasets[ds].type == "beir":
-                raise r.error(f"dataset {ds!r} is a BEIR directory of texts: a text model embeds it ("
-                              f"{', '.join(TEXT_KINDS)}), not embedding files.", where, files_node.line_of(ds))
+                raise r.error(
+                    f"dataset {ds!r} is a BEIR directory of texts: a text model embeds it ("
+                    f"{', '.join(TEXT_KINDS)}), not embedding files.",
+                    where,
+                    files_node.line_of(ds),
+                )
             parts = datasets[ds].parts
             if isinstance(spec, str) and len(parts) == 1:
                 spec = {next(iter(parts)): spec}
             elif isinstance(spec, str):
-                raise r.error(f"dataset {ds!r} has parts {', '.join(parts)}: give one file per part, e.g. "
-                              f"{{{', '.join(f'{p}: ...' for p in parts)}}}.", where, files_node.line_of(ds))
+                raise r.error(
+                    f"dataset {ds!r} has parts {', '.join(parts)}: give one file per part, e.g. "
+                    f"{{{', '.join(f'{p}: ...' for p in parts)}}}.",
+                    where,
+                    files_node.line_of(ds),
+                )
             spec_node = r.mapping(spec, where, files_node.line_of(ds), "part: file")
             r.keys(spec_node, where, tuple(parts), required=tuple(parts))
-            files[ds] = {p: _source(r, spec_node[p], f"{where}.{p}", spec_node.line_of(p)
-                                    if isinstance(spec_node, Node) else files_node.line_of(ds))
-                         for p in parts}
+            files[ds] = {
+                p: _source(
+                    r,
+                    spec_node[p],
+                    f"{where}.{p}",
+                    spec_node.line_of(p) if isinstance(spec_node, Node) else files_node.line_of(ds),
+                )
+                for p in parts
+            }
         return Model(name=name, kind=kind, files=files, base_dir=r.base, line=line, **kw)
     if kind in ("torchscript", "exported"):
-        return Model(name=name, kind=kind, path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
-                     base_dir=r.base, line=line, **kw)
+        return Model(
+            name=name,
+            kind=kind,
+            path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
+            base_dir=r.base,
+            line=line,
+            **kw,
+        )
     if kind in HUB_KINDS:
         if "cam_layer" in node:
-            raise r.error(f"cam_layer goes with torch classifiers (factory, torchscript, exported); a {kind} model "
-                          "is an embedding model.", _join(field, "cam_layer"), node.line_of("cam_layer"))
+            raise r.error(
+                f"cam_layer goes with torch classifiers (factory, torchscript, exported); a {kind} model "
+                "is an embedding model.",
+                _join(field, "cam_layer"),
+                node.line_of("cam_layer"),
+            )
         return _hub_model(r, name, node, line, field, kind, kw)
     target = r.target(node[kind], _join(field, kind), node.line_of(kind))
-    path = r.file(node["weights"], _join(field, "weights"), node.line_of("weights")) if "weights" in node else None
+    path = (
+        r.file(node["weights"], _join(field, "weights"), node.line_of("weights"))
+        if "weights" in node
+        else None
+    )
     return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)
 
 
 def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
     """A model's own evaluation options (:data:`MODEL_OPTIONS`), each checked against
     the option table and refused when it applies to none of the suite's datasets."""
-    own = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in MODEL_OPTIONS if k in node}
+    own = {
+        k: r.option(k, node[k], _join(field, k), node.line_of(k))
+        for k in MODEL_OPTIONS
+        if k in node
+    }
     types = sorted({d.type for d in datasets.values()})
     for k in own:
         if not any(applies(k, t) for t in types):
-            raise r.error(f"{k} does not apply to this suite's datasets ({', '.join(types)}; only to: "
-                          f"{', '.join(_applies_to(k))}).", _join(field, k), node.line_of(k))
+            raise r.error(
+                f"{k} does not apply to this suite's datasets ({', '.join(types)}; only to: "
+                f"{', '.join(_applies_to(k))}).",
+                _join(field, k),
+                node.line_of(k),
+            )
     return own
 
 
 def _hub_owners(key: str) -> list:
     """The library model kinds that take the field ``key`` (checkpoint: open_clip, timm)."""
-    return [m for m in HUB_KINDS if key in _HUB_SETTINGS[m] or key == "checkpoint" and m in ("open_clip", "timm")]
+    return [
+        m
+        for m in HUB_KINDS
+        if key in _HUB_SETTINGS[m] or key == "checkpoint" and m in ("open_clip", "timm")
+    ]
 
 
 def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dict) -> Model:
@@ -691,19 +969,29 @@ def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dic
     settings: dict[str, Any] = {}
     if by_name:
         if "checkpoint" not in node:
-            raise r.error(f"{kind}: names the architecture; give its weights in checkpoint: (a local file).", field,
-                          node.line)
+            raise r.error(
+                f"{kind}: names the architecture; give its weights in checkpoint: (a local file).",
+                field,
+                node.line,
+            )
         value = node[kind]
         if not isinstance(value, str) or not value.strip():
-            raise r.error(f"expected the architecture's name (e.g. ViT-B-32), found {_describe(value)}.", where,
-                          node.line_of(kind))
+            raise r.error(
+                f"expected the architecture's name (e.g. ViT-B-32), found {_describe(value)}.",
+                where,
+                node.line_of(kind),
+            )
         settings["model_name"] = value.strip()
         path = r.file(node["checkpoint"], _join(field, "checkpoint"), node.line_of("checkpoint"))
     else:
         path = r.directory(node[kind], where, node.line_of(kind))
         if kind == "timm" and "config" in node:
-            raise r.error("config goes with timm: <architecture> and checkpoint: (a directory brings its own "
-                          "config.json).", _join(field, "config"), node.line_of("config"))
+            raise r.error(
+                "config goes with timm: <architecture> and checkpoint: (a directory brings its own "
+                "config.json).",
+                _join(field, "config"),
+                node.line_of("config"),
+            )
     for k in _HUB_SETTINGS[kind]:
         if k not in node or k == "model_name":
             continue
@@ -720,21 +1008,45 @@ def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dic
         elif not isinstance(v, str) or not v:
             raise r.error(f"expected a non-empty text, found {_describe(v)}.", at, kline)
         settings[k] = v
-    for a, b in (("query_prompt", "query_prompt_name"), ("document_prompt", "document_prompt_name")):
+    for a, b in (
+        ("query_prompt", "query_prompt_name"),
+        ("document_prompt", "document_prompt_name"),
+    ):
         if a in settings and b in settings:
             raise r.error(f"give {a} or {b}, not both.", _join(field, b), node.line_of(b))
-    return Model(name=name, kind=kind, path=path, settings=settings, base_dir=r.base, line=line, **kw)
+    return Model(
+        name=name, kind=kind, path=path, settings=settings, base_dir=r.base, line=line, **kw
+    )
 
 
 def _unknown(what: str, name, known) -> str:
     if not isinstance(name, str):
-        quote = f" (quote it: '{name}')" if isinstance(name, (int, float, bool)) and len(str(name)) < 40 else ""
+        quote = (
+            f" (quote it: '{name}')"
+            if isinstance(name, (int, float, bool)) and len(str(name)) < 40
+            else ""
+        )
         return f"{what} names are strings; found {_describe(name)}{quote}."
     return f"no {what} named {short(name)}.{hint(name, known)} Declared: {', '.join(map(str, known)) or 'none'}."
 
 
-_CHECK_KEYS = ("metric", "dataset", "datasets", "model", "models", "at_least", "at_most", "on", "gap", "below",
-               "compare", "baseline", "id", "markers", *_OPTIONS)
+_CHECK_KEYS = (
+    "metric",
+    "dataset",
+    "datasets",
+    "model",
+    "models",
+    "at_least",
+    "at_most",
+    "on",
+    "gap",
+    "below",
+    "compare",
+    "baseline",
+    "id",
+    "markers",
+    *_OPTIONS,
+)
 _BASELINE_KEYS = ("max_drop", "max_relative_drop", "direction", "significant")
 
 
@@ -751,7 +1063,9 @@ def _ref(r: _Reader, value, known: dict, what: str, field: str, line, declared=N
     return value
 
 
-def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict, what: str, declared=None):
+def _names(
+    r: _Reader, node: Node, one: str, many: str, field: str, known: dict, what: str, declared=None
+):
     if one in node and many in node:
         raise r.error(f"give {one} or {many}, not both.", field, node.line_of(many))
     if one in node:
@@ -761,8 +1075,11 @@ def _names(r: _Reader, node: Node, one: str, many: str, field: str, known: dict,
         if isinstance(values, str):
             values = [values]
         if not isinstance(values, list) or not values:
-            raise r.error(f"expected a non-empty list of {what} names, found {_describe(values)}.",
-                          _join(field, many), line)
+            raise r.error(
+                f"expected a non-empty list of {what} names, found {_describe(values)}.",
+                _join(field, many),
+                line,
+            )
     else:
         return None
     out = tuple(_ref(r, v, known, what, _join(field, key), line, declared) for v in values)
@@ -780,24 +1097,45 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     r.keys(node, field, _CHECK_KEYS, required=("metric",))
     metric = node["metric"]
     if not isinstance(metric, str) or len(metric) > 100:
-        what = _describe(metric) if not isinstance(metric, str) else f"a text of {len(metric)} characters"
-        raise r.error(f"expected a metric name such as map or hit_rate@1, found {what}.", _join(field, "metric"),
-                      node.line_of("metric"))
+        what = (
+            _describe(metric)
+            if not isinstance(metric, str)
+            else f"a text of {len(metric)} characters"
+        )
+        raise r.error(
+            f"expected a metric name such as map or hit_rate@1, found {what}.",
+            _join(field, "metric"),
+            node.line_of("metric"),
+        )
     try:
         spec = metric_spec(metric)
     except MetricNameError as exc:
         raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
     rules = [k for k in ("gap", "compare", "baseline") if k in node]
     if len(rules) > 1:
-        raise r.error(f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
-                      f"baseline (found {', '.join(rules)}).", field, line)
+        raise r.error(
+            f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
+            f"baseline (found {', '.join(rules)}).",
+            field,
+            line,
+        )
     kind = rules[0] if rules else "threshold"
-    options = {k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node}
+    options = {
+        k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node
+    }
     # `run` is accepted here so that naming it on a model dataset gets its own message (_check_models); a
     # misspelt name is answered from the models the suite declares (and `run` only if it has run datasets)
     runs = {RUN_MODEL: None} if any(d.type == "run" for d in suite_datasets.values()) else {}
-    named = _names(r, node, "model", "models", field, {**suite_models, RUN_MODEL: None}, "model",
-                   declared={**suite_models, **runs})
+    named = _names(
+        r,
+        node,
+        "model",
+        "models",
+        field,
+        {**suite_models, RUN_MODEL: None},
+        "model",
+        declared={**suite_models, **runs},
+    )
     models = named or tuple(suite_models)
     datasets = _names(r, node, "dataset", "datasets", field, suite_datasets, "dataset")
     kw = _RULES[kind](r, node, field, line, spec, suite_models)
@@ -806,23 +1144,50 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
             raise r.error("a gap names its datasets in gap: {train: ..., test: ...}.", field, line)
         datasets = _gap_datasets(r, node, field, suite_datasets)
     datasets = _check_datasets(r, spec, datasets, suite_datasets, field, line)
-    models = _check_models(r, node, field, kind, named, models, [suite_datasets[d] for d in datasets], suite_models)
+    models = _check_models(
+        r, node, field, kind, named, models, [suite_datasets[d] for d in datasets], suite_models
+    )
     if kind == "compare" and not [m for m in models if m != kw["baseline"]]:
-        raise r.error(f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
-                      "in models:.", field, line)
+        raise r.error(
+            f"compare: every model of this check is the baseline {kw['baseline']!r}; name others "
+            "in models:.",
+            field,
+            line,
+        )
     for k in options:
         for wanted in dict.fromkeys(suite_datasets[d].type for d in datasets):
             if not applies(k, wanted):
-                raise r.error(f"{k} does not apply to {wanted} datasets (only to: "
-                              f"{', '.join(_applies_to(k))}).", _join(field, k), node.line_of(k))
+                raise r.error(
+                    f"{k} does not apply to {wanted} datasets (only to: "
+                    f"{', '.join(_applies_to(k))}).",
+                    _join(field, k),
+                    node.line_of(k),
+                )
     if spec.kind == "classifier":
         _check_classifier_models(r, spec, models, suite_models, field, line)
-    markers = r.markers(node["markers"], _join(field, "markers"), node.line_of("markers")) if "markers" in node else ()
+    markers = (
+        r.markers(node["markers"], _join(field, "markers"), node.line_of("markers"))
+        if "markers" in node
+        else ()
+    )
     check_id = node.get("id")
-    check_id = _default_id(spec.name, kind, kw) if check_id is None else r.name(check_id, _join(field, "id"),
-                                                                                 node.line_of("id"))
-    return Check(index=index, metric=spec, kind=kind, datasets=datasets, models=models, options=options,
-                 markers=markers, id=check_id, line=line, **kw)
+    check_id = (
+        _default_id(spec.name, kind, kw)
+        if check_id is None
+        else r.name(check_id, _join(field, "id"), node.line_of("id"))
+    )
+    return Check(
+        index=index,
+        metric=spec,
+        kind=kind,
+        datasets=datasets,
+        models=models,
+        options=options,
+        markers=markers,
+        id=check_id,
+        line=line,
+        **kw,
+    )
 
 
 def _refuse(r: _Reader, node, field: str, keys: tuple, why: str) -> None:
@@ -834,17 +1199,34 @@ def _refuse(r: _Reader, node, field: str, keys: tuple, why: str) -> None:
 
 def _threshold_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
     if "at_least" not in node and "at_most" not in node:
-        raise r.error("missing threshold: give at_least, at_most (or gap: / compare: / baseline:).", field, line)
+        raise r.error(
+            "missing threshold: give at_least, at_most (or gap: / compare: / baseline:).",
+            field,
+            line,
+        )
     _refuse(r, node, field, ("below",), "{key} goes with gap:.")
-    kw = {k: r.threshold(spec, node[k], k, _join(field, k), node.line_of(k)) for k in ("at_least", "at_most")
-          if k in node}
+    kw = {
+        k: r.threshold(spec, node[k], k, _join(field, k), node.line_of(k))
+        for k in ("at_least", "at_most")
+        if k in node
+    }
     if "on" in node:
-        kw["on"] = r.choice(node["on"], ("value", "interval"), _join(field, "on"), node.line_of("on"))
+        kw["on"] = r.choice(
+            node["on"], ("value", "interval"), _join(field, "on"), node.line_of("on")
+        )
         if kw["on"] == "interval" and spec.capabilities.interval is None:
-            raise r.error(f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
-                          "pairs; medr is a median rank); use on: value.", _join(field, "on"), node.line_of("on"))
+            raise r.error(
+                f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
+                "pairs; medr is a median rank); use on: value.",
+                _join(field, "on"),
+                node.line_of("on"),
+            )
     if "at_least" in kw and "at_most" in kw and kw["at_least"] > kw["at_most"]:
-        raise r.error(f"at_least {kw['at_least']:g} > at_most {kw['at_most']:g}: no value passes.", field, line)
+        raise r.error(
+            f"at_least {kw['at_least']:g} > at_most {kw['at_most']:g}: no value passes.",
+            field,
+            line,
+        )
     return kw
 
 
@@ -852,89 +1234,162 @@ _NOT_A_THRESHOLD = "{key} is a threshold; a {kind} check uses {uses}."
 
 
 def _not_thresholds(r: _Reader, node, field: str, kind: str, uses: str) -> None:
-    _refuse(r, node, field, ("at_least", "at_most"), _NOT_A_THRESHOLD.replace("{kind}", kind).replace("{uses}", uses))
+    _refuse(
+        r,
+        node,
+        field,
+        ("at_least", "at_most"),
+        _NOT_A_THRESHOLD.replace("{kind}", kind).replace("{uses}", uses),
+    )
 
 
 def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
     _not_thresholds(r, node, field, "gap", "below")
     if not spec.capabilities.gap:
         if spec.unit == "rank":
-            raise r.error(f"{spec.name} is a rank (lower is better); a gap is metric(train) - metric(test) of a "
-                          "higher-is-better metric. Gate a fraction such as map or hit_rate@1.",
-                          _join(field, "metric"), node.line_of("metric"))
-        raise r.error(f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
-                      "per-query values.", _join(field, "metric"), node.line_of("metric"))
+            raise r.error(
+                f"{spec.name} is a rank (lower is better); a gap is metric(train) - metric(test) of a "
+                "higher-is-better metric. Gate a fraction such as map or hit_rate@1.",
+                _join(field, "metric"),
+                node.line_of("metric"),
+            )
+        raise r.error(
+            f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
+            "per-query values.",
+            _join(field, "metric"),
+            node.line_of("metric"),
+        )
     if "below" not in node:
         raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
-    kw = {"below": r.threshold(spec, node["below"], "below", _join(field, "below"), node.line_of("below")),
-          "on": "upper"}
+    kw = {
+        "below": r.threshold(
+            spec, node["below"], "below", _join(field, "below"), node.line_of("below")
+        ),
+        "on": "upper",
+    }
     if "on" in node:
         kw["on"] = r.choice(node["on"], ("upper", "value"), _join(field, "on"), node.line_of("on"))
     return kw
 
 
 def _gap_datasets(r: _Reader, node, field: str, suite_datasets: dict) -> tuple:
-    gap = r.mapping(node["gap"], _join(field, "gap"), node.line_of("gap"), "{train: dataset, test: dataset}")
+    gap = r.mapping(
+        node["gap"], _join(field, "gap"), node.line_of("gap"), "{train: dataset, test: dataset}"
+    )
     r.keys(gap, _join(field, "gap"), ("train", "test"), required=("train", "test"))
-    datasets = tuple(_ref(r, gap[k], suite_datasets, "dataset", f"{field}.gap.{k}", gap.line_of(k))
-                     for k in ("train", "test"))
+    datasets = tuple(
+        _ref(r, gap[k], suite_datasets, "dataset", f"{field}.gap.{k}", gap.line_of(k))
+        for k in ("train", "test")
+    )
     if datasets[0] == datasets[1]:
-        raise r.error("train and test are the same dataset; a gap compares two different sets.",
-                      _join(field, "gap"), node.line_of("gap"))
+        raise r.error(
+            "train and test are the same dataset; a gap compares two different sets.",
+            _join(field, "gap"),
+            node.line_of("gap"),
+        )
     return datasets
 
 
 def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dict:
     _not_thresholds(r, node, field, "compare", "compare.margin and compare.rule")
     if not spec.capabilities.compare or spec.kind == "grouped":
-        raise r.error(f"compare pairs per-query values; {spec.name} has none (compare a ranking metric such as "
-                      "map or hit_rate@1).", _join(field, "metric"), node.line_of("metric"))
+        raise r.error(
+            f"compare pairs per-query values; {spec.name} has none (compare a ranking metric such as "
+            "map or hit_rate@1).",
+            _join(field, "metric"),
+            node.line_of("metric"),
+        )
     _refuse(r, node, field, ("below",), "{key} goes with gap:.")
-    _refuse(r, node, field, ("on",), "a comparison's rule is compare.rule (significant, non_inferior, value).")
+    _refuse(
+        r,
+        node,
+        field,
+        ("on",),
+        "a comparison's rule is compare.rule (significant, non_inferior, value).",
+    )
     cmp = node["compare"]
     if isinstance(cmp, str):
         cmp = Node(baseline=cmp)
         cmp.line, cmp.key_lines = node.line_of("compare"), {}
-    cmp = r.mapping(cmp, _join(field, "compare"), node.line_of("compare"), "{baseline: model, rule: ..., margin: ...}")
+    cmp = r.mapping(
+        cmp,
+        _join(field, "compare"),
+        node.line_of("compare"),
+        "{baseline: model, rule: ..., margin: ...}",
+    )
     r.keys(cmp, _join(field, "compare"), ("baseline", "rule", "margin"), required=("baseline",))
-    kw = {"baseline": _ref(r, cmp["baseline"], suite_models, "model", f"{field}.compare.baseline",
-                           cmp.line_of("baseline"))}
+    kw = {
+        "baseline": _ref(
+            r,
+            cmp["baseline"],
+            suite_models,
+            "model",
+            f"{field}.compare.baseline",
+            cmp.line_of("baseline"),
+        )
+    }
     if "rule" in cmp:
-        kw["rule"] = r.choice(cmp["rule"], ("significant", "non_inferior", "value"), f"{field}.compare.rule",
-                              cmp.line_of("rule"))
+        kw["rule"] = r.choice(
+            cmp["rule"],
+            ("significant", "non_inferior", "value"),
+            f"{field}.compare.rule",
+            cmp.line_of("rule"),
+        )
     if "margin" in cmp:
-        kw["margin"] = r.threshold(spec, cmp["margin"], "margin", f"{field}.compare.margin", cmp.line_of("margin"))
+        kw["margin"] = r.threshold(
+            spec, cmp["margin"], "margin", f"{field}.compare.margin", cmp.line_of("margin")
+        )
     return kw
 
 
 def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
     _not_thresholds(r, node, field, "baseline", "baseline.max_drop / baseline.max_relative_drop")
     _refuse(r, node, field, ("below",), "{key} goes with gap:.")
-    _refuse(r, node, field, ("on",), "a baseline check has no on:; use baseline.significant: true to fail only on "
-                                     "significant drops.")
+    _refuse(
+        r,
+        node,
+        field,
+        ("on",),
+        "a baseline check has no on:; use baseline.significant: true to fail only on "
+        "significant drops.",
+    )
     b = node["baseline"]
     if b is True or b is None:
         b = Node()
         b.line, b.key_lines = node.line_of("baseline"), {}
     where = _join(field, "baseline")
-    b = r.mapping(b, where, node.line_of("baseline"),
-                  "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}")
+    b = r.mapping(
+        b,
+        where,
+        node.line_of("baseline"),
+        "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}",
+    )
     r.keys(b, where, _BASELINE_KEYS)
     tol: dict[str, Any] = {}
     for k in ("max_drop", "max_relative_drop"):
         if k in b:
             tol[k] = r.threshold(spec, b[k], k, f"{where}.{k}", b.line_of(k))
     if "direction" in b:
-        tol["direction"] = r.choice(b["direction"], ("higher", "lower"), f"{where}.direction", b.line_of("direction"))
+        tol["direction"] = r.choice(
+            b["direction"], ("higher", "lower"), f"{where}.direction", b.line_of("direction")
+        )
     if "significant" in b:
         if not isinstance(b["significant"], bool):
-            raise r.error(f"expected true or false, found {_describe(b['significant'])}.", f"{where}.significant",
-                          b.line_of("significant"))
+            raise r.error(
+                f"expected true or false, found {_describe(b['significant'])}.",
+                f"{where}.significant",
+                b.line_of("significant"),
+            )
         tol["significant"] = b["significant"]
     return {"tolerances": tol}
 
 
-_RULES = {"threshold": _threshold_rule, "gap": _gap_rule, "compare": _compare_rule, "baseline": _baseline_rule}
+_RULES = {
+    "threshold": _threshold_rule,
+    "gap": _gap_rule,
+    "compare": _compare_rule,
+    "baseline": _baseline_rule,
+}
 
 
 def _types_of(spec: MetricSpec) -> tuple:
@@ -951,18 +1406,24 @@ def _types_of(spec: MetricSpec) -> tuple:
 def _refused(spec: MetricSpec, kind: str) -> str:
     """Why ``spec`` is not measured on a dataset of type ``kind``."""
     if kind == "beir":
-        return (f"{spec.name} is not measured on beir datasets: a BEIR split holds graded qrels, not labels; its "
-                f"metrics are the ranking metrics of judged queries: {', '.join(_RUN_FAMILIES)}.")
+        return (
+            f"{spec.name} is not measured on beir datasets: a BEIR split holds graded qrels, not labels; its "
+            f"metrics are the ranking metrics of judged queries: {', '.join(_RUN_FAMILIES)}."
+        )
     if kind == "run":
         try:
             _run_metrics([spec.name])
         except MetricNameError as exc:
             return f"{exc} ('run' datasets hold a search's rankings, not embeddings.)"
     if kind == "ann":
-        return (f"{spec.name} is not measured on ann datasets: an ann dataset compares an approximate index's "
-                "neighbours with exact search, and gates ann_recall@K (K at most its k); measure ranking metrics "
-                "on a retrieval dataset.")
-    return f"{spec.name} is measured on {' or '.join(_types_of(spec))} datasets; this one is {kind}."
+        return (
+            f"{spec.name} is not measured on ann datasets: an ann dataset compares an approximate index's "
+            "neighbours with exact search, and gates ann_recall@K (K at most its k); measure ranking metrics "
+            "on a retrieval dataset."
+        )
+    return (
+        f"{spec.name} is measured on {' or '.join(_types_of(spec))} datasets; this one is {kind}."
+    )
 
 
 def _check_datasets(r: _Reader, spec, datasets, suite_datasets: dict, field: str, line) -> tuple:
@@ -972,42 +1433,73 @@ def _check_datasets(r: _Reader, spec, datasets, suite_datasets: dict, field: str
     if datasets is None:
         compatible = [d for d, ds in suite_datasets.items() if ds.type in wanted]
         if len(compatible) != 1:
-            raise r.error(f"name the dataset (dataset: or datasets:); the suite has {len(compatible)} "
-                          f"{' or '.join(wanted)} datasets ({', '.join(compatible) or 'none'}).", field, line)
+            raise r.error(
+                f"name the dataset (dataset: or datasets:); the suite has {len(compatible)} "
+                f"{' or '.join(wanted)} datasets ({', '.join(compatible) or 'none'}).",
+                field,
+                line,
+            )
         datasets = tuple(compatible)
     for d in datasets:
         ds = suite_datasets[d]
         if ds.type not in wanted:
             raise r.error(f"dataset {d!r}: {_refused(spec, ds.type)}", field, line)
         if ds.type == "ann" and spec.k is not None and spec.k > ds.k:
-            raise r.error(f"{spec.name} compares the top {spec.k} neighbours, but dataset {d!r} has k: "
-                          f"{ds.k}; use K <= {ds.k} or raise the dataset's k (the neighbours' columns).", field, line)
+            raise r.error(
+                f"{spec.name} compares the top {spec.k} neighbours, but dataset {d!r} has k: "
+                f"{ds.k}; use K <= {ds.k} or raise the dataset's k (the neighbours' columns).",
+                field,
+                line,
+            )
     if len({suite_datasets[d].type == "run" for d in datasets}) > 1:
-        raise r.error("a check measures run datasets (no model) or model datasets, not both: split it in two.",
-                      field, line)
+        raise r.error(
+            "a check measures run datasets (no model) or model datasets, not both: split it in two.",
+            field,
+            line,
+        )
     return datasets
 
 
-def _check_models(r: _Reader, node, field: str, kind: str, named, models: tuple, datasets: list,
-                  suite_models: dict) -> tuple:
+def _check_models(
+    r: _Reader,
+    node,
+    field: str,
+    kind: str,
+    named,
+    models: tuple,
+    datasets: list,
+    suite_models: dict,
+) -> tuple:
     """A check on run datasets has the one model ``run`` (a run is a search's output);
     a check on other datasets names declared models only."""
-    where = ("model", node.line_of("model")) if "model" in node else ("models", node.line_of("models"))
+    where = (
+        ("model", node.line_of("model")) if "model" in node else ("models", node.line_of("models"))
+    )
     if datasets[0].type != "run":
         if RUN_MODEL in models and RUN_MODEL not in suite_models:
-            raise r.error(f"model {RUN_MODEL!r} is the model of run datasets (a run has no model); "
-                          f"{datasets[0].name!r} is a {datasets[0].type} dataset.{_declared(suite_models)}",
-                          _join(field, where[0]), where[1])
+            raise r.error(
+                f"model {RUN_MODEL!r} is the model of run datasets (a run has no model); "
+                f"{datasets[0].name!r} is a {datasets[0].type} dataset.{_declared(suite_models)}",
+                _join(field, where[0]),
+                where[1],
+            )
         return models
     if named is not None and named != (RUN_MODEL,):
         other = next(m for m in named if m != RUN_MODEL)
-        raise r.error(f"dataset {datasets[0].name!r} is a run (a search's rankings and qrels): it has no model, so "
-                      f"model {other!r} cannot be measured on it; its items use the model name {RUN_MODEL!r} "
-                      f"(leave model: out, or write model: {RUN_MODEL}).", _join(field, where[0]), where[1])
+        raise r.error(
+            f"dataset {datasets[0].name!r} is a run (a search's rankings and qrels): it has no model, so "
+            f"model {other!r} cannot be measured on it; its items use the model name {RUN_MODEL!r} "
+            f"(leave model: out, or write model: {RUN_MODEL}).",
+            _join(field, where[0]),
+            where[1],
+        )
     if kind == "compare":
-        raise r.error("compare pairs two models on one dataset; a run dataset has no model. Compare two runs with "
-                      "retrieval_checks.compare on two evaluate_run results in Python.", _join(field, "compare"),
-                      node.line_of("compare"))
+        raise r.error(
+            "compare pairs two models on one dataset; a run dataset has no model. Compare two runs with "
+            "retrieval_checks.compare on two evaluate_run results in Python.",
+            _join(field, "compare"),
+            node.line_of("compare"),
+        )
     return (RUN_MODEL,)
 
 
@@ -1015,15 +1507,25 @@ def _declared(models: dict) -> str:
     return f" Declared models: {', '.join(models)}."
 
 
-def _check_classifier_models(r: _Reader, spec, models, suite_models: dict, field: str, line) -> None:
+def _check_classifier_models(
+    r: _Reader, spec, models, suite_models: dict, field: str, line
+) -> None:
     for m in models:
         mk = suite_models[m].kind
         if mk in ("precomputed", "embeddings", "callable", *HUB_KINDS):
-            raise r.error(f"{spec.name} runs a torch classifier; model {m!r} is {mk} (use factory, torchscript "
-                          "or exported).", field, line)
+            raise r.error(
+                f"{spec.name} runs a torch classifier; model {m!r} is {mk} (use factory, torchscript "
+                "or exported).",
+                field,
+                line,
+            )
         if spec.name in ("cam_iou", "cam_iou_box") and suite_models[m].cam_layer is None:
-            raise r.error(f"{spec.name} needs the layer whose Grad-CAM is measured: set models.{m}.cam_layer "
-                          "(a name from model.named_modules()).", field, line)
+            raise r.error(
+                f"{spec.name} needs the layer whose Grad-CAM is measured: set models.{m}.cam_layer "
+                "(a name from model.named_modules()).",
+                field,
+                line,
+            )
 
 
 def _fmt_threshold(x: float) -> str:
@@ -1040,7 +1542,11 @@ def _default_id(metric: str, kind: str, kw: dict) -> str:
     if kind == "baseline":
         return f"{metric}_vs_baseline"
     ci = "_ci" if kw.get("on") == "interval" else ""
-    rule = "between" if "at_least" in kw and "at_most" in kw else ("at_least" if "at_least" in kw else "at_most")
+    rule = (
+        "between"
+        if "at_least" in kw and "at_most" in kw
+        else ("at_least" if "at_least" in kw else "at_most")
+    )
     return f"{metric}{ci}_{rule}"
 
 
@@ -1053,12 +1559,21 @@ def load_suite(path) -> Suite:
     r = _Reader(p)
     data = load_yaml(p)
     if data is None:
-        raise r.error("the suite is empty; it needs datasets: and checks: (see the README, 'YAML suites').", None, 1)
+        raise r.error(
+            "the suite is empty; it needs datasets: and checks: (see the README, 'YAML suites').",
+            None,
+            1,
+        )
     top = r.mapping(data, "", 1, "suite, datasets, models, checks")
     r.keys(top, "", _TOP_KEYS, required=("datasets", "checks"))
-    name = r.name(top["suite"], "suite", top.line_of("suite")) if "suite" in top else \
-        re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)
-    markers = r.markers(top["markers"], "markers", top.line_of("markers")) if "markers" in top else ()
+    name = (
+        r.name(top["suite"], "suite", top.line_of("suite"))
+        if "suite" in top
+        else re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)
+    )
+    markers = (
+        r.markers(top["markers"], "markers", top.line_of("markers")) if "markers" in top else ()
+    )
     options = {}
     if "options" in top:
         node = r.mapping(top["options"], "options", top.line_of("options"), "evaluation options")
@@ -1068,12 +1583,28 @@ def load_suite(path) -> Suite:
     models = _models(r, top, datasets)
     checks_node = top["checks"]
     if not isinstance(checks_node, list) or not checks_node:
-        raise r.error(f"expected a non-empty list of checks, found {_describe(checks_node)}.", "checks",
-                      top.line_of("checks"))
-    checks = _unique_ids(r, checks_node, [_check(r, i, c, checks_node.line_of(i), datasets, models)
-                                          for i, c in enumerate(checks_node)])
-    suite = Suite(name=name, path=p, datasets=datasets, models=models, checks=checks, markers=markers,
-                  options=options)
+        raise r.error(
+            f"expected a non-empty list of checks, found {_describe(checks_node)}.",
+            "checks",
+            top.line_of("checks"),
+        )
+    checks = _unique_ids(
+        r,
+        checks_node,
+        [
+            _check(r, i, c, checks_node.line_of(i), datasets, models)
+            for i, c in enumerate(checks_node)
+        ],
+    )
+    suite = Suite(
+        name=name,
+        path=p,
+        datasets=datasets,
+        models=models,
+        checks=checks,
+        markers=markers,
+        options=options,
+    )
     _check_cases(r, suite)
     return suite
 
@@ -1082,23 +1613,35 @@ def _datasets(r: _Reader, top: Node) -> dict:
     ds_node = r.mapping(top["datasets"], "datasets", top.line_of("datasets"), "dataset name: {...}")
     if not ds_node:
         raise r.error("declare at least one dataset.", "datasets", top.line_of("datasets"))
-    return {r.name(k, "datasets", ds_node.line_of(k)): _dataset(r, k, v, ds_node.line_of(k))
-            for k, v in ds_node.items()}
+    return {
+        r.name(k, "datasets", ds_node.line_of(k)): _dataset(r, k, v, ds_node.line_of(k))
+        for k, v in ds_node.items()
+    }
 
 
 def _models(r: _Reader, top: Node, datasets: dict) -> dict:
     """The suite's models; without ``models:``, the datasets' own embeddings."""
     if "models" not in top or top["models"] is None:
-        return {PRECOMPUTED: Model(name=PRECOMPUTED, kind="precomputed", base_dir=r.base, line=None)}
+        return {
+            PRECOMPUTED: Model(name=PRECOMPUTED, kind="precomputed", base_dir=r.base, line=None)
+        }
     m_node = r.mapping(top["models"], "models", top.line_of("models"), "model name: {...}")
-    models = {r.name(k, "models", m_node.line_of(k)): _model(r, k, v, m_node.line_of(k), datasets)
-              for k, v in m_node.items()}
+    models = {
+        r.name(k, "models", m_node.line_of(k)): _model(r, k, v, m_node.line_of(k), datasets)
+        for k, v in m_node.items()
+    }
     if RUN_MODEL in models and any(d.type == "run" for d in datasets.values()):
-        raise r.error(f"the model name {RUN_MODEL!r} is the model of the suite's run datasets; rename this model.",
-                      "models", m_node.line_of(RUN_MODEL))
+        raise r.error(
+            f"the model name {RUN_MODEL!r} is the model of the suite's run datasets; rename this model.",
+            "models",
+            m_node.line_of(RUN_MODEL),
+        )
     if not models:
-        raise r.error("declare at least one model, or leave models: out to use the datasets' own embeddings.",
-                      "models", top.line_of("models"))
+        raise r.error(
+            "declare at least one model, or leave models: out to use the datasets' own embeddings.",
+            "models",
+            top.line_of("models"),
+        )
     return models
 
 
@@ -1117,8 +1660,11 @@ def _unique_ids(r: _Reader, checks_node, checks: list) -> list:
     for i, c in enumerate(checks):
         explicit = "id" in checks_node[i]
         if explicit and c.id in seen:
-            raise r.error(f"id {c.id!r} is already used by checks[{seen[c.id]}]; ids must be unique.",
-                          f"checks[{i}].id", checks_node[i].line_of("id"))
+            raise r.error(
+                f"id {c.id!r} is already used by checks[{seen[c.id]}]; ids must be unique.",
+                f"checks[{i}].id",
+                checks_node[i].line_of("id"),
+            )
         if not explicit and taken.get(c.id, set()) & _targets(c):
             n = 2
             while taken.get(f"{c.id}_{n}", set()) & _targets(c):
@@ -1135,24 +1681,32 @@ def _check_cases(r: _Reader, suite: Suite) -> None:
     for case in suite.cases:
         if case.name in names:
             other = names[case.name]
-            raise r.error(f"two items would both be named {case.name!r} (checks[{other.check.index}] on "
-                          f"{'/'.join((other.model, *other.datasets))} and this one on "
-                          f"{'/'.join((case.model, *case.datasets))}: names joined by '-' collide); give the "
-                          "check an id:, or rename a model or dataset.", f"checks[{case.check.index}]",
-                          case.check.line)
+            raise r.error(
+                f"two items would both be named {case.name!r} (checks[{other.check.index}] on "
+                f"{'/'.join((other.model, *other.datasets))} and this one on "
+                f"{'/'.join((case.model, *case.datasets))}: names joined by '-' collide); give the "
+                "check an id:, or rename a model or dataset.",
+                f"checks[{case.check.index}]",
+                case.check.line,
+            )
         names[case.name] = case
         for m in (case.model, case.check.baseline):
             model = suite.models.get(m)
             beir = [d for d in case.datasets if suite.datasets[d].type == "beir"]
             if model is not None and beir and model.kind not in TEXT_KINDS:
-                raise r.error(f"dataset {beir[0]!r} holds texts (BEIR); model {m!r} is {model.kind}, which does "
-                              f"not embed texts: use a {', '.join(TEXT_KINDS)} model, or limit the check with models:.",
-                              f"checks[{case.check.index}]",
-                              case.check.line)
+                raise r.error(
+                    f"dataset {beir[0]!r} holds texts (BEIR); model {m!r} is {model.kind}, which does "
+                    f"not embed texts: use a {', '.join(TEXT_KINDS)} model, or limit the check with models:.",
+                    f"checks[{case.check.index}]",
+                    case.check.line,
+                )
             if model is None or model.kind != "embeddings":
                 continue
             for d in case.datasets:
                 if d not in model.files:
-                    raise r.error(f"model {m!r} has embedding files for {', '.join(model.files)}, not for dataset "
-                                  f"{d!r}; add models.{m}.embeddings.{d}, or limit the check with models:.",
-                                  f"checks[{case.check.index}]", case.check.line)
+                    raise r.error(
+                        f"model {m!r} has embedding files for {', '.join(model.files)}, not for dataset "
+                        f"{d!r}; add models.{m}.embeddings.{d}, or limit the check with models:.",
+                        f"checks[{case.check.index}]",
+                        case.check.line,
+                    )

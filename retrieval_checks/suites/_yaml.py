@@ -23,7 +23,16 @@ import yaml
 
 from ..errors import SuiteError
 
-__all__ = ["Node", "NodeList", "load_yaml", "short", "MAX_DEPTH", "MAX_NODES", "MAX_DIGITS", "MAX_BYTES"]
+__all__ = [
+    "Node",
+    "NodeList",
+    "load_yaml",
+    "short",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_DIGITS",
+    "MAX_BYTES",
+]
 
 #: Deepest nesting of mappings and lists a suite may have (aliases expanded).
 MAX_DEPTH = 64
@@ -47,10 +56,12 @@ def short(value, limit: int = SHOWN) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     cut = isinstance(value, str) and len(value) > limit
-    text = repr(value[:limit] if cut else value)  # never repr a megabyte to show 80 characters of it
+    text = repr(
+        value[:limit] if cut else value
+    )  # never repr a megabyte to show 80 characters of it
     if cut:
-        return f"{text[:limit - 4]}...' ({len(value)} characters)"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+        return f"{text[: limit - 4]}...' ({len(value)} characters)"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Node(dict):
@@ -102,8 +113,12 @@ class _Loader(yaml.SafeLoader):
         except (ValueError, TypeError, AttributeError, ArithmeticError, LookupError) as exc:
             tag = node.tag.rpartition(":")[2]
             shown = short(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
-            raise SuiteError(f"cannot read {shown} as a YAML {tag} ({type(exc).__name__}); remove the '!!{tag}' tag "
-                             "or write a valid value.", path=self.name, line=node.start_mark.line + 1) from None
+            raise SuiteError(
+                f"cannot read {shown} as a YAML {tag} ({type(exc).__name__}); remove the '!!{tag}' tag "
+                "or write a valid value.",
+                path=self.name,
+                line=node.start_mark.line + 1,
+            ) from None
 
     def compose_node(self, parent, index):
         event = self.peek_event()
@@ -112,8 +127,11 @@ class _Loader(yaml.SafeLoader):
         if not alias:
             self._level += 1
             if self._level > MAX_DEPTH:
-                raise self._refuse(f"nesting deeper than {MAX_DEPTH} levels; a suite is a few levels deep "
-                                   "(flatten the value, or read big data from a file).", mark)
+                raise self._refuse(
+                    f"nesting deeper than {MAX_DEPTH} levels; a suite is a few levels deep "
+                    "(flatten the value, or read big data from a file).",
+                    mark,
+                )
         try:
             node = super().compose_node(parent, index)
         finally:
@@ -121,28 +139,43 @@ class _Loader(yaml.SafeLoader):
                 self._level -= 1
         if alias:
             if id(node) not in self._sizes:  # its anchor is still open: the alias is inside it
-                raise self._refuse(f"alias *{event.anchor} is inside its own anchor &{event.anchor} (a value that "
-                                   "contains itself); write the value out.", mark)
+                raise self._refuse(
+                    f"alias *{event.anchor} is inside its own anchor &{event.anchor} (a value that "
+                    "contains itself); write the value out.",
+                    mark,
+                )
             size, depth = self._sizes[id(node)]
             if self._level + depth > MAX_DEPTH:
-                raise self._refuse(f"alias *{event.anchor} nests values deeper than {MAX_DEPTH} levels once "
-                                   "expanded; a suite is a few levels deep.", mark)
+                raise self._refuse(
+                    f"alias *{event.anchor} nests values deeper than {MAX_DEPTH} levels once "
+                    "expanded; a suite is a few levels deep.",
+                    mark,
+                )
         else:
             if isinstance(node, yaml.ScalarNode):
                 size, depth = 1, 0
             else:
-                children = node.value if isinstance(node, yaml.SequenceNode) else \
-                    [c for pair in node.value for c in pair]
+                children = (
+                    node.value
+                    if isinstance(node, yaml.SequenceNode)
+                    else [c for pair in node.value for c in pair]
+                )
                 measured = [self._sizes[id(c)] for c in children]
                 size = 1 + sum(m[0] for m in measured)
                 depth = 1 + max((m[1] for m in measured), default=0)
             self._sizes[id(node)] = (size, depth)
         self._total += size if alias else 1
         if size > MAX_NODES or self._total > MAX_NODES:
-            what = f"alias *{event.anchor} expands to {size} values" if alias and size > MAX_NODES else \
-                "the aliases of this file expand to more than " + str(MAX_NODES) + " values"
-            raise self._refuse(f"{what}; a suite holds at most {MAX_NODES} (aliases of aliases multiply: an alias "
-                               "bomb?). Write the values out, or read big data from a file.", mark)
+            what = (
+                f"alias *{event.anchor} expands to {size} values"
+                if alias and size > MAX_NODES
+                else "the aliases of this file expand to more than " + str(MAX_NODES) + " values"
+            )
+            raise self._refuse(
+                f"{what}; a suite holds at most {MAX_NODES} (aliases of aliases multiply: an alias "
+                "bomb?). Write the values out, or read big data from a file.",
+                mark,
+            )
         return node
 
 
@@ -151,27 +184,41 @@ _Loader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+    first: [
+        (tag, regexp)
+        for tag, regexp in resolvers
+        if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    ]
     for first, resolvers in _Loader.yaml_implicit_resolvers.items()
 }
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                              list("tTfF"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 # YAML 1.2 core schema numbers: 1e-3 is a float, 010 is ten, 1:30 is a string
-_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-                              list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    list("-+0123456789"),
+)
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
-    list("-+.0123456789"))
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+.0123456789"),
+)
 
 
 def _int12(loader, node):
     text = loader.construct_scalar(node)
     digits = len(text.lstrip("+-"))
     if digits > MAX_DIGITS:
-        raise SuiteError(f"an integer of {digits} digits; numbers in a suite have at most {MAX_DIGITS} "
-                         "(is it a threshold, a seed or a count? write a plausible value).", path=loader.name,
-                         line=node.start_mark.line + 1)
+        raise SuiteError(
+            f"an integer of {digits} digits; numbers in a suite have at most {MAX_DIGITS} "
+            "(is it a threshold, a seed or a count? write a plausible value).",
+            path=loader.name,
+            line=node.start_mark.line + 1,
+        )
     if text.startswith("0o"):
         return int(text[2:], 8)
     if text.startswith("0x"):
@@ -206,13 +253,20 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Node:
         try:
             hash(key)
         except TypeError:
-            raise SuiteError("a mapping key must be a scalar (a name), not a list or mapping.",
-                             path=loader.name, line=line) from None
+            raise SuiteError(
+                "a mapping key must be a scalar (a name), not a list or mapping.",
+                path=loader.name,
+                line=line,
+            ) from None
         is_explicit = id(key_node) in explicit
         if key in out:
             if is_explicit and key in written:
-                raise SuiteError(f"key {key!r} appears twice in one mapping (first on line {out.key_lines[key]}); "
-                                 "remove one of them.", path=loader.name, line=line)
+                raise SuiteError(
+                    f"key {key!r} appears twice in one mapping (first on line {out.key_lines[key]}); "
+                    "remove one of them.",
+                    path=loader.name,
+                    line=line,
+                )
             if not is_explicit:
                 continue  # among merged mappings the first one wins, as YAML's merge key specifies
         out[key] = loader.construct_object(value_node, deep=True)
@@ -237,23 +291,34 @@ def load_yaml(path) -> object:
     """Parse one YAML document safely; syntax errors become :class:`SuiteError` with the line."""
     p = Path(path)
     if p.is_dir():
-        raise SuiteError("this is a directory, not a suite file; give the path of a .yaml file (pytest collects "
-                         "rc_*.yaml files in a directory).", path=p)
+        raise SuiteError(
+            "this is a directory, not a suite file; give the path of a .yaml file (pytest collects "
+            "rc_*.yaml files in a directory).",
+            path=p,
+        )
     if p.exists() and not p.is_file():
-        raise SuiteError("not a regular file (a device, pipe or socket); give the path of a .yaml file.", path=p)
+        raise SuiteError(
+            "not a regular file (a device, pipe or socket); give the path of a .yaml file.", path=p
+        )
     try:
         with open(p, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
         if len(raw) > MAX_BYTES:
-            raise SuiteError(f"the file is larger than {MAX_BYTES // 2**20} MiB; a suite is a page of text (arrays "
-                             "belong in .npz/.safetensors files that the suite names).", path=p)
+            raise SuiteError(
+                f"the file is larger than {MAX_BYTES // 2**20} MiB; a suite is a page of text (arrays "
+                "belong in .npz/.safetensors files that the suite names).",
+                path=p,
+            )
         text = raw.decode("utf-8")
     except OSError as exc:
         raise SuiteError(f"cannot read the file ({exc.strerror or exc}).", path=p) from None
     except UnicodeDecodeError as exc:
-        line = exc.object[:exc.start].count(b"\n") + 1
-        raise SuiteError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8.",
-                         path=p, line=line) from None
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise SuiteError(
+            f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8.",
+            path=p,
+            line=line,
+        ) from None
     loader = _Loader(text)
     loader.name = str(p)
     try:
@@ -265,17 +330,26 @@ def load_yaml(path) -> object:
         line = mark.line + 1 if mark is not None else None
         problem = exc.problem or "invalid YAML"
         context = f" ({exc.context}" if exc.context else ""
-        if context and exc.context_mark is not None and mark is not None and exc.context_mark.line != mark.line:
+        if (
+            context
+            and exc.context_mark is not None
+            and mark is not None
+            and exc.context_mark.line != mark.line
+        ):
             context += f" that starts on line {exc.context_mark.line + 1}"
         context += ")" if context else ""
         tag_hint = ""
         if "could not determine a constructor" in str(exc):
             tag_hint = "; suites are read with safe YAML: remove the '!' tag (Python objects are never built)"
-        raise SuiteError(f"YAML syntax error: {problem}{context}{tag_hint}.", path=p, line=line) from None
+        raise SuiteError(
+            f"YAML syntax error: {problem}{context}{tag_hint}.", path=p, line=line
+        ) from None
     except yaml.YAMLError as exc:
         raise SuiteError(f"YAML error: {short(str(exc), 200)}.", path=p) from None
     except RecursionError:  # a safety net: the composer bounds nesting first
-        raise SuiteError(f"nesting too deep; a suite is a few levels deep (at most {MAX_DEPTH}).", path=p) from None
+        raise SuiteError(
+            f"nesting too deep; a suite is a few levels deep (at most {MAX_DEPTH}).", path=p
+        ) from None
     finally:
         loader.dispose()
     return data

@@ -41,22 +41,43 @@ from pathlib import Path
 
 import yaml
 
-from ..gates import BaselineFile, rule_text
-from ._history import DEFAULT_HISTORY, History, default_history_path, project_root
-from ._report import render_report
-from ..gates._regression import higher_is_better, measure_change
+from .._suggest import did_you_mean
 from ..errors import InputError, MetricNameError, RetrievalChecksError, SuiteError
+from ..gates import BaselineFile, rule_text
+from ..gates._regression import higher_is_better, measure_change
 from ..metrics._names import metric_spec
 from ..options import parse_text
-from .._suggest import did_you_mean
 from ..suites import load_suite
 from ..suites._jsonschema import suite_json_schema
+from ._history import DEFAULT_HISTORY, History, default_history_path, project_root
+from ._report import render_report
 
 DEFAULT_DB = DEFAULT_HISTORY  # relative to the project root
 ORDER = "newest first"
-_EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", "test", "suite", "model", "dataset", "metric",
-                   "gate", "value", "low", "high", "threshold", "comparison", "on", "passed", "n", "unit", "n_used",
-                   "n_skipped", "rule")
+_EXPORT_COLUMNS = (
+    "run_id",
+    "started",
+    "git_commit",
+    "git_dirty",
+    "test",
+    "suite",
+    "model",
+    "dataset",
+    "metric",
+    "gate",
+    "value",
+    "low",
+    "high",
+    "threshold",
+    "comparison",
+    "on",
+    "passed",
+    "n",
+    "unit",
+    "n_used",
+    "n_skipped",
+    "rule",
+)
 
 
 def _queries(r: dict) -> str:
@@ -88,21 +109,55 @@ def _selection(run: dict) -> str:
 
 
 def _cmd_runs(h: History, args, out) -> int:
-    runs = h.runs(limit=args.limit, commit=args.commit, branch=args.branch, full_only=args.full_only)
+    runs = h.runs(
+        limit=args.limit, commit=args.commit, branch=args.branch, full_only=args.full_only
+    )
     if not runs:
-        filters = [f for f, on in ((f"--commit {args.commit}", args.commit), (f"--branch {args.branch}", args.branch),
-                                   ("--full-only", args.full_only)) if on]
+        filters = [
+            f
+            for f, on in (
+                (f"--commit {args.commit}", args.commit),
+                (f"--branch {args.branch}", args.branch),
+                ("--full-only", args.full_only),
+            )
+            if on
+        ]
         print(f"no runs in {h.path}" + (f" for {' '.join(filters)}" if filters else ""), file=out)
         return 0
-    rows = [("run", "started (UTC)", "commit", "branch", "gates", "failed", "exit", "selection", "command")]
+    rows = [
+        (
+            "run",
+            "started (UTC)",
+            "commit",
+            "branch",
+            "gates",
+            "failed",
+            "exit",
+            "selection",
+            "command",
+        )
+    ]
     for r in runs:
         commit = (r["git_commit"] or "-")[:10] + ("+dirty" if r["git_dirty"] else "")
-        rows.append((r["id"], r["started"], commit, r.get("git_branch") or "-", r["n_gates"], r["n_failed"],
-                     _fmt(r["exitstatus"]), _selection(r), r["command"] or ""))
+        rows.append(
+            (
+                r["id"],
+                r["started"],
+                commit,
+                r.get("git_branch") or "-",
+                r["n_gates"],
+                r["n_failed"],
+                _fmt(r["exitstatus"]),
+                _selection(r),
+                r["command"] or "",
+            )
+        )
     _table(rows, out)
     if any(r.get("selection") is None for r in runs):
-        print("selection '?': recorded before retrieval-checks stored how a run was selected (full or partial)",
-              file=out)
+        print(
+            "selection '?': recorded before retrieval-checks stored how a run was selected (full or partial)",
+            file=out,
+        )
     return 0
 
 
@@ -128,8 +183,17 @@ def _cmd_show(h: History, args, out) -> int:
     for r in results:
         interval = "" if r["low"] is None else f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"
         rule = rule_text(r)
-        rows.append((r["test"], r["metric"], _fmt(r["value"]), interval, rule, _queries(r),
-                     "PASS" if r["passed"] else "FAIL"))
+        rows.append(
+            (
+                r["test"],
+                r["metric"],
+                _fmt(r["value"]),
+                interval,
+                rule,
+                _queries(r),
+                "PASS" if r["passed"] else "FAIL",
+            )
+        )
     print(f"run {run_id}: {len(results)} gate{'' if len(results) == 1 else 's'}", file=out)
     _table(rows, out)
     if not args.check:
@@ -142,12 +206,17 @@ def _cmd_show(h: History, args, out) -> int:
         reasons.append(f"{n_failed} of {len(results)} gates failed")
     status = next((r.get("exitstatus") for r in h.runs() if r["id"] == run_id), None)
     if status not in (0, None):
-        reasons.append(f"the recorded pytest session exited with status {status} (non-zero: a test failed, or the "
-                       "session was interrupted or its reports incomplete)")
+        reasons.append(
+            f"the recorded pytest session exited with status {status} (non-zero: a test failed, or the "
+            "session was interrupted or its reports incomplete)"
+        )
     if reasons:
         print(f"check failed for run {run_id}: {'; '.join(reasons)}", file=out)
         return 1
-    print(f"check passed for run {run_id}: every gate passed and the session exited with status 0", file=out)
+    print(
+        f"check passed for run {run_id}: every gate passed and the session exited with status 0",
+        file=out,
+    )
     return 0
 
 
@@ -155,42 +224,77 @@ def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str]:
     """One compared gate's table row and its verdict: ``ok``, ``regressed`` or
     ``untested`` (under --significant, a drop beyond the tolerance whose significance
     cannot be tested: a run recorded no interval for it)."""
-    ch = measure_change(metric, b, c, max_drop=args.max_drop, max_relative_drop=args.max_relative_drop,
-                        significant=args.significant, confidence=args.confidence)
+    ch = measure_change(
+        metric,
+        b,
+        c,
+        max_drop=args.max_drop,
+        max_relative_drop=args.max_relative_drop,
+        significant=args.significant,
+        confidence=args.confidence,
+    )
     verdict = "regressed" if ch.failed else "ok"
     text = "REGRESSED" if ch.failed else "ok"
     if args.significant and ch.p_worse is None:
-        missing = " and ".join(f"run {r['run_id']}" for r in (b, c) if r.get("low") is None or r.get("high") is None)
+        missing = " and ".join(
+            f"run {r['run_id']}" for r in (b, c) if r.get("low") is None or r.get("high") is None
+        )
         if ch.failed:
-            verdict, text = "untested", (f"UNTESTED (dropped beyond the tolerance; no interval in {missing or 'a run'}"
-                                         ": significance cannot be tested)")
+            verdict, text = (
+                "untested",
+                (
+                    f"UNTESTED (dropped beyond the tolerance; no interval in {missing or 'a run'}"
+                    ": significance cannot be tested)"
+                ),
+            )
         elif missing:
             text = f"ok (within the tolerance; no interval in {missing}: significance not testable)"
-    row = (c["test"], metric, _fmt(ch.baseline), _fmt(ch.current), f"{ch.drop:+.4f}",
-           "" if ch.p_worse is None else f"{ch.p_worse:.3g}", text)
+    row = (
+        c["test"],
+        metric,
+        _fmt(ch.baseline),
+        _fmt(ch.current),
+        f"{ch.drop:+.4f}",
+        "" if ch.p_worse is None else f"{ch.p_worse:.3g}",
+        text,
+    )
     return row, verdict
 
 
-def _cmd_compare(h: History, args, out) -> int:  # long: the verdicts, the summary line and the missing gates
+def _cmd_compare(
+    h: History, args, out
+) -> int:  # long: the verdicts, the summary line and the missing gates
     said = io.StringIO()
-    base_id, cand_id = _resolve(h, args.baseline, args, said), _resolve(h, args.candidate, args, said)
+    base_id, cand_id = (
+        _resolve(h, args.baseline, args, said),
+        _resolve(h, args.candidate, args, said),
+    )
     if base_id == cand_id:  # after aliases: latest and -1, a commit and its latest run, run:N and N
-        raise _UsageError(f"compare {args.baseline} {args.candidate}: both name run {base_id}, and a run compared "
-                          "with itself shows no change; name two different runs (e.g. compare -2 -1, or a commit "
-                          "and latest).")
+        raise _UsageError(
+            f"compare {args.baseline} {args.candidate}: both name run {base_id}, and a run compared "
+            "with itself shows no change; name two different runs (e.g. compare -2 -1, or a commit "
+            "and latest)."
+        )
     runs = {r["id"]: r for r in h.runs()}
     for run_id, role in ((base_id, "baseline"), (cand_id, "candidate")):
         run = runs[run_id]
         if run["git_dirty"] and f"run {run_id} is a dirty run" not in said.getvalue():
-            print(f"note: run {run_id} ({role}) is a dirty run: its working tree held uncommitted changes on top of "
-                  f"commit {(run['git_commit'] or '?')[:10]}", file=said)
+            print(
+                f"note: run {run_id} ({role}) is a dirty run: its working tree held uncommitted changes on top of "
+                f"commit {(run['git_commit'] or '?')[:10]}",
+                file=said,
+            )
     out.write(said.getvalue())
     base_results, cand_results = h.results(base_id), h.results(cand_id)
     base = {(r["test"], r["metric"]): r for r in base_results}
     cand = {(r["test"], r["metric"]): r for r in cand_results}
     known = {m for (_, m) in (*base, *cand)}
-    wanted = {_metric_name(h, m, known, f"--metric {m}: no gate of run {base_id} or run {cand_id} measured it")
-              for m in (args.metric or ())}
+    wanted = {
+        _metric_name(
+            h, m, known, f"--metric {m}: no gate of run {base_id} or run {cand_id} measured it"
+        )
+        for m in (args.metric or ())
+    }
     rows = [("test", "metric", f"run {base_id}", f"run {cand_id}", "drop", "p(worse)", "result")]
     counts = {"regressed": 0, "untested": 0, "ok": 0}
     skipped = 0
@@ -200,8 +304,20 @@ def _cmd_compare(h: History, args, out) -> int:  # long: the verdicts, the summa
             continue
         b, c = base[key], cand[key]
         if b["value"] is not None and c["value"] is None and higher_is_better(metric) is not None:
-            counts["regressed"] += 1  # the gate errored (or lost its value) in the candidate: a regression, not a skip
-            rows.append((test, metric, _fmt(b["value"]), "none", "", "", "REGRESSED (no value: the gate errored)"))
+            counts["regressed"] += (
+                1  # the gate errored (or lost its value) in the candidate: a regression, not a skip
+            )
+            rows.append(
+                (
+                    test,
+                    metric,
+                    _fmt(b["value"]),
+                    "none",
+                    "",
+                    "",
+                    "REGRESSED (no value: the gate errored)",
+                )
+            )
             continue
         if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
             skipped += 1
@@ -211,39 +327,58 @@ def _cmd_compare(h: History, args, out) -> int:  # long: the verdicts, the summa
         rows.append(row)
     _table(rows, out)
     lost = sorted(k for k in set(base) - set(cand) if not wanted or k[1] in wanted)
-    only_b, only_c = len(lost), len({k for k in set(cand) - set(base) if not wanted or k[1] in wanted})
+    only_b, only_c = (
+        len(lost),
+        len({k for k in set(cand) - set(base) if not wanted or k[1] in wanted}),
+    )
     tol = []
     if args.max_drop is not None:
         tol.append(f"max drop {args.max_drop:g}")
     if args.max_relative_drop is not None:
         tol.append(f"max relative drop {args.max_relative_drop:.2%}")
-    untested = (f", {counts['untested']} untested (significance cannot be tested)" if args.significant else "")
-    print(f"{len(rows) - 1} compared ({', '.join(tol) or 'no drop allowed'}"
-          f"{', only significant drops' if args.significant else ''}), {counts['regressed']} regressed{untested}; "
-          f"{skipped} skipped (no value or direction), {only_b} only in run {base_id}, {only_c} only in run {cand_id}",
-          file=out)
+    untested = (
+        f", {counts['untested']} untested (significance cannot be tested)"
+        if args.significant
+        else ""
+    )
+    print(
+        f"{len(rows) - 1} compared ({', '.join(tol) or 'no drop allowed'}"
+        f"{', only significant drops' if args.significant else ''}), {counts['regressed']} regressed{untested}; "
+        f"{skipped} skipped (no value or direction), {only_b} only in run {base_id}, {only_c} only in run {cand_id}",
+        file=out,
+    )
     status = 1 if counts["regressed"] else 0
     if _failed_itself(cand_id, cand_results, runs[cand_id], out):
         status = 1
     base_failed = _own_failures(base_results)
     if base_failed:
-        print(f"note: the baseline run {base_id} failed {len(base_failed)} of its {len(base_results)} gates itself",
-              file=out)
+        print(
+            f"note: the baseline run {base_id} failed {len(base_failed)} of its {len(base_results)} gates itself",
+            file=out,
+        )
     if counts["untested"] and not args.allow_untested:
-        print(f"{counts['untested']} gate(s) dropped beyond the tolerance, and whether the drop is significant cannot "
-              "be tested (no recorded interval): not judged as regressed, but not passed either (rerun the gates "
-              "with intervals, compare without --significant, or pass --allow-untested to accept them)", file=out)
+        print(
+            f"{counts['untested']} gate(s) dropped beyond the tolerance, and whether the drop is significant cannot "
+            "be tested (no recorded interval): not judged as regressed, but not passed either (rerun the gates "
+            "with intervals, compare without --significant, or pass --allow-untested to accept them)",
+            file=out,
+        )
         status = 1
     if lost and not args.allow_missing:  # a gate that disappeared is a regression, not a pass
         for test, metric in lost:
             print(f"MISSING  {test}  {metric}: in run {base_id}, not in run {cand_id}", file=out)
-        print(f"{len(lost)} gate(s) of run {base_id} missing from run {cand_id}: a lost gate counts as a regression "
-              "(pass --allow-missing to accept it)", file=out)
+        print(
+            f"{len(lost)} gate(s) of run {base_id} missing from run {cand_id}: a lost gate counts as a regression "
+            "(pass --allow-missing to accept it)",
+            file=out,
+        )
         return 1
     if len(rows) == 1:
-        raise _UsageError(f"nothing to judge: no gate of run {base_id} has a value in run {cand_id} to compare with "
-                          f"({skipped} skipped, {only_b} only in run {base_id}, {only_c} only in run {cand_id}); "
-                          "compare runs of the same tests, or check --metric.")
+        raise _UsageError(
+            f"nothing to judge: no gate of run {base_id} has a value in run {cand_id} to compare with "
+            f"({skipped} skipped, {only_b} only in run {base_id}, {only_c} only in run {cand_id}); "
+            "compare runs of the same tests, or check --metric."
+        )
     return status
 
 
@@ -252,16 +387,20 @@ def _failed_itself(run_id: int, results: list[dict], run: dict, out) -> bool:
     status of its session), said on ``out``: no regression does not make it ok."""
     failed = _own_failures(results)
     for r in failed:
-        print(f"FAILED  {r['test']}  {r['metric']}: {_fmt(r['value']) or 'no value'} ({rule_text(r) or 'its gate'})",
-              file=out)
+        print(
+            f"FAILED  {r['test']}  {r['metric']}: {_fmt(r['value']) or 'no value'} ({rule_text(r) or 'its gate'})",
+            file=out,
+        )
     reasons = []
     if failed:
         reasons.append(f"run {run_id} failed {len(failed)} of its {len(results)} gates itself")
     if run.get("exitstatus") not in (0, None):
         reasons.append(f"its pytest session exited with status {run['exitstatus']}")
     if reasons:
-        print(f"{'; '.join(reasons)}: not ok, whatever the comparison found (a candidate must pass its own gates)",
-              file=out)
+        print(
+            f"{'; '.join(reasons)}: not ok, whatever the comparison found (a candidate must pass its own gates)",
+            file=out,
+        )
     return bool(reasons)
 
 
@@ -283,9 +422,13 @@ def _metric_name(h: History, name: str, known: set, problem: str) -> str:
     if canonical is not None and canonical in known:
         return canonical
     everywhere = known | set(h.metrics())
-    alias = f" (the metric registry reads it as {canonical!r})" if canonical not in (None, name) else ""
-    raise _UsageError(f"{problem}{alias}{_closest(canonical or name, everywhere)}; recorded metrics: "
-                      f"{', '.join(sorted(known)[:20]) or 'none'}.")
+    alias = (
+        f" (the metric registry reads it as {canonical!r})" if canonical not in (None, name) else ""
+    )
+    raise _UsageError(
+        f"{problem}{alias}{_closest(canonical or name, everywhere)}; recorded metrics: "
+        f"{', '.join(sorted(known)[:20]) or 'none'}."
+    )
 
 
 def _test_names(h: History, given: str, metric: str) -> list[str]:
@@ -295,36 +438,75 @@ def _test_names(h: History, given: str, metric: str) -> list[str]:
     tests = h.tests(metric)
     if given in tests:
         return [given]
-    found = [t for t in tests if t.endswith(("::" + given, "/" + given))
-             or t.split("::")[-1].split("[")[0] == given]
+    found = [
+        t
+        for t in tests
+        if t.endswith(("::" + given, "/" + given)) or t.split("::")[-1].split("[")[0] == given
+    ]
     if len(found) == 1:
         return found
     if found:
-        raise _UsageError(f"--test {given}: matches {len(found)} recorded tests of {metric}: "
-                          f"{', '.join(found[:10])}{' ...' if len(found) > 10 else ''}; give a longer part of the "
-                          "node id (or the whole).")
+        raise _UsageError(
+            f"--test {given}: matches {len(found)} recorded tests of {metric}: "
+            f"{', '.join(found[:10])}{' ...' if len(found) > 10 else ''}; give a longer part of the "
+            "node id (or the whole)."
+        )
     names = {t.split("::")[-1] for t in tests} | set(tests)
-    raise _UsageError(f"--test {given}: no recorded test of {metric} is named so{_closest(given, names)}; "
-                      f"tests of {metric}: {', '.join(tests[:10]) or 'none'}{' ...' if len(tests) > 10 else ''}.")
+    raise _UsageError(
+        f"--test {given}: no recorded test of {metric} is named so{_closest(given, names)}; "
+        f"tests of {metric}: {', '.join(tests[:10]) or 'none'}{' ...' if len(tests) > 10 else ''}."
+    )
 
 
 def _cmd_history(h: History, args, out) -> int:
     known = set(h.metrics())
-    metric = _metric_name(h, args.metric, known, f"metric {args.metric!r} was never recorded in {h.path}")
+    metric = _metric_name(
+        h, args.metric, known, f"metric {args.metric!r} was never recorded in {h.path}"
+    )
     tests = None if args.test is None else _test_names(h, args.test, metric)
-    rows = h.metric_runs(metric, model=args.model, dataset=args.dataset, tests=tests, limit=args.limit)
+    rows = h.metric_runs(
+        metric, model=args.model, dataset=args.dataset, tests=tests, limit=args.limit
+    )
     if not rows:
-        print(f"no recorded values of {metric!r} for these filters (--model, --dataset, --test)", file=out)
+        print(
+            f"no recorded values of {metric!r} for these filters (--model, --dataset, --test)",
+            file=out,
+        )
         return 0
     shown_as = "" if metric == args.metric else f" ({args.metric!r} is {metric!r})"
     n_runs = len({r["run_id"] for r in rows})
-    print(f"{metric}{shown_as}: {len(rows)} value(s) in the newest {n_runs} run(s), {ORDER}", file=out)
-    table = [("run", "started (UTC)", "commit", "test", "model", "dataset", "value", "interval", "result")]
+    print(
+        f"{metric}{shown_as}: {len(rows)} value(s) in the newest {n_runs} run(s), {ORDER}", file=out
+    )
+    table = [
+        (
+            "run",
+            "started (UTC)",
+            "commit",
+            "test",
+            "model",
+            "dataset",
+            "value",
+            "interval",
+            "result",
+        )
+    ]
     for r in rows:
         interval = "" if r["low"] is None else f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"
         commit = (r["git_commit"] or "-")[:10] + ("+dirty" if r.get("git_dirty") else "")
-        table.append((r["run_id"], r["started"], commit, r["test"], r.get("model") or "", r.get("dataset") or "",
-                      _fmt(r["value"]), interval, "PASS" if r["passed"] else "FAIL"))
+        table.append(
+            (
+                r["run_id"],
+                r["started"],
+                commit,
+                r["test"],
+                r.get("model") or "",
+                r.get("dataset") or "",
+                _fmt(r["value"]),
+                interval,
+                "PASS" if r["passed"] else "FAIL",
+            )
+        )
     _table(table, out)
     return 0
 
@@ -339,11 +521,15 @@ def _export_format(args) -> str:
         return args.format or "csv"
     by_name = _FORMATS.get(Path(args.output).suffix.lower())
     if by_name is None and args.format is None:
-        raise _UsageError(f"-o {args.output}: cannot tell the format from the extension "
-                          f"{Path(args.output).suffix or '(none)'}; name the file .csv or .json, or pass --format.")
+        raise _UsageError(
+            f"-o {args.output}: cannot tell the format from the extension "
+            f"{Path(args.output).suffix or '(none)'}; name the file .csv or .json, or pass --format."
+        )
     if by_name is not None and args.format is not None and args.format != by_name:
-        raise _UsageError(f"--format {args.format} conflicts with -o {args.output} (a {by_name} file by its "
-                          f"extension); drop --format, or name the file .{args.format}.")
+        raise _UsageError(
+            f"--format {args.format} conflicts with -o {args.output} (a {by_name} file by its "
+            f"extension); drop --format, or name the file .{args.format}."
+        )
     return by_name or args.format
 
 
@@ -351,26 +537,48 @@ def _cmd_export(h: History, args, out) -> int:
     fmt = _export_format(args)
     runs = {r["id"]: r for r in h.runs()}
     say = out if args.output else sys.stderr  # a note beside CSV or JSON on stdout would corrupt it
-    ids = [_resolve(h, args.run, args, say)] if args.run is not None else sorted(runs, reverse=True)  # newest first
+    ids = (
+        [_resolve(h, args.run, args, say)] if args.run is not None else sorted(runs, reverse=True)
+    )  # newest first
     rows = []
     for run_id in ids:
         meta = runs[run_id]
         for r in h.results(run_id):
-            rows.append({"run_id": run_id, "started": meta["started"], "git_commit": meta["git_commit"],
-                         "git_dirty": meta["git_dirty"], **{k: r.get(k) for k in _EXPORT_COLUMNS[4:-1]},
-                         "bounds": r.get("bounds") or None, "rule": rule_text(r)})
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "started": meta["started"],
+                    "git_commit": meta["git_commit"],
+                    "git_dirty": meta["git_dirty"],
+                    **{k: r.get(k) for k in _EXPORT_COLUMNS[4:-1]},
+                    "bounds": r.get("bounds") or None,
+                    "rule": rule_text(r),
+                }
+            )
     if fmt == "json":
-        text = json.dumps({"runs": [runs[i] for i in ids], "results": rows}, indent=2, default=str,
-                          allow_nan=False) + "\n"
+        text = (
+            json.dumps(
+                {"runs": [runs[i] for i in ids], "results": rows},
+                indent=2,
+                default=str,
+                allow_nan=False,
+            )
+            + "\n"
+        )
     else:
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=_EXPORT_COLUMNS, lineterminator="\n", extrasaction="ignore")
+        writer = csv.DictWriter(
+            buf, fieldnames=_EXPORT_COLUMNS, lineterminator="\n", extrasaction="ignore"
+        )
         writer.writeheader()
         writer.writerows(rows)
         text = buf.getvalue()
     if args.output:
         _write(args.output, text)
-        print(f"wrote {len(rows)} results of {len(ids)} run(s) to {args.output} ({fmt}, {ORDER})", file=out)
+        print(
+            f"wrote {len(rows)} results of {len(ids)} run(s) to {args.output} ({fmt}, {ORDER})",
+            file=out,
+        )
     else:
         out.write(text)
     return 0
@@ -381,10 +589,16 @@ def _report_format(args) -> str:
     (``.md`` / ``.markdown``: markdown), else html; a ``--format`` that contradicts the
     extension is a usage error (nothing is written)."""
     suffix = Path(args.output).suffix.lower() if args.output else ""
-    implied = "markdown" if suffix in (".md", ".markdown") else ("html" if suffix in (".html", ".htm") else None)
+    implied = (
+        "markdown"
+        if suffix in (".md", ".markdown")
+        else ("html" if suffix in (".html", ".htm") else None)
+    )
     if args.format is not None and implied is not None and args.format != implied:
-        raise _UsageError(f"--format {args.format} contradicts -o {args.output} (a {implied} file name); drop "
-                          "--format, or give a file name with the format's extension (.html, .md).")
+        raise _UsageError(
+            f"--format {args.format} contradicts -o {args.output} (a {implied} file name); drop "
+            "--format, or give a file name with the format's extension (.html, .md)."
+        )
     return args.format or implied or "html"
 
 
@@ -402,8 +616,13 @@ def _cmd_report(h: History, args, out) -> int:
         before = max((r for r in runs if r["id"] < run_id), key=lambda r: r["id"], default=None)
         previous = h.results(before["id"]) if before is not None else None
         label = f"run {before['id']}" if before is not None else ""
-        text = render_markdown(h.results(run_id), run=meta, previous=previous, previous_label=label,
-                               absent=absent_text(before, label))  # a partial run's missing gates are not new
+        text = render_markdown(
+            h.results(run_id),
+            run=meta,
+            previous=previous,
+            previous_label=label,
+            absent=absent_text(before, label),
+        )  # a partial run's missing gates are not new
         output = args.output
         if not output:  # a pull-request comment: printed, e.g. for gh pr comment --body-file -
             out.write(text)
@@ -418,7 +637,18 @@ def _cmd_report(h: History, args, out) -> int:
 SUITE_PATTERNS = ("rc_*.yaml", "rc_*.yml")
 _BASELINE_SUFFIXES = (".baselines.yaml", ".baselines.yml")
 # directories pytest does not recurse into (its default norecursedirs), and hidden ones
-_SKIP_DIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}", "__pycache__")
+_SKIP_DIRS = (
+    "*.egg",
+    ".*",
+    "_darcs",
+    "build",
+    "CVS",
+    "dist",
+    "node_modules",
+    "venv",
+    "{arch}",
+    "__pycache__",
+)
 
 
 def _file_kind(path: Path, patterns, explicit: bool) -> str | None:
@@ -426,7 +656,9 @@ def _file_kind(path: Path, patterns, explicit: bool) -> str | None:
     plugin's patterns in a directory, or any .yaml / .yml file named on the command line."""
     if path.name.endswith(_BASELINE_SUFFIXES):
         return "baselines"
-    if path.suffix in (".yaml", ".yml") and (explicit or any(fnmatch.fnmatch(path.name, p) for p in patterns)):
+    if path.suffix in (".yaml", ".yml") and (
+        explicit or any(fnmatch.fnmatch(path.name, p) for p in patterns)
+    ):
         return "suite"
     return None
 
@@ -451,14 +683,18 @@ def _targets(paths, patterns) -> list[tuple[Path, str]]:
         if path.is_dir():
             found = _walk(path, patterns)
             if not found:
-                raise _UsageError(f"{text}: no suites ({', '.join(patterns)}) or baselines files (*.baselines.yaml) "
-                                  "in this directory or below it.")
+                raise _UsageError(
+                    f"{text}: no suites ({', '.join(patterns)}) or baselines files (*.baselines.yaml) "
+                    "in this directory or below it."
+                )
             out.extend(found)
         elif path.is_file():
             kind = _file_kind(path, patterns, explicit=True)
             if kind is None:
-                raise _UsageError(f"{text}: not a YAML suite (.yaml, .yml) or a baselines file (*.baselines.yaml); "
-                                  "name a suite, a baselines file or a directory.")
+                raise _UsageError(
+                    f"{text}: not a YAML suite (.yaml, .yml) or a baselines file (*.baselines.yaml); "
+                    "name a suite, a baselines file or a directory."
+                )
             out.append((path, kind))
         else:
             raise _UsageError(f"{text}: no such file or directory.")
@@ -473,8 +709,10 @@ def _suite_errors(path: Path) -> list[str]:
         field = f"{exc.field}: " if exc.field else ""
         return [f"{path}:{exc.line or 1}: {field}{exc.detail}"]
     except Exception as exc:  # a bug of ours is still reported on this file, as the plugin does
-        return [f"{path}:1: could not read the suite ({type(exc).__name__}: {exc}); please report this with the "
-                "file."]
+        return [
+            f"{path}:1: could not read the suite ({type(exc).__name__}: {exc}); please report this with the "
+            "file."
+        ]
     return []
 
 
@@ -503,7 +741,7 @@ def _baselines_errors(path: Path) -> list[str]:
         message = str(exc)
         line = "1"
         if message.startswith(str(path)):
-            rest = message[len(str(path)):]
+            rest = message[len(str(path)) :]
             head, sep, tail = rest.partition(": ")
             message = tail if sep else rest
             line = head.lstrip(":") or "1"
@@ -532,8 +770,10 @@ def _cmd_validate(args, out) -> int:
     for line in errors:
         print(line, file=out)
     n_suites = sum(1 for _, kind in targets if kind == "suite")
-    summary = (f"{len(targets)} file(s) checked ({n_suites} suite(s), {len(targets) - n_suites} baselines file(s)): "
-               f"{bad} invalid, {len(errors)} error(s)")
+    summary = (
+        f"{len(targets)} file(s) checked ({n_suites} suite(s), {len(targets) - n_suites} baselines file(s)): "
+        f"{bad} invalid, {len(errors)} error(s)"
+    )
     print(summary if errors else f"{summary}; all valid", file=out)
     return 1 if errors else 0
 
@@ -552,8 +792,10 @@ def _write(path, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise _UsageError(f"-o {path}: cannot write there ({exc.strerror or exc}); give a file path in an existing, "
-                          "writable directory.") from None
+        raise _UsageError(
+            f"-o {path}: cannot write there ({exc.strerror or exc}); give a file path in an existing, "
+            "writable directory."
+        ) from None
 
 
 def _closest(name: str, names) -> str:
@@ -588,8 +830,12 @@ def _drop(text: str) -> float:
 def _confidence(text: str) -> float:
     """``--confidence``: the option table's rule (a number strictly between 0 and 1, with
     "did you mean 0.95" for a percentage), as argparse's type error."""
-    if not text.strip():  # parse_text reads an empty text as "the default"; a flag written empty is a slip
-        raise argparse.ArgumentTypeError("expected a number strictly between 0 and 1 (e.g. 0.95), found ''")
+    if (
+        not text.strip()
+    ):  # parse_text reads an empty text as "the default"; a flag written empty is a slip
+        raise argparse.ArgumentTypeError(
+            "expected a number strictly between 0 and 1 (e.g. 0.95), found ''"
+        )
     try:
         return float(parse_text("confidence", text))
     except InputError as exc:
@@ -598,117 +844,228 @@ def _confidence(text: str) -> float:
 
 def _suite_commands(sub) -> None:
     """``validate`` and ``schema``: they read files, not the history database (no --db)."""
-    s = sub.add_parser("validate", parents=[], help="check YAML suites and baselines files without running a model; "
-                       "exit 1 when any is invalid", description="Check YAML suites (with the loader the pytest "
-                       "plugin uses: fields, types, options, metric names, references and that data files exist) "
-                       "and baselines files (every record), without running any model. Prints each error as "
-                       "path:line: message, then a summary line. Exit 0: all valid; 1: an error; 2: bad usage.")
-    s.add_argument("paths", nargs="+", metavar="PATH",
-                   help="a suite (.yaml/.yml), a baselines file (*.baselines.yaml) or a directory: every suite "
-                        f"matching --suite-files ({', '.join(SUITE_PATTERNS)}) and every baselines file in it and "
-                        "below it")
-    s.add_argument("--suite-files", action="append", metavar="GLOB",
-                   help="a file-name pattern of suites inside directories (repeatable; default: the plugin's "
-                        f"rc_suite_files default, {' '.join(SUITE_PATTERNS)})")
-    s = sub.add_parser("schema", parents=[], help="print the JSON Schema (draft 2020-12) of the suite format",
-                       description="Print the JSON Schema (draft 2020-12) of YAML suites, generated from the "
-                       "library's option table, metric templates, dataset types, model kinds and check fields "
-                       "(for editors and linters; load_suite also checks files, references and metric scales).")
-    s.add_argument("-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it")
+    s = sub.add_parser(
+        "validate",
+        parents=[],
+        help="check YAML suites and baselines files without running a model; "
+        "exit 1 when any is invalid",
+        description="Check YAML suites (with the loader the pytest "
+        "plugin uses: fields, types, options, metric names, references and that data files exist) "
+        "and baselines files (every record), without running any model. Prints each error as "
+        "path:line: message, then a summary line. Exit 0: all valid; 1: an error; 2: bad usage.",
+    )
+    s.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a suite (.yaml/.yml), a baselines file (*.baselines.yaml) or a directory: every suite "
+        f"matching --suite-files ({', '.join(SUITE_PATTERNS)}) and every baselines file in it and "
+        "below it",
+    )
+    s.add_argument(
+        "--suite-files",
+        action="append",
+        metavar="GLOB",
+        help="a file-name pattern of suites inside directories (repeatable; default: the plugin's "
+        f"rc_suite_files default, {' '.join(SUITE_PATTERNS)})",
+    )
+    s = sub.add_parser(
+        "schema",
+        parents=[],
+        help="print the JSON Schema (draft 2020-12) of the suite format",
+        description="Print the JSON Schema (draft 2020-12) of YAML suites, generated from the "
+        "library's option table, metric templates, dataset types, model kinds and check fields "
+        "(for editors and linters; load_suite also checks files, references and metric scales).",
+    )
+    s.add_argument(
+        "-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it"
+    )
 
 
-_RUN_REF = ("an id, latest, -1, -2, ... (newest first), or a git commit of 4 to 40 hex digits (its latest clean "
-            "run; see --allow-dirty)")
-_DIRTY_HELP = ("let a git commit stand for its latest run even when that run was dirty (its working tree held "
-               "uncommitted changes: maybe the very change under review); without it a commit's dirty runs are "
-               "skipped, and said so")
+_RUN_REF = (
+    "an id, latest, -1, -2, ... (newest first), or a git commit of 4 to 40 hex digits (its latest clean "
+    "run; see --allow-dirty)"
+)
+_DIRTY_HELP = (
+    "let a git commit stand for its latest run even when that run was dirty (its working tree held "
+    "uncommitted changes: maybe the very change under review); without it a commit's dirty runs are "
+    "skipped, and said so"
+)
 
 
 def _history_commands(sub) -> None:  # long: every argument of the history commands, with its help
     """``runs``, ``show``, ``compare``, ``history`` and ``export``: they read the history database."""
-    s = sub.add_parser("runs", help=f"list recorded runs, {ORDER}", description=f"Recorded runs, {ORDER}: the "
-                       "commit (+dirty: uncommitted changes), branch, gates, failures, exit status, whether the run "
-                       "was full or partial (-k, -m, --lf, node ids, deselected tests) and the command line.")
+    s = sub.add_parser(
+        "runs",
+        help=f"list recorded runs, {ORDER}",
+        description=f"Recorded runs, {ORDER}: the "
+        "commit (+dirty: uncommitted changes), branch, gates, failures, exit status, whether the run "
+        "was full or partial (-k, -m, --lf, node ids, deselected tests) and the command line.",
+    )
     s.add_argument("--limit", type=_positive_int, default=20, help="the newest N runs (default 20)")
-    s.add_argument("--commit", metavar="HEX", help="only runs of the commit starting with these hex digits")
+    s.add_argument(
+        "--commit", metavar="HEX", help="only runs of the commit starting with these hex digits"
+    )
     s.add_argument("--branch", help="only runs on this git branch")
-    s.add_argument("--full-only", action="store_true",
-                   help="only full runs (not narrowed by -k, -m, --lf, node ids or deselection); runs recorded "
-                        "before the selection was stored are left out")
-    s = sub.add_parser("show", help="the gates of one run", description="The gates of one run, in the order recorded.")
+    s.add_argument(
+        "--full-only",
+        action="store_true",
+        help="only full runs (not narrowed by -k, -m, --lf, node ids or deselection); runs recorded "
+        "before the selection was stored are left out",
+    )
+    s = sub.add_parser(
+        "show",
+        help="the gates of one run",
+        description="The gates of one run, in the order recorded.",
+    )
     s.add_argument("run", nargs="?", default="latest", help=f"the run: {_RUN_REF}; default latest")
-    s.add_argument("--check", action="store_true",
-                   help="exit 1 when any gate of the run failed or the recorded session exited non-zero")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when any gate of the run failed or the recorded session exited non-zero",
+    )
     s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
-    s = sub.add_parser("compare", help="compare two runs gate by gate; exit 1 on a regression",
-                       description="Compare the gates of two runs (same test and metric). Exit 1 on a regression, a "
-                       "gate missing from the candidate, a gate the candidate run failed itself (or a non-zero exit "
-                       "status of its session), or (with --significant) a drop whose significance cannot be "
-                       "tested. Two names of the same run are an error (exit 2).")
+    s = sub.add_parser(
+        "compare",
+        help="compare two runs gate by gate; exit 1 on a regression",
+        description="Compare the gates of two runs (same test and metric). Exit 1 on a regression, a "
+        "gate missing from the candidate, a gate the candidate run failed itself (or a non-zero exit "
+        "status of its session), or (with --significant) a drop whose significance cannot be "
+        "tested. Two names of the same run are an error (exit 2).",
+    )
     s.add_argument("baseline", help=f"the reference run: {_RUN_REF}")
-    s.add_argument("candidate", nargs="?", default="latest", help=f"the run judged: {_RUN_REF}; default latest")
-    s.add_argument("--max-drop", type=_drop, default=None, help="largest allowed absolute drop (default 0)")
-    s.add_argument("--max-relative-drop", type=_drop, default=None,
-                   help="largest allowed drop / |baseline| (e.g. 0.02 for 2%%)")
-    s.add_argument("--significant", action="store_true",
-                   help="fail only on drops significant at 1 - confidence (z test from the recorded intervals); a gate "
-                        "without an interval cannot be tested and is reported as UNTESTED")
-    s.add_argument("--allow-untested", action="store_true",
-                   help="with --significant: do not fail on drops whose significance cannot be tested")
-    s.add_argument("--confidence", type=_confidence, default=0.95,
-                   help="confidence of the intervals' test, strictly between 0 and 1 (default 0.95)")
-    s.add_argument("--metric", action="append",
-                   help="only this metric (repeatable; aliases such as ndcg_cut@10 are accepted)")
-    s.add_argument("--allow-missing", action="store_true",
-                   help="do not fail when gates of the baseline run are missing from the candidate run")
+    s.add_argument(
+        "candidate", nargs="?", default="latest", help=f"the run judged: {_RUN_REF}; default latest"
+    )
+    s.add_argument(
+        "--max-drop", type=_drop, default=None, help="largest allowed absolute drop (default 0)"
+    )
+    s.add_argument(
+        "--max-relative-drop",
+        type=_drop,
+        default=None,
+        help="largest allowed drop / |baseline| (e.g. 0.02 for 2%%)",
+    )
+    s.add_argument(
+        "--significant",
+        action="store_true",
+        help="fail only on drops significant at 1 - confidence (z test from the recorded intervals); a gate "
+        "without an interval cannot be tested and is reported as UNTESTED",
+    )
+    s.add_argument(
+        "--allow-untested",
+        action="store_true",
+        help="with --significant: do not fail on drops whose significance cannot be tested",
+    )
+    s.add_argument(
+        "--confidence",
+        type=_confidence,
+        default=0.95,
+        help="confidence of the intervals' test, strictly between 0 and 1 (default 0.95)",
+    )
+    s.add_argument(
+        "--metric",
+        action="append",
+        help="only this metric (repeatable; aliases such as ndcg_cut@10 are accepted)",
+    )
+    s.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="do not fail when gates of the baseline run are missing from the candidate run",
+    )
     s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
-    s = sub.add_parser("history", help=f"one metric's values over past runs, {ORDER}",
-                       description=f"One metric's recorded values, {ORDER}, with each run's commit.")
-    s.add_argument("metric", help="the metric: a recorded name or an alias of it (ndcg_cut@10 for ndcg@10, "
-                                  "'map gap' for a gap gate)")
+    s = sub.add_parser(
+        "history",
+        help=f"one metric's values over past runs, {ORDER}",
+        description=f"One metric's recorded values, {ORDER}, with each run's commit.",
+    )
+    s.add_argument(
+        "metric",
+        help="the metric: a recorded name or an alias of it (ndcg_cut@10 for ndcg@10, "
+        "'map gap' for a gap gate)",
+    )
     s.add_argument("--model", help="only values of this model")
     s.add_argument("--dataset", help="only values of this dataset")
-    s.add_argument("--test", help="only this test: its node id or the end of it (test_x, module.py::test_x, a "
-                                  "suite's case name); a name matching several tests is an error listing them")
-    s.add_argument("--limit", type=_positive_int, default=50,
-                   help="the newest N runs that recorded the metric (default 50; every value of those runs)")
-    s = sub.add_parser("export", help="export results as CSV or JSON",
-                       description=f"Every gate of the recorded runs ({ORDER}) as CSV or JSON.")
+    s.add_argument(
+        "--test",
+        help="only this test: its node id or the end of it (test_x, module.py::test_x, a "
+        "suite's case name); a name matching several tests is an error listing them",
+    )
+    s.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=50,
+        help="the newest N runs that recorded the metric (default 50; every value of those runs)",
+    )
+    s = sub.add_parser(
+        "export",
+        help="export results as CSV or JSON",
+        description=f"Every gate of the recorded runs ({ORDER}) as CSV or JSON.",
+    )
     s.add_argument("--run", default=None, help=f"one run: {_RUN_REF} (default: every run)")
-    s.add_argument("--format", choices=("csv", "json"), default=None,
-                   help="csv or json; by default taken from the -o extension (.csv, .json), else csv")
-    s.add_argument("-o", "--output", metavar="FILE", help="write to FILE (its extension sets the format) instead of "
-                                                          "printing")
+    s.add_argument(
+        "--format",
+        choices=("csv", "json"),
+        default=None,
+        help="csv or json; by default taken from the -o extension (.csv, .json), else csv",
+    )
+    s.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE (its extension sets the format) instead of printing",
+    )
     s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__  # here: the package has finished importing
 
-    p = argparse.ArgumentParser(prog="retrieval-checks", description="Recorded quality-gate runs: list, compare, "
-                                "export; and YAML suites checked without running a model (validate, schema).")
+    p = argparse.ArgumentParser(
+        prog="retrieval-checks",
+        description="Recorded quality-gate runs: list, compare, "
+        "export; and YAML suites checked without running a model (validate, schema).",
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    db_help = (f"the history database (default: {DEFAULT_DB} in the project root, found from the working directory "
-               "upwards as pytest finds its rootdir: the first directory with pytest.ini, .pytest.ini, or a "
-               "pyproject.toml / tox.ini / setup.cfg with a pytest section, else with pyproject.toml / setup.py / "
-               "setup.cfg, else with .git)")
+    db_help = (
+        f"the history database (default: {DEFAULT_DB} in the project root, found from the working directory "
+        "upwards as pytest finds its rootdir: the first directory with pytest.ini, .pytest.ini, or a "
+        "pyproject.toml / tox.ini / setup.cfg with a pytest section, else with pyproject.toml / setup.py / "
+        "setup.cfg, else with .git)"
+    )
     p.add_argument("--db", default=None, metavar="FILE", help=db_help)
     # --db is accepted after the command too; there it overrides the one given before
     db = argparse.ArgumentParser(add_help=False)
     db.add_argument("--db", dest="sub_db", default=None, metavar="FILE", help=db_help)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=lambda **kw:
-                           argparse.ArgumentParser(**{"parents": [db], **kw}))
+    sub = p.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=lambda **kw: argparse.ArgumentParser(**{"parents": [db], **kw}),
+    )
     _suite_commands(sub)
     _history_commands(sub)
-    s = sub.add_parser("report", help="write a run's HTML report, or its gate table as markdown (a pull-request "
-                       "comment)", description="The HTML report of a recorded run (figures and history included), or "
-                       "its gate table as markdown: failures first, the commit and branch, each value's change against "
-                       "its baseline or the run recorded before it.")
+    s = sub.add_parser(
+        "report",
+        help="write a run's HTML report, or its gate table as markdown (a pull-request comment)",
+        description="The HTML report of a recorded run (figures and history included), or "
+        "its gate table as markdown: failures first, the commit and branch, each value's change against "
+        "its baseline or the run recorded before it.",
+    )
     s.add_argument("run", nargs="?", default="latest", help=f"the run: {_RUN_REF}; default latest")
-    s.add_argument("--format", choices=("html", "markdown"), default=None,
-                   help="html (default) or markdown; -o FILE.md implies markdown")
-    s.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="where to write it (html default: retrieval-checks-report.html; markdown default: printed)")
+    s.add_argument(
+        "--format",
+        choices=("html", "markdown"),
+        default=None,
+        help="html (default) or markdown; -o FILE.md implies markdown",
+    )
+    s.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="where to write it (html default: retrieval-checks-report.html; markdown default: printed)",
+    )
     s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
     return p
 
@@ -729,23 +1086,37 @@ def main(argv=None, out=None) -> int:
     defaulted = args.db is None and args.command not in ("validate", "schema")
     if defaulted:
         args.db = str(default_history_path())
-    commands = {"runs": _cmd_runs, "show": _cmd_show, "compare": _cmd_compare, "history": _cmd_history,
-                "export": _cmd_export, "report": _cmd_report}
+    commands = {
+        "runs": _cmd_runs,
+        "show": _cmd_show,
+        "compare": _cmd_compare,
+        "history": _cmd_history,
+        "export": _cmd_export,
+        "report": _cmd_report,
+    }
     try:
         if args.command in ("validate", "schema"):  # files, not the history: no database is opened
             return (_cmd_validate if args.command == "validate" else _cmd_schema)(args, out)
         if defaulted and not Path(args.db).exists():
-            raise _UsageError(f"no run history at {args.db} (the default: {DEFAULT_DB} in the project root "
-                              f"{project_root()}, found from {Path.cwd()}); run pytest in the project first, or "
-                              "give --db.")
+            raise _UsageError(
+                f"no run history at {args.db} (the default: {DEFAULT_DB} in the project root "
+                f"{project_root()}, found from {Path.cwd()}); run pytest in the project first, or "
+                "give --db."
+            )
         return commands[args.command](History(args.db), args, out)
     except (RetrievalChecksError, _UsageError) as exc:
         print(f"retrieval-checks: error: {exc}", file=sys.stderr)
     except sqlite3.Error as exc:
-        print(f"retrieval-checks: error: {args.db}: the history database cannot be read ({exc}); point --db at the "
-              "database pytest writes.", file=sys.stderr)
+        print(
+            f"retrieval-checks: error: {args.db}: the history database cannot be read ({exc}); point --db at the "
+            "database pytest writes.",
+            file=sys.stderr,
+        )
     except OSError as exc:
-        print(f"retrieval-checks: error: {exc.filename or args.db}: {exc.strerror or exc}.", file=sys.stderr)
+        print(
+            f"retrieval-checks: error: {exc.filename or args.db}: {exc.strerror or exc}.",
+            file=sys.stderr,
+        )
     return 2
 
 

@@ -77,24 +77,71 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE INDEX IF NOT EXISTS results_by_metric ON results (metric, model, dataset, run_id);
 CREATE INDEX IF NOT EXISTS results_by_run ON results (run_id);
 """
-_COLUMNS = ("test", "suite", "model", "dataset", "metric", "gate", "value", "low", "high", "threshold", "comparison",
-            "on_", "passed", "n", "unit", "detail", "n_used", "n_skipped", "bounds")
-_MIGRATIONS = {1: ("ALTER TABLE results ADD COLUMN n_used INTEGER", "ALTER TABLE results ADD COLUMN n_skipped INTEGER",
-                   "ALTER TABLE results ADD COLUMN bounds TEXT"),
-               2: ("ALTER TABLE runs ADD COLUMN git_branch TEXT", "ALTER TABLE runs ADD COLUMN selection TEXT")}
-_REQUIRED = {"meta": {"key", "value"},
-             "runs": {"id", "started", "finished", "git_commit", "git_dirty", "machine", "python", "command", "rootdir",
-                      "exitstatus", "n_gates", "n_failed"},
-             "results": {"id", "run_id", *_COLUMNS[:16]}}
-_FIGURES = ("CREATE TABLE IF NOT EXISTS figures (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NULL "
-            "REFERENCES runs(id) ON DELETE CASCADE, figure TEXT NOT NULL)")
-_FIX = ("point --db / --rc-history at the database pytest writes, or move this file away (pytest then starts a "
-        "new history)")
+_COLUMNS = (
+    "test",
+    "suite",
+    "model",
+    "dataset",
+    "metric",
+    "gate",
+    "value",
+    "low",
+    "high",
+    "threshold",
+    "comparison",
+    "on_",
+    "passed",
+    "n",
+    "unit",
+    "detail",
+    "n_used",
+    "n_skipped",
+    "bounds",
+)
+_MIGRATIONS = {
+    1: (
+        "ALTER TABLE results ADD COLUMN n_used INTEGER",
+        "ALTER TABLE results ADD COLUMN n_skipped INTEGER",
+        "ALTER TABLE results ADD COLUMN bounds TEXT",
+    ),
+    2: (
+        "ALTER TABLE runs ADD COLUMN git_branch TEXT",
+        "ALTER TABLE runs ADD COLUMN selection TEXT",
+    ),
+}
+_REQUIRED = {
+    "meta": {"key", "value"},
+    "runs": {
+        "id",
+        "started",
+        "finished",
+        "git_commit",
+        "git_dirty",
+        "machine",
+        "python",
+        "command",
+        "rootdir",
+        "exitstatus",
+        "n_gates",
+        "n_failed",
+    },
+    "results": {"id", "run_id", *_COLUMNS[:16]},
+}
+_FIGURES = (
+    "CREATE TABLE IF NOT EXISTS figures (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NULL "
+    "REFERENCES runs(id) ON DELETE CASCADE, figure TEXT NOT NULL)"
+)
+_FIX = (
+    "point --db / --rc-history at the database pytest writes, or move this file away (pytest then starts a "
+    "new history)"
+)
 
 
 def _git(rootdir: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=rootdir, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", *args], cwd=rootdir, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -126,16 +173,22 @@ def run_metadata(rootdir=".", command: str | None = None, selection: str | None 
 DEFAULT_HISTORY = ".retrieval-checks/history.sqlite"
 
 # pytest's configuration files, and the section that makes each one pytest's (None: any such file)
-_INI_FILES = (("pytest.ini", None), (".pytest.ini", None),
-              ("pyproject.toml", ("[tool.pytest.ini_options]", "[tool.pytest]")), ("tox.ini", ("[pytest]",)),
-              ("setup.cfg", ("[tool:pytest]",)))
+_INI_FILES = (
+    ("pytest.ini", None),
+    (".pytest.ini", None),
+    ("pyproject.toml", ("[tool.pytest.ini_options]", "[tool.pytest]")),
+    ("tox.ini", ("[pytest]",)),
+    ("setup.cfg", ("[tool:pytest]",)),
+)
 
 
 def _holds_section(path: Path, sections) -> bool:
     if sections is None:
         return True
     try:
-        lines = {line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()}
+        lines = {
+            line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+        }
     except OSError:
         return False
     return any(s in lines for s in sections)
@@ -151,8 +204,10 @@ def project_root(start=None) -> Path:
     start = Path(start if start is not None else os.getcwd()).resolve()
     chain = [start, *start.parents]
     for directory in chain:
-        if any((directory / name).is_file() and _holds_section(directory / name, sections)
-               for name, sections in _INI_FILES):
+        if any(
+            (directory / name).is_file() and _holds_section(directory / name, sections)
+            for name, sections in _INI_FILES
+        ):
             return directory
     for names in (("pyproject.toml", "setup.py", "setup.cfg"), (".git",)):
         for directory in chain:
@@ -183,16 +238,22 @@ class History:
         :class:`~retrieval_checks.InputError` naming it."""
         try:
             if self.path.is_dir():
-                raise InputError(f"{self.path} is a directory, not a history database file; give the database "
-                                 f"file, such as {self.path / 'history.sqlite'}.")
+                raise InputError(
+                    f"{self.path} is a directory, not a history database file; give the database "
+                    f"file, such as {self.path / 'history.sqlite'}."
+                )
             if not create and not self.path.exists():
-                raise InputError(f"{self.path}: no run history there yet (pytest writes it; --rc-history sets the "
-                                 "path).")
+                raise InputError(
+                    f"{self.path}: no run history there yet (pytest writes it; --rc-history sets the "
+                    "path)."
+                )
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"{self.path}: the history database cannot be opened or created ({exc.strerror or exc}); "
-                             "give a path in a writable directory.") from None
+            raise InputError(
+                f"{self.path}: the history database cannot be opened or created ({exc.strerror or exc}); "
+                "give a path in a writable directory."
+            ) from None
         if not create:
             return self._reader()
         con = None
@@ -203,19 +264,27 @@ class History:
             con.execute("PRAGMA foreign_keys=ON")
             self._prepare(con)
             self._check(con)
-        except sqlite3.OperationalError as exc:  # where it lives (permissions, a lock), not what it holds
+        except (
+            sqlite3.OperationalError
+        ) as exc:  # where it lives (permissions, a lock), not what it holds
             if con is not None:
                 con.close()
             place = self._unwritable()
             if place is None:
-                raise InputError(f"{self.path}: the history database cannot be written ({exc}); check that no other "
-                                 "process holds it locked, or give another path.") from None
-            raise InputError(f"{self.path}: cannot write the run history here: {place} ({exc}); give --rc-history "
-                             "(or --db) a path in a writable directory, or --rc-history none.") from None
+                raise InputError(
+                    f"{self.path}: the history database cannot be written ({exc}); check that no other "
+                    "process holds it locked, or give another path."
+                ) from None
+            raise InputError(
+                f"{self.path}: cannot write the run history here: {place} ({exc}); give --rc-history "
+                "(or --db) a path in a writable directory, or --rc-history none."
+            ) from None
         except sqlite3.DatabaseError as exc:
             if con is not None:
                 con.close()
-            raise InputError(f"{self.path}: not a retrieval-checks history database ({exc}); {_FIX}.") from None
+            raise InputError(
+                f"{self.path}: not a retrieval-checks history database ({exc}); {_FIX}."
+            ) from None
         except InputError:
             if con is not None:
                 con.close()
@@ -240,8 +309,10 @@ class History:
         "Not a history" is said only of a file that is not one: a file this user cannot
         read, or a history that cannot be read here, is an error saying that."""
         if not os.access(self.path, os.R_OK):
-            raise InputError(f"{self.path}: permission denied: this user cannot read the history database; ask its "
-                             "owner for read access, or copy it to a readable place and give --db.")
+            raise InputError(
+                f"{self.path}: permission denied: this user cannot read the history database; ask its "
+                "owner for read access, or copy it to a readable place and give --db."
+            )
         wal = self.path.with_name(self.path.name + "-wal")
         for immutable in (False, True):
             uri = self.path.resolve().as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
@@ -260,17 +331,23 @@ class History:
                 if not immutable and place is not None and not pending:
                     continue  # nothing can write here: no writer, no pending WAL; immutable reading is exact
                 if place is not None and pending:
-                    raise InputError(f"{self.path}: a history that cannot be read here: {place}, so SQLite cannot "
-                                     f"create its shared-memory file, and {wal.name} holds runs not yet merged into "
-                                     "the database; copy the database and its -wal file to a writable directory "
-                                     "and give --db, or run pytest there once to merge them.") from None
-                raise InputError(f"{self.path}: the history database cannot be opened for reading ({exc}"
-                                 f"{'; ' + place if place else ''}); check that no other process holds it locked "
-                                 "and that it is readable here.") from None
+                    raise InputError(
+                        f"{self.path}: a history that cannot be read here: {place}, so SQLite cannot "
+                        f"create its shared-memory file, and {wal.name} holds runs not yet merged into "
+                        "the database; copy the database and its -wal file to a writable directory "
+                        "and give --db, or run pytest there once to merge them."
+                    ) from None
+                raise InputError(
+                    f"{self.path}: the history database cannot be opened for reading ({exc}"
+                    f"{'; ' + place if place else ''}); check that no other process holds it locked "
+                    "and that it is readable here."
+                ) from None
             except sqlite3.DatabaseError as exc:
                 if con is not None:
                     con.close()
-                raise InputError(f"{self.path}: not a retrieval-checks history database ({exc}); {_FIX}.") from None
+                raise InputError(
+                    f"{self.path}: not a retrieval-checks history database ({exc}); {_FIX}."
+                ) from None
             except BaseException:
                 if con is not None:
                     con.close()
@@ -282,13 +359,19 @@ class History:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         foreign = tables - {*_REQUIRED, "sqlite_sequence"}
         if foreign and "meta" not in tables:  # never add our tables to somebody else's database
-            raise InputError(f"{self.path}: not a retrieval-checks history database (it holds the tables "
-                             f"{', '.join(sorted(foreign))}); {_FIX}.")
+            raise InputError(
+                f"{self.path}: not a retrieval-checks history database (it holds the tables "
+                f"{', '.join(sorted(foreign))}); {_FIX}."
+            )
         con.execute("PRAGMA journal_mode=WAL")
-        if "meta" not in tables:  # one transaction: a concurrent reader or writer sees all of it or nothing
+        if (
+            "meta" not in tables
+        ):  # one transaction: a concurrent reader or writer sees all of it or nothing
             try:
-                con.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}INSERT OR IGNORE INTO meta VALUES ('schema_version', "
-                                  f"'{_SCHEMA_VERSION}');COMMIT;")
+                con.executescript(
+                    f"BEGIN IMMEDIATE;{_SCHEMA}INSERT OR IGNORE INTO meta VALUES ('schema_version', "
+                    f"'{_SCHEMA_VERSION}');COMMIT;"
+                )
             except BaseException:
                 if con.in_transaction:
                     con.execute("ROLLBACK")
@@ -304,7 +387,10 @@ class History:
                         table, column = statement.split()[2], statement.split()[-2]
                         if column not in {r[1] for r in con.execute(f"PRAGMA table_info({table})")}:
                             con.execute(statement)
-                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(_SCHEMA_VERSION),))
+                con.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    (str(_SCHEMA_VERSION),),
+                )
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:
@@ -316,11 +402,15 @@ class History:
         try:
             version = int(row[0])
         except (TypeError, ValueError):
-            raise InputError(f"{self.path}: not a retrieval-checks history database (its meta table has no schema "
-                             f"version: {None if row is None else row[0]!r}); {_FIX}.") from None
+            raise InputError(
+                f"{self.path}: not a retrieval-checks history database (its meta table has no schema "
+                f"version: {None if row is None else row[0]!r}); {_FIX}."
+            ) from None
         if version < 1 or version > _SCHEMA_VERSION:
-            raise InputError(f"{self.path}: history schema version {version}, this version of retrieval-checks reads "
-                             f"1 to {_SCHEMA_VERSION}; upgrade retrieval-checks, or {_FIX}.")
+            raise InputError(
+                f"{self.path}: history schema version {version}, this version of retrieval-checks reads "
+                f"1 to {_SCHEMA_VERSION}; upgrade retrieval-checks, or {_FIX}."
+            )
         return version
 
     def _check(self, con: sqlite3.Connection) -> None:
@@ -328,52 +418,122 @@ class History:
         for table, needed in _REQUIRED.items():
             have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
             if not have:
-                tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                                if r[0] != "sqlite_sequence")
-                holds = f"it holds the tables {', '.join(tables)}" if tables else "it holds no table"
-                raise InputError(f"{self.path}: not a retrieval-checks history database (no table {table!r}; "
-                                 f"{holds}); {_FIX}.")
+                tables = sorted(
+                    r[0]
+                    for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                    if r[0] != "sqlite_sequence"
+                )
+                holds = (
+                    f"it holds the tables {', '.join(tables)}" if tables else "it holds no table"
+                )
+                raise InputError(
+                    f"{self.path}: not a retrieval-checks history database (no table {table!r}; "
+                    f"{holds}); {_FIX}."
+                )
             missing = needed - have
             if missing:
-                raise InputError(f"{self.path}: not a retrieval-checks history database (table {table!r} lacks the "
-                                 f"columns {', '.join(sorted(missing))}); {_FIX}.")
+                raise InputError(
+                    f"{self.path}: not a retrieval-checks history database (table {table!r} lacks the "
+                    f"columns {', '.join(sorted(missing))}); {_FIX}."
+                )
         self._version(con)
 
-    def record(self, metadata: dict, outcomes: list[dict], *, exitstatus: int | None = None,
-               figures: list[dict] | None = None) -> int:
+    def record(
+        self,
+        metadata: dict,
+        outcomes: list[dict],
+        *,
+        exitstatus: int | None = None,
+        figures: list[dict] | None = None,
+    ) -> int:
         """Append one run and its gate outcomes in one transaction; returns the run id.
         ``figures``: the session's report figures (class-count sweeps, JSON-ready dicts),
         kept so that the report of a stored run shows what the live one did."""
         figures = [_json(f) for f in figures or []]
         rows = []
         for o in outcomes:
-            known = {"test", "suite", "model", "dataset", "metric", "gate", "value", "low", "high", "threshold",
-                     "comparison", "on", "passed", "n", "unit", "n_used", "n_skipped", "bounds"}
+            known = {
+                "test",
+                "suite",
+                "model",
+                "dataset",
+                "metric",
+                "gate",
+                "value",
+                "low",
+                "high",
+                "threshold",
+                "comparison",
+                "on",
+                "passed",
+                "n",
+                "unit",
+                "n_used",
+                "n_skipped",
+                "bounds",
+            }
             detail = {k: v for k, v in o.items() if k not in known}
             bounds = o.get("bounds") or None
-            rows.append((str(o.get("test", "")), _text(o.get("suite")), _text(o.get("model")),
-                         _text(o.get("dataset")), str(o["metric"]), _text(o.get("gate")), _num(o.get("value")),
-                         _num(o.get("low")), _num(o.get("high")), _num(o.get("threshold")), _text(o.get("comparison")),
-                         _text(o.get("on")), int(bool(o.get("passed"))), _int(o.get("n")), _text(o.get("unit")),
-                         _json(detail) if detail else None, _int(o.get("n_used")), _int(o.get("n_skipped")),
-                         _json(bounds) if bounds else None))
+            rows.append(
+                (
+                    str(o.get("test", "")),
+                    _text(o.get("suite")),
+                    _text(o.get("model")),
+                    _text(o.get("dataset")),
+                    str(o["metric"]),
+                    _text(o.get("gate")),
+                    _num(o.get("value")),
+                    _num(o.get("low")),
+                    _num(o.get("high")),
+                    _num(o.get("threshold")),
+                    _text(o.get("comparison")),
+                    _text(o.get("on")),
+                    int(bool(o.get("passed"))),
+                    _int(o.get("n")),
+                    _text(o.get("unit")),
+                    _json(detail) if detail else None,
+                    _int(o.get("n_used")),
+                    _int(o.get("n_skipped")),
+                    _json(bounds) if bounds else None,
+                )
+            )
         finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         con = self._connect()
         try:
-            con.execute("BEGIN IMMEDIATE")  # one writer at a time; others wait up to the busy timeout
+            con.execute(
+                "BEGIN IMMEDIATE"
+            )  # one writer at a time; others wait up to the busy timeout
             cur = con.execute(
                 "INSERT INTO runs (started, finished, git_commit, git_dirty, machine, python, command, rootdir, "
                 "exitstatus, n_gates, n_failed, git_branch, selection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (metadata.get("started", finished), finished, metadata.get("git_commit"), metadata.get("git_dirty"),
-                 metadata.get("machine"), metadata.get("python"), metadata.get("command"), metadata.get("rootdir"),
-                 exitstatus, len(rows), sum(1 for r in rows if not r[12]), _text(metadata.get("git_branch")),
-                 _text(metadata.get("selection"))))
+                (
+                    metadata.get("started", finished),
+                    finished,
+                    metadata.get("git_commit"),
+                    metadata.get("git_dirty"),
+                    metadata.get("machine"),
+                    metadata.get("python"),
+                    metadata.get("command"),
+                    metadata.get("rootdir"),
+                    exitstatus,
+                    len(rows),
+                    sum(1 for r in rows if not r[12]),
+                    _text(metadata.get("git_branch")),
+                    _text(metadata.get("selection")),
+                ),
+            )
             run_id = int(cur.lastrowid)
-            con.executemany(f"INSERT INTO results (run_id, {', '.join(_COLUMNS)}) VALUES "
-                            f"(?, {', '.join('?' * len(_COLUMNS))})", [(run_id, *r) for r in rows])
+            con.executemany(
+                f"INSERT INTO results (run_id, {', '.join(_COLUMNS)}) VALUES "
+                f"(?, {', '.join('?' * len(_COLUMNS))})",
+                [(run_id, *r) for r in rows],
+            )
             if figures:  # a table of its own, made by its first writer (older databases have none)
                 con.execute(_FIGURES)
-                con.executemany("INSERT INTO figures (run_id, figure) VALUES (?, ?)", [(run_id, f) for f in figures])
+                con.executemany(
+                    "INSERT INTO figures (run_id, figure) VALUES (?, ?)",
+                    [(run_id, f) for f in figures],
+                )
             con.execute("COMMIT")
         except BaseException:
             if con.in_transaction:
@@ -390,12 +550,20 @@ class History:
         try:
             yield con
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"{self.path}: the history database cannot be read ({exc}); {_FIX}.") from None
+            raise InputError(
+                f"{self.path}: the history database cannot be read ({exc}); {_FIX}."
+            ) from None
         finally:
             con.close()
 
-    def runs(self, limit: int | None = None, *, commit: str | None = None, branch: str | None = None,
-             full_only: bool = False) -> list[dict]:
+    def runs(
+        self,
+        limit: int | None = None,
+        *,
+        commit: str | None = None,
+        branch: str | None = None,
+        full_only: bool = False,
+    ) -> list[dict]:
         """Runs, newest first (the newest ``limit``, a positive integer, when given):
         of commits starting with ``commit`` (a hex prefix), of the branch ``branch``,
         and with ``full_only`` only runs recorded as full (no ``-k``, ``--lf``, node
@@ -415,8 +583,12 @@ class History:
                 return []  # a database of schema 2 recorded no branch and no selection: no run is known to match
             if full_only:
                 where.append("selection = ''")
-            sql = ("SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC"
-                   + (f" LIMIT {limit}" if limit else ""))
+            sql = (
+                "SELECT * FROM runs"
+                + (f" WHERE {' AND '.join(where)}" if where else "")
+                + " ORDER BY id DESC"
+                + (f" LIMIT {limit}" if limit else "")
+            )
             return [_run(r, self.path) for r in con.execute(sql, args)]
 
     def resolve(self, ref, *, allow_dirty: bool = False, notes: list | None = None) -> int:
@@ -438,8 +610,11 @@ class History:
             return runs[0]["id"]
         kind, sep, rest = text.partition(":")
         if sep and kind in ("run", "commit"):
-            return (self._by_commit(rest, runs, ref, allow_dirty, notes) if kind == "commit"
-                    else self._by_id(rest, runs, ref))
+            return (
+                self._by_commit(rest, runs, ref, allow_dirty, notes)
+                if kind == "commit"
+                else self._by_id(rest, runs, ref)
+            )
         try:
             n = int(text)
         except ValueError:
@@ -448,17 +623,26 @@ class History:
             if -n > len(runs):
                 raise InputError(f"run {ref}: the history has only {len(runs)} run(s).")
             return runs[-n - 1]["id"]
-        is_commit = len(text) >= 4 and all(c in "0123456789abcdef" for c in text) and any(
-            (r["git_commit"] or "").startswith(text) for r in runs)
+        is_commit = (
+            len(text) >= 4
+            and all(c in "0123456789abcdef" for c in text)
+            and any((r["git_commit"] or "").startswith(text) for r in runs)
+        )
         if n is not None and is_commit and any(r["id"] == n for r in runs):
-            raise InputError(f"{ref!r} is both a run id and the start of a commit; write run:{text} or "
-                             f"commit:{text}.")
+            raise InputError(
+                f"{ref!r} is both a run id and the start of a commit; write run:{text} or "
+                f"commit:{text}."
+            )
         looks_hex = len(text) >= 4 and all(c in "0123456789abcdef" for c in text)
-        if is_commit or (n is None and looks_hex):  # a commit, or hex digits naming none: say which commits exist
+        if is_commit or (
+            n is None and looks_hex
+        ):  # a commit, or hex digits naming none: say which commits exist
             return self._by_commit(text, runs, ref, allow_dirty, notes)
         if n is None:
-            raise InputError(f"run {ref!r}: give a run id, 'latest', -1, -2, ... (newest first), or a commit recorded "
-                             "in the history (4 to 40 hex digits).")
+            raise InputError(
+                f"run {ref!r}: give a run id, 'latest', -1, -2, ... (newest first), or a commit recorded "
+                "in the history (4 to 40 hex digits)."
+            )
         return self._by_id(text, runs, ref)
 
     def _by_id(self, text: str, runs: list[dict], ref) -> int:
@@ -467,7 +651,9 @@ class History:
         except ValueError:
             raise InputError(f"run {ref!r}: after run: give a run id (an integer).") from None
         if not any(r["id"] == n for r in runs):
-            raise InputError(f"run {n} is not in {self.path}; runs: {', '.join(str(r['id']) for r in runs[:10])}...")
+            raise InputError(
+                f"run {n} is not in {self.path}; runs: {', '.join(str(r['id']) for r in runs[:10])}..."
+            )
         return n
 
     def _by_commit(self, text: str, runs: list[dict], ref, allow_dirty: bool, notes: list) -> int:
@@ -476,37 +662,49 @@ class History:
         commits = sorted({r["git_commit"] for r in matching})
         if not commits:
             known = sorted({(r["git_commit"] or "")[:10] for r in runs if r["git_commit"]})
-            raise InputError(f"{ref!r}: no run of a commit starting {prefix} in {self.path}; recorded commits: "
-                             f"{', '.join(known[:10]) or 'none'}.")
+            raise InputError(
+                f"{ref!r}: no run of a commit starting {prefix} in {self.path}; recorded commits: "
+                f"{', '.join(known[:10]) or 'none'}."
+            )
         if len(commits) > 1:
-            raise InputError(f"{ref!r} is ambiguous: it starts {len(commits)} recorded commits "
-                             f"({', '.join(c[:12] for c in commits)}); give more digits.")
+            raise InputError(
+                f"{ref!r} is ambiguous: it starts {len(commits)} recorded commits "
+                f"({', '.join(c[:12] for c in commits)}); give more digits."
+            )
         commit = commits[0][:10]
         latest = matching[0]  # runs are newest first: that commit's latest run
         if allow_dirty:
             if latest["git_dirty"]:
-                notes.append(f"{ref}: run {latest['id']} is a dirty run of commit {commit} (its working tree held "
-                             "uncommitted changes), used because --allow-dirty was given")
+                notes.append(
+                    f"{ref}: run {latest['id']} is a dirty run of commit {commit} (its working tree held "
+                    "uncommitted changes), used because --allow-dirty was given"
+                )
             return latest["id"]
         clean = [r for r in matching if not r["git_dirty"]]
         if not clean:
             ids = ", ".join(f"run {r['id']}" for r in matching[:10])
-            raise InputError(f"{ref!r}: commit {commit} has only dirty runs ({ids}): their working tree held "
-                             "uncommitted changes, so none stands for the commit; run pytest on a clean checkout of "
-                             f"it, name the run by id, or pass --allow-dirty (allow_dirty=True) to use its latest "
-                             f"(run {latest['id']}).")
+            raise InputError(
+                f"{ref!r}: commit {commit} has only dirty runs ({ids}): their working tree held "
+                "uncommitted changes, so none stands for the commit; run pytest on a clean checkout of "
+                f"it, name the run by id, or pass --allow-dirty (allow_dirty=True) to use its latest "
+                f"(run {latest['id']})."
+            )
         skipped = [r["id"] for r in matching if r["id"] > clean[0]["id"]]
         if skipped:
-            notes.append(f"{ref}: commit {commit} is run {clean[0]['id']}, its latest clean run; skipped "
-                         f"{len(skipped)} newer dirty run(s) ({', '.join(f'run {i}' for i in skipped[:10])}) made "
-                         "with uncommitted changes (pass --allow-dirty to use the latest of them)")
+            notes.append(
+                f"{ref}: commit {commit} is run {clean[0]['id']}, its latest clean run; skipped "
+                f"{len(skipped)} newer dirty run(s) ({', '.join(f'run {i}' for i in skipped[:10])}) made "
+                "with uncommitted changes (pass --allow-dirty to use the latest of them)"
+            )
         return clean[0]["id"]
 
     def results(self, run_id: int) -> list[dict]:
         """The gate records of one run, in the order they were recorded."""
         if isinstance(run_id, bool) or not isinstance(run_id, int):
-            raise InputError(f"run_id={run_id!r}: expected a run id (an int); History.resolve() reads 'latest', "
-                             "-1, -2, ...")
+            raise InputError(
+                f"run_id={run_id!r}: expected a run id (an int); History.resolve() reads 'latest', "
+                "-1, -2, ..."
+            )
         with self._reading() as con:
             rows = con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))
             return [_row(r, self.path) for r in rows]
@@ -514,10 +712,17 @@ class History:
     def figures(self, run_id: int) -> list[dict]:
         """The report figures recorded with a run (none before figures were kept)."""
         with self._reading() as con:
-            if con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='figures'").fetchone() is None:
+            if (
+                con.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='figures'"
+                ).fetchone()
+                is None
+            ):
                 return []
             out = []
-            for row_id, text in con.execute("SELECT id, figure FROM figures WHERE run_id = ? ORDER BY id", (run_id,)):
+            for row_id, text in con.execute(
+                "SELECT id, figure FROM figures WHERE run_id = ? ORDER BY id", (run_id,)
+            ):
                 try:
                     figure = json.loads(text)
                 except (TypeError, ValueError, RecursionError):
@@ -536,7 +741,9 @@ class History:
         with self._reading() as con:
             return sorted(str(r[0]) for r in con.execute("SELECT DISTINCT metric FROM results"))
 
-    def metric_history(self, metric: str, *, model=None, dataset=None, test=None, limit: int = 50) -> list[dict]:
+    def metric_history(
+        self, metric: str, *, model=None, dataset=None, test=None, limit: int = 50
+    ) -> list[dict]:
         """Past values of one metric (optionally of one model / dataset / test), oldest first,
         with each run's time and commit."""
         limit = _limit(limit) or -1
@@ -546,10 +753,11 @@ class History:
                 if val is not None:
                     where.append(f"r.{col} = ?")
                     args.append(val)
-            sql = (f"SELECT r.*, u.started, u.git_commit, u.git_dirty FROM results r JOIN runs u ON u.id = r.run_id "
-                   f"WHERE {' AND '.join(where)} ORDER BY r.run_id DESC, r.id DESC LIMIT ?")
+            sql = (
+                f"SELECT r.*, u.started, u.git_commit, u.git_dirty FROM results r JOIN runs u ON u.id = r.run_id "
+                f"WHERE {' AND '.join(where)} ORDER BY r.run_id DESC, r.id DESC LIMIT ?"
+            )
             return [_row(r, self.path) for r in con.execute(sql, (*args, limit))][::-1]
-
 
     def tests(self, metric: str | None = None) -> list[str]:
         """Every test (node id) recorded in the history (of ``metric`` when given), sorted."""
@@ -559,7 +767,9 @@ class History:
                 sql, args = sql + " WHERE metric = ?", (metric,)
             return sorted(str(r[0]) for r in con.execute(sql, args))
 
-    def metric_runs(self, metric: str, *, model=None, dataset=None, tests=None, limit: int | None = 50) -> list[dict]:
+    def metric_runs(
+        self, metric: str, *, model=None, dataset=None, tests=None, limit: int | None = 50
+    ) -> list[dict]:
         """The values of one metric in the newest ``limit`` runs that recorded it (for
         these filters; ``tests``: a list of test node ids), newest run first, each run's
         gates in the order recorded; ``limit`` counts runs, not rows."""
@@ -574,10 +784,13 @@ class History:
             args.extend(tests)
         cond = " AND ".join(where)
         with self._reading() as con:
-            sql = (f"SELECT r.*, u.started, u.git_commit, u.git_dirty FROM results r JOIN runs u ON u.id = r.run_id "
-                   f"WHERE {cond} AND r.run_id IN (SELECT DISTINCT r.run_id FROM results r WHERE {cond} "
-                   f"ORDER BY r.run_id DESC LIMIT ?) ORDER BY r.run_id DESC, r.id")
+            sql = (
+                f"SELECT r.*, u.started, u.git_commit, u.git_dirty FROM results r JOIN runs u ON u.id = r.run_id "
+                f"WHERE {cond} AND r.run_id IN (SELECT DISTINCT r.run_id FROM results r WHERE {cond} "
+                f"ORDER BY r.run_id DESC LIMIT ?) ORDER BY r.run_id DESC, r.id"
+            )
             return [_row(r, self.path) for r in con.execute(sql, (*args, *args, limit or -1))]
+
 
 _MAX_FIGURE_ROWS = 100_000
 _MAX_DRAWN = 1e300  # beyond this an axis's span overflows
@@ -607,8 +820,12 @@ def _figure_problem(figure: dict) -> str | None:
     def number(x, optional: bool) -> bool:
         if x is None:
             return optional
-        return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                and abs(x) <= _MAX_DRAWN)
+        return (
+            isinstance(x, (int, float))
+            and not isinstance(x, bool)
+            and math.isfinite(x)
+            and abs(x) <= _MAX_DRAWN
+        )
 
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
@@ -627,7 +844,9 @@ def _commit_prefix(text) -> str:
     """A git commit or its start: 4 to 40 hex digits, lower-cased."""
     prefix = str(text).strip().lower()
     if not 4 <= len(prefix) <= 40 or any(c not in "0123456789abcdef" for c in prefix):
-        raise InputError(f"commit {text!r}: expected 4 to 40 hexadecimal digits (a git commit or its start).")
+        raise InputError(
+            f"commit {text!r}: expected 4 to 40 hexadecimal digits (a git commit or its start)."
+        )
     return prefix
 
 
@@ -635,7 +854,9 @@ def _limit(limit):
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InputError(f"limit={limit!r}: expected a positive number of rows (an int >= 1), or None for all.")
+        raise InputError(
+            f"limit={limit!r}: expected a positive number of rows (an int >= 1), or None for all."
+        )
     return limit
 
 
@@ -687,8 +908,10 @@ _RUN_OPTIONAL_INTEGER = ("git_dirty", "exitstatus")
 
 
 def _bad(path, where: str, column: str, value, expected: str) -> InputError:
-    return InputError(f"{path}: {where}: column {column} holds {str(value)[:80]!r}, not {expected}; the history was "
-                      f"edited or damaged: delete that row, or move the file away (pytest then starts a new history).")
+    return InputError(
+        f"{path}: {where}: column {column} holds {str(value)[:80]!r}, not {expected}; the history was "
+        f"edited or damaged: delete that row, or move the file away (pytest then starts a new history)."
+    )
 
 
 def _row(r: sqlite3.Row, path) -> dict:
@@ -712,7 +935,9 @@ def _row(r: sqlite3.Row, path) -> dict:
         raise _bad(path, where, "passed", d.get("passed"), "0 or 1")
     d["on"] = d.pop("on_", None)
     d["passed"] = bool(d["passed"])
-    texts = {col: d.pop(col, None) for col in ("bounds", "detail")}  # read both before merging the detail
+    texts = {
+        col: d.pop(col, None) for col in ("bounds", "detail")
+    }  # read both before merging the detail
     for col, text in texts.items():
         if text is None:
             continue
@@ -728,9 +953,22 @@ def _row(r: sqlite3.Row, path) -> dict:
             d["bounds"] = value
         else:
             for k, v in value.items():
-                if k in (*_REAL, "confidence") and v is not None and (
-                        not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
-                    raise _bad(path, where, col, text, f"a JSON object whose {k!r} is a finite number or null")
+                if (
+                    k in (*_REAL, "confidence")
+                    and v is not None
+                    and (
+                        not isinstance(v, (int, float))
+                        or isinstance(v, bool)
+                        or not math.isfinite(v)
+                    )
+                ):
+                    raise _bad(
+                        path,
+                        where,
+                        col,
+                        text,
+                        f"a JSON object whose {k!r} is a finite number or null",
+                    )
                 if k not in d or d[k] is None:  # the columns win over the detail
                     d[k] = v
     for col in ("n_used", "n_skipped"):
@@ -749,9 +987,21 @@ def _run(r: sqlite3.Row, path) -> dict:
             raise _bad(path, where, col, d[col], "an integer or NULL")
     if not isinstance(d.get("started"), str):
         raise _bad(path, where, "started", d.get("started"), "a time (text)")
-    for col in ("git_branch", "selection"):  # absent from a database of schema 2 (read, not migrated)
+    for col in (
+        "git_branch",
+        "selection",
+    ):  # absent from a database of schema 2 (read, not migrated)
         d.setdefault(col, None)
-    for col in ("git_commit", "machine", "python", "command", "rootdir", "finished", "git_branch", "selection"):
+    for col in (
+        "git_commit",
+        "machine",
+        "python",
+        "command",
+        "rootdir",
+        "finished",
+        "git_branch",
+        "selection",
+    ):
         if d.get(col) is not None and not isinstance(d[col], str):
             raise _bad(path, where, col, d[col], "a text or NULL")
     return d

@@ -20,7 +20,9 @@ from ..gates import rule_text
 
 __all__ = ["render_markdown", "absent_text"]
 
-_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|~"} | {"<": "&lt;", "&": "&amp;", "\n": " ", "\r": " "})
+_SPECIAL = str.maketrans(
+    {c: "\\" + c for c in "\\`*_[]|~"} | {"<": "&lt;", "&": "&amp;", "\n": " ", "\r": " "}
+)
 
 
 def md_escape(text) -> str:
@@ -115,8 +117,10 @@ def run_line(run: dict) -> str:
         parts.append(f"run {md_escape(run['id'])}")
     commit = run.get("git_commit")
     if commit:
-        parts.append(f"commit {md_escape(str(commit)[:12])}" + (" (uncommitted changes)" if run.get("git_dirty")
-                                                                 else ""))
+        parts.append(
+            f"commit {md_escape(str(commit)[:12])}"
+            + (" (uncommitted changes)" if run.get("git_dirty") else "")
+        )
     branch = run.get("git_branch") or run.get("branch")
     if branch:
         parts.append(f"branch {md_escape(branch)}")
@@ -127,9 +131,15 @@ def run_line(run: dict) -> str:
     return " · ".join(parts)
 
 
-def render_markdown(outcomes: list[dict], *, run: dict | None = None, previous: list[dict] | None = None,
-                    previous_label: str = "previous run", title: str = "retrieval-checks gates",
-                    absent: str = "new") -> str:
+def render_markdown(
+    outcomes: list[dict],
+    *,
+    run: dict | None = None,
+    previous: list[dict] | None = None,
+    previous_label: str = "previous run",
+    title: str = "retrieval-checks gates",
+    absent: str = "new",
+) -> str:
     """The gate table as markdown (ending in a newline). ``outcomes``: gate records (as
     in the JSON report or ``History.results``); ``run``: the run's metadata (id,
     git_commit, git_dirty, branch, started, exitstatus); ``previous``: the gate records
@@ -138,8 +148,10 @@ def render_markdown(outcomes: list[dict], *, run: dict | None = None, previous: 
     not new: say so)."""
     n_fail = sum(1 for o in outcomes if verdict(o) == "FAIL")
     n_xfail = sum(1 for o in outcomes if verdict(o) == "XFAIL")
-    counts = f"{len(outcomes)} gate{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - n_fail - n_xfail} passed, " \
-             f"{n_fail} failed" + (f", {n_xfail} expected to fail" if n_xfail else "")
+    counts = (
+        f"{len(outcomes)} gate{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - n_fail - n_xfail} passed, "
+        f"{n_fail} failed" + (f", {n_xfail} expected to fail" if n_xfail else "")
+    )
     lines = [f"### {md_escape(title)}: {'FAILED' if n_fail else 'passed'}", "", counts]
     described = run_line(run or {})
     if described:
@@ -154,8 +166,13 @@ def render_markdown(outcomes: list[dict], *, run: dict | None = None, previous: 
     lines.append("| result | check | metric | value [interval] | rule | change |")
     lines.append("|---|---|---|---|---|---|")
     for o in _order(outcomes):
-        cells = (md_escape(verdict(o)), md_escape(check_name(o)), md_escape(o.get("metric")),
-                 value_text(o),  # numbers and brackets only: left as they are
-                 md_escape(_rule(o)), md_escape(change_text(o, before, previous_label, absent)))
+        cells = (
+            md_escape(verdict(o)),
+            md_escape(check_name(o)),
+            md_escape(o.get("metric")),
+            value_text(o),  # numbers and brackets only: left as they are
+            md_escape(_rule(o)),
+            md_escape(change_text(o, before, previous_label, absent)),
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -86,7 +86,12 @@ def _f(x, digits: int = 4) -> str:
 def _is_num(x) -> bool:
     """A number that can be drawn: finite, and at most 1e300 in size (a span between
     larger ones overflows to infinity; such a value is shown as text, not drawn)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= 1e300
+    return (
+        isinstance(x, (int, float))
+        and not isinstance(x, bool)
+        and math.isfinite(x)
+        and abs(x) <= 1e300
+    )
 
 
 def _finite(*xs) -> list[float]:
@@ -120,8 +125,9 @@ def tick_label(v: float, step: float) -> str:
     return f"{0:.{digits}f}" if float(text) == 0 else text  # never "-0.0"
 
 
-def axis_ticks(lo: float, hi: float, n: int = 5, *, whole: bool = False,
-               step: float | None = None) -> tuple[list[float], float]:
+def axis_ticks(
+    lo: float, hi: float, n: int = 5, *, whole: bool = False, step: float | None = None
+) -> tuple[list[float], float]:
     """The ticks of an axis [lo, hi] and their step (``step``, else a round one for about
     ``n`` ticks): both ends, and the multiples of the step between them (those too close
     to an end to be read apart left out); whole-number steps when ``whole``."""
@@ -159,7 +165,11 @@ def axis_domain(points: list[float], metric=None, *, zoom: bool = False) -> tupl
     lo, hi = min(points), max(points)
     known = metric_range(metric)
     if known is not None and not zoom:
-        top = known[1] if math.isfinite(known[1]) else nice_ticks(known[0], max(hi, known[0] + 1) * 1.1, 4)[-1]
+        top = (
+            known[1]
+            if math.isfinite(known[1])
+            else nice_ticks(known[0], max(hi, known[0] + 1) * 1.1, 4)[-1]
+        )
         return min(known[0], lo), max(top, hi)
     span = hi - lo
     pad = span * 0.1 if span > 0 else max(abs(hi) * 0.1, 0.05)
@@ -170,7 +180,9 @@ def axis_domain(points: list[float], metric=None, *, zoom: bool = False) -> tupl
     return a, b
 
 
-def interval_svg(value, low, high, threshold, width: int = 190, height: int = 34, *, metric=None) -> str:
+def interval_svg(
+    value, low, high, threshold, width: int = 190, height: int = 34, *, metric=None
+) -> str:
     """One axis with round tick labels: the interval as a bar, the value as a dot, the
     threshold as a red tick. Without an interval the axis is the metric's attainable
     range (``[0, 1]`` for a fraction), so the distance to the threshold reads true; with
@@ -187,22 +199,32 @@ def interval_svg(value, low, high, threshold, width: int = 190, height: int = 34
     def x(v):
         return left + (float(v) - lo) / (hi - lo) * (right - left)
 
-    parts = [f'<svg class="ibar" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
-             f'<line x1="{left}" y1="{mid}" x2="{right}" y2="{mid}" stroke="#c9ced8"/>']
+    parts = [
+        f'<svg class="ibar" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+        f'<line x1="{left}" y1="{mid}" x2="{right}" y2="{mid}" stroke="#c9ced8"/>',
+    ]
     ticks, step = axis_ticks(lo, hi, 4)
     for t in ticks:
-        parts.append(f'<line x1="{x(t):.1f}" y1="{mid + 3}" x2="{x(t):.1f}" y2="{mid + 6}" stroke="#9aa1ad"/>'
-                     f'<text class="tick" x="{x(t):.1f}" y="{height - 3}" font-size="9" text-anchor="middle" '
-                     f'fill="#5a6272">{tick_label(t, step)}</text>')
+        parts.append(
+            f'<line x1="{x(t):.1f}" y1="{mid + 3}" x2="{x(t):.1f}" y2="{mid + 6}" stroke="#9aa1ad"/>'
+            f'<text class="tick" x="{x(t):.1f}" y="{height - 3}" font-size="9" text-anchor="middle" '
+            f'fill="#5a6272">{tick_label(t, step)}</text>'
+        )
     if has_interval:
-        parts.append(f'<rect x="{x(low):.1f}" y="{mid - 4}" width="{max(x(high) - x(low), 1.5):.1f}" '
-                     f'height="8" rx="3" fill="#9db7e8"><title>interval [{_f(low)}, {_f(high)}]</title></rect>')
+        parts.append(
+            f'<rect x="{x(low):.1f}" y="{mid - 4}" width="{max(x(high) - x(low), 1.5):.1f}" '
+            f'height="8" rx="3" fill="#9db7e8"><title>interval [{_f(low)}, {_f(high)}]</title></rect>'
+        )
     if _finite(threshold):
-        parts.append(f'<line x1="{x(threshold):.1f}" y1="2" x2="{x(threshold):.1f}" y2="{mid + 8}" stroke="#c5221f" '
-                     f'stroke-width="2"><title>threshold {_f(threshold, 6)}</title></line>')
+        parts.append(
+            f'<line x1="{x(threshold):.1f}" y1="2" x2="{x(threshold):.1f}" y2="{mid + 8}" stroke="#c5221f" '
+            f'stroke-width="2"><title>threshold {_f(threshold, 6)}</title></line>'
+        )
     if _finite(value):
-        parts.append(f'<circle cx="{x(value):.1f}" cy="{mid}" r="4" fill="#1a3f8f"><title>value {_f(value)}'
-                     f'</title></circle>')
+        parts.append(
+            f'<circle cx="{x(value):.1f}" cy="{mid}" r="4" fill="#1a3f8f"><title>value {_f(value)}'
+            f"</title></circle>"
+        )
     return "".join(parts) + "</svg>"
 
 
@@ -226,15 +248,32 @@ def _span(values: list[float], fixed: tuple | None) -> tuple[float, float, float
     return math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step, step
 
 
-def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: int = 220, xlabel: str = "",
-             ylabel: str = "", hline: float | None = None, title: str = "", markers: bool = True,
-             fixed_y: tuple | None = None, fixed_x: tuple | None = None, bare: bool = False) -> str:
+def line_svg(
+    series: list[tuple[str, list, list]],
+    *,
+    width: int = 360,
+    height: int = 220,
+    xlabel: str = "",
+    ylabel: str = "",
+    hline: float | None = None,
+    title: str = "",
+    markers: bool = True,
+    fixed_y: tuple | None = None,
+    fixed_x: tuple | None = None,
+    bare: bool = False,
+) -> str:
     """A small line chart: ``series`` is [(name, xs, ys)]; optional horizontal line.
     Axes span round bounds (``fixed_x`` / ``fixed_y`` when given, widened to any point
     outside them, so nothing is drawn past the frame) with round tick labels; an axis of
     whole numbers (run ids, class counts) gets whole ticks."""
-    series = [(name, [a for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)],
-               [b for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)]) for name, sx, sy in series]
+    series = [
+        (
+            name,
+            [a for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)],
+            [b for a, b in zip(sx, sy) if _is_num(a) and _is_num(b)],
+        )
+        for name, sx, sy in series
+    ]
     xs = [float(v) for _, sx, _ in series for v in sx]
     ys = [float(v) for _, _, sy in series for v in sy]
     if not _is_num(hline):
@@ -257,37 +296,58 @@ def line_svg(series: list[tuple[str, list, list]], *, width: int = 360, height: 
     out = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
     if title:
         out.append(f'<text x="{L}" y="13" font-size="12" font-weight="600">{_e(title)}</text>')
-    out.append(f'<rect x="{L}" y="{T}" width="{width - L - R}" height="{height - T - B}" fill="none" stroke="#d5d9e0"/>')
+    out.append(
+        f'<rect x="{L}" y="{T}" width="{width - L - R}" height="{height - T - B}" fill="none" stroke="#d5d9e0"/>'
+    )
     yticks, ystep = axis_ticks(y0, y1, 5, step=ystep)
     xticks, xstep = axis_ticks(x0, x1, 5, whole=_whole(xs) and fixed_x is None, step=xstep)
     for v in [] if bare else yticks:
-        out.append(f'<line x1="{L}" y1="{py(v):.1f}" x2="{width - R}" y2="{py(v):.1f}" stroke="#f0f1f4"/>'
-                   f'<text class="tick" x="{L - 4}" y="{py(v) + 4:.1f}" font-size="10" text-anchor="end">'
-                   f'{tick_label(v, ystep)}</text>')
+        out.append(
+            f'<line x1="{L}" y1="{py(v):.1f}" x2="{width - R}" y2="{py(v):.1f}" stroke="#f0f1f4"/>'
+            f'<text class="tick" x="{L - 4}" y="{py(v) + 4:.1f}" font-size="10" text-anchor="end">'
+            f"{tick_label(v, ystep)}</text>"
+        )
     for u in [] if bare else xticks:
-        out.append(f'<text class="tick" x="{px(u):.1f}" y="{height - B + 13}" font-size="10" text-anchor="middle">'
-                   f'{tick_label(u, xstep)}</text>')
+        out.append(
+            f'<text class="tick" x="{px(u):.1f}" y="{height - B + 13}" font-size="10" text-anchor="middle">'
+            f"{tick_label(u, xstep)}</text>"
+        )
     if xlabel:
-        out.append(f'<text x="{(L + width - R) / 2}" y="{height - 4}" font-size="11" text-anchor="middle">'
-                   f'{_e(xlabel)}</text>')
+        out.append(
+            f'<text x="{(L + width - R) / 2}" y="{height - 4}" font-size="11" text-anchor="middle">'
+            f"{_e(xlabel)}</text>"
+        )
     if ylabel:
-        out.append(f'<text x="11" y="{(T + height - B) / 2}" font-size="11" text-anchor="middle" '
-                   f'transform="rotate(-90 11 {(T + height - B) / 2})">{_e(ylabel)}</text>')
+        out.append(
+            f'<text x="11" y="{(T + height - B) / 2}" font-size="11" text-anchor="middle" '
+            f'transform="rotate(-90 11 {(T + height - B) / 2})">{_e(ylabel)}</text>'
+        )
     if hline is not None:
-        out.append(f'<line x1="{L}" y1="{py(hline):.1f}" x2="{width - R}" y2="{py(hline):.1f}" stroke="#c5221f" '
-                   f'stroke-dasharray="4 3"><title>threshold {hline:.6g}</title></line>')
+        out.append(
+            f'<line x1="{L}" y1="{py(hline):.1f}" x2="{width - R}" y2="{py(hline):.1f}" stroke="#c5221f" '
+            f'stroke-dasharray="4 3"><title>threshold {hline:.6g}</title></line>'
+        )
     for k, (name, sx, sy) in enumerate(series):
-        pts = [(px(a), py(b)) for a, b in zip(sx, sy) if a is not None and b is not None and math.isfinite(b)]
+        pts = [
+            (px(a), py(b))
+            for a, b in zip(sx, sy)
+            if a is not None and b is not None and math.isfinite(b)
+        ]
         if not pts:
             continue
         c = colors[k % len(colors)]
-        out.append(f'<polyline fill="none" stroke="{c}" stroke-width="1.8" points="'
-                   + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + f'"><title>{_e(name)}</title></polyline>')
+        out.append(
+            f'<polyline fill="none" stroke="{c}" stroke-width="1.8" points="'
+            + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+            + f'"><title>{_e(name)}</title></polyline>'
+        )
         if markers and len(pts) <= 60:
             out.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.3" fill="{c}"/>' for a, b in pts)
         if len(series) > 1:
-            out.append(f'<text x="{width - R - 4}" y="{T + 12 + 12 * k}" font-size="10" text-anchor="end" '
-                       f'fill="{c}">{_e(name)}</text>')
+            out.append(
+                f'<text x="{width - R - 4}" y="{T + 12 + 12 * k}" font-size="10" text-anchor="end" '
+                f'fill="{c}">{_e(name)}</text>'
+            )
     return "".join(out) + "</svg>"
 
 
@@ -305,17 +365,40 @@ def _history_of(history, o: dict, problems: list[str]) -> list[dict]:
         return []
 
 
-def render_report(outcomes: list[dict], *, run: dict | None = None, history=None, figures: list[dict] | None = None,
-                  title: str = "retrieval-checks report") -> str:
+def render_report(
+    outcomes: list[dict],
+    *,
+    run: dict | None = None,
+    history=None,
+    figures: list[dict] | None = None,
+    title: str = "retrieval-checks report",
+) -> str:
     """The report as one HTML string. ``outcomes``: gate records (as in the JSON report
     or the history); ``run``: run metadata; ``history``: a
     :class:`~retrieval_checks.tracking.History` for the sparklines; ``figures``:
     ``{"kind": "sweep", "title", "rows"}`` records (class-count sweeps)."""
     head = _head(outcomes, run or {}, title)
-    body = ["<h2>Gates</h2><table class='gates' id='gates'><thead><tr>",
-            "".join(f"<th>{h}</th>" for h in ("#", "test", "model", "dataset", "metric", "value", "interval", "rule",
-                                              "n_used / n_skipped", "result", "interval and threshold", "history")),
-            "</tr></thead><tbody>"]
+    body = [
+        "<h2>Gates</h2><table class='gates' id='gates'><thead><tr>",
+        "".join(
+            f"<th>{h}</th>"
+            for h in (
+                "#",
+                "test",
+                "model",
+                "dataset",
+                "metric",
+                "value",
+                "interval",
+                "rule",
+                "n_used / n_skipped",
+                "result",
+                "interval and threshold",
+                "history",
+            )
+        ),
+        "</tr></thead><tbody>",
+    ]
     details = ["<h2>Details</h2>"]
     problems: list[str] = []
     for i, o in enumerate(outcomes, 1):
@@ -325,10 +408,15 @@ def render_report(outcomes: list[dict], *, run: dict | None = None, history=None
     body.append("</tbody></table>")
     warned = [(i, o, w) for i, o in enumerate(outcomes, 1) for w in _warnings(o)]
     if warned or problems:
-        body.append("<h2>Warnings</h2><ul class='warnings'>"
-                    + "".join(f"<li><a href='#g{i}'>{_e(o.get('test', ''))}</a> {_e(o.get('metric'))}: {_e(w)}</li>"
-                              for i, o, w in warned)
-                    + "".join(f"<li>{_e(p)}</li>" for p in problems) + "</ul>")
+        body.append(
+            "<h2>Warnings</h2><ul class='warnings'>"
+            + "".join(
+                f"<li><a href='#g{i}'>{_e(o.get('test', ''))}</a> {_e(o.get('metric'))}: {_e(w)}</li>"
+                for i, o, w in warned
+            )
+            + "".join(f"<li>{_e(p)}</li>" for p in problems)
+            + "</ul>"
+        )
     sweeps = _sweeps(figures or [])
     if sweeps:
         body.append("<h2>Recall vs. number of classes</h2>" + sweeps)
@@ -336,12 +424,22 @@ def render_report(outcomes: list[dict], *, run: dict | None = None, history=None
 
 
 def _warnings(o: dict) -> list[str]:
-    out = [str(w) for w in (o.get("warnings") or []) if w] if isinstance(o.get("warnings"), list) else []
+    out = (
+        [str(w) for w in (o.get("warnings") or []) if w]
+        if isinstance(o.get("warnings"), list)
+        else []
+    )
     skipped, used = o.get("n_skipped"), o.get("n_used")
-    if isinstance(skipped, int) and not isinstance(skipped, bool) and skipped > 0 and \
-            not any("skip" in w for w in out):
-        out.append(f"{skipped} queries skipped (no relevant gallery item); the value is over the {_f(used) or '?'} "
-                   "queries used")
+    if (
+        isinstance(skipped, int)
+        and not isinstance(skipped, bool)
+        and skipped > 0
+        and not any("skip" in w for w in out)
+    ):
+        out.append(
+            f"{skipped} queries skipped (no relevant gallery item); the value is over the {_f(used) or '?'} "
+            "queries used"
+        )
     return out
 
 
@@ -367,20 +465,40 @@ def _head(outcomes: list[dict], run: dict, title: str) -> list[str]:
     """The document head, the run's metadata and the counts of passed and failed gates."""
     n_fail = sum(1 for o in outcomes if not o.get("passed") and not o.get("xfail"))
     n_xfail = sum(1 for o in outcomes if not o.get("passed") and o.get("xfail"))
-    head = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",
-            f"<h1>{_e(title)}</h1>"]
-    meta_rows = [("run", run.get("id")), ("started (UTC)", run.get("started")),
-                 ("commit", str(run.get("git_commit") or "")[:12] + (" (uncommitted changes)" if run.get("git_dirty")
-                                                                   else "")),
-                 ("machine", run.get("machine")), ("python", run.get("python")), ("command", run.get("command")),
-                 ("exit status", run.get("exitstatus")),
-                 ("generated", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))]
-    head.append("<table class='meta'>" + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in meta_rows
-                                                  if v not in (None, "")) + "</table>")
-    head.append(f"<p class='counts'><span>{len(outcomes)} gate{'' if len(outcomes) == 1 else 's'}</span><span class='PASS'>"
-                f"{len(outcomes) - n_fail - n_xfail} passed</span><span class='FAIL'>{n_fail} failed</span>"
-                + (f"<span class='XFAIL'>{n_xfail} expected failures</span>" if n_xfail else "") + "</p>")
+    head = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    meta_rows = [
+        ("run", run.get("id")),
+        ("started (UTC)", run.get("started")),
+        (
+            "commit",
+            str(run.get("git_commit") or "")[:12]
+            + (" (uncommitted changes)" if run.get("git_dirty") else ""),
+        ),
+        ("machine", run.get("machine")),
+        ("python", run.get("python")),
+        ("command", run.get("command")),
+        ("exit status", run.get("exitstatus")),
+        ("generated", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")),
+    ]
+    head.append(
+        "<table class='meta'>"
+        + "".join(
+            f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>"
+            for k, v in meta_rows
+            if v not in (None, "")
+        )
+        + "</table>"
+    )
+    head.append(
+        f"<p class='counts'><span>{len(outcomes)} gate{'' if len(outcomes) == 1 else 's'}</span><span class='PASS'>"
+        f"{len(outcomes) - n_fail - n_xfail} passed</span><span class='FAIL'>{n_fail} failed</span>"
+        + (f"<span class='XFAIL'>{n_xfail} expected failures</span>" if n_xfail else "")
+        + "</p>"
+    )
     return head
 
 
@@ -392,17 +510,25 @@ def _gate_row(i: int, o: dict, past: list[dict]) -> str:
     threshold = o.get("threshold")
     spark = ""
     if len(past) >= 2:
-        spark = line_svg([(str(o.get("metric")), list(range(len(past))), [p.get("value") for p in past])], width=130,
-                         height=40, bare=True, hline=threshold if _finite(threshold) else None, markers=False)
+        spark = line_svg(
+            [(str(o.get("metric")), list(range(len(past))), [p.get("value") for p in past])],
+            width=130,
+            height=40,
+            bare=True,
+            hline=threshold if _finite(threshold) else None,
+            markers=False,
+        )
     test = str(o.get("test", ""))
     value = o.get("value")
-    return (f"<tr class='{'failrow' if verdict == 'FAIL' else ''}'><td class='num'>{i}</td>"
-            f"<td><a href='#g{i}'>{_e(test.split('::', 1)[-1] if '::' in test else test)}</a></td>"
-            f"<td>{_e(o.get('model'))}</td><td>{_e(o.get('dataset'))}</td><td>{_e(o.get('metric'))}</td>"
-            f"<td class='num' data-sort='{_e(value if _is_num(value) else '')}'>{_f(value)}</td>"
-            f"<td class='num'>{interval}</td><td class='rule'>{_e(_rule(o))}</td>"
-            f"<td class='num'>{_queries(o)}</td><td class='{verdict}'>{verdict}</td>"
-            f"<td>{interval_svg(o.get('value'), low, high, threshold, metric=o.get('metric'))}</td><td>{spark}</td></tr>")
+    return (
+        f"<tr class='{'failrow' if verdict == 'FAIL' else ''}'><td class='num'>{i}</td>"
+        f"<td><a href='#g{i}'>{_e(test.split('::', 1)[-1] if '::' in test else test)}</a></td>"
+        f"<td>{_e(o.get('model'))}</td><td>{_e(o.get('dataset'))}</td><td>{_e(o.get('metric'))}</td>"
+        f"<td class='num' data-sort='{_e(value if _is_num(value) else '')}'>{_f(value)}</td>"
+        f"<td class='num'>{interval}</td><td class='rule'>{_e(_rule(o))}</td>"
+        f"<td class='num'>{_queries(o)}</td><td class='{verdict}'>{verdict}</td>"
+        f"<td>{interval_svg(o.get('value'), low, high, threshold, metric=o.get('metric'))}</td><td>{spark}</td></tr>"
+    )
 
 
 def _number(x: float) -> str:
@@ -437,23 +563,57 @@ def _gate_details(i: int, o: dict, past: list[dict]) -> str:
     kv = "".join(f"<tr><td>{_e(k)}</td><td>{_e(display(v))}</td></tr>" for k, v in fields.items())
     figs = []
     curve = o.get("curve")
-    if isinstance(curve, dict) and isinstance(curve.get("recall"), list) and isinstance(curve.get("precision"), list):
-        figs.append("<div class='fig'>" + line_svg([("precision", curve["recall"], curve["precision"])],
-                                                   xlabel="pair recall", ylabel="pair precision",
-                                                   title="precision-recall over pairs", markers=False,
-                                                   fixed_x=(0.0, 1.0), fixed_y=(0.0, 1.0))
-                    + "<div class='cap'>" + ("exact over all pairs" if curve.get("complete") else
-                                             "exact above the negative tail's cut (the high-precision end)")
-                    + "</div></div>")
+    if (
+        isinstance(curve, dict)
+        and isinstance(curve.get("recall"), list)
+        and isinstance(curve.get("precision"), list)
+    ):
+        figs.append(
+            "<div class='fig'>"
+            + line_svg(
+                [("precision", curve["recall"], curve["precision"])],
+                xlabel="pair recall",
+                ylabel="pair precision",
+                title="precision-recall over pairs",
+                markers=False,
+                fixed_x=(0.0, 1.0),
+                fixed_y=(0.0, 1.0),
+            )
+            + "<div class='cap'>"
+            + (
+                "exact over all pairs"
+                if curve.get("complete")
+                else "exact above the negative tail's cut (the high-precision end)"
+            )
+            + "</div></div>"
+        )
     if len(past) >= 2:
-        figs.append("<div class='fig'>" + line_svg(
-            [(str(o.get("metric")), [p.get("run_id") for p in past], [p.get("value") for p in past])], xlabel="run",
-            ylabel=str(o.get("metric")), title="history", hline=threshold if _finite(threshold) else None) + "</div>")
+        figs.append(
+            "<div class='fig'>"
+            + line_svg(
+                [
+                    (
+                        str(o.get("metric")),
+                        [p.get("run_id") for p in past],
+                        [p.get("value") for p in past],
+                    )
+                ],
+                xlabel="run",
+                ylabel=str(o.get("metric")),
+                title="history",
+                hline=threshold if _finite(threshold) else None,
+            )
+            + "</div>"
+        )
     message = o.get("message")
-    return (f"<details id='g{i}'{' open' if verdict == 'FAIL' else ''}><summary><span class='{verdict}'>"
-            f"{verdict}</span> {_e(o.get('test', ''))} &middot; {_e(o.get('metric'))} {_f(o.get('value'))}</summary>"
-            f"<table class='kv'>{kv}</table>" + (f"<pre>{_e(message)}</pre>" if message else "")
-            + "".join(figs) + "</details>")
+    return (
+        f"<details id='g{i}'{' open' if verdict == 'FAIL' else ''}><summary><span class='{verdict}'>"
+        f"{verdict}</span> {_e(o.get('test', ''))} &middot; {_e(o.get('metric'))} {_f(o.get('value'))}</summary>"
+        f"<table class='kv'>{kv}</table>"
+        + (f"<pre>{_e(message)}</pre>" if message else "")
+        + "".join(figs)
+        + "</details>"
+    )
 
 
 def _sweeps(figures: list[dict]) -> str:
@@ -465,15 +625,33 @@ def _sweeps(figures: list[dict]) -> str:
         by_metric: dict = {}
         for r in fig.get("rows") or []:
             if isinstance(r, dict) and _is_num(r.get("n_classes")) and _is_num(r.get("value")):
-                by_metric.setdefault(str(r.get("metric")), {}).setdefault(r["n_classes"], []).append(r["value"])
-        series = [(m, sorted(d), [sum(d[k]) / len(d[k]) for k in sorted(d)]) for m, d in by_metric.items()]
+                by_metric.setdefault(str(r.get("metric")), {}).setdefault(
+                    r["n_classes"], []
+                ).append(r["value"])
+        series = [
+            (m, sorted(d), [sum(d[k]) / len(d[k]) for k in sorted(d)]) for m, d in by_metric.items()
+        ]
         model, dataset = fig.get("model"), fig.get("dataset")
         title = fig.get("title") or "recall vs. number of classes"
-        named = f"model {model}" if model else "model not named (rc_report.add_sweep(..., model=...))"
-        caption = named + (f" on dataset {dataset}" if dataset else "") + (f" · {fig['test']}" if fig.get("test")
-                                                                          else "")
-        out.append("<div class='fig sweep'>" + line_svg(series, xlabel="number of classes", ylabel="value",
-                                                        title=f"{title} ({model})" if model else title,
-                                                        width=420, height=260, fixed_y=(0.0, 1.0))
-                   + f"<div class='cap'>{_e(caption)}</div></div>")
+        named = (
+            f"model {model}" if model else "model not named (rc_report.add_sweep(..., model=...))"
+        )
+        caption = (
+            named
+            + (f" on dataset {dataset}" if dataset else "")
+            + (f" · {fig['test']}" if fig.get("test") else "")
+        )
+        out.append(
+            "<div class='fig sweep'>"
+            + line_svg(
+                series,
+                xlabel="number of classes",
+                ylabel="value",
+                title=f"{title} ({model})" if model else title,
+                width=420,
+                height=260,
+                fixed_y=(0.0, 1.0),
+            )
+            + f"<div class='cap'>{_e(caption)}</div></div>"
+        )
     return "".join(out)

@@ -19,12 +19,23 @@ nn = torch.nn
 
 def _cnn(seed=0, dropout=0.0):
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, padding=1), nn.BatchNorm2d(6),
-                         nn.ReLU(), nn.Dropout(dropout), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 3))
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(4, 6, 3, padding=1),
+        nn.BatchNorm2d(6),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(6, 3),
+    )
 
 
 def _images(n=7, size=12, seed=1):
-    return torch.from_numpy(np.random.default_rng(seed).normal(size=(n, 1, size, size)).astype(np.float32))
+    return torch.from_numpy(
+        np.random.default_rng(seed).normal(size=(n, 1, size, size)).astype(np.float32)
+    )
 
 
 def _normalise_upsample(a, size):
@@ -46,8 +57,9 @@ def test_grad_cam_matches_captum(layer):
     for target in (None, np.array([0, 1, 2, 0, 1, 2, 0])):
         got = rc.grad_cam(net, x, layer, target=target, batch_size=3)
         tgt = net(x).argmax(1) if target is None else torch.from_numpy(target)
-        ref = captum.LayerGradCam(net, dict(net.named_modules())[layer]).attribute(x, target=tgt,
-                                                                                 relu_attributions=True)
+        ref = captum.LayerGradCam(net, dict(net.named_modules())[layer]).attribute(
+            x, target=tgt, relu_attributions=True
+        )
         want = _normalise_upsample(ref.detach(), (12, 12)).numpy()
         np.testing.assert_allclose(got, want, atol=1e-6)
         assert got.shape == (7, 12, 12) and got.min() >= 0 and got.max() <= 1
@@ -121,7 +133,9 @@ def test_iou_edge_cases_and_masks():
     masks = rc.boxes_to_masks(boxes, (5, 5))
     np.testing.assert_allclose(rc.cam_iou(cams, masks=masks).per_image, res.per_image)
     np.testing.assert_allclose(rc.cam_iou(cams, masks=masks.astype(int)).per_image, res.per_image)
-    with pytest.raises(rc.InputError, match=r"image 0: box \[0, 0, 6, 5\] lies outside the 5 x 5 image"):
+    with pytest.raises(
+        rc.InputError, match=r"image 0: box \[0, 0, 6, 5\] lies outside the 5 x 5 image"
+    ):
         rc.cam_iou(cams[:1], boxes=np.array([[0, 0, 6, 5]]))
     with pytest.raises(rc.InputError, match="3 cams but boxes for 2 images"):
         rc.cam_iou(cams, boxes=np.array([[0, 0, 1, 1], [0, 0, 1, 1]]))
@@ -137,7 +151,9 @@ def test_layer_errors_and_training_mode_is_restored():
     net = _cnn(dropout=0.5)
     net.train()
     x = _images(4)
-    with pytest.raises(rc.InputError, match=r"no layer 'conv9'.*all layers: 0, 1, 2, 3, 4, 5, 6, 7, 8"):
+    with pytest.raises(
+        rc.InputError, match=r"no layer 'conv9'.*all layers: 0, 1, 2, 3, 4, 5, 6, 7, 8"
+    ):
         rc.grad_cam(net, x, "conv9")
     with pytest.raises(rc.InputError, match="pick a convolutional layer"):
         rc.grad_cam(net, x, "8")  # the Linear head
@@ -150,7 +166,9 @@ def test_layer_errors_and_training_mode_is_restored():
 
 def test_nuclear_norm_known_answers():
     eye = np.eye(4)
-    assert rc.nuclear_norm(eye).value == pytest.approx(1.0) and rc.nuclear_norm(eye).raw == pytest.approx(4.0)
+    assert rc.nuclear_norm(eye).value == pytest.approx(1.0) and rc.nuclear_norm(
+        eye
+    ).raw == pytest.approx(4.0)
     uniform = np.full((8, 4), 0.25)  # rank 1, singular value sqrt(8 / 4)
     nn_ = rc.nuclear_norm(uniform)
     assert nn_.raw == pytest.approx(math.sqrt(2)) and nn_.value == pytest.approx(1 / 4)
@@ -222,15 +240,21 @@ def test_correlations_against_scipy_and_selection_accuracy():
     noise = rng.normal(size=20)
     rows = {r.measure: r for r in rc.correlate_with_gap({"cam_iou": iou, "noise": noise}, gaps)}
     r, p = stats.pearsonr(iou, gaps)
-    assert rows["cam_iou"].pearson == pytest.approx(r) and rows["cam_iou"].pearson_p == pytest.approx(p)
+    assert rows["cam_iou"].pearson == pytest.approx(r) and rows[
+        "cam_iou"
+    ].pearson_p == pytest.approx(p)
     rho, ps = stats.spearmanr(iou, gaps)
-    assert rows["cam_iou"].spearman == pytest.approx(rho) and rows["cam_iou"].spearman_p == pytest.approx(ps)
+    assert rows["cam_iou"].spearman == pytest.approx(rho) and rows[
+        "cam_iou"
+    ].spearman_p == pytest.approx(ps)
     z, q = math.atanh(r), stats.norm.ppf(0.975)
     assert rows["cam_iou"].pearson_low == pytest.approx(math.tanh(z - q / math.sqrt(17)))
     assert rows["cam_iou"].selection_accuracy > 0.8 and 0.2 < rows["noise"].selection_accuracy < 0.8
     # by hand: gaps 0.1 < 0.2 < 0.3, measure 3, 1, 2 (higher = better): pairs (0,1) right, (0,2) right, (1,2) wrong
     assert rc.selection_accuracy([3, 1, 2], [0.1, 0.2, 0.3]) == pytest.approx(2 / 3)
-    assert rc.selection_accuracy([3, 1, 2], [0.1, 0.2, 0.3], higher_is_better=False) == pytest.approx(1 / 3)
+    assert rc.selection_accuracy(
+        [3, 1, 2], [0.1, 0.2, 0.3], higher_is_better=False
+    ) == pytest.approx(1 / 3)
     assert rc.selection_accuracy([1, 1], [0.1, 0.2]) == 0.5  # a tie in the measure counts one half
 
 
@@ -240,9 +264,15 @@ def test_cam_iou_gate_and_classifier_gap():
     boxes = np.array([[0, 0, 3, 3], [0, 0, 3, 3], [3, 3, 6, 6], [0, 0, 6, 6]])
     res = rc.cam_iou(cams, boxes=boxes)
     rc.assert_cam_iou_at_least(res, 0.5)
-    with pytest.raises(AssertionError, match=r"cam_iou interval's lower bound .* < 0.5(.|\n)*worst images: #2: 0.000"):
+    with pytest.raises(
+        AssertionError,
+        match=r"cam_iou interval's lower bound .* < 0.5(.|\n)*worst images: #2: 0.000",
+    ):
         rc.assert_cam_iou_at_least(res, 0.5, on="lower")
-    class ThreeWay(nn.Module):  # class 2 for images of small mean, 0 or 1 by the mean's sign otherwise
+
+    class ThreeWay(
+        nn.Module
+    ):  # class 2 for images of small mean, 0 or 1 by the mean's sign otherwise
         def forward(self, x):
             m = x.mean(dim=(1, 2, 3))
             return torch.stack([m, -m, 0.1 - m.abs()], dim=1)
@@ -254,8 +284,9 @@ def test_cam_iou_gate_and_classifier_gap():
     y_te = np.random.default_rng(0).integers(0, 3, 40)
     assert set(y_tr) == set(y_te) == {0, 1, 2}
     gap = rc.classification_gap(net, (x_tr, y_tr), (x_te, y_te))
-    want = rc.generalization_gap(rc.accuracy(y_tr, y_tr),
-                                 rc.accuracy(net(x_te).argmax(1).detach().numpy(), y_te))
+    want = rc.generalization_gap(
+        rc.accuracy(y_tr, y_tr), rc.accuracy(net(x_te).argmax(1).detach().numpy(), y_te)
+    )
     assert (gap.value, gap.low, gap.high) == pytest.approx((want.value, want.low, want.high))
     with pytest.raises(AssertionError, match="accuracy gap"):
         rc.assert_gap_below(gap, 0.05)

@@ -102,14 +102,18 @@ def test_every_format_times_every_damage_is_an_input_error_naming_the_file(tmp_p
 
 
 @pytest.mark.parametrize("fmt", ["npz", "pt", "safetensors", "parquet"])
-@pytest.mark.parametrize("kind", ["empty", "truncated", "garbage", "directory", "symlink_loop", "missing"])
+@pytest.mark.parametrize(
+    "kind", ["empty", "truncated", "garbage", "directory", "symlink_loop", "missing"]
+)
 def test_read_arrays_fails_closed_the_same_way(tmp_path, fmt, kind):
     p = _damage(kind, fmt, tmp_path)
     with pytest.raises(rc.InputError, match=re.escape(str(p))):
         dict(read_arrays(p))
 
 
-@pytest.mark.parametrize("kind", ["empty", "truncated", "garbage", "directory", "symlink_loop", "missing", "fifo"])
+@pytest.mark.parametrize(
+    "kind", ["empty", "truncated", "garbage", "directory", "symlink_loop", "missing", "fifo"]
+)
 def test_read_npy_fails_closed(tmp_path, kind):
     p = _damage(kind, "npy", tmp_path)
     with pytest.raises(rc.InputError, match=re.escape(str(p))):
@@ -133,19 +137,25 @@ def test_unreadable_file_names_it_and_says_chmod(tmp_path, monkeypatch):
     if os.geteuid() != 0:
         p.chmod(0)
     else:  # root reads mode-000 files: make the open itself fail as it would for a user
+
         def deny(*args, **kwargs):
             raise PermissionError(13, "Permission denied", str(args[0]))
 
         monkeypatch.setattr(_paths, "open", deny, raising=False)
     try:
-        with pytest.raises(rc.InputError, match=r"not readable \(permission denied\).*chmod u\+r") as info:
+        with pytest.raises(
+            rc.InputError, match=r"not readable \(permission denied\).*chmod u\+r"
+        ) as info:
             rc.load_embeddings(p)
         assert str(p) in str(info.value)
     finally:
         p.chmod(0o644)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode; the monkeypatched case covers it")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root reads files whatever their mode; the monkeypatched case covers it",
+)
 def test_unreadable_file_for_real(tmp_path):
     p = _write("npy", tmp_path / "e.npy")
     p.chmod(0)
@@ -158,6 +168,7 @@ def test_unreadable_file_for_real(tmp_path):
 
 # ---------------------------------------------------------------- checksummed data
 
+
 def _flip_inside(path, needle_offset: int, n: int = 4):
     data = bytearray(path.read_bytes())
     for i in range(needle_offset, needle_offset + n):
@@ -169,8 +180,13 @@ def test_flipped_bits_in_an_npz_member_fail_its_crc(tmp_path):
     p = _write("npz", tmp_path / "set.npz")
     with zipfile.ZipFile(p) as z:
         info = z.getinfo("embeddings.npy")
-    _flip_inside(p, info.header_offset + 30 + len(info.filename) + info.file_size - 8)  # inside the floats
-    with pytest.raises(rc.InputError, match=r"(?is)member 'embeddings' of .*set\.npz.*(CRC|damaged).*write it again"):
+    _flip_inside(
+        p, info.header_offset + 30 + len(info.filename) + info.file_size - 8
+    )  # inside the floats
+    with pytest.raises(
+        rc.InputError,
+        match=r"(?is)member 'embeddings' of .*set\.npz.*(CRC|damaged).*write it again",
+    ):
         rc.load_embeddings(p)
 
 
@@ -186,6 +202,7 @@ def test_flipped_bits_in_a_pt_tensor_record_fail_its_crc(tmp_path):
 
 # ---------------------------------------------------------------- no code from data
 
+
 class _Evil:
     def __init__(self, marker):
         self.marker = marker
@@ -198,7 +215,10 @@ def test_pt_with_pickled_code_is_refused_and_nothing_runs(tmp_path):
     marker = tmp_path / "ran"
     p = tmp_path / "evil.pt"
     torch.save({"embeddings": torch.from_numpy(EMB), "x": _Evil(str(marker))}, p)
-    with pytest.raises(rc.InputError, match=r"(?s)evil\.pt: torch\.load\(weights_only=True\) refused.*save a dict of"):
+    with pytest.raises(
+        rc.InputError,
+        match=r"(?s)evil\.pt: torch\.load\(weights_only=True\) refused.*save a dict of",
+    ):
         rc.load_embeddings(p)
     assert not marker.exists()
 
@@ -221,11 +241,14 @@ def test_npz_object_member_is_refused_only_when_used(tmp_path):
 
 # ---------------------------------------------------------------- laziness
 
+
 def _npz_with_poisoned_member(path):
     """A .npz whose 'huge' member claims 2 GiB and is damaged: reading it would fail."""
     np.savez(path, embeddings=EMB, labels=LAB)
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (1 << 28,)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (1 << 28,)}
+    )
     with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr("huge.npy", header.getvalue() + b"\0" * 64)  # 2 GiB promised, 64 bytes given
     return path
@@ -246,7 +269,9 @@ def test_unused_huge_member_is_never_read(tmp_path, monkeypatch):
     np.testing.assert_array_equal(s.labels, LAB)
     assert "huge" not in seen and set(seen) <= {"embeddings", "labels", "ids"}
     arrays = read_arrays(p)
-    assert list(arrays) == ["embeddings", "labels", "huge"] and "huge" in arrays and len(arrays) == 3
+    assert (
+        list(arrays) == ["embeddings", "labels", "huge"] and "huge" in arrays and len(arrays) == 3
+    )
     assert "huge" not in seen  # listing, `in` and len read nothing
     with pytest.raises(rc.InputError, match=r"member 'huge' of .*bomb\.npz"):
         arrays["huge"]
@@ -256,7 +281,9 @@ def test_a_large_compressed_unused_member_costs_no_memory(tmp_path):
     import tracemalloc
 
     p = tmp_path / "zeros.npz"
-    np.savez_compressed(p, embeddings=EMB, labels=LAB, zeros=np.zeros(1 << 26, dtype=np.uint8))  # 64 MiB
+    np.savez_compressed(
+        p, embeddings=EMB, labels=LAB, zeros=np.zeros(1 << 26, dtype=np.uint8)
+    )  # 64 MiB
     assert p.stat().st_size < 1 << 20
     tracemalloc.start()
     try:
@@ -270,13 +297,20 @@ def test_a_large_compressed_unused_member_costs_no_memory(tmp_path):
 
 # ---------------------------------------------------------------- missing keys
 
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
-        ({"labels": "label"}, r"no labels named 'label'; the file has 'embeddings', 'lbl', 'ids'\..*Pass labels="),
+        (
+            {"labels": "label"},
+            r"no labels named 'label'; the file has 'embeddings', 'lbl', 'ids'\..*Pass labels=",
+        ),
         ({"labels": "lbls"}, r"Did you mean 'lbl'\?"),
         ({"labels": "lbl", "ids": "id"}, r"no ids named 'id'; the file has .*Did you mean 'ids'\?"),
-        ({"embeddings": "embedding"}, r"no embeddings named 'embedding'.*Did you mean 'embeddings'\?"),
+        (
+            {"embeddings": "embedding"},
+            r"no embeddings named 'embedding'.*Did you mean 'embeddings'\?",
+        ),
         ({"labels": "y", "labels_required": True}, r"no labels named 'y'"),
     ],
 )
@@ -303,11 +337,14 @@ def test_default_labels_absent_is_fine_but_a_close_name_is_suggested(tmp_path):
 @pytest.mark.parametrize("fmt", ["pt", "safetensors", "parquet"])
 def test_missing_label_key_in_every_named_format(tmp_path, fmt):
     p = _write(fmt, tmp_path / f"set.{fmt}")
-    with pytest.raises(rc.InputError, match=r"no labels named 'label'.*'labels'.*Did you mean 'labels'\?"):
+    with pytest.raises(
+        rc.InputError, match=r"no labels named 'label'.*'labels'.*Did you mean 'labels'\?"
+    ):
         rc.load_embeddings(p, labels="label")
 
 
 # ---------------------------------------------------------------- byte order and precision
+
 
 @pytest.mark.parametrize("dtype", [">f4", ">f8", "<f2", ">f2", ">i4"])
 def test_npy_of_any_byte_order_round_trips(tmp_path, dtype):
@@ -352,10 +389,13 @@ def test_low_precision_tensors_become_float32_with_their_values(tmp_path, fmt, d
 def test_plain_bfloat16_tensor_file(tmp_path):
     p = tmp_path / "t.pt"
     torch.save(torch.from_numpy(EMB).bfloat16(), p)
-    np.testing.assert_array_equal(rc.load_embeddings(p).embeddings, torch.from_numpy(EMB).bfloat16().float().numpy())
+    np.testing.assert_array_equal(
+        rc.load_embeddings(p).embeddings, torch.from_numpy(EMB).bfloat16().float().numpy()
+    )
 
 
 # ---------------------------------------------------------------- contents
+
 
 @pytest.mark.parametrize(
     "payload, fragment",
@@ -381,9 +421,15 @@ def test_pt_contents_that_numpy_would_misread(tmp_path, payload, fragment):
     [
         ({"embeddings": [[1.0, 2.0], [3.0]], "labels": [0, 1]}, r"lists of different lengths"),
         ({"embeddings": [[1.0, 2.0], None], "labels": [0, 1]}, r"null row"),
-        ({"embeddings": [[1.0, None], [2.0, 3.0]], "labels": [0, 1]}, r"null value\(s\) inside its lists"),
+        (
+            {"embeddings": [[1.0, None], [2.0, 3.0]], "labels": [0, 1]},
+            r"null value\(s\) inside its lists",
+        ),
         ({"embeddings": [["a", "b"], ["c", "d"]], "labels": [0, 1]}, r"lists of string"),
-        ({"embeddings": [[1.0, 2.0], [3.0, 4.0]], "labels": [0, None]}, r"column 'labels' has 1 null"),
+        (
+            {"embeddings": [[1.0, 2.0], [3.0, 4.0]], "labels": [0, None]},
+            r"column 'labels' has 1 null",
+        ),
     ],
 )
 def test_parquet_columns_fail_closed(tmp_path, table, fragment):
@@ -399,7 +445,10 @@ def test_parquet_columns_fail_closed(tmp_path, table, fragment):
     [
         (np.zeros((0, 3), np.float32), r"no rows"),
         (np.zeros((4, 0), np.float32), r"no dimensions"),
-        (np.array([[1.0, np.nan], [0.0, 1.0]], np.float32), r"NaN or Inf in 1 row\(s\), first rows \[0\]"),
+        (
+            np.array([[1.0, np.nan], [0.0, 1.0]], np.float32),
+            r"NaN or Inf in 1 row\(s\), first rows \[0\]",
+        ),
         (np.array([[1.0, 0.0], [np.inf, 1.0]]), r"NaN or Inf in 1 row\(s\), first rows \[1\]"),
         (np.array([["a", "b"]]), r"must be numeric"),
         (np.ones(3, np.float32), r"must be 2-D"),
@@ -416,6 +465,7 @@ def test_embeddings_must_be_usable(tmp_path, emb, fragment):
 
 # ---------------------------------------------------------------- arguments
 
+
 @pytest.mark.parametrize(
     "args, kwargs, fragment",
     [
@@ -427,7 +477,11 @@ def test_embeddings_must_be_usable(tmp_path, emb, fragment):
         (("x.npz",), {"labels": 5}, r"labels=5: expected a non-empty string .* or None"),
         (("x.npz",), {"ids": ["a"]}, r"ids=\['a'\]: expected"),
         (("x.npz",), {"labels_required": "yes"}, r"labels_required='yes': expected True or False"),
-        (("x.npz",), {"labels": None, "labels_required": True}, r"labels=None with labels_required=True"),
+        (
+            ("x.npz",),
+            {"labels": None, "labels_required": True},
+            r"labels=None with labels_required=True",
+        ),
         (("x.csv",), {}, r"unknown file type '.csv'; use .npy, .npz"),
         (("noext",), {}, r"unknown file type '\(no extension\)'"),
     ],
@@ -458,7 +512,9 @@ def test_a_parquet_list_column_is_a_writable_array_torch_takes_without_warning(t
     import warnings
 
     p = tmp_path / "lists.parquet"
-    pq.write_table(pa.table({"embeddings": [list(map(float, row)) for row in EMB], "labels": LAB}), p)
+    pq.write_table(
+        pa.table({"embeddings": [list(map(float, row)) for row in EMB], "labels": LAB}), p
+    )
     arr = read_arrays(p)["embeddings"]
     assert arr.flags.writeable and arr.dtype == np.float32 and np.allclose(arr, EMB)
     with warnings.catch_warnings():
@@ -468,13 +524,21 @@ def test_a_parquet_list_column_is_a_writable_array_torch_takes_without_warning(t
     assert np.allclose(np.asarray(loaded.embeddings), EMB)
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda d: (os.symlink(d / "loop2.npz", d / "loop1.npz"), os.symlink(d / "loop1.npz", d / "loop2.npz")),
-     "symbolic link loop"),
-    (lambda d: os.symlink(d / "nowhere.npz", d / "loop1.npz"), "broken symbolic link"),
-    (lambda d: (d / "loop1.npz").mkdir(), "is a directory"),
-    (lambda d: None, "does not exist"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (
+            lambda d: (
+                os.symlink(d / "loop2.npz", d / "loop1.npz"),
+                os.symlink(d / "loop1.npz", d / "loop2.npz"),
+            ),
+            "symbolic link loop",
+        ),
+        (lambda d: os.symlink(d / "nowhere.npz", d / "loop1.npz"), "broken symbolic link"),
+        (lambda d: (d / "loop1.npz").mkdir(), "is a directory"),
+        (lambda d: None, "does not exist"),
+    ],
+)
 def test_missing_file_says_why_a_path_is_not_a_file(tmp_path, make, words):
     make(tmp_path)
     assert words in _paths.missing_file(tmp_path / "loop1.npz")

@@ -54,7 +54,10 @@ def test_safetensors(tmp_path):
 def test_torch_file_is_read_with_weights_only(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "set.pt"
-    torch.save({"embeddings": torch.from_numpy(EMB), "labels": torch.from_numpy(LAB), "ids": IDS.tolist()}, path)
+    torch.save(
+        {"embeddings": torch.from_numpy(EMB), "labels": torch.from_numpy(LAB), "ids": IDS.tolist()},
+        path,
+    )
     _check(rc.load_embeddings(path))
     bad = tmp_path / "bad.pt"
     torch.save({"embeddings": torch.from_numpy(EMB), "x": Payload()}, bad)
@@ -77,7 +80,9 @@ def test_parquet(tmp_path):
 def test_other_key_names_and_suggestions(tmp_path):
     path = tmp_path / "set.npz"
     np.savez(path, feats=EMB, label=LAB)
-    with pytest.raises(rc.InputError, match=r"no embeddings named 'embeddings'; the file has 'feats', 'label'"):
+    with pytest.raises(
+        rc.InputError, match=r"no embeddings named 'embeddings'; the file has 'feats', 'label'"
+    ):
         rc.load_embeddings(path)
     with pytest.raises(rc.InputError, match=r"Did you mean 'label'\?"):
         rc.load_embeddings(path, embeddings="feats", labels_required=True)
@@ -88,7 +93,10 @@ def test_other_key_names_and_suggestions(tmp_path):
 @pytest.mark.parametrize(
     "make, fragment",
     [
-        (lambda p: np.savez(p / "a.npz", embeddings=EMB, labels=LAB[:5]), "has shape (5,) but there are 12"),
+        (
+            lambda p: np.savez(p / "a.npz", embeddings=EMB, labels=LAB[:5]),
+            "has shape (5,) but there are 12",
+        ),
         (lambda p: np.savez(p / "a.npz", embeddings=EMB[0], labels=LAB), "must be 2-D"),
         (lambda p: (p / "a.csv").write_text("1,2"), "unknown file type '.csv'"),
         (lambda p: None, "no such file"),
@@ -106,6 +114,9 @@ def test_bad_files(tmp_path, make, fragment):
 def test_bfloat16_torch_files(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "bf16.pt"
-    torch.save({"embeddings": torch.ones(3, 2, dtype=torch.bfloat16), "labels": torch.tensor([0, 1, 1])}, path)
+    torch.save(
+        {"embeddings": torch.ones(3, 2, dtype=torch.bfloat16), "labels": torch.tensor([0, 1, 1])},
+        path,
+    )
     s = rc.load_embeddings(path)
     assert s.embeddings.dtype == np.float32 and s.embeddings.shape == (3, 2)

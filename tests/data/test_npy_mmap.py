@@ -20,7 +20,9 @@ def test_npy_is_mapped_copy_on_write_and_evaluates(tmp_path):
         mapped = mapped.base
     assert mapped is not None and mapped.mode == "c" and arr.flags.writeable
     y = np.arange(300) % 10
-    assert rc.evaluate(arr, query_labels=y, metrics=["map"])["map"] == rc.evaluate(X, query_labels=y,
-                                                                                   metrics=["map"])["map"]
+    assert (
+        rc.evaluate(arr, query_labels=y, metrics=["map"])["map"]
+        == rc.evaluate(X, query_labels=y, metrics=["map"])["map"]
+    )
     arr[0, 0] = 123.0
     np.testing.assert_array_equal(np.load(path), X)  # the file is untouched

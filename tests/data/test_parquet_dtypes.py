@@ -19,7 +19,9 @@ pq = pytest.importorskip("pyarrow.parquet")
 def _table(n=50, seed=0):
     rng = np.random.default_rng(seed)
     cols = {
-        "labels": rng.integers(0, 2**40, n),  # int64 beyond float32's and near float64's exact range
+        "labels": rng.integers(
+            0, 2**40, n
+        ),  # int64 beyond float32's and near float64's exact range
         "small": rng.integers(-5, 5, n).astype(np.int32),
         "flag": rng.random(n) < 0.5,
         "score": rng.normal(size=n),
@@ -28,10 +30,14 @@ def _table(n=50, seed=0):
     table = pa.table({k: pa.array(v) for k, v in cols.items()})
     codes = rng.integers(0, 256, size=(n, 4), dtype=np.uint8)
     emb = rng.normal(size=(n, 6))
-    table = table.append_column("codes", pa.FixedSizeListArray.from_arrays(pa.array(codes.ravel()), 4))
+    table = table.append_column(
+        "codes", pa.FixedSizeListArray.from_arrays(pa.array(codes.ravel()), 4)
+    )
     table = table.append_column("tokens", pa.array([list(r) for r in codes.astype(np.int64)]))
     table = table.append_column("embeddings", pa.array([list(r) for r in emb]))
-    table = table.append_column("kind", pa.array([("a", "bb", "ccc")[i % 3] for i in range(n)]).dictionary_encode())
+    table = table.append_column(
+        "kind", pa.array([("a", "bb", "ccc")[i % 3] for i in range(n)]).dictionary_encode()
+    )
     return table, cols, codes, emb
 
 
@@ -48,7 +54,9 @@ def test_columns_keep_their_types_and_values(tmp_path):
     assert arrays["kind"].tolist() == [("a", "bb", "ccc")[i % 3] for i in range(len(cols["ids"]))]
     assert arrays["codes"].dtype == np.uint8 and np.array_equal(arrays["codes"], codes)
     assert arrays["tokens"].dtype == np.int64 and np.array_equal(arrays["tokens"], codes)
-    assert arrays["embeddings"].dtype == np.float32 and np.array_equal(arrays["embeddings"], emb.astype(np.float32))
+    assert arrays["embeddings"].dtype == np.float32 and np.array_equal(
+        arrays["embeddings"], emb.astype(np.float32)
+    )
     for name in arrays:
         assert arrays[name].flags.writeable, name
     loaded = rc.load_embeddings(p)

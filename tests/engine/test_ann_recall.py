@@ -103,8 +103,13 @@ def test_equals_reference_on_tie_heavy_integers(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_neighbour_tied_with_the_kth_score_counts_and_one_below_does_not(device):
     Q = np.array([[1.0, 0.0]], np.float32)
-    G = np.array([[5, 0], [4, 1], [4, 2], [4, 3], [3, 0], [-1, 0]], np.float32)  # scores 5 4 4 4 3 -1
-    run = lambda nb, k=2: _value(ann_recall(Q, G, np.array([nb]), k=k, similarity="dot", device=device), k)[0]
+    G = np.array(
+        [[5, 0], [4, 1], [4, 2], [4, 3], [3, 0], [-1, 0]], np.float32
+    )  # scores 5 4 4 4 3 -1
+
+    def run(nb, k=2):
+        return _value(ann_recall(Q, G, np.array([nb]), k=k, similarity="dot", device=device), k)[0]
+
     assert run([0, 1]) == 1.0
     assert run([0, 3]) == 1.0  # item 3 ties with the 2nd score (4)
     assert run([3, 2]) == 1.0  # both tied: the exact top 2 is any two of {0} + {1, 2, 3}
@@ -149,7 +154,9 @@ def test_more_columns_than_k_use_the_first_k_only():
     rng = np.random.default_rng(3)
     Q, G = _ints(rng, 15, 4), _ints(rng, 80, 4)
     S = _scores(Q, G)
-    nb = np.concatenate([_exact_topk(S, 5, rng), np.full((15, 3), 10**9)], axis=1)  # junk past k is not read
+    nb = np.concatenate(
+        [_exact_topk(S, 5, rng), np.full((15, 3), 10**9)], axis=1
+    )  # junk past k is not read
     res = ann_recall(Q, G, nb, k=5, similarity="dot", device="numpy")
     assert res["ann_recall@5"] == 1.0
     np.testing.assert_array_equal(res.per_query["ann_recall@5"], reference(S, nb, 5))
@@ -166,15 +173,19 @@ def test_leave_one_out_excludes_the_query_and_a_self_neighbour_is_a_miss(device)
     assert _value(ann_recall(X, None, exact, k=k, similarity="dot", device=device), k)[0] == 1.0
     with_self = exact.copy()
     with_self[:, 0] = np.arange(150)  # the query itself in place of its best neighbour
-    value, per_query = _value(ann_recall(X, None, with_self, k=k, similarity="dot", device=device), k)
+    value, per_query = _value(
+        ann_recall(X, None, with_self, k=k, similarity="dot", device=device), k
+    )
     np.testing.assert_array_equal(per_query, reference(S, with_self, k))
     assert value == pytest.approx(1 - 1 / k)
     # the same with an exact faiss search of k + 1 that keeps the query itself
     index = faiss.IndexFlatIP(4)
     index.add(X)
     _, raw = index.search(X, k)
-    np.testing.assert_array_equal(_value(ann_recall(X, None, raw, k=k, similarity="dot", device=device), k)[1],
-                                  reference(S, raw, k))
+    np.testing.assert_array_equal(
+        _value(ann_recall(X, None, raw, k=k, similarity="dot", device=device), k)[1],
+        reference(S, raw, k),
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -186,7 +197,9 @@ def test_ids_exclude_self_matches_as_evaluate_does(device):
     own = _own(40, 120, q_ids, g_ids)
     S, k = _scores(Q, G, own), 6
     nb = _exact_topk(_scores(Q, G), k, rng)  # an index that did not exclude self matches
-    res = ann_recall(Q, G, nb, k=k, similarity="dot", query_ids=q_ids, gallery_ids=g_ids, device=device)
+    res = ann_recall(
+        Q, G, nb, k=k, similarity="dot", query_ids=q_ids, gallery_ids=g_ids, device=device
+    )
     np.testing.assert_array_equal(res.per_query["ann_recall@6"], reference(S, nb, k))
     np.testing.assert_array_equal(res.n_candidates, 120 - own.sum(axis=1))
     assert res["ann_recall@6"] < 1.0
@@ -210,7 +223,10 @@ def test_an_exact_faiss_index_scores_one_on_continuous_data(similarity):
     Q = rng.normal(size=(200, 32)).astype(np.float32)
     G = rng.normal(size=(3000, 32)).astype(np.float32)
     if similarity == "cosine":
-        Qn, Gn = Q / np.linalg.norm(Q, axis=1, keepdims=True), G / np.linalg.norm(G, axis=1, keepdims=True)
+        Qn, Gn = (
+            Q / np.linalg.norm(Q, axis=1, keepdims=True),
+            G / np.linalg.norm(G, axis=1, keepdims=True),
+        )
     else:
         Qn, Gn = Q, G
     index = faiss.IndexFlatIP(32)
@@ -222,7 +238,9 @@ def test_an_exact_faiss_index_scores_one_on_continuous_data(similarity):
         rc.assert_metric(res, "ann_recall@10", at_least=0.95)
     shifted = nb.copy()
     shifted[:, -1] = faiss_search(index, Qn, 11)[:, 10]  # the 11th instead of the 10th: a miss each
-    assert ann_recall(Q, G, shifted, k=10, similarity=similarity, device="numpy")["ann_recall@10"] == pytest.approx(0.9)
+    assert ann_recall(Q, G, shifted, k=10, similarity=similarity, device="numpy")[
+        "ann_recall@10"
+    ] == pytest.approx(0.9)
 
 
 def faiss_search(index, X, k):
@@ -268,7 +286,9 @@ def test_backends_and_block_shapes_give_identical_values():
     Q, G = _ints(rng, 70, 6), _ints(rng, 5000, 6)  # 5000 columns: two chunks under the default plan
     S, k = _scores(Q, G), 20
     nb = _exact_topk(S, k, rng)
-    for i in range(70):  # every other neighbour a random item: some tie with the K-th score, most miss
+    for i in range(
+        70
+    ):  # every other neighbour a random item: some tie with the K-th score, most miss
         nb[i, 1::2] = rng.choice(np.setdiff1d(np.arange(5000), nb[i]), k // 2, replace=False)
     nb[rng.random((70, k)) < 0.2] = -1
     expected = reference(S, nb, k)
@@ -277,19 +297,28 @@ def test_backends_and_block_shapes_give_identical_values():
         for opts in ({}, {"max_memory": 2**20}, {"_tile": (3, 16)}, {"_tile": (70, 5000)}):
             res = ann_recall(Q, G, nb, k=k, similarity="dot", device=device, **opts)
             runs.append((device, opts, res.config["block"], res.config["chunk"]))
-            np.testing.assert_array_equal(res.per_query["ann_recall@20"], expected, err_msg=str(runs[-1]))
+            np.testing.assert_array_equal(
+                res.per_query["ann_recall@20"], expected, err_msg=str(runs[-1])
+            )
     assert {r[3] for r in runs} >= {16, 2512, 5008}  # chunks narrower than K, two chunks, one
     assert min(r[2] for r in runs if r[1].get("max_memory")) < 70  # the budget cut the block
 
 
 def test_backends_agree_on_float_data():
     rng = np.random.default_rng(9)
-    Q, G = rng.normal(size=(50, 16)).astype(np.float32), rng.normal(size=(900, 16)).astype(np.float32)
+    Q, G = (
+        rng.normal(size=(50, 16)).astype(np.float32),
+        rng.normal(size=(900, 16)).astype(np.float32),
+    )
     nb = _approximate("ivf", G).search(Q, 10)[1]
-    values = [ann_recall(Q, G, nb, similarity=s, device=dev, **o).per_query["ann_recall@10"]
-              for s in ("dot", "cosine", "neg_l2") for dev in DEVICES for o in ({}, {"_tile": (7, 32)})]
+    values = [
+        ann_recall(Q, G, nb, similarity=s, device=dev, **o).per_query["ann_recall@10"]
+        for s in ("dot", "cosine", "neg_l2")
+        for dev in DEVICES
+        for o in ({}, {"_tile": (7, 32)})
+    ]
     for group in range(0, 12, 4):
-        for v in values[group + 1:group + 4]:
+        for v in values[group + 1 : group + 4]:
             np.testing.assert_array_equal(v, values[group])
 
 
@@ -309,7 +338,9 @@ def test_torch_inputs():
     rng = np.random.default_rng(11)
     Q, G = _ints(rng, 10, 4), _ints(rng, 50, 4)
     nb = _random_neighbors(rng, 10, 50, 5)
-    a = ann_recall(torch.from_numpy(Q), torch.from_numpy(G), torch.from_numpy(nb), k=5, similarity="dot")
+    a = ann_recall(
+        torch.from_numpy(Q), torch.from_numpy(G), torch.from_numpy(nb), k=5, similarity="dot"
+    )
     np.testing.assert_array_equal(a.per_query["ann_recall@5"], reference(_scores(Q, G), nb, 5))
 
 
@@ -321,7 +352,11 @@ def test_result_fields_and_the_gate():
     exact = _exact_topk(S, 10, rng)
     good = ann_recall(Q, G, exact, similarity="dot", device="numpy", confidence=0.9)
     assert list(good) == ["ann_recall@10"] and good["ann_recall@10"] == 1.0
-    assert good.config["source"] == "ann" and good.config["k"] == 10 and good.config["confidence"] == 0.9
+    assert (
+        good.config["source"] == "ann"
+        and good.config["k"] == 10
+        and good.config["confidence"] == 0.9
+    )
     assert good.config["n_missing"] == 0 and good.config["n_gallery"] == 1500
     assert good.config["leave_one_out"] is False and good.config["backend"] == "numpy"
     assert (good.n_relevant == 10).all() and (good.n_candidates == 1500).all()
@@ -337,12 +372,18 @@ def test_result_fields_and_the_gate():
         rc.assert_metric(bad, "ann_recall@10", at_least=0.95)
     m = bad.measure("ann_recall@10")
     assert m.value == bad["ann_recall@10"]
-    assert "ann_recall@10" in repr(bad) and bad.to_dict()["metrics"]["ann_recall@10"] == bad["ann_recall@10"]
+    assert (
+        "ann_recall@10" in repr(bad)
+        and bad.to_dict()["metrics"]["ann_recall@10"] == bad["ann_recall@10"]
+    )
 
 
 def test_evaluate_refuses_ann_recall_and_points_to_the_function():
     X = np.eye(4, dtype=np.float32)
-    with pytest.raises(rc.MetricNameError, match=r"retrieval_checks\.ann_recall\(queries, gallery, neighbors, k=10\)"):
+    with pytest.raises(
+        rc.MetricNameError,
+        match=r"retrieval_checks\.ann_recall\(queries, gallery, neighbors, k=10\)",
+    ):
         rc.evaluate(X, query_labels=[0, 0, 1, 1], metrics=["ann_recall@10"])
 
 
@@ -370,7 +411,13 @@ def test_neighbors_shape_and_dtype_are_checked():
 
 
 def test_neighbor_values_are_checked():
-    for bad_value, dtype in ((20, np.int64), (-2, np.int64), (2**40, np.int64), (2**63, np.uint64), (200, np.uint8)):
+    for bad_value, dtype in (
+        (20, np.int64),
+        (-2, np.int64),
+        (2**40, np.int64),
+        (2**63, np.uint64),
+        (200, np.uint8),
+    ):
         nb = NB.astype(dtype)
         nb[2, 1] = bad_value
         _bad(r"neighbors holds indices outside \[0, 20\) other than -1.*queries 2\b", nb)
@@ -387,9 +434,17 @@ def test_neighbor_values_are_checked():
 def test_k_is_checked():
     for k in (0, -1, True, 2.0, "5", None):
         _bad(r"k=.*positive integer", k=k)
-    _bad(r"ann_recall@6: k=6 is larger than the gallery a query ranks \(5 items", np.tile(np.arange(6), (6, 1)),
-         gallery=None, k=6)
-    _bad(r"k=21 is larger than the gallery a query ranks \(20 items", np.tile(np.arange(-1, 20), (6, 1)), k=21)
+    _bad(
+        r"ann_recall@6: k=6 is larger than the gallery a query ranks \(5 items",
+        np.tile(np.arange(6), (6, 1)),
+        gallery=None,
+        k=6,
+    )
+    _bad(
+        r"k=21 is larger than the gallery a query ranks \(20 items",
+        np.tile(np.arange(-1, 20), (6, 1)),
+        k=21,
+    )
 
 
 def test_other_inputs_are_checked_as_evaluate_checks_them():
@@ -399,9 +454,21 @@ def test_other_inputs_are_checked_as_evaluate_checks_them():
     _bad(r"progress=.*True, False or None", progress="yes")
     _bad(r"device", device="tpu")
     _bad(r"gallery_ids is missing", query_ids=np.arange(6))
-    _bad(r"gallery_ids was given without a gallery", gallery=None, gallery_ids=np.arange(6),
-         neighbors=_random_neighbors(RNG, 6, 6, 5), k=3)
+    _bad(
+        r"gallery_ids was given without a gallery",
+        gallery=None,
+        gallery_ids=np.arange(6),
+        neighbors=_random_neighbors(RNG, 6, 6, 5),
+        k=3,
+    )
     _bad(r"queries", queries=np.full((6, 3), np.nan, np.float32))
     with pytest.raises(rc.InputError, match="no gallery item left after self-exclusion"):
-        ann_recall(QV, GV[:1], np.zeros((6, 1), np.int64), k=1, similarity="dot", query_ids=np.zeros(6),
-                   gallery_ids=np.zeros(1))
+        ann_recall(
+            QV,
+            GV[:1],
+            np.zeros((6, 1), np.int64),
+            k=1,
+            similarity="dot",
+            query_ids=np.zeros(6),
+            gallery_ids=np.zeros(1),
+        )

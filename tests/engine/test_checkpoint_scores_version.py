@@ -14,7 +14,9 @@ from retrieval_checks.engine import _backend
 def _problem():
     rng = np.random.default_rng(3)
     x = rng.integers(-2, 3, size=(24, 4)).astype(np.float32)
-    return dict(queries=x, query_labels=np.repeat(np.arange(6), 4), metrics=["map", "mrr"], tile=(4, 16))
+    return dict(
+        queries=x, query_labels=np.repeat(np.arange(6), 4), metrics=["map", "mrr"], tile=(4, 16)
+    )
 
 
 def test_blocks_of_an_engine_that_scored_differently_are_refused(tmp_path, monkeypatch):

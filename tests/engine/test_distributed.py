@@ -32,10 +32,27 @@ pytestmark = pytest.mark.xdist_group("processes")
 if not dist.is_available():  # pragma: no cover
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-QUERY_METRICS = ["map", "map@R", "r_precision", "mrr", "medr", "meanr", "hit_rate@1", "recall@5", "precision@3",
-                 "map@5", "ndcg@5", "ndcg"]
-PAIR_METRICS = ["pair_precision@t=0.5", "pair_recall@t=0.25", "pair_f1@t=0.0", "recall_at_precision@0.8",
-                "precision_at_recall@0.5"]
+QUERY_METRICS = [
+    "map",
+    "map@R",
+    "r_precision",
+    "mrr",
+    "medr",
+    "meanr",
+    "hit_rate@1",
+    "recall@5",
+    "precision@3",
+    "map@5",
+    "ndcg@5",
+    "ndcg",
+]
+PAIR_METRICS = [
+    "pair_precision@t=0.5",
+    "pair_recall@t=0.25",
+    "pair_f1@t=0.0",
+    "recall_at_precision@0.8",
+    "precision_at_recall@0.5",
+]
 
 
 # ----------------------------------------------------------------------------- scenarios
@@ -51,7 +68,9 @@ def _float_problem(seed, n_q=23, n_g=41, d=12, n_labels=5, dup_every=4):
     gl = rng.integers(0, n_labels, n_g)
     q_ids = np.arange(100, 100 + n_q)
     g_ids = np.arange(90, 90 + n_g)  # gallery ids 100.. overlap the queries' (self matches)
-    g_ids[31] = g_ids[30]  # a duplicated id (query 20's), inside one gallery shard at every world size
+    g_ids[31] = g_ids[
+        30
+    ]  # a duplicated id (query 20's), inside one gallery shard at every world size
     return Q, G, ql, gl, q_ids, g_ids
 
 
@@ -74,71 +93,220 @@ def _scenarios() -> list[dict]:
     Q, G, ql, gl, qi, gi = _float_problem(0)
     labels = dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi)
     for sim in ("cosine", "dot", "neg_l2"):
-        out.append(dict(name=f"float-{sim}", Q=Q, G=G, kw=dict(labels, similarity=sim, metrics=QUERY_METRICS,
-                                                               tile=(5, 16), empty_queries="skip")))
+        out.append(
+            dict(
+                name=f"float-{sim}",
+                Q=Q,
+                G=G,
+                kw=dict(
+                    labels,
+                    similarity=sim,
+                    metrics=QUERY_METRICS,
+                    tile=(5, 16),
+                    empty_queries="skip",
+                ),
+            )
+        )
     # d=128 and short blocks: here the GEMM's last bits depend on the product's shape (MKL: a
     # 1- to 5-row product differs from a 37-row one), so a shard computed in other tiles would differ
     Q8, G8, ql8, gl8, qi8, gi8 = _float_problem(2, d=128)
     # (pair thresholds and the PR curve are scores themselves: they show every last bit)
-    wide = dict(query_labels=ql8, gallery_labels=gl8, query_ids=qi8, gallery_ids=gi8, empty_queries="skip",
-                metrics=QUERY_METRICS + ["recall_at_precision@0.3", "precision_at_recall@0.5"])
+    wide = dict(
+        query_labels=ql8,
+        gallery_labels=gl8,
+        query_ids=qi8,
+        gallery_ids=gi8,
+        empty_queries="skip",
+        metrics=QUERY_METRICS + ["recall_at_precision@0.3", "precision_at_recall@0.5"],
+    )
     out.append(dict(name="float-d128-blocks-of-5", Q=Q8, G=G8, kw=dict(wide, tile=(5, 16))))
-    out.append(dict(name="float-d128-blocks-of-1-dot", Q=Q8, G=G8, kw=dict(wide, tile=(1, 32), similarity="dot")))
+    out.append(
+        dict(
+            name="float-d128-blocks-of-1-dot",
+            Q=Q8,
+            G=G8,
+            kw=dict(wide, tile=(1, 32), similarity="dot"),
+        )
+    )
     # the vectorised torch path (the one CUDA runs), here on the CPU
-    out.append(dict(name="float-neg_l2-torch-path", Q=Q, G=G,
-                    kw=dict(labels, similarity="neg_l2", metrics=QUERY_METRICS + PAIR_METRICS, tile=(6, 16),
-                            empty_queries="skip", _use_kernels=False)))
-    out.append(dict(name="d128-torch-path-pairs", Q=Q8, G=G8, kw=dict(wide, tile=(5, 16), _use_kernels=False)))
+    out.append(
+        dict(
+            name="float-neg_l2-torch-path",
+            Q=Q,
+            G=G,
+            kw=dict(
+                labels,
+                similarity="neg_l2",
+                metrics=QUERY_METRICS + PAIR_METRICS,
+                tile=(6, 16),
+                empty_queries="skip",
+                _use_kernels=False,
+            ),
+        )
+    )
+    out.append(
+        dict(
+            name="d128-torch-path-pairs",
+            Q=Q8,
+            G=G8,
+            kw=dict(wide, tile=(5, 16), _use_kernels=False),
+        )
+    )
     # a small negative tail (recall at high precision): the first block seeds its threshold
-    seeded = dict(labels, metrics=["map", "recall_at_precision@0.9", "pair_f1@t=0.1"], tile=(6, 16),
-                  empty_queries="skip")
+    seeded = dict(
+        labels,
+        metrics=["map", "recall_at_precision@0.9", "pair_f1@t=0.1"],
+        tile=(6, 16),
+        empty_queries="skip",
+    )
     out.append(dict(name="tail-seeded-kernels", Q=Q, G=G, kw=seeded))
     out.append(dict(name="tail-seeded-torch-path", Q=Q, G=G, kw=dict(seeded, _use_kernels=False)))
-    out.append(dict(name="float-cosine-default-tile-average", Q=Q, G=G,
-                    kw=dict(labels, metrics=QUERY_METRICS, ties="average", empty_queries="zero")))
-    out.append(dict(name="float-pairs", Q=Q, G=G, kw=dict(labels, metrics=QUERY_METRICS + PAIR_METRICS,
-                                                          tile=(4, 16), empty_queries="skip")))
+    out.append(
+        dict(
+            name="float-cosine-default-tile-average",
+            Q=Q,
+            G=G,
+            kw=dict(labels, metrics=QUERY_METRICS, ties="average", empty_queries="zero"),
+        )
+    )
+    out.append(
+        dict(
+            name="float-pairs",
+            Q=Q,
+            G=G,
+            kw=dict(
+                labels, metrics=QUERY_METRICS + PAIR_METRICS, tile=(4, 16), empty_queries="skip"
+            ),
+        )
+    )
     Qi, Gi, qli, gli, qii, gii = _int_problem(1)
     ints = dict(query_labels=qli, gallery_labels=gli, query_ids=qii, gallery_ids=gii)
     for sim, ties in (("dot", "pessimistic"), ("neg_l2", "optimistic"), ("cosine", "average")):
-        out.append(dict(name=f"ties-{sim}-{ties}", Q=Qi, G=Gi,
-                        kw=dict(ints, similarity=sim, ties=ties, metrics=QUERY_METRICS + PAIR_METRICS[:3],
-                                tile=(3, 16), empty_queries="skip")))
+        out.append(
+            dict(
+                name=f"ties-{sim}-{ties}",
+                Q=Qi,
+                G=Gi,
+                kw=dict(
+                    ints,
+                    similarity=sim,
+                    ties=ties,
+                    metrics=QUERY_METRICS + PAIR_METRICS[:3],
+                    tile=(3, 16),
+                    empty_queries="skip",
+                ),
+            )
+        )
     # leave-one-out: each rank's shard of one set, query ids on both sides
     Ql = np.concatenate([Q, Q[:6]])  # six exact duplicates of other items
     ll = np.concatenate([ql, ql[:6]])
-    out.append(dict(name="loo-cosine", Q=Ql, G=None,
-                    kw=dict(query_labels=ll, query_ids=np.arange(Ql.shape[0]) * 3,
-                            metrics=QUERY_METRICS + ["recall_at_precision@0.5"], tile=(6, 16),
-                            empty_queries="skip")))
-    out.append(dict(name="loo-ties-neg_l2", Q=Gi, G=None,
-                    kw=dict(query_labels=gli, query_ids=np.arange(Gi.shape[0]), similarity="neg_l2",
-                            metrics=QUERY_METRICS, empty_queries="skip")))
+    out.append(
+        dict(
+            name="loo-cosine",
+            Q=Ql,
+            G=None,
+            kw=dict(
+                query_labels=ll,
+                query_ids=np.arange(Ql.shape[0]) * 3,
+                metrics=QUERY_METRICS + ["recall_at_precision@0.5"],
+                tile=(6, 16),
+                empty_queries="skip",
+            ),
+        )
+    )
+    out.append(
+        dict(
+            name="loo-ties-neg_l2",
+            Q=Gi,
+            G=None,
+            kw=dict(
+                query_labels=gli,
+                query_ids=np.arange(Gi.shape[0]),
+                similarity="neg_l2",
+                metrics=QUERY_METRICS,
+                empty_queries="skip",
+            ),
+        )
+    )
     # explicit relevance: columns are positions in the whole gallery
     rng = np.random.default_rng(5)
-    rel = [sorted(rng.choice(G.shape[0], int(rng.integers(1, 6)), replace=False).tolist()) for _ in range(len(Q))]
-    out.append(dict(name="relevance-lists", Q=Q, G=G,
-                    kw=dict(relevance=rel, query_ids=qi, gallery_ids=gi, metrics=QUERY_METRICS + PAIR_METRICS,
-                            tile=(7, 16), empty_queries="skip")))
-    graded = {i: {int(j): int(rng.integers(0, 4)) for j in rng.choice(Gi.shape[0], 5, replace=False)}
-              for i in range(len(Qi))}
-    out.append(dict(name="relevance-graded", Q=Qi, G=Gi,
-                    kw=dict(relevance=graded, query_ids=qii, gallery_ids=gii, similarity="dot",
-                            metrics=["ndcg", "ndcg@5", "map", "hit_rate@2"], relevance_level=2,
-                            empty_queries="skip")))
+    rel = [
+        sorted(rng.choice(G.shape[0], int(rng.integers(1, 6)), replace=False).tolist())
+        for _ in range(len(Q))
+    ]
+    out.append(
+        dict(
+            name="relevance-lists",
+            Q=Q,
+            G=G,
+            kw=dict(
+                relevance=rel,
+                query_ids=qi,
+                gallery_ids=gi,
+                metrics=QUERY_METRICS + PAIR_METRICS,
+                tile=(7, 16),
+                empty_queries="skip",
+            ),
+        )
+    )
+    graded = {
+        i: {int(j): int(rng.integers(0, 4)) for j in rng.choice(Gi.shape[0], 5, replace=False)}
+        for i in range(len(Qi))
+    }
+    out.append(
+        dict(
+            name="relevance-graded",
+            Q=Qi,
+            G=Gi,
+            kw=dict(
+                relevance=graded,
+                query_ids=qii,
+                gallery_ids=gii,
+                similarity="dot",
+                metrics=["ndcg", "ndcg@5", "map", "hit_rate@2"],
+                relevance_level=2,
+                empty_queries="skip",
+            ),
+        )
+    )
     # binary codes: +-1 rows on some shards' terms, np.packbits bytes (the same bits) compared in one process
     rng = np.random.default_rng(12)
     bits = rng.integers(0, 2, (40, 70)).astype(bool)
     bits[1::5] = bits[0::5]  # duplicate codes: ties
     yb = rng.integers(0, 6, 40)
-    out.append(dict(name="hamming-loo", Q=bits, G=None,
-                    kw=dict(query_labels=yb, query_ids=np.arange(40), similarity="hamming", tile=(6, 16),
-                            metrics=QUERY_METRICS + ["pair_recall@t=30", "recall_at_precision@0.5",
-                                                     "grouped_recall@2"], group_size=2, empty_queries="skip")))
-    out.append(dict(name="hamming-query-gallery", Q=np.packbits(bits[:15], axis=1), G=np.packbits(bits[10:], axis=1),
-                    kw=dict(query_labels=yb[:15], gallery_labels=yb[10:], query_ids=np.arange(15),
-                            gallery_ids=np.arange(10, 40), similarity="hamming", metrics=QUERY_METRICS,
-                            empty_queries="skip")))
+    out.append(
+        dict(
+            name="hamming-loo",
+            Q=bits,
+            G=None,
+            kw=dict(
+                query_labels=yb,
+                query_ids=np.arange(40),
+                similarity="hamming",
+                tile=(6, 16),
+                metrics=QUERY_METRICS
+                + ["pair_recall@t=30", "recall_at_precision@0.5", "grouped_recall@2"],
+                group_size=2,
+                empty_queries="skip",
+            ),
+        )
+    )
+    out.append(
+        dict(
+            name="hamming-query-gallery",
+            Q=np.packbits(bits[:15], axis=1),
+            G=np.packbits(bits[10:], axis=1),
+            kw=dict(
+                query_labels=yb[:15],
+                gallery_labels=yb[10:],
+                query_ids=np.arange(15),
+                gallery_ids=np.arange(10, 40),
+                similarity="hamming",
+                metrics=QUERY_METRICS,
+                empty_queries="skip",
+            ),
+        )
+    )
     out += _image_text_scenarios()
     out += _grouped_scenarios()
     return out
@@ -151,17 +319,54 @@ def _grouped_scenarios() -> list[dict]:
     X[1::7] = X[0::7][: X[1::7].shape[0]]  # duplicates
     y = np.repeat(np.arange(12), 5)[rng.permutation(60)]
     grouped = ["grouped_recall@1", "grouped_recall@5", "map"]
-    out = [dict(name="grouped-loo-cosine", Q=X, G=None,
-                kw=dict(query_labels=y, query_ids=np.arange(60), metrics=grouped, group_size=3, group_repeats=2,
-                        tile=(7, 16))),
-           dict(name="grouped-loo-neg_l2-ties", Q=np.round(X), G=None,
-                kw=dict(query_labels=y, query_ids=np.arange(60), metrics=grouped, group_size=4, similarity="neg_l2",
-                        ties="average", empty_queries="skip"))]
+    out = [
+        dict(
+            name="grouped-loo-cosine",
+            Q=X,
+            G=None,
+            kw=dict(
+                query_labels=y,
+                query_ids=np.arange(60),
+                metrics=grouped,
+                group_size=3,
+                group_repeats=2,
+                tile=(7, 16),
+            ),
+        ),
+        dict(
+            name="grouped-loo-neg_l2-ties",
+            Q=np.round(X),
+            G=None,
+            kw=dict(
+                query_labels=y,
+                query_ids=np.arange(60),
+                metrics=grouped,
+                group_size=4,
+                similarity="neg_l2",
+                ties="average",
+                empty_queries="skip",
+            ),
+        ),
+    ]
     Q, G, ql, gl, qi, gi = _float_problem(10, n_q=30, n_g=48, n_labels=8)
-    out.append(dict(name="grouped-query-gallery-dot", Q=Q, G=G,
-                    kw=dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi, similarity="dot",
-                            metrics=["grouped_recall@2", "mrr"], group_size=2, empty_queries="skip",
-                            tile=(5, 16))))
+    out.append(
+        dict(
+            name="grouped-query-gallery-dot",
+            Q=Q,
+            G=G,
+            kw=dict(
+                query_labels=ql,
+                gallery_labels=gl,
+                query_ids=qi,
+                gallery_ids=gi,
+                similarity="dot",
+                metrics=["grouped_recall@2", "mrr"],
+                group_size=2,
+                empty_queries="skip",
+                tile=(5, 16),
+            ),
+        )
+    )
     return out
 
 
@@ -174,14 +379,31 @@ def _image_text_scenarios() -> list[dict]:
     cap_img = np.sort(np.concatenate([np.arange(n_img), rng.integers(0, n_img, 20)]))
     captions = (images[cap_img] + 0.8 * rng.standard_normal((cap_img.size, d))).astype(np.float32)
     captions[10] = captions[11]
-    kw = dict(caption_image=cap_img, metrics=["rsum", "i2t_recall@1", "t2i_recall@5", "i2t_medr", "t2i_meanr"],
-              n_resamples=50)
-    out = [dict(name="image-text-cosine", entry="image_text", Q=images, G=captions, kw=kw),
-           dict(name="image-text-ints-dot", entry="image_text", Q=np.round(images), G=np.round(captions),
-                kw=dict(kw, similarity="dot", ties="average"))]
+    kw = dict(
+        caption_image=cap_img,
+        metrics=["rsum", "i2t_recall@1", "t2i_recall@5", "i2t_medr", "t2i_meanr"],
+        n_resamples=50,
+    )
+    out = [
+        dict(name="image-text-cosine", entry="image_text", Q=images, G=captions, kw=kw),
+        dict(
+            name="image-text-ints-dot",
+            entry="image_text",
+            Q=np.round(images),
+            G=np.round(captions),
+            kw=dict(kw, similarity="dot", ties="average"),
+        ),
+    ]
     lonely = cap_img[cap_img != 7]  # image 7 has no caption: dropped
-    out.append(dict(name="image-text-drop", entry="image_text", Q=images, G=captions[cap_img != 7],
-                    kw=dict(kw, caption_image=lonely, images_without_captions="drop")))
+    out.append(
+        dict(
+            name="image-text-drop",
+            entry="image_text",
+            Q=images,
+            G=captions[cap_img != 7],
+            kw=dict(kw, caption_image=lonely, images_without_captions="drop"),
+        )
+    )
     return out
 
 
@@ -222,22 +444,49 @@ def _shard(sc: dict, rank: int, world: int) -> tuple:
 def _summary(res) -> dict:
     """Everything a result reports, as plain data."""
     if isinstance(res, rc.ImageTextResult):
-        return {"values": dict(res), "intervals": dict(res.intervals), "per_fold": res.per_fold,
-                "i2t": [np.asarray(r) for r in res.i2t_ranks], "t2i": [np.asarray(r) for r in res.t2i_ranks],
-                "tie_values": {k: dict(v) for k, v in res.tie_values.items()}, "tied_share": res.tied_share,
-                "n": (res.n_images, res.n_captions, res.layout), "config": res.config}
+        return {
+            "values": dict(res),
+            "intervals": dict(res.intervals),
+            "per_fold": res.per_fold,
+            "i2t": [np.asarray(r) for r in res.i2t_ranks],
+            "t2i": [np.asarray(r) for r in res.t2i_ranks],
+            "tie_values": {k: dict(v) for k, v in res.tie_values.items()},
+            "tied_share": res.tied_share,
+            "n": (res.n_images, res.n_captions, res.layout),
+            "config": res.config,
+        }
     return {
         "values": dict(res),
         "per_query": {k: np.asarray(v) for k, v in res.per_query.items()},
         "tie_values": {k: dict(v) for k, v in res.tie_values.items()},
         "first": np.asarray(res.first_relevant_rank),
-        "n_relevant": res.n_relevant, "n_candidates": res.n_candidates, "skipped": res.skipped_queries,
-        "thresholds": dict(res.thresholds), "pair_counts": dict(res.pair_counts), "pr_curve": res.pr_curve,
-        "tied_share": res.tied_share, "query_ids": res.query_ids, "intervals": dict(res.intervals),
-        "grouped": {k: {f: getattr(g, f) for f in ("value", "low", "high", "group_values", "per_query",
-                                                   "group_of_query", "tie_values", "n_queries_used",
-                                                   "n_queries_skipped", "dropped_labels")}
-                    for k, g in res.grouped.items()},
+        "n_relevant": res.n_relevant,
+        "n_candidates": res.n_candidates,
+        "skipped": res.skipped_queries,
+        "thresholds": dict(res.thresholds),
+        "pair_counts": dict(res.pair_counts),
+        "pr_curve": res.pr_curve,
+        "tied_share": res.tied_share,
+        "query_ids": res.query_ids,
+        "intervals": dict(res.intervals),
+        "grouped": {
+            k: {
+                f: getattr(g, f)
+                for f in (
+                    "value",
+                    "low",
+                    "high",
+                    "group_values",
+                    "per_query",
+                    "group_of_query",
+                    "tie_values",
+                    "n_queries_used",
+                    "n_queries_skipped",
+                    "dropped_labels",
+                )
+            }
+            for k, g in res.grouped.items()
+        },
         "config": {k: v for k, v in res.config.items() if k != "world_size"},
     }
 
@@ -254,7 +503,9 @@ def _same(a, b, where="") -> None:
             _same(x, y, f"{where}[{i}]")
     elif isinstance(a, np.ndarray):
         b = np.asarray(b)
-        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
+        assert a.dtype == b.dtype and a.shape == b.shape, (
+            f"{where}: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
+        )
         assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f"{where}: {a} != {b}"
     elif isinstance(a, float) and math.isnan(a):
         assert isinstance(b, float) and math.isnan(b), f"{where}: nan != {b}"
@@ -291,7 +542,9 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
             if sc.get("explode_on") == rank:
                 _explode_in_second_block(sc.get("how", "raise"))
             entry = rc.evaluate_image_text if own.get("entry") == "image_text" else rc.evaluate
-            results[sc["name"]] = _outcome(lambda: entry(Q, G, process_group=dist.group.WORLD, **kw))
+            results[sc["name"]] = _outcome(
+                lambda: entry(Q, G, process_group=dist.group.WORLD, **kw)
+            )
             _restore()
         with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
             pickle.dump(results, fh)
@@ -356,8 +609,13 @@ def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 120.0)
     out = tmp_path / f"out{world}"
     out.mkdir()
     init = tmp_path / f"rendezvous{world}"
-    ctx = mp.start_processes(_worker, args=(world, str(init), str(job), str(out)), nprocs=world, join=False,
-                             start_method="spawn")
+    ctx = mp.start_processes(
+        _worker,
+        args=(world, str(init), str(job), str(out)),
+        nprocs=world,
+        join=False,
+        start_method="spawn",
+    )
     for p in ctx.processes:
         p.join(timeout)
     alive = [p for p in ctx.processes if p.is_alive()]
@@ -366,8 +624,12 @@ def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 120.0)
     assert not alive, f"{len(alive)} rank(s) still running after {timeout} s (a hang)"
     errors = [f.read_text() for f in sorted(out.glob("*.err"))]
     assert not errors, "\n".join(errors)
-    return [pickle.loads((out / f"rank{r}.pkl").read_bytes()) if (out / f"rank{r}.pkl").exists()
-            else ctx.processes[r].exitcode for r in range(world)]
+    return [
+        pickle.loads((out / f"rank{r}.pkl").read_bytes())
+        if (out / f"rank{r}.pkl").exists()
+        else ctx.processes[r].exitcode
+        for r in range(world)
+    ]
 
 
 def _single(sc: dict):
@@ -380,22 +642,39 @@ def _failures(world: int, tmp) -> list[dict]:
     """Scenarios where some rank's input or work fails; every rank must raise. Then a
     run that raises mid-pass with ``checkpoint=`` and its restart, which resumes."""
     Q, G, ql, gl, qi, gi = _float_problem(3)
-    base = dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi, metrics=["map", "mrr"],
-                tile=(4, 16), empty_queries="skip")
+    base = dict(
+        query_labels=ql,
+        gallery_labels=gl,
+        query_ids=qi,
+        gallery_ids=gi,
+        metrics=["map", "mrr"],
+        tile=(4, 16),
+        empty_queries="skip",
+    )
     last = world - 1
     spread = gi.copy()
     spread[-1] = spread[0]  # first and last gallery item share an id, on different ranks
-    nan_q = Q[_bounds(len(Q), world, "q")[last]:].copy()
+    nan_q = Q[_bounds(len(Q), world, "q")[last] :].copy()
     nan_q[0, 0] = np.nan
     return [
         dict(name="id-on-two-ranks", Q=Q, G=G, kw=dict(base, gallery_ids=spread)),
-        dict(name="ids-missing-on-one-rank", Q=Q, G=G, kw=base, rank_kw={last: {"gallery_ids": None}}),
+        dict(
+            name="ids-missing-on-one-rank", Q=Q, G=G, kw=base, rank_kw={last: {"gallery_ids": None}}
+        ),
         dict(name="nan-on-one-rank", Q=Q, G=G, kw=base, rank_kw={last: {"queries": nan_q}}),
         dict(name="metrics-differ", Q=Q, G=G, kw=base, rank_kw={last: {"metrics": ["map"]}}),
         dict(name="rank-raises", Q=Q, G=G, kw=base, explode_on=last),
         dict(name="after-a-failure", Q=Q, G=G, kw=base),  # the group still works
-        dict(name="checkpointed-run-raises", Q=Q, G=G, kw=dict(base, checkpoint=str(tmp / "ckpt")), explode_on=last),
-        dict(name="checkpointed-run-resumes", Q=Q, G=G, kw=dict(base, checkpoint=str(tmp / "ckpt"))),
+        dict(
+            name="checkpointed-run-raises",
+            Q=Q,
+            G=G,
+            kw=dict(base, checkpoint=str(tmp / "ckpt")),
+            explode_on=last,
+        ),
+        dict(
+            name="checkpointed-run-resumes", Q=Q, G=G, kw=dict(base, checkpoint=str(tmp / "ckpt"))
+        ),
     ]
 
 
@@ -473,7 +752,9 @@ def test_a_rank_that_raises_stops_the_others_with_its_error(runs, world):
         if rank == last:
             assert got[1] == "RuntimeError" and "injected failure" in got[2]
         else:
-            assert got[1] == "RemoteFailure" and f"rank {last} of the process group failed" in got[2], got
+            assert (
+                got[1] == "RemoteFailure" and f"rank {last} of the process group failed" in got[2]
+            ), got
             assert "injected failure in the second block" in got[2]
         assert results["after-a-failure"][0] == "ok"
 
@@ -484,7 +765,9 @@ def test_a_restarted_sharded_run_resumes_from_its_checkpoint(runs, world):
     """The run that raised in its second block left block 0 on every rank; the restart
     reads it back, computes the rest, and equals one process without a checkpoint."""
     per_rank = runs(world)
-    sc = [s for s in _failures(world, _tmp_of(runs, world)) if s["name"] == "checkpointed-run-resumes"][0]
+    sc = [
+        s for s in _failures(world, _tmp_of(runs, world)) if s["name"] == "checkpointed-run-resumes"
+    ][0]
     expected = _single(dict(sc, kw={k: v for k, v in sc["kw"].items() if k != "checkpoint"}))
     files = sorted(p.name for p in (_tmp_of(runs, world) / "ckpt").glob("*.npz"))
     n_blocks = -(-len(sc["Q"]) // 4)
@@ -504,14 +787,29 @@ def _tmp_of(runs, world):
 @pytest.mark.slow
 def test_a_rank_that_dies_stops_the_others_with_a_clear_error(tmp_path):
     Q, G, ql, gl, qi, gi = _float_problem(4)
-    sc = dict(name="rank-dies", Q=Q, G=G, explode_on=1, how="exit",
-              kw=dict(query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi, metrics=["map"],
-                      tile=(4, 16)))
+    sc = dict(
+        name="rank-dies",
+        Q=Q,
+        G=G,
+        explode_on=1,
+        how="exit",
+        kw=dict(
+            query_labels=ql,
+            gallery_labels=gl,
+            query_ids=qi,
+            gallery_ids=gi,
+            metrics=["map"],
+            tile=(4, 16),
+        ),
+    )
     survivor, dead = _launch(tmp_path, 2, [sc], timeout=90)
     assert dead == 3
     got = survivor["rank-dies"]
     assert got[0] == "error" and got[1] == "RemoteFailure", got
-    assert "collective over process_group failed" in got[2] and "another rank probably stopped" in got[2]
+    assert (
+        "collective over process_group failed" in got[2]
+        and "another rank probably stopped" in got[2]
+    )
 
 
 # ----------------------------------------------------------------------------- the DDP example
@@ -534,7 +832,9 @@ def _example_worker(rank: int, world: int, init_file: str, out_dir: str) -> None
         result = ex.validate(dist.group.WORLD, rank, world)  # evaluates and gates
         inputs, _ = ex.validation_set()
         with torch.no_grad():
-            emb = ex.model()(torch.from_numpy(inputs[ex.rank_slice(len(inputs), rank, world)])).numpy()
+            emb = ex.model()(
+                torch.from_numpy(inputs[ex.rank_slice(len(inputs), rank, world)])
+            ).numpy()
         with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
             pickle.dump((_summary(result), emb), fh)
     except BaseException:
@@ -551,14 +851,25 @@ def test_the_ddp_example_gives_every_rank_the_global_metrics(tmp_path):
     evaluation of the ranks' embeddings concatenated, and the gate passes."""
     import torch.multiprocessing as mp
 
-    mp.start_processes(_example_worker, args=(2, str(tmp_path / "rdv"), str(tmp_path)), nprocs=2, join=True,
-                       start_method="spawn")
+    mp.start_processes(
+        _example_worker,
+        args=(2, str(tmp_path / "rdv"), str(tmp_path)),
+        nprocs=2,
+        join=True,
+        start_method="spawn",
+    )
     assert not list(tmp_path.glob("*.err"))
     (s0, e0), (s1, e1) = (pickle.loads((tmp_path / f"rank{r}.pkl").read_bytes()) for r in range(2))
     ex = _example()
     _, labels = ex.validation_set()
-    whole = rc.evaluate(np.concatenate([e0, e1]), None, query_labels=labels, query_ids=np.arange(len(labels)),
-                        metrics=["map@R", "hit_rate@1", "mrr"], device="cpu")
+    whole = rc.evaluate(
+        np.concatenate([e0, e1]),
+        None,
+        query_labels=labels,
+        query_ids=np.arange(len(labels)),
+        metrics=["map@R", "hit_rate@1", "mrr"],
+        device="cpu",
+    )
     _same(_summary(whole), s0, "rank 0")
     _same(_summary(whole), s1, "rank 1")
     assert whole["hit_rate@1"] >= 0.5
@@ -571,8 +882,16 @@ def test_the_benchmark_runs_and_checks_its_ranks():
     import subprocess
     import sys
 
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_distributed.py")
-    out = subprocess.run([sys.executable, script, "--n", "2000", "--d", "16"], capture_output=True, text=True,
-                         timeout=300)
+    script = os.path.join(
+        os.path.dirname(__file__), "..", "..", "benchmarks", "bench_distributed.py"
+    )
+    out = subprocess.run(
+        [sys.executable, script, "--n", "2000", "--d", "16"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "| 2 | 1 | 1000 |" in out.stdout and "equal to one process on every rank: yes" in out.stdout
+    assert (
+        "| 2 | 1 | 1000 |" in out.stdout and "equal to one process on every rank: yes" in out.stdout
+    )

@@ -12,19 +12,27 @@ import textwrap
 
 import numpy as np
 import pytest
+from test_distributed import _float_problem, _same, _summary
 
 import retrieval_checks as rc
 from retrieval_checks.engine import _blocks
-
-from test_distributed import _float_problem, _same, _summary
 
 METRICS = ["map", "mrr", "map@R", "ndcg@5", "recall_at_precision@0.5", "pair_precision@t=0.3"]
 
 
 def _problem():
     Q, G, ql, gl, qi, gi = _float_problem(11)
-    return dict(queries=Q, gallery=G, query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi,
-                metrics=METRICS, tile=(3, 16), empty_queries="skip")
+    return dict(
+        queries=Q,
+        gallery=G,
+        query_labels=ql,
+        gallery_labels=gl,
+        query_ids=qi,
+        gallery_ids=gi,
+        metrics=METRICS,
+        tile=(3, 16),
+        empty_queries="skip",
+    )
 
 
 def _counting_run_block(monkeypatch, fail_at=None):
@@ -63,7 +71,7 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(tmp_path.parent)!r})
-        sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
+        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
         import retrieval_checks as rc
         from retrieval_checks.engine import _blocks
         from test_distributed_checkpoint import _problem
@@ -76,7 +84,9 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path):
         _blocks.run_block = run_block
         rc.evaluate(**_problem(), checkpoint={str(tmp_path)!r})
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 7, out.stderr
     assert len(list(tmp_path.glob("*.npz"))) == 2
     assert not list(tmp_path.glob(".*.tmp"))  # no partial file left behind
@@ -110,7 +120,9 @@ def _other_run_blocks(tmp_path):
 def test_blocks_of_another_run_are_refused_when_the_manifest_is_lost(tmp_path):
     p = _other_run_blocks(tmp_path)
     (tmp_path / "single.json").unlink()  # the manifest lost: only the blocks tell whose they are
-    with pytest.raises(rc.InputError, match=r"single-block000000000000\.npz belongs to another run.*delete"):
+    with pytest.raises(
+        rc.InputError, match=r"single-block000000000000\.npz belongs to another run.*delete"
+    ):
         rc.evaluate(**p, checkpoint=tmp_path)
 
 
@@ -120,7 +132,9 @@ def test_a_block_of_another_run_among_this_runs_blocks_is_refused(tmp_path):
     _other_run_blocks(other)
     mine = tmp_path / "mine"
     rc.evaluate(**p, checkpoint=mine)
-    (mine / "single-block000000000006.npz").write_bytes((other / "single-block000000000006.npz").read_bytes())
+    (mine / "single-block000000000006.npz").write_bytes(
+        (other / "single-block000000000006.npz").read_bytes()
+    )
     with pytest.raises(rc.InputError, match=r"block000000000006\.npz belongs to another run"):
         rc.evaluate(**p, checkpoint=mine)
 
@@ -172,7 +186,9 @@ def _damage(kind, path):
         path.mkdir()
 
 
-@pytest.mark.parametrize("kind", ["empty", "truncated", "garbage", "flipped", "missing_array", "directory"])
+@pytest.mark.parametrize(
+    "kind", ["empty", "truncated", "garbage", "flipped", "missing_array", "directory"]
+)
 def test_a_damaged_block_is_recomputed_with_a_warning_naming_it(tmp_path, monkeypatch, kind):
     p = _problem()
     expected = _summary(rc.evaluate(**p))
@@ -181,10 +197,15 @@ def test_a_damaged_block_is_recomputed_with_a_warning_naming_it(tmp_path, monkey
     damaged = tmp_path / "single-block000000000006.npz"
     _damage(kind, damaged)
     calls = _counting_run_block(monkeypatch)
-    with pytest.warns(RuntimeWarning, match=r"single-block000000000006\.npz is damaged .*it and the "
-                                            rf"{n_blocks - 3} block\(s\) after it are computed again"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"single-block000000000006\.npz is damaged .*it and the "
+        rf"{n_blocks - 3} block\(s\) after it are computed again",
+    ):
         resumed = rc.evaluate(**p, checkpoint=tmp_path)
-    assert calls[0] == 6 and len(calls) == n_blocks - 2  # blocks 0 and 1 read back, the rest computed
+    assert (
+        calls[0] == 6 and len(calls) == n_blocks - 2
+    )  # blocks 0 and 1 read back, the rest computed
     _same(expected, _summary(resumed))
 
 
@@ -244,7 +265,9 @@ def _refuse_writes_in(monkeypatch, directory):
 
 
 @pytest.mark.parametrize("restart", [False, True])
-def test_a_read_only_checkpoint_directory_is_refused_before_the_pass(tmp_path, monkeypatch, restart):
+def test_a_read_only_checkpoint_directory_is_refused_before_the_pass(
+    tmp_path, monkeypatch, restart
+):
     p = _problem()
     if restart:  # this run's manifest is already there: nothing is written at start to trip over
         rc.evaluate(**p, checkpoint=tmp_path)
@@ -252,13 +275,17 @@ def test_a_read_only_checkpoint_directory_is_refused_before_the_pass(tmp_path, m
             f.unlink()
     _refuse_writes_in(monkeypatch, tmp_path)
     calls = _counting_run_block(monkeypatch)
-    with pytest.raises(rc.InputError, match=rf"checkpoint={str(tmp_path)!r} cannot be written.*writable"):
+    with pytest.raises(
+        rc.InputError, match=rf"checkpoint={str(tmp_path)!r} cannot be written.*writable"
+    ):
         rc.evaluate(**p, checkpoint=tmp_path)
     assert calls == []  # refused before any block was computed
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
-                    reason="root writes into read-only directories")
+@pytest.mark.skipif(
+    not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+    reason="root writes into read-only directories",
+)
 def test_a_read_only_checkpoint_directory_for_real(tmp_path):
     d = tmp_path / "ro"
     d.mkdir()

@@ -10,19 +10,35 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from test_distributed import QUERY_METRICS, _float_problem, _int_problem, _same, _summary
 
 import retrieval_checks as rc
-
-from test_distributed import QUERY_METRICS, _float_problem, _int_problem, _same, _summary
 
 
 def _problems():
     Q, G, ql, gl, qi, gi = _float_problem(21)
-    yield dict(queries=Q, gallery=G, query_labels=ql, gallery_labels=gl, query_ids=qi, gallery_ids=gi,
-               metrics=QUERY_METRICS, tile=(3, 16), empty_queries="skip")
+    yield dict(
+        queries=Q,
+        gallery=G,
+        query_labels=ql,
+        gallery_labels=gl,
+        query_ids=qi,
+        gallery_ids=gi,
+        metrics=QUERY_METRICS,
+        tile=(3, 16),
+        empty_queries="skip",
+    )
     Qi, Gi, qli, gli, _, _ = _int_problem(22)
-    yield dict(queries=Gi, gallery=None, query_labels=gli, metrics=QUERY_METRICS, similarity="neg_l2",
-               ties="average", tile=(4, 16), empty_queries="skip")
+    yield dict(
+        queries=Gi,
+        gallery=None,
+        query_labels=gli,
+        metrics=QUERY_METRICS,
+        similarity="neg_l2",
+        ties="average",
+        tile=(4, 16),
+        empty_queries="skip",
+    )
 
 
 def test_a_thread_pool_gives_the_sequential_result_bit_for_bit():
@@ -40,7 +56,9 @@ def test_a_process_pool_gives_the_sequential_result_bit_for_bit(tmp_path):
         _same(expected, _summary(rc.evaluate(**p, executor=pool)))
         _same(expected, _summary(rc.evaluate(**p, executor=pool, checkpoint=tmp_path)))
     assert len(list(tmp_path.glob("*.npz"))) == -(-len(p["queries"]) // 3)
-    _same(expected, _summary(rc.evaluate(**p, checkpoint=tmp_path)))  # the pool's blocks resume a plain run
+    _same(
+        expected, _summary(rc.evaluate(**p, checkpoint=tmp_path))
+    )  # the pool's blocks resume a plain run
 
 
 def test_what_cannot_run_on_a_pool_is_refused():
@@ -90,8 +108,13 @@ def test_numba_kernels_from_pool_threads_under_the_workqueue_layer():
     if _kernels.ACCELERATOR != "numba":
         pytest.skip(f"numba is not the accelerator here: {_kernels.FALLBACK_REASON}")
     env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
-    done = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _THREADS_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["ok", "workqueue"]
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import aggregate, pair_reference, reference
 
 import retrieval_checks as rc
-from reference import aggregate, pair_reference, reference
 
 QUERY_METRICS = ["map", "map@R", "r_precision", "mrr", "medr", "meanr"]
 K_FAMILIES = ["hit_rate", "recall", "precision", "map", "map_cut", "map_capped"]
@@ -30,7 +30,9 @@ def _check(result, ref_values, atol):
     for name, ref in ref_values.items():
         got = result.per_query[name]
         assert np.array_equal(np.isnan(got), np.isnan(ref)), name
-        np.testing.assert_allclose(got[~np.isnan(got)], ref[~np.isnan(ref)], atol=atol, rtol=0, err_msg=name)
+        np.testing.assert_allclose(
+            got[~np.isnan(got)], ref[~np.isnan(ref)], atol=atol, rtol=0, err_msg=name
+        )
         if (~np.isnan(ref)).any():
             assert result[name] == pytest.approx(aggregate(name, ref), abs=atol), name
 
@@ -40,22 +42,37 @@ def tie_heavy_problem(draw):
     d = draw(st.integers(1, 4))
     n_q = draw(st.integers(1, 25))
     n_g = draw(st.integers(2, 30))
-    Q = draw(st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=n_q, max_size=n_q))
-    G = draw(st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=n_g, max_size=n_g))
+    Q = draw(
+        st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=n_q, max_size=n_q)
+    )
+    G = draw(
+        st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=n_g, max_size=n_g)
+    )
     n_labels = draw(st.integers(1, 5))
     ql = draw(st.lists(st.integers(0, n_labels), min_size=n_q, max_size=n_q))
     gl = draw(st.lists(st.integers(0, n_labels), min_size=n_g, max_size=n_g))
     # ids: gallery ids drawn from a pool overlapping the query ids, duplicates allowed
     q_ids = draw(st.permutations(list(range(n_q))))
     g_ids = draw(st.lists(st.integers(0, n_q + n_g), min_size=n_g, max_size=n_g))
-    return (np.array(Q, np.float32), np.array(G, np.float32), np.array(ql), np.array(gl),
-            np.array(q_ids), np.array(g_ids))
+    return (
+        np.array(Q, np.float32),
+        np.array(G, np.float32),
+        np.array(ql),
+        np.array(gl),
+        np.array(q_ids),
+        np.array(g_ids),
+    )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(problem=tie_heavy_problem(), ties=st.sampled_from(["pessimistic", "optimistic"]),
-       similarity=st.sampled_from(["dot", "neg_l2"]), tile=st.sampled_from(TILES),
-       use_ids=st.booleans(), kernels=st.booleans())
+@given(
+    problem=tie_heavy_problem(),
+    ties=st.sampled_from(["pessimistic", "optimistic"]),
+    similarity=st.sampled_from(["dot", "neg_l2"]),
+    tile=st.sampled_from(TILES),
+    use_ids=st.booleans(),
+    kernels=st.booleans(),
+)
 def test_tie_heavy_query_gallery_with_overlap(problem, ties, similarity, tile, use_ids, kernels):
     Q, G, ql, gl, q_ids, g_ids = problem
     ids = dict(query_ids=q_ids, gallery_ids=g_ids) if use_ids else {}
@@ -63,24 +80,65 @@ def test_tie_heavy_query_gallery_with_overlap(problem, ties, similarity, tile, u
     min_cand = int(keep.sum(1).min())
     if min_cand == 0:
         with pytest.raises(rc.InputError, match="no gallery item left"):
-            rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["map"], similarity=similarity, **ids)
+            rc.evaluate(
+                Q,
+                G,
+                query_labels=ql,
+                gallery_labels=gl,
+                metrics=["map"],
+                similarity=similarity,
+                **ids,
+            )
         return
     metrics = _metrics(min_cand)
-    ref_vals, _, _ = reference(Q, G, ql, gl, metrics, q_ids=q_ids if use_ids else None,
-                               g_ids=g_ids if use_ids else None, similarity=similarity, ties=ties)
+    ref_vals, _, _ = reference(
+        Q,
+        G,
+        ql,
+        gl,
+        metrics,
+        q_ids=q_ids if use_ids else None,
+        g_ids=g_ids if use_ids else None,
+        similarity=similarity,
+        ties=ties,
+    )
     if np.isnan(ref_vals["map"]).all():
         with pytest.raises(rc.EmptyQueriesError):
-            rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, similarity=similarity, **ids)
+            rc.evaluate(
+                Q,
+                G,
+                query_labels=ql,
+                gallery_labels=gl,
+                metrics=metrics,
+                similarity=similarity,
+                **ids,
+            )
         return
-    res = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, similarity=similarity,
-                      ties=ties, tile=tile, _use_kernels=kernels, **ids)
+    res = rc.evaluate(
+        Q,
+        G,
+        query_labels=ql,
+        gallery_labels=gl,
+        metrics=metrics,
+        similarity=similarity,
+        ties=ties,
+        tile=tile,
+        _use_kernels=kernels,
+        **ids,
+    )
     _check(res, ref_vals, atol=1e-12)
     assert res.n_skipped == int(np.isnan(ref_vals["map"]).sum())
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), n=st.integers(3, 60), d=st.integers(2, 8),
-       n_labels=st.integers(1, 8), tile=st.sampled_from(TILES), kernels=st.booleans())
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(3, 60),
+    d=st.integers(2, 8),
+    n_labels=st.integers(1, 8),
+    tile=st.sampled_from(TILES),
+    kernels=st.booleans(),
+)
 def test_tie_free_leave_one_out_cosine(seed, n, d, n_labels, tile, kernels):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d)).astype(np.float32)
@@ -97,7 +155,9 @@ def test_constant_scorer_gets_the_worst_score():
     """Every item identical: pessimistic ties put each relevant item behind all others."""
     X = np.ones((40, 8), np.float32)
     y = np.repeat(np.arange(4), 10)
-    res = rc.evaluate(X, query_labels=y, metrics=["map", "hit_rate@1", "mrr", "r_precision", "medr"])
+    res = rc.evaluate(
+        X, query_labels=y, metrics=["map", "hit_rate@1", "mrr", "r_precision", "medr"]
+    )
     # each query: 9 relevant, 30 non-relevant ahead of them all
     ranks = np.arange(31, 40)
     assert res["map"] == pytest.approx(np.mean(np.arange(1, 10) / ranks))
@@ -120,21 +180,33 @@ def test_duplicates_under_cosine_tie_exactly_across_chunks():
     # the reference rounds its float64 scores so that duplicates compare equal
     for tile in [None, (1, 7), (5, 11)]:
         for ties in ["pessimistic", "optimistic"]:
-            res = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, tile=tile, ties=ties)
+            res = rc.evaluate(
+                Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, tile=tile, ties=ties
+            )
             ref_t, _, _ = reference(Q, G, ql, gl, metrics, ties=ties, decimals=9)
             _check(res, ref_t, atol=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), n=st.integers(4, 50), tile=st.sampled_from(TILES),
-       level=st.sampled_from([0.1, 0.25, 0.5, 0.9, 1.0]), threshold=st.sampled_from([-0.5, 0.0, 0.3]),
-       kernels=st.booleans())
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(4, 50),
+    tile=st.sampled_from(TILES),
+    level=st.sampled_from([0.1, 0.25, 0.5, 0.9, 1.0]),
+    threshold=st.sampled_from([-0.5, 0.0, 0.3]),
+    kernels=st.booleans(),
+)
 def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, threshold, kernels):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4)).astype(np.float32)
     y = rng.integers(0, 4, n)
-    names = [f"recall_at_precision@{level}", f"precision_at_recall@{level}",
-             f"pair_precision@t={threshold}", f"pair_recall@t={threshold}", f"pair_f1@t={threshold}"]
+    names = [
+        f"recall_at_precision@{level}",
+        f"precision_at_recall@{level}",
+        f"pair_precision@t={threshold}",
+        f"pair_recall@t={threshold}",
+        f"pair_f1@t={threshold}",
+    ]
     _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(n), g_ids=np.arange(n))
     if pos.size == 0:
         with pytest.raises(rc.InputError):
@@ -158,12 +230,23 @@ def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels, monkey
     monkeypatch.setattr(_stream, "tail_capacity", lambda specs, n: 5)  # force an uncertifiable tail
     passes = []
     binning = _evaluate.binning_pass
-    monkeypatch.setattr(_evaluate, "binning_pass", lambda *a, **k: passes.append(1) or binning(*a, **k))
-    res = rc.evaluate(X, query_labels=y, metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"],
-                      tile=(37, 64), _use_kernels=kernels)
+    monkeypatch.setattr(
+        _evaluate, "binning_pass", lambda *a, **k: passes.append(1) or binning(*a, **k)
+    )
+    res = rc.evaluate(
+        X,
+        query_labels=y,
+        metrics=["precision_at_recall@0.5", "recall_at_precision@0.9"],
+        tile=(37, 64),
+        _use_kernels=kernels,
+    )
     assert passes, "the second, binning pass did not run"
-    assert res["precision_at_recall@0.5"] == pytest.approx(pair_reference(pos, neg, "precision_at_recall@0.5"))
-    assert res["recall_at_precision@0.9"] == pytest.approx(pair_reference(pos, neg, "recall_at_precision@0.9"))
+    assert res["precision_at_recall@0.5"] == pytest.approx(
+        pair_reference(pos, neg, "precision_at_recall@0.5")
+    )
+    assert res["recall_at_precision@0.9"] == pytest.approx(
+        pair_reference(pos, neg, "recall_at_precision@0.9")
+    )
 
 
 def test_explicit_relevance_matches_labels():
@@ -194,7 +277,9 @@ def test_permuting_queries_and_gallery_changes_nothing(seed):
         return
     a = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, similarity="dot")
     pq, pg = rng.permutation(15), rng.permutation(25)
-    b = rc.evaluate(Q[pq], G[pg], query_labels=ql[pq], gallery_labels=gl[pg], metrics=metrics, similarity="dot")
+    b = rc.evaluate(
+        Q[pq], G[pg], query_labels=ql[pq], gallery_labels=gl[pg], metrics=metrics, similarity="dot"
+    )
     for name in metrics:
         assert a[name] == pytest.approx(b[name], abs=1e-12)
     np.testing.assert_array_equal(a.per_query["map"][pq], b.per_query["map"])
@@ -210,12 +295,16 @@ def test_empty_query_policies():
     assert skip.n_skipped == 2 and skip.n_used == 4
     assert list(skip.skipped_queries) == [3, 4]
     assert np.isnan(skip.per_query["map"][[3, 4]]).all()
-    zero = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["map", "meanr"], empty_queries="zero")
+    zero = rc.evaluate(
+        Q, G, query_labels=ql, gallery_labels=gl, metrics=["map", "meanr"], empty_queries="zero"
+    )
     assert zero.n_skipped == 0
     assert zero["map"] == pytest.approx(skip.per_query["map"][[0, 1, 2, 5]].sum() / 6)
     assert zero.per_query["meanr"][3] == 11  # behind the whole gallery
     with pytest.raises(rc.EmptyQueriesError, match="2 of 6 queries") as info:
-        rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["map"], empty_queries="error")
+        rc.evaluate(
+            Q, G, query_labels=ql, gallery_labels=gl, metrics=["map"], empty_queries="error"
+        )
     assert list(info.value.indices) == [3, 4]
 
 
@@ -226,7 +315,9 @@ def test_numpy_and_torch_backends_agree():
     y = rng.integers(0, 5, 80)
     metrics = ["map", "map@R", "hit_rate@1", "recall_at_precision@0.5", "pair_f1@t=0.2"]
     a = rc.evaluate(X, query_labels=y, metrics=metrics, device="numpy")
-    b = rc.evaluate(torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics, device="torch-cpu")
+    b = rc.evaluate(
+        torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics, device="torch-cpu"
+    )
     c = rc.evaluate(torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics)
     assert a.config["backend"] == "numpy" and b.config["backend"] == "torch:cpu"
     if not torch.cuda.is_available():
@@ -243,8 +334,16 @@ def test_cuda_matches_cpu():
     rng = np.random.default_rng(11)
     X = rng.normal(size=(3000, 32)).astype(np.float32)
     y = rng.integers(0, 300, 3000)
-    metrics = ["map", "map@R", "hit_rate@1", "recall@5", "mrr", "recall_at_precision@0.5",
-               "precision_at_recall@0.5", "pair_f1@t=0.3"]
+    metrics = [
+        "map",
+        "map@R",
+        "hit_rate@1",
+        "recall@5",
+        "mrr",
+        "recall_at_precision@0.5",
+        "precision_at_recall@0.5",
+        "pair_f1@t=0.3",
+    ]
     cpu = rc.evaluate(X, query_labels=y, metrics=metrics, device="cpu")
     gpu = rc.evaluate(torch.from_numpy(X).cuda(), query_labels=y, metrics=metrics, device="cuda")
     assert gpu.config["backend"].startswith("torch:cuda")
@@ -256,10 +355,16 @@ def test_neg_l2_does_not_depend_on_where_the_data_sit():
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(40), 5)
     X = rng.normal(size=(40, 16))[y] + rng.normal(size=(200, 16))
-    base = rc.evaluate(X.astype(np.float32), query_labels=y, metrics=["map", "hit_rate@1"], similarity="neg_l2")
+    base = rc.evaluate(
+        X.astype(np.float32), query_labels=y, metrics=["map", "hit_rate@1"], similarity="neg_l2"
+    )
     for off in (100.0, 1000.0):
-        moved = rc.evaluate((X + off).astype(np.float32), query_labels=y, metrics=["map", "hit_rate@1"],
-                            similarity="neg_l2")
+        moved = rc.evaluate(
+            (X + off).astype(np.float32),
+            query_labels=y,
+            metrics=["map", "hit_rate@1"],
+            similarity="neg_l2",
+        )
         assert moved["map"] == pytest.approx(base["map"], abs=1e-9)
 
 

@@ -20,16 +20,32 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import query_metric, sorted_relevance
 
 import retrieval_checks as rc
 
-from reference import query_metric, sorted_relevance
-
 torch = pytest.importorskip("torch")
 
-BACKENDS = [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)]  # False: the CUDA code path on CPU
-METRICS = ["map", "map@5", "map@R", "hit_rate@1", "recall@5", "precision@3", "mrr", "meanr", "map_capped@5", "ndcg@10", "ndcg",
-           "r_precision", "map_cut@5"]
+BACKENDS = [
+    ("numpy", True),
+    ("torch-cpu", True),
+    ("torch-cpu", False),
+]  # False: the CUDA code path on CPU
+METRICS = [
+    "map",
+    "map@5",
+    "map@R",
+    "hit_rate@1",
+    "recall@5",
+    "precision@3",
+    "mrr",
+    "meanr",
+    "map_capped@5",
+    "ndcg@10",
+    "ndcg",
+    "r_precision",
+    "map_cut@5",
+]
 TILES = [None, (3, 16), (5, 32)]
 
 
@@ -47,10 +63,17 @@ def exact_keys(Q, G, similarity: str) -> np.ndarray:
         return -((Qi[:, None, :] - Gi[None, :, :]) ** 2).sum(-1)
     nq = (Qi * Qi).sum(1)
     ng = (Gi * Gi).sum(1)
-    fr = [[Fraction(int(np.sign(M[i, j])) * int(M[i, j]) ** 2, int(nq[i]) * int(ng[j])) for j in range(M.shape[1])]
-          for i in range(M.shape[0])]
+    fr = [
+        [
+            Fraction(int(np.sign(M[i, j])) * int(M[i, j]) ** 2, int(nq[i]) * int(ng[j]))
+            for j in range(M.shape[1])
+        ]
+        for i in range(M.shape[0])
+    ]
     values = sorted({f for row in fr for f in row})
-    rank = {f: k for k, f in enumerate(values)}  # one dense rank over every pair (pair metrics compare across rows)
+    rank = {
+        f: k for k, f in enumerate(values)
+    }  # one dense rank over every pair (pair metrics compare across rows)
     return np.array([[rank[f] for f in row] for row in fr], np.int64)
 
 
@@ -64,17 +87,31 @@ def _ndcg(name: str, order: np.ndarray) -> float:
     return dcg / sum(1 / math.log2(i + 2) for i in range(min(R, K)))
 
 
-def exact_per_query(keys: np.ndarray, rel: np.ndarray, keep: np.ndarray, ties: str, names) -> dict[str, np.ndarray]:
+def exact_per_query(
+    keys: np.ndarray, rel: np.ndarray, keep: np.ndarray, ties: str, names
+) -> dict[str, np.ndarray]:
     out = {m: np.full(keys.shape[0], np.nan) for m in names}
     for i in range(keys.shape[0]):
-        order = sorted_relevance(keys[i].astype(np.float64), rel[i], keep[i], ties)  # small ints: exact in float64
+        order = sorted_relevance(
+            keys[i].astype(np.float64), rel[i], keep[i], ties
+        )  # small ints: exact in float64
         for m in names:
             out[m][i] = _ndcg(m, order) if m.startswith("ndcg") else query_metric(m, order)
     return out
 
 
-def _check(X, y, similarity, *, G=None, gy=None, metrics=METRICS, backends=BACKENDS, tiles=TILES,
-           policies=("pessimistic", "optimistic", "average")):
+def _check(
+    X,
+    y,
+    similarity,
+    *,
+    G=None,
+    gy=None,
+    metrics=METRICS,
+    backends=BACKENDS,
+    tiles=TILES,
+    policies=("pessimistic", "optimistic", "average"),
+):
     """The engine's per-query values (pessimistic / optimistic, and the tie range under
     every policy) equal the exact reference on every backend and tile shape."""
     loo = G is None
@@ -86,18 +123,31 @@ def _check(X, y, similarity, *, G=None, gy=None, metrics=METRICS, backends=BACKE
     for device, kernels in backends:
         for tile in tiles:
             for ties in policies:
-                r = rc.evaluate(X, G, query_labels=y, gallery_labels=None if loo else gy, metrics=metrics,
-                                similarity=similarity, ties=ties, device=device, tile=tile, empty_queries="skip",
-                                _use_kernels=kernels)
+                r = rc.evaluate(
+                    X,
+                    G,
+                    query_labels=y,
+                    gallery_labels=None if loo else gy,
+                    metrics=metrics,
+                    similarity=similarity,
+                    ties=ties,
+                    device=device,
+                    tile=tile,
+                    empty_queries="skip",
+                    _use_kernels=kernels,
+                )
                 where = f"{similarity} {device} kernels={kernels} tile={tile} ties={ties}"
                 if ties != "average":
                     for m in metrics:
-                        np.testing.assert_allclose(r.per_query[m], ref[ties][m], rtol=0, atol=1e-12,
-                                                   err_msg=f"{where} {m}")
+                        np.testing.assert_allclose(
+                            r.per_query[m], ref[ties][m], rtol=0, atol=1e-12, err_msg=f"{where} {m}"
+                        )
                 for m in metrics:
                     for t in ("pessimistic", "optimistic"):
                         want = np.nanmean(ref[t][m])
-                        assert r.tie_values[m][t] == pytest.approx(want, rel=0, abs=1e-12), f"{where} {m} {t}"
+                        assert r.tie_values[m][t] == pytest.approx(want, rel=0, abs=1e-12), (
+                            f"{where} {m} {t}"
+                        )
 
 
 # ----------------------------------------------------------------------------- adversarial rows
@@ -105,27 +155,33 @@ def equal_cosine_rows():
     """Queries and gallery rows with equal exact cosines but different norms: for each
     query q, gallery rows g1, g2 (non-parallel) with |g2|^2 = k^2 |g1|^2 and
     q.g2 = k q.g1 (k = 2, 3), plus parallel and unrelated rows."""
-    Q = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1], [2, 1, 0, 1], [0, 1, -1, 1], [1, -3, -1, 2]], np.float32)
-    G = np.array([
-        [1, 1, 1, 0],   # |g|^2 = 3
-        [3, 1, 1, 1],   # |g|^2 = 12 = 4 * 3, q0.g = 4 = 2 * 2
-        [1, 0, 1, 1],   # 3
-        [1, 3, 1, 1],   # 12
-        [1, 0, 0, 0],   # 1
-        [1, 1, 1, 1],   # 4 = 4 * 1
-        [0, 1, 1, 1],   # 3
-        [1, 1, 3, 1],   # 12
-        [2, 2, 1, 0],   # 9 = 9 * 1
-        [2, 1, 2, 0],   # 9
-        [1, 2, 2, 0],   # 9
-        [0, 0, 1, 0],   # 1
-        [3, 3, 0, 0],   # parallel to q0 (reduced by its gcd)
-        [5, 1, -2, 3],  # unrelated
-        [-1, 2, 0, 2],  # 9
-        [2, -1, 2, 0],  # 9
-        [0, 2, 1, 2],   # 9: q5.g = -3
-        [0, 0, 1, 0],   # 1: q5.g = -1, the same cosine; the former epilogue rounded them apart
-    ], np.float32)
+    Q = np.array(
+        [[1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1], [2, 1, 0, 1], [0, 1, -1, 1], [1, -3, -1, 2]],
+        np.float32,
+    )
+    G = np.array(
+        [
+            [1, 1, 1, 0],  # |g|^2 = 3
+            [3, 1, 1, 1],  # |g|^2 = 12 = 4 * 3, q0.g = 4 = 2 * 2
+            [1, 0, 1, 1],  # 3
+            [1, 3, 1, 1],  # 12
+            [1, 0, 0, 0],  # 1
+            [1, 1, 1, 1],  # 4 = 4 * 1
+            [0, 1, 1, 1],  # 3
+            [1, 1, 3, 1],  # 12
+            [2, 2, 1, 0],  # 9 = 9 * 1
+            [2, 1, 2, 0],  # 9
+            [1, 2, 2, 0],  # 9
+            [0, 0, 1, 0],  # 1
+            [3, 3, 0, 0],  # parallel to q0 (reduced by its gcd)
+            [5, 1, -2, 3],  # unrelated
+            [-1, 2, 0, 2],  # 9
+            [2, -1, 2, 0],  # 9
+            [0, 2, 1, 2],  # 9: q5.g = -3
+            [0, 0, 1, 0],  # 1: q5.g = -1, the same cosine; the former epilogue rounded them apart
+        ],
+        np.float32,
+    )
     return Q, G
 
 
@@ -173,10 +229,24 @@ def test_equal_cosines_tie_in_the_scores_themselves():
     Q, G = equal_cosine_rows()
     rel = [[0], [2], [4], [8], [14], [17]]
     for device, kernels in BACKENDS:
-        r = rc.evaluate(Q, G, relevance=rel, metrics=["mrr"], ties="optimistic", device=device,
-                        _use_kernels=kernels)
-        p = rc.evaluate(Q, G, relevance=rel, metrics=["mrr"], ties="pessimistic", device=device,
-                        _use_kernels=kernels)
+        r = rc.evaluate(
+            Q,
+            G,
+            relevance=rel,
+            metrics=["mrr"],
+            ties="optimistic",
+            device=device,
+            _use_kernels=kernels,
+        )
+        p = rc.evaluate(
+            Q,
+            G,
+            relevance=rel,
+            metrics=["mrr"],
+            ties="pessimistic",
+            device=device,
+            _use_kernels=kernels,
+        )
         keys = exact_keys(Q, G, "cosine")
         for i, (j,) in enumerate(rel):
             above = int((keys[i] > keys[i, j]).sum())
@@ -209,7 +279,14 @@ def test_cosine_ranks_equal_exact_rationals_on_tie_heavy_integers(data):
     X, y = _small_integer_rows(data.draw)
     device, kernels = data.draw(st.sampled_from(BACKENDS))
     tile = data.draw(st.sampled_from(TILES))
-    _check(X, y, "cosine", backends=[(device, kernels)], tiles=[tile], policies=("pessimistic", "optimistic"))
+    _check(
+        X,
+        y,
+        "cosine",
+        backends=[(device, kernels)],
+        tiles=[tile],
+        policies=("pessimistic", "optimistic"),
+    )
 
 
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
@@ -221,19 +298,37 @@ def test_dot_and_neg_l2_rank_exactly_on_the_same_data(similarity):
     y = rng.integers(0, 8, 48)
     _check(X, y, similarity, tiles=[(5, 32)], policies=("pessimistic", "optimistic"))
     Q, G = equal_cosine_rows()
-    _check(Q, np.arange(Q.shape[0]) % 3, similarity, G=G, gy=np.arange(G.shape[0]) % 3, tiles=[None])
+    _check(
+        Q, np.arange(Q.shape[0]) % 3, similarity, G=G, gy=np.arange(G.shape[0]) % 3, tiles=[None]
+    )
 
 
 def test_six_dimensional_rows_of_norms_4_and_7():
     """A second rounded-apart pair: |g1|^2 = 16, |g2|^2 = 49, q.g1 = 4, q.g2 = 7."""
     q = np.array([[0, -1, 1, -2, 2, 1]], np.float32)
-    G = np.array([[-2, -1, -1, -3, 1, 0], [3, 3, 2, -3, 3, 3], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1]], np.float32)
+    G = np.array(
+        [[-2, -1, -1, -3, 1, 0], [3, 3, 2, -3, 3, 3], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1]],
+        np.float32,
+    )
     for device, kernels in BACKENDS:
         for j in (0, 1):
-            p = rc.evaluate(q, G, relevance=[[j]], metrics=["mrr"], device=device, _use_kernels=kernels)
-            o = rc.evaluate(q, G, relevance=[[j]], metrics=["mrr"], ties="optimistic", device=device,
-                            _use_kernels=kernels)
-            assert (int(o.first_relevant_rank[0]), int(p.first_relevant_rank[0])) == (2, 3), (device, kernels, j)
+            p = rc.evaluate(
+                q, G, relevance=[[j]], metrics=["mrr"], device=device, _use_kernels=kernels
+            )
+            o = rc.evaluate(
+                q,
+                G,
+                relevance=[[j]],
+                metrics=["mrr"],
+                ties="optimistic",
+                device=device,
+                _use_kernels=kernels,
+            )
+            assert (int(o.first_relevant_rank[0]), int(p.first_relevant_rank[0])) == (2, 3), (
+                device,
+                kernels,
+                j,
+            )
 
 
 def test_the_reported_map_at_5_gap_is_closed():
@@ -245,8 +340,15 @@ def test_the_reported_map_at_5_gap_is_closed():
         X[~X.any(axis=1), 0] = 1.0
         y = rng.integers(0, 15, 150)
         assert _has_unequal_norm_ties(X)
-        _check(X, y, "cosine", metrics=["map@5", "map", "hit_rate@1"], backends=[("numpy", True)], tiles=[None],
-               policies=("pessimistic", "optimistic"))
+        _check(
+            X,
+            y,
+            "cosine",
+            metrics=["map@5", "map", "hit_rate@1"],
+            backends=[("numpy", True)],
+            tiles=[None],
+            policies=("pessimistic", "optimistic"),
+        )
 
 
 # ----------------------------------------------------------------------------- beyond the strict bound
@@ -261,9 +363,18 @@ def test_cosines_closer_than_float32_step_tie_and_never_swap():
     assert keys[0, 0] < keys[0, 1] < keys[0, 2]
     for device, kernels in BACKENDS:
         for j, exact_rank in ((0, 3), (1, 2)):
-            p = rc.evaluate(q, G, relevance=[[j]], metrics=["mrr"], device=device, _use_kernels=kernels)
-            o = rc.evaluate(q, G, relevance=[[j]], metrics=["mrr"], ties="optimistic", device=device,
-                            _use_kernels=kernels)
+            p = rc.evaluate(
+                q, G, relevance=[[j]], metrics=["mrr"], device=device, _use_kernels=kernels
+            )
+            o = rc.evaluate(
+                q,
+                G,
+                relevance=[[j]],
+                metrics=["mrr"],
+                ties="optimistic",
+                device=device,
+                _use_kernels=kernels,
+            )
             lo, hi = int(o.first_relevant_rank[0]), int(p.first_relevant_rank[0])
             assert (lo, hi) == (2, 3) and lo <= exact_rank <= hi, (device, kernels, j)
 
@@ -292,8 +403,18 @@ def test_exact_values_lie_inside_the_tie_range_for_large_integers(data):
     keep = ~np.eye(n, dtype=bool)
     ref = {t: exact_per_query(keys, rel, keep, t, names) for t in ("pessimistic", "optimistic")}
     device, kernels = data.draw(st.sampled_from(BACKENDS))
-    got = {t: rc.evaluate(X, query_labels=y, metrics=names, ties=t, device=device, empty_queries="skip",
-                          _use_kernels=kernels).per_query for t in ("pessimistic", "optimistic")}
+    got = {
+        t: rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=names,
+            ties=t,
+            device=device,
+            empty_queries="skip",
+            _use_kernels=kernels,
+        ).per_query
+        for t in ("pessimistic", "optimistic")
+    }
     for m in names:
         ok = ~np.isnan(ref["pessimistic"][m])
         assert (got["pessimistic"][m][ok] <= ref["pessimistic"][m][ok] + 1e-12).all(), m
@@ -325,12 +446,16 @@ def test_cosine_epilogue_numpy_and_torch_give_the_same_bits():
     assert np.signbit(a[1, 1]) and not np.signbit(a[2, 2])
     ok = (qa[:, None] > 0) & (ga[None, :] > 0)
     with np.errstate(invalid="ignore"):
-        cos = S.astype(np.float64) / np.sqrt(qa.astype(np.float64)[:, None] * ga.astype(np.float64)[None, :])
+        cos = S.astype(np.float64) / np.sqrt(
+            qa.astype(np.float64)[:, None] * ga.astype(np.float64)[None, :]
+        )
     assert np.allclose(a[ok], cos[ok], rtol=2**-23, atol=0)
     ones = np.ones(53, np.float32)
     d = S.copy()
     cosine_epilogue(d, np.ones(37, np.float32), ones)
-    assert d.tobytes() == S.tobytes()  # factors of 1 (rows normalised in float64): the product itself
+    assert (
+        d.tobytes() == S.tobytes()
+    )  # factors of 1 (rows normalised in float64): the product itself
     # batched tiles (grouped recall's (B, mq, mg) with (B, mq) / (B, mg) factors): slice by slice
     S3 = np.stack([S, S[::-1].copy()])
     e = S3.copy()
@@ -349,8 +474,12 @@ def test_pair_metrics_on_equal_cosines_of_different_norms(device, kernels):
     are cosines (the float32 score of a pair at that threshold)."""
     from reference import pair_reference
 
-    names = ["recall_at_precision@0.3", "precision_at_recall@0.5", "recall_at_precision@0.4",
-             "precision_at_recall@0.3"]
+    names = [
+        "recall_at_precision@0.3",
+        "precision_at_recall@0.5",
+        "recall_at_precision@0.4",
+        "precision_at_recall@0.3",
+    ]
     for seed in (1, 10, 25):  # each broke at least one of these with the former epilogue
         rng = np.random.default_rng(seed)
         X = rng.integers(-2, 3, (60, 4)).astype(np.float32)
@@ -388,10 +517,24 @@ def test_image_text_ranks_equal_the_exact_rational_order(ties):
     own = cap_image[None, :] == np.arange(n_i)[:, None]
     ahead = (lambda a, b: a > b) if ties == "optimistic" else (lambda a, b: a >= b)
     want_i2t = [1 + int(ahead(keys[i], keys[i][own[i]].max())[~own[i]].sum()) for i in range(n_i)]
-    want_t2i = [1 + int(ahead(keys[:, c], keys[cap_image[c], c])[np.arange(n_i) != cap_image[c]].sum())
-                for c in range(cap_image.size)]
+    want_t2i = [
+        1 + int(ahead(keys[:, c], keys[cap_image[c], c])[np.arange(n_i) != cap_image[c]].sum())
+        for c in range(cap_image.size)
+    ]
     for device in ("numpy", "torch-cpu"):
-        r = rc.evaluate_image_text(images, captions, cap_image, metrics=["i2t_recall@1", "t2i_recall@1"],
-                                   protocol="5k", ties=ties, device=device, n_resamples=10)
-        np.testing.assert_array_equal(np.concatenate(r.i2t_ranks), want_i2t, err_msg=f"{device} i2t")
-        np.testing.assert_array_equal(np.concatenate(r.t2i_ranks), want_t2i, err_msg=f"{device} t2i")
+        r = rc.evaluate_image_text(
+            images,
+            captions,
+            cap_image,
+            metrics=["i2t_recall@1", "t2i_recall@1"],
+            protocol="5k",
+            ties=ties,
+            device=device,
+            n_resamples=10,
+        )
+        np.testing.assert_array_equal(
+            np.concatenate(r.i2t_ranks), want_i2t, err_msg=f"{device} i2t"
+        )
+        np.testing.assert_array_equal(
+            np.concatenate(r.t2i_ranks), want_t2i, err_msg=f"{device} t2i"
+        )

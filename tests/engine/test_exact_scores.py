@@ -16,18 +16,23 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import query_metric, sorted_relevance
 
 import retrieval_checks as rc
 
-from reference import query_metric, sorted_relevance
-
 torch = pytest.importorskip("torch")
 
-BACKENDS = [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)]  # False: the CUDA code path on CPU
+BACKENDS = [
+    ("numpy", True),
+    ("torch-cpu", True),
+    ("torch-cpu", False),
+]  # False: the CUDA code path on CPU
 METRICS = ["map", "hit_rate@1", "recall@5", "mrr", "map@R", "precision@3", "meanr", "map_cut@5"]
 
 
-def _exact_reference(int_scores: np.ndarray, labels: np.ndarray, ties: str, names) -> dict[str, np.ndarray]:
+def _exact_reference(
+    int_scores: np.ndarray, labels: np.ndarray, ties: str, names
+) -> dict[str, np.ndarray]:
     """Leave-one-out per-query values from an exact integer score matrix."""
     n = labels.size
     rel = labels[:, None] == labels[None, :]
@@ -66,11 +71,23 @@ def test_binary_codes_rank_exactly_on_every_similarity_and_backend(bits, kind):
     for sim in sims:
         for device, kernels in BACKENDS:
             for ties in ("pessimistic", "optimistic"):
-                r = rc.evaluate(X, query_labels=y, metrics=METRICS, similarity=sim, ties=ties, device=device,
-                                _use_kernels=kernels)
+                r = rc.evaluate(
+                    X,
+                    query_labels=y,
+                    metrics=METRICS,
+                    similarity=sim,
+                    ties=ties,
+                    device=device,
+                    _use_kernels=kernels,
+                )
                 for m in METRICS:
-                    np.testing.assert_allclose(r.per_query[m], ref[ties][m], rtol=0, atol=1e-12,
-                                               err_msg=f"{bits} bits {kind} {sim} {device} kernels={kernels} {ties} {m}")
+                    np.testing.assert_allclose(
+                        r.per_query[m],
+                        ref[ties][m],
+                        rtol=0,
+                        atol=1e-12,
+                        err_msg=f"{bits} bits {kind} {sim} {device} kernels={kernels} {ties} {m}",
+                    )
 
 
 def test_cosine_of_pm1_codes_was_the_broken_case():
@@ -97,8 +114,14 @@ def test_int8_embeddings_neg_l2_exact():
     sq = -((Xi[:, None, :] - Xi[None, :, :]) ** 2).sum(-1)
     ref = _exact_reference(sq, y, "pessimistic", ["map", "hit_rate@1"])
     for device, kernels in BACKENDS:
-        r = rc.evaluate(X, query_labels=y, metrics=["map", "hit_rate@1"], similarity="neg_l2", device=device,
-                        _use_kernels=kernels)
+        r = rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["map", "hit_rate@1"],
+            similarity="neg_l2",
+            device=device,
+            _use_kernels=kernels,
+        )
         np.testing.assert_allclose(r.per_query["map"], ref["map"], rtol=0, atol=1e-12)
         np.testing.assert_allclose(r.per_query["hit_rate@1"], ref["hit_rate@1"], rtol=0, atol=1e-12)
 
@@ -131,13 +154,26 @@ def test_backends_give_identical_ranks_on_tie_heavy_data(data):
     tile = data.draw(st.sampled_from([None, (3, 16), (7, 32)]))
     if sim == "hamming":
         X = X.astype(bool)
-    results = [rc.evaluate(X, query_labels=y, metrics=["map", "hit_rate@1", "map@3"], similarity=sim, ties=ties,
-                           device=device, tile=tile, empty_queries="skip", _use_kernels=kernels)
-               for device, kernels in BACKENDS]
+    results = [
+        rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["map", "hit_rate@1", "map@3"],
+            similarity=sim,
+            ties=ties,
+            device=device,
+            tile=tile,
+            empty_queries="skip",
+            _use_kernels=kernels,
+        )
+        for device, kernels in BACKENDS
+    ]
     if kind == "rounded" and sim != "hamming":
         # where the GEMM products of numpy and torch differ, only the torch paths must agree
         Xf = np.asarray(X, np.float32)
-        same = np.array_equal(np.matmul(Xf, Xf.T), torch.mm(torch.from_numpy(Xf), torch.from_numpy(Xf).T).numpy())
+        same = np.array_equal(
+            np.matmul(Xf, Xf.T), torch.mm(torch.from_numpy(Xf), torch.from_numpy(Xf).T).numpy()
+        )
         if not same:
             results = results[1:]
     first = results[0]
@@ -157,8 +193,17 @@ def test_rounded_neg_l2_agrees_across_backends():
     rng = np.random.default_rng(1)
     X = np.round(rng.normal(size=(700, 32)), 1).astype(np.float32)
     y = rng.integers(0, 30, 700)
-    ranks = [rc.evaluate(X, query_labels=y, metrics=["mrr"], similarity="neg_l2", device=device,
-                         _use_kernels=kernels).first_relevant_rank for device, kernels in BACKENDS]
+    ranks = [
+        rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["mrr"],
+            similarity="neg_l2",
+            device=device,
+            _use_kernels=kernels,
+        ).first_relevant_rank
+        for device, kernels in BACKENDS
+    ]
     for r in ranks[1:]:
         np.testing.assert_array_equal(r, ranks[0])
 
@@ -189,7 +234,9 @@ def test_neg_l2_pair_thresholds_stay_in_distance_units():
     # -sqrt(13) in float64 is slightly short of the true root: distance sqrt(13) is then outside
     for t in (-2.0, -3.5, -5.0, -float(np.sqrt(13.0)), -float(np.nextafter(np.sqrt(13.0), 5.0))):
         r = rc.evaluate(Q, G, relevance=rel, metrics=[f"pair_recall@t={t!r}"], similarity="neg_l2")
-        exact = np.mean([Fraction(d2) <= Fraction(t) ** 2 for d2 in pos2])  # distance <= -t, in exact arithmetic
+        exact = np.mean(
+            [Fraction(d2) <= Fraction(t) ** 2 for d2 in pos2]
+        )  # distance <= -t, in exact arithmetic
         assert r[r.spec(f"pair_recall@t={t!r}").name] == pytest.approx(exact, abs=1e-12)
     r = rc.evaluate(Q, G, relevance=rel, metrics=["recall_at_precision@0.1"], similarity="neg_l2")
     thr = r.thresholds["recall_at_precision@0.1"]
@@ -201,11 +248,24 @@ def test_cosine_parallel_rows_tie_exactly(device, kernels):
     """Parallel rows have equal cosines: integer multiples (any ratio, not only powers of
     two) tie exactly, and so do float multiples of a non-integer row."""
     Q = np.array([[1, 2, 3], [0.3, -1.7, 2.9]], np.float64)
-    G = np.array([[2, 4, 6], [3, 6, 9], [5, 10, 15], [1, 1, 1],
-                  [0.6, -3.4, 5.8], [0.9, -5.1, 8.7], [2.1, -11.9, 20.3], [1, 0, 0]], np.float64)
+    G = np.array(
+        [
+            [2, 4, 6],
+            [3, 6, 9],
+            [5, 10, 15],
+            [1, 1, 1],
+            [0.6, -3.4, 5.8],
+            [0.9, -5.1, 8.7],
+            [2.1, -11.9, 20.3],
+            [1, 0, 0],
+        ],
+        np.float64,
+    )
     rel = [[2], [6]]
     pess = rc.evaluate(Q, G, relevance=rel, metrics=["mrr"], device=device, _use_kernels=kernels)
-    opt = rc.evaluate(Q, G, relevance=rel, metrics=["mrr"], ties="optimistic", device=device, _use_kernels=kernels)
+    opt = rc.evaluate(
+        Q, G, relevance=rel, metrics=["mrr"], ties="optimistic", device=device, _use_kernels=kernels
+    )
     np.testing.assert_array_equal(pess.first_relevant_rank, [3, 3])
     np.testing.assert_array_equal(opt.first_relevant_rank, [1, 1])
 
@@ -223,8 +283,14 @@ def test_numba_and_numpy_kernels_count_the_same_ties(ties):
     got = {}
     for kernels in ("numba", "numpy"):
         with _kernels.use(kernels):
-            r = rc.evaluate(X, query_labels=y, metrics=names, ties=ties, similarity="dot", tile=(7, 16))
-        got[kernels] = (dict(r), {m: dict(r.tie_values[m]) for m in names}, r.tied_share,
-                        {m: r.per_query[m].tolist() for m in names})
+            r = rc.evaluate(
+                X, query_labels=y, metrics=names, ties=ties, similarity="dot", tile=(7, 16)
+            )
+        got[kernels] = (
+            dict(r),
+            {m: dict(r.tie_values[m]) for m in names},
+            r.tied_share,
+            {m: r.per_query[m].tolist() for m in names},
+        )
     assert got["numba"] == got["numpy"]
     assert got["numba"][2] > 0.5  # tie-heavy

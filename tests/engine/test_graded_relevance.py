@@ -11,8 +11,20 @@ import scipy.sparse as sp
 
 import retrieval_checks as rc
 
-METRICS = ["ndcg@5", "ndcg", "ndcg_exp@5", "ndcg_exp", "map", "map@3", "hit_rate@1", "recall@5", "mrr",
-           "precision@3", "r_precision", "meanr"]
+METRICS = [
+    "ndcg@5",
+    "ndcg",
+    "ndcg_exp@5",
+    "ndcg_exp",
+    "map",
+    "map@3",
+    "hit_rate@1",
+    "recall@5",
+    "mrr",
+    "precision@3",
+    "r_precision",
+    "meanr",
+]
 BACKENDS = [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)]
 
 
@@ -28,7 +40,10 @@ def _case(seed, n_q=12, n_g=40, levels=4):
 def _as_run(S, G):
     n_q, n_g = S.shape
     run = {f"q{i:03d}": {f"d{j:03d}": float(S[i, j]) for j in range(n_g)} for i in range(n_q)}
-    qrels = {f"q{i:03d}": {f"d{j:03d}": int(G[i, j]) for j in range(n_g) if G[i, j] > 0} for i in range(n_q)}
+    qrels = {
+        f"q{i:03d}": {f"d{j:03d}": int(G[i, j]) for j in range(n_g) if G[i, j] > 0}
+        for i in range(n_q)
+    }
     return run, qrels
 
 
@@ -45,12 +60,29 @@ def test_graded_evaluate_equals_evaluate_run(seed, ties, level):
     want = rc.evaluate_run(run, qrels, metrics=METRICS, ties=ties, relevance_level=level)
     for device, kernels in BACKENDS:
         # one-hot gallery rows: the dot products are exactly the score matrix S
-        got = rc.evaluate(S, np.eye(S.shape[1]), relevance=_graded(G), metrics=METRICS, similarity="dot", ties=ties,
-                          relevance_level=level, device=device, tile=(5, 16), _use_kernels=kernels)
+        got = rc.evaluate(
+            S,
+            np.eye(S.shape[1]),
+            relevance=_graded(G),
+            metrics=METRICS,
+            similarity="dot",
+            ties=ties,
+            relevance_level=level,
+            device=device,
+            tile=(5, 16),
+            _use_kernels=kernels,
+        )
         for m in METRICS:
-            np.testing.assert_allclose(got.per_query[m], want.per_query[m], rtol=0, atol=1e-12,
-                                       err_msg=f"{m} {device} {kernels}")
-            np.testing.assert_allclose(got.tie_range(m), want.tie_range(m), rtol=0, atol=1e-12, err_msg=m)
+            np.testing.assert_allclose(
+                got.per_query[m],
+                want.per_query[m],
+                rtol=0,
+                atol=1e-12,
+                err_msg=f"{m} {device} {kernels}",
+            )
+            np.testing.assert_allclose(
+                got.tie_range(m), want.tie_range(m), rtol=0, atol=1e-12, err_msg=m
+            )
         assert got.config["graded"] and got.config["relevance_level"] == level
 
 
@@ -73,25 +105,36 @@ def test_graded_ndcg_against_pytrec_eval():
     ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg", "ndcg_cut"})
     out = ev.evaluate(run)
     res = rc.evaluate(S, np.eye(50), relevance=G, metrics=["ndcg", "ndcg@10"], similarity="dot")
-    np.testing.assert_allclose(res.per_query["ndcg"], [out[f"q{i:03d}"]["ndcg"] for i in range(15)], atol=1e-12)
-    np.testing.assert_allclose(res.per_query["ndcg@10"], [out[f"q{i:03d}"]["ndcg_cut_10"] for i in range(15)],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        res.per_query["ndcg"], [out[f"q{i:03d}"]["ndcg"] for i in range(15)], atol=1e-12
+    )
+    np.testing.assert_allclose(
+        res.per_query["ndcg@10"], [out[f"q{i:03d}"]["ndcg_cut_10"] for i in range(15)], atol=1e-12
+    )
 
 
 def test_binary_relevance_is_grade_one():
     S, G = _case(4)
     binary = rc.evaluate(S, np.eye(S.shape[1]), relevance=G > 0, metrics=METRICS, similarity="dot")
-    ones = rc.evaluate(S, np.eye(S.shape[1]), relevance=(G > 0).astype(int) * 1, metrics=METRICS, similarity="dot")
+    ones = rc.evaluate(
+        S, np.eye(S.shape[1]), relevance=(G > 0).astype(int) * 1, metrics=METRICS, similarity="dot"
+    )
     assert dict(binary) == dict(ones) and not binary.config["graded"]
 
 
-@pytest.mark.parametrize("rel,match", [
-    ({0: {1: 0.5}}, "whole number >= 0"),
-    ({0: {1: -1}}, "whole number >= 0"),
-    ({0: {99: 2}}, "outside"),
-    ({0: {1: 2}, 1: [3]}, r"relevance\[0\]"),  # mixed rows: neither all mappings nor all index lists
-    (np.full((3, 5), 0.7), "neither 0/1 nor whole grades"),
-])
+@pytest.mark.parametrize(
+    "rel,match",
+    [
+        ({0: {1: 0.5}}, "whole number >= 0"),
+        ({0: {1: -1}}, "whole number >= 0"),
+        ({0: {99: 2}}, "outside"),
+        (
+            {0: {1: 2}, 1: [3]},
+            r"relevance\[0\]",
+        ),  # mixed rows: neither all mappings nor all index lists
+        (np.full((3, 5), 0.7), "neither 0/1 nor whole grades"),
+    ],
+)
 def test_bad_grades_are_refused(rel, match):
     Q = np.eye(3, 4)
     G = np.eye(5, 4)
@@ -102,9 +145,19 @@ def test_bad_grades_are_refused(rel, match):
 def test_relevance_level_is_checked():
     Q, G = np.eye(3, 4), np.eye(5, 4)
     with pytest.raises(rc.InputError, match="needs graded relevance"):
-        rc.evaluate(Q, G, relevance=[[0], [1], [2]], metrics=["map"], relevance_level=2, similarity="dot")
+        rc.evaluate(
+            Q, G, relevance=[[0], [1], [2]], metrics=["map"], relevance_level=2, similarity="dot"
+        )
     with pytest.raises(rc.InputError, match="whole number >= 1"):
-        rc.evaluate(Q, G, relevance={0: {0: 2}}, metrics=["map"], relevance_level=0, similarity="dot")
+        rc.evaluate(
+            Q, G, relevance={0: {0: 2}}, metrics=["map"], relevance_level=0, similarity="dot"
+        )
     with pytest.raises(rc.InputError, match="pair metrics with relevance_level=2"):
-        rc.evaluate(Q, G, relevance={0: {0: 2}, 1: {1: 1}}, metrics=["pair_recall@t=0.5"], relevance_level=2,
-                    similarity="dot")
+        rc.evaluate(
+            Q,
+            G,
+            relevance={0: {0: 2}, 1: {1: 1}},
+            metrics=["pair_recall@t=0.5"],
+            relevance_level=2,
+            similarity="dot",
+        )

@@ -23,17 +23,31 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import reference
 from scipy import stats
 
 import retrieval_checks as rc
-from reference import reference
 
 TIES = ["pessimistic", "optimistic"]
 
 
 # ----------------------------------------------------------------------------- brute force
-def brute_grouped(Q, G, q_labels, g_labels, k, *, S, seed=0, repeats=1, confidence=0.95, q_ids=None,
-                  g_ids=None, similarity="cosine", ties="pessimistic"):
+def brute_grouped(
+    Q,
+    G,
+    q_labels,
+    g_labels,
+    k,
+    *,
+    S,
+    seed=0,
+    repeats=1,
+    confidence=0.95,
+    q_ids=None,
+    g_ids=None,
+    similarity="cosine",
+    ties="pessimistic",
+):
     """Grouped Recall@k by the definition; G=None means leave-one-out over Q."""
     loo = G is None
     q_labels = np.asarray(q_labels)
@@ -52,17 +66,22 @@ def brute_grouped(Q, G, q_labels, g_labels, k, *, S, seed=0, repeats=1, confiden
     for rep in range(repeats):
         perm = np.random.default_rng(seed + rep).permutation(np.arange(L))
         groups = perm[: r * S].reshape(r, S)
-        dropped = np.sort(perm[r * S:])
+        dropped = np.sort(perm[r * S :])
         per_query = np.full(n_q, np.nan)
         group_of_query = np.full(n_q, -1)
         gvals = []
         for gi, grp in enumerate(groups):
             mq, mg = np.isin(qc, grp), np.isin(gc, grp)
             ref, _, _ = reference(
-                Q[mq], G[mg], qc[mq], gc[mg], [f"hit_rate@{k}"],
+                Q[mq],
+                G[mg],
+                qc[mq],
+                gc[mg],
+                [f"hit_rate@{k}"],
                 q_ids=None if q_ids is None else np.asarray(q_ids)[mq],
                 g_ids=None if g_ids is None else np.asarray(g_ids)[mg],
-                similarity=similarity, ties=ties,
+                similarity=similarity,
+                ties=ties,
             )
             h = ref[f"hit_rate@{k}"]
             per_query[mq] = h
@@ -71,14 +90,29 @@ def brute_grouped(Q, G, q_labels, g_labels, k, *, S, seed=0, repeats=1, confiden
         gvals = np.array(gvals)
         rows.append(gvals)
         ses.append(gvals.std(ddof=1) / math.sqrt(r))
-        reps.append(dict(groups=groups, dropped=values[dropped], per_query=per_query,
-                         group_of_query=group_of_query))
+        reps.append(
+            dict(
+                groups=groups,
+                dropped=values[dropped],
+                per_query=per_query,
+                group_of_query=group_of_query,
+            )
+        )
     value = float(np.mean([row.mean() for row in rows]))
     se = float(np.mean(ses))
     half = stats.t.ppf((1 + confidence) / 2, r - 1) * se
     # the interval is clipped to [0, 1], the metric's range
-    return dict(value=value, se=se, low=max(0.0, value - half), high=min(1.0, value + half), group_values=np.vstack(rows),
-                group_std=float(rows[0].std(ddof=1)), r=r, values=values, **reps[0])
+    return dict(
+        value=value,
+        se=se,
+        low=max(0.0, value - half),
+        high=min(1.0, value + half),
+        group_values=np.vstack(rows),
+        group_std=float(rows[0].std(ddof=1)),
+        r=r,
+        values=values,
+        **reps[0],
+    )
 
 
 def _check(res, name, bf):
@@ -97,7 +131,10 @@ def _check(res, name, bf):
     used = int((~np.isnan(bf["per_query"])).sum())
     dropped = int((bf["group_of_query"] < 0).sum())
     assert (g.n_queries_used, g.n_queries_skipped, g.n_queries_dropped) == (
-        used, bf["per_query"].size - used - dropped, dropped)
+        used,
+        bf["per_query"].size - used - dropped,
+        dropped,
+    )
 
 
 # ----------------------------------------------------------------------------- data
@@ -132,7 +169,7 @@ def make_problem(kind, mode, seed=0, n_labels=25):
     yq = np.concatenate([yq, [n_labels, n_labels]])  # query-only label
     yg = np.concatenate([yg, [n_labels + 1]])  # gallery-only label
     X = gen(rng, np.concatenate([yq, yg]))
-    return X[: yq.size], X[yq.size:], yq, yg, sim
+    return X[: yq.size], X[yq.size :], yq, yg, sim
 
 
 # ----------------------------------------------------------------------------- equality
@@ -140,11 +177,22 @@ def make_problem(kind, mode, seed=0, n_labels=25):
 @pytest.mark.parametrize("mode", ["loo", "split"])
 @pytest.mark.parametrize("kind", ["ties", "gauss"])
 def test_equals_brute_force(kind, mode, ties):
-    seed = {("ties", "loo"): 1, ("ties", "split"): 2, ("gauss", "loo"): 3, ("gauss", "split"): 4}[kind, mode]
+    seed = {("ties", "loo"): 1, ("ties", "split"): 2, ("gauss", "loo"): 3, ("gauss", "split"): 4}[
+        kind, mode
+    ]
     Q, G, yq, yg, sim = make_problem(kind, mode, seed=seed)
     S = 5
-    res = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, metrics=["grouped_recall@1", "grouped_recall@5"],
-                      similarity=sim, ties=ties, group_size=S, group_seed=3)
+    res = rc.evaluate(
+        Q,
+        G,
+        query_labels=yq,
+        gallery_labels=yg,
+        metrics=["grouped_recall@1", "grouped_recall@5"],
+        similarity=sim,
+        ties=ties,
+        group_size=S,
+        group_seed=3,
+    )
     for k in (1, 5):
         bf = brute_grouped(Q, G, yq, yg, k, S=S, seed=3, similarity=sim, ties=ties)
         assert bf["r"] == (26 if mode == "loo" else 27) // S
@@ -157,12 +205,17 @@ def test_equals_brute_force(kind, mode, ties):
 def test_tie_policy_matters_on_tie_heavy_data():
     """Sanity check of the tie-heavy data: the two policies give different values."""
     Q, G, yq, yg, sim = make_problem("ties", "loo", seed=11)
-    vals = {t: rc.evaluate(Q, query_labels=yq, metrics=["grouped_recall@1"], similarity=sim, ties=t,
-                           group_size=5)["grouped_recall@1"] for t in TIES}
+    vals = {
+        t: rc.evaluate(
+            Q, query_labels=yq, metrics=["grouped_recall@1"], similarity=sim, ties=t, group_size=5
+        )["grouped_recall@1"]
+        for t in TIES
+    }
     assert vals["pessimistic"] < vals["optimistic"]
     for t in TIES:
-        assert vals[t] == pytest.approx(brute_grouped(Q, None, yq, None, 1, S=5, similarity=sim, ties=t)["value"],
-                                        abs=1e-12)
+        assert vals[t] == pytest.approx(
+            brute_grouped(Q, None, yq, None, 1, S=5, similarity=sim, ties=t)["value"], abs=1e-12
+        )
 
 
 def test_leave_one_out_with_duplicate_query_ids():
@@ -173,11 +226,21 @@ def test_leave_one_out_with_duplicate_query_ids():
     ids = np.arange(y.size)
     ids[1::7] = ids[0::7][: ids[1::7].size]  # some pairs of items share an id
     for ties in TIES:
-        res = rc.evaluate(X, query_labels=y, query_ids=ids, metrics=["grouped_recall@1", "grouped_recall@5"],
-                          similarity="dot", ties=ties, group_size=3)
+        res = rc.evaluate(
+            X,
+            query_labels=y,
+            query_ids=ids,
+            metrics=["grouped_recall@1", "grouped_recall@5"],
+            similarity="dot",
+            ties=ties,
+            group_size=3,
+        )
         for k in (1, 5):
-            _check(res, f"grouped_recall@{k}", brute_grouped(X, None, y, None, k, S=3, q_ids=ids, similarity="dot",
-                                                             ties=ties))
+            _check(
+                res,
+                f"grouped_recall@{k}",
+                brute_grouped(X, None, y, None, k, S=3, q_ids=ids, similarity="dot", ties=ties),
+            )
 
 
 def test_string_labels_partition_sorted_distinct_values():
@@ -185,10 +248,17 @@ def test_string_labels_partition_sorted_distinct_values():
     the partition permutes those codes: 'c10' sorts before 'c2'."""
     rng = np.random.default_rng(7)
     ints = rng.permutation(np.repeat(np.arange(23), 3))
-    y = np.array([f"c{i}" for i in ints])  # first-appearance and numeric order differ from sorted order
+    y = np.array(
+        [f"c{i}" for i in ints]
+    )  # first-appearance and numeric order differ from sorted order
     X = gaussian(rng, ints)
-    res = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1", "grouped_recall@5"], group_size=4,
-                      group_seed=9)
+    res = rc.evaluate(
+        X,
+        query_labels=y,
+        metrics=["grouped_recall@1", "grouped_recall@5"],
+        group_size=4,
+        group_seed=9,
+    )
     for k in (1, 5):
         bf = brute_grouped(X, None, y, None, k, S=4, seed=9)
         _check(res, f"grouped_recall@{k}", bf)
@@ -219,15 +289,27 @@ def test_integer_labels_are_encoded_before_partitioning():
     bf = brute_grouped(X, None, y, None, 1, S=4, seed=2)
     _check(res, "grouped_recall@1", bf)
     perm = np.random.default_rng(2).permutation(np.arange(14))
-    np.testing.assert_array_equal(res.grouped["grouped_recall@1"].dropped_labels, np.sort(raw)[np.sort(perm[12:])])
+    np.testing.assert_array_equal(
+        res.grouped["grouped_recall@1"].dropped_labels, np.sort(raw)[np.sort(perm[12:])]
+    )
 
 
 @pytest.mark.parametrize("mode", ["loo", "split"])
 def test_repeats_average_partitions_with_conservative_standard_error(mode):
     Q, G, yq, yg, sim = make_problem("ties", mode, seed=21)
     S, seed, c = 4, 5, 0.9
-    res = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, metrics=["grouped_recall@5"], similarity=sim,
-                      group_size=S, group_seed=seed, group_repeats=3, confidence=c)
+    res = rc.evaluate(
+        Q,
+        G,
+        query_labels=yq,
+        gallery_labels=yg,
+        metrics=["grouped_recall@5"],
+        similarity=sim,
+        group_size=S,
+        group_seed=seed,
+        group_repeats=3,
+        confidence=c,
+    )
     g = res.grouped["grouped_recall@5"]
     bf = brute_grouped(Q, G, yq, yg, 5, S=S, seed=seed, repeats=3, confidence=c, similarity=sim)
     _check(res, "grouped_recall@5", bf)
@@ -245,8 +327,16 @@ def test_repeats_average_partitions_with_conservative_standard_error(mode):
     assert g.std_error >= per_se.min() - 1e-15
     # each row is the single partition of seed, seed + 1, seed + 2
     for rep in range(3):
-        one = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, metrics=["grouped_recall@5"], similarity=sim,
-                          group_size=S, group_seed=seed + rep).grouped["grouped_recall@5"]
+        one = rc.evaluate(
+            Q,
+            G,
+            query_labels=yq,
+            gallery_labels=yg,
+            metrics=["grouped_recall@5"],
+            similarity=sim,
+            group_size=S,
+            group_seed=seed + rep,
+        ).grouped["grouped_recall@5"]
         np.testing.assert_array_equal(one.group_values[0], g.group_values[rep])
     assert len({tuple(row) for row in g.group_values}) > 1  # the partitions differ
 
@@ -254,7 +344,9 @@ def test_repeats_average_partitions_with_conservative_standard_error(mode):
 @pytest.mark.parametrize("confidence", [0.5, 0.9, 0.95, 0.99])
 def test_interval_is_student_t(confidence):
     Q, _, y, _, _ = make_problem("gauss", "loo", seed=4, n_labels=30)
-    res = rc.evaluate(Q, query_labels=y, metrics=["grouped_recall@1"], group_size=3, confidence=confidence)
+    res = rc.evaluate(
+        Q, query_labels=y, metrics=["grouped_recall@1"], group_size=3, confidence=confidence
+    )
     g = res.grouped["grouped_recall@1"]
     v = g.group_values[0]
     r = v.size
@@ -279,7 +371,9 @@ def test_interval_is_clipped_to_the_unit_range():
     near = rng.standard_normal((6, 16))[y] + 0.05 * rng.standard_normal((30, 16))  # hit_rate@1 = 1
     X = near.astype(np.float32)
     X[0] = -X[0]  # one miss: the group values are 1 and 0.9..., s > 0
-    g = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=3).grouped["grouped_recall@1"]
+    g = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=3).grouped[
+        "grouped_recall@1"
+    ]
     v = g.group_values[0]
     half = stats.t.ppf(0.975, 1) * v.std(ddof=1) / math.sqrt(2)
     assert v.std(ddof=1) > 0 and g.value + half > 1
@@ -303,8 +397,13 @@ def test_dropped_labels_reported():
     assert res.to_dict()["grouped"]["grouped_recall@1"]["dropped_labels"] == list(expected)
     # the dropped labels' queries are in no group and count as not used
     dropped_items = np.isin(y, expected)
-    assert (g.group_of_query[dropped_items] == -1).all() and (g.group_of_query[~dropped_items] >= 0).all()
-    assert np.isnan(g.per_query[dropped_items]).all() and not np.isnan(g.per_query[~dropped_items]).any()
+    assert (g.group_of_query[dropped_items] == -1).all() and (
+        g.group_of_query[~dropped_items] >= 0
+    ).all()
+    assert (
+        np.isnan(g.per_query[dropped_items]).all()
+        and not np.isnan(g.per_query[~dropped_items]).any()
+    )
     # 12 queries belong to dropped labels: counted as dropped, not as skipped
     assert (g.n_queries_used, g.n_queries_skipped, g.n_queries_dropped) == (80, 0, 12)
     _check(res, "grouped_recall@1", brute_grouped(X, None, y, None, 1, S=10, seed=0))
@@ -317,25 +416,45 @@ def loo_problem(draw):
     sizes = draw(st.lists(st.integers(1, 4), min_size=L, max_size=L))
     y = np.repeat(np.arange(L) * 3 + 1, sizes)
     d = draw(st.integers(1, 3))
-    X = draw(st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=y.size, max_size=y.size))
+    X = draw(
+        st.lists(
+            st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=y.size, max_size=y.size
+        )
+    )
     return np.array(X, np.float32), y, L
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(problem=loo_problem(), data=st.data(), ties=st.sampled_from(TIES),
-       similarity=st.sampled_from(["dot", "neg_l2"]), k=st.integers(1, 2), seed=st.integers(0, 10_000))
+@given(
+    problem=loo_problem(),
+    data=st.data(),
+    ties=st.sampled_from(TIES),
+    similarity=st.sampled_from(["dot", "neg_l2"]),
+    k=st.integers(1, 2),
+    seed=st.integers(0, 10_000),
+)
 def test_invariant_under_permuting_items(problem, data, ties, similarity, k, seed):
     X, y, L = problem
     S = data.draw(st.integers(2, L // 2), label="S")
     perm = np.array(data.draw(st.permutations(range(y.size)), label="perm"))
-    kw = dict(metrics=[f"grouped_recall@{k}"], similarity=similarity, ties=ties, group_size=S, group_seed=seed)
+    kw = dict(
+        metrics=[f"grouped_recall@{k}"],
+        similarity=similarity,
+        ties=ties,
+        group_size=S,
+        group_seed=seed,
+    )
     name = f"grouped_recall@{k}"
     try:
         a = rc.evaluate(X, query_labels=y, **kw).grouped[name]
     except rc.InputError as exc:
         # a group made of singleton classes only, or a group whose gallery is smaller than K:
         # either way the permuted data must fail the same way
-        expected = "no query with a relevant item" if "no query with a relevant item" in str(exc) else "larger than"
+        expected = (
+            "no query with a relevant item"
+            if "no query with a relevant item" in str(exc)
+            else "larger than"
+        )
         assert expected in str(exc)
         with pytest.raises(rc.InputError, match=expected):
             rc.evaluate(X[perm], query_labels=y[perm], **kw)
@@ -346,8 +465,12 @@ def test_invariant_under_permuting_items(problem, data, ties, similarity, k, see
     np.testing.assert_array_equal(a.dropped_labels, b.dropped_labels)
     np.testing.assert_array_equal(a.per_query[perm], b.per_query)
     np.testing.assert_array_equal(a.group_of_query[perm], b.group_of_query)
-    assert a.value == pytest.approx(brute_grouped(X, None, y, None, k, S=S, seed=seed, similarity=similarity,
-                                                  ties=ties)["value"], abs=1e-12)
+    assert a.value == pytest.approx(
+        brute_grouped(X, None, y, None, k, S=S, seed=seed, similarity=similarity, ties=ties)[
+            "value"
+        ],
+        abs=1e-12,
+    )
 
 
 @st.composite
@@ -372,22 +495,50 @@ def split_problem_with_overlap(draw):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(problem=split_problem_with_overlap(), data=st.data(), ties=st.sampled_from(TIES),
-       similarity=st.sampled_from(["dot", "neg_l2"]), k=st.integers(1, 2), seed=st.integers(0, 10_000))
-def test_self_exclusion_matches_engine_hit_rate_in_each_group(problem, data, ties, similarity, k, seed):
+@given(
+    problem=split_problem_with_overlap(),
+    data=st.data(),
+    ties=st.sampled_from(TIES),
+    similarity=st.sampled_from(["dot", "neg_l2"]),
+    k=st.integers(1, 2),
+    seed=st.integers(0, 10_000),
+)
+def test_self_exclusion_matches_engine_hit_rate_in_each_group(
+    problem, data, ties, similarity, k, seed
+):
     Q, G, yq, yg, q_ids, g_ids, L = problem
     S = data.draw(st.integers(2, L // 2), label="S")
     name = f"grouped_recall@{k}"
-    g = rc.evaluate(Q, G, query_labels=yq, gallery_labels=yg, query_ids=q_ids, gallery_ids=g_ids, metrics=[name],
-                    similarity=similarity, ties=ties, group_size=S, group_seed=seed).grouped[name]
+    g = rc.evaluate(
+        Q,
+        G,
+        query_labels=yq,
+        gallery_labels=yg,
+        query_ids=q_ids,
+        gallery_ids=g_ids,
+        metrics=[name],
+        similarity=similarity,
+        ties=ties,
+        group_size=S,
+        group_seed=seed,
+    ).grouped[name]
     groups, dropped = rc.label_partition(np.concatenate([yq, yg]), S, seed)
     np.testing.assert_array_equal(g.dropped_labels, dropped)
     means = []
     for gi, grp in enumerate(groups):
         mq, mg = np.isin(yq, grp), np.isin(yg, grp)
         assert (g.group_of_query[mq] == gi).all()
-        sub = rc.evaluate(Q[mq], G[mg], query_labels=yq[mq], gallery_labels=yg[mg], query_ids=q_ids[mq],
-                          gallery_ids=g_ids[mg], metrics=[f"hit_rate@{k}"], similarity=similarity, ties=ties)
+        sub = rc.evaluate(
+            Q[mq],
+            G[mg],
+            query_labels=yq[mq],
+            gallery_labels=yg[mg],
+            query_ids=q_ids[mq],
+            gallery_ids=g_ids[mg],
+            metrics=[f"hit_rate@{k}"],
+            similarity=similarity,
+            ties=ties,
+        )
         np.testing.assert_array_equal(g.per_query[mq], sub.per_query[f"hit_rate@{k}"])
         means.append(sub[f"hit_rate@{k}"])
     np.testing.assert_allclose(g.group_values[0], means, rtol=0, atol=1e-12)
@@ -396,18 +547,24 @@ def test_self_exclusion_matches_engine_hit_rate_in_each_group(problem, data, tie
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(problem=loo_problem(), data=st.data(), ties=st.sampled_from(TIES), seed=st.integers(0, 10_000))
+@given(
+    problem=loo_problem(), data=st.data(), ties=st.sampled_from(TIES), seed=st.integers(0, 10_000)
+)
 def test_leave_one_out_equals_split_of_the_set_with_itself(problem, data, ties, seed):
     X, y, L = problem
     S = data.draw(st.integers(2, L // 2), label="S")
     ids = np.arange(y.size)
-    kw = dict(metrics=["grouped_recall@1"], similarity="dot", ties=ties, group_size=S, group_seed=seed)
+    kw = dict(
+        metrics=["grouped_recall@1"], similarity="dot", ties=ties, group_size=S, group_seed=seed
+    )
     try:
         a = rc.evaluate(X, query_labels=y, **kw)["grouped_recall@1"]
     except rc.InputError as exc:
         assert "no query with a relevant item" in str(exc)
         return
-    b = rc.evaluate(X, X, query_labels=y, gallery_labels=y, query_ids=ids, gallery_ids=ids, **kw)["grouped_recall@1"]
+    b = rc.evaluate(X, X, query_labels=y, gallery_labels=y, query_ids=ids, gallery_ids=ids, **kw)[
+        "grouped_recall@1"
+    ]
     assert a == b
 
 
@@ -442,12 +599,16 @@ def test_bad_parameters(kwargs, match):
 def test_label_partition_rejects_bad_group_size():
     with pytest.raises(rc.InputError, match="group_size=1"):
         rc.label_partition(np.arange(10), 1, 0)
-    with pytest.raises(rc.InputError, match=r"group_size=11 is larger than the number of labels \(10\)"):
+    with pytest.raises(
+        rc.InputError, match=r"group_size=11 is larger than the number of labels \(10\)"
+    ):
         rc.label_partition(np.arange(10), 11, 0)
 
 
 def test_relevance_instead_of_labels():
-    rel = [[j for j in range(X23.shape[0]) if Y23[j] == Y23[i] and j != i] for i in range(X23.shape[0])]
+    rel = [
+        [j for j in range(X23.shape[0]) if Y23[j] == Y23[i] and j != i] for i in range(X23.shape[0])
+    ]
     with pytest.raises(rc.InputError, match=r"grouped_recall@1.*class labels.*relevance"):
         rc.evaluate(X23, X23, relevance=rel, metrics=["grouped_recall@1"])
     with pytest.raises(rc.InputError, match=r"grouped_recall@5.*class labels.*relevance"):
@@ -456,7 +617,9 @@ def test_relevance_instead_of_labels():
 
 def test_group_without_a_relevant_query_singleton_classes():
     X = gaussian(np.random.default_rng(3), np.arange(20))
-    with pytest.raises(rc.InputError, match=r"4 of 4 groups have no query with a relevant item.*group_size"):
+    with pytest.raises(
+        rc.InputError, match=r"4 of 4 groups have no query with a relevant item.*group_size"
+    ):
         rc.evaluate(X, query_labels=np.arange(20), metrics=["grouped_recall@1"], group_size=5)
 
 
@@ -466,9 +629,17 @@ def test_group_without_queries_in_a_split():
     yg = np.repeat(np.arange(4), 3)
     G = gaussian(rng, yg)
     Q = G[yg == 0] + 0.01
-    with pytest.raises(rc.InputError, match=r"1 of 2 groups have no query with a relevant item.*group_size"):
-        rc.evaluate(Q, G, query_labels=np.zeros(3, int), gallery_labels=yg, metrics=["grouped_recall@1"],
-                    group_size=2)
+    with pytest.raises(
+        rc.InputError, match=r"1 of 2 groups have no query with a relevant item.*group_size"
+    ):
+        rc.evaluate(
+            Q,
+            G,
+            query_labels=np.zeros(3, int),
+            gallery_labels=yg,
+            metrics=["grouped_recall@1"],
+            group_size=2,
+        )
 
 
 def test_bad_grouped_metric_names():
@@ -491,9 +662,15 @@ def test_empty_query_policy_applies_to_grouped_recall():
     skip = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=4)
     g = skip.grouped["grouped_recall@1"]
     assert g.n_queries_skipped == 4 and g.n_queries_dropped == 0
-    with pytest.raises(rc.EmptyQueriesError, match="4 queries have no relevant item inside their group"):
-        rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=4, empty_queries="error")
-    zero = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=4, empty_queries="zero")
+    with pytest.raises(
+        rc.EmptyQueriesError, match="4 queries have no relevant item inside their group"
+    ):
+        rc.evaluate(
+            X, query_labels=y, metrics=["grouped_recall@1"], group_size=4, empty_queries="error"
+        )
+    zero = rc.evaluate(
+        X, query_labels=y, metrics=["grouped_recall@1"], group_size=4, empty_queries="zero"
+    )
     gz = zero.grouped["grouped_recall@1"]
     assert gz.n_queries_skipped == 0 and gz.value <= g.value
     assert (zero.per_query["grouped_recall@1"][y >= 20] == 0).all()
@@ -503,17 +680,22 @@ def test_k_larger_than_a_group_is_an_error():
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(6), 10)
     X = rng.normal(size=(60, 4)).astype(np.float32)
-    with pytest.raises(rc.InputError, match=r"grouped_recall@25: K=25 is larger than the gallery a query ranks "
-                                            r"inside its group \(as few as 19 items"):
+    with pytest.raises(
+        rc.InputError,
+        match=r"grouped_recall@25: K=25 is larger than the gallery a query ranks "
+        r"inside its group \(as few as 19 items",
+    ):
         rc.evaluate(X, query_labels=y, metrics=["grouped_recall@25"], group_size=2)
 
 
 @pytest.mark.parametrize(
     "kwargs, fragment",
-    [(dict(group_size=2.0), "group_size=2.0: expected an integer >= 2"),
-     (dict(group_repeats=2.0), "group_repeats=2.0: expected an integer >= 1"),
-     (dict(group_seed=-1), "group_seed=-1: expected an integer >= 0"),
-     (dict(group_seed="a"), "group_seed='a': expected an integer >= 0")],
+    [
+        (dict(group_size=2.0), "group_size=2.0: expected an integer >= 2"),
+        (dict(group_repeats=2.0), "group_repeats=2.0: expected an integer >= 1"),
+        (dict(group_seed=-1), "group_seed=-1: expected an integer >= 0"),
+        (dict(group_seed="a"), "group_seed='a': expected an integer >= 0"),
+    ],
 )
 def test_parameter_types_are_checked(kwargs, fragment):
     X, y = _singletons()
@@ -528,7 +710,9 @@ def test_batches_respect_the_memory_budget():
     y = np.repeat(np.arange(200), 6)
     X = rng.normal(size=(1200, 32)).astype(np.float32)
     a = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=10)
-    b = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=10, max_memory="1MiB")
+    b = rc.evaluate(
+        X, query_labels=y, metrics=["grouped_recall@1"], group_size=10, max_memory="1MiB"
+    )
     np.testing.assert_array_equal(a.per_query["grouped_recall@1"], b.per_query["grouped_recall@1"])
 
 
@@ -538,13 +722,23 @@ def test_a_group_larger_than_the_budget_is_split_into_query_blocks():
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(4), 1000)  # groups of 2000 items: 2000 x 2000 scores would need ~80 MB
     X = (rng.normal(size=(4, 16))[y] + rng.normal(size=(4000, 16))).astype(np.float32)
-    whole = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=2, device="numpy")
+    whole = rc.evaluate(
+        X, query_labels=y, metrics=["grouped_recall@1"], group_size=2, device="numpy"
+    )
     tracemalloc.start()
     try:
-        split = rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=2, max_memory="8MiB",
-                            device="numpy")
+        split = rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["grouped_recall@1"],
+            group_size=2,
+            max_memory="8MiB",
+            device="numpy",
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 8 * 2**20
-    np.testing.assert_array_equal(whole.per_query["grouped_recall@1"], split.per_query["grouped_recall@1"])
+    np.testing.assert_array_equal(
+        whole.per_query["grouped_recall@1"], split.per_query["grouped_recall@1"]
+    )

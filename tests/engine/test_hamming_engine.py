@@ -24,8 +24,21 @@ try:
 except ImportError:  # pragma: no cover - torch is a test dependency
     torch = None
 
-RANK = ["map", "map@R", "r_precision", "mrr", "medr", "meanr", "hit_rate@1", "hit_rate@5", "recall@5",
-        "precision@5", "map@5", "map_cut@5", "map_capped@5"]
+RANK = [
+    "map",
+    "map@R",
+    "r_precision",
+    "mrr",
+    "medr",
+    "meanr",
+    "hit_rate@1",
+    "hit_rate@5",
+    "recall@5",
+    "precision@5",
+    "map@5",
+    "map_cut@5",
+    "map_capped@5",
+]
 TIES = ["pessimistic", "optimistic", "average"]
 
 
@@ -44,12 +57,21 @@ def _codes(n: int, bits: int, *, n_classes: int = 5, flip: float = 0.25, seed: i
 
 def _forms(B: np.ndarray) -> dict:
     """The same codes in every accepted form."""
-    out = {"packed": np.packbits(B, axis=1), "bool": B, "01-float": B.astype(np.float32),
-           "pm1-int": np.where(B, 1, -1).astype(np.int64), "01-int8": B.astype(np.int8)}
+    out = {
+        "packed": np.packbits(B, axis=1),
+        "bool": B,
+        "01-float": B.astype(np.float32),
+        "pm1-int": np.where(B, 1, -1).astype(np.int64),
+        "01-int8": B.astype(np.int8),
+    }
     if torch is not None:
-        out.update({"torch-bool": torch.from_numpy(B.copy()),
-                    "torch-packed": torch.from_numpy(np.packbits(B, axis=1)),
-                    "torch-pm1-float": torch.from_numpy(np.where(B, 1.0, -1.0).astype(np.float32))})
+        out.update(
+            {
+                "torch-bool": torch.from_numpy(B.copy()),
+                "torch-packed": torch.from_numpy(np.packbits(B, axis=1)),
+                "torch-pm1-float": torch.from_numpy(np.where(B, 1.0, -1.0).astype(np.float32)),
+            }
+        )
     return out
 
 
@@ -89,7 +111,10 @@ def _same(a, b, names):
         if name in a.tie_values:
             assert a.tie_values[name] == b.tie_values[name], name
         if name in a.thresholds:
-            assert a.thresholds[name] == b.thresholds[name] and a.pair_counts[name] == b.pair_counts[name], name
+            assert (
+                a.thresholds[name] == b.thresholds[name]
+                and a.pair_counts[name] == b.pair_counts[name]
+            ), name
     np.testing.assert_array_equal(a.first_relevant_rank, b.first_relevant_rank)
     assert a.tied_share == b.tied_share
 
@@ -117,10 +142,18 @@ def test_every_code_form_gives_identical_results_equal_to_dot_on_pm1(mode, ties)
     assert base.config["similarity"] == "hamming" and base.tied_share > 0.1  # ties are exercised
     fq, fg = _forms(Q), (None if G is None else _forms(G))
     for form in fq:
-        r = rc.evaluate(fq[form], None if G is None else fg[form], metrics=RANK, similarity="hamming", ties=ties,
-                        **kwargs)
+        r = rc.evaluate(
+            fq[form],
+            None if G is None else fg[form],
+            metrics=RANK,
+            similarity="hamming",
+            ties=ties,
+            **kwargs,
+        )
         _same(r, base, RANK)
-    dot = rc.evaluate(_pm1(Q), None if G is None else _pm1(G), metrics=RANK, similarity="dot", ties=ties, **kwargs)
+    dot = rc.evaluate(
+        _pm1(Q), None if G is None else _pm1(G), metrics=RANK, similarity="dot", ties=ties, **kwargs
+    )
     _same(dot, base, RANK)
 
 
@@ -132,12 +165,19 @@ def test_packed_codes_equal_the_brute_force_on_integer_distances(mode, ties):
     r = rc.evaluate(*packed, metrics=RANK, similarity="hamming", ties=ties, **kwargs)
     S = -_distances(Q, G).astype(np.float64)
     for name in RANK:
-        want = np.array([query_metric(name, sorted_relevance(S[i], rel[i], keep[i], ties)) for i in range(len(S))])
+        want = np.array(
+            [
+                query_metric(name, sorted_relevance(S[i], rel[i], keep[i], ties))
+                for i in range(len(S))
+            ]
+        )
         np.testing.assert_allclose(r.per_query[name], want, rtol=1e-12, err_msg=name)
         assert r[name] == pytest.approx(aggregate(name, want), rel=1e-12), name
     if mode == "qg":
         np.testing.assert_array_equal(r.n_relevant, (rel & keep).sum(1))
-        assert r.n_candidates[0] == 28 and r.n_candidates[-1] == 30  # a duplicated id excludes both items
+        assert (
+            r.n_candidates[0] == 28 and r.n_candidates[-1] == 30
+        )  # a duplicated id excludes both items
 
 
 @pytest.mark.parametrize("mode", ["loo", "qg"])
@@ -153,8 +193,14 @@ def test_average_ties_equal_the_mean_over_every_order_of_tied_items(mode):
         keep = q_ids[:, None] != g_ids[None, :]
     rel = qy[:, None] == gy[None, :]
     names = ["map", "map@R", "mrr", "meanr", "hit_rate@1", "recall@5", "map@5", "map_cut@5"]
-    r = rc.evaluate(np.packbits(Q, axis=1), None if G is None else np.packbits(G, axis=1), metrics=names,
-                    similarity="hamming", ties="average", **kwargs)
+    r = rc.evaluate(
+        np.packbits(Q, axis=1),
+        None if G is None else np.packbits(G, axis=1),
+        metrics=names,
+        similarity="hamming",
+        ties="average",
+        **kwargs,
+    )
     S = -_distances(Q, G)
     for i in range(len(S)):
         s, rl = S[i][keep[i]], rel[i][keep[i]].astype(int)
@@ -178,8 +224,13 @@ def _pair_distances(mode):
 def test_pair_thresholds_are_distances_in_bits(mode, T):
     Q, G, kwargs, pos, neg = _pair_distances(mode)
     names = [f"pair_precision@t={T}", f"pair_recall@t={T}", f"pair_f1@t={T}"]
-    r = rc.evaluate(np.packbits(Q, axis=1), None if G is None else np.packbits(G, axis=1), metrics=names,
-                    similarity="hamming", **kwargs)
+    r = rc.evaluate(
+        np.packbits(Q, axis=1),
+        None if G is None else np.packbits(G, axis=1),
+        metrics=names,
+        similarity="hamming",
+        **kwargs,
+    )
     tp, fp = int((pos <= T).sum()), int((neg <= T).sum())
     fn = pos.size - tp
     if T == 0:
@@ -191,7 +242,13 @@ def test_pair_thresholds_are_distances_in_bits(mode, T):
         assert r[name] == pytest.approx(value, rel=1e-12), name
         assert r.thresholds[name] == T
         c = r.pair_counts[name]
-        assert (c["tp"], c["fp"], c["fn"], c["n_positive"], c["n_negative"]) == (tp, fp, fn, pos.size, neg.size)
+        assert (c["tp"], c["fp"], c["fn"], c["n_positive"], c["n_negative"]) == (
+            tp,
+            fp,
+            fn,
+            pos.size,
+            neg.size,
+        )
         line = r.measure(name).details[0]
         assert line.startswith(f"at Hamming distance <= {T:g} bits; TP {tp}, FP {fp}, FN {fn}")
         assert r.measure(name).extra["operating_threshold"] == T
@@ -216,8 +273,13 @@ def test_several_pair_thresholds_in_one_pass(kw):
 def test_recall_at_precision_threshold_is_a_positive_pairs_distance(mode):
     Q, G, kwargs, pos, neg = _pair_distances(mode)
     names = ["recall_at_precision@0.5", "recall_at_precision@0.3", "precision_at_recall@0.5"]
-    r = rc.evaluate(np.packbits(Q, axis=1), None if G is None else np.packbits(G, axis=1), metrics=names,
-                    similarity="hamming", **kwargs)
+    r = rc.evaluate(
+        np.packbits(Q, axis=1),
+        None if G is None else np.packbits(G, axis=1),
+        metrics=names,
+        similarity="hamming",
+        **kwargs,
+    )
     ds = np.unique(pos)
     tp = np.array([(pos <= d).sum() for d in ds])
     fp = np.array([(neg <= d).sum() for d in ds])
@@ -250,19 +312,37 @@ def test_code_lengths_packed_and_unpacked(bits):
     assert packed.shape[1] == -(-bits // 8)
     r = rc.evaluate(packed, query_labels=y, metrics=names, similarity="hamming")
     _same(rc.evaluate(B, query_labels=y, metrics=names, similarity="hamming"), r, names)
-    _same(rc.evaluate(np.where(B, 1, -1).astype(np.int8), query_labels=y, metrics=names, similarity="hamming"), r,
-          names)
+    _same(
+        rc.evaluate(
+            np.where(B, 1, -1).astype(np.int8), query_labels=y, metrics=names, similarity="hamming"
+        ),
+        r,
+        names,
+    )
     D = _distances(B, None).astype(np.float64)
     rel, keep = y[:, None] == y[None, :], ~np.eye(y.size, dtype=bool)
     for name in names[:3]:
-        want = [query_metric(name, sorted_relevance(-D[i], rel[i], keep[i], "pessimistic")) for i in range(y.size)]
+        want = [
+            query_metric(name, sorted_relevance(-D[i], rel[i], keep[i], "pessimistic"))
+            for i in range(y.size)
+        ]
         np.testing.assert_allclose(r.per_query[name], want, rtol=1e-12, err_msg=name)
     assert r.pair_counts["pair_recall@t=3"]["tp"] == int((D[keep & rel] <= 3).sum())
     # query / gallery split at the same length
-    qg = rc.evaluate(packed[:10], packed[10:], query_labels=y[:10], gallery_labels=y[10:], metrics=["map"],
-                     similarity="hamming")
-    want = [query_metric("map", sorted_relevance(-D[i, 10:], rel[i, 10:], np.ones(30, bool), "pessimistic"))
-            for i in range(10)]
+    qg = rc.evaluate(
+        packed[:10],
+        packed[10:],
+        query_labels=y[:10],
+        gallery_labels=y[10:],
+        metrics=["map"],
+        similarity="hamming",
+    )
+    want = [
+        query_metric(
+            "map", sorted_relevance(-D[i, 10:], rel[i, 10:], np.ones(30, bool), "pessimistic")
+        )
+        for i in range(10)
+    ]
     np.testing.assert_allclose(qg.per_query["map"], want, rtol=1e-12)
 
 
@@ -277,14 +357,36 @@ def _bad(B):
     mixed = B.astype(np.int16)
     mixed[7] = np.where(B[7], 1, -1)
     return {
-        "nan": (nan, ["has NaN in row(s) 3", "binary codes must be bool", "np.packbits(bits, axis=1)"]),
-        "two": (two, ["values other than {0, 1} or {-1, +1}", "row 5 has 2.0", "np.packbits(bits, axis=1)",
-                      "Threshold real-valued embeddings first (e.g. {name} > 0)"]),
+        "nan": (
+            nan,
+            ["has NaN in row(s) 3", "binary codes must be bool", "np.packbits(bits, axis=1)"],
+        ),
+        "two": (
+            two,
+            [
+                "values other than {0, 1} or {-1, +1}",
+                "row 5 has 2.0",
+                "np.packbits(bits, axis=1)",
+                "Threshold real-valued embeddings first (e.g. {name} > 0)",
+            ],
+        ),
         "half": (half, ["row 1 has 0.5", "Threshold real-valued embeddings first"]),
-        "mixed": (mixed, ["mixes the {0, 1} and {-1, +1} conventions", "row 7 holds -1",
-                          "use one of them throughout, or pass bool codes"]),
-        "uint8-bits": (B.astype(np.uint8), ["is uint8 and holds only 0 and 1", "{name}.astype(bool)",
-                                            "np.packbits({name}.astype(bool), axis=1)"]),
+        "mixed": (
+            mixed,
+            [
+                "mixes the {0, 1} and {-1, +1} conventions",
+                "row 7 holds -1",
+                "use one of them throughout, or pass bool codes",
+            ],
+        ),
+        "uint8-bits": (
+            B.astype(np.uint8),
+            [
+                "is uint8 and holds only 0 and 1",
+                "{name}.astype(bool)",
+                "np.packbits({name}.astype(bool), axis=1)",
+            ],
+        ),
     }
 
 
@@ -302,7 +404,9 @@ def test_bad_codes_are_refused_naming_the_array_and_the_fix(case, side):
         assert fragment.replace("{name}", side) in msg, (fragment, msg)
     if case == "two" and torch is not None:  # torch tensors are checked the same way
         with pytest.raises(rc.InputError, match="row 5 has 2.0"):
-            rc.evaluate(torch.from_numpy(bad), metrics=["map"], query_labels=y, similarity="hamming")
+            rc.evaluate(
+                torch.from_numpy(bad), metrics=["map"], query_labels=y, similarity="hamming"
+            )
 
 
 def test_codes_of_different_lengths_are_refused():
@@ -310,16 +414,24 @@ def test_codes_of_different_lengths_are_refused():
     has 8 bits per column), and the message says how to fix it."""
     B, y = _codes(12, 24)
     kw = dict(query_labels=y, gallery_labels=y, metrics=["map"], similarity="hamming")
-    with pytest.raises(rc.InputError, match=r"queries hold 16-bit codes but gallery holds 24-bit codes"):
+    with pytest.raises(
+        rc.InputError, match=r"queries hold 16-bit codes but gallery holds 24-bit codes"
+    ):
         rc.evaluate(B[:, :16], B, **kw)
-    with pytest.raises(rc.InputError, match=r"queries hold 24-bit codes but gallery holds 16-bit codes"):
+    with pytest.raises(
+        rc.InputError, match=r"queries hold 24-bit codes but gallery holds 16-bit codes"
+    ):
         rc.evaluate(np.packbits(B, axis=1), np.packbits(B[:, :16], axis=1), **kw)
     # as many columns but not as many bits: 3 packed bytes (24 bits) against 3 unpacked bits
     with pytest.raises(rc.InputError) as info:
         rc.evaluate(np.packbits(B, axis=1), B[:, :3], **kw)
     assert str(info.value).startswith("queries hold 24-bit codes but gallery holds 3-bit codes")
-    assert "8 bits per column" in str(info.value) and "pack both sides the same way" in str(info.value)
-    with pytest.raises(rc.InputError, match="queries hold 3-bit codes but gallery holds 24-bit codes"):
+    assert "8 bits per column" in str(info.value) and "pack both sides the same way" in str(
+        info.value
+    )
+    with pytest.raises(
+        rc.InputError, match="queries hold 3-bit codes but gallery holds 24-bit codes"
+    ):
         rc.evaluate(B[:, :3], np.packbits(B, axis=1), **kw)
 
 
@@ -338,10 +450,14 @@ def test_grouped_recall_with_hamming_equals_dot_on_pm1(ties):
     y = np.repeat(np.arange(12), 5)
     B = (rng.random((12, 10)) < 0.5)[y] ^ (rng.random((60, 10)) < 0.25)
     kw = dict(metrics=["grouped_recall@1", "grouped_recall@2"], group_size=3, ties=ties)
-    for args, labels in [((B,), dict(query_labels=y)),
-                         ((B[::2], B[1::2]), dict(query_labels=y[::2], gallery_labels=y[1::2]))]:
+    for args, labels in [
+        ((B,), dict(query_labels=y)),
+        ((B[::2], B[1::2]), dict(query_labels=y[::2], gallery_labels=y[1::2])),
+    ]:
         r = rc.evaluate(*args, similarity="hamming", **labels, **kw)
-        packed = rc.evaluate(*(np.packbits(a, axis=1) for a in args), similarity="hamming", **labels, **kw)
+        packed = rc.evaluate(
+            *(np.packbits(a, axis=1) for a in args), similarity="hamming", **labels, **kw
+        )
         dot = rc.evaluate(*(_pm1(a) for a in args), similarity="dot", **labels, **kw)
         for name in kw["metrics"]:
             assert 0 < r[name] < 1
@@ -358,20 +474,33 @@ def test_image_text_with_hamming_equals_dot_on_pm1(ties):
     captions = images[ci] ^ (rng.random((36, 8)) < 0.3)  # 8 bits: many ties
     kw = dict(n_resamples=0, ties=ties)
     r = rc.evaluate_image_text(images, captions, ci, similarity="hamming", **kw)
-    packed = rc.evaluate_image_text(np.packbits(images, axis=1), np.packbits(captions, axis=1), ci,
-                                    similarity="hamming", **kw)
+    packed = rc.evaluate_image_text(
+        np.packbits(images, axis=1), np.packbits(captions, axis=1), ci, similarity="hamming", **kw
+    )
     dot = rc.evaluate_image_text(_pm1(images), _pm1(captions), ci, similarity="dot", **kw)
     assert dict(r) == dict(packed) == dict(dot)
     assert 0 < r["i2t_recall@1"] < 1 and 0 < r["t2i_recall@1"] < 1
     # brute force: first relevant rank from integer distances, ties by policy
     D = _distances(images, captions)
-    i2t = [np.flatnonzero(sorted_relevance(-D[i].astype(float), ci == i, np.ones(36, bool), ties))[0] + 1
-           for i in range(12)]
-    t2i = [np.flatnonzero(sorted_relevance(-D[:, j].astype(float), np.arange(12) == ci[j], np.ones(12, bool),
-                                           ties))[0] + 1 for j in range(36)]
+    i2t = [
+        np.flatnonzero(sorted_relevance(-D[i].astype(float), ci == i, np.ones(36, bool), ties))[0]
+        + 1
+        for i in range(12)
+    ]
+    t2i = [
+        np.flatnonzero(
+            sorted_relevance(
+                -D[:, j].astype(float), np.arange(12) == ci[j], np.ones(12, bool), ties
+            )
+        )[0]
+        + 1
+        for j in range(36)
+    ]
     assert r["i2t_recall@1"] == pytest.approx(np.mean(np.array(i2t) <= 1))
     assert r["t2i_recall@5"] == pytest.approx(np.mean(np.array(t2i) <= 5))
-    assert r["i2t_meanr"] == pytest.approx(np.mean(i2t)) and r["t2i_meanr"] == pytest.approx(np.mean(t2i))
+    assert r["i2t_meanr"] == pytest.approx(np.mean(i2t)) and r["t2i_meanr"] == pytest.approx(
+        np.mean(t2i)
+    )
 
 
 # ----------------------------------------------------------------------------- backends and tiles
@@ -382,8 +511,12 @@ def test_backends_kernels_and_tiles_agree_exactly(ties):
     names = RANK + ["pair_recall@t=30", "recall_at_precision@0.4", "precision_at_recall@0.5"]
     kw = dict(metrics=names, similarity="hamming", ties=ties, **kwargs)
     base = rc.evaluate(Q, G, **kw)
-    variants = {"numpy": dict(device="numpy"), "no kernels": dict(_use_kernels=False),
-                "tile (3, 16)": dict(tile=(3, 16)), "tile (1, 16) numpy": dict(tile=(1, 16), device="numpy")}
+    variants = {
+        "numpy": dict(device="numpy"),
+        "no kernels": dict(_use_kernels=False),
+        "tile (3, 16)": dict(tile=(3, 16)),
+        "tile (1, 16) numpy": dict(tile=(1, 16), device="numpy"),
+    }
     if torch is not None:
         variants["torch-cpu"] = dict(device="torch-cpu")
         variants["torch-cpu tile"] = dict(device="torch-cpu", tile=(3, 16))
@@ -399,7 +532,11 @@ def test_backends_kernels_and_tiles_agree_exactly(ties):
         _same(rc.evaluate(Q, G, **kw), base, names)
         _same(rc.evaluate(Q, G, tile=(3, 16), **kw), base, names)
     if torch is not None:
-        _same(rc.evaluate(torch.from_numpy(Q), torch.from_numpy(G), device="torch-cpu", **kw), base, names)
+        _same(
+            rc.evaluate(torch.from_numpy(Q), torch.from_numpy(G), device="torch-cpu", **kw),
+            base,
+            names,
+        )
 
 
 # ----------------------------------------------------------------------------- YAML suite
@@ -423,12 +560,19 @@ def test_yaml_suite_gates_packed_codes_from_a_npy_file(tmp_path):
     (tmp_path / "data").mkdir()
     np.savez(tmp_path / "data/set.npz", inputs=np.zeros((40, 2), np.float32), labels=y)
     np.save(tmp_path / "data/codes.npy", packed)
-    want = rc.evaluate(packed, query_labels=y, metrics=["map", "hit_rate@1", "pair_recall@t=6"],
-                       similarity="hamming")
+    want = rc.evaluate(
+        packed,
+        query_labels=y,
+        metrics=["map", "hit_rate@1", "pair_recall@t=6"],
+        similarity="hamming",
+    )
     assert want["hit_rate@1"] > 0.1
-    text = (textwrap.dedent(SUITE).replace("MAP_PASS", f"{want['map'] - 0.01:.4f}")
-            .replace("HIT_FAIL", f"{min(want['hit_rate@1'] + 0.05, 0.99):.4f}")
-            .replace("PAIR_PASS", f"{want['pair_recall@t=6'] - 0.01:.4f}"))
+    text = (
+        textwrap.dedent(SUITE)
+        .replace("MAP_PASS", f"{want['map'] - 0.01:.4f}")
+        .replace("HIT_FAIL", f"{min(want['hit_rate@1'] + 0.05, 0.99):.4f}")
+        .replace("PAIR_PASS", f"{want['pair_recall@t=6'] - 0.01:.4f}")
+    )
     (tmp_path / "rc_suite.yaml").write_text(text)
     suite = load_suite(tmp_path / "rc_suite.yaml")
     runner = SuiteRunner()
@@ -443,7 +587,10 @@ def test_yaml_suite_gates_packed_codes_from_a_npy_file(tmp_path):
                 outcomes[case.check.metric.name] = str(exc)
     assert outcomes["map"] == "pass" and outcomes["pair_recall@t=6"] == "pass"
     msg = outcomes["hit_rate@1"]
-    assert msg.startswith("model 'hash' on dataset 'd'") and f"hit_rate@1 value {want['hit_rate@1']:.4f} <" in msg
+    assert (
+        msg.startswith("model 'hash' on dataset 'd'")
+        and f"hit_rate@1 value {want['hit_rate@1']:.4f} <" in msg
+    )
     seen = set()
     for key, got in runner.evaluations._results.items():  # the suite's passes, read back
         assert dict(key[3])["similarity"] == "hamming" and got.config["similarity"] == "hamming"
@@ -463,5 +610,7 @@ def test_image_text_codes_are_compared_in_bits_packed_or_not():
     for images, captions in ((np.packbits(B, axis=1), C), (B, np.packbits(C, axis=1))):
         got = rc.evaluate_image_text(images, captions, ci, **kw)
         assert dict(got) == dict(want)
-    with pytest.raises(rc.InputError, match="images hold 16-bit codes but captions hold 24-bit codes"):
+    with pytest.raises(
+        rc.InputError, match="images hold 16-bit codes but captions hold 24-bit codes"
+    ):
         rc.evaluate_image_text(B[:, :16], C, ci, **kw)

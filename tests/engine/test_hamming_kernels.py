@@ -62,8 +62,12 @@ def _torch_cpu(Qw, Gw, out):
     out[...] = t.numpy()
 
 
-KERNELS = [pytest.param(_numba, marks=needs_numba, id="numba"), pytest.param(_numpy, id="numpy"),
-           pytest.param(_numpy_lut, id="numpy-lut"), pytest.param(_torch_cpu, id="torch-cpu")]
+KERNELS = [
+    pytest.param(_numba, marks=needs_numba, id="numba"),
+    pytest.param(_numpy, id="numpy"),
+    pytest.param(_numpy_lut, id="numpy-lut"),
+    pytest.param(_torch_cpu, id="torch-cpu"),
+]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -86,7 +90,9 @@ def test_zero_padding_rows_score_minus_the_query_popcount(kernel):
     Qw, _ = pack_codes(Q, "queries")
     out = np.empty((5, 4), np.float32)
     kernel(Qw, np.zeros((4, Qw.shape[1]), np.uint64), out)
-    np.testing.assert_array_equal(out, -np.repeat(Q.sum(axis=1, keepdims=True), 4, axis=1).astype(np.float32))
+    np.testing.assert_array_equal(
+        out, -np.repeat(Q.sum(axis=1, keepdims=True), 4, axis=1).astype(np.float32)
+    )
 
 
 def test_torch_kernel_chunks_rows_and_columns(monkeypatch):
@@ -129,7 +135,9 @@ def test_dispatch_follows_the_engine_accelerator_and_takes_cpu_tensors(accelerat
         np.testing.assert_array_equal(out, _reference(Q, G))
         torch = pytest.importorskip("torch")
         t = torch.zeros(20, 50)
-        _hamming.hamming_scores(words_to_torch(Qw, "cpu"), words_to_torch(Gw, "cpu"), t, torch_tensors=True)
+        _hamming.hamming_scores(
+            words_to_torch(Qw, "cpu"), words_to_torch(Gw, "cpu"), t, torch_tensors=True
+        )
         np.testing.assert_array_equal(t.numpy(), _reference(Q, G))
     expected = "hamming_tile" if accelerator == "numba" else "_hamming_tile_numpy"
     assert called == [expected, expected]
@@ -144,9 +152,14 @@ def test_every_input_form_gives_the_same_words(n_bits):
     assert nb == n_bits and words.flags.c_contiguous and words.shape == (11, n_words(n_bits))
     pm = np.where(bits, 1.0, -1.0)
     forms = {
-        "pm1 float32": pm.astype(np.float32), "pm1 int8": pm.astype(np.int8), "01 float64": bits.astype(np.float64),
-        "01 int64": bits.astype(np.int64), "01 uint16": bits.astype(np.uint16), "torch bool": torch.from_numpy(bits),
-        "torch pm1": torch.from_numpy(pm.astype(np.float32)), "torch bf16": torch.from_numpy(pm).bfloat16(),
+        "pm1 float32": pm.astype(np.float32),
+        "pm1 int8": pm.astype(np.int8),
+        "01 float64": bits.astype(np.float64),
+        "01 int64": bits.astype(np.int64),
+        "01 uint16": bits.astype(np.uint16),
+        "torch bool": torch.from_numpy(bits),
+        "torch pm1": torch.from_numpy(pm.astype(np.float32)),
+        "torch bf16": torch.from_numpy(pm).bfloat16(),
         "list": bits.tolist(),
     }
     for label, form in forms.items():
@@ -175,7 +188,9 @@ def test_uint8_packed_bytes_with_other_values_are_accepted():
     packed = np.array([[0, 1, 255], [1, 0, 2]], np.uint8)
     w, b = pack_codes(packed, "codes")
     assert b == 24
-    np.testing.assert_array_equal(w, pack_codes(np.unpackbits(packed, axis=1).astype(bool), "codes")[0])
+    np.testing.assert_array_equal(
+        w, pack_codes(np.unpackbits(packed, axis=1).astype(bool), "codes")[0]
+    )
 
 
 BAD = {
@@ -220,7 +235,10 @@ def test_uint8_refusal_names_the_ways_out():
     with pytest.raises(InputError) as err:
         pack_codes(np.eye(4, dtype=np.uint8), "queries")
     msg = str(err.value)
-    assert "np.packbits(queries.astype(bool), axis=1)" in msg and "np.unpackbits(queries, axis=1)" in msg
+    assert (
+        "np.packbits(queries.astype(bool), axis=1)" in msg
+        and "np.unpackbits(queries, axis=1)" in msg
+    )
 
 
 def test_without_numba_the_numpy_kernel_serves():

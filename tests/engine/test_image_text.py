@@ -27,7 +27,9 @@ def brute_force(images, captions, caption_image, ties="pessimistic"):
         return int(np.flatnonzero(relevant[order])[0]) + 1
 
     i2t = np.array([first_rank(S[i], caption_image == i) for i in range(n_i)], float)
-    t2i = np.array([first_rank(S[:, j], np.arange(n_i) == caption_image[j]) for j in range(n_c)], float)
+    t2i = np.array(
+        [first_rank(S[:, j], np.arange(n_i) == caption_image[j]) for j in range(n_c)], float
+    )
     out = {}
     for k in (1, 5, 10):
         out[f"i2t_recall@{k}"] = float(np.mean(i2t <= k))
@@ -49,7 +51,9 @@ def _data(n_images, ratio, d=16, noise=1.2, seed=0, variable=False):
     else:
         per = np.full(n_images, ratio)
     caption_image = np.repeat(np.arange(n_images), per)
-    captions = (images[caption_image] + noise * rng.normal(size=(caption_image.size, d))).astype(np.float32)
+    captions = (images[caption_image] + noise * rng.normal(size=(caption_image.size, d))).astype(
+        np.float32
+    )
     return images, captions, caption_image
 
 
@@ -120,8 +124,13 @@ def test_5fold1k_is_the_mean_of_five_1k_evaluations():
     folds = []
     for f in range(5):
         keep = (ci >= 1000 * f) & (ci < 1000 * (f + 1))
-        one = rc.evaluate_image_text(images[1000 * f: 1000 * (f + 1)], captions[keep], ci[keep] - 1000 * f,
-                                     protocol="1k", n_resamples=0)
+        one = rc.evaluate_image_text(
+            images[1000 * f : 1000 * (f + 1)],
+            captions[keep],
+            ci[keep] - 1000 * f,
+            protocol="1k",
+            n_resamples=0,
+        )
         folds.append(one)
         for name in ALL:
             assert five.per_fold[f][name] == one[name], (f, name)
@@ -154,8 +163,14 @@ def test_assert_rsum():
     with pytest.raises(AssertionError) as info:
         rc.assert_rsum(res, at_least=res.intervals["rsum"][0] + 1e-6, on="lower")
     msg = str(info.value)
-    for fragment in ["rsum interval's lower bound", "percentage points", "95% interval", "i2t_recall@1",
-                     "150 images, 750 captions", "rule: fail when the interval's lower bound"]:
+    for fragment in [
+        "rsum interval's lower bound",
+        "percentage points",
+        "95% interval",
+        "i2t_recall@1",
+        "150 images, 750 captions",
+        "rule: fail when the interval's lower bound",
+    ]:
         assert fragment in msg, fragment
     with pytest.raises(rc.InputError, match="needs the bootstrap interval"):
         rc.assert_rsum(rc.evaluate_image_text(images, captions, ci, n_resamples=0), 100, on="lower")
@@ -165,10 +180,12 @@ def test_torch_inputs():
     torch = pytest.importorskip("torch")
     images, captions, ci = _data(50, 5, seed=8)
     a = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
-    b = rc.evaluate_image_text(torch.from_numpy(images), torch.from_numpy(captions), torch.from_numpy(ci),
-                               n_resamples=0)
-    c = rc.evaluate_image_text(torch.from_numpy(np.repeat(images, 5, axis=0)), torch.from_numpy(captions),
-                               n_resamples=0)
+    b = rc.evaluate_image_text(
+        torch.from_numpy(images), torch.from_numpy(captions), torch.from_numpy(ci), n_resamples=0
+    )
+    c = rc.evaluate_image_text(
+        torch.from_numpy(np.repeat(images, 5, axis=0)), torch.from_numpy(captions), n_resamples=0
+    )
     for name in ALL:
         assert a[name] == b[name] == c[name], name
 
@@ -176,13 +193,31 @@ def test_torch_inputs():
 @pytest.mark.parametrize(
     "call, fragment",
     [
-        (lambda im, c, ci: rc.evaluate_image_text(im, c, np.r_[ci[:-1], 99]), "point at a missing image"),
-        (lambda im, c, ci: rc.evaluate_image_text(np.r_[im, im[:1]], c, ci), "1 image(s) have no caption"),
-        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="5fold1k"), "needs at least 5000 images"),
-        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="1k"), "needs at least 1000 images"),
-        (lambda im, c, ci: rc.evaluate_image_text(im[:, :3], c, ci), "images have dimension 3 but captions"),
+        (
+            lambda im, c, ci: rc.evaluate_image_text(im, c, np.r_[ci[:-1], 99]),
+            "point at a missing image",
+        ),
+        (
+            lambda im, c, ci: rc.evaluate_image_text(np.r_[im, im[:1]], c, ci),
+            "1 image(s) have no caption",
+        ),
+        (
+            lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="5fold1k"),
+            "needs at least 5000 images",
+        ),
+        (
+            lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="1k"),
+            "needs at least 1000 images",
+        ),
+        (
+            lambda im, c, ci: rc.evaluate_image_text(im[:, :3], c, ci),
+            "images have dimension 3 but captions",
+        ),
         (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="10k"), "protocol='10k'"),
-        (lambda im, c, ci: rc.evaluate_image_text(im, c, ci, metrics=["map"]), "not an image-text metric"),
+        (
+            lambda im, c, ci: rc.evaluate_image_text(im, c, ci, metrics=["map"]),
+            "not an image-text metric",
+        ),
         (lambda im, c, ci: rc.evaluate_image_text(im, c, ci[:-1]), "one image index per caption"),
         (lambda im, c, ci: rc.evaluate_image_text(im, c), "caption_image is missing"),
     ],
@@ -197,7 +232,9 @@ def test_bad_input(call, fragment):
 def test_images_without_captions_can_be_dropped():
     images, captions, ci = _data(20, 5, seed=9)
     extra = np.r_[images[:3], images]  # three images nobody describes, first
-    res = rc.evaluate_image_text(extra, captions, ci + 3, images_without_captions="drop", n_resamples=0)
+    res = rc.evaluate_image_text(
+        extra, captions, ci + 3, images_without_captions="drop", n_resamples=0
+    )
     ref = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
     assert res.config["images_dropped"] == 3
     assert all(res[n] == ref[n] for n in ALL)

@@ -16,7 +16,12 @@ def test_ann_recall_refuses_a_nan_per_query_value(monkeypatch):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(12, 4)).astype(np.float32)
     nb = np.argsort(-(X @ X.T), axis=1)[:, 1:4]
-    assert rc.ann_recall(X, X, nb, k=3, query_ids=np.arange(12), gallery_ids=np.arange(12))["ann_recall@3"] > 0
+    assert (
+        rc.ann_recall(X, X, nb, k=3, query_ids=np.arange(12), gallery_ids=np.arange(12))[
+            "ann_recall@3"
+        ]
+        > 0
+    )
     real = _ann._hits
 
     def broken(*args):

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 import retrieval_checks as rc
 from retrieval_checks.engine import _kernels
 
-
 _BLOCK = """
 import sys
 
@@ -89,15 +88,34 @@ def test_without_numba_the_vectorised_kernels_give_the_same_numbers():
     assert got == {m: want[m] for m in _METRICS}
 
 
-_METRICS = ["map", "map@R", "hit_rate@1", "recall@5", "mrr", "medr", "recall_at_precision@0.5",
-            "precision_at_recall@0.6", "pair_f1@t=0.3"]
+_METRICS = [
+    "map",
+    "map@R",
+    "hit_rate@1",
+    "recall@5",
+    "mrr",
+    "medr",
+    "recall_at_precision@0.5",
+    "precision_at_recall@0.6",
+    "pair_f1@t=0.3",
+]
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(4, 90), d=st.integers(1, 6), classes=st.integers(1, 12), block=st.integers(1, 40),
-       chunk=st.integers(1, 70), decimals=st.integers(0, 2), seed=st.integers(0, 10_000),
-       similarity=st.sampled_from(["cosine", "dot", "neg_l2"]), ties=st.sampled_from(["pessimistic", "optimistic"]))
-def test_numpy_kernels_equal_numba_kernels(n, d, classes, block, chunk, decimals, seed, similarity, ties):
+@given(
+    n=st.integers(4, 90),
+    d=st.integers(1, 6),
+    classes=st.integers(1, 12),
+    block=st.integers(1, 40),
+    chunk=st.integers(1, 70),
+    decimals=st.integers(0, 2),
+    seed=st.integers(0, 10_000),
+    similarity=st.sampled_from(["cosine", "dot", "neg_l2"]),
+    ties=st.sampled_from(["pessimistic", "optimistic"]),
+)
+def test_numpy_kernels_equal_numba_kernels(
+    n, d, classes, block, chunk, decimals, seed, similarity, ties
+):
     n = max(n, 6)  # recall@5 needs 5 candidates
     rng = np.random.default_rng(seed)
     X = np.round(rng.normal(size=(n, d)), decimals).astype(np.float32)
@@ -105,8 +123,14 @@ def test_numpy_kernels_equal_numba_kernels(n, d, classes, block, chunk, decimals
     y = rng.integers(0, classes, n)
     if np.bincount(y).max() < 2:
         y[1] = y[0]
-    kw = dict(query_labels=y, metrics=_METRICS, similarity=similarity, ties=ties, device="numpy",
-              tile=(block, chunk))
+    kw = dict(
+        query_labels=y,
+        metrics=_METRICS,
+        similarity=similarity,
+        ties=ties,
+        device="numpy",
+        tile=(block, chunk),
+    )
     want = rc.evaluate(X, **kw)
     with _kernels.use("numpy"):
         got = rc.evaluate(X, **kw)

@@ -22,11 +22,27 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
 
 KS = (1, 3, 5, 10, 30)
 # ours -> trec_eval's measure (K filled in)
-TREC = {"map": "map", "mrr": "recip_rank", "r_precision": "Rprec", "ndcg": "ndcg",
-        **{f"precision@{k}": f"P_{k}" for k in KS}, **{f"recall@{k}": f"recall_{k}" for k in KS},
-        **{f"map_cut@{k}": f"map_cut_{k}" for k in KS}, **{f"ndcg@{k}": f"ndcg_cut_{k}" for k in KS},
-        **{f"hit_rate@{k}": f"success_{k}" for k in (1, 5, 10)}}
-ALL = list(TREC) + ["map@3", "map@10", "map_capped@5", "map@R", "medr", "meanr", "ndcg_exp", "ndcg_exp@5"]
+TREC = {
+    "map": "map",
+    "mrr": "recip_rank",
+    "r_precision": "Rprec",
+    "ndcg": "ndcg",
+    **{f"precision@{k}": f"P_{k}" for k in KS},
+    **{f"recall@{k}": f"recall_{k}" for k in KS},
+    **{f"map_cut@{k}": f"map_cut_{k}" for k in KS},
+    **{f"ndcg@{k}": f"ndcg_cut_{k}" for k in KS},
+    **{f"hit_rate@{k}": f"success_{k}" for k in (1, 5, 10)},
+}
+ALL = list(TREC) + [
+    "map@3",
+    "map@10",
+    "map_capped@5",
+    "map@R",
+    "medr",
+    "meanr",
+    "ndcg_exp",
+    "ndcg_exp@5",
+]
 
 
 # ----------------------------------------------------------------------------- cases
@@ -40,7 +56,9 @@ def random_case(seed, n_q=25, n_docs=60, tie_levels=None, docid=None, level_max=
     for q in range(n_q):
         judged = rng.choice(n_docs, size=rng.integers(0, 20), replace=False)
         grades[q] = {int(d): int(rng.integers(0, level_max + 1)) for d in judged}
-    qrels = {f"q{q}": {docid(g, d): g for d, g in grades[q].items()} for q in range(n_q) if q % 11 != 10}
+    qrels = {
+        f"q{q}": {docid(g, d): g for d, g in grades[q].items()} for q in range(n_q) if q % 11 != 10
+    }
     run = {}
     for q in range(n_q + 2):  # q >= n_q: in the run, not in the qrels
         if q % 7 == 3:
@@ -70,7 +88,10 @@ def compare_with_trec(result, trec, names=TREC):
         if result.n_relevant[i] == 0:
             continue
         for ours in names:
-            assert result.per_query[ours][i] == pytest.approx(found[TREC[ours]], abs=1e-12), (qid, ours)
+            assert result.per_query[ours][i] == pytest.approx(found[TREC[ours]], abs=1e-12), (
+                qid,
+                ours,
+            )
         checked += 1
     assert checked >= 5
     return checked
@@ -144,16 +165,31 @@ def test_every_family_equals_the_direct_reference(level):
             if result.n_relevant[i] == 0:
                 assert math.isnan(got)
                 continue
-            assert got == pytest.approx(reference(order, grades, level, parse_metric(name), depth), abs=1e-12), \
-                (qid, name)
+            assert got == pytest.approx(
+                reference(order, grades, level, parse_metric(name), depth), abs=1e-12
+            ), (qid, name)
 
 
 def test_missing_queries_and_unretrieved_relevant_documents():
     run = {"a": {"x": 3.0, "y": 2.0, "z": 1.0}, "b": {"u": 1.0}, "c": {"v": 5.0}}
-    qrels = {"a": {"z": 1, "w": 2}, "b": {"q": 1}, "d": {"x": 1}, "c": {"v": 0}, "10": {"x": 1}, "9": {"y": 1}}
+    qrels = {
+        "a": {"z": 1, "w": 2},
+        "b": {"q": 1},
+        "d": {"x": 1},
+        "c": {"v": 0},
+        "10": {"x": 1},
+        "9": {"y": 1},
+    }
     names = ["map", "mrr", "hit_rate@1", "recall@5", "ndcg", "medr", "meanr", "r_precision"]
     res = evaluate_run(run, qrels, names)
-    assert list(res.query_ids) == ["9", "10", "a", "b", "c", "d"]  # digit ids by value, then the rest
+    assert list(res.query_ids) == [
+        "9",
+        "10",
+        "a",
+        "b",
+        "c",
+        "d",
+    ]  # digit ids by value, then the rest
     assert list(res.skipped_queries) == [4]  # c: judged, nothing relevant
     assert list(res.n_candidates) == [0, 0, 3, 1, 1, 0]
     assert list(res.n_relevant) == [1, 1, 2, 1, 0, 1]
@@ -168,7 +204,11 @@ def test_missing_queries_and_unretrieved_relevant_documents():
     assert res.first_relevant_rank[4] == 0 and res.first_relevant_rank[2] == 3
     assert res.n_used == 5 and res["mrr"] == pytest.approx((1 / 3) / 5)
     zero = evaluate_run(run, qrels, names, empty_queries="zero", k=10)
-    assert zero.n_skipped == 0 and zero.per_query["map"][4] == 0.0 and zero.per_query["medr"][4] == 11.0
+    assert (
+        zero.n_skipped == 0
+        and zero.per_query["map"][4] == 0.0
+        and zero.per_query["medr"][4] == 11.0
+    )
     assert zero.per_query["medr"][0] == 11.0  # the depth is k
     with pytest.raises(EmptyQueriesError, match="1 of 6 queries.*'c'") as info:
         evaluate_run(run, qrels, names, empty_queries="error")
@@ -183,7 +223,9 @@ def test_trec_files_read_back_give_the_same_numbers(tmp_path):
     with run_file.open("w") as fh:
         for q, docs in run.items():
             for rank, (d, s) in enumerate(sorted(docs.items(), key=lambda x: -x[1])):
-                fh.write(f"{q} Q0 {d} {len(docs) - rank} {s!r} tag\n")  # a misleading rank column: ignored
+                fh.write(
+                    f"{q} Q0 {d} {len(docs) - rank} {s!r} tag\n"
+                )  # a misleading rank column: ignored
         fh.write("\n")
     with qrels_file.open("w") as fh:
         for q, docs in qrels.items():
@@ -205,8 +247,8 @@ def _as_arrays(run, n_q, width):
     val = np.full((n_q, width), np.nan, np.float32)
     for q in range(n_q):
         docs = sorted(run.get(q, {}).items(), key=lambda x: -x[1])
-        idx[q, :len(docs)] = [d for d, _ in docs]
-        val[q, :len(docs)] = [s for _, s in docs]
+        idx[q, : len(docs)] = [d for d, _ in docs]
+        val[q, : len(docs)] = [s for _, s in docs]
     return idx, val
 
 
@@ -223,23 +265,35 @@ def test_ann_arrays_equal_the_equivalent_dict(ties):
         grades[q, judged] = rng.integers(0, 3, size=8)
     grades[0] = 0  # a query without a relevant document
     names = ALL
-    as_dict = evaluate_run(run, {q: {d: int(g) for d, g in enumerate(grades[q]) if g} for q in range(n_q)}, names,
-                           ties=ties, relevance_level=1)
+    as_dict = evaluate_run(
+        run,
+        {q: {d: int(g) for d, g in enumerate(grades[q]) if g} for q in range(n_q)},
+        names,
+        ties=ties,
+        relevance_level=1,
+    )
     assert list(as_dict.query_ids) == [str(q) for q in range(n_q)]
     arrays = _as_arrays(run, n_q, 16)
-    qrels_forms = [grades, sp.csr_matrix(grades), {q: {d: int(g) for d, g in enumerate(grades[q]) if g}
-                                                   for q in range(n_q)}]
+    qrels_forms = [
+        grades,
+        sp.csr_matrix(grades),
+        {q: {d: int(g) for d, g in enumerate(grades[q]) if g} for q in range(n_q)},
+    ]
     for qrels in qrels_forms:
         res = evaluate_run(arrays, qrels, names, ties=ties)
         np.testing.assert_array_equal(res.query_ids, np.arange(n_q))
         for name in names:
-            np.testing.assert_allclose(res.per_query[name], as_dict.per_query[name], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(
+                res.per_query[name], as_dict.per_query[name], rtol=0, atol=1e-12
+            )
         np.testing.assert_array_equal(res.n_candidates, as_dict.n_candidates)
         np.testing.assert_array_equal(res.first_relevant_rank, as_dict.first_relevant_rank)
     # relevant-index lists (binary): the same as grades all 1
     binary = [list(np.flatnonzero(grades[q])) for q in range(n_q)]
     a = evaluate_run(arrays, binary, names, ties=ties)
-    b = evaluate_run(arrays, {q: {int(d): 1 for d in binary[q]} for q in range(n_q)}, names, ties=ties)
+    b = evaluate_run(
+        arrays, {q: {int(d): 1 for d in binary[q]} for q in range(n_q)}, names, ties=ties
+    )
     c = evaluate_run(arrays, {q: binary[q] for q in range(n_q)}, names, ties=ties)
     for name in names:
         np.testing.assert_array_equal(a.per_query[name], b.per_query[name])
@@ -257,23 +311,35 @@ def optimistic_docid(grade, j):  # high grades first
 
 
 @pytest.mark.parametrize("level", [1, 2])
-@pytest.mark.parametrize("ties,docid", [("pessimistic", pessimistic_docid), ("optimistic", optimistic_docid)])
+@pytest.mark.parametrize(
+    "ties,docid", [("pessimistic", pessimistic_docid), ("optimistic", optimistic_docid)]
+)
 def test_tie_heavy_runs_equal_trec_eval_with_ordered_docids(ties, docid, level):
     run, qrels = random_case(11, tie_levels=3, docid=docid)
     result = evaluate_run(run, qrels, list(TREC), ties=ties, relevance_level=level)
     assert result.tied_share > 0.3
     compare_with_trec(result, trec_values(run, qrels, level))
     # the other policy is not what trec_eval computed here: the test can fail
-    other = evaluate_run(run, qrels, ["map", "ndcg"], ties="optimistic" if ties == "pessimistic" else "pessimistic",
-                         relevance_level=level)
+    other = evaluate_run(
+        run,
+        qrels,
+        ["map", "ndcg"],
+        ties="optimistic" if ties == "pessimistic" else "pessimistic",
+        relevance_level=level,
+    )
     trec = trec_values(run, qrels, level)
-    assert any(abs(other.per_query["map"][list(other.query_ids).index(q)] - v["map"]) > 1e-6
-               for q, v in trec.items())
+    assert any(
+        abs(other.per_query["map"][list(other.query_ids).index(q)] - v["map"]) > 1e-6
+        for q, v in trec.items()
+    )
 
 
 def _orders(docs):
     """Every order of ``docs`` ({docid: score}) that sorts by decreasing score."""
-    groups = [list(g) for _, g in itertools.groupby(sorted(docs, key=lambda d: -docs[d]), key=lambda d: docs[d])]
+    groups = [
+        list(g)
+        for _, g in itertools.groupby(sorted(docs, key=lambda d: -docs[d]), key=lambda d: docs[d])
+    ]
     for parts in itertools.product(*(itertools.permutations(g) for g in groups)):
         yield [d for part in parts for d in part]
 
@@ -304,7 +370,9 @@ def test_average_is_the_mean_over_tie_orders_and_lies_between(level):
             assert avg.per_query[name][i] == pytest.approx(np.mean(values), abs=1e-12), (qid, name)
             lo[i], hi[i] = min(values), max(values)
             assert lo[i] - 1e-12 <= avg.per_query[name][i] <= hi[i] + 1e-12
-            if spec.family != "map" or spec.k is None:  # monotone in rank: the two policies are the extremes
+            if (
+                spec.family != "map" or spec.k is None
+            ):  # monotone in rank: the two policies are the extremes
                 best, worst = (opt, pess) if spec.higher_is_better else (pess, opt)
                 assert worst.per_query[name][i] == pytest.approx(lo[i], abs=1e-12), (qid, name)
                 assert best.per_query[name][i] == pytest.approx(hi[i], abs=1e-12), (qid, name)
@@ -330,7 +398,9 @@ def test_graded_ndcg_equals_scikit_learn():
     for k in (None, 1, 5, 10):
         ours = evaluate_run(arrays, grades, ["ndcg" if k is None else f"ndcg@{k}"])
         name = next(iter(ours))
-        expected = [metrics.ndcg_score(grades[i:i + 1], scores[i:i + 1], k=k) for i in range(n_q)]
+        expected = [
+            metrics.ndcg_score(grades[i : i + 1], scores[i : i + 1], k=k) for i in range(n_q)
+        ]
         np.testing.assert_allclose(ours.per_query[name], expected, rtol=0, atol=1e-12)
         assert ours[name] == pytest.approx(metrics.ndcg_score(grades, scores, k=k), abs=1e-12)
     # with ties, sklearn's default (ignore_ties=False) averages over tie orders: our "average"
@@ -340,16 +410,22 @@ def test_graded_ndcg_equals_scikit_learn():
     for k in (None, 5):
         ours = evaluate_run(arrays, grades, ["ndcg" if k is None else f"ndcg@{k}"], ties="average")
         name = next(iter(ours))
-        expected = [metrics.ndcg_score(grades[i:i + 1], tied[i:i + 1], k=k) for i in range(n_q)]
+        expected = [metrics.ndcg_score(grades[i : i + 1], tied[i : i + 1], k=k) for i in range(n_q)]
         np.testing.assert_allclose(ours.per_query[name], expected, rtol=0, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- the result
 def test_the_result_works_like_an_evaluate_result():
     run, qrels = random_case(2, tie_levels=3)
-    res = evaluate_run(run, qrels, ["map", "ndcg@10", "mrr", "medr"], ties="average", confidence=0.9)
+    res = evaluate_run(
+        run, qrels, ["map", "ndcg@10", "mrr", "medr"], ties="average", confidence=0.9
+    )
     assert res.config["similarity"] == "run" and res.config["source"] == "run"
-    assert res.config["confidence"] == 0.9 and res.config["seed"] == 0 and res.config["ties"] == "average"
+    assert (
+        res.config["confidence"] == 0.9
+        and res.config["seed"] == 0
+        and res.config["ties"] == "average"
+    )
     assert res["MAP"] == res["map"] and res.n_queries == len(res.query_ids) == 26  # q10: in neither
     assert res.thresholds == {} and res.pair_counts == {}
     lo, hi = res.tie_range("ndcg@10")
@@ -369,7 +445,10 @@ def test_depth_k_is_the_run_cut_to_its_top_k():
     assert a.config["depth"] == 5 and a.n_candidates.max() == 5
     with pytest.raises(InputError, match="k=2: query 'a' has documents tied"):
         evaluate_run({"a": {"x": 2.0, "y": 1.0, "z": 1.0}}, {"a": {"x": 1}}, ["map"], k=2)
-    assert evaluate_run({"a": {"x": 2.0, "y": 1.0, "z": 1.0}}, {"a": {"y": 1}}, ["map"], k=1)["map"] == 0.0
+    assert (
+        evaluate_run({"a": {"x": 2.0, "y": 1.0, "z": 1.0}}, {"a": {"y": 1}}, ["map"], k=1)["map"]
+        == 0.0
+    )
 
 
 # ----------------------------------------------------------------------------- refusals
@@ -377,11 +456,16 @@ RUN = {"q1": {"a": 2.0, "b": 1.0}}
 QRELS = {"q1": {"a": 1}}
 
 
-@pytest.mark.parametrize("metric,why", [
-    ("pair_precision@t=0.5", "pair metrics"), ("recall_at_precision@0.9", "pair metrics"),
-    ("grouped_recall@10", "grouped recall"), ("discriminant_ratio", "embedding set"),
-    ("i2t_recall@1", "evaluate_image_text"),
-])
+@pytest.mark.parametrize(
+    "metric,why",
+    [
+        ("pair_precision@t=0.5", "pair metrics"),
+        ("recall_at_precision@0.9", "pair metrics"),
+        ("grouped_recall@10", "grouped recall"),
+        ("discriminant_ratio", "embedding set"),
+        ("i2t_recall@1", "evaluate_image_text"),
+    ],
+)
 def test_metrics_a_run_cannot_give_are_refused(metric, why):
     with pytest.raises(MetricNameError, match=f"cannot be computed from a run: .*{why}"):
         evaluate_run(RUN, QRELS, ["map", metric])
@@ -409,58 +493,77 @@ def test_bad_metric_names_and_options_are_refused():
     assert evaluate_run(RUN, QRELS, "map@100")["map@100"] == 1.0  # K beyond the run: fine
 
 
-@pytest.mark.parametrize("run,match", [
-    ({"q1": {"a": float("nan")}}, r"run\['q1'\]\['a'\]: score nan is not finite"),
-    ({"q1": {"a": float("inf"), "b": 1.0}}, "score inf is not finite"),
-    ({"q1": {"a": "high"}}, "score 'high' is not a number"),
-    ({"q1": {"a": True}}, "score True is not a number"),
-    ({"q1": {"a": 10**400, "b": 1.0}}, r"run\['q1'\]\['a'\]: score an integer of about 401 digits is beyond the float64"),
-    ({"q1": [("a", 1.0)]}, r"run\['q1'\] is a list"),
-    ({"q1": {"a b": 1.0}}, "document id 'a b'"),
-    ({"q1": {"a\u200b": 1.0}}, r"run\['q1'\]: the document id 'a\\u200b' holds U\+200B"),
-    ({"q1\ufeff": {"a": 1.0}}, r"run: the query id 'q1\\ufeff' holds U\+FEFF"),
-    ({1: {"a": 1.0}, "1": {"b": 1.0}}, "the same id"),
-    ({"q1": {1: 1.0, "1": 2.0}}, "the same id"),
-    ({}, "run is empty"),
-    ({"q1": {}}, "run is empty"),
-    ([("q1", "a", 1.0)], "run is a list"),
-    ({"x": {"a": 1.0}}, "No query id of the run is in the qrels"),
-])
+@pytest.mark.parametrize(
+    "run,match",
+    [
+        ({"q1": {"a": float("nan")}}, r"run\['q1'\]\['a'\]: score nan is not finite"),
+        ({"q1": {"a": float("inf"), "b": 1.0}}, "score inf is not finite"),
+        ({"q1": {"a": "high"}}, "score 'high' is not a number"),
+        ({"q1": {"a": True}}, "score True is not a number"),
+        (
+            {"q1": {"a": 10**400, "b": 1.0}},
+            r"run\['q1'\]\['a'\]: score an integer of about 401 digits is beyond the float64",
+        ),
+        ({"q1": [("a", 1.0)]}, r"run\['q1'\] is a list"),
+        ({"q1": {"a b": 1.0}}, "document id 'a b'"),
+        ({"q1": {"a\u200b": 1.0}}, r"run\['q1'\]: the document id 'a\\u200b' holds U\+200B"),
+        ({"q1\ufeff": {"a": 1.0}}, r"run: the query id 'q1\\ufeff' holds U\+FEFF"),
+        ({1: {"a": 1.0}, "1": {"b": 1.0}}, "the same id"),
+        ({"q1": {1: 1.0, "1": 2.0}}, "the same id"),
+        ({}, "run is empty"),
+        ({"q1": {}}, "run is empty"),
+        ([("q1", "a", 1.0)], "run is a list"),
+        ({"x": {"a": 1.0}}, "No query id of the run is in the qrels"),
+    ],
+)
 def test_bad_runs_are_refused(run, match):
     with pytest.raises(InputError, match=match):
         evaluate_run(run, QRELS, ["map"])
 
 
-@pytest.mark.parametrize("qrels,match", [
-    ({"q1": {"a": -1}}, r"qrels\['q1'\]\['a'\]: grade -1 is not an integer >= 0"),
-    ({"q1": {"a": 1.5}}, "grade 1.5 is not an integer"),
-    ({"q1": {"a": True}}, "grade True"),
-    ({"q1": {"a": "1"}}, "grade '1'"),
-    ({"q1": ["a"]}, r"qrels\['q1'\] is a list"),
-    ({"q1": {None: 1}}, "document id None"),
-    ([["a"]], "qrels is a list"),
-])
+@pytest.mark.parametrize(
+    "qrels,match",
+    [
+        ({"q1": {"a": -1}}, r"qrels\['q1'\]\['a'\]: grade -1 is not an integer >= 0"),
+        ({"q1": {"a": 1.5}}, "grade 1.5 is not an integer"),
+        ({"q1": {"a": True}}, "grade True"),
+        ({"q1": {"a": "1"}}, "grade '1'"),
+        ({"q1": ["a"]}, r"qrels\['q1'\] is a list"),
+        ({"q1": {None: 1}}, "document id None"),
+        ([["a"]], "qrels is a list"),
+    ],
+)
 def test_bad_qrels_are_refused(qrels, match):
     with pytest.raises(InputError, match=match):
         evaluate_run(RUN, qrels, ["map"])
-    assert evaluate_run(RUN, {"q1": {"a": 1.0, "b": 0}}, ["map"])["map"] == 1.0  # 1.0 is a whole grade
+    assert (
+        evaluate_run(RUN, {"q1": {"a": 1.0, "b": 0}}, ["map"])["map"] == 1.0
+    )  # 1.0 is a whole grade
 
 
 def test_no_relevant_query_at_all_is_refused():
-    with pytest.raises(EmptyQueriesError, match="None of the 1 queries has a relevant judged document"):
+    with pytest.raises(
+        EmptyQueriesError, match="None of the 1 queries has a relevant judged document"
+    ):
         evaluate_run(RUN, {"q1": {"a": 0}}, ["map"])
     with pytest.raises(EmptyQueriesError, match="relevance_level=2"):
         evaluate_run(RUN, QRELS, ["map"], relevance_level=2)
 
 
-@pytest.mark.parametrize("lines,match", [
-    ("q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0\n", r"run.txt:2: a TREC run line has 6 fields .* found 5"),
-    ("q1 Q0 a 1 2.0 t\n\nq1 Q0 a 3 1.0 t\n", r"run.txt:3: document 'a' appears twice for query 'q1' \(also on line 1\)"),
-    ("q1 Q0 a 1 high t\n", r"run.txt:1: the score \(5th field\) 'high' is not a number"),
-    ("q1 Q0 a 1 nan t\n", r"run.txt:1: score nan is not finite"),
-    ("q1 Q0 a 1 -inf t\n", r"run.txt:1: score -inf is not finite"),
-    ("", "run is empty"),
-])
+@pytest.mark.parametrize(
+    "lines,match",
+    [
+        ("q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0\n", r"run.txt:2: a TREC run line has 6 fields .* found 5"),
+        (
+            "q1 Q0 a 1 2.0 t\n\nq1 Q0 a 3 1.0 t\n",
+            r"run.txt:3: document 'a' appears twice for query 'q1' \(also on line 1\)",
+        ),
+        ("q1 Q0 a 1 high t\n", r"run.txt:1: the score \(5th field\) 'high' is not a number"),
+        ("q1 Q0 a 1 nan t\n", r"run.txt:1: score nan is not finite"),
+        ("q1 Q0 a 1 -inf t\n", r"run.txt:1: score -inf is not finite"),
+        ("", "run is empty"),
+    ],
+)
 def test_bad_trec_run_files_are_refused(tmp_path, lines, match):
     path = tmp_path / "run.txt"
     path.write_text(lines)
@@ -468,12 +571,18 @@ def test_bad_trec_run_files_are_refused(tmp_path, lines, match):
         evaluate_run(path, QRELS, ["map"])
 
 
-@pytest.mark.parametrize("lines,match", [
-    ("q1 0 a\n", r"qrels.txt:1: a TREC qrels line has 4 fields"),
-    ("q1 0 a 1\nq1 0 a 2\n", r"qrels.txt:2: document 'a' is judged twice for query 'q1' \(also on line 1\)"),
-    ("q1 0 a 1.5\n", r"qrels.txt:1: grade '1.5' is not a whole number"),
-    ("q1 0 a -2\n", r"qrels.txt:1: grade -2 is not an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "lines,match",
+    [
+        ("q1 0 a\n", r"qrels.txt:1: a TREC qrels line has 4 fields"),
+        (
+            "q1 0 a 1\nq1 0 a 2\n",
+            r"qrels.txt:2: document 'a' is judged twice for query 'q1' \(also on line 1\)",
+        ),
+        ("q1 0 a 1.5\n", r"qrels.txt:1: grade '1.5' is not a whole number"),
+        ("q1 0 a -2\n", r"qrels.txt:1: grade -2 is not an integer >= 0"),
+    ],
+)
 def test_bad_trec_qrels_files_are_refused(tmp_path, lines, match):
     path = tmp_path / "qrels.txt"
     path.write_text(lines)
@@ -492,31 +601,50 @@ IDX = np.array([[0, 1, -1], [2, 0, 1]])
 VAL = np.array([[0.9, 0.5, np.nan], [0.3, 0.2, 0.1]])  # NaN where there is no result: fine
 
 
-@pytest.mark.parametrize("run,qrels,match", [
-    ((IDX, VAL[:, :2]), [[0], [1]], r"one shape, got indices \(2, 3\) and scores \(2, 2\)"),
-    ((IDX[0], VAL[0]), [[0]], "one shape"),
-    ((IDX.astype(float), VAL), [[0], [1]], "indices must be integers"),
-    ((IDX, VAL.astype(str)), [[0], [1]], "scores must be numbers"),
-    ((np.array([[0, -2, 1]]), VAL[:1]), [[0]], r"indices\[0, 1\] = -2"),
-    ((IDX, np.where(IDX == 2, np.nan, VAL)), [[0], [1]], r"scores\[1, 0\] = nan is not finite"),
-    ((IDX, np.where(IDX == 1, np.inf, VAL)), [[0], [1]], r"scores\[0, 1\] = inf"),
-    ((np.array([[0, 1, 0], [2, 0, 1]]), np.nan_to_num(VAL)), [[0], [1]], "row 0 retrieves document 0 twice"),
-    ((np.full((2, 3), -1), VAL), [[0], [1]], "run is empty"),
-    ((IDX, VAL), [[0]], r"one entry per query \(2\), got 1"),
-    ((IDX, VAL), np.ones((3, 4)), r"one row per query \(2\), got shape \(3, 4\)"),
-    ((IDX, VAL), np.ones((2, 2)), "retrieves document 2 but the grade matrix has 2 columns"),
-    ((IDX, VAL), np.array([[1, 0, 0.5], [0, 1, 0]]), r"qrels\[0, 2\]: grade 0.5 is not an integer"),
-    ((IDX, VAL), sp.csr_matrix(np.array([[1, 0, 0], [0, -1, 0]])), r"qrels\[1, 1\]: grade -1"),
-    ((IDX, VAL), {5: [0]}, "key 5 is not a row of the run"),
-    ((IDX, VAL), {"0": [0]}, "key '0' is not a row"),
-    ((IDX, VAL), {0: [-1]}, r"qrels\[0\]: document -1 is not an index"),
-    ((IDX, VAL), {0: [1, 1]}, r"qrels\[0\]: document 1 is given twice"),
-    ((IDX, VAL), {0: {1: -3}}, r"qrels\[0\]\[1\]: grade -3"),
-    ((IDX, VAL), np.array([[1e30, 0, 0], [0, 1, 0]]), r"qrels\[0, 0\]: grade 1e\+30 is beyond the 64-bit"),
-    ((IDX, VAL), {0: [2**70]}, r"qrels\[0\]: document .* is not an index >= 0 within the 64-bit"),
-    ((IDX, VAL), {0: {2**63: 1}}, r"qrels\[0\]: document .* within the 64-bit"),
-    ((IDX, VAL), "qrels.txt", "qrels is a str"),
-])
+@pytest.mark.parametrize(
+    "run,qrels,match",
+    [
+        ((IDX, VAL[:, :2]), [[0], [1]], r"one shape, got indices \(2, 3\) and scores \(2, 2\)"),
+        ((IDX[0], VAL[0]), [[0]], "one shape"),
+        ((IDX.astype(float), VAL), [[0], [1]], "indices must be integers"),
+        ((IDX, VAL.astype(str)), [[0], [1]], "scores must be numbers"),
+        ((np.array([[0, -2, 1]]), VAL[:1]), [[0]], r"indices\[0, 1\] = -2"),
+        ((IDX, np.where(IDX == 2, np.nan, VAL)), [[0], [1]], r"scores\[1, 0\] = nan is not finite"),
+        ((IDX, np.where(IDX == 1, np.inf, VAL)), [[0], [1]], r"scores\[0, 1\] = inf"),
+        (
+            (np.array([[0, 1, 0], [2, 0, 1]]), np.nan_to_num(VAL)),
+            [[0], [1]],
+            "row 0 retrieves document 0 twice",
+        ),
+        ((np.full((2, 3), -1), VAL), [[0], [1]], "run is empty"),
+        ((IDX, VAL), [[0]], r"one entry per query \(2\), got 1"),
+        ((IDX, VAL), np.ones((3, 4)), r"one row per query \(2\), got shape \(3, 4\)"),
+        ((IDX, VAL), np.ones((2, 2)), "retrieves document 2 but the grade matrix has 2 columns"),
+        (
+            (IDX, VAL),
+            np.array([[1, 0, 0.5], [0, 1, 0]]),
+            r"qrels\[0, 2\]: grade 0.5 is not an integer",
+        ),
+        ((IDX, VAL), sp.csr_matrix(np.array([[1, 0, 0], [0, -1, 0]])), r"qrels\[1, 1\]: grade -1"),
+        ((IDX, VAL), {5: [0]}, "key 5 is not a row of the run"),
+        ((IDX, VAL), {"0": [0]}, "key '0' is not a row"),
+        ((IDX, VAL), {0: [-1]}, r"qrels\[0\]: document -1 is not an index"),
+        ((IDX, VAL), {0: [1, 1]}, r"qrels\[0\]: document 1 is given twice"),
+        ((IDX, VAL), {0: {1: -3}}, r"qrels\[0\]\[1\]: grade -3"),
+        (
+            (IDX, VAL),
+            np.array([[1e30, 0, 0], [0, 1, 0]]),
+            r"qrels\[0, 0\]: grade 1e\+30 is beyond the 64-bit",
+        ),
+        (
+            (IDX, VAL),
+            {0: [2**70]},
+            r"qrels\[0\]: document .* is not an index >= 0 within the 64-bit",
+        ),
+        ((IDX, VAL), {0: {2**63: 1}}, r"qrels\[0\]: document .* within the 64-bit"),
+        ((IDX, VAL), "qrels.txt", "qrels is a str"),
+    ],
+)
 def test_bad_arrays_are_refused(run, qrels, match):
     with pytest.raises(InputError, match=match):
         evaluate_run(run, qrels, ["map"])
@@ -528,7 +656,9 @@ def test_arrays_accept_what_they_should():
     np.testing.assert_array_equal(res.per_query["recall@1"], [0.0, 0.5])
     assert dict(evaluate_run([IDX, VAL], [[1], [0, 2]], ["map", "mrr", "recall@1"])) == dict(res)
     torch = pytest.importorskip("torch")
-    same = evaluate_run((torch.as_tensor(IDX), torch.as_tensor(VAL)), [[1], [0, 2]], ["map", "mrr", "recall@1"])
+    same = evaluate_run(
+        (torch.as_tensor(IDX), torch.as_tensor(VAL)), [[1], [0, 2]], ["map", "mrr", "recall@1"]
+    )
     assert dict(same) == dict(res)
 
 
@@ -555,25 +685,59 @@ def test_a_utf8_byte_order_mark_at_the_start_is_not_part_of_the_first_id(tmp_pat
 
 def test_a_byte_order_mark_inside_the_file_is_refused(tmp_path):
     path = tmp_path / "run.txt"
-    path.write_text(BOM_RUN + "\ufeffq3 Q0 a 1 1.0 t\n", encoding="utf-8")  # two files joined with cat
+    path.write_text(
+        BOM_RUN + "\ufeffq3 Q0 a 1 1.0 t\n", encoding="utf-8"
+    )  # two files joined with cat
     with pytest.raises(InputError, match=r"run.txt:5: a byte-order mark \(U\+FEFF\)"):
         evaluate_run(path, QRELS, ["map"])
-    path.write_text(BOM_RUN + "q3 Q0 a\ufeff 1 1.0 t\n", encoding="utf-8")  # inside an id: an invisible character
+    path.write_text(
+        BOM_RUN + "q3 Q0 a\ufeff 1 1.0 t\n", encoding="utf-8"
+    )  # inside an id: an invisible character
     with pytest.raises(InputError, match=r"run.txt:5: the field 3 .* holds U\+FEFF"):
         evaluate_run(path, QRELS, ["map"])
 
 
-@pytest.mark.parametrize("score", ["1_0", "1_000.5", "\u0661", "1\u0660", "0x10", "1.0.0", "+-1", "1e", "--1",
-                                   "\uff11", "1,5", "1e400", "-1e400", "nanx", "in"])
+@pytest.mark.parametrize(
+    "score",
+    [
+        "1_0",
+        "1_000.5",
+        "\u0661",
+        "1\u0660",
+        "0x10",
+        "1.0.0",
+        "+-1",
+        "1e",
+        "--1",
+        "\uff11",
+        "1,5",
+        "1e400",
+        "-1e400",
+        "nanx",
+        "in",
+    ],
+)
 def test_run_scores_follow_the_file_grammar_not_python_float(tmp_path, score):
     path = tmp_path / "run.txt"
     path.write_text(f"q1 Q0 a 1 {score} t\nq1 Q0 b 2 1.0 t\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"run.txt:1: the score \(5th field\) .*(not a number|beyond the float64)"):
+    with pytest.raises(
+        InputError, match=r"run.txt:1: the score \(5th field\) .*(not a number|beyond the float64)"
+    ):
         evaluate_run(path, QRELS, ["map"])
 
 
-@pytest.mark.parametrize("score,value", [("+3", 3.0), ("-0.5", -0.5), (".5", 0.5), ("5.", 5.0), ("1E2", 100.0),
-                                         ("2.5e-1", 0.25), ("007", 7.0)])
+@pytest.mark.parametrize(
+    "score,value",
+    [
+        ("+3", 3.0),
+        ("-0.5", -0.5),
+        (".5", 0.5),
+        ("5.", 5.0),
+        ("1E2", 100.0),
+        ("2.5e-1", 0.25),
+        ("007", 7.0),
+    ],
+)
 def test_run_scores_in_the_file_grammar_are_read(tmp_path, score, value):
     path = tmp_path / "run.txt"
     path.write_text(f"q1 Q0 a 1 {score} t\nq1 Q0 b 2 0.2 t\n", encoding="utf-8")
@@ -581,12 +745,26 @@ def test_run_scores_in_the_file_grammar_are_read(tmp_path, score, value):
     assert evaluate_run(path, QRELS, ["mrr"])["mrr"] == (1.0 if a_first else 0.5)
 
 
-@pytest.mark.parametrize("grade", ["1_0", "\u0661", "\uff11", "1.0", "1e1", "0x1", "+-1", "99999999999999999999",
-                                   "9223372036854775808"])
+@pytest.mark.parametrize(
+    "grade",
+    [
+        "1_0",
+        "\u0661",
+        "\uff11",
+        "1.0",
+        "1e1",
+        "0x1",
+        "+-1",
+        "99999999999999999999",
+        "9223372036854775808",
+    ],
+)
 def test_qrels_grades_follow_the_file_grammar_and_int64(tmp_path, grade):
     path = tmp_path / "qrels.txt"
     path.write_text(f"q1 0 a {grade}\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"qrels.txt:1: grade .*(not a whole number|beyond the 64-bit)"):
+    with pytest.raises(
+        InputError, match=r"qrels.txt:1: grade .*(not a whole number|beyond the 64-bit)"
+    ):
         evaluate_run(RUN, path, ["map"])
 
 
@@ -602,13 +780,19 @@ def test_grades_beyond_int64_in_a_dict_are_refused(grade):
         evaluate_run(RUN, {"q1": {"a": grade}}, ["map"])
 
 
-@pytest.mark.parametrize("line,char", [
-    ("q1\u00a0Q0 a 1 2.0 t", "U+00A0"),  # a no-break space: Python's split() splits there, trec_eval does not
-    ("q1 Q0 a\u2003 1 2.0 t", "U+2003"),
-    ("q1\u200b Q0 a 1 2.0 t", "U+200B"),  # zero-width space: another query id than it looks
-    ("q1 Q0 a 1 2.0\x1ct", "U+001C"),  # a file separator control: Python's split() splits there
-    ("q1 Q0 a 1 2.0\u2028t", "U+2028"),
-])
+@pytest.mark.parametrize(
+    "line,char",
+    [
+        (
+            "q1\u00a0Q0 a 1 2.0 t",
+            "U+00A0",
+        ),  # a no-break space: Python's split() splits there, trec_eval does not
+        ("q1 Q0 a\u2003 1 2.0 t", "U+2003"),
+        ("q1\u200b Q0 a 1 2.0 t", "U+200B"),  # zero-width space: another query id than it looks
+        ("q1 Q0 a 1 2.0\x1ct", "U+001C"),  # a file separator control: Python's split() splits there
+        ("q1 Q0 a 1 2.0\u2028t", "U+2028"),
+    ],
+)
 def test_fields_split_on_ascii_spaces_and_tabs_only(tmp_path, line, char):
     path = tmp_path / "run.txt"
     path.write_text(line + "\nq1 Q0 b 2 1.0 t\n", encoding="utf-8")
@@ -622,10 +806,16 @@ def test_tabs_and_crlf_line_ends_are_read(tmp_path):
     assert evaluate_run(path, QRELS, ["map"])["map"] == 1.0
 
 
-@pytest.mark.parametrize("content,match", [
-    ("q1 Q0 a 1 2.0 t\nq1 Q0 caf\u00e9 2 1.0 t\n".encode("latin-1"), r"run.txt:2: .*not UTF-8: byte 0xe9"),
-    ("q1 Q0 a 1 2.0 t\n".encode("utf-16"), r"run.txt:1: .*not UTF-8: UTF-16"),
-])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        (
+            "q1 Q0 a 1 2.0 t\nq1 Q0 caf\u00e9 2 1.0 t\n".encode("latin-1"),
+            r"run.txt:2: .*not UTF-8: byte 0xe9",
+        ),
+        ("q1 Q0 a 1 2.0 t\n".encode("utf-16"), r"run.txt:1: .*not UTF-8: UTF-16"),
+    ],
+)
 def test_files_that_are_not_utf8_name_file_line_and_fix(tmp_path, content, match):
     path = tmp_path / "run.txt"
     path.write_bytes(content)
@@ -651,15 +841,20 @@ def test_unreadable_run_and_qrels_files_name_the_file_and_the_fix(tmp_path, monk
         raise PermissionError(13, "Permission denied", str(args[0]))
 
     monkeypatch.setattr(textfiles, "open", denied, raising=False)
-    with pytest.raises(InputError, match=r"run.txt: the run file is not readable \(permission denied\); .*chmod"):
+    with pytest.raises(
+        InputError, match=r"run.txt: the run file is not readable \(permission denied\); .*chmod"
+    ):
         evaluate_run(path, QRELS, ["map"])
 
 
 def test_run_and_qrels_naming_queries_differently_say_when_one_side_uses_row_numbers():
     run = {"0": {"a": 2.0}, "1": {"b": 1.0}}
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
-    with pytest.raises(InputError, match=r"No query id of the run is in the qrels.*it looks like a row number, not "
-                                         r"an id: ids there look like 'q1', 'q2'"):
+    with pytest.raises(
+        InputError,
+        match=r"No query id of the run is in the qrels.*it looks like a row number, not "
+        r"an id: ids there look like 'q1', 'q2'",
+    ):
         evaluate_run(run, qrels, ["map"])
 
 
@@ -668,8 +863,12 @@ def test_ndcg_exp_grades_beyond_float64_gains_are_exact_not_nan():
     the engine's (issue 25: the query became NaN and left the mean silently)."""
     assert evaluate_run(RUN, {"q1": {"a": 2000, "b": 1}}, ["ndcg_exp"])["ndcg_exp"] == 1.0
     low = evaluate_run(RUN, {"q1": {"a": 1, "b": 2000}, "q2": {"a": 1}}, ["ndcg_exp", "ndcg"])
-    assert low.per_query["ndcg_exp"][0] == pytest.approx(1 / math.log2(3), rel=1e-12)  # 1 is lost beside 2^2000
-    assert low.per_query["ndcg_exp"][1] == 0.0 and low["ndcg_exp"] == pytest.approx(0.5 / math.log2(3), rel=1e-12)
+    assert low.per_query["ndcg_exp"][0] == pytest.approx(
+        1 / math.log2(3), rel=1e-12
+    )  # 1 is lost beside 2^2000
+    assert low.per_query["ndcg_exp"][1] == 0.0 and low["ndcg_exp"] == pytest.approx(
+        0.5 / math.log2(3), rel=1e-12
+    )
     assert evaluate_run(RUN, {"q1": {"a": 1023, "b": 1}}, ["ndcg_exp"])["ndcg_exp"] == 1.0
 
 

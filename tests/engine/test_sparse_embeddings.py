@@ -57,6 +57,8 @@ def test_the_evaluation_cache_keys_bfloat16_and_sparse_tensors_by_content():
     assert cache.misses == 1
     cache.evaluate(t.to(torch.bfloat16), query_labels=Y, metrics=["map"])
     assert cache.hits == 1
-    assert content_digest(t.to(torch.bfloat16)) != content_digest(t.to(torch.bfloat16).float())  # dtype counts
+    assert content_digest(t.to(torch.bfloat16)) != content_digest(
+        t.to(torch.bfloat16).float()
+    )  # dtype counts
     assert content_digest(t.to_sparse()) == content_digest(t.to_sparse())
     assert content_digest(t.to_sparse()) != content_digest((t + 1).to_sparse())

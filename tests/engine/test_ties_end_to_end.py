@@ -31,14 +31,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from reference import aggregate, pair_reference, query_metric, sorted_relevance
 
 import retrieval_checks as rc
 
-from reference import aggregate, pair_reference, query_metric, sorted_relevance
-
 pytest.importorskip("torch")
 
-BACKENDS = [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)]  # False: the CUDA code path on CPU
+BACKENDS = [
+    ("numpy", True),
+    ("torch-cpu", True),
+    ("torch-cpu", False),
+]  # False: the CUDA code path on CPU
 TILES = [None, (2, 16)]  # (2, 16): blocks of two queries, gallery chunks of 16 columns
 POLICIES = ("pessimistic", "optimistic", "average")
 FAMILIES_K = ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped")
@@ -71,9 +74,15 @@ def placements(scores: np.ndarray, rel: np.ndarray) -> np.ndarray:
     for v in np.unique(scores)[::-1]:
         at = scores == v
         n, r = int(at.sum()), int(rel[at].sum())
-        blocks.append([np.isin(np.arange(n), chosen).astype(np.int64)
-                       for chosen in itertools.combinations(range(n), r)])
-    return np.array([np.concatenate(choice) for choice in itertools.product(*blocks)], dtype=np.int64)
+        blocks.append(
+            [
+                np.isin(np.arange(n), chosen).astype(np.int64)
+                for chosen in itertools.combinations(range(n), r)
+            ]
+        )
+    return np.array(
+        [np.concatenate(choice) for choice in itertools.product(*blocks)], dtype=np.int64
+    )
 
 
 def textbook(name: str, flags: np.ndarray) -> np.ndarray:
@@ -82,7 +91,9 @@ def textbook(name: str, flags: np.ndarray) -> np.ndarray:
     n = flags.shape[1]
     R = int(flags[0].sum())
     hits = np.cumsum(flags, axis=1)
-    psum = np.cumsum(hits / np.arange(1, n + 1) * flags, axis=1)  # sum of precisions at relevant ranks
+    psum = np.cumsum(
+        hits / np.arange(1, n + 1) * flags, axis=1
+    )  # sum of precisions at relevant ranks
     first = (np.argmax(flags, axis=1) + 1).astype(np.float64)
     family, _, param = name.partition("@")
     if name == "map":
@@ -132,8 +143,14 @@ class Oracle:
 def enumerate_queries(S: np.ndarray, rel: np.ndarray, keep: np.ndarray, names) -> Oracle:
     n_q = S.shape[0]
     nan = {name: np.full(n_q, np.nan) for name in names}
-    o = Oracle(*({k: v.copy() for k, v in nan.items()} for _ in range(5)), np.zeros(n_q), np.zeros(n_q),
-               np.zeros(n_q), 0, 0)
+    o = Oracle(
+        *({k: v.copy() for k, v in nan.items()} for _ in range(5)),
+        np.zeros(n_q),
+        np.zeros(n_q),
+        np.zeros(n_q),
+        0,
+        0,
+    )
     for i in range(n_q):
         s, r = S[i, keep[i]], rel[i, keep[i]]
         if not r.any():
@@ -145,8 +162,12 @@ def enumerate_queries(S: np.ndarray, rel: np.ndarray, keep: np.ndarray, names) -
         for name in names:
             v = textbook(name, flags)
             o.mean[name][i], o.lo[name][i], o.hi[name][i] = v.mean(), v.min(), v.max()
-            o.pess[name][i] = query_metric(name, sorted_relevance(S[i].astype(float), rel[i], keep[i], "pessimistic"))
-            o.opt[name][i] = query_metric(name, sorted_relevance(S[i].astype(float), rel[i], keep[i], "optimistic"))
+            o.pess[name][i] = query_metric(
+                name, sorted_relevance(S[i].astype(float), rel[i], keep[i], "pessimistic")
+            )
+            o.opt[name][i] = query_metric(
+                name, sorted_relevance(S[i].astype(float), rel[i], keep[i], "optimistic")
+            )
         first = textbook("meanr", flags)
         o.first[i], o.first_lo[i], o.first_hi[i] = first.mean(), first.min(), first.max()
     return o
@@ -157,7 +178,11 @@ def dot_scores(Q, G) -> np.ndarray:
 
 
 def hamming_scores(Q, G) -> np.ndarray:
-    return -(np.asarray(Q, bool)[:, None, :] != np.asarray(G, bool)[None, :, :]).sum(-1).astype(np.int64)
+    return (
+        -(np.asarray(Q, bool)[:, None, :] != np.asarray(G, bool)[None, :, :])
+        .sum(-1)
+        .astype(np.int64)
+    )
 
 
 def test_textbook_oracle_matches_reference_on_every_placement():
@@ -168,13 +193,27 @@ def test_textbook_oracle_matches_reference_on_every_placement():
     assert flags.shape == (2 * 3 * 3 * 1, 9)  # C(2,1) C(3,2) C(3,1) C(1,1)
     for name in metric_names((1, 2, 3, 5, 9)):
         expected = [query_metric(name, row) for row in flags]
-        np.testing.assert_allclose(textbook(name, flags), expected, rtol=0, atol=1e-15, err_msg=name)
+        np.testing.assert_allclose(
+            textbook(name, flags), expected, rtol=0, atol=1e-15, err_msg=name
+        )
 
 
 # ----------------------------------------------------------------------------- the check
 def run_policies(Q, G, names, similarity, device, kernels, tile, inputs) -> dict:
-    return {t: rc.evaluate(Q, G, metrics=names, similarity=similarity, ties=t, device=device, _use_kernels=kernels,
-                           tile=tile, **inputs) for t in POLICIES}
+    return {
+        t: rc.evaluate(
+            Q,
+            G,
+            metrics=names,
+            similarity=similarity,
+            ties=t,
+            device=device,
+            _use_kernels=kernels,
+            tile=tile,
+            **inputs,
+        )
+        for t in POLICIES
+    }
 
 
 def check_query_metrics(res: dict, o: Oracle, names, where: str) -> None:
@@ -187,14 +226,20 @@ def check_query_metrics(res: dict, o: Oracle, names, where: str) -> None:
         assert close(opt.per_query[name], o.opt[name]), (at, opt.per_query[name], o.opt[name])
         worst, best = (o.hi, o.lo) if lower_is_better(name) else (o.lo, o.hi)
         if not is_map_at_k(name):  # rank-monotone: the two policies are the two extremes
-            assert close(pess.per_query[name], worst[name]) and close(opt.per_query[name], best[name]), at
+            assert close(pess.per_query[name], worst[name]) and close(
+                opt.per_query[name], best[name]
+            ), at
         # The aggregate of the per-query extremes is the extreme of the aggregate: the
         # queries' tie groups are ordered independently (any combination of per-query
         # orderings is one ordering of the whole evaluation), so the lowest mean takes each
         # query at its own lowest; medr's median is non-decreasing in every query's rank,
         # so the same holds for it.
-        expected = {"min": aggregate(name, o.lo[name]), "max": aggregate(name, o.hi[name]),
-                    "pessimistic": aggregate(name, o.pess[name]), "optimistic": aggregate(name, o.opt[name])}
+        expected = {
+            "min": aggregate(name, o.lo[name]),
+            "max": aggregate(name, o.hi[name]),
+            "pessimistic": aggregate(name, o.pess[name]),
+            "optimistic": aggregate(name, o.opt[name]),
+        }
         for policy, r in res.items():
             got = r.tie_values[name]
             assert all(close(got[k], expected[k]) for k in expected), (at, policy, got, expected)
@@ -208,10 +253,14 @@ def check_query_metrics(res: dict, o: Oracle, names, where: str) -> None:
     for policy, r in res.items():
         assert r.tied_share == pytest.approx(share, abs=1e-15), (where, policy)
     assert close(avg.first_relevant_rank, o.first), (where, avg.first_relevant_rank, o.first)
-    assert np.array_equal(pess.first_relevant_rank, o.first_hi) and np.array_equal(opt.first_relevant_rank, o.first_lo)
+    assert np.array_equal(pess.first_relevant_rank, o.first_hi) and np.array_equal(
+        opt.first_relevant_rank, o.first_lo
+    )
 
 
-def check_against_enumeration(Q, G, S, rel, ks, similarity, inputs, backends=BACKENDS, tiles=TILES, keep=None):
+def check_against_enumeration(
+    Q, G, S, rel, ks, similarity, inputs, backends=BACKENDS, tiles=TILES, keep=None
+):
     """``S`` the exact int64 scores, ``rel`` the relevance matrix, ``keep`` the candidates
     (self-exclusion); ``inputs`` the labels or relevance as ``rc.evaluate`` takes them."""
     names = metric_names(ks)
@@ -220,7 +269,9 @@ def check_against_enumeration(Q, G, S, rel, ks, similarity, inputs, backends=BAC
     for device, kernels in backends:
         for tile in tiles:
             res = run_policies(Q, G, names, similarity, device, kernels, tile, inputs)
-            check_query_metrics(res, oracle, names, f"{similarity} {device} kernels={kernels} tile={tile}")
+            check_query_metrics(
+                res, oracle, names, f"{similarity} {device} kernels={kernels} tile={tile}"
+            )
     return oracle
 
 
@@ -233,8 +284,12 @@ def test_map_at_k_pessimistic_is_not_the_minimum():
     S, rel = dot_scores(Q, G), np.array([[1, 0, 1, 0, 0, 0]], bool)
     check_against_enumeration(Q, G, S, rel, (1, 2, 3, 4, 6), "dot", dict(relevance=[[0, 2]]))
     for device, kernels in BACKENDS:
-        res = run_policies(Q, G, ["map@3"], "dot", device, kernels, (2, 16), dict(relevance=[[0, 2]]))
-        assert res["pessimistic"]["map@3"] == 1.0 and res["optimistic"]["map@3"] == pytest.approx(5 / 6, abs=1e-15)
+        res = run_policies(
+            Q, G, ["map@3"], "dot", device, kernels, (2, 16), dict(relevance=[[0, 2]])
+        )
+        assert res["pessimistic"]["map@3"] == 1.0 and res["optimistic"]["map@3"] == pytest.approx(
+            5 / 6, abs=1e-15
+        )
         assert res["average"]["map@3"] == pytest.approx(11 / 12, abs=1e-15)
         for r in res.values():
             tv = r.tie_values["map@3"]
@@ -262,18 +317,28 @@ def test_map_at_k_extremes_beyond_both_policies(scores, relevant, K, lo, hi):
     for device, kernels in BACKENDS:
         res = run_policies(Q, G, [f"map@{K}"], "dot", device, kernels, None, dict(relevance=lists))
         tv = res["average"].tie_values[f"map@{K}"]
-        assert (tv["min"], tv["max"]) == (pytest.approx(lo, abs=1e-15), pytest.approx(hi, abs=1e-15))
+        assert (tv["min"], tv["max"]) == (
+            pytest.approx(lo, abs=1e-15),
+            pytest.approx(hi, abs=1e-15),
+        )
         assert not {tv["min"], tv["max"]} <= {tv["pessimistic"], tv["optimistic"]}, tv
 
 
 HAND = {
     # every item tied (a zero query vector), several queries at once
-    "all tied": (np.array([[0, 0], [1, 0], [0, 1]]), np.array([[1, 0], [1, 0], [0, 1], [1, 1], [0, 0], [2, 0]]),
-                 np.array([0, 1, 1]), np.array([1, 0, 1, 0, 1, 1])),
+    "all tied": (
+        np.array([[0, 0], [1, 0], [0, 1]]),
+        np.array([[1, 0], [1, 0], [0, 1], [1, 1], [0, 0], [2, 0]]),
+        np.array([0, 1, 1]),
+        np.array([1, 0, 1, 0, 1, 1]),
+    ),
     # several tie groups per query, a query without a relevant item (skipped)
-    "several groups": (np.array([[1, 1], [1, -1], [2, 0], [0, 1], [1, 0]]),
-                       np.array([[1, 0], [0, 1], [1, 1], [2, 0], [0, 2], [1, -1], [-1, 1], [0, 0], [2, 1]]),
-                       np.array([0, 1, 0, 7, 1]), np.array([0, 0, 1, 1, 0, 1, 0, 1, 0])),
+    "several groups": (
+        np.array([[1, 1], [1, -1], [2, 0], [0, 1], [1, 0]]),
+        np.array([[1, 0], [0, 1], [1, 1], [2, 0], [0, 2], [1, -1], [-1, 1], [0, 0], [2, 1]]),
+        np.array([0, 1, 0, 7, 1]),
+        np.array([0, 0, 1, 1, 0, 1, 0, 1, 0]),
+    ),
 }
 
 
@@ -281,9 +346,12 @@ HAND = {
 def test_hand_examples_end_to_end(case):
     Q, G, ql, gl = HAND[case]
     S, rel = dot_scores(Q, G), ql[:, None] == gl[None, :]
-    o = check_against_enumeration(Q, G, S, rel, (1, 2, 3, 5, G.shape[0]), "dot",
-                                  dict(query_labels=ql, gallery_labels=gl))
-    assert o.n_tied > 0 and any((o.hi[n] - o.lo[n] > 0.01).any() for n in o.hi)  # the case is tie-heavy
+    o = check_against_enumeration(
+        Q, G, S, rel, (1, 2, 3, 5, G.shape[0]), "dot", dict(query_labels=ql, gallery_labels=gl)
+    )
+    assert o.n_tied > 0 and any(
+        (o.hi[n] - o.lo[n] > 0.01).any() for n in o.hi
+    )  # the case is tie-heavy
 
 
 def test_many_gallery_chunks_and_query_blocks():
@@ -296,13 +364,16 @@ def test_many_gallery_chunks_and_query_blocks():
     for i in range(7):
         rel[i, rng.choice(40, rng.integers(1, 4), replace=False)] = True
     lists = [np.flatnonzero(row).tolist() for row in rel]
-    check_against_enumeration(Q, G, dot_scores(Q, G), rel, (1, 5, 16, 17, 33), "dot", dict(relevance=lists))
+    check_against_enumeration(
+        Q, G, dot_scores(Q, G), rel, (1, 5, 16, 17, 33), "dot", dict(relevance=lists)
+    )
 
 
 # ----------------------------------------------------------------------------- generated cases
 def small_ints(rows, cols, lo, hi):
     return st.lists(st.integers(lo, hi), min_size=rows * cols, max_size=rows * cols).map(
-        lambda v: np.array(v, np.int64).reshape(rows, cols))
+        lambda v: np.array(v, np.int64).reshape(rows, cols)
+    )
 
 
 @st.composite
@@ -329,7 +400,12 @@ def tie_heavy_case(draw):
         assume(rel.any())  # at least one query to evaluate
         inputs = dict(query_labels=ql) if loo else dict(query_labels=ql, gallery_labels=gl)
     else:
-        rel = np.array(draw(st.lists(st.booleans(), min_size=n_q * n_g, max_size=n_q * n_g))).reshape(n_q, n_g) & keep
+        rel = (
+            np.array(draw(st.lists(st.booleans(), min_size=n_q * n_g, max_size=n_q * n_g))).reshape(
+                n_q, n_g
+            )
+            & keep
+        )
         rel[0, int(loo)] = True  # at least one query to evaluate
         inputs = dict(relevance=rel)
     n_cand = n_g - 1 if loo else n_g
@@ -375,16 +451,32 @@ def test_grouped_recall_against_enumeration(case):
     o = enumerate_queries(dot_scores(Q, G), ql[:, None] == gl[None, :], keep, names)
     for device, kernels in BACKENDS:
         for policy, want in (("average", o.mean), ("pessimistic", o.lo), ("optimistic", o.hi)):
-            res = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=[f"grouped_recall@{k}" for k in ks],
-                              similarity="dot", ties=policy, group_size=2, group_seed=seed, device=device,
-                              _use_kernels=kernels)
+            res = rc.evaluate(
+                Q,
+                G,
+                query_labels=ql,
+                gallery_labels=gl,
+                metrics=[f"grouped_recall@{k}" for k in ks],
+                similarity="dot",
+                ties=policy,
+                group_size=2,
+                group_seed=seed,
+                device=device,
+                _use_kernels=kernels,
+            )
             for k in ks:
                 g = res.grouped[f"grouped_recall@{k}"]
                 where = (device, kernels, policy, k, seed)
                 assert np.array_equal(g.group_of_query, gq), where
-                assert close(g.per_query, want[f"hit_rate@{k}"]), (where, g.per_query, want[f"hit_rate@{k}"])
+                assert close(g.per_query, want[f"hit_rate@{k}"]), (
+                    where,
+                    g.per_query,
+                    want[f"hit_rate@{k}"],
+                )
                 value = np.mean([want[f"hit_rate@{k}"][gq == j].mean() for j in range(L // 2)])
-                assert res[f"grouped_recall@{k}"] == pytest.approx(value, rel=1e-12, abs=1e-12), where
+                assert res[f"grouped_recall@{k}"] == pytest.approx(value, rel=1e-12, abs=1e-12), (
+                    where
+                )
 
 
 # ----------------------------------------------------------------------------- image-text
@@ -394,7 +486,11 @@ def image_text_case(draw):
     extra = draw(st.lists(st.integers(0, n_images - 1), max_size=4))
     caption_image = np.array(draw(st.permutations(list(range(n_images)) + extra)), np.int64)
     d = draw(st.integers(1, 2))
-    return draw(small_ints(n_images, d, -1, 2)), draw(small_ints(caption_image.size, d, -1, 2)), caption_image
+    return (
+        draw(small_ints(n_images, d, -1, 2)),
+        draw(small_ints(caption_image.size, d, -1, 2)),
+        caption_image,
+    )
 
 
 IT_KS = (1, 2, 3, 5, 10)  # 5 and 10 reach past these galleries: every item is retrieved
@@ -407,26 +503,46 @@ def test_image_text_against_enumeration(case):
     S = dot_scores(images, captions)
     rel = cap_img[None, :] == np.arange(images.shape[0])[:, None]
     names = [f"hit_rate@{k}" for k in IT_KS]
-    sides = {"i2t": enumerate_queries(S, rel, np.ones(S.shape, bool), names),
-             "t2i": enumerate_queries(S.T, rel.T, np.ones(S.T.shape, bool), names)}
-    metrics = [f"{d}_{m}" for d in sides for m in [f"recall@{k}" for k in IT_KS] + ["meanr", "medr"]] + ["rsum"]
+    sides = {
+        "i2t": enumerate_queries(S, rel, np.ones(S.shape, bool), names),
+        "t2i": enumerate_queries(S.T, rel.T, np.ones(S.T.shape, bool), names),
+    }
+    metrics = [
+        f"{d}_{m}" for d in sides for m in [f"recall@{k}" for k in IT_KS] + ["meanr", "medr"]
+    ] + ["rsum"]
     for device in ("numpy", "torch-cpu"):
         for policy in POLICIES:
-            res = rc.evaluate_image_text(images, captions, cap_img, metrics=metrics, similarity="dot", ties=policy,
-                                         device=device, n_resamples=0)
+            res = rc.evaluate_image_text(
+                images,
+                captions,
+                cap_img,
+                metrics=metrics,
+                similarity="dot",
+                ties=policy,
+                device=device,
+                n_resamples=0,
+            )
             expected = {}
             for d, o in sides.items():
                 hit = {"average": o.mean, "pessimistic": o.lo, "optimistic": o.hi}[policy]
-                first = {"average": o.first, "pessimistic": o.first_hi, "optimistic": o.first_lo}[policy]
+                first = {"average": o.first, "pessimistic": o.first_hi, "optimistic": o.first_lo}[
+                    policy
+                ]
                 for k in IT_KS:
                     expected[f"{d}_recall@{k}"] = hit[f"hit_rate@{k}"].mean()
                 expected[f"{d}_meanr"] = first.mean()
                 expected[f"{d}_medr"] = aggregate("medr", first)
                 ranks = res.i2t_ranks[0] if d == "i2t" else res.t2i_ranks[0]
                 assert close(ranks, first), (device, policy, d, ranks, first)
-            expected["rsum"] = 100 * sum(expected[f"{d}_recall@{k}"] for d in sides for k in (1, 5, 10))
+            expected["rsum"] = 100 * sum(
+                expected[f"{d}_recall@{k}"] for d in sides for k in (1, 5, 10)
+            )
             for name, value in expected.items():
-                assert res[name] == pytest.approx(value, rel=1e-12, abs=1e-12), (device, policy, name)
+                assert res[name] == pytest.approx(value, rel=1e-12, abs=1e-12), (
+                    device,
+                    policy,
+                    name,
+                )
 
 
 # ----------------------------------------------------------------------------- tie notes and ranges
@@ -438,8 +554,18 @@ def test_tie_free_data_have_no_note_and_a_point_range(device, kernels):
     y = rng.integers(0, 6, 80)
     X = rng.normal(size=(6, 16))[y] + rng.normal(size=(80, 16))
     names = metric_names((1, 2, 5, 20))
-    res = {t: rc.evaluate(X.astype(np.float32), query_labels=y, metrics=names, ties=t, device=device,
-                          _use_kernels=kernels, tile=(8, 16)) for t in POLICIES}
+    res = {
+        t: rc.evaluate(
+            X.astype(np.float32),
+            query_labels=y,
+            metrics=names,
+            ties=t,
+            device=device,
+            _use_kernels=kernels,
+            tile=(8, 16),
+        )
+        for t in POLICIES
+    }
     for policy, r in res.items():
         assert r.tied_share == 0.0, policy
         for name in names:
@@ -447,10 +573,18 @@ def test_tie_free_data_have_no_note_and_a_point_range(device, kernels):
             # (value, value) up to rounding: map@K's range comes from its own extremes
             # formula, which may differ from the value in the last bit
             value, (lo, hi) = r[name], r.tie_range(name)
-            assert lo == hi and value == pytest.approx(lo, rel=1e-12, abs=1e-12), (policy, name, value, lo)
+            assert lo == hi and value == pytest.approx(lo, rel=1e-12, abs=1e-12), (
+                policy,
+                name,
+                value,
+                lo,
+            )
             if not is_map_at_k(name):  # the two policies themselves: exactly (value, value)
                 assert (lo, hi) == (value, value) or policy == "average", (policy, name)
-            assert value == pytest.approx(res["pessimistic"][name], rel=1e-12, abs=1e-12), (policy, name)
+            assert value == pytest.approx(res["pessimistic"][name], rel=1e-12, abs=1e-12), (
+                policy,
+                name,
+            )
             assert close(r.per_query[name], res["pessimistic"].per_query[name]), (policy, name)
             assert close(r.first_relevant_rank, res["pessimistic"].first_relevant_rank), policy
 
@@ -460,8 +594,15 @@ def test_tie_heavy_data_get_a_note():
     orderings, and each policy's result says so."""
     Q, G, ql, gl = HAND["all tied"]
     for policy in POLICIES:
-        r = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=["hit_rate@1", "mrr", "map", "meanr"],
-                        similarity="dot", ties=policy)
+        r = rc.evaluate(
+            Q,
+            G,
+            query_labels=ql,
+            gallery_labels=gl,
+            metrics=["hit_rate@1", "mrr", "map", "meanr"],
+            similarity="dot",
+            ties=policy,
+        )
         assert r.tied_share > 0
         for name in ("hit_rate@1", "mrr", "map", "meanr"):
             lo, hi = r.tie_range(name)
@@ -471,8 +612,14 @@ def test_tie_heavy_data_get_a_note():
 
 
 # ----------------------------------------------------------------------------- pair metrics
-PAIR_METRICS = ["pair_precision@t=0", "pair_precision@t=1", "pair_precision@t=2", "recall_at_precision@0.3",
-                "recall_at_precision@0.5", "recall_at_precision@0.8"]
+PAIR_METRICS = [
+    "pair_precision@t=0",
+    "pair_precision@t=1",
+    "pair_precision@t=2",
+    "recall_at_precision@0.3",
+    "recall_at_precision@0.5",
+    "recall_at_precision@0.8",
+]
 
 
 class Merged:
@@ -508,9 +655,16 @@ class _Lookup:
 # A pair precision of exactly the level (4 positives, 1 negative: 4/5 at t=0 for
 # recall_at_precision@0.8): the tail, sized in floats (4 * 0.2 / 0.8 = 0.999...), kept
 # one negative too few and the answer was 0.75 (issue 25; hypothesis met it once).
-_EXACT_LEVEL = (np.array([[1]]), np.array([[2], [2], [2], [1], [0]]), np.array([[2, 2, 2, 1, 0]]),
-                np.array([[True, True, True, False, True]]), np.ones((1, 5), bool), [1], "dot",
-                dict(relevance=np.array([[True, True, True, False, True]])))
+_EXACT_LEVEL = (
+    np.array([[1]]),
+    np.array([[2], [2], [2], [1], [0]]),
+    np.array([[2, 2, 2, 1, 0]]),
+    np.array([[True, True, True, False, True]]),
+    np.ones((1, 5), bool),
+    [1],
+    "dot",
+    dict(relevance=np.array([[True, True, True, False, True]])),
+)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -526,33 +680,78 @@ def test_pair_metrics_do_not_depend_on_the_tie_policy(case):
     # larger, and an answer must not depend on the metrics computed with it
     calls = [PAIR_METRICS[:-1], PAIR_METRICS[-1:]]
     for device, kernels in BACKENDS:
-        res = {t: Merged(rc.evaluate(Q, G, metrics=names, similarity=similarity, ties=t, device=device,
-                                     _use_kernels=kernels, tile=(2, 16), **inputs) for names in calls)
-               for t in POLICIES}
+        res = {
+            t: Merged(
+                rc.evaluate(
+                    Q,
+                    G,
+                    metrics=names,
+                    similarity=similarity,
+                    ties=t,
+                    device=device,
+                    _use_kernels=kernels,
+                    tile=(2, 16),
+                    **inputs,
+                )
+                for names in calls
+            )
+            for t in POLICIES
+        }
         for name in PAIR_METRICS:
             where = (similarity, device, kernels, name)
             level = name.partition("@")[2]
             # a Hamming threshold t is a distance: pairs with -distance >= -t
-            swept = name if similarity == "dot" or "t=" not in level else f"pair_precision@t={-float(level[2:])}"
-            assert res["pessimistic"][name] == pytest.approx(pair_reference(pos, neg, swept), abs=1e-12), where
+            swept = (
+                name
+                if similarity == "dot" or "t=" not in level
+                else f"pair_precision@t={-float(level[2:])}"
+            )
+            assert res["pessimistic"][name] == pytest.approx(
+                pair_reference(pos, neg, swept), abs=1e-12
+            ), where
             for policy in ("optimistic", "average"):
                 assert res[policy][name] == res["pessimistic"][name], (where, policy)
-                assert res[policy].thresholds[name] == res["pessimistic"].thresholds[name], (where, policy)
-                assert res[policy].pair_counts[name] == res["pessimistic"].pair_counts[name], (where, policy)
-                assert res[policy].tie_range(name) is None and res[policy].tie_note(name) == "", (where, policy)
+                assert res[policy].thresholds[name] == res["pessimistic"].thresholds[name], (
+                    where,
+                    policy,
+                )
+                assert res[policy].pair_counts[name] == res["pessimistic"].pair_counts[name], (
+                    where,
+                    policy,
+                )
+                assert res[policy].tie_range(name) is None and res[policy].tie_note(name) == "", (
+                    where,
+                    policy,
+                )
 
 
-@pytest.mark.parametrize("device,kernels", [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)])
+@pytest.mark.parametrize(
+    "device,kernels", [("numpy", True), ("torch-cpu", True), ("torch-cpu", False)]
+)
 def test_hamming_several_fixed_thresholds_on_the_cpu_kernels(device, kernels):
     """One query, a relevant code at distance 0 and a non-relevant one at distance 1:
     at t=1 (distance <= 1) both pairs are predicted positive, precision 1/2, whichever
     other thresholds are computed in the same call (the CPU kernels once got the
     thresholds in the users' order, descending in scores for hamming, and counted fp=0)."""
     Q, G = np.zeros((1, 3), bool), np.array([[0, 0, 0], [0, 0, 1]], bool)
-    alone = rc.evaluate(Q, G, relevance=[[0]], metrics=["pair_precision@t=1"], similarity="hamming",
-                        device=device, _use_kernels=kernels)
-    both = rc.evaluate(Q, G, relevance=[[0]], metrics=["pair_precision@t=0", "pair_precision@t=1"],
-                       similarity="hamming", device=device, _use_kernels=kernels)
+    alone = rc.evaluate(
+        Q,
+        G,
+        relevance=[[0]],
+        metrics=["pair_precision@t=1"],
+        similarity="hamming",
+        device=device,
+        _use_kernels=kernels,
+    )
+    both = rc.evaluate(
+        Q,
+        G,
+        relevance=[[0]],
+        metrics=["pair_precision@t=0", "pair_precision@t=1"],
+        similarity="hamming",
+        device=device,
+        _use_kernels=kernels,
+    )
     assert alone["pair_precision@t=1"] == 0.5
     assert both["pair_precision@t=0"] == 1.0
     assert both["pair_precision@t=1"] == 0.5, both.pair_counts["pair_precision@t=1"]

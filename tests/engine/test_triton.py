@@ -27,11 +27,17 @@ from retrieval_checks.engine._backend import cosine_epilogue  # noqa: E402
 from retrieval_checks.errors import BackendError  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-        "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
-    pytest.skip("TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU", allow_module_level=True)
+    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+):
+    pytest.skip(
+        "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
+        allow_module_level=True,
+    )
 
 METRICS = ["map", "map@R", "hit_rate@1", "recall@5", "precision@3", "mrr", "meanr", "map_cut@5"]
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)")
+CUDA = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)"
+)
 
 
 @pytest.fixture(params=["linear", "search"])
@@ -65,10 +71,30 @@ def _data(kind: str, rng, n: int, d: int):
     return X
 
 
-def _evaluate(X, y, *, similarity, device, kernels, ties="pessimistic", tile=None, gallery=None, g_labels=None,
-              query_ids=None, gallery_ids=None):
-    kw = dict(query_labels=y, metrics=METRICS, similarity=similarity, device=device, ties=ties, tile=tile,
-              _use_kernels=kernels, empty_queries="skip")
+def _evaluate(
+    X,
+    y,
+    *,
+    similarity,
+    device,
+    kernels,
+    ties="pessimistic",
+    tile=None,
+    gallery=None,
+    g_labels=None,
+    query_ids=None,
+    gallery_ids=None,
+):
+    kw = dict(
+        query_labels=y,
+        metrics=METRICS,
+        similarity=similarity,
+        device=device,
+        ties=ties,
+        tile=tile,
+        _use_kernels=kernels,
+        empty_queries="skip",
+    )
     if gallery is not None:
         kw.update(gallery_labels=g_labels, query_ids=query_ids, gallery_ids=gallery_ids)
         return rc.evaluate(X, gallery, **kw)
@@ -87,7 +113,8 @@ def _same(a, b):
     dict(similarity="dot", kind="float", screen=True, counting="linear"),
     dict(similarity="dot", kind="int", screen=False, counting="search"),
     dict(similarity="neg_l2", kind="float", screen=False, counting="search"),
-    dict(similarity="neg_l2", kind="int", screen=True, counting="linear"))
+    dict(similarity="neg_l2", kind="int", screen=True, counting="linear"),
+)
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["float", "int"])
 @pytest.mark.parametrize("screen", [False, True])
@@ -97,14 +124,23 @@ def test_leave_one_out_equals_cpu_kernels_and_torch_path(similarity, kind, scree
     X = _data(kind, rng, n, 12)
     y = rng.integers(0, 7, size=n)
     ref = _evaluate(X, y, similarity=similarity, device="numpy", kernels=True)
-    torch_path = _evaluate(X, y, similarity=similarity, device="torch-cpu", kernels=False, tile=(40, 16))
+    torch_path = _evaluate(
+        X, y, similarity=similarity, device="torch-cpu", kernels=False, tile=(40, 16)
+    )
     with _triton.on_cpu(screen=screen):
-        fused = _evaluate(X, y, similarity=similarity, device="torch-cpu", kernels=False, tile=(40, 16))
-        fused_avg = _evaluate(X, y, similarity=similarity, device="torch-cpu", kernels=False, ties="average")
+        fused = _evaluate(
+            X, y, similarity=similarity, device="torch-cpu", kernels=False, tile=(40, 16)
+        )
+        fused_avg = _evaluate(
+            X, y, similarity=similarity, device="torch-cpu", kernels=False, ties="average"
+        )
     assert spy and all(spy), "the fused kernel did not run"
     _same(fused, ref)
     _same(fused, torch_path)
-    _same(fused_avg, _evaluate(X, y, similarity=similarity, device="numpy", kernels=True, ties="average"))
+    _same(
+        fused_avg,
+        _evaluate(X, y, similarity=similarity, device="numpy", kernels=True, ties="average"),
+    )
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "neg_l2"])
@@ -152,19 +188,38 @@ def _kernel_counts(X, y, grank, m, screen=False, tile=None, similarity="dot"):
     indptr, rows, cols = _csr_loo(y, m)
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
     sq = (X.astype(np.float64) ** 2).sum(axis=1)
-    ga = {"dot": None, "cosine": torch.from_numpy(sq.astype(np.float32)),  # squared norms, as the engine's
-          "neg_l2": torch.from_numpy(sq.astype(np.float32))}[similarity]
+    ga = {
+        "dot": None,
+        "cosine": torch.from_numpy(sq.astype(np.float32)),  # squared norms, as the engine's
+        "neg_l2": torch.from_numpy(sq.astype(np.float32)),
+    }[similarity]
     qa = None if ga is None else ga[:m]
-    (rel_sorted, order), above, tied = _triton.count_arrays(G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr,
-                                                            rows, cols, selfs, screen=screen, tile=tile)
+    (rel_sorted, order), above, tied = _triton.count_arrays(
+        G[:m],
+        G,
+        similarity,
+        qa,
+        ga,
+        y[:m],
+        y,
+        grank,
+        indptr,
+        rows,
+        cols,
+        selfs,
+        screen=screen,
+        tile=tile,
+    )
     return indptr, rel_sorted.numpy(), order, above, tied
 
 
 # the kernel's work depends on kind and counting (all four run); impl only picks the reference
-@pytest.mark.default_cases(dict(impl="numba", kind="int", counting="linear"),
-                           dict(impl="numba", kind="float", counting="search"),
-                           dict(impl="numpy", kind="int", counting="search"),
-                           dict(impl="numpy", kind="float", counting="linear"))
+@pytest.mark.default_cases(
+    dict(impl="numba", kind="int", counting="linear"),
+    dict(impl="numba", kind="float", counting="search"),
+    dict(impl="numpy", kind="int", counting="search"),
+    dict(impl="numpy", kind="float", counting="linear"),
+)
 @pytest.mark.parametrize("impl", ["numba", "numpy"])
 @pytest.mark.parametrize("kind", ["int", "float"])
 def test_counts_equal_the_cpu_kernels(impl, kind, counting):
@@ -177,15 +232,26 @@ def test_counts_equal_the_cpu_kernels(impl, kind, counting):
     vals = S[rows, cols]
     S[rows, cols] = -np.inf
     S[np.arange(m), np.arange(m)] = -np.inf
-    srt = np.concatenate([np.sort(vals[indptr[i]:indptr[i + 1]]) for i in range(m)])
-    if kind == "int":  # exact products: the same bits from any GEMM (floats: the last bits may differ)
+    srt = np.concatenate([np.sort(vals[indptr[i] : indptr[i + 1]]) for i in range(m)])
+    if (
+        kind == "int"
+    ):  # exact products: the same bits from any GEMM (floats: the last bits may differ)
         np.testing.assert_array_equal(rel_sorted, srt)
     else:
         np.testing.assert_allclose(rel_sorted, srt, rtol=1e-5, atol=1e-5)
     want_above, want_tied = np.empty(srt.size, np.int64), np.empty(srt.size, np.int64)
     with _kernels.use(impl):
-        _kernels.count_above_relevant(S[None], m, n, indptr, srt, want_above, want_tied, np.float32(math.inf),
-                                      np.zeros(m, np.int64))
+        _kernels.count_above_relevant(
+            S[None],
+            m,
+            n,
+            indptr,
+            srt,
+            want_above,
+            want_tied,
+            np.float32(math.inf),
+            np.zeros(m, np.int64),
+        )
     np.testing.assert_array_equal(above, want_above)
     np.testing.assert_array_equal(tied, want_tied)
     assert (tied.sum() > 0) == (kind == "int")  # integer data tie; random floats do not
@@ -201,7 +267,7 @@ def _adversarial(rng, n_rel_groups=6, per=7, d=24):
             X.append(base)
             y.append(gi)  # relevant to each other (equal rows: tied relevant scores)
         for k in range(-3, 4):
-            X.append((base * np.float32(1 + k * 2.0 ** -23)).astype(np.float32))
+            X.append((base * np.float32(1 + k * 2.0**-23)).astype(np.float32))
             y.append(100 + gi * 10 + k)  # non-relevant, scores within ulps of the relevant ones
     far = 0.05 * rng.standard_normal((40, d)).astype(np.float32)
     X = np.concatenate([np.array(X, np.float32), far])
@@ -216,8 +282,12 @@ def _adversarial(rng, n_rel_groups=6, per=7, d=24):
 
 
 # each data set, each screen and each counting once, every screen with both countings
-@pytest.mark.default_cases(dict(seed=0, screen=1, counting="linear"), dict(seed=1, screen=2, counting="search"),
-                           dict(seed=2, screen=2, counting="linear"), dict(seed=3, screen=1, counting="search"))
+@pytest.mark.default_cases(
+    dict(seed=0, screen=1, counting="linear"),
+    dict(seed=1, screen=2, counting="search"),
+    dict(seed=2, screen=2, counting="linear"),
+    dict(seed=3, screen=1, counting="search"),
+)
 @pytest.mark.parametrize("screen", [1, 2])
 @pytest.mark.parametrize("seed,similarity", [(0, "dot"), (1, "dot"), (2, "cosine"), (3, "neg_l2")])
 def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity, screen, counting):
@@ -271,11 +341,39 @@ def test_screened_pair_outputs_equal_fp32_on_near_ties(screen):
     outs = []
     for sc in (0, screen):
         req = _triton.PairRequest(float(picks[2]), picks, None)
-        *_, extra = _triton.count_arrays(G[:m], G, "dot", None, None, y[:m], y, grank, indptr, rows, cols, selfs,
-                                         pairs=req, screen=sc)
+        *_, extra = _triton.count_arrays(
+            G[:m],
+            G,
+            "dot",
+            None,
+            None,
+            y[:m],
+            y,
+            grank,
+            indptr,
+            rows,
+            cols,
+            selfs,
+            pairs=req,
+            screen=sc,
+        )
         outs.append((np.sort(extra["negatives"]).tobytes(), extra["fixed_fp"].tolist()))
-        bins = _triton.bin_counts(G[:m], G, "dot", None, None, y[:m], y, grank, indptr, rows, cols, selfs,
-                                  np.unique(rel_sorted), screen=sc)
+        bins = _triton.bin_counts(
+            G[:m],
+            G,
+            "dot",
+            None,
+            None,
+            y[:m],
+            y,
+            grank,
+            indptr,
+            rows,
+            cols,
+            selfs,
+            np.unique(rel_sorted),
+            screen=sc,
+        )
         outs[-1] += (bins.tolist(),)
     assert outs[0] == outs[1]
     assert len(outs[0][0]) > 0 and sum(outs[0][1]) > 0
@@ -294,8 +392,11 @@ def test_screened_bound_holds_and_is_not_vacuous(screen):
             bf = lambda x: (x.view(np.int32) & np.int32(-8192)).view(np.float32).astype(np.float64)  # noqa: E731
         screened = (bf(A) @ bf(B).T).astype(np.float32)
         exact = A @ B.T
-        bound = (_triton.error_bound(d, screen) * np.linalg.norm(A, axis=1)[:, None]
-                 * np.linalg.norm(B, axis=1)[None, :])
+        bound = (
+            _triton.error_bound(d, screen)
+            * np.linalg.norm(A, axis=1)[:, None]
+            * np.linalg.norm(B, axis=1)[None, :]
+        )
         err = np.abs(screened.astype(np.float64) - exact)
         assert (err <= bound).all()
         assert err.max() > bound.max() / 100
@@ -332,7 +433,9 @@ def test_failed_self_check_warns_and_falls_back(monkeypatch):
     monkeypatch.setenv("RC_TRITON", "0")
     monkeypatch.setattr(_triton, "_STATE", {})
     assert _triton.wanted(fake_cuda) is False
-    monkeypatch.setenv("RC_TRITON", "auto")  # auto without triton installed: the torch path, nothing to warn
+    monkeypatch.setenv(
+        "RC_TRITON", "auto"
+    )  # auto without triton installed: the torch path, nothing to warn
     monkeypatch.setattr(_triton.importlib.util, "find_spec", lambda name: None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -359,9 +462,18 @@ def test_kernel_failure_on_a_block_warns_and_gives_the_same_result(monkeypatch):
     _same(got, ref)
 
 
-PAIR_METRICS = ["map", "recall@5", "pair_precision@t=0.5", "pair_recall@t=0.5", "pair_f1@t=0.2", "pair_f1@t=-3",
-                "recall_at_precision@0.9", "recall_at_precision@0.5", "precision_at_recall@0.5",
-                "precision_at_recall@0.95"]
+PAIR_METRICS = [
+    "map",
+    "recall@5",
+    "pair_precision@t=0.5",
+    "pair_recall@t=0.5",
+    "pair_f1@t=0.2",
+    "pair_f1@t=-3",
+    "recall_at_precision@0.9",
+    "recall_at_precision@0.5",
+    "precision_at_recall@0.5",
+    "precision_at_recall@0.95",
+]
 
 
 def _values(r, metrics):
@@ -376,10 +488,20 @@ def _values(r, metrics):
     dict(similarity="dot", kind="int", screen="tf32", counting="linear"),
     dict(similarity="dot", kind="int", screen=0, counting="search"),
     dict(similarity="dot", kind="float", screen="tf32", counting="search"),
-    dict(similarity="neg_l2", kind="float", screen="bf16", counting="search"))
-@pytest.mark.parametrize("similarity,kind,screen", [
-    ("cosine", "float", 0), ("dot", "int", 0), ("neg_l2", "int", 0), ("cosine", "int", "bf16"),
-    ("dot", "float", "tf32"), ("neg_l2", "float", "bf16"), ("dot", "int", "tf32")])
+    dict(similarity="neg_l2", kind="float", screen="bf16", counting="search"),
+)
+@pytest.mark.parametrize(
+    "similarity,kind,screen",
+    [
+        ("cosine", "float", 0),
+        ("dot", "int", 0),
+        ("neg_l2", "int", 0),
+        ("cosine", "int", "bf16"),
+        ("dot", "float", "tf32"),
+        ("neg_l2", "float", "bf16"),
+        ("dot", "int", "tf32"),
+    ],
+)
 def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen, spy, counting):
     """Pair metrics (fixed thresholds, the negative tail, the binning pass) on the fused
     kernel: equal to the CPU kernels and to the torch path, fp32 and screened."""
@@ -404,14 +526,20 @@ def test_precision_at_recall_binning_pass_runs_on_the_kernel(monkeypatch):
     runs on the kernel and gives the CPU kernels' value."""
     from retrieval_checks.engine import _stream
 
-    monkeypatch.setattr(_stream, "tail_capacity", lambda specs, n_positive: 1)  # a tail too short to certify
+    monkeypatch.setattr(
+        _stream, "tail_capacity", lambda specs, n_positive: 1
+    )  # a tail too short to certify
     calls = []
     real = _triton.run_binning_triton
     monkeypatch.setattr(_triton, "run_binning_triton", lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(4)
     X = _data("float", rng, 200, 10)
     y = rng.integers(0, 5, size=200)
-    kw = dict(query_labels=y, metrics=["precision_at_recall@0.8", "precision_at_recall@0.3"], similarity="cosine")
+    kw = dict(
+        query_labels=y,
+        metrics=["precision_at_recall@0.8", "precision_at_recall@0.3"],
+        similarity="cosine",
+    )
     ref = rc.evaluate(X, device="numpy", **kw)
     with _triton.on_cpu():
         fused = rc.evaluate(X, device="torch-cpu", _use_kernels=False, tile=(24, 16), **kw)
@@ -446,11 +574,29 @@ def test_tail_overflow_raises_the_threshold_and_keeps_every_negative_above_it(sc
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
     fixed = np.array([-5.0, 0.0, 0.5, 7.0], np.float32)
     G = torch.from_numpy(X.copy())
-    for cap, tau in ((7, -math.inf), (40, float(np.float32(-2.0))), (None, float(np.float32(3.0))),
-                     (5, float(np.float32(-40.0)))):  # > 2 * 5 + 1024 negatives >= -40: the buffer overflows
+    for cap, tau in (
+        (7, -math.inf),
+        (40, float(np.float32(-2.0))),
+        (None, float(np.float32(3.0))),
+        (5, float(np.float32(-40.0))),
+    ):  # > 2 * 5 + 1024 negatives >= -40: the buffer overflows
         req = _triton.PairRequest(tau, fixed, cap)
-        *_, extra = _triton.count_arrays(G[:m], G, "dot", None, None, y[:m], y, grank, indptr, rows, cols, selfs,
-                                         pairs=req, screen=screen)
+        *_, extra = _triton.count_arrays(
+            G[:m],
+            G,
+            "dot",
+            None,
+            None,
+            y[:m],
+            y,
+            grank,
+            indptr,
+            rows,
+            cols,
+            selfs,
+            pairs=req,
+            screen=screen,
+        )
         got_tau = extra["tau"]
         want = np.sort(neg_vals[neg_vals >= max(got_tau, np.finfo(np.float32).min)])
         np.testing.assert_array_equal(np.sort(extra["negatives"]), want)
@@ -472,8 +618,22 @@ def test_bin_counts_equal_brute_force(screen):
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
     pos = np.unique(S[rows, cols])
     G = torch.from_numpy(X.copy())
-    got = _triton.bin_counts(G[:m], G, "cosine", inv[:m], inv, y[:m], y, grank, indptr, rows, cols, selfs, pos,
-                             screen=screen)
+    got = _triton.bin_counts(
+        G[:m],
+        G,
+        "cosine",
+        inv[:m],
+        inv,
+        y[:m],
+        y,
+        grank,
+        indptr,
+        rows,
+        cols,
+        selfs,
+        pos,
+        screen=screen,
+    )
     negs = S[neg]
     negs = negs[negs >= pos[0]]
     want = np.bincount(np.searchsorted(pos, negs, side="right"), minlength=pos.size + 1)
@@ -485,17 +645,28 @@ def _explicit(rng, n_q, n_g, per):
     rel = {}
     for i in range(n_q):
         k = int(rng.integers(0, per + 1))  # some queries without relevant items
-        rel[i] = sorted(rng.choice(n_g, size=k, replace=False).tolist())[::-1]  # unsorted within the row
+        rel[i] = sorted(rng.choice(n_g, size=k, replace=False).tolist())[
+            ::-1
+        ]  # unsorted within the row
     return rel
 
 
 # every case once, each counting with fp32 and a screen
-@pytest.mark.default_cases(dict(similarity="cosine", kind="float", counting="linear"),
-                           dict(similarity="dot", kind="int", counting="search"),
-                           dict(similarity="neg_l2", kind="int", counting="linear"),
-                           dict(similarity="dot", kind="float", counting="search"))
-@pytest.mark.parametrize("similarity,kind,screen", [("cosine", "float", 0), ("dot", "int", 0),
-                                                    ("neg_l2", "int", "bf16"), ("dot", "float", "tf32")])
+@pytest.mark.default_cases(
+    dict(similarity="cosine", kind="float", counting="linear"),
+    dict(similarity="dot", kind="int", counting="search"),
+    dict(similarity="neg_l2", kind="int", counting="linear"),
+    dict(similarity="dot", kind="float", counting="search"),
+)
+@pytest.mark.parametrize(
+    "similarity,kind,screen",
+    [
+        ("cosine", "float", 0),
+        ("dot", "int", 0),
+        ("neg_l2", "int", "bf16"),
+        ("dot", "float", "tf32"),
+    ],
+)
 def test_explicit_relevance_equals_reference(similarity, kind, screen, spy, counting):
     rng = np.random.default_rng(zlib.crc32(f"csr-{similarity}-{kind}".encode()))
     Q, G = _data(kind, rng, 41, 10), _data(kind, rng, 77, 10)
@@ -516,17 +687,29 @@ def test_explicit_relevance_with_ids_and_graded_relevance(spy):
     """Graded explicit relevance (nDCG gains, level 2) with self pairs removed by id."""
     rng = np.random.default_rng(13)
     X = _data("int", rng, 60, 8)
-    grades = {i: {int(j): int(rng.integers(1, 4)) for j in rng.choice(60, size=5, replace=False)} for i in range(60)}
+    grades = {
+        i: {int(j): int(rng.integers(1, 4)) for j in rng.choice(60, size=5, replace=False)}
+        for i in range(60)
+    }
     ids = np.arange(60)
     metrics = ["ndcg", "ndcg@5", "map", "hit_rate@3", "mrr"]
     for level in (1, 2):
-        kw = dict(relevance=grades, metrics=metrics, similarity="dot", query_ids=ids, gallery_ids=ids,
-                  relevance_level=level, empty_queries="skip")
+        kw = dict(
+            relevance=grades,
+            metrics=metrics,
+            similarity="dot",
+            query_ids=ids,
+            gallery_ids=ids,
+            relevance_level=level,
+            empty_queries="skip",
+        )
         ref = rc.evaluate(X, X, device="numpy", **kw)
         with _triton.on_cpu():
             fused = rc.evaluate(X, X, device="torch-cpu", _use_kernels=False, **kw)
         for m in metrics:
-            np.testing.assert_array_equal(fused.per_query[m], ref.per_query[m], err_msg=f"{m} level {level}")
+            np.testing.assert_array_equal(
+                fused.per_query[m], ref.per_query[m], err_msg=f"{m} level {level}"
+            )
     assert spy and all(spy)
 
 
@@ -549,7 +732,9 @@ def test_first_relevant_ranks_run_on_the_kernel_through_explicit_relevance(spy):
             got, _ = first_relevant_ranks(q, g, rel, device="torch-cpu", _use_kernels=False, **kw)
         for field in ("pessimistic", "optimistic", "group"):
             np.testing.assert_array_equal(getattr(got, field), getattr(ref, field), err_msg=field)
-        assert (ref.pessimistic != ref.optimistic).any() or (ref.group > 1).any()  # ties are present
+        assert (ref.pessimistic != ref.optimistic).any() or (
+            ref.group > 1
+        ).any()  # ties are present
     assert spy and all(spy)
 
 
@@ -566,8 +751,14 @@ def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy):
     _same(got, ref)
     del spy[:]
     with _triton.on_cpu():
-        rc.evaluate(X, query_labels=y, metrics=["map", "pair_recall@t=0.5"], device="torch-cpu", tile=(16, 64),
-                    _use_kernels=False)
+        rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["map", "pair_recall@t=0.5"],
+            device="torch-cpu",
+            tile=(16, 64),
+            _use_kernels=False,
+        )
     assert len(spy) == -(-300 // 16)
 
 
@@ -606,10 +797,20 @@ def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting):
     C = _codes(rng, 90, bits)
     y = rng.integers(0, 6, 90)
     metrics = METRICS + ["pair_recall@t=30", "pair_precision@t=60", "recall_at_precision@0.5"]
-    cases = [dict(args=(C,), query_labels=y),
-             dict(args=(C[:40], C), query_labels=y[:40], gallery_labels=y, query_ids=np.arange(40),
-                  gallery_ids=np.arange(90)),
-             dict(args=(C[:30], C[30:]), relevance={i: [j for j in range(60) if (i + j) % 7 == 0] for i in range(30)})]
+    cases = [
+        dict(args=(C,), query_labels=y),
+        dict(
+            args=(C[:40], C),
+            query_labels=y[:40],
+            gallery_labels=y,
+            query_ids=np.arange(40),
+            gallery_ids=np.arange(90),
+        ),
+        dict(
+            args=(C[:30], C[30:]),
+            relevance={i: [j for j in range(60) if (i + j) % 7 == 0] for i in range(30)},
+        ),
+    ]
     for case in cases:
         args = case.pop("args")
         kw = dict(metrics=metrics, similarity="hamming", empty_queries="skip", **case)
@@ -618,7 +819,7 @@ def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting):
             got = rc.evaluate(*args, device="torch-cpu", _use_kernels=False, **kw)
         for m in METRICS:
             np.testing.assert_array_equal(got.per_query[m], ref.per_query[m], err_msg=m)
-        for m in metrics[len(METRICS):]:
+        for m in metrics[len(METRICS) :]:
             assert got[m] == ref[m], m
         assert ref.tied_share > 0.1  # ties are exercised
     assert spy and all(spy)
@@ -633,9 +834,17 @@ def test_a_bad_setting_is_an_error_not_a_kernel_failure(monkeypatch, var, value)
     X = _data("int", rng, 40, 6)
     y = rng.integers(0, 8, 40)
     calls = [
-        lambda: rc.evaluate(X, query_labels=y, metrics=["map"], device="torch-cpu", _use_kernels=False),
-        lambda: rc.evaluate(X, query_labels=y, metrics=["grouped_recall@1"], group_size=2, device="torch-cpu",
-                            _use_kernels=False),
+        lambda: rc.evaluate(
+            X, query_labels=y, metrics=["map"], device="torch-cpu", _use_kernels=False
+        ),
+        lambda: rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["grouped_recall@1"],
+            group_size=2,
+            device="torch-cpu",
+            _use_kernels=False,
+        ),
         lambda: rc.evaluate_image_text(X, X + 1, np.arange(40), device="torch-cpu", n_resamples=0),
     ]
     for call in calls:
@@ -646,8 +855,17 @@ def test_a_bad_setting_is_an_error_not_a_kernel_failure(monkeypatch, var, value)
 
 
 def test_screen_codes_and_bounds():
-    assert [_triton.screen_code(v) for v in (False, True, 0, 1, 2, "0", "1", "bf16", "TF32")] == [0, 1, 0, 1, 2,
-                                                                                                   0, 1, 1, 2]
+    assert [_triton.screen_code(v) for v in (False, True, 0, 1, 2, "0", "1", "bf16", "TF32")] == [
+        0,
+        1,
+        0,
+        1,
+        2,
+        0,
+        1,
+        1,
+        2,
+    ]
     with pytest.raises(BackendError, match="RC_TRITON_SCREEN"):
         _triton.screen_code("fp8")
     assert _triton.error_bound(128, "tf32") < _triton.error_bound(128, "bf16") / 3
@@ -692,7 +910,9 @@ def test_cuda_fused_kernel_equals_the_torch_path():  # pragma: no cover - needs 
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", _CUDA_SCRIPT], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", _CUDA_SCRIPT], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
@@ -704,13 +924,33 @@ def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
 
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
     # small sizes (about 10 s in the interpreter): every row is still printed and compared
-    out = subprocess.run([sys.executable, str(bench), "--device", "cpu", "--sizes", "60x8", "--skip-full",
-                          "--triton", "on", "--grouped-n", "120", "--image-text", "12"], capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(bench),
+            "--device",
+            "cpu",
+            "--sizes",
+            "60x8",
+            "--skip-full",
+            "--triton",
+            "on",
+            "--grouped-n",
+            "120",
+            "--image-text",
+            "12",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("| 60, 8 |"))
     assert row.count("(same") == 3 and row.count("% screened)") == 2, row
-    for key in ("grouped", "image_text"):  # the fused grouped and image-text kernels, against today's paths
+    for key in (
+        "grouped",
+        "image_text",
+    ):  # the fused grouped and image-text kernels, against today's paths
         line = next(line for line in out.stdout.splitlines() if line.startswith(f"{key}:"))
         assert "fused" in line and "(same)" in line, line
 
@@ -721,6 +961,8 @@ def test_off_by_default_until_measured_on_a_gpu(monkeypatch):
 
     monkeypatch.delenv("RC_TRITON", raising=False)
     monkeypatch.setattr(_triton, "_STATE", {})
-    monkeypatch.setattr(_triton, "self_check", lambda device: pytest.fail("the self-check ran with RC_TRITON unset"))
+    monkeypatch.setattr(
+        _triton, "self_check", lambda device: pytest.fail("the self-check ran with RC_TRITON unset")
+    )
     assert _triton.mode() == "0"
     assert _triton.wanted(Backend("torch", torch.device("cuda", 0))) is False

@@ -27,11 +27,20 @@ import retrieval_checks as rc  # noqa: E402
 from retrieval_checks.engine import _triton  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-        "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
-    pytest.skip("TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU", allow_module_level=True)
+    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+):
+    pytest.skip(
+        "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
+        allow_module_level=True,
+    )
 
 RANKED = ["map", "map@R", "hit_rate@1", "mrr", "meanr", "precision@3"]
-PAIRS = ["pair_recall@t=0.5", "pair_precision@t=-0.5", "recall_at_precision@0.5", "precision_at_recall@0.5"]
+PAIRS = [
+    "pair_recall@t=0.5",
+    "pair_precision@t=-0.5",
+    "recall_at_precision@0.5",
+    "precision_at_recall@0.5",
+]
 TIES = ["pessimistic", "optimistic", "average"]
 
 
@@ -83,24 +92,40 @@ def test_tiny_shapes(similarity, spy):
     y = rng.integers(0, 4, 40)
     _check(spy, (X[:1], X), query_labels=y[:1], gallery_labels=y, similarity=similarity)
     for n in (6, 31, 32, 33):
-        _check(spy, (_ints(rng, n, 5),), query_labels=rng.integers(0, 3, n), similarity=similarity,
-               metrics=["map", "hit_rate@1", "mrr", "meanr"])
+        _check(
+            spy,
+            (_ints(rng, n, 5),),
+            query_labels=rng.integers(0, 3, n),
+            similarity=similarity,
+            metrics=["map", "hit_rate@1", "mrr", "meanr"],
+        )
     if similarity != "cosine":
-        _check(spy, (_ints(rng, 50, 1),), query_labels=rng.integers(0, 3, 50), similarity=similarity)
+        _check(
+            spy, (_ints(rng, 50, 1),), query_labels=rng.integers(0, 3, 50), similarity=similarity
+        )
     _check(spy, (_ints(rng, 50, 17),), query_labels=rng.integers(0, 3, 50), similarity=similarity)
 
 
 # each similarity and each tie policy once (a Latin square); the 3 x 3 with --rc-exhaustive
-@pytest.mark.default_cases(dict(similarity="cosine", ties="pessimistic"), dict(similarity="dot", ties="optimistic"),
-                           dict(similarity="neg_l2", ties="average"))
+@pytest.mark.default_cases(
+    dict(similarity="cosine", ties="pessimistic"),
+    dict(similarity="dot", ties="optimistic"),
+    dict(similarity="neg_l2", ties="average"),
+)
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("ties", TIES)
 def test_everything_tied(similarity, ties, spy):
     """All embeddings identical: every score ties, under every tie policy and screening."""
     rng = np.random.default_rng(2)
     X = np.ones((45, 7), np.float32)
-    got, _ = _check(spy, (X,), query_labels=rng.integers(0, 3, 45), similarity=similarity, ties=ties,
-                    screen="bf16")
+    got, _ = _check(
+        spy,
+        (X,),
+        query_labels=rng.integers(0, 3, 45),
+        similarity=similarity,
+        ties=ties,
+        screen="bf16",
+    )
     assert got.tied_share > 0.9
 
 
@@ -114,7 +139,9 @@ def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties, spy):
         kw = dict(query_labels=y, similarity="dot", ties=ties)
         del spy[:]
         with _triton.on_cpu():
-            got = rc.evaluate(X, metrics=RANKED, device="torch-cpu", _use_kernels=False, empty_queries=mode, **kw)
+            got = rc.evaluate(
+                X, metrics=RANKED, device="torch-cpu", _use_kernels=False, empty_queries=mode, **kw
+            )
         ref = rc.evaluate(X, metrics=RANKED, device="numpy", empty_queries=mode, **kw)
         assert spy and all(spy)
         for m in RANKED:
@@ -123,13 +150,25 @@ def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties, spy):
     from retrieval_checks.errors import EmptyQueriesError
 
     with _triton.on_cpu(), pytest.raises(EmptyQueriesError):
-        rc.evaluate(X, query_labels=y, metrics=["map"], similarity="dot", device="torch-cpu", _use_kernels=False,
-                    empty_queries="error")
-    _check(spy, (X,), query_labels=np.zeros(60, int), similarity="dot", ties=ties)  # every item relevant
+        rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["map"],
+            similarity="dot",
+            device="torch-cpu",
+            _use_kernels=False,
+            empty_queries="error",
+        )
+    _check(
+        spy, (X,), query_labels=np.zeros(60, int), similarity="dot", ties=ties
+    )  # every item relevant
 
 
-@pytest.mark.default_cases(dict(screen=0, ties="average"), dict(screen="bf16", ties="pessimistic"),
-                           dict(screen="tf32", ties="optimistic"))
+@pytest.mark.default_cases(
+    dict(screen=0, ties="average"),
+    dict(screen="bf16", ties="pessimistic"),
+    dict(screen="tf32", ties="optimistic"),
+)
 @pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
 @pytest.mark.parametrize("ties", TIES)
 def test_many_relevant_beside_few_in_one_block(screen, ties, spy):
@@ -150,8 +189,15 @@ def test_linear_counting_boundary(r, spy):
     rng = np.random.default_rng(r)
     y = np.concatenate([np.zeros(r + 1, int), np.arange(1, 41) // 2 + 1])
     for ties in TIES:
-        _check(spy, (_ints(rng, y.size, 5),), query_labels=y, similarity="dot", ties=ties, screen="bf16",
-               metrics=RANKED + PAIRS)
+        _check(
+            spy,
+            (_ints(rng, y.size, 5),),
+            query_labels=y,
+            similarity="dot",
+            ties=ties,
+            screen="bf16",
+            metrics=RANKED + PAIRS,
+        )
 
 
 @pytest.mark.parametrize("k,fused", [(8, True), (9, False)])
@@ -162,35 +208,78 @@ def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused, spy):
     Q, G = _ints(rng, 20, 5), _ints(rng, 50, 5)
     gid = np.arange(50) + 100
     gid[:k] = 0
-    gid[20:20 + k] = 1
-    _check(spy, (Q, G), query_labels=rng.integers(0, 3, 20), gallery_labels=rng.integers(0, 3, 50),
-           query_ids=np.arange(20), gallery_ids=gid, similarity="dot", fused=fused, metrics=RANKED + PAIRS)
+    gid[20 : 20 + k] = 1
+    _check(
+        spy,
+        (Q, G),
+        query_labels=rng.integers(0, 3, 20),
+        gallery_labels=rng.integers(0, 3, 50),
+        query_ids=np.arange(20),
+        gallery_ids=gid,
+        similarity="dot",
+        fused=fused,
+        metrics=RANKED + PAIRS,
+    )
     X = _ints(rng, 50, 5)
     qid = np.arange(50)
     qid[:k] = 7  # leave-one-out with k queries sharing one id
-    _check(spy, (X,), query_labels=rng.integers(0, 3, 50), query_ids=qid, similarity="cosine", fused=fused)
+    _check(
+        spy,
+        (X,),
+        query_labels=rng.integers(0, 3, 50),
+        query_ids=qid,
+        similarity="cosine",
+        fused=fused,
+    )
 
 
 def test_duplicate_gallery_ids_and_no_ids(spy):
     rng = np.random.default_rng(6)
     Q, G = _ints(rng, 25, 5), _ints(rng, 70, 5)
     ql, gl = rng.integers(0, 3, 25), rng.integers(0, 3, 70)
-    _check(spy, (Q, G), query_labels=ql, gallery_labels=gl, query_ids=np.arange(25),
-           gallery_ids=rng.integers(0, 30, 70), similarity="cosine")
+    _check(
+        spy,
+        (Q, G),
+        query_labels=ql,
+        gallery_labels=gl,
+        query_ids=np.arange(25),
+        gallery_ids=rng.integers(0, 30, 70),
+        similarity="cosine",
+    )
     _check(spy, (Q, G), query_labels=ql, gallery_labels=gl, similarity="neg_l2")
-    _check(spy, (Q, G[:1]), query_labels=ql, gallery_labels=gl[:1], similarity="dot",
-           metrics=["map", "hit_rate@1", "mrr", "meanr"])  # a gallery of one item
+    _check(
+        spy,
+        (Q, G[:1]),
+        query_labels=ql,
+        gallery_labels=gl[:1],
+        similarity="dot",
+        metrics=["map", "hit_rate@1", "mrr", "meanr"],
+    )  # a gallery of one item
 
 
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_graded_relevance_with_many_grades(level, spy):
     rng = np.random.default_rng(7)
     X = _ints(rng, 50, 6)
-    grades = {i: {int(j): int(rng.integers(0, 6)) for j in rng.choice(50, size=int(rng.integers(0, 25)),
-                                                                      replace=False)} for i in range(50)}
+    grades = {
+        i: {
+            int(j): int(rng.integers(0, 6))
+            for j in rng.choice(50, size=int(rng.integers(0, 25)), replace=False)
+        }
+        for i in range(50)
+    }
     for ties in ("pessimistic", "average"):
-        _check(spy, (X, X), relevance=grades, relevance_level=level, similarity="dot", ties=ties,
-               query_ids=np.arange(50), gallery_ids=np.arange(50), metrics=RANKED + ["ndcg", "ndcg@5"])
+        _check(
+            spy,
+            (X, X),
+            relevance=grades,
+            relevance_level=level,
+            similarity="dot",
+            ties=ties,
+            query_ids=np.arange(50),
+            gallery_ids=np.arange(50),
+            metrics=RANKED + ["ndcg", "ndcg@5"],
+        )
 
 
 @pytest.mark.parametrize("screen", [0, "bf16"])
@@ -199,22 +288,56 @@ def test_explicit_relevance_unsorted_across_many_tiles(screen, spy):
     first block whose queries have none (with the pair outputs)."""
     rng = np.random.default_rng(8)
     Q, G = _ints(rng, 40, 6), _ints(rng, 300, 6)
-    rel = {i: [] if i < 16 else rng.permutation(rng.choice(300, size=int(rng.integers(1, 40)), replace=False)).tolist()
-           for i in range(40)}
-    _check(spy, (Q, G), relevance=rel, similarity="dot", screen=screen, metrics=RANKED + PAIRS, tile=(16, 32))
+    rel = {
+        i: []
+        if i < 16
+        else rng.permutation(rng.choice(300, size=int(rng.integers(1, 40)), replace=False)).tolist()
+        for i in range(40)
+    }
+    _check(
+        spy,
+        (Q, G),
+        relevance=rel,
+        similarity="dot",
+        screen=screen,
+        metrics=RANKED + PAIRS,
+        tile=(16, 32),
+    )
     ids = np.arange(40)
-    self_rel = {i: [i] + rng.choice(40, size=5, replace=False).tolist() for i in range(40)}  # self pairs listed
-    _check(spy, (Q, Q), relevance=self_rel, query_ids=ids, gallery_ids=ids, similarity="cosine", screen=screen,
-           metrics=RANKED + PAIRS)
+    self_rel = {
+        i: [i] + rng.choice(40, size=5, replace=False).tolist() for i in range(40)
+    }  # self pairs listed
+    _check(
+        spy,
+        (Q, Q),
+        relevance=self_rel,
+        query_ids=ids,
+        gallery_ids=ids,
+        similarity="cosine",
+        screen=screen,
+        metrics=RANKED + PAIRS,
+    )
 
 
-EXTREME = ["pair_precision@t=1000", "pair_recall@t=1000", "pair_f1@t=1000", "pair_precision@t=-1000",
-           "pair_recall@t=-1000", "pair_f1@t=-1000", "recall_at_precision@1.0", "recall_at_precision@0.01",
-           "precision_at_recall@0.01", "precision_at_recall@1.0"]
+EXTREME = [
+    "pair_precision@t=1000",
+    "pair_recall@t=1000",
+    "pair_f1@t=1000",
+    "pair_precision@t=-1000",
+    "pair_recall@t=-1000",
+    "pair_f1@t=-1000",
+    "recall_at_precision@1.0",
+    "recall_at_precision@0.01",
+    "precision_at_recall@0.01",
+    "precision_at_recall@1.0",
+]
 
 
-@pytest.mark.default_cases(dict(similarity="dot", screen=0), dict(similarity="neg_l2", screen="bf16"),
-                           dict(similarity="dot", screen="tf32"))
+@pytest.mark.default_cases(
+    dict(similarity="dot", screen=0),
+    dict(similarity="neg_l2", screen="bf16"),
+    dict(similarity="dot", screen="tf32"),
+)
 @pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
 def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
@@ -223,13 +346,24 @@ def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
     rng = np.random.default_rng(9)
     X = _ints(rng, 90, 6)
     y = rng.integers(0, 6, 90)
-    got, _ = _check(spy, (X,), query_labels=y, similarity=similarity, screen=screen, metrics=["map"] + EXTREME,
-                    tile=(16, 16))
+    got, _ = _check(
+        spy,
+        (X,),
+        query_labels=y,
+        similarity=similarity,
+        screen=screen,
+        metrics=["map"] + EXTREME,
+        tile=(16, 16),
+    )
     assert got["pair_recall@t=1000"] == 0.0 and got["pair_recall@t=-1000"] == 1.0
 
 
-@pytest.mark.default_cases(dict(scale=1e15, similarity="cosine"), dict(scale=1e-15, similarity="dot"),
-                           dict(scale=1e15, similarity="neg_l2"), dict(scale=1e-15, similarity="cosine"))
+@pytest.mark.default_cases(
+    dict(scale=1e15, similarity="cosine"),
+    dict(scale=1e-15, similarity="dot"),
+    dict(scale=1e15, similarity="neg_l2"),
+    dict(scale=1e-15, similarity="cosine"),
+)
 @pytest.mark.parametrize("scale", [1e15, 1e-15])
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
@@ -240,12 +374,29 @@ def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
     X[::3] *= np.float32(scale)
     y = rng.integers(0, 5, 60)
     base = rng.standard_normal((5, 16)).astype(np.float32)
-    near = np.array([b * np.float32(1 + k * 2.0 ** -23) for b in base for k in range(-4, 5)], np.float32)
-    near_y = np.array([g if k % 2 == 0 else 100 + 10 * g + k for g in range(5) for k in range(-4, 5)])
+    near = np.array(
+        [b * np.float32(1 + k * 2.0**-23) for b in base for k in range(-4, 5)], np.float32
+    )
+    near_y = np.array(
+        [g if k % 2 == 0 else 100 + 10 * g + k for g in range(5) for k in range(-4, 5)]
+    )
     for screen in (0, "bf16", "tf32"):
-        _check(spy, (X,), query_labels=y, similarity=similarity, screen=screen, metrics=RANKED[:4] + PAIRS[:2])
-        _check(spy, (near * np.float32(scale),), query_labels=near_y, similarity=similarity, screen=screen,
-               metrics=RANKED[:5])
+        _check(
+            spy,
+            (X,),
+            query_labels=y,
+            similarity=similarity,
+            screen=screen,
+            metrics=RANKED[:4] + PAIRS[:2],
+        )
+        _check(
+            spy,
+            (near * np.float32(scale),),
+            query_labels=near_y,
+            similarity=similarity,
+            screen=screen,
+            metrics=RANKED[:5],
+        )
 
 
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
@@ -254,8 +405,14 @@ def test_zero_rows(similarity, spy):
     X = _ints(rng, 60, 6)
     X[::4] = 0
     for screen in (0, "bf16", "tf32"):
-        _check(spy, (X,), query_labels=rng.integers(0, 5, 60), similarity=similarity, screen=screen,
-               metrics=RANKED[:4] + ["pair_recall@t=-0.5"])
+        _check(
+            spy,
+            (X,),
+            query_labels=rng.integers(0, 5, 60),
+            similarity=similarity,
+            screen=screen,
+            metrics=RANKED[:4] + ["pair_recall@t=-0.5"],
+        )
 
 
 @pytest.mark.parametrize("bits", [1, 65, 1000])
@@ -265,8 +422,14 @@ def test_hamming_codes_of_one_65_and_1000_bits(bits, spy):
     B[1::4] = B[0::4]
     y = rng.integers(0, 4, 60)
     for ties in TIES:
-        _check(spy, (np.packbits(B, axis=1),), query_labels=y, similarity="hamming", ties=ties,
-               metrics=RANKED[:5] + ["pair_recall@t=0", "pair_precision@t=400"])
+        _check(
+            spy,
+            (np.packbits(B, axis=1),),
+            query_labels=y,
+            similarity="hamming",
+            ties=ties,
+            metrics=RANKED[:5] + ["pair_recall@t=0", "pair_precision@t=400"],
+        )
     if bits == 65:  # bool codes with the top bit of the first word set in most rows
         B[:, 0] = True
         _check(spy, (B,), query_labels=y, similarity="hamming", metrics=RANKED[:5])
@@ -280,8 +443,22 @@ def test_other_tile_shapes(tile, monkeypatch, spy):
     X = _ints(rng, 50, 20)
     y = rng.integers(0, 4, 50)
     for similarity in ("cosine", "neg_l2"):
-        _check(spy, (X,), query_labels=y, similarity=similarity, screen="bf16", metrics=RANKED[:4] + PAIRS[:1])
-    _check(spy, (_ints(rng, 40, 1),), query_labels=y[:40], similarity="dot", screen="tf32", metrics=RANKED[:4])
+        _check(
+            spy,
+            (X,),
+            query_labels=y,
+            similarity=similarity,
+            screen="bf16",
+            metrics=RANKED[:4] + PAIRS[:1],
+        )
+    _check(
+        spy,
+        (_ints(rng, 40, 1),),
+        query_labels=y[:40],
+        similarity="dot",
+        screen="tf32",
+        metrics=RANKED[:4],
+    )
     C = np.packbits(rng.integers(0, 2, size=(50, 200)).astype(bool), axis=1)
     _check(spy, (C,), query_labels=y, similarity="hamming", metrics=RANKED[:4])
 
@@ -293,7 +470,9 @@ def counting(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.default_cases(dict(screen="bf16", counting="linear"), dict(screen="tf32", counting="search"))
+@pytest.mark.default_cases(
+    dict(screen="bf16", counting="linear"), dict(screen="tf32", counting="search")
+)
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
 def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, monkeypatch, spy):
     """Clustered data (a good model: relevant scores far above the negatives) so that the
@@ -304,7 +483,9 @@ def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, mo
 
     calls = []
     real = _triton_kernels.exact_tile
-    monkeypatch.setattr(_triton_kernels, "exact_tile", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        _triton_kernels, "exact_tile", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     rng = np.random.default_rng(14)
     y = rng.integers(0, 24, 96)
     centres = rng.standard_normal((24, 32)).astype(np.float32)
@@ -312,12 +493,35 @@ def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, mo
     X[5] = X[4]  # an exact duplicate: a tie the screen must hand to the exact tile
     y[5] = y[4] + 1 if y[4] < 23 else 0
     with _triton.on_cpu():
-        rc.evaluate(X, query_labels=y, metrics=["map"], similarity="cosine", device="torch-cpu", _use_kernels=False)
+        rc.evaluate(
+            X,
+            query_labels=y,
+            metrics=["map"],
+            similarity="cosine",
+            device="torch-cpu",
+            _use_kernels=False,
+        )
     exact_calls = len(calls)
     del calls[:]
-    got, _ = _check(spy, (X,), query_labels=y, similarity="cosine", ties="average", screen=screen, metrics=RANKED)
-    assert 0 < len(calls) < exact_calls, (len(calls), exact_calls)  # some tiles screened, some recomputed
-    for policy in ("pessimistic", "optimistic"):  # the counts behind the average: ties and strict ranks
-        ref = rc.evaluate(X, query_labels=y, metrics=RANKED, similarity="cosine", ties=policy, device="numpy")
+    got, _ = _check(
+        spy,
+        (X,),
+        query_labels=y,
+        similarity="cosine",
+        ties="average",
+        screen=screen,
+        metrics=RANKED,
+    )
+    assert 0 < len(calls) < exact_calls, (
+        len(calls),
+        exact_calls,
+    )  # some tiles screened, some recomputed
+    for policy in (
+        "pessimistic",
+        "optimistic",
+    ):  # the counts behind the average: ties and strict ranks
+        ref = rc.evaluate(
+            X, query_labels=y, metrics=RANKED, similarity="cosine", ties=policy, device="numpy"
+        )
         for m in RANKED:
             assert got.tie_values[m][policy] == ref[m], (m, policy)

@@ -32,8 +32,12 @@ from retrieval_checks.engine import _triton_image_text as tit  # noqa: E402
 from retrieval_checks.engine._backend import Backend  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-        "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
-    pytest.skip("TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU", allow_module_level=True)
+    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+):
+    pytest.skip(
+        "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
+        allow_module_level=True,
+    )
 
 CPU = Backend("torch", torch.device("cpu"))
 FIELDS = ("pessimistic", "optimistic", "group")
@@ -73,12 +77,15 @@ def _dense(images, captions, cap_img, similarity):
 def _assert_ranks(got, want, where):
     for name, g, w in zip(("i2t", "t2i"), got, want):
         for f in FIELDS:
-            np.testing.assert_array_equal(getattr(g, f), getattr(w, f), err_msg=f"{where}: {name} {f}")
+            np.testing.assert_array_equal(
+                getattr(g, f), getattr(w, f), err_msg=f"{where}: {name} {f}"
+            )
 
 
 def _fused_vs_dense(images, captions, cap_img, similarity, tile=None, screen=False):
-    problem = tit._prepare(torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu",
-                           None)
+    problem = tit._prepare(
+        torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu", None
+    )
     got = tit.fused_pass(problem, cap_img, tile, screen=screen)
     want = tit.dense_first_ranks(_dense(images, captions, cap_img, similarity), cap_img)
     _assert_ranks(got, want, f"{similarity} tile={tile} screen={screen}")
@@ -93,10 +100,26 @@ def _same_result(a, b, where):
         np.testing.assert_array_equal(x, y, err_msg=where)
 
 
-def _public(images, captions, cap_img, *, similarity="dot", protocol="5k", ties="average", screen=False,
-            drop=False, n_resamples=10):
-    kw = dict(metrics=IT_METRICS, protocol=protocol, similarity=similarity, ties=ties, n_resamples=n_resamples,
-              images_without_captions="drop" if drop else "error")
+def _public(
+    images,
+    captions,
+    cap_img,
+    *,
+    similarity="dot",
+    protocol="5k",
+    ties="average",
+    screen=False,
+    drop=False,
+    n_resamples=10,
+):
+    kw = dict(
+        metrics=IT_METRICS,
+        protocol=protocol,
+        similarity=similarity,
+        ties=ties,
+        n_resamples=n_resamples,
+        images_without_captions="drop" if drop else "error",
+    )
     want = rc.evaluate_image_text(images, captions, cap_img, device="numpy", **kw)
     with _triton.on_cpu(screen=screen):
         got = rc.evaluate_image_text(images, captions, cap_img, device="torch-cpu", **kw)
@@ -124,8 +147,11 @@ def test_one_image(similarity, it_spy):
             assert out[0].pessimistic.tolist() == [1] and out[1].pessimistic.tolist() == [1] * 4
 
 
-@pytest.mark.default_cases(dict(similarity="dot", screen=False), dict(similarity="neg_l2", screen="bf16"),
-                           dict(similarity="dot", screen="tf32"))
+@pytest.mark.default_cases(
+    dict(similarity="dot", screen=False),
+    dict(similarity="neg_l2", screen="bf16"),
+    dict(similarity="dot", screen="tf32"),
+)
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
 @pytest.mark.parametrize("screen", [False, "bf16", "tf32"])
 def test_one_caption_per_image_and_shuffled_captions(similarity, screen):
@@ -163,9 +189,13 @@ def test_all_captions_identical(similarity):
     captions = np.tile(_ints(rng, 1, 5) + np.float32(1), (cap.size, 1))
     if similarity != "cosine":
         got = _fused_vs_dense(images, captions, cap, similarity)
-        assert (got[0].optimistic == 1).all() and (got[0].pessimistic == cap.size - np.bincount(cap) + 1).all()
+        assert (got[0].optimistic == 1).all() and (
+            got[0].pessimistic == cap.size - np.bincount(cap) + 1
+        ).all()
     for screen in (False, "bf16"):
-        res = _public(images, captions, cap, similarity=similarity, ties="pessimistic", screen=screen)
+        res = _public(
+            images, captions, cap, similarity=similarity, ties="pessimistic", screen=screen
+        )
         assert res.tied_share > 0
 
 
@@ -207,27 +237,31 @@ def test_minimum_1k_and_5fold1k_protocols(monkeypatch, it_spy):
     captions = images[cap] + _ints(rng, 5000, 4, -1, 2)
     for protocol, n in (("1k", 1000), ("5fold1k", 5000)):
         sel = np.flatnonzero(cap < n)
-        res = _public(images[:n], captions[sel], cap[sel], similarity="dot", protocol=protocol, n_resamples=0)
+        res = _public(
+            images[:n], captions[sel], cap[sel], similarity="dot", protocol=protocol, n_resamples=0
+        )
         assert len(res.i2t_ranks) == (1 if protocol == "1k" else 5)
     assert it_spy["fused"] == 6
 
 
 # every pair of parameter values at least once (pairwise); the 12 with --rc-exhaustive
-@pytest.mark.default_cases(dict(similarity="cosine", scale=2.0 ** 60, screen="bf16"),
-                           dict(similarity="cosine", scale=2.0 ** -50, screen="tf32"),
-                           dict(similarity="dot", scale=2.0 ** 60, screen="tf32"),
-                           dict(similarity="dot", scale=2.0 ** -50, screen="bf16"),
-                           dict(similarity="neg_l2", scale=2.0 ** 60, screen="bf16"),
-                           dict(similarity="neg_l2", scale=2.0 ** -50, screen="tf32"))
+@pytest.mark.default_cases(
+    dict(similarity="cosine", scale=2.0**60, screen="bf16"),
+    dict(similarity="cosine", scale=2.0**-50, screen="tf32"),
+    dict(similarity="dot", scale=2.0**60, screen="tf32"),
+    dict(similarity="dot", scale=2.0**-50, screen="bf16"),
+    dict(similarity="neg_l2", scale=2.0**60, screen="bf16"),
+    dict(similarity="neg_l2", scale=2.0**-50, screen="tf32"),
+)
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
-@pytest.mark.parametrize("scale", [2.0 ** 60, 2.0 ** -50])
+@pytest.mark.parametrize("scale", [2.0**60, 2.0**-50])
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
 def test_screening_at_extreme_scales(similarity, scale, screen):
     """Float data scaled by huge / tiny powers of two (cosine: any scale; dot / neg_l2:
     the largest the input check accepts), with near ties (1-ulp copies of other
     images' captions): screened ranks equal the fp32 kernel's."""
     if similarity != "cosine":
-        scale = {2.0 ** 60: 2.0 ** 30, 2.0 ** -50: 2.0 ** -40}[scale]
+        scale = {2.0**60: 2.0**30, 2.0**-50: 2.0**-40}[scale]
     rng = np.random.default_rng(8)
     n_i, d = 40, 12
     cap = np.repeat(np.arange(n_i), rng.integers(1, 4, n_i))
@@ -236,10 +270,14 @@ def test_screening_at_extreme_scales(similarity, scale, screen):
     captions[:3] = np.nextafter(captions[-3:], np.float32(np.inf))
     images[6] = np.nextafter(images[5], np.float32(-np.inf))
     images, captions = images * np.float32(scale), captions * np.float32(scale)
-    problem = tit._prepare(torch.from_numpy(images), torch.from_numpy(captions), cap, similarity, "torch-cpu", None)
+    problem = tit._prepare(
+        torch.from_numpy(images), torch.from_numpy(captions), cap, similarity, "torch-cpu", None
+    )
     exact = tit.fused_pass(problem, cap, screen=False)
     stats = {}
-    _assert_ranks(tit.fused_pass(problem, cap, screen=screen, stats=stats), exact, f"{screen} x{scale}")
+    _assert_ranks(
+        tit.fused_pass(problem, cap, screen=screen, stats=stats), exact, f"{screen} x{scale}"
+    )
     assert stats["recomputed"] > 0
     # the public call, scaled and unscaled, agrees with itself under screening
     kw = dict(metrics=IT_METRICS, similarity=similarity, n_resamples=0, device="torch-cpu")
@@ -250,7 +288,9 @@ def test_screening_at_extreme_scales(similarity, scale, screen):
     _same_result(b, a, "screened public call")
 
 
-@pytest.mark.default_cases(dict(tile="16x16x16", similarity="dot"), dict(tile="64x32x128", similarity="neg_l2"))
+@pytest.mark.default_cases(
+    dict(tile="16x16x16", similarity="dot"), dict(tile="64x32x128", similarity="neg_l2")
+)
 @pytest.mark.parametrize("tile", ["16x16x16", "64x32x128"])
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
 def test_rc_triton_tile_shapes(tile, similarity, monkeypatch, it_spy):
@@ -262,7 +302,9 @@ def test_rc_triton_tile_shapes(tile, similarity, monkeypatch, it_spy):
     captions = images[cap] + _ints(rng, cap.size, 13, -1, 2)
     _fused_vs_dense(images, captions, cap, similarity, tile=_triton.tile_shape(), screen="bf16")
     _public(images, captions, cap, similarity=similarity, screen="tf32")
-    assert it_spy["fused"] == 2 and it_spy["two_pass"] == 2  # the direct pass, the public one; numpy's two
+    assert (
+        it_spy["fused"] == 2 and it_spy["two_pass"] == 2
+    )  # the direct pass, the public one; numpy's two
 
 
 # ============================================================================ grouped
@@ -271,7 +313,9 @@ def _factor(X, similarity):
     if similarity == "neg_l2":
         return sq.astype(np.float32)
     if similarity == "cosine":
-        return sq.astype(np.float32)  # squared norms, as Backend.cosine_rows_into gives integer rows
+        return sq.astype(
+            np.float32
+        )  # squared norms, as Backend.cosine_rows_into gives integer rows
     return None
 
 
@@ -288,8 +332,24 @@ def g_spy(monkeypatch):
     return calls
 
 
-def _gv(X, y, *, similarity="dot", backend=None, G=None, gy=None, qid="auto", gid=None, ties="average",
-        empty_queries="skip", repeats=1, max_memory=2**30, group_size=3, ks=(1, 3), n_labels=None):
+def _gv(
+    X,
+    y,
+    *,
+    similarity="dot",
+    backend=None,
+    G=None,
+    gy=None,
+    qid="auto",
+    gid=None,
+    ties="average",
+    empty_queries="skip",
+    repeats=1,
+    max_memory=2**30,
+    group_size=3,
+    ks=(1, 3),
+    n_labels=None,
+):
     loo = G is None
     if isinstance(qid, str):
         qid = np.arange(len(y)) if loo else None
@@ -297,21 +357,44 @@ def _gv(X, y, *, similarity="dot", backend=None, G=None, gy=None, qid="auto", gi
         n_labels = int(max(np.max(y), -1 if gy is None else np.max(gy))) + 1
     lv = np.arange(n_labels)
     return _grouped.grouped_recall_values(
-        X, y, G, gy, q_ids=qid, g_ids=gid, ks=list(ks), group_size=group_size, seed=3, repeats=repeats,
-        confidence=0.9, ties=ties, similarity=similarity, label_values=lv, max_memory=max_memory,
-        empty_queries=empty_queries, q_factor=_factor(X, similarity), g_factor=None if loo else _factor(G, similarity),
-        backend=backend)
+        X,
+        y,
+        G,
+        gy,
+        q_ids=qid,
+        g_ids=gid,
+        ks=list(ks),
+        group_size=group_size,
+        seed=3,
+        repeats=repeats,
+        confidence=0.9,
+        ties=ties,
+        similarity=similarity,
+        label_values=lv,
+        max_memory=max_memory,
+        empty_queries=empty_queries,
+        q_factor=_factor(X, similarity),
+        g_factor=None if loo else _factor(G, similarity),
+        backend=backend,
+    )
 
 
 def _same(a, b, where=""):
     for k in a:
         x, y = a[k], b[k]
         np.testing.assert_array_equal(x.per_query, y.per_query, err_msg=f"{where} per_query@{k}")
-        np.testing.assert_array_equal(x.group_values, y.group_values, err_msg=f"{where} group_values@{k}")
+        np.testing.assert_array_equal(
+            x.group_values, y.group_values, err_msg=f"{where} group_values@{k}"
+        )
         np.testing.assert_array_equal(x.group_of_query, y.group_of_query)
-        assert (x.value, x.low, x.high, x.tie_values) == (y.value, y.low, y.high, y.tie_values), where
+        assert (x.value, x.low, x.high, x.tie_values) == (y.value, y.low, y.high, y.tie_values), (
+            where
+        )
         assert (x.n_queries_used, x.n_queries_skipped, x.n_queries_dropped) == (
-            y.n_queries_used, y.n_queries_skipped, y.n_queries_dropped), where
+            y.n_queries_used,
+            y.n_queries_skipped,
+            y.n_queries_dropped,
+        ), where
 
 
 def _both(X, y, screen=False, **kw):
@@ -322,8 +405,11 @@ def _both(X, y, screen=False, **kw):
     return got, ref
 
 
-@pytest.mark.default_cases(dict(empty_queries="skip", ties="pessimistic"), dict(empty_queries="zero", ties="optimistic"),
-                           dict(empty_queries="skip", ties="average"))
+@pytest.mark.default_cases(
+    dict(empty_queries="skip", ties="pessimistic"),
+    dict(empty_queries="zero", ties="optimistic"),
+    dict(empty_queries="skip", ties="average"),
+)
 @pytest.mark.parametrize("empty_queries", ["skip", "zero"])
 @pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average"])
 def test_group_size_2_with_singleton_labels(empty_queries, ties, g_spy):
@@ -332,8 +418,16 @@ def test_group_size_2_with_singleton_labels(empty_queries, ties, g_spy):
     y = np.concatenate([np.arange(3), np.repeat(np.arange(3, 20), 4)])  # labels 0..2 singletons
     X = _ints(rng, y.size, 5)
     X[1::3] = X[0::3][: X[1::3].shape[0]]
-    got, ref = _both(X, y, group_size=2, ties=ties, empty_queries=empty_queries, similarity="neg_l2", repeats=2,
-                     ks=(1,))
+    got, ref = _both(
+        X,
+        y,
+        group_size=2,
+        ties=ties,
+        empty_queries=empty_queries,
+        similarity="neg_l2",
+        repeats=2,
+        ks=(1,),
+    )
     assert g_spy
     if empty_queries == "skip":
         assert got[1].n_queries_skipped == 3
@@ -393,8 +487,18 @@ def test_gallery_with_ids_missing_some_queries(empty_queries, g_spy):
     gid = np.concatenate([qid[:15], 1000 + np.arange(50)])  # queries 15.. absent from the gallery
     gid[20] = qid[3]  # a second gallery item with query 3's id
     for ties in ("pessimistic", "optimistic"):
-        _both(Q, ql, G=G, gy=gl, qid=qid, gid=gid, similarity="neg_l2", empty_queries=empty_queries, ties=ties,
-              n_labels=8)
+        _both(
+            Q,
+            ql,
+            G=G,
+            gy=gl,
+            qid=qid,
+            gid=gid,
+            similarity="neg_l2",
+            empty_queries=empty_queries,
+            ties=ties,
+            n_labels=8,
+        )
     assert g_spy
 
 
@@ -405,7 +509,9 @@ def test_all_embeddings_identical(similarity, g_spy):
     y = np.random.default_rng(15).integers(0, 6, 50)
     for screen in (False, "bf16", "tf32"):
         for ties in ("pessimistic", "optimistic"):
-            got, _ = _both(X, y, similarity=similarity, screen=screen, ties=ties, group_size=3, ks=(1, 20))
+            got, _ = _both(
+                X, y, similarity=similarity, screen=screen, ties=ties, group_size=3, ks=(1, 20)
+            )
             if ties == "optimistic":
                 assert got[1].value == 1.0
             else:  # every negative ties with the best relevant item: ranked behind all of them
@@ -419,8 +525,15 @@ def test_string_labels_through_evaluate(g_spy):
     y = np.array([f"class-{i}" for i in rng.integers(0, 15, 80)])
     for ties in ("pessimistic", "optimistic", "average"):
         for empty in ("skip", "zero"):
-            kw = dict(query_labels=y, metrics=["grouped_recall@1", "grouped_recall@4"], similarity="neg_l2",
-                      group_size=4, group_repeats=2, ties=ties, empty_queries=empty)
+            kw = dict(
+                query_labels=y,
+                metrics=["grouped_recall@1", "grouped_recall@4"],
+                similarity="neg_l2",
+                group_size=4,
+                group_repeats=2,
+                ties=ties,
+                empty_queries=empty,
+            )
             ref = rc.evaluate(X, device="numpy", **kw)
             with _triton.on_cpu(screen="bf16"):
                 got = rc.evaluate(X, device="torch-cpu", _use_kernels=False, **kw)
@@ -430,8 +543,11 @@ def test_string_labels_through_evaluate(g_spy):
     assert g_spy
 
 
-@pytest.mark.default_cases(dict(similarity="dot", screen="bf16"), dict(similarity="cosine", screen="tf32"),
-                           dict(similarity="neg_l2", screen="bf16"))
+@pytest.mark.default_cases(
+    dict(similarity="dot", screen="bf16"),
+    dict(similarity="cosine", screen="tf32"),
+    dict(similarity="neg_l2", screen="bf16"),
+)
 @pytest.mark.parametrize("similarity", ["dot", "cosine", "neg_l2"])
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
 def test_screening_on_near_ties(similarity, screen, g_spy):
@@ -442,7 +558,9 @@ def test_screening_on_near_ties(similarity, screen, g_spy):
     y = np.repeat(np.arange(8), 12)
     X = (rng.standard_normal((8, d)) * 2)[y] + 0.2 * rng.standard_normal((n, d))
     X = X.astype(np.float32)
-    for i in range(0, n - 12, 12):  # label l's first item: copies under label l + 1, ulp off and exact
+    for i in range(
+        0, n - 12, 12
+    ):  # label l's first item: copies under label l + 1, ulp off and exact
         X[i + 12] = np.nextafter(X[i], np.float32(np.inf))
         X[i + 13] = X[i + 1]
     with _triton.on_cpu(screen=0):
@@ -462,8 +580,14 @@ def test_grouped_rc_triton_tile_shapes_with_split_groups(tile, monkeypatch, g_sp
     rng = np.random.default_rng(18)
     X, y = _ints(rng, 150, 37), rng.integers(0, 12, 150)
     for similarity in ("dot", "cosine", "neg_l2"):
-        _both(X, y, similarity=similarity, screen="bf16" if similarity == "dot" else False, ties="pessimistic",
-              max_memory=20000)
+        _both(
+            X,
+            y,
+            similarity=similarity,
+            screen="bf16" if similarity == "dot" else False,
+            ties="pessimistic",
+            max_memory=20000,
+        )
     assert len(g_spy) > 3
 
 
@@ -488,8 +612,15 @@ def test_grouped_string_ids_separate_gallery_through_evaluate(g_spy):
     gl = np.concatenate([ql[:30], rng.integers(0, 12, 40)])
     qids = np.array([f"id{i}" for i in range(70)])
     gids = np.concatenate([qids[:30], [f"g{i}" for i in range(40)]])
-    kw = dict(query_labels=ql, gallery_labels=gl, query_ids=qids, gallery_ids=gids,
-              metrics=["grouped_recall@1", "grouped_recall@2"], similarity="cosine", group_size=3)
+    kw = dict(
+        query_labels=ql,
+        gallery_labels=gl,
+        query_ids=qids,
+        gallery_ids=gids,
+        metrics=["grouped_recall@1", "grouped_recall@2"],
+        similarity="cosine",
+        group_size=3,
+    )
     ref = rc.evaluate(Q, G, device="numpy", **kw)
     with _triton.on_cpu(screen="tf32"):
         got = rc.evaluate(Q, G, device="torch-cpu", _use_kernels=False, **kw)
@@ -510,13 +641,22 @@ def test_image_text_degenerate_scores_and_input_types(it_spy):
         _public(np.zeros_like(images), np.zeros_like(captions), cap, screen=screen)
         _public(images, images[cap].copy(), cap, similarity="neg_l2", screen=screen)
     signed = np.array([[1, 0], [0, -1], [-1, 0], [0, 1]], np.float32)
-    _public(signed, np.array([[0, -1], [0, 1], [-1, 0], [1, 0], [0, -2]], np.float32), np.array([0, 1, 2, 3, 0]))
+    _public(
+        signed,
+        np.array([[0, -1], [0, 1], [-1, 0], [1, 0], [0, -2]], np.float32),
+        np.array([0, 1, 2, 3, 0]),
+    )
     for dt in (np.float64, np.float16):
         _public(images.astype(dt), captions.astype(dt), cap, screen="bf16")
     kw = dict(metrics=IT_METRICS, n_resamples=10, similarity="dot")
     ref = rc.evaluate_image_text(images[cap], captions, None, device="numpy", **kw)
     with _triton.on_cpu():
-        got = rc.evaluate_image_text(torch.from_numpy(images[cap]), torch.from_numpy(captions), None,
-                                     device="torch-cpu", **kw)
+        got = rc.evaluate_image_text(
+            torch.from_numpy(images[cap]),
+            torch.from_numpy(captions),
+            None,
+            device="torch-cpu",
+            **kw,
+        )
     _same_result(got, ref, "repeated layout")
     assert it_spy["fused"] == 10

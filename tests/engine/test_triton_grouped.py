@@ -25,15 +25,23 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from retrieval_checks.engine import _grouped, _triton, _triton_grouped  # noqa: E402
-from retrieval_checks.engine._backend import cosine_epilogue  # noqa: E402
-from retrieval_checks.engine._backend import Backend  # noqa: E402
+from retrieval_checks.engine._backend import (
+    Backend,  # noqa: E402
+    cosine_epilogue,  # noqa: E402
+)
 from retrieval_checks.errors import BackendError, EmptyQueriesError  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-        "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
-    pytest.skip("TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU", allow_module_level=True)
+    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+):
+    pytest.skip(
+        "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
+        allow_module_level=True,
+    )
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)")
+CUDA = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)"
+)
 CPU = Backend("torch", torch.device("cpu"))
 KS = [1, 3]
 
@@ -66,26 +74,61 @@ def _factor(X, similarity):
     if similarity == "neg_l2":
         return sq.astype(np.float32)
     if similarity == "cosine":
-        return sq.astype(np.float32)  # squared norms, as Backend.cosine_rows_into gives integer rows
+        return sq.astype(
+            np.float32
+        )  # squared norms, as Backend.cosine_rows_into gives integer rows
     return None
 
 
 def _labels(rng, n, n_labels=13):
     """Uneven label sizes; label 0 a singleton (no relevant item in leave-one-out)."""
-    y = rng.choice(np.arange(1, n_labels), size=n, p=np.linspace(1, 3, n_labels - 1) / np.linspace(
-        1, 3, n_labels - 1).sum())
+    y = rng.choice(
+        np.arange(1, n_labels),
+        size=n,
+        p=np.linspace(1, 3, n_labels - 1) / np.linspace(1, 3, n_labels - 1).sum(),
+    )
     y[0] = 0
     return y
 
 
-def _grouped_values(X, y, *, similarity, backend, G=None, gy=None, qid=None, gid=None, ties="average",
-                    empty_queries="skip", repeats=2, max_memory=2**30, group_size=3):
+def _grouped_values(
+    X,
+    y,
+    *,
+    similarity,
+    backend,
+    G=None,
+    gy=None,
+    qid=None,
+    gid=None,
+    ties="average",
+    empty_queries="skip",
+    repeats=2,
+    max_memory=2**30,
+    group_size=3,
+):
     loo = G is None
     return _grouped.grouped_recall_values(
-        X, y, G, gy, q_ids=np.arange(len(y)) if qid is None and loo else qid, g_ids=gid, ks=KS,
-        group_size=group_size, seed=7, repeats=repeats, confidence=0.9, ties=ties, similarity=similarity,
-        label_values=np.arange(100), max_memory=max_memory, empty_queries=empty_queries,
-        q_factor=_factor(X, similarity), g_factor=None if loo else _factor(G, similarity), backend=backend)
+        X,
+        y,
+        G,
+        gy,
+        q_ids=np.arange(len(y)) if qid is None and loo else qid,
+        g_ids=gid,
+        ks=KS,
+        group_size=group_size,
+        seed=7,
+        repeats=repeats,
+        confidence=0.9,
+        ties=ties,
+        similarity=similarity,
+        label_values=np.arange(100),
+        max_memory=max_memory,
+        empty_queries=empty_queries,
+        q_factor=_factor(X, similarity),
+        g_factor=None if loo else _factor(G, similarity),
+        backend=backend,
+    )
 
 
 def _same(a, b):
@@ -96,11 +139,18 @@ def _same(a, b):
         np.testing.assert_array_equal(x.group_of_query, y.group_of_query)
         assert (x.value, x.low, x.high, x.tie_values) == (y.value, y.low, y.high, y.tie_values)
         assert (x.n_queries_used, x.n_queries_skipped, x.n_queries_dropped) == (
-            y.n_queries_used, y.n_queries_skipped, y.n_queries_dropped)
+            y.n_queries_used,
+            y.n_queries_skipped,
+            y.n_queries_dropped,
+        )
 
 
-@pytest.mark.default_cases(dict(similarity="cosine", kind="float"), dict(similarity="dot", kind="int"),
-                           dict(similarity="neg_l2", kind="float"), dict(similarity="neg_l2", kind="int"))
+@pytest.mark.default_cases(
+    dict(similarity="cosine", kind="float"),
+    dict(similarity="dot", kind="int"),
+    dict(similarity="neg_l2", kind="float"),
+    dict(similarity="neg_l2", kind="int"),
+)
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["int", "float"])
 def test_leave_one_out_equals_numpy_path(similarity, kind, spy):
@@ -112,7 +162,9 @@ def test_leave_one_out_equals_numpy_path(similarity, kind, spy):
         got = _grouped_values(X, y, similarity=similarity, backend=CPU)
     assert len(spy) == 2, "the fused kernel did not run once per partition"
     _same(got, ref)
-    assert ref[1].n_queries_skipped >= 1 and ref[1].n_queries_dropped >= 1  # the cases are exercised
+    assert (
+        ref[1].n_queries_skipped >= 1 and ref[1].n_queries_dropped >= 1
+    )  # the cases are exercised
     if kind == "int":  # ties of the best relevant score with negatives: the policies must differ
         assert got[1].tie_values["pessimistic"] < got[1].tie_values["optimistic"]
 
@@ -128,16 +180,27 @@ def _clustered(rng, n, d, n_labels=13):
     group_of = {int(lab): g for g, labs in enumerate(groups) for lab in labs}
     done = 0
     for i in range(n):
-        j = next((j for j in range(n) if y[j] != y[i] and group_of.get(int(y[j]), -1) == group_of.get(int(y[i]), -2)
-                  and j > i), None)
+        j = next(
+            (
+                j
+                for j in range(n)
+                if y[j] != y[i]
+                and group_of.get(int(y[j]), -1) == group_of.get(int(y[i]), -2)
+                and j > i
+            ),
+            None,
+        )
         if j is not None and done < 12:
             X[j] = np.nextafter(X[i], np.float32(np.inf) if done % 2 else np.float32(-np.inf))
             done += 1
     return X, y
 
 
-@pytest.mark.default_cases(dict(similarity="cosine", screen="bf16"), dict(similarity="dot", screen="tf32"),
-                           dict(similarity="neg_l2", screen="bf16"))
+@pytest.mark.default_cases(
+    dict(similarity="cosine", screen="bf16"),
+    dict(similarity="dot", screen="tf32"),
+    dict(similarity="neg_l2", screen="bf16"),
+)
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
 def test_screened_counts_equal_exact_fp32_kernel_on_near_ties(similarity, screen, spy):
@@ -186,14 +249,19 @@ def _brute_hits(X, y, groups, similarity, ties):
                 continue
             best = S[a][rel].max()
             neg = others & ~rel
-            rank = 1 + int((S[a][neg] > best).sum()) + (int((S[a][neg] == best).sum()) if ties == "pessimistic" else 0)
+            rank = (
+                1
+                + int((S[a][neg] > best).sum())
+                + (int((S[a][neg] == best).sum()) if ties == "pessimistic" else 0)
+            )
             for k in KS:
                 out[k][i] = float(rank <= k)
     return out
 
 
-@pytest.mark.parametrize("similarity,ties", [("cosine", "pessimistic"), ("neg_l2", "optimistic"),
-                                             ("dot", "pessimistic")])
+@pytest.mark.parametrize(
+    "similarity,ties", [("cosine", "pessimistic"), ("neg_l2", "optimistic"), ("dot", "pessimistic")]
+)
 def test_equals_dense_brute_force(similarity, ties, spy):
     rng = np.random.default_rng(11)
     n = 120
@@ -209,8 +277,9 @@ def test_equals_dense_brute_force(similarity, ties, spy):
     np.testing.assert_allclose(got[1].group_values[0], ref_means, rtol=1e-12)
 
 
-@pytest.mark.default_cases(dict(similarity="cosine", empty_queries="skip"),
-                           dict(similarity="neg_l2", empty_queries="zero"))
+@pytest.mark.default_cases(
+    dict(similarity="cosine", empty_queries="skip"), dict(similarity="neg_l2", empty_queries="zero")
+)
 @pytest.mark.parametrize("similarity", ["cosine", "neg_l2"])
 @pytest.mark.parametrize("empty_queries", ["skip", "zero"])
 def test_separate_gallery_with_ids_equals_numpy_path(similarity, empty_queries, spy):
@@ -236,7 +305,10 @@ def test_separate_gallery_with_ids_equals_numpy_path(similarity, empty_queries, 
 def test_empty_queries_error_raised_on_the_fused_path(spy):
     rng = np.random.default_rng(3)
     X, y = _emb("int", rng, 90, 6), _labels(rng, 90)
-    with _triton.on_cpu(), pytest.raises(EmptyQueriesError, match="no relevant item inside their group"):
+    with (
+        _triton.on_cpu(),
+        pytest.raises(EmptyQueriesError, match="no relevant item inside their group"),
+    ):
         _grouped_values(X, y, similarity="dot", backend=CPU, empty_queries="error", repeats=1)
     assert spy
 
@@ -246,14 +318,17 @@ def test_small_memory_budget_chunks_and_splits_groups(resident, spy, monkeypatch
     rng = np.random.default_rng(23)
     n, d = 140, 8
     X, y = _emb("int", rng, n, d), _labels(rng, n, n_labels=9)
-    if resident:  # the full copies take half the budget; chunks of about half the items gather on the device
+    if (
+        resident
+    ):  # the full copies take half the budget; chunks of about half the items gather on the device
         budget = 2 * _triton_grouped.resident_bytes(n, 0, d)
     else:  # a few dozen rows per chunk, gathered on the host: large groups split into row blocks
         budget = 40 * (4 * d + 48)
     paths = []
     real = _triton_grouped._Rows.__init__
-    monkeypatch.setattr(_triton_grouped._Rows, "__init__",
-                        lambda self, *a: paths.append(a[3]) or real(self, *a))
+    monkeypatch.setattr(
+        _triton_grouped._Rows, "__init__", lambda self, *a: paths.append(a[3]) or real(self, *a)
+    )
     ref = _grouped_values(X, y, similarity="neg_l2", backend=None, max_memory=budget, repeats=2)
     with _triton.on_cpu():
         got = _grouped_values(X, y, similarity="neg_l2", backend=CPU, max_memory=budget, repeats=2)
@@ -272,9 +347,12 @@ def test_chunk_plan_covers_every_query_once_within_budget():
     starts = np.cumsum(q_sizes) - q_sizes
     for chunk in chunks:
         groups = sorted({g for g, _, _ in chunk})
-        assert groups == list(range(groups[0], groups[-1] + 1)) and [u[0] for u in chunk] == sorted(u[0] for u in chunk)
-        cost = sum((hi - lo) * (4 * d + 48) + -(-(hi - lo) // bm) * 32 for g, lo, hi in chunk) + sum(
-            g_sizes[g] * (4 * d + 24) for g in groups)  # each group's gallery once
+        assert groups == list(range(groups[0], groups[-1] + 1)) and [u[0] for u in chunk] == sorted(
+            u[0] for u in chunk
+        )
+        cost = sum(
+            (hi - lo) * (4 * d + 48) + -(-(hi - lo) // bm) * 32 for g, lo, hi in chunk
+        ) + sum(g_sizes[g] * (4 * d + 24) for g in groups)  # each group's gallery once
         assert cost <= budget or len(chunk) == 1  # only a lone (split) unit may exceed it
         for g, lo, hi in chunk:
             covered[starts[g] + lo : starts[g] + hi] += 1
@@ -286,7 +364,11 @@ def test_work_items_cover_each_unit():
     g0, g1 = np.array([0, 10, 20]), np.array([10, 20, 90])
     wr0, wre, wg0, wge = _triton_grouped.work_items(q0, q1, g0, g1, 16)
     assert list(wr0) == [40, 0, 5, 21, 37]  # largest gallery first, then in order
-    assert list(wre) == [41, 5, 40, 40, 40] and list(wg0) == [20, 0, 10, 10, 10] and list(wge) == [90, 10, 20, 20, 20]
+    assert (
+        list(wre) == [41, 5, 40, 40, 40]
+        and list(wg0) == [20, 0, 10, 10, 10]
+        and list(wge) == [90, 10, 20, 20, 20]
+    )
 
 
 def test_sweep_ranges_cover_the_rows_labels_on_the_tile_grid():
@@ -305,26 +387,47 @@ def test_kernel_failure_warns_and_numpy_path_serves(monkeypatch):
     rng = np.random.default_rng(2)
     X, y = _emb("int", rng, 80, 5), _labels(rng, 80)
     ref = _grouped_values(X, y, similarity="cosine", backend=None, repeats=1)
-    with _triton.on_cpu(), pytest.warns(RuntimeWarning, match="grouped recall's fused Triton kernel is not used"):
+    with (
+        _triton.on_cpu(),
+        pytest.warns(RuntimeWarning, match="grouped recall's fused Triton kernel is not used"),
+    ):
         got = _grouped_values(X, y, similarity="cosine", backend=CPU, repeats=1)
     _same(got, ref)
 
 
 def test_unsupported_cases_stay_on_the_numpy_path(spy):
-    assert not _triton_grouped.usable(CPU, "cosine")  # outside on_cpu: CPU tensors keep the numpy path
+    assert not _triton_grouped.usable(
+        CPU, "cosine"
+    )  # outside on_cpu: CPU tensors keep the numpy path
     assert not _triton_grouped.usable(Backend("numpy"), "cosine")
     with _triton.on_cpu():
         assert _triton_grouped.usable(CPU, "neg_l2")
         assert not _triton_grouped.usable(CPU, "hamming")
-        assert not _triton_grouped.usable(CPU, "dot", score_batch=lambda *a: None)  # the sharded hook
+        assert not _triton_grouped.usable(
+            CPU, "dot", score_batch=lambda *a: None
+        )  # the sharded hook
         assert not _triton_grouped.usable(None, "dot")
         rng = np.random.default_rng(4)
         codes = rng.integers(0, 2**63, size=(60, 2), dtype=np.uint64)
         y = _labels(rng, 60, n_labels=9)
-        got = _grouped.grouped_recall_values(codes, y, None, None, q_ids=np.arange(60), g_ids=None, ks=[1],
-                                             group_size=2, seed=1, repeats=1, confidence=0.9, ties="pessimistic",
-                                             similarity="hamming", label_values=np.arange(9), max_memory=2**26,
-                                             backend=CPU)
+        got = _grouped.grouped_recall_values(
+            codes,
+            y,
+            None,
+            None,
+            q_ids=np.arange(60),
+            g_ids=None,
+            ks=[1],
+            group_size=2,
+            seed=1,
+            repeats=1,
+            confidence=0.9,
+            ties="pessimistic",
+            similarity="hamming",
+            label_values=np.arange(9),
+            max_memory=2**26,
+            backend=CPU,
+        )
     assert not spy and np.isfinite(got[1].value)
 
 
@@ -336,9 +439,13 @@ def test_self_check_passes_in_the_interpreter(spy):
 def test_import_does_not_load_triton_or_torch():
     import subprocess
 
-    code = ("import sys, retrieval_checks.engine._grouped, retrieval_checks.engine._triton_grouped; "
-            "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys, retrieval_checks.engine._grouped, retrieval_checks.engine._triton_grouped; "
+        "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -351,8 +458,13 @@ def test_cuda_equals_numpy_path(similarity, spy, monkeypatch):
     ref = _grouped_values(X, y, similarity=similarity, backend=None, group_size=4)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        got = _grouped_values(X, y, similarity=similarity, backend=Backend("torch", torch.device("cuda")),
-                              group_size=4)
+        got = _grouped_values(
+            X,
+            y,
+            similarity=similarity,
+            backend=Backend("torch", torch.device("cuda")),
+            group_size=4,
+        )
     assert spy
     _same(got, ref)
 
@@ -362,7 +474,9 @@ def test_time_grouped_runs_the_fused_path_and_refuses_otherwise(spy):
         row = _triton_grouped.time_grouped(300, 8, device="cpu", group_size=5, repeats=1)
     assert spy and row["seconds"] > 0 and row["n_groups"] == 6 and 0 <= row["value"] <= 1
     assert row["screened"] + row["exact"] > 0
-    with pytest.raises(BackendError, match="did not run"):  # outside on_cpu: the numpy path would be timed
+    with pytest.raises(
+        BackendError, match="did not run"
+    ):  # outside on_cpu: the numpy path would be timed
         _triton_grouped.time_grouped(300, 8, device="cpu", group_size=5)
 
 
@@ -370,8 +484,20 @@ def test_leave_one_out_without_ids_equals_numpy_path(spy):
     """No ids: nothing is the same item (each query also ranks itself), as the numpy path does."""
     rng = np.random.default_rng(8)
     X, y = _emb("int", rng, 90, 6), _labels(rng, 90)
-    kw = dict(q_ids=None, g_ids=None, ks=KS, group_size=3, seed=2, repeats=1, confidence=0.9, ties="average",
-              similarity="neg_l2", label_values=np.arange(13), max_memory=2**26, q_factor=_factor(X, "neg_l2"))
+    kw = dict(
+        q_ids=None,
+        g_ids=None,
+        ks=KS,
+        group_size=3,
+        seed=2,
+        repeats=1,
+        confidence=0.9,
+        ties="average",
+        similarity="neg_l2",
+        label_values=np.arange(13),
+        max_memory=2**26,
+        q_factor=_factor(X, "neg_l2"),
+    )
     ref = _grouped.grouped_recall_values(X, y, None, None, **kw)
     with _triton.on_cpu():
         got = _grouped.grouped_recall_values(X, y, None, None, backend=CPU, **kw)
@@ -388,8 +514,12 @@ def test_evaluate_reaches_the_grouped_kernel(spy):
     rng = np.random.default_rng(12)
     X = _emb("int", rng, 160, 8)
     y = rng.integers(0, 40, size=160)
-    kw = dict(query_labels=y, metrics=["grouped_recall@1", "grouped_recall@5", "map"], similarity="cosine",
-              group_size=8)
+    kw = dict(
+        query_labels=y,
+        metrics=["grouped_recall@1", "grouped_recall@5", "map"],
+        similarity="cosine",
+        group_size=8,
+    )
     ref = rc.evaluate(X, device="numpy", **kw)
     with _triton.on_cpu():
         got = rc.evaluate(X, device="torch-cpu", _use_kernels=False, **kw)
@@ -407,7 +537,12 @@ def test_evaluate_falls_back_with_the_device_tensors_copied_to_the_host(monkeypa
     rng = np.random.default_rng(3)
     X = _emb("float", rng, 120, 6)
     y = rng.integers(0, 30, size=120)
-    kw = dict(query_labels=y, metrics=["grouped_recall@1", "grouped_recall@3"], similarity="neg_l2", group_size=6)
+    kw = dict(
+        query_labels=y,
+        metrics=["grouped_recall@1", "grouped_recall@3"],
+        similarity="neg_l2",
+        group_size=6,
+    )
     ref = rc.evaluate(X, device="numpy", **kw)
 
     def broken(*a, **k):

@@ -11,7 +11,6 @@ down to folds of 24 images (``_fold_slices`` patched) so that the interpreter st
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import warnings
@@ -25,13 +24,20 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.engine import _image_text, _triton, _triton_image_text as tit  # noqa: E402
+from retrieval_checks.engine import _image_text, _triton  # noqa: E402
+from retrieval_checks.engine import _triton_image_text as tit
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-        "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()):
-    pytest.skip("TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU", allow_module_level=True)
+    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+):
+    pytest.skip(
+        "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
+        allow_module_level=True,
+    )
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)")
+CUDA = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)"
+)
 FOLD = 24  # images per fold in the scaled-down 1k / 5fold1k protocols
 METRICS = list(rc.IMAGE_TEXT_METRICS) + ["i2t_recall@3", "t2i_recall@2"]
 FIELDS = ("pessimistic", "optimistic", "group")
@@ -109,7 +115,9 @@ def _brute_force(images, captions, cap_img, similarity):
     float64 scores of every pair, and those scores."""
     I, C = images.astype(np.float64), captions.astype(np.float64)
     if similarity == "cosine":
-        S = (I @ C.T) / np.outer(np.linalg.norm(I, axis=1), np.linalg.norm(C, axis=1))  # exact products kept tied
+        S = (I @ C.T) / np.outer(
+            np.linalg.norm(I, axis=1), np.linalg.norm(C, axis=1)
+        )  # exact products kept tied
     elif similarity == "neg_l2":
         S = -((I[:, None, :] - C[None, :, :]) ** 2).sum(-1)
     else:
@@ -161,14 +169,26 @@ def _near_ties(S, cap_img, tol=2e-6) -> int:
 def _assert_ranks(got, want, where):
     for name, g, w in zip(("i2t", "t2i"), got, want):
         for f in FIELDS:
-            np.testing.assert_array_equal(getattr(g, f), w[f] if isinstance(w, dict) else getattr(w, f),
-                                          err_msg=f"{where}: {name} {f}")
+            np.testing.assert_array_equal(
+                getattr(g, f),
+                w[f] if isinstance(w, dict) else getattr(w, f),
+                err_msg=f"{where}: {name} {f}",
+            )
 
 
 def _run(images, captions, cap_img, *, similarity, protocol, ties, device):
-    return rc.evaluate_image_text(images, captions, cap_img, metrics=METRICS, protocol=protocol,
-                                  similarity=similarity, ties=ties, device=device, n_resamples=20,
-                                  images_without_captions="drop")
+    return rc.evaluate_image_text(
+        images,
+        captions,
+        cap_img,
+        metrics=METRICS,
+        protocol=protocol,
+        similarity=similarity,
+        ties=ties,
+        device=device,
+        n_resamples=20,
+        images_without_captions="drop",
+    )
 
 
 def _same_result(a, b, where):
@@ -179,11 +199,16 @@ def _same_result(a, b, where):
         np.testing.assert_array_equal(x, y, err_msg=where)
 
 
-@pytest.mark.default_cases(dict(similarity="cosine", kind="int"), dict(similarity="dot", kind="float"),
-                           dict(similarity="neg_l2", kind="int"))
+@pytest.mark.default_cases(
+    dict(similarity="cosine", kind="int"),
+    dict(similarity="dot", kind="float"),
+    dict(similarity="neg_l2", kind="int"),
+)
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["int", "float"])
-def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(similarity, kind, small_folds, spy, monkeypatch):
+def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(
+    similarity, kind, small_folds, spy, monkeypatch
+):
     seed = zlib.crc32(f"{similarity}-{kind}".encode())
     for seed in range(seed, seed + 10):  # float data: a draw without near ties
         images, captions, cap_img = _data(kind, similarity, seed)
@@ -194,8 +219,11 @@ def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(similarity, kin
     keep = np.bincount(cap_img, minlength=images.shape[0]) > 0
     i_kept = images[keep]
     c_local = (np.cumsum(keep) - 1)[cap_img]
-    for protocol, folds in (("5k", [(0, int(keep.sum()))]), ("1k", [(0, FOLD)]),
-                            ("5fold1k", [(FOLD * f, FOLD * (f + 1)) for f in range(5)])):
+    for protocol, folds in (
+        ("5k", [(0, int(keep.sum()))]),
+        ("1k", [(0, FOLD)]),
+        ("5fold1k", [(FOLD * f, FOLD * (f + 1)) for f in range(5)]),
+    ):
         # the fused pass does not depend on the tie policy: the 5k fold (the slowest in the
         # interpreter) runs once, under "average", whose tie values hold the other two
         for ties in ("pessimistic", "optimistic", "average") if protocol != "5k" else ("average",):
@@ -204,14 +232,18 @@ def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(similarity, kin
             spy["two_pass"] = 0
             with _triton.on_cpu():
                 fused = _run(images, captions, cap_img, device="torch-cpu", **kw)
-            assert len(spy["fused"]) == len(folds) and spy["two_pass"] == 0, "not one fused pass per fold"
+            assert len(spy["fused"]) == len(folds) and spy["two_pass"] == 0, (
+                "not one fused pass per fold"
+            )
             assert fused.tied_share > 0 or kind == "float", "the integer data should be tie-heavy"
             numba = _run(images, captions, cap_img, device="cpu", **kw)
             _same_result(fused, numba, f"{protocol}/{ties} vs the numba path")
             if protocol == "5fold1k" and ties == "average":  # bf16 screening: the same result
                 with _triton.on_cpu(screen=True):
-                    _same_result(_run(images, captions, cap_img, device="torch-cpu", **kw), fused, "screened")
-                del spy["fused"][len(folds):]
+                    _same_result(
+                        _run(images, captions, cap_img, device="torch-cpu", **kw), fused, "screened"
+                    )
+                del spy["fused"][len(folds) :]
             if ties != "average":
                 continue
             # the brute force, fold by fold, on the FirstRanks themselves
@@ -234,27 +266,36 @@ def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(similarity, kin
                 torch_path = _run(images, captions, cap_img, device="torch-cpu", **kw)
             _same_result(fused, torch_path, f"{protocol} vs the torch path")
             for k, (got, _) in enumerate(spy["fused"]):
-                _assert_ranks(got, (two_pass[2 * k], two_pass[2 * k + 1]), f"{protocol} fold {k} vs the torch path")
+                _assert_ranks(
+                    got,
+                    (two_pass[2 * k], two_pass[2 * k + 1]),
+                    f"{protocol} fold {k} vs the torch path",
+                )
 
 
 # each tile shape and each similarity once (a Latin square); the 3 x 3 with --rc-exhaustive
-@pytest.mark.default_cases(dict(tile=(16, 32, 16), similarity="cosine"), dict(tile=(32, 16, 8), similarity="dot"),
-                           dict(tile=(64, 64, 32), similarity="neg_l2"))
+@pytest.mark.default_cases(
+    dict(tile=(16, 32, 16), similarity="cosine"),
+    dict(tile=(32, 16, 8), similarity="dot"),
+    dict(tile=(64, 64, 32), similarity="neg_l2"),
+)
 @pytest.mark.parametrize("tile", [(16, 32, 16), (32, 16, 8), (64, 64, 32)])
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 def test_fused_pass_equals_brute_force_at_tile_edges(tile, similarity):
     """37 images, ~130 captions and d = 11: multiples of no tile; tie-heavy integers;
     an image without captions (ranks 0, group 0)."""
     images, captions, cap_img = _data("int", similarity, 7, n_images=37, d=11, empty=(9,))
-    problem = tit._prepare(torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu",
-                           None)
+    problem = tit._prepare(
+        torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu", None
+    )
     got = tit.fused_pass(problem, cap_img, tile)
     i2t, t2i, S = _brute_force(images, captions, cap_img, similarity)
     assert _near_ties(S, cap_img) == 0
     assert got[0].pessimistic[9] == 0 and (got[0].pessimistic > 0).sum() == 36
-    assert (i2t["pessimistic"] != i2t["optimistic"]).any() and (t2i["pessimistic"] != t2i["optimistic"]).any()
+    assert (i2t["pessimistic"] != i2t["optimistic"]).any() and (
+        t2i["pessimistic"] != t2i["optimistic"]
+    ).any()
     _assert_ranks(got, (i2t, t2i), f"tile {tile}")
-
 
 
 def test_one_score_per_pair_on_integer_rows_of_different_norms():
@@ -301,15 +342,19 @@ def test_screened_equals_the_fp32_kernel_bit_for_bit_on_near_ties(similarity):
     captions[:3] = captions[far[:3]]
     captions[3:6] = np.nextafter(captions[far[3:]], np.float32(np.inf))
     images[5] = np.nextafter(images[4], np.float32(-np.inf))
-    problem = tit._prepare(torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu",
-                           None)
+    problem = tit._prepare(
+        torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu", None
+    )
     exact = tit.fused_pass(problem, cap_img, screen=False)
     for screen in ("bf16", "tf32"):
         stats = {}
         screened = tit.fused_pass(problem, cap_img, screen=screen, stats=stats)
         assert 0 < stats["recomputed"] < stats["tiles"], (screen, stats)
         _assert_ranks(screened, exact, f"screened ({screen}) vs fp32")
-    assert (exact[0].pessimistic != exact[0].optimistic).any() or (exact[1].pessimistic != exact[1].optimistic).any()
+    assert (exact[0].pessimistic != exact[0].optimistic).any() or (
+        exact[1].pessimistic != exact[1].optimistic
+    ).any()
+
 
 def test_off_switch_numpy_path_and_hamming_stay_on_the_two_passes(spy):
     """Outside ``on_cpu`` (CPU tensors), on the numpy / numba path and for Hamming codes
@@ -369,7 +414,9 @@ def test_a_failed_self_check_on_cuda_warns_once_and_the_two_passes_serve(monkeyp
         assert tit._usable(fake_cuda) is False  # decided once per device
     monkeypatch.setattr(_triton, "wanted", lambda backend: False)
     monkeypatch.setattr(tit, "_STATE", {})
-    monkeypatch.setattr(tit, "self_check", lambda device: pytest.fail("the self-check ran with the switch off"))
+    monkeypatch.setattr(
+        tit, "self_check", lambda device: pytest.fail("the self-check ran with the switch off")
+    )
     assert tit._usable(fake_cuda) is False
 
 
@@ -384,8 +431,16 @@ def test_the_sharded_path_is_unaffected(tmp_path, spy):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
     try:
         with _triton.on_cpu():
-            got = rc.evaluate_image_text(images, captions, cap_img, metrics=METRICS, device="torch-cpu",
-                                         n_resamples=20, process_group=dist.group.WORLD, **kw)
+            got = rc.evaluate_image_text(
+                images,
+                captions,
+                cap_img,
+                metrics=METRICS,
+                device="torch-cpu",
+                n_resamples=20,
+                process_group=dist.group.WORLD,
+                **kw,
+            )
     finally:
         dist.destroy_process_group()
     assert spy["fused"] == []
@@ -395,13 +450,14 @@ def test_the_sharded_path_is_unaffected(tmp_path, spy):
 def test_evaluating_image_text_does_not_import_triton():
     import subprocess
 
-    code = ("import sys, numpy as np, retrieval_checks as rc\n"
-            "x = np.eye(4, dtype=np.float32)\n"
-            "rc.evaluate_image_text(x, x, np.arange(4), device='numpy', n_resamples=0)\n"
-            "print('triton' in sys.modules)")
+    code = (
+        "import sys, numpy as np, retrieval_checks as rc\n"
+        "x = np.eye(4, dtype=np.float32)\n"
+        "rc.evaluate_image_text(x, x, np.arange(4), device='numpy', n_resamples=0)\n"
+        "print('triton' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
 
 
 _COMPILE_SCRIPT = """
@@ -431,18 +487,29 @@ def test_the_kernels_compile_for_a_gpu_without_one(tmp_path):
     """Triton's own compiler (a fresh process without TRITON_INTERPRET, an empty cache)
     takes both kernels, each epilogue, fp32 and screened, to sm_90 (H100 / H200) machine code with the ptxas
     it ships: what the interpreter does not check (types, layouts, atomics) is checked here."""
+    import importlib.util
     import subprocess
     from pathlib import Path
 
-    import importlib.util
-
-    if not (Path(importlib.util.find_spec("triton").origin).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+    if not (
+        Path(importlib.util.find_spec("triton").origin).parent
+        / "backends"
+        / "nvidia"
+        / "bin"
+        / "ptxas"
+    ).exists():
         pytest.skip("this triton ships no ptxas (no NVIDIA backend)")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, env=env,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _COMPILE_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
 
 _CUDA_SCRIPT = """
 import warnings, numpy as np, retrieval_checks as rc, os
@@ -475,12 +542,19 @@ def test_cuda_fused_image_text_equals_the_two_torch_passes():  # pragma: no cove
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", _CUDA_SCRIPT], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", _CUDA_SCRIPT], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
 def test_the_benchmark_helper_runs_in_the_interpreter():
     images, captions, cap_img = _data("int", "dot", 5, n_images=20, empty=())
-    row = tit.benchmark(torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity="dot",
-                        device="cpu")
+    row = tit.benchmark(
+        torch.from_numpy(images),
+        torch.from_numpy(captions),
+        cap_img,
+        similarity="dot",
+        device="cpu",
+    )
     assert row["same"] is True and row["two_pass_s"] > 0 and row["fused_s"] > 0

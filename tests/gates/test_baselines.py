@@ -7,8 +7,13 @@ import pytest
 from scipy import stats
 
 import retrieval_checks as rc
-from retrieval_checks.gates import BaselineFile, assert_no_regression, baseline_record, records_differ
-from retrieval_checks.gates import measure_change
+from retrieval_checks.gates import (
+    BaselineFile,
+    assert_no_regression,
+    baseline_record,
+    measure_change,
+    records_differ,
+)
 
 
 def _pair(seed=0, noise=1.0, n_classes=15, per_class=6):
@@ -27,17 +32,25 @@ def test_drop_direction_and_tolerances():
     ch = measure_change("map", {"value": 0.80}, {"value": 0.78}, max_drop=0.01)
     assert ch.failed and ch.drop == pytest.approx(0.02) and ch.relative_drop == pytest.approx(0.025)
     assert not measure_change("map", {"value": 0.80}, {"value": 0.78}, max_drop=0.03).failed
-    assert not measure_change("map", {"value": 0.80}, {"value": 0.78}, max_relative_drop=0.03).failed
+    assert not measure_change(
+        "map", {"value": 0.80}, {"value": 0.78}, max_relative_drop=0.03
+    ).failed
     assert measure_change("map", {"value": 0.80}, {"value": 0.78}, max_relative_drop=0.02).failed
     # lower is better for ranks: a rising median rank is the drop
     ch = measure_change("medr", {"value": 3.0}, {"value": 5.0}, max_drop=1)
     assert ch.failed and ch.drop == 2.0 and not ch.higher_is_better
     assert not measure_change("medr", {"value": 5.0}, {"value": 3.0}).failed
-    assert measure_change("map difference", {"value": 0.1}, {"value": 0.0}).failed  # recorded comparisons
-    assert measure_change("map gap", {"value": 0.01}, {"value": 0.05}).failed  # a growing gap is worse
+    assert measure_change(
+        "map difference", {"value": 0.1}, {"value": 0.0}
+    ).failed  # recorded comparisons
+    assert measure_change(
+        "map gap", {"value": 0.01}, {"value": 0.05}
+    ).failed  # a growing gap is worse
     with pytest.raises(rc.InputError, match="direction"):
         measure_change("my_score", {"value": 1.0}, {"value": 0.5})
-    assert measure_change("my_score", {"value": 1.0}, {"value": 0.5}, direction="lower").drop == -0.5
+    assert (
+        measure_change("my_score", {"value": 1.0}, {"value": 0.5}, direction="lower").drop == -0.5
+    )
 
 
 def test_interval_significance_decides_the_gate():
@@ -46,7 +59,12 @@ def test_interval_significance_decides_the_gate():
     c = {"value": 0.75, "low": 0.75 - 0.03 * z, "high": 0.75 + 0.03 * z}
     p = stats.norm.sf(0.05 / np.hypot(0.02, 0.03))
     ch = measure_change("map", b, c, max_drop=0.01, significant=True)
-    assert ch.p_worse == pytest.approx(p) and p > 0.05 and not ch.failed and "not significant" in ch.reasons[0]
+    assert (
+        ch.p_worse == pytest.approx(p)
+        and p > 0.05
+        and not ch.failed
+        and "not significant" in ch.reasons[0]
+    )
     tight = {"value": 0.75, "low": 0.75 - 0.005 * z, "high": 0.75 + 0.005 * z}
     b_tight = {"value": 0.80, "low": 0.80 - 0.005 * z, "high": 0.80 + 0.005 * z}
     assert measure_change("map", b_tight, tight, max_drop=0.01, significant=True).failed
@@ -56,8 +74,6 @@ def test_interval_significance_decides_the_gate():
 
 
 @pytest.mark.parametrize("metric", ["map", "hit_rate@1", "grouped_recall@1"])
-
-
 def test_paired_significance_from_stored_units_equals_compare(metric):
     good, bad = _pair()
     rec_good, rec_bad = baseline_record(good, metric), baseline_record(bad, metric)
@@ -78,13 +94,20 @@ def test_baseline_records_files_and_the_gate(tmp_path):
     f = BaselineFile(tmp_path / "x.baselines.yaml")
     f.update({"b::map": rec, "a::map": baseline_record(bad, "map")})
     text = (tmp_path / "x.baselines.yaml").read_text()
-    assert text.startswith("# retrieval-checks baselines") and text.index("a::map") < text.index("b::map")
+    assert text.startswith("# retrieval-checks baselines") and text.index("a::map") < text.index(
+        "b::map"
+    )
     again = BaselineFile(tmp_path / "x.baselines.yaml").get("b::map")
     # the file holds 6 significant digits: the round trip is exact at that precision
-    assert not records_differ(again, rec) and again["value"] == float(f"{rec['value']:.6g}") != rec["value"]
+    assert (
+        not records_differ(again, rec)
+        and again["value"] == float(f"{rec['value']:.6g}") != rec["value"]
+    )
     assert records_differ(again, baseline_record(bad, "map"))
     assert_no_regression(rec, again)  # unchanged: passes
-    with pytest.raises(AssertionError, match=r"map regressed: .* -> .*\n  drop \+0\.\d+ .*\n.*p\(worse\)=") as info:
+    with pytest.raises(
+        AssertionError, match=r"map regressed: .* -> .*\n  drop \+0\.\d+ .*\n.*p\(worse\)="
+    ) as info:
         assert_no_regression(baseline_record(bad, "map"), rec, max_drop=0.01, significant=True)
     assert "paired t over 15 units" in str(info.value)
     # image-text and pair metrics keep value and interval only

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 import retrieval_checks as rc
@@ -37,7 +36,9 @@ def test_the_rule_at_every_k_over_n_boundary():
 def test_decimal_thresholds_as_written():
     assert 0.85 - 0.84 > 0.01  # the float bug this rule exists for
     assert not exceeds(0.85, 0.01, minus=0.84)
-    assert exceeds(0.85, 0.01, minus=0.839999)  # a drop one digit past the 6-significant-digit grid is seen
+    assert exceeds(
+        0.85, 0.01, minus=0.839999
+    )  # a drop one digit past the 6-significant-digit grid is seen
     assert not exceeds(0.3, 0.1 + 0.2) and not exceeds(0.1 + 0.2, 0.3)  # equal up to float rounding
     assert exceeds(0.7, 0.7 - 1e-9) and exceeds(0.5, 0.02, minus=0.49, scale=0.49)
     assert not exceeds(0.5, 0.02, minus=0.49, scale=0.5)  # a relative drop of exactly 2%
@@ -55,11 +56,20 @@ def test_measure_change_at_the_boundary(n):
             assert not measure_change("hit_rate@1", base, ok, max_drop=k / n).failed, (a, k, n)
             assert measure_change("hit_rate@1", base, bad, max_drop=k / n).failed, (a, k, n)
             # a relative drop of exactly k/a of the baseline
-            assert not measure_change("hit_rate@1", base, ok, max_relative_drop=k / a).failed, (a, k, n)
-            assert measure_change("hit_rate@1", base, bad, max_relative_drop=k / a).failed, (a, k, n)
+            assert not measure_change("hit_rate@1", base, ok, max_relative_drop=k / a).failed, (
+                a,
+                k,
+                n,
+            )
+            assert measure_change("hit_rate@1", base, bad, max_relative_drop=k / a).failed, (
+                a,
+                k,
+                n,
+            )
             # lower is better: the same boundary the other way up
-            assert not measure_change("medr", {"value": 1 + (a - k) / n}, {"value": 1 + a / n},
-                                      max_drop=k / n).failed, (a, k, n)
+            assert not measure_change(
+                "medr", {"value": 1 + (a - k) / n}, {"value": 1 + a / n}, max_drop=k / n
+            ).failed, (a, k, n)
 
 
 def test_the_reported_case_and_its_relative_twin():
@@ -70,7 +80,14 @@ def test_the_reported_case_and_its_relative_twin():
 
 
 def _record(value: float, n: int = 100) -> dict:
-    return {"metric": "hit_rate@1", "value": value, "interval": None, "confidence": 0.95, "n": n, "unit": "queries"}
+    return {
+        "metric": "hit_rate@1",
+        "value": value,
+        "interval": None,
+        "confidence": 0.95,
+        "n": n,
+        "unit": "queries",
+    }
 
 
 def test_baseline_gate_at_max_drop_passes_and_one_query_more_fails():
@@ -88,8 +105,11 @@ def _history(tmp_path, before: float, after: float, metric: str = "hit_rate@1") 
     db = tmp_path / "h.sqlite"
     h = History(db)
     for v in (before, after):
-        h.record({"started": "2026-01-01T00:00:00+00:00", "git_commit": None, "git_dirty": None},
-                 [{"test": "t.py::test_a", "metric": metric, "value": v, "passed": True}], exitstatus=0)
+        h.record(
+            {"started": "2026-01-01T00:00:00+00:00", "git_commit": None, "git_dirty": None},
+            [{"test": "t.py::test_a", "metric": metric, "value": v, "passed": True}],
+            exitstatus=0,
+        )
     return str(db)
 
 
@@ -133,8 +153,9 @@ def test_gap_below_on_the_threshold():
     assert gap.value > 0.01  # 0.85 - 0.84 in floats
     rc.assert_gap_below(gap, 0.01, on="value")
     with pytest.raises(AssertionError):
-        rc.assert_gap_below(rc.generalization_gap(_run_result(85), _run_result(83), "hit_rate@1"), 0.01,
-                            on="value")
+        rc.assert_gap_below(
+            rc.generalization_gap(_run_result(85), _run_result(83), "hit_rate@1"), 0.01, on="value"
+        )
 
 
 def test_not_worse_margin_on_the_threshold():
@@ -142,7 +163,11 @@ def test_not_worse_margin_on_the_threshold():
     assert -cmp.difference > 0.01 or -cmp.difference == pytest.approx(0.01)
     rc.assert_not_worse(cmp, margin=0.01, rule="value")
     with pytest.raises(AssertionError):
-        rc.assert_not_worse(rc.compare(_run_result(83), _run_result(85), "hit_rate@1", method="t"), margin=0.01, rule="value")
+        rc.assert_not_worse(
+            rc.compare(_run_result(83), _run_result(85), "hit_rate@1", method="t"),
+            margin=0.01,
+            rule="value",
+        )
 
 
 def test_max_skipped_as_a_fraction_is_decided_exactly():

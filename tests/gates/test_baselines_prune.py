@@ -15,7 +15,12 @@ import pytest
 import yaml
 
 import retrieval_checks as rc
-from retrieval_checks.gates import BaselineFile, assert_no_regression, baseline_record, records_differ
+from retrieval_checks.gates import (
+    BaselineFile,
+    assert_no_regression,
+    baseline_record,
+    records_differ,
+)
 from retrieval_checks.gates._baselines import SIGNIFICANT_DIGITS, rounded_record
 
 pytest_plugins = ["pytester"]
@@ -37,15 +42,26 @@ def _significant_digits(x: float) -> int:
 def test_prune_removes_only_the_records_whose_check_is_gone(tmp_path):
     path = tmp_path / "test_m.baselines.yaml"
     rec = baseline_record(_result(), "map")
-    BaselineFile(path).update({"test_a::map": rec, "test_a::map::small": rec, "test_gone::map": rec,
-                               "case[m-d]": rec, "old_case[m-d]": rec})
+    BaselineFile(path).update(
+        {
+            "test_a::map": rec,
+            "test_a::map::small": rec,
+            "test_gone::map": rec,
+            "case[m-d]": rec,
+            "old_case[m-d]": rec,
+        }
+    )
     names = {"test_a", "case[m-d]"}
-    removed = BaselineFile(path).prune(lambda k: k in names or any(k.startswith(f"{n}::") for n in names))
+    removed = BaselineFile(path).prune(
+        lambda k: k in names or any(k.startswith(f"{n}::") for n in names)
+    )
     assert removed == ["old_case[m-d]", "test_gone::map"]
     assert sorted(BaselineFile(path).records) == ["case[m-d]", "test_a::map", "test_a::map::small"]
     before = path.read_text()
     os.utime(path, (1, 1))
-    assert BaselineFile(path).prune(lambda k: True) == [] and path.stat().st_mtime == 1  # nothing to remove: untouched
+    assert (
+        BaselineFile(path).prune(lambda k: True) == [] and path.stat().st_mtime == 1
+    )  # nothing to remove: untouched
     assert path.read_text() == before
 
 
@@ -56,7 +72,9 @@ def test_prune_never_rewrites_an_unreadable_file(tmp_path):
     f.path, f.records = path, {}
     with pytest.raises(rc.InputError, match="invalid YAML"):
         f.prune(lambda k: False)
-    assert path.read_text() == "a: [unclosed\n" and not path.with_name(path.name + ".corrupt").exists()
+    assert (
+        path.read_text() == "a: [unclosed\n" and not path.with_name(path.name + ".corrupt").exists()
+    )
     with pytest.raises(rc.InputError, match="function"):
         BaselineFile(tmp_path / "y.baselines.yaml").prune({"a"})
 
@@ -83,16 +101,30 @@ def test_a_result_equal_to_its_baseline_passes_and_a_real_drop_fails():
     and never hides a drop larger than twice the rounding step."""
     rng = np.random.default_rng(7)
     for value in rng.uniform(0.001, 0.999, size=300):
-        base = {"metric": "map", "value": float(value), "interval": None, "n": 10, "unit": "queries"}
+        base = {
+            "metric": "map",
+            "value": float(value),
+            "interval": None,
+            "n": 10,
+            "unit": "queries",
+        }
         stored = rounded_record(base)
-        assert_no_regression(base, stored)  # the unrounded result against its stored baseline: no drop
+        assert_no_regression(
+            base, stored
+        )  # the unrounded result against its stored baseline: no drop
         dropped = {**base, "value": float(value) * (1 - 2.5e-5)}
         with pytest.raises(AssertionError, match="regressed"):
             assert_no_regression(dropped, stored)
 
 
 def test_rounding_keeps_an_interval_around_its_value_and_refuses_one_that_was_not():
-    rec = {"metric": "map", "value": 0.5000004, "interval": [0.4000001, 0.5000001], "n": 10, "unit": "queries"}
+    rec = {
+        "metric": "map",
+        "value": 0.5000004,
+        "interval": [0.4000001, 0.5000001],
+        "n": 10,
+        "unit": "queries",
+    }
     assert rounded_record(rec)["interval"] == [0.4, 0.5]  # the rounded value 0.5 is held
     rec = {"metric": "map", "value": 0.9, "interval": [0.4, 0.6], "n": 10, "unit": "queries"}
     assert rounded_record(rec)["interval"] == [0.4, 0.6]  # not widened: check_record refuses it
@@ -106,7 +138,10 @@ def test_the_regression_message_shows_values_with_their_intervals():
     with pytest.raises(AssertionError) as info:
         assert_no_regression(bad, good, max_drop=0.01)
     head = str(info.value).splitlines()[0]
-    assert re.match(r"map regressed: 0\.\d{4} \[0\.\d{4}, 0\.\d{4}\] -> 0\.\d{4} \[0\.\d{4}, 0\.\d{4}\] \(", head), head
+    assert re.match(
+        r"map regressed: 0\.\d{4} \[0\.\d{4}, 0\.\d{4}\] -> 0\.\d{4} \[0\.\d{4}, 0\.\d{4}\] \(",
+        head,
+    ), head
 
 
 SUITE = """
@@ -119,7 +154,7 @@ checks:
     baseline: {max_drop: 0.01}
 """
 
-MODULE = '''
+MODULE = """
 import numpy as np
 
 rng = np.random.default_rng(0)
@@ -131,7 +166,7 @@ def test_a(rc_evaluate, rc_baseline):
 
 def NAME(rc_evaluate, rc_baseline):
     rc_baseline(rc_evaluate(X, query_labels=y, metrics=["map"], model="m", dataset="d"), "map", max_drop=0.01)
-'''
+"""
 
 
 @pytest.fixture
@@ -141,7 +176,9 @@ def run(pytester, monkeypatch):
 
     def go(*args: str) -> SimpleNamespace:
         result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none", *args)
-        return SimpleNamespace(returncode=int(result.ret), stdout=result.stdout.str(), stderr=result.stderr.str())
+        return SimpleNamespace(
+            returncode=int(result.ret), stdout=result.stdout.str(), stderr=result.stderr.str()
+        )
 
     return go
 
@@ -160,16 +197,23 @@ def project(pytester):
 def test_pytest_prunes_the_records_of_removed_checks_in_a_full_run(project, run):
     first = run("--rc-regen-all")
     assert first.returncode == 0, first.stdout[-3000:]
-    suite_file, module_file = project / "rc_track.baselines.yaml", project / "test_mod.baselines.yaml"
+    suite_file, module_file = (
+        project / "rc_track.baselines.yaml",
+        project / "test_mod.baselines.yaml",
+    )
     assert sorted(BaselineFile(module_file).records) == ["test_a::map", "test_b::map"]
-    assert BaselineFile(module_file).get("test_a::map")["model"] == "m"  # rc_evaluate's names reach the baseline
+    assert (
+        BaselineFile(module_file).get("test_a::map")["model"] == "m"
+    )  # rc_evaluate's names reach the baseline
     assert len(BaselineFile(suite_file).records) == 2
     # the mrr check and test_b are removed; test_c is new (its missing baseline fails, as always)
     (project / "rc_track.yaml").write_text(SUITE.lstrip().rsplit("  - metric: mrr", 1)[0])
     (project / "test_mod.py").write_text(MODULE.replace("NAME", "test_c"))
 
     narrowed = run("--rc-prune-baselines", "-k", "test_a")
-    assert narrowed.returncode == 4 and "--rc-prune-baselines: it needs a full run" in narrowed.stderr
+    assert (
+        narrowed.returncode == 4 and "--rc-prune-baselines: it needs a full run" in narrowed.stderr
+    )
     assert "-k test_a" in narrowed.stderr and len(BaselineFile(suite_file).records) == 2
 
     pruned = run("--rc-prune-baselines")
@@ -185,7 +229,9 @@ def test_pruning_is_refused_when_a_suite_cannot_be_loaded(project, run):
     assert run("--rc-regen-all").returncode == 0
     (project / "rc_track.yaml").write_text("checks: [")
     result = run("--rc-prune-baselines")
-    out = " ".join(result.stdout.split())  # a broken suite is a collection error: the run is partial
+    out = " ".join(
+        result.stdout.split()
+    )  # a broken suite is a collection error: the run is partial
     assert "ERROR collecting rc_track.yaml" in out and result.returncode != 0
     assert "partial (1 collection error); nothing was pruned" in out
     assert len(BaselineFile(project / "rc_track.baselines.yaml").records) == 2

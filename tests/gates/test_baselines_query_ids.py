@@ -35,21 +35,36 @@ def _embedded(order, shift=0.0):
     relevance = {i: {int(d): 1 for d in rng.choice(25, 3, replace=False)} for i in range(40)}
     ids = np.array([f"query-{i:02d}" for i in range(40)])
     order = np.asarray(order)
-    return rc.evaluate(q[order], g, relevance={r: relevance[i] for r, i in enumerate(order)}, metrics=["map"],
-                       query_ids=ids[order], gallery_ids=np.array([f"doc-{j}" for j in range(25)]))
+    return rc.evaluate(
+        q[order],
+        g,
+        relevance={r: relevance[i] for r, i in enumerate(order)},
+        metrics=["map"],
+        query_ids=ids[order],
+        gallery_ids=np.array([f"doc-{j}" for j in range(25)]),
+    )
 
 
 def test_units_are_keyed_by_query_id_and_reordering_changes_nothing():
     forward, backward = _embedded(range(40)), _embedded(range(39, -1, -1))
     a, b = baseline_record(forward, "map"), baseline_record(backward, "map")
-    assert a["units_are"] == "queries" and set(a["units"]) == {f"query id query-{i:02d}" for i in range(40)}
+    assert a["units_are"] == "queries" and set(a["units"]) == {
+        f"query id query-{i:02d}" for i in range(40)
+    }
     for key, (total, count) in a["units"].items():
         assert b["units"][key] == [pytest.approx(total, abs=1e-12), count]
-    assert a["value"] == pytest.approx(b["value"], abs=1e-12)  # (the bootstrap interval resamples rows: it may move)
+    assert a["value"] == pytest.approx(
+        b["value"], abs=1e-12
+    )  # (the bootstrap interval resamples rows: it may move)
     # the paired test of a changed model gives the same p(worse) whichever order either run used
     worse_fwd, worse_bwd = _embedded(range(40), shift=0.7), _embedded(range(39, -1, -1), shift=0.7)
-    p = [assert_no_regression(baseline_record(cur, "map"), base, significant=True, max_drop=0.1).p_worse
-         for base in (a, b) for cur in (worse_fwd, worse_bwd)]
+    p = [
+        assert_no_regression(
+            baseline_record(cur, "map"), base, significant=True, max_drop=0.1
+        ).p_worse
+        for base in (a, b)
+        for cur in (worse_fwd, worse_bwd)
+    ]
     assert p == pytest.approx([p[0]] * 4)
 
 
@@ -58,8 +73,12 @@ def test_run_results_are_keyed_by_query_id():
     rec = baseline_record(rc.evaluate_run(run, qrels, ["map"]), "map")
     assert set(rec["units"]) == {f"query id q{i}" for i in range(30)}
     fewer = {q: v for q, v in run.items() if q != "q0"}
-    other = baseline_record(rc.evaluate_run(fewer, {q: v for q, v in qrels.items() if q != "q0"}, ["map"]), "map")
-    with pytest.raises(InputError, match="different units"):  # a missing query is named, never a shifted row
+    other = baseline_record(
+        rc.evaluate_run(fewer, {q: v for q, v in qrels.items() if q != "q0"}, ["map"]), "map"
+    )
+    with pytest.raises(
+        InputError, match="different units"
+    ):  # a missing query is named, never a shifted row
         assert_no_regression(other, rec, significant=True, max_drop=0.1)
 
 
@@ -69,9 +88,17 @@ def test_row_keys_remain_for_results_without_ids_and_never_pair_with_id_keys():
     relevance = {i: {int(rng.integers(10)): 1} for i in range(20)}
     rows = baseline_record(rc.evaluate(q, g, relevance=relevance, metrics=["map"]), "map")
     assert set(rows["units"]) == {f"query {i}" for i in range(20)}
-    ids = baseline_record(rc.evaluate(q, g, relevance=relevance, metrics=["map"],
-                                      query_ids=np.array([str(i) for i in range(20)]),
-                                      gallery_ids=np.array([f"d{j}" for j in range(10)])), "map")
+    ids = baseline_record(
+        rc.evaluate(
+            q,
+            g,
+            relevance=relevance,
+            metrics=["map"],
+            query_ids=np.array([str(i) for i in range(20)]),
+            gallery_ids=np.array([f"d{j}" for j in range(10)]),
+        ),
+        "map",
+    )
     assert not set(rows["units"]) & set(ids["units"])  # "query 3" (row 3) is never "query id 3"
 
 
@@ -92,14 +119,16 @@ def test_a_beir_suite_result_carries_its_query_ids(tmp_path):
         root = tmp_path / name
         beir.write_beir(root / "toy", docs, order, qrels)
         (root / "embedder.py").write_text(beir.EMBEDDER)
-        (root / "rc_s.yaml").write_text(textwrap.dedent("""
+        (root / "rc_s.yaml").write_text(
+            textwrap.dedent("""
             datasets:
               toy: {type: beir, path: toy}
             models:
               bow: {callable: embedder.py:embed}
             checks:
               - {metric: map, at_least: 0.01}
-            """))
+            """)
+        )
         suite = load_suite(root / "rc_s.yaml")
         runner = SuiteRunner()
         with pytest.warns(RuntimeWarning, match="no judgement"):

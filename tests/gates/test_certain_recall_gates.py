@@ -13,23 +13,33 @@ import retrieval_checks as rc
 def loo():
     rng = np.random.default_rng(0)
     y = np.arange(30) % 10  # 3 items per class: 29 candidates, 2 other relevant per query
-    return rc.evaluate(rng.normal(size=(30, 4)), query_labels=y,
-                       metrics=["hit_rate@27", "hit_rate@28", "recall@28", "recall@29", "hit_rate@1"])
+    return rc.evaluate(
+        rng.normal(size=(30, 4)),
+        query_labels=y,
+        metrics=["hit_rate@27", "hit_rate@28", "recall@28", "recall@29", "hit_rate@1"],
+    )
 
 
 @pytest.fixture(scope="module")
 def small_it():
     rng = np.random.default_rng(1)
     metrics = list(rc.IMAGE_TEXT_METRICS) + ["i2t_recall@16", "i2t_recall@15"]
-    return rc.evaluate_image_text(rng.normal(size=(4, 6)), rng.normal(size=(20, 6)), np.repeat(np.arange(4), 5),
-                                  metrics=metrics, n_resamples=0)
+    return rc.evaluate_image_text(
+        rng.normal(size=(4, 6)),
+        rng.normal(size=(20, 6)),
+        np.repeat(np.arange(4), 5),
+        metrics=metrics,
+        n_resamples=0,
+    )
 
 
 @pytest.mark.parametrize("metric, certain", [("hit_rate@28", 28), ("recall@29", 29)])
 @pytest.mark.parametrize("bound", ["at_least", "at_most"])
 def test_a_recall_certain_to_be_one_cannot_be_gated(loo, metric, certain, bound):
     assert loo[metric] == 1.0
-    with pytest.raises(rc.InputError, match=rf"{metric}: K=\d+ reaches .*could never fail.*< {certain}"):
+    with pytest.raises(
+        rc.InputError, match=rf"{metric}: K=\d+ reaches .*could never fail.*< {certain}"
+    ):
         rc.assert_metric(loo, metric, **{bound: 0.5})
 
 

@@ -26,7 +26,9 @@ def test_listeners_hear_passes_and_failures_with_every_bound():
             rc.assert_metric(r, "map", at_least=0.1, at_most=0.6 * r["map"])  # at_least <= at_most
     rc.assert_metric(r, "map", at_least=0.1)  # after the block: not heard
     assert [e.passed for e in heard] == [True, False]
-    assert heard[0].bounds == {"at_least": 0.1, "at_most": 0.99} and heard[0].comparison == "between"
+    assert (
+        heard[0].bounds == {"at_least": 0.1, "at_most": 0.99} and heard[0].comparison == "between"
+    )
     assert heard[1].gate == "assert_metric" and heard[1].metric == "map" and heard[1].n_used == 100
     record = heard[1].to_dict()
     json.dumps(record, allow_nan=False)  # strict JSON
@@ -59,10 +61,16 @@ def test_gaps_comparisons_and_baselines_are_events_too():
     heard = []
     with rc.gates.listening(heard.append):
         # (the same result on both sides of a gap is refused: its gap is 0 whatever the model)
-        rc.assert_gap_below(rc.generalization_gap(r, _result(seed=1), "map", n_resamples=200), below=0.5)
+        rc.assert_gap_below(
+            rc.generalization_gap(r, _result(seed=1), "map", n_resamples=200), below=0.5
+        )
         rc.assert_not_worse(rc.compare(r, r, "map"))
         rec = rc.baseline_record(r, "map")
         rc.assert_no_regression(rec, rec)
-    assert [e.gate for e in heard] == ["assert_gap_below", "assert_not_worse", "assert_no_regression"]
+    assert [e.gate for e in heard] == [
+        "assert_gap_below",
+        "assert_not_worse",
+        "assert_no_regression",
+    ]
     assert [e.metric for e in heard] == ["map gap", "map difference", "map"]
     assert heard[0].bounds == {"below": 0.5} and all(e.passed for e in heard)

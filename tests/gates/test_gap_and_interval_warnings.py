@@ -21,7 +21,9 @@ METRICS = ["hit_rate@1", "map", "grouped_recall@1"]
 def _evaluate(seed, classes, noise, **kw):
     rng = np.random.default_rng(seed)
     y = np.repeat(np.arange(classes), 5)
-    x = (rng.normal(size=(classes, 16))[y] * 2 + noise * rng.normal(size=(classes * 5, 16))).astype(np.float32)
+    x = (rng.normal(size=(classes, 16))[y] * 2 + noise * rng.normal(size=(classes * 5, 16))).astype(
+        np.float32
+    )
     return rc.evaluate(x, query_labels=y, metrics=METRICS, **kw)
 
 
@@ -45,7 +47,11 @@ def _run(gate):
             error = None
         except AssertionError as exc:
             error = exc
-    return events, [str(w.message) for w in caught if issubclass(w.category, IntervalWarning)], error
+    return (
+        events,
+        [str(w.message) for w in caught if issubclass(w.category, IntervalWarning)],
+        error,
+    )
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -59,22 +65,55 @@ def test_a_gap_gate_on_a_swapped_gap_warns_and_records_it(sides, metric):
     (event,) = events
     assert any("train and test look swapped" in w for w in event.warnings)
     assert event.extra.get("sides_swapped") is True and event.to_dict()["sides_swapped"] is True
-    assert not caught  # generalization_gap warned already; the gate records it without a second warning
+    assert (
+        not caught
+    )  # generalization_gap warned already; the gate records it without a second warning
 
 
 def test_a_gap_gate_checks_the_sign_itself(sides):
     # a Gap built by hand (or kept from an older version) carries no notes: the gate still sees it
-    gap = rc.Gap("map", -0.7, -0.75, -0.65, 0.95, "percentile bootstrap over classes", 0.3, 1.0, 60, 60, "classes")
+    gap = rc.Gap(
+        "map",
+        -0.7,
+        -0.75,
+        -0.65,
+        0.95,
+        "percentile bootstrap over classes",
+        0.3,
+        1.0,
+        60,
+        60,
+        "classes",
+    )
     events, caught, error = _run(lambda: rc.assert_gap_below(gap, below=0.05))
     assert error is None and any("swapped" in w for w in caught)
     assert any("swapped" in w for w in events[0].warnings)
-    straight = rc.Gap("map", 0.7, 0.65, 0.75, 0.95, "percentile bootstrap over classes", 1.0, 0.3, 60, 60, "classes")
+    straight = rc.Gap(
+        "map",
+        0.7,
+        0.65,
+        0.75,
+        0.95,
+        "percentile bootstrap over classes",
+        1.0,
+        0.3,
+        60,
+        60,
+        "classes",
+    )
     events, caught, error = _run(lambda: rc.assert_gap_below(straight, below=0.8))
-    assert error is None and not caught and not events[0].warnings and "sides_swapped" not in events[0].extra
+    assert (
+        error is None
+        and not caught
+        and not events[0].warnings
+        and "sides_swapped" not in events[0].extra
+    )
 
 
 def test_a_gap_gate_on_few_units_warns(few):
-    gap = rc.Gap("map", 0.1, -0.3, 0.5, 0.95, "percentile bootstrap over classes", 0.9, 0.8, 4, 60, "classes")
+    gap = rc.Gap(
+        "map", 0.1, -0.3, 0.5, 0.95, "percentile bootstrap over classes", 0.9, 0.8, 4, 60, "classes"
+    )
     events, caught, error = _run(lambda: rc.assert_gap_below(gap, below=0.6))
     assert error is None and any("4 classes" in w for w in caught)
     assert any("fewer than 5" in w for w in events[0].warnings)
@@ -90,7 +129,9 @@ def test_grouped_recall_gate_on_few_groups_warns_and_records_it(few):
     assert "group_size" in text and "fewer than 5" in text
     assert text.split(": ", 1)[-1] in " ".join(events[0].warnings)
     # on the value no interval decides: no warning about one
-    events, caught, error = _run(lambda: rc.assert_grouped_recall_ci(grouped, at_least=0.05, on="value"))
+    events, caught, error = _run(
+        lambda: rc.assert_grouped_recall_ci(grouped, at_least=0.05, on="value")
+    )
     assert not caught and not events[0].warnings
 
 
@@ -139,11 +180,16 @@ def test_an_interval_over_few_images_warns_too():
 def test_a_swapped_accuracy_gap_warns_at_the_gate():
     y = np.repeat(np.arange(4), 10)
     wrong = np.where(np.arange(40) % 2 == 0, y, (y + 1) % 4)  # half of the training samples right
-    train, test = rc.accuracy(wrong, y), rc.accuracy(y, y)  # test all right: train and test swapped?
+    train, test = (
+        rc.accuracy(wrong, y),
+        rc.accuracy(y, y),
+    )  # test all right: train and test swapped?
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         gap = rc.generalization_gap(train, test)
-    assert gap.high < 0 and any("swapped" in str(w.message) for w in caught if w.category is IntervalWarning)
+    assert gap.high < 0 and any(
+        "swapped" in str(w.message) for w in caught if w.category is IntervalWarning
+    )
     events, _, error = _run(lambda: rc.assert_gap_below(gap, below=0.1))
     assert error is None and events[0].extra["sides_swapped"] is True
 
@@ -151,11 +197,23 @@ def test_a_swapped_accuracy_gap_warns_at_the_gate():
 def test_a_failing_interval_gate_on_few_units_says_why_in_its_message(few):
     four, grouped = few
     _, _, error = _run(lambda: rc.assert_grouped_recall_ci(grouped, at_least=0.99))
-    assert error is not None and "note: assert_grouped_recall_ci: grouped_recall@1: its interval rests on 4 groups" \
-        in str(error) and "smaller group_size" in str(error)
-    gap = rc.Gap("map", 0.1, -0.3, 0.5, 0.95, "percentile bootstrap over classes", 0.9, 0.8, 4, 60, "classes")
+    assert (
+        error is not None
+        and "note: assert_grouped_recall_ci: grouped_recall@1: its interval rests on 4 groups"
+        in str(error)
+        and "smaller group_size" in str(error)
+    )
+    gap = rc.Gap(
+        "map", 0.1, -0.3, 0.5, 0.95, "percentile bootstrap over classes", 0.9, 0.8, 4, 60, "classes"
+    )
     _, _, error = _run(lambda: rc.assert_gap_below(gap, below=0.2))
-    assert error is not None and "note: map gap, train side: its interval rests on 4 classes" in str(error)
+    assert (
+        error is not None
+        and "note: map gap, train side: its interval rests on 4 classes" in str(error)
+    )
     c = rc.compare(_evaluate(2, 4, 2.5, group_size=2), four, "map")
     _, _, error = _run(lambda: rc.assert_not_worse(c, rule="non_inferior", margin=0.001))
-    assert error is not None and "note: assert_not_worse: map difference: its interval rests on 4 classes" in str(error)
+    assert (
+        error is not None
+        and "note: assert_not_worse: map difference: its interval rests on 4 classes" in str(error)
+    )

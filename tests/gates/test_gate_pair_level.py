@@ -17,8 +17,13 @@ def test_the_gate_checks_the_precision_level_it_was_given():
     G = np.array([3] * 9 + [2, 1], np.float32)[:, None]
     rel = np.array([[True] * 9 + [False, True]])
     level = 0.9999999  # 9 / 9 reaches it, 10 / 11 does not
-    res = rc.evaluate(Q, G, relevance=rel, similarity="dot",
-                      metrics=[f"recall_at_precision@{level!r}", "recall_at_precision@0.9"])
+    res = rc.evaluate(
+        Q,
+        G,
+        relevance=rel,
+        similarity="dot",
+        metrics=[f"recall_at_precision@{level!r}", "recall_at_precision@0.9"],
+    )
     assert res[f"recall_at_precision@{level!r}"] == 0.9
     rc.assert_recall_at_precision(res, 0.9, precision=level)
     with pytest.raises(AssertionError, match=r"recall_at_precision@0\.9999999 "):

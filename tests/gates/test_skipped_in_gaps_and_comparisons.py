@@ -47,7 +47,9 @@ def test_gap_and_comparison_carry_the_counts(pair):
 @pytest.mark.parametrize("metric", ["map", "hit_rate@1"])
 def test_gap_gate_records_and_warns_about_skipped_queries(pair, metric):
     a, b = pair
-    events, warned, error = _run(lambda: rc.assert_gap_below(rc.generalization_gap(a, b, metric), 0.5))
+    events, warned, error = _run(
+        lambda: rc.assert_gap_below(rc.generalization_gap(a, b, metric), 0.5)
+    )
     assert error is None
     (event,) = events
     assert (event.n_used, event.n_skipped) == (200, 80)
@@ -59,13 +61,17 @@ def test_gap_gate_records_and_warns_about_skipped_queries(pair, metric):
 @pytest.mark.parametrize("rule", ["value", "significant", "non_inferior"])
 def test_comparison_gate_records_and_warns_about_skipped_queries(pair, rule):
     a, b = pair
-    events, warned, _ = _run(lambda: rc.assert_not_worse(rc.compare(a, b, "map"), margin=0.5, rule=rule))
+    events, warned, _ = _run(
+        lambda: rc.assert_not_worse(rc.compare(a, b, "map"), margin=0.5, rule=rule)
+    )
     (event,) = events
     assert (event.n_used, event.n_skipped) == (100, 40)
     assert warned and "skipped 40 of 140" in warned[0]
 
 
-@pytest.mark.parametrize("max_skipped, fails", [(0, True), (39, True), (40, False), (0.25, True), (0.3, False)])
+@pytest.mark.parametrize(
+    "max_skipped, fails", [(0, True), (39, True), (40, False), (0.25, True), (0.3, False)]
+)
 def test_gap_gate_honours_max_skipped_on_each_side(pair, max_skipped, fails):
     a, b = pair
     gap = rc.generalization_gap(a, b, "map")
@@ -80,7 +86,9 @@ def test_gap_gate_honours_max_skipped_on_each_side(pair, max_skipped, fails):
 def test_comparison_gate_honours_max_skipped(pair, max_skipped, fails):
     a, b = pair
     comp = rc.compare(a, b, "map")
-    events, _, error = _run(lambda: rc.assert_not_worse(comp, margin=0.5, rule="value", max_skipped=max_skipped))
+    events, _, error = _run(
+        lambda: rc.assert_not_worse(comp, margin=0.5, rule="value", max_skipped=max_skipped)
+    )
     assert (error is not None) is fails
     assert events[0].passed is (not fails)
 
@@ -101,5 +109,7 @@ def test_no_skipped_queries_no_warning():
     y = np.repeat(np.arange(10), 4)
     a = rc.evaluate(rng.normal(size=(40, 6)), query_labels=y, metrics=["map"])
     b = rc.evaluate(rng.normal(size=(40, 6)), query_labels=y, metrics=["map"])
-    events, warned, _ = _run(lambda: rc.assert_gap_below(rc.generalization_gap(a, b, "map"), 0.9, max_skipped=0))
+    events, warned, _ = _run(
+        lambda: rc.assert_gap_below(rc.generalization_gap(a, b, "map"), 0.9, max_skipped=0)
+    )
     assert not warned and events[0].n_skipped == 0 and events[0].warnings == []

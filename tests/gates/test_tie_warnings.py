@@ -7,7 +7,6 @@ data and below the tolerance, and map@K, whose extremes are not the two policies
 from __future__ import annotations
 
 import itertools
-import math
 import warnings
 
 import numpy as np
@@ -32,8 +31,16 @@ def _codes_8bit(seed: int = 0):
 @pytest.fixture(scope="module")
 def tied():
     B, y = _codes_8bit()
-    return {ties: rc.evaluate(B, query_labels=y, metrics=TIE_METRICS, similarity="hamming", ties=ties)
-            for ties in ("pessimistic", "optimistic", "average")}, B, y
+    return (
+        {
+            ties: rc.evaluate(
+                B, query_labels=y, metrics=TIE_METRICS, similarity="hamming", ties=ties
+            )
+            for ties in ("pessimistic", "optimistic", "average")
+        },
+        B,
+        y,
+    )
 
 
 def _gate(fn, *args, **kwargs):
@@ -65,10 +72,18 @@ def test_tie_values_of_8bit_codes_are_the_brute_force_orders(tied):
     rel = y[:, None] == y[None, :]
     keep = ~np.eye(y.size, dtype=bool)
     for name in ["hit_rate@1", "map", "map@R"]:
-        pess = np.mean([query_metric(name, sorted_relevance(-D[i], rel[i], keep[i], "pessimistic"))
-                        for i in range(y.size)])
-        opt = np.mean([query_metric(name, sorted_relevance(-D[i], rel[i], keep[i], "optimistic"))
-                       for i in range(y.size)])
+        pess = np.mean(
+            [
+                query_metric(name, sorted_relevance(-D[i], rel[i], keep[i], "pessimistic"))
+                for i in range(y.size)
+            ]
+        )
+        opt = np.mean(
+            [
+                query_metric(name, sorted_relevance(-D[i], rel[i], keep[i], "optimistic"))
+                for i in range(y.size)
+            ]
+        )
         for r in results.values():
             assert r.tie_range(name) == pytest.approx((pess, opt), abs=1e-12)
         assert opt - pess > 0.05  # tie-heavy: the gates below must warn
@@ -92,10 +107,14 @@ def test_threshold_inside_the_range_warns_that_the_verdict_depends_on_the_order(
     texts, heard, error, _ = _gate(rc.assert_metric, r, "hit_rate@1", at_least=at_least)
     assert (error is None) == (r["hit_rate@1"] >= at_least)  # optimistic passes, pessimistic fails
     (text,) = [t for t in texts if "tie" in t]
-    for fragment in [f"assert_metric: hit_rate@1 ranges from {lo:.4f} to {hi:.4f}",
-                     f"{r.tied_share:.1%} of relevant items tie with a non-relevant one",
-                     f"ties={ties!r}", "the verdict depends on it", f"at_least={at_least:g} lies inside that range",
-                     "another tie order would decide otherwise"]:
+    for fragment in [
+        f"assert_metric: hit_rate@1 ranges from {lo:.4f} to {hi:.4f}",
+        f"{r.tied_share:.1%} of relevant items tie with a non-relevant one",
+        f"ties={ties!r}",
+        "the verdict depends on it",
+        f"at_least={at_least:g} lies inside that range",
+        "another tie order would decide otherwise",
+    ]:
         assert fragment in text, fragment
     assert "the verdict is the same" not in text
     (event,) = heard
@@ -111,15 +130,23 @@ def test_threshold_outside_the_range_warns_that_the_verdict_does_not_depend_on_i
     results, _, _ = tied
     r = results[ties]
     lo, hi = r.tie_range("map")
-    for kwargs, passes in [({"at_least": lo / 2}, True), ({"at_least": (1 + hi) / 2}, False),
-                           ({"at_most": (1 + hi) / 2}, True), ({"at_least": lo}, True), ({"at_most": hi}, True)]:
+    for kwargs, passes in [
+        ({"at_least": lo / 2}, True),
+        ({"at_least": (1 + hi) / 2}, False),
+        ({"at_most": (1 + hi) / 2}, True),
+        ({"at_least": lo}, True),
+        ({"at_most": hi}, True),
+    ]:
         texts, heard, error, _ = _gate(rc.assert_metric, r, "map", **kwargs)
         assert (error is None) == passes, kwargs
         (text,) = [t for t in texts if "tie" in t]
         assert f"map ranges from {lo:.4f} to {hi:.4f}" in text and f"ties={ties!r}" in text
         assert "the verdict is the same under every tie order" in text, kwargs
         assert "depends on it" not in text
-        assert heard[0].warnings == [text.removeprefix("retrieval-checks: ")] and heard[0].passed == passes
+        assert (
+            heard[0].warnings == [text.removeprefix("retrieval-checks: ")]
+            and heard[0].passed == passes
+        )
 
 
 def test_at_most_inside_the_range_and_rank_metrics(tied):
@@ -133,7 +160,8 @@ def test_at_most_inside_the_range_and_rank_metrics(tied):
     (text,) = [t for t in texts if "tie" in t]
     assert f"meanr ranges from {lo:.2f} to {hi:.2f}" in text
     assert f"at_most={at_most:g} lies inside that range" in text and heard[0].warnings == [
-        text.removeprefix("retrieval-checks: ")]
+        text.removeprefix("retrieval-checks: ")
+    ]
     # both bounds: only the one inside the range is named
     texts, _, _, _ = _gate(rc.assert_metric, r, "meanr", at_least=1.1, at_most=at_most)
     (text,) = [t for t in texts if "tie" in t]
@@ -143,14 +171,21 @@ def test_at_most_inside_the_range_and_rank_metrics(tied):
 def test_wrapper_gates_warn_under_their_own_name_at_the_callers_line(tied):
     results, _, _ = tied
     r = results["optimistic"]
-    for gate, kwargs, name in [(rc.assert_map_at_least, {"metric": "map@R"}, "map@R"),
-                               (rc.assert_recall_at_least, {"k": 1}, "hit_rate@1")]:
+    for gate, kwargs, name in [
+        (rc.assert_map_at_least, {"metric": "map@R"}, "map@R"),
+        (rc.assert_recall_at_least, {"k": 1}, "hit_rate@1"),
+    ]:
         lo, hi = r.tie_range(name)
         texts, heard, error, caught = _gate(gate, r, (lo + hi) / 2, **kwargs)
         assert error is None  # optimistic value: the high end
         (text,) = [t for t in texts if "tie" in t]
-        assert text.startswith(f"retrieval-checks: {gate.__name__}: {name} ranges from") and "depends on it" in text
-        assert heard[0].gate == gate.__name__ and heard[0].warnings == [text.removeprefix("retrieval-checks: ")]
+        assert (
+            text.startswith(f"retrieval-checks: {gate.__name__}: {name} ranges from")
+            and "depends on it" in text
+        )
+        assert heard[0].gate == gate.__name__ and heard[0].warnings == [
+            text.removeprefix("retrieval-checks: ")
+        ]
         (w,) = [w for w in caught if "tie" in str(w.message)]
         assert w.filename == __file__  # stacklevel points past the library
 
@@ -159,13 +194,18 @@ def test_failing_gate_message_has_the_ties_line(tied):
     results, _, _ = tied
     r = results["pessimistic"]
     lo, hi = r.tie_range("hit_rate@1")
-    with pytest.warns(RuntimeWarning, match="verdict depends on it"), pytest.raises(AssertionError) as info:
+    with (
+        pytest.warns(RuntimeWarning, match="verdict depends on it"),
+        pytest.raises(AssertionError) as info,
+    ):
         rc.assert_recall_at_least(r, (lo + hi) / 2)
     msg = str(info.value)
     lines = [line.strip() for line in msg.splitlines()]
     (ties_line,) = [line for line in lines if line.startswith("ties:")]
     assert ties_line == r.tie_note("hit_rate@1")
-    assert f"{lo:.4f} to {hi:.4f} over every order" in ties_line and "ties='pessimistic'" in ties_line
+    assert (
+        f"{lo:.4f} to {hi:.4f} over every order" in ties_line and "ties='pessimistic'" in ties_line
+    )
     assert f"{r.tied_share:.1%} of relevant items tie" in ties_line
     assert lines[0].startswith("hit_rate@1 value") and "< " in lines[0]
 
@@ -182,10 +222,11 @@ def test_no_tie_warning_on_tie_free_data():
         assert lo == hi == r[name] and r.tie_note(name) == ""
         assert not any(d.startswith("ties:") for d in r.measure(name).details)
     for gate, args, kwargs, passes in [
-            (rc.assert_metric, ("map",), {"at_least": r["map"] - 0.01}, True),
-            (rc.assert_map_at_least, (r["map@R"] - 0.01,), {"metric": "map@R"}, True),
-            (rc.assert_recall_at_least, (r["hit_rate@1"] - 0.01,), {}, True),
-            (rc.assert_metric, ("map",), {"at_least": r["map"] + 0.01}, False)]:
+        (rc.assert_metric, ("map",), {"at_least": r["map"] - 0.01}, True),
+        (rc.assert_map_at_least, (r["map@R"] - 0.01,), {"metric": "map@R"}, True),
+        (rc.assert_recall_at_least, (r["hit_rate@1"] - 0.01,), {}, True),
+        (rc.assert_metric, ("map",), {"at_least": r["map"] + 0.01}, False),
+    ]:
         texts, heard, error, _ = _gate(gate, r, *args, **kwargs)
         assert texts == [] and heard[0].warnings == [] and "tie_range" in heard[0].extra
         assert (error is None) == passes
@@ -200,7 +241,9 @@ def test_a_range_within_the_tolerance_is_not_worth_a_warning(n_queries, warns):
     q = np.ones((n_queries, 1))
     G = np.array([[4.0], [4.0], [3.0], [1.0]])
     relevance = [[1]] + [[0, 1]] * (n_queries - 1)  # query 0: item 1 ties with non-relevant item 0
-    r = rc.evaluate(q, G, relevance=relevance, metrics=["hit_rate@1"], similarity="dot", ties="optimistic")
+    r = rc.evaluate(
+        q, G, relevance=relevance, metrics=["hit_rate@1"], similarity="dot", ties="optimistic"
+    )
     lo, hi = r.tie_range("hit_rate@1")
     assert (lo, hi) == pytest.approx(((n_queries - 1) / n_queries, 1.0))
     assert r.tied_share == pytest.approx(1 / (2 * n_queries - 1))
@@ -221,7 +264,9 @@ def _enumerated(scores, relevant, name):
 
 def _one_query(scores, relevant, name, ties):
     G = np.asarray(scores, float)[:, None]
-    return rc.evaluate(np.ones((1, 1)), G, relevance=[relevant], metrics=[name], similarity="dot", ties=ties)
+    return rc.evaluate(
+        np.ones((1, 1)), G, relevance=[relevant], metrics=[name], similarity="dot", ties=ties
+    )
 
 
 def test_map_at_k_extremes_3_2_1_1_0_0():
@@ -230,30 +275,48 @@ def test_map_at_k_extremes_3_2_1_1_0_0():
     (pessimistic: one hit, 1/1 = 1). Pessimistic is the higher value."""
     scores, relevant = np.array([3, 2, 1, 1, 0, 0]), [0, 2]
     rel = np.array([1, 0, 1, 0, 0, 0])
-    pess = query_metric("map@3", sorted_relevance(scores.astype(float), rel, np.ones(6, bool), "pessimistic"))
-    opt = query_metric("map@3", sorted_relevance(scores.astype(float), rel, np.ones(6, bool), "optimistic"))
+    pess = query_metric(
+        "map@3", sorted_relevance(scores.astype(float), rel, np.ones(6, bool), "pessimistic")
+    )
+    opt = query_metric(
+        "map@3", sorted_relevance(scores.astype(float), rel, np.ones(6, bool), "optimistic")
+    )
     low, high = _enumerated(scores, relevant, "map@3")
     assert (pess, opt) == pytest.approx((1.0, 5 / 6)) and (low, high) == pytest.approx((5 / 6, 1.0))
-    results = {t: _one_query(scores, relevant, "map@3", t) for t in ("pessimistic", "optimistic", "average")}
+    results = {
+        t: _one_query(scores, relevant, "map@3", t)
+        for t in ("pessimistic", "optimistic", "average")
+    }
     for ties, r in results.items():
         assert r.tie_range("map@3") == pytest.approx((low, high), abs=1e-15)
         v = r.tie_values["map@3"]
         assert v["pessimistic"] == pytest.approx(pess) and v["optimistic"] == pytest.approx(opt)
         assert r.tied_share == 0.5
         note = r.tie_note("map@3")
-        assert "0.8333 to 1.0000 over every order" in note and "pessimistic 1.0000, optimistic 0.8333" in note
-        assert "map@K is not monotone in rank, so these are its true extremes, not the two policies" in note
+        assert (
+            "0.8333 to 1.0000 over every order" in note
+            and "pessimistic 1.0000, optimistic 0.8333" in note
+        )
+        assert (
+            "map@K is not monotone in rank, so these are its true extremes, not the two policies"
+            in note
+        )
         assert f"ties={ties!r}" in note
     assert results["pessimistic"]["map@3"] == pytest.approx(1.0)
     assert results["optimistic"]["map@3"] == pytest.approx(5 / 6)
-    assert results["average"]["map@3"] == pytest.approx((1.0 + 5 / 6) / 2)  # two orders, equally likely
+    assert results["average"]["map@3"] == pytest.approx(
+        (1.0 + 5 / 6) / 2
+    )  # two orders, equally likely
     # plain map is monotone: no "true extremes" remark
     r = _one_query(scores, relevant, "map", "average")
     assert r.tie_note("map") and "true extremes" not in r.tie_note("map")
-    texts, heard, error, _ = _gate(rc.assert_map_at_least, results["pessimistic"], 0.9, metric="map@3")
+    texts, heard, error, _ = _gate(
+        rc.assert_map_at_least, results["pessimistic"], 0.9, metric="map@3"
+    )
     assert error is None and "at_least=0.9 lies inside that range" in texts[0]
-    assert "map@3 ranges from 0.8333 to 1.0000" in texts[0] and heard[0].extra["tie_range"] == pytest.approx(
-        [5 / 6, 1.0])
+    assert "map@3 ranges from 0.8333 to 1.0000" in texts[0] and heard[0].extra[
+        "tie_range"
+    ] == pytest.approx([5 / 6, 1.0])
 
 
 def test_map_at_k_true_extremes_lie_beyond_both_policies():
@@ -270,7 +333,9 @@ def test_map_at_k_true_extremes_lie_beyond_both_policies():
     at_least = round((v["optimistic"] + high) / 2, 3)
     texts, heard, error, _ = _gate(rc.assert_map_at_least, r, at_least, metric=name)
     assert error is not None and "ties:" in str(error) and "true extremes" in str(error)
-    assert f"at_least={at_least:g} lies inside that range" in texts[0] and f"to {high:.4f}" in texts[0]
+    assert (
+        f"at_least={at_least:g} lies inside that range" in texts[0] and f"to {high:.4f}" in texts[0]
+    )
     assert heard[0].passed is False and heard[0].warnings
 
 
@@ -284,8 +349,9 @@ def test_map_at_k_range_equals_enumeration_on_random_small_rankings(seed):
         k = int(rng.integers(1, n + 1))
         for name in (f"map@{k}", "map", f"hit_rate@{k}", "mrr"):
             r = _one_query(scores, relevant, name, "average")
-            assert r.tie_range(name) == pytest.approx(_enumerated(scores, relevant, name), abs=1e-12), (
-                scores, relevant, name)
+            assert r.tie_range(name) == pytest.approx(
+                _enumerated(scores, relevant, name), abs=1e-12
+            ), (scores, relevant, name)
 
 
 @pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average"])
@@ -294,7 +360,9 @@ def test_the_advice_names_the_worst_order_and_never_asks_for_what_was_already_do
     says so instead of advising ties='pessimistic'; otherwise it gives the worst order's
     value (for map@K, no policy gives it: its true minimum)."""
     B, y = _codes_8bit()
-    r = rc.evaluate(B, query_labels=y, metrics=["hit_rate@1", "map@5"], similarity="hamming", ties=ties)
+    r = rc.evaluate(
+        B, query_labels=y, metrics=["hit_rate@1", "map@5"], similarity="hamming", ties=ties
+    )
     for name in ("hit_rate@1", "map@5"):
         lo, hi = r.tie_range(name)
         texts, _, _, _ = _gate(rc.assert_metric, r, name, at_least=lo / 2)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def blobs(n_per_class: int = 12, n_classes: int = 4, d: int = 8, seed: int = 0, spread: float = 1.0):
+def blobs(
+    n_per_class: int = 12, n_classes: int = 4, d: int = 8, seed: int = 0, spread: float = 1.0
+):
     """Gaussian blobs: ``n_classes`` labels, ``n_per_class`` items each, float32."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(n_classes, d)) * 2.0
@@ -15,10 +17,12 @@ def blobs(n_per_class: int = 12, n_classes: int = 4, d: int = 8, seed: int = 0, 
     return x[order].astype(np.float32), y[order]
 
 
-WORDS = ("apple banana cherry grape lemon mango dog cat mouse horse sheep goat car bus train bike boat plane "
-         "red green blue black white pink").split()
+WORDS = (
+    "apple banana cherry grape lemon mango dog cat mouse horse sheep goat car bus train bike boat plane "
+    "red green blue black white pink"
+).split()
 #: Four topics of six words each: a text's topic is its label.
-TOPICS = [WORDS[i:i + 6] for i in range(0, 24, 6)]
+TOPICS = [WORDS[i : i + 6] for i in range(0, 24, 6)]
 
 
 def tiny_bert(path, seed: int = 0, hidden: int = 16) -> str:
@@ -28,10 +32,18 @@ def tiny_bert(path, seed: int = 0, hidden: int = 16) -> str:
     from transformers import BertConfig, BertModel, BertTokenizer
 
     path.mkdir(parents=True, exist_ok=True)
-    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    (path / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n"
+    )
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=5 + len(WORDS), hidden_size=hidden, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=2 * hidden, max_position_embeddings=32)
+    cfg = BertConfig(
+        vocab_size=5 + len(WORDS),
+        hidden_size=hidden,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=32,
+    )
     BertModel(cfg).save_pretrained(path)
     BertTokenizer(str(path / "vocab.txt")).save_pretrained(path)
     return str(path)

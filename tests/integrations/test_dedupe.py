@@ -6,23 +6,28 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _integration_data import blobs
 
 import retrieval_checks as rc
 from retrieval_checks.integrations import dedupe_by_id
 
-from _integration_data import blobs
 
-
-@pytest.mark.parametrize("n, world, shuffle", [(10, 4, True), (11, 2, False), (7, 3, True), (12, 4, False)])
+@pytest.mark.parametrize(
+    "n, world, shuffle", [(10, 4, True), (11, 2, False), (7, 3, True), (12, 4, False)]
+)
 def test_padded_all_gather_is_deduplicated(n, world, shuffle):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DistributedSampler
 
     x, y = blobs(n_per_class=n, n_classes=3, seed=n)
     data = list(range(len(y)))
-    per_rank = [list(DistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=3))
-                for r in range(world)]
-    gathered = np.concatenate(per_rank)  # what all_gather returns: rank 0's items, then rank 1's, ...
+    per_rank = [
+        list(DistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=3))
+        for r in range(world)
+    ]
+    gathered = np.concatenate(
+        per_rank
+    )  # what all_gather returns: rank 0's items, then rank 1's, ...
     assert gathered.size == world * -(-len(y) // world)
     gx, gy, gids, dropped = dedupe_by_id(x[gathered], y[gathered], gathered)
     assert dropped == gathered.size - len(y)
@@ -46,7 +51,9 @@ def test_nothing_repeated_nothing_dropped():
 def test_repeats_computed_with_different_rounding_are_still_the_same_item():
     x, y = blobs(seed=2)
     ids = np.r_[np.arange(len(y)), [0, 1]]
-    xx = np.vstack([x, x[:2] * (1 + 1e-7)]).astype(np.float32)  # another rank's batch shape: last bits differ
+    xx = np.vstack([x, x[:2] * (1 + 1e-7)]).astype(
+        np.float32
+    )  # another rank's batch shape: last bits differ
     _, _, _, dropped = dedupe_by_id(xx, np.r_[y, y[:2]], ids)
     assert dropped == 2
 
@@ -77,8 +84,12 @@ def test_importing_the_integrations_loads_no_training_library():
     import subprocess
     import sys
 
-    code = ("import sys, retrieval_checks, retrieval_checks.integrations as i; "
-            "heavy = ['torch', 'lightning', 'pytorch_lightning', 'transformers', 'sentence_transformers']; "
-            "print([m for m in heavy if m in sys.modules]); print(sorted(i.__all__) == sorted(dir(i)) or dir(i))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    code = (
+        "import sys, retrieval_checks, retrieval_checks.integrations as i; "
+        "heavy = ['torch', 'lightning', 'pytorch_lightning', 'transformers', 'sentence_transformers']; "
+        "print([m for m in heavy if m in sys.modules]); print(sorted(i.__all__) == sorted(dir(i)) or dir(i))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     assert out[0] == "[]", out[0]

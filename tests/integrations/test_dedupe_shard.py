@@ -12,12 +12,11 @@ import threading
 
 import numpy as np
 import pytest
+from _integration_data import blobs
 
 from retrieval_checks.errors import InputError
 from retrieval_checks.integrations import dedupe_by_id
 from retrieval_checks.integrations._gating import dedupe_shard
-
-from _integration_data import blobs
 
 
 def run_ranks(shards, **kwargs):
@@ -54,20 +53,31 @@ def sampler_shards(x, y, world, shuffle):
     from torch.utils.data import DistributedSampler
 
     data = list(range(len(y)))
-    idx = [np.asarray(list(DistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=5)), np.int64)
-           for r in range(world)]
+    idx = [
+        np.asarray(
+            list(DistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=5)),
+            np.int64,
+        )
+        for r in range(world)
+    ]
     assert torch is not None
     return [(x[i], y[i], i) for i in idx]
 
 
-@pytest.mark.parametrize("n, world, shuffle", [(10, 4, True), (11, 2, False), (7, 3, True), (12, 4, False)])
+@pytest.mark.parametrize(
+    "n, world, shuffle", [(10, 4, True), (11, 2, False), (7, 3, True), (12, 4, False)]
+)
 def test_each_rank_keeps_what_dedupe_by_id_keeps_on_the_concatenation(n, world, shuffle):
     x, y = blobs(n_per_class=n, n_classes=3, seed=n)
     shards = sampler_shards(x, y, world, shuffle)
-    gx, gy, gids, dropped = dedupe_by_id(*(np.concatenate([s[i] for s in shards]) for i in range(3)))
+    gx, gy, gids, dropped = dedupe_by_id(
+        *(np.concatenate([s[i] for s in shards]) for i in range(3))
+    )
     got = run_ranks(shards)
     assert all(not isinstance(g, Exception) for g in got), got
-    assert {g.n_dropped for g in got} == {dropped} and dropped == world * -(-len(y) // world) - len(y)
+    assert {g.n_dropped for g in got} == {dropped} and dropped == world * -(-len(y) // world) - len(
+        y
+    )
     assert {g.n_total for g in got} == {len(y)}
     assert np.array_equal(np.concatenate([g.positions for g in got]), np.arange(len(y)))
     assert np.array_equal(np.concatenate([g.embeddings for g in got]), gx)
@@ -78,8 +88,11 @@ def test_each_rank_keeps_what_dedupe_by_id_keeps_on_the_concatenation(n, world, 
 def test_repeats_within_one_rank_and_a_rank_without_items():
     x, y = blobs(n_per_class=4, n_classes=2, seed=3)
     ids = np.arange(len(y))
-    shards = [(x[[0, 1, 1, 2]], y[[0, 1, 1, 2]], ids[[0, 1, 1, 2]]), (None, None, None),
-              (x[[2, 3, 0, 4]], y[[2, 3, 0, 4]], ids[[2, 3, 0, 4]])]
+    shards = [
+        (x[[0, 1, 1, 2]], y[[0, 1, 1, 2]], ids[[0, 1, 1, 2]]),
+        (None, None, None),
+        (x[[2, 3, 0, 4]], y[[2, 3, 0, 4]], ids[[2, 3, 0, 4]]),
+    ]
     got = run_ranks(shards)
     assert [g.n_dropped for g in got] == [3, 3, 3]
     assert [g.ids.tolist() for g in got] == [[0, 1, 2], [], [3, 4]]
@@ -103,7 +116,11 @@ def test_a_repeat_with_another_embedding_is_refused_on_every_rank_and_rounding_i
     assert [g.n_dropped for g in got] == [2, 2] and got[1].ids.size == 0
     far = x[3:5] + 1.0
     got = run_ranks([(x[:5], y[:5], np.arange(5)), (far, y[3:5], np.arange(3, 5))])
-    assert all(isinstance(g, InputError) and "different embeddings" in str(g) and "id 3" in str(g)
-               for g in got), got
-    with pytest.raises(InputError, match="different embeddings"):  # the same check as dedupe_by_id's
+    assert all(
+        isinstance(g, InputError) and "different embeddings" in str(g) and "id 3" in str(g)
+        for g in got
+    ), got
+    with pytest.raises(
+        InputError, match="different embeddings"
+    ):  # the same check as dedupe_by_id's
         dedupe_by_id(np.vstack([x[:5], far]), np.r_[y[:5], y[3:5]], np.r_[np.arange(5), [3, 4]])

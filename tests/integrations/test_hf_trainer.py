@@ -15,12 +15,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
 
-from transformers import BertForSequenceClassification, BertTokenizer, Trainer, TrainingArguments  # noqa: E402
+from _integration_data import tiny_bert, topic_texts  # noqa: E402
+from transformers import (  # noqa: E402
+    BertForSequenceClassification,
+    BertTokenizer,
+    Trainer,
+    TrainingArguments,
+)
 
 import retrieval_checks as rc  # noqa: E402
 from retrieval_checks.integrations import RetrievalChecksTrainerCallback  # noqa: E402
-
-from _integration_data import tiny_bert, topic_texts  # noqa: E402
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 
@@ -34,8 +38,11 @@ class Texts(torch.utils.data.Dataset):
         return len(self.labels)
 
     def __getitem__(self, i):
-        return {"input_ids": self.enc["input_ids"][i], "attention_mask": self.enc["attention_mask"][i],
-                "labels": self.labels[i]}
+        return {
+            "input_ids": self.enc["input_ids"][i],
+            "attention_mask": self.enc["attention_mask"][i],
+            "labels": self.labels[i],
+        }
 
 
 @pytest.fixture(scope="module")
@@ -61,29 +68,58 @@ def _embed_fn(tok, texts):
 def _trainer(tmp_path, path, train, callback, max_steps, **more):
     torch.manual_seed(0)
     model = BertForSequenceClassification.from_pretrained(path, num_labels=4)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=max_steps, eval_strategy="steps",
-                             eval_steps=1, per_device_train_batch_size=8, report_to=[], use_cpu=True,
-                             save_strategy="no", logging_steps=1, learning_rate=1e-2, **more)
-    return Trainer(model=model, args=args, train_dataset=train, eval_dataset=train, callbacks=[callback])
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=max_steps,
+        eval_strategy="steps",
+        eval_steps=1,
+        per_device_train_batch_size=8,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_steps=1,
+        learning_rate=1e-2,
+        **more,
+    )
+    return Trainer(
+        model=model, args=args, train_dataset=train, eval_dataset=train, callbacks=[callback]
+    )
 
 
 def test_metrics_added_at_each_evaluation_equal_evaluate(tmp_path, setup):
     path, tok, train, (texts, topics) = setup
     embed = _embed_fn(tok, texts)
-    cb = RetrievalChecksTrainerCallback(lambda model: (embed(model), topics), ["map@R", "hit_rate@1"],
-                                        gates={"map@R": {"at_least": 0.01}})
-    trainer = _trainer(tmp_path, path, train, cb, max_steps=2, metric_for_best_model="rc_map@R",
-                       greater_is_better=True)
+    cb = RetrievalChecksTrainerCallback(
+        lambda model: (embed(model), topics),
+        ["map@R", "hit_rate@1"],
+        gates={"map@R": {"at_least": 0.01}},
+    )
+    trainer = _trainer(
+        tmp_path,
+        path,
+        train,
+        cb,
+        max_steps=2,
+        metric_for_best_model="rc_map@R",
+        greater_is_better=True,
+    )
     trainer.train()
     entries = [h for h in trainer.state.log_history if "eval_rc_map@R" in h]
     assert [e["step"] for e in entries] == [1, 2]
     model = trainer.model.eval()
     with torch.no_grad():
         ref = rc.evaluate(embed(model), query_labels=topics, metrics=["map@R", "hit_rate@1"])
-    assert entries[-1]["eval_rc_map@R"] == ref["map@R"] and entries[-1]["eval_rc_hit_rate@1"] == ref["hit_rate@1"]
+    assert (
+        entries[-1]["eval_rc_map@R"] == ref["map@R"]
+        and entries[-1]["eval_rc_hit_rate@1"] == ref["hit_rate@1"]
+    )
     assert entries[-1]["eval_rc_gate/map@R"] == 1.0
-    assert trainer.state.best_metric == max(e["eval_rc_map@R"] for e in entries)  # model selection reads them
-    out = trainer.evaluate()  # the returned metrics hold them too (what metric_for_best_model reads)
+    assert trainer.state.best_metric == max(
+        e["eval_rc_map@R"] for e in entries
+    )  # model selection reads them
+    out = (
+        trainer.evaluate()
+    )  # the returned metrics hold them too (what metric_for_best_model reads)
     assert out["eval_rc_map@R"] == ref["map@R"]
     assert trainer.state.global_step == 2  # a passing gate does not stop training
 
@@ -91,8 +127,11 @@ def test_metrics_added_at_each_evaluation_equal_evaluate(tmp_path, setup):
 def test_a_failing_gate_stops_training(tmp_path, setup):
     path, tok, train, (texts, topics) = setup
     embed = _embed_fn(tok, texts)
-    cb = RetrievalChecksTrainerCallback(lambda model: {"queries": embed(model), "query_labels": topics},
-                                        gates={"map@R": {"at_least": 0.999}}, stop_on_failure=True)
+    cb = RetrievalChecksTrainerCallback(
+        lambda model: {"queries": embed(model), "query_labels": topics},
+        gates={"map@R": {"at_least": 0.999}},
+        stop_on_failure=True,
+    )
     trainer = _trainer(tmp_path, path, train, cb, max_steps=6)
     with pytest.warns(RuntimeWarning, match="gate on map@R failed at step 1"):
         trainer.train()
@@ -100,12 +139,15 @@ def test_a_failing_gate_stops_training(tmp_path, setup):
     assert cb.last_values["eval_rc_gate/map@R"] == 0.0
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"embed": None}, "embed=None"),
-    ({"gates": {"map@R": {"at_least": 70}}}, r"0\.7"),
-    ({"stop_on_failure": 1}, "stop_on_failure=1"),
-    ({"max_memory": "lots"}, "max_memory"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"embed": None}, "embed=None"),
+        ({"gates": {"map@R": {"at_least": 70}}}, r"0\.7"),
+        ({"stop_on_failure": 1}, "stop_on_failure=1"),
+        ({"max_memory": "lots"}, "max_memory"),
+    ],
+)
 def test_options_are_checked_when_built(kwargs, match):
     args = {"embed": lambda m: None, "metrics": ["map@R"]} | kwargs
     with pytest.raises(rc.InputError, match=match):

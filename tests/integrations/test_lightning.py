@@ -17,13 +17,15 @@ pytest.importorskip("lightning")
 torch = pytest.importorskip("torch")
 
 import lightning.pytorch as pl  # noqa: E402
+from _integration_data import blobs  # noqa: E402
 from lightning.pytorch.loggers import CSVLogger  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.integrations import DiscriminantRatioMonitor, RetrievalChecksCallback  # noqa: E402
-
-from _integration_data import blobs  # noqa: E402
+from retrieval_checks.integrations import (  # noqa: E402
+    DiscriminantRatioMonitor,
+    RetrievalChecksCallback,
+)
 
 
 class Embedder(pl.LightningModule):
@@ -40,7 +42,11 @@ class Embedder(pl.LightningModule):
     def training_step(self, batch, _):
         x, y, _ids = batch
         e = self.net(x)
-        return {"loss": torch.nn.functional.cross_entropy(self.head(e), y), "embeddings": e, "labels": y}
+        return {
+            "loss": torch.nn.functional.cross_entropy(self.head(e), y),
+            "embeddings": e,
+            "labels": y,
+        }
 
     def validation_step(self, batch, _, dataloader_idx=0):
         x, y, ids = batch
@@ -59,9 +65,17 @@ def _loaders(seed=0):
 
 
 def _trainer(tmp_path, callbacks, max_epochs=2):
-    return pl.Trainer(accelerator="cpu", max_epochs=max_epochs, logger=CSVLogger(tmp_path), enable_checkpointing=False,
-                      callbacks=callbacks, enable_progress_bar=False, enable_model_summary=False,
-                      log_every_n_steps=1, num_sanity_val_steps=1)
+    return pl.Trainer(
+        accelerator="cpu",
+        max_epochs=max_epochs,
+        logger=CSVLogger(tmp_path),
+        enable_checkpointing=False,
+        callbacks=callbacks,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+        num_sanity_val_steps=1,
+    )
 
 
 def _rows(trainer):
@@ -82,13 +96,18 @@ def trained(tmp_path_factory):
     model = Embedder()
     snapshots = []
 
-    class Snapshot(pl.Callback):  # the validation embeddings the callback saw, recomputed independently
+    class Snapshot(
+        pl.Callback
+    ):  # the validation embeddings the callback saw, recomputed independently
         def on_validation_epoch_end(self, trainer, pl_module):
             if not trainer.sanity_checking:
                 snapshots.append(_val_embeddings(pl_module, xv))
 
-    cb = RetrievalChecksCallback(["map@R", "hit_rate@1", "grouped_recall@1"], gates={"map@R": {"at_least": 0.05}},
-                                 group_size=2)
+    cb = RetrievalChecksCallback(
+        ["map@R", "hit_rate@1", "grouped_recall@1"],
+        gates={"map@R": {"at_least": 0.05}},
+        group_size=2,
+    )
     monitor = DiscriminantRatioMonitor()
     trainer = _trainer(tmp, [Snapshot(), cb, monitor])
     with warnings.catch_warnings():
@@ -102,12 +121,18 @@ def test_logged_metrics_equal_evaluate_on_the_same_embeddings(trained):
     rows = [r for r in _rows(trainer) if r.get("rc/map@R")]
     assert len(rows) == 2 == len(snapshots)  # one evaluation per epoch, none at the sanity check
     for row, emb in zip(rows, snapshots):
-        ref = rc.evaluate(emb, query_labels=yv, metrics=["map@R", "hit_rate@1", "grouped_recall@1"], group_size=2)
+        ref = rc.evaluate(
+            emb, query_labels=yv, metrics=["map@R", "hit_rate@1", "grouped_recall@1"], group_size=2
+        )
         for name in ("map@R", "hit_rate@1", "grouped_recall@1"):
-            assert float(row["rc/" + name]) == pytest.approx(float(np.float32(ref[name])), abs=0), name
+            assert float(row["rc/" + name]) == pytest.approx(float(np.float32(ref[name])), abs=0), (
+                name
+            )
         low, high = ref.intervals["grouped_recall@1"]
         assert float(row["rc/grouped_recall@1_low"]) == pytest.approx(float(np.float32(low)), abs=0)
-        assert float(row["rc/grouped_recall@1_high"]) == pytest.approx(float(np.float32(high)), abs=0)
+        assert float(row["rc/grouped_recall@1_high"]) == pytest.approx(
+            float(np.float32(high)), abs=0
+        )
         assert float(row["rc/gate/map@R"]) == 1.0
         assert float(row["rc/n_duplicates_dropped"]) == 0.0
     final = rc.evaluate(snapshots[-1], query_labels=yv, metrics=["map@R"])
@@ -117,7 +142,9 @@ def test_logged_metrics_equal_evaluate_on_the_same_embeddings(trained):
 
 def test_monitor_logs_the_discriminant_ratio_of_every_training_batch(trained):
     trainer, _, monitor, _, _, train = trained
-    logged = [float(r["rc/discriminant_ratio"]) for r in _rows(trainer) if r.get("rc/discriminant_ratio")]
+    logged = [
+        float(r["rc/discriminant_ratio"]) for r in _rows(trainer) if r.get("rc/discriminant_ratio")
+    ]
     assert len(monitor.values) == 2 * len(train) == len(logged)
     # the values themselves are checked against an independent computation in the next test
     for j, logged_j in zip(monitor.values, logged):
@@ -137,9 +164,16 @@ def test_monitor_value_equals_discriminant_ratio_of_the_batch(tmp_path):
         return e, batch[1]
 
     monitor = DiscriminantRatioMonitor(embed, name="J")
-    trainer = pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
-                         callbacks=[monitor], enable_progress_bar=False, enable_model_summary=False,
-                         limit_val_batches=0)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        callbacks=[monitor],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(model, train)
@@ -147,7 +181,10 @@ def test_monitor_value_equals_discriminant_ratio_of_the_batch(tmp_path):
     for (e, labels), j in zip(seen, monitor.values):
         # an independent trace computation of Tr(S_B) / Tr(S_W)
         mu = e.astype(np.float64).mean(0)
-        tb = sum((labels == c).sum() * ((e[labels == c].mean(0) - mu) ** 2).sum() for c in np.unique(labels))
+        tb = sum(
+            (labels == c).sum() * ((e[labels == c].mean(0) - mu) ** 2).sum()
+            for c in np.unique(labels)
+        )
         tw = sum(((e[labels == c] - e[labels == c].mean(0)) ** 2).sum() for c in np.unique(labels))
         assert j == pytest.approx(tb / tw, rel=1e-6)
 
@@ -158,7 +195,9 @@ def test_a_failing_gate_stops_training(tmp_path):
     trainer = _trainer(tmp_path, [cb], max_epochs=5)
     with pytest.warns(RuntimeWarning, match="gate on hit_rate@1 failed at epoch 0"):
         trainer.fit(Embedder(), train, val)
-    assert trainer.should_stop and trainer.current_epoch == 1  # stopped after the first epoch, not 5
+    assert (
+        trainer.should_stop and trainer.current_epoch == 1
+    )  # stopped after the first epoch, not 5
     assert [o.passed for o in cb.last_outcomes] == [False]
     assert "hit_rate@1 value" in cb.last_outcomes[0].message
     assert cb.last_values["rc/gate/hit_rate@1"] == 0.0
@@ -166,7 +205,9 @@ def test_a_failing_gate_stops_training(tmp_path):
 
 def test_a_failing_gate_can_raise(tmp_path):
     train, val, _ = _loaders()
-    cb = RetrievalChecksCallback(["map@R"], gates={"map@R": {"at_least": 0.999}}, raise_on_failure=True)
+    cb = RetrievalChecksCallback(
+        ["map@R"], gates={"map@R": {"at_least": 0.999}}, raise_on_failure=True
+    )
     with pytest.raises(AssertionError, match="map@R value"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _trainer(tmp_path, [cb]).fit(Embedder(), train, val)
@@ -176,34 +217,54 @@ def test_query_gallery_split_from_two_dataloaders(tmp_path):
     train, val, (xv, yv) = _loaders()
     gallery = DataLoader(val.dataset, batch_size=5)
     q, qy = blobs(n_per_class=3, seed=7)
-    queries = DataLoader(TensorDataset(torch.from_numpy(q), torch.from_numpy(qy), torch.arange(len(qy))), batch_size=4)
+    queries = DataLoader(
+        TensorDataset(torch.from_numpy(q), torch.from_numpy(qy), torch.arange(len(qy))),
+        batch_size=4,
+    )
     cb = RetrievalChecksCallback(["map", "hit_rate@1"], split="dataloaders", prefix="val/")
     model = Embedder()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _trainer(tmp_path, [cb], max_epochs=1).fit(model, train, [queries, gallery])
-    ref = rc.evaluate(_val_embeddings(model, q), _val_embeddings(model, xv), query_labels=qy, gallery_labels=yv,
-                      metrics=["map", "hit_rate@1"])
-    assert cb.last_values["val/map"] == ref["map"] and cb.last_values["val/hit_rate@1"] == ref["hit_rate@1"]
+    ref = rc.evaluate(
+        _val_embeddings(model, q),
+        _val_embeddings(model, xv),
+        query_labels=qy,
+        gallery_labels=yv,
+        metrics=["map", "hit_rate@1"],
+    )
+    assert (
+        cb.last_values["val/map"] == ref["map"]
+        and cb.last_values["val/hit_rate@1"] == ref["hit_rate@1"]
+    )
     assert cb.last_result.n_queries == len(qy) and cb.last_result.config["n_gallery"] == len(yv)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"gates": {"map@R": {"at_least": 50}}}, r"gates\['map@R'\]\.at_least.*0\.5"),
-    ({"gates": {"map@RR": {"at_least": 0.5}}}, r"gates key.*map@R"),
-    ({"gates": {"map@R": {"atleast": 0.5}}}, r"gates\['map@R'\]: unknown field 'atleast'.*at_least"),
-    ({"gates": {"map@R": {}}}, r"needs at_least, at_most"),
-    ({"gates": {"map@R": {"at_least": float("nan")}}}, r"at_least.*NaN"),
-    ({"gates": {"map@R": {"at_least": 0.0}}}, r"never fail"),
-    ({"metrics": ["hit_rate@1"], "gates": {"map@R": {"at_least": 0.5}}}, r"map@R is gated but not in metrics"),
-    ({"metrics": ["i2t_recall@1"]}, r"not computed by retrieval_checks.evaluate"),
-    ({"metrics": ["map"], "split": "loo"}, r"split='loo'"),
-    ({"metrics": ["map"], "simlarity": "dot"}, r"simlarity.*similarity"),
-    ({"metrics": ["map"], "ties": "random"}, r"ties"),
-    ({"metrics": ["map"], "stop_on_failure": True, "raise_on_failure": True}, r"choose one"),
-    ({"metrics": ["map"], "stop_on_failure": "yes"}, r"stop_on_failure='yes'"),
-    ({}, r"nothing to compute"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"gates": {"map@R": {"at_least": 50}}}, r"gates\['map@R'\]\.at_least.*0\.5"),
+        ({"gates": {"map@RR": {"at_least": 0.5}}}, r"gates key.*map@R"),
+        (
+            {"gates": {"map@R": {"atleast": 0.5}}},
+            r"gates\['map@R'\]: unknown field 'atleast'.*at_least",
+        ),
+        ({"gates": {"map@R": {}}}, r"needs at_least, at_most"),
+        ({"gates": {"map@R": {"at_least": float("nan")}}}, r"at_least.*NaN"),
+        ({"gates": {"map@R": {"at_least": 0.0}}}, r"never fail"),
+        (
+            {"metrics": ["hit_rate@1"], "gates": {"map@R": {"at_least": 0.5}}},
+            r"map@R is gated but not in metrics",
+        ),
+        ({"metrics": ["i2t_recall@1"]}, r"not computed by retrieval_checks.evaluate"),
+        ({"metrics": ["map"], "split": "loo"}, r"split='loo'"),
+        ({"metrics": ["map"], "simlarity": "dot"}, r"simlarity.*similarity"),
+        ({"metrics": ["map"], "ties": "random"}, r"ties"),
+        ({"metrics": ["map"], "stop_on_failure": True, "raise_on_failure": True}, r"choose one"),
+        ({"metrics": ["map"], "stop_on_failure": "yes"}, r"stop_on_failure='yes'"),
+        ({}, r"nothing to compute"),
+    ],
+)
 def test_options_are_checked_when_the_callback_is_built(kwargs, match):
     with pytest.raises(rc.InputError, match=match):
         RetrievalChecksCallback(**kwargs)
@@ -215,7 +276,10 @@ def test_validation_outputs_without_embeddings_are_refused(tmp_path):
             return None
 
     train, val, _ = _loaders()
-    with pytest.raises(rc.InputError, match="validation_step returned None"), warnings.catch_warnings():
+    with (
+        pytest.raises(rc.InputError, match="validation_step returned None"),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore")
         _trainer(tmp_path, [RetrievalChecksCallback(["map"])], max_epochs=1).fit(Bare(), train, val)
 
@@ -224,15 +288,26 @@ def _single_class_batches():
     """Training batches of one class each: J is undefined for every batch."""
     x, y = blobs(n_per_class=8, seed=5)
     order = np.argsort(y, kind="stable")
-    data = TensorDataset(torch.from_numpy(x[order]), torch.from_numpy(y[order]), torch.arange(len(y)))
+    data = TensorDataset(
+        torch.from_numpy(x[order]), torch.from_numpy(y[order]), torch.arange(len(y))
+    )
     return DataLoader(data, batch_size=8)
 
 
 def test_monitor_refuses_a_batch_where_j_is_undefined():
-    trainer = pl.Trainer(accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
-                         callbacks=[DiscriminantRatioMonitor()], enable_progress_bar=False,
-                         enable_model_summary=False, limit_val_batches=0)
-    with pytest.raises(rc.InputError, match="training_step \\(batch 0\\): the discriminant ratio is undefined"):
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        callbacks=[DiscriminantRatioMonitor()],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
+    with pytest.raises(
+        rc.InputError, match="training_step \\(batch 0\\): the discriminant ratio is undefined"
+    ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer.fit(Embedder(), _single_class_batches())
@@ -245,8 +320,11 @@ def test_monitor_skips_and_counts_undefined_batches_when_asked(tmp_path):
         warnings.simplefilter("ignore")
         trainer.fit(Embedder(), _single_class_batches())
     assert monitor.values == [] and monitor.n_undefined == 4
-    counts = [float(r["rc/discriminant_ratio_undefined_batches"]) for r in _rows(trainer)
-              if r.get("rc/discriminant_ratio_undefined_batches")]
+    counts = [
+        float(r["rc/discriminant_ratio_undefined_batches"])
+        for r in _rows(trainer)
+        if r.get("rc/discriminant_ratio_undefined_batches")
+    ]
     assert counts == [4.0]
 
 
@@ -257,9 +335,14 @@ def test_ids_that_are_not_item_ids_are_refused(tmp_path):
             return self.net(x), y, torch.arange(len(y))
 
     train, val, _ = _loaders()
-    with pytest.raises(rc.InputError, match="appears twice with different"), warnings.catch_warnings():
+    with (
+        pytest.raises(rc.InputError, match="appears twice with different"),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore")
-        _trainer(tmp_path, [RetrievalChecksCallback(["map"])], max_epochs=1).fit(BatchIds(), train, val)
+        _trainer(tmp_path, [RetrievalChecksCallback(["map"])], max_epochs=1).fit(
+            BatchIds(), train, val
+        )
 
 
 def test_model_checkpoint_and_early_stopping_read_the_logged_metric(tmp_path):
@@ -268,9 +351,18 @@ def test_model_checkpoint_and_early_stopping_read_the_logged_metric(tmp_path):
     train, val, _ = _loaders()
     cb = RetrievalChecksCallback(["map@R"])
     best = ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="rc/map@R", mode="max")
-    stop = EarlyStopping(monitor="rc/map@R", mode="max", patience=0, min_delta=1.0)  # no epoch improves by 1
-    trainer = pl.Trainer(accelerator="cpu", max_epochs=4, logger=CSVLogger(tmp_path), callbacks=[cb, best, stop],
-                         enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=1)
+    stop = EarlyStopping(
+        monitor="rc/map@R", mode="max", patience=0, min_delta=1.0
+    )  # no epoch improves by 1
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_epochs=4,
+        logger=CSVLogger(tmp_path),
+        callbacks=[cb, best, stop],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(Embedder(), train, val)

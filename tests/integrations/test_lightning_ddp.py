@@ -21,14 +21,13 @@ if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 import lightning.pytorch as pl  # noqa: E402
+from _integration_data import blobs  # noqa: E402
 from lightning.pytorch.loggers import CSVLogger  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import retrieval_checks as rc  # noqa: E402
 from retrieval_checks.errors import InputError  # noqa: E402
 from retrieval_checks.integrations import RetrievalChecksCallback  # noqa: E402
-
-from _integration_data import blobs  # noqa: E402
 
 # one xdist worker runs the DDP launches (here and tests/engine/test_distributed.py) one at a
 # time: two ddp_spawn runs at once could pick the same free port, and 2 cores hold 2 ranks
@@ -59,14 +58,28 @@ def test_two_process_ddp_gathers_and_drops_the_padded_repeat(tmp_path):
     x, y = blobs(n_per_class=8, seed=0)
     xv, yv = blobs(n_per_class=6, seed=1)
     xv, yv = xv[:23], yv[:23]  # odd: two ranks of 12, one item repeated
-    train = DataLoader(TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8)
-    val = DataLoader(TensorDataset(torch.from_numpy(xv), torch.from_numpy(yv), torch.arange(len(yv))), batch_size=5)
+    train = DataLoader(
+        TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8
+    )
+    val = DataLoader(
+        TensorDataset(torch.from_numpy(xv), torch.from_numpy(yv), torch.arange(len(yv))),
+        batch_size=5,
+    )
     cb = RetrievalChecksCallback(["map@R", "hit_rate@1"], gates={"map@R": {"at_least": 0.05}})
     model = DdpEmbedder()
-    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_epochs=1,
-                         logger=CSVLogger(tmp_path, version=0), enable_checkpointing=False, callbacks=[cb],
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         log_every_n_steps=1)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        max_epochs=1,
+        logger=CSVLogger(tmp_path, version=0),
+        enable_checkpointing=False,
+        callbacks=[cb],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(model, train, val)
@@ -78,15 +91,22 @@ def test_two_process_ddp_gathers_and_drops_the_padded_repeat(tmp_path):
     ref = rc.evaluate(emb, query_labels=yv, metrics=["map@R", "hit_rate@1"])
     assert float(rows[0]["rc/n_duplicates_dropped"]) == 1.0
     for name in ("map@R", "hit_rate@1"):
-        assert float(rows[0]["rc/" + name]) == pytest.approx(float(np.float32(ref[name])), rel=1e-6), name
+        assert float(rows[0]["rc/" + name]) == pytest.approx(
+            float(np.float32(ref[name])), rel=1e-6
+        ), name
 
 
 def test_the_distributed_option_is_checked_when_the_callback_is_built():
-    with pytest.raises(InputError, match="distributed='shard' with metrics \\['discriminant_ratio'\\]"):
+    with pytest.raises(
+        InputError, match="distributed='shard' with metrics \\['discriminant_ratio'\\]"
+    ):
         RetrievalChecksCallback(["map@R", "discriminant_ratio"], distributed="shard")
     with pytest.raises(InputError, match="distributed='all'.*'auto'.*'shard'.*'gather'"):
         RetrievalChecksCallback(["map@R"], distributed="all")
-    assert RetrievalChecksCallback(["map@R", "discriminant_ratio"], distributed="gather").distributed == "gather"
+    assert (
+        RetrievalChecksCallback(["map@R", "discriminant_ratio"], distributed="gather").distributed
+        == "gather"
+    )
     assert RetrievalChecksCallback(["map@R"]).distributed == "auto"
 
 
@@ -100,14 +120,19 @@ class Dump(pl.Callback):
     def on_validation_epoch_start(self, trainer, pl_module):
         self.parts = {}
 
-    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+    def on_validation_batch_end(
+        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
+    ):
         if not trainer.sanity_checking:
             self.parts.setdefault(dataloader_idx, []).append([t.detach().numpy() for t in outputs])
 
     def on_validation_epoch_end(self, trainer, pl_module):
         r = trainer.global_rank
-        arrays = {f"{k}_{i}": np.concatenate([p[i] for p in parts]) for k, parts in self.parts.items()
-                  for i in range(3)}
+        arrays = {
+            f"{k}_{i}": np.concatenate([p[i] for p in parts])
+            for k, parts in self.parts.items()
+            for i in range(3)
+        }
         np.savez(self.out / f"rank{r}.npz", **arrays)
         with open(self.out / f"rank{r}.json", "w") as f:
             json.dump([cb.last_values for cb in self.watched], f)
@@ -115,11 +140,22 @@ class Dump(pl.Callback):
 
 def _fit(tmp_path, val, callbacks):
     x, y = blobs(n_per_class=8, seed=0)
-    train = DataLoader(TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8)
+    train = DataLoader(
+        TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8
+    )
     dump = Dump(tmp_path, callbacks)
-    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_epochs=1, logger=False,
-                         enable_checkpointing=False, callbacks=[*callbacks, dump], enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        callbacks=[*callbacks, dump],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(DdpEmbedder(), train, val)
@@ -141,24 +177,32 @@ def _rank_order_deduplicated(arrays, side: int):
 
 
 def _loader(x, y, batch_size=5):
-    return DataLoader(TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))),
-                      batch_size=batch_size)
+    return DataLoader(
+        TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))),
+        batch_size=batch_size,
+    )
 
 
 @pytest.mark.slow
-def test_sharded_and_gathered_ddp_equal_one_process_on_the_rank_order_concatenation(tmp_path, capfd):
+def test_sharded_and_gathered_ddp_equal_one_process_on_the_rank_order_concatenation(
+    tmp_path, capfd
+):
     xv, yv = blobs(n_per_class=6, seed=1)
     xv, yv = xv[:23], yv[:23]  # odd: two ranks of 12, one item repeated
     metrics = ["map@R", "hit_rate@1", "mrr", "recall@5"]
     gates = {"map@R": {"at_least": 0.05}}
-    callbacks = [RetrievalChecksCallback(metrics, gates=gates, distributed="shard", prefix="shard/"),
-                 RetrievalChecksCallback(metrics, gates=gates, distributed="gather", prefix="gather/"),
-                 RetrievalChecksCallback(["map@R", "discriminant_ratio"], prefix="auto/")]  # falls back to gather
+    callbacks = [
+        RetrievalChecksCallback(metrics, gates=gates, distributed="shard", prefix="shard/"),
+        RetrievalChecksCallback(metrics, gates=gates, distributed="gather", prefix="gather/"),
+        RetrievalChecksCallback(["map@R", "discriminant_ratio"], prefix="auto/"),
+    ]  # falls back to gather
     values, arrays = _fit(tmp_path, _loader(xv, yv), callbacks)
     assert "discriminant_ratio reads every embedding at once" in capfd.readouterr().err
     x, y, ids, dropped = _rank_order_deduplicated(arrays, 0)
     assert dropped == 1 and sorted(ids.tolist()) == list(range(23))
-    assert ids.tolist() != list(range(23))  # rank order is not the dataset's order: the test tells them apart
+    assert ids.tolist() != list(
+        range(23)
+    )  # rank order is not the dataset's order: the test tells them apart
     ref = rc.evaluate(x, query_labels=y, query_ids=ids, metrics=metrics)
     ref_j = rc.evaluate(x, query_labels=y, query_ids=ids, metrics=["map@R", "discriminant_ratio"])
     assert values[0] == values[1]  # every rank, the same float64 values
@@ -168,7 +212,10 @@ def test_sharded_and_gathered_ddp_equal_one_process_on_the_rank_order_concatenat
     assert shard["shard/n_duplicates_dropped"] == gather["gather/n_duplicates_dropped"] == 1.0
     assert shard["shard/gate/map@R"] == gather["gather/gate/map@R"] == 1.0
     assert shard["shard/n_skipped"] == gather["gather/n_skipped"] == float(ref.n_skipped)
-    assert auto["auto/discriminant_ratio"] == ref_j["discriminant_ratio"] and auto["auto/map@R"] == ref["map@R"]
+    assert (
+        auto["auto/discriminant_ratio"] == ref_j["discriminant_ratio"]
+        and auto["auto/map@R"] == ref["map@R"]
+    )
 
 
 @pytest.mark.slow
@@ -177,8 +224,10 @@ def test_sharded_dataloaders_split_equals_one_process(tmp_path):
     xg, yg = blobs(n_per_class=6, seed=3)
     xq, yq, xg, yg = xq[:11], yq[:11], xg[:23], yg[:23]  # both padded by DistributedSampler
     metrics = ["map@R", "hit_rate@1", "ndcg@10"]
-    callbacks = [RetrievalChecksCallback(metrics, split="dataloaders", distributed=mode, prefix=mode + "/")
-                 for mode in ("shard", "gather")]
+    callbacks = [
+        RetrievalChecksCallback(metrics, split="dataloaders", distributed=mode, prefix=mode + "/")
+        for mode in ("shard", "gather")
+    ]
     values, arrays = _fit(tmp_path, [_loader(xq, yq, 4), _loader(xg, yg)], callbacks)
     q, qy, _, q_dropped = _rank_order_deduplicated(arrays, 0)
     g, gy, _, g_dropped = _rank_order_deduplicated(arrays, 1)

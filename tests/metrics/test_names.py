@@ -9,7 +9,6 @@ import pytest
 import retrieval_checks as rc
 from retrieval_checks.metrics import metric_spec
 
-
 RNG = np.random.default_rng(0)
 
 
@@ -35,19 +34,20 @@ Y = np.repeat(np.arange(5), 4)
         ("hit_rate@05", "hit_rate@5"),
     ],
 )
-
-
 def test_aliases_resolve_to_canonical_names(alias, canonical):
     assert rc.canonical_metric_name(alias) == canonical
 
 
 @pytest.mark.parametrize(
     "name, suggestion",
-    [("hitrate@1", "hit_rate@1"), ("recal@5", "recall@5"), ("mrrr", "mrr"), ("r_precison", "r_precision"),
-     ("recall_at_precison@0.9", "recall_at_precision@0.9")],
+    [
+        ("hitrate@1", "hit_rate@1"),
+        ("recal@5", "recall@5"),
+        ("mrrr", "mrr"),
+        ("r_precison", "r_precision"),
+        ("recall_at_precison@0.9", "recall_at_precision@0.9"),
+    ],
 )
-
-
 def test_unknown_metric_suggests_the_closest(name, suggestion):
     with pytest.raises(rc.MetricNameError) as info:
         rc.evaluate(X, query_labels=Y, metrics=[name])
@@ -57,12 +57,16 @@ def test_unknown_metric_suggests_the_closest(name, suggestion):
 
 @pytest.mark.parametrize(
     "name, fragment",
-    [("recall@0", "positive integer"), ("recall@x", "positive integer"), ("recall", "needs a parameter"),
-     ("recall_at_precision@1.5", "(0, 1]"), ("pair_f1@0.5", "'@t=T'"), ("mrr@3", "takes no parameter"),
-     ("pair_f1@t=abc", "not a number")],
+    [
+        ("recall@0", "positive integer"),
+        ("recall@x", "positive integer"),
+        ("recall", "needs a parameter"),
+        ("recall_at_precision@1.5", "(0, 1]"),
+        ("pair_f1@0.5", "'@t=T'"),
+        ("mrr@3", "takes no parameter"),
+        ("pair_f1@t=abc", "not a number"),
+    ],
 )
-
-
 def test_malformed_metric_names(name, fragment):
     with pytest.raises(rc.MetricNameError, match=None) as info:
         rc.parse_metric(name)
@@ -96,23 +100,26 @@ def test_names_and_ranges():
         rc.evaluate(X, query_labels=[0, 0, 0, 1, 1, 1], metrics=["grouped_recall@1"], group_size=3)
 
 
-@pytest.mark.parametrize("name, suggestion", [
-    ("recall_at_precision@90", "recall_at_precision@0.9"),
-    ("RECALL_AT_PRECISION@90", "recall_at_precision@0.9"),
-    ("Recall_At_Precision@90%", "recall_at_precision@0.9"),
-    ("precision_at_recall@95", "precision_at_recall@0.95"),
-    ("recall_at_precision@100", "recall_at_precision@1"),
-    ("recall_at_precision@0.9%", "recall_at_precision@0.009"),
-    ("pair_f1@0.5", "pair_f1@t=0.5"),
-    ("PAIR_PRECISION@-0.25", "pair_precision@t=-0.25"),
-    ("recall@K", "recall@10"),
-    ("map@K", "map@10"),
-    ("grouped_recall@k", "grouped_recall@10"),
-    ("recall_at_precision@P", "recall_at_precision@0.9"),
-    ("pair_f1@t=T", "pair_f1@t=0.5"),
-    ("cmc@0", "hit_rate@K"),
-    ("hitrate@5", "hit_rate@5"),
-])
+@pytest.mark.parametrize(
+    "name, suggestion",
+    [
+        ("recall_at_precision@90", "recall_at_precision@0.9"),
+        ("RECALL_AT_PRECISION@90", "recall_at_precision@0.9"),
+        ("Recall_At_Precision@90%", "recall_at_precision@0.9"),
+        ("precision_at_recall@95", "precision_at_recall@0.95"),
+        ("recall_at_precision@100", "recall_at_precision@1"),
+        ("recall_at_precision@0.9%", "recall_at_precision@0.009"),
+        ("pair_f1@0.5", "pair_f1@t=0.5"),
+        ("PAIR_PRECISION@-0.25", "pair_precision@t=-0.25"),
+        ("recall@K", "recall@10"),
+        ("map@K", "map@10"),
+        ("grouped_recall@k", "grouped_recall@10"),
+        ("recall_at_precision@P", "recall_at_precision@0.9"),
+        ("pair_f1@t=T", "pair_f1@t=0.5"),
+        ("cmc@0", "hit_rate@K"),
+        ("hitrate@5", "hit_rate@5"),
+    ],
+)
 def test_suggestions_fix_scale_placeholders_and_aliases(name, suggestion):
     with pytest.raises(rc.MetricNameError) as info:
         metric_spec(name)
@@ -122,8 +129,25 @@ def test_suggestions_fix_scale_placeholders_and_aliases(name, suggestion):
 
 def _variants():
     """Names off by scale, case, parameter or spelling, around every template."""
-    params = ["", "@0", "@-1", "@1.5", "@90", "@90%", "@150", "@nan", "@inf", "@K", "@P", "@t=T", "@t=nan", "@x",
-              "@5@5", "@R5", "@ 0.5"]
+    params = [
+        "",
+        "@0",
+        "@-1",
+        "@1.5",
+        "@90",
+        "@90%",
+        "@150",
+        "@nan",
+        "@inf",
+        "@K",
+        "@P",
+        "@t=T",
+        "@t=nan",
+        "@x",
+        "@5@5",
+        "@R5",
+        "@ 0.5",
+    ]
     out = []
     for template in rc.METRIC_TEMPLATES:
         base = template.partition("@")[0]
@@ -146,5 +170,8 @@ def test_a_suggestion_never_repeats_the_rejected_name_and_parses_when_concrete()
         assert sug.replace(" ", "").lower() != name.replace(" ", "").lower(), name
         assert f"Did you mean '{name}'" not in message, name
         if not any(sug.endswith(p) for p in ("@K", "@P", "@Q", "@t=T")):
-            assert metric_spec(sug).name == sug, (name, sug)  # a concrete suggestion is a valid name
+            assert metric_spec(sug).name == sug, (
+                name,
+                sug,
+            )  # a concrete suggestion is a valid name
     assert checked > 300

@@ -40,8 +40,14 @@ def test_a_huge_parameter_is_a_bounded_clear_error(name):
     assert "e.g." in message  # and the fix
 
 
-@pytest.mark.parametrize("name", ["recall_at_precision@1e-99999999", "recall_at_precision@0." + "0" * 30 + "1",
-                                  "precision_at_recall@1e-31"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "recall_at_precision@1e-99999999",
+        "recall_at_precision@0." + "0" * 30 + "1",
+        "precision_at_recall@1e-31",
+    ],
+)
 def test_a_level_with_too_many_decimal_places_is_refused_quickly(name):
     t0 = time.perf_counter()
     with pytest.raises(rc.MetricNameError, match=f"at most {MAX_LEVEL_PLACES}"):
@@ -49,23 +55,34 @@ def test_a_level_with_too_many_decimal_places_is_refused_quickly(name):
     assert time.perf_counter() - t0 < 1.0  # Fraction('1e-99999999') builds a 10^8-digit integer
 
 
-@pytest.mark.parametrize("name, canonical, exact", [
-    ("recall_at_precision@0.9", "recall_at_precision@0.9", Fraction(9, 10)),
-    ("recall_at_precision@.90", "recall_at_precision@0.9", Fraction(9, 10)),
-    ("recall_at_precision@9e-1", "recall_at_precision@0.9", Fraction(9, 10)),
-    ("precision_at_recall@1.0", "precision_at_recall@1", Fraction(1)),
-    ("recall_at_precision@1e-5", "recall_at_precision@1e-05", Fraction(1, 100000)),
-    ("recall_at_precision@0.3", "recall_at_precision@0.3", Fraction(3, 10)),
-    # a level the float cannot hold keeps its own name: it is not the level 0.9
-    ("recall_at_precision@0.90000000000000000001", "recall_at_precision@0.90000000000000000001",
-     Fraction(90000000000000000001, 10 ** 20)),
-    ("recall_at_precision@0.99999999999999999999", "recall_at_precision@0.99999999999999999999",
-     1 - Fraction(1, 10 ** 20)),
-])
+@pytest.mark.parametrize(
+    "name, canonical, exact",
+    [
+        ("recall_at_precision@0.9", "recall_at_precision@0.9", Fraction(9, 10)),
+        ("recall_at_precision@.90", "recall_at_precision@0.9", Fraction(9, 10)),
+        ("recall_at_precision@9e-1", "recall_at_precision@0.9", Fraction(9, 10)),
+        ("precision_at_recall@1.0", "precision_at_recall@1", Fraction(1)),
+        ("recall_at_precision@1e-5", "recall_at_precision@1e-05", Fraction(1, 100000)),
+        ("recall_at_precision@0.3", "recall_at_precision@0.3", Fraction(3, 10)),
+        # a level the float cannot hold keeps its own name: it is not the level 0.9
+        (
+            "recall_at_precision@0.90000000000000000001",
+            "recall_at_precision@0.90000000000000000001",
+            Fraction(90000000000000000001, 10**20),
+        ),
+        (
+            "recall_at_precision@0.99999999999999999999",
+            "recall_at_precision@0.99999999999999999999",
+            1 - Fraction(1, 10**20),
+        ),
+    ],
+)
 def test_levels_are_exact_decimals(name, canonical, exact):
     spec = rc.parse_metric(name)
     assert spec.name == canonical and spec.level_fraction == exact
-    assert rc.parse_metric(spec.name).level_fraction == exact  # the canonical name reads back the same
+    assert (
+        rc.parse_metric(spec.name).level_fraction == exact
+    )  # the canonical name reads back the same
 
 
 def test_a_long_but_bounded_cut_off_still_reaches_the_gallery_check():

@@ -42,9 +42,14 @@ def test_average_ties_equal_scikit_learn_ndcg_score(seed, k):
     S, rel = _case(seed)
     name = "ndcg" if k is None else f"ndcg@{k}"
     res = _evaluate(S, rel, [name, name.replace("ndcg", "ndcg_exp")], "average")
-    want = [sklearn_metrics.ndcg_score(rel[i : i + 1].astype(float), S[i : i + 1], k=k) for i in range(len(S))]
+    want = [
+        sklearn_metrics.ndcg_score(rel[i : i + 1].astype(float), S[i : i + 1], k=k)
+        for i in range(len(S))
+    ]
     np.testing.assert_allclose(res.per_query[name], want, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.per_query[name.replace("ndcg", "ndcg_exp")], want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        res.per_query[name.replace("ndcg", "ndcg_exp")], want, rtol=0, atol=1e-12
+    )
     assert res[name] == pytest.approx(float(np.mean(want)), abs=1e-12)
 
 
@@ -61,16 +66,20 @@ def _orders(scores, rel):
 def test_every_policy_against_enumeration_of_tie_orders(seed, k):
     S, rel = _case(seed, n_q=3, n_g=8, levels=3)
     name = f"ndcg@{k}"
-    res = {t: _evaluate(S, rel, [name, "ndcg"], t) for t in ("pessimistic", "optimistic", "average")}
+    res = {
+        t: _evaluate(S, rel, [name, "ndcg"], t) for t in ("pessimistic", "optimistic", "average")
+    }
     for i in range(len(S)):
         ideal = _dcg(sorted(rel[i], reverse=True), k)
         full = _dcg(sorted(rel[i], reverse=True), len(rel[i]))
         vals = [_dcg(o, k) / ideal for o in _orders(S[i], rel[i])]
         fulls = [_dcg(o, len(o)) / full for o in _orders(S[i], rel[i])]
-        for got, want in ((res["average"].per_query[name][i], np.mean(vals)),
-                          (res["pessimistic"].per_query[name][i], min(vals)),
-                          (res["optimistic"].per_query[name][i], max(vals)),
-                          (res["average"].per_query["ndcg"][i], np.mean(fulls))):
+        for got, want in (
+            (res["average"].per_query[name][i], np.mean(vals)),
+            (res["pessimistic"].per_query[name][i], min(vals)),
+            (res["optimistic"].per_query[name][i], max(vals)),
+            (res["average"].per_query["ndcg"][i], np.mean(fulls)),
+        ):
             assert got == pytest.approx(want, abs=1e-12)
     lo, hi = res["average"].tie_range(name)
     assert lo == pytest.approx(res["pessimistic"][name], abs=1e-12)
@@ -82,14 +91,21 @@ def test_tie_free_ndcg_equals_scikit_learn_and_every_policy_agrees():
     Q, G = rng.normal(size=(20, 8)), rng.normal(size=(50, 8))
     rel = rng.random((20, 50)) < 0.2
     rel[:, 0] = True
-    res = {t: rc.evaluate(Q, G, relevance=rel, metrics=["ndcg@5"], similarity="dot", ties=t)
-           for t in ("pessimistic", "optimistic", "average")}
+    res = {
+        t: rc.evaluate(Q, G, relevance=rel, metrics=["ndcg@5"], similarity="dot", ties=t)
+        for t in ("pessimistic", "optimistic", "average")
+    }
     S = Q.astype(np.float32) @ G.astype(np.float32).T
-    want = [sklearn_metrics.ndcg_score(rel[i : i + 1].astype(float), S[i : i + 1], k=5) for i in range(20)]
+    want = [
+        sklearn_metrics.ndcg_score(rel[i : i + 1].astype(float), S[i : i + 1], k=5)
+        for i in range(20)
+    ]
     for r in res.values():
         np.testing.assert_allclose(r.per_query["ndcg@5"], want, rtol=0, atol=1e-6)
     assert res["pessimistic"]["ndcg@5"] == res["optimistic"]["ndcg@5"]
-    assert res["average"]["ndcg@5"] == pytest.approx(res["pessimistic"]["ndcg@5"], abs=1e-15)  # another sum order
+    assert res["average"]["ndcg@5"] == pytest.approx(
+        res["pessimistic"]["ndcg@5"], abs=1e-15
+    )  # another sum order
 
 
 def test_ndcg_names():

@@ -18,11 +18,13 @@ from retrieval_checks.metrics._ranking import aggregate
 
 def exact_ndcg(grades_in_rank_order, all_grades, k, exp):
     """nDCG@k of one query in exact arithmetic (the discounts as floats, the gains exact)."""
-    gain = (lambda g: 2 ** g - 1) if exp else (lambda g: g)
+    gain = (lambda g: 2**g - 1) if exp else (lambda g: g)
     cut = k  # None: no cut-off
 
     def dcg(gs):
-        return sum(Fraction(gain(g)) * Fraction(1 / math.log2(i + 2)) for i, g in enumerate(gs[:cut]))
+        return sum(
+            Fraction(gain(g)) * Fraction(1 / math.log2(i + 2)) for i, g in enumerate(gs[:cut])
+        )
 
     return float(dcg(grades_in_rank_order) / dcg(sorted(all_grades, reverse=True)))
 
@@ -31,31 +33,42 @@ def exact_ndcg(grades_in_rank_order, all_grades, k, exp):
 SCORES = np.array([5, 4, 3, 2, 1, 0], np.float32)
 
 
-@pytest.mark.parametrize("grades", [
-    [1, 1024, 0, 3, 0, 2],
-    [2000, 0, 1500, 1, 0, 1023],
-    [5000, 5000, 0, 0, 0, 1],
-    [1, 0, 0, 0, 0, 1100],
-    [3, 0, 2, 0, 1, 0],  # small grades: the same numbers as before, bit for bit
-])
+@pytest.mark.parametrize(
+    "grades",
+    [
+        [1, 1024, 0, 3, 0, 2],
+        [2000, 0, 1500, 1, 0, 1023],
+        [5000, 5000, 0, 0, 0, 1],
+        [1, 0, 0, 0, 0, 1100],
+        [3, 0, 2, 0, 1, 0],  # small grades: the same numbers as before, bit for bit
+    ],
+)
 @pytest.mark.parametrize("k", [None, 1, 3])
 def test_ndcg_exp_with_large_grades_is_finite_and_exact(grades, k):
     rel = {0: {j: g for j, g in enumerate(grades) if g}}
     names = [f"ndcg_exp@{k}" if k else "ndcg_exp", f"ndcg@{k}" if k else "ndcg"]
-    res = rc.evaluate(np.ones((1, 1), np.float32), SCORES[:, None], relevance=rel, metrics=names,
-                      similarity="dot")
+    res = rc.evaluate(
+        np.ones((1, 1), np.float32), SCORES[:, None], relevance=rel, metrics=names, similarity="dot"
+    )
     assert res.n_skipped == 0
     for name, exp in zip(names, (True, False)):
         want = exact_ndcg(grades, [g for g in grades if g], k, exp)
-        assert math.isfinite(res[name]) and res[name] == pytest.approx(want, rel=1e-12, abs=1e-300), (name, grades)
+        assert math.isfinite(res[name]) and res[name] == pytest.approx(
+            want, rel=1e-12, abs=1e-300
+        ), (name, grades)
 
 
 def test_large_grades_keep_the_query_in_the_mean():
     """Two queries, one with a grade of 1024: the mean is over both (it was the other
     query alone, with n_skipped 0)."""
     rel = {0: {0: 1024, 1: 1}, 1: {2: 1}}
-    res = rc.evaluate(np.ones((2, 1), np.float32), SCORES[:, None], relevance=rel, metrics=["ndcg_exp"],
-                      similarity="dot")
+    res = rc.evaluate(
+        np.ones((2, 1), np.float32),
+        SCORES[:, None],
+        relevance=rel,
+        metrics=["ndcg_exp"],
+        similarity="dot",
+    )
     assert res.n_skipped == 0 and not np.isnan(res.per_query["ndcg_exp"]).any()
     assert res["ndcg_exp"] == pytest.approx((1.0 + 1 / math.log2(4)) / 2, rel=1e-12)
 
@@ -63,7 +76,9 @@ def test_large_grades_keep_the_query_in_the_mean():
 def test_a_nan_outside_the_skipped_queries_is_an_error_not_dropped():
     spec = parse_metric("ndcg")
     values = np.array([0.5, np.nan, 1.0, np.nan])
-    assert aggregate(spec, values, skipped=np.array([1, 3])) == 0.75  # the skipped ones: dropped and counted
+    assert (
+        aggregate(spec, values, skipped=np.array([1, 3])) == 0.75
+    )  # the skipped ones: dropped and counted
     with pytest.raises(RetrievalChecksError, match=r"ndcg: 1 of 4 queries .*query 3"):
         aggregate(spec, values, skipped=np.array([1]))
     with pytest.raises(RetrievalChecksError, match="query 1"):
@@ -84,10 +99,26 @@ def test_evaluate_refuses_a_per_query_nan_it_did_not_skip(monkeypatch):
 
     monkeypatch.setattr(_graded, "gains", broken)
     rel = {0: {0: 7, 1: 1}, 1: {2: 1}, 2: {}}
-    with pytest.raises(RetrievalChecksError, match=r"ndcg: 1 of 3 queries have no value .*query 0\b"):
-        rc.evaluate(np.ones((3, 1), np.float32), SCORES[:, None], relevance=rel, metrics=["ndcg"],
-                    similarity="dot", empty_queries="skip")
+    with pytest.raises(
+        RetrievalChecksError, match=r"ndcg: 1 of 3 queries have no value .*query 0\b"
+    ):
+        rc.evaluate(
+            np.ones((3, 1), np.float32),
+            SCORES[:, None],
+            relevance=rel,
+            metrics=["ndcg"],
+            similarity="dot",
+            empty_queries="skip",
+        )
     monkeypatch.setattr(_graded, "gains", real)
-    res = rc.evaluate(np.ones((3, 1), np.float32), SCORES[:, None], relevance=rel, metrics=["ndcg"],
-                      similarity="dot", empty_queries="skip")
-    assert res.n_skipped == 1 and np.isnan(res.per_query["ndcg"][2])  # the empty query: skipped and counted
+    res = rc.evaluate(
+        np.ones((3, 1), np.float32),
+        SCORES[:, None],
+        relevance=rel,
+        metrics=["ndcg"],
+        similarity="dot",
+        empty_queries="skip",
+    )
+    assert res.n_skipped == 1 and np.isnan(
+        res.per_query["ndcg"][2]
+    )  # the empty query: skipped and counted

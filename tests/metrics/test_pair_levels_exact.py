@@ -15,12 +15,22 @@ import pytest
 import retrieval_checks as rc
 from retrieval_checks.engine import _kernels
 from retrieval_checks.metrics._names import parse_metric
-from retrieval_checks.metrics._pairs import (MAX_TAIL_CAPACITY, NegativeTail, PairCounts, _best_precision, pair_metric,
-                                             tail_capacity)
+from retrieval_checks.metrics._pairs import (
+    MAX_TAIL_CAPACITY,
+    NegativeTail,
+    PairCounts,
+    _best_precision,
+    pair_metric,
+    tail_capacity,
+)
 
 # (device, use_kernels, CPU kernels): numba, numpy, torch on the CPU, and the CUDA code path run on the CPU
-BACKENDS = [("numpy", True, "numba"), ("numpy", True, "numpy"), ("torch-cpu", True, "numba"),
-            ("torch-cpu", False, "numba")]
+BACKENDS = [
+    ("numpy", True, "numba"),
+    ("numpy", True, "numpy"),
+    ("torch-cpu", True, "numba"),
+    ("torch-cpu", False, "numba"),
+]
 LEVELS = ["0.1", "0.2", "0.25", "0.3", "0.4", "0.5", "0.6", "0.7", "0.75", "0.8", "0.9", "1"]
 
 
@@ -41,7 +51,9 @@ def reference(pos: np.ndarray, neg: np.ndarray, family: str, level: Fraction):
             key, value = precision, precision
         else:
             continue
-        better = best is None or key > best[0] or (key == best[0] and family == "precision_at_recall")
+        better = (
+            best is None or key > best[0] or (key == best[0] and family == "precision_at_recall")
+        )
         if better and t in set(pos.tolist()):
             best = (key, value, t, tp, fp)
     if best is None:
@@ -56,8 +68,16 @@ def run(scores, rel, metrics, device, kernels, impl):
     Q = np.ones((n_q, 1), np.float32)
     G = np.asarray(scores, np.float32)[:, None]
     with _kernels.use(impl):
-        return rc.evaluate(Q, G, relevance=rel, metrics=metrics, similarity="dot", device=device,
-                           _use_kernels=kernels, tile=(2, 16))
+        return rc.evaluate(
+            Q,
+            G,
+            relevance=rel,
+            metrics=metrics,
+            similarity="dot",
+            device=device,
+            _use_kernels=kernels,
+            tile=(2, 16),
+        )
 
 
 def check(scores, rel, names, device, kernels, impl):
@@ -83,8 +103,13 @@ def test_a_precision_of_exactly_the_level_qualifies(device, kernels, impl):
     scores = [3] * 8 + [2, 1]
     rel = np.array([[True] * 8 + [False, True]])
     alone = check(scores, rel, ["recall_at_precision@0.9"], device, kernels, impl)
-    assert alone["recall_at_precision@0.9"] == 1.0 and alone.thresholds["recall_at_precision@0.9"] == 1.0
-    both = check(scores, rel, ["recall_at_precision@0.9", "precision_at_recall@1.0"], device, kernels, impl)
+    assert (
+        alone["recall_at_precision@0.9"] == 1.0
+        and alone.thresholds["recall_at_precision@0.9"] == 1.0
+    )
+    both = check(
+        scores, rel, ["recall_at_precision@0.9", "precision_at_recall@1.0"], device, kernels, impl
+    )
     assert both["recall_at_precision@0.9"] == alone["recall_at_precision@0.9"]
 
 
@@ -103,14 +128,26 @@ def test_levels_met_exactly_on_every_backend_alone_or_together(device, kernels, 
         together = check(scores, rel, names, device, kernels, impl)
         for name in ("recall_at_precision@0.8", "precision_at_recall@0.75"):
             alone = check(scores, rel, [name], device, kernels, impl)
-            assert alone[name] == together[name] and alone.thresholds[name] == together.thresholds[name], name
+            assert (
+                alone[name] == together[name]
+                and alone.thresholds[name] == together.thresholds[name]
+            ), name
 
 
 def test_tail_capacity_is_computed_in_integers():
     """A tail one negative larger than the most a threshold reaching P can have."""
-    for level, n_pos, most_fp in [("0.9", 9, 1), ("0.8", 4, 1), ("0.8", 8, 2), ("0.3", 3, 7), ("0.5", 5, 5),
-                                  ("1", 7, 0), ("0.7", 7, 3)]:
-        assert tail_capacity([parse_metric(f"recall_at_precision@{level}")], n_pos) == most_fp + 1, level
+    for level, n_pos, most_fp in [
+        ("0.9", 9, 1),
+        ("0.8", 4, 1),
+        ("0.8", 8, 2),
+        ("0.3", 3, 7),
+        ("0.5", 5, 5),
+        ("1", 7, 0),
+        ("0.7", 7, 3),
+    ]:
+        assert (
+            tail_capacity([parse_metric(f"recall_at_precision@{level}")], n_pos) == most_fp + 1
+        ), level
     # a level of 1e-30 asks for ~1e30 negatives: bounded, an int64 for the kernels
     assert tail_capacity([parse_metric("recall_at_precision@1e-30")], 10) == MAX_TAIL_CAPACITY
 
@@ -118,7 +155,9 @@ def test_tail_capacity_is_computed_in_integers():
 def counts_of(pos, neg):
     tail = NegativeTail(len(neg) + 1)
     tail.add(np.asarray(neg, np.float32))
-    return PairCounts(positives=np.sort(np.asarray(pos, np.float32)), n_negative=len(neg), tail=tail)
+    return PairCounts(
+        positives=np.sort(np.asarray(pos, np.float32)), n_negative=len(neg), tail=tail
+    )
 
 
 def test_levels_with_thirty_decimal_places_are_decided_exactly():
@@ -131,17 +170,20 @@ def test_levels_with_thirty_decimal_places_are_decided_exactly():
     assert below.level_fraction < Fraction(1, 3) < above.level_fraction
     assert pair_metric(below, counts_of(pos, neg))[0] == 1.0
     assert pair_metric(above, counts_of(pos, neg))[0] == 0.0
-    big = np.full(3 * 10 ** 5, 1.0)  # tp * 10^30 far past int64
-    assert pair_metric(below, counts_of(big[:10 ** 5], big[10 ** 5:]))[0] == 1.0
+    big = np.full(3 * 10**5, 1.0)  # tp * 10^30 far past int64
+    assert pair_metric(below, counts_of(big[: 10**5], big[10**5 :]))[0] == 1.0
     q = parse_metric("precision_at_recall@0." + "9" * 30)
-    assert pair_metric(q, counts_of([2.0, 1.0], [1.5]))[:2] == (2 / 3, 1.0)  # recall 1 needed: 1 - 1e-30 < 1
+    assert pair_metric(q, counts_of([2.0, 1.0], [1.5]))[:2] == (
+        2 / 3,
+        1.0,
+    )  # recall 1 needed: 1 - 1e-30 < 1
 
 
 def test_precision_at_recall_picks_the_exact_best_among_near_equal_floats():
     """Precisions that one float cannot tell apart (n / (2n + 1) and (n - 1) / (2n - 1)
     for n = 10^8) are ordered exactly: the strictly larger one (the lower threshold)
     wins, not the higher threshold among float-equal values."""
-    n = 10 ** 8
+    n = 10**8
     tp = np.array([n, n - 1], np.int64)  # ascending thresholds: TP and FP only fall
     fp = np.array([n + 1, n], np.int64)
     assert n / (2 * n + 1) == (n - 1) / (2 * n - 1)  # the floats tie
@@ -162,11 +204,22 @@ def test_a_threshold_just_above_a_score_excludes_it(device, kernels, impl):
     rel = np.array([[True, False, True]])
     name = "pair_precision@t=0.50000000000000000001"
     with _kernels.use(impl):
-        res = rc.evaluate(Q, G, relevance=rel, metrics=[name, "pair_precision@t=0.5"], similarity="dot",
-                          device=device, _use_kernels=kernels, tile=(2, 16))
+        res = rc.evaluate(
+            Q,
+            G,
+            relevance=rel,
+            metrics=[name, "pair_precision@t=0.5"],
+            similarity="dot",
+            device=device,
+            _use_kernels=kernels,
+            tile=(2, 16),
+        )
     assert list(res) == [name, "pair_precision@t=0.5"]
     assert (res.pair_counts[name]["tp"], res.pair_counts[name]["fp"]) == (1, 0) and res[name] == 1.0
-    assert (res.pair_counts["pair_precision@t=0.5"]["tp"], res.pair_counts["pair_precision@t=0.5"]["fp"]) == (2, 1)
+    assert (
+        res.pair_counts["pair_precision@t=0.5"]["tp"],
+        res.pair_counts["pair_precision@t=0.5"]["fp"],
+    ) == (2, 1)
 
 
 def test_a_neg_l2_threshold_is_squared_exactly():
@@ -179,5 +232,5 @@ def test_a_neg_l2_threshold_is_squared_exactly():
     name = "pair_recall@t=-1.41421356237309504880"
     res = rc.evaluate(Q, G, relevance=rel, metrics=[name], similarity="neg_l2")
     spec = parse_metric(name)
-    assert spec.level_fraction ** 2 < 2
+    assert spec.level_fraction**2 < 2
     assert res.pair_counts[spec.name]["tp"] == 1 and res[spec.name] == 0.5

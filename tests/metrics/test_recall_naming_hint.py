@@ -25,14 +25,23 @@ def test_recall_on_class_labels_points_to_hit_rate():
     assert "hit_rate@1" in line and '"Recall@1"' in line
     assert "hit_rate@5" in _naming(res, "recall@5")[0]
     assert _naming(res, "hit_rate@1") == [] and _naming(res, "map") == []
-    with pytest.raises(AssertionError, match=r'(?s)recall@1 value .*naming: recall@1 is retrieval recall.*'
-                                             r'"Recall@1".* is hit_rate@1'):
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)recall@1 value .*naming: recall@1 is retrieval recall.*"
+        r'"Recall@1".* is hit_rate@1',
+    ):
         rc.assert_metric(res, "recall@1", at_least=0.9)
 
 
 def test_no_hint_with_explicit_relevance():
     rel = Y[:, None] == Y[None, :]
     np.fill_diagonal(rel, False)
-    res = rc.evaluate(X, X, relevance=rel, metrics=["recall@1"], query_ids=np.arange(40),
-                      gallery_ids=np.arange(40))
+    res = rc.evaluate(
+        X,
+        X,
+        relevance=rel,
+        metrics=["recall@1"],
+        query_ids=np.arange(40),
+        gallery_ids=np.arange(40),
+    )
     assert _naming(res, "recall@1") == []

@@ -14,7 +14,12 @@ from retrieval_checks.metrics import FAMILIES, METRIC_TEMPLATES, metric_spec
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_family_parses_from_its_template_and_reads_its_record(family):
     f = FAMILIES[family]
-    example = f.template.replace("@K", "@3").replace("@P", "@0.9").replace("@Q", "@0.5").replace("@t=T", "@t=0.2")
+    example = (
+        f.template.replace("@K", "@3")
+        .replace("@P", "@0.9")
+        .replace("@Q", "@0.5")
+        .replace("@t=T", "@t=0.2")
+    )
     spec = metric_spec(example)
     assert spec.family == family and spec.capabilities is f
     assert spec.unit == f.unit and spec.higher_is_better == f.higher_is_better
@@ -43,10 +48,18 @@ def test_map_at_k_and_aliases_share_the_family():
     assert rc.parse_metric("cmc@5").capabilities.gate == "assert_recall_at_least"
 
 
-@pytest.mark.parametrize("family,value,meant", [
-    ("mean_recall", 0.5, 50.0), ("mean_recall", 1.0, 100.0), ("rsum", 4.5, 450.0), ("rsum", 6.0, 600.0),
-    ("rsum", 7.0, None), ("mean_recall", 50.0, None), ("map", 70.0, 0.7),
-])
+@pytest.mark.parametrize(
+    "family,value,meant",
+    [
+        ("mean_recall", 0.5, 50.0),
+        ("mean_recall", 1.0, 100.0),
+        ("rsum", 4.5, 450.0),
+        ("rsum", 6.0, 600.0),
+        ("rsum", 7.0, None),
+        ("mean_recall", 50.0, None),
+        ("map", 70.0, 0.7),
+    ],
+)
 def test_probable_meaning_matches_the_wrong_scale_check(family, value, meant):
     from retrieval_checks.metrics import check_threshold, probable_meaning
 
@@ -65,15 +78,21 @@ def test_check_threshold_tightens_with_the_attainable_high_and_the_baseline():
     from retrieval_checks.metrics import check_threshold
 
     rank, frac = FAMILIES["medr"], FAMILIES["map"]
-    with pytest.raises(rc.InputError, match="largest attainable value here is 56 \\(the gallery\\)"):
+    with pytest.raises(
+        rc.InputError, match="largest attainable value here is 56 \\(the gallery\\)"
+    ):
         check_threshold(rank, 56, role="at_most", high=56, high_why="the gallery")
     assert check_threshold(rank, 55, role="at_most", high=56) == 55
     with pytest.raises(rc.InputError, match="never pass"):
         check_threshold(rank, 57, role="at_least", high=56)
     with pytest.raises(rc.InputError, match="at most 0.48"):
         check_threshold(frac, 0.5, role="max_drop", baseline=0.48)
-    assert check_threshold(frac, 0.0, role="max_drop", baseline=0.0) == 0.0  # no drop tolerated: fine
+    assert (
+        check_threshold(frac, 0.0, role="max_drop", baseline=0.0) == 0.0
+    )  # no drop tolerated: fine
     with pytest.raises(rc.InputError, match="relative drop of 6"):
         check_threshold(rank, 6, role="max_relative_drop", baseline=8, high=56)
     assert check_threshold(rank, 5.9, role="max_relative_drop", baseline=8, high=56) == 5.9
-    assert check_threshold(rank, 10**6, role="max_drop", baseline=8) == 10**6  # no max rank known: unbounded
+    assert (
+        check_threshold(rank, 10**6, role="max_drop", baseline=8) == 10**6
+    )  # no max rank known: unbounded

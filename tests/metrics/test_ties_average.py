@@ -16,14 +16,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_checks.metrics._names import parse_metric
 from retrieval_checks.metrics import _ties as ties
+from retrieval_checks.metrics._names import parse_metric
 from retrieval_checks.metrics._ranking import per_query_values
-from retrieval_checks.metrics._ties import (expected_first_rank, expected_per_query_values, expected_reciprocal_rank,
-                                            harmonic_sums, hit_probability, map_at_k_extremes)
+from retrieval_checks.metrics._ties import (
+    expected_first_rank,
+    expected_per_query_values,
+    expected_reciprocal_rank,
+    harmonic_sums,
+    hit_probability,
+    map_at_k_extremes,
+)
 
 KS = (1, 2, 3, 5, 12)
-NAMES = [f"{f}@{k}" for f in ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped") for k in KS]
+NAMES = [
+    f"{f}@{k}"
+    for f in ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped")
+    for k in KS
+]
 NAMES += ["map", "map@R", "r_precision", "mrr", "medr", "meanr"]
 SPECS = [parse_metric(name) for name in NAMES]
 
@@ -37,7 +47,12 @@ def orderings(rel, scores):
     for v in sorted(set(scores), reverse=True):
         size = sum(x == v for x in scores)
         k = sum(f for f, x in zip(rel, scores) if x == v)
-        blocks.append([[i in chosen for i in range(size)] for chosen in itertools.combinations(range(size), k)])
+        blocks.append(
+            [
+                [i in chosen for i in range(size)]
+                for chosen in itertools.combinations(range(size), k)
+            ]
+        )
     for choice in itertools.product(*blocks):
         yield [f for block in choice for f in block]
 
@@ -114,8 +129,16 @@ def check_against_enumeration(queries, rng=None):
             assert opt[spec.name][q] == pytest.approx(float(best), rel=1e-12, abs=1e-12), where
         for K in KS:
             _, lo, hi = oracle[f"map@{K}"]
-            assert extremes[K][0][q] == pytest.approx(float(lo), rel=1e-12, abs=1e-12), (K, rel, scores)
-            assert extremes[K][1][q] == pytest.approx(float(hi), rel=1e-12, abs=1e-12), (K, rel, scores)
+            assert extremes[K][0][q] == pytest.approx(float(lo), rel=1e-12, abs=1e-12), (
+                K,
+                rel,
+                scores,
+            )
+            assert extremes[K][1][q] == pytest.approx(float(hi), rel=1e-12, abs=1e-12), (
+                K,
+                rel,
+                scores,
+            )
 
 
 # --- hand examples
@@ -126,10 +149,19 @@ HAND = {
     "map@K not monotone": [MAP_AT_K_EXAMPLE],
     "all items tied": [([1, 0, 1, 0, 0], [0] * 5), ([0, 1, 0, 0, 0, 0, 1, 1, 0], [2] * 9)],
     "no ties": [([1, 0, 0, 1, 0, 1], [6, 5, 4, 3, 2, 1])],
-    "relevant tied only with relevant": [([1, 1, 0, 1, 1], [2, 2, 1, 0, 0]), ([1, 1, 1], [1, 1, 1])],
-    "group straddling K": [([0, 1, 0, 1, 0, 1, 1], [5, 3, 3, 3, 3, 1, 1]),
-                           ([1, 0, 0, 1, 1, 0, 0, 1, 0], [9, 4, 4, 4, 4, 4, 4, 4, 0])],
-    "K beyond the list, no relevant, every item relevant": [([1, 0], [1, 1]), ([0, 0, 0], [1, 1, 0]), ([1, 1], [0, 0])],
+    "relevant tied only with relevant": [
+        ([1, 1, 0, 1, 1], [2, 2, 1, 0, 0]),
+        ([1, 1, 1], [1, 1, 1]),
+    ],
+    "group straddling K": [
+        ([0, 1, 0, 1, 0, 1, 1], [5, 3, 3, 3, 3, 1, 1]),
+        ([1, 0, 0, 1, 1, 0, 0, 1, 0], [9, 4, 4, 4, 4, 4, 4, 4, 0]),
+    ],
+    "K beyond the list, no relevant, every item relevant": [
+        ([1, 0], [1, 1]),
+        ([0, 0, 0], [1, 1, 0]),
+        ([1, 1], [0, 0]),
+    ],
     "several tie groups": [([1, 0, 1, 1, 0, 0, 1, 0, 1], [3, 3, 2, 2, 2, 1, 1, 1, 0])],
 }
 
@@ -158,9 +190,17 @@ def test_hand_computed_values():
     """All five items tied, two relevant: the first relevant slot X has P(X = x) = (5 - x)/10,
     so E[1/X] = 77/120 and E[X] = 2; hit_rate@1 = 2/5; recall@2 = 2/5; AP = E[(1/X1 + 2/X2)/2]."""
     rid, position, rank_pess, tied, n_rel = engine_inputs([([1, 0, 1, 0, 0], [0] * 5)])
-    got = expected_per_query_values([parse_metric(n) for n in ("mrr", "meanr", "hit_rate@1", "recall@2", "map")],
-                                    rid, position, rank_pess, tied, n_rel)
-    ap = sum(Fraction(1, a) + Fraction(2, b) for a, b in itertools.combinations(range(1, 6), 2)) / 20
+    got = expected_per_query_values(
+        [parse_metric(n) for n in ("mrr", "meanr", "hit_rate@1", "recall@2", "map")],
+        rid,
+        position,
+        rank_pess,
+        tied,
+        n_rel,
+    )
+    ap = (
+        sum(Fraction(1, a) + Fraction(2, b) for a, b in itertools.combinations(range(1, 6), 2)) / 20
+    )
     assert got["mrr"][0] == pytest.approx(77 / 120, abs=1e-15)
     assert got["meanr"][0] == pytest.approx(2.0, abs=1e-15)
     assert got["hit_rate@1"][0] == pytest.approx(0.4, abs=1e-15)
@@ -171,7 +211,8 @@ def test_hand_computed_values():
 # --- generated cases: integer scores 0..3 (many ties), up to 9 items, several queries at once
 
 QUERY = st.lists(st.tuples(st.booleans(), st.integers(0, 3)), min_size=1, max_size=9).map(
-    lambda items: ([int(f) for f, _ in items], [x for _, x in items]))
+    lambda items: ([int(f) for f, _ in items], [x for _, x in items])
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -193,8 +234,9 @@ def test_first_rank_helpers_against_enumeration(s):
     for r, t in itertools.product(range(1, 6), range(0, 7)):
         firsts = first_slots(r, t)
         count = len(firsts)
-        assert expected_first_rank(s, r, t) == pytest.approx(float(Fraction(sum(s + x for x in firsts), count)),
-                                                             rel=1e-14)
+        assert expected_first_rank(s, r, t) == pytest.approx(
+            float(Fraction(sum(s + x for x in firsts), count)), rel=1e-14
+        )
         mrr = sum((Fraction(1, s + x) for x in firsts), Fraction(0)) / count
         assert expected_reciprocal_rank(s, r, t) == pytest.approx(float(mrr), rel=1e-14), (s, r, t)
         ks = np.arange(0, s + r + t + 2)
@@ -222,7 +264,12 @@ def test_reciprocal_rank_in_every_regime(extended, monkeypatch):
     if not extended:
         monkeypatch.setattr(ties, "_WIDE", np.float64)
         monkeypatch.setattr(ties, "_HEAD_LIMIT", 1)
-    cases = [(s, r, t) for t in (0, 1, 7, 300, 3000) for r in (1, 2, 9, 500, 5000) for s in (0, 1, 30, 1000, 10**9)]
+    cases = [
+        (s, r, t)
+        for t in (0, 1, 7, 300, 3000)
+        for r in (1, 2, 9, 500, 5000)
+        for s in (0, 1, 30, 1000, 10**9)
+    ]
     s, r, t = np.array(cases).T
     got = expected_reciprocal_rank(s, r, t)
     want = [reciprocal_reference(*case) for case in cases]
@@ -246,13 +293,20 @@ def test_harmonic_sums_to_full_precision():
 
 def order_statistic(i, r, n, x):
     """P(the i-th of r relevant items uniformly placed among n slots sits in slot x)."""
+
     def falling(a, k):
         out = np.ones_like(a, dtype=np.float64)
         for j in range(k):
             out *= np.maximum(a - j, 0)
         return out
-    return (falling(x - 1.0, i - 1) / math.factorial(i - 1) * falling(n - x * 1.0, r - i) / math.factorial(r - i)
-            / float(math.comb(n, r)))
+
+    return (
+        falling(x - 1.0, i - 1)
+        / math.factorial(i - 1)
+        * falling(n - x * 1.0, r - i)
+        / math.factorial(r - i)
+        / float(math.comb(n, r))
+    )
 
 
 def large_reference(before, r, t, s, K):
@@ -266,9 +320,13 @@ def large_reference(before, r, t, s, K):
     above = math.fsum(Fraction(i, b) for i, b in enumerate(before, 1))
     m = max(0, min(K - s, n))  # slots of the group inside the top K
     out = {
-        "map": (above + math.fsum(math.fsum(P[i - 1] * (c + i) / (s + x)) for i in range(1, r + 1))) / R,
-        f"map_cut@{K}": (above + math.fsum(math.fsum((P[i - 1] * (c + i) / (s + x))[:m])
-                                            for i in range(1, r + 1))) / R,
+        "map": (above + math.fsum(math.fsum(P[i - 1] * (c + i) / (s + x)) for i in range(1, r + 1)))
+        / R,
+        f"map_cut@{K}": (
+            above
+            + math.fsum(math.fsum((P[i - 1] * (c + i) / (s + x))[:m]) for i in range(1, r + 1))
+        )
+        / R,
         f"recall@{K}": (c + math.fsum(math.fsum(P[i - 1][:m]) for i in range(1, r + 1))) / R,
     }
     # map@K: h of the group's relevant items in its first m slots, those h uniformly there
@@ -276,7 +334,9 @@ def large_reference(before, r, t, s, K):
     for h in range(0, min(r, m) + 1):
         p_h = math.comb(m, h) * math.comb(n - m, r - h) / math.comb(n, r)
         xs = x[:m]
-        inside = math.fsum(math.fsum(order_statistic(i, h, m, xs) * (c + i) / (s + xs)) for i in range(1, h + 1))
+        inside = math.fsum(
+            math.fsum(order_statistic(i, h, m, xs) * (c + i) / (s + xs)) for i in range(1, h + 1)
+        )
         total += p_h * ((above + inside) / (c + h) if c + h else 0.0)
     out[f"map@{K}"] = total
     if not before:
@@ -294,12 +354,16 @@ def test_a_million_tied_non_relevant_items(r):
     for q, (before, s) in enumerate(layouts):
         c = len(before)
         rows += [(q, i, b, 0) for i, b in enumerate(before)]  # untied relevant items at rank b
-        rows += [(q, c + j, 1 + c + j + (s - c) + t, t) for j in range(r)]  # ge = negatives above + t
+        rows += [
+            (q, c + j, 1 + c + j + (s - c) + t, t) for j in range(r)
+        ]  # ge = negatives above + t
     rid, position, rank_pess, tied = np.array(rows, dtype=np.int64).T
     n_rel = np.array([len(b) + r for b, _ in layouts])
     names = ["map", f"map_cut@{K}", f"recall@{K}", f"map@{K}", "mrr", "meanr", f"hit_rate@{K}"]
     start = time.perf_counter()
-    got = expected_per_query_values([parse_metric(n) for n in names], rid, position, rank_pess, tied, n_rel)
+    got = expected_per_query_values(
+        [parse_metric(n) for n in names], rid, position, rank_pess, tied, n_rel
+    )
     assert time.perf_counter() - start < 2.0  # nothing costs O(t)
     for q, (before, s) in enumerate(layouts):
         want = large_reference([b for b in before], r, t, s, K)

@@ -15,9 +15,17 @@ import retrieval_checks as rc
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
 # ours -> trec_eval's measure name
-PAIRS = {"map": "map", "mrr": "recip_rank", "precision@10": "P_10", "recall@10": "recall_10",
-         "r_precision": "Rprec", "map_cut@10": "map_cut_10", "hit_rate@5": "success_5",
-         "ndcg@10": "ndcg_cut_10", "ndcg": "ndcg"}
+PAIRS = {
+    "map": "map",
+    "mrr": "recip_rank",
+    "precision@10": "P_10",
+    "recall@10": "recall_10",
+    "r_precision": "Rprec",
+    "map_cut@10": "map_cut_10",
+    "hit_rate@5": "success_5",
+    "ndcg@10": "ndcg_cut_10",
+    "ndcg": "ndcg",
+}
 
 
 def _data(bits=32, n_q=60, n_g=400, seed=0):
@@ -32,20 +40,39 @@ def _data(bits=32, n_q=60, n_g=400, seed=0):
 def _trec(Q, G, qy, gy, doc_id):
     """trec_eval's per-query values with document ids ``doc_id(j, relevant)``."""
     dist = (Q[:, None, :] != G[None, :, :]).sum(-1)
-    qrel = {f"q{i}": {doc_id(j, True): 1 for j in np.flatnonzero(gy == qy[i])} for i in range(len(qy))}
-    run = {f"q{i}": {doc_id(j, gy[j] == qy[i]): float(-dist[i, j]) for j in range(len(gy))} for i in range(len(qy))}
-    ev = pytrec_eval.RelevanceEvaluator(qrel, {"map", "recip_rank", "P", "recall", "Rprec", "map_cut", "success",
-                                               "ndcg", "ndcg_cut"})
+    qrel = {
+        f"q{i}": {doc_id(j, True): 1 for j in np.flatnonzero(gy == qy[i])} for i in range(len(qy))
+    }
+    run = {
+        f"q{i}": {doc_id(j, gy[j] == qy[i]): float(-dist[i, j]) for j in range(len(gy))}
+        for i in range(len(qy))
+    }
+    ev = pytrec_eval.RelevanceEvaluator(
+        qrel,
+        {"map", "recip_rank", "P", "recall", "Rprec", "map_cut", "success", "ndcg", "ndcg_cut"},
+    )
     out = ev.evaluate(run)
-    return {ours: np.array([out[f"q{i}"][theirs] if f"q{i}" in out else np.nan for i in range(len(qy))])
-            for ours, theirs in PAIRS.items()}
+    return {
+        ours: np.array([out[f"q{i}"][theirs] if f"q{i}" in out else np.nan for i in range(len(qy))])
+        for ours, theirs in PAIRS.items()
+    }
 
 
 @pytest.mark.parametrize("bits", [16, 32])
 def test_trec_eval_equals_the_matching_tie_order_and_lies_between_the_bounds(bits):
     Q, G, qy, gy = _data(bits)
-    res = {t: rc.evaluate(Q, G, query_labels=qy, gallery_labels=gy, metrics=list(PAIRS), similarity="hamming",
-                          ties=t) for t in ("pessimistic", "optimistic", "average")}
+    res = {
+        t: rc.evaluate(
+            Q,
+            G,
+            query_labels=qy,
+            gallery_labels=gy,
+            metrics=list(PAIRS),
+            similarity="hamming",
+            ties=t,
+        )
+        for t in ("pessimistic", "optimistic", "average")
+    }
     assert res["pessimistic"].tied_share > 0.3  # the data are tie-heavy
     # trec_eval puts the larger document id first in a tie
     pess = _trec(Q, G, qy, gy, lambda j, rel: f"{'a' if rel else 'z'}{j:05d}")
@@ -58,11 +85,15 @@ def test_trec_eval_equals_the_matching_tie_order_and_lies_between_the_bounds(bit
         np.testing.assert_allclose(pess[name], p, rtol=0, atol=1e-12, err_msg=name)
         np.testing.assert_allclose(opt[name], o, rtol=0, atol=1e-12, err_msg=name)
         used = ~np.isnan(p)
-        assert (arbitrary[name][used] >= p[used] - 1e-12).all() and (arbitrary[name][used] <= o[used] + 1e-12).all()
+        assert (arbitrary[name][used] >= p[used] - 1e-12).all() and (
+            arbitrary[name][used] <= o[used] + 1e-12
+        ).all()
         avg = res["average"].per_query[name]
         assert (avg[used] >= p[used] - 1e-12).all() and (avg[used] <= o[used] + 1e-12).all()
         lo, hi = res["average"].tie_range(name)
-        assert lo == pytest.approx(res["pessimistic"][name]) and hi == pytest.approx(res["optimistic"][name])
+        assert lo == pytest.approx(res["pessimistic"][name]) and hi == pytest.approx(
+            res["optimistic"][name]
+        )
         if name == "map":
             spread = float(np.nanmean(opt[name]) - np.nanmean(pess[name]))
     assert spread > 0.02  # the tie order alone moves trec_eval's mAP

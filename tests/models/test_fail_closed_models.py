@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks.models import EmbeddingCache, load_model, model_fingerprint
-from retrieval_checks.models import _embed
+from retrieval_checks.models import EmbeddingCache, _embed, load_model, model_fingerprint
 
 torch = pytest.importorskip("torch")
 
@@ -30,13 +29,25 @@ def _net():
 
 
 def _model(**kw):
-    base = dict(name="m", kind="callable", files={}, target=None, path=None, kwargs={}, batch_size=8, device=None,
-                cam_layer=None, base_dir=None, line=None)
+    base = dict(
+        name="m",
+        kind="callable",
+        files={},
+        target=None,
+        path=None,
+        kwargs={},
+        batch_size=8,
+        device=None,
+        cam_layer=None,
+        base_dir=None,
+        line=None,
+    )
     base.update(kw)
     return SimpleNamespace(**base)
 
 
 # ---------------------------------------------------------------- embed arguments
+
 
 @pytest.mark.parametrize("batch_size", [0, -1, "8", 1.5, True, None, 2.0])
 @pytest.mark.parametrize("model", ["module", "callable"])
@@ -70,11 +81,23 @@ def test_embed_model_must_be_callable(model):
         (None, r"inputs=NoneType: expected an array or tensor"),
         ("images", r"inputs=str: expected an array"),
         ({"a": 1}, r"inputs=dict: expected an array"),
-        ([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]], r"inputs: not a rectangular array|inputs: an array of Python objects"),
+        (
+            [[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]],
+            r"inputs: not a rectangular array|inputs: an array of Python objects",
+        ),
         (np.array([object(), object()], dtype=object), r"inputs: an array of Python objects"),
-        (np.where(np.arange(40).reshape(10, 4) == 5, np.nan, X), r"inputs: NaN or Inf in 1 input\(s\), first rows \[1\]"),
-        (np.where(np.arange(40).reshape(10, 4) >= 36, np.inf, X), r"NaN or Inf in 1 input\(s\), first rows \[9\]"),
-        (torch.full((3, 4), float("nan")), r"inputs: NaN or Inf in 3 input\(s\), first rows \[0, 1, 2\]"),
+        (
+            np.where(np.arange(40).reshape(10, 4) == 5, np.nan, X),
+            r"inputs: NaN or Inf in 1 input\(s\), first rows \[1\]",
+        ),
+        (
+            np.where(np.arange(40).reshape(10, 4) >= 36, np.inf, X),
+            r"NaN or Inf in 1 input\(s\), first rows \[9\]",
+        ),
+        (
+            torch.full((3, 4), float("nan")),
+            r"inputs: NaN or Inf in 3 input\(s\), first rows \[0, 1, 2\]",
+        ),
         (np.zeros((0, 4), np.float32), r"need at least one row"),
         (np.float32(1.0), r"need at least one row"),
         (np.ones((3, 4), np.complex64), r"complex"),
@@ -116,14 +139,22 @@ def test_embed_other_arguments_are_checked(kwargs, fragment):
 def test_embed_valid_variants_agree():
     net = _net()
     ref = rc.embed(net, X, device="cpu")
-    np.testing.assert_allclose(rc.embed(net, X.tolist(), device="cpu", batch_size=np.int64(3)), ref, rtol=1e-5,
-                               atol=1e-6)
-    np.testing.assert_allclose(rc.embed(net, X.astype(">f4"), device="cpu"), ref, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(rc.embed(net, torch.from_numpy(X).double(), device="numpy"), ref, rtol=1e-5,
-                               atol=1e-6)
-    out = rc.embed(lambda v: v[:, :2], torch.from_numpy(X))  # tensors reach callables as numpy arrays
+    np.testing.assert_allclose(
+        rc.embed(net, X.tolist(), device="cpu", batch_size=np.int64(3)), ref, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        rc.embed(net, X.astype(">f4"), device="cpu"), ref, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        rc.embed(net, torch.from_numpy(X).double(), device="numpy"), ref, rtol=1e-5, atol=1e-6
+    )
+    out = rc.embed(
+        lambda v: v[:, :2], torch.from_numpy(X)
+    )  # tensors reach callables as numpy arrays
     np.testing.assert_array_equal(out, X[:, :2])
-    strings = rc.embed(lambda v: np.array([[len(s), 1.0] for s in v]), np.array(["ab", "c"]))  # text encoders
+    strings = rc.embed(
+        lambda v: np.array([[len(s), 1.0] for s in v]), np.array(["ab", "c"])
+    )  # text encoders
     np.testing.assert_array_equal(strings, [[2, 1], [1, 1]])
 
 
@@ -139,6 +170,7 @@ def test_embed_converts_low_and_high_precision_tensors_to_the_module_dtype(dtype
 
 # ---------------------------------------------------------------- exported programs
 
+
 def _export(path):
     class Net(torch.nn.Module):
         def __init__(self):
@@ -150,7 +182,9 @@ def _export(path):
 
     torch.manual_seed(0)
     net = Net().eval()
-    ep = torch.export.export(net, (torch.randn(3, 4),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    ep = torch.export.export(
+        net, (torch.randn(3, 4),), dynamic_shapes=({0: torch.export.Dim("batch")},)
+    )
     torch.export.save(ep, str(path))
     return net
 
@@ -162,7 +196,7 @@ def _rewrite(src, dst, change):
         names = zin.namelist()
         prefix = names[0].split("/", 1)[0] + "/"
         for name in names:
-            rel = name[len(prefix):]
+            rel = name[len(prefix) :]
             out = change(rel, zin.read(name))
             if out is None:
                 continue
@@ -206,23 +240,46 @@ def _use_pickle(rel, data):
 
 def _opaque(rel, data):
     if rel.endswith("model_constants_config.json"):
-        return json.dumps({"config": {"c": {"path_name": "opaque_obj_0", "is_param": False,
-                                            "use_pickle": True}}}).encode()
+        return json.dumps(
+            {"config": {"c": {"path_name": "opaque_obj_0", "is_param": False, "use_pickle": True}}}
+        ).encode()
     return data
 
 
 @pytest.mark.parametrize(
     "change, fragment",
     [
-        (lambda marker: (lambda rel, d: _pickled(marker) if rel == "data/sample_inputs/model.pt" else d),
-         r"sample inputs .* are not plain tensors"),
+        (
+            lambda marker: (
+                lambda rel, d: _pickled(marker) if rel == "data/sample_inputs/model.pt" else d
+            ),
+            r"sample inputs .* are not plain tensors",
+        ),
         (lambda marker: (lambda rel, d: _use_pickle(rel, d)), r"stored pickled \(use_pickle\)"),
-        (lambda marker: (lambda rel, d: _opaque(rel, d)), r"(stored pickled|pickled Python or TorchBind object)"),
-        (lambda marker: (lambda rel, d: d if rel != "archive_version" else None), r"no archive_version record"),
-        (lambda marker: (lambda rel, d: [(rel, d), ("data/weights/model.pt", _pickled(marker))]
-                         if rel == "archive_version" else d), r"legacy pickled format"),
-        (lambda marker: (lambda rel, d: [(rel, d), ("data/aotinductor/model/model.so", b"\x7fELF")]
-                         if rel == "archive_version" else d), r"AOTInductor compiled code"),
+        (
+            lambda marker: (lambda rel, d: _opaque(rel, d)),
+            r"(stored pickled|pickled Python or TorchBind object)",
+        ),
+        (
+            lambda marker: (lambda rel, d: d if rel != "archive_version" else None),
+            r"no archive_version record",
+        ),
+        (
+            lambda marker: (
+                lambda rel, d: [(rel, d), ("data/weights/model.pt", _pickled(marker))]
+                if rel == "archive_version"
+                else d
+            ),
+            r"legacy pickled format",
+        ),
+        (
+            lambda marker: (
+                lambda rel, d: [(rel, d), ("data/aotinductor/model/model.so", b"\x7fELF")]
+                if rel == "archive_version"
+                else d
+            ),
+            r"AOTInductor compiled code",
+        ),
     ],
 )
 def test_exported_archives_that_would_unpickle_or_run_code_are_refused(tmp_path, change, fragment):
@@ -251,21 +308,27 @@ def test_raw_torch_export_load_would_have_run_the_payload(tmp_path):
     """Why the check exists: torch.export.load retries sample inputs with weights_only=False."""
     marker = tmp_path / "ran"
     _export(tmp_path / "m.pt2")
-    bad = _rewrite(tmp_path / "m.pt2", tmp_path / "bad.pt2",
-                   lambda rel, d: _pickled(marker) if rel == "data/sample_inputs/model.pt" else d)
-    with pytest.raises(Exception):
+    bad = _rewrite(
+        tmp_path / "m.pt2",
+        tmp_path / "bad.pt2",
+        lambda rel, d: _pickled(marker) if rel == "data/sample_inputs/model.pt" else d,
+    )
+    with pytest.raises(Exception):  # noqa: B017 (whatever torch raises: the point is the marker)
         torch.export.load(str(bad))
     assert marker.exists()
 
 
 @pytest.mark.parametrize("kind", ["exported", "torchscript"])
-@pytest.mark.parametrize("damage, fragment", [
-    ("missing", r"no such .*check the path"),
-    ("directory", r"is a directory"),
-    ("empty", r"is empty \(0 bytes\)"),
-    ("garbage", r"not a (saved torch.export program|TorchScript file|torch.export program)"),
-    ("truncated", r"(damaged|not a)"),
-])
+@pytest.mark.parametrize(
+    "damage, fragment",
+    [
+        ("missing", r"no such .*check the path"),
+        ("directory", r"is a directory"),
+        ("empty", r"is empty \(0 bytes\)"),
+        ("garbage", r"not a (saved torch.export program|TorchScript file|torch.export program)"),
+        ("truncated", r"(damaged|not a)"),
+    ],
+)
 def test_model_files_that_are_missing_or_damaged_name_the_file(tmp_path, kind, damage, fragment):
     p = tmp_path / ("m.pt2" if kind == "exported" else "m.pt")
     if kind == "exported":
@@ -316,15 +379,21 @@ def nets(tmp_path):
 def test_factory_with_weights_loads_them(nets):
     base, good = nets
     m = load_model(_model(kind="factory", target="nets:make", path=base / "w.pt", base_dir=base))
-    np.testing.assert_allclose(rc.embed(m, X, device="cpu"), good(torch.from_numpy(X)).detach().numpy(), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        rc.embed(m, X, device="cpu"),
+        good(torch.from_numpy(X)).detach().numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_weights_with_pickled_code_are_refused_and_nothing_runs(nets):
     base, good = nets
     marker = base / "ran"
     torch.save({"weight": good.weight, "bias": _Payload(str(marker))}, base / "evil.pt")
-    with pytest.raises(rc.InputError, match=r"(?s)evil\.pt: torch\.load\(weights_only=True\) refused.*state_dict"):
+    with pytest.raises(
+        rc.InputError, match=r"(?s)evil\.pt: torch\.load\(weights_only=True\) refused.*state_dict"
+    ):
         load_model(_model(kind="factory", target="nets:make", path=base / "evil.pt", base_dir=base))
     assert not marker.exists()
 
@@ -332,11 +401,16 @@ def test_weights_with_pickled_code_are_refused_and_nothing_runs(nets):
 @pytest.mark.parametrize(
     "setup, fragment",
     [
-        (lambda b: (b / "w.pt").write_bytes((b / "w.pt").read_bytes()[:200]), r"w\.pt.*(damaged|truncated)"),
+        (
+            lambda b: (b / "w.pt").write_bytes((b / "w.pt").read_bytes()[:200]),
+            r"w\.pt.*(damaged|truncated)",
+        ),
         (lambda b: (b / "w.pt").write_bytes(b""), r"w\.pt: the weights file is empty"),
         (lambda b: (b / "w.pt").unlink(), r"w\.pt: no such weights file"),
-        (lambda b: torch.save(torch.nn.Linear(4, 3).state_dict(), b / "w.pt"),
-         r"w\.pt: these weights do not fit the module nets:make builds"),
+        (
+            lambda b: torch.save(torch.nn.Linear(4, 3).state_dict(), b / "w.pt"),
+            r"w\.pt: these weights do not fit the module nets:make builds",
+        ),
         (lambda b: torch.save([1, 2], b / "w.pt"), r"expected a state_dict"),
     ],
 )
@@ -360,16 +434,29 @@ def test_flipped_bits_in_weights_fail_the_crc(nets):
 def test_damaged_safetensors_weights(nets):
     base, _ = nets
     (base / "w.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{garbage")
-    with pytest.raises(rc.InputError, match=r"w\.safetensors: cannot read the weights as \.safetensors"):
-        load_model(_model(kind="factory", target="nets:make", path=base / "w.safetensors", base_dir=base))
+    with pytest.raises(
+        rc.InputError, match=r"w\.safetensors: cannot read the weights as \.safetensors"
+    ):
+        load_model(
+            _model(kind="factory", target="nets:make", path=base / "w.safetensors", base_dir=base)
+        )
 
 
 @pytest.mark.parametrize(
     "kw, fragment",
     [
-        (dict(target="nets:make", kwargs={"dims": 3}), r"kwargs \['dims'\] do not fit nets:make.*parameters are dim, boom"),
-        (dict(target="nets:make", kwargs={"boom": True}), r"nets:make\(\*\*kwargs\) raised RuntimeError: factory exploded"),
-        (dict(target="nets:not_a_module"), r"returned int; a factory must return a torch.nn.Module"),
+        (
+            dict(target="nets:make", kwargs={"dims": 3}),
+            r"kwargs \['dims'\] do not fit nets:make.*parameters are dim, boom",
+        ),
+        (
+            dict(target="nets:make", kwargs={"boom": True}),
+            r"nets:make\(\*\*kwargs\) raised RuntimeError: factory exploded",
+        ),
+        (
+            dict(target="nets:not_a_module"),
+            r"returned int; a factory must return a torch.nn.Module",
+        ),
         (dict(target="nets"), r"target='nets': expected 'module:function'"),
         (dict(target="nets:missing"), r"has no 'missing'; its callables: .*make"),
         (dict(target="nowhere_module_xyz:f"), r"cannot import module 'nowhere_module_xyz'"),
@@ -396,8 +483,12 @@ def test_callable_module_that_raises_on_import(tmp_path):
 def test_callable_kwargs_must_fit(tmp_path):
     (tmp_path / "enc.py").write_text("def f(x, scale=1.0):\n    return x * scale\n")
     with pytest.raises(rc.InputError, match=r"kwargs \['scael'\] do not fit enc.py:f"):
-        load_model(_model(kind="callable", target="enc.py:f", base_dir=tmp_path, kwargs={"scael": 2}))
-    fn = load_model(_model(kind="callable", target="enc.py:f", base_dir=tmp_path, kwargs={"scale": 2.0}))
+        load_model(
+            _model(kind="callable", target="enc.py:f", base_dir=tmp_path, kwargs={"scael": 2})
+        )
+    fn = load_model(
+        _model(kind="callable", target="enc.py:f", base_dir=tmp_path, kwargs={"scale": 2.0})
+    )
     np.testing.assert_array_equal(fn(X), X * 2)
 
 
@@ -425,8 +516,11 @@ def test_cache_round_trip_and_counts(tmp_path):
 def test_cache_directory_that_is_a_file_warns_and_runs_without(tmp_path):
     f = tmp_path / "cachefile"
     f.write_text("not a directory")
-    with pytest.warns(RuntimeWarning, match=r"embedding cache .*cachefile: it exists and is not a directory; running "
-                                            r"without the cache"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"embedding cache .*cachefile: it exists and is not a directory; running "
+        r"without the cache",
+    ):
         cache = EmbeddingCache(f)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once, then silent
@@ -450,13 +544,19 @@ def test_unwritable_cache_warns_and_runs_without(tmp_path, monkeypatch):
 
     monkeypatch.setattr(_embed.tempfile, "mkstemp", read_only)
     cache = EmbeddingCache(tmp_path / "ro")
-    with pytest.warns(RuntimeWarning, match=r"ro: cannot write there \(PermissionError: Permission denied\); "
-                                            r"running without the cache"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"ro: cannot write there \(PermissionError: Permission denied\); "
+        r"running without the cache",
+    ):
         cache.put("k", E)
     assert cache.get("k") is None
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories; the monkeypatched test covers it")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root writes into read-only directories; the monkeypatched test covers it",
+)
 def test_read_only_cache_directory_for_real(tmp_path):
     d = tmp_path / "ro"
     d.mkdir()
@@ -495,14 +595,18 @@ def _corrupt(kind, path):
         path.write_bytes(buf.getvalue())
 
 
-@pytest.mark.parametrize("kind", ["truncated", "empty", "garbage", "flipped", "swapped", "directory", "old_npy"])
+@pytest.mark.parametrize(
+    "kind", ["truncated", "empty", "garbage", "flipped", "swapped", "directory", "old_npy"]
+)
 def test_damaged_cache_entry_is_recomputed_never_served(tmp_path, kind):
     cache = EmbeddingCache(tmp_path / "c")
     key = EmbeddingCache.key("fp", X, "queries")
     cache.put(key, E)
     entry = next((tmp_path / "c").glob(f"{key}*"))
     _corrupt(kind, entry)
-    with pytest.warns(RuntimeWarning, match=r"embedding cache entry .* is damaged .*recomputing it"):
+    with pytest.warns(
+        RuntimeWarning, match=r"embedding cache entry .* is damaged .*recomputing it"
+    ):
         assert cache.get(key) is None
     cache.put(key, E)  # the recomputed value replaces it
     np.testing.assert_array_equal(cache.get(key), E)
@@ -518,9 +622,15 @@ def test_suite_runner_recomputes_a_damaged_entry_with_the_same_numbers(tmp_path)
 
     (tmp_path / "enc.py").write_text("def f(x):\n    return x[:, :3] * 2.0\n")
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "d.npz", inputs=rng.normal(size=(12, 5)).astype(np.float32), labels=np.repeat(np.arange(4), 3))
-    (tmp_path / "s.yaml").write_text("datasets: {a: {queries: d.npz}}\nmodels: {m: {callable: 'enc:f'}}\n"
-                                     "checks: [{metric: map, at_least: 0.1}]\n")
+    np.savez(
+        tmp_path / "d.npz",
+        inputs=rng.normal(size=(12, 5)).astype(np.float32),
+        labels=np.repeat(np.arange(4), 3),
+    )
+    (tmp_path / "s.yaml").write_text(
+        "datasets: {a: {queries: d.npz}}\nmodels: {m: {callable: 'enc:f'}}\n"
+        "checks: [{metric: map, at_least: 0.1}]\n"
+    )
     suite = load_suite(tmp_path / "s.yaml")
     first = SuiteRunner(cache_dir=tmp_path / "cache")
     ref = first.part(suite, "m", "a", "queries").embeddings.copy()
@@ -537,10 +647,15 @@ def test_an_entry_of_another_key_is_not_served(tmp_path):
     """A valid entry copied or renamed onto another key's name (another model's, other
     inputs'): its checksum matches its numbers, but it is not this key's entry."""
     cache = EmbeddingCache(tmp_path / "c")
-    mine, other = EmbeddingCache.key("fp", X, "queries"), EmbeddingCache.key("fp-other-model", X, "queries")
+    mine, other = (
+        EmbeddingCache.key("fp", X, "queries"),
+        EmbeddingCache.key("fp-other-model", X, "queries"),
+    )
     cache.put(other, E + 1)
     (tmp_path / "c" / f"{other}.npz").replace(tmp_path / "c" / f"{mine}.npz")
-    with pytest.warns(RuntimeWarning, match=rf"embedding cache entry .*{mine}\.npz is damaged .*another key"):
+    with pytest.warns(
+        RuntimeWarning, match=rf"embedding cache entry .*{mine}\.npz is damaged .*another key"
+    ):
         assert cache.get(mine) is None
     cache.put(mine, E)
     np.testing.assert_array_equal(cache.get(mine), E)

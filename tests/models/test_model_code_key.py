@@ -31,8 +31,10 @@ def project(tmp_path, monkeypatch):
 
 
 def _suite(root, target):
-    (root / "s.yaml").write_text(f"datasets: {{a: {{queries: d.npz}}}}\nmodels: {{m: {{callable: '{target}'}}}}\n"
-                                 "checks: [{metric: map, at_least: 0.1}]\n")
+    (root / "s.yaml").write_text(
+        f"datasets: {{a: {{queries: d.npz}}}}\nmodels: {{m: {{callable: '{target}'}}}}\n"
+        "checks: [{metric: map, at_least: 0.1}]\n"
+    )
     return load_suite(root / "s.yaml")
 
 
@@ -67,11 +69,14 @@ def test_changing_a_helper_module_misses_the_cache(project, how):
         code = use[0] + f"def f(x):\n    return x[:, :3] * {use[1]}\n"
     (root / pkg / "enc.py").write_text(code)
     (root / pkg / "helper.py").write_text("scale = 2.0\n")
-    before, after, second = _embed_twice(root, pkg, f"{pkg}.enc:f",
-                                         lambda: (root / pkg / "helper.py").write_text("scale = -3.0\n"))
+    before, after, second = _embed_twice(
+        root, pkg, f"{pkg}.enc:f", lambda: (root / pkg / "helper.py").write_text("scale = -3.0\n")
+    )
     np.testing.assert_array_equal(before, X[:, :3] * 2.0)
     assert second.cache.misses == 1 and second.cache.hits == 0 and second.embedded == 1
-    np.testing.assert_array_equal(after, X[:, :3] * -3.0)  # the changed helper's numbers, not the cached ones
+    np.testing.assert_array_equal(
+        after, X[:, :3] * -3.0
+    )  # the changed helper's numbers, not the cached ones
 
 
 def test_a_helper_next_to_a_file_model_on_sys_path(project, monkeypatch):
@@ -81,7 +86,9 @@ def test_a_helper_next_to_a_file_model_on_sys_path(project, monkeypatch):
     monkeypatch.syspath_prepend(str(root / pkg))
     helper = f"{pkg}_flat_helper"
     (root / pkg / f"{helper}.py").write_text("scale = 2.0\n")
-    (root / pkg / "enc.py").write_text(f"import {helper}\ndef f(x):\n    return x[:, :3] * {helper}.scale\n")
+    (root / pkg / "enc.py").write_text(
+        f"import {helper}\ndef f(x):\n    return x[:, :3] * {helper}.scale\n"
+    )
 
     def change():
         (root / pkg / f"{helper}.py").write_text("scale = 5.0\n")
@@ -94,8 +101,10 @@ def test_a_helper_next_to_a_file_model_on_sys_path(project, monkeypatch):
 
 def test_an_unchanged_helper_still_hits_and_installed_packages_are_not_hashed(project):
     root, pkg = project
-    (root / pkg / "enc.py").write_text("import json, numpy\nfrom .helper import scale\n"
-                                       "def f(x):\n    return numpy.asarray(x)[:, :3] * scale\n")
+    (root / pkg / "enc.py").write_text(
+        "import json, numpy\nfrom .helper import scale\n"
+        "def f(x):\n    return numpy.asarray(x)[:, :3] * scale\n"
+    )
     (root / pkg / "helper.py").write_text("scale = 2.0\n")
     before, after, second = _embed_twice(root, pkg, f"{pkg}.enc:f", lambda: None)
     assert second.cache.hits == 1 and second.embedded == 0
@@ -106,13 +115,15 @@ def test_code_files_of_the_key_are_listed(project):
     from retrieval_checks.models._code import model_code_files
 
     root, pkg = project
-    (root / pkg / "enc.py").write_text(textwrap.dedent("""
+    (root / pkg / "enc.py").write_text(
+        textwrap.dedent("""
         import numpy
         from . import helper
         def f(x):
             from .lazy import g
             return g(x)
-    """))
+    """)
+    )
     (root / pkg / "helper.py").write_text("from .deep import k\n")
     (root / pkg / "deep.py").write_text("k = 1\n")
     (root / pkg / "lazy.py").write_text("def g(x):\n    return x\n")
@@ -132,14 +143,23 @@ def test_a_module_imported_under_a_computed_name_is_never_served_from_the_cache(
     """The key cannot tell which code such a model runs: it is computed afresh each
     session, with a warning naming the import."""
     root, pkg = project
-    (root / pkg / "enc.py").write_text("import importlib\nWHICH = 'helper'\n"
-                                       "def f(x):\n    mod = importlib.import_module(__package__ + '.' + WHICH)\n"
-                                       "    return x[:, :3] * mod.scale\n")
+    (root / pkg / "enc.py").write_text(
+        "import importlib\nWHICH = 'helper'\n"
+        "def f(x):\n    mod = importlib.import_module(__package__ + '.' + WHICH)\n"
+        "    return x[:, :3] * mod.scale\n"
+    )
     (root / pkg / "helper.py").write_text("scale = 2.0\n")
-    with pytest.warns(RuntimeWarning, match=r"enc\.py:4 imports a module under a name computed at run time.*"
-                                            r"computed afresh"):
-        before, after, second = _embed_twice(root, pkg, f"{pkg}.enc:f",
-                                             lambda: (root / pkg / "helper.py").write_text("scale = 4.0\n"))
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"enc\.py:4 imports a module under a name computed at run time.*"
+        r"computed afresh",
+    ):
+        before, after, second = _embed_twice(
+            root,
+            pkg,
+            f"{pkg}.enc:f",
+            lambda: (root / pkg / "helper.py").write_text("scale = 4.0\n"),
+        )
     assert second.embedded == 1 and second.cache.hits == 0
     np.testing.assert_array_equal(after, X[:, :3] * 4.0)
 
@@ -149,11 +169,15 @@ def test_a_kwarg_naming_a_directory_keys_by_its_files(project):
     root, pkg = project
     (root / "assets").mkdir()
     np.save(root / "assets" / "w.npy", np.full(3, 2.0, np.float32))
-    (root / pkg / "enc.py").write_text("import os, numpy as np\ndef f(x, assets):\n"
-                                       "    return x[:, :3] * np.load(os.path.join(assets, 'w.npy'))\n")
-    (root / "s.yaml").write_text(f"datasets: {{a: {{queries: d.npz}}}}\nmodels: {{m: {{callable: '{pkg}.enc:f', "
-                                 f"kwargs: {{assets: {root / 'assets'}}}}}}}\n"
-                                 "checks: [{metric: map, at_least: 0.1}]\n")
+    (root / pkg / "enc.py").write_text(
+        "import os, numpy as np\ndef f(x, assets):\n"
+        "    return x[:, :3] * np.load(os.path.join(assets, 'w.npy'))\n"
+    )
+    (root / "s.yaml").write_text(
+        f"datasets: {{a: {{queries: d.npz}}}}\nmodels: {{m: {{callable: '{pkg}.enc:f', "
+        f"kwargs: {{assets: {root / 'assets'}}}}}}}\n"
+        "checks: [{metric: map, at_least: 0.1}]\n"
+    )
     first = SuiteRunner(cache_dir=root / "cache")
     first.part(load_suite(root / "s.yaml"), "m", "a", "queries")
     np.save(root / "assets" / "w.npy", np.full(3, -1.0, np.float32))
@@ -165,7 +189,7 @@ def test_a_kwarg_naming_a_directory_keys_by_its_files(project):
 
 
 def test_kwargs_that_are_separators_or_nested_paths(project):
-    """"." or "/" as a kwarg (a separator) is not read as the folder to hash; a path
+    """ "." or "/" as a kwarg (a separator) is not read as the folder to hash; a path
     inside a list of kwargs is."""
     from types import SimpleNamespace
 
@@ -174,8 +198,15 @@ def test_kwargs_that_are_separators_or_nested_paths(project):
     root, pkg = project
     (root / pkg / "enc.py").write_text("def f(x, sep='.', paths=()):\n    return x[:, :3]\n")
     np.save(root / "w.npy", np.ones(3))
-    model = SimpleNamespace(name="m", kind="callable", target=f"{pkg}.enc:f", path=None, base_dir=root,
-                            kwargs={"sep": ".", "paths": ["w.npy"]}, settings={})
+    model = SimpleNamespace(
+        name="m",
+        kind="callable",
+        target=f"{pkg}.enc:f",
+        path=None,
+        base_dir=root,
+        kwargs={"sep": ".", "paths": ["w.npy"]},
+        settings={},
+    )
     before = model_fingerprint(model)
     (root / "unrelated.txt").write_text("changes in the suite folder do not matter")
     assert model_fingerprint(model) == before
@@ -191,7 +222,9 @@ def test_a_helper_in_the_suite_folder_of_a_model_in_a_subfolder(project):
     helper = f"{pkg}_suite_helper"
     (root / f"{helper}.py").write_text("scale = 2.0\n")
     (root / "models").mkdir()
-    (root / "models" / "enc.py").write_text(f"from {helper} import scale\ndef f(x):\n    return x[:, :3] * scale\n")
+    (root / "models" / "enc.py").write_text(
+        f"from {helper} import scale\ndef f(x):\n    return x[:, :3] * scale\n"
+    )
 
     def change():
         (root / f"{helper}.py").write_text("scale = 6.0\n")
@@ -219,7 +252,9 @@ def test_a_same_named_module_loaded_from_elsewhere_does_not_key_the_model(tmp_pa
     (suite / "helpers.py").write_text("SCALE = 2\n")
     (other / "helpers.py").write_text("SCALE = 3\n")
     name = f"rcmodel_{uuid.uuid4().hex[:8]}"
-    (suite / f"{name}.py").write_text("def embed(x):\n    import helpers\n    return x * helpers.SCALE\n")
+    (suite / f"{name}.py").write_text(
+        "def embed(x):\n    import helpers\n    return x * helpers.SCALE\n"
+    )
     stranger = types.ModuleType("helpers")
     stranger.__file__ = str(other / "helpers.py")
     monkeypatch.setitem(sys.modules, "helpers", stranger)

@@ -90,7 +90,9 @@ def _first_stable_seed(build, max_seed=200):
         data = build(seed)
         if all(min_mixed_gap(S, rel) > 2 * DELTA for S, rel in data["rankings"]):
             return data
-    raise AssertionError("no seed gives a ranking that is stable under float32 rounding")  # pragma: no cover
+    raise AssertionError(
+        "no seed gives a ranking that is stable under float32 rounding"
+    )  # pragma: no cover
 
 
 @functools.lru_cache(maxsize=None)
@@ -127,8 +129,16 @@ def split_data():
         q = _clusters(rng, centers, q_labels)
         S = cosine64(q, g)
         rel = q_labels[:, None] == g_labels[None, :]
-        return {"seed": seed, "q": q, "g": g, "q_labels": q_labels, "g_labels": g_labels, "S": S, "rel": rel,
-                "rankings": [(S, rel)]}
+        return {
+            "seed": seed,
+            "q": q,
+            "g": g,
+            "q_labels": q_labels,
+            "g_labels": g_labels,
+            "S": S,
+            "rel": rel,
+            "rankings": [(S, rel)],
+        }
 
     return _first_stable_seed(build)
 
@@ -146,8 +156,17 @@ def crossmodal_data():
         S_t2i = cosine64(cap, img)
         rel_t2i = owner[:, None] == np.arange(n_img)[None, :]
         S_i2t, rel_i2t = S_t2i.T.copy(), rel_t2i.T.copy()
-        return {"seed": seed, "img": img, "cap": cap, "owner": owner, "S_t2i": S_t2i, "rel_t2i": rel_t2i,
-                "S_i2t": S_i2t, "rel_i2t": rel_i2t, "rankings": [(S_t2i, rel_t2i), (S_i2t, rel_i2t)]}
+        return {
+            "seed": seed,
+            "img": img,
+            "cap": cap,
+            "owner": owner,
+            "S_t2i": S_t2i,
+            "rel_t2i": rel_t2i,
+            "S_i2t": S_i2t,
+            "rel_i2t": rel_i2t,
+            "rankings": [(S_t2i, rel_t2i), (S_i2t, rel_i2t)],
+        }
 
     return _first_stable_seed(build)
 
@@ -183,11 +202,20 @@ def test_data_is_nontrivial():
 # Its numbers are float64 except mean_reciprocal_rank (float32 reciprocals averaged in
 # float32: error < 1e-7 for these sizes), so 1e-6 holds throughout.
 
-PML_METRICS = ("precision_at_1", "r_precision", "mean_average_precision_at_r",
-               "mean_average_precision", "mean_reciprocal_rank")
-OURS_FOR_PML = {"precision_at_1": "hit_rate@1", "r_precision": "r_precision",
-                "mean_average_precision_at_r": "map@R", "mean_average_precision": "map",
-                "mean_reciprocal_rank": "mrr"}
+PML_METRICS = (
+    "precision_at_1",
+    "r_precision",
+    "mean_average_precision_at_r",
+    "mean_average_precision",
+    "mean_reciprocal_rank",
+)
+OURS_FOR_PML = {
+    "precision_at_1": "hit_rate@1",
+    "r_precision": "r_precision",
+    "mean_average_precision_at_r": "map@R",
+    "mean_average_precision": "map",
+    "mean_reciprocal_rank": "mrr",
+}
 
 
 def _pml():
@@ -202,11 +230,17 @@ def _pml_calculator(knn: str, k=None, include=PML_METRICS):
     torch, ac, inference = _pml()
     import faiss
 
-    knn_func = inference.FaissKNN(index_init_fn=faiss.IndexFlatIP) if knn == "ip" else None  # None: IndexFlatL2
-    return ac.AccuracyCalculator(include=include, k=k, device=torch.device("cpu"), knn_func=knn_func)
+    knn_func = (
+        inference.FaissKNN(index_init_fn=faiss.IndexFlatIP) if knn == "ip" else None
+    )  # None: IndexFlatL2
+    return ac.AccuracyCalculator(
+        include=include, k=k, device=torch.device("cpu"), knn_func=knn_func
+    )
 
 
-def _pml_accuracy(calc, query, query_labels, reference=None, reference_labels=None, ref_includes_query=False):
+def _pml_accuracy(
+    calc, query, query_labels, reference=None, reference_labels=None, ref_includes_query=False
+):
     out = calc.get_accuracy(query, query_labels, reference, reference_labels, ref_includes_query)
     return {k: float(v) for k, v in out.items()}
 
@@ -227,8 +261,13 @@ def test_pml_leave_one_out(knn, ours_input, similarity, device):
     calc = _pml_calculator(knn)
     ref = _pml_accuracy(calc, unit, d["labels"])  # reference=None: leave-one-out
     ours_x = unit if ours_input == "normalized" else d["x"]
-    r = rc.evaluate(ours_x, query_labels=d["labels"], metrics=list(OURS_FOR_PML.values()),
-                    similarity=similarity, device=device)
+    r = rc.evaluate(
+        ours_x,
+        query_labels=d["labels"],
+        metrics=list(OURS_FOR_PML.values()),
+        similarity=similarity,
+        device=device,
+    )
     assert r.n_skipped == 0
     for name in PML_METRICS:
         assert r[OURS_FOR_PML[name]] == pytest.approx(ref[name], abs=1e-6), name
@@ -239,14 +278,25 @@ def test_pml_k_conventions():
     integer k turns mean_average_precision into map_cut@k (divided by R)."""
     d = loo_data()
     unit = normalize32(d["x"])
-    ref_bin = _pml_accuracy(_pml_calculator("ip", k="max_bin_count",
-                                            include=("r_precision", "mean_average_precision_at_r")),
-                            unit, d["labels"])
+    ref_bin = _pml_accuracy(
+        _pml_calculator(
+            "ip", k="max_bin_count", include=("r_precision", "mean_average_precision_at_r")
+        ),
+        unit,
+        d["labels"],
+    )
     k = 10
-    ref_k = _pml_accuracy(_pml_calculator("ip", k=k, include=("mean_average_precision", "precision_at_1")),
-                          unit, d["labels"])
-    r = rc.evaluate(d["x"], query_labels=d["labels"], device="cpu",
-                    metrics=["r_precision", "map@R", f"map_cut@{k}", f"map@{k}", "hit_rate@1"])
+    ref_k = _pml_accuracy(
+        _pml_calculator("ip", k=k, include=("mean_average_precision", "precision_at_1")),
+        unit,
+        d["labels"],
+    )
+    r = rc.evaluate(
+        d["x"],
+        query_labels=d["labels"],
+        device="cpu",
+        metrics=["r_precision", "map@R", f"map_cut@{k}", f"map@{k}", "hit_rate@1"],
+    )
     assert r["r_precision"] == pytest.approx(ref_bin["r_precision"], abs=1e-6)
     assert r["map@R"] == pytest.approx(ref_bin["mean_average_precision_at_r"], abs=1e-6)
     assert r[f"map_cut@{k}"] == pytest.approx(ref_k["mean_average_precision"], abs=1e-6)
@@ -259,10 +309,23 @@ def test_pml_k_conventions():
 def test_pml_query_gallery_split(knn, ours_input, similarity):
     d = split_data()
     calc = _pml_calculator(knn)
-    ref = _pml_accuracy(calc, normalize32(d["q"]), d["q_labels"], normalize32(d["g"]), d["g_labels"], False)
-    q, g = (normalize32(d["q"]), normalize32(d["g"])) if ours_input == "normalized" else (d["q"], d["g"])
-    r = rc.evaluate(q, g, query_labels=d["q_labels"], gallery_labels=d["g_labels"],
-                    metrics=list(OURS_FOR_PML.values()), similarity=similarity, device="cpu")
+    ref = _pml_accuracy(
+        calc, normalize32(d["q"]), d["q_labels"], normalize32(d["g"]), d["g_labels"], False
+    )
+    q, g = (
+        (normalize32(d["q"]), normalize32(d["g"]))
+        if ours_input == "normalized"
+        else (d["q"], d["g"])
+    )
+    r = rc.evaluate(
+        q,
+        g,
+        query_labels=d["q_labels"],
+        gallery_labels=d["g_labels"],
+        metrics=list(OURS_FOR_PML.values()),
+        similarity=similarity,
+        device="cpu",
+    )
     # the 6 queries of class 12 are PML's "lone" queries and our skipped ones
     assert r.n_skipped == 6 and r.n_used == d["q"].shape[0] - 6
     assert np.isnan(r.per_query["map"][d["q_labels"] == 12]).all()
@@ -277,14 +340,23 @@ def test_pml_queries_inside_gallery(shuffle):
     d = loo_data()
     unit = normalize32(d["x"])
     n_q = 120
-    ref = _pml_accuracy(_pml_calculator("ip"), unit[:n_q], d["labels"][:n_q], unit, d["labels"], True)
+    ref = _pml_accuracy(
+        _pml_calculator("ip"), unit[:n_q], d["labels"][:n_q], unit, d["labels"], True
+    )
     ids = np.arange(n_q)
     if shuffle:
         ids = np.random.default_rng(7).permutation(n_q)
     gallery_ids = np.array([f"item{i}" for i in range(unit.shape[0])])
-    r = rc.evaluate(d["x"][ids], d["x"], query_labels=d["labels"][ids], gallery_labels=d["labels"],
-                    query_ids=gallery_ids[ids], gallery_ids=gallery_ids,
-                    metrics=list(OURS_FOR_PML.values()), device="cpu")
+    r = rc.evaluate(
+        d["x"][ids],
+        d["x"],
+        query_labels=d["labels"][ids],
+        gallery_labels=d["labels"],
+        query_ids=gallery_ids[ids],
+        gallery_ids=gallery_ids,
+        metrics=list(OURS_FOR_PML.values()),
+        device="cpu",
+    )
     assert (r.n_candidates == unit.shape[0] - 1).all()
     for name in PML_METRICS:  # means are invariant under the query order
         assert r[OURS_FOR_PML[name]] == pytest.approx(ref[name], abs=1e-6), name
@@ -365,7 +437,9 @@ def _tm_loo_reference():
 def test_torchmetrics_leave_one_out(device, ties, tile):
     d = loo_data()
     ref = _tm_loo_reference()
-    r = rc.evaluate(d["x"], query_labels=d["labels"], metrics=list(ref), device=device, ties=ties, tile=tile)
+    r = rc.evaluate(
+        d["x"], query_labels=d["labels"], metrics=list(ref), device=device, ties=ties, tile=tile
+    )
     assert r.n_used == d["x"].shape[0]
     _compare_per_query(r, ref)
     # non-trivial values: torchmetrics' map@K and map really differ here
@@ -376,8 +450,14 @@ def test_torchmetrics_query_gallery_split():
     d = split_data()
     used = d["rel"].any(axis=1)
     ref = _tm_reference(d["S"][used], d["rel"][used], KS)
-    r = rc.evaluate(d["q"], d["g"], query_labels=d["q_labels"], gallery_labels=d["g_labels"],
-                    metrics=list(ref), device="cpu")
+    r = rc.evaluate(
+        d["q"],
+        d["g"],
+        query_labels=d["q_labels"],
+        gallery_labels=d["g_labels"],
+        metrics=list(ref),
+        device="cpu",
+    )
     assert r.n_skipped == int((~used).sum())
     for name, (values, atol) in ref.items():
         assert np.isnan(r.per_query[name][~used]).all()
@@ -437,8 +517,14 @@ def test_discriminant_ratio_is_calinski_harabasz(case):
     if case == "loo":
         r = rc.evaluate(x, query_labels=y, metrics=["discriminant_ratio"], device="cpu")
     else:
-        r = rc.evaluate(d["q"], x, query_labels=d["q_labels"], gallery_labels=y,
-                        metrics=["discriminant_ratio"], device="cpu")
+        r = rc.evaluate(
+            d["q"],
+            x,
+            query_labels=d["q_labels"],
+            gallery_labels=y,
+            metrics=["discriminant_ratio"],
+            device="cpu",
+        )
     assert r["discriminant_ratio"] == pytest.approx(expected, rel=1e-10)
 
 
@@ -453,8 +539,9 @@ def test_discriminant_ratio_torch_is_differentiable():
     assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
     # gradient ascent on J raises J and the Calinski-Harabasz index with it
     x2 = (x + 0.5 * x.grad / x.grad.norm()).detach().numpy()
-    assert skm.calinski_harabasz_score(x2.astype(np.float64), d["labels"]) > skm.calinski_harabasz_score(
-        d["x"].astype(np.float64), d["labels"])
+    assert skm.calinski_harabasz_score(
+        x2.astype(np.float64), d["labels"]
+    ) > skm.calinski_harabasz_score(d["x"].astype(np.float64), d["labels"])
     # the analytic gradient matches finite differences (float64, small batch)
     rng = np.random.default_rng(3)
     xs = torch.from_numpy(rng.normal(size=(15, 3))).requires_grad_(True)
@@ -481,8 +568,14 @@ def _robust(fn, scores, y):
 def _evaluate_pairs(d, case, metrics, device="cpu"):
     if case == "loo":
         return rc.evaluate(d["x"], query_labels=d["labels"], metrics=metrics, device=device)
-    return rc.evaluate(d["q"], d["g"], query_labels=d["q_labels"], gallery_labels=d["g_labels"],
-                       metrics=metrics, device=device)
+    return rc.evaluate(
+        d["q"],
+        d["g"],
+        query_labels=d["q_labels"],
+        gallery_labels=d["g_labels"],
+        metrics=metrics,
+        device=device,
+    )
 
 
 def _clear_threshold(scores, t):
@@ -508,7 +601,11 @@ def test_pair_threshold_metrics_against_sklearn(case):
         assert r[f"pair_precision@t={t}"] == pytest.approx(skm.precision_score(y, pred), abs=1e-12)
         assert r[f"pair_recall@t={t}"] == pytest.approx(skm.recall_score(y, pred), abs=1e-12)
         assert r[f"pair_f1@t={t}"] == pytest.approx(skm.f1_score(y, pred), abs=1e-12)
-        assert {k: r.pair_counts[f"pair_f1@t={t}"][k] for k in ("tp", "fp", "fn")} == {"tp": tp, "fp": fp, "fn": fn}
+        assert {k: r.pair_counts[f"pair_f1@t={t}"][k] for k in ("tp", "fp", "fn")} == {
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+        }
         assert r.pair_counts[f"pair_f1@t={t}"]["n_positive"] == int(y.sum())
         assert r.pair_counts[f"pair_f1@t={t}"]["n_negative"] == int((~y).sum())
 
@@ -537,7 +634,9 @@ def test_pr_curve_metrics_against_sklearn(case, device):
     d, s, y = _all_pairs(case)
     levels_p = (0.5, 0.8, 0.9, 0.95, 0.99)
     levels_q = (0.1, 0.5, 0.8, 0.9, 0.99, 1.0)
-    names = [f"recall_at_precision@{p}" for p in levels_p] + [f"precision_at_recall@{q}" for q in levels_q]
+    names = [f"recall_at_precision@{p}" for p in levels_p] + [
+        f"precision_at_recall@{q}" for q in levels_q
+    ]
     r = _evaluate_pairs(d, case, names, device=device)
     for p in levels_p:
         expected = _robust(_recall_at_precision(skm, p), s, y)

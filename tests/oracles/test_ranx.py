@@ -78,7 +78,9 @@ def test_tie_free_graded_values_equal_ranx(seed):
 def test_relevance_level_2_binary_metrics_equal_ranx(seed):
     queries, docs, scores, relevance = _data(seed)
     want, qrels, run = _ranx(scores, relevance, [f"{m}-l2" for m in BINARY])
-    dense = rc.evaluate(queries, docs, relevance=relevance, metrics=BINARY, similarity="dot", relevance_level=2)
+    dense = rc.evaluate(
+        queries, docs, relevance=relevance, metrics=BINARY, similarity="dot", relevance_level=2
+    )
     from_run = rc.evaluate_run(run, qrels, BINARY, relevance_level=2)
     for m in BINARY:
         assert dense[m] == pytest.approx(want[f"{m}-l2"], abs=1e-9), m
@@ -98,7 +100,9 @@ def test_truncated_runs_equal_ranx():
 def test_tie_heavy_ranx_lies_within_the_tie_range(seed, group):
     queries, docs, scores, relevance = _data(seed, tie_group=group)
     want, qrels, run = _ranx(scores, relevance, METRICS)
-    dense = rc.evaluate(queries, docs, relevance=relevance, metrics=METRICS, similarity="dot", ties="average")
+    dense = rc.evaluate(
+        queries, docs, relevance=relevance, metrics=METRICS, similarity="dot", ties="average"
+    )
     from_run = rc.evaluate_run(run, qrels, METRICS, ties="average")
     wide = 0
     for m in METRICS:

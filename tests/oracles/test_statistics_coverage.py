@@ -57,10 +57,14 @@ def _coverage(lows, highs, truth) -> float:
 
 def _check_band(name: str, cov: float) -> None:
     print(f"\ncoverage[{name}] = {cov:.4f}")
-    assert BAND[0] <= cov <= BAND[1], f"{name}: nominal 95% interval covered the truth {cov:.1%} of the time"
+    assert BAND[0] <= cov <= BAND[1], (
+        f"{name}: nominal 95% interval covered the truth {cov:.1%} of the time"
+    )
 
 
-def _result(per_query: dict[str, np.ndarray], codes: np.ndarray | None = None) -> rc.EvaluationResult:
+def _result(
+    per_query: dict[str, np.ndarray], codes: np.ndarray | None = None
+) -> rc.EvaluationResult:
     """An EvaluationResult holding given per-query values (as evaluate would return)."""
     specs = [parse_metric(name) for name in per_query]
     pq = {s.name: np.asarray(v, dtype=np.float64) for s, v in zip(specs, per_query.values())}
@@ -129,8 +133,14 @@ def _grouped_draws(x, y, n_draws, seed):
     for draw in range(n_draws):
         classes = rng.choice(N_POP, size=R_GROUPS * S, replace=False)
         idx = _subset(y, classes)
-        res = rc.evaluate(x[idx], query_labels=y[idx], metrics=["grouped_recall@1"], group_size=S,
-                          group_seed=draw, device="numpy")
+        res = rc.evaluate(
+            x[idx],
+            query_labels=y[idx],
+            metrics=["grouped_recall@1"],
+            group_size=S,
+            group_seed=draw,
+            device="numpy",
+        )
         assert res.grouped["grouped_recall@1"].n_groups == R_GROUPS
         out.append(res)
     return out
@@ -141,8 +151,15 @@ def grouped_sim():
     sims = {}
     for name, sigma, seed in (("A", SIGMA_A, 11), ("B", SIGMA_B, 12)):
         x, y = _population(N_POP, sigma, seed)
-        full = rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1"], group_size=S,
-                           group_repeats=TRUTH_REPEATS, group_seed=10_000, device="numpy")
+        full = rc.evaluate(
+            x,
+            query_labels=y,
+            metrics=["grouped_recall@1"],
+            group_size=S,
+            group_repeats=TRUTH_REPEATS,
+            group_seed=10_000,
+            device="numpy",
+        )
         truth = full["grouped_recall@1"]
         sims[name] = (truth, _grouped_draws(x, y, N_DRAWS, seed + 100))
     return sims
@@ -166,7 +183,9 @@ def test_grouped_recall_interval_coverage(grouped_sim, population):
     ratio = np.mean([gi.std_error for gi in g]) / values.std(ddof=1)
     print(f"\nreported se / actual sd of grouped_recall@1, population {population}: {ratio:.3f}")
     assert 0.9 < ratio < 1.15, ratio
-    _check_band(f"grouped_recall@1 t interval, population {population}", _coverage(lows, highs, truth))
+    _check_band(
+        f"grouped_recall@1 t interval, population {population}", _coverage(lows, highs, truth)
+    )
 
 
 @pytest.mark.xdist_group("grouped_sim")  # its module fixture is computed once, on one worker
@@ -180,10 +199,14 @@ def test_grouped_recall_gap_welch_coverage(grouped_sim):
     assert true_diff > 0.05
     gaps = [rc.generalization_gap(a, b, "grouped_recall@1") for a, b in zip(draws_a, draws_b)]
     assert all(g.method.startswith("Welch") for g in gaps)
-    _check_band("grouped_recall@1 Welch gap (true diff %.4f)" % true_diff,
-                _coverage([g.low for g in gaps], [g.high for g in gaps], true_diff))
+    _check_band(
+        "grouped_recall@1 Welch gap (true diff %.4f)" % true_diff,
+        _coverage([g.low for g in gaps], [g.high for g in gaps], true_diff),
+    )
     # the reversed gap (B - A) covers -true_diff on exactly the same draws
-    rev = [rc.generalization_gap(b, a, "grouped_recall@1") for a, b in zip(draws_a[:50], draws_b[:50])]
+    rev = [
+        rc.generalization_gap(b, a, "grouped_recall@1") for a, b in zip(draws_a[:50], draws_b[:50])
+    ]
     assert np.allclose([g.low for g in rev], [-g.high for g in gaps[:50]])
 
 
@@ -197,20 +220,36 @@ def test_grouped_recall_gap_welch_coverage(grouped_sim):
 @pytest.mark.slow
 def test_grouped_recall_repeats_interval_is_conservative():
     x, y = _population(N_POP, SIGMA_A, 11)  # population A of grouped_sim
-    truth = rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1"], group_size=S,
-                        group_repeats=TRUTH_REPEATS, group_seed=10_000, device="numpy")["grouped_recall@1"]
+    truth = rc.evaluate(
+        x,
+        query_labels=y,
+        metrics=["grouped_recall@1"],
+        group_size=S,
+        group_repeats=TRUTH_REPEATS,
+        group_seed=10_000,
+        device="numpy",
+    )["grouped_recall@1"]
     rng = np.random.default_rng(13)
     g = []
     for draw in range(500):
         idx = _subset(y, rng.choice(N_POP, size=R_GROUPS * S, replace=False))
-        res = rc.evaluate(x[idx], query_labels=y[idx], metrics=["grouped_recall@1"], group_size=S,
-                          group_seed=draw, group_repeats=5, device="numpy")
+        res = rc.evaluate(
+            x[idx],
+            query_labels=y[idx],
+            metrics=["grouped_recall@1"],
+            group_size=S,
+            group_seed=draw,
+            group_repeats=5,
+            device="numpy",
+        )
         g.append(res.grouped["grouped_recall@1"])
     assert all(gi.repeats == 5 and gi.group_values.shape == (5, R_GROUPS) for gi in g)
     values = np.array([gi.value for gi in g])
     ratio = np.mean([gi.std_error for gi in g]) / values.std(ddof=1)
     cov = _coverage([gi.low for gi in g], [gi.high for gi in g], truth)
-    print(f"\ncoverage[grouped_recall@1 t interval, group_repeats=5] = {cov:.4f} (se / actual sd = {ratio:.3f})")
+    print(
+        f"\ncoverage[grouped_recall@1 t interval, group_repeats=5] = {cov:.4f} (se / actual sd = {ratio:.3f})"
+    )
     assert cov >= NOMINAL - 0.01
     assert 1.0 <= ratio <= 1.35
 
@@ -247,7 +286,10 @@ MU_CLUSTER = 2 / (2 + 3)
 
 
 def _iid_values(rng):
-    return {"hit_rate@1": (rng.random(N_QUERY) < P_HIT).astype(float), "map": rng.beta(A_MAP, B_MAP, N_QUERY)}
+    return {
+        "hit_rate@1": (rng.random(N_QUERY) < P_HIT).astype(float),
+        "map": rng.beta(A_MAP, B_MAP, N_QUERY),
+    }
 
 
 def _clustered_values(rng):
@@ -255,8 +297,10 @@ def _clustered_values(rng):
     codes = np.repeat(np.arange(N_CLASSES), sizes)
     u = rng.beta(2.0, 3.0, size=N_CLASSES)[codes]
     kappa = 4.0
-    values = {"hit_rate@1": (rng.random(codes.size) < u).astype(float),
-              "map": rng.beta(kappa * u, kappa * (1 - u))}
+    values = {
+        "hit_rate@1": (rng.random(codes.size) < u).astype(float),
+        "map": rng.beta(kappa * u, kappa * (1 - u)),
+    }
     return values, codes
 
 
@@ -269,7 +313,9 @@ def test_bootstrap_query_coverage(method):
     for draw in range(N_DRAWS):
         res = _result(_iid_values(rng))
         for m in truth:
-            iv = rc.bootstrap_interval(res, m, method=method, cluster="query", n_resamples=N_RESAMPLES, seed=draw)
+            iv = rc.bootstrap_interval(
+                res, m, method=method, cluster="query", n_resamples=N_RESAMPLES, seed=draw
+            )
             assert iv.n == N_QUERY and iv.unit == "queries"
             bounds[m][0].append(iv.low)
             bounds[m][1].append(iv.high)
@@ -287,7 +333,9 @@ def test_bootstrap_class_cluster_coverage(method):
         values, codes = _clustered_values(rng)
         res = _result(values, codes)
         for m in metrics:
-            iv = rc.bootstrap_interval(res, m, method=method, cluster="label", n_resamples=N_RESAMPLES, seed=draw)
+            iv = rc.bootstrap_interval(
+                res, m, method=method, cluster="label", n_resamples=N_RESAMPLES, seed=draw
+            )
             assert iv.n == N_CLASSES and iv.unit == "classes"
             bounds[m][0].append(iv.low)
             bounds[m][1].append(iv.high)
@@ -304,8 +352,14 @@ def test_query_bootstrap_is_too_narrow_for_clustered_queries():
     lows, highs = [], []
     for draw in range(400):
         values, codes = _clustered_values(rng)
-        iv = rc.bootstrap_interval(_result(values, codes), "map", method="percentile", cluster="query",
-                                   n_resamples=N_RESAMPLES, seed=draw)
+        iv = rc.bootstrap_interval(
+            _result(values, codes),
+            "map",
+            method="percentile",
+            cluster="query",
+            n_resamples=N_RESAMPLES,
+            seed=draw,
+        )
         lows.append(iv.low)
         highs.append(iv.high)
     cov = _coverage(lows, highs, MU_CLUSTER)
@@ -327,11 +381,15 @@ def test_accuracy_gap_newcombe_coverage(p1, n1, p2, n2):
     lows, highs = [], []
     dummy1, dummy2 = np.zeros(n1, bool), np.zeros(n2, bool)
     for a, b in zip(x1, x2):
-        gap = rc.generalization_gap(rc.AccuracyResult(a / n1, int(a), n1, dummy1),
-                                    rc.AccuracyResult(b / n2, int(b), n2, dummy2))
+        gap = rc.generalization_gap(
+            rc.AccuracyResult(a / n1, int(a), n1, dummy1),
+            rc.AccuracyResult(b / n2, int(b), n2, dummy2),
+        )
         lows.append(gap.low)
         highs.append(gap.high)
-    _check_band(f"accuracy gap Newcombe p1={p1} n1={n1} p2={p2} n2={n2}", _coverage(lows, highs, p1 - p2))
+    _check_band(
+        f"accuracy gap Newcombe p1={p1} n1={n1} p2={p2} n2={n2}", _coverage(lows, highs, p1 - p2)
+    )
 
 
 def test_accuracy_gap_from_accuracy_function():
@@ -342,8 +400,10 @@ def test_accuracy_gap_from_accuracy_function():
     p2 = np.where(rng.random(300) < 0.7, y2, (y2 + 1) % 3)
     a, b = rc.accuracy(p1, y1), rc.accuracy(p2, y2)
     gap = rc.generalization_gap(a, b)
-    direct = rc.generalization_gap(rc.AccuracyResult(a.value, a.n_correct, a.n, a.correct),
-                                   rc.AccuracyResult(b.value, b.n_correct, b.n, b.correct))
+    direct = rc.generalization_gap(
+        rc.AccuracyResult(a.value, a.n_correct, a.n, a.correct),
+        rc.AccuracyResult(b.value, b.n_correct, b.n, b.correct),
+    )
     assert (gap.low, gap.high) == (direct.low, direct.high)
     assert gap.low < gap.value < gap.high
 
@@ -371,8 +431,14 @@ def test_bootstrap_matches_scipy(seed):
     ours, theirs = {}, {}
     for ours_m, scipy_m in (("bca", "BCa"), ("percentile", "percentile")):
         iv = rc.bootstrap_interval(res, "map", method=ours_m, n_resamples=B, seed=seed)
-        ci = stats.bootstrap((x,), np.mean, method=scipy_m, n_resamples=B, confidence_level=0.95,
-                             rng=np.random.default_rng(1000 + seed)).confidence_interval
+        ci = stats.bootstrap(
+            (x,),
+            np.mean,
+            method=scipy_m,
+            n_resamples=B,
+            confidence_level=0.95,
+            rng=np.random.default_rng(1000 + seed),
+        ).confidence_interval
         ours[ours_m], theirs[ours_m] = (iv.low, iv.high), (ci.low, ci.high)
         assert iv.value == pytest.approx(x.mean())
         assert abs(iv.low - ci.low) < tol, (ours_m, iv.low, ci.low, tol)
@@ -396,8 +462,14 @@ def test_grouped_recall_invariant_to_number_of_classes(figure1_population):
     res = {}
     for nc in (50, 200, 800):
         idx = _subset(y, rng.choice(1600, size=nc, replace=False))
-        res[nc] = rc.evaluate(x[idx], query_labels=y[idx], metrics=["hit_rate@1", "grouped_recall@1"],
-                              group_size=10, group_seed=nc, device="numpy")
+        res[nc] = rc.evaluate(
+            x[idx],
+            query_labels=y[idx],
+            metrics=["hit_rate@1", "grouped_recall@1"],
+            group_size=10,
+            group_seed=nc,
+            device="numpy",
+        )
     hit = [res[nc]["hit_rate@1"] for nc in (50, 200, 800)]
     assert hit[0] > hit[1] > hit[2], hit
     # the fall is real, not noise: the class-cluster bootstrap gaps exclude 0
@@ -409,8 +481,14 @@ def test_grouped_recall_invariant_to_number_of_classes(figure1_population):
         gap = rc.generalization_gap(res[a], res[b], "grouped_recall@1")
         assert gap.low < 0 < gap.high, str(gap)
     # ... and each interval holds the value of the whole population (20 partitions)
-    full = rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1"], group_size=10, group_repeats=20,
-                       device="numpy")["grouped_recall@1"]
+    full = rc.evaluate(
+        x,
+        query_labels=y,
+        metrics=["grouped_recall@1"],
+        group_size=10,
+        group_repeats=20,
+        device="numpy",
+    )["grouped_recall@1"]
     for nc in (50, 200, 800):
         lo, hi = res[nc].intervals["grouped_recall@1"]
         assert lo < full < hi, (nc, lo, hi, full)
@@ -418,8 +496,16 @@ def test_grouped_recall_invariant_to_number_of_classes(figure1_population):
 
 def test_class_count_sweep_pattern(figure1_population, tmp_path):
     x, y = figure1_population
-    table = rc.class_count_sweep(x, y, class_counts=[50, 200, 800], trials=3, seed=1, group_size=10,
-                                 device="numpy", n_resamples=500)
+    table = rc.class_count_sweep(
+        x,
+        y,
+        class_counts=[50, 200, 800],
+        trials=3,
+        seed=1,
+        group_size=10,
+        device="numpy",
+        n_resamples=500,
+    )
     rows = table.summary()
     assert len(table.to_rows()) == 3 * 3 * 2
     by = {m: [r for r in rows if r["metric"] == m] for m in ("hit_rate@1", "grouped_recall@1")}
@@ -473,9 +559,14 @@ def test_hit_rate_gap_on_random_halves_needs_class_clusters():
     held = {"label": [], "query": []}
     for s in range(200):
         in_a = np.isin(y, np.random.default_rng(s).permutation(400)[:200])
-        halves = [rc.evaluate(x[m], query_labels=y[m], metrics=["hit_rate@1"], device="numpy") for m in (in_a, ~in_a)]
+        halves = [
+            rc.evaluate(x[m], query_labels=y[m], metrics=["hit_rate@1"], device="numpy")
+            for m in (in_a, ~in_a)
+        ]
         for cluster in held:
-            gap = rc.generalization_gap(*halves, "hit_rate@1", cluster=cluster, n_resamples=1000, seed=s)
+            gap = rc.generalization_gap(
+                *halves, "hit_rate@1", cluster=cluster, n_resamples=1000, seed=s
+            )
             held[cluster].append(gap.low <= 0 <= gap.high)
     frac = {k: float(np.mean(v)) for k, v in held.items()}
     print(f"\ncoverage[hit_rate@1 bootstrap gap on random halves] = {frac}")
@@ -489,8 +580,10 @@ def test_split_difference_hit_rate_holds_zero():
     bootstrap its interval held 0 in only 72-78% of splits on these data."""
     x, y = _population(400, SIGMA_A, seed=4)
     # 200 seeds: sd 1.5-1.7 points around 93.5-95%, far from the 72-78% of the query bootstrap
-    gaps = [rc.split_difference(x, y, metric="hit_rate@1", seed=s, device="numpy", n_resamples=1000)
-            for s in range(200)]
+    gaps = [
+        rc.split_difference(x, y, metric="hit_rate@1", seed=s, device="numpy", n_resamples=1000)
+        for s in range(200)
+    ]
     frac = float(np.mean([g.low <= 0 <= g.high for g in gaps]))
     print(f"\ncoverage[split_difference hit_rate@1 holds 0, 200 seeds] = {frac:.4f}")
     assert 0.90 <= frac <= 0.99
@@ -499,13 +592,21 @@ def test_split_difference_hit_rate_holds_zero():
 def test_gap_detected_between_clean_and_noisy_copy():
     x, y = _population(400, SIGMA_A, seed=4)
     noisy = x + np.random.default_rng(9).normal(scale=0.6, size=x.shape).astype(np.float32)
-    clean_res = rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1", "hit_rate@1"], group_size=10,
-                            device="numpy")
-    noisy_res = rc.evaluate(noisy, query_labels=y, metrics=["grouped_recall@1", "hit_rate@1"], group_size=10,
-                            device="numpy")
+    clean_res = rc.evaluate(
+        x, query_labels=y, metrics=["grouped_recall@1", "hit_rate@1"], group_size=10, device="numpy"
+    )
+    noisy_res = rc.evaluate(
+        noisy,
+        query_labels=y,
+        metrics=["grouped_recall@1", "hit_rate@1"],
+        group_size=10,
+        device="numpy",
+    )
     gap = rc.generalization_gap(clean_res, noisy_res, "grouped_recall@1")
     assert gap.low > 0, str(gap)
-    gap_hit = rc.generalization_gap(clean_res, noisy_res, "hit_rate@1", cluster="label", n_resamples=1000)
+    gap_hit = rc.generalization_gap(
+        clean_res, noisy_res, "hit_rate@1", cluster="label", n_resamples=1000
+    )
     assert gap_hit.low > 0, str(gap_hit)
 
 
@@ -529,9 +630,13 @@ def test_compare_paired_t_coverage():
     lam = 0.8
     cmp = [rc.compare(*_paired(rng, lam), "hit_rate@1") for _ in range(N_DRAWS)]
     assert all(c.unit == "queries" and c.n == N_PAIRED for c in cmp)
-    _check_band("compare paired t (true diff 0.1)", _coverage([c.low for c in cmp], [c.high for c in cmp],
-                                                              (1 - lam) / 2))
-    assert np.mean([c.p_value < 0.05 for c in cmp]) > 0.7  # power at a true difference of 0.1 (~0.78)
+    _check_band(
+        "compare paired t (true diff 0.1)",
+        _coverage([c.low for c in cmp], [c.high for c in cmp], (1 - lam) / 2),
+    )
+    assert (
+        np.mean([c.p_value < 0.05 for c in cmp]) > 0.7
+    )  # power at a true difference of 0.1 (~0.78)
 
 
 @pytest.mark.slow
@@ -552,11 +657,15 @@ def test_compare_p_values_under_null():
 @pytest.mark.slow
 def test_compare_paired_bootstrap_coverage():
     rng = np.random.default_rng(54)
-    cmp = [rc.compare(*_paired(rng, 0.8), "hit_rate@1", method="bootstrap", n_resamples=1000, seed=i)
-           for i in range(N_DRAWS)]
+    cmp = [
+        rc.compare(*_paired(rng, 0.8), "hit_rate@1", method="bootstrap", n_resamples=1000, seed=i)
+        for i in range(N_DRAWS)
+    ]
     assert all(c.method.startswith("paired percentile bootstrap") for c in cmp)
-    _check_band("compare paired percentile bootstrap (true diff 0.1)",
-                _coverage([c.low for c in cmp], [c.high for c in cmp], 0.1))
+    _check_band(
+        "compare paired percentile bootstrap (true diff 0.1)",
+        _coverage([c.low for c in cmp], [c.high for c in cmp], 0.1),
+    )
 
 
 # Clustered paired data: N_CLASSES_PAIRED classes with 1..5 queries each; in class c
@@ -588,18 +697,31 @@ def test_compare_cluster_robust_coverage(lam):
         naive.append(rc.compare(cand, base, "hit_rate@1", cluster="query"))
     assert all(c.unit == "classes" and c.n == N_CLASSES_PAIRED for c in robust)
     truth = (1 - lam) / 2
-    _check_band(f"compare cluster-robust t (true diff {truth})",
-                _coverage([c.low for c in robust], [c.high for c in robust], truth))
+    _check_band(
+        f"compare cluster-robust t (true diff {truth})",
+        _coverage([c.low for c in robust], [c.high for c in robust], truth),
+    )
     # ignoring the clusters is too narrow on these data (documents why cluster= exists)
     cov_naive = _coverage([c.low for c in naive], [c.high for c in naive], truth)
     print(f"coverage[compare query-level t on clustered data] = {cov_naive:.4f}")
     assert cov_naive < 0.92
     if lam == 0.9:  # the class-cluster paired bootstrap on the same data
         rng = np.random.default_rng(55)
-        boot = [rc.compare(*_paired_clustered(rng, lam), "hit_rate@1", method="bootstrap", cluster="label",
-                           n_resamples=1000, seed=i) for i in range(N_DRAWS)]
-        _check_band(f"compare paired bootstrap cluster=label (true diff {truth})",
-                    _coverage([c.low for c in boot], [c.high for c in boot], truth))
+        boot = [
+            rc.compare(
+                *_paired_clustered(rng, lam),
+                "hit_rate@1",
+                method="bootstrap",
+                cluster="label",
+                n_resamples=1000,
+                seed=i,
+            )
+            for i in range(N_DRAWS)
+        ]
+        _check_band(
+            f"compare paired bootstrap cluster=label (true diff {truth})",
+            _coverage([c.low for c in boot], [c.high for c in boot], truth),
+        )
     if lam == 1.0:
         frac = float(np.mean([c.p_value < 0.05 for c in robust]))
         print(f"P(cluster-robust p_value < 0.05 | H0) = {frac:.4f}")

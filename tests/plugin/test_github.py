@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,9 +94,13 @@ def test_annotations_point_at_the_suite_line_and_the_assertion(pytester, project
     assert suite_msg.startswith("hit_rate@1 = 0.") and "rule: value >= 0.999" in suite_msg
     assert py_props["file"] == "tests/test_model.py"
     assert int(py_props["line"]) == _line_of(PY_TEST, "rc.assert_recall_at_least")
-    assert "model m1 on dataset set" in py_msg and "hit_rate@1 value 0." in py_msg  # the error, not the source
+    assert (
+        "model m1 on dataset set" in py_msg and "hit_rate@1 value 0." in py_msg
+    )  # the error, not the source
     assert "def test_recall" not in py_msg
-    for command in commands:  # escaped: a raw line break, or ':' / ',' inside a property, would cut it
+    for (
+        command
+    ) in commands:  # escaped: a raw line break, or ':' / ',' inside a property, would cut it
         assert "\n" not in command and "\r" not in command
 
 
@@ -119,13 +122,20 @@ def test_step_summary_is_appended_with_changes_against_the_previous_run(pytester
     assert first.startswith("# earlier step\n")  # appended, never overwritten
     lines = first.splitlines()
     assert lines[1] == "### retrieval-checks gates: FAILED"
-    assert lines[3].startswith("3 gates: 1 passed, 2 failed (run 1 · ") and "branch feature/x" in lines[3]
+    assert (
+        lines[3].startswith("3 gates: 1 passed, 2 failed (run 1 · ")
+        and "branch feature/x" in lines[3]
+    )
     table = lines[5:10]
     assert table[0] == "| result | check | metric | value [interval] | rule | change |"
-    assert [row.split(" | ")[0] for row in table[2:]] == ["| FAIL", "| FAIL", "| PASS"]  # failures first
+    assert [row.split(" | ")[0] for row in table[2:]] == [
+        "| FAIL",
+        "| FAIL",
+        "| PASS",
+    ]  # failures first
     assert all(row.endswith(" |  |") for row in table[2:])  # no previous run: no change
     _run(pytester)
-    second = project.read_text()[len(first):].splitlines()
+    second = project.read_text()[len(first) :].splitlines()
     assert second[2].startswith("3 gates: 1 passed, 2 failed (run 2 · ")
     assert all(row.endswith(" | +0.0000 vs run 1 |") for row in second[6:9]), second
 

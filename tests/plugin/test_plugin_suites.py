@@ -11,7 +11,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-EMBEDDER = '''
+EMBEDDER = """
 import os
 import numpy as np
 
@@ -20,7 +20,7 @@ def project(x, part=None):
         f.write(f"{part}\\n")
     w = np.random.default_rng(7).normal(size=(x.shape[1], 8))
     return np.asarray(x, dtype=np.float64) @ w
-'''
+"""
 
 SUITE = """
 suite: toy
@@ -54,34 +54,48 @@ def project(pytester, monkeypatch):
     monkeypatch.setenv("RC_TEST_LOG", str(log))
 
     def write(threshold=0.2, name="rc_toy.yaml", text=None):
-        pytester.path.joinpath(name).write_text((text or SUITE).replace("MAP_THRESHOLD", str(threshold)).lstrip())
+        pytester.path.joinpath(name).write_text(
+            (text or SUITE).replace("MAP_THRESHOLD", str(threshold)).lstrip()
+        )
 
     write.log = log
     return write
 
 
 def test_passing_suite_items_ids_and_markers(pytester, project, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the whole gate table on one line per gate
+    monkeypatch.setenv(
+        "COLUMNS", "200"
+    )  # wide enough for the whole gate table on one line per gate
     project()
     result = pytester.runpytest_inprocess("-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines([
-        "rc_toy.yaml::map_at_least[[]proj-set[]] PASSED*",
-        "rc_toy.yaml::hit_rate@1_ci_at_least[[]proj-set[]] PASSED*",
-        "rc_toy.yaml::grouped_recall@1_ci_at_least[[]proj-set[]] PASSED*",
-        "rc_toy.yaml::grouped_recall@1_gap[[]proj-train-set[]] PASSED*",
-        "*retrieval-checks gates*",
-        "rc_toy.yaml::map_at_least[[]proj-set[]]*map*PASS",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "rc_toy.yaml::map_at_least[[]proj-set[]] PASSED*",
+            "rc_toy.yaml::hit_rate@1_ci_at_least[[]proj-set[]] PASSED*",
+            "rc_toy.yaml::grouped_recall@1_ci_at_least[[]proj-set[]] PASSED*",
+            "rc_toy.yaml::grouped_recall@1_gap[[]proj-train-set[]] PASSED*",
+            "*retrieval-checks gates*",
+            "rc_toy.yaml::map_at_least[[]proj-set[]]*map*PASS",
+        ]
+    )
     # -k and markers declared in YAML select items; markers need no ini registration
-    pytester.runpytest_inprocess("-k", "grouped and not gap", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    pytester.runpytest_inprocess("-m", "slow", "--strict-markers", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    pytester.runpytest_inprocess("-m", "quality and not slow", "-p", "no:cacheprovider").assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(
+        "-k", "grouped and not gap", "-p", "no:cacheprovider"
+    ).assert_outcomes(passed=1)
+    pytester.runpytest_inprocess(
+        "-m", "slow", "--strict-markers", "-p", "no:cacheprovider"
+    ).assert_outcomes(passed=1)
+    pytester.runpytest_inprocess(
+        "-m", "quality and not slow", "-p", "no:cacheprovider"
+    ).assert_outcomes(passed=3)
 
 
 def test_the_file_pattern_is_configurable(pytester, project):
     project(name="toy.quality.yaml")
-    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes()  # not collected by default
+    pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider"
+    ).assert_outcomes()  # not collected by default
     pytester.makeini("[pytest]\nrc_suite_files = *.quality.yaml\n")
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=4)
 
@@ -90,15 +104,17 @@ def test_failing_threshold_message_and_last_failed(pytester, project):
     project(threshold=0.999)
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines([
-        "*_ toy: map_at_least[[]proj-set[]] _*",
-        "model 'proj' on dataset 'set' [[]suite toy, rc_toy.yaml:10[]]",
-        "map value 0.* < 0.999 (short by 0.*; unit: fraction)",
-        "  sample: 72 queries used, 0 skipped, gallery 72",
-        "  worst classes: *",
-        "  rule: fail when the value is below at_least",
-        "FAILED rc_toy.yaml::map_at_least[[]proj-set[]]*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*_ toy: map_at_least[[]proj-set[]] _*",
+            "model 'proj' on dataset 'set' [[]suite toy, rc_toy.yaml:10[]]",
+            "map value 0.* < 0.999 (short by 0.*; unit: fraction)",
+            "  sample: 72 queries used, 0 skipped, gallery 72",
+            "  worst classes: *",
+            "  rule: fail when the value is below at_least",
+            "FAILED rc_toy.yaml::map_at_least[[]proj-set[]]*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str() and "_suite_run.py" not in result.stdout.str()
     rerun = pytester.runpytest_inprocess("--lf", "-v")
     rerun.assert_outcomes(failed=1)
@@ -108,49 +124,79 @@ def test_failing_threshold_message_and_last_failed(pytester, project):
 def test_malformed_suite_names_the_line_and_the_others_still_run(pytester, project):
     project()
     pytester.path.joinpath("rc_bad.yaml").write_text(
-        "datasets:\n  set: {queries: data/set.npz}\nchecks:\n  - metric: map\n    dataset: set\n    at_lest: 0.5\n")
+        "datasets:\n  set: {queries: data/set.npz}\nchecks:\n  - metric: map\n    dataset: set\n    at_lest: 0.5\n"
+    )
     # a collection error of its file (issue 25): the others run with --continue-on-collection-errors
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--continue-on-collection-errors")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--continue-on-collection-errors"
+    )
     result.assert_outcomes(passed=4, errors=1)
-    result.stdout.fnmatch_lines([
-        "*ERROR collecting rc_bad.yaml*",
-        "invalid retrieval-checks suite",
-        "*rc_bad.yaml:6: checks[[]0[]].at_lest: unknown field 'at_lest'. Did you mean 'at_least'?*",
-        "ERROR rc_bad.yaml*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR collecting rc_bad.yaml*",
+            "invalid retrieval-checks suite",
+            "*rc_bad.yaml:6: checks[[]0[]].at_lest: unknown field 'at_lest'. Did you mean 'at_least'?*",
+            "ERROR rc_bad.yaml*",
+        ]
+    )
 
 
 def test_unknown_metric_suggests_the_closest_name(pytester, project):
-    project(text=SUITE.replace("metric: grouped_recall@1, dataset", "metric: grouped_recal@1, dataset"))
+    project(
+        text=SUITE.replace("metric: grouped_recall@1, dataset", "metric: grouped_recal@1, dataset")
+    )
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*rc_toy.yaml:12: checks[[]2[]].metric: *'grouped_recal@1'*"
-                                 "Did you mean 'grouped_recall@1'?*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*rc_toy.yaml:12: checks[[]2[]].metric: *'grouped_recal@1'*"
+            "Did you mean 'grouped_recall@1'?*"
+        ]
+    )
 
 
 def test_junit_properties_and_json_report(pytester, project):
     project()
-    result = pytester.runpytest_inprocess("--rc-json=out/gates.json", "--junitxml=junit.xml", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess(
+        "--rc-json=out/gates.json", "--junitxml=junit.xml", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=4)
     gates = json.loads((pytester.path / "out/gates.json").read_text())["gates"]
     assert [g["test"] for g in gates] == [
-        "rc_toy.yaml::map_at_least[proj-set]", "rc_toy.yaml::hit_rate@1_ci_at_least[proj-set]",
-        "rc_toy.yaml::grouped_recall@1_ci_at_least[proj-set]", "rc_toy.yaml::grouped_recall@1_gap[proj-train-set]"]
-    assert [g["gate"] for g in gates] == ["assert_map_at_least", "assert_recall_at_least",
-                                          "assert_grouped_recall_ci", "assert_gap_below"]
-    assert gates[2]["low"] is not None and gates[2]["on"] == "interval" and all(g["passed"] for g in gates)
+        "rc_toy.yaml::map_at_least[proj-set]",
+        "rc_toy.yaml::hit_rate@1_ci_at_least[proj-set]",
+        "rc_toy.yaml::grouped_recall@1_ci_at_least[proj-set]",
+        "rc_toy.yaml::grouped_recall@1_gap[proj-train-set]",
+    ]
+    assert [g["gate"] for g in gates] == [
+        "assert_map_at_least",
+        "assert_recall_at_least",
+        "assert_grouped_recall_ci",
+        "assert_gap_below",
+    ]
+    assert (
+        gates[2]["low"] is not None
+        and gates[2]["on"] == "interval"
+        and all(g["passed"] for g in gates)
+    )
     assert {(g["suite"], g["model"]) for g in gates} == {("toy", "proj")}
     assert [g["dataset"] for g in gates] == ["set", "set", "set", "train/set"]
     cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").iter("testcase")}
-    props = {p.get("name"): p.get("value") for p in cases["map_at_least[proj-set]"].iter("property")}
+    props = {
+        p.get("name"): p.get("value") for p in cases["map_at_least[proj-set]"].iter("property")
+    }
     assert float(props["rc:map"]) == pytest.approx(gates[0]["value"])
 
 
 def test_xdist_gives_the_same_rows(pytester, project):
     pytest.importorskip("xdist")
     project()
-    pytester.runpytest_inprocess("--rc-json=serial.json", "-p", "no:cacheprovider").assert_outcomes(passed=4)
-    parallel = pytester.runpytest_inprocess("-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider")
+    pytester.runpytest_inprocess("--rc-json=serial.json", "-p", "no:cacheprovider").assert_outcomes(
+        passed=4
+    )
+    parallel = pytester.runpytest_inprocess(
+        "-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider"
+    )
     parallel.assert_outcomes(passed=4)
     parallel.stdout.fnmatch_lines(["*retrieval-checks gates*"])
 

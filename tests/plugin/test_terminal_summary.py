@@ -17,8 +17,20 @@ pytest_plugins = ["pytester"]
 
 
 def _outcome(test: str, passed: bool = True, metric: str = "map", **kw) -> dict:
-    return {"test": test, "metric": metric, "value": 0.71234, "low": 0.68811, "high": 0.73522, "passed": passed,
-            "on": "value", "comparison": ">=", "threshold": 0.5, "n_used": 200, "n_skipped": 0, **kw}
+    return {
+        "test": test,
+        "metric": metric,
+        "value": 0.71234,
+        "low": 0.68811,
+        "high": 0.73522,
+        "passed": passed,
+        "on": "value",
+        "comparison": ">=",
+        "threshold": 0.5,
+        "n_used": 200,
+        "n_skipped": 0,
+        **kw,
+    }
 
 
 OUTCOMES = [
@@ -33,42 +45,88 @@ OUTCOMES = [
 def test_no_line_is_wider_than_the_terminal(mode):
     for width in range(12, 220):
         lines = _reports.summary_lines(OUTCOMES, width=width, mode=mode)
-        assert lines and all(len(line) <= width for line in lines), (width, [l for l in lines if len(l) > width])
-        assert all(len(line) <= width for line in _reports.warning_lines(
-            [_outcome("t", n_skipped=5, n_used=10)], width=width))
+        assert lines and all(len(line) <= width for line in lines), (
+            width,
+            [l for l in lines if len(l) > width],
+        )
+        assert all(
+            len(line) <= width
+            for line in _reports.warning_lines([_outcome("t", n_skipped=5, n_used=10)], width=width)
+        )
     wide = _reports.summary_lines(OUTCOMES, width=None)
     assert any(len(line) > 150 for line in wide)  # without a width nothing is cut
 
 
 def test_columns_while_they_fit_then_the_rule_below_then_blocks_and_names_are_never_cut():
     wide = _reports.summary_lines(OUTCOMES, width=300)
-    assert wide[1].split() == ["test", "metric", "value", "interval", "rule", "n_used", "/", "n_skipped", "result"]
-    short_names = [_outcome(f"tests/test_s.py::test_{i}", metric="grouped_recall@1") for i in range(3)]
+    assert wide[1].split() == [
+        "test",
+        "metric",
+        "value",
+        "interval",
+        "rule",
+        "n_used",
+        "/",
+        "n_skipped",
+        "result",
+    ]
+    short_names = [
+        _outcome(f"tests/test_s.py::test_{i}", metric="grouped_recall@1") for i in range(3)
+    ]
     short = _reports.summary_lines(short_names, width=80)
     assert short[1].split() == ["test", "metric", "value", "interval", "result"]
     assert short[3] == "    rule value >= 0.5; n_used / n_skipped 200 / 0"
-    for width in (80, 120, 40):  # the long parameter id needs blocks; its name is wrapped whole, never cut
+    for width in (
+        80,
+        120,
+        40,
+    ):  # the long parameter id needs blocks; its name is wrapped whole, never cut
         lines = _reports.summary_lines(OUTCOMES, width=width)
         assert any(line.startswith("FAIL  test_rank[large]") for line in lines)
-        assert "".join(line.strip() for line in lines).count("a-very-long-parameter-id-" * 4 + "small]") == 1
+        assert (
+            "".join(line.strip() for line in lines).count(
+                "a-very-long-parameter-id-" * 4 + "small]"
+            )
+            == 1
+        )
 
 
 def test_columns_without_a_value_are_left_out():
-    bare = [{"test": "t.py::test_gate", "metric": "map", "value": 0.5, "passed": True, "on": "value",
-             "comparison": ">=", "threshold": 0.5}]
-    assert _reports.summary_lines(bare, width=80)[1:] == ["test       metric  value   rule          result",
-                                                          "test_gate  map     0.5000  value >= 0.5  PASS"]
+    bare = [
+        {
+            "test": "t.py::test_gate",
+            "metric": "map",
+            "value": 0.5,
+            "passed": True,
+            "on": "value",
+            "comparison": ">=",
+            "threshold": 0.5,
+        }
+    ]
+    assert _reports.summary_lines(bare, width=80)[1:] == [
+        "test       metric  value   rule          result",
+        "test_gate  map     0.5000  value >= 0.5  PASS",
+    ]
 
 
 def test_pluralisation_and_the_count_line():
     assert _reports.count_line(OUTCOMES[:1]) == "1 gate: 1 passed, 0 failed"
     assert _reports.count_line(OUTCOMES) == "4 gates: 3 passed, 1 failed"
-    assert _reports.count_line([_outcome("t", passed=False, xfail=True)]) == "1 gate: 0 passed, 0 failed, 1 xfailed"
+    assert (
+        _reports.count_line([_outcome("t", passed=False, xfail=True)])
+        == "1 gate: 0 passed, 0 failed, 1 xfailed"
+    )
     assert [_reports.plural(n, "gate") for n in (0, 1, 2)] == ["0 gates", "1 gate", "2 gates"]
 
 
 def test_modes_and_their_validation():
-    assert [_reports.summary_mode(v, None) for v in (2, 0, -1, -2, -3)] == ["full", "full", "failed", "none", "none"]
+    assert [_reports.summary_mode(v, None) for v in (2, 0, -1, -2, -3)] == [
+        "full",
+        "full",
+        "failed",
+        "none",
+        "none",
+    ]
     assert _reports.summary_mode(-2, "FULL") == "full"  # the option wins over -qq
     with pytest.raises(ValueError, match="full, failed, none"):
         _reports.summary_mode(0, "quiet")
@@ -86,10 +144,12 @@ def test_the_order_does_not_depend_on_the_order_gates_arrived_in():
         shuffled = OUTCOMES[:]
         rng.shuffle(shuffled)
         assert _reports.summary_lines(shuffled, width=300, order=order) == expected
-        assert _reports.summary_lines(shuffled, width=300) == _reports.summary_lines(OUTCOMES, width=300)
+        assert _reports.summary_lines(shuffled, width=300) == _reports.summary_lines(
+            OUTCOMES, width=300
+        )
 
 
-TESTS = '''
+TESTS = """
 import numpy as np
 import retrieval_checks as rc
 from pytest_retrieval_checks import assert_map_at_least, assert_not_worse
@@ -110,7 +170,7 @@ def test_compare(rc_evaluate):
     a = rc_evaluate(A, query_labels=y, metrics=["map"], model="alpha", dataset="blobs")
     b = rc_evaluate(B, query_labels=y, metrics=["map"], model="beta", dataset="blobs")
     assert_not_worse(rc.compare(b, a, "map"), margin=0.5)
-'''
+"""
 
 
 def _pytest(pytester, *args: str, columns: int = 80) -> SimpleNamespace:
@@ -123,7 +183,9 @@ def _pytest(pytester, *args: str, columns: int = 80) -> SimpleNamespace:
     finally:
         for name, value in saved.items():
             os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
-    return SimpleNamespace(returncode=int(result.ret), stdout=result.stdout.str(), stderr=result.stderr.str())
+    return SimpleNamespace(
+        returncode=int(result.ret), stdout=result.stdout.str(), stderr=result.stderr.str()
+    )
 
 
 def _section(stdout: str) -> list[str]:
@@ -145,9 +207,15 @@ def test_a_session_fits_the_terminal_and_names_models_of_comparisons(module):
     section = _section(result.stdout)
     assert section[1] == "3 gates: 2 passed, 1 failed"
     assert all(len(line) <= 60 for line in section), [line for line in section if len(line) > 60]
-    gates = {g["test"].split("::")[-1]: g for g in json.loads((module.path / "gates.json").read_text())["gates"]}
+    gates = {
+        g["test"].split("::")[-1]: g
+        for g in json.loads((module.path / "gates.json").read_text())["gates"]
+    }
     # both models, in the order the test evaluated them
-    assert gates["test_compare"]["model"] == "alpha/beta" and gates["test_compare"]["dataset"] == "blobs"
+    assert (
+        gates["test_compare"]["model"] == "alpha/beta"
+        and gates["test_compare"]["dataset"] == "blobs"
+    )
     assert gates["test_fails"]["model"] == "beta"
 
 
@@ -165,7 +233,10 @@ def test_quiet_shows_the_failed_gates_and_very_quiet_none(module):
 def test_a_bad_summary_mode_is_a_usage_error(module):
     result = _pytest(module, "--rc-summary=quiet")
     assert result.returncode == 4
-    assert "--rc-summary (ini rc_summary): 'quiet' is not a summary mode; use one of full, failed, none" in result.stderr
+    assert (
+        "--rc-summary (ini rc_summary): 'quiet' is not a summary mode; use one of full, failed, none"
+        in result.stderr
+    )
 
 
 def test_the_same_table_under_xdist(module):

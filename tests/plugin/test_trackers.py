@@ -38,7 +38,9 @@ def project(pytester):
 
 
 def _run(pytester, *args):  # subprocesses: mlflow and wandb fail when imported again in one process
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rc-history=none", "--rc-json=gates.json", *args)
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--rc-history=none", "--rc-json=gates.json", *args
+    )
 
 
 def _gates(pytester) -> list[dict]:
@@ -54,7 +56,9 @@ def _key(gate: dict) -> str:
 def test_mlflow_logs_every_gate_to_a_new_run_in_the_file_store(project, monkeypatch, tmp_path):
     store = tmp_path / "mlruns"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps the file store behind this switch
+    monkeypatch.setenv(
+        "MLFLOW_ALLOW_FILE_STORE", "true"
+    )  # MLflow 3 keeps the file store behind this switch
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "rc-tests")
     result = _run(project, "--rc-mlflow")
     result.assert_outcomes(passed=1, failed=1)
@@ -74,11 +78,14 @@ def test_mlflow_logs_every_gate_to_a_new_run_in_the_file_store(project, monkeypa
         if gate.get("low") is not None:
             assert metrics[f"{key}/low"] == pytest.approx(gate["low"], rel=1e-12)
             assert metrics[f"{key}/high"] == pytest.approx(gate["high"], rel=1e-12)
-    local = client.download_artifacts(run.info.run_id, "retrieval_checks/gates.json", str(tmp_path / "dl"))
+    local = client.download_artifacts(
+        run.info.run_id, "retrieval_checks/gates.json", str(tmp_path / "dl")
+    )
     table = json.loads(Path(local).read_text())
     rows = [dict(zip(table["columns"], r)) for r in table["data"]]
-    assert [(r["test"], r["metric"], r["passed"], r["model"], r["dataset"]) for r in rows] == \
-        [(g["test"], g["metric"], g["passed"], g["model"], g["dataset"]) for g in gates]
+    assert [(r["test"], r["metric"], r["passed"], r["model"], r["dataset"]) for r in rows] == [
+        (g["test"], g["metric"], g["passed"], g["model"], g["dataset"]) for g in gates
+    ]
     assert rows[1]["rule"] == "value >= 0.999" and rows[1]["key"] == _key(gates[1])
 
 
@@ -110,8 +117,8 @@ def _wandb_records(path: Path):
         if left < 7:
             pos += left
             continue
-        _, length, kind = struct.unpack("<IHB", raw[pos:pos + 7])
-        data, pos = raw[pos + 7:pos + 7 + length], pos + 7 + length
+        _, length, kind = struct.unpack("<IHB", raw[pos : pos + 7])
+        data, pos = raw[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 4):
             record = wandb_internal_pb2.Record()
             record.ParseFromString(pending + data if kind == 4 else data)
@@ -143,12 +150,16 @@ def test_wandb_offline_run_holds_the_table_and_the_summary(project, monkeypatch,
     for gate in gates:
         key = _key(gate)
         assert summary[f"{key}/value"] == pytest.approx(gate["value"], rel=1e-12)
-        assert summary[f"{key}/passed"] == float(gate["passed"]) and summary[f"{key}/threshold"] == gate["threshold"]
+        assert (
+            summary[f"{key}/passed"] == float(gate["passed"])
+            and summary[f"{key}/threshold"] == gate["threshold"]
+        )
     (table_file,) = run_dir.glob("files/media/table/retrieval_checks/gates_*.table.json")
     table = json.loads(table_file.read_text())
     rows = [dict(zip(table["columns"], r)) for r in table["data"]]
-    assert [(r["test"], r["metric"], r["passed"]) for r in rows] == [(g["test"], g["metric"], g["passed"])
-                                                                     for g in gates]
+    assert [(r["test"], r["metric"], r["passed"]) for r in rows] == [
+        (g["test"], g["metric"], g["passed"]) for g in gates
+    ]
     assert rows[0]["value"] == pytest.approx(gates[0]["value"], rel=1e-12)
 
 
@@ -165,11 +176,17 @@ importlib.util.find_spec = find_spec
 """)
     result = _run(project, f"--rc-{tracker}")
     assert result.ret == 4  # pytest's usage error
-    result.stderr.fnmatch_lines([f"*--rc-{tracker} (ini rc_{tracker}): the package '{tracker}' is not installed; "
-                                 "install the trackers extra: pip install 'retrieval-checks[[]trackers[]]'*"])
+    result.stderr.fnmatch_lines(
+        [
+            f"*--rc-{tracker} (ini rc_{tracker}): the package '{tracker}' is not installed; "
+            "install the trackers extra: pip install 'retrieval-checks[[]trackers[]]'*"
+        ]
+    )
 
 
-def test_the_ini_setting_turns_a_tracker_on_and_a_bad_value_is_refused(project, monkeypatch, tmp_path):
+def test_the_ini_setting_turns_a_tracker_on_and_a_bad_value_is_refused(
+    project, monkeypatch, tmp_path
+):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     project.makeini("[pytest]\nrc_mlflow = true\n")
@@ -204,9 +221,15 @@ def pytest_unconfigure(config):
     config._training_run.finish()
 """)
     _run(project, "--rc-wandb").assert_outcomes(passed=1, failed=1)
-    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")  # one run: the conftest's, not a second one
-    keys = {item.key for record in _wandb_records(next(run_dir.glob("run-*.wandb")))
-            if record.WhichOneof("record_type") == "summary" for item in record.summary.update}
+    (run_dir,) = (tmp_path / "wandb").glob(
+        "offline-run-*"
+    )  # one run: the conftest's, not a second one
+    keys = {
+        item.key
+        for record in _wandb_records(next(run_dir.glob("run-*.wandb")))
+        if record.WhichOneof("record_type") == "summary"
+        for item in record.summary.update
+    }
     assert {"rc/n_gates", "finished_by"} <= keys
 
 
@@ -225,22 +248,38 @@ def test_an_unreachable_mlflow_server_fails_fast_and_says_what_was_not_logged(mo
 
     from pytest_retrieval_checks import _trackers
 
-    for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT",
-                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID"):
+    for name in (
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+        "MLFLOW_EXPERIMENT_NAME",
+        "MLFLOW_RUN_ID",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
-    gates = [{"test": "t.py::test_a", "metric": "map", "value": 0.5, "threshold": 0.4, "passed": True},
-             {"test": "t.py::test_b", "metric": "hit_rate@1", "value": 0.7, "passed": False}]
+    gates = [
+        {"test": "t.py::test_a", "metric": "map", "value": 0.5, "threshold": 0.4, "passed": True},
+        {"test": "t.py::test_b", "metric": "hit_rate@1", "value": 0.7, "passed": False},
+    ]
     notes: list[str] = []
     start = time.monotonic()
-    assert _trackers.publish(["mlflow"], gates, {}, notes) is False  # not logged: the session must not look green
+    assert (
+        _trackers.publish(["mlflow"], gates, {}, notes) is False
+    )  # not logged: the session must not look green
     assert time.monotonic() - start < 20
     errors = [n for n in notes if n.startswith("error:")]
-    assert len(errors) == 1 and "mlflow" in errors[0] and "2 gates" in errors[0] and "not logged" in errors[0]
+    assert (
+        len(errors) == 1
+        and "mlflow" in errors[0]
+        and "2 gates" in errors[0]
+        and "not logged" in errors[0]
+    )
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" in errors[0]  # how to allow more
     import os
 
-    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the bound is the plugin's, not left behind
+    assert (
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ
+    )  # the bound is the plugin's, not left behind
 
 
 def test_a_tracker_that_hangs_is_abandoned_at_the_deadline(monkeypatch):
@@ -252,14 +291,22 @@ def test_a_tracker_that_hangs_is_abandoned_at_the_deadline(monkeypatch):
     from pytest_retrieval_checks import _trackers
 
     release = threading.Event()
-    monkeypatch.setattr(_trackers, "log_wandb", lambda rows, metrics, run: release.wait(30) and "never")
+    monkeypatch.setattr(
+        _trackers, "log_wandb", lambda rows, metrics, run: release.wait(30) and "never"
+    )
     monkeypatch.setattr(_trackers, "DEADLINE", 0.5)
     notes: list[str] = []
     start = time.monotonic()
     try:
-        assert _trackers.publish(["wandb"], [{"test": "t", "metric": "map", "value": 0.5, "passed": True}], {},
-                                 notes) is False
+        assert (
+            _trackers.publish(
+                ["wandb"], [{"test": "t", "metric": "map", "value": 0.5, "passed": True}], {}, notes
+            )
+            is False
+        )
     finally:
         release.set()
     assert time.monotonic() - start < 5
-    assert any("wandb" in n and "no answer within 0.5 s" in n and "not logged" in n for n in notes), notes
+    assert any(
+        "wandb" in n and "no answer within 0.5 s" in n and "not logged" in n for n in notes
+    ), notes

@@ -13,32 +13,41 @@ RNG = np.random.default_rng(7)
 X = RNG.normal(size=(40, 8)).astype(np.float32)
 Y = np.arange(40) % 5
 A = rc.evaluate(X, query_labels=Y, metrics=["map", "hit_rate@1"])
-B = rc.evaluate(X + 0.2 * RNG.normal(size=X.shape).astype(np.float32), query_labels=Y, metrics=["map", "hit_rate@1"])
+B = rc.evaluate(
+    X + 0.2 * RNG.normal(size=X.shape).astype(np.float32),
+    query_labels=Y,
+    metrics=["map", "hit_rate@1"],
+)
 
 
 # ----------------------------------------------------------------------------- bootstrap_interval
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(n_resamples="10"), "n_resamples"),
-    (dict(n_resamples=10), "n_resamples"),
-    (dict(n_resamples=True), "n_resamples"),
-    (dict(confidence=2), "confidence"),
-    (dict(confidence=float("nan")), "confidence"),
-    (dict(confidence="x"), "confidence"),
-    (dict(confidence=95), "did you mean 0.95"),
-    (dict(seed=-1), "seed"),
-    (dict(seed="a"), "seed"),
-    (dict(seed=1.5), "seed"),
-    (dict(method="x"), "method"),
-    (dict(method=["bca"]), "method"),
-    (dict(cluster="class"), "cluster"),
-    (dict(cluster=["label"]), "cluster"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(n_resamples="10"), "n_resamples"),
+        (dict(n_resamples=10), "n_resamples"),
+        (dict(n_resamples=True), "n_resamples"),
+        (dict(confidence=2), "confidence"),
+        (dict(confidence=float("nan")), "confidence"),
+        (dict(confidence="x"), "confidence"),
+        (dict(confidence=95), "did you mean 0.95"),
+        (dict(seed=-1), "seed"),
+        (dict(seed="a"), "seed"),
+        (dict(seed=1.5), "seed"),
+        (dict(method="x"), "method"),
+        (dict(method=["bca"]), "method"),
+        (dict(cluster="class"), "cluster"),
+        (dict(cluster=["label"]), "cluster"),
+    ],
+)
 def test_bootstrap_interval_arguments(kwargs, match):
     with pytest.raises(rc.InputError, match=match):
         rc.bootstrap_interval(A, "map", **kwargs)
 
 
-@pytest.mark.parametrize("metric,match", [("no_such", "no_such"), (5, "strings"), ("recall@3", "not computed")])
+@pytest.mark.parametrize(
+    "metric,match", [("no_such", "no_such"), (5, "strings"), ("recall@3", "not computed")]
+)
 def test_bootstrap_interval_metric(metric, match):
     with pytest.raises(rc.InputError, match=match):
         rc.bootstrap_interval(A, metric)
@@ -55,11 +64,23 @@ def test_compare_same_queries_works():
     assert c.n == 5 and c.unit == "classes"
 
 
-@pytest.mark.parametrize("other,match", [
-    (lambda: rc.evaluate(X[::-1].copy(), query_labels=Y[::-1].copy(), metrics=["map"]), "query labels differ"),
-    (lambda: rc.evaluate(X, query_labels=np.arange(40) % 4, metrics=["map"]), "query labels differ"),
-    (lambda: rc.evaluate(X[:20], X, query_labels=Y[:20], gallery_labels=Y, metrics=["map"]), "queries"),
-])
+@pytest.mark.parametrize(
+    "other,match",
+    [
+        (
+            lambda: rc.evaluate(X[::-1].copy(), query_labels=Y[::-1].copy(), metrics=["map"]),
+            "query labels differ",
+        ),
+        (
+            lambda: rc.evaluate(X, query_labels=np.arange(40) % 4, metrics=["map"]),
+            "query labels differ",
+        ),
+        (
+            lambda: rc.evaluate(X[:20], X, query_labels=Y[:20], gallery_labels=Y, metrics=["map"]),
+            "queries",
+        ),
+    ],
+)
 def test_compare_refuses_different_queries(other, match):
     with pytest.raises(rc.InputError, match=match) as info:
         rc.compare(A, other(), "map")
@@ -68,9 +89,18 @@ def test_compare_refuses_different_queries(other, match):
 
 def test_compare_refuses_different_ids():
     ids = np.arange(40)
-    a = rc.evaluate(X, X, query_labels=Y, gallery_labels=Y, query_ids=ids, gallery_ids=ids, metrics=["map"])
-    b = rc.evaluate(X, X, query_labels=Y, gallery_labels=Y, query_ids=ids + 100, gallery_ids=ids + 100,
-                    metrics=["map"])
+    a = rc.evaluate(
+        X, X, query_labels=Y, gallery_labels=Y, query_ids=ids, gallery_ids=ids, metrics=["map"]
+    )
+    b = rc.evaluate(
+        X,
+        X,
+        query_labels=Y,
+        gallery_labels=Y,
+        query_ids=ids + 100,
+        gallery_ids=ids + 100,
+        metrics=["map"],
+    )
     with pytest.raises(rc.InputError, match="query ids differ"):
         rc.compare(a, b, "map")
 
@@ -92,10 +122,17 @@ def test_query_fingerprint():
     assert fp["ids"] is None and (fp["n_relevant"] == 7).all()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(method="z"), "method"), (dict(cluster="x"), "cluster"), (dict(confidence=0), "confidence"),
-    (dict(seed=-2), "seed"), (dict(n_resamples="5"), "n_resamples"), (dict(method=["t"]), "method"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(method="z"), "method"),
+        (dict(cluster="x"), "cluster"),
+        (dict(confidence=0), "confidence"),
+        (dict(seed=-2), "seed"),
+        (dict(n_resamples="5"), "n_resamples"),
+        (dict(method=["t"]), "method"),
+    ],
+)
 def test_compare_arguments(kwargs, match):
     with pytest.raises(rc.InputError, match=match):
         rc.compare(A, B, "map", **kwargs)
@@ -107,19 +144,33 @@ def test_compare_needs_results():
 
 
 # ----------------------------------------------------------------------------- gaps, Wilson, Newcombe
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(seed="x"), "seed"), (dict(confidence=1.0), "confidence"), (dict(labels="train"), "labels"),
-    (dict(labels=("a", "b", "c")), "labels"), (dict(cluster="no"), "cluster"), (dict(n_resamples=5), "n_resamples"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(seed="x"), "seed"),
+        (dict(confidence=1.0), "confidence"),
+        (dict(labels="train"), "labels"),
+        (dict(labels=("a", "b", "c")), "labels"),
+        (dict(cluster="no"), "cluster"),
+        (dict(n_resamples=5), "n_resamples"),
+    ],
+)
 def test_generalization_gap_arguments(kwargs, match):
     with pytest.raises(rc.InputError, match=match):
         rc.generalization_gap(A, B, "map", **kwargs)
 
 
-@pytest.mark.parametrize("args,match", [
-    ((3, 0, 0.95), "n=0"), ((5, 3, 0.95), "cannot exceed"), ((-1, 3, 0.95), "x=-1"), (("1", 3, 0.95), "x="),
-    ((1, 3, 1.5), "confidence"), ((1.5, 3, 0.95), "x="),
-])
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((3, 0, 0.95), "n=0"),
+        ((5, 3, 0.95), "cannot exceed"),
+        ((-1, 3, 0.95), "x=-1"),
+        (("1", 3, 0.95), "x="),
+        ((1, 3, 1.5), "confidence"),
+        ((1.5, 3, 0.95), "x="),
+    ],
+)
 def test_wilson_interval_arguments(args, match):
     with pytest.raises(rc.InputError, match=match):
         rc.stats.wilson_interval(*args)
@@ -133,41 +184,52 @@ def test_newcombe_interval_arguments():
 
 
 # ----------------------------------------------------------------------------- correlations
-@pytest.mark.parametrize("measures,gaps,match", [
-    ({"m": [1, 2, "x", 4]}, [1, 2, 3, 4], "measures\\['m'\\]"),
-    ({"m": [1, 2, 3, 4]}, ["a", "b", "c", "d"], "gaps"),
-    ({"m": [1, 2, np.nan, 4]}, [1, 2, 3, 4], "NaN"),
-    ({"m": [1, 2, 3, 4]}, [1, 2, np.inf, 4], "gaps"),
-    ([1, 2, 3], [1, 2, 3], "measures must be"),
-    ({}, [1, 2, 3], "measures must be"),
-    ({"m": [1, 2, 3]}, [1, 2, 3, 4], "3 values for 4 models"),
-    ({"m": [1, 2]}, [1, 2], "at least 3"),
-])
+@pytest.mark.parametrize(
+    "measures,gaps,match",
+    [
+        ({"m": [1, 2, "x", 4]}, [1, 2, 3, 4], "measures\\['m'\\]"),
+        ({"m": [1, 2, 3, 4]}, ["a", "b", "c", "d"], "gaps"),
+        ({"m": [1, 2, np.nan, 4]}, [1, 2, 3, 4], "NaN"),
+        ({"m": [1, 2, 3, 4]}, [1, 2, np.inf, 4], "gaps"),
+        ([1, 2, 3], [1, 2, 3], "measures must be"),
+        ({}, [1, 2, 3], "measures must be"),
+        ({"m": [1, 2, 3]}, [1, 2, 3, 4], "3 values for 4 models"),
+        ({"m": [1, 2]}, [1, 2], "at least 3"),
+    ],
+)
 def test_correlate_with_gap_arguments(measures, gaps, match):
     with pytest.raises(rc.InputError, match=match):
         rc.correlate_with_gap(measures, gaps)
 
 
-@pytest.mark.parametrize("m,g,match", [
-    (["a", "b"], [1, 2], "measure"), ([1, 2], [1, np.nan], "gaps"), ([1, 2, 3], [1, 2], "one value per model"),
-    ("abc", [1, 2, 3], "measure"),
-])
+@pytest.mark.parametrize(
+    "m,g,match",
+    [
+        (["a", "b"], [1, 2], "measure"),
+        ([1, 2], [1, np.nan], "gaps"),
+        ([1, 2, 3], [1, 2], "one value per model"),
+        ("abc", [1, 2, 3], "measure"),
+    ],
+)
 def test_selection_accuracy_arguments(m, g, match):
     with pytest.raises(rc.InputError, match=match):
         rc.selection_accuracy(m, g)
 
 
 # ----------------------------------------------------------------------------- accuracy
-@pytest.mark.parametrize("pred,labels,match", [
-    (["1", "2"], [1, 2], "predictions are strings but labels are numbers"),
-    ([1, 2], ["1", "2"], "predictions are numbers but labels are strings"),
-    ([1, "2"], [1, 2], "predictions mixes label types"),
-    ([1, 2], [1, "2"], "labels mixes label types"),
-    ([1.0, np.nan], [1, 2], "NaN or Inf"),
-    ([1, 2], [1.0, np.nan], "NaN or Inf"),
-    ([1, 2, 3], [1, 2], "must match"),
-    ([], [], "empty"),
-])
+@pytest.mark.parametrize(
+    "pred,labels,match",
+    [
+        (["1", "2"], [1, 2], "predictions are strings but labels are numbers"),
+        ([1, 2], ["1", "2"], "predictions are numbers but labels are strings"),
+        ([1, "2"], [1, 2], "predictions mixes label types"),
+        ([1, 2], [1, "2"], "labels mixes label types"),
+        ([1.0, np.nan], [1, 2], "NaN or Inf"),
+        ([1, 2], [1.0, np.nan], "NaN or Inf"),
+        ([1, 2, 3], [1, 2], "must match"),
+        ([], [], "empty"),
+    ],
+)
 def test_accuracy_refuses_mixed_or_broken_labels(pred, labels, match):
     with pytest.raises(rc.InputError, match=match):
         rc.accuracy(pred, labels)
@@ -179,8 +241,16 @@ def test_accuracy_right_values():
 
 
 # ----------------------------------------------------------------------------- discriminant ratio
-@pytest.mark.parametrize("scale,dtype", [(1e200, np.float64), (1e-200, np.float64), (1e30, np.float32),
-                                         (1e-30, np.float32), (1.0, np.float64)])
+@pytest.mark.parametrize(
+    "scale,dtype",
+    [
+        (1e200, np.float64),
+        (1e-200, np.float64),
+        (1e30, np.float32),
+        (1e-30, np.float32),
+        (1.0, np.float64),
+    ],
+)
 def test_discriminant_ratio_is_scale_invariant(scale, dtype):
     base = rc.discriminant_ratio(X.astype(np.float64), Y)
     got = rc.discriminant_ratio((X.astype(np.float64) * scale).astype(dtype), Y)
@@ -200,13 +270,16 @@ def test_discriminant_ratio_in_evaluate_at_large_scale():
     assert res["discriminant_ratio"] == pytest.approx(rc.discriminant_ratio(X, Y), rel=1e-6)
 
 
-@pytest.mark.parametrize("x,y,match", [
-    (np.full((4, 2), np.nan), [0, 0, 1, 1], "NaN or Inf"),
-    (np.ones((4, 2)), [0, 1], "one label per embedding"),
-    (np.ones((4, 2)), [0, "0", 1, 1], "mixes label types"),
-    (np.ones((4, 2)), [0.0, np.nan, 1, 1], "NaN or Inf"),
-    (np.ones(4), [0, 0, 1, 1], "2-D"),
-])
+@pytest.mark.parametrize(
+    "x,y,match",
+    [
+        (np.full((4, 2), np.nan), [0, 0, 1, 1], "NaN or Inf"),
+        (np.ones((4, 2)), [0, 1], "one label per embedding"),
+        (np.ones((4, 2)), [0, "0", 1, 1], "mixes label types"),
+        (np.ones((4, 2)), [0.0, np.nan, 1, 1], "NaN or Inf"),
+        (np.ones(4), [0, 0, 1, 1], "2-D"),
+    ],
+)
 def test_discriminant_ratio_refuses_bad_inputs(x, y, match):
     with pytest.raises(rc.InputError, match=match):
         rc.discriminant_ratio(x, y)
@@ -214,27 +287,40 @@ def test_discriminant_ratio_refuses_bad_inputs(x, y, match):
 
 # ----------------------------------------------------------------------------- property
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
-_junk = st.one_of(st.none(), st.booleans(), st.integers(-3, 3000), st.floats(), st.text(max_size=3),
-                  st.lists(st.one_of(st.integers(-1, 3), st.floats(), st.text(max_size=1)), max_size=5),
-                  st.sampled_from([np.zeros(0), np.full(3, np.nan), {"a": 1}, ("a", "b")]))
+_junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3000),
+    st.floats(),
+    st.text(max_size=3),
+    st.lists(st.one_of(st.integers(-1, 3), st.floats(), st.text(max_size=1)), max_size=5),
+    st.sampled_from([np.zeros(0), np.full(3, np.nan), {"a": 1}, ("a", "b")]),
+)
 
 
 @settings(max_examples=50, deadline=None)
-@given(option=st.sampled_from(["confidence", "n_resamples", "method", "cluster", "seed"]), value=_junk,
-       metric=_junk, other=_junk)
+@given(
+    option=st.sampled_from(["confidence", "n_resamples", "method", "cluster", "seed"]),
+    value=_junk,
+    metric=_junk,
+    other=_junk,
+)
 def test_stats_raise_only_library_errors(option, value, metric, other):
-    for call in (lambda: rc.bootstrap_interval(A, "map", **{option: value}),
-                 lambda: rc.compare(A, B, "map", **{option: value}),
-                 lambda: rc.bootstrap_interval(A, metric),
-                 lambda: rc.compare(A, other, "map"),
-                 lambda: rc.generalization_gap(A, other, "map"),
-                 lambda: rc.correlate_with_gap({"m": other}, metric),
-                 lambda: rc.selection_accuracy(other, metric),
-                 lambda: rc.accuracy(other, metric),
-                 lambda: rc.discriminant_ratio(other, metric),
-                 lambda: rc.stats.wilson_interval(value, other, 0.95)):
+    for call in (
+        lambda: rc.bootstrap_interval(A, "map", **{option: value}),
+        lambda: rc.compare(A, B, "map", **{option: value}),
+        lambda: rc.bootstrap_interval(A, metric),
+        lambda: rc.compare(A, other, "map"),
+        lambda: rc.generalization_gap(A, other, "map"),
+        lambda: rc.correlate_with_gap({"m": other}, metric),
+        lambda: rc.selection_accuracy(other, metric),
+        lambda: rc.accuracy(other, metric),
+        lambda: rc.discriminant_ratio(other, metric),
+        lambda: rc.stats.wilson_interval(value, other, 0.95),
+    ):
         try:
             call()
         except rc.RetrievalChecksError:
@@ -244,10 +330,16 @@ def test_stats_raise_only_library_errors(option, value, metric, other):
 # ----------------------------------------------------------------------------- review of issue 12
 RANKS = ["map", "mrr", "medr", "meanr", "hit_rate@1"]
 C50 = rc.evaluate(X, query_labels=Y, metrics=RANKS, confidence=0.5)
-D50 = rc.evaluate(X + 0.5 * RNG.normal(size=X.shape).astype(np.float32), query_labels=Y, metrics=RANKS,
-                  confidence=0.5)
+D50 = rc.evaluate(
+    X + 0.5 * RNG.normal(size=X.shape).astype(np.float32),
+    query_labels=Y,
+    metrics=RANKS,
+    confidence=0.5,
+)
 C95 = rc.evaluate(X, query_labels=Y, metrics=RANKS)
-D95 = rc.evaluate(X + 0.5 * RNG.normal(size=X.shape).astype(np.float32), query_labels=Y, metrics=RANKS)
+D95 = rc.evaluate(
+    X + 0.5 * RNG.normal(size=X.shape).astype(np.float32), query_labels=Y, metrics=RANKS
+)
 
 
 def test_bootstrap_interval_takes_the_results_confidence_unless_given():
@@ -266,8 +358,11 @@ def test_bootstrap_interval_takes_the_results_seed_unless_given():
 
 @pytest.mark.parametrize("fn", ["compare", "gap"])
 def test_compare_and_gap_take_the_results_confidence_and_refuse_a_disagreement(fn):
-    call = (lambda a, b, **kw: rc.compare(a, b, "map", **kw)) if fn == "compare" else (
-        lambda a, b, **kw: rc.generalization_gap(a, b, "map", **kw))
+    call = (
+        (lambda a, b, **kw: rc.compare(a, b, "map", **kw))
+        if fn == "compare"
+        else (lambda a, b, **kw: rc.generalization_gap(a, b, "map", **kw))
+    )
     assert call(C50, D50).confidence == 0.5
     assert call(C50, D50, confidence=0.9).confidence == 0.9
     # a gap of C50 and C95 (the same data) is refused once the confidence is settled: another data set
@@ -295,11 +390,14 @@ def test_a_gap_of_a_rank_metric_is_refused_with_the_reason_and_the_fix(metric):
     assert "negative" in msg and "at_most" in msg and "hit_rate@K" in msg
 
 
-@pytest.mark.parametrize("call", [
-    lambda n: rc.bootstrap_interval(A, "map", n_resamples=n),
-    lambda n: rc.compare(A, B, "map", method="bootstrap", n_resamples=n),
-    lambda n: rc.generalization_gap(A, B, "map", n_resamples=n),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda n: rc.bootstrap_interval(A, "map", n_resamples=n),
+        lambda n: rc.compare(A, B, "map", method="bootstrap", n_resamples=n),
+        lambda n: rc.generalization_gap(A, B, "map", n_resamples=n),
+    ],
+)
 @pytest.mark.parametrize("n", [10**400, 10**12, 1_000_001])
 def test_huge_n_resamples_is_refused_before_any_allocation(call, n):
     with pytest.raises(rc.InputError, match="n_resamples") as info:
@@ -319,17 +417,22 @@ def test_the_option_table_bounds_n_resamples():
     rng = np.random.default_rng(0)
     imgs = rng.normal(size=(10, 4))
     with pytest.raises(rc.InputError, match="n_resamples"):
-        rc.evaluate_image_text(imgs, imgs.repeat(2, axis=0), np.arange(20) // 2, n_resamples=10**400)
+        rc.evaluate_image_text(
+            imgs, imgs.repeat(2, axis=0), np.arange(20) // 2, n_resamples=10**400
+        )
     with pytest.raises(rc.InputError, match="n_resamples"):
         rc.cam_iou(np.zeros((2, 8, 8)), boxes=[[0, 0, 4, 4]] * 2, n_resamples=10**400)
 
 
-@pytest.mark.parametrize("pred,labels,match,names", [
-    ([b"a"], ["a"], "bytes strings but labels are strings", "decode"),
-    (np.array([0.9, 0.1]), [1, 0], "non-integer numbers", "score matrix"),
-    ([1.5, 2.0], [1, 2], "non-integer numbers", "integer class indices"),
-    ([1, 2], [1.5, 2.0], "labels holds non-integer", "integer class indices"),
-])
+@pytest.mark.parametrize(
+    "pred,labels,match,names",
+    [
+        ([b"a"], ["a"], "bytes strings but labels are strings", "decode"),
+        (np.array([0.9, 0.1]), [1, 0], "non-integer numbers", "score matrix"),
+        ([1.5, 2.0], [1, 2], "non-integer numbers", "integer class indices"),
+        ([1, 2], [1.5, 2.0], "labels holds non-integer", "integer class indices"),
+    ],
+)
 def test_accuracy_refuses_what_it_cannot_compare(pred, labels, match, names):
     with pytest.raises(rc.InputError, match=match) as info:
         rc.accuracy(pred, labels)
@@ -343,13 +446,16 @@ def test_accuracy_still_reads_integral_floats_and_bytes_against_bytes():
 
 
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
-@pytest.mark.parametrize("x,labels,match,fix", [
-    (X, np.arange(40), "every class has a single item", "2 or more items"),
-    (X, np.zeros(40, int), "single class", "2 classes"),
-    (np.ones((40, 8)), Y, "within-class scatter S_W is 0", "check the embeddings"),
-    (np.zeros((40, 8)), Y, "within-class scatter S_W is 0", "check the embeddings"),
-    (np.repeat(np.eye(5, 8), 8, axis=0), np.repeat(np.arange(5), 8), "identical", "duplicated"),
-])
+@pytest.mark.parametrize(
+    "x,labels,match,fix",
+    [
+        (X, np.arange(40), "every class has a single item", "2 or more items"),
+        (X, np.zeros(40, int), "single class", "2 classes"),
+        (np.ones((40, 8)), Y, "within-class scatter S_W is 0", "check the embeddings"),
+        (np.zeros((40, 8)), Y, "within-class scatter S_W is 0", "check the embeddings"),
+        (np.repeat(np.eye(5, 8), 8, axis=0), np.repeat(np.arange(5), 8), "identical", "duplicated"),
+    ],
+)
 def test_discriminant_ratio_refuses_an_undefined_ratio(kind, x, labels, match, fix):
     if kind == "torch":
         torch = pytest.importorskip("torch")
@@ -359,8 +465,15 @@ def test_discriminant_ratio_refuses_an_undefined_ratio(kind, x, labels, match, f
     assert fix in str(info.value)
 
 
-@pytest.mark.parametrize("n, words", [("10", "expected an integer"), (2.5, "expected an integer"),
-                                      (10, "at least 100"), pytest.param(10**5000, "about 5001 digits", id="huge")])
+@pytest.mark.parametrize(
+    "n, words",
+    [
+        ("10", "expected an integer"),
+        (2.5, "expected an integer"),
+        (10, "at least 100"),
+        pytest.param(10**5000, "about 5001 digits", id="huge"),
+    ],
+)
 def test_check_resamples_names_the_type_and_never_prints_a_huge_number(n, words):
     from retrieval_checks.stats._intervals import check_resamples
 

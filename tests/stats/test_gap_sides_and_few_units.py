@@ -20,7 +20,9 @@ METRICS = ["hit_rate@1", "map", "grouped_recall@1"]
 def _data(seed, classes, per=5, d=16, noise=1.0):
     rng = np.random.default_rng(seed)
     y = np.repeat(np.arange(classes), per)
-    x = (rng.normal(size=(classes, d))[y] * 2 + noise * rng.normal(size=(classes * per, d))).astype(np.float32)
+    x = (rng.normal(size=(classes, d))[y] * 2 + noise * rng.normal(size=(classes * per, d))).astype(
+        np.float32
+    )
     return x, y
 
 
@@ -48,9 +50,13 @@ def test_a_swapped_gap_warns_and_records_it(sides, metric):
     train, test = sides
     gap, caught = _caught(lambda: rc.generalization_gap(test, train, metric))
     assert gap.high < 0  # the whole interval below zero
-    assert [str(w.message) for w in caught if "swapped" in str(w.message)], [str(w.message) for w in caught]
+    assert [str(w.message) for w in caught if "swapped" in str(w.message)], [
+        str(w.message) for w in caught
+    ]
     assert any("train and test look swapped" in n for n in gap.notes)
-    assert issubclass(IntervalWarning, RuntimeWarning)  # existing RuntimeWarning filters still see it
+    assert issubclass(
+        IntervalWarning, RuntimeWarning
+    )  # existing RuntimeWarning filters still see it
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -93,7 +99,9 @@ def test_accuracy_gap_refuses_the_same_result_and_the_same_data():
     # all correct on both sides with the same labels: nothing tells the sets apart, so
     # this is a gap of 0 (not refused), but it is said
     perfect = [0, 1, 2, 0, 1, 2]
-    gap, caught = _caught(lambda: rc.generalization_gap(rc.accuracy(perfect, perfect), rc.accuracy(perfect, perfect)))
+    gap, caught = _caught(
+        lambda: rc.generalization_gap(rc.accuracy(perfect, perfect), rc.accuracy(perfect, perfect))
+    )
     assert gap.value == 0
     assert any("identical" in str(w.message) for w in caught)
 
@@ -102,7 +110,11 @@ def test_a_class_bootstrap_on_few_classes_warns_and_records_it():
     few = _evaluate(4, MIN_INTERVAL_UNITS - 1, 1.5, group_size=2)
     iv, caught = _caught(lambda: rc.bootstrap_interval(few, "map"))
     assert iv.n == MIN_INTERVAL_UNITS - 1 and iv.unit == "classes"
-    assert caught and "4 classes" in str(caught[0].message) and "more classes" in str(caught[0].message)
+    assert (
+        caught
+        and "4 classes" in str(caught[0].message)
+        and "more classes" in str(caught[0].message)
+    )
     assert iv.notes and "fewer than 5" in iv.notes[0]
     enough = _evaluate(4, MIN_INTERVAL_UNITS, 1.5, group_size=2)
     iv, caught = _caught(lambda: rc.bootstrap_interval(enough, "map"))
@@ -110,12 +122,18 @@ def test_a_class_bootstrap_on_few_classes_warns_and_records_it():
 
 
 def test_a_gap_on_few_groups_or_classes_warns_and_records_it():
-    train, test = _evaluate(5, 12, 0.5, group_size=3), _evaluate(6, 12, 2.5, group_size=3)  # 4 groups a side
+    train, test = (
+        _evaluate(5, 12, 0.5, group_size=3),
+        _evaluate(6, 12, 2.5, group_size=3),
+    )  # 4 groups a side
     gap, caught = _caught(lambda: rc.generalization_gap(train, test, "grouped_recall@1"))
     assert (gap.n_first, gap.unit) == (4, "groups")
     assert any("4 groups" in str(w.message) and "group_size" in str(w.message) for w in caught)
     assert any("group_size" in n for n in gap.notes)
-    train, test = _evaluate(5, 4, 0.5, group_size=2), _evaluate(6, 4, 2.5, group_size=2)  # 4 classes a side
+    train, test = (
+        _evaluate(5, 4, 0.5, group_size=2),
+        _evaluate(6, 4, 2.5, group_size=2),
+    )  # 4 classes a side
     gap, caught = _caught(lambda: rc.generalization_gap(train, test, "map"))
     assert any("4 classes" in str(w.message) for w in caught)
 
@@ -125,9 +143,13 @@ def test_split_difference_says_nothing_about_swapped_sides():
     classes, per = 40, 5
     rng = np.random.default_rng(7)
     y = np.repeat(np.arange(classes), per)
-    half_a = np.random.default_rng(0).permutation(np.arange(classes))[: classes // 2]  # split_difference's seed 0
+    half_a = np.random.default_rng(0).permutation(np.arange(classes))[
+        : classes // 2
+    ]  # split_difference's seed 0
     noise = np.where(np.isin(y, half_a), 2.5, 0.3)[:, None]  # half A noisy: its metric is far lower
-    x = (rng.normal(size=(classes, 16))[y] * 2 + noise * rng.normal(size=(classes * per, 16))).astype(np.float32)
+    x = (
+        rng.normal(size=(classes, 16))[y] * 2 + noise * rng.normal(size=(classes * per, 16))
+    ).astype(np.float32)
     gap, caught = _caught(lambda: rc.split_difference(x, y, metric="map", seed=0))
     assert gap.high < 0 and gap.labels == ("half A", "half B")
     assert not [w for w in caught if "swapped" in str(w.message)] and not gap.notes
@@ -138,7 +160,9 @@ def test_a_correlation_over_few_models_warns():
     gaps = [0.05, 0.10, 0.20, 0.30]
     rows, caught = _caught(lambda: rc.correlate_with_gap({"m": [0.9, 0.7, 0.6, 0.2]}, gaps))
     assert rows[0].n_models == 4 and any("4 models" in str(w.message) for w in caught)
-    rows, caught = _caught(lambda: rc.correlate_with_gap({"m": [0.9, 0.7, 0.6, 0.2, 0.1]}, gaps + [0.4]))
+    rows, caught = _caught(
+        lambda: rc.correlate_with_gap({"m": [0.9, 0.7, 0.6, 0.2, 0.1]}, gaps + [0.4])
+    )
     assert not caught
 
 
@@ -149,5 +173,7 @@ def test_same_data_with_ids_on_one_side_only_is_refused_not_crashed():
     b = rc.evaluate(x, query_labels=y, metrics=["map"], query_ids=np.arange(len(y)))
     with pytest.raises(rc.InputError, match="same data"):
         rc.generalization_gap(a, b, "map")
-    other = rc.evaluate(_data(4, 30, noise=1.5)[0], query_labels=y, metrics=["map"], query_ids=np.arange(len(y)))
+    other = rc.evaluate(
+        _data(4, 30, noise=1.5)[0], query_labels=y, metrics=["map"], query_ids=np.arange(len(y))
+    )
     assert rc.generalization_gap(a, other, "map").n_first == 30

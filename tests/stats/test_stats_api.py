@@ -14,18 +14,21 @@ import retrieval_checks as rc
 def _data(seed=0, classes=300, per=5, d=24, spread=1.2):
     rng = np.random.default_rng(seed)
     y = np.repeat(np.arange(classes), per)
-    X = (rng.normal(size=(classes, d))[y] + spread * rng.normal(size=(classes * per, d))).astype(np.float32)
+    X = (rng.normal(size=(classes, d))[y] + spread * rng.normal(size=(classes * per, d))).astype(
+        np.float32
+    )
     return X, y
 
 
 @pytest.fixture(scope="module")
-
-
 def two_models():
     X, y = _data()
     noisy = X + 0.5 * np.random.default_rng(1).normal(size=X.shape).astype(np.float32)
     metrics = ["map", "hit_rate@1", "grouped_recall@1", "medr"]
-    return (rc.evaluate(X, query_labels=y, metrics=metrics), rc.evaluate(noisy, query_labels=y, metrics=metrics))
+    return (
+        rc.evaluate(X, query_labels=y, metrics=metrics),
+        rc.evaluate(noisy, query_labels=y, metrics=metrics),
+    )
 
 
 def test_newcombe_matches_the_published_example():
@@ -70,8 +73,9 @@ def test_paired_t_comparison_matches_scipy(two_models):
     assert c.p_value == pytest.approx(ref.pvalue)
     ci = ref.confidence_interval(0.95)
     assert (c.low, c.high) == pytest.approx((ci.low, ci.high))
-    assert c.p_value_worse == pytest.approx(stats.ttest_rel(cand.per_query["map"], base.per_query["map"],
-                                                            alternative="less").pvalue)
+    assert c.p_value_worse == pytest.approx(
+        stats.ttest_rel(cand.per_query["map"], base.per_query["map"], alternative="less").pvalue
+    )
 
 
 def test_rank_metrics_compare_in_the_right_direction(two_models):
@@ -115,8 +119,6 @@ def test_bootstrap_is_seeded_and_has_the_right_units(two_models):
         (lambda r: rc.generalization_gap(r, r, "map", cluster="labels"), "cluster='labels'"),
     ],
 )
-
-
 def test_bad_statistics_input(two_models, call, fragment):
     base, _ = two_models
     with pytest.raises(rc.InputError) as info:
@@ -151,4 +153,7 @@ def test_bootstrap_refuses_grouped_recall_and_compare_medr_honours_cluster():
         rc.bootstrap_interval(r, "grouped_recall@1")
     by_class = rc.compare(r, r, "medr", n_resamples=200)
     by_query = rc.compare(r, r, "medr", cluster="query", n_resamples=200)
-    assert (by_class.n, by_class.unit) == (30, "classes") and (by_query.n, by_query.unit) == (300, "queries")
+    assert (by_class.n, by_class.unit) == (30, "classes") and (by_query.n, by_query.unit) == (
+        300,
+        "queries",
+    )

@@ -17,7 +17,7 @@ from retrieval_checks import InputError, SuiteError, SuiteRunner, load_suite
 from retrieval_checks.data._beir import read_beir
 
 # a bag-of-words embedder: a text model as a callable of a list of strings
-EMBEDDER = '''
+EMBEDDER = """
 import hashlib
 import numpy as np
 
@@ -27,13 +27,19 @@ def embed(texts, part=None):
         for w in t.lower().split():
             out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 32] += 1.0
     return out + 0.01 * (part == "queries")
-'''
+"""
 WORDS = "cat dog bird fish red blue green text search model query document river stone tree".split()
 
 
 def _corpus(rng, n_docs=40, n_queries=12):
-    docs = [{"_id": f"d{i}", "title": " ".join(rng.choice(WORDS, 2)), "text": " ".join(rng.choice(WORDS, 6))}
-            for i in range(n_docs)]
+    docs = [
+        {
+            "_id": f"d{i}",
+            "title": " ".join(rng.choice(WORDS, 2)),
+            "text": " ".join(rng.choice(WORDS, 6)),
+        }
+        for i in range(n_docs)
+    ]
     docs[3].pop("title")  # the title is optional
     queries = [{"_id": f"q{i}", "text": " ".join(rng.choice(WORDS, 3))} for i in range(n_queries)]
     qrels = {}
@@ -47,7 +53,9 @@ def write_beir(root, docs, queries, qrels, split="test"):
     (root / "qrels").mkdir(parents=True, exist_ok=True)
     (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{g}" for q, ds in qrels.items() for d, g in ds.items()]
+    lines = ["query-id\tcorpus-id\tscore"] + [
+        f"{q}\t{d}\t{g}" for q, ds in qrels.items() for d, g in ds.items()
+    ]
     (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     return root
 
@@ -99,8 +107,11 @@ def test_gate_values_equal_evaluate_with_the_qrels(tmp_path):
     (tmp_path / "embedder.py").write_text(EMBEDDER)
     suite = load_suite(_write(tmp_path, SUITE))
     runner = SuiteRunner()
-    with pytest.warns(RuntimeWarning, match=r"2 of 12 queries in queries.jsonl have no judgement in "
-                                            r"qrels/test.tsv \(first: 'q10', 'q11'\)"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"2 of 12 queries in queries.jsonl have no judgement in "
+        r"qrels/test.tsv \(first: 'q10', 'q11'\)",
+    ):
         for case in suite.cases:
             runner.run(suite, case)
     # the reference: texts and grades built here from the dicts, not from the reader
@@ -114,7 +125,9 @@ def test_gate_values_equal_evaluate_with_the_qrels(tmp_path):
     want = rc.evaluate(qe, de, relevance=relevance, relevance_level=2, metrics=["ndcg@10", "map"])
     for m in ("ndcg@10", "map"):
         assert got["pessimistic"][m] == want[m]
-    avg = rc.evaluate(qe, de, relevance=relevance, relevance_level=2, metrics=["recall@10"], ties="average")
+    avg = rc.evaluate(
+        qe, de, relevance=relevance, relevance_level=2, metrics=["recall@10"], ties="average"
+    )
     assert got["average"]["recall@10"] == avg["recall@10"]
     assert runner.embedded == 2  # queries and corpus, once each
 
@@ -125,14 +138,17 @@ def test_a_sentence_transformers_model_on_beir_and_the_cache(tmp_path):
     rng = np.random.default_rng(1)
     docs, queries, qrels = _corpus(rng, n_queries=6)
     write_beir(tmp_path / "toy", docs, queries, qrels)
-    p = _write(tmp_path, f"""
+    p = _write(
+        tmp_path,
+        f"""
         datasets:
           toy: {{type: beir, path: toy}}
         models:
           st: {{sentence_transformers: {st_dir}, normalize: true, batch_size: 4}}
         checks:
           - {{metric: ndcg@10, at_least: 0.01}}
-        """)
+        """,
+    )
     suite = load_suite(p)
     runner = SuiteRunner(cache_dir=tmp_path / "cache", device="cpu")
     with pytest.warns(RuntimeWarning, match="2 of 6 queries"):
@@ -166,95 +182,205 @@ def test_the_reader_joins_title_and_text_and_keeps_grades(tmp_path):
         assert {data.doc_ids[d]: g for d, g in data.relevance[i].items()} == qrels[q]
 
 
-@pytest.mark.parametrize("where, content, message", [
-    ("corpus.jsonl", '{"_id": "d0", "text": "a"}\n{"_id": "d1", "text": "b"\n', r"corpus.jsonl:2: not a JSON object"),
-    ("corpus.jsonl", '{"_id": "d0", "text": "a"}\n{"_id": "d0", "text": "b"}\n',
-     r"corpus.jsonl:2: duplicate _id 'd0' \(first at line 1\)"),
-    ("corpus.jsonl", '{"_id": "d0", "text": "a"}\n{"_id": "d1"}\n', r"corpus.jsonl:2: text is missing"),
-    ("corpus.jsonl", '{"_id": "d0", "text": "a"}\n{"_id": "d1", "text": "b", "title": 3}\n',
-     r"corpus.jsonl:2: title is int 3"),
-    ("corpus.jsonl", '["d0", "a"]\n', r"corpus.jsonl:1: a JSON list, not an object"),
-    ("queries.jsonl", '{"text": "a"}\n', r"queries.jsonl:1: _id is missing"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\td0\t1.5\n", r"test.tsv:2: score '1.5' is not a whole number"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\td0\t-1\n", r"test.tsv:2: score -1 is negative"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\tzz\t1\n", r"test.tsv:2: corpus-id 'zz' is not an _id in corpus"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nqq\td0\t1\n", r"test.tsv:2: query-id 'qq' is not an _id in queries"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0\td0\t1\nq0\td0\t2\n",
-     r"test.tsv:3: query 'q0' judges document 'd0' again \(first at line 2\)"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq0 d0 1\n", r"test.tsv:2: 1 tab-separated field"),
-    ("qrels/test.tsv", "q0\td0\t1\n", r"test.tsv:1: expected the header"),
-    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\n", r"test.tsv: no judgements"),
-])
+@pytest.mark.parametrize(
+    "where, content, message",
+    [
+        (
+            "corpus.jsonl",
+            '{"_id": "d0", "text": "a"}\n{"_id": "d1", "text": "b"\n',
+            r"corpus.jsonl:2: not a JSON object",
+        ),
+        (
+            "corpus.jsonl",
+            '{"_id": "d0", "text": "a"}\n{"_id": "d0", "text": "b"}\n',
+            r"corpus.jsonl:2: duplicate _id 'd0' \(first at line 1\)",
+        ),
+        (
+            "corpus.jsonl",
+            '{"_id": "d0", "text": "a"}\n{"_id": "d1"}\n',
+            r"corpus.jsonl:2: text is missing",
+        ),
+        (
+            "corpus.jsonl",
+            '{"_id": "d0", "text": "a"}\n{"_id": "d1", "text": "b", "title": 3}\n',
+            r"corpus.jsonl:2: title is int 3",
+        ),
+        ("corpus.jsonl", '["d0", "a"]\n', r"corpus.jsonl:1: a JSON list, not an object"),
+        ("queries.jsonl", '{"text": "a"}\n', r"queries.jsonl:1: _id is missing"),
+        (
+            "qrels/test.tsv",
+            "query-id\tcorpus-id\tscore\nq0\td0\t1.5\n",
+            r"test.tsv:2: score '1.5' is not a whole number",
+        ),
+        (
+            "qrels/test.tsv",
+            "query-id\tcorpus-id\tscore\nq0\td0\t-1\n",
+            r"test.tsv:2: score -1 is negative",
+        ),
+        (
+            "qrels/test.tsv",
+            "query-id\tcorpus-id\tscore\nq0\tzz\t1\n",
+            r"test.tsv:2: corpus-id 'zz' is not an _id in corpus",
+        ),
+        (
+            "qrels/test.tsv",
+            "query-id\tcorpus-id\tscore\nqq\td0\t1\n",
+            r"test.tsv:2: query-id 'qq' is not an _id in queries",
+        ),
+        (
+            "qrels/test.tsv",
+            "query-id\tcorpus-id\tscore\nq0\td0\t1\nq0\td0\t2\n",
+            r"test.tsv:3: query 'q0' judges document 'd0' again \(first at line 2\)",
+        ),
+        (
+            "qrels/test.tsv",
+            "query-id\tcorpus-id\tscore\nq0 d0 1\n",
+            r"test.tsv:2: 1 tab-separated field",
+        ),
+        ("qrels/test.tsv", "q0\td0\t1\n", r"test.tsv:1: expected the header"),
+        ("qrels/test.tsv", "query-id\tcorpus-id\tscore\n", r"test.tsv: no judgements"),
+    ],
+)
 def test_bad_files_name_file_and_line(tmp_path, where, content, message):
-    root = write_beir(tmp_path / "b", [{"_id": "d0", "text": "a"}], [{"_id": "q0", "text": "a"}], {"q0": {"d0": 1}})
+    root = write_beir(
+        tmp_path / "b",
+        [{"_id": "d0", "text": "a"}],
+        [{"_id": "q0", "text": "a"}],
+        {"q0": {"d0": 1}},
+    )
     (root / where).write_text(content)
     with pytest.raises(InputError, match=message):
         read_beir(root)
     # through a suite: the same message, with the suite's dataset named
     (tmp_path / "embedder.py").write_text(EMBEDDER)
-    suite = load_suite(_write(tmp_path, """
+    suite = load_suite(
+        _write(
+            tmp_path,
+            """
         datasets:
           toy: {type: beir, path: b}
         models:
           bow: {callable: embedder.py:embed}
         checks:
           - {metric: ndcg@10, at_least: 0.1}
-        """))
+        """,
+        )
+    )
     with pytest.raises(SuiteError, match=message) as info:
         SuiteRunner().run(suite, suite.cases[0])
     assert "rc_suite.yaml:2: datasets.toy" in str(info.value)
 
 
-@pytest.mark.parametrize("missing, message", [
-    ("corpus.jsonl", r"corpus.jsonl: missing"), ("queries.jsonl", r"queries.jsonl: missing"),
-    ("qrels/test.tsv", r"test.tsv: missing: a BEIR directory needs qrels/test.tsv \(splits found: dev; set split:\)")])
+@pytest.mark.parametrize(
+    "missing, message",
+    [
+        ("corpus.jsonl", r"corpus.jsonl: missing"),
+        ("queries.jsonl", r"queries.jsonl: missing"),
+        (
+            "qrels/test.tsv",
+            r"test.tsv: missing: a BEIR directory needs qrels/test.tsv \(splits found: dev; set split:\)",
+        ),
+    ],
+)
 def test_missing_files_are_schema_errors(tmp_path, missing, message):
-    root = write_beir(tmp_path / "b", [{"_id": "d0", "text": "a"}], [{"_id": "q0", "text": "a"}], {"q0": {"d0": 1}})
-    write_beir(root, [{"_id": "d0", "text": "a"}], [{"_id": "q0", "text": "a"}], {"q0": {"d0": 1}}, split="dev")
+    root = write_beir(
+        tmp_path / "b",
+        [{"_id": "d0", "text": "a"}],
+        [{"_id": "q0", "text": "a"}],
+        {"q0": {"d0": 1}},
+    )
+    write_beir(
+        root,
+        [{"_id": "d0", "text": "a"}],
+        [{"_id": "q0", "text": "a"}],
+        {"q0": {"d0": 1}},
+        split="dev",
+    )
     (root / missing).unlink()
     (tmp_path / "embedder.py").write_text(EMBEDDER)
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets:
           toy: {type: beir, path: b}
         models:
           bow: {callable: embedder.py:embed}
         checks:
           - {metric: ndcg@10, at_least: 0.1}
-        """)
+        """,
+    )
     with pytest.raises(SuiteError, match=message) as info:
         load_suite(p)
     assert "rc_suite.yaml:2: datasets.toy.path" in str(info.value)
 
 
-@pytest.mark.parametrize("dataset, model, check, message", [
-    ("{type: beir, path: nowhere}", "{callable: embedder.py:embed}", "{metric: ndcg@10, at_least: 0.1}",
-     r"rc_suite.yaml:2: datasets.toy.path: directory 'nowhere' does not exist"),
-    ("{type: beir, path: b, split: 3}", "{callable: embedder.py:embed}", "{metric: ndcg@10, at_least: 0.1}",
-     r"datasets.toy.split: expected the name of a qrels split"),
-    ("{type: beir, path: b, relevance_level: 0}", "{callable: embedder.py:embed}", "{metric: ndcg@10, at_least: 0.1}",
-     r"datasets.toy.relevance_level: expected an integer >= 1"),
-    ("{type: beir, path: b, queries: x}", "{callable: embedder.py:embed}", "{metric: ndcg@10, at_least: 0.1}",
-     r"datasets.toy.queries: unknown field 'queries'"),
-    ("{type: beir, path: b}", "{callable: embedder.py:embed}",
-     "{metric: grouped_recall@1, dataset: toy, at_least: 0.1}",
-     r"checks\[0\]: dataset 'toy': grouped_recall@1 is not measured on beir datasets: a BEIR split holds "
-     r"graded qrels, not labels"),
-    ("{type: beir, path: b}", "{callable: embedder.py:embed}", "{metric: ndcg@10, at_least: 0.1, group_size: 4}",
-     r"checks\[0\].group_size: group_size does not apply to beir datasets"),
-    ("{type: beir, path: b}", "{torchscript: embedder.py}", "{metric: ndcg@10, at_least: 0.1}",
-     r"dataset 'toy' holds texts \(BEIR\); model 'm' is torchscript, which does not embed texts"),
-])
+@pytest.mark.parametrize(
+    "dataset, model, check, message",
+    [
+        (
+            "{type: beir, path: nowhere}",
+            "{callable: embedder.py:embed}",
+            "{metric: ndcg@10, at_least: 0.1}",
+            r"rc_suite.yaml:2: datasets.toy.path: directory 'nowhere' does not exist",
+        ),
+        (
+            "{type: beir, path: b, split: 3}",
+            "{callable: embedder.py:embed}",
+            "{metric: ndcg@10, at_least: 0.1}",
+            r"datasets.toy.split: expected the name of a qrels split",
+        ),
+        (
+            "{type: beir, path: b, relevance_level: 0}",
+            "{callable: embedder.py:embed}",
+            "{metric: ndcg@10, at_least: 0.1}",
+            r"datasets.toy.relevance_level: expected an integer >= 1",
+        ),
+        (
+            "{type: beir, path: b, queries: x}",
+            "{callable: embedder.py:embed}",
+            "{metric: ndcg@10, at_least: 0.1}",
+            r"datasets.toy.queries: unknown field 'queries'",
+        ),
+        (
+            "{type: beir, path: b}",
+            "{callable: embedder.py:embed}",
+            "{metric: grouped_recall@1, dataset: toy, at_least: 0.1}",
+            r"checks\[0\]: dataset 'toy': grouped_recall@1 is not measured on beir datasets: a BEIR split holds "
+            r"graded qrels, not labels",
+        ),
+        (
+            "{type: beir, path: b}",
+            "{callable: embedder.py:embed}",
+            "{metric: ndcg@10, at_least: 0.1, group_size: 4}",
+            r"checks\[0\].group_size: group_size does not apply to beir datasets",
+        ),
+        (
+            "{type: beir, path: b}",
+            "{torchscript: embedder.py}",
+            "{metric: ndcg@10, at_least: 0.1}",
+            r"dataset 'toy' holds texts \(BEIR\); model 'm' is torchscript, which does not embed texts",
+        ),
+    ],
+)
 def test_bad_suite_fields_are_located(tmp_path, dataset, model, check, message):
-    write_beir(tmp_path / "b", [{"_id": "d0", "text": "a"}], [{"_id": "q0", "text": "a"}], {"q0": {"d0": 1}})
+    write_beir(
+        tmp_path / "b",
+        [{"_id": "d0", "text": "a"}],
+        [{"_id": "q0", "text": "a"}],
+        {"q0": {"d0": 1}},
+    )
     (tmp_path / "embedder.py").write_text(EMBEDDER)
-    p = _write(tmp_path, f"""
+    p = _write(
+        tmp_path,
+        f"""
         datasets:
           toy: {dataset}
         models:
           m: {model}
         checks:
           - {check}
-        """)
+        """,
+    )
     with pytest.raises(SuiteError, match=message):
         load_suite(p)
 
@@ -266,18 +392,25 @@ def test_judged_queries_without_a_relevant_grade_are_empty_queries(tmp_path):
     queries = [{"_id": "q0", "text": "cat dog"}, {"_id": "q1", "text": "red"}]
     write_beir(tmp_path / "b", docs, queries, {"q0": {"d0": 2, "d1": 1}, "q1": {"d4": 1}})
     (tmp_path / "embedder.py").write_text(EMBEDDER)
-    suite = load_suite(_write(tmp_path, """
+    suite = load_suite(
+        _write(
+            tmp_path,
+            """
         datasets:
           toy: {type: beir, path: b, relevance_level: 2}
         models:
           bow: {callable: embedder.py:embed}
         checks:
           - {metric: map, at_least: 0.5, max_skipped: 0}
-        """))
+        """,
+        )
+    )
     with pytest.raises(AssertionError, match=r"1 of 2 queries skipped|n_skipped"):
         SuiteRunner().run(suite, suite.cases[0])
     runner = SuiteRunner()
-    result = runner.result(suite, "bow", "toy", suite.evaluation_options(suite.checks[0], "toy", runner.defaults))
+    result = runner.result(
+        suite, "bow", "toy", suite.evaluation_options(suite.checks[0], "toy", runner.defaults)
+    )
     assert (result.n_used, result.n_skipped) == (1, 1)
 
 
@@ -290,7 +423,12 @@ def test_the_json_schema_takes_beir_datasets_and_library_models(tmp_path):
     from retrieval_checks.suites._jsonschema import suite_json_schema
 
     validator = jsonschema.Draft202012Validator(suite_json_schema())
-    write_beir(tmp_path / "b", [{"_id": "d0", "text": "a"}], [{"_id": "q0", "text": "a"}], {"q0": {"d0": 1}})
+    write_beir(
+        tmp_path / "b",
+        [{"_id": "d0", "text": "a"}],
+        [{"_id": "q0", "text": "a"}],
+        {"q0": {"d0": 1}},
+    )
     for d in ("st", "bert", "vit"):
         (tmp_path / d).mkdir()
     (tmp_path / "c.pt").write_bytes(b"x")
@@ -311,12 +449,14 @@ def test_the_json_schema_takes_beir_datasets_and_library_models(tmp_path):
     load_suite(p)  # the loader takes it: the schema must too
     data = yaml.safe_load(p.read_text())
     assert list(validator.iter_errors(data)) == []
-    for model, dataset in (({"huggingface": "bert", "pooling": "max"}, None),
-                           ({"huggingface": "bert", "query_prompt_name": "q"}, None),
-                           ({"sentence_transformers": "st", "pooling": "cls"}, None),
-                           ({"timm": "vit", "config": "c.json"}, None),
-                           (None, {"type": "beir", "path": "b", "split": "a/b"}),
-                           (None, {"type": "beir", "path": "b", "queries": "q.npz"})):
+    for model, dataset in (
+        ({"huggingface": "bert", "pooling": "max"}, None),
+        ({"huggingface": "bert", "query_prompt_name": "q"}, None),
+        ({"sentence_transformers": "st", "pooling": "cls"}, None),
+        ({"timm": "vit", "config": "c.json"}, None),
+        (None, {"type": "beir", "path": "b", "split": "a/b"}),
+        (None, {"type": "beir", "path": "b", "queries": "q.npz"}),
+    ):
         bad = yaml.safe_load(p.read_text())
         if model is not None:
             bad["models"]["st"] = model
@@ -325,13 +465,13 @@ def test_the_json_schema_takes_beir_datasets_and_library_models(tmp_path):
         assert list(validator.iter_errors(bad)), (model, dataset)
 
 
-RANDOM_EMBEDDER = '''
+RANDOM_EMBEDDER = """
 import zlib
 import numpy as np
 
 def embed(texts):
     return np.stack([np.random.default_rng(zlib.crc32(t.encode())).normal(size=16) for t in texts])
-'''
+"""
 
 
 def test_ignore_identical_ids_equals_ranx_without_the_identical_documents(tmp_path):
@@ -342,10 +482,17 @@ def test_ignore_identical_ids_equals_ranx_without_the_identical_documents(tmp_pa
     import zlib
 
     rng = np.random.default_rng(4)
-    docs = [{"_id": f"x{i}", "title": "", "text": " ".join(rng.choice(WORDS, 5))} for i in range(30)]
+    docs = [
+        {"_id": f"x{i}", "title": "", "text": " ".join(rng.choice(WORDS, 5))} for i in range(30)
+    ]
     queries = [{"_id": f"x{i}", "text": " ".join(rng.choice(WORDS, 5))} for i in range(10)]
-    qrels = {f"x{i}": {f"x{int(d)}": int(rng.integers(1, 3)) for d in rng.choice(np.arange(10, 30), 3, replace=False)}
-             for i in range(10)}
+    qrels = {
+        f"x{i}": {
+            f"x{int(d)}": int(rng.integers(1, 3))
+            for d in rng.choice(np.arange(10, 30), 3, replace=False)
+        }
+        for i in range(10)
+    }
     write_beir(tmp_path / "b", docs, queries, qrels)
     (tmp_path / "embedder.py").write_text(RANDOM_EMBEDDER)
     metrics = ["ndcg@10", "map", "mrr", "recall@5"]
@@ -355,9 +502,11 @@ def test_ignore_identical_ids_equals_ranx_without_the_identical_documents(tmp_pa
         return v / np.linalg.norm(v)
 
     for ignore in (True, False):
-        text = (f"datasets:\n  toy: {{type: beir, path: b, ignore_identical_ids: {str(ignore).lower()}}}\n"
-                "models:\n  rnd: {callable: embedder.py:embed}\nchecks:\n"
-                + "".join(f"  - {{metric: {m}, at_least: 0.01}}\n" for m in metrics))
+        text = (
+            f"datasets:\n  toy: {{type: beir, path: b, ignore_identical_ids: {str(ignore).lower()}}}\n"
+            "models:\n  rnd: {callable: embedder.py:embed}\nchecks:\n"
+            + "".join(f"  - {{metric: {m}, at_least: 0.01}}\n" for m in metrics)
+        )
         suite = load_suite(_write(tmp_path, text))
         runner = SuiteRunner()
         for case in suite.cases:
@@ -366,30 +515,48 @@ def test_ignore_identical_ids_equals_ranx_without_the_identical_documents(tmp_pa
             except AssertionError:
                 pass  # random embeddings: the verdicts do not matter, the values do
         (got,) = runner.evaluations._results.values()
-        run = {q["_id"]: {d["_id"]: float(vec(q["text"]) @ vec(d["text"])) for d in docs
-                          if not (ignore and d["_id"] == q["_id"])} for q in queries}
+        run = {
+            q["_id"]: {
+                d["_id"]: float(vec(q["text"]) @ vec(d["text"]))
+                for d in docs
+                if not (ignore and d["_id"] == q["_id"])
+            }
+            for q in queries
+        }
         want = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), metrics)
         for m in metrics:
             assert got[m] == pytest.approx(want[m], abs=1e-6), (ignore, m)
     qrels["x0"]["x0"] = 1  # a judgement of the query's own document: refused, not silently dropped
     write_beir(tmp_path / "b", docs, queries, qrels)
-    suite = load_suite(_write(tmp_path, """
+    suite = load_suite(
+        _write(
+            tmp_path,
+            """
         datasets:
           toy: {type: beir, path: b, ignore_identical_ids: true}
         models:
           rnd: {callable: embedder.py:embed}
         checks:
           - {metric: map, at_least: 0.01}
-        """))
-    with pytest.raises(SuiteError, match=r"datasets.toy.ignore_identical_ids: ignore_identical_ids: qrels/test.tsv "
-                                         r"judges the document of the query's own id for 1 queries \(first: 'x0'\)"):
+        """,
+        )
+    )
+    with pytest.raises(
+        SuiteError,
+        match=r"datasets.toy.ignore_identical_ids: ignore_identical_ids: qrels/test.tsv "
+        r"judges the document of the query's own id for 1 queries \(first: 'x0'\)",
+    ):
         SuiteRunner().run(suite, suite.cases[0])
 
 
 # ---------------------------------------------------------------- text rules shared with the TREC readers
 def _tiny(tmp_path):
-    return write_beir(tmp_path / "b", [{"_id": "d0", "text": "a"}, {"_id": "d1", "text": "b"}],
-                      [{"_id": "q0", "text": "a"}, {"_id": "q1", "text": "b"}], {"q0": {"d0": 1}, "q1": {"d1": 2}})
+    return write_beir(
+        tmp_path / "b",
+        [{"_id": "d0", "text": "a"}, {"_id": "d1", "text": "b"}],
+        [{"_id": "q0", "text": "a"}, {"_id": "q1", "text": "b"}],
+        {"q0": {"d0": 1}, "q1": {"d1": 2}},
+    )
 
 
 @pytest.mark.parametrize("where", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
@@ -399,17 +566,29 @@ def test_a_leading_byte_order_mark_is_dropped_in_every_file(tmp_path, where):
     f = root / where
     f.write_text(f.read_text(encoding="utf-8"), encoding="utf-8-sig")
     got = read_beir(root)
-    assert (got.query_ids, got.doc_ids, got.relevance) == (expected.query_ids, expected.doc_ids, expected.relevance)
+    assert (got.query_ids, got.doc_ids, got.relevance) == (
+        expected.query_ids,
+        expected.doc_ids,
+        expected.relevance,
+    )
 
 
-@pytest.mark.parametrize("grade, message", [
-    ("1_0", "not a whole number"), ("\u0661", "not a whole number"), ("\uff12", "not a whole number"),
-    ("0x1", "not a whole number"), ("99999999999999999999", "beyond the 64-bit integer range"),
-    ("9223372036854775808", "beyond the 64-bit integer range"),
-])
+@pytest.mark.parametrize(
+    "grade, message",
+    [
+        ("1_0", "not a whole number"),
+        ("\u0661", "not a whole number"),
+        ("\uff12", "not a whole number"),
+        ("0x1", "not a whole number"),
+        ("99999999999999999999", "beyond the 64-bit integer range"),
+        ("9223372036854775808", "beyond the 64-bit integer range"),
+    ],
+)
 def test_grades_follow_the_file_grammar_not_python_int(tmp_path, grade, message):
     root = _tiny(tmp_path)
-    (root / "qrels" / "test.tsv").write_text(f"query-id\tcorpus-id\tscore\nq0\td0\t{grade}\n", encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_text(
+        f"query-id\tcorpus-id\tscore\nq0\td0\t{grade}\n", encoding="utf-8"
+    )
     with pytest.raises(InputError, match=rf"test.tsv:2: score .*{message}"):
         read_beir(root)
 
@@ -417,7 +596,9 @@ def test_grades_follow_the_file_grammar_not_python_int(tmp_path, grade, message)
 @pytest.mark.parametrize("field", ["q0\u00a0", "\u200bq0", "q\u20280"])
 def test_invisible_characters_in_qrels_ids_are_named(tmp_path, field):
     root = _tiny(tmp_path)
-    (root / "qrels" / "test.tsv").write_text(f"query-id\tcorpus-id\tscore\n{field}\td0\t1\n", encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_text(
+        f"query-id\tcorpus-id\tscore\n{field}\td0\t1\n", encoding="utf-8"
+    )
     with pytest.raises(InputError, match=r"test.tsv:2: the query-id .* holds U\+"):
         read_beir(root)
 
@@ -427,7 +608,9 @@ def test_files_that_are_not_utf8_or_unreadable_name_the_file(tmp_path, where, mo
     root = _tiny(tmp_path)
     f = root / where
     f.write_bytes(f.read_bytes() + "caf\u00e9\n".encode("latin-1"))
-    with pytest.raises(InputError, match=r"(corpus|queries).jsonl:3: .*not UTF-8|test.tsv:4: .*not UTF-8"):
+    with pytest.raises(
+        InputError, match=r"(corpus|queries).jsonl:3: .*not UTF-8|test.tsv:4: .*not UTF-8"
+    ):
         read_beir(root)
     import retrieval_checks._textfiles as textfiles
 
@@ -437,8 +620,11 @@ def test_files_that_are_not_utf8_or_unreadable_name_the_file(tmp_path, where, mo
         return open(path, *args, **kwargs)
 
     monkeypatch.setattr(textfiles, "open", denied, raising=False)
-    with pytest.raises(InputError, match=rf"{where.split('/')[-1]}: the .* file is not readable \(permission "
-                                         r"denied\); make it readable"):
+    with pytest.raises(
+        InputError,
+        match=rf"{where.split('/')[-1]}: the .* file is not readable \(permission "
+        r"denied\); make it readable",
+    ):
         read_beir(root)
 
 
@@ -461,31 +647,49 @@ def test_qrels_naming_queries_by_row_number_say_so(tmp_path):
 
 def test_queries_whose_ids_look_like_row_numbers_say_so(tmp_path):
     root = _named_by_rows(tmp_path, ["0", "1", "2"], ["0", "q1"])
-    with pytest.raises(InputError, match=r"query-id 'q1' is not an _id in queries.jsonl.*the _id values there look "
-                                         r"like row numbers \('0', '1', '2'\)"):
+    with pytest.raises(
+        InputError,
+        match=r"query-id 'q1' is not an _id in queries.jsonl.*the _id values there look "
+        r"like row numbers \('0', '1', '2'\)",
+    ):
         read_beir(root)
 
 
 def test_numeric_ids_off_by_one_are_flagged(tmp_path):
-    root = _named_by_rows(tmp_path, ["1", "2", "3"], ["0", "1"])  # the qrels count rows from 0, ids from 1
+    root = _named_by_rows(
+        tmp_path, ["1", "2", "3"], ["0", "1"]
+    )  # the qrels count rows from 0, ids from 1
     with pytest.raises(InputError, match=r"query-id '0' is not an _id.*both are numbers"):
         read_beir(root)
 
 
 def test_documents_named_by_row_number_say_so(tmp_path):
-    root = write_beir(tmp_path / "b", [{"_id": f"doc{i}", "text": "a"} for i in range(3)], [{"_id": "q0", "text": "a"}],
-                      {"q0": {"doc0": 1, "2": 1}})
-    with pytest.raises(InputError, match=r"test.tsv:3: corpus-id '2' is not an _id in corpus.jsonl.*row number.*"
-                                         r"row 2 of corpus.jsonl \(from 0\) is 'doc2'"):
+    root = write_beir(
+        tmp_path / "b",
+        [{"_id": f"doc{i}", "text": "a"} for i in range(3)],
+        [{"_id": "q0", "text": "a"}],
+        {"q0": {"doc0": 1, "2": 1}},
+    )
+    with pytest.raises(
+        InputError,
+        match=r"test.tsv:3: corpus-id '2' is not an _id in corpus.jsonl.*row number.*"
+        r"row 2 of corpus.jsonl \(from 0\) is 'doc2'",
+    ):
         read_beir(root)
 
 
 def test_u_feff_inside_a_text_is_text_but_starting_a_later_line_is_refused(tmp_path):
     root = _tiny(tmp_path)
-    (root / "corpus.jsonl").write_text('{"_id": "d0", "text": "a\ufeffb"}\n{"_id": "d1", "text": "b"}\n',
-                                       encoding="utf-8")
-    assert read_beir(root).documents[0] == "a\ufeffb"  # scraped text may hold one: not a reason to refuse
-    (root / "corpus.jsonl").write_text('{"_id": "d0", "text": "a"}\n\ufeff{"_id": "d1", "text": "b"}\n',
-                                       encoding="utf-8")  # two files joined with cat
-    with pytest.raises(InputError, match=r"corpus.jsonl:2: a byte-order mark \(U\+FEFF\) starts this line"):
+    (root / "corpus.jsonl").write_text(
+        '{"_id": "d0", "text": "a\ufeffb"}\n{"_id": "d1", "text": "b"}\n', encoding="utf-8"
+    )
+    assert (
+        read_beir(root).documents[0] == "a\ufeffb"
+    )  # scraped text may hold one: not a reason to refuse
+    (root / "corpus.jsonl").write_text(
+        '{"_id": "d0", "text": "a"}\n\ufeff{"_id": "d1", "text": "b"}\n', encoding="utf-8"
+    )  # two files joined with cat
+    with pytest.raises(
+        InputError, match=r"corpus.jsonl:2: a byte-order mark \(U\+FEFF\) starts this line"
+    ):
         read_beir(root)

@@ -23,13 +23,15 @@ def _suite(tmp_path, second):
     other = (2.0 * rng.normal(size=(12, 8))[y] + 2.0 * rng.normal(size=(72, 8))).astype(np.float32)
     np.savez(tmp_path / "data/other.npz", embeddings=other, labels=y)
     p = tmp_path / "rc_suite.yaml"
-    p.write_text(textwrap.dedent(f"""
+    p.write_text(
+        textwrap.dedent(f"""
         datasets:
           train: {{queries: data/set.npz}}
           test: {{queries: {second}}}
         checks:
           - {{metric: map, gap: {{train: train, test: test}}, below: 0.9}}
-        """).lstrip("\n"))
+        """).lstrip("\n")
+    )
     return load_suite(p)
 
 

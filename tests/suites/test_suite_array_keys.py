@@ -25,8 +25,11 @@ def test_a_missing_labels_array_lists_the_arrays_and_suggests_the_closest(tmp_pa
     np.savez(tmp_path / "q.npz", embeddings=E, **{name: np.repeat(np.arange(5), 4)})
     (tmp_path / "rc_s.yaml").write_text(textwrap.dedent(SUITE))
     suite = load_suite(tmp_path / "rc_s.yaml")
-    with pytest.raises(SuiteError, match=rf"q.npz has no labels array 'labels'; it has 'embeddings', '{name}'\. "
-                                         rf"Did you mean '{name}'\?") as info:
+    with pytest.raises(
+        SuiteError,
+        match=rf"q.npz has no labels array 'labels'; it has 'embeddings', '{name}'\. "
+        rf"Did you mean '{name}'\?",
+    ) as info:
         SuiteRunner().run(suite, suite.cases[0])
     assert info.value.field == "datasets.d.queries"
 
@@ -35,8 +38,11 @@ def test_without_a_close_name_the_arrays_are_listed(tmp_path):
     np.savez(tmp_path / "q.npz", embeddings=E, weights=np.ones(20))
     (tmp_path / "rc_s.yaml").write_text(textwrap.dedent(SUITE))
     suite = load_suite(tmp_path / "rc_s.yaml")
-    with pytest.raises(SuiteError, match=r"has no labels array 'labels'; it has 'embeddings', 'weights'; retrieval "
-                                         r"datasets need") as info:
+    with pytest.raises(
+        SuiteError,
+        match=r"has no labels array 'labels'; it has 'embeddings', 'weights'; retrieval "
+        r"datasets need",
+    ) as info:
         SuiteRunner().run(suite, suite.cases[0])
     assert "Did you mean" not in str(info.value)
 

@@ -12,8 +12,10 @@ import pytest
 
 from retrieval_checks import SuiteRunner, load_suite
 
-SUITE = ("datasets: {a: {queries: data.npz}}\nmodels: {m: {callable: 'TARGET'}}\n"
-         "checks: [{metric: map, at_least: 0.001}]\n")
+SUITE = (
+    "datasets: {a: {queries: data.npz}}\nmodels: {m: {callable: 'TARGET'}}\n"
+    "checks: [{metric: map, at_least: 0.001}]\n"
+)
 
 
 def _folder(root, name, scale, target="emb.py:f", helper="helpers"):
@@ -22,7 +24,9 @@ def _folder(root, name, scale, target="emb.py:f", helper="helpers"):
     x = np.random.default_rng(0).normal(size=(12, 4)).astype(np.float32)
     np.savez(d / "data.npz", inputs=x, labels=np.repeat(np.arange(4), 3))
     (d / "emb.py").write_text(f"from {helper} import scale\n\ndef f(x):\n    return scale(x)\n")
-    (d / f"{helper}.py").write_text(f"SCALE = {scale}\n\ndef scale(x):\n    return x * SCALE + SCALE\n")
+    (d / f"{helper}.py").write_text(
+        f"SCALE = {scale}\n\ndef scale(x):\n    return x * SCALE + SCALE\n"
+    )
     (d / "rc_s.yaml").write_text(SUITE.replace("TARGET", target))
     return d, x
 
@@ -51,7 +55,9 @@ def test_two_folders_same_helper_name_each_use_their_own(tmp_path):
 
 def test_a_same_named_module_imported_elsewhere_is_neither_used_nor_replaced(tmp_path, monkeypatch):
     other = type(sys)("helpers")
-    other.scale = lambda x: x * 0  # a different 'helpers' already imported (e.g. the project's tests' own)
+    other.scale = (
+        lambda x: x * 0
+    )  # a different 'helpers' already imported (e.g. the project's tests' own)
     monkeypatch.setitem(sys.modules, "helpers", other)
     d, x = _folder(tmp_path, "s1", 5.0)
     assert _first_value(d) == pytest.approx(x[0, 0] * 5 + 5)
@@ -67,8 +73,10 @@ def test_a_dotted_target_also_sees_its_siblings(tmp_path):
 pytest_plugins = ["pytester"]
 
 
-@pytest.mark.parametrize("args", [(), ("suites/rc_s.yaml",), ("--import-mode=importlib",),
-                                  ("--rootdir=suites", "suites")])
+@pytest.mark.parametrize(
+    "args",
+    [(), ("suites/rc_s.yaml",), ("--import-mode=importlib",), ("--rootdir=suites", "suites")],
+)
 def test_the_same_under_any_pytest_arguments(pytester, args):
     d, _ = _folder(pytester.path, "suites", 2.0, helper="helpers_args")
     pytester.makeconftest("")

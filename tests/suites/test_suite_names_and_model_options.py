@@ -8,7 +8,7 @@ import pytest
 
 from retrieval_checks import SuiteError, SuiteRunner, load_suite
 
-EMB = '''
+EMB = """
 import numpy as np
 
 def f(x):
@@ -18,7 +18,7 @@ def scaled(x):
     # rows of very different norms: dot products rank by norm, cosine does not
     x = np.asarray(x, dtype=np.float64)
     return x * (1.0 + 50.0 * np.arange(len(x))[:, None] % 7)
-'''
+"""
 
 
 @pytest.fixture
@@ -49,7 +49,9 @@ HEAD = "datasets:\n  a: {queries: data/set.npz}\n"
 @pytest.mark.parametrize("field", ["model", "models"])
 def test_a_model_typo_lists_only_the_declared_models(where, field):
     value = "rnu" if field == "model" else "[alpha, rnu]"
-    err = _error(where, HEAD + MODELS + f"checks:\n  - {{metric: map, at_least: 0.1, {field}: {value}}}\n")
+    err = _error(
+        where, HEAD + MODELS + f"checks:\n  - {{metric: map, at_least: 0.1, {field}: {value}}}\n"
+    )
     message = str(err)
     assert "Declared: alpha, beta." in message, message
     assert "run" not in message.replace("'rnu'", ""), message  # 'run' is no model of this suite
@@ -62,8 +64,12 @@ def test_a_typo_of_a_declared_model_is_suggested(where):
 
 
 def test_the_run_model_is_listed_when_the_suite_has_run_datasets(where):
-    text = (HEAD + "  r: {type: run, run: run.txt, qrels: qrels.txt}\n" + MODELS
-            + "checks:\n  - {metric: map, at_least: 0.1, dataset: r, model: rnu}\n")
+    text = (
+        HEAD
+        + "  r: {type: run, run: run.txt, qrels: qrels.txt}\n"
+        + MODELS
+        + "checks:\n  - {metric: map, at_least: 0.1, dataset: r, model: rnu}\n"
+    )
     message = str(_error(where, text))
     assert "Did you mean 'run'?" in message and "Declared: alpha, beta, run." in message, message
 
@@ -79,11 +85,13 @@ def test_the_implicit_model_is_the_one_listed_without_models(where):
 
 
 # ------------------------------------------------------------------ per-model evaluation options
-TWO_MODELS = ("datasets:\n  a: {queries: data/set.npz}\nOPTIONS"
-              "models:\n  tfidf: {callable: emb.py:scaled, similarity: dot, ties: average}\n"
-              "  enc: {callable: emb.py:f}\n"
-              "checks:\n  - {metric: map, at_least: 0.01}\n"
-              "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n")
+TWO_MODELS = (
+    "datasets:\n  a: {queries: data/set.npz}\nOPTIONS"
+    "models:\n  tfidf: {callable: emb.py:scaled, similarity: dot, ties: average}\n"
+    "  enc: {callable: emb.py:f}\n"
+    "checks:\n  - {metric: map, at_least: 0.01}\n"
+    "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n"
+)
 
 
 def _load(where, text):
@@ -104,10 +112,19 @@ def _results(where, options=""):
         o = suite.evaluation_options(case.check, "a", runner.defaults, case.model)
         result = runner.result(suite, case.model, "a", o)
         q = runner.part(suite, case.model, "a", "queries")
-        direct = rc.evaluate(q.embeddings, query_labels=q.labels, metrics=["map"], similarity=o["similarity"],
-                             ties=o["ties"])
-        out[(case.check.id, case.model)] = (result.config["similarity"], result.config["ties"], result["map"],
-                                            direct["map"])
+        direct = rc.evaluate(
+            q.embeddings,
+            query_labels=q.labels,
+            metrics=["map"],
+            similarity=o["similarity"],
+            ties=o["ties"],
+        )
+        out[(case.check.id, case.model)] = (
+            result.config["similarity"],
+            result.config["ties"],
+            result["map"],
+            direct["map"],
+        )
     return suite, out
 
 
@@ -116,7 +133,10 @@ def test_a_models_similarity_and_ties_apply_to_its_checks(where):
     assert suite.models["tfidf"].options == {"similarity": "dot", "ties": "average"}
     assert out[("map_at_least", "tfidf")][:2] == ("dot", "average")
     assert out[("map_at_least", "enc")][:2] == ("cosine", "pessimistic")  # the suite's default
-    assert out[("own", "tfidf")][:2] == ("neg_l2", "average")  # a check's own field overrides the model's
+    assert out[("own", "tfidf")][:2] == (
+        "neg_l2",
+        "average",
+    )  # a check's own field overrides the model's
     for cfg, ties, value, direct in out.values():
         assert value == pytest.approx(direct)  # applied in the run, not only recorded
     # the rows' norms differ, so dot and cosine rank differently: the option changed the value
@@ -132,9 +152,13 @@ def test_a_models_options_override_the_suites(where):
 def test_compare_evaluates_the_baseline_model_with_its_own_options(where):
     import retrieval_checks as rc
 
-    suite = _load(where, TWO_MODELS.replace("OPTIONS", "").replace(
-        "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n",
-        "  - {metric: map, compare: {baseline: tfidf, rule: value, margin: 0.9}}\n"))
+    suite = _load(
+        where,
+        TWO_MODELS.replace("OPTIONS", "").replace(
+            "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n",
+            "  - {metric: map, compare: {baseline: tfidf, rule: value, margin: 0.9}}\n",
+        ),
+    )
     runner = SuiteRunner()
     case = next(c for c in suite.cases if c.check.kind == "compare")
     events = []
@@ -144,25 +168,38 @@ def test_compare_evaluates_the_baseline_model_with_its_own_options(where):
     assert ob["similarity"] == "dot"
     misses = runner.evaluations.misses
     assert runner.result(suite, "tfidf", "a", ob).config["similarity"] == "dot"
-    assert runner.evaluations.misses == misses  # the comparison evaluated the baseline with dot already
+    assert (
+        runner.evaluations.misses == misses
+    )  # the comparison evaluated the baseline with dot already
     assert [e.passed for e in events] == [True]
 
 
-@pytest.mark.parametrize(("entry", "field", "words"), [
-    ("{callable: emb.py:f, similarity: cosin}", "models.m.similarity", ["Did you mean 'cosine'?"]),
-    ("{callable: emb.py:f, ties: [a]}", "models.m.ties", ["expected"]),
-    ("{callable: emb.py:f, confidence: 0.9}", "models.m.confidence", ["unknown field"]),
-])
+@pytest.mark.parametrize(
+    ("entry", "field", "words"),
+    [
+        (
+            "{callable: emb.py:f, similarity: cosin}",
+            "models.m.similarity",
+            ["Did you mean 'cosine'?"],
+        ),
+        ("{callable: emb.py:f, ties: [a]}", "models.m.ties", ["expected"]),
+        ("{callable: emb.py:f, confidence: 0.9}", "models.m.confidence", ["unknown field"]),
+    ],
+)
 def test_bad_model_options_name_the_line_and_field(where, entry, field, words):
-    err = _error(where, HEAD + f"models:\n  m: {entry}\nchecks:\n  - {{metric: map, at_least: 0.1}}\n")
+    err = _error(
+        where, HEAD + f"models:\n  m: {entry}\nchecks:\n  - {{metric: map, at_least: 0.1}}\n"
+    )
     assert (err.field, err.line) == (field, 4), str(err)
     for w in words:
         assert w in str(err), str(err)
 
 
 def test_a_model_option_that_applies_to_none_of_the_datasets_is_refused(where):
-    text = ("datasets:\n  r: {type: run, run: run.txt, qrels: qrels.txt}\nmodels:\n"
-            "  m: {callable: emb.py:f, similarity: dot}\nchecks:\n  - {metric: map, at_least: 0.1}\n")
+    text = (
+        "datasets:\n  r: {type: run, run: run.txt, qrels: qrels.txt}\nmodels:\n"
+        "  m: {callable: emb.py:f, similarity: dot}\nchecks:\n  - {metric: map, at_least: 0.1}\n"
+    )
     err = _error(where, text)
     assert err.field == "models.m.similarity" and "does not apply" in str(err), str(err)
 

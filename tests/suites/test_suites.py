@@ -14,7 +14,7 @@ from retrieval_checks import SuiteError, SuiteRunner, load_suite
 
 torch = pytest.importorskip("torch")
 
-EMBEDDER = '''
+EMBEDDER = """
 import numpy as np
 
 CALLS = []
@@ -23,15 +23,15 @@ def project(x, part=None):
     CALLS.append(part)
     w = np.random.default_rng(7).normal(size=(x.shape[1], 8))
     return np.asarray(x, dtype=np.float64) @ w
-'''
+"""
 
-NET = '''
+NET = """
 import torch
 
 def build(dim=8):
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.Tanh(), torch.nn.Dropout(0.5), torch.nn.Linear(16, dim))
-'''
+"""
 
 
 def _data(tmp_path):
@@ -41,7 +41,10 @@ def _data(tmp_path):
     e = (x @ rng.normal(size=(12, 8))).astype(np.float32)
     (tmp_path / "data").mkdir()
     np.savez(tmp_path / "data/set.npz", inputs=x, embeddings=e, labels=y)
-    np.savez(tmp_path / "data/other_emb.npz", embeddings=e + 0.5 * rng.normal(size=e.shape).astype(np.float32))
+    np.savez(
+        tmp_path / "data/other_emb.npz",
+        embeddings=e + 0.5 * rng.normal(size=e.shape).astype(np.float32),
+    )
     (tmp_path / "embedder.py").write_text(EMBEDDER)
     (tmp_path / "net.py").write_text(NET)
     return x, e, y
@@ -66,7 +69,9 @@ checks:
 
 def test_a_valid_suite_has_one_case_per_model_dataset_check(tmp_path):
     _data(tmp_path)
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         suite: toy
         markers: [slow, {xfail: {reason: known, strict: false}}]
         datasets:
@@ -80,91 +85,228 @@ def test_a_valid_suite_has_one_case_per_model_dataset_check(tmp_path):
           - {metric: map, at_least: 0.2, dataset: a, on: interval, markers: [gpu]}
           - {metric: map, gap: {train: a, test: b}, below: 0.5, models: [m1]}
           - {metric: hit_rate@1, dataset: a, compare: {baseline: m2, margin: 0.05}}
-        """)
+        """,
+    )
     suite = load_suite(p)
     names = [c.name for c in suite.cases]
     # ids name the metric and the rule, not the threshold: editing a threshold keeps them
-    assert names == ["map@R_at_least[m1-a]", "map@R_at_least[m1-b]", "map@R_at_least[m2-a]", "map@R_at_least[m2-b]",
-                     "map_ci_at_least[m1-a]", "map_ci_at_least[m2-a]", "map_gap[m1-a-b]", "hit_rate@1_vs_m2[m1-a]"]
+    assert names == [
+        "map@R_at_least[m1-a]",
+        "map@R_at_least[m1-b]",
+        "map@R_at_least[m2-a]",
+        "map@R_at_least[m2-b]",
+        "map_ci_at_least[m1-a]",
+        "map_ci_at_least[m2-a]",
+        "map_gap[m1-a-b]",
+        "hit_rate@1_vs_m2[m1-a]",
+    ]
     assert suite.checks[0].metric.name == "map@R"  # aliases become canonical names
     assert suite.markers == (("slow", (), {}), ("xfail", (), {"reason": "known", "strict": False}))
     assert suite.checks[1].markers == (("gpu", (), {}),) and suite.checks[1].line == 11
     assert suite.models["m2"].kwargs == {"dim": 4}
-    assert suite.datasets["b"].parts["gallery"].file == tmp_path / "data/set.npz"  # relative to the suite file
+    assert (
+        suite.datasets["b"].parts["gallery"].file == tmp_path / "data/set.npz"
+    )  # relative to the suite file
     # one engine pass per (model, dataset, options): the union of the checks' metrics
     opts = suite.evaluation_options(suite.checks[0], "a", SuiteRunner().defaults)
-    assert suite.metrics_for("m2", "a", opts, SuiteRunner().defaults) == ["map@R", "map", "hit_rate@1"]
+    assert suite.metrics_for("m2", "a", opts, SuiteRunner().defaults) == [
+        "map@R",
+        "map",
+        "hit_rate@1",
+    ]
 
 
 # (suite text, line, field, words the message must contain)
 BAD = [
-    ("suite: x\ndatasets: {a: {queries: data/set.npz}}\nchekcs: []\n", 3, "chekcs",
-     ["unknown field 'chekcs'", "Did you mean 'checks'?"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - metric: map\n    dataset: a\n    at_lest: 0.5\n", 6,
-     "checks[0].at_lest", ["Did you mean 'at_least'?"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5}\n  - metric: grouped_recal@1\n"
-     "    at_least: 0.5\n", 5, "checks[1].metric", ["Did you mean 'grouped_recall@1'?"]),
-    ("datasets:\n  a: {queries: data/nope.npz}\nchecks:\n  - {metric: map, at_least: 0.5}\n", 2, "datasets.a.queries",
-     ["does not exist", "relative to the suite file"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, dataset: b, at_least: 0.5}\n", 4,
-     "checks[0].dataset", ["no dataset named 'b'", "Declared: a"]),
-    ("datasets:\n  a: {queries: data/set.npz}\n  a: {queries: data/set.npz}\nchecks: []\n", 3, None,
-     ["appears twice", "first on line 2"]),
+    (
+        "suite: x\ndatasets: {a: {queries: data/set.npz}}\nchekcs: []\n",
+        3,
+        "chekcs",
+        ["unknown field 'chekcs'", "Did you mean 'checks'?"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - metric: map\n    dataset: a\n    at_lest: 0.5\n",
+        6,
+        "checks[0].at_lest",
+        ["Did you mean 'at_least'?"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5}\n  - metric: grouped_recal@1\n"
+        "    at_least: 0.5\n",
+        5,
+        "checks[1].metric",
+        ["Did you mean 'grouped_recall@1'?"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/nope.npz}\nchecks:\n  - {metric: map, at_least: 0.5}\n",
+        2,
+        "datasets.a.queries",
+        ["does not exist", "relative to the suite file"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, dataset: b, at_least: 0.5}\n",
+        4,
+        "checks[0].dataset",
+        ["no dataset named 'b'", "Declared: a"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\n  a: {queries: data/set.npz}\nchecks: []\n",
+        3,
+        None,
+        ["appears twice", "first on line 2"],
+    ),
     ("datasets:\n  a: {queries: data/set.npz\nchecks: []\n", 3, None, ["YAML syntax error"]),
     ("datasets: !!python/object/apply:os.system [echo hi]\nchecks: []\n", 1, None, ["safe YAML"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, dataset: a}\n", 4, "checks[0]",
-     ["missing threshold"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, confidence: 1.5}\n", 4,
-     "checks[0].confidence", ["strictly between 0 and 1"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, on: lower}\n", 4,
-     "checks[0].on", ["value, interval"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder.py:project, torchscript: x.pt}\n"
-     "checks:\n  - {metric: map, at_least: 0.5}\n", 4, "models.m", ["exactly one of"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m:\n    callable: embedder.py:project\n"
-     "    weights: data/set.npz\nchecks:\n  - {metric: map, at_least: 0.5}\n", 6, "models.m.weights",
-     ["weights go with factory"]),
-    ("datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nmodels:\n  m: {embeddings: {a: data/set.npz}}\n"
-     "checks:\n  - {metric: map, dataset: b, at_least: 0.5}\n", 7, "checks[0]",
-     ["not for dataset 'b'"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - metric: rsum\n    gap: {train: a, test: a}\n    below: 1\n",
-     4, "checks[0].metric", ["no per-query values"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: rsum, at_least: 400}\n", 4, "checks[0]",
-     ["0 image_text datasets"]),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, dataset: a}\n",
+        4,
+        "checks[0]",
+        ["missing threshold"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, confidence: 1.5}\n",
+        4,
+        "checks[0].confidence",
+        ["strictly between 0 and 1"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, on: lower}\n",
+        4,
+        "checks[0].on",
+        ["value, interval"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder.py:project, torchscript: x.pt}\n"
+        "checks:\n  - {metric: map, at_least: 0.5}\n",
+        4,
+        "models.m",
+        ["exactly one of"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m:\n    callable: embedder.py:project\n"
+        "    weights: data/set.npz\nchecks:\n  - {metric: map, at_least: 0.5}\n",
+        6,
+        "models.m.weights",
+        ["weights go with factory"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nmodels:\n  m: {embeddings: {a: data/set.npz}}\n"
+        "checks:\n  - {metric: map, dataset: b, at_least: 0.5}\n",
+        7,
+        "checks[0]",
+        ["not for dataset 'b'"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - metric: rsum\n    gap: {train: a, test: a}\n    below: 1\n",
+        4,
+        "checks[0].metric",
+        ["no per-query values"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: rsum, at_least: 400}\n",
+        4,
+        "checks[0]",
+        ["0 image_text datasets"],
+    ),
     ("", 1, None, ["empty"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder}\nchecks:\n  - {metric: map, at_least: 1}\n",
-     4, "models.m.callable", ["'module:function'"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: .nan}\n", 4, "checks[0].at_least",
-     ["finite number"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, id: x}\n"
-     "  - {metric: map, at_least: 0.6, id: x}\n", 5, "checks[1].id", ["already used"]),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder}\nchecks:\n  - {metric: map, at_least: 1}\n",
+        4,
+        "models.m.callable",
+        ["'module:function'"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: .nan}\n",
+        4,
+        "checks[0].at_least",
+        ["finite number"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.5, id: x}\n"
+        "  - {metric: map, at_least: 0.6, id: x}\n",
+        5,
+        "checks[1].id",
+        ["already used"],
+    ),
     # found in review: a list or mapping where a name belongs must not crash collection
-    ("datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
-     "  - {metric: map, dataset: [a, b], at_least: 0.1}\n", 5, "checks[0].dataset",
-     ["expected a dataset name, found a list", "datasets: [...]"]),
-    ("datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
-     "  - {metric: map, gap: {train: [a], test: b}, below: 0.1}\n", 5, "checks[0].gap.train",
-     ["expected a dataset name"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder.py:project}\nchecks:\n"
-     "  - {metric: map, compare: {baseline: [m]}}\n", 6, "checks[0].compare.baseline", ["expected a model name"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, datasets: [a, a], at_least: 0.1}\n", 4,
-     "checks[0].datasets", ["listed twice"]),
-    ("markers: [_private]\ndatasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.1}\n",
-     1, "markers[0]", ["not starting with '_'"]),
-    ("markers: [{xfail: {1: 2}}]\ndatasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.1}\n",
-     1, "markers[0]", ["keyword argument names"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: recall_at_precision@0.5, at_least: 0.1, on: interval}\n",
-     4, "checks[0].on", ["has no interval"]),
-    ("datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
-     "  - {metric: medr, gap: {train: a, test: b}, below: 0.1}\n", 5, "checks[0].metric", ["lower is better"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, gap: {train: a, test: a}, below: 0.1}\n",
-     4, "checks[0].gap", ["same dataset"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, at_most: 0.1}\n", 4,
-     "checks[0]", ["no value passes"]),
-    ("datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, n_resamples: 10}\n", 4,
-     "checks[0].n_resamples", ["does not apply to retrieval"]),
-    ("datasets:\n  a-b: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nmodels:\n"
-     "  m: {callable: embedder.py:project}\n  m-a: {callable: embedder.py:project}\nchecks:\n"
-     "  - {metric: map, datasets: [a-b, b], at_least: 0.1}\n", 8, "checks[0]", ["would both be named 'map_at_least[m-a-b]'"]),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
+        "  - {metric: map, dataset: [a, b], at_least: 0.1}\n",
+        5,
+        "checks[0].dataset",
+        ["expected a dataset name, found a list", "datasets: [...]"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
+        "  - {metric: map, gap: {train: [a], test: b}, below: 0.1}\n",
+        5,
+        "checks[0].gap.train",
+        ["expected a dataset name"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nmodels:\n  m: {callable: embedder.py:project}\nchecks:\n"
+        "  - {metric: map, compare: {baseline: [m]}}\n",
+        6,
+        "checks[0].compare.baseline",
+        ["expected a model name"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, datasets: [a, a], at_least: 0.1}\n",
+        4,
+        "checks[0].datasets",
+        ["listed twice"],
+    ),
+    (
+        "markers: [_private]\ndatasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.1}\n",
+        1,
+        "markers[0]",
+        ["not starting with '_'"],
+    ),
+    (
+        "markers: [{xfail: {1: 2}}]\ndatasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.1}\n",
+        1,
+        "markers[0]",
+        ["keyword argument names"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: recall_at_precision@0.5, at_least: 0.1, on: interval}\n",
+        4,
+        "checks[0].on",
+        ["has no interval"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nchecks:\n"
+        "  - {metric: medr, gap: {train: a, test: b}, below: 0.1}\n",
+        5,
+        "checks[0].metric",
+        ["lower is better"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, gap: {train: a, test: a}, below: 0.1}\n",
+        4,
+        "checks[0].gap",
+        ["same dataset"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, at_most: 0.1}\n",
+        4,
+        "checks[0]",
+        ["no value passes"],
+    ),
+    (
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, n_resamples: 10}\n",
+        4,
+        "checks[0].n_resamples",
+        ["does not apply to retrieval"],
+    ),
+    (
+        "datasets:\n  a-b: {queries: data/set.npz}\n  b: {queries: data/set.npz}\nmodels:\n"
+        "  m: {callable: embedder.py:project}\n  m-a: {callable: embedder.py:project}\nchecks:\n"
+        "  - {metric: map, datasets: [a-b, b], at_least: 0.1}\n",
+        8,
+        "checks[0]",
+        ["would both be named 'map_at_least[m-a-b]'"],
+    ),
 ]
 
 
@@ -188,14 +330,17 @@ def test_yaml_1_2_booleans_numbers_and_merge_keys(tmp_path):
     # YAML 1.1 reads on / yes / no as booleans (a field named `on` would become True), 1e-3 as a string
     # and 010 as octal; suites follow YAML 1.2. Merge keys: explicit keys override the merged ones.
     _data(tmp_path)
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets:
           a: {queries: data/set.npz}
           b: {queries: data/set.npz}
         checks:
           - &base {metric: map, dataset: a, at_least: 1e-3, on: value, seed: 010}
           - {<<: *base, dataset: b, id: on_b}
-        """)
+        """,
+    )
     suite = load_suite(p)
     assert suite.checks[0].on == "value" and suite.checks[0].at_least == 0.001
     assert suite.checks[0].options["seed"] == 10
@@ -204,7 +349,9 @@ def test_yaml_1_2_booleans_numbers_and_merge_keys(tmp_path):
 
 def test_precomputed_suite_equals_a_direct_evaluation(tmp_path):
     _, e, y = _data(tmp_path)
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets:
           set: {queries: data/set.npz}
         options: {group_size: 3}
@@ -212,7 +359,8 @@ def test_precomputed_suite_equals_a_direct_evaluation(tmp_path):
           - {metric: map, at_least: 0.01}
           - {metric: grouped_recall@1, at_least: 0.01, on: interval}
           - {metric: hit_rate@1, at_least: 0.01, similarity: neg_l2}
-        """)
+        """,
+    )
     suite = load_suite(p)
     runner = SuiteRunner()
     for case in suite.cases:
@@ -247,14 +395,21 @@ def test_callable_models_are_cached_by_content(tmp_path):
     second = SuiteRunner(cache_dir=cache)
     second.run(suite, suite.cases[0])
     assert second.embedded == 0 and second.cache.hits == 1
-    np.testing.assert_array_equal(second.part(suite, "proj", "set", "queries").embeddings,
-                                  first.part(suite, "proj", "set", "queries").embeddings)
+    np.testing.assert_array_equal(
+        second.part(suite, "proj", "set", "queries").embeddings,
+        first.part(suite, "proj", "set", "queries").embeddings,
+    )
     # editing the model's code changes its fingerprint: embeddings are recomputed
-    (tmp_path / "embedder.py").write_text(EMBEDDER.replace("normal(size=(x.shape[1], 8))", "normal(size=(x.shape[1], 6))"))
+    (tmp_path / "embedder.py").write_text(
+        EMBEDDER.replace("normal(size=(x.shape[1], 8))", "normal(size=(x.shape[1], 6))")
+    )
     third = SuiteRunner(cache_dir=cache)
     third.run(load_suite(p), suite.cases[0])
     assert third.embedded == 1
-    assert third.part(suite, "proj", "set", "queries").embeddings.shape[1] == 6 or third.cache.misses == 1
+    assert (
+        third.part(suite, "proj", "set", "queries").embeddings.shape[1] == 6
+        or third.cache.misses == 1
+    )
 
 
 def test_torch_runners_factory_weights_torchscript_and_export(tmp_path):
@@ -270,13 +425,19 @@ def test_torch_runners_factory_weights_torchscript_and_export(tmp_path):
             prm.mul_(2.0)
     torch.save(net.state_dict(), tmp_path / "w.pt")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13 deprecates TorchScript; still supported
+        warnings.simplefilter(
+            "ignore", DeprecationWarning
+        )  # torch 2.13 deprecates TorchScript; still supported
         torch.jit.save(torch.jit.script(net), tmp_path / "net.ts")
     batch = torch.export.Dim("batch")
-    torch.export.save(torch.export.export(net.eval(), (torch.from_numpy(x[:4]),), dynamic_shapes=({0: batch},)),
-                      tmp_path / "net.pt2")
+    torch.export.save(
+        torch.export.export(net.eval(), (torch.from_numpy(x[:4]),), dynamic_shapes=({0: batch},)),
+        tmp_path / "net.pt2",
+    )
     net.train()
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets:
           set: {queries: data/set.npz}
         models:
@@ -285,7 +446,8 @@ def test_torch_runners_factory_weights_torchscript_and_export(tmp_path):
           ex: {exported: net.pt2, batch_size: 7}
         checks:
           - {metric: map, at_least: 0.001}
-        """)
+        """,
+    )
     suite = load_suite(p)
     runner = SuiteRunner()
     with warnings.catch_warnings():
@@ -297,9 +459,14 @@ def test_torch_runners_factory_weights_torchscript_and_export(tmp_path):
         want = net(torch.from_numpy(x)).numpy()
     for m in ("fw", "ts", "ex"):
         got = runner.part(suite, m, "set", "queries").embeddings
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # eval mode: dropout off, weights loaded
+        np.testing.assert_allclose(
+            got, want, rtol=1e-5, atol=1e-6
+        )  # eval mode: dropout off, weights loaded
     # a second session served from the embedding cache does not even build the torch models
-    first, second = SuiteRunner(cache_dir=tmp_path / "cache"), SuiteRunner(cache_dir=tmp_path / "cache")
+    first, second = (
+        SuiteRunner(cache_dir=tmp_path / "cache"),
+        SuiteRunner(cache_dir=tmp_path / "cache"),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         for r in (first, second):
@@ -316,11 +483,14 @@ def test_weights_are_read_with_weights_only(tmp_path):
             return (print, ("pickled code ran",))
 
     torch.save({"0.weight": Evil()}, tmp_path / "evil.pt")
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets: {set: {queries: data/set.npz}}
         models: {m: {factory: net.py:build, weights: evil.pt}}
         checks: [{metric: map, at_least: 0.001}]
-        """)
+        """,
+    )
     suite = load_suite(p)
     with pytest.raises(SuiteError, match="weights_only=True"):
         SuiteRunner().run(suite, suite.cases[0])
@@ -329,9 +499,14 @@ def test_weights_are_read_with_weights_only(tmp_path):
 def test_missing_arrays_and_misaligned_files_are_named(tmp_path):
     _data(tmp_path)
     np.savez(tmp_path / "data/nolabels.npz", embeddings=np.eye(4, dtype=np.float32))
-    np.savez(tmp_path / "data/shuffled.npz", embeddings=np.zeros((72, 8), np.float32),
-             labels=np.roll(np.repeat(np.arange(12), 6), 1))
-    p = _write(tmp_path, """
+    np.savez(
+        tmp_path / "data/shuffled.npz",
+        embeddings=np.zeros((72, 8), np.float32),
+        labels=np.roll(np.repeat(np.arange(12), 6), 1),
+    )
+    p = _write(
+        tmp_path,
+        """
         datasets:
           a: {queries: data/nolabels.npz}
           b: {queries: {file: data/set.npz, embeddings: embedding}}
@@ -343,12 +518,15 @@ def test_missing_arrays_and_misaligned_files_are_named(tmp_path):
           - {metric: map, dataset: a, models: [m], at_least: 0.001}
           - {metric: map, dataset: b, models: [pre], at_least: 0.001}
           - {metric: map, dataset: c, models: [m], at_least: 0.001}
-        """)
+        """,
+    )
     suite = load_suite(p)
     runner = SuiteRunner()
     with pytest.raises(SuiteError, match="nolabels.npz has no labels array 'labels'"):
         runner.run(suite, suite.cases[0])
-    with pytest.raises(SuiteError, match="no array 'embeding' for embeddings.*Did you mean 'embeddings'") as info:
+    with pytest.raises(
+        SuiteError, match="no array 'embeding' for embeddings.*Did you mean 'embeddings'"
+    ) as info:
         runner.run(suite, suite.cases[1])
     assert info.value.line == 7
     with pytest.raises(SuiteError, match="labels in shuffled.npz differ from the dataset's labels"):
@@ -361,7 +539,9 @@ def test_image_text_dataset_runs_rsum_through_assert_rsum(tmp_path):
     image = np.repeat(np.arange(30), 5)
     captions = (images[image] + 1.0 * rng.normal(size=(150, 8))).astype(np.float32)
     np.savez(tmp_path / "pairs.npz", images=images, captions=captions, image=image)
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets:
           pairs:
             type: image_text
@@ -370,7 +550,8 @@ def test_image_text_dataset_runs_rsum_through_assert_rsum(tmp_path):
         options: {n_resamples: 200}
         checks:
           - {metric: rsum, at_least: 599.9, on: interval}
-        """)
+        """,
+    )
     suite = load_suite(p)
     with pytest.raises(AssertionError, match=r"rsum interval's lower bound .* < 599.9") as info:
         SuiteRunner().run(suite, suite.cases[0])
@@ -407,8 +588,11 @@ def test_same_module_name_in_two_suites_runs_each_suites_own_file(tmp_path):
         d.mkdir()
         (d / "embedder.py").write_text(f"def project(x):\n    return x * {scale} + {scale}\n")
         (d / "data").symlink_to(tmp_path / "data")
-        p = _write(d, "datasets: {a: {queries: data/set.npz}}\nmodels: {m: {callable: 'embedder:project'}}\n"
-                      "checks: [{metric: map, at_least: 0.001}]\n")
+        p = _write(
+            d,
+            "datasets: {a: {queries: data/set.npz}}\nmodels: {m: {callable: 'embedder:project'}}\n"
+            "checks: [{metric: map, at_least: 0.001}]\n",
+        )
         suite = load_suite(p)
         runner = SuiteRunner(cache_dir=tmp_path / "cache")
         runner.run(suite, suite.cases[0])
@@ -419,36 +603,50 @@ def test_same_module_name_in_two_suites_runs_each_suites_own_file(tmp_path):
 
 def test_model_errors_name_the_suite_model_and_part(tmp_path):
     _data(tmp_path)
-    (tmp_path / "bad.py").write_text("def short(x):\n    return x[:3]\ndef boom(x):\n    raise RuntimeError('kaboom')\n")
+    (tmp_path / "bad.py").write_text(
+        "def short(x):\n    return x[:3]\ndef boom(x):\n    raise RuntimeError('kaboom')\n"
+    )
     torch.save({"nope.weight": torch.zeros(1)}, tmp_path / "w.pt")
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets: {a: {queries: data/set.npz}}
         models:
           short: {callable: bad.py:short}
           boom: {callable: bad.py:boom}
           fw: {factory: net.py:build, weights: w.pt}
         checks: [{metric: map, at_least: 0.001}]
-        """)
+        """,
+    )
     suite = load_suite(p)
     messages = {}
     for case in suite.cases:
         with pytest.raises(SuiteError) as info:
             SuiteRunner().run(suite, case)
         messages[case.model] = (str(info.value), info.value.line)
-    assert "returned shape (3, 12) for 72 inputs" in messages["short"][0] and messages["short"][1] == 3
-    assert "RuntimeError: kaboom (model 'boom', embedding the queries inputs)" in messages["boom"][0]
+    assert (
+        "returned shape (3, 12) for 72 inputs" in messages["short"][0] and messages["short"][1] == 3
+    )
+    assert (
+        "RuntimeError: kaboom (model 'boom', embedding the queries inputs)" in messages["boom"][0]
+    )
     assert "models.fw" in messages["fw"][0] and "state_dict" in messages["fw"][0]
 
 
 def test_kwargs_naming_files_are_part_of_the_cache_key(tmp_path):
     _data(tmp_path)
     np.save(tmp_path / "w.npy", np.eye(12, 4))
-    (tmp_path / "lin.py").write_text("import numpy as np\ndef proj(x, weights):\n    return x @ np.load(weights)\n")
-    p = _write(tmp_path, f"""
+    (tmp_path / "lin.py").write_text(
+        "import numpy as np\ndef proj(x, weights):\n    return x @ np.load(weights)\n"
+    )
+    p = _write(
+        tmp_path,
+        f"""
         datasets: {{a: {{queries: data/set.npz}}}}
-        models: {{m: {{callable: lin.py:proj, kwargs: {{weights: {tmp_path / 'w.npy'}}}}}}}
+        models: {{m: {{callable: lin.py:proj, kwargs: {{weights: {tmp_path / "w.npy"}}}}}}}
         checks: [{{metric: map, at_least: 0.001}}]
-        """)
+        """,
+    )
     suite = load_suite(p)
     first = SuiteRunner(cache_dir=tmp_path / "cache")
     first.run(suite, suite.cases[0])
@@ -458,7 +656,7 @@ def test_kwargs_naming_files_are_part_of_the_cache_key(tmp_path):
     assert second.embedded == 1  # the weights file changed: recomputed, not served stale
 
 
-CLASSIFIER = '''
+CLASSIFIER = """
 import torch
 from torch import nn
 
@@ -466,7 +664,7 @@ def build():
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                          nn.Linear(4, 2))
-'''
+"""
 
 
 def _images_dataset(path, seed):
@@ -480,7 +678,7 @@ def _images_dataset(path, seed):
         x0, y0 = rng.integers(0, 12, 2)
         boxes[i] = (x0, y0, x0 + 4, y0 + 4)
         if y[i] == 1:
-            x[i, 0, y0:y0 + 4, x0:x0 + 4] = 1.0
+            x[i, 0, y0 : y0 + 4, x0 : x0 + 4] = 1.0
     np.savez(path, images=x, labels=y, boxes=boxes)
     return x, y, boxes
 
@@ -497,12 +695,16 @@ def test_images_datasets_run_classifier_measures(tmp_path):
     net = mod.build()
     opt = torch.optim.Adam(net.parameters(), lr=0.05)
     for _ in range(60):
-        loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x_tr)), torch.from_numpy(y_tr))
+        loss = torch.nn.functional.cross_entropy(
+            net(torch.from_numpy(x_tr)), torch.from_numpy(y_tr)
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
     torch.save(net.state_dict(), tmp_path / "clf.pt")
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         datasets:
           train: {type: images, images: {file: train.npz, inputs: images}}
           test: {type: images, images: {file: test.npz, inputs: images}}
@@ -517,7 +719,8 @@ def test_images_datasets_run_classifier_measures(tmp_path):
           - {metric: nuclear_norm, dataset: test, at_least: 0.001}
           - {metric: spectral_measure, dataset: train, at_most: 1.0e12}
           - {metric: accuracy, gap: {train: train, test: test}, below: 0.5}
-        """)
+        """,
+    )
     suite = load_suite(p)
     runner = SuiteRunner()
     for case in suite.cases:
@@ -526,31 +729,67 @@ def test_images_datasets_run_classifier_measures(tmp_path):
     key = next(k for k in runner.evaluations._results if k[2] == "test")
     got = runner.evaluations._results[key]
     net.eval()
-    want = rc.evaluate_classifier(net, x_te, y_te, metrics=["accuracy", "cam_iou"], boxes=b_te, layer="1", rho=0.2,
-                                  n_resamples=200)
+    want = rc.evaluate_classifier(
+        net,
+        x_te,
+        y_te,
+        metrics=["accuracy", "cam_iou"],
+        boxes=b_te,
+        layer="1",
+        rho=0.2,
+        n_resamples=200,
+    )
     assert got["accuracy"] == want["accuracy"] >= 0.9
-    assert got["cam_iou"] == pytest.approx(want["cam_iou"]) and got.intervals["cam_iou"] == want.intervals["cam_iou"]
-    failing = _write(tmp_path, p.read_text().replace("metric: cam_iou, dataset: test, at_least: 0.001",
-                                                     "metric: cam_iou, dataset: test, at_least: 0.99"), "rc_fail.yaml")
+    assert (
+        got["cam_iou"] == pytest.approx(want["cam_iou"])
+        and got.intervals["cam_iou"] == want.intervals["cam_iou"]
+    )
+    failing = _write(
+        tmp_path,
+        p.read_text().replace(
+            "metric: cam_iou, dataset: test, at_least: 0.001",
+            "metric: cam_iou, dataset: test, at_least: 0.99",
+        ),
+        "rc_fail.yaml",
+    )
     suite = load_suite(failing)
     case = next(c for c in suite.cases if c.check.metric.name == "cam_iou")
-    with pytest.raises(AssertionError, match=r"model 'clf' on dataset 'test'.*\n.*cam_iou interval's lower bound"):
+    with pytest.raises(
+        AssertionError, match=r"model 'clf' on dataset 'test'.*\n.*cam_iou interval's lower bound"
+    ):
         SuiteRunner().run(suite, case)
 
 
-@pytest.mark.parametrize("check, words", [
-    ("{metric: cam_iou, dataset: img, models: [plain], at_least: 0.1}", "needs the layer"),
-    ("{metric: accuracy, dataset: img, models: [proj], at_least: 0.1}", "runs a torch classifier"),
-    ("{metric: cam_iou, dataset: set, models: [plain], at_least: 0.1}", "measured on images datasets"),
-    ("{metric: nuclear_norm, dataset: img, models: [plain], at_least: 0.1, on: interval}", "has no interval"),
-    ("{metric: cam_iuo, dataset: img, at_least: 0.1}", "Did you mean 'cam_iou'"),
-    ("{metric: accuracy, dataset: img, models: [plain], at_least: 0.1, group_size: 3}", "does not apply to images"),
-])
+@pytest.mark.parametrize(
+    "check, words",
+    [
+        ("{metric: cam_iou, dataset: img, models: [plain], at_least: 0.1}", "needs the layer"),
+        (
+            "{metric: accuracy, dataset: img, models: [proj], at_least: 0.1}",
+            "runs a torch classifier",
+        ),
+        (
+            "{metric: cam_iou, dataset: set, models: [plain], at_least: 0.1}",
+            "measured on images datasets",
+        ),
+        (
+            "{metric: nuclear_norm, dataset: img, models: [plain], at_least: 0.1, on: interval}",
+            "has no interval",
+        ),
+        ("{metric: cam_iuo, dataset: img, at_least: 0.1}", "Did you mean 'cam_iou'"),
+        (
+            "{metric: accuracy, dataset: img, models: [plain], at_least: 0.1, group_size: 3}",
+            "does not apply to images",
+        ),
+    ],
+)
 def test_classifier_checks_are_validated(tmp_path, check, words):
     _data(tmp_path)
     _images_dataset(tmp_path / "img.npz", 0)
     (tmp_path / "clf.py").write_text(CLASSIFIER)
-    p = _write(tmp_path, f"""
+    p = _write(
+        tmp_path,
+        f"""
         datasets:
           set: {{queries: data/set.npz}}
           img: {{type: images, images: {{file: img.npz, inputs: images}}}}
@@ -559,6 +798,7 @@ def test_classifier_checks_are_validated(tmp_path, check, words):
           plain: {{factory: clf.py:build}}
         checks:
           - {check}
-        """)
+        """,
+    )
     with pytest.raises(SuiteError, match=words):
         load_suite(p)

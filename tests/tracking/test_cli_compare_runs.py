@@ -11,7 +11,8 @@ import io
 import pytest
 
 from retrieval_checks.errors import InputError
-from retrieval_checks.tracking import History, main as cli
+from retrieval_checks.tracking import History
+from retrieval_checks.tracking import main as cli
 
 C1, C2 = "c0ffee" + "1" * 34, "deadbe" + "2" * 34
 
@@ -26,8 +27,11 @@ def _gate(value, passed=True, metric="map", test="t.py::test_a", **kw):
 
 
 def _record(h, commit, dirty, gates, exitstatus=0):
-    return h.record({"started": "t", "git_commit": commit, "git_dirty": dirty, "selection": ""}, gates,
-                    exitstatus=exitstatus)
+    return h.record(
+        {"started": "t", "git_commit": commit, "git_dirty": dirty, "selection": ""},
+        gates,
+        exitstatus=exitstatus,
+    )
 
 
 @pytest.fixture
@@ -44,7 +48,9 @@ def db(tmp_path):
 
 def test_a_commit_stands_for_its_latest_clean_run_and_says_what_it_skipped(db):
     code, out = _cli("--db", db, "compare", C1[:8], "latest")
-    assert code == 1, out  # run 1 (clean, 0.80) against run 3 (0.70): a regression, not "0 regressed"
+    assert code == 1, (
+        out
+    )  # run 1 (clean, 0.80) against run 3 (0.70): a regression, not "0 regressed"
     assert "run 1" in out and "REGRESSED" in out
     assert "skipped 1 newer dirty run" in out and "run 2" in out and "--allow-dirty" in out
     assert "run 3" in out and "dirty" in out  # the candidate is dirty, and the output says so
@@ -60,11 +66,17 @@ def test_a_commit_with_only_dirty_runs_is_refused_without_allow_dirty(db, capsys
     assert _cli("--db", db, "compare", "1", C2[:8])[0] == 2
     err = capsys.readouterr().err
     assert "only dirty runs" in err and "run 3" in err and "--allow-dirty" in err
-    for command in (["show", C2[:8]], ["report", C2[:8], "--format", "markdown"], ["export", "--run", C2[:8]]):
+    for command in (
+        ["show", C2[:8]],
+        ["report", C2[:8], "--format", "markdown"],
+        ["export", "--run", C2[:8]],
+    ):
         assert _cli("--db", db, *command)[0] == 2, command
         assert "only dirty runs" in capsys.readouterr().err
         code, out = _cli("--db", db, *command, "--allow-dirty")
-        said = out + capsys.readouterr().err  # beside a CSV or markdown printed on stdout, the note is on stderr
+        said = (
+            out + capsys.readouterr().err
+        )  # beside a CSV or markdown printed on stdout, the note is on stderr
         assert code == 0 and "dirty run" in said, (command, said)
 
 
@@ -78,7 +90,9 @@ def test_the_api_skips_dirty_runs_of_a_commit_unless_asked(db):
     assert h.resolve("latest") == 3 and h.resolve("3") == 3  # a run named directly is that run
 
 
-@pytest.mark.parametrize("pair", [("latest", "latest"), ("3", "latest"), ("-1", "run:3"), ("latest", None)])
+@pytest.mark.parametrize(
+    "pair", [("latest", "latest"), ("3", "latest"), ("-1", "run:3"), ("latest", None)]
+)
 def test_a_run_compared_with_itself_is_an_error(db, capsys, pair):
     args = [a for a in pair if a is not None]
     assert _cli("--db", db, "compare", *args, "--allow-dirty")[0] == 2
@@ -97,13 +111,24 @@ def test_a_commit_resolving_to_the_candidate_is_an_error(tmp_path, capsys):
 def test_a_candidate_that_failed_its_own_gates_is_not_ok(tmp_path):
     h = History(tmp_path / "h.sqlite")
     _record(h, C1, 0, [_gate(0.8), _gate(0.5, test="t.py::test_b", threshold=0.6, comparison=">=")])
-    _record(h, C2, 0, [_gate(0.8), _gate(0.5, passed=False, test="t.py::test_b", threshold=0.6, comparison=">=")],
-            exitstatus=1)
+    _record(
+        h,
+        C2,
+        0,
+        [_gate(0.8), _gate(0.5, passed=False, test="t.py::test_b", threshold=0.6, comparison=">=")],
+        exitstatus=1,
+    )
     code, out = _cli("--db", h.path, "compare", "1", "2")
     assert code == 1, out
     assert "0 regressed" in out and "run 2 failed 1 of its 2 gates" in out and "t.py::test_b" in out
     # an xfailed gate is not a failure; a non-zero exit status alone is
-    _record(h, C2, 0, [_gate(0.8), _gate(0.5, passed=False, xfail=True, test="t.py::test_b")], exitstatus=0)
+    _record(
+        h,
+        C2,
+        0,
+        [_gate(0.8), _gate(0.5, passed=False, xfail=True, test="t.py::test_b")],
+        exitstatus=0,
+    )
     assert _cli("--db", h.path, "compare", "1", "3")[0] == 0
     _record(h, C2, 0, [_gate(0.8), _gate(0.5, test="t.py::test_b")], exitstatus=1)
     code, out = _cli("--db", h.path, "compare", "1", "4")

@@ -18,7 +18,7 @@ from retrieval_checks.tracking._history import project_root
 
 pytest_plugins = ["pytester"]
 
-TESTS = '''
+TESTS = """
 import numpy as np
 from pytest_retrieval_checks import assert_map_at_least
 
@@ -31,7 +31,7 @@ def test_map(rc_evaluate):
 
 def test_other(rc_evaluate):
     assert_map_at_least(rc_evaluate(X, query_labels=y, metrics=["map"], model="m2", dataset="d"), 0.2)
-'''
+"""
 
 
 def _cli(*args):
@@ -42,8 +42,14 @@ def _cli(*args):
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_ADDOPTS", None)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("config", ["pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", ".git"])
@@ -51,8 +57,12 @@ def test_the_project_root_is_found_from_a_subdirectory(tmp_path, config):
     project = tmp_path / "project"
     deep = project / "src" / "pkg" / "sub"
     deep.mkdir(parents=True)
-    text = {"pytest.ini": "[pytest]\n", "pyproject.toml": "[tool.pytest.ini_options]\n", "tox.ini": "[pytest]\n",
-            "setup.cfg": "[tool:pytest]\n"}
+    text = {
+        "pytest.ini": "[pytest]\n",
+        "pyproject.toml": "[tool.pytest.ini_options]\n",
+        "tox.ini": "[pytest]\n",
+        "setup.cfg": "[tool:pytest]\n",
+    }
     if config == ".git":
         (project / ".git").mkdir()
     else:
@@ -66,7 +76,9 @@ def test_a_pytest_configuration_wins_over_an_outer_repository_and_other_files(tm
     inner = tmp_path / "packages" / "one"
     (inner / "tests").mkdir(parents=True)
     (inner / "tox.ini").write_text("[flake8]\n")  # not pytest's: passed over
-    assert project_root(inner / "tests") == tmp_path.resolve()  # the repository, as no pytest file was found
+    assert (
+        project_root(inner / "tests") == tmp_path.resolve()
+    )  # the repository, as no pytest file was found
     (inner / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-q'\n")
     assert project_root(inner / "tests") == inner.resolve()
 
@@ -85,14 +97,18 @@ def test_the_command_line_reads_the_plugins_history_from_any_subdirectory(pytest
     # pytest started in a subdirectory, with -k and a node id: the same database, runs marked partial
     second = _pytest(root / "tests", "-k", "map")
     third = _pytest(root / "tests", "test_gates.py::test_other")
-    assert second.returncode == 0 and third.returncode == 0, second.stdout[-3000:] + third.stdout[-3000:]
+    assert second.returncode == 0 and third.returncode == 0, (
+        second.stdout[-3000:] + third.stdout[-3000:]
+    )
 
     monkeypatch.chdir(root / "docs" / "deep")
     code, out = _cli("runs")
     lines = out.splitlines()
     assert code == 0 and [line.split()[0] for line in lines[1:4]] == ["3", "2", "1"]
     assert "partial: node ids test_gates.py::test_other" in lines[1]
-    assert lines[1].endswith("pytest -p no:cacheprovider test_gates.py::test_other")  # the command as written
+    assert lines[1].endswith(
+        "pytest -p no:cacheprovider test_gates.py::test_other"
+    )  # the command as written
     assert "partial: -k map; 1 deselected" in lines[2]
     assert "full" in lines[3] and "partial" not in lines[3]
     code, out = _cli("runs", "--full-only")
@@ -109,8 +125,9 @@ def test_outside_any_project_the_error_says_where_it_looked(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert "no run history at" in err and str(tmp_path.resolve()) in err and "--db" in err
     # --db still wins
-    History(tmp_path / "elsewhere.sqlite").record({"started": "t"}, [{"test": "t", "metric": "map", "value": 0.5,
-                                                                      "passed": True}])
+    History(tmp_path / "elsewhere.sqlite").record(
+        {"started": "t"}, [{"test": "t", "metric": "map", "value": 0.5, "passed": True}]
+    )
     code, out = _cli("runs", "--db", tmp_path / "elsewhere.sqlite")
     assert code == 0 and out.splitlines()[1].split()[0] == "1"
 
@@ -125,7 +142,9 @@ def test_without_a_pytest_configuration_both_use_the_repository_root(tmp_path, m
     (project / "notes").mkdir()
     result = _pytest(project / "tests")
     assert result.returncode == 0, result.stdout[-3000:]
-    assert f"rootdir: {project / 'tests'}" in result.stdout  # pytest's rootdir is not the project root here
+    assert (
+        f"rootdir: {project / 'tests'}" in result.stdout
+    )  # pytest's rootdir is not the project root here
     assert (project / ".retrieval-checks" / "history.sqlite").is_file()
     assert not (project / "tests" / ".retrieval-checks").exists()
     monkeypatch.chdir(project / "notes")
@@ -137,14 +156,22 @@ def test_last_failed_reruns_are_partial_only_when_they_narrow_the_run(tmp_path):
     project = tmp_path / "p"
     (project / "tests").mkdir(parents=True)
     (project / "pytest.ini").write_text("[pytest]\n")
-    broken = ("\ndef test_broken(rc_evaluate):\n    assert_map_at_least(rc_evaluate(X, query_labels=y, metrics=['map'], "
-              "model='m', dataset='d'), 0.9999)\n")
+    broken = (
+        "\ndef test_broken(rc_evaluate):\n    assert_map_at_least(rc_evaluate(X, query_labels=y, metrics=['map'], "
+        "model='m', dataset='d'), 0.9999)\n"
+    )
     (project / "tests" / "test_gates.py").write_text(TESTS + broken)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
 
     def run(*args):  # with pytest's cache, which --lf reads
-        return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=project, env=env, capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     assert run().returncode == 1
     assert run("--lf").returncode == 1  # only test_broken reruns

@@ -18,7 +18,9 @@ from retrieval_checks.suites._jsonschema import metric_pattern, suite_json_schem
 from retrieval_checks.tracking import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p for p in (ROOT / "example_suites").rglob("rc_*.y*ml") if ".baselines." not in p.name)
+EXAMPLES = sorted(
+    p for p in (ROOT / "example_suites").rglob("rc_*.y*ml") if ".baselines." not in p.name
+)
 
 GOOD = """\
 suite: tiny
@@ -64,13 +66,18 @@ def test_a_missing_data_file_is_an_error_of_the_suite(tmp_path):
     path = _suite(tmp_path, text=GOOD.replace("q.npz", "missing.npz"))
     code, out = _cli("validate", path)
     assert code == 1
-    assert re.match(rf"{re.escape(str(path))}:4: datasets\.test\.queries: file 'missing\.npz'", out), out
+    assert re.match(
+        rf"{re.escape(str(path))}:4: datasets\.test\.queries: file 'missing\.npz'", out
+    ), out
 
 
 @pytest.mark.parametrize("make", ["missing", "unknown_kind", "empty_dir"])
 def test_usage_errors_exit_2(tmp_path, capsys, make):
-    target = {"missing": tmp_path / "nope.yaml", "unknown_kind": tmp_path / "notes.txt",
-              "empty_dir": tmp_path / "empty"}[make]
+    target = {
+        "missing": tmp_path / "nope.yaml",
+        "unknown_kind": tmp_path / "notes.txt",
+        "empty_dir": tmp_path / "empty",
+    }[make]
     if make == "unknown_kind":
         target.write_text("hello")
     if make == "empty_dir":
@@ -89,16 +96,25 @@ def test_no_path_is_a_usage_error():
 def test_a_directory_validates_suites_and_baselines_below_it(tmp_path):
     _suite(tmp_path)
     bad = _suite(tmp_path / "sub", "rc_bad.yml", GOOD.replace("metric: map", "metric: mapp"))
-    _suite(tmp_path / "sub", "helpers.yaml", "not: a suite")  # not rc_*: the plugin does not collect it
+    _suite(
+        tmp_path / "sub", "helpers.yaml", "not: a suite"
+    )  # not rc_*: the plugin does not collect it
     _suite(tmp_path / ".hidden", "rc_hidden.yaml", "broken: [")
-    shutil.copy(ROOT / "example_suites" / "digits" / "rc_digits.baselines.yaml", tmp_path / "rc_tiny.baselines.yaml")
+    shutil.copy(
+        ROOT / "example_suites" / "digits" / "rc_digits.baselines.yaml",
+        tmp_path / "rc_tiny.baselines.yaml",
+    )
     code, out = _cli("validate", tmp_path)
     assert code == 1
     assert "3 file(s) checked (2 suite(s), 1 baselines file(s)): 1 invalid, 1 error(s)" in out
     (line,) = [x for x in out.splitlines() if x.startswith(str(bad))]
     assert line.startswith(f"{bad}:6: checks[0].metric: Unknown or malformed metric name 'mapp'")
     code, out = _cli("validate", tmp_path, "--suite-files", "helpers.yaml")
-    assert code == 1 and "(1 suite(s), 1 baselines file(s))" in out and "helpers.yaml:1: not: unknown field" in out
+    assert (
+        code == 1
+        and "(1 suite(s), 1 baselines file(s))" in out
+        and "helpers.yaml:1: not: unknown field" in out
+    )
 
 
 def test_the_example_suites_are_valid():
@@ -112,22 +128,29 @@ def test_baselines_files_good_and_bad(tmp_path):
     shutil.copy(ROOT / "example_suites" / "digits" / "rc_digits.baselines.yaml", good)
     assert _cli("validate", good)[0] == 0
     bad = tmp_path / "rc_y.baselines.yaml"
-    bad.write_text("a[m-t]:\n  metric: map\n  value: 0.5\n  n: 10\n"
-                   "b[m-t]:\n  metric: map\n  n: 10\n  value: high\n"
-                   "c[m-t]:\n  metric: mapp\n  value: 0.5\n")
+    bad.write_text(
+        "a[m-t]:\n  metric: map\n  value: 0.5\n  n: 10\n"
+        "b[m-t]:\n  metric: map\n  n: 10\n  value: high\n"
+        "c[m-t]:\n  metric: mapp\n  value: 0.5\n"
+    )
     code, out = _cli("validate", bad)
     assert code == 1
     lines = out.splitlines()
-    assert lines[0].startswith(f"{bad}:8: baseline 'b[m-t]', field 'value': expected a number"), lines
+    assert lines[0].startswith(f"{bad}:8: baseline 'b[m-t]', field 'value': expected a number"), (
+        lines
+    )
     assert lines[1].startswith(f"{bad}:10: baseline 'c[m-t]', field 'metric':"), lines
     assert "1 baselines file(s)): 1 invalid, 2 error(s)" in lines[-1]
 
 
-@pytest.mark.parametrize("text, line, words", [
-    ("a:\n  metric: map\n  value: [1\n", 4, "invalid YAML"),
-    ("a: {metric: map, value: 0.5}\na: {metric: map, value: 0.6}\n", 2, "duplicate key"),
-    ("- one\n- two\n", 1, "a mapping of check names to records"),
-])
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        ("a:\n  metric: map\n  value: [1\n", 4, "invalid YAML"),
+        ("a: {metric: map, value: 0.5}\na: {metric: map, value: 0.6}\n", 2, "duplicate key"),
+        ("- one\n- two\n", 1, "a mapping of check names to records"),
+    ],
+)
 def test_unreadable_baselines_files_name_the_line(tmp_path, text, line, words):
     path = tmp_path / "t.baselines.yml"
     path.write_text(text)
@@ -184,19 +207,28 @@ def test_the_schema_accepts_the_example_suites(validator, path):
     assert not errors, errors
 
 
-@pytest.mark.parametrize("edit", [
-    ("checks:", "colour: red\nchecks:"),                                    # an unknown top-level field
-    ("at_least: 0.5}", "at_least: 0.5, ties: sometimes}"),                  # an option outside its choices
-    ("at_least: 0.5}", "at_least: 0.5, confidence: 95}"),                   # an option out of range
-    ("metric: map,", "metric: recal@10,"),                                  # an unknown metric
-    ("metric: map,", "metric: hit_rate@0,"),                                # K must be positive
-    ("at_least: 0.5}", "at_least: 0.5, gap: {train: test, test: test}}"),   # a threshold and a gap
-    ("at_least: 0.5}", "compare: a, baseline: true}"),                      # two rules
-    ("at_least: 0.5}", "on: value}"),                                       # no rule at all
-    ("queries: q.npz", "queries: q.npz\n    protocol: 5k"),                 # a field of another type
-    ("checks:\n  - {metric: map, dataset: test, at_least: 0.5}", "checks: []"),
-    ("datasets:", "models: {m: {callable: 'a:b', factory: 'a:b'}}\ndatasets:"),  # two model kinds
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("checks:", "colour: red\nchecks:"),  # an unknown top-level field
+        ("at_least: 0.5}", "at_least: 0.5, ties: sometimes}"),  # an option outside its choices
+        ("at_least: 0.5}", "at_least: 0.5, confidence: 95}"),  # an option out of range
+        ("metric: map,", "metric: recal@10,"),  # an unknown metric
+        ("metric: map,", "metric: hit_rate@0,"),  # K must be positive
+        (
+            "at_least: 0.5}",
+            "at_least: 0.5, gap: {train: test, test: test}}",
+        ),  # a threshold and a gap
+        ("at_least: 0.5}", "compare: a, baseline: true}"),  # two rules
+        ("at_least: 0.5}", "on: value}"),  # no rule at all
+        ("queries: q.npz", "queries: q.npz\n    protocol: 5k"),  # a field of another type
+        ("checks:\n  - {metric: map, dataset: test, at_least: 0.5}", "checks: []"),
+        (
+            "datasets:",
+            "models: {m: {callable: 'a:b', factory: 'a:b'}}\ndatasets:",
+        ),  # two model kinds
+    ],
+)
 def test_the_schema_rejects_invalid_suites(validator, tmp_path, edit):
     text = GOOD.replace(*edit)
     assert text != GOOD
@@ -219,19 +251,42 @@ def test_every_metric_template_matches_the_pattern():
 
 _UNKNOWN = [  # (where a stray field goes, the schema's properties there)
     ("top", "colour: red\n" + GOOD, lambda s: s["properties"]),
-    ("check", GOOD.replace("at_least: 0.5}", "at_least: 0.5, zzz: 1}"), lambda s: s["$defs"]["check"]["properties"]),
+    (
+        "check",
+        GOOD.replace("at_least: 0.5}", "at_least: 0.5, zzz: 1}"),
+        lambda s: s["$defs"]["check"]["properties"],
+    ),
     ("options", "options: {zzz: 1}\n" + GOOD, lambda s: s["$defs"]["options"]["properties"]),
-    ("source", GOOD.replace("q.npz", "{file: q.npz, zzz: a}"), lambda s: s["$defs"]["source"]["anyOf"][1]["properties"]),
-    ("baseline", GOOD.replace("at_least: 0.5}", "baseline: {zzz: 1}}"),
-     lambda s: s["$defs"]["check"]["properties"]["baseline"]["anyOf"][2]["properties"]),
-    ("compare", GOOD.replace("at_least: 0.5}", "compare: {baseline: m, zzz: 1}}").replace(
-        "checks:", "models: {m: {embeddings: {test: q.npz}}}\nchecks:"),
-     lambda s: s["$defs"]["check"]["properties"]["compare"]["anyOf"][1]["properties"]),
-    ("model", GOOD.replace("checks:", "models: {m: {callable: 'a:b', zzz: 1}}\nchecks:"),
-     lambda s: s["$defs"]["model"]["properties"]),
-] + [(f"dataset {t}", GOOD.replace("    queries: q.npz", f"    type: {t}\n    zzz: 1"),
-      lambda s, i=i: s["$defs"]["dataset"]["anyOf"][i]["properties"])
-     for i, t in enumerate(("retrieval", "image_text", "images", "run", "ann"))]
+    (
+        "source",
+        GOOD.replace("q.npz", "{file: q.npz, zzz: a}"),
+        lambda s: s["$defs"]["source"]["anyOf"][1]["properties"],
+    ),
+    (
+        "baseline",
+        GOOD.replace("at_least: 0.5}", "baseline: {zzz: 1}}"),
+        lambda s: s["$defs"]["check"]["properties"]["baseline"]["anyOf"][2]["properties"],
+    ),
+    (
+        "compare",
+        GOOD.replace("at_least: 0.5}", "compare: {baseline: m, zzz: 1}}").replace(
+            "checks:", "models: {m: {embeddings: {test: q.npz}}}\nchecks:"
+        ),
+        lambda s: s["$defs"]["check"]["properties"]["compare"]["anyOf"][1]["properties"],
+    ),
+    (
+        "model",
+        GOOD.replace("checks:", "models: {m: {callable: 'a:b', zzz: 1}}\nchecks:"),
+        lambda s: s["$defs"]["model"]["properties"],
+    ),
+] + [
+    (
+        f"dataset {t}",
+        GOOD.replace("    queries: q.npz", f"    type: {t}\n    zzz: 1"),
+        lambda s, i=i: s["$defs"]["dataset"]["anyOf"][i]["properties"],
+    )
+    for i, t in enumerate(("retrieval", "image_text", "images", "run", "ann"))
+]
 
 
 @pytest.mark.parametrize("where, text, properties", _UNKNOWN, ids=[u[0] for u in _UNKNOWN])

@@ -18,11 +18,30 @@ import retrieval_checks as rc
 from retrieval_checks.tracking import History, render_report
 from retrieval_checks.tracking import main as cli
 
-META = {"started": "2026-01-01T00:00:00+00:00", "git_commit": "abc123", "git_dirty": 0, "machine": "m"}
-GATE = {"test": "t.py::test_a", "metric": "map", "gate": "assert_metric", "value": 0.72, "low": 0.65, "high": 0.78,
-        "threshold": 0.5, "comparison": "between", "on": "value", "bounds": {"at_least": 0.5, "at_most": 0.9},
-        "passed": True, "n": 40, "unit": "queries", "n_used": 40, "n_skipped": 10,
-        "warnings": ["10 of 50 queries skipped"]}
+META = {
+    "started": "2026-01-01T00:00:00+00:00",
+    "git_commit": "abc123",
+    "git_dirty": 0,
+    "machine": "m",
+}
+GATE = {
+    "test": "t.py::test_a",
+    "metric": "map",
+    "gate": "assert_metric",
+    "value": 0.72,
+    "low": 0.65,
+    "high": 0.78,
+    "threshold": 0.5,
+    "comparison": "between",
+    "on": "value",
+    "bounds": {"at_least": 0.5, "at_most": 0.9},
+    "passed": True,
+    "n": 40,
+    "unit": "queries",
+    "n_used": 40,
+    "n_skipped": 10,
+    "warnings": ["10 of 50 queries skipped"],
+}
 
 
 def _cli(*args):
@@ -33,9 +52,23 @@ def _cli(*args):
 @pytest.fixture
 def db(tmp_path) -> Path:
     path = tmp_path / "h.sqlite"
-    History(path).record(META, [GATE, {**GATE, "test": "t.py::test_b", "metric": "hit_rate@1", "value": 0.4,
-                                       "passed": False, "bounds": {}, "comparison": ">=", "n_skipped": 0}],
-                         exitstatus=1)
+    History(path).record(
+        META,
+        [
+            GATE,
+            {
+                **GATE,
+                "test": "t.py::test_b",
+                "metric": "hit_rate@1",
+                "value": 0.4,
+                "passed": False,
+                "bounds": {},
+                "comparison": ">=",
+                "n_skipped": 0,
+            },
+        ],
+        exitstatus=1,
+    )
     return path
 
 
@@ -49,8 +82,10 @@ def _foreign_tables(p):
 
 def _foreign_runs(p):
     con = sqlite3.connect(p)
-    con.executescript("CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta VALUES ('schema_version', '2');"
-                      "CREATE TABLE runs (x); CREATE TABLE results (y);")
+    con.executescript(
+        "CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta VALUES ('schema_version', '2');"
+        "CREATE TABLE runs (x); CREATE TABLE results (y);"
+    )
     con.close()
 
 
@@ -82,8 +117,14 @@ BAD_FILES = {
     "meta without a version": (_no_version, "not a retrieval-checks history database"),
     "a version that is text": (_text_version, "schema version"),
     "a newer schema": (_newer, "upgrade retrieval-checks"),
-    "a text file": (lambda p: p.write_text("name,value\nmap,0.5\n"), "not a retrieval-checks history database"),
-    "random bytes": (lambda p: p.write_bytes(bytes(range(256)) * 8), "not a retrieval-checks history database"),
+    "a text file": (
+        lambda p: p.write_text("name,value\nmap,0.5\n"),
+        "not a retrieval-checks history database",
+    ),
+    "random bytes": (
+        lambda p: p.write_bytes(bytes(range(256)) * 8),
+        "not a retrieval-checks history database",
+    ),
     "an empty file": (lambda p: p.write_bytes(b""), "not a retrieval-checks history database"),
     "a directory": (lambda p: p.mkdir(), "is a directory"),
 }
@@ -96,14 +137,23 @@ def test_readers_refuse_a_file_that_is_not_a_history(tmp_path, kind, read):
     make, expected = BAD_FILES[kind]
     make(path)
     h = History(path)
-    calls = {"runs": lambda: h.runs(), "results": lambda: h.results(1), "metric_history": lambda: h.metric_history("map"),
-             "resolve": lambda: h.resolve("latest")}
+    calls = {
+        "runs": lambda: h.runs(),
+        "results": lambda: h.results(1),
+        "metric_history": lambda: h.metric_history("map"),
+        "resolve": lambda: h.resolve("latest"),
+    }
     with pytest.raises(rc.InputError) as info:
         calls[read]()
     message = str(info.value)
     assert str(path) in message and expected in message
     if kind != "an empty file":
-        assert "--db" in message or "directory" in message or "upgrade" in message or "move this file" in message
+        assert (
+            "--db" in message
+            or "directory" in message
+            or "upgrade" in message
+            or "move this file" in message
+        )
 
 
 @pytest.mark.parametrize("kind", sorted(set(BAD_FILES) - {"an empty file"}))
@@ -119,13 +169,20 @@ def test_the_writer_refuses_a_file_that_is_not_a_history_and_leaves_it_alone(tmp
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_FILES))
-@pytest.mark.parametrize("command", [["runs"], ["show"], ["history", "map"], ["export"], ["compare", "1", "1"]])
+@pytest.mark.parametrize(
+    "command", [["runs"], ["show"], ["history", "map"], ["export"], ["compare", "1", "1"]]
+)
 def test_the_command_line_exits_2_on_a_file_that_is_not_a_history(tmp_path, capsys, kind, command):
     path = tmp_path / "bad.sqlite"
     BAD_FILES[kind][0](path)
     code, _ = _cli("--db", str(path), *command)
     err = capsys.readouterr().err
-    assert code == 2 and "bad.sqlite" in err and "Traceback" not in err and err.startswith("retrieval-checks: error:")
+    assert (
+        code == 2
+        and "bad.sqlite" in err
+        and "Traceback" not in err
+        and err.startswith("retrieval-checks: error:")
+    )
 
 
 # ------------------------------------------------------------------ garbage rows
@@ -139,7 +196,10 @@ GARBAGE = {
     "passed text": ("UPDATE results SET passed='yes' WHERE id=1", "column passed"),
     "damaged detail": ("UPDATE results SET detail='{not json' WHERE id=1", "column detail"),
     "detail a list": ("UPDATE results SET detail='[1, 2]' WHERE id=1", "column detail"),
-    "bounds text": ("UPDATE results SET bounds='{\"at_least\": \"lots\"}' WHERE id=1", "column bounds"),
+    "bounds text": (
+        'UPDATE results SET bounds=\'{"at_least": "lots"}\' WHERE id=1',
+        "column bounds",
+    ),
     "bounds not json": ("UPDATE results SET bounds='at_least=0.5' WHERE id=1", "column bounds"),
     "binary metric": ("UPDATE results SET metric=x'00ff' WHERE id=1", "column metric"),
 }
@@ -155,7 +215,12 @@ def test_garbage_in_a_results_row_is_an_error_naming_file_and_row(db, capsys, na
     with pytest.raises(rc.InputError) as info:
         History(db).results(1)
     message = str(info.value)
-    assert str(db) in message and "results row 1" in message and expected in message and "delete that row" in message
+    assert (
+        str(db) in message
+        and "results row 1" in message
+        and expected in message
+        and "delete that row" in message
+    )
     assert _cli("--db", str(db), "show", "1")[0] == 2
     assert "results row 1" in capsys.readouterr().err
 
@@ -189,10 +254,16 @@ def test_garbage_in_a_runs_row_is_an_error_naming_the_file(db, capsys, name):
 # ------------------------------------------------------------------ both bounds, queries used and skipped
 def test_bounds_and_skipped_queries_are_columns_and_read_back(db):
     con = sqlite3.connect(db)
-    row = con.execute("SELECT n_used, n_skipped, bounds FROM results WHERE test='t.py::test_a'").fetchone()
+    row = con.execute(
+        "SELECT n_used, n_skipped, bounds FROM results WHERE test='t.py::test_a'"
+    ).fetchone()
     assert row == (40, 10, json.dumps({"at_least": 0.5, "at_most": 0.9}))
     back = History(db).results(1)[0]
-    assert back["bounds"] == {"at_least": 0.5, "at_most": 0.9} and back["n_used"] == 40 and back["n_skipped"] == 10
+    assert (
+        back["bounds"] == {"at_least": 0.5, "at_most": 0.9}
+        and back["n_used"] == 40
+        and back["n_skipped"] == 10
+    )
     assert rc.gates.rule_text(back) == "0.5 <= value <= 0.9"
     assert back["warnings"] == ["10 of 50 queries skipped"]
 
@@ -201,7 +272,12 @@ def test_bounds_and_skipped_queries_are_columns_and_read_back(db):
 def test_the_command_line_shows_both_bounds_and_the_skipped_queries(db, tmp_path, command):
     if command == "show":
         code, out = _cli("--db", str(db), "show", "1")
-        assert code == 0 and "0.5 <= value <= 0.9" in out and "40 / 10" in out and "n_used / n_skipped" in out
+        assert (
+            code == 0
+            and "0.5 <= value <= 0.9" in out
+            and "40 / 10" in out
+            and "n_used / n_skipped" in out
+        )
     elif command == "export-csv":
         code, out = _cli("--db", str(db), "export", "--format", "csv")
         rows = list(csv.DictReader(io.StringIO(out)))
@@ -216,7 +292,12 @@ def test_the_command_line_shows_both_bounds_and_the_skipped_queries(db, tmp_path
         target = tmp_path / "r.html"
         code, _ = _cli("--db", str(db), "report", "1", "-o", str(target))
         page = target.read_text()
-        assert code == 0 and "0.5 &lt;= value &lt;= 0.9" in page and "40 / 10" in page and "Warnings" in page
+        assert (
+            code == 0
+            and "0.5 &lt;= value &lt;= 0.9" in page
+            and "40 / 10" in page
+            and "Warnings" in page
+        )
 
 
 def _no_constant(name):
@@ -250,14 +331,22 @@ def v1(tmp_path) -> Path:
 
 def test_an_old_database_is_read_as_it_is_and_migrated_by_its_next_writer(v1):
     old = History(v1).results(1)[0]  # a reader never writes
-    assert old["bounds"] == {"at_least": 0.5, "at_most": 0.9} and old["n_used"] == 7 and old["n_skipped"] == 3
+    assert (
+        old["bounds"] == {"at_least": 0.5, "at_most": 0.9}
+        and old["n_used"] == 7
+        and old["n_skipped"] == 3
+    )
     con = sqlite3.connect(v1)
     assert con.execute("SELECT value FROM meta").fetchone()[0] == "1"
     con.close()
     run = History(v1).record(META, [GATE])
     con = sqlite3.connect(v1)
-    assert con.execute("SELECT value FROM meta").fetchone()[0] == "3"  # 1 -> 2 -> 3 (runs.git_branch, selection)
-    assert con.execute("SELECT n_used, n_skipped FROM results WHERE run_id=?", (run,)).fetchone() == (40, 10)
+    assert (
+        con.execute("SELECT value FROM meta").fetchone()[0] == "3"
+    )  # 1 -> 2 -> 3 (runs.git_branch, selection)
+    assert con.execute(
+        "SELECT n_used, n_skipped FROM results WHERE run_id=?", (run,)
+    ).fetchone() == (40, 10)
     con.close()
     assert rc.gates.rule_text(History(v1).results(1)[0]) == "0.5 <= value <= 0.9"
     assert History(v1).results(run)[0]["bounds"] == {"at_least": 0.5, "at_most": 0.9}
@@ -265,10 +354,25 @@ def test_an_old_database_is_read_as_it_is_and_migrated_by_its_next_writer(v1):
 
 def test_nan_and_infinite_values_are_stored_as_null_and_read_back_finite(tmp_path):
     path = tmp_path / "h.sqlite"
-    History(path).record(META, [{**GATE, "value": float("nan"), "low": float("-inf"), "high": float("inf"),
-                                 "extra": {"x": float("nan")}}])
+    History(path).record(
+        META,
+        [
+            {
+                **GATE,
+                "value": float("nan"),
+                "low": float("-inf"),
+                "high": float("inf"),
+                "extra": {"x": float("nan")},
+            }
+        ],
+    )
     back = History(path).results(1)[0]
-    assert back["value"] is None and back["low"] is None and back["high"] is None and back["extra"] == {"x": None}
+    assert (
+        back["value"] is None
+        and back["low"] is None
+        and back["high"] is None
+        and back["extra"] == {"x": None}
+    )
 
 
 # ------------------------------------------------------------------ the HTML report escapes every field
@@ -280,7 +384,9 @@ def _assert_no_markup(page: str) -> None:
     assert page.count("<script>") == 1  # the report's own script only
 
 
-@pytest.mark.parametrize("field", ["test", "suite", "model", "dataset", "metric", "gate", "comparison", "on", "unit"])
+@pytest.mark.parametrize(
+    "field", ["test", "suite", "model", "dataset", "metric", "gate", "comparison", "on", "unit"]
+)
 def test_report_escapes_every_text_field_read_back_from_the_history(tmp_path, field):
     path = tmp_path / "h.sqlite"
     h = History(path)
@@ -293,8 +399,22 @@ def test_report_escapes_every_text_field_read_back_from_the_history(tmp_path, fi
     assert "&lt;script&gt;" in page
 
 
-@pytest.mark.parametrize("field", ["value", "low", "high", "threshold", "n", "n_used", "n_skipped", "bounds",
-                                   "warnings", "confidence", "passed"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "value",
+        "low",
+        "high",
+        "threshold",
+        "n",
+        "n_used",
+        "n_skipped",
+        "bounds",
+        "warnings",
+        "confidence",
+        "passed",
+    ],
+)
 def test_report_formats_or_escapes_a_damaged_numeric_field(field):
     value = {"bounds": {"at_least": HOSTILE}, "warnings": [HOSTILE]}.get(field, HOSTILE)
     page = render_report([{**GATE, field: value}], run={"id": HOSTILE, "exitstatus": HOSTILE})
@@ -303,8 +423,10 @@ def test_report_formats_or_escapes_a_damaged_numeric_field(field):
 
 def test_report_with_garbage_in_the_history_says_so_instead_of_drawing_it(db):
     con = sqlite3.connect(db)
-    con.execute(f"UPDATE results SET value={sqlite3.connect(':memory:').execute('SELECT quote(?)', (HOSTILE,)).fetchone()[0]} "
-                "WHERE id=1")
+    con.execute(
+        f"UPDATE results SET value={sqlite3.connect(':memory:').execute('SELECT quote(?)', (HOSTILE,)).fetchone()[0]} "
+        "WHERE id=1"
+    )
     con.commit()
     con.close()
     page = render_report([GATE], run={"id": 1}, history=History(db))
@@ -318,41 +440,58 @@ def test_report_numbers_are_formatted():
 
 
 # ------------------------------------------------------------------ command-line user errors exit 2
-@pytest.mark.parametrize("args, expected", [
-    (["runs", "--limit", "0"], "--limit"),
-    (["runs", "--limit", "-3"], "--limit"),
-    (["runs", "--limit", "abc"], "--limit"),
-    (["runs", "--limit", "1.5"], "--limit"),
-    (["history", "map", "--limit", "0"], "--limit"),
-    (["export", "--format", "xml"], "--format"),
-    (["compare", "1", "1", "--confidence", "nan"], "--confidence"),
-    (["compare", "1", "1", "--confidence", "95"], "did you mean 0.95"),
-    (["compare", "1", "1", "--confidence", "1"], "--confidence"),
-    (["compare", "1", "1", "--max-drop", "nan"], "--max-drop"),
-    (["compare", "1", "1", "--max-drop", "-0.1"], "--max-drop"),
-    (["compare", "1", "1", "--max-drop", "inf"], "--max-drop"),
-    (["compare", "1", "1", "--max-relative-drop", "x"], "--max-relative-drop"),
-    (["frobnicate"], "invalid choice"),
-    ([], "required"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["runs", "--limit", "0"], "--limit"),
+        (["runs", "--limit", "-3"], "--limit"),
+        (["runs", "--limit", "abc"], "--limit"),
+        (["runs", "--limit", "1.5"], "--limit"),
+        (["history", "map", "--limit", "0"], "--limit"),
+        (["export", "--format", "xml"], "--format"),
+        (["compare", "1", "1", "--confidence", "nan"], "--confidence"),
+        (["compare", "1", "1", "--confidence", "95"], "did you mean 0.95"),
+        (["compare", "1", "1", "--confidence", "1"], "--confidence"),
+        (["compare", "1", "1", "--max-drop", "nan"], "--max-drop"),
+        (["compare", "1", "1", "--max-drop", "-0.1"], "--max-drop"),
+        (["compare", "1", "1", "--max-drop", "inf"], "--max-drop"),
+        (["compare", "1", "1", "--max-relative-drop", "x"], "--max-relative-drop"),
+        (["frobnicate"], "invalid choice"),
+        ([], "required"),
+    ],
+)
 def test_bad_arguments_exit_2_naming_the_flag(db, capsys, args, expected):
     code, _ = _cli("--db", str(db), *args)
     err = capsys.readouterr().err
     assert code == 2 and expected in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("ref, expected", [("99", "run 99 is not in"), ("-5", "only 1 run"), ("newest", "give a run id"),
-                                           ("1.5", "give a run id"), ("0", "run 0 is not in")])
+@pytest.mark.parametrize(
+    "ref, expected",
+    [
+        ("99", "run 99 is not in"),
+        ("-5", "only 1 run"),
+        ("newest", "give a run id"),
+        ("1.5", "give a run id"),
+        ("0", "run 0 is not in"),
+    ],
+)
 @pytest.mark.parametrize("command", ["show", "compare", "report", "export"])
 def test_an_unknown_run_exits_2(db, tmp_path, capsys, ref, expected, command):
-    args = {"show": ["show", ref], "compare": ["compare", ref, "latest"], "export": ["export", "--run", ref],
-            "report": ["report", ref, "-o", str(tmp_path / "r.html")]}[command]
+    args = {
+        "show": ["show", ref],
+        "compare": ["compare", ref, "latest"],
+        "export": ["export", "--run", ref],
+        "report": ["report", ref, "-o", str(tmp_path / "r.html")],
+    }[command]
     code, _ = _cli("--db", str(db), *args)
     err = capsys.readouterr().err
     assert code == 2 and expected in err and str(db) in err or (code == 2 and expected in err)
 
 
-@pytest.mark.parametrize("command", [["runs"], ["show"], ["history", "map"], ["export"], ["report", "-o", "r.html"]])
+@pytest.mark.parametrize(
+    "command", [["runs"], ["show"], ["history", "map"], ["export"], ["report", "-o", "r.html"]]
+)
 def test_a_missing_database_exits_2_and_is_not_created(tmp_path, capsys, command):
     missing = tmp_path / "nowhere" / "h.sqlite"
     code, _ = _cli("--db", str(missing), *command)
@@ -366,9 +505,14 @@ def test_a_missing_database_exits_2_and_is_not_created(tmp_path, capsys, command
 def test_an_unwritable_output_exits_2_naming_it(db, tmp_path, capsys, target, command):
     (tmp_path / "dir").mkdir()
     (tmp_path / "file").write_text("x")
-    out = {"a directory": tmp_path / "dir", "under a file": tmp_path / "file" / "o.txt",
-           "missing directory": tmp_path / "no" / "such" / "o.txt"}[target]
-    args = ["export", "-o", str(out)] if command == "export" else ["report", "latest", "-o", str(out)]
+    out = {
+        "a directory": tmp_path / "dir",
+        "under a file": tmp_path / "file" / "o.txt",
+        "missing directory": tmp_path / "no" / "such" / "o.txt",
+    }[target]
+    args = (
+        ["export", "-o", str(out)] if command == "export" else ["report", "latest", "-o", str(out)]
+    )
     code, _ = _cli("--db", str(db), *args)
     err = capsys.readouterr().err
     assert code == 2 and str(out) in err and "Traceback" not in err
@@ -422,8 +566,15 @@ def test_show_check_fails_on_a_non_zero_exit_status_even_when_every_gate_passed(
 
 def test_show_check_counts_an_error_record_as_a_failure(tmp_path):
     path = tmp_path / "h.sqlite"
-    error = {"test": "rc_b.yaml::suite", "metric": "(suite)", "gate": "error", "value": None, "passed": False,
-             "on": "error", "message": "invalid suite"}
+    error = {
+        "test": "rc_b.yaml::suite",
+        "metric": "(suite)",
+        "gate": "error",
+        "value": None,
+        "passed": False,
+        "on": "error",
+        "message": "invalid suite",
+    }
     History(path).record(META, [GATE, error], exitstatus=0)
     code, text = _cli("--db", str(path), "show", "--check")
     assert code == 1 and "1 of 2 gates failed" in text and "error" in text
@@ -431,7 +582,11 @@ def test_show_check_counts_an_error_record_as_a_failure(tmp_path):
 
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_db_is_accepted_before_and_after_the_command(db, where):
-    args = ["--db", str(db), "show", "latest"] if where == "before" else ["show", "latest", "--db", str(db)]
+    args = (
+        ["--db", str(db), "show", "latest"]
+        if where == "before"
+        else ["show", "latest", "--db", str(db)]
+    )
     assert _cli(*args)[0] == 0
     args = ["runs", "--db", str(db)] if where == "after" else ["--db", str(db), "runs"]
     assert _cli(*args)[0] == 0
@@ -446,10 +601,16 @@ def test_db_after_the_command_keeps_the_exit_codes(db):
     assert _cli("show", "latest", "--check", "--db", str(db))[0] == 1
 
 
-@pytest.mark.parametrize("metric, close", [("nosuch", None), ("mapp", "map"), ("hit_rate@2", "hit_rate@1")])
+@pytest.mark.parametrize(
+    "metric, close", [("nosuch", None), ("mapp", "map"), ("hit_rate@2", "hit_rate@1")]
+)
 def test_compare_with_an_unknown_metric_exits_2_with_the_closest_name(db, capsys, metric, close):
-    History(db).record(META, [GATE])  # a second run: a run compared with itself is an error of its own
-    code, text = _cli("--db", str(db), "compare", "1", "2", "--metric", metric, "--max-drop", "0.01")
+    History(db).record(
+        META, [GATE]
+    )  # a second run: a run compared with itself is an error of its own
+    code, text = _cli(
+        "--db", str(db), "compare", "1", "2", "--metric", metric, "--max-drop", "0.01"
+    )
     err = capsys.readouterr().err
     assert code == 2 and f"--metric {metric}" in err and "compared" not in text
     if close:

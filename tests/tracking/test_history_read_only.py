@@ -14,7 +14,8 @@ import subprocess
 import pytest
 
 from retrieval_checks.errors import InputError
-from retrieval_checks.tracking import History, main as cli
+from retrieval_checks.tracking import History
+from retrieval_checks.tracking import main as cli
 
 
 def _cli(*args):
@@ -37,7 +38,10 @@ def read_only(folder):
                 p.chmod(mode)
         return
     chattr = shutil.which("chattr")
-    if chattr is None or subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode != 0:
+    if (
+        chattr is None
+        or subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode != 0
+    ):
         pytest.skip("running as root, and chattr +i cannot make a read-only directory here")
     try:
         yield
@@ -54,8 +58,12 @@ def history(tmp_path):
     folder = tmp_path / "shared"
     folder.mkdir()
     h = History(folder / "history.sqlite")
-    h.record({"started": "t1", "git_commit": "ab" * 20, "git_dirty": 0}, [_gate(0.80)], exitstatus=0)
-    h.record({"started": "t2", "git_commit": "cd" * 20, "git_dirty": 0}, [_gate(0.81)], exitstatus=0)
+    h.record(
+        {"started": "t1", "git_commit": "ab" * 20, "git_dirty": 0}, [_gate(0.80)], exitstatus=0
+    )
+    h.record(
+        {"started": "t2", "git_commit": "cd" * 20, "git_dirty": 0}, [_gate(0.81)], exitstatus=0
+    )
     return h
 
 
@@ -63,11 +71,19 @@ def test_every_read_command_works_in_a_read_only_directory(history, capsys):
     folder = history.path.parent
     before = sorted(os.listdir(folder))
     with read_only(folder):
-        for command in (["runs"], ["show", "latest", "--check"], ["compare", "-2", "-1"], ["history", "map"],
-                        ["export", "--format", "json"], ["report", "latest", "--format", "markdown"]):
+        for command in (
+            ["runs"],
+            ["show", "latest", "--check"],
+            ["compare", "-2", "-1"],
+            ["history", "map"],
+            ["export", "--format", "json"],
+            ["report", "latest", "--format", "markdown"],
+        ):
             code, out = _cli("--db", history.path, *command)
             assert code == 0, (command, out, capsys.readouterr().err)
-        assert History(history.path).resolve("latest") == 2 and len(History(history.path).runs()) == 2
+        assert (
+            History(history.path).resolve("latest") == 2 and len(History(history.path).runs()) == 2
+        )
         assert sorted(os.listdir(folder)) == before  # no -shm, -wal or lock file left (or made)
     assert "not a retrieval-checks history" not in capsys.readouterr().err
 
@@ -83,7 +99,9 @@ def test_writing_there_says_it_cannot_write_not_that_it_is_no_history(history):
 def test_runs_not_yet_merged_are_never_read_past(history, tmp_path, capsys):
     """A -wal file holding a run, beside a database in a read-only directory without its
     -shm: reading it as immutable would silently miss that run; it is an error instead."""
-    writer = sqlite3.connect(history.path, isolation_level=None)  # autocommit: the run is in the -wal
+    writer = sqlite3.connect(
+        history.path, isolation_level=None
+    )  # autocommit: the run is in the -wal
     writer.execute("PRAGMA wal_autocheckpoint=0")
     writer.execute("INSERT INTO runs (started, n_gates, n_failed) VALUES ('t3', 0, 0)")
     copy = tmp_path / "copy"
@@ -100,8 +118,13 @@ def test_runs_not_yet_merged_are_never_read_past(history, tmp_path, capsys):
 
 def test_a_file_this_user_cannot_read_is_said_so(history, monkeypatch, capsys):
     real = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if str(p) == str(history.path)
-                        and mode == os.R_OK else real(p, mode, *a, **k))
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, *a, **k: False
+        if str(p) == str(history.path) and mode == os.R_OK
+        else real(p, mode, *a, **k),
+    )
     assert _cli("--db", history.path, "runs")[0] == 2
     err = capsys.readouterr().err
     assert "permission denied" in err and "not a retrieval-checks history" not in err

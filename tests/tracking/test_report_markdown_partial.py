@@ -12,15 +12,29 @@ from retrieval_checks.tracking import History, main
 
 
 def _gate(test, value=0.5):
-    return {"test": test, "metric": "map", "gate": "assert_metric", "value": value, "passed": True, "on": "value",
-            "comparison": ">=", "threshold": 0.1}
+    return {
+        "test": test,
+        "metric": "map",
+        "gate": "assert_metric",
+        "value": value,
+        "passed": True,
+        "on": "value",
+        "comparison": ">=",
+        "threshold": 0.1,
+    }
 
 
-@pytest.mark.parametrize(("selection", "expected"), [
-    ("", "new"),
-    ("-m quality; 3 deselected", "not in run 1, a partial run (-m quality; 3 deselected): not comparable"),
-    (None, "not in run 1 (not known to be a full run: not comparable)"),
-])
+@pytest.mark.parametrize(
+    ("selection", "expected"),
+    [
+        ("", "new"),
+        (
+            "-m quality; 3 deselected",
+            "not in run 1, a partial run (-m quality; 3 deselected): not comparable",
+        ),
+        (None, "not in run 1 (not known to be a full run: not comparable)"),
+    ],
+)
 def test_a_gate_missing_from_the_run_before(tmp_path, selection, expected):
     db = tmp_path / "h.sqlite"
     h = History(db)
@@ -28,6 +42,9 @@ def test_a_gate_missing_from_the_run_before(tmp_path, selection, expected):
     h.record({"selection": ""}, [_gate("t.py::a"), _gate("t.py::b")], exitstatus=0)
     out = io.StringIO()
     assert main(["--db", str(db), "report", "latest", "--format", "markdown"], out=out) == 0
-    rows = {r.split(" | ")[1]: r.split(" | ")[-1].rstrip(" |") for r in out.getvalue().splitlines()
-            if r.startswith("| PASS")}
+    rows = {
+        r.split(" | ")[1]: r.split(" | ")[-1].rstrip(" |")
+        for r in out.getvalue().splitlines()
+        if r.startswith("| PASS")
+    }
     assert rows == {"t.py::a": "+0.1000 vs run 1", "t.py::b": expected}

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
+from retrieval_checks.tracking import History, render_report
 from retrieval_checks.tracking import main as cli
-from retrieval_checks.tracking import History
-from retrieval_checks.tracking import render_report
 
 
 def _pair(seed=0, noise=1.0, n_classes=15, per_class=6):
@@ -31,15 +30,41 @@ def _pair(seed=0, noise=1.0, n_classes=15, per_class=6):
 
 def test_history_records_and_reads_back(tmp_path):
     h = History(tmp_path / "h.sqlite")
-    meta = {"started": "2026-01-01T00:00:00+00:00", "git_commit": "abc", "git_dirty": 1, "machine": "m"}
-    outcomes = [{"test": "t::a", "metric": "map", "value": 0.5, "low": 0.4, "high": 0.6, "threshold": 0.3,
-                 "comparison": ">=", "on": "value", "passed": True, "n": 10, "unit": "queries", "gate": "assert_metric",
-                 "suite": "s", "model": "m", "dataset": "d", "curve": {"recall": [0.1], "precision": [1.0]}},
-                {"test": "t::b", "metric": "hit_rate@1", "value": 0.2, "passed": False}]
+    meta = {
+        "started": "2026-01-01T00:00:00+00:00",
+        "git_commit": "abc",
+        "git_dirty": 1,
+        "machine": "m",
+    }
+    outcomes = [
+        {
+            "test": "t::a",
+            "metric": "map",
+            "value": 0.5,
+            "low": 0.4,
+            "high": 0.6,
+            "threshold": 0.3,
+            "comparison": ">=",
+            "on": "value",
+            "passed": True,
+            "n": 10,
+            "unit": "queries",
+            "gate": "assert_metric",
+            "suite": "s",
+            "model": "m",
+            "dataset": "d",
+            "curve": {"recall": [0.1], "precision": [1.0]},
+        },
+        {"test": "t::b", "metric": "hit_rate@1", "value": 0.2, "passed": False},
+    ]
     r1 = h.record(meta, outcomes, exitstatus=1)
     r2 = h.record(meta, outcomes[:1], exitstatus=0)
     runs = h.runs()
-    assert [r["id"] for r in runs] == [r2, r1] and runs[1]["n_failed"] == 1 and runs[1]["exitstatus"] == 1
+    assert (
+        [r["id"] for r in runs] == [r2, r1]
+        and runs[1]["n_failed"] == 1
+        and runs[1]["exitstatus"] == 1
+    )
     rows = h.results(r1)
     assert rows[0]["curve"] == {"recall": [0.1], "precision": [1.0]} and rows[0]["on"] == "value"
     assert rows[1]["passed"] is False and rows[1]["low"] is None
@@ -54,8 +79,13 @@ def test_history_records_and_reads_back(tmp_path):
 def _writer(path, tag, n_runs):
     h = History(path)
     for i in range(n_runs):
-        h.record({"started": "x", "command": f"{tag}-{i}"},
-                 [{"test": f"{tag}::t{j}", "metric": "map", "value": j / 10, "passed": True} for j in range(25)])
+        h.record(
+            {"started": "x", "command": f"{tag}-{i}"},
+            [
+                {"test": f"{tag}::t{j}", "metric": "map", "value": j / 10, "passed": True}
+                for j in range(25)
+            ],
+        )
 
 
 def test_concurrent_writers_leave_every_row(tmp_path):
@@ -83,10 +113,14 @@ def _cli(*args):
 def test_command_line_lists_compares_and_exports(tmp_path, capsys):
     db = str(tmp_path / "h.sqlite")
     h = History(db)
-    base = [{"test": "t", "metric": "map", "value": 0.80, "low": 0.78, "high": 0.82, "passed": True},
-            {"test": "t", "metric": "medr", "value": 3.0, "passed": True}]
-    worse = [{"test": "t", "metric": "map", "value": 0.70, "low": 0.68, "high": 0.72, "passed": True},
-             {"test": "t", "metric": "medr", "value": 3.0, "passed": True}]
+    base = [
+        {"test": "t", "metric": "map", "value": 0.80, "low": 0.78, "high": 0.82, "passed": True},
+        {"test": "t", "metric": "medr", "value": 3.0, "passed": True},
+    ]
+    worse = [
+        {"test": "t", "metric": "map", "value": 0.70, "low": 0.68, "high": 0.72, "passed": True},
+        {"test": "t", "metric": "medr", "value": 3.0, "passed": True},
+    ]
     r1 = h.record({"started": "s1", "git_commit": "aaa"}, base)
     h.record({"started": "s2", "git_commit": "bbb"}, worse)
     code, out = _cli("--db", db, "runs")
@@ -100,11 +134,18 @@ def test_command_line_lists_compares_and_exports(tmp_path, capsys):
     code, out = _cli("--db", db, "export", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     # newest run first, as every listing of the command line; a run's gates in the order recorded
-    assert code == 0 and len(rows) == 4 and rows[0]["git_commit"] == "bbb" and rows[2]["git_commit"] == "aaa"
+    assert (
+        code == 0
+        and len(rows) == 4
+        and rows[0]["git_commit"] == "bbb"
+        and rows[2]["git_commit"] == "aaa"
+    )
     assert rows[0]["metric"] == "map" and rows[2]["metric"] == "map"
     code, out = _cli("--db", db, "export", "--run", "latest", "--format", "json")
     data = json.loads(out)
-    assert [r["value"] for r in data["results"]] == [0.70, 3.0] and data["runs"][0]["git_commit"] == "bbb"
+    assert [r["value"] for r in data["results"]] == [0.70, 3.0] and data["runs"][0][
+        "git_commit"
+    ] == "bbb"
     code, out = _cli("--db", db, "show", "-1", "--check")
     assert code == 0 and "map" in out
     assert _cli("--db", db, "compare", "99")[0] == 2
@@ -116,16 +157,49 @@ def test_command_line_lists_compares_and_exports(tmp_path, capsys):
 
 def test_report_escapes_and_draws(tmp_path):
     good, _ = _pair()
-    outcomes = [{"test": "x.py::<script>alert(1)</script>", "metric": "recall_at_precision@0.5", "value": 0.5,
-                 "threshold": 0.4, "comparison": ">=", "on": "value", "passed": False, "curve": good.pr_curve,
-                 "message": "a < b"},
-                {"test": "x.py::t", "metric": "map", "value": 0.8, "low": 0.7, "high": 0.9, "threshold": 0.75,
-                 "passed": True}]
-    page = render_report(outcomes, run={"id": 3, "git_commit": "abcdef", "git_dirty": 1},
-                         figures=[{"kind": "sweep", "rows": [{"n_classes": n, "metric": "hit_rate@1", "value": v}
-                                                             for n, v in ((10, 0.9), (20, 0.8), (40, 0.7))]}])
-    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert page.count("<tr class=") == 2 and "precision-recall over pairs" in page and "a &lt; b" in page
+    outcomes = [
+        {
+            "test": "x.py::<script>alert(1)</script>",
+            "metric": "recall_at_precision@0.5",
+            "value": 0.5,
+            "threshold": 0.4,
+            "comparison": ">=",
+            "on": "value",
+            "passed": False,
+            "curve": good.pr_curve,
+            "message": "a < b",
+        },
+        {
+            "test": "x.py::t",
+            "metric": "map",
+            "value": 0.8,
+            "low": 0.7,
+            "high": 0.9,
+            "threshold": 0.75,
+            "passed": True,
+        },
+    ]
+    page = render_report(
+        outcomes,
+        run={"id": 3, "git_commit": "abcdef", "git_dirty": 1},
+        figures=[
+            {
+                "kind": "sweep",
+                "rows": [
+                    {"n_classes": n, "metric": "hit_rate@1", "value": v}
+                    for n, v in ((10, 0.9), (20, 0.8), (40, 0.7))
+                ],
+            }
+        ],
+    )
+    assert (
+        "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    )
+    assert (
+        page.count("<tr class=") == 2
+        and "precision-recall over pairs" in page
+        and "a &lt; b" in page
+    )
     assert "Recall vs. number of classes" in page and "(uncommitted changes)" in page
     assert page.count("<svg") >= 4  # two interval bars, the PR curve, the sweep
 
