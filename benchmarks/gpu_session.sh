@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# One GPU session for the CUDA path (issue 30), as one prepared command: the lent machine is
+# billed by the second, so every phase that belongs together runs in one call, with its own
+# time limit, and writes its log under $OUT (what comes back from the device machine).
+#
+#   OUT=/tmp/gpu bash benchmarks/gpu_session.sh suites exact bench     # the first call
+#   OUT=/tmp/gpu bash benchmarks/gpu_session.sh big tiles              # the second call
+#
+# Phases:
+#   env     versions, nvidia-smi (always run first)
+#   suites  the whole test suite on CUDA twice, at the same time on the machine's cores:
+#           RC_TRITON=0 (the torch path) and RC_TRITON=1 (the fused kernels), JUnit XML
+#   exact   benchmarks/gpu_exactness.py: every CUDA variant against the CPU path, bit for bit
+#   bench   benchmarks/bench_gpu.py at 100k x 128 and 200k x 512 (+ grouped 10M, image-text 5k)
+#   big     bench_gpu.py at 1M x 128 (the issue's goal row)
+#   tiles   the tile-shape sweep of the fused kernel at 200k x 128
+#
+# Missing Python packages travel as wheels in .whl/ (see /work/.library/device/README.md);
+# the package is installed editable so that pytest finds the plugin's entry point.
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+PY=${PY:-python3}
+log() { echo "== $(date +%T) $*"; }
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if ! $PY -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1; then
+    log "editable install failed (see install.log); using PYTHONPATH and -p for the plugin"
+    export PYTHONPATH=$PWD:$PWD/plugins${PYTHONPATH:+:$PYTHONPATH}
+    export PYTEST_ADDOPTS="-p pytest_retrieval_checks.plugin ${PYTEST_ADDOPTS:-}"
+fi
+
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    $PY - <<'EOF'
+import importlib, platform
+print("python", platform.python_version())
+for m in ("torch", "triton", "numpy", "numba", "scipy", "sklearn", "pytest", "xdist", "hypothesis",
+          "pytorch_metric_learning", "captum", "torchmetrics", "retrieval_checks"):
+    try:
+        mod = importlib.import_module(m)
+        print(m, getattr(mod, "__version__", "?"))
+    except Exception as e:  # noqa: BLE001
+        print(m, "MISSING", type(e).__name__, e)
+import torch
+print("cuda", torch.version.cuda, torch.cuda.get_device_name(), torch.cuda.get_device_capability())
+EOF
+} >"$OUT/env.txt" 2>&1
+log "env"; cat "$OUT/env.txt"
+
+# The interpreter test files set TRITON_INTERPRET=1 at import, and xdist workers import every
+# test module: with the kernels on, those files stay out, so that every kernel is compiled for
+# the GPU (their CUDA checks start their own processes and run in the RC_TRITON=0 suite).
+INTERPRETED=(tests/engine/test_triton.py tests/engine/test_triton_compile.py
+    tests/engine/test_triton_edges.py tests/engine/test_triton_edges_it_grouped.py
+    tests/engine/test_triton_grouped.py tests/engine/test_triton_image_text.py)
+
+suite() {  # $1: RC_TRITON value, $2: workers, $3: seconds, then extra pytest arguments
+    local flag=$1 workers=$2 secs=$3
+    shift 3
+    RC_TRITON=$flag timeout "$secs" $PY -m pytest -q -p no:cacheprovider -n "$workers" \
+        --dist loadgroup -o addopts="" -rfE --durations=10 --junitxml="$OUT/junit$flag.xml" \
+        --timeout=240 "$@" >"$OUT/suite$flag.log" 2>&1
+    echo "rc=$?" >>"$OUT/suite$flag.log"
+}
+finish_suites() {
+    if [ -n "${SUITES_STARTED:-}" ]; then
+        wait
+        tail -n 25 "$OUT/suite0.log"; tail -n 25 "$OUT/suite1.log"
+        SUITES_STARTED=
+    fi
+}
+
+for phase in "$@"; do
+    case "$phase" in
+        suites)
+            # in the background: the next phase (exact) runs beside them; bench waits for them
+            log "suites: RC_TRITON=0 and RC_TRITON=1 side by side"
+            suite 0 7 "${SUITE_S:-260}" &
+            suite 1 7 "${SUITE_S:-260}" "${INTERPRETED[@]/#/--ignore=}" &
+            SUITES_STARTED=1 ;;
+        exact)
+            log "exactness"
+            timeout "${EXACT_S:-200}" $PY benchmarks/gpu_exactness.py --json "$OUT/exact.json" \
+                2>&1 | tee "$OUT/exact.log" | tail -n 30 ;;
+        bench)
+            finish_suites
+            log "bench 100k x 128 and 200k x 512"
+            timeout "${BENCH_S:-200}" $PY benchmarks/bench_gpu.py --sizes 100000x128 200000x512 \
+                --grouped-n 10000000 --image-text 5000 --json "$OUT/bench.json" 2>&1 \
+                | tee "$OUT/bench.log" | tail -n 40 ;;
+        big)
+            finish_suites
+            log "bench 1M x 128"
+            timeout "${BIG_S:-300}" $PY benchmarks/bench_gpu.py --sizes 1000000x128 \
+                --json "$OUT/big.json" 2>&1 | tee "$OUT/big.log" | tail -n 30 ;;
+        tiles)
+            finish_suites
+            log "tile sweep 200k x 128"
+            timeout "${TILES_S:-200}" $PY benchmarks/bench_gpu.py --sizes 200000x128 --skip-full \
+                --tiles 32x64x32 64x64x32 64x128x32 128x64x32 128x128x32 128x128x64 \
+                --json "$OUT/tiles.json" 2>&1 | tee "$OUT/tiles.log" | tail -n 30 ;;
+        env) ;;
+        *) log "unknown phase $phase" ;;
+    esac
+done
+finish_suites
+log "done"
