@@ -11,7 +11,7 @@
 #   suites  the whole test suite on CUDA twice, at the same time on the machine's cores:
 #           RC_TRITON=0 (the torch path) and RC_TRITON=1 (the fused kernels), JUnit XML
 #   exact   benchmarks/gpu_exactness.py: every CUDA variant against the CPU path, bit for bit
-#   bench   benchmarks/bench_gpu.py at 100k x 128 and 200k x 512 (+ grouped 10M, image-text 5k)
+#   bench   benchmarks/bench_gpu.py $BENCH_ARGS (default 100k x 128, grouped 2M, image-text 5k)
 #   big     bench_gpu.py at 1M x 128 (the goal row)
 #   tiles   the tile-shape sweep of the fused kernel at 200k x 128
 #
@@ -80,8 +80,8 @@ for phase in "$@"; do
         suites)
             # in the background: the next phase (exact) runs beside them; bench waits for them
             log "suites: RC_TRITON=0 and RC_TRITON=1 side by side"
-            suite 0 7 "${SUITE_S:-260}" &
-            suite 1 7 "${SUITE_S:-260}" "${INTERPRETED[@]/#/--ignore=}" &
+            suite 0 7 "${SUITE_S:-230}" &
+            suite 1 7 "${SUITE_S:-230}" "${INTERPRETED[@]/#/--ignore=}" &
             SUITES_STARTED=1 ;;
         exact)
             log "exactness"
@@ -89,9 +89,9 @@ for phase in "$@"; do
                 2>&1 | tee "$OUT/exact.log" | tail -n 30 ;;
         bench)
             finish_suites
-            log "bench 100k x 128 and 200k x 512"
-            timeout "${BENCH_S:-200}" $PY benchmarks/bench_gpu.py --sizes 100000x128 200000x512 \
-                --grouped-n 10000000 --image-text 5000 --json "$OUT/bench.json" 2>&1 \
+            log "bench ${BENCH_ARGS:=--sizes 100000x128 --grouped-n 2000000 --image-text 5000}"
+            # shellcheck disable=SC2086
+            timeout "${BENCH_S:-200}" $PY benchmarks/bench_gpu.py $BENCH_ARGS --json "$OUT/bench.json" 2>&1 \
                 | tee "$OUT/bench.log" | tail -n 40 ;;
         big)
             finish_suites
