@@ -20,6 +20,7 @@ __all__ = [
     "SuiteError",
     "ModelTimeoutError",
     "IntervalWarning",
+    "PowerWarning",
 ]
 
 
@@ -92,3 +93,12 @@ class IntervalWarning(RuntimeWarning):
     whole interval lies below zero (train and test look swapped). Gates record it on
     their event as well; ``warnings.simplefilter("error", IntervalWarning)`` makes it
     fail."""
+
+
+class PowerWarning(RuntimeWarning):
+    """A significance-gated check whose test cannot see the drop it is meant to catch:
+    its minimum detectable drop (at the stated power, 0.8 by default) exceeds the gate's
+    tolerance, so a real drop of that size would most likely pass as "not significant".
+    The message says how many queries (or classes) would be needed; ``min_power`` on
+    the check makes it a failure, and ``warnings.simplefilter("error", PowerWarning)``
+    does too."""

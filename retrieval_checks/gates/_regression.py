@@ -38,6 +38,7 @@ from ..metrics._names import metric_spec
 from ..metrics._registry import Family
 from ..metrics._thresholds import check_finite, check_threshold
 from ..options import OPTIONS, check_option
+from ..stats._power import Power, check_power, power_of
 from ._exact import exceeds
 
 __all__ = ["Change", "measure_change", "higher_is_better", "change_family", "checked_option"]
@@ -73,6 +74,16 @@ class Change:
     failed: bool
     reasons: tuple = field(default_factory=tuple)
     tolerance: str = ""
+    #: with ``significant=True`` and a testable drop: the test's power (its minimum
+    #: detectable drop, and the power to detect the tolerance); None otherwise
+    power: Power | None = None
+    #: the one-sided level the significance was tested at (1 - confidence)
+    level: float | None = None
+    #: whether the verdict rests on a significance test (``significant=True`` and a
+    #: testable drop): a member of the run's family of tests (multiplicity corrections)
+    significance_gated: bool = False
+    #: whether the drop exceeds the tolerance (the verdict without significance)
+    beyond_tolerance: bool = False
 
     def __str__(self) -> str:
         arrow = "higher" if self.higher_is_better else "lower"
@@ -91,8 +102,11 @@ def _se_from_interval(low, high, confidence: float) -> float | None:
     return max(float(high) - float(low), 0.0) / (2 * z)
 
 
-def _paired_p(baseline_units: dict, current_units: dict, sign: float) -> tuple[float, str]:
-    """One-sided p of "worse" from per-unit (sum, count) of the same units."""
+def _paired_p(
+    baseline_units: dict, current_units: dict, sign: float
+) -> tuple[float, str, float, int]:
+    """One-sided p of "worse" from per-unit (sum, count) of the same units, with the
+    mean difference's standard error and the number of units."""
     keys_b, keys_c = set(baseline_units), set(current_units)
     if keys_b != keys_c:
         only_b, only_c = (
@@ -120,9 +134,9 @@ def _paired_p(baseline_units: dict, current_units: dict, sign: float) -> tuple[f
     mean = d.sum() / n
     se = math.sqrt(L / (L - 1) * np.sum((d - mean * cc) ** 2)) / n
     if se == 0:
-        return (0.0 if sign * mean < 0 else 1.0), f"paired t over {L} units (zero variance)"
+        return (0.0 if sign * mean < 0 else 1.0), f"paired t over {L} units (zero variance)", 0.0, L
     t = sign * mean / se  # negative when worse
-    return float(stats.t.cdf(t, L - 1)), f"paired t over {L} units (cluster-robust)"
+    return float(stats.t.cdf(t, L - 1)), f"paired t over {L} units (cluster-robust)", se, L
 
 
 def checked_option(name: str, value, *, argument: str | None = None):
@@ -352,6 +366,8 @@ def measure_change(
     direction: str | None = None,
     significant: bool = False,
     confidence: float = 0.95,
+    power: float | None = None,
+    min_power: float | None = None,
 ) -> Change:
     """Compare ``current`` with ``baseline`` (dicts with ``value`` and optionally
     ``low``, ``high``, ``confidence``, ``units``: {unit key: (sum, count)}, and for a
@@ -365,6 +381,14 @@ def measure_change(
     and, with ``significant=True``, only when the drop is also significant at level
     ``1 - confidence``.
 
+    With ``significant=True`` and a testable drop, :attr:`Change.power` holds the
+    test's power (:mod:`retrieval_checks.stats._power`): its minimum detectable drop at
+    ``power`` (default 0.8) and its power to detect a drop of the tolerance (the
+    smaller of ``max_drop`` and ``max_relative_drop`` x baseline). ``min_power`` makes
+    that a requirement: the change fails when the test detects a drop of the tolerance
+    with less than ``min_power`` (it reports the units it would need); it needs
+    ``significant=True`` and a tolerance.
+
     Fails closed: the tolerances are checked against the metric's unit and range
     (``max_drop: 1`` on a fraction could never fail) and against the drop attainable
     from the baseline (``max_drop=0.99`` from a mAP of 0.48 could never fail; a
@@ -375,6 +399,25 @@ def measure_change(
     if not isinstance(significant, bool):
         raise InputError(f"significant={shown(significant)}: expected True or False.")
     confidence = float(checked_option("confidence", confidence))
+    power = check_power(power, "power")
+    min_power = check_power(min_power, "min_power")
+    if min_power is not None:
+        if power is not None and power != min_power:
+            raise InputError(
+                f"power={power:g} and min_power={min_power:g}: min_power is the power the gate "
+                "requires (and reports); give one of them."
+            )
+        if not significant:
+            raise InputError(
+                f"min_power={min_power:g}: a power requirement applies to a significance-gated "
+                "check; add significant=True (significant: true), or leave min_power out."
+            )
+        if max_drop is None and max_relative_drop is None:
+            raise InputError(
+                f"min_power={min_power:g}: power is the chance of detecting a drop of the "
+                "tolerance, and this check has none; give max_drop or max_relative_drop (the drop "
+                "the gate must detect), or leave min_power out."
+            )
     fam = change_family(metric)
     max_drop = _tolerance(fam, max_drop, "max_drop", metric)
     max_relative_drop = _tolerance(fam, max_relative_drop, "max_relative_drop", metric)
@@ -409,8 +452,10 @@ def measure_change(
                 )
         tolerance = ", ".join(parts)
     p, method = None, "no interval: significance untestable"
+    se_drop, n_units, dof, unit = None, None, None, None
     if baseline.get("units") and current.get("units"):
-        p, method = _paired_p(baseline["units"], current["units"], sign)
+        p, method, se_drop, n_units = _paired_p(baseline["units"], current["units"], sign)
+        dof, unit = n_units - 1, current.get("unit") or baseline.get("unit")
     else:
         # a record may hold "confidence": None (a history row of a gate that kept no confidence)
         se_b = _se_from_interval(
@@ -423,6 +468,25 @@ def measure_change(
             se = math.hypot(se_b, se_c)
             p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))
             method = "z from the two intervals (conservative)"
+            se_drop, unit = se, current.get("unit") or baseline.get("unit")
+            n = current.get("n")
+            n_units = n if isinstance(n, numbers.Integral) and not isinstance(n, bool) else None
+    level = float(f"{1 - confidence:.12g}")  # 0.05, not 0.050000000000000044
+    pw = None
+    if significant and se_drop is not None:
+        allowed = [v for v in (max_drop, _relative_allowed(max_relative_drop, b)) if v is not None]
+        pw = power_of(
+            se_drop,
+            n_units or 0,
+            level=level,
+            power=min_power if min_power is not None else power,
+            dof=dof,
+            unit=unit,
+            tolerance=min(allowed) if allowed else None,
+            required=min_power is not None,
+        )
+    gated = bool(significant and p is not None)
+    beyond = bool(reasons)
     failed = bool(reasons)
     if significant and failed:
         if p is None:
@@ -436,4 +500,31 @@ def measure_change(
             ]
         else:
             reasons.append(f"significant (p(worse)={p:.3g} < {1 - confidence:.3g})")
-    return Change(metric, b, c, hib, drop, relative, p, method, failed, tuple(reasons), tolerance)
+    if pw is not None and pw.required and pw.underpowered:
+        failed = True
+        reasons.append(f"underpowered (min_power {pw.power:g}): {pw.describe()}")
+    return Change(
+        metric,
+        b,
+        c,
+        hib,
+        drop,
+        relative,
+        p,
+        method,
+        failed,
+        tuple(reasons),
+        tolerance,
+        power=pw,
+        level=level if p is not None else None,
+        significance_gated=gated,
+        beyond_tolerance=beyond,
+    )
+
+
+def _relative_allowed(max_relative_drop, baseline: float):
+    """The drop ``max_relative_drop`` allows from ``baseline`` (None when not given or
+    when the baseline is 0: no drop to detect)."""
+    if max_relative_drop is None or baseline == 0:
+        return None
+    return max_relative_drop * abs(baseline)
