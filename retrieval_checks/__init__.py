@@ -63,6 +63,7 @@ from .engine import (
     evaluate_image_text,
     evaluate_run,
     label_partition,
+    with_slices,
 )
 from .errors import (
     BackendError,
@@ -85,12 +86,18 @@ from .gates import (
     assert_map_at_least,
     assert_metric,
     assert_no_regression,
+    assert_no_slice_regression,
     assert_not_worse,
     assert_recall_at_least,
     assert_recall_at_precision,
     assert_rsum,
+    assert_slices,
+    assert_slices_at_least,
+    assert_worst_slice,
+    assert_worst_slice_at_least,
     baseline_record,
     measure_change,
+    slice_baseline,
 )
 from .metrics import (
     METRIC_TEMPLATES,
@@ -114,6 +121,7 @@ from .stats import (
     correlate_with_gap,
     generalization_gap,
     selection_accuracy,
+    slice_intervals,
 )
 from .suites import Suite, SuiteRunner, load_suite
 from .tracking import History, render_report
@@ -124,6 +132,8 @@ __all__ = [
     "evaluate",
     "evaluate_image_text",
     "evaluate_run",
+    "with_slices",
+    "slice_intervals",
     "ann_recall",
     "load_embeddings",
     "embed",
@@ -156,6 +166,12 @@ __all__ = [
     "assert_gap_below",
     "assert_not_worse",
     "assert_rsum",
+    "assert_slices",
+    "assert_slices_at_least",
+    "assert_worst_slice",
+    "assert_worst_slice_at_least",
+    "assert_no_slice_regression",
+    "slice_baseline",
     "assert_no_regression",
     "assert_cam_iou_at_least",
     "evaluate_classifier",

@@ -10,6 +10,7 @@ from ._grouped import GroupedRecall, label_partition
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
 from ._result import EvaluationResult
 from ._runs import evaluate_run
+from ._slices import Slice, SliceSet, with_slices
 
 __all__ = [
     "evaluate",
@@ -21,6 +22,9 @@ __all__ = [
     "IMAGE_TEXT_METRICS",
     "GroupedRecall",
     "label_partition",
+    "Slice",
+    "SliceSet",
+    "with_slices",
     "check_device",
     "EvaluationCache",
     "content_digest",

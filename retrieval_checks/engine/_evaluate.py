@@ -36,6 +36,7 @@ from ._inputs import (
 )
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
+from ._slices import attach_slices, make_slices
 from ._stream import FirstRanks, PassTotals, binning_pass, stream
 
 __all__ = ["evaluate", "first_relevant_ranks"]
@@ -528,6 +529,7 @@ def evaluate(
     process_group=None,
     checkpoint=None,
     executor=None,
+    slices=None,
     _use_kernels: bool = True,
 ) -> EvaluationResult:
     """Evaluate retrieval metrics exactly, in one memory-bounded streamed pass.
@@ -620,6 +622,12 @@ def evaluate(
         merge in order, the same result bit for bit. Each task holds one block of
         scores; process and remote workers each receive the prepared gallery. Not with
         pair metrics or ``process_group``.
+    slices:
+        Per-query metadata to split the queries by (a language, a category): one value
+        per query, ``{dimension: values}`` or ``{dimension: (metadata, function)}``;
+        ``result.slices[name][metric]`` is then each slice's value on its own queries
+        (``retrieval_checks.engine._slices``; intervals: ``retrieval_checks.slice_intervals``).
+        Checked before the pass. Not with ``process_group``.
 
     Returns
     -------
@@ -629,6 +637,12 @@ def evaluate(
     """
     if process_group is not None:
         from ._distributed import evaluate_sharded
+
+        if slices is not None:
+            raise InputError(
+                "slices= is not taken with process_group (each rank holds a shard of the queries): gather the "
+                "result and the metadata, then call retrieval_checks.with_slices(result, slices)."
+            )
 
         return evaluate_sharded(  # every option is checked there, once the ranks talk: a bad one raises on all
             process_group,
@@ -667,6 +681,7 @@ def evaluate(
         confidence=confidence,
     )
     sides = _embeddings(queries, gallery, req.similarity)
+    dims = None if slices is None else make_slices(slices, sides.n_q)  # before the pass
     own = _self_pairs(sides, query_ids, gallery_ids, gallery_labels)
     rel = _relevance(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
     pair_specs = req.of_kind("pair")
@@ -710,9 +725,10 @@ def evaluate(
     if progress is not None and not isinstance(progress, bool):
         raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
     ids = None if query_ids is None else as_numpy(query_ids, "query_ids").copy()
-    return _aggregate(
+    result = _aggregate(
         req, sides, own, rel, plan, problem, totals, _use_kernels, ids, relevance_level
     )
+    return result if dims is None else attach_slices(result, dims)
 
 
 def _run_pass(

@@ -86,6 +86,9 @@ class EvaluationResult(Mapping):
       whose score ties with a non-relevant item's (None when no query-level metric was
       computed, the pass that counts it); :meth:`tie_note` says when the
       value depends on the order of ties.
+    - ``slices``: with ``evaluate(..., slices=...)``, each slice's metrics on its own
+      queries (``result.slices["de"]["map"]``, ``result.slices["de"].n_queries``),
+      else None.
     - ``query_fingerprint()``: what identifies the queries (labels, ids, relevant counts,
       gallery size), so that a paired comparison can check that two results were
       computed on the same queries in the same order.
@@ -131,6 +134,9 @@ class EvaluationResult(Mapping):
         self.query_ids = query_ids
         self.tie_values = _ByMetric(tie_values or {})
         self.tied_share = None if tied_share is None else float(tied_share)
+        #: the slices of ``evaluate(..., slices=...)`` (:class:`~retrieval_checks.engine._slices.SliceSet`),
+        #: else None
+        self.slices = None
 
     def tie_range(self, name: str) -> tuple[float, float] | None:
         """(lowest, highest) value of a query-level metric over every ordering of the
@@ -366,6 +372,8 @@ class EvaluationResult(Mapping):
             },
             "tied_share": self.tied_share,
         }
+        if self.slices is not None:
+            out["slices"] = self.slices.to_dict()
         if per_query:
             out["per_query"] = {k: [clean(float(x)) for x in v] for k, v in self.per_query.items()}
         return out

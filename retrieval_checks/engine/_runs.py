@@ -74,6 +74,7 @@ from ..metrics._names import MetricSpec, parse_metric
 from ..metrics._ranking import aggregate, per_query_values
 from ..options import DEFAULTS, check_option, positive_int
 from ._result import EvaluationResult
+from ._slices import attach_slices, make_slices
 from ._stream import FirstRanks
 
 __all__ = ["evaluate_run"]
@@ -818,6 +819,7 @@ def evaluate_run(
     empty_queries: str = DEFAULTS["empty_queries"],
     confidence: float = DEFAULTS["confidence"],
     k: int | None = None,
+    slices=None,
 ) -> EvaluationResult:
     """Evaluate a precomputed ranking exactly, as trec_eval / ranx do, with this library's
     tie policies; the result works with every gate and comparison.
@@ -863,6 +865,10 @@ def evaluate_run(
     k:
         Evaluate only the top ``k`` documents of each query (trec_eval ``-M``; refused
         where a tie straddles rank k); None keeps the whole run.
+    slices:
+        Per-query metadata to split the queries by, as in :func:`evaluate`; here also
+        ``{qid: value}`` or ``{dimension: {qid: value}}`` (queries it does not name
+        count as missing); arrays follow ``result.query_ids``' order.
 
     Conventions for relevant documents missing from the run and queries missing from it
     are in the module docstring: they count (R, ideal DCG), never rank inside a top K,
@@ -871,4 +877,8 @@ def evaluate_run(
     """
     req = _options(metrics, ties, empty_queries, relevance_level, confidence, k)
     flat = _read(run, qrels)
-    return _result(req, flat, _rank_run(flat, req.k))
+    dims = None
+    if slices is not None:
+        dims = make_slices(slices, len(flat.query_ids), query_ids=flat.query_ids)
+    result = _result(req, flat, _rank_run(flat, req.k))
+    return result if dims is None else attach_slices(result, dims)

@@ -26,6 +26,14 @@ from ._baselines import (
 )
 from ._events import GateEvent, Subscription, emit, listening, rule_text, subscribe
 from ._regression import Change, higher_is_better, measure_change
+from ._slices import (
+    assert_no_slice_regression,
+    assert_slices,
+    assert_slices_at_least,
+    assert_worst_slice,
+    assert_worst_slice_at_least,
+    slice_baseline,
+)
 
 __all__ = [
     "assert_metric",
@@ -38,6 +46,12 @@ __all__ = [
     "assert_rsum",
     "assert_cam_iou_at_least",
     "assert_no_regression",
+    "assert_slices",
+    "assert_slices_at_least",
+    "assert_worst_slice",
+    "assert_worst_slice_at_least",
+    "assert_no_slice_regression",
+    "slice_baseline",
     "baseline_record",
     "BaselineFile",
     "BaselineStore",

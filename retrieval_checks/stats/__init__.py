@@ -6,6 +6,7 @@ from ._compare import Comparison, compare
 from ._correlation import MeasureCorrelation, correlate_with_gap, selection_accuracy
 from ._gaps import Gap, generalization_gap
 from ._intervals import Interval, bootstrap_interval, newcombe_interval, wilson_interval
+from ._slices import SliceInterval, slice_intervals, slice_rows
 from ._sweep import SweepTable
 
 __all__ = [
@@ -21,4 +22,7 @@ __all__ = [
     "compare",
     "correlate_with_gap",
     "selection_accuracy",
+    "SliceInterval",
+    "slice_intervals",
+    "slice_rows",
 ]

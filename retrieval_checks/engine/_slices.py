@@ -1,0 +1,414 @@
+"""Slices: the queries of one evaluation split by per-query metadata (a language, a
+product category, a length bucket), each slice's metrics computed exactly on its own
+queries.
+
+A query-level metric's value on a subset of the queries is the aggregate of those
+queries' own values (their ranking over the same gallery does not change), so each
+slice is the evaluation restricted to its queries: :func:`subset_result` builds it, and
+it equals ``evaluate`` run on that subset alone. Global metrics (pair metrics, the
+discriminant ratio) and grouped recall (an interval over groups of labels) have no
+per-query value and are not sliced.
+
+Input forms (``slices=`` of ``evaluate`` and ``evaluate_run``):
+
+- one value per query (a list, numpy array, torch tensor, pandas Series): one slicing,
+  the slices named by the values (``"de"``);
+- ``{dimension: values}``: several slicings, the slices named ``"dimension=value"``;
+- ``{dimension: (metadata, function)}``: the slice value of a query is
+  ``function(metadata[i])`` (``(lengths, lambda n: "long" if n > 20 else "short")``).
+
+Values are strings, integers, floats or booleans, one type per dimension (mixed types
+are an error: ``1`` and ``"1"`` would name two slices that print the same). ``None``
+marks a query without a value: it is counted (``result.slices.missing``) and reported,
+never dropped silently. NaN metadata is an error (use ``None`` for "no value").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..metrics._ranking import aggregate
+from ._result import EvaluationResult
+
+__all__ = [
+    "SliceSet",
+    "Slice",
+    "make_slices",
+    "subset_result",
+    "attach_slices",
+    "with_slices",
+    "SINGLE",
+]
+
+#: The dimension name of ``slices=`` given as one array (its slices are named by value).
+SINGLE = "slice"
+
+_KINDS = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _kind(v) -> type | None:
+    """The slice value's Python type (numpy scalars as their Python kin); None for a
+    missing value; raises TypeError for anything else."""
+    if v is None:
+        return None
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool):
+        return bool
+    for t in (str, int, float):
+        if isinstance(v, t):
+            return t
+    raise TypeError(type(v).__name__)
+
+
+def _as_list(values, where: str, n_queries: int) -> list:
+    if isinstance(values, (str, bytes)) or isinstance(values, Mapping):
+        raise InputError(
+            f"{where}: expected one value per query (a list or array of {n_queries}), found "
+            f"{type(values).__name__}."
+        )
+    if hasattr(values, "detach") and hasattr(values, "cpu"):  # a torch tensor
+        values = values.detach().cpu().numpy()
+    if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas
+        values = values.to_numpy(dtype=object, na_value=None)
+    try:
+        arr = np.asarray(values, dtype=object)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: could not read the values as one per query: {exc}.") from None
+    if arr.ndim != 1:
+        raise InputError(
+            f"{where}: expected one value per query (1-D), found shape {arr.shape}; give one column."
+        )
+    if arr.shape[0] != n_queries:
+        raise InputError(
+            f"{where}: {arr.shape[0]} values for {n_queries} queries; give exactly one value per query, "
+            "in the queries' order (None for a query without a value)."
+        )
+    return arr.tolist()
+
+
+def _is_nan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _dimension_values(name: str, spec, n_queries: int, where: str) -> list:
+    """One slice value (or None) per query for one dimension."""
+    fn: Callable | None = None
+    if isinstance(spec, tuple):
+        if len(spec) != 2 or not callable(spec[1]):
+            raise InputError(
+                f"{where}: a tuple must be (metadata, function), the function mapping one query's metadata "
+                f"to its slice value; found a tuple of {len(spec)}."
+            )
+        spec, fn = spec
+    if callable(spec) and not hasattr(spec, "__len__"):
+        raise InputError(
+            f"{where}: a function alone has nothing to read; give (metadata, function), the metadata one value "
+            "per query."
+        )
+    meta = _as_list(spec, where, n_queries)
+    for i, m in enumerate(meta):
+        if _is_nan(m):
+            raise InputError(
+                f"{where}: query {i} has NaN metadata; NaN is not a slice value (it equals nothing, not even "
+                "itself). Give None for a query without a value (counted and reported as missing) or fill it."
+            )
+    if fn is None:
+        values = meta
+    else:
+        values = []
+        for i, m in enumerate(meta):
+            try:
+                values.append(fn(m))
+            except Exception as exc:  # the user's function: name where it failed
+                raise InputError(
+                    f"{where}: the slice function failed on query {i} (metadata {m!r}): "
+                    f"{type(exc).__name__}: {exc}."
+                ) from None
+    kinds: dict[type, int] = {}
+    for i, v in enumerate(values):
+        if _is_nan(v):
+            raise InputError(
+                f"{where}: the slice value of query {i} is NaN; return None for a query without a slice "
+                "(counted and reported as missing)."
+            )
+        try:
+            k = _kind(v)
+        except TypeError as exc:
+            raise InputError(
+                f"{where}: query {i} has a slice value of type {exc}; slice values are strings, integers, "
+                "numbers or booleans (None: no value)."
+            ) from None
+        if k is not None:
+            kinds.setdefault(k, i)
+    if len(kinds) > 1:
+        shown = ", ".join(f"{_KINDS[k]} (query {i}: {values[i]!r})" for k, i in kinds.items())
+        raise InputError(
+            f"{where}: slice values of mixed types: {shown}; one dimension holds one type (1 and '1' would be "
+            "two slices that print the same). Convert them, e.g. all to strings."
+        )
+    return [None if v is None else (v.item() if isinstance(v, np.generic) else v) for v in values]
+
+
+@dataclass(frozen=True)
+class _Dimension:
+    name: str
+    values: list  # one per query, None: missing
+
+
+def _by_id(spec: Mapping, query_ids, where: str) -> list:
+    """A ``{query id: value}`` mapping as one value per query, in the result's order
+    (ids compared as text, as ``evaluate_run`` compares them); queries it does not name
+    have no value (counted as missing); ids it names that are not queries are an error."""
+    ids = [str(q.item() if isinstance(q, np.generic) else q) for q in query_ids]
+    given = {str(k): v for k, v in spec.items()}
+    stray = [k for k in given if k not in set(ids)]
+    if stray:
+        raise InputError(
+            f"{where}: {len(stray)} query ids are not queries of this evaluation ({', '.join(map(repr, stray[:5]))}"
+            f"{' ...' if len(stray) > 5 else ''}); give slice values only for its queries."
+        )
+    return [given.get(q) for q in ids]
+
+
+def make_slices(
+    slices, n_queries: int, *, where: str = "slices", query_ids=None
+) -> list[_Dimension]:
+    """Validate ``slices=`` (see the module) into one list of values per dimension.
+    With ``query_ids`` (``evaluate_run``), a dimension may also be ``{query id: value}``,
+    and ``slices`` itself one such mapping."""
+    if query_ids is not None and isinstance(slices, Mapping) and slices:
+        if not all(
+            isinstance(v, (Mapping, tuple))
+            or (hasattr(v, "__len__") and not isinstance(v, (str, bytes)))
+            for v in slices.values()
+        ):
+            slices = {SINGLE: slices}
+        slices = {
+            k: (_by_id(v, query_ids, f"{where}[{k!r}]") if isinstance(v, Mapping) else v)
+            for k, v in slices.items()
+        }
+        if list(slices) == [SINGLE]:
+            slices = slices[SINGLE]
+    if isinstance(slices, Mapping):
+        if not slices:
+            raise InputError(f"{where} is empty: give one value per query, or {{name: values}}.")
+        dims = []
+        for name, spec in slices.items():
+            if not isinstance(name, str) or not name or "=" in name:
+                raise InputError(
+                    f"{where}: dimension names are non-empty strings without '=' (found {name!r})."
+                )
+            dims.append(
+                _Dimension(name, _dimension_values(name, spec, n_queries, f"{where}[{name!r}]"))
+            )
+        return dims
+    return [_Dimension(SINGLE, _dimension_values(SINGLE, slices, n_queries, where))]
+
+
+def slice_name(dimension: str, value) -> str:
+    """How a slice is named: its value for the one unnamed dimension, else
+    ``"dimension=value"``."""
+    return str(value) if dimension == SINGLE else f"{dimension}={value}"
+
+
+def _sliceable(result: EvaluationResult) -> list[str]:
+    return [
+        name for name in result if name in result.per_query and result.spec(name).kind != "grouped"
+    ]
+
+
+def subset_result(result: EvaluationResult, index) -> EvaluationResult:
+    """The evaluation restricted to the queries ``index`` (positions): their own
+    per-query values and facts, the query-level metrics aggregated over them (what
+    ``evaluate`` gives on those queries alone); global metrics and grouped recall are
+    left out (they have no per-query value)."""
+    idx = np.asarray(index, dtype=np.int64)
+    names = _sliceable(result)
+    per_query = {n: np.asarray(result.per_query[n])[idx] for n in names}
+    skipped = np.asarray(result.skipped_queries, dtype=np.int64)
+    skipped_mask = np.zeros(result.n_queries, bool)
+    skipped_mask[skipped] = True
+    new_pos = np.full(result.n_queries, -1, np.int64)
+    new_pos[idx] = np.arange(idx.size)
+    sub_skipped = new_pos[skipped[np.isin(skipped, idx)]]
+    specs = [result.spec(n) for n in names]
+    values = {s.name: aggregate(s, per_query[s.name], skipped=sub_skipped) for s in specs}
+    return EvaluationResult(
+        specs=specs,
+        values=values,
+        per_query=per_query,
+        thresholds={},
+        pair_counts={},
+        n_relevant=np.asarray(result.n_relevant)[idx],
+        n_candidates=np.asarray(result.n_candidates)[idx],
+        first_relevant_rank=np.asarray(result.first_relevant_rank)[idx],
+        skipped_queries=np.sort(sub_skipped),
+        config=dict(result.config),
+        query_label_codes=None
+        if result.query_label_codes is None
+        else np.asarray(result.query_label_codes)[idx],
+        label_values=result.label_values,
+        query_ids=None if result.query_ids is None else np.asarray(result.query_ids)[idx],
+    )
+
+
+class Slice(Mapping):
+    """One slice: a mapping from metric name to its value on the slice's queries, and
+    ``result`` (the evaluation restricted to them: per-query values, counts, classes)."""
+
+    def __init__(self, name: str, dimension: str, value, index: np.ndarray, result):
+        self.name = name
+        self.dimension = dimension
+        self.value = value
+        self.index = index
+        self.result = result
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.index.size)
+
+    @property
+    def n_used(self) -> int:
+        return self.result.n_used
+
+    @property
+    def n_skipped(self) -> int:
+        return self.result.n_skipped
+
+    @property
+    def n_classes(self) -> int | None:
+        """Classes among the used queries (None without labels): the units of a
+        class-cluster interval."""
+        codes = self.result.query_label_codes
+        if codes is None:
+            return None
+        used = np.ones(self.n_queries, bool)
+        used[self.result.skipped_queries] = False
+        return int(np.unique(codes[used]).size)
+
+    def __getitem__(self, metric: str) -> float:
+        return self.result[metric]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.result)
+
+    def __len__(self) -> int:
+        return len(self.result)
+
+    def __repr__(self) -> str:
+        vals = ", ".join(f"{k}={v:.4f}" for k, v in self.result.items())
+        return f"Slice({self.name!r}: {self.n_queries} queries, {vals})"
+
+
+class SliceSet(Mapping):
+    """``result.slices``: a mapping from slice name to :class:`Slice` (``"de"``, or
+    ``"lang=de"`` with named dimensions), in order of first appearance; ``missing``:
+    per dimension, how many queries have no slice value (they belong to no slice of
+    it); ``dimensions``: the dimension names."""
+
+    def __init__(self, slices: dict, missing: dict, dimensions: tuple):
+        self._slices = slices
+        self.missing = missing
+        self.dimensions = dimensions
+
+    def __getitem__(self, name) -> Slice:
+        key = str(name)
+        if key not in self._slices:
+            known = ", ".join(map(repr, self._slices)) or "none"
+            raise KeyError(f"no slice named {key!r}; slices: {known}")
+        return self._slices[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._slices)
+
+    def __len__(self) -> int:
+        return len(self._slices)
+
+    def by_metric(self, metric: str) -> dict[str, float]:
+        """``{slice name: value of metric}``."""
+        return {name: s[metric] for name, s in self._slices.items()}
+
+    def missing_note(self) -> str:
+        """A line naming the queries without a slice value, or ""."""
+        parts = [
+            f"{n} queries have no {d if d != SINGLE else 'slice'} value"
+            for d, n in self.missing.items()
+            if n
+        ]
+        return ("; ".join(parts) + " (in no slice; counted, not gated)") if parts else ""
+
+    def to_dict(self) -> dict:
+        def clean(v):
+            return None if isinstance(v, float) and math.isnan(v) else v
+
+        return {
+            "dimensions": list(self.dimensions),
+            "missing": dict(self.missing),
+            "slices": {
+                name: {
+                    "dimension": s.dimension,
+                    "value": s.value,
+                    "n_queries": s.n_queries,
+                    "n_used": s.n_used,
+                    "n_skipped": s.n_skipped,
+                    "n_classes": s.n_classes,
+                    "metrics": {k: clean(v) for k, v in s.items()},
+                }
+                for name, s in self._slices.items()
+            },
+        }
+
+    def __repr__(self) -> str:
+        lines = [f"SliceSet({len(self)} slices over {', '.join(self.dimensions)})"]
+        lines += [f"  {s!r}" for s in self._slices.values()]
+        if self.missing_note():
+            lines.append("  " + self.missing_note())
+        return "\n".join(lines)
+
+
+def build_slices(result: EvaluationResult, dims: list[_Dimension]) -> SliceSet:
+    slices: dict[str, Slice] = {}
+    missing = {}
+    for dim in dims:
+        positions: dict = {}
+        n_missing = 0
+        for i, v in enumerate(dim.values):
+            if v is None:
+                n_missing += 1
+                continue
+            positions.setdefault(v, []).append(i)
+        missing[dim.name] = n_missing
+        for v, pos in positions.items():
+            name = slice_name(dim.name, v)
+            if name in slices:
+                raise InputError(
+                    f"slices: two slices are named {name!r} (dimension {dim.name!r}); rename a dimension."
+                )
+            index = np.asarray(pos, dtype=np.int64)
+            slices[name] = Slice(name, dim.name, v, index, subset_result(result, index))
+    return SliceSet(slices, missing, tuple(d.name for d in dims))
+
+
+def attach_slices(result: EvaluationResult, dims: list[_Dimension]) -> EvaluationResult:
+    """Set ``result.slices`` from validated dimensions (:func:`make_slices`)."""
+    result.slices = build_slices(result, dims)
+    return result
+
+
+def with_slices(result: EvaluationResult, slices) -> EvaluationResult:
+    """``result`` with ``result.slices`` set from ``slices`` (the forms of
+    ``evaluate(..., slices=...)``; ``{query id: value}`` where the result has query
+    ids): for a result computed without them, e.g. gathered from distributed ranks.
+    The result is changed in place and returned."""
+    if not isinstance(result, EvaluationResult):
+        raise InputError(
+            f"with_slices expects an EvaluationResult from retrieval_checks.evaluate, got {type(result).__name__}."
+        )
+    dims = make_slices(slices, result.n_queries, query_ids=result.query_ids)
+    return attach_slices(result, dims)

@@ -1,0 +1,472 @@
+"""Slice gates: a threshold on every slice (or on named slices), on the worst slice, and
+a baseline drop per slice, for a result of ``evaluate(..., slices=...)``.
+
+Fail closed:
+
+- a slice with fewer than :data:`~retrieval_checks.stats.MIN_INTERVAL_UNITS` units
+  (queries, or classes where the result has labels) cannot carry an interval; a gate
+  on it is refused (:class:`~retrieval_checks.InputError`) with the size it would
+  need: name the slices to gate (``slices=[...]``), merge small ones or add queries;
+- a named slice the result does not have, and a slice of the baseline missing now,
+  are errors, never a silent skip;
+- queries without a slice value are counted on the event and in the message.
+
+Each gate reports one :class:`GateEvent` whose ``extra["slices"]`` holds every gated
+slice's row (value, interval, sizes, verdict): the plugin's JSON, JUnit properties,
+history and reports show them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ..errors import InputError
+from ..metrics._names import metric_spec
+from ..metrics._thresholds import check_threshold
+from ..stats._intervals import MIN_INTERVAL_UNITS
+from ..stats._slices import require_slices, slice_intervals
+from ._events import GateEvent, emit
+from ._exact import exceeds
+
+__all__ = [
+    "assert_slices",
+    "assert_slices_at_least",
+    "assert_worst_slice",
+    "assert_worst_slice_at_least",
+    "assert_no_slice_regression",
+    "slice_baseline",
+]
+
+
+def _threshold(spec, value, role: str):
+    """A threshold checked against the metric's unit and range (None stays None)."""
+    if value is None:
+        return None
+    return check_threshold(spec.capabilities, value, role=role, field=role, metric=spec.name)
+
+
+def _on(on) -> str:
+    if not isinstance(on, str) or on not in ("value", "interval"):
+        raise InputError(
+            f"on={on!r}: use 'value' (each slice's value) or 'interval' (its interval bound on the side of the "
+            "threshold)."
+        )
+    return on
+
+
+def _f(x, unit: str) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "nan"
+    return f"{x:.4f}" if unit in ("fraction", "ratio") else f"{x:.2f}"
+
+
+def _named_slices(slices, wanted, gate: str) -> list[str]:
+    """The slices to gate: every slice, or the named ones (each must exist)."""
+    if wanted is None:
+        names = list(slices)
+        if not names:
+            raise InputError(
+                f"{gate}: the result has no slices (every query lacks a slice value?); nothing to gate."
+            )
+        return names
+    if isinstance(wanted, str):
+        wanted = [wanted]
+    try:
+        wanted = [str(w) for w in wanted]
+    except TypeError:
+        raise InputError(
+            f"{gate}: slices= takes a list of slice names, got {type(wanted).__name__}."
+        ) from None
+    if not wanted:
+        raise InputError(
+            f"{gate}: slices=[] names no slice; give names, or leave it out for every slice."
+        )
+    unknown = [w for w in wanted if w not in slices]
+    if unknown:
+        raise InputError(
+            f"{gate}: no slice named {', '.join(map(repr, unknown))} in this result; its slices: "
+            f"{', '.join(map(repr, slices)) or 'none'} (a slice exists when at least one query has its value)."
+        )
+    return list(dict.fromkeys(wanted))
+
+
+def _refuse_small(rows: dict, names: list[str], gate: str, metric: str) -> None:
+    small = [rows[n] for n in names if rows[n].interval is None]
+    if small:
+        lines = "; ".join(r.refused for r in small)
+        raise InputError(
+            f"{gate}: {metric}: refused to gate {len(small)} slice(s) too small for an interval ({lines}) A gate on "
+            f"them would decide on noise. Gate named slices only (slices=[...]), merge small slices, or evaluate "
+            f"on more queries (each slice needs {MIN_INTERVAL_UNITS} or more units)."
+        )
+
+
+def _missing_note(slices) -> str:
+    note = slices.missing_note()
+    return note
+
+
+def _emit(
+    gate,
+    metric,
+    spec,
+    value,
+    passed,
+    on,
+    comparison,
+    threshold,
+    bounds,
+    rows,
+    slices,
+    extra=None,
+    worst=None,
+):
+    warnings_ = [w for w in [_missing_note(slices)] if w]
+    n_used = sum(r["n_used"] for r in rows)
+    return emit(
+        GateEvent(
+            gate=gate,
+            metric=metric,
+            value=value,
+            passed=passed,
+            low=None if worst is None else worst.get("low"),
+            high=None if worst is None else worst.get("high"),
+            confidence=None if worst is None else worst.get("confidence"),
+            on=on,
+            comparison=comparison,
+            threshold=threshold,
+            bounds=bounds,
+            n=len(rows),
+            unit="slices",
+            n_used=n_used,
+            n_skipped=sum(r["n_queries"] - r["n_used"] for r in rows),
+            warnings=warnings_,
+            extra={
+                "slices": rows,
+                "slice_missing": dict(slices.missing),
+                **({} if worst is None else {"worst_slice": worst["slice"]}),
+                **(extra or {}),
+            },
+        )
+    )
+
+
+def assert_slices(
+    result,
+    metric: str,
+    *,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    slices=None,
+    on: str = "value",
+    confidence: float | None = None,
+    seed: int | None = None,
+    _gate: str = "assert_slices",
+) -> None:
+    """Fail when any gated slice's ``metric`` is below ``at_least`` (or above
+    ``at_most``): every slice of the result, or the ``slices`` named.
+
+    ``on="interval"`` checks each slice's interval bound (lower against ``at_least``,
+    upper against ``at_most``): a bootstrap over the slice's own queries, whole
+    classes where the result has labels (:func:`~retrieval_checks.slice_intervals`).
+    A gated slice with fewer than ``MIN_INTERVAL_UNITS`` units is refused
+    (InputError naming its size and what it needs), whatever ``on`` is.
+    """
+    __tracebackhide__ = True
+    if at_least is None and at_most is None:
+        raise InputError(f"{_gate} needs at_least=..., at_most=... or both (numbers such as 0.7).")
+    _on(on)
+    all_slices = require_slices(result, _gate)
+    spec = metric_spec(metric)
+    at_least, at_most = _threshold(spec, at_least, "at_least"), _threshold(spec, at_most, "at_most")
+    if at_least is not None and at_most is not None and at_least > at_most:
+        raise InputError(
+            f"at_least={at_least:g} > at_most={at_most:g} for {spec.name}: no value passes both; swap them."
+        )
+    names = _named_slices(all_slices, slices, _gate)
+    ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
+    _refuse_small(ivs, names, _gate, spec.name)
+    rows, failing = [], []
+    for n in names:
+        iv = ivs[n]
+        row = iv.to_dict()
+        lo = iv.value if on == "value" else iv.low
+        hi = iv.value if on == "value" else iv.high
+        bad = []
+        if at_least is not None and exceeds(at_least, lo):
+            bad.append(f"{_f(lo, spec.unit)} < {at_least:g}")
+        if at_most is not None and exceeds(hi, at_most):
+            bad.append(f"{_f(hi, spec.unit)} > {at_most:g}")
+        row["passed"] = not bad
+        rows.append(row)
+        if bad:
+            failing.append((iv, "; ".join(bad)))
+    bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
+    comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
+    worst = _worst_row(rows, spec)
+    _emit(
+        _gate,
+        spec.name,
+        spec,
+        worst["value"],
+        not failing,
+        "slices" if on == "value" else "slice intervals",
+        comparison,
+        at_least if at_least is not None else at_most,
+        bounds,
+        rows,
+        all_slices,
+        worst=worst,
+    )
+    if not failing:
+        return
+    what = "value" if on == "value" else "interval bound"
+    lines = "\n".join(f"  {iv}  <- {why}" for iv, why in failing)
+    ok = [r for r in rows if r["passed"]]
+    note = _missing_note(all_slices)
+    raise AssertionError(
+        f"{spec.name}: {len(failing)} of {len(rows)} slices fail ({what} "
+        + " and ".join(f"{k} {v:g}" for k, v in bounds.items())
+        + f")\n{lines}\n"
+        + (f"  passing: {', '.join(r['slice'] for r in ok)}\n" if ok else "")
+        + (f"  note: {note}\n" if note else "")
+        + f"  rule: fail when a slice's {what} is "
+        + ("below at_least" if at_least is not None else "above at_most")
+    )
+
+
+def _worst_row(rows: list[dict], spec) -> dict:
+    key = (lambda r: r["value"]) if spec.higher_is_better else (lambda r: -r["value"])
+    finite = [r for r in rows if r["value"] is not None]
+    if not finite:
+        return rows[0]
+    return min(finite, key=key)
+
+
+def assert_slices_at_least(result, metric: str, at_least: float, **kw) -> None:
+    """:func:`assert_slices` with ``at_least``: every slice (or the named
+    ``slices=[...]``) at least ``at_least``."""
+    __tracebackhide__ = True
+    if at_least is None:
+        raise InputError(
+            "assert_slices_at_least: at_least is required (a number such as 0.7), got None."
+        )
+    assert_slices(result, metric, at_least=at_least, _gate="assert_slices_at_least", **kw)
+
+
+def assert_worst_slice(
+    result,
+    metric: str,
+    *,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    on: str = "value",
+    confidence: float | None = None,
+    seed: int | None = None,
+    _gate: str = "assert_worst_slice",
+) -> None:
+    """Fail when the worst slice (lowest value; highest for rank metrics) is below
+    ``at_least`` (above ``at_most``). Every slice takes part, so every slice must be
+    large enough for an interval (else refused, naming the small ones); the event and
+    message name the worst slice."""
+    __tracebackhide__ = True
+    if at_least is None and at_most is None:
+        raise InputError(f"{_gate} needs at_least=... or at_most=... (a number such as 0.7).")
+    all_slices = require_slices(result, _gate)
+    spec = metric_spec(metric)
+    _on(on)
+    at_least, at_most = _threshold(spec, at_least, "at_least"), _threshold(spec, at_most, "at_most")
+    names = _named_slices(all_slices, None, _gate)
+    ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
+    _refuse_small(ivs, names, _gate, spec.name)
+    rows = [ivs[n].to_dict() for n in names]
+    worst = _worst_row(rows, spec)
+    lo = worst["value"] if on == "value" else worst["low"]
+    hi = worst["value"] if on == "value" else worst["high"]
+    bad = []
+    if at_least is not None and exceeds(at_least, lo):
+        bad.append(f"{_f(lo, spec.unit)} < at_least {at_least:g}")
+    if at_most is not None and exceeds(hi, at_most):
+        bad.append(f"{_f(hi, spec.unit)} > at_most {at_most:g}")
+    for r in rows:
+        r["passed"] = True
+    worst["passed"] = not bad
+    bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
+    comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
+    _emit(
+        _gate,
+        spec.name,
+        spec,
+        worst["value"],
+        not bad,
+        "worst slice" if on == "value" else "worst slice interval",
+        comparison,
+        at_least if at_least is not None else at_most,
+        bounds,
+        rows,
+        all_slices,
+        worst=worst,
+    )
+    if not bad:
+        return
+    iv = ivs[worst["slice"]]
+    ranked = sorted(rows, key=lambda r: r["value"], reverse=not spec.higher_is_better)
+    note = _missing_note(all_slices)
+    raise AssertionError(
+        f"{spec.name}: worst slice {worst['slice']!r} {'; '.join(bad)}\n  {iv}\n"
+        + "  slices, worst first: "
+        + ", ".join(f"{r['slice']} {_f(r['value'], spec.unit)}" for r in ranked[:5])
+        + ("" if len(ranked) <= 5 else f", ... ({len(ranked)} slices)")
+        + "\n"
+        + (f"  note: {note}\n" if note else "")
+        + "  rule: fail when the worst slice's "
+        + ("value" if on == "value" else "interval bound")
+        + (" is below at_least" if at_least is not None else " is above at_most")
+    )
+
+
+def assert_worst_slice_at_least(result, metric: str, at_least: float, **kw) -> None:
+    """:func:`assert_worst_slice` with ``at_least``."""
+    __tracebackhide__ = True
+    if at_least is None:
+        raise InputError(
+            "assert_worst_slice_at_least: at_least is required (a number such as 0.7), got None."
+        )
+    assert_worst_slice(result, metric, at_least=at_least, _gate="assert_worst_slice_at_least", **kw)
+
+
+def slice_baseline(result, metric: str) -> dict[str, dict]:
+    """The per-slice record of ``metric`` a baseline keeps: ``{slice: {"value",
+    "n_queries", "n_used"}}`` (what :func:`assert_no_slice_regression` reads back)."""
+    slices = require_slices(result, "slice_baseline")
+    spec = metric_spec(metric)
+    out = {}
+    for name, s in slices.items():
+        if spec.name not in s:
+            raise InputError(
+                f"slice_baseline: {spec.name} has no per-slice value (computed per slice: {', '.join(s)})."
+            )
+        out[name] = {"value": float(s[spec.name]), "n_queries": s.n_queries, "n_used": s.n_used}
+    return out
+
+
+def _baseline_values(baseline, metric: str) -> dict[str, float]:
+    if getattr(baseline, "slices", None) is not None and hasattr(baseline, "per_query"):
+        return {k: v["value"] for k, v in slice_baseline(baseline, metric).items()}
+    if hasattr(baseline, "per_query"):
+        require_slices(baseline, "assert_no_slice_regression (the baseline)")
+    if not isinstance(baseline, Mapping) or not baseline:
+        raise InputError(
+            "assert_no_slice_regression: baseline= takes a sliced EvaluationResult or {slice: value} "
+            f"(or slice_baseline(result, metric)'s records), got {type(baseline).__name__}."
+        )
+    out = {}
+    for k, v in baseline.items():
+        value = v.get("value") if isinstance(v, Mapping) else v
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise InputError(
+                f"assert_no_slice_regression: the baseline's slice {k!r} has value {value!r}; expected a finite "
+                "number (re-record the baseline)."
+            )
+        out[str(k)] = float(value)
+    return out
+
+
+def assert_no_slice_regression(
+    result,
+    baseline,
+    metric: str,
+    *,
+    max_drop: float = 0.0,
+    slices=None,
+    confidence: float | None = None,
+    seed: int | None = None,
+) -> None:
+    """Fail when a slice's ``metric`` dropped by more than ``max_drop`` from the
+    baseline's value of the same slice (a rise for rank metrics).
+
+    ``baseline``: a sliced result of the same evaluation, or ``{slice: value}`` /
+    :func:`slice_baseline`'s records. Every slice of the baseline (or the ``slices``
+    named) is gated: one missing now is an error, never skipped; a slice new in this
+    result is reported on the event, not gated (no baseline to drop from). Slices too
+    small for an interval are refused, as by :func:`assert_slices`.
+    """
+    __tracebackhide__ = True
+    gate = "assert_no_slice_regression"
+    all_slices = require_slices(result, gate)
+    spec = metric_spec(metric)
+    max_drop = _threshold(spec, max_drop, "max_drop")
+    if max_drop is None:
+        raise InputError(f"{gate}: max_drop is required (a number >= 0 such as 0.02), got None.")
+    base = _baseline_values(baseline, spec.name)
+    wanted = list(base) if slices is None else _named_slices(base, slices, f"{gate} (the baseline)")
+    gone = [n for n in wanted if n not in all_slices]
+    if gone:
+        raise InputError(
+            f"{gate}: {spec.name}: slice(s) {', '.join(map(repr, gone))} of the baseline are missing from this "
+            f"result (its slices: {', '.join(map(repr, all_slices)) or 'none'}); a slice that disappears is not "
+            "skipped: restore its queries' slice values, or re-record the baseline if it was dropped on purpose."
+        )
+    ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
+    _refuse_small(ivs, wanted, gate, spec.name)
+    rows, failing = [], []
+    sign = 1.0 if spec.higher_is_better else -1.0
+    for n in wanted:
+        row = ivs[n].to_dict()
+        now = ivs[n].value
+        drop = sign * (base[n] - now)
+        row["baseline"] = base[n]
+        row["drop"] = drop
+        # drop > max_drop, decided exactly on the decimals (gates/_exact)
+        bad = math.isnan(now) or (
+            exceeds(base[n] - now, max_drop) if sign > 0 else exceeds(now - base[n], max_drop)
+        )
+        row["passed"] = not bad
+        rows.append(row)
+        if bad:
+            failing.append(row)
+    new = [n for n in all_slices if n not in base]
+    worst = max(
+        rows, key=lambda r: -math.inf if r["drop"] is None or math.isnan(r["drop"]) else r["drop"]
+    )
+    _emit(
+        gate,
+        spec.name,
+        spec,
+        worst["value"],
+        not failing,
+        "slice baseline",
+        "max drop",
+        max_drop,
+        {"max_drop": max_drop},
+        rows,
+        all_slices,
+        extra={"new_slices": new} if new else None,
+        worst=worst,
+    )
+    if not failing:
+        return
+    lines = "\n".join(
+        f"  {r['slice']}: {_f(r['baseline'], spec.unit)} -> {_f(r['value'], spec.unit)} "
+        f"(drop {_f(r['drop'], spec.unit)} > max_drop {max_drop:g}; {r['n_queries']} queries"
+        + (
+            f", interval [{_f(r['low'], spec.unit)}, {_f(r['high'], spec.unit)}]"
+            if r["low"] is not None
+            else ""
+        )
+        + ")"
+        for r in failing
+    )
+    note = _missing_note(all_slices)
+    raise AssertionError(
+        f"{spec.name}: {len(failing)} of {len(rows)} slices dropped by more than max_drop {max_drop:g} from the "
+        f"baseline\n{lines}\n"
+        + (f"  new slices (not in the baseline, not gated): {', '.join(new)}\n" if new else "")
+        + (f"  note: {note}\n" if note else "")
+        + "  rule: fail when a slice's drop from its baseline value exceeds max_drop"
+    )

@@ -1,0 +1,192 @@
+"""Intervals per slice: each slice of ``evaluate(..., slices=...)`` is the evaluation
+restricted to its queries, so its interval is :func:`bootstrap_interval` on that
+restriction (classes resampled whole where the result has labels, as everywhere).
+
+A slice with fewer than :data:`MIN_INTERVAL_UNITS` units (queries, or classes under a
+class-cluster bootstrap) gets no interval: it is reported with the size it would need,
+and the gates refuse to decide on it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+from ..errors import InputError, IntervalWarning
+from ..metrics._names import parse_metric
+from ._intervals import (
+    MIN_INTERVAL_UNITS,
+    Interval,
+    bootstrap_interval,
+    resolve_cluster,
+    result_setting,
+)
+
+__all__ = ["SliceInterval", "slice_intervals", "slice_rows", "require_slices"]
+
+
+@dataclass(frozen=True)
+class SliceInterval:
+    """One slice's value of one metric and its interval.
+
+    ``interval`` is None when the slice has fewer than ``needed`` units
+    (:data:`MIN_INTERVAL_UNITS`): ``refused`` then says so and how many it would need.
+    """
+
+    slice: str
+    metric: str
+    value: float
+    n_queries: int
+    n_used: int
+    n_units: int
+    unit: str  # "queries" or "classes"
+    interval: Interval | None
+    refused: str | None = None
+    needed: int = MIN_INTERVAL_UNITS
+
+    @property
+    def low(self) -> float | None:
+        return None if self.interval is None else self.interval.low
+
+    @property
+    def high(self) -> float | None:
+        return None if self.interval is None else self.interval.high
+
+    def to_dict(self) -> dict:
+        def clean(v):
+            return None if isinstance(v, float) and math.isnan(v) else v
+
+        return {
+            "slice": self.slice,
+            "metric": self.metric,
+            "value": clean(self.value),
+            "low": self.low,
+            "high": self.high,
+            "confidence": None if self.interval is None else self.interval.confidence,
+            "method": None if self.interval is None else self.interval.method,
+            "n_queries": self.n_queries,
+            "n_used": self.n_used,
+            "n": self.n_units,
+            "unit": self.unit,
+            "refused": self.refused,
+        }
+
+    def __str__(self) -> str:
+        head = f"{self.slice}: {self.metric} = {self.value:.4f}"
+        if self.interval is None:
+            return f"{head} (no interval: {self.n_units} {self.unit}, needs {self.needed})"
+        iv = self.interval
+        return (
+            f"{head} [{iv.low:.4f}, {iv.high:.4f}] ({iv.confidence:.0%}, n={iv.n} {iv.unit}, "
+            f"{self.n_queries} queries)"
+        )
+
+
+def require_slices(result, what: str = "a slice gate"):
+    """``result.slices``, or InputError saying how to get them."""
+    slices = getattr(result, "slices", None)
+    if slices is None:
+        if not hasattr(result, "per_query"):
+            raise InputError(
+                f"{what} expects an EvaluationResult from retrieval_checks.evaluate, got {type(result).__name__}."
+            )
+        raise InputError(
+            f"{what}: this result has no slices; evaluate with slices= (one value per query, e.g. "
+            "evaluate(..., slices=languages)), or give the dataset a slices: column in a suite."
+        )
+    return slices
+
+
+def _sliceable_metric(result, slices, metric: str) -> str:
+    spec = parse_metric(metric)
+    if spec.name not in result:
+        raise InputError(
+            f"{spec.name} was not computed in this result; computed: {', '.join(result)}."
+        )
+    if spec.kind == "grouped" or spec.name not in result.per_query:
+        raise InputError(
+            f"{spec.name} has no per-query values ({'an interval over groups of labels' if spec.kind == 'grouped' else 'a global metric over all pairs'}), "
+            "so it has no value per slice; slice a query-level metric (map, ndcg@10, hit_rate@1, ...)."
+        )
+    return spec.name
+
+
+def slice_intervals(
+    result,
+    metric: str,
+    *,
+    confidence: float | None = None,
+    n_resamples: int = 2000,
+    method: str | None = None,
+    cluster: str = "auto",
+    seed: int | None = None,
+) -> dict[str, SliceInterval]:
+    """``{slice name: SliceInterval}`` of a query-level metric of a sliced result.
+
+    The interval of each slice is :func:`bootstrap_interval` on the slice's own
+    queries (``cluster="auto"``: whole classes where the result has labels);
+    ``method`` defaults to BCa (percentile for ``medr``). A slice with fewer than
+    :data:`MIN_INTERVAL_UNITS` units has ``interval=None`` and ``refused`` set.
+    ``confidence`` and ``seed`` default to the result's own.
+    """
+    slices = require_slices(result, "slice_intervals")
+    name = _sliceable_metric(result, slices, metric)
+    confidence = result_setting(result, "confidence", confidence, 0.95)
+    seed = result_setting(result, "seed", seed, 0)
+    cluster = resolve_cluster(cluster, result)
+    if method is None:
+        method = "percentile" if parse_metric(name).family == "medr" else "bca"
+    out = {}
+    for key, s in slices.items():
+        sub = s.result
+        if cluster == "label":
+            n_units, unit = s.n_classes, "classes"
+        else:
+            n_units, unit = sub.n_used, "queries"
+        value = float(sub[name])
+        if n_units < MIN_INTERVAL_UNITS:
+            refused = (
+                f"slice {key!r}: {n_units} {unit} ({s.n_queries} queries), fewer than the {MIN_INTERVAL_UNITS} "
+                f"{unit} an interval needs; {MIN_INTERVAL_UNITS - n_units} more {unit} would give it one"
+                + (
+                    " (or cluster='query' where its queries are independent)"
+                    if unit == "classes"
+                    else ""
+                )
+                + "."
+            )
+            out[key] = SliceInterval(
+                key, name, value, s.n_queries, sub.n_used, n_units, unit, None, refused
+            )
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter(
+                "ignore", IntervalWarning
+            )  # counted above: never below the floor here
+            iv = bootstrap_interval(
+                sub,
+                name,
+                confidence=confidence,
+                n_resamples=n_resamples,
+                method=method,
+                cluster=cluster,
+                seed=seed,
+            )
+        out[key] = SliceInterval(key, name, value, s.n_queries, sub.n_used, n_units, unit, iv)
+    return out
+
+
+def slice_rows(result, metrics=None, *, confidence: float | None = None, **kw) -> list[dict]:
+    """Every (slice, metric) of a sliced result as JSON-ready rows (value, interval,
+    sizes, refusal), the metrics defaulting to every sliceable one."""
+    slices = require_slices(result, "slice_rows")
+    if metrics is None:
+        first = next(iter(slices.values()), None)
+        metrics = list(first) if first is not None else []
+    rows = []
+    for m in metrics:
+        rows.extend(
+            iv.to_dict() for iv in slice_intervals(result, m, confidence=confidence, **kw).values()
+        )
+    return rows

@@ -1,0 +1,130 @@
+"""Slices (``evaluate(..., slices=...)``): each slice equals the evaluation of its own
+queries alone (brute force, exact), and bad slice input fails closed.
+
+Cost: about 2 s (small random sets, numpy backend).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+from retrieval_checks.errors import InputError
+
+METRICS = ["map", "hit_rate@1", "recall@5", "ndcg@10", "mrr", "medr", "map@R", "precision@3"]
+
+
+def _data(seed=0, n_q=90, n_g=200, d=6, classes=12):
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-3, 4, size=(n_q, d)).astype(np.float32)  # integer rows: many exact ties
+    g = rng.integers(-3, 4, size=(n_g, d)).astype(np.float32)
+    yq = rng.integers(0, classes, n_q)
+    yg = rng.integers(0, classes, n_g)
+    return q, g, yq, yg
+
+
+@pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average"])
+def test_each_slice_equals_evaluating_its_queries_alone(ties):
+    q, g, yq, yg = _data()
+    lang = np.array(["de", "en", "fr", "ja"])[np.random.default_rng(1).integers(0, 4, len(q))]
+    common = dict(gallery_labels=yg, metrics=METRICS, ties=ties, device="numpy")
+    r = rc.evaluate(q, g, query_labels=yq, slices=lang, **common)
+    assert set(r.slices) == set(lang.tolist())
+    for name, s in r.slices.items():
+        mask = lang == name
+        alone = rc.evaluate(q[mask], g, query_labels=yq[mask], **common)
+        assert s.n_queries == int(mask.sum())
+        assert s.n_used == alone.n_used and s.n_skipped == alone.n_skipped
+        for m in METRICS:
+            assert s[m] == alone[m], (name, m)  # exact: the same per-query values, the same mean
+        assert np.array_equal(s.result.per_query["map"], alone.per_query["map"], equal_nan=True)
+
+
+def test_named_dimensions_functions_and_skipped_queries():
+    q, g, yq, yg = _data(seed=3)
+    yq[:4] = 99  # no relevant gallery item: skipped, and counted per slice
+    lengths = np.arange(len(q))
+    r = rc.evaluate(
+        q,
+        g,
+        query_labels=yq,
+        gallery_labels=yg,
+        metrics=["map"],
+        device="numpy",
+        slices={
+            "half": (lengths, lambda n: "first" if n < 45 else "second"),
+            "parity": lengths % 2,
+        },
+    )
+    assert list(r.slices) == ["half=first", "half=second", "parity=0", "parity=1"]
+    first = r.slices["half=first"]
+    assert first.n_queries == 45 and first.n_skipped == 4 and first.n_used == 41
+    expect = np.nanmean(r.per_query["map"][:45])
+    assert first["map"] == pytest.approx(expect, abs=1e-15)
+    assert r.slices.missing == {"half": 0, "parity": 0}
+    assert r.to_dict()["slices"]["slices"]["parity=1"]["n_queries"] == 45
+
+
+def test_missing_values_are_counted_never_dropped_silently():
+    q, g, yq, yg = _data()
+    lang = ["de", "en", None] * 30
+    r = rc.evaluate(
+        q, g, query_labels=yq, gallery_labels=yg, metrics=["map"], slices=lang, device="numpy"
+    )
+    assert set(r.slices) == {"de", "en"}
+    assert r.slices.missing == {"slice": 30}
+    assert "30 queries have no slice value" in r.slices.missing_note()
+    assert "30 queries have no slice value" in repr(r.slices)
+
+
+def test_global_metrics_are_not_sliced():
+    q, g, yq, yg = _data()
+    r = rc.evaluate(
+        q,
+        g,
+        query_labels=yq,
+        gallery_labels=yg,
+        metrics=["map", "pair_f1@t=0.5"],
+        slices=yq % 2,
+        device="numpy",
+    )
+    assert list(r.slices["0"]) == ["map"]
+
+
+@pytest.mark.parametrize(
+    "slices, message",
+    [
+        (["a"] * 10, "10 values for 90 queries"),
+        (["a", 1] * 45, "mixed types"),
+        ([1.0, float("nan")] * 45, "NaN metadata"),
+        ({"x": ([1] * 90, lambda v: float("nan"))}, "NaN"),
+        ({"x": ([0] * 90, lambda v: 1 / v)}, "failed on query 0"),
+        ({"": ["a"] * 90}, "dimension names"),
+        ({"a=b": ["a"] * 90}, "dimension names"),
+        ([{"a": 1}] * 90, "type dict"),
+        ({}, "empty"),
+        ("abc", "one value per query"),
+        (np.zeros((90, 2)), "1-D"),
+    ],
+)
+def test_bad_slices_fail_closed_before_the_pass(slices, message):
+    q, g, yq, yg = _data()
+    with pytest.raises(InputError, match=message):
+        rc.evaluate(
+            q, g, query_labels=yq, gallery_labels=yg, metrics=["map"], slices=slices, device="numpy"
+        )
+
+
+def test_evaluate_run_slices_by_query_id_and_with_slices():
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"a": 1.0, "b": 2.0}, "q3": {"b": 1.0}}
+    qrels = {"q1": {"a": 1}, "q2": {"a": 1}, "q3": {"b": 1}}
+    r = rc.evaluate_run(run, qrels, ["mrr"], slices={"q1": "x", "q2": "y"})
+    assert r.slices["x"]["mrr"] == 1.0 and r.slices["y"]["mrr"] == 0.5
+    assert r.slices.missing == {"slice": 1}  # q3 named by no slice: counted
+    with pytest.raises(InputError, match="not queries of this evaluation"):
+        rc.evaluate_run(run, qrels, ["mrr"], slices={"q9": "x"})
+    plain = rc.evaluate_run(run, qrels, ["mrr"])
+    assert plain.slices is None
+    rc.with_slices(plain, {"kind": {"q1": "x", "q2": "x", "q3": "z"}})
+    assert plain.slices["kind=x"]["mrr"] == 0.75 and plain.slices["kind=z"]["mrr"] == 1.0

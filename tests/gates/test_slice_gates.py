@@ -1,0 +1,171 @@
+"""Slice gates and per-slice intervals: a threshold on every or named slices, the worst
+slice, baseline drops per slice; small slices refused with the size they need; a
+baseline slice missing now is an error; events carry every slice's row.
+
+Cost: about 2 s (one small evaluation per module, 2000-resample bootstraps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+from retrieval_checks.errors import InputError
+from retrieval_checks.stats._intervals import MIN_INTERVAL_UNITS, bootstrap_interval
+
+
+def _data(seed=0, classes=40, per=6, d=16, spread=1.0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(classes), per)
+    X = (rng.normal(size=(classes, d))[y] + spread * rng.normal(size=(classes * per, d))).astype(
+        np.float32
+    )
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def sliced():
+    X, y = _data()
+    # slices follow the class (as a language or a category does): "a" classes 0-19, "b" 20-37, "c" 38-39
+    group = np.where(y < 20, "a", np.where(y < 38, "b", "c"))
+    return rc.evaluate(X, query_labels=y, metrics=["map", "hit_rate@1", "medr"], slices=group)
+
+
+@pytest.fixture(scope="module")
+def big():  # every slice large enough for an interval
+    X, y = _data(seed=1)
+    group = np.where(y % 2 == 0, "even", "odd")
+    return rc.evaluate(X, query_labels=y, metrics=["map", "hit_rate@1", "medr"], slices=group)
+
+
+def test_slice_intervals_are_bootstraps_of_each_slice_alone(big):
+    ivs = rc.slice_intervals(big, "map")
+    assert set(ivs) == {"even", "odd"}
+    for name, iv in ivs.items():
+        alone = bootstrap_interval(big.slices[name].result, "map")
+        assert (iv.low, iv.high) == (alone.low, alone.high)
+        assert iv.low <= iv.value <= iv.high
+        assert iv.unit == "classes" and iv.n_units == 20
+        assert iv.value == big.slices[name]["map"]
+
+
+def test_too_small_slice_has_no_interval_and_says_what_it_needs(sliced):
+    ivs = rc.slice_intervals(sliced, "map")
+    c = ivs["c"]
+    assert c.interval is None and c.n_units == 2
+    assert f"{MIN_INTERVAL_UNITS - 2} more classes" in c.refused
+    assert ivs["a"].interval is not None
+    # medr: a median of ranks, percentile bootstrap
+    assert rc.slice_intervals(sliced, "medr")["a"].interval.method.startswith("percentile")
+
+
+def test_threshold_on_every_slice_refuses_small_slices(sliced):
+    with pytest.raises(InputError, match=r"refused to gate 1 slice.*'c': 2 classes.*needs.*5"):
+        rc.assert_slices_at_least(sliced, "map", 0.1)
+    with pytest.raises(InputError, match="refused"):
+        rc.assert_worst_slice_at_least(sliced, "map", 0.1)
+    # naming the large slices gates them alone
+    rc.assert_slices_at_least(sliced, "map", 0.05, slices=["a", "b"])
+
+
+def test_threshold_per_slice_pass_fail_and_event(big):
+    events = []
+    values = big.slices.by_metric("map")
+    low = min(values.values())
+    with rc.gates.listening(events.append):
+        rc.assert_slices_at_least(big, "map", low)  # exactly on the threshold passes
+        with pytest.raises(AssertionError) as info:
+            rc.assert_slices_at_least(big, "map", max(values.values()) - 1e-9 + 1e-12)
+    worst = min(values, key=values.get)
+    assert f"{worst}: map" in str(info.value) and "1 of 2 slices fail" in str(info.value)
+    ok, bad = events
+    assert ok.passed and not bad.passed
+    rows = {r["slice"]: r for r in bad.extra["slices"]}
+    assert rows[worst]["passed"] is False and rows[worst]["value"] == values[worst]
+    assert bad.to_dict()["slices"][0]["n_queries"] == 120
+    assert ok.value == low and ok.extra["worst_slice"] == worst
+
+
+def test_interval_gate_uses_each_slice_lower_bound(big):
+    ivs = rc.slice_intervals(big, "map")
+    lowest = min(iv.low for iv in ivs.values())
+    rc.assert_slices(big, "map", at_least=lowest, on="interval")
+    with pytest.raises(AssertionError, match="interval bound"):
+        rc.assert_slices(big, "map", at_least=lowest + 1e-6, on="interval")
+
+
+def test_worst_slice_gate_and_rank_metrics(big):
+    values = big.slices.by_metric("hit_rate@1")
+    worst = min(values.values())
+    rc.assert_worst_slice_at_least(big, "hit_rate@1", worst)
+    with pytest.raises(AssertionError, match="worst slice"):
+        rc.assert_worst_slice_at_least(big, "hit_rate@1", worst + 0.001)
+    medr = big.slices.by_metric("medr")
+    rc.assert_worst_slice(big, "medr", at_most=max(medr.values()))
+    if max(medr.values()) > 1:
+        with pytest.raises(AssertionError):
+            rc.assert_worst_slice(big, "medr", at_most=max(medr.values()) - 1)
+
+
+def test_named_slice_that_does_not_exist_is_an_error(big):
+    with pytest.raises(InputError, match="no slice named 'de'.*'even', 'odd'"):
+        rc.assert_slices_at_least(big, "map", 0.1, slices=["de"])
+
+
+def test_baseline_drop_per_slice(big):
+    base = rc.slice_baseline(big, "map")
+    rc.assert_no_slice_regression(big, base, "map", max_drop=0.0)
+    rc.assert_no_slice_regression(big, big, "map", max_drop=0.0)  # a sliced result as baseline
+    higher = {k: {"value": v["value"] + 0.03} for k, v in base.items()}
+    with pytest.raises(AssertionError, match="dropped by more than max_drop 0.02"):
+        rc.assert_no_slice_regression(big, higher, "map", max_drop=0.02)
+    rc.assert_no_slice_regression(big, higher, "map", max_drop=0.031)
+    # rank metrics: a rise is the drop
+    medr = {k: v - 1 for k, v in big.slices.by_metric("medr").items()}
+    with pytest.raises(AssertionError):
+        rc.assert_no_slice_regression(big, medr, "medr", max_drop=0.5)
+
+
+def test_baseline_slice_missing_now_is_an_error_never_a_skip(big):
+    base = {**{k: v["value"] for k, v in rc.slice_baseline(big, "map").items()}, "gone": 0.5}
+    with pytest.raises(InputError, match="'gone' of the baseline are missing"):
+        rc.assert_no_slice_regression(big, base, "map", max_drop=0.5)
+
+
+def test_new_slices_are_reported_not_gated(big):
+    base = {"even": big.slices["even"]["map"]}
+    events = []
+    with rc.gates.listening(events.append):
+        rc.assert_no_slice_regression(big, base, "map", max_drop=0.0)
+    assert events[0].extra["new_slices"] == ["odd"]
+    assert [r["slice"] for r in events[0].extra["slices"]] == ["even"]
+
+
+def test_gates_fail_closed_on_bad_input(big):
+    X, y = _data()
+    plain = rc.evaluate(X, query_labels=y, metrics=["map", "pair_f1@t=0.5"])
+    with pytest.raises(InputError, match="no slices; evaluate with slices="):
+        rc.assert_slices_at_least(plain, "map", 0.1)
+    with pytest.raises(InputError, match="threshold|fraction|percent|70"):
+        rc.assert_slices_at_least(big, "map", 70)
+    with pytest.raises(InputError, match="on="):
+        rc.assert_slices(big, "map", at_least=0.1, on="upper")
+    with pytest.raises(InputError, match="no per-query values"):
+        rc.with_slices(plain, y % 2)
+        rc.slice_intervals(plain, "pair_f1@t=0.5")
+    with pytest.raises(InputError, match="finite number"):
+        rc.assert_no_slice_regression(big, {"even": float("nan")}, "map", max_drop=0.1)
+
+
+def test_missing_slice_values_are_reported_on_the_gate(big):
+    X, y = _data(seed=1)
+    group = np.where(y % 2 == 0, "even", "odd").astype(object)
+    group[:6] = None
+    r = rc.evaluate(X, query_labels=y, metrics=["map"], slices=group)
+    events = []
+    with rc.gates.listening(events.append):
+        with pytest.raises(AssertionError, match="6 queries have no slice value"):
+            rc.assert_slices_at_least(r, "map", 0.99)
+    assert events[0].extra["slice_missing"] == {"slice": 6}
+    assert any("6 queries have no slice value" in w for w in events[0].warnings)
