@@ -63,11 +63,11 @@ PAIR = [
 GRADED = ["ndcg", "ndcg@10", "ndcg_exp@10", "map", "hit_rate@5", "mrr"]
 GROUPED = ["grouped_recall@1", "grouped_recall@5"]
 CUDA_VARIANTS = {
-    "cuda torch": dict(RC_TRITON="0", RC_TRITON_SCREEN="0"),
-    "cuda torch +tf32": dict(RC_TRITON="0", RC_TRITON_SCREEN="0", _tf32=True),
-    "cuda fused": dict(RC_TRITON="1", RC_TRITON_SCREEN="0"),
-    "cuda fused bf16": dict(RC_TRITON="1", RC_TRITON_SCREEN="bf16"),
-    "cuda fused tf32": dict(RC_TRITON="1", RC_TRITON_SCREEN="tf32"),
+    "cuda-torch": dict(RC_TRITON="0", RC_TRITON_SCREEN="0"),
+    "cuda-torch+tf32": dict(RC_TRITON="0", RC_TRITON_SCREEN="0", _tf32=True),
+    "cuda-fused": dict(RC_TRITON="1", RC_TRITON_SCREEN="0"),
+    "cuda-fused-bf16": dict(RC_TRITON="1", RC_TRITON_SCREEN="bf16"),
+    "cuda-fused-tf32": dict(RC_TRITON="1", RC_TRITON_SCREEN="tf32"),
 }
 
 
@@ -295,6 +295,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--json", help="write the table as JSON here")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--variants",
+        default=",".join(CUDA_VARIANTS),
+        help="comma-separated CUDA variants to run (default: all): " + ", ".join(CUDA_VARIANTS),
+    )
     args = ap.parse_args(argv)
     try:
         import torch
@@ -306,13 +311,18 @@ def main(argv=None) -> int:
         return 0
     import retrieval_checks as rc
 
+    wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in wanted if v not in CUDA_VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {unknown}; choose from {list(CUDA_VARIANTS)}")
     rng = np.random.default_rng(args.seed)
     rows, bad = [], 0
     for name, fn in _cases(rng, args.quick):
         t = time.perf_counter()
         want = _summary(fn(rc, "cpu"))
         row = {"case": name, "cpu_s": round(time.perf_counter() - t, 3)}
-        for label, spec in CUDA_VARIANTS.items():
+        for label in wanted:
+            spec = CUDA_VARIANTS[label]
             with _variant(torch, spec), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 t = time.perf_counter()

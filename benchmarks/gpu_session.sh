@@ -62,9 +62,11 @@ INTERPRETED=(tests/engine/test_triton.py tests/engine/test_triton_compile.py
 suite() {  # $1: RC_TRITON value, $2: workers, $3: seconds, then extra pytest arguments
     local flag=$1 workers=$2 secs=$3
     shift 3
-    RC_TRITON=$flag timeout "$secs" $PY -m pytest -q -p no:cacheprovider -n "$workers" \
+    # failures are written to $OUT/failures.txt as they happen (benchmarks/_failure_log.py)
+    RC_TRITON=$flag PYTHONPATH=$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH} timeout "$secs" \
+        $PY -m pytest -q -p no:cacheprovider -p _failure_log -p no:benchmark -n "$workers" \
         --dist loadgroup -o addopts="" -rfE --durations=10 --junitxml="$OUT/junit$flag.xml" \
-        --timeout=240 "$@" >"$OUT/suite$flag.log" 2>&1
+        --timeout="${TEST_TIMEOUT:-90}" "$@" >"$OUT/suite$flag.log" 2>&1
     echo "rc=$?" >>"$OUT/suite$flag.log"
 }
 finish_suites() {
@@ -77,6 +79,11 @@ finish_suites() {
 
 for phase in "$@"; do
     case "$phase" in
+        cuda-suite)
+            # the torch path on CUDA, every test but the interpreter files, on most cores
+            log "suite: RC_TRITON=0 without the interpreter files"
+            suite 0 "${WORKERS:-12}" "${SUITE_S:-150}" "${INTERPRETED[@]/#/--ignore=}" &
+            SUITES_STARTED=1 ;;
         suites)
             # in the background: the next phase (exact) runs beside them; bench waits for them
             log "suites: RC_TRITON=0 and RC_TRITON=1 side by side"
@@ -85,8 +92,8 @@ for phase in "$@"; do
             SUITES_STARTED=1 ;;
         exact)
             log "exactness"
-            timeout "${EXACT_S:-200}" $PY benchmarks/gpu_exactness.py --json "$OUT/exact.json" \
-                2>&1 | tee "$OUT/exact.log" | tail -n 30 ;;
+            timeout "${EXACT_S:-200}" $PY benchmarks/gpu_exactness.py ${EXACT_ARGS:-} \
+                --json "$OUT/exact.json" 2>&1 | tee -a "$OUT/exact.log" | tail -n 30 ;;
         bench)
             finish_suites
             log "bench ${BENCH_ARGS:=--sizes 100000x128 --grouped-n 2000000 --image-text 5000}"
