@@ -38,6 +38,7 @@ from retrieval_checks.suites import SuiteRunner
 from retrieval_checks.tracking import default_history_path, run_metadata
 
 from . import _github, _items, _reports, _selection, _trackers
+from . import _slices as _slice_report
 
 # the session's evaluation options, validated against the library's option table
 _SESSION_OPTIONS = ("device", "max_memory", "seed", "confidence", "ties", "max_skipped", "timeout")
@@ -282,6 +283,7 @@ def _record(config, event) -> None:
             if key in options and clean.get(key) is None:
                 clean[key] = options[key]
     item.user_properties.extend(_reports.junit_properties(clean))
+    item.user_properties.extend(_slice_report.junit_properties(clean))
     item.user_properties.append((_PROPERTY, _reports.strict_json(clean)))
 
 
@@ -474,6 +476,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line(line, red=line.startswith("FAIL"))
         for line in _reports.warning_lines(outcomes, width=width, order=order):
             tr.write_line(line, yellow=True)
+        for line in _slice_report.summary_lines(outcomes, width=width, mode=mode, order=order):
+            tr.write_line(line, red=line.rstrip().endswith("FAIL"))
     for note in (*getattr(config, "_rc_startup_notes", []), *getattr(config, "_rc_notes", [])):
         alarm = note.startswith(("error:", "warning:"))
         if mode == "none" and not alarm:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ..gates import rule_text
+from ._slices import slices_markdown
 
 __all__ = ["render_markdown", "absent_text"]
 
@@ -175,4 +176,5 @@ def render_markdown(
             md_escape(change_text(o, before, previous_label, absent)),
         )
         lines.append("| " + " | ".join(cells) + " |")
+    lines += slices_markdown(_order(outcomes))
     return "\n".join(lines) + "\n"

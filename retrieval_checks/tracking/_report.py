@@ -21,6 +21,7 @@ import math
 from ..errors import RetrievalChecksError
 from ..gates import rule_text
 from ..metrics import metric_spec
+from ._slices import slices_html
 
 __all__ = ["render_report"]
 
@@ -417,6 +418,7 @@ def render_report(
             + "".join(f"<li>{_e(p)}</li>" for p in problems)
             + "</ul>"
         )
+    body.append(slices_html(outcomes))  # one chart per slice gate's metric over its slices
     sweeps = _sweeps(figures or [])
     if sweeps:
         body.append("<h2>Recall vs. number of classes</h2>" + sweeps)

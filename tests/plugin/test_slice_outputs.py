@@ -1,0 +1,87 @@
+"""Slice gates in every output of the plugin: the terminal summary (one row per slice,
+the too-small note, the queries without a slice), JUnit properties per slice, the JSON
+report, the history's rows (read back), the HTML report (a chart over the slices) and
+the markdown table (GitHub step summary, ``retrieval-checks report``).
+
+Cost: about 3 s (two in-process pytester sessions on a 240-query evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import retrieval_checks as rc
+from retrieval_checks.tracking import render_markdown
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+import numpy as np
+import pytest
+import retrieval_checks as rc
+
+def _result():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(40), 6)
+    X = (rng.normal(size=(40, 16))[y] + rng.normal(size=(240, 16))).astype(np.float32)
+    group = np.where(y < 20, "alpha", "beta").astype(object)
+    group[:3] = None
+    return rc.evaluate(X, query_labels=y, metrics=["map"], slices=group)
+
+def test_every_slice():
+    rc.assert_slices_at_least(_result(), "map", 0.05)
+
+def test_worst_fails():
+    rc.assert_worst_slice_at_least(_result(), "map", 0.99)
+"""
+
+
+def test_slice_gates_reach_terminal_junit_json_history_html_and_markdown(pytester):
+    pytester.makepyfile(test_sliced=TESTS)
+    result = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "--rc-json=g.json",
+        "--junitxml=j.xml",
+        "--rc-history=h.sqlite",
+        "--rc-html=r.html",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "slices of test_every_slice map: slices >= 0.05",
+            "*slice*value*interval*",
+            "*alpha*0.*[0.*, 0.*]*20 classes*PASS*",
+            "*beta*PASS*",
+            "*note: 3 queries have no slice value (in no slice)*",
+            "slices of test_worst_fails map: worst slice >= 0.99",
+            "*alpha*PASS*",
+            "*beta*FAIL*",
+        ]
+    )
+    gates = {
+        g["test"].split("::")[-1]: g
+        for g in json.loads((pytester.path / "g.json").read_text())["gates"]
+    }
+    every = gates["test_every_slice"]
+    assert [r["slice"] for r in every["slices"]] == ["alpha", "beta"]
+    assert every["slice_missing"] == {"slice": 3}
+    assert all(r["low"] <= r["value"] <= r["high"] for r in every["slices"])
+    assert gates["test_worst_fails"]["passed"] is False
+    props = {
+        p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").iter("property")
+    }
+    assert float(props["rc:map:slice:alpha"]) == every["slices"][0]["value"]
+    assert props["rc:map:slice:alpha:result"] == "PASS"
+    assert props["rc:map:slice:beta:interval"].startswith("[")
+    rows = rc.History(pytester.path / "h.sqlite").results(1)
+    stored = {r["test"].split("::")[-1]: r for r in rows}
+    assert stored["test_every_slice"]["slices"] == every["slices"]
+    page = (pytester.path / "r.html").read_text()
+    assert "<h2>Slices</h2>" in page and page.count('<svg class="slices"') == 2
+    assert ">alpha<title>alpha</title>" in page
+    md = render_markdown(rows)
+    assert r"**slices of test\_sliced.py::test\_every\_slice: map**" in md  # markdown-escaped
+    assert "| alpha | 0." in md and "| 20 classes | PASS |" in md
+    assert "3 queries have no slice value (in no slice)." in md
