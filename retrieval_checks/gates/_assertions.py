@@ -31,9 +31,9 @@ import numpy as np
 from .._suggest import hint, shown
 from ..errors import InputError, IntervalWarning, MetricNameError
 from ..metrics._measurement import Measurement
-from ..metrics._names import metric_spec, parse_metric
+from ..metrics._names import MetricSpec, metric_spec, parse_metric
 from ..metrics._registry import FAMILIES, Family
-from ..metrics._thresholds import check_finite, check_threshold
+from ..metrics._thresholds import check_finite
 from ..options import DEFAULTS
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap, gap_notes
@@ -41,6 +41,7 @@ from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interv
 from ._events import GateEvent, emit
 from ._exact import exceeds
 from ._regression import checked_option as check_option
+from ._spec import GATE_FIELDS, skipped_limit
 
 __all__ = [
     "assert_metric",
@@ -209,22 +210,8 @@ def _family(metric: str) -> Family | None:
         return None
 
 
-def _tolerance(fam: Family | None, value, *, role: str, field: str, metric: str) -> float:
-    """A tolerated drop (``margin``): checked against the metric's range when known,
-    else finite and >= 0."""
-    if fam is not None:
-        return check_threshold(fam, value, role=role, field=field, metric=metric)
-    v = check_finite(value, field)
-    if v < 0:
-        raise InputError(
-            f"{field}={v:.6g}: a tolerated drop must be >= 0 (0: no drop tolerated); write "
-            f"{-v:.6g} for a drop of {-v:.6g}."
-        )
-    return v
-
-
 def _confidence(confidence) -> float | None:
-    return None if confidence is None else float(check_option("confidence", confidence))
+    return None if confidence is None else float(GATE_FIELDS["confidence"].check(confidence))
 
 
 def _seed(seed) -> int | None:
@@ -408,24 +395,14 @@ def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple
         f"empty_queries='error'."
     )
     failure = None
-    if max_skipped is not None:
-        over = (
-            n_skipped > max_skipped
-            if isinstance(max_skipped, numbers.Integral)
-            else exceeds(n_skipped, max_skipped, scale=n_queries)
-        )  # 29 of 100 is within 0.29
-        if over:
-            limit = (
-                f"{max_skipped} queries"
-                if isinstance(max_skipped, numbers.Integral)
-                else f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
-            )
-            failure = (
-                f"{m.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
-                f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries without a "
-                f"relevant gallery item change the value without notice: fix the labels or raise "
-                f"max_skipped"
-            )
+    limit = skipped_limit(n_skipped, n_used, max_skipped)
+    if limit is not None:
+        failure = (
+            f"{m.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
+            f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries without a "
+            f"relevant gallery item change the value without notice: fix the labels or raise "
+            f"max_skipped"
+        )
     return [text], failure
 
 
@@ -531,7 +508,6 @@ def _bounds(result, spec, at_least, at_most) -> tuple:
     """``at_least`` and ``at_most`` checked against the metric's unit and range, a
     rank's against the largest rank a query of ``result`` can get, and a recall's
     against a K that makes it 1 whatever the model."""
-    fam = spec.capabilities
     k_all, why = certain_k(result, spec) if _holds(result, spec.name) else (None, "")
     if k_all is not None and spec.k >= k_all and (at_least is not None or at_most is not None):
         raise InputError(
@@ -540,25 +516,9 @@ def _bounds(result, spec, at_least, at_most) -> tuple:
         )
     top, top_why = max_rank(result, spec.name)
     if at_least is not None:
-        at_least = check_threshold(
-            fam,
-            at_least,
-            role="at_least",
-            field="at_least",
-            metric=spec.name,
-            high=top,
-            high_why=top_why,
-        )
+        at_least = GATE_FIELDS["at_least"].check(at_least, metric=spec, high=top, high_why=top_why)
     if at_most is not None:
-        at_most = check_threshold(
-            fam,
-            at_most,
-            role="at_most",
-            field="at_most",
-            metric=spec.name,
-            high=top,
-            high_why=top_why,
-        )
+        at_most = GATE_FIELDS["at_most"].check(at_most, metric=spec, high=top, high_why=top_why)
     if at_least is not None and at_most is not None and at_least > at_most:
         raise InputError(
             f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "
@@ -603,11 +563,11 @@ def assert_metric(
                 "got None."
             )
         raise InputError(f"{_gate} needs at_least=..., at_most=... or both (numbers such as 0.7).")
-    _choice(on, ("value", "interval"), "on", "the point value, or the interval's bound")
+    GATE_FIELDS["on"].check(on, kind="threshold")
     confidence, seed = _confidence(confidence), _seed(seed)
-    max_skipped = check_option("max_skipped", max_skipped)
+    max_skipped = GATE_FIELDS["max_skipped"].check(max_skipped)
     _require_result(result, _gate)
-    spec = metric_spec(name)
+    spec = name if isinstance(name, MetricSpec) else metric_spec(name)  # a suite's parsed check
     at_least, at_most = _bounds(result, spec, at_least, at_most)
     m = _measure(result, spec.name, _gate)
     found, why = _interval(result, m, confidence, seed) if on == "interval" else (None, None)
@@ -881,9 +841,7 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     __tracebackhide__ = True
     _choice(on, ("value", "lower"), "on", "the value, or the bootstrap interval's lower bound")
     _required(at_least, "assert_rsum")
-    check_threshold(
-        metric_spec("rsum").capabilities, at_least, role="at_least", field="at_least", metric="rsum"
-    )
+    GATE_FIELDS["at_least"].check(at_least, metric=metric_spec("rsum"))
     _require_result(result, "assert_rsum")
     if (
         on == "lower"
@@ -911,12 +869,8 @@ def assert_cam_iou_at_least(
     if metric is not None:
         _choice(metric, ("cam_iou", "cam_iou_box"), "metric", "the CAM IoU measure to gate")
     _required(at_least, "assert_cam_iou_at_least")
-    check_threshold(
-        metric_spec("cam_iou").capabilities,
-        at_least,
-        role="at_least",
-        field="at_least",
-        metric=metric or "cam_iou",
+    GATE_FIELDS["at_least"].check(
+        at_least, metric=metric_spec("cam_iou"), metric_name=metric or "cam_iou"
     )
     _require_result(result, "assert_cam_iou_at_least")
     name = metric or getattr(result, "metric", None) or "cam_iou"
@@ -955,19 +909,17 @@ def assert_gap_below(
     :func:`~retrieval_checks.generalization_gap` gave) and recorded on the event
     (``warnings``, and ``sides_swapped``)."""
     __tracebackhide__ = True
-    _choice(on, ("upper", "value"), "on", "the interval's upper bound, or the value")
+    GATE_FIELDS["on"].check(on, kind="gap")
     if not isinstance(gap, Gap):
         raise InputError(
             f"assert_gap_below takes a Gap, got {type(gap).__name__}: compute it with "
             "retrieval_checks.generalization_gap(train_result, test_result, metric), or for a classifier "
             "retrieval_checks.classification_gap(model, (x_train, y_train), (x_test, y_test))."
         )
-    fam = _family(gap.metric)
-    if fam is not None:
-        below = check_threshold(fam, below, role="below", field="below", metric=f"{gap.metric} gap")
-    else:
-        below = check_finite(below, "below")
-    max_skipped = check_option("max_skipped", max_skipped)
+    below = GATE_FIELDS["below"].check(
+        below, metric=_family(gap.metric), metric_name=f"{gap.metric} gap"
+    )
+    max_skipped = GATE_FIELDS["max_skipped"].check(max_skipped)
     checked = gap.high if on == "upper" else gap.value
     undefined = checked is None or math.isnan(float(checked))
     notes, skip_failures = [], []
@@ -1071,21 +1023,21 @@ def assert_not_worse(
     difference or bound fails.
     """
     __tracebackhide__ = True
-    _choice(rule, tuple(_NOT_WORSE), "rule", "how a drop is judged")
+    GATE_FIELDS["rule"].check(rule)
     if not isinstance(comparison, Comparison):
         raise InputError(
             f"assert_not_worse takes a Comparison from retrieval_checks.compare, got "
             f"{type(comparison).__name__}."
         )
     c = comparison
-    margin = _tolerance(_family(c.metric), margin, role="margin", field="margin", metric=c.metric)
+    margin = GATE_FIELDS["margin"].check(margin, metric=_family(c.metric), metric_name=c.metric)
     sign = 1.0 if c.higher_is_better else -1.0
     lo, hi = sorted((sign * c.low, sign * c.high))
     d = sign * c.difference
     which, desc, verdict = _NOT_WORSE[rule]
     checked = {"hi": hi, "lo": lo, "d": d}[which]
     undefined = math.isnan(checked)
-    max_skipped = check_option("max_skipped", max_skipped)
+    max_skipped = GATE_FIELDS["max_skipped"].check(max_skipped)
     notes, skip_failure = _skip_check(
         c.metric, c.n_used, c.n_skipped, max_skipped, "assert_not_worse"
     )

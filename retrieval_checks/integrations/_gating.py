@@ -18,7 +18,9 @@ from .._suggest import hint, shown
 from ..engine import evaluate
 from ..errors import InputError, MetricNameError
 from ..gates import assert_metric
-from ..metrics import check_threshold, metric_spec
+from ..gates._spec import GATE_FIELDS as _TABLE
+from ..gates._spec import fields_of
+from ..metrics import metric_spec
 from ..options import check_option, positive_int
 
 __all__ = [
@@ -35,8 +37,14 @@ __all__ = [
 ]
 
 #: The fields of one gate: the bounds, whether the point value or the interval's bound
-#: is checked, how many skipped queries fail it, the interval's confidence.
-GATE_FIELDS = ("at_least", "at_most", "on", "max_skipped", "confidence")
+#: is checked, how many skipped queries fail it, the interval's confidence (the rows of
+#: the gate-field table, retrieval_checks.gates._spec, that the integrations take).
+GATE_FIELDS = tuple(g.name for g in fields_of(integration=True))
+
+
+def _gate_fields() -> tuple:
+    return tuple(g.name for g in fields_of(integration=True))
+
 
 #: Options passed through to :func:`retrieval_checks.evaluate`, and the option of the
 #: table (``retrieval_checks.options``) that validates each.
@@ -86,16 +94,17 @@ def _metric(name, field: str):
 
 def _one_gate(metric: str, gate, owner: str) -> tuple[str, dict]:
     field = f"{owner}[{metric!r}]"
+    names = _gate_fields()
     if not isinstance(gate, Mapping):
         raise InputError(
             f"{field}={shown(gate)}: a gate is a dict of bounds, e.g. {{'at_least': 0.5}} "
-            f"(fields: {', '.join(GATE_FIELDS)})."
+            f"(fields: {', '.join(names)})."
         )
-    unknown = [k for k in gate if k not in GATE_FIELDS]
+    unknown = [k for k in gate if k not in names]
     if unknown:
         raise InputError(
-            f"{field}: unknown field {unknown[0]!r}{hint(unknown[0], GATE_FIELDS)}; a gate takes "
-            f"{', '.join(GATE_FIELDS)}."
+            f"{field}: unknown field {unknown[0]!r}{hint(unknown[0], names)}; a gate takes "
+            f"{', '.join(names)}."
         )
     if gate.get("at_least") is None and gate.get("at_most") is None:
         raise InputError(
@@ -103,32 +112,19 @@ def _one_gate(metric: str, gate, owner: str) -> tuple[str, dict]:
             "it could never fail."
         )
     spec = _metric(metric, f"{owner} key")
-    out = {}
-    for role in ("at_least", "at_most"):
-        if gate.get(role) is not None:
-            out[role] = check_threshold(
-                spec.capabilities, gate[role], role=role, field=f"{field}.{role}", metric=spec.name
-            )
+    out = {
+        name: _TABLE[name].check(gate[name], kind="threshold", metric=spec, field=f"{field}.{name}")
+        for name in names
+        if gate.get(name) is not None
+    }
     if "at_least" in out and "at_most" in out and out["at_least"] > out["at_most"]:
         raise InputError(
             f"{field}: at_least={out['at_least']:g} > at_most={out['at_most']:g}; no value passes "
             "both: swap them (at_least is the lower bound)."
         )
-    on = gate.get("on", "value")
-    if on not in ("value", "interval"):
-        raise InputError(
-            f"{field}.on={shown(on)}: use 'value' (the point value) or 'interval' (the interval's "
-            "bound)."
-        )
-    out["on"] = on
-    if gate.get("max_skipped") is not None:
-        out["max_skipped"] = check_option(
-            "max_skipped", gate["max_skipped"], argument=f"{field}.max_skipped"
-        )
-    if gate.get("confidence") is not None:
-        out["confidence"] = check_option(
-            "confidence", gate["confidence"], argument=f"{field}.confidence"
-        )
+    out.setdefault("on", _TABLE["on"].default_for("threshold"))
+    if _TABLE["on"].unmet(spec, out["on"]):
+        raise InputError(f"{field}.on={out['on']!r}: {spec.name} has no interval; use on='value'.")
     return spec.name, out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ..gates._spec import GateSpec, fields_of
 from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
 from ..metrics._names import _ALIASES
 from ..options import OPTIONS, Option
@@ -92,6 +93,28 @@ def _option(o: Option) -> dict:
             "anyOf": [{"type": "null"}, out],
         }
     return out
+
+
+def _gate_field(g: GateSpec) -> dict:
+    """One row of the gate-field table as a schema (a threshold's scale is the metric's:
+    load_suite checks it)."""
+    if g.kind == "value":
+        return _option(g.value)
+    out: dict = {"description": g.help}
+    if g.kind == "choice":
+        out["enum"] = list(g.choices_for())
+    elif g.kind == "flag":
+        out["type"] = "boolean"
+    else:
+        out["type"] = "number"
+    if g.default is not None and not isinstance(g.default, dict):
+        out["default"] = g.default
+    return out
+
+
+def _section(section: str) -> dict:
+    """The gate fields of a check's ``compare:`` or ``baseline:`` mapping."""
+    return {g.name: _gate_field(g) for g in fields_of(section=section)}
 
 
 def _names_list(ref: str) -> dict:
@@ -312,19 +335,13 @@ def _check() -> dict:
         "datasets": _names_list("#/$defs/name"),
         "model": {"$ref": "#/$defs/name"},
         "models": _names_list("#/$defs/name"),
-        "at_least": {"type": "number"},
-        "at_most": {"type": "number"},
-        "on": {
-            "enum": ["value", "interval", "upper"],
-            "description": "threshold checks: value or interval; gap checks: upper or value",
-        },
+        **{g.name: _gate_field(g) for g in fields_of(section="") if not g.shared},
         "gap": {
             "type": "object",
             "properties": {"train": {"$ref": "#/$defs/name"}, "test": {"$ref": "#/$defs/name"}},
             "required": ["train", "test"],
             "additionalProperties": False,
         },
-        "below": {"type": "number", "description": "the largest gap allowed"},
         "compare": {
             "anyOf": [
                 {"$ref": "#/$defs/name"},
@@ -332,11 +349,7 @@ def _check() -> dict:
                     "type": "object",
                     "required": ["baseline"],
                     "additionalProperties": False,
-                    "properties": {
-                        "baseline": {"$ref": "#/$defs/name"},
-                        "rule": {"enum": ["significant", "non_inferior", "value"]},
-                        "margin": {"type": "number"},
-                    },
+                    "properties": {"baseline": {"$ref": "#/$defs/name"}, **_section("compare")},
                 },
             ]
         },
@@ -347,12 +360,7 @@ def _check() -> dict:
                 {
                     "type": "object",
                     "additionalProperties": False,
-                    "properties": {
-                        "max_drop": {"type": "number"},
-                        "max_relative_drop": {"type": "number"},
-                        "direction": {"enum": ["higher", "lower"]},
-                        "significant": {"type": "boolean"},
-                    },
+                    "properties": _section("baseline"),
                 },
             ]
         },
@@ -360,8 +368,13 @@ def _check() -> dict:
         "markers": {"$ref": "#/$defs/markers"},
         **{k: {"$ref": f"#/$defs/options/properties/{k}"} for k in s._OPTIONS},
     }
-    assert set(props) == set(s._CHECK_KEYS), set(props) ^ set(s._CHECK_KEYS)
-    assert set(props["baseline"]["anyOf"][2]["properties"]) == set(s._BASELINE_KEYS)
+    only = [
+        g
+        for g in fields_of(section="")
+        if not g.shared and "threshold" not in g.checks and set(g.checks) <= set(rules)
+    ]
+    assert set(props) == set(s.check_keys()), set(props) ^ set(s.check_keys())
+    assert set(props["baseline"]["anyOf"][2]["properties"]) == set(s.section_keys("baseline"))
     return {
         "type": "object",
         "title": "a check",
@@ -379,8 +392,16 @@ def _check() -> dict:
                 ("model", "models"),
             )
         ],
-        "dependentRequired": {"below": ["gap"]},
-        "dependentSchemas": {r: {"not": thresholds} for r in rules},
+        # a field of gap, compare or baseline checks only needs its rule's key
+        "dependentRequired": {g.name: list(g.checks) for g in only if len(g.checks) == 1},
+        "dependentSchemas": {
+            **{r: {"not": thresholds} for r in rules},
+            **{
+                g.name: {"anyOf": [{"required": [k]} for k in g.checks]}
+                for g in only
+                if len(g.checks) > 1
+            },
+        },
     }
 
 

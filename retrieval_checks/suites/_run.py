@@ -36,7 +36,7 @@ from ..errors import (
 from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
 from ..gates._events import GateEvent, emit
-from ..gates._exact import exceeds
+from ..gates._spec import skipped_limit
 from ..metrics._names import parse_metric
 from ..models._embed import (
     EmbeddingCache,
@@ -765,7 +765,7 @@ class SuiteRunner:
                 path=baseline_path(suite.path),
                 key=case.name,
                 confidence=o["confidence"],
-                **check.tolerances,
+                **check.gate_kwargs("assert_no_regression"),
             )
         elif check.kind == "compare":
             blimits = suite.gate_options(check, check.baseline, dataset, self.defaults)
@@ -779,16 +779,14 @@ class SuiteRunner:
                 baseline, name, limits["max_skipped"], check.baseline, dataset, _GATES["compare"]
             )
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
-            assert_not_worse(comparison, margin=check.margin, rule=check.rule)
+            assert_not_worse(comparison, **check.gate_kwargs("assert_not_worse"))
         else:
             gate = check.metric.capabilities.gate if check.at_most is None else "assert_metric"
             # both bounds in one call, so the record shows "between" and both of them
             assert_metric(
                 result,
-                name,
-                at_least=check.at_least,
-                at_most=check.at_most,
-                on=check.on,
+                check.metric,  # parsed once, when the suite was loaded
+                **check.gate_kwargs("assert_metric"),
                 confidence=o["confidence"],
                 seed=o["seed"],
                 max_skipped=limits["max_skipped"],
@@ -844,7 +842,7 @@ class SuiteRunner:
                 seed=o["seed"],
                 labels=(train, test),
             )
-        assert_gap_below(gap, check.below, on=check.on)
+        assert_gap_below(gap, **check.gate_kwargs("assert_gap_below"))
 
 
 def _metric_error(exc: BaseException) -> bool:
@@ -878,12 +876,8 @@ def _skip_limit(
     n_skipped, n_used = int(getattr(m, "n_skipped", 0) or 0), int(getattr(m, "n_used", 0) or 0)
     n_queries = n_used + n_skipped
     count = isinstance(max_skipped, numbers.Integral)
-    if (n_skipped > max_skipped) if count else exceeds(n_skipped, max_skipped, scale=n_queries):
-        limit = (
-            f"{max_skipped} queries"
-            if count
-            else f"{max_skipped:g} of the queries ({max_skipped * n_queries:g} of {n_queries})"
-        )
+    limit = skipped_limit(n_skipped, n_used, max_skipped)
+    if limit is not None:
         message = (
             f"{name} of model {model!r} on dataset {dataset!r}: {n_skipped} of {n_queries} queries "
             f"skipped (n_used {n_used} / n_skipped {n_skipped}), more than max_skipped="

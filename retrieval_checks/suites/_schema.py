@@ -18,10 +18,12 @@ from typing import Any
 
 from .._paths import missing_file
 from .._suggest import hint as _hint
+from .._suggest import shown
 from ..data._beir import beir_files
 from ..engine._runs import _FAMILIES as _RUN_FAMILIES
 from ..engine._runs import _parse_metrics as _run_metrics
 from ..errors import InputError, MetricNameError, SuiteError
+from ..gates._spec import GATE_FIELDS, GateSpec, fields_of
 from ..metrics._names import MetricSpec, metric_spec
 from ..metrics._thresholds import check_threshold
 from ..models._hub import HUB_KINDS
@@ -191,6 +193,18 @@ class Check:
     markers: tuple = ()
     id: str = ""
     line: int | None = None
+    #: every gate field the check wrote (the table's rows: retrieval_checks.gates._spec),
+    #: by name, besides the evaluation options; a row without an attribute above lives only here
+    gate: dict = field(default_factory=dict)
+
+    def gate_kwargs(self, gate: str) -> dict:
+        """The fields this check wrote that the Python gate ``gate`` takes as keywords
+        (``assert_metric``: at_least, at_most, on; ``assert_not_worse``: rule, margin;
+        ...), read from the gate-field table, so a new row reaches its gate unchanged.
+        Fields shared with the evaluation options (max_skipped, confidence) are not
+        among them: the runner resolves them with the suite's and session's options."""
+        rows = {g.name: g for g in fields_of(check=self.kind) if not g.shared}
+        return {k: v for k, v in self.gate.items() if k in rows and gate in rows[k].python}
 
 
 @dataclass(frozen=True)
@@ -427,6 +441,24 @@ class _Reader:
                     f" Give {key} a value that a real model could fail, on {spec.name}'s scale."
                 )
             raise self.error(message, field, line) from None
+
+    def gate_field(self, g: GateSpec, kind: str, spec: MetricSpec, node, where: str):
+        """The gate field ``g`` of a check of ``kind`` (in ``node``, a check or its
+        ``compare:`` / ``baseline:`` mapping at ``where``), checked by its row of the
+        gate-field table: a threshold on ``spec``'s scale, a choice, a flag or a value."""
+        value, field, line = node[g.name], _join(where, g.name), node.line_of(g.name)
+        if g.kind == "threshold":
+            return self.threshold(spec, value, g.role or g.name, field, line)
+        if g.kind == "choice":
+            return self.choice(value, g.choices_for(kind), field, line)
+        if isinstance(value, (dict, list)):  # never render a tree into a message
+            raise self.error(f"expected a single value, found {_describe(value)}.", field, line)
+        problem = g.problem(value, kind=kind)
+        if problem is not None:
+            raise self.error(
+                problem.replace(f"found {shown(value)}", f"found {_describe(value)}"), field, line
+            )
+        return value
 
     def option(self, key: str, value, field: str, line):
         """An evaluation option, checked against the shared table (``retrieval_checks.options``)."""
@@ -1030,24 +1062,32 @@ def _unknown(what: str, name, known) -> str:
     return f"no {what} named {short(name)}.{hint(name, known)} Declared: {', '.join(map(str, known)) or 'none'}."
 
 
-_CHECK_KEYS = (
-    "metric",
-    "dataset",
-    "datasets",
-    "model",
-    "models",
-    "at_least",
-    "at_most",
-    "on",
-    "gap",
-    "below",
-    "compare",
-    "baseline",
-    "id",
-    "markers",
-    *_OPTIONS,
-)
-_BASELINE_KEYS = ("max_drop", "max_relative_drop", "direction", "significant")
+_RULE_KEYS = ("gap", "compare", "baseline")
+
+
+def check_keys() -> tuple:
+    """The fields of a check: where it applies, its rule (a check's own gate fields,
+    from the gate-field table), its id and markers, and the evaluation options."""
+    own = [g.name for g in fields_of(section="") if not g.shared]
+    return (
+        "metric",
+        "dataset",
+        "datasets",
+        "model",
+        "models",
+        *own,
+        *_RULE_KEYS,
+        "id",
+        "markers",
+        *_OPTIONS,
+    )
+
+
+def section_keys(section: str) -> tuple:
+    """The fields of a check's ``compare:`` (``baseline`` and the table's compare rows)
+    or ``baseline:`` mapping (the table's baseline rows)."""
+    rows = tuple(g.name for g in fields_of(section=section))
+    return ("baseline", *rows) if section == "compare" else rows
 
 
 def _ref(r: _Reader, value, known: dict, what: str, field: str, line, declared=None) -> str:
@@ -1094,7 +1134,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     or a baseline), where it applies, its options, markers and id."""
     field = f"checks[{index}]"
     node = r.mapping(node, field, line, "metric, dataset, at_least / at_most / gap / compare, ...")
-    r.keys(node, field, _CHECK_KEYS, required=("metric",))
+    r.keys(node, field, check_keys(), required=("metric",))
     metric = node["metric"]
     if not isinstance(metric, str) or len(metric) > 100:
         what = (
@@ -1139,6 +1179,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     models = named or tuple(suite_models)
     datasets = _names(r, node, "dataset", "datasets", field, suite_datasets, "dataset")
     kw = _RULES[kind](r, node, field, line, spec, suite_models)
+    _refuse_others(r, node, field, kind)
     if kind == "gap":
         if datasets is not None:
             raise r.error("a gap names its datasets in gap: {train: ..., test: ...}.", field, line)
@@ -1186,8 +1227,44 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         markers=markers,
         id=check_id,
         line=line,
-        **kw,
+        gate={k: v for k, v in kw.items() if k in GATE_FIELDS} | kw.get("tolerances", {}),
+        **{k: v for k, v in kw.items() if k in _CHECK_ATTRIBUTES},
     )
+
+
+_CHECK_ATTRIBUTES = (
+    "at_least",
+    "at_most",
+    "on",
+    "below",
+    "baseline",
+    "rule",
+    "margin",
+    "tolerances",
+)
+
+
+def _fields(r: _Reader, node, where: str, kind: str, spec, section: str = "") -> dict:
+    """Every gate field of a check of ``kind`` written in ``node`` (the check, or its
+    ``section`` mapping at ``where``), each checked by its row of the gate-field table;
+    fields shared with the evaluation options are read with the options."""
+    return {
+        g.name: r.gate_field(g, kind, spec, node, where)
+        for g in fields_of(check=kind, section=section)
+        if not g.shared and g.name in node
+    }
+
+
+def _refuse_others(r: _Reader, node, field: str, kind: str) -> None:
+    """A check's own gate field that belongs to other kinds of check (not refused with
+    a message of its own by the kind's rule) is an error on its line."""
+    for g in fields_of(section=""):
+        if g.name in node and kind not in g.checks and not g.shared:
+            raise r.error(
+                f"{g.name} does not apply to {kind} checks (only to: {', '.join(g.checks)} checks).",
+                _join(field, g.name),
+                node.line_of(g.name),
+            )
 
 
 def _refuse(r: _Reader, node, field: str, keys: tuple, why: str) -> None:
@@ -1205,16 +1282,9 @@ def _threshold_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
             line,
         )
     _refuse(r, node, field, ("below",), "{key} goes with gap:.")
-    kw = {
-        k: r.threshold(spec, node[k], k, _join(field, k), node.line_of(k))
-        for k in ("at_least", "at_most")
-        if k in node
-    }
-    if "on" in node:
-        kw["on"] = r.choice(
-            node["on"], ("value", "interval"), _join(field, "on"), node.line_of("on")
-        )
-        if kw["on"] == "interval" and spec.capabilities.interval is None:
+    kw = _fields(r, node, field, "threshold", spec)
+    if "on" in kw:
+        if GATE_FIELDS["on"].unmet(spec, kw["on"]):
             raise r.error(
                 f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
                 "pairs; medr is a median rank); use on: value.",
@@ -1261,15 +1331,7 @@ def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
         )
     if "below" not in node:
         raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
-    kw = {
-        "below": r.threshold(
-            spec, node["below"], "below", _join(field, "below"), node.line_of("below")
-        ),
-        "on": "upper",
-    }
-    if "on" in node:
-        kw["on"] = r.choice(node["on"], ("upper", "value"), _join(field, "on"), node.line_of("on"))
-    return kw
+    return {"on": GATE_FIELDS["on"].default_for("gap"), **_fields(r, node, field, "gap", spec)}
 
 
 def _gap_datasets(r: _Reader, node, field: str, suite_datasets: dict) -> tuple:
@@ -1317,7 +1379,7 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
         node.line_of("compare"),
         "{baseline: model, rule: ..., margin: ...}",
     )
-    r.keys(cmp, _join(field, "compare"), ("baseline", "rule", "margin"), required=("baseline",))
+    r.keys(cmp, _join(field, "compare"), section_keys("compare"), required=("baseline",))
     kw = {
         "baseline": _ref(
             r,
@@ -1328,18 +1390,7 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
             cmp.line_of("baseline"),
         )
     }
-    if "rule" in cmp:
-        kw["rule"] = r.choice(
-            cmp["rule"],
-            ("significant", "non_inferior", "value"),
-            f"{field}.compare.rule",
-            cmp.line_of("rule"),
-        )
-    if "margin" in cmp:
-        kw["margin"] = r.threshold(
-            spec, cmp["margin"], "margin", f"{field}.compare.margin", cmp.line_of("margin")
-        )
-    return kw
+    return {**kw, **_fields(r, cmp, f"{field}.compare", "compare", spec, "compare")}
 
 
 def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
@@ -1364,24 +1415,8 @@ def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
         node.line_of("baseline"),
         "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}",
     )
-    r.keys(b, where, _BASELINE_KEYS)
-    tol: dict[str, Any] = {}
-    for k in ("max_drop", "max_relative_drop"):
-        if k in b:
-            tol[k] = r.threshold(spec, b[k], k, f"{where}.{k}", b.line_of(k))
-    if "direction" in b:
-        tol["direction"] = r.choice(
-            b["direction"], ("higher", "lower"), f"{where}.direction", b.line_of("direction")
-        )
-    if "significant" in b:
-        if not isinstance(b["significant"], bool):
-            raise r.error(
-                f"expected true or false, found {_describe(b['significant'])}.",
-                f"{where}.significant",
-                b.line_of("significant"),
-            )
-        tol["significant"] = b["significant"]
-    return {"tolerances": tol}
+    r.keys(b, where, section_keys("baseline"))
+    return {"tolerances": _fields(r, b, where, "baseline", spec, "baseline")}
 
 
 _RULES = {
