@@ -423,18 +423,24 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (smoke run)"
     results: dict = {"device": name, "torch": torch.__version__}
+
+    def keep(key: str, row: dict) -> None:
+        """Each row is printed (and the JSON rewritten) as soon as it is measured: a run
+        stopped at a device machine's time limit still reports what it measured."""
+        results[key] = row
+        print(f"row {key}: {json.dumps(row, default=float)}", flush=True)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=2, default=float)
+
     for size in args.sizes:
         n, d = (int(v) for v in size.lower().split("x"))
-        results[f"size {n}, {d}"] = run_size(torch, rc, device, n, d, args)
-        print(f"done {n} x {d}", flush=True)
+        keep(f"size {n}, {d}", run_size(torch, rc, device, n, d, args))
     if args.grouped_n:
-        results["grouped"] = run_grouped(torch, rc, device, args.grouped_n, args)
+        keep("grouped", run_grouped(torch, rc, device, args.grouped_n, args))
     if args.image_text:
-        results["image_text"] = run_image_text(torch, rc, device, args.image_text, args)
+        keep("image_text", run_image_text(torch, rc, device, args.image_text, args))
     print(report(results, name))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=2, default=float)
     return 0
 
 
