@@ -21,6 +21,9 @@ rules every text reader follows, so no reader decides them differently.
   (``-1.5e-3``), and ``inf`` / ``nan`` (``infinity``, any case) where the reader allows
   them (trec_eval reads numbers with C's ``strtod`` / ``atol``). Integers beyond int64
   and finite decimals beyond float64 are refused, not wrapped or rounded to infinity.
+- TREC files (run, qrels) skip blank lines and comment lines, as trec_eval does: a line
+  whose first character after any leading spaces or tabs is ``#`` (:func:`trec_records`).
+  A ``#`` anywhere else is text (a docid ``#7`` in the third field is a docid).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ __all__ = [
     "parse_float",
     "INT64_MAX",
     "id_mismatch",
+    "trec_records",
+    "is_comment",
 ]
 
 BOM = "\ufeff"
@@ -168,6 +173,25 @@ def split_fields(text: str, where: str) -> list[str]:
     for n, f in enumerate(fields, 1):
         check_field(f, where, f"field {n}")
     return fields
+
+
+def is_comment(text: str) -> bool:
+    """A TREC comment line: ``#`` is its first character after leading spaces and tabs
+    (trec_eval skips such lines in qrels and runs)."""
+    return text.lstrip(" \t").startswith("#")
+
+
+def trec_records(path, what: str) -> Iterator[tuple[str, list[str]]]:
+    """``("file:line", fields)`` of each record of a TREC file: every line but the blank
+    ones and the ``#`` comment lines (:func:`is_comment`), split by :func:`split_fields`."""
+    name = str(path)
+    for n, text in text_lines(path, what):
+        if is_comment(text):
+            continue
+        where = f"{name}:{n}"
+        fields = split_fields(text, where)
+        if fields:
+            yield where, fields
 
 
 def parse_int(text: str, where: str, name: str, fix: str) -> int:

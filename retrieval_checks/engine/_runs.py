@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -63,15 +63,15 @@ from .._textfiles import (
     id_mismatch,
     parse_float,
     parse_int,
-    split_fields,
-    text_lines,
+    trec_records,
 )
 from ..errors import EmptyQueriesError, InputError, MetricNameError
-from ..metrics import _ties
 from ..metrics._graded import gains as graded_gains
-from ..metrics._graded import row_top
-from ..metrics._names import MetricSpec, parse_metric
-from ..metrics._ranking import aggregate, per_query_values
+from ..metrics._graded import raw_gains, row_top
+from ..metrics._names import MetricSpec
+from ..metrics._policies import KINDS, binary_policy_values, parse_metric_list
+from ..metrics._ranking import aggregate
+from ..metrics._ties import check_average
 from ..options import DEFAULTS, check_option, positive_int
 from ._result import EvaluationResult
 from ._slices import attach_slices, make_slices
@@ -93,10 +93,20 @@ _FAMILIES = (
     "meanr",
     "ndcg",
     "ndcg_exp",
+    "dcg",
+    "dcg_exp",
+    "f1",
+    "recall_cap",
+    "bpref",
+    "rbp",
+    "rbp_residual",
+    "gm_map",
+    "iprec_at_recall",
+    "iprec_11pt",
 )
-_GRADED = ("ndcg", "ndcg_exp")
+_GRADED = ("ndcg", "ndcg_exp", "dcg", "dcg_exp")
+_OWN = ("bpref", "rbp_residual")  # computed here: they read judgements beyond relevance
 _FIRST = ("hit_rate", "mrr", "medr", "meanr")  # metrics of the first relevant rank
-_KINDS = ("pessimistic", "optimistic", "min", "max")
 _WHY = {
     "pair": "pair metrics threshold the similarity of every query-gallery pair, and a run holds only each "
     "query's retrieved documents (scores need not even compare across queries); call "
@@ -110,21 +120,8 @@ _WHY = {
 
 # ----------------------------------------------------------------------------- options
 def _parse_metrics(metrics) -> list[MetricSpec]:
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    try:
-        metrics = list(metrics) if metrics is not None else []
-    except TypeError:
-        raise MetricNameError(
-            f"metrics must be a name or a list of names, got {type(metrics).__name__}.", name=""
-        ) from None
-    if not metrics:
-        raise MetricNameError(
-            "metrics is empty: name at least one metric, e.g. metrics=['map', 'ndcg@10'].", name=""
-        )
-    specs: dict[str, MetricSpec] = {}
-    for m in metrics:
-        s = parse_metric(m)
+    specs = parse_metric_list(metrics, "['map', 'ndcg@10']")
+    for s in specs:
         if s.family not in _FAMILIES:
             why = _WHY.get(s.kind, "it is not a metric of one query's ranking")
             if s.capabilities.entry == "ann_recall":
@@ -137,8 +134,7 @@ def _parse_metrics(metrics) -> list[MetricSpec]:
                 f"metrics: {', '.join(_FAMILIES)}.",
                 name=s.name,
             )
-        specs.setdefault(s.name, s)
-    return list(specs.values())
+    return specs
 
 
 @dataclass(frozen=True)
@@ -149,12 +145,68 @@ class _Request:
     relevance_level: int
     confidence: float
     k: int | None
+    queries: str = "both"
+    ignore_identical_ids: bool = False
 
 
-def _options(metrics, ties, empty_queries, relevance_level, confidence, k) -> _Request:
+_QUERIES = ("both", "run", "qrels")
+_TIES = ("pessimistic", "optimistic", "average", "docid")
+
+
+def _choice(value, name: str, allowed, why: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        close = [
+            a for a in allowed if isinstance(value, str) and a.startswith(value.strip().lower()[:3])
+        ]
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InputError(
+            f"{name}={shown(value)}: expected one of {', '.join(map(repr, allowed))}{hint}: {why}."
+        )
+    return value
+
+
+def _options(
+    metrics,
+    ties,
+    empty_queries,
+    relevance_level,
+    confidence,
+    k,
+    queries="both",
+    ignore_identical_ids=False,
+) -> _Request:
+    queries = _choice(
+        queries,
+        "queries",
+        _QUERIES,
+        "the queries averaged over: 'both' (every query of the run and the qrels), 'run' (the "
+        "run's judged queries, trec_eval's default) or 'qrels' (every judged query, trec_eval -c)",
+    )
+    if empty_queries is None:  # trec_eval's query sets score a judged query without relevant as 0
+        empty_queries = "skip" if queries == "both" else "zero"
+    if not isinstance(ignore_identical_ids, bool):
+        raise InputError(
+            f"ignore_identical_ids={shown(ignore_identical_ids)}: expected True or False (True: a "
+            "document whose id is the query's id is dropped from the run, BEIR's rule)."
+        )
+    if ties == "docid":
+        ties_checked = "docid"
+    else:
+        ties_checked = (
+            check_option("ties", ties)
+            if ties in _TIES[:3]
+            else _choice(
+                ties,
+                "ties",
+                _TIES,
+                "the order of equal scores: relevant after (pessimistic) or before (optimistic) the "
+                "others, the exact mean over every order (average), or trec_eval's order: the "
+                "document id, descending (docid)",
+            )
+        )
     return _Request(
         specs=_parse_metrics(metrics),
-        ties=check_option("ties", ties),
+        ties=ties_checked,
         empty_queries=check_option("empty_queries", empty_queries),
         relevance_level=positive_int(
             relevance_level,
@@ -169,6 +221,8 @@ def _options(metrics, ties, empty_queries, relevance_level, confidence, k) -> _R
             "k",
             "the depth: the top k documents of each query are evaluated; None keeps them all",
         ),
+        queries=queries,
+        ignore_identical_ids=ignore_identical_ids,
     )
 
 
@@ -183,9 +237,15 @@ class _Flat:
     score: np.ndarray  # float64
     jq: np.ndarray  # int64: query of each judged entry
     jdoc: np.ndarray  # int64: document code of each judged entry
-    grade: np.ndarray  # int64 >= 0
+    grade: np.ndarray  # int64 >= -1 (-1: in the pool, not judged)
     n_docs: int  # document codes are 0 .. n_docs - 1
     n_gallery: int  # distinct documents (a grade matrix: its columns)
+    doc_names: list | None = None  # the id of each document code; None: its decimal text
+
+    def doc_text(self, codes: np.ndarray) -> list[str]:
+        if self.doc_names is None:
+            return [str(int(c)) for c in codes]
+        return [self.doc_names[int(c)] for c in codes]
 
 
 def _id(value, what: str) -> str:
@@ -206,10 +266,11 @@ def _grade(value, where: str) -> int:
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if not ok and isinstance(value, numbers.Real) and not isinstance(value, bool):
         ok = math.isfinite(float(value)) and float(value).is_integer()
-    if not ok or value < 0:
+    if not ok or value < -1:
         raise InputError(
-            f"{where}: grade {shown(value)} is not an integer >= 0; grades are 0 (judged "
-            "non-relevant), 1, 2, ... (relevant from relevance_level on)."
+            f"{where}: grade {shown(value)} is not an integer >= -1; grades are -1 (in the pool "
+            "but not judged, trec_eval's marker), 0 (judged non-relevant), 1, 2, ... (relevant "
+            "from relevance_level on)."
         )
     if value > INT64_MAX:
         raise InputError(
@@ -241,27 +302,16 @@ def _score(value, where: str) -> float:
     return s
 
 
-def _lines(path: Path, what: str):
-    """The fields of each non-blank line of a TREC file, by the rules every text reader
-    follows (:mod:`retrieval_checks._textfiles`: UTF-8, a leading byte-order mark
-    dropped, fields split on ASCII spaces and tabs as trec_eval splits)."""
-    name = str(path)
-    for n, text in text_lines(path, what):
-        where = f"{name}:{n}"
-        fields = split_fields(text, where)
-        if fields:
-            yield where, fields
-
-
 def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
-    """A TREC run: ``qid Q0 docid rank score tag`` per line; the score decides the order."""
+    """A TREC run: ``qid Q0 docid rank score tag`` per line; the score decides the order.
+    Fields after the sixth are ignored and ``#`` comment lines skipped, as trec_eval does."""
     out: dict[str, dict[str, float]] = {}
     line_of: dict[tuple[str, str], str] = {}  # "file:line" of each pair
-    for where, f in _lines(path, "run"):
-        if len(f) != 6:
+    for where, f in trec_records(path, "run"):
+        if len(f) < 6:
             raise InputError(
-                f"{where}: a TREC run line has 6 fields 'qid Q0 docid rank score tag', found "
-                f"{len(f)}: {shown(' '.join(f), 80)}."
+                f"{where}: a TREC run line has 6 fields 'qid Q0 docid rank score tag' (more are "
+                f"ignored, as trec_eval ignores them), found {len(f)}: {shown(' '.join(f), 80)}."
             )
         qid, doc = f[0], f[2]
         value = parse_float(f[4], where, "the score (5th field)")
@@ -278,10 +328,11 @@ def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
 
 
 def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
-    """TREC qrels: ``qid iteration docid grade`` per line."""
+    """TREC qrels: ``qid iteration docid grade`` per line (``#`` comment lines skipped; a
+    fifth field is refused, as trec_eval refuses it: it may be a shifted column)."""
     out: dict[str, dict[str, int]] = {}
     line_of: dict[tuple[str, str], str] = {}  # "file:line" of each pair
-    for where, f in _lines(path, "qrels"):
+    for where, f in trec_records(path, "qrels"):
         if len(f) != 4:
             raise InputError(
                 f"{where}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
@@ -292,8 +343,8 @@ def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
             f[3],
             where,
             "grade",
-            "grades are integers >= 0: 0 (judged non-relevant), 1, "
-            "2, ... (relevant from relevance_level on).",
+            "grades are integers >= -1: -1 (in the pool but not judged), 0 (judged "
+            "non-relevant), 1, 2, ... (relevant from relevance_level on).",
         )
         row = out.setdefault(qid, {})
         if doc in row:
@@ -369,7 +420,18 @@ def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]])
 
     q, doc, score = table(run, np.float64)
     jq, jdoc, grade = table(qrels, np.int64)
-    return _Flat(np.array(qids, dtype=object), q, doc, score, jq, jdoc, grade, len(d_of), len(d_of))
+    return _Flat(
+        np.array(qids, dtype=object),
+        q,
+        doc,
+        score,
+        jq,
+        jdoc,
+        grade,
+        len(d_of),
+        len(d_of),
+        list(d_of),
+    )
 
 
 def _read_string_ids(run, qrels) -> _Flat:
@@ -449,11 +511,11 @@ def _qrels_for_arrays(qrels, n_q: int):
                 f"qrels: a grade matrix must have one row per query ({n_q}), got shape {m.shape}."
             )
         data = m.data.astype(np.float64)
-        bad = ~np.isfinite(data) | (data < 0) | (data != np.round(data)) | (data > INT64_MAX)
+        bad = ~np.isfinite(data) | (data < -1) | (data != np.round(data)) | (data > INT64_MAX)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             _grade(m.data[i].item(), f"qrels[{int(m.row[i])}, {int(m.col[i])}]")
-        keep = data > 0
+        keep = data != 0  # a matrix's zeros: not judged, as no qrels line
         return (
             m.row[keep].astype(np.int64),
             m.col[keep].astype(np.int64),
@@ -537,14 +599,41 @@ def _read(run, qrels) -> _Flat:
     return flat
 
 
+def _drop_identical(flat: _Flat) -> tuple[_Flat, int]:
+    """BEIR's ``ignore_identical_ids``: a retrieved document whose id is its query's id
+    leaves the run (it stays in the qrels: R and the ideal DCG still count it)."""
+    qtext = [str(x) for x in flat.query_ids]
+    docs = flat.doc_text(np.arange(flat.n_docs)) if flat.doc_names is not None else None
+    if docs is None:  # (indices, scores): queries are rows, documents indices
+        same = flat.doc == flat.q
+    else:
+        same = np.fromiter(
+            (docs[d] == qtext[q] for q, d in zip(flat.q.tolist(), flat.doc.tolist())),
+            bool,
+            count=flat.q.size,
+        )
+    if not same.any():
+        return flat, 0
+    keep = ~same
+    out = replace(flat, q=flat.q[keep], doc=flat.doc[keep], score=flat.score[keep])
+    if out.q.size == 0:
+        raise InputError(
+            "run is empty once ignore_identical_ids drops each query's own id: every retrieved "
+            "document was the query itself."
+        )
+    return out, int(same.sum())
+
+
 # ----------------------------------------------------------------------------- ranking
 @dataclass(frozen=True)
 class _Ranked:
-    """The retrieved entries ordered by query, then decreasing score."""
+    """The retrieved entries ordered by query, then decreasing score (then, under
+    ``ties="docid"``, decreasing document id)."""
 
     row: np.ndarray  # int64 query
     score: np.ndarray  # float64
-    grade: np.ndarray  # int64 (0 where unjudged)
+    grade: np.ndarray  # int64 (0 where not in the qrels; -1 in the pool, not judged)
+    judged: np.ndarray  # bool: in the qrels with a grade >= 0
     start: np.ndarray  # int64: query i's entries are start[i] .. start[i + 1] - 1
     group: np.ndarray  # int64 tie group of each entry (one query, one score), consecutive
     bounds: np.ndarray  # int64: group j's entries are bounds[j] .. bounds[j + 1] - 1
@@ -554,16 +643,23 @@ class _Ranked:
         """1-based slot of each entry in its query's ranking."""
         return np.arange(self.row.size, dtype=np.int64) - self.start[self.row] + 1
 
+    def untied(self) -> "_Ranked":
+        """The same order with every entry a group of its own (``ties="docid"``)."""
+        n = self.row.size
+        return replace(self, group=np.arange(n, dtype=np.int64), bounds=np.arange(n + 1))
 
-def _run_grades(flat: _Flat) -> np.ndarray:
-    """The grade of each retrieved entry (0 where it is not judged)."""
+
+def _run_grades(flat: _Flat) -> tuple[np.ndarray, np.ndarray]:
+    """The grade of each retrieved entry (0 where it is not in the qrels) and whether the
+    qrels judge it (a grade >= 0; -1 is in the pool but not judged)."""
     judged = flat.jq * flat.n_docs + flat.jdoc
     order = np.argsort(judged, kind="stable")
     keys, grades = judged[order], flat.grade[order]
     wanted = flat.q * flat.n_docs + flat.doc
     at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
     found = (keys[at] == wanted) if keys.size else np.zeros(wanted.size, bool)
-    return np.where(found, grades[at] if keys.size else 0, 0).astype(np.int64)
+    grade = np.where(found, grades[at] if keys.size else 0, 0).astype(np.int64)
+    return grade, found & (grade >= 0)
 
 
 def _qid(value) -> str:
@@ -571,30 +667,46 @@ def _qid(value) -> str:
     return shown(value.item() if isinstance(value, np.generic) else value)
 
 
-def _rank_run(flat: _Flat, k: int | None) -> _Ranked:
-    """Sort each query's entries by decreasing score; cut to the top ``k`` (refused where a
-    tie straddles the cut: the top k is then not defined by the scores)."""
+def _doc_keys(flat: _Flat) -> np.ndarray:
+    """Each entry's document id as a rank in the ids' text order (code points: the byte
+    order of their UTF-8, trec_eval's strcmp)."""
+    names = flat.doc_text(np.arange(flat.n_docs))
+    key = np.empty(flat.n_docs, np.int64)
+    key[sorted(range(flat.n_docs), key=names.__getitem__)] = np.arange(flat.n_docs)
+    return key[flat.doc]
+
+
+def _rank_run(flat: _Flat, k: int | None, ties: str = "pessimistic") -> _Ranked:
+    """Sort each query's entries by decreasing score (``ties="docid"``: then by decreasing
+    document id, trec_eval's order); cut to the top ``k``: refused where a tie straddles
+    the cut (the top k is then not defined by the scores), except under ``"docid"``,
+    whose order defines it, as trec_eval's ``-M`` does."""
     n_q = flat.query_ids.shape[0]
-    order = np.lexsort((-flat.score, flat.q))
-    row, score, grade = flat.q[order], flat.score[order], _run_grades(flat)[order]
+    keys = (-flat.score, flat.q)
+    if ties == "docid":
+        keys = (-_doc_keys(flat), *keys)
+    order = np.lexsort(keys)
+    grade, judged = _run_grades(flat)
+    row, score, grade, judged = flat.q[order], flat.score[order], grade[order], judged[order]
     start = np.searchsorted(row, np.arange(n_q + 1))
     if k is not None:
         slot = np.arange(row.size) - start[row]
         cut = np.flatnonzero((slot == k) & (score == np.roll(score, 1)))
-        if cut.size:
+        if cut.size and ties != "docid":
             i = int(cut[0])
             raise InputError(
                 f"k={k}: query {_qid(flat.query_ids[row[i]])} has documents tied at score "
-                f"{score[i]!r} on both sides of rank {k}, so its top {k} is not defined by the "
-                f"scores; pick another k or cut the run yourself."
+                f"{float(score[i])!r} on both sides of rank {k}, so its top {k} is not defined by the "
+                f"scores; pick another k, cut the run yourself, or pass ties='docid' (trec_eval's "
+                f"order: equal scores by document id, descending)."
             )
         keep = slot < k
-        row, score, grade = row[keep], score[keep], grade[keep]
+        row, score, grade, judged = row[keep], score[keep], grade[keep], judged[keep]
         start = np.searchsorted(row, np.arange(n_q + 1))
     new = np.ones(row.size, bool)
     new[1:] = (np.diff(row) != 0) | (np.diff(score) != 0)
     bounds = np.append(np.flatnonzero(new), row.size).astype(np.int64)
-    return _Ranked(row, score, grade, start.astype(np.int64), np.cumsum(new) - 1, bounds)
+    return _Ranked(row, score, grade, judged, start.astype(np.int64), np.cumsum(new) - 1, bounds)
 
 
 @dataclass(frozen=True)
@@ -624,35 +736,92 @@ def _binary_items(rk: _Ranked, relevant: np.ndarray, n_q: int) -> _Items:
     return _Items(rk.row[s], position[s], 1 + position[s] + ge[s], tied[s], first_group)
 
 
-def _binary_values(specs, it: _Items, R: np.ndarray, ties: str) -> dict[str, dict[str, np.ndarray]]:
-    """Per policy ("chosen" and the four of ``tie_values``), per metric: per-query values."""
-    if not specs:
-        return {kind: {} for kind in ("chosen", *_KINDS)}
-    pess = per_query_values(specs, it.rid, it.position, it.rank, R)
-    opt = per_query_values(specs, it.rid, it.position, it.rank - it.tied, R)
-    if ties == "average":
-        chosen = _ties.expected_per_query_values(specs, it.rid, it.position, it.rank, it.tied, R)
+def _group_parts(rk: _Ranked, mask: np.ndarray):
+    """Per entry: entries of ``mask`` strictly above its tie group in its query (A), in its
+    group (J, itself included when it is one), and s, n: the entries above the group and
+    the group's size."""
+    c = np.concatenate([[0], np.cumsum(mask)])
+    end = rk.bounds[1:][rk.group]
+    begin = rk.bounds[:-1][rk.group]
+    first = rk.start[rk.row]
+    return c[begin] - c[first], c[end] - c[begin], begin - first, end - begin
+
+
+def _bpref_values(rk: _Ranked, flat: _Flat, R: np.ndarray, level: int, ties: str):
+    """trec_eval's bpref per query under each policy: per retrieved relevant entry
+    1 - min(A, R) / min(N, R), A the judged non-relevant entries above it (grade 0 ..
+    level - 1; unjudged ones and grade -1 are ignored), N those of the qrels; summed and
+    divided by R. Its tie group's J judged non-relevant entries come before it
+    (pessimistic), after it (optimistic), or, under "average", y of them with y uniform
+    on 0..J (an item's place among the J others is uniform: exact)."""
+    n_q = R.shape[0]
+    nonrel = rk.judged & (rk.grade < level)
+    relevant = rk.grade >= level
+    N = np.bincount(
+        flat.jq, weights=(flat.grade >= 0) & (flat.grade < level), minlength=n_q
+    ).astype(np.float64)
+    A, J, _, _ = _group_parts(rk, nonrel)
+    Rf = R.astype(np.float64)
+    cap = np.minimum(N, Rf)[rk.row]
+    Rr = Rf[rk.row]
+
+    def term(mean_min):  # 1 - E[min(above, R)] / min(N, R); 1 where min(N, R) = 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(cap > 0, 1.0 - mean_min / cap, 1.0)
+
+    def per_query(values):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.bincount(rk.row[relevant], weights=values[relevant], minlength=n_q) / Rf
+        v[R == 0] = np.nan
+        return v
+
+    pess = per_query(term(np.minimum(A + J, Rr)))
+    opt = per_query(term(np.minimum(A, Rr)))
+    out = {"pessimistic": pess, "optimistic": opt, "min": pess, "max": opt}
+    if ties == "average":  # sum_{y=0..J} min(A + y, R) / (J + 1)
+        Af, Jf = A.astype(np.float64), J.astype(np.float64)
+        last = np.clip(Rr - Af, -1.0, Jf)  # the last y with A + y <= R
+        below = (last + 1) * Af + last * (last + 1) / 2
+        out["chosen"] = per_query(term((below + (Jf - last) * Rr) / (Jf + 1)))
+    elif ties == "docid":
+        Ad, _, _, _ = _group_parts(rk.untied(), nonrel)
+        out["chosen"] = per_query(term(np.minimum(Ad, Rr)))
     else:
-        chosen = pess if ties == "pessimistic" else opt
-    lo, hi = {}, {}
-    for s in specs:
-        if s.family == "map" and s.k is not None:
-            lo[s.name], hi[s.name] = _ties.map_at_k_extremes(
-                it.rid, it.position, it.rank, it.tied, R, s.k
-            )
-        else:
-            lo[s.name], hi[s.name] = (
-                np.fmin(pess[s.name], opt[s.name]),
-                np.fmax(pess[s.name], opt[s.name]),
-            )
-    return {"chosen": chosen, "pessimistic": pess, "optimistic": opt, "min": lo, "max": hi}
+        out["chosen"] = out[ties]
+    return out
 
 
-def _gains(spec: MetricSpec, grade: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """The gains of ``grade`` scaled per query by a power of two (``top``: the largest
-    grade of each entry's query), as the engine's: 2^grade - 1 stays finite beyond grade
-    1023 and the factor cancels exactly in nDCG (:func:`retrieval_checks.metrics._graded.gains`)."""
-    return graded_gains(grade, spec.family, top)
+def _residual_values(rk: _Ranked, p: float, n_q: int, ties: str):
+    """RBP's residual per query: (1 - p) sum p^(rank - 1) over the retrieved entries the
+    qrels do not judge, plus p^d (d the query's depth: nothing beyond it is judged). A tie
+    group (s entries above, n in it, u not judged) puts them first (pessimistic: the
+    greatest residual), last (optimistic) or anywhere (average: (u / n)(p^s - p^(s + n)),
+    each slot not judged with probability u / n)."""
+    unjudged = ~rk.judged
+    _, u, s, n = _group_parts(rk, unjudged)
+    first_of_group = np.arange(rk.row.size) == rk.bounds[:-1][rk.group]
+    depth = np.diff(rk.start).astype(np.float64)
+
+    def per_query(group_values):
+        v = np.bincount(rk.row, weights=np.where(first_of_group, group_values, 0.0), minlength=n_q)
+        return v + p**depth
+
+    pess = per_query(p**s - p ** (s + u))
+    opt = per_query(p ** (s + n - u) - p ** (s + n))
+    out = {"pessimistic": pess, "optimistic": opt, "min": opt, "max": pess}
+    if ties == "average":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["chosen"] = per_query(np.where(n > 0, u / n, 0.0) * (p**s - p ** (s + n)))
+    elif ties == "docid":
+        t = rk.untied()
+        _, _, sd, _ = _group_parts(t, unjudged)
+        out["chosen"] = (
+            np.bincount(t.row, weights=np.where(unjudged, (1 - p) * p**sd, 0.0), minlength=n_q)
+            + p**depth
+        )
+    else:
+        out["chosen"] = out[ties]
+    return out
 
 
 def _dcg(row, rank, gain, K, n_q) -> np.ndarray:
@@ -662,35 +831,49 @@ def _dcg(row, rank, gain, K, n_q) -> np.ndarray:
     )
 
 
-def _graded_values(
-    specs, rk: _Ranked, flat: _Flat, R: np.ndarray, ties: str
-) -> dict[str, dict[str, np.ndarray]]:
-    """nDCG under each policy: the gains of each tie group ascending (pessimistic, the
-    least DCG), descending (optimistic, the greatest) or all equal to their mean
-    (average: the exact expectation); the ideal DCG over every judged document."""
-    n_q = R.shape[0]
-    out: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in ("chosen", *_KINDS)}
+def _graded_values(specs, rk: _Ranked, flat: _Flat, ties: str) -> dict[str, dict[str, np.ndarray]]:
+    """nDCG and DCG under each policy: the gains of each tie group ascending (pessimistic,
+    the least DCG), descending (optimistic, the greatest) or all equal to their mean
+    (average: the exact expectation), or trec_eval's order (docid); the ideal DCG over
+    every judged document of grade > 0. nDCG is NaN where the ideal DCG is 0 (no grade >
+    0); grade -1 (not judged) gains nothing."""
+    n_q = flat.query_ids.shape[0]
+    out: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in ("chosen", *KINDS)}
     rank = rk.rank
-    ideal = np.lexsort((-flat.grade, flat.jq))
+    jgrade = np.maximum(flat.grade, 0)
+    ideal = np.lexsort((-jgrade, flat.jq))
     jq = flat.jq[ideal]
     jrank = np.arange(jq.size) - np.searchsorted(jq, np.arange(n_q))[jq] + 1
     size = np.diff(rk.bounds).astype(np.float64)
-    top = row_top(flat.jq, flat.grade, n_q)  # per query: retrieved grades are among its judged ones
+    top = row_top(flat.jq, jgrade, n_q)  # per query: retrieved grades are among its judged ones
+    rgrade = np.maximum(rk.grade, 0)
     for s in specs:
-        gain = _gains(s, rk.grade, top[rk.row])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            idcg = _dcg(jq, jrank, _gains(s, flat.grade[ideal], top[jq]), s.k, n_q)
+        normalised = s.family in ("ndcg", "ndcg_exp")
+        family = s.family.replace("dcg", "ndcg") if not normalised else s.family
+        if normalised:
+            gain = _gains(family, rgrade, top[rk.row])
+            igain = _gains(family, jgrade[ideal], top[jq])
+        else:  # DCG's own units: no scale (it would not cancel)
+            gain = raw_gains(rgrade, s)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            idcg = _dcg(jq, jrank, igain, s.k, n_q) if normalised else None
 
-            def ndcg(arranged):
-                v = _dcg(rk.row, rank, arranged, s.k, n_q) / idcg
-                v[R == 0] = np.nan
+            def value(arranged):
+                v = _dcg(rk.row, rank, arranged, s.k, n_q)
+                if normalised:
+                    v = v / idcg
+                    v[idcg == 0] = np.nan
                 return v
 
-            pess = ndcg(gain[np.lexsort((gain, rk.group))])
-            opt = ndcg(gain[np.lexsort((-gain, rk.group))])
-            mean = np.bincount(rk.group, weights=gain, minlength=size.size) / size
-            avg = ndcg(mean[rk.group]) if ties == "average" else None
-        chosen = {"pessimistic": pess, "optimistic": opt, "average": avg}[ties]
+            pess = value(gain[np.lexsort((gain, rk.group))])
+            opt = value(gain[np.lexsort((-gain, rk.group))])
+            if ties == "average":
+                mean = np.bincount(rk.group, weights=gain, minlength=size.size) / size
+                chosen = value(mean[rk.group])
+            elif ties == "docid":
+                chosen = value(gain)
+            else:
+                chosen = pess if ties == "pessimistic" else opt
         for kind, v in (
             ("chosen", chosen),
             ("pessimistic", pess),
@@ -702,6 +885,13 @@ def _graded_values(
     return out
 
 
+def _gains(family: str, grade: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The gains of ``grade`` scaled per query by a power of two (``top``: the largest
+    grade of each entry's query), as the engine's: 2^grade - 1 stays finite beyond grade
+    1023 and the factor cancels exactly in nDCG (:func:`retrieval_checks.metrics._graded.gains`)."""
+    return graded_gains(grade, family, top)
+
+
 # ----------------------------------------------------------------------------- result
 def _censor(
     per_kind: dict[str, dict[str, np.ndarray]],
@@ -710,17 +900,25 @@ def _censor(
     empty: np.ndarray,
     zero: bool,
     depth: int,
+    outside: np.ndarray,
 ) -> None:
     """Queries that retrieved none of their relevant documents (``miss``): hit_rate and
     mrr 0, medr and meanr the censored rank depth + 1; queries without a relevant document
-    (``empty``) under empty_queries="zero": 0, ranks depth + 1."""
+    (``empty``) under empty_queries="zero": 0, ranks depth + 1 (the graded metrics and the
+    RBP residual keep their value where they have one: trec_eval's nDCG of a query without
+    a relevant document at the level still counts its grades); queries outside the query
+    set or skipped (``outside``): NaN."""
     for values in per_kind.values():
         for s in specs:
             v = values[s.name]
             if s.family in _FIRST:
                 v[miss] = depth + 1.0 if s.unit == "rank" else 0.0
             if zero:
-                v[empty] = depth + 1.0 if s.unit == "rank" else 0.0
+                if s.family in _GRADED or s.family == "rbp_residual":
+                    v[empty & np.isnan(v)] = 0.0
+                else:
+                    v[empty] = depth + 1.0 if s.unit == "rank" else 0.0
+            v[outside] = np.nan
 
 
 def _first_ranks(it: _Items, n_q: int, ties: str, miss: np.ndarray, depth: int) -> np.ndarray:
@@ -734,15 +932,21 @@ def _first_ranks(it: _Items, n_q: int, ties: str, miss: np.ndarray, depth: int) 
         out[hit] = FirstRanks(pess, opt, it.first_group).under("average")[hit]
         out[miss] = depth + 1.0
         return out
-    out = pess if ties == "pessimistic" else opt
+    out = opt if ties == "optimistic" else pess  # docid: the items are untied
     out[miss] = depth + 1
     return out
 
 
-def _check_empty(req: _Request, flat: _Flat, empty: np.ndarray) -> None:
-    n_q = flat.query_ids.shape[0]
+def _check_empty(req: _Request, flat: _Flat, empty: np.ndarray, inside: np.ndarray) -> None:
+    n_q = int(inside.sum())
     shown_ids = ", ".join(_qid(x) for x in flat.query_ids[empty[:5]])
     more = f" and {empty.size - 5} more" if empty.size > 5 else ""
+    if n_q == 0:
+        raise EmptyQueriesError(
+            f"queries={req.queries!r} leaves no query: no query of the run is judged in the qrels; "
+            "check that the run's and the qrels' query ids match.",
+            indices=empty,
+        )
     if empty.size == n_q:
         raise EmptyQueriesError(
             f"None of the {n_q} queries has a relevant judged document (grade >= relevance_level="
@@ -757,27 +961,70 @@ def _check_empty(req: _Request, flat: _Flat, empty: np.ndarray) -> None:
         )
 
 
-def _result(req: _Request, flat: _Flat, rk: _Ranked) -> EvaluationResult:
+def _query_set(req: _Request, flat: _Flat) -> np.ndarray:
+    """The queries averaged over: every query ("both"), the run's judged ones ("run",
+    trec_eval's default) or the judged ones ("qrels", trec_eval -c); "judged": a line of
+    the qrels (any grade, -1 included)."""
+    n_q = flat.query_ids.shape[0]
+    if req.queries == "both":
+        return np.ones(n_q, bool)
+    judged = np.bincount(flat.jq, minlength=n_q) > 0
+    if req.queries == "qrels":
+        return judged
+    return judged & (np.bincount(flat.q, minlength=n_q) > 0)
+
+
+def _result(req: _Request, flat: _Flat, rk: _Ranked, dropped: int = 0) -> EvaluationResult:
+    # long: the result's fields, each computed once, in the order the result lists them
     n_q = flat.query_ids.shape[0]
     R = np.bincount(flat.jq, weights=flat.grade >= req.relevance_level, minlength=n_q).astype(
         np.int64
     )
-    empty = np.flatnonzero(R == 0)
-    _check_empty(req, flat, empty)
+    inside = _query_set(req, flat)
+    empty = np.flatnonzero(inside & (R == 0))
+    _check_empty(req, flat, empty, inside)
     n_ret = np.diff(rk.start)
     depth = req.k if req.k is not None else int(n_ret.max())
-    it = _binary_items(rk, rk.grade >= req.relevance_level, n_q)
+    relevant = rk.grade >= req.relevance_level
+    it = _binary_items(rk, relevant, n_q)
+    untied = None
+    if req.ties == "docid":
+        d = _binary_items(rk.untied(), relevant, n_q)
+        untied = (d.rid, d.position, d.rank)
     hits = np.bincount(it.rid, minlength=n_q)
     miss = (R > 0) & (hits == 0)
-    binary = [s for s in req.specs if s.family not in _GRADED]
+    binary = [s for s in req.specs if s.family not in _GRADED and s.family not in _OWN]
     graded = [s for s in req.specs if s.family in _GRADED]
-    per_kind = _binary_values(binary, it, R, req.ties)
-    for kind, values in _graded_values(graded, rk, flat, R, req.ties).items():
+    per_kind = binary_policy_values(
+        binary, it.rid, it.position, it.rank, it.tied, R, req.ties, chosen_rank=untied
+    )
+    for kind, values in _graded_values(graded, rk, flat, req.ties).items():
         per_kind[kind].update(values)
-    _censor(per_kind, req.specs, miss, empty, req.empty_queries == "zero", depth)
+    for s in req.specs:
+        if s.family == "bpref":
+            by = _bpref_values(rk, flat, R, req.relevance_level, req.ties)
+        elif s.family == "rbp_residual":
+            by = _residual_values(rk, s.level, n_q, req.ties)
+        else:
+            continue
+        for kind in per_kind:
+            per_kind[kind][s.name] = by[kind]
+    skip = ~inside
+    if req.empty_queries == "skip":
+        skip[empty] = True
+    _censor(
+        per_kind,
+        req.specs,
+        miss,
+        np.isin(np.arange(n_q), empty),
+        req.empty_queries == "zero",
+        depth,
+        skip,
+    )
+    skipped = np.flatnonzero(skip)
     chosen = {s.name: per_kind["chosen"][s.name] for s in req.specs}
     tie_values = {
-        s.name: {kind: aggregate(s, per_kind[kind][s.name], skipped=empty) for kind in _KINDS}
+        s.name: {kind: aggregate(s, per_kind[kind][s.name], skipped=skipped) for kind in KINDS}
         for s in req.specs
     }
     config = {
@@ -791,17 +1038,27 @@ def _result(req: _Request, flat: _Flat, rk: _Ranked) -> EvaluationResult:
         "n_gallery": flat.n_gallery,
         "depth": depth,
         "k": req.k,
+        "queries": req.queries,
+        "queries_outside": int((~inside).sum()),
+        "ignore_identical_ids": req.ignore_identical_ids,
+        "identical_ids_dropped": dropped,
     }
     return EvaluationResult(
         specs=req.specs,
-        values={s.name: aggregate(s, chosen[s.name], skipped=empty) for s in req.specs},
+        values={s.name: aggregate(s, chosen[s.name], skipped=skipped) for s in req.specs},
         per_query=chosen,
         thresholds={},
         pair_counts={},
         n_relevant=R,
         n_candidates=n_ret.astype(np.int64),
-        first_relevant_rank=_first_ranks(it, n_q, req.ties, miss, depth),
-        skipped_queries=empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
+        first_relevant_rank=_first_ranks(
+            _binary_items(rk.untied(), relevant, n_q) if req.ties == "docid" else it,
+            n_q,
+            req.ties,
+            miss,
+            depth,
+        ),
+        skipped_queries=skipped,
         config=config,
         query_ids=flat.query_ids,
         tie_values=tie_values,
@@ -816,10 +1073,12 @@ def evaluate_run(
     *,
     ties: str = DEFAULTS["ties"],
     relevance_level: int = 1,
-    empty_queries: str = DEFAULTS["empty_queries"],
+    empty_queries: str | None = None,
     confidence: float = DEFAULTS["confidence"],
     k: int | None = None,
     slices=None,
+    queries: str = "both",
+    ignore_identical_ids: bool = False,
 ) -> EvaluationResult:
     """Evaluate a precomputed ranking exactly, as trec_eval / ranx do, with this library's
     tie policies; the result works with every gate and comparison.
@@ -835,10 +1094,13 @@ def evaluate_run(
         the same id). Higher scores rank first; equal scores tie. Files are read by the
         rules of every text reader (:mod:`retrieval_checks._textfiles`): UTF-8, a leading
         byte-order mark dropped, fields split on ASCII spaces and tabs, numbers in ASCII
-        digits (``1_0`` refused, not read as 10), grades within int64.
+        digits (``1_0`` refused, not read as 10), grades within int64; as trec_eval,
+        ``#`` comment lines are skipped and fields after a run line's sixth ignored.
     qrels:
         ``{qid: {docid: grade}}`` or the path of a TREC qrels file (``qid 0 docid
-        grade``); grades are integers >= 0, 0 judged non-relevant. Next to
+        grade``); grades are integers >= -1: -1 in the pool but not judged (trec_eval's
+        marker: non-relevant, no gain, not a judged non-relevant document for
+        ``bpref``, but the query counts as judged), 0 judged non-relevant. Next to
         ``(indices, scores)``: a dict ``{row: {index: grade}}`` or ``{row: [indices]}``,
         a list of relevant-index lists (one per row) or a (n_queries x n_docs) grade
         matrix (numpy or scipy sparse).
@@ -847,19 +1109,28 @@ def evaluate_run(
         ``recall@K``, ``precision@K``, ``map``, ``map@K``, ``map_cut@K``,
         ``map_capped@K``, ``map@R``, ``r_precision``, ``mrr``, ``medr``, ``meanr``,
         ``ndcg@K`` / ``ndcg`` (gain = grade), ``ndcg_exp@K`` / ``ndcg_exp`` (gain
-        2^grade - 1). K may exceed a query's results (trec_eval: ``precision@K`` still
-        divides by K).
+        2^grade - 1), ``mrr@K``, ``f1@K``, ``recall_cap@K``, ``dcg@K`` / ``dcg`` and
+        ``dcg_exp@K`` / ``dcg_exp`` (not normalised), ``bpref``, ``rbp@p`` and
+        ``rbp_residual@p``, ``gm_map``, ``iprec_at_recall@L`` and ``iprec_11pt``
+        (docs/metrics.md defines each; trec_eval's names such as ``success@K`` and
+        ``recip_rank`` are aliases). K may exceed a query's results (trec_eval:
+        ``precision@K`` still divides by K).
     ties:
         ``"pessimistic"`` (relevant documents, and within a tie the lowest grades,
         after the others), ``"optimistic"`` or ``"average"`` (the exact expectation
-        over every order of each tie); ``result.tie_values`` holds the pessimistic,
-        optimistic, least and greatest values.
+        over every order of each tie) or ``"docid"``: trec_eval's order, equal scores by
+        document id descending (code-point order of the ids' text, as C's strcmp on
+        UTF-8); ``result.tie_values`` holds the pessimistic, optimistic, least and
+        greatest values over the orders of equal scores.
     relevance_level:
-        The least grade that counts as relevant (trec_eval ``-l``) for every metric but
-        nDCG, which uses the grades themselves.
+        The least grade that counts as relevant (trec_eval ``-l``) for the binary
+        metrics; nDCG and DCG use the grades themselves, as trec_eval's. Which queries
+        have a relevant document (and so are empty or not) follows this level.
     empty_queries:
-        Queries without a relevant judged document: ``"skip"`` (counted in
-        ``skipped_queries``), ``"error"`` or ``"zero"`` (0; ranks depth + 1).
+        Queries of the query set without a relevant judged document: ``"skip"``
+        (counted in ``skipped_queries``), ``"error"`` or ``"zero"`` (0, ranks depth + 1;
+        nDCG / DCG keep their graded value, as trec_eval). Default: ``"skip"`` with
+        ``queries="both"``, ``"zero"`` with ``"run"`` / ``"qrels"`` (trec_eval's rule).
     confidence:
         The confidence recorded for intervals computed later from this result.
     k:
@@ -869,16 +1140,32 @@ def evaluate_run(
         Per-query metadata to split the queries by, as in :func:`evaluate`; here also
         ``{qid: value}`` or ``{dimension: {qid: value}}`` (queries it does not name
         count as missing); arrays follow ``result.query_ids``' order.
+    queries:
+        The queries averaged over. ``"both"`` (default): every query of the run and of
+        the qrels. ``"run"``: the run's queries that the qrels judge (at least one line,
+        any grade): trec_eval's default. ``"qrels"``: every judged query, those missing
+        from the run with nothing retrieved (trec_eval ``-c``). Queries outside the set
+        are counted in ``skipped_queries`` (NaN per query), never silently dropped.
+    ignore_identical_ids:
+        BEIR's rule: a retrieved document whose id equals its query's id is removed
+        from the run (it still counts in the qrels: R and the ideal DCG); the number
+        removed is ``config["identical_ids_dropped"]``.
 
     Conventions for relevant documents missing from the run and queries missing from it
     are in the module docstring: they count (R, ideal DCG), never rank inside a top K,
     add 0 to precision sums, give ``mrr`` / ``hit_rate`` 0 and ``medr`` / ``meanr`` the
     censored rank D + 1 (D = ``k``, else the longest ranking in the run).
     """
-    req = _options(metrics, ties, empty_queries, relevance_level, confidence, k)
+    req = _options(
+        metrics, ties, empty_queries, relevance_level, confidence, k, queries, ignore_identical_ids
+    )
+    check_average(req.specs, "average" if req.ties == "average" else "")
     flat = _read(run, qrels)
+    dropped = 0
+    if req.ignore_identical_ids:
+        flat, dropped = _drop_identical(flat)
     dims = None
     if slices is not None:
         dims = make_slices(slices, len(flat.query_ids), query_ids=flat.query_ids)
-    result = _result(req, flat, _rank_run(flat, req.k))
+    result = _result(req, flat, _rank_run(flat, req.k, req.ties), dropped)
     return result if dims is None else attach_slices(result, dims)

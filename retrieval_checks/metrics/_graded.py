@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from ._names import MetricSpec
 from ._ranking import discount_prefix
 
-__all__ = ["binary_view", "graded_ndcg_values", "gains", "row_top"]
+__all__ = ["binary_view", "graded_ndcg_values", "gains", "raw_gains", "row_top"]
 
 
 def row_top(rid: np.ndarray, grade: np.ndarray, n_rows: int) -> np.ndarray:
@@ -143,7 +144,8 @@ def _dcg_by_policy(rid, score, gain, rank_pess, tied, position, n_rows: int, k):
 def graded_ndcg_values(
     specs: list[MetricSpec], rid, score, grade, rank_pess, tied, position, n_rows: int
 ) -> dict[str, dict[str, np.ndarray]]:
-    """``{policy: {name: per-row nDCG}}`` for the ``ndcg`` / ``ndcg_exp`` specs, under the
+    """``{policy: {name: per-row nDCG}}`` for the ``ndcg`` / ``ndcg_exp`` specs (and the
+    unnormalised ``dcg`` / ``dcg_exp``), under the
     pessimistic, optimistic and average orders of ties (NaN for rows without items)."""
     out: dict[str, dict[str, np.ndarray]] = {
         p: {} for p in ("pessimistic", "optimistic", "average")
@@ -151,12 +153,33 @@ def graded_ndcg_values(
     has = np.bincount(rid, minlength=n_rows) > 0
     top = row_top(rid, grade, n_rows)[rid]
     for spec in specs:
-        gain = gains(grade, spec.family, top)
-        ideal = _ideal_dcg(rid, gain, n_rows, spec.k)
+        if spec.family in ("dcg", "dcg_exp"):  # DCG in the gains' own units: no scale
+            gain = raw_gains(grade, spec)
+            ideal = np.ones(n_rows)
+        else:
+            gain = gains(grade, spec.family, top)
+            ideal = _ideal_dcg(rid, gain, n_rows, spec.k)
         for policy, dcg in _dcg_by_policy(
             rid, score, gain, rank_pess, tied, position, n_rows, spec.k
         ).items():
             with np.errstate(divide="ignore", invalid="ignore"):
                 v = np.where(has, dcg / ideal, np.nan)
             out[policy][spec.name] = v
+    return out
+
+
+def raw_gains(grade, spec: MetricSpec) -> np.ndarray:
+    """DCG's gains, unscaled: the grade (``dcg``) or 2^grade - 1 (``dcg_exp``); grades
+    below 0 (trec_eval's -1) gain nothing. A sum beyond float64 (``dcg_exp`` of grades
+    above 1023) is an :class:`~retrieval_checks.InputError` naming ``ndcg_exp``."""
+    g = np.maximum(np.asarray(grade, np.float64), 0.0)
+    if spec.family != "dcg_exp":
+        return g
+    with np.errstate(over="ignore"):
+        out = np.exp2(g) - 1.0
+    if not np.isfinite(out).all():
+        raise InputError(
+            f"{spec.name}: a gain 2^grade - 1 is beyond the float64 range (grades up to 1023 "
+            "fit); use ndcg_exp (its ratio is exact at any grade) or dcg (gain = grade)."
+        )
     return out

@@ -42,15 +42,24 @@ MAX_LEVEL_PLACES = 30
 #: Metrics of classifiers (``evaluate_classifier``), not of embeddings.
 CLASSIFIER_METRICS = families_of_kind("classifier")
 
+#: Families written with or without a cut-off K (``map`` and ``map@K``).
+_OPTIONAL_K = ("map", "ndcg", "ndcg_exp", "mrr", "dcg", "dcg_exp")
+
+#: Families whose parameter is a fraction: (least, greatest, whether the least is allowed,
+#: whether the greatest is) -- rbp's persistence p in (0, 1), a recall level in [0, 1].
+_FRACTION_PARAM = {
+    "rbp": (False, False),
+    "rbp_residual": (False, False),
+    "iprec_at_recall": (True, True),
+}
+
 #: One line per family that :func:`parse_metric` reads, as a user would write it
 #: (``map`` also takes a cut-off: ``map@K``).
 METRIC_TEMPLATES: tuple[str, ...] = tuple(
     t
     for f in FAMILIES.values()
     if f.kind != "classifier"
-    for t in (
-        (f.template, f"{f.name}@K") if f.name in ("map", "ndcg", "ndcg_exp") else (f.template,)
-    )
+    for t in ((f.template, f"{f.name}@K") if f.name in _OPTIONAL_K else (f.template,))
 )
 
 _ALIASES = {
@@ -59,8 +68,14 @@ _ALIASES = {
     "r-precision": "r_precision",
     "rprecision": "r_precision",
     "ndcg_cut": "ndcg",
+    # trec_eval's and other libraries' names of the same quantities (docs/metrics.md)
+    "success": "hit_rate",
+    "recip_rank": "mrr",
+    "rprec": "r_precision",
+    "r_cap": "recall_cap",
+    "11pt_avg": "iprec_11pt",
 }
-_TAKES_K = {f.name for f in FAMILIES.values() if f.param == "K"} | {"map", "ndcg", "ndcg_exp"}
+_TAKES_K = {f.name for f in FAMILIES.values() if f.param == "K"} | set(_OPTIONAL_K)
 
 # Names defined in the contract that evaluate() does not compute (other entry points).
 _ELSEWHERE = {
@@ -140,7 +155,7 @@ def _is_float(text: str) -> bool:
 
 # what a suggestion puts in place of a placeholder the user copied from a template
 # (``recall@K`` -> ``recall@10``): a suggestion is a name that parses
-_EXAMPLES = {"K": "10", "P": "0.9", "Q": "0.9", "t=T": "t=0.5"}
+_EXAMPLES = {"K": "10", "P": "0.9", "Q": "0.9", "t=T": "t=0.5", "p": "0.8", "L": "0.5"}
 
 
 def _concrete(template: str, param: str) -> str:
@@ -209,7 +224,7 @@ def _fail(name: str, reason: str) -> MetricNameError:
         f"Unknown or malformed metric name {shown(name, 80)}: {reason if len(reason) <= 200 else reason[:197] + '...'}."
         f"{hint} "
         f"Known metrics: {', '.join(METRIC_TEMPLATES)} (K a positive integer, "
-        f"P and Q in (0, 1], T a similarity threshold).",
+        f"P and Q in (0, 1], T a similarity threshold, p in (0, 1), L in [0, 1]).",
         name=name,
         suggestion=suggestion,
     )
@@ -316,6 +331,22 @@ def _with_level(raw: str, base: str, param: str) -> MetricSpec:
     return MetricSpec(f"{base}@{name}", base, "pair", level=level, exact=exact)
 
 
+def _with_fraction(raw: str, base: str, param: str) -> MetricSpec:
+    """rbp's persistence p in (0, 1), a recall level L in [0, 1]: exact decimals, named by
+    their shortest spelling (``rbp@0.80`` is ``rbp@0.8``)."""
+    zero_ok, one_ok = _FRACTION_PARAM[base]
+    what = "a recall level in [0, 1]" if zero_ok else "a persistence p strictly between 0 and 1"
+    d = _decimal(param.replace(" ", ""))
+    if d is None or not ((0 < d or (zero_ok and d == 0)) and (d < 1 or (one_ok and d == 1))):
+        raise _fail(raw, f"'{base}' takes {what} after '@' (e.g. {base}@0.8), got {param!r}")
+    if _places(d) > MAX_LEVEL_PLACES:
+        raise _fail(raw, f"the parameter has more than {MAX_LEVEL_PLACES} decimal places: round it")
+    exact = Fraction(d)
+    level = float(exact)
+    name = _fmt(level) if Fraction(repr(level)) == exact else _decimal_text(exact)
+    return MetricSpec(f"{base}@{name}", base, FAMILIES[base].kind, level=level, exact=exact)
+
+
 def _decimal_text(x: Fraction) -> str:
     """The decimal spelling of a fraction whose denominator divides a power of ten."""
     sign, x = ("-" if x < 0 else ""), abs(x)
@@ -367,6 +398,8 @@ def parse_metric(name: str) -> MetricSpec:
         return MetricSpec("map@R", "map@R", "query")
     if base in _TAKES_K:
         return _with_k(raw, base, param)
+    if base in _FRACTION_PARAM:
+        return _with_fraction(raw, base, param)
     if fam.param == "T":
         return _with_threshold(raw, base, param)
     if fam.param in ("P", "Q"):

@@ -13,6 +13,15 @@ the query's ranking after self-exclusion, ties resolved by the tie policy):
 - ``map@R``           = (1/R) * sum_{r_i <= R} i / r_i
 - ``r_precision``     = #{i: r_i <= R} / R
 - ``mrr``             = 1 / r_1
+- ``mrr@K``           = 1 / r_1 if r_1 <= K, else 0
+- ``f1@K``            = 2 #{i: r_i <= K} / (K + R) (the harmonic mean of precision@K and recall@K)
+- ``recall_cap@K``    = #{i: r_i <= K} / min(K, R)
+- ``rbp@p``           = (1 - p) * sum_i p^(r_i - 1)
+- ``gm_map``          = AP per query; aggregated as exp(mean(log(max(AP, 1e-5))))
+- ``iprec_at_recall@L`` = max_{c <= j <= H} j / r_j, c = max(1, floor(L R + 0.9)) (trec_eval
+  9.0's cut-off), H the relevant items ranked; 0 when c > H
+- ``iprec_11pt``      = the mean of ``iprec_at_recall`` at L = 0, 0.1, ..., 1
+- ``dcg@K``           = sum_{r_i <= K} 1 / log2(r_i + 1) (binary relevance; graded: gain = grade)
 - ``medr`` / ``meanr``: r_1 per query; aggregated over queries in :func:`aggregate`.
 - ``ndcg@K``          = DCG@K / IDCG@K, DCG@K = sum_{r_i <= K} 1 / log2(r_i + 1) (binary
   relevance: gain 1, so ``ndcg_exp`` is the same), IDCG@K = sum_{j <= min(K, R)}
@@ -48,7 +57,42 @@ def ideal_dcg(n_relevant: np.ndarray, k: int | None) -> np.ndarray:
     return discount_prefix(int(m.max()) if m.size else 0)[m]
 
 
+#: trec_eval's 11 recall levels of ``11pt_avg`` / ``iprec_at_recall``.
+ELEVEN = tuple(i / 10 for i in range(11))
+
+#: trec_eval's floor for AP in ``gm_map`` (MIN_GEO_MEAN): log(0) would be -inf.
+GM_FLOOR = 1e-5
+
+
+def recall_cutoff(level: float, n_relevant: np.ndarray) -> np.ndarray:
+    """The number of relevant items that recall level L asks for, as trec_eval 9.0
+    (which pytrec_eval embeds) computes it: ``(long) (L * R + 0.9)`` in float64."""
+    return np.floor(float(level) * np.asarray(n_relevant, np.float64) + 0.9).astype(np.int64)
+
+
+def interpolated_precision(rid, position, prec_at, n_relevant, levels) -> np.ndarray:
+    """``(len(levels), n)``: per level L and row, max_{c <= j <= H} j / r_j with c =
+    max(1, :func:`recall_cutoff`) (0 when c > H, H the row's relevant items ranked), from
+    each relevant item's row, 0-based position and precision at its rank."""
+    n = n_relevant.shape[0]
+    order = np.lexsort((position, rid))
+    prec = np.append(prec_at[order], 0.0)  # a last element: reduceat's final slice ends there
+    hits = np.bincount(rid, minlength=n)
+    start = np.concatenate([[0], np.cumsum(hits)])
+    out = np.zeros((len(levels), n))
+    for i, level in enumerate(levels):
+        c = np.maximum(recall_cutoff(level, n_relevant), 1)
+        rows = np.flatnonzero((c <= hits) & (n_relevant > 0))
+        if rows.size:
+            bounds = np.empty(2 * rows.size, np.int64)
+            bounds[0::2] = start[rows] + c[rows] - 1
+            bounds[1::2] = start[rows + 1]
+            out[i, rows] = np.maximum.reduceat(prec, bounds)[0::2]
+    return out
+
+
 def per_query_values(
+    # long: one branch per family: the contract's definitions side by side
     specs: list[MetricSpec],
     rid: np.ndarray,
     position: np.ndarray,
@@ -85,7 +129,17 @@ def per_query_values(
     for spec in specs:
         f, K = spec.family, spec.k
         if (
-            f in ("hit_rate", "recall", "precision", "map", "map_cut", "map_capped")
+            f
+            in (
+                "hit_rate",
+                "recall",
+                "precision",
+                "map",
+                "map_cut",
+                "map_capped",
+                "f1",
+                "recall_cap",
+            )
             and K is not None
         ):
             key = ("within", K)
@@ -115,7 +169,24 @@ def per_query_values(
         elif f == "r_precision":
             v = count(rank <= R_of) * inv_R
         elif f == "mrr":
-            v = 1.0 / first
+            v = 1.0 / first if K is None else np.where(first <= K, 1.0 / first, 0.0)
+        elif f == "f1":
+            v = 2.0 * count(within) / (K + R)
+        elif f == "recall_cap":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = count(within) / np.minimum(float(K), R)
+        elif f == "rbp":
+            p = spec.level
+            v = (1.0 - p) * np.bincount(rid, weights=p ** (rank_f - 1.0), minlength=n)
+        elif f == "gm_map":
+            v = np.bincount(rid, weights=prec_at, minlength=n) * inv_R
+        elif f == "iprec_at_recall":
+            v = interpolated_precision(rid, position, prec_at, n_relevant, [spec.level])[0]
+        elif f == "iprec_11pt":
+            v = np.mean(interpolated_precision(rid, position, prec_at, n_relevant, ELEVEN), axis=0)
+        elif f in ("dcg", "dcg_exp"):
+            inside = rank <= K if K is not None else np.ones(rank.shape, bool)
+            v = np.bincount(rid, weights=inside / np.log2(rank_f + 1.0), minlength=n)
         elif f in ("medr", "meanr"):
             v = first.copy()
         elif f in ("ndcg", "ndcg_exp"):
@@ -158,4 +229,6 @@ def aggregate(spec: MetricSpec, values: np.ndarray, *, skipped=None) -> float:
         return float("nan")
     if spec.family == "medr":
         return float(np.floor(np.median(used - 1.0)) + 1.0)
+    if spec.family == "gm_map":
+        return float(np.exp(np.mean(np.log(np.maximum(used, GM_FLOOR)), dtype=np.float64)))
     return float(np.mean(used, dtype=np.float64))

@@ -144,7 +144,11 @@ FAMILIES: dict[str, Family] = {
         ),
         _q("map@R", "map@R", "AP truncated at R, divided by R (MAP@R)", gate="assert_map_at_least"),
         _q("r_precision", "r_precision", "relevant items ranked <= R / R"),
-        _q("mrr", "mrr", "1 / rank of the first relevant item"),
+        _q(
+            "mrr",
+            "mrr",
+            "1 / rank of the first relevant item; mrr@K counts 0 beyond rank K (MS MARCO MRR@10)",
+        ),
         _q("medr", "medr", "median rank of the first relevant item", interval=None, **_RANK),
         _q("meanr", "meanr", "mean rank of the first relevant item", **_RANK),
         _q(
@@ -157,6 +161,64 @@ FAMILIES: dict[str, Family] = {
             "ndcg_exp",
             "ndcg_exp",
             "nDCG with gain 2^grade - 1 (equals ndcg on binary relevance); ndcg_exp@K cuts at K",
+        ),
+        _q(
+            "dcg",
+            "dcg",
+            "DCG: sum of gain = grade over log2(rank + 1), not normalised; dcg@K cuts at K",
+            unit="gain",
+            high=_INF,
+        ),
+        _q(
+            "dcg_exp",
+            "dcg_exp",
+            "DCG with gain 2^grade - 1; dcg_exp@K cuts at K",
+            unit="gain",
+            high=_INF,
+        ),
+        _q("f1", "f1@K", "2 precision@K recall@K / (precision@K + recall@K) = 2 hits / (K + R)"),
+        _q(
+            "recall_cap",
+            "recall_cap@K",
+            "relevant items ranked <= K / min(K, R) (BEIR's R_cap)",
+            gate="assert_recall_at_least",
+        ),
+        _q(
+            "bpref",
+            "bpref",
+            "binary preference: per retrieved relevant item, 1 - min(judged non-relevant above, R) "
+            "/ min(N, R), summed over R (trec_eval bpref; unjudged documents ignored)",
+            entry="evaluate_run",
+        ),
+        _q("rbp", "rbp@p", "rank-biased precision (1 - p) sum p^(rank - 1) over relevant items"),
+        _q(
+            "rbp_residual",
+            "rbp_residual@p",
+            "what RBP could still gain: (1 - p) sum p^(rank - 1) over unjudged retrieved "
+            "documents, plus p^depth",
+            higher_is_better=False,
+            gap=False,
+            entry="evaluate_run",
+        ),
+        _q(
+            "gm_map",
+            "gm_map",
+            "geometric mean over queries of AP (each at least 1e-5), trec_eval gm_map",
+            interval=None,
+            gap=False,
+            compare=False,
+            gate="assert_map_at_least",
+        ),
+        _q(
+            "iprec_at_recall",
+            "iprec_at_recall@L",
+            "interpolated precision at recall level L: the best precision at recall >= L "
+            "(trec_eval iprec_at_recall_L)",
+        ),
+        _q(
+            "iprec_11pt",
+            "iprec_11pt",
+            "mean of iprec_at_recall at 0, 0.1, ..., 1 (trec_eval 11pt_avg)",
         ),
         _q(
             "ann_recall",

@@ -61,6 +61,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import InputError
 from ._names import MetricSpec
 from ._ranking import discount_prefix, ideal_dcg
 
@@ -70,6 +71,9 @@ __all__ = [
     "expected_first_rank",
     "expected_reciprocal_rank",
     "map_at_k_extremes",
+    "expected_reciprocal_rank_within",
+    "check_average",
+    "NO_AVERAGE",
     "harmonic_sums",
     "tie_groups",
     "TieGroups",
@@ -403,6 +407,48 @@ def map_at_k_extremes(rid, position, rank_pess, tied, n_relevant, k: int):
     return lo, hi
 
 
+#: Families whose expectation over tie orders has no closed form here (a maximum over the
+#: relevant items' precisions): ties="average" is refused for them, naming the others.
+NO_AVERAGE = ("iprec_at_recall", "iprec_11pt")
+
+
+def average_refusal(spec: MetricSpec) -> str:
+    return (
+        f"{spec.name} under ties='average': its expectation over the orders of tied scores (a "
+        "maximum of precisions) is not computed exactly; use ties='pessimistic' or 'optimistic' "
+        "(its least and greatest value over tie orders: both are reported in tie_values) or, in "
+        "evaluate_run, ties='docid' (trec_eval's order)"
+    )
+
+
+def check_average(specs, ties: str) -> None:
+    """Refuse ``ties="average"`` for a family without an exact expectation (:data:`NO_AVERAGE`)."""
+    if ties == "average":
+        for spec in specs:
+            if spec.family in NO_AVERAGE:
+                raise InputError(average_refusal(spec) + ".")
+
+
+def expected_reciprocal_rank_within(s, r, t, k: int) -> np.ndarray:
+    """E[1 / r_1 if r_1 <= k else 0], r_1 = s + X the first relevant rank of a group of r
+    relevant and t other items after s items: P(X = 1) = r / n, P(X = x + 1) / P(X = x) =
+    (t - x + 1) / (n - x), n = r + t; the sum runs over x <= min(k - s, t + 1)."""
+    s, r, t = (np.asarray(a, np.float64) for a in (s, r, t))
+    n = r + t
+    last = np.minimum(k - s, t + 1)  # the last x that lands within k
+    out = np.zeros(s.shape)
+    prob = r / n
+    x = 1.0
+    active = last >= 1
+    while active.any():
+        out = out + np.where(active, prob / (s + x), 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prob = np.where(n - x > 0, prob * (t - x + 1) / (n - x), 0.0)
+        x += 1.0
+        active = last >= x
+    return out
+
+
 def _expected_dcg(g: TieGroups, K: int | None, size: int) -> np.ndarray:
     """E[DCG@K] per row: a group's r relevant items are spread uniformly over its n slots
     (ranks s+1..s+n), so each slot holds a relevant item with probability r / n and the
@@ -415,6 +461,7 @@ def _expected_dcg(g: TieGroups, K: int | None, size: int) -> np.ndarray:
 
 
 def expected_per_query_values(
+    # long: one branch per family: the contract's definitions side by side
     specs: list[MetricSpec],
     rid: np.ndarray,
     position: np.ndarray,
@@ -478,12 +525,28 @@ def expected_per_query_values(
             v = psum("R", R_of) * inv_R
         elif f == "r_precision":
             v = count(R_of) * inv_R
-        elif f == "mrr":
+        elif f == "mrr" and K is None:
             v = at_top(expected_reciprocal_rank(g.s[top], g.r[top], g.t[top]))
         elif f in ("medr", "meanr"):
             v = at_top(expected_first_rank(g.s[top], g.r[top], g.t[top]))
         elif f in ("ndcg", "ndcg_exp"):
             v = _expected_dcg(g, K, size) / ideal_dcg(n_relevant, K)
+        elif f in ("dcg", "dcg_exp"):
+            v = _expected_dcg(g, K, size)
+        elif f == "mrr":  # mrr@K
+            v = at_top(expected_reciprocal_rank_within(g.s[top], g.r[top], g.t[top], K))
+        elif f == "f1":
+            v = 2.0 * count(K) / (K + R)
+        elif f == "recall_cap":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = count(K) / np.minimum(float(K), R)
+        elif f == "rbp":
+            p = spec.level
+            v = np.bincount(g.row, weights=r / (r + t) * (p**s - p ** (s + r + t)), minlength=size)
+        elif f == "gm_map":
+            v = psum("all", np.inf) * inv_R
+        elif f in NO_AVERAGE:
+            raise InputError(average_refusal(spec))
         else:  # pragma: no cover - parse_metric admits nothing else here
             raise AssertionError(spec)
         v = np.asarray(v, dtype=np.float64)

@@ -524,7 +524,7 @@ def test_bad_runs_are_refused(run, match):
 @pytest.mark.parametrize(
     "qrels,match",
     [
-        ({"q1": {"a": -1}}, r"qrels\['q1'\]\['a'\]: grade -1 is not an integer >= 0"),
+        ({"q1": {"a": -2}}, r"qrels\['q1'\]\['a'\]: grade -2 is not an integer >= -1"),
         ({"q1": {"a": 1.5}}, "grade 1.5 is not an integer"),
         ({"q1": {"a": True}}, "grade True"),
         ({"q1": {"a": "1"}}, "grade '1'"),
@@ -554,6 +554,7 @@ def test_no_relevant_query_at_all_is_refused():
     "lines,match",
     [
         ("q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0\n", r"run.txt:2: a TREC run line has 6 fields .* found 5"),
+        ("# c\nq1 Q0 a 1 2.0 t x y\nq1 Q0 a 2 1.0 t\n", r"run.txt:3: document 'a' appears twice"),
         (
             "q1 Q0 a 1 2.0 t\n\nq1 Q0 a 3 1.0 t\n",
             r"run.txt:3: document 'a' appears twice for query 'q1' \(also on line 1\)",
@@ -580,7 +581,12 @@ def test_bad_trec_run_files_are_refused(tmp_path, lines, match):
             r"qrels.txt:2: document 'a' is judged twice for query 'q1' \(also on line 1\)",
         ),
         ("q1 0 a 1.5\n", r"qrels.txt:1: grade '1.5' is not a whole number"),
-        ("q1 0 a -2\n", r"qrels.txt:1: grade -2 is not an integer >= 0"),
+        (
+            "q1 0 a -2\n",
+            r"qrels.txt:1: grade -2 is not an integer >= -1; grades are -1 \(in the pool",
+        ),
+        ("q1 0 a 1 extra\n", r"qrels.txt:1: a TREC qrels line has 4 fields"),
+        ("q1 0 a 1\n#\nq1 0 a 2\n", r"qrels.txt:3: document 'a' is judged twice"),
     ],
 )
 def test_bad_trec_qrels_files_are_refused(tmp_path, lines, match):
@@ -625,7 +631,7 @@ VAL = np.array([[0.9, 0.5, np.nan], [0.3, 0.2, 0.1]])  # NaN where there is no r
             np.array([[1, 0, 0.5], [0, 1, 0]]),
             r"qrels\[0, 2\]: grade 0.5 is not an integer",
         ),
-        ((IDX, VAL), sp.csr_matrix(np.array([[1, 0, 0], [0, -1, 0]])), r"qrels\[1, 1\]: grade -1"),
+        ((IDX, VAL), sp.csr_matrix(np.array([[1, 0, 0], [0, -2, 0]])), r"qrels\[1, 1\]: grade -2"),
         ((IDX, VAL), {5: [0]}, "key 5 is not a row of the run"),
         ((IDX, VAL), {"0": [0]}, "key '0' is not a row"),
         ((IDX, VAL), {0: [-1]}, r"qrels\[0\]: document -1 is not an index"),

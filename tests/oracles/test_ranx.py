@@ -114,3 +114,50 @@ def test_tie_heavy_ranx_lies_within_the_tie_range(seed, group):
         assert dense[m] == pytest.approx(from_run[m], abs=1e-12)
         wide += dense.tie_range(m)[1] - dense.tie_range(m)[0] > 1e-6
     assert wide >= 4  # the ties matter: the bounds are not one value
+
+
+# issue 31's measures: ranx's names -> ours (binary relevance: ranx's rbp and dcg weigh by grade)
+ISSUE31 = {"mrr@10": "mrr@10", "f1@5": "f1@5", "rbp@0.8": "rbp.8", "dcg@10": "dcg@10"}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_issue31_measures_equal_ranx(seed):
+    """mrr@K, f1@K, rbp and dcg@K: from a run and from embeddings, as ranx (binary qrels)."""
+    queries, docs, scores, relevance = _data(seed)
+    binary = {q: {d: int(g >= 2) for d, g in rel.items()} for q, rel in relevance.items()}
+    want, qrels, run = _ranx(scores, binary, list(ISSUE31.values()))
+    from_run = rc.evaluate_run(run, qrels, list(ISSUE31))
+    dense = rc.evaluate(queries, docs, relevance=binary, metrics=list(ISSUE31), similarity="dot")
+    for ours, theirs in ISSUE31.items():
+        assert from_run[ours] == pytest.approx(want[theirs], abs=1e-9), ours
+        assert dense[ours] == pytest.approx(want[theirs], abs=1e-9), ours
+
+
+def test_issue31_measures_under_ties_agree_between_evaluate_and_evaluate_run():
+    """The same tie-heavy data through both paths: every policy gives one number."""
+    queries, docs, scores, relevance = _data(9, tie_group=6)
+    binary = {q: {d: int(g >= 2) for d, g in rel.items()} for q, rel in relevance.items()}
+    _, qrels, run = _ranx(scores, binary, ["mrr@10"])
+    names = ["mrr@10", "f1@5", "recall_cap@10", "rbp@0.8", "dcg@10", "gm_map", "iprec_11pt"]
+    for ties in ("pessimistic", "optimistic", "average"):
+        metrics = [m for m in names if not (ties == "average" and m.startswith("iprec"))]
+        dense = rc.evaluate(
+            queries, docs, relevance=binary, metrics=metrics, similarity="dot", ties=ties
+        )
+        from_run = rc.evaluate_run(run, qrels, metrics, ties=ties)
+        for m in metrics:
+            assert dense[m] == pytest.approx(from_run[m], abs=1e-12), (ties, m)
+            assert dense.tie_range(m) == pytest.approx(from_run.tie_range(m), abs=1e-12), m
+
+
+def test_graded_dcg_equals_ranx_and_judgement_measures_need_a_run():
+    """dcg@K keeps the grades as gains (ranx's dcg) in both paths; bpref and the RBP
+    residual tell judged from unjudged documents, which embeddings with labels cannot."""
+    queries, docs, scores, relevance = _data(2)
+    want, qrels, run = _ranx(scores, relevance, ["dcg@10"])
+    dense = rc.evaluate(queries, docs, relevance=relevance, metrics=["dcg@10"], similarity="dot")
+    assert dense["dcg@10"] == pytest.approx(want["dcg@10"], abs=1e-9)
+    assert rc.evaluate_run(run, qrels, ["dcg@10"])["dcg@10"] == pytest.approx(want["dcg@10"])
+    for name in ("bpref", "rbp_residual@0.8"):
+        with pytest.raises(rc.MetricNameError, match="call retrieval_checks.evaluate_run"):
+            rc.evaluate(queries, docs, relevance=relevance, metrics=[name], similarity="dot")

@@ -1,0 +1,363 @@
+"""evaluate_run as trec_eval, BEIR and ranx users run it (issue 31): their files (``#``
+comments, runs with more than six fields, qrels grade -1), trec_eval's query sets
+(``queries="run"`` / ``"qrels"``), ``relevance_level`` on binary measures only,
+``ties="docid"`` (trec_eval's order), BEIR's ``ignore_identical_ids``, and the measures
+mrr@K, bpref, rbp / rbp_residual, f1@K, dcg@K, recall_cap@K, success@K, iprec_at_recall,
+iprec_11pt and gm_map: against pytrec_eval (trec_eval's code) on files these tests write,
+ranx, a direct reference and brute force over tie orders.
+
+Cost: about 4 s on one core (small data; brute force over at most 7! orders per query).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from retrieval_checks.engine._runs import evaluate_run
+from retrieval_checks.errors import EmptyQueriesError, InputError, MetricNameError
+from retrieval_checks.metrics._names import parse_metric
+from retrieval_checks.metrics._ranking import aggregate
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+# ours -> trec_eval's measure name
+TREC = {
+    "map": "map",
+    "mrr": "recip_rank",
+    "precision@5": "P_5",
+    "recall@10": "recall_10",
+    "ndcg": "ndcg",
+    "ndcg@10": "ndcg_cut_10",
+    "r_precision": "Rprec",
+    "success@1": "success_1",
+    "success@10": "success_10",
+    "map_cut@10": "map_cut_10",
+    "bpref": "bpref",
+    "iprec_at_recall@0": "iprec_at_recall_0.00",
+    "iprec_at_recall@0.3": "iprec_at_recall_0.30",
+    "iprec_at_recall@0.5": "iprec_at_recall_0.50",
+    "iprec_at_recall@1": "iprec_at_recall_1.00",
+    "11pt_avg": "11pt_avg",
+}
+MEASURES = {"map", "recip_rank", "P", "recall", "ndcg", "ndcg_cut", "Rprec", "success"} | {
+    "map_cut",
+    "bpref",
+    "iprec_at_recall",
+    "11pt_avg",
+    "gm_map",
+}
+
+
+# ----------------------------------------------------------------------------- data and files
+def collection(seed, n_q=24, n_docs=40, tie_levels=5):
+    """Graded qrels with -1 grades, queries judged non-relevant only, a judged query
+    missing from the run, run queries without judgements; scores with ties."""
+    rng = np.random.default_rng(seed)
+    run, qrels = {}, {}
+    for q in range(n_q):
+        docs = rng.choice(n_docs, size=int(rng.integers(1, 25)), replace=False)
+        run[str(q + 1)] = {f"D{j:02d}": float(rng.integers(0, tie_levels)) for j in docs}
+        if q % 9 != 4:  # q % 9 == 4: in the run, not judged
+            judged = rng.choice(n_docs, size=int(rng.integers(1, 15)), replace=False)
+            qrels[str(q + 1)] = {f"D{j:02d}": int(rng.integers(-1, 4)) for j in judged}
+    qrels["3"] = {d: 0 for d in list(qrels["3"])}  # judged non-relevant only
+    qrels["99"] = {"D01": 1, "D02": 2}  # judged, missing from the run
+    return run, qrels
+
+
+def write_trec(tmp_path, run, qrels):
+    """The run and qrels in trec_eval's formats, with what trec_eval reads and this library
+    once refused: comment lines (also indented), extra fields after the sixth, tabs."""
+    lines = ["# run written by test_trec_compat", ""]
+    for q, docs in run.items():
+        for rank, (d, s) in enumerate(sorted(docs.items(), key=lambda x: -x[1]), 1):
+            lines.append(f"{q} Q0 {d} {rank} {s!r} tag extra-{rank} fields")
+        lines.append("   # an indented comment")
+    (tmp_path / "run.txt").write_text("\n".join(lines) + "\n")
+    lines = ["# qrels: grade -1 = in the pool, not judged"]
+    for q, docs in qrels.items():
+        lines += [f"{q}\t0\t{d}\t{g}" for d, g in docs.items()]
+        lines.append("#")
+    (tmp_path / "qrels.txt").write_text("\n".join(lines) + "\n")
+    return tmp_path / "run.txt", tmp_path / "qrels.txt"
+
+
+def trec(run, qrels, level):
+    return pytrec_eval.RelevanceEvaluator(qrels, MEASURES, relevance_level=level).evaluate(run)
+
+
+def docid_order(docs):
+    """trec_eval's order: score descending, then document id descending."""
+    return sorted(sorted(docs, reverse=True), key=lambda d: -docs[d])
+
+
+# ----------------------------------------------------------------------------- files and query sets
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_trec_eval_files_and_query_set_equal_trec_eval(tmp_path, seed, level):
+    run, qrels = collection(seed)
+    run_file, qrels_file = write_trec(tmp_path, run, qrels)
+    names = list(TREC) + ["gm_map"]
+    got = evaluate_run(
+        run_file, qrels_file, names, ties="docid", queries="run", relevance_level=level
+    )
+    want = trec(run, qrels, level)
+    ids = list(got.query_ids)
+    used = [q for i, q in enumerate(ids) if i not in set(got.skipped_queries.tolist())]
+    assert sorted(used) == sorted(want)  # the run's judged queries: "3" (non-relevant only) in
+    assert "3" in used and "99" not in used and "5" not in used
+    for q, values in want.items():
+        i = ids.index(q)
+        for ours, theirs in TREC.items():
+            assert got.per_query[ours][i] == pytest.approx(values[theirs], abs=1e-12), (q, ours)
+    for ours, theirs in TREC.items():
+        mean = np.mean([v[theirs] for v in want.values()])
+        assert got[ours] == pytest.approx(mean, abs=1e-12), ours
+    assert got["gm_map"] == pytest.approx(math.exp(np.mean([v["gm_map"] for v in want.values()])))
+    # the default query set differs (the point of the option): the judged non-relevant
+    # query is skipped there
+    default = evaluate_run(run_file, qrels_file, ["map"], ties="docid", relevance_level=level)
+    assert default.n_used != got.n_used
+
+
+def test_queries_qrels_is_trec_eval_c(tmp_path):
+    run, qrels = collection(3)
+    want = trec(run, qrels, 1)
+    got = evaluate_run(run, qrels, ["map", "mrr", "ndcg@10"], ties="docid", queries="qrels")
+    ids = list(got.query_ids)
+    assert got.n_used == len(qrels)  # every judged query; "99" retrieved nothing
+    assert got.per_query["map"][ids.index("99")] == 0.0
+    assert got.per_query["ndcg@10"][ids.index("99")] == 0.0
+    total = sum(v["map"] for v in want.values())
+    assert got["map"] == pytest.approx(total / len(qrels), abs=1e-12)
+    assert ids.index("5") in got.skipped_queries  # in the run, not judged: counted, not averaged
+
+
+def test_queries_option_is_checked():
+    run, qrels = collection(0)
+    with pytest.raises(InputError, match=r"queries='trec': expected one of 'both', 'run', 'qrels'"):
+        evaluate_run(run, qrels, ["map"], queries="trec")
+    with pytest.raises(EmptyQueriesError, match="queries='run' leaves no query"):
+        evaluate_run({"x": {"a": 1.0}}, {"x": {}, "y": {"a": 1}}, ["map"], queries="run")
+    # an explicit empty_queries wins over the query set's default
+    skip = evaluate_run(run, qrels, ["map"], queries="run", empty_queries="skip")
+    assert list(skip.query_ids).index("3") in skip.skipped_queries
+
+
+def test_relevance_level_applies_to_binary_measures_only():
+    """nDCG keeps the grades (trec_eval -l2): the issue's two-query example."""
+    run = {"a": {"x": 3.0, "y": 2.0, "z": 1.0}, "b": {"u": 2.0, "v": 1.0}}
+    qrels = {"a": {"x": 1, "y": 2, "z": 0}, "b": {"u": 1, "v": 1}}
+    want = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg", "map"}, relevance_level=2).evaluate(run)
+    got = evaluate_run(run, qrels, ["ndcg", "map"], relevance_level=2, queries="run")
+    assert got["ndcg"] == pytest.approx(np.mean([v["ndcg"] for v in want.values()]), abs=1e-12)
+    assert got["map"] == pytest.approx(np.mean([v["map"] for v in want.values()]), abs=1e-12)
+    assert got.per_query["ndcg"][1] == 1.0 and got.per_query["map"][1] == 0.0
+    # the default query set skips b (no grade >= 2): one value, not trec_eval's mean
+    assert evaluate_run(run, qrels, ["ndcg"], relevance_level=2).n_used == 1
+
+
+def test_minus_one_grades_are_pool_markers():
+    run = {"q": {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}}
+    qrels = {"q": {"a": -1, "b": 0, "c": 1, "e": -1}}
+    got = evaluate_run(run, qrels, ["map", "bpref", "ndcg", "rbp_residual@0.5"], ties="docid")
+    want = pytrec_eval.RelevanceEvaluator(qrels, {"map", "bpref", "ndcg"}).evaluate(run)["q"]
+    assert got["map"] == pytest.approx(want["map"]) and got["map"] == pytest.approx(1 / 3)
+    assert got["bpref"] == pytest.approx(want["bpref"])  # a (-1) is not a judged non-relevant
+    assert got["bpref"] == 0.0  # b (judged 0) is above c: 1 - min(1, 1) / min(1, 1)
+    assert got["ndcg"] == pytest.approx(want["ndcg"])
+    # residual: a (-1) and d (no line) are not judged: (1/2)(1 + 1/8) + (1/2)^4
+    assert got["rbp_residual@0.5"] == pytest.approx(0.5 * (1 + 0.125) + 0.5**4)
+
+
+def test_trec_eval_comment_and_field_rules(tmp_path):
+    path = tmp_path / "run.txt"
+    path.write_text("#qid Q0 doc rank score tag\n1 Q0 a 1 2.0 t more\n  # x\n1 Q0 b 2 1.0 t\n")
+    assert evaluate_run(path, {"1": {"b": 1}}, ["mrr"])["mrr"] == 0.5
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("1 0 #a 1\n")  # '#' not first on the line: a docid
+    assert evaluate_run({"1": {"#a": 1.0}}, qrels, ["mrr"])["mrr"] == 1.0
+    path.write_text("1 Q0 a 1 2.0\n")  # five fields: the tag is missing, refused
+    with pytest.raises(InputError, match=r"run.txt:1: a TREC run line has 6 fields"):
+        evaluate_run(path, {"1": {"a": 1}}, ["mrr"])
+
+
+# ----------------------------------------------------------------------------- a direct reference
+def reference(order, grades, level, spec, depth):
+    """One query in one order (docids best first) by the textbook / trec_eval definition."""
+    rel = [grades.get(d, 0) >= level for d in order]
+    R = sum(g >= level for g in grades.values())
+    ranks = [i + 1 for i, r in enumerate(rel) if r]
+    f, K = spec.family, spec.k
+    if f == "mrr":
+        return 1.0 / ranks[0] if ranks and (K is None or ranks[0] <= K) else 0.0
+    if f == "f1":
+        hits = sum(r <= K for r in ranks)
+        p, r = hits / K, hits / R
+        return 2 * p * r / (p + r) if p + r else 0.0
+    if f == "recall_cap":
+        return sum(r <= K for r in ranks) / min(K, R)
+    if f == "rbp":
+        return (1 - spec.level) * sum(spec.level ** (r - 1) for r in ranks)
+    if f == "rbp_residual":
+        p = spec.level
+        unjudged = [i for i, d in enumerate(order) if grades.get(d, -1) < 0]
+        return (1 - p) * sum(p**i for i in unjudged) + p ** len(order)
+    if f in ("dcg", "dcg_exp"):
+        gain = (lambda g: 2.0**g - 1) if f == "dcg_exp" else float
+        cut = K or 10**9
+        return sum(
+            gain(max(grades.get(d, 0), 0)) / math.log2(i + 2) for i, d in enumerate(order[:cut])
+        )
+    if f == "bpref":
+        N = sum(0 <= g < level for g in grades.values())
+        total, nonrel = 0.0, 0
+        for d in order:
+            g = grades.get(d)
+            if g is None or g < 0:
+                continue
+            if g < level:
+                nonrel += 1
+            else:
+                total += 1 - min(nonrel, R) / min(N, R) if nonrel else 1.0
+        return total / R
+    if f == "gm_map":
+        return sum((j + 1) / r for j, r in enumerate(ranks)) / R
+    if f in ("iprec_at_recall", "iprec_11pt"):
+        levels = [spec.level] if f == "iprec_at_recall" else [i / 10 for i in range(11)]
+        prec = [(j + 1) / r for j, r in enumerate(ranks)]
+        out = []
+        for x in levels:
+            c = max(int(x * R + 0.9), 1)
+            out.append(max(prec[c - 1 :]) if c <= len(prec) else 0.0)
+        return sum(out) / len(out)
+    raise AssertionError(f)
+
+
+NEW = [
+    "mrr@1",
+    "mrr@3",
+    "f1@2",
+    "f1@5",
+    "recall_cap@2",
+    "recall_cap@5",
+    "rbp@0.5",
+    "rbp@0.8",
+    "rbp_residual@0.7",
+    "dcg@3",
+    "dcg",
+    "dcg_exp@2",
+    "bpref",
+    "gm_map",
+]
+PESS_OPT_ONLY = ["iprec_at_recall@0.5", "iprec_11pt"]
+
+
+def _orders(docs):
+    groups = [
+        list(g)
+        for _, g in itertools.groupby(sorted(docs, key=lambda d: -docs[d]), key=lambda d: docs[d])
+    ]
+    for parts in itertools.product(*(itertools.permutations(g) for g in groups)):
+        yield [d for part in parts for d in part]
+
+
+def tie_case(seed=3):
+    rng = np.random.default_rng(seed)
+    run, qrels = {}, {}
+    for q in range(14):
+        n = int(rng.integers(1, 8))
+        run[f"q{q}"] = {f"d{j}": float(rng.integers(0, 3)) for j in range(n)}
+        qrels[f"q{q}"] = {f"d{j}": int(rng.integers(-1, 4)) for j in range(9) if rng.random() < 0.6}
+    run["q0"] = {f"d{j}": 1.0 for j in range(7)}  # one tie group of 7
+    qrels["q0"] = {"d0": 3, "d1": 1, "d2": 0, "d3": -1, "d6": 1, "d8": 2}
+    return run, qrels
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_new_measures_average_is_the_mean_over_tie_orders(level):
+    run, qrels = tie_case()
+    names = NEW + PESS_OPT_ONLY
+    avg = evaluate_run(run, qrels, NEW, ties="average", relevance_level=level)
+    pess = evaluate_run(run, qrels, names, ties="pessimistic", relevance_level=level)
+    opt = evaluate_run(run, qrels, names, ties="optimistic", relevance_level=level)
+    dock = evaluate_run(run, qrels, names, ties="docid", relevance_level=level)
+    for name in names:
+        spec = parse_metric(name)
+        lo, hi = np.full(len(run), np.nan), np.full(len(run), np.nan)
+        for i, qid in enumerate(pess.query_ids):
+            if pess.n_relevant[i] == 0:
+                continue
+            values = [reference(o, qrels[qid], level, spec, 7) for o in _orders(run[qid])]
+            if name in NEW:
+                assert avg.per_query[name][i] == pytest.approx(np.mean(values), abs=1e-12), (
+                    qid,
+                    name,
+                )
+            lo[i], hi[i] = min(values), max(values)
+            best, worst = (opt, pess) if spec.higher_is_better else (pess, opt)
+            assert worst.per_query[name][i] == pytest.approx(lo[i], abs=1e-12), (qid, name)
+            assert best.per_query[name][i] == pytest.approx(hi[i], abs=1e-12), (qid, name)
+            want = reference(docid_order(run[qid]), qrels[qid], level, spec, 7)
+            assert dock.per_query[name][i] == pytest.approx(want, abs=1e-12), (qid, name)
+        assert pess.tie_values[name]["min"] == pytest.approx(aggregate(spec, lo), abs=1e-12), name
+        assert pess.tie_values[name]["max"] == pytest.approx(aggregate(spec, hi), abs=1e-12), name
+    assert avg.tied_share > 0.3
+
+
+def test_interpolated_precision_under_average_is_refused_naming_the_others():
+    run, qrels = tie_case()
+    with pytest.raises(InputError, match=r"iprec_11pt under ties='average'.*ties='docid'"):
+        evaluate_run(run, qrels, ["map", "iprec_11pt"], ties="average")
+
+
+def test_mrr_at_k_is_exact_when_a_tie_straddles_rank_k():
+    run = {"q": {"a": 3.0, "b": 2.0, "c": 2.0, "d": 2.0, "e": 1.0}}
+    qrels = {"q": {"d": 1}}
+    with pytest.raises(InputError, match="tied at score 2.0 on both sides of rank 2"):
+        evaluate_run(run, qrels, ["mrr"], k=2)  # cutting the run is refused...
+    got = evaluate_run(run, qrels, ["mrr@2"], ties="average")  # ...mrr@2 is not
+    assert got["mrr@2"] == pytest.approx(1 / 3 * 1 / 2)  # d at rank 2 with probability 1/3
+    assert got.tie_values["mrr@2"]["min"] == 0.0 and got.tie_values["mrr@2"]["max"] == 0.5
+    assert evaluate_run(run, qrels, ["mrr@2"], ties="docid")["mrr@2"] == 0.5  # d sorts first
+    # ties="docid" also defines the top k where the scores do not (trec_eval -M)
+    assert evaluate_run(run, qrels, ["mrr"], k=2, ties="docid")["mrr"] == 0.5
+
+
+def test_success_is_hit_rate_and_trec_names_are_aliases():
+    run, qrels = collection(0)
+    got = evaluate_run(run, qrels, ["success@5", "recip_rank", "11pt_avg"])
+    assert set(got) == {"hit_rate@5", "mrr", "iprec_11pt"}
+    assert got["success@5"] == got["hit_rate@5"]
+
+
+@pytest.mark.parametrize(
+    "name,match",
+    [
+        ("rbp@1", "persistence p strictly between 0 and 1"),
+        ("rbp", "needs a parameter"),
+        ("iprec_at_recall@1.5", r"recall level in \[0, 1\]"),
+        ("f1", "needs a parameter"),
+    ],
+)
+def test_bad_new_metric_names_are_refused(name, match):
+    with pytest.raises(MetricNameError, match=match):
+        parse_metric(name)
+
+
+# ----------------------------------------------------------------------------- BEIR and ranx
+def test_ignore_identical_ids_is_beirs_rule():
+    run = {"q1": {"q1": 9.0, "a": 2.0, "b": 1.0}, "q2": {"x": 1.0}}
+    qrels = {"q1": {"q1": 1, "b": 1}, "q2": {"x": 1}}
+    got = evaluate_run(run, qrels, ["recall@10", "mrr"], ignore_identical_ids=True)
+    # q1 leaves q1's results but stays relevant: recall 1/2, first relevant b at rank 2
+    assert got.per_query["recall@10"][0] == 0.5 and got.per_query["mrr"][0] == 0.5
+    assert got.config["identical_ids_dropped"] == 1
+    kept = evaluate_run(run, qrels, ["recall@10"])
+    assert kept.per_query["recall@10"][0] == 1.0
+    with pytest.raises(InputError, match="ignore_identical_ids=1: expected True or False"):
+        evaluate_run(run, qrels, ["mrr"], ignore_identical_ids=1)
