@@ -16,6 +16,7 @@ __all__ = [
     "Backend",
     "resolve_backend",
     "check_device",
+    "check_run_options",
     "parse_memory",
     "default_memory_budget",
     "SCORES_VERSION",
@@ -416,3 +417,13 @@ def check_device(device) -> str:
     :class:`~retrieval_checks.BackendError` when it is unavailable (CUDA without a GPU,
     torch-cpu without torch) and :class:`~retrieval_checks.InputError` when unknown."""
     return resolve_backend(device, []).name
+
+
+def check_run_options(device, max_memory, progress) -> None:
+    """Where and how a pass runs, checked before any work (an entry point calls it
+    first, so a typo never costs a pass): ``device`` (:func:`check_device`),
+    ``max_memory`` (:func:`parse_memory`) and ``progress`` (True, False or None)."""
+    check_device(device)
+    parse_memory(max_memory)
+    if progress is not None and not isinstance(progress, bool):
+        raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
