@@ -71,6 +71,7 @@ from .errors import (
     InputError,
     IntervalWarning,
     MetricNameError,
+    PowerWarning,
     ModelTimeoutError,
     RetrievalChecksError,
     SuiteError,
@@ -95,6 +96,7 @@ from .gates import (
     assert_slices_at_least,
     assert_worst_slice,
     assert_worst_slice_at_least,
+    adjust_pvalues,
     baseline_record,
     measure_change,
     slice_baseline,
@@ -120,6 +122,7 @@ from .stats import (
     compare,
     correlate_with_gap,
     generalization_gap,
+    plan_queries,
     selection_accuracy,
     slice_intervals,
 )
@@ -212,5 +215,8 @@ __all__ = [
     "SuiteError",
     "ModelTimeoutError",
     "IntervalWarning",
+    "PowerWarning",
+    "plan_queries",
+    "adjust_pvalues",
     "__version__",
 ]

@@ -309,8 +309,18 @@ def _write_text(path: Path, text: str) -> None:
         raise
 
 
-def write_json(path, outcomes: list[dict], exitstatus: int, run: dict | None) -> None:
+def write_json(
+    path, outcomes: list[dict], exitstatus: int, run: dict | None, families=None
+) -> None:
     out = {"gates": outcomes, "exitstatus": int(exitstatus), "run": run}
+    if families:  # each family of significance-gated checks: its correction, size, level, rate
+        out["families"] = [
+            {
+                **{k: v for k, v in f.items() if k != "failed"},
+                "failed": [r.get("test") for r in f["failed"]],
+            }
+            for f in families
+        ]
     _write_text(Path(path), strict_json(out, indent=2) + "\n")
 
 

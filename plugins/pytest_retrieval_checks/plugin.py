@@ -67,6 +67,12 @@ _OPTIONS = [
         "",
     ),
     (
+        "correction",
+        "multiplicity correction over the session's significance-gated checks: holm (family-wise "
+        "error rate), bh (false discovery rate) or none (each at its own level; default)",
+        "none",
+    ),
+    (
         "embedding-cache",
         "directory of cached model embeddings; 'none' disables "
         "(default: inside pytest's cache, cleared by --cache-clear)",
@@ -311,6 +317,15 @@ def pytest_configure(config):
         if refusal is not None:
             raise pytest.UsageError(f"retrieval-checks: --rc-prune-baselines: {refusal}.")
     config._rc_subscription = rc.gates.subscribe(functools.partial(_record, config))
+    config._rc_families = []
+    try:
+        correction = rc.gates.check_correction(_option(config, "correction") or "none")
+    except rc.InputError as exc:
+        raise pytest.UsageError(
+            f"retrieval-checks: --rc-correction (ini rc_correction): {exc}"
+        ) from None
+    rc.gates.set_session_correction(correction)
+    config._rc_correction_open = True
 
 
 def _summary_mode(config) -> str:
@@ -371,6 +386,9 @@ def pytest_unconfigure(config):
     subscription = getattr(config, "_rc_subscription", None)
     if subscription is not None:
         subscription.cancel()
+    if getattr(config, "_rc_correction_open", False):
+        config._rc_correction_open = False
+        rc.gates.set_session_correction(None)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -478,6 +496,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line(line, yellow=True)
         for line in _slice_report.summary_lines(outcomes, width=width, mode=mode, order=order):
             tr.write_line(line, red=line.rstrip().endswith("FAIL"))
+    for family in getattr(config, "_rc_families", []):
+        if mode == "none" and not family["failed"]:
+            continue
+        for line in _reports.wrapped(f"retrieval-checks: {rc.gates.family_line(family)}", width):
+            tr.write_line(line, red=bool(family["failed"]))
+        for r in family["failed"]:
+            line = (
+                f"  FAIL after {family['correction']}: {r.get('test')} {r.get('metric')} "
+                f"(p {r.get('p_raw'):.3g}, adjusted {r.get('p_adjusted'):.3g} < {r.get('significance_level'):.3g})"
+            )
+            tr.write_line(line, red=True)
     for note in (*getattr(config, "_rc_startup_notes", []), *getattr(config, "_rc_notes", [])):
         alarm = note.startswith(("error:", "warning:"))
         if mode == "none" and not alarm:
@@ -499,6 +528,11 @@ def pytest_sessionfinish(session, exitstatus):
         config._rc_session = session
         if config._rc_run is not None:  # full, or what narrowed the run (-k, --lf, node ids, ...)
             config._rc_run["selection"] = _selection.selection(config, session)
+        # the session's family of significance-gated checks (every worker's records): its
+        # correction decides the checks deferred to it; one it fails turns the session red
+        config._rc_families = rc.gates.decide_family(config._rc_outcomes)
+        if any(f["failed"] for f in config._rc_families) and session.exitstatus == 0:
+            session.exitstatus = exitstatus = pytest.ExitCode.TESTS_FAILED
         if not _finish(config, exitstatus) and session.exitstatus == 0:
             # a report, history or baseline file the user asked for was not written: the session
             # must not look green (1 stays "a test failed"; 3: the session's outputs are incomplete)
@@ -569,7 +603,9 @@ def _finish(config, exitstatus) -> bool:
     path = outputs.get("json")
     if path is not None:
         try:
-            _reports.write_json(path, outcomes, exitstatus, run)
+            _reports.write_json(
+                path, outcomes, exitstatus, run, families=getattr(config, "_rc_families", None)
+            )
             notes.append(f"JSON report written to {path}")
         except Exception as exc:
             ok = False

@@ -25,6 +25,16 @@ from ._baselines import (
     write_records,
 )
 from ._events import GateEvent, Subscription, emit, listening, rule_text, subscribe
+from ._family import (
+    CORRECTIONS,
+    adjust_pvalues,
+    check_correction,
+    decide_family,
+    family_error_rate,
+    family_line,
+    session_correction,
+    set_session_correction,
+)
 from ._regression import Change, higher_is_better, measure_change
 from ._slices import (
     assert_no_slice_regression,
@@ -67,4 +77,12 @@ __all__ = [
     "listening",
     "emit",
     "rule_text",
+    "CORRECTIONS",
+    "adjust_pvalues",
+    "check_correction",
+    "decide_family",
+    "family_error_rate",
+    "family_line",
+    "session_correction",
+    "set_session_correction",
 ]

@@ -36,13 +36,14 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
     fcntl = None
 
 from .._suggest import hint, shown
-from ..errors import InputError, MetricNameError
+from ..errors import InputError, MetricNameError, PowerWarning
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS
 from ..stats._intervals import bootstrap_interval, wilson_interval
 from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
+from ._family import family_fields, family_of
 from ._exact import exceeds
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
@@ -539,6 +540,9 @@ def _as_change_input(rec: dict) -> dict:
         "confidence": rec.get("confidence") or 0.95,
         "units": {k: tuple(v) for k, v in units.items()} if units else None,
         "max_rank": rec.get("max_rank"),
+        # what the power of a significance test counts: the paired units, else the record's n
+        "unit": (rec.get("units_are") if units else None) or rec.get("unit"),
+        "n": rec.get("n"),
     }
 
 
@@ -562,6 +566,9 @@ def assert_no_regression(
     confidence: float = 0.95,
     where: str = "",
     max_skipped: int | float | None = None,
+    power: float | None = None,
+    min_power: float | None = None,
+    correction: str | None = None,
 ) -> Change:
     """Fail when ``current`` (a :func:`baseline_record`) dropped from ``baseline``
     beyond the tolerances (see :func:`retrieval_checks._regression.measure_change`).
@@ -572,7 +579,16 @@ def assert_no_regression(
     (:func:`check_record`): a NaN or malformed value,
     interval or tolerance is an :class:`~retrieval_checks.InputError`, never a pass.
     ``max_skipped`` fails the gate when the current run skipped more queries (a
-    count, or a fraction of the queries); any skipped query gives a warning."""
+    count, or a fraction of the queries); any skipped query gives a warning.
+
+    With ``significant=True`` the gate reports its power (``power``, default 0.8: the
+    minimum detectable drop, on the event as ``mdd``): a test that cannot detect a drop
+    of the tolerance with that power gives a :class:`~retrieval_checks.PowerWarning`
+    naming the queries (or classes) it would need, and with ``min_power`` fails.
+    ``correction`` (holm, bh, none; default: the pytest session's ``--rc-correction``)
+    puts the check in the run's family of significance-gated checks
+    (:mod:`retrieval_checks.gates._family`): a significant drop is then decided at the
+    end of the session, on the adjusted p-value."""
     __tracebackhide__ = True
     for name, arg in (("current", current), ("baseline", baseline)):
         if not isinstance(arg, Mapping) or callable(getattr(arg, "measure", None)):
@@ -617,7 +633,10 @@ def assert_no_regression(
         direction=direction,
         significant=significant,
         confidence=confidence,
+        power=power,
+        min_power=min_power,
     )
+    correction = family_of(correction, ch)
     max_drop = None if max_drop is None else float(max_drop)
     max_relative_drop = None if max_relative_drop is None else float(max_relative_drop)
     iv = current.get("interval") or (None, None)
@@ -651,7 +670,23 @@ def assert_no_regression(
                 f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
                 f"{n_skipped}), more than max_skipped={max_skipped!r}"
             )
+    power_note = None
+    if ch.power is not None and ch.power.underpowered and not ch.power.required:
+        power_note = (
+            f"assert_no_regression: {ch.metric} cannot see the drop it gates: {ch.power.describe()}. "
+            "Set min_power to fail instead, or evaluate on more queries."
+        )
+        notes.append(power_note)
     failed = ch.failed or skip_failure is not None
+    deferred = (
+        failed
+        and skip_failure is None
+        and correction not in (None, "none")
+        and ch.significance_gated
+        and not (ch.power is not None and ch.power.required and ch.power.underpowered)
+    )
+    if deferred:
+        failed = False
     emit(
         GateEvent(
             gate="assert_no_regression",
@@ -681,11 +716,13 @@ def assert_no_regression(
                 "drop": ch.drop,
                 "p_worse": ch.p_worse,
                 **({} if max_skipped is None else {"max_skipped": max_skipped}),
+                **family_fields(ch, correction, deferred),
             },
         )
     )
     for note in notes:
-        warnings.warn(f"retrieval-checks: {note}", RuntimeWarning, stacklevel=2)
+        kind = PowerWarning if note is power_note else RuntimeWarning
+        warnings.warn(f"retrieval-checks: {note}", kind, stacklevel=2)
     if failed:
         biv = baseline.get("interval")
         head = (
@@ -705,6 +742,7 @@ def assert_no_regression(
                 if ch.p_worse is not None
                 else f"{ch.method}\n"
             )
+            + (f"  power: {ch.power.describe()}\n" if ch.power is not None else "")
             + f"  sample: {current.get('n')} {current.get('unit')} now"
             + (f" (n_used {n_used} / n_skipped {n_skipped})" if n_skipped is not None else "")
             + f", {baseline.get('n')} in the baseline\n"
@@ -1125,6 +1163,9 @@ _TOLERANCES = (
     "significant",
     "confidence",
     "max_skipped",
+    "power",
+    "min_power",
+    "correction",
 )
 
 

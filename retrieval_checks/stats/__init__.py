@@ -6,6 +6,8 @@ from ._compare import Comparison, compare
 from ._correlation import MeasureCorrelation, correlate_with_gap, selection_accuracy
 from ._gaps import Gap, generalization_gap
 from ._intervals import Interval, bootstrap_interval, newcombe_interval, wilson_interval
+from ._plan import Plan, plan_queries
+from ._power import Power
 from ._slices import SliceInterval, slice_intervals, slice_rows
 from ._sweep import SweepTable
 
@@ -25,4 +27,7 @@ __all__ = [
     "SliceInterval",
     "slice_intervals",
     "slice_rows",
+    "Power",
+    "Plan",
+    "plan_queries",
 ]

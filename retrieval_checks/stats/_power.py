@@ -230,6 +230,7 @@ class Power:
             "power_level": self.level,
             "power_se": self.se,
             "power_units": self.n_units,
+            "power_unit": self.unit,
             "power_method": self.method,
             "power_at_tolerance": self.power_at_tolerance,
             "units_needed": self.units_needed,

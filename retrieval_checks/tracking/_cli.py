@@ -7,6 +7,7 @@
     retrieval-checks history ndcg_cut@10 --test test_search --limit 5
     retrieval-checks export -o runs.csv               # the format from the extension (.csv, .json)
     retrieval-checks report latest -o report.html
+    retrieval-checks plan latest --metric ndcg@10 --drop 0.01 --power 0.8
     retrieval-checks validate example_suites    # suites and baselines files, no model run
     retrieval-checks schema -o suite.schema.json
 
@@ -602,6 +603,28 @@ def _report_format(args) -> str:
     return args.format or implied or "html"
 
 
+def _cmd_plan(h: History, args, out) -> int:
+    """Queries (or classes) needed to detect a drop, from a recorded run's gates."""
+    from ..stats._plan import plan_queries
+
+    run_id = _resolve(h, args.run, args, out)
+    results = h.results(run_id)
+    metric = _metric_name(
+        h, args.metric, {r["metric"] for r in results}, f"no gate of that metric in run {run_id}"
+    )
+    plan = plan_queries(
+        results,
+        metric,
+        args.drop,
+        power=args.power,
+        confidence=args.confidence,
+        correlation=args.correlation,
+        test=args.test,
+    )
+    print(f"run {run_id}: {plan}", file=out)
+    return 0
+
+
 def _cmd_report(h: History, args, out) -> int:
     from ._markdown import absent_text, render_markdown
 
@@ -1067,7 +1090,81 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write it (html default: retrieval-checks-report.html; markdown default: printed)",
     )
     s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
+    _plan_command(sub)
     return p
+
+
+def _probability(text: str) -> float:
+    from ..stats._power import check_power
+
+    try:
+        return check_power(float(text), "power")
+    except (ValueError, InputError) as exc:
+        raise argparse.ArgumentTypeError(
+            str(exc).split(": ", 1)[-1]
+            if isinstance(exc, InputError)
+            else f"expected a number, found {text!r}"
+        ) from None
+
+
+def _correlation(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [-1, 1), found {text!r}") from None
+    if not -1 <= v < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [-1, 1), found {text!r}")
+    return v
+
+
+def _positive_drop(text: str) -> float:
+    v = _drop(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError(
+            "expected a drop > 0 (no evaluation set detects a drop of 0)"
+        )
+    return v
+
+
+def _plan_command(sub) -> None:
+    s = sub.add_parser(
+        "plan",
+        help="queries (or classes) needed to detect a drop of a metric, from a recorded run",
+        description="Plan an evaluation set's size (Sakai's topic-set-size design; Webber, Moffat and "
+        "Zobel 2008): from a recorded run's gate of --metric, the queries (or classes) a one-sided "
+        "paired t test at level 1 - confidence needs to detect a true drop of --drop with --power. "
+        "The spread comes from the gate's own significance test when it had one, else from its "
+        "interval and an assumed --correlation between two runs.",
+    )
+    s.add_argument(
+        "run", nargs="?", default="latest", help=f"the pilot run: {_RUN_REF}; default latest"
+    )
+    s.add_argument("--metric", required=True, help="the metric, as recorded (ndcg@10, map, ...)")
+    s.add_argument(
+        "--drop",
+        required=True,
+        type=_positive_drop,
+        help="the drop to detect, in the metric's unit",
+    )
+    s.add_argument("--power", type=_probability, default=0.8, help="the power wanted (default 0.8)")
+    s.add_argument(
+        "--confidence",
+        type=_confidence,
+        default=None,
+        help="the gate's confidence (default: the run's, else 0.95); the test's level is 1 - confidence",
+    )
+    s.add_argument(
+        "--correlation",
+        type=_correlation,
+        default=0.5,
+        help="correlation of two runs' per-query values, when the spread comes from an interval (default 0.5)",
+    )
+    s.add_argument(
+        "--test",
+        default=None,
+        help="a glob on the test's name, when several gates measure the metric",
+    )
+    s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
 
 
 def main(argv=None, out=None) -> int:
@@ -1093,6 +1190,7 @@ def main(argv=None, out=None) -> int:
         "history": _cmd_history,
         "export": _cmd_export,
         "report": _cmd_report,
+        "plan": _cmd_plan,
     }
     try:
         if args.command in ("validate", "schema"):  # files, not the history: no database is opened

@@ -1,0 +1,237 @@
+"""Many significance-gated checks in one run: multiplicity corrections.
+
+Forty checks each failing at 5% on an unchanged model turn a build red by chance in
+1 - 0.95^40 = 87% of runs. A **family** is the significance-gated checks of one run
+(baseline checks with ``significant: true`` and comparisons with
+``rule: significant``, each with a testable p-value) that share a correction:
+
+- ``holm``: Holm's step-down (Holm 1979) controls the **family-wise error rate**: on
+  an unchanged model, the probability that any check of the family fails on
+  significance is at most the level (1 - confidence). Uniformly more powerful than
+  Bonferroni and valid under any dependence between the checks (checks on the same
+  queries are dependent). The build turns red exactly when Bonferroni's would (the
+  smallest p-value below level / m); Holm then also fails the further checks that
+  its steps reject.
+- ``bh``: Benjamini-Hochberg controls the **false discovery rate** (the expected
+  share of failed checks that failed by chance), under independence or positive
+  dependence; more failures, a weaker promise.
+- ``none``: each check at its own level (the default: a correction only ever makes
+  a check *less* likely to fail, so it is an explicit choice).
+
+A correction only adjusts the significance test: a check that fails on anything else
+(a drop with untestable significance, too many skipped queries, a power
+requirement) fails at once, whatever the family. Under pytest, a check whose drop is
+beyond its tolerance and significant before the correction is decided at the end of
+the session, when the whole family's p-values are known (every pytest-xdist worker's
+included); a check the correction rejects turns the session red and is listed in the
+summary, JSON and history as failed ``after holm`` (or ``bh``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .._suggest import hint, shown
+from ..errors import InputError
+
+__all__ = [
+    "CORRECTIONS",
+    "check_correction",
+    "adjust_pvalues",
+    "family_error_rate",
+    "session_correction",
+    "set_session_correction",
+    "family_of",
+    "family_fields",
+    "decide_family",
+    "family_line",
+]
+
+#: The multiplicity corrections by name.
+CORRECTIONS = ("holm", "bh", "none")
+
+_lock = threading.Lock()
+_session: list = []  # a stack: (correction, decided-at-the-end) of the pytest sessions open
+
+
+def check_correction(value, field: str = "correction") -> str:
+    """``value`` if it names a correction (holm, bh, none), else an InputError naming
+    ``field`` and the choices."""
+    if isinstance(value, str) and value in CORRECTIONS:
+        return value
+    close = hint(value, CORRECTIONS) if isinstance(value, str) else ""
+    raise InputError(
+        f"{field}={shown(value)}: use holm (family-wise error rate), bh (false discovery rate, "
+        f"Benjamini-Hochberg) or none (each check at its own level).{close}"
+    )
+
+
+def adjust_pvalues(pvalues, method: str = "holm") -> np.ndarray:
+    """Adjusted p-values of a family (in the given order): ``holm`` (step-down,
+    family-wise error rate), ``bh`` (Benjamini-Hochberg step-up, false discovery rate)
+    or ``none`` (the p-values themselves). A check is rejected at level ``alpha``
+    when its adjusted p-value is below ``alpha``. NaN or values outside [0, 1] are
+    refused."""
+    method = check_correction(method, "method")
+    p = np.asarray(pvalues, dtype=float).ravel()
+    if p.size and (np.isnan(p).any() or (p < 0).any() or (p > 1).any()):
+        bad = p[np.isnan(p) | (p < 0) | (p > 1)][0]
+        raise InputError(f"pvalues: {bad!r} is not a p-value (expected numbers in [0, 1]).")
+    m = p.size
+    if m == 0 or method == "none":
+        return p.copy()
+    order = np.argsort(p, kind="stable")
+    ps = p[order]
+    if method == "holm":
+        adj = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * ps))
+    else:  # bh
+        adj = np.minimum.accumulate((m * ps / np.arange(1, m + 1))[::-1])[::-1]
+        adj = np.minimum(adj, 1.0)
+    out = np.empty(m)
+    out[order] = adj
+    return out
+
+
+def family_error_rate(m: int, level: float, method: str) -> float:
+    """The rate of a family of ``m`` checks at ``level`` that the method states: the
+    family-wise error rate bound (holm: ``level``; none: ``1 - (1 - level)^m``, the
+    rate for independent checks, an upper bound of sorts for dependent ones), or for
+    bh the false discovery rate ``level``."""
+    method = check_correction(method, "method")
+    if method == "none":
+        return 1 - (1 - level) ** m
+    return level
+
+
+def set_session_correction(correction: str | None) -> None:
+    """Open (a correction name) or close (None) the current session's family: the
+    pytest plugin calls this; checks whose significance it adjusts are then decided at
+    the session's end. Sessions nest (a pytest run inside a test)."""
+    with _lock:
+        if correction is None:
+            if _session:
+                _session.pop()
+        else:
+            _session.append(check_correction(correction))
+
+
+def session_correction() -> str | None:
+    """The correction of the innermost open session, None outside one (no family:
+    every check is decided alone, at its own level)."""
+    with _lock:
+        return _session[-1] if _session else None
+
+
+def family_of(correction, change) -> str | None:
+    """The correction a significance-gated check joins: ``correction`` when given (holm,
+    bh, none), else the open session's; None when the check is not significance-gated
+    or no session is open (it is decided alone). A correction asked for outside a
+    pytest session is an error: no one would decide the family, and a deferred check
+    would pass unseen."""
+    if correction is not None:
+        correction = check_correction(correction)
+        if correction != "none" and session_correction() is None:
+            raise InputError(
+                f"correction={correction!r}: a multiplicity correction is decided over the whole "
+                "run's family of significance-gated checks, at the end of a pytest session with the "
+                "retrieval-checks plugin; outside one, adjust the p-values yourself "
+                "(rc.adjust_pvalues) or leave correction out."
+            )
+    else:
+        correction = session_correction()
+    if not getattr(change, "significance_gated", False):
+        return None
+    return correction
+
+
+def family_fields(change, correction: str | None, deferred: bool) -> dict:
+    """The fields a significance-gated check's event carries for its family and power:
+    the raw one-sided p-value, the level, whether the drop is beyond the tolerance,
+    the correction (decided at the session's end when ``deferred``) and the power."""
+    out: dict = {}
+    if getattr(change, "power", None) is not None:
+        out.update(change.power.to_dict())
+    if not getattr(change, "significance_gated", False):
+        return out
+    out.update(
+        family=True,
+        p_raw=change.p_worse,
+        significance_level=change.level,
+        beyond_tolerance=change.beyond_tolerance,
+        correction=correction or "none",
+    )
+    if deferred:
+        out["decision"] = "deferred"
+    return out
+
+
+def decide_family(records: list) -> list[dict]:
+    """Apply each family's correction to the gate records of a run (the dicts the
+    pytest plugin collects; the session's whole family, every pytest-xdist worker's
+    included) in place: every member gets ``p_adjusted`` and ``family_size``, and a
+    check deferred to the correction (``decision: deferred``) gets its verdict: failed
+    when its drop is beyond the tolerance and its adjusted p-value is below its level.
+    Returns one summary per family: correction, size, level, the rate it states and
+    the records it failed."""
+    groups: dict = {}
+    for r in records:
+        if isinstance(r, dict) and r.get("family") and isinstance(r.get("p_raw"), (int, float)):
+            groups.setdefault(r.get("correction") or "none", []).append(r)
+    out = []
+    for correction, members in groups.items():
+        adjusted = adjust_pvalues([float(r["p_raw"]) for r in members], correction)
+        failed = []
+        for r, p in zip(members, adjusted):
+            r["p_adjusted"] = float(p)
+            r["family_size"] = len(members)
+            if r.get("decision") != "deferred":
+                continue
+            level = float(r.get("significance_level") or 0.05)
+            if r.get("beyond_tolerance") and p < level:
+                r["passed"] = False
+                r["decision"] = f"failed after {correction}"
+                failed.append(r)
+            else:
+                r["decision"] = f"passed after {correction}"
+        levels = sorted({float(r.get("significance_level") or 0.05) for r in members})
+        level = levels[-1]
+        out.append(
+            {
+                "correction": correction,
+                "size": len(members),
+                "level": level,
+                "levels": levels,
+                "rate": family_error_rate(len(members), level, correction),
+                "controls": {
+                    "holm": "family-wise error rate",
+                    "bh": "false discovery rate",
+                    "none": "nothing",
+                }[correction],
+                "failed": failed,
+            }
+        )
+    return out
+
+
+def family_line(summary: dict) -> str:
+    """The terminal summary's line for one family."""
+    m, c, level = summary["size"], summary["correction"], summary["level"]
+    checks = f"family of {m} significance-gated check{'s' if m != 1 else ''}"
+    mixed = "" if len(summary["levels"]) == 1 else " (each at its own level; the largest shown)"
+    if c == "holm":
+        text = f"{checks}: family-wise error rate {level:.3g} (holm){mixed}"
+    elif c == "bh":
+        text = f"{checks}: false discovery rate {level:.3g} (bh, Benjamini-Hochberg){mixed}"
+    else:
+        text = (
+            f"{checks}: no correction, each at {level:.3g}: on an unchanged model, up to "
+            f"{summary['rate']:.0%} of runs fail a check by chance (independent checks); "
+            "--rc-correction holm holds it at the level"
+            if m > 1
+            else f"{checks}: at level {level:.3g}"
+        )
+    if summary["failed"]:
+        text += f"; {len(summary['failed'])} failed after the correction"
+    return text
