@@ -21,6 +21,7 @@ from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
 from ..metrics._names import _ALIASES
 from ..options import OPTIONS, Option
 from . import _schema as s
+from ._slices import CHECK_SLICES_SCHEMA, DATASET_SLICES_SCHEMA
 
 __all__ = ["suite_json_schema", "metric_pattern", "SCHEMA_DIALECT"]
 
@@ -153,6 +154,8 @@ def _dataset(kind: str) -> dict:
     props: dict = {"type": {"const": kind}}
     props.update({p: {"$ref": "#/$defs/source"} for p in parts})
     required = list(parts if kind != "retrieval" else parts[:1])
+    if kind == "retrieval":
+        props["slices"] = DATASET_SLICES_SCHEMA
     if kind == "image_text":
         props["protocol"] = {"enum": list(s._PROTOCOLS)}
         props["images_without_captions"] = {"enum": ["error", "drop"]}
@@ -366,6 +369,7 @@ def _check() -> dict:
         },
         "id": {"$ref": "#/$defs/name"},
         "markers": {"$ref": "#/$defs/markers"},
+        "slices": CHECK_SLICES_SCHEMA,
         **{k: {"$ref": f"#/$defs/options/properties/{k}"} for k in s._OPTIONS},
     }
     only = [

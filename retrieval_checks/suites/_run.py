@@ -51,6 +51,7 @@ from ..options import DEFAULTS, OPTIONS, check_option
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
 from ._schema import Case, Source, Suite
+from ._slices import dataset_slices, gate_slices
 
 __all__ = ["SuiteRunner"]
 
@@ -474,6 +475,7 @@ class SuiteRunner:
             query_ids=q.ids,
             gallery_ids=None if g is None else g.ids,
             metrics=metrics,
+            slices=dataset_slices(self, suite, dataset, q) if dataset.slices else None,
             empty_queries=options["empty_queries"],
             group_size=options["group_size"],
             group_seed=options["seed"],
@@ -757,6 +759,12 @@ class SuiteRunner:
             _skip_limit(
                 result, name, limits["max_skipped"], case.model, dataset, _GATES[check.kind]
             )
+        if check.slices is not None:  # the check gates slices (suites/_slices.py)
+            if check.kind == "threshold":
+                _skip_limit(
+                    result, name, limits["max_skipped"], case.model, dataset, "assert_slices"
+                )
+            return gate_slices(self, suite, case, result, o)
         if check.kind == "baseline":
             record = baseline_record(result, name, confidence=o["confidence"], seed=o["seed"])
             record.update(model=case.model, dataset=dataset)

@@ -29,6 +29,7 @@ from ..metrics._thresholds import check_threshold
 from ..models._hub import HUB_KINDS
 from ..models._hub import SETTINGS as _HUB_SETTINGS
 from ..options import DATASET_TYPES, OPTIONS
+from ._slices import check_slices, parse_dataset_slices, slice_check_id
 from ._yaml import Node, NodeList, load_yaml, short
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
@@ -133,6 +134,7 @@ class Dataset:
     path: Path | None = None
     split: str = "test"
     ignore_identical_ids: bool = False
+    slices: tuple = ()  # SliceColumn dimensions (suites/_slices.py)
     line: int | None = None
 
     @property
@@ -193,6 +195,7 @@ class Check:
     markers: tuple = ()
     id: str = ""
     line: int | None = None
+    slices: Any = None  # "all", "worst" or slice names (suites/_slices.py)
     #: every gate field the check wrote (the table's rows: retrieval_checks.gates._spec),
     #: by name, besides the evaluation options; a row without an attribute above lives only here
     gate: dict = field(default_factory=dict)
@@ -664,6 +667,7 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
         return _OWN_FIELDS[kind](r, name, node, line, field)
     parts_names = _PART_NAMES[kind]
     extra = ("protocol", "images_without_captions") if kind == "image_text" else ()
+    extra += ("slices",) if kind == "retrieval" else ()
     r.keys(
         node,
         field,
@@ -684,6 +688,10 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
             ("error", "drop"),
             _join(field, "images_without_captions"),
             node.line_of("images_without_captions"),
+        )
+    if "slices" in node:
+        kw["slices"] = parse_dataset_slices(
+            r, node["slices"], _join(field, "slices"), node.line_of("slices")
         )
     return Dataset(name=name, type=kind, parts=parts, line=line, **kw)
 
@@ -1079,6 +1087,7 @@ def check_keys() -> tuple:
         *_RULE_KEYS,
         "id",
         "markers",
+        "slices",
         *_OPTIONS,
     )
 
@@ -1211,6 +1220,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         if "markers" in node
         else ()
     )
+    slices = check_slices(r, node, field, kind, spec, datasets, suite_datasets)
     check_id = node.get("id")
     check_id = (
         _default_id(spec.name, kind, kw)
@@ -1225,8 +1235,9 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         models=models,
         options=options,
         markers=markers,
-        id=check_id,
+        id=slice_check_id(check_id, slices, "id" in node),
         line=line,
+        slices=slices,
         gate={k: v for k, v in kw.items() if k in GATE_FIELDS} | kw.get("tolerances", {}),
         **{k: v for k, v in kw.items() if k in _CHECK_ATTRIBUTES},
     )

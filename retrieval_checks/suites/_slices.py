@@ -1,0 +1,524 @@
+"""Slices in YAML suites: where a dataset's per-query slice values come from, and the
+``slices:`` field of a check.
+
+A dataset declares its slices beside its parts (retrieval and BEIR datasets)::
+
+    datasets:
+      products:
+        queries: {file: data/products.npz}
+        slices: lang                      # an array of the queries' file, one value per query
+      shop:
+        queries: {file: data/shop.parquet}
+        slices:                           # several dimensions, slices named "dimension=value"
+          lang: lang
+          category: {column: cat_id, map: {1: shoes, 2: bags}, default: other}
+          length: {column: n_tokens, bins: [0, 8, 32, 1000]}
+          region: {file: data/regions.npy}   # a file of its own (.npy: the column itself)
+
+A column is read from the queries' file (any format the suites read: npz, pt,
+safetensors, parquet; for BEIR a field of each query in ``queries.jsonl``), or from
+``file:`` (``column:`` names the array; a ``.npy`` file is the column). ``map:`` turns
+values into slice names (a value the map does not name is an error unless
+``default:`` names its slice; ``null`` maps a value to "no slice"); ``bins:`` (rising
+numbers) turn numbers into ``[a, b)`` slices, the last one closed. Nothing here runs
+code from the YAML.
+
+A check gates slices with ``slices:``: ``all`` (every slice), ``worst`` (the worst
+slice, thresholds only) or a list of slice names; with ``at_least`` / ``at_most`` (and
+``on``) it is :func:`~retrieval_checks.assert_slices` /
+:func:`~retrieval_checks.assert_worst_slice`, with ``baseline:`` each slice is one
+baseline record (``<check id>[model-dataset] slice=<name>``) gated by the baseline's
+tolerances; a slice of the baselines file missing now is an error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..engine._slices import SINGLE
+from ..errors import InputError, SuiteError
+
+__all__ = ["SliceColumn", "parse_dataset_slices", "parse_check_slices", "slice_values"]
+
+_SPEC_KEYS = ("column", "file", "map", "default", "bins")
+
+
+@dataclass(frozen=True)
+class SliceColumn:
+    """One slice dimension of a dataset: the column (or file) its values come from and
+    the declared mapping (``map`` / ``default``) or ``bins``."""
+
+    dimension: str
+    column: str | None = None
+    file: Path | None = None
+    mapping: dict | None = None
+    has_default: bool = False
+    default: object = None
+    bins: tuple | None = None
+    line: int | None = None
+    where: str = ""  # the YAML field, for errors
+
+    def convert(self, values: list, where: str) -> list:
+        """The slice value of each query (None: none)."""
+        if self.mapping is not None:
+            out, unmapped = [], []
+            for v in values:
+                key = _key(v)
+                if key in self.mapping:
+                    out.append(self.mapping[key])
+                elif self.has_default:
+                    out.append(self.default)
+                else:
+                    out.append(None)
+                    if v is not None and key not in unmapped:
+                        unmapped.append(key)
+            if unmapped:
+                shown = ", ".join(map(repr, unmapped[:8])) + (" ..." if len(unmapped) > 8 else "")
+                raise InputError(
+                    f"{where}: values {shown} are not in map: (it names {', '.join(map(repr, self.mapping))}); add "
+                    "them to map:, or set default: <slice> for every other value."
+                )
+            return out
+        if self.bins is not None:
+            edges = self.bins
+            out = []
+            for i, v in enumerate(values):
+                if v is None:
+                    out.append(None)
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                    raise InputError(
+                        f"{where}: query {i} has value {v!r}; bins: take finite numbers (NaN metadata is not a slice "
+                        "value: give another column or fill it)."
+                    )
+                if not edges[0] <= v <= edges[-1]:
+                    raise InputError(
+                        f"{where}: query {i} has value {v!r}, outside bins [{_g(edges[0])}, {_g(edges[-1])}]; extend "
+                        "the bins so that every value falls in one."
+                    )
+                j = min(int(np.searchsorted(edges, v, side="right")) - 1, len(edges) - 2)
+                close = "]" if j == len(edges) - 2 else ")"
+                out.append(f"[{_g(edges[j])}, {_g(edges[j + 1])}{close}")
+            return out
+        return values
+
+
+def _g(x) -> str:
+    return f"{x:g}"
+
+
+def _key(v):
+    """A value as a map key: numpy scalars as Python values."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _scalar(value) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _one(r, name: str, value, field: str, line) -> SliceColumn:
+    from ._schema import _describe, _join  # the schema's own helpers (one place for error wording)
+
+    if isinstance(value, str):
+        if not value:
+            raise r.error("expected the name of a column of the queries' file.", field, line)
+        return SliceColumn(name, column=value, line=line, where=field)
+    node = r.mapping(value, field, line, "a column name, or {column: ..., map: ... | bins: ...}")
+    r.keys(node, field, _SPEC_KEYS)
+    if "column" not in node and "file" not in node:
+        raise r.error(
+            "give column: (an array of the queries' file) or file: (a file of its own).",
+            field,
+            line,
+        )
+    column = node.get("column")
+    if column is not None and (not isinstance(column, str) or not column):
+        raise r.error(
+            f"expected the name of a column, found {_describe(column)}.",
+            _join(field, "column"),
+            node.line_of("column"),
+        )
+    path = None
+    if "file" in node:
+        path = r.file(node["file"], _join(field, "file"), node.line_of("file"))
+    if "map" in node and "bins" in node:
+        raise r.error("give map: or bins:, not both.", field, line)
+    mapping = None
+    if "map" in node:
+        m = node["map"]
+        mfield, mline = _join(field, "map"), node.line_of("map")
+        if not isinstance(m, dict) or not m:
+            raise r.error(
+                f"expected a mapping {{value: slice name}}, found {_describe(m)}.", mfield, mline
+            )
+        for k, v in m.items():
+            if not _scalar(k) or k is None or not _scalar(v):
+                raise r.error(
+                    f"map: {k!r}: {v!r}: keys are the column's values and values slice names (strings, numbers; "
+                    "null: no slice).",
+                    mfield,
+                    mline,
+                )
+        kinds = {type(v) for v in m.values() if v is not None}
+        if len(kinds) > 1:
+            raise r.error(
+                f"map: slice names of mixed types ({', '.join(sorted(t.__name__ for t in kinds))}); quote them "
+                "so that all are strings.",
+                mfield,
+                mline,
+            )
+        mapping = dict(m)
+    if "default" in node and mapping is None:
+        raise r.error("default: goes with map:.", _join(field, "default"), node.line_of("default"))
+    if "default" in node and not _scalar(node["default"]):
+        raise r.error(
+            f"expected a slice name, found {_describe(node['default'])}.",
+            _join(field, "default"),
+            node.line_of("default"),
+        )
+    bins = None
+    if "bins" in node:
+        b = node["bins"]
+        bfield, bline = _join(field, "bins"), node.line_of("bins")
+        ok = (
+            isinstance(b, list)
+            and len(b) >= 2
+            and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                for x in b
+            )
+        )
+        if not ok or any(b[i] >= b[i + 1] for i in range(len(b) - 1)):
+            raise r.error(
+                f"expected at least two rising finite numbers (the edges: [0, 10, 100] gives [0, 10) and [10, "
+                f"100]), found {_describe(b)}.",
+                bfield,
+                bline,
+            )
+        bins = tuple(float(x) for x in b)
+    return SliceColumn(
+        name,
+        column=column,
+        file=path,
+        mapping=mapping,
+        has_default="default" in node,
+        default=node.get("default"),
+        bins=bins,
+        line=line,
+        where=field,
+    )
+
+
+def parse_dataset_slices(r, value, field: str, line) -> tuple:
+    """A dataset's ``slices:`` as :class:`SliceColumn` dimensions."""
+    if isinstance(value, str) or (
+        isinstance(value, dict) and ("column" in value or "file" in value)
+    ):
+        return (_one(r, SINGLE, value, field, line),)
+    node = r.mapping(value, field, line, "a column name, or {dimension: column, ...}")
+    if not node:
+        raise r.error("slices: is empty; name a column, or {dimension: column, ...}.", field, line)
+    out = []
+    for name, spec in node.items():
+        sub = f"{field}.{name}"
+        if not isinstance(name, str) or not name or "=" in name or name == SINGLE:
+            raise r.error(
+                f"dimension names are non-empty strings without '=' (and not {SINGLE!r}), found {name!r}.",
+                sub,
+                node.line_of(name),
+            )
+        out.append(_one(r, name, spec, sub, node.line_of(name)))
+    return tuple(out)
+
+
+#: What a check's ``slices:`` may say besides a list of names.
+CHECK_CHOICES = ("all", "worst")
+
+
+def parse_check_slices(r, value, field: str, line):
+    """A check's ``slices:``: ``"all"``, ``"worst"`` or a tuple of slice names."""
+    if isinstance(value, str):
+        if value not in CHECK_CHOICES:
+            raise r.error(
+                f"expected all, worst or a list of slice names, found {value!r} (one named slice: [{value}]).",
+                field,
+                line,
+            )
+        return value
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value)
+    ):
+        raise r.error(
+            f"expected all, worst or a non-empty list of slice names, found {value!r}.", field, line
+        )
+    names = tuple(str(v) for v in value)
+    if len(set(names)) != len(names):
+        raise r.error("a slice is named twice.", field, line)
+    return names
+
+
+def slice_values(columns: tuple, read, n_queries: int, dataset: str, suite_path) -> dict:
+    """``{dimension: values}`` for ``evaluate(..., slices=...)``: each dimension's column
+    read by ``read(column)`` (an array of the queries' file, or ``column.file``'s),
+    converted by its map or bins; errors name the suite file, line and field."""
+    out = {}
+    for col in columns:
+        try:
+            raw = read(col)
+            arr = np.asarray(raw)
+            if arr.ndim != 1 or arr.shape[0] != n_queries:
+                raise InputError(
+                    f"the slice column has shape {arr.shape} for {n_queries} queries; give one value per query, "
+                    "in the queries' order."
+                )
+            values = [_key(v) for v in arr.tolist()]
+            for i, v in enumerate(values):
+                if isinstance(v, float) and math.isnan(v):
+                    raise InputError(
+                        f"query {i} has NaN metadata; NaN is not a slice value (fill it, or map the column's "
+                        "values with map:)."
+                    )
+            values = col.convert(values, f"column {col.column or col.file.name!r}")
+        except InputError as exc:
+            raise SuiteError(
+                f"{exc}" if str(exc).startswith("column") else f"dataset {dataset!r} slices: {exc}",
+                path=suite_path,
+                line=col.line,
+                field=col.where,
+            ) from None
+        out[col.dimension] = values
+    if list(out) == [SINGLE]:
+        return out[SINGLE]
+    return out
+
+
+def _threshold_kwargs(check) -> dict:
+    if hasattr(check, "gate_kwargs"):
+        return check.gate_kwargs("assert_metric")
+    return {
+        k: v
+        for k, v in (("at_least", check.at_least), ("at_most", check.at_most), ("on", check.on))
+        if v is not None
+    }
+
+
+def _baseline_kwargs(check) -> dict:
+    if hasattr(check, "gate_kwargs"):
+        return check.gate_kwargs("assert_no_regression")
+    return dict(check.tolerances)
+
+
+def slice_key(case_name: str, slice_name: str) -> str:
+    """The baselines-file key of one slice of a baseline check."""
+    return f"{case_name} slice={slice_name}"
+
+
+def gate_slices(runner, suite, case, result, options: dict) -> None:
+    """Apply a check's ``slices:`` to ``result`` (a sliced evaluation): thresholds on
+    every, the named or the worst slice; or each slice's baseline record."""
+    __tracebackhide__ = True
+    from ..gates import assert_slices, assert_worst_slice
+    from ..stats._slices import require_slices, slice_intervals
+
+    check = case.check
+    name = check.metric.name
+    slices = require_slices(result, f"check {check.id!r}")
+    if check.kind == "threshold":
+        kw = _threshold_kwargs(check)
+        if check.slices == "worst":
+            assert_worst_slice(
+                result,
+                check.metric.name,
+                confidence=options["confidence"],
+                seed=options["seed"],
+                **kw,
+            )
+            return
+        assert_slices(
+            result,
+            name,
+            slices=None if check.slices == "all" else list(check.slices),
+            confidence=options["confidence"],
+            seed=options["seed"],
+            **kw,
+        )
+        return
+    _baseline_slices(runner, suite, case, result, options, slices, require_slices, slice_intervals)
+
+
+def _baseline_slices(runner, suite, case, result, options, slices, require_slices, slice_intervals):
+    """One baseline record per slice, each gated by the check's tolerances; the slices
+    the baselines file holds for this check and this result lacks are an error."""
+    __tracebackhide__ = True
+    from ..gates import baseline_path, baseline_record
+    from ..gates._slices import _named_slices, _refuse_small
+
+    check = case.check
+    name = check.metric.name
+    path = baseline_path(suite.path)
+    wanted = (
+        list(slices)
+        if check.slices == "all"
+        else _named_slices(slices, check.slices, f"check {check.id!r}")
+    )
+    prefix = slice_key(case.name, "")
+    if runner.baselines.regen is None:
+        try:
+            stored = runner.baselines._file(path)._read()
+        except (InputError, OSError):
+            stored = {}
+        gone = sorted(
+            k[len(prefix) :] for k in stored if isinstance(k, str) and k.startswith(prefix)
+        )
+        gone = [g for g in gone if g not in slices and (check.slices == "all" or g in check.slices)]
+        if gone:
+            raise InputError(
+                f"{name}: slice(s) {', '.join(map(repr, gone))} have a baseline in {path.name} but are missing from "
+                f"this evaluation (its slices: {', '.join(map(repr, slices)) or 'none'}); a slice that disappears is "
+                "not skipped: restore its queries' slice values, or regenerate the baselines "
+                "(--rc-force-regen) and remove its records if it was dropped on purpose."
+            )
+    ivs = slice_intervals(result, name, confidence=options["confidence"], seed=options["seed"])
+    _refuse_small(ivs, wanted, f"check {check.id!r}", name)
+    failures = []
+    for s in wanted:
+        sub = slices[s].result
+        record = baseline_record(sub, name, confidence=options["confidence"], seed=options["seed"])
+        record.update(model=case.model, dataset=case.datasets[0], slice=s)
+        try:
+            runner.baselines.check(
+                record,
+                path=path,
+                key=slice_key(case.name, s),
+                confidence=options["confidence"],
+                **_baseline_kwargs(check),
+            )
+        except AssertionError as exc:
+            failures.append(f"slice {s!r}: {exc}")
+    if failures:
+        raise AssertionError(
+            f"{name}: {len(failures)} of {len(wanted)} slices failed their baseline\n"
+            + "\n".join(failures)
+        )
+
+
+def check_slices(r, node, field: str, kind: str, spec, datasets, suite_datasets: dict):
+    """A check's ``slices:`` (None without one), checked against its kind, its metric
+    and its datasets (each must declare ``slices:``)."""
+    if "slices" not in node:
+        return None
+    sfield, sline = f"{field}.slices", node.line_of("slices")
+    value = parse_check_slices(r, node["slices"], sfield, sline)
+    if kind not in ("threshold", "baseline"):
+        raise r.error(
+            f"slices: goes with a threshold (at_least / at_most) or a baseline: check; a {kind} check compares "
+            "whole evaluations.",
+            sfield,
+            sline,
+        )
+    if value == "worst" and kind != "threshold":
+        raise r.error(
+            "slices: worst goes with at_least / at_most; a baseline check gates every slice (all) or named ones.",
+            sfield,
+            sline,
+        )
+    if spec.kind != "query":
+        raise r.error(
+            f"{spec.name} has no per-query values (a {spec.kind} metric), so it has no value per slice; slice a "
+            "query-level metric (map, ndcg@10, hit_rate@1, ...).",
+            sfield,
+            sline,
+        )
+    for d in datasets:
+        if not getattr(suite_datasets[d], "slices", ()):
+            raise r.error(
+                f"dataset {d!r} declares no slices; add slices: <column> to datasets.{d} (an array of its queries' "
+                "file, one value per query).",
+                sfield,
+                sline,
+            )
+    return value
+
+
+def dataset_slices(runner, suite, dataset, part) -> dict | list:
+    """The slice values of a retrieval dataset's queries (``part``: its queries part)."""
+    n = int(part.embeddings.shape[0])
+
+    def read(col: SliceColumn):
+        source = col.file if col.file is not None else part.source.file
+        arrays = runner._arrays_of(source)
+        if "" in arrays:  # a .npy file: one array
+            if col.file is not None:
+                return arrays[""]
+            raise InputError(
+                f"{source.name} is a .npy file (one array, the embeddings); slice values need a file with named arrays "
+                "(.npz, .pt, .safetensors, .parquet), or file: <a .npy of the slice values>."
+            )
+        if col.column is None:
+            raise InputError(
+                f"{source.name} holds several arrays ({', '.join(map(repr, arrays))}); name one with column:."
+            )
+        if col.column not in arrays:
+            from .._suggest import did_you_mean
+
+            close = did_you_mean(col.column, arrays)
+            raise InputError(
+                f"column {col.column!r} is not in {source.name}; it has {', '.join(map(repr, arrays)) or 'none'}."
+                + (f" Did you mean {close!r}?" if close else "")
+            )
+        return arrays[col.column]
+
+    return slice_values(dataset.slices, read, n, dataset.name, suite.path)
+
+
+#: JSON schema (``retrieval-checks schema``) of a check's ``slices:``.
+CHECK_SLICES_SCHEMA = {
+    "description": "gate the slices of the dataset: all, the worst, or the named ones",
+    "anyOf": [
+        {"enum": list(CHECK_CHOICES)},
+        {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"type": ["string", "integer"]},
+        },
+    ],
+}
+
+_COLUMN = {
+    "anyOf": [
+        {"type": "string", "minLength": 1, "description": "an array of the queries' file"},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "column": {"type": "string", "minLength": 1},
+                "file": {"type": "string", "minLength": 1},
+                "map": {"type": "object", "minProperties": 1},
+                "default": {"type": ["string", "number", "boolean", "null"]},
+                "bins": {"type": "array", "minItems": 2, "items": {"type": "number"}},
+            },
+        },
+    ]
+}
+
+#: JSON schema of a dataset's ``slices:``: one column (or spec), or named dimensions.
+DATASET_SLICES_SCHEMA = {
+    "description": "per-query slice values: a column of the queries' file, or {dimension: column}",
+    "anyOf": [_COLUMN, {"type": "object", "minProperties": 1, "additionalProperties": _COLUMN}],
+}
+
+
+def slice_check_id(check_id: str, slices, given: bool) -> str:
+    """A slice check's default id: the plain check's with ``_slices`` (``_worst_slice``)
+    appended, so that it differs from a check of the whole evaluation; an id the suite
+    gives is kept."""
+    if given or slices is None:
+        return check_id
+    return f"{check_id}_{'worst_slice' if slices == 'worst' else 'slices'}"
