@@ -63,7 +63,7 @@ def test_unknown_metric_suggests_the_closest(name, suggestion):
         ("recall", "needs a parameter"),
         ("recall_at_precision@1.5", "(0, 1]"),
         ("pair_f1@0.5", "'@t=T'"),
-        ("mrr@3", "takes no parameter"),
+        ("medr@3", "takes no parameter"),
         ("pair_f1@t=abc", "not a number"),
     ],
 )
@@ -169,7 +169,7 @@ def test_a_suggestion_never_repeats_the_rejected_name_and_parses_when_concrete()
             continue
         assert sug.replace(" ", "").lower() != name.replace(" ", "").lower(), name
         assert f"Did you mean '{name}'" not in message, name
-        if not any(sug.endswith(p) for p in ("@K", "@P", "@Q", "@t=T")):
+        if not any(sug.endswith(p) for p in ("@K", "@P", "@Q", "@t=T", "@p", "@L")):
             assert metric_spec(sug).name == sug, (
                 name,
                 sug,

@@ -19,6 +19,8 @@ def test_every_family_parses_from_its_template_and_reads_its_record(family):
         .replace("@P", "@0.9")
         .replace("@Q", "@0.5")
         .replace("@t=T", "@t=0.2")
+        .replace("@p", "@0.8")
+        .replace("@L", "@0.5")
     )
     spec = metric_spec(example)
     assert spec.family == family and spec.capabilities is f
