@@ -39,7 +39,17 @@ _OWN_FIELDS = {
     "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids"),
 }
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-_PARAMS = {"K": "[1-9][0-9]*", "t=T": "t=" + _NUMBER, "P": _NUMBER, "Q": _NUMBER, "R": "R"}
+# a template's parameter as a pattern: K a positive integer, P and Q precision or
+# recall levels, p rbp's persistence, L an interpolated recall level, T a threshold
+_PARAMS = {
+    "K": "[1-9][0-9]*",
+    "t=T": "t=" + _NUMBER,
+    "P": _NUMBER,
+    "Q": _NUMBER,
+    "R": "R",
+    "p": _NUMBER,
+    "L": _NUMBER,
+}
 
 
 def metric_pattern() -> str:
@@ -332,7 +342,7 @@ def _check() -> dict:
             "pattern": metric_pattern(),
             "description": "one of: "
             + ", ".join((*METRIC_TEMPLATES, *CLASSIFIER_METRICS))
-            + " (K a positive integer, P and Q in (0, 1], T a similarity threshold)",
+            + " (K a positive integer, P and Q in (0, 1], p a persistence in (0, 1), L a recall level, T a similarity threshold)",
         },
         "dataset": {"$ref": "#/$defs/name"},
         "datasets": _names_list("#/$defs/name"),

@@ -239,7 +239,7 @@ def test_the_schema_rejects_invalid_suites(validator, tmp_path, edit):
 
 def test_every_metric_template_matches_the_pattern():
     pattern = re.compile(metric_pattern())
-    examples = {"K": "10", "t=T": "t=0.5", "P": "0.9", "Q": "0.9"}
+    examples = {"K": "10", "t=T": "t=0.5", "P": "0.9", "Q": "0.9", "p": "0.8", "L": "0.5"}
     for template in (*METRIC_TEMPLATES, *CLASSIFIER_METRICS):
         base, _, param = template.partition("@")
         name = f"{base}@{examples.get(param, param)}" if param else base
