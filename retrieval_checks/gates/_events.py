@@ -23,7 +23,15 @@ from typing import Any, Callable
 
 from ..errors import InputError
 
-__all__ = ["GateEvent", "Subscription", "subscribe", "listening", "emit", "rule_text"]
+__all__ = [
+    "GateEvent",
+    "Subscription",
+    "subscribe",
+    "listening",
+    "emit",
+    "rule_text",
+    "RECORD_FIELDS",
+]
 
 
 @dataclass
@@ -75,6 +83,35 @@ class GateEvent:
         for k, v in self.extra.items():
             out.setdefault(k, _clean(v))
         return out
+
+    @classmethod
+    def from_record(cls, record) -> "GateEvent":
+        """The event a record stands for (:meth:`to_dict`'s dict, as the pytest plugin's
+        JSON report and the history's rows hold it): the fields of :data:`RECORD_FIELDS`
+        by name, everything else (a gate's own fields, the context the plugin adds:
+        ``test``, ``suite``, ``line``...) in ``extra``. ``from_record(e.to_dict())``
+        equals ``e`` up to what JSON cannot hold (NaN becomes None, tuples lists)."""
+        if not isinstance(record, dict) or "metric" not in record or "gate" not in record:
+            raise InputError(
+                "a gate record is a dict with at least 'gate', 'metric' and 'passed' (GateEvent.to_dict), "
+                f"got {type(record).__name__}."
+            )
+        own = {k: record[k] for k in RECORD_FIELDS if k in record}
+        own.setdefault("value", None)
+        own["passed"] = bool(record.get("passed"))
+        own["bounds"] = dict(own.get("bounds") or {})
+        own["warnings"] = list(own.get("warnings") or [])
+        extra = {k: v for k, v in record.items() if k not in RECORD_FIELDS}
+        return cls(**own, extra=extra)
+
+
+#: The named fields of a gate's record, in order (the event's fields but ``extra`` and
+#: ``listener_errors``): the one shape from the gate to the plugin's JSON report and the
+#: history's rows; any other key of a record is a gate's own field (``extra``) or the
+#: context the pytest plugin adds (``test``, ``suite``, ``line``, ``similarity``, ``ties``).
+RECORD_FIELDS = tuple(
+    f.name for f in fields(GateEvent) if f.name not in ("extra", "listener_errors")
+)
 
 
 def _clean(v):

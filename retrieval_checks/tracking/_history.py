@@ -450,53 +450,7 @@ class History:
         ``figures``: the session's report figures (class-count sweeps, JSON-ready dicts),
         kept so that the report of a stored run shows what the live one did."""
         figures = [_json(f) for f in figures or []]
-        rows = []
-        for o in outcomes:
-            known = {
-                "test",
-                "suite",
-                "model",
-                "dataset",
-                "metric",
-                "gate",
-                "value",
-                "low",
-                "high",
-                "threshold",
-                "comparison",
-                "on",
-                "passed",
-                "n",
-                "unit",
-                "n_used",
-                "n_skipped",
-                "bounds",
-            }
-            detail = {k: v for k, v in o.items() if k not in known}
-            bounds = o.get("bounds") or None
-            rows.append(
-                (
-                    str(o.get("test", "")),
-                    _text(o.get("suite")),
-                    _text(o.get("model")),
-                    _text(o.get("dataset")),
-                    str(o["metric"]),
-                    _text(o.get("gate")),
-                    _num(o.get("value")),
-                    _num(o.get("low")),
-                    _num(o.get("high")),
-                    _num(o.get("threshold")),
-                    _text(o.get("comparison")),
-                    _text(o.get("on")),
-                    int(bool(o.get("passed"))),
-                    _int(o.get("n")),
-                    _text(o.get("unit")),
-                    _json(detail) if detail else None,
-                    _int(o.get("n_used")),
-                    _int(o.get("n_skipped")),
-                    _json(bounds) if bounds else None,
-                )
-            )
+        rows = [_stored(o) for o in outcomes]
         finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         con = self._connect()
         try:
@@ -517,7 +471,7 @@ class History:
                     metadata.get("rootdir"),
                     exitstatus,
                     len(rows),
-                    sum(1 for r in rows if not r[12]),
+                    sum(1 for r in rows if not r[_COLUMNS.index("passed")]),
                     _text(metadata.get("git_branch")),
                     _text(metadata.get("selection")),
                 ),
@@ -903,6 +857,40 @@ def _json(v) -> str:
 _REAL = ("value", "low", "high", "threshold")
 _INTEGER = ("n", "n_used", "n_skipped")
 _TEXT = ("test", "metric")
+#: The record field of a column where their names differ (``on`` is an SQL keyword).
+_FIELD = {"on_": "on"}
+#: The fields a results row holds in columns of their own; every other field of a gate's
+#: record (GateEvent.to_dict plus the plugin's context) is kept in ``detail``.
+_IN_COLUMNS = frozenset(_FIELD.get(c, c) for c in _COLUMNS if c != "detail")
+
+
+def _stored(o: dict) -> tuple:
+    """A gate's record (GateEvent.to_dict, with the plugin's context) as a results row,
+    column by column of :data:`_COLUMNS`: numbers finite or NULL, the fields without a
+    column of their own in ``detail`` (JSON), read back whole by :func:`_row`."""
+    detail = {k: v for k, v in o.items() if k not in _IN_COLUMNS}
+    out = []
+    for col in _COLUMNS:
+        v = o.get(_FIELD.get(col, col))
+        if col == "detail":
+            out.append(_json(detail) if detail else None)
+        elif col == "bounds":
+            out.append(_json(v) if v else None)
+        elif col == "test":
+            out.append(str(o.get("test", "")))
+        elif col == "metric":
+            out.append(str(o["metric"]))
+        elif col == "passed":
+            out.append(int(bool(v)))
+        elif col in _REAL:
+            out.append(_num(v))
+        elif col in _INTEGER:
+            out.append(_int(v))
+        else:
+            out.append(_text(v))
+    return tuple(out)
+
+
 _RUN_INTEGER = ("id", "n_gates", "n_failed")
 _RUN_OPTIONAL_INTEGER = ("git_dirty", "exitstatus")
 
@@ -933,7 +921,8 @@ def _row(r: sqlite3.Row, path) -> dict:
             raise _bad(path, where, col, d.get(col), "a text")
     if d.get("passed") not in (0, 1):
         raise _bad(path, where, "passed", d.get("passed"), "0 or 1")
-    d["on"] = d.pop("on_", None)
+    for col, name in _FIELD.items():
+        d[name] = d.pop(col, None)
     d["passed"] = bool(d["passed"])
     texts = {
         col: d.pop(col, None) for col in ("bounds", "detail")
