@@ -23,7 +23,7 @@ import numpy as np
 from .._lazy import stats
 from ..errors import InputError, IntervalWarning
 from ..metrics._names import parse_metric
-from ..metrics._ranking import aggregate
+from ..metrics._ranking import GM_FLOOR, aggregate
 from ..options import check_option
 
 if TYPE_CHECKING:
@@ -291,6 +291,11 @@ def mean_rows(a: np.ndarray) -> np.ndarray:
     return a.mean(axis=1)
 
 
+def gm_rows(a: np.ndarray) -> np.ndarray:
+    """gm_map of each resample: exp(mean(log(max(AP, 1e-5)))), as :func:`aggregate`."""
+    return np.exp(np.mean(np.log(np.maximum(a, GM_FLOOR)), axis=1))
+
+
 def medr_rows(a: np.ndarray) -> np.ndarray:
     return np.floor(np.median(a - 1.0, axis=1)) + 1.0
 
@@ -369,7 +374,12 @@ def bootstrap_interval(
             "medr is a median of integer ranks, not a smooth statistic, so BCa is unreliable for it; "
             "use method='percentile'."
         )
-    statistic = medr_rows if median_like else mean_rows
+    if spec.family == "gm_map" and method == "bca":
+        raise InputError(
+            "gm_map is a geometric mean (BCa's jackknife here is the arithmetic mean's); use "
+            "method='percentile'."
+        )
+    statistic = {"medr": medr_rows, "gm_map": gm_rows}.get(spec.family, mean_rows)
     theta = aggregate(spec, values)
     boot = resample_stats(x, clusters, statistic, n_resamples, np.random.default_rng(seed))
     if method == "percentile":

@@ -361,3 +361,18 @@ def test_ignore_identical_ids_is_beirs_rule():
     assert kept.per_query["recall@10"][0] == 1.0
     with pytest.raises(InputError, match="ignore_identical_ids=1: expected True or False"):
         evaluate_run(run, qrels, ["mrr"], ignore_identical_ids=1)
+
+
+def test_gm_map_statistics_are_of_the_geometric_mean():
+    import retrieval_checks as rc
+
+    run, qrels = collection(4)
+    r = evaluate_run(run, qrels, ["gm_map", "map"])
+    iv = rc.bootstrap_interval(r, "gm_map", method="percentile", n_resamples=300)
+    assert iv.low <= r["gm_map"] <= iv.high and r["gm_map"] < r["map"]
+    ap = r.per_query["gm_map"][~np.isnan(r.per_query["gm_map"])]
+    assert r["gm_map"] == pytest.approx(math.exp(np.mean(np.log(np.maximum(ap, 1e-5)))))
+    with pytest.raises(InputError, match="use method='percentile'"):
+        rc.bootstrap_interval(r, "gm_map")  # BCa's jackknife is the arithmetic mean's
+    with pytest.raises(InputError, match="gm_map has no paired comparison"):
+        rc.compare(r, r, "gm_map")
