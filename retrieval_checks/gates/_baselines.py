@@ -44,9 +44,9 @@ from ..stats._intervals import bootstrap_interval, wilson_interval
 from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
 from ._family import family_fields, family_of
-from ._exact import exceeds
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
+from ._spec import GATE_FIELDS, skipped_limit
 
 __all__ = [
     "baseline_record",
@@ -603,7 +603,7 @@ def assert_no_regression(
                 )
                 + "."
             )
-    check_option("max_skipped", max_skipped)
+    max_skipped = GATE_FIELDS["max_skipped"].check(max_skipped)
     # both at the precision a baselines file stores, so a result equal to its stored baseline compares equal
     current, baseline = rounded_record(_plain(current)), rounded_record(_plain(baseline))
     current = check_record(
@@ -661,11 +661,7 @@ def assert_no_regression(
             f"gallery item): n_used {n_used} / n_skipped {n_skipped}. To fail the gate instead, set "
             f"max_skipped= (a count, or a fraction of the queries) or evaluate with empty_queries='error'."
         )
-        if max_skipped is not None and (
-            n_skipped > max_skipped
-            if isinstance(max_skipped, numbers.Integral)
-            else exceeds(n_skipped, max_skipped, scale=n_queries)
-        ):
+        if skipped_limit(n_skipped, n_used, max_skipped) is not None:
             skip_failure = (
                 f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
                 f"{n_skipped}), more than max_skipped={max_skipped!r}"
