@@ -35,6 +35,11 @@ if os.environ.get("TRITON_INTERPRET") != "1" or (
         allow_module_level=True,
     )
 
+from interpreter_check import interpreter_blocker  # noqa: E402
+
+if interpreter_blocker():  # an interpreter that cannot run any kernel (triton 3.6 + numpy 2.4)
+    pytest.skip(interpreter_blocker(), allow_module_level=True)
+
 CUDA = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU (the kernel compiles for it)"
 )
