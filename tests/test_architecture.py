@@ -221,6 +221,7 @@ PUBLIC = {
         "rule_text",
         "subscribe",
         "write_records",
+        "skipped_limit",
         "CORRECTIONS",
         "adjust_pvalues",
         "check_correction",
@@ -302,6 +303,78 @@ def test_import_contracts_hold():
     from importlinter.cli import lint_imports
 
     assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
+
+
+def test_the_engine_contracts_cover_every_engine_module_and_forbid_cycles():
+    """The engine's own contracts exist: an exhaustive layers contract over
+    ``retrieval_checks.engine`` (a new module must be placed in a layer) and an
+    acyclic one; every engine module is named in a layer (import-linter enforces it,
+    this says which contract does)."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+    layered = [c for c in contracts if c.get("containers") == ["retrieval_checks.engine"]]
+    assert layered and layered[0]["type"] == "layers" and layered[0]["exhaustive"] is True
+    named = {m.strip(" ()") for layer in layered[0]["layers"] for m in layer.split("|")}
+    modules = {p.stem for p in (ROOT / "retrieval_checks" / "engine").glob("_*.py")} - {"__init__"}
+    assert modules <= named, sorted(modules - named)
+    assert any(
+        c["type"] == "acyclic_siblings" and c["ancestors"] == ["retrieval_checks.engine"]
+        for c in contracts
+    )
+
+
+# Imports of another engine module's private names that are still there, and why: the GPU
+# modules (the lead moves them into engine/gpu/) and the fused CPU kernel reuse a helper.
+_KNOWN_REACH_INS = {
+    ("_triton_grouped", "_grouped", "_Data"),
+    ("_triton_grouped", "_grouped", "_score_groups"),
+    ("_fused_cpu_numba", "_kernels_numba", "_bisect"),
+}
+
+# What an engine module may import inside a function: optional dependencies (and the
+# modules that need them) only; the GPU modules themselves are not held to it.
+_OPTIONAL = ("torch", "triton", "numba", "tqdm", "scipy", "concurrent")
+# (the fused CPU pass, issue 32, loads its numba tile kernels when first wanted)
+_OPTIONAL_MODULES = ("_triton", "_kernels_numba", "_hamming_numba", "_fused_cpu")
+
+
+def test_engine_modules_use_no_private_name_of_another_and_import_locally_only_the_optional():
+    """No engine module imports another's private names (``from ._x import _y``), and a
+    function-local import is of an optional dependency (torch, triton, numba, ...) or of
+    a module that needs one: the rest is imported at the top, where cycles show."""
+    engine = ROOT / "retrieval_checks" / "engine"
+    reach_ins, local = set(), []
+    for path in sorted(engine.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                for alias in node.names:
+                    if alias.name.startswith("_"):
+                        reach_ins.add((path.stem, node.module, alias.name))
+        if path.stem.startswith("_triton"):
+            continue
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = (
+                        [node.module or ""]
+                        if not node.level
+                        else [(node.module or a.name) for a in node.names]
+                    )
+                else:
+                    continue
+                for name in names:
+                    if not (name.split(".")[0] in _OPTIONAL or name.startswith(_OPTIONAL_MODULES)):
+                        local.append(f"{path.name}:{node.lineno} imports {name} in a function")
+    assert reach_ins <= _KNOWN_REACH_INS, sorted(reach_ins - _KNOWN_REACH_INS)
+    assert not local, local
 
 
 def _imports(path: Path):

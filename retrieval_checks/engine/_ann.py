@@ -11,7 +11,7 @@ tied with the K-th score counts; -1, a self match and nothing else is a miss. Th
 metric is the mean over queries.
 
 Exactness: the scores come from ``evaluate``'s own stages (the same validation, float32
-preparation, tile shapes and tiles, :func:`._blocks._block_scores`), and a
+preparation, tile shapes and tiles, :func:`._blocks.block_scores`), and a
 neighbour's score and the K-th score are read from the same tile, so a neighbour tied
 with the K-th item compares equal bit for bit. The K-th score is a selection, not
 arithmetic: numpy (``ndarray.partition``) and torch (``torch.topk``, the path of every
@@ -34,11 +34,13 @@ from ..errors import InputError
 from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
-from ._blocks import Problem, RelevanceSource, _block_scores, _take_and_mask, plan_blocks
-from ._evaluate import _embeddings, _first, _self_pairs
+from ._backend import check_run_options
+from ._blocks import Problem, RelevanceSource, masked_scores, plan_blocks
+from ._counters import CpuCounter, TorchCounter
 from ._inputs import Csr
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
+from ._stages import embedding_sides, first_items, self_pairs_of
 from ._stream import each_block
 
 __all__ = ["ann_recall"]
@@ -89,7 +91,7 @@ def _check_neighbors(neighbors, n_q: int, n_g: int, k: int) -> np.ndarray:
         )
         raise InputError(
             f"neighbors holds indices outside [0, {n_g}) other than -1 in the first k={k} columns "
-            f"(queries {_first(bad)}): entries must be gallery row indices (0 .. {n_g - 1}), or -1 "
+            f"(queries {first_items(bad)}): entries must be gallery row indices (0 .. {n_g - 1}), or -1 "
             "for a missing result."
         )
     nb = nb.astype(np.int64, copy=False)
@@ -98,7 +100,7 @@ def _check_neighbors(neighbors, n_q: int, n_g: int, k: int) -> np.ndarray:
     if dup.any():
         rows = np.flatnonzero(dup.any(axis=1))
         raise InputError(
-            f"neighbors repeats a gallery index within a row (queries {_first(rows)}): an index's "
+            f"neighbors repeats a gallery index within a row (queries {first_items(rows)}): an index's "
             "top K lists each gallery item once; remove the repeats (use -1 for missing results)."
         )
     return nb
@@ -110,7 +112,7 @@ def _check_candidates(n_candidates: np.ndarray, k: int) -> None:
         idx = np.flatnonzero(n_candidates == 0)
         raise InputError(
             f"{idx.size} quer{'y has' if idx.size == 1 else 'ies have'} no gallery item left after "
-            f"self-exclusion (queries {_first(idx)}); the gallery must hold more than the query itself."
+            f"self-exclusion (queries {first_items(idx)}); the gallery must hold more than the query itself."
         )
     if k > fewest:
         raise InputError(
@@ -167,9 +169,8 @@ def _block_hits(p: Problem, start: int, stop: int, nb: np.ndarray, k: int) -> np
     """Per query of ``[start, stop)``: how many of its neighbours ``nb`` (block rows,
     -1 missing) score at least its exact k-th score."""
     m = stop - start
-    torch_path = p.backend.kind == "torch"
-    S = _block_scores(p, start, stop)
-    _take_and_mask(p, S, p.relevant.block(start, stop), p.self_pairs.rows(start, stop), torch_path)
+    torch_path = p.backend.kind == "torch"  # torch indexing on every torch backend
+    S, _, _ = masked_scores(p, start, stop, TorchCounter() if torch_path else CpuCounter())
     rows, cols = np.nonzero(nb >= 0)
     j = nb[rows, cols]
     idx = (j // p.c, rows, j % p.c)
@@ -252,11 +253,10 @@ def ann_recall(
     similarity = check_option("similarity", similarity)
     confidence = check_option("confidence", confidence)
     k = _check_k(k)
-    if progress is not None and not isinstance(progress, bool):
-        raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
+    check_run_options(device, max_memory, progress)
     spec = parse_metric(f"ann_recall@{k}")
-    sides = _embeddings(queries, gallery, similarity)
-    own = _self_pairs(sides, query_ids, gallery_ids, None)
+    sides = embedding_sides(queries, gallery, similarity)
+    own = self_pairs_of(sides, query_ids, gallery_ids, None)
     nb = _check_neighbors(neighbors, sides.n_q, sides.n_g, k)
     n_candidates = sides.n_g - own.csr.row_counts()
     _check_candidates(n_candidates, k)

@@ -23,26 +23,36 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _kernels
 from ._backend import Backend
+from ._counting import PairRequest
+from ._hamming import hamming_into, hamming_tile_torch
 from ._inputs import Csr, ranges_to_csr
+from ._partial import BlockPartial, ranked_partial
+from ._reduce import LOCAL
 
 __all__ = [
     "Problem",
-    "BlockPartial",
+    "RelevanceSource",
     "plan_blocks",
     "block_rows",
+    "block_scores",
+    "masked_scores",
     "run_block",
     "run_binning_block",
-    "ranked_partial",
-    "tail_histogram",
-    "tail_threshold",
 ]
 
 
 @dataclass
 class Problem:
-    """A prepared evaluation: arrays on the backend plus the pair structure."""
+    """A prepared evaluation: arrays on the backend plus the pair structure.
+
+    The **column window**: the problem's gallery columns are global positions
+    ``[g0, g1)``, held in place inside global chunks ``k0 .. k0 + n_chunks - 1``
+    (``Gp``: ``n_chunks * c`` rows, zero outside the window). One process holds the
+    whole gallery (``g0 = 0``, ``g1 = n_g``, ``k0 = 0``); a rank of a sharded pass its
+    shard, and ``Q`` only its own queries (global rows ``q0 ..``; ``rows``: every
+    rank's, the pass's query count). A pair's score is computed by the same tile at the
+    same place either way."""
 
     backend: Backend
     Q: object  # (n_q x d) float32 on the backend; rows normalised for cosine
@@ -55,15 +65,35 @@ class Problem:
     self_pairs: Csr
     qa: object = None  # row factors of the tile epilogue (Backend.row_factors): queries
     ga: object = None  # and padded gallery
+    g0: int = 0  # the column window (see above)
+    g1: int | None = None
+    k0: int = 0
+    q0: int = 0
+    rows: int | None = None
     _buffers: tuple | None = field(default=None, repr=False)
 
     @property
     def n_q(self) -> int:
-        return int(self.Q.shape[0])
+        return int(self.Q.shape[0]) if self.rows is None else self.rows
 
     @property
     def n_chunks(self) -> int:
         return int(self.Gp.shape[0]) // self.c
+
+    @property
+    def d(self) -> int:
+        """Columns of a query row: the dimension (float32) or the code words (hamming)."""
+        return int(self.Q.shape[1])
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the problem holds only part of the gallery (a rank's shard)."""
+        return self.g1 is not None and (self.g0, self.g1) != (0, self.n_g)
+
+    @property
+    def n_cols(self) -> int:
+        """Columns of the block's tiles the kernels scan (past them: padding, -inf)."""
+        return (self.n_g if self.g1 is None else self.g1) - self.k0 * self.c
 
 
 class RelevanceSource:
@@ -139,52 +169,16 @@ def plan_blocks(n_q: int, b: int) -> list[tuple[int, int]]:
     return [(s, min(n_q, s + b)) for s in range(0, n_q, b)]
 
 
-FUSED_ROWS_MAX = 1 << 16  # query rows per task on the fused kernel
-
-
-def block_rows(p: "Problem", use_kernels: bool = True, want_pairs: bool = False) -> int:
-    """Query rows per task: the plan's ``b``; on the fused Triton kernel, which keeps no
-    score block in memory, as many rows as the score block's budget holds of the
-    kernel's per-row arrays (counts per relevant item, the relevant pairs), up to
-    :data:`FUSED_ROWS_MAX`: fewer, larger launches. With pair metrics the plan's ``b``
-    stays: a block's negative tail is bounded by its score block's size. Per-query
-    results do not depend on the blocks."""
-    if want_pairs or _fused(p, use_kernels) is None:
-        return p.b
-    counts = p.relevant.counts(p.n_q)
-    r_max = int(counts.max()) if counts.size else 0
-    per_row = (
-        40 * (r_max + 1) + 64 * r_max + 64
-    )  # bytes: int32 counts and their int64 sums, pair arrays
-    budget = p.b * p.n_chunks * p.c * 4  # the score block the torch path would hold
-    return int(max(p.b, min(p.n_q, FUSED_ROWS_MAX, budget // per_row)))
-
-
-@dataclass
-class BlockPartial:
-    """A task's result. Merging: concatenate the per-query parts in block order; add
-    ``fixed_fp``; concatenate ``positives`` and feed ``negatives`` to one tail."""
-
-    start: int
-    stop: int
-    indptr: np.ndarray  # block-local CSR over relevant items
-    rank: np.ndarray  # 1-based pessimistic rank of each relevant item (tied negatives ahead)
-    position: np.ndarray  # 0-based position among the row's relevant items, best first
-    tied: np.ndarray  # non-relevant items with exactly its score (optimistic rank = rank - tied)
-    positives: np.ndarray | None = None  # relevant-pair scores (float32)
-    negatives: np.ndarray | None = None  # every negative >= negatives_tau
-    negatives_tau: float = -math.inf
-    fixed_fp: np.ndarray | None = None  # negatives >= each fixed threshold
-    grade: np.ndarray | None = None  # graded relevance: each relevant item's grade (same order)
-    score: np.ndarray | None = (
-        None  # graded relevance: each relevant item's score (ties among them)
-    )
+def block_rows(p: Problem, counter, want_pairs: bool = False) -> int:
+    """Query rows per task: the plan's ``b``, or what a fused counter asks for."""
+    return counter.rows(p, want_pairs) if counter.fused else p.b
 
 
 # ----------------------------------------------------------------------------- tiles
-def _block_scores(p: Problem, start: int, stop: int):
+def block_scores(p: Problem, start: int, stop: int, reduce=LOCAL):
     """The block's scores as (n_chunks, b, c), on the backend, in a buffer reused by
-    every block (fresh multi-hundred-MB buffers cost page faults on each block)."""
+    every block (fresh multi-hundred-MB buffers cost page faults on each block); the
+    columns outside the problem's window (padding, other ranks' items) hold -inf."""
     be = p.backend
     m = stop - start
     if p._buffers is None:
@@ -195,15 +189,18 @@ def _block_scores(p: Problem, start: int, stop: int):
         )
         p._buffers = (Qb, be.empty((p.n_chunks, p.b, p.c)), be.zeros((p.b,)))
     Qb, S, qa = p._buffers
-    Qb[:m] = p.Q[start:stop]
     if m < p.b:
         Qb[m:] = 0
-    if p.qa is not None:
-        qa[:m] = p.qa[start:stop]
+    reduce.queries(p, start, stop, Qb, qa)
     score_chunks(be, Qb, p.Gp, p.c, p.n_chunks, p.similarity, qa, None if p.qa is None else p.ga, S)
-    tail = p.n_g - (p.n_chunks - 1) * p.c
-    if tail < p.c:
-        S[p.n_chunks - 1, :, tail:] = -math.inf
+    L = p.n_chunks
+    if L:
+        lo = p.g0 - p.k0 * p.c
+        hi = (p.n_g if p.g1 is None else p.g1) - (p.k0 + L - 1) * p.c
+        if lo > 0:
+            S[0, :, :lo] = -math.inf
+        if hi < p.c:
+            S[L - 1, :, hi:] = -math.inf
     return S
 
 
@@ -211,8 +208,8 @@ def score_chunks(be, Qb, Gp, c: int, n_chunks: int, similarity: str, qa, ga, S) 
     """One query block's tiles: ``S[k]`` = the scores of ``Qb`` against gallery chunk
     ``k`` (rows ``k*c .. k*c+c-1`` of the padded ``Gp``): a popcount tile for hamming,
     else the product and, where row factors are given (``ga``), the score epilogue.
-    The one-process and the sharded passes both score through here, so a pair's score
-    is computed by the same operations on every path."""
+    Every pass scores through here, so a pair's score is computed by the same
+    operations on every path."""
     for k in range(n_chunks):
         Gk = Gp[k * c : (k + 1) * c]
         if similarity == "hamming":
@@ -226,115 +223,23 @@ def score_chunks(be, Qb, Gp, c: int, n_chunks: int, similarity: str, qa, ga, S) 
 def _hamming_tile(be: Backend, Qw, Gw, out) -> None:
     """-(Hamming distance) of packed codes into ``out``: torch on CUDA, the compiled
     CPU kernel elsewhere (torch CPU tensors are viewed as numpy without a copy)."""
-    from . import _hamming
-
     if be.is_cuda:
-        _hamming.hamming_tile_torch(Qw, Gw, out)
+        hamming_tile_torch(Qw, Gw, out)
     elif be.kind == "torch":
-        _hamming.hamming_into(Qw.numpy().view(np.uint64), Gw.numpy().view(np.uint64), out.numpy())
+        hamming_into(Qw.numpy().view(np.uint64), Gw.numpy().view(np.uint64), out.numpy())
     else:
-        _hamming.hamming_into(Qw, Gw, out)
+        hamming_into(Qw, Gw, out)
 
 
-def _take_and_mask(p: Problem, S, rel: Csr, own: Csr, torch_path: bool):
-    """Relevant scores (float32, block-CSR order); relevant and self pairs set to -inf."""
-    rid = rel.row_ids()
-    cols = rel.indices
-    k, j = cols // p.c, cols % p.c
-    if not torch_path:
-        Sn = S
-        vals = Sn[k, rid, j].copy()
-        Sn[k, rid, j] = -np.inf
-        if own.indices.size:
-            oc = own.indices
-            Sn[oc // p.c, own.row_ids(), oc % p.c] = -np.inf
-        return vals
-    import torch
-
-    dev = S.device
-    kt, rt, jt = (torch.from_numpy(a).to(dev) for a in (k, rid, j))
-    vals = S[kt, rt, jt].clone()
-    S[kt, rt, jt] = -math.inf
-    if own.indices.size:
-        oc = own.indices
-        idx = tuple(torch.from_numpy(a).to(dev) for a in (oc // p.c, own.row_ids(), oc % p.c))
-        S[idx] = -math.inf
-    return vals
-
-
-def _sort_within_rows(vals, rel: Csr, torch_path: bool):
-    """Relevant scores sorted ascending inside each row, and the permutation (numpy)
-    that sorts them."""
-    if torch_path:
-        import torch
-
-        rid = torch.from_numpy(rel.row_ids()).to(vals.device)
-        # stable two-key sort: by value, then by row
-        v_sorted, order = torch.sort(vals, stable=True)
-        r2 = rid[order]
-        r_sorted, order2 = torch.sort(r2, stable=True)
-        return v_sorted[order2], order[order2].cpu().numpy()
-    order = np.lexsort((vals, rel.row_ids()))
-    return vals[order], order
-
-
-def _count_torch(S, m: int, n_g: int, indptr: np.ndarray, rel_sorted):
-    """The vectorised twin of :func:`_kernels.count_above_relevant` (CUDA, or tests):
-    non-relevant scores ``>=`` each relevant score, and those ``==`` it."""
-    import torch
-
-    dev = S.device
-    counts = np.diff(indptr)
-    r_max = int(counts.max()) if counts.size else 0
-    if r_max == 0:
-        return np.zeros(rel_sorted.shape[0], np.int64), np.zeros(rel_sorted.shape[0], np.int64)
-    rid = torch.from_numpy(np.repeat(np.arange(m), counts)).to(dev)
-    col = torch.from_numpy(np.arange(indptr[-1]) - np.repeat(indptr[:-1], counts)).to(dev)
-    padded = torch.full((m, r_max), math.inf, dtype=torch.float32, device=dev)
-    padded[rid, col] = rel_sorted
-    hist = torch.zeros((m, r_max + 1), dtype=torch.int64, device=dev)
-    tie_diff = torch.zeros((m, r_max + 1), dtype=torch.int64, device=dev)
-    for k in range(S.shape[0]):
-        tile = S[k, :m].contiguous()
-        right = torch.searchsorted(padded, tile, right=True)
-        hist.scatter_add_(1, right, torch.ones_like(right))
-        # a score equal to relevant items left..right-1 ties with each of them
-        left = torch.searchsorted(padded, tile, right=False)
-        eq = (left < right).to(torch.int64)
-        tie_diff.scatter_add_(1, left, eq)
-        tie_diff.scatter_add_(1, right, -eq)
-    # negatives with insertion position p count against relevant items 0..p-1
-    suffix = hist.flip(1).cumsum(1).flip(1)  # suffix[t] = sum_{p >= t} hist[p]
-    above = suffix[rid, col + 1]
-    tied = tie_diff.cumsum(1)[rid, col]
-    return above.cpu().numpy(), tied.cpu().numpy()
-
-
-def _seed_tail_threshold(Sn: np.ndarray, m: int, n_g: int, capacity: int) -> float:
-    """A threshold with at least ``capacity`` of this block's negatives at or above it,
-    from a 65536-bin histogram of order-preserving float keys: keeps the first block
-    from collecting every negative while the tail threshold is still -inf. Any such
-    threshold is a valid (exact) tail threshold, since the whole pass has at least as
-    many negatives above it as this block has."""
-    return tail_threshold(tail_histogram(Sn, m, n_g), capacity)
-
-
-def tail_histogram(Sn: np.ndarray, m: int, n_cols: int) -> np.ndarray:
-    """The 65536-bin histogram of the order-preserving keys of the finite scores of
-    rows ``< m``, columns ``< n_cols`` (counts add over gallery shards)."""
-    hist = np.zeros(65536, np.int64)
-    _kernels.key_histogram(Sn.view(np.uint32), m, n_cols, hist)
-    return hist
-
-
-def tail_threshold(hist: np.ndarray, capacity: int) -> float:
-    """The highest bin floor with at least ``capacity`` scores at or above it (-inf if none)."""
-    above = np.cumsum(hist[::-1])[::-1]  # above[t] = values in bins >= t
-    ok = np.flatnonzero(above >= capacity)
-    if ok.size == 0:
-        return -math.inf
-    t = int(ok[-1])
-    return _kernels.key_to_float(np.uint32(t << 16))
+def masked_scores(p: Problem, start: int, stop: int, counter, reduce=LOCAL):
+    """The block's scores in the counter's array kind with its relevant and self pairs
+    set to -inf, the block's relevance, and its relevant scores (block-CSR order; over
+    every rank: ``reduce``'s ``relevant_scores``)."""
+    rel = p.relevant.block(start, stop)
+    own = p.self_pairs.rows(start, stop)
+    S = counter.scores(block_scores(p, start, stop, reduce), p.backend)
+    vals = counter.take_and_mask(p, S, rel, own)
+    return S, rel, vals
 
 
 _F32_MIN = float(np.finfo(np.float32).min)
@@ -342,174 +247,51 @@ _F32_MIN = float(np.finfo(np.float32).min)
 
 # ----------------------------------------------------------------------------- tasks
 def run_block(
-    p: Problem,
-    start: int,
-    stop: int,
-    *,
-    want_pairs: bool = False,
-    tail_tau: float = -math.inf,
-    fixed_thresholds: np.ndarray | None = None,
-    tail_capacity: int | None = None,
-    use_kernels: bool = True,
+    p: Problem, start: int, stop: int, counter, reduce=LOCAL, pairs: PairRequest | None = None
 ) -> BlockPartial:
-    """One task: exact ranks of the relevant items of queries ``[start, stop)``."""
-    fused = _fused_block(
-        p, start, stop, use_kernels, want_pairs, tail_tau, fixed_thresholds, tail_capacity
-    )
-    if fused is not None:
-        return fused
-    m = stop - start
-    rel = p.relevant.block(start, stop)
-    own = p.self_pairs.rows(start, stop)
-    S, torch_path = _scores_for(p, start, stop, use_kernels)
-    vals = _take_and_mask(p, S, rel, own, torch_path)
-    rel_sorted, order = _sort_within_rows(vals, rel, torch_path)
+    """One task: exact ranks of the relevant items of queries ``[start, stop)``, and
+    with ``pairs`` the pair metrics' outputs; ``counter`` counts (:func:`._counting.select`),
+    ``reduce`` joins the ranks' states (:mod:`._reduce`; one process: the identity)."""
+    if counter.fused:
+        part = counter.run_block(p, start, stop, pairs)
+        if part is not None:
+            return part
+        counter = counter.fallback
+    m, n_cols = stop - start, p.n_cols
+    S, rel, vals = masked_scores(p, start, stop, counter, reduce)
+    rel_sorted, order = counter.sort_within_rows(reduce("relevant_scores", vals), rel)
     # Pair metrics keep every negative >= the tail threshold; -inf marks masked pairs,
     # so the threshold is at least the lowest finite float32.
-    if want_pairs and not torch_path and not math.isfinite(tail_tau) and tail_capacity is not None:
-        tail_tau = _seed_tail_threshold(S, m, p.n_g, tail_capacity)
-    tau = max(float(tail_tau), _F32_MIN) if want_pairs else math.inf
-    if torch_path:
-        above, tied = _count_torch(S, m, p.n_g, rel.indptr, rel_sorted)
-    else:
-        above = np.empty(rel_sorted.shape[0], np.int64)
-        tied = np.empty(rel_sorted.shape[0], np.int64)
-        tail_counts = np.zeros(m, np.int64)
-        _kernels.count_above_relevant(
-            S, m, p.n_g, rel.indptr, rel_sorted, above, tied, np.float32(tau), tail_counts
-        )
-    part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, torch_path)
-    if want_pairs:
-        part.positives = rel_sorted.cpu().numpy() if torch_path else rel_sorted
-        if torch_path:
-            import torch
-
-            view = S[:, :m]
-            finite = view > -math.inf
-            if not math.isfinite(tail_tau) and tail_capacity is not None:
-                n_block = int(finite.sum())
-                if n_block > tail_capacity:
-                    tail_tau = float(
-                        torch.kthvalue(view[finite], n_block - tail_capacity + 1).values
-                    )
-                    tau = tail_tau
-            part.negatives = view[view >= tau].cpu().numpy()
-            if fixed_thresholds is not None and fixed_thresholds.size:
-                thr = torch.from_numpy(fixed_thresholds).to(S.device)
-                part.fixed_fp = np.array([int((view >= t).sum()) for t in thr], np.int64)
-        else:
-            rows = np.flatnonzero(tail_counts).astype(np.int64)
-            offsets = np.zeros(rows.size + 1, np.int64)
-            np.cumsum(tail_counts[rows], out=offsets[1:])
-            part.negatives = np.empty(int(offsets[-1]), np.float32)
-            _kernels.collect_rows(S, rows, offsets, p.n_g, np.float32(tau), part.negatives)
-            if fixed_thresholds is not None and fixed_thresholds.size:
-                hist = np.zeros(fixed_thresholds.size + 1, np.int64)
-                _kernels.bin_against_sorted(S, m, p.n_g, fixed_thresholds, hist)
-                part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:]  # scores >= each threshold
+    tail_tau, tau = -math.inf, math.inf
+    if pairs is not None:
+        tail_tau = pairs.tau
+        if not math.isfinite(tail_tau) and pairs.capacity is not None:
+            tail_tau = counter.seed_tail(S, m, n_cols, pairs.capacity, reduce)
+        tau = max(float(tail_tau), _F32_MIN)
+    above, tied, tail_counts = counter.count(S, m, n_cols, rel.indptr, rel_sorted, tau)
+    if not reduce.local:
+        both = reduce("counts", np.concatenate([above, tied]))
+        above, tied = both[: above.size], both[above.size :]
+    part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, counter.torch_path)
+    if pairs is not None:
+        part.positives = counter.host(rel_sorted)
+        negatives = counter.negatives(S, m, n_cols, tau, tail_counts)
+        part.negatives = reduce("negatives", negatives)
+        if pairs.fixed is not None and pairs.fixed.size:
+            part.fixed_fp = reduce("fixed_fp", counter.fixed_fp(S, m, n_cols, pairs.fixed))
         part.negatives_tau = float(tail_tau)
     return part
 
 
-def _fused_block(
-    p: Problem,
-    start: int,
-    stop: int,
-    use_kernels: bool,
-    want_pairs: bool = False,
-    tail_tau: float = -math.inf,
-    fixed_thresholds=None,
-    tail_capacity=None,
-):
-    """The block on the fused Triton kernel (:mod:`._triton`) where the torch path would
-    run and the kernel serves (CUDA by ``RC_TRITON``; CPU tensors only in its tests);
-    None otherwise. A failure warns and hands the block (and the process) back to the
-    torch path."""
-    _triton = _fused(p, use_kernels)
-    if _triton is None:
-        return None
-    pairs = _triton.PairRequest(tail_tau, fixed_thresholds, tail_capacity) if want_pairs else None
-    return _triton.guarded(p, start, stop, pairs)
-
-
-def _fused(p: Problem, use_kernels: bool):
-    """The :mod:`._triton` module when the fused kernel serves this problem, else None."""
-    be = p.backend
-    if be.kind != "torch" or (use_kernels and not be.is_cuda):
-        return None
-    from . import _triton
-
-    if not _triton.supports(p) or not _triton.wanted(be):
-        return None
-    return _triton
-
-
-def ranked_partial(
-    start: int,
-    stop: int,
-    rel: Csr,
-    rel_sorted,
-    order: np.ndarray,
-    above: np.ndarray,
-    tied: np.ndarray,
-    torch_path: bool,
-) -> BlockPartial:
-    """The block's ranks from the counts: ``above[t]`` non-relevant scores ``>=`` the
-    ``t``-th relevant score (rows sorted ascending), ``tied[t]`` of them ``==`` it."""
-    counts = rel.row_counts()
-    rid = rel.row_ids()
-    j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
-    position = counts[rid] - 1 - j
-    part = BlockPartial(start, stop, rel.indptr, 1 + position + above, position, tied)
-    if rel.grades is not None:
-        part.grade = rel.grades[order]
-        part.score = rel_sorted.cpu().numpy() if torch_path else rel_sorted
-    return part
-
-
 def run_binning_block(
-    p: Problem,
-    start: int,
-    stop: int,
-    sorted_positive: np.ndarray,
-    out: np.ndarray,
-    use_kernels: bool = True,
+    p: Problem, start: int, stop: int, counter, sorted_positive: np.ndarray, out: np.ndarray
 ) -> None:
-    """Second-pass task: bin the block's negatives against the sorted positive scores."""
-    _triton = _fused(p, use_kernels)
-    if _triton is not None and _triton.guarded(
-        p, start, stop, run=lambda: _triton.run_binning_triton(p, start, stop, sorted_positive, out)
-    ):
-        return
-    m = stop - start
-    rel = p.relevant.block(start, stop)
-    own = p.self_pairs.rows(start, stop)
-    S, torch_path = _scores_for(p, start, stop, use_kernels)
-    _take_and_mask(p, S, rel, own, torch_path)
-    if torch_path:
-        import torch
-
-        u = torch.from_numpy(sorted_positive).to(S.device)
-        view = S[:, :m].reshape(-1)
-        view = view[view >= u[0]]
-        pos = torch.searchsorted(u, view, right=True)
-        out += torch.bincount(pos, minlength=u.numel() + 1).cpu().numpy()
-        return
-    _kernels.bin_against_sorted(S, m, p.n_g, sorted_positive, out)
-
-
-def _scores_for(p: Problem, start: int, stop: int, use_kernels: bool):
-    """The block's scores and which code path reads them: the vectorised torch path
-    (CUDA, or on request on CPU, where tests run the CUDA code) or the CPU kernels
-    (numpy arrays; torch CPU tensors are viewed without a copy)."""
-    S = _block_scores(p, start, stop)
-    be = p.backend
-    if be.is_cuda:
-        return S, True
-    if not use_kernels:
-        if be.kind == "numpy":
-            import torch
-
-            S = torch.from_numpy(S)
-        return S, True
-    return be.to_numpy(S), False
+    """Second-pass task: add to ``out`` this rank's negatives of the block binned
+    against the sorted positive scores (``out[t]``: negatives with exactly ``t``
+    positives ``<=`` them; the ranks' histograms are summed by the caller)."""
+    if counter.fused:
+        if counter.run_binning(p, start, stop, sorted_positive, out):
+            return
+        counter = counter.fallback
+    S, _rel, _vals = masked_scores(p, start, stop, counter)
+    counter.bin(S, stop - start, p.n_cols, sorted_positive, out)

@@ -17,7 +17,8 @@ is rewritten, warned: the blocks still say whose they are). A directory that
 cannot be written is refused before the pass runs. In a sharded run each rank keeps its
 own files (``part`` = ``rank<r>of<W>``), so ``DIR`` may be shared or local. Only the
 first pass is checkpointed (the pair metrics' binning pass, when one is needed, runs
-again).
+again). The store is handed to the pass's one loop (:func:`._stream.stream`'s
+``store``), which reads the finished blocks back and saves each new one.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ._blocks import BlockPartial
+from ._partial import BlockPartial
 
-__all__ = ["Checkpoint", "stream_checkpointed"]
+__all__ = ["Checkpoint"]
 
 _ARRAYS = (
     "indptr",
@@ -287,47 +288,3 @@ class Checkpoint:
                 "computed again."
             )
         return part
-
-
-def stream_checkpointed(
-    problem,
-    store: Checkpoint,
-    *,
-    query_specs,
-    pair_specs,
-    n_positive: int,
-    ties: str,
-    progress=None,
-    use_kernels: bool = True,
-    relevance_level: float = 1,
-):
-    """:func:`._stream.stream` with the finished blocks read from ``store`` and every
-    newly finished block written to it."""
-    import math
-
-    from ._blocks import plan_blocks, run_block
-    from ._stream import PassTotals, each_block
-
-    if pair_specs and n_positive == 0:
-        raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    totals = PassTotals(
-        problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level
-    )
-    blocks = plan_blocks(problem.n_q, problem.b) if (query_specs or pair_specs) else []
-    done = store.finished(blocks)
-    for start, stop in blocks[:done]:
-        totals.add(store.load(start, stop))
-    for start, stop in each_block(problem, blocks[done:], progress):
-        part = run_block(
-            problem,
-            start,
-            stop,
-            want_pairs=totals.want_pairs,
-            tail_tau=totals.tail.tau if totals.tail is not None else -math.inf,
-            fixed_thresholds=totals.fixed_f32,
-            use_kernels=use_kernels,
-            tail_capacity=totals.tail.capacity if totals.tail is not None else None,
-        )
-        totals.add(part)
-        store.save(part)
-    return totals

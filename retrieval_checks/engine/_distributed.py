@@ -34,27 +34,18 @@ block: ``4 b (d + 1)`` (queries) plus ``4 r`` (relevant scores) and ``16 r`` (co
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import BackendError, InputError
-from . import _kernels
-from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ._blocks import (
-    _F32_MIN,
-    BlockPartial,
-    _count_torch,
-    _sort_within_rows,
-    plan_blocks,
-    ranked_partial,
-    score_chunks,
-    tail_histogram,
-    tail_threshold,
-)
+from ._backend import SCORES_VERSION, default_memory_budget, parse_memory, resolve_backend
+from ._checkpoint import Checkpoint
 from ._comm import Comm
+from ._counting import select
+from ._digest import content_digest
 from ._grouped_sharded import sharded_grouped_values
+from ._hamming import PackedCodes, n_words, pack_codes
 from ._inputs import (
     Csr,
     as_numpy,
@@ -64,10 +55,12 @@ from ._inputs import (
     refuse_sparse,
     relevance_to_csr,
 )
-from ._plan import plan_pass
-from ._stream import PassTotals, progress_bar
+from ._plan import Window, plan_pass, prepare_problem
+from ._reduce import STATES
+from ._stages import Sides, aggregate_result, parse_request, relevance_of, self_pairs_of
+from ._stream import binning_pass, stream
 
-__all__ = ["evaluate_sharded"]
+__all__ = ["Layout", "Ranks", "evaluate_sharded", "shard_rows", "sharded_pass"]
 
 
 def evaluate_sharded(group, queries, gallery, *, use_kernels: bool = True, **options):
@@ -99,7 +92,7 @@ _OPTION_NAMES = (
 )
 
 
-def _rows(x, name: str, similarity: str) -> tuple[object, int, int]:
+def shard_rows(x, name: str, similarity: str) -> tuple[object, int, int]:
     """A rank's shard: validated (an empty shard may have 0 rows); (array, rows, dim)."""
     if x is not None:
         refuse_sparse(x, name)
@@ -113,8 +106,6 @@ def _rows(x, name: str, similarity: str) -> tuple[object, int, int]:
 
 def _codes(x, name: str):
     """A rank's binary codes, validated and packed (an empty shard: None); (codes, rows, bits)."""
-    from ._hamming import PackedCodes, pack_codes
-
     if x is not None and getattr(x, "ndim", 0) == 2 and int(x.shape[0]) == 0:
         return None, 0, None
     codes = PackedCodes(*pack_codes(x, name))
@@ -122,8 +113,6 @@ def _codes(x, name: str):
 
 
 def _empty_codes(n_bits: int):
-    from ._hamming import PackedCodes, n_words
-
     return PackedCodes(np.zeros((0, n_words(n_bits)), np.uint64), n_bits)
 
 
@@ -155,8 +144,8 @@ def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
         n_bits = n_bits if n_bits is not None else g_bits
         d = d_g = 0
     else:
-        Q, n_q, d = _rows(queries, "queries", req.similarity)
-        G, n_g, d_g = (Q, n_q, d) if loo else _rows(gallery, "gallery", req.similarity)
+        Q, n_q, d = shard_rows(queries, "queries", req.similarity)
+        G, n_g, d_g = (Q, n_q, d) if loo else shard_rows(gallery, "gallery", req.similarity)
     if d_g != d:
         raise InputError(
             f"queries have dimension {d} but gallery has dimension {d_g} on rank {comm.rank}; both "
@@ -258,7 +247,7 @@ def _check_spread(codes: np.ndarray, sizes: list[int], name: str) -> None:
 
 
 @dataclass
-class _Layout:
+class Layout:
     """Global offsets of every rank's query and gallery shard."""
 
     q_off: np.ndarray
@@ -271,7 +260,7 @@ class _Layout:
         return int(self.g_off[r]), int(self.g_off[r + 1])
 
 
-def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: _Layout, loo: bool) -> dict:
+def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: Layout, loo: bool) -> dict:
     """Every rank's ids, labels and relevance rows, gathered into global arrays."""
     me = infos[comm.rank]
     n_q, n_g = me["n_q"], me["n_g"]
@@ -317,29 +306,7 @@ def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: _Layout, loo: b
     return out
 
 
-# ----------------------------------------------------------------------------- the shard
-@dataclass
-class _Shard:
-    """This rank's prepared arrays on the backend: queries ``Q`` (rows ``q0..q1`` of
-    the global order) and the gallery rows ``g0..g1`` in place inside global chunks
-    ``k0 .. k0 + L - 1`` (``Gp``: ``L * c`` rows, zero outside the shard)."""
-
-    backend: object
-    similarity: str
-    b: int
-    c: int
-    d: int
-    Q: object
-    qa: object
-    Gp: object
-    ga: object
-    q0: int
-    g0: int
-    g1: int
-    k0: int
-    L: int
-
-
+# ----------------------------------------------------------------------------- the ranks
 def _global_center(comm: Comm, be, G, n_total: int) -> np.ndarray:
     """neg_l2's centre: the gallery's column means rounded to integers, from every
     rank's float64 column sums (exact, hence equal to one process's, for integer
@@ -358,137 +325,49 @@ def _global_center(comm: Comm, be, G, n_total: int) -> np.ndarray:
     return np.round(total / n_total)
 
 
-def _prepare_codes(comm: Comm, plan, info: dict, layout: _Layout, loo: bool) -> _Shard:
-    """Binary codes as 64-bit words, as :func:`._plan._prepare_codes` lays them out: the
-    shard's gallery words in place inside its global chunks (zero words elsewhere)."""
-    be, c = plan.backend, plan.c
-    g0, g1 = layout.g_range(comm.rank)
-    k0 = g0 // c
-    L = (-(-g1 // c) - k0) if g1 > g0 else 0
-    off, n = g0 - k0 * c, g1 - g0
-    Gw = (info["Q"] if loo else info["G"]).words
-    W = int(info["Q"].words.shape[1])
-    Gp = np.zeros((L * c, W), np.uint64)
-    Gp[off : off + n] = Gw
-    Qw = info["Q"].words
-    if be.kind == "torch":
-        Gp = be.from_numpy(Gp.view(np.int64))
-        Q = Gp[off : off + n] if loo else be.from_numpy(np.ascontiguousarray(Qw).view(np.int64))
-    else:
-        Q = Gp[off : off + n] if loo else Qw
-    q0 = layout.q_range(comm.rank)[0]
-    return _Shard(be, "hamming", plan.b, c, W, Q, None, Gp, None, q0, g0, g1, k0, L)
+class Ranks:
+    """The Reduce of a sharded pass (:mod:`._reduce`): each declared state's operation
+    over the process group's ranks, and a block's query rows broadcast by the ranks
+    that hold them."""
 
+    local = False
 
-def _prepare(comm: Comm, plan, info: dict, layout: _Layout, similarity: str, loo: bool) -> _Shard:
-    if similarity == "hamming":
-        return _prepare_codes(comm, plan, info, layout, loo)
-    be, c = plan.backend, plan.c
-    d = info["d"]
-    g0, g1 = layout.g_range(comm.rank)
-    k0 = g0 // c
-    L = (-(-g1 // c) - k0) if g1 > g0 else 0
-    off, n = g0 - k0 * c, g1 - g0
-    Gp = be.zeros((L * c, d))
-    Graw = info["Q"] if loo else info["G"]
-    G = be.native(Graw) if n else None
-    n_q = info["n_q"]
-    if similarity == "cosine":
-        host = np.zeros(L * c, np.float32)
-        if n:
-            host[off : off + n] = be.cosine_rows_into(G, Gp[off : off + n])
-        ga = be.from_numpy(host)
-        if loo:
-            Q, qa = Gp[off : off + n], ga[off : off + n]
-        else:
-            Q = be.empty((n_q, d))
-            qa = be.from_numpy(
-                be.cosine_rows_into(be.native(info["Q"]), Q) if n_q else np.zeros(0, np.float32)
-            )
-    else:
-        center = None
-        if similarity == "neg_l2":
-            source = G if G is not None else be.native(np.zeros((0, d), np.float32))
-            center = _global_center(comm, be, source, int(layout.g_off[-1]))
-        if n:
-            be.float32_into(G, Gp[off : off + n], center=center)
-        ga = None
-        if similarity == "neg_l2":
-            ga = be.zeros((L * c,))
-            if n:
-                ga[off : off + n] = be.row_factors(Gp[off : off + n], similarity)
-        if loo:
-            Q, qa = Gp[off : off + n], (None if ga is None else ga[off : off + n])
-        else:
-            Q = be.empty((n_q, d))
-            if n_q:
-                be.float32_into(be.native(info["Q"]), Q, center=center)
-            qa = (
-                None
-                if similarity != "neg_l2"
-                else (be.row_factors(Q, similarity) if n_q else be.zeros((0,)))
-            )
-    q0 = layout.q_range(comm.rank)[0]
-    return _Shard(be, similarity, plan.b, c, d, Q, qa, Gp, ga, q0, g0, g1, k0, L)
+    def __init__(self, comm: Comm, layout: "Layout"):
+        self.comm, self.layout = comm, layout
 
+    def __call__(self, state: str, value):
+        op = STATES[state]
+        if op == "gather":
+            return self.comm.all_gather_varlen(value)
+        if op == "min":
+            return -self.comm.all_reduce(-value, "max")
+        return self.comm.all_reduce(value, op)
 
-# ----------------------------------------------------------------------------- one block
-class _Block:
-    """The scores of one global query block against this rank's shard."""
-
-    def __init__(
-        self, comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, buffers: dict
-    ):
-        be = sh.backend
-        self.m = stop - start
-        if "Qb" not in buffers:
-            if (
-                sh.similarity == "hamming"
-            ):  # code words: uint64 (numpy) or int64 (torch), as one process
-                buffers["Qb"] = (
-                    sh.Q[:0].new_zeros((sh.b, sh.d))
-                    if be.kind == "torch"
-                    else np.zeros((sh.b, sh.d), np.uint64)
-                )
-            else:
-                buffers["Qb"] = be.zeros((sh.b, sh.d))
-            buffers["qa"] = be.zeros((sh.b,))
-            buffers["S"] = be.empty((sh.L, sh.b, sh.c))
-        Qb, qab, S = buffers["Qb"], buffers["qa"], buffers["S"]
-        if self.m < sh.b:
-            Qb[self.m :] = 0
-        self._queries(comm, sh, layout, start, stop, Qb, qab)
-        score_chunks(be, Qb, sh.Gp, sh.c, sh.L, sh.similarity, qab, sh.ga, S)
-        if sh.L:
-            lo, hi = sh.g0 - sh.k0 * sh.c, sh.g1 - (sh.k0 + sh.L - 1) * sh.c
-            S[0, :, :lo] = -math.inf
-            S[sh.L - 1, :, hi:] = -math.inf
-        self.S = S
-
-    @staticmethod
-    def _queries(comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, Qb, qab) -> None:
+    def queries(self, p, start: int, stop: int, Qb, qa) -> None:
         """The block's query rows and factors, broadcast by their owners."""
+        comm, layout = self.comm, self.layout
         torch = comm.torch
-        be = sh.backend
-        if sh.similarity == "hamming":
-            _block_words(comm, sh, layout, start, stop, Qb)
+        be = p.backend
+        if p.similarity == "hamming":
+            _block_words(comm, p, layout, start, stop, Qb)
             return
+        d = p.d
         for r in range(comm.world):
             q0, q1 = layout.q_range(r)
             lo, hi = max(start, q0), min(stop, q1)
             if lo >= hi:
                 continue
-            buf = torch.zeros((hi - lo, sh.d + 1), dtype=torch.float32, device=comm.device)
+            buf = torch.zeros((hi - lo, d + 1), dtype=torch.float32, device=comm.device)
             if r == comm.rank:
-                rows = sh.Q[lo - sh.q0 : hi - sh.q0]
-                buf[:, : sh.d] = torch.as_tensor(rows).to(comm.device)
-                if sh.qa is not None:
-                    buf[:, sh.d] = torch.as_tensor(sh.qa[lo - sh.q0 : hi - sh.q0]).to(comm.device)
+                rows = p.Q[lo - p.q0 : hi - p.q0]
+                buf[:, :d] = torch.as_tensor(rows).to(comm.device)
+                if p.qa is not None:
+                    buf[:, d] = torch.as_tensor(p.qa[lo - p.q0 : hi - p.q0]).to(comm.device)
             comm.broadcast(buf, r)
             got = buf.cpu().numpy() if be.kind == "numpy" else buf.to(be.device)
-            Qb[lo - start : hi - start] = got[:, : sh.d]
-            if sh.qa is not None:
-                qab[lo - start : hi - start] = got[:, sh.d]
+            Qb[lo - start : hi - start] = got[:, :d]
+            if p.qa is not None:
+                qa[lo - start : hi - start] = got[:, d]
 
 
 def _words_of(rows):
@@ -500,7 +379,7 @@ def _words_of(rows):
     return rows
 
 
-def _block_words(comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int, Qb) -> None:
+def _block_words(comm: Comm, p, layout: "Layout", start: int, stop: int, Qb) -> None:
     """The block's query code words, broadcast by their owners (int64 on the wire)."""
     torch = comm.torch
     for r in range(comm.world):
@@ -508,184 +387,14 @@ def _block_words(comm: Comm, sh: _Shard, layout: _Layout, start: int, stop: int,
         lo, hi = max(start, q0), min(stop, q1)
         if lo >= hi:
             continue
-        buf = torch.zeros((hi - lo, sh.d), dtype=torch.int64, device=comm.device)
+        buf = torch.zeros((hi - lo, p.d), dtype=torch.int64, device=comm.device)
         if r == comm.rank:
-            buf[:] = _words_of(sh.Q[lo - sh.q0 : hi - sh.q0]).to(comm.device)
+            buf[:] = _words_of(p.Q[lo - p.q0 : hi - p.q0]).to(comm.device)
         comm.broadcast(buf, r)
         if isinstance(Qb, np.ndarray):
             Qb[lo - start : hi - start] = buf.cpu().numpy().view(np.uint64)
         else:
             Qb[lo - start : hi - start] = buf.to(Qb.device)
-
-
-def _mask_owned(sh: _Shard, S, rel: Csr, own: Csr, torch_path: bool):
-    """This rank's relevant scores (-inf where another rank owns the item), and its
-    relevant and self pairs set to -inf."""
-    base = sh.k0 * sh.c
-    rid, cols = rel.row_ids(), rel.indices
-    mine = (cols >= sh.g0) & (cols < sh.g1)
-    lc, lr = cols[mine] - base, rid[mine]
-    orow, ocol = own.row_ids(), own.indices
-    omine = (ocol >= sh.g0) & (ocol < sh.g1)
-    oc, orr = ocol[omine] - base, orow[omine]
-    if not torch_path:
-        vals = np.full(rid.size, -np.inf, np.float32)
-        vals[mine] = S[lc // sh.c, lr, lc % sh.c]
-        S[lc // sh.c, lr, lc % sh.c] = -np.inf
-        S[oc // sh.c, orr, oc % sh.c] = -np.inf
-        return vals
-    import torch
-
-    dev = S.device
-    vals = torch.full((rid.size,), -math.inf, dtype=torch.float32, device=dev)
-    idx = tuple(torch.from_numpy(a).to(dev) for a in (lc // sh.c, lr, lc % sh.c))
-    vals[torch.from_numpy(np.flatnonzero(mine)).to(dev)] = S[idx]
-    S[idx] = -math.inf
-    S[tuple(torch.from_numpy(a).to(dev) for a in (oc // sh.c, orr, oc % sh.c))] = -math.inf
-    return vals
-
-
-@dataclass
-class _Pass:
-    comm: Comm
-    sh: _Shard
-    layout: _Layout
-    source: object
-    self_pairs: Csr
-    n_q: int
-    torch_path: bool
-    progress: object
-
-    def blocks(self, skip: int = 0):
-        """The global query blocks from the ``skip``-th on: (start, stop, scores, the
-        block's relevance, this rank's relevant scores), the rank's pairs masked."""
-        blocks = plan_blocks(self.n_q, self.sh.b)
-        bar = progress_bar(
-            self.progress if self.comm.rank == 0 else False, len(blocks), "retrieval-checks"
-        )
-        if bar is not None and skip:
-            bar.update(skip)
-        buffers: dict = {}
-        try:
-            with self.sh.backend.exact_matmul():
-                for start, stop in blocks[skip:]:
-                    blk = _Block(self.comm, self.sh, self.layout, start, stop, buffers)
-                    rel = self.source.block(start, stop)
-                    own = self.self_pairs.rows(start, stop)
-                    S = blk.S
-                    if self.torch_path and isinstance(S, np.ndarray):
-                        S = self.comm.torch.from_numpy(S)
-                    elif not self.torch_path:
-                        S = self.sh.backend.to_numpy(S)
-                    yield start, stop, S, rel, _mask_owned(self.sh, S, rel, own, self.torch_path)
-                    if bar is not None:
-                        bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-
-
-def _run_block(ps: _Pass, totals: PassTotals, start, stop, S, rel: Csr, vals) -> BlockPartial:
-    """Phases 1 and 2 of one block: its partial result, as one process's (to merge
-    into ``totals`` next)."""
-    comm, torch_path, m = ps.comm, ps.torch_path, stop - start
-    n_cols = ps.sh.L * ps.sh.c
-    vals = comm.all_reduce(vals, "max")  # phase 1: every relevant score of the block
-    rel_sorted, order = _sort_within_rows(vals, rel, torch_path)
-    want_pairs = totals.want_pairs
-    tail_tau = totals.tail.tau if want_pairs else -math.inf
-    if want_pairs and not torch_path and not math.isfinite(tail_tau):
-        hist = comm.all_reduce(tail_histogram(S, m, n_cols), "sum")
-        tail_tau = tail_threshold(hist, totals.tail.capacity)
-    tau = max(float(tail_tau), _F32_MIN) if want_pairs else math.inf
-    if torch_path:
-        above, tied = _count_torch(S, m, n_cols, rel.indptr, rel_sorted)
-    else:
-        above = np.empty(rel_sorted.shape[0], np.int64)
-        tied = np.empty(rel_sorted.shape[0], np.int64)
-        tail_counts = np.zeros(m, np.int64)
-        _kernels.count_above_relevant(
-            S, m, n_cols, rel.indptr, rel_sorted, above, tied, np.float32(tau), tail_counts
-        )
-    both = comm.all_reduce(np.concatenate([above, tied]), "sum")  # phase 2: counts over every shard
-    above, tied = both[: above.size], both[above.size :]
-    part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, torch_path)
-    if want_pairs and torch_path:
-        _torch_pairs(comm, totals, part, S, m, rel_sorted, tail_tau, tau)
-    elif want_pairs:
-        part.positives = rel_sorted
-        rows = np.flatnonzero(tail_counts).astype(np.int64)
-        offsets = np.zeros(rows.size + 1, np.int64)
-        np.cumsum(tail_counts[rows], out=offsets[1:])
-        negatives = np.empty(int(offsets[-1]), np.float32)
-        _kernels.collect_rows(S, rows, offsets, n_cols, np.float32(tau), negatives)
-        part.negatives = comm.all_gather_varlen(negatives)
-        if totals.fixed_f32.size:
-            hist = np.zeros(totals.fixed_f32.size + 1, np.int64)
-            _kernels.bin_against_sorted(S, m, n_cols, totals.fixed_f32, hist)
-            part.fixed_fp = comm.all_reduce(np.cumsum(hist[::-1])[::-1][1:].copy(), "sum")
-        part.negatives_tau = float(tail_tau)
-    return part
-
-
-def _torch_pairs(
-    comm: Comm,
-    totals: PassTotals,
-    part: BlockPartial,
-    S,
-    m: int,
-    rel_sorted,
-    tail_tau: float,
-    tau: float,
-) -> None:
-    """The pair-metric part of a block on the vectorised torch path (CUDA), as
-    :func:`._blocks.run_block` computes it: the first tail threshold is the
-    capacity-th largest finite score of the block, over every rank (each rank's top
-    ``capacity`` gathered); tail values gathered; fixed-threshold counts summed."""
-    import torch
-
-    part.positives = rel_sorted.cpu().numpy()
-    view = S[:, :m]
-    cap = totals.tail.capacity
-    if not math.isfinite(tail_tau):
-        finite = view > -math.inf
-        n_local = int(finite.sum())
-        n_block = int(comm.all_reduce(np.array([n_local], np.int64), "sum")[0])
-        if n_block > cap:
-            top = torch.topk(view[finite], min(cap, n_local)).values.cpu().numpy()
-            every = comm.all_gather_varlen(top)
-            tail_tau = float(np.partition(every, every.size - cap)[every.size - cap])
-            tau = tail_tau
-    part.negatives = comm.all_gather_varlen(view[view >= tau].cpu().numpy())
-    if totals.fixed_f32.size:
-        thr = torch.from_numpy(totals.fixed_f32).to(S.device)
-        part.fixed_fp = comm.all_reduce(
-            np.array([int((view >= t).sum()) for t in thr], np.int64), "sum"
-        )
-    part.negatives_tau = float(tail_tau)
-
-
-def _binning(ps: _Pass, counts) -> np.ndarray:
-    """The binning pass over every shard: negatives at or above each unique positive."""
-    u = counts.unique_positives()
-    hist = np.zeros(u.size + 1, np.int64)
-    n_cols = ps.sh.L * ps.sh.c
-    for start, stop, S, _rel, _vals in _Pass(**{**ps.__dict__, "progress": False}).blocks():
-        if ps.torch_path:
-            import torch
-
-            ut = torch.from_numpy(u).to(S.device)
-            view = S[:, : stop - start].reshape(-1)
-            view = view[view >= ut[0]]
-            hist += (
-                torch.bincount(torch.searchsorted(ut, view, right=True), minlength=u.size + 1)
-                .cpu()
-                .numpy()
-            )
-            continue
-        _kernels.bin_against_sorted(S, stop - start, n_cols, u, hist)
-    hist = ps.comm.all_reduce(hist, "sum")
-    return np.cumsum(hist[::-1])[::-1][1:]
 
 
 # ----------------------------------------------------------------------------- the run
@@ -702,15 +411,13 @@ def _refuse_unsupported(req, opts: dict) -> None:
 def _run(
     comm: Comm, queries, gallery, *, use_kernels: bool, **opts
 ):  # long: the stages, in order, one call each
-    from . import _evaluate as ev
-
     if opts.pop("executor", None) is not None:
         raise InputError(
             "executor= and process_group= do not combine: the ranks are the workers of a sharded run; "
             "drop one of them."
         )
     opts["use_kernels"] = use_kernels
-    req = ev._options(
+    req = parse_request(
         opts["metrics"],
         similarity=opts["similarity"],
         ties=opts["ties"],
@@ -731,7 +438,7 @@ def _run(
     _agree(infos, comm)
     sizes_q = [i["n_q"] for i in infos]
     sizes_g = [i["n_q"] if loo else i["n_g"] for i in infos]
-    layout = _Layout(
+    layout = Layout(
         np.concatenate([[0], np.cumsum(sizes_q)]).astype(np.int64),
         np.concatenate([[0], np.cumsum(sizes_g)]).astype(np.int64),
     )
@@ -745,15 +452,15 @@ def _run(
             info["G"] = info["G"] if info["G"] is not None else _empty_codes(n_bits)
         d = int(info["Q"].shape[1])
     meta = _metadata(comm, infos, opts, layout, loo)
-    sides = ev._Sides(None, None if loo else _REMOTE, n_q, n_g, d)
+    sides = Sides(None, None if loo else _REMOTE, n_q, n_g, d)
     if n_q == 0:
         raise InputError(
             "queries: every rank's shard is empty; at least one rank must hold queries."
         )
-    own = ev._self_pairs(sides, meta["query_ids"], meta["gallery_ids"], meta["gallery_labels"])
+    own = self_pairs_of(sides, meta["query_ids"], meta["gallery_ids"], meta["gallery_labels"])
     _check_spread(own.q_ids, sizes_q, "query_ids")
     _check_spread(own.g_ids, sizes_g, "gallery_ids")
-    rel = ev._relevance(
+    rel = relevance_of(
         req,
         sides,
         own,
@@ -766,7 +473,7 @@ def _run(
     n_positive = int(rel.n_relevant.sum())
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
-    totals, ps, plan = sharded_pass(
+    totals, problem, plan = sharded_pass(
         comm,
         info,
         layout,
@@ -790,7 +497,7 @@ def _run(
         else None,
     )
     ids = meta["query_ids"].copy() if meta["query_ids"] is not None else None
-    return ev._aggregate(
+    return aggregate_result(
         req,
         sides,
         own,
@@ -801,17 +508,15 @@ def _run(
         use_kernels,
         ids,
         opts["relevance_level"],
-        binning=lambda counts: _binning(ps, counts),
+        binning=lambda counts: binning_pass(problem, counts, totals.counter, Ranks(comm, layout)),
         extra_config={"world_size": comm.world},
-        grouped_values=sharded_grouped_values(comm, ps.sh, layout, loo),
+        grouped_values=sharded_grouped_values(comm, problem, layout, loo),
     )
 
 
 def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> tuple:
     """(directory, fingerprint): every rank's shard content, the gathered metadata and
     the options that shape the pass, and the scores' definition."""
-    from ._backend import SCORES_VERSION
-    from ._cache import content_digest
 
     def digest(x):  # an empty shard has no bytes to hash (memoryview refuses zero-size casts)
         if x is None or int(np.prod(tuple(x.shape))) == 0:
@@ -836,7 +541,7 @@ def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> t
 def sharded_pass(
     comm: Comm,
     info: dict,
-    layout: _Layout,
+    layout: Layout,
     source,
     self_pairs: Csr,
     *,
@@ -856,7 +561,7 @@ def sharded_pass(
     checkpoint=None,
 ):
     """Plan, prepare and stream the sharded pass: the merged :class:`PassTotals` (the
-    same on every rank), the pass (for the binning pass) and the plan. ``info``:
+    same on every rank), this rank's problem (for the binning pass) and the plan. ``info``:
     this rank's arrays (``Q``, ``G``: None in leave-one-out) and ``n_q``.
     ``checkpoint``: (directory, fingerprint of the inputs and options) or None."""
     n_q, n_g = int(layout.q_off[-1]), int(layout.g_off[-1])
@@ -873,33 +578,42 @@ def sharded_pass(
         tile=tile,
         pairs=bool(pair_specs),
     )
-    sh = _prepare(comm, plan, info, layout, similarity, loo)
-    torch_path = plan.backend.is_cuda or not use_kernels
-    ps = _Pass(comm, sh, layout, source, self_pairs, n_q, torch_path, progress)
-    totals = PassTotals(
-        n_q, query_specs, pair_specs, int(n_relevant.sum()), ties, similarity, relevance_level
+    g0, g1 = layout.g_range(comm.rank)
+    window = Window(
+        g0,
+        g1,
+        layout.q_range(comm.rank)[0],
+        n_q,
+        center=lambda be, G: _global_center(comm, be, G, n_g),
     )
-    if not (query_specs or pair_specs):
-        return totals, ps, plan
-    store, skip = None, 0
-    if checkpoint is not None:
-        from ._cache import content_digest
-        from ._checkpoint import Checkpoint
-
+    problem = prepare_problem(
+        plan,
+        info["Q"],
+        None if loo else info["G"],
+        n_g=n_g,
+        similarity=similarity,
+        source=source,
+        self_pairs=self_pairs,
+        window=window,
+    )
+    counter = select(plan.backend, similarity, source, use_kernels=use_kernels, sharded=True)
+    store = None
+    if checkpoint is not None and (query_specs or pair_specs):
         key = content_digest(checkpoint[1], plan.b, plan.c, plan.backend.kind, comm.world)
         store = Checkpoint(checkpoint[0], key, part=f"rank{comm.rank}of{comm.world}")
-        blocks = plan_blocks(n_q, plan.b)
-        skip = -int(
-            comm.all_reduce(np.array([-store.finished(blocks)], np.int64), "max")[0]
-        )  # fewest on a rank
-        for start, stop in blocks[:skip]:
-            totals.add(store.load(start, stop))
-    for start, stop, S, block_rel, vals in ps.blocks(skip):
-        part = _run_block(ps, totals, start, stop, S, block_rel, vals)
-        totals.add(part)
-        if store is not None:
-            store.save(part)
-    return totals, ps, plan
+    totals = stream(
+        problem,
+        query_specs=query_specs,
+        pair_specs=pair_specs,
+        n_positive=int(n_relevant.sum()),
+        ties=ties,
+        progress=progress if comm.rank == 0 else False,
+        relevance_level=relevance_level,
+        counter=counter,
+        reduce=Ranks(comm, layout),
+        store=store,
+    )
+    return totals, problem, plan
 
 
 class _Remote:

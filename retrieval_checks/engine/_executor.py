@@ -1,6 +1,6 @@
 """Block tasks on a ``concurrent.futures.Executor`` (``evaluate(..., executor=pool)``).
 
-The pass's query blocks are independent tasks (:func:`~._blocks.run_block`); here
+The pass's query blocks are independent tasks (:func:`~._blocks.run_block`, with the pass's counter); here
 they are submitted to the caller's executor (a ``ThreadPoolExecutor``, a
 ``ProcessPoolExecutor``, Dask's ``client.get_executor()``...) in groups of consecutive
 blocks, and their partial results are merged in block order, so the result is the one
@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import InputError
-from ._blocks import Problem, plan_blocks, run_block
+from ._blocks import Problem, run_block
 
-__all__ = ["check_executor", "stream_on"]
+__all__ = ["check_executor", "executor_parts"]
 
 
 def check_executor(executor, pair_specs) -> None:
@@ -45,10 +45,10 @@ def check_executor(executor, pair_specs) -> None:
         )
 
 
-def _task(problem: Problem, blocks: list[tuple[int, int]], use_kernels: bool) -> list:
+def _task(problem: Problem, blocks: list[tuple[int, int]], counter) -> list:
     """One task: consecutive blocks, with this task's own score buffer."""
     with problem.backend.exact_matmul():
-        return [run_block(problem, start, stop, use_kernels=use_kernels) for start, stop in blocks]
+        return [run_block(problem, start, stop, counter) for start, stop in blocks]
 
 
 def _groups(blocks: list, executor) -> list[list]:
@@ -61,35 +61,18 @@ def _groups(blocks: list, executor) -> list[list]:
     return [blocks[i : i + per] for i in range(0, len(blocks), per)]
 
 
-def stream_on(
-    executor, problem: Problem, totals, *, use_kernels: bool = True, store=None, progress=None
-):
-    """Run the pass's blocks on ``executor`` and merge them into ``totals`` in order
-    (``store``: a :class:`~._checkpoint.Checkpoint`, whose finished blocks are read
-    back and to which new ones are written)."""
-    from ._stream import progress_bar
-
-    blocks = plan_blocks(problem.n_q, problem.b) if totals.query_specs else []
-    done = store.finished(blocks) if store is not None else 0
-    for start, stop in blocks[:done]:
-        totals.add(store.load(start, stop))
+def executor_parts(executor, problem: Problem, counter, blocks: list[tuple[int, int]]):
+    """The blocks' partial results, run on ``executor`` and yielded in block order (the
+    pass's loop, :func:`._stream.stream`, merges them); unstarted tasks are cancelled
+    when the loop stops early."""
     # a copy per task: each gets its own score buffer (a thread pool shares memory)
     futures = [
-        executor.submit(_task, dataclasses.replace(problem, _buffers=None), group, use_kernels)
-        for group in _groups(blocks[done:], executor)
+        executor.submit(_task, dataclasses.replace(problem, _buffers=None), group, counter)
+        for group in _groups(blocks, executor)
     ]
-    bar = progress_bar(progress, len(blocks) - done)
     try:
         for future in futures:
-            for part in future.result():
-                totals.add(part)
-                if store is not None:
-                    store.save(part)
-                if bar is not None:
-                    bar.update(1)
+            yield from future.result()
     finally:
         for future in futures:
             future.cancel()
-        if bar is not None:
-            bar.close()
-    return totals

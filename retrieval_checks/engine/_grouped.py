@@ -40,16 +40,17 @@ products instead of n * n (r groups), computed as batched padded GEMMs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .._lazy import stats
 from ..errors import EmptyQueriesError, InputError
 from ._backend import Backend
+from ._hamming import hamming_into
 from ._stream import FirstRanks
 
-__all__ = ["GroupedRecall", "label_partition", "grouped_recall_values"]
+__all__ = ["GroupedRecall", "batch_scores", "label_partition", "grouped_recall_values"]
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,6 @@ def _group_means(h: np.ndarray, gq: np.ndarray, r: int) -> np.ndarray:
 
 def _on_host(data: _Data) -> _Data:
     """``data`` with embeddings and factors as numpy arrays (device tensors copied)."""
-    from dataclasses import replace
 
     def host(x):
         return x if x is None or isinstance(x, np.ndarray) else data.backend.to_numpy(x)
@@ -392,12 +392,10 @@ def _score_groups(
         i = j
 
 
-def _batch_scores(Qb, Gb, qf, gf, similarity: str) -> np.ndarray:
+def batch_scores(Qb, Gb, qf, gf, similarity: str) -> np.ndarray:
     """(B, mq, mg) scores of padded batches, by the main pass's rules: the product,
     then the epilogue of :meth:`Backend.finish_scores` (or -Hamming distance)."""
     if similarity == "hamming":
-        from ._hamming import hamming_into
-
         S = np.empty((Qb.shape[0], Qb.shape[1], Gb.shape[1]), np.float32)
         for t in range(Qb.shape[0]):
             hamming_into(Qb[t], Gb[t], S[t])
@@ -435,7 +433,7 @@ def _score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates
         gidx[t, : gi.size] = gi
         qid[t, : qi.size] = q_ids[qi]
         gid[t, : gi.size] = g_ids[gi]
-    S = _batch_scores(Qb, Gb, qf, gf, similarity)
+    S = batch_scores(Qb, Gb, qf, gf, similarity)
     valid = (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
     rel = valid & (qc[:, :, None] == gc[:, None, :])
     neg = valid & ~rel

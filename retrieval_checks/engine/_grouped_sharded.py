@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._grouped import _batch_scores, grouped_recall_values
+from ._grouped import batch_scores, grouped_recall_values
 from ._stream import FirstRanks
 
 __all__ = ["sharded_grouped_values"]
@@ -25,7 +25,7 @@ __all__ = ["sharded_grouped_values"]
 
 def sharded_grouped_values(comm, sh, layout, loo: bool):
     """The ``grouped_values`` hook of :func:`._evaluate._aggregate` for a sharded pass
-    (``sh``: this rank's prepared shard, :class:`._distributed._Shard`)."""
+    (``sh``: this rank's prepared problem, :class:`._blocks.Problem` with its column window)."""
 
     def grouped(req, rel, own, plan) -> dict:
         specs = req.of_kind("grouped")
@@ -122,7 +122,7 @@ class _LocalRows:
         if qf is not None:
             qf = self.comm.all_reduce(qf, "max")
             qf[np.isneginf(qf)] = 0.0
-        S = _batch_scores(Qb, Gb, qf, gf, similarity)
+        S = batch_scores(Qb, Gb, qf, gf, similarity)
         valid = (
             (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
         )

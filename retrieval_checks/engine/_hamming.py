@@ -51,6 +51,7 @@ import numpy as np
 
 from .._arrays import as_numpy, is_torch_tensor
 from ..errors import BackendError, InputError
+from . import _kernels
 from ._kernels import NUMBA_LOCK
 
 __all__ = [
@@ -391,8 +392,6 @@ def hamming_into(Qw, Gw, out, *, torch_tensors: bool | None = None) -> None:
         # CPU tensors: numpy views of the same memory, for the ~100x faster CPU kernels
         Qw, Gw, out = (t.detach().numpy() for t in (Qw, Gw, out))
         Qw, Gw = Qw.view(np.uint64), Gw.view(np.uint64)
-    from . import _kernels
-
     if _kernels.ACCELERATOR == "numba" and _numba_state()[0] is not None:
         hamming_tile(Qw, Gw, out)
     else:

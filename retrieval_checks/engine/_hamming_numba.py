@@ -6,7 +6,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._hamming import _M1, _M2, _M4
+# the SWAR popcount masks (the same as the torch twin's in :mod:`._hamming`, which imports
+# this module only when numba is there: no import back)
+_M1 = 0x5555555555555555
+_M2 = 0x3333333333333333
+_M4 = 0x0F0F0F0F0F0F0F0F
 
 __all__ = ["tile"]
 

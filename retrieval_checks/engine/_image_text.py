@@ -37,10 +37,20 @@ from ..errors import InputError
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
 from ..options import DEFAULTS, check_option
-from ._evaluate import first_relevant_ranks
+from ._backend import check_run_options
+from ._first_ranks import first_relevant_ranks
+from ._fused_tasks import fused_image_text
 from ._hamming import pack_sides
-from ._inputs import Csr, as_numpy, check_embeddings, check_score_range, is_torch_tensor
-from ._result import _ByMetric, tie_note
+from ._image_text_sharded import evaluate_image_text_sharded
+from ._inputs import (
+    Csr,
+    as_numpy,
+    captioned_images,
+    check_embeddings,
+    check_score_range,
+    is_torch_tensor,
+)
+from ._result import ByMetric, tie_note
 from ._stream import FirstRanks
 
 __all__ = ["evaluate_image_text", "ImageTextResult", "IMAGE_TEXT_METRICS"]
@@ -91,8 +101,8 @@ class ImageTextResult(Mapping):
         tie_values=None,
         tied_share: float = 0.0,
     ):
-        self._values = _ByMetric(values)
-        self.intervals = _ByMetric(intervals)
+        self._values = ByMetric(values)
+        self.intervals = ByMetric(intervals)
         self.per_fold = per_fold
         self.n_images = n_images
         self.n_captions = n_captions
@@ -103,7 +113,7 @@ class ImageTextResult(Mapping):
         self.i2t_ranks = i2t_ranks
         self.t2i_ranks = t2i_ranks
         self.config = config
-        self.tie_values = _ByMetric(tie_values or {})
+        self.tie_values = ByMetric(tie_values or {})
         self.tied_share = float(tied_share)
 
     def tie_range(self, name: str) -> tuple[float, float] | None:
@@ -325,10 +335,7 @@ def evaluate_image_text(
     def checked():
         """The options checked; the function that finishes the evaluation."""
         specs = _parse(metrics)
-        if progress is not None and not isinstance(progress, bool):
-            raise InputError(
-                f"progress={progress!r}: use True, False or None (only on a terminal)."
-            )
+        check_run_options(device, max_memory, progress)
         protocol_key = _check_options(
             protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed
         )
@@ -349,8 +356,6 @@ def evaluate_image_text(
     if (
         process_group is not None
     ):  # checked on every rank once the ranks talk: a bad option raises on all of them
-        from ._image_text_sharded import evaluate_image_text_sharded
-
         return evaluate_image_text_sharded(
             process_group,
             images,
@@ -402,7 +407,8 @@ def _evaluate_pairs(
     ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
     fold_data, backend = [], None
     for a, b in folds:
-        fold, backend = rank_fold(images, captions, cap_img, a, b, common, ties, ks)
+        i2t, t2i, local, backend = rank_fold(images, captions, cap_img, a, b, common)
+        fold = _Fold(i2t, t2i, local, b - a, ties, ks)
         fold_data.append(fold)
     per_fold = [f.values(specs, ks, np.ones(f.n_images)) for f in fold_data]
     values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}
@@ -527,36 +533,10 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
     )
 
 
-def captioned_images(
-    cap_img: np.ndarray, n_images: int, images_without_captions: str, where: str = ""
-) -> np.ndarray | None:
-    """Check that every caption's image index lies in ``0..n_images-1`` and return the
-    mask of images with at least one caption, or None when every image has one. An
-    image without captions is an error unless ``images_without_captions='drop'``
-    (``where``: e.g. " over the ranks", for the messages)."""
-    N = n_images
-    bad = np.flatnonzero((cap_img < 0) | (cap_img >= N))
-    if bad.size:
-        raise InputError(
-            f"{bad.size} caption(s) point at a missing image (caption {int(bad[0])} -> image {int(cap_img[bad[0]])}, "
-            f"but there are {N} images{where}, indices 0..{N - 1}); fix caption_image."
-        )
-    counts = np.bincount(cap_img, minlength=N)
-    lonely = np.flatnonzero(counts == 0)
-    if not lonely.size:
-        return None
-    if images_without_captions == "error":
-        raise InputError(
-            f"{lonely.size} image(s) have no caption (images {', '.join(map(str, lonely[:5]))}"
-            f"{', ...' if lonely.size > 5 else ''}); an image without captions cannot be scored for i2t. "
-            "Remove them or pass images_without_captions='drop'."
-        )
-    return counts > 0
-
-
-def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict, ties: str, ks):
+def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict):
     """One fold (images a..b-1 with their captions): both directions' first relevant
-    ranks from the engine's rank pass, and the backend's name."""
+    ranks (:class:`FirstRanks`) from the engine's rank pass, each caption's image inside
+    the fold, and the backend's name."""
     cap_idx = np.flatnonzero((cap_img >= a) & (cap_img < b))
     local = cap_img[cap_idx] - a
     n_i, n_c = b - a, cap_idx.size
@@ -574,17 +554,14 @@ def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict, ties: st
         if cap_idx.size == M and (cap_idx == np.arange(M)).all()
         else _take(captions, cap_idx)
     )
-    from ._triton_image_text import (
-        fused_fold,  # both directions in one pass where the fused kernel serves
-    )
-
-    fused = fused_fold(img_f, cap_f, local, **common)
+    # both directions in one pass where the fused kernel serves (the Counter seam's choice)
+    fused = fused_image_text(img_f, cap_f, local, **common)
     if fused is not None:
         i2t, t2i, backend = fused
     else:
         i2t, backend = first_relevant_ranks(img_f, cap_f, i2t_rel, **common)
         t2i, _ = first_relevant_ranks(cap_f, img_f, t2i_rel, **common)
-    return _Fold(i2t, t2i, local, n_i, ties, ks), backend
+    return i2t, t2i, local, backend
 
 
 def _parse(metrics) -> list[MetricSpec]:

@@ -20,9 +20,8 @@ from ..metrics._names import parse_metric
 from ._backend import default_memory_budget, parse_memory, resolve_backend
 from ._blocks import RelevanceSource
 from ._comm import Comm
-from ._distributed import _Layout, _rows, sharded_pass
-from ._image_text import captioned_images
-from ._inputs import Csr, as_numpy, check_score_range
+from ._distributed import Layout, shard_rows, sharded_pass
+from ._inputs import Csr, as_numpy, captioned_images, check_score_range
 from ._stream import FirstRanks
 
 __all__ = ["evaluate_image_text_sharded"]
@@ -86,8 +85,8 @@ def _local(comm: Comm, images, captions, caption_image, common: dict) -> dict:
             "its captions' images in the whole image set (the repeated-images layout cannot be "
             "detected across ranks)."
         )
-    imgs, n_i, d_i = _rows(images, "images", similarity)
-    caps, n_c, d_c = _rows(captions, "captions", similarity)
+    imgs, n_i, d_i = shard_rows(images, "images", similarity)
+    caps, n_c, d_c = shard_rows(captions, "captions", similarity)
     if n_i and n_c and d_i != d_c:
         raise InputError(
             f"images have dimension {d_i} but captions have dimension {d_c} on rank {comm.rank}; both "
@@ -198,9 +197,7 @@ class _FoldRanker:
         self.img_off, self.cap_off, self.d = img_off, cap_off, d
         self.common, self.budget, self.use_kernels = common, budget, use_kernels
 
-    def __call__(self, _images, _captions, cap_img, a: int, b: int, common: dict, ties: str, ks):
-        from ._image_text import _Fold
-
+    def __call__(self, _images, _captions, cap_img, a: int, b: int, common: dict):
         r = self.comm.rank
         inside = (cap_img >= a) & (cap_img < b)
         cap_idx = np.flatnonzero(inside)
@@ -229,11 +226,11 @@ class _FoldRanker:
         )
         i2t, backend = self._first(img_f, cap_f, img_sizes, cap_sizes, i2t_rel)
         t2i, _ = self._first(cap_f, img_f, cap_sizes, img_sizes, t2i_rel)
-        return _Fold(i2t, t2i, local, n_i, ties, ks), backend
+        return i2t, t2i, local, backend
 
     def _first(self, queries, gallery, q_sizes, g_sizes, relevance: Csr):
         """:func:`._evaluate.first_relevant_ranks`, sharded."""
-        layout = _Layout(
+        layout = Layout(
             np.concatenate([[0], np.cumsum(q_sizes)]).astype(np.int64),
             np.concatenate([[0], np.cumsum(g_sizes)]).astype(np.int64),
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from .._arrays import as_numpy, is_torch_tensor, sequence_kinds
 from ..errors import InputError
 
 __all__ = [
+    "captioned_images",
     "is_torch_tensor",
     "as_numpy",
     "check_embeddings",
@@ -51,8 +53,6 @@ def refuse_sparse(x, name: str) -> None:
                 "embeddings (a tensor on the CPU or a CUDA device)."
             )
         return
-    import sys
-
     sparse = sys.modules.get("scipy.sparse")
     if (sparse is not None and sparse.issparse(x)) or (
         not isinstance(x, np.ndarray) and hasattr(x, "toarray")
@@ -841,3 +841,30 @@ def _sparse_to_csr(relevance, n_q: int, n_g: int) -> Csr:
         )
     keep = data > 0  # grade 0: judged non-relevant
     return _pairs_to_csr(rows[keep], cols[keep], n_q, data[keep].astype(np.float64))
+
+
+def captioned_images(
+    cap_img: np.ndarray, n_images: int, images_without_captions: str, where: str = ""
+) -> np.ndarray | None:
+    """Check that every caption's image index lies in ``0..n_images-1`` and return the
+    mask of images with at least one caption, or None when every image has one. An
+    image without captions is an error unless ``images_without_captions='drop'``
+    (``where``: e.g. " over the ranks", for the messages)."""
+    N = n_images
+    bad = np.flatnonzero((cap_img < 0) | (cap_img >= N))
+    if bad.size:
+        raise InputError(
+            f"{bad.size} caption(s) point at a missing image (caption {int(bad[0])} -> image {int(cap_img[bad[0]])}, "
+            f"but there are {N} images{where}, indices 0..{N - 1}); fix caption_image."
+        )
+    counts = np.bincount(cap_img, minlength=N)
+    lonely = np.flatnonzero(counts == 0)
+    if not lonely.size:
+        return None
+    if images_without_captions == "error":
+        raise InputError(
+            f"{lonely.size} image(s) have no caption (images {', '.join(map(str, lonely[:5]))}"
+            f"{', ...' if lonely.size > 5 else ''}); an image without captions cannot be scored for i2t. "
+            "Remove them or pass images_without_captions='drop'."
+        )
+    return counts > 0

@@ -17,9 +17,10 @@ import numpy as np
 from ..errors import InputError
 from ._backend import Backend, default_memory_budget, parse_memory, resolve_backend
 from ._blocks import Problem, RelevanceSource
+from ._hamming import PackedCodes, pack_sides
 from ._inputs import Csr
 
-__all__ = ["Plan", "plan_pass", "prepare_problem"]
+__all__ = ["Plan", "Window", "plan_pass", "prepare_problem"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,20 @@ def plan_pass(
     return Plan(backend, budget, min(b, n_q), c, n_chunks, room)
 
 
+@dataclass(frozen=True)
+class Window:
+    """The part of a pass a problem holds: gallery positions ``[g0, g1)`` of ``n_g``,
+    queries from global row ``q0`` of ``n_q`` (a rank's shards); ``center``: neg_l2's
+    centre from the gallery ``G`` on the backend (every rank's: the sharded pass's),
+    None for the problem's own (:meth:`Backend.mean64`)."""
+
+    g0: int
+    g1: int
+    q0: int
+    n_q: int
+    center: object = None
+
+
 def prepare_problem(
     plan: Plan,
     queries,
@@ -98,6 +113,7 @@ def prepare_problem(
     similarity: str,
     source: RelevanceSource,
     self_pairs: Csr,
+    window: Window | None = None,
 ) -> Problem:
     """Float32 copies on the backend: the gallery padded to whole chunks; in
     leave-one-out (``gallery`` None) the queries are a view of it rather than a second
@@ -107,36 +123,24 @@ def prepare_problem(
     factor 1), neg_l2 rows are
     centred on the gallery mean rounded to integers
     (distances do not change; large offsets go). The row factors of the tile epilogue
-    (:meth:`Backend.row_factors`) are computed once, on the host, in float64."""
-    be, c = plan.backend, plan.c
+    (:meth:`Backend.row_factors`) are computed once, on the host, in float64.
+
+    ``window`` (a sharded pass): ``queries`` and ``gallery`` are this rank's shards; the
+    gallery rows sit in place inside their global chunks (zero rows elsewhere), so every
+    pair is scored by the same tile at the same place as in one process."""
+    c = plan.c
+    if window is None:
+        window = Window(0, n_g, 0, int(queries.shape[0]))
+    k0 = window.g0 // c
+    L = (-(-window.g1 // c) - k0) if window.g1 > window.g0 else 0
+    at = (window.g0 - k0 * c, window.g1 - window.g0)  # the shard's rows inside Gp
     if similarity == "hamming":
-        return _prepare_codes(plan, queries, gallery, n_g=n_g, source=source, self_pairs=self_pairs)
-    d = int(queries.shape[1])
-    loo = gallery is None
-    Gp = be.zeros((plan.n_chunks * c, d))
-    G = be.native(queries if loo else gallery)
-    n_q = int(queries.shape[0])
-    if similarity == "cosine":
-        host = np.zeros(plan.n_chunks * c, np.float32)
-        host[:n_g] = be.cosine_rows_into(G, Gp[:n_g])
-        ga = be.from_numpy(host)
-        if loo:
-            Q, qa = Gp[:n_g], ga[:n_g]
-        else:
-            Q = be.empty((n_q, d))
-            qa = be.from_numpy(be.cosine_rows_into(be.native(queries), Q))
+        arrays = _prepare_codes(plan.backend, queries, gallery, L * c, at)
     else:
-        center = be.mean64(G) if similarity == "neg_l2" else None
-        be.float32_into(G, Gp[:n_g], center=center)
-        ga = be.row_factors(Gp[:n_g], similarity, plan.n_chunks * c)
-        if loo:
-            Q, qa = Gp[:n_g], (None if ga is None else ga[:n_g])
-        else:
-            Q = be.float32_into(be.native(queries), be.empty((n_q, d)), center=center)
-            qa = be.row_factors(Q, similarity)
-    del G
+        arrays = _prepare_rows(plan.backend, queries, gallery, similarity, L * c, at, window)
+    Q, Gp, qa, ga = arrays
     return Problem(
-        backend=be,
+        backend=plan.backend,
         Q=Q,
         Gp=Gp,
         n_g=n_g,
@@ -147,37 +151,73 @@ def prepare_problem(
         self_pairs=self_pairs,
         qa=qa,
         ga=ga,
+        g0=window.g0,
+        g1=window.g1,
+        k0=k0,
+        q0=window.q0,
+        rows=window.n_q,
     )
 
 
-def _prepare_codes(
-    plan: Plan, queries, gallery, *, n_g: int, source: RelevanceSource, self_pairs: Csr
-) -> Problem:
-    """Binary codes packed into 64-bit words (on the backend; int64 tensors on torch):
-    the gallery padded with zero words to whole chunks (the padding is masked)."""
-    from ._hamming import PackedCodes, pack_sides
+def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, window: Window):
+    """(Q, Gp, qa, ga) of real-valued embeddings (see :func:`prepare_problem`)."""
+    off, n = at
+    d = int(queries.shape[1])
+    loo = gallery is None
+    n_q = int(queries.shape[0])
+    Gp = be.zeros((n_rows, d))
+    G = be.native(queries if loo else gallery) if n else None
+    if similarity == "cosine":
+        host = np.zeros(n_rows, np.float32)
+        if n:
+            host[off : off + n] = be.cosine_rows_into(G, Gp[off : off + n])
+        ga = be.from_numpy(host)
+        if loo:
+            return Gp[off : off + n], Gp, ga[off : off + n], ga
+        Q = be.empty((n_q, d))
+        qa = be.cosine_rows_into(be.native(queries), Q) if n_q else np.zeros(0, np.float32)
+        return Q, Gp, be.from_numpy(qa), ga
+    center = None
+    if similarity == "neg_l2":
+        if window.center is not None:
+            center = window.center(
+                be, G if G is not None else be.native(np.zeros((0, d), np.float32))
+            )
+        else:
+            center = be.mean64(G)
+    if n:
+        be.float32_into(G, Gp[off : off + n], center=center)
+    del G
+    ga = None
+    if similarity == "neg_l2":
+        ga = be.zeros((n_rows,))
+        if n:
+            ga[off : off + n] = be.row_factors(Gp[off : off + n], similarity)
+    if loo:
+        return Gp[off : off + n], Gp, (None if ga is None else ga[off : off + n]), ga
+    Q = be.empty((n_q, d))
+    if n_q:
+        be.float32_into(be.native(queries), Q, center=center)
+    qa = None
+    if similarity == "neg_l2":
+        qa = be.row_factors(Q, similarity) if n_q else be.zeros((0,))
+    return Q, Gp, qa, ga
 
-    be, c = plan.backend, plan.c
+
+def _prepare_codes(be, queries, gallery, n_rows: int, at):
+    """(Q, Gp, None, None) of binary codes packed into 64-bit words (on the backend;
+    int64 tensors on torch): the gallery in place, zero words elsewhere (masked)."""
+    off, n = at
     loo = gallery is None
     if not isinstance(queries, PackedCodes):
         queries, gallery = pack_sides(queries, gallery)
     Gw = (queries if loo else gallery).words
-    Gp = np.zeros((plan.n_chunks * c, Gw.shape[1]), np.uint64)
-    Gp[:n_g] = Gw
-    Qw = None if loo else queries.words
+    Gp = np.zeros((n_rows, int(queries.words.shape[1])), np.uint64)
+    Gp[off : off + n] = Gw
+    Qw = None if loo else np.ascontiguousarray(queries.words)
     if be.kind == "torch":
         Gp = be.from_numpy(Gp.view(np.int64))
-        Q = Gp[:n_g] if loo else be.from_numpy(Qw.view(np.int64))
+        Q = Gp[off : off + n] if loo else be.from_numpy(Qw.view(np.int64))
     else:
-        Q = Gp[:n_g] if loo else Qw
-    return Problem(
-        backend=be,
-        Q=Q,
-        Gp=Gp,
-        n_g=n_g,
-        c=c,
-        b=plan.b,
-        similarity="hamming",
-        relevant=source,
-        self_pairs=self_pairs,
-    )
+        Q = Gp[off : off + n] if loo else Qw
+    return Q, Gp, None, None

@@ -11,7 +11,7 @@ import numpy as np
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, naming_note, parse_metric
 
-__all__ = ["EvaluationResult", "TIE_TOLERANCE", "tie_note"]
+__all__ = ["ByMetric", "EvaluationResult", "TIE_TOLERANCE", "tie_note"]
 
 #: A metric whose range over tie orderings is wider than this (absolute for fractions,
 #: relative for ranks) gets a note in measurements and a warning from the gates.
@@ -44,7 +44,7 @@ def tie_note(
     )
 
 
-class _ByMetric(dict):
+class ByMetric(dict):
     """A dict keyed by canonical metric name that also answers to aliases."""
 
     def __missing__(self, key):
@@ -118,21 +118,21 @@ class EvaluationResult(Mapping):
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
-        self.per_query = _ByMetric(per_query)
-        self.thresholds = _ByMetric(thresholds)
-        self.pair_counts = _ByMetric(pair_counts)
+        self.per_query = ByMetric(per_query)
+        self.thresholds = ByMetric(thresholds)
+        self.pair_counts = ByMetric(pair_counts)
         self.n_relevant = n_relevant
         self.n_candidates = n_candidates
         self.first_relevant_rank = first_relevant_rank
         self.skipped_queries = skipped_queries
         self.config = config
-        self.intervals = _ByMetric(intervals or {})
-        self.grouped = _ByMetric(grouped or {})
+        self.intervals = ByMetric(intervals or {})
+        self.grouped = ByMetric(grouped or {})
         self.query_label_codes = query_label_codes
         self.label_values = label_values
         self.pr_curve = pr_curve
         self.query_ids = query_ids
-        self.tie_values = _ByMetric(tie_values or {})
+        self.tie_values = ByMetric(tie_values or {})
         self.tied_share = None if tied_share is None else float(tied_share)
         #: the slices of ``evaluate(..., slices=...)`` (:class:`~retrieval_checks.engine._slices.SliceSet`),
         #: else None

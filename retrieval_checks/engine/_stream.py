@@ -10,7 +10,6 @@ lets blocks run anywhere.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -22,8 +21,12 @@ from ..metrics import _ties
 from ..metrics._graded import binary_view, graded_ndcg_values
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, score_units, tail_capacity
-from ..metrics._ranking import per_query_values
-from ._blocks import BlockPartial, Problem, block_rows, plan_blocks, run_binning_block, run_block
+from ..metrics._policies import binary_policy_values
+from ._blocks import Problem, block_rows, plan_blocks, run_binning_block, run_block
+from ._counting import PairRequest, select
+from ._executor import executor_parts
+from ._partial import BlockPartial
+from ._reduce import LOCAL
 
 __all__ = ["FirstRanks", "PassTotals", "each_block", "stream", "binning_pass", "progress_bar"]
 
@@ -68,7 +71,7 @@ class FirstRanks:
         return _ties.hit_probability(s, r, t, k)
 
 
-_NDCG = ("ndcg", "ndcg_exp")
+_NDCG = ("ndcg", "ndcg_exp", "dcg", "dcg_exp")  # computed with the grades when there are some
 
 
 class _Items(NamedTuple):
@@ -129,6 +132,7 @@ class PassTotals:
             [ceil_f32(self.units.to_score(t)) for t in self.fixed], np.float32
         )
         self.fixed_fp = np.zeros(len(self.fixed), np.int64)
+        self.counter = None  # the pass's counter (set by stream)
 
     def add(self, part: BlockPartial) -> None:
         """Merge one block's partial result."""
@@ -178,19 +182,15 @@ class PassTotals:
         start, stop = part.start, part.stop
         specs = [s for s in self.query_specs if part.grade is None or s.family not in _NDCG]
         rid, position, rank, tied, counts = view
-        pess = per_query_values(specs, rid, position, rank, counts)
-        opt = per_query_values(specs, rid, position, rank - tied, counts)
-        if self.ties == "average":
-            chosen = _ties.expected_per_query_values(specs, rid, position, rank, tied, counts)
-        else:
-            chosen = pess if self.ties == "pessimistic" else opt
+        by = binary_policy_values(specs, rid, position, rank, tied, counts, self.ties)
         for spec in specs:
             name = spec.name
-            if spec.family == "map" and spec.k is not None:
-                lo, hi = _ties.map_at_k_extremes(rid, position, rank, tied, counts, spec.k)
-            else:
-                lo, hi = np.fmin(pess[name], opt[name]), np.fmax(pess[name], opt[name])
-            self._store(name, start, stop, chosen[name], pess[name], opt[name], lo, hi)
+            self._store(
+                name,
+                start,
+                stop,
+                *(by[kind][name] for kind in ("chosen", "pessimistic", "optimistic", "min", "max")),
+            )
 
     def _add_graded(self, part: BlockPartial, rid: np.ndarray, counts: np.ndarray) -> None:
         """nDCG with the grades, over every item of grade > 0; a query without an item of
@@ -220,6 +220,12 @@ class PassTotals:
         self.tie_values["min"][name][start:stop] = lo
         self.tie_values["max"][name][start:stop] = hi
 
+    def pair_request(self) -> PairRequest | None:
+        """What the next block computes for the pair metrics (None: no pair metric)."""
+        if not self.want_pairs:
+            return None
+        return PairRequest(self.tail.tau, self.fixed_f32, self.tail.capacity)
+
     def pair_counts(self, n_negative: int) -> PairCounts:
         """What the pair metrics need, once every block has been merged."""
         return PairCounts(
@@ -241,35 +247,69 @@ def stream(
     progress=None,
     use_kernels: bool = True,
     relevance_level: float = 1,
+    counter=None,
+    reduce=LOCAL,
+    store=None,
+    executor=None,
 ) -> PassTotals:
     """Run every query block of ``problem`` and merge the partial results; per-query
     values follow the tie policy ``ties``; with graded relevance, binary metrics count
-    grades >= ``relevance_level``."""
+    grades >= ``relevance_level``.
+
+    The one loop of every pass: ``counter`` counts a block (default:
+    :func:`._counting.select`'s choice), ``reduce`` joins the ranks' states (a sharded
+    pass; default the identity), ``store`` (a :class:`~._checkpoint.Checkpoint`) gives
+    back the leading finished blocks and keeps each new one, and ``executor`` runs the
+    rest as tasks (:mod:`._executor`), merged in block order."""
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
+    if counter is None:
+        counter = select(
+            problem.backend,
+            problem.similarity,
+            problem.relevant,
+            use_kernels=use_kernels,
+            sharded=not reduce.local,
+        )
     totals = PassTotals(
         problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level
     )
-    rows = block_rows(problem, use_kernels, totals.want_pairs)
+    totals.counter = counter  # the binning pass counts with it too
+    # checkpointed and executor blocks are the plan's (a checkpoint's files are keyed by them)
+    fixed = store is not None or executor is not None
+    rows = problem.b if fixed else block_rows(problem, counter, totals.want_pairs)
     blocks = plan_blocks(problem.n_q, rows) if (query_specs or pair_specs) else []
-    for start, stop in each_block(problem, blocks, progress):
-        totals.add(
-            run_block(
-                problem,
-                start,
-                stop,
-                want_pairs=totals.want_pairs,
-                tail_tau=totals.tail.tau if totals.tail is not None else -math.inf,
-                fixed_thresholds=totals.fixed_f32,
-                use_kernels=use_kernels,
-                tail_capacity=totals.tail.capacity if totals.tail is not None else None,
-            )
+    done = 0
+    if store is not None and blocks:
+        done = int(reduce("finished", np.array([store.finished(blocks)], np.int64))[0])
+        for start, stop in blocks[:done]:
+            totals.add(store.load(start, stop))
+    if executor is not None:
+        parts = executor_parts(executor, problem, counter, blocks[done:])
+    else:
+        parts = (
+            run_block(problem, start, stop, counter, reduce, totals.pair_request())
+            for start, stop in each_block(problem, blocks[done:])
         )
+    bar = progress_bar(progress, len(blocks))
+    try:
+        if bar is not None and done:
+            bar.update(done)
+        for part in parts:
+            totals.add(part)
+            if store is not None:
+                store.save(part)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        parts.close()
+        if bar is not None:
+            bar.close()
     return totals
 
 
 def each_block(
-    problem: Problem, blocks: list[tuple[int, int]], progress=None, desc: str = "retrieval-checks"
+    problem: Problem, blocks: list[tuple[int, int]], progress=False, desc: str = "retrieval-checks"
 ):
     """The query blocks ``[start, stop)`` of a pass, run under the backend's exact
     (non-TF32) matmul and counted on a progress bar (see :func:`progress_bar`)."""
@@ -285,13 +325,13 @@ def each_block(
             bar.close()
 
 
-def binning_pass(problem: Problem, counts: PairCounts, use_kernels: bool = True) -> np.ndarray:
-    """Negatives at or above every unique positive score, from a second pass."""
+def binning_pass(problem: Problem, counts: PairCounts, counter, reduce=LOCAL) -> np.ndarray:
+    """Negatives at or above every unique positive score, from a second pass (over
+    every rank: ``reduce``'s ``bins``)."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
-    for start, stop in each_block(
-        problem, plan_blocks(problem.n_q, block_rows(problem, use_kernels)), progress=False
-    ):
-        run_binning_block(problem, start, stop, u, hist, use_kernels)
+    for start, stop in each_block(problem, plan_blocks(problem.n_q, block_rows(problem, counter))):
+        run_binning_block(problem, start, stop, counter, u, hist)
+    hist = reduce("bins", hist)
     # negatives >= u[t] are those with more than t positives <= them
     return np.cumsum(hist[::-1])[::-1][1:]

@@ -433,7 +433,7 @@ def run_block_triton(p, start: int, stop: int, pairs: PairRequest | None = None)
     """One task on the fused kernel: the block's :class:`~._blocks.BlockPartial` (with
     the pair outputs when ``pairs`` asks), or None when the block has more self pairs
     per query than the kernel masks."""
-    from . import _blocks
+    from ._partial import ranked_partial
 
     got = _block_inputs(p, start, stop)
     if got is None:
@@ -441,7 +441,7 @@ def run_block_triton(p, start: int, stop: int, pairs: PairRequest | None = None)
     rel, args, kw = got
     out = count_arrays(*args, pairs=pairs, **kw)
     (rel_sorted, order), above, tied = out[:3]
-    part = _blocks.ranked_partial(start, stop, rel, rel_sorted, order, above, tied, True)
+    part = ranked_partial(start, stop, rel, rel_sorted, order, above, tied, True)
     if pairs is not None:
         extra = out[3]
         part.positives = rel_sorted.cpu().numpy()
@@ -631,7 +631,7 @@ def count_arrays(
     permutation that sorts them), above, tied) as :func:`~._blocks._count_torch` does,
     and, when ``pairs`` asks, a fourth item: ``{"negatives", "tau", "fixed_fp"}``.
     ``csr``: explicit relevance (the block CSR's columns; codes and ranks unused)."""
-    from ._blocks import _sort_within_rows
+    from ._counters import sort_within_rows as _sort_within_rows
     from ._inputs import Csr
 
     L = _Launch(
@@ -886,7 +886,8 @@ def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
     import torch
 
     from ._backend import Backend
-    from ._blocks import _count_torch, _sort_within_rows
+    from ._counters import count_torch as _count_torch
+    from ._counters import sort_within_rows as _sort_within_rows
     from ._inputs import Csr
 
     rng = np.random.default_rng(17)

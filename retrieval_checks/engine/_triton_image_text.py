@@ -295,7 +295,7 @@ def _screen_inputs(torch, Qc, Gc, pair, cap_image, d: int, screen) -> dict:
     (a CSR by image), row norms rounded up, the bound ``gamma`` (bf16 inputs:
     ``_triton.error_bound``); placeholders when not screening (asked, or ``d`` too
     large for a finite bound)."""
-    from ._blocks import _sort_within_rows
+    from ._counters import sort_within_rows as _sort_within_rows
     from ._inputs import Csr
 
     dev = Qc.device
@@ -433,7 +433,7 @@ def benchmark(
 
     import torch
 
-    from ._evaluate import first_relevant_ranks
+    from ._first_ranks import first_relevant_ranks
     from ._inputs import Csr
 
     cap_image = np.asarray(cap_image, np.int64)

@@ -564,21 +564,21 @@ def _record_shard_rows(rows: list) -> None:
     """Record (rank's gallery rows, rows of its padded float32 gallery, chunk width) of every pass."""
     from retrieval_checks.engine import _distributed
 
-    original = _distributed._prepare
+    original = _distributed.prepare_problem
 
-    def prepare(comm, plan, info, layout, similarity, loo):
-        sh = original(comm, plan, info, layout, similarity, loo)
-        rows.append((sh.g1 - sh.g0, int(sh.Gp.shape[0]), sh.c, int(layout.g_off[-1])))
-        return sh
+    def prepare(plan, queries, gallery, **kw):
+        p = original(plan, queries, gallery, **kw)
+        rows.append((p.g1 - p.g0, int(p.Gp.shape[0]), p.c, p.n_g))
+        return p
 
-    _distributed._prepare = prepare
+    _distributed.prepare_problem = prepare
 
 
 def _explode_in_second_block(how: str) -> None:
     """This rank raises (or dies, ``how="exit"``) in its second block."""
-    from retrieval_checks.engine import _distributed
+    from retrieval_checks.engine import _stream
 
-    original = _SAVED.setdefault("run_block", _distributed._run_block)
+    original = _SAVED.setdefault("run_block", _stream.run_block)  # the pass's one loop
     calls = []
 
     def boom(*args, **kwargs):
@@ -589,14 +589,14 @@ def _explode_in_second_block(how: str) -> None:
             raise RuntimeError("injected failure in the second block")
         return original(*args, **kwargs)
 
-    _distributed._run_block = boom
+    _stream.run_block = boom
 
 
 def _restore() -> None:
     if "run_block" in _SAVED:
-        from retrieval_checks.engine import _distributed
+        from retrieval_checks.engine import _stream
 
-        _distributed._run_block = _SAVED.pop("run_block")
+        _stream.run_block = _SAVED.pop("run_block")
 
 
 def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 120.0) -> list:

@@ -15,7 +15,7 @@ import pytest
 from test_distributed import _float_problem, _same, _summary
 
 import retrieval_checks as rc
-from retrieval_checks.engine import _blocks
+from retrieval_checks.engine import _stream
 
 METRICS = ["map", "mrr", "map@R", "ndcg@5", "recall_at_precision@0.5", "pair_precision@t=0.3"]
 
@@ -37,7 +37,7 @@ def _problem():
 
 def _counting_run_block(monkeypatch, fail_at=None):
     calls = []
-    original = _blocks.run_block
+    original = _stream.run_block  # the pass's one loop calls it for every block
 
     def run_block(*args, **kwargs):
         calls.append(args[1])
@@ -45,7 +45,7 @@ def _counting_run_block(monkeypatch, fail_at=None):
             raise RuntimeError("stopped mid-run")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(_blocks, "run_block", run_block)
+    monkeypatch.setattr(_stream, "run_block", run_block)
     return calls
 
 
@@ -73,15 +73,15 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path):
         sys.path.insert(0, {str(tmp_path.parent)!r})
         sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
         import retrieval_checks as rc
-        from retrieval_checks.engine import _blocks
+        from retrieval_checks.engine import _stream
         from test_distributed_checkpoint import _problem
-        original, calls = _blocks.run_block, []
+        original, calls = _stream.run_block, []
         def run_block(*a, **k):
             calls.append(1)
             if len(calls) == 3:
                 os._exit(7)  # killed: no cleanup, no exception
             return original(*a, **k)
-        _blocks.run_block = run_block
+        _stream.run_block = run_block
         rc.evaluate(**_problem(), checkpoint={str(tmp_path)!r})
     """)
     out = subprocess.run(

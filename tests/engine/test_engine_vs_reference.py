@@ -221,7 +221,7 @@ def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, thresho
 @pytest.mark.parametrize("kernels", [True, False])
 def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels, monkeypatch):
     """A tail too small to certify the answer triggers the second pass; same answer."""
-    from retrieval_checks.engine import _evaluate, _stream
+    from retrieval_checks.engine import _stages, _stream
 
     rng = np.random.default_rng(7)
     X = rng.normal(size=(300, 3)).astype(np.float32)
@@ -229,9 +229,9 @@ def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels, monkey
     _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(300), g_ids=np.arange(300))
     monkeypatch.setattr(_stream, "tail_capacity", lambda specs, n: 5)  # force an uncertifiable tail
     passes = []
-    binning = _evaluate.binning_pass
+    binning = _stages.binning_pass  # the pair stage's second pass
     monkeypatch.setattr(
-        _evaluate, "binning_pass", lambda *a, **k: passes.append(1) or binning(*a, **k)
+        _stages, "binning_pass", lambda *a, **k: passes.append(1) or binning(*a, **k)
     )
     res = rc.evaluate(
         X,

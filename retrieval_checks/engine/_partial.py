@@ -1,0 +1,60 @@
+"""A block task's result (:class:`BlockPartial`) and how ranks follow from the counts.
+
+Below every other module of the pass: the scored counters, the fused kernels, the
+checkpoint store and the merge (:mod:`._stream`) all read and write this one record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._inputs import Csr
+
+__all__ = ["BlockPartial", "ranked_partial"]
+
+
+@dataclass
+class BlockPartial:
+    """A task's result. Merging: concatenate the per-query parts in block order; add
+    ``fixed_fp``; concatenate ``positives`` and feed ``negatives`` to one tail."""
+
+    start: int
+    stop: int
+    indptr: np.ndarray  # block-local CSR over relevant items
+    rank: np.ndarray  # 1-based pessimistic rank of each relevant item (tied negatives ahead)
+    position: np.ndarray  # 0-based position among the row's relevant items, best first
+    tied: np.ndarray  # non-relevant items with exactly its score (optimistic rank = rank - tied)
+    positives: np.ndarray | None = None  # relevant-pair scores (float32)
+    negatives: np.ndarray | None = None  # every negative >= negatives_tau
+    negatives_tau: float = -math.inf
+    fixed_fp: np.ndarray | None = None  # negatives >= each fixed threshold
+    grade: np.ndarray | None = None  # graded relevance: each relevant item's grade (same order)
+    score: np.ndarray | None = (
+        None  # graded relevance: each relevant item's score (ties among them)
+    )
+
+
+def ranked_partial(
+    start: int,
+    stop: int,
+    rel: Csr,
+    rel_sorted,
+    order: np.ndarray,
+    above: np.ndarray,
+    tied: np.ndarray,
+    torch_path: bool,
+) -> BlockPartial:
+    """The block's ranks from the counts: ``above[t]`` non-relevant scores ``>=`` the
+    ``t``-th relevant score (rows sorted ascending), ``tied[t]`` of them ``==`` it."""
+    counts = rel.row_counts()
+    rid = rel.row_ids()
+    j = np.arange(rid.size, dtype=np.int64) - rel.indptr[:-1][rid]
+    position = counts[rid] - 1 - j
+    part = BlockPartial(start, stop, rel.indptr, 1 + position + above, position, tied)
+    if rel.grades is not None:
+        part.grade = rel.grades[order]
+        part.score = rel_sorted.cpu().numpy() if torch_path else rel_sorted
+    return part

@@ -1,0 +1,515 @@
+"""The stages of an evaluation around the pass, shared by the one-process and the
+sharded entry points: the request (metric names and options, checked), the inputs'
+sides, the self pairs, the relevance and the aggregation of the merged pass into an
+:class:`~._result.EvaluationResult` (query metrics, pair metrics, grouped recall,
+embedding metrics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._arrays import as_numpy
+from ..errors import EmptyQueriesError, InputError, MetricNameError
+from ..metrics._embedding import discriminant_ratio
+from ..metrics._names import MetricSpec, parse_metric
+from ..metrics._pairs import pair_metric, pr_curve
+from ..metrics._ranking import aggregate
+from ..options import check_option
+from ._blocks import RelevanceSource
+from ._fused_tasks import grouped_on_device
+from ._grouped import GroupedRecall, grouped_recall_values
+from ._hamming import PackedCodes, pack_sides
+from ._inputs import (
+    Csr,
+    check_embeddings,
+    check_score_range,
+    encode_ids,
+    encode_labels,
+    ranges_to_csr,
+    relevance_to_csr,
+)
+from ._plan import Plan
+from ._result import EvaluationResult
+from ._stream import FirstRanks, PassTotals, binning_pass
+
+__all__ = [
+    "Relevance",
+    "Request",
+    "SelfPairs",
+    "Sides",
+    "aggregate_result",
+    "embedding_sides",
+    "first_items",
+    "parse_request",
+    "relevance_of",
+    "self_pairs_of",
+]
+
+
+# ----------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class Request:
+    """Validated metric names and options."""
+
+    specs: list
+    similarity: str
+    ties: str
+    empty_queries: str
+    group_size: int
+    group_seed: int
+    group_repeats: int
+    confidence: float
+
+    def of_kind(self, *kinds: str) -> list[MetricSpec]:
+        return [s for s in self.specs if s.kind in kinds]
+
+
+def _parse_all(metrics) -> list[MetricSpec]:
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    try:
+        metrics = list(metrics) if metrics is not None else []
+    except TypeError:
+        raise MetricNameError(
+            f"metrics must be a name or a list of names, got {type(metrics).__name__}.", name=""
+        ) from None
+    if len(metrics) == 0:
+        raise MetricNameError(
+            "metrics is empty: name at least one metric, e.g. metrics=['map', 'hit_rate@1', 'map@R'].",
+            name="",
+        )
+    specs: dict[str, MetricSpec] = {}
+    for m in metrics:
+        s = parse_metric(m)
+        if s.kind == "crossmodal":
+            raise MetricNameError(
+                f"{s.name!r} is an image-text metric: call retrieval_checks.evaluate_image_text(images, captions, "
+                "caption_image, ...); in evaluate() the same ranking is hit_rate@K with relevance=...",
+                name=s.name,
+            )
+        if s.capabilities.entry == "ann_recall":
+            raise MetricNameError(
+                f"{s.name!r} measures an approximate index against exact search: call "
+                f"retrieval_checks.ann_recall(queries, gallery, neighbors, k={s.k}) with the index's neighbours.",
+                name=s.name,
+            )
+        if s.capabilities.entry == "evaluate_run":  # bpref, rbp_residual: judged vs unjudged
+            raise MetricNameError(
+                f"{s.name!r} tells judged from unjudged documents, and labels judge every gallery item: "
+                "call retrieval_checks.evaluate_run(run, qrels, ...) with the qrels.",
+                name=s.name,
+            )
+        specs.setdefault(s.name, s)
+    return list(specs.values())
+
+
+def parse_request(
+    metrics, *, similarity, ties, empty_queries, group_size, group_seed, group_repeats, confidence
+) -> Request:
+    return Request(
+        specs=_parse_all(metrics),
+        similarity=check_option("similarity", similarity),
+        ties=check_option("ties", ties),
+        empty_queries=check_option("empty_queries", empty_queries),
+        group_size=check_option("group_size", group_size),
+        group_seed=check_option("seed", group_seed, argument="group_seed"),
+        group_repeats=check_option("group_repeats", group_repeats),
+        confidence=check_option("confidence", confidence),
+    )
+
+
+# ----------------------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class Sides:
+    queries: object
+    gallery: object  # None in leave-one-out
+    n_q: int
+    n_g: int
+    d: int
+    inputs: tuple = ()  # the arrays as given (hamming: queries and gallery are PackedCodes)
+
+    @property
+    def loo(self) -> bool:
+        return self.gallery is None
+
+
+def embedding_sides(queries, gallery, similarity: str) -> Sides:
+    if similarity == "hamming":  # validated and packed now, both sides, before any other work
+        q, g = pack_sides(queries, gallery)
+        inputs = (queries,) if gallery is None else (queries, gallery)
+        return Sides(q, g, q.shape[0], (q if g is None else g).shape[0], q.shape[1], inputs)
+    queries = check_embeddings(queries, "queries", similarity=similarity)
+    n_q, d = int(queries.shape[0]), int(queries.shape[1])
+    if gallery is None:
+        check_score_range(queries, None, similarity)
+        return Sides(queries, None, n_q, n_q, d, (queries,))
+    gallery = check_embeddings(gallery, "gallery", similarity=similarity)
+    if int(gallery.shape[1]) != d:
+        raise InputError(
+            f"queries have dimension {d} but gallery has dimension {int(gallery.shape[1])}; "
+            "both must come from the same embedding space."
+        )
+    check_score_range(queries, gallery, similarity)
+    return Sides(queries, gallery, n_q, int(gallery.shape[0]), d, (queries, gallery))
+
+
+# ----------------------------------------------------------------------------- self pairs
+@dataclass(frozen=True)
+class SelfPairs:
+    """``csr``: each query's own gallery items; ``q_ids`` / ``g_ids``: integer id codes
+    (``g_ids`` None in leave-one-out, where the query codes serve both sides; both None
+    without ids)."""
+
+    csr: Csr
+    q_ids: np.ndarray | None
+    g_ids: np.ndarray | None
+
+
+def _same_codes(q_codes: np.ndarray, g_codes: np.ndarray) -> Csr:
+    order = np.argsort(g_codes, kind="stable").astype(np.int64)
+    srt = g_codes[order]
+    lo = np.searchsorted(srt, q_codes, side="left")
+    hi = np.searchsorted(srt, q_codes, side="right")
+    return ranges_to_csr(order, lo, hi)
+
+
+def self_pairs_of(sides: Sides, query_ids, gallery_ids, gallery_labels) -> SelfPairs:
+    n_q, n_g = sides.n_q, sides.n_g
+    if sides.loo:
+        if gallery_labels is not None:
+            raise InputError(
+                "gallery_labels was given without a gallery; pass gallery=... or drop gallery_labels."
+            )
+        if gallery_ids is not None:
+            raise InputError(
+                "gallery_ids was given without a gallery; leave-one-out uses query_ids for both sides."
+            )
+        if query_ids is None:
+            codes = np.arange(n_q, dtype=np.int64)
+            return SelfPairs(Csr(np.arange(n_q + 1, dtype=np.int64), codes), codes, None)
+        codes, _ = encode_ids(query_ids, query_ids, n_q, n_q, "query_ids")
+        return SelfPairs(_same_codes(codes, codes), codes, None)
+    if query_ids is None and gallery_ids is None:
+        return SelfPairs(Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64)), None, None)
+    if query_ids is None or gallery_ids is None:
+        missing = "query_ids" if query_ids is None else "gallery_ids"
+        raise InputError(
+            f"{missing} is missing: self-exclusion needs ids on both sides (or on neither)."
+        )
+    qc, gc = encode_ids(query_ids, gallery_ids, n_q, n_g, "gallery_ids")
+    return SelfPairs(_same_codes(qc, gc), qc, gc)
+
+
+# ----------------------------------------------------------------------------- relevance
+@dataclass(frozen=True)
+class Relevance:
+    source: RelevanceSource
+    n_relevant: np.ndarray
+    n_candidates: np.ndarray
+    empty: np.ndarray  # queries without a relevant item
+    q_codes: np.ndarray | None = None  # label codes (None with explicit relevance)
+    g_codes: np.ndarray | None = None
+    label_values: np.ndarray | None = None
+
+
+def first_items(indices, n=5):
+    shown = ", ".join(str(int(i)) for i in indices[:n])
+    return shown + (", ..." if len(indices) > n else "")
+
+
+def _label_relevance(sides: Sides, own: SelfPairs, query_labels, gallery_labels):
+    if query_labels is None:
+        raise InputError(
+            "query_labels is missing: pass one label per query, or pass relevance=... instead."
+        )
+    if not sides.loo and gallery_labels is None:
+        raise InputError("gallery_labels is missing: pass one label per gallery item.")
+    q_codes, g_codes, values = encode_labels(
+        query_labels,
+        query_labels if sides.loo else gallery_labels,
+        sides.n_q,
+        sides.n_g,
+        "query_labels" if sides.loo else "gallery_labels",
+    )
+    return (
+        RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=own.csr, n_g=sides.n_g),
+        q_codes,
+        g_codes,
+        values,
+    )
+
+
+def _check_level(relevance_level, graded: bool) -> int:
+    """``relevance_level``: a whole number >= 1; above 1 only with graded relevance."""
+    if (
+        isinstance(relevance_level, bool)
+        or not isinstance(relevance_level, (int, np.integer))
+        or relevance_level < 1
+    ):
+        raise InputError(
+            f"relevance_level={relevance_level!r}: give a whole number >= 1, the lowest grade that "
+            "counts as relevant for the binary metrics (trec_eval's -l; default 1)."
+        )
+    if relevance_level > 1 and not graded:
+        raise InputError(
+            f"relevance_level={relevance_level} needs graded relevance ({{query: {{gallery: grade}}}} or "
+            "a matrix of grades); with labels or binary relevance every relevant item has grade 1."
+        )
+    return int(relevance_level)
+
+
+def relevance_of(
+    req: Request,
+    sides: Sides,
+    own: SelfPairs,
+    query_labels,
+    gallery_labels,
+    relevance,
+    relevance_level=1,
+) -> Relevance:
+    q_codes = g_codes = values = None
+    if relevance is not None:
+        if query_labels is not None or gallery_labels is not None:
+            raise InputError(
+                "Give either labels or relevance, not both: relevance replaces the label rule."
+            )
+        if req.of_kind("embedding", "grouped"):
+            names = ", ".join(s.name for s in req.of_kind("embedding", "grouped"))
+            raise InputError(
+                f"{names} need(s) class labels; it cannot be computed from relevance alone."
+            )
+        source = RelevanceSource(
+            csr=relevance_to_csr(relevance, sides.n_q, sides.n_g), self_pairs=own.csr, n_g=sides.n_g
+        )
+    else:
+        source, q_codes, g_codes, values = _label_relevance(
+            sides, own, query_labels, gallery_labels
+        )
+    level = _check_level(relevance_level, source.graded)
+    if level > 1 and req.of_kind("pair"):
+        names = ", ".join(s.name for s in req.of_kind("pair"))
+        raise InputError(
+            f"{names}: pair metrics with relevance_level={level} would count the lower grades neither "
+            "as positive nor as negative pairs; evaluate them with relevance_level=1 (every graded "
+            "item a positive)."
+        )
+    n_relevant = source.level_counts(sides.n_q, level) if level > 1 else source.counts(sides.n_q)
+    n_candidates = sides.n_g - own.csr.row_counts()
+    rel = Relevance(
+        source, n_relevant, n_candidates, np.flatnonzero(n_relevant == 0), q_codes, g_codes, values
+    )
+    _check_candidates(req, rel)
+    return rel
+
+
+def _check_candidates(req: Request, rel: Relevance) -> None:
+    """Every query ranks something, every K fits, and the empty-query policy holds."""
+    n_candidates, empty, n_q = rel.n_candidates, rel.empty, rel.n_relevant.shape[0]
+    if (n_candidates == 0).any():
+        idx = np.flatnonzero(n_candidates == 0)
+        raise InputError(
+            f"{idx.size} quer{'y has' if idx.size == 1 else 'ies have'} no gallery item left after self-exclusion "
+            f"(queries {first_items(idx)}); the gallery must hold more than the query itself."
+        )
+    fewest = int(n_candidates.min())
+    for s in req.specs:
+        if s.k is not None and s.k > fewest:
+            k_text = str(s.k) if len(str(s.k)) <= 20 else f"a {len(str(s.k))}-digit number"
+            name = s.name if len(s.name) <= 40 else f"{s.name.partition('@')[0]}@K"
+            raise InputError(
+                f"{name}: K={k_text} is larger than the gallery a query ranks ({fewest} items after "
+                f"self-exclusion); use K <= {fewest}."
+            )
+    if not (empty.size and req.of_kind("query", "pair")):
+        return
+    if req.empty_queries == "error":
+        raise EmptyQueriesError(
+            f"{empty.size} of {n_q} queries have no relevant gallery item (queries {first_items(empty)}); "
+            "fix the labels or pass empty_queries='skip' (exclude and count them) or 'zero'.",
+            indices=empty,
+        )
+    if empty.size == n_q:
+        raise EmptyQueriesError(
+            f"None of the {n_q} queries has a relevant gallery item: check that query and gallery labels "
+            "share values (and that leave-one-out classes have at least two items).",
+            indices=empty,
+        )
+
+
+# ----------------------------------------------------------------------------- aggregate
+def _query_values(
+    req: Request, rel: Relevance, totals: PassTotals
+) -> tuple[dict[str, float], dict[str, dict]]:
+    """The empty-query policy, then the mean (or medr's median) over queries: the
+    values under the tie policy, and under each ordering of ``totals.tie_values``."""
+    empty = rel.empty
+    specs = req.of_kind("query")
+    if empty.size and req.empty_queries == "zero":
+        for per_query in (totals.per_query, *totals.tie_values.values()):
+            for s in specs:
+                per_query[s.name][empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
+    # a NaN outside the empty queries (skipped and counted) is a value gone wrong: an error
+    values = {s.name: aggregate(s, totals.per_query[s.name], skipped=empty) for s in specs}
+    ties = {
+        s.name: {
+            kind: aggregate(s, per_query[s.name], skipped=empty)
+            for kind, per_query in totals.tie_values.items()
+        }
+        for s in specs
+    }
+    return values, ties
+
+
+def _pair_values(req, rel, problem, totals, use_kernels, binning=None):
+    """Values, thresholds, counts and the PR curve of the pair metrics (``binning``: the
+    second pass that counts negatives at every positive score; default
+    :func:`binning_pass` over ``problem``)."""
+    specs = req.of_kind("pair")
+    if not specs:
+        return {}, {}, {}, None
+    n_pos = int(rel.n_relevant.sum())
+    counts = totals.pair_counts(int((rel.n_candidates - rel.n_relevant).sum()))
+    values, thresholds, detail_of = {}, {}, {}
+    for s in specs:
+        value, thr, detail, need_bins = pair_metric(s, counts)
+        if need_bins:
+            counts.fp_at = (
+                binning(counts)
+                if binning is not None
+                else binning_pass(problem, counts, totals.counter)
+            )
+            value, thr, detail, _ = pair_metric(s, counts)
+        values[s.name], thresholds[s.name] = value, thr
+        detail_of[s.name] = {**detail, "n_positive": n_pos, "n_negative": counts.n_negative}
+    levels = ("recall_at_precision", "precision_at_recall")
+    curve = pr_curve(counts) if any(s.family in levels for s in specs) else None
+    return values, thresholds, detail_of, curve
+
+
+def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRecall]:
+    specs = req.of_kind("grouped")
+    if not specs:
+        return {}
+    be = plan.backend
+    # the fused grouped kernel (RC_TRITON on CUDA) takes the prepared device tensors as they are
+    on_device = grouped_on_device(be, req.similarity)
+
+    def host(x):  # the prepared arrays on the host; code words back to unsigned
+        if x is None or on_device:
+            return x
+        x = be.to_numpy(x)
+        return x.view(np.uint64) if req.similarity == "hamming" else x
+
+    found = grouped_recall_values(
+        host(problem.Q),
+        rel.q_codes,
+        None if sides.loo else host(problem.Gp[: sides.n_g]),
+        None if sides.loo else rel.g_codes,
+        q_ids=own.q_ids,
+        g_ids=own.g_ids,
+        ks=sorted({s.k for s in specs}),
+        group_size=req.group_size,
+        seed=req.group_seed,
+        repeats=req.group_repeats,
+        confidence=req.confidence,
+        ties=req.ties,
+        similarity=req.similarity,
+        label_values=rel.label_values,
+        max_memory=plan.room,
+        empty_queries=req.empty_queries,
+        q_factor=None if problem.qa is None else host(problem.qa[: sides.n_q]),
+        g_factor=None if problem.ga is None else host(problem.ga[: sides.n_g]),
+        backend=be,
+    )
+    return {s.name: found[s.k] for s in specs}
+
+
+def aggregate_result(
+    req: Request,
+    sides: Sides,
+    own: SelfPairs,
+    rel: Relevance,
+    plan: Plan,
+    problem,
+    totals: PassTotals,
+    use_kernels: bool,
+    query_ids=None,
+    level: int = 1,
+    binning=None,
+    extra_config: dict | None = None,
+    grouped_values=None,
+) -> EvaluationResult:
+    values, tie_values = _query_values(req, rel, totals)
+    pair_values, thresholds, pair_counts, curve = _pair_values(
+        req, rel, problem, totals, use_kernels, binning
+    )
+    values.update(pair_values)
+    for s in req.of_kind("embedding"):
+        emb = sides.queries if sides.loo else sides.gallery
+        emb = emb.unpacked() if isinstance(emb, PackedCodes) else as_numpy(emb, "embeddings")
+        values[s.name] = float(discriminant_ratio(emb, rel.g_codes))
+    grouped = (
+        grouped_values(req, rel, own, plan)
+        if grouped_values is not None
+        else _grouped_values(req, sides, own, rel, problem, plan)
+    )
+    per_query = dict(totals.per_query)
+    for name, g in grouped.items():
+        values[name] = g.value
+        per_query[name] = g.per_query
+        tie_values[name] = g.tie_values
+    # confidence and seed under the names the gates read (every on-demand interval
+    # honours them); the seed is evaluate's group_seed
+    config = {
+        "similarity": req.similarity,
+        "ties": req.ties,
+        "empty_queries": req.empty_queries,
+        "backend": plan.backend.name,
+        "n_gallery": sides.n_g,
+        "leave_one_out": sides.loo,
+        "block": plan.b,
+        "chunk": plan.c,
+        "max_memory": plan.budget,
+        "confidence": req.confidence,
+        "seed": req.group_seed,
+        "graded": rel.source.graded,
+        "relevance_level": level,
+        **(extra_config or {}),
+    }
+    return EvaluationResult(
+        specs=req.specs,
+        values={s.name: values[s.name] for s in req.specs},
+        per_query=per_query,
+        thresholds=thresholds,
+        pair_counts=pair_counts,
+        n_relevant=rel.n_relevant,
+        n_candidates=rel.n_candidates,
+        first_relevant_rank=(
+            totals.first_rank[req.ties]
+            if req.ties in totals.first_rank
+            else np.where(
+                rel.n_relevant > 0,
+                FirstRanks(
+                    totals.first_rank["pessimistic"],
+                    totals.first_rank["optimistic"],
+                    totals.first_group,
+                ).under("average"),
+                0.0,
+            )
+        ),
+        tie_values=tie_values,
+        tied_share=totals.n_tied / totals.n_relevant if totals.n_relevant else None,
+        skipped_queries=rel.empty if req.empty_queries == "skip" else np.zeros(0, np.int64),
+        config=config,
+        intervals={name: g.interval for name, g in grouped.items()},
+        grouped=grouped,
+        pr_curve=curve,
+        query_label_codes=rel.q_codes,
+        label_values=rel.label_values,
+        query_ids=query_ids,
+    )
+
+
+# ----------------------------------------------------------------------------- entry points
