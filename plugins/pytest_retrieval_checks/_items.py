@@ -17,6 +17,7 @@ import json
 import pytest
 
 from retrieval_checks import RetrievalChecksError, SuiteError, load_suite
+from retrieval_checks.gates import skipped_limit
 
 
 def matches(path, patterns: list[str]) -> bool:
@@ -91,10 +92,8 @@ class SuiteItem(pytest.Item):
 def _too_many(n_used, n_skipped, limit) -> bool:
     if not isinstance(n_skipped, int) or isinstance(n_skipped, bool):
         return False
-    if isinstance(limit, int) and not isinstance(limit, bool):
-        return n_skipped > limit
-    total = n_skipped + (n_used if isinstance(n_used, int) else 0)
-    return total > 0 and n_skipped / total > limit
+    n_used = n_used if isinstance(n_used, int) and not isinstance(n_used, bool) else 0
+    return skipped_limit(n_skipped, n_used, limit) is not None  # the gates' one rule, exact
 
 
 def fail_on_skipped(item, start: int, limit, prop: str) -> None:

@@ -44,6 +44,7 @@ from ._slices import (
     assert_worst_slice_at_least,
     slice_baseline,
 )
+from ._spec import skipped_limit
 
 __all__ = [
     "assert_metric",
@@ -68,6 +69,7 @@ __all__ = [
     "baseline_path",
     "records_differ",
     "write_records",
+    "skipped_limit",
     "Change",
     "measure_change",
     "higher_is_better",

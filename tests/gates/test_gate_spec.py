@@ -84,7 +84,9 @@ def _good(row: GateSpec, kind: str):
         return row.choices_for(kind)[-1] if row.name != "on" else row.choices_for(kind)[0]
     if row.kind == "flag":
         return True
-    return {"max_skipped": 2, "confidence": 0.9}.get(row.name, row.value.default or 1)
+    return {"max_skipped": 2, "confidence": 0.9, "min_power": 0.8}.get(
+        row.name, row.value.default or 1
+    )
 
 
 # --------------------------------------------------------------------------- the table itself
@@ -255,3 +257,15 @@ def test_a_new_row_reaches_the_integrations(new_rows):
 )
 def test_one_max_skipped_rule(n_skipped, n_used, limit, over):
     assert (skipped_limit(n_skipped, n_used, limit) is not None) is over
+
+
+def test_the_plugin_session_limit_is_the_same_rule():
+    """--rc-max-skipped (the plugin's session limit) decides with the gates' own rule."""
+    from pytest_retrieval_checks._items import _too_many
+
+    for n_skipped in range(0, 12):
+        for n_used in (0, 1, 7, 88):
+            for limit in (0, 1, 3, 0.0, 0.05, 0.1, 0.29, 0.5, 0.999):
+                want = skipped_limit(n_skipped, n_used, limit) is not None
+                assert _too_many(n_used, n_skipped, limit) is want, (n_used, n_skipped, limit)
+    assert rc.gates.skipped_limit is skipped_limit
