@@ -1,0 +1,110 @@
+"""Every evaluate entry point validates all its options before any work starts: for each
+entry point, each option it takes (from the option table, retrieval_checks.options, and
+``progress``) with a bad value is an InputError naming it, raised before the engine
+plans, prepares or streams a single block (a spy on those stages fails the test if it
+runs). ``progress=`` was once checked only after the whole pass.
+
+Cost: about 1 s (tiny inputs; the engine never runs; most of it is importing torch).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+from retrieval_checks.options import OPTIONS
+
+#: The engine's stages of work: planning a pass, preparing it, streaming its blocks.
+_STAGES = (
+    "plan_pass",
+    "prepare_problem",
+    "stream",
+    "each_block",
+    "run_block",
+    "first_relevant_ranks",
+    "binning_pass",
+)
+
+#: A value each kind of option refuses.
+_BAD = {
+    "choice": "bogus",
+    "number": math.nan,
+    "integer": -7,
+    "device": "tpu",
+    "memory": "lots",
+    "skipped": -1,
+}
+
+# the keyword each entry point writes for an option of the table (evaluate's group seed)
+_ARGUMENT = {"seed": ("seed", "group_seed")}
+
+_X = np.random.default_rng(0).normal(size=(12, 4)).astype(np.float32)
+_Y = np.repeat(np.arange(4), 3)
+
+
+def _calls():
+    """(entry point, positional and keyword inputs that would run the engine)."""
+    image = np.repeat(np.arange(4), 2)
+    return {
+        "evaluate": (rc.evaluate, (_X,), {"query_labels": _Y, "metrics": ["map"]}),
+        "evaluate_image_text": (rc.evaluate_image_text, (_X[:4], _X[:8], image), {}),
+        "ann_recall": (rc.ann_recall, (_X, _X, np.argsort(-_X @ _X.T, axis=1)[:, :3]), {"k": 3}),
+    }
+
+
+def _cases():
+    out = []
+    for name, (fn, _, _) in _calls().items():
+        params = inspect.signature(fn).parameters
+        for option, o in OPTIONS.items():
+            for argument in _ARGUMENT.get(option, (option,)):
+                if argument in params:
+                    out.append((name, argument, _BAD[o.kind]))
+        if "progress" in params:
+            out.append((name, "progress", "yes"))
+    return out
+
+
+class _WorkStarted(Exception):
+    pass
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Every engine stage, in every engine module that holds it, raises _WorkStarted."""
+
+    def started(*args, **kwargs):
+        raise _WorkStarted
+
+    for mod_name, module in list(sys.modules.items()):
+        if not mod_name.startswith("retrieval_checks.engine") or module is None:
+            continue
+        for stage in _STAGES:
+            if callable(getattr(module, stage, None)):
+                monkeypatch.setattr(module, stage, started)
+
+
+@pytest.mark.parametrize("entry, argument, bad", _cases(), ids=lambda v: str(v))
+def test_a_bad_option_is_refused_before_any_work(spy, entry, argument, bad):
+    fn, args, kwargs = _calls()[entry]
+    try:
+        fn(*args, **kwargs, **{argument: bad})
+    except rc.InputError as exc:
+        assert argument in str(exc) or "max_memory" in str(exc), str(exc)
+    except _WorkStarted:
+        pytest.fail(f"{entry}({argument}={bad!r}) started the engine before refusing the option")
+    else:
+        pytest.fail(f"{entry}({argument}={bad!r}) was accepted")
+
+
+@pytest.mark.parametrize("entry", list(_calls()))
+def test_the_spy_sees_work_with_valid_options(spy, entry):
+    """The spy is live: with valid options, each entry point reaches an engine stage."""
+    fn, args, kwargs = _calls()[entry]
+    with pytest.raises(_WorkStarted):
+        fn(*args, **kwargs)
