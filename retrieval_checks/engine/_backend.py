@@ -170,21 +170,22 @@ class Backend:
         host[: sq.shape[0]] = sq
         return self.from_numpy(host)
 
-    def mean64(self, x):
-        """Column means in float64 (chunked), rounded to integers: subtracting an integer
-        keeps integer data exact (and exact ties tied) while removing large offsets."""
-        total = None
+    def colsum64(self, x) -> np.ndarray:
+        """Column sums in float64 (chunked; each chunk summed on the backend, the chunks
+        added on the host in order), as a numpy array. neg_l2's centre is these sums over
+        the whole gallery (every rank's, in a sharded pass) divided by its size and
+        rounded to integers: subtracting an integer keeps integer data exact (and exact
+        ties tied) while removing large offsets."""
+        total = np.zeros(int(x.shape[1]), np.float64)
         rows = max(1, (16 * 2**20) // (8 * max(int(x.shape[1]), 1)))
         for s in range(0, int(x.shape[0]), rows):
             part = x[s : s + rows]
-            add = (
+            total += (
                 part.astype(np.float64).sum(axis=0)
                 if self.kind == "numpy"
-                else part.double().sum(dim=0)
+                else part.double().sum(dim=0).cpu().numpy()
             )
-            total = add if total is None else total + add
-        mean = total / int(x.shape[0])
-        return np.round(mean) if self.kind == "numpy" else mean.round()
+        return total
 
     def zeros(self, shape):
         if self.kind == "numpy":
@@ -357,8 +358,13 @@ def _torch():
     return torch
 
 
-def resolve_backend(device, arrays) -> Backend:
+def resolve_backend(device, arrays, *, collectives: str | None = None) -> Backend:
     """``auto``: the CUDA device of CUDA tensors, else CUDA when available, else CPU.
+    ``collectives`` names the process group's backend of a sharded call: under one that
+    does not carry CUDA tensors (gloo), ``auto`` computes on the CPU unless an input
+    already lives on a CUDA device (then the ranks' check names the mismatch). Without
+    it, a gloo group on a GPU machine was refused under the default device (found on
+    an H200).
 
     ``cpu`` computes tiles with torch's CPU BLAS when torch is installed, else with
     numpy's, then runs the compiled (numba, OpenMP) kernels. Measured on this
@@ -388,7 +394,7 @@ def resolve_backend(device, arrays) -> Backend:
         for a in arrays:
             if is_torch_tensor(a) and a.device.type == "cuda":
                 return Backend("torch", a.device)
-        if torch.cuda.is_available():
+        if torch.cuda.is_available() and collectives in (None, "nccl"):
             return Backend("torch", torch.device("cuda"))
         return Backend("torch", torch.device("cpu"))
     if device.startswith("cuda"):

@@ -26,6 +26,11 @@ For each block,
    from summed key histograms, tail values all-gathered, fixed-threshold counts and
    the binning pass's histogram summed.
 
+None of this is a copy of the one-process pass: the rank's problem is the one
+:func:`._plan.prepare_problem` builds with a column window (its shard), and the pass is
+the one loop (:func:`._stream.stream`, :func:`._blocks.run_block`) with :class:`Ranks`
+as its Reduce: steps 1, 3 and 4 are the states :mod:`._reduce` declares.
+
 Memory per rank: its shard (float32, padded to whole chunks), one block of scores
 against the shard, the block's query rows, and the O(n) metadata. Bytes moved per
 block: ``4 b (d + 1)`` (queries) plus ``4 r`` (relevant scores) and ``16 r`` (counts),
@@ -153,7 +158,9 @@ def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
         )
     if n_q and n_g and n_bits is None:
         check_score_range(Q, None if loo else G, req.similarity)
-    backend = resolve_backend(opts["device"], [a for a in (queries, gallery) if a is not None])
+    backend = resolve_backend(
+        opts["device"], [a for a in (queries, gallery) if a is not None], collectives=comm.backend
+    )
     fingerprint = {k: repr(opts[k]) for k in _OPTION_NAMES}
     fingerprint.update(
         {

@@ -104,7 +104,9 @@ def _local(comm: Comm, images, captions, caption_image, common: dict) -> dict:
         raise InputError(
             f"caption_image has dtype {cap_img.dtype}; it holds integer image indices."
         )
-    backend = resolve_backend(common["device"], [a for a in (imgs, caps) if a is not None])
+    backend = resolve_backend(
+        common["device"], [a for a in (imgs, caps) if a is not None], collectives=comm.backend
+    )
     return {
         "images": imgs,
         "captions": caps,

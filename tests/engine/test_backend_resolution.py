@@ -1,0 +1,35 @@
+"""Where ``device="auto"`` computes (engine/_backend.resolve_backend). Cost: < 1 s.
+
+Found on an H200: every sharded test over a gloo process group failed there, because
+``auto`` picked CUDA and the ranks' check then refused CUDA over gloo, so a user's
+default call on a GPU machine with a gloo group raised. Under a group that does not
+carry CUDA tensors, ``auto`` now computes on the CPU; CUDA inputs still decide (and an
+explicit ``device="cuda"`` over gloo is still refused by the ranks' check)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from retrieval_checks.engine._backend import resolve_backend  # noqa: E402
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+
+def test_auto_on_a_gpu_machine_picks_cuda_in_one_process_and_under_nccl(gpu_machine):
+    assert resolve_backend("auto", []).is_cuda
+    assert resolve_backend("auto", [], collectives="nccl").is_cuda
+
+
+@pytest.mark.parametrize("group", ["gloo", "cpu:gloo,cuda:nccl", "mpi"])
+def test_auto_under_a_group_without_cuda_collectives_computes_on_the_cpu(gpu_machine, group):
+    backend = resolve_backend("auto", [], collectives=group)
+    assert backend.kind == "torch" and backend.device.type == "cpu", backend.name
+
+
+def test_explicit_devices_are_kept_under_any_group(gpu_machine):
+    assert resolve_backend("cpu", [], collectives="nccl").device.type == "cpu"
+    assert resolve_backend("numpy", [], collectives="gloo").name == "numpy"
+    assert resolve_backend("cuda", [], collectives="gloo").is_cuda  # refused later, by name
