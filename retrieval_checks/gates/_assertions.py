@@ -40,6 +40,7 @@ from ..stats._gaps import Gap, gap_notes
 from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interval
 from ._events import GateEvent, emit
 from ._exact import exceeds
+from ._family import comparison_test, family_fields, family_of
 from ._regression import checked_option as check_option
 from ._spec import GATE_FIELDS, skipped_limit
 
@@ -1006,6 +1007,8 @@ def assert_not_worse(
     margin: float = 0.0,
     rule: str = "significant",
     max_skipped: int | float | None = None,
+    power: float | None = None,
+    correction: str | None = None,
 ) -> None:
     """Gate a candidate against a baseline from a paired :class:`Comparison`.
 
@@ -1021,6 +1024,13 @@ def assert_not_worse(
     ``margin`` is a tolerated drop in the metric's unit: >= 0 and below the metric's
     range (a margin of 1 on a fraction could never fail). An undefined (NaN)
     difference or bound fails.
+
+    With ``rule="significant"`` the event and the message carry the test's power: the
+    drop it detects with ``power`` (default 0.8; ``mdd``: the margin plus the minimum
+    detectable excess of its one-sided test at (1 - confidence) / 2), and the check
+    joins the run's family of significance-gated checks (``correction``: holm, bh or
+    none; default the pytest session's ``--rc-correction``), decided at the session's
+    end on its adjusted p-value when a correction applies.
     """
     __tracebackhide__ = True
     GATE_FIELDS["rule"].check(rule)
@@ -1048,6 +1058,12 @@ def assert_not_worse(
     )
     notes += [few] if few else []
     fails = undefined or exceeds(-margin, checked) or skip_failure is not None
+    test = comparison_test(c, margin, power) if rule == "significant" else None
+    correction = family_of(correction, test)
+    deferred = bool(
+        fails and not undefined and skip_failure is None and correction not in (None, "none")
+    )
+    fails = fails and not deferred
     emit(
         GateEvent(
             gate="assert_not_worse",
@@ -1066,7 +1082,10 @@ def assert_not_worse(
             n_used=c.n_used,
             n_skipped=c.n_skipped,
             warnings=list(notes),
-            extra={} if max_skipped is None else {"max_skipped": max_skipped},
+            extra={
+                **({} if max_skipped is None else {"max_skipped": max_skipped}),
+                **(family_fields(test, correction, deferred) if test is not None else {}),
+            },
         )
     )
     _warn(notes, (few,), stacklevel=2)
@@ -1089,6 +1108,7 @@ def assert_not_worse(
             f"{_iv(c.low, c.high, sign='+')} ({c.method}), p={c.p_value:.3g} two-sided, "
             f"p={c.p_value_worse:.3g} for 'worse'\n"
             f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
+            + (f"  power: {test.power.describe()}\n" if test and test.power else "")
             + (f"  note: {few}\n" if few else "")
             + f"  rule ({rule}, margin {margin}): fail when {desc}"
         )

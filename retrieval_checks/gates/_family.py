@@ -45,6 +45,7 @@ __all__ = [
     "set_session_correction",
     "family_of",
     "family_fields",
+    "comparison_test",
     "decide_family",
     "family_line",
 ]
@@ -235,3 +236,47 @@ def family_line(summary: dict) -> str:
     if summary["failed"]:
         text += f"; {len(summary['failed'])} failed after the correction"
     return text
+
+
+def comparison_test(comparison, margin: float, power: float | None = None):
+    """The significance test inside ``assert_not_worse(rule="significant")`` as a family
+    member: the check fails when the upper end of the improvement's two-sided interval
+    is below ``-margin``, that is when the one-sided test of "worse by more than the
+    margin" has ``p < (1 - confidence) / 2``; its family p-value is twice that one-sided
+    p (compared with ``1 - confidence``), and its power is that of the one-sided test
+    at ``(1 - confidence) / 2``, reported as the drop it detects with ``power``
+    (``margin`` + the minimum detectable excess). Returns an object with ``power``,
+    ``p_worse`` (None when the comparison has no standard error, or is a bootstrap
+    with a margin: no p-value for the margin), ``level``, ``significance_gated`` and
+    ``beyond_tolerance``."""
+    import dataclasses
+    import math
+    from types import SimpleNamespace
+
+    from .._lazy import stats
+    from ..stats._power import power_of
+
+    c = comparison
+    out = SimpleNamespace(
+        power=None, p_worse=None, level=None, significance_gated=False, beyond_tolerance=True
+    )
+    se = getattr(c, "se", None)
+    if se is None or not math.isfinite(se) or not math.isfinite(c.low) or not math.isfinite(c.high):
+        return out
+    level = float(f"{1 - c.confidence:.12g}")
+    pw = power_of(se, c.n, level=level / 2, power=power, dof=c.dof, unit=c.unit)
+    out.power = dataclasses.replace(pw, mdd=margin + pw.mdd)
+    sign = 1.0 if c.higher_is_better else -1.0
+    center = sign * (c.low + c.high) / 2  # the improvement the interval is centred on
+    if c.dof is not None:
+        p_one = (
+            float(stats.t.cdf((center + margin) / se, c.dof))
+            if se > 0
+            else (0.0 if center + margin < 0 else 1.0)
+        )
+    elif margin == 0:
+        p_one = float(c.p_value_worse)
+    else:
+        return out
+    out.p_worse, out.level, out.significance_gated = min(1.0, 2 * p_one), level, True
+    return out

@@ -295,6 +295,26 @@ GATE_FIELDS: dict[str, GateSpec] = {
             python=("assert_no_regression",),
         ),
         GateSpec(
+            "min_power",
+            "value",
+            "fail when the significance test detects a drop of the tolerance with less than this "
+            "power (default: warn only, at 0.8)",
+            ("baseline",),
+            section="baseline",
+            value=Option(
+                "min_power",
+                "number",
+                None,
+                "a number strictly between 0 and 1 (e.g. 0.8)",
+                low=0.0,
+                high=1.0,
+                open_low=True,
+                open_high=True,
+                optional=True,
+            ),
+            python=("assert_no_regression",),
+        ),
+        GateSpec(
             "max_skipped",
             "value",
             _option("max_skipped").help,

@@ -57,6 +57,11 @@ class Comparison:
     #: both sides); None for grouped recall, whose units are groups
     n_used: int | None = None
     n_skipped: int | None = None
+    #: the difference's standard error and the t test's degrees of freedom (None for the
+    #: bootstrap, whose standard error is the bootstrap distribution's): what the power of
+    #: a gate on this comparison is computed from
+    se: float | None = None
+    dof: int | None = None
 
     def __str__(self) -> str:
         return (
@@ -306,6 +311,7 @@ def _bootstrap_comparison(spec, pairs: _Pairs, confidence, n_resamples, seed) ->
         n_units,
         unit,
         spec.higher_is_better,
+        se=float(np.std(boot, ddof=1)),
     )
 
 
@@ -349,4 +355,6 @@ def _t_comparison(spec, pairs: _Pairs, confidence) -> Comparison:
         n_units,
         pairs.unit,
         spec.higher_is_better,
+        se=float(se),
+        dof=int(dof),
     )

@@ -428,6 +428,12 @@ def suite_json_schema() -> dict:
         },
         "markers": {"$ref": "#/$defs/markers"},
         "options": {"$ref": "#/$defs/options"},
+        "correction": {
+            "enum": ["holm", "bh", "none"],
+            "description": "multiplicity correction of the suite's significance-gated checks: holm "
+            "(family-wise error rate), bh (false discovery rate) or none (default: the session's "
+            "--rc-correction)",
+        },
         "datasets": {
             "type": "object",
             "minProperties": 1,

@@ -774,6 +774,7 @@ class SuiteRunner:
                 key=case.name,
                 confidence=o["confidence"],
                 **check.gate_kwargs("assert_no_regression"),
+                **({} if suite.correction is None else {"correction": suite.correction}),
             )
         elif check.kind == "compare":
             blimits = suite.gate_options(check, check.baseline, dataset, self.defaults)
@@ -787,7 +788,11 @@ class SuiteRunner:
                 baseline, name, limits["max_skipped"], check.baseline, dataset, _GATES["compare"]
             )
             comparison = compare(result, baseline, name, confidence=o["confidence"], seed=o["seed"])
-            assert_not_worse(comparison, **check.gate_kwargs("assert_not_worse"))
+            assert_not_worse(
+                comparison,
+                **check.gate_kwargs("assert_not_worse"),
+                **({} if suite.correction is None else {"correction": suite.correction}),
+            )
         else:
             gate = check.metric.capabilities.gate if check.at_most is None else "assert_metric"
             # both bounds in one call, so the record shows "between" and both of them

@@ -23,6 +23,7 @@ from ..data._beir import beir_files
 from ..engine._runs import _FAMILIES as _RUN_FAMILIES
 from ..engine._runs import _parse_metrics as _run_metrics
 from ..errors import InputError, MetricNameError, SuiteError
+from ..gates._family import check_correction
 from ..gates._spec import GATE_FIELDS, GateSpec, fields_of
 from ..metrics._names import MetricSpec, metric_spec
 from ..metrics._thresholds import check_threshold
@@ -234,6 +235,9 @@ class Suite:
     checks: list
     markers: tuple
     options: dict
+    #: the suite's ``correction:`` (holm, bh, none) of its significance-gated checks; None:
+    #: the session's (--rc-correction)
+    correction: str | None = None
 
     @property
     def cases(self) -> list[Case]:
@@ -1596,7 +1600,7 @@ def _default_id(metric: str, kind: str, kw: dict) -> str:
     return f"{metric}{ci}_{rule}"
 
 
-_TOP_KEYS = ("suite", "markers", "options", "datasets", "models", "checks")
+_TOP_KEYS = ("suite", "markers", "options", "correction", "datasets", "models", "checks")
 
 
 def load_suite(path) -> Suite:
@@ -1625,6 +1629,14 @@ def load_suite(path) -> Suite:
         node = r.mapping(top["options"], "options", top.line_of("options"), "evaluation options")
         r.keys(node, "options", tuple(_OPTIONS))
         options = {k: r.option(k, v, f"options.{k}", node.line_of(k)) for k, v in node.items()}
+    correction = None
+    if "correction" in top:  # the multiplicity correction of the suite's significance-gated checks
+        try:
+            correction = check_correction(top["correction"], "correction")
+        except InputError as exc:
+            raise r.error(
+                str(exc).split(": ", 1)[-1], "correction", top.line_of("correction")
+            ) from None
     datasets = _datasets(r, top)
     models = _models(r, top, datasets)
     checks_node = top["checks"]
@@ -1650,6 +1662,7 @@ def load_suite(path) -> Suite:
         checks=checks,
         markers=markers,
         options=options,
+        correction=correction,
     )
     _check_cases(r, suite)
     return suite

@@ -187,3 +187,49 @@ def test_a_significant_drop_is_deferred_to_the_session_correction():
     assert "decision" not in events[1].to_dict() and events[1].passed is False
     with pytest.raises(AssertionError, match="regressed"):  # the session is closed again
         assert_no_regression(cur, base, max_drop=0.03, significant=True)
+
+
+def _comparisons(shift, n=90, seed=0, method="t"):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(n, 8)).astype(np.float32)
+    labels = np.arange(n) % 30
+    g = q + rng.normal(scale=1.0, size=q.shape).astype(np.float32)
+    g2 = g + rng.normal(scale=shift, size=q.shape).astype(np.float32)
+    a = rc.evaluate(q, g, query_labels=labels, gallery_labels=labels, metrics=["map"])
+    b = rc.evaluate(q, g2, query_labels=labels, gallery_labels=labels, metrics=["map"])
+    return rc.compare(b, a, "map", method=method)
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.01])
+def test_assert_not_worse_reports_its_power_and_a_p_value_that_decides_like_it(margin):
+    events = []
+    for seed, shift in enumerate((0.02, 0.05, 0.1, 0.2, 0.4, 0.8)):
+        c = _comparisons(shift, seed=seed)
+        with rc.gates.listening(events.append):
+            try:
+                rc.assert_not_worse(c, margin=margin)
+                failed = False
+            except AssertionError as e:
+                failed = True
+                assert "power: minimum detectable drop" in str(e)
+        ev = events[-1].to_dict()
+        assert ev["family"] is True and ev["significance_level"] == 0.05
+        assert (ev["p_raw"] < 0.05) == failed, (seed, ev["p_raw"])
+        assert ev["mdd"] > margin and ev["power"] == 0.8
+    assert any(not e.passed for e in events) and any(e.passed for e in events)
+
+
+def test_assert_not_worse_is_deferred_under_a_session_correction():
+    c = _comparisons(1.5)
+    events = []
+    set_session_correction("holm")
+    try:
+        with rc.gates.listening(events.append):
+            rc.assert_not_worse(c)  # significantly worse: decided at the session's end
+            with pytest.raises(AssertionError):
+                rc.assert_not_worse(c, rule="value")  # no significance test: decided now
+    finally:
+        set_session_correction(None)
+    first = events[0].to_dict()
+    assert first["decision"] == "deferred" and first["passed"] is True and first["p_raw"] < 0.05
+    assert "family" not in events[1].to_dict()
