@@ -103,10 +103,16 @@ def computed_metrics(result) -> list[str]:
     return found
 
 
-def _measure(result, name: str, gate: str) -> Measurement:
+def _spec(metric) -> MetricSpec:
+    """``metric`` parsed, unless it already is (a suite's check carries its MetricSpec from
+    the YAML to the verdict: parsed once)."""
+    return metric if isinstance(metric, MetricSpec) else metric_spec(metric)
+
+
+def _measure(result, name, gate: str) -> Measurement:
     """The measurement of ``name`` in ``result``, or an error that says what is wrong."""
     _require_result(result, gate)
-    spec = metric_spec(name)
+    spec = _spec(name)
     if spec.name not in result:
         held = computed_metrics(result)
         computed = ", ".join(held) if held else "nothing the gates know"
@@ -124,7 +130,7 @@ def _measure(result, name: str, gate: str) -> Measurement:
     return result.measure(spec.name)
 
 
-def max_rank(result, metric: str) -> tuple[float | None, str]:
+def max_rank(result, metric) -> tuple[float | None, str]:
     """The largest rank a query of ``result`` can get for the rank metric ``metric``
     (medr, meanr, i2t_medr...), and why; (None, "") when the result does not say.
 
@@ -134,7 +140,7 @@ def max_rank(result, metric: str) -> tuple[float | None, str]:
     captions an image ranks (i2t), the images a caption ranks (t2i; 1000 per fold
     under the 1k protocols)."""
     try:
-        fam = metric_spec(metric).capabilities
+        fam = _spec(metric).capabilities
     except (MetricNameError, AttributeError):
         return None, ""
     if fam.unit != "rank":
@@ -235,7 +241,7 @@ def _iv(low, high, digits: int = 4, sign: str = "") -> str:
     return f"[{one(low)}, {one(high)}]"
 
 
-def _interval(result, m: Measurement, confidence, seed):
+def _interval(result, m: Measurement, confidence, seed, spec=None):
     """((low, high, confidence, note, n, unit), None) for ``m`` (``n`` independent units
     of ``unit`` behind the interval): the result's own interval, else
     a class-cluster percentile bootstrap of the per-query values at ``confidence``
@@ -254,7 +260,7 @@ def _interval(result, m: Measurement, confidence, seed):
             m.n,
             m.n_unit,
         ), None
-    caps = metric_spec(m.metric).capabilities
+    caps = (spec or _spec(m.metric)).capabilities
     config = getattr(result, "config", None)
     config = config if isinstance(config, dict) else {}
     default = ""
@@ -515,7 +521,7 @@ def _bounds(result, spec, at_least, at_most) -> tuple:
             f"{spec.name}: K={spec.k} reaches {why} (K >= {k_all}), so its value is 1 whatever the model "
             f"and a gate on it could never fail (or never pass); gate a smaller K (< {k_all})."
         )
-    top, top_why = max_rank(result, spec.name)
+    top, top_why = max_rank(result, spec)
     if at_least is not None:
         at_least = GATE_FIELDS["at_least"].check(at_least, metric=spec, high=top, high_why=top_why)
     if at_most is not None:
@@ -568,14 +574,14 @@ def assert_metric(
     confidence, seed = _confidence(confidence), _seed(seed)
     max_skipped = GATE_FIELDS["max_skipped"].check(max_skipped)
     _require_result(result, _gate)
-    spec = name if isinstance(name, MetricSpec) else metric_spec(name)  # a suite's parsed check
+    spec = _spec(name)  # a suite's check passes its parsed MetricSpec
     at_least, at_most = _bounds(result, spec, at_least, at_most)
-    m = _measure(result, spec.name, _gate)
-    found, why = _interval(result, m, confidence, seed) if on == "interval" else (None, None)
+    m = _measure(result, spec, _gate)
+    found, why = _interval(result, m, confidence, seed, spec) if on == "interval" else (None, None)
     if on == "interval" and found is None:
         more = (
             ", or evaluate with more queries or classes"
-            if m.interval is None and metric_spec(m.metric).capabilities.interval == "bootstrap"
+            if m.interval is None and spec.capabilities.interval == "bootstrap"
             else ""
         )
         raise InputError(
@@ -655,9 +661,7 @@ def assert_metric(
     if not failures and skip_failure is None:
         return
     if found is None:
-        found, _ = _interval(
-            result, m, confidence, seed
-        )  # only for the message, and only on failure
+        found, _ = _interval(result, m, confidence, seed, spec)  # for the message, on failure
     body = (
         f"  value {_f(m.value, m.unit)}"
         + (f", {found[3]}" if found else "")

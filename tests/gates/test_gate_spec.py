@@ -269,3 +269,40 @@ def test_the_plugin_session_limit_is_the_same_rule():
                 want = skipped_limit(n_skipped, n_used, limit) is not None
                 assert _too_many(n_used, n_skipped, limit) is want, (n_used, n_skipped, limit)
     assert rc.gates.skipped_limit is skipped_limit
+
+
+# ------------------------------------------------------------------ a metric parsed once
+def _count_parses(monkeypatch) -> list:
+    from retrieval_checks.metrics import _names
+
+    calls = []
+    real = _names.parse_metric
+
+    def counted(name):
+        calls.append(name)
+        return real(name)
+
+    monkeypatch.setattr(_names, "parse_metric", counted)
+    return calls
+
+
+@pytest.mark.parametrize("on", ["value", "interval"])
+def test_assert_metric_given_a_parsed_metric_does_not_parse_it_again(result, monkeypatch, on):
+    spec = rc.metrics.metric_spec("map")
+    calls = _count_parses(monkeypatch)
+    rc.assert_metric(result, spec, at_least=0.01, on=on)
+    assert calls == []
+    rc.assert_metric(result, "map", at_least=0.01, on=on)
+    assert len(calls) == 1  # a name is parsed once, at the gate's door
+
+
+def test_a_suite_check_reaches_its_verdict_without_parsing_its_metric_again(where, monkeypatch):
+    p = where / "rc_precomputed.yaml"
+    p.write_text("datasets:\n  a: {queries: set.npz}\nchecks:\n  - {metric: map, at_least: 0.01}\n")
+    suite = load_suite(p)
+    runner = rc.SuiteRunner()
+    (case, *_) = suite.cases
+    runner.run(suite, case)  # evaluates once (the engine reads its metric list)
+    calls = _count_parses(monkeypatch)
+    runner.run(suite, case)  # the result is reused: from the check to the verdict
+    assert calls == []
