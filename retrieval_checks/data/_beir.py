@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._textfiles import check_field, id_mismatch, parse_int, text_lines
@@ -52,6 +52,9 @@ class BeirData:
     relevance: dict
     unjudged: list
     n_judgements: int
+    #: per query row: the other fields of its queries.jsonl object (``metadata`` and the
+    #: like), the source of a suite's slice values
+    query_fields: list = field(default_factory=list)
 
 
 def beir_files(path, split: str = "test") -> dict:
@@ -97,8 +100,11 @@ def _lines(path: Path, what: str):
             yield number, line
 
 
-def _jsonl(path: Path, fields: tuple, optional: tuple = ()) -> tuple[list, list, dict]:
-    """Ids, records (dicts of the text fields) and each id's line, of a JSON-lines file."""
+def _jsonl(
+    path: Path, fields: tuple, optional: tuple = (), extra: list | None = None
+) -> tuple[list, list, dict]:
+    """Ids, records (dicts of the text fields) and each id's line, of a JSON-lines file;
+    ``extra``, when given, gets each object's other fields (in the records' order)."""
     ids, records, seen = [], [], {}
     for number, line in _lines(path, path.stem):
         where = f"{path}:{number}"
@@ -137,6 +143,8 @@ def _jsonl(path: Path, fields: tuple, optional: tuple = ()) -> tuple[list, list,
         seen[doc_id] = number
         ids.append(doc_id)
         records.append(record)
+        if extra is not None:
+            extra.append({k: v for k, v in obj.items() if k not in ("_id", *fields, *optional)})
     return ids, records, seen
 
 
@@ -223,7 +231,8 @@ def read_beir(path, split: str = "test") -> BeirData:
     """The ``split`` of the BEIR directory ``path`` (see the module's description)."""
     files = beir_files(path, split)
     doc_ids, docs, doc_lines = _jsonl(files["corpus"], ("text",), ("title",))
-    query_ids, queries, query_lines = _jsonl(files["queries"], ("text",))
+    query_extra: list = []
+    query_ids, queries, query_lines = _jsonl(files["queries"], ("text",), extra=query_extra)
     for what, ids in (("corpus", doc_ids), ("queries", query_ids)):
         if not ids:
             raise InputError(f"{files[what]}: holds no records.")
@@ -243,4 +252,5 @@ def read_beir(path, split: str = "test") -> BeirData:
         relevance=relevance,
         unjudged=[q for q in query_ids if q not in judged],
         n_judgements=n,
+        query_fields=[query_extra[i] for i in rows],
     )

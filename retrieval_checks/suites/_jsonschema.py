@@ -36,7 +36,7 @@ _MARKER = r"^[A-Za-z][A-Za-z0-9_]*$"
 _OWN_FIELDS = {
     "run": ("type", "run", "qrels", "relevance_level", "depth"),
     "ann": ("type", "queries", "gallery", "neighbors", "k"),
-    "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids"),
+    "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids", "slices"),
 }
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 # a template's parameter as a pattern: K a positive integer, P and Q precision or
@@ -192,6 +192,7 @@ def _dataset(kind: str) -> dict:
                 "description": "the qrels file qrels/<split>.tsv",
             },
             relevance_level={"type": "integer", "minimum": 1, "default": 1},
+            slices=DATASET_SLICES_SCHEMA,
             ignore_identical_ids={
                 "type": "boolean",
                 "default": False,

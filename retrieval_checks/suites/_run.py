@@ -51,7 +51,7 @@ from ..options import DEFAULTS, OPTIONS, check_option
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
 from ._schema import Case, Source, Suite
-from ._slices import dataset_slices, gate_slices
+from ._slices import beir_slices, dataset_slices, gate_slices
 
 __all__ = ["SuiteRunner"]
 
@@ -570,6 +570,7 @@ class SuiteRunner:
             relevance=data.relevance,
             relevance_level=dataset.relevance_level,
             metrics=metrics,
+            slices=beir_slices(suite, dataset, data) if dataset.slices else None,
             similarity=options["similarity"],
             ties=options["ties"],
             empty_queries=options["empty_queries"],

@@ -772,10 +772,14 @@ def _beir_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     r.keys(
         node,
         field,
-        ("type", "path", "split", "relevance_level", "ignore_identical_ids"),
+        ("type", "path", "split", "relevance_level", "ignore_identical_ids", "slices"),
         required=("path",),
     )
     kw: dict[str, Any] = {}
+    if "slices" in node:  # fields of each query's queries.jsonl object
+        kw["slices"] = parse_dataset_slices(
+            r, node["slices"], _join(field, "slices"), node.line_of("slices")
+        )
     if "ignore_identical_ids" in node:
         if not isinstance(node["ignore_identical_ids"], bool):
             raise r.error(

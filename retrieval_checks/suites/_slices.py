@@ -522,3 +522,40 @@ def slice_check_id(check_id: str, slices, given: bool) -> str:
     if given or slices is None:
         return check_id
     return f"{check_id}_{'worst_slice' if slices == 'worst' else 'slices'}"
+
+
+def _field_of(record: dict, path: str):
+    """``record[path]``, a dotted path reaching into objects (``metadata.lang``); None
+    when absent."""
+    value = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def beir_slices(suite, dataset, data) -> dict | list:
+    """The slice values of a BEIR dataset's judged queries: each column is a field of the
+    query's ``queries.jsonl`` object (a dotted path reaches into ``metadata``); a query
+    without the field has no value (counted as missing)."""
+    n = len(data.query_ids)
+
+    def read(col: SliceColumn):
+        if col.file is not None or col.column is None:
+            raise InputError(
+                "a BEIR dataset's slices name a field of each query in queries.jsonl (column: metadata.lang), "
+                "not a file."
+            )
+        values = []
+        for qid, record in zip(data.query_ids, data.query_fields or [{}] * n):
+            v = _field_of(record, col.column)
+            if isinstance(v, (dict, list)):
+                raise InputError(
+                    f"queries.jsonl: query {qid!r} has {type(v).__name__} {str(v)[:40]} in {col.column!r}; a slice "
+                    "value is a string, number or boolean (name a field inside it: column: a.b)."
+                )
+            values.append(v)
+        return np.array(values, dtype=object)
+
+    return slice_values(dataset.slices, read, n, dataset.name, suite.path)

@@ -357,3 +357,65 @@ def test_json_schema_accepts_what_the_loader_accepts():
     bad = {"datasets": {"a": {"queries": "x.npz", "slices": 3}}, "checks": []}
     assert list(v.iter_errors(bad))
     assert InputError  # (imported for the module's errors)
+
+
+BEIR_EMBEDDER = """
+import hashlib
+import numpy as np
+
+def embed(texts, part=None):
+    out = np.zeros((len(texts), 32))
+    for i, t in enumerate(texts):
+        for w in t.lower().split():
+            out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 32] += 1.0
+    return out + 0.01 * (part == "queries")
+"""
+
+
+def test_beir_slices_are_fields_of_each_query(tmp_path):
+    import json
+
+    rng = np.random.default_rng(0)
+    words = (
+        "cat dog bird fish red blue green text search model query document river stone tree".split()
+    )
+    docs = [{"_id": f"d{i}", "text": " ".join(rng.choice(words, 6))} for i in range(60)]
+    queries = []
+    for i in range(40):
+        q = {"_id": f"q{i}", "text": " ".join(rng.choice(words, 3))}
+        if i != 7:  # q7 has no language: counted, in no slice
+            q["metadata"] = {"lang": "de" if i % 2 else "en"}
+        queries.append(q)
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    lines = ["query-id\tcorpus-id\tscore"] + [
+        f"q{i}\td{d}\t1" for i in range(40) for d in rng.choice(60, 3, replace=False)
+    ]
+    (root / "qrels/test.tsv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "bow.py").write_text(BEIR_EMBEDDER)
+    p = _write(
+        tmp_path,
+        """
+        datasets:
+          b: {type: beir, path: beir, slices: {column: metadata.lang}}
+        models:
+          bow: {callable: bow.py:embed}
+        checks:
+          - {metric: ndcg@10, dataset: b, slices: all, at_least: 0.0001, id: per_lang}
+        """,
+    )
+    suite = load_suite(p)
+    runner = SuiteRunner()
+    events = []
+    with rc.gates.listening(events.append):
+        runner.run(suite, suite.cases[0])
+    rows = {r["slice"]: r for r in events[0].extra["slices"]}
+    assert set(rows) == {"de", "en"} and rows["de"]["n_queries"] == 19  # q7: no value
+    assert rows["en"]["n_queries"] == 20 and events[0].extra["slice_missing"] == {"slice": 1}
+    whole = runner.result(
+        suite, "bow", "b", suite.evaluation_options(suite.checks[0], "b", runner.defaults, "bow")
+    )
+    de = [i for i, q in enumerate(whole.query_ids) if int(q[1:]) % 2 and q != "q7"]
+    assert rows["de"]["value"] == pytest.approx(np.mean(whole.per_query["ndcg@10"][de]), abs=1e-15)
