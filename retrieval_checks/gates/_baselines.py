@@ -670,7 +670,7 @@ def assert_no_regression(
     if ch.power is not None and ch.power.underpowered and not ch.power.required:
         power_note = (
             f"assert_no_regression: {ch.metric} cannot see the drop it gates: {ch.power.describe()}. "
-            "Set min_power to fail instead, or evaluate on more queries."
+            f"Set min_power to fail instead, or evaluate on more {ch.power.unit or 'queries'}."
         )
         notes.append(power_note)
     failed = ch.failed or skip_failure is not None

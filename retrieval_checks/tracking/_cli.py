@@ -250,6 +250,12 @@ def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str]:
             )
         elif missing:
             text = f"ok (within the tolerance; no interval in {missing}: significance not testable)"
+    elif ch.power is not None and ch.power.underpowered and not ch.failed:
+        # a pass the test could not have turned into a failure: say what it can see
+        text = (
+            f"ok (underpowered: minimum detectable drop {ch.power.mdd:.4g} at "
+            f"{ch.power.power:.0%} power > the tolerance)"
+        )
     row = (
         c["test"],
         metric,
