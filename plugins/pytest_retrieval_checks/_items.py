@@ -17,7 +17,7 @@ import json
 import pytest
 
 from retrieval_checks import RetrievalChecksError, SuiteError, load_suite
-from retrieval_checks.gates import skipped_limit
+from retrieval_checks.gates import GateEvent, skipped_limit
 
 
 def matches(path, patterns: list[str]) -> bool:
@@ -152,22 +152,30 @@ def error_record(item, report, prop: str) -> dict | None:
             except (ValueError, AttributeError):
                 continue
     message = (getattr(report, "longreprtext", "") or "the item failed")[-4000:]
-    check = case.check
-    return {
-        "gate": "error",
-        "metric": check.metric.name,
-        "value": None,
-        "passed": False,
-        "on": "error",
-        "comparison": "",
-        "threshold": None,
-        "bounds": {},
-        "suite": item.suite.name,
-        "model": case.model,
-        "dataset": "/".join(case.datasets),
-        "line": check.line,
-        "message": message,
-    }
+    return _error(
+        case.check.metric.name,
+        suite=item.suite.name,
+        model=case.model,
+        dataset="/".join(case.datasets),
+        line=case.check.line,
+        message=message,
+    )
+
+
+def _error(metric: str, *, suite, model, dataset, line, message: str) -> dict:
+    """The record of a failure no gate recorded: a failed gate event of gate ``error``
+    (the one record shape: GateEvent.to_dict), with the suite, its line and the message."""
+    event = GateEvent(
+        gate="error",
+        metric=metric,
+        value=None,
+        passed=False,
+        on="error",
+        model=model,
+        dataset=dataset,
+        extra={"suite": suite, "line": line, "message": message},
+    )
+    return event.to_dict()
 
 
 def collect_error_record(collector, report) -> dict | None:
@@ -180,18 +188,11 @@ def collect_error_record(collector, report) -> dict | None:
     message = (
         getattr(report, "longreprtext", "") or str(error or "") or "the suite could not be loaded"
     )[-4000:]
-    return {
-        "gate": "error",
-        "metric": "(suite)",
-        "value": None,
-        "passed": False,
-        "on": "error",
-        "comparison": "",
-        "threshold": None,
-        "bounds": {},
-        "suite": collector.path.name,
-        "model": None,
-        "dataset": None,
-        "line": getattr(error, "line", None),
-        "message": message,
-    }
+    return _error(
+        "(suite)",
+        suite=collector.path.name,
+        model=None,
+        dataset=None,
+        line=getattr(error, "line", None),
+        message=message,
+    )
