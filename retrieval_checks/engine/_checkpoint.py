@@ -1,7 +1,7 @@
 """Restartable passes (``evaluate(..., checkpoint=DIR)``): finished blocks' partial
 results on disk.
 
-Each finished query block's :class:`~._blocks.BlockPartial` is written to ``DIR`` as
+Each finished query block's :class:`~._partial.BlockPartial` is written to ``DIR`` as
 one ``.npz`` file, atomically (written under a temporary name unique to the process,
 thread and call, flushed, then renamed), so a run killed at any moment leaves only
 whole files. A restarted run with the same inputs and options reads the leading

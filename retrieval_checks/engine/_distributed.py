@@ -44,7 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BackendError, InputError
-from ._backend import SCORES_VERSION, default_memory_budget, parse_memory, resolve_backend
+from . import _backend
+from ._backend import default_memory_budget, parse_memory, resolve_backend
 from ._checkpoint import Checkpoint
 from ._comm import Comm
 from ._counting import select
@@ -314,24 +315,6 @@ def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: Layout, loo: bo
 
 
 # ----------------------------------------------------------------------------- the ranks
-def _global_center(comm: Comm, be, G, n_total: int) -> np.ndarray:
-    """neg_l2's centre: the gallery's column means rounded to integers, from every
-    rank's float64 column sums (exact, hence equal to one process's, for integer
-    data; for other data equal unless a mean lies within float64 rounding of a
-    half-integer)."""
-    total = np.zeros(int(G.shape[1]), np.float64)
-    rows = max(1, (16 * 2**20) // (8 * max(int(G.shape[1]), 1)))
-    for s in range(0, int(G.shape[0]), rows):
-        part = G[s : s + rows]
-        total += (
-            part.astype(np.float64).sum(axis=0)
-            if be.kind == "numpy"
-            else part.double().sum(dim=0).cpu().numpy()
-        )
-    total = comm.all_reduce(total, "sum")
-    return np.round(total / n_total)
-
-
 class Ranks:
     """The Reduce of a sharded pass (:mod:`._reduce`): each declared state's operation
     over the process group's ranks, and a block's query rows broadcast by the ranks
@@ -542,7 +525,8 @@ def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> t
             else (meta["relevance"].indptr, meta["relevance"].indices, meta["relevance"].grades)
         ),
     )
-    return opts["checkpoint"], content_digest(digests, options, meta_digest, loo, SCORES_VERSION)
+    version = _backend.SCORES_VERSION  # the running engine's (read at the call)
+    return opts["checkpoint"], content_digest(digests, options, meta_digest, loo, version)
 
 
 def sharded_pass(
@@ -586,13 +570,8 @@ def sharded_pass(
         pairs=bool(pair_specs),
     )
     g0, g1 = layout.g_range(comm.rank)
-    window = Window(
-        g0,
-        g1,
-        layout.q_range(comm.rank)[0],
-        n_q,
-        center=lambda be, G: _global_center(comm, be, G, n_g),
-    )
+    window = Window(g0, g1, layout.q_range(comm.rank)[0], n_q)
+    ranks = Ranks(comm, layout)
     problem = prepare_problem(
         plan,
         info["Q"],
@@ -602,6 +581,7 @@ def sharded_pass(
         source=source,
         self_pairs=self_pairs,
         window=window,
+        reduce=ranks,
     )
     counter = select(plan.backend, similarity, source, use_kernels=use_kernels, sharded=True)
     store = None
@@ -617,7 +597,7 @@ def sharded_pass(
         progress=progress if comm.rank == 0 else False,
         relevance_level=relevance_level,
         counter=counter,
-        reduce=Ranks(comm, layout),
+        reduce=ranks,
         store=store,
     )
     return totals, problem, plan

@@ -14,7 +14,8 @@ from __future__ import annotations
 from .._arrays import as_numpy
 from ..errors import InputError
 from ..options import DEFAULTS
-from ._backend import SCORES_VERSION, check_run_options
+from . import _backend
+from ._backend import check_run_options
 from ._checkpoint import Checkpoint
 from ._digest import content_digest
 from ._distributed import evaluate_sharded
@@ -296,4 +297,5 @@ def _fingerprint(req: Request, *inputs_and_level_and_plan) -> str:
     options = repr(
         [[s.name for s in req.specs], req.similarity, req.ties, req.empty_queries, level]
     )
-    return content_digest(*inputs, options, plan.b, plan.c, plan.backend.kind, SCORES_VERSION)
+    version = _backend.SCORES_VERSION  # the running engine's (read at the call)
+    return content_digest(*inputs, options, plan.b, plan.c, plan.backend.kind, version)

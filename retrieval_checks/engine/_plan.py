@@ -19,6 +19,7 @@ from ._backend import Backend, default_memory_budget, parse_memory, resolve_back
 from ._blocks import Problem, RelevanceSource
 from ._hamming import PackedCodes, pack_sides
 from ._inputs import Csr
+from ._reduce import LOCAL
 
 __all__ = ["Plan", "Window", "plan_pass", "prepare_problem"]
 
@@ -93,15 +94,12 @@ def plan_pass(
 @dataclass(frozen=True)
 class Window:
     """The part of a pass a problem holds: gallery positions ``[g0, g1)`` of ``n_g``,
-    queries from global row ``q0`` of ``n_q`` (a rank's shards); ``center``: neg_l2's
-    centre from the gallery ``G`` on the backend (every rank's: the sharded pass's),
-    None for the problem's own (:meth:`Backend.mean64`)."""
+    queries from global row ``q0`` of ``n_q`` (a rank's shards)."""
 
     g0: int
     g1: int
     q0: int
     n_q: int
-    center: object = None
 
 
 def prepare_problem(
@@ -114,6 +112,7 @@ def prepare_problem(
     source: RelevanceSource,
     self_pairs: Csr,
     window: Window | None = None,
+    reduce=LOCAL,
 ) -> Problem:
     """Float32 copies on the backend: the gallery padded to whole chunks; in
     leave-one-out (``gallery`` None) the queries are a view of it rather than a second
@@ -127,7 +126,8 @@ def prepare_problem(
 
     ``window`` (a sharded pass): ``queries`` and ``gallery`` are this rank's shards; the
     gallery rows sit in place inside their global chunks (zero rows elsewhere), so every
-    pair is scored by the same tile at the same place as in one process."""
+    pair is scored by the same tile at the same place as in one process; ``reduce``
+    (:mod:`._reduce`) sums neg_l2's column sums over the ranks."""
     c = plan.c
     if window is None:
         window = Window(0, n_g, 0, int(queries.shape[0]))
@@ -137,7 +137,7 @@ def prepare_problem(
     if similarity == "hamming":
         arrays = _prepare_codes(plan.backend, queries, gallery, L * c, at)
     else:
-        arrays = _prepare_rows(plan.backend, queries, gallery, similarity, L * c, at, window)
+        arrays = _prepare_rows(plan.backend, queries, gallery, similarity, L * c, at, n_g, reduce)
     Q, Gp, qa, ga = arrays
     return Problem(
         backend=plan.backend,
@@ -159,7 +159,7 @@ def prepare_problem(
     )
 
 
-def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, window: Window):
+def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, n_g: int, reduce):
     """(Q, Gp, qa, ga) of real-valued embeddings (see :func:`prepare_problem`)."""
     off, n = at
     d = int(queries.shape[1])
@@ -178,13 +178,9 @@ def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, window
         qa = be.cosine_rows_into(be.native(queries), Q) if n_q else np.zeros(0, np.float32)
         return Q, Gp, be.from_numpy(qa), ga
     center = None
-    if similarity == "neg_l2":
-        if window.center is not None:
-            center = window.center(
-                be, G if G is not None else be.native(np.zeros((0, d), np.float32))
-            )
-        else:
-            center = be.mean64(G)
+    if similarity == "neg_l2":  # the whole gallery's column means, rounded to integers
+        sums = be.colsum64(G) if n else np.zeros(d, np.float64)
+        center = np.round(reduce("column_sums", sums) / n_g)
     if n:
         be.float32_into(G, Gp[off : off + n], center=center)
     del G

@@ -18,6 +18,7 @@ state                     op       what
 ``negatives``             gather   every negative ``>=`` the tail threshold
 ``fixed_fp``              sum      negatives ``>=`` each fixed threshold
 ``bins``                  sum      the binning pass's histogram
+``column_sums``           sum      neg_l2's centre: the gallery's float64 column sums
 ========================  =======  ===================================================
 
 :data:`LOCAL` is the identity (one process: the state is already whole); the sharded
@@ -41,6 +42,7 @@ STATES = {
     "negatives": "gather",
     "fixed_fp": "sum",
     "bins": "sum",
+    "column_sums": "sum",  # neg_l2's centre: the gallery's float64 column sums
     "finished": "min",  # leading checkpointed blocks: every rank resumes after the same block
 }
 

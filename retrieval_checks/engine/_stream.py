@@ -1,7 +1,7 @@
 """The streamed pass: run the block tasks and merge their partial results.
 
 A pass runs :func:`~retrieval_checks.engine._blocks.run_block` over the query blocks
-and merges each :class:`~retrieval_checks.engine._blocks.BlockPartial` into
+and merges each :class:`~retrieval_checks.engine._partial.BlockPartial` into
 :class:`PassTotals`: per-query metric values and first relevant ranks by position,
 positive-pair scores by concatenation, negative tails by :class:`NegativeTail`'s merge
 and fixed-threshold counts by addition. Partials merge in any order, which is what

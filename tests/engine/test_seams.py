@@ -49,7 +49,7 @@ def _no_self(n_q):
     return Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
 
 
-def _problem(Q, G, yq, yg, similarity, backend, tile=(8, 16), window=None, G_local=None):
+def _problem(Q, G, yq, yg, similarity, backend, window=None, G_local=None, reduce=LOCAL):
     n_q, n_g = len(Q), len(G)
     own = _no_self(n_q)
     source = RelevanceSource(q_codes=yq, g_codes=yg, self_pairs=own, n_g=n_g)
@@ -62,7 +62,7 @@ def _problem(Q, G, yq, yg, similarity, backend, tile=(8, 16), window=None, G_loc
         n_relevant=source.counts(n_q),
         device="cpu" if backend.kind == "torch" else "numpy",
         max_memory="64MB",
-        tile=tile,
+        tile=(8, 16),
         pairs=True,
     )
     gallery = G if G_local is None else G_local
@@ -75,6 +75,7 @@ def _problem(Q, G, yq, yg, similarity, backend, tile=(8, 16), window=None, G_loc
         source=source,
         self_pairs=own,
         window=window,
+        reduce=reduce,
     )
 
 
@@ -208,17 +209,17 @@ def test_two_column_windows_joined_by_a_reduce_equal_one_process(similarity, bac
     # a small tail capacity: later blocks keep the tail threshold the first ones raised
     want = _summary(stream(whole, **kw))
     bounds = [(0, 21), (21, len(G))]  # the first window ends inside a chunk of 16
-    center_all = Backend("numpy").mean64(G.astype(np.float64))
     shared = {"slots": [None, None], "barrier": threading.Barrier(2, timeout=60)}
     got, errors = [None, None], []
 
     def rank(r):
         try:
             g0, g1 = bounds[r]
-            window = Window(g0, g1, 0, len(Q), center=lambda be, _G: center_all)
-            p = _problem(Q, G, yq, yg, similarity, backend, window=window, G_local=G[g0:g1])
+            window = Window(g0, g1, 0, len(Q))
+            ranks = _ThreadRanks(r, shared)
+            p = _problem(Q, G, yq, yg, similarity, backend, window, G[g0:g1], ranks)
             assert p.windowed and p.n_chunks == (2 if r == 0 else 3)
-            got[r] = _summary(stream(p, reduce=_ThreadRanks(r, shared), **kw))
+            got[r] = _summary(stream(p, reduce=ranks, **kw))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
             shared["barrier"].abort()
