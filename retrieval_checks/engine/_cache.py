@@ -13,6 +13,7 @@ from ._digest import content_digest
 from ._evaluate import evaluate
 from ._inputs import refuse_sparse
 from ._result import EvaluationResult
+from ._slices import resolve_slices
 
 __all__ = ["EvaluationCache", "content_digest"]
 
@@ -49,6 +50,8 @@ class EvaluationCache:
         for name, x in (("queries", queries), ("gallery", gallery)):
             if x is not None:
                 refuse_sparse(x, name)  # named here: the key below reads every array
+        if kwargs.get("slices") is not None:  # keyed by their values: a function has no content
+            kwargs["slices"] = resolve_slices(kwargs["slices"], len(queries))
         context = {k: v for k, v in (context or {}).items() if v is not None}
         key = (
             "evaluate",

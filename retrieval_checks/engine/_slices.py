@@ -412,3 +412,13 @@ def with_slices(result: EvaluationResult, slices) -> EvaluationResult:
         )
     dims = make_slices(slices, result.n_queries, query_ids=result.query_ids)
     return attach_slices(result, dims)
+
+
+def resolve_slices(slices, n_queries: int, query_ids=None):
+    """``slices=`` as plain values (functions applied, columns validated): one list per
+    dimension (``{name: values}``), or one list for the unnamed dimension. What a cache
+    keys on: a function has no content to digest, its values do."""
+    dims = make_slices(slices, n_queries, query_ids=query_ids)
+    if [d.name for d in dims] == [SINGLE]:
+        return dims[0].values
+    return {d.name: d.values for d in dims}

@@ -128,3 +128,18 @@ def test_evaluate_run_slices_by_query_id_and_with_slices():
     assert plain.slices is None
     rc.with_slices(plain, {"kind": {"q1": "x", "q2": "x", "q3": "z"}})
     assert plain.slices["kind=x"]["mrr"] == 0.75 and plain.slices["kind=z"]["mrr"] == 1.0
+
+
+def test_the_evaluation_cache_keys_slices_by_their_values():
+    """rc_evaluate's cache digests its arguments: a slice function has no content (it
+    recursed forever), and two slicings of the same evaluation are two results."""
+    q, g, yq, yg = _data()
+    cache = rc.engine.EvaluationCache()
+    common = dict(gallery_labels=yg, query_labels=yq, metrics=["map"], device="numpy")
+    by_fn = cache.evaluate(q, g, slices={"half": (np.arange(90), lambda i: i < 45)}, **common)
+    assert list(by_fn.slices) == ["half=True", "half=False"]
+    two = cache.evaluate(q, g, slices=(yq % 2).tolist(), **common)
+    three = cache.evaluate(q, g, slices=(yq % 3).tolist(), **common)
+    assert list(two.slices) != list(three.slices) and len(three.slices) == 3
+    again = cache.evaluate(q, g, slices={"half": (np.arange(90), lambda i: i < 45)}, **common)
+    assert again is by_fn  # the same values: one pass
