@@ -225,6 +225,7 @@ PUBLIC = {
         "CORRECTIONS",
         "adjust_pvalues",
         "check_correction",
+        "claim",
         "decide_family",
         "family_error_rate",
         "family_line",

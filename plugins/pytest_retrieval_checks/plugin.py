@@ -257,6 +257,8 @@ def _record(config, event) -> None:
     item = _current_item.get()
     if item is None or item.config is not config:
         return
+    if event.extra.get("decision") == "deferred" and config is not _config():
+        return  # the innermost session's family decides it (or, unrecorded, the gate at once)
     clean = event.to_dict()
     case = getattr(item, "case", None)
     named = getattr(item, "_rc_named", None)
@@ -291,6 +293,8 @@ def _record(config, event) -> None:
     item.user_properties.extend(_reports.junit_properties(clean))
     item.user_properties.extend(_slice_report.junit_properties(clean))
     item.user_properties.append((_PROPERTY, _reports.strict_json(clean)))
+    if clean.get("decision") == "deferred":  # the session's end decides it: it is not lost
+        rc.gates.claim(event)
 
 
 def pytest_configure(config):

@@ -40,7 +40,7 @@ from ..stats._gaps import Gap, gap_notes
 from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interval
 from ._events import GateEvent, emit
 from ._exact import exceeds
-from ._family import comparison_test, family_fields, family_of
+from ._family import claimed, comparison_test, family_fields, family_of, unclaimed
 from ._regression import checked_option as check_option
 from ._spec import GATE_FIELDS, skipped_limit
 
@@ -1068,7 +1068,7 @@ def assert_not_worse(
         fails and not undefined and skip_failure is None and correction not in (None, "none")
     )
     fails = fails and not deferred
-    emit(
+    event = emit(
         GateEvent(
             gate="assert_not_worse",
             metric=f"{c.metric} difference",
@@ -1097,6 +1097,8 @@ def assert_not_worse(
         raise AssertionError(
             f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped"
         )
+    alone = deferred and not claimed(event)  # no session recorded it: decided now, never unseen
+    fails = fails or alone
     if fails:
         direction = "higher" if c.higher_is_better else "lower"
         head = (
@@ -1113,6 +1115,7 @@ def assert_not_worse(
             f"p={c.p_value_worse:.3g} for 'worse'\n"
             f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
             + (f"  power: {test.power.describe()}\n" if test and test.power else "")
+            + (f"  note: {unclaimed(None)}\n" if alone else "")
             + (f"  note: {few}\n" if few else "")
             + f"  rule ({rule}, margin {margin}): fail when {desc}"
         )

@@ -43,7 +43,7 @@ from ..options import DEFAULTS
 from ..stats._intervals import bootstrap_interval, wilson_interval
 from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
-from ._family import family_fields, family_of
+from ._family import claimed, family_fields, family_of, unclaimed
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
 from ._spec import GATE_FIELDS, skipped_limit
@@ -683,7 +683,7 @@ def assert_no_regression(
     )
     if deferred:
         failed = False
-    emit(
+    event = emit(
         GateEvent(
             gate="assert_no_regression",
             metric=ch.metric,
@@ -719,6 +719,9 @@ def assert_no_regression(
     for note in notes:
         kind = PowerWarning if note is power_note else RuntimeWarning
         warnings.warn(f"retrieval-checks: {note}", kind, stacklevel=2)
+    if deferred and not claimed(event):  # no session recorded it: decided now, never unseen
+        failed = True
+        ch = unclaimed(ch)
     if failed:
         biv = baseline.get("interval")
         head = (

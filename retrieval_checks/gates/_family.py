@@ -46,6 +46,10 @@ __all__ = [
     "family_of",
     "family_fields",
     "comparison_test",
+    "claim",
+    "claimed",
+    "unclaimed",
+    "CLAIM",
     "decide_family",
     "family_line",
 ]
@@ -193,7 +197,8 @@ def decide_family(records: list) -> list[dict]:
             if r.get("beyond_tolerance") and p < level:
                 r["passed"] = False
                 r["decision"] = f"failed after {correction}"
-                failed.append(r)
+                if not r.get("xfail"):  # an expected failure does not turn the run red
+                    failed.append(r)
             else:
                 r["decision"] = f"passed after {correction}"
         levels = sorted({float(r.get("significance_level") or 0.05) for r in members})
@@ -280,3 +285,35 @@ def comparison_test(comparison, margin: float, power: float | None = None):
         return out
     out.p_worse, out.level, out.significance_gated = min(1.0, 2 * p_one), level, True
     return out
+
+
+#: The attribute a session's recorder sets on a deferred check's event when it has
+#: recorded it (so the session's end will decide it).
+CLAIM = "family_claimed"
+
+_UNCLAIMED = (
+    "correction: no pytest session recorded this deferred check (a gate run outside a test's "
+    "call phase, e.g. in a fixture), so it was decided alone, at its own level"
+)
+
+
+def claim(event) -> None:
+    """Mark ``event`` as recorded by a session that will decide its family (the pytest
+    plugin calls this for each deferred check it records)."""
+    setattr(event, CLAIM, True)
+
+
+def claimed(event) -> bool:
+    """Whether a session's recorder took ``event`` (see :data:`CLAIM`): a deferred
+    check nobody records must be decided at once, never pass unseen."""
+    return bool(getattr(event, CLAIM, False))
+
+
+def unclaimed(change):
+    """A deferred check no session recorded: its change with the reason added (or, for
+    None, the reason as a note)."""
+    if change is None:
+        return _UNCLAIMED
+    import dataclasses
+
+    return dataclasses.replace(change, reasons=(*change.reasons, _UNCLAIMED))

@@ -167,12 +167,23 @@ def test_correction_outside_a_session_is_refused():
         assert_no_regression(cur, base, max_drop=0.005, significant=True, correction="holm")
 
 
+def _recorder(events):
+    """A listener that records events and claims deferred ones, as the plugin does."""
+
+    def listen(event):
+        events.append(event)
+        if event.extra.get("decision") == "deferred":
+            rc.gates.claim(event)
+
+    return listen
+
+
 def test_a_significant_drop_is_deferred_to_the_session_correction():
     cur, base = _pair(0.05)
     events = []
     set_session_correction("holm")
     try:
-        with rc.gates.listening(events.append):
+        with rc.gates.listening(_recorder(events)):
             assert_no_regression(cur, base, max_drop=0.03, significant=True)  # no raise
             # a failure on anything but significance is never deferred
             with pytest.raises(AssertionError, match="underpowered|regressed"):
@@ -224,7 +235,7 @@ def test_assert_not_worse_is_deferred_under_a_session_correction():
     events = []
     set_session_correction("holm")
     try:
-        with rc.gates.listening(events.append):
+        with rc.gates.listening(_recorder(events)):
             rc.assert_not_worse(c)  # significantly worse: decided at the session's end
             with pytest.raises(AssertionError):
                 rc.assert_not_worse(c, rule="value")  # no significance test: decided now
@@ -233,3 +244,25 @@ def test_assert_not_worse_is_deferred_under_a_session_correction():
     first = events[0].to_dict()
     assert first["decision"] == "deferred" and first["passed"] is True and first["p_raw"] < 0.05
     assert "family" not in events[1].to_dict()
+
+
+def test_a_deferred_check_nobody_records_is_decided_at_once():
+    """Under a session's correction, a check no session records (a gate in a fixture, a
+    thread) fails at its own level instead of passing unseen."""
+    cur, base = _pair(0.05)
+    c = _comparisons(1.5)
+    set_session_correction("holm")
+    try:
+        with pytest.raises(AssertionError, match="no pytest session recorded this deferred"):
+            assert_no_regression(cur, base, max_drop=0.03, significant=True)
+        with pytest.raises(AssertionError, match="no pytest session recorded this deferred"):
+            rc.assert_not_worse(c)
+    finally:
+        set_session_correction(None)
+
+
+def test_an_expected_failure_does_not_turn_the_run_red():
+    recs = [_record("a", 0.001), {**_record("b", 0.002), "xfail": True}]
+    [fam] = decide_family(recs)
+    assert [r["test"] for r in fam["failed"]] == ["a"]
+    assert recs[1]["passed"] is False and recs[1]["decision"] == "failed after holm"

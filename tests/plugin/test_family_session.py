@@ -127,3 +127,23 @@ def test_unknown_correction_is_a_usage_error(project, value):
     result = _run(project, "--rc-correction", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--rc-correction*holm*bh*none*"])
+
+
+def test_a_deferred_gate_outside_a_test_call_is_decided_at_once(pytester):
+    """A gate in a fixture is not recorded on a test: under a correction it must not
+    pass unseen; it fails at its own level."""
+    pytester.makepyfile(
+        test_fixture=TESTS.split("@pytest.mark.parametrize")[0]
+        + """
+@pytest.fixture
+def checked():
+    cur = BASE + E - 5.0 * SE
+    rc.assert_no_regression(rec(cur), rec(BASE), max_drop=0.001, significant=True)
+
+def test_uses_it(checked):
+    pass
+"""
+    )
+    result = _run(pytester, "--rc-correction", "holm")
+    result.assert_outcomes(errors=1)
+    assert "no pytest session recorded this deferred check" in _text(result)
