@@ -137,13 +137,33 @@ def pair_reference(pos, neg, name):
             return tp / P
         return 2 * tp / (2 * tp + fp + fn)
     level = float(param)
+    # every observed score as a threshold t; the counts of pos >= t and neg >= t for all of
+    # them at once (a binary search in each sorted array: the same integers as the sums)
+    thresholds = np.unique(np.concatenate([pos, neg]))
+    tps = P - np.searchsorted(np.sort(pos), thresholds, side="left")
+    fps = neg.size - np.searchsorted(np.sort(neg), thresholds, side="left")
     best = 0.0
-    for t in np.unique(np.concatenate([pos, neg])):
-        tp = int((pos >= t).sum())
-        fp = int((neg >= t).sum())
+    for tp, fp in zip(tps.tolist(), fps.tolist()):
         if tp + fp == 0:
             continue
         precision, recall = tp / (tp + fp), tp / P
+        if base == "recall_at_precision" and precision >= level:
+            best = max(best, recall)
+        if base == "precision_at_recall" and recall >= level:
+            best = max(best, precision)
+    return best
+
+
+def pair_reference_by_sums(pos, neg, name):
+    """:func:`pair_reference` as first written, one sum per threshold (slow: a check of
+    the fast sweep on small data)."""
+    base, _, param = name.partition("@")
+    level, best = float(param), 0.0
+    for t in np.unique(np.concatenate([pos, neg])):
+        tp, fp = int((pos >= t).sum()), int((neg >= t).sum())
+        if tp + fp == 0:
+            continue
+        precision, recall = tp / (tp + fp), tp / pos.size
         if base == "recall_at_precision" and precision >= level:
             best = max(best, recall)
         if base == "precision_at_recall" and recall >= level:

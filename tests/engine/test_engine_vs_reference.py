@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import aggregate, pair_reference, reference
+from reference import aggregate, pair_reference, pair_reference_by_sums, reference
 
 import retrieval_checks as rc
 
@@ -216,6 +216,20 @@ def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, thresho
     for name in names:
         canonical = rc.canonical_metric_name(name)
         assert res[canonical] == pytest.approx(pair_reference(pos, neg, name), abs=1e-12), name
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_oracles_threshold_sweep_equals_one_sum_per_threshold(seed):
+    """pair_reference counts pos >= t and neg >= t for every observed score t by binary
+    search (the oracle of the tests below: ~90k pairs); one sum per threshold agrees on
+    tie-heavy scores (rounded to tenths) at every level, boundaries included."""
+    rng = np.random.default_rng(seed)
+    pos = np.round(rng.normal(0.5, 1.0, 300), 1).astype(np.float32)
+    neg = np.round(rng.normal(0.0, 1.0, 900), 1).astype(np.float32)
+    for level in (0.0, 0.1, 0.5, 0.9, 1.0):
+        for base in ("precision_at_recall", "recall_at_precision"):
+            name = f"{base}@{level}"
+            assert pair_reference(pos, neg, name) == pair_reference_by_sums(pos, neg, name), name
 
 
 @pytest.mark.parametrize("kernels", [True, False])
