@@ -1,0 +1,185 @@
+"""The documentation site builds with ``mkdocs build --strict`` (issue 29).
+
+A broken link, a page missing from the nav, a snippet of a file that no longer exists, a
+reference page the hook cannot generate or a docstring that no longer parses is a warning,
+and ``--strict`` turns it into a failed build, so this test fails. A second, tiny build
+shows that each of those kinds of problem does fail a build with this project's settings
+(the test is not one that cannot fail). The built home page and one reference page are
+rendered in headless Chromium and saved under test-artifacts/ (skipped, saying why, where
+Chromium is absent).
+
+Cost: one full build in a subprocess (about 8 CPU-s: mkdocstrings reads the package with
+griffe) shared by the tests of this module, one tiny build (about 3 CPU-s), two screenshots
+(about 2 s each). Skipped where mkdocs is not installed (the `docs` extra).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from browser import MISSING, chromium, run, screenshot
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("mkdocs", reason="mkdocs is not installed: pip install -e '.[docs]'")
+pytest.importorskip(
+    "mkdocstrings", reason="mkdocstrings is not installed: pip install -e '.[docs]'"
+)
+pytest.importorskip("material", reason="mkdocs-material is not installed: pip install -e '.[docs]'")
+
+pytestmark = pytest.mark.xdist_group("docs_site")
+
+
+def _build(config: Path, site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    done = _build(ROOT / "mkdocs.yml", out, ROOT)
+    assert done.returncode == 0, "mkdocs build --strict failed:\n" + done.stderr[-6000:]
+    return out
+
+
+def _text(path: Path) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", path.read_text()).split())
+
+
+def test_the_site_builds_strict_with_every_page(site):
+    for page in (
+        "index",
+        "tutorials/digits",
+        "tutorials/beir",
+        "tutorials/training-loop",
+        "tutorials/ci",
+        "metrics",
+        "slices",
+        "power",
+        "explanation/engine",
+    ):
+        assert (site / f"{page}.html").exists(), page
+    # every markdown page under docs/ is in the site (a page left out of the nav fails the
+    # build: validation.nav.omitted_files)
+    for md in (ROOT / "docs").rglob("*.md"):
+        assert (site / md.relative_to(ROOT / "docs").with_suffix(".html")).exists(), md
+
+
+def test_the_reference_is_generated_from_the_code(site):
+    import retrieval_checks as rc
+    from retrieval_checks.gates._spec import GATE_FIELDS
+    from retrieval_checks.options import OPTIONS
+    from retrieval_checks.tracking._cli import build_parser
+
+    metrics = _text(site / "reference/metrics.html")
+    for family in rc.metrics.FAMILIES.values():
+        assert family.template in metrics, family.name
+    options = _text(site / "reference/options.html")
+    assert all(name in options for name in OPTIONS)
+    gates = _text(site / "reference/gate-fields.html")
+    assert all(name in gates for name in GATE_FIELDS)
+    cli = _text(site / "reference/cli.html")
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    assert all(f"retrieval-checks {name}" in cli for name in commands)
+    assert "--rc-correction" in cli and "--rc-html" in cli  # the plugin's options
+    schema = _text(site / "reference/yaml-schema.html")
+    assert "at_least" in schema and "datasets" in schema
+    # the public API: every top-level name has its docstring rendered, with its anchor
+    pages = {p.stem: p.read_text() for p in (site / "reference/api").glob("*.html")}
+    for name in ("evaluate", "evaluate_run", "evaluate_image_text", "assert_metric", "compare"):
+        assert any(f'id="retrieval_checks.{sub}.{name}"' in html for sub, html in pages.items()), (
+            name
+        )
+    assert "Evaluate retrieval metrics exactly" in pages["engine"]
+
+
+def test_broken_links_missing_files_and_bad_docstrings_fail_a_build(tmp_path):
+    """The project's settings (validation, snippets' check_paths, mkdocstrings' numpy
+    docstrings) applied to a tiny site with one problem of each kind: the build fails and
+    names each one."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (tmp_path / "badmod.py").write_text(
+        'def f(a):\n    """One line.\n\n    Parameters\n    ----------\n    a:\n        the a.\n'
+        '\n    Trailing prose that the parser reads as a parameter.\n    """\n'
+    )
+    (docs / "index.md").write_text("# Home\n\n[gone](missing.md)\n\n::: badmod.f\n")
+    (docs / "tut.md").write_text('# Tut\n\n```python\n--8<-- "no/such/file.py"\n```\n')
+    (docs / "orphan.md").write_text("# Not in the nav\n")
+    config.update(docs_dir="docs", nav=[{"Home": "index.md"}, {"Tut": "tut.md"}])
+    config.pop("hooks")
+    next(p for p in config["plugins"] if isinstance(p, dict))["mkdocstrings"]["handlers"]["python"][
+        "paths"
+    ] = ["."]
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    done = _build(tmp_path / "mkdocs.yml", tmp_path / "site", tmp_path)
+    assert done.returncode != 0
+    log = done.stderr
+    assert "missing.md" in log, log[-3000:]
+    assert "no/such/file.py" in log, log[-3000:]
+    assert "Trailing" in log, log[-3000:]  # griffe: a "parameter" not in the signature
+    assert "orphan.md" in log, log[-3000:]
+
+
+def test_repository_links_are_checked_by_the_hook(tmp_path):
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import _hooks
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+
+    class _File:
+        src_uri = "tutorials/x.md"
+
+    class _Page:
+        file = _File()
+
+    md = "[ok](../../CONTRIBUTING.md) [bad](../../NO_SUCH_FILE.md) [page](../metrics.md)\n"
+    config = {"docs_dir": str(ROOT / "docs")}
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    _hooks.log.addHandler(handler)
+    try:
+        out = _hooks.on_page_markdown(md, _Page(), config, None)
+    finally:
+        _hooks.log.removeHandler(handler)
+    assert "ok (`CONTRIBUTING.md`)" in out and "[page](../metrics.md)" in out
+    assert [r.levelname for r in records] == ["WARNING"]
+    assert "NO_SUCH_FILE.md" in records[0].getMessage()
+
+
+def test_the_home_page_and_a_reference_page_render_in_headless_chromium(site, tmp_path):
+    browser = chromium()
+    if browser is None:
+        pytest.skip(MISSING)
+    artifacts = Path(os.environ.get("RC_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    for page, shot in (
+        ("index.html", "docs-home.png"),
+        ("reference/metrics.html", "docs-reference-metrics.png"),
+    ):
+        url = (site / page).as_uri()
+        dom = run(browser, tmp_path / "profile", "--dump-dom", url)
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        assert "retrieval-checks" in dom.stdout and "Uncaught" not in dom.stderr, dom.stderr[-2000:]
+        done = screenshot(browser, url, artifacts / shot, tmp_path / "profile")
+        assert done.returncode == 0 and (artifacts / shot).stat().st_size > 10_000, done.stderr[
+            -2000:
+        ]
