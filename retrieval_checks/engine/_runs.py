@@ -66,8 +66,7 @@ from .._textfiles import (
     trec_records,
 )
 from ..errors import EmptyQueriesError, InputError, MetricNameError
-from ..metrics._graded import gains as graded_gains
-from ..metrics._graded import raw_gains, row_top
+from ..metrics._graded import graded_ndcg_values
 from ..metrics._names import MetricSpec
 from ..metrics._policies import KINDS, binary_policy_values, parse_metric_list
 from ..metrics._ranking import aggregate
@@ -824,58 +823,36 @@ def _residual_values(rk: _Ranked, p: float, n_q: int, ties: str):
     return out
 
 
-def _dcg(row, rank, gain, K, n_q) -> np.ndarray:
-    inside = rank <= K if K is not None else np.ones(rank.shape, bool)
-    return np.bincount(
-        row, weights=np.where(inside, gain / np.log2(rank + 1.0), 0.0), minlength=n_q
-    )
-
-
 def _graded_values(specs, rk: _Ranked, flat: _Flat, ties: str) -> dict[str, dict[str, np.ndarray]]:
-    """nDCG and DCG under each policy: the gains of each tie group ascending (pessimistic,
-    the least DCG), descending (optimistic, the greatest) or all equal to their mean
-    (average: the exact expectation), or trec_eval's order (docid); the ideal DCG over
-    every judged document of grade > 0. nDCG is NaN where the ideal DCG is 0 (no grade >
-    0); grade -1 (not judged) gains nothing."""
-    n_q = flat.query_ids.shape[0]
+    """nDCG and DCG under each policy by :func:`retrieval_checks.metrics._graded.graded_ndcg_values`
+    (the engine's): the retrieved entries of grade > 0 in its layout (rows ascending, scores
+    ascending), the ideal DCG over every judged document of grade > 0, retrieved or not
+    (grade -1 gains nothing); ``"docid"`` ranks the entries in trec_eval's order, untied."""
     out: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in ("chosen", *KINDS)}
-    rank = rk.rank
-    jgrade = np.maximum(flat.grade, 0)
-    ideal = np.lexsort((-jgrade, flat.jq))
-    jq = flat.jq[ideal]
-    jrank = np.arange(jq.size) - np.searchsorted(jq, np.arange(n_q))[jq] + 1
-    size = np.diff(rk.bounds).astype(np.float64)
-    top = row_top(flat.jq, jgrade, n_q)  # per query: retrieved grades are among its judged ones
-    rgrade = np.maximum(rk.grade, 0)
+    if not specs:
+        return out
+    n_q = flat.query_ids.shape[0]
+    graded = rk.grade > 0
+    keep = flat.grade > 0
+    judged = (flat.jq[keep], flat.grade[keep])
+
+    def values(r: _Ranked, score: np.ndarray):
+        it = _binary_items(r, graded, n_q)
+        s, g = score[graded], r.grade[graded]
+        o = np.lexsort((s, it.rid))  # the engine's layout: by row, ascending score
+        return graded_ndcg_values(
+            specs, it.rid[o], s[o], g[o], it.rank[o], it.tied[o], it.position[o], n_q, judged
+        )
+
+    by = values(rk, rk.score)
+    if ties == "docid":  # one score per entry, in trec_eval's order
+        chosen = values(rk.untied(), -np.arange(rk.row.size, dtype=np.float64))["pessimistic"]
+    else:
+        chosen = by[ties]
     for s in specs:
-        normalised = s.family in ("ndcg", "ndcg_exp")
-        family = s.family.replace("dcg", "ndcg") if not normalised else s.family
-        if normalised:
-            gain = _gains(family, rgrade, top[rk.row])
-            igain = _gains(family, jgrade[ideal], top[jq])
-        else:  # DCG's own units: no scale (it would not cancel)
-            gain = raw_gains(rgrade, s)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            idcg = _dcg(jq, jrank, igain, s.k, n_q) if normalised else None
-
-            def value(arranged):
-                v = _dcg(rk.row, rank, arranged, s.k, n_q)
-                if normalised:
-                    v = v / idcg
-                    v[idcg == 0] = np.nan
-                return v
-
-            pess = value(gain[np.lexsort((gain, rk.group))])
-            opt = value(gain[np.lexsort((-gain, rk.group))])
-            if ties == "average":
-                mean = np.bincount(rk.group, weights=gain, minlength=size.size) / size
-                chosen = value(mean[rk.group])
-            elif ties == "docid":
-                chosen = value(gain)
-            else:
-                chosen = pess if ties == "pessimistic" else opt
+        pess, opt = by["pessimistic"][s.name], by["optimistic"][s.name]
         for kind, v in (
-            ("chosen", chosen),
+            ("chosen", chosen[s.name]),
             ("pessimistic", pess),
             ("optimistic", opt),
             ("min", pess),
@@ -883,13 +860,6 @@ def _graded_values(specs, rk: _Ranked, flat: _Flat, ties: str) -> dict[str, dict
         ):
             out[kind][s.name] = v
     return out
-
-
-def _gains(family: str, grade: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """The gains of ``grade`` scaled per query by a power of two (``top``: the largest
-    grade of each entry's query), as the engine's: 2^grade - 1 stays finite beyond grade
-    1023 and the factor cancels exactly in nDCG (:func:`retrieval_checks.metrics._graded.gains`)."""
-    return graded_gains(grade, family, top)
 
 
 # ----------------------------------------------------------------------------- result
@@ -1151,6 +1121,8 @@ def evaluate_run(
         from the run (it still counts in the qrels: R and the ideal DCG); the number
         removed is ``config["identical_ids_dropped"]``.
 
+    Notes
+    -----
     Conventions for relevant documents missing from the run and queries missing from it
     are in the module docstring: they count (R, ideal DCG), never rank inside a top K,
     add 0 to precision sums, give ``mrr`` / ``hit_rate`` 0 and ``medr`` / ``meanr`` the
