@@ -142,23 +142,34 @@ def _dcg_by_policy(rid, score, gain, rank_pess, tied, position, n_rows: int, k):
 
 
 def graded_ndcg_values(
-    specs: list[MetricSpec], rid, score, grade, rank_pess, tied, position, n_rows: int
+    specs: list[MetricSpec],
+    rid,
+    score,
+    grade,
+    rank_pess,
+    tied,
+    position,
+    n_rows: int,
+    judged=None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """``{policy: {name: per-row nDCG}}`` for the ``ndcg`` / ``ndcg_exp`` specs (and the
-    unnormalised ``dcg`` / ``dcg_exp``), under the
-    pessimistic, optimistic and average orders of ties (NaN for rows without items)."""
+    unnormalised ``dcg`` / ``dcg_exp``), under the pessimistic, optimistic and average
+    orders of ties. ``judged``: ``(row, grade)`` of every judged item of grade > 0,
+    ranked or not (a run's qrels), for the ideal DCG and the gains' scale; by default the
+    items themselves (the engine ranks every one). NaN for rows whose ideal DCG is 0."""
     out: dict[str, dict[str, np.ndarray]] = {
         p: {} for p in ("pessimistic", "optimistic", "average")
     }
-    has = np.bincount(rid, minlength=n_rows) > 0
-    top = row_top(rid, grade, n_rows)[rid]
+    jrid, jgrade = (rid, grade) if judged is None else judged
+    has = np.bincount(jrid, minlength=n_rows) > 0
+    row_max = row_top(jrid, jgrade, n_rows)
     for spec in specs:
         if spec.family in ("dcg", "dcg_exp"):  # DCG in the gains' own units: no scale
             gain = raw_gains(grade, spec)
             ideal = np.ones(n_rows)
         else:
-            gain = gains(grade, spec.family, top)
-            ideal = _ideal_dcg(rid, gain, n_rows, spec.k)
+            gain = gains(grade, spec.family, row_max[rid])
+            ideal = _ideal_dcg(jrid, gains(jgrade, spec.family, row_max[jrid]), n_rows, spec.k)
         for policy, dcg in _dcg_by_policy(
             rid, score, gain, rank_pess, tied, position, n_rows, spec.k
         ).items():
