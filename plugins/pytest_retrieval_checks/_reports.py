@@ -259,6 +259,13 @@ def junit_properties(record: dict) -> list[tuple[str, object]]:
     rule = rule_text(record)
     if rule:
         props.append((f"rc:{metric}:rule", rule))
+    # a significance-gated gate: its raw p-value and power (the adjusted p-value comes at the
+    # session's end, after JUnit took the test's properties: it is in the JSON and history)
+    for key, name in (("p_raw", "p"), ("mdd", "mdd"), ("power", "power")):
+        if record.get(key) is not None:
+            props.append((f"rc:{metric}:{name}", record[key]))
+    if record.get("decision") == "deferred":
+        props.append((f"rc:{metric}:decision", f"deferred to {record.get('correction')}"))
     return props
 
 

@@ -106,6 +106,13 @@ def test_holm_fails_only_what_survives_the_correction(project):
     assert stored["test_gate[0]"]["mdd"] == pytest.approx(g0["mdd"])
 
 
+def test_junit_carries_the_raw_p_value_and_the_power(project):
+    _run(project, "--rc-correction", "holm", "--junitxml=j.xml")
+    xml = (project.path / "j.xml").read_text()
+    assert 'name="rc:map:p"' in xml and 'name="rc:map:mdd"' in xml
+    assert 'name="rc:map:decision" value="deferred to holm"' in xml
+
+
 def test_holm_with_nothing_significant_after_correction_is_green(pytester):
     pytester.makepyfile(test_gates=TESTS.replace("{0: 2.2, 1: 5.0}", "{0: 2.2}"))
     result = _run(pytester, "--rc-correction", "holm")
