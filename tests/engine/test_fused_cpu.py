@@ -1,0 +1,399 @@
+"""The fused CPU counter (``RC_CPU_COUNTER=fused``, :mod:`retrieval_checks.engine._fused_cpu`)
+against the scored CPU path (products of whole blocks, then ``count_above_relevant``):
+the same numbers bit for bit.
+
+- its scan kernel against the scored kernel on random tiles (ties, masked pairs, rows
+  with 0 to 40 relevant scores, every path of the kernel: vectorised counts, bisection
+  with and without the group skip, the branch-free search of small rows, the tail);
+- ``rc.evaluate`` end to end, hypothesis over sizes, dimensions, classes, duplicate
+  rows, integer and float data, cosine / dot / neg_l2, tile shapes, panel heights and
+  gather widths: every metric, per-query values, tie values, skipped counts, pair
+  metrics (recall_at_precision, precision_at_recall, pair_precision at a threshold);
+- the product probe declines shapes whose products differ from the scored path's,
+  and the pass then falls back to the scored counter (same result);
+- checkpointed and executor passes, graded relevance, the counter choice.
+
+Cost: about 15 CPU-s (numba compiles the kernel once per interpreter, cached on disk).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import retrieval_checks as rc
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("numba")
+
+from retrieval_checks.engine import _counting, _fused_cpu  # noqa: E402
+from retrieval_checks.engine._backend import Backend  # noqa: E402
+from retrieval_checks.engine._counters import CpuCounter  # noqa: E402
+
+METRICS = [
+    "map",
+    "map@R",
+    "map@5",
+    "r_precision",
+    "hit_rate@1",
+    "recall@3",
+    "precision@2",
+    "mrr",
+    "ndcg@4",
+    "medr",
+    "recall_at_precision@0.5",
+    "precision_at_recall@0.5",
+    "pair_precision@t=0.25",
+]
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts the blocks the fused counter served (not declined)."""
+    served = {"blocks": 0}
+    run = _fused_cpu._run
+
+    def counted(*a, **k):
+        part = run(*a, **k)
+        served["blocks"] += part is not None
+        return part
+
+    monkeypatch.setattr(_fused_cpu, "_run", counted)
+    return served
+
+
+def _both(monkeypatch, **kw):
+    """rc.evaluate under the scored counter, then under the fused one."""
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    scored = rc.evaluate(**kw)
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    fused = rc.evaluate(**kw)
+    return scored, fused
+
+
+def _same(a, b, what=""):
+    assert list(a) == list(b), what
+    for k in a:
+        va, vb = a[k], b[k]
+        assert va == vb or (math.isnan(va) and math.isnan(vb)), f"{k}: {va} != {vb} {what}"
+    for k in a.per_query:
+        assert np.array_equal(a.per_query[k], b.per_query[k], equal_nan=True), f"{k} {what}"
+    assert a.n_skipped == b.n_skipped and list(a.skipped_queries) == list(b.skipped_queries)
+    assert dict(a.tie_values) == dict(b.tie_values), what
+    assert a.thresholds == b.thresholds, what
+    assert a.pair_counts == b.pair_counts, what
+
+
+# ----------------------------------------------------------------------------- kernel
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    m=st.integers(1, 9),
+    width=st.integers(1, 90),
+    levels=st.sampled_from([3, 7, 50, 0]),
+    r_max=st.sampled_from([0, 3, 16, 17, 40]),
+    with_tau=st.booleans(),
+)
+def test_scan_tile_counts_as_the_scored_kernel(seed, m, width, levels, r_max, with_tau):
+    from retrieval_checks.engine import _fused_cpu_numba as K
+    from retrieval_checks.engine import _kernels_numba as KN
+
+    rng = np.random.default_rng(seed)
+    c = width + int(rng.integers(0, 20))  # the tile may be wider than its valid columns
+    col0 = int(rng.integers(0, 3)) * c
+
+    def draw(shape):
+        x = rng.standard_normal(shape).astype(np.float32)
+        return np.round(x * levels / 3).astype(np.float32) if levels else x
+
+    T = draw((m, c))
+    counts = rng.integers(0, r_max + 1, m)
+    rel_ptr = np.zeros(m + 1, np.int64)
+    np.cumsum(counts, out=rel_ptr[1:])
+    shift = rng.uniform(-1.5, 2.5, m).astype(np.float32)  # rows from dense to sparse
+    rel = np.concatenate(
+        [np.sort(draw(int(n)) + (0 if levels else shift[i])) for i, n in enumerate(counts)]
+        + [np.zeros(0, np.float32)]
+    ).astype(np.float32)
+    masked = [
+        np.unique(col0 + rng.integers(-2, width + 2, int(rng.integers(0, 4)))) for _ in range(m)
+    ]
+    mask_ptr = np.zeros(m + 1, np.int64)
+    np.cumsum([x.size for x in masked], out=mask_ptr[1:])
+    mask_cols = np.concatenate(masked + [np.zeros(0, np.int64)]).astype(np.int64)
+    tau = np.float32(rng.standard_normal()) if with_tau else np.float32(np.inf)
+
+    want_T = T.copy()  # the scored path: masked pairs set to -inf, then its kernel
+    for i in range(m):
+        for col in masked[i]:
+            if 0 <= col - col0 < width:
+                want_T[i, col - col0] = -np.inf
+    n_rel = int(rel_ptr[-1])
+    above = np.empty(n_rel, np.int64)
+    tied = np.empty(n_rel, np.int64)
+    tail = np.zeros(m, np.int64)
+    KN.count_above_relevant(want_T[None], m, width, rel_ptr, rel, above, tied, tau, tail)
+
+    hist = np.zeros(n_rel + m, np.int64)
+    tie_diff = np.zeros(n_rel + m, np.int64)
+    got_above = np.zeros(n_rel, np.int64)
+    got_tied = np.zeros(n_rel, np.int64)
+    got_tail = K.scan_tile(
+        T,
+        m,
+        width,
+        col0,
+        mask_ptr,
+        mask_cols,
+        rel_ptr,
+        rel,
+        hist,
+        tie_diff,
+        got_above,
+        got_tied,
+        tau,
+    )
+    K.finish_counts(m, rel_ptr, hist, tie_diff, got_above, got_tied)
+    np.testing.assert_array_equal(got_above, above)
+    np.testing.assert_array_equal(got_tied, tied)
+    if with_tau:
+        np.testing.assert_array_equal(got_tail, tail)
+    np.testing.assert_array_equal(T[:, :width], want_T[:, :width])  # masked in place
+
+
+@pytest.mark.parametrize("low", [0, 1000, 4000])
+@pytest.mark.parametrize("r", [1, 15, 16, 17])
+def test_scan_tile_rows_at_the_search_boundaries(r, low):
+    """Rows of 15, 16 (the branch-free search's last slot) and 17 relevant scores (the
+    bisection), scores above all of them, between, tied with each and below; ``low``
+    scores far below make the row sparse (no low scores: the vectorised counts; 1000:
+    bisection of every score; 4000: the group skip first)."""
+    from retrieval_checks.engine import _fused_cpu_numba as K
+    from retrieval_checks.engine import _kernels_numba as KN
+
+    rel = np.arange(r, dtype=np.float32)
+    T = np.concatenate([np.arange(-1, r + 1, 0.5), np.arange(r), [r + 5.0] * 3, [-9.0] * low])
+    T = T.astype(np.float32)[None, :]
+    width = T.shape[1]
+    ptr = np.array([0, r], np.int64)
+    none = np.zeros(2, np.int64), np.zeros(0, np.int64)
+    above, tied, tail = np.empty(r, np.int64), np.empty(r, np.int64), np.zeros(1, np.int64)
+    tau = np.float32(np.inf)
+    KN.count_above_relevant(T[None].copy(), 1, width, ptr, rel, above, tied, tau, tail)
+    got_above, got_tied = np.zeros(r, np.int64), np.zeros(r, np.int64)
+    hist, tie_diff = np.zeros(r + 1, np.int64), np.zeros(r + 1, np.int64)
+    K.scan_tile(T, 1, width, 0, *none, ptr, rel, hist, tie_diff, got_above, got_tied, tau)
+    K.finish_counts(1, ptr, hist, tie_diff, got_above, got_tied)
+    np.testing.assert_array_equal(got_above, above)
+    np.testing.assert_array_equal(got_tied, tied)
+
+
+# ----------------------------------------------------------------------------- end to end
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 60),
+    d=st.integers(1, 9),
+    n_classes=st.integers(1, 12),
+    integer=st.booleans(),
+    dup=st.booleans(),
+    similarity=st.sampled_from(["cosine", "dot", "neg_l2"]),
+    tile=st.sampled_from([None, (7, 16), (16, 32), (40, 48)]),
+    panel=st.sampled_from([3, 8, 128]),
+    step=st.sampled_from([16, 256]),
+    query_gallery=st.booleans(),
+)
+def test_evaluate_fused_equals_scored(
+    monkeypatch,
+    spy,
+    seed,
+    n,
+    d,
+    n_classes,
+    integer,
+    dup,
+    similarity,
+    tile,
+    panel,
+    step,
+    query_gallery,
+):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-3, 4, (n, d)).astype(np.float32) if integer else rng.standard_normal((n, d))
+    X = X.astype(np.float32)
+    if dup and n > 3:  # duplicate rows: exact ties wherever they sit
+        X[rng.integers(0, n, n // 3)] = X[rng.integers(0, n, n // 3)]
+    if similarity == "cosine":
+        X[~X.any(axis=1)] = 1.0  # cosine refuses all-zero rows
+    y = rng.integers(0, n_classes, n)
+    kw = dict(metrics=METRICS, similarity=similarity, device="cpu", tile=tile, progress=False)
+    kw["empty_queries"] = "skip"
+    if query_gallery:
+        q = max(1, n // 3)
+        kw.update(queries=X[:q], query_labels=y[:q], gallery=X[q:], gallery_labels=y[q:])
+        if n - q < 1:
+            return
+    else:
+        kw.update(queries=X, query_labels=y)
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", panel)
+    monkeypatch.setattr(_fused_cpu, "GATHER_STEP", step)
+    try:
+        monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+        scored = rc.evaluate(**kw)
+    except rc.InputError as exc:  # e.g. no positive pair for the pair metrics
+        monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+        with pytest.raises(rc.InputError) as again:
+            rc.evaluate(**kw)
+        assert str(again.value) == str(exc)
+        return
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    fused = rc.evaluate(**kw)  # (the probe may decline a panel height: then scored blocks)
+    _same(scored, fused, f"{similarity} tile={tile} panel={panel}")
+
+
+def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy):
+    """Many blocks, several panels per block, relevant items gathered in several tiles
+    (a class spans the gallery), ties from integer data, the three similarities."""
+    rng = np.random.default_rng(7)
+    X = rng.integers(-2, 3, (300, 6)).astype(np.float32)
+    X[~X.any(axis=1)] = 1.0
+    y = rng.integers(0, 4, 300)
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 16)
+    monkeypatch.setattr(_fused_cpu, "GATHER_STEP", 16)
+    for sim in ("cosine", "dot", "neg_l2"):
+        a, b = _both(
+            monkeypatch,
+            queries=X,
+            query_labels=y,
+            metrics=METRICS,
+            similarity=sim,
+            device="cpu",
+            tile=(64, 48),
+            progress=False,
+        )
+        _same(a, b, sim)
+    assert spy["blocks"] >= 3 * 4
+
+
+def test_float_rows_of_other_norms_and_ties_on_cosine(monkeypatch, spy):
+    """Cosine's epilogue on integer rows of different norms (factors |x|^2) and on
+    normalised float rows (factors 1, the epilogue skipped): the same scores."""
+    rng = np.random.default_rng(3)
+    base = rng.integers(-2, 3, (40, 5)).astype(np.float32)
+    base[~base.any(axis=1)] = 1.0
+    X = np.concatenate([base, 2 * base, 0.5 + rng.standard_normal((40, 5))]).astype(np.float32)
+    y = np.concatenate([np.arange(40) % 6, np.arange(40) % 6, np.arange(40) % 5])
+    a, b = _both(monkeypatch, queries=X, query_labels=y, metrics=METRICS, device="cpu")
+    _same(a, b)
+    assert spy["blocks"] >= 1
+
+
+def test_relevance_map_and_graded(monkeypatch, spy):
+    """Relevance given per query (CSR), graded: grades follow the sorted relevant scores."""
+    rng = np.random.default_rng(11)
+    Q = rng.standard_normal((30, 4)).astype(np.float32)
+    G = np.round(rng.standard_normal((70, 4)), 1).astype(np.float32)
+    relevance = {
+        i: {int(j): int(rng.integers(1, 4)) for j in rng.choice(70, int(rng.integers(1, 9)), False)}
+        for i in range(30)
+        if i % 7
+    }
+    a, b = _both(
+        monkeypatch,
+        queries=Q,
+        gallery=G,
+        relevance=relevance,
+        metrics=["map", "ndcg@5", "ndcg_exp@10", "recall@5", "mrr"],
+        device="cpu",
+        empty_queries="skip",
+        tile=(8, 32),
+    )
+    _same(a, b)
+    assert spy["blocks"] >= 1
+
+
+def test_checkpoint_and_executor_passes(monkeypatch, spy, tmp_path):
+    """The checkpointed and executor passes host the same counter: same result."""
+    rng = np.random.default_rng(5)
+    X = np.round(rng.standard_normal((120, 6)), 1).astype(np.float32)
+    y = rng.integers(0, 9, 120)
+    kw = dict(queries=X, query_labels=y, metrics=METRICS[:-3], device="cpu", tile=(32, 48))
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    want = rc.evaluate(**kw)
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    _same(want, rc.evaluate(**kw, checkpoint=tmp_path / "a"))
+    _same(want, rc.evaluate(**kw, checkpoint=tmp_path / "a"))  # resumed from its blocks
+    with ThreadPoolExecutor(2) as pool:
+        _same(want, rc.evaluate(**kw, executor=pool))
+    assert spy["blocks"] >= 2 * 4
+
+
+# ----------------------------------------------------------------------------- the probe
+class _ShapeDependent(Backend):
+    """torch CPU whose products change in the last bit when the tile is not b rows high:
+    what a BLAS with a shape-dependent summation order looks like to the probe."""
+
+    def __init__(self, b):
+        super().__init__("torch", torch.device("cpu"))
+        self.b = b
+
+    @property
+    def name(self):
+        return f"shape-dependent:{self.b}"
+
+    def matmul_into(self, a, b, out):
+        torch.mm(a, b.T, out=out)
+        if out.shape[0] != self.b:
+            out.copy_(torch.nextafter(out, torch.full_like(out, math.inf)))
+
+
+def test_probe_declines_products_that_depend_on_the_tile():
+    assert _fused_cpu.shapes_exact(Backend("torch", torch.device("cpu")), 64, 16, 48, 8, 1)
+    assert not _fused_cpu.shapes_exact(_ShapeDependent(64), 64, 16, 48, 8, 1)
+    assert not _fused_cpu.shapes_exact(_ShapeDependent(64), 64, 16, 48, 8, 2, width=32)
+
+
+def test_declined_blocks_run_on_the_scored_counter(monkeypatch):
+    """When the probe says no, the counter returns None and the pass's fallback (the
+    scored counter) computes the block: the result is the scored path's."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((50, 4)).astype(np.float32)
+    y = rng.integers(0, 5, 50)
+    monkeypatch.setattr(_fused_cpu, "shapes_exact", lambda *a, **k: False)
+    calls = {"n": 0}
+    run = _fused_cpu._run
+
+    def counted(*a, **k):
+        calls["n"] += 1
+        return run(*a, **k)
+
+    monkeypatch.setattr(_fused_cpu, "_run", counted)
+    a, b = _both(monkeypatch, queries=X, query_labels=y, metrics=METRICS, device="cpu")
+    _same(a, b)
+    assert calls["n"] >= 1
+
+
+# ----------------------------------------------------------------------------- the choice
+def test_counter_choice(monkeypatch):
+    cpu = Backend("torch", torch.device("cpu"))
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    chosen = _counting.select(cpu, "cosine", None)
+    assert isinstance(chosen, _fused_cpu.FusedCpuCounter)
+    assert isinstance(chosen.fallback, CpuCounter)
+    assert isinstance(_counting.select(cpu, "hamming", None), CpuCounter)
+    assert isinstance(_counting.select(cpu, "dot", None, sharded=True), CpuCounter)
+    assert isinstance(_counting.select(Backend("numpy"), "dot", None), CpuCounter)
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    assert isinstance(_counting.select(cpu, "cosine", None), CpuCounter)
+    monkeypatch.setenv("RC_CPU_COUNTER", "fast")
+    with pytest.raises(rc.BackendError, match="RC_CPU_COUNTER='fast'"):
+        _counting.select(cpu, "cosine", None)
