@@ -207,9 +207,10 @@ class Power:
     def describe(self) -> str:
         """One line: the minimum detectable drop, and against the tolerance."""
         unit = self.unit or "units"
+        sample = f"{self.n_units} {unit}, " if self.n_units else ""
         text = (
             f"minimum detectable drop {self.mdd:.4g} at {self.power:.0%} power "
-            f"(one-sided level {self.level:.3g}, {self.n_units} {unit}, {self.method})"
+            f"(one-sided level {self.level:.3g}, {sample}{self.method})"
         )
         if self.tolerance is None:
             return text
@@ -219,6 +220,8 @@ class Power:
                 f"about {self.units_needed} {unit} would be needed"
                 if self.units_needed is not None
                 else "no practical number of units would do"
+                if self.n_units
+                else "more units would be needed (the records carry no sample size to scale)"
             )
             text += f" < {self.power:.0%}: {need}"
         return text
@@ -255,6 +258,6 @@ def power_of(
     at = need = None
     if tolerance is not None:
         at = power_at(tolerance, se, level=level, dof=dof)
-        if at < power:
+        if at < power and n_units and n_units >= 2:  # unknown sample size: no count to scale
             need = units_needed(se, n_units, tolerance, level=level, power=power, t=dof is not None)
     return Power(mdd, power, level, se, int(n_units), unit, dof, tolerance, at, need, required)

@@ -193,3 +193,13 @@ def test_relative_tolerance_sets_the_drop_to_detect():
         "map", b, c, max_drop=0.2, max_relative_drop=0.02, significant=True
     )  # 2% of 0.5 = 0.01 < 0.2
     assert ch.power.tolerance == pytest.approx(0.01)
+
+
+def test_an_interval_test_without_a_sample_size_names_no_count():
+    """Two intervals and no n: the MDD is known, the units needed are not (never a
+    made-up count)."""
+    b = {"value": 0.6, "low": 0.55, "high": 0.65}
+    c = {"value": 0.59, "low": 0.54, "high": 0.64}
+    ch = measure_change("map", b, c, max_drop=0.005, significant=True)
+    assert ch.power.underpowered and ch.power.units_needed is None
+    assert "carry no sample size" in ch.power.describe()
