@@ -5,10 +5,8 @@ subdirectory; and the selection of partial runs (-k, node ids) recorded by the p
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,17 +37,13 @@ def _cli(*args):
     return cli(list(map(str, args)), out=out), out.getvalue()
 
 
-def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTEST_ADDOPTS", None)
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def _pytest(pytester, cwd: Path, *args: str, cache: bool = False) -> SimpleNamespace:
+    """pytest started in ``cwd`` (in-process: what matters is the directory and the
+    arguments it was given; pytester's own snapshot keeps the runs' modules apart)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        result = pytester.runpytest_inprocess(*(() if cache else ("-p", "no:cacheprovider")), *args)
+    return SimpleNamespace(returncode=int(result.ret), stdout=result.stdout.str())
 
 
 @pytest.mark.parametrize("config", ["pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", ".git"])
@@ -90,13 +84,13 @@ def test_the_command_line_reads_the_plugins_history_from_any_subdirectory(pytest
     (root / "tests" / "test_gates.py").write_text(TESTS)
     (root / "docs" / "deep").mkdir(parents=True)
 
-    first = _pytest(root)
+    first = _pytest(pytester, root)
     assert first.returncode == 0, first.stdout[-3000:]
     db = root / ".retrieval-checks" / "history.sqlite"
     assert db.is_file() and "run 1 recorded in" in first.stdout
     # pytest started in a subdirectory, with -k and a node id: the same database, runs marked partial
-    second = _pytest(root / "tests", "-k", "map")
-    third = _pytest(root / "tests", "test_gates.py::test_other")
+    second = _pytest(pytester, root / "tests", "-k", "map")
+    third = _pytest(pytester, root / "tests", "test_gates.py::test_other")
     assert second.returncode == 0 and third.returncode == 0, (
         second.stdout[-3000:] + third.stdout[-3000:]
     )
@@ -132,15 +126,15 @@ def test_outside_any_project_the_error_says_where_it_looked(tmp_path, monkeypatc
     assert code == 0 and out.splitlines()[1].split()[0] == "1"
 
 
-def test_without_a_pytest_configuration_both_use_the_repository_root(tmp_path, monkeypatch):
+def test_without_a_pytest_configuration_both_use_the_repository_root(pytester, monkeypatch):
     """pytest's rootdir is then the directory it was started in; the plugin still writes
     where the command line looks: the repository's root (its .git)."""
-    project = tmp_path / "repo"
+    project = pytester.path / "repo"
     (project / ".git").mkdir(parents=True)
     (project / "tests").mkdir()
     (project / "tests" / "test_gates.py").write_text(TESTS)
     (project / "notes").mkdir()
-    result = _pytest(project / "tests")
+    result = _pytest(pytester, project / "tests")
     assert result.returncode == 0, result.stdout[-3000:]
     assert (
         f"rootdir: {project / 'tests'}" in result.stdout
@@ -152,8 +146,8 @@ def test_without_a_pytest_configuration_both_use_the_repository_root(tmp_path, m
     assert code == 0 and "run 1: 2 gates" in out
 
 
-def test_last_failed_reruns_are_partial_only_when_they_narrow_the_run(tmp_path):
-    project = tmp_path / "p"
+def test_last_failed_reruns_are_partial_only_when_they_narrow_the_run(pytester):
+    project = pytester.path / "p"
     (project / "tests").mkdir(parents=True)
     (project / "pytest.ini").write_text("[pytest]\n")
     broken = (
@@ -161,17 +155,9 @@ def test_last_failed_reruns_are_partial_only_when_they_narrow_the_run(tmp_path):
         "model='m', dataset='d'), 0.9999)\n"
     )
     (project / "tests" / "test_gates.py").write_text(TESTS + broken)
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
 
     def run(*args):  # with pytest's cache, which --lf reads
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", *args],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        return _pytest(pytester, project, *args, cache=True)
 
     assert run().returncode == 1
     assert run("--lf").returncode == 1  # only test_broken reruns
