@@ -13,8 +13,9 @@ import numpy as np
 from .._arrays import as_numpy
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics._embedding import discriminant_ratio
-from ..metrics._names import MetricSpec, parse_metric
+from ..metrics._names import MetricSpec
 from ..metrics._pairs import pair_metric, pr_curve
+from ..metrics._policies import parse_metric_list
 from ..metrics._ranking import aggregate
 from ..options import check_option
 from ._blocks import RelevanceSource
@@ -67,22 +68,8 @@ class Request:
 
 
 def _parse_all(metrics) -> list[MetricSpec]:
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    try:
-        metrics = list(metrics) if metrics is not None else []
-    except TypeError:
-        raise MetricNameError(
-            f"metrics must be a name or a list of names, got {type(metrics).__name__}.", name=""
-        ) from None
-    if len(metrics) == 0:
-        raise MetricNameError(
-            "metrics is empty: name at least one metric, e.g. metrics=['map', 'hit_rate@1', 'map@R'].",
-            name="",
-        )
-    specs: dict[str, MetricSpec] = {}
-    for m in metrics:
-        s = parse_metric(m)
+    specs = parse_metric_list(metrics, "['map', 'hit_rate@1', 'map@R']")
+    for s in specs:
         if s.kind == "crossmodal":
             raise MetricNameError(
                 f"{s.name!r} is an image-text metric: call retrieval_checks.evaluate_image_text(images, captions, "
@@ -101,8 +88,7 @@ def _parse_all(metrics) -> list[MetricSpec]:
                 "call retrieval_checks.evaluate_run(run, qrels, ...) with the qrels.",
                 name=s.name,
             )
-        specs.setdefault(s.name, s)
-    return list(specs.values())
+    return specs
 
 
 def parse_request(
