@@ -247,7 +247,7 @@ def _query_units(result, spec, confidence: float, seed: int) -> dict:
             out["confidence"] = float(iv.confidence)
         except InputError:
             pass
-    if spec.family == "medr":
+    if spec.family in ("medr", "gm_map"):  # not means: per-class sums would not rebuild them
         return out
     codes = getattr(result, "query_label_codes", None)
     if codes is not None:

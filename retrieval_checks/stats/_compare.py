@@ -119,6 +119,11 @@ def compare(
     if not isinstance(method, str) or method not in ("t", "bootstrap"):
         raise InputError(f"method={method!r}: use 't' or 'bootstrap'.")
     spec = parse_metric(metric)
+    if spec.family == "gm_map":  # the registry's compare=False: paired means would be map's
+        raise InputError(
+            "gm_map has no paired comparison: a geometric mean is not a mean of per-query "
+            "differences; compare 'map' (the same APs, averaged), or gate gm_map's value."
+        )
     if not isinstance(cluster, str) or cluster not in ("auto", "query", "label"):
         raise InputError(f"cluster={cluster!r}: use 'auto', 'query' or 'label'.")
     check_resamples(n_resamples)
