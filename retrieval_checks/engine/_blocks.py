@@ -284,14 +284,21 @@ def run_block(
 
 
 def run_binning_block(
-    p: Problem, start: int, stop: int, counter, sorted_positive: np.ndarray, out: np.ndarray
+    p: Problem,
+    start: int,
+    stop: int,
+    counter,
+    sorted_positive: np.ndarray,
+    out: np.ndarray,
+    reduce=LOCAL,
 ) -> None:
     """Second-pass task: add to ``out`` this rank's negatives of the block binned
     against the sorted positive scores (``out[t]``: negatives with exactly ``t``
-    positives ``<=`` them; the ranks' histograms are summed by the caller)."""
+    positives ``<=`` them; the ranks' histograms are summed by the caller). ``reduce``
+    gives the block's query rows (a rank holds only its own)."""
     if counter.fused:
         if counter.run_binning(p, start, stop, sorted_positive, out):
             return
         counter = counter.fallback
-    S, _rel, _vals = masked_scores(p, start, stop, counter)
+    S, _rel, _vals = masked_scores(p, start, stop, counter, reduce)
     counter.bin(S, stop - start, p.n_cols, sorted_positive, out)

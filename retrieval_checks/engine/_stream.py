@@ -193,8 +193,10 @@ class PassTotals:
             )
 
     def _add_graded(self, part: BlockPartial, rid: np.ndarray, counts: np.ndarray) -> None:
-        """nDCG with the grades, over every item of grade > 0; a query without an item of
-        the relevance level is empty for nDCG too (one set of used queries)."""
+        """nDCG with the grades, over every item of grade > 0 (trec_eval: the relevance
+        level is the binary metrics'); a query without an item of the level is empty, and
+        the empty-query policy (skip: left out; zero: nDCG keeps its graded value) is
+        applied with the other metrics'."""
         specs = [s for s in self.query_specs if s.family in _NDCG]
         if not specs:
             return
@@ -202,12 +204,9 @@ class PassTotals:
         by = graded_ndcg_values(
             specs, rid, part.score, part.grade, part.rank, part.tied, part.position, stop - start
         )
-        empty = counts == 0
-        for spec in specs:
+        for spec in specs:  # a query without an item of the level: the empty-query policy decides
             name = spec.name
             pess, opt, avg = (by[p][name].copy() for p in ("pessimistic", "optimistic", "average"))
-            for v in (pess, opt, avg):
-                v[empty] = np.nan
             chosen = {"pessimistic": pess, "optimistic": opt, "average": avg}[self.ties]
             self._store(
                 name, start, stop, chosen, pess, opt, np.fmin(pess, opt), np.fmax(pess, opt)
@@ -331,7 +330,7 @@ def binning_pass(problem: Problem, counts: PairCounts, counter, reduce=LOCAL) ->
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
     for start, stop in each_block(problem, plan_blocks(problem.n_q, block_rows(problem, counter))):
-        run_binning_block(problem, start, stop, counter, u, hist)
+        run_binning_block(problem, start, stop, counter, u, hist, reduce)
     hist = reduce("bins", hist)
     # negatives >= u[t] are those with more than t positives <= them
     return np.cumsum(hist[::-1])[::-1][1:]

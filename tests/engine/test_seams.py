@@ -28,7 +28,7 @@ from retrieval_checks.engine._counting import TritonCounter, select
 from retrieval_checks.engine._inputs import Csr
 from retrieval_checks.engine._plan import Window, plan_pass, prepare_problem
 from retrieval_checks.engine._reduce import LOCAL, STATES
-from retrieval_checks.engine._stream import stream
+from retrieval_checks.engine._stream import binning_pass, stream
 from retrieval_checks.metrics._names import parse_metric
 
 NUMPY = Backend("numpy")
@@ -49,7 +49,9 @@ def _no_self(n_q):
     return Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64))
 
 
-def _problem(Q, G, yq, yg, similarity, backend, window=None, G_local=None, reduce=LOCAL):
+def _problem(
+    Q, G, yq, yg, similarity, backend, window=None, G_local=None, reduce=LOCAL, Q_local=None
+):
     n_q, n_g = len(Q), len(G)
     own = _no_self(n_q)
     source = RelevanceSource(q_codes=yq, g_codes=yg, self_pairs=own, n_g=n_g)
@@ -68,7 +70,7 @@ def _problem(Q, G, yq, yg, similarity, backend, window=None, G_local=None, reduc
     gallery = G if G_local is None else G_local
     return prepare_problem(
         plan,
-        Q,
+        Q if Q_local is None else Q_local,
         gallery,
         n_g=n_g,
         similarity=similarity,
@@ -146,8 +148,8 @@ def test_the_scored_counters_are_twins(similarity):
 
 class _ThreadRanks:
     """An in-process Reduce over ``world`` threads: every declared state's operation
-    (max, sum, gather in rank order, min) over the threads' values; the block's query
-    rows are each rank's own (every rank holds every query)."""
+    (max, sum, gather in rank order, min) over the threads' values; a block's query rows
+    come from the ranks that hold them (each rank's problem holds its own queries)."""
 
     local = False
 
@@ -174,11 +176,19 @@ class _ThreadRanks:
         return torch.from_numpy(got).to(value.device) if isinstance(value, torch.Tensor) else got
 
     def queries(self, p, start, stop, Qb, qa):
-        LOCAL.queries(p, start, stop, Qb, qa)
+        for q in self.shared["problems"]:  # "broadcast" by the owners of the rows
+            lo, hi = max(start, q.q0), min(stop, q.q0 + int(q.Q.shape[0]))
+            if lo < hi:
+                Qb[lo - start : hi - start] = q.Q[lo - q.q0 : hi - q.q0]
+                if q.qa is not None:
+                    qa[lo - start : hi - start] = q.qa[lo - q.q0 : hi - q.q0]
 
 
-def _summary(totals):
+def _summary(totals, problem, reduce=LOCAL):
+    # the binning pass (precision_at_recall's exact fallback), over every rank
+    counts = totals.pair_counts(n_negative=0)
     return {
+        "bins": binning_pass(problem, counts, totals.counter, reduce),
         **{f"q:{k}": v for k, v in totals.per_query.items()},
         **{f"{t}:{k}": v for t, d in totals.tie_values.items() for k, v in d.items()},
         "first_p": totals.first_rank["pessimistic"],
@@ -207,19 +217,23 @@ def test_two_column_windows_joined_by_a_reduce_equal_one_process(similarity, bac
     kw = dict(query_specs=specs, pair_specs=pairs, n_positive=n_pos, use_kernels=use_kernels)
     whole = _problem(Q, G, yq, yg, similarity, backend)
     # a small tail capacity: later blocks keep the tail threshold the first ones raised
-    want = _summary(stream(whole, **kw))
+    want = _summary(stream(whole, **kw), whole)
     bounds = [(0, 21), (21, len(G))]  # the first window ends inside a chunk of 16
-    shared = {"slots": [None, None], "barrier": threading.Barrier(2, timeout=60)}
+    q_bounds = [(0, 12), (12, len(Q))]  # each rank holds its own queries too
+    barrier = threading.Barrier(2, timeout=60)
+    shared = {"slots": [None, None], "barrier": barrier, "problems": [None, None]}
     got, errors = [None, None], []
 
     def rank(r):
         try:
-            g0, g1 = bounds[r]
-            window = Window(g0, g1, 0, len(Q))
+            (g0, g1), (q0, q1) = bounds[r], q_bounds[r]
+            window = Window(g0, g1, q0, len(Q))
             ranks = _ThreadRanks(r, shared)
-            p = _problem(Q, G, yq, yg, similarity, backend, window, G[g0:g1], ranks)
-            assert p.windowed and p.n_chunks == (2 if r == 0 else 3)
-            got[r] = _summary(stream(p, reduce=ranks, **kw))
+            p = _problem(Q, G, yq, yg, similarity, backend, window, G[g0:g1], ranks, Q[q0:q1])
+            assert p.windowed and p.n_chunks == (2 if r == 0 else 3) and p.n_q == len(Q)
+            shared["problems"][r] = p
+            barrier.wait()
+            got[r] = _summary(stream(p, reduce=ranks, **kw), p, ranks)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
             shared["barrier"].abort()
