@@ -26,6 +26,8 @@ from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
 from ..stats._intervals import MIN_INTERVAL_UNITS
 from ..stats._slices import require_slices, slice_intervals
+from ._assertions import _bounds  # the thresholds rule of assert_metric (range, certain K)
+from ._baselines import _round
 from ._events import GateEvent, emit
 from ._exact import exceeds
 
@@ -179,7 +181,7 @@ def assert_slices(
     _on(on)
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
-    at_least, at_most = _threshold(spec, at_least, "at_least"), _threshold(spec, at_most, "at_most")
+    at_least, at_most = _bounds(result, spec, at_least, at_most)
     if at_least is not None and at_most is not None and at_least > at_most:
         raise InputError(
             f"at_least={at_least:g} > at_most={at_most:g} for {spec.name}: no value passes both; swap them."
@@ -276,7 +278,7 @@ def assert_worst_slice(
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
     _on(on)
-    at_least, at_most = _threshold(spec, at_least, "at_least"), _threshold(spec, at_most, "at_most")
+    at_least, at_most = _bounds(result, spec, at_least, at_most)
     names = _named_slices(all_slices, None, _gate)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     _refuse_small(ivs, names, _gate, spec.name)
@@ -382,13 +384,16 @@ def assert_no_slice_regression(
     baseline,
     metric: str,
     *,
-    max_drop: float = 0.0,
+    max_drop: float | None = None,
+    max_relative_drop: float | None = None,
     slices=None,
     confidence: float | None = None,
     seed: int | None = None,
 ) -> None:
-    """Fail when a slice's ``metric`` dropped by more than ``max_drop`` from the
-    baseline's value of the same slice (a rise for rank metrics).
+    """Fail when a slice's ``metric`` dropped by more than ``max_drop`` (or
+    ``max_relative_drop`` times its baseline value; the smaller where both are given;
+    neither: no drop tolerated) from the baseline's value of the same slice (a rise for
+    rank metrics).
 
     ``baseline``: a sliced result of the same evaluation, or ``{slice: value}`` /
     :func:`slice_baseline`'s records. Every slice of the baseline (or the ``slices``
@@ -401,8 +406,9 @@ def assert_no_slice_regression(
     all_slices = require_slices(result, gate)
     spec = metric_spec(metric)
     max_drop = _threshold(spec, max_drop, "max_drop")
-    if max_drop is None:
-        raise InputError(f"{gate}: max_drop is required (a number >= 0 such as 0.02), got None.")
+    max_relative_drop = _threshold(spec, max_relative_drop, "max_relative_drop")
+    if max_drop is None and max_relative_drop is None:
+        max_drop = 0.0
     base = _baseline_values(baseline, spec.name)
     wanted = list(base) if slices is None else _named_slices(base, slices, f"{gate} (the baseline)")
     gone = [n for n in wanted if n not in all_slices]
@@ -418,13 +424,24 @@ def assert_no_slice_regression(
     sign = 1.0 if spec.higher_is_better else -1.0
     for n in wanted:
         row = ivs[n].to_dict()
-        now = ivs[n].value
-        drop = sign * (base[n] - now)
-        row["baseline"] = base[n]
+        # both at the precision a baselines file stores (as assert_no_regression compares): a
+        # result equal to its stored baseline compares equal
+        now, then = _round(float(ivs[n].value)), _round(float(base[n]))
+        drop = sign * (then - now)
+        allowed = min(
+            v
+            for v in (
+                max_drop,
+                None if max_relative_drop is None else max_relative_drop * abs(then),
+            )
+            if v is not None
+        )
+        row["baseline"] = then
         row["drop"] = drop
-        # drop > max_drop, decided exactly on the decimals (gates/_exact)
+        row["allowed_drop"] = allowed
+        # drop > allowed, decided exactly on the decimals (gates/_exact)
         bad = math.isnan(now) or (
-            exceeds(base[n] - now, max_drop) if sign > 0 else exceeds(now - base[n], max_drop)
+            exceeds(then - now, allowed) if sign > 0 else exceeds(now - then, allowed)
         )
         row["passed"] = not bad
         rows.append(row)
@@ -442,8 +459,12 @@ def assert_no_slice_regression(
         not failing,
         "slice baseline",
         "max drop",
-        max_drop,
-        {"max_drop": max_drop},
+        max_drop if max_drop is not None else max_relative_drop,
+        {
+            k: v
+            for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
+            if v is not None
+        },
         rows,
         all_slices,
         extra={"new_slices": new} if new else None,
@@ -453,7 +474,7 @@ def assert_no_slice_regression(
         return
     lines = "\n".join(
         f"  {r['slice']}: {_f(r['baseline'], spec.unit)} -> {_f(r['value'], spec.unit)} "
-        f"(drop {_f(r['drop'], spec.unit)} > max_drop {max_drop:g}; {r['n_queries']} queries"
+        f"(drop {_f(r['drop'], spec.unit)} > allowed {_f(r['allowed_drop'], spec.unit)}; {r['n_queries']} queries"
         + (
             f", interval [{_f(r['low'], spec.unit)}, {_f(r['high'], spec.unit)}]"
             if r["low"] is not None
@@ -464,9 +485,14 @@ def assert_no_slice_regression(
     )
     note = _missing_note(all_slices)
     raise AssertionError(
-        f"{spec.name}: {len(failing)} of {len(rows)} slices dropped by more than max_drop {max_drop:g} from the "
-        f"baseline\n{lines}\n"
+        f"{spec.name}: {len(failing)} of {len(rows)} slices dropped by more than "
+        + " / ".join(
+            f"{k} {v:g}"
+            for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
+            if v is not None
+        )
+        + f" from the baseline\n{lines}\n"
         + (f"  new slices (not in the baseline, not gated): {', '.join(new)}\n" if new else "")
         + (f"  note: {note}\n" if note else "")
-        + "  rule: fail when a slice's drop from its baseline value exceeds max_drop"
+        + "  rule: fail when a slice's drop from its baseline value exceeds the allowed drop"
     )

@@ -353,59 +353,78 @@ def gate_slices(runner, suite, case, result, options: dict) -> None:
 
 
 def _baseline_slices(runner, suite, case, result, options, slices, require_slices, slice_intervals):
-    """One baseline record per slice, each gated by the check's tolerances; the slices
-    the baselines file holds for this check and this result lacks are an error."""
+    """A baseline check per slice. The baselines file holds one record per slice
+    (:func:`slice_key`); regenerating (re)writes them as every baseline check does,
+    and comparing gates every stored slice at once with
+    :func:`~retrieval_checks.assert_no_slice_regression` (one gate, one row per slice):
+    a stored slice this evaluation lacks is an error, a new one is reported."""
     __tracebackhide__ = True
-    from ..gates import baseline_path, baseline_record
+    from ..gates import assert_no_slice_regression, baseline_path, baseline_record
     from ..gates._slices import _named_slices, _refuse_small
 
     check = case.check
     name = check.metric.name
     path = baseline_path(suite.path)
-    wanted = (
-        list(slices)
-        if check.slices == "all"
-        else _named_slices(slices, check.slices, f"check {check.id!r}")
-    )
+    named = None if check.slices == "all" else list(check.slices)
+    tolerances = _baseline_kwargs(check)
+    if runner.baselines.regen is not None:
+        wanted = (
+            list(slices) if named is None else _named_slices(slices, named, f"check {check.id!r}")
+        )
+        ivs = slice_intervals(result, name, confidence=options["confidence"], seed=options["seed"])
+        _refuse_small(ivs, wanted, f"check {check.id!r}", name)
+        failures = []
+        for s in wanted:
+            record = baseline_record(
+                slices[s].result, name, confidence=options["confidence"], seed=options["seed"]
+            )
+            record.update(model=case.model, dataset=case.datasets[0], slice=s)
+            try:
+                runner.baselines.check(
+                    record,
+                    path=path,
+                    key=slice_key(case.name, s),
+                    confidence=options["confidence"],
+                    **tolerances,
+                )
+            except AssertionError as exc:
+                failures.append(f"slice {s!r}: {exc}")
+        if failures:
+            raise AssertionError(
+                f"{name}: {len(failures)} of {len(wanted)} slice baselines written\n"
+                + "\n".join(failures)
+            )
+        return
     prefix = slice_key(case.name, "")
-    if runner.baselines.regen is None:
-        try:
-            stored = runner.baselines._file(path)._read()
-        except (InputError, OSError):
-            stored = {}
-        gone = sorted(
-            k[len(prefix) :] for k in stored if isinstance(k, str) and k.startswith(prefix)
-        )
-        gone = [g for g in gone if g not in slices and (check.slices == "all" or g in check.slices)]
-        if gone:
-            raise InputError(
-                f"{name}: slice(s) {', '.join(map(repr, gone))} have a baseline in {path.name} but are missing from "
-                f"this evaluation (its slices: {', '.join(map(repr, slices)) or 'none'}); a slice that disappears is "
-                "not skipped: restore its queries' slice values, or regenerate the baselines "
-                "(--rc-force-regen) and remove its records if it was dropped on purpose."
-            )
-    ivs = slice_intervals(result, name, confidence=options["confidence"], seed=options["seed"])
-    _refuse_small(ivs, wanted, f"check {check.id!r}", name)
-    failures = []
-    for s in wanted:
-        sub = slices[s].result
-        record = baseline_record(sub, name, confidence=options["confidence"], seed=options["seed"])
-        record.update(model=case.model, dataset=case.datasets[0], slice=s)
-        try:
-            runner.baselines.check(
-                record,
-                path=path,
-                key=slice_key(case.name, s),
-                confidence=options["confidence"],
-                **_baseline_kwargs(check),
-            )
-        except AssertionError as exc:
-            failures.append(f"slice {s!r}: {exc}")
-    if failures:
+    try:
+        keys = [k for k in runner.baselines._file(path)._read() if isinstance(k, str)]
+    except OSError:
+        keys = []
+    stored = {}
+    for k in keys:
+        if k.startswith(prefix) and (named is None or k[len(prefix) :] in named):
+            stored[k[len(prefix) :]] = runner.baselines.stored(path, k)["value"]
+    if not stored:
         raise AssertionError(
-            f"{name}: {len(failures)} of {len(wanted)} slices failed their baseline\n"
-            + "\n".join(failures)
+            f"no baseline for the slices of {case.name!r} in {path.name}.\n  Create it: run pytest with "
+            "--rc-regen-all (writes every baseline and passes) or --rc-force-regen (writes missing or changed "
+            "ones and fails), review the file and commit it."
         )
+    assert_no_slice_regression(
+        result,
+        stored,
+        name,
+        max_drop=tolerances.get("max_drop"),
+        max_relative_drop=tolerances.get("max_relative_drop"),
+        slices=named,
+        confidence=options["confidence"],
+        seed=options["seed"],
+    )
+
+
+#: Baseline fields a check with ``slices:`` takes (each slice is compared with its own
+#: stored value; a significance test per slice is not offered).
+SLICE_BASELINE_FIELDS = ("max_drop", "max_relative_drop")
 
 
 def check_slices(r, node, field: str, kind: str, spec, datasets, suite_datasets: dict):
@@ -428,6 +447,17 @@ def check_slices(r, node, field: str, kind: str, spec, datasets, suite_datasets:
             sfield,
             sline,
         )
+    section = node.get("baseline") if kind == "baseline" else None
+    if isinstance(section, dict):
+        for k in section:
+            if k not in SLICE_BASELINE_FIELDS:
+                raise r.error(
+                    f"{k} is not taken by a baseline check with slices: (each slice is compared with its own "
+                    f"stored value by {' / '.join(SLICE_BASELINE_FIELDS)}); drop {k}, or gate the whole "
+                    "evaluation in a check without slices:.",
+                    f"{field}.baseline.{k}",
+                    section.line_of(k) if hasattr(section, "line_of") else sline,
+                )
     if spec.kind != "query":
         raise r.error(
             f"{spec.name} has no per-query values (a {spec.kind} metric), so it has no value per slice; slice a "

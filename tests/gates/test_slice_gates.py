@@ -121,6 +121,15 @@ def test_baseline_drop_per_slice(big):
     with pytest.raises(AssertionError, match="dropped by more than max_drop 0.02"):
         rc.assert_no_slice_regression(big, higher, "map", max_drop=0.02)
     rc.assert_no_slice_regression(big, higher, "map", max_drop=0.031)
+    # relative: 0.03 is within 10% of a baseline near 0.5, not within 1%; both given: the smaller
+    rc.assert_no_slice_regression(big, higher, "map", max_relative_drop=0.1)
+    with pytest.raises(AssertionError, match="max_relative_drop 0.01"):
+        rc.assert_no_slice_regression(big, higher, "map", max_relative_drop=0.01)
+    with pytest.raises(AssertionError):
+        rc.assert_no_slice_regression(big, higher, "map", max_drop=0.5, max_relative_drop=0.01)
+    # neither: no drop tolerated
+    with pytest.raises(AssertionError):
+        rc.assert_no_slice_regression(big, higher, "map")
     # rank metrics: a rise is the drop
     medr = {k: v - 1 for k, v in big.slices.by_metric("medr").items()}
     with pytest.raises(AssertionError):

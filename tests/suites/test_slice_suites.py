@@ -181,13 +181,15 @@ def test_per_slice_baselines_regen_compare_and_missing_slice(tmp_path):
         "map_vs_baseline_slices[m-set] slice=en",
     ]
     writer.baselines.write()
-    assert _run(load_suite(p))["map_vs_baseline_slices[m-set]"] == "pass"
+    events = []
+    with rc.gates.listening(events.append):
+        assert _run(load_suite(p))["map_vs_baseline_slices[m-set]"] == "pass"
+    (event,) = events  # one gate, one row per slice, each beside its stored value
+    assert [(r["slice"], r["drop"]) for r in event.extra["slices"]] == [("de", 0.0), ("en", 0.0)]
     # the same check on another slicing: the baseline's slices de and en are gone -> an error, not a skip
     p = _write(tmp_path, text.replace("SLICES", "{file: data/region.npy}"))
     suite = load_suite(p)
-    with pytest.raises(
-        SuiteError, match="'de', 'en' have a baseline .* missing from this evaluation"
-    ):
+    with pytest.raises(SuiteError, match="'de', 'en' of the baseline are missing from this result"):
         SuiteRunner().run(suite, suite.cases[0])
 
 
@@ -215,7 +217,8 @@ def test_per_slice_baseline_fails_on_a_drop(tmp_path):
     np.savez(tmp_path / "data/worse.npz", embeddings=worse, labels=y)
     p.write_text(p.read_text().replace("data/set.npz}}", "data/worse.npz}}"))
     out = _run(load_suite(p))["map_vs_baseline_slices[m-set]"]
-    assert out.startswith("fail") and "1 of 2 slices failed" in out and "slice 'de'" in out
+    assert out.startswith("fail") and "1 of 2 slices dropped by more than max_drop 0.01" in out
+    assert "  de: " in out and "  en: " not in out
 
 
 BAD = [
@@ -260,6 +263,7 @@ BAD_CHECKS = [
     ("slices: [], at_least: 0.1", "non-empty list"),
     ("slices: worst, baseline: {max_drop: 0.1}", "worst goes with at_least"),
     ("slices: all, compare: {baseline: m}", "compare check compares whole evaluations"),
+    ("slices: all, baseline: {max_drop: 0.1, significant: true}", "significant is not taken"),
 ]
 
 
