@@ -8,9 +8,13 @@ shows that each of those kinds of problem does fail a build with this project's 
 rendered in headless Chromium and saved under test-artifacts/ (skipped, saying why, where
 Chromium is absent).
 
-Cost: one full build in a subprocess (about 8 CPU-s: mkdocstrings reads the package with
-griffe) shared by the tests of this module, one tiny build (about 3 CPU-s), two screenshots
-(about 2 s each). Skipped where mkdocs is not installed (the `docs` extra).
+The docstrings' examples of the main public functions run as doctests.
+
+Cost: about 20 CPU-s in all (measured on the 2-core machine): one full build in a
+subprocess (about 8 CPU-s: mkdocstrings reads the package with griffe) shared by the tests
+of this module, one tiny build (about 3 CPU-s), two pages rendered and screenshotted (about
+2 s each), the doctests (tiny arrays, a few seconds). Its tests share one xdist group, so
+one worker builds the site once. Skipped where mkdocs is not installed (the `docs` extra).
 """
 
 from __future__ import annotations
@@ -183,3 +187,49 @@ def test_the_home_page_and_a_reference_page_render_in_headless_chromium(site, tm
         assert done.returncode == 0 and (artifacts / shot).stat().st_size > 10_000, done.stderr[
             -2000:
         ]
+
+
+# The docstrings' examples are the reference's examples: they run, as torchmetrics runs
+# each metric's. Cost: about a second (tiny arrays; the modules are already imported).
+DOCTEST_MODULES = (
+    "retrieval_checks.engine._evaluate",
+    "retrieval_checks.engine._runs",
+    "retrieval_checks.engine._image_text",
+    "retrieval_checks.gates._assertions",
+    "retrieval_checks.options",
+)
+
+
+@pytest.mark.parametrize("module", DOCTEST_MODULES)
+def test_the_docstring_examples_run(module):
+    import doctest
+    import importlib
+    import warnings
+
+    mod = importlib.import_module(module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an example that warns is not an example to copy
+        results = doctest.testmod(
+            mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, report=True
+        )
+    assert results.attempted > 0, f"{module} has no examples"
+    assert results.failed == 0, f"{results.failed} of {results.attempted} examples of {module} fail"
+
+
+def test_the_main_public_functions_have_examples():
+    import retrieval_checks as rc
+
+    for name in (
+        "evaluate",
+        "evaluate_run",
+        "evaluate_image_text",
+        "assert_metric",
+        "assert_map_at_least",
+        "assert_recall_at_least",
+        "assert_not_worse",
+    ):
+        doc = getattr(rc, name).__doc__
+        assert ">>> " in doc, f"rc.{name} has no example"
+        assert "Raises\n" in doc, f"rc.{name} does not say what it raises"
+        if not name.startswith("assert_"):
+            assert "Returns\n" in doc and "Parameters\n" in doc, name

@@ -167,6 +167,34 @@ def evaluate(
     EvaluationResult
         A mapping from canonical metric name to value, with per-query values, counts
         of used and skipped queries, thresholds and pair counts.
+
+    Raises
+    ------
+    InputError
+        An invalid array (NaN or infinite rows, all-zero rows under cosine, mismatched
+        dimensions or lengths), labels, ids, relevance or option, named with the fix;
+        raised before any work starts.
+    MetricNameError
+        An unknown or malformed metric name, with the closest canonical one.
+    EmptyQueriesError
+        ``empty_queries="error"`` and a query has no relevant gallery item.
+    BackendError
+        The device asked for is not available.
+
+    Examples
+    --------
+    Leave-one-out over four items of two classes (each item queries the other three):
+
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map", "hit_rate@1"])
+    >>> res["map"], res["hit_rate@1"]
+    (0.75, 0.5)
+    >>> res.n_used, res.n_skipped
+    (4, 0)
+    >>> res.per_query["hit_rate@1"]  # item 1's nearest neighbour, item 3, is of the other class
+    array([1., 0., 1., 0.])
     """
     if process_group is not None:
         if slices is not None:

@@ -329,6 +329,35 @@ def evaluate_image_text(
         into the whole image set (the shards concatenated in rank order); every rank
         returns the result of one process on the concatenation, bit for bit
         (``docs/distributed.md``).
+
+    Returns
+    -------
+    ImageTextResult
+        A mapping from canonical metric name to value (``rsum`` in percentage points,
+        0-600; recalls as fractions), with ``intervals``, ``per_fold`` and the
+        per-image and per-caption ranks.
+
+    Raises
+    ------
+    InputError
+        Captions pointing at a missing image, images without captions (unless
+        ``images_without_captions="drop"``), fewer images than the protocol needs,
+        mismatched dimensions, or an invalid option.
+    MetricNameError
+        A name that is not an image-text metric.
+
+    Examples
+    --------
+    Four images and two captions each, every caption close to its own image:
+
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> images = np.eye(4, dtype=np.float32)
+    >>> captions = np.repeat(images, 2, axis=0) + 0.1
+    >>> res = rc.evaluate_image_text(images, captions, np.repeat(np.arange(4), 2),
+    ...                              metrics=["i2t_recall@1", "t2i_recall@1", "rsum"])
+    >>> res["i2t_recall@1"], res["t2i_recall@1"], res["rsum"]  # rsum: R@1, 5, 10 both ways
+    (1.0, 1.0, 600.0)
     """
     common = dict(similarity=similarity, device=device, max_memory=max_memory, progress=progress)
 

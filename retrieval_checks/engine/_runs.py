@@ -1121,12 +1121,38 @@ def evaluate_run(
         from the run (it still counts in the qrels: R and the ideal DCG); the number
         removed is ``config["identical_ids_dropped"]``.
 
+    Returns
+    -------
+    EvaluationResult
+        The same result as :func:`evaluate` gives (per-query values, counts of used
+        and skipped queries), keyed by canonical metric name, with the query ids.
+
+    Raises
+    ------
+    InputError
+        A run or qrels file or mapping that cannot be read (named with ``file:line``),
+        an invalid option, or ``empty_queries="error"`` with a query without a
+        relevant document.
+    MetricNameError
+        An unknown metric name, or one ``evaluate_run`` does not compute.
+
     Notes
     -----
     Conventions for relevant documents missing from the run and queries missing from it
     are in the module docstring: they count (R, ideal DCG), never rank inside a top K,
     add 0 to precision sums, give ``mrr`` / ``hit_rate`` 0 and ``medr`` / ``meanr`` the
     censored rank D + 1 (D = ``k``, else the longest ranking in the run).
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> run = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.0, "d1": 0.5}}
+    >>> qrels = {"q1": {"d2": 1}, "q2": {"d3": 2}}
+    >>> res = rc.evaluate_run(run, qrels, metrics=["mrr", "ndcg@10"])
+    >>> res["mrr"]  # q1 finds its document at rank 2, q2 at rank 1
+    0.75
+    >>> round(res["ndcg@10"], 4)
+    0.8155
     """
     req = _options(
         metrics, ties, empty_queries, relevance_level, confidence, k, queries, ignore_identical_ids

@@ -561,6 +561,51 @@ def assert_metric(
     of the queries (a float in [0, 1)) the result may have skipped for want of a
     relevant gallery item; more fails the gate. Any skipped query gives a
     ``RuntimeWarning``, also recorded on the gate's event.
+
+    Parameters
+    ----------
+    result:
+        A result holding the metric (of :func:`~retrieval_checks.evaluate`,
+        :func:`~retrieval_checks.evaluate_run`, :func:`~retrieval_checks.evaluate_image_text`,
+        a classifier or ANN evaluation).
+    name:
+        The metric, a canonical name or an alias.
+    at_least, at_most:
+        The thresholds, on the metric's own scale (one or both).
+    on:
+        ``"value"`` or ``"interval"``.
+    confidence, seed:
+        Of the on-demand bootstrap interval (default: the result's own).
+    max_skipped:
+        The most queries (a count) or fraction of queries the result may have skipped.
+
+    Returns
+    -------
+    None
+        The gate passed; its event (value, interval, rule, sample) is recorded.
+
+    Raises
+    ------
+    AssertionError
+        The gate failed: the message names the metric, value, interval, threshold,
+        margin, sample size, the worst classes and the decision rule.
+    InputError
+        A threshold that is NaN, on the wrong scale or could never fail, a metric the
+        result does not hold, ``on="interval"`` without an interval.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map"])
+    >>> rc.assert_metric(res, "map", at_least=0.7)
+    >>> rc.assert_metric(res, "map", at_least=0.9)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: map value 0.7500 < 0.9 (short by 0.1500; unit: fraction)...
+    >>> rc.assert_metric(res, "map", at_least=90)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    retrieval_checks.errors.InputError: ...0.9...
     """
     __tracebackhide__ = True
     if at_least is None and at_most is None:
@@ -706,7 +751,27 @@ def assert_map_at_least(
     max_skipped: int | float | None = None,
 ) -> None:
     """Fail when mAP (or a named variant: ``map@R``, ``map@10``, ``map_cut@10``...) is
-    below ``at_least``."""
+    below ``at_least``.
+
+    The other keywords, the message and the errors are those of :func:`assert_metric`.
+
+    Raises
+    ------
+    AssertionError
+        The value is below ``at_least`` (the message as :func:`assert_metric`'s).
+    InputError
+        A threshold that is NaN, on the wrong scale or could never fail, or a metric the
+        result does not hold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map", "map@R"])
+    >>> rc.assert_map_at_least(res, 0.7)
+    >>> rc.assert_map_at_least(res, 0.4, metric="map@R")
+    """
     __tracebackhide__ = True
     spec = parse_metric(metric)
     if spec.family not in ("map", "map@R", "map_cut", "map_capped"):
@@ -767,7 +832,29 @@ def assert_recall_at_least(
     max_skipped: int | float | None = None,
 ) -> None:
     """Fail when ``hit_rate@k`` (metric learning's Recall@K, default) or ``recall@k``
-    (information-retrieval recall, ``kind="recall"``) is below ``at_least``."""
+    (information-retrieval recall, ``kind="recall"``) is below ``at_least``.
+
+    The other keywords, the message and the errors are those of :func:`assert_metric`.
+
+    Raises
+    ------
+    AssertionError
+        The value is below ``at_least`` (the message as :func:`assert_metric`'s).
+    InputError
+        A threshold that is NaN, on the wrong scale or could never fail, or a metric the
+        result does not hold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["hit_rate@1", "recall@2"])
+    >>> rc.assert_recall_at_least(res, 0.5, k=1)
+    >>> rc.assert_recall_at_least(res, 0.9, k=1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: hit_rate@1 value 0.5000 < 0.9...
+    """
     __tracebackhide__ = True
     _choice(kind, ("hit_rate", "recall"), "kind", "Recall@K of metric learning, or IR recall")
     assert_metric(
@@ -1035,6 +1122,31 @@ def assert_not_worse(
     joins the run's family of significance-gated checks (``correction``: holm, bh or
     none; default the pytest session's ``--rc-correction``), decided at the session's
     end on its adjusted p-value when a correction applies.
+
+    Raises
+    ------
+    AssertionError
+        The candidate is worse by the rule; the message names the difference, its
+        interval, the margin, the p-value, the sample and the rule.
+    InputError
+        A margin that is NaN, negative or could never fail, an unknown rule.
+
+    Examples
+    --------
+    Two embeddings of the same 30 items (10 classes), the candidate a slightly
+    perturbed copy of the baseline:
+
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> baseline = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> candidate = rc.evaluate(x + 0.01 * rng.normal(size=x.shape), query_labels=y, metrics=["map"])
+    >>> comparison = rc.compare(candidate, baseline, "map")
+    >>> round(comparison.difference, 4)
+    0.0056
+    >>> rc.assert_not_worse(comparison, margin=0.01)
     """
     __tracebackhide__ = True
     GATE_FIELDS["rule"].check(rule)
