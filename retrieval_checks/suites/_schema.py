@@ -857,6 +857,40 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
             _join(field, "weights"),
             node.line_of("weights"),
         )
+    kw = _model_settings(r, node, field, kind, datasets)
+    if kind == "embeddings":
+        files = _embedding_files(r, node, field, datasets)
+        return Model(name=name, kind=kind, files=files, base_dir=r.base, line=line, **kw)
+    if kind in ("torchscript", "exported"):
+        return Model(
+            name=name,
+            kind=kind,
+            path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
+            base_dir=r.base,
+            line=line,
+            **kw,
+        )
+    if kind in HUB_KINDS:
+        if "cam_layer" in node:
+            raise r.error(
+                f"cam_layer goes with torch classifiers (factory, torchscript, exported); a {kind} model "
+                "is an embedding model.",
+                _join(field, "cam_layer"),
+                node.line_of("cam_layer"),
+            )
+        return _hub_model(r, name, node, line, field, kind, kw)
+    target = r.target(node[kind], _join(field, kind), node.line_of(kind))
+    path = (
+        r.file(node["weights"], _join(field, "weights"), node.line_of("weights"))
+        if "weights" in node
+        else None
+    )
+    return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)
+
+
+def _model_settings(r: _Reader, node, field: str, kind: str, datasets: dict) -> dict:
+    """A model's settings besides what runs it: batch_size, device, timeout, its own
+    evaluation options, cam_layer and kwargs, each checked on its line."""
     kw: dict[str, Any] = {"batch_size": 256}
     if "batch_size" in node:
         kw["batch_size"] = r.integer(
@@ -904,78 +938,57 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
                 "keyword arguments of the function",
             )
         )
-    if kind == "embeddings":
-        files_node = r.mapping(
-            node["embeddings"],
-            _join(field, "embeddings"),
-            node.line_of("embeddings"),
-            "dataset name: file, or dataset name: {part: file}",
-        )
-        files = {}
-        for ds, spec in files_node.items():
-            where = f"{field}.embeddings.{ds}"
-            if ds not in datasets:
-                raise r.error(_unknown("dataset", ds, datasets), where, files_node.line_of(ds))
-            if datasets[ds].type == "run":
-                raise r.error(
-                    f"dataset {ds!r} is a run (rankings and qrels): there is nothing to embed.",
-                    where,
-                    files_node.line_of(ds),
-                )
-            if datasets[ds].type == "beir":
-                raise r.error(
-                    f"dataset {ds!r} is a BEIR directory of texts: a text model embeds it ("
-                    f"{', '.join(TEXT_KINDS)}), not embedding files.",
-                    where,
-                    files_node.line_of(ds),
-                )
-            parts = datasets[ds].parts
-            if isinstance(spec, str) and len(parts) == 1:
-                spec = {next(iter(parts)): spec}
-            elif isinstance(spec, str):
-                raise r.error(
-                    f"dataset {ds!r} has parts {', '.join(parts)}: give one file per part, e.g. "
-                    f"{{{', '.join(f'{p}: ...' for p in parts)}}}.",
-                    where,
-                    files_node.line_of(ds),
-                )
-            spec_node = r.mapping(spec, where, files_node.line_of(ds), "part: file")
-            r.keys(spec_node, where, tuple(parts), required=tuple(parts))
-            files[ds] = {
-                p: _source(
-                    r,
-                    spec_node[p],
-                    f"{where}.{p}",
-                    spec_node.line_of(p) if isinstance(spec_node, Node) else files_node.line_of(ds),
-                )
-                for p in parts
-            }
-        return Model(name=name, kind=kind, files=files, base_dir=r.base, line=line, **kw)
-    if kind in ("torchscript", "exported"):
-        return Model(
-            name=name,
-            kind=kind,
-            path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
-            base_dir=r.base,
-            line=line,
-            **kw,
-        )
-    if kind in HUB_KINDS:
-        if "cam_layer" in node:
-            raise r.error(
-                f"cam_layer goes with torch classifiers (factory, torchscript, exported); a {kind} model "
-                "is an embedding model.",
-                _join(field, "cam_layer"),
-                node.line_of("cam_layer"),
-            )
-        return _hub_model(r, name, node, line, field, kind, kw)
-    target = r.target(node[kind], _join(field, kind), node.line_of(kind))
-    path = (
-        r.file(node["weights"], _join(field, "weights"), node.line_of("weights"))
-        if "weights" in node
-        else None
+    return kw
+
+
+def _embedding_files(r: _Reader, node, field: str, datasets: dict) -> dict:
+    """The files of an ``embeddings`` model: per dataset, one source per part."""
+    files_node = r.mapping(
+        node["embeddings"],
+        _join(field, "embeddings"),
+        node.line_of("embeddings"),
+        "dataset name: file, or dataset name: {part: file}",
     )
-    return Model(name=name, kind=kind, target=target, path=path, base_dir=r.base, line=line, **kw)
+    files = {}
+    for ds, spec in files_node.items():
+        where = f"{field}.embeddings.{ds}"
+        if ds not in datasets:
+            raise r.error(_unknown("dataset", ds, datasets), where, files_node.line_of(ds))
+        if datasets[ds].type == "run":
+            raise r.error(
+                f"dataset {ds!r} is a run (rankings and qrels): there is nothing to embed.",
+                where,
+                files_node.line_of(ds),
+            )
+        if datasets[ds].type == "beir":
+            raise r.error(
+                f"dataset {ds!r} is a BEIR directory of texts: a text model embeds it ("
+                f"{', '.join(TEXT_KINDS)}), not embedding files.",
+                where,
+                files_node.line_of(ds),
+            )
+        parts = datasets[ds].parts
+        if isinstance(spec, str) and len(parts) == 1:
+            spec = {next(iter(parts)): spec}
+        elif isinstance(spec, str):
+            raise r.error(
+                f"dataset {ds!r} has parts {', '.join(parts)}: give one file per part, e.g. "
+                f"{{{', '.join(f'{p}: ...' for p in parts)}}}.",
+                where,
+                files_node.line_of(ds),
+            )
+        spec_node = r.mapping(spec, where, files_node.line_of(ds), "part: file")
+        r.keys(spec_node, where, tuple(parts), required=tuple(parts))
+        files[ds] = {
+            p: _source(
+                r,
+                spec_node[p],
+                f"{where}.{p}",
+                spec_node.line_of(p) if isinstance(spec_node, Node) else files_node.line_of(ds),
+            )
+            for p in parts
+        }
+    return files
 
 
 def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
@@ -1152,31 +1165,8 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     field = f"checks[{index}]"
     node = r.mapping(node, field, line, "metric, dataset, at_least / at_most / gap / compare, ...")
     r.keys(node, field, check_keys(), required=("metric",))
-    metric = node["metric"]
-    if not isinstance(metric, str) or len(metric) > 100:
-        what = (
-            _describe(metric)
-            if not isinstance(metric, str)
-            else f"a text of {len(metric)} characters"
-        )
-        raise r.error(
-            f"expected a metric name such as map or hit_rate@1, found {what}.",
-            _join(field, "metric"),
-            node.line_of("metric"),
-        )
-    try:
-        spec = metric_spec(metric)
-    except MetricNameError as exc:
-        raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
-    rules = [k for k in ("gap", "compare", "baseline") if k in node]
-    if len(rules) > 1:
-        raise r.error(
-            f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
-            f"baseline (found {', '.join(rules)}).",
-            field,
-            line,
-        )
-    kind = rules[0] if rules else "threshold"
+    spec = _check_metric(r, node, field)  # parsed once: the check carries it to its verdict
+    kind = _check_kind(r, node, field, line)
     options = {
         k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node
     }
@@ -1212,15 +1202,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
             field,
             line,
         )
-    for k in options:
-        for wanted in dict.fromkeys(suite_datasets[d].type for d in datasets):
-            if not applies(k, wanted):
-                raise r.error(
-                    f"{k} does not apply to {wanted} datasets (only to: "
-                    f"{', '.join(_applies_to(k))}).",
-                    _join(field, k),
-                    node.line_of(k),
-                )
+    _options_apply(r, node, field, options, dict.fromkeys(suite_datasets[d].type for d in datasets))
     if spec.kind == "classifier":
         _check_classifier_models(r, spec, models, suite_models, field, line)
     markers = (
@@ -1284,6 +1266,52 @@ def _refuse_others(r: _Reader, node, field: str, kind: str) -> None:
                 _join(field, g.name),
                 node.line_of(g.name),
             )
+
+
+def _check_metric(r: _Reader, node, field: str) -> MetricSpec:
+    """A check's metric, parsed (an error on its line names the closest metric)."""
+    metric = node["metric"]
+    if not isinstance(metric, str) or len(metric) > 100:
+        what = (
+            _describe(metric)
+            if not isinstance(metric, str)
+            else f"a text of {len(metric)} characters"
+        )
+        raise r.error(
+            f"expected a metric name such as map or hit_rate@1, found {what}.",
+            _join(field, "metric"),
+            node.line_of("metric"),
+        )
+    try:
+        return metric_spec(metric)
+    except MetricNameError as exc:
+        raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
+
+
+def _check_kind(r: _Reader, node, field: str, line) -> str:
+    """threshold, or the one rule key the check names (gap, compare, baseline)."""
+    rules = [k for k in _RULE_KEYS if k in node]
+    if len(rules) > 1:
+        raise r.error(
+            f"a check is a threshold, a gap, a comparison or a baseline check: give one of gap, compare, "
+            f"baseline (found {', '.join(rules)}).",
+            field,
+            line,
+        )
+    return rules[0] if rules else "threshold"
+
+
+def _options_apply(r: _Reader, node, field: str, options: dict, kinds) -> None:
+    """Each evaluation option a check sets applies to every dataset type it measures."""
+    for k in options:
+        for wanted in kinds:
+            if not applies(k, wanted):
+                raise r.error(
+                    f"{k} does not apply to {wanted} datasets (only to: "
+                    f"{', '.join(_applies_to(k))}).",
+                    _join(field, k),
+                    node.line_of(k),
+                )
 
 
 def _refuse(r: _Reader, node, field: str, keys: tuple, why: str) -> None:
