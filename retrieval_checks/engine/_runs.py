@@ -68,7 +68,7 @@ from .._textfiles import (
 from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics._graded import graded_ndcg_values
 from ..metrics._names import MetricSpec
-from ..metrics._policies import KINDS, binary_policy_values, parse_metric_list
+from ..metrics._policies import GRADED, KINDS, binary_policy_values, parse_metric_list
 from ..metrics._ranking import aggregate
 from ..metrics._ties import check_average
 from ..options import DEFAULTS, check_option, positive_int
@@ -103,7 +103,7 @@ _FAMILIES = (
     "iprec_at_recall",
     "iprec_11pt",
 )
-_GRADED = ("ndcg", "ndcg_exp", "dcg", "dcg_exp")
+_GRADED = GRADED
 _OWN = ("bpref", "rbp_residual")  # computed here: they read judgements beyond relevance
 _FIRST = ("hit_rate", "mrr", "medr", "meanr")  # metrics of the first relevant rank
 _WHY = {

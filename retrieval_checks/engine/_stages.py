@@ -15,7 +15,7 @@ from ..errors import EmptyQueriesError, InputError, MetricNameError
 from ..metrics._embedding import discriminant_ratio
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import pair_metric, pr_curve
-from ..metrics._policies import parse_metric_list
+from ..metrics._policies import GRADED, parse_metric_list
 from ..metrics._ranking import aggregate
 from ..options import check_option
 from ._blocks import RelevanceSource
@@ -332,10 +332,15 @@ def _query_values(
     values under the tie policy, and under each ordering of ``totals.tie_values``."""
     empty = rel.empty
     specs = req.of_kind("query")
-    if empty.size and req.empty_queries == "zero":
-        for per_query in (totals.per_query, *totals.tie_values.values()):
-            for s in specs:
-                per_query[s.name][empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
+    for per_query in (totals.per_query, *totals.tie_values.values()) if empty.size else ():
+        for s in specs:
+            v = per_query[s.name]
+            if req.empty_queries != "zero":  # skipped (and counted): out of every mean
+                v[empty] = np.nan
+            elif s.family in GRADED:  # trec_eval: nDCG keeps the grades below the level
+                v[empty[np.isnan(v[empty])]] = 0.0
+            else:
+                v[empty] = rel.n_candidates[empty] + 1 if s.unit == "rank" else 0.0
     # a NaN outside the empty queries (skipped and counted) is a value gone wrong: an error
     values = {s.name: aggregate(s, totals.per_query[s.name], skipped=empty) for s in specs}
     ties = {

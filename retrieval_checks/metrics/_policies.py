@@ -18,10 +18,15 @@ from . import _ties
 from ._names import MetricSpec, parse_metric
 from ._ranking import per_query_values
 
-__all__ = ["KINDS", "binary_policy_values", "parse_metric_list"]
+__all__ = ["KINDS", "GRADED", "binary_policy_values", "parse_metric_list"]
 
 #: The kinds of ``tie_values``, besides the chosen policy's ``"chosen"``.
 KINDS = ("pessimistic", "optimistic", "min", "max")
+
+#: The families computed with the grades themselves (the relevance level is the binary
+#: metrics'): under ``empty_queries="zero"`` a query without an item of the level keeps
+#: their value where it has one, as trec_eval's ``-l``.
+GRADED = ("ndcg", "ndcg_exp", "dcg", "dcg_exp")
 
 
 def binary_policy_values(

@@ -376,3 +376,42 @@ def test_gm_map_statistics_are_of_the_geometric_mean():
         rc.bootstrap_interval(r, "gm_map")  # BCa's jackknife is the arithmetic mean's
     with pytest.raises(InputError, match="gm_map has no paired comparison"):
         rc.compare(r, r, "gm_map")
+
+
+@pytest.mark.parametrize("empty", ["zero", "skip"])
+def test_relevance_level_in_evaluate_as_in_evaluate_run(empty):
+    """Embeddings with graded relevance: at relevance_level=2 a query with grade-1 items
+    only is empty; under "zero" its nDCG keeps the grades (trec_eval -l2), under "skip"
+    it leaves every mean: as evaluate_run, on the same scores."""
+    import retrieval_checks as rc
+
+    rng = np.random.default_rng(7)
+    n_q, n_d = 6, 15
+    scores = np.stack([rng.permutation(n_d) for _ in range(n_q)]).astype(np.float32)
+    relevance = {
+        q: {int(d): int(rng.integers(1, 4)) for d in rng.choice(n_d, 4, replace=False)}
+        for q in range(n_q)
+    }
+    relevance[0] = {1: 1, 2: 1}  # no grade >= 2
+    names = ["ndcg", "ndcg@5", "dcg@5", "map"]
+    dense = rc.evaluate(
+        np.eye(n_q, dtype=np.float32),
+        scores.T.copy(),
+        relevance=relevance,
+        metrics=names,
+        similarity="dot",
+        relevance_level=2,
+        empty_queries=empty,
+    )
+    run = {str(q): {str(d): float(scores[q, d]) for d in range(n_d)} for q in range(n_q)}
+    qrels = {str(q): {str(d): g for d, g in rel.items()} for q, rel in relevance.items()}
+    got = evaluate_run(run, qrels, names, relevance_level=2, empty_queries=empty)
+    for m in names:
+        assert dense[m] == pytest.approx(got[m], abs=1e-12), m
+        np.testing.assert_allclose(dense.per_query[m], got.per_query[m], atol=1e-12)
+    if empty == "zero":
+        assert dense.per_query["ndcg"][0] > 0 and dense.per_query["map"][0] == 0.0
+        want = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg"}, relevance_level=2).evaluate(run)
+        assert dense["ndcg"] == pytest.approx(np.mean([v["ndcg"] for v in want.values()]))
+    else:
+        assert np.isnan(dense.per_query["ndcg"][0]) and dense.n_skipped == 1
