@@ -14,6 +14,10 @@ Methods (``--methods``):
   ours      rc.evaluate(X, query_labels=y, metrics=FULL, similarity="cosine",
             max_memory=--max-memory): exact ranks of every relevant item, all 11 metrics.
   ours-rank the same without the pair metric recall_at_precision@0.9 (opt-in).
+  ours-fused / ours-scored  ``ours`` with the CPU counter forced (RC_CPU_COUNTER=fused:
+            the fused tile pass; scored: whole-block products, then the compiled scan).
+  gemm      the fp32 GEMM floor: torch.mm of the same products (L2-normalised rows, every
+            query against every gallery item) into one reused block of 1024 rows.
   faiss     faiss.IndexFlatIP on L2-normalised X, all N queries searched with k=11,
             the self match dropped -> top-10 neighbours (normalise + add + search +
             drop-self are timed). Only gives the top 10, not exact full-ranking metrics.
@@ -61,8 +65,10 @@ FULL = [
 ]
 RANK_ONLY = [m for m in FULL if not m.startswith("recall_at_precision")]
 ITEMS_PER_CLASS = 10
-ALL_METHODS = ["ours", "ours-rank", "faiss", "pml", "pml-full"]
-DEFAULT_METHODS = ["ours", "faiss", "pml", "pml-full"]
+ALL_METHODS = ["ours", "ours-rank", "ours-fused", "ours-scored", "gemm", "faiss", "pml", "pml-full"]
+OURS = ("ours", "ours-rank", "ours-fused", "ours-scored")
+COUNTER = {"ours-fused": "fused", "ours-scored": "scored"}  # RC_CPU_COUNTER in the worker
+DEFAULT_METHODS = ["ours", "ours-fused", "gemm", "faiss", "pml", "pml-full"]
 MARK = "@@RESULT@@ "
 
 # Which of our canonical metrics each baseline reports, under its own key.
@@ -119,6 +125,14 @@ def noisy_rows(rng, centres, index, spread):
         out[s:e] *= np.float32(spread)
         out[s:e] += centres[index[s:e]]
     return out
+
+
+def split(X, y, n_queries):
+    """(queries, query labels, gallery, gallery labels): the first ``n_queries`` items
+    query the rest (None: leave-one-out, the gallery is X itself)."""
+    if not n_queries:
+        return X, y, None, None
+    return X[:n_queries], y[:n_queries], X[n_queries:], y[n_queries:]
 
 
 # ----------------------------------------------------------------------------- memory
@@ -203,17 +217,22 @@ def _thread_info(only_loaded: bool = False) -> dict:
 
 
 def _setup_ours(args, X, y):
+    if args.worker in COUNTER:
+        os.environ["RC_CPU_COUNTER"] = COUNTER[args.worker]
     import retrieval_checks as rc
 
     metrics = RANK_ONLY if args.worker == "ours-rank" else FULL
     # Warm-up: loads (or compiles) the numba kernels and initialises torch.
     Xw, yw = make_data(200, 8, 0.5, 1)
     rc.evaluate(Xw, query_labels=yw, metrics=metrics, similarity="cosine", progress=False)
+    Q, yq, G, yg = split(X, y, args.queries)
 
     def call():
         return rc.evaluate(
-            X,
-            query_labels=y,
+            Q,
+            query_labels=yq,
+            gallery=G,
+            gallery_labels=yg,
             metrics=metrics,
             similarity="cosine",
             max_memory=args.max_memory,
@@ -247,14 +266,35 @@ def _faiss_topk(X, k_plus_self):
     return I[~is_self].reshape(n, k_plus_self - 1)
 
 
+def _faiss_topk_qg(Q, G, k):
+    import faiss
+    import numpy as np
+
+    index = faiss.IndexFlatIP(G.shape[1])
+    index.add(G / np.linalg.norm(G, axis=1, keepdims=True))
+    _, I = index.search(Q / np.linalg.norm(Q, axis=1, keepdims=True), k)
+    return I
+
+
 def _setup_faiss(args, X, y):
     Xw, _ = make_data(200, 8, 0.5, 1)
     _faiss_topk(Xw, 11)
+    Q, yq, G, yg = split(X, y, args.queries)
 
     def call():
-        return _faiss_topk(X, 11)
+        return _faiss_topk(X, 11) if G is None else _faiss_topk_qg(Q, G, 10)
 
     def extract(I):
+        import numpy as np
+
+        if G is not None:
+            hit = yg[I] == yq[:, None]
+            R = np.maximum(np.bincount(yg, minlength=int(y.max()) + 1)[yq], 1)[:, None]
+            vals = {}
+            for k in (1, 5, 10):
+                vals[f"hit_rate@{k}"] = float(hit[:, :k].any(axis=1).mean())
+                vals[f"recall@{k}"] = float((hit[:, :k].sum(axis=1, keepdims=True) / R).mean())
+            return vals, {"k_searched": 10, "k_kept": int(I.shape[1])}
         hit = y[I] == y[:, None]  # (n, 10)
         R = ITEMS_PER_CLASS - 1
         vals = {}
@@ -262,6 +302,37 @@ def _setup_faiss(args, X, y):
             vals[f"hit_rate@{k}"] = float(hit[:, :k].any(axis=1).mean())
             vals[f"recall@{k}"] = float((hit[:, :k].sum(axis=1) / R).mean())
         return vals, {"k_searched": 11, "k_kept": int(I.shape[1])}
+
+    return call, extract
+
+
+def _setup_gemm(args, X, y):
+    """The fp32 GEMM floor: every product of the pass (L2-normalised rows), 1024 query
+    rows at a time, into one reused block; nothing else."""
+    import numpy as np
+    import torch
+
+    Q, _, G, _ = split(X, y, args.queries)
+    G = Q if G is None else G
+
+    def unit(a):
+        return torch.from_numpy(a / np.linalg.norm(a, axis=1, keepdims=True))
+
+    def call():
+        Qt, Gt = unit(Q), unit(G)
+        block = torch.empty((min(1024, Qt.shape[0]), Gt.shape[0]), dtype=torch.float32)
+        total = 0.0
+        for s in range(0, Qt.shape[0], block.shape[0]):
+            part = Qt[s : s + block.shape[0]]
+            torch.mm(part, Gt.T, out=block[: part.shape[0]])
+            total += float(block[0, 0])
+        return total
+
+    Xw, _ = make_data(200, 8, 0.5, 1)
+    torch.mm(torch.from_numpy(Xw), torch.from_numpy(Xw).T)
+
+    def extract(_):
+        return {}, {"block_rows": 1024}
 
     return call, extract
 
@@ -313,6 +384,9 @@ def run_worker(args) -> dict:
     setup = {
         "ours": _setup_ours,
         "ours-rank": _setup_ours,
+        "ours-fused": _setup_ours,
+        "ours-scored": _setup_ours,
+        "gemm": _setup_gemm,
         "faiss": _setup_faiss,
         "pml": _setup_pml,
         "pml-full": _setup_pml,
@@ -420,6 +494,8 @@ def launch(method, n, d, spread, args) -> dict:
         str(args.repeat),
         "--max-memory",
         args.max_memory,
+        "--queries",
+        str(args.queries or 0),
     ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
@@ -575,7 +651,7 @@ def report(n, d, spread, recs) -> str:
     if thr:
         out.append("  threads in workers: " + "; ".join(thr))
 
-    ours = next((by[m] for m in ("ours", "ours-rank") if by.get(m, {}).get("status") == "ok"), None)
+    ours = next((by[m] for m in OURS if by.get(m, {}).get("status") == "ok"), None)
     shown = ["map", "map@R", "r_precision", "hit_rate@1", "hit_rate@10", "recall@10"]
     mrows = []
     for r in recs:
@@ -602,6 +678,51 @@ def report(n, d, spread, recs) -> str:
                 f"  cross-check ours vs {r['method']}: max |diff| = {diffs[worst]:.2e} "
                 f"(at {worst}; over {', '.join(common)})"
             )
+    return "\n".join(out)
+
+
+def spread_report(per_method: dict, loads: list) -> str:
+    """Medians and spreads over the interleaved rounds: each method's wall time, and its
+    ratio to faiss and to the GEMM floor taken round by round (the same load)."""
+    import statistics
+
+    def walls(m):
+        return [r.get("wall_s") if r.get("status") == "ok" else None for r in per_method.get(m, [])]
+
+    base = {b: walls(b) for b in ("faiss", "gemm")}
+    rows = []
+    for m, recs in per_method.items():
+        w = [x for x in walls(m) if x is not None]
+        if not w:
+            continue
+        row = [m, f"{statistics.median(w):.3f}", f"{min(w):.3f}-{max(w):.3f}", str(len(w))]
+        for b in ("faiss", "gemm"):
+            pairs = [
+                a / c
+                for a, c in zip(walls(m), base[b])
+                if a is not None and c is not None and c > 0
+            ]
+            row.append(
+                f"{statistics.median(pairs):.2f}x ({min(pairs):.2f}-{max(pairs):.2f})"
+                if pairs and m != b
+                else "-"
+            )
+        rows.append(row)
+    out = [
+        "",
+        "medians over interleaved rounds (ratios taken within each round):",
+        _table(["method", "median_s", "range_s", "rounds", "vs faiss", "vs gemm"], rows),
+        "  load average (1 min) before each round: " + " ".join(f"{x:.2f}" for x in loads),
+    ]
+    fused, scored = per_method.get("ours-fused"), per_method.get("ours-scored")
+    if fused and scored:
+        same = [
+            a["metrics"] == b["metrics"]
+            for a in fused
+            for b in scored
+            if a.get("status") == "ok" and b.get("status") == "ok"
+        ]
+        out.append(f"  ours-fused metrics == ours-scored metrics, bit for bit: {all(same)}")
     return "\n".join(out)
 
 
@@ -634,6 +755,13 @@ def parse_args(argv=None):
         "the fastest round counts. Use 3+ on a busy machine",
     )
     p.add_argument("--quick", action="store_true", help="smoke run: N=5000")
+    p.add_argument(
+        "--queries",
+        type=int,
+        default=0,
+        help="query/gallery instead of leave-one-out: the first QUERIES items query the rest "
+        "(ours, gemm and faiss; PML runs leave-one-out only and is skipped)",
+    )
     p.add_argument(
         "--spread",
         type=float,
@@ -674,7 +802,11 @@ def main(argv=None):
 
     _set_threads(args.threads)  # so that the header reports what the workers get
     sizes = [5000] if args.quick else args.n
-    methods = [m for m in dict.fromkeys(args.methods) if not (args.no_pml and m.startswith("pml"))]
+    methods = [
+        m
+        for m in dict.fromkeys(args.methods)
+        if not ((args.no_pml or args.queries) and m.startswith("pml"))
+    ]
     if args.pml_max_gb is None:
         args.pml_max_gb = round(0.6 * mem_available() / 2**30, 1)
     info = env_info()
@@ -736,7 +868,9 @@ def main(argv=None):
             spread = args.spread if args.spread is not None else auto_spread(d)
             load_before = _loadavg()
             per_method: dict[str, list[dict]] = {m: [] for m in methods}
+            round_loads = []
             for rnd in range(args.rounds):  # rounds interleave the methods against drifting load
+                round_loads.append(_loadavg()[0])
                 for m in methods:
                     if m.startswith("pml"):
                         est = pml_estimate_bytes(m, n)
@@ -771,6 +905,7 @@ def main(argv=None):
             for r in recs:
                 r["loadavg_before"], r["loadavg_after"] = load_before, _loadavg()
             print(report(n, d, spread, recs), flush=True)
+            print(spread_report(per_method, round_loads), flush=True)
             records.extend(recs)
 
     if args.json:

@@ -85,23 +85,28 @@ def supports(backend, similarity: str, relevant=None) -> bool:
     return _kernels.ACCELERATOR == "numba"
 
 
-def shapes_exact(backend, b: int, t: int, c: int, d: int, workers: int, width=None) -> bool:
-    """Whether this machine's products of ``t x width`` tiles (``width`` defaults to
-    ``c``; rows and columns anywhere in them), computed as the counter computes them
-    (``workers`` > 1: single-threaded in worker threads; else on the calling thread),
-    have the bits of the scored path's ``b x c`` tiles: checked once on random data (see
-    the module's docstring)."""
+def shapes_exact(backend, b: int, t: int, c: int, d: int, workers: int, widths=None) -> bool:
+    """Whether this machine's products of ``t x w`` tiles for every ``w`` of ``widths``
+    (default ``(c,)``; rows and columns anywhere in them), computed as the counter
+    computes them (``workers`` > 1: single-threaded in worker threads; else on the
+    calling thread), have the bits of the scored path's ``b x c`` tiles: checked once per
+    width on random data (see the module's docstring)."""
     import torch
 
-    width = c if width is None else int(width)
-    key = (backend.name, b, t, c, d, workers, width, torch.get_num_threads())
+    widths = sorted({c} if widths is None else {int(w) for w in widths})
+    base = (backend.name, b, t, c, d, workers, torch.get_num_threads())
     with _PROBE_LOCK:
-        if key not in _PROBED:
-            _PROBED[key] = _probe(backend, b, t, c, d, workers, width)
-        return _PROBED[key]
+        todo = [w for w in widths if base + (w,) not in _PROBED]
+        if todo:
+            for w, ok in zip(todo, _probe(backend, b, t, c, d, workers, todo)):
+                _PROBED[base + (w,)] = ok
+        return all(_PROBED[base + (w,)] for w in widths)
 
 
-def _probe(backend, b: int, t: int, c: int, d: int, workers: int, width: int) -> bool:
+def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) -> list:
+    """One ``b x c`` product of random data as the scored path computes it, then for each
+    width two ``t``-row panels (the ref's last rows and random ones, in random order):
+    one against its first columns, one against random columns in random order."""
     import torch
 
     rng = np.random.default_rng(20261127)
@@ -109,26 +114,31 @@ def _probe(backend, b: int, t: int, c: int, d: int, workers: int, width: int) ->
     B = torch.from_numpy(rng.standard_normal((c, d), dtype=np.float32))
     ref = torch.empty((b, c), dtype=torch.float32)
     backend.matmul_into(A, B, ref)
-    rows = torch.from_numpy(rng.permutation(b))
-    cols = torch.from_numpy(rng.permutation(c)[:width])
-    Bp = B[cols].contiguous()
-    Bw = B[:width].contiguous()
+    n = min(t, b)
+    tail = np.arange(b - n // 2, b)
+    rows = [
+        torch.from_numpy(
+            rng.permutation(np.concatenate([tail, rng.permutation(b)[: n - tail.size]]))
+        )
+        for _ in range(2)
+    ]
+    cols = {w: torch.from_numpy(rng.permutation(c)[:w]) for w in widths}
 
-    def panels() -> bool:
+    def panels() -> list:
         if threading.current_thread() is not threading.main_thread():
             torch.set_num_threads(1)
-        tile = torch.empty((t, width), dtype=torch.float32)
         panel = torch.zeros((t, d), dtype=torch.float32)
-        for s in range(0, b, t):
-            take = rows[s : s + t]
-            panel.zero_()
-            panel[: take.numel()] = A[take]
-            permuted = (s // t) % 2 == 1
-            backend.matmul_into(panel, Bp if permuted else Bw, tile)
-            want = ref[take][:, cols] if permuted else ref[take][:, :width]
-            if not torch.equal(tile[: take.numel()], want):
-                return False
-        return True
+        out = []
+        for w in widths:
+            tile = torch.empty((t, w), dtype=torch.float32)
+            ok = True
+            for take, pick in ((rows[0], torch.arange(w)), (rows[1], cols[w])):
+                panel.zero_()
+                panel[: take.numel()] = A[take]
+                backend.matmul_into(panel, B[pick].contiguous(), tile)
+                ok = ok and torch.equal(tile[: take.numel()], ref[take][:, pick])
+            out.append(bool(ok))
+        return out
 
     if workers == 1:
         return panels()
@@ -198,7 +208,7 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         gathered.append((U, inv.reshape(-1)))
     widths = {w for U, _ in gathered for w in _gather_widths(U.size, p.c)} | {p.c}
     d = int(p.Q.shape[1])
-    if not all(shapes_exact(p.backend, p.b, t, p.c, d, n_workers, w) for w in sorted(widths)):
+    if not shapes_exact(p.backend, p.b, t, p.c, d, n_workers, widths):
         return None
     own = p.self_pairs.rows(start, stop)
     n_rel = int(rel.indptr[-1])

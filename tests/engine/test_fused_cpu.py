@@ -359,7 +359,7 @@ class _ShapeDependent(Backend):
 def test_probe_declines_products_that_depend_on_the_tile():
     assert _fused_cpu.shapes_exact(Backend("torch", torch.device("cpu")), 64, 16, 48, 8, 1)
     assert not _fused_cpu.shapes_exact(_ShapeDependent(64), 64, 16, 48, 8, 1)
-    assert not _fused_cpu.shapes_exact(_ShapeDependent(64), 64, 16, 48, 8, 2, width=32)
+    assert not _fused_cpu.shapes_exact(_ShapeDependent(64), 64, 16, 48, 8, 2, [32])
 
 
 def test_declined_blocks_run_on_the_scored_counter(monkeypatch):
