@@ -334,22 +334,10 @@ def _hub_props() -> dict:
     }
 
 
-def _check() -> dict:
-    rules = ("gap", "compare", "baseline")
-    thresholds = {"anyOf": [{"required": ["at_least"]}, {"required": ["at_most"]}]}
-    props: dict = {
-        "metric": {
-            "type": "string",
-            "pattern": metric_pattern(),
-            "description": "one of: "
-            + ", ".join((*METRIC_TEMPLATES, *CLASSIFIER_METRICS))
-            + " (K a positive integer, P and Q in (0, 1], p a persistence in (0, 1), L a recall level, T a similarity threshold)",
-        },
-        "dataset": {"$ref": "#/$defs/name"},
-        "datasets": _names_list("#/$defs/name"),
-        "model": {"$ref": "#/$defs/name"},
-        "models": _names_list("#/$defs/name"),
-        **{g.name: _gate_field(g) for g in fields_of(section="") if not g.shared},
+def _rule_properties() -> dict:
+    """The rule keys of a check: gap (its datasets), compare and baseline (their gate
+    fields, from the gate-field table)."""
+    return {
         "gap": {
             "type": "object",
             "properties": {"train": {"$ref": "#/$defs/name"}, "test": {"$ref": "#/$defs/name"}},
@@ -378,6 +366,26 @@ def _check() -> dict:
                 },
             ]
         },
+    }
+
+
+def _check() -> dict:
+    rules = ("gap", "compare", "baseline")
+    thresholds = {"anyOf": [{"required": ["at_least"]}, {"required": ["at_most"]}]}
+    props: dict = {
+        "metric": {
+            "type": "string",
+            "pattern": metric_pattern(),
+            "description": "one of: "
+            + ", ".join((*METRIC_TEMPLATES, *CLASSIFIER_METRICS))
+            + " (K a positive integer, P and Q in (0, 1], p a persistence in (0, 1), L a recall level, T a similarity threshold)",
+        },
+        "dataset": {"$ref": "#/$defs/name"},
+        "datasets": _names_list("#/$defs/name"),
+        "model": {"$ref": "#/$defs/name"},
+        "models": _names_list("#/$defs/name"),
+        **{g.name: _gate_field(g) for g in fields_of(section="") if not g.shared},
+        **_rule_properties(),
         "id": {"$ref": "#/$defs/name"},
         "markers": {"$ref": "#/$defs/markers"},
         "slices": CHECK_SLICES_SCHEMA,
@@ -420,6 +428,21 @@ def _check() -> dict:
     }
 
 
+def _marker() -> dict:
+    """One marker: a name, or a one-key mapping {name: args}."""
+    return {
+        "anyOf": [
+            {"type": "string", "pattern": _MARKER},
+            {
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": 1,
+                "propertyNames": {"pattern": _MARKER},
+            },
+        ]
+    }
+
+
 def suite_json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of a YAML suite, as a dict (``json.dumps`` it)."""
     top = {
@@ -455,17 +478,7 @@ def suite_json_schema() -> dict:
         "checks": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/check"}},
     }
     assert tuple(top) == s._TOP_KEYS
-    marker = {
-        "anyOf": [
-            {"type": "string", "pattern": _MARKER},
-            {
-                "type": "object",
-                "minProperties": 1,
-                "maxProperties": 1,
-                "propertyNames": {"pattern": _MARKER},
-            },
-        ]
-    }
+    marker = _marker()
     defs = {
         "name": {"type": "string", "pattern": _NAME, "maxLength": 100},
         "file": {
