@@ -501,8 +501,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in _slice_report.summary_lines(outcomes, width=width, mode=mode, order=order):
             tr.write_line(line, red=line.rstrip().endswith("FAIL"))
     for family in getattr(config, "_rc_families", []):
-        if mode == "none" and not family["failed"]:
-            continue
+        if not family["failed"] and (
+            mode == "none" or (family["correction"] == "none" and family["size"] < 2)
+        ):
+            continue  # -qq, or one uncorrected check: no multiplicity to state
         for line in _reports.wrapped(f"retrieval-checks: {rc.gates.family_line(family)}", width):
             tr.write_line(line, red=bool(family["failed"]))
         for r in family["failed"]:
