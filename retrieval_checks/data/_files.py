@@ -39,7 +39,7 @@ import os
 import pickle
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -57,12 +57,15 @@ __all__ = ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy", "check_
 
 @dataclass(frozen=True)
 class EmbeddingSet:
-    """Embeddings (n x d) with optional labels and ids (n each), and where they came from."""
+    """Embeddings (n x d) with optional labels and ids (n each), and where they came from;
+    ``columns``: the per-row metadata asked for with ``load_embeddings(columns=...)``
+    (``{name: array}``, e.g. ``evaluate(..., slices=s.columns)``)."""
 
     embeddings: np.ndarray
     labels: np.ndarray | None
     ids: np.ndarray | None
     source: str
+    columns: dict = field(default_factory=dict)
 
 
 def _ext(path: Path) -> str:
@@ -523,6 +526,7 @@ def load_embeddings(
     labels: str | None = "labels",
     ids: str | None = "ids",
     labels_required: bool = False,
+    columns=(),
 ) -> EmbeddingSet:
     """Read embeddings (and, when present, labels and ids) from ``path``.
 
@@ -532,6 +536,10 @@ def load_embeddings(
     must exist. Paths may be strings or ``pathlib.Path``. Embeddings must be a
     non-empty, finite 2-D numeric array; they come back in native byte order, with
     half-precision and bfloat16 values as float32.
+
+    ``columns``: names of other arrays to read, one value per row (per-query metadata
+    such as a language or a category, for ``evaluate(..., slices=s.columns)``); each
+    must exist (a .npy file holds none).
     """
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
         raise InputError(
@@ -547,8 +555,14 @@ def load_embeddings(
             "labels=None with labels_required=True: name the labels' key (labels='<name>') or drop "
             "labels_required."
         )
+    columns = _column_names(columns)
     p = Path(os.fspath(path))
     if _ext(p) == ".npy":
+        if columns:
+            raise InputError(
+                f"{p}: a .npy file holds one array (the embeddings); columns {', '.join(map(repr, columns))} need "
+                "a file with named arrays (.npz, .pt, .safetensors, .parquet)."
+            )
         emb = read_npy(p)
         if labels_required:
             raise InputError(
@@ -592,7 +606,40 @@ def load_embeddings(
             out_labels = arr
         else:
             out_ids = arr
-    return EmbeddingSet(emb, out_labels, out_ids, str(p))
+    out_columns = {}
+    for key in columns:
+        if key not in data:
+            close = did_you_mean(key, available)
+            raise InputError(
+                f"{p}: no column named {key!r}; the file has {', '.join(map(repr, available))}."
+                + (f" Did you mean {close!r}?" if close else "")
+            )
+        arr = np.asarray(data[key])
+        if arr.ndim != 1 or arr.shape[0] != emb.shape[0]:
+            raise InputError(
+                f"{p}: column {key!r} has shape {arr.shape} but there are {emb.shape[0]} embeddings; give one "
+                "value per row."
+            )
+        out_columns[key] = arr
+    return EmbeddingSet(emb, out_labels, out_ids, str(p), out_columns)
+
+
+def _column_names(columns) -> tuple:
+    """``columns=`` as a tuple of distinct array names."""
+    if isinstance(columns, str):
+        columns = (columns,)
+    try:
+        names = tuple(columns)
+    except TypeError:
+        raise InputError(
+            f"columns={columns!r}: expected the names of arrays in the file (a list of strings)."
+        ) from None
+    for c in names:
+        if not isinstance(c, str) or not c:
+            raise InputError(f"columns: {c!r} is not an array name (a non-empty string).")
+    if len(set(names)) != len(names):
+        raise InputError(f"columns={list(names)!r}: a name is given twice.")
+    return names
 
 
 def _check_2d(arr, p: Path, key: str = "embeddings") -> np.ndarray:
