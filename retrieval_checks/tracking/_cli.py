@@ -50,35 +50,19 @@ from ..metrics._names import metric_spec
 from ..options import parse_text
 from ..suites import load_suite
 from ..suites._jsonschema import suite_json_schema
-from ._history import DEFAULT_HISTORY, History, default_history_path, project_root
+from ._history import (
+    DEFAULT_HISTORY,
+    RECORD_COLUMNS,
+    History,
+    default_history_path,
+    project_root,
+)
 from ._report import render_report
 
 DEFAULT_DB = DEFAULT_HISTORY  # relative to the project root
 ORDER = "newest first"
-_EXPORT_COLUMNS = (
-    "run_id",
-    "started",
-    "git_commit",
-    "git_dirty",
-    "test",
-    "suite",
-    "model",
-    "dataset",
-    "metric",
-    "gate",
-    "value",
-    "low",
-    "high",
-    "threshold",
-    "comparison",
-    "on",
-    "passed",
-    "n",
-    "unit",
-    "n_used",
-    "n_skipped",
-    "rule",
-)
+# the run's columns, a gate record's scalar columns (the history's, in its order), its rule
+_EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", *RECORD_COLUMNS, "rule")
 
 
 def _queries(r: dict) -> str:

@@ -862,6 +862,8 @@ _FIELD = {"on_": "on"}
 #: The fields a results row holds in columns of their own; every other field of a gate's
 #: record (GateEvent.to_dict plus the plugin's context) is kept in ``detail``.
 _IN_COLUMNS = frozenset(_FIELD.get(c, c) for c in _COLUMNS if c != "detail")
+#: A record's fields with a scalar column of their own, in the table's order (an export's columns).
+RECORD_COLUMNS = tuple(_FIELD.get(c, c) for c in _COLUMNS if c not in ("detail", "bounds"))
 
 
 def _stored(o: dict) -> tuple:

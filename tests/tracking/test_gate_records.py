@@ -88,3 +88,15 @@ def test_from_record_refuses_what_is_not_a_record():
         GateEvent.from_record(["map", 0.5])
     with pytest.raises(InputError, match="'gate', 'metric'"):
         GateEvent.from_record({"value": 0.5})
+
+
+def test_the_export_columns_are_the_history_record_columns():
+    """`retrieval-checks export`'s columns come from the history's own columns
+    (no second list), in the order users' spreadsheets know."""
+    from retrieval_checks.tracking._cli import _EXPORT_COLUMNS
+
+    assert _EXPORT_COLUMNS == (
+        *("run_id", "started", "git_commit", "git_dirty", "test", "suite", "model", "dataset"),
+        *("metric", "gate", "value", "low", "high", "threshold", "comparison", "on", "passed"),
+        *("n", "unit", "n_used", "n_skipped", "rule"),
+    )
