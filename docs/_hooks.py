@@ -38,6 +38,19 @@ from mkdocs.structure.files import File
 log = logging.getLogger("mkdocs.hooks.retrieval_checks")
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def _load_roles():
+    """docs/_griffe_roles.py (beside this file; mkdocs loads hooks by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "_griffe_roles", Path(__file__).with_name("_griffe_roles.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_roles = _load_roles()
+
 #: The public subpackages, in the order of the layers (pyproject's import-linter contract),
 #: top to bottom, then the shared modules.
 API = (
@@ -85,7 +98,7 @@ def _generated_note(source: str) -> str:
 
 
 def _first_line(doc: str | None) -> str:
-    return (inspect.cleandoc(doc or "").split("\n\n")[0]).replace("\n", " ")
+    return _roles.plain(inspect.cleandoc(doc or "").split("\n\n")[0]).replace("\n", " ")
 
 
 def _api_page(name: str) -> str:
@@ -94,7 +107,7 @@ def _api_page(name: str) -> str:
         f"# `retrieval_checks.{name}`\n",
         _generated_note(f"the docstrings of `retrieval_checks.{name}`"),
     ]
-    out.append(inspect.cleandoc(mod.__doc__ or "") + "\n")
+    out.append(_roles.plain(inspect.cleandoc(mod.__doc__ or "")) + "\n")
     for member in mod.__all__:
         out.append(f"::: {_path(mod, member)}\n")
     return "\n".join(out)
@@ -419,7 +432,7 @@ def _errors_page() -> str:
     out = [
         "# Errors and warnings\n",
         _generated_note("`retrieval_checks.errors`"),
-        inspect.cleandoc(errors.__doc__ or "") + "\n",
+        _roles.plain(inspect.cleandoc(errors.__doc__ or "")) + "\n",
     ]
     rows = []
     for name in errors.__all__:
