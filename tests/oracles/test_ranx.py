@@ -161,3 +161,18 @@ def test_graded_dcg_equals_ranx_and_judgement_measures_need_a_run():
     for name in ("bpref", "rbp_residual@0.8"):
         with pytest.raises(rc.MetricNameError, match="call retrieval_checks.evaluate_run"):
             rc.evaluate(queries, docs, relevance=relevance, metrics=[name], similarity="dot")
+
+
+@pytest.mark.parametrize("seed, group", [(6, 4), (8, 40)])
+def test_issue31_measures_tie_heavy_ranx_lies_within_the_tie_range(seed, group):
+    _, _, scores, relevance = _data(seed, tie_group=group)
+    binary = {q: {d: int(g >= 2) for d, g in rel.items()} for q, rel in relevance.items()}
+    want, qrels, run = _ranx(scores, binary, list(ISSUE31.values()))
+    got = rc.evaluate_run(run, qrels, list(ISSUE31), ties="average")
+    wide = 0
+    for ours, theirs in ISSUE31.items():
+        lo, hi = got.tie_range(ours)
+        assert lo - 1e-12 <= want[theirs] <= hi + 1e-12, (ours, lo, want[theirs], hi)
+        assert lo - 1e-12 <= got[ours] <= hi + 1e-12
+        wide += hi - lo > 1e-6
+    assert wide >= 3
