@@ -84,9 +84,17 @@ def _good(row: GateSpec, kind: str):
         return row.choices_for(kind)[-1] if row.name != "on" else row.choices_for(kind)[0]
     if row.kind == "flag":
         return True
-    return {"max_skipped": 2, "confidence": 0.9, "min_power": 0.8}.get(
-        row.name, row.value.default or 1
-    )
+    return _valid(row.value)
+
+
+def _valid(o: Option):
+    """A value the option ``o`` accepts, from its own bounds (a new row needs no case here)."""
+    if o.kind == "skipped":
+        return 2
+    low = 0 if o.low is None else o.low
+    if o.kind == "integer":
+        return int(low) + 1
+    return (low + o.high) / 2 if o.high is not None else low + 1
 
 
 # --------------------------------------------------------------------------- the table itself
@@ -239,8 +247,8 @@ def test_a_new_row_reaches_the_integrations(new_rows):
     assert checked["map"]["min_widgets"] == 4
     with pytest.raises(InputError, match=r"gates\['map'\]\.min_widgets=0"):
         check_gates({"map": {"at_least": 0.1, "min_widgets": 0}})
-    with pytest.raises(InputError, match="unknown field 'min_power'"):
-        check_gates({"map": {"at_least": 0.1, "min_power": 0.8}})
+    with pytest.raises(InputError, match="unknown field 'min_widget'"):
+        check_gates({"map": {"at_least": 0.1, "min_widget": 3}})
 
 
 # ------------------------------------------------------------------ one max_skipped rule
