@@ -230,6 +230,9 @@ def test_the_main_public_functions_have_examples():
         "assert_map_at_least",
         "assert_recall_at_least",
         "assert_not_worse",
+        "assert_recall_at_precision",
+        "assert_grouped_recall_ci",
+        "assert_gap_below",
     ):
         doc = getattr(rc, name).__doc__
         assert ">>> " in doc, f"rc.{name} has no example"

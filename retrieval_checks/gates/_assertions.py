@@ -889,7 +889,34 @@ def assert_recall_at_precision(
     result, at_least: float, *, precision: float = 0.9, max_skipped: int | float | None = None
 ) -> None:
     """Fail when ``recall_at_precision@P`` is below ``at_least``; the message names the
-    similarity threshold that reaches precision P (or says none does)."""
+    similarity threshold that reaches precision P (or says none does).
+
+    ``precision`` is P, an exact decimal; ``max_skipped`` as in :func:`assert_metric`.
+
+    Raises
+    ------
+    AssertionError
+        Pair recall at precision P is below ``at_least``; the message names the
+        threshold and the true and false positive and false negative pair counts.
+    InputError
+        A threshold that is NaN, on the wrong scale or could never fail, or a result
+        that did not compute ``recall_at_precision@P``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> centres, y = rng.normal(size=(60, 16)), np.repeat(np.arange(60), 4)
+    >>> train = centres[y] + 0.5 * rng.normal(size=(240, 16))
+    >>> test = centres[y] + 0.6 * rng.normal(size=(240, 16))
+    >>> grouped = dict(metrics=["grouped_recall@1", "recall_at_precision@0.9"], group_size=10)
+    >>> res_train = rc.evaluate(train, query_labels=y, **grouped)
+    >>> res = rc.evaluate(test, query_labels=y, **grouped)
+    >>> round(res_train["recall_at_precision@0.9"], 4)
+    0.8333
+    >>> rc.assert_recall_at_precision(res_train, 0.5, precision=0.9)
+    """
     __tracebackhide__ = True
     name = parse_metric(
         f"recall_at_precision@{_precision_level(precision)!r}"
@@ -908,7 +935,35 @@ def assert_grouped_recall_ci(
     max_skipped: int | float | None = None,
 ) -> None:
     """Fail when the interval's lower bound (``on="lower"``, default) or the point
-    value (``on="value"``) of a grouped recall is below ``at_least``."""
+    value (``on="value"``) of a grouped recall is below ``at_least``.
+
+    The interval is grouped recall's own Student t interval over the groups of
+    ``group_size`` labels (``result.intervals[metric]``).
+
+    Raises
+    ------
+    AssertionError
+        The bound (or value) is below ``at_least``; the message names the groups,
+        their spread and the standard error.
+    InputError
+        A threshold that is NaN, on the wrong scale or could never fail, or a result
+        without that grouped recall.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> centres, y = rng.normal(size=(60, 16)), np.repeat(np.arange(60), 4)
+    >>> train = centres[y] + 0.5 * rng.normal(size=(240, 16))
+    >>> test = centres[y] + 0.6 * rng.normal(size=(240, 16))
+    >>> grouped = dict(metrics=["grouped_recall@1", "recall_at_precision@0.9"], group_size=10)
+    >>> res_train = rc.evaluate(train, query_labels=y, **grouped)
+    >>> res = rc.evaluate(test, query_labels=y, **grouped)
+    >>> round(res["grouped_recall@1"], 4)
+    0.9667
+    >>> rc.assert_grouped_recall_ci(res, 0.8)  # the interval's lower bound is above 0.8
+    """
     __tracebackhide__ = True
     _choice(on, ("lower", "value"), "on", "the interval's lower bound, or the value")
     spec = parse_metric(metric)
@@ -999,7 +1054,32 @@ def assert_gap_below(
     ``MIN_INTERVAL_UNITS`` groups or classes are warned about
     (:class:`~retrieval_checks.errors.IntervalWarning`, once: not again for a warning
     :func:`~retrieval_checks.generalization_gap` gave) and recorded on the event
-    (``warnings``, and ``sides_swapped``)."""
+    (``warnings``, and ``sides_swapped``).
+
+    Raises
+    ------
+    AssertionError
+        The gap's upper bound (or value) exceeds ``below``; the message names both
+        sides' values and sample sizes and the interval's method.
+    InputError
+        A ``below`` that is NaN, negative or could never fail.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> centres, y = rng.normal(size=(60, 16)), np.repeat(np.arange(60), 4)
+    >>> train = centres[y] + 0.5 * rng.normal(size=(240, 16))
+    >>> test = centres[y] + 0.6 * rng.normal(size=(240, 16))
+    >>> grouped = dict(metrics=["grouped_recall@1", "recall_at_precision@0.9"], group_size=10)
+    >>> res_train = rc.evaluate(train, query_labels=y, **grouped)
+    >>> res = rc.evaluate(test, query_labels=y, **grouped)
+    >>> gap = rc.generalization_gap(res_train, res, "grouped_recall@1")
+    >>> round(gap.value, 4)
+    0.0167
+    >>> rc.assert_gap_below(gap, 0.1)  # the gap's upper bound, +0.0695, is below 0.1
+    """
     __tracebackhide__ = True
     GATE_FIELDS["on"].check(on, kind="gap")
     if not isinstance(gap, Gap):
