@@ -233,6 +233,7 @@ def test_the_main_public_functions_have_examples():
         "assert_recall_at_precision",
         "assert_grouped_recall_ci",
         "assert_gap_below",
+        "assert_rsum",
     ):
         doc = getattr(rc, name).__doc__
         assert ">>> " in doc, f"rc.{name} has no example"

@@ -984,7 +984,27 @@ def assert_grouped_recall_ci(
 def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     """Fail when Rsum (percentage points, 0-600) of an image-text result is below
     ``at_least``: its value (``on="value"``, default) or the lower bound of its
-    bootstrap interval over images (``on="lower"``)."""
+    bootstrap interval over images (``on="lower"``).
+
+    Raises
+    ------
+    AssertionError
+        Rsum (or its lower bound) is below ``at_least``.
+    InputError
+        A threshold that is NaN, outside 0-600 or written as a fraction (``4.5`` for
+        450), or a result without ``rsum``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> images = np.eye(4, dtype=np.float32)
+    >>> captions = np.repeat(images, 2, axis=0) + 0.1
+    >>> res = rc.evaluate_image_text(images, captions, np.repeat(np.arange(4), 2))
+    >>> res["rsum"]
+    600.0
+    >>> rc.assert_rsum(res, at_least=450)
+    """
     __tracebackhide__ = True
     _choice(on, ("value", "lower"), "on", "the value, or the bootstrap interval's lower bound")
     _required(at_least, "assert_rsum")
