@@ -147,6 +147,33 @@ def _one(r, name: str, value, field: str, line) -> SliceColumn:
         path = r.file(node["file"], _join(field, "file"), node.line_of("file"))
     if "map" in node and "bins" in node:
         raise r.error("give map: or bins:, not both.", field, line)
+    mapping = _map_spec(r, node, field)
+    if "default" in node and mapping is None:
+        raise r.error("default: goes with map:.", _join(field, "default"), node.line_of("default"))
+    if "default" in node and not _scalar(node["default"]):
+        raise r.error(
+            f"expected a slice name, found {_describe(node['default'])}.",
+            _join(field, "default"),
+            node.line_of("default"),
+        )
+    bins = _bins_spec(r, node, field)
+    return SliceColumn(
+        name,
+        column=column,
+        file=path,
+        mapping=mapping,
+        has_default="default" in node,
+        default=node.get("default"),
+        bins=bins,
+        line=line,
+        where=field,
+    )
+
+
+def _map_spec(r, node, field: str) -> dict | None:
+    """A column's ``map:`` (value -> slice name), checked; None without one."""
+    from ._schema import _describe, _join
+
     mapping = None
     if "map" in node:
         m = node["map"]
@@ -172,14 +199,13 @@ def _one(r, name: str, value, field: str, line) -> SliceColumn:
                 mline,
             )
         mapping = dict(m)
-    if "default" in node and mapping is None:
-        raise r.error("default: goes with map:.", _join(field, "default"), node.line_of("default"))
-    if "default" in node and not _scalar(node["default"]):
-        raise r.error(
-            f"expected a slice name, found {_describe(node['default'])}.",
-            _join(field, "default"),
-            node.line_of("default"),
-        )
+    return mapping
+
+
+def _bins_spec(r, node, field: str) -> tuple | None:
+    """A column's ``bins:`` (rising finite edges), checked; None without them."""
+    from ._schema import _describe, _join
+
     bins = None
     if "bins" in node:
         b = node["bins"]
@@ -200,17 +226,7 @@ def _one(r, name: str, value, field: str, line) -> SliceColumn:
                 bline,
             )
         bins = tuple(float(x) for x in b)
-    return SliceColumn(
-        name,
-        column=column,
-        file=path,
-        mapping=mapping,
-        has_default="default" in node,
-        default=node.get("default"),
-        bins=bins,
-        line=line,
-        where=field,
-    )
+    return bins
 
 
 def parse_dataset_slices(r, value, field: str, line) -> tuple:
