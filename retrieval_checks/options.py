@@ -27,6 +27,7 @@ __all__ = [
     "OPTIONS",
     "DEFAULTS",
     "check_option",
+    "check_embedding_ties",
     "parse_text",
     "parse_memory",
     "positive_int",
@@ -178,10 +179,11 @@ OPTIONS: dict[str, Option] = {
         ),
         _choice(
             "ties",
-            ("pessimistic", "optimistic", "average"),
+            ("pessimistic", "optimistic", "average", "docid"),
             "pessimistic",
             "where a relevant item ranks among non-relevant items with an equal score: after them, before "
-            "them, or the exact mean over every order of the tie",
+            "them, the exact mean over every order of the tie, or (runs only) trec_eval's order: "
+            "document id, descending",
             (_RET, _IT, _RUN),
         ),
         _choice(
@@ -309,6 +311,19 @@ OPTIONS: dict[str, Option] = {
 
 #: The default of every option, in one place.
 DEFAULTS: dict[str, Any] = {name: o.default for name, o in OPTIONS.items()}
+
+
+def check_embedding_ties(value) -> str:
+    """The ``ties`` option of an evaluation that ranks embeddings: ``"docid"`` (trec_eval's
+    order of document ids) belongs to runs, whose documents have ids, and is refused."""
+    ties = check_option("ties", value)
+    if ties == "docid":
+        raise InputError(
+            "ties='docid' orders equal scores by document id as trec_eval does, which only "
+            "evaluate_run (a run with document ids) has; an embedding evaluation takes "
+            "'pessimistic', 'optimistic' or 'average'."
+        )
+    return ties
 
 
 def check_option(name: str, value, *, argument: str | None = None):

@@ -36,7 +36,7 @@ from .._suggest import hint
 from ..errors import InputError
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
-from ..options import DEFAULTS, check_option
+from ..options import DEFAULTS, check_embedding_ties, check_option
 from ._backend import check_run_options
 from ._first_ranks import first_relevant_ranks
 from ._fused_tasks import fused_image_text
@@ -511,7 +511,7 @@ def _check_options(
             f"images_without_captions={images_without_captions!r}: use 'error' or 'drop'."
         )
     check_option("similarity", similarity)
-    check_option("ties", ties)
+    check_embedding_ties(ties)
     check_option("confidence", confidence)
     check_option("n_resamples", n_resamples)
     check_option("seed", seed)

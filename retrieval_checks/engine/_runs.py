@@ -149,7 +149,6 @@ class _Request:
 
 
 _QUERIES = ("both", "run", "qrels")
-_TIES = ("pessimistic", "optimistic", "average", "docid")
 
 
 def _choice(value, name: str, allowed, why: str) -> str:
@@ -188,24 +187,9 @@ def _options(
             f"ignore_identical_ids={shown(ignore_identical_ids)}: expected True or False (True: a "
             "document whose id is the query's id is dropped from the run, BEIR's rule)."
         )
-    if ties == "docid":
-        ties_checked = "docid"
-    else:
-        ties_checked = (
-            check_option("ties", ties)
-            if ties in _TIES[:3]
-            else _choice(
-                ties,
-                "ties",
-                _TIES,
-                "the order of equal scores: relevant after (pessimistic) or before (optimistic) the "
-                "others, the exact mean over every order (average), or trec_eval's order: the "
-                "document id, descending (docid)",
-            )
-        )
     return _Request(
         specs=_parse_metrics(metrics),
-        ties=ties_checked,
+        ties=check_option("ties", ties),
         empty_queries=check_option("empty_queries", empty_queries),
         relevance_level=positive_int(
             relevance_level,

@@ -17,7 +17,7 @@ from ..metrics._names import MetricSpec
 from ..metrics._pairs import pair_metric, pr_curve
 from ..metrics._policies import GRADED, parse_metric_list
 from ..metrics._ranking import aggregate
-from ..options import check_option
+from ..options import check_embedding_ties, check_option
 from ._blocks import RelevanceSource
 from ._fused_tasks import grouped_on_device
 from ._grouped import GroupedRecall, grouped_recall_values
@@ -97,7 +97,7 @@ def parse_request(
     return Request(
         specs=_parse_all(metrics),
         similarity=check_option("similarity", similarity),
-        ties=check_option("ties", ties),
+        ties=check_embedding_ties(ties),
         empty_queries=check_option("empty_queries", empty_queries),
         group_size=check_option("group_size", group_size),
         group_seed=check_option("seed", group_seed, argument="group_seed"),

@@ -39,6 +39,8 @@ def binary_policy_values(
     if not specs:
         return {kind: {} for kind in ("chosen", *KINDS)}
     _ties.check_average(specs, ties)
+    if chosen_rank is None and ties not in ("pessimistic", "optimistic", "average"):
+        raise ValueError(f"ties={ties!r} needs the untied ranks (chosen_rank)")  # a caller's bug
     pess = per_query_values(specs, rid, position, rank, n_relevant)
     opt = per_query_values(specs, rid, position, rank - tied, n_relevant)
     if chosen_rank is not None:

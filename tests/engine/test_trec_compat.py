@@ -415,3 +415,17 @@ def test_relevance_level_in_evaluate_as_in_evaluate_run(empty):
         assert dense["ndcg"] == pytest.approx(np.mean([v["ndcg"] for v in want.values()]))
     else:
         assert np.isnan(dense.per_query["ndcg"][0]) and dense.n_skipped == 1
+
+
+def test_docid_ties_belong_to_runs():
+    """ties='docid' is an option value everywhere options are read (a suite's run
+    dataset takes it); an embedding evaluation has no document ids and refuses it."""
+    import retrieval_checks as rc
+
+    x = np.eye(3, dtype=np.float32)
+    with pytest.raises(InputError, match="ties='docid' orders equal scores by document id"):
+        rc.evaluate(x, query_labels=[0, 0, 1], metrics=["map"], ties="docid")
+    with pytest.raises(InputError, match="ties='docid'"):
+        rc.evaluate_image_text(x, x, [0, 1, 2], ties="docid")
+    with pytest.raises(InputError, match=r"ties='first': expected one of"):
+        evaluate_run({"q": {"a": 1.0}}, {"q": {"a": 1}}, ["map"], ties="first")
