@@ -423,7 +423,26 @@ def _cli_page() -> str:
         "is listed.\n"
     )
     out.append(_table(["option", "meaning", "ini"], rows))
+    out.append("## The pytest plugin's fixtures\n")
+    out.append(
+        "How tests use them: [the pytest plugin](../plugin.md). The gates themselves are "
+        "re-exported: `from pytest_retrieval_checks import assert_map_at_least, ...`.\n"
+    )
+    out.append(_table(["fixture", "what it gives"], _fixtures(plugin)))
     return "\n".join(out)
+
+
+def _fixtures(plugin) -> list[list]:
+    """The plugin's fixtures (functions pytest.fixture wrapped) with their docstrings."""
+    from _pytest.fixtures import FixtureFunctionDefinition
+
+    rows = []
+    for name, obj in vars(plugin).items():
+        if isinstance(obj, FixtureFunctionDefinition):
+            rows.append([f"`{name}`", _roles.plain(inspect.getdoc(obj) or "")])
+    if not rows:
+        log.warning("no fixture found in the pytest plugin: the reference would list none")
+    return rows
 
 
 def _errors_page() -> str:

@@ -99,6 +99,7 @@ def test_the_reference_is_generated_from_the_code(site):
     commands = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert all(f"retrieval-checks {name}" in cli for name in commands)
     assert "--rc-correction" in cli and "--rc-html" in cli  # the plugin's options
+    assert all(f in cli for f in ("rc_evaluate", "rc_load", "rc_baseline", "rc_report"))  # fixtures
     schema = _text(site / "reference/yaml-schema.html")
     assert "at_least" in schema and "datasets" in schema
     # the public API: every top-level name has its docstring rendered, with its anchor
