@@ -3,7 +3,7 @@ the too-small note, the queries without a slice), JUnit properties per slice, th
 report, the history's rows (read back), the HTML report (a chart over the slices) and
 the markdown table (GitHub step summary, ``retrieval-checks report``).
 
-Cost: about 3 s (two in-process pytester sessions on a 240-query evaluation).
+Cost: about 4 s (four in-process pytester sessions on a 240-query evaluation).
 """
 
 from __future__ import annotations
@@ -85,3 +85,56 @@ def test_slice_gates_reach_terminal_junit_json_history_html_and_markdown(pyteste
     assert r"**slices of test\_sliced.py::test\_every\_slice: map**" in md  # markdown-escaped
     assert "| alpha | 0." in md and "| 20 classes | PASS |" in md
     assert "3 queries have no slice value (in no slice)." in md
+
+
+SUITE = """
+datasets:
+  set: {queries: data/set.npz, slices: {lang: lang, tiny: {column: lang, map: {de: de}, default: null}}}
+models:
+  m: {embeddings: {set: data/set.npz}}
+checks:
+  - {metric: map, dataset: set, slices: [lang=de, lang=en], at_least: 0.05}
+  - {metric: map, dataset: set, slices: all, baseline: {max_drop: 0.0}}
+"""
+
+
+def test_a_yaml_slice_check_through_the_plugin(pytester):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(40), 6)
+    e = (rng.normal(size=(40, 16))[y] + rng.normal(size=(240, 16))).astype(np.float32)
+    (pytester.path / "data").mkdir()
+    np.savez(
+        pytester.path / "data/set.npz", embeddings=e, labels=y, lang=np.where(y < 20, "de", "en")
+    )
+    (pytester.path / "rc_slices.yaml").write_text(SUITE)
+    pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--rc-regen-all", "--rc-history=none"
+    ).assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--rc-json=g.json", "--rc-history=none"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "slices of rc_slices.yaml::map_at_least_slices[[]m-set[]] map: slices >= 0.05",
+            "*lang=de*PASS*",
+            "*lang=en*PASS*",
+            "slices of rc_slices.yaml::map_vs_baseline_slices[[]m-set[]] map: slice baseline max*",
+            "*tiny=de*0.*20 classes*PASS*",
+            "*note: 120 queries have no tiny value (in no slice)*",
+        ]
+    )
+    gates = json.loads((pytester.path / "g.json").read_text())["gates"]
+    drop = next(g for g in gates if g["gate"] == "assert_no_slice_regression")
+    assert (
+        drop["suite"]
+        and drop["model"] == "m"
+        and {r["slice"] for r in drop["slices"]}
+        == {
+            "lang=de",
+            "lang=en",
+            "tiny=de",
+        }
+    )
