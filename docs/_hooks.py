@@ -434,11 +434,16 @@ def _cli_page() -> str:
 
 def _fixtures(plugin) -> list[list]:
     """The plugin's fixtures (functions pytest.fixture wrapped) with their docstrings."""
-    from _pytest.fixtures import FixtureFunctionDefinition
+    import _pytest.fixtures
+
+    wrapped = getattr(_pytest.fixtures, "FixtureFunctionDefinition", ())  # pytest >= 8.4
+
+    def is_fixture(obj) -> bool:  # older pytest marks the function itself
+        return isinstance(obj, wrapped) or hasattr(obj, "_pytestfixturefunction")
 
     rows = []
     for name, obj in vars(plugin).items():
-        if isinstance(obj, FixtureFunctionDefinition):
+        if is_fixture(obj):
             rows.append([f"`{name}`", _roles.plain(inspect.getdoc(obj) or "")])
     if not rows:
         log.warning("no fixture found in the pytest plugin: the reference would list none")
