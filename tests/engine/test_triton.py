@@ -125,7 +125,7 @@ def _same(a, b):
 @pytest.mark.parametrize("screen", [False, True])
 def test_leave_one_out_equals_cpu_kernels_and_torch_path(similarity, kind, screen, spy, counting):
     rng = np.random.default_rng(zlib.crc32(f"{similarity}-{kind}".encode()))
-    n = 83  # not a multiple of the 32-column tiles
+    n = 50  # not a multiple of the tiles; 2 blocks of (40, 16), 4 x 2 interpreter tiles
     X = _data(kind, rng, n, 12)
     y = rng.integers(0, 7, size=n)
     ref = _evaluate(X, y, similarity=similarity, device="numpy", kernels=True)
@@ -262,9 +262,10 @@ def test_counts_equal_the_cpu_kernels(impl, kind, counting):
     assert (tied.sum() > 0) == (kind == "int")  # integer data tie; random floats do not
 
 
-def _adversarial(rng, n_rel_groups=6, per=7, d=24):
+def _adversarial(rng, n_rel_groups=3, per=7, d=24, n_far=20):
     """Relevant items and non-relevant ones whose scores sit within a few ulps of them
-    (the relevant row scaled by 1 + k 2^-23), exact duplicates, and far negatives."""
+    (the relevant row scaled by 1 + k 2^-23), exact duplicates, and far negatives: 62
+    rows, 4 x 2 interpreter tiles with partial ones (the interpreter's cost is per tile)."""
     X, y = [], []
     for gi in range(n_rel_groups):
         base = rng.standard_normal(d).astype(np.float32)
@@ -274,9 +275,9 @@ def _adversarial(rng, n_rel_groups=6, per=7, d=24):
         for k in range(-3, 4):
             X.append((base * np.float32(1 + k * 2.0**-23)).astype(np.float32))
             y.append(100 + gi * 10 + k)  # non-relevant, scores within ulps of the relevant ones
-    far = 0.05 * rng.standard_normal((40, d)).astype(np.float32)
+    far = 0.05 * rng.standard_normal((n_far, d)).astype(np.float32)
     X = np.concatenate([np.array(X, np.float32), far])
-    y = np.concatenate([np.array(y), 1000 + np.arange(40)])
+    y = np.concatenate([np.array(y), 1000 + np.arange(n_far)])
     perm = rng.permutation(len(y))
     X, y = X[perm], y[perm]
     order = np.argsort(y, kind="stable")
@@ -516,7 +517,7 @@ def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen,
     """Pair metrics (fixed thresholds, the negative tail, the binning pass) on the fused
     kernel: equal to the CPU kernels and to the torch path, fp32 and screened."""
     rng = np.random.default_rng(zlib.crc32(f"pairs-{similarity}-{kind}".encode()))
-    n = 83
+    n = 50  # 2 blocks of (40, 16), 4 x 2 interpreter tiles (partial ones)
     X = _data(kind, rng, n, 12)
     y = rng.integers(0, 7, size=n)
     kw = dict(query_labels=y, metrics=PAIR_METRICS, similarity=similarity, empty_queries="skip")
@@ -754,12 +755,13 @@ def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy):
     """No score block in memory: the fused pass runs fewer, larger blocks (pair metrics
     keep the plan's), and per-query values do not change."""
     rng = np.random.default_rng(17)
-    X = _data("float", rng, 300, 8)
-    y = np.repeat(np.arange(150), 2)
+    n = 160  # 10 planned blocks of 16 queries
+    X = _data("float", rng, n, 8)
+    y = np.repeat(np.arange(n // 2), 2)
     ref = _evaluate(X, y, similarity="cosine", device="numpy", kernels=True, tile=(16, 64))
     with _triton.on_cpu():
         got = _evaluate(X, y, similarity="cosine", device="torch-cpu", kernels=False, tile=(16, 64))
-    assert spy and all(spy) and len(spy) < 300 // 16 // 2, len(spy)
+    assert spy and all(spy) and len(spy) < n // 16 // 2, len(spy)
     _same(got, ref)
     del spy[:]
     with _triton.on_cpu():
@@ -771,7 +773,7 @@ def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy):
             tile=(16, 64),
             _use_kernels=False,
         )
-    assert len(spy) == -(-300 // 16)
+    assert len(spy) == -(-n // 16)
 
 
 def test_tile_shape_from_the_environment(monkeypatch, spy):

@@ -445,8 +445,9 @@ def test_other_tile_shapes(tile, monkeypatch, spy):
     monkeypatch.setenv("RC_TRITON_TILE", tile)
     assert _triton.tile_shape() == tuple(int(v) for v in tile.split("x"))
     rng = np.random.default_rng(12)
-    X = _ints(rng, 50, 20)
-    y = rng.integers(0, 4, 50)
+    n = 34  # a partial tile after two or more full ones, along both axes, at each shape
+    X = _ints(rng, n, 20)
+    y = rng.integers(0, 4, n)
     for similarity in ("cosine", "neg_l2"):
         _check(
             spy,
@@ -458,13 +459,13 @@ def test_other_tile_shapes(tile, monkeypatch, spy):
         )
     _check(
         spy,
-        (_ints(rng, 40, 1),),
-        query_labels=y[:40],
+        (_ints(rng, n, 1),),
+        query_labels=y,
         similarity="dot",
         screen="tf32",
         metrics=RANKED[:4],
     )
-    C = np.packbits(rng.integers(0, 2, size=(50, 200)).astype(bool), axis=1)
+    C = np.packbits(rng.integers(0, 2, size=(n, 200)).astype(bool), axis=1)
     _check(spy, (C,), query_labels=y, similarity="hamming", metrics=RANKED[:4])
 
 
