@@ -48,11 +48,16 @@ def _threshold(spec, value, role: str):
     return check_threshold(spec.capabilities, value, role=role, field=role, metric=spec.name)
 
 
-def _on(on) -> str:
+def _on(on, spec=None) -> str:
     if not isinstance(on, str) or on not in ("value", "interval"):
         raise InputError(
             f"on={on!r}: use 'value' (each slice's value) or 'interval' (its interval bound on the side of the "
             "threshold)."
+        )
+    if on == "interval" and spec is not None and spec.capabilities.interval is None:
+        raise InputError(
+            f"on='interval': {spec.name} has no interval to gate on (as for assert_metric: a median rank is not a "
+            "smooth statistic); use on='value'."
         )
     return on
 
@@ -178,9 +183,9 @@ def assert_slices(
     __tracebackhide__ = True
     if at_least is None and at_most is None:
         raise InputError(f"{_gate} needs at_least=..., at_most=... or both (numbers such as 0.7).")
-    _on(on)
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
+    _on(on, spec)
     at_least, at_most = _bounds(result, spec, at_least, at_most)
     if at_least is not None and at_most is not None and at_least > at_most:
         raise InputError(
@@ -277,7 +282,7 @@ def assert_worst_slice(
         raise InputError(f"{_gate} needs at_least=... or at_most=... (a number such as 0.7).")
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
-    _on(on)
+    _on(on, spec)
     at_least, at_most = _bounds(result, spec, at_least, at_most)
     names = _named_slices(all_slices, None, _gate)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)

@@ -160,6 +160,8 @@ def test_gates_fail_closed_on_bad_input(big):
         rc.assert_slices_at_least(big, "map", 70)
     with pytest.raises(InputError, match="on="):
         rc.assert_slices(big, "map", at_least=0.1, on="upper")
+    with pytest.raises(InputError, match="medr has no interval"):
+        rc.assert_worst_slice(big, "medr", at_most=10, on="interval")
     with pytest.raises(InputError, match="no per-query values"):
         rc.with_slices(plain, y % 2)
         rc.slice_intervals(plain, "pair_f1@t=0.5")
