@@ -259,6 +259,7 @@ PUBLIC = {
         "DEFAULTS",
         "OPTIONS",
         "Option",
+        "check_embedding_ties",
         "check_option",
         "parse_memory",
         "parse_text",
