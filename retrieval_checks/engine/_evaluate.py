@@ -128,8 +128,10 @@ def evaluate(
         width is rounded up to a multiple of 16 so that equal scores stay bit-equal.
     relevance_level:
         With graded relevance: the lowest grade the binary metrics (hit_rate, recall,
-        map, ...) count as relevant (default 1, as trec_eval); a query without such an
-        item is an empty query for every metric.
+        map, ...) count as relevant (default 1, as trec_eval's ``-l``); a query without
+        such an item is an empty query: under ``empty_queries="skip"`` it leaves every
+        mean, under ``"zero"`` the binary metrics score 0 and nDCG / DCG keep their
+        graded value (trec_eval's rule).
     group_size, group_seed, group_repeats, confidence:
         For ``grouped_recall@K``: S labels per group (default 10, the paper's choice),
         the partition's seed, the number of partitions averaged, and the confidence of
