@@ -15,7 +15,8 @@ Input forms (``slices=`` of ``evaluate`` and ``evaluate_run``):
   the slices named by the values (``"de"``);
 - ``{dimension: values}``: several slicings, the slices named ``"dimension=value"``;
 - ``{dimension: (metadata, function)}``: the slice value of a query is
-  ``function(metadata[i])`` (``(lengths, lambda n: "long" if n > 20 else "short")``).
+  ``function(metadata[i])`` (``(lengths, lambda n: "long" if n > 20 else "short")``);
+  the metadata may be a list of dicts or a pandas DataFrame (each row as a dict).
 
 Values are strings, integers, floats or booleans, one type per dimension (mixed types
 are an error: ``1`` and ``"1"`` would name two slices that print the same). ``None``
@@ -111,6 +112,8 @@ def _dimension_values(name: str, spec, n_queries: int, where: str) -> list:
             f"{where}: a function alone has nothing to read; give (metadata, function), the metadata one value "
             "per query."
         )
+    if fn is not None and hasattr(spec, "to_dict") and hasattr(spec, "columns"):
+        spec = spec.to_dict("records")  # a pandas DataFrame: the function gets each row as a dict
     meta = _as_list(spec, where, n_queries)
     for i, m in enumerate(meta):
         if _is_nan(m):

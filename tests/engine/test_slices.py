@@ -143,3 +143,22 @@ def test_the_evaluation_cache_keys_slices_by_their_values():
     assert list(two.slices) != list(three.slices) and len(three.slices) == 3
     again = cache.evaluate(q, g, slices={"half": (np.arange(90), lambda i: i < 45)}, **common)
     assert again is by_fn  # the same values: one pass
+
+
+def test_pandas_metadata_series_and_dataframe_rows():
+    pd = pytest.importorskip("pandas")
+    q, g, yq, yg = _data()
+    meta = pd.DataFrame({"lang": ["de", "en", None] * 30, "n_tokens": np.arange(90)})
+    common = dict(query_labels=yq, gallery_labels=yg, metrics=["map"], device="numpy")
+    r = rc.evaluate(
+        q,
+        g,
+        slices={
+            "lang": meta["lang"],  # a Series with missing values: counted
+            "size": (meta, lambda row: "long" if row["n_tokens"] >= 60 else "short"),
+            "kind": ([{"k": i % 3} for i in range(90)], lambda d: f"k{d['k']}"),
+        },
+        **common,
+    )
+    assert r.slices.missing == {"lang": 30, "size": 0, "kind": 0}
+    assert r.slices["size=long"].n_queries == 30 and r.slices["kind=k2"].n_queries == 30
