@@ -188,8 +188,18 @@ def _default_cases(items):
             )
 
 
+def slow_modules_first(items):
+    """Reorders ``items`` in place: the modules holding a test marked ``slow`` first, each
+    module's tests together and in their order (module fixtures are set up once). Under
+    ``--dist loadgroup`` xdist hands out the tests in this order (after the xdist groups),
+    so the long tests start early and the run does not end waiting on one of them."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)  # stable: the order within each part
+
+
 def pytest_collection_modifyitems(config, items):
     _default_cases(items)
+    slow_modules_first(items)
     if config.getoption("--rc-exhaustive"):
         return
     skip = pytest.mark.skip(

@@ -107,6 +107,32 @@ def test_the_whole_suite_prints_its_time_against_the_budget(pytester, setup_modu
     assert "test budget" not in result.stdout.str()
 
 
+def test_modules_with_a_slow_test_come_first_each_whole_and_in_order(pytester, setup_module):
+    """Long tests start first under xdist (it hands tests out in collection order):
+    a module with a ``slow`` test moves to the front, whole (its module fixtures are set
+    up once) and in its own order; the other modules keep theirs."""
+    pytester.makepyfile(
+        test_a="def test_a1():\n    pass\n\ndef test_a2():\n    pass\n",
+        test_b=(
+            "import pytest\n\ndef test_b1():\n    pass\n\n@pytest.mark.slow\n"
+            "def test_b2():\n    pass\n\ndef test_b3():\n    pass\n"
+        ),
+        test_c="def test_c1():\n    pass\n",
+    )
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--collect-only", "-q", plugins=[setup_module]
+    )
+    ids = [line for line in result.outlines if "::" in line]
+    assert ids == [
+        "test_b.py::test_b1",
+        "test_b.py::test_b2",
+        "test_b.py::test_b3",
+        "test_a.py::test_a1",
+        "test_a.py::test_a2",
+        "test_c.py::test_c1",
+    ]
+
+
 CASES = """
 import pytest
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -35,6 +37,7 @@ def test_gpu_benchmark_runs_on_the_cpu_and_prints_its_table():
     )
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 def test_hamming_benchmark_runs_and_hamming_equals_dot():
     out = subprocess.run(
         [

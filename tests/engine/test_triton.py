@@ -408,6 +408,7 @@ def test_screened_bound_holds_and_is_not_vacuous(screen):
         assert err.max() > bound.max() / 100
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 def test_self_check_passes_in_the_interpreter(monkeypatch):
     """The production self-check, every case, with 32x64x16 tiles: its 37 x 83 problem
     still spans two tiles each way (partial ones) and two K steps, in 4 programs per
@@ -930,6 +931,7 @@ def test_cuda_fused_kernel_equals_the_torch_path():  # pragma: no cover - needs 
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
     """bench_gpu.py --triton on --device cpu: the fp32, bf16 and TF32 Triton rows, and
     the fused grouped and image-text rows, run (interpreted) and give today's numbers."""

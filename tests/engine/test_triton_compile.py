@@ -84,6 +84,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 @pytest.mark.default_cases(dict(sm_80="subset"))
 @pytest.mark.parametrize("sm_80", ["subset", "full"])  # sm_80: every fourth case, or all
 def test_the_fused_kernels_compile_for_gpus_without_one(tmp_path, sm_80):

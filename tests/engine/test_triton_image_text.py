@@ -491,6 +491,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 @pytest.mark.default_cases(dict(sm_80="subset"))
 @pytest.mark.parametrize("sm_80", ["subset", "full"])
 def test_the_kernels_compile_for_a_gpu_without_one(tmp_path, sm_80):

@@ -117,6 +117,7 @@ def test_load(rc_load):
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 def test_xdist_gives_the_same_summary(pytester):
     pytest.importorskip("xdist")
     _suite(pytester)

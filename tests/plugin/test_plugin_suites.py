@@ -188,6 +188,7 @@ def test_junit_properties_and_json_report(pytester, project):
     assert float(props["rc:map"]) == pytest.approx(gates[0]["value"])
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 def test_xdist_gives_the_same_rows(pytester, project):
     pytest.importorskip("xdist")
     project()

@@ -142,6 +142,7 @@ def test_map(rc_baseline):
     _run(pytester).assert_outcomes(passed=1)
 
 
+@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
 def test_history_with_xdist_and_a_second_session_at_once(pytester, tracked):
     pytest.importorskip("xdist")
     tracked()
