@@ -5,15 +5,23 @@ A query block (the plan's ``b`` rows, so blocks, checkpoints and executors see t
 tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`). For each panel:
 
 1. its relevant pairs' scores come first: the panel's relevant gallery items are
-   gathered (``c`` at a time, zero-padded) and multiplied in a ``t x c`` tile, then the
-   score epilogue; the scores are sorted within rows;
+   gathered (``c`` at a time, the rest in a tile of a multiple of :data:`GATHER_STEP`
+   columns, zero-padded) and multiplied, then the score epilogue; the scores are sorted
+   within rows;
 2. then, gallery chunk after chunk, the ``t x c`` tile of products and its epilogue are
    computed and at once scanned by one compiled kernel (:mod:`._fused_cpu_numba`): the
-   row's relevant and self pairs are masked, groups of scores entirely below the row's
-   lowest relevant score are skipped with one branch-free comparison, the rest are
-   placed among the row's sorted relevant scores; the counts add up over the tiles.
+   row's relevant and self pairs are masked, then dense rows are counted against every
+   relevant score in vectorised passes, sparse rows skip groups of scores below the
+   row's lowest relevant score with one branch-free comparison and place the rest among
+   the row's sorted relevant scores; the counts add up over the tiles.
    Pair metrics: the tile's negatives at or above the tail threshold are kept and its
-   negatives binned against the fixed thresholds, from the same tile.
+   negatives binned against the fixed thresholds, from the same tile; the pass's first
+   block seeds the tail threshold from a first sweep (the histogram of its negatives).
+
+One worker thread per core (``torch.get_num_threads()``), each with its own panel and
+tile, the products single-threaded while they run. Opt-in (``RC_CPU_COUNTER=fused``,
+:func:`wanted`): exact, but on this project's shared 2-core machine no faster than the
+scored path (README, "Benchmarks").
 
 Exactness. The counts are those of the scored CPU path (:class:`._counters.CpuCounter`)
 bit for bit when every score is: the epilogue is elementwise, so only the products
@@ -306,13 +314,15 @@ _THREADS_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _one_thread_products():
-    """torch's products single-threaded while the workers run (one worker per core,
-    each with its own tile; torch's thread count is the process's, restored after)."""
+    """One sweep of workers at a time; each worker makes its own products
+    single-threaded (``torch.set_num_threads(1)`` on its own thread: OpenMP's and MKL's
+    setting is per thread, so the caller's and other threads' products keep their
+    threads), and torch's default for threads it starts later, which that call also
+    sets, is put back after."""
     import torch
 
     with _THREADS_LOCK:
         old = torch.get_num_threads()
-        torch.set_num_threads(1)
         try:
             yield
         finally:

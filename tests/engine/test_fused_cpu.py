@@ -397,3 +397,21 @@ def test_counter_choice(monkeypatch):
     monkeypatch.setenv("RC_CPU_COUNTER", "fast")
     with pytest.raises(rc.BackendError, match="RC_CPU_COUNTER='fast'"):
         _counting.select(cpu, "cosine", None)
+
+
+def test_torch_threads_are_left_as_they_were(monkeypatch):
+    """The workers make their own products single-threaded; the caller's setting, and
+    torch's default for threads started later, are what they were."""
+    import threading
+
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 8)
+    before = torch.get_num_threads()
+    X = np.random.default_rng(1).standard_normal((40, 3)).astype(np.float32)
+    rc.evaluate(X, query_labels=np.arange(40) % 4, metrics=["map"], device="cpu")
+    assert torch.get_num_threads() == before
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert seen == [before]
