@@ -34,7 +34,7 @@ _NAME = r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*$"
 _TARGET = r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*$"
 _MARKER = r"^[A-Za-z][A-Za-z0-9_]*$"
 _OWN_FIELDS = {
-    "run": ("type", "run", "qrels", "relevance_level", "depth"),
+    "run": ("type", "run", "qrels", "relevance_level", "depth", "queries", "ignore_identical_ids"),
     "ann": ("type", "queries", "gallery", "neighbors", "k"),
     "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids", "slices"),
 }
@@ -175,6 +175,18 @@ def _dataset(kind: str) -> dict:
             qrels={"$ref": "#/$defs/file", "description": "a TREC qrels file"},
             relevance_level={"type": "integer", "minimum": 1},
             depth={"type": "integer", "minimum": 1},
+            queries={
+                "enum": ["both", "run", "qrels"],
+                "default": "both",
+                "description": "the queries averaged over: every query (both), the run's judged "
+                "ones (run: trec_eval's default) or every judged one (qrels: trec_eval -c)",
+            },
+            ignore_identical_ids={
+                "type": "boolean",
+                "default": False,
+                "description": "remove a retrieved document whose id is the query's from the run; "
+                "it stays relevant (BEIR's rule)",
+            },
         )
         required = ["run", "qrels"]
     elif kind == "beir":

@@ -487,15 +487,20 @@ class SuiteRunner:
         """A TREC run against its qrels (:func:`~retrieval_checks.evaluate_run`); a file
         it cannot read is an error at the dataset's line."""
         try:
+            empty = options["empty_queries"]
+            if dataset.queries != "both" and empty == "skip":
+                empty = None  # trec_eval's query sets score a judged query without relevant 0
             return evaluate_run(
                 dataset.run,
                 dataset.qrels,
                 metrics,
                 ties=options["ties"],
                 relevance_level=dataset.relevance_level,
-                empty_queries=options["empty_queries"],
+                empty_queries=empty,
                 confidence=options["confidence"],
                 k=dataset.depth,
+                queries=dataset.queries,
+                ignore_identical_ids=dataset.ignore_identical_ids,
             )
         except (MetricNameError, EmptyQueriesError):
             raise

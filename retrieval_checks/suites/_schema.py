@@ -135,6 +135,7 @@ class Dataset:
     path: Path | None = None
     split: str = "test"
     ignore_identical_ids: bool = False
+    queries: str = "both"  # type run: evaluate_run's query set
     slices: tuple = ()  # SliceColumn dimensions (suites/_slices.py)
     line: int | None = None
 
@@ -705,12 +706,32 @@ def _run_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     suite), ``relevance_level`` (the least relevant grade) and ``depth`` (the top
     ``depth`` documents of each query; evaluate_run's ``k``)."""
     r.keys(
-        node, field, ("type", "run", "qrels", "relevance_level", "depth"), required=("run", "qrels")
+        node,
+        field,
+        ("type", "run", "qrels", "relevance_level", "depth", "queries", "ignore_identical_ids"),
+        required=("run", "qrels"),
     )
     kw = {k: r.file(node[k], _join(field, k), node.line_of(k)) for k in ("run", "qrels")}
     for k, attr in (("relevance_level", "relevance_level"), ("depth", "depth")):
         if k in node:
             kw[attr] = r.integer(node[k], _join(field, k), node.line_of(k), 1)
+    if "queries" in node:  # evaluate_run's query set: trec_eval's default ("run") and -c ("qrels")
+        if node["queries"] not in ("both", "run", "qrels"):
+            raise r.error(
+                f"expected one of 'both', 'run' (trec_eval's default), 'qrels' (trec_eval -c), "
+                f"found {_describe(node['queries'])}.",
+                _join(field, "queries"),
+                node.line_of("queries"),
+            )
+        kw["queries"] = node["queries"]
+    if "ignore_identical_ids" in node:
+        if not isinstance(node["ignore_identical_ids"], bool):
+            raise r.error(
+                f"expected true or false, found {_describe(node['ignore_identical_ids'])}.",
+                _join(field, "ignore_identical_ids"),
+                node.line_of("ignore_identical_ids"),
+            )
+        kw["ignore_identical_ids"] = node["ignore_identical_ids"]
     return Dataset(name=name, type="run", parts={}, line=line, **kw)
 
 

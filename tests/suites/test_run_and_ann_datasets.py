@@ -467,3 +467,56 @@ def test_run_files_with_a_bom_gate_as_without_and_bad_text_names_file_and_line(t
         with pytest.raises(SuiteError, match=where) as info:
             SuiteRunner().run(suite, suite.cases[0])
         assert info.value.line == 2
+
+
+def test_run_datasets_take_trec_evals_query_set_and_beirs_identical_ids(tmp_path):
+    """``queries: run`` (trec_eval's default), ``ignore_identical_ids`` and issue 31's
+    measures in a suite equal evaluate_run's; a bad value is a located schema error."""
+    _data(tmp_path)
+    (tmp_path / "data/q.qrels").write_text(
+        (tmp_path / "data/q.qrels").read_text() + "q9 0 d1 1\nq0 0 q0 1\n"
+    )
+    suite = load_suite(
+        _write(
+            tmp_path,
+            """
+            datasets:
+              trec: {type: run, run: data/r.run, qrels: data/q.qrels, queries: run, ignore_identical_ids: true}
+            checks:
+              - {metric: map, dataset: trec, at_least: 0.01}
+              - {metric: bpref, dataset: trec, at_least: 0.01}
+              - {metric: mrr@10, dataset: trec, at_least: 0.01}
+              - {metric: map, dataset: trec, at_least: 0.01, ties: docid}
+            """,
+        )
+    )
+    runner = SuiteRunner()
+    for case in suite.cases:
+        runner.run(suite, case)
+    by_ties = {v.config["ties"]: v for v in runner.evaluations._results.values()}
+    result = by_ties["pessimistic"]
+    run, qrels = str(tmp_path / "data/r.run"), str(tmp_path / "data/q.qrels")
+    want = rc.evaluate_run(
+        run, qrels, ["map", "bpref", "mrr@10"], queries="run", ignore_identical_ids=True
+    )
+    for m in ("map", "bpref", "mrr@10"):
+        assert result[m] == want[m]
+    docid = rc.evaluate_run(
+        run, qrels, ["map"], queries="run", ignore_identical_ids=True, ties="docid"
+    )
+    assert by_ties["docid"]["map"] == docid["map"]  # trec_eval's order, from the suite
+    assert result.config["queries"] == "run" and "q9" not in [
+        q for i, q in enumerate(result.query_ids) if i not in set(result.skipped_queries)
+    ]
+    bad = _write(
+        tmp_path,
+        """
+        datasets:
+          trec: {type: run, run: data/r.run, qrels: data/q.qrels, queries: trec}
+        checks:
+          - {metric: map, dataset: trec, at_least: 0.01}
+        """,
+        name="bad.yaml",
+    )
+    with pytest.raises(SuiteError, match="expected one of 'both', 'run'"):
+        load_suite(bad)
