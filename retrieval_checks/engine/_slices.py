@@ -76,7 +76,13 @@ def _as_list(values, where: str, n_queries: int) -> list:
     if hasattr(values, "detach") and hasattr(values, "cpu"):  # a torch tensor
         values = values.detach().cpu().numpy()
     if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas
-        values = values.to_numpy(dtype=object, na_value=None)
+        # pandas' missing markers (pd.NA, NaT, and NaN in a text or object column) are "no
+        # value" (None); NaN in a float column stays NaN (an error below, as in numpy)
+        floats = getattr(getattr(values, "dtype", None), "kind", "") == "f"
+        values = [
+            None if type(v).__name__ in ("NAType", "NaTType") or (not floats and _is_nan(v)) else v
+            for v in values.to_numpy(dtype=object)
+        ]
     try:
         arr = np.asarray(values, dtype=object)
     except (TypeError, ValueError) as exc:

@@ -162,3 +162,13 @@ def test_pandas_metadata_series_and_dataframe_rows():
     )
     assert r.slices.missing == {"lang": 30, "size": 0, "kind": 0}
     assert r.slices["size=long"].n_queries == 30 and r.slices["kind=k2"].n_queries == 30
+
+
+def test_pandas_na_is_missing_but_a_float_nan_is_an_error():
+    pd = pytest.importorskip("pandas")
+    q, g, yq, yg = _data()
+    common = dict(query_labels=yq, gallery_labels=yg, metrics=["map"], device="numpy")
+    lang = pd.Series(["de", "en", pd.NA] * 30, dtype="string")
+    assert rc.evaluate(q, g, slices=lang, **common).slices.missing == {"slice": 30}
+    with pytest.raises(InputError, match="NaN metadata"):
+        rc.evaluate(q, g, slices=pd.Series([1.0, np.nan, 2.0] * 30), **common)
