@@ -1496,11 +1496,14 @@ _RULES = {
 
 
 def _types_of(spec: MetricSpec) -> tuple:
-    """The dataset types a metric is measured on: ann_recall@K on ann datasets; the
-    ranking metrics evaluate_run computes on retrieval and run datasets; the rest on
-    the family's own dataset type."""
+    """The dataset types a metric is measured on: ann_recall@K on ann datasets; bpref
+    and rbp_residual (they tell judged from unjudged documents) on run datasets; the
+    other ranking metrics evaluate_run computes on retrieval, run and beir datasets;
+    the rest on the family's own dataset type."""
     if spec.capabilities.entry == "ann_recall":
         return ("ann",)
+    if spec.capabilities.entry == "evaluate_run":  # bpref, rbp_residual: judged vs unjudged
+        return ("run",)
     if spec.family in _RUN_FAMILIES:
         return (spec.capabilities.dataset, "run", "beir")
     return (spec.capabilities.dataset,)

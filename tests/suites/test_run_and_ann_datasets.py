@@ -520,3 +520,18 @@ def test_run_datasets_take_trec_evals_query_set_and_beirs_identical_ids(tmp_path
     )
     with pytest.raises(SuiteError, match="expected one of 'both', 'run'"):
         load_suite(bad)
+
+
+def test_run_only_measures_are_refused_on_embedding_datasets_at_load(tmp_path):
+    _data(tmp_path)
+    bad = _write(
+        tmp_path,
+        """
+        datasets:
+          emb: {type: retrieval, queries: data/queries.npz, gallery: data/gallery.npz}
+        checks:
+          - {metric: bpref, dataset: emb, at_least: 0.1}
+        """,
+    )
+    with pytest.raises(SuiteError, match="bpref is measured on run datasets; this one is retrieval"):
+        load_suite(bad)
