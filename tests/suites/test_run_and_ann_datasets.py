@@ -533,5 +533,7 @@ def test_run_only_measures_are_refused_on_embedding_datasets_at_load(tmp_path):
           - {metric: bpref, dataset: emb, at_least: 0.1}
         """,
     )
-    with pytest.raises(SuiteError, match="bpref is measured on run datasets; this one is retrieval"):
+    with pytest.raises(
+        SuiteError, match="bpref is measured on run datasets; this one is retrieval"
+    ):
         load_suite(bad)
