@@ -215,6 +215,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if (
         hasattr(config, "workerinput")
         or config.args_source is not pytest.Config.ArgsSource.TESTPATHS
+        or config.option.collectonly  # nothing ran: no suite time to report
     ):
         return
     elapsed = time.monotonic() - _STARTED

@@ -102,9 +102,12 @@ def test_the_whole_suite_prints_its_time_against_the_budget(pytester, setup_modu
     result.stdout.fnmatch_lines(
         ["WARNING test budget: the suite took * s wall *, over its 6-minute budget*"]
     )
-    # a chosen file or directory is not the whole suite: no budget line
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "sub", plugins=[setup_module])
-    assert "test budget" not in result.stdout.str()
+    # a chosen file or directory is not the whole suite, a collection runs nothing: no budget line
+    for args in (["sub"], ["--collect-only"]):
+        result = pytester.runpytest_inprocess(
+            "-p", "no:cacheprovider", *args, plugins=[setup_module]
+        )
+        assert "test budget" not in result.stdout.str(), args
 
 
 def test_modules_with_a_slow_test_come_first_each_whole_and_in_order(pytester, setup_module):
