@@ -81,7 +81,8 @@ def _problem(
     )
 
 
-def test_select_picks_one_counter_per_backend_and_no_fused_one_for_ranks():
+def test_select_picks_one_counter_per_backend_and_no_fused_one_for_ranks(monkeypatch):
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")  # the fused CPU counter is opt-in
     yq = np.array([0, 1])
     source = RelevanceSource(q_codes=yq, g_codes=yq, self_pairs=_no_self(2), n_g=2)
     assert isinstance(select(NUMPY, "cosine", source), CpuCounter)
