@@ -25,15 +25,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import yaml
 
 import retrieval_checks as rc
+
+pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -193,20 +194,22 @@ def _run_readme(project: Path) -> dict:
     return ns
 
 
-def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PYTEST_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
+def _pytest(pytester, project: Path, *args: str) -> SimpleNamespace:
+    """pytest as the user starts it in ``project`` (in-process: pytester's snapshot drops
+    the project's own modules after each run; no GITHUB_ or PYTEST_ variable leaks in)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [k for k in os.environ if k.startswith(("GITHUB_", "PYTEST_"))]:
+            mp.delenv(name)
+        mp.chdir(project)
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+    return SimpleNamespace(
+        returncode=int(result.ret), stdout=result.stdout.str(), stderr=result.stderr.str()
     )
 
 
 @pytest.mark.slow
-def test_the_readme_examples_run_and_the_adopter_project_gates_pass_and_can_fail(tmp_path):
+def test_the_readme_examples_run_and_the_adopter_project_gates_pass_and_can_fail(pytester):
+    tmp_path = pytester.path
     ns = _run_readme(tmp_path)
     assert 0.0 <= ns["result"]["map@R"] <= 1.0  # the opening example ran
     assert (tmp_path / "tests/quality/data/queries.npz").exists()
@@ -216,7 +219,7 @@ def test_the_readme_examples_run_and_the_adopter_project_gates_pass_and_can_fail
     )
     assert suite.exists() and test.exists()
 
-    out = _pytest(tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
+    out = _pytest(pytester, tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
     assert out.returncode == 0, out.stdout + out.stderr
     gates = json.loads((tmp_path / "gates.json").read_text())["gates"]
     assert len(gates) == 5 and all(g["passed"] for g in gates), (
@@ -241,7 +244,7 @@ def test_the_readme_examples_run_and_the_adopter_project_gates_pass_and_can_fail
     suite.write_text(
         suite.read_text().replace("{metric: map, at_least: 0.80}", "{metric: map, at_least: 0.999}")
     )
-    out = _pytest(tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
+    out = _pytest(pytester, tmp_path, "tests/quality", "-q", "--rc-json=gates.json")
     assert out.returncode == 1, out.stdout + out.stderr
     failed = [
         g["test"]
@@ -271,7 +274,8 @@ def test_result():
 
 
 @pytest.mark.slow
-def test_the_readme_pytest_examples_pass(tmp_path):
+def test_the_readme_pytest_examples_pass(pytester):
+    tmp_path = pytester.path
     blocks = [b for b in _blocks() if _kind(b) == "pytest"]
     assert blocks
     for i, b in enumerate(blocks):
@@ -279,10 +283,10 @@ def test_the_readme_pytest_examples_pass(tmp_path):
             _PRELUDE + f"# README.md:{b['line']}\n" + b["text"]
         )
     first = _pytest(
-        tmp_path, "-q", "--rc-regen-all"
+        pytester, tmp_path, "-q", "--rc-regen-all"
     )  # writes the baselines the rc_baseline example reads
     assert first.returncode == 0, first.stdout + first.stderr
-    again = _pytest(tmp_path, "-q", "--rc-json=gates.json")
+    again = _pytest(pytester, tmp_path, "-q", "--rc-json=gates.json")
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"{len(blocks)} passed" in again.stdout, again.stdout
     gates = json.loads((tmp_path / "gates.json").read_text())["gates"]
