@@ -70,7 +70,6 @@ from ..metrics._graded import graded_ndcg_values
 from ..metrics._names import MetricSpec
 from ..metrics._policies import GRADED, KINDS, binary_policy_values, parse_metric_list
 from ..metrics._ranking import aggregate
-from ..metrics._ties import check_average
 from ..options import DEFAULTS, check_option, positive_int
 from ._result import EvaluationResult
 from ._slices import attach_slices, make_slices
@@ -1141,7 +1140,6 @@ def evaluate_run(
     req = _options(
         metrics, ties, empty_queries, relevance_level, confidence, k, queries, ignore_identical_ids
     )
-    check_average(req.specs, "average" if req.ties == "average" else "")
     flat = _read(run, qrels)
     dropped = 0
     if req.ignore_identical_ids:

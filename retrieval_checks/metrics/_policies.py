@@ -38,7 +38,6 @@ def binary_policy_values(
     relevant items in an order without ties (``ties="docid"``), which gives "chosen"."""
     if not specs:
         return {kind: {} for kind in ("chosen", *KINDS)}
-    _ties.check_average(specs, ties)
     if chosen_rank is None and ties not in ("pessimistic", "optimistic", "average"):
         raise ValueError(f"ties={ties!r} needs the untied ranks (chosen_rank)")  # a caller's bug
     pess = per_query_values(specs, rid, position, rank, n_relevant)

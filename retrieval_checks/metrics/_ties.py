@@ -57,13 +57,14 @@ expectation of the median.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import InputError
 from ._names import MetricSpec
-from ._ranking import discount_prefix, ideal_dcg
+from ._ranking import discount_prefix, ideal_dcg, interpolated_precision
 
 __all__ = [
     "expected_per_query_values",
@@ -72,8 +73,7 @@ __all__ = [
     "expected_reciprocal_rank",
     "map_at_k_extremes",
     "expected_reciprocal_rank_within",
-    "check_average",
-    "NO_AVERAGE",
+    "expected_interpolated_precision",
     "harmonic_sums",
     "tie_groups",
     "TieGroups",
@@ -407,26 +407,93 @@ def map_at_k_extremes(rid, position, rank_pess, tied, n_relevant, k: int):
     return lo, hi
 
 
-#: Families whose expectation over tie orders has no closed form here (a maximum over the
-#: relevant items' precisions): ties="average" is refused for them, naming the others.
-NO_AVERAGE = ("iprec_at_recall", "iprec_11pt")
+# Interpolated precision (a maximum over the relevant items' precisions) has no closed
+# form under ties: its expectation counts each tie's orders, exact, within a work bound.
+#: The most steps (support values x slots x relevant items, summed over a query's tie
+#: groups) the exact expectation of interpolated precision takes for one query.
+IPREC_WORK = 20_000_000
 
 
-def average_refusal(spec: MetricSpec) -> str:
+def average_refusal(spec: MetricSpec, work: int) -> str:
     return (
-        f"{spec.name} under ties='average': its expectation over the orders of tied scores (a "
-        "maximum of precisions) is not computed exactly; use ties='pessimistic' or 'optimistic' "
-        "(its least and greatest value over tie orders: both are reported in tie_values) or, in "
-        "evaluate_run, ties='docid' (trec_eval's order)"
+        f"{spec.name} under ties='average': its exact expectation over the orders of tied "
+        f"scores counts the orders of each tie, {work} steps for one query here (the bound is "
+        f"{IPREC_WORK}); use ties='pessimistic' or 'optimistic' (its least and greatest value "
+        "over tie orders: both are reported in tie_values) or, in evaluate_run, ties='docid' "
+        "(trec_eval's order)"
     )
 
 
-def check_average(specs, ties: str) -> None:
-    """Refuse ``ties="average"`` for a family without an exact expectation (:data:`NO_AVERAGE`)."""
-    if ties == "average":
-        for spec in specs:
-            if spec.family in NO_AVERAGE:
-                raise InputError(average_refusal(spec) + ".")
+def _group_below(v: np.ndarray, s: int, c: int, r: int, t: int, i0: int) -> np.ndarray:
+    """P(max over the group's relevant items i >= i0 of (c + i) / (s + x_i) < v) for each
+    v, its r relevant items on a uniformly random r-subset x_1 < ... < x_r of its n = r + t
+    slots: the subsets with x_i >= L_i (L_i the first slot whose precision is below v),
+    counted by the ballot recursion over slots, divided by C(n, r)."""
+    n = r + t
+    slots = np.arange(1, n + 1, dtype=np.float64)
+    f = np.zeros((v.size, r + 1))
+    f[:, 0] = 1.0
+    low = np.ones((v.size, r + 1), np.int64)  # L_i per v (1: any slot)
+    for i in range(max(i0, 1), r + 1):
+        below = ((c + i) / (s + slots))[None, :] < v[:, None]  # monotone in the slot
+        low[:, i] = np.where(below.any(axis=1), below.argmax(axis=1) + 1, n + 1)
+    for x in range(1, n + 1):
+        for i in range(min(r, x), 0, -1):
+            if x - i <= t:
+                f[:, i] += np.where(x >= low[:, i], f[:, i - 1], 0.0)
+    return f[:, r] / math.comb(n, r)
+
+
+def expected_interpolated_precision(g: TieGroups, n_relevant, levels, size: int) -> np.ndarray:
+    """``(len(levels), size)``: per level L and row, E[max_{j >= c} j / r_j] over the orders
+    of tied items, c = max(1, floor(L R + 0.9)) (0 when fewer than c relevant items are
+    ranked). The groups are independent, so P(max < v) is the product of the groups'
+    :func:`_group_below`; E = sum over the support v_1 < v_2 < ... of (v_k - v_{k-1})
+    P(max >= v_k). Rows without a tie are their one order."""
+    hits = np.bincount(g.row, weights=g.r, minlength=size).astype(np.int64)
+    # rows without a tied non-relevant item: their one order, vectorised
+    k = np.repeat(np.arange(g.row.size), g.r)
+    i = np.arange(k.size) - np.repeat(np.cumsum(g.r) - g.r, g.r)  # 0-based inside the group
+    position = g.c[k] + i
+    prec = (position + 1) / (g.s[k] + g.t[k] + i + 1.0)  # pessimistic slots (t = 0: the only)
+    out = interpolated_precision(g.row[k], position, prec, np.asarray(n_relevant), levels)
+    order = np.argsort(g.row, kind="stable")
+    bounds = np.searchsorted(g.row[order], np.arange(size + 1))
+    tied_rows = np.unique(g.row[(g.t > 0) & (g.r > 0)])
+    for row in tied_rows:
+        idx = order[bounds[row] : bounds[row + 1]]
+        groups = [(int(g.s[k]), int(g.c[k]), int(g.r[k]), int(g.t[k])) for k in idx]
+        for li, level in enumerate(levels):
+            cut = max(1, int(np.floor(float(level) * float(n_relevant[row]) + 0.9)))
+            out[li, row] = _expected_max_precision(groups, cut) if cut <= hits[row] else 0.0
+    return out
+
+
+def _expected_max_precision(groups, cut: int) -> float:
+    parts, support = [], []
+    for s, c, r, t in groups:
+        i0 = max(1, cut - c)
+        if i0 > r:
+            continue  # no item of this group is at or beyond the cut
+        values = [(c + i) / (s + x) for i in range(i0, r + 1) for x in range(i, i + t + 1)]
+        parts.append((s, c, r, t, i0))
+        support.extend(values)
+    v = np.unique(np.array(support, np.float64))
+    steps = sum((r + t) * r for _, _, r, t, _ in parts if t)
+    work = max(steps * v.size, steps * 100)  # vector steps, and the loop's own cost
+    if work > IPREC_WORK:
+        raise InputError(
+            average_refusal(MetricSpec("iprec_at_recall", "iprec_at_recall", "query"), work) + "."
+        )
+    below = np.ones(v.size)
+    for s, c, r, t, i0 in parts:
+        if t == 0:  # no tied non-relevant item: one order
+            m = max((c + i) / (s + i) for i in range(i0, r + 1))
+            below *= m < v
+        else:
+            below *= _group_below(v, s, c, r, t, i0)
+    step = np.diff(np.concatenate([[0.0], v]))
+    return float(np.sum(step * (1.0 - below)))
 
 
 def expected_reciprocal_rank_within(s, r, t, k: int) -> np.ndarray:
@@ -545,8 +612,11 @@ def expected_per_query_values(
             v = np.bincount(g.row, weights=r / (r + t) * (p**s - p ** (s + r + t)), minlength=size)
         elif f == "gm_map":
             v = psum("all", np.inf) * inv_R
-        elif f in NO_AVERAGE:
-            raise InputError(average_refusal(spec))
+        elif f == "iprec_at_recall":
+            v = expected_interpolated_precision(g, n_relevant, [spec.level], size)[0]
+        elif f == "iprec_11pt":
+            levels = tuple(i / 10 for i in range(11))
+            v = expected_interpolated_precision(g, n_relevant, levels, size).mean(axis=0)
         else:  # pragma: no cover - parse_metric admits nothing else here
             raise AssertionError(spec)
         v = np.asarray(v, dtype=np.float64)

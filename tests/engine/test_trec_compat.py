@@ -282,7 +282,7 @@ def tie_case(seed=3):
 def test_new_measures_average_is_the_mean_over_tie_orders(level):
     run, qrels = tie_case()
     names = NEW + PESS_OPT_ONLY
-    avg = evaluate_run(run, qrels, NEW, ties="average", relevance_level=level)
+    avg = evaluate_run(run, qrels, names, ties="average", relevance_level=level)
     pess = evaluate_run(run, qrels, names, ties="pessimistic", relevance_level=level)
     opt = evaluate_run(run, qrels, names, ties="optimistic", relevance_level=level)
     dock = evaluate_run(run, qrels, names, ties="docid", relevance_level=level)
@@ -309,10 +309,18 @@ def test_new_measures_average_is_the_mean_over_tie_orders(level):
     assert avg.tied_share > 0.3
 
 
-def test_interpolated_precision_under_average_is_refused_naming_the_others():
-    run, qrels = tie_case()
-    with pytest.raises(InputError, match=r"iprec_11pt under ties='average'.*ties='docid'"):
+def test_interpolated_precision_average_counts_orders_within_a_bound():
+    """Exact by counting each tie's orders (brute force above); a tie too large to count
+    is refused with the work it needs and the policies that remain."""
+    run = {"q": {f"d{j}": 1.0 for j in range(600)}}
+    qrels = {"q": {f"d{j}": 1 for j in range(0, 600, 6)}}
+    with pytest.raises(InputError, match=r"iprec_at_recall under ties='average'.*ties='docid'"):
         evaluate_run(run, qrels, ["map", "iprec_11pt"], ties="average")
+    small = {"q": {f"d{j}": 1.0 for j in range(60)}}
+    small_qrels = {"q": {f"d{j}": 1 for j in range(0, 60, 6)}}
+    got = evaluate_run(small, small_qrels, ["iprec_at_recall@0.5"], ties="average")
+    lo, hi = got.tie_range("iprec_at_recall@0.5")
+    assert lo < got["iprec_at_recall@0.5"] < hi
 
 
 def test_mrr_at_k_is_exact_when_a_tie_straddles_rank_k():
