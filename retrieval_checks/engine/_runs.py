@@ -13,7 +13,10 @@ Conventions (every one cross-checked against pytrec_eval where trec_eval compute
 
 - relevant = judged with grade >= ``relevance_level`` (trec_eval's ``-l``); R counts the
   query's relevant documents, retrieved or not. A retrieved document without a judgement
-  is non-relevant (grade 0).
+  is non-relevant (grade 0); grade -1 (trec_eval's "in the pool, not judged") is
+  non-relevant, gains nothing and is neither judged non-relevant (``bpref``) nor judged
+  (``rbp_residual``). TREC files are read as trec_eval reads them (``#`` comment lines,
+  fields after a run line's sixth ignored: :func:`retrieval_checks._textfiles.trec_records`).
 - relevant documents missing from the run are never ranked: they count in R and in the
   ideal DCG but never in a top K, they add 0 to every precision sum (``map``, ``map@R``,
   ``map_cut@K``...: trec_eval's AP), and a query with relevant documents none of which is
@@ -22,12 +25,15 @@ Conventions (every one cross-checked against pytrec_eval where trec_eval compute
   the run: ``k`` when given, else the most documents any query retrieved. A relevant
   document not in the top D is "not found within the depth", which is all a run can say.
 - every query of the run and of the qrels is a query of the result (``query_ids``: their
-  union, sorted; digit strings by value). One in the qrels with a relevant document but
-  missing from the run counts, with nothing retrieved: 0 for the fractions and D + 1 for
-  ranks (trec_eval's ``-c``; without ``-c`` trec_eval drops it, which flatters a run that
-  leaves queries out). Queries without any relevant document (in the run but not judged,
-  or judged non-relevant only) follow ``empty_queries``: ``"skip"`` (counted in
-  ``skipped_queries``), ``"error"``, or ``"zero"`` (0, and D + 1 for ranks).
+  union, sorted; digit strings by value); ``queries`` picks those averaged over:
+  ``"both"`` (all), ``"run"`` (the run's judged queries: trec_eval's default) or
+  ``"qrels"`` (the judged ones: trec_eval's ``-c``); the others are counted in
+  ``skipped_queries``. One averaged over but missing from the run counts with nothing
+  retrieved: 0 for the fractions and D + 1 for ranks. Queries without any relevant
+  document (in the run but not judged, or judged non-relevant only) follow
+  ``empty_queries``: ``"skip"`` (counted in ``skipped_queries``), ``"error"``, or
+  ``"zero"`` (0, and D + 1 for ranks; nDCG / DCG keep their graded value, as trec_eval);
+  its default is ``"skip"`` under ``"both"`` and ``"zero"`` under trec_eval's sets.
 - graded nDCG: ``ndcg`` / ``ndcg@K`` take gain = grade, ``ndcg_exp`` gain 2^grade - 1;
   the ideal DCG ranks every judged document of the query by decreasing gain, cut at K
   (trec_eval's ``ndcg`` and ``ndcg_cut_K``, which ignore ``relevance_level`` as this
@@ -37,8 +43,10 @@ Conventions (every one cross-checked against pytrec_eval where trec_eval compute
   gain (DCG is linear in the slots' gains: the exact expectation over orders).
 - the binary metrics take each retrieved relevant document's rank among the run's
   documents, ties as the engine takes them (:mod:`retrieval_checks.metrics._ties`).
-  trec_eval breaks ties by docid, descending; so with docids chosen so that the
-  non-relevant documents of every tie sort first it equals ``"pessimistic"``.
+  trec_eval breaks ties by docid, descending: ``ties="docid"`` takes that order (the
+  tie values still span the orders of equal scores).
+- ``ignore_identical_ids`` (BEIR): a retrieved document whose id is its query's leaves
+  the run and stays in the qrels.
 - ``tied_share`` is the share of retrieved relevant documents whose score equals a
   retrieved non-relevant one's; ``n_candidates`` the documents each query retrieved;
   ``first_relevant_rank`` 0 for a query without relevant documents, D + 1 for one that
