@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from shared_setup import run_gate
 
 import retrieval_checks as rc
 from retrieval_checks.errors import IntervalWarning
@@ -39,19 +40,7 @@ def few():
 
 
 def _run(gate):
-    events = []
-    with rc.gates.listening(events.append), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            gate()
-            error = None
-        except AssertionError as exc:
-            error = exc
-    return (
-        events,
-        [str(w.message) for w in caught if issubclass(w.category, IntervalWarning)],
-        error,
-    )
+    return run_gate(gate, IntervalWarning)
 
 
 @pytest.mark.parametrize("metric", METRICS)

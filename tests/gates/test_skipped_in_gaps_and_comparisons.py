@@ -4,10 +4,9 @@ notice)."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
+from shared_setup import run_gate
 
 import retrieval_checks as rc
 
@@ -25,15 +24,7 @@ def pair():
 
 
 def _run(gate):
-    events = []
-    with rc.gates.listening(events.append), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            gate()
-            error = None
-        except AssertionError as exc:
-            error = exc
-    return events, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)], error
+    return run_gate(gate, RuntimeWarning)
 
 
 def test_gap_and_comparison_carry_the_counts(pair):
