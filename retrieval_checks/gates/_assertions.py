@@ -40,7 +40,14 @@ from ..stats._gaps import Gap, gap_notes
 from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interval
 from ._events import GateEvent, emit
 from ._exact import exceeds
-from ._family import claimed, comparison_test, family_fields, family_of, unclaimed
+from ._family import (
+    claimed,
+    comparison_test,
+    deferrable,
+    family_fields,
+    family_of,
+    unclaimed,
+)
 from ._regression import checked_option as check_option
 from ._spec import GATE_FIELDS, skipped_limit
 
@@ -1276,16 +1283,13 @@ def assert_not_worse(
     fails = undefined or exceeds(-margin, checked) or skip_failure is not None
     test = comparison_test(c, margin, power) if rule == "significant" else None
     correction = family_of(correction, test)
-    deferred = bool(
-        fails and not undefined and skip_failure is None and correction not in (None, "none")
-    )
-    fails = fails and not deferred
+    deferred = deferrable(test, correction, fails, undefined or skip_failure is not None)
     event = emit(
         GateEvent(
             gate="assert_not_worse",
             metric=f"{c.metric} difference",
             value=c.difference,
-            passed=not fails,
+            passed=not fails or deferred,
             low=c.low,
             high=c.high,
             confidence=c.confidence,
@@ -1300,7 +1304,7 @@ def assert_not_worse(
             warnings=list(notes),
             extra={
                 **({} if max_skipped is None else {"max_skipped": max_skipped}),
-                **(family_fields(test, correction, deferred) if test is not None else {}),
+                **family_fields(test, correction, deferred),
             },
         )
     )
@@ -1310,24 +1314,31 @@ def assert_not_worse(
             f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped"
         )
     alone = deferred and not claimed(event)  # no session recorded it: decided now, never unseen
-    fails = fails or alone
-    if fails:
-        direction = "higher" if c.higher_is_better else "lower"
-        head = (
-            f"the checked improvement is NaN (undefined), so the candidate is not shown to be within {margin:g} "
-            f"of baseline {c.baseline:.4f}"
-            if undefined
-            else f"candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
-            f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})"
-        )
-        raise AssertionError(
-            f"{c.metric}: {head}\n"
-            f"  difference (candidate - baseline) {c.difference:+.4f}, {_pct(c.confidence)} interval "
-            f"{_iv(c.low, c.high, sign='+')} ({c.method}), p={c.p_value:.3g} two-sided, "
-            f"p={c.p_value_worse:.3g} for 'worse'\n"
-            f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
-            + (f"  power: {test.power.describe()}\n" if test and test.power else "")
-            + (f"  note: {unclaimed(None)}\n" if alone else "")
-            + (f"  note: {few}\n" if few else "")
-            + f"  rule ({rule}, margin {margin}): fail when {desc}"
-        )
+    if fails and (alone or not deferred):
+        notes = [f"power: {test.power.describe()}"] if test and test.power else []
+        notes += [
+            f"note: {n}" for n in ([unclaimed(None)] if alone else []) + ([few] if few else [])
+        ]
+        raise AssertionError(_not_worse_message(c, rule, margin, undefined, d, checked, notes))
+
+
+def _not_worse_message(c, rule, margin, undefined, d, checked, notes) -> str:
+    """The failure message of :func:`assert_not_worse`."""
+    which, desc, verdict = _NOT_WORSE[rule]
+    direction = "higher" if c.higher_is_better else "lower"
+    head = (
+        f"the checked improvement is NaN (undefined), so the candidate is not shown to be within {margin:g} "
+        f"of baseline {c.baseline:.4f}"
+        if undefined
+        else f"candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
+        f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})"
+    )
+    return (
+        f"{c.metric}: {head}\n"
+        f"  difference (candidate - baseline) {c.difference:+.4f}, {_pct(c.confidence)} interval "
+        f"{_iv(c.low, c.high, sign='+')} ({c.method}), p={c.p_value:.3g} two-sided, "
+        f"p={c.p_value_worse:.3g} for 'worse'\n"
+        f"  sample: n={c.n} paired {c.unit}; {direction} is better\n"
+        + "".join(f"  {n}\n" for n in notes)
+        + f"  rule ({rule}, margin {margin}): fail when {desc}"
+    )

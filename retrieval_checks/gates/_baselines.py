@@ -43,7 +43,7 @@ from ..options import DEFAULTS
 from ..stats._intervals import bootstrap_interval, wilson_interval
 from ._assertions import computed_metrics, max_rank
 from ._events import GateEvent, emit
-from ._family import claimed, family_fields, family_of, unclaimed
+from ._family import claimed, deferrable, family_fields, family_of, power_note, unclaimed
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
 from ._spec import GATE_FIELDS, skipped_limit
@@ -666,23 +666,11 @@ def assert_no_regression(
                 f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
                 f"{n_skipped}), more than max_skipped={max_skipped!r}"
             )
-    power_note = None
-    if ch.power is not None and ch.power.underpowered and not ch.power.required:
-        power_note = (
-            f"assert_no_regression: {ch.metric} cannot see the drop it gates: {ch.power.describe()}. "
-            f"Set min_power to fail instead, or evaluate on more {ch.power.unit or 'queries'}."
-        )
-        notes.append(power_note)
-    failed = ch.failed or skip_failure is not None
-    deferred = (
-        failed
-        and skip_failure is None
-        and correction not in (None, "none")
-        and ch.significance_gated
-        and not (ch.power is not None and ch.power.required and ch.power.underpowered)
-    )
-    if deferred:
-        failed = False
+    weak = power_note("assert_no_regression", ch)
+    notes += [weak] if weak else []
+    required = ch.power is not None and ch.power.required and ch.power.underpowered
+    deferred = deferrable(ch, correction, ch.failed, skip_failure is not None or required)
+    failed = (ch.failed or skip_failure is not None) and not deferred
     event = emit(
         GateEvent(
             gate="assert_no_regression",
@@ -717,7 +705,7 @@ def assert_no_regression(
         )
     )
     for note in notes:
-        kind = PowerWarning if note is power_note else RuntimeWarning
+        kind = PowerWarning if note is weak else RuntimeWarning
         warnings.warn(f"retrieval-checks: {note}", kind, stacklevel=2)
     if deferred and not claimed(event):  # no session recorded it: decided now, never unseen
         failed = True

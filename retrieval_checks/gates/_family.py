@@ -46,6 +46,8 @@ __all__ = [
     "family_of",
     "family_fields",
     "comparison_test",
+    "deferrable",
+    "power_note",
     "claim",
     "claimed",
     "unclaimed",
@@ -151,11 +153,37 @@ def family_of(correction, change) -> str | None:
     return correction
 
 
+def deferrable(change, correction: str | None, failed: bool, decided: bool) -> bool:
+    """Whether a failed check waits for the session's end: it is significance-gated,
+    a correction applies, and nothing but its significance (``decided``: an undefined
+    value, too many skipped queries, a power requirement) failed it."""
+    return bool(
+        failed
+        and not decided
+        and correction not in (None, "none")
+        and getattr(change, "significance_gated", False)
+    )
+
+
+def power_note(gate: str, change) -> str | None:
+    """The warning of a significance-gated check whose test cannot see its tolerance
+    (None when it can, has no tolerance, or requires the power: then it fails)."""
+    pw = getattr(change, "power", None)
+    if pw is None or not pw.underpowered or pw.required:
+        return None
+    return (
+        f"{gate}: {change.metric} cannot see the drop it gates: {pw.describe()}. Set min_power "
+        f"to fail instead, or evaluate on more {pw.unit or 'queries'}."
+    )
+
+
 def family_fields(change, correction: str | None, deferred: bool) -> dict:
     """The fields a significance-gated check's event carries for its family and power:
     the raw one-sided p-value, the level, whether the drop is beyond the tolerance,
     the correction (decided at the session's end when ``deferred``) and the power."""
     out: dict = {}
+    if change is None:
+        return out
     if getattr(change, "power", None) is not None:
         out.update(change.power.to_dict())
     if not getattr(change, "significance_gated", False):

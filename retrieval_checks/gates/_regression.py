@@ -399,25 +399,7 @@ def measure_change(
     if not isinstance(significant, bool):
         raise InputError(f"significant={shown(significant)}: expected True or False.")
     confidence = float(checked_option("confidence", confidence))
-    power = check_power(power, "power")
-    min_power = check_power(min_power, "min_power")
-    if min_power is not None:
-        if power is not None and power != min_power:
-            raise InputError(
-                f"power={power:g} and min_power={min_power:g}: min_power is the power the gate "
-                "requires (and reports); give one of them."
-            )
-        if not significant:
-            raise InputError(
-                f"min_power={min_power:g}: a power requirement applies to a significance-gated "
-                "check; add significant=True (significant: true), or leave min_power out."
-            )
-        if max_drop is None and max_relative_drop is None:
-            raise InputError(
-                f"min_power={min_power:g}: power is the chance of detecting a drop of the "
-                "tolerance, and this check has none; give max_drop or max_relative_drop (the drop "
-                "the gate must detect), or leave min_power out."
-            )
+    power, min_power = _power_args(power, min_power, significant, max_drop, max_relative_drop)
     fam = change_family(metric)
     max_drop = _tolerance(fam, max_drop, "max_drop", metric)
     max_relative_drop = _tolerance(fam, max_relative_drop, "max_relative_drop", metric)
@@ -432,59 +414,13 @@ def measure_change(
     first, second = (
         (b, c) if hib else (c, b)
     )  # drop = first - second, compared exactly (gates/_exact.py)
-    reasons = []
-    if max_drop is None and max_relative_drop is None:
-        tolerance = "no drop allowed"
-        if exceeds(first, 0, minus=second):
-            reasons.append(f"dropped by {drop:.4g} (no drop allowed)")
-    else:
-        parts = []
-        if max_drop is not None:
-            parts.append(f"max drop {max_drop:g}")
-            if exceeds(first, max_drop, minus=second):
-                reasons.append(f"dropped by {drop:.4g} > max_drop {max_drop:g}")
-        if max_relative_drop is not None:
-            parts.append(f"max relative drop {max_relative_drop:.2%}")
-            if exceeds(first, max_relative_drop, minus=second, scale=abs(b)):
-                reasons.append(
-                    f"dropped by {relative:.2%} of the baseline > max_relative_drop "
-                    f"{max_relative_drop:.2%}"
-                )
-        tolerance = ", ".join(parts)
-    p, method = None, "no interval: significance untestable"
-    se_drop, n_units, dof, unit = None, None, None, None
-    if baseline.get("units") and current.get("units"):
-        p, method, se_drop, n_units = _paired_p(baseline["units"], current["units"], sign)
-        dof, unit = n_units - 1, current.get("unit") or baseline.get("unit")
-    else:
-        # a record may hold "confidence": None (a history row of a gate that kept no confidence)
-        se_b = _se_from_interval(
-            baseline.get("low"), baseline.get("high"), baseline.get("confidence") or confidence
-        )
-        se_c = _se_from_interval(
-            current.get("low"), current.get("high"), current.get("confidence") or confidence
-        )
-        if se_b is not None and se_c is not None:
-            se = math.hypot(se_b, se_c)
-            p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))
-            method = "z from the two intervals (conservative)"
-            se_drop, unit = se, current.get("unit") or baseline.get("unit")
-            n = current.get("n")
-            n_units = n if isinstance(n, numbers.Integral) and not isinstance(n, bool) else None
+    reasons, tolerance = _beyond(first, second, drop, relative, abs(b), max_drop, max_relative_drop)
+    p, method, test = _significance(baseline, current, sign, drop, confidence)
     level = float(f"{1 - confidence:.12g}")  # 0.05, not 0.050000000000000044
     pw = None
-    if significant and se_drop is not None:
+    if significant and test is not None:
         allowed = [v for v in (max_drop, _relative_allowed(max_relative_drop, b)) if v is not None]
-        pw = power_of(
-            se_drop,
-            n_units or 0,
-            level=level,
-            power=min_power if min_power is not None else power,
-            dof=dof,
-            unit=unit,
-            tolerance=min(allowed) if allowed else None,
-            required=min_power is not None,
-        )
+        pw = _gate_power(test, level, power, min_power, min(allowed) if allowed else None)
     gated = bool(significant and p is not None)
     beyond = bool(reasons)
     failed = bool(reasons)
@@ -519,6 +455,96 @@ def measure_change(
         level=level if p is not None else None,
         significance_gated=gated,
         beyond_tolerance=beyond,
+    )
+
+
+def _beyond(first, second, drop, relative, scale, max_drop, max_relative_drop):
+    """Why the drop ``first - second`` exceeds the tolerances (decided exactly), and the
+    tolerances as text."""
+    reasons = []
+    if max_drop is None and max_relative_drop is None:
+        if exceeds(first, 0, minus=second):
+            reasons.append(f"dropped by {drop:.4g} (no drop allowed)")
+        return reasons, "no drop allowed"
+    parts = []
+    if max_drop is not None:
+        parts.append(f"max drop {max_drop:g}")
+        if exceeds(first, max_drop, minus=second):
+            reasons.append(f"dropped by {drop:.4g} > max_drop {max_drop:g}")
+    if max_relative_drop is not None:
+        parts.append(f"max relative drop {max_relative_drop:.2%}")
+        if exceeds(first, max_relative_drop, minus=second, scale=scale):
+            reasons.append(
+                f"dropped by {relative:.2%} of the baseline > max_relative_drop "
+                f"{max_relative_drop:.2%}"
+            )
+    return reasons, ", ".join(parts)
+
+
+def _power_args(power, min_power, significant, max_drop, max_relative_drop):
+    """``power`` and ``min_power`` checked (each in (0, 1)); ``min_power`` needs
+    ``significant=True`` and a tolerance, and is the power reported when given."""
+    power = check_power(power, "power")
+    min_power = check_power(min_power, "min_power")
+    if min_power is None:
+        return power, None
+    if power is not None and power != min_power:
+        raise InputError(
+            f"power={power:g} and min_power={min_power:g}: min_power is the power the gate "
+            "requires (and reports); give one of them."
+        )
+    if not significant:
+        raise InputError(
+            f"min_power={min_power:g}: a power requirement applies to a significance-gated "
+            "check; add significant=True (significant: true), or leave min_power out."
+        )
+    if max_drop is None and max_relative_drop is None:
+        raise InputError(
+            f"min_power={min_power:g}: power is the chance of detecting a drop of the "
+            "tolerance, and this check has none; give max_drop or max_relative_drop (the drop "
+            "the gate must detect), or leave min_power out."
+        )
+    return power, min_power
+
+
+def _significance(baseline: dict, current: dict, sign: float, drop: float, confidence: float):
+    """The one-sided p-value of "worse", its method, and the test's (standard error,
+    units, degrees of freedom or None for z, unit name), or (None, why, None) when
+    untestable: the paired t on per-unit values when both sides have them, else the z
+    test from the two intervals."""
+    if baseline.get("units") and current.get("units"):
+        p, method, se, n_units = _paired_p(baseline["units"], current["units"], sign)
+        return p, method, (se, n_units, n_units - 1, current.get("unit") or baseline.get("unit"))
+    # a record may hold "confidence": None (a history row of a gate that kept no confidence)
+    se_b = _se_from_interval(
+        baseline.get("low"), baseline.get("high"), baseline.get("confidence") or confidence
+    )
+    se_c = _se_from_interval(
+        current.get("low"), current.get("high"), current.get("confidence") or confidence
+    )
+    if se_b is None or se_c is None:
+        return None, "no interval: significance untestable", None
+    se = math.hypot(se_b, se_c)
+    p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))
+    n = current.get("n")
+    n_units = n if isinstance(n, numbers.Integral) and not isinstance(n, bool) else None
+    unit = current.get("unit") or baseline.get("unit")
+    return p, "z from the two intervals (conservative)", (se, n_units, None, unit)
+
+
+def _gate_power(test, level: float, power, min_power, tolerance) -> Power:
+    """The power of the significance test ``test`` (standard error, units, dof, unit) at
+    ``level``: at ``min_power`` when required, else at ``power`` (default 0.8)."""
+    se_drop, n_units, dof, unit = test
+    return power_of(
+        se_drop,
+        n_units or 0,
+        level=level,
+        power=min_power if min_power is not None else power,
+        dof=dof,
+        unit=unit,
+        tolerance=tolerance,
+        required=min_power is not None,
     )
 
 
