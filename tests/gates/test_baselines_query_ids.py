@@ -6,13 +6,12 @@ never paired with one keyed by ids."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_setup import BEIR_EMBEDDER, beir_corpus, write_beir
 
 import retrieval_checks as rc
 from retrieval_checks import InputError, SuiteRunner, load_suite
@@ -102,23 +101,14 @@ def test_row_keys_remain_for_results_without_ids_and_never_pair_with_id_keys():
     assert not set(rows["units"]) & set(ids["units"])  # "query 3" (row 3) is never "query id 3"
 
 
-def _beir_tests():
-    path = Path(__file__).resolve().parents[1] / "suites" / "test_beir_datasets.py"
-    spec = importlib.util.spec_from_file_location("_rc_test_beir_datasets", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_beir_suite_result_carries_its_query_ids(tmp_path):
-    beir = _beir_tests()
     rng = np.random.default_rng(0)
-    docs, queries, qrels = beir._corpus(rng, n_queries=10)
+    docs, queries, qrels = beir_corpus(rng, n_queries=10)
     records = []
     for name, order in (("fwd", queries), ("bwd", queries[::-1])):
         root = tmp_path / name
-        beir.write_beir(root / "toy", docs, order, qrels)
-        (root / "embedder.py").write_text(beir.EMBEDDER)
+        write_beir(root / "toy", docs, order, qrels)
+        (root / "embedder.py").write_text(BEIR_EMBEDDER)
         (root / "rc_s.yaml").write_text(
             textwrap.dedent("""
             datasets:

@@ -5,59 +5,19 @@ every bad file, line or field is an error naming file:line."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 import warnings
 
 import numpy as np
 import pytest
+from shared_setup import BEIR_EMBEDDER as EMBEDDER
+from shared_setup import BEIR_WORDS as WORDS
+from shared_setup import beir_corpus as _corpus
+from shared_setup import write_beir
 
 import retrieval_checks as rc
 from retrieval_checks import InputError, SuiteError, SuiteRunner, load_suite
 from retrieval_checks.data._beir import read_beir
-
-# a bag-of-words embedder: a text model as a callable of a list of strings
-EMBEDDER = """
-import hashlib
-import numpy as np
-
-def embed(texts, part=None):
-    out = np.zeros((len(texts), 32))
-    for i, t in enumerate(texts):
-        for w in t.lower().split():
-            out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 32] += 1.0
-    return out + 0.01 * (part == "queries")
-"""
-WORDS = "cat dog bird fish red blue green text search model query document river stone tree".split()
-
-
-def _corpus(rng, n_docs=40, n_queries=12):
-    docs = [
-        {
-            "_id": f"d{i}",
-            "title": " ".join(rng.choice(WORDS, 2)),
-            "text": " ".join(rng.choice(WORDS, 6)),
-        }
-        for i in range(n_docs)
-    ]
-    docs[3].pop("title")  # the title is optional
-    queries = [{"_id": f"q{i}", "text": " ".join(rng.choice(WORDS, 3))} for i in range(n_queries)]
-    qrels = {}
-    for i in range(n_queries - 2):  # the last two queries have no judgement in this split
-        for d in rng.choice(n_docs, 4, replace=False):
-            qrels.setdefault(f"q{i}", {})[f"d{d}"] = int(rng.integers(0, 4))
-    return docs, queries, qrels
-
-
-def write_beir(root, docs, queries, qrels, split="test"):
-    (root / "qrels").mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    lines = ["query-id\tcorpus-id\tscore"] + [
-        f"{q}\t{d}\t{g}" for q, ds in qrels.items() for d, g in ds.items()
-    ]
-    (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
-    return root
 
 
 def _model_kinds():
