@@ -211,6 +211,8 @@ PUBLIC = {
         "assert_worst_slice_at_least",
         "assert_no_slice_regression",
         "slice_baseline",
+        "check_slice_baselines",
+        "slice_key",
         "baseline_path",
         "baseline_record",
         "emit",

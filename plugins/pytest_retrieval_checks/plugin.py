@@ -836,6 +836,47 @@ def rc_baseline(request, rc_options) -> _Baselines:
     return _Baselines(request, rc_options)
 
 
+class _SliceBaselines(_Baselines):
+    """``rc_slice_baseline(result, metric, *, key=None, slices=None, max_drop=None,
+    max_relative_drop=None)``: compare each slice of a result evaluated with ``slices=``
+    with its baseline in ``<test module>.baselines.yaml`` (one record per slice, written
+    with ``--rc-regen-all`` / ``--rc-force-regen``): one gate over the slices
+    (:func:`retrieval_checks.gates.check_slice_baselines`); a slice of the file missing
+    now is an error."""
+
+    def __call__(self, result, metric: str, *, key: str | None = None, slices=None, **tolerances):
+        __tracebackhide__ = True
+        config = self.request.config
+        store = getattr(config, "_rc_baseline_store", None)
+        if store is None:
+            store = config._rc_baseline_store = BaselineStore(regen_mode(config))
+        context = getattr(result, "context", None)
+        name = f"{self.request.node.name}::{rc.metrics.parse_metric(metric).name}" + (
+            f"::{key}" if key else ""
+        )
+        try:
+            rc.gates.check_slice_baselines(
+                store,
+                result,
+                metric,
+                path=self.path,
+                key=name,
+                slices=slices,
+                confidence=self.options["confidence"],
+                seed=self.options["seed"],
+                context=context if isinstance(context, dict) else None,
+                **tolerances,
+            )
+        finally:
+            queue_baselines(self.request.node, store.pending)
+
+
+@pytest.fixture
+def rc_slice_baseline(request, rc_options) -> _SliceBaselines:
+    """Gate each slice of a result against its stored baseline (see ``_SliceBaselines``)."""
+    return _SliceBaselines(request, rc_options)
+
+
 class _Report:
     """``rc_report.add_sweep(table, title=None, *, model=None, dataset=None)``: put a
     class-count sweep (:func:`retrieval_checks.class_count_sweep`) in the session's HTML

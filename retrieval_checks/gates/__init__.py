@@ -43,7 +43,9 @@ from ._slices import (
     assert_slices_at_least,
     assert_worst_slice,
     assert_worst_slice_at_least,
+    check_slice_baselines,
     slice_baseline,
+    slice_key,
 )
 from ._spec import skipped_limit
 
@@ -64,6 +66,8 @@ __all__ = [
     "assert_worst_slice_at_least",
     "assert_no_slice_regression",
     "slice_baseline",
+    "check_slice_baselines",
+    "slice_key",
     "baseline_record",
     "BaselineFile",
     "BaselineStore",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 from ..errors import InputError
 from ..metrics._names import metric_spec
@@ -38,6 +39,8 @@ __all__ = [
     "assert_worst_slice_at_least",
     "assert_no_slice_regression",
     "slice_baseline",
+    "slice_key",
+    "check_slice_baselines",
 ]
 
 
@@ -500,4 +503,90 @@ def assert_no_slice_regression(
         + (f"  new slices (not in the baseline, not gated): {', '.join(new)}\n" if new else "")
         + (f"  note: {note}\n" if note else "")
         + "  rule: fail when a slice's drop from its baseline value exceeds the allowed drop"
+    )
+
+
+def slice_key(key: str, slice_name: str) -> str:
+    """The baselines-file key of one slice of the baseline ``key``."""
+    return f"{key} slice={slice_name}"
+
+
+def check_slice_baselines(
+    store,
+    result,
+    metric: str,
+    *,
+    path,
+    key: str,
+    slices=None,
+    max_drop: float | None = None,
+    max_relative_drop: float | None = None,
+    confidence: float | None = None,
+    seed: int | None = None,
+    context: dict | None = None,
+) -> None:
+    """Per-slice baselines in a baselines file, with a
+    :class:`~retrieval_checks.gates.BaselineStore`'s regeneration semantics: one record
+    per slice (:func:`slice_key`). Regenerating (``store.regen``) (re)writes them as
+    every baseline is written; comparing reads them back and runs
+    :func:`assert_no_slice_regression` on every stored slice (or the named ``slices``):
+    one gate, a row per slice; a stored slice the result lacks is an error; none stored
+    fails with how to create them. ``context``: model and dataset for the records."""
+    __tracebackhide__ = True
+    from ._baselines import baseline_record
+
+    gate = "per-slice baselines"
+    all_slices = require_slices(result, gate)
+    name = metric_spec(metric).name
+    named = None if slices is None else _named_slices(all_slices, slices, gate)
+    if store.regen is not None:
+        wanted = list(all_slices) if named is None else named
+        _refuse_small(
+            slice_intervals(result, name, confidence=confidence, seed=seed), wanted, gate, name
+        )
+        failures = []
+        for s in wanted:
+            record = baseline_record(all_slices[s].result, name, confidence=confidence, seed=seed)
+            record.update({k: v for k, v in (context or {}).items() if v is not None}, slice=s)
+            try:
+                store.check(
+                    record,
+                    path=path,
+                    key=slice_key(key, s),
+                    confidence=confidence,
+                    max_drop=max_drop,
+                    max_relative_drop=max_relative_drop,
+                )
+            except AssertionError as exc:
+                failures.append(f"slice {s!r}: {exc}")
+        if failures:
+            raise AssertionError(
+                f"{name}: {len(failures)} of {len(wanted)} slice baselines written\n"
+                + "\n".join(failures)
+            )
+        return
+    prefix = slice_key(key, "")
+    try:
+        keys = [k for k in store._file(path)._read() if isinstance(k, str)]
+    except OSError:
+        keys = []
+    stored = {}
+    for k in keys:
+        if k.startswith(prefix) and (named is None or k[len(prefix) :] in named):
+            stored[k[len(prefix) :]] = store.stored(path, k)["value"]
+    if not stored:
+        raise AssertionError(
+            f"no baseline for the slices of {key!r} in {Path(path).name}.\n  Create it: run pytest with "
+            "--rc-regen-all (writes every baseline and passes) or --rc-force-regen (writes missing or changed "
+            "ones and fails), review the file and commit it."
+        )
+    assert_no_slice_regression(
+        result,
+        stored,
+        name,
+        max_drop=max_drop,
+        max_relative_drop=max_relative_drop,
+        slices=named,
+        confidence=confidence,
+        seed=seed,
     )

@@ -330,21 +330,16 @@ def _baseline_kwargs(check) -> dict:
     return dict(check.tolerances)
 
 
-def slice_key(case_name: str, slice_name: str) -> str:
-    """The baselines-file key of one slice of a baseline check."""
-    return f"{case_name} slice={slice_name}"
-
-
 def gate_slices(runner, suite, case, result, options: dict) -> None:
     """Apply a check's ``slices:`` to ``result`` (a sliced evaluation): thresholds on
     every, the named or the worst slice; or each slice's baseline record."""
     __tracebackhide__ = True
     from ..gates import assert_slices, assert_worst_slice
-    from ..stats._slices import require_slices, slice_intervals
+    from ..stats._slices import require_slices
 
     check = case.check
     name = check.metric.name
-    slices = require_slices(result, f"check {check.id!r}")
+    require_slices(result, f"check {check.id!r}")
     if check.kind == "threshold":
         kw = _threshold_kwargs(check)
         if check.slices == "worst":
@@ -365,76 +360,29 @@ def gate_slices(runner, suite, case, result, options: dict) -> None:
             **kw,
         )
         return
-    _baseline_slices(runner, suite, case, result, options, slices, require_slices, slice_intervals)
+    _baseline_slices(runner, suite, case, result, options)
 
 
-def _baseline_slices(runner, suite, case, result, options, slices, require_slices, slice_intervals):
-    """A baseline check per slice. The baselines file holds one record per slice
-    (:func:`slice_key`); regenerating (re)writes them as every baseline check does,
-    and comparing gates every stored slice at once with
-    :func:`~retrieval_checks.assert_no_slice_regression` (one gate, one row per slice):
-    a stored slice this evaluation lacks is an error, a new one is reported."""
+def _baseline_slices(runner, suite, case, result, options) -> None:
+    """A baseline check per slice: :func:`~retrieval_checks.gates.check_slice_baselines`
+    on the suite's baselines file, keyed by the case."""
     __tracebackhide__ = True
-    from ..gates import assert_no_slice_regression, baseline_path, baseline_record
-    from ..gates._slices import _named_slices, _refuse_small
+    from ..gates import baseline_path, check_slice_baselines
 
     check = case.check
-    name = check.metric.name
-    path = baseline_path(suite.path)
-    named = None if check.slices == "all" else list(check.slices)
     tolerances = _baseline_kwargs(check)
-    if runner.baselines.regen is not None:
-        wanted = (
-            list(slices) if named is None else _named_slices(slices, named, f"check {check.id!r}")
-        )
-        ivs = slice_intervals(result, name, confidence=options["confidence"], seed=options["seed"])
-        _refuse_small(ivs, wanted, f"check {check.id!r}", name)
-        failures = []
-        for s in wanted:
-            record = baseline_record(
-                slices[s].result, name, confidence=options["confidence"], seed=options["seed"]
-            )
-            record.update(model=case.model, dataset=case.datasets[0], slice=s)
-            try:
-                runner.baselines.check(
-                    record,
-                    path=path,
-                    key=slice_key(case.name, s),
-                    confidence=options["confidence"],
-                    **tolerances,
-                )
-            except AssertionError as exc:
-                failures.append(f"slice {s!r}: {exc}")
-        if failures:
-            raise AssertionError(
-                f"{name}: {len(failures)} of {len(wanted)} slice baselines written\n"
-                + "\n".join(failures)
-            )
-        return
-    prefix = slice_key(case.name, "")
-    try:
-        keys = [k for k in runner.baselines._file(path)._read() if isinstance(k, str)]
-    except OSError:
-        keys = []
-    stored = {}
-    for k in keys:
-        if k.startswith(prefix) and (named is None or k[len(prefix) :] in named):
-            stored[k[len(prefix) :]] = runner.baselines.stored(path, k)["value"]
-    if not stored:
-        raise AssertionError(
-            f"no baseline for the slices of {case.name!r} in {path.name}.\n  Create it: run pytest with "
-            "--rc-regen-all (writes every baseline and passes) or --rc-force-regen (writes missing or changed "
-            "ones and fails), review the file and commit it."
-        )
-    assert_no_slice_regression(
+    check_slice_baselines(
+        runner.baselines,
         result,
-        stored,
-        name,
+        check.metric.name,
+        path=baseline_path(suite.path),
+        key=case.name,
+        slices=None if check.slices == "all" else list(check.slices),
         max_drop=tolerances.get("max_drop"),
         max_relative_drop=tolerances.get("max_relative_drop"),
-        slices=named,
         confidence=options["confidence"],
         seed=options["seed"],
+        context={"model": case.model, "dataset": case.datasets[0]},
     )
 
 

@@ -138,3 +138,35 @@ def test_a_yaml_slice_check_through_the_plugin(pytester):
             "tiny=de",
         }
     )
+
+
+FIXTURE_TEST = """
+import numpy as np
+import retrieval_checks as rc
+
+def test_slices_did_not_drop(rc_evaluate, rc_slice_baseline):
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(40), 6)
+    X = (rng.normal(size=(40, 16))[y] + rng.normal(size=(240, 16))).astype(np.float32)
+    X[y < 20] += NOISE * rng.normal(size=X[y < 20].shape).astype(np.float32)
+    result = rc_evaluate(X, query_labels=y, metrics=["map"], slices=np.where(y < 20, "de", "en"), model="m")
+    rc_slice_baseline(result, "map", max_drop=0.01)
+"""
+
+
+def test_the_rc_slice_baseline_fixture_writes_compares_and_fails_on_a_slice_drop(pytester):
+    pytester.makepyfile(test_fx=FIXTURE_TEST.replace("NOISE", "0.0"))
+    pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--rc-regen-all", "--rc-history=none"
+    ).assert_outcomes(passed=1)
+    stored = (pytester.path / "test_fx.baselines.yaml").read_text()
+    assert "test_slices_did_not_drop::map slice=de" in stored and "slice=en" in stored
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none").assert_outcomes(
+        passed=1
+    )
+    pytester.makepyfile(
+        test_fx=FIXTURE_TEST.replace("NOISE", "3.0")
+    )  # the German queries get worse
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*1 of 2 slices dropped by more than max_drop 0.01*", "*de*FAIL*"])
