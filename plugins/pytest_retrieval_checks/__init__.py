@@ -13,10 +13,15 @@ from retrieval_checks import (
     assert_map_at_least,
     assert_metric,
     assert_no_regression,
+    assert_no_slice_regression,
     assert_not_worse,
     assert_recall_at_least,
     assert_recall_at_precision,
     assert_rsum,
+    assert_slices,
+    assert_slices_at_least,
+    assert_worst_slice,
+    assert_worst_slice_at_least,
 )
 
 __all__ = [
@@ -30,4 +35,9 @@ __all__ = [
     "assert_rsum",
     "assert_no_regression",
     "assert_cam_iou_at_least",
+    "assert_slices",
+    "assert_slices_at_least",
+    "assert_worst_slice",
+    "assert_worst_slice_at_least",
+    "assert_no_slice_regression",
 ]
