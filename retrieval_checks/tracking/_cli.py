@@ -205,7 +205,7 @@ def _cmd_show(h: History, args, out) -> int:
     return 0
 
 
-def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str]:
+def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str, object]:
     """One compared gate's table row and its verdict: ``ok``, ``regressed`` or
     ``untested`` (under --significant, a drop beyond the tolerance whose significance
     cannot be tested: a run recorded no interval for it)."""
@@ -249,7 +249,38 @@ def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str]:
         "" if ch.p_worse is None else f"{ch.p_worse:.3g}",
         text,
     )
-    return row, verdict
+    return row, verdict, ch
+
+
+def _correct(judged: list, rows: list, counts: dict, args) -> list[str]:
+    """--correction: the significance-gated gates of the comparison are one family; a
+    regression that is significant alone but not after the correction is ok (said so),
+    its p-value column shows both; a regression on anything else stays."""
+    from ..gates import adjust_pvalues, decide_family, family_line
+
+    family = [(i, ch) for i, ch in judged if ch.significance_gated]
+    if args.correction == "none" or not family:
+        return []
+    adjusted = adjust_pvalues([ch.p_worse for _, ch in family], args.correction)
+    for (i, ch), p in zip(family, adjusted):
+        row = list(rows[i])
+        row[5] = f"{ch.p_worse:.3g} -> {p:.3g}"
+        power_failed = ch.power is not None and ch.power.required and ch.power.underpowered
+        if ch.failed and not power_failed and p >= ch.level:
+            counts["regressed"] -= 1
+            counts["ok"] += 1
+            row[6] = f"ok (significant alone; not after {args.correction}: adjusted p {p:.3g})"
+        rows[i] = tuple(row)
+    records = [
+        {
+            "family": True,
+            "p_raw": ch.p_worse,
+            "significance_level": ch.level,
+            "correction": args.correction,
+        }
+        for _, ch in family
+    ]
+    return [family_line(summary) for summary in decide_family(records)]
 
 
 def _cmd_compare(
@@ -288,7 +319,7 @@ def _cmd_compare(
     }
     rows = [("test", "metric", f"run {base_id}", f"run {cand_id}", "drop", "p(worse)", "result")]
     counts = {"regressed": 0, "untested": 0, "ok": 0}
-    skipped = 0
+    skipped, judged = 0, []
     for key in sorted(set(base) & set(cand)):
         test, metric = key
         if wanted and metric not in wanted:
@@ -313,10 +344,19 @@ def _cmd_compare(
         if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
             skipped += 1
             continue
-        row, verdict = _judge(metric, b, c, args)
+        row, verdict, ch = _judge(metric, b, c, args)
         counts[verdict] += 1
+        judged.append((len(rows), ch))
         rows.append(row)
+    if args.correction != "none" and not args.significant:
+        raise _UsageError(
+            f"--correction {args.correction} adjusts significance tests: add --significant, or leave "
+            "--correction out."
+        )
+    lines = _correct(judged, rows, counts, args)
     _table(rows, out)
+    for line in lines:
+        print(line, file=out)
     lost = sorted(k for k in set(base) - set(cand) if not wanted or k[1] in wanted)
     only_b, only_c = (
         len(lost),
@@ -969,6 +1009,13 @@ def _history_commands(sub) -> None:  # long: every argument of the history comma
         "--allow-untested",
         action="store_true",
         help="with --significant: do not fail on drops whose significance cannot be tested",
+    )
+    s.add_argument(
+        "--correction",
+        choices=("holm", "bh", "none"),
+        default="none",
+        help="with --significant: multiplicity correction over the compared gates' p-values: holm "
+        "(family-wise error rate), bh (false discovery rate) or none (each at its own level; default)",
     )
     s.add_argument(
         "--confidence",
