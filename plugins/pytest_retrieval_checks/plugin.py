@@ -609,9 +609,7 @@ def _finish(config, exitstatus) -> bool:
     path = outputs.get("json")
     if path is not None:
         try:
-            _reports.write_json(
-                path, outcomes, exitstatus, run, families=getattr(config, "_rc_families", None)
-            )
+            _reports.write_json(path, outcomes, exitstatus, run, config._rc_families)
             notes.append(f"JSON report written to {path}")
         except Exception as exc:
             ok = False
