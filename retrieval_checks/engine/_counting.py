@@ -117,4 +117,9 @@ def select(
         if _triton.supports(SimpleNamespace(similarity=similarity, relevant=relevant)):
             if _triton.wanted(backend):
                 return TritonCounter()
+    if backend.kind == "torch" and not torch_path and not sharded:
+        from . import _fused_cpu  # the fused CPU tile pass (issue 32), where it is wanted
+
+        if _fused_cpu.wanted() and _fused_cpu.supports(backend, similarity, relevant):
+            return _fused_cpu.FusedCpuCounter(CpuCounter())
     return TorchCounter() if torch_path else CpuCounter()

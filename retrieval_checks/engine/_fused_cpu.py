@@ -55,6 +55,7 @@ import numpy as np
 
 from ..errors import BackendError
 from . import _kernels
+from ._counters import tail_threshold
 from ._partial import BlockPartial, ranked_partial
 
 __all__ = ["FusedCpuCounter", "supports", "wanted", "shapes_exact", "TILE_ROWS"]
@@ -244,8 +245,6 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         ),
     )
     if seed is not None:
-        from ._counters import tail_threshold
-
         blk.seeding = True
         hists = _sweep(blk, panels, n_workers, m)
         tail_tau = tail_threshold(sum(h for _, h in hists), seed)
