@@ -118,6 +118,10 @@ def _dimension_values(name: str, spec, n_queries: int, where: str) -> list:
             f"{where}: a function alone has nothing to read; give (metadata, function), the metadata one value "
             "per query."
         )
+    if fn is None and hasattr(spec, "detach") and hasattr(spec, "cpu"):  # a torch tensor
+        spec = spec.detach().cpu().numpy()
+    if fn is None and isinstance(spec, np.ndarray) and spec.dtype.kind in "biufUS":
+        return _typed_values(spec, n_queries, where)  # one type already: checked at C speed
     if fn is not None and hasattr(spec, "to_dict") and hasattr(spec, "columns"):
         spec = spec.to_dict("records")  # a pandas DataFrame: the function gets each row as a dict
     meta = _as_list(spec, where, n_queries)
@@ -162,6 +166,31 @@ def _dimension_values(name: str, spec, n_queries: int, where: str) -> list:
             "two slices that print the same). Convert them, e.g. all to strings."
         )
     return [None if v is None else (v.item() if isinstance(v, np.generic) else v) for v in values]
+
+
+def _typed_values(arr: np.ndarray, n_queries: int, where: str) -> list:
+    """The slice values of a numpy array of one plain type (strings, integers, floats,
+    booleans): its shape and NaNs checked without a Python loop."""
+    if arr.ndim != 1:
+        raise InputError(
+            f"{where}: expected one value per query (1-D), found shape {arr.shape}; give one column."
+        )
+    if arr.shape[0] != n_queries:
+        raise InputError(
+            f"{where}: {arr.shape[0]} values for {n_queries} queries; give exactly one value per query, "
+            "in the queries' order (None for a query without a value)."
+        )
+    if arr.dtype.kind == "f":
+        nan = np.flatnonzero(np.isnan(arr))
+        if nan.size:
+            raise InputError(
+                f"{where}: query {int(nan[0])} has NaN metadata ({nan.size} queries); NaN is not a slice value (it "
+                "equals nothing, not even itself). Give None for a query without a value (an object array; "
+                "counted and reported as missing) or fill it."
+            )
+    if arr.dtype.kind == "S":
+        arr = arr.astype(str)  # bytes as text, as a slice name prints
+    return arr.tolist()
 
 
 @dataclass(frozen=True)
@@ -232,7 +261,9 @@ def _sliceable(result: EvaluationResult) -> list[str]:
     ]
 
 
-def subset_result(result: EvaluationResult, index) -> EvaluationResult:
+def subset_result(
+    result: EvaluationResult, index, skipped_mask: np.ndarray | None = None
+) -> EvaluationResult:
     """The evaluation restricted to the queries ``index`` (positions): their own
     per-query values and facts, the query-level metrics aggregated over them (what
     ``evaluate`` gives on those queries alone); global metrics and grouped recall are
@@ -240,12 +271,9 @@ def subset_result(result: EvaluationResult, index) -> EvaluationResult:
     idx = np.asarray(index, dtype=np.int64)
     names = _sliceable(result)
     per_query = {n: np.asarray(result.per_query[n])[idx] for n in names}
-    skipped = np.asarray(result.skipped_queries, dtype=np.int64)
-    skipped_mask = np.zeros(result.n_queries, bool)
-    skipped_mask[skipped] = True
-    new_pos = np.full(result.n_queries, -1, np.int64)
-    new_pos[idx] = np.arange(idx.size)
-    sub_skipped = new_pos[skipped[np.isin(skipped, idx)]]
+    if skipped_mask is None:  # (build_slices computes it once for every slice)
+        skipped_mask = _skipped_mask(result)
+    sub_skipped = np.flatnonzero(skipped_mask[idx])
     specs = [result.spec(n) for n in names]
     values = {s.name: aggregate(s, per_query[s.name], skipped=sub_skipped) for s in specs}
     return EvaluationResult(
@@ -257,7 +285,7 @@ def subset_result(result: EvaluationResult, index) -> EvaluationResult:
         n_relevant=np.asarray(result.n_relevant)[idx],
         n_candidates=np.asarray(result.n_candidates)[idx],
         first_relevant_rank=np.asarray(result.first_relevant_rank)[idx],
-        skipped_queries=np.sort(sub_skipped),
+        skipped_queries=sub_skipped,
         config=dict(result.config),
         query_label_codes=None
         if result.query_label_codes is None
@@ -381,26 +409,49 @@ class SliceSet(Mapping):
         return "\n".join(lines)
 
 
+def _skipped_mask(result: EvaluationResult) -> np.ndarray:
+    mask = np.zeros(result.n_queries, bool)
+    mask[np.asarray(result.skipped_queries, dtype=np.int64)] = True
+    return mask
+
+
+def _key_value(k):
+    return k.item() if isinstance(k, np.generic) else k  # (an int beyond int64 stays an object)
+
+
+def _groups(values: list):
+    """(value, positions) of each distinct non-None value, in order of first appearance
+    (positions ascending); sorting once keeps this O(n log n) for any number of slices."""
+    present = np.flatnonzero(np.fromiter((v is not None for v in values), bool, len(values)))
+    if present.size == 0:
+        return []
+    # one Python type per dimension (make_slices), so a typed array sorts at C speed
+    arr = np.array([values[i] for i in present])
+    keys, first, inv = np.unique(arr, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(keys.size + 1))
+    return [
+        (_key_value(keys[k]), present[order[bounds[k] : bounds[k + 1]]])
+        for k in np.argsort(first, kind="stable")
+    ]
+
+
 def build_slices(result: EvaluationResult, dims: list[_Dimension]) -> SliceSet:
     slices: dict[str, Slice] = {}
     missing = {}
+    skipped_mask = _skipped_mask(result)
     for dim in dims:
-        positions: dict = {}
-        n_missing = 0
-        for i, v in enumerate(dim.values):
-            if v is None:
-                n_missing += 1
-                continue
-            positions.setdefault(v, []).append(i)
-        missing[dim.name] = n_missing
-        for v, pos in positions.items():
+        missing[dim.name] = sum(v is None for v in dim.values)
+        for v, index in _groups(dim.values):
             name = slice_name(dim.name, v)
             if name in slices:
                 raise InputError(
                     f"slices: two slices are named {name!r} (dimension {dim.name!r}); rename a dimension."
                 )
-            index = np.asarray(pos, dtype=np.int64)
-            slices[name] = Slice(name, dim.name, v, index, subset_result(result, index))
+            slices[name] = Slice(
+                name, dim.name, v, index, subset_result(result, index, skipped_mask)
+            )
     return SliceSet(slices, missing, tuple(d.name for d in dims))
 
 
