@@ -101,15 +101,44 @@ def _named_slices(slices, wanted, gate: str) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
-def _refuse_small(rows: dict, names: list[str], gate: str, metric: str) -> None:
+def _refuse_small(
+    rows: dict, names: list[str], gate: str, metric: str, all_slices=None, bounds=None
+) -> None:
+    """Refuse a gate that would include a slice too small for an interval: the refusal
+    is a failed gate event first (every output shows the slices and their sizes), then
+    an InputError naming the slices and the size they need."""
     small = [rows[n] for n in names if rows[n].interval is None]
-    if small:
-        lines = "; ".join(r.refused for r in small)
-        raise InputError(
-            f"{gate}: {metric}: refused to gate {len(small)} slice(s) too small for an interval ({lines}) A gate on "
-            f"them would decide on noise. Gate named slices only (slices=[...]), merge small slices, or evaluate "
-            f"on more queries (each slice needs {MIN_INTERVAL_UNITS} or more units)."
+    if not small:
+        return
+    lines = "; ".join(r.refused for r in small)
+    message = (
+        f"{gate}: {metric}: refused to gate {len(small)} slice(s) too small for an interval ({lines}) A gate on "
+        f"them would decide on noise. Gate named slices only (slices=[...]), merge small slices, or evaluate "
+        f"on more queries (each slice needs {MIN_INTERVAL_UNITS} or more units)."
+    )
+    if all_slices is not None:
+        table = [rows[n].to_dict() for n in names]
+        for r in table:
+            r["passed"] = None  # nothing was gated: the gate was refused as a whole
+        emit(
+            GateEvent(
+                gate=gate,
+                metric=metric,
+                value=None,
+                passed=False,
+                on="refused",
+                comparison="",
+                bounds=dict(bounds or {}),
+                n=len(table),
+                unit="slices",
+                warnings=[
+                    message,
+                    *([all_slices.missing_note()] if all_slices.missing_note() else []),
+                ],
+                extra={"slices": table, "slice_missing": dict(all_slices.missing)},
+            )
         )
+    raise InputError(message)
 
 
 def _missing_note(slices) -> str:
@@ -196,7 +225,8 @@ def assert_slices(
         )
     names = _named_slices(all_slices, slices, _gate)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
-    _refuse_small(ivs, names, _gate, spec.name)
+    bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
+    _refuse_small(ivs, names, _gate, spec.name, all_slices, bounds)
     rows, failing = [], []
     for n in names:
         iv = ivs[n]
@@ -289,7 +319,14 @@ def assert_worst_slice(
     at_least, at_most = _bounds(result, spec, at_least, at_most)
     names = _named_slices(all_slices, None, _gate)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
-    _refuse_small(ivs, names, _gate, spec.name)
+    _refuse_small(
+        ivs,
+        names,
+        _gate,
+        spec.name,
+        all_slices,
+        {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None},
+    )
     rows = [ivs[n].to_dict() for n in names]
     worst = _worst_row(rows, spec)
     lo = worst["value"] if on == "value" else worst["low"]
@@ -427,7 +464,7 @@ def assert_no_slice_regression(
             "skipped: restore its queries' slice values, or re-record the baseline if it was dropped on purpose."
         )
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
-    _refuse_small(ivs, wanted, gate, spec.name)
+    _refuse_small(ivs, wanted, gate, spec.name, all_slices, {"max_drop": max_drop})
     rows, failing = [], []
     sign = 1.0 if spec.higher_is_better else -1.0
     for n in wanted:
@@ -542,7 +579,11 @@ def check_slice_baselines(
     if store.regen is not None:
         wanted = list(all_slices) if named is None else named
         _refuse_small(
-            slice_intervals(result, name, confidence=confidence, seed=seed), wanted, gate, name
+            slice_intervals(result, name, confidence=confidence, seed=seed),
+            wanted,
+            gate,
+            name,
+            all_slices,
         )
         failures = []
         for s in wanted:

@@ -61,8 +61,16 @@ def test_too_small_slice_has_no_interval_and_says_what_it_needs(sliced):
 
 
 def test_threshold_on_every_slice_refuses_small_slices(sliced):
-    with pytest.raises(InputError, match=r"refused to gate 1 slice.*'c': 2 classes.*needs.*5"):
-        rc.assert_slices_at_least(sliced, "map", 0.1)
+    events = []
+    with rc.gates.listening(events.append):
+        with pytest.raises(InputError, match=r"refused to gate 1 slice.*'c': 2 classes.*needs.*5"):
+            rc.assert_slices_at_least(sliced, "map", 0.1)
+    (refused,) = events  # reported as a failed gate first: every output shows the sizes
+    assert (
+        not refused.passed and refused.on == "refused" and "refused to gate" in refused.warnings[0]
+    )
+    rows = {r["slice"]: r for r in refused.extra["slices"]}
+    assert rows["c"]["refused"] and rows["c"]["n"] == 2 and rows["a"]["refused"] is None
     with pytest.raises(InputError, match="refused"):
         rc.assert_worst_slice_at_least(sliced, "map", 0.1)
     # naming the large slices gates them alone
