@@ -106,6 +106,15 @@ def _option(o: Option) -> dict:
     return out
 
 
+def _model_option(name: str) -> dict:
+    """A model's own option: as the option table says, less ``ties: docid`` (trec_eval's
+    order of document ids, which a model's embeddings do not have; the loader refuses it)."""
+    prop = _option(OPTIONS[name])
+    if name == "ties" and "enum" in prop:
+        prop = {**prop, "enum": [v for v in prop["enum"] if v != "docid"]}
+    return prop
+
+
 def _gate_field(g: GateSpec) -> dict:
     """One row of the gate-field table as a schema (a threshold's scale is the metric's:
     load_suite checks it)."""
@@ -268,7 +277,7 @@ def _model() -> dict:
         "timeout": _option(OPTIONS["timeout"]),
         **{
             k: {
-                **_option(OPTIONS[k]),
+                **_model_option(k),
                 "description": f"this model's own {k} (overrides the suite's options; a "
                 f"check's own field overrides it): {OPTIONS[k].help}",
             }

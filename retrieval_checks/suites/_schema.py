@@ -1020,6 +1020,14 @@ def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
         for k in MODEL_OPTIONS
         if k in node
     }
+    if own.get("ties") == "docid":  # a model ranks embeddings: no document ids to order by
+        raise r.error(
+            "ties: docid orders equal scores by document id as trec_eval does, which only run "
+            "datasets (type: run) have; a model's embeddings take pessimistic, optimistic or "
+            "average.",
+            _join(field, "ties"),
+            node.line_of("ties"),
+        )
     types = sorted({d.type for d in datasets.values()})
     for k in own:
         if not any(applies(k, t) for t in types):

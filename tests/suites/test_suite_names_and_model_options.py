@@ -184,6 +184,8 @@ def test_compare_evaluates_the_baseline_model_with_its_own_options(where):
         ),
         ("{callable: emb.py:f, ties: [a]}", "models.m.ties", ["expected"]),
         ("{callable: emb.py:f, confidence: 0.9}", "models.m.confidence", ["unknown field"]),
+        # trec_eval's document-id order belongs to runs; a model's embeddings have no ids
+        ("{callable: emb.py:f, ties: docid}", "models.m.ties", ["type: run", "pessimistic"]),
     ],
 )
 def test_bad_model_options_name_the_line_and_field(where, entry, field, words):
