@@ -878,7 +878,9 @@ def self_check(device) -> tuple[bool, str | None]:
     return True, None
 
 
-def _check_case(device, similarity: str, screen: bool, kind: str = "int"):
+def _check_case(  # long: one self-check case: the problem, both paths, every output compared
+    device, similarity: str, screen: bool, kind: str = "int"
+):
     """(kernel's counts, torch path's counts) on a 37 x 83 problem with labels,
     leave-one-out self pairs and duplicate rows in different labels: small integers
     (exact in any summation order: every score agrees bit for bit), or floats (the

@@ -52,7 +52,7 @@ def _scores(
 
 
 @triton.jit
-def grouped_kernel(
+def grouped_kernel(  # long: a kernel: one program's loads, products, epilogue and counts
     Q,
     G,
     QC,

@@ -324,7 +324,9 @@ def _is_count(x) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0
 
 
-def check_record(rec, *, where: str = "baseline record", fix: str = REGEN_FIX) -> dict:
+def check_record(  # long: one check per field of a hand-edited record, each naming the field
+    rec, *, where: str = "baseline record", fix: str = REGEN_FIX
+) -> dict:
     """``rec`` when it is a well-formed baseline record; else an
     :class:`~retrieval_checks.InputError` naming ``where`` (the file and key), the
     field, what was found and ``fix``. Never a KeyError or TypeError: records are

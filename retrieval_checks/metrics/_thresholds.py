@@ -125,7 +125,7 @@ def _scale_slip(v: float, family: Family, name: str) -> str | None:
     return None
 
 
-def check_threshold(
+def check_threshold(  # long: one branch per threshold role, each with its own message
     family: Family,
     value,
     *,

@@ -98,7 +98,7 @@ def float_tensor(inputs, torch):
     return x
 
 
-def embed(
+def embed(  # long: the argument checks, then one path per model kind (hub, texts, module, callable)
     model,
     inputs,
     *,
