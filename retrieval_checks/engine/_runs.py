@@ -909,11 +909,25 @@ def _check_empty(req: _Request, flat: _Flat, empty: np.ndarray, inside: np.ndarr
             indices=empty,
         )
     if empty.size == n_q:
-        raise EmptyQueriesError(
-            f"None of the {n_q} queries has a relevant judged document (grade >= relevance_level="
-            f"{req.relevance_level}): check that the run's and the qrels' query ids match.",
-            indices=empty,
-        )
+        graded = flat.grade[inside[flat.jq]]
+        top = int(graded.max()) if graded.size else 0
+        if top <= 0:  # every measure is 0 whatever the run: a gate on it cannot fail
+            raise EmptyQueriesError(
+                f"None of the {n_q} queries has a judged document of any grade above 0: every measure "
+                "would be 0 whatever the run; check the qrels' grades (and that the run's and the "
+                "qrels' query ids match).",
+                indices=empty,
+            )
+        if req.empty_queries != "zero":
+            raise EmptyQueriesError(
+                f"None of the {n_q} queries has a judged document at grade >= relevance_level="
+                f"{req.relevance_level} (the highest grade judged is {top}), and empty_queries="
+                f"{req.empty_queries!r} leaves nothing to average; lower relevance_level, or pass "
+                "empty_queries='zero' (trec_eval's rule: the binary measures score 0, the graded "
+                "ones keep the grades below the level).",
+                indices=empty,
+            )
+        return
     if empty.size and req.empty_queries == "error":
         raise EmptyQueriesError(
             f"{empty.size} of {n_q} queries have no relevant judged document (queries {shown_ids}{more}); judge "

@@ -286,12 +286,17 @@ def relevance_of(
     rel = Relevance(
         source, n_relevant, n_candidates, np.flatnonzero(n_relevant == 0), q_codes, g_codes, values
     )
-    _check_candidates(req, rel)
+    # at a level above 1, queries with lower grades only still have graded values (nDCG)
+    below = level > 1 and bool(source.counts(sides.n_q).any())
+    _check_candidates(req, rel, level, below)
     return rel
 
 
-def _check_candidates(req: Request, rel: Relevance) -> None:
-    """Every query ranks something, every K fits, and the empty-query policy holds."""
+def _check_candidates(req: Request, rel: Relevance, level: int = 1, below: bool = False) -> None:
+    """Every query ranks something, every K fits, and the empty-query policy holds; with
+    no query at ``level`` only empty_queries="zero" scores (the binary metrics 0), and only
+    while some query has a grade ``below`` the level: else every value is 0 whatever the
+    ranking."""
     n_candidates, empty, n_q = rel.n_candidates, rel.empty, rel.n_relevant.shape[0]
     if (n_candidates == 0).any():
         idx = np.flatnonzero(n_candidates == 0)
@@ -314,6 +319,15 @@ def _check_candidates(req: Request, rel: Relevance) -> None:
         raise EmptyQueriesError(
             f"{empty.size} of {n_q} queries have no relevant gallery item (queries {first_items(empty)}); "
             "fix the labels or pass empty_queries='skip' (exclude and count them) or 'zero'.",
+            indices=empty,
+        )
+    if empty.size == n_q and below:
+        if req.empty_queries == "zero":
+            return
+        raise EmptyQueriesError(
+            f"None of the {n_q} queries has a relevant item at grade >= relevance_level={level}, and "
+            f"empty_queries={req.empty_queries!r} leaves nothing to average; lower relevance_level, or "
+            "pass empty_queries='zero' (the binary metrics score 0, the graded ones keep the lower grades).",
             indices=empty,
         )
     if empty.size == n_q:

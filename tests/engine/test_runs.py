@@ -543,7 +543,7 @@ def test_bad_qrels_are_refused(qrels, match):
 
 def test_no_relevant_query_at_all_is_refused():
     with pytest.raises(
-        EmptyQueriesError, match="None of the 1 queries has a relevant judged document"
+        EmptyQueriesError, match="None of the 1 queries has a judged document of any grade above 0"
     ):
         evaluate_run(RUN, {"q1": {"a": 0}}, ["map"])
     with pytest.raises(EmptyQueriesError, match="relevance_level=2"):

@@ -437,3 +437,75 @@ def test_docid_ties_belong_to_runs():
         rc.evaluate_image_text(x, x, [0, 1, 2], ties="docid")
     with pytest.raises(InputError, match=r"ties='first': expected one of"):
         evaluate_run({"q": {"a": 1.0}}, {"q": {"a": 1}}, ["map"], ties="first")
+
+
+# ----------------------------------------------------------------------------- no query at the level
+@pytest.mark.parametrize("queries", ["run", "qrels"])
+def test_no_query_at_the_level_scores_as_trec_eval_under_zero(queries):
+    """trec_eval -l2 on judged queries none of which reaches grade 2: the binary measures
+    are 0, nDCG keeps the grades; only a query set with nothing to evaluate is refused."""
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"c": 1.0, "d": 3.0}}
+    qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 1}}
+    want = pytrec_eval.RelevanceEvaluator(qrels, {"map", "ndcg"}, relevance_level=2).evaluate(run)
+    got = evaluate_run(run, qrels, ["ndcg", "map"], queries=queries, relevance_level=2)
+    assert got.n_used == 2 and got.n_skipped == 0
+    for ours, theirs in (("ndcg", "ndcg"), ("map", "map")):
+        assert got[ours] == pytest.approx(np.mean([v[theirs] for v in want.values()]), abs=1e-12)
+    assert got["map"] == 0.0 and got["ndcg"] > 0.5
+    # skip / error: every query is empty, nothing is left; the hint names the level, not the ids
+    for empty in ("skip", "error"):
+        with pytest.raises(EmptyQueriesError, match="relevance_level=2") as info:
+            evaluate_run(
+                run, qrels, ["map"], queries=queries, relevance_level=2, empty_queries=empty
+            )
+        assert "ids match" not in str(info.value) and "empty_queries='zero'" in str(info.value)
+    # nothing relevant at any grade: every measure is 0 whatever the run -> refused, even under zero
+    flat = {"q1": {"a": 0, "b": 0}}
+    with pytest.raises(EmptyQueriesError, match="has a judged document of any grade above 0"):
+        evaluate_run(run, flat, ["ndcg"], queries=queries, empty_queries="zero")
+    # the ids do not match: refused with the ids hint
+    with pytest.raises(InputError, match="make the ids match"):
+        evaluate_run({"x": {"a": 1.0}}, qrels, ["map"], queries="run", empty_queries="zero")
+
+
+def test_no_query_at_the_level_in_evaluate_under_zero():
+    """The embeddings sibling: graded relevance below the level scores under "zero" (nDCG
+    keeps the grades, the binary measures are 0) and is refused under "skip"; labels with
+    no shared value are refused under every policy."""
+    import retrieval_checks as rc
+
+    scores = np.array([[2.0, 1.0, 0.0], [0.0, 1.0, 3.0]], np.float32)
+    relevance = {0: {0: 1}, 1: {1: 1}}
+    got = rc.evaluate(
+        np.eye(2, dtype=np.float32),
+        scores.T.copy(),
+        relevance=relevance,
+        metrics=["ndcg", "map"],
+        similarity="dot",
+        relevance_level=2,
+        empty_queries="zero",
+    )
+    run = {str(q): {str(d): float(scores[q, d]) for d in range(3)} for q in range(2)}
+    qrels = {str(q): {str(d): g for d, g in r.items()} for q, r in relevance.items()}
+    want = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg"}, relevance_level=2).evaluate(run)
+    assert got["map"] == 0.0
+    assert got["ndcg"] == pytest.approx(np.mean([v["ndcg"] for v in want.values()]), abs=1e-6)
+    with pytest.raises(EmptyQueriesError, match="relevance_level=2"):
+        rc.evaluate(
+            np.eye(2, dtype=np.float32),
+            scores.T.copy(),
+            relevance=relevance,
+            metrics=["ndcg"],
+            similarity="dot",
+            relevance_level=2,
+            empty_queries="skip",
+        )
+    with pytest.raises(EmptyQueriesError, match="share values"):
+        rc.evaluate(
+            np.eye(2, dtype=np.float32),
+            np.eye(2, dtype=np.float32),
+            query_labels=[0, 1],
+            gallery_labels=[2, 3],
+            metrics=["map"],
+            empty_queries="zero",
+        )
