@@ -157,6 +157,8 @@ def _dimension_values(name: str, spec, n_queries: int, where: str) -> list:
                 f"{where}: query {i} has a slice value of type {exc}; slice values are strings, integers, "
                 "numbers or booleans (None: no value)."
             ) from None
+        if k is str and not v.strip():
+            _refuse_blank(where, i, v)
         if k is not None:
             kinds.setdefault(k, i)
     if len(kinds) > 1:
@@ -190,7 +192,20 @@ def _typed_values(arr: np.ndarray, n_queries: int, where: str) -> list:
             )
     if arr.dtype.kind == "S":
         arr = arr.astype(str)  # bytes as text, as a slice name prints
+    if arr.dtype.kind == "U":
+        blank = np.flatnonzero(np.char.str_len(np.char.strip(arr)) == 0)
+        if blank.size:
+            _refuse_blank(where, int(blank[0]), str(arr[blank[0]]), int(blank.size))
     return arr.tolist()
+
+
+def _refuse_blank(where: str, i: int, v: str, n: int = 1) -> None:
+    """A blank slice value would name a slice that prints as nothing."""
+    more = f" ({n} queries)" if n > 1 else ""
+    raise InputError(
+        f"{where}: query {i} has an empty slice value {v!r}{more}: a slice needs a visible name. "
+        "Give None for a query without a value (counted and reported as missing), or a name."
+    )
 
 
 @dataclass(frozen=True)
@@ -228,7 +243,13 @@ def make_slices(
         ):
             slices = {SINGLE: slices}
         slices = {
-            k: (_by_id(v, query_ids, f"{where}[{k!r}]") if isinstance(v, Mapping) else v)
+            k: (
+                _by_id(
+                    v, query_ids, where if k == SINGLE and len(slices) == 1 else f"{where}[{k!r}]"
+                )
+                if isinstance(v, Mapping)
+                else v
+            )
             for k, v in slices.items()
         }
         if list(slices) == [SINGLE]:

@@ -383,31 +383,82 @@ def assert_worst_slice_at_least(result, metric: str, at_least: float, **kw) -> N
     assert_worst_slice(result, metric, at_least=at_least, _gate="assert_worst_slice_at_least", **kw)
 
 
+def _ties(result) -> str | None:
+    config = getattr(result, "config", None)
+    ties = config.get("ties") if isinstance(config, Mapping) else None
+    return ties if isinstance(ties, str) else None
+
+
 def slice_baseline(result, metric: str) -> dict[str, dict]:
     """The per-slice record of ``metric`` a baseline keeps: ``{slice: {"value",
-    "n_queries", "n_used"}}`` (what :func:`assert_no_slice_regression` reads back)."""
+    "n_queries", "n_used", "metric", "ties"}}`` (what :func:`assert_no_slice_regression`
+    reads back; the metric and the tie policy say what the values are comparable with)."""
     slices = require_slices(result, "slice_baseline")
     spec = metric_spec(metric)
+    ties = _ties(result)
     out = {}
     for name, s in slices.items():
         if spec.name not in s:
             raise InputError(
                 f"slice_baseline: {spec.name} has no per-slice value (computed per slice: {', '.join(s)})."
             )
-        out[name] = {"value": float(s[spec.name]), "n_queries": s.n_queries, "n_used": s.n_used}
+        out[name] = {
+            "value": float(s[spec.name]),
+            "n_queries": s.n_queries,
+            "n_used": s.n_used,
+            "metric": spec.name,
+            **({"ties": ties} if ties else {}),
+        }
     return out
 
 
-def _baseline_values(baseline, metric: str) -> dict[str, float]:
+def _same_kind(records: Mapping, metric: str, ties: str | None, gate: str) -> None:
+    """Records of another metric (or tie policy) than the gate's are refused, naming both:
+    their values are not comparable."""
+    metrics: dict[str, list[str]] = {}
+    policies: dict[str, list[str]] = {}
+    for k, v in records.items():
+        if not isinstance(v, Mapping):
+            continue
+        if v.get("metric") is not None:
+            metrics.setdefault(metric_spec(str(v["metric"])).name, []).append(str(k))
+        if v.get("ties") is not None:
+            policies.setdefault(str(v["ties"]), []).append(str(k))
+    other = {m: n for m, n in metrics.items() if m != metric}
+    if other:
+        held = "; ".join(f"{m} (slices {', '.join(map(repr, n[:3]))})" for m, n in other.items())
+        raise InputError(
+            f"{gate}: the baseline holds values of {held}, and this gate compares {metric}: values of "
+            f"another metric are not comparable. Pass the baseline of {metric} "
+            f"(slice_baseline(result, {metric!r})), or gate the baseline's metric."
+        )
+    other = {t: n for t, n in policies.items() if t != ties} if ties else {}
+    if other:
+        held = ", ".join(f"ties={t!r}" for t in other)
+        raise InputError(
+            f"{gate}: {metric}: the baseline was evaluated with {held}, this result with ties={ties!r}: "
+            "values under different tie policies are not comparable. Re-record the baseline with "
+            f"ties={ties!r}, or evaluate with the baseline's policy."
+        )
+
+
+def _baseline_values(baseline, metric: str, ties: str | None = None) -> dict[str, float]:
+    gate = "assert_no_slice_regression"
     if getattr(baseline, "slices", None) is not None and hasattr(baseline, "per_query"):
-        return {k: v["value"] for k, v in slice_baseline(baseline, metric).items()}
+        if metric not in baseline:
+            raise InputError(
+                f"{gate}: the baseline result has no {metric} (it holds: {', '.join(baseline)}); "
+                f"evaluate the baseline with metrics=[{metric!r}], or gate one of those."
+            )
+        baseline = slice_baseline(baseline, metric)
     if hasattr(baseline, "per_query"):
-        require_slices(baseline, "assert_no_slice_regression (the baseline)")
+        require_slices(baseline, f"{gate} (the baseline)")
     if not isinstance(baseline, Mapping) or not baseline:
         raise InputError(
-            "assert_no_slice_regression: baseline= takes a sliced EvaluationResult or {slice: value} "
+            f"{gate}: baseline= takes a sliced EvaluationResult or {{slice: value}} "
             f"(or slice_baseline(result, metric)'s records), got {type(baseline).__name__}."
         )
+    _same_kind(baseline, metric, ties, gate)
     out = {}
     for k, v in baseline.items():
         value = v.get("value") if isinstance(v, Mapping) else v
@@ -417,7 +468,7 @@ def _baseline_values(baseline, metric: str) -> dict[str, float]:
             or not math.isfinite(value)
         ):
             raise InputError(
-                f"assert_no_slice_regression: the baseline's slice {k!r} has value {value!r}; expected a finite "
+                f"{gate}: the baseline's slice {k!r} has value {value!r}; expected a finite "
                 "number (re-record the baseline)."
             )
         out[str(k)] = float(value)
@@ -437,7 +488,7 @@ def assert_no_slice_regression(
 ) -> None:
     """Fail when a slice's ``metric`` dropped by more than ``max_drop`` (or
     ``max_relative_drop`` times its baseline value; the smaller where both are given;
-    neither: no drop tolerated) from the baseline's value of the same slice (a rise for
+    neither: no tolerance given, any drop fails) from the baseline's value of the same slice (a rise for
     rank metrics).
 
     ``baseline``: a sliced result of the same evaluation, or ``{slice: value}`` /
@@ -452,9 +503,8 @@ def assert_no_slice_regression(
     spec = metric_spec(metric)
     max_drop = _threshold(spec, max_drop, "max_drop")
     max_relative_drop = _threshold(spec, max_relative_drop, "max_relative_drop")
-    if max_drop is None and max_relative_drop is None:
-        max_drop = 0.0
-    base = _baseline_values(baseline, spec.name)
+    strict = max_drop is None and max_relative_drop is None  # no tolerance given: any drop fails
+    base = _baseline_values(baseline, spec.name, _ties(result))
     wanted = list(base) if slices is None else _named_slices(base, slices, f"{gate} (the baseline)")
     gone = [n for n in wanted if n not in all_slices]
     if gone:
@@ -464,7 +514,9 @@ def assert_no_slice_regression(
             "skipped: restore its queries' slice values, or re-record the baseline if it was dropped on purpose."
         )
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
-    _refuse_small(ivs, wanted, gate, spec.name, all_slices, {"max_drop": max_drop})
+    _refuse_small(
+        ivs, wanted, gate, spec.name, all_slices, {"max_drop": 0.0 if strict else max_drop}
+    )
     rows, failing = [], []
     sign = 1.0 if spec.higher_is_better else -1.0
     for n in wanted:
@@ -476,7 +528,7 @@ def assert_no_slice_regression(
         allowed = min(
             v
             for v in (
-                max_drop,
+                0.0 if strict else max_drop,
                 None if max_relative_drop is None else max_relative_drop * abs(then),
             )
             if v is not None
@@ -503,8 +555,8 @@ def assert_no_slice_regression(
         worst["value"],
         not failing,
         "slice baseline",
-        "max drop",
-        max_drop if max_drop is not None else max_relative_drop,
+        "no drop allowed (no tolerance given)" if strict else "max drop",
+        0.0 if strict else max_drop if max_drop is not None else max_relative_drop,
         {
             k: v
             for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
@@ -529,14 +581,20 @@ def assert_no_slice_regression(
         for r in failing
     )
     note = _missing_note(all_slices)
-    raise AssertionError(
-        f"{spec.name}: {len(failing)} of {len(rows)} slices dropped by more than "
+    tolerance = (
+        "dropped from the baseline (no tolerance given: any drop fails; pass max_drop= or "
+        "max_relative_drop= to allow one)"
+        if strict
+        else "dropped by more than "
         + " / ".join(
             f"{k} {v:g}"
             for k, v in (("max_drop", max_drop), ("max_relative_drop", max_relative_drop))
             if v is not None
         )
-        + f" from the baseline\n{lines}\n"
+        + " from the baseline"
+    )
+    raise AssertionError(
+        f"{spec.name}: {len(failing)} of {len(rows)} slices {tolerance}\n{lines}\n"
         + (f"  new slices (not in the baseline, not gated): {', '.join(new)}\n" if new else "")
         + (f"  note: {note}\n" if note else "")
         + "  rule: fail when a slice's drop from its baseline value exceeds the allowed drop"
@@ -614,7 +672,8 @@ def check_slice_baselines(
     stored = {}
     for k in keys:
         if k.startswith(prefix) and (named is None or k[len(prefix) :] in named):
-            stored[k[len(prefix) :]] = store.stored(path, k)["value"]
+            record = store.stored(path, k)  # its metric too: another metric's record is refused
+            stored[k[len(prefix) :]] = {"value": record["value"], "metric": record.get("metric")}
     if not stored:
         raise AssertionError(
             f"no baseline for the slices of {key!r} in {Path(path).name}.\n  Create it: run pytest with "

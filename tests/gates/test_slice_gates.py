@@ -188,3 +188,81 @@ def test_missing_slice_values_are_reported_on_the_gate(big):
             rc.assert_slices_at_least(r, "map", 0.99)
     assert events[0].extra["slice_missing"] == {"slice": 6}
     assert any("6 queries have no slice value" in w for w in events[0].warnings)
+
+
+def test_slice_baseline_of_another_metric_is_refused(big):
+    """A baseline records its metric (and tie policy): comparing hit_rate@1 with map's
+    per-slice values is an error naming both, never a silent pass."""
+    base = rc.slice_baseline(big, "map")
+    assert all(r["metric"] == "map" and r["ties"] == "pessimistic" for r in base.values())
+    with pytest.raises(InputError, match=r"baseline.* map.*hit_rate@1|hit_rate@1.*baseline.* map"):
+        rc.assert_no_slice_regression(big, base, "hit_rate@1", max_drop=0.02)
+    # a sliced result as baseline must hold the metric per slice
+    X, y = _data(seed=1)
+    only_map = rc.evaluate(
+        X, query_labels=y, metrics=["map"], slices=np.where(y % 2 == 0, "even", "odd")
+    )
+    with pytest.raises(InputError, match="hit_rate@1"):
+        rc.assert_no_slice_regression(big, only_map, "hit_rate@1", max_drop=0.02)
+    # another tie policy: the values are of another rule
+    optimistic = rc.evaluate(
+        X,
+        query_labels=y,
+        metrics=["map"],
+        slices=np.where(y % 2 == 0, "even", "odd"),
+        ties="optimistic",
+    )
+    with pytest.raises(
+        InputError, match="ties='optimistic'.*ties='pessimistic'|pessimistic.*optimistic"
+    ):
+        rc.assert_no_slice_regression(big, optimistic, "map", max_drop=0.02)
+    with pytest.raises(InputError, match="optimistic"):
+        rc.assert_no_slice_regression(
+            big, rc.slice_baseline(optimistic, "map"), "map", max_drop=0.5
+        )
+    # records of two metrics mixed: refused
+    mixed = {**base, "odd": {**base["odd"], "metric": "mrr"}}
+    with pytest.raises(InputError, match="mrr"):
+        rc.assert_no_slice_regression(big, mixed, "map", max_drop=0.5)
+
+
+def test_slice_regression_without_tolerance_says_any_drop_fails(big):
+    higher = {k: v + 0.01 for k, v in big.slices.by_metric("map").items()}
+    events = []
+    with rc.gates.listening(events.append):
+        with pytest.raises(AssertionError, match="no tolerance given: any drop fails") as info:
+            rc.assert_no_slice_regression(big, higher, "map")
+    assert "max_drop 0" not in str(info.value)
+    assert events[0].bounds == {} and "no tolerance given" in events[0].comparison
+    rc.assert_no_slice_regression(big, big, "map")  # equal: no drop
+
+
+def test_blank_slice_values_are_refused_and_a_plain_id_map_is_named_as_given():
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"a": 1.0, "b": 2.0}}
+    qrels = {"q1": {"a": 1}, "q2": {"a": 1}}
+    for blank in ("", "  "):
+        with pytest.raises(InputError, match="empty slice value|blank"):
+            rc.evaluate_run(run, qrels, ["map"], slices={"q1": blank, "q2": "x"})
+        with pytest.raises(InputError, match="query 1"):
+            rc.evaluate_run(run, qrels, ["map"], slices=["x", blank])
+        with pytest.raises(InputError, match="query 0"):
+            rc.evaluate_run(run, qrels, ["map"], slices=np.array([blank, "x"]))
+    with pytest.raises(InputError) as info:
+        rc.evaluate_run(run, qrels, ["map"], slices={"q1": "x", "q9": "y"})
+    assert "['slice']" not in str(info.value) and str(info.value).startswith("slices:")
+    r = rc.evaluate_run(run, qrels, ["map"], slices={"q1": "x", "q2": "y"})
+    assert set(r.slices) == {"x", "y"}
+
+
+def test_stored_slice_baselines_of_another_metric_are_refused(big, tmp_path):
+    """The baselines-file path (rc_slice_baseline, YAML slice checks): a key's slice
+    records hold their metric; gating another metric against them is refused."""
+    from retrieval_checks.gates import BaselineStore, check_slice_baselines
+
+    path = tmp_path / "t.baselines.yaml"
+    writer = BaselineStore("all")
+    check_slice_baselines(writer, big, "map", path=path, key="k")
+    writer.write()
+    check_slice_baselines(BaselineStore(), big, "map", path=path, key="k", max_drop=0.0)
+    with pytest.raises(InputError, match=r"map.*hit_rate@1"):
+        check_slice_baselines(BaselineStore(), big, "hit_rate@1", path=path, key="k", max_drop=0.5)
