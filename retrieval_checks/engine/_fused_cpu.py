@@ -328,7 +328,7 @@ def _one_thread_products():
             torch.set_num_threads(old)
 
 
-def _worker(blk: _Block, panels: list, m: int):
+def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: gather, products, scan
     """The block's panels number ``panels``, in turn, on this worker's buffers: relevant
     scores first, then every chunk's tile, scanned at once."""
     import torch

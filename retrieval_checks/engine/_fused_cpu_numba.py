@@ -36,7 +36,7 @@ _VECTOR_COST = 160  # a bisection costs about as much as this many vectorised co
 
 
 @njit(cache=True, nogil=True)
-def scan_tile(
+def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts in one loop
     T, m, width, col0, mask_ptr, mask_cols, rel_ptr, rel_sorted, hist, tie_diff, above, tied, tau
 ):
     """Scan rows ``0..m-1`` of the tile ``T`` (columns ``0..width-1`` are gallery items
