@@ -439,6 +439,11 @@ def measure_change(
     if pw is not None and pw.required and pw.underpowered:
         failed = True
         reasons.append(f"underpowered (min_power {pw.power:g}): {pw.describe()}")
+    elif significant and min_power is not None and pw is None:  # a requirement never unchecked
+        failed = True
+        reasons.append(
+            f"underpowered (min_power {min_power:g}): the power cannot be estimated ({method})"
+        )
     return Change(
         metric,
         b,
@@ -512,9 +517,28 @@ def _significance(baseline: dict, current: dict, sign: float, drop: float, confi
     units, degrees of freedom or None for z, unit name), or (None, why, None) when
     untestable: the paired t on per-unit values when both sides have them, else the z
     test from the two intervals."""
+    unit = current.get("unit") or baseline.get("unit")
     if baseline.get("units") and current.get("units"):
         p, method, se, n_units = _paired_p(baseline["units"], current["units"], sign)
-        return p, method, (se, n_units, n_units - 1, current.get("unit") or baseline.get("unit"))
+        if se > 0:
+            return p, method, (se, n_units, n_units - 1, unit)
+        # no spread of the paired differences (identical runs): the test's power is not
+        # infinite; estimate it from the two intervals (independent: conservative), else unknown
+        se = _interval_se(baseline, current, confidence)
+        if se is None or not se > 0:
+            return p, f"{method}; power unknown (no spread, no interval)", None
+        return p, f"{method}; power from the two intervals", (se, n_units, None, unit)
+    se = _interval_se(baseline, current, confidence)
+    if se is None:
+        return None, "no interval: significance untestable", None
+    p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))
+    n = current.get("n")
+    n_units = n if isinstance(n, numbers.Integral) and not isinstance(n, bool) else None
+    return p, "z from the two intervals (conservative)", (se, n_units, None, unit)
+
+
+def _interval_se(baseline: dict, current: dict, confidence: float) -> float | None:
+    """The standard error of the drop from the two intervals (None without both)."""
     # a record may hold "confidence": None (a history row of a gate that kept no confidence)
     se_b = _se_from_interval(
         baseline.get("low"), baseline.get("high"), baseline.get("confidence") or confidence
@@ -522,14 +546,7 @@ def _significance(baseline: dict, current: dict, sign: float, drop: float, confi
     se_c = _se_from_interval(
         current.get("low"), current.get("high"), current.get("confidence") or confidence
     )
-    if se_b is None or se_c is None:
-        return None, "no interval: significance untestable", None
-    se = math.hypot(se_b, se_c)
-    p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))
-    n = current.get("n")
-    n_units = n if isinstance(n, numbers.Integral) and not isinstance(n, bool) else None
-    unit = current.get("unit") or baseline.get("unit")
-    return p, "z from the two intervals (conservative)", (se, n_units, None, unit)
+    return None if se_b is None or se_c is None else math.hypot(se_b, se_c)
 
 
 def _gate_power(test, level: float, power, min_power, tolerance) -> Power:

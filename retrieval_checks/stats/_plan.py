@@ -106,8 +106,19 @@ def _from_results(pilot, baseline, metric: str, cluster: str, correlation: float
             )
         _same_queries(pilot, baseline)
         pairs = _query_pairs(spec, pilot, baseline, cluster)
-        se, n_units = _cluster_se(pairs.a - pairs.b, pairs.clusters)
+        d = pairs.a - pairs.b
+        se, n_units = _cluster_se(d, pairs.clusters)
         unit = pairs.unit
+        if not se > 0:  # no spread: every size would "detect" any drop with certainty
+            why = (
+                "the two results are identical (every paired difference is 0)"
+                if not np.any(d)
+                else f"the paired differences do not vary across {unit} (each is {float(d.mean()):.4g})"
+            )
+            raise InputError(
+                f"plan_queries: {spec.name}: {why}, so they carry no spread to plan from; plan from one "
+                "result (plan_queries(result, metric, drop)) or from a different run as baseline."
+            )
         return se * math.sqrt(n_units), n_units, unit, "the two results' paired differences"
     values = np.asarray(pilot.per_query[spec.name], dtype=float)
     used = ~np.isnan(values)
@@ -117,6 +128,11 @@ def _from_results(pilot, baseline, metric: str, cluster: str, correlation: float
     if used.sum() < 2:
         raise InputError(f"plan_queries: the pilot has {int(used.sum())} scored queries; need 2.")
     se, n_units = _cluster_se(values[used], clusters)
+    if not se > 0:
+        raise InputError(
+            f"plan_queries: {spec.name} is {float(values[used][0]):.4g} on every scored query of the "
+            "pilot: no spread to plan from; plan from a pilot whose values vary (more or harder queries)."
+        )
     sd = se * math.sqrt(n_units) * math.sqrt(2 * (1 - correlation))
     unit = "queries" if clusters is None else "classes"
     return sd, n_units, unit, f"one result: correlation {correlation:g} between two runs assumed"
@@ -140,7 +156,22 @@ def _pick(records, metric: str, test: str | None) -> dict:
         and same(r.get("metric"))
         and (test is None or fnmatch.fnmatchcase(str(r.get("test", "")), test))
     ]
-    usable = [r for r in found if r.get("power_se") is not None or r.get("low") is not None]
+    usable = [
+        r
+        for r in found
+        if (r.get("power_se") is not None or r.get("low") is not None) and not _slice_gate(r)
+    ]
+    slice_gates = [r for r in found if _slice_gate(r)]
+    if not usable and slice_gates:
+        r = slice_gates[0]
+        raise InputError(
+            f"plan_queries: the gate of {metric!r} found"
+            + (f" ({r.get('test')})" if r.get("test") else "")
+            + f" is a slice gate: its n is its number of slices ({r.get('n')} slices) and its interval "
+            "the worst slice's, not a spread across queries; plan from a gate of the metric on the "
+            "whole set, or from the evaluation result (plan_queries(result, ...); one slice's own "
+            "units: plan_queries(result.slices[name].result, ...))."
+        )
     if not usable:
         metrics = sorted({str(r.get("metric")) for r in records if isinstance(r, Mapping)})
         why = (
@@ -154,6 +185,11 @@ def _pick(records, metric: str, test: str | None) -> dict:
     # a gate whose own test measured the paired spread first, then the largest sample
     usable.sort(key=lambda r: (r.get("power_se") is None, -(r.get("n") or 0)))
     return usable[0]
+
+
+def _slice_gate(rec: Mapping) -> bool:
+    """A slice gate's record (a row per slice): its n counts slices, not units."""
+    return rec.get("unit") == "slices" or isinstance(rec.get("slices"), list)
 
 
 def _from_record(rec: Mapping, correlation: float, confidence: float):
@@ -240,6 +276,12 @@ def plan_queries(
             )
         rec = _pick(records, metric, test)
         sd, n_units, unit, source = _from_record(rec, correlation, confidence)
+        if not (math.isfinite(sd) and sd > 0):
+            raise InputError(
+                f"plan_queries: the gate {rec.get('test') or rec.get('metric')!r} recorded no spread "
+                f"(its {'standard error' if rec.get('power_se') is not None else 'interval width'} is "
+                f"{0.0 if sd == 0 else sd}): nothing to plan from; plan from an evaluation result."
+            )
         what = f"gate {rec.get('test') or rec.get('metric')}"
     se_now = sd / math.sqrt(n_units)
     need = units_needed(se_now, n_units, drop, level=level, power=power, t=True)

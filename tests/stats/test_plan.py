@@ -156,3 +156,53 @@ def test_plan_command_refuses_bad_arguments(tmp_path, capsys, args, says):
     db = _history(tmp_path)
     assert main(["--db", str(db), "plan", *args]) == 2
     assert says in capsys.readouterr().err
+
+
+def _slice_gate_record(tmp_path):
+    """A history run whose only gate of map is a slice gate (n = its number of slices)."""
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(30), 6)
+    X = (rng.normal(size=(30, 16))[y] + rng.normal(size=(180, 16))).astype(np.float32)
+    r = rc.evaluate(X, query_labels=y, metrics=["map"], slices=y % 3)
+    events = []
+    with rc.gates.listening(events.append):
+        rc.assert_slices_at_least(r, "map", 0.01)
+    rec = {**events[0].to_dict(), "test": "tests/test_model.py::test_slices"}
+    assert rec["n"] == 3 and rec["unit"] == "slices"
+    db = tmp_path / "h.sqlite"
+    History(db).record({"command": "pytest"}, [rec], exitstatus=0)
+    return rec, db
+
+
+def test_a_slice_gate_is_not_a_pilot(tmp_path, capsys):
+    """A slice gate's n is its number of slices and its interval the worst slice's: no
+    per-unit spread to plan from; refused, saying what to plan from instead."""
+    rec, db = _slice_gate_record(tmp_path)
+    with pytest.raises(rc.InputError, match="slice gate.*3 slices"):
+        rc.plan_queries([rec], "map", 0.01)
+    with pytest.raises(rc.InputError, match="slice gate"):
+        rc.plan_queries(rec, "map", 0.01)
+    # beside a plain gate of the metric, the plain gate is the pilot
+    plain = {"test": "t", "metric": "map", "low": 0.45, "high": 0.55, "n": 100, "unit": "queries"}
+    assert rc.plan_queries([rec, plain], "map", 0.01).n_units == 100
+    assert main(["--db", str(db), "plan", "latest", "--metric", "map", "--drop", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "slice gate" in err and "141" not in err
+
+
+def test_identical_results_are_not_a_paired_pilot():
+    """A baseline equal to the pilot has no spread of paired differences: refused, not
+    'minimum detectable drop 0, power 100%'."""
+    a, _ = _results()
+    with pytest.raises(rc.InputError, match="identical"):
+        rc.plan_queries(a, "map", 0.01, baseline=a)
+    with pytest.raises(rc.InputError, match="identical"):
+        rc.plan_queries(a, "map", 0.01, baseline=a, cluster="query")
+
+
+def test_a_record_without_spread_is_not_a_pilot():
+    flat = {"test": "t", "metric": "map", "low": 0.5, "high": 0.5, "n": 100, "unit": "queries"}
+    with pytest.raises(rc.InputError, match="recorded no spread"):
+        rc.plan_queries([flat], "map", 0.01)
+    with pytest.raises(rc.InputError, match="recorded no spread"):
+        rc.plan_queries({"metric": "map", "power_se": 0.0, "power_units": 50}, "map", 0.01)

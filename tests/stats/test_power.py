@@ -203,3 +203,25 @@ def test_an_interval_test_without_a_sample_size_names_no_count():
     ch = measure_change("map", b, c, max_drop=0.005, significant=True)
     assert ch.power.underpowered and ch.power.units_needed is None
     assert "carry no sample size" in ch.power.describe()
+
+
+def test_identical_runs_do_not_claim_infinite_power():
+    """Zero spread of the paired differences (a run compared with itself) says nothing
+    about the test's power: estimated from the intervals where the records have them
+    (not mdd 0 / power 100%), else unknown, and a min_power requirement then fails."""
+    b, c = _records(np.zeros(40))
+    ch = measure_change("map", b, c, max_drop=0.01, significant=True)
+    assert not ch.failed and ch.power is None and "power unknown" in ch.method
+    ch = measure_change("map", b, c, max_drop=0.01, significant=True, min_power=0.8)
+    assert ch.failed and "power cannot be estimated" in ch.reasons[-1]
+    wide = {"low": 0.45, "high": 0.55, "confidence": 0.95, "n": 40}
+    ch = measure_change(
+        "map", {**b, **wide}, {**c, **wide}, max_drop=0.01, significant=True, min_power=0.8
+    )
+    assert ch.power.mdd > 0.01 and ch.power.power_at_tolerance < 0.8 and ch.failed
+    assert "power from the two intervals" in ch.method
+    narrow = {"low": 0.4999, "high": 0.5001, "confidence": 0.95, "n": 40}
+    ch = measure_change(
+        "map", {**b, **narrow}, {**c, **narrow}, max_drop=0.01, significant=True, min_power=0.8
+    )
+    assert 0 < ch.power.mdd < 0.01 and not ch.failed
