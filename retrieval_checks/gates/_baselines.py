@@ -714,8 +714,10 @@ def assert_no_regression(
         ch = unclaimed(ch)
     if failed:
         biv = baseline.get("interval")
+        weak = not ch.beyond_tolerance and any(r.startswith("underpowered") for r in ch.reasons)
+        verdict = "gate is underpowered (the drop is within tolerance)" if weak else "regressed"
         head = (
-            f"{ch.metric} regressed: {_with_iv(ch.baseline, biv)} -> "
+            f"{ch.metric} {verdict}: {_with_iv(ch.baseline, biv)} -> "
             f"{_with_iv(ch.current, current.get('interval'))} ({'; '.join(ch.reasons)})\n"
             if ch.failed
             else f"{skip_failure}\n"

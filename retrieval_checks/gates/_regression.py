@@ -491,6 +491,11 @@ def _power_args(power, min_power, significant, max_drop, max_relative_drop):
     ``significant=True`` and a tolerance, and is the power reported when given."""
     power = check_power(power, "power")
     min_power = check_power(min_power, "min_power")
+    if power is not None and min_power is None and not significant:
+        raise InputError(
+            f"power={power:g}: the power reported is that of the significance test; add "
+            "significant=True (significant: true), or leave power out."
+        )
     if min_power is None:
         return power, None
     if power is not None and power != min_power:

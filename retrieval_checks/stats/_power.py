@@ -75,10 +75,10 @@ def check_power(value, name: str = "power"):
             "power)."
         )
     v = float(value)
-    if 1 < v < 100:
+    if 50 <= v < 100:  # a percentage of power (80, 90, 95)
         raise InputError(
             f"{name}={shown(value)}: expected a probability strictly between 0 and 1; for {v:g}% "
-            f"write {v / 100:g}."
+            f"power write {v / 100:g}."
         )
     if not 0 < v < 1:
         raise InputError(

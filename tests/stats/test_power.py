@@ -143,7 +143,7 @@ def test_power_report_against_the_tolerance():
     [
         (0, "between 0 and 1"),
         (1, "between 0 and 1"),
-        (1.5, "for 1.5%"),
+        (1.5, "0.8 for 80% power"),
         (80, "write 0.8"),
         (float("nan"), "between 0 and 1"),
         (True, "between 0 and 1"),
@@ -225,3 +225,27 @@ def test_identical_runs_do_not_claim_infinite_power():
         "map", {**b, **narrow}, {**c, **narrow}, max_drop=0.01, significant=True, min_power=0.8
     )
     assert 0 < ch.power.mdd < 0.01 and not ch.failed
+
+
+def test_power_arguments_are_checked_where_they_apply():
+    """power= without significant=True is refused as min_power= is; a power above 1
+    gets a power-specific hint; an underpowered gate says so in its headline."""
+    from retrieval_checks.gates import assert_no_regression
+
+    b, c = _records(np.array([0.0, -0.1, 0.05, -0.02]))
+    with pytest.raises(rc.InputError, match="power=0.8: .*significant=True"):
+        measure_change("map", b, c, max_drop=0.01, power=0.8)
+    with pytest.raises(rc.InputError) as info:
+        check_power(1.5)
+    assert "1.5%" not in str(info.value) and "0.8 for 80% power" in str(info.value)
+    with pytest.raises(rc.InputError, match="for 80% power write 0.8"):
+        check_power(80)
+    rng = np.random.default_rng(5)
+    noisy = rng.normal(0, 0.2, 40)
+    b, c = _records(noisy - noisy.mean())
+    b = {**b, "metric": "map", "interval": [0.45, 0.55], "confidence": 0.95, "n": 40}
+    c = {**c, "metric": "map", "interval": [0.45, 0.55], "confidence": 0.95, "n": 40}
+    with pytest.raises(AssertionError) as info:
+        assert_no_regression(c, b, max_drop=0.01, significant=True, min_power=0.8)
+    head = str(info.value).splitlines()[0]
+    assert "underpowered" in head and "regressed" not in head
