@@ -471,6 +471,42 @@ def dataset_slices(runner, suite, dataset, part) -> dict | list:
     return slice_values(dataset.slices, read, n, dataset.name, suite.path)
 
 
+def slice_column_errors(suite) -> list[SuiteError]:
+    """``retrieval-checks validate``'s look at the data: each slice column that a readable
+    queries file (or ``file:``) lacks, located at the column's line. Only the array names
+    are read (no data); a file that cannot be read, a ``.npy`` file and BEIR fields are
+    left to the run, which reports them."""
+    from .._suggest import did_you_mean
+    from ..data._files import read_arrays
+
+    out = []
+    for dataset in suite.datasets.values():
+        queries = dataset.parts.get("queries") if isinstance(dataset.parts, dict) else None
+        if not dataset.slices or dataset.type == "beir" or queries is None:
+            continue
+        for col in dataset.slices:
+            source = col.file if col.file is not None else getattr(queries, "file", None)
+            if col.column is None or source is None or Path(source).suffix.lower() == ".npy":
+                continue
+            try:
+                names = list(read_arrays(source))
+            except (InputError, OSError, ValueError):  # unreadable here: the run says why
+                continue
+            if col.column not in names:
+                close = did_you_mean(col.column, names)
+                out.append(
+                    SuiteError(
+                        f"dataset {dataset.name!r} slices: column {col.column!r} is not in "
+                        f"{Path(source).name}; it has {', '.join(map(repr, names)) or 'none'}."
+                        + (f" Did you mean {close!r}?" if close else ""),
+                        path=suite.path,
+                        line=col.line,
+                        field=col.where,
+                    )
+                )
+    return out
+
+
 #: JSON schema (``retrieval-checks schema``) of a check's ``slices:``.
 CHECK_SLICES_SCHEMA = {
     "description": "gate the slices of the dataset: all, the worst, or the named ones",

@@ -50,6 +50,7 @@ from ..metrics._names import metric_spec
 from ..options import parse_text
 from ..suites import load_suite
 from ..suites._jsonschema import suite_json_schema
+from ..suites._slices import slice_column_errors
 from ._history import (
     DEFAULT_HISTORY,
     RECORD_COLUMNS,
@@ -757,16 +758,20 @@ def _targets(paths, patterns) -> list[tuple[Path, str]]:
 def _suite_errors(path: Path) -> list[str]:
     """The suite's error as ``path:line: field: message`` (the loader stops at the first)."""
     try:
-        load_suite(path)
+        suite = load_suite(path)
     except SuiteError as exc:
-        field = f"{exc.field}: " if exc.field else ""
-        return [f"{path}:{exc.line or 1}: {field}{exc.detail}"]
+        return [_located(path, exc)]
     except Exception as exc:  # a bug of ours is still reported on this file, as the plugin does
         return [
             f"{path}:1: could not read the suite ({type(exc).__name__}: {exc}); please report this with the "
             "file."
         ]
-    return []
+    return [_located(path, exc) for exc in slice_column_errors(suite)]
+
+
+def _located(path: Path, exc: SuiteError) -> str:
+    field = f"{exc.field}: " if exc.field else ""
+    return f"{path}:{exc.line or 1}: {field}{exc.detail}"
 
 
 def _record_lines(text: str) -> dict:
@@ -1084,7 +1089,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="retrieval-checks",
         description="Recorded quality-gate runs: list, compare, "
-        "export; and YAML suites checked without running a model (validate, schema).",
+        "export, report; the evaluation-set size a gate needs (plan); and YAML suites checked "
+        "without running a model (validate, schema).",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     db_help = (

@@ -297,3 +297,35 @@ def test_the_schema_lists_the_fields_the_loader_accepts(tmp_path, where, text, p
     expected = re.search(r"Expected one of: (.*)\.$", exc.value.detail)
     assert expected, exc.value.detail
     assert set(expected.group(1).split(", ")) == set(properties(suite_json_schema()))
+
+
+def test_an_unknown_slice_column_of_a_readable_file_is_found(tmp_path):
+    """validate opens a readable queries file's array names (no data) and finds a slice
+    column it lacks, at the column's line; an unreadable file is left to the run."""
+    import numpy as np
+
+    np.savez(
+        tmp_path / "q.npz", embeddings=np.zeros((4, 2), np.float32), lang=np.array(list("abab"))
+    )
+    text = GOOD.replace("    queries: q.npz\n", "    queries: q.npz\n    slices: langg\n")
+    path = tmp_path / "rc_tiny.yaml"
+    path.write_text(text)
+    code, out = _cli("validate", path)
+    assert code == 1, out
+    first = out.splitlines()[0]
+    assert first.startswith(f"{path}:5: datasets.test.slices"), first
+    assert "'langg' is not in q.npz" in first and "'lang'" in first
+    path.write_text(GOOD.replace("    queries: q.npz\n", "    queries: q.npz\n    slices: lang\n"))
+    assert _cli("validate", path)[0] == 0
+    (tmp_path / "q.npz").write_bytes(b"")  # unreadable: the run reports it
+    path.write_text(text)
+    assert _cli("validate", path)[0] == 0
+
+
+def test_the_help_names_every_command(capsys):
+    with pytest.raises(SystemExit):
+        cli(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    head = text.split("positional arguments")[0]
+    for command in ("compare", "export", "report", "plan", "validate", "schema"):
+        assert command in head, command
