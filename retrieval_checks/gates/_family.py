@@ -297,8 +297,9 @@ def comparison_test(comparison, margin: float, power: float | None = None):
     if se is None or not math.isfinite(se) or not math.isfinite(c.low) or not math.isfinite(c.high):
         return out
     level = float(f"{1 - c.confidence:.12g}")
-    pw = power_of(se, c.n, level=level / 2, power=power, dof=c.dof, unit=c.unit)
-    out.power = dataclasses.replace(pw, mdd=margin + pw.mdd)
+    if se > 0:  # no spread of the differences (identical runs): the power is unknown, not 100%
+        pw = power_of(se, c.n, level=level / 2, power=power, dof=c.dof, unit=c.unit)
+        out.power = dataclasses.replace(pw, mdd=margin + pw.mdd)
     sign = 1.0 if c.higher_is_better else -1.0
     center = sign * (c.low + c.high) / 2  # the improvement the interval is centred on
     if c.dof is not None:

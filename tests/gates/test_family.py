@@ -266,3 +266,18 @@ def test_an_expected_failure_does_not_turn_the_run_red():
     [fam] = decide_family(recs)
     assert [r["test"] for r in fam["failed"]] == ["a"]
     assert recs[1]["passed"] is False and recs[1]["decision"] == "failed after holm"
+
+
+def test_a_comparison_of_identical_runs_claims_no_power():
+    """Zero spread of the paired differences: the comparison's test reports no power
+    (unknown), never 'detects a drop of the margin with 80% power'."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(30), 4)
+    X = (rng.normal(size=(30, 8))[y] + rng.normal(size=(120, 8))).astype(np.float32)
+    a = rc.evaluate(X, query_labels=y, metrics=["map"])
+    c = rc.compare(a, a, "map")
+    assert _family.comparison_test(c, 0.01, power=0.8).power is None
+    moved = rc.evaluate(
+        X + 0.3 * rng.normal(size=X.shape).astype(np.float32), query_labels=y, metrics=["map"]
+    )
+    assert _family.comparison_test(rc.compare(moved, a, "map"), 0.01, power=0.8).power.mdd > 0.01
