@@ -130,9 +130,13 @@ def test_broken_links_missing_files_and_bad_docstrings_fail_a_build(tmp_path):
     (docs / "orphan.md").write_text("# Not in the nav\n")
     config.update(docs_dir="docs", nav=[{"Home": "index.md"}, {"Tut": "tut.md"}])
     config.pop("hooks")
-    next(p for p in config["plugins"] if isinstance(p, dict))["mkdocstrings"]["handlers"]["python"][
-        "paths"
-    ] = ["."]
+    python = next(p for p in config["plugins"] if isinstance(p, dict))["mkdocstrings"]["handlers"][
+        "python"
+    ]
+    python["paths"] = ["."]
+    python["options"]["extensions"] = [  # the project's extension, from the repository
+        e.replace("docs/", f"{ROOT}/docs/", 1) for e in python["options"]["extensions"]
+    ]
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
     done = _build(tmp_path / "mkdocs.yml", tmp_path / "site", tmp_path)
     assert done.returncode != 0

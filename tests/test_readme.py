@@ -1,6 +1,7 @@
-"""The README's code runs as written.
+"""The README's code runs as written, and so does the code of the docs pages that hold
+the README's former reference sections (``PAGES``: the README moved them there, issue 29).
 
-Each fenced block that follows a ``<!-- readme-test: KIND -->`` comment is checked by KIND:
+Each fenced block, in the README and in ``PAGES``, that follows a ``<!-- readme-test: KIND -->`` comment is checked by KIND:
 
 - ``run``: executed, in README order, in one namespace, with a scratch project as the
   working directory; the namespace starts with the sample data the examples name
@@ -16,8 +17,10 @@ Each fenced block that follows a ``<!-- readme-test: KIND -->`` comment is check
 - ``same-as PATH``: equal to the repository's file PATH;
 - ``skip (reason)``: not run, and the reason is required.
 
-Every ``python`` block carries one of these comments (the first test checks it), so a
-new example cannot slip in untested.
+Every ``python`` block of these files carries one of these comments (the first test
+checks it), so a new example cannot slip in untested; a docs page that holds a marked
+block must be listed in ``PAGES`` (checked too), so its blocks run. The blocks run in the
+order of ``PAGES``, after the README's.
 """
 
 from __future__ import annotations
@@ -38,12 +41,28 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: Docs pages whose marked blocks run with the README's, in this order (one namespace).
+PAGES = (
+    "docs/evaluate.md",
+    "docs/statistics.md",
+    "docs/protocols.md",
+    "docs/plugin.md",
+    "docs/suites.md",
+    "docs/regressions.md",
+    "docs/explanation/engine.md",
+    "docs/tutorials/training-loop.md",
+)
 _MARK = re.compile(r"^<!-- readme-test: (run|pytest|output|file \S+|same-as \S+|skip \(.+\)) -->$")
 
 
 def _blocks() -> list[dict]:
-    """Every fenced block: its language, text, first line and README marker (or None)."""
-    lines = README.read_text().split("\n")
+    """Every fenced block of the README, then of each page of ``PAGES``: its language,
+    text, file and first line (``where``) and marker (or None)."""
+    return [b for path in ("README.md", *PAGES) for b in _file_blocks(path)]
+
+
+def _file_blocks(path: str) -> list[dict]:
+    lines = (ROOT / path).read_text().split("\n")
     out, i = [], 0
     while i < len(lines):
         fence = re.match(r"^```(\S*)\s*$", lines[i])
@@ -57,7 +76,7 @@ def _blocks() -> list[dict]:
             {
                 "lang": fence.group(1),
                 "text": "\n".join(lines[i + 1 : end]) + "\n",
-                "line": i + 1,
+                "line": f"{path}:{i + 1}",
                 "mark": mark.group(1) if mark else None,
                 "comment": prev.startswith("<!-- readme-test"),
             }
@@ -75,11 +94,22 @@ def test_every_python_block_is_marked_and_every_mark_is_well_formed():
     assert sum(b["lang"] == "python" for b in blocks) >= 8
     unmarked = [b["line"] for b in blocks if b["lang"] == "python" and b["mark"] is None]
     assert not unmarked, (
-        f"README.md python blocks without a '<!-- readme-test: ... -->' comment at lines {unmarked}"
+        f"python blocks without a '<!-- readme-test: ... -->' comment at {unmarked}"
     )
     malformed = [b["line"] for b in blocks if b["comment"] and b["mark"] is None]
     assert not malformed, f"malformed readme-test comments before the blocks at lines {malformed}"
     assert sum(_kind(b) == "run" for b in blocks) >= 5
+
+
+def test_every_docs_page_with_a_marked_block_is_run():
+    marked = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "docs").rglob("*.md")
+        if "<!-- readme-test:" in p.read_text()
+    }
+    assert marked <= set(PAGES), (
+        f"add {sorted(marked - set(PAGES))} to PAGES in tests/test_readme.py"
+    )
 
 
 def _clusters(rng, n_classes, per_class, noise, d=32, centres=None):
@@ -180,11 +210,9 @@ def _run_readme(project: Path) -> dict:
                 if "rc.evaluate_classifier(" in b["text"]:  # its model, images and labels
                     ns.update(_classifier_namespace())
                 try:
-                    exec(compile(b["text"], f"README.md:{b['line']}", "exec"), ns)
+                    exec(compile(b["text"], b["line"], "exec"), ns)
                 except Exception as e:  # noqa: BLE001 - re-raised with the block's line
-                    raise AssertionError(
-                        f"the README's block at line {b['line']} fails: {e!r}"
-                    ) from e
+                    raise AssertionError(f"the block at {b['line']} fails: {e!r}") from e
             elif kind == "file":
                 path = project / b["mark"].split(" ", 1)[1]
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -280,7 +308,7 @@ def test_the_readme_pytest_examples_pass(pytester):
     assert blocks
     for i, b in enumerate(blocks):
         (tmp_path / f"test_readme_block_{i}.py").write_text(
-            _PRELUDE + f"# README.md:{b['line']}\n" + b["text"]
+            _PRELUDE + f"# {b['line']}\n" + b["text"]
         )
     first = _pytest(
         pytester, tmp_path, "-q", "--rc-regen-all"
@@ -300,9 +328,7 @@ def test_blocks_that_copy_a_file_equal_it():
     assert copies
     for b in copies:
         path = ROOT / b["mark"].split(" ", 1)[1]
-        assert b["text"] == path.read_text(), (
-            f"README.md:{b['line']} differs from {path.relative_to(ROOT)}"
-        )
+        assert b["text"] == path.read_text(), f"{b['line']} differs from {path.relative_to(ROOT)}"
 
 
 def test_the_github_actions_example_keeps_the_history_and_runs_the_gates():
@@ -366,3 +392,15 @@ def test_the_readme_links_resolve():
             assert (ROOT / path).exists(), f"README.md links to {path}, which does not exist"
         else:
             assert anchor in anchors, f"README.md links to #{anchor}, which no heading makes"
+
+
+def test_the_readme_stays_short_and_links_into_the_docs():
+    """The README is the adopter's first page (issue 29): what it is, the install, a first
+    suite and gate, the run, a training loop, CI, the two contributor commands and links;
+    reference material lives in the docs site."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 300, "move reference material into a docs page"
+    for page in ("docs/tutorials/digits.md", "docs/metrics.md", "CONTRIBUTING.md"):
+        assert f"]({page})" in text, page
+    assert "./dev gates" in text and "./dev test" in text  # .ci/run and CONTRIBUTING rely on them
+    assert "OWNER" not in text  # no placeholder URL in the install
