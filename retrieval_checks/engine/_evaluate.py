@@ -101,8 +101,8 @@ def evaluate(
         ``"hamming"`` (binary codes: {0,1}, +-1 or bool arrays, or ``np.packbits`` uint8
         rows; ranked by increasing Hamming distance). Pair thresholds are in these
         units: minus a distance for neg_l2, a distance in bits for hamming. Integer data
-        within float32's exact range rank exactly on every backend (README, "Exact
-        scores").
+        within float32's exact range rank exactly on every backend (docs/explanation/engine.md,
+        "Exact scores").
     ties:
         ``"pessimistic"`` (default: a relevant item ranks after every non-relevant
         item with an equal score), ``"optimistic"`` (before them) or ``"average"``

@@ -21,7 +21,7 @@ tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`). For each p
 One worker thread per core (``torch.get_num_threads()``), each with its own panel and
 tile, the products single-threaded while they run. Opt-in (``RC_CPU_COUNTER=fused``,
 :func:`wanted`): exact, but on this project's shared 2-core machine no faster than the
-scored path (README, "Benchmarks").
+scored path (docs/explanation/benchmarks.md).
 
 Exactness. The counts are those of the scored CPU path (:class:`._counters.CpuCounter`)
 bit for bit when every score is: the epilogue is elementwise, so only the products
@@ -76,7 +76,7 @@ def wanted() -> bool:
     """Whether passes on torch CPU use this counter: ``RC_CPU_COUNTER=fused`` (or
     ``scored``, the compiled kernels after whole-block products); unset, :data:`DEFAULT`.
     The default stays the scored path: on this project's shared 2-core machine the fused
-    pass measured no faster (README, "Benchmarks"), though exact."""
+    pass measured no faster (docs/explanation/benchmarks.md), though exact."""
     choice = os.environ.get("RC_CPU_COUNTER", "").strip().lower() or DEFAULT
     if choice not in ("fused", "scored"):
         raise BackendError(

@@ -116,7 +116,7 @@ def prepare_problem(
 ) -> Problem:
     """Float32 copies on the backend: the gallery padded to whole chunks; in
     leave-one-out (``gallery`` None) the queries are a view of it rather than a second
-    copy. The copies keep exact arithmetic exact (README, "Exact scores"): integer
+    copy. The copies keep exact arithmetic exact (docs/explanation/engine.md, "Exact scores"): integer
     cosine rows become primitive integer vectors times powers of two (their squared
     norms are the factors of the cosine epilogue; other rows are normalised in float64,
     factor 1), neg_l2 rows are

@@ -6,7 +6,8 @@ is a :class:`~retrieval_checks.errors.SuiteError` naming the file, the line and 
 field, what was found and what is expected. Paths resolve relative to the suite file.
 Nothing is loaded or computed here; :class:`~retrieval_checks.suites.SuiteRunner` runs the cases.
 
-The format, field by field, is documented in the README ("YAML suites").
+The format is documented in docs/suites.md, field by field in the generated reference
+(docs site: Reference, "YAML suite fields").
 """
 
 from __future__ import annotations
@@ -1674,7 +1675,7 @@ def load_suite(path) -> Suite:
     data = load_yaml(p)
     if data is None:
         raise r.error(
-            "the suite is empty; it needs datasets: and checks: (see the README, 'YAML suites').",
+            "the suite is empty; it needs datasets: and checks: (see docs/suites.md).",
             None,
             1,
         )

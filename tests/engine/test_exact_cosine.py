@@ -1,5 +1,5 @@
-"""Issue 25: integer data rank exactly under every similarity (README, "Exact scores:
-the contract"), checked against an exact rational reference.
+"""Issue 25: integer data rank exactly under every similarity (docs/explanation/engine.md,
+"Exact scores: the contract"), checked against an exact rational reference.
 
 cosine(q, g) = m / (|q| |g|) with m = q.g. For integer rows, m, |q|^2 and |g|^2 are
 integers, so sign(m) m^2 / (|q|^2 |g|^2) is a rational number that orders pairs exactly
@@ -353,7 +353,7 @@ def test_the_reported_map_at_5_gap_is_closed():
 
 # ----------------------------------------------------------------------------- beyond the strict bound
 def test_cosines_closer_than_float32_step_tie_and_never_swap():
-    """Past the README's bound (|q|^2 |g|^2 |q'|^2 |g'|^2 <= 2^22) two different cosines
+    """Past the contract's bound (|q|^2 |g|^2 |q'|^2 |g'|^2 <= 2^22) two different cosines
     may share a float32 score: 4000/sqrt(16000001) < 4001/sqrt(16008002) < 1 both round
     to 1 - 2^-24. They are then a tie (pessimistic and optimistic ranks bracket the
     exact one), never the wrong way round."""

@@ -1,4 +1,4 @@
-"""The exactness contract of the scores (README, "Exact scores"): integer data within
+"""The exactness contract of the scores (docs/explanation/engine.md, "Exact scores"): integer data within
 the stated bounds rank exactly as in exact arithmetic, on every backend, for every
 similarity; general float data give the same bits on every backend where the GEMM
 products agree.
