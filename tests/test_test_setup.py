@@ -4,6 +4,7 @@ suite's time-budget line (pytester in-process, about a second in all)."""
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 
 import pytest
@@ -92,8 +93,13 @@ def test_the_whole_suite_prints_its_time_against_the_budget(pytester, setup_modu
     (pytester.path / "sub" / "test_a.py").write_text("def test_a():\n    pass\n")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[setup_module])
     result.stdout.fnmatch_lines(
-        ["test budget: the suite took * s wall (no xdist workers), within its 6-minute budget"]
+        [
+            "test budget: the suite took * s wall (no xdist workers), within its 6-minute budget",
+            "test budget: * CPU-s (pytest, its xdist workers and the processes they started), "
+            "* minutes on 2 idle cores",
+        ]
     )
+    assert setup_module.cpu_seconds() >= time.process_time() > 0
     monkeypatch.setattr(
         setup_module, "_STARTED", setup_module._STARTED - 400
     )  # over budget: a warning, not a failure
