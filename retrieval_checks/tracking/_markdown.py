@@ -68,9 +68,26 @@ def value_text(o: dict) -> str:
 
 def _rule(o: dict) -> str:
     try:
-        return rule_text(o)
+        text = rule_text(o)
     except Exception:  # a damaged record: the table still renders, without its rule
+        text = ""
+    p = family_text(o)
+    return f"{text}; {p}" if text and p else text or p
+
+
+def family_text(o: dict) -> str:
+    """A significance-gated gate's p-values: ``p 0.012`` (raw, one-sided), and under a
+    correction ``p 0.012, holm 0.048`` (adjusted over the run's family of N), so a gate
+    decided after the correction shows both numbers; empty for other gates."""
+    if not o.get("family") or not _is_num(o.get("p_raw")):
         return ""
+    text = f"p {float(o['p_raw']):.3g}"
+    correction = o.get("correction")
+    if correction not in (None, "none") and _is_num(o.get("p_adjusted")):
+        size = o.get("family_size")
+        of = f" of {size}" if _is_num(size) else ""
+        text += f", {correction} {float(o['p_adjusted']):.3g}{of}"
+    return text
 
 
 def change_text(o: dict, previous: dict | None, previous_label: str, absent: str = "new") -> str:

@@ -21,6 +21,7 @@ import math
 from ..errors import RetrievalChecksError
 from ..gates import rule_text
 from ..metrics import metric_spec
+from ._markdown import family_text
 from ._slices import slices_html
 
 __all__ = ["render_report"]
@@ -458,9 +459,11 @@ def _verdict(o: dict) -> str:
 
 def _rule(o: dict) -> str:
     try:
-        return rule_text(o)
+        text = rule_text(o)
     except Exception:  # a damaged record: its fields are shown in the details
-        return ""
+        text = ""
+    p = family_text(o)  # raw and adjusted p-values of a significance-gated gate
+    return f"{text}; {p}" if text and p else text or p
 
 
 def _head(outcomes: list[dict], run: dict, title: str) -> list[str]:
