@@ -140,4 +140,6 @@ def test_no_query_is_silently_dropped(test_result):
 
 def test_map_has_not_regressed(test_result, rc_baseline):
     # the baseline lives in test_digits_gates.baselines.yaml (pytest --rc-regen-all writes it)
-    rc_baseline(test_result, "map@R", max_drop=0.01, significant=True)
+    # 10 classes see a drop of about 0.077 at 80% power (a smaller max_drop warns that the
+    # gate cannot see the drop it gates: docs/power.md); 0.08 is a drop this set can detect
+    rc_baseline(test_result, "map@R", max_drop=0.08, significant=True)
