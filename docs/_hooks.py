@@ -223,11 +223,15 @@ def _metrics_page() -> str:
     )
 
 
-def _options_page() -> str:
-    from retrieval_checks.options import DATASET_TYPES, OPTIONS
+def _options_table(only_datasets: bool = False) -> str:
+    """The option table as markdown; ``only_datasets``: the options a suite or a check may
+    set (those that apply to a dataset type), not the session's."""
+    from retrieval_checks.options import OPTIONS
 
     rows = []
     for o in OPTIONS.values():
+        if only_datasets and not o.applies_to:
+            continue
         aliases = ", ".join(f"`{k}` = `{v}`" for k, v in o.aliases.items())
         rows.append(
             [
@@ -238,6 +242,12 @@ def _options_page() -> str:
                 ", ".join(o.applies_to) or "session",
             ]
         )
+    return _table(["option", "meaning", "accepts", "default", "applies to"], rows)
+
+
+def _options_page() -> str:
+    from retrieval_checks.options import DATASET_TYPES
+
     return (
         "# Evaluation options\n\n"
         + _generated_note("the option table `retrieval_checks.options.OPTIONS`")
@@ -246,12 +256,11 @@ def _options_page() -> str:
         "a `--rc-...` flag of the pytest plugin. A bad value fails the same way everywhere, naming "
         "the option and what it expects, before any work starts.\n\n"
         f"Dataset types: {', '.join(f'`{t}`' for t in DATASET_TYPES)} (`session`: set for the "
-        "whole run, not per dataset).\n\n"
-        + _table(["option", "meaning", "accepts", "default", "applies to"], rows)
+        "whole run, not per dataset).\n\n" + _options_table()
     )
 
 
-def _gate_fields_page() -> str:
+def _gate_fields_rows() -> list[list]:
     from retrieval_checks.gates._spec import GATE_FIELDS
 
     rows = []
@@ -281,6 +290,26 @@ def _gate_fields_page() -> str:
                 _code(repr(g.default)) if g.default is not None else "",
             ]
         )
+    return rows
+
+
+def _gate_fields_table() -> str:
+    return _table(
+        [
+            "field",
+            "meaning",
+            "kind",
+            "accepts",
+            "YAML checks",
+            "Python gates",
+            "training loops",
+            "default",
+        ],
+        _gate_fields_rows(),
+    )
+
+
+def _gate_fields_page() -> str:
     return (
         "# Gate fields\n\n"
         + _generated_note("the gate-field table `GATE_FIELDS` (`retrieval_checks/gates/_spec.py`)")
@@ -292,36 +321,98 @@ def _gate_fields_page() -> str:
         "checked by an option); the values it accepts; the YAML check kinds that take it (and the "
         "mapping it is written in); the Python gates that take it as a keyword; whether a "
         "training-loop integration's `gates={metric: {...}}` takes it; its default.\n\n"
-        + _table(
-            [
-                "field",
-                "meaning",
-                "kind",
-                "accepts",
-                "YAML checks",
-                "Python gates",
-                "training loops",
-                "default",
-            ],
-            rows,
-        )
+        + _gate_fields_table()
     )
 
 
-def _schema_props(props: dict, required=()) -> list[list]:
+def _schema_resolve(schema: dict, spec):
+    """The definition a ``$ref`` points to (``#/$defs/...`` paths), else ``spec`` itself."""
+    if isinstance(spec, dict) and "$ref" in spec:
+        node = schema
+        for part in spec["$ref"].lstrip("#/").split("/"):
+            node = node[part]
+        return node
+    return spec
+
+
+def _schema_description(schema: dict, spec) -> str:
+    if not isinstance(spec, dict):
+        return ""
+    if spec.get("description"):
+        return spec["description"]
+    target = _schema_resolve(schema, spec)
+    if target is not spec:
+        return _schema_description(schema, target)
+    return ""
+
+
+def _schema_kind(spec) -> str:
+    if not isinstance(spec, dict):
+        return ""
+    if "const" in spec:
+        return f"`{spec['const']}`"
+    if "enum" in spec:
+        return "one of " + ", ".join(map(str, spec["enum"]))
+    if "type" in spec:
+        return spec["type"] if isinstance(spec["type"], str) else " or ".join(spec["type"])
+    if "$ref" in spec:
+        ref = spec["$ref"].rsplit("/", 1)[-1]
+        return "option" if "/options/" in spec["$ref"] else ref
+    if "anyOf" in spec:
+        kinds = [_schema_kind(s) for s in spec["anyOf"]]
+        return " or ".join(k for k in dict.fromkeys(kinds) if k)
+    return ""
+
+
+def _schema_props(schema: dict, props: dict, required=()) -> list[list]:
     rows = []
     for key, spec in props.items():
-        desc = spec.get("description", "") if isinstance(spec, dict) else ""
-        kind = ""
-        if isinstance(spec, dict):
-            if "enum" in spec:
-                kind = "one of " + ", ".join(map(str, spec["enum"]))
-            elif "type" in spec:
-                kind = spec["type"] if isinstance(spec["type"], str) else " or ".join(spec["type"])
-            elif "$ref" in spec:
-                kind = spec["$ref"].rsplit("/", 1)[-1]
-        rows.append([f"`{key}`" + (" (required)" if key in required else ""), kind, desc])
+        rows.append(
+            [
+                f"`{key}`" + (" (required)" if key in required else ""),
+                _schema_kind(spec),
+                _schema_description(schema, spec),
+            ]
+        )
     return rows
+
+
+#: The sections of the suites' schema a page can show (``<!-- rc-generated: schema NAME -->``).
+SCHEMA_SECTIONS = ("suite", "source", "dataset", "model", "check", "options")
+
+
+def _schema_table(section: str) -> str:
+    """One section of the suites' JSON schema as a markdown table: its fields, their kinds
+    and meanings (the ``description`` of each field, or of the definition it refers to)."""
+    from retrieval_checks.suites._jsonschema import suite_json_schema
+
+    schema = suite_json_schema()
+    defs = schema["$defs"]
+    header = ["field", "kind", "meaning"]
+    if section == "suite":
+        return _table(header, _schema_props(schema, schema["properties"], schema["required"]))
+    if section == "source":
+        obj = next(v for v in defs["source"]["anyOf"] if "properties" in v)
+        return _table(header, _schema_props(schema, obj["properties"], obj.get("required", ())))
+    if section in ("model", "check", "options"):
+        d = defs[section]
+        return _table(header, _schema_props(schema, d["properties"], d.get("required", ())))
+    if section == "dataset":
+        merged: dict = {}  # (field, kind, meaning) -> the types that have it
+        for variant in defs["dataset"]["anyOf"]:
+            kind = variant["properties"]["type"]["const"]
+            required = variant.get("required", ())
+            for row in _schema_props(schema, variant["properties"], required):
+                if row[0].startswith("`type`"):  # required but for retrieval, its default
+                    row[0] = "`type`"
+                    row[1] = "one of " + ", ".join(
+                        v["properties"]["type"]["const"] for v in defs["dataset"]["anyOf"]
+                    )
+                merged.setdefault(tuple(row), []).append(kind)
+        rows = [[f, ", ".join(types), k, m] for (f, k, m), types in merged.items()]
+        rows[0][1] = "all"  # type: every dataset's
+        return _table(["field", "dataset types", "kind", "meaning"], rows)
+    raise ValueError(f"no schema section {section!r}: {SCHEMA_SECTIONS}")
 
 
 def _yaml_schema_page() -> str:
@@ -334,22 +425,18 @@ def _yaml_schema_page() -> str:
         "A suite is a YAML file named `rc_*.yaml` that pytest collects. `retrieval-checks schema` "
         "prints this schema (point your editor's YAML language server at it); `retrieval-checks "
         "validate` checks suites without running a model. How to write one: [YAML suites](../suites.md).\n",
-        "## Top level\n",
-        _table(
-            ["field", "kind", "meaning"],
-            _schema_props(schema.get("properties", {}), schema.get("required", ())),
-        ),
     ]
-    for name, spec in schema.get("$defs", {}).items():
-        props = spec.get("properties") if isinstance(spec, dict) else None
-        if not props:
-            continue
-        out.append(f"## `{name}`\n")
-        if spec.get("description"):
-            out.append(spec["description"] + "\n")
-        out.append(
-            _table(["field", "kind", "meaning"], _schema_props(props, spec.get("required", ())))
-        )
+    titles = {
+        "suite": "Top level",
+        "source": "A source (a file of arrays)",
+        "dataset": "A dataset",
+        "model": "A model",
+        "check": "A check",
+        "options": "Evaluation options (`options:`, or a check's or a model's own)",
+    }
+    for section in SCHEMA_SECTIONS:
+        out.append(f"## {titles[section]}\n")
+        out.append(_schema_table(section))
     out.append(
         '\n??? info "The whole schema (JSON)"\n\n    ```json\n'
         + "\n".join("    " + line for line in json.dumps(schema, indent=2).splitlines())
@@ -370,7 +457,7 @@ class _Options:
     """Records a pytest_addoption hook's options (a stand-in for pytest's parser)."""
 
     def __init__(self):
-        self.options, self.ini = [], {}
+        self.options, self.ini, self.ini_defaults = [], {}, {}
 
     def getgroup(self, *args, **kwargs):
         return self
@@ -380,6 +467,7 @@ class _Options:
 
     def addini(self, name, help="", *args, **kwargs):  # noqa: A002 - pytest's keyword
         self.ini[name] = help
+        self.ini_defaults[name] = kwargs.get("default")
 
 
 def _cli_page() -> str:
@@ -409,20 +497,13 @@ def _cli_page() -> str:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = old
-    rec = _Options()
-    plugin.pytest_addoption(rec)
-    rows = []
-    for names, kw in rec.options:
-        dest = kw.get("dest") or names[0].lstrip("-").replace("-", "_")
-        ini = f"`{dest}`" if dest in rec.ini else ""
-        rows.append([", ".join(f"`{n}`" for n in names), kw.get("help", ""), ini])
     out.append("## The pytest plugin's options\n")
     out.append(
         "The plugin registers itself (a `pytest11` entry point). Each option may also be set in "
         "the pytest configuration under its ini name (`[tool.pytest.ini_options]`), where one "
         "is listed.\n"
     )
-    out.append(_table(["option", "meaning", "ini"], rows))
+    out.append(_plugin_options_table())
     out.append("## The pytest plugin's fixtures\n")
     out.append(
         "How tests use them: [the pytest plugin](../plugin.md). The gates themselves are "
@@ -430,6 +511,51 @@ def _cli_page() -> str:
     )
     out.append(_table(["fixture", "what it gives"], _fixtures(plugin)))
     return "\n".join(out)
+
+
+def _plugin_options_table() -> str:
+    """The plugin's ``--rc-*`` options and ini-only settings, from its ``pytest_addoption``."""
+    from pytest_retrieval_checks import plugin
+
+    rec = _Options()
+    plugin.pytest_addoption(rec)
+    rows, seen = [], set()
+    for names, kw in rec.options:
+        dest = kw.get("dest") or names[0].lstrip("-").replace("-", "_")
+        ini = f"`{dest}`" if dest in rec.ini else ""
+        seen.add(dest)
+        rows.append([", ".join(f"`{n}`" for n in names), kw.get("help", ""), ini])
+    for name, help_text in rec.ini.items():
+        if name not in seen:  # set in the configuration only
+            default = rec.ini_defaults.get(name)
+            if isinstance(default, list | tuple):
+                default = " ".join(map(str, default))
+            tail = f" (default: `{default}`)" if default not in (None, "", []) else ""
+            rows.append(["(ini only)", help_text + tail, f"`{name}`"])
+    return _table(["option", "meaning", "ini"], rows)
+
+
+def _cli_help(command: str) -> str:
+    """``retrieval-checks COMMAND --help`` (or the main parser's, for ``-``) as a text block."""
+    from retrieval_checks.tracking._cli import build_parser
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parser = build_parser()
+        if command == "-":
+            text = parser.format_help()
+        else:
+            subs = {name: sub for name, _, sub in _subcommands(parser)}
+            if command not in subs:
+                raise ValueError(f"retrieval-checks has no command {command!r}: {sorted(subs)}")
+            text = subs[command].format_help()
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+    return "```text\n" + text + "```\n"
 
 
 def _fixtures(plugin) -> list[list]:
@@ -534,10 +660,41 @@ def on_files(files, config):
 
 _LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
 
+#: What a how-to page may ask the hook to insert, in place, with a line
+#: ``<!-- rc-generated: NAME [ARGUMENT] -->``: the same tables as the Reference section,
+#: made from the same code, so a how-to page never lists options, fields or flags by hand
+#: (tests/test_docs_site.py fails on a hand-written one).
+GENERATED = {
+    "options": lambda arg: _options_table(only_datasets=arg == "suite"),
+    "plugin-options": lambda arg: _plugin_options_table(),
+    "cli-help": lambda arg: _cli_help(arg or "-"),
+    "gate-fields": lambda arg: _gate_fields_table(),
+    "schema": lambda arg: _schema_table(arg),
+}
+_GENERATED = re.compile(r"^<!-- rc-generated: ([\w-]+)(?: (\S+))? -->$", re.M)
+
+
+def expand_generated(markdown: str, where: str) -> str:
+    """Replace each ``<!-- rc-generated: NAME [ARGUMENT] -->`` line by its generated table;
+    an unknown name, or one that cannot be generated, fails the build naming the page."""
+
+    def insert(m):
+        name, arg = m.group(1), m.group(2)
+        if name not in GENERATED:
+            raise ValueError(f"{where}: unknown rc-generated table {name!r}: {sorted(GENERATED)}")
+        try:
+            return GENERATED[name](arg).rstrip("\n") + "\n"
+        except Exception as exc:
+            raise RuntimeError(f"{where}: could not generate {m.group(0)}: {exc!r}") from exc
+
+    return _GENERATED.sub(insert, markdown)
+
 
 def on_page_markdown(markdown, page, config, files):
-    """Links to repository files outside docs/ become their repository path, once the file
-    is shown to exist (a missing one warns: --strict fails)."""
+    """Generated tables are inserted (``expand_generated``), and links to repository files
+    outside docs/ become their repository path, once the file is shown to exist (a missing
+    one warns: --strict fails)."""
+    markdown = expand_generated(markdown, page.file.src_uri)
     docs = Path(config["docs_dir"]).resolve()
     here = posixpath.dirname(page.file.src_uri)
 

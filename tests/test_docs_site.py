@@ -245,3 +245,178 @@ def test_the_main_public_functions_have_examples():
         assert "Raises\n" in doc, f"rc.{name} does not say what it raises"
         if not name.startswith("assert_"):
             assert "Returns\n" in doc and "Parameters\n" in doc, name
+
+
+# ---------------------------------------------------------------- nothing listed twice by hand
+# The Reference section is generated from the option table, the gate-field table, the
+# suites' JSON schema, the metric registry, the CLI's parser and the plugin's options. A
+# how-to page (or the README, or CONTRIBUTING) that lists those names again in a table of
+# its own drifts from the code (docs/suites.md's option table had lost `hamming` and the
+# suite's `correction:`). It inserts the generated table instead
+# (``<!-- rc-generated: options suite -->``, docs/_hooks.py's GENERATED) or links to the
+# reference. Cost: well under a second (no build; the tables are read from the sources).
+
+#: Hand-written tables whose first column names registry entries on purpose, keyed by
+#: (page, the table's header line), each with the reason. A key that no longer matches a
+#: table fails the test (the list only shrinks).
+HAND_TABLES = {
+    (
+        "docs/metrics.md",
+        "| canonical name | definition for one query | notes |",
+    ): "the metric contract: the definitions the registry's one-line summaries point to",
+    ("docs/metrics.md", "| canonical name | definition |"): "the metric contract, as above",
+    (
+        "docs/metrics.md",
+        "| option | values | equals |",
+    ): "the contract's equivalence with trec_eval's query sets (evaluate_run's options)",
+    (
+        "docs/protocols.md",
+        "| measure | all 11 models: Pearson r [95% CI] | Spearman | selection acc. "
+        "| 7 models with train acc. >= 0.8: Pearson r [95% CI] | Spearman | selection acc. |",
+    ): "measured correlations per measure, not a definition",
+    (
+        "docs/models.md",
+        "| kind | value | settings | embeds |",
+    ): "which settings each model kind takes and what it embeds: the schema has one model "
+    "definition for every kind and cannot say it",
+}
+
+
+def _registries() -> dict[str, set[str]]:
+    import argparse
+
+    from retrieval_checks.gates._spec import GATE_FIELDS
+    from retrieval_checks.metrics import FAMILIES
+    from retrieval_checks.options import OPTIONS
+    from retrieval_checks.suites._jsonschema import suite_json_schema
+    from retrieval_checks.tracking._cli import build_parser
+
+    def properties(node, acc):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "properties" and isinstance(value, dict):
+                    acc.update(value)
+                properties(value, acc)
+        elif isinstance(node, list):
+            for value in node:
+                properties(value, acc)
+        return acc
+
+    cli = set()
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                for option in sub._actions:
+                    cli.update(o for o in option.option_strings if o not in ("-h", "--help"))
+    hooks = _hooks_module()
+    from pytest_retrieval_checks import plugin
+
+    recorder = hooks._Options()
+    plugin.pytest_addoption(recorder)
+    return {
+        "evaluation options (retrieval_checks.options.OPTIONS)": set(OPTIONS),
+        "gate fields (GATE_FIELDS)": set(GATE_FIELDS),
+        "metrics (retrieval_checks.metrics.FAMILIES)": {f.template for f in FAMILIES.values()}
+        | {f.name for f in FAMILIES.values()},
+        "suite fields (the JSON schema)": set(properties(suite_json_schema(), {})),
+        "retrieval-checks options (the CLI's parser)": cli,
+        "the plugin's options": {n for names, _ in recorder.options for n in names}
+        | set(recorder.ini),
+    }
+
+
+def _hooks_module():
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import _hooks
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    return _hooks
+
+
+def _markdown_tables(text: str):
+    """(line, header, [first-column names of each row]) of each table outside code blocks;
+    a row's names are the code spans of its first cell (and their first words: `--limit N`)."""
+    lines, fence, table = text.split("\n"), False, []
+    for number, line in enumerate([*lines, ""], 1):
+        if line.startswith("```"):
+            fence = not fence
+        if not fence and line.startswith("|"):
+            table.append((number, line))
+            continue
+        if len(table) > 2:
+            rows = []
+            for _, row in table[2:]:
+                spans = re.findall(r"`([^`]+)`", row.strip("|").split("|")[0])
+                rows.append({s for s in spans} | {s.split(" ")[0] for s in spans})
+            yield table[0][0], table[0][1].strip(), rows
+        table = []
+
+
+def hand_listed(text: str, registries: dict[str, set[str]]) -> list[tuple[int, str, str]]:
+    """Tables of ``text`` whose first column lists entries of a registry: at least 3 rows,
+    and at least half of the rows, name one. Returns (line, header, registry) of each."""
+    found = []
+    for line, header, rows in _markdown_tables(text):
+        for registry, names in registries.items():
+            hits = sum(bool(row & names) for row in rows)
+            if hits >= 3 and 2 * hits >= len(rows):
+                found.append((line, header, registry))
+                break
+    return found
+
+
+def _hand_written_pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_no_page_lists_options_fields_metrics_or_flags_by_hand():
+    registries = _registries()
+    offenders, allowed_seen = [], set()
+    for page in _hand_written_pages():
+        rel = page.relative_to(ROOT).as_posix()
+        for line, header, registry in hand_listed(page.read_text(), registries):
+            if (rel, header) in HAND_TABLES:
+                allowed_seen.add((rel, header))
+            else:
+                offenders.append(f"{rel}:{line} lists {registry} by hand")
+    assert not offenders, (
+        "insert the generated table (<!-- rc-generated: NAME -->, docs/_hooks.py GENERATED) "
+        "or link to the reference instead:\n" + "\n".join(offenders)
+    )
+    stale = set(HAND_TABLES) - allowed_seen
+    assert not stale, f"HAND_TABLES names tables that no longer list registry entries: {stale}"
+
+
+def test_the_hand_listing_check_finds_a_hand_written_table():
+    registries = _registries()
+    table = (
+        "Options:\n\n| option | meaning |\n|---|---|\n| `similarity` | how to score |\n"
+        "| `ties` | tie policy |\n| `confidence` | of intervals |\n| `seed` | the seed |\n"
+    )
+    assert [r for _, _, r in hand_listed(table, registries)] == [
+        "evaluation options (retrieval_checks.options.OPTIONS)"
+    ]
+    flags = "| flag | meaning |\n|---|---|\n" + "".join(
+        f"| `{f} X` | ... |\n" for f in ("--max-drop", "--limit", "--commit")
+    )
+    assert hand_listed(flags, registries)
+    # a table of three rows, one of which names an option, is prose, not a listing
+    assert not hand_listed(table.replace("`ties`", "ties").replace("`seed`", "seed"), registries)
+
+
+def test_generated_tables_are_inserted_into_how_to_pages(site):
+    from retrieval_checks.options import OPTIONS
+
+    hooks = _hooks_module()
+    suites = _text(site / "suites.html")
+    assert all(name in suites for name, o in OPTIONS.items() if o.applies_to)
+    assert "<!-- rc-generated" not in (site / "suites.html").read_text()
+    plugin = _text(site / "plugin.html")
+    assert "--rc-correction" in plugin and "rc_suite_files" in plugin and "rc_*.yaml" in plugin
+    cli = _text(site / "cli.html")
+    assert "--max-relative-drop" in cli and "--full-only" in cli and "--format" in cli
+    with pytest.raises(ValueError, match="unknown rc-generated table 'nope'"):
+        hooks.expand_generated("<!-- rc-generated: nope -->\n", "page.md")
+    with pytest.raises(RuntimeError, match="no command 'nope'"):
+        hooks.expand_generated("<!-- rc-generated: cli-help nope -->\n", "page.md")

@@ -464,6 +464,145 @@ def _marker() -> dict:
     }
 
 
+#: What a field means, where the schema built above has no description of its own (or,
+#: with a leading "+ ", what to add to it), keyed by (where, field): where is "suite" (the
+#: top level), "source", "model", "check" or a dataset type. The docs' YAML pages render
+#: their field tables from the schema (docs/_hooks.py), so this is the one place these
+#: meanings are written.
+_MEANINGS = {
+    ("suite", "suite"): "+; shown in messages",
+    ("suite", "markers"): "pytest markers for every item: names (slow) or one-key mappings with "
+    "arguments ({xfail: {reason: known, strict: true}}, {timeout: [60]}); markers named in a "
+    "suite are registered, so --strict-markers accepts them",
+    ("suite", "datasets"): "name: dataset",
+    ("suite", "models"): "name: model; leave it out to evaluate the embeddings stored in the "
+    "dataset files (the model is then called precomputed)",
+    ("suite", "checks"): "the checks, a list",
+    ("source", "file"): "path of the file of arrays, relative to the suite file",
+    ("source", "embeddings"): "the (n x d) embeddings, for the precomputed model and for "
+    "embedding files (default: embeddings)",
+    ("source", "inputs"): "the (n x ...) model inputs, for callable, torchscript, exported and "
+    "factory models (default: inputs)",
+    ("source", "labels"): "one label per row, ints or strings; required for retrieval datasets "
+    "(default: labels)",
+    ("source", "ids"): "optional item ids: a gallery item with the query's id is the query "
+    "itself (default: ids)",
+    ("source", "image"): "captions only: the index of each caption's image (default: image)",
+    ("source", "boxes"): "images datasets: each image's object box (default: boxes)",
+    ("source", "masks"): "images datasets: each image's binary object mask (default: masks)",
+    ("dataset", "type"): "retrieval (default), image_text, images (a classifier's inputs), run "
+    "(a search's precomputed rankings), ann (an approximate index's neighbours) or beir (a "
+    "directory in the BEIR layout, embedded by a text model)",
+    ("retrieval", "queries"): "the query source",
+    ("retrieval", "gallery"): "the gallery source; without it, leave-one-out (every query "
+    "ranks the other queries)",
+    ("image_text", "images"): "the images' source",
+    ("image_text", "captions"): "the captions' source; it carries the image index array",
+    ("image_text", "protocol"): "5k / all (default 5k), 1k or 5fold1k",
+    ("image_text", "images_without_captions"): "error (default) or drop",
+    ("images", "images"): "the source: inputs (N x C x H x W), labels, and boxes (N x 4: x0, "
+    "y0, x1, y1, ends exclusive) or masks (N x H x W)",
+    ("run", "run"): "+ (qid Q0 docid rank score tag; the score orders, the rank column and "
+    "fields after the sixth are ignored; # comment lines skipped as trec_eval does), evaluated "
+    "by rc.evaluate_run",
+    ("run", "qrels"): "+ (qid 0 docid grade; grade -1: in the pool, not judged; # comment "
+    "lines skipped)",
+    ("run", "relevance_level"): "the least grade that counts as relevant (default 1; "
+    "trec_eval's -l); ndcg uses the grades themselves",
+    ("run", "depth"): "evaluate the top depth documents of each query (evaluate_run's k; "
+    "default: the whole run)",
+    ("run", "queries"): "+; with run or qrels a judged query without a relevant document "
+    "scores 0 as in trec_eval (empty_queries: error still refuses it)",
+    ("beir", "relevance_level"): "the least grade that counts as relevant (default 1)",
+    ("ann", "queries"): "the query source, as for retrieval; labels are not needed, ids are "
+    "used when present",
+    ("ann", "gallery"): "the gallery source, as for retrieval (optional: leave-one-out)",
+    ("ann", "neighbors"): "the index's results: a .npy file, or a source whose neighbors array "
+    "holds them (an array named neighbors unless renamed): (n_queries x >= k) gallery row "
+    "indices, best first, -1 for a missing result",
+    ("ann", "k"): "the neighbours searched (default 10): checks gate ann_recall@K with K <= k, "
+    "and a .npy with fewer columns is refused at load",
+    ("model", "embeddings"): "precomputed embedding files, per dataset: {dataset: file} for a "
+    "dataset with one part, {dataset: {queries: file, gallery: file}} (or images / captions) "
+    "otherwise; each is a source. Labels in these files, when present, must equal the "
+    "dataset's (a check that the rows are in the dataset's order)",
+    ("model", "callable"): "module:function turning a dataset's inputs (a numpy array) into "
+    "(n x d) embeddings (one dense real array or tensor: a sparse matrix, a dict or tuple of "
+    "outputs, ragged rows, masked or complex values are refused naming the model); called with "
+    "part= (queries, gallery, images, captions) when it accepts it. The module is a dotted "
+    "name (modules next to the suite file import too) or a .py file relative to the suite",
+    ("model", "torchscript"): "a TorchScript file (torch.jit.save; deprecated by torch 2.13 "
+    "but still read)",
+    ("model", "exported"): "a torch.export program saved with torch.export.save (e.g. "
+    "model.pt2), exported with a dynamic batch dimension",
+    ("model", "factory"): "module:function returning a torch.nn.Module; with weights: a "
+    "state_dict file read with torch.load(weights_only=True) (or .safetensors) and loaded "
+    "strictly",
+    ("model", "weights"): "factory only: " + "the weights file, read with weights_only=True",
+    ("model", "kwargs"): "callable and factory: keyword arguments of the function",
+    ("model", "batch_size"): "torch models: rows per forward pass (default 256)",
+    ("model", "device"): "torch models: overrides --rc-device: auto, cpu, torch-cpu, numpy, "
+    "cuda or cuda:N",
+    ("model", "cam_layer"): "classifiers: the layer whose Grad-CAM cam_iou measures (a name "
+    "from model.named_modules())",
+    ("model", "timeout"): "+; default --rc-timeout, else no limit; past it, the model's checks "
+    "fail with ModelTimeoutError and the session goes on",
+    ("model", "similarity"): "+. A compare check evaluates its baseline model with the "
+    "baseline's own; refused when it applies to none of the suite's datasets; the result's "
+    "config records what was used",
+    ("model", "ties"): "+. As similarity above",
+    ("check", "metric"): "any canonical metric name or alias (map, MAP@R, hit_rate@1, "
+    "recall_at_precision@0.9, ...); an unknown name is an error with the closest name. ",
+    ("check", "dataset"): "where to measure it; may be left out when the suite has a single "
+    "dataset of the metric's type (retrieval, or image_text for cross-modal metrics)",
+    ("check", "datasets"): "where to measure it, a list (or one name)",
+    ("check", "model"): "which model (default: all)",
+    ("check", "models"): "which models, a list (default: all)",
+    ("check", "on"): "+: interval compares the interval's lower bound with at_least and its "
+    "upper bound with at_most (grouped recall and image-text metrics have their own "
+    "intervals, per-query metrics a 1000-resample bootstrap over classes); default value, "
+    "upper for gaps",
+    ("check", "gap"): "{train: dataset, test: dataset}: the generalization gap metric(train) "
+    "- metric(test) with its interval (rc.generalization_gap); needs below:",
+    ("check", "compare"): "a model name, or {baseline: model, rule: significant / "
+    "non_inferior / value, margin: 0.01}: a paired comparison of each model with the baseline "
+    "on the same queries (rc.compare, then rc.assert_not_worse; rules as there)",
+    ("check", "baseline"): "{max_drop, max_relative_drop, direction, significant, min_power}, "
+    "every field optional (baseline: true allows no drop at all): compare with the recorded "
+    "baseline",
+    ("check", "id"): "the item's name (default: the metric and the rule: map_at_least, "
+    "grouped_recall@1_ci_at_least, map_between, map_gap, map_vs_production, map_vs_baseline; "
+    "a repeat gets _2); unique within the suite, and two items whose names would collide "
+    "(model and dataset names joined by -) are an error",
+    ("check", "markers"): "pytest markers for this check's items, as at the top level "
+    "(booleans only: a string condition such as skipif: 'sys.platform == \"win32\"' would be "
+    "evaluated by pytest, so suites refuse it)",
+}
+
+
+def _describe(schema: dict) -> dict:
+    """Write ``_MEANINGS`` into the schema's properties (every key must name a field)."""
+    defs = schema["$defs"]
+    places = {
+        "suite": [schema["properties"]],
+        "source": [defs["source"]["anyOf"][1]["properties"]],
+        "model": [defs["model"]["properties"]],
+        "check": [defs["check"]["properties"]],
+        "dataset": [v["properties"] for v in defs["dataset"]["anyOf"]],
+    }
+    for variant in defs["dataset"]["anyOf"]:
+        places[variant["properties"]["type"]["const"]] = [variant["properties"]]
+    for (where, field), meaning in _MEANINGS.items():
+        targets = [props[field] for props in places[where] if field in props]
+        assert targets, (where, field)  # a meaning of a field the schema no longer has
+        for spec in targets:
+            if meaning.startswith("+"):
+                spec["description"] = (spec.get("description", "") + meaning[1:]).strip()
+            else:
+                spec["description"] = meaning
+    return schema
+
+
 def suite_json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of a YAML suite, as a dict (``json.dumps`` it)."""
     top = {
@@ -524,15 +663,17 @@ def suite_json_schema() -> dict:
         "model": _model(),
         "check": _check(),
     }
-    return {
-        "$schema": SCHEMA_DIALECT,
-        "title": "retrieval-checks YAML suite",
-        "description": "A YAML suite of retrieval-checks: datasets, models and checks (generated from the "
-        "library's option table, metric templates and suite fields; load_suite also checks "
-        "files, references and metric scales, which a schema cannot).",
-        "type": "object",
-        "properties": top,
-        "required": ["datasets", "checks"],
-        "additionalProperties": False,
-        "$defs": defs,
-    }
+    return _describe(
+        {
+            "$schema": SCHEMA_DIALECT,
+            "title": "retrieval-checks YAML suite",
+            "description": "A YAML suite of retrieval-checks: datasets, models and checks (generated from the "
+            "library's option table, metric templates and suite fields; load_suite also checks "
+            "files, references and metric scales, which a schema cannot).",
+            "type": "object",
+            "properties": top,
+            "required": ["datasets", "checks"],
+            "additionalProperties": False,
+            "$defs": defs,
+        }
+    )
