@@ -147,6 +147,22 @@ class RelevanceSource:
             )
         return out
 
+    def own_relevant(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The self pairs that are relevant: each one's query row and grade (None with
+        binary relevance), rows ascending. BEIR's ``ignore_identical_ids`` keeps them in
+        the relevant set while the ranking leaves them out."""
+        rid, cols = self.self_pairs.row_ids(), self.self_pairs.indices
+        if self.csr is None:
+            g_codes = np.empty_like(self.g_sorted)
+            g_codes[self.g_order] = self.g_sorted
+            return rid[self.q_codes[rid] == g_codes[cols]], None
+        keys = self.csr.row_ids() * self.n_g + self.csr.indices  # ascending: rows sorted
+        wanted = rid * self.n_g + cols
+        at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
+        found = keys[at] == wanted if keys.size else np.zeros(wanted.size, bool)
+        grades = None if self.csr.grades is None else self.csr.grades[at[found]]
+        return rid[found], grades
+
     def counts(self, n_q: int) -> np.ndarray:
         """Number of relevant gallery items of every query (self matches excluded),
         without materialising the relevant pairs."""

@@ -95,6 +95,7 @@ _OPTION_NAMES = (
     "group_repeats",
     "confidence",
     "relevance_level",
+    "ignore_identical_ids",
 )
 
 
@@ -416,6 +417,7 @@ def _run(
         group_seed=opts["group_seed"],
         group_repeats=opts["group_repeats"],
         confidence=opts["confidence"],
+        ignore_identical_ids=opts["ignore_identical_ids"],
     )
     if opts["progress"] is not None and not isinstance(opts["progress"], bool):
         raise InputError(
@@ -447,7 +449,13 @@ def _run(
         raise InputError(
             "queries: every rank's shard is empty; at least one rank must hold queries."
         )
-    own = self_pairs_of(sides, meta["query_ids"], meta["gallery_ids"], meta["gallery_labels"])
+    own = self_pairs_of(
+        sides,
+        meta["query_ids"],
+        meta["gallery_ids"],
+        meta["gallery_labels"],
+        req.ignore_identical_ids,
+    )
     _check_spread(own.q_ids, sizes_q, "query_ids")
     _check_spread(own.g_ids, sizes_g, "gallery_ids")
     rel = relevance_of(
@@ -477,6 +485,7 @@ def _run(
         ties=req.ties,
         similarity=req.similarity,
         relevance_level=opts["relevance_level"],
+        unranked=rel.unranked,
         device=opts["device"],
         budget=infos[0]["budget"],
         tile=opts["tile"],
@@ -550,6 +559,7 @@ def sharded_pass(
     progress,
     use_kernels: bool,
     checkpoint=None,
+    unranked=None,
 ):
     """Plan, prepare and stream the sharded pass: the merged :class:`PassTotals` (the
     same on every rank), this rank's problem (for the binning pass) and the plan. ``info``:
@@ -599,6 +609,7 @@ def sharded_pass(
         counter=counter,
         reduce=ranks,
         store=store,
+        unranked=unranked,
     )
     return totals, problem, plan
 

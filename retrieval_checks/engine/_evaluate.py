@@ -59,6 +59,7 @@ def evaluate(
     group_repeats: int = DEFAULTS["group_repeats"],
     confidence: float = DEFAULTS["confidence"],
     relevance_level: int = 1,
+    ignore_identical_ids: bool = False,
     process_group=None,
     checkpoint=None,
     executor=None,
@@ -94,8 +95,17 @@ def evaluate(
         ``recall_at_precision@P``, ``precision_at_recall@Q``, ``discriminant_ratio``.
     query_ids, gallery_ids:
         Item ids; a gallery item with the query's id is the query itself and is
-        removed from its ranking (any overlap, any order, duplicates included).
-        Leave-one-out uses the row index unless ``query_ids`` is given.
+        removed from its ranking and from its relevant items (self-exclusion: any
+        overlap, any order, duplicates included). Leave-one-out uses the row index
+        unless ``query_ids`` is given.
+    ignore_identical_ids:
+        BEIR's rule (``EvaluateRetrieval.evaluate(..., ignore_identical_ids=True)``): a
+        gallery item whose id is the query's leaves the query's ranking but stays in
+        its relevant items (R and the ideal DCG count it, as BEIR's qrels still do);
+        a query whose only relevant item is its own scores 0 (ranks: n_candidates + 1).
+        Needs ``query_ids`` and ``gallery_ids`` (leave-one-out: the row index unless
+        ``query_ids``); ranking metrics only (not pair metrics or grouped recall).
+        ``result.config["identical_ids_dropped"]`` counts the items left out.
     similarity:
         ``"cosine"`` (default), ``"dot"``, ``"neg_l2"`` (negative Euclidean distance) or
         ``"hamming"`` (binary codes: {0,1}, +-1 or bool arrays, or ``np.packbits`` uint8
@@ -105,24 +115,29 @@ def evaluate(
         "Exact scores").
     ties:
         ``"pessimistic"`` (default: a relevant item ranks after every non-relevant
-        item with an equal score), ``"optimistic"`` (before them) or ``"average"``
-        (the exact expected value over every order of the tied items). All exact; the
-        result also carries the pessimistic and optimistic values and the range over
-        tie orders (``result.tie_values``, ``result.tie_range``).
+        item with an equal score, so a constant scorer gets the worst value),
+        ``"optimistic"`` (before them) or ``"average"`` (the exact expected value over
+        every order of the tied items, equally likely: McSherry and Najork, 2008). All
+        exact; the result also carries the pessimistic and optimistic values and the
+        range over tie orders (``result.tie_values``, ``result.tie_range``).
     empty_queries:
         Queries without a relevant gallery item: ``"skip"`` (excluded from the means,
-        counted in ``n_skipped``), ``"error"``, or ``"zero"`` (score 0; for ``medr``
-        and ``meanr`` rank n_candidates + 1).
+        counted in ``n_skipped``, listed in ``skipped_queries``), ``"error"``, or
+        ``"zero"`` (score 0; for ``medr`` and ``meanr`` rank n_candidates + 1).
     device:
-        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``,
-        ``"torch-cpu"`` or ``"numpy"`` (force torch's or numpy's CPU BLAS).
+        ``"auto"`` (the device of CUDA tensors, else CUDA when available, else CPU),
+        ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"torch-cpu"`` or ``"numpy"`` (force torch's
+        or numpy's CPU BLAS; ``"cpu"`` uses torch's when torch is installed: numpy's
+        OpenBLAS threads keep spinning after each product and halve the speed of the scan
+        that follows). The same numbers on every device for data within the exactness
+        contract; for other float data, wherever the backends' GEMM products agree.
     max_memory:
         Budget for the working set of the pass, bytes or a string like ``"2GiB"``.
         Default: a quarter of free RAM up to 256 MiB (GPU: a quarter of free memory up
         to 8 GiB). Scores are float32, so a block of ``b`` queries takes
         ``4 * b * n_g`` bytes.
     progress:
-        Show a progress bar; default: only on a terminal and for long passes.
+        Show a progress bar (tqdm); default: only on a terminal and for long passes.
     tile:
         ``(query block height, gallery chunk width)`` to override the planner; the
         width is rounded up to a multiple of 16 so that equal scores stay bit-equal.
@@ -150,7 +165,9 @@ def evaluate(
         is written there atomically, keyed by a fingerprint of the inputs' content and
         the options; a run restarted with the same inputs reads them back and computes
         only the rest (the same result); a directory holding another run's blocks is
-        refused. With ``process_group`` each rank writes its own files.
+        refused, a damaged block (each carries the fingerprint and a checksum) is
+        computed again with a warning naming it, and a directory that cannot be written
+        is refused before the pass. With ``process_group`` each rank writes its own files.
     executor:
         A ``concurrent.futures.Executor`` (thread or process pool, Dask's
         ``client.get_executor()``): the query blocks run on it as independent tasks and
@@ -228,6 +245,7 @@ def evaluate(
             group_repeats=group_repeats,
             confidence=confidence,
             relevance_level=relevance_level,
+            ignore_identical_ids=ignore_identical_ids,
             checkpoint=checkpoint,
             use_kernels=_use_kernels,
         )
@@ -241,10 +259,11 @@ def evaluate(
         group_seed=group_seed,
         group_repeats=group_repeats,
         confidence=confidence,
+        ignore_identical_ids=ignore_identical_ids,
     )
     sides = embedding_sides(queries, gallery, req.similarity)
     dims = None if slices is None else make_slices(slices, sides.n_q)  # before the pass
-    own = self_pairs_of(sides, query_ids, gallery_ids, gallery_labels)
+    own = self_pairs_of(sides, query_ids, gallery_ids, gallery_labels, req.ignore_identical_ids)
     rel = relevance_of(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
     pair_specs = req.of_kind("pair")
     if executor is not None:
@@ -281,6 +300,7 @@ def evaluate(
         progress=progress,
         use_kernels=_use_kernels,
         relevance_level=relevance_level,
+        unranked=rel.unranked,
     )
     ids = None if query_ids is None else as_numpy(query_ids, "query_ids").copy()
     result = aggregate_result(
@@ -301,6 +321,7 @@ def _run_pass(
     progress,
     use_kernels: bool,
     relevance_level,
+    unranked=None,
 ) -> PassTotals:
     """The stream stage: one loop (:func:`stream`), restartable (``checkpoint``,
     :mod:`._checkpoint`) and/or on an executor (:mod:`._executor`)."""
@@ -312,6 +333,7 @@ def _run_pass(
         progress=progress,
         use_kernels=use_kernels,
         relevance_level=relevance_level,
+        unranked=unranked,
     )
     if executor is not None:
         kw["pair_specs"] = []  # refused with an executor (check_executor)

@@ -33,7 +33,7 @@ from ._inputs import (
 )
 from ._plan import Plan
 from ._result import EvaluationResult
-from ._stream import FirstRanks, PassTotals, binning_pass
+from ._stream import FirstRanks, PassTotals, Unranked, binning_pass
 
 __all__ = [
     "Relevance",
@@ -62,6 +62,7 @@ class Request:
     group_seed: int
     group_repeats: int
     confidence: float
+    ignore_identical_ids: bool = False
 
     def of_kind(self, *kinds: str) -> list[MetricSpec]:
         return [s for s in self.specs if s.kind in kinds]
@@ -91,11 +92,39 @@ def _parse_all(metrics) -> list[MetricSpec]:
     return specs
 
 
+def _check_identical(value, specs: list[MetricSpec]) -> bool:
+    """``ignore_identical_ids``: True or False; with True, only metrics of a ranking."""
+    if not isinstance(value, bool):
+        raise InputError(
+            f"ignore_identical_ids={value!r}: expected True or False (True: BEIR's rule, a gallery "
+            "item whose id is the query's leaves its ranking but stays relevant)."
+        )
+    other = [s.name for s in specs if s.kind not in ("query", "embedding")]
+    if value and other:
+        raise InputError(
+            f"ignore_identical_ids=True applies to ranking metrics; {', '.join(other)} would have to "
+            "count the query's own item as a pair or a group member it is not ranked as: evaluate "
+            "them in a separate call without ignore_identical_ids (self-exclusion drops the item "
+            "from both sides)."
+        )
+    return value
+
+
 def parse_request(
-    metrics, *, similarity, ties, empty_queries, group_size, group_seed, group_repeats, confidence
+    metrics,
+    *,
+    similarity,
+    ties,
+    empty_queries,
+    group_size,
+    group_seed,
+    group_repeats,
+    confidence,
+    ignore_identical_ids=False,
 ) -> Request:
+    specs = _parse_all(metrics)
     return Request(
-        specs=_parse_all(metrics),
+        specs=specs,
         similarity=check_option("similarity", similarity),
         ties=check_embedding_ties(ties),
         empty_queries=check_option("empty_queries", empty_queries),
@@ -103,6 +132,7 @@ def parse_request(
         group_seed=check_option("seed", group_seed, argument="group_seed"),
         group_repeats=check_option("group_repeats", group_repeats),
         confidence=check_option("confidence", confidence),
+        ignore_identical_ids=_check_identical(ignore_identical_ids, specs),
     )
 
 
@@ -161,8 +191,23 @@ def _same_codes(q_codes: np.ndarray, g_codes: np.ndarray) -> Csr:
     return ranges_to_csr(order, lo, hi)
 
 
-def self_pairs_of(sides: Sides, query_ids, gallery_ids, gallery_labels) -> SelfPairs:
+def self_pairs_of(
+    sides: Sides, query_ids, gallery_ids, gallery_labels, identical: bool = False
+) -> SelfPairs:
+    """The self pairs; ``identical`` (BEIR's ``ignore_identical_ids``) needs the ids it
+    compares: both with a gallery (leave-one-out: the row index unless ``query_ids``)."""
     n_q, n_g = sides.n_q, sides.n_g
+    if identical and not sides.loo and (query_ids is None or gallery_ids is None):
+        missing = " and ".join(
+            name
+            for name, v in (("query_ids", query_ids), ("gallery_ids", gallery_ids))
+            if v is None
+        )
+        raise InputError(
+            f"ignore_identical_ids=True compares each query's id with the gallery's ids, and "
+            f"{missing} {'is' if ' and ' not in missing else 'are'} missing: pass query_ids=... and "
+            "gallery_ids=... (BEIR: the query and corpus _id values), or drop ignore_identical_ids."
+        )
     if sides.loo:
         if gallery_labels is not None:
             raise InputError(
@@ -198,6 +243,15 @@ class Relevance:
     q_codes: np.ndarray | None = None  # label codes (None with explicit relevance)
     g_codes: np.ndarray | None = None
     label_values: np.ndarray | None = None
+    unranked: Unranked | None = None  # ignore_identical_ids: relevant own items, not ranked
+
+    @property
+    def missed(self) -> np.ndarray:
+        """Queries with relevant items none of which is ranked (their own item only,
+        under ignore_identical_ids)."""
+        if self.unranked is None:
+            return np.zeros(self.n_relevant.shape[0], bool)
+        return (self.n_relevant > 0) & (self.n_relevant == self.unranked.counts)
 
 
 def first_items(indices, n=5):
@@ -283,11 +337,26 @@ def relevance_of(
         )
     n_relevant = source.level_counts(sides.n_q, level) if level > 1 else source.counts(sides.n_q)
     n_candidates = sides.n_g - own.csr.row_counts()
+    unranked = None
+    if req.ignore_identical_ids:  # BEIR: the own item leaves the ranking, stays relevant
+        rows, grades = source.own_relevant()
+        at_level = rows if grades is None else rows[grades >= level]
+        unranked = Unranked(np.bincount(at_level, minlength=sides.n_q), rows, grades)
+        n_relevant = n_relevant + unranked.counts
     rel = Relevance(
-        source, n_relevant, n_candidates, np.flatnonzero(n_relevant == 0), q_codes, g_codes, values
+        source,
+        n_relevant,
+        n_candidates,
+        np.flatnonzero(n_relevant == 0),
+        q_codes,
+        g_codes,
+        values,
+        unranked,
     )
     # at a level above 1, queries with lower grades only still have graded values (nDCG)
-    below = level > 1 and bool(source.counts(sides.n_q).any())
+    below = level > 1 and (
+        bool(source.counts(sides.n_q).any()) or bool(unranked is not None and unranked.rows.size)
+    )
     _check_candidates(req, rel, level, below)
     return rel
 
@@ -339,6 +408,29 @@ def _check_candidates(req: Request, rel: Relevance, level: int = 1, below: bool 
 
 
 # ----------------------------------------------------------------------------- aggregate
+_FIRST = ("hit_rate", "mrr", "medr", "meanr")  # metrics of the first relevant rank
+
+
+def _first_ranks(req: Request, rel: Relevance, totals: PassTotals) -> np.ndarray:
+    """Each query's first relevant rank under the tie policy (its expectation under
+    ``average``); 0 without a relevant item, n_candidates + 1 when none is ranked."""
+    if req.ties in totals.first_rank:
+        out = totals.first_rank[req.ties].copy()
+    else:
+        out = np.where(
+            rel.n_relevant > 0,
+            FirstRanks(
+                totals.first_rank["pessimistic"],
+                totals.first_rank["optimistic"],
+                totals.first_group,
+            ).under("average"),
+            0.0,
+        )
+    missed = rel.missed
+    out[missed] = rel.n_candidates[missed] + 1
+    return out
+
+
 def _query_values(
     req: Request, rel: Relevance, totals: PassTotals
 ) -> tuple[dict[str, float], dict[str, dict]]:
@@ -346,6 +438,12 @@ def _query_values(
     values under the tie policy, and under each ordering of ``totals.tie_values``."""
     empty = rel.empty
     specs = req.of_kind("query")
+    missed = np.flatnonzero(rel.missed)  # ranked none of its relevant items: as evaluate_run
+    for per_query in (totals.per_query, *totals.tie_values.values()) if missed.size else ():
+        for s in specs:
+            if s.family in _FIRST:  # no relevant item at any rank: 0, rank n_candidates + 1
+                v = per_query[s.name]
+                v[missed] = rel.n_candidates[missed] + 1 if s.unit == "rank" else 0.0
     for per_query in (totals.per_query, *totals.tie_values.values()) if empty.size else ():
         for s in specs:
             v = per_query[s.name]
@@ -481,6 +579,11 @@ def aggregate_result(
         "seed": req.group_seed,
         "graded": rel.source.graded,
         "relevance_level": level,
+        **(
+            {"ignore_identical_ids": True, "identical_ids_dropped": int(own.csr.indices.size)}
+            if req.ignore_identical_ids
+            else {}
+        ),
         **(extra_config or {}),
     }
     return EvaluationResult(
@@ -491,19 +594,7 @@ def aggregate_result(
         pair_counts=pair_counts,
         n_relevant=rel.n_relevant,
         n_candidates=rel.n_candidates,
-        first_relevant_rank=(
-            totals.first_rank[req.ties]
-            if req.ties in totals.first_rank
-            else np.where(
-                rel.n_relevant > 0,
-                FirstRanks(
-                    totals.first_rank["pessimistic"],
-                    totals.first_rank["optimistic"],
-                    totals.first_group,
-                ).under("average"),
-                0.0,
-            )
-        ),
+        first_relevant_rank=_first_ranks(req, rel, totals),
         tie_values=tie_values,
         tied_share=totals.n_tied / totals.n_relevant if totals.n_relevant else None,
         skipped_queries=rel.empty if req.empty_queries == "skip" else np.zeros(0, np.int64),

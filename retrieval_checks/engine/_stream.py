@@ -28,7 +28,15 @@ from ._executor import executor_parts
 from ._partial import BlockPartial
 from ._reduce import LOCAL
 
-__all__ = ["FirstRanks", "PassTotals", "each_block", "stream", "binning_pass", "progress_bar"]
+__all__ = [
+    "FirstRanks",
+    "PassTotals",
+    "Unranked",
+    "each_block",
+    "stream",
+    "binning_pass",
+    "progress_bar",
+]
 
 _FIXED = ("pair_precision", "pair_recall", "pair_f1")
 
@@ -74,6 +82,24 @@ class FirstRanks:
 _NDCG = ("ndcg", "ndcg_exp", "dcg", "dcg_exp")  # computed with the grades when there are some
 
 
+@dataclass(frozen=True)
+class Unranked:
+    """Relevant items the ranking leaves out (BEIR's ``ignore_identical_ids``: a query's
+    own item): they count in R and in the ideal DCG, never at a rank. ``counts``: per
+    query, those of grade >= the relevance level; ``rows`` (ascending) and ``grades``
+    (None with binary relevance): each one's query and grade."""
+
+    counts: np.ndarray
+    rows: np.ndarray
+    grades: np.ndarray | None
+
+    def block(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """The block's items: rows relative to ``start``, and grades (1 when binary)."""
+        a, b = np.searchsorted(self.rows, [start, stop])
+        grades = np.ones(b - a) if self.grades is None else self.grades[a:b]
+        return self.rows[a:b] - start, grades
+
+
 class _Items(NamedTuple):
     """The relevant items of a block as the metrics read them (see BlockPartial)."""
 
@@ -104,9 +130,11 @@ class PassTotals:
         ties: str = "pessimistic",
         similarity: str = "dot",
         relevance_level: float = 1,
+        unranked: Unranked | None = None,
     ):
         self.query_specs = query_specs
         self.relevance_level = relevance_level
+        self.unranked = unranked
         self.units = score_units(similarity)
         self.ties = ties
         self.per_query = {s.name: np.full(n_q, np.nan) for s in query_specs}
@@ -153,6 +181,8 @@ class PassTotals:
                     self.relevance_level,
                 )
             )
+        if self.unranked is not None:  # relevant, not ranked: in R only
+            view = view._replace(counts=view.counts + self.unranked.counts[start:stop])
         self._add_values(part, view)
         if part.grade is not None:
             self._add_graded(part, rid, view.counts)
@@ -201,8 +231,20 @@ class PassTotals:
         if not specs:
             return
         start, stop = part.start, part.stop
+        judged = None  # the ideal DCG: the ranked items, and those left out of the ranking
+        if self.unranked is not None:
+            rows, grades = self.unranked.block(start, stop)
+            judged = (np.concatenate([rid, rows]), np.concatenate([part.grade, grades]))
         by = graded_ndcg_values(
-            specs, rid, part.score, part.grade, part.rank, part.tied, part.position, stop - start
+            specs,
+            rid,
+            part.score,
+            part.grade,
+            part.rank,
+            part.tied,
+            part.position,
+            stop - start,
+            judged,
         )
         for spec in specs:  # a query without an item of the level: the empty-query policy decides
             name = spec.name
@@ -250,6 +292,7 @@ def stream(
     reduce=LOCAL,
     store=None,
     executor=None,
+    unranked: Unranked | None = None,
 ) -> PassTotals:
     """Run every query block of ``problem`` and merge the partial results; per-query
     values follow the tie policy ``ties``; with graded relevance, binary metrics count
@@ -259,7 +302,8 @@ def stream(
     :func:`._counting.select`'s choice), ``reduce`` joins the ranks' states (a sharded
     pass; default the identity), ``store`` (a :class:`~._checkpoint.Checkpoint`) gives
     back the leading finished blocks and keeps each new one, and ``executor`` runs the
-    rest as tasks (:mod:`._executor`), merged in block order."""
+    rest as tasks (:mod:`._executor`), merged in block order. ``unranked``: relevant
+    items outside the ranking (:class:`Unranked`), counted in each query's R."""
     if pair_specs and n_positive == 0:
         raise InputError("Pair metrics need at least one relevant (positive) pair; none was found.")
     if counter is None:
@@ -271,7 +315,14 @@ def stream(
             sharded=not reduce.local,
         )
     totals = PassTotals(
-        problem.n_q, query_specs, pair_specs, n_positive, ties, problem.similarity, relevance_level
+        problem.n_q,
+        query_specs,
+        pair_specs,
+        n_positive,
+        ties,
+        problem.similarity,
+        relevance_level,
+        unranked,
     )
     totals.counter = counter  # the binning pass counts with it too
     # checkpointed and executor blocks are the plan's (a checkpoint's files are keyed by them)

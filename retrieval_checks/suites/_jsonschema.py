@@ -218,7 +218,7 @@ def _dataset(kind: str) -> dict:
                 "type": "boolean",
                 "default": False,
                 "description": "remove a document whose id is the query's from its "
-                "ranking (BEIR's default)",
+                "ranking; it stays relevant (BEIR's rule and default)",
             },
         )
         required = ["path"]

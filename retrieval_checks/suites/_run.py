@@ -552,23 +552,12 @@ class SuiteRunner:
             for texts, part in ((data.queries, "queries"), (data.documents, "gallery"))
         )
         ids = {}
-        if dataset.ignore_identical_ids:
-            judged_self = [
-                data.query_ids[i]
-                for i, rel in data.relevance.items()
-                if any(data.doc_ids[d] == data.query_ids[i] for d in rel)
-            ]
-            if judged_self:
-                raise SuiteError(
-                    f"ignore_identical_ids: qrels/{dataset.split}.tsv judges the document of the query's "
-                    f"own id for {len(judged_self)} queries (first: {judged_self[0]!r}); removing it from "
-                    "the ranking would also remove the judgement (BEIR would count it as missed). Drop "
-                    "those judgements or set ignore_identical_ids: false.",
-                    path=suite.path,
-                    line=dataset.line,
-                    field=f"datasets.{dataset.name}.ignore_identical_ids",
-                )
-            ids = {"query_ids": np.array(data.query_ids), "gallery_ids": np.array(data.doc_ids)}
+        if dataset.ignore_identical_ids:  # BEIR's rule: out of the ranking, still judged
+            ids = {
+                "query_ids": np.array(data.query_ids),
+                "gallery_ids": np.array(data.doc_ids),
+                "ignore_identical_ids": True,
+            }
         result = evaluate(
             q,
             g,

@@ -789,8 +789,8 @@ def _beir_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     qrels/<split>.tsv; relative to the suite), ``split`` (default test) and
     ``relevance_level`` (the least grade the binary metrics count as relevant) and
     ``ignore_identical_ids`` (a document whose id is the query's is removed from that
-    query's ranking, as BEIR's evaluation does by default). The files are read when a
-    check runs; their errors name file:line."""
+    query's ranking and stays relevant, as BEIR's evaluation does by default). The files
+    are read when a check runs; their errors name file:line."""
     r.keys(
         node,
         field,
