@@ -259,8 +259,9 @@ def junit_properties(record: dict) -> list[tuple[str, object]]:
     rule = rule_text(record)
     if rule:
         props.append((f"rc:{metric}:rule", rule))
-    # a significance-gated gate: its raw p-value and power (the adjusted p-value comes at the
-    # session's end, after JUnit took the test's properties: it is in the JSON and history)
+    # a significance-gated gate: its raw p-value and power; a deferred check's test is held until
+    # its family is decided, and _family.py then replaces "deferred to" by the decision and adds
+    # rc:<metric>:p_adjusted (the other members' adjusted p-values are in the JSON and history)
     for key, name in (("p_raw", "p"), ("mdd", "mdd"), ("power", "power")):
         if record.get(key) is not None:
             props.append((f"rc:{metric}:{name}", record[key]))

@@ -37,7 +37,7 @@ from retrieval_checks.gates import BaselineStore, baseline_path, baseline_record
 from retrieval_checks.suites import SuiteRunner
 from retrieval_checks.tracking import default_history_path, run_metadata
 
-from . import _github, _items, _reports, _selection, _trackers
+from . import _family, _github, _items, _reports, _selection, _trackers
 from . import _slices as _slice_report
 
 # the session's evaluation options, validated against the library's option table
@@ -322,6 +322,8 @@ def pytest_configure(config):
             raise pytest.UsageError(f"retrieval-checks: --rc-prune-baselines: {refusal}.")
     config._rc_subscription = rc.gates.subscribe(functools.partial(_record, config))
     config._rc_families = []
+    config._rc_held = {}  # tests whose verdict waits for their family (_family.py)
+    config._rc_family_decided = False
     try:
         correction = rc.gates.check_correction(_option(config, "correction") or "none")
     except rc.InputError as exc:
@@ -393,6 +395,33 @@ def pytest_unconfigure(config):
     if getattr(config, "_rc_correction_open", False):
         config._rc_correction_open = False
         rc.gates.set_session_correction(None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    """When the test loop ends, the session's families are complete: decide them and log
+    the tests held for them with their decided verdicts (``_family.py``), before pytest
+    counts the failures (so its exit status and JUnit are the decided ones)."""
+    config = session.config
+    if _is_worker(config):
+        return (yield)
+    if config.pluginmanager.getplugin("dsession") is not None:
+        _family.hold_xdist(config, config._rc_held, _PROPERTY)
+    try:
+        return (yield)
+    finally:
+        config._rc_families = _family.decide_and_log(config, config._rc_held, _PROPERTY)
+        config._rc_family_decided = True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """pytest's protocol, with the reports of a test whose check waits for its family held
+    until the family is decided (``_family.py``); None (pytest's own) on an xdist worker
+    (the controller holds) or when another plugin runs the protocol."""
+    if _is_worker(item.config):
+        return None
+    return _family.run_holding(item, nextitem, item.config._rc_held, _PROPERTY)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -534,9 +563,10 @@ def pytest_sessionfinish(session, exitstatus):
         config._rc_session = session
         if config._rc_run is not None:  # full, or what narrowed the run (-k, --lf, node ids, ...)
             config._rc_run["selection"] = _selection.selection(config, session)
-        # the session's family of significance-gated checks (every worker's records): its
-        # correction decides the checks deferred to it; one it fails turns the session red
-        config._rc_families = rc.gates.decide_family(config._rc_outcomes)
+        # the session's family of significance-gated checks (every worker's records): decided
+        # when the test loop ended (pytest_runtestloop), else now; one it fails turns it red
+        if not config._rc_family_decided:
+            config._rc_families = rc.gates.decide_family(config._rc_outcomes)
         if any(f["failed"] for f in config._rc_families) and session.exitstatus == 0:
             session.exitstatus = exitstatus = pytest.ExitCode.TESTS_FAILED
         if not _finish(config, exitstatus) and session.exitstatus == 0:

@@ -21,10 +21,12 @@ Forty checks each failing at 5% on an unchanged model turn a build red by chance
 A correction only adjusts the significance test: a check that fails on anything else
 (a drop with untestable significance, too many skipped queries, a power
 requirement) fails at once, whatever the family. Under pytest, a check whose drop is
-beyond its tolerance and significant before the correction is decided at the end of
-the session, when the whole family's p-values are known (every pytest-xdist worker's
-included); a check the correction rejects turns the session red and is listed in the
-summary, JSON and history as failed ``after holm`` (or ``bh``).
+beyond its tolerance and significant before the correction is decided when the test
+loop has ended and the whole family's p-values are known (every pytest-xdist worker's
+included); the plugin holds its test's reports until then, so a check the correction
+rejects fails its own test (its line, pytest's counts and exit status, its JUnit
+testcase) and is listed in the summary, JSON and history as failed ``after holm`` (or
+``bh``).
 """
 
 from __future__ import annotations
