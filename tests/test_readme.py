@@ -51,6 +51,8 @@ PAGES = (
     "docs/regressions.md",
     "docs/explanation/engine.md",
     "docs/tutorials/training-loop.md",
+    "docs/slices.md",
+    "docs/power.md",
 )
 _MARK = re.compile(r"^<!-- readme-test: (run|pytest|output|file \S+|same-as \S+|skip \(.+\)) -->$")
 
@@ -141,6 +143,21 @@ def _sample_namespace() -> dict:
     ns["images"], ns["caption_image"] = images, np.repeat(np.arange(200), 5)
     ns["captions"] = (images[ns["caption_image"]] + 0.3 * rng.normal(size=(1000, 32))).astype(
         np.float32
+    )
+    # an older model of X, y (noisier), and slices: a language per query (docs/slices.md,
+    # docs/power.md)
+    ns["X_last_release"] = X + 0.3 * rng.normal(size=X.shape).astype(np.float32)
+    ns["queries"], ns["gallery"] = ns["query_embeddings"], ns["gallery_embeddings"]
+    ns["q_labels"], ns["g_labels"] = ns["query_labels"], ns["gallery_labels"]
+    ns["languages"] = np.array(["de", "en", "fr"])[ns["q_labels"] % 3]
+    older = ns["queries"] + 0.3 * rng.normal(size=ns["queries"].shape).astype(np.float32)
+    ns["last_release"] = rc.evaluate(
+        older,
+        ns["gallery"],
+        query_labels=ns["q_labels"],
+        gallery_labels=ns["g_labels"],
+        metrics=["map"],
+        slices=ns["languages"],
     )
     class_codes = rng.random(size=(100, 64)) < 0.5  # binary codes of the items of X, y
     ns["codes"] = class_codes[y] ^ (rng.random(size=(y.size, 64)) < 0.15)
@@ -292,6 +309,7 @@ from pytest_retrieval_checks import *  # noqa: F403 - the gates, re-exported
 _rng = np.random.default_rng(0)
 y = np.repeat(np.arange(100), 5)
 X = (_rng.normal(size=(100, 32))[y] + 0.6 * _rng.normal(size=(500, 32))).astype(np.float32)
+languages = np.array(["de", "en", "fr"])[y % 3]  # a slice per query (docs/slices.md)
 
 
 @pytest.fixture(scope="module")
