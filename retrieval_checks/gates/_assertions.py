@@ -762,6 +762,29 @@ def assert_map_at_least(
 
     The other keywords, the message and the errors are those of :func:`assert_metric`.
 
+    Parameters
+    ----------
+    result:
+        A result holding the metric (of :func:`~retrieval_checks.evaluate` or
+        :func:`~retrieval_checks.evaluate_run`).
+    at_least:
+        The lowest acceptable value, a fraction in [0, 1] (``0.7``, not ``70``).
+    metric:
+        The AP metric to gate (default ``"map"``): ``map``, ``map@K``, ``map@R``,
+        ``map_cut@K`` or ``map_capped@K``, as the result computed it.
+    on:
+        ``"value"`` (default) or ``"interval"`` (the lower bound of the metric's
+        interval), as in :func:`assert_metric`.
+    confidence, seed:
+        Of the on-demand bootstrap interval (default: the result's own).
+    max_skipped:
+        The most queries (a count) or fraction of queries the result may have skipped.
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
+
     Raises
     ------
     AssertionError
@@ -843,6 +866,33 @@ def assert_recall_at_least(
 
     The other keywords, the message and the errors are those of :func:`assert_metric`.
 
+    Parameters
+    ----------
+    result:
+        A result holding the metric (of :func:`~retrieval_checks.evaluate` or
+        :func:`~retrieval_checks.evaluate_run`).
+    at_least:
+        The lowest acceptable value, a fraction in [0, 1].
+    k:
+        The K of the metric (default 1): the gate checks ``hit_rate@k`` or ``recall@k``,
+        which the result must hold.
+    kind:
+        ``"hit_rate"`` (default: the fraction of queries with a relevant item in the
+        top K, metric learning's Recall@K) or ``"recall"`` (the fraction of each
+        query's relevant items in its top K).
+    on:
+        ``"value"`` (default) or ``"interval"`` (the lower bound of the metric's
+        interval), as in :func:`assert_metric`.
+    confidence, seed:
+        Of the on-demand bootstrap interval (default: the result's own).
+    max_skipped:
+        The most queries (a count) or fraction of queries the result may have skipped.
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
+
     Raises
     ------
     AssertionError
@@ -900,6 +950,23 @@ def assert_recall_at_precision(
 
     ``precision`` is P, an exact decimal; ``max_skipped`` as in :func:`assert_metric`.
 
+    Parameters
+    ----------
+    result:
+        A result of :func:`~retrieval_checks.evaluate` that computed
+        ``recall_at_precision@P``.
+    at_least:
+        The lowest acceptable pair recall, a fraction in [0, 1].
+    precision:
+        P, the precision level in (0, 1] (default 0.9; ``0.9``, not ``90``).
+    max_skipped:
+        The most queries (a count) or fraction of queries the result may have skipped.
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
+
     Raises
     ------
     AssertionError
@@ -947,6 +1014,24 @@ def assert_grouped_recall_ci(
     The interval is grouped recall's own Student t interval over the groups of
     ``group_size`` labels (``result.intervals[metric]``).
 
+    Parameters
+    ----------
+    result:
+        A result of :func:`~retrieval_checks.evaluate` that computed the grouped recall.
+    at_least:
+        The lowest acceptable bound (or value), a fraction in [0, 1].
+    metric:
+        The grouped recall to gate (default ``"grouped_recall@1"``).
+    on:
+        ``"lower"`` (default: the interval's lower bound) or ``"value"``.
+    max_skipped:
+        The most queries (a count) or fraction of queries the result may have skipped.
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
+
     Raises
     ------
     AssertionError
@@ -993,6 +1078,21 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     ``at_least``: its value (``on="value"``, default) or the lower bound of its
     bootstrap interval over images (``on="lower"``).
 
+    Parameters
+    ----------
+    result:
+        A result of :func:`~retrieval_checks.evaluate_image_text`.
+    at_least:
+        The lowest acceptable Rsum, in percentage points (0-600: ``450``, not ``4.5``).
+    on:
+        ``"value"`` (default) or ``"lower"`` (the lower bound of the bootstrap interval
+        over images; needs ``n_resamples > 0``).
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
+
     Raises
     ------
     AssertionError
@@ -1037,7 +1137,49 @@ def assert_cam_iou_at_least(
 ) -> None:
     """Fail when ``cam_iou`` or ``cam_iou_box`` (a result of :func:`retrieval_checks.cam_iou`,
     or ``evaluate_classifier``'s with ``metric=``) is below ``at_least``: its mean over
-    images (``on="value"``) or the lower bound of its bootstrap interval (``on="lower"``)."""
+    images (``on="value"``) or the lower bound of its bootstrap interval (``on="lower"``).
+
+    Parameters
+    ----------
+    result:
+        A :class:`~retrieval_checks.LocalizationResult` (of :func:`~retrieval_checks.cam_iou`
+        or :func:`~retrieval_checks.cam_iou_box`), or a result holding ``cam_iou``.
+    at_least:
+        The lowest acceptable IoU, a fraction in [0, 1].
+    on:
+        ``"value"`` (default) or ``"lower"`` (needs an interval: at least 2 images and
+        ``n_resamples > 0``).
+    metric:
+        ``"cam_iou"`` or ``"cam_iou_box"``; default: the result's own metric.
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
+
+    Raises
+    ------
+    AssertionError
+        The IoU (or its lower bound) is below ``at_least``; the message names the
+        threshold rho, the share of images with IoU 0 and the worst images.
+    InputError
+        A threshold that is NaN, on the wrong scale or could never fail, an unknown
+        ``on`` or ``metric``, or ``on="lower"`` without an interval.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> cams = np.zeros((3, 4, 4))
+    >>> cams[0, :2, :2], cams[1, :2, :3], cams[2, 2:, 2:] = 1.0, 0.5, 0.9
+    >>> res = rc.cam_iou(cams, boxes=np.array([[0, 0, 2, 2]] * 3))
+    >>> res.per_image
+    array([1.        , 0.66666667, 0.        ])
+    >>> rc.assert_cam_iou_at_least(res, 0.5)
+    >>> rc.assert_cam_iou_at_least(res, 0.8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: cam_iou value 0.5556 < 0.8 (short by 0.2444; unit: fraction)...
+    """
     __tracebackhide__ = True
     _choice(on, ("value", "lower"), "on", "the value, or the interval's lower bound")
     if metric is not None:
@@ -1082,6 +1224,24 @@ def assert_gap_below(
     (:class:`~retrieval_checks.errors.IntervalWarning`, once: not again for a warning
     :func:`~retrieval_checks.generalization_gap` gave) and recorded on the event
     (``warnings``, and ``sides_swapped``).
+
+    Parameters
+    ----------
+    gap:
+        A :class:`~retrieval_checks.Gap` (of :func:`~retrieval_checks.generalization_gap`
+        or :func:`~retrieval_checks.classification_gap`).
+    below:
+        The largest acceptable gap, on the metric's scale (a fraction for recalls and
+        mAP), >= 0.
+    on:
+        ``"upper"`` (default: the interval's upper bound) or ``"value"``.
+    max_skipped:
+        The most queries (a count) or fraction of queries either side may have skipped.
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
 
     Raises
     ------
@@ -1229,6 +1389,30 @@ def assert_not_worse(
     joins the run's family of significance-gated checks (``correction``: holm, bh or
     none; default the pytest session's ``--rc-correction``), decided at the session's
     end on its adjusted p-value when a correction applies.
+
+    Parameters
+    ----------
+    comparison:
+        A paired :class:`~retrieval_checks.Comparison` of
+        :func:`~retrieval_checks.compare` (candidate first, baseline second).
+    margin:
+        The tolerated drop, in the metric's unit (default 0), >= 0.
+    rule:
+        ``"significant"`` (default), ``"non_inferior"`` or ``"value"`` (see above).
+    max_skipped:
+        The most queries (a count) or fraction of queries either result may have skipped.
+    power:
+        The power at which the event states the minimum detectable drop (default 0.8);
+        ``rule="significant"`` only.
+    correction:
+        ``"holm"``, ``"bh"`` or ``"none"``: the multiple-testing correction of the run's
+        family of significance-gated checks (default: the session's ``--rc-correction``).
+
+    Returns
+    -------
+    None
+        The gate passed (or, under a correction, its verdict is deferred to the family's
+        decision at the session's end); its event is recorded.
 
     Raises
     ------
