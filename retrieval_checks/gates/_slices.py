@@ -211,6 +211,60 @@ def assert_slices(
     classes where the result has labels (:func:`~retrieval_checks.slice_intervals`).
     A gated slice with fewer than ``MIN_INTERVAL_UNITS`` units is refused
     (InputError naming its size and what it needs), whatever ``on`` is.
+
+    Parameters
+    ----------
+    result:
+        A sliced result: :func:`~retrieval_checks.evaluate` or
+        :func:`~retrieval_checks.evaluate_run` with ``slices=``, or one given slices by
+        :func:`~retrieval_checks.with_slices`.
+    metric:
+        The metric to gate in each slice (a canonical name or an alias); the result
+        must hold it per slice.
+    at_least, at_most:
+        The thresholds, on the metric's own scale (one or both).
+    slices:
+        The names of the slices to gate (default: every slice); a name the result
+        does not have is an error listing those it has.
+    on:
+        ``"value"`` (default) or ``"interval"``.
+    confidence, seed:
+        Of each slice's bootstrap interval (default: the result's own).
+
+    Returns
+    -------
+    None
+        The gate passed; its event (one row per slice) is recorded.
+
+    Raises
+    ------
+    AssertionError
+        A gated slice fails: the message lists each failing slice with its value,
+        interval and size, and the slices that pass.
+    InputError
+        A result without slices, a slice named that does not exist, a gated slice too
+        small for an interval, a threshold that is NaN, on the wrong scale or could
+        never fail, or neither threshold given.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)  # 12 classes of 3 items
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> lang = np.where(y < 6, "de", "en")  # 6 classes per slice
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1"], slices=lang)
+    >>> {name: round(s["map"], 4) for name, s in res.slices.items()}
+    {'de': 0.731, 'en': 0.9306}
+    >>> rc.assert_slices(res, "map", at_least=0.5, on="interval")
+    >>> rc.assert_slices(res, "map", at_least=0.9)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: map: 1 of 2 slices fail (value at_least 0.9)
+      de: map = 0.7310 [0.5727, 0.9005] (95%, n=6 classes, 18 queries)  <- 0.7310 < 0.9
+    ...
     """
     __tracebackhide__ = True
     if at_least is None and at_most is None:
@@ -286,7 +340,44 @@ def _worst_row(rows: list[dict], spec) -> dict:
 
 def assert_slices_at_least(result, metric: str, at_least: float, **kw) -> None:
     """:func:`assert_slices` with ``at_least``: every slice (or the named
-    ``slices=[...]``) at least ``at_least``."""
+    ``slices=[...]``) at least ``at_least``.
+
+    Parameters
+    ----------
+    result:
+        A sliced result (see :func:`assert_slices`).
+    metric:
+        The metric to gate in each slice.
+    at_least:
+        The lowest acceptable value of every gated slice, on the metric's scale.
+    **kw:
+        The other keywords of :func:`assert_slices`: ``slices``, ``on``,
+        ``confidence``, ``seed``.
+
+    Returns
+    -------
+    None
+        The gate passed; its event is recorded.
+
+    Raises
+    ------
+    AssertionError
+        A gated slice is below ``at_least`` (the message as :func:`assert_slices`'s).
+    InputError
+        ``at_least=None``, and the errors of :func:`assert_slices`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)  # 12 classes of 3 items
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> lang = np.where(y < 6, "de", "en")  # 6 classes per slice
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1"], slices=lang)
+    >>> rc.assert_slices_at_least(res, "map", 0.7)
+    >>> rc.assert_slices_at_least(res, "map", 0.7, slices=["en"])
+    """
     __tracebackhide__ = True
     if at_least is None:
         raise InputError(
@@ -309,7 +400,52 @@ def assert_worst_slice(
     """Fail when the worst slice (lowest value; highest for rank metrics) is below
     ``at_least`` (above ``at_most``). Every slice takes part, so every slice must be
     large enough for an interval (else refused, naming the small ones); the event and
-    message name the worst slice."""
+    message name the worst slice.
+
+    Parameters
+    ----------
+    result:
+        A sliced result (see :func:`assert_slices`).
+    metric:
+        The metric to gate (a canonical name or an alias).
+    at_least, at_most:
+        The thresholds, on the metric's own scale (one or both).
+    on:
+        ``"value"`` (default) or ``"interval"`` (the worst slice's interval bound).
+    confidence, seed:
+        Of the slices' bootstrap intervals (default: the result's own).
+
+    Returns
+    -------
+    None
+        The gate passed; its event names the worst slice.
+
+    Raises
+    ------
+    AssertionError
+        The worst slice fails: the message names it, its interval and size, and the
+        slices ranked worst first.
+    InputError
+        A result without slices, a slice too small for an interval, a threshold that is
+        NaN, on the wrong scale or could never fail, or neither threshold given.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)  # 12 classes of 3 items
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> lang = np.where(y < 6, "de", "en")  # 6 classes per slice
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1"], slices=lang)
+    >>> rc.assert_worst_slice(res, "hit_rate@1", at_least=0.5)
+    >>> rc.assert_worst_slice(res, "map", at_least=0.95)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: map: worst slice 'de' 0.7310 < at_least 0.95
+    ...
+    """
     __tracebackhide__ = True
     if at_least is None and at_most is None:
         raise InputError(f"{_gate} needs at_least=... or at_most=... (a number such as 0.7).")
@@ -374,7 +510,45 @@ def assert_worst_slice(
 
 
 def assert_worst_slice_at_least(result, metric: str, at_least: float, **kw) -> None:
-    """:func:`assert_worst_slice` with ``at_least``."""
+    """:func:`assert_worst_slice` with ``at_least``.
+
+    Parameters
+    ----------
+    result:
+        A sliced result (see :func:`assert_slices`).
+    metric:
+        The metric to gate.
+    at_least:
+        The lowest acceptable value of the worst slice, on the metric's scale.
+    **kw:
+        The other keywords of :func:`assert_worst_slice`: ``on``, ``confidence``,
+        ``seed``.
+
+    Returns
+    -------
+    None
+        The gate passed; its event names the worst slice.
+
+    Raises
+    ------
+    AssertionError
+        The worst slice is below ``at_least``.
+    InputError
+        ``at_least=None``, and the errors of :func:`assert_worst_slice`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)  # 12 classes of 3 items
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> lang = np.where(y < 6, "de", "en")  # 6 classes per slice
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1"], slices=lang)
+    >>> rc.assert_worst_slice_at_least(res, "hit_rate@1", 0.5)
+    >>> round(res.slices["de"]["hit_rate@1"], 4)  # the worst slice
+    0.6667
+    """
     __tracebackhide__ = True
     if at_least is None:
         raise InputError(
@@ -392,7 +566,41 @@ def _ties(result) -> str | None:
 def slice_baseline(result, metric: str) -> dict[str, dict]:
     """The per-slice record of ``metric`` a baseline keeps: ``{slice: {"value",
     "n_queries", "n_used", "metric", "ties"}}`` (what :func:`assert_no_slice_regression`
-    reads back; the metric and the tie policy say what the values are comparable with)."""
+    reads back; the metric and the tie policy say what the values are comparable with).
+
+    Parameters
+    ----------
+    result:
+        A sliced result (see :func:`assert_slices`).
+    metric:
+        The metric whose per-slice values to keep.
+
+    Returns
+    -------
+    dict
+        ``{slice name: {"value": float, "n_queries": int, "n_used": int, "metric": str,
+        "ties": str}}`` (``ties`` only when the result records its tie policy).
+
+    Raises
+    ------
+    InputError
+        A result without slices, or a metric it did not compute per slice.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)  # 12 classes of 3 items
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> lang = np.where(y < 6, "de", "en")  # 6 classes per slice
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1"], slices=lang)
+    >>> base = rc.slice_baseline(res, "map")
+    >>> base["de"]["n_queries"], round(base["de"]["value"], 4), base["de"]["ties"]
+    (18, 0.731, 'pessimistic')
+    """
     slices = require_slices(result, "slice_baseline")
     spec = metric_spec(metric)
     ties = _ties(result)
@@ -496,6 +704,62 @@ def assert_no_slice_regression(
     named) is gated: one missing now is an error, never skipped; a slice new in this
     result is reported on the event, not gated (no baseline to drop from). Slices too
     small for an interval are refused, as by :func:`assert_slices`.
+
+    Parameters
+    ----------
+    result:
+        The sliced result to gate (see :func:`assert_slices`).
+    baseline:
+        A sliced result of the same evaluation, ``{slice: value}``, or
+        :func:`slice_baseline`'s records (their metric and tie policy must be this
+        gate's).
+    metric:
+        The metric compared, slice by slice.
+    max_drop:
+        The largest tolerated drop, in the metric's unit.
+    max_relative_drop:
+        The largest tolerated drop as a fraction of the slice's baseline value.
+    slices:
+        The names of the baseline's slices to gate (default: all of them).
+    confidence, seed:
+        Of each slice's bootstrap interval, shown in the message and the event.
+
+    Returns
+    -------
+    None
+        The gate passed; its event (one row per slice, and the slices new since the
+        baseline) is recorded.
+
+    Raises
+    ------
+    AssertionError
+        A slice dropped by more than allowed: the message lists each with its baseline
+        and current value, the drop and the allowed drop.
+    InputError
+        A slice of the baseline missing from the result, a baseline of another metric
+        or tie policy, a baseline value that is not a finite number, a slice too small
+        for an interval, a tolerance that is NaN, negative or could never fail.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)  # 12 classes of 3 items
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> lang = np.where(y < 6, "de", "en")  # 6 classes per slice
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1"], slices=lang)
+    >>> base = rc.slice_baseline(res, "map")
+    >>> rc.assert_no_slice_regression(res, base, "map", max_drop=0.02)
+    >>> worse = rc.evaluate(x + 0.3 * rng.normal(size=x.shape), query_labels=y,
+    ...                     metrics=["map"], slices=lang)
+    >>> rc.assert_no_slice_regression(worse, base, "map", max_drop=0.05)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: map: 2 of 2 slices dropped by more than max_drop 0.05 from the baseline
+      de: 0.7310 -> 0.6623 (drop 0.0687 > allowed 0.0500; 18 queries, interval [...])
+    ...
     """
     __tracebackhide__ = True
     gate = "assert_no_slice_regression"
