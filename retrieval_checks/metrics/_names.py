@@ -29,6 +29,8 @@ __all__ = [
     "MAX_PARAM_CHARS",
     "MAX_LEVEL_PLACES",
     "naming_note",
+    "TREC_CUT_NAMES",
+    "WHOLE_ALIASES",
 ]
 
 #: The longest parameter after '@' that :func:`parse_metric` reads (a cut-off K, a
@@ -74,6 +76,38 @@ _ALIASES = {
     "rprec": "r_precision",
     "r_cap": "recall_cap",
     "11pt_avg": "iprec_11pt",
+    "p": "precision",  # BEIR's P@K
+    "ndcg_burges": "ndcg_exp",  # ranx's names of the 2^grade - 1 gain
+    "dcg_burges": "dcg_exp",
+}
+
+#: trec_eval's measure names with their cut-off after an underscore (``P_10``,
+#: ``ndcg_cut_10``, ``iprec_at_recall_0.50``): the family each one is.
+_TREC_CUT = re.compile(r"(p|recall|success|map_cut|ndcg_cut|iprec_at_recall)_(\d+(?:\.\d+)?)", re.I)
+#: the same names as trec_eval spells them, with their parameter (the suites' JSON schema)
+TREC_CUT_NAMES = {
+    "P": "K",
+    "recall": "K",
+    "success": "K",
+    "map_cut": "K",
+    "ndcg_cut": "K",
+    "iprec_at_recall": "L",
+}
+_TREC_BASE = {
+    "p": "precision",
+    "recall": "recall",
+    "success": "hit_rate",
+    "map_cut": "map_cut",
+    "ndcg_cut": "ndcg",
+    "iprec_at_recall": "iprec_at_recall",
+}
+
+#: Whole names of other libraries that are one of ours (pytorch-metric-learning's
+#: result keys). Its ``mean_average_precision`` is not one: its measure depends on k.
+WHOLE_ALIASES = {
+    "mean_average_precision_at_r": "map@R",
+    "precision_at_1": "hit_rate@1",
+    "mean_reciprocal_rank": "mrr",
 }
 _TAKES_K = {f.name for f in FAMILIES.values() if f.param == "K"} | set(_OPTIONAL_K)
 
@@ -372,6 +406,10 @@ def parse_metric(name: str) -> MetricSpec:
     text = name.strip()
     if not text:
         raise _fail(raw, "the name is empty")
+    text = WHOLE_ALIASES.get(text.lower(), text)
+    trec = _TREC_CUT.fullmatch(text)
+    if trec:  # trec_eval's P_10, ndcg_cut_10, iprec_at_recall_0.50
+        text = f"{_TREC_BASE[trec[1].lower()]}@{trec[2]}"
     base, at, param = text.partition("@")
     base = base.strip().lower().replace("-", "_") if base.lower() not in _ALIASES else base.lower()
     base = _ALIASES.get(base, base)

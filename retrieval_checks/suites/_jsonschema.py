@@ -18,7 +18,7 @@ import re
 
 from ..gates._spec import GateSpec, fields_of
 from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
-from ..metrics._names import _ALIASES
+from ..metrics._names import _ALIASES, TREC_CUT_NAMES, WHOLE_ALIASES
 from ..options import OPTIONS, Option
 from . import _schema as s
 from ._slices import CHECK_SLICES_SCHEMA, DATASET_SLICES_SCHEMA
@@ -73,6 +73,9 @@ def metric_pattern() -> str:
         tail = f"(?:@(?:{'|'.join(params)}))" if params else ""
         tail += "?" if None in bases[base] and params else ""
         parts.append(re.escape(base) + tail)
+    # trec_eval's names with the parameter after an underscore, and other libraries' names
+    parts += [f"{re.escape(b)}_(?:{_PARAMS[p]})" for b, p in sorted(TREC_CUT_NAMES.items())]
+    parts += [re.escape(name) for name in (*sorted(WHOLE_ALIASES), "Rprec")]
     return "^(?:" + "|".join(parts) + ")$"
 
 

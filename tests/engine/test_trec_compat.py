@@ -509,3 +509,70 @@ def test_no_query_at_the_level_in_evaluate_under_zero():
             metrics=["map"],
             empty_queries="zero",
         )
+
+
+# ----------------------------------------------------------------------------- the names table
+def _names_table():
+    """The rows of docs/metrics.md's table of names across libraries: {column: cell}."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    start = text.index("| trec_eval | ranx | BEIR |")
+    lines = []
+    for line in text[start:].splitlines():
+        if not line.startswith("|"):
+            break
+        lines.append(line)
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [dict(zip(header, (c.strip() for c in ln.strip("|").split("|")))) for ln in lines[2:]]
+    return rows, re.compile(r"`([^`]+)`")
+
+
+def test_every_name_of_the_libraries_table_is_accepted_as_the_table_says():
+    """Each trec_eval, ranx, BEIR and pytorch-metric-learning name of the table is an
+    alias of the row's measure, unless its cell says "not our `X`" (the library reads it
+    as X, another measure) or "not a name here" (refused); every name of the library's
+    column is one of its names. Derived from the table: a row added there is checked."""
+    import re
+
+    rows, tick = _names_table()
+    assert len(rows) >= 20
+    seen = 0
+    for row in rows:
+        ours = {parse_metric(n).name for n in tick.findall(row["retrieval-checks"])}
+        assert ours or not any(row[c] for c in ("trec_eval", "ranx", "BEIR")), row
+        for col in ("trec_eval", "ranx", "BEIR", "pytorch-metric-learning"):
+            cell = row[col]
+            for name in tick.findall(re.sub(r"\([^)]*\)", "", cell)):  # not inside notes
+                after = cell[cell.index(f"`{name}`") + len(name) + 2 :]
+                note = after[: after.index(")") + 1] if after.lstrip().startswith("(") else ""
+                seen += 1
+                if "not a name here" in note:
+                    with pytest.raises(MetricNameError):
+                        parse_metric(name)
+                elif "not our" in note:  # the measure it is here is named
+                    got = parse_metric(name).name
+                    assert got not in ours and f"not our `{got}`" in note, (col, name)
+                else:
+                    assert parse_metric(name).name in ours, (col, name, ours)
+    assert seen >= 40
+
+
+def test_trec_eval_measure_names_are_aliases_of_the_same_measures():
+    """trec_eval's names (``P_5``, ``ndcg_cut_10``, ``iprec_at_recall_0.50``...) are
+    aliases: evaluate_run given them equals pytrec_eval under them, in canonical names."""
+    import re
+
+    run, qrels = collection(2)
+    names = [t for t in TREC.values() if t != "recip_rank"] + ["recip_rank"]
+    got = evaluate_run(run, qrels, names, queries="run", ties="docid")
+    want = trec(run, qrels, 1)
+    from retrieval_checks.suites._jsonschema import metric_pattern
+
+    pattern = re.compile(metric_pattern())  # editors' schema takes them too
+    for ours, theirs in TREC.items():
+        assert parse_metric(theirs).name == parse_metric(ours).name, theirs
+        assert pattern.match(theirs), theirs
+        value = np.mean([v[theirs] for v in want.values()])
+        assert got[theirs] == pytest.approx(value, abs=1e-12), theirs
