@@ -142,7 +142,49 @@ def baseline_record(
     ``confidence`` and ``seed`` of the bootstrap interval of a per-query metric:
     explicit, else the result's ``config`` (``confidence``; ``seed`` or
     ``group_seed``), else the defaults. A value that is not finite is refused: a
-    baseline of NaN would make every later check pass."""
+    baseline of NaN would make every later check pass.
+
+    Parameters
+    ----------
+    result:
+        An evaluation result (of :func:`~retrieval_checks.evaluate`,
+        :func:`~retrieval_checks.evaluate_run`, :func:`~retrieval_checks.evaluate_image_text`,
+        :func:`~retrieval_checks.evaluate_classifier`, ...).
+    metric:
+        The metric to record (a canonical name or an alias); the result must hold it.
+    confidence, seed:
+        Of the bootstrap interval of a per-query metric (default: the result's own).
+
+    Returns
+    -------
+    dict
+        The record: ``metric``, ``value``, ``interval`` (``[low, high]`` or None),
+        ``confidence``, ``n`` and ``unit`` (the sample), and when known
+        ``n_skipped``, ``max_rank`` and the per-unit sums (``units_are``, ``units``)
+        that a significance test pairs.
+
+    Raises
+    ------
+    InputError
+        Not an evaluation result, a metric it does not hold, a value that is not
+        finite, an invalid ``confidence`` or ``seed``.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> rec = rc.baseline_record(res, "map")
+    >>> rec["metric"], rec["value"], rec["n"], rec["unit"], rec["units_are"]
+    ('map', 0.9625, 30, 'queries', 'classes')
+    >>> [round(v, 4) for v in rec["interval"]]
+    [0.9208, 0.9944]
+    """
     if not callable(getattr(result, "measure", None)) or not hasattr(result, "__contains__"):
         raise InputError(
             f"baselines record evaluation results (from evaluate, evaluate_image_text, "
@@ -590,7 +632,77 @@ def assert_no_regression(
     ``correction`` (holm, bh, none; default: the pytest session's ``--rc-correction``)
     puts the check in the run's family of significance-gated checks
     (:mod:`retrieval_checks.gates._family`): a significant drop is then decided at the
-    end of the session, on the adjusted p-value."""
+    end of the session, on the adjusted p-value.
+
+    Parameters
+    ----------
+    current:
+        The record of this run (:func:`baseline_record`).
+    baseline:
+        The record to compare with, of the same metric (:func:`baseline_record`, or
+        :meth:`BaselineFile.get` for a stored one).
+    max_drop:
+        The largest tolerated drop, in the metric's unit (a rise for rank metrics).
+    max_relative_drop:
+        The largest tolerated drop as a fraction of the baseline value; with neither
+        tolerance, any drop fails.
+    direction:
+        ``"higher"`` or ``"lower"`` (which is better), for a metric the registry does
+        not know (default: the metric's own).
+    significant:
+        Fail only when the drop is also significant at level ``1 - confidence``
+        (default False).
+    confidence:
+        Of the significance test (default 0.95).
+    where:
+        A line naming the check, put first in the failure message.
+    max_skipped:
+        The most queries (a count) or fraction of queries the current run may have
+        skipped.
+    power:
+        The power at which the minimum detectable drop is stated (default 0.8);
+        with ``significant=True``.
+    min_power:
+        Fail when the test detects a drop of the tolerance with less power than this;
+        needs ``significant=True`` and a tolerance.
+    correction:
+        ``"holm"``, ``"bh"`` or ``"none"``: the correction of the run's family of
+        significance-gated checks (default: the session's ``--rc-correction``).
+
+    Returns
+    -------
+    Change
+        The change measured (baseline, current, drop, p-value, power, reasons).
+
+    Raises
+    ------
+    AssertionError
+        The metric regressed beyond the tolerances (or too many queries were skipped,
+        or the test is underpowered under ``min_power``): the message names both
+        values with their intervals, the drop, the p-value, the sample and the rule.
+    InputError
+        A record that is not one (an evaluation result, a NaN or malformed value or
+        interval), records of different metrics or label partitions, a tolerance that
+        is NaN, negative or could never fail.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> baseline = rc.baseline_record(res, "map")
+    >>> rc.assert_no_regression(baseline, baseline, max_drop=0.01).drop
+    0.0
+    >>> worse = rc.evaluate(x + 0.5 * rng.normal(size=x.shape), query_labels=y, metrics=["map"])
+    >>> current = rc.baseline_record(worse, "map")
+    >>> rc.assert_no_regression(current, baseline, max_drop=0.02)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: map regressed: 0.9625 [0.9208, 0.9944] -> 0.8329 [0.6986, 0.9372] (dropped by 0.1296 > max_drop 0.02)
+    ...
+    """
     __tracebackhide__ = True
     for name, arg in (("current", current), ("baseline", baseline)):
         if not isinstance(arg, Mapping) or callable(getattr(arg, "measure", None)):
@@ -831,6 +943,34 @@ class BaselineFile:
     when :meth:`get` reads it (naming the file, the key and the field). Writing
     (:meth:`update`) holds a lock, re-reads the file and merges, then replaces it
     atomically and keeps its permission mode: concurrent writers lose no record.
+
+    Parameters
+    ----------
+    path:
+        The YAML file (str or Path); a file that does not exist yet holds no records.
+
+    Raises
+    ------
+    InputError
+        A path that is not a str or Path, a directory, a file that is not UTF-8, not
+        YAML or not a mapping of names to records.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> import tempfile, pathlib
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> f = rc.BaselineFile(pathlib.Path(tmp.name) / "baselines.yaml")
+    >>> f.update({"test_map": rc.baseline_record(res, "map")})
+    >>> stored = rc.BaselineFile(f.path).get("test_map")
+    >>> stored["value"], stored["interval"]
+    (0.9625, [0.920833, 0.994444])
+    >>> tmp.cleanup()
     """
 
     HEADER = (

@@ -61,7 +61,57 @@ def higher_is_better(metric: str) -> bool | None:
 
 @dataclass(frozen=True)
 class Change:
-    """The change of one metric from a baseline to the current run."""
+    """The change of one metric from a baseline to the current run.
+
+    Built by :func:`~retrieval_checks.measure_change` (and returned by
+    :func:`~retrieval_checks.assert_no_regression`); frozen.
+
+    Parameters
+    ----------
+    metric:
+        The metric's name.
+    baseline, current:
+        The two values.
+    higher_is_better:
+        The metric's direction.
+    drop, relative_drop:
+        The drop (> 0: worse; sign flipped for rank metrics) and the drop over
+        ``|baseline|`` (inf when the baseline is 0 and the drop positive).
+    p_worse:
+        The one-sided p-value of "got worse"; None when untestable.
+    method:
+        How ``p_worse`` was computed.
+    failed:
+        The verdict.
+    reasons:
+        Why it failed (empty when it passed).
+    tolerance:
+        The tolerance, in words (``"max drop 0.02"``).
+    power:
+        With ``significant=True`` and a testable drop: the test's power (its minimum
+        detectable drop, and the power to detect the tolerance); None otherwise.
+    level:
+        The one-sided level the significance was tested at (1 - confidence).
+    significance_gated:
+        Whether the verdict rests on a significance test (a member of the run's family
+        of tests for multiplicity corrections).
+    beyond_tolerance:
+        Whether the drop exceeds the tolerance (the verdict without significance).
+
+    Raises
+    ------
+    None
+        A plain record: :func:`~retrieval_checks.measure_change` checks its inputs.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> ch = rc.measure_change("map", {"value": 0.85}, {"value": 0.80}, max_drop=0.02)
+    >>> print(ch)
+    map: 0.85 -> 0.8 (drop +0.05, relative +5.88%; higher is better) FAIL: dropped by 0.05 > max_drop 0.02
+    >>> ch.failed, round(ch.drop, 4), ch.higher_is_better
+    (True, 0.05, True)
+    """
 
     metric: str
     baseline: float
@@ -394,6 +444,55 @@ def measure_change(
     from the baseline (``max_drop=0.99`` from a mAP of 0.48 could never fail; a
     rank's upper end is ``max_rank`` when the dicts carry it), and NaN or infinite values,
     bounds and tolerances are refused with an :class:`~retrieval_checks.InputError`.
+
+    Parameters
+    ----------
+    metric:
+        The metric's name (its direction comes from the registry, else ``direction``).
+    baseline, current:
+        The two sides: records of :func:`~retrieval_checks.baseline_record`, or dicts
+        with ``value`` (and optionally ``low``, ``high``, ``confidence``, ``units``,
+        ``max_rank``).
+    max_drop:
+        The largest tolerated drop, in the metric's unit.
+    max_relative_drop:
+        The largest tolerated drop as a fraction of the baseline value.
+    direction:
+        ``"higher"`` or ``"lower"`` (which is better), for a metric the registry does
+        not know.
+    significant:
+        Fail only when the drop is also significant at level ``1 - confidence``.
+    confidence:
+        Of the significance test (default 0.95).
+    power:
+        The power at which the minimum detectable drop is stated (default 0.8).
+    min_power:
+        Fail when the test's power to detect a drop of the tolerance is below this.
+
+    Returns
+    -------
+    Change
+        The change and its verdict (``failed``, ``reasons``); nothing is raised for a
+        regression (:func:`~retrieval_checks.assert_no_regression` is the gate).
+
+    Raises
+    ------
+    InputError
+        NaN or infinite values, bounds or tolerances, a tolerance that could never
+        fail, records of another metric, an evaluation result where a record is
+        expected, a metric whose direction is unknown without ``direction``.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> ch = rc.measure_change("map", {"value": 0.85}, {"value": 0.84}, max_drop=0.01)
+    >>> ch.failed  # a drop equal to max_drop passes
+    False
+    >>> ch = rc.measure_change("map", {"value": 0.85, "low": 0.82, "high": 0.88},
+    ...                        {"value": 0.80, "low": 0.77, "high": 0.83},
+    ...                        max_drop=0.02, significant=True)
+    >>> ch.failed, ch.reasons
+    (True, ('dropped by 0.05 > max_drop 0.02', 'significant (p(worse)=0.0104 < 0.05)'))
     """
     hib = _direction(metric, direction, baseline, current)
     if not isinstance(significant, bool):
