@@ -38,6 +38,57 @@ class Comparison:
     ``p_value`` is two-sided (H0: no difference); ``p_value_worse`` is one-sided for
     H0 "the candidate is not worse" against "the candidate is worse" (for ``medr`` and
     ``meanr`` worse means higher).
+
+    Parameters
+    ----------
+    metric:
+        The metric compared.
+    candidate, baseline:
+        The two models' values.
+    difference:
+        ``candidate - baseline`` (over the paired units).
+    low, high:
+        The difference's interval.
+    confidence:
+        The interval's confidence.
+    p_value:
+        Two-sided p-value of "no difference".
+    p_value_worse:
+        One-sided p-value of "the candidate is not worse".
+    method:
+        How the interval and p-values were computed (paired t, or bootstrap).
+    n:
+        The number of paired units.
+    unit:
+        What a unit is: ``"classes"``, ``"queries"`` or ``"groups"``.
+    higher_is_better:
+        The metric's direction.
+    n_used, n_skipped:
+        Queries paired (used by both) and skipped (no relevant item); None for grouped
+        recall, whose units are groups.
+    se, dof:
+        The difference's standard error and the t test's degrees of freedom (None for
+        the bootstrap): what the power of a gate on this comparison is computed from.
+
+    Raises
+    ------
+    None
+        A plain frozen record: :func:`~retrieval_checks.compare` checks its inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> baseline = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> candidate = rc.evaluate(x + 0.01 * rng.normal(size=x.shape), query_labels=y, metrics=["map"])
+    >>> c = rc.compare(candidate, baseline, "map")
+    >>> round(c.difference, 4), round(c.low, 4), round(c.high, 4), c.n, c.unit
+    (0.0056, -0.015, 0.0261, 10, 'classes')
+    >>> round(c.p_value_worse, 3), c.n_used, c.dof
+    (0.722, 30, 9)
     """
 
     metric: str
@@ -106,6 +157,54 @@ def compare(
     differences (Student t); ``method="bootstrap"``: percentile bootstrap of the mean
     difference, p-values from the bootstrap distribution. ``confidence`` and ``seed``
     default to the results' own (``evaluate(confidence=..., seed=...)``), else 0.95 and 0.
+
+    Parameters
+    ----------
+    candidate, baseline:
+        Results of :func:`~retrieval_checks.evaluate` (or
+        :func:`~retrieval_checks.evaluate_run`) of the two models on the same queries,
+        in the same order, with the same labels (or relevance), ids and gallery.
+    metric:
+        The metric compared (a canonical name or an alias); both results must hold it.
+    confidence:
+        Of the interval (default: the results' own, else 0.95).
+    method:
+        ``"t"`` (default) or ``"bootstrap"`` (always used for ``medr``).
+    cluster:
+        ``"auto"`` (default: classes when the results have labels, else queries),
+        ``"label"`` or ``"query"``.
+    n_resamples:
+        Bootstrap resamples (default 2000).
+    seed:
+        Of the bootstrap (default: the results' own, else 0).
+
+    Returns
+    -------
+    Comparison
+        The difference (candidate - baseline), its interval, the two-sided and the
+        one-sided ("worse") p-values, and the paired units.
+
+    Raises
+    ------
+    InputError
+        Not evaluation results, a metric either result lacks, results on different
+        queries (counts, labels, ids, gallery or relevant counts differ), fewer than 2
+        paired units, an unknown ``method`` or ``cluster``, ``gm_map`` (no paired
+        comparison), an invalid ``confidence``, ``seed`` or ``n_resamples``.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> baseline = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> candidate = rc.evaluate(x + 0.01 * rng.normal(size=x.shape), query_labels=y, metrics=["map"])
+    >>> print(rc.compare(candidate, baseline, "map"))
+    map: candidate 0.9681 vs baseline 0.9625, difference +0.0056 [-0.0150, +0.0261] (95% paired t over classes (cluster-robust), n=10 classes, p=0.555)
     """
     sides = ("candidate", "baseline")
     confidence = result_setting(

@@ -44,7 +44,58 @@ __all__ = ["Gap", "generalization_gap", "gap_notes"]
 
 @dataclass(frozen=True)
 class Gap:
-    """``value`` = ``first_value`` - ``second_value`` (train - test for a gap)."""
+    """``value`` = ``first_value`` - ``second_value`` (train - test for a gap).
+
+    Built by :func:`~retrieval_checks.generalization_gap` and
+    :func:`~retrieval_checks.classification_gap`; gated by
+    :func:`~retrieval_checks.assert_gap_below`.
+
+    Parameters
+    ----------
+    metric:
+        The metric.
+    value:
+        ``first_value - second_value``.
+    low, high:
+        The interval's bounds.
+    confidence:
+        The interval's confidence.
+    method:
+        How the interval was made.
+    first_value, second_value:
+        The two sides' values (train, test).
+    n_first, n_second:
+        The two sides' sample sizes, in ``unit``.
+    unit:
+        What the sample sizes count (``"classes"``, ``"queries"``, ``"groups"``, ...).
+    labels:
+        The two sides' names (default ``("train", "test")``).
+    n_used, n_skipped:
+        Queries used and skipped (no relevant item) on each side, (first, second); None
+        where the gap is not over queries (accuracy, grouped recall's groups).
+    notes:
+        What the reader should know (the sides look swapped, an interval on too few
+        units...), issued as an :class:`~retrieval_checks.errors.IntervalWarning` when
+        the gap was computed.
+
+    Raises
+    ------
+    None
+        A plain frozen record; the functions that build it check their inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> centres, y = rng.normal(size=(20, 8)), np.repeat(np.arange(20), 3)
+    >>> train = rc.evaluate(centres[y] + 0.4 * rng.normal(size=(60, 8)), query_labels=y, metrics=["map"])
+    >>> test = rc.evaluate(centres[y] + 0.6 * rng.normal(size=(60, 8)), query_labels=y, metrics=["map"])
+    >>> gap = rc.generalization_gap(train, test, "map")
+    >>> round(gap.value, 4), round(gap.high, 4), gap.n_used, gap.labels
+    (0.1999, 0.3197, (60, 60), ('train', 'test'))
+    >>> rc.assert_gap_below(gap, 0.35)
+    """
 
     metric: str
     value: float
@@ -114,6 +165,54 @@ def generalization_gap(
     :class:`~retrieval_checks.errors.IntervalWarning`, kept in ``Gap.notes``.
     (``_ordered=False``: a difference of two exchangeable sides, e.g. two halves of
     one population, whose sign means nothing: no warning about it.)
+
+    Parameters
+    ----------
+    train, test:
+        Two :class:`~retrieval_checks.EvaluationResult` of the model on its training
+        and its test data, or two :class:`~retrieval_checks.AccuracyResult`.
+    metric:
+        A fraction metric both results hold (``hit_rate@K``, ``map``, ``mrr``,
+        ``grouped_recall@K``...); None or ``"accuracy"`` for two accuracy results.
+    confidence:
+        Of the interval (default: the results' own, else 0.95).
+    n_resamples:
+        Bootstrap resamples (default 2000).
+    cluster:
+        ``"auto"`` (default), ``"label"`` or ``"query"``: the bootstrap's units.
+    seed:
+        Of the bootstrap (default: the results' own, else 0).
+    allow_label_mismatch:
+        Accept two accuracy results over different classes (default False).
+    labels:
+        The two sides' names (default ``("train", "test")``), used in messages.
+
+    Returns
+    -------
+    Gap
+        The gap (train - test), its interval and method, both sides' values and
+        sample sizes, and its notes.
+
+    Raises
+    ------
+    InputError
+        A rank metric or another metric without a gap, a metric missing from a side,
+        no metric for two evaluation results, the same data on both sides, accuracy
+        results over different classes, an invalid ``confidence``, ``seed``,
+        ``n_resamples``, ``cluster`` or ``labels``.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> centres, y = rng.normal(size=(20, 8)), np.repeat(np.arange(20), 3)
+    >>> train = rc.evaluate(centres[y] + 0.4 * rng.normal(size=(60, 8)), query_labels=y, metrics=["map"])
+    >>> test = rc.evaluate(centres[y] + 0.6 * rng.normal(size=(60, 8)), query_labels=y, metrics=["map"])
+    >>> print(rc.generalization_gap(train, test, "map"))
+    map gap (train - test) = +0.1999 [+0.0803, +0.3197] (95% percentile bootstrap over classes; train 0.9229 on 20 classes, test 0.7231 on 20 classes)
     """
     if (
         not isinstance(labels, (tuple, list))

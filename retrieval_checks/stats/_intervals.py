@@ -56,6 +56,45 @@ class Interval:
 
     ``n`` is the number of independent units behind it (queries, classes or groups,
     as ``unit`` says); ``method`` names how the interval was made.
+
+    Parameters
+    ----------
+    metric:
+        The metric.
+    value:
+        Its point value.
+    low, high:
+        The interval's bounds.
+    confidence:
+        The interval's confidence (0.95 for 95%).
+    method:
+        How the interval was made (``"bca bootstrap over classes"``, ...).
+    n:
+        The number of independent units behind it.
+    unit:
+        What a unit is: ``"queries"``, ``"classes"`` or ``"groups"``.
+    notes:
+        What the reader should know about this interval (it rests on fewer than
+        ``MIN_INTERVAL_UNITS`` units...), also issued as an
+        :class:`~retrieval_checks.errors.IntervalWarning`.
+
+    Raises
+    ------
+    None
+        A plain frozen record; :func:`~retrieval_checks.bootstrap_interval` (and
+        :func:`~retrieval_checks.slice_intervals`) build it from checked inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> iv = rc.bootstrap_interval(res, "map")
+    >>> round(iv.low, 4), round(iv.high, 4), iv.n, iv.unit, iv.notes
+    (0.9045, 0.9889, 10, 'classes', ())
     """
 
     metric: str
@@ -347,6 +386,54 @@ def bootstrap_interval(
     ``"percentile"``. Seeded: the same inputs give the same interval. ``confidence``
     and ``seed`` default to the result's own (``evaluate(confidence=..., seed=...)``),
     else 0.95 and 0.
+
+    Parameters
+    ----------
+    result:
+        An :class:`~retrieval_checks.EvaluationResult` holding the metric's per-query
+        values.
+    metric:
+        A query-level metric of the result (a canonical name or an alias).
+    confidence:
+        Of the interval (default: the result's own, else 0.95).
+    n_resamples:
+        Bootstrap resamples (default 2000).
+    method:
+        ``"bca"`` (default) or ``"percentile"`` (needed for ``medr`` and ``gm_map``).
+    cluster:
+        ``"auto"`` (default), ``"label"`` or ``"query"``.
+    seed:
+        Of the resampling (default: the result's own, else 0).
+
+    Returns
+    -------
+    Interval
+        The metric's value and interval, the method and the number of units (classes
+        or queries); an interval on fewer than ``MIN_INTERVAL_UNITS`` units carries a
+        note, also issued as an :class:`~retrieval_checks.errors.IntervalWarning`.
+
+    Raises
+    ------
+    InputError
+        A metric the result lacks or that has no per-query values, fewer than 2 usable
+        queries (or classes under ``cluster="label"``), BCa for ``medr`` or
+        ``gm_map``, an unknown ``method`` or ``cluster``, an invalid
+        ``confidence``, ``seed`` or ``n_resamples``.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> print(rc.bootstrap_interval(res, "map"))
+    map = 0.9625 [0.9045, 0.9889] (95% bca bootstrap over classes, n=10 classes)
+    >>> print(rc.bootstrap_interval(res, "map", cluster="query", method="percentile"))
+    map = 0.9625 [0.9153, 0.9944] (95% percentile bootstrap over queries, n=30 queries)
     """
     confidence = result_setting(result, "confidence", confidence, 0.95)
     seed = result_setting(result, "seed", seed, 0)
