@@ -407,6 +407,15 @@ def parse_metric(name: str) -> MetricSpec:
     if not text:
         raise _fail(raw, "the name is empty")
     text = WHOLE_ALIASES.get(text.lower(), text)
+    if re.fullmatch(r"MAP@\s*0*[1-9][0-9]{0,17}", text):  # BEIR's spelling of another measure
+        k = int(text.partition("@")[2])
+        raise MetricNameError(
+            f"{raw!r} is BEIR's (and ranx's map@K) mean of AP cut at K and divided by R: here "
+            f"that is map_cut@{k}. This library's map@{k} divides by the relevant items found in "
+            f"the top {k} (torchmetrics' AP at K). Write map_cut@{k} or map@{k}.",
+            name=raw,
+            suggestion=f"map_cut@{k}",
+        )
     trec = _TREC_CUT.fullmatch(text)
     if trec:  # trec_eval's P_10, ndcg_cut_10, iprec_at_recall_0.50
         text = f"{_TREC_BASE[trec[1].lower()]}@{trec[2]}"

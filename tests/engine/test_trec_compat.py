@@ -576,3 +576,13 @@ def test_trec_eval_measure_names_are_aliases_of_the_same_measures():
         assert pattern.match(theirs), theirs
         value = np.mean([v[theirs] for v in want.values()])
         assert got[theirs] == pytest.approx(value, abs=1e-12), theirs
+
+
+def test_beirs_map_at_k_spelling_is_refused_not_read_as_torchmetrics_ap():
+    """BEIR reports ``MAP@10``, which is pytrec_eval's map_cut_10 (divided by R); the
+    library's ``map@10`` divides by the hits in the top 10 and is larger: BEIR's spelling
+    would pass a gate BEIR's number fails. It is refused, naming both measures."""
+    with pytest.raises(MetricNameError, match=r"'MAP@10'.*map_cut@10.*map@10"):
+        parse_metric("MAP@10")
+    assert parse_metric("mAP@10").name == "map@10"  # not BEIR's spelling: the contract's alias
+    assert parse_metric("MAP@R").name == "map@R" and parse_metric("MAP").name == "map"
