@@ -40,6 +40,7 @@ from ._counters import CpuCounter, TorchCounter
 from ._inputs import Csr
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
+from ._slices import attach_slices, make_slices
 from ._stages import embedding_sides, first_items, self_pairs_of
 from ._stream import each_block
 
@@ -211,6 +212,7 @@ def ann_recall(
     max_memory=DEFAULTS["max_memory"],
     confidence: float = DEFAULTS["confidence"],
     progress: bool | None = None,
+    slices=None,
     _tile: tuple[int, int] | None = None,
 ) -> EvaluationResult:
     """Recall of an approximate nearest-neighbour index against exact search:
@@ -237,6 +239,11 @@ def ann_recall(
         neighbour).
     confidence:
         Kept in ``config`` for the bootstrap interval of the gates.
+    slices:
+        Per-query metadata, as for :func:`evaluate` (one value per query, ``{dimension:
+        values}``, ``(metadata, function)``; ``{query id: value}`` with ``query_ids``):
+        ``result.slices[name]["ann_recall@K"]`` is the index's recall on each slice's
+        queries (the gates of slices take it as any sliced result).
     _tile:
         Tests only: ``(query block height, gallery chunk width)`` instead of the
         planner's, as ``evaluate``'s ``tile``.
@@ -258,6 +265,15 @@ def ann_recall(
     sides = embedding_sides(queries, gallery, similarity)
     own = self_pairs_of(sides, query_ids, gallery_ids, None)
     nb = _check_neighbors(neighbors, sides.n_q, sides.n_g, k)
+    dims = (  # validated before the pass
+        None
+        if slices is None
+        else make_slices(
+            slices,
+            sides.n_q,
+            query_ids=None if query_ids is None else as_numpy(query_ids, "query_ids"),
+        )
+    )
     n_candidates = sides.n_g - own.csr.row_counts()
     _check_candidates(n_candidates, k)
     none = Csr(np.zeros(sides.n_q + 1, np.int64), np.zeros(0, np.int64))
@@ -298,7 +314,7 @@ def ann_recall(
         "confidence": confidence,
         "seed": 0,
     }
-    return EvaluationResult(
+    result = EvaluationResult(
         specs=[spec],
         values={spec.name: aggregate(spec, per_query, skipped=np.zeros(0, np.int64))},
         per_query={spec.name: per_query},
@@ -311,3 +327,4 @@ def ann_recall(
         config=config,
         query_ids=None if query_ids is None else as_numpy(query_ids, "query_ids").copy(),
     )
+    return result if dims is None else attach_slices(result, dims)

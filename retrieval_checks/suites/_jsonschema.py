@@ -21,7 +21,7 @@ from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
 from ..metrics._names import _ALIASES, TREC_CUT_NAMES, WHOLE_ALIASES
 from ..options import OPTIONS, Option
 from . import _schema as s
-from ._slices import CHECK_SLICES_SCHEMA, DATASET_SLICES_SCHEMA
+from ._slices import CHECK_SLICES_SCHEMA, DATASET_SLICES_SCHEMA, RUN_SLICES_SCHEMA
 
 __all__ = ["suite_json_schema", "metric_pattern", "SCHEMA_DIALECT"]
 
@@ -34,8 +34,17 @@ _NAME = r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*$"
 _TARGET = r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*$"
 _MARKER = r"^[A-Za-z][A-Za-z0-9_]*$"
 _OWN_FIELDS = {
-    "run": ("type", "run", "qrels", "relevance_level", "depth", "queries", "ignore_identical_ids"),
-    "ann": ("type", "queries", "gallery", "neighbors", "k"),
+    "run": (
+        "type",
+        "run",
+        "qrels",
+        "relevance_level",
+        "depth",
+        "queries",
+        "ignore_identical_ids",
+        "slices",
+    ),
+    "ann": ("type", "queries", "gallery", "neighbors", "k", "slices"),
     "beir": ("type", "path", "split", "relevance_level", "ignore_identical_ids", "slices"),
 }
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -199,6 +208,7 @@ def _dataset(kind: str) -> dict:
                 "description": "remove a retrieved document whose id is the query's from the run; "
                 "it stays relevant (BEIR's rule)",
             },
+            slices=RUN_SLICES_SCHEMA,
         )
         required = ["run", "qrels"]
     elif kind == "beir":
@@ -231,6 +241,7 @@ def _dataset(kind: str) -> dict:
             gallery={"$ref": "#/$defs/source"},
             neighbors=_source(("file", "neighbors")),
             k={"type": "integer", "minimum": 1, "default": 10},
+            slices=DATASET_SLICES_SCHEMA,
         )
         required = ["queries", "neighbors"]
     if kind != "retrieval":

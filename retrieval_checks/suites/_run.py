@@ -51,7 +51,7 @@ from ..options import DEFAULTS, OPTIONS, check_option
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
 from ._schema import Case, Source, Suite
-from ._slices import beir_slices, dataset_slices, gate_slices
+from ._slices import attach_run_slices, beir_slices, dataset_slices, gate_slices
 
 __all__ = ["SuiteRunner"]
 
@@ -490,7 +490,7 @@ class SuiteRunner:
             empty = options["empty_queries"]
             if dataset.queries != "both" and empty == "skip":
                 empty = None  # trec_eval's query sets score a judged query without relevant 0
-            return evaluate_run(
+            result = evaluate_run(
                 dataset.run,
                 dataset.qrels,
                 metrics,
@@ -511,6 +511,8 @@ class SuiteRunner:
                 line=dataset.line,
                 field=f"datasets.{dataset.name}",
             ) from None
+        # the slice files' values of the evaluated queries (errors at the slices' lines)
+        return attach_run_slices(suite, dataset, result) if dataset.slices else result
 
     def beir_data(self, suite: Suite, dataset_name: str):
         """The split of a beir dataset (:func:`~retrieval_checks.data._beir.read_beir`),
@@ -619,6 +621,7 @@ class SuiteRunner:
                 max_memory=self.max_memory,
                 confidence=options["confidence"],
                 progress=self.progress,
+                slices=dataset_slices(self, suite, dataset, q) if dataset.slices else None,
             )
         except InputError as exc:
             if "neighbors" not in str(exc):

@@ -31,7 +31,7 @@ from ..metrics._thresholds import check_threshold
 from ..models._hub import HUB_KINDS
 from ..models._hub import SETTINGS as _HUB_SETTINGS
 from ..options import DATASET_TYPES, OPTIONS
-from ._slices import check_slices, parse_dataset_slices, slice_check_id
+from ._slices import check_slices, parse_dataset_slices, run_dataset_slices, slice_check_id
 from ._yaml import Node, NodeList, load_yaml, short
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
@@ -709,10 +709,23 @@ def _run_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     r.keys(
         node,
         field,
-        ("type", "run", "qrels", "relevance_level", "depth", "queries", "ignore_identical_ids"),
+        (
+            "type",
+            "run",
+            "qrels",
+            "relevance_level",
+            "depth",
+            "queries",
+            "ignore_identical_ids",
+            "slices",
+        ),
         required=("run", "qrels"),
     )
     kw = {k: r.file(node[k], _join(field, k), node.line_of(k)) for k in ("run", "qrels")}
+    if "slices" in node:  # a file of query ids and values per dimension (suites/_slices.py)
+        kw["slices"] = run_dataset_slices(
+            r, node["slices"], _join(field, "slices"), node.line_of("slices")
+        )
     for k, attr in (("relevance_level", "relevance_level"), ("depth", "depth")):
         if k in node:
             kw[attr] = r.integer(node[k], _join(field, k), node.line_of(k), 1)
@@ -743,9 +756,14 @@ def _ann_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     r.keys(
         node,
         field,
-        ("type", "queries", "gallery", "neighbors", "k"),
+        ("type", "queries", "gallery", "neighbors", "k", "slices"),
         required=("queries", "neighbors"),
     )
+    kw = {}
+    if "slices" in node:  # arrays of the queries' file, as a retrieval dataset's
+        kw["slices"] = parse_dataset_slices(
+            r, node["slices"], _join(field, "slices"), node.line_of("slices")
+        )
     parts = {
         p: _source(r, node[p], _join(field, p), node.line_of(p))
         for p in ("queries", "gallery")
@@ -766,7 +784,7 @@ def _ann_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
             _join(field, at[0]),
             at[1],
         )
-    return Dataset(name=name, type="ann", parts=parts, neighbors=neighbors, k=k, line=line)
+    return Dataset(name=name, type="ann", parts=parts, neighbors=neighbors, k=k, line=line, **kw)
 
 
 def _npy_columns(path: Path) -> int | None:

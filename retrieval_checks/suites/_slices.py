@@ -42,7 +42,15 @@ import numpy as np
 from ..engine._slices import SINGLE
 from ..errors import InputError, SuiteError
 
-__all__ = ["SliceColumn", "parse_dataset_slices", "parse_check_slices", "slice_values"]
+__all__ = [
+    "SliceColumn",
+    "parse_dataset_slices",
+    "parse_check_slices",
+    "slice_values",
+    "run_dataset_slices",
+    "run_slices",
+    "attach_run_slices",
+]
 
 _SPEC_KEYS = ("column", "file", "map", "default", "bins")
 
@@ -544,6 +552,31 @@ DATASET_SLICES_SCHEMA = {
     "anyOf": [_COLUMN, {"type": "object", "minProperties": 1, "additionalProperties": _COLUMN}],
 }
 
+_RUN_COLUMN = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["file"],
+    "properties": {
+        **_COLUMN["anyOf"][1]["properties"],
+        "file": {
+            "type": "string",
+            "pattern": r"(?i)\.(tsv|txt|csv|json)$",
+            "description": "query ids and values: 'qid value' lines (.tsv/.txt/.csv; with column: a "
+            "header line, the query id first) or a .json object {qid: value}",
+        },
+    },
+}
+
+#: JSON schema of a run dataset's ``slices:``: files of query ids and values.
+RUN_SLICES_SCHEMA = {
+    "description": "per-query slice values of a run dataset: a file of query ids and values, or "
+    "{dimension: {file: ...}}",
+    "anyOf": [
+        _RUN_COLUMN,
+        {"type": "object", "minProperties": 1, "additionalProperties": _RUN_COLUMN},
+    ],
+}
+
 
 def slice_check_id(check_id: str, slices, given: bool) -> str:
     """A slice check's default id: the plain check's with ``_slices`` (``_worst_slice``)
@@ -589,3 +622,209 @@ def beir_slices(suite, dataset, data) -> dict | list:
         return np.array(values, dtype=object)
 
     return slice_values(dataset.slices, read, n, dataset.name, suite.path)
+
+
+# ----------------------------------------------------------------------------- run datasets
+#: The files a run dataset's slice values come from (a run has no queries file).
+RUN_SLICE_SUFFIXES = (".tsv", ".txt", ".csv", ".json")
+
+
+def run_dataset_slices(r, value, field: str, line) -> tuple:
+    """A ``type: run`` dataset's ``slices:``: each dimension a file of query ids and
+    values (``file: topics.tsv``, lines ``qid value``; with ``column:``, a header line
+    naming the columns, the query id first; ``.json``: ``{qid: value}`` or, with
+    ``column:``, ``{qid: {field: value}}``), converted by ``map:`` / ``bins:``."""
+    columns = parse_dataset_slices(r, value, field, line)
+    for col in columns:
+        if col.file is None:
+            raise r.error(
+                f"a run dataset has no queries file to read column {col.column!r} from: give the slice "
+                f"values in a file of their own, {{file: topics.tsv}} (lines 'qid value'), {{file: topics.tsv, "
+                f"column: {col.column or 'lang'}}} (a header line naming the columns, the query id first) or "
+                "{file: topics.json} ({qid: value}).",
+                col.where,
+                col.line,
+            )
+        if col.file.suffix.lower() not in RUN_SLICE_SUFFIXES:
+            raise r.error(
+                f"{col.file.name}: a run dataset's slice values are read from a text file of query ids and "
+                f"values ({', '.join(RUN_SLICE_SUFFIXES)}), found {col.file.suffix or 'no suffix'}.",
+                col.where,
+                col.line,
+            )
+    return columns
+
+
+def _numbers(values: list) -> list:
+    """A text column's values as numbers when every present one reads as a number
+    (integers when all are integers), else as they are (text)."""
+    present = [v for v in values if v is not None]
+    if not present or not all(isinstance(v, str) for v in present):
+        return values
+    for kind in (int, float):
+        try:
+            converted = {v: kind(v) for v in set(present)}
+        except ValueError:
+            continue
+        return [None if v is None else converted[v] for v in values]
+    return values
+
+
+def _read_run_text(path: Path, column: str | None) -> dict:
+    """``{qid: value}`` from a text file: ``qid value`` lines, or with ``column`` a header
+    line naming the columns (the query id first); ``#`` lines and blank lines skipped;
+    an empty field is no value (None)."""
+    import csv
+
+    from .._suggest import did_you_mean
+
+    suffix = path.suffix.lower()
+    delimiter = {".csv": ",", ".tsv": "\t"}.get(suffix)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path.name} could not be read ({type(exc).__name__}: {exc}).") from None
+    rows = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        if (
+            delimiter is None
+        ):  # .txt: whitespace; without a column, the rest of the line is the value
+            fields = raw.split(None, 1 if column is None else -1)
+        else:
+            fields = next(csv.reader([raw], delimiter=delimiter))
+        rows.append((number, [f.strip() for f in fields]))
+    if not rows:
+        raise InputError(f"{path.name} holds no query ids and values.")
+    at = 1
+    if column is not None:
+        (hline, header), rows = rows[0], rows[1:]
+        if column not in header[1:]:
+            close = did_you_mean(column, header[1:])
+            raise InputError(
+                f"column {column!r} is not in {path.name}'s header (line {hline}: "
+                f"{', '.join(map(repr, header))}; the query id is the first column)."
+                + (f" Did you mean {close!r}?" if close else "")
+            )
+        at = header.index(column)
+    out: dict = {}
+    for number, fields in rows:
+        if len(fields) <= at or (column is None and len(fields) != 2):
+            want = "a query id and a value" if column is None else f"{at + 1} fields"
+            raise InputError(
+                f"{path.name}:{number}: expected {want}, found {len(fields)} field(s): {fields!r}."
+            )
+        qid, value = fields[0], fields[at]
+        if qid in out:
+            raise InputError(
+                f"{path.name}:{number}: query {qid!r} is given twice; one value per query."
+            )
+        out[qid] = value if value != "" else None
+    keys = list(out)
+    return dict(zip(keys, _numbers([out[k] for k in keys])))
+
+
+def _read_run_json(path: Path, column: str | None) -> dict:
+    """``{qid: value}`` from a JSON object (``{qid: {field: value}}`` with ``column``)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path.name} could not be read ({type(exc).__name__}: {exc}).") from None
+    if not isinstance(data, dict) or not data:
+        raise InputError(
+            f"{path.name}: expected a JSON object {{query id: value}}, found {type(data).__name__}."
+        )
+    out = {}
+    for qid, v in data.items():
+        if column is not None:
+            if not isinstance(v, dict):
+                raise InputError(
+                    f"{path.name}: query {qid!r} holds {type(v).__name__}, not an object with field "
+                    f"{column!r} (without column:, the file maps each query id to its value)."
+                )
+            v = _field_of(v, column)
+        if isinstance(v, (dict, list)):
+            raise InputError(
+                f"{path.name}: query {qid!r} has {type(v).__name__} {str(v)[:40]}; a slice value is a string, "
+                "number or boolean" + ("" if column else " (name a field of it with column:)") + "."
+            )
+        out[str(qid)] = v
+    return out
+
+
+def run_slices(suite, dataset) -> dict:
+    """``{dimension: {query id: slice value}}`` of a run dataset (map / bins applied);
+    errors name the suite file, the column's line and field."""
+    out = {}
+    for col in dataset.slices:
+        try:
+            read = _read_run_json if col.file.suffix.lower() == ".json" else _read_run_text
+            by_id = read(col.file, col.column)
+            for qid, v in by_id.items():
+                if isinstance(v, float) and math.isnan(v):
+                    raise InputError(
+                        f"{col.file.name}: query {qid!r} has NaN metadata; NaN is not a slice value (leave the "
+                        "field empty for a query without a value, or fill it)."
+                    )
+            ids = list(by_id)
+            converted = col.convert(
+                [by_id[q] for q in ids], f"column {col.column or col.file.name!r}"
+            )
+        except InputError as exc:
+            raise SuiteError(
+                f"dataset {dataset.name!r} slices: {exc}",
+                path=suite.path,
+                line=col.line,
+                field=col.where,
+            ) from None
+        out[col.dimension] = dict(zip(ids, converted))
+    return out
+
+
+def attach_run_slices(suite, dataset, result):
+    """Set a run dataset's slices on its result: each file's values of the evaluated
+    queries. Ids of the file that are not evaluated (a topics file covering more
+    queries than the run) are named in a RuntimeWarning; a file none of whose ids is
+    an evaluated query (another id format) is an error."""
+    import warnings
+
+    from ..engine._slices import with_slices
+
+    evaluated = [str(q) for q in result.query_ids]
+    known = set(evaluated)
+    spec = {}
+    by_dim = run_slices(suite, dataset)
+    for col in dataset.slices:
+        by_id = by_dim[col.dimension]
+        extra = [q for q in by_id if q not in known]
+        if len(extra) == len(by_id):
+            raise SuiteError(
+                f"dataset {dataset.name!r} slices: none of the {len(by_id)} query ids of {col.file.name} "
+                f"({', '.join(map(repr, list(by_id)[:3]))} ...) is a query of the run's evaluation "
+                f"({', '.join(map(repr, evaluated[:3]))} ...); give the ids as the run and qrels write them.",
+                path=suite.path,
+                line=col.line,
+                field=col.where,
+            )
+        if extra:
+            warnings.warn(
+                f"dataset {dataset.name!r} slices: {len(extra)} query ids of {col.file.name} are not evaluated "
+                f"queries ({', '.join(map(repr, extra[:5]))}{' ...' if len(extra) > 5 else ''}); their "
+                "values are not used.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        spec[col.dimension] = {q: v for q, v in by_id.items() if q in known}
+    try:
+        return with_slices(result, spec)
+    except InputError as exc:  # mixed types, blank names: at the dimension's line
+        col = next((c for c in dataset.slices if repr(c.dimension) in str(exc)), dataset.slices[0])
+        raise SuiteError(
+            f"dataset {dataset.name!r} slices ({col.file.name}): {exc}",
+            path=suite.path,
+            line=col.line,
+            field=col.where,
+        ) from None
