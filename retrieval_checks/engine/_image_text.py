@@ -81,6 +81,51 @@ class ImageTextResult(Mapping):
     ``n_captions`` (after deduplication), ``layout`` (``"indexed"`` or
     ``"repeated"``), ``protocol``, ``confidence``; ``i2t_ranks`` / ``t2i_ranks``: the
     rank of the first relevant item per image / caption, per fold.
+
+    Built by :func:`~retrieval_checks.evaluate_image_text`; read, not constructed, by
+    users.
+
+    Parameters
+    ----------
+    values:
+        ``{canonical name: value}`` (recalls as fractions, ``rsum`` and
+        ``mean_recall`` in percentage points, ranks for ``medr`` / ``meanr``).
+    intervals:
+        ``{name: (low, high)}``: the bootstrap intervals over images.
+    per_fold:
+        One dict of values per fold.
+    n_images, n_captions:
+        The numbers of images and of captions (after deduplication).
+    layout:
+        ``"indexed"`` or ``"repeated"``: how captions map to images.
+    protocol:
+        The evaluation protocol (``"5k"``, ``"1k"``, ``"5fold1k"``...).
+    confidence, n_resamples:
+        Of the bootstrap intervals.
+    i2t_ranks, t2i_ranks:
+        Per fold, the rank of the first relevant item per image / per caption.
+    config:
+        The options of the evaluation (ties, backend...).
+    tie_values, tied_share:
+        The values under each tie order; the share of queries whose best relevant item
+        ties with a non-relevant one.
+
+    Raises
+    ------
+    KeyError
+        ``result[name]`` for a metric it does not hold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> images = np.eye(4, dtype=np.float32)
+    >>> captions = np.repeat(images, 2, axis=0) + 0.1  # two captions per image
+    >>> res = rc.evaluate_image_text(images, captions, np.repeat(np.arange(4), 2))
+    >>> res["rsum"], res["i2t_recall@1"], res["t2i_medr"]
+    (600.0, 1.0, 1.0)
+    >>> res.n_images, res.n_captions, res.protocol, res.intervals["rsum"]
+    (4, 8, '5k', (600.0, 600.0))
     """
 
     def __init__(

@@ -92,6 +92,62 @@ class EvaluationResult(Mapping):
     - ``query_fingerprint()``: what identifies the queries (labels, ids, relevant counts,
       gallery size), so that a paired comparison can check that two results were
       computed on the same queries in the same order.
+
+    Built by :func:`~retrieval_checks.evaluate`, :func:`~retrieval_checks.evaluate_run`
+    and :func:`~retrieval_checks.ann_recall` (keyword arguments only); read, not
+    constructed, by users.
+
+    Parameters
+    ----------
+    specs:
+        The parsed metrics (:class:`~retrieval_checks.MetricSpec`), in the order asked.
+    values:
+        ``{canonical name: value}``.
+    per_query:
+        ``{name: one value per query}`` (NaN for skipped queries).
+    thresholds, pair_counts:
+        The similarity threshold and the TP, FP, FN counts behind each pair metric.
+    n_relevant, n_candidates, first_relevant_rank:
+        Per-query counts and ranks from the pass.
+    skipped_queries:
+        The indices of the skipped queries.
+    config:
+        The options of the evaluation (similarity, ties, backend, block shape...).
+    intervals, grouped:
+        The intervals and :class:`~retrieval_checks.GroupedRecall` of the grouped recalls.
+    query_label_codes, label_values:
+        The integer label code of every query, and the label of each code.
+    pr_curve:
+        The exact pair precision-recall curve, or None.
+    query_ids:
+        The query ids given, or None.
+    tie_values, tied_share:
+        The values under each tie order and their range; the share of relevant items
+        tied with a non-relevant one.
+
+    Raises
+    ------
+    KeyError
+        ``result[name]`` for a metric that was not computed (the message lists those
+        that were).
+    MetricNameError
+        ``result[name]`` for a name that is no metric.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map", "hit_rate@1"])
+    >>> dict(res)
+    {'map': 0.75, 'hit_rate@1': 0.5}
+    >>> res["MAP"], res.per_query["map"]
+    (0.75, array([1. , 0.5, 1. , 0.5]))
+    >>> res.n_queries, res.n_used, res.n_skipped, res.first_relevant_rank
+    (4, 4, 0, array([1, 2, 1, 2]))
+    >>> res["mrr"]
+    Traceback (most recent call last):
+    KeyError: "'mrr' (canonical 'mrr') was not computed; computed: ['map', 'hit_rate@1']"
     """
 
     def __init__(

@@ -19,7 +19,31 @@ __all__ = ["accuracy", "AccuracyResult"]
 @dataclass(frozen=True)
 class AccuracyResult:
     """``value`` = n_correct / n (a fraction); ``correct`` marks each sample;
-    ``labels`` are the true classes (used to check that two sets are comparable)."""
+    ``labels`` are the true classes (used to check that two sets are comparable).
+
+    Parameters
+    ----------
+    value:
+        ``n_correct / n``.
+    n_correct, n:
+        The numbers of correct predictions and of samples.
+    correct:
+        One bool per sample: whether its prediction is right.
+    labels:
+        The true class of every sample, or None.
+
+    Raises
+    ------
+    None
+        A plain frozen record; :func:`~retrieval_checks.accuracy` checks its inputs.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> res = rc.accuracy([0, 1, 1, 2], [0, 1, 2, 2])
+    >>> res.value, res.n_correct, res.n, res.correct
+    (0.75, 3, 4, array([ True,  True, False,  True]))
+    """
 
     value: float
     n_correct: int
@@ -54,6 +78,38 @@ def accuracy(predictions, labels) -> AccuracyResult:
     ``predictions`` is either one predicted label per sample (shape (n,)) or a score
     matrix (n x n_classes: logits or probabilities), whose arg-max is the prediction
     (ties go to the lowest class index). ``labels`` holds the true class per sample.
+
+    Parameters
+    ----------
+    predictions:
+        One predicted label per sample (n,), or a score matrix (n x n_classes) whose
+        arg-max per row is the prediction.
+    labels:
+        The true class per sample (n,): integer class indices (column numbers) with a
+        score matrix, else labels of the predictions' type.
+
+    Returns
+    -------
+    AccuracyResult
+        The accuracy, the counts and which samples are correct.
+
+    Raises
+    ------
+    InputError
+        Empty, non-1-D or mismatched labels, NaN or infinite values, missing values,
+        mixed label types, non-numeric scores, class indices outside the score
+        matrix's columns.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rc.accuracy([0, 1, 1, 2], [0, 1, 2, 2]).value
+    0.75
+    >>> scores = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+    >>> res = rc.accuracy(scores, [0, 1, 1])
+    >>> res.n_correct, res.correct
+    (2, array([ True,  True, False]))
     """
     p = as_numpy(predictions, "predictions")
     y = as_numpy(labels, "labels")
