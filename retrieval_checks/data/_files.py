@@ -59,7 +59,41 @@ __all__ = ["EmbeddingSet", "load_embeddings", "read_arrays", "read_npy", "check_
 class EmbeddingSet:
     """Embeddings (n x d) with optional labels and ids (n each), and where they came from;
     ``columns``: the per-row metadata asked for with ``load_embeddings(columns=...)``
-    (``{name: array}``, e.g. ``evaluate(..., slices=s.columns)``)."""
+    (``{name: array}``, e.g. ``evaluate(..., slices=s.columns)``).
+
+    Built by :func:`~retrieval_checks.load_embeddings`.
+
+    Parameters
+    ----------
+    embeddings:
+        (n x d) array.
+    labels, ids:
+        One label / id per row, or None.
+    source:
+        Where the embeddings came from (a path, or a model and its input).
+    columns:
+        ``{name: array}``: per-row metadata (default empty).
+
+    Raises
+    ------
+    None
+        A plain frozen record; the loaders check what they put in it.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = pathlib.Path(tmp.name) / "queries.npz"
+    >>> np.savez(path, embeddings=np.eye(3, dtype=np.float32), labels=np.array([0, 0, 1]),
+    ...          lang=np.array(["de", "en", "de"]))
+    >>> s = rc.load_embeddings(path, columns=["lang"])
+    >>> res = rc.evaluate(s.embeddings, query_labels=s.labels, metrics=["hit_rate@1"],
+    ...                   slices=s.columns)
+    >>> sorted(res.slices)
+    ['lang=de', 'lang=en']
+    >>> tmp.cleanup()
+    """
 
     embeddings: np.ndarray
     labels: np.ndarray | None
@@ -540,6 +574,51 @@ def load_embeddings(
     ``columns``: names of other arrays to read, one value per row (per-query metadata
     such as a language or a category, for ``evaluate(..., slices=s.columns)``); each
     must exist (a .npy file holds none).
+
+    Parameters
+    ----------
+    path:
+        The file (str or ``pathlib.Path``): ``.npy`` (the embeddings alone), ``.npz``,
+        ``.pt``, ``.safetensors`` or ``.parquet``.
+    embeddings:
+        The key of the embeddings (default ``"embeddings"``).
+    labels, ids:
+        The keys of the labels and ids (default ``"labels"``, ``"ids"``), or None to
+        read none.
+    labels_required:
+        Refuse a file without labels (default False).
+    columns:
+        Names of other per-row arrays to read into ``EmbeddingSet.columns``.
+
+    Returns
+    -------
+    EmbeddingSet
+        The embeddings, labels and ids (None when absent), the source path and the
+        columns.
+
+    Raises
+    ------
+    InputError
+        A path that is not one, a missing, damaged or unsupported file, a missing key
+        (with the closest name the file has), embeddings that are not a non-empty
+        finite 2-D numeric array, labels, ids or columns without one value per row,
+        columns asked of a ``.npy`` file.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = pathlib.Path(tmp.name) / "queries.npz"
+    >>> np.savez(path, embeddings=np.eye(3, dtype=np.float32), labels=np.array([0, 0, 1]),
+    ...          lang=np.array(["de", "en", "de"]))
+    >>> s = rc.load_embeddings(path, columns=["lang"])
+    >>> s.embeddings.shape, s.labels, s.ids, s.columns["lang"]
+    ((3, 3), array([0, 0, 1]), None, array(['de', 'en', 'de'], dtype='<U2'))
+    >>> rc.load_embeddings(path, labels="label")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    retrieval_checks.errors.InputError: ...queries.npz: no labels named 'label'; ... Did you mean 'labels'? ...
+    >>> tmp.cleanup()
     """
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
         raise InputError(

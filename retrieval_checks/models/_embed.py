@@ -124,6 +124,60 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
     terminal and for more than 8 batches, so CI logs stay quiet. ``transform``: for
     torch modules, a callable applied to each batch tensor (on the device) before the
     model, e.g. a rotation for invariance measures. Torch inputs may live on any device.
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module``, a :class:`~retrieval_checks.models.HubModel`, or a
+        callable returning (n x d) embeddings.
+    inputs:
+        (n x ...) numbers (numpy array or torch tensor), or a list of n strings.
+    batch_size:
+        Rows per batch for torch modules and hub models (default 256).
+    device:
+        ``"auto"`` (default: CUDA when available, else CPU), ``"cpu"``, ``"cuda"``,
+        ``"cuda:N"``; None is ``"auto"``.
+    part:
+        ``"queries"``, ``"gallery"``, ``"images"`` or ``"captions"``, passed to a callable
+        whose signature takes ``part`` and to a hub model.
+    progress:
+        A progress bar over batches (default None: only in a terminal, for more than
+        8 batches).
+    transform:
+        For torch modules: a callable applied to each batch tensor before the model.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n x d) float32 embeddings, one row per input.
+
+    Raises
+    ------
+    InputError
+        A model that is neither a module nor a callable, an invalid ``batch_size``,
+        ``part``, ``progress``, ``transform`` or device name, empty, complex or
+        non-numeric inputs, texts given to a torch module, a model output that is not
+        (n x d) finite numbers.
+    BackendError
+        ``device="cuda"`` without a CUDA device.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> model = torch.nn.Linear(4, 2, bias=False)
+    >>> with torch.no_grad():
+    ...     _ = model.weight.copy_(torch.eye(2, 4))
+    >>> x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    >>> rc.embed(model, x, batch_size=2, device="cpu")
+    array([[0., 1.],
+           [4., 5.],
+           [8., 9.]], dtype=float32)
+    >>> rc.embed(lambda a: a[:, :2] * 2, x)  # any callable, called once
+    array([[ 0.,  2.],
+           [ 8., 10.],
+           [16., 18.]], dtype=float32)
     """
     torch = _torch()
     is_module = torch is not None and isinstance(model, torch.nn.Module)
