@@ -1114,7 +1114,8 @@ def evaluate_run(
     slices:
         Per-query metadata to split the queries by, as in :func:`evaluate`; here also
         ``{qid: value}`` or ``{dimension: {qid: value}}`` (queries it does not name
-        count as missing); arrays follow ``result.query_ids``' order.
+        count as missing). Only these forms: a run has no query order to follow, so a list
+        or array (by position) is refused.
     queries:
         The queries averaged over. ``"both"`` (default): every query of the run and of
         the qrels. ``"run"``: the run's queries that the qrels judge (at least one line,
@@ -1168,6 +1169,6 @@ def evaluate_run(
         flat, dropped = _drop_identical(flat)
     dims = None
     if slices is not None:
-        dims = make_slices(slices, len(flat.query_ids), query_ids=flat.query_ids)
+        dims = make_slices(slices, len(flat.query_ids), query_ids=flat.query_ids, by_id_only=True)
     result = _result(req, flat, _rank_run(flat, req.k, req.ties), dropped)
     return result if dims is None else attach_slices(result, dims)

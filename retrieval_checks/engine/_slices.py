@@ -229,18 +229,45 @@ def _by_id(spec: Mapping, query_ids, where: str) -> list:
     return [given.get(q) for q in ids]
 
 
+def _is_dimension_map(slices: Mapping) -> bool:
+    """``{dimension: values}`` rather than one ``{query id: value}`` mapping."""
+    return all(
+        isinstance(v, (Mapping, tuple))
+        or (hasattr(v, "__len__") and not isinstance(v, (str, bytes)))
+        for v in slices.values()
+    )
+
+
+def _refuse_positional(slices, query_ids, where: str) -> None:
+    """A run's queries have no order a user can know (``evaluate_run`` sorts their
+    ids), so values given by position would land on other queries without an error:
+    only ``{query id: value}`` forms are taken."""
+    if isinstance(slices, Mapping) and slices and not _is_dimension_map(slices):
+        return  # one {query id: value} mapping
+    if isinstance(slices, Mapping):
+        bad = [k for k, v in slices.items() if not isinstance(v, Mapping)]
+        if not bad:
+            return
+        where = f"{where}[{bad[0]!r}]"
+    shown = ", ".join(map(repr, list(query_ids)[:3]))
+    raise InputError(
+        f"{where}: a run's queries take slice values by query id: the run has no query order to "
+        f"follow (the evaluation orders its ids {shown} ...), so values given by position would "
+        "land on other queries. Give {qid: value}, or {dimension: {qid: value}}."
+    )
+
+
 def make_slices(
-    slices, n_queries: int, *, where: str = "slices", query_ids=None
+    slices, n_queries: int, *, where: str = "slices", query_ids=None, by_id_only: bool = False
 ) -> list[_Dimension]:
     """Validate ``slices=`` (see the module) into one list of values per dimension.
     With ``query_ids`` (``evaluate_run``), a dimension may also be ``{query id: value}``,
-    and ``slices`` itself one such mapping."""
+    and ``slices`` itself one such mapping; ``by_id_only`` (a run's result) takes only
+    those forms."""
+    if by_id_only:
+        _refuse_positional(slices, query_ids, where)
     if query_ids is not None and isinstance(slices, Mapping) and slices:
-        if not all(
-            isinstance(v, (Mapping, tuple))
-            or (hasattr(v, "__len__") and not isinstance(v, (str, bytes)))
-            for v in slices.values()
-        ):
+        if not _is_dimension_map(slices):
             slices = {SINGLE: slices}
         slices = {
             k: (
@@ -491,7 +518,12 @@ def with_slices(result: EvaluationResult, slices) -> EvaluationResult:
         raise InputError(
             f"with_slices expects an EvaluationResult from retrieval_checks.evaluate, got {type(result).__name__}."
         )
-    dims = make_slices(slices, result.n_queries, query_ids=result.query_ids)
+    dims = make_slices(
+        slices,
+        result.n_queries,
+        query_ids=result.query_ids,
+        by_id_only=result.config.get("source") == "run",
+    )
     return attach_slices(result, dims)
 
 

@@ -197,3 +197,26 @@ def test_many_slices_and_unusual_values_group_exactly():
         :3
     ]  # order of first appearance
     assert all(all(values[i] == v for i in ix) for v, ix in groups[:50])
+
+
+def test_a_run_takes_slice_values_by_query_id_only():
+    """A run has no query order a user can know (evaluate_run sorts the ids: q1, q10, q2),
+    so a list or array given in the file's order would put values on the wrong queries
+    without an error: positional forms are refused, for evaluate_run and with_slices."""
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"a": 2.0, "b": 1.0}, "q10": {"a": 2.0, "b": 1.0}}
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q10": {"a": 1}}
+    positional = (
+        ["en", "de", "en"],
+        np.array(["en", "de", "en"]),
+        {"lang": ["en", "de", "en"]},
+        {"lang": {"q1": "en", "q2": "de", "q10": "en"}, "len": [1, 2, 3]},
+        (["en", "de", "en"], str.upper),
+    )
+    for spec in positional:
+        with pytest.raises(InputError, match=r"by query id.*\{qid: value\}"):
+            rc.evaluate_run(run, qrels, ["map"], slices=spec)
+        plain = rc.evaluate_run(run, qrels, ["map"])
+        with pytest.raises(InputError, match="by query id"):
+            rc.with_slices(plain, spec)
+    r = rc.evaluate_run(run, qrels, ["map"], slices={"q1": "en", "q2": "de", "q10": "en"})
+    assert r.slices["en"]["map"] == 1.0 and r.slices["de"]["map"] == 0.5

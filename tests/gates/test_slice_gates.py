@@ -243,10 +243,15 @@ def test_blank_slice_values_are_refused_and_a_plain_id_map_is_named_as_given():
     for blank in ("", "  "):
         with pytest.raises(InputError, match="empty slice value|blank"):
             rc.evaluate_run(run, qrels, ["map"], slices={"q1": blank, "q2": "x"})
-        with pytest.raises(InputError, match="query 1"):
-            rc.evaluate_run(run, qrels, ["map"], slices=["x", blank])
-        with pytest.raises(InputError, match="query 0"):
-            rc.evaluate_run(run, qrels, ["map"], slices=np.array([blank, "x"]))
+        with pytest.raises(InputError, match="empty slice value|blank"):
+            rc.evaluate_run(run, qrels, ["map"], slices={"lang": {"q1": "x", "q2": blank}})
+        with pytest.raises(InputError, match="query 0"):  # by position: an embedding evaluation
+            rc.evaluate(
+                np.eye(2, dtype=np.float32),
+                query_labels=[0, 1],
+                metrics=["map"],
+                slices=np.array([blank, "x"]),
+            )
     with pytest.raises(InputError) as info:
         rc.evaluate_run(run, qrels, ["map"], slices={"q1": "x", "q9": "y"})
     assert "['slice']" not in str(info.value) and str(info.value).startswith("slices:")
