@@ -28,7 +28,6 @@ import retrieval_checks as rc
 #: listed with what it lacks when the test last ran. Remove a name once it is complete.
 PENDING = {
     "with_slices",
-    "slice_intervals",
     "ann_recall",
     "load_suite",
     "Suite",
@@ -36,9 +35,6 @@ PENDING = {
     "GroupedRecall",
     "label_partition",
     "discriminant_ratio",
-    "split_difference",
-    "class_count_sweep",
-    "SweepTable",
     "evaluate_classifier",
     "ClassifierResult",
     "grad_cam",
@@ -73,7 +69,6 @@ PENDING = {
     "ModelTimeoutError",
     "IntervalWarning",
     "PowerWarning",
-    "plan_queries",
     "adjust_pvalues",
     # the plugin's fixtures
     "rc_options",

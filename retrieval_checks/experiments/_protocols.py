@@ -40,7 +40,55 @@ def split_difference(
     metric(half A) - metric(half B) with its interval (Welch for grouped recall,
     bootstrap otherwise). On one population the true difference is zero, so the
     interval should contain 0 about ``confidence`` of the time. ``cluster`` and
-    ``n_resamples`` go to the bootstrap of non-grouped metrics (classes by default)."""
+    ``n_resamples`` go to the bootstrap of non-grouped metrics (classes by default).
+
+    Parameters
+    ----------
+    embeddings:
+        (n x d) embeddings of one test set.
+    labels:
+        One class per row; at least 4 classes.
+    metric:
+        The metric compared (default ``"grouped_recall@1"``).
+    seed:
+        Of the split into halves and of the bootstrap (default 0).
+    confidence:
+        Of the interval (default 0.95).
+    cluster:
+        The bootstrap's units for non-grouped metrics (default ``"auto"``: classes).
+    n_resamples:
+        Bootstrap resamples (default 2000).
+    **evaluate_kwargs:
+        Passed to :func:`~retrieval_checks.evaluate` for each half (``group_size``,
+        ``similarity``, ...).
+
+    Returns
+    -------
+    Gap
+        metric(half A) - metric(half B), labelled ``("half A", "half B")``, with its
+        interval.
+
+    Raises
+    ------
+    InputError
+        Fewer than 4 classes, and the errors of :func:`~retrieval_checks.evaluate` and
+        :func:`~retrieval_checks.generalization_gap` (a metric without a gap...).
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(40), 3)  # 40 classes of 3 items
+    >>> x = rng.normal(size=(40, 8))[y] + 0.7 * rng.normal(size=(120, 8))
+    >>> d = rc.split_difference(x, y, metric="map")
+    >>> print(d)
+    map gap (half A - half B) = -0.1380 [-0.2943, +0.0104] (95% percentile bootstrap over classes; half A 0.6112 on 20 classes, half B 0.7491 on 20 classes)
+    >>> d.low <= 0 <= d.high  # one population: the interval should hold 0
+    True
+    """
     y = as_numpy(labels, "labels")
     uniq = np.unique(y)
     if uniq.size < 4:
@@ -90,7 +138,52 @@ def class_count_sweep(
     """Each metric on random subsets of ``n`` classes for every ``n`` in
     ``class_counts`` (leave-one-out, ``trials`` subsets each, seeded). Grouped recall
     carries its own interval; other metrics get a class-cluster percentile bootstrap.
-    Recall@K (``hit_rate@K``) falls as classes are added; grouped recall does not."""
+    Recall@K (``hit_rate@K``) falls as classes are added; grouped recall does not.
+
+    Parameters
+    ----------
+    embeddings:
+        (n x d) embeddings.
+    labels:
+        One class per row.
+    class_counts:
+        The numbers of classes to sample, each in [2, number of classes].
+    metrics:
+        The metrics (default ``("hit_rate@1", "grouped_recall@1")``).
+    trials:
+        Random subsets per class count (default 3).
+    seed:
+        Of the subsets and the bootstraps (default 0).
+    confidence:
+        Of the intervals (default 0.95).
+    n_resamples:
+        Bootstrap resamples per interval (default 500).
+    **evaluate_kwargs:
+        Passed to :func:`~retrieval_checks.evaluate` (``group_size``, ...).
+
+    Returns
+    -------
+    SweepTable
+        One row per (class count, trial, metric): ``n_classes``, ``trial``,
+        ``metric``, ``value``, ``low``, ``high``, ``n_items``.
+
+    Raises
+    ------
+    InputError
+        Class counts outside [2, number of classes] or none, an invalid
+        ``confidence``, and the errors of :func:`~retrieval_checks.evaluate`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(40), 3)  # 40 classes of 3 items
+    >>> x = rng.normal(size=(40, 8))[y] + 0.7 * rng.normal(size=(120, 8))
+    >>> table = rc.class_count_sweep(x, y, class_counts=[5, 40], metrics=["hit_rate@1"], trials=2)
+    >>> [(r["n_classes"], round(r["value"], 4)) for r in table.summary()]
+    [(5, 0.8333), (40, 0.5333)]
+    """
     check_option("confidence", confidence)
     y = as_numpy(labels, "labels")
     uniq = np.unique(y)

@@ -236,7 +236,65 @@ def plan_queries(
     result on the same queries: the measured paired differences), a gate record, or a
     history run's records (``History(path).results(run_id)``; ``test``: a glob on the
     test's name when several gates measure ``metric``). See the module for where the
-    spread comes from and the assumption each source needs."""
+    spread comes from and the assumption each source needs.
+
+    Parameters
+    ----------
+    pilot:
+        An :class:`~retrieval_checks.EvaluationResult`, a gate record, or a history run's
+        records (a list of them).
+    metric:
+        The metric the gate checks.
+    drop:
+        The true drop to detect, > 0, in the metric's unit (0.01 for one point of a
+        fraction).
+    power:
+        The power wanted (default 0.8).
+    confidence:
+        The gate's confidence: the test is one-sided at ``1 - confidence`` (default:
+        the pilot's own, else 0.95).
+    baseline:
+        With a result as the pilot: another model's result on the same queries, whose
+        paired differences give the spread.
+    correlation:
+        The assumed correlation of two runs' per-unit values when the pilot is one
+        result (default 0.5), in [-1, 1).
+    cluster:
+        ``"auto"`` (default: classes where the result has labels), ``"label"`` or
+        ``"query"``.
+    test:
+        A glob on the test's name, to pick one of a history run's records.
+
+    Returns
+    -------
+    Plan
+        ``units_needed`` (None when no practical number suffices) in ``unit``, the
+        pilot's ``n_units``, ``mdd_now`` and ``power_now``, the spread ``sd`` and where
+        it came from; ``str(plan)`` says it in a sentence.
+
+    Raises
+    ------
+    InputError
+        A drop that is not a finite number > 0, an invalid ``power``, ``confidence``
+        or ``correlation``, ``baseline`` without a result as the pilot, a pilot that is
+        none of the three, records without a gate of the metric that has an interval or
+        a power (slice gates do not count), a record with no spread.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> baseline = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> candidate = rc.evaluate(x + 0.05 * rng.normal(size=x.shape), query_labels=y, metrics=["map"])
+    >>> plan = rc.plan_queries(candidate, "map", 0.02, baseline=baseline)
+    >>> plan.units_needed, plan.unit, plan.n_units, round(plan.power_now, 2)
+    (15, 'classes', 10, 0.65)
+    >>> rc.plan_queries(baseline, "map", 0.02).units_needed  # one result: correlation 0.5 assumed
+    68
+    """
     if not isinstance(metric, str):
         raise InputError(f"metric={shown(metric)}: expected a metric name (a string).")
     if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not math.isfinite(drop):

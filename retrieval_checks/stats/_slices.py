@@ -129,6 +129,54 @@ def slice_intervals(
     ``method`` defaults to BCa (percentile for ``medr``). A slice with fewer than
     :data:`MIN_INTERVAL_UNITS` units has ``interval=None`` and ``refused`` set.
     ``confidence`` and ``seed`` default to the result's own.
+
+    Parameters
+    ----------
+    result:
+        A sliced result (``evaluate(..., slices=...)``, ``evaluate_run``,
+        :func:`~retrieval_checks.with_slices`).
+    metric:
+        A query-level metric of the result.
+    confidence:
+        Of the intervals (default: the result's own, else 0.95).
+    n_resamples:
+        Bootstrap resamples (default 2000).
+    method:
+        ``"bca"`` or ``"percentile"`` (default: BCa, percentile for ``medr``).
+    cluster:
+        ``"auto"`` (default), ``"label"`` or ``"query"``.
+    seed:
+        Of the bootstrap (default: the result's own, else 0).
+
+    Returns
+    -------
+    dict
+        ``{slice name: SliceInterval}``: each slice's value, its queries used and
+        skipped, its units, and its :class:`~retrieval_checks.Interval` (None, with
+        ``refused`` saying why, below ``MIN_INTERVAL_UNITS`` units).
+
+    Raises
+    ------
+    InputError
+        A result without slices, a metric it did not compute or without per-query
+        values (grouped recall, pair metrics), an invalid option.
+    MetricNameError
+        An unknown metric name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)  # 12 classes of 3 items
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> lang = np.where(y < 6, "de", "en")  # 6 classes per slice
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map", "hit_rate@1"], slices=lang)
+    >>> ivs = rc.slice_intervals(res, "map")
+    >>> print(ivs["de"].interval)
+    map = 0.7310 [0.5727, 0.9005] (95% bca bootstrap over classes, n=6 classes)
+    >>> ivs["en"].n_queries, ivs["en"].n_units, ivs["en"].refused
+    (18, 6, None)
     """
     slices = require_slices(result, "slice_intervals")
     name = _sliceable_metric(result, slices, metric)

@@ -14,7 +14,33 @@ __all__ = ["SweepTable"]
 
 @dataclass
 class SweepTable:
-    """Rows of a class-count sweep: one per (number of classes, trial, metric)."""
+    """Rows of a class-count sweep: one per (number of classes, trial, metric).
+
+    Parameters
+    ----------
+    rows:
+        The rows (default empty): dicts with ``n_classes``, ``trial``, ``metric``,
+        ``value``, ``low``, ``high`` and ``n_items``.
+
+    Raises
+    ------
+    InputError
+        :meth:`plot` without matplotlib installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(40), 3)  # 40 classes of 3 items
+    >>> x = rng.normal(size=(40, 8))[y] + 0.7 * rng.normal(size=(120, 8))
+    >>> table = rc.class_count_sweep(x, y, class_counts=[5, 40], metrics=["hit_rate@1"], trials=2)
+    >>> len(table.to_rows())
+    4
+    >>> row = table.summary()[1]
+    >>> row["n_classes"], row["trials"], round(row["low"], 4), round(row["high"], 4)
+    (40, 2, 0.4292, 0.6333)
+    """
 
     rows: list[dict] = field(default_factory=list)
 
