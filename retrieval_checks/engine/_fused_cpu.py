@@ -36,16 +36,28 @@ counter declines (the scored path runs) when any differs. A summation order that
 differs changes many of the ``b x c`` random products, so the probe sees it; it runs once
 per (backend, shapes, d, threads) and process.
 
-Symmetric leave-one-out (each pair of blocks once, S[i, j] = S[j, i]) is not done: the
-scored path's own tiles are ``b x c`` rectangles whose mirror images have another shape,
-so the mirrored product is not guaranteed to have the bits the pass gives that pair
-today, and the task-per-block seam (checkpoints, executors) would need counts for other
-blocks' rows.
+Symmetric leave-one-out (each pair of tiles once). When the queries are the gallery
+(the same float32 rows and epilogue factors) and the score is symmetric (cosine, dot:
+the cosine epilogue multiplies the two factors, which commutes; neg_l2 subtracts them in
+an order that does not), the pass is one task over every query
+(:meth:`FusedCpuCounter.rows`): a panel of ``t`` rows inside gallery chunk ``A`` is
+multiplied with chunk ``A`` (that tile holds both orders of its pairs) and with every
+later chunk ``B``, and the ``t x c`` tile is read twice: row by row for the panel's rows
+(:func:`._fused_cpu_numba.scan_tile`) and column by column for chunk ``B``'s rows
+(:func:`._fused_cpu_numba.mask_columns`, :func:`._fused_cpu_numba.scan_columns`, each
+side masking its own relevant and self pairs). That is half the products. The score
+of (j, i) is then the product the panel computed for (i, j): the same terms
+(``x_k y_k = y_k x_k`` exactly), summed in the order BLAS uses for a tile's element,
+which :func:`mirror_exact` checks on this machine against the scored path's (j, i)
+before the pass mirrors (else the one-sided tiles run). Checkpointed and executor
+passes keep the plan's blocks (their files and tasks are keyed by them) and the
+one-sided tiles; so do sharded passes (the scored counter).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import threading
@@ -54,6 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BackendError
+from ..metrics._pairs import NegativeTail
 from . import _kernels
 from ._counters import tail_threshold
 from ._partial import BlockPartial, ranked_partial
@@ -64,6 +77,10 @@ TILE_ROWS = 128  # rows per panel: a 128 x 4096 float32 tile is 2 MiB (half per 
 GATHER_STEP = 256  # gathered relevant items: tile widths are multiples of this
 _F32_MIN = float(np.finfo(np.float32).min)
 _SIMILARITIES = ("cosine", "dot", "neg_l2")
+# similarities whose score of (i, j) is that of (j, i) when the products are: the
+# cosine epilogue's factor product and a plain product commute; neg_l2's
+# (2 q.g - |g|^2) - |q|^2 subtracts in an order that does not
+_MIRRORED = ("cosine", "dot")
 
 _PROBED: dict = {}
 _PROBE_LOCK = threading.Lock()
@@ -157,12 +174,72 @@ def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) 
         return pool.submit(panels).result()
 
 
+def mirror_exact(backend, b: int, t: int, c: int, d: int, workers: int) -> bool:
+    """Whether this machine's ``t x c`` products, computed as the symmetric pass computes
+    them, give the pair ``(i, j)`` the bits the scored path's ``b x c`` tile gives the
+    pair ``(j, i)``: the mirrored product. A dot product's terms are the same products
+    either way (``x_k y_k = y_k x_k`` exactly); what can differ is the order BLAS adds
+    them in for a row of the tile and for a column, which this checks on random data
+    (once per shapes, threads and process)."""
+    import torch
+
+    key = ("mirror", backend.name, b, t, c, d, workers, torch.get_num_threads())
+    with _PROBE_LOCK:
+        if key not in _PROBED:
+            _PROBED[key] = _probe_mirror(backend, b, t, c, d, workers)
+        return _PROBED[key]
+
+
+def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int) -> bool:
+    """The scored path's ``b x c`` product of random ``A`` (queries) and ``B`` (gallery);
+    then two ``t``-row panels of ``B``'s rows (its last ones and random ones) against
+    ``c`` of ``A``'s rows (in order, then at random with repeats): every product equals
+    the scored tile's product of the same two rows, the other way round."""
+    import torch
+
+    rng = np.random.default_rng(20261128)
+    A = torch.from_numpy(rng.standard_normal((b, d), dtype=np.float32))
+    B = torch.from_numpy(rng.standard_normal((c, d), dtype=np.float32))
+    ref = torch.empty((b, c), dtype=torch.float32)
+    backend.matmul_into(A, B, ref)
+    n = min(t, c)
+    picks = [
+        (np.arange(c - n, c), np.arange(c) % b),
+        (rng.permutation(c)[:n], rng.integers(0, b, c)),
+    ]
+
+    def panels() -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            torch.set_num_threads(1)
+        panel = torch.zeros((t, d), dtype=torch.float32)
+        tile = torch.empty((t, c), dtype=torch.float32)
+        for rows, cols in picks:
+            r, q = torch.from_numpy(rows), torch.from_numpy(cols)
+            panel.zero_()
+            panel[:n] = B[r]
+            backend.matmul_into(panel, A[q].contiguous(), tile)
+            if not torch.equal(tile[:n], ref[:, r][q].T):
+                return False
+        return True
+
+    if workers == 1:
+        return panels()
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _one_thread_products(), ThreadPoolExecutor(1) as pool:
+        return pool.submit(panels).result()
+
+
 class FusedCpuCounter:
     """A fused counter (the seam's plug-in shape, :mod:`._counting`): computes its own
     scores, tile by tile, and returns the block's :class:`BlockPartial`, or None when it
     declines the block (the ``fallback`` scored counter runs it): tile shapes whose
     products are not bit-identical on this machine, a column window, or the first
-    block of a pair pass (which seeds the tail threshold from its whole block)."""
+    block of a pair pass (which seeds the tail threshold from its whole block).
+
+    Leave-one-out passes it can mirror (:func:`_mirror_plan`) run as one task over every
+    query (``rows``), each pair of tiles computed once (:func:`_run_mirror`); a
+    checkpointed or executor pass keeps the plan's blocks and the one-sided tiles."""
 
     fused = True
     name = "fused-cpu"
@@ -171,12 +248,29 @@ class FusedCpuCounter:
     def __init__(self, fallback=None, tile_rows: int | None = None):
         self.fallback = fallback
         self.tile_rows = tile_rows  # None: TILE_ROWS when a block runs
+        self._mirror = None  # (problem, its mirror plan or None): the last problem asked
+
+    def _t(self, p) -> int:
+        return min(p.b, int(self.tile_rows or TILE_ROWS))
+
+    def mirror_plan(self, p):
+        """The symmetric pass's plan of ``p`` (None: it does not apply), made once."""
+        if self._mirror is None or self._mirror[0] is not p:
+            plan = None
+            if p.similarity in _MIRRORED and not getattr(p, "windowed", False):
+                plan = _mirror_plan(p, self._t(p))
+            self._mirror = (p, plan)
+        return self._mirror[1]
 
     def rows(self, p, want_pairs: bool) -> int:
-        return p.b
+        """The plan's ``b``; every query in one task where the pass is mirrored."""
+        return p.n_q if self.mirror_plan(p) is not None else p.b
 
     def run_binning(self, p, start, stop, sorted_positive, out) -> bool:
-        return False
+        if (start, stop) != (0, p.n_q) or self.mirror_plan(p) is None:
+            return False
+        _run_mirror(p, self.mirror_plan(p), bins=(sorted_positive, out))
+        return True
 
     def run_block(self, p, start: int, stop: int, pairs=None) -> BlockPartial | None:
         if getattr(p, "windowed", False) or p.similarity not in _SIMILARITIES:
@@ -189,8 +283,12 @@ class FusedCpuCounter:
             if not math.isfinite(tail_tau) and pairs.capacity is not None:
                 seed = int(pairs.capacity)
             fixed = pairs.fixed if pairs.fixed is not None and pairs.fixed.size else None
-        t = min(p.b, int(self.tile_rows or TILE_ROWS))
-        return _run(p, start, stop, t, pairs is not None, tail_tau, seed, fixed)
+        if (start, stop) == (0, p.n_q) and self.mirror_plan(p) is not None:
+            capacity = None if pairs is None else pairs.capacity
+            return _run_mirror(
+                p, self.mirror_plan(p), pairs=(tail_tau, capacity, fixed) if pairs else None
+            )
+        return _run(p, start, stop, self._t(p), pairs is not None, tail_tau, seed, fixed)
 
 
 def _gather_widths(n: int, c: int) -> list:
@@ -237,12 +335,7 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         above=np.zeros(n_rel, np.int64),
         tied=np.zeros(n_rel, np.int64),
         gathered=gathered,
-        epilogue=p.qa is not None
-        and not (
-            p.similarity == "cosine"
-            and bool((p.qa == 1).all())
-            and bool((p.ga[: p.n_g] == 1).all())
-        ),
+        epilogue=_needs_epilogue(p),
     )
     if seed is not None:
         blk.seeding = True
@@ -300,6 +393,7 @@ class _Block:
     gathered: list
     epilogue: bool  # False: cosine of rows normalised on the host (factors 1: no-op)
     seeding: bool = False  # the first sweep: the histogram of the negatives' keys only
+    panels: list | None = None  # the mirrored pass's panels: (first row, stop, chunk)
 
 
 def _workers() -> int:
@@ -328,7 +422,65 @@ def _one_thread_products():
             torch.set_num_threads(old)
 
 
-def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: gather, products, scan
+class _Buffers:
+    """One worker's panel of query rows, gathered gallery rows and tile (and their
+    epilogue factors), reused for every panel it computes."""
+
+    def __init__(self, p, t: int, factors: bool):
+        import torch
+
+        d = int(p.Q.shape[1])
+        self.Qt = torch.zeros((t, d), dtype=torch.float32)
+        self.Gg = torch.zeros((p.c, d), dtype=torch.float32)
+        self.tile = torch.empty((t, p.c), dtype=torch.float32)
+        self.tile_np = self.tile.numpy()
+        self.qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
+        self.ga_g = torch.zeros(p.c, dtype=torch.float32) if factors else None
+
+    def load(self, p, factors: bool, r0: int, r1: int) -> None:
+        """Query rows ``r0 .. r1 - 1`` (problem rows) into the panel, zero below."""
+        mt = r1 - r0
+        self.Qt[:mt] = p.Q[r0:r1]
+        if mt < self.Qt.shape[0]:
+            self.Qt[mt:] = 0
+        if factors:
+            self.qa_t[:mt] = p.qa[r0:r1]
+
+
+def _relevant_scores(blk: _Block, bufs: _Buffers, n_panel: int, s0: int, s1: int) -> None:
+    """The relevant scores of the loaded panel (block rows ``s0 .. s1 - 1``), from its
+    relevant items gathered in ``t x w`` tiles, sorted within rows into
+    ``blk.rel_sorted`` (and the permutation into ``blk.order``), as the scored path
+    sorts them."""
+    import torch
+
+    p, rel, c = blk.p, blk.rel, blk.p.c
+    be, t = p.backend, blk.t
+    a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
+    rid = blk.rid[a:e] - s0
+    vals = np.empty(e - a, np.float32)
+    U, inv = blk.gathered[n_panel]
+    u0 = 0
+    for w in _gather_widths(U.size, c):
+        n_u = min(w, U.size - u0)
+        idx = torch.from_numpy(np.asarray(U[u0 : u0 + n_u]))
+        bufs.Gg[:n_u] = p.Gp[idx]
+        bufs.Gg[n_u:w] = 0
+        part = bufs.tile if w == c else bufs.tile.view(-1)[: t * w].view(t, w)
+        be.matmul_into(bufs.Qt, bufs.Gg[:w], part)
+        if blk.epilogue:
+            bufs.ga_g[:n_u] = p.ga[idx]
+            bufs.ga_g[n_u:w] = 0
+            be.finish_scores(part, p.similarity, bufs.qa_t, bufs.ga_g[:w])
+        sel = (inv >= u0) & (inv < u0 + n_u)
+        vals[sel] = part.numpy()[rid[sel], inv[sel] - u0]
+        u0 += n_u
+    o = np.lexsort((vals, rid))  # the scored path's sort, restricted to these rows
+    blk.order[a:e] = a + o
+    blk.rel_sorted[a:e] = vals[o]
+
+
+def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: products, scan
     """The block's panels number ``panels``, in turn, on this worker's buffers: relevant
     scores first, then every chunk's tile, scanned at once."""
     import torch
@@ -339,15 +491,10 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: gath
         torch.set_num_threads(1)  # this thread's own setting (OpenMP's is per thread)
     p, t = blk.p, blk.t
     be, c, n_g = p.backend, p.c, p.n_g
-    d = int(p.Q.shape[1])
     rel = blk.rel
-    Qt = torch.zeros((t, d), dtype=torch.float32)
-    Gg = torch.zeros((c, d), dtype=torch.float32)
-    tile = torch.empty((t, c), dtype=torch.float32)
-    tile_np = tile.numpy()
     factors = blk.epilogue
-    qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
-    ga_g = torch.zeros(c, dtype=torch.float32) if factors else None
+    bufs = _Buffers(p, t, factors)
+    tile, tile_np = bufs.tile, bufs.tile_np
     negatives = []
     fixed_hist = None if blk.fixed is None else np.zeros(blk.fixed.size + 1, np.int64)
     if blk.seeding:
@@ -357,40 +504,17 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: gath
         s0 = n_panel * t
         s1 = min(m, s0 + t)
         mt = s1 - s0
-        Qt[:mt] = p.Q[start + s0 : start + s1]
-        if mt < t:
-            Qt[mt:] = 0
-        if factors:
-            qa_t[:mt] = p.qa[start + s0 : start + s1]
+        bufs.load(p, factors, start + s0, start + s1)
         a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
         rid = blk.rid[a:e] - s0
         cols = rel.indices[a:e]
-        vals = np.empty(e - a, np.float32)
         if blk.seeding:  # the first sweep: no relevant scores, no counts
             rs = np.zeros(0, np.float32)
             rel_ptr = np.zeros(mt + 1, np.int64)
         else:
             # 1. the panel's relevant scores, from its relevant items gathered in t x c tiles
-            U, inv = blk.gathered[n_panel]
-            u0 = 0
-            for w in _gather_widths(U.size, c):
-                n_u = min(w, U.size - u0)
-                idx = torch.from_numpy(U[u0 : u0 + n_u])
-                Gg[:n_u] = p.Gp[idx]
-                Gg[n_u:w] = 0
-                part = tile if w == c else tile.view(-1)[: t * w].view(t, w)
-                be.matmul_into(Qt, Gg[:w], part)
-                if factors:
-                    ga_g[:n_u] = p.ga[idx]
-                    ga_g[n_u:w] = 0
-                    be.finish_scores(part, p.similarity, qa_t, ga_g[:w])
-                sel = (inv >= u0) & (inv < u0 + n_u)
-                vals[sel] = part.numpy()[rid[sel], inv[sel] - u0]
-                u0 += n_u
-            o = np.lexsort((vals, rid))  # the scored path's sort, restricted to these rows
-            blk.order[a:e] = a + o
-            rs = vals[o]
-            blk.rel_sorted[a:e] = rs
+            _relevant_scores(blk, bufs, n_panel, s0, s1)
+            rs = blk.rel_sorted[a:e]
             rel_ptr = (rel.indptr[s0 : s1 + 1] - a).astype(np.int64)
         # the pairs never counted: relevant and self, per row (global columns)
         lo_o, hi_o = np.searchsorted(blk.own_rid, [s0, s1])
@@ -407,9 +531,9 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: gath
         # 2. every gallery chunk: product, epilogue, scan while the tile is in cache
         for k in range(p.n_chunks):
             width = min(c, n_g - k * c)
-            be.matmul_into(Qt, p.Gp[k * c : (k + 1) * c], tile)
+            be.matmul_into(bufs.Qt, p.Gp[k * c : (k + 1) * c], tile)
             if factors:
-                be.finish_scores(tile, p.similarity, qa_t, p.ga[k * c : (k + 1) * c])
+                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[k * c : (k + 1) * c])
             tail = K.scan_tile(
                 tile_np,
                 mt,
@@ -429,9 +553,269 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: gath
                 K.key_histogram_tile(tile_np, mt, width, fixed_hist)
             elif blk.want_pairs:
                 if tail.any():
-                    view = tile_np[:mt, :width]
-                    negatives.append(view[view >= blk.tau])
+                    negatives.append(K.collect_tile(tile_np, mt, width, tail, blk.tau))
                 if fixed_hist is not None:
                     K.bin_tile(tile_np, mt, width, blk.fixed, fixed_hist)
         K.finish_counts(mt, rel_ptr, hist, tie_diff, above, tied)
     return negatives, fixed_hist
+
+
+# ----------------------------------------------------------------------------- mirrored
+def _mirror_plan(p, t: int):
+    """The symmetric leave-one-out pass's plan, or None where it does not apply: the
+    queries are the gallery (the same float32 rows, the same epilogue factors), the
+    similarity's score is symmetric (:data:`_MIRRORED`), the workers' counts fit the
+    score block's budget, and this machine's mirrored products have the scored path's
+    bits (:func:`mirror_exact`, :func:`shapes_exact`). Panels of ``t`` rows stay inside
+    one gallery chunk, so the panel against chunk ``A`` (its own) and every later chunk
+    ``B`` covers each pair of items once."""
+    import torch
+
+    n, c = p.n_g, p.c
+    if p.q0 or p.n_q != n or int(p.Q.shape[0]) != n or n == 0:
+        return None
+    G = p.Gp[:n]
+    same = p.Q.data_ptr() == G.data_ptr() and p.Q.stride() == G.stride()
+    if not (same or torch.equal(p.Q, G)):
+        return None
+    if (p.qa is None) != (p.ga is None) or (p.qa is not None and not torch.equal(p.qa, p.ga[:n])):
+        return None
+    workers = _workers()
+    rel = p.relevant.block(0, n)
+    n_rel = int(rel.indptr[-1])
+    if 32 * (n_rel + n) * workers > max(p.b * p.n_chunks * c * 4, 1 << 26):
+        return None  # each worker's counts: four int64 arrays over the relevant pairs
+    panels = [
+        (s0, min(s0 + t, (k + 1) * c, n), k)
+        for k in range(p.n_chunks)
+        for s0 in range(k * c, min(n, (k + 1) * c), t)
+    ]
+    workers = max(1, min(len(panels), workers))
+    gathered = []
+    for s0, s1, _ in panels:
+        a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
+        U, inv = np.unique(rel.indices[a:e], return_inverse=True)
+        gathered.append((U, inv.reshape(-1)))
+    widths = {w for U, _ in gathered for w in _gather_widths(U.size, c)} | {c}
+    d = int(p.Q.shape[1])
+    if not shapes_exact(p.backend, p.b, t, c, d, workers, widths):
+        return None
+    if not mirror_exact(p.backend, p.b, t, c, d, workers):
+        return None
+    return _MirrorPlan(rel, panels, gathered, workers, t)
+
+
+@dataclass
+class _MirrorPlan:
+    rel: object
+    panels: list  # (first row, stop, chunk)
+    gathered: list
+    workers: int
+    t: int
+
+
+def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
+    """Every query of the leave-one-out problem ``p`` on the mirrored tiles: a first
+    sweep takes every row's relevant scores (gathered, as :func:`_run` does), a second
+    computes each panel against its own chunk and every later one, scans the tile for
+    the panel's rows and its transpose for the chunk's rows (each side masking its own
+    relevant and self pairs). Each worker counts into its own arrays; they add up at the
+    end. ``pairs`` (tail threshold, capacity, fixed thresholds): the pair metrics'
+    negative tail (each worker's raised as it fills, :class:`NegativeTail`) and fixed
+    counts. ``bins`` (sorted positive scores, histogram): the binning pass instead, the
+    negatives binned into the histogram; returns None."""
+    n = p.n_q
+    rel = plan.rel
+    own = p.self_pairs.rows(0, n)
+    n_rel = int(rel.indptr[-1])
+    tail_tau, capacity, fixed = pairs if pairs is not None else (math.inf, None, None)
+    blk = _Block(
+        p=p,
+        start=0,
+        t=plan.t,
+        rel=rel,
+        rid=rel.row_ids(),
+        own=own,
+        own_rid=own.row_ids(),
+        tau=np.float32(max(tail_tau, _F32_MIN)),
+        want_pairs=pairs is not None,
+        fixed=fixed,
+        rel_sorted=np.empty(n_rel, np.float32),
+        order=np.empty(n_rel, np.int64),
+        above=np.zeros(0, np.int64),
+        tied=np.zeros(0, np.int64),
+        gathered=plan.gathered,
+        epilogue=_needs_epilogue(p),
+        panels=plan.panels,
+    )
+    m_rows = np.concatenate([blk.rid, blk.own_rid])
+    m_cols = np.concatenate([rel.indices, own.indices]).astype(np.int64)
+    mask_cols = m_cols[np.argsort(m_rows, kind="stable")]
+    mask_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(m_rows, minlength=n), out=mask_ptr[1:])
+    if bins is None:
+        _in_workers(plan.workers, _mirror_relevant, blk, len(plan.panels))
+    outs = _in_workers(
+        plan.workers, _mirror_worker, blk, len(plan.panels), mask_ptr, mask_cols, capacity, bins
+    )
+    if bins is not None:
+        hist_out = bins[1]
+        hist_out += sum(o["bins"] for o in outs)
+        return None
+    above, tied, hist, tie_diff = (sum(o[k] for o in outs) for k in ("above", "tied", "h", "t"))
+    from . import _fused_cpu_numba as K
+
+    K.finish_counts(n, rel.indptr.astype(np.int64), hist, tie_diff, above, tied)
+    part = ranked_partial(0, n, rel, blk.rel_sorted, blk.order, above, tied, False)
+    if pairs is None:
+        return part
+    part.positives = blk.rel_sorted
+    tau = max([tail_tau] + [o["tail"].tau for o in outs if o["tail"] is not None])
+    negs = [v[v >= tau] for o in outs for v in o["negatives"]]
+    part.negatives = np.concatenate(negs) if negs else np.zeros(0, np.float32)
+    if fixed is not None:
+        hist_f = sum(o["fixed"] for o in outs)
+        part.fixed_fp = np.cumsum(hist_f[::-1])[::-1][1:].copy()
+    part.negatives_tau = float(tau)
+    return part
+
+
+def _needs_epilogue(p) -> bool:
+    """Whether the tiles need the score epilogue (not for cosine of rows normalised on
+    the host: factors 1 leave the products as they are)."""
+    return p.qa is not None and not (
+        p.similarity == "cosine" and bool((p.qa == 1).all()) and bool((p.ga[: p.n_g] == 1).all())
+    )
+
+
+def _in_workers(n_workers: int, fn, blk, n_panels: int, *args) -> list:
+    """``fn(blk, next_panel, *args)`` on ``n_workers`` workers taking panels in order from
+    one shared counter (the first panels have the most chunks to their right)."""
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def next_panel():
+        with lock:
+            k = next(counter)
+        return k if k < n_panels else None
+
+    if n_workers == 1:
+        return [fn(blk, next_panel, *args)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _one_thread_products(), ThreadPoolExecutor(n_workers) as pool:
+        jobs = [pool.submit(fn, blk, next_panel, *args) for _ in range(n_workers)]
+        return [j.result() for j in jobs]
+
+
+def _mirror_relevant(blk: _Block, next_panel) -> None:
+    """The first sweep: every panel's relevant scores, sorted within rows."""
+    import torch
+
+    if threading.current_thread() is not threading.main_thread():
+        torch.set_num_threads(1)
+    bufs = _Buffers(blk.p, blk.t, blk.epilogue)
+    while (k := next_panel()) is not None:
+        s0, s1, _ = blk.panels[k]
+        bufs.load(blk.p, blk.epilogue, s0, s1)
+        _relevant_scores(blk, bufs, k, s0, s1)
+
+
+def _mirror_worker(
+    blk: _Block, next_panel, mask_ptr, mask_cols, capacity, bins
+):  # long: one worker's mirrored loop
+    """The second sweep, on this worker's buffers and counts: each panel against its own
+    chunk (scanned once: it holds both orders of its pairs) and every later chunk
+    (scanned, then transposed and scanned for the chunk's rows)."""
+    import torch
+
+    from . import _fused_cpu_numba as K
+
+    if threading.current_thread() is not threading.main_thread():
+        torch.set_num_threads(1)
+    p, t = blk.p, blk.t
+    be, c, n_g, n = p.backend, p.c, p.n_g, p.n_q
+    n_rel = blk.rel_sorted.size
+    indptr = blk.rel.indptr.astype(np.int64)
+    if bins is not None:  # the binning pass: no relevant scores, masks only
+        indptr = np.zeros(n + 1, np.int64)
+        n_rel = 0
+    bufs = _Buffers(p, t, blk.epilogue)
+    tile, tile_np = bufs.tile, bufs.tile_np
+    lo = np.full(n, np.inf, np.float32)  # each row's lowest relevant score
+    has = np.diff(indptr) > 0
+    lo[has] = blk.rel_sorted[indptr[:-1][has]]
+    starts = np.minimum(np.arange(p.n_chunks + 1) * c, n)
+    room = int(np.diff(mask_ptr[starts]).max()) if p.n_chunks else 0
+    at, saved = np.empty(room, np.int64), np.empty(room, np.float32)
+    out = {
+        "above": np.zeros(n_rel, np.int64),
+        "tied": np.zeros(n_rel, np.int64),
+        "h": np.zeros(n_rel + n, np.int64),
+        "t": np.zeros(n_rel + n, np.int64),
+        "negatives": [],
+        "tail": NegativeTail(capacity) if blk.want_pairs and capacity is not None else None,
+        "fixed": None if blk.fixed is None else np.zeros(blk.fixed.size + 1, np.int64),
+        "bins": None if bins is None else np.zeros(bins[0].size + 1, np.int64),
+    }
+    tail_keeper = out["tail"]
+    if tail_keeper is not None:
+        tail_keeper.tau = float(blk.tau) if blk.tau > _F32_MIN else -math.inf
+    tau = blk.tau if blk.want_pairs else np.float32(np.inf)
+
+    def pairs_of(T, m, width, counts):
+        """The side's pair outputs: negatives >= tau, fixed thresholds' or binning's counts."""
+        nonlocal tau
+        if bins is not None:
+            K.bin_tile(T, m, width, bins[0], out["bins"])
+            return
+        if not blk.want_pairs:
+            return
+        if counts is None:
+            counts = K.count_at_least(T, m, width, tau)
+        if counts.any():
+            got = K.collect_tile(T, m, width, counts, tau)
+            if tail_keeper is None:
+                out["negatives"].append(got)
+            else:
+                tail_keeper.add(got)
+                tau = np.float32(max(tail_keeper.tau, _F32_MIN))
+        if out["fixed"] is not None:
+            K.bin_tile(T, m, width, blk.fixed, out["fixed"])
+
+    while (k := next_panel()) is not None:
+        s0, s1, A = blk.panels[k]
+        mt = s1 - s0
+        bufs.load(p, blk.epilogue, s0, s1)
+        for B in range(A, p.n_chunks):
+            width = min(c, n_g - B * c)
+            r0 = B * c
+            be.matmul_into(bufs.Qt, p.Gp[r0 : r0 + c], tile)
+            if blk.epilogue:
+                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[r0 : r0 + c])
+            if B > A:  # the mirror image, column by column: the chunk's rows, their masks
+                n_m = K.mask_columns(tile_np, mt, width, r0, s0, mask_ptr, mask_cols, at, saved)
+                K.scan_columns(
+                    tile_np, mt, width, r0, indptr, blk.rel_sorted, lo, out["h"], out["t"]
+                )
+                pairs_of(tile_np, mt, width, None)
+                K.unmask(tile_np, n_m, at, saved)
+            counts = K.scan_tile(
+                tile_np,
+                mt,
+                width,
+                r0,
+                mask_ptr[s0 : s1 + 1],
+                mask_cols,
+                indptr[s0 : s1 + 1],
+                blk.rel_sorted,
+                out["h"][s0:],
+                out["t"][s0:],
+                out["above"],
+                out["tied"],
+                tau,
+            )
+            pairs_of(tile_np, mt, width, counts)
+    if tail_keeper is not None:
+        out["negatives"] = [tail_keeper.sorted_values()]
+    return out

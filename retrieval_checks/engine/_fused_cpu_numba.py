@@ -11,9 +11,18 @@ from numba import njit
 
 from ._kernels_numba import _bisect
 
-__all__ = ["scan_tile", "finish_counts", "bin_tile", "key_histogram_tile"]
+__all__ = [
+    "scan_tile",
+    "finish_counts",
+    "bin_tile",
+    "key_histogram_tile",
+    "mask_columns",
+    "unmask",
+    "scan_columns",
+    "count_at_least",
+    "collect_tile",
+]
 
-_GROUP = 16  # scores tested at once before any of them is looked at alone
 _SMALL = 16  # rows with at most this many relevant scores: branch-free search
 
 
@@ -47,13 +56,14 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
 
     First the row's masked columns (``mask_cols[mask_ptr[i]:mask_ptr[i+1]]``, relevant
     and self pairs, global indices) are set to -inf. Then one vectorised pass counts the
-    scores ``>=`` the row's lowest relevant score ``lo`` (and ``>= tau``, the pair
-    metrics' tail). With it the row takes the cheaper of two exact ways:
+    scores ``>= tau`` (the pair metrics' tail), and one branch-free pass lists the
+    columns whose score reaches the row's lowest relevant score ``lo``. With their
+    number the row takes the cheaper of two exact ways:
 
     - many scores reach ``lo``: every relevant score is compared with every score in
       vectorised passes (branch-free; added to ``above`` / ``tied`` directly);
-    - few do: groups of ``_GROUP`` scores entirely below ``lo`` are skipped with one
-      branch-free comparison, and each score ``>= lo`` is placed among the relevant
+    - few do (a few percent, usually): the scores below ``lo`` are skipped by that
+      list, without a branch per score, and each score ``>= lo`` is placed among the relevant
       scores by bisection (``hist[rel_ptr[i] + i + p]``: scores with ``p`` relevant
       scores ``<=`` them; ``tie_diff`` the tie groups' difference array), as the scored
       kernel does.
@@ -62,6 +72,7 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
     the fused counter runs one worker per panel of rows, each with its own tile."""
     tail = np.zeros(m, np.int64)
     pad = np.empty(_SMALL, np.float32)
+    hits = np.empty(width, np.int32)
     for i in range(m):
         a = rel_ptr[i]
         e = rel_ptr[i + 1]
@@ -71,7 +82,6 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
             col = mask_cols[q] - col0
             if col >= 0 and col < width:
                 row[col] = -np.inf
-        lo = rel_sorted[a] if r > 0 else np.float32(np.inf)
         if tau != np.inf:
             n_tail = np.int32(0)
             for j in range(width):
@@ -79,8 +89,10 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
             tail[i] = n_tail
         if r == 0:
             continue
-        n_lo = np.int32(0)
+        lo = rel_sorted[a]
+        n_lo = 0  # the columns whose score reaches lo, listed without a branch
         for j in range(width):
+            hits[n_lo] = j
             n_lo += np.int32(row[j] >= lo)
         if n_lo == 0:
             continue
@@ -109,40 +121,14 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
         if small:
             for u in range(_SMALL):
                 pad[u] = rel_sorted[a + u] if u < r else np.float32(np.inf)
-        if n_lo * 2 * _GROUP > width:  # most groups hold a score >= lo: no group test
-            for j in range(width):
-                s = row[j]
-                if s < lo:
-                    continue
-                p = _place(rel_sorted, a, e, pad, small, s)
-                hist[h + p] += 1
-                if rel_sorted[a + p - 1] == s:
-                    qq = _bisect(rel_sorted, a, a + p, s, True)
-                    tie_diff[h + qq] += 1
-                    tie_diff[h + p] -= 1
-            continue
-        j = 0
-        while j < width:
-            g = _GROUP
-            if width - j < _GROUP:
-                g = width - j
-                hit = True
-            else:
-                hit = False
-                for u in range(_GROUP):
-                    hit |= row[j + u] >= lo
-            if hit:
-                for u in range(g):
-                    s = row[j + u]
-                    if s < lo:
-                        continue
-                    p = _place(rel_sorted, a, e, pad, small, s)
-                    hist[h + p] += 1
-                    if rel_sorted[a + p - 1] == s:
-                        qq = _bisect(rel_sorted, a, a + p, s, True)
-                        tie_diff[h + qq] += 1
-                        tie_diff[h + p] -= 1
-            j += g
+        for q in range(n_lo):
+            s = row[hits[q]]
+            p = _place(rel_sorted, a, e, pad, small, s)
+            hist[h + p] += 1
+            if rel_sorted[a + p - 1] == s:
+                qq = _bisect(rel_sorted, a, a + p, s, True)
+                tie_diff[h + qq] += 1
+                tie_diff[h + p] -= 1
     return tail
 
 
@@ -198,3 +184,95 @@ def key_histogram_tile(T, m, width, out):
             else:
                 key = u | np.uint32(0x80000000)
             out[key >> np.uint32(16)] += 1
+
+
+@njit(cache=True, nogil=True)
+def mask_columns(T, m, width, row0, col0, mask_ptr, mask_cols, at, saved):
+    """The mirrored side's masks: column ``j`` of the tile is problem row ``row0 + j``,
+    its masked columns (``mask_cols[mask_ptr[row0 + j]:...]``, global) that fall among
+    the tile's rows ``col0 .. col0 + m - 1`` are set to -inf, their flat positions and
+    scores kept in ``at`` / ``saved`` (returns how many) for :func:`unmask`."""
+    n = 0
+    for j in range(width):
+        for q in range(mask_ptr[row0 + j], mask_ptr[row0 + j + 1]):
+            i = mask_cols[q] - col0
+            if i >= 0 and i < m:
+                at[n] = i * T.shape[1] + j
+                saved[n] = T[i, j]
+                T[i, j] = -np.inf
+                n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def unmask(T, n, at, saved):
+    """Put back the ``n`` scores :func:`mask_columns` masked."""
+    flat = T.reshape(-1)
+    for q in range(n):
+        flat[at[q]] = saved[q]
+
+
+@njit(cache=True, nogil=True)
+def scan_columns(T, m, width, row0, rel_ptr, rel_sorted, lo, hist, tie_diff):
+    """The mirrored side of a tile: column ``j`` holds the scores of problem row
+    ``row0 + j`` against the tile's rows (its masked pairs already -inf). Each score
+    ``>=`` the row's lowest relevant score ``lo[row0 + j]`` is placed among the row's
+    sorted relevant scores (``rel_sorted[rel_ptr[r]:rel_ptr[r + 1]]``, global rows ``r``)
+    into its histogram ``hist[rel_ptr[r] + r + p]`` and tie groups ``tie_diff``, as
+    :func:`scan_tile`'s bisection path does: :func:`finish_counts` turns them into the
+    counts. The tile is read row by row (contiguous); a branch-free pass lists the
+    columns whose score reaches their row's ``lo`` (a few percent), then only those are
+    placed."""
+    hits = np.empty(width, np.int32)
+    lo_c = lo[row0 : row0 + width]
+    for i in range(m):
+        row = T[i]
+        n_hit = 0
+        for j in range(width):
+            hits[n_hit] = j
+            n_hit += np.int32(row[j] >= lo_c[j])
+        for q in range(n_hit):
+            j = hits[q]
+            r = row0 + j
+            s = row[j]
+            a = rel_ptr[r]
+            p = _bisect(rel_sorted, a, rel_ptr[r + 1], s, False)
+            h = a + r
+            hist[h + p] += 1
+            if rel_sorted[a + p - 1] == s:
+                qq = _bisect(rel_sorted, a, a + p, s, True)
+                tie_diff[h + qq] += 1
+                tie_diff[h + p] -= 1
+
+
+@njit(cache=True, nogil=True)
+def count_at_least(T, m, width, tau):
+    """Scores ``>= tau`` in rows ``0..m-1``, columns ``0..width-1``, per row."""
+    out = np.zeros(m, np.int64)
+    for i in range(m):
+        n = np.int32(0)
+        for j in range(width):
+            n += np.int32(T[i, j] >= tau)
+        out[i] = n
+    return out
+
+
+@njit(cache=True, nogil=True)
+def collect_tile(T, m, width, tail, tau):
+    """The scores ``>= tau`` of rows ``0..m-1``, columns ``0..width-1`` (``tail[i]`` of
+    them in row ``i``, from :func:`scan_tile`), row after row: the pair metrics' negative
+    tail of one tile without a boolean mask of the whole tile."""
+    n = 0
+    for i in range(m):
+        n += tail[i]
+    out = np.empty(n, np.float32)
+    p = 0
+    for i in range(m):
+        if tail[i] == 0:
+            continue
+        for j in range(width):
+            s = T[i, j]
+            if s >= tau:
+                out[p] = s
+                p += 1
+    return out

@@ -4,16 +4,19 @@ the same numbers bit for bit.
 
 - its scan kernel against the scored kernel on random tiles (ties, masked pairs, rows
   with 0 to 40 relevant scores, every path of the kernel: vectorised counts, bisection
-  with and without the group skip, the branch-free search of small rows, the tail);
+  with the branch-free list of the scores to place, the branch-free search of small rows, the tail);
 - ``rc.evaluate`` end to end, hypothesis over sizes, dimensions, classes, duplicate
   rows, integer and float data, cosine / dot / neg_l2, tile shapes, panel heights and
   gather widths: every metric, per-query values, tie values, skipped counts, pair
   metrics (recall_at_precision, precision_at_recall, pair_precision at a threshold);
 - the product probe declines shapes whose products differ from the scored path's,
   and the pass then falls back to the scored counter (same result);
-- checkpointed and executor passes, graded relevance, the counter choice.
+- checkpointed and executor passes, graded relevance, the counter choice;
+- the mirrored leave-one-out pass (each pair of tiles once, read both ways): its
+  tiles have the scored bits of (i, j) and (j, i) on tie-heavy and near-tie data, and
+  its results (the binning pass, asymmetric relevance maps) are the scored path's.
 
-Cost: about 15 CPU-s (numba compiles the kernel once per interpreter, cached on disk).
+Cost: about 25 CPU-s (numba compiles the kernels once per interpreter, cached on disk).
 """
 
 from __future__ import annotations
@@ -54,16 +57,22 @@ METRICS = [
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the blocks the fused counter served (not declined)."""
+    """Counts the blocks the fused counter served (not declined): one-sided blocks and
+    mirrored passes (every query in one task)."""
     served = {"blocks": 0}
-    run = _fused_cpu._run
+    run, mirror = _fused_cpu._run, _fused_cpu._run_mirror
 
     def counted(*a, **k):
         part = run(*a, **k)
         served["blocks"] += part is not None
         return part
 
+    def counted_mirror(*a, **k):
+        served["blocks"] += k.get("bins") is None
+        return mirror(*a, **k)
+
     monkeypatch.setattr(_fused_cpu, "_run", counted)
+    monkeypatch.setattr(_fused_cpu, "_run_mirror", counted_mirror)
     return served
 
 
@@ -193,6 +202,69 @@ def test_scan_tile_rows_at_the_search_boundaries(r, low):
     np.testing.assert_array_equal(got_tied, tied)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    m=st.integers(1, 40),
+    width=st.integers(1, 30),
+    levels=st.sampled_from([3, 7, 0]),
+    r_max=st.sampled_from([0, 3, 17]),
+)
+def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max):
+    """The mirrored side: column ``j`` of the tile is row ``row0 + j``; its masks (taken
+    from the rows' own lists, then put back) and counts are the scored kernel's on the
+    transposed tile."""
+    from retrieval_checks.engine import _fused_cpu_numba as K
+    from retrieval_checks.engine import _kernels_numba as KN
+
+    rng = np.random.default_rng(seed)
+    row0, col0 = int(rng.integers(0, 5)), int(rng.integers(0, 5))
+    n = row0 + width
+
+    def draw(shape):
+        x = rng.standard_normal(shape).astype(np.float32)
+        return np.round(x * levels / 3).astype(np.float32) if levels else x
+
+    T = draw((m, width + 3))
+    counts = np.zeros(n, np.int64)
+    counts[row0:] = rng.integers(0, r_max + 1, width)
+    rel_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=rel_ptr[1:])
+    rel = np.concatenate([np.sort(draw(int(k))) for k in counts] + [np.zeros(0, np.float32)])
+    rel = rel.astype(np.float32)
+    masked = [np.unique(col0 + rng.integers(-2, m + 2, int(rng.integers(0, 4)))) for _ in range(n)]
+    mask_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum([x.size for x in masked], out=mask_ptr[1:])
+    mask_cols = np.concatenate(masked + [np.zeros(0, np.int64)]).astype(np.int64)
+    want_T = T[:, :width].T.copy()  # row j: the column, its masked pairs -inf
+    for j in range(width):
+        for col in masked[row0 + j]:
+            if 0 <= col - col0 < m:
+                want_T[j, col - col0] = -np.inf
+    ptr = rel_ptr[row0:] - rel_ptr[row0]
+    sub = rel[rel_ptr[row0] :]
+    above, tied = np.empty(sub.size, np.int64), np.empty(sub.size, np.int64)
+    tail = np.zeros(width, np.int64)
+    KN.count_above_relevant(want_T[None], width, m, ptr, sub, above, tied, np.float32(np.inf), tail)
+
+    lo = np.full(n, np.inf, np.float32)
+    has = counts > 0
+    lo[has] = rel[rel_ptr[:-1][has]]
+    original = T.copy()
+    at, saved = np.empty(int(mask_ptr[-1]), np.int64), np.empty(int(mask_ptr[-1]), np.float32)
+    n_m = K.mask_columns(T, m, width, row0, col0, mask_ptr, mask_cols, at, saved)
+    np.testing.assert_array_equal(T[:, :width].T, want_T)
+    hist = np.zeros(rel.size + n, np.int64)
+    tie_diff = np.zeros(rel.size + n, np.int64)
+    K.scan_columns(T, m, width, row0, rel_ptr, rel, lo, hist, tie_diff)
+    got_above, got_tied = np.zeros(rel.size, np.int64), np.zeros(rel.size, np.int64)
+    K.finish_counts(n, rel_ptr, hist, tie_diff, got_above, got_tied)
+    np.testing.assert_array_equal(got_above[rel_ptr[row0] :], above)
+    np.testing.assert_array_equal(got_tied[rel_ptr[row0] :], tied)
+    K.unmask(T, n_m, at, saved)
+    np.testing.assert_array_equal(T, original)
+
+
 # ----------------------------------------------------------------------------- end to end
 @settings(
     max_examples=12,
@@ -281,7 +353,7 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy):
             progress=False,
         )
         _same(a, b, sim)
-    assert spy["blocks"] >= 3 * 4
+    assert spy["blocks"] >= 2 + 4  # cosine and dot mirrored, neg_l2's blocks one-sided
 
 
 def test_float_rows_of_other_norms_and_ties_on_cosine(monkeypatch, spy):
@@ -415,3 +487,178 @@ def test_torch_threads_are_left_as_they_were(monkeypatch):
     t.start()
     t.join()
     assert seen == [before]
+
+
+# ----------------------------------------------------------------------------- mirrored
+def _near_ties(rng, n, d):
+    """Rows whose products differ in their last bits: a few base rows plus steps of
+    one float32 ulp or so, normalised (cosine) or not (dot)."""
+    base = rng.standard_normal((max(1, n // 6), d)).astype(np.float32)
+    X = base[rng.integers(0, base.shape[0], n)]
+    X = X + rng.integers(-2, 3, (n, d)).astype(np.float32) * np.float32(2.0**-22)
+    return X.astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["integer", "near_ties", "float"])
+def test_mirrored_tile_has_the_scored_bits_of_both_orders(kind):
+    """The symmetric pass computes the panel ``I`` (rows of chunk ``A``) against chunk
+    ``B > A`` once and reads it for (i, j) and, transposed, for (j, i): both must be the
+    scored path's bits (its ``b x c`` block of query ``j`` against chunk ``A``), on
+    tie-heavy integer rows, rows one ulp apart and plain float rows."""
+    rng = np.random.default_rng(4)
+    n, d, b, c, t = 150, 7, 40, 48, 16
+    if kind == "integer":
+        X = rng.integers(-2, 3, (n, d)).astype(np.float32)
+    elif kind == "near_ties":
+        X = _near_ties(rng, n, d)
+    else:
+        X = rng.standard_normal((n, d)).astype(np.float32)
+    be = Backend("torch", torch.device("cpu"))
+    n_chunks = -(-n // c)
+    Gp = torch.zeros((n_chunks * c, d))
+    Gp[:n] = torch.from_numpy(X)
+    ref = torch.empty((n, n_chunks * c))  # the scored path: b-row blocks x c-wide chunks
+    S = torch.empty((b, c))
+    for s in range(0, n, b):
+        Qb = torch.zeros((b, d))
+        Qb[: min(n, s + b) - s] = Gp[s : min(n, s + b)]
+        for k in range(n_chunks):
+            be.matmul_into(Qb, Gp[k * c : (k + 1) * c], S)
+            ref[s : min(n, s + b), k * c : (k + 1) * c] = S[: min(n, s + b) - s]
+    assert _fused_cpu.mirror_exact(be, b, t, c, d, 1)
+    tile, panel = torch.empty((t, c)), torch.zeros((t, d))
+    seen = 0
+    for A in range(n_chunks):
+        for s0 in range(A * c, min(n, (A + 1) * c), t):
+            s1 = min(s0 + t, (A + 1) * c, n)
+            panel.zero_()
+            panel[: s1 - s0] = Gp[s0:s1]
+            for B in range(A + 1, n_chunks):
+                be.matmul_into(panel, Gp[B * c : (B + 1) * c], tile)
+                w = min(c, n - B * c)
+                got = tile[: s1 - s0, :w]
+                assert torch.equal(got, ref[s0:s1, B * c : B * c + w])  # (i, j)
+                assert torch.equal(got.T, ref[B * c : B * c + w, s0:s1])  # (j, i)
+                seen += got.numel()
+    assert seen > n * n // 4
+
+
+@pytest.fixture
+def mirrored(monkeypatch):
+    """Counts the passes (and binning passes) the mirrored pass served."""
+    served = {"passes": 0, "binning": 0}
+    run = _fused_cpu._run_mirror
+
+    def counted(*a, **k):
+        served["binning" if k.get("bins") is not None else "passes"] += 1
+        return run(*a, **k)
+
+    monkeypatch.setattr(_fused_cpu, "_run_mirror", counted)
+    return served
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 160),
+    d=st.integers(1, 9),
+    n_classes=st.integers(1, 14),
+    data=st.sampled_from(["integer", "near_ties", "float"]),
+    similarity=st.sampled_from(["cosine", "dot"]),
+    tile=st.sampled_from([None, (7, 16), (16, 32), (40, 48)]),
+    panel=st.sampled_from([3, 8, 128]),
+)
+def test_mirrored_pass_equals_scored(
+    monkeypatch, mirrored, seed, n, d, n_classes, data, similarity, tile, panel
+):
+    """Leave-one-out on the mirrored pass: every metric, per-query value, tie range,
+    skipped count and the pair metrics are the scored path's, bit for bit."""
+    rng = np.random.default_rng(seed)
+    if data == "integer":
+        X = rng.integers(-3, 4, (n, d)).astype(np.float32)
+    elif data == "near_ties":
+        X = _near_ties(rng, n, d)
+    else:
+        X = rng.standard_normal((n, d)).astype(np.float32)
+    if similarity == "cosine":
+        X[~X.any(axis=1)] = 1.0
+    y = rng.integers(0, n_classes, n)
+    kw = dict(queries=X, query_labels=y, metrics=METRICS, similarity=similarity, device="cpu")
+    kw.update(tile=tile, progress=False, empty_queries="skip")
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", panel)
+    before = mirrored["passes"]
+    try:
+        monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+        scored = rc.evaluate(**kw)
+    except rc.InputError:
+        return
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    fused = rc.evaluate(**kw)
+    _same(scored, fused, f"{data} {similarity} tile={tile} panel={panel}")
+    assert mirrored["passes"] == before + 1
+
+
+def test_mirrored_pass_with_its_binning_pass_and_several_chunks(monkeypatch, mirrored):
+    """precision_at_recall whose tail cannot certify the answer takes the binning pass,
+    mirrored too; several chunks (the panels against later chunks, read both ways)."""
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((400, 3)).astype(np.float32)
+    y = rng.integers(0, 20, 400)
+    metrics = ["precision_at_recall@0.9", "recall_at_precision@0.4", "map", "recall@7"]
+    a, b = _both(monkeypatch, queries=X, query_labels=y, metrics=metrics, tile=(64, 96))
+    _same(a, b)
+    assert mirrored["passes"] == 1 and mirrored["binning"] == 1
+
+
+def test_mirrored_pass_with_an_asymmetric_relevance(monkeypatch, mirrored):
+    """Leave-one-out with a relevance map where i is relevant to j but not j to i: each
+    side of a mirrored tile masks its own relevant pairs."""
+    rng = np.random.default_rng(12)
+    X = np.round(rng.standard_normal((90, 4)), 1).astype(np.float32)
+    relevance = {i: [int(j) for j in rng.choice(90, 5, False) if j != i] for i in range(90)}
+    metrics = ["map", "recall@5", "mrr", "recall_at_precision@0.5"]
+    a, b = _both(monkeypatch, queries=X, relevance=relevance, metrics=metrics, tile=(16, 32))
+    _same(a, b)
+    assert mirrored["passes"] == 1
+
+
+def test_mirror_declines_neg_l2_query_gallery_and_checkpoints(monkeypatch, mirrored, tmp_path):
+    """neg_l2 (its epilogue subtracts in an order that is not symmetric), a query set
+    that is not the gallery, and checkpointed passes of several blocks keep the
+    one-sided tiles (same results)."""
+    rng = np.random.default_rng(13)
+    X = np.round(rng.standard_normal((80, 4)), 1).astype(np.float32)
+    y = rng.integers(0, 6, 80)
+    kw = dict(metrics=["map", "recall@3"], tile=(16, 32))
+    _same(*_both(monkeypatch, queries=X, query_labels=y, similarity="neg_l2", **kw))
+    _same(
+        *_both(monkeypatch, queries=X[:30], query_labels=y[:30], gallery=X, gallery_labels=y, **kw)
+    )
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    want = rc.evaluate(queries=X, query_labels=y, **kw)
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    _same(want, rc.evaluate(queries=X, query_labels=y, checkpoint=tmp_path / "c", **kw))
+    assert mirrored["passes"] == 0
+    _same(want, rc.evaluate(queries=X, query_labels=y, **kw))
+    assert mirrored["passes"] == 1
+
+
+def test_probe_declines_mirrored_products_that_differ():
+    """A BLAS whose product of (j, i) differs from that of (i, j) in the last bit."""
+
+    class Asymmetric(Backend):
+        name = "asymmetric"
+
+        def __init__(self):
+            super().__init__("torch", torch.device("cpu"))
+
+        def matmul_into(self, a, b, out):
+            torch.mm(a, b.T, out=out)
+            if out.shape[0] != 64:  # the panels, not the scored blocks
+                out.copy_(torch.nextafter(out, torch.full_like(out, math.inf)))
+
+    assert not _fused_cpu.mirror_exact(Asymmetric(), 64, 16, 48, 8, 1)
