@@ -269,6 +269,27 @@ def _scenarios() -> list[dict]:
             ),
         )
     )
+    # BEIR's identical-id rule: own items judged relevant leave the ranking, stay in R
+    own = {i: int(np.flatnonzero(gii == qii[i])[0]) for i in range(len(Qi)) if qii[i] in gii}
+    beir = {i: {**row, **({own[i]: 1 + i % 3} if i in own else {})} for i, row in graded.items()}
+    out.append(
+        dict(
+            name="relevance-graded-identical-ids",
+            Q=Qi,
+            G=Gi,
+            kw=dict(
+                relevance=beir,
+                query_ids=qii,
+                gallery_ids=gii,
+                similarity="dot",
+                metrics=["ndcg", "ndcg@5", "map", "hit_rate@2", "mrr", "medr", "recall@5"],
+                relevance_level=2,
+                ignore_identical_ids=True,
+                ties="average",
+                empty_queries="skip",
+            ),
+        )
+    )
     # binary codes: +-1 rows on some shards' terms, np.packbits bytes (the same bits) compared in one process
     rng = np.random.default_rng(12)
     bits = rng.integers(0, 2, (40, 70)).astype(bool)
