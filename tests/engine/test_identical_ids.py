@@ -274,3 +274,26 @@ def test_fails_closed():
         **{**kw, "query_ids": [1, 2, 3, 4], "gallery_ids": [5, 6, 7, 8]},
     )
     assert got.config["identical_ids_dropped"] == 0 and got.config["ignore_identical_ids"] is True
+
+
+def test_every_path_of_the_pass_gives_the_same_result(tmp_path):
+    """The rule applies where the blocks merge: an executor, a checkpoint (its blocks do
+    not depend on the option, so a restart with it reads them back) and the numpy
+    counters give the same values as the default pass."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    scores, qids, gids, rel = _problem(2)
+    names = ["map", "ndcg@5", "mrr@3", "medr", "recall_cap@5"]
+    kw = dict(ties="average", relevance_level=2, ignore_identical_ids=True, tile=(3, 16))
+    want = _ours(scores, qids, gids, rel, names, **kw)
+    with ThreadPoolExecutor(2) as pool:
+        runs = [_ours(scores, qids, gids, rel, names, executor=pool, **kw)]
+    _ours(
+        scores, qids, gids, rel, names, checkpoint=tmp_path, **{**kw, "ignore_identical_ids": False}
+    )
+    runs.append(_ours(scores, qids, gids, rel, names, checkpoint=tmp_path, **kw))
+    runs.append(_ours(scores, qids, gids, rel, names, _use_kernels=False, **kw))
+    for got in runs:
+        assert dict(got) == dict(want)
+        for m in names:
+            np.testing.assert_array_equal(got.per_query[m], want.per_query[m])
