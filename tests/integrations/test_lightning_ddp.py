@@ -53,49 +53,6 @@ class DdpEmbedder(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-@pytest.mark.slow
-def test_two_process_ddp_gathers_and_drops_the_padded_repeat(tmp_path):
-    x, y = blobs(n_per_class=8, seed=0)
-    xv, yv = blobs(n_per_class=6, seed=1)
-    xv, yv = xv[:23], yv[:23]  # odd: two ranks of 12, one item repeated
-    train = DataLoader(
-        TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8
-    )
-    val = DataLoader(
-        TensorDataset(torch.from_numpy(xv), torch.from_numpy(yv), torch.arange(len(yv))),
-        batch_size=5,
-    )
-    cb = RetrievalChecksCallback(["map@R", "hit_rate@1"], gates={"map@R": {"at_least": 0.05}})
-    model = DdpEmbedder()
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp_spawn",
-        max_epochs=1,
-        logger=CSVLogger(tmp_path, version=0),
-        enable_checkpointing=False,
-        callbacks=[cb],
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        log_every_n_steps=1,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer.fit(model, train, val)
-    with open(f"{trainer.logger.log_dir}/metrics.csv") as f:
-        rows = [r for r in csv.DictReader(f) if r.get("rc/map@R")]
-    assert len(rows) == 1
-    with torch.no_grad():
-        emb = model.net(torch.from_numpy(xv)).numpy()  # the trained weights, sent back from rank 0
-    ref = rc.evaluate(emb, query_labels=yv, metrics=["map@R", "hit_rate@1"])
-    assert float(rows[0]["rc/n_duplicates_dropped"]) == 1.0
-    for name in ("map@R", "hit_rate@1"):
-        assert float(rows[0]["rc/" + name]) == pytest.approx(
-            float(np.float32(ref[name])), rel=1e-6
-        ), name
-
-
 def test_the_distributed_option_is_checked_when_the_callback_is_built():
     with pytest.raises(
         InputError, match="distributed='shard' with metrics \\['discriminant_ratio'\\]"
@@ -138,7 +95,9 @@ class Dump(pl.Callback):
             json.dump([cb.last_values for cb in self.watched], f)
 
 
-def _fit(tmp_path, val, callbacks):
+def _fit(tmp_path, val, callbacks, others=(), logger=False):
+    """One ddp_spawn launch (2 ranks, one epoch); ``callbacks`` are watched by
+    :class:`Dump`, ``others`` only run. Returns (values, arrays, trainer, model)."""
     x, y = blobs(n_per_class=8, seed=0)
     train = DataLoader(
         TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8
@@ -149,19 +108,21 @@ def _fit(tmp_path, val, callbacks):
         devices=2,
         strategy="ddp_spawn",
         max_epochs=1,
-        logger=False,
+        logger=logger,
         enable_checkpointing=False,
-        callbacks=[*callbacks, dump],
+        callbacks=[*others, *callbacks, dump],
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        log_every_n_steps=1,
     )
+    model = DdpEmbedder()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer.fit(DdpEmbedder(), train, val)
+        trainer.fit(model, train, val)
     values = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
     arrays = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(2)]
-    return values, arrays
+    return values, arrays, trainer, model
 
 
 def _rank_order_deduplicated(arrays, side: int):
@@ -184,9 +145,16 @@ def _loader(x, y, batch_size=5):
 
 
 @pytest.mark.slow
-def test_sharded_and_gathered_ddp_equal_one_process_on_the_rank_order_concatenation(
-    tmp_path, capfd
-):
+def test_leave_one_out_ddp_drops_the_repeat_and_every_mode_equals_one_process(tmp_path, capfd):
+    """One launch (a ddp_spawn launch costs two fresh interpreters that import torch and
+    Lightning), two sets of checks on it:
+
+    - the default callback (all-gather, prefix rc/) logged through Lightning's logger, on
+      rank 0, the values of ``evaluate`` on the whole validation set with the trained
+      weights (sent back from rank 0), and dropped the padded repeat (counted);
+    - the sharded path, the all-gather path and 'auto' (which falls back to gather for
+      discriminant_ratio, saying so) give, on every rank, bit for bit, one process's
+      ``evaluate`` on the ranks' embeddings concatenated in rank order, repeats dropped."""
     xv, yv = blobs(n_per_class=6, seed=1)
     xv, yv = xv[:23], yv[:23]  # odd: two ranks of 12, one item repeated
     metrics = ["map@R", "hit_rate@1", "mrr", "recall@5"]
@@ -196,8 +164,30 @@ def test_sharded_and_gathered_ddp_equal_one_process_on_the_rank_order_concatenat
         RetrievalChecksCallback(metrics, gates=gates, distributed="gather", prefix="gather/"),
         RetrievalChecksCallback(["map@R", "discriminant_ratio"], prefix="auto/"),
     ]  # falls back to gather
-    values, arrays = _fit(tmp_path, _loader(xv, yv), callbacks)
+    default = RetrievalChecksCallback(["map@R", "hit_rate@1"], gates={"map@R": {"at_least": 0.05}})
+    values, arrays, trainer, model = _fit(
+        tmp_path,
+        _loader(xv, yv),
+        callbacks,
+        others=[default],
+        logger=CSVLogger(tmp_path / "logs", version=0),
+    )
     assert "discriminant_ratio reads every embedding at once" in capfd.readouterr().err
+
+    # the default callback, as logged by Lightning on rank 0
+    with open(f"{trainer.logger.log_dir}/metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("rc/map@R")]
+    assert len(rows) == 1
+    with torch.no_grad():
+        emb = model.net(torch.from_numpy(xv)).numpy()  # the trained weights, sent back from rank 0
+    ref = rc.evaluate(emb, query_labels=yv, metrics=["map@R", "hit_rate@1"])
+    assert float(rows[0]["rc/n_duplicates_dropped"]) == 1.0
+    for name in ("map@R", "hit_rate@1"):
+        assert float(rows[0]["rc/" + name]) == pytest.approx(
+            float(np.float32(ref[name])), rel=1e-6
+        ), name
+
+    # shard, gather and auto, on every rank, against the rank-order concatenation
     x, y, ids, dropped = _rank_order_deduplicated(arrays, 0)
     assert dropped == 1 and sorted(ids.tolist()) == list(range(23))
     assert ids.tolist() != list(
@@ -228,7 +218,7 @@ def test_sharded_dataloaders_split_equals_one_process(tmp_path):
         RetrievalChecksCallback(metrics, split="dataloaders", distributed=mode, prefix=mode + "/")
         for mode in ("shard", "gather")
     ]
-    values, arrays = _fit(tmp_path, [_loader(xq, yq, 4), _loader(xg, yg)], callbacks)
+    values, arrays, _, _ = _fit(tmp_path, [_loader(xq, yq, 4), _loader(xg, yg)], callbacks)
     q, qy, _, q_dropped = _rank_order_deduplicated(arrays, 0)
     g, gy, _, g_dropped = _rank_order_deduplicated(arrays, 1)
     assert (q_dropped, g_dropped) == (1, 1)
