@@ -181,7 +181,7 @@ def test_through_pytest(pytester):
         SUITE.replace("at_least: 0.01, ties: average", "at_least: 0.999, ties: average"),
         name="rc_runs.yaml",
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "rc_runs.yaml")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", "rc_runs.yaml")
     result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(["*map_at_least[[]run-bm25[]]*"])
 

@@ -2,7 +2,7 @@
 metric's attainable range (from the registry), ticks are round numbers evenly spaced,
 the precision-recall axis spans [0, 1] with the curve inside its frame, detail numbers
 are formatted, a sweep names its model; and ``retrieval-checks report`` of a stored run
-shows what the live report of that session showed (pytester, a subprocess)."""
+shows what the live report of that session showed (pytester, in-process)."""
 
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def _section(page: str, start: str, end: str) -> str:
 
 def test_the_stored_report_shows_what_the_live_one_did(pytester):
     pytester.makepyfile(test_sweep=TEST_FILE)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "--rc-history=h.sqlite", "--rc-html=live.html"
     )
     result.assert_outcomes(passed=1)
