@@ -25,17 +25,52 @@ __all__ = [
 
 
 class RetrievalChecksError(Exception):
-    """Base class of every error raised by retrieval-checks."""
+    """Base class of every error raised by retrieval-checks.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> try:
+    ...     rc.evaluate(x, query_labels=[0, 0, 1], metrics=["map"])
+    ... except rc.RetrievalChecksError as err:  # every error the library raises on purpose
+    ...     print(type(err).__name__, "-", err)
+    InputError - query_labels has 3 labels but there are 4 items; give exactly one label per row.
+    """
 
 
 class InputError(RetrievalChecksError, ValueError):
-    """An input array, label set, id set or option is invalid."""
+    """An input array, label set, id set or option is invalid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> rc.evaluate(x, query_labels=[0, 0, 1], metrics=["map"])
+    Traceback (most recent call last):
+    retrieval_checks.errors.InputError: query_labels has 3 labels but there are 4 items; give exactly one label per row.
+    >>> issubclass(rc.InputError, ValueError)  # generic handlers keep working
+    True
+    """
 
 
 class MetricNameError(InputError):
     """A metric name is unknown or malformed.
 
     ``suggestion`` holds the closest canonical name, when one is close enough.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> try:
+    ...     rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["mAP@rr"])
+    ... except rc.MetricNameError as err:
+    ...     print(err.name, "->", err.suggestion)
+    mAP@rr -> map@R
     """
 
     def __init__(self, message: str, *, name: str, suggestion: str | None = None):
@@ -46,7 +81,19 @@ class MetricNameError(InputError):
 
 class EmptyQueriesError(InputError):
     """Queries without any relevant gallery item, under ``empty_queries="error"``
-    (or when no query at all has a relevant item)."""
+    (or when no query at all has a relevant item).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> try:
+    ...     rc.evaluate(x, query_labels=[0, 1, 2, 3], metrics=["map"], empty_queries="error")
+    ... except rc.EmptyQueriesError as err:
+    ...     print(err.indices)
+    [0 1 2 3]
+    """
 
     def __init__(self, message: str, *, indices):
         super().__init__(message)
@@ -54,7 +101,17 @@ class EmptyQueriesError(InputError):
 
 
 class BackendError(RetrievalChecksError):
-    """The requested compute device or backend is not available."""
+    """The requested compute device or backend is not available.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map"], device="cuda:one")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    retrieval_checks.errors.BackendError: device='cuda:one' ...
+    """
 
 
 class SuiteError(InputError):
@@ -62,6 +119,20 @@ class SuiteError(InputError):
 
     ``path``, ``line`` (1-based, or None) and ``field`` (dotted, e.g.
     ``checks[2].at_least``) locate the problem; the message says what is expected.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = pathlib.Path(tmp.name) / "suite.yaml"
+    >>> _ = path.write_text("version: 1")
+    >>> try:
+    ...     rc.load_suite(path)
+    ... except rc.SuiteError as err:
+    ...     print(err.field, err.line, "|", err.detail)
+    version 1 | unknown field 'version'. Expected one of: suite, markers, options, correction, datasets, models, checks.
+    >>> tmp.cleanup()
     """
 
     def __init__(
@@ -80,7 +151,15 @@ class SuiteError(InputError):
 
 class ModelTimeoutError(RetrievalChecksError, TimeoutError):
     """A model did not return within its time limit (a suite's ``timeout:`` or
-    ``--rc-timeout``); ``timeout`` holds the limit in seconds."""
+    ``--rc-timeout``); ``timeout`` holds the limit in seconds.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> err = rc.ModelTimeoutError("model 'resnet' did not return within 30 s", timeout=30.0)
+    >>> err.timeout, isinstance(err, TimeoutError), isinstance(err, rc.RetrievalChecksError)
+    (30.0, True, True)
+    """
 
     def __init__(self, message: str, *, timeout: float):
         super().__init__(message)
@@ -92,7 +171,23 @@ class IntervalWarning(RuntimeWarning):
     than a handful of independent units (groups, classes), or a generalization gap's
     whole interval lies below zero (train and test look swapped). Gates record it on
     their event as well; ``warnings.simplefilter("error", IntervalWarning)`` makes it
-    fail."""
+    fail.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(4), 3)  # 4 classes: fewer than MIN_INTERVAL_UNITS (5)
+    >>> x = rng.normal(size=(4, 8))[y] + 0.5 * rng.normal(size=(12, 8))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     iv = rc.bootstrap_interval(res, "map")
+    >>> caught[0].category.__name__, iv.notes[0][:45]
+    ('IntervalWarning', 'map: its interval rests on 4 classes, fewer t')
+    """
 
 
 class PowerWarning(RuntimeWarning):
@@ -101,4 +196,22 @@ class PowerWarning(RuntimeWarning):
     tolerance, so a real drop of that size would most likely pass as "not significant".
     The message says how many queries (or classes) would be needed; ``min_power`` on
     the check makes it a failure, and ``warnings.simplefilter("error", PowerWarning)``
-    does too."""
+    does too.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(10), 3)
+    >>> x = rng.normal(size=(10, 8))[y] + 0.3 * rng.normal(size=(30, 8))
+    >>> record = rc.baseline_record(rc.evaluate(x, query_labels=y, metrics=["map"]), "map")
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = rc.assert_no_regression(record, record, max_drop=0.001, significant=True)
+    >>> caught[0].category.__name__
+    'PowerWarning'
+    >>> print(caught[0].message)  # doctest: +ELLIPSIS
+    retrieval-checks: assert_no_regression: map cannot see the drop it gates: minimum detectable drop ...
+    """
