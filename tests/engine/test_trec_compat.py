@@ -6,7 +6,8 @@ mrr@K, bpref, rbp / rbp_residual, f1@K, dcg@K, recall_cap@K, success@K, iprec_at
 iprec_11pt and gm_map: against pytrec_eval (trec_eval's code) on files these tests write,
 ranx, a direct reference and brute force over tie orders.
 
-Cost: about 4 s on one core (small data; brute force over at most 7! orders per query).
+Cost: about 6 s on one core (small data; brute force over at most 7! orders per query; one
+suite of 31 gates on trec_eval files).
 """
 
 from __future__ import annotations
@@ -586,3 +587,43 @@ def test_beirs_map_at_k_spelling_is_refused_not_read_as_torchmetrics_ap():
         parse_metric("MAP@10")
     assert parse_metric("mAP@10").name == "map@10"  # not BEIR's spelling: the contract's alias
     assert parse_metric("MAP@R").name == "map@R" and parse_metric("MAP").name == "map"
+
+
+def test_a_yaml_run_suite_on_trec_eval_files_gates_trec_evals_numbers(tmp_path):
+    """trec_eval's files (comments, extra fields, -1 grades) in a suite's run dataset, gated
+    under trec_eval's names with its query set and tie order: each gate's value is
+    pytrec_eval's, and a gate above it fails."""
+    from retrieval_checks import SuiteRunner, load_suite
+
+    def _id(name):
+        return name.replace("@", "_at_")
+
+    run, qrels = collection(3)
+    write_trec(tmp_path, run, qrels)
+    want = trec(run, qrels, 2)
+    lines = [
+        "datasets:",
+        "  bm25: {type: run, run: run.txt, qrels: qrels.txt, queries: run, relevance_level: 2}",
+        "options: {ties: docid}",
+        "checks:",
+    ]
+    for ours, theirs in TREC.items():
+        mean = float(np.mean([v[theirs] for v in want.values()]))
+        if mean > 1e-6:  # (at_least 0 could never fail: refused)
+            lines.append(
+                f"  - {{metric: {theirs}, at_least: {mean - 1e-9!r}, id: {_id(ours)}-holds}}"
+            )
+        lines.append(f"  - {{metric: {theirs}, at_least: {mean + 1e-6!r}, id: {_id(ours)}-above}}")
+    (tmp_path / "rc_suite.yaml").write_text("\n".join(lines) + "\n")
+    suite = load_suite(tmp_path / "rc_suite.yaml")
+    runner = SuiteRunner()
+    verdicts = {}
+    for case in suite.cases:
+        try:
+            runner.run(suite, case)
+            verdicts[case.id] = True
+        except AssertionError:
+            verdicts[case.id] = False
+    for ours in TREC:
+        assert verdicts.get(f"{_id(ours)}-holds", True) and not verdicts[f"{_id(ours)}-above"], ours
+    assert sum(verdicts.values()) >= len(TREC) - 2  # the holding gates ran
