@@ -32,7 +32,42 @@ __all__ = ["cam_iou", "cam_iou_box", "boxes_to_masks", "LocalizationResult"]
 
 @dataclass(frozen=True)
 class LocalizationResult:
-    """``value`` (mean over images) with a bootstrap interval; ``per_image`` values."""
+    """``value`` (mean over images) with a bootstrap interval; ``per_image`` values.
+
+    Built by :func:`~retrieval_checks.cam_iou` and :func:`~retrieval_checks.cam_iou_box`;
+    gated by :func:`~retrieval_checks.assert_cam_iou_at_least`.
+
+    Parameters
+    ----------
+    metric:
+        ``"cam_iou"`` or ``"cam_iou_box"``.
+    value:
+        The mean over images.
+    low, high:
+        The bootstrap interval's bounds (NaN when there is none: one image, or
+        ``n_resamples=0``).
+    confidence:
+        The interval's confidence.
+    per_image:
+        One IoU per image.
+    rho:
+        The threshold on the maps.
+
+    Raises
+    ------
+    None
+        A plain frozen record; the functions that build it check their inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> cams = np.zeros((2, 4, 4))
+    >>> cams[:, :2, :2] = 1.0
+    >>> res = rc.cam_iou(cams, boxes=np.array([[0, 0, 2, 2], [0, 0, 4, 4]]))
+    >>> res.metric, res.value, res.n_images, res.per_image
+    ('cam_iou', 0.625, 2, array([1.  , 0.25]))
+    """
 
     metric: str
     value: float
@@ -88,6 +123,42 @@ def boxes_to_masks(boxes, shape: tuple[int, int]) -> np.ndarray:
     ``boxes``: (N x 4) (one box per image), or a list of N arrays of shape (k_i x 4)
     (k_i may be 0: no object). A box outside the image, or with x1 <= x0 or y1 <= y0,
     is an error naming the image and the box.
+
+    Parameters
+    ----------
+    boxes:
+        (N x 4) boxes (x0, y0, x1, y1) in pixels, ends exclusive, one per image; or a
+        list of N (k x 4) arrays (k may be 0: no object).
+    shape:
+        The image size (H, W), two positive integers.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N x H x W) bool masks.
+
+    Raises
+    ------
+    InputError
+        An invalid ``shape``, boxes that are not (k x 4) numbers, a box that is not
+        finite, outside the image or empty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> masks = rc.boxes_to_masks([np.array([[0, 0, 1, 1], [2, 1, 4, 3]]), np.zeros((0, 4))], (3, 4))
+    >>> masks.astype(int)
+    array([[[1, 0, 0, 0],
+            [0, 0, 1, 1],
+            [0, 0, 1, 1]],
+    <BLANKLINE>
+           [[0, 0, 0, 0],
+            [0, 0, 0, 0],
+            [0, 0, 0, 0]]])
+    >>> rc.boxes_to_masks(np.array([[0, 0, 5, 1]]), (3, 4))
+    Traceback (most recent call last):
+    retrieval_checks.errors.InputError: boxes: image 0: box [0, 0, 5, 1] lies outside the 4 x 3 image (x in [0, 4], y in [0, 3], ends exclusive); clip it or fix its coordinates.
     """
     if (
         not isinstance(shape, (tuple, list))
@@ -247,7 +318,55 @@ def cam_iou(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> LocalizationResult:
-    """``cam_iou``: IoU of {M >= rho} with the union of each image's boxes (or masks)."""
+    """``cam_iou``: IoU of {M >= rho} with the union of each image's boxes (or masks).
+
+    Parameters
+    ----------
+    cams:
+        (N x H x W) class activation maps with values in [0, 1] (``grad_cam``'s output;
+        (N x 1 x H x W) is accepted).
+    boxes:
+        The objects' boxes (x0, y0, x1, y1), pixels, ends exclusive: (N x 4), or a list
+        of N (k x 4) arrays; their union per image is the truth.
+    masks:
+        Instead of ``boxes``: (N x H x W) boolean (or 0/1) truth masks.
+    rho:
+        The threshold on the map (default 0.1).
+    confidence:
+        Of the bootstrap interval over images (default 0.95).
+    n_resamples:
+        Bootstrap resamples (default 1000; 0: no interval).
+    seed:
+        Of the bootstrap (default 0).
+
+    Returns
+    -------
+    LocalizationResult
+        The mean over images with its interval (NaN bounds without one), and the
+        per-image values.
+
+    Raises
+    ------
+    InputError
+        Both or neither of ``boxes`` and ``masks``, maps that are not (N x H x W)
+        finite numbers, truth of another shape or count, boxes outside the image or
+        empty, masks that are not boolean, an invalid ``rho``, ``confidence``,
+        ``n_resamples`` or ``seed``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> cams = np.zeros((2, 4, 4))
+    >>> cams[0, 0, :2] = cams[0, 1, 0] = 1.0  # an L: three of the box's four pixels
+    >>> cams[1, :2, :2] = 0.8  # the whole box
+    >>> boxes = np.array([[0, 0, 2, 2], [0, 0, 2, 2]])
+    >>> res = rc.cam_iou(cams, boxes=boxes)
+    >>> res.per_image
+    array([0.75, 1.  ])
+    >>> print(res)
+    cam_iou = 0.8750 [0.7500, 1.0000] (95% bootstrap over 2 images, rho=0.1)
+    """
     _check_options(rho, confidence, n_resamples, seed)
     truth = _truth(cams, boxes, masks)
     cams = _check(cams, truth, rho)
@@ -264,7 +383,52 @@ def cam_iou_box(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> LocalizationResult:
-    """``cam_iou_box`` (IoU-B): IoU of the rectangle enclosing {M >= rho} with the truth."""
+    """``cam_iou_box`` (IoU-B): IoU of the rectangle enclosing {M >= rho} with the truth.
+
+    Parameters
+    ----------
+    cams:
+        (N x H x W) class activation maps with values in [0, 1] (``grad_cam``'s output;
+        (N x 1 x H x W) is accepted).
+    boxes:
+        The objects' boxes (x0, y0, x1, y1), pixels, ends exclusive: (N x 4), or a list
+        of N (k x 4) arrays; their union per image is the truth.
+    masks:
+        Instead of ``boxes``: (N x H x W) boolean (or 0/1) truth masks.
+    rho:
+        The threshold on the map (default 0.1).
+    confidence:
+        Of the bootstrap interval over images (default 0.95).
+    n_resamples:
+        Bootstrap resamples (default 1000; 0: no interval).
+    seed:
+        Of the bootstrap (default 0).
+
+    Returns
+    -------
+    LocalizationResult
+        The mean over images with its interval (NaN bounds without one), and the
+        per-image values.
+
+    Raises
+    ------
+    InputError
+        Both or neither of ``boxes`` and ``masks``, maps that are not (N x H x W)
+        finite numbers, truth of another shape or count, boxes outside the image or
+        empty, masks that are not boolean, an invalid ``rho``, ``confidence``,
+        ``n_resamples`` or ``seed``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> cams = np.zeros((2, 4, 4))
+    >>> cams[0, 0, :2] = cams[0, 1, 0] = 1.0  # an L: three of the box's four pixels
+    >>> cams[1, :2, :2] = 0.8  # the whole box
+    >>> boxes = np.array([[0, 0, 2, 2], [0, 0, 2, 2]])
+    >>> rc.cam_iou_box(cams, boxes=boxes).per_image  # the L's enclosing rectangle is the box
+    array([1., 1.])
+    """
     _check_options(rho, confidence, n_resamples, seed)
     truth = _truth(cams, boxes, masks)
     cams = _check(cams, truth, rho)
