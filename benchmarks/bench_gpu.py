@@ -133,7 +133,7 @@ def run_triton(
     """``metrics`` on the fused kernel (CUDA; on CPU in the interpreter), screened by
     ``screen`` (``0``, ``bf16`` or ``tf32``): time, peak, and whether its numbers equal
     the torch path's (``want``)."""
-    from retrieval_checks.engine import _triton
+    from retrieval_checks.engine.gpu import _triton
 
     cuda = device.type == "cuda"
     dev_name = "cuda" if cuda else "torch-cpu"
@@ -248,7 +248,7 @@ def _with_and_without_kernels(torch, device, args, fn, key: str) -> dict:
     """``fn()`` on today's path (RC_TRITON=0) and, with the Triton rows, on the fused
     kernel (RC_TRITON=1; on CPU in the interpreter): time, peak, ``key``'s value, and
     whether the fused run's value equals today's."""
-    from retrieval_checks.engine import _triton
+    from retrieval_checks.engine.gpu import _triton
 
     with _env(RC_TRITON="0"):
         t, peak, res = _timed(torch, device, fn)

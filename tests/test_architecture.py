@@ -322,63 +322,154 @@ def test_the_engine_contracts_cover_every_engine_module_and_forbid_cycles():
     layered = [c for c in contracts if c.get("containers") == ["retrieval_checks.engine"]]
     assert layered and layered[0]["type"] == "layers" and layered[0]["exhaustive"] is True
     named = {m.strip(" ()") for layer in layered[0]["layers"] for m in layer.split("|")}
-    modules = {p.stem for p in (ROOT / "retrieval_checks" / "engine").glob("_*.py")} - {"__init__"}
-    assert modules <= named, sorted(modules - named)
+    engine = ROOT / "retrieval_checks" / "engine"
+    modules = {p.stem for p in engine.glob("_*.py")} - {"__init__"}
+    packages = {p.parent.name for p in engine.glob("*/__init__.py")}
+    assert modules | packages <= named, sorted((modules | packages) - named)
     assert any(
         c["type"] == "acyclic_siblings" and c["ancestors"] == ["retrieval_checks.engine"]
         for c in contracts
     )
 
 
-# Imports of another engine module's private names that are still there, and why: the GPU
-# modules (the lead moves them into engine/gpu/) and the fused CPU kernel reuse a helper.
+def test_only_the_two_seams_may_import_the_gpu_kernels():
+    """``engine/gpu/`` is a leaf: the forbidden contract names every other engine module
+    (a new module is held to it by construction), and the GPU package imports nothing
+    above the counters (the layers contract places it under ``_counting``)."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+    (gpu,) = [c for c in contracts if c["type"] == "forbidden" and "seams" in c["name"]]
+    assert "retrieval_checks.engine.gpu" in gpu["forbidden_modules"]
+    engine = ROOT / "retrieval_checks" / "engine"
+    core = {f"retrieval_checks.engine.{p.stem}" for p in engine.glob("_*.py")}
+    core -= {f"retrieval_checks.engine.{m}" for m in ("__init__", "_counting", "_fused_tasks")}
+    assert core == set(gpu["source_modules"]), sorted(core ^ set(gpu["source_modules"]))
+    (layers,) = [c for c in contracts if c.get("containers") == ["retrieval_checks.engine"]]
+    order = [{m.strip(" ()") for m in layer.split("|")} for layer in layers["layers"]]
+    at = {m: i for i, layer in enumerate(order) for m in layer}
+    assert at["_counting"] < at["gpu"] < at["_grouped"] < at["_counters"]
+
+
+# Imports of another engine module's private names that are still there, and why: the
+# fused CPU kernel reuses a helper.
 _KNOWN_REACH_INS = {
-    ("_triton_grouped", "_grouped", "_Data"),
-    ("_triton_grouped", "_grouped", "_score_groups"),
     ("_fused_cpu_numba", "_kernels_numba", "_bisect"),
 }
 
-# What an engine module may import inside a function: optional dependencies (and the
-# modules that need them) only; the GPU modules themselves are not held to it.
+# What an engine module may import inside a function: optional dependencies, and the
+# modules that need them (the fused CPU pass, issue 32, loads its numba tile kernels when
+# first wanted; the seams import the GPU kernels of gpu/ only when they select them).
 _OPTIONAL = ("torch", "triton", "numba", "tqdm", "scipy", "concurrent")
-# (the fused CPU pass, issue 32, loads its numba tile kernels when first wanted)
-_OPTIONAL_MODULES = ("_triton", "_kernels_numba", "_hamming_numba", "_fused_cpu")
+_OPTIONAL_MODULES = tuple(
+    f"retrieval_checks.engine.{m}"
+    for m in ("gpu", "_kernels_numba", "_hamming_numba", "_fused_cpu")
+)
+
+
+def engine_imports(root: Path = ROOT):
+    """Every import of every engine module (``engine/`` and its subpackages):
+    ``(module, line, inside a function, [(absolute module, imported name or None)])``."""
+    engine = root / "retrieval_checks" / "engine"
+    for path in sorted(engine.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        package = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+        name = ".".join(parts)
+        tree = ast.parse(path.read_text())
+        local = {
+            id(node)
+            for fn in ast.walk(tree)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(fn)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = ".".join(package[: len(package) - node.level + 1])
+                    base = f"{up}.{base}" if base else up
+                targets = [(base, a.name) for a in node.names]
+            else:
+                continue
+            yield name, node.lineno, id(node) in local, targets
+
+
+def _is_module(root: Path, dotted: str) -> bool:
+    path = root.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def private_reach_ins(root: Path = ROOT) -> list[str]:
+    """Engine imports of a private name (not a module) defined in another module."""
+    found = []
+    for name, line, _, targets in engine_imports(root):
+        for module, imported in targets:
+            if not module.startswith("retrieval_checks") or not (imported or "").startswith("_"):
+                continue
+            if not _is_module(root, f"{module}.{imported}"):
+                found.append(f"{name}:{line} imports {imported} from {module}")
+    return found
+
+
+def local_imports(root: Path = ROOT) -> list[str]:
+    """Function-local engine imports of a module that is not an optional dependency (nor
+    a module that needs one)."""
+    found = []
+    for name, line, inside, targets in engine_imports(root):
+        for module, imported in targets:
+            full = (
+                module
+                if imported is None or not _is_module(root, f"{module}.{imported}")
+                else f"{module}.{imported}"
+            )
+            if inside and not (
+                full.split(".")[0] in _OPTIONAL or full.startswith(_OPTIONAL_MODULES)
+            ):
+                found.append(f"{name}:{line} imports {full} in a function")
+    return found
+
+
+# Imports of another engine module's private names that are still there, and why: the
+# fused CPU kernel reuses the numba kernels' bisection.
+_KNOWN_REACH_INS = {
+    "retrieval_checks.engine._fused_cpu_numba imports _bisect from retrieval_checks.engine._kernels_numba"
+}
 
 
 def test_engine_modules_use_no_private_name_of_another_and_import_locally_only_the_optional():
-    """No engine module imports another's private names (``from ._x import _y``), and a
-    function-local import is of an optional dependency (torch, triton, numba, ...) or of
-    a module that needs one: the rest is imported at the top, where cycles show."""
-    engine = ROOT / "retrieval_checks" / "engine"
-    reach_ins, local = set(), []
-    for path in sorted(engine.glob("*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
-                for alias in node.names:
-                    if alias.name.startswith("_"):
-                        reach_ins.add((path.stem, node.module, alias.name))
-        if path.stem.startswith("_triton"):
-            continue
-        for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom):
-                    names = (
-                        [node.module or ""]
-                        if not node.level
-                        else [(node.module or a.name) for a in node.names]
-                    )
-                else:
-                    continue
-                for name in names:
-                    if not (name.split(".")[0] in _OPTIONAL or name.startswith(_OPTIONAL_MODULES)):
-                        local.append(f"{path.name}:{node.lineno} imports {name} in a function")
+    """No engine module imports another's private names (``from ._x import _y``, the GPU
+    package included), and a function-local import is of an optional dependency (torch,
+    triton, numba, ...) or of a module that needs one (the GPU kernels, which the seams
+    import when they select them): the rest is imported at the top, where cycles show."""
+    reach_ins = {r.split(":")[0] + " " + r.split(" ", 1)[1] for r in private_reach_ins()}
     assert reach_ins <= _KNOWN_REACH_INS, sorted(reach_ins - _KNOWN_REACH_INS)
-    assert not local, local
+    assert not local_imports(), local_imports()
+
+
+def test_the_import_audit_sees_reach_ins_and_local_imports(tmp_path):
+    """The audit above can fail: a private name and a function-local import of a
+    non-optional module, planted in a copy of a tiny engine, are both reported (and a
+    private module, an optional dependency and a GPU module are not)."""
+    engine = tmp_path / "retrieval_checks" / "engine"
+    (engine / "gpu").mkdir(parents=True)
+    for init in (tmp_path / "retrieval_checks", engine, engine / "gpu"):
+        (init / "__init__.py").write_text("")
+    (engine / "gpu" / "_k.py").write_text("")
+    (engine / "_a.py").write_text("_hidden = 1\n")
+    (engine / "_b.py").write_text(
+        "from ._a import _hidden\nfrom .gpu import _k\n\n"
+        "def f():\n    import torch\n    from .gpu import _k\n    from . import _a\n"
+    )
+    assert private_reach_ins(tmp_path) == [
+        "retrieval_checks.engine._b:1 imports _hidden from retrieval_checks.engine._a"
+    ]
+    assert local_imports(tmp_path) == [
+        "retrieval_checks.engine._b:7 imports retrieval_checks.engine._a in a function"
+    ]
 
 
 def _imports(path: Path):

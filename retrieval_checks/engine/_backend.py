@@ -285,7 +285,7 @@ def cosine_epilogue(S, qa, ga, rows_per_step: int | None = None) -> None:
     row, counts as 1). The IEEE operations, each correctly rounded, in this order:
     ``x = float64(m)``; ``x * x`` (exact); ``float64(qa) * float64(ga)`` (exact); the
     division; ``sqrt``; the sign of ``m`` (a zero product stays as it is); rounding to
-    float32. The fused kernels repeat them (``_triton_kernels.epilogue``). Factors of 1
+    float32. The fused kernels repeat them (``gpu._triton_kernels.epilogue``). Factors of 1
     on both sides leave ``S`` unchanged (sqrt(m^2) = |m| exactly), so CPU tiles of
     normalised float rows skip the work. Float64 temporaries are bounded: ``rows_per_step``
     rows at a time (default: about 2^16 elements, cache-sized); torch CPU tensors are

@@ -7,7 +7,7 @@ same block task (:func:`._blocks.run_block`) with a *counter*. Two shapes:
   numpy, :class:`~._counters.TorchCounter`) reads a block of scores that the task
   computed and masked;
 - a **fused** counter computes its own scores and counts in one go (the Triton kernels
-  on CUDA, :mod:`._triton`): ``rows(p, want_pairs)`` query rows per task,
+  on CUDA, :mod:`.gpu._triton`): ``rows(p, want_pairs)`` query rows per task,
   ``run_block(p, start, stop, pairs)`` the block's
   :class:`~._partial.BlockPartial` or None, ``run_binning(p, start, stop, u, out)``
   True when it added the binning pass's counts; ``fallback`` the scored counter that
@@ -46,7 +46,7 @@ FUSED_ROWS_MAX = 1 << 16  # query rows per task on the fused kernel
 
 
 class TritonCounter:
-    """The fused Triton kernels (:mod:`._triton`), where the torch path would run and
+    """The fused Triton kernels (:mod:`.gpu._triton`), where the torch path would run and
     the kernel serves (CUDA by ``RC_TRITON``; CPU tensors only in its tests). Each block
     asks again (a kernel failure warns and hands the block, and the device, back to the
     torch path)."""
@@ -60,7 +60,7 @@ class TritonCounter:
 
     @staticmethod
     def _serves(p) -> bool:
-        from . import _triton
+        from .gpu import _triton
 
         return _triton.supports(p) and _triton.wanted(p.backend)
 
@@ -83,14 +83,14 @@ class TritonCounter:
     def run_block(self, p, start: int, stop: int, pairs: PairRequest | None):
         if not self._serves(p):
             return None
-        from . import _triton
+        from .gpu import _triton
 
         return _triton.guarded(p, start, stop, pairs)
 
     def run_binning(self, p, start: int, stop: int, sorted_positive, out) -> bool:
         if not self._serves(p):
             return False
-        from . import _triton
+        from .gpu import _triton
 
         return bool(
             _triton.guarded(
@@ -112,7 +112,7 @@ def select(
     numpy by ``RETRIEVAL_CHECKS_KERNELS=numpy``)."""
     torch_path = backend.is_cuda or not use_kernels
     if backend.kind == "torch" and torch_path and not sharded and relevant is not None:
-        from . import _triton
+        from .gpu import _triton
 
         if _triton.supports(SimpleNamespace(similarity=similarity, relevant=relevant)):
             if _triton.wanted(backend):

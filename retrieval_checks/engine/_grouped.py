@@ -48,9 +48,16 @@ from .._lazy import stats
 from ..errors import EmptyQueriesError, InputError
 from ._backend import Backend
 from ._hamming import hamming_into
-from ._stream import FirstRanks
+from ._partial import FirstRanks
 
-__all__ = ["GroupedRecall", "batch_scores", "label_partition", "grouped_recall_values"]
+__all__ = [
+    "GroupData",
+    "GroupedRecall",
+    "batch_scores",
+    "label_partition",
+    "grouped_recall_values",
+    "score_groups",
+]
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,7 @@ def grouped_recall_values(
     g_factor: np.ndarray | None = None,
     score_batch=None,
     backend=None,
+    fused=None,
 ) -> dict[int, GroupedRecall]:
     """Grouped Recall@K for every K in ``ks`` (embeddings as the engine prepared them:
     float32 numpy, or packed code words for hamming; ``q_factor`` / ``g_factor`` the
@@ -154,9 +162,23 @@ def grouped_recall_values(
     item with the query's id is the query itself and is excluded). The options are
     validated by the caller (:func:`retrieval_checks.evaluate`). ``score_batch``
     replaces :func:`_score_batch` (the sharded engine scores each batch over the ranks).
-    ``backend``: the plan's backend; where it is CUDA and the fused kernels are on
-    (``RC_TRITON``), cosine / dot / neg_l2 run on :mod:`._triton_grouped` (same numbers)."""
-    data = _Data(q_emb, q_codes, q_ids, g_emb, g_codes, g_ids, q_factor, g_factor, backend=backend)
+    ``backend``: the plan's backend (device tensors are copied to the host where the
+    numpy path serves). ``fused``: the fused kernel the task seam chose
+    (:func:`._fused_tasks.grouped_kernel`: ``RC_TRITON`` on CUDA, cosine / dot / neg_l2;
+    same numbers), called as :func:`score_groups` is and answering whether it filled the
+    hits; None: the numpy path. This module never imports a kernel."""
+    data = GroupData(
+        q_emb,
+        q_codes,
+        q_ids,
+        g_emb,
+        g_codes,
+        g_ids,
+        q_factor,
+        g_factor,
+        backend=backend,
+        fused=fused,
+    )
     partitions = [
         _partition_values(
             data,
@@ -212,7 +234,7 @@ def grouped_recall_values(
 
 
 @dataclass(frozen=True)
-class _Data:
+class GroupData:
     """The (prepared) items grouped recall runs on; no gallery in leave-one-out."""
 
     q_emb: np.ndarray
@@ -223,9 +245,8 @@ class _Data:
     g_ids: np.ndarray | None
     q_factor: np.ndarray | None = None
     g_factor: np.ndarray | None = None
-    backend: object = (
-        None  # the plan's backend: the fused Triton path may serve (:mod:`._triton_grouped`)
-    )
+    backend: object = None  # the plan's backend: device tensors go to the host for numpy
+    fused: object = None  # the fused kernel the task seam chose (grouped_recall_values)
     cache: dict = field(
         default_factory=dict, compare=False, repr=False
     )  # device copies, across partitions
@@ -244,7 +265,15 @@ class _Data:
 
 
 def _partition_values(
-    data: _Data, ks, group_size, seed, ties, similarity, max_memory, empty_queries, score_batch=None
+    data: GroupData,
+    ks,
+    group_size,
+    seed,
+    ties,
+    similarity,
+    max_memory,
+    empty_queries,
+    score_batch=None,
 ) -> dict:
     """One seeded partition: for every K, (group values, per-query hits, group of each
     query, dropped labels)."""
@@ -264,7 +293,7 @@ def _partition_values(
     all_hits = {p: {k: np.full(data.n_q, np.nan) for k in ks} for p in policies}
     hits = all_hits[ties]
     candidates = np.zeros(data.n_q, np.int64)
-    _score_groups(data, gq, gg, r, ks, all_hits, similarity, candidates, max_memory, score_batch)
+    score_groups(data, gq, gg, r, ks, all_hits, similarity, candidates, max_memory, score_batch)
     in_group = gq >= 0
     ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
     fewest = int(candidates[ranked].min()) if ranked.any() else 0
@@ -306,7 +335,7 @@ def _group_means(h: np.ndarray, gq: np.ndarray, r: int) -> np.ndarray:
     return sums / cnt
 
 
-def _on_host(data: _Data) -> _Data:
+def _on_host(data: GroupData) -> GroupData:
     """``data`` with embeddings and factors as numpy arrays (device tensors copied)."""
 
     def host(x):
@@ -321,15 +350,15 @@ def _on_host(data: _Data) -> _Data:
     )
 
 
-def _score_groups(
-    data: _Data, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None
+def score_groups(
+    data: GroupData, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None
 ):
     """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
     tie policy (its probability for ``"average"``), batched by size."""
     if score_batch is None and data.backend is not None:
-        from ._triton_grouped import fused_groups
-
-        if fused_groups(data, gq, gg, r, ks, hits, similarity, candidates, max_memory):
+        if data.fused is not None and data.fused(
+            data, gq, gg, r, ks, hits, similarity, candidates, max_memory
+        ):
             return
         data = _on_host(data)  # the caller may have passed device tensors for the kernel
     q_emb, q_codes, q_ids, q_fac = data.q_emb, data.q_codes, data.q_ids, data.q_factor

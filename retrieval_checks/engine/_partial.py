@@ -2,6 +2,8 @@
 
 Below every other module of the pass: the scored counters, the fused kernels, the
 checkpoint store and the merge (:mod:`._stream`) all read and write this one record.
+:class:`FirstRanks`, each query's best relevant item, is the record of the first-rank
+passes (image-text, grouped recall, runs) and of their fused GPU kernels.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..metrics import _ties
 from ._inputs import Csr
 
-__all__ = ["BlockPartial", "ranked_partial"]
+__all__ = ["BlockPartial", "FirstRanks", "ranked_partial"]
 
 
 @dataclass
@@ -58,3 +61,30 @@ def ranked_partial(
         part.grade = rel.grades[order]
         part.score = rel_sorted.cpu().numpy() if torch_path else rel_sorted
     return part
+
+
+@dataclass(frozen=True)
+class FirstRanks:
+    """Each query's best relevant item: its rank with tied non-relevant items ahead
+    (``pessimistic``) and behind (``optimistic``), and ``group`` the relevant items tied
+    with it; 0 ranks where a query has no relevant item. Under the average policy the
+    first relevant rank is ``optimistic`` + X, X the number of tied non-relevant items
+    (``pessimistic - optimistic``) that come before the first of the ``group`` relevant
+    ones in a uniformly random order of the tie group."""
+
+    pessimistic: np.ndarray
+    optimistic: np.ndarray
+    group: np.ndarray
+
+    def under(self, ties: str, k=None) -> np.ndarray:
+        """Per query: the first relevant rank (``k`` None; its expectation under
+        ``"average"``), or the hit indicator / probability that it is ``<= k``."""
+        if ties in ("pessimistic", "optimistic"):
+            r = getattr(self, ties)
+            return r.astype(np.float64) if k is None else (r <= k).astype(np.float64)
+        s = np.maximum(self.optimistic - 1, 0)
+        t = self.pessimistic - self.optimistic
+        r = np.maximum(self.group, 1)
+        if k is None:
+            return _ties.expected_first_rank(s, r, t)
+        return _ties.hit_probability(s, r, t, k)

@@ -19,7 +19,7 @@ from ..metrics._policies import GRADED, parse_metric_list
 from ..metrics._ranking import aggregate
 from ..options import check_embedding_ties, check_option
 from ._blocks import RelevanceSource
-from ._fused_tasks import grouped_on_device
+from ._fused_tasks import grouped_kernel
 from ._grouped import GroupedRecall, grouped_recall_values
 from ._hamming import PackedCodes, pack_sides
 from ._inputs import (
@@ -497,7 +497,8 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         return {}
     be = plan.backend
     # the fused grouped kernel (RC_TRITON on CUDA) takes the prepared device tensors as they are
-    on_device = grouped_on_device(be, req.similarity)
+    fused = grouped_kernel(be, req.similarity)
+    on_device = fused is not None
 
     def host(x):  # the prepared arrays on the host; code words back to unsigned
         if x is None or on_device:
@@ -525,6 +526,7 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         q_factor=None if problem.qa is None else host(problem.qa[: sides.n_q]),
         g_factor=None if problem.ga is None else host(problem.ga[: sides.n_g]),
         backend=be,
+        fused=fused,
     )
     return {s.name: found[s.k] for s in specs}
 

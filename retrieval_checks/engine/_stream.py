@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import _ties
 from ..metrics._graded import binary_view, graded_ndcg_values
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import NegativeTail, PairCounts, ceil_f32, score_units, tail_capacity
@@ -25,7 +24,7 @@ from ..metrics._policies import binary_policy_values
 from ._blocks import Problem, block_rows, plan_blocks, run_binning_block, run_block
 from ._counting import PairRequest, select
 from ._executor import executor_parts
-from ._partial import BlockPartial
+from ._partial import BlockPartial, FirstRanks
 from ._reduce import LOCAL
 
 __all__ = [
@@ -50,33 +49,6 @@ def progress_bar(enabled, total: int, desc: str = "retrieval-checks", unit: str 
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
-
-
-@dataclass(frozen=True)
-class FirstRanks:
-    """Each query's best relevant item: its rank with tied non-relevant items ahead
-    (``pessimistic``) and behind (``optimistic``), and ``group`` the relevant items tied
-    with it; 0 ranks where a query has no relevant item. Under the average policy the
-    first relevant rank is ``optimistic`` + X, X the number of tied non-relevant items
-    (``pessimistic - optimistic``) that come before the first of the ``group`` relevant
-    ones in a uniformly random order of the tie group."""
-
-    pessimistic: np.ndarray
-    optimistic: np.ndarray
-    group: np.ndarray
-
-    def under(self, ties: str, k=None) -> np.ndarray:
-        """Per query: the first relevant rank (``k`` None; its expectation under
-        ``"average"``), or the hit indicator / probability that it is ``<= k``."""
-        if ties in ("pessimistic", "optimistic"):
-            r = getattr(self, ties)
-            return r.astype(np.float64) if k is None else (r <= k).astype(np.float64)
-        s = np.maximum(self.optimistic - 1, 0)
-        t = self.pessimistic - self.optimistic
-        r = np.maximum(self.group, 1)
-        if k is None:
-            return _ties.expected_first_rank(s, r, t)
-        return _ties.hit_probability(s, r, t, k)
 
 
 _NDCG = ("ndcg", "ndcg_exp", "dcg", "dcg_exp")  # computed with the grades when there are some

@@ -1,4 +1,4 @@
-"""The fused Triton kernel (engine/_triton.py), run in Triton's interpreter on the CPU.
+"""The fused Triton kernel (engine/gpu/_triton.py), run in Triton's interpreter on the CPU.
 
 References: the compiled CPU kernels (numba and numpy, engine/_kernels.py), the torch
 path the CUDA device runs today (``_use_kernels=False`` on CPU tensors), and, for the
@@ -22,12 +22,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.engine import _kernels, _triton  # noqa: E402
+from retrieval_checks.engine import _kernels  # noqa: E402
 from retrieval_checks.engine._backend import cosine_epilogue  # noqa: E402
+from retrieval_checks.engine.gpu import _triton  # noqa: E402
 from retrieval_checks.errors import BackendError  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+    "retrieval_checks.engine.gpu._triton_kernels" in sys.modules and not _triton._interpreting()
 ):
     pytest.skip(
         "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",

@@ -1,7 +1,7 @@
 """The fused kernels compiled for real GPUs without one: Triton's own compiler, in a
 fresh process without ``TRITON_INTERPRET`` and with an empty cache, takes every kernel
-of the main pass (engine/_triton_kernels.py) and of grouped recall
-(engine/_triton_grouped_kernels.py) to sm_90 (H100 / H200) and sm_80 (A100) machine
+of the main pass (engine/gpu/_triton_kernels.py) and of grouped recall
+(engine/gpu/_triton_grouped_kernels.py) to sm_90 (H100 / H200) and sm_80 (A100) machine
 code with the ptxas it ships. The interpreter runs the kernels' arithmetic; this checks
 what it does not: types, layouts, scalar atomics, control flow inside loops. The
 constexpr combinations cover every flag with every other flag at least once.
@@ -26,7 +26,7 @@ import re
 import sys
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile
-from retrieval_checks.engine import _triton_grouped_kernels as gk, _triton_kernels as k
+from retrieval_checks.engine.gpu import _triton_grouped_kernels as gk, _triton_kernels as k
 
 TILE = {"BM": 32, "BN": 64, "BK": 32, "K": 2}
 

@@ -1,4 +1,4 @@
-"""Edge cases for the fused main-pass Triton kernel (engine/_triton.py), run in Triton's
+"""Edge cases for the fused main-pass Triton kernel (engine/gpu/_triton.py), run in Triton's
 interpreter on the CPU: tiny and one-tile galleries, one query, d = 1, everything tied,
 empty and all-relevant rows, rows on both sides of the linear/binary-search switch,
 8 and 9 self items, duplicate ids, graded and explicit relevance spanning many tiles,
@@ -24,10 +24,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.engine import _triton  # noqa: E402
+from retrieval_checks.engine.gpu import _triton  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+    "retrieval_checks.engine.gpu._triton_kernels" in sys.modules and not _triton._interpreting()
 ):
     pytest.skip(
         "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
@@ -485,7 +485,7 @@ def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, mo
     screened interval decides most count tiles (the ``S = lo`` branch, which random data
     never reach: every tile is recomputed there) and a few tiles still hold near ties;
     the numbers equal the CPU kernels' and the torch path's under every tie policy."""
-    from retrieval_checks.engine import _triton_kernels
+    from retrieval_checks.engine.gpu import _triton_kernels
 
     calls = []
     real = _triton_kernels.exact_tile

@@ -1,5 +1,5 @@
 """Adversarial edge cases for the fused image-text and grouped-recall Triton kernels
-(engine/_triton_image_text.py, engine/_triton_grouped.py), run in Triton's interpreter.
+(engine/gpu/_triton_image_text.py, engine/gpu/_triton_grouped.py), run in Triton's interpreter.
 
 References, compared with ``==``: the numpy / numba CPU paths (``device="numpy"``,
 ``backend=None``), a dense brute force of the definitions on float64 scores of small
@@ -27,12 +27,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.engine import _grouped, _triton, _triton_grouped  # noqa: E402
-from retrieval_checks.engine import _triton_image_text as tit  # noqa: E402
+from retrieval_checks.engine import _grouped  # noqa: E402
 from retrieval_checks.engine._backend import Backend  # noqa: E402
+from retrieval_checks.engine._fused_tasks import grouped_kernel, prepare_image_text  # noqa: E402
+from retrieval_checks.engine.gpu import _triton, _triton_grouped  # noqa: E402
+from retrieval_checks.engine.gpu import _triton_image_text as tit  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+    "retrieval_checks.engine.gpu._triton_kernels" in sys.modules and not _triton._interpreting()
 ):
     pytest.skip(
         "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
@@ -88,7 +90,7 @@ def _assert_ranks(got, want, where):
 
 
 def _fused_vs_dense(images, captions, cap_img, similarity, tile=None, screen=False):
-    problem = tit._prepare(
+    problem = prepare_image_text(
         torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu", None
     )
     got = tit.fused_pass(problem, cap_img, tile, screen=screen)
@@ -275,7 +277,7 @@ def test_screening_at_extreme_scales(similarity, scale, screen):
     captions[:3] = np.nextafter(captions[-3:], np.float32(np.inf))
     images[6] = np.nextafter(images[5], np.float32(-np.inf))
     images, captions = images * np.float32(scale), captions * np.float32(scale)
-    problem = tit._prepare(
+    problem = prepare_image_text(
         torch.from_numpy(images), torch.from_numpy(captions), cap, similarity, "torch-cpu", None
     )
     exact = tit.fused_pass(problem, cap, screen=False)
@@ -381,6 +383,7 @@ def _gv(
         q_factor=_factor(X, similarity),
         g_factor=None if loo else _factor(G, similarity),
         backend=backend,
+        fused=None if backend is None else grouped_kernel(backend, similarity),  # as _stages
     )
 
 

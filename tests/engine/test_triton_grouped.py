@@ -1,4 +1,4 @@
-"""Grouped Recall@K on the fused Triton kernel (engine/_triton_grouped.py), run in
+"""Grouped Recall@K on the fused Triton kernel (engine/gpu/_triton_grouped.py), run in
 Triton's interpreter on the CPU.
 
 References: the numpy path of engine/_grouped.py (``backend=None``: padded batched
@@ -24,15 +24,17 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from retrieval_checks.engine import _grouped, _triton, _triton_grouped  # noqa: E402
+from retrieval_checks.engine import _grouped  # noqa: E402
 from retrieval_checks.engine._backend import (
     Backend,  # noqa: E402
     cosine_epilogue,  # noqa: E402
 )
+from retrieval_checks.engine._fused_tasks import grouped_kernel  # noqa: E402
+from retrieval_checks.engine.gpu import _triton, _triton_grouped  # noqa: E402
 from retrieval_checks.errors import BackendError, EmptyQueriesError  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+    "retrieval_checks.engine.gpu._triton_kernels" in sys.modules and not _triton._interpreting()
 ):
     pytest.skip(
         "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
@@ -133,6 +135,7 @@ def _grouped_values(
         q_factor=_factor(X, similarity),
         g_factor=None if loo else _factor(G, similarity),
         backend=backend,
+        fused=None if backend is None else grouped_kernel(backend, similarity),  # as _stages
     )
 
 
@@ -432,6 +435,7 @@ def test_unsupported_cases_stay_on_the_numpy_path(spy):
             label_values=np.arange(9),
             max_memory=2**26,
             backend=CPU,
+            fused=grouped_kernel(CPU, "hamming"),
         )
     assert not spy and np.isfinite(got[1].value)
 
@@ -445,7 +449,7 @@ def test_import_does_not_load_triton_or_torch():
     import subprocess
 
     code = (
-        "import sys, retrieval_checks.engine._grouped, retrieval_checks.engine._triton_grouped; "
+        "import sys, retrieval_checks.engine._grouped, retrieval_checks.engine.gpu._triton_grouped; "
         "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -505,7 +509,8 @@ def test_leave_one_out_without_ids_equals_numpy_path(spy):
     )
     ref = _grouped.grouped_recall_values(X, y, None, None, **kw)
     with _triton.on_cpu():
-        got = _grouped.grouped_recall_values(X, y, None, None, backend=CPU, **kw)
+        fused = grouped_kernel(CPU, "neg_l2")
+        got = _grouped.grouped_recall_values(X, y, None, None, backend=CPU, fused=fused, **kw)
     assert spy
     _same(got, ref)
     assert ref[1].n_queries_skipped == 0  # the singleton's query finds itself

@@ -1,5 +1,5 @@
 """Image-text retrieval, both directions in one pass, on the fused Triton kernel
-(engine/_triton_image_text.py), run in Triton's interpreter on the CPU.
+(engine/gpu/_triton_image_text.py), run in Triton's interpreter on the CPU.
 
 References: the existing two-pass path on the code path CUDA runs (the torch path,
 ``_use_kernels=False`` on CPU tensors), the compiled CPU kernels (numba), and a dense
@@ -24,11 +24,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.engine import _image_text, _triton  # noqa: E402
-from retrieval_checks.engine import _triton_image_text as tit
+from retrieval_checks.engine import _image_text  # noqa: E402
+from retrieval_checks.engine._fused_tasks import (  # noqa: E402
+    benchmark_image_text,
+    prepare_image_text,
+)
+from retrieval_checks.engine.gpu import _triton  # noqa: E402
+from retrieval_checks.engine.gpu import _triton_image_text as tit
 
 if os.environ.get("TRITON_INTERPRET") != "1" or (
-    "retrieval_checks.engine._triton_kernels" in sys.modules and not _triton._interpreting()
+    "retrieval_checks.engine.gpu._triton_kernels" in sys.modules and not _triton._interpreting()
 ):
     pytest.skip(
         "TRITON_INTERPRET is not 1 in this process: the kernel would need a GPU",
@@ -290,7 +295,7 @@ def test_fused_pass_equals_brute_force_at_tile_edges(tile, similarity):
     """37 images, ~130 captions and d = 11: multiples of no tile; tie-heavy integers;
     an image without captions (ranks 0, group 0)."""
     images, captions, cap_img = _data("int", similarity, 7, n_images=37, d=11, empty=(9,))
-    problem = tit._prepare(
+    problem = prepare_image_text(
         torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu", None
     )
     got = tit.fused_pass(problem, cap_img, tile)
@@ -319,7 +324,7 @@ def test_one_score_per_pair_on_integer_rows_of_different_norms():
     cap_img = np.repeat(np.arange(40), 3)
     images = torch.from_numpy(rng.integers(-3, 4, size=(40, 6)).astype(np.float32))
     captions = torch.from_numpy(rng.integers(-3, 4, size=(120, 6)).astype(np.float32))
-    problem = tit._prepare(images, captions, cap_img, "cosine", "torch-cpu", None)
+    problem = prepare_image_text(images, captions, cap_img, "cosine", "torch-cpu", None)
     got = tit.fused_pass(problem, cap_img)
     S = problem.Q @ problem.Gp[:120].T
     Backend("torch", torch.device("cpu")).finish_scores(S, "cosine", problem.qa, problem.ga[:120])
@@ -347,7 +352,7 @@ def test_screened_equals_the_fp32_kernel_bit_for_bit_on_near_ties(similarity):
     captions[:3] = captions[far[:3]]
     captions[3:6] = np.nextafter(captions[far[3:]], np.float32(np.inf))
     images[5] = np.nextafter(images[4], np.float32(-np.inf))
-    problem = tit._prepare(
+    problem = prepare_image_text(
         torch.from_numpy(images), torch.from_numpy(captions), cap_img, similarity, "torch-cpu", None
     )
     exact = tit.fused_pass(problem, cap_img, screen=False)
@@ -392,7 +397,7 @@ def test_a_kernel_failure_warns_and_the_two_passes_give_the_same_result(monkeypa
 
 
 def test_self_check_passes_and_catches_a_miscount(monkeypatch):
-    assert tit.self_check("cpu") == (True, None)
+    assert tit.self_check("cpu", prepare_image_text) == (True, None)
     real = tit.fused_pass
 
     def one_off(problem, cap_image, *args, **kwargs):
@@ -401,7 +406,7 @@ def test_self_check_passes_and_catches_a_miscount(monkeypatch):
         return i2t, t2i
 
     monkeypatch.setattr(tit, "fused_pass", one_off)
-    ok, reason = tit.self_check("cpu")
+    ok, reason = tit.self_check("cpu", prepare_image_text)
     assert not ok and "differ" in reason
 
 
@@ -411,18 +416,20 @@ def test_a_failed_self_check_on_cuda_warns_once_and_the_two_passes_serve(monkeyp
     fake_cuda = Backend("torch", torch.device("cuda", 0))
     monkeypatch.setattr(tit, "_STATE", {})
     monkeypatch.setattr(_triton, "wanted", lambda backend: True)
-    monkeypatch.setattr(tit, "self_check", lambda device: (False, "forced failure"))
+    monkeypatch.setattr(tit, "self_check", lambda device, prepare: (False, "forced failure"))
     with pytest.warns(RuntimeWarning, match="forced failure"):
-        assert tit._usable(fake_cuda) is False
+        assert tit._usable(fake_cuda, prepare_image_text) is False
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert tit._usable(fake_cuda) is False  # decided once per device
+        assert tit._usable(fake_cuda, prepare_image_text) is False  # decided once per device
     monkeypatch.setattr(_triton, "wanted", lambda backend: False)
     monkeypatch.setattr(tit, "_STATE", {})
     monkeypatch.setattr(
-        tit, "self_check", lambda device: pytest.fail("the self-check ran with the switch off")
+        tit,
+        "self_check",
+        lambda device, prepare: pytest.fail("the self-check ran with the switch off"),
     )
-    assert tit._usable(fake_cuda) is False
+    assert tit._usable(fake_cuda, prepare_image_text) is False
 
 
 def test_the_sharded_path_is_unaffected(tmp_path, spy):
@@ -469,7 +476,7 @@ _COMPILE_SCRIPT = """
 import sys
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile
-from retrieval_checks.engine import _triton_image_text_kernels as k
+from retrieval_checks.engine.gpu import _triton_image_text_kernels as k
 ptr = {"Q": "*fp32", "G": "*fp32", "CAPIMG": "*i32", "QA": "*fp32", "GA": "*fp32"}
 tile = {"BM": 32, "BN": 64, "BK": 32}
 pair = dict(ptr, TM="*i32", TN="*i32", PAIR="*fp32", n_i="i32", n_c="i32", d="i32")
@@ -541,7 +548,7 @@ for sim in ("dot", "neg_l2"):
         out[flag + screen] = (r.to_dict()["metrics"], r.to_dict()["ties"],
                               [x.tolist() for x in r.i2t_ranks + r.t2i_ranks])
     assert out["00"] == out["10"] == out["11"], "fused image-text kernel differs from the two torch passes: " + sim
-from retrieval_checks.engine import _triton_image_text as tit
+from retrieval_checks.engine.gpu import _triton_image_text as tit
 assert tit._STATE and all(ok for ok, _ in tit._STATE.values()), tit._STATE
 print("ok")
 """
@@ -563,7 +570,7 @@ def test_cuda_fused_image_text_equals_the_two_torch_passes():  # pragma: no cove
 
 def test_the_benchmark_helper_runs_in_the_interpreter():
     images, captions, cap_img = _data("int", "dot", 5, n_images=20, empty=())
-    row = tit.benchmark(
+    row = benchmark_image_text(
         torch.from_numpy(images),
         torch.from_numpy(captions),
         cap_img,

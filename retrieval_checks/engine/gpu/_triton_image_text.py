@@ -70,7 +70,7 @@ fails later, a RuntimeWarning says so and the two-pass path serves (the same num
 for the rest of the process on that device. The progress bar is not shown on this
 path (two launches per fold). The sharded path (``process_group``) does not use it.
 
-:func:`benchmark` times the two existing passes against the fused pass on one fold
+:func:`.._fused_tasks.benchmark_image_text` times the two existing passes against the fused pass on one fold
 (a benchmark row). triton and torch are imported on first use only (``import retrieval_checks`` loads
 neither).
 """
@@ -82,11 +82,14 @@ import warnings
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
+from .._backend import Backend, resolve_backend
+from .._counters import sort_within_rows
+from .._inputs import Csr
+from .._partial import FirstRanks
 from . import _triton
-from ._stream import FirstRanks
 
-__all__ = ["fused_fold", "fused_pass", "dense_first_ranks", "self_check", "benchmark"]
+__all__ = ["fused_fold", "fused_pass", "dense_first_ranks", "self_check"]
 
 _STATE: dict = {}  # CUDA device -> (ok, reason): this kernel's self-check or a later failure
 _KERNELS = None
@@ -103,12 +106,13 @@ def _kernels():
     return _KERNELS
 
 
-def _usable(backend) -> bool:
-    """``_triton.wanted`` and, on a CUDA device, this kernel's own self-check (once)."""
+def _usable(backend, prepare) -> bool:
+    """``_triton.wanted`` and, on a CUDA device, this kernel's own self-check (once);
+    ``prepare``: the engine's preparation of a fold (:func:`.._fused_tasks.prepare_image_text`)."""
     return _triton.checked_once(
         backend,
         _STATE,
-        lambda: self_check(backend.device),
+        lambda: self_check(backend.device, prepare),
         lambda key, reason: _warn(key, reason, stacklevel=5),
     )
 
@@ -123,23 +127,32 @@ def _warn(where: str, reason: str, stacklevel: int = 4) -> None:
 
 
 def fused_fold(
-    images, captions, cap_image: np.ndarray, *, similarity: str, device, max_memory, progress=None
+    images,
+    captions,
+    cap_image: np.ndarray,
+    *,
+    prepare,
+    similarity: str,
+    device,
+    max_memory,
+    progress=None,
 ):
     """One fold on the fused kernel: ``(i2t FirstRanks, t2i FirstRanks, backend name)``,
     or None where the kernel does not apply (module docstring) or failed (after a
     RuntimeWarning): the caller then runs the two existing passes. ``cap_image``: the
-    image (``0..n_i-1``) of every caption, validated by the caller."""
-    from ._backend import resolve_backend
-
+    image (``0..n_i-1``) of every caption, validated by the caller. ``prepare``: the
+    engine's preparation of the i2t problem, ``prepare(images, captions, cap_image,
+    similarity, device, max_memory)`` (:func:`.._fused_tasks.prepare_image_text`: the
+    task seam hands it over, so this package imports nothing above the counters)."""
     if (
         similarity not in _triton.SIMILARITIES
         or int(images.shape[0]) == 0
         or int(captions.shape[0]) == 0
     ):
         return None
-    if not _usable(resolve_backend(device, [images, captions])):
+    if not _usable(resolve_backend(device, [images, captions]), prepare):
         return None
-    problem = _prepare(images, captions, cap_image, similarity, device, max_memory)
+    problem = prepare(images, captions, cap_image, similarity, device, max_memory)
     try:
         i2t, t2i = fused_pass(problem, cap_image)
     except Exception as exc:  # a compile or launch failure the self-check did not meet
@@ -149,40 +162,6 @@ def fused_fold(
         _warn(problem.backend.name, reason)
         return None
     return i2t, t2i, problem.backend.name
-
-
-def _prepare(images, captions, cap_image, similarity, device, max_memory):
-    """The i2t pass's problem (images the queries, captions the gallery): the same plan
-    and float32 copies as :func:`~._evaluate.first_relevant_ranks` makes."""
-    from ._blocks import RelevanceSource
-    from ._inputs import Csr
-    from ._plan import plan_pass, prepare_problem
-
-    n_i, n_c, d = int(images.shape[0]), int(captions.shape[0]), int(images.shape[1])
-    per_image = np.bincount(cap_image, minlength=n_i)
-    indptr = np.zeros(n_i + 1, np.int64)
-    np.cumsum(per_image, out=indptr[1:])
-    rel = Csr(indptr, np.argsort(cap_image, kind="stable").astype(np.int64))
-    own = Csr(np.zeros(n_i + 1, np.int64), np.zeros(0, np.int64))
-    plan = plan_pass(
-        [images, captions],
-        n_q=n_i,
-        n_g=n_c,
-        d=d,
-        loo=False,
-        n_relevant=per_image,
-        device=device,
-        max_memory=max_memory,
-    )
-    return prepare_problem(
-        plan,
-        images,
-        captions,
-        n_g=n_c,
-        similarity=similarity,
-        source=RelevanceSource(csr=rel, self_pairs=own, n_g=n_c),
-        self_pairs=own,
-    )
 
 
 def fused_pass(
@@ -295,8 +274,6 @@ def _screen_inputs(torch, Qc, Gc, pair, cap_image, d: int, screen) -> dict:
     (a CSR by image), row norms rounded up, the bound ``gamma`` (bf16 inputs:
     ``_triton.error_bound``); placeholders when not screening (asked, or ``d`` too
     large for a finite bound)."""
-    from ._counters import sort_within_rows as _sort_within_rows
-    from ._inputs import Csr
 
     dev = Qc.device
     want = _triton.screening() if screen is None else _triton.screen_code(screen)
@@ -317,7 +294,7 @@ def _screen_inputs(torch, Qc, Gc, pair, cap_image, d: int, screen) -> dict:
     np.cumsum(per_image, out=indptr[1:])
     order = np.argsort(cap_image, kind="stable").astype(np.int64)
     vals = pair[torch.from_numpy(order).to(dev)]
-    own_sorted, _ = _sort_within_rows(vals, Csr(indptr, order), True)
+    own_sorted, _ = sort_within_rows(vals, Csr(indptr, order), True)
     return {
         "SCREEN": want,
         "own": own_sorted.contiguous(),
@@ -373,14 +350,13 @@ def dense_first_ranks(S: np.ndarray, cap_image: np.ndarray) -> tuple[FirstRanks,
     return _first_ranks(cap_image, pair, best, low, above_i, tied_i, above_t, tied_t)
 
 
-def self_check(device) -> tuple[bool, str | None]:
+def self_check(device, prepare) -> tuple[bool, str | None]:
     """This kernel, fp32 and screened, against :func:`dense_first_ranks` on a 29-image,
     83-caption problem of small integers (exact in any order: every score is the same
-    number in both), for every supported similarity; (ok, reason if not)."""
+    number in both), prepared by ``prepare`` (as in :func:`fused_fold`), for every
+    supported similarity; (ok, reason if not)."""
     try:
         import torch
-
-        from ._backend import Backend
 
         rng = np.random.default_rng(17)
         cap_image = np.repeat(np.arange(29), rng.integers(1, 5, 29))[:83]
@@ -393,7 +369,7 @@ def self_check(device) -> tuple[bool, str | None]:
         for similarity, screen in (
             (sim, scr) for sim in _triton.SIMILARITIES for scr in (False, True)
         ):
-            problem = _prepare(
+            problem = prepare(
                 torch.from_numpy(images).to(be.device),
                 torch.from_numpy(captions).to(be.device),
                 cap_image,
@@ -417,53 +393,3 @@ def self_check(device) -> tuple[bool, str | None]:
     except Exception as exc:  # compilation or launch failure
         return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
     return True, None
-
-
-def benchmark(
-    images, captions, cap_image, *, similarity: str = "cosine", device="cuda", max_memory=None
-) -> dict:
-    """One fold (every image) both ways, for a benchmark row: ``{"two_pass_s": the
-    two existing rank passes, "fused_s": the fused pass (its preparation included, the
-    switch bypassed), "same": whether both directions' FirstRanks are equal}``, in
-    seconds of wall time (CUDA synchronised). ``cap_image``: each caption's image
-    (every image with a caption). On CPU tensors the fused pass runs in Triton's
-    interpreter (``TRITON_INTERPRET=1``): small sizes only. The first call on a device
-    also compiles the kernels: time a second call."""
-    import time
-
-    import torch
-
-    from ._first_ranks import first_relevant_ranks
-    from ._inputs import Csr
-
-    cap_image = np.asarray(cap_image, np.int64)
-    n_i, n_c = int(images.shape[0]), int(captions.shape[0])
-    indptr = np.zeros(n_i + 1, np.int64)
-    np.cumsum(np.bincount(cap_image, minlength=n_i), out=indptr[1:])
-    i2t_rel = Csr(indptr, np.argsort(cap_image, kind="stable").astype(np.int64))
-    t2i_rel = Csr(np.arange(n_c + 1, dtype=np.int64), cap_image)
-    kw = dict(similarity=similarity, device=device, max_memory=max_memory)
-
-    def sync():
-        if torch.cuda.is_available() and str(device).startswith("cuda"):
-            torch.cuda.synchronize()
-
-    sync()
-    t0 = time.perf_counter()
-    want = (
-        first_relevant_ranks(images, captions, i2t_rel, **kw)[0],
-        first_relevant_ranks(captions, images, t2i_rel, **kw)[0],
-    )
-    sync()
-    t1 = time.perf_counter()
-    got = fused_pass(
-        _prepare(images, captions, cap_image, similarity, device, max_memory), cap_image
-    )
-    sync()
-    t2 = time.perf_counter()
-    same = all(
-        np.array_equal(getattr(g, f), getattr(w, f))
-        for g, w in zip(got, want)
-        for f in ("pessimistic", "optimistic", "group")
-    )
-    return {"two_pass_s": t1 - t0, "fused_s": t2 - t1, "same": bool(same)}

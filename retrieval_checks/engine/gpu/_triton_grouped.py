@@ -1,12 +1,12 @@
-"""Grouped Recall@K on a fused Triton kernel: the GPU path of :mod:`._grouped`.
+"""Grouped Recall@K on a fused Triton kernel: the GPU path of :mod:`.._grouped`.
 
-What it computes. For every query in a group, exactly what :func:`._grouped._score_batch`
+What it computes. For every query in a group, exactly what :func:`.._grouped._score_batch`
 computes: among the group's gallery items (``valid``: a different id than the query;
 leave-one-out: the group's other items), its best relevant score ``b`` (relevant: the
 same label code), the number of non-relevant items scored ``> b`` (``above``) and
 ``== b`` (``tied``), the relevant items scored ``== b`` (``group``) and the number of
 valid items (``candidates``); then ``FirstRanks(1 + above + tied, 1 + above, group)``
-gives hit_rate@K under each tie policy, recorded as :mod:`._grouped` records it.
+gives hit_rate@K under each tie policy, recorded as :mod:`.._grouped` records it.
 
 How. The items are sorted by group, and by label inside a group, once per partition
 (on the device; all groups at once, no padding to the largest group). A *unit* is a
@@ -57,7 +57,7 @@ integer problem; if that differs, or a launch fails, a RuntimeWarning says so an
 numpy path serves (the same numbers) for the rest of the process on that device.
 
 Benchmark: :func:`time_grouped` (``RC_TRITON=1``), or
-:func:`._grouped.grouped_recall_values` with ``backend=Backend("torch",
+:func:`.._grouped.grouped_recall_values` with ``backend=Backend("torch",
 torch.device("cuda"))``.
 
 triton and torch are imported on first use only (``import retrieval_checks`` loads neither).
@@ -65,12 +65,16 @@ triton and torch are imported on first use only (``import retrieval_checks`` loa
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
 
+from ...errors import BackendError
+from .._backend import Backend
+from .._grouped import GroupData, grouped_recall_values, score_groups
+from .._partial import FirstRanks
 from . import _triton
-from ._stream import FirstRanks
 
 __all__ = [
     "fused_groups",
@@ -128,7 +132,7 @@ def _warn(where: str, reason: str, stacklevel: int) -> None:
 def fused_groups(
     data, gq, gg, r, ks, hits, similarity, candidates, max_memory, *, tile=None
 ) -> bool:
-    """Fill ``hits`` and ``candidates`` as :func:`._grouped._score_groups` does, on the
+    """Fill ``hits`` and ``candidates`` as :func:`.._grouped.score_groups` does, on the
     fused kernel; False (nothing written) where it does not apply, or after a
     RuntimeWarning when the kernel failed (the caller's numpy path then serves)."""
     backend = data.backend
@@ -148,7 +152,7 @@ def fused_groups(
 
 
 def _record(counts, gq, ks, hits, candidates) -> None:
-    """The per-query hits, as :func:`._grouped._score_batch` records them."""
+    """The per-query hits, as :func:`.._grouped._score_batch` records them."""
     has, above, tied, group, cand = counts
     qi = np.flatnonzero(gq >= 0)
     candidates[qi] = cand[qi]
@@ -436,7 +440,6 @@ def self_check(backend) -> tuple[bool, str | None]:
 def _check_case(backend, similarity: str):
     """(fused, numpy) per-query hits under both tie orders and candidates on 70 items
     in 4 uneven groups, leave-one-out."""
-    from ._grouped import _Data, _score_groups
 
     rng = np.random.default_rng(17)
     n, d = 70, 20
@@ -453,11 +456,11 @@ def _check_case(backend, similarity: str):
     ids = np.arange(n)
     results = []
     for be in (backend, None):
-        data = _Data(X, codes, ids, None, None, None, fac, None, backend=be)
+        data = GroupData(X, codes, ids, None, None, None, fac, None, backend=be)
         hits = {p: {k: np.full(n, np.nan) for k in (1, 3)} for p in ("pessimistic", "optimistic")}
         cand = np.zeros(n, np.int64)
         if be is None:
-            _score_groups(data, gq, gq, 4, [1, 3], hits, similarity, cand, 2**30)
+            score_groups(data, gq, gq, 4, [1, 3], hits, similarity, cand, 2**30)
         else:
             _record(_counts(data, gq, gq, 4, similarity, 2**30, be, None), gq, [1, 3], hits, cand)
         results.append([cand] + [hits[p][k] for p in hits for k in (1, 3)])
@@ -485,13 +488,7 @@ def time_grouped(
     Returns ``{"seconds", "value", "n_groups", "screened", "exact"}``. On CUDA the
     kernels must be on (``RC_TRITON=1``; ``RC_TRITON_SCREEN`` picks screening); a
     BackendError says so when the fused path did not run (no silent numpy timing)."""
-    import time
-
     import torch
-
-    from ..errors import BackendError
-    from ._backend import Backend
-    from ._grouped import grouped_recall_values
 
     rng = np.random.default_rng(seed)
     y = np.arange(n) // per_class
@@ -526,6 +523,7 @@ def time_grouped(
         max_memory=max_memory,
         q_factor=factor,
         backend=backend,
+        fused=fused_groups,
     )
     sync()
     seconds = time.perf_counter() - t0

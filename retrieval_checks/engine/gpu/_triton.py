@@ -1,7 +1,7 @@
 """A fused Triton kernel for the CUDA path: tile product, score epilogue and rank counts
 in one pass, without writing the ``b x n`` score block to memory.
 
-What it computes (the counting contract of :mod:`._kernels`): for every relevant
+What it computes (the counting contract of :mod:`.._kernels`): for every relevant
 pair score of a query, the number of non-relevant gallery scores ``>=`` it and ``==``
 it. Two launches per query block:
 
@@ -90,7 +90,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import BackendError
+from ...errors import BackendError
+from .._backend import Backend
+from .._counters import count_torch, sort_within_rows
+from .._hamming import hamming_tile_torch
+from .._inputs import Csr
+from .._partial import ranked_partial
 
 __all__ = [
     "mode",
@@ -433,7 +438,6 @@ def run_block_triton(p, start: int, stop: int, pairs: PairRequest | None = None)
     """One task on the fused kernel: the block's :class:`~._blocks.BlockPartial` (with
     the pair outputs when ``pairs`` asks), or None when the block has more self pairs
     per query than the kernel masks."""
-    from ._partial import ranked_partial
 
     got = _block_inputs(p, start, stop)
     if got is None:
@@ -628,11 +632,9 @@ def count_arrays(
     pairs: PairRequest | None = None,
 ):
     """The two launches on one block. Returns ((relevant scores sorted in rows, the
-    permutation that sorts them), above, tied) as :func:`~._blocks._count_torch` does,
+    permutation that sorts them), above, tied) as :func:`~._blocks.count_torch` does,
     and, when ``pairs`` asks, a fourth item: ``{"negatives", "tau", "fixed_fp"}``.
     ``csr``: explicit relevance (the block CSR's columns; codes and ranks unused)."""
-    from ._counters import sort_within_rows as _sort_within_rows
-    from ._inputs import Csr
 
     L = _Launch(
         Qb,
@@ -653,7 +655,7 @@ def count_arrays(
     )
     vals = _extract(L, grank, indptr, rid, cols)
     nnz = int(indptr[-1])
-    rel_sorted, order = _sort_within_rows(
+    rel_sorted, order = sort_within_rows(
         vals, Csr(np.asarray(indptr, np.int64), np.asarray(cols, np.int64)), True
     )
     counts = np.diff(indptr)
@@ -887,11 +889,6 @@ def _check_case(  # long: one self-check case: the problem, both paths, every ou
     duplicates' exact ties test that both launches compute a pair's score alike)."""
     import torch
 
-    from ._backend import Backend
-    from ._counters import count_torch as _count_torch
-    from ._counters import sort_within_rows as _sort_within_rows
-    from ._inputs import Csr
-
     rng = np.random.default_rng(17)
     n, d = 83, 20
     if similarity == "hamming":  # 100-bit codes in two words; codes one bit apart tie often
@@ -937,8 +934,6 @@ def _check_case(  # long: one self-check case: the problem, both paths, every ou
         G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr, rows, cols, selfs, screen=screen
     )
     if similarity == "hamming":
-        from ._hamming import hamming_tile_torch
-
         S = torch.empty((m, n), dtype=torch.float32, device=be.device)
         hamming_tile_torch(G[:m], G, S)
     else:
@@ -949,8 +944,8 @@ def _check_case(  # long: one self-check case: the problem, both paths, every ou
     S[torch.from_numpy(rows).to(be.device), torch.from_numpy(cols).to(be.device)] = -math.inf
     ar = torch.arange(m, device=be.device)
     S[ar, ar] = -math.inf
-    ref_sorted, _ = _sort_within_rows(vals, Csr(indptr, cols), True)
-    ref_above, ref_tied = _count_torch(S[None], m, n, indptr, ref_sorted)
+    ref_sorted, _ = sort_within_rows(vals, Csr(indptr, cols), True)
+    ref_above, ref_tied = count_torch(S[None], m, n, indptr, ref_sorted)
     # the same relevance as an explicit CSR, with the pair outputs: the tail above the
     # median negative and the negatives >= three fixed thresholds
     neg = S[S > -math.inf]
