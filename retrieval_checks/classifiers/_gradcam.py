@@ -112,6 +112,54 @@ def grad_cam(
     ``model.named_modules()`` (e.g. ``"features"`` or ``"layer4.1.conv2"``) or the module.
     ``target``: None (each image's predicted class), an int (one class for all) or N
     class indices. ``method``: ``"gradcam"`` or ``"gradcam++"``.
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module`` classifier.
+    images:
+        (N x C x H x W) array or tensor.
+    layer:
+        The layer whose activations and gradients make the map: a name from
+        ``model.named_modules()`` or the module itself.
+    target:
+        None (each image's predicted class), one class for all, or N class indices.
+    method:
+        ``"gradcam"`` (default) or ``"gradcam++"``.
+    batch_size:
+        Images per pass (default 64).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    upsample:
+        Maps at the images' size (default True) or at the layer's resolution.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N x H x W) float32 maps in [0, 1].
+
+    Raises
+    ------
+    InputError
+        An unknown ``method`` or layer (the message lists the model's layers), a
+        model that is not a torch module, images that are not (N, C, H, W) or empty,
+        invalid targets, ``batch_size`` or ``upsample``.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> cams = rc.grad_cam(model, images, "0", device="cpu")  # layer "0": the convolution
+    >>> cams.shape, cams.dtype, float(cams.min()), float(cams.max())
+    ((12, 8, 8), dtype('float32'), 0.0, 1.0)
     """
     torch = _torch()
     if method not in ("gradcam", "gradcam++"):

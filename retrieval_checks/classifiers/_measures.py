@@ -87,7 +87,46 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def predict_proba(model, images, *, batch_size: int = 256, device="auto") -> np.ndarray:
-    """Softmax probabilities (N x K) of a classifier."""
+    """Softmax probabilities (N x K) of a classifier.
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module`` classifier returning (N x K) logits.
+    images:
+        (N x ...) inputs (numpy array or torch tensor), e.g. (N x C x H x W).
+    batch_size:
+        Images per forward pass (default 256).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N x K) float64 softmax probabilities, rows summing to 1.
+
+    Raises
+    ------
+    InputError
+        A model that is not a torch module, invalid images, an invalid ``batch_size``
+        or device, logits that are not (N x K) finite numbers.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> p = rc.predict_proba(model, images, device="cpu")
+    >>> p.shape, p[0].round(3)
+    ((12, 3), array([0.308, 0.295, 0.397]))
+    """
     return _softmax(_run(model, images, batch_size=batch_size, device=device))
 
 
@@ -103,7 +142,54 @@ def effective_invariance(
     model, images, *, transforms=None, batch_size: int = 256, device="auto"
 ) -> float:
     """Mean EI over images and transforms (callables on batched tensors; default:
-    rotations by 90, 180, 270 degrees), in [0, 1]."""
+    rotations by 90, 180, 270 degrees), in [0, 1].
+
+    EI of an image and a transform is sqrt(p * p') when the predicted class is the same
+    before and after the transform (p, p': the predicted class's probabilities), else 0.
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module`` classifier returning (N x K) logits.
+    images:
+        (N x ...) inputs (numpy array or torch tensor), e.g. (N x C x H x W).
+    transforms:
+        A list of callables on batched tensors, or (name, callable) pairs (default:
+        rotations by 90, 180 and 270 degrees).
+    batch_size:
+        Images per forward pass (default 256).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Returns
+    -------
+    float
+        The mean EI, in [0, 1].
+
+    Raises
+    ------
+    InputError
+        ``transforms`` that is not a non-empty list of callables or (name, callable)
+        pairs, and the errors of :func:`predict_proba`.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> round(rc.effective_invariance(model, images, device="cpu"), 3)
+    0.397
+    >>> flip = ("flip", lambda x: torch.flip(x, dims=(-1,)))
+    >>> round(rc.effective_invariance(model, images, transforms=[flip], device="cpu"), 3)
+    0.397
+    """
     if transforms is not None and (
         callable(transforms) or not isinstance(transforms, (list, tuple))
     ):
@@ -138,7 +224,36 @@ def effective_invariance(
 
 @dataclass(frozen=True)
 class NuclearNorm:
-    """``value``: ||P||_* / sqrt(min(N, K) * N) in [0, 1]; ``raw``: ||P||_*."""
+    """``value``: ||P||_* / sqrt(min(N, K) * N) in [0, 1]; ``raw``: ||P||_*.
+
+    Parameters
+    ----------
+    value:
+        ||P||_* / sqrt(min(N, K) * N), in [0, 1].
+    raw:
+        ||P||_*, the sum of the singular values of the prediction matrix P.
+    n, k:
+        The numbers of images and of classes.
+
+    Raises
+    ------
+    None
+        A plain frozen record; :func:`~retrieval_checks.nuclear_norm` checks its inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> nn = rc.nuclear_norm(model, images, device="cpu")
+    >>> round(nn.value, 4), nn.n, nn.k, round(float(nn), 4)
+    (0.3373, 12, 3, 0.3373)
+    """
 
     value: float
     raw: float
@@ -153,7 +268,42 @@ def nuclear_norm(
     model_or_probabilities, images=None, *, batch_size: int = 256, device="auto"
 ) -> NuclearNorm:
     """Nuclear norm of the softmax prediction matrix: from a model and images, or from an
-    (N x K) probability matrix directly."""
+    (N x K) probability matrix directly.
+
+    Parameters
+    ----------
+    model_or_probabilities:
+        A ``torch.nn.Module`` classifier (with ``images``), or an (N x K) matrix of
+        softmax probabilities.
+    images:
+        The inputs of the model; None when a probability matrix is given.
+    batch_size:
+        Images per forward pass (default 256).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Returns
+    -------
+    NuclearNorm
+        The normalised nuclear norm in [0, 1] and the raw one.
+
+    Raises
+    ------
+    InputError
+        A model without images, a matrix that is not (N x K) finite probability rows
+        (non-negative, summing to 1), an invalid ``batch_size`` or device.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rc.nuclear_norm(np.eye(3)).value  # confident and diverse predictions
+    1.0
+    >>> rc.nuclear_norm(np.full((4, 2), 0.5)).value  # the same uncertain prediction for all
+    0.5
+    """
     if (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, numbers.Integral)
@@ -212,7 +362,41 @@ def nuclear_norm(
 @dataclass(frozen=True)
 class SpectralMeasure:
     """``value`` (may overflow to inf for deep nets; use ``log_value``), ``gamma`` (the
-    margin percentile), per-layer spectral and Frobenius norms."""
+    margin percentile), per-layer spectral and Frobenius norms.
+
+    Parameters
+    ----------
+    value:
+        The measure (inf where it overflows).
+    log_value:
+        Its natural logarithm.
+    gamma:
+        The margin at ``percentile``.
+    percentile:
+        The percentile of the training margins used.
+    layers:
+        One dict per Conv or Linear layer: ``layer``, ``spectral``, ``frobenius``.
+
+    Raises
+    ------
+    None
+        A plain frozen record; :func:`~retrieval_checks.spectral_measure` checks its
+        inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> sm = rc.spectral_measure(model, images, np.full(12, 2), device="cpu")
+    >>> sm.percentile, round(sm.value, 2), round(sm.layers[0]["spectral"], 3)
+    (10.0, 26.87, 0.751)
+    """
 
     value: float
     log_value: float
@@ -227,7 +411,57 @@ class SpectralMeasure:
 def spectral_measure(
     model, images, labels, *, percentile: float = 10.0, batch_size: int = 256, device="auto"
 ) -> SpectralMeasure:
-    """Jiang et al.'s spectral measure on the training set (``images``, ``labels``)."""
+    """Jiang et al.'s spectral measure on the training set (``images``, ``labels``).
+
+    The measure is prod_i ||W_i||_2^2 * sum_i ||W_i||_F^2 / ||W_i||_2^2 / gamma^2 over
+    the Conv and Linear layers, with gamma the ``percentile``-th percentile of the
+    training margins (the true class's logit minus the largest other one).
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module`` classifier returning (N x K) logits.
+    images:
+        (N x ...) inputs (numpy array or torch tensor), e.g. (N x C x H x W).
+    labels:
+        The true class index of every training image.
+    percentile:
+        Of the margins (default 10).
+    batch_size:
+        Images per forward pass (default 256).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Returns
+    -------
+    SpectralMeasure
+        The measure (``value``, and ``log_value`` where it overflows), gamma and the
+        per-layer norms.
+
+    Raises
+    ------
+    InputError
+        Labels that are not one class index per image within the logits' columns, a
+        margin percentile <= 0 (too many misclassified training images), a layer of
+        all-zero weights, a model without Conv or Linear layers, an invalid
+        ``percentile``.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> sm = rc.spectral_measure(model, images, np.full(12, 2), device="cpu")
+    >>> round(sm.log_value, 3), round(sm.gamma, 3), [layer["layer"] for layer in sm.layers]
+    (3.291, 0.247, ['0', '4'])
+    """
     torch = _torch()
     check_option("percentile", percentile)
     y = as_numpy(labels, "labels")
@@ -276,7 +510,49 @@ def spectral_measure(
 def classifier_accuracy(
     model, images, labels, *, batch_size: int = 256, device="auto"
 ) -> AccuracyResult:
-    """Top-1 accuracy of ``model`` on (images, labels), with the labels kept for gaps."""
+    """Top-1 accuracy of ``model`` on (images, labels), with the labels kept for gaps.
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module`` classifier returning (N x K) logits.
+    images:
+        (N x ...) inputs (numpy array or torch tensor), e.g. (N x C x H x W).
+    labels:
+        The true class index (a logit column) of every image.
+    batch_size:
+        Images per forward pass (default 256).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Returns
+    -------
+    AccuracyResult
+        The accuracy, its counts, and the labels (for
+        :func:`~retrieval_checks.generalization_gap`).
+
+    Raises
+    ------
+    InputError
+        Labels that are not integer class indices within the logits' columns, or not
+        one per image, and the errors of :func:`predict_proba`.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> acc = rc.classifier_accuracy(model, images, labels, device="cpu")
+    >>> acc.value, acc.n_correct, acc.n
+    (0.5, 6, 12)
+    """
     logits = _run(model, images, batch_size=batch_size, device=device)
     y = as_numpy(labels, "labels")
     if y.dtype.kind not in "iu":
@@ -293,7 +569,51 @@ def classification_gap(
     model, train, test, *, confidence: float = 0.95, batch_size: int = 256, device="auto"
 ):
     """Accuracy(train) - accuracy(test) of a classifier with Newcombe's interval.
-    ``train`` and ``test`` are (images, labels) pairs."""
+    ``train`` and ``test`` are (images, labels) pairs.
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module`` classifier returning logits.
+    train, test:
+        ``(images, labels)`` pairs of the training and the test set (the same classes).
+    confidence:
+        Of Newcombe's interval (default 0.95).
+    batch_size:
+        Images per forward pass (default 256).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Returns
+    -------
+    Gap
+        Accuracy(train) - accuracy(test), with its interval; gate it with
+        :func:`~retrieval_checks.assert_gap_below`.
+
+    Raises
+    ------
+    InputError
+        ``train`` or ``test`` not an (images, labels) pair, sets with different
+        classes, the same data on both sides, and the errors of
+        :func:`classifier_accuracy`.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> gap = rc.classification_gap(model, (images[:6], labels[:6]), (images[6:], labels[6:]),
+    ...                             device="cpu")
+    >>> print(gap)
+    accuracy gap (train - test) = +0.3333 [-0.1852, +0.6679] (95% Newcombe score interval; train 0.6667 on 6 samples, test 0.3333 on 6 samples)
+    """
     for name, pair in (("train", train), ("test", test)):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise InputError(f"{name} must be an (images, labels) pair.")
@@ -306,7 +626,50 @@ class ClassifierResult(Mapping):
     """Mapping from classifier metric name to value, with ``intervals`` (bootstrap over
     images for ``cam_iou`` / ``cam_iou_box``, Wilson for ``accuracy``), the full
     ``localization`` results, ``accuracy_result`` (for gaps), ``spectral`` and
-    ``nuclear`` details, ``n_images`` and ``config``."""
+    ``nuclear`` details, ``n_images`` and ``config``.
+
+    Built by :func:`~retrieval_checks.evaluate_classifier`; read, not constructed, by
+    users.
+
+    Parameters
+    ----------
+    values:
+        ``{metric name: value}``.
+    intervals:
+        ``{metric name: (low, high)}``.
+    n_images:
+        The number of images.
+    config:
+        The options of the evaluation (layer, cam_method, rho, percentile, confidence,
+        seed, n_resamples).
+    localization:
+        ``{"cam_iou" | "cam_iou_box": LocalizationResult}``.
+    accuracy_result:
+        The :class:`~retrieval_checks.AccuracyResult` (for gaps), or None.
+    spectral, nuclear:
+        The :class:`~retrieval_checks.SpectralMeasure` and
+        :class:`~retrieval_checks.NuclearNorm`, or None.
+
+    Raises
+    ------
+    KeyError
+        ``result[name]`` for a metric it does not hold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> res = rc.evaluate_classifier(model, images, labels, metrics=["accuracy", "nuclear_norm"],
+    ...                              device="cpu")
+    >>> list(res), res.n_images, res.accuracy_result.n_correct, round(res.nuclear.value, 3)
+    (['accuracy', 'nuclear_norm'], 12, 6, 0.337)
+    """
 
     def __init__(
         self,
@@ -399,6 +762,74 @@ def evaluate_classifier(
     (need ``layer`` and ``boxes`` or ``masks``; the CAM of the predicted class),
     ``effective_invariance``, ``nuclear_norm`` and ``spectral_measure`` (needs labels:
     give the training set).
+
+    Parameters
+    ----------
+    model:
+        A ``torch.nn.Module`` classifier returning logits.
+    images:
+        (N x C x H x W) array or tensor.
+    labels:
+        The true class index of every image (needed by ``accuracy`` and
+        ``spectral_measure``).
+    metrics:
+        A name or a list of names from the list above.
+    boxes, masks:
+        The objects' boxes or truth masks for ``cam_iou`` / ``cam_iou_box`` (see
+        :func:`~retrieval_checks.cam_iou`).
+    layer:
+        The layer of the Grad-CAM (a name from ``model.named_modules()`` or the module).
+    cam_method:
+        ``"gradcam"`` (default) or ``"gradcam++"``.
+    rho:
+        The CAM threshold of the IoU (default 0.1).
+    transforms:
+        Of ``effective_invariance`` (default: the three rotations).
+    percentile:
+        Of the margins of ``spectral_measure`` (default 10).
+    batch_size:
+        Images per forward pass (default 64).
+    device:
+        ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    confidence:
+        Of the intervals (Wilson for accuracy, bootstrap over images for the IoUs).
+    n_resamples, seed:
+        Of the bootstrap over images (default 1000, 0).
+
+    Returns
+    -------
+    ClassifierResult
+        A mapping from metric name to value, with ``intervals`` and the details; the
+        gates (:func:`~retrieval_checks.assert_metric`...) take it.
+
+    Raises
+    ------
+    InputError
+        An unknown or empty list of metrics, a metric without what it needs (labels,
+        ``layer``, boxes or masks), a model that is not a torch module, invalid images,
+        labels or options, and the errors of each measure.
+    MetricNameError
+        A name that is no classifier metric.
+    BackendError
+        A CUDA device asked for where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> _ = torch.manual_seed(0)
+    >>> model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+    ...     torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    >>> images = torch.rand(12, 1, 8, 8)
+    >>> labels = np.array([2, 2, 2, 2, 0, 0, 2, 0, 0, 0, 0, 2])
+    >>> res = rc.evaluate_classifier(model, images, labels, metrics=["accuracy", "cam_iou"],
+    ...                              layer="0", boxes=np.array([[0, 0, 4, 4]] * 12), device="cpu")
+    >>> res["accuracy"], [round(float(v), 4) for v in res.intervals["accuracy"]]
+    (0.5, [0.2538, 0.7462])
+    >>> round(res["cam_iou"], 2)
+    0.26
+    >>> rc.assert_metric(res, "accuracy", at_least=0.4)
     """
     if not isinstance(metrics, (str, list, tuple)):
         raise InputError(
