@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from .._suggest import hint, shown
-from ..errors import InputError, IntervalWarning, MetricNameError
+from ..errors import InputError, IntervalWarning, MetricNameError, PowerWarning
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, metric_spec, parse_metric
 from ..metrics._registry import FAMILIES, Family
@@ -41,6 +41,8 @@ from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interv
 from ._events import GateEvent, emit
 from ._exact import exceeds
 from ._family import (
+    bound_power,
+    bound_power_note,
     claimed,
     comparison_test,
     deferrable,
@@ -1207,7 +1209,13 @@ def assert_cam_iou_at_least(
 
 
 def assert_gap_below(
-    gap, below: float, *, on: str = "upper", max_skipped: int | float | None = None
+    gap,
+    below: float,
+    *,
+    on: str = "upper",
+    max_skipped: int | float | None = None,
+    power: float | None = None,
+    min_power: float | None = None,
 ) -> None:
     """Fail when a :class:`~retrieval_checks.Gap`'s upper bound (``on="upper"``, default:
     the gap is not shown to be below the limit) or its point value (``on="value"``)
@@ -1225,6 +1233,14 @@ def assert_gap_below(
     :func:`~retrieval_checks.generalization_gap` gave) and recorded on the event
     (``warnings``, and ``sides_swapped``).
 
+    With ``on="upper"`` the event carries the gate's power: its chance of passing a
+    model with no gap at all (``power_at_tolerance``), the smallest limit it shows with
+    ``power`` for such a model (``mdd``), from the gap's interval (standard error =
+    half-width / z; its smaller side's units, both sides scaled together) and the
+    units that limit would need; below ``power`` the gate warns
+    (:class:`~retrieval_checks.errors.PowerWarning`: even a model with no gap would
+    mostly fail for lack of data), and with ``min_power`` it fails, naming the units.
+
     Parameters
     ----------
     gap:
@@ -1237,6 +1253,12 @@ def assert_gap_below(
         ``"upper"`` (default: the interval's upper bound) or ``"value"``.
     max_skipped:
         The most queries (a count) or fraction of queries either side may have skipped.
+    power:
+        The power at which the event states the smallest limit shown (default 0.8);
+        ``on="upper"`` only.
+    min_power:
+        ``on="upper"`` only: fail when a model with no gap would pass with less than this
+        power (default: warn at 0.8).
 
     Returns
     -------
@@ -1246,8 +1268,9 @@ def assert_gap_below(
     Raises
     ------
     AssertionError
-        The gap's upper bound (or value) exceeds ``below``; the message names both
-        sides' values and sample sizes and the interval's method.
+        The gap's upper bound (or value) exceeds ``below``, or the gate is underpowered
+        under ``min_power``; the message names both sides' values and sample sizes and
+        the interval's method.
     InputError
         A ``below`` that is NaN, negative or could never fail.
 
@@ -1294,7 +1317,9 @@ def assert_gap_below(
     interval_notes = [n for n in gap_notes(gap, units=on == "upper") if n not in said]
     notes += said + interval_notes
     swapped = isinstance(gap.high, (int, float)) and gap.high < 0
-    failed = undefined or exceeds(checked, below) or bool(skip_failures)
+    pw, power_failure, weak = _gap_power(gap, below, on, power, min_power)
+    notes += [weak] if weak else []
+    failed = undefined or exceeds(checked, below) or bool(skip_failures) or bool(power_failure)
     emit(
         GateEvent(
             gate="assert_gap_below",
@@ -1316,10 +1341,13 @@ def assert_gap_below(
             extra={
                 **({} if max_skipped is None else {"max_skipped": max_skipped}),
                 **({"sides_swapped": True} if swapped else {}),
+                **(pw.to_dict() if pw is not None else {}),
             },
         )
     )
-    _warn([n for n in notes if n not in said], interval_notes, stacklevel=2)
+    _warn([n for n in notes if n not in said and n is not weak], interval_notes, stacklevel=2)
+    if weak:
+        warnings.warn(f"retrieval-checks: {weak}", PowerWarning, stacklevel=2)
     if skip_failures:
         raise AssertionError(
             "\n".join(skip_failures) + "\n  rule: fail when more than max_skipped queries are "
@@ -1332,6 +1360,9 @@ def assert_gap_below(
             f"{what} is NaN (undefined), so it is not shown to be <= {_g(below)}"
             if undefined
             else f"{what} {checked:+.4f} > {_g(below)} (over by {checked - below:.4f})"
+            if exceeds(checked, below)
+            else f"gate is underpowered: {what} {checked:+.4f} <= {_g(below)} this time, but the "
+            "test's power is below min_power"
         )
         raise AssertionError(
             f"{gap.metric} gap ({a} - {b}) {head}\n"
@@ -1340,6 +1371,13 @@ def assert_gap_below(
             f"  {a}: {gap.first_value:.4f} on {gap.n_first} {gap.unit}; {b}: {gap.second_value:.4f} "
             f"on {gap.n_second} {gap.unit}\n"
             + "".join(f"  note: {n}\n" for n in said + interval_notes)
+            + (
+                f"  {power_failure}\n"
+                if power_failure
+                else f"  power: {pw.describe()}\n"
+                if pw
+                else ""
+            )
             + f"  rule: fail when the gap's {what} is above the limit"
         )
 
@@ -1367,6 +1405,7 @@ def assert_not_worse(
     max_skipped: int | float | None = None,
     power: float | None = None,
     correction: str | None = None,
+    min_power: float | None = None,
 ) -> None:
     """Gate a candidate against a baseline from a paired :class:`Comparison`.
 
@@ -1390,6 +1429,13 @@ def assert_not_worse(
     none; default the pytest session's ``--rc-correction``), decided at the session's
     end on its adjusted p-value when a correction applies.
 
+    With ``rule="non_inferior"`` the event and the message carry the power of the
+    non-inferiority test: its chance of passing an unchanged model at the margin
+    (``power_at_tolerance``), the smallest margin it shows with ``power`` when nothing
+    changed (``mdd``) and the units that margin would need; when that chance is below
+    ``power`` the gate warns (:class:`~retrieval_checks.errors.PowerWarning`: it will
+    mostly fail for lack of data), and with ``min_power`` it fails, naming the units.
+
     Parameters
     ----------
     comparison:
@@ -1403,10 +1449,13 @@ def assert_not_worse(
         The most queries (a count) or fraction of queries either result may have skipped.
     power:
         The power at which the event states the minimum detectable drop (default 0.8);
-        ``rule="significant"`` only.
+        ``rule="significant"`` or ``"non_inferior"``.
     correction:
         ``"holm"``, ``"bh"`` or ``"none"``: the multiple-testing correction of the run's
         family of significance-gated checks (default: the session's ``--rc-correction``).
+    min_power:
+        ``rule="non_inferior"`` only: fail when the test shows non-inferiority within the
+        margin for an unchanged model with less than this power (default: warn at 0.8).
 
     Returns
     -------
@@ -1464,8 +1513,11 @@ def assert_not_worse(
         else None
     )
     notes += [few] if few else []
+    test, bound, bound_failure = _not_worse_power(c, rule, margin, power, min_power)
+    weak = bound_power_note("assert_not_worse", c.metric, bound)
+    notes += [weak] if weak else []
     fails = undefined or exceeds(-margin, checked) or skip_failure is not None
-    test = comparison_test(c, margin, power) if rule == "significant" else None
+    fails = fails or bound_failure is not None
     correction = family_of(correction, test)
     deferred = deferrable(test, correction, fails, undefined or skip_failure is not None)
     event = emit(
@@ -1489,21 +1541,76 @@ def assert_not_worse(
             extra={
                 **({} if max_skipped is None else {"max_skipped": max_skipped}),
                 **family_fields(test, correction, deferred),
+                **(bound.to_dict() if bound is not None else {}),
             },
         )
     )
-    _warn(notes, (few,), stacklevel=2)
+    _warn([n for n in notes if n is not weak], (few,), stacklevel=2)
+    if weak:
+        warnings.warn(f"retrieval-checks: {weak}", PowerWarning, stacklevel=2)
     if skip_failure is not None:
         raise AssertionError(
             f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped"
         )
     alone = deferred and not claimed(event)  # no session recorded it: decided now, never unseen
     if fails and (alone or not deferred):
-        notes = [f"power: {test.power.describe()}"] if test and test.power else []
+        pw = test.power if test else bound
+        notes = [bound_failure] if bound_failure else [f"power: {pw.describe()}"] if pw else []
         notes += [
             f"note: {n}" for n in ([unclaimed(None)] if alone else []) + ([few] if few else [])
         ]
         raise AssertionError(_not_worse_message(c, rule, margin, undefined, d, checked, notes))
+
+
+def _gap_power(gap, below, on, power, min_power):
+    """``(power, failure, warning)`` of a gap gate on its upper bound
+    (:func:`~retrieval_checks.gates._family.bound_power`); ``power`` / ``min_power``
+    with ``on="value"`` (no test) are refused."""
+    if on != "upper":
+        if power is not None or min_power is not None:
+            name, value = ("power", power) if power is not None else ("min_power", min_power)
+            raise InputError(
+                f"{name}={shown(value)}: on='value' has no test to state the power of; gate the "
+                "upper bound (on='upper', the default), or leave it out."
+            )
+        return None, None, None
+    pw, failure = bound_power(
+        gap, below, test="gap", gate="assert_gap_below", power=power, min_power=min_power
+    )
+    return pw, failure, bound_power_note("assert_gap_below", f"{gap.metric} gap", pw)
+
+
+def _not_worse_power(c, rule, margin, power, min_power):
+    """The significance test of ``rule="significant"`` (a family member, with its power),
+    or the power of ``rule="non_inferior"`` and the reason its ``min_power`` fails:
+    ``(test, bound_power, failure)``. ``power`` / ``min_power`` where the rule has no
+    power to state are refused (they were ignored)."""
+    if rule == "non_inferior":
+        pw, failure = bound_power(
+            c,
+            margin,
+            test="non_inferiority",
+            gate="assert_not_worse",
+            power=power,
+            min_power=min_power,
+        )
+        return None, pw, failure
+    if min_power is not None:
+        raise InputError(
+            f"min_power={shown(min_power)}: a power requirement goes with rule='non_inferior' (its "
+            f"chance of passing an unchanged model); rule={rule!r} "
+            + (
+                "reports the drop its test detects (power=), and has no tolerance to require it at."
+                if rule == "significant"
+                else "has no test."
+            )
+        )
+    if rule == "value" and power is not None:
+        raise InputError(
+            f"power={shown(power)}: rule='value' has no test to state the power of; use "
+            "rule='significant' or 'non_inferior', or leave power out."
+        )
+    return (comparison_test(c, margin, power) if rule == "significant" else None), None, None
 
 
 def _not_worse_message(c, rule, margin, undefined, d, checked, notes) -> str:
@@ -1516,6 +1623,10 @@ def _not_worse_message(c, rule, margin, undefined, d, checked, notes) -> str:
         if undefined
         else f"candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
         f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})"
+        if exceeds(-margin, checked)
+        else f"gate is underpowered: candidate {c.candidate:.4f} is shown within {margin:g} of baseline "
+        f"{c.baseline:.4f} this time (improvement {d:+.4f}, checked {checked:+.4f} >= {-margin:+}), but "
+        "the test's power is below min_power"
     )
     return (
         f"{c.metric}: {head}\n"

@@ -50,6 +50,8 @@ __all__ = [
     "comparison_test",
     "deferrable",
     "power_note",
+    "bound_power",
+    "bound_power_note",
     "claim",
     "claimed",
     "unclaimed",
@@ -316,6 +318,98 @@ def comparison_test(comparison, margin: float, power: float | None = None):
         return out
     out.p_worse, out.level, out.significance_gated = min(1.0, 2 * p_one), level, True
     return out
+
+
+def bound_power(
+    source,
+    tolerance: float,
+    *,
+    test: str,
+    gate: str,
+    power: float | None = None,
+    min_power: float | None = None,
+):
+    """The power of a gate that passes only when an interval's bound shows the
+    difference within ``tolerance``: ``assert_not_worse(rule="non_inferior")`` (``test
+    ="non_inferiority"``: the improvement's lower bound above ``-margin``; ``source`` a
+    Comparison) and ``assert_gap_below(on="upper")`` (``test="gap"``: the gap's upper
+    bound below ``below``; ``source`` a Gap). Such a gate fails closed on too few
+    units: its risk is the other one, a gate that a model with nothing wrong cannot
+    pass. The power is its chance to pass when the true difference is 0 (an unchanged
+    model, no gap), a one-sided test at (1 - confidence) / 2 with noncentrality
+    tolerance / se; ``mdd`` the smallest tolerance it shows with that power. ``se``: the
+    comparison's own (its t test's dof, class-clustered when the comparison is), else
+    the interval's half-width / z (a bootstrap's or a gap's, normal reference); a gap's
+    units are its smaller side's (both sides scaled together).
+
+    Returns ``(power, failure)``: the :class:`~retrieval_checks.stats.Power` (None when
+    no spread is known), and the reason a ``min_power`` requirement fails (None when
+    met or not asked). ``power`` / ``min_power`` are checked (in (0, 1)); ``min_power``
+    is the power the requirement states."""
+    import math
+
+    from ..stats._power import _z, check_power, power_of
+
+    power = check_power(power)
+    min_power = check_power(min_power, "min_power")
+    if power is not None and min_power is not None and power != min_power:
+        raise InputError(
+            f"power={power:g} and min_power={min_power:g}: min_power is the power the gate requires "
+            "and reports; give one of them."
+        )
+    conf = float(getattr(source, "confidence", 0.95) or 0.95)
+    level = (1 - conf) / 2
+    se, dof = getattr(source, "se", None), getattr(source, "dof", None)
+    low, high = getattr(source, "low", None), getattr(source, "high", None)
+    if se is None or not math.isfinite(se):
+        dof = None
+        ok = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high))
+        se = (high - low) / (2 * _z(1 - level)) if ok else None
+    if hasattr(source, "n_first"):  # a Gap: its smaller side
+        n_units = min(int(source.n_first or 0), int(source.n_second or 0))
+    else:
+        n_units = int(getattr(source, "n", 0) or 0)
+    pw = None
+    if se is not None and se > 0:
+        pw = power_of(
+            se,
+            n_units,
+            level=level,
+            power=min_power if min_power is not None else power,
+            dof=dof,
+            unit=getattr(source, "unit", None),
+            tolerance=float(tolerance),
+            required=min_power is not None,
+            test=test,
+        )
+    failure = None
+    if min_power is not None and pw is None:
+        failure = (
+            f"{gate}: underpowered (min_power {min_power:g}): the power cannot be estimated (the "
+            "interval has no spread: identical runs, or no interval); a power requirement that cannot "
+            "be checked fails"
+        )
+    elif pw is not None and pw.required and pw.underpowered:
+        failure = f"{gate}: underpowered (min_power {pw.power:g}): {pw.describe()}"
+    return pw, failure
+
+
+def bound_power_note(gate: str, metric: str, pw) -> str | None:
+    """The warning of a bound gate (:func:`bound_power`) that a model with nothing wrong
+    would likely fail (None when it would likely pass, or requires the power: then it
+    fails)."""
+    if pw is None or not pw.underpowered or pw.required:
+        return None
+    what = (
+        "cannot show non-inferiority within its margin even for an unchanged model"
+        if pw.test == "non_inferiority"
+        else "cannot show the gap below its limit even for a model with no gap"
+    )
+    return (
+        f"{gate}: {metric} {what}: {pw.describe()}. It will mostly fail for lack of data: evaluate on "
+        f"more {pw.unit or 'units'}, widen the tolerance to what the set can show, or set min_power to "
+        "make this a failure."
+    )
 
 
 #: The attribute a session's recorder sets on a deferred check's event when it has

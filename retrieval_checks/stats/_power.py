@@ -176,7 +176,16 @@ class Power:
     comparison's margin), None when it has none; ``power_at_tolerance``: the test's
     probability of detecting a true drop of ``tolerance``; ``units_needed``: the units
     (``unit``: queries, classes or groups) for ``mdd <= tolerance``; ``required``: True
-    when the power was asked as a requirement (``min_power``), so a shortfall fails."""
+    when the power was asked as a requirement (``min_power``), so a shortfall fails.
+
+    ``test``: what the power is of. ``"drop"`` (a gate that fails on a significant
+    drop: ``mdd`` is the true drop it detects); ``"non_inferiority"`` (``assert_not_worse
+    (rule="non_inferior")``, which passes only when the interval shows any drop is
+    within the margin: ``mdd`` is the smallest margin it shows with ``power`` when the
+    model is unchanged, ``power_at_tolerance`` its chance of passing an unchanged model
+    at the gate's margin); ``"gap"`` (a gap's upper bound below a limit: ``mdd`` the
+    smallest limit it shows with ``power`` for a model with no gap). The formulas are
+    the same: a one-sided test at ``level`` with noncentrality tolerance / se."""
 
     mdd: float
     power: float
@@ -189,6 +198,7 @@ class Power:
     power_at_tolerance: float | None = None
     units_needed: int | None = None
     required: bool = False
+    test: str = "drop"
 
     @property
     def method(self) -> str:
@@ -208,13 +218,24 @@ class Power:
         """One line: the minimum detectable drop, and against the tolerance."""
         unit = self.unit or "units"
         sample = f"{self.n_units} {unit}, " if self.n_units else ""
+        what, chance = {
+            "drop": ("minimum detectable drop", "power to detect a drop of {t}"),
+            "non_inferiority": (
+                "smallest margin shown for an unchanged model",
+                "power to show non-inferiority within {t} when nothing changed",
+            ),
+            "gap": (
+                "smallest limit shown for a model with no gap",
+                "power to show the gap below {t} when there is none",
+            ),
+        }[self.test]
         text = (
-            f"minimum detectable drop {self.mdd:.4g} at {self.power:.0%} power "
+            f"{what} {self.mdd:.4g} at {self.power:.0%} power "
             f"(one-sided level {self.level:.3g}, {sample}{self.method})"
         )
         if self.tolerance is None:
             return text
-        text += f"; power to detect a drop of {self.tolerance:.4g}: {self.power_at_tolerance:.0%}"
+        text += f"; {chance.format(t=f'{self.tolerance:.4g}')}: {self.power_at_tolerance:.0%}"
         if self.underpowered:
             need = (
                 f"about {self.units_needed} {unit} would be needed"
@@ -238,6 +259,7 @@ class Power:
             "power_at_tolerance": self.power_at_tolerance,
             "units_needed": self.units_needed,
             "underpowered": self.underpowered,
+            "power_test": self.test,
         }
 
 
@@ -251,8 +273,10 @@ def power_of(
     unit: str | None = None,
     tolerance: float | None = None,
     required: bool = False,
+    test: str = "drop",
 ) -> Power:
-    """The :class:`Power` of a test with standard error ``se`` on ``n_units`` units."""
+    """The :class:`Power` of a test with standard error ``se`` on ``n_units`` units
+    (``test``: what it is the power of, see :class:`Power`)."""
     power = DEFAULT_POWER if power is None else check_power(power)
     mdd = detectable_drop(se, level=level, power=power, dof=dof)
     at = need = None
@@ -260,4 +284,6 @@ def power_of(
         at = power_at(tolerance, se, level=level, dof=dof)
         if at < power and n_units and n_units >= 2:  # unknown sample size: no count to scale
             need = units_needed(se, n_units, tolerance, level=level, power=power, t=dof is not None)
-    return Power(mdd, power, level, se, int(n_units), unit, dof, tolerance, at, need, required)
+    return Power(
+        mdd, power, level, se, int(n_units), unit, dof, tolerance, at, need, required, test
+    )
