@@ -34,6 +34,39 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
     Refused (:class:`~retrieval_checks.InputError`): a single class, and a within-class
     scatter of 0 (every class a singleton, or identical items in every class), where J
     is undefined.
+
+    Parameters
+    ----------
+    embeddings:
+        (n x d) numbers: a numpy array, or a floating-point torch tensor (the result is
+        then a differentiable tensor).
+    labels:
+        One label per row (ints or strings), at least 2 classes.
+    eps:
+        Added to Tr(S_W) (default 1e-12), at the normalised scale.
+
+    Returns
+    -------
+    float or torch.Tensor
+        J, a float (float64 arithmetic), or a 0-d tensor for a tensor input.
+
+    Raises
+    ------
+    InputError
+        Embeddings that are not a non-empty finite numeric 2-D array, labels of mixed
+        types or not one per row, a single class, a within-class scatter of 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[0.0, 0], [0, 1], [4, 0], [4, 1]])  # two classes 4 apart, spread 1
+    >>> round(rc.discriminant_ratio(x, [0, 0, 1, 1]), 6)
+    16.0
+    >>> j = rc.discriminant_ratio(torch.tensor(x, requires_grad=True), [0, 0, 1, 1])
+    >>> j.requires_grad, round(j.item(), 6)
+    (True, 16.0)
     """
     kinds = sequence_kinds(labels)
     if kinds and len(kinds) > 1 and not kinds & {"list", "tuple", "ndarray"}:

@@ -28,6 +28,43 @@ __all__ = ["MeasureCorrelation", "correlate_with_gap", "selection_accuracy"]
 
 @dataclass(frozen=True)
 class MeasureCorrelation:
+    """How well one measure predicts the generalization gap over a set of models: its
+    Pearson and Spearman correlations with the gaps (Fisher-z intervals, two-sided
+    p-values) and its pairwise selection accuracy.
+
+    Parameters
+    ----------
+    measure:
+        The measure's name.
+    n_models:
+        The number of models.
+    pearson, pearson_low, pearson_high, pearson_p:
+        Pearson's r, its interval and p-value (NaN where undefined).
+    spearman, spearman_low, spearman_high, spearman_p:
+        Spearman's rho, its interval and p-value.
+    selection_accuracy:
+        See :func:`~retrieval_checks.selection_accuracy`.
+    higher_is_better:
+        The direction the selection accuracy assumed.
+
+    Raises
+    ------
+    None
+        A plain frozen record; :func:`~retrieval_checks.correlate_with_gap` checks its
+        inputs.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> gaps = [0.05, 0.12, 0.08, 0.20, 0.15, 0.10]  # one generalization gap per model
+    >>> cam = [0.62, 0.41, 0.55, 0.30, 0.33, 0.47]  # a measure of each model
+    >>> row = rc.correlate_with_gap({"cam_iou": cam}, gaps)[0]
+    >>> row.n_models, round(row.pearson_low, 3), round(row.pearson_high, 3)
+    (6, -0.996, -0.703)
+    >>> sorted(row.as_row())[:3]
+    ['higher_is_better', 'measure', 'n_models']
+    """
+
     measure: str
     n_models: int
     pearson: float
@@ -57,7 +94,40 @@ def _fisher(r: float, n: int, se: float, confidence: float) -> tuple[float, floa
 
 def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float:
     """Fraction of model pairs (with different gaps) where the measure picks the model
-    that generalizes better (smaller gap)."""
+    that generalizes better (smaller gap).
+
+    Parameters
+    ----------
+    measure:
+        One value of the measure per model.
+    gaps:
+        One generalization gap per model.
+    higher_is_better:
+        Whether a higher measure predicts better generalization (default True; False
+        for e.g. a norm).
+
+    Returns
+    -------
+    float
+        The fraction of pairs chosen right, in [0, 1] (a tie in the measure counts one
+        half).
+
+    Raises
+    ------
+    InputError
+        Values that are not finite, different numbers of values, a non-bool
+        ``higher_is_better``, every model with the same gap.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> gaps = [0.05, 0.12, 0.08, 0.20, 0.15, 0.10]  # one generalization gap per model
+    >>> cam = [0.62, 0.41, 0.55, 0.30, 0.33, 0.47]  # a measure of each model
+    >>> rc.selection_accuracy(cam, gaps)  # the higher cam_iou, the smaller the gap: always
+    1.0
+    >>> rc.selection_accuracy(cam, gaps, higher_is_better=False)
+    0.0
+    """
     m, g = _finite_values(measure, "measure"), _finite_values(gaps, "gaps")
     if m.shape != g.shape:
         raise InputError(
@@ -83,7 +153,42 @@ def correlate_with_gap(
     """One :class:`MeasureCorrelation` per measure (``{name: one value per model}``).
     Fewer than ``MIN_INTERVAL_UNITS`` models give an
     :class:`~retrieval_checks.errors.IntervalWarning`: their Fisher-z intervals span
-    most of [-1, 1]."""
+    most of [-1, 1].
+
+    Parameters
+    ----------
+    measures:
+        ``{measure name: one value per model}``.
+    gaps:
+        One generalization gap per model (at least 3).
+    higher_is_better:
+        ``{measure name: bool}`` for the selection accuracy (default True for each).
+    confidence:
+        Of the Fisher-z intervals (default 0.95).
+
+    Returns
+    -------
+    list of MeasureCorrelation
+        One per measure, in the order given.
+
+    Raises
+    ------
+    InputError
+        ``measures`` not a non-empty dict, ``higher_is_better`` not a dict, fewer
+        than 3 gaps, values that are not finite or not one per model, an invalid
+        ``confidence``.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> gaps = [0.05, 0.12, 0.08, 0.20, 0.15, 0.10]  # one generalization gap per model
+    >>> cam = [0.62, 0.41, 0.55, 0.30, 0.33, 0.47]  # a measure of each model
+    >>> nn = [0.50, 0.52, 0.49, 0.60, 0.55, 0.51]
+    >>> rows = rc.correlate_with_gap({"cam_iou": cam, "nuclear_norm": nn}, gaps,
+    ...                              higher_is_better={"nuclear_norm": False})
+    >>> [(r.measure, round(r.pearson, 3), round(r.spearman, 3), round(r.selection_accuracy, 3)) for r in rows]
+    [('cam_iou', -0.964, -1.0, 1.0), ('nuclear_norm', 0.949, 0.943, 0.933)]
+    """
     check_option("confidence", confidence)
     if not isinstance(measures, dict) or not measures:
         raise InputError(
