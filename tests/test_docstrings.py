@@ -39,8 +39,6 @@ PENDING = {
     "canonical_metric_name",
     "parse_metric",
     "MetricSpec",
-    "Measurement",
-    "GateEvent",
     "adjust_pvalues",
     # the plugin's fixtures
     "rc_options",

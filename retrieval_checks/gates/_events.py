@@ -50,6 +50,58 @@ class GateEvent:
     an interval resting on fewer than 5 groups or classes, a gap whose sides look
     swapped); ``extra``: gate-specific fields (the operating threshold, a PR curve, a
     baseline, ``sides_swapped`` for a gap whose whole interval lies below 0).
+
+    Parameters
+    ----------
+    gate:
+        The assertion's name.
+    metric:
+        The metric's canonical name (``"<metric> gap"``, ``"<metric> difference"``).
+    value:
+        The value checked (or None).
+    passed:
+        The verdict.
+    low, high, confidence:
+        The interval, when one was used or known.
+    on:
+        What was checked (default ``"value"``).
+    comparison, threshold:
+        The rule as one line.
+    bounds:
+        Every bound of the rule by name.
+    n, unit:
+        The sample: ``n`` units of ``unit``.
+    n_used, n_skipped:
+        Queries used and skipped.
+    model, dataset:
+        Names, when known.
+    warnings:
+        What the reader should know.
+    extra:
+        Gate-specific fields.
+    listener_errors:
+        Errors raised by listeners (they do not change the verdict).
+
+    Raises
+    ------
+    None
+        A plain record; :meth:`from_record` raises
+        :class:`~retrieval_checks.InputError` for a dict that is no gate record.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map"])
+    >>> events = []
+    >>> with rc.gates.listening(events.append):
+    ...     rc.assert_metric(res, "map", at_least=0.7)
+    >>> e = events[0]
+    >>> e.gate, e.metric, e.value, e.passed, e.comparison, e.threshold, e.n, e.unit
+    ('assert_metric', 'map', 0.75, True, '>=', 0.7, 4, 'queries')
+    >>> e.to_dict()["bounds"]
+    {'at_least': 0.7}
     """
 
     gate: str

@@ -31,6 +31,49 @@ class Measurement:
       messages (operating threshold, group layout, components, worst classes);
     - ``context``: model and dataset names when known; ``extra``: fields for gate
       events (e.g. the pair operating threshold and the PR curve).
+
+    Parameters
+    ----------
+    metric:
+        The canonical metric name.
+    value:
+        Its value.
+    unit:
+        ``"fraction"``, ``"rank"``, ``"ratio"``, ``"percentage points"``...
+    higher_is_better:
+        The metric's direction (default True).
+    interval, confidence, method:
+        The interval the result carries, its confidence and how it was made (None
+        when it carries none).
+    n, n_unit:
+        How many independent units the value averages over, and what they are
+        (default ``"queries"``).
+    n_used, n_skipped:
+        Queries used and skipped, where applicable.
+    sample:
+        One line describing the sample.
+    details:
+        Further lines for gate messages.
+    context:
+        Model and dataset names when known.
+    extra:
+        Fields for gate events.
+
+    Raises
+    ------
+    None
+        A plain frozen record; each result's ``measure`` builds it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> m = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map"]).measure("map")
+    >>> m.metric, m.value, m.unit, m.interval, m.n, m.n_unit
+    ('map', 0.75, 'fraction', None, 4, 'queries')
+    >>> m.sample
+    '4 queries used, 0 skipped, gallery 4'
     """
 
     metric: str
