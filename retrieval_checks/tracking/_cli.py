@@ -59,6 +59,7 @@ from ._history import (
     project_root,
 )
 from ._report import render_report
+from ._slices import per_slice_records
 
 DEFAULT_DB = DEFAULT_HISTORY  # relative to the project root
 ORDER = "newest first"
@@ -309,8 +310,9 @@ def _cmd_compare(
             )
     out.write(said.getvalue())
     base_results, cand_results = h.results(base_id), h.results(cand_id)
-    base = {(r["test"], r["metric"]): r for r in base_results}
-    cand = {(r["test"], r["metric"]): r for r in cand_results}
+    # a slice gate is judged slice by slice (its own value is the worst slice of each run)
+    base = {(r["test"], r["metric"]): r for r in per_slice_records(base_results)}
+    cand = {(r["test"], r["metric"]): r for r in per_slice_records(cand_results)}
     known = {m for (_, m) in (*base, *cand)}
     wanted = {
         _metric_name(

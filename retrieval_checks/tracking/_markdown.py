@@ -92,8 +92,9 @@ def family_text(o: dict) -> str:
 
 def change_text(o: dict, previous: dict | None, previous_label: str, absent: str = "new") -> str:
     """The change of the value: against the gate's baseline (``baseline`` field), else
-    against ``previous[(test, metric)]``; ``absent`` (``new``) when a previous run is
-    known but lacks the gate, empty when nothing is known."""
+    against ``previous[(test, metric)]`` (a slice gate: its worst slice against the same
+    slice then, never the previous run's worst, which can be another slice); ``absent``
+    (``new``) when a previous run is known but lacks the gate, empty when nothing is known."""
     value = o.get("value")
     baseline = o.get("baseline")
     if _is_num(value) and _is_num(baseline):
@@ -103,6 +104,13 @@ def change_text(o: dict, previous: dict | None, previous_label: str, absent: str
     before = previous.get((str(o.get("test") or ""), str(o.get("metric"))))
     if before is None:
         return absent
+    worst = o.get("worst_slice")
+    if worst is not None and _is_num(value):  # a slice gate: its worst slice, then and now
+        rows = before.get("slices") if isinstance(before.get("slices"), list) else []
+        same = next((r for r in rows if isinstance(r, dict) and r.get("slice") == worst), None)
+        if same is None or not _is_num(same.get("value")):
+            return f"slice {worst}: no value in {previous_label}"
+        return f"{value - same['value']:+.4f} vs {previous_label} (slice {worst})"
     if _is_num(value) and _is_num(before.get("value")):
         return f"{value - before['value']:+.4f} vs {previous_label}"
     return f"{_num(before.get('value')) or 'no value'} in {previous_label}"

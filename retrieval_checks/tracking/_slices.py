@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import math
 
-__all__ = ["slice_rows", "slices_html", "slices_markdown"]
+__all__ = ["per_slice_records", "slice_rows", "slices_html", "slices_markdown"]
 
 
 def _is_num(x) -> bool:
@@ -22,6 +22,37 @@ def _num(x, digits: int = 4) -> str:
 def slice_rows(record: dict) -> list[dict]:
     rows = record.get("slices") if isinstance(record, dict) else None
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def per_slice_records(records: list[dict]) -> list[dict]:
+    """The records with each slice gate as one record per slice (``test`` named
+    ``"<test> [slice <name>]"``, the slice's own value, interval and units): what a
+    comparison of two runs judges, slice by slice. A slice gate's own value is its
+    worst slice, which can be another slice in each run: compared as one number, a
+    slice that fell would hide behind another that did not."""
+    out = []
+    for r in records:
+        rows = slice_rows(r)
+        if not rows:
+            out.append(r)
+            continue
+        for row in rows:
+            one = {
+                k: v for k, v in r.items() if k not in ("slices", "worst_slice", "slice_missing")
+            }
+            one.update(
+                test=f"{r.get('test')} [slice {row.get('slice')}]",
+                value=row.get("value") if _is_num(row.get("value")) else None,
+                low=row.get("low") if _is_num(row.get("low")) else None,
+                high=row.get("high") if _is_num(row.get("high")) else None,
+                n=row.get("n"),
+                unit=row.get("unit"),
+                n_used=row.get("n_used"),
+                confidence=row.get("confidence", r.get("confidence")),
+                passed=row.get("passed", r.get("passed")),
+            )
+            out.append(one)
+    return out
 
 
 def _verdict(r: dict) -> str:

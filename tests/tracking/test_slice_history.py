@@ -65,3 +65,77 @@ def test_markdown_lists_slices_with_baseline_and_verdict(records):
     de_rows = [line for line in md.splitlines() if line.startswith("| de |")]
     assert any(line.endswith("| FAIL |") and "| 0." in line for line in de_rows)
     assert "2 queries have no slice value (in no slice)." in md
+
+
+def _slice_gate(rows, worst):
+    """A slice gate's record as the history keeps it: the worst slice's value on the
+    record, each slice's row in ``slices``."""
+    return {
+        "test": "t.py::test_slices",
+        "metric": "map",
+        "value": rows[worst][0],
+        "passed": True,
+        "gate": "assert_slices",
+        "worst_slice": worst,
+        "slices": [
+            {
+                "slice": k,
+                "metric": "map",
+                "value": v,
+                "low": v - 0.03,
+                "high": v + 0.03,
+                "n": 40,
+                "unit": "classes",
+                "confidence": 0.95,
+                "passed": True,
+            }
+            for k, (v,) in ((k, (v[0],)) for k, v in rows.items())
+        ],
+    }
+
+
+def test_compare_judges_a_slice_gate_slice_by_slice(tmp_path):
+    """compare on a slice gate compares each slice with itself, never the worst slice
+    of one run with the worst slice of the other: German fell 0.727 -> 0.630 (beyond
+    the 0.06 tolerance) while the worst slice moved from French 0.685 to German 0.630."""
+    import io
+
+    from retrieval_checks.tracking import main as cli
+
+    h = History(tmp_path / "h.sqlite")
+    meta = {"started": "t", "git_commit": None, "git_dirty": 0, "selection": ""}
+    h.record(
+        meta, [_slice_gate({"en": (0.694,), "de": (0.727,), "fr": (0.685,)}, "fr")], exitstatus=0
+    )
+    h.record(
+        meta, [_slice_gate({"en": (0.694,), "de": (0.630,), "fr": (0.685,)}, "de")], exitstatus=0
+    )
+    out = io.StringIO()
+    code = cli(
+        ["--db", str(tmp_path / "h.sqlite"), "compare", "-2", "-1", "--max-drop", "0.06"], out=out
+    )
+    text = out.getvalue()
+    assert code == 1, text
+    de = [line for line in text.splitlines() if "slice de" in line]
+    assert de and "REGRESSED" in de[0] and "0.7270" in de[0] and "0.6300" in de[0], text
+    assert "1 regressed" in text
+    # a slice of the baseline run missing from the candidate is a lost gate, not a pass
+    h.record(meta, [_slice_gate({"en": (0.694,), "fr": (0.685,)}, "fr")], exitstatus=0)
+    out = io.StringIO()
+    code = cli(
+        ["--db", str(tmp_path / "h.sqlite"), "compare", "-2", "-1", "--max-drop", "0.2"], out=out
+    )
+    assert code == 1 and "MISSING" in out.getvalue() and "slice de" in out.getvalue(), (
+        out.getvalue()
+    )
+
+
+def test_the_change_of_a_slice_gate_is_its_worst_slice_against_the_same_slice():
+    from retrieval_checks.tracking._markdown import change_text
+
+    before = _slice_gate({"en": (0.694,), "de": (0.727,), "fr": (0.685,)}, "fr")
+    now = _slice_gate({"en": (0.694,), "de": (0.630,), "fr": (0.685,)}, "de")
+    text = change_text(now, {(now["test"], "map"): before}, "previous run")
+    assert text == "-0.0970 vs previous run (slice de)"  # not 0.630 - 0.685 (French then)
+    gone = _slice_gate({"en": (0.694,), "fr": (0.685,)}, "fr")
+    assert "slice de: no value" in change_text(now, {(now["test"], "map"): gone}, "previous run")
