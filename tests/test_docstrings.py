@@ -34,8 +34,6 @@ PENDING = {
     "SuiteRunner",
     "GroupedRecall",
     "label_partition",
-    "History",
-    "render_report",
     "canonical_metric_name",
     "parse_metric",
     "MetricSpec",

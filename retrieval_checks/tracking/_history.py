@@ -225,7 +225,45 @@ def default_history_path(start=None) -> Path:
 
 
 class History:
-    """The run-history database at ``path`` (created on first use, parents included)."""
+    """The run-history database at ``path`` (created on first use, parents included).
+
+    The pytest plugin writes one run per session (``--rc-history``); the
+    ``retrieval-checks`` command line reads it (``runs``, ``show``, ``compare``, ``history``,
+    ``report``).
+
+    Parameters
+    ----------
+    path:
+        The database file (str or Path).
+    timeout:
+        Seconds a writer waits for another to finish (default 60).
+
+    Raises
+    ------
+    InputError
+        From its methods: a path that is a directory, a file that is not a history
+        database or is damaged, a database that cannot be created, reading where none
+        exists yet.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map"])
+    >>> events = []
+    >>> with rc.gates.listening(events.append):
+    ...     rc.assert_metric(res, "map", at_least=0.7)
+    >>> records = [dict(events[0].to_dict(), test="test_map")]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> history = rc.History(pathlib.Path(tmp.name) / "history.sqlite")
+    >>> run = history.record({"git_commit": "abc123", "command": "pytest"}, records, exitstatus=0)
+    >>> [(r["id"], r["n_gates"], r["n_failed"]) for r in history.runs()]
+    [(1, 1, 0)]
+    >>> [(r["test"], r["metric"], r["value"], r["passed"]) for r in history.results(run)]
+    [('test_map', 'map', 0.75, True)]
+    >>> tmp.cleanup()
+    """
 
     def __init__(self, path, *, timeout: float = 60.0):
         self.path = Path(path)

@@ -378,7 +378,46 @@ def render_report(
     """The report as one HTML string. ``outcomes``: gate records (as in the JSON report
     or the history); ``run``: run metadata; ``history``: a
     :class:`~retrieval_checks.tracking.History` for the sparklines; ``figures``:
-    ``{"kind": "sweep", "title", "rows"}`` records (class-count sweeps)."""
+    ``{"kind": "sweep", "title", "rows"}`` records (class-count sweeps).
+
+    Parameters
+    ----------
+    outcomes:
+        Gate records (:meth:`~retrieval_checks.GateEvent.to_dict`, plus ``test``).
+    run:
+        Run metadata (commit, command, machine...), shown in the header.
+    history:
+        A :class:`~retrieval_checks.History` for each gate's sparkline, or None.
+    figures:
+        ``{"kind": "sweep", "title", "rows"}`` records (class-count sweeps).
+    title:
+        The page's title (default ``"retrieval-checks report"``).
+
+    Returns
+    -------
+    str
+        A self-contained HTML page.
+
+    Raises
+    ------
+    None
+        A history that cannot be read leaves the sparklines out and says why on the
+        page; the report itself never fails.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> res = rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map"])
+    >>> events = []
+    >>> with rc.gates.listening(events.append):
+    ...     rc.assert_metric(res, "map", at_least=0.7)
+    >>> records = [dict(events[0].to_dict(), test="test_map")]
+    >>> html = rc.render_report(records, title="nightly")
+    >>> html.startswith("<!DOCTYPE html>"), "<title>nightly</title>" in html, "test_map" in html
+    (True, True, True)
+    """
     head = _head(outcomes, run or {}, title)
     body = [
         "<h2>Gates</h2><table class='gates' id='gates'><thead><tr>",
