@@ -1,48 +1,39 @@
 """Start-up: collecting the example suites loads no model, no torch and no other heavy
 dependency (they are imported when a test runs). The times themselves are printed by
-benchmarks/bench_collect.py, not asserted."""
+benchmarks/bench_collect.py, not asserted.
+
+Cost: about 8 CPU-s: three fresh interpreters that collect (the point: a module loaded by
+this process would hide one loaded by collection), the benchmark's own code run here
+in-process (loaded from its path) rather than in a fourth interpreter."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import importlib.util
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+_SPEC = importlib.util.spec_from_file_location(
+    "bench_collect", ROOT / "benchmarks" / "bench_collect.py"
+)
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
 
-def test_collecting_the_examples_imports_no_heavy_module():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_collect.py"), "--modules-only"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "heavy modules loaded by collection: none" in out.stdout, out.stdout
+
+def test_collecting_the_examples_imports_no_heavy_module(capsys):
+    assert bench.main(["--modules-only"]) == 0  # two fresh collections: the second is read
+    out = capsys.readouterr().out
+    assert "heavy modules loaded by collection: none" in out, out
     # every example was collected (a collection error would also leave torch unloaded)
-    items = [
-        int(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("collected ")
-    ]
-    assert items and items[0] >= 30, out.stdout
+    items = [int(line.split()[1]) for line in out.splitlines() if line.startswith("collected ")]
+    assert items and items[0] >= 30, out
 
 
 def test_the_benchmark_sees_a_heavy_import_when_one_happens(tmp_path):
-    """The probe is not blind: a test module that imports torch at collection is reported."""
+    """The probe is not blind: a test module that imports torch at collection is reported
+    (one fresh collection: nothing is written by the first one here)."""
     (tmp_path / "test_heavy.py").write_text("import torch\n\ndef test_x():\n    pass\n")
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_collect.py"),
-            "--modules-only",
-            "--path",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "heavy modules loaded by collection: torch" in out.stdout, out.stdout
+    _, record, stderr = bench._collect(str(tmp_path), dict(os.environ))
+    assert record["exit"] == 0 and record["items"] == 1, stderr
+    assert "torch" in record["loaded"], record
