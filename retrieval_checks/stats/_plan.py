@@ -218,6 +218,20 @@ def _from_record(rec: Mapping, correlation: float, confidence: float):
     )
 
 
+def _check_drop_range(metric: str, drop: float) -> None:
+    """A drop the metric cannot have (at least its whole attainable range: ``drop=2``
+    for a fraction, meant as 2 points = 0.02) is refused as a gate's ``max_drop`` is,
+    naming the range; a name the registry does not know is left to the pilot's lookup."""
+    from ..metrics._names import parse_metric
+    from ..metrics._thresholds import check_threshold
+
+    try:
+        family = parse_metric(metric).capabilities
+    except Exception:  # not a registry name (a recorded gate's own metric): no range to check
+        return
+    check_threshold(family, drop, role="max_drop", field="drop", metric=metric)
+
+
 def plan_queries(
     pilot,
     metric: str,
@@ -304,6 +318,7 @@ def plan_queries(
             f"drop={drop!r}: expected a drop > 0 in the metric's unit (0.01 for one point of a "
             "fraction); no evaluation set detects a drop of 0."
         )
+    _check_drop_range(metric, drop)
     power = check_power(power, "power")
     if (
         isinstance(correlation, bool)

@@ -97,6 +97,9 @@ def test_plan_from_an_interval_record():
         ({"power": 0}, "power="),
         ({"correlation": 1}, "correlation="),
         ({"confidence": 95}, "confidence"),
+        # a drop the metric cannot have (map is a fraction in [0, 1]): "2 points" is 0.02
+        ({"drop": 2}, "drop=2.*attainable range"),
+        ({"drop": 1.0}, "drop=1.*attainable range"),
     ],
 )
 def test_plan_refuses_bad_arguments(kw, says):
@@ -148,6 +151,7 @@ def test_plan_command_reads_a_history_run(tmp_path, capsys):
     "args, says",
     [
         (["--metric", "map", "--drop", "0"], "drop > 0"),
+        (["--metric", "map", "--drop", "5"], "attainable range"),
         (["--metric", "map", "--drop", "0.01", "--power", "80"], "0.8"),
         (["--metric", "nope@3", "--drop", "0.01"], "recorded metrics: map"),
     ],
