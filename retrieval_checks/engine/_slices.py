@@ -513,7 +513,47 @@ def with_slices(result: EvaluationResult, slices) -> EvaluationResult:
     """``result`` with ``result.slices`` set from ``slices`` (the forms of
     ``evaluate(..., slices=...)``; ``{query id: value}`` where the result has query
     ids): for a result computed without them, e.g. gathered from distributed ranks.
-    The result is changed in place and returned."""
+    The result is changed in place and returned.
+
+    Parameters
+    ----------
+    result:
+        An :class:`~retrieval_checks.EvaluationResult` (of ``evaluate``,
+        ``evaluate_run`` or ``ann_recall``).
+    slices:
+        Per-query metadata: one value per query, ``{dimension: values}``,
+        ``{dimension: (metadata, function)}``, or ``{query id: value}`` where the result
+        has query ids (a run's results take ids only).
+
+    Returns
+    -------
+    EvaluationResult
+        The same object, with ``result.slices`` set.
+
+    Raises
+    ------
+    InputError
+        Not an EvaluationResult, metadata without one value per query, mixed value
+        types in a dimension, NaN or blank values, unknown query ids.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 3)
+    >>> x = rng.normal(size=(12, 8))[y] + 0.5 * rng.normal(size=(36, 8))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["map"])
+    >>> res.slices is None
+    True
+    >>> rc.with_slices(res, {"lang": np.where(y < 6, "de", "en")}) is res
+    True
+    >>> sorted(res.slices), round(res.slices["lang=de"]["map"], 4), res.slices["lang=de"].n_queries
+    (['lang=de', 'lang=en'], 0.731, 18)
+    >>> rc.with_slices(res, ["de"] * 35)
+    Traceback (most recent call last):
+    retrieval_checks.errors.InputError: slices: 35 values for 36 queries; give exactly one value per query, in the queries' order (None for a query without a value).
+    """
     if not isinstance(result, EvaluationResult):
         raise InputError(
             f"with_slices expects an EvaluationResult from retrieval_checks.evaluate, got {type(result).__name__}."
