@@ -509,10 +509,19 @@ def certain_k(result, spec) -> tuple[int | None, str]:
         )
     if fam.name not in ("hit_rate", "recall"):
         return None, ""
+    config = getattr(result, "config", None) or {}
+    if config.get("source") == "run":  # a run ranks what it retrieved: another run finds more
+        return None, ""
     cand, rel = getattr(result, "n_candidates", None), getattr(result, "n_relevant", None)
     if cand is None or rel is None or np.shape(cand) != np.shape(rel):
         return None, ""
     cand, rel = np.asarray(cand, np.float64).reshape(-1), np.asarray(rel, np.float64).reshape(-1)
+    if config.get("ignore_identical_ids") and isinstance(config.get("n_gallery"), numbers.Integral):
+        # the own items (n_gallery - n_candidates) may be relevant and are never ranked:
+        # count only the relevant items that surely are
+        rel = np.maximum(rel - (config["n_gallery"] - cand), 0.0)
+        if (rel == 0).any():  # a query may rank none of its relevant items: never certain
+            return None, ""
     used = rel > 0
     if not used.any():
         return None, ""

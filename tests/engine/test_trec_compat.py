@@ -627,3 +627,50 @@ def test_a_yaml_run_suite_on_trec_eval_files_gates_trec_evals_numbers(tmp_path):
     for ours in TREC:
         assert verdicts.get(f"{_id(ours)}-holds", True) and not verdicts[f"{_id(ours)}-above"], ours
     assert sum(verdicts.values()) >= len(TREC) - 2  # the holding gates ran
+
+
+def test_a_gate_on_a_run_is_not_refused_as_certain():
+    """A run ranks only what it retrieved: relevant documents it missed keep hit_rate@K and
+    recall@K below 1 at every K, so "K reaches past every non-relevant candidate, its
+    value is 1 whatever the model" is false for runs; the gates evaluate (and fail)."""
+    import retrieval_checks as rc
+
+    run = {q: {f"d{i}": float(10 - i) for i in range(10)} for q in ("q1", "q2")}
+    qrels = {
+        q: {d: 1 for d in (last, "x1", "x2", "x3", "x4")}
+        for q, last in (("q1", "d9"), ("q2", "d8"))
+    }
+    got = evaluate_run(run, qrels, ["hit_rate@6", "recall@10"])
+    assert got["hit_rate@6"] == 0.0 and got["recall@10"] == 0.2
+    with pytest.raises(AssertionError, match="hit_rate@6"):
+        rc.assert_metric(got, "hit_rate@6", at_least=0.5)
+    with pytest.raises(AssertionError, match="recall@10"):
+        rc.assert_metric(got, "recall@10", at_least=0.5)
+
+
+def test_certain_k_counts_only_the_ranked_relevant_items_under_beirs_rule():
+    """Under ignore_identical_ids the own relevant item is never ranked: the K past which
+    hit_rate is the same whatever the model counts the ranked relevant items only."""
+    import retrieval_checks as rc
+
+    x = np.eye(6, dtype=np.float32)
+    ids = [f"i{j}" for j in range(6)]
+    rel = {0: {0: 1, 1: 1, 2: 1}, 1: {1: 1, 2: 1, 3: 1}}
+
+    def result(metric):
+        return rc.evaluate(
+            x[:2],
+            x,
+            relevance=rel,
+            query_ids=ids[:2],
+            gallery_ids=ids,
+            metrics=[metric],
+            similarity="dot",
+            ignore_identical_ids=True,
+        )
+
+    # each query ranks 5 items, 2 of them relevant: hit_rate@3 can be 0 (both at ranks 4, 5)
+    with pytest.raises(AssertionError, match="hit_rate@3 value 0"):  # evaluated, fails
+        rc.assert_metric(result("hit_rate@3"), "hit_rate@3", at_least=0.5)
+    with pytest.raises(InputError, match="could never fail"):  # K=4 reaches them
+        rc.assert_metric(result("hit_rate@4"), "hit_rate@4", at_least=0.5)
