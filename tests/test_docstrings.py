@@ -27,12 +27,9 @@ import retrieval_checks as rc
 #: Public names whose docstrings still lack a section (issue 29, work in progress); each is
 #: listed with what it lacks when the test last ran. Remove a name once it is complete.
 PENDING = {
-    "ann_recall",
     "load_suite",
     "Suite",
     "SuiteRunner",
-    "GroupedRecall",
-    "label_partition",
     "canonical_metric_name",
     "parse_metric",
     "MetricSpec",

@@ -244,9 +244,6 @@ def ann_recall(
         values}``, ``(metadata, function)``; ``{query id: value}`` with ``query_ids``):
         ``result.slices[name]["ann_recall@K"]`` is the index's recall on each slice's
         queries (the gates of slices take it as any sliced result).
-    _tile:
-        Tests only: ``(query block height, gallery chunk width)`` instead of the
-        planner's, as ``evaluate``'s ``tile``.
 
     Returns
     -------
@@ -256,6 +253,34 @@ def ann_recall(
         ``n_candidates`` the gallery each query ranks; ``config`` adds ``"k"``,
         ``"source": "ann"`` and ``"n_missing"`` (the -1 entries among the first K
         columns).
+
+    Raises
+    ------
+    InputError
+        ``neighbors`` that is not a 2-D integer array with one row per query and at
+        least K columns, indices outside the gallery (other than -1) or repeated within
+        a row's first K, a K larger than a query's gallery, invalid embeddings, ids,
+        slices or options (as for :func:`evaluate`).
+    BackendError
+        A device that is not available.
+
+    Examples
+    --------
+    Exact top 5 from a brute-force search, then an index that misses one neighbour
+    of query 0 and returns nothing (-1) in one slot of query 1:
+
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> gallery, queries = rng.normal(size=(50, 8)), rng.normal(size=(4, 8))
+    >>> order = np.argsort(-(queries @ gallery.T), axis=1)
+    >>> neighbors = order[:, :5].copy()
+    >>> neighbors[0, 4] = order[0, -1]  # the gallery's worst item for query 0
+    >>> neighbors[1, 2] = -1
+    >>> res = rc.ann_recall(queries, gallery, neighbors, k=5, similarity="dot")
+    >>> res["ann_recall@5"], res.per_query["ann_recall@5"], res.config["n_missing"]
+    (0.9, array([0.8, 0.8, 1. , 1. ]), 1)
+    >>> rc.assert_metric(res, "ann_recall@5", at_least=0.85)
     """
     similarity = check_option("similarity", similarity)
     confidence = check_option("confidence", confidence)

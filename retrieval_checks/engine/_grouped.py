@@ -67,6 +67,58 @@ class GroupedRecall:
     ``group_values`` has one row per repeat and one column per group; ``per_query``
     holds each query's hit (0/1) in its group for the first partition (NaN for
     queries in no group or without a relevant item in their group).
+
+    Built by :func:`~retrieval_checks.evaluate` (``result.grouped[name]``); read, not
+    constructed, by users.
+
+    Parameters
+    ----------
+    k:
+        The K of ``grouped_recall@K``.
+    value:
+        The mean of the group values (over partitions).
+    low, high, confidence:
+        Student t's interval over the groups, clipped to [0, 1], and its confidence.
+    std_error:
+        The standard error of ``value``: ``spread / sqrt(n_groups)``.
+    group_std:
+        The spread of the first partition's group values.
+    n_groups, group_size:
+        r groups of S labels.
+    seed, repeats:
+        The partition's seed and the number of partitions averaged.
+    group_values:
+        (repeats x r): each group's recall.
+    dropped_labels:
+        The labels left out of the partition (fewer than S left over).
+    n_queries_used, n_queries_skipped, n_queries_dropped:
+        Queries counted, skipped (no relevant item inside their group) and dropped
+        (their label was left out).
+    per_query:
+        Each query's hit (0/1) in its group, first partition (NaN: not counted).
+    group_of_query:
+        Each query's group index (-1: dropped).
+    tie_values:
+        The value under each tie order, and its min / max over every order.
+
+    Raises
+    ------
+    None
+        A plain frozen record; :func:`~retrieval_checks.evaluate` checks the options.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> centres, y = rng.normal(size=(60, 16)), np.repeat(np.arange(60), 4)
+    >>> x = centres[y] + 0.6 * rng.normal(size=(240, 16))
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1"], group_size=10)
+    >>> g = res.grouped["grouped_recall@1"]
+    >>> g.n_groups, g.group_size, round(g.value, 4), round(g.low, 4), round(g.std_error, 4)
+    (6, 10, 0.9583, 0.8829, 0.0293)
+    >>> g.group_values
+    array([[0.925, 1.   , 0.825, 1.   , 1.   , 1.   ]])
     """
 
     k: int
@@ -105,7 +157,42 @@ class GroupedRecall:
 
 
 def label_partition(labels, group_size: int, seed: int):
-    """The seeded partition: (groups as an (r x S) array of labels, dropped labels)."""
+    """The seeded partition: (groups as an (r x S) array of labels, dropped labels).
+
+    The distinct labels are shuffled with ``seed`` and cut into r = n_labels // S
+    groups of S; the rest are dropped (their queries are not counted).
+
+    Parameters
+    ----------
+    labels:
+        The labels (any order, repeats allowed).
+    group_size:
+        S, the labels per group (>= 2, at most the number of labels).
+    seed:
+        Of the shuffle.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The (r x S) array of labels, and the dropped labels (sorted).
+
+    Raises
+    ------
+    InputError
+        ``group_size`` below 2 or larger than the number of labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> groups, dropped = rc.label_partition(np.arange(7), 3, seed=0)
+    >>> groups, dropped
+    (array([[2, 4, 3],
+           [6, 5, 0]]), array([1]))
+    >>> rc.label_partition([0, 1, 2], 4, seed=0)
+    Traceback (most recent call last):
+    retrieval_checks.errors.InputError: group_size=4 is larger than the number of labels (3); grouped recall needs at least 4 labels (two groups of two).
+    """
     uniq = np.unique(np.asarray(labels))
     if group_size < 2:
         raise InputError(f"group_size={group_size}: a group needs at least 2 labels (S >= 2).")
