@@ -90,9 +90,12 @@ def evaluate(
         Canonical metric names or aliases (see ``METRICS.md``): ``hit_rate@K``,
         ``recall@K``, ``precision@K``, ``map``, ``map@K``, ``map_cut@K``,
         ``map_capped@K``, ``map@R``, ``r_precision``, ``mrr``, ``medr``, ``meanr``,
-        ``ndcg@K``, ``ndcg`` (``ndcg_exp``: the same on binary relevance),
-        ``pair_precision@t=T``, ``pair_recall@t=T``, ``pair_f1@t=T``,
-        ``recall_at_precision@P``, ``precision_at_recall@Q``, ``discriminant_ratio``.
+        ``ndcg@K``, ``ndcg`` (``ndcg_exp``: the same on binary relevance), ``mrr@K``,
+        ``f1@K``, ``recall_cap@K``, ``dcg@K``, ``rbp@p``, ``gm_map``,
+        ``iprec_at_recall@L``, ``iprec_11pt``, ``pair_precision@t=T``,
+        ``pair_recall@t=T``, ``pair_f1@t=T``, ``recall_at_precision@P``,
+        ``precision_at_recall@Q``, ``discriminant_ratio``; trec_eval's, BEIR's and
+        ranx's names of the same measures are aliases (``P_10``, ``ndcg_cut_10``...).
     query_ids, gallery_ids:
         Item ids; a gallery item with the query's id is the query itself and is
         removed from its ranking and from its relevant items (self-exclusion: any
