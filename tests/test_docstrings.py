@@ -30,9 +30,6 @@ PENDING = {
     "load_suite",
     "Suite",
     "SuiteRunner",
-    "canonical_metric_name",
-    "parse_metric",
-    "MetricSpec",
     "adjust_pvalues",
     # the plugin's fixtures
     "rc_options",

@@ -129,6 +129,38 @@ class MetricSpec:
     ``"classifier"`` (``evaluate_classifier``). ``k`` is the rank cut-off, ``level``
     the precision / recall level or the threshold. ``capabilities`` is the family's
     record in the registry.
+
+    Built by :func:`parse_metric`; frozen.
+
+    Parameters
+    ----------
+    name:
+        The canonical name.
+    family:
+        The metric family in the registry (``"hit_rate"``, ``"map@R"``...).
+    kind:
+        ``"query"``, ``"pair"``, ``"grouped"``, ``"embedding"``, ``"crossmodal"`` or
+        ``"classifier"``.
+    k:
+        The rank cut-off K, or None.
+    level:
+        The level P / Q or the threshold T, as a float, or None.
+    exact:
+        The level exactly as written (a :class:`fractions.Fraction`), or None.
+
+    Raises
+    ------
+    None
+        A plain frozen record; :func:`parse_metric` refuses bad names.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> spec = rc.parse_metric("MAP@R")
+    >>> spec.name, spec.kind, spec.unit, spec.higher_is_better, (spec.low, spec.high)
+    ('map@R', 'query', 'fraction', True, (0.0, 1.0))
+    >>> rc.parse_metric("medr").higher_is_better
+    False
     """
 
     name: str
@@ -397,6 +429,35 @@ def parse_metric(name: str) -> MetricSpec:
     Raises :class:`~retrieval_checks.errors.MetricNameError` with the closest
     canonical name for anything unknown or malformed. Classifier metrics are read by
     :func:`metric_spec`.
+
+    Parameters
+    ----------
+    name:
+        A canonical name (``map@R``), an alias (``MAP@R``, ``cmc@5``) or trec_eval's
+        spelling (``P_10``, ``ndcg_cut_10``).
+
+    Returns
+    -------
+    MetricSpec
+        The canonical name, family, kind and parameters (K, level).
+
+    Raises
+    ------
+    MetricNameError
+        A name that is not a string, empty, unknown or malformed (``suggestion``: the
+        closest canonical name), or BEIR's ``MAP@K`` (here ``map_cut@K``).
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> rc.parse_metric("cmc@5")
+    MetricSpec(name='hit_rate@5', family='hit_rate', kind='query', k=5, level=None)
+    >>> spec = rc.parse_metric("recall_at_precision@0.9")
+    >>> spec.kind, spec.level_fraction, spec.unit
+    ('pair', Fraction(9, 10), 'fraction')
+    >>> rc.parse_metric("hitrate@1")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    retrieval_checks.errors.MetricNameError: Unknown or malformed metric name 'hitrate@1': no such metric. Did you mean 'hit_rate@1'? ...
     """
     if not isinstance(name, str):
         raise MetricNameError(
@@ -491,7 +552,34 @@ def metric_spec(name) -> MetricSpec:
 
 
 def canonical_metric_name(name: str) -> str:
-    """The canonical spelling of a metric name or alias (``"cmc@5"`` -> ``"hit_rate@5"``)."""
+    """The canonical spelling of a metric name or alias (``"cmc@5"`` -> ``"hit_rate@5"``).
+
+    Parameters
+    ----------
+    name:
+        A metric name or alias (see :func:`parse_metric`).
+
+    Returns
+    -------
+    str
+        The canonical name.
+
+    Raises
+    ------
+    MetricNameError
+        An unknown or malformed name, with the closest canonical one.
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> [rc.canonical_metric_name(n) for n in ("cmc@5", "P_10", "ndcg_cut_10", "MAP@R")]
+    ['hit_rate@5', 'precision@10', 'ndcg@10', 'map@R']
+    >>> try:
+    ...     rc.canonical_metric_name("MAP@10")  # BEIR's MAP@10 is another measure here
+    ... except rc.MetricNameError as err:
+    ...     print(err.suggestion)
+    map_cut@10
+    """
     return parse_metric(name).name
 
 
