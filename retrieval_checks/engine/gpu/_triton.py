@@ -63,9 +63,9 @@ tile is that close, the whole tile is recomputed in exact fp32 by the same funct
 the fp32 kernel uses, so every count and every tail value equals the fp32 kernel's bit
 for bit. The ``bin`` kernel screens the same way against the sorted positive scores.
 
-Switch: ``RC_TRITON`` = ``0`` (default: off until the kernel has been measured and
-checked on a GPU; it has only run in Triton's interpreter), ``auto`` (on for CUDA when
-triton imports) or ``1`` (on). On first use in a process the kernel is checked against the torch
+Switch: ``RC_TRITON`` = ``auto`` (default: this main-pass kernel on CUDA when triton
+imports: measured exact and faster on an H200, docs/gpu.md; the grouped and image-text
+kernels stay off), ``1`` (every fused kernel on CUDA) or ``0`` (the torch path only). On first use in a process the kernel is checked against the torch
 path on a small integer problem (exact in any summation order) for every supported
 similarity, fp32 and both screenings, label and explicit relevance, with the pair
 outputs; if compiling or running it fails, or a count differs, a RuntimeWarning says so
@@ -137,12 +137,14 @@ _KERNELS = None
 
 
 def mode() -> str:
-    """``RC_TRITON``: ``"0"`` (default: off until measured on a GPU), ``"auto"`` or ``"1"``."""
-    raw = os.environ.get("RC_TRITON", "0").strip().lower() or "0"
+    """``RC_TRITON``: ``"auto"`` (default: the main pass's kernel on CUDA when triton
+    imports), ``"1"`` (every fused kernel) or ``"0"`` (none)."""
+    raw = os.environ.get("RC_TRITON", "auto").strip().lower() or "auto"
     if raw not in ("auto", "0", "1"):
         raise BackendError(
-            f"RC_TRITON={raw!r} is not valid; use RC_TRITON=0 (default: today's torch path), auto "
-            "(the fused kernel on CUDA when triton imports) or 1 (on)."
+            f"RC_TRITON={raw!r} is not valid; use RC_TRITON=auto (default: the main pass's fused "
+            "kernel on CUDA when triton imports), 1 (also the grouped-recall and image-text "
+            "kernels) or 0 (the torch path only)."
         )
     return raw
 
@@ -209,9 +211,16 @@ def tile_shape() -> tuple[int, int, int]:
     return vals
 
 
-def wanted(backend) -> bool:
-    """Whether the torch path on ``backend`` runs the fused kernel: on CUDA by
-    ``RC_TRITON`` and the self-check; on CPU only inside :func:`on_cpu`."""
+#: The kernels ``RC_TRITON=auto`` turns on: those measured exact and faster than the
+#: torch path on a GPU (docs/gpu.md); the others need ``RC_TRITON=1``.
+AUTO_TASKS = frozenset({"pass"})
+
+
+def wanted(backend, task: str = "pass") -> bool:
+    """Whether the torch path on ``backend`` runs a fused kernel (``task``: ``"pass"``,
+    the main pass; ``"grouped"``; ``"image_text"``): on CUDA by ``RC_TRITON``
+    (``auto``: the tasks of :data:`AUTO_TASKS`) and the self-check; on CPU only inside
+    :func:`on_cpu`."""
     if backend.kind != "torch":
         return False
     if not backend.is_cuda:
@@ -219,7 +228,7 @@ def wanted(backend) -> bool:
             _check_settings()
         return _CPU["on"]
     m = mode()
-    if m == "0":
+    if m == "0" or (m == "auto" and task not in AUTO_TASKS):
         return False
     _check_settings()
     key = str(backend.device)
@@ -241,11 +250,12 @@ def wanted(backend) -> bool:
     return _STATE[key][0]
 
 
-def checked_once(backend, state: dict, check, warn) -> bool:
-    """:func:`wanted`, and on a CUDA device a kernel's own self-check ``check()`` run once
-    per device (its ``(ok, reason)`` kept in ``state``); ``warn(device, reason)`` when it
-    fails. The image-text and grouped kernels decide with this."""
-    if not wanted(backend):
+def checked_once(backend, state: dict, check, warn, task: str) -> bool:
+    """:func:`wanted` for ``task``, and on a CUDA device a kernel's own self-check
+    ``check()`` run once per device (its ``(ok, reason)`` kept in ``state``);
+    ``warn(device, reason)`` when it fails. The image-text and grouped kernels decide
+    with this."""
+    if not wanted(backend, task):
         return False
     if not backend.is_cuda:
         return True

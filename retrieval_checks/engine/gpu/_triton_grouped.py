@@ -117,6 +117,7 @@ def usable(backend, similarity: str, score_batch=None) -> bool:
         _STATE,
         lambda: self_check(backend),
         lambda key, reason: _warn(key, reason, stacklevel=5),
+        task="grouped",
     )
 
 

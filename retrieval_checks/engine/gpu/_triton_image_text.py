@@ -114,6 +114,7 @@ def _usable(backend, prepare) -> bool:
         _STATE,
         lambda: self_check(backend.device, prepare),
         lambda key, reason: _warn(key, reason, stacklevel=5),
+        task="image_text",
     )
 
 
