@@ -30,7 +30,6 @@ PENDING = {
     "load_suite",
     "Suite",
     "SuiteRunner",
-    "adjust_pvalues",
     # the plugin's fixtures
     "rc_options",
     "rc_evaluate",

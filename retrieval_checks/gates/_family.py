@@ -84,7 +84,37 @@ def adjust_pvalues(pvalues, method: str = "holm") -> np.ndarray:
     family-wise error rate), ``bh`` (Benjamini-Hochberg step-up, false discovery rate)
     or ``none`` (the p-values themselves). A check is rejected at level ``alpha``
     when its adjusted p-value is below ``alpha``. NaN or values outside [0, 1] are
-    refused."""
+    refused.
+
+    Parameters
+    ----------
+    pvalues:
+        The family's p-values, numbers in [0, 1] (any sequence or array).
+    method:
+        ``"holm"`` (default), ``"bh"`` or ``"none"``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The adjusted p-values, float, in the given order.
+
+    Raises
+    ------
+    InputError
+        An unknown method, a p-value that is NaN or outside [0, 1].
+
+    Examples
+    --------
+    >>> import retrieval_checks as rc
+    >>> p = [0.01, 0.04, 0.03, 0.20]
+    >>> rc.adjust_pvalues(p)  # Holm: 4 x 0.01, then 3 x 0.03 (and no less than it for 0.04)
+    array([0.04, 0.09, 0.09, 0.2 ])
+    >>> rc.adjust_pvalues(p, "bh").round(4)
+    array([0.04  , 0.0533, 0.0533, 0.2   ])
+    >>> rc.adjust_pvalues(p, "bonferroni")
+    Traceback (most recent call last):
+    retrieval_checks.errors.InputError: method='bonferroni': use holm (family-wise error rate), bh (false discovery rate, Benjamini-Hochberg) or none (each check at its own level).
+    """
     method = check_correction(method, "method")
     p = np.asarray(pvalues, dtype=float).ravel()
     if p.size and (np.isnan(p).any() or (p < 0).any() or (p > 1).any()):
