@@ -27,9 +27,6 @@ import retrieval_checks as rc
 #: Public names whose docstrings still lack a section (issue 29, work in progress); each is
 #: listed with what it lacks when the test last ran. Remove a name once it is complete.
 PENDING = {
-    "load_suite",
-    "Suite",
-    "SuiteRunner",
     # the plugin's fixtures
     "rc_options",
     "rc_evaluate",

@@ -91,6 +91,61 @@ class SuiteRunner:
 
     ``passes`` counts evaluations, ``embedded`` counts embedding computations and
     ``cache`` (hits / misses) the disk cache.
+
+    Parameters
+    ----------
+    defaults:
+        Evaluation options (and the limits ``max_skipped``, ``timeout``) every suite
+        starts from; default: the library's defaults.
+    device:
+        The engine's and the models' device (default ``"auto"``).
+    max_memory:
+        The engine's memory budget (default: the engine's).
+    cache_dir:
+        A directory for computed embeddings (None: no disk cache).
+    progress:
+        Progress bars: True, False or None (automatic).
+    regen:
+        None, ``"force"`` or ``"all"``: the baseline regeneration mode.
+
+    Raises
+    ------
+    InputError
+        An unknown or invalid option in ``defaults``, an invalid ``device``,
+        ``max_memory`` or ``progress``. :meth:`run` raises ``AssertionError`` when the
+        gate fails (naming the model, dataset, suite and line), a
+        :class:`~retrieval_checks.SuiteError` for any other library error of the case,
+        and a :class:`~retrieval_checks.ModelTimeoutError` for a model past its
+        ``timeout``.
+
+    Examples
+    --------
+    Outside pytest (which runs a suite's items itself):
+
+    >>> import numpy as np, tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> np.savez(folder / "test.npz", embeddings=x, labels=np.array([0, 0, 1, 1]))
+    >>> _ = (folder / "rc_demo.yaml").write_text('''
+    ... datasets:
+    ...   test: {queries: test.npz}
+    ... checks:
+    ...   - {metric: map, dataset: test, at_least: 0.7}
+    ...   - {metric: hit_rate@1, dataset: test, at_least: 0.9}
+    ... ''')
+    >>> suite = rc.load_suite(folder / "rc_demo.yaml")
+    >>> runner = rc.SuiteRunner(device="cpu")
+    >>> runner.run(suite, suite.cases[0])  # map 0.75 >= 0.7
+    >>> runner.run(suite, suite.cases[1])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: model 'precomputed' on dataset 'test' [suite rc_demo, rc_demo.yaml:6]
+    hit_rate@1 value 0.5000 < 0.9 (short by 0.4000; unit: fraction)
+    ...
+    >>> runner.passes  # both checks shared one engine pass
+    1
+    >>> tmp.cleanup()
     """
 
     def __init__(

@@ -230,6 +230,54 @@ class Case:
 
 @dataclass
 class Suite:
+    """A loaded, validated YAML suite (:func:`~retrieval_checks.load_suite`): its
+    datasets, models and checks, and the test items they make (:attr:`cases`).
+
+    Parameters
+    ----------
+    name:
+        The suite's ``suite:`` name, else the file's stem.
+    path:
+        The suite file.
+    datasets, models:
+        ``{name: Dataset}`` and ``{name: Model}`` as declared (without ``models:``,
+        one ``precomputed`` model: the datasets' own embeddings).
+    checks:
+        The checks, in file order.
+    markers:
+        The pytest markers of every item.
+    options:
+        The suite's evaluation options.
+    correction:
+        The suite's ``correction:`` (holm, bh, none) of its significance-gated
+        checks; None: the session's (``--rc-correction``).
+
+    Raises
+    ------
+    None
+        A plain record; :func:`~retrieval_checks.load_suite` validates the file.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> np.savez(folder / "test.npz", embeddings=x, labels=np.array([0, 0, 1, 1]))
+    >>> _ = (folder / "rc_demo.yaml").write_text('''
+    ... datasets:
+    ...   test: {queries: test.npz}
+    ... checks:
+    ...   - {metric: map, dataset: test, at_least: 0.7}
+    ...   - {metric: hit_rate@1, dataset: test, at_least: 0.9}
+    ... ''')
+    >>> suite = rc.load_suite(folder / "rc_demo.yaml")
+    >>> list(suite.datasets), list(suite.models), [c.metric.name for c in suite.checks]
+    (['test'], ['precomputed'], ['map', 'hit_rate@1'])
+    >>> tmp.cleanup()
+    """
+
     name: str
     path: Path
     datasets: dict
@@ -1687,7 +1735,59 @@ _TOP_KEYS = ("suite", "markers", "options", "correction", "datasets", "models", 
 
 
 def load_suite(path) -> Suite:
-    """Read and validate a YAML suite; raises :class:`~retrieval_checks.errors.SuiteError`."""
+    """Read and validate a YAML suite; raises :class:`~retrieval_checks.errors.SuiteError`.
+
+    Paths in the suite are relative to its file; without ``models:`` the datasets' own
+    embeddings are the model (``precomputed``). The fields: docs/suites.md and the
+    generated YAML reference.
+
+    Parameters
+    ----------
+    path:
+        The YAML file (str or Path).
+
+    Returns
+    -------
+    Suite
+        The validated suite; ``suite.cases`` are its (check, model, dataset) items.
+
+    Raises
+    ------
+    SuiteError
+        A file that cannot be read, invalid YAML, an unknown or missing field, a bad
+        value (an unknown metric, a threshold on the wrong scale...), a reference to a
+        dataset or model that does not exist, colliding item names; the error names the
+        file, the line and the field (``path``, ``line``, ``field``).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> import retrieval_checks as rc
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> x = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> np.savez(folder / "test.npz", embeddings=x, labels=np.array([0, 0, 1, 1]))
+    >>> _ = (folder / "rc_demo.yaml").write_text('''
+    ... datasets:
+    ...   test: {queries: test.npz}
+    ... checks:
+    ...   - {metric: map, dataset: test, at_least: 0.7}
+    ...   - {metric: hit_rate@1, dataset: test, at_least: 0.9}
+    ... ''')
+    >>> suite = rc.load_suite(folder / "rc_demo.yaml")
+    >>> suite.name, [case.name for case in suite.cases]
+    ('rc_demo', ['map_at_least[precomputed-test]', 'hit_rate@1_at_least[precomputed-test]'])
+    >>> _ = (folder / "rc_bad.yaml").write_text('''
+    ... datasets: {test: {queries: test.npz}}
+    ... checks: [{metric: mapp, dataset: test, at_least: 0.7}]
+    ... ''')
+    >>> try:
+    ...     rc.load_suite(folder / "rc_bad.yaml")
+    ... except rc.SuiteError as err:
+    ...     print(err.field, err.line, err.detail[:70])
+    checks[0].metric 3 Unknown or malformed metric name 'mapp': no such metric. Did you mean
+    >>> tmp.cleanup()
+    """
     p = Path(path)
     r = _Reader(p)
     data = load_yaml(p)
