@@ -16,9 +16,10 @@ and the family, and the reports are logged: the terminal prints those tests last
 collection order), the counts, the exit status and the JUnit testcase are the decided
 ones. Only tests with such a check wait; every other test is reported as it ends.
 
-In one process the plugin runs pytest's own test protocol without logging and logs the
-reports itself (when no other plugin runs the protocol: pytest-rerunfailures and the
-like keep theirs, and then the fallback below applies); under pytest-xdist the
+In one process the plugin runs pytest's own test protocol, phase by phase, and holds
+the call and teardown reports of a test whose call carries a deferred check (when no
+other plugin runs the protocol: pytest-rerunfailures and the like keep theirs, and then
+the fallback below applies); under pytest-xdist the
 controller holds the reports its workers send. When a report could not be held, a check
 the correction fails is reported as a failed item of its own at the end of the run,
 ``<test>::family[<metric>]``, so that it is never only a line in a summary.
@@ -77,29 +78,48 @@ def _protocol_is_ours(item) -> bool:
 
 
 def run_holding(item, nextitem, held: dict, prop: str):
-    """pytest's test protocol for ``item``, its reports logged at once unless its call
-    carries a deferred check (then kept in ``held`` for :func:`decide_and_log`). Returns
-    None (pytest's own protocol runs) when the protocol is not ours to run."""
+    """pytest's test protocol for ``item`` (``_pytest.runner.runtestprotocol``, phase by
+    phase with the same hooks at the same moments), except that a call report carrying
+    a deferred check is not logged: it and the teardown report are kept in ``held`` for
+    :func:`decide_and_log`. Returns None (pytest's own protocol runs) when the protocol
+    is not ours to run."""
     try:
-        from _pytest.runner import runtestprotocol
-    except ImportError:  # pragma: no cover - a pytest without it: the fallback applies
+        from _pytest.runner import call_and_report, show_test_item
+    except ImportError:  # pragma: no cover - a pytest without them: the fallback applies
         return None
     if not _protocol_is_ours(item):
         return None
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    reports = runtestprotocol(item, nextitem=nextitem, log=False)
-    if any(r.when == "call" and is_deferred(r, prop) for r in reports):
+    hasrequest = hasattr(item, "_request")
+    if hasrequest and not item._request:  # re-run items (as pytest's own protocol does)
+        item._initrequest()
+    reports = [call_and_report(item, "setup", True)]
+    wait = False
+    if reports[0].passed:
+        if item.config.getoption("setupshow", False):
+            show_test_item(item)
+        if not item.config.getoption("setuponly", False):
+            call = call_and_report(item, "call", False)
+            wait = is_deferred(call, prop)
+            if not wait:
+                ihook.pytest_runtest_logreport(report=call)
+            reports.append(call)
+    if item.session.shouldfail or item.session.shouldstop:
+        nextitem = None  # tear everything down, as pytest does when the session stops
+    reports.append(call_and_report(item, "teardown", not wait, nextitem=nextitem))
+    if hasrequest:
+        item._request = False
+        item.funcargs = None
+    if wait:
         entry = Held(
             item.nodeid,
             lambda report: ihook.pytest_runtest_logreport(report=report),
             lambda: ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location),
         )
-        entry.reports.extend(reports)
+        entry.reports.extend(reports[1:])  # the setup report is logged already
         held[item.nodeid] = entry
         return True
-    for report in reports:
-        ihook.pytest_runtest_logreport(report=report)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 
