@@ -7,7 +7,8 @@ query and in aggregate, under every tie policy and relevance level, against
 procedure), pytrec_eval on untied scores (BEIR's own evaluator), and brute force over the orders of
 tied items; and the option fails closed (ids missing, pair metrics, grouped recall).
 
-Cost: about 3 s on one core (small score matrices; at most 720 orders per query).
+Cost: about 5 s on one core (small score matrices; at most 720 orders per query), plus
+the engine's one-time start (its compiled kernels) where this file runs first.
 """
 
 from __future__ import annotations
