@@ -18,7 +18,6 @@ from . import _backend
 from ._backend import check_run_options
 from ._checkpoint import Checkpoint
 from ._digest import content_digest
-from ._distributed import evaluate_sharded
 from ._executor import check_executor
 from ._first_ranks import first_relevant_ranks
 from ._plan import Plan, plan_pass, prepare_problem
@@ -33,6 +32,7 @@ from ._stages import (
     self_pairs_of,
 )
 from ._stream import PassTotals, stream
+from .distributed._sharded import evaluate_sharded
 
 __all__ = ["evaluate", "first_relevant_ranks"]
 

@@ -41,7 +41,6 @@ from ._backend import check_run_options
 from ._first_ranks import first_relevant_ranks
 from ._fused_tasks import fused_image_text
 from ._hamming import pack_sides
-from ._image_text_sharded import evaluate_image_text_sharded
 from ._inputs import (
     Csr,
     as_numpy,
@@ -52,6 +51,7 @@ from ._inputs import (
 )
 from ._result import ByMetric, tie_note
 from ._stream import FirstRanks
+from .distributed._image_text import evaluate_image_text_sharded
 
 __all__ = ["evaluate_image_text", "ImageTextResult", "IMAGE_TEXT_METRICS"]
 

@@ -22,7 +22,7 @@ state                     op       what
 ========================  =======  ===================================================
 
 :data:`LOCAL` is the identity (one process: the state is already whole); the sharded
-pass's :class:`~._distributed.Ranks` runs the same operations over
+pass's :class:`~.distributed._sharded.Ranks` runs the same operations over
 ``torch.distributed``. A Reduce also says where a block's query rows come from
 (:meth:`Local.queries`: the problem's own rows; the ranks: broadcast by their owners).
 """

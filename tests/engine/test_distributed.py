@@ -583,7 +583,7 @@ _SAVED = {}
 
 def _record_shard_rows(rows: list) -> None:
     """Record (rank's gallery rows, rows of its padded float32 gallery, chunk width) of every pass."""
-    from retrieval_checks.engine import _distributed
+    from retrieval_checks.engine.distributed import _sharded as _distributed
 
     original = _distributed.prepare_problem
 

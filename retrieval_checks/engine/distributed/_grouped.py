@@ -10,22 +10,22 @@ elsewhere) and computes the batch's products in the same padded shape as one pro
 so its own pairs get the same bits; the best relevant score of every query is a max
 all-reduce, and the counts (negatives above and tied, relevant items tied, candidates)
 an int64 sum. Everything after the batches (group means, intervals, repeats) is
-:mod:`._grouped`'s, on the same numbers.
+:mod:`.._grouped`'s, on the same numbers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._grouped import batch_scores, grouped_recall_values
-from ._stream import FirstRanks
+from .._grouped import batch_scores, grouped_recall_values
+from .._partial import FirstRanks
 
 __all__ = ["sharded_grouped_values"]
 
 
 def sharded_grouped_values(comm, sh, layout, loo: bool):
-    """The ``grouped_values`` hook of :func:`._evaluate._aggregate` for a sharded pass
-    (``sh``: this rank's prepared problem, :class:`._blocks.Problem` with its column window)."""
+    """The ``grouped_values`` hook of :func:`.._evaluate._aggregate` for a sharded pass
+    (``sh``: this rank's prepared problem, :class:`.._blocks.Problem` with its column window)."""
 
     def grouped(req, rel, own, plan) -> dict:
         specs = req.of_kind("grouped")
@@ -85,7 +85,7 @@ class _LocalRows:
         )
 
     def score_batch(self, units, q_side, g_side, mq, mg, similarity, ks, hits, candidates):
-        """:func:`._grouped._score_batch` over the ranks, step for step: assemble, score,
+        """:func:`.._grouped._score_batch` over the ranks, step for step: assemble, score,
         mask to this rank's columns, reduce, count."""
         (_, q_codes, q_ids, _), (_, g_codes, g_ids, _) = q_side, g_side
         B, d = len(units), self.Q.shape[1]

@@ -4,7 +4,7 @@
 Each rank holds a shard of the images and a shard of the captions, and the global
 image index of each of its captions. The caption-to-image map (a few bytes per
 caption) is all-gathered; the embeddings are not. Each fold's two directions are two
-sharded rank passes (:func:`._distributed.sharded_pass`): image-to-text over the
+sharded rank passes (:func:`._sharded.sharded_pass`): image-to-text over the
 fold's images (queries) and captions (gallery), text-to-image the other way, each
 with the relevance one process would build, so every rank gets the first relevant
 ranks of one process, bit for bit, and the folds, values, tie values and bootstrap
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..metrics._names import parse_metric
-from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ._blocks import RelevanceSource
+from ...errors import InputError
+from ...metrics._names import parse_metric
+from .._backend import default_memory_budget, parse_memory, resolve_backend
+from .._blocks import RelevanceSource
+from .._inputs import Csr, as_numpy, captioned_images, check_score_range
+from .._partial import FirstRanks
 from ._comm import Comm
-from ._distributed import Layout, shard_rows, sharded_pass
-from ._inputs import Csr, as_numpy, captioned_images, check_score_range
-from ._stream import FirstRanks
+from ._sharded import Layout, shard_rows, sharded_pass
 
 __all__ = ["evaluate_image_text_sharded"]
 
@@ -192,7 +192,7 @@ def _index(x, idx: np.ndarray):
 
 
 class _FoldRanker:
-    """``rank_fold`` of :func:`._image_text._evaluate_pairs` over the ranks' shards."""
+    """``rank_fold`` of :func:`.._image_text._evaluate_pairs` over the ranks' shards."""
 
     def __init__(self, comm, images, captions, img_off, cap_off, d, common, budget, use_kernels):
         self.comm, self.images, self.captions = comm, images, captions
@@ -231,7 +231,7 @@ class _FoldRanker:
         return i2t, t2i, local, backend
 
     def _first(self, queries, gallery, q_sizes, g_sizes, relevance: Csr):
-        """:func:`._evaluate.first_relevant_ranks`, sharded."""
+        """:func:`.._evaluate.first_relevant_ranks`, sharded."""
         layout = Layout(
             np.concatenate([[0], np.cumsum(q_sizes)]).astype(np.int64),
             np.concatenate([[0], np.cumsum(g_sizes)]).astype(np.int64),

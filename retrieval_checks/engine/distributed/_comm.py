@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BackendError, InputError, RetrievalChecksError
+from ...errors import BackendError, InputError, RetrievalChecksError
 
 __all__ = ["Comm", "RemoteFailure"]
 

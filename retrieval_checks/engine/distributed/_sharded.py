@@ -27,9 +27,9 @@ For each block,
    the binning pass's histogram summed.
 
 None of this is a copy of the one-process pass: the rank's problem is the one
-:func:`._plan.prepare_problem` builds with a column window (its shard), and the pass is
-the one loop (:func:`._stream.stream`, :func:`._blocks.run_block`) with :class:`Ranks`
-as its Reduce: steps 1, 3 and 4 are the states :mod:`._reduce` declares.
+:func:`.._plan.prepare_problem` builds with a column window (its shard), and the pass is
+the one loop (:func:`.._stream.stream`, :func:`.._blocks.run_block`) with :class:`Ranks`
+as its Reduce: steps 1, 3 and 4 are the states :mod:`.._reduce` declares.
 
 Memory per rank: its shard (float32, padded to whole chunks), one block of scores
 against the shard, the block's query rows, and the O(n) metadata. Bytes moved per
@@ -43,16 +43,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import BackendError, InputError
-from . import _backend
-from ._backend import default_memory_budget, parse_memory, resolve_backend
-from ._checkpoint import Checkpoint
-from ._comm import Comm
-from ._counting import select
-from ._digest import content_digest
-from ._grouped_sharded import sharded_grouped_values
-from ._hamming import PackedCodes, n_words, pack_codes
-from ._inputs import (
+from ...errors import BackendError, InputError
+from .. import _backend
+from .._backend import default_memory_budget, parse_memory, resolve_backend
+from .._checkpoint import Checkpoint
+from .._counting import select
+from .._digest import content_digest
+from .._hamming import PackedCodes, n_words, pack_codes
+from .._inputs import (
     Csr,
     as_numpy,
     check_embeddings,
@@ -61,10 +59,12 @@ from ._inputs import (
     refuse_sparse,
     relevance_to_csr,
 )
-from ._plan import Window, plan_pass, prepare_problem
-from ._reduce import STATES
-from ._stages import Sides, aggregate_result, parse_request, relevance_of, self_pairs_of
-from ._stream import binning_pass, stream
+from .._plan import Window, plan_pass, prepare_problem
+from .._reduce import STATES
+from .._stages import Sides, aggregate_result, parse_request, relevance_of, self_pairs_of
+from .._stream import binning_pass, stream
+from ._comm import Comm
+from ._grouped import sharded_grouped_values
 
 __all__ = ["Layout", "Ranks", "evaluate_sharded", "shard_rows", "sharded_pass"]
 
@@ -317,7 +317,7 @@ def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: Layout, loo: bo
 
 # ----------------------------------------------------------------------------- the ranks
 class Ranks:
-    """The Reduce of a sharded pass (:mod:`._reduce`): each declared state's operation
+    """The Reduce of a sharded pass (:mod:`.._reduce`): each declared state's operation
     over the process group's ranks, and a block's query rows broadcast by the ranks
     that hold them."""
 
