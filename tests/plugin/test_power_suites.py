@@ -85,6 +85,7 @@ def test_a_suite_correction_defers_a_significant_drop_to_the_session(regenerated
     _suite(pytester, "{max_drop: 0.01, significant: true}", "correction: holm", noise=0.9)
     result = _run(pytester)
     assert result.ret == 1  # a real drop (0.18): failed after the correction, at the end
+    result.assert_outcomes(failed=1)  # the suite's item itself, not a green item in a red run
     data, gate = _gate(pytester)
     assert gate["decision"] == "failed after holm" and gate["passed"] is False
     assert gate["correction"] == "holm" and gate["p_adjusted"] == gate["p_raw"]  # family of 1
