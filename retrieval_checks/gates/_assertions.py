@@ -38,7 +38,7 @@ from ..options import DEFAULTS
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap, gap_notes
 from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interval
-from ._events import GateEvent, emit
+from ._events import GateEvent, emit_warned
 from ._exact import exceeds
 from ._family import (
     bound_power,
@@ -334,12 +334,16 @@ def _interval(result, m: Measurement, confidence, seed, spec=None):
     return (iv.low, iv.high, iv.confidence, note, iv.n, iv.unit), None
 
 
-def _warn(notes, interval_notes, stacklevel: int) -> None:
+def _said(notes, interval_notes, weak=None) -> list[tuple[str, type[Warning]]]:
     """Each note as a RuntimeWarning, an interval's (``interval_notes``) as an
-    :class:`~retrieval_checks.errors.IntervalWarning` (``stacklevel`` from the gate's caller)."""
-    for note in notes:
-        category = IntervalWarning if note in interval_notes else RuntimeWarning
-        warnings.warn(f"retrieval-checks: {note}", category, stacklevel=stacklevel + 1)
+    :class:`~retrieval_checks.errors.IntervalWarning`, ``weak`` (a gate that cannot see
+    its tolerance) as a :class:`~retrieval_checks.errors.PowerWarning`: what
+    :func:`.emit_warned` says."""
+    out = [
+        (f"retrieval-checks: {n}", IntervalWarning if n in interval_notes else RuntimeWarning)
+        for n in notes
+    ]
+    return out + ([(f"retrieval-checks: {weak}", PowerWarning)] if weak else [])
 
 
 def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
@@ -435,9 +439,11 @@ def _event(
     high=None,
     confidence=None,
     warnings_=(),
+    said=(),
+    stacklevel: int = 2,
     **extra,
 ) -> GateEvent:
-    return emit(
+    return emit_warned(
         GateEvent(
             gate=gate,
             metric=m.metric,
@@ -458,7 +464,9 @@ def _event(
             dataset=m.context.get("dataset"),
             warnings=list(warnings_),
             extra={**m.extra, **extra},
-        )
+        ),
+        said,
+        stacklevel + 1,
     )
 
 
@@ -718,9 +726,10 @@ def assert_metric(
         high=found[1] if found else None,
         confidence=found[2] if found else None,
         warnings_=notes,
+        said=_said(notes, (few,)),
+        stacklevel=2 if _gate == "assert_metric" else 3,
         **extra,
     )
-    _warn(notes, (few,), stacklevel=2 if _gate == "assert_metric" else 3)
     if not failures and skip_failure is None:
         return
     if found is None:
@@ -1329,7 +1338,7 @@ def assert_gap_below(
     pw, power_failure, weak = _gap_power(gap, below, on, power, min_power)
     notes += [weak] if weak else []
     failed = undefined or exceeds(checked, below) or bool(skip_failures) or bool(power_failure)
-    emit(
+    emit_warned(
         GateEvent(
             gate="assert_gap_below",
             metric=f"{gap.metric} gap",
@@ -1352,11 +1361,9 @@ def assert_gap_below(
                 **({"sides_swapped": True} if swapped else {}),
                 **(pw.to_dict() if pw is not None else {}),
             },
-        )
+        ),
+        _said([n for n in notes if n not in said and n is not weak], interval_notes, weak),
     )
-    _warn([n for n in notes if n not in said and n is not weak], interval_notes, stacklevel=2)
-    if weak:
-        warnings.warn(f"retrieval-checks: {weak}", PowerWarning, stacklevel=2)
     if skip_failures:
         raise AssertionError(
             "\n".join(skip_failures) + "\n  rule: fail when more than max_skipped queries are "
@@ -1529,7 +1536,7 @@ def assert_not_worse(
     fails = fails or bound_failure is not None
     correction = family_of(correction, test)
     deferred = deferrable(test, correction, fails, undefined or skip_failure is not None)
-    event = emit(
+    event = emit_warned(
         GateEvent(
             gate="assert_not_worse",
             metric=f"{c.metric} difference",
@@ -1552,11 +1559,9 @@ def assert_not_worse(
                 **family_fields(test, correction, deferred),
                 **(bound.to_dict() if bound is not None else {}),
             },
-        )
+        ),
+        _said([n for n in notes if n is not weak], (few,), weak),
     )
-    _warn([n for n in notes if n is not weak], (few,), stacklevel=2)
-    if weak:
-        warnings.warn(f"retrieval-checks: {weak}", PowerWarning, stacklevel=2)
     if skip_failure is not None:
         raise AssertionError(
             f"{skip_failure}\n  rule: fail when more than max_skipped queries are skipped"

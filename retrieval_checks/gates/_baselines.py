@@ -42,7 +42,7 @@ from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS
 from ..stats._intervals import bootstrap_interval, wilson_interval
 from ._assertions import computed_metrics, max_rank
-from ._events import GateEvent, emit
+from ._events import GateEvent, emit, emit_warned
 from ._family import claimed, deferrable, family_fields, family_of, power_note, unclaimed
 from ._regression import Change, measure_change
 from ._regression import checked_option as check_option
@@ -785,7 +785,7 @@ def assert_no_regression(
     required = ch.power is not None and ch.power.required and ch.power.underpowered
     deferred = deferrable(ch, correction, ch.failed, skip_failure is not None or required)
     failed = (ch.failed or skip_failure is not None) and not deferred
-    event = emit(
+    event = emit_warned(
         GateEvent(
             gate="assert_no_regression",
             metric=ch.metric,
@@ -816,11 +816,9 @@ def assert_no_regression(
                 **({} if max_skipped is None else {"max_skipped": max_skipped}),
                 **family_fields(ch, correction, deferred),
             },
-        )
+        ),
+        [(f"retrieval-checks: {n}", PowerWarning if n is weak else RuntimeWarning) for n in notes],
     )
-    for note in notes:
-        kind = PowerWarning if note is weak else RuntimeWarning
-        warnings.warn(f"retrieval-checks: {note}", kind, stacklevel=2)
     if deferred and not claimed(event):  # no session recorded it: decided now, never unseen
         failed = True
         ch = unclaimed(ch)

@@ -29,6 +29,7 @@ __all__ = [
     "subscribe",
     "listening",
     "emit",
+    "emit_warned",
     "rule_text",
     "RECORD_FIELDS",
 ]
@@ -245,6 +246,30 @@ def emit(event: GateEvent) -> GateEvent:
                 RuntimeWarning,
                 stacklevel=3,
             )
+    return event
+
+
+def emit_warned(event: GateEvent, said, stacklevel: int = 2) -> GateEvent:
+    """Say a gate's warnings (``said``: ``(text, category)`` pairs), then :func:`emit` its
+    event. A warning that the user's filters turn into an error (``-W
+    error::retrieval_checks.PowerWarning``, ``warnings.simplefilter("error", ...)``)
+    fails the gate: the event says so before the listeners (the plugin's table, JSON,
+    history) record it, and the warning is raised after, so the record and the test's
+    verdict agree. ``stacklevel`` as the gate would pass to :func:`warnings.warn`."""
+    raised = None
+    for text, category in said:
+        try:
+            warnings.warn(text, category, stacklevel=stacklevel + 1)
+        except Warning as exc:  # a warnings filter set to "error"
+            raised = exc
+            event.passed = False
+            event.warnings.append(
+                f"failed: this {category.__name__} was raised as an error (a warnings filter): {text}"
+            )
+            break
+    emit(event)
+    if raised is not None:
+        raise raised
     return event
 
 

@@ -147,3 +147,54 @@ def test_gap_gate_states_its_power_and_fails_under_min_power():
 def test_gap_power_on_the_value_is_refused():
     with pytest.raises(InputError, match="on='value' has no test"):
         rc.assert_gap_below(_gap(0.01, -0.02, 0.04), 0.1, on="value", min_power=0.8)
+
+
+def test_a_warning_raised_as_an_error_fails_the_gate_in_its_record(comparison):
+    """``-W error::retrieval_checks.PowerWarning`` (docs/power.md: fail every underpowered
+    gate of a run) makes the test fail; the gate's record must say FAIL too, not PASS in
+    the table, JSON and history beside a failed test (review finding 8). The same for
+    every gate that warns (non-inferiority, gap, threshold gates, baselines)."""
+    from retrieval_checks.gates._baselines import assert_no_regression
+
+    rng = np.random.default_rng(0)
+    base = 0.2 + 0.6 * rng.random(200)
+    cur = np.clip(base + rng.normal(0, 0.1, 200), 0, 1)
+
+    def units(v):
+        return {
+            "metric": "map",
+            "value": float(np.mean(v)),
+            "n": len(v),
+            "unit": "queries",
+            "units_are": "queries",
+            "units": {f"q{i}": [float(x), 1] for i, x in enumerate(v)},
+        }
+
+    few = rc.evaluate(
+        np.eye(6, dtype=np.float32)[[0, 0, 1, 1, 2, 2]],
+        query_labels=[0, 0, 1, 1, 2, 2],
+        metrics=["map"],
+    )
+    cases = [
+        (PowerWarning, lambda: rc.assert_not_worse(comparison, margin=0.02, rule="non_inferior")),
+        (PowerWarning, lambda: rc.assert_gap_below(_gap(0.0188, -0.04, 0.0776), 0.08)),
+        (
+            PowerWarning,
+            lambda: assert_no_regression(units(cur), units(base), max_drop=0.005, significant=True),
+        ),
+        (rc.IntervalWarning, lambda: rc.assert_map_at_least(few, 0.1, on="interval")),
+    ]
+    for category, gate in cases:
+        seen = []
+        with rc.gates.listening(seen.append), warnings.catch_warnings():
+            warnings.simplefilter("error", category)
+            with pytest.raises(category):
+                gate()
+        record = seen[-1].to_dict()
+        assert record["passed"] is False, record
+        assert any("raised as an error" in w for w in record["warnings"]), record["warnings"]
+        seen.clear()
+        with rc.gates.listening(seen.append), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gate()  # the same gate without the filter passes, and says so
+        assert seen[-1].to_dict()["passed"] is True
