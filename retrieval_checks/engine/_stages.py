@@ -43,6 +43,7 @@ __all__ = [
     "aggregate_result",
     "embedding_sides",
     "first_items",
+    "grouped_options",
     "parse_request",
     "relevance_of",
     "self_pairs_of",
@@ -491,6 +492,26 @@ def _pair_values(req, rel, problem, totals, use_kernels, binning=None):
     return values, thresholds, detail_of, curve
 
 
+def grouped_options(req, rel, own, plan, specs) -> dict:
+    """The options of :func:`._grouped.grouped_recall_values` that a request, its
+    relevance, its ids and its plan give: one home for the one-process and the sharded
+    call (:mod:`.distributed._grouped`), which differ only in the arrays they pass."""
+    return dict(
+        q_ids=own.q_ids,
+        g_ids=own.g_ids,
+        ks=sorted({s.k for s in specs}),
+        group_size=req.group_size,
+        seed=req.group_seed,
+        repeats=req.group_repeats,
+        confidence=req.confidence,
+        ties=req.ties,
+        similarity=req.similarity,
+        label_values=rel.label_values,
+        max_memory=plan.room,
+        empty_queries=req.empty_queries,
+    )
+
+
 def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRecall]:
     specs = req.of_kind("grouped")
     if not specs:
@@ -511,18 +532,7 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         rel.q_codes,
         None if sides.loo else host(problem.Gp[: sides.n_g]),
         None if sides.loo else rel.g_codes,
-        q_ids=own.q_ids,
-        g_ids=own.g_ids,
-        ks=sorted({s.k for s in specs}),
-        group_size=req.group_size,
-        seed=req.group_seed,
-        repeats=req.group_repeats,
-        confidence=req.confidence,
-        ties=req.ties,
-        similarity=req.similarity,
-        label_values=rel.label_values,
-        max_memory=plan.room,
-        empty_queries=req.empty_queries,
+        **grouped_options(req, rel, own, plan, specs),
         q_factor=None if problem.qa is None else host(problem.qa[: sides.n_q]),
         g_factor=None if problem.ga is None else host(problem.ga[: sides.n_g]),
         backend=be,

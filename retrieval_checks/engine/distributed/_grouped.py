@@ -19,6 +19,7 @@ import numpy as np
 
 from .._grouped import batch_scores, grouped_recall_values
 from .._partial import FirstRanks
+from .._stages import grouped_options
 
 __all__ = ["sharded_grouped_values"]
 
@@ -40,18 +41,7 @@ def sharded_grouped_values(comm, sh, layout, loo: bool):
             rel.q_codes,
             None if loo else placeholder,
             None if loo else rel.g_codes,
-            q_ids=own.q_ids,
-            g_ids=own.g_ids,
-            ks=sorted({s.k for s in specs}),
-            group_size=req.group_size,
-            seed=req.group_seed,
-            repeats=req.group_repeats,
-            confidence=req.confidence,
-            ties=req.ties,
-            similarity=req.similarity,
-            label_values=rel.label_values,
-            max_memory=plan.room,
-            empty_queries=req.empty_queries,
+            **grouped_options(req, rel, own, plan, specs),
             q_factor=factor,
             g_factor=None if loo else factor,
             score_batch=local.score_batch,
