@@ -76,6 +76,9 @@ class Option:
     bounds), ``integer`` (an int within the bounds), ``device`` or ``memory`` (checked
     by the engine's parsers; only their type here). ``applies_to``: the dataset types
     (:data:`DATASET_TYPES`) a suite may set it for; empty for session-level options.
+    ``value_applies_to``: a value that only some of those types take, with them (``ties:
+    docid``, trec_eval's order of document ids, belongs to runs): the one home of that
+    rule, which :func:`check_embedding_ties`, the suite loader and the JSON schema read.
     """
 
     name: str
@@ -91,6 +94,13 @@ class Option:
     help: str = ""
     aliases: dict = field(default_factory=dict)
     optional: bool = False  # None is a valid value (e.g. "no limit")
+    value_applies_to: dict = field(default_factory=dict)
+
+    def takes(self, value, dataset_types) -> bool:
+        """Whether a dataset of one of ``dataset_types`` takes ``value`` of this option
+        (``value_applies_to``; every valid value otherwise)."""
+        only = self.value_applies_to.get(value) if isinstance(value, str) else None
+        return only is None or any(t in only for t in dataset_types)
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (a sentence naming what was expected), or None."""
@@ -151,7 +161,7 @@ def _skipped(value) -> str | None:
     return f"expected {expected}, found {shown(value)}{meant}."
 
 
-def _choice(name, choices, default, help_text, applies_to=()):
+def _choice(name, choices, default, help_text, applies_to=(), value_applies_to=None):
     return Option(
         name,
         "choice",
@@ -160,10 +170,14 @@ def _choice(name, choices, default, help_text, applies_to=()):
         choices=tuple(choices),
         applies_to=applies_to,
         help=help_text,
+        value_applies_to=dict(value_applies_to or {}),
     )
 
 
 _RET, _IT, _IMG, _RUN, _ANN = DATASET_TYPES
+
+#: The dataset types whose evaluation ranks embeddings (what a model is evaluated on).
+EMBEDDING_TYPES = (_RET, _IT)
 
 #: Every evaluation option, by the name suites and the plugin use.
 OPTIONS: dict[str, Option] = {
@@ -185,6 +199,7 @@ OPTIONS: dict[str, Option] = {
             "them, the exact mean over every order of the tie, or (runs only) trec_eval's order: "
             "document id, descending",
             (_RET, _IT, _RUN),
+            {"docid": (_RUN,)},  # trec_eval's order of document ids: only runs have them
         ),
         _choice(
             "empty_queries",
@@ -317,7 +332,7 @@ def check_embedding_ties(value) -> str:
     """The ``ties`` option of an evaluation that ranks embeddings: ``"docid"`` (trec_eval's
     order of document ids) belongs to runs, whose documents have ids, and is refused."""
     ties = check_option("ties", value)
-    if ties == "docid":
+    if not OPTIONS["ties"].takes(ties, EMBEDDING_TYPES):
         raise InputError(
             "ties='docid' orders equal scores by document id as trec_eval does, which only "
             "evaluate_run (a run with document ids) has; an embedding evaluation takes "

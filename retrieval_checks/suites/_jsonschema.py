@@ -19,7 +19,7 @@ import re
 from ..gates._spec import GateSpec, fields_of
 from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
 from ..metrics._names import _ALIASES, TREC_CUT_NAMES, WHOLE_ALIASES
-from ..options import OPTIONS, Option
+from ..options import EMBEDDING_TYPES, OPTIONS, Option
 from . import _schema as s
 from ._slices import CHECK_SLICES_SCHEMA, DATASET_SLICES_SCHEMA, RUN_SLICES_SCHEMA
 
@@ -119,11 +119,13 @@ def _option(o: Option) -> dict:
 
 
 def _model_option(name: str) -> dict:
-    """A model's own option: as the option table says, less ``ties: docid`` (trec_eval's
-    order of document ids, which a model's embeddings do not have; the loader refuses it)."""
-    prop = _option(OPTIONS[name])
-    if name == "ties" and "enum" in prop:
-        prop = {**prop, "enum": [v for v in prop["enum"] if v != "docid"]}
+    """A model's own option: as the option table says, less the values only other dataset
+    types take (``ties: docid``, trec_eval's order of document ids, which a model's
+    embeddings do not have; the loader refuses it): ``Option.value_applies_to``."""
+    option = OPTIONS[name]
+    prop = _option(option)
+    if "enum" in prop:
+        prop = {**prop, "enum": [v for v in prop["enum"] if option.takes(v, EMBEDDING_TYPES)]}
     return prop
 
 

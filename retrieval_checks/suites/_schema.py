@@ -30,7 +30,7 @@ from ..metrics._names import MetricSpec, metric_spec
 from ..metrics._thresholds import check_threshold
 from ..models._hub import HUB_KINDS
 from ..models._hub import SETTINGS as _HUB_SETTINGS
-from ..options import DATASET_TYPES, OPTIONS
+from ..options import DATASET_TYPES, EMBEDDING_TYPES, OPTIONS
 from ._slices import check_slices, parse_dataset_slices, run_dataset_slices, slice_check_id
 from ._yaml import Node, NodeList, load_yaml, short
 
@@ -1087,7 +1087,8 @@ def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
         for k in MODEL_OPTIONS
         if k in node
     }
-    if own.get("ties") == "docid":  # a model ranks embeddings: no document ids to order by
+    # a model ranks embeddings: no document ids to order by (the option table's rule)
+    if "ties" in own and not OPTIONS["ties"].takes(own["ties"], EMBEDDING_TYPES):
         raise r.error(
             "ties: docid orders equal scores by document id as trec_eval does, which only run "
             "datasets (type: run) have; a model's embeddings take pessimistic, optimistic or "

@@ -197,6 +197,32 @@ def test_bad_model_options_name_the_line_and_field(where, entry, field, words):
         assert w in str(err), str(err)
 
 
+def test_a_value_only_runs_take_has_one_home_the_option_table(where, monkeypatch):
+    """``Option.value_applies_to`` is the one home of "a value only some dataset types
+    take" (``ties: docid`` belongs to runs): mark another value run-only in the table and
+    the Python API, the suite loader and the JSON schema all refuse it for a model."""
+    import dataclasses
+
+    from retrieval_checks import options
+    from retrieval_checks.errors import InputError
+    from retrieval_checks.suites._jsonschema import suite_json_schema
+
+    ties = options.OPTIONS["ties"]
+    assert ties.value_applies_to == {"docid": ("run",)}
+    run_only = {"docid": ("run",), "average": ("run",)}
+    monkeypatch.setitem(
+        options.OPTIONS, "ties", dataclasses.replace(ties, value_applies_to=run_only)
+    )
+    with pytest.raises(InputError, match="evaluate_run"):
+        options.check_embedding_ties("average")
+    assert options.check_embedding_ties("optimistic") == "optimistic"
+    props = suite_json_schema()["$defs"]["model"]["properties"]
+    assert set(props["ties"]["enum"]) == {"pessimistic", "optimistic"}
+    text = "models:\n  m: {callable: emb.py:f, ties: average}\nchecks:\n  - {metric: map, at_least: 0.1}\n"
+    err = _error(where, HEAD + text)
+    assert (err.field, err.line) == ("models.m.ties", 4), str(err)
+
+
 def test_a_model_option_that_applies_to_none_of_the_datasets_is_refused(where):
     text = (
         "datasets:\n  r: {type: run, run: run.txt, qrels: qrels.txt}\nmodels:\n"
