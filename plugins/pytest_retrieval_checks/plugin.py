@@ -745,7 +745,46 @@ def _resolve_options(config) -> dict:
 
 @pytest.fixture(scope="session")
 def rc_options(pytestconfig) -> dict:
-    """The session's retrieval-checks options, resolved (flags override ini)."""
+    """The session's retrieval-checks options, resolved (flags override ini).
+
+    Parameters
+    ----------
+    pytestconfig:
+        pytest's config (a fixture pytest supplies).
+
+    Returns
+    -------
+    dict
+        ``device``, ``max_memory``, ``seed``, ``confidence``, ``ties``,
+        ``max_skipped`` and ``timeout``, from ``--rc-<name>`` or the ini's
+        ``rc_<name>``, else the library's defaults.
+
+    Raises
+    ------
+    pytest.UsageError
+        At start-up, for a value the option table refuses (naming the flag and the ini
+        key), or a CUDA device where there is none.
+
+    Examples
+    --------
+    A test reading the session's options, run with ``--rc-confidence 0.9``:
+
+    >>> import pathlib, tempfile
+    >>> import pytest
+    >>> quiet = ["-p", "no:terminal", "-p", "no:cacheprovider", "--rc-history", "none",
+    ...          "--import-mode=importlib"]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> test = folder / "test_options_example.py"
+    >>> _ = test.write_text('''
+    ... def test_session_options(rc_options):
+    ...     assert rc_options["confidence"] == 0.9
+    ...     assert rc_options["ties"] == "pessimistic"
+    ... ''')
+    >>> pytest.main([str(test), "--rc-confidence", "0.9", *quiet])
+    <ExitCode.OK: 0>
+    >>> tmp.cleanup()
+    """
     return _resolve_options(pytestconfig)
 
 
@@ -791,14 +830,106 @@ class _Evaluator:
 
 @pytest.fixture(scope="session")
 def rc_evaluate(rc_options) -> _Evaluator:
-    """``evaluate`` with the session's options, cached per (model, dataset)."""
+    """``evaluate`` with the session's options, cached per (model, dataset).
+
+    The fixture is a callable: ``rc_evaluate(queries, gallery=None, *, model=None,
+    dataset=None, **evaluate_kwargs)``, :func:`~retrieval_checks.evaluate` with the
+    session's ``device``, ``max_memory``, ``ties``, ``confidence`` and ``seed`` (the
+    keywords override them); results are cached for the session by the arrays' content
+    and the options, so tests asking for the same evaluation share one pass.
+    ``model`` and ``dataset`` name the result in gate messages, records and reports.
+
+    Parameters
+    ----------
+    rc_options:
+        The session's options (the :func:`rc_options` fixture).
+
+    Returns
+    -------
+    callable
+        The cached evaluator; each call returns an
+        :class:`~retrieval_checks.EvaluationResult`.
+
+    Raises
+    ------
+    InputError
+        From a call: the errors of :func:`~retrieval_checks.evaluate`.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import pytest
+    >>> quiet = ["-p", "no:terminal", "-p", "no:cacheprovider", "--rc-history", "none",
+    ...          "--import-mode=importlib"]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> test = folder / "test_evaluate_example.py"
+    >>> _ = test.write_text('''
+    ... import numpy as np
+    ... import retrieval_checks as rc
+    ...
+    ... X = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    ...
+    ... def test_map(rc_evaluate):
+    ...     res = rc_evaluate(X, query_labels=[0, 0, 1, 1], metrics=["map"], model="demo")
+    ...     rc.assert_metric(res, "map", at_least=0.7)
+    ...
+    ... def test_top1(rc_evaluate):  # the same evaluation: no second pass
+    ...     res = rc_evaluate(X, query_labels=[0, 0, 1, 1], metrics=["map"], model="demo")
+    ...     rc.assert_metric(res, "map", at_least=0.9)
+    ... ''')
+    >>> pytest.main([str(test), *quiet])  # map is 0.75: the second test fails
+    <ExitCode.TESTS_FAILED: 1>
+    >>> tmp.cleanup()
+    """
     return _Evaluator(rc_options)
 
 
 @pytest.fixture(scope="session")
 def rc_load(pytestconfig):
     """``load_embeddings(path, ...)`` with relative paths resolved against the rootdir
-    (cached per path and keys)."""
+    (cached per path and keys).
+
+    The fixture is a callable: ``rc_load(path, **load_kwargs)``, a relative ``path``
+    read against the rootdir.
+
+    Parameters
+    ----------
+    pytestconfig:
+        pytest's config (a fixture pytest supplies): its rootdir.
+
+    Returns
+    -------
+    callable
+        The cached loader; each call returns an
+        :class:`~retrieval_checks.EmbeddingSet`.
+
+    Raises
+    ------
+    InputError
+        From a call: the errors of :func:`~retrieval_checks.load_embeddings`.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import pytest
+    >>> quiet = ["-p", "no:terminal", "-p", "no:cacheprovider", "--rc-history", "none",
+    ...          "--import-mode=importlib"]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> import numpy as np
+    >>> np.savez(folder / "queries.npz", embeddings=np.eye(4, dtype=np.float32),
+    ...          labels=np.array([0, 0, 1, 1]))
+    >>> test = folder / "test_load_example.py"
+    >>> _ = test.write_text('''
+    ... def test_load(rc_load):
+    ...     s = rc_load("queries.npz")  # relative to the rootdir
+    ...     assert s.embeddings.shape == (4, 4) and list(s.labels) == [0, 0, 1, 1]
+    ... ''')
+    >>> pytest.main([str(test), "--rootdir", str(folder), *quiet])
+    <ExitCode.OK: 0>
+    >>> tmp.cleanup()
+    """
     cache: dict = {}
 
     def load(path, **kwargs):
@@ -860,7 +991,72 @@ class _Baselines:
 
 @pytest.fixture
 def rc_baseline(request, rc_options) -> _Baselines:
-    """Gate a result against its stored baseline (see ``_Baselines``)."""
+    """Gate a result against its stored baseline (see ``_Baselines``).
+
+    The fixture is a callable: ``rc_baseline(result, metric, *, key=None, max_drop=None,
+    max_relative_drop=None, direction=None, significant=False, ...)`` (the tolerances
+    of :func:`~retrieval_checks.assert_no_regression`). It compares the metric with its
+    record ``<test name>::<metric>[::key]`` in ``<test module>.baselines.yaml``; a
+    missing record fails the test (fail closed). ``--rc-regen-all`` writes every
+    record, ``--rc-force-regen`` rewrites the changed ones and fails.
+
+    Parameters
+    ----------
+    request:
+        pytest's request (a fixture pytest supplies): the test and its module.
+    rc_options:
+        The session's options (``confidence``, ``seed`` of the records' intervals).
+
+    Returns
+    -------
+    callable
+        The gate; each call returns the :class:`~retrieval_checks.Change` (None when
+        the record was written instead).
+
+    Raises
+    ------
+    AssertionError
+        From a call: the metric regressed beyond the tolerances, or it has no record.
+    InputError
+        From a call: the errors of :func:`~retrieval_checks.baseline_record` and
+        :func:`~retrieval_checks.assert_no_regression`, an unreadable baselines file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import pytest
+    >>> quiet = ["-p", "no:terminal", "-p", "no:cacheprovider", "--rc-history", "none",
+    ...          "--import-mode=importlib"]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> test = folder / "test_baseline_example.py"
+    >>> _ = test.write_text('''
+    ... import numpy as np
+    ...
+    ... rng = np.random.default_rng(0)
+    ... Y = np.repeat(np.arange(12), 3)
+    ... X = rng.normal(size=(12, 8))[Y] + 0.5 * rng.normal(size=(36, 8))
+    ... LANG = np.where(Y < 6, "de", "en")
+    ...
+    ... def test_map_kept(rc_evaluate, rc_baseline):
+    ...     res = rc_evaluate(X, query_labels=Y, metrics=["map"], model="demo")
+    ...     rc_baseline(res, "map", max_drop=0.01)
+    ... ''')
+    >>> pytest.main([str(test), *quiet])  # no baseline yet: the gate fails
+    <ExitCode.TESTS_FAILED: 1>
+    >>> pytest.main([str(test), "--rc-regen-all", *quiet])  # write it
+    <ExitCode.OK: 0>
+    >>> pytest.main([str(test), *quiet])  # compare with it
+    <ExitCode.OK: 0>
+    >>> print((folder / "test_baseline_example.baselines.yaml").read_text())  # doctest: +ELLIPSIS
+    # retrieval-checks baselines: review changes like code.
+    ...
+    test_map_kept::map:
+      metric: map
+      value: 0.830787
+    ...
+    >>> tmp.cleanup()
+    """
     return _Baselines(request, rc_options)
 
 
@@ -901,7 +1097,65 @@ class _SliceBaselines(_Baselines):
 
 @pytest.fixture
 def rc_slice_baseline(request, rc_options) -> _SliceBaselines:
-    """Gate each slice of a result against its stored baseline (see ``_SliceBaselines``)."""
+    """Gate each slice of a result against its stored baseline (see ``_SliceBaselines``).
+
+    The fixture is a callable: ``rc_slice_baseline(result, metric, *, key=None,
+    slices=None, max_drop=None, max_relative_drop=None)``. It keeps one record per
+    slice in ``<test module>.baselines.yaml`` (written with ``--rc-regen-all`` /
+    ``--rc-force-regen``) and gates every slice in one gate; a slice of the file
+    missing from the result is an error, never skipped.
+
+    Parameters
+    ----------
+    request:
+        pytest's request (a fixture pytest supplies): the test and its module.
+    rc_options:
+        The session's options (``confidence``, ``seed``).
+
+    Returns
+    -------
+    callable
+        The gate; each call returns None.
+
+    Raises
+    ------
+    AssertionError
+        From a call: a slice dropped beyond the tolerances, or has no record.
+    InputError
+        From a call: a result without slices, a slice of the baseline missing now, a
+        slice too small for an interval, and the errors of
+        :func:`~retrieval_checks.assert_no_slice_regression`.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import pytest
+    >>> quiet = ["-p", "no:terminal", "-p", "no:cacheprovider", "--rc-history", "none",
+    ...          "--import-mode=importlib"]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> test = folder / "test_slice_baseline_example.py"
+    >>> _ = test.write_text('''
+    ... import numpy as np
+    ...
+    ... rng = np.random.default_rng(0)
+    ... Y = np.repeat(np.arange(12), 3)
+    ... X = rng.normal(size=(12, 8))[Y] + 0.5 * rng.normal(size=(36, 8))
+    ... LANG = np.where(Y < 6, "de", "en")
+    ...
+    ... def test_no_language_got_worse(rc_evaluate, rc_slice_baseline):
+    ...     res = rc_evaluate(X, query_labels=Y, metrics=["map"], slices=LANG, model="demo")
+    ...     rc_slice_baseline(res, "map", max_drop=0.01)
+    ... ''')
+    >>> pytest.main([str(test), "--rc-regen-all", *quiet])
+    <ExitCode.OK: 0>
+    >>> pytest.main([str(test), *quiet])
+    <ExitCode.OK: 0>
+    >>> text = (folder / "test_slice_baseline_example.baselines.yaml").read_text()
+    >>> [line for line in text.splitlines() if line.startswith("test_")]
+    ['test_no_language_got_worse::map slice=de:', 'test_no_language_got_worse::map slice=en:']
+    >>> tmp.cleanup()
+    """
     return _SliceBaselines(request, rc_options)
 
 
@@ -944,5 +1198,53 @@ class _Report:
 
 @pytest.fixture
 def rc_report(request) -> _Report:
-    """Add figures to the HTML report (``--rc-html``)."""
+    """Add figures to the HTML report (``--rc-html``).
+
+    The fixture has one method: ``rc_report.add_sweep(table, title=None, *, model=None,
+    dataset=None)`` puts a class-count sweep (:func:`~retrieval_checks.class_count_sweep`)
+    in the session's HTML report (``--rc-html``), named by its model and dataset.
+
+    Parameters
+    ----------
+    request:
+        pytest's request (a fixture pytest supplies): the test item.
+
+    Returns
+    -------
+    object
+        The report handle of the test.
+
+    Raises
+    ------
+    None
+        Figures are JSON records; the report is written at the end of the session.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import pytest
+    >>> quiet = ["-p", "no:terminal", "-p", "no:cacheprovider", "--rc-history", "none",
+    ...          "--import-mode=importlib"]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> test = folder / "test_report_example.py"
+    >>> _ = test.write_text('''
+    ... import numpy as np
+    ... import retrieval_checks as rc
+    ...
+    ... rng = np.random.default_rng(0)
+    ... Y = np.repeat(np.arange(12), 3)
+    ... X = rng.normal(size=(12, 8))[Y] + 0.5 * rng.normal(size=(36, 8))
+    ... LANG = np.where(Y < 6, "de", "en")
+    ...
+    ... def test_sweep(rc_report):
+    ...     table = rc.class_count_sweep(X, Y, class_counts=[6, 12], metrics=["hit_rate@1"], trials=1)
+    ...     rc_report.add_sweep(table, title="hit_rate@1 by classes", model="demo")
+    ... ''')
+    >>> pytest.main([str(test), "--rc-html", str(folder / "report.html"), *quiet])
+    <ExitCode.OK: 0>
+    >>> "hit_rate@1 by classes" in (folder / "report.html").read_text()
+    True
+    >>> tmp.cleanup()
+    """
     return _Report(request.node)
