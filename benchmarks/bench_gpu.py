@@ -114,7 +114,9 @@ def topk_baseline(torch, X, y, block: int, k: int = 10):
 
 
 @contextlib.contextmanager
-def _env(**values):
+def environ(**values):
+    """``os.environ`` with ``values`` set for the block, restored after (the engine's
+    switches are read per call); gpu_exactness.py's variants use it too."""
     old = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -140,7 +142,7 @@ def run_triton(
     ctx = contextlib.nullcontext() if cuda else _triton.on_cpu(screen=screen)
     _triton.SCREEN_STATS.update(screened=0, recomputed=0)
     with (
-        _env(RC_TRITON="1", RC_TRITON_SCREEN=screen),
+        environ(RC_TRITON="1", RC_TRITON_SCREEN=screen),
         ctx,
         warnings.catch_warnings(record=True) as caught,
     ):
@@ -184,7 +186,7 @@ def run_size(
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        with _env(RC_TRITON="0"):
+        with environ(RC_TRITON="0"):
             t, peak, res = _timed(
                 torch,
                 device,
@@ -225,7 +227,7 @@ def run_size(
             rows["screened"] = run_triton(torch, rc, device, X, y_np, args, "bf16", want)
             rows["tf32"] = run_triton(torch, rc, device, X, y_np, args, "tf32", want)
             for shape in args.tiles:  # the fp32 kernel's time for each tile shape (RC_TRITON_TILE)
-                with _env(RC_TRITON_TILE=shape):
+                with environ(RC_TRITON_TILE=shape):
                     rows[f"tile {shape}"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
             if not args.skip_full:
                 want_full = {
@@ -250,12 +252,12 @@ def _with_and_without_kernels(torch, device, args, fn, key: str) -> dict:
     whether the fused run's value equals today's."""
     from retrieval_checks.engine.gpu import _triton
 
-    with _env(RC_TRITON="0"):
+    with environ(RC_TRITON="0"):
         t, peak, res = _timed(torch, device, fn)
     out = {"s": t, "peak": peak, key: res[key]}
     if args.triton_rows:
         ctx = contextlib.nullcontext() if device.type == "cuda" else _triton.on_cpu()
-        with _env(RC_TRITON="1"), ctx, warnings.catch_warnings(record=True) as caught:
+        with environ(RC_TRITON="1"), ctx, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RuntimeWarning)
             t, peak, fused = _timed(torch, device, fn)
         fell_back = any("Triton" in str(w.message) for w in caught)

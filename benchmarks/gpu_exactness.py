@@ -39,6 +39,10 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_gpu import environ  # noqa: E402
+
 RANK = [
     "map",
     "map@R",
@@ -73,20 +77,15 @@ CUDA_VARIANTS = {
 
 @contextlib.contextmanager
 def _variant(torch, spec: dict):
-    env = {k: v for k, v in spec.items() if not k.startswith("_")}
-    old = {k: os.environ.get(k) for k in env}
+    """A variant's switches (``os.environ``, by bench_gpu's ``environ``) and TF32 matmuls
+    (``_tf32``), restored after."""
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
-    os.environ.update(env)
     torch.backends.cuda.matmul.allow_tf32 = bool(spec.get("_tf32", False))
     try:
-        yield
+        with environ(**{k: v for k, v in spec.items() if not k.startswith("_")}):
+            yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _canon(x):
