@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import warnings
 
+import numpy as np
+
 import retrieval_checks as rc
 
 
@@ -75,3 +77,86 @@ def write_beir(root, docs, queries, qrels, split="test"):
     ]
     (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     return root
+
+
+# three Python tests gated through rc_evaluate (the second reuses the first one's pass;
+# THRESHOLD: the grouped-recall CI gate's bound), for pytester projects
+RC_EVALUATE_TESTS = """
+import numpy as np
+import retrieval_checks as rc
+from pytest_retrieval_checks import assert_map_at_least, assert_recall_at_least, assert_grouped_recall_ci
+
+rng = np.random.default_rng(0)
+y = np.repeat(np.arange(40), 5)
+X = (rng.normal(size=(40, 16))[y] + 0.8 * rng.normal(size=(200, 16))).astype(np.float32)
+METRICS = ["map", "hit_rate@1", "grouped_recall@1"]
+
+def test_map(rc_evaluate):
+    res = rc_evaluate(X, query_labels=y, metrics=METRICS, model="m", dataset="d", group_size=5)
+    assert_map_at_least(res, 0.3)
+
+def test_top1(rc_evaluate):
+    res = rc_evaluate(X, query_labels=y, metrics=METRICS, model="m", dataset="d", group_size=5)
+    assert_recall_at_least(res, 0.5, k=1)
+    assert rc_evaluate.passes == 1  # the second test reused the first test's pass
+
+def test_grouped(rc_evaluate):
+    res = rc_evaluate(X, query_labels=y, metrics=METRICS, model="m", dataset="d", group_size=5)
+    assert_grouped_recall_ci(res, at_least=THRESHOLD)
+"""
+
+
+# a YAML suite project: the toy suite of tests/plugin/test_plugin_suites.py, also run under
+# xdist by tests/plugin/test_terminal_summary.py
+SUITE_EMBEDDER = """
+import os
+import numpy as np
+
+def project(x, part=None):
+    with open(os.environ["RC_TEST_LOG"], "a") as f:  # one line per computation
+        f.write(f"{part}\\n")
+    w = np.random.default_rng(7).normal(size=(x.shape[1], 8))
+    return np.asarray(x, dtype=np.float64) @ w
+"""
+
+TOY_SUITE = """
+suite: toy
+markers: [quality]
+options: {group_size: 3}
+datasets:
+  set: {queries: data/set.npz}
+  train: {queries: data/train.npz}
+models:
+  proj: {callable: embedder.py:project}
+checks:
+  - {metric: map, dataset: set, at_least: MAP_THRESHOLD}
+  - {metric: hit_rate@1, dataset: set, at_least: 0.5, on: interval, markers: [slow]}
+  - {metric: grouped_recall@1, dataset: set, at_least: 0.5, on: interval}
+  - {metric: grouped_recall@1, gap: {train: train, test: set}, below: 0.5}
+"""
+
+
+def toy_suite_project(root, monkeypatch):
+    """A YAML suite's project under ``root`` (a pytester path): two labelled sets of raw
+    inputs, a numpy model that logs each embedding call to ``RC_TEST_LOG`` (set here, with
+    ``monkeypatch``), and ``write(threshold=0.2, name="rc_toy.yaml", text=None)``, which
+    writes the suite (``TOY_SUITE``, four checks: map, two CI gates, a gap); ``write.log``: the
+    log of embedding calls."""
+    (root / "data").mkdir()
+    for name, seed in (("set", 0), ("train", 1)):
+        rng = np.random.default_rng(seed)
+        y = np.repeat(np.arange(12), 6)
+        centers = np.random.default_rng(99).normal(size=(12, 12))
+        x = (2.0 * centers[y] + rng.normal(size=(72, 12))).astype(np.float32)
+        np.savez(root / f"data/{name}.npz", inputs=x, labels=y)
+    root.joinpath("embedder.py").write_text(SUITE_EMBEDDER)
+    log = root / "calls.log"
+    monkeypatch.setenv("RC_TEST_LOG", str(log))
+
+    def write(threshold=0.2, name="rc_toy.yaml", text=None):
+        root.joinpath(name).write_text(
+            (text or TOY_SUITE).replace("MAP_THRESHOLD", str(threshold)).lstrip()
+        )
+
+    write.log = log
+    return write

@@ -1,4 +1,5 @@
-"""The pytest plugin, exercised with pytester: gates, reports, options, xdist, cache."""
+"""The pytest plugin, exercised with pytester: gates, reports, options, cache (xdist:
+test_terminal_summary.py runs these tests under xdist in its one xdist session)."""
 
 from __future__ import annotations
 
@@ -6,32 +7,9 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+from shared_setup import RC_EVALUATE_TESTS as TESTS  # three Python tests of rc_evaluate
 
 pytest_plugins = ["pytester"]
-
-TESTS = """
-import numpy as np
-import retrieval_checks as rc
-from pytest_retrieval_checks import assert_map_at_least, assert_recall_at_least, assert_grouped_recall_ci
-
-rng = np.random.default_rng(0)
-y = np.repeat(np.arange(40), 5)
-X = (rng.normal(size=(40, 16))[y] + 0.8 * rng.normal(size=(200, 16))).astype(np.float32)
-METRICS = ["map", "hit_rate@1", "grouped_recall@1"]
-
-def test_map(rc_evaluate):
-    res = rc_evaluate(X, query_labels=y, metrics=METRICS, model="m", dataset="d", group_size=5)
-    assert_map_at_least(res, 0.3)
-
-def test_top1(rc_evaluate):
-    res = rc_evaluate(X, query_labels=y, metrics=METRICS, model="m", dataset="d", group_size=5)
-    assert_recall_at_least(res, 0.5, k=1)
-    assert rc_evaluate.passes == 1  # the second test reused the first test's pass
-
-def test_grouped(rc_evaluate):
-    res = rc_evaluate(X, query_labels=y, metrics=METRICS, model="m", dataset="d", group_size=5)
-    assert_grouped_recall_ci(res, at_least=THRESHOLD)
-"""
 
 
 def _suite(pytester, threshold=0.5):
@@ -115,22 +93,3 @@ def test_load(rc_load):
 """
     )
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
-
-
-@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
-def test_xdist_gives_the_same_summary(pytester):
-    pytest.importorskip("xdist")
-    _suite(pytester)
-    serial = pytester.runpytest_inprocess("--rc-json=serial.json", "-p", "no:cacheprovider")
-    serial.assert_outcomes(passed=3)
-    parallel = pytester.runpytest_inprocess(
-        "-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider"
-    )
-    parallel.assert_outcomes(passed=3)
-    parallel.stdout.fnmatch_lines(["*retrieval-checks gates*"])
-
-    def rows(name):
-        gates = json.loads((pytester.path / name).read_text())["gates"]
-        return sorted((g["test"], g["metric"], round(g["value"], 12), g["passed"]) for g in gates)
-
-    assert rows("serial.json") == rows("parallel.json")

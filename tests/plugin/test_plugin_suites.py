@@ -1,65 +1,24 @@
 """YAML suites collected by the pytest plugin, exercised with pytester in-process
-(the pytester fixture keeps the modules a run imports: torch imported twice crashes)."""
+(the pytester fixture keeps the modules a run imports: torch imported twice crashes).
+Under xdist: test_terminal_summary.py runs this toy suite in its one xdist session."""
 
 from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
 
-import numpy as np
 import pytest
+from shared_setup import TOY_SUITE as SUITE
+from shared_setup import toy_suite_project
 
 pytest_plugins = ["pytester"]
-
-EMBEDDER = """
-import os
-import numpy as np
-
-def project(x, part=None):
-    with open(os.environ["RC_TEST_LOG"], "a") as f:  # one line per computation
-        f.write(f"{part}\\n")
-    w = np.random.default_rng(7).normal(size=(x.shape[1], 8))
-    return np.asarray(x, dtype=np.float64) @ w
-"""
-
-SUITE = """
-suite: toy
-markers: [quality]
-options: {group_size: 3}
-datasets:
-  set: {queries: data/set.npz}
-  train: {queries: data/train.npz}
-models:
-  proj: {callable: embedder.py:project}
-checks:
-  - {metric: map, dataset: set, at_least: MAP_THRESHOLD}
-  - {metric: hit_rate@1, dataset: set, at_least: 0.5, on: interval, markers: [slow]}
-  - {metric: grouped_recall@1, dataset: set, at_least: 0.5, on: interval}
-  - {metric: grouped_recall@1, gap: {train: train, test: set}, below: 0.5}
-"""
 
 
 @pytest.fixture
 def project(pytester, monkeypatch):
-    rng = np.random.default_rng(0)
-    (pytester.path / "data").mkdir()
-    for name, seed in (("set", 0), ("train", 1)):
-        rng = np.random.default_rng(seed)
-        y = np.repeat(np.arange(12), 6)
-        centers = np.random.default_rng(99).normal(size=(12, 12))
-        x = (2.0 * centers[y] + rng.normal(size=(72, 12))).astype(np.float32)
-        np.savez(pytester.path / f"data/{name}.npz", inputs=x, labels=y)
-    pytester.path.joinpath("embedder.py").write_text(EMBEDDER)
-    log = pytester.path / "calls.log"
-    monkeypatch.setenv("RC_TEST_LOG", str(log))
-
-    def write(threshold=0.2, name="rc_toy.yaml", text=None):
-        pytester.path.joinpath(name).write_text(
-            (text or SUITE).replace("MAP_THRESHOLD", str(threshold)).lstrip()
-        )
-
-    write.log = log
-    return write
+    """``project(threshold=0.2, name="rc_toy.yaml", text=None)`` writes the toy suite
+    (tests/shared_setup.py: its data, its model, its log of embedding calls: ``project.log``)."""
+    return toy_suite_project(pytester.path, monkeypatch)
 
 
 def test_passing_suite_items_ids_and_markers(pytester, project, monkeypatch):
@@ -186,26 +145,6 @@ def test_junit_properties_and_json_report(pytester, project):
         p.get("name"): p.get("value") for p in cases["map_at_least[proj-set]"].iter("property")
     }
     assert float(props["rc:map"]) == pytest.approx(gates[0]["value"])
-
-
-@pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
-def test_xdist_gives_the_same_rows(pytester, project):
-    pytest.importorskip("xdist")
-    project()
-    pytester.runpytest_inprocess("--rc-json=serial.json", "-p", "no:cacheprovider").assert_outcomes(
-        passed=4
-    )
-    parallel = pytester.runpytest_inprocess(
-        "-n", "2", "--rc-json=parallel.json", "-p", "no:cacheprovider"
-    )
-    parallel.assert_outcomes(passed=4)
-    parallel.stdout.fnmatch_lines(["*retrieval-checks gates*"])
-
-    def rows(name):
-        gates = json.loads((pytester.path / name).read_text())["gates"]
-        return sorted((g["test"], g["metric"], round(g["value"], 12), g["passed"]) for g in gates)
-
-    assert rows("serial.json") == rows("parallel.json")
 
 
 def test_embeddings_are_cached_between_runs(pytester, project):

@@ -10,6 +10,7 @@ import random
 from types import SimpleNamespace
 
 import pytest
+from shared_setup import RC_EVALUATE_TESTS, toy_suite_project
 
 from pytest_retrieval_checks import _reports
 
@@ -239,8 +240,33 @@ def test_a_bad_summary_mode_is_a_usage_error(module):
     )
 
 
-def test_the_same_table_under_xdist(module):
+def test_the_same_table_and_gate_rows_under_xdist(module, monkeypatch):
+    """One xdist session (two workers, each a fresh interpreter: the cost of this test)
+    against one in-process session, on this module's gates (a failing one, a comparison of
+    two models), test_plugin's (the second test reuses the first one's evaluation pass)
+    and test_plugin_suites' YAML suite (items of a suite file, a model called in the
+    workers): the same table, in the same order, and the same JSON rows, gathered from
+    the workers."""
     pytest.importorskip("xdist")
-    one = _section(_pytest(module, columns=200).stdout)
-    two = _section(_pytest(module, "-n", "2", columns=200).stdout)
-    assert one == two and len(one) == 6  # the title, the count, the header and three gates
+    module.makepyfile(test_evaluate=RC_EVALUATE_TESTS.replace("THRESHOLD", "0.5"))
+    toy_suite_project(module.path, monkeypatch)()
+    serial = _pytest(module, "--rc-json=serial.json", columns=200)
+    parallel = _pytest(module, "-n", "2", "--rc-json=parallel.json", columns=200)
+    assert serial.returncode == parallel.returncode == 1, parallel.stdout[-3000:]
+    one, two = (
+        [line for line in _section(r.stdout) if "JSON report written to" not in line]
+        for r in (serial, parallel)
+    )
+    assert one == two  # the gate rows, in one order, and the notes under them
+    assert sum(line.endswith((" PASS", " FAIL")) for line in one) == 10
+    assert one[1] == "10 gates: 9 passed, 1 failed"
+    assert "2 workers" in parallel.stdout and "1 failed, 9 passed" in parallel.stdout
+
+    def rows(name):
+        gates = json.loads((module.path / name).read_text())["gates"]
+        return sorted((g["test"], g["metric"], round(g["value"], 12), g["passed"]) for g in gates)
+
+    assert rows("serial.json") == rows("parallel.json") and len(rows("serial.json")) == 10
+    assert {
+        g.get("suite") for g in json.loads((module.path / "parallel.json").read_text())["gates"]
+    } >= {"toy"}  # the YAML suite's gates came back from the workers with their suite
