@@ -570,7 +570,9 @@ def _fixtures(plugin) -> list[list]:
     rows = []
     for name, obj in vars(plugin).items():
         if is_fixture(obj):
-            rows.append([f"`{name}`", _roles.plain(inspect.getdoc(obj) or "")])
+            # a table cell holds the prose before the numpy sections (Parameters, Examples...)
+            prose = re.split(r"^\w[\w ]*\n-{3,}$", inspect.getdoc(obj) or "", flags=re.M)[0]
+            rows.append([f"`{name}`", _roles.plain(" ".join(prose.split()))])
     if not rows:
         log.warning("no fixture found in the pytest plugin: the reference would list none")
     return rows
