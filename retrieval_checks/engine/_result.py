@@ -65,7 +65,10 @@ class EvaluationResult(Mapping):
       query-level metrics; the input for bootstrap intervals and paired tests.
     - ``n_queries``, ``n_used``, ``n_skipped``, ``skipped_queries``: what the average
       is over; skipped queries are those with no relevant gallery item under
-      ``empty_queries="skip"``.
+      ``empty_queries="skip"``. ``n_outside``, ``outside_queries``: queries left out by
+      the chosen query set (``evaluate_run(..., queries="run" / "qrels")``: trec_eval
+      leaves them out by definition), counted apart from the skipped ones and not
+      against ``max_skipped``; ``n_used + n_skipped + n_outside == n_queries``.
     - ``thresholds[name]``: the similarity threshold behind a pair metric (None when
       no threshold reaches the required level); ``pair_counts[name]``: TP, FP, FN.
     - ``n_relevant``, ``first_relevant_rank`` (0 where none; under ``ties="average"``
@@ -111,6 +114,8 @@ class EvaluationResult(Mapping):
         Per-query counts and ranks from the pass.
     skipped_queries:
         The indices of the skipped queries.
+    outside_queries:
+        The indices of the queries outside the query set (None: none).
     config:
         The options of the evaluation (similarity, ties, backend, block shape...).
     intervals, grouped:
@@ -171,6 +176,7 @@ class EvaluationResult(Mapping):
         query_ids: np.ndarray | None = None,
         tie_values: dict[str, dict[str, float]] | None = None,
         tied_share: float | None = None,
+        outside_queries: np.ndarray | None = None,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -181,6 +187,13 @@ class EvaluationResult(Mapping):
         self.n_candidates = n_candidates
         self.first_relevant_rank = first_relevant_rank
         self.skipped_queries = skipped_queries
+        #: queries outside the query set (``evaluate_run(..., queries="run" / "qrels")``):
+        #: NaN per query like the skipped ones, counted apart (:attr:`n_outside`)
+        self.outside_queries = (
+            np.zeros(0, np.int64)
+            if outside_queries is None
+            else np.asarray(outside_queries, dtype=np.int64)
+        )
         self.config = config
         self.intervals = ByMetric(intervals or {})
         self.grouped = ByMetric(grouped or {})
@@ -272,8 +285,20 @@ class EvaluationResult(Mapping):
         return int(self.skipped_queries.shape[0])
 
     @property
+    def n_outside(self) -> int:
+        """Queries outside the query set (``queries="run"`` / ``"qrels"``), counted
+        apart from :attr:`n_skipped`."""
+        return int(self.outside_queries.shape[0])
+
+    @property
     def n_used(self) -> int:
-        return self.n_queries - self.n_skipped
+        return self.n_queries - self.n_skipped - self.n_outside
+
+    def outside_note(self) -> str:
+        """``"2 outside the query set (queries='run')"``, or "" when none is."""
+        if not self.n_outside:
+            return ""
+        return f"{self.n_outside} outside the query set (queries={self.config.get('queries')!r})"
 
     @property
     def units(self) -> dict[str, str]:
@@ -299,9 +324,14 @@ class EvaluationResult(Mapping):
             context=self.context,
             n_used=self.n_used,
             n_skipped=self.n_skipped,
-            sample=f"{self.n_used} queries used, {self.n_skipped} skipped, gallery "
-            f"{self.config.get('n_gallery')}",
+            sample=f"{self.n_used} queries used, {self.n_skipped} skipped, "
+            + (f"{self.outside_note()}, " if self.n_outside else "")
+            + f"gallery {self.config.get('n_gallery')}",
         )
+        if self.n_outside:  # the gate's event (JSON, history) says it too
+            outside = {"queries": self.config.get("queries"), "queries_outside": self.n_outside}
+        else:
+            outside = {}
         if key in self.grouped:
             g = self.grouped[key]
             layout = (
@@ -350,13 +380,13 @@ class EvaluationResult(Mapping):
         naming = naming_note(
             spec, class_labels=self.query_label_codes is not None
         )  # recall@K vs "Recall@K"
-        extra = {}
+        extra = dict(outside)
         if key in self.tie_values:
-            extra = {
-                "tie_range": list(self.tie_range(key)),
-                "tied_share": self.tied_share,
-                "ties": self.config.get("ties"),
-            }
+            extra.update(
+                tie_range=list(self.tie_range(key)),
+                tied_share=self.tied_share,
+                ties=self.config.get("ties"),
+            )
         return Measurement(
             **common,
             n=self.n_used,
@@ -405,6 +435,7 @@ class EvaluationResult(Mapping):
             "n_queries": self.n_queries,
             "n_used": self.n_used,
             "n_skipped": self.n_skipped,
+            "n_outside": self.n_outside,
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "grouped": {
                 k: {
@@ -437,7 +468,9 @@ class EvaluationResult(Mapping):
     def __repr__(self) -> str:
         width = max([len(k) for k in self._values] + [6])
         lines = [
-            f"EvaluationResult({self.n_used} of {self.n_queries} queries used, {self.n_skipped} skipped; "
+            f"EvaluationResult({self.n_used} of {self.n_queries} queries used, {self.n_skipped} skipped"
+            + (f", {self.outside_note()}" if self.n_outside else "")
+            + "; "
             f"{self.config.get('similarity')}, ties={self.config.get('ties')})"
         ]
         for name, value in self._values.items():

@@ -27,13 +27,20 @@ Conventions (every one cross-checked against pytrec_eval where trec_eval compute
 - every query of the run and of the qrels is a query of the result (``query_ids``: their
   union, sorted; digit strings by value); ``queries`` picks those averaged over:
   ``"both"`` (all), ``"run"`` (the run's judged queries: trec_eval's default) or
-  ``"qrels"`` (the judged ones: trec_eval's ``-c``); the others are counted in
-  ``skipped_queries``. One averaged over but missing from the run counts with nothing
+  ``"qrels"`` (the judged ones: trec_eval's ``-c``); the others are outside the query
+  set: NaN per query, counted in ``outside_queries`` (``n_outside``,
+  ``config["queries_outside"]``), apart from the skipped queries and not against
+  ``max_skipped`` (trec_eval leaves them out by definition). One averaged over but missing from the run counts with nothing
   retrieved: 0 for the fractions and D + 1 for ranks. Queries without any relevant
   document (in the run but not judged, or judged non-relevant only) follow
   ``empty_queries``: ``"skip"`` (counted in ``skipped_queries``), ``"error"``, or
   ``"zero"`` (0, and D + 1 for ranks; nDCG / DCG keep their graded value, as trec_eval);
   its default is ``"skip"`` under ``"both"`` and ``"zero"`` under trec_eval's sets.
+  Whether a query has a relevant document follows ``relevance_level``, for every
+  metric: under ``"both"`` with ``"skip"``, a query judged only below the level is
+  skipped for nDCG / DCG too, where trec_eval (``-l``) scores its nDCG from the
+  grades; ``queries="run"`` / ``"qrels"`` (or ``empty_queries="zero"``) give
+  trec_eval's numbers.
 - graded nDCG: ``ndcg`` / ``ndcg@K`` take gain = grade, ``ndcg_exp`` gain 2^grade - 1;
   the ideal DCG ranks every judged document of the query by decreasing gain, cut at K
   (trec_eval's ``ndcg`` and ``ndcg_cut_K``, which ignore ``relevance_level`` as this
@@ -984,6 +991,8 @@ def _result(req: _Request, flat: _Flat, rk: _Ranked, dropped: int = 0) -> Evalua
             continue
         for kind in per_kind:
             per_kind[kind][s.name] = by[kind]
+    # queries outside the query set (trec_eval leaves them out by definition) and empty
+    # queries under "skip": both NaN per query, counted apart (outside_queries, skipped_queries)
     skip = ~inside
     if req.empty_queries == "skip":
         skip[empty] = True
@@ -996,10 +1005,12 @@ def _result(req: _Request, flat: _Flat, rk: _Ranked, dropped: int = 0) -> Evalua
         depth,
         skip,
     )
-    skipped = np.flatnonzero(skip)
+    excluded = np.flatnonzero(skip)
+    outside = np.flatnonzero(~inside)
+    skipped = empty.astype(np.int64) if req.empty_queries == "skip" else np.zeros(0, np.int64)
     chosen = {s.name: per_kind["chosen"][s.name] for s in req.specs}
     tie_values = {
-        s.name: {kind: aggregate(s, per_kind[kind][s.name], skipped=skipped) for kind in KINDS}
+        s.name: {kind: aggregate(s, per_kind[kind][s.name], skipped=excluded) for kind in KINDS}
         for s in req.specs
     }
     config = {
@@ -1020,7 +1031,7 @@ def _result(req: _Request, flat: _Flat, rk: _Ranked, dropped: int = 0) -> Evalua
     }
     return EvaluationResult(
         specs=req.specs,
-        values={s.name: aggregate(s, chosen[s.name], skipped=skipped) for s in req.specs},
+        values={s.name: aggregate(s, chosen[s.name], skipped=excluded) for s in req.specs},
         per_query=chosen,
         thresholds={},
         pair_counts={},
@@ -1034,6 +1045,7 @@ def _result(req: _Request, flat: _Flat, rk: _Ranked, dropped: int = 0) -> Evalua
             depth,
         ),
         skipped_queries=skipped,
+        outside_queries=outside,
         config=config,
         query_ids=flat.query_ids,
         tie_values=tie_values,
@@ -1100,7 +1112,13 @@ def evaluate_run(
     relevance_level:
         The least grade that counts as relevant (trec_eval ``-l``) for the binary
         metrics; nDCG and DCG use the grades themselves, as trec_eval's. Which queries
-        have a relevant document (and so are empty or not) follows this level.
+        have a relevant document (and so are empty or not) follows this level, for
+        every metric, nDCG and DCG included: with the default ``queries="both"`` and
+        ``empty_queries="skip"``, a query whose judged grades all lie below the level
+        is skipped for nDCG too (one query set for every metric of a result), where
+        trec_eval ``-l`` still scores its nDCG from the grades. For trec_eval's
+        numbers pass ``queries="run"`` (or ``"qrels"``; their default
+        ``empty_queries="zero"`` keeps nDCG's graded value).
     empty_queries:
         Queries of the query set without a relevant judged document: ``"skip"``
         (counted in ``skipped_queries``), ``"error"`` or ``"zero"`` (0, ranks depth + 1;
@@ -1121,7 +1139,10 @@ def evaluate_run(
         the qrels. ``"run"``: the run's queries that the qrels judge (at least one line,
         any grade): trec_eval's default. ``"qrels"``: every judged query, those missing
         from the run with nothing retrieved (trec_eval ``-c``). Queries outside the set
-        are counted in ``skipped_queries`` (NaN per query), never silently dropped.
+        are NaN per query and counted in ``outside_queries`` / ``n_outside``
+        (``config["queries_outside"]``), never silently dropped; they are not skipped
+        queries (trec_eval leaves them out by definition), so ``max_skipped`` and the
+        skipped-queries warning do not count them.
     ignore_identical_ids:
         BEIR's rule: a retrieved document whose id equals its query's id is removed
         from the run (it still counts in the qrels: R and the ideal DCG); the number

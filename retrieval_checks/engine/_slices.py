@@ -321,9 +321,11 @@ def subset_result(
     per_query = {n: np.asarray(result.per_query[n])[idx] for n in names}
     if skipped_mask is None:  # (build_slices computes it once for every slice)
         skipped_mask = _skipped_mask(result)
-    sub_skipped = np.flatnonzero(skipped_mask[idx])
+    code = skipped_mask[idx]  # 1: skipped (empty), 2: outside the query set
+    sub_skipped = np.flatnonzero(code == 1)
+    sub_outside = np.flatnonzero(code == 2)
     specs = [result.spec(n) for n in names]
-    values = {s.name: aggregate(s, per_query[s.name], skipped=sub_skipped) for s in specs}
+    values = {s.name: aggregate(s, per_query[s.name], skipped=code > 0) for s in specs}
     return EvaluationResult(
         specs=specs,
         values=values,
@@ -334,6 +336,7 @@ def subset_result(
         n_candidates=np.asarray(result.n_candidates)[idx],
         first_relevant_rank=np.asarray(result.first_relevant_rank)[idx],
         skipped_queries=sub_skipped,
+        outside_queries=sub_outside,
         config=dict(result.config),
         query_label_codes=None
         if result.query_label_codes is None
@@ -375,6 +378,7 @@ class Slice(Mapping):
             return None
         used = np.ones(self.n_queries, bool)
         used[self.result.skipped_queries] = False
+        used[self.result.outside_queries] = False
         return int(np.unique(codes[used]).size)
 
     def __getitem__(self, metric: str) -> float:
@@ -442,6 +446,7 @@ class SliceSet(Mapping):
                     "n_queries": s.n_queries,
                     "n_used": s.n_used,
                     "n_skipped": s.n_skipped,
+                    "n_outside": s.result.n_outside,
                     "n_classes": s.n_classes,
                     "metrics": {k: clean(v) for k, v in s.items()},
                 }
@@ -458,8 +463,10 @@ class SliceSet(Mapping):
 
 
 def _skipped_mask(result: EvaluationResult) -> np.ndarray:
-    mask = np.zeros(result.n_queries, bool)
-    mask[np.asarray(result.skipped_queries, dtype=np.int64)] = True
+    """Per query: 0 used, 1 skipped (no relevant item), 2 outside the query set."""
+    mask = np.zeros(result.n_queries, np.int8)
+    mask[np.asarray(result.skipped_queries, dtype=np.int64)] = 1
+    mask[np.asarray(getattr(result, "outside_queries", ()), dtype=np.int64)] = 2
     return mask
 
 

@@ -488,7 +488,14 @@ def _named(context: dict) -> str:
 def _used_line(m: Measurement) -> str:
     if m.n_used is None and m.n_skipped is None:
         return ""
-    return f"  queries: n_used {m.n_used} / n_skipped {m.n_skipped or 0}\n"
+    outside = m.extra.get("queries_outside")
+    outside = (
+        f" ({outside} outside the query set, queries={m.extra.get('queries')!r}: not counted as "
+        "skipped)"
+        if outside
+        else ""
+    )
+    return f"  queries: n_used {m.n_used} / n_skipped {m.n_skipped or 0}{outside}\n"
 
 
 def _holds(result, name: str) -> bool:

@@ -179,7 +179,7 @@ def _emit(
             n=len(rows),
             unit="slices",
             n_used=n_used,
-            n_skipped=sum(r["n_queries"] - r["n_used"] for r in rows),
+            n_skipped=sum(r["n_queries"] - r["n_used"] - r.get("n_outside", 0) for r in rows),
             warnings=warnings_,
             extra={
                 "slices": rows,

@@ -253,8 +253,9 @@ def compare(
         out = _t_comparison(spec, pairs, confidence)
     if spec.kind == "grouped":
         return out
-    skipped = int(np.isnan(candidate.per_query[spec.name]).sum())
-    return replace(out, n_used=int(candidate.n_queries) - skipped, n_skipped=skipped)
+    nan = int(np.isnan(candidate.per_query[spec.name]).sum())
+    outside = int(getattr(candidate, "n_outside", 0) or 0)  # queries="run": not skipped
+    return replace(out, n_used=int(candidate.n_queries) - nan, n_skipped=nan - outside)
 
 
 def _fingerprint(res) -> dict:

@@ -476,6 +476,12 @@ def _grouped_gap(spec, g1, g2, confidence, labels) -> Gap:
     )
 
 
+def _n_outside(res) -> int:
+    """Queries outside the query set of ``res`` (``evaluate_run(..., queries="run")``):
+    NaN per query, but not skipped."""
+    return int(getattr(res, "n_outside", 0) or 0)
+
+
 def _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels) -> Gap:
     """Independent two-sample percentile bootstrap of the difference of the means."""
     check_resamples(n_resamples)
@@ -507,5 +513,9 @@ def _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, la
         "queries" if cluster == "query" else "classes",
         labels,
         n_used=(int((~np.isnan(x1)).sum()), int((~np.isnan(x2)).sum())),
-        n_skipped=(int(np.isnan(x1).sum()), int(np.isnan(x2).sum())),
+        # NaN: skipped or outside the query set (queries="run"), counted apart
+        n_skipped=(
+            int(np.isnan(x1).sum()) - _n_outside(train),
+            int(np.isnan(x2).sum()) - _n_outside(test),
+        ),
     )

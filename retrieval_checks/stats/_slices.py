@@ -44,6 +44,9 @@ class SliceInterval:
     interval: Interval | None
     refused: str | None = None
     needed: int = MIN_INTERVAL_UNITS
+    #: queries outside the query set (``evaluate_run(..., queries="run")``): neither
+    #: used nor skipped
+    n_outside: int = 0
 
     @property
     def low(self) -> float | None:
@@ -67,6 +70,7 @@ class SliceInterval:
             "method": None if self.interval is None else self.interval.method,
             "n_queries": self.n_queries,
             "n_used": self.n_used,
+            "n_outside": self.n_outside,
             "n": self.n_units,
             "unit": self.unit,
             "refused": self.refused,
@@ -205,7 +209,16 @@ def slice_intervals(
                 + "."
             )
             out[key] = SliceInterval(
-                key, name, value, s.n_queries, sub.n_used, n_units, unit, None, refused
+                key,
+                name,
+                value,
+                s.n_queries,
+                sub.n_used,
+                n_units,
+                unit,
+                None,
+                refused,
+                n_outside=sub.n_outside,
             )
             continue
         with warnings.catch_warnings():
@@ -221,7 +234,9 @@ def slice_intervals(
                 cluster=cluster,
                 seed=seed,
             )
-        out[key] = SliceInterval(key, name, value, s.n_queries, sub.n_used, n_units, unit, iv)
+        out[key] = SliceInterval(
+            key, name, value, s.n_queries, sub.n_used, n_units, unit, iv, n_outside=sub.n_outside
+        )
     return out
 
 

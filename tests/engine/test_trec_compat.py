@@ -108,7 +108,9 @@ def test_trec_eval_files_and_query_set_equal_trec_eval(tmp_path, seed, level):
     )
     want = trec(run, qrels, level)
     ids = list(got.query_ids)
-    used = [q for i, q in enumerate(ids) if i not in set(got.skipped_queries.tolist())]
+    out = set(got.skipped_queries.tolist()) | set(got.outside_queries.tolist())
+    used = [q for i, q in enumerate(ids) if i not in out]
+    assert got.n_skipped == 0 and got.n_used == len(used)  # outside the set is not skipped
     assert sorted(used) == sorted(want)  # the run's judged queries: "3" (non-relevant only) in
     assert "3" in used and "99" not in used and "5" not in used
     for q, values in want.items():
@@ -135,7 +137,8 @@ def test_queries_qrels_is_trec_eval_c(tmp_path):
     assert got.per_query["ndcg@10"][ids.index("99")] == 0.0
     total = sum(v["map"] for v in want.values())
     assert got["map"] == pytest.approx(total / len(qrels), abs=1e-12)
-    assert ids.index("5") in got.skipped_queries  # in the run, not judged: counted, not averaged
+    assert ids.index("5") in got.outside_queries  # in the run, not judged: counted, not averaged
+    assert got.n_skipped == 0 and got.n_outside == got.n_queries - len(qrels)
 
 
 def test_queries_option_is_checked():

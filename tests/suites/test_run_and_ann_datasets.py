@@ -506,7 +506,9 @@ def test_run_datasets_take_trec_evals_query_set_and_beirs_identical_ids(tmp_path
     )
     assert by_ties["docid"]["map"] == docid["map"]  # trec_eval's order, from the suite
     assert result.config["queries"] == "run" and "q9" not in [
-        q for i, q in enumerate(result.query_ids) if i not in set(result.skipped_queries)
+        q
+        for i, q in enumerate(result.query_ids)
+        if i not in set(result.skipped_queries) | set(result.outside_queries)
     ]
     bad = _write(
         tmp_path,
