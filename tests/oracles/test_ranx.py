@@ -31,6 +31,11 @@ import retrieval_checks as rc
 
 ranx = pytest.importorskip("ranx")
 
+# ranx compiles its metrics with numba on first use: ~90 CPU-s in a fresh venv (its cache
+# lives in site-packages), paid by every xdist worker that calls it. One worker runs every
+# ranx test (tests/suites/test_beir_datasets.py's too), so the suite compiles it once.
+pytestmark = pytest.mark.xdist_group("ranx")
+
 N_Q, N_D = 24, 120
 METRICS = ["ndcg@10", "ndcg", "map", "mrr", "recall@10", "recall@50"]
 BINARY = ["map", "mrr", "recall@10", "recall@50"]
