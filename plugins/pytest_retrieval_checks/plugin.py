@@ -991,7 +991,7 @@ class _Baselines:
 
 @pytest.fixture
 def rc_baseline(request, rc_options) -> _Baselines:
-    """Gate a result against its stored baseline (see ``_Baselines``).
+    """Gate a metric of a result against its baseline stored beside the test module.
 
     The fixture is a callable: ``rc_baseline(result, metric, *, key=None, max_drop=None,
     max_relative_drop=None, direction=None, significant=False, ...)`` (the tolerances
@@ -1097,7 +1097,7 @@ class _SliceBaselines(_Baselines):
 
 @pytest.fixture
 def rc_slice_baseline(request, rc_options) -> _SliceBaselines:
-    """Gate each slice of a result against its stored baseline (see ``_SliceBaselines``).
+    """Gate each slice of a result against its baseline stored beside the test module.
 
     The fixture is a callable: ``rc_slice_baseline(result, metric, *, key=None,
     slices=None, max_drop=None, max_relative_drop=None)``. It keeps one record per
