@@ -70,7 +70,14 @@ _EXPORT_COLUMNS = ("run_id", "started", "git_commit", "git_dirty", *RECORD_COLUM
 def _queries(r: dict) -> str:
     if r.get("n_used") is None and r.get("n_skipped") is None:
         return ""
-    return f"{_fmt(r.get('n_used')) or '?'} / {_fmt(r.get('n_skipped')) or '?'}"
+    return f"{_fmt(r.get('n_used')) or '?'} / {_fmt(r.get('n_skipped')) or '?'}" + _outside(r)
+
+
+def _outside(o: dict) -> str:
+    """`` (+2 outside queries='run')`` for a gate whose queries outside trec_eval's query
+    set were left out (not skipped), else ""."""
+    n = o.get("queries_outside")
+    return f" (+{n} outside queries={o.get('queries')!r})" if n else ""
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -587,6 +594,8 @@ def _cmd_export(h: History, args, out) -> int:
                     **{k: r.get(k) for k in _EXPORT_COLUMNS[4:-1]},
                     "bounds": r.get("bounds") or None,
                     "rule": rule_text(r),
+                    # queries outside trec_eval's query set (queries="run"): not skipped
+                    **{k: r[k] for k in ("queries", "queries_outside") if r.get("queries_outside")},
                 }
             )
     if fmt == "json":

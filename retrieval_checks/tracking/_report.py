@@ -489,7 +489,14 @@ def _queries(o: dict) -> str:
     used, skipped = o.get("n_used"), o.get("n_skipped")
     if used is None and skipped is None:
         return ""
-    return f"{_f(used) or '?'} / {_f(skipped) or '?'}"
+    return f"{_f(used) or '?'} / {_f(skipped) or '?'}" + html.escape(_outside(o))
+
+
+def _outside(o: dict) -> str:
+    """`` (+2 outside queries='run')`` for a gate whose queries outside trec_eval's query
+    set were left out (not skipped), else ""."""
+    n = o.get("queries_outside")
+    return f" (+{n} outside queries={o.get('queries')!r})" if n else ""
 
 
 def _verdict(o: dict) -> str:
