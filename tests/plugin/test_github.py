@@ -1,7 +1,8 @@
 """GitHub Actions surfaces of the plugin (pytester, in-process): the step summary's
 markdown table and the ``::error`` annotations, line by line; the escaping against
 GitHub's rules (``@actions/core``'s escapeData / escapeProperty, re-implemented here
-from the documentation and then inverted)."""
+from the documentation and then inverted). Under xdist, the annotations equal a single
+process's: test_terminal_summary.py checks them in its one xdist session."""
 
 from __future__ import annotations
 
@@ -102,18 +103,6 @@ def test_annotations_point_at_the_suite_line_and_the_assertion(pytester, project
         command
     ) in commands:  # escaped: a raw line break, or ':' / ',' inside a property, would cut it
         assert "\n" not in command and "\r" not in command
-
-
-def test_annotations_under_xdist_match_a_single_process_run(pytester, project):
-    def located(result):  # each annotation's properties and the first line of its message
-        found = [_parse(line) for line in result.outlines if line.startswith("::")]
-        return sorted((sorted(props.items()), message.splitlines()[0]) for props, message in found)
-
-    single = located(_run(pytester))
-    spread = _run(pytester, "-p", "xdist", "-n", "2")
-    spread.assert_outcomes(passed=1, failed=2)
-    # the check's line travels with the gate's record from the worker to the controller
-    assert located(spread) == single and len(single) == 2
 
 
 def test_step_summary_is_appended_with_changes_against_the_previous_run(pytester, project):

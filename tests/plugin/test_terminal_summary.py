@@ -1,6 +1,11 @@
 """The terminal summary: it fits the terminal's width, honours -q / -qq and --rc-summary,
 keeps one order under pytest-xdist, counts "1 gate" / "2 gates"; and gates of Python
-tests carry the model and dataset given to rc_evaluate (pytester in-process)."""
+tests carry the model and dataset given to rc_evaluate (pytester in-process).
+
+The plugin's one xdist session lives here (two worker interpreters: about 20 CPU-s):
+this module's gates, test_plugin's rc_evaluate tests and test_plugin_suites' YAML suite,
+under GitHub Actions, give the table, the JSON rows and the annotations of one
+in-process session."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import random
 from types import SimpleNamespace
 
 import pytest
-from shared_setup import RC_EVALUATE_TESTS, toy_suite_project
+from shared_setup import RC_EVALUATE_TESTS, TOY_SUITE, toy_suite_project
 
 from pytest_retrieval_checks import _reports
 
@@ -240,27 +245,47 @@ def test_a_bad_summary_mode_is_a_usage_error(module):
     )
 
 
-def test_the_same_table_and_gate_rows_under_xdist(module, monkeypatch):
+def _annotations(stdout: str) -> list[tuple[list, str]]:
+    """Each GitHub ``::error`` annotation as (its sorted properties, its message's first
+    line), sorted: what test_github.py checks line by line, compared here across runs."""
+    found = []
+    for line in stdout.splitlines():
+        if line.startswith("::error "):
+            _, props, message = line.split("::", 2)
+            pairs = dict(p.split("=", 1) for p in props[len("error ") :].split(","))
+            found.append((sorted(pairs.items()), message.split("%0A")[0]))
+    return sorted(found)
+
+
+def test_the_same_table_gate_rows_and_annotations_under_xdist(module, monkeypatch):
     """One xdist session (two workers, each a fresh interpreter: the cost of this test)
     against one in-process session, on this module's gates (a failing one, a comparison of
     two models), test_plugin's (the second test reuses the first one's evaluation pass)
     and test_plugin_suites' YAML suite (items of a suite file, a model called in the
-    workers): the same table, in the same order, and the same JSON rows, gathered from
-    the workers."""
+    workers, a failing check), under GitHub Actions: the same table, in the same order,
+    the same JSON rows, gathered from the workers, and the same ``::error`` annotations
+    (the suite check's line travels with the gate's record from the worker)."""
     pytest.importorskip("xdist")
     module.makepyfile(test_evaluate=RC_EVALUATE_TESTS.replace("THRESHOLD", "0.5"))
-    toy_suite_project(module.path, monkeypatch)()
+    toy_suite_project(module.path, monkeypatch)(threshold=0.999)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(module.path / "step-summary.md"))
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(module.path))
     serial = _pytest(module, "--rc-json=serial.json", columns=200)
     parallel = _pytest(module, "-n", "2", "--rc-json=parallel.json", columns=200)
     assert serial.returncode == parallel.returncode == 1, parallel.stdout[-3000:]
     one, two = (
-        [line for line in _section(r.stdout) if "JSON report written to" not in line]
+        [
+            line
+            for line in _section(r.stdout)
+            if "JSON report written to" not in line and not line.startswith("::")
+        ]
         for r in (serial, parallel)
     )
     assert one == two  # the gate rows, in one order, and the notes under them
     assert sum(line.endswith((" PASS", " FAIL")) for line in one) == 10
-    assert one[1] == "10 gates: 9 passed, 1 failed"
-    assert "2 workers" in parallel.stdout and "1 failed, 9 passed" in parallel.stdout
+    assert one[1] == "10 gates: 8 passed, 2 failed"
+    assert "2 workers" in parallel.stdout and "2 failed, 8 passed" in parallel.stdout
 
     def rows(name):
         gates = json.loads((module.path / name).read_text())["gates"]
@@ -270,3 +295,18 @@ def test_the_same_table_and_gate_rows_under_xdist(module, monkeypatch):
     assert {
         g.get("suite") for g in json.loads((module.path / "parallel.json").read_text())["gates"]
     } >= {"toy"}  # the YAML suite's gates came back from the workers with their suite
+
+    annotations = _annotations(serial.stdout)
+    assert _annotations(parallel.stdout) == annotations
+    check_line = 1 + TOY_SUITE.lstrip().splitlines().index(
+        "  - {metric: map, dataset: set, at_least: MAP_THRESHOLD}"
+    )
+    failing_line = next(i for i, line in enumerate(TESTS.splitlines()) if "0.99)" in line)
+    assert [dict(props)["file"] for props, _ in annotations] == ["rc_toy.yaml", "test_gates.py"]
+    assert (
+        [int(dict(props)["line"]) for props, _ in annotations]
+        == [
+            check_line,
+            failing_line,
+        ]
+    )  # the suite's check; the failing assertion (pytester writes TESTS without its first, empty line)
