@@ -338,6 +338,38 @@ def _worst_row(rows: list[dict], spec) -> dict:
     return min(finite, key=key)
 
 
+def _worst_against(rows: list[dict], spec, on: str, at_least, at_most) -> tuple[dict, list[str]]:
+    """The slice a worst-slice gate answers for, and what it fails: the slice with the
+    lowest gated quantity against ``at_least`` (its value, or its interval's lower bound
+    ``on="interval"``) and the one with the highest against ``at_most`` (value, or upper
+    bound). On an interval that is not always the slice of the worst value: a small
+    slice's wide interval can reach below the threshold while a large slice has the
+    lowest value, and the gate must see it (as the every-slice gate does)."""
+    lower, upper = ("value", "value") if on == "value" else ("low", "high")
+    finite = [r for r in rows if r.get(lower) is not None and r.get(upper) is not None]
+    if not finite:
+        return _worst_row(rows, spec), []
+    bad, failing = [], None
+    if at_least is not None:
+        row = min(finite, key=lambda r: r[lower])
+        if exceeds(at_least, row[lower]):
+            bad.append(f"{_f(row[lower], spec.unit)} < at_least {at_least:g}")
+            failing = row
+    if at_most is not None:
+        row = max(finite, key=lambda r: r[upper])
+        if exceeds(row[upper], at_most):
+            other = "" if failing is None or row is failing else f"slice {row['slice']!r} "
+            bad.append(f"{other}{_f(row[upper], spec.unit)} > at_most {at_most:g}")
+            failing = failing or row
+    if failing is not None:
+        return failing, bad
+    if on == "value" or (at_least is not None) == (at_most is not None):
+        return _worst_row(rows, spec), bad
+    if at_least is not None:
+        return min(finite, key=lambda r: r[lower]), bad
+    return max(finite, key=lambda r: r[upper]), bad
+
+
 def assert_slices_at_least(result, metric: str, at_least: float, **kw) -> None:
     """:func:`assert_slices` with ``at_least``: every slice (or the named
     ``slices=[...]``) at least ``at_least``.
@@ -411,7 +443,9 @@ def assert_worst_slice(
     at_least, at_most:
         The thresholds, on the metric's own scale (one or both).
     on:
-        ``"value"`` (default) or ``"interval"`` (the worst slice's interval bound).
+        ``"value"`` (default) or ``"interval"``: then the worst slice is the one
+        whose interval reaches lowest (highest against ``at_most``), which is not
+        always the slice of the worst value.
     confidence, seed:
         Of the slices' bootstrap intervals (default: the result's own).
 
@@ -464,14 +498,7 @@ def assert_worst_slice(
         {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None},
     )
     rows = [ivs[n].to_dict() for n in names]
-    worst = _worst_row(rows, spec)
-    lo = worst["value"] if on == "value" else worst["low"]
-    hi = worst["value"] if on == "value" else worst["high"]
-    bad = []
-    if at_least is not None and exceeds(at_least, lo):
-        bad.append(f"{_f(lo, spec.unit)} < at_least {at_least:g}")
-    if at_most is not None and exceeds(hi, at_most):
-        bad.append(f"{_f(hi, spec.unit)} > at_most {at_most:g}")
+    worst, bad = _worst_against(rows, spec, on, at_least, at_most)
     for r in rows:
         r["passed"] = True
     worst["passed"] = not bad

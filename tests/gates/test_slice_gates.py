@@ -271,3 +271,29 @@ def test_stored_slice_baselines_of_another_metric_are_refused(big, tmp_path):
     check_slice_baselines(BaselineStore(), big, "map", path=path, key="k", max_drop=0.0)
     with pytest.raises(InputError, match=r"map.*hit_rate@1"):
         check_slice_baselines(BaselineStore(), big, "hit_rate@1", path=path, key="k", max_drop=0.5)
+
+
+def test_the_worst_slice_on_an_interval_is_the_lowest_bound_not_the_lowest_value():
+    """A small slice's wide interval can reach below the threshold while a large slice has
+    the lowest value: the worst-slice gate on the interval must fail as the every-slice
+    gate does, naming the small slice (review finding 13: it passed, gating the large
+    slice's bound). Rank metrics: the highest upper bound against at_most."""
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(60, 8))
+    y = rng.integers(0, 60, 600)
+    sl = np.where(np.arange(600) < 560, "big", "small")
+    X = centers[y] + rng.normal(size=(600, 8)) * np.where(sl == "big", 1.0, 0.9)[:, None]
+    r = rc.evaluate(X, query_labels=y, metrics=["map", "meanr"], slices=sl)
+    iv = rc.slice_intervals(r, "map")
+    assert iv["big"].value < iv["small"].value and iv["small"].interval.low < iv["big"].interval.low
+    thr = (iv["small"].interval.low + iv["big"].interval.low) / 2
+    with pytest.raises(AssertionError, match="slices fail"):
+        rc.assert_slices(r, "map", at_least=thr, on="interval")
+    with pytest.raises(AssertionError, match="worst slice 'small'"):
+        rc.assert_worst_slice(r, "map", at_least=thr, on="interval")
+    rc.assert_worst_slice(r, "map", at_least=thr)  # on the value, 'big' is the worst and passes
+    ranks = rc.slice_intervals(r, "meanr")
+    top = max(ranks.values(), key=lambda v: v.interval.high)
+    limit = top.interval.high - 1e-9
+    with pytest.raises(AssertionError, match=f"worst slice '{top.slice}'"):
+        rc.assert_worst_slice(r, "meanr", at_most=limit, on="interval")
