@@ -129,3 +129,16 @@ class rc_warnings:
 
     def __exit__(self, *exc):
         return self._cm.__exit__(*exc)
+
+
+def test_relevance_level_decides_ndcgs_query_set_as_documented():
+    """Review finding 7, the rule docs/metrics.md and evaluate_run's docstring state: one
+    query set per result; under queries="both" + "skip" a query judged only below the
+    level is skipped for nDCG too; queries="run" gives trec_eval -l's number."""
+    qrels = {"q1": {"a": 2, "b": 1}, "q2": {"c": 1, "d": 0}}
+    run = {"q1": {"a": 3.0, "b": 2.0, "x": 1.0}, "q2": {"d": 3.0, "c": 2.0}}
+    both = evaluate_run(run, qrels, ["ndcg", "map"], relevance_level=2)
+    assert both["ndcg"] == 1.0 and both.n_skipped == 1 and both.n_outside == 0
+    trec = evaluate_run(run, qrels, ["ndcg", "map"], relevance_level=2, queries="run")
+    assert trec["ndcg"] == pytest.approx((1.0 + 1 / np.log2(3)) / 2, abs=1e-12)  # 0.8155
+    assert trec.n_skipped == 0 and trec.per_query["map"][1] == 0.0
