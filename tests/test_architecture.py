@@ -355,12 +355,6 @@ def test_only_the_two_seams_may_import_the_gpu_kernels():
     assert at["_counting"] < at["gpu"] < at["_grouped"] < at["_counters"]
 
 
-# Imports of another engine module's private names that are still there, and why: the
-# fused CPU kernel reuses a helper.
-_KNOWN_REACH_INS = {
-    ("_fused_cpu_numba", "_kernels_numba", "_bisect"),
-}
-
 # What an engine module may import inside a function: optional dependencies, and the
 # modules that need them (the fused CPU pass, issue 32, loads its numba tile kernels when
 # first wanted; the seams import the GPU kernels of gpu/ only when they select them).
@@ -435,20 +429,12 @@ def local_imports(root: Path = ROOT) -> list[str]:
     return found
 
 
-# Imports of another engine module's private names that are still there, and why: the
-# fused CPU kernel reuses the numba kernels' bisection.
-_KNOWN_REACH_INS = {
-    "retrieval_checks.engine._fused_cpu_numba imports _bisect from retrieval_checks.engine._kernels_numba"
-}
-
-
 def test_engine_modules_use_no_private_name_of_another_and_import_locally_only_the_optional():
     """No engine module imports another's private names (``from ._x import _y``, the GPU
     package included), and a function-local import is of an optional dependency (torch,
     triton, numba, ...) or of a module that needs one (the GPU kernels, which the seams
     import when they select them): the rest is imported at the top, where cycles show."""
-    reach_ins = {r.split(":")[0] + " " + r.split(" ", 1)[1] for r in private_reach_ins()}
-    assert reach_ins <= _KNOWN_REACH_INS, sorted(reach_ins - _KNOWN_REACH_INS)
+    assert not private_reach_ins(), private_reach_ins()
     assert not local_imports(), local_imports()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels_numba import _bisect
+from ._kernels_numba import bisect_sorted
 
 __all__ = [
     "scan_tile",
@@ -38,7 +38,7 @@ def _place(rel_sorted, a, e, pad, small, s):
         p += np.int64(pad[p] <= s)
         p += np.int64(pad[p] <= s)
         return p
-    return _bisect(rel_sorted, a, e, s, False)
+    return bisect_sorted(rel_sorted, a, e, s, False)
 
 
 _VECTOR_COST = 160  # a bisection costs about as much as this many vectorised comparisons
@@ -126,7 +126,7 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
             p = _place(rel_sorted, a, e, pad, small, s)
             hist[h + p] += 1
             if rel_sorted[a + p - 1] == s:
-                qq = _bisect(rel_sorted, a, a + p, s, True)
+                qq = bisect_sorted(rel_sorted, a, a + p, s, True)
                 tie_diff[h + qq] += 1
                 tie_diff[h + p] -= 1
     return tail
@@ -164,7 +164,7 @@ def bin_tile(T, m, width, sorted_values, out):
             s = T[i, j]
             if s < lo:
                 continue
-            out[_bisect(sorted_values, 0, n_v, s, False)] += 1
+            out[bisect_sorted(sorted_values, 0, n_v, s, False)] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -236,11 +236,11 @@ def scan_columns(T, m, width, row0, rel_ptr, rel_sorted, lo, hist, tie_diff):
             r = row0 + j
             s = row[j]
             a = rel_ptr[r]
-            p = _bisect(rel_sorted, a, rel_ptr[r + 1], s, False)
+            p = bisect_sorted(rel_sorted, a, rel_ptr[r + 1], s, False)
             h = a + r
             hist[h + p] += 1
             if rel_sorted[a + p - 1] == s:
-                qq = _bisect(rel_sorted, a, a + p, s, True)
+                qq = bisect_sorted(rel_sorted, a, a + p, s, True)
                 tie_diff[h + qq] += 1
                 tie_diff[h + p] -= 1
 

@@ -16,6 +16,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 __all__ = [
+    "bisect_sorted",
     "count_above_relevant",
     "collect_rows",
     "bin_against_sorted",
@@ -24,7 +25,7 @@ __all__ = [
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _bisect(values, lo, hi, x, strict):
+def bisect_sorted(values, lo, hi, x, strict):
     """Number of ``values[lo:hi]`` (sorted ascending) that are ``<= x`` (or ``< x`` if strict)."""
     a = lo
     b = hi
@@ -75,11 +76,11 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
                     n_tail += 1
                 if s < lo:
                     continue
-                p = _bisect(rel_sorted, a, e, s, False)
+                p = bisect_sorted(rel_sorted, a, e, s, False)
                 hist[p] += 1
                 if rel_sorted[a + p - 1] == s:
                     # s equals relevant scores q..p-1: a tie with each of them
-                    q = _bisect(rel_sorted, a, a + p, s, True)
+                    q = bisect_sorted(rel_sorted, a, a + p, s, True)
                     tie_diff[q] += 1
                     tie_diff[p] -= 1
         tail_counts[i] = n_tail
@@ -131,7 +132,7 @@ def _bin_against_sorted(S, n_rows, n_cols, sorted_values, out, n_workers):
                     s = S[k, i, j]
                     if s < lo:
                         continue
-                    partial[w, _bisect(sorted_values, 0, n_v, s, False)] += 1
+                    partial[w, bisect_sorted(sorted_values, 0, n_v, s, False)] += 1
     for w in range(n_threads):
         for p in range(n_v + 1):
             out[p] += partial[w, p]
