@@ -119,7 +119,9 @@ def adjust_pvalues(pvalues, method: str = "holm") -> np.ndarray:
     p = np.asarray(pvalues, dtype=float).ravel()
     if p.size and (np.isnan(p).any() or (p < 0).any() or (p > 1).any()):
         bad = p[np.isnan(p) | (p < 0) | (p > 1)][0]
-        raise InputError(f"pvalues: {bad!r} is not a p-value (expected numbers in [0, 1]).")
+        raise InputError(
+            f"pvalues: {float(bad)!r} (position {int(np.flatnonzero(np.isnan(p) | (p < 0) | (p > 1))[0])}) is not a p-value (expected numbers in [0, 1])."
+        )
     m = p.size
     if m == 0 or method == "none":
         return p.copy()
