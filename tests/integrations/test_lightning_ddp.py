@@ -4,7 +4,11 @@ the repeat by id and says so; what rank 0 logged equals retrieval_checks.evaluat
 whole validation set with the trained weights. The sharded path
 (``distributed="shard"``, ``evaluate(..., process_group=WORLD)``) and the all-gather path
 give, on every rank, the values of one process's ``evaluate`` on the embeddings the
-ranks computed, concatenated in rank order with the repeats dropped, bit for bit."""
+ranks computed, concatenated in rank order with the repeats dropped, bit for bit.
+
+Cost: two ddp_spawn launches (one per split: leave-one-out, dataloaders), each two fresh
+rank interpreters that import torch and Lightning: about 70 CPU-s in all on the 2-core
+machine. A launch serves every check of its split; add a check to a launch, not a launch."""
 
 from __future__ import annotations
 
