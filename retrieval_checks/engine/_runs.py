@@ -62,6 +62,7 @@ Conventions (every one cross-checked against pytrec_eval where trec_eval compute
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Mapping
@@ -366,7 +367,11 @@ def _nested_mapping(obj: Mapping, name: str, shape: str, convert) -> dict:
             raise InputError(
                 f"{name}: query ids {shown(qid)} and {q!r} are the same id; give each query once."
             )
-        row: dict = {}
+        row = _plain_row(docs, convert)
+        if row is not None:  # every id and value plainly valid: checked a row at a time
+            out[q] = row
+            continue
+        row = {}
         for doc, value in docs.items():
             d = _id(doc, f"{name}[{shown(qid)}]: document id")
             if d in row:
@@ -376,6 +381,34 @@ def _nested_mapping(obj: Mapping, name: str, shape: str, convert) -> dict:
             row[d] = convert(value, f"{name}[{shown(qid)}][{shown(doc)}]")
         out[q] = row
     return out
+
+
+def _plain_row(docs: Mapping, convert) -> dict | None:
+    """``docs`` as a dict when every document id is a plain text id (non-empty, printable
+    ASCII without spaces: what :func:`_id` returns unchanged) and every value a finite
+    float (``_score``) or an int from -1 to the int64 maximum (``_grade``), checked
+    with whole-row operations; else None, and the entries are read one by one with
+    their messages. The same ids and values either way: a fast path for big runs (the
+    messages' text was built for every entry: most of evaluate_run's time)."""
+    if not docs:
+        return {}
+    keys, values = docs.keys(), docs.values()
+    if set(map(type, keys)) != {str} or "" in keys:
+        return None
+    text = "".join(keys)
+    if not (text.isascii() and text.isprintable()) or " " in text:
+        return None
+    if convert is _score:
+        if set(map(type, values)) != {float}:
+            return None
+        if not np.isfinite(np.fromiter(values, np.float64, len(docs))).all():
+            return None
+    elif convert is _grade:
+        if set(map(type, values)) != {int} or min(values) < -1 or max(values) > INT64_MAX:
+            return None
+    else:
+        return None
+    return dict(docs)
 
 
 def _run_mapping(run: Mapping) -> dict[str, dict[str, float]]:
@@ -404,19 +437,24 @@ def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]])
     qids = _id_order(set(run) | set(qrels))
     q_of = {q: i for i, q in enumerate(qids)}
     d_of: dict[str, int] = {}
-    code = d_of.setdefault
+    # documents coded in order of first appearance: each id's first setdefault keeps
+    # its draw of one count (C-level loops: no Python frame per entry), and the
+    # draws kept, ranked, are the codes
+    draw = itertools.count()
 
     def table(side, cast):
         sizes = [len(side[q]) for q in side]
+        n = sum(sizes)
         rows = np.repeat(np.array([q_of[q] for q in side], np.int64), sizes)
-        docs = np.fromiter(
-            (code(d, len(d_of)) for q in side for d in side[q]), np.int64, count=sum(sizes)
-        )
-        vals = np.fromiter((v for q in side for v in side[q].values()), cast, count=sum(sizes))
-        return rows, docs, vals
+        ids = itertools.chain.from_iterable(side[q] for q in side)
+        docs = np.fromiter(map(d_of.setdefault, ids, draw), np.int64, count=n)
+        values = itertools.chain.from_iterable(side[q].values() for q in side)
+        return rows, docs, np.fromiter(values, cast, count=n)
 
     q, doc, score = table(run, np.float64)
     jq, jdoc, grade = table(qrels, np.int64)
+    kept = np.fromiter(d_of.values(), np.int64, count=len(d_of))  # ascending
+    doc, jdoc = np.searchsorted(kept, doc), np.searchsorted(kept, jdoc)
     return _Flat(
         np.array(qids, dtype=object),
         q,
