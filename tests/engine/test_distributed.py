@@ -556,11 +556,20 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
         results = {"_gallery_rows": []}
         _record_shard_rows(results["_gallery_rows"])
         for sc in scenarios:
+            if sc.get("entry") == "example":  # examples/ddp_validation.py on this group
+                try:
+                    results[sc["name"]] = ("ok", _example_run(rank, world))
+                except Exception as exc:  # recorded for the parent, as _outcome does
+                    results[sc["name"]] = ("error", type(exc).__name__, str(exc))
+                continue
             own = sc.get("rank_scenario", {}).get(rank, sc)  # a rank may make another call
             Q, G, kw = _shard(own, rank, world)
             kw.update(sc.get("rank_kw", {}).get(rank, {}))
             Q = kw.pop("queries", Q)
             if sc.get("explode_on") == rank:
+                if sc.get("how") == "exit":  # this rank dies: what it has so far is written first
+                    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
+                        pickle.dump(results, fh)
                 _explode_in_second_block(sc.get("how", "raise"))
             entry = rc.evaluate_image_text if own.get("entry") == "image_text" else rc.evaluate
             results[sc["name"]] = _outcome(
@@ -620,9 +629,12 @@ def _restore() -> None:
         _stream.run_block = _SAVED.pop("run_block")
 
 
-def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 120.0) -> list:
-    """Run ``scenarios`` on ``world`` ranks; each rank's {name: outcome}, or its exit
-    code where it wrote none (a rank that died)."""
+def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 300.0) -> list:
+    """Run ``scenarios`` on ``world`` ranks (``timeout``: when a rank still running is a
+    hang; generous, since a busy machine slowed a 2-minute limit's launches past it);
+    each rank's {name: outcome} with its exit
+    code under ``"_exitcode"`` (a rank that died wrote what it had before), or the exit
+    code alone where it wrote none."""
     import torch.multiprocessing as mp
 
     job = tmp_path / f"job{world}.pkl"
@@ -646,7 +658,7 @@ def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 120.0)
     errors = [f.read_text() for f in sorted(out.glob("*.err"))]
     assert not errors, "\n".join(errors)
     return [
-        pickle.loads((out / f"rank{r}.pkl").read_bytes())
+        dict(pickle.loads((out / f"rank{r}.pkl").read_bytes()), _exitcode=ctx.processes[r].exitcode)
         if (out / f"rank{r}.pkl").exists()
         else ctx.processes[r].exitcode
         for r in range(world)
@@ -699,15 +711,39 @@ def _failures(world: int, tmp) -> list[dict]:
     ]
 
 
+def _rank_dies() -> dict:
+    """Rank 1 dies (exits) in its second block: the last scenario of a launch (the group
+    is gone after it)."""
+    Q, G, ql, gl, qi, gi = _float_problem(4)
+    return dict(
+        name="rank-dies",
+        Q=Q,
+        G=G,
+        explode_on=1,
+        how="exit",
+        kw=dict(
+            query_labels=ql,
+            gallery_labels=gl,
+            query_ids=qi,
+            gallery_ids=gi,
+            metrics=["map"],
+            tile=(4, 16),
+        ),
+    )
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Each world size launched once, with every scenario."""
+    """Each world size launched once, with every scenario (world size 2 also runs the DDP
+    example and, last, a rank that dies: one launch of 2 ranks instead of three)."""
     cache = {}
 
     def get(world: int):
         if world not in cache:
             tmp = tmp_path_factory.mktemp(f"world{world}")
             scenarios = _scenarios() + (_failures(world, tmp) if world > 1 else [])
+            if world == 2:
+                scenarios += [dict(name="ddp-example", entry="example"), _rank_dies()]
             cache[world] = _launch(tmp, world, scenarios)
             cache[world, "tmp"] = tmp
         return cache[world]
@@ -806,25 +842,11 @@ def _tmp_of(runs, world):
 
 
 @pytest.mark.slow
-def test_a_rank_that_dies_stops_the_others_with_a_clear_error(tmp_path):
-    Q, G, ql, gl, qi, gi = _float_problem(4)
-    sc = dict(
-        name="rank-dies",
-        Q=Q,
-        G=G,
-        explode_on=1,
-        how="exit",
-        kw=dict(
-            query_labels=ql,
-            gallery_labels=gl,
-            query_ids=qi,
-            gallery_ids=gi,
-            metrics=["map"],
-            tile=(4, 16),
-        ),
-    )
-    survivor, dead = _launch(tmp_path, 2, [sc], timeout=90)
-    assert dead == 3
+def test_a_rank_that_dies_stops_the_others_with_a_clear_error(runs):
+    """The world-size-2 launch's last scenario: rank 1 exits in its second block."""
+    survivor, dead = runs(2)
+    assert dead["_exitcode"] == 3 and "rank-dies" not in dead
+    assert survivor["_exitcode"] == 0
     got = survivor["rank-dies"]
     assert got[0] == "error" and got[1] == "RemoteFailure", got
     assert (
@@ -846,41 +868,25 @@ def _example():
     return module
 
 
-def _example_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
-    _init(rank, world, init_file)
-    try:
-        ex = _example()
-        result = ex.validate(dist.group.WORLD, rank, world)  # evaluates and gates
-        inputs, _ = ex.validation_set()
-        with torch.no_grad():
-            emb = ex.model()(
-                torch.from_numpy(inputs[ex.rank_slice(len(inputs), rank, world)])
-            ).numpy()
-        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
-            pickle.dump((_summary(result), emb), fh)
-    except BaseException:
-        with open(os.path.join(out_dir, f"rank{rank}.err"), "w") as fh:
-            fh.write(traceback.format_exc())
-        raise
-    finally:
-        dist.destroy_process_group()
+def _example_run(rank: int, world: int):
+    """On a rank: the example's validate (it evaluates and gates; an exception if the
+    gate fails) and the rank's embeddings, as (summary, embeddings)."""
+    ex = _example()
+    result = ex.validate(dist.group.WORLD, rank, world)  # evaluates and gates
+    inputs, _ = ex.validation_set()
+    with torch.no_grad():
+        emb = ex.model()(torch.from_numpy(inputs[ex.rank_slice(len(inputs), rank, world)])).numpy()
+    return _summary(result), emb
 
 
 @pytest.mark.slow
-def test_the_ddp_example_gives_every_rank_the_global_metrics(tmp_path):
-    """examples/ddp_validation.py on 2 ranks: each rank's result equals one process's
-    evaluation of the ranks' embeddings concatenated, and the gate passes."""
-    import torch.multiprocessing as mp
-
-    mp.start_processes(
-        _example_worker,
-        args=(2, str(tmp_path / "rdv"), str(tmp_path)),
-        nprocs=2,
-        join=True,
-        start_method="spawn",
-    )
-    assert not list(tmp_path.glob("*.err"))
-    (s0, e0), (s1, e1) = (pickle.loads((tmp_path / f"rank{r}.pkl").read_bytes()) for r in range(2))
+def test_the_ddp_example_gives_every_rank_the_global_metrics(runs):
+    """examples/ddp_validation.py on 2 ranks (a scenario of the world-size-2 launch):
+    each rank's result equals one process's evaluation of the ranks' embeddings
+    concatenated, and the gate passes."""
+    got = [results["ddp-example"] for results in runs(2)]
+    assert all(g[0] == "ok" for g in got), got
+    (s0, e0), (s1, e1) = (g[1] for g in got)
     ex = _example()
     _, labels = ex.validation_set()
     whole = rc.evaluate(
