@@ -19,9 +19,11 @@ tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`). For each p
    block seeds the tail threshold from a first sweep (the histogram of its negatives).
 
 One worker thread per core (``torch.get_num_threads()``), each with its own panel and
-tile, the products single-threaded while they run. Opt-in (``RC_CPU_COUNTER=fused``,
-:func:`wanted`): exact, but on this project's shared 2-core machine no faster than the
-scored path (docs/explanation/benchmarks.md).
+tile, the products single-threaded while they run. By default (``RC_CPU_COUNTER``
+unset or ``auto``, :func:`choice`) it runs the passes it mirrors (below) and hands the
+others to the scored path; ``fused`` runs every pass on it, ``scored`` none: mirrored it
+measured faster than the scored path, one-sided not in every round
+(docs/explanation/benchmarks.md).
 
 Exactness. The counts are those of the scored CPU path (:class:`._counters.CpuCounter`)
 bit for bit when every score is: the epilogue is elementwise, so only the products
@@ -71,7 +73,15 @@ from . import _kernels
 from ._counters import tail_threshold
 from ._partial import BlockPartial, ranked_partial
 
-__all__ = ["FusedCpuCounter", "supports", "wanted", "shapes_exact", "TILE_ROWS"]
+__all__ = [
+    "FusedCpuCounter",
+    "supports",
+    "wanted",
+    "choice",
+    "shapes_exact",
+    "mirror_exact",
+    "TILE_ROWS",
+]
 
 TILE_ROWS = 128  # rows per panel: a 128 x 4096 float32 tile is 2 MiB (half per core)
 GATHER_STEP = 256  # gathered relevant items: tile widths are multiples of this
@@ -86,21 +96,32 @@ _PROBED: dict = {}
 _PROBE_LOCK = threading.Lock()
 
 
-DEFAULT = "scored"  # RC_CPU_COUNTER unset: the scored path (see wanted())
+DEFAULT = "auto"  # RC_CPU_COUNTER unset: the mirrored pass where it applies (see wanted())
+_CHOICES = ("auto", "fused", "scored")
+
+
+def choice() -> str:
+    """``RC_CPU_COUNTER``: ``auto`` (unset, :data:`DEFAULT`): this counter for the
+    passes it mirrors (leave-one-out, cosine or dot), the scored path for the others;
+    ``fused``: this counter for every pass it serves (one-sided tiles where it cannot
+    mirror); ``scored``: never (the compiled kernels after whole-block products). The
+    choice follows the measurements (docs/explanation/benchmarks.md): mirrored, the
+    fused pass was faster than the scored one in every round; one-sided (query/gallery)
+    it was not faster in every round."""
+    value = os.environ.get("RC_CPU_COUNTER", "").strip().lower() or DEFAULT
+    if value not in _CHOICES:
+        raise BackendError(
+            f"RC_CPU_COUNTER={value!r}: use 'auto' (the default: the fused pass where it "
+            "mirrors leave-one-out, else the scored one), 'fused' (the fused CPU tile pass "
+            "for every pass) or 'scored' (products of whole blocks, then the compiled scan)."
+        )
+    return value
 
 
 def wanted() -> bool:
-    """Whether passes on torch CPU use this counter: ``RC_CPU_COUNTER=fused`` (or
-    ``scored``, the compiled kernels after whole-block products); unset, :data:`DEFAULT`.
-    The default stays the scored path: on this project's shared 2-core machine the fused
-    pass measured no faster (docs/explanation/benchmarks.md), though exact."""
-    choice = os.environ.get("RC_CPU_COUNTER", "").strip().lower() or DEFAULT
-    if choice not in ("fused", "scored"):
-        raise BackendError(
-            f"RC_CPU_COUNTER={choice!r}: use 'fused' (the fused CPU tile pass) or 'scored' "
-            "(products of whole blocks, then the compiled scan)."
-        )
-    return choice == "fused"
+    """Whether passes on torch CPU may use this counter (``RC_CPU_COUNTER`` is not
+    ``scored``: :func:`choice`)."""
+    return choice() != "scored"
 
 
 def supports(backend, similarity: str, relevant=None) -> bool:
@@ -245,9 +266,11 @@ class FusedCpuCounter:
     name = "fused-cpu"
     torch_path = False
 
-    def __init__(self, fallback=None, tile_rows: int | None = None):
+    def __init__(self, fallback=None, tile_rows: int | None = None, one_sided: bool | None = None):
         self.fallback = fallback
         self.tile_rows = tile_rows  # None: TILE_ROWS when a block runs
+        # the one-sided tiles too (RC_CPU_COUNTER=fused), or only the mirrored pass (auto)
+        self.one_sided = (choice() == "fused") if one_sided is None else one_sided
         self._mirror = None  # (problem, its mirror plan or None): the last problem asked
 
     def _t(self, p) -> int:
@@ -288,6 +311,8 @@ class FusedCpuCounter:
             return _run_mirror(
                 p, self.mirror_plan(p), pairs=(tail_tau, capacity, fixed) if pairs else None
             )
+        if not self.one_sided:
+            return None  # RC_CPU_COUNTER=auto: the scored counter runs what is not mirrored
         return _run(p, start, stop, self._t(p), pairs is not None, tail_tau, seed, fixed)
 
 

@@ -457,9 +457,16 @@ def test_declined_blocks_run_on_the_scored_counter(monkeypatch):
 # ----------------------------------------------------------------------------- the choice
 def test_counter_choice(monkeypatch):
     cpu = Backend("torch", torch.device("cpu"))
+    for unset in (None, " ", "auto"):  # the default: mirrored passes only
+        if unset is None:
+            monkeypatch.delenv("RC_CPU_COUNTER", raising=False)
+        else:
+            monkeypatch.setenv("RC_CPU_COUNTER", unset)
+        chosen = _counting.select(cpu, "cosine", None)
+        assert isinstance(chosen, _fused_cpu.FusedCpuCounter) and not chosen.one_sided
     monkeypatch.setenv("RC_CPU_COUNTER", "fused")
     chosen = _counting.select(cpu, "cosine", None)
-    assert isinstance(chosen, _fused_cpu.FusedCpuCounter)
+    assert isinstance(chosen, _fused_cpu.FusedCpuCounter) and chosen.one_sided
     assert isinstance(chosen.fallback, CpuCounter)
     assert isinstance(_counting.select(cpu, "hamming", None), CpuCounter)
     assert isinstance(_counting.select(cpu, "dot", None, sharded=True), CpuCounter)
@@ -662,3 +669,31 @@ def test_probe_declines_mirrored_products_that_differ():
                 out.copy_(torch.nextafter(out, torch.full_like(out, math.inf)))
 
     assert not _fused_cpu.mirror_exact(Asymmetric(), 64, 16, 48, 8, 1)
+
+
+def test_the_default_mirrors_leave_one_out_and_leaves_the_rest_to_the_scored_pass(
+    monkeypatch, mirrored
+):
+    """RC_CPU_COUNTER unset: a leave-one-out cosine pass runs mirrored, a query/gallery
+    pass and neg_l2 run on the scored counter (no one-sided fused block); the results
+    are the scored path's either way."""
+    rng = np.random.default_rng(21)
+    X = np.round(rng.standard_normal((120, 5)), 1).astype(np.float32)
+    y = rng.integers(0, 8, 120)
+    served = {"one_sided": 0}
+    run = _fused_cpu._run
+    monkeypatch.setattr(
+        _fused_cpu, "_run", lambda *a, **k: served.update(one_sided=1) or run(*a, **k)
+    )
+    kw = dict(metrics=METRICS, device="cpu", tile=(32, 48), empty_queries="skip")
+    cases = [
+        dict(queries=X, query_labels=y),
+        dict(queries=X[:40], query_labels=y[:40], gallery=X[40:], gallery_labels=y[40:]),
+        dict(queries=X, query_labels=y, similarity="neg_l2"),
+    ]
+    for case in cases:
+        monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+        want = rc.evaluate(**case, **kw)
+        monkeypatch.delenv("RC_CPU_COUNTER")
+        _same(want, rc.evaluate(**case, **kw))
+    assert mirrored["passes"] == 1 and served["one_sided"] == 0
