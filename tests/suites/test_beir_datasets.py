@@ -434,6 +434,7 @@ def embed(texts):
 """
 
 
+@pytest.mark.xdist_group("ranx")  # with tests/oracles/test_ranx.py: one worker compiles ranx
 def test_ignore_identical_ids_equals_ranx_without_the_identical_documents(tmp_path):
     """Queries whose ids are also corpus ids (ArguAna-style): with ignore_identical_ids the
     values equal ranx's on a run without each query's own document and the qrels as they
