@@ -590,12 +590,18 @@ def _finish(config, exitstatus) -> bool:
         try:
             for path in _reports.flush_baselines(config._rc_baseline_writes):
                 notes.append(f"baselines written to {path}")
+            gone = [(p, k) for p, k, record in config._rc_baseline_writes if record is None]
+            if gone:  # per-slice baselines of slices no longer in the result
+                notes.append(
+                    f"removed {_reports.plural(len(gone), 'slice record')} of slices no longer in the "
+                    f"result: {', '.join(f'{k!r} ({Path(p).name})' for p, k in gone)}"
+                )
             if (
                 regen_mode(config) == "all"
             ):  # in both units: baselines (gate records) and tests (items)
                 tests = {t for t, _ in config._rc_baseline_writes_by}
                 notes.append(
-                    f"--rc-regen-all: {_reports.plural(len(config._rc_baseline_writes_by), 'baseline')} "
+                    f"--rc-regen-all: {_reports.plural(len(config._rc_baseline_writes_by) - len(gone), 'baseline')} "
                     f"rewritten by {_reports.plural(len(tests), 'test')}, each a passed 'regenerated "
                     "baseline' gate: not compared; review the files' diff and commit them"
                 )

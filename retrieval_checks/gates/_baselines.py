@@ -1067,6 +1067,19 @@ class BaselineFile:
         entries = self._checked_entries(entries)
         self._rewrite(lambda records: records.update(entries))
 
+    def _update_and_remove(self, entries: dict, removed) -> None:
+        """:meth:`update`, and remove the records named in ``removed`` (those of slices
+        that are gone, on regeneration), in one locked rewrite."""
+        entries = self._checked_entries(entries)
+        removed = [k for k in removed if k not in entries]
+
+        def change(records: dict) -> None:
+            records.update(entries)
+            for k in removed:
+                records.pop(k, None)
+
+        self._rewrite(change)
+
     def prune(self, exists) -> list[str]:
         """Remove the records of checks that no longer exist, under the file's lock:
         ``exists(name)`` says whether the check a record is named after still exists.
@@ -1246,12 +1259,14 @@ def baseline_path(path) -> Path:
 
 def write_records(entries) -> list[str]:
     """Write (path, key, record) entries, one locked, merged, atomic rewrite per file;
-    returns the paths."""
+    returns the paths. A record None removes the record ``key`` (regenerating per-slice
+    baselines removes the records of slices that are gone)."""
     if isinstance(entries, (str, bytes, Mapping)) or not hasattr(entries, "__iter__"):
         raise InputError(
             f"write_records takes a list of (path, key, record) entries, got {_kind(entries)}."
         )
     by_file: dict = {}
+    removed: dict = {}
     for entry in entries:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3:
             raise InputError(
@@ -1264,9 +1279,13 @@ def write_records(entries) -> list[str]:
             )
         if not isinstance(key, str):
             raise InputError(f"baseline names are strings, got {_kind(key)} (for {path}).")
-        by_file.setdefault(str(path), {})[key] = record
+        if record is None:
+            removed.setdefault(str(path), []).append(key)
+            by_file.setdefault(str(path), {})
+        else:
+            by_file.setdefault(str(path), {})[key] = record
     for path, records in by_file.items():
-        _for_writing(path).update(records)
+        _for_writing(path)._update_and_remove(records, removed.get(path, ()))
     return sorted(by_file)
 
 

@@ -802,7 +802,9 @@ def assert_no_slice_regression(
         raise InputError(
             f"{gate}: {spec.name}: slice(s) {', '.join(map(repr, gone))} of the baseline are missing from this "
             f"result (its slices: {', '.join(map(repr, all_slices)) or 'none'}); a slice that disappears is not "
-            "skipped: restore its queries' slice values, or re-record the baseline if it was dropped on purpose."
+            "skipped: restore its queries' slice values, or re-record the baseline if it was dropped on purpose "
+            "(a baselines file: pytest --rc-regen-all or --rc-force-regen rewrites the check's slice records and "
+            "removes those of slices that are gone; a slice_baseline() dict: record it again)."
         )
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     _refuse_small(
@@ -935,6 +937,23 @@ def check_slice_baselines(
             all_slices,
         )
         failures = []
+        # the records of this check's slices that are gone from the result: regenerating
+        # writes the slices the result has now, so they are removed (left, they would fail
+        # every later comparison with "missing from this result")
+        prefix = slice_key(key, "")
+        stale = sorted(
+            k[len(prefix) :]
+            for k in store._file(path).records
+            if isinstance(k, str) and k.startswith(prefix) and k[len(prefix) :] not in all_slices
+        )
+        for s in stale:
+            store.pending.append((str(path), slice_key(key, s), None))
+            if store.regen == "force":
+                failures.append(
+                    f"slice {s!r}: removed the record of slice {s!r} (no longer in the result) from "
+                    f"{Path(path).name}; "
+                    "review the change and commit it, then run again without --rc-force-regen."
+                )
         for s in wanted:
             record = baseline_record(all_slices[s].result, name, confidence=confidence, seed=seed)
             record.update({k: v for k, v in (context or {}).items() if v is not None}, slice=s)
