@@ -711,6 +711,36 @@ def _failures(world: int, tmp) -> list[dict]:
     ]
 
 
+def _calls_differ() -> list[dict]:
+    """Ranks that make different calls, or one call with an option that differs on one
+    rank: every rank raises the library's error; then the group still works."""
+    Q, G, ql, gl, qi, gi = _float_problem(5)
+    plain = dict(
+        name="same-call",
+        Q=Q,
+        G=G,
+        kw=dict(
+            query_labels=ql,
+            gallery_labels=gl,
+            query_ids=qi,
+            gallery_ids=gi,
+            metrics=["map"],
+            empty_queries="skip",
+        ),
+    )
+    it = _image_text_scenarios()[0]
+    return [
+        dict(plain, name="different-calls", rank_scenario={1: it}),
+        dict(
+            it, name="it-bad-metric", rank_kw={1: {"metrics": ["i2t_recall@5", "no_such_metric"]}}
+        ),
+        dict(it, name="it-seed-differs", rank_kw={1: {"seed": 7}}),
+        dict(it, name="it-protocol-differs", rank_kw={1: {"protocol": "1k"}}),
+        dict(plain, name="executor-on-one-rank", rank_kw={1: {"executor": "a pool"}}),
+        plain,
+    ]
+
+
 def _rank_dies() -> dict:
     """Rank 1 dies (exits) in its second block: the last scenario of a launch (the group
     is gone after it)."""
@@ -734,8 +764,9 @@ def _rank_dies() -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Each world size launched once, with every scenario (world size 2 also runs the DDP
-    example and, last, a rank that dies: one launch of 2 ranks instead of three)."""
+    """Each world size launched once, with every scenario (world size 2 also runs the
+    different calls of test_ranks_calling_different_functions..., the DDP example and,
+    last, a rank that dies: one launch of 2 ranks instead of five)."""
     cache = {}
 
     def get(world: int):
@@ -743,6 +774,7 @@ def runs(tmp_path_factory):
             tmp = tmp_path_factory.mktemp(f"world{world}")
             scenarios = _scenarios() + (_failures(world, tmp) if world > 1 else [])
             if world == 2:
+                scenarios += _calls_differ()
                 scenarios += [dict(name="ddp-example", entry="example"), _rank_dies()]
             cache[world] = _launch(tmp, world, scenarios)
             cache[world, "tmp"] = tmp
@@ -834,6 +866,41 @@ def test_a_restarted_sharded_run_resumes_from_its_checkpoint(runs, world):
         got = results["checkpointed-run-resumes"]
         assert got[0] == "ok", got
         _same(expected[1], got[1], f"resumed rank {rank}")
+
+
+@pytest.mark.slow
+def test_ranks_calling_different_functions_raise_on_every_rank_naming_both(runs):
+    """Rank 0 ``evaluate``, rank 1 ``evaluate_image_text`` on one group: the library's
+    error on every rank, naming both calls, instead of failing on each other's
+    messages; the group stays usable."""
+    for rank, results in enumerate(runs(2)):
+        got = results["different-calls"]
+        assert got[0] == "error" and got[1] == "InputError", (rank, got)
+        assert (
+            "rank 0 called retrieval_checks.evaluate(" in got[2]
+            and "rank 1 called retrieval_checks.evaluate_image_text(" in got[2]
+        ), got
+        assert results["same-call"][0] == "ok", (rank, results["same-call"])
+
+
+@pytest.mark.slow
+def test_a_bad_or_differing_option_on_one_rank_raises_on_every_rank(runs):
+    """Options checked before the ranks talk left the other ranks waiting in the call's
+    first exchange (or pairing it with the failing rank's next call); options the ranks
+    did not compare (protocol, seed...) ran different collectives or gave each rank its
+    own numbers."""
+    expected = {
+        "it-bad-metric": "no_such_metric",
+        "it-seed-differs": "seed",
+        "it-protocol-differs": "protocol",
+        "executor-on-one-rank": "executor= and process_group= do not combine",
+    }
+    for rank, results in enumerate(runs(2)):
+        for name, word in expected.items():
+            got = results[name]
+            assert got[0] == "error" and word in got[2], (name, rank, got)
+            assert issubclass(getattr(rc, got[1], Exception), rc.InputError), (name, rank, got)
+        assert results["same-call"][0] == "ok", (rank, results["same-call"])
 
 
 def _tmp_of(runs, world):

@@ -69,7 +69,7 @@ def test_what_cannot_run_on_a_pool_is_refused():
     with pytest.raises(rc.InputError, match="has no submit"):
         rc.evaluate(**p, executor=4)
     # with process_group, executor= is refused once the ranks talk (so on every rank, even when one rank alone
-    # passes it: test_distributed_calls.py); a group that is not one is refused first
+    # passes it: test_distributed.py, test_a_bad_or_differing_option_on_one_rank...); a group that is not one is refused first
     with pytest.raises(rc.InputError, match="needs an initialised torch.distributed"):
         rc.evaluate(**p, executor=ThreadPoolExecutor(1), process_group=object())
     assert np.isfinite(rc.evaluate(**p)["map"])
