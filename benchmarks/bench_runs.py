@@ -116,7 +116,9 @@ def main(argv=None) -> int:
             f"{name:12s} {statistics.median(t):9.3f} {min(t):7.3f}-{max(t):7.3f} "
             f"{'-' if name == 'ours' else spread:>26s}"
         )
-    worst = max(abs(values["ours"][m] - values[o][m]) for o in ("ranx", "pytrec_eval") for m in OURS)
+    worst = max(
+        abs(values["ours"][m] - values[o][m]) for o in ("ranx", "pytrec_eval") for m in OURS
+    )
     print(f"max |ours - ranx, pytrec_eval| over {', '.join(OURS)}: {worst:.1e}")
     return 0 if worst < 1e-9 else 1
 
