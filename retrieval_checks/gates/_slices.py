@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
 from ..stats._intervals import MIN_INTERVAL_UNITS
-from ..stats._slices import require_slices, slice_intervals
+from ..stats._slices import no_value_cause, require_slices, slice_intervals
 from ._assertions import _bounds  # the thresholds rule of assert_metric (range, certain K)
 from ._baselines import _round
 from ._events import GateEvent, emit
@@ -112,7 +112,7 @@ def _refuse_small(
         return
     lines = "; ".join(r.refused for r in small)
     message = (
-        f"{gate}: {metric}: refused to gate {len(small)} slice(s) too small for an interval ({lines}) A gate on "
+        f"{gate}: {metric}: refused to gate {len(small)} slice(s) without an interval ({lines}) A gate on "
         f"them would decide on noise. Gate named slices only (slices=[...]), merge small slices, or evaluate "
         f"on more queries (each slice needs {MIN_INTERVAL_UNITS} or more units)."
     )
@@ -637,6 +637,13 @@ def slice_baseline(result, metric: str) -> dict[str, dict]:
             raise InputError(
                 f"slice_baseline: {spec.name} has no per-slice value (computed per slice: {', '.join(s)})."
             )
+        cause = no_value_cause(
+            name, s.result, s.n_queries, "evaluate without the slice's queries (slice value None)"
+        )
+        if (
+            cause is not None
+        ):  # a NaN record would fail every later comparison, for no reason it names
+            raise InputError(f"slice_baseline: {spec.name}: {cause[:-1]}; no value to record.")
         out[name] = {
             "value": float(s[spec.name]),
             "n_queries": s.n_queries,

@@ -198,16 +198,19 @@ def slice_intervals(
             n_units, unit = sub.n_used, "queries"
         value = float(sub[name])
         if n_units < MIN_INTERVAL_UNITS:
-            refused = (
-                f"slice {key!r}: {n_units} {unit} ({s.n_queries} queries), fewer than the {MIN_INTERVAL_UNITS} "
-                f"{unit} an interval needs; {MIN_INTERVAL_UNITS - n_units} more {unit} would give it one"
-                + (
-                    " (or cluster='query' where its queries are independent)"
-                    if unit == "classes"
-                    else ""
+            refused = no_value_cause(key, sub, s.n_queries)
+            if refused is None:
+                more = MIN_INTERVAL_UNITS - n_units
+                counted = (
+                    f"{n_units} queries used of {s.n_queries}"
+                    if unit == "queries"
+                    else f"{n_units} classes ({s.n_queries} queries)"
                 )
-                + "."
-            )
+                refused = (
+                    f"slice {key!r}: {counted}, fewer than the {MIN_INTERVAL_UNITS} {unit} an interval "
+                    f"needs; {more} more {unit if more != 1 else unit[:-2] if unit == 'classes' else 'query'} "
+                    "would give it one."
+                )
             out[key] = SliceInterval(
                 key,
                 name,
@@ -238,6 +241,27 @@ def slice_intervals(
             key, name, value, s.n_queries, sub.n_used, n_units, unit, iv, n_outside=sub.n_outside
         )
     return out
+
+
+def no_value_cause(
+    key: str, sub, n_queries: int, leave_out: str = "leave the slice out (slices=[...])"
+) -> str | None:
+    """Why the slice ``key`` has no value (every query skipped for want of a relevant
+    gallery item, or outside the query set), with the fixes; None when it has one."""
+    if sub.n_used:
+        return None
+    outside = int(getattr(sub, "n_outside", 0) or 0)
+    if outside == n_queries:
+        return (
+            f"slice {key!r}: all {n_queries} queries are outside the query set "
+            f"(queries={sub.config.get('queries')!r}): pass another queries=, or {leave_out}."
+        )
+    return (
+        f"slice {key!r}: all {n_queries} queries skipped (no relevant gallery item; "
+        f"empty_queries={sub.config.get('empty_queries', 'skip')!r}"
+        + (f", {outside} outside the query set" if outside else "")
+        + f"): fix the labels, evaluate with empty_queries='zero' (they then score 0), or {leave_out}."
+    )
 
 
 def slice_rows(result, metrics=None, *, confidence: float | None = None, **kw) -> list[dict]:
