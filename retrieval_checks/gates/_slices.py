@@ -991,6 +991,13 @@ def check_slice_baselines(
         if k.startswith(prefix) and (named is None or k[len(prefix) :] in named):
             record = store.stored(path, k)  # its metric too: another metric's record is refused
             stored[k[len(prefix) :]] = {"value": record["value"], "metric": record.get("metric")}
+    unrecorded = [n for n in (named or ()) if n not in stored]
+    if stored and unrecorded:  # a slice named since the baseline was recorded
+        raise AssertionError(
+            f"{name}: slice(s) {', '.join(map(repr, unrecorded))} of {key!r} have no record in "
+            f"{Path(path).name} (records: {', '.join(map(repr, stored))}); record them with --rc-force-regen "
+            "(writes missing or changed ones and fails) or --rc-regen-all, review the file and commit it."
+        )
     if not stored:
         raise AssertionError(
             f"no baseline for the slices of {key!r} in {Path(path).name}.\n  Create it: run pytest with "

@@ -84,3 +84,21 @@ def test_write_records_removes_a_record_given_as_none(tmp_path):
     rc.gates.write_records([(path, "a", rec), (path, "b", rec)])
     rc.gates.write_records([(path, "a", None)])
     assert _keys(path) == ["b"]
+
+
+def test_a_named_slice_without_a_record_says_to_record_it(results, tmp_path):
+    """Review finding 5: `slices: [en]` -> `[en, de]` failed with "no slice named 'de' in
+    this result" (the result meant the stored baseline) and no fix."""
+    full, _ = results
+    path = tmp_path / "t.baselines.yaml"
+    store = BaselineStore("all")
+    check_slice_baselines(store, full, "map", path=path, key="k", slices=["en"])
+    store.write()
+    with pytest.raises(
+        AssertionError,
+        match=r"slice\(s\) 'de' of 'k' have no record in t\.baselines\.yaml "
+        r"\(records: 'en'\).*--rc-force-regen",
+    ):
+        check_slice_baselines(
+            BaselineStore(), full, "map", path=path, key="k", slices=["en", "de"], max_drop=0.01
+        )
