@@ -3,7 +3,8 @@ finding 12): the record of a slice dropped on purpose is removed by --rc-regen-a
 --rc-force-regen (it stayed, so the gate failed forever with "re-record the baseline"),
 and the missing-slice error names those options.
 
-Cost: about 1 s (two evaluations of 300 queries, a few 2000-resample bootstraps).
+Cost: about 1 s (two evaluations of 300 queries, a few 2000-resample bootstraps), plus
+the engine's one-time start (about 5 s) when it runs first.
 """
 
 from __future__ import annotations

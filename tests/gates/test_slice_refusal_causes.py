@@ -4,7 +4,8 @@ classes ... 5 more classes would give it one"; slice_baseline refuses a slice wi
 value instead of storing NaN; the refusal no longer suggests a ``cluster=`` no slice gate
 takes, and counts in plain words ("1 more class", "4 queries used of 5").
 
-Cost: under 1 s (two evaluations of at most 300 queries).
+Cost: about 1 s (two evaluations of at most 300 queries), plus the engine's one-time
+start (about 5 s) when it runs first.
 """
 
 from __future__ import annotations
