@@ -415,14 +415,14 @@ def test_a_failed_self_check_on_cuda_warns_once_and_the_two_passes_serve(monkeyp
 
     fake_cuda = Backend("torch", torch.device("cuda", 0))
     monkeypatch.setattr(tit, "_STATE", {})
-    monkeypatch.setattr(_triton, "wanted", lambda backend: True)
+    monkeypatch.setattr(_triton, "wanted", lambda backend, task: task == "image_text")
     monkeypatch.setattr(tit, "self_check", lambda device, prepare: (False, "forced failure"))
     with pytest.warns(RuntimeWarning, match="forced failure"):
         assert tit._usable(fake_cuda, prepare_image_text) is False
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tit._usable(fake_cuda, prepare_image_text) is False  # decided once per device
-    monkeypatch.setattr(_triton, "wanted", lambda backend: False)
+    monkeypatch.setattr(_triton, "wanted", lambda backend, task: False)
     monkeypatch.setattr(tit, "_STATE", {})
     monkeypatch.setattr(
         tit,
