@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from ..gates import rule_text
-from ._slices import slices_markdown
+from ._slices import slice_rows, slices_markdown
 
 __all__ = ["render_markdown", "absent_text"]
 
@@ -106,8 +106,7 @@ def change_text(o: dict, previous: dict | None, previous_label: str, absent: str
         return absent
     worst = o.get("worst_slice")
     if worst is not None and _is_num(value):  # a slice gate: its worst slice, then and now
-        rows = before.get("slices") if isinstance(before.get("slices"), list) else []
-        same = next((r for r in rows if isinstance(r, dict) and r.get("slice") == worst), None)
+        same = next((r for r in slice_rows(before) if r.get("slice") == worst), None)
         if same is None or not _is_num(same.get("value")):
             return f"slice {worst}: no value in {previous_label}"
         return f"{value - same['value']:+.4f} vs {previous_label} (slice {worst})"
