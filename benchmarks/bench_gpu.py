@@ -65,9 +65,15 @@ def _sync(torch, device):
         torch.cuda.synchronize(device)
 
 
+#: ``--warmup none`` turns the warm-up call off (a large size's warm-up doubles its cost;
+#: run a small size first, e.g. ``--sizes 20000x128 1000000x128``, to compile the kernels)
+WARMUP = True
+
+
 def _timed(torch, device, fn, repeats: int = 1):
     """(seconds of the fastest of ``repeats`` calls after a warm-up, peak bytes, result)."""
-    fn()  # warm-up: kernels compiled, allocator primed
+    if WARMUP:
+        fn()  # warm-up: kernels compiled, allocator primed
     best, peak, out = float("inf"), 0, None
     for _ in range(repeats):
         if device.type == "cuda":
@@ -162,12 +168,15 @@ def run_triton(
     fell_back = any("Triton" in str(w.message) for w in caught)
     same = all(res[k] == v for k, v in want.items())
     check = "fell back" if fell_back else ("same" if same else "DIFFERS")
+    if not want and not fell_back:
+        check = "not compared"
     tiles = _triton.SCREEN_STATS["screened"] + _triton.SCREEN_STATS["recomputed"]
     if (
         screen != "0" and tiles
     ):  # how often the screen alone decided a tile (else it was recomputed in fp32)
         check += f", {100 * _triton.SCREEN_STATS['screened'] / tiles:.0f}% screened"
-    return {"s": t, "peak": peak, "check": check, **{k: res[k] for k in want}}
+    keys = want or ("map@R", "hit_rate@1")
+    return {"s": t, "peak": peak, "check": check, **{k: res[k] for k in keys if k in res}}
 
 
 def run_size(
@@ -186,25 +195,30 @@ def run_size(
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        with environ(RC_TRITON="0"):
-            t, peak, res = _timed(
-                torch,
-                device,
-                lambda: rc.evaluate(
-                    X,
-                    query_labels=y_np,
-                    metrics=RANK_ONLY,
-                    device=dev_name,
-                    max_memory=args.max_memory,
-                ),
+        with environ(RC_TRITON="0") if not args.skip_torch else contextlib.nullcontext():
+            t, peak, res = (
+                (0.0, 0, {})
+                if args.skip_torch
+                else _timed(
+                    torch,
+                    device,
+                    lambda: rc.evaluate(
+                        X,
+                        query_labels=y_np,
+                        metrics=RANK_ONLY,
+                        device=dev_name,
+                        max_memory=args.max_memory,
+                    ),
+                )
             )
-            rows["ours-rank"] = {
-                "s": t,
-                "peak": peak,
-                "map@R": res["map@R"],
-                "hit_rate@1": res["hit_rate@1"],
-            }
-            if not args.skip_full:
+            if not args.skip_torch:
+                rows["ours-rank"] = {
+                    "s": t,
+                    "peak": peak,
+                    "map@R": res["map@R"],
+                    "hit_rate@1": res["hit_rate@1"],
+                }
+            if not args.skip_full and not args.skip_torch:
                 t, peak, res = _timed(
                     torch,
                     device,
@@ -222,14 +236,15 @@ def run_size(
                     "recall_at_precision@0.9": res["recall_at_precision@0.9"],
                 }
         if args.triton_rows:
-            want = {k: rows["ours-rank"][k] for k in ("map@R", "hit_rate@1")}
-            rows["triton"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
-            rows["screened"] = run_triton(torch, rc, device, X, y_np, args, "bf16", want)
-            rows["tf32"] = run_triton(torch, rc, device, X, y_np, args, "tf32", want)
+            # --skip-torch: nothing to compare with (the check says "not compared")
+            want = {k: rows["ours-rank"][k] for k in ("map@R", "hit_rate@1") if "ours-rank" in rows}
+            for screen, name in (("0", "triton"), ("bf16", "screened"), ("tf32", "tf32")):
+                if screen in args.screens:
+                    rows[name] = run_triton(torch, rc, device, X, y_np, args, screen, want)
             for shape in args.tiles:  # the fp32 kernel's time for each tile shape (RC_TRITON_TILE)
                 with environ(RC_TRITON_TILE=shape):
                     rows[f"tile {shape}"] = run_triton(torch, rc, device, X, y_np, args, "0", want)
-            if not args.skip_full:
+            if not args.skip_full and not args.skip_torch:
                 want_full = {
                     "recall_at_precision@0.9": rows["ours-full"]["recall_at_precision@0.9"]
                 }
@@ -252,9 +267,12 @@ def _with_and_without_kernels(torch, device, args, fn, key: str) -> dict:
     whether the fused run's value equals today's."""
     from retrieval_checks.engine.gpu import _triton
 
-    with environ(RC_TRITON="0"):
-        t, peak, res = _timed(torch, device, fn)
-    out = {"s": t, "peak": peak, key: res[key]}
+    if getattr(args, "fused_only", False) and args.triton_rows:
+        out = {"s": float("nan"), "peak": 0, key: float("nan")}
+    else:
+        with environ(RC_TRITON="0"):
+            t, peak, res = _timed(torch, device, fn)
+        out = {"s": t, "peak": peak, key: res[key]}
     if args.triton_rows:
         ctx = contextlib.nullcontext() if device.type == "cuda" else _triton.on_cpu()
         with environ(RC_TRITON="1"), ctx, warnings.catch_warnings(record=True) as caught:
@@ -267,7 +285,11 @@ def _with_and_without_kernels(torch, device, args, fn, key: str) -> dict:
             key: fused[key],
             "check": "fell back"
             if fell_back
-            else ("same" if fused[key] == res[key] else "DIFFERS"),
+            else (
+                "not compared"
+                if out[key] != out[key]
+                else ("same" if fused[key] == out[key] else "DIFFERS")
+            ),
         }
     return out
 
@@ -338,7 +360,8 @@ def report(results: dict, device_name: str) -> str:
     for key, rows in results.items():
         if not key.startswith("size "):
             continue
-        r = rows
+        r = dict(rows)
+        r.setdefault("ours-rank", {"s": float("nan"), "peak": 0})
         full = r.get("ours-full", {})
         tri = r.get("triton")
         lines.append(
@@ -406,8 +429,33 @@ def main(argv=None) -> int:
         metavar="BMxBNxBK",
         help="also time the fp32 kernel with each tile shape (RC_TRITON_TILE), e.g. 64x128x32",
     )
+    p.add_argument(
+        "--skip-torch",
+        action="store_true",
+        help="skip today's torch-path rows (at 1M they take minutes); the fused rows are then 'not compared'",
+    )
+    p.add_argument(
+        "--screens",
+        nargs="+",
+        default=["0", "bf16", "tf32"],
+        choices=("0", "bf16", "tf32"),
+        help="the fused rows to time: fp32 (0), bf16- and TF32-screened",
+    )
+    p.add_argument(
+        "--fused-only",
+        action="store_true",
+        help="grouped and image-text: time the fused kernel only, not today's path",
+    )
+    p.add_argument(
+        "--warmup",
+        choices=("call", "none"),
+        default="call",
+        help="call: one untimed call before each timed one; none: no warm-up (put a small size first to compile)",
+    )
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args(argv)
+    global WARMUP
+    WARMUP = args.warmup == "call"
     on_cpu = not args.device.startswith("cuda")
     args.triton_rows = args.triton == "on" or (args.triton == "auto" and not on_cpu)
     if on_cpu and args.triton_rows:
