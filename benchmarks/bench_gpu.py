@@ -397,7 +397,7 @@ def report(results: dict, device_name: str) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, help="NxD, e.g. 100000x128")
+    p.add_argument("--sizes", nargs="*", default=DEFAULT_SIZES, help="NxD, e.g. 100000x128")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (smoke run)")
     p.add_argument(
         "--max-memory", default=None, help="the engine's budget (default: the library's)"
