@@ -54,7 +54,8 @@ class GateSpec:
     values; ``tolerance``: a tolerated drop; ``relative``: a fraction of the baseline;
     for other kinds the option's own). ``checks``: the check kinds of a YAML suite that
     take it; ``section``: where a YAML check writes it (``""``: the check's own field,
-    ``compare`` or ``baseline``: inside that mapping). ``shared``: the field is also an
+    ``compare`` or ``baseline``: inside that mapping; a dict ``{check kind: section}``
+    where the kinds write it in different places: :meth:`section_for`). ``shared``: the field is also an
     evaluation option of the same name (a suite's ``options:`` may set it for every
     check; the YAML reads it with the options). ``python``: the Python gates that take
     it as a keyword; ``integration``: whether a training-loop integration's
@@ -79,6 +80,17 @@ class GateSpec:
     integration: bool = False
     metrics: str | None = None
     needs: tuple = ()
+
+    def section_for(self, kind: str) -> str:
+        """Where a check of ``kind`` writes this field (``""``: the check's own field)."""
+        return self.section.get(kind, "") if isinstance(self.section, dict) else self.section
+
+    @property
+    def sections(self) -> tuple:
+        """Every place a check writes this field."""
+        if isinstance(self.section, dict):
+            return tuple(dict.fromkeys(self.section.get(k, "") for k in self.checks))
+        return (self.section,)
 
     def choices_for(self, kind: str | None = None) -> tuple:
         """The values a ``choice`` field takes in a check of ``kind`` (every one when None)."""
@@ -297,10 +309,11 @@ GATE_FIELDS: dict[str, GateSpec] = {
         GateSpec(
             "min_power",
             "value",
-            "fail when the significance test detects a drop of the tolerance with less than this "
-            "power (default: warn only, at 0.8)",
-            ("baseline",),
-            section="baseline",
+            "fail when the gate's test has less than this power (default: warn only, at 0.8): "
+            "a baseline check's significance test to detect a drop of its tolerance; a "
+            "non-inferiority comparison's or a gap's to pass a model with nothing wrong",
+            ("gap", "compare", "baseline"),
+            section={"gap": "", "compare": "compare", "baseline": "baseline"},
             value=Option(
                 "min_power",
                 "number",
@@ -312,7 +325,7 @@ GATE_FIELDS: dict[str, GateSpec] = {
                 open_high=True,
                 optional=True,
             ),
-            python=("assert_no_regression",),
+            python=("assert_no_regression", "assert_not_worse", "assert_gap_below"),
         ),
         GateSpec(
             "max_skipped",
@@ -354,7 +367,10 @@ def fields_of(
         g
         for g in GATE_FIELDS.values()
         if (check is None or check in g.checks)
-        and (section is None or g.section == section)
+        and (
+            section is None
+            or (g.section_for(check) == section if check is not None else section in g.sections)
+        )
         and (integration is None or g.integration == integration)
     ]
 

@@ -146,6 +146,11 @@ def _gate_field(g: GateSpec) -> dict:
     return out
 
 
+def _own(g: GateSpec) -> list:
+    """The check kinds that write ``g`` as a check's own field (not inside a section)."""
+    return [k for k in g.checks if g.section_for(k) == ""]
+
+
 def _section(section: str) -> dict:
     """The gate fields of a check's ``compare:`` or ``baseline:`` mapping."""
     return {g.name: _gate_field(g) for g in fields_of(section=section)}
@@ -452,14 +457,15 @@ def _check() -> dict:
                 ("model", "models"),
             )
         ],
-        # a field of gap, compare or baseline checks only needs its rule's key
-        "dependentRequired": {g.name: list(g.checks) for g in only if len(g.checks) == 1},
+        # a field of gap, compare or baseline checks only needs its rule's key (the kinds that
+        # write it as a check's own field: min_power is a gap's own, inside compare: / baseline:)
+        "dependentRequired": {g.name: _own(g) for g in only if len(_own(g)) == 1},
         "dependentSchemas": {
             **{r: {"not": thresholds} for r in rules},
             **{
-                g.name: {"anyOf": [{"required": [k]} for k in g.checks]}
+                g.name: {"anyOf": [{"required": [k]} for k in _own(g)]}
                 for g in only
-                if len(g.checks) > 1
+                if len(_own(g)) > 1
             },
         },
     }
@@ -581,8 +587,9 @@ _MEANINGS = {
     ("check", "gap"): "{train: dataset, test: dataset}: the generalization gap metric(train) "
     "- metric(test) with its interval (rc.generalization_gap); needs below:",
     ("check", "compare"): "a model name, or {baseline: model, rule: significant / "
-    "non_inferior / value, margin: 0.01}: a paired comparison of each model with the baseline "
-    "on the same queries (rc.compare, then rc.assert_not_worse; rules as there)",
+    "non_inferior / value, margin: 0.01, min_power: 0.8}: a paired comparison of each model with "
+    "the baseline on the same queries (rc.compare, then rc.assert_not_worse; rules as there; "
+    "min_power with rule non_inferior only)",
     ("check", "baseline"): "{max_drop, max_relative_drop, direction, significant, min_power}, "
     "every field optional (baseline: true allows no drop at all): compare with the recorded "
     "baseline",

@@ -1363,6 +1363,14 @@ def _refuse_others(r: _Reader, node, field: str, kind: str) -> None:
                 _join(field, g.name),
                 node.line_of(g.name),
             )
+        if g.name in node and kind in g.checks and g.section_for(kind):
+            section = g.section_for(kind)
+            raise r.error(
+                f"{g.name} of a {kind} check goes in its {section}: mapping ({section}: {{..., "
+                f"{g.name}: {shown(node[g.name])}}}).",
+                _join(field, g.name),
+                node.line_of(g.name),
+            )
 
 
 def _check_metric(r: _Reader, node, field: str) -> MetricSpec:
@@ -1475,7 +1483,16 @@ def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
         )
     if "below" not in node:
         raise r.error("a gap check needs below: (the largest gap allowed).", field, line)
-    return {"on": GATE_FIELDS["on"].default_for("gap"), **_fields(r, node, field, "gap", spec)}
+    kw = {"on": GATE_FIELDS["on"].default_for("gap"), **_fields(r, node, field, "gap", spec)}
+    if "min_power" in kw and kw["on"] != "upper":
+        raise r.error(
+            "min_power: a gap gated with on: value has no test to state the power of; gate the upper "
+            "bound (on: upper, the default: its power is its chance to pass a model with no gap), or "
+            "leave min_power out.",
+            _join(field, "min_power"),
+            node.line_of("min_power"),
+        )
+    return kw
 
 
 def _gap_datasets(r: _Reader, node, field: str, suite_datasets: dict) -> tuple:
@@ -1534,7 +1551,23 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
             cmp.line_of("baseline"),
         )
     }
-    return {**kw, **_fields(r, cmp, f"{field}.compare", "compare", spec, "compare")}
+    kw.update(_fields(r, cmp, f"{field}.compare", "compare", spec, "compare"))
+    rule = kw.get("rule", GATE_FIELDS["rule"].default)
+    if "min_power" in kw and rule != "non_inferior":
+        why = (
+            "rule: significant reports the drop its test detects (its mdd in every output), and its "
+            "margin is the null of that test, not a drop it must detect: there is no tolerance to "
+            "require a power at (a baseline check with significant: true and max_drop has one)"
+            if rule == "significant"
+            else "rule: value has no test, so no power"
+        )
+        raise r.error(
+            f"min_power goes with rule: non_inferior (its chance of passing an unchanged model); {why}. "
+            "Use rule: non_inferior with a margin, or leave min_power out.",
+            _join(f"{field}.compare", "min_power"),
+            cmp.line_of("min_power"),
+        )
+    return kw
 
 
 def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
@@ -1560,7 +1593,22 @@ def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
         "{max_drop: ..., max_relative_drop: ..., direction: higher/lower, significant: true/false}",
     )
     r.keys(b, where, section_keys("baseline"))
-    return {"tolerances": _fields(r, b, where, "baseline", spec, "baseline")}
+    kw = _fields(r, b, where, "baseline", spec, "baseline")
+    if "min_power" in kw:
+        need = (
+            "significant: true (the power is that of the significance test)"
+            if kw.get("significant") is not True
+            else "a tolerance, max_drop or max_relative_drop (the drop the test must detect)"
+            if "max_drop" not in kw and "max_relative_drop" not in kw
+            else None
+        )
+        if need is not None:
+            raise r.error(
+                f"min_power needs {need}; add it, or leave min_power out.",
+                _join(where, "min_power"),
+                b.line_of("min_power"),
+            )
+    return {"tolerances": kw}
 
 
 _RULES = {

@@ -63,11 +63,21 @@ def where(tmp_path):
     return tmp_path
 
 
+#: What a row needs beside it in a check of a kind (min_power: a test with a power)
+_NEEDS = {
+    ("min_power", "compare"): {"rule": "non_inferior", "margin": 0.05},
+    ("min_power", "baseline"): {"significant": True},
+}
+
+
 def _suite(where, row: GateSpec, kind: str, value):
     """A suite file with one check of ``kind`` (on line 8) writing ``row``'s field as
     ``value``."""
     check = {k: dict(v) if isinstance(v, dict) else v for k, v in _CHECK[kind].items()}
-    (check[row.section] if row.section else check)[row.name] = value
+    section = row.section_for(kind)
+    place = check[section] if section else check
+    place.update(_NEEDS.get((row.name, kind), {}))
+    place[row.name] = value
     p = where / "rc_suite.yaml"
     p.write_text(
         "datasets:\n  a: {queries: set.npz}\n  b: {queries: set.npz}\n"
@@ -102,8 +112,8 @@ def _valid(o: Option):
 def test_every_row_is_well_formed_and_its_python_gates_take_it(row):
     assert row.kind in ("threshold", "choice", "flag", "value")
     assert row.checks and set(row.checks) <= set(CHECK_KINDS)
-    assert row.section in ("", "compare", "baseline")
-    assert not row.section or row.checks == (row.section,)
+    for kind in row.checks:  # a section is its own check kind's
+        assert row.section_for(kind) in ("", kind) and row.section_for(kind) != "threshold"
     assert row.help
     if row.kind == "value":
         assert isinstance(row.value, Option)
@@ -179,12 +189,13 @@ def test_the_json_schema_has_every_row():
     check = suite_json_schema()["$defs"]["check"]
     props = check["properties"]
     for row in ROWS:
-        if row.section == "compare":
-            assert row.name in props["compare"]["anyOf"][1]["properties"]
-        elif row.section == "baseline":
-            assert row.name in props["baseline"]["anyOf"][2]["properties"]
-        else:
-            assert row.name in props, row.name
+        for section in row.sections:
+            if section == "compare":
+                assert row.name in props["compare"]["anyOf"][1]["properties"]
+            elif section == "baseline":
+                assert row.name in props["baseline"]["anyOf"][2]["properties"]
+            else:
+                assert row.name in props, row.name
 
 
 # ------------------------------------------------------------ a new row: one edit, every consumer
