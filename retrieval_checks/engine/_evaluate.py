@@ -91,7 +91,9 @@ def evaluate(
         ``recall@K``, ``precision@K``, ``map``, ``map@K``, ``map_cut@K``,
         ``map_capped@K``, ``map@R``, ``r_precision``, ``mrr``, ``medr``, ``meanr``,
         ``ndcg@K``, ``ndcg`` (``ndcg_exp``: the same on binary relevance), ``mrr@K``,
-        ``f1@K``, ``recall_cap@K``, ``dcg@K``, ``rbp@p``, ``gm_map``,
+        ``f1@K``, ``recall_cap@K``, ``dcg@K``, ``rbp@p``, ``gm_map``, ``bpref`` and
+        ``rbp_residual@p`` (every gallery item is judged: an item that is not relevant
+        is a judged non-relevant one, so the residual is 0),
         ``iprec_at_recall@L``, ``iprec_11pt``, ``pair_precision@t=T``,
         ``pair_recall@t=T``, ``pair_f1@t=T``, ``recall_at_precision@P``,
         ``precision_at_recall@Q``, ``discriminant_ratio``; trec_eval's, BEIR's and

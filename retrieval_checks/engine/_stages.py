@@ -84,12 +84,6 @@ def _parse_all(metrics) -> list[MetricSpec]:
                 f"retrieval_checks.ann_recall(queries, gallery, neighbors, k={s.k}) with the index's neighbours.",
                 name=s.name,
             )
-        if s.capabilities.entry == "evaluate_run":  # bpref, rbp_residual: judged vs unjudged
-            raise MetricNameError(
-                f"{s.name!r} tells judged from unjudged documents, and labels judge every gallery item: "
-                "call retrieval_checks.evaluate_run(run, qrels, ...) with the qrels.",
-                name=s.name,
-            )
     return specs
 
 

@@ -133,6 +133,8 @@ class PassTotals:
         )
         self.fixed_fp = np.zeros(len(self.fixed), np.int64)
         self.counter = None  # the pass's counter (set by stream)
+        # the items of each query's ranking, every one judged (bpref; set by stream)
+        self.n_ranked: np.ndarray | None = None
 
     def add(self, part: BlockPartial) -> None:
         """Merge one block's partial result."""
@@ -184,7 +186,10 @@ class PassTotals:
         start, stop = part.start, part.stop
         specs = [s for s in self.query_specs if part.grade is None or s.family not in _NDCG]
         rid, position, rank, tied, counts = view
-        by = binary_policy_values(specs, rid, position, rank, tied, counts, self.ties)
+        ranked = None if self.n_ranked is None else self.n_ranked[start:stop]
+        by = binary_policy_values(
+            specs, rid, position, rank, tied, counts, self.ties, n_ranked=ranked
+        )
         for spec in specs:
             name = spec.name
             self._store(
@@ -297,6 +302,8 @@ def stream(
         unranked,
     )
     totals.counter = counter  # the binning pass counts with it too
+    # each query ranks the gallery less its own items (self-exclusion, identical ids)
+    totals.n_ranked = problem.n_g - problem.self_pairs.row_counts()
     # checkpointed and executor blocks are the plan's (a checkpoint's files are keyed by them)
     fixed = store is not None or executor is not None
     rows = problem.b if fixed else block_rows(problem, counter, totals.want_pairs)

@@ -30,22 +30,25 @@ GRADED = ("ndcg", "ndcg_exp", "dcg", "dcg_exp")
 
 
 def binary_policy_values(
-    specs, rid, position, rank, tied, n_relevant, ties: str, chosen_rank=None
+    specs, rid, position, rank, tied, n_relevant, ties: str, chosen_rank=None, n_ranked=None
 ) -> dict[str, dict[str, np.ndarray]]:
     """``{"chosen" and each of KINDS: {name: per-query values}}`` of the binary metrics in
     ``specs``; ``rank`` is each relevant item's pessimistic rank, ``tied`` the
     non-relevant items tied with it. ``chosen_rank``: ``(rid, position, rank)`` of the
-    relevant items in an order without ties (``ties="docid"``), which gives "chosen"."""
+    relevant items in an order without ties (``ties="docid"``), which gives "chosen".
+    ``n_ranked``: the items of each row's ranking, all judged (``bpref``, ``rbp_residual``)."""
     if not specs:
         return {kind: {} for kind in ("chosen", *KINDS)}
     if chosen_rank is None and ties not in ("pessimistic", "optimistic", "average"):
         raise ValueError(f"ties={ties!r} needs the untied ranks (chosen_rank)")  # a caller's bug
-    pess = per_query_values(specs, rid, position, rank, n_relevant)
-    opt = per_query_values(specs, rid, position, rank - tied, n_relevant)
+    pess = per_query_values(specs, rid, position, rank, n_relevant, n_ranked)
+    opt = per_query_values(specs, rid, position, rank - tied, n_relevant, n_ranked)
     if chosen_rank is not None:
-        chosen = per_query_values(specs, *chosen_rank, n_relevant)
+        chosen = per_query_values(specs, *chosen_rank, n_relevant, n_ranked)
     elif ties == "average":
-        chosen = _ties.expected_per_query_values(specs, rid, position, rank, tied, n_relevant)
+        chosen = _ties.expected_per_query_values(
+            specs, rid, position, rank, tied, n_relevant, n_ranked
+        )
     else:
         chosen = pess if ties == "pessimistic" else opt
     lo, hi = {}, {}

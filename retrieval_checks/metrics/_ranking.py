@@ -17,6 +17,12 @@ the query's ranking after self-exclusion, ties resolved by the tie policy):
 - ``f1@K``            = 2 #{i: r_i <= K} / (K + R) (the harmonic mean of precision@K and recall@K)
 - ``recall_cap@K``    = #{i: r_i <= K} / min(K, R)
 - ``rbp@p``           = (1 - p) * sum_i p^(r_i - 1)
+- ``bpref``           = (1/R) sum_i 1 - min(a_i, R) / min(N, R), a_i = r_i - i the judged
+  non-relevant items ranked above the i-th relevant item, N = those of the ranking (every
+  ranked item not relevant is judged: labels judge the whole gallery); 1 per term where
+  min(N, R) = 0 (trec_eval's bpref)
+- ``rbp_residual@p``  = 0: every item is judged and the ranking holds all of them, so RBP
+  has nothing left to gain (``evaluate_run`` computes it where judgements are incomplete)
 - ``gm_map``          = AP per query; aggregated as exp(mean(log(max(AP, 1e-5))))
 - ``iprec_at_recall@L`` = max_{c <= j <= H} j / r_j, c = max(1, floor(L R + 0.9)) (trec_eval
   9.0's cut-off), H the relevant items ranked; 0 when c > H
@@ -38,7 +44,7 @@ import numpy as np
 from ..errors import RetrievalChecksError
 from ._names import MetricSpec
 
-__all__ = ["per_query_values", "aggregate", "discount_prefix"]
+__all__ = ["per_query_values", "aggregate", "discount_prefix", "bpref_values"]
 
 
 def discount_prefix(n: int) -> np.ndarray:
@@ -91,6 +97,30 @@ def interpolated_precision(rid, position, prec_at, n_relevant, levels) -> np.nda
     return out
 
 
+def bpref_values(rid, above, spread, n_relevant, n_ranked) -> np.ndarray:
+    """trec_eval's bpref per row from each ranked relevant item's row, its judged
+    non-relevant items ranked above it for certain (``above``) and those tied with it
+    (``spread``: y of them come before it, y uniform on 0 .. spread: an item's place
+    among the non-relevant items it ties with is uniform, so the expectation is exact;
+    0 for a fixed order). ``n_ranked``: the items of each row's ranking, every one
+    judged (N = n_ranked - the ranked relevant items). Per item 1 - E[min(a, R)] /
+    min(N, R) (1 where min(N, R) = 0), summed and divided by R; NaN where R = 0."""
+    n = n_relevant.shape[0]
+    R = n_relevant.astype(np.float64)
+    N = np.asarray(n_ranked, np.float64) - np.bincount(rid, minlength=n)
+    cap = np.minimum(N, R)[rid]
+    Rr = R[rid]
+    A = np.asarray(above, np.float64)
+    J = np.asarray(spread, np.float64)
+    last = np.clip(Rr - A, -1.0, J)  # the last y with A + y <= R: sum_{y=0..J} min(A + y, R)
+    mean_min = ((last + 1) * A + last * (last + 1) / 2 + (J - last) * Rr) / (J + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        term = np.where(cap > 0, 1.0 - mean_min / cap, 1.0)
+        v = np.bincount(rid, weights=term, minlength=n) / R
+    v[n_relevant == 0] = np.nan
+    return v
+
+
 def per_query_values(
     # long: one branch per family: the contract's definitions side by side
     specs: list[MetricSpec],
@@ -98,12 +128,15 @@ def per_query_values(
     position: np.ndarray,
     rank: np.ndarray,
     n_relevant: np.ndarray,
+    n_ranked: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-query values of every query-level metric in ``specs``.
 
     ``rid``: row of each relevant item; ``position``: its 0-based position among the
     row's relevant items by decreasing score; ``rank``: its 1-based rank. Rows with
     no relevant item get NaN (the empty-query policy is applied by the caller).
+    ``n_ranked``: the items of each row's ranking, all of them judged (``bpref`` and
+    ``rbp_residual`` read it: a layout without it cannot tell them).
     """
     n = n_relevant.shape[0]
     R = n_relevant.astype(np.float64)
@@ -178,6 +211,12 @@ def per_query_values(
         elif f == "rbp":
             p = spec.level
             v = (1.0 - p) * np.bincount(rid, weights=p ** (rank_f - 1.0), minlength=n)
+        elif f in ("bpref", "rbp_residual") and n_ranked is None:  # a caller's bug
+            raise ValueError(f"{spec.name} needs n_ranked (the judged items of each ranking)")
+        elif f == "bpref":
+            v = bpref_values(rid, rank - position - 1, np.zeros(rid.shape), n_relevant, n_ranked)
+        elif f == "rbp_residual":  # every item judged and ranked: nothing left to gain
+            v = np.zeros(n)
         elif f == "gm_map":
             v = np.bincount(rid, weights=prec_at, minlength=n) * inv_R
         elif f == "iprec_at_recall":

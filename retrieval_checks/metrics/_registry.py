@@ -188,7 +188,6 @@ FAMILIES: dict[str, Family] = {
             "bpref",
             "binary preference: per retrieved relevant item, 1 - min(judged non-relevant above, R) "
             "/ min(N, R), summed over R (trec_eval bpref; unjudged documents ignored)",
-            entry="evaluate_run",
         ),
         _q("rbp", "rbp@p", "rank-biased precision (1 - p) sum p^(rank - 1) over relevant items"),
         _q(
@@ -198,7 +197,6 @@ FAMILIES: dict[str, Family] = {
             "documents, plus p^depth",
             higher_is_better=False,
             gap=False,
-            entry="evaluate_run",
         ),
         _q(
             "gm_map",

@@ -64,7 +64,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._names import MetricSpec
-from ._ranking import discount_prefix, ideal_dcg, interpolated_precision
+from ._ranking import bpref_values, discount_prefix, ideal_dcg, interpolated_precision
 
 __all__ = [
     "expected_per_query_values",
@@ -535,11 +535,14 @@ def expected_per_query_values(
     rank_pess: np.ndarray,
     tied: np.ndarray,
     n_relevant: np.ndarray,
+    n_ranked: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-query expected value, over the orderings of tied items, of every query-level
     metric in ``specs`` (names and meanings as :func:`._ranking.per_query_values`;
     ``medr`` / ``meanr`` give E[first relevant rank] per query). Rows with no relevant
-    item get NaN."""
+    item get NaN. ``n_ranked``: as :func:`._ranking.per_query_values` (``bpref``: each
+    relevant item has y of the ``tied`` non-relevant items before it, y uniform on
+    0 .. tied, whatever the relevant items tied with it do: exact)."""
     n_relevant = np.asarray(n_relevant)
     size = n_relevant.shape[0]
     R = n_relevant.astype(np.float64)
@@ -610,6 +613,13 @@ def expected_per_query_values(
         elif f == "rbp":
             p = spec.level
             v = np.bincount(g.row, weights=r / (r + t) * (p**s - p ** (s + r + t)), minlength=size)
+        elif f in ("bpref", "rbp_residual") and n_ranked is None:  # a caller's bug
+            raise ValueError(f"{spec.name} needs n_ranked (the judged items of each ranking)")
+        elif f == "bpref":
+            above = np.asarray(rank_pess) - np.asarray(position) - 1 - np.asarray(tied)
+            v = bpref_values(np.asarray(rid), above, tied, n_relevant, n_ranked)
+        elif f == "rbp_residual":  # every item judged and ranked: nothing left to gain
+            v = np.zeros(size)
         elif f == "gm_map":
             v = psum("all", np.inf) * inv_R
         elif f == "iprec_at_recall":

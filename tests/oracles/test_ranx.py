@@ -157,15 +157,27 @@ def test_issue31_measures_under_ties_agree_between_evaluate_and_evaluate_run():
 
 def test_graded_dcg_equals_ranx_and_judgement_measures_need_a_run():
     """dcg@K keeps the grades as gains (ranx's dcg) in both paths; bpref and the RBP
-    residual tell judged from unjudged documents, which embeddings with labels cannot."""
+    residual tell judged from unjudged documents: in evaluate every gallery item not
+    relevant is judged non-relevant, so its bpref is ranx's with qrels that judge every
+    document (grade 0 where the relevance lists none) and its residual is 0."""
     queries, docs, scores, relevance = _data(2)
     want, qrels, run = _ranx(scores, relevance, ["dcg@10"])
-    dense = rc.evaluate(queries, docs, relevance=relevance, metrics=["dcg@10"], similarity="dot")
+    dense = rc.evaluate(
+        queries,
+        docs,
+        relevance=relevance,
+        metrics=["dcg@10", "bpref", "rbp_residual@0.8"],
+        similarity="dot",
+    )
     assert dense["dcg@10"] == pytest.approx(want["dcg@10"], abs=1e-9)
     assert rc.evaluate_run(run, qrels, ["dcg@10"])["dcg@10"] == pytest.approx(want["dcg@10"])
-    for name in ("bpref", "rbp_residual@0.8"):
-        with pytest.raises(rc.MetricNameError, match="call retrieval_checks.evaluate_run"):
-            rc.evaluate(queries, docs, relevance=relevance, metrics=[name], similarity="dot")
+    complete = {q: {d: rel.get(d, 0) for d in range(N_D)} for q, rel in relevance.items()}
+    full, qrels_all, run_all = _ranx(scores, complete, ["bpref"])
+    assert dense["bpref"] == pytest.approx(full["bpref"], abs=1e-9)
+    assert rc.evaluate_run(run_all, qrels_all, ["bpref"])["bpref"] == pytest.approx(
+        full["bpref"], abs=1e-9
+    )
+    assert dense["rbp_residual@0.8"] == 0.0
 
 
 @pytest.mark.parametrize("seed, group", [(6, 4), (8, 40)])

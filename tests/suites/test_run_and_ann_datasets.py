@@ -524,18 +524,18 @@ def test_run_datasets_take_trec_evals_query_set_and_beirs_identical_ids(tmp_path
         load_suite(bad)
 
 
-def test_run_only_measures_are_refused_on_embedding_datasets_at_load(tmp_path):
+def test_judgement_measures_are_refused_on_ann_datasets_at_load(tmp_path):
+    """bpref is measured on run and retrieval datasets (labels judge every gallery item;
+    tests/metrics/test_bpref_rbp_evaluate.py), not on an ann dataset's neighbours."""
     _data(tmp_path)
     bad = _write(
         tmp_path,
         """
         datasets:
-          emb: {type: retrieval, queries: data/queries.npz, gallery: data/gallery.npz}
+          nn: {type: ann, queries: data/queries.npz, gallery: data/gallery.npz, neighbors: data/nb.npy, k: 12}
         checks:
-          - {metric: bpref, dataset: emb, at_least: 0.1}
+          - {metric: bpref, dataset: nn, at_least: 0.1}
         """,
     )
-    with pytest.raises(
-        SuiteError, match="bpref is measured on run datasets; this one is retrieval"
-    ):
+    with pytest.raises(SuiteError, match="bpref is not measured on ann datasets"):
         load_suite(bad)
