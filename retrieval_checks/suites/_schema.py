@@ -1621,20 +1621,32 @@ _RULES = {
 
 def _types_of(spec: MetricSpec) -> tuple:
     """The dataset types a metric is measured on: ann_recall@K on ann datasets; bpref
-    and rbp_residual (they tell judged from unjudged documents) on run datasets; the
-    other ranking metrics evaluate_run computes on retrieval, run and beir datasets;
-    the rest on the family's own dataset type."""
+    and rbp_residual (they tell judged from unjudged documents) on run datasets and on
+    retrieval datasets (labels judge every gallery item), not on beir ones (BEIR's qrels
+    judge a few documents of the corpus); the other ranking metrics evaluate_run
+    computes on retrieval, run and beir datasets; the rest on the family's own type."""
     if spec.capabilities.entry == "ann_recall":
         return ("ann",)
-    if spec.capabilities.entry == "evaluate_run":  # bpref, rbp_residual: judged vs unjudged
-        return ("run",)
+    if spec.family in _JUDGED_ONLY:
+        return ("retrieval", "run")
     if spec.family in _RUN_FAMILIES:
         return (spec.capabilities.dataset, "run", "beir")
     return (spec.capabilities.dataset,)
 
 
+#: Measures that tell judged from unjudged documents (refused on beir datasets).
+_JUDGED_ONLY = ("bpref", "rbp_residual")
+
+
 def _refused(spec: MetricSpec, kind: str) -> str:
     """Why ``spec`` is not measured on a dataset of type ``kind``."""
+    if kind == "beir" and spec.family in _JUDGED_ONLY:
+        return (
+            f"{spec.name} tells judged from unjudged documents, and a beir dataset ranks the whole corpus "
+            "against qrels that judge a few documents of it: every other document would count as judged "
+            "non-relevant. Measure it on a run dataset (the model's run and the qrels, trec_eval's bpref / "
+            "RBP residual) or on a retrieval dataset with labels (every gallery item judged)."
+        )
     if kind == "beir":
         return (
             f"{spec.name} is not measured on beir datasets: a BEIR split holds graded qrels, not labels; its "
