@@ -667,6 +667,9 @@ def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 300.0)
 
 def _single(sc: dict):
     kw = dict(sc["kw"])
+    # the ranks run under gloo, whose device="auto" is the CPU: the one-process reference
+    # runs there too (on a CUDA machine its auto would pick the GPU and another budget)
+    kw.setdefault("device", "cpu")
     entry = rc.evaluate_image_text if sc.get("entry") == "image_text" else rc.evaluate
     return _outcome(lambda: entry(sc["Q"], sc["G"], **kw))
 

@@ -77,7 +77,9 @@ def spy(monkeypatch):
 
 
 def _both(monkeypatch, **kw):
-    """rc.evaluate under the scored counter, then under the fused one."""
+    """rc.evaluate under the scored counter, then under the fused one (on the CPU: on a
+    CUDA machine device="auto" would take the GPU, where neither counter runs)."""
+    kw.setdefault("device", "cpu")
     monkeypatch.setenv("RC_CPU_COUNTER", "scored")
     scored = rc.evaluate(**kw)
     monkeypatch.setenv("RC_CPU_COUNTER", "fused")
@@ -640,7 +642,7 @@ def test_mirror_declines_neg_l2_query_gallery_and_checkpoints(monkeypatch, mirro
     rng = np.random.default_rng(13)
     X = np.round(rng.standard_normal((80, 4)), 1).astype(np.float32)
     y = rng.integers(0, 6, 80)
-    kw = dict(metrics=["map", "recall@3"], tile=(16, 32))
+    kw = dict(metrics=["map", "recall@3"], tile=(16, 32), device="cpu")
     _same(*_both(monkeypatch, queries=X, query_labels=y, similarity="neg_l2", **kw))
     _same(
         *_both(monkeypatch, queries=X[:30], query_labels=y[:30], gallery=X, gallery_labels=y, **kw)

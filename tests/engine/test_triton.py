@@ -972,11 +972,10 @@ def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
         assert "fused" in line and "(same)" in line, line
 
 
-def test_the_main_pass_kernel_is_the_cuda_default_and_the_others_opt_in(monkeypatch):
-    """Measured on an H200 (docs/gpu.md): the main pass's kernel equals the CPU path in
-    every exactness case and runs faster than the torch path, so RC_TRITON unset means
-    auto: that kernel on CUDA (after its self-check). The grouped and image-text kernels
-    were not measured faster: only RC_TRITON=1 turns them on; RC_TRITON=0 turns all off."""
+def test_the_fused_kernels_are_the_cuda_default(monkeypatch):
+    """Measured on an H200 (docs/gpu.md): each fused kernel equals the CPU path in every
+    exactness case and runs faster than the torch path, so RC_TRITON unset means auto:
+    the kernels on CUDA (each after its self-check); RC_TRITON=0 turns all off."""
     from retrieval_checks.engine._backend import Backend
 
     cuda = Backend("torch", torch.device("cuda", 0))
@@ -988,8 +987,8 @@ def test_the_main_pass_kernel_is_the_cuda_default_and_the_others_opt_in(monkeypa
     monkeypatch.setattr(_triton, "_STATE", {})
     assert _triton.mode() == "auto"
     assert _triton.wanted(cuda) is True and len(checked) == 1  # the self-check stays
-    for task in ("grouped", "image_text"):
-        assert _triton.wanted(cuda, task) is False
+    assert all(_triton.wanted(cuda, task) for task in ("grouped", "image_text"))
+    assert _triton.AUTO_TASKS == {"pass", "grouped", "image_text"}
     monkeypatch.setenv("RC_TRITON", "1")
     assert all(_triton.wanted(cuda, task) for task in ("pass", "grouped", "image_text"))
     monkeypatch.setenv("RC_TRITON", "0")
