@@ -1,0 +1,219 @@
+"""evaluate_run reads plain ``{qid: {docid: value}}`` dicts at once (issue 32,
+:func:`retrieval_checks.engine._runs._plain_flat`): ids checked and coded over whole
+arrays (their bytes sorted as 64-bit words), values converted in one pass. The result is
+the entry-by-entry reading's, bit for bit, whatever the ids' lengths, prefixes and
+order, every tie policy and option; anything not plain takes the entry path and its
+message.
+
+Cost: about 3 CPU-s.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+from retrieval_checks.engine import _runs
+
+METRICS = ["map", "ndcg@5", "ndcg_exp@10", "recall@3", "mrr", "precision@2", "bpref", "medr"]
+METRICS += ["rbp_residual@0.8", "iprec_at_recall@0.5", "hit_rate@2"]
+
+
+def _ids(rng, n: int, short: bool = False) -> list[str]:
+    """Distinct ids of mixed lengths: prefixes of each other ("d1", "d10", "d100"), ids of
+    exactly 8 and 16 bytes (whole words), long ones, and characters on both sides of the
+    digits in code-point order. ``short``: a few characters, up to 6 of them (coded as
+    numbers in a small base: one sort); else up to 30 (coded as 64-bit words)."""
+    if short:
+        pool = ["1", "10", "100", "2", "9", "0", "00", "a1", "a", "a10", "b", "d99999"]
+        pool += [f"d{i:0{rng.integers(1, 5)}d}" for i in range(3 * n)]
+        return list(dict.fromkeys(rng.permutation(pool).tolist()))[:n]
+    pool = ["d1", "d10", "d100", "d2", "D1", "abcdefgh", "abcdefgh1", "abcdefg"]
+    pool += ["x" * 16, "x" * 15 + "y", "x" * 17, "~", "!", "a-b_c.d/e:f", "Z" * 30, "0", "00"]
+    pool += [f"doc{i:0{rng.integers(1, 6)}d}" for i in range(3 * n)]
+    return list(dict.fromkeys(rng.permutation(pool).tolist()))[:n]
+
+
+def _case(seed: int, levels: int = 4, short: bool = False):
+    rng = np.random.default_rng(seed)
+    docs = _ids(rng, 40, short)
+    run = {
+        f"q{q}": {docs[d]: float(rng.integers(0, levels)) for d in rng.choice(40, 12, False)}
+        for q in range(9)
+    }
+    qrels = {
+        f"q{q}": {docs[d]: int(rng.integers(-1, 4)) for d in rng.choice(40, 8, False)}
+        for q in range(0, 11)
+    }
+    return run, qrels
+
+
+def _same(a, b):
+    assert list(a) == list(b)
+    for k in a:
+        assert a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])), k
+    for k in a.per_query:
+        assert np.array_equal(a.per_query[k], b.per_query[k], equal_nan=True), k
+    assert dict(a.tie_values) == dict(b.tie_values)
+    assert list(a.query_ids) == list(b.query_ids)
+    assert np.array_equal(a.first_relevant_rank, b.first_relevant_rank)
+    assert np.array_equal(a.skipped_queries, b.skipped_queries)
+    assert np.array_equal(a.outside_queries, b.outside_queries)
+    assert a.config == b.config
+    assert a.tied_share == b.tied_share
+
+
+def _entry_by_entry(monkeypatch, *args, **kw):
+    with monkeypatch.context() as m:
+        m.setattr(_runs, "_plain_flat", lambda *a: None)
+        m.setattr(_runs, "_plain_row", lambda *a: None)
+        return rc.evaluate_run(*args, **kw)
+
+
+def _read_at_once(monkeypatch, *args, **kw):
+    calls = []
+    real = _runs._plain_flat
+    with monkeypatch.context() as m:
+        m.setattr(_runs, "_plain_flat", lambda *a: calls.append(real(*a)) or calls[-1])
+        out = rc.evaluate_run(*args, **kw)
+    assert calls and calls[0] is not None, "the plain dicts were not read at once"
+    return out
+
+
+@pytest.mark.parametrize("seed, short", [(0, False), (1, True), (2, False), (3, True)])
+@pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average", "docid"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"queries": "run"}, {"queries": "qrels", "relevance_level": 2}, {"k": 5}],
+    ids=["both", "run", "qrels-level2", "k5"],
+)
+def test_dicts_read_at_once_give_the_entry_by_entry_result(monkeypatch, seed, short, ties, options):
+    run, qrels = _case(seed, levels=3 if ties != "docid" else 2, short=short)
+    if "k" in options and ties != "docid":
+        run = {q: {d: v + i * 1e-3 for i, (d, v) in enumerate(r.items())} for q, r in run.items()}
+    args = (run, qrels, METRICS)
+    _same(
+        _read_at_once(monkeypatch, *args, ties=ties, **options),
+        _entry_by_entry(monkeypatch, *args, ties=ties, **options),
+    )
+
+
+def test_docid_order_is_code_point_order_across_lengths(monkeypatch):
+    """One tie of every id: trec_eval's order (strcmp, descending) decides every rank; the
+    ids differ past the first 8-byte word, are prefixes of each other, or differ in case."""
+    ids = ["x" * 16, "x" * 15 + "y", "x" * 17, "d1", "d10", "D1", "abcdefgh", "abcdefgh1", "~"]
+    for rel in ids:
+        run = {"q": dict.fromkeys(ids, 1.0)}
+        qrels = {"q": {rel: 1}}
+        res = _read_at_once(monkeypatch, run, qrels, ["mrr"], ties="docid")
+        assert res.first_relevant_rank[0] == 1 + sorted(ids, reverse=True).index(rel)
+        _same(res, _entry_by_entry(monkeypatch, run, qrels, ["mrr"], ties="docid"))
+
+
+def test_one_long_id_among_short_ones_is_coded_by_a_dict(monkeypatch):
+    """Padding every id to the longest would take too much memory: the ids are then coded
+    by a dict, with the same codes (code-point order) and result."""
+    rng = np.random.default_rng(5)
+    long_id = "L" * 200_000
+    run = {f"q{q}": {f"d{d}": float(rng.integers(0, 3)) for d in range(30)} for q in range(4)}
+    run["q0"][long_id] = 1.0
+    qrels = {"q0": {long_id: 2, "d3": 1}, "q1": {"d4": 1}, "q2": {"d0": 3}}
+    ids = [d for r in run.values() for d in r] + [d for r in qrels.values() for d in r]
+    codes, names = _runs._code_ids(ids, _runs._plain_ids(ids))
+    assert names == sorted(set(ids))
+    assert [names[c] for c in codes] == ids
+    for ties in ("docid", "average"):
+        _same(
+            _read_at_once(monkeypatch, run, qrels, METRICS, ties=ties),
+            _entry_by_entry(monkeypatch, run, qrels, METRICS, ties=ties),
+        )
+
+
+@pytest.mark.parametrize("short", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_codes_are_the_ranks_of_the_ids_in_code_point_order(seed, short):
+    rng = np.random.default_rng(seed)
+    distinct = _ids(rng, 60, short)
+    ids = [distinct[i] for i in rng.integers(0, 60, 500)]
+    codes, names = _runs._code_ids(ids, _runs._plain_ids(ids))
+    assert names == sorted(set(ids))
+    assert [names[c] for c in codes] == ids
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [["a", ""], ["", "a"], ["a", "", "b"], ["a b"], ["a\nb"], ["a\tb"], ["é"], ["a\x00"], [1]],
+)
+def test_ids_that_are_not_plain_are_not_read_at_once(ids):
+    assert _runs._plain_ids(ids) is None
+
+
+def test_integer_query_ids_and_identical_ids(monkeypatch):
+    """Integer query ids read as their text; ignore_identical_ids drops a query's own id."""
+    run = {1: {"1": 3.0, "d2": 2.0, "d3": 1.0}, 2: {"d2": 1.0, "2": 0.5}}
+    qrels = {"1": {"1": 1, "d3": 1}, "2": {"d2": 1}}
+    for flag in (False, True):
+        res = _read_at_once(monkeypatch, run, qrels, METRICS, ignore_identical_ids=flag)
+        _same(res, _entry_by_entry(monkeypatch, run, qrels, METRICS, ignore_identical_ids=flag))
+    assert res.config["identical_ids_dropped"] == 2
+
+
+@pytest.mark.parametrize(
+    "run, qrels",
+    [
+        ({1: {"d": 1.0}, "1": {"d": 2.0}}, {"1": {"d": 1}}),  # one query twice
+        ({"q": {"d": np.float64(1.0)}}, {"q": {"d": 1}}),  # a numpy score
+        ({"q": {"d": 1}}, {"q": {"d": 1}}),  # an int score
+        ({"q": {"d": 1.0}}, {"q": {"d": 1.0}}),  # a float grade
+        ({"q": {"d": 1.0}}, {"q": {"d": 2**63}}),  # a grade beyond int64
+        ({"q": {5: 1.0}}, {"q": {"5": 1}}),  # an integer document id
+        ({"q": [("d", 1.0)]}, {"q": {"d": 1}}),  # a row that is not a dict
+        ({"q": {"d": 1.0}}, {True: {"d": 1}}),  # a bool query id
+    ],
+)
+def test_anything_not_plain_takes_the_entry_path(run, qrels):
+    assert _runs._plain_flat(run, qrels) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("docid", [False, True])
+def test_query_blocks_sorted_one_by_one_give_the_lexsort_order(seed, docid):
+    """Each query's contiguous block sorted on its own (blocks of 64 entries or more on
+    average): the order of one lexsort over everything, ties (equal scores, -0.0 and 0.0)
+    in input order; blocks out of query order, or a query in two blocks, take the lexsort."""
+    rng = np.random.default_rng(seed)
+    n_q = int(rng.integers(1, 12))
+    sizes = rng.integers(0 if seed % 2 else 60, 200, n_q)
+    q = np.repeat(rng.permutation(n_q), sizes)
+    if seed == 5 and q.size > 2:
+        q[-1] = q[0]  # one query in two blocks
+    score = rng.integers(-3, 4, q.size).astype(np.float64) * rng.choice([1.0, 0.5], q.size)
+    score[score == 0] = rng.choice([0.0, -0.0], int((score == 0).sum()))
+    key = rng.integers(0, 50, q.size) if docid else None
+    want = np.lexsort((-score, q) if key is None else (-key, -score, q))
+    assert np.array_equal(_runs._query_order(q, score, key), want)
+
+
+@pytest.mark.parametrize("ties", ["pessimistic", "average", "docid"])
+def test_long_rankings_read_and_sorted_at_once_agree(monkeypatch, ties):
+    """Queries of 150 documents (the blocks sorted one by one), scores with ties."""
+    rng = np.random.default_rng(11)
+    run = {
+        f"q{q}": {f"d{d}": float(rng.integers(0, 40)) for d in rng.choice(400, 150, False)}
+        for q in range(6)
+    }
+    qrels = {
+        f"q{q}": {f"d{d}": int(rng.integers(0, 4)) for d in range(0, 400, 9)} for q in range(7)
+    }
+    metrics = [*METRICS, "map@R", "ndcg", "dcg_exp@20", "f1@50", "gm_map"]
+    fast = _read_at_once(monkeypatch, run, qrels, metrics, ties=ties)
+    with monkeypatch.context() as m:
+        m.setattr(
+            _runs,
+            "_query_order",
+            lambda q, s, key: np.lexsort((-s, q) if key is None else (-key, -s, q)),
+        )
+        _same(fast, _entry_by_entry(monkeypatch, run, qrels, metrics, ties=ties))
