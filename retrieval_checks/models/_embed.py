@@ -66,8 +66,8 @@ def resolve_device(device: str | None) -> str:
     """``auto``/None: cuda when available, else cpu; ``numpy`` and ``torch-cpu`` (engine
     backends) mean cpu. An unknown name is an InputError; ``cuda`` without a CUDA device a
     :class:`~retrieval_checks.BackendError`."""
-    torch = _torch()
     if device in (None, "", "auto"):
+        torch = _torch()
         return "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
     problem = OPTIONS["device"].problem(device)
     if problem is not None:
@@ -77,7 +77,7 @@ def resolve_device(device: str | None) -> str:
     device = device.strip()
     if device in ("numpy", "torch-cpu"):
         return "cpu"
-    if device.startswith("cuda") and (torch is None or not torch.cuda.is_available()):
+    if device.startswith("cuda") and ((torch := _torch()) is None or not torch.cuda.is_available()):
         raise BackendError(
             f"device={device!r} was asked for but torch sees no CUDA device; use device='cpu' "
             "or 'auto'."
@@ -179,7 +179,9 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
            [ 8., 10.],
            [16., 18.]], dtype=float32)
     """
-    torch = _torch()
+    # a torch module or tensor exists only once torch is imported: a numpy callable on
+    # arrays never imports it (~4 s of CPU in every process that runs such a suite)
+    torch = sys.modules.get("torch")
     is_module = torch is not None and isinstance(model, torch.nn.Module)
     if not is_module and not callable(model):
         raise InputError(
@@ -204,9 +206,12 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
         raise InputError(
             f"transform={transform!r}: expected None or a callable applied to each batch tensor."
         )
-    dev_name = resolve_device(device)
     from ._hub import HubModel
 
+    # "auto" is resolved (probing CUDA through torch) only for the models that run on a
+    # device; any other name is checked whatever the model, as before
+    uses_device = is_module or isinstance(model, HubModel)
+    dev_name = resolve_device(device) if uses_device or device not in (None, "", "auto") else "cpu"
     if isinstance(model, HubModel):
         if transform is not None:
             raise InputError(
