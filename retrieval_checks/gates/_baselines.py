@@ -59,6 +59,9 @@ __all__ = [
     "check_record",
     "rounded_record",
     "SIGNIFICANT_DIGITS",
+    "VALUE_OPTIONS",
+    "value_options",
+    "check_same_options",
 ]
 
 _MAX_QUERY_UNITS = 5000
@@ -87,6 +90,70 @@ def _round(x):
     if isinstance(x, float) and math.isfinite(x):
         return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
     return x
+
+
+#: The options of a result's ``config`` that change a metric's value: a baseline recorded
+#: under one value and checked under another would compare two different quantities.
+#: ``similarity`` (the score), ``ties`` (the order of equal scores), ``relevance_level``
+#: (trec_eval's -l), ``empty_queries`` (skip or zero), ``ignore_identical_ids`` (BEIR's
+#: rule), ``queries`` (evaluate_run's query set: trec_eval's default or -c) and ``k``
+#: (evaluate_run's depth, trec_eval's -M). A record holds those its result's config has.
+VALUE_OPTIONS = (
+    "similarity",
+    "ties",
+    "relevance_level",
+    "empty_queries",
+    "ignore_identical_ids",
+    "queries",
+    "k",
+)
+
+#: The value an option has when a ranking result's config leaves it out (evaluate
+#: writes ignore_identical_ids only when True).
+_OPTION_DEFAULTS = {"ignore_identical_ids": False}
+
+
+def value_options(result) -> dict:
+    """The options of ``result`` that change a metric's value (:data:`VALUE_OPTIONS`), as
+    plain values: those its ``config`` holds (None left out), defaults filled in for a
+    ranking result (one with ``ties``)."""
+    config = getattr(result, "config", None)
+    if not isinstance(config, Mapping):
+        return {}
+    out = {}
+    for key in VALUE_OPTIONS:
+        value = config.get(key, _OPTION_DEFAULTS.get(key) if "ties" in config else None)
+        if value is not None:
+            out[key] = _plain(value)
+    return out
+
+
+def _options_text(options: Mapping, keys) -> str:
+    return ", ".join(f"{k}={options[k]!r}" if k in options else f"{k} unset" for k in keys)
+
+
+def check_same_options(baseline: Mapping, current: Mapping, where: str = "") -> None:
+    """Refuse to compare records whose results were computed under different
+    :data:`VALUE_OPTIONS`, naming each one that differs and the two fixes. A record
+    without ``options`` (written before records held them) is compared as it is."""
+    b, c = baseline.get("options"), current.get("options")
+    if b is None or c is None:
+        return
+    differ = sorted(k for k in set(b) | set(c) if b.get(k, _MISSING) != c.get(k, _MISSING))
+    if not differ:
+        return
+    same = ", ".join(f"{k}={b[k]!r}" for k in differ if k in b)
+    raise InputError(
+        f"{where + ': ' if where else ''}{current.get('metric')}: the baseline was recorded with "
+        f"{_options_text(b, differ)}, this result was computed with {_options_text(c, differ)}; "
+        "under other options the metric measures another number, so the two are not compared. "
+        f"Fix: evaluate with the baseline's options{f' ({same})' if same else ''}, or re-record the "
+        "baseline under the new ones (pytest --rc-force-regen writes changed baselines and fails, "
+        "--rc-regen-all rewrites every one; review and commit the file)."
+    )
+
+
+_MISSING = object()
 
 
 def rounded_record(rec):
@@ -217,6 +284,9 @@ def baseline_record(
     }
     if m.n_skipped is not None:
         rec["n_skipped"] = int(m.n_skipped)
+    options = value_options(result)
+    if options:
+        rec["options"] = options
     top, _ = max_rank(result, spec.name)
     if top is not None:
         rec["max_rank"] = int(top)
@@ -456,6 +526,22 @@ def check_record(  # long: one check per field of a hand-edited record, each nam
     for field in ("unit", "units_are", "partition", "model", "dataset"):
         if rec.get(field) is not None and not isinstance(rec[field], str):
             bad(field, f"expected a string, found {_kind(rec[field])}")
+    options = rec.get("options")
+    if options is not None:
+        if not isinstance(options, Mapping):
+            bad("options", f"expected a mapping of option name to value, found {_kind(options)}")
+        for k, v in options.items():
+            if k not in VALUE_OPTIONS:
+                bad(
+                    f"options.{_name(k)}",
+                    f"not an option that changes a value; the options are {', '.join(VALUE_OPTIONS)}"
+                    f"{hint(str(k), VALUE_OPTIONS)}",
+                )
+            if not isinstance(v, (str, bool, int)):
+                bad(
+                    f"options.{_name(k)}",
+                    f"expected a string, a boolean or an integer, found {_kind(v)}",
+                )
     if rec.get("unit") is not None and rec["unit"] not in RECORD_UNITS:
         bad(
             "unit",
@@ -553,6 +639,7 @@ def records_differ(a: dict | None, b: dict | None, tol: float = 1e-9) -> bool:
         a.get("metric") != b.get("metric")
         or a.get("n") != b.get("n")
         or a.get("partition") != b.get("partition")
+        or a.get("options") != b.get("options")
     ):
         return True
 
@@ -734,6 +821,7 @@ def assert_no_regression(
             f"{current['metric']}: the baseline used label partition {baseline.get('partition')!r}, this "
             f"run {current.get('partition')!r}; regenerate the baseline (same labels, group_size, seed)."
         )
+    check_same_options(baseline, current, where)
     use_units = significant is True and bool(baseline.get("units")) and bool(current.get("units"))
     b_in, c_in = _as_change_input(baseline), _as_change_input(current)
     if not use_units:
