@@ -27,7 +27,7 @@ every metric, rsum included, is the mean of its per-fold values).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from ._inputs import (
     is_torch_tensor,
 )
 from ._result import ByMetric, tie_note
+from ._slices import SliceSet, make_slices, slice_name
 from ._stream import FirstRanks
 from .distributed._image_text import evaluate_image_text_sharded
 
@@ -160,6 +161,9 @@ class ImageTextResult(Mapping):
         self.config = config
         self.tie_values = ByMetric(tie_values or {})
         self.tied_share = float(tied_share)
+        #: ``evaluate_image_text(..., slices=, caption_slices=)``: the slices
+        #: (:class:`ImageTextSliceSet`), else None
+        self.slices = None
 
     def tie_range(self, name: str) -> tuple[float, float] | None:
         """(lowest, highest) value of ``name`` over every order of tied scores (every
@@ -253,6 +257,7 @@ class ImageTextResult(Mapping):
             "config": dict(self.config),
             "ties": {k: dict(v) for k, v in self.tie_values.items()},
             "tied_share": self.tied_share,
+            **({} if self.slices is None else {"slices": self.slices.to_dict()}),
         }
 
     def __repr__(self) -> str:
@@ -344,6 +349,8 @@ def evaluate_image_text(
     seed: int = DEFAULTS["seed"],
     progress: bool | None = None,
     process_group=None,
+    slices=None,
+    caption_slices=None,
 ) -> ImageTextResult:
     """Image-to-text and text-to-image retrieval metrics with bootstrap intervals.
 
@@ -374,6 +381,17 @@ def evaluate_image_text(
         into the whole image set (the shards concatenated in rank order); every rank
         returns the result of one process on the concatenation, bit for bit
         (``docs/distributed.md``).
+    slices:
+        Per-image metadata (a COCO category...), in the forms of
+        :func:`~retrieval_checks.evaluate`'s ``slices=``, one value per row of
+        ``images`` as passed (in the repeated layout, the rows of one image carry its
+        value). Each slice is its images **with their captions**: ``i2t_*`` over its
+        images, ``t2i_*`` over their captions, ``rsum`` / ``mean_recall`` over both;
+        ``result.slices`` (docs/slices.md).
+    caption_slices:
+        Per-caption metadata (one value per caption): slices of caption queries,
+        holding the ``t2i_*`` metrics only (``i2t_*`` and ``rsum`` need image
+        queries: gating them on a caption slice is refused).
 
     Returns
     -------
@@ -413,7 +431,7 @@ def evaluate_image_text(
         protocol_key = _check_options(
             protocol, similarity, ties, images_without_captions, confidence, n_resamples, seed
         )
-        return lambda *pairing, rank_fold=None, n_images=None: _evaluate_pairs(
+        return lambda *pairing, rank_fold=None, n_images=None, slicing=None: _evaluate_pairs(
             specs,
             *pairing,
             protocol=protocol,
@@ -425,8 +443,14 @@ def evaluate_image_text(
             seed=seed,
             rank_fold=rank_fold,
             n_images=n_images,
+            slicing=slicing,
         )
 
+    if process_group is not None and (slices is not None or caption_slices is not None):
+        raise InputError(
+            "slices= / caption_slices= with process_group: each rank holds a shard, so its values would "
+            "not line up with the gathered images; evaluate_image_text on one process for slices."
+        )
     if (
         process_group is not None
     ):  # checked on every rank once the ranks talk: a bad option raises on all of them
@@ -449,8 +473,18 @@ def evaluate_image_text(
             **common,
         )
     finish = checked()
-    pairing = _pairing(images, captions, caption_image, similarity, images_without_captions)
-    return finish(*pairing)
+    slicing = None
+    if slices is not None or caption_slices is not None:  # checked before the pass
+        slicing = check_image_text_slices(
+            slices, caption_slices, int(images.shape[0]), int(captions.shape[0])
+        )
+    pairing = _pairing(
+        images, captions, caption_image, similarity, images_without_captions, rows=slicing
+    )
+    if slicing is not None:
+        pairing, rows = pairing
+        slicing = (*slicing, rows)
+    return finish(*pairing, slicing=slicing)
 
 
 def _evaluate_pairs(
@@ -470,6 +504,7 @@ def _evaluate_pairs(
     seed,
     rank_fold=None,
     n_images=None,
+    slicing=None,
 ) -> ImageTextResult:
     """Folds, both directions' ranks (``rank_fold``: :func:`_rank_fold`, or the sharded
     pass's), values, tie values and bootstrap intervals."""
@@ -503,7 +538,7 @@ def _evaluate_pairs(
         "confidence": confidence,
         "n_resamples": n_resamples,
     }
-    return ImageTextResult(
+    result = ImageTextResult(
         values,
         intervals,
         per_fold,
@@ -519,6 +554,11 @@ def _evaluate_pairs(
         tie_values=tie_values,
         tied_share=tied_share,
     )
+    if slicing is not None:
+        img_dims, cap_dims, rows = slicing
+        q = QueryRanks(folds, fold_data, cap_img, ties, ks)
+        result.slices = image_text_slices(result, q, specs, img_dims, cap_dims, rows)
+    return result
 
 
 def _tie_values(specs, ks, folds) -> tuple[dict, float]:
@@ -563,9 +603,11 @@ def _check_options(
     return _PROTOCOLS[protocol]
 
 
-def _pairing(images, captions, caption_image, similarity, images_without_captions):
+def _pairing(images, captions, caption_image, similarity, images_without_captions, rows=None):
     """Validated embeddings and the image of every caption: (images, captions,
-    caption_image, layout, number of images dropped for having no caption)."""
+    caption_image, layout, number of images dropped for having no caption). ``rows``
+    (the validated slices): also the input row of ``images`` of each image kept, and
+    the repeated layout's rows of one image checked to carry one slice value."""
     if similarity == "hamming":
         # validated now, compared in bits; unpacked (bool) so that both sides have one column per bit
         imgs, caps = pack_sides(images, captions, names=("images", "captions"))
@@ -581,6 +623,8 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
     M = int(captions.shape[0])
     if caption_image is None:
         images, cap_img, layout = _dedupe_repeated(images, M)
+        if rows is not None:
+            check_repeated_rows(rows[0], cap_img)
     else:
         cap_img = as_numpy(caption_image, "caption_image")
         if cap_img.ndim != 1 or cap_img.shape[0] != M:
@@ -594,17 +638,25 @@ def _pairing(images, captions, caption_image, similarity, images_without_caption
         cap_img = cap_img.astype(np.int64)
         layout = "indexed"
     N = int(images.shape[0])
+    # the input row of each image: its first row in the repeated layout
+    first_rows = (
+        np.flatnonzero(np.r_[True, cap_img[1:] != cap_img[:-1]])
+        if caption_image is None
+        else np.arange(N)
+    )
     keep = captioned_images(cap_img, N, images_without_captions)
     if keep is None:
-        return images, captions, cap_img, layout, 0
+        out = images, captions, cap_img, layout, 0
+        return out if rows is None else (out, first_rows)
     remap = np.cumsum(keep) - 1
-    return (
+    out = (
         _take(images, np.flatnonzero(keep)),
         captions,
         remap[cap_img],
         layout,
         N - int(keep.sum()),
     )
+    return out if rows is None else (out, first_rows[keep])
 
 
 def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict):
@@ -764,3 +816,404 @@ def _bootstrap(specs, folds, ks, n_resamples, rng) -> dict[str, np.ndarray]:
         for s in specs:
             reps[s.name][b] = np.mean([v[s.name] for v in vals])
     return reps
+
+
+# ----------------------------------------------------------------------------- slices
+# Slices of an image-text evaluation (``evaluate_image_text(..., slices=,
+# caption_slices=)``), in the shape of :mod:`._slices`: ``result.slices`` maps a slice
+# name to a slice whose metrics are computed on its own queries, each ranking the whole
+# gallery of its fold (as every slice does: the gallery does not change).
+#
+# - ``slices=``: per-image metadata (a COCO category, a source). An image slice is a set
+#   of images **with their captions**: ``i2t_*`` metrics over its images as queries,
+#   ``t2i_*`` over their captions as queries, and ``rsum`` / ``mean_recall`` the sum of
+#   those six recalls (the paper's Rsum restricted to the slice's image-caption pairs).
+# - ``caption_slices=``: per-caption metadata (a caption's language, its length). A
+#   caption slice is a set of caption queries: only ``t2i_*`` metrics. ``i2t_*`` rank
+#   captions for *image* queries and ``rsum`` adds both directions, so they have no value
+#   on a set of captions: gating them there is refused, saying so.
+#
+# Under ``5fold1k`` a slice's value is the mean over its queries (each ranked in its own
+# fold), not a mean of per-fold means (a slice can be absent from a fold). Intervals:
+# percentile bootstrap over the slice's images (each with its captions in the slice), the
+# unit of the whole result's intervals.
+
+
+def check_image_text_slices(slices, caption_slices, n_image_rows: int, n_captions: int):
+    """Validate ``slices=`` (one value per row of ``images`` as passed) and
+    ``caption_slices=`` (one per caption) before any work: ``(image dims, caption
+    dims)``, each None when not given."""
+    img = None if slices is None else make_slices(slices, n_image_rows, where="slices")
+    cap = (
+        None
+        if caption_slices is None
+        else make_slices(caption_slices, n_captions, where="caption_slices")
+    )
+    if img is not None and cap is not None:
+        shared = {d.name for d in img} & {d.name for d in cap}
+        if shared:
+            raise InputError(
+                f"slices and caption_slices both name the dimension {sorted(shared)[0]!r}: image slices and "
+                "caption slices would print the same; give them distinct names, e.g. {'img_lang': ...} and "
+                "{'cap_lang': ...} (in a suite: slices: {category: cat}, caption_slices: {lang: lang})."
+            )
+    return img, cap
+
+
+class QueryRanks:
+    """Every query of both directions, pooled over the folds: per image query its
+    image, first relevant rank and hit (indicator, or probability under
+    ``ties="average"``) at each K; per caption query its caption, its image, rank and
+    hits."""
+
+    def __init__(self, folds, fold_data, cap_img: np.ndarray, ties: str, ks):
+        i_img, i_rank, t_cap, t_img, t_rank = [], [], [], [], []
+        i_hit = {k: [] for k in ks}
+        t_hit = {k: [] for k in ks}
+        for (a, b), f in zip(folds, fold_data):
+            i2t, t2i = f.first
+            i_img.append(np.arange(a, b, dtype=np.int64))
+            i_rank.append(i2t.under(ties))
+            cap_idx = np.flatnonzero((cap_img >= a) & (cap_img < b))
+            t_cap.append(cap_idx)
+            t_img.append(cap_img[cap_idx])
+            t_rank.append(t2i.under(ties))
+            for k in ks:
+                i_hit[k].append(i2t.under(ties, k))
+                t_hit[k].append(t2i.under(ties, k))
+        self.i_img = np.concatenate(i_img)
+        self.i_rank = np.concatenate(i_rank)
+        self.t_cap = np.concatenate(t_cap)
+        self.t_img = np.concatenate(t_img)
+        self.t_rank = np.concatenate(t_rank)
+        self.i_hit = {k: np.concatenate(v) for k, v in i_hit.items()}
+        self.t_hit = {k: np.concatenate(v) for k, v in t_hit.items()}
+        self.ks = tuple(ks)
+
+
+def _side(spec) -> str:
+    """``"i2t"``, ``"t2i"`` or ``"both"`` (rsum, mean_recall)."""
+    fam = spec.family
+    if fam.startswith("i2t"):
+        return "i2t"
+    if fam.startswith("t2i"):
+        return "t2i"
+    return "both"
+
+
+def _weighted_medr_any(ranks: np.ndarray, w: np.ndarray) -> float:
+    """floor(median of the 0-based ranks) + 1 of the multiset in which ``ranks[i]``
+    appears ``w[i]`` times (integer weights), as numpy's median computes it."""
+    order = np.argsort(ranks, kind="stable")
+    r, cw = ranks[order], np.cumsum(w[order])
+    total = int(round(cw[-1]))
+
+    def at(p):
+        return r[np.searchsorted(cw, p, side="right")]
+
+    med = at((total - 1) // 2) if total % 2 else (at(total // 2 - 1) + at(total // 2)) / 2
+    return float(math.floor(med - 1) + 1)
+
+
+class _Units:
+    """One slice's queries grouped by their image (the bootstrap's unit): per unit, its
+    image queries' sums and its caption queries' sums, so a replicate's value is a
+    ratio of two dot products with the units' counts."""
+
+    def __init__(self, q: QueryRanks, img_sel: np.ndarray | None, cap_sel: np.ndarray):
+        imgs = [q.t_img[cap_sel]]
+        if img_sel is not None:
+            imgs.append(q.i_img[img_sel])
+        self.images = np.unique(np.concatenate(imgs))
+        U = self.images.size
+        t_unit = np.searchsorted(self.images, q.t_img[cap_sel])
+        self.t_unit, self.t_rank = t_unit, q.t_rank[cap_sel]
+        self.t_n = np.bincount(t_unit, minlength=U).astype(np.float64)
+        self.t_hit = {k: np.bincount(t_unit, q.t_hit[k][cap_sel], U) for k in q.ks}
+        self.t_rsum = np.bincount(t_unit, self.t_rank, U)
+        self.has_images = img_sel is not None
+        if self.has_images:
+            i_unit = np.searchsorted(self.images, q.i_img[img_sel])
+            self.i_unit, self.i_rank = i_unit, q.i_rank[img_sel]
+            self.i_n = np.bincount(i_unit, minlength=U).astype(np.float64)
+            self.i_hit = {k: np.bincount(i_unit, q.i_hit[k][img_sel], U) for k in q.ks}
+            self.i_rsum = np.bincount(i_unit, self.i_rank, U)
+
+    def values(self, specs, counts: np.ndarray) -> dict[str, np.ndarray]:
+        """Each metric for each row of ``counts`` (replicates x units; ones: the data)."""
+        out = {}
+
+        def ratio(num, den):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return (counts @ num) / (counts @ den)
+
+        rec = {}
+        for k in set(_RSUM_K) | {s.k for s in specs if s.k is not None}:
+            rec[f"t2i_recall@{k}"] = ratio(self.t_hit[k], self.t_n)
+            if self.has_images:
+                rec[f"i2t_recall@{k}"] = ratio(self.i_hit[k], self.i_n)
+        for s in specs:
+            side = _side(s)
+            if s.name in rec:
+                out[s.name] = rec[s.name]
+            elif s.family in ("rsum", "mean_recall"):
+                rsum = 100.0 * sum(rec[f"{d}_recall@{k}"] for d in ("i2t", "t2i") for k in _RSUM_K)
+                out[s.name] = rsum if s.family == "rsum" else rsum / 6.0
+            elif s.family.endswith("meanr"):
+                out[s.name] = (
+                    ratio(self.i_rsum, self.i_n) if side == "i2t" else ratio(self.t_rsum, self.t_n)
+                )
+            elif s.family.endswith("medr"):
+                unit, ranks = (
+                    (self.i_unit, self.i_rank) if side == "i2t" else (self.t_unit, self.t_rank)
+                )
+                out[s.name] = np.array([_weighted_medr_any(ranks, c[unit]) for c in counts])
+        return out
+
+
+class ImageTextSlice(Mapping):
+    """One slice of an image-text evaluation: a mapping from metric name to its value on
+    the slice's queries; ``side`` (``"images"``: images with their captions;
+    ``"captions"``: caption queries only), ``n_images`` (its images: the bootstrap's
+    units), ``n_captions``, ``n_queries`` (image and caption queries it holds), and
+    ``result``, an :class:`~retrieval_checks.ImageTextResult` of the slice (values and
+    intervals over its images), which every gate and baseline reads."""
+
+    def __init__(self, name, dimension, value, side, index, units: _Units, result, parent):
+        self.name, self.dimension, self.value, self.side = name, dimension, value, side
+        self.index = index  # images (image slice) or captions (caption slice), of the result
+        self._units = units
+        self.result = result
+        self._parent = parent
+
+    @property
+    def n_images(self) -> int:
+        return int(self._units.images.size)
+
+    @property
+    def n_captions(self) -> int:
+        return int(self._units.t_rank.size)
+
+    @property
+    def n_queries(self) -> int:
+        return self.n_captions + (int(self._units.i_rank.size) if self._units.has_images else 0)
+
+    n_used = n_queries
+    n_skipped = 0
+    n_classes = None
+
+    def queries_of(self, metric) -> int:
+        """The queries ``metric`` averages over on this slice (images for i2t, captions
+        for t2i, both for rsum)."""
+        side = _side(parse_metric(metric) if isinstance(metric, str) else metric)
+        n_i = int(self._units.i_rank.size) if self._units.has_images else 0
+        return {"i2t": n_i, "t2i": self.n_captions}.get(side, n_i + self.n_captions)
+
+    def lacks(self, metric: str) -> str | None:
+        """Why ``metric`` has no value on this slice (None when it has one)."""
+        spec = parse_metric(metric)
+        if self.side == "captions" and _side(spec) != "t2i":
+            return (
+                f"{spec.name} has no value on the caption slice {self.name!r}: a caption slice holds caption "
+                "queries (t2i) only; "
+                + (
+                    "i2t metrics rank captions for image queries"
+                    if _side(spec) == "i2t"
+                    else f"{spec.name} adds both directions"
+                )
+                + ". Slice the images (slices=, per-image metadata: each slice is its images with their "
+                "captions) for it, or gate a t2i metric."
+            )
+        if spec.name not in self.result:
+            return f"{spec.name} was not computed (computed: {', '.join(self.result)})."
+        return None
+
+    def interval(self, metric: str, confidence: float, n_resamples: int, seed: int):
+        """The percentile-bootstrap interval of ``metric`` over the slice's images."""
+        spec = parse_metric(metric)
+        if n_resamples <= 0:
+            return None
+        rng = np.random.default_rng([int(seed), int(self._parent.index_of(self.name))])
+        U = self.n_images
+        counts = rng.multinomial(U, np.full(U, 1.0 / U), size=n_resamples).astype(np.float64)
+        reps = self._units.values([spec], counts)[spec.name]
+        reps = reps[np.isfinite(reps)]
+        if reps.size == 0:
+            return None
+        q = [(1 - confidence) / 2, (1 + confidence) / 2]
+        lo, hi = np.quantile(reps, q)
+        return float(lo), float(hi)
+
+    def __getitem__(self, metric: str) -> float:
+        return self.result[metric]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.result)
+
+    def __len__(self) -> int:
+        return len(self.result)
+
+    def __repr__(self) -> str:
+        vals = ", ".join(f"{k}={v:.4f}" for k, v in self.result.items())
+        return f"ImageTextSlice({self.name!r}: {self.n_images} images, {self.n_captions} captions, {vals})"
+
+
+class ImageTextSliceSet(SliceSet):
+    """``result.slices`` of an image-text evaluation: image slices and caption slices
+    by name, ``missing`` (per dimension, images or captions without a value),
+    ``dimensions`` and ``sides`` (``{dimension: "images" | "captions"}``)."""
+
+    def __init__(self, slices: dict, missing: dict, dimensions: tuple, sides: dict):
+        super().__init__(slices, missing, dimensions)
+        self.sides = sides
+        self._order = {n: i for i, n in enumerate(slices)}
+
+    def index_of(self, name: str) -> int:
+        return self._order[name]
+
+    def of_metric(self, metric: str) -> list[str]:
+        """The slices that hold ``metric`` (caption slices hold t2i metrics only)."""
+        return [n for n, s in self._slices.items() if s.lacks(metric) is None]
+
+    def missing_note(self) -> str:
+        parts = [
+            f"{n} {self.sides.get(d, 'queries')} have no {d} value"
+            for d, n in self.missing.items()
+            if n
+        ]
+        return ("; ".join(parts) + " (in no slice; counted, not gated)") if parts else ""
+
+    def to_dict(self) -> dict:
+        def clean(v):
+            return None if isinstance(v, float) and math.isnan(v) else v
+
+        return {
+            "dimensions": list(self.dimensions),
+            "sides": dict(self.sides),
+            "missing": dict(self.missing),
+            "slices": {
+                name: {
+                    "dimension": s.dimension,
+                    "value": s.value,
+                    "side": s.side,
+                    "n_images": s.n_images,
+                    "n_captions": s.n_captions,
+                    "n_queries": s.n_queries,
+                    "metrics": {k: clean(v) for k, v in s.items()},
+                }
+                for name, s in self._slices.items()
+            },
+        }
+
+
+def image_text_slices(result, q: QueryRanks, specs, img_dims, cap_dims, image_rows):
+    """Build ``result.slices``. ``image_rows``: the input row of ``images`` of each
+    evaluated image; the image dimensions' values are read at those rows (in the
+    repeated layout every row of one image must carry the same value)."""
+    slices: dict = {}
+    missing: dict = {}
+    sides: dict = {}
+    dims: list = []
+    evaluated_images = np.zeros(int(result.n_images), bool)
+    evaluated_images[q.i_img] = True
+    evaluated_caps = np.zeros(int(result.n_captions), bool)
+    evaluated_caps[q.t_cap] = True
+    conf, n_res, seed = result.confidence, result.n_resamples, int(result.config.get("seed", 0))
+
+    def add(name, dim, value, side, index, units):
+        if name in slices:
+            raise InputError(f"slices: two slices are named {name!r}; rename a dimension.")
+        own = [s for s in specs if side == "images" or _side(s) == "t2i"]
+        counts = np.ones((1, units.images.size))
+        vals = {k: float(v[0]) for k, v in units.values(own, counts).items()}
+        sub = ImageTextResult(
+            vals,
+            {},
+            [vals],
+            n_images=int(units.images.size),
+            n_captions=int(units.t_rank.size),
+            layout=result.layout,
+            protocol=result.protocol,
+            confidence=conf,
+            n_resamples=n_res,
+            i2t_ranks=[units.i_rank] if units.has_images else [],
+            t2i_ranks=[units.t_rank],
+            config={**result.config, "slice": name},
+        )
+        slices[name] = ImageTextSlice(name, dim, value, side, index, units, sub, None)
+
+    for d in img_dims or ():
+        values = _image_values(d, image_rows)
+        missing[d.name] = sum(v is None for v in values)
+        sides[d.name] = "images"
+        dims.append(d.name)
+        for v, index in _value_groups(values):
+            index = index[evaluated_images[index]]
+            if index.size == 0:
+                continue  # outside the protocol's images (the 1k protocol's first 1000)
+            img_sel = np.flatnonzero(np.isin(q.i_img, index))
+            cap_sel = np.flatnonzero(np.isin(q.t_img, index))
+            add(slice_name(d.name, v), d.name, v, "images", index, _Units(q, img_sel, cap_sel))
+    for d in cap_dims or ():
+        missing[d.name] = sum(v is None for v in d.values)
+        sides[d.name] = "captions"
+        dims.append(d.name)
+        for v, index in _value_groups(d.values):
+            index = index[evaluated_caps[index]]
+            if index.size == 0:
+                continue
+            cap_sel = np.flatnonzero(np.isin(q.t_cap, index))
+            add(slice_name(d.name, v), d.name, v, "captions", index, _Units(q, None, cap_sel))
+    out = ImageTextSliceSet(slices, missing, tuple(dims), sides)
+    for s in slices.values():
+        s._parent = out
+        if n_res:
+            s.result.intervals.update(
+                {
+                    name: iv
+                    for name in s.result
+                    if (iv := s.interval(name, conf, n_res, seed)) is not None
+                }
+            )
+    return out
+
+
+def _value_groups(values: list):
+    """(value, positions) of each distinct non-None value, in order of first
+    appearance (one Python type per dimension: make_slices checked it)."""
+    present = np.flatnonzero(np.fromiter((v is not None for v in values), bool, len(values)))
+    if present.size == 0:
+        return []
+    keys, first, inv = np.unique(
+        np.array([values[i] for i in present]), return_index=True, return_inverse=True
+    )
+    inv = inv.reshape(-1)
+    return [
+        (keys[k].item() if isinstance(keys[k], np.generic) else keys[k], present[inv == k])
+        for k in np.argsort(first, kind="stable")
+    ]
+
+
+def _image_values(d, image_rows: np.ndarray) -> list:
+    """A dimension's value of each evaluated image, read at its input row; the rows of
+    one image (the repeated layout) must agree."""
+    values = d.values
+    out = [values[int(r)] for r in image_rows]
+    return out
+
+
+def check_repeated_rows(img_dims, cap_img_rows: np.ndarray) -> None:
+    """In the repeated layout (one row of ``images`` per caption), the rows of one
+    image must carry one slice value: else the image's slice is undefined."""
+    if img_dims is None:
+        return
+    for d in img_dims:
+        vals = d.values
+        for i in range(1, len(vals)):
+            if cap_img_rows[i] == cap_img_rows[i - 1] and vals[i] != vals[i - 1]:
+                raise InputError(
+                    f"slices[{d.name!r}]: rows {i - 1} and {i} of images are the same image (the repeated layout: "
+                    f"one row per caption) with slice values {vals[i - 1]!r} and {vals[i]!r}; an image has one "
+                    "slice value: give the image's value on each of its rows (per-caption metadata goes in "
+                    "caption_slices=)."
+                )

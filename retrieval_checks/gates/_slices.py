@@ -101,6 +101,24 @@ def _named_slices(slices, wanted, gate: str) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
+def _holding(all_slices, names: list[str], metric: str, gate: str, named: bool) -> list[str]:
+    """The slices of ``names`` that hold ``metric``: every slice of an evaluate result;
+    of an image-text result, image slices hold every metric and caption slices the t2i
+    ones. A slice named for a metric it does not hold is an error saying why; unnamed
+    (every slice), the gate takes the slices whose queries the metric averages over."""
+    of_metric = getattr(all_slices, "of_metric", None)
+    if of_metric is None:
+        return names
+    have = set(of_metric(metric))
+    lacking = [n for n in names if n not in have]
+    if named and lacking:
+        raise InputError(f"{gate}: {all_slices[lacking[0]].lacks(metric)}")
+    kept = [n for n in names if n in have]
+    if not kept:
+        raise InputError(f"{gate}: {all_slices[names[0]].lacks(metric)}")
+    return kept
+
+
 def _refuse_small(
     rows: dict, names: list[str], gate: str, metric: str, all_slices=None, bounds=None
 ) -> None:
@@ -278,6 +296,7 @@ def assert_slices(
             f"at_least={at_least:g} > at_most={at_most:g} for {spec.name}: no value passes both; swap them."
         )
     names = _named_slices(all_slices, slices, _gate)
+    names = _holding(all_slices, names, spec.name, _gate, slices is not None)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
     _refuse_small(ivs, names, _gate, spec.name, all_slices, bounds)
@@ -487,7 +506,7 @@ def assert_worst_slice(
     spec = metric_spec(metric)
     _on(on, spec)
     at_least, at_most = _bounds(result, spec, at_least, at_most)
-    names = _named_slices(all_slices, None, _gate)
+    names = _holding(all_slices, _named_slices(all_slices, None, _gate), spec.name, _gate, False)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     _refuse_small(
         ivs,
@@ -633,6 +652,10 @@ def slice_baseline(result, metric: str) -> dict[str, dict]:
     ties = _ties(result)
     out = {}
     for name, s in slices.items():
+        if getattr(s, "lacks", None) is not None and s.lacks(spec.name) is not None:
+            if spec.name in result and slices.of_metric(spec.name):
+                continue  # a caption slice: no value of an i2t metric or rsum to record
+            raise InputError(f"slice_baseline: {s.lacks(spec.name)}")
         if spec.name not in s:
             raise InputError(
                 f"slice_baseline: {spec.name} has no per-slice value (computed per slice: {', '.join(s)})."
@@ -813,6 +836,7 @@ def assert_no_slice_regression(
             "(a baselines file: pytest --rc-regen-all or --rc-force-regen rewrites the check's slice records and "
             "removes those of slices that are gone; a slice_baseline() dict: record it again)."
         )
+    wanted = _holding(all_slices, wanted, spec.name, gate, True)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     _refuse_small(
         ivs, wanted, gate, spec.name, all_slices, {"max_drop": 0.0 if strict else max_drop}
@@ -844,7 +868,9 @@ def assert_no_slice_regression(
         rows.append(row)
         if bad:
             failing.append(row)
-    new = [n for n in all_slices if n not in base]
+    new = [
+        n for n in _holding(all_slices, list(all_slices), spec.name, gate, False) if n not in base
+    ]
     worst = max(
         rows, key=lambda r: -math.inf if r["drop"] is None or math.isnan(r["drop"]) else r["drop"]
     )
@@ -935,7 +961,9 @@ def check_slice_baselines(
     name = metric_spec(metric).name
     named = None if slices is None else _named_slices(all_slices, slices, gate)
     if store.regen is not None:
-        wanted = list(all_slices) if named is None else named
+        wanted = _holding(
+            all_slices, list(all_slices) if named is None else named, name, gate, named is not None
+        )
         _refuse_small(
             slice_intervals(result, name, confidence=confidence, seed=seed),
             wanted,

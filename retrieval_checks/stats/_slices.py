@@ -102,8 +102,25 @@ def require_slices(result, what: str = "a slice gate"):
     return slices
 
 
+def _image_text(slices) -> bool:
+    """Whether ``slices`` are an image-text evaluation's (images with their captions,
+    or caption queries): their intervals resample images."""
+    return callable(getattr(slices, "of_metric", None))
+
+
 def _sliceable_metric(result, slices, metric: str) -> str:
     spec = parse_metric(metric)
+    if _image_text(slices):
+        if spec.name not in result:
+            raise InputError(
+                f"{spec.name} was not computed in this result; computed: {', '.join(result)}."
+            )
+        if not slices.of_metric(spec.name):
+            raise InputError(
+                "; ".join(dict.fromkeys(s.lacks(spec.name) for s in slices.values()))
+                or f"{spec.name}: the result has no slices."
+            )
+        return spec.name
     if spec.name not in result:
         raise InputError(
             f"{spec.name} was not computed in this result; computed: {', '.join(result)}."
@@ -186,6 +203,8 @@ def slice_intervals(
     name = _sliceable_metric(result, slices, metric)
     confidence = result_setting(result, "confidence", confidence, 0.95)
     seed = result_setting(result, "seed", seed, 0)
+    if _image_text(slices):
+        return _image_text_intervals(slices, name, confidence, n_resamples, seed)
     cluster = resolve_cluster(cluster, result)
     if method is None:
         method = "percentile" if parse_metric(name).family == "medr" else "bca"
@@ -243,12 +262,59 @@ def slice_intervals(
     return out
 
 
+def _image_text_intervals(slices, name, confidence, n_resamples, seed) -> dict:
+    """The intervals of an image-text result's slices that hold ``name`` (caption
+    slices hold t2i metrics only): a percentile bootstrap over each slice's images,
+    each with its captions in the slice, as the whole result's intervals."""
+    out = {}
+    for key in slices.of_metric(name):
+        s = slices[key]
+        value = float(s[name])
+        n_units, n_q = s.n_images, s.queries_of(name)
+        if n_units < MIN_INTERVAL_UNITS:
+            more = MIN_INTERVAL_UNITS - n_units
+            refused = (
+                f"slice {key!r}: {n_units} images ({n_q} queries), fewer than the {MIN_INTERVAL_UNITS} images an "
+                f"interval needs; {more} more image{'s' if more != 1 else ''} would give it one."
+            )
+            out[key] = SliceInterval(key, name, value, n_q, n_q, n_units, "images", None, refused)
+            continue
+        bounds = s.interval(name, confidence, n_resamples, seed)
+        iv = (
+            None
+            if bounds is None
+            else Interval(
+                metric=name,
+                value=value,
+                low=bounds[0],
+                high=bounds[1],
+                confidence=confidence,
+                method=f"percentile bootstrap over images, {n_resamples} resamples",
+                n=n_units,
+                unit="images",
+            )
+        )
+        out[key] = SliceInterval(
+            key,
+            name,
+            value,
+            n_q,
+            n_q,
+            n_units,
+            "images",
+            iv,
+            None if iv is not None else f"slice {key!r}: no interval (n_resamples=0)",
+        )
+    return out
+
+
 def no_value_cause(
     key: str, sub, n_queries: int, leave_out: str = "leave the slice out (slices=[...])"
 ) -> str | None:
     """Why the slice ``key`` has no value (every query skipped for want of a relevant
-    gallery item, or outside the query set), with the fixes; None when it has one."""
-    if sub.n_used:
+    gallery item, or outside the query set), with the fixes; None when it has one (an
+    image-text slice always has: every image has a caption, every caption an image)."""
+    if getattr(sub, "n_used", None) is None or sub.n_used:
         return None
     outside = int(getattr(sub, "n_outside", 0) or 0)
     if outside == n_queries:

@@ -197,6 +197,8 @@ def _dataset(kind: str) -> dict:
     if kind == "image_text":
         props["protocol"] = {"enum": list(s._PROTOCOLS)}
         props["images_without_captions"] = {"enum": ["error", "drop"]}
+        props["slices"] = DATASET_SLICES_SCHEMA  # columns of the images' file: per image
+        props["caption_slices"] = DATASET_SLICES_SCHEMA  # of the captions' file: per caption
     elif kind == "run":
         props.update(
             run={"$ref": "#/$defs/file", "description": "a TREC run file"},
@@ -522,6 +524,10 @@ _MEANINGS = {
     ("image_text", "captions"): "the captions' source; it carries the image index array",
     ("image_text", "protocol"): "5k / all (default 5k), 1k or 5fold1k",
     ("image_text", "images_without_captions"): "error (default) or drop",
+    ("image_text", "slices"): "per-image metadata: columns of the images' file (as a retrieval "
+    "dataset's slices:); each slice is its images with their captions (i2t, t2i, rsum)",
+    ("image_text", "caption_slices"): "per-caption metadata: columns of the captions' file; "
+    "caption slices hold the t2i metrics only",
     ("images", "images"): "the source: inputs (N x C x H x W), labels, and boxes (N x 4: x0, "
     "y0, x1, y1, ends exclusive) or masks (N x H x W)",
     ("run", "run"): "+ (qid Q0 docid rank score tag; the score orders, the rank column and "

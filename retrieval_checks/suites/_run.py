@@ -494,6 +494,12 @@ class SuiteRunner:
                 images_without_captions=dataset.images_without_captions,
                 n_resamples=options["n_resamples"],
                 seed=options["seed"],
+                slices=dataset_slices(self, suite, dataset, images) if dataset.slices else None,
+                caption_slices=dataset_slices(
+                    self, suite, dataset, captions, dims=dataset.caption_slices
+                )
+                if dataset.caption_slices
+                else None,
                 **common,
             )
         q = self.part(suite, model_name, dataset_name, "queries", timeout=timeout)

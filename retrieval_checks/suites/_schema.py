@@ -138,6 +138,8 @@ class Dataset:
     ignore_identical_ids: bool = False
     queries: str = "both"  # type run: evaluate_run's query set
     slices: tuple = ()  # SliceColumn dimensions (suites/_slices.py)
+    #: image_text: SliceColumn dimensions of the captions' file (per-caption metadata)
+    caption_slices: tuple = ()
     line: int | None = None
 
     @property
@@ -722,6 +724,7 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
     parts_names = _PART_NAMES[kind]
     extra = ("protocol", "images_without_captions") if kind == "image_text" else ()
     extra += ("slices",) if kind == "retrieval" else ()
+    extra += ("slices", "caption_slices") if kind == "image_text" else ()
     r.keys(
         node,
         field,
@@ -743,10 +746,9 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
             _join(field, "images_without_captions"),
             node.line_of("images_without_captions"),
         )
-    if "slices" in node:
-        kw["slices"] = parse_dataset_slices(
-            r, node["slices"], _join(field, "slices"), node.line_of("slices")
-        )
+    for key in ("slices", "caption_slices"):  # image_text: of the images' / captions' files
+        if key in node:
+            kw[key] = parse_dataset_slices(r, node[key], _join(field, key), node.line_of(key))
     return Dataset(name=name, type=kind, parts=parts, line=line, **kw)
 
 

@@ -430,15 +430,25 @@ def check_slices(r, node, field: str, kind: str, spec, datasets, suite_datasets:
                     f"{field}.baseline.{k}",
                     section.line_of(k) if hasattr(section, "line_of") else sline,
                 )
-    if spec.kind != "query":
+    if spec.kind not in ("query", "crossmodal"):
         raise r.error(
             f"{spec.name} has no per-query values (a {spec.kind} metric), so it has no value per slice; slice a "
-            "query-level metric (map, ndcg@10, hit_rate@1, ...).",
+            "query-level metric (map, ndcg@10, hit_rate@1, ...) or an image-text one.",
             sfield,
             sline,
         )
     for d in datasets:
-        if not getattr(suite_datasets[d], "slices", ()):
+        ds = suite_datasets[d]
+        if ds.type == "image_text":
+            if not ds.slices and not ds.caption_slices:
+                raise r.error(
+                    f"dataset {d!r} declares no slices; add slices: <column> (an array of its images' file, one "
+                    f"value per image) or caption_slices: <column> (of its captions' file) to datasets.{d}.",
+                    sfield,
+                    sline,
+                )
+            continue
+        if not getattr(ds, "slices", ()):
             raise r.error(
                 f"dataset {d!r} declares no slices; add slices: <column> to datasets.{d} (an array of its queries' "
                 "file, one value per query).",
@@ -448,8 +458,10 @@ def check_slices(r, node, field: str, kind: str, spec, datasets, suite_datasets:
     return value
 
 
-def dataset_slices(runner, suite, dataset, part) -> dict | list:
-    """The slice values of a retrieval dataset's queries (``part``: its queries part)."""
+def dataset_slices(runner, suite, dataset, part, dims=None) -> dict | list:
+    """The slice values of a retrieval dataset's queries (``part``: its queries part), or
+    of an image_text dataset's images or captions (``dims``: the dataset's
+    ``caption_slices``, read from the captions' part)."""
     n = int(part.embeddings.shape[0])
 
     def read(col: SliceColumn):
@@ -476,7 +488,7 @@ def dataset_slices(runner, suite, dataset, part) -> dict | list:
             )
         return arrays[col.column]
 
-    return slice_values(dataset.slices, read, n, dataset.name, suite.path)
+    return slice_values(dataset.slices if dims is None else dims, read, n, dataset.name, suite.path)
 
 
 def slice_column_errors(suite) -> list[SuiteError]:
