@@ -638,7 +638,10 @@ def beir_slices(suite, dataset, data) -> dict | list:
 
 # ----------------------------------------------------------------------------- run datasets
 #: The files a run dataset's slice values come from (a run has no queries file).
-RUN_SLICE_SUFFIXES = (".tsv", ".txt", ".csv", ".json")
+RUN_SLICE_SUFFIXES = (".tsv", ".txt", ".csv", ".json", ".jsonl")
+
+#: The fields a JSON-lines query record names its id with (BEIR's ``_id`` first).
+JSONL_ID_KEYS = ("_id", "qid", "query_id", "id")
 
 
 def run_dataset_slices(r, value, field: str, line) -> tuple:
@@ -661,6 +664,13 @@ def run_dataset_slices(r, value, field: str, line) -> tuple:
             raise r.error(
                 f"{col.file.name}: a run dataset's slice values are read from a text file of query ids and "
                 f"values ({', '.join(RUN_SLICE_SUFFIXES)}), found {col.file.suffix or 'no suffix'}.",
+                col.where,
+                col.line,
+            )
+        if col.file.suffix.lower() == ".jsonl" and col.column is None:
+            raise r.error(
+                f"{col.file.name}: JSON lines hold one object per query; name the field with column: "
+                f"({{file: {col.file.name}, column: lang}}, or column: metadata.lang for a nested one).",
                 col.where,
                 col.line,
             )
@@ -767,13 +777,66 @@ def _read_run_json(path: Path, column: str | None) -> dict:
     return out
 
 
+def _read_run_jsonl(path: Path, column: str | None) -> dict:
+    """``{qid: value}`` from JSON lines, one object per query (BEIR's ``queries.jsonl``
+    form): its id under one of :data:`JSONL_ID_KEYS`, its value the field ``column``
+    (a dotted path reaches into nested objects: ``metadata.lang``); blank lines skipped."""
+    import json
+
+    if column is None:
+        raise InputError(
+            f"{path.name}: JSON lines hold one object per query; name the field with column: (column: lang, "
+            "or column: metadata.lang for a nested one)."
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path.name} could not be read ({type(exc).__name__}: {exc}).") from None
+    out: dict = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:
+            record, why = None, f" ({exc})"
+        else:
+            why = ""
+        if not isinstance(record, dict):
+            raise InputError(f"{path.name}:{number}: not a JSON object{why}; one object per line.")
+        key = next((k for k in JSONL_ID_KEYS if k in record), None)
+        if key is None:
+            raise InputError(
+                f"{path.name}:{number}: no query id (a field {' / '.join(JSONL_ID_KEYS)}); found "
+                f"{', '.join(map(repr, list(record)[:6])) or 'an empty object'}."
+            )
+        qid = str(record[key])
+        if qid in out:
+            raise InputError(
+                f"{path.name}:{number}: query {qid!r} is given twice; one value per query."
+            )
+        v = _field_of(record, column)
+        if isinstance(v, (dict, list)):
+            raise InputError(
+                f"{path.name}:{number}: query {qid!r} has {type(v).__name__} {str(v)[:40]} in {column!r}; a slice "
+                "value is a string, number or boolean (name a field inside it: column: a.b)."
+            )
+        out[qid] = v
+    if not out:
+        raise InputError(f"{path.name} holds no query records.")
+    return out
+
+
+_RUN_READERS = {".json": _read_run_json, ".jsonl": _read_run_jsonl}
+
+
 def run_slices(suite, dataset) -> dict:
     """``{dimension: {query id: slice value}}`` of a run dataset (map / bins applied);
     errors name the suite file, the column's line and field."""
     out = {}
     for col in dataset.slices:
         try:
-            read = _read_run_json if col.file.suffix.lower() == ".json" else _read_run_text
+            read = _RUN_READERS.get(col.file.suffix.lower(), _read_run_text)
             by_id = read(col.file, col.column)
             for qid, v in by_id.items():
                 if isinstance(v, float) and math.isnan(v):
