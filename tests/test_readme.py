@@ -144,6 +144,11 @@ def _sample_namespace() -> dict:
     ns["captions"] = (images[ns["caption_image"]] + 0.3 * rng.normal(size=(1000, 32))).astype(
         np.float32
     )
+    # image-text slices (docs/slices.md): a category per image, a language per caption (under
+    # names of their own: a classifier block rebinds images)
+    ns["image_embeddings"], ns["caption_embeddings"] = images, ns["captions"]
+    ns["image_category"] = np.array(["dog", "cat", "car", "tree"])[np.arange(200) % 4]
+    ns["caption_lang"] = np.array(["de", "en"])[np.arange(1000) % 2]
     # an older model of X, y (noisier), and slices: a language per query (docs/slices.md,
     # docs/power.md)
     ns["X_last_release"] = X + 0.3 * rng.normal(size=X.shape).astype(np.float32)

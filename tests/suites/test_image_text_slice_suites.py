@@ -90,3 +90,23 @@ def test_a_slice_check_on_an_image_text_dataset_without_slices_is_refused(tmp_pa
             "- {metric: rsum, dataset: pairs, slices: all, at_least: 100}",
             slices="protocol: 5k",
         )
+
+
+def test_per_slice_baselines_of_an_image_text_dataset(tmp_path):
+    """An i2t baseline check keeps one record per image slice (caption slices hold no
+    i2t value), reads them back and gates them in one gate."""
+    suite, want = _write(
+        tmp_path, "- {metric: i2t_recall@1, dataset: pairs, slices: all, baseline: {max_drop: 0.0}}"
+    )
+    writer = SuiteRunner(regen="all")
+    writer.run(suite, suite.cases[0])
+    assert [k.rsplit(" ", 1)[1] for _, k, _ in writer.baselines.pending] == [
+        "slice=cat=dog",
+        "slice=cat=cat",
+    ]
+    writer.baselines.write()
+    event = _run(load_suite(tmp_path / "rc_it.yaml"), 0)
+    rows = {r["slice"]: r for r in event.extra["slices"]}
+    assert set(rows) == {"cat=dog", "cat=cat"} and rows["cat=dog"]["drop"] == 0.0
+    assert rows["cat=dog"]["baseline"] == pytest.approx(want.slices["cat=dog"]["i2t_recall@1"])
+    assert "new_slices" not in event.extra  # the caption slices are not i2t slices
