@@ -65,6 +65,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -483,60 +484,79 @@ def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]])
 # entry-by-entry reading (_nested_mapping, _flatten), which gives every message.
 
 
-def _plain_ids(ids: list) -> np.ndarray | None:
-    """The UTF-8 bytes of ``ids`` joined by newlines, when every id is a ``str`` of printable
-    ASCII without spaces, non-empty (what :func:`_id` returns unchanged); else None."""
+def _jit():
+    """:mod:`._runs_numba` where the engine's kernels are numba's (:mod:`._kernels`), else
+    None (the numpy code here: the same integers)."""
+    from . import _kernels
+
+    if _kernels._state()[1] != "numba":
+        return None
+    from . import _runs_numba
+
+    return _runs_numba
+
+
+def _plain_ids(ids: list):
+    """``(bytes, starts, lengths, bytes used)`` of ``ids`` (their UTF-8 joined by
+    newlines), when every id is a ``str`` of printable ASCII without spaces, non-empty
+    (what :func:`_id` returns unchanged); else None."""
     if not ids:
-        return np.zeros(0, np.uint8)
+        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), None
     if set(map(type, ids)) != {str}:
         return None
     text = "\n".join(ids)
     if not text.isascii():
         return None
     buf = np.frombuffer(text.encode("ascii"), np.uint8)
+    jit = _jit()
+    if jit is not None:
+        ok, starts, lens, used = jit.id_bounds(buf, len(ids))
+        return (buf, starts, lens, used) if ok else None
     sep = buf == 10
-    if int(np.count_nonzero(sep)) != len(ids) - 1:  # an id holding a newline
+    if buf.size == 0 or int(np.count_nonzero(sep)) != len(ids) - 1:  # "", or a newline in an id
         return None
     ok = sep | ((buf >= 33) & (buf <= 126))  # printable ASCII without the space
     if not ok.all() or buf[0] == 10 or buf[-1] == 10 or (sep[1:] & sep[:-1]).any():
         return None  # an empty id ("" first, last or between two separators)
-    return buf
+    ends = np.append(np.flatnonzero(sep), buf.size)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    return buf, starts, ends - starts, np.bincount(buf[~sep], minlength=256) > 0
 
 
-def _code_ids(ids: list, buf: np.ndarray) -> tuple[np.ndarray, list]:
+def _code_ids(ids: list, plain) -> tuple[np.ndarray, list]:
     """Each id's rank among the distinct ids in code-point order (trec_eval's strcmp
-    order; the byte order of their UTF-8) and the distinct ids in that order, from the
-    ids' bytes (``buf``: joined by newlines), zero-padded to the longest (no id holds a
-    zero byte, so a prefix sorts first, as in strcmp)."""
+    order; the byte order of their UTF-8) and the distinct ids in that order, from
+    :func:`_plain_ids`'s bytes, zero-padded to the longest id (no id holds a zero byte,
+    so a prefix sorts first, as in strcmp)."""
     n = len(ids)
     if n == 0:
         return np.zeros(0, np.int64), []
-    ends = np.append(np.flatnonzero(buf == 10), buf.size)
-    lens = ends - np.concatenate([[0], ends[:-1] + 1])
+    buf, starts, lens, used = plain
     width = int(lens.max())
     words = (width + 7) // 8
+    base = int(used.sum()) + 1  # the bytes the ids use, and the padding
+    index_bits = (n - 1).bit_length()
+    jit = _jit()
     if n * words * 8 > 2 * buf.size + (64 << 20):  # one long id among short ones: by a dict
-        first: dict[str, int] = {}  # each id's first draw of one count
-        draw = np.fromiter(map(first.setdefault, ids, itertools.count()), np.int64, count=n)
-        kept = np.fromiter(first.values(), np.int64, count=len(first))  # ascending
-        seen = list(first)  # in order of first appearance
+        first_draw: dict[str, int] = {}  # each id's first draw of one count
+        draw = np.fromiter(map(first_draw.setdefault, ids, itertools.count()), np.int64, count=n)
+        kept = np.fromiter(first_draw.values(), np.int64, count=len(first_draw))  # ascending
+        seen = list(first_draw)  # in order of first appearance
         order = sorted(range(len(seen)), key=seen.__getitem__)
         rank = np.empty(len(seen), np.int64)
         rank[order] = np.arange(len(seen))
         return rank[np.searchsorted(kept, draw)], [seen[i] for i in order]
-    padded = np.zeros((n, words * 8), np.uint8)
-    chars = buf[buf != 10]
-    padded[np.arange(words * 8) < lens[:, None]] = chars
-    used = np.zeros(256, bool)
-    used[chars] = True
-    base = int(used.sum()) + 1  # the bytes the ids use, and the padding
-    index_bits = (n - 1).bit_length()
     if base**width <= 1 << (64 - index_bits):
         # each id a number in that base (its bytes' ranks as digits: the same order),
         # with its index below it: one sort of plain integers gives the order and the
         # indices (far faster than an argsort)
         digit = np.zeros(256, np.uint64)
         digit[used] = np.arange(1, base, dtype=np.uint64)
+        if jit is not None:
+            packed = np.sort(jit.id_numbers(buf, starts, lens, digit, base, width, index_bits))
+            codes, first = jit.codes_of_sorted(packed, index_bits)
+            return codes, _pick(ids, first)
+        padded = _padded(buf, lens, width)
         value = np.zeros(n, np.uint64)
         for j in range(width):
             value = value * np.uint64(base) + digit[padded[:, j]]
@@ -546,14 +566,27 @@ def _code_ids(ids: list, buf: np.ndarray) -> tuple[np.ndarray, list]:
         new = np.ones(n, bool)
         new[1:] = value[1:] != value[:-1]
     else:  # the bytes as big-endian 64-bit words, sorted as a key of several integers
-        key = padded.view(">u8").astype(np.uint64)
+        key = _padded(buf, lens, words * 8).view(">u8").astype(np.uint64)
         order = np.argsort(key[:, 0]) if words == 1 else np.lexsort(key.T[::-1])
         key = key[order]
         new = np.ones(n, bool)
         new[1:] = (key[1:] != key[:-1]).any(axis=1)
     codes = np.empty(n, np.int64)
     codes[order] = np.cumsum(new) - 1
-    return codes, [ids[i] for i in order[new].tolist()]
+    return codes, _pick(ids, order[new])
+
+
+def _padded(buf: np.ndarray, lens: np.ndarray, width: int) -> np.ndarray:
+    """The ids' bytes as rows of ``width`` bytes, zero-padded."""
+    padded = np.zeros((lens.size, width), np.uint8)
+    padded[np.arange(width) < lens[:, None]] = buf[buf != 10]
+    return padded
+
+
+def _pick(ids: list, at: np.ndarray) -> list:
+    """``[ids[i] for i in at]``, at C speed."""
+    at = at.tolist()
+    return list(operator.itemgetter(*at)(ids)) if len(at) > 1 else [ids[i] for i in at]
 
 
 def _plain_side(obj: Mapping, kind: type):
@@ -569,17 +602,20 @@ def _plain_side(obj: Mapping, kind: type):
     sizes = np.fromiter(map(len, rows), np.int64, count=len(rows))
     n = int(sizes.sum())
     ids = list(itertools.chain.from_iterable(rows))
-    values = list(itertools.chain.from_iterable(map(dict.values, rows)))
-    if n and set(map(type, values)) != {kind}:
+
+    def values():
+        return itertools.chain.from_iterable(map(dict.values, rows))
+
+    if n and set(map(type, values())) != {kind}:
         return None
     if kind is float:
-        out = np.fromiter(values, np.float64, count=n)
+        out = np.fromiter(values(), np.float64, count=n)
         if not np.isfinite(out).all():
             return None
     else:
-        if n and (min(values) < -1 or max(values) > INT64_MAX):
+        if n and (min(values()) < -1 or max(values()) > INT64_MAX):
             return None
-        out = np.fromiter(values, np.int64, count=n)
+        out = np.fromiter(values(), np.int64, count=n)
     return qids, sizes, ids, out
 
 
@@ -592,13 +628,13 @@ def _plain_flat(run, qrels) -> _Flat | None:
     if r is None or j is None:
         return None
     ids = r[2] + j[2]
-    buf = _plain_ids(ids)
-    if buf is None:
+    plain = _plain_ids(ids)
+    if plain is None:
         return None
     _check_overlap(r[0], j[0])
     qids = _id_order(set(r[0]) | set(j[0]))
     q_of = {q: i for i, q in enumerate(qids)}
-    codes, names = _code_ids(ids, buf)
+    codes, names = _code_ids(ids, plain)
     n_run = len(r[2])
 
     def rows(side):

@@ -132,9 +132,19 @@ def test_one_long_id_among_short_ones_is_coded_by_a_dict(monkeypatch):
         )
 
 
+@pytest.fixture(params=["numba", "numpy"])
+def kernels(request, monkeypatch):
+    """The numba twins (:mod:`retrieval_checks.engine._runs_numba`) or the numpy code."""
+    if request.param == "numpy":
+        monkeypatch.setattr(_runs, "_jit", lambda: None)
+    elif _runs._jit() is None:
+        pytest.skip("numba is not the engine's accelerator here")
+    return request.param
+
+
 @pytest.mark.parametrize("short", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_codes_are_the_ranks_of_the_ids_in_code_point_order(seed, short):
+def test_codes_are_the_ranks_of_the_ids_in_code_point_order(seed, short, kernels):
     rng = np.random.default_rng(seed)
     distinct = _ids(rng, 60, short)
     ids = [distinct[i] for i in rng.integers(0, 60, 500)]
@@ -143,11 +153,32 @@ def test_codes_are_the_ranks_of_the_ids_in_code_point_order(seed, short):
     assert [names[c] for c in codes] == ids
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 200])
+def test_the_numba_and_numpy_id_steps_agree(n, monkeypatch):
+    """Bounds, bytes used, codes and first ids: the same integers from both."""
+    if _runs._jit() is None:
+        pytest.skip("numba is not the engine's accelerator here")
+    rng = np.random.default_rng(n)
+    for short in (False, True):
+        distinct = _ids(rng, 30, short)
+        ids = [distinct[i] for i in rng.integers(0, 30, n)]
+        fast = _runs._plain_ids(ids)
+        fast_codes = _runs._code_ids(ids, fast)
+        with monkeypatch.context() as m:
+            m.setattr(_runs, "_jit", lambda: None)
+            slow = _runs._plain_ids(ids)
+            slow_codes = _runs._code_ids(ids, slow)
+        for a, b in zip(fast, slow):
+            assert np.array_equal(a, b)
+        assert np.array_equal(fast_codes[0], slow_codes[0]) and fast_codes[1] == slow_codes[1]
+
+
 @pytest.mark.parametrize(
     "ids",
-    [["a", ""], ["", "a"], ["a", "", "b"], ["a b"], ["a\nb"], ["a\tb"], ["é"], ["a\x00"], [1]],
+    [["a", ""], ["", "a"], ["a", "", "b"], [""], ["a b"], ["a\nb"], ["a\n"], ["\na"]]
+    + [["a\tb"], ["é"], ["a\x00"], [1], ["a", "b\x7f"], ["a", 2]],
 )
-def test_ids_that_are_not_plain_are_not_read_at_once(ids):
+def test_ids_that_are_not_plain_are_not_read_at_once(ids, kernels):
     assert _runs._plain_ids(ids) is None
 
 
@@ -198,7 +229,7 @@ def test_query_blocks_sorted_one_by_one_give_the_lexsort_order(seed, docid):
 
 
 @pytest.mark.parametrize("ties", ["pessimistic", "average", "docid"])
-def test_long_rankings_read_and_sorted_at_once_agree(monkeypatch, ties):
+def test_long_rankings_read_and_sorted_at_once_agree(monkeypatch, ties, kernels):
     """Queries of 150 documents (the blocks sorted one by one), scores with ties."""
     rng = np.random.default_rng(11)
     run = {

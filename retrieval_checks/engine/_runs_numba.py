@@ -1,0 +1,82 @@
+"""numba twins of :func:`retrieval_checks.engine._runs`'s whole-array steps on a run's
+document ids (issue 32): one pass over their bytes where numpy takes several, giving
+the same integers as the numpy code in ``_runs`` (``_id_bounds``, ``_code_ids``), which
+serves where numba cannot be imported or ``RETRIEVAL_CHECKS_KERNELS=numpy``. Compiled
+on first use and cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def id_bounds(buf, n):
+    """(ok, starts, lengths, bytes used) of the ``n`` ids that ``buf`` joins with
+    newlines (byte 10); ok: exactly ``n`` ids, each non-empty and of bytes 33..126
+    (printable ASCII without the space)."""
+    starts = np.empty(n, np.int64)
+    lens = np.empty(n, np.int64)
+    used = np.zeros(256, np.bool_)
+    k = 0
+    s = 0
+    for p in range(buf.size):
+        c = buf[p]
+        if c == 10:
+            if p == s or k >= n - 1:
+                return False, starts, lens, used
+            starts[k] = s
+            lens[k] = p - s
+            k += 1
+            s = p + 1
+        elif c < 33 or c > 126:
+            return False, starts, lens, used
+        else:
+            used[c] = True
+    if k != n - 1 or s == buf.size:
+        return False, starts, lens, used
+    starts[k] = s
+    lens[k] = buf.size - s
+    return True, starts, lens, used
+
+
+@njit(cache=True, nogil=True)
+def id_numbers(buf, starts, lens, digit, base, width, index_bits):
+    """Each id as a number in ``base`` (``digit`` of each byte, 0 past its end, ``width``
+    digits), shifted left by ``index_bits`` above the id's index."""
+    n = starts.size
+    out = np.empty(n, np.uint64)
+    b = np.uint64(base)
+    shift = np.uint64(index_bits)
+    for i in range(n):
+        v = np.uint64(0)
+        s = starts[i]
+        m = lens[i]
+        for j in range(width):
+            d = digit[buf[s + j]] if j < m else np.uint64(0)
+            v = v * b + d
+        out[i] = (v << shift) | np.uint64(i)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def codes_of_sorted(packed, index_bits):
+    """From the sorted numbers of :func:`id_numbers`: each id's rank among the distinct
+    ones, and the index of the first id of each rank (in sorted order)."""
+    n = packed.size
+    shift = np.uint64(index_bits)
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    codes = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    c = -1
+    prev = np.uint64(0)
+    for p in range(n):
+        v = packed[p] >> shift
+        i = np.int64(packed[p] & mask)
+        if p == 0 or v != prev:
+            c += 1
+            first[c] = i
+            prev = v
+        codes[i] = c
+    return codes, first[: c + 1]
