@@ -1035,7 +1035,10 @@ class ImageTextSlice(Mapping):
             return None
         rng = np.random.default_rng([int(seed), int(self._parent.index_of(self.name))])
         U = self.n_images
-        counts = rng.multinomial(U, np.full(U, 1.0 / U), size=n_resamples).astype(np.float64)
+        draws = rng.integers(0, U, size=(n_resamples, U))  # each replicate: U images drawn
+        draws += (np.arange(n_resamples) * U)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=n_resamples * U).reshape(n_resamples, U)
+        counts = counts.astype(np.float64)
         reps = self._units.values([spec], counts)[spec.name]
         reps = reps[np.isfinite(reps)]
         if reps.size == 0:

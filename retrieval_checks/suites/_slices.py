@@ -493,37 +493,55 @@ def dataset_slices(runner, suite, dataset, part, dims=None) -> dict | list:
 
 def slice_column_errors(suite) -> list[SuiteError]:
     """``retrieval-checks validate``'s look at the data: each slice column that a readable
-    queries file (or ``file:``) lacks, located at the column's line. Only the array names
-    are read (no data); a file that cannot be read, a ``.npy`` file and BEIR fields are
-    left to the run, which reports them."""
+    queries file (an image_text dataset: its images' or captions' file; or ``file:``)
+    lacks, located at the column's line. Only the array names are read (no data); a file
+    that cannot be read, a ``.npy`` file and BEIR fields are left to the run, which
+    reports them."""
+    out = []
+    for dataset in suite.datasets.values():
+        parts = dataset.parts if isinstance(dataset.parts, dict) else {}
+        # (columns, the part whose file they read): an image_text dataset's images and captions
+        if dataset.type == "image_text":
+            pairs = [
+                (dataset.slices, parts.get("images")),
+                (dataset.caption_slices, parts.get("captions")),
+            ]
+        elif dataset.type == "beir":
+            pairs = []
+        else:
+            pairs = [(dataset.slices, parts.get("queries"))]
+        for columns, part in pairs:
+            out += _missing_columns(suite, dataset, columns or (), part)
+    return out
+
+
+def _missing_columns(suite, dataset, columns, part) -> list[SuiteError]:
+    """The errors of :func:`slice_column_errors` for the columns read from ``part``'s
+    file (or their own ``file:``)."""
     from .._suggest import did_you_mean
     from ..data._files import read_arrays
 
     out = []
-    for dataset in suite.datasets.values():
-        queries = dataset.parts.get("queries") if isinstance(dataset.parts, dict) else None
-        if not dataset.slices or dataset.type == "beir" or queries is None:
+    for col in columns if part is not None else ():
+        source = col.file if col.file is not None else getattr(part, "file", None)
+        if col.column is None or source is None or Path(source).suffix.lower() == ".npy":
             continue
-        for col in dataset.slices:
-            source = col.file if col.file is not None else getattr(queries, "file", None)
-            if col.column is None or source is None or Path(source).suffix.lower() == ".npy":
-                continue
-            try:
-                names = list(read_arrays(source))
-            except (InputError, OSError, ValueError):  # unreadable here: the run says why
-                continue
-            if col.column not in names:
-                close = did_you_mean(col.column, names)
-                out.append(
-                    SuiteError(
-                        f"dataset {dataset.name!r} slices: column {col.column!r} is not in "
-                        f"{Path(source).name}; it has {', '.join(map(repr, names)) or 'none'}."
-                        + (f" Did you mean {close!r}?" if close else ""),
-                        path=suite.path,
-                        line=col.line,
-                        field=col.where,
-                    )
+        try:
+            names = list(read_arrays(source))
+        except (InputError, OSError, ValueError):  # unreadable here: the run says why
+            continue
+        if col.column not in names:
+            close = did_you_mean(col.column, names)
+            out.append(
+                SuiteError(
+                    f"dataset {dataset.name!r} slices: column {col.column!r} is not in "
+                    f"{Path(source).name}; it has {', '.join(map(repr, names)) or 'none'}."
+                    + (f" Did you mean {close!r}?" if close else ""),
+                    path=suite.path,
+                    line=col.line,
+                    field=col.where,
                 )
+            )
     return out
 
 

@@ -110,3 +110,22 @@ def test_per_slice_baselines_of_an_image_text_dataset(tmp_path):
     assert set(rows) == {"cat=dog", "cat=cat"} and rows["cat=dog"]["drop"] == 0.0
     assert rows["cat=dog"]["baseline"] == pytest.approx(want.slices["cat=dog"]["i2t_recall@1"])
     assert "new_slices" not in event.extra  # the caption slices are not i2t slices
+
+
+def test_validate_names_a_slice_column_the_images_or_captions_file_lacks(tmp_path):
+    """``retrieval-checks validate`` looks at the data's array names: a slice column of an
+    image_text dataset missing from its images' (or captions') file is located."""
+    from retrieval_checks.suites._slices import slice_column_errors
+
+    suite, _ = _write(
+        tmp_path,
+        "- {metric: rsum, dataset: pairs, slices: all, at_least: 100}",
+        slices="slices: {cat: catt}\n    caption_slices: {lang: lnag}",
+    )
+    errors = slice_column_errors(suite)
+    assert [e.field for e in errors] == [
+        "datasets.pairs.slices.cat",
+        "datasets.pairs.caption_slices.lang",
+    ]
+    assert "column 'catt' is not in pairs.npz" in str(errors[0]) and "'cat'" in str(errors[0])
+    assert "column 'lnag' is not in caps.npz" in str(errors[1])
