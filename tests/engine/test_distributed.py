@@ -3,7 +3,7 @@
 
 Ranks are real processes (``torch.multiprocessing``) on Gloo with a ``file://``
 rendezvous in ``tmp_path``. Each world size (1, 2, 3) runs every scenario in one
-launch; the shards are uneven (an empty one at world size 3), the gallery's shard
+launch (world size 1 in the test's own process: a group of one needs no other); the shards are uneven (an empty one at world size 3), the gallery's shard
 boundaries differ from the queries', duplicate vectors straddle the boundaries, the
 data are tie-heavy integers and Gaussian floats, query and gallery ids overlap, and
 relevance comes from labels and explicit (binary and graded) rows. Every metric
@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import sys
 import traceback
 
 import numpy as np
@@ -665,6 +666,33 @@ def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 300.0)
     ]
 
 
+def _launch_here(tmp_path, scenarios: list[dict]) -> list:
+    """World size 1 in this process (a group of one rank needs no other process: a spawn
+    cost an interpreter, a torch import and the kernels' load, ~10 CPU-s); what
+    :func:`_worker` changes here (threads, OMP_NUM_THREADS, the spy on the prepared
+    gallery) is put back after."""
+    from retrieval_checks.engine.distributed import _sharded
+
+    job = tmp_path / "job1.pkl"
+    job.write_bytes(pickle.dumps(scenarios))
+    out = tmp_path / "out1"
+    out.mkdir()
+    threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    prepare = _sharded.prepare_problem
+    try:
+        _worker(0, 1, str(tmp_path / "rendezvous1"), str(job), str(out))
+    finally:
+        _sharded.prepare_problem = prepare
+        torch.set_num_threads(threads)
+        if omp is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = omp
+        _restore()
+    assert not dist.is_initialized()
+    return [dict(pickle.loads((out / "rank0.pkl").read_bytes()), _exitcode=0)]
+
+
 def _single(sc: dict):
     kw = dict(sc["kw"])
     # the ranks run under gloo, whose device="auto" is the CPU: the one-process reference
@@ -779,7 +807,8 @@ def runs(tmp_path_factory):
             if world == 2:
                 scenarios += _calls_differ()
                 scenarios += [dict(name="ddp-example", entry="example"), _rank_dies()]
-            cache[world] = _launch(tmp, world, scenarios)
+            launch = _launch if world > 1 else lambda tmp, _world, sc: _launch_here(tmp, sc)
+            cache[world] = launch(tmp, world, scenarios)
             cache[world, "tmp"] = tmp
         return cache[world]
 
@@ -787,13 +816,26 @@ def runs(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="module")
+def single():
+    """Each scenario's one-process outcome, computed once for the three world sizes."""
+    cache = {}
+
+    def get(sc: dict):
+        if sc["name"] not in cache:
+            cache[sc["name"]] = _single(sc)
+        return cache[sc["name"]]
+
+    return get
+
+
 # ----------------------------------------------------------------------------- tests
 @pytest.mark.slow
 @pytest.mark.parametrize("world", [1, 2, 3])
-def test_every_rank_equals_one_process_bit_for_bit(runs, world):
+def test_every_rank_equals_one_process_bit_for_bit(runs, single, world):
     per_rank = runs(world)
     for sc in _scenarios():
-        expected = _single(sc)
+        expected = single(sc)
         assert expected[0] == "ok", (sc["name"], expected)
         for rank, results in enumerate(per_rank):
             got = results[sc["name"]]
@@ -973,22 +1015,23 @@ def test_the_ddp_example_gives_every_rank_the_global_metrics(runs):
 
 
 @pytest.mark.slow
-def test_the_benchmark_runs_and_checks_its_ranks():
-    """benchmarks/bench_distributed.py at a tiny size: its table, and every rank's values
-    equal to one process (the script exits 1 otherwise); timings are not checked."""
-    import subprocess
-    import sys
+def test_the_benchmark_runs_and_checks_its_ranks(capsys, monkeypatch):
+    """benchmarks/bench_distributed.py at a tiny size and world size 2 only: its table,
+    and every rank's values equal to one process (main returns 1 otherwise); timings are
+    not checked. Its main runs here (the ranks and its one-process row are spawned by the
+    script itself): a subprocess for the script and world size 1 cost two more interpreters."""
+    import importlib.util
 
     script = os.path.join(
         os.path.dirname(__file__), "..", "..", "benchmarks", "bench_distributed.py"
     )
-    out = subprocess.run(
-        [sys.executable, script, "--n", "2000", "--d", "16"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert (
-        "| 2 | 1 | 1000 |" in out.stdout and "equal to one process on every rank: yes" in out.stdout
-    )
+    spec = importlib.util.spec_from_file_location("bench_distributed", script)
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_distributed", bench)  # the spawned ranks import it
+    monkeypatch.syspath_prepend(os.path.dirname(script))
+    spec.loader.exec_module(bench)
+    code = bench.main(["--n", "2000", "--d", "16", "--worlds", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "| 2 | 1 | 1000 |" in out and "equal to one process on every rank: yes" in out
+    assert "| 1 | 0 |" not in out  # only the world size asked for
