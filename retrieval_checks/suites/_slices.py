@@ -447,6 +447,15 @@ def check_slices(r, node, field: str, kind: str, spec, datasets, suite_datasets:
                     sfield,
                     sline,
                 )
+            if not ds.slices and not spec.family.startswith("t2i"):
+                raise r.error(
+                    f"{spec.name} needs image slices: dataset {d!r} declares caption_slices only, and "
+                    "caption_slices hold t2i metrics only (a caption slice has no image queries; rsum adds "
+                    f"both directions). Add slices: <column of the images' file> to datasets.{d}, or gate a "
+                    "t2i metric.",
+                    sfield,
+                    sline,
+                )
             continue
         if not getattr(ds, "slices", ()):
             raise r.error(

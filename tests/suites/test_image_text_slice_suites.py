@@ -129,3 +129,13 @@ def test_validate_names_a_slice_column_the_images_or_captions_file_lacks(tmp_pat
     ]
     assert "column 'catt' is not in pairs.npz" in str(errors[0]) and "'cat'" in str(errors[0])
     assert "column 'lnag' is not in caps.npz" in str(errors[1])
+
+
+def test_an_i2t_slice_check_on_caption_slices_only_is_refused_at_load(tmp_path):
+    with pytest.raises(SuiteError, match="caption_slices hold t2i metrics only") as info:
+        _write(
+            tmp_path,
+            "- {metric: rsum, dataset: pairs, slices: all, at_least: 100}",
+            slices="caption_slices: {lang: lang}",
+        )
+    assert info.value.field == "checks[0].slices" and info.value.line == 9
