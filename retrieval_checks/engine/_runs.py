@@ -876,10 +876,20 @@ class _Ranked:
 def _run_grades(flat: _Flat) -> tuple[np.ndarray, np.ndarray]:
     """The grade of each retrieved entry (0 where it is not in the qrels) and whether the
     qrels judge it (a grade >= 0; -1 is in the pool but not judged)."""
-    judged = flat.jq * flat.n_docs + flat.jdoc
+    jit = _jit()
+    if jit is not None:
+        order = np.lexsort((flat.jdoc, flat.jq))
+        n_q = flat.query_ids.shape[0]
+        jstart = np.searchsorted(flat.jq[order], np.arange(n_q + 1))
+        return jit.grades_of(flat.q, flat.doc, jstart, flat.jdoc[order], flat.grade[order])
+    doc, jdoc, n_docs = flat.doc, flat.jdoc, flat.n_docs
+    if flat.query_ids.shape[0] * n_docs >= 1 << 62:  # (query, document) keys would overflow
+        both = np.unique(np.concatenate([doc, jdoc]), return_inverse=True)[1]
+        doc, jdoc, n_docs = both[: doc.size], both[doc.size :], int(both.max()) + 1
+    judged = flat.jq * n_docs + jdoc
     order = np.argsort(judged, kind="stable")
     keys, grades = judged[order], flat.grade[order]
-    wanted = flat.q * flat.n_docs + flat.doc
+    wanted = flat.q * n_docs + doc
     at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
     found = (keys[at] == wanted) if keys.size else np.zeros(wanted.size, bool)
     grade = np.where(found, grades[at] if keys.size else 0, 0).astype(np.int64)
@@ -905,14 +915,26 @@ def _doc_keys(flat: _Flat) -> np.ndarray:
 def _query_order(q: np.ndarray, score: np.ndarray, doc_key: np.ndarray | None) -> np.ndarray:
     """``np.lexsort((-doc_key, -score, q))`` (``doc_key`` None: without it): by query, then
     decreasing score (then decreasing document key), equal keys in input order. Where each
-    query's entries are contiguous (every reading gives them so) and a query has 64 of
-    them on average, each query's block is sorted on its own: small sorts in cache, the
-    same order (both sorts are stable), several times faster than one lexsort."""
+    query's entries are contiguous (every reading gives them so), each query's block is
+    sorted on its own (by numba's stable sort; without numba, where a query has 64
+    entries on average): small sorts in cache, the same order (both sorts are stable),
+    several times faster than one lexsort."""
     n = q.size
     starts = np.flatnonzero(np.diff(q, prepend=-1) != 0)
     keys = (-score, q) if doc_key is None else (-doc_key, -score, q)
-    if starts.size * 64 > n or np.unique(q[starts]).size != starts.size:
+    jit = _jit()
+    if (jit is None and starts.size * 64 > n) or np.unique(q[starts]).size != starts.size:
         return np.lexsort(keys)
+    if jit is not None:  # any block size: no Python step per block
+        by_key = doc_key is not None
+        return jit.block_order(
+            score,
+            doc_key if by_key else np.zeros(0, np.int64),
+            by_key,
+            starts,
+            np.append(starts[1:], n),
+            np.argsort(q[starts], kind="stable"),
+        )
     ends = np.append(starts[1:], n).tolist()
     out = np.empty(n, np.int64)
     at = 0

@@ -80,3 +80,52 @@ def codes_of_sorted(packed, index_bits):
             prev = v
         codes[i] = c
     return codes, first[: c + 1]
+
+
+@njit(cache=True, nogil=True)
+def block_order(score, doc_key, by_key, starts, ends, blocks):
+    """``np.lexsort((-doc_key, -score, q))`` (without ``doc_key`` unless ``by_key``) where
+    each query's entries are the contiguous block ``starts[b] .. ends[b] - 1``, taken in
+    the order ``blocks``: each block by stable sorts (equal keys in input order)."""
+    out = np.empty(score.size, np.int64)
+    at = 0
+    for b in blocks:
+        s = starts[b]
+        m = ends[b] - s
+        if by_key:
+            first = np.argsort(-doc_key[s : s + m], kind="mergesort")
+            neg = -score[s : s + m]
+            second = np.argsort(neg[first], kind="mergesort")
+            for i in range(m):
+                out[at + i] = s + first[second[i]]
+        else:
+            part = np.argsort(-score[s : s + m], kind="mergesort")
+            for i in range(m):
+                out[at + i] = s + part[i]
+        at += m
+    return out
+
+
+@njit(cache=True, nogil=True)
+def grades_of(q, doc, jstart, jdoc, jgrade):
+    """The grade of each retrieved entry (0 where the qrels do not list it) and whether
+    the qrels judge it (grade >= 0): a binary search among its query's judged documents,
+    ``jdoc[jstart[q] : jstart[q + 1]]``, sorted."""
+    n = q.size
+    grade = np.zeros(n, np.int64)
+    judged = np.zeros(n, np.bool_)
+    for i in range(n):
+        lo = jstart[q[i]]
+        end = jstart[q[i] + 1]
+        hi = end
+        d = doc[i]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if jdoc[mid] < d:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < end and jdoc[lo] == d:
+            grade[i] = jgrade[lo]
+            judged[i] = jgrade[lo] >= 0
+    return grade, judged

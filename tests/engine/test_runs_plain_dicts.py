@@ -211,7 +211,7 @@ def test_anything_not_plain_takes_the_entry_path(run, qrels):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("docid", [False, True])
-def test_query_blocks_sorted_one_by_one_give_the_lexsort_order(seed, docid):
+def test_query_blocks_sorted_one_by_one_give_the_lexsort_order(seed, docid, kernels):
     """Each query's contiguous block sorted on its own (blocks of 64 entries or more on
     average): the order of one lexsort over everything, ties (equal scores, -0.0 and 0.0)
     in input order; blocks out of query order, or a query in two blocks, take the lexsort."""
@@ -248,3 +248,19 @@ def test_long_rankings_read_and_sorted_at_once_agree(monkeypatch, ties, kernels)
             lambda q, s, key: np.lexsort((-s, q) if key is None else (-key, -s, q)),
         )
         _same(fast, _entry_by_entry(monkeypatch, run, qrels, metrics, ties=ties))
+
+
+def test_huge_document_indices_do_not_alias_another_querys_judgements(kernels):
+    """(indices, scores) with a document index near 2**60: (query, document) keys as
+    query * n_docs + document would wrap around int64 and match query 0's document 16
+    with query 16's judged document 0; the same run with a small index gives the truth."""
+    n_q = 17
+    for big in (2**60, 1000):
+        indices = np.tile([[16, 0, big]], (n_q, 1))
+        scores = np.tile([[3.0, 2.0, 1.0]], (n_q, 1))
+        qrels = {16: {0: 1}, **{r: {big: 1} for r in range(16)}}
+        res = rc.evaluate_run((indices, scores), qrels, ["mrr", "map"])
+        if big != 1000:
+            huge = res
+    assert huge.per_query["mrr"].tolist() == res.per_query["mrr"].tolist()
+    assert huge.per_query["mrr"][0] == pytest.approx(1 / 3)
