@@ -358,10 +358,10 @@ def test_only_the_two_seams_may_import_the_gpu_kernels():
 # What an engine module may import inside a function: optional dependencies, and the
 # modules that need them (the fused CPU pass, issue 32, loads its numba tile kernels when
 # first wanted; the seams import the GPU kernels of gpu/ only when they select them).
-_OPTIONAL = ("torch", "triton", "numba", "tqdm", "scipy", "concurrent")
+_OPTIONAL = ("torch", "triton", "numba", "tqdm", "scipy", "concurrent", "threadpoolctl")
 _OPTIONAL_MODULES = tuple(
     f"retrieval_checks.engine.{m}"
-    for m in ("gpu", "_kernels_numba", "_hamming_numba", "_fused_cpu")
+    for m in ("gpu", "_kernels_numba", "_hamming_numba", "_fused_cpu", "_grouped_numba")
 )
 
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from .._lazy import stats
 from ..errors import EmptyQueriesError, InputError
+from . import _kernels
 from ._backend import Backend
 from ._hamming import hamming_into
 from ._partial import FirstRanks
@@ -54,8 +55,12 @@ __all__ = [
     "GroupData",
     "GroupedRecall",
     "batch_scores",
+    "count_batch",
     "label_partition",
     "grouped_recall_values",
+    "padded_indices",
+    "plan_batches",
+    "record_hits",
     "score_groups",
 ]
 
@@ -437,11 +442,90 @@ def _on_host(data: GroupData) -> GroupData:
     )
 
 
+def _pad(n: int) -> int:
+    """Rows of a unit's padded product: a multiple of 16 (identically shaped products)."""
+    return int(-(-max(n, 1) // 16) * 16)
+
+
+def _unit_cost(mq: int, mg: int, d: int) -> int:
+    """Bytes of one padded unit: its embeddings, float32 scores, and the numpy counter's
+    masked copy, ~8 masks and temporaries (the compiled counter needs the scores only)."""
+    return mq * mg * 20 + (mq + mg) * d * 4
+
+
+@dataclass(frozen=True)
+class Batches:
+    """The plan of a grouped pass (:func:`plan_batches`): items in group order and the
+    batches of units, each unit ``(q0, q1, g0, g1)``: the query positions ``q0:q1`` of
+    ``q_order`` against the gallery positions ``g0:g1`` of ``g_order``."""
+
+    q_order: np.ndarray
+    g_order: np.ndarray
+    batches: list  # (spans (B x 4) int64, mq, mg)
+
+    def units(self, spans) -> list:
+        """A batch's units as (query indices, gallery indices) arrays."""
+        qo, go = self.q_order, self.g_order
+        return [(qo[q0:q1], go[g0:g1]) for q0, q1, g0, g1 in spans.tolist()]
+
+
+def _group_order(g, r: int) -> np.ndarray:
+    """Items in group order (-1 first), stably: numpy's radix sort where the groups fit
+    16 bits (about 3x faster than the merge sort of 64-bit keys on a million items)."""
+    if r + 1 < 2**16:
+        return np.argsort((g + 1).astype(np.uint16), kind="stable")
+    return np.argsort(g, kind="stable")
+
+
+def plan_batches(gq, gg, r: int, d: int, max_memory: int) -> Batches:
+    """The units of work and their batches, from the group of every query and gallery
+    item alone (so every rank of a sharded pass plans the same batches).
+
+    A unit is a group's queries against the group's gallery; a group too large for
+    ``max_memory`` is split into blocks of queries, each against the whole group gallery.
+    Each unit's product is computed in its own padded shape ``(pad(queries),
+    pad(gallery))``, multiples of 16, whatever else shares its batch: units are bucketed
+    by that shape and a batch holds units of one shape only (as many as fit
+    ``max_memory``), so every score is the same whatever the budget and the other
+    groups. Vectorised: no Python step per group."""
+    q_order = _group_order(gq, r)
+    g_order = q_order if gg is gq else _group_order(gg, r)
+    q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
+    g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
+    nq, ng = np.diff(q_bounds), np.diff(g_bounds)
+    pad = lambda n: (np.maximum(n, 1) + 15) // 16 * 16  # noqa: E731
+    mg = pad(ng)
+    rows = np.maximum(nq, 1)
+    over = (pad(rows) * mg * 20 + (pad(rows) + mg) * d * 4) > max_memory
+    rows[over] = np.maximum(
+        16, ((max_memory - mg[over] * d * 4) // (mg[over] * 20 + d * 4)) // 16 * 16
+    )
+    per_group = -(-np.maximum(nq, 1) // rows)  # units of each group (1 unless split)
+    group = np.repeat(np.arange(r), per_group)
+    first = np.cumsum(per_group) - per_group
+    block = np.arange(group.size) - np.repeat(first, per_group)  # block of the group's queries
+    q0 = q_bounds[group] + block * rows[group]
+    q1 = np.minimum(q0 + rows[group], q_bounds[group + 1])
+    spans = np.stack([q0, q1, g_bounds[group], g_bounds[group + 1]], axis=1).astype(np.int64)
+    mq_u, mg_u = pad(q1 - q0), mg[group]
+    by_shape = np.lexsort((mg_u, mq_u))  # stable: groups in order inside a shape
+    batches = []
+    starts = np.flatnonzero(
+        np.r_[True, (np.diff(mq_u[by_shape]) != 0) | (np.diff(mg_u[by_shape]) != 0)]
+    ).tolist() + [by_shape.size]
+    for a, b in zip(starts[:-1], starts[1:]):
+        mq, mgb = int(mq_u[by_shape[a]]), int(mg_u[by_shape[a]])
+        per = max(1, max_memory // (mq * mgb * 20 + (mq + mgb) * d * 4))
+        for i in range(a, b, per):
+            batches.append((spans[by_shape[i : min(i + per, b)]], mq, mgb))
+    return Batches(q_order, g_order, batches)
+
+
 def score_groups(
     data: GroupData, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None
 ):
     """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
-    tie policy (its probability for ``"average"``), batched by size."""
+    tie policy (its probability for ``"average"``), batched by shape (:func:`plan_batches`)."""
     if score_batch is None and data.backend is not None:
         if data.fused is not None and data.fused(
             data, gq, gg, r, ks, hits, similarity, candidates, max_memory
@@ -452,60 +536,79 @@ def score_groups(
     g_emb, g_codes, g_ids, g_fac = data.g_emb, data.g_codes, data.g_ids, data.g_factor
     if g_emb is None:
         g_emb, g_codes, g_ids, g_fac = q_emb, q_codes, q_ids, q_fac
-    q_order = np.argsort(gq, kind="stable")
-    g_order = np.argsort(gg, kind="stable")
-    q_bounds = np.searchsorted(gq[q_order], np.arange(r + 1))
-    g_bounds = np.searchsorted(gg[g_order], np.arange(r + 1))
     d = q_emb.shape[1] * (
         2 if similarity == "hamming" else 1
     )  # 64-bit words cost two float32 columns
     if q_ids is None:  # no ids: nothing is the same item
         q_ids = np.full(q_codes.shape[0], -1, np.int64)
         g_ids = np.full(g_codes.shape[0], -2, np.int64)
+    q_side, g_side = (q_emb, q_codes, q_ids, q_fac), (g_emb, g_codes, g_ids, g_fac)
+    plan = plan_batches(gq, gg, r, d, max_memory)
+    if score_batch is not None:
+        for spans, mq, mg in plan.batches:
+            units = plan.units(spans)
+            score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates)
+        return
+    with _BlasThreads(similarity != "hamming") as blas:
+        for spans, mq, mg in plan.batches:
+            _score_spans(
+                plan, spans, q_side, g_side, mq, mg, similarity, ks, hits, candidates, blas
+            )
 
-    def pad(n):  # padded to multiples of 16: identically shaped products, exact ties
-        return int(-(-max(n, 1) // 16) * 16)
 
-    def cost(mq, mg):  # padded embeddings, float32 scores, a masked copy, ~8 masks and temporaries
-        return mq * mg * 20 + (mq + mg) * d * 4
+class _BlasThreads:
+    """numpy's BLAS for many small products: one thread per product, and the products of
+    a batch spread over as many worker threads as BLAS would use, where that gives the
+    same bits.
 
-    # units of work: a group's queries against the group's gallery; a group too large
-    # for the budget is split into blocks of queries, each seeing the whole group gallery
-    units = []
-    for g in range(r):
-        qi = q_order[q_bounds[g] : q_bounds[g + 1]]
-        gi = g_order[g_bounds[g] : g_bounds[g + 1]]
-        mg = pad(gi.size)
-        rows = max(qi.size, 1)
-        if cost(pad(rows), mg) > max_memory:
-            rows = max(16, ((max_memory - mg * d * 4) // (mg * 20 + d * 4)) // 16 * 16)
-        for s in range(0, max(qi.size, 1), rows):
-            units.append((qi[s : s + rows], gi))
-    sizes = np.array([max(pad(u[0].size), pad(u[1].size)) for u in units])
-    by_size = np.argsort(sizes, kind="stable")
-    i = 0
-    while i < len(units):
-        mq, mg = pad(units[by_size[i]][0].size), pad(units[by_size[i]][1].size)
-        j = i
-        while j < len(units):  # grow the batch while it fits the budget
-            qi, gi = units[by_size[j]]
-            mq2, mg2 = max(mq, pad(qi.size)), max(mg, pad(gi.size))
-            if (j - i + 1) * cost(mq2, mg2) > max_memory and j > i:
-                break
-            mq, mg = mq2, mg2
-            j += 1
-        (score_batch or _score_batch)(
-            [units[t] for t in by_size[i:j]],
-            (q_emb, q_codes, q_ids, q_fac),
-            (g_emb, g_codes, g_ids, g_fac),
-            mq,
-            mg,
-            similarity,
-            ks,
-            hits,
-            candidates,
-        )
-        i = j
+    A product of one small unit split over BLAS's threads spends most of its time waking
+    and waiting for them (10-40x the product's own time on a loaded machine). Whether one
+    thread computes the same bits as BLAS's own setting depends on the shape (OpenBLAS
+    blocks the inner dimension differently by thread count for some shapes), so each
+    shape is checked once per process on seeded random data, both ways: where the bits
+    differ, that shape's batches keep BLAS's own setting, serially. Without threadpoolctl
+    (which sets the thread count of the loaded BLAS) everything runs as BLAS is set."""
+
+    _checked: dict = {}  # (mq, mg, d, dtype) -> one thread gives BLAS's own bits
+
+    def __init__(self, wanted: bool):
+        self.wanted = wanted
+        self.controller = None
+        self.workers = 1
+
+    def __enter__(self):
+        if not self.wanted:
+            return self
+        try:
+            import threadpoolctl
+        except ImportError:
+            return self
+        controller = threadpoolctl.ThreadpoolController().select(user_api="blas")
+        if controller.lib_controllers:
+            self.controller = controller
+            self.workers = max(1, min(int(lib.num_threads) for lib in controller.lib_controllers))
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def single_ok(self, mq: int, mg: int, d: int, dtype) -> bool:
+        """Whether a ``(mq, d) x (d, mg)`` product on one thread has BLAS's own bits."""
+        if self.controller is None:
+            return False
+        key = (mq, mg, d, np.dtype(dtype).str, self.workers)
+        if key not in self._checked:
+            rng = np.random.default_rng(mq * 7919 + mg * 31 + d)
+            Q = rng.standard_normal((1, mq, d)).astype(dtype)
+            G = rng.standard_normal((1, mg, d)).astype(dtype)
+            own = np.matmul(Q, G.transpose(0, 2, 1))
+            with self.controller.limit(limits=1):
+                one = np.matmul(Q, G.transpose(0, 2, 1))
+            self._checked[key] = bool(np.array_equal(own, one))
+        return self._checked[key]
+
+    def one_thread(self):
+        return self.controller.limit(limits=1)
 
 
 def batch_scores(Qb, Gb, qf, gf, similarity: str) -> np.ndarray:
@@ -522,48 +625,169 @@ def batch_scores(Qb, Gb, qf, gf, similarity: str) -> np.ndarray:
     return S
 
 
-# long: one vectorised pass over a padded batch (gather, score, mask, count); splitting it scatters the shapes
-def _score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates):
-    (q_emb, q_codes, q_ids, q_fac), (g_emb, g_codes, g_ids, g_fac) = q_side, g_side
-    B = len(units)
-    d = q_emb.shape[1]
-    Qb = np.zeros((B, mq, d), q_emb.dtype)
-    Gb = np.zeros((B, mg, d), g_emb.dtype)
-    qf = np.zeros((B, mq), np.float32) if q_fac is not None else None
-    gf = np.zeros((B, mg), np.float32) if g_fac is not None else None
-    qc = np.full((B, mq), -1, np.int64)
-    gc = np.full((B, mg), -2, np.int64)
-    qidx = np.full((B, mq), -1, np.int64)
-    gidx = np.full((B, mg), -1, np.int64)
-    qid = np.full((B, mq), -3, np.int64)
-    gid = np.full((B, mg), -4, np.int64)
-    for t, (qi, gi) in enumerate(units):
-        Qb[t, : qi.size] = q_emb[qi]
-        Gb[t, : gi.size] = g_emb[gi]
-        if qf is not None:
-            qf[t, : qi.size] = q_fac[qi]
-            gf[t, : gi.size] = g_fac[gi]
-        qc[t, : qi.size] = q_codes[qi]
-        gc[t, : gi.size] = g_codes[gi]
-        qidx[t, : qi.size] = qi
-        gidx[t, : gi.size] = gi
-        qid[t, : qi.size] = q_ids[qi]
-        gid[t, : gi.size] = g_ids[gi]
-    S = batch_scores(Qb, Gb, qf, gf, similarity)
+def padded_indices(parts, m: int) -> np.ndarray:
+    """(B, m) int64: row t holds ``parts[t]`` then -1 fillers."""
+    out = np.full((len(parts), m), -1, np.int64)
+    lengths = np.fromiter((p.size for p in parts), np.int64, len(parts))
+    if lengths.sum():
+        flat = np.concatenate(parts)
+        rows = np.repeat(np.arange(len(parts)), lengths)
+        cols = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        out[rows, cols] = flat
+    return out
+
+
+def _gather(values, idx, filler):
+    """``values[idx]`` with ``filler`` where ``idx`` is -1."""
+    ok = idx >= 0
+    out = (
+        np.take(values, np.where(ok, idx, 0).ravel(), axis=0).reshape(idx.shape + values.shape[1:])
+        if values.shape[0]
+        else np.zeros(idx.shape + values.shape[1:], values.dtype)
+    )
+    out[~ok] = filler
+    return out
+
+
+def count_batch(S, qc, gc, qid, gid, qidx, gidx, mine=None, reduce_best=None):
+    """The rule of a query's first relevant rank inside its group, on a batch of padded
+    scores ``S`` (B, mq, mg): a pair is valid where both sides are items (index >= 0)
+    with different ids, relevant where their label codes agree; ``best`` is the query's
+    best relevant score; the counts are the non-relevant items scored ``> best``
+    (``above``) and ``== best`` (``tied``), the relevant items ``== best`` (``group``)
+    and the valid items (``n_valid``). Returns ``(has, above, tied, group, n_valid)``.
+
+    The sharded pass passes ``mine`` (B, mg), the columns this rank owns, and
+    ``reduce_best`` (the max over the ranks of the rows' best scores); it sums the
+    counts over the ranks. The compiled counter (:mod:`._grouped_numba`) computes the
+    same numbers in one pass."""
     valid = (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
+    if mine is not None:
+        valid &= mine[:, None, :]
     rel = valid & (qc[:, :, None] == gc[:, None, :])
     neg = valid & ~rel
     best = np.where(rel, S, -np.inf).max(axis=2)
-    has = rel.any(axis=2)
-    above = ((S > best[:, :, None]) & neg).sum(
-        axis=2
-    )  # negatives strictly above the best relevant item
+    if reduce_best is None:
+        has = rel.any(axis=2)
+    else:
+        best = reduce_best(best)
+        has = best > -np.inf
+    above = ((S > best[:, :, None]) & neg).sum(axis=2)
     tied = ((S == best[:, :, None]) & neg).sum(axis=2)
-    group = ((S == best[:, :, None]) & rel).sum(axis=2)  # relevant items tied with it
+    group = ((S == best[:, :, None]) & rel).sum(axis=2)
+    return has, above, tied, group, valid.sum(axis=2)
+
+
+def record_hits(qidx, has, above, tied, group, n_valid, ks, hits, candidates) -> None:
+    """Write a batch's counts (:func:`count_batch`) as its queries' hits under each tie
+    policy and their numbers of candidates."""
     rows = qidx >= 0
-    candidates[qidx[rows]] = valid.sum(axis=2)[rows]
+    candidates[qidx[rows]] = n_valid[rows]
     first = FirstRanks(1 + above + tied, 1 + above, group)
     for policy, policy_hits in hits.items():
         for k in ks:
             h = np.where(has, first.under(policy, k), np.nan)
             policy_hits[k][qidx[rows]] = h[rows]
+
+
+def _counter():
+    """The compiled counter where the engine's kernels are numba's, else None (numpy)."""
+    if _kernels.ACCELERATOR != "numba":
+        return None
+    from ._grouped_numba import count_batch as compiled
+
+    return compiled
+
+
+def _span_indices(order, starts, stops, m: int) -> np.ndarray:
+    """(B, m) int64: row t holds ``order[starts[t]:stops[t]]`` then -1 fillers."""
+    pos = starts[:, None] + np.arange(m)
+    inside = pos < stops[:, None]
+    return (
+        np.where(inside, order[np.minimum(pos, max(order.size - 1, 0))], -1)
+        if order.size
+        else np.full(pos.shape, -1, np.int64)
+    )
+
+
+def _score_spans(plan, spans, q_side, g_side, mq, mg, similarity, ks, hits, candidates, blas):
+    """One batch of units of one shape, on this process (:func:`_score_batch`)."""
+    qidx = _span_indices(plan.q_order, spans[:, 0], spans[:, 1], mq)
+    gidx = _span_indices(plan.g_order, spans[:, 2], spans[:, 3], mg)
+    same = (
+        q_side[0] is g_side[0]
+        and mq == mg
+        and np.array_equal(spans[:, :2], spans[:, 2:])
+        and np.array_equal(qidx, gidx)
+    )
+    _score_indexed(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas)
+
+
+def _score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates, blas=None):
+    """A batch of units ``(query indices, gallery indices)``, padded to ``(mq, mg)``: the
+    one-process ``score_batch`` (the sharded pass has its own, by the same rule)."""
+    qidx = padded_indices([u[0] for u in units], mq)
+    gidx = padded_indices([u[1] for u in units], mg)
+    _score_indexed(qidx, gidx, False, q_side, g_side, similarity, ks, hits, candidates, blas)
+
+
+# long: gather, score and count over the workers, then record
+def _score_indexed(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas):
+    """Score a batch given its padded item indices (``same``: both sides are the same
+    items, leave-one-out: gathered once, copied for the product's second operand, since
+    numpy computes ``A @ A.T`` with another BLAS routine)."""
+    (q_emb, q_codes, q_ids, q_fac), (g_emb, g_codes, g_ids, g_fac) = q_side, g_side
+    B, mq = qidx.shape
+    mg = gidx.shape[1]
+    qc, gc = _gather(q_codes, qidx, -1), _gather(g_codes, gidx, -2)
+    qid, gid = _gather(q_ids, qidx, -3), _gather(g_ids, gidx, -4)
+    has = np.zeros((B, mq), bool)
+    above, tied, group, n_valid = (np.zeros((B, mq), np.int64) for _ in range(4))
+    compiled = _counter()
+
+    def work(a, b):
+        qi, gi = qidx[a:b], gidx[a:b]
+        Qb = _gather(q_emb, qi, 0)
+        Gb = Qb.copy() if same else _gather(g_emb, gi, 0)
+        qf = None if q_fac is None else _gather(q_fac, qi, 0).astype(np.float32, copy=False)
+        gf = (
+            None
+            if g_fac is None
+            else (qf.copy() if same else _gather(g_fac, gi, 0).astype(np.float32, copy=False))
+        )
+        S = batch_scores(Qb, Gb, qf, gf, similarity)
+        del Qb, Gb
+        if compiled is not None:
+            compiled(
+                S,
+                qc[a:b],
+                gc[a:b],
+                qid[a:b],
+                gid[a:b],
+                qi,
+                gi,
+                has[a:b],
+                above[a:b],
+                tied[a:b],
+                group[a:b],
+                n_valid[a:b],
+            )
+        else:
+            out = count_batch(S, qc[a:b], gc[a:b], qid[a:b], gid[a:b], qi, gi)
+            for dst, src in zip((has, above, tied, group, n_valid), out):
+                dst[a:b] = src
+
+    if blas is not None and blas.single_ok(mq, mg, q_emb.shape[1], q_emb.dtype):
+        workers = min(blas.workers, B)
+        cuts = np.linspace(0, B, workers + 1).astype(int).tolist()
+        with blas.one_thread():
+            if workers == 1:
+                work(0, B)
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(workers) as pool:
+                    list(pool.map(work, cuts[:-1], cuts[1:]))
+    else:
+        work(0, B)
+    record_hits(qidx, has, above, tied, group, n_valid, ks, hits, candidates)

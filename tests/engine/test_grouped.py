@@ -742,3 +742,175 @@ def test_a_group_larger_than_the_budget_is_split_into_query_blocks():
     np.testing.assert_array_equal(
         whole.per_query["grouped_recall@1"], split.per_query["grouped_recall@1"]
     )
+
+
+# ----------------------------------------------------------------------------- the host pass
+# (issue 32) Units are batched by their own padded shape, gathered, scored over worker
+# threads with one BLAS thread each (where that gives BLAS's own bits), counted by the
+# compiled counter. Whatever of that varies, every number must stay the same.
+def _direct(X, y, *, Xg=None, yg=None, similarity="dot", max_memory=2**28, S=3, seed=0, ks=(1, 2)):
+    """grouped_recall_values on prepared float32 rows (no factors: dot / neg_l2 as the
+    product alone), leave-one-out when ``Xg`` is None."""
+    from retrieval_checks.engine import _grouped
+
+    n = y.size
+    return _grouped.grouped_recall_values(
+        X,
+        y,
+        Xg,
+        yg,
+        q_ids=np.arange(n),
+        g_ids=None if Xg is None else n + np.arange(yg.size),
+        ks=list(ks),
+        group_size=S,
+        seed=seed,
+        repeats=1,
+        confidence=0.95,
+        ties="pessimistic",
+        similarity=similarity,
+        label_values=np.arange(int(max(y.max(), -1 if yg is None else yg.max())) + 1),
+        max_memory=max_memory,
+        empty_queries="zero",
+    )
+
+
+def _same(a, b):
+    for k in a:
+        np.testing.assert_array_equal(a[k].per_query, b[k].per_query)
+        np.testing.assert_array_equal(a[k].group_values, b[k].group_values)
+        assert a[k].tie_values == b[k].tie_values
+
+
+@st.composite
+def varied_groups(draw):
+    """Classes of 1 to 40 items (groups of very different sizes: several padded shapes,
+    groups that a small budget splits), float or small-integer rows (exact ties)."""
+    L = draw(st.integers(6, 14))
+    sizes = draw(st.lists(st.integers(1, 40), min_size=L, max_size=L))
+    y = np.repeat(np.arange(L), sizes)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    y = rng.permutation(y)
+    d = draw(st.sampled_from([1, 3, 17, 40]))
+    exact = draw(st.booleans())
+    if exact:
+        X = rng.integers(-2, 3, (y.size, d)).astype(np.float32)
+    else:
+        centres = rng.standard_normal((L, d))
+        X = (centres[y] + 0.8 * rng.standard_normal((y.size, d))).astype(np.float32)
+        if draw(st.booleans()):  # near-duplicates: scores that differ in their last bits
+            X[1::2] = X[::2][: X[1::2].shape[0]] + np.float32(1e-7)
+    return X, y, L, exact
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=varied_groups(), data=st.data())
+def test_results_do_not_depend_on_batching_budget_or_threads(problem, data):
+    """A budget that batches the units one by one or all at once, the compiled or numpy
+    counter, and one BLAS thread or BLAS's own setting give the same numbers, bit for
+    bit, for groups of many sizes. A budget below a group splits its queries into
+    blocks of other shapes (BLAS may then sum in another order): equal where every
+    product is exact (integer rows), like every other choice here."""
+    from retrieval_checks.engine import _grouped
+
+    X, y, L, exact = problem
+    S = data.draw(st.integers(2, L // 2), label="S")
+    similarity = data.draw(st.sampled_from(["dot", "neg_l2"]), label="similarity")
+    seed = data.draw(st.integers(0, 100), label="seed")
+    run = lambda m: _direct(X, y, S=S, seed=seed, similarity=similarity, max_memory=m)  # noqa: E731
+    try:
+        ref = run(2**28)
+    except rc.InputError:
+        return  # a group without a query that has a relevant item, or K above a group
+    gq = ref[1].group_of_query
+    largest = _grouped._pad(int(np.bincount(gq[gq >= 0]).max()))
+    budgets = [_grouped._unit_cost(largest, largest, X.shape[1])]  # no group split
+    if exact:
+        budgets += [2**20 // 64, 2**20 // 8]  # groups split into query blocks
+    for budget in budgets:
+        _same(ref, run(budget))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_grouped, "_counter", lambda: None)  # the numpy rule
+        _same(ref, run(2**28))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_grouped._BlasThreads, "single_ok", lambda self, *a: False)  # BLAS's own threads
+        _same(ref, run(2**28))
+
+
+def test_each_unit_is_scored_in_its_own_padded_shape():
+    """A small group's products are computed in its own (16 x 16) shape, not padded to a
+    larger group's sharing the batch (BLAS may take another kernel for another shape, and
+    the bits would then depend on the other groups and the budget)."""
+    from retrieval_checks.engine import _grouped
+
+    sizes = np.r_[np.full(6, 2), np.full(6, 30)]  # groups of S=3 classes: 6 and 90 items
+    y = np.repeat(np.arange(12), sizes)
+    gq = np.where(y < 6, y // 3, 2 + (y - 6) // 3)
+    plan = _grouped.plan_batches(gq, gq, 4, 8, 2**28)
+    shapes = sorted((mq, mg, len(spans)) for spans, mq, mg in plan.batches)
+    assert shapes == [(16, 16, 2), (96, 96, 2)]
+    for spans, mq, mg in plan.batches:
+        for q0, q1, g0, g1 in spans:
+            assert _grouped._pad(q1 - q0) == mq and _grouped._pad(g1 - g0) == mg
+
+
+def test_equal_groups_share_one_batched_product_and_no_step_per_group(monkeypatch):
+    """3,000 groups of equal size: a few batched products (as many as the budget needs),
+    not one Python step per group."""
+    from retrieval_checks.engine import _grouped
+
+    calls = []
+    real = _grouped.batch_scores
+    monkeypatch.setattr(
+        _grouped, "batch_scores", lambda Qb, *a: calls.append(Qb.shape) or real(Qb, *a)
+    )
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.arange(6000), 2)
+    X = rng.integers(-3, 4, (y.size, 4)).astype(np.float32)
+    res = _direct(X, y, S=2, ks=[1], max_memory=2**26)
+    assert res[1].n_groups == 3000
+    assert sum(s[0] for s in calls) == 3000 and len(calls) <= 2 * 4  # workers x batches
+    assert all(s[1:] == (16, 4) for s in calls)
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("numba") is None, reason="numba not installed"
+)
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), shape=st.tuples(*[st.integers(1, 9)] * 3))
+def test_compiled_counter_equals_the_numpy_rule(seed, shape):
+    """The compiled counter gives :func:`count_batch`'s numbers on every query row:
+    ties, fillers anywhere, self ids, NaN scores."""
+    from retrieval_checks.engine._grouped import count_batch
+    from retrieval_checks.engine._grouped_numba import count_batch as compiled
+
+    rng = np.random.default_rng(seed)
+    B, mq, mg = shape
+    S = rng.integers(-2, 3, shape).astype(np.float32)
+    S[rng.random(shape) < 0.05] = np.nan
+    qidx = np.where(rng.random((B, mq)) < 0.8, rng.integers(0, 50, (B, mq)), -1)
+    gidx = np.where(rng.random((B, mg)) < 0.8, rng.integers(0, 50, (B, mg)), -1)
+    qc, gc = rng.integers(0, 3, (B, mq)), rng.integers(0, 3, (B, mg))
+    qid, gid = rng.integers(0, 4, (B, mq)), rng.integers(0, 4, (B, mg))
+    got = [np.zeros((B, mq), bool)] + [np.zeros((B, mq), np.int64) for _ in range(4)]
+    compiled(S, qc, gc, qid, gid, qidx, gidx, *got)
+    want = count_batch(S, qc, gc, qid, gid, qidx, gidx)
+    rows = qidx >= 0
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g[rows], np.asarray(w)[rows])
+
+
+def test_one_blas_thread_only_where_it_gives_blas_own_bits():
+    """The per-shape check compares one thread with BLAS's own setting on seeded random
+    rows; where it says yes, the two products are equal bit for bit."""
+    pytest.importorskip("threadpoolctl")
+    from retrieval_checks.engine import _grouped
+
+    rng = np.random.default_rng(0)
+    with _grouped._BlasThreads(True) as blas:
+        for mq, mg, d in ((16, 16, 8), (112, 112, 128), (48, 96, 500)):
+            Q = rng.standard_normal((2, mq, d)).astype(np.float32)
+            G = rng.standard_normal((2, mg, d)).astype(np.float32)
+            own = np.matmul(Q, G.transpose(0, 2, 1))
+            if blas.single_ok(mq, mg, d, np.float32):
+                with blas.one_thread():
+                    np.testing.assert_array_equal(np.matmul(Q, G.transpose(0, 2, 1)), own)

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._grouped import batch_scores, grouped_recall_values
-from .._partial import FirstRanks
+from .._grouped import batch_scores, count_batch, grouped_recall_values, record_hits
 from .._stages import grouped_options
 
 __all__ = ["sharded_grouped_values"]
@@ -76,7 +75,8 @@ class _LocalRows:
 
     def score_batch(self, units, q_side, g_side, mq, mg, similarity, ks, hits, candidates):
         """:func:`.._grouped._score_batch` over the ranks, step for step: assemble, score,
-        mask to this rank's columns, reduce, count."""
+        count this rank's columns by the one rule (:func:`.._grouped.count_batch`, the
+        best relevant score a max over the ranks), sum the counts, record."""
         (_, q_codes, q_ids, _), (_, g_codes, g_ids, _) = q_side, g_side
         B, d = len(units), self.Q.shape[1]
         Qb = (
@@ -113,26 +113,16 @@ class _LocalRows:
             qf = self.comm.all_reduce(qf, "max")
             qf[np.isneginf(qf)] = 0.0
         S = batch_scores(Qb, Gb, qf, gf, similarity)
-        valid = (
-            (qidx[:, :, None] >= 0) & (gidx[:, None, :] >= 0) & (qid[:, :, None] != gid[:, None, :])
+        has, *counts = count_batch(
+            S,
+            qc,
+            gc,
+            qid,
+            gid,
+            qidx,
+            gidx,
+            mine=mine,
+            reduce_best=lambda best: self.comm.all_reduce(best, "max"),
         )
-        rel = valid & (qc[:, :, None] == gc[:, None, :])
-        neg = valid & ~rel
-        best = self.comm.all_reduce(np.where(rel & mine[:, None, :], S, -np.inf).max(axis=2), "max")
-        has = best > -np.inf
-        counts = np.stack(
-            [
-                ((S > best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
-                ((S == best[:, :, None]) & neg & mine[:, None, :]).sum(axis=2),
-                ((S == best[:, :, None]) & rel & mine[:, None, :]).sum(axis=2),
-                (valid & mine[:, None, :]).sum(axis=2),
-            ]
-        ).astype(np.int64)
-        above, tied, group, n_valid = self.comm.all_reduce(counts, "sum")
-        rows = qidx >= 0
-        candidates[qidx[rows]] = n_valid[rows]
-        first = FirstRanks(1 + above + tied, 1 + above, group)
-        for policy, policy_hits in hits.items():
-            for k in ks:
-                h = np.where(has, first.under(policy, k), np.nan)
-                policy_hits[k][qidx[rows]] = h[rows]
+        above, tied, group, n_valid = self.comm.all_reduce(np.stack(counts).astype(np.int64), "sum")
+        record_hits(qidx, has, above, tied, group, n_valid, ks, hits, candidates)
