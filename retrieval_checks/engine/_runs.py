@@ -826,16 +826,12 @@ def _read(run, qrels) -> _Flat:
 def _drop_identical(flat: _Flat) -> tuple[_Flat, int]:
     """BEIR's ``ignore_identical_ids``: a retrieved document whose id is its query's id
     leaves the run (it stays in the qrels: R and the ideal DCG still count it)."""
-    qtext = [str(x) for x in flat.query_ids]
-    docs = flat.doc_text(np.arange(flat.n_docs)) if flat.doc_names is not None else None
-    if docs is None:  # (indices, scores): queries are rows, documents indices
+    if flat.doc_names is None:  # (indices, scores): queries are rows, documents indices
         same = flat.doc == flat.q
-    else:
-        same = np.fromiter(
-            (docs[d] == qtext[q] for q, d in zip(flat.q.tolist(), flat.doc.tolist())),
-            bool,
-            count=flat.q.size,
-        )
+    else:  # the code of each query's own id among the documents (-1: none), compared at once
+        code = {name: i for i, name in enumerate(flat.doc_names)}
+        own = np.array([code.get(str(x), -1) for x in flat.query_ids], np.int64)
+        same = flat.doc == own[flat.q]
     if not same.any():
         return flat, 0
     keep = ~same
