@@ -9,9 +9,14 @@ the run). Metrics every library computes the same way: ``map``, ``ndcg@10``,
 ``precision@10``, ``recall@100``, ``mrr``; pytrec_eval: ``map``, ``ndcg_cut_10``,
 ``P_10``, ``recall_100``, ``recip_rank``).
 
-Each method is timed from the ``{qid: {docid: score}}`` dicts to its means, in this
-process (ranx's numba functions are compiled by a warm-up call first; numba's first-call
-compile is reported on its own line). Rounds interleave the methods (ours, ranx,
+Each method is timed from the same ``{qid: {docid: score}}`` dicts to its means, in this
+process: the one input form all three take (pytrec_eval takes only dicts; ranx also
+reads TREC files and DataFrames; evaluate_run also TREC files and an ANN search's
+``(indices, scores)`` arrays). Numba's compiles (ranx's, and evaluate_run's kernels in
+``engine/_runs_numba``, cached on disk) happen in a warm-up call, reported on its own
+line. After the rounds, one more call of ours is split into its phases (reading and
+conversion of the dicts, sorting, per-query ranks and tie groups, per-query measures,
+aggregation, result building). Rounds interleave the methods (ours, ranx,
 pytrec_eval, ours, ...) against a drifting load; the report gives the median and range
 of each method's seconds and of the per-round ratios to ours, and checks that the three
 agree to 1e-9 (pytrec_eval and ranx already agree with each other).
