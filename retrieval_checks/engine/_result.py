@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics._measurement import Measurement
+from ..metrics._measurement import Measurement, value_options
 from ..metrics._names import MetricSpec, naming_note, parse_metric
 
 __all__ = ["ByMetric", "EvaluationResult", "TIE_TOLERANCE", "tie_note"]
@@ -332,6 +332,9 @@ class EvaluationResult(Mapping):
             outside = {"queries": self.config.get("queries"), "queries_outside": self.n_outside}
         else:
             outside = {}
+        # the options that change the value: the event (JSON, history) keeps them, and
+        # `compare` refuses to compare two runs' values computed under different ones
+        outside["options"] = value_options(self.config)
         if key in self.grouped:
             g = self.grouped[key]
             layout = (
@@ -354,9 +357,10 @@ class EvaluationResult(Mapping):
                     "tie_range": list(self.tie_range(key)),
                     "tied_share": self.tied_share,
                     "ties": self.config.get("ties"),
+                    "options": outside["options"],
                 }
                 if g.tie_values
-                else {},
+                else {"options": outside["options"]},
             )
         if spec.kind == "pair":
             t = self.thresholds.get(key)
@@ -371,7 +375,7 @@ class EvaluationResult(Mapping):
                 f"{where}; TP {c.get('tp')}, FP {c.get('fp')}, FN {c.get('fn')} over {c.get('n_positive')} "
                 f"positive and {c.get('n_negative')} negative pairs"
             )
-            extra = {"operating_threshold": t}
+            extra = {"operating_threshold": t, "options": outside["options"]}
             if self.pr_curve and spec.family in ("recall_at_precision", "precision_at_recall"):
                 extra["curve"] = self.pr_curve
             return Measurement(**common, n=self.n_used, details=(line,), extra=extra)

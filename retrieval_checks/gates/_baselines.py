@@ -37,6 +37,8 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
 
 from .._suggest import hint, shown
 from ..errors import InputError, MetricNameError, PowerWarning
+from ..metrics._measurement import VALUE_OPTIONS
+from ..metrics._measurement import value_options as _options_of
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS
@@ -92,40 +94,9 @@ def _round(x):
     return x
 
 
-#: The options of a result's ``config`` that change a metric's value: a baseline recorded
-#: under one value and checked under another would compare two different quantities.
-#: ``similarity`` (the score), ``ties`` (the order of equal scores), ``relevance_level``
-#: (trec_eval's -l), ``empty_queries`` (skip or zero), ``ignore_identical_ids`` (BEIR's
-#: rule), ``queries`` (evaluate_run's query set: trec_eval's default or -c) and ``k``
-#: (evaluate_run's depth, trec_eval's -M). A record holds those its result's config has.
-VALUE_OPTIONS = (
-    "similarity",
-    "ties",
-    "relevance_level",
-    "empty_queries",
-    "ignore_identical_ids",
-    "queries",
-    "k",
-)
-
-#: The value an option has when a ranking result's config leaves it out (evaluate
-#: writes ignore_identical_ids only when True).
-_OPTION_DEFAULTS = {"ignore_identical_ids": False}
-
-
 def value_options(result) -> dict:
-    """The options of ``result`` that change a metric's value (:data:`VALUE_OPTIONS`), as
-    plain values: those its ``config`` holds (None left out), defaults filled in for a
-    ranking result (one with ``ties``)."""
-    config = getattr(result, "config", None)
-    if not isinstance(config, Mapping):
-        return {}
-    out = {}
-    for key in VALUE_OPTIONS:
-        value = config.get(key, _OPTION_DEFAULTS.get(key) if "ties" in config else None)
-        if value is not None:
-            out[key] = _plain(value)
-    return out
+    """The options of ``result`` that change a metric's value (:data:`VALUE_OPTIONS`)."""
+    return _options_of(getattr(result, "config", None))
 
 
 def _options_text(options: Mapping, keys) -> str:
@@ -898,6 +869,7 @@ def assert_no_regression(
             dataset=current.get("dataset"),
             warnings=list(notes),
             extra={
+                **({"options": current["options"]} if current.get("options") else {}),
                 "baseline": ch.baseline,
                 "drop": ch.drop,
                 "p_worse": ch.p_worse,

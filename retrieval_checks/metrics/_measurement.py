@@ -10,10 +10,44 @@ baselines and reports read measurements, so they need no knowledge of result cla
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Measurement", "Measurable"]
+__all__ = ["Measurement", "Measurable", "VALUE_OPTIONS", "value_options"]
+
+#: The options of a result's ``config`` that change a metric's value: two values computed
+#: under different ones are different quantities (baselines and ``compare`` refuse to
+#: compare them). ``similarity`` (the score), ``ties`` (the order of equal scores),
+#: ``relevance_level`` (trec_eval's -l), ``empty_queries`` (skip or zero),
+#: ``ignore_identical_ids`` (BEIR's rule), ``queries`` (evaluate_run's query set:
+#: trec_eval's default or -c) and ``k`` (evaluate_run's depth, trec_eval's -M).
+VALUE_OPTIONS = (
+    "similarity",
+    "ties",
+    "relevance_level",
+    "empty_queries",
+    "ignore_identical_ids",
+    "queries",
+    "k",
+)
+
+#: The value an option has when a ranking result's config leaves it out (evaluate
+#: writes ignore_identical_ids only when True).
+_OPTION_DEFAULTS = {"ignore_identical_ids": False}
+
+
+def value_options(config) -> dict:
+    """The :data:`VALUE_OPTIONS` of a result's ``config`` as plain values: those it holds
+    (None left out), the defaults filled in for a ranking result (one with ``ties``)."""
+    if not isinstance(config, Mapping):
+        return {}
+    out = {}
+    for key in VALUE_OPTIONS:
+        value = config.get(key, _OPTION_DEFAULTS.get(key) if "ties" in config else None)
+        if value is not None:
+            out[key] = value.item() if hasattr(value, "item") else value
+    return out
 
 
 @dataclass(frozen=True)

@@ -292,6 +292,22 @@ def _correct(judged: list, rows: list, counts: dict, args) -> list[str]:
     return [family_line(summary) for summary in decide_family(records)]
 
 
+def _options_differ(b: dict, c: dict) -> str:
+    """The options that changed between two runs' records of a gate (the options that
+    change a value, as the gate's event recorded them): ``"options differ: ties
+    'pessimistic' -> 'average'"``, or "" when they agree or a record has none (a run
+    recorded before events held them)."""
+    bo, co = b.get("options"), c.get("options")
+    if not isinstance(bo, dict) or not isinstance(co, dict) or bo == co:
+        return ""
+    keys = sorted(k for k in set(bo) | set(co) if bo.get(k) != co.get(k))
+
+    def shown(d: dict, k: str) -> str:
+        return repr(d[k]) if k in d else "unset"
+
+    return "options differ: " + ", ".join(f"{k} {shown(bo, k)} -> {shown(co, k)}" for k in keys)
+
+
 def _cmd_compare(
     h: History, args, out
 ) -> int:  # long: the verdicts, the summary line and the missing gates
@@ -329,7 +345,7 @@ def _cmd_compare(
     }
     rows = [("test", "metric", f"run {base_id}", f"run {cand_id}", "drop", "p(worse)", "result")]
     counts = {"regressed": 0, "untested": 0, "ok": 0}
-    skipped, judged = 0, []
+    skipped, judged, refused = 0, [], []
     for key in sorted(set(base) & set(cand)):
         test, metric = key
         if wanted and metric not in wanted:
@@ -353,6 +369,21 @@ def _cmd_compare(
             continue
         if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
             skipped += 1
+            continue
+        differ = _options_differ(b, c)
+        if differ:  # another option, another number: never compared silently
+            refused.append(key)
+            rows.append(
+                (
+                    test,
+                    metric,
+                    _fmt(b["value"]),
+                    _fmt(c["value"]),
+                    "",
+                    "",
+                    f"NOT COMPARED ({differ})",
+                )
+            )
             continue
         row, verdict, ch = _judge(metric, b, c, args)
         counts[verdict] += 1
@@ -389,6 +420,15 @@ def _cmd_compare(
         file=out,
     )
     status = 1 if counts["regressed"] else 0
+    if refused:
+        print(
+            f"{len(refused)} gate(s) not compared: computed under different options (the table names "
+            "them: ties, relevance_level, queries...), so the two values are different numbers, not a "
+            f"change; rerun the candidate with run {base_id}'s options, or compare runs computed under the "
+            "same ones",
+            file=out,
+        )
+        status = 1
     if _failed_itself(cand_id, cand_results, runs[cand_id], out):
         status = 1
     base_failed = _own_failures(base_results)

@@ -2,7 +2,7 @@
 ``relevance_level``, ``empty_queries``, ``ignore_identical_ids``, ``similarity`` and
 evaluate_run's ``queries`` and ``k``; a baseline recorded under one and checked under
 another is refused, naming what differs and the two fixes, never compared. Cost: about
-1 s (tiny inputs, in process)."""
+1 s (tiny inputs, in process) plus the engine's one-time start."""
 
 from __future__ import annotations
 
