@@ -133,11 +133,20 @@ class _LazyArrays(Mapping):
     """The arrays of one file by name; each is read (and converted) on first access only,
     so listing the names, ``in`` and ``len`` never touch the data."""
 
-    def __init__(self, path: Path, names, read_one):
+    def __init__(self, path: Path, names, read_one, read_nullable=None):
         self.path = path
         self._names = list(dict.fromkeys(names))
         self._read_one = read_one
+        self._read_nullable = read_nullable
         self._loaded: dict = {}
+
+    def nullable(self, key):
+        """Array ``key`` read as per-row metadata (slice values): a format's missing
+        marker (a parquet null) is None in an object array, a missing value that is
+        counted, where :meth:`__getitem__` (embeddings, labels, ids) refuses it."""
+        if self._read_nullable is None or key not in self._names:
+            return self[key]
+        return self._read_nullable(key)
 
     def __getitem__(self, key):
         if key not in self._names:
@@ -392,14 +401,29 @@ def _read_parquet(p: Path) -> Mapping:
     except Exception as exc:  # ArrowInvalid, OSError: a damaged footer or not parquet at all
         raise _damaged(p, exc) from None
 
-    def read_one(name):
+    def column(name):
         try:
-            col = pq.read_table(p, columns=[name]).column(name).combine_chunks()
+            return pq.read_table(p, columns=[name]).column(name).combine_chunks()
         except Exception as exc:
             raise _damaged(p, exc, name) from None
+
+    def read_nullable(name):
+        """A scalar column with nulls as an object array, None at the nulls."""
+        col = column(name)
+        if not col.null_count or pa.types.is_nested(col.type):
+            return read_one(name)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        return np.array(col.to_pylist(), dtype=object)
+
+    def read_one(name):
+        col = column(name)
         where = f"{p}: column {name!r}"
         if col.null_count:
-            raise InputError(f"{where} has {col.null_count} null row(s); fill or drop them.")
+            raise InputError(
+                f"{where} has {col.null_count} null row(s); fill or drop them (a slice column's nulls are "
+                "queries without a value: read it with load_embeddings(columns=) or a suite's slices:)."
+            )
         t = col.type
         if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
             inner = t.value_type
@@ -429,7 +453,7 @@ def _read_parquet(p: Path) -> Mapping:
             )
         return _scalar_column(col, pa)
 
-    return _LazyArrays(p, names, read_one)
+    return _LazyArrays(p, names, read_one, read_nullable)
 
 
 def _scalar_column(col, pa) -> np.ndarray:
@@ -693,7 +717,8 @@ def load_embeddings(
                 f"{p}: no column named {key!r}; the file has {', '.join(map(repr, available))}."
                 + (f" Did you mean {close!r}?" if close else "")
             )
-        arr = np.asarray(data[key])
+        # per-row metadata: a null is a row without a value (None), not an error
+        arr = np.asarray(data.nullable(key) if hasattr(data, "nullable") else data[key])
         if arr.ndim != 1 or arr.shape[0] != emb.shape[0]:
             raise InputError(
                 f"{p}: column {key!r} has shape {arr.shape} but there are {emb.shape[0]} embeddings; give one "

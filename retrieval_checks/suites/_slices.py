@@ -495,7 +495,8 @@ def dataset_slices(runner, suite, dataset, part, dims=None) -> dict | list:
                 f"column {col.column!r} is not in {source.name}; it has {', '.join(map(repr, arrays)) or 'none'}."
                 + (f" Did you mean {close!r}?" if close else "")
             )
-        return arrays[col.column]
+        # a null (parquet) is a query without a value, counted as missing
+        return arrays.nullable(col.column) if hasattr(arrays, "nullable") else arrays[col.column]
 
     return slice_values(dataset.slices if dims is None else dims, read, n, dataset.name, suite.path)
 

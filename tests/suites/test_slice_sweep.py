@@ -99,3 +99,63 @@ def test_bad_json_lines_are_located_errors(tmp_path, rows, column, message):
     with pytest.raises(SuiteError) as info:  # at load (no column:), else when read
         _run_case(load_suite(path))
     assert message in str(info.value) and "rc_suite.yaml:6" in str(info.value), str(info.value)
+
+
+# ------------------------------------------------------- parquet nulls are "no slice value"
+def _parquet(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(6), 4)
+    e = (rng.normal(size=(6, 8))[y] + 0.3 * rng.normal(size=(24, 8))).astype(np.float32)
+    lang = ["de" if i % 2 else "en" for i in range(24)]
+    lang[3] = None  # a query whose language is unknown
+    cat = [int(v) for v in y % 2]
+    cat[5] = None
+    table = pa.table(
+        {
+            "embeddings": pa.array(list(e)),
+            "labels": pa.array(y),
+            "lang": pa.array(lang),
+            "cat": pa.array(cat, type=pa.int64()),
+            "bad_labels": pa.array([None] + list(y[1:]), type=pa.int64()),
+        }
+    )
+    (tmp_path / "data").mkdir(exist_ok=True)
+    pq.write_table(table, tmp_path / "data/set.parquet")
+    return tmp_path / "data/set.parquet"
+
+
+def test_a_parquet_null_is_a_query_without_a_slice_value(tmp_path):
+    import retrieval_checks as rc
+
+    s = rc.load_embeddings(_parquet(tmp_path), columns=["lang", "cat"])
+    assert s.columns["lang"][3] is None and s.columns["cat"][5] is None
+    r = rc.evaluate(s.embeddings, query_labels=s.labels, metrics=["map"], slices=s.columns)
+    assert r.slices.missing == {"lang": 1, "cat": 1}  # counted, not dropped
+    assert sorted(r.slices) == ["cat=0", "cat=1", "lang=de", "lang=en"]
+    assert r.slices["lang=de"].n_queries == 11
+    # labels and embeddings still refuse a null: a row without a label is not a query
+    with pytest.raises(rc.InputError, match="null"):
+        rc.load_embeddings(_parquet(tmp_path), labels="bad_labels")
+
+
+def test_a_suite_reads_parquet_nulls_as_missing_slice_values(tmp_path):
+    _parquet(tmp_path)
+    suite = load_suite(
+        _write(
+            tmp_path,
+            """
+            datasets:
+              set: {queries: data/set.parquet, slices: {lang: lang}}
+            checks:
+              - {metric: map, dataset: set, slices: all, at_least: 0.01}
+            """,
+        )
+    )
+    runner = SuiteRunner()
+    try:  # (a gate over every slice may fail while a query has no value: not this test's point)
+        runner.run(suite, suite.cases[0])
+    except AssertionError:
+        pass
+    assert _result(runner).slices.missing == {"lang": 1}
