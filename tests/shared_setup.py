@@ -160,3 +160,28 @@ def toy_suite_project(root, monkeypatch):
 
     write.log = log
     return write
+
+
+def ranx_evaluate(qrels: dict, run: dict, metrics):
+    """``ranx.evaluate`` of ``metrics`` (a list, or one name) on a ``{qid: {docid: grade}}``
+    qrels and a ``{qid: {docid: score}}`` run, as ``{metric: value}``: ranx's own
+    conversion of plain dicts and its compiled metrics, the numbers a ranx user gets.
+
+    Plain dicts, not ``ranx.Qrels``/``ranx.Run``: those build numba typed dicts whose
+    compiled builders cost 61 CPU-s in a fresh environment (its numba cache empty, as in
+    CI) and 4 CPU-s in every later process, while the metrics are the same compiled
+    functions either way. ranx pairs plain dicts' queries by position, so the run is put
+    in the qrels' query order here; both must hold the same queries (ranx's
+    ``make_comparable`` would add the missing ones, which these tests never need)."""
+    import ranx
+
+    if set(run) != set(qrels):
+        raise ValueError(
+            "ranx_evaluate: the run and the qrels must hold the same queries (run only: "
+            f"{sorted(set(run) - set(qrels))[:5]}, qrels only: {sorted(set(qrels) - set(run))[:5]})"
+        )
+    names = [metrics] if isinstance(metrics, str) else list(metrics)
+    qrels = {q: {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items()}
+    run = {q: {str(d): float(s) for d, s in run[q].items()} for q in qrels}
+    values = ranx.evaluate(qrels, run, names)
+    return dict(values) if isinstance(values, dict) else {names[0]: float(values)}

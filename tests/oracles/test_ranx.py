@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from shared_setup import ranx_evaluate
 
 import retrieval_checks as rc
 
 ranx = pytest.importorskip("ranx")
 
-# ranx compiles its metrics with numba on first use: ~90 CPU-s in a fresh venv (its cache
-# lives in site-packages), paid by every xdist worker that calls it. One worker runs every
-# ranx test (tests/suites/test_beir_datasets.py's too), so the suite compiles it once.
+# ranx compiles each metric with numba on first use (~4 CPU-s each in a fresh venv: its
+# cache lives in site-packages), paid by every process that calls it: one worker runs every
+# ranx test (tests/suites/test_beir_datasets.py's too), so the suite compiles each once.
+# shared_setup.ranx_evaluate passes ranx plain dicts: its Qrels/Run classes would compile
+# their typed-dict builders too (61 CPU-s cold) for the same numbers.
 pytestmark = pytest.mark.xdist_group("ranx")
 
 N_Q, N_D = 24, 120
@@ -63,8 +66,7 @@ def _ranx(scores, relevance, metrics, depth=None):
     for q in range(N_Q):
         order = np.argsort(-scores[q], kind="stable")[:depth]
         run[f"q{q}"] = {f"d{d}": float(scores[q, d]) for d in order}
-    values = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), metrics, make_comparable=True)
-    return (values if isinstance(values, dict) else {metrics[0]: values}), qrels, run
+    return ranx_evaluate(qrels, run, metrics), qrels, run
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
