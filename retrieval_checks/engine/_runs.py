@@ -537,7 +537,7 @@ def _code_ids(ids: list, plain) -> tuple[np.ndarray, list]:
     base = int(used.sum()) + 1  # the bytes the ids use, and the padding
     index_bits = (n - 1).bit_length()
     jit = _jit()
-    if n * words * 8 > 2 * buf.size + (64 << 20):  # one long id among short ones: by a dict
+    if words > 8 or n * words * 8 > 2 * buf.size + (64 << 20):  # ids over 64 bytes: by a dict
         first_draw: dict[str, int] = {}  # each id's first draw of one count
         draw = np.fromiter(map(first_draw.setdefault, ids, itertools.count()), np.int64, count=n)
         kept = np.fromiter(first_draw.values(), np.int64, count=len(first_draw))  # ascending
