@@ -277,14 +277,17 @@ def _gate_fields_rows() -> list[list]:
             accepts = "true or false"
         else:
             accepts = f"a number ({g.scale})"
-        where = f"`{g.section}:` " if g.section else ""
+        # where each check kind writes it: the check itself, or its compare: / baseline: mapping
+        checks = ", ".join(
+            (f"{k} (in `{g.section_for(k)}:`)" if g.section_for(k) else k) for k in g.checks
+        )
         rows.append(
             [
                 f"`{g.name}`",
                 g.help + (f" ({g.meaning})" if g.meaning else ""),
                 g.kind,
                 accepts,
-                where + ", ".join(g.checks),
+                checks,
                 ", ".join(f"`{p}`" for p in g.python),
                 "yes" if g.integration else "",
                 _code(repr(g.default)) if g.default is not None else "",
