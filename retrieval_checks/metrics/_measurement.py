@@ -16,14 +16,15 @@ from typing import Protocol, runtime_checkable
 
 __all__ = ["Measurement", "Measurable", "VALUE_OPTIONS", "value_options"]
 
-#: The options of a result's ``config`` that change a metric's value: two values computed
-#: under different ones are different quantities (baselines and ``compare`` refuse to
-#: compare them). ``similarity`` (the score), ``ties`` (the order of equal scores),
+#: The options of a result's ``config`` that change what a metric measures: two values
+#: computed under different ones are different quantities (baselines, ``compare`` and
+#: ``rc.compare`` refuse to compare them). ``ties`` (the order of equal scores),
 #: ``relevance_level`` (trec_eval's -l), ``empty_queries`` (skip or zero),
 #: ``ignore_identical_ids`` (BEIR's rule), ``queries`` (evaluate_run's query set:
-#: trec_eval's default or -c) and ``k`` (evaluate_run's depth, trec_eval's -M).
+#: trec_eval's default or -c) and ``k`` (evaluate_run's depth, trec_eval's -M). Not
+#: ``similarity``: it is part of the system measured (a model scored by dot product
+#: instead of cosine is a change a baseline should judge, not refuse).
 VALUE_OPTIONS = (
-    "similarity",
     "ties",
     "relevance_level",
     "empty_queries",

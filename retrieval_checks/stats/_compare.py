@@ -16,6 +16,7 @@ import numpy as np
 
 from .._lazy import stats
 from ..errors import InputError
+from ..metrics._measurement import value_options
 from ..metrics._names import parse_metric
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
@@ -136,6 +137,22 @@ class _Pairs:
     unit: str
 
 
+def _same_options(candidate, baseline, name: str) -> None:
+    """Both results computed under the same options that change what a metric measures
+    (ties, relevance_level, empty_queries, ...): a paired difference between two
+    different quantities would be read as a difference between the models."""
+    a, b = value_options(candidate.config), value_options(baseline.config)
+    differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    if differ:
+        shown = "; ".join(
+            f"{k}: candidate {a.get(k, 'unset')!r}, baseline {b.get(k, 'unset')!r}" for k in differ
+        )
+        raise InputError(
+            f"{name}: the results were computed under different options ({shown}), so their values "
+            "measure different things; evaluate both with the same options."
+        )
+
+
 def compare(
     candidate,
     baseline,
@@ -239,6 +256,7 @@ def compare(
             f"{baseline.n_queries}; a paired comparison needs the same queries in the same order."
         )
     _same_queries(candidate, baseline)
+    _same_options(candidate, baseline, spec.name)
     if spec.kind == "grouped":
         pairs = _group_pairs(spec, candidate.grouped[spec.name], baseline.grouped[spec.name])
     else:

@@ -70,7 +70,6 @@ def test_a_gates_event_carries_the_options_of_its_result():
     with mock.patch.object(rc.gates._events, "_listeners", [seen.append]):
         rc.assert_metric(res, "map", at_least=0.01)
     assert seen[0].to_dict()["options"] == {
-        "similarity": "cosine",
         "ties": "average",
         "relevance_level": 1,
         "empty_queries": "skip",
