@@ -81,7 +81,9 @@ class ImageTextResult(Mapping):
     captions); ``per_fold``: one dict of values per fold; ``n_images``,
     ``n_captions`` (after deduplication), ``layout`` (``"indexed"`` or
     ``"repeated"``), ``protocol``, ``confidence``; ``i2t_ranks`` / ``t2i_ranks``: the
-    rank of the first relevant item per image / caption, per fold.
+    rank of the first relevant item per image / caption, per fold; ``slices``: with
+    ``evaluate_image_text(..., slices=, caption_slices=)``, each slice's metrics on its
+    own queries (``result.slices["category=dog"]["rsum"]``; docs/slices.md), else None.
 
     Built by :func:`~retrieval_checks.evaluate_image_text`; read, not constructed, by
     users.
