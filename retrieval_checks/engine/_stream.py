@@ -306,8 +306,10 @@ def stream(
     totals.n_ranked = problem.n_g - problem.self_pairs.row_counts()
     # checkpointed and executor blocks are the plan's (a checkpoint's files are keyed by them)
     fixed = store is not None or executor is not None
-    rows = problem.b if fixed else block_rows(problem, counter, totals.want_pairs)
-    blocks = plan_blocks(problem.n_q, rows) if (query_specs or pair_specs) else []
+    blocks = []
+    if query_specs or pair_specs:  # else nothing to plan (grouped recall alone: no pass)
+        rows = problem.b if fixed else block_rows(problem, counter, totals.want_pairs)
+        blocks = plan_blocks(problem.n_q, rows)
     done = 0
     if store is not None and blocks:
         done = int(reduce("finished", np.array([store.finished(blocks)], np.int64))[0])
