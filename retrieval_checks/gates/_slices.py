@@ -164,6 +164,74 @@ def _missing_note(slices) -> str:
     return note
 
 
+#: ``unsliced=``: what a gate over every slice does when some queries have no slice value
+UNSLICED = ("fail", "ignore")
+
+
+def _check_unsliced(unsliced, gate: str) -> str:
+    if unsliced not in UNSLICED:
+        raise InputError(
+            f"{gate}: unsliced={unsliced!r}: use 'fail' (the default: a gate over every slice fails while "
+            "queries have no slice value, since it cannot see them) or 'ignore' (count and report them, gate "
+            "the slices only)."
+        )
+    return unsliced
+
+
+def _unsliced_failure(all_slices, names: list[str], unsliced: str) -> str:
+    """Fail closed (issue 28 review): a gate over *every* slice cannot see the queries
+    that have no value in a gated dimension (a stale metadata file that lost a whole
+    slice's queries passes otherwise). "" when none, or with ``unsliced="ignore"``."""
+    if unsliced == "ignore":
+        return ""
+    dims = list(dict.fromkeys(getattr(all_slices[n], "dimension", None) for n in names))
+    parts = []
+    for d in dims:
+        n_missing = int(all_slices.missing.get(d, 0) or 0)
+        if not n_missing:
+            continue
+        total = n_missing + sum(
+            s.n_queries for s in all_slices.values() if getattr(s, "dimension", None) == d
+        )
+        label = "slice" if d in (None, "", "slice") else repr(d)
+        parts.append(
+            f"{n_missing} of {total} queries ({100 * n_missing / max(total, 1):.0f}%) have no {label} value"
+        )
+    if not parts:
+        return ""
+    return (
+        "; ".join(parts)
+        + ": they are in no slice, so this gate over every slice cannot see them. Give them a value (one "
+        "such as 'unknown' makes them a slice of their own, gated like the others), or pass "
+        "unsliced='ignore' (YAML: unsliced: ignore) to count and report them without gating them."
+    )
+
+
+def _distinct_counts(all_slices, names: list[str], rows: list[dict]) -> tuple[int, int]:
+    """(n_used, n_skipped) over the distinct queries of the gated slices: a query in
+    slices of several dimensions counts once (rows summed would count it per dimension)."""
+    used, skipped = set(), set()
+    for n in names:
+        s = all_slices[n]
+        index = getattr(s, "index", None)
+        res = getattr(s, "result", None)
+        if index is None or res is None or not hasattr(res, "skipped_queries"):
+            return (
+                sum(r["n_used"] for r in rows),
+                sum(r["n_queries"] - r["n_used"] - r.get("n_outside", 0) for r in rows),
+            )
+        import numpy as np
+
+        index = np.asarray(index)
+        out = np.zeros(index.size, bool)
+        out[np.asarray(res.skipped_queries, dtype=int)] = True
+        skipped.update(index[out].tolist())
+        outside = np.asarray(getattr(res, "outside_queries", ()), dtype=int)
+        out[outside] = True
+        used.update(index[~out].tolist())
+    return len(used), len(skipped)
+
+
 def _emit(
     gate,
     metric,
@@ -178,9 +246,11 @@ def _emit(
     slices,
     extra=None,
     worst=None,
+    unseen: str = "",
 ):
-    warnings_ = [w for w in [_missing_note(slices)] if w]
-    n_used = sum(r["n_used"] for r in rows)
+    # unsliced='fail' failed the gate: its reason replaces the "counted, not gated" note
+    warnings_ = [unseen] if unseen else [w for w in [_missing_note(slices)] if w]
+    n_used, n_skipped = _distinct_counts(slices, [r["slice"] for r in rows], rows)
     return emit(
         GateEvent(
             gate=gate,
@@ -197,7 +267,7 @@ def _emit(
             n=len(rows),
             unit="slices",
             n_used=n_used,
-            n_skipped=sum(r["n_queries"] - r["n_used"] - r.get("n_outside", 0) for r in rows),
+            n_skipped=n_skipped,
             warnings=warnings_,
             extra={
                 "slices": rows,
@@ -219,6 +289,7 @@ def assert_slices(
     on: str = "value",
     confidence: float | None = None,
     seed: int | None = None,
+    unsliced: str = "fail",
     _gate: str = "assert_slices",
 ) -> None:
     """Fail when any gated slice's ``metric`` is below ``at_least`` (or above
@@ -248,6 +319,11 @@ def assert_slices(
         ``"value"`` (default) or ``"interval"``.
     confidence, seed:
         Of each slice's bootstrap interval (default: the result's own).
+    unsliced:
+        Gating every slice (``slices`` not given), queries with no slice value in a
+        gated dimension are in no slice and the gate cannot see them: ``"fail"``
+        (default) fails the gate, saying how many; ``"ignore"`` counts and reports
+        them and gates the slices only. Named slices are not affected.
 
     Returns
     -------
@@ -287,6 +363,7 @@ def assert_slices(
     __tracebackhide__ = True
     if at_least is None and at_most is None:
         raise InputError(f"{_gate} needs at_least=..., at_most=... or both (numbers such as 0.7).")
+    _check_unsliced(unsliced, _gate)
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
     _on(on, spec)
@@ -318,12 +395,13 @@ def assert_slices(
     bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
     comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
     worst = _worst_row(rows, spec)
+    unseen = "" if slices is not None else _unsliced_failure(all_slices, names, unsliced)
     _emit(
         _gate,
         spec.name,
         spec,
         worst["value"],
-        not failing,
+        not failing and not unseen,
         "slices" if on == "value" else "slice intervals",
         comparison,
         at_least if at_least is not None else at_most,
@@ -331,9 +409,15 @@ def assert_slices(
         rows,
         all_slices,
         worst=worst,
+        unseen=unseen,
     )
-    if not failing:
+    if not failing and not unseen:
         return
+    if not failing:
+        raise AssertionError(
+            f"{spec.name}: every slice passes, but {unseen}\n  rule: a gate over every slice fails while "
+            "queries have no slice value (unsliced='fail')"
+        )
     what = "value" if on == "value" else "interval bound"
     lines = "\n".join(f"  {iv}  <- {why}" for iv, why in failing)
     ok = [r for r in rows if r["passed"]]
@@ -343,7 +427,7 @@ def assert_slices(
         + " and ".join(f"{k} {v:g}" for k, v in bounds.items())
         + f")\n{lines}\n"
         + (f"  passing: {', '.join(r['slice'] for r in ok)}\n" if ok else "")
-        + (f"  note: {note}\n" if note else "")
+        + (f"  also: {unseen}\n" if unseen else (f"  note: {note}\n" if note else ""))
         + f"  rule: fail when a slice's {what} is "
         + ("below at_least" if at_least is not None else "above at_most")
     )
@@ -446,6 +530,7 @@ def assert_worst_slice(
     on: str = "value",
     confidence: float | None = None,
     seed: int | None = None,
+    unsliced: str = "fail",
     _gate: str = "assert_worst_slice",
 ) -> None:
     """Fail when the worst slice (lowest value; highest for rank metrics) is below
@@ -467,6 +552,10 @@ def assert_worst_slice(
         always the slice of the worst value.
     confidence, seed:
         Of the slices' bootstrap intervals (default: the result's own).
+    unsliced:
+        ``"fail"`` (default): the gate fails while queries have no slice value (the
+        worst slice could be among them); ``"ignore"``: they are counted and reported
+        only (see :func:`assert_slices`).
 
     Returns
     -------
@@ -502,6 +591,7 @@ def assert_worst_slice(
     __tracebackhide__ = True
     if at_least is None and at_most is None:
         raise InputError(f"{_gate} needs at_least=... or at_most=... (a number such as 0.7).")
+    _check_unsliced(unsliced, _gate)
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
     _on(on, spec)
@@ -520,7 +610,10 @@ def assert_worst_slice(
     worst, bad = _worst_against(rows, spec, on, at_least, at_most)
     for r in rows:
         r["passed"] = True
-    worst["passed"] = not bad
+    worst["passed"] = not bad  # the worst slice's own verdict (its row in the table)
+    unseen = _unsliced_failure(all_slices, names, unsliced)
+    if unseen and not bad:
+        bad = [unseen]
     bounds = {k: v for k, v in (("at_least", at_least), ("at_most", at_most)) if v is not None}
     comparison = "between" if len(bounds) == 2 else (">=" if at_least is not None else "<=")
     _emit(
@@ -536,19 +629,25 @@ def assert_worst_slice(
         rows,
         all_slices,
         worst=worst,
+        unseen=unseen,
     )
     if not bad:
         return
     iv = ivs[worst["slice"]]
     ranked = sorted(rows, key=lambda r: r["value"], reverse=not spec.higher_is_better)
     note = _missing_note(all_slices)
+    if bad == [unseen]:
+        raise AssertionError(
+            f"{spec.name}: the worst slice {worst['slice']!r} passes, but {unseen}\n  rule: a gate over every "
+            "slice fails while queries have no slice value (unsliced='fail')"
+        )
     raise AssertionError(
         f"{spec.name}: worst slice {worst['slice']!r} {'; '.join(bad)}\n  {iv}\n"
         + "  slices, worst first: "
         + ", ".join(f"{r['slice']} {_f(r['value'], spec.unit)}" for r in ranked[:5])
         + ("" if len(ranked) <= 5 else f", ... ({len(ranked)} slices)")
         + "\n"
-        + (f"  note: {note}\n" if note else "")
+        + (f"  also: {unseen}\n" if unseen else (f"  note: {note}\n" if note else ""))
         + "  rule: fail when the worst slice's "
         + ("value" if on == "value" else "interval bound")
         + (" is below at_least" if at_least is not None else " is above at_most")
@@ -750,6 +849,7 @@ def assert_no_slice_regression(
     slices=None,
     confidence: float | None = None,
     seed: int | None = None,
+    unsliced: str = "fail",
 ) -> None:
     """Fail when a slice's ``metric`` dropped by more than ``max_drop`` (or
     ``max_relative_drop`` times its baseline value; the smaller where both are given;
@@ -780,6 +880,10 @@ def assert_no_slice_regression(
         The names of the baseline's slices to gate (default: all of them).
     confidence, seed:
         Of each slice's bootstrap interval, shown in the message and the event.
+    unsliced:
+        Gating every slice of the baseline, queries with no slice value now (a slice
+        that lost some of its queries' values would hide their drop): ``"fail"``
+        (default) fails the gate, saying how many; ``"ignore"`` counts and reports them.
 
     Returns
     -------
@@ -820,6 +924,7 @@ def assert_no_slice_regression(
     """
     __tracebackhide__ = True
     gate = "assert_no_slice_regression"
+    _check_unsliced(unsliced, gate)
     all_slices = require_slices(result, gate)
     spec = metric_spec(metric)
     max_drop = _threshold(spec, max_drop, "max_drop")
@@ -871,6 +976,9 @@ def assert_no_slice_regression(
     new = [
         n for n in _holding(all_slices, list(all_slices), spec.name, gate, False) if n not in base
     ]
+    # every slice of the baseline gated: queries that lost their slice value since would
+    # shrink a slice unseen (its drop hidden); named slices: the user chose what to see
+    unseen = "" if slices is not None else _unsliced_failure(all_slices, wanted, unsliced)
     worst = max(
         rows, key=lambda r: -math.inf if r["drop"] is None or math.isnan(r["drop"]) else r["drop"]
     )
@@ -879,7 +987,7 @@ def assert_no_slice_regression(
         spec.name,
         spec,
         worst["value"],
-        not failing,
+        not failing and not unseen,
         "slice baseline",
         "no drop allowed (no tolerance given)" if strict else "max drop",
         0.0 if strict else max_drop if max_drop is not None else max_relative_drop,
@@ -892,9 +1000,15 @@ def assert_no_slice_regression(
         all_slices,
         extra={"new_slices": new} if new else None,
         worst=worst,
+        unseen=unseen,
     )
-    if not failing:
+    if not failing and not unseen:
         return
+    if not failing:
+        raise AssertionError(
+            f"{spec.name}: no slice dropped from its baseline, but {unseen}\n  rule: a gate over every "
+            "slice fails while queries have no slice value (unsliced='fail')"
+        )
     lines = "\n".join(
         f"  {r['slice']}: {_f(r['baseline'], spec.unit)} -> {_f(r['value'], spec.unit)} "
         f"(drop {_f(r['drop'], spec.unit)} > allowed {_f(r['allowed_drop'], spec.unit)}; {r['n_queries']} queries"
@@ -922,7 +1036,7 @@ def assert_no_slice_regression(
     raise AssertionError(
         f"{spec.name}: {len(failing)} of {len(rows)} slices {tolerance}\n{lines}\n"
         + (f"  new slices (not in the baseline, not gated): {', '.join(new)}\n" if new else "")
-        + (f"  note: {note}\n" if note else "")
+        + (f"  also: {unseen}\n" if unseen else (f"  note: {note}\n" if note else ""))
         + "  rule: fail when a slice's drop from its baseline value exceeds the allowed drop"
     )
 
@@ -945,6 +1059,7 @@ def check_slice_baselines(
     confidence: float | None = None,
     seed: int | None = None,
     context: dict | None = None,
+    unsliced: str = "fail",
 ) -> None:
     """Per-slice baselines in a baselines file, with a
     :class:`~retrieval_checks.gates.BaselineStore`'s regeneration semantics: one record
@@ -952,11 +1067,13 @@ def check_slice_baselines(
     every baseline is written; comparing reads them back and runs
     :func:`assert_no_slice_regression` on every stored slice (or the named ``slices``):
     one gate, a row per slice; a stored slice the result lacks is an error; none stored
-    fails with how to create them. ``context``: model and dataset for the records."""
+    fails with how to create them. ``context``: model and dataset for the records.
+    ``unsliced``: as :func:`assert_no_slice_regression`'s (every stored slice gated)."""
     __tracebackhide__ = True
     from ._baselines import baseline_record
 
     gate = "per-slice baselines"
+    _check_unsliced(unsliced, gate)
     all_slices = require_slices(result, gate)
     name = metric_spec(metric).name
     named = None if slices is None else _named_slices(all_slices, slices, gate)
@@ -1041,4 +1158,5 @@ def check_slice_baselines(
         slices=named,
         confidence=confidence,
         seed=seed,
+        unsliced=unsliced,
     )

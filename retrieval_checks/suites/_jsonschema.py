@@ -21,7 +21,12 @@ from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
 from ..metrics._names import _ALIASES, TREC_CUT_NAMES, WHOLE_ALIASES
 from ..options import EMBEDDING_TYPES, OPTIONS, Option
 from . import _schema as s
-from ._slices import CHECK_SLICES_SCHEMA, DATASET_SLICES_SCHEMA, RUN_SLICES_SCHEMA
+from ._slices import (
+    CHECK_SLICES_SCHEMA,
+    DATASET_SLICES_SCHEMA,
+    RUN_SLICES_SCHEMA,
+    UNSLICED_SCHEMA,
+)
 
 __all__ = ["suite_json_schema", "metric_pattern", "SCHEMA_DIALECT"]
 
@@ -433,6 +438,7 @@ def _check() -> dict:
         "id": {"$ref": "#/$defs/name"},
         "markers": {"$ref": "#/$defs/markers"},
         "slices": CHECK_SLICES_SCHEMA,
+        "unsliced": UNSLICED_SCHEMA,
         **{k: {"$ref": f"#/$defs/options/properties/{k}"} for k in s._OPTIONS},
     }
     only = [

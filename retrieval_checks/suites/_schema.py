@@ -31,7 +31,13 @@ from ..metrics._thresholds import check_threshold
 from ..models._hub import HUB_KINDS
 from ..models._hub import SETTINGS as _HUB_SETTINGS
 from ..options import DATASET_TYPES, EMBEDDING_TYPES, OPTIONS
-from ._slices import check_slices, parse_dataset_slices, run_dataset_slices, slice_check_id
+from ._slices import (
+    check_slices,
+    check_unsliced,
+    parse_dataset_slices,
+    run_dataset_slices,
+    slice_check_id,
+)
 from ._yaml import Node, NodeList, load_yaml, short
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
@@ -201,6 +207,8 @@ class Check:
     id: str = ""
     line: int | None = None
     slices: Any = None  # "all", "worst" or slice names (suites/_slices.py)
+    #: beside slices: all / worst: "fail" (default) or "ignore" the queries without a slice value
+    unsliced: str = "fail"
     #: every gate field the check wrote (the table's rows: retrieval_checks.gates._spec),
     #: by name, besides the evaluation options; a row without an attribute above lives only here
     gate: dict = field(default_factory=dict)
@@ -1208,6 +1216,7 @@ def check_keys() -> tuple:
         "id",
         "markers",
         "slices",
+        "unsliced",
         *_OPTIONS,
     )
 
@@ -1310,6 +1319,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         else ()
     )
     slices = check_slices(r, node, field, kind, spec, datasets, suite_datasets)
+    unsliced = check_unsliced(r, node, field, slices)
     check_id = node.get("id")
     check_id = (
         _default_id(spec.name, kind, kw)
@@ -1327,6 +1337,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
         id=slice_check_id(check_id, slices, "id" in node),
         line=line,
         slices=slices,
+        unsliced=unsliced,
         gate={k: v for k, v in kw.items() if k in GATE_FIELDS} | kw.get("tolerances", {}),
         **{k: v for k, v in kw.items() if k in _CHECK_ATTRIBUTES},
     )

@@ -356,6 +356,7 @@ def gate_slices(runner, suite, case, result, options: dict) -> None:
                 check.metric.name,
                 confidence=options["confidence"],
                 seed=options["seed"],
+                unsliced=check.unsliced,
                 **kw,
             )
             return
@@ -365,6 +366,7 @@ def gate_slices(runner, suite, case, result, options: dict) -> None:
             slices=None if check.slices == "all" else list(check.slices),
             confidence=options["confidence"],
             seed=options["seed"],
+            unsliced=check.unsliced,
             **kw,
         )
         return
@@ -391,6 +393,7 @@ def _baseline_slices(runner, suite, case, result, options) -> None:
         confidence=options["confidence"],
         seed=options["seed"],
         context={"model": case.model, "dataset": case.datasets[0]},
+        unsliced=check.unsliced,
     )
 
 
@@ -556,6 +559,48 @@ def _missing_columns(suite, dataset, columns, part) -> list[SuiteError]:
 
 
 #: JSON schema (``retrieval-checks schema``) of a check's ``slices:``.
+#: ``unsliced:`` beside ``slices: all`` / ``worst`` (gates/_slices.py: UNSLICED)
+UNSLICED_CHOICES = ("fail", "ignore")
+
+UNSLICED_SCHEMA = {
+    "description": "beside slices: all / worst (or a baseline check's slices: all): what the gate does "
+    "while queries have no slice value: fail (default: the gate cannot see them) or ignore (count and "
+    "report them, gate the slices only)",
+    "enum": list(UNSLICED_CHOICES),
+}
+
+
+def check_unsliced(r, node, field: str, slices) -> str:
+    """A check's ``unsliced:`` ("fail" when absent), which only a gate over every slice
+    takes: ``slices: all`` or ``worst``."""
+    if "unsliced" not in node:
+        return "fail"
+    ufield, uline = f"{field}.unsliced", node.line_of("unsliced")
+    if slices is None:
+        raise r.error(
+            "unsliced: goes with slices: all or slices: worst (what a gate over every slice does with queries "
+            "that have no slice value); this check has no slices:.",
+            ufield,
+            uline,
+        )
+    if slices not in CHECK_CHOICES:
+        raise r.error(
+            "unsliced: goes with slices: all or slices: worst; a check that names its slices gates those only, "
+            "so queries without a value do not concern it. Drop unsliced:, or gate every slice.",
+            ufield,
+            uline,
+        )
+    value = node["unsliced"]
+    if not isinstance(value, str) or value not in UNSLICED_CHOICES:
+        raise r.error(
+            f"unsliced: {value!r}: use fail (the default: the gate fails while queries have no slice value, "
+            "since it cannot see them) or ignore (count and report them, gate the slices only).",
+            ufield,
+            uline,
+        )
+    return value
+
+
 CHECK_SLICES_SCHEMA = {
     "description": "gate the slices of the dataset: all, the worst, or the named ones",
     "anyOf": [

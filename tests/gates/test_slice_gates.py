@@ -184,10 +184,15 @@ def test_missing_slice_values_are_reported_on_the_gate(big):
     r = rc.evaluate(X, query_labels=y, metrics=["map"], slices=group)
     events = []
     with rc.gates.listening(events.append):
+        # unsliced="ignore": counted and reported (the default fails the gate:
+        # tests/gates/test_unsliced_queries.py)
         with pytest.raises(AssertionError, match="6 queries have no slice value"):
+            rc.assert_slices_at_least(r, "map", 0.99, unsliced="ignore")
+        with pytest.raises(AssertionError, match="also: 6 of 240 queries"):
             rc.assert_slices_at_least(r, "map", 0.99)
     assert events[0].extra["slice_missing"] == {"slice": 6}
     assert any("6 queries have no slice value" in w for w in events[0].warnings)
+    assert any("6 of 240 queries (2%) have no slice value" in w for w in events[1].warnings)
 
 
 def test_slice_baseline_of_another_metric_is_refused(big):
