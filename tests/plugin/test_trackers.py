@@ -1,8 +1,12 @@
-"""--rc-mlflow and --rc-wandb (pytester, subprocesses) against the real packages,
-offline: a local MLflow file store read back with ``MlflowClient``, and a W&B offline
-run read back from its ``.wandb`` file (LevelDB log records of W&B's protobuf
-``Record``s, decoded here without the W&B API) and its table JSON. The logged values
-are compared with the plugin's own JSON report of the same session."""
+"""--rc-mlflow and --rc-wandb (pytester) against the real packages, offline: a local
+MLflow file store read back with ``MlflowClient``, and a W&B offline run read back from
+its ``.wandb`` file (LevelDB log records of W&B's protobuf ``Record``s, decoded here
+without the W&B API) and its table JSON. The logged values are compared with the
+plugin's own JSON report of the same session.
+
+Cost: the sessions run in-process (mlflow, imported here once, stays imported), except
+the two that start a W&B run (a subprocess each: W&B's service process): about 46 CPU-s
+for the file alone, measured (90 when each of its 9 sessions was a subprocess)."""
 
 from __future__ import annotations
 
@@ -37,10 +41,13 @@ def project(pytester):
     return pytester
 
 
-def _run(pytester, *args):  # subprocesses: mlflow and wandb fail when imported again in one process
-    return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--rc-history=none", "--rc-json=gates.json", *args
-    )
+def _run(pytester, *args, subprocess=False):
+    """The session, in this process (the root conftest's pytester keeps mlflow, imported
+    above, imported: never a second import), or in a subprocess where W&B runs: its
+    ``wandb.init`` starts a service process tied to the process that started it, and a
+    run's settings are read once per process."""
+    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest_inprocess
+    return run("-p", "no:cacheprovider", "--rc-history=none", "--rc-json=gates.json", *args)
 
 
 def _gates(pytester) -> list[dict]:
@@ -135,7 +142,7 @@ def test_wandb_offline_run_holds_the_table_and_the_summary(project, monkeypatch,
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_PROJECT", "rc-tests")
-    result = _run(project, "--rc-wandb")
+    result = _run(project, "--rc-wandb", subprocess=True)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*2 gates logged to W&B run * (offline mode)*"])
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
@@ -164,8 +171,12 @@ def test_wandb_offline_run_holds_the_table_and_the_summary(project, monkeypatch,
 
 
 @pytest.mark.parametrize("tracker", ["mlflow", "wandb"])
-def test_a_missing_package_is_a_usage_error_naming_the_extra(project, tracker):
-    # the package made unfindable by a conftest, which pytest loads before the plugin's start-up check
+def test_a_missing_package_is_a_usage_error_naming_the_extra(project, tracker, monkeypatch):
+    # the package made unfindable by a conftest, which pytest loads before the plugin's start-up
+    # check; the session runs in this process, so the real find_spec is put back after the test
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", importlib.util.find_spec)
     project.makeconftest(f"""
 import importlib.util
 
@@ -220,7 +231,7 @@ def pytest_unconfigure(config):
     config._training_run.summary["finished_by"] = "conftest"
     config._training_run.finish()
 """)
-    _run(project, "--rc-wandb").assert_outcomes(passed=1, failed=1)
+    _run(project, "--rc-wandb", subprocess=True).assert_outcomes(passed=1, failed=1)
     (run_dir,) = (tmp_path / "wandb").glob(
         "offline-run-*"
     )  # one run: the conftest's, not a second one
