@@ -627,7 +627,9 @@ def _plain_flat(run, qrels) -> _Flat | None:
     r, j = _plain_side(run, float), _plain_side(qrels, int)
     if r is None or j is None:
         return None
-    ids = r[2] + j[2]
+    n_run = len(r[2])
+    ids = r[2]  # the run's list, extended in place: a new list would touch every id again
+    ids += j[2]
     plain = _plain_ids(ids)
     if plain is None:
         return None
@@ -635,7 +637,6 @@ def _plain_flat(run, qrels) -> _Flat | None:
     qids = _id_order(set(r[0]) | set(j[0]))
     q_of = {q: i for i, q in enumerate(qids)}
     codes, names = _code_ids(ids, plain)
-    n_run = len(r[2])
 
     def rows(side):
         return np.repeat(np.array([q_of[q] for q in side[0]], np.int64), side[1])
