@@ -717,8 +717,8 @@ def load_embeddings(
                 f"{p}: no column named {key!r}; the file has {', '.join(map(repr, available))}."
                 + (f" Did you mean {close!r}?" if close else "")
             )
-        # per-row metadata: a null is a row without a value (None), not an error
-        arr = np.asarray(data.nullable(key) if hasattr(data, "nullable") else data[key])
+        # per-row metadata: a null or a blank text is a row without a value (None), not an error
+        arr = metadata_column(data.nullable(key) if hasattr(data, "nullable") else data[key])
         if arr.ndim != 1 or arr.shape[0] != emb.shape[0]:
             raise InputError(
                 f"{p}: column {key!r} has shape {arr.shape} but there are {emb.shape[0]} embeddings; give one "
@@ -726,6 +726,30 @@ def load_embeddings(
             )
         out_columns[key] = arr
     return EmbeddingSet(emb, out_labels, out_ids, str(p), out_columns)
+
+
+def metadata_column(values) -> np.ndarray:
+    """A file's per-row metadata column (slice values) as numpy: a blank text ("" or
+    spaces) is the file's "no value" (None, in an object array), as a null is: a text
+    array of npz or safetensors has no other way to say it (a text file's empty field
+    reads the same)."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        return arr
+    if arr.dtype.kind in "US":
+        text = arr.astype(str)
+        blank = np.char.str_len(np.char.strip(text)) == 0
+        if not blank.any():
+            return arr
+        out = text.astype(object)
+        out[blank] = None
+        return out
+    if arr.dtype == object:
+        blank = np.fromiter((isinstance(v, str) and not v.strip() for v in arr), bool, arr.size)
+        if blank.any():
+            arr = arr.copy()
+            arr[blank] = None
+    return arr
 
 
 def _column_names(columns) -> tuple:

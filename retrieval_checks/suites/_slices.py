@@ -481,7 +481,9 @@ def dataset_slices(runner, suite, dataset, part, dims=None) -> dict | list:
         arrays = runner._arrays_of(source)
         if "" in arrays:  # a .npy file: one array
             if col.file is not None:
-                return arrays[""]
+                from ..data._files import metadata_column
+
+                return metadata_column(arrays[""])
             raise InputError(
                 f"{source.name} is a .npy file (one array, the embeddings); slice values need a file with named arrays "
                 "(.npz, .pt, .safetensors, .parquet), or file: <a .npy of the slice values>."
@@ -498,8 +500,12 @@ def dataset_slices(runner, suite, dataset, part, dims=None) -> dict | list:
                 f"column {col.column!r} is not in {source.name}; it has {', '.join(map(repr, arrays)) or 'none'}."
                 + (f" Did you mean {close!r}?" if close else "")
             )
-        # a null (parquet) is a query without a value, counted as missing
-        return arrays.nullable(col.column) if hasattr(arrays, "nullable") else arrays[col.column]
+        # a null (parquet) or a blank text is a query without a value, counted as missing
+        from ..data._files import metadata_column
+
+        return metadata_column(
+            arrays.nullable(col.column) if hasattr(arrays, "nullable") else arrays[col.column]
+        )
 
     return slice_values(dataset.slices if dims is None else dims, read, n, dataset.name, suite.path)
 

@@ -159,3 +159,46 @@ def test_a_suite_reads_parquet_nulls_as_missing_slice_values(tmp_path):
     except AssertionError:
         pass
     assert _result(runner).slices.missing == {"lang": 1}
+
+
+# ------------------------------------------- a blank text value in a file is "no slice value"
+def _npz_blank(tmp_path):
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(6), 4)
+    e = (rng.normal(size=(6, 8))[y] + 0.3 * rng.normal(size=(24, 8))).astype(np.float32)
+    lang = np.array(["de", "en"] * 12)
+    lang[[3, 7]] = ["", "  "]  # npz has no None: an empty text is the file's missing value
+    (tmp_path / "data").mkdir(exist_ok=True)
+    np.savez(tmp_path / "data/set.npz", embeddings=e, labels=y, lang=lang)
+    return tmp_path / "data/set.npz"
+
+
+def test_a_blank_text_in_a_files_slice_column_is_a_missing_value(tmp_path):
+    import retrieval_checks as rc
+
+    s = rc.load_embeddings(_npz_blank(tmp_path), columns=["lang"])
+    r = rc.evaluate(s.embeddings, query_labels=s.labels, metrics=["map"], slices=s.columns)
+    assert r.slices.missing == {"lang": 2} and sorted(r.slices) == ["lang=de", "lang=en"]
+    with pytest.raises(rc.InputError, match="empty slice value"):  # in Python, None says it
+        rc.evaluate(s.embeddings, query_labels=s.labels, metrics=["map"], slices=["", *["de"] * 23])
+
+
+def test_a_suite_reads_a_blank_text_as_a_missing_slice_value(tmp_path):
+    _npz_blank(tmp_path)
+    suite = load_suite(
+        _write(
+            tmp_path,
+            """
+            datasets:
+              set: {queries: data/set.npz, slices: {lang: lang}}
+            checks:
+              - {metric: map, dataset: set, slices: all, at_least: 0.01}
+            """,
+        )
+    )
+    runner = SuiteRunner()
+    try:
+        runner.run(suite, suite.cases[0])
+    except AssertionError:
+        pass
+    assert _result(runner).slices.missing == {"lang": 2}
