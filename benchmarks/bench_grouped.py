@@ -21,6 +21,10 @@ dims, 10 items per class, class centres ~ N(0, I_d), item = centre + spread * N(
 float32, seeded; the subset is a seeded random choice of those classes, taken from the
 same N items.
 
+The floor: the fp32 GEMMs of the same products alone (each group's items against
+themselves, unpadded, batched np.matmul of stacked equal-size groups, operands gathered
+untimed), with numpy's BLAS as set and with one BLAS thread; wall / the faster is x_GEMM.
+
 Each measurement runs in its own subprocess (``--worker grouped|subset``), which
 regenerates the data from the seed, warms up on tiny data, then times one call.
 Peak RSS is /proc/self/status VmHWM reset right before the timed call (as in
@@ -64,6 +68,46 @@ def subset_of_classes(y, n_items: int, seed: int):
     want = min(n_items // ITEMS_PER_CLASS, n_classes)
     chosen = np.random.default_rng(seed + 1).choice(n_classes, size=want, replace=False)
     return np.flatnonzero(np.isin(y, chosen))
+
+
+def gemm_floor(X, group_of_query, n_groups: int, chunk: int = 1000) -> dict:
+    """Seconds of the fp32 GEMMs of the same products alone: each group's items against
+    themselves (unpadded), groups of equal size stacked into batched ``np.matmul`` calls
+    of ``chunk`` groups, operands gathered and copied beforehand (two buffers: numpy
+    would run ``A @ A.T`` as a SYRK, half the work), not timed. Both with numpy's BLAS
+    as set (``blas_default``) and with one BLAS thread (``blas_1_thread``), where
+    threadpoolctl is installed; ``best`` is the smaller."""
+    import numpy as np
+
+    order = np.argsort(group_of_query, kind="stable")
+    order = order[group_of_query[order] >= 0]
+    sizes = np.bincount(group_of_query[order], minlength=n_groups)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    def run() -> float:
+        total = 0.0
+        for m in np.unique(sizes):
+            gs = np.flatnonzero(sizes == m)
+            for a in range(0, gs.size, chunk):
+                pick = gs[a : a + chunk]
+                rows = (starts[pick][:, None] + np.arange(m)).ravel()
+                A = np.ascontiguousarray(X[order[rows]].reshape(pick.size, m, -1))
+                B = A.copy()
+                t0 = time.perf_counter()
+                np.matmul(A, B.transpose(0, 2, 1))
+                total += time.perf_counter() - t0
+        return total
+
+    out = {"blas_default": run()}
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if threadpool_limits is not None:
+        with threadpool_limits(1, user_api="blas"):
+            out["blas_1_thread"] = run()
+    out["best"] = min(out.values())
+    return out
 
 
 def run_worker(args) -> dict:
@@ -132,6 +176,7 @@ def run_worker(args) -> dict:
         # similarity products actually needed: every group against itself
         sizes = np.bincount(g.group_of_query[g.group_of_query >= 0], minlength=g.n_groups)
         rec["products"] = int((sizes.astype(np.int64) ** 2).sum())
+        rec["gemm_floor_s"] = gemm_floor(X, g.group_of_query, g.n_groups)
     else:
         rec["n_queries_used"] = int(res.n_used)
         rec["products"] = int(y.size) ** 2
@@ -187,6 +232,8 @@ def report(recs: dict, args) -> str:
             "peak_MB",
             "+MB",
             "products/item",
+            "GEMM_s",
+            "x_GEMM",
             "value",
             "interval",
         ]
@@ -194,7 +241,7 @@ def report(recs: dict, args) -> str:
     for name in WORKERS:
         r = recs[name]
         if r.get("status") != "ok":
-            rows.append([name, r.get("status", "?")] + ["-"] * 9)
+            rows.append([name, r.get("status", "?")] + ["-"] * 11)
             continue
         lo, hi = r["interval"]
         rows.append(
@@ -208,6 +255,8 @@ def report(recs: dict, args) -> str:
                 _mb(r["peak_rss"]),
                 _mb(r["peak_rss"] - r["base_rss"]),
                 f"{r['products'] / r['items']:.0f}",
+                f"{r['gemm_floor_s']['best']:.3f}" if "gemm_floor_s" in r else "-",
+                f"{r['wall_s'] / r['gemm_floor_s']['best']:.1f}" if "gemm_floor_s" in r else "-",
                 f"{r['value']:.6f}",
                 f"[{lo:.6f}, {hi:.6f}]",
             ]
@@ -248,6 +297,14 @@ def report(recs: dict, args) -> str:
         out.append(
             "  (the two values measure different things: hit rate among S classes vs among "
             f"{s['classes']} classes)"
+        )
+    if g.get("status") == "ok":
+        f = g["gemm_floor_s"]
+        out.append(
+            "  GEMM_s = the fp32 GEMMs of the same products alone (each group against itself, "
+            "unpadded, batched np.matmul, operands gathered untimed): "
+            + ", ".join(f"{k} {v:.3f}s" for k, v in f.items())
+            + "; x_GEMM = wall_s / its best"
         )
     out.append(
         f"  peak = VmHWM reset before the timed call ({'yes' if g.get('peak_is_reset') else 'NO: lifetime peak'}); "
