@@ -47,6 +47,7 @@ rule in numpy). At 1M items x 128, S = 10 (10,000 groups of 100) this took the p
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -564,6 +565,12 @@ def score_groups(
             )
 
 
+# BLAS's thread count is one setting of the process: grouped passes run on threads of one
+# process (an executor) change it one at a time, so a shape that keeps BLAS's own setting
+# never runs while another pass has set one thread.
+_BLAS_LOCK = threading.Lock()
+
+
 class _BlasThreads:
     """numpy's BLAS for many small products: one thread per product, and the products of
     a batch spread over as many worker threads as BLAS would use, where that gives the
@@ -593,6 +600,7 @@ class _BlasThreads:
             return self
         controller = threadpoolctl.ThreadpoolController().select(user_api="blas")
         if controller.lib_controllers:
+            _BLAS_LOCK.acquire()  # the thread count is the process's: one pass sets it at a time
             self.controller = controller
             self.workers = max(1, min(int(lib.num_threads) for lib in controller.lib_controllers))
         return self
@@ -600,6 +608,8 @@ class _BlasThreads:
     def __exit__(self, *exc):
         if self._pool is not None:
             self._pool.shutdown()
+        if self.controller is not None:
+            _BLAS_LOCK.release()
         return False
 
     _pool = None

@@ -914,3 +914,18 @@ def test_one_blas_thread_only_where_it_gives_blas_own_bits():
             if blas.single_ok(mq, mg, d, np.float32):
                 with blas.one_thread():
                     np.testing.assert_array_equal(np.matmul(Q, G.transpose(0, 2, 1)), own)
+
+
+def test_grouped_passes_on_two_threads_at_once_give_one_pass_numbers():
+    """Two grouped passes on threads of one process (an executor): BLAS's thread count is
+    the process's, set by one pass at a time; each gives the numbers it gives alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(3)
+    y = rng.permutation(np.repeat(np.arange(40), rng.integers(2, 30, 40)))
+    X = (rng.standard_normal((40, 24))[y] + rng.standard_normal((y.size, 24))).astype(np.float32)
+    alone = [_direct(X, y, S=4, seed=s) for s in (0, 1)]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda s: _direct(X, y, S=4, seed=s), (0, 1, 0, 1)))
+    for got, want in zip(together, alone + alone):
+        _same(want, got)
