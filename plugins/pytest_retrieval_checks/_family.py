@@ -188,6 +188,26 @@ def _check_text(record: dict, families: dict, held: bool = True) -> tuple[str, s
     p, adj, level = record.get("p_raw"), record.get("p_adjusted"), record.get("significance_level")
     name = {"holm": "Holm's step-down", "bh": "Benjamini-Hochberg"}.get(c, c)
     rate = {"holm": "family-wise error rate", "bh": "false discovery rate"}.get(c, "level")
+    if str(record.get("decision", "")).endswith("underpowered"):
+        message = (
+            f"{record.get('metric')} failed after {c}: underpowered (min_power "
+            f"{record.get('power'):g}) at the corrected level {record.get('power_level'):.3g} "
+            f"of the family of {size} significance-gated checks"
+        )
+        text = (
+            f"{record.get('gate')}: {record.get('power_failure')}.\n"
+            f"{record.get('power_correction')}: a check that requires a power (min_power) must have "
+            "it at the level its correction tests it at. Evaluate on more units (the count above), "
+            "allow a larger drop, require less power, or gate fewer checks in the family.\n"
+            "A check under a correction is decided when its whole family is known, after the last "
+            "test, "
+            + (
+                "so this test was reported then."
+                if held
+                else f"after {record.get('test')} was reported: this item of its own is its failure."
+            )
+        )
+        return message, text
     message = (
         f"{record.get('metric')} failed after {c}: adjusted p {adj:.3g} < {level:.3g} "
         f"in the family of {size} significance-gated checks (raw p {p:.3g})"

@@ -537,10 +537,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in _reports.wrapped(f"retrieval-checks: {rc.gates.family_line(family)}", width):
             tr.write_line(line, red=bool(family["failed"]))
         for r in family["failed"]:
-            line = (
-                f"  FAIL after {family['correction']}: {r.get('test')} {r.get('metric')} "
-                f"(p {r.get('p_raw'):.3g}, adjusted {r.get('p_adjusted'):.3g} < {r.get('significance_level'):.3g})"
+            why = (
+                f"underpowered: power {r.get('power_at_tolerance', 0):.0%} < min_power {r.get('power'):g} "
+                f"at the corrected level {r.get('power_level'):.3g}"
+                if str(r.get("decision", "")).endswith("underpowered")
+                else f"p {r.get('p_raw'):.3g}, adjusted {r.get('p_adjusted'):.3g} < "
+                f"{r.get('significance_level'):.3g}"
             )
+            line = f"  FAIL after {family['correction']}: {r.get('test')} {r.get('metric')} ({why})"
             tr.write_line(line, red=True)
     for note in (*getattr(config, "_rc_startup_notes", []), *getattr(config, "_rc_notes", [])):
         alarm = note.startswith(("error:", "warning:"))

@@ -190,15 +190,53 @@ def family_of(correction, change) -> str | None:
 
 
 def deferrable(change, correction: str | None, failed: bool, decided: bool) -> bool:
-    """Whether a failed check waits for the session's end: it is significance-gated,
-    a correction applies, and nothing but its significance (``decided``: an undefined
-    value, too many skipped queries, a power requirement) failed it."""
+    """Whether a check waits for the session's end: it is significance-gated, a
+    correction applies, nothing but its significance (``decided``: an undefined value,
+    too many skipped queries, a power requirement unmet at its own level) failed it,
+    and it either failed on significance or requires a power (``min_power``): under a
+    correction its test runs at a stricter level, known only with the whole family, so
+    its power is judged there (:func:`decide_family`)."""
+    required = bool(getattr(getattr(change, "power", None), "required", False))
     return bool(
-        failed
+        (failed or required)
         and not decided
         and correction not in (None, "none")
         and getattr(change, "significance_gated", False)
     )
+
+
+def _corrected_power(r: dict, m: int, correction: str) -> None:
+    """A family member's power (``r``'s ``power_*`` fields) recomputed at the level its
+    correction tests it at: ``level / m``, Bonferroni's, which is Holm's first step and
+    Benjamini-Hochberg's strictest; a check whose power was computed at its own level
+    would certify a power the corrected test does not have. The level of the record's
+    own test is kept as ``power_level_uncorrected``."""
+    from ..stats._power import power_of
+
+    se, level = r.get("power_se"), r.get("power_level")
+    if not isinstance(se, (int, float)) or not isinstance(level, (int, float)) or not se > 0:
+        return
+    pw = power_of(
+        float(se),
+        int(r.get("power_units") or 0),
+        level=float(level) / m,
+        power=r.get("power"),
+        dof=r.get("power_dof"),
+        unit=r.get("power_unit"),
+        tolerance=r.get("power_tolerance"),
+        required=bool(r.get("power_required")),
+        test=r.get("power_test") or "drop",
+    )
+    r.update(pw.to_dict())
+    r["power_level_uncorrected"] = float(level)
+    r["power_correction"] = (
+        f"power at {float(level):.3g} / {m} = {pw.level:.3g}, the level {correction} tests the "
+        f"strictest member of a family of {m} at (Bonferroni)"
+    )
+    if pw.underpowered:
+        r["power_failure" if pw.required else "power_note"] = (
+            f"{r.get('metric')} cannot see the drop it gates under {correction}: {pw.describe()}"
+        )
 
 
 def power_note(gate: str, change) -> str | None:
@@ -251,10 +289,14 @@ def decide_family(records: list) -> list[dict]:
     out = []
     for correction, members in groups.items():
         adjusted = adjust_pvalues([float(r["p_raw"]) for r in members], correction)
-        failed = []
+        failed, weak = [], []
         for r, p in zip(members, adjusted):
             r["p_adjusted"] = float(p)
             r["family_size"] = len(members)
+            if correction != "none" and len(members) > 1:
+                _corrected_power(r, len(members), correction)
+                if r.get("power_note") or r.get("power_failure"):
+                    weak.append(r)
             if r.get("decision") != "deferred":
                 continue
             level = float(r.get("significance_level") or 0.05)
@@ -262,6 +304,11 @@ def decide_family(records: list) -> list[dict]:
                 r["passed"] = False
                 r["decision"] = f"failed after {correction}"
                 if not r.get("xfail"):  # an expected failure does not turn the run red
+                    failed.append(r)
+            elif r.get("power_failure"):  # min_power unmet at the corrected level
+                r["passed"] = False
+                r["decision"] = f"failed after {correction}: underpowered"
+                if not r.get("xfail"):
                     failed.append(r)
             else:
                 r["decision"] = f"passed after {correction}"
@@ -280,6 +327,7 @@ def decide_family(records: list) -> list[dict]:
                     "none": "nothing",
                 }[correction],
                 "failed": failed,
+                "underpowered": weak,
             }
         )
     return out
@@ -304,6 +352,12 @@ def family_line(summary: dict) -> str:
         )
     if summary["failed"]:
         text += f"; {len(summary['failed'])} failed after the correction"
+    weak = summary.get("underpowered") or []
+    if weak:
+        text += (
+            f"; {len(weak)} cannot see the drop they gate at the corrected level (power at "
+            "level / family size: see each check's power fields)"
+        )
     return text
 
 

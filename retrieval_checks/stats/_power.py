@@ -260,6 +260,10 @@ class Power:
             "units_needed": self.units_needed,
             "underpowered": self.underpowered,
             "power_test": self.test,
+            # what recomputing it at another level needs (a family's corrected level)
+            "power_tolerance": self.tolerance,
+            "power_dof": self.dof,
+            "power_required": self.required,
         }
 
 
