@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
@@ -220,8 +222,6 @@ def _distinct_counts(all_slices, names: list[str], rows: list[dict]) -> tuple[in
                 sum(r["n_used"] for r in rows),
                 sum(r["n_queries"] - r["n_used"] - r.get("n_outside", 0) for r in rows),
             )
-        import numpy as np
-
         index = np.asarray(index)
         out = np.zeros(index.size, bool)
         out[np.asarray(res.skipped_queries, dtype=int)] = True
