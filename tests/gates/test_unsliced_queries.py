@@ -104,3 +104,15 @@ def test_a_gate_over_two_dimensions_counts_each_query_once(events):
     rc.assert_worst_slice(res, "map", at_least=0.01)
     assert [e.n_used for e in events] == [160, 160]
     assert [len(e.extra["slices"]) for e in events] == [4, 4]
+
+
+def test_image_slices_count_images_without_a_value():
+    rng = np.random.default_rng(4)
+    images = rng.normal(size=(20, 8)).astype(np.float32)
+    owner = np.repeat(np.arange(20), 5)
+    captions = (images[owner] + rng.normal(size=(100, 8))).astype(np.float32)
+    cat = ["a"] * 8 + ["b"] * 7 + [None] * 5
+    res = rc.evaluate_image_text(images, captions, owner, slices=cat)
+    with pytest.raises(AssertionError, match=r"5 of 20 images \(25%\) have no slice value"):
+        rc.assert_slices(res, "i2t_recall@5", at_least=0.01)
+    rc.assert_slices(res, "i2t_recall@5", at_least=0.01, unsliced="ignore")
