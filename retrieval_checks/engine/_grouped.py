@@ -66,7 +66,6 @@ __all__ = [
     "count_batch",
     "label_partition",
     "grouped_recall_values",
-    "padded_indices",
     "plan_batches",
     "record_hits",
     "score_groups",
@@ -655,18 +654,6 @@ def batch_scores(Qb, Gb, qf, gf, similarity: str) -> np.ndarray:
     return S
 
 
-def padded_indices(parts, m: int) -> np.ndarray:
-    """(B, m) int64: row t holds ``parts[t]`` then -1 fillers."""
-    out = np.full((len(parts), m), -1, np.int64)
-    lengths = np.fromiter((p.size for p in parts), np.int64, len(parts))
-    if lengths.sum():
-        flat = np.concatenate(parts)
-        rows = np.repeat(np.arange(len(parts)), lengths)
-        cols = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        out[rows, cols] = flat
-    return out
-
-
 def _gather(values, idx, filler):
     """``values[idx]`` with ``filler`` where ``idx`` is -1."""
     ok = idx >= 0
@@ -750,19 +737,11 @@ def _score_spans(plan, spans, q_side, g_side, mq, mg, similarity, ks, hits, cand
         and np.array_equal(spans[:, :2], spans[:, 2:])
         and np.array_equal(qidx, gidx)
     )
-    _score_indexed(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas)
-
-
-def _score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates, blas=None):
-    """A batch of units ``(query indices, gallery indices)``, padded to ``(mq, mg)``: the
-    one-process ``score_batch`` (the sharded pass has its own, by the same rule)."""
-    qidx = padded_indices([u[0] for u in units], mq)
-    gidx = padded_indices([u[1] for u in units], mg)
-    _score_indexed(qidx, gidx, False, q_side, g_side, similarity, ks, hits, candidates, blas)
+    _score_batch(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas)
 
 
 # long: gather, score and count over the workers, then record
-def _score_indexed(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas):
+def _score_batch(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas):
     """Score a batch given its padded item indices (``same``: both sides are the same
     items, leave-one-out: gathered once, copied for the product's second operand, since
     numpy computes ``A @ A.T`` with another BLAS routine)."""
