@@ -4,7 +4,7 @@ are not relevant, and RBP's residual is 0 (nothing is unjudged, nothing lies bel
 ranking). Checked against an oracle that enumerates every ordering of tied items
 (``average`` is their mean, ``pessimistic`` / ``optimistic`` their extremes), against
 ``evaluate_run`` on the same scores with qrels that judge every document, and through a
-YAML suite and a baseline. Cost: about 2 s (numpy engine, tiny inputs)."""
+YAML suite and a baseline. Cost: about 2 s (tiny inputs) plus the engine's one-time start."""
 
 from __future__ import annotations
 
