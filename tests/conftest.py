@@ -1,6 +1,8 @@
 """Shared test setup: the oracles (``reference.py``, a dense brute-force implementation)
 are importable from every layer's tests; the hypothesis profiles; ``--rc-exhaustive``
-(the exhaustive sweeps, skipped by default); the suite's time budget.
+(the exhaustive sweeps, skipped by default); the suite's time budget; in a whole-suite
+xdist run, each worker first compiles its share of the library's numba kernels
+(``warm_kernels.py``: each kernel compiled once per clean clone, not once per worker).
 
 Hypothesis profiles: ``ci`` (chosen when ``CI`` is set, as in ``.ci/run`` and GitHub
 Actions) is derandomised, so every run tries the same examples, writes no example
@@ -208,6 +210,36 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("exhaustive") is not None:
             item.add_marker(skip)
+
+
+WARM_ENV = "RC_TESTS_WARM_KERNELS"
+
+
+def whole_suite(config) -> bool:
+    """The run is the whole suite (``./dev test``, CI: no test paths given), not a
+    selection, and runs tests (not ``--collect-only``)."""
+    return (
+        config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.option.collectonly
+    )
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is not installed
+def pytest_configure_node(node):
+    """The controller asks each xdist worker of a whole-suite run to compile the library's
+    numba kernels first (``warm_kernels.py``: once, split between the workers, instead of
+    every worker compiling all of them at once in a clean clone); ``RC_TESTS_WARM_KERNELS=0``
+    turns it off. A selection of tests compiles only what it calls, as before."""
+    node.workerinput["rc_warm_kernels"] = whole_suite(node.config) and _truthy(
+        os.environ.get(WARM_ENV, "1")
+    )
+
+
+def pytest_sessionstart(session):
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput and workerinput.get("rc_warm_kernels"):
+        import warm_kernels
+
+        warm_kernels.warm(workerinput.get("workerid", "gw0"))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
