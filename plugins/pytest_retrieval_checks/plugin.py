@@ -162,8 +162,14 @@ def queue_baselines(item, entries: list) -> None:
     JSON and history count what the run did in gates, as for every other check (a test
     that only rewrote baselines was absent from them)."""
     regen_all = regen_mode(item.config) == "all"
+    sliced: dict = {}  # per-slice records of one check: one slice gate, as a comparing run records
     for path, key, record in entries:
         item.user_properties.append((_BASELINE_PROPERTY, json.dumps([path, key, record])))
+        if regen_all and isinstance(record, dict) and isinstance(record.get("slice"), str):
+            suffix = f" slice={record['slice']}"
+            if key.endswith(suffix):
+                sliced.setdefault((path, key[: -len(suffix)]), []).append(record)
+                continue
         if regen_all and isinstance(record, dict):
             interval = record.get("interval")
             low, high = (
@@ -191,7 +197,66 @@ def queue_baselines(item, entries: list) -> None:
                     extra={"baseline_key": key, "baselines_file": Path(path).name},
                 )
             )
+    for (path, key), records in sliced.items():
+        _emit_regenerated_slices(path, key, records)
     entries.clear()
+
+
+def _emit_regenerated_slices(path, key: str, records: list[dict]) -> None:
+    """The per-slice baselines of one check rewritten by --rc-regen-all, as one gate
+    record with a row per slice (``slices``), as a comparing run records the check: a
+    report or ``compare`` matches them slice by slice (one gate per slice, named only by
+    its baseline key, matched nothing in a comparing run). Its value is the worst slice's."""
+    rows = []
+    for record in records:
+        interval = record.get("interval")
+        low, high = (
+            interval if isinstance(interval, (list, tuple)) and len(interval) == 2 else (None, None)
+        )
+        rows.append(
+            {
+                "slice": record["slice"],
+                "metric": record.get("metric"),
+                "value": record.get("value"),
+                "low": low,
+                "high": high,
+                "confidence": record.get("confidence"),
+                "n": record.get("n"),
+                "unit": record.get("unit"),
+                "n_queries": record.get("n_queries"),
+                "passed": True,
+            }
+        )
+    metric = str(records[0].get("metric"))
+    try:
+        higher = rc.parse_metric(metric).higher_is_better
+    except rc.RetrievalChecksError:
+        higher = True
+    valued = [r for r in rows if isinstance(r["value"], (int, float))]
+    worst = (min if higher else max)(valued, key=lambda r: r["value"]) if valued else {}
+    rc.gates.emit(
+        rc.gates.GateEvent(
+            gate="assert_no_slice_regression",
+            metric=metric,
+            value=worst.get("value"),
+            passed=True,
+            low=worst.get("low"),
+            high=worst.get("high"),
+            confidence=worst.get("confidence"),
+            on="regenerated",
+            comparison="baseline",
+            n=len(rows),
+            unit="slices",
+            model=records[0].get("model"),
+            dataset=records[0].get("dataset"),
+            extra={
+                "slices": rows,
+                "worst_slice": worst.get("slice"),
+                "baseline_key": key,
+                "baselines_file": Path(path).name,
+            },
+        )
+    )
 
 
 def suite_runner(config) -> SuiteRunner:

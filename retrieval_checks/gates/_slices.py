@@ -1084,13 +1084,8 @@ def check_slice_baselines(
         wanted = _holding(
             all_slices, list(all_slices) if named is None else named, name, gate, named is not None
         )
-        _refuse_small(
-            slice_intervals(result, name, confidence=confidence, seed=seed),
-            wanted,
-            gate,
-            name,
-            all_slices,
-        )
+        intervals = slice_intervals(result, name, confidence=confidence, seed=seed)
+        _refuse_small(intervals, wanted, gate, name, all_slices)
         failures = []
         # the records of this check's slices that are gone from the result: regenerating
         # writes the slices the result has now, so they are removed (left, they would fail
@@ -1111,6 +1106,20 @@ def check_slice_baselines(
                 )
         for s in wanted:
             record = baseline_record(all_slices[s].result, name, confidence=confidence, seed=seed)
+            # the slice's interval is the slice gates' (slice_intervals: a class bootstrap where
+            # the labels are classes), not the slice result's query bootstrap, narrower and
+            # contradicting every report that shows the baseline beside the gate; n stays the
+            # queries the value averages (the units' count)
+            iv = intervals[s]
+            record.update(
+                interval=[
+                    min(float(iv.interval.low), record["value"]),
+                    max(float(iv.interval.high), record["value"]),
+                ],
+                confidence=float(iv.interval.confidence),
+                interval_method=f"{iv.interval.method} ({iv.n_units} {iv.unit})",
+                n_queries=int(iv.n_queries),
+            )
             record.update({k: v for k, v in (context or {}).items() if v is not None}, slice=s)
             try:
                 store.check(

@@ -45,6 +45,7 @@ import yaml
 from .._suggest import did_you_mean
 from ..errors import InputError, MetricNameError, RetrievalChecksError, SuiteError
 from ..gates import BaselineFile, rule_text
+from ..gates._baselines import _round as _round_stored
 from ..gates._regression import higher_is_better, measure_change
 from ..metrics._names import metric_spec
 from ..options import parse_text
@@ -214,6 +215,18 @@ def _cmd_show(h: History, args, out) -> int:
     return 0
 
 
+def _at_stored_precision(b: dict, c: dict) -> tuple[dict, dict]:
+    """Two records of one gate, both at a baselines file's precision when either is a
+    regenerated baseline (``--rc-regen-all`` records the rounded value it wrote): the
+    same model's full-precision value would otherwise differ from it in the 7th digit
+    and read as a drop."""
+    if "regenerated" not in (b.get("on"), c.get("on")):
+        return b, c
+    return tuple(
+        {**r, **{k: _round_stored(r.get(k)) for k in ("value", "low", "high")}} for r in (b, c)
+    )
+
+
 def _judge(metric: str, b: dict, c: dict, args) -> tuple[tuple, str, object]:
     """One compared gate's table row and its verdict: ``ok``, ``regressed`` or
     ``untested`` (under --significant, a drop beyond the tolerance whose significance
@@ -350,7 +363,7 @@ def _cmd_compare(
         test, metric = key
         if wanted and metric not in wanted:
             continue
-        b, c = base[key], cand[key]
+        b, c = _at_stored_precision(base[key], cand[key])
         if b["value"] is not None and c["value"] is None and higher_is_better(metric) is not None:
             counts["regressed"] += (
                 1  # the gate errored (or lost its value) in the candidate: a regression, not a skip

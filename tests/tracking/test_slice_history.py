@@ -29,9 +29,10 @@ def records():
     }
     events = []
     with rc.gates.listening(events.append):
-        rc.assert_slices_at_least(r, "map", 0.1)
+        # the 2 queries without a value are counted and reported (what these tests read), not gated
+        rc.assert_slices_at_least(r, "map", 0.1, unsliced="ignore")
         with pytest.raises(AssertionError):
-            rc.assert_no_slice_regression(r, base, "map", max_drop=0.01)
+            rc.assert_no_slice_regression(r, base, "map", max_drop=0.01, unsliced="ignore")
     out = []
     for i, e in enumerate(events):
         d = e.to_dict()
