@@ -4,7 +4,8 @@ in the history; and ``--rc-prune-baselines``, which only a full run may do.
 
 A record of a baselines file is kept while its check exists: a YAML suite's record is
 named after the case (the item's name), a Python test's after the test
-(``<test name>::<metric>[::<key>]``, see ``rc_baseline``). Only the baselines files
+(``<test name>::<metric>[::<key>]``, see ``rc_baseline``), and a per-slice baseline's
+after either, ``<name> slice=<slice>``. Only the baselines files
 beside the suites and test modules the session collected are pruned; the files of
 modules that were not collected are never touched. Pruning is refused under
 pytest-xdist and when a suite could not be loaded (a collection error makes the run
@@ -16,7 +17,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from retrieval_checks.gates import BaselineFile, baseline_path
+from retrieval_checks.gates import BaselineFile, baseline_path, slice_key
 
 _SHOWN_IDS = 5
 
@@ -97,8 +98,12 @@ def prune_refusal(config) -> str | None:
 
 
 def _exists(names: set[str]):
+    # a check's records: its name (a YAML case), <test>::<metric>[::<key>] (a Python test),
+    # and per-slice baselines <name> slice=<slice> (slice_key) of either
     def check(key: str) -> bool:
-        return key in names or any(key.startswith(f"{n}::") for n in names)
+        return key in names or any(
+            key.startswith(f"{n}::") or key.startswith(slice_key(n, "")) for n in names
+        )
 
     return check
 

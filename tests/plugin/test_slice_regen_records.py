@@ -2,9 +2,10 @@
 finding 3): the regenerating run records each check as one slice gate, a row per
 slice, as a comparing run does, so that ``show`` and ``compare`` match them slice by
 slice; and each slice's record holds the slice's own interval (finding 4: the class
-bootstrap of the slice gates, not a query bootstrap).
+bootstrap of the slice gates, not a query bootstrap); and --rc-prune-baselines keeps the per-slice
+records of a live check (finding 8).
 
-Cost: about 2 s (two in-process pytester sessions on a 240-query evaluation).
+Cost: about 4 s (seven in-process pytester sessions on evaluations of 120 to 240 queries).
 """
 
 from __future__ import annotations
@@ -76,3 +77,40 @@ def test_a_slice_baseline_record_holds_the_slice_gates_interval(pytester):
         assert record["n"] == record["n_queries"] == iv.n_queries and record["unit"] == "queries"
         assert record["interval_method"] == f"bca bootstrap over classes ({iv.n_units} classes)"
         assert np.allclose(record["interval"], [iv.interval.low, iv.interval.high], atol=1e-5)
+
+
+SUITE = """
+datasets:
+  set: {queries: set.npz, slices: lang}
+checks:
+  - {metric: map, slices: all, baseline: {max_drop: 0.02}}
+  - {metric: map, slices: [en], baseline: {max_drop: 0.02}}
+"""
+
+
+def test_pruning_keeps_the_per_slice_records_of_a_suites_live_checks(pytester):
+    """Review finding 8: --rc-prune-baselines removed every ``<case> slice=<name>``
+    record of a suite's slice baseline checks that still exist (their key is not the
+    case's name), and the way back (--rc-regen-all) re-records from the current model."""
+    y = np.repeat(np.arange(20), 6)
+    x = np.random.default_rng(4).normal(size=(20, 12))[y] + 0.5 * np.random.default_rng(5).normal(
+        size=(120, 12)
+    )
+    lang = np.where(y < 10, "de", "en")
+    np.savez(pytester.path / "set.npz", embeddings=x.astype(np.float32), labels=y, lang=lang)
+    (pytester.path / "rc_sl.yaml").write_text(SUITE.lstrip())
+    args = ("-p", "no:cacheprovider", "--rc-history=none")
+    pytester.runpytest_inprocess(*args, "--rc-regen-all").assert_outcomes(passed=2)
+    path = pytester.path / "rc_sl.baselines.yaml"
+    before = sorted(yaml.safe_load(path.read_text()))
+    assert len(before) == 3 and all(" slice=" in k for k in before), before
+    pytester.runpytest_inprocess(*args, "--rc-prune-baselines").assert_outcomes(passed=2)
+    assert sorted(yaml.safe_load(path.read_text())) == before
+    # a check removed from the suite: its slice records go, the other check's stay
+    (pytester.path / "rc_sl.yaml").write_text(
+        SUITE.lstrip().rsplit("  - {metric: map, slices: [en]", 1)[0]
+    )
+    result = pytester.runpytest_inprocess(*args, "--rc-prune-baselines")
+    result.assert_outcomes(passed=1)
+    after = sorted(yaml.safe_load(path.read_text()))
+    assert after == [k for k in before if not k.startswith("map_vs_baseline_slices_2")], after
