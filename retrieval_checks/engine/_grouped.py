@@ -590,15 +590,25 @@ class _BlasThreads:
         self.controller = None
         self.workers = 1
 
+    #: the process's BLAS controller, found once: threadpoolctl's scan of the loaded
+    #: libraries costs ~18 ms, paid by every small evaluation otherwise (numpy's BLAS is
+    #: loaded with numpy, before any pass; the thread count is read when used)
+    _controller: list = []
+
     def __enter__(self):
         if not self.wanted:
             return self
-        try:
-            import threadpoolctl
-        except ImportError:
-            return self
-        controller = threadpoolctl.ThreadpoolController().select(user_api="blas")
-        if controller.lib_controllers:
+        if not self._controller:
+            try:
+                import threadpoolctl
+            except ImportError:
+                self._controller.append(None)
+            else:
+                self._controller.append(
+                    threadpoolctl.ThreadpoolController().select(user_api="blas")
+                )
+        controller = self._controller[0]
+        if controller is not None and controller.lib_controllers:
             _BLAS_LOCK.acquire()  # the thread count is the process's: one pass sets it at a time
             self.controller = controller
             self.workers = max(1, min(int(lib.num_threads) for lib in controller.lib_controllers))
