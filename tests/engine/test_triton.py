@@ -409,14 +409,40 @@ def test_screened_bound_holds_and_is_not_vacuous(screen):
         assert err.max() > bound.max() / 100
 
 
+# the self-check's cases run by default: every similarity with both data kinds, every screen
+# with both data kinds (integer data compare every output, the pair outputs included), each
+# similarity under two of the three screens; all 19 with --rc-exhaustive
+SELF_CHECK_COVER = [
+    ("cosine", 1, "int"),
+    ("cosine", 2, "float"),
+    ("dot", 2, "int"),
+    ("dot", 0, "float"),
+    ("neg_l2", 0, "int"),
+    ("neg_l2", 1, "float"),
+    ("hamming", 0, "int"),
+]
+
+
+def test_the_self_check_cover_spans_every_similarity_screen_and_data_kind():
+    every = _triton.self_check_cases()
+    assert len(every) == 19 and set(SELF_CHECK_COVER) <= set(every)
+    pairs = lambda i, j, cases: {(c[i], c[j]) for c in cases}  # noqa: E731
+    for i, j in ((0, 2), (1, 2)):  # similarity x kind, screen x kind
+        assert pairs(i, j, SELF_CHECK_COVER) == pairs(i, j, every)
+
+
 @pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
-def test_self_check_passes_in_the_interpreter(monkeypatch):
-    """The production self-check, every case, with 32x64x16 tiles: its 37 x 83 problem
-    still spans two tiles each way (partial ones) and two K steps, in 4 programs per
-    launch instead of the interpreter's 9 (the interpreter's cost is per program)."""
+@pytest.mark.default_cases(dict(cases="cover"))
+@pytest.mark.parametrize("cases", ["cover", "every"])
+def test_self_check_passes_in_the_interpreter(monkeypatch, cases):
+    """The production self-check with 32x64x16 tiles: its 37 x 83 problem still spans
+    two tiles each way (partial ones) and two K steps, in 4 programs per launch instead
+    of the interpreter's 9 (the interpreter's cost is per program). By default the
+    covering cases (SELF_CHECK_COVER), every case with --rc-exhaustive."""
     monkeypatch.setenv("RC_TRITON_TILE", "32x64x16")
     assert _triton.tile_shape() == (32, 64, 16)
-    assert _triton.self_check("cpu") == (True, None)
+    chosen = SELF_CHECK_COVER if cases == "cover" else None
+    assert _triton.self_check("cpu", chosen) == (True, None)
 
 
 def test_self_check_catches_wrong_counts(monkeypatch):
@@ -933,42 +959,34 @@ def test_cuda_fused_kernel_equals_the_torch_path():  # pragma: no cover - needs 
 
 
 @pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
-def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter():
+def test_gpu_benchmark_prints_the_triton_rows_in_the_interpreter(monkeypatch, capsys):
     """bench_gpu.py --triton on --device cpu: the fp32, bf16 and TF32 Triton rows, and
-    the fused grouped and image-text rows, run (interpreted) and give today's numbers."""
-    import subprocess
+    the fused grouped and image-text rows, run (interpreted) and give today's numbers.
+    In this process (TRITON_INTERPRET is already 1; the script's main() is what its
+    command line runs): no second interpreter, torch import and Triton start."""
+    import importlib.util
     from pathlib import Path
 
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu_under_test", bench)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # the engine's process-wide state the benchmark writes: restored after the test
+    monkeypatch.setattr(_triton, "SCREEN_STATS", {"screened": 0, "recomputed": 0})
+    monkeypatch.setattr(_triton, "_STATE", {})
+    for name in ("RC_TRITON", "RC_TRITON_SCREEN", "RC_TRITON_TILE"):
+        monkeypatch.delenv(name, raising=False)
     # small sizes (about 10 s in the interpreter): every row is still printed and compared
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(bench),
-            "--device",
-            "cpu",
-            "--sizes",
-            "60x8",
-            "--skip-full",
-            "--triton",
-            "on",
-            "--grouped-n",
-            "120",
-            "--image-text",
-            "12",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    row = next(line for line in out.stdout.splitlines() if line.startswith("| 60, 8 |"))
+    argv = ["--device", "cpu", "--sizes", "60x8", "--skip-full", "--triton", "on"]
+    assert module.main(argv + ["--grouped-n", "120", "--image-text", "12"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| 60, 8 |"))
     assert row.count("(same") == 3 and row.count("% screened)") == 2, row
     for key in (
         "grouped",
         "image_text",
     ):  # the fused grouped and image-text kernels, against today's paths
-        line = next(line for line in out.stdout.splitlines() if line.startswith(f"{key}:"))
+        line = next(line for line in out.splitlines() if line.startswith(f"{key}:"))
         assert "fused" in line and "(same)" in line, line
 
 

@@ -865,29 +865,37 @@ def bin_counts(
 
 
 # ----------------------------------------------------------------------------- self-check
-def self_check(device) -> tuple[bool, str | None]:
+def self_check_cases() -> list[tuple[str, int, str]]:
+    """The self-check's cases, (similarity, screen, data kind): every similarity under
+    each screen (Hamming: exact only) on integer and float data (Hamming: codes)."""
+    return [
+        (similarity, screen, kind)
+        for similarity in FUSED_SIMILARITIES
+        for screen in ((0,) if similarity == "hamming" else (0, 1, 2))
+        for kind in (("int",) if similarity == "hamming" else ("int", "float"))
+    ]
+
+
+def self_check(device, cases=None) -> tuple[bool, str | None]:
     """Run the kernel (fp32, bf16- and TF32-screened; label and explicit relevance; the
     pair outputs) against the torch path on small integer data (exact in any order) and
-    on floats (counts) for every supported similarity; (ok, reason if not)."""
+    on floats (counts) for every supported similarity; (ok, reason if not). ``cases``
+    (tests: a subset of :func:`self_check_cases`, in the interpreter): those only."""
     try:
         import triton  # noqa: F401
     except Exception as exc:  # not installed, or broken
         return False, f"triton could not be imported ({type(exc).__name__}: {exc})"
     try:
-        for similarity in FUSED_SIMILARITIES:
-            for screen in (0,) if similarity == "hamming" else (0, 1, 2):
-                for kind in ("int",) if similarity == "hamming" else ("int", "float"):
-                    got, want = _check_case(device, similarity, screen, kind)
-                    if (
-                        kind == "float"
-                    ):  # the scores' last bits may differ between GEMMs; the rank counts
-                        # may not (the pair outputs hold values and counts at thresholds: integer data only)
-                        got, want = got[1:3] + got[4:6], want[1:3] + want[4:6]
-                    if not got == want:
-                        return False, (
-                            f"its counts differ from the torch path's in the self-check "
-                            f"(similarity={similarity!r}, screened={screen}, {kind} data)"
-                        )
+        for similarity, screen, kind in self_check_cases() if cases is None else cases:
+            got, want = _check_case(device, similarity, screen, kind)
+            if kind == "float":  # the scores' last bits may differ between GEMMs; the rank counts
+                # may not (the pair outputs hold values and counts at thresholds: integer data only)
+                got, want = got[1:3] + got[4:6], want[1:3] + want[4:6]
+            if not got == want:
+                return False, (
+                    f"its counts differ from the torch path's in the self-check "
+                    f"(similarity={similarity!r}, screened={screen}, {kind} data)"
+                )
     except Exception as exc:  # compilation or launch failure
         return False, f"compiling or running it failed ({type(exc).__name__}: {str(exc)[:300]})"
     return True, None
