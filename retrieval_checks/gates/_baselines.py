@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
 
 from .._suggest import hint, shown
 from ..errors import InputError, MetricNameError, PowerWarning
-from ..metrics._measurement import VALUE_OPTIONS
+from ..metrics._measurement import RETIRED_OPTIONS, VALUE_OPTIONS
 from ..metrics._measurement import value_options as _options_of
 from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
@@ -110,6 +110,7 @@ def check_same_options(baseline: Mapping, current: Mapping, where: str = "") -> 
     b, c = baseline.get("options"), current.get("options")
     if b is None or c is None:
         return
+    b, c = ({k: v for k, v in o.items() if k not in RETIRED_OPTIONS} for o in (b, c))
     differ = sorted(k for k in set(b) | set(c) if b.get(k, _MISSING) != c.get(k, _MISSING))
     if not differ:
         return
@@ -502,6 +503,8 @@ def check_record(  # long: one check per field of a hand-edited record, each nam
         if not isinstance(options, Mapping):
             bad("options", f"expected a mapping of option name to value, found {_kind(options)}")
         for k, v in options.items():
+            if k in RETIRED_OPTIONS:
+                continue  # written by an earlier version; read as absent (below)
             if k not in VALUE_OPTIONS:
                 bad(
                     f"options.{_name(k)}",
@@ -542,7 +545,10 @@ def check_record(  # long: one check per field of a hand-edited record, each nam
             if not _is_count(v[1]) or v[1] < 1:
                 bad(f"units.{_name(k)}", f"the count must be an integer >= 1, found {_kind(v[1])}")
         _check_units(spec, rec, units, top, bad)
-    return dict(rec)
+    out = dict(rec)
+    if isinstance(options, Mapping) and any(k in RETIRED_OPTIONS for k in options):
+        out["options"] = {k: v for k, v in options.items() if k not in RETIRED_OPTIONS}
+    return out
 
 
 def _check_units(spec, rec, units, top, bad) -> None:

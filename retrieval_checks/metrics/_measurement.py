@@ -33,6 +33,11 @@ VALUE_OPTIONS = (
     "k",
 )
 
+#: Options that records written by earlier versions hold but that no longer change a
+#: value (``similarity`` until 38702e7): a baselines file or a history run that records
+#: one is read as if it did not (a tool's own files keep working), never refused.
+RETIRED_OPTIONS = ("similarity",)
+
 #: The value an option has when a ranking result's config leaves it out (evaluate
 #: writes ignore_identical_ids only when True).
 _OPTION_DEFAULTS = {"ignore_identical_ids": False}

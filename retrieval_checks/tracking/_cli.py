@@ -47,6 +47,7 @@ from ..errors import InputError, MetricNameError, RetrievalChecksError, SuiteErr
 from ..gates import BaselineFile, rule_text
 from ..gates._baselines import _round as _round_stored
 from ..gates._regression import higher_is_better, measure_change
+from ..metrics._measurement import RETIRED_OPTIONS
 from ..metrics._names import metric_spec
 from ..options import parse_text
 from ..suites import load_suite
@@ -311,7 +312,11 @@ def _options_differ(b: dict, c: dict) -> str:
     'pessimistic' -> 'average'"``, or "" when they agree or a record has none (a run
     recorded before events held them)."""
     bo, co = b.get("options"), c.get("options")
-    if not isinstance(bo, dict) or not isinstance(co, dict) or bo == co:
+    if not isinstance(bo, dict) or not isinstance(co, dict):
+        return ""
+    # an option an earlier version recorded that changes no value now (similarity) is not compared
+    bo, co = ({k: v for k, v in d.items() if k not in RETIRED_OPTIONS} for d in (bo, co))
+    if bo == co:
         return ""
     keys = sorted(k for k in set(bo) | set(co) if bo.get(k) != co.get(k))
 
