@@ -110,10 +110,11 @@ def select(
     problem's ``similarity`` and ``relevant`` source supported), else the vectorised
     torch counter (CUDA, or ``use_kernels=False``), else the CPU kernels (numba, or
     numpy by ``RETRIEVAL_CHECKS_KERNELS=numpy``)."""
+    from .gpu import _triton
+
+    _triton.check_switches()  # on every device: a typo is an error where it is set
     torch_path = backend.is_cuda or not use_kernels
     if backend.kind == "torch" and torch_path and not sharded and relevant is not None:
-        from .gpu import _triton
-
         if _triton.supports(SimpleNamespace(similarity=similarity, relevant=relevant)):
             if _triton.wanted(backend):
                 return TritonCounter()

@@ -28,16 +28,20 @@ def grouped_kernel(backend, similarity: str):
     :func:`._grouped.grouped_recall_values`) where it runs (``RC_TRITON`` on CUDA; the
     kernel's CPU tests), else None: the prepared device tensors are then handed over as
     they are."""
+    from .gpu._triton import check_switches
     from .gpu._triton_grouped import fused_groups, usable
 
+    check_switches()  # on every device: a typo is an error where it is set
     return fused_groups if usable(backend, similarity) else None
 
 
 def fused_image_text(images, captions, cap_image, **common):
     """Both directions' first relevant ranks of one image-text fold in one fused pass,
     ``(i2t, t2i, backend name)``, or None where the fused kernel does not serve."""
+    from .gpu._triton import check_switches
     from .gpu._triton_image_text import fused_fold
 
+    check_switches()  # on every device: a typo is an error where it is set
     return fused_fold(images, captions, cap_image, prepare=prepare_image_text, **common)
 
 

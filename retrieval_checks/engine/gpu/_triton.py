@@ -270,6 +270,14 @@ def checked_once(backend, state: dict, check, warn, task: str) -> bool:
     return state[key][0]
 
 
+def check_switches() -> None:
+    """``RC_TRITON``, ``RC_TRITON_SCREEN`` and ``RC_TRITON_TILE`` checked on every device
+    (the seams call it before choosing a pass's kernel): a typo in a CI configuration is a
+    :class:`BackendError` where it is set, not first on the day the job lands on a GPU."""
+    mode()
+    _check_settings()
+
+
 def _check_settings() -> None:
     """``RC_TRITON_SCREEN`` and ``RC_TRITON_TILE`` read once before any kernel runs: a bad
     value is a :class:`BackendError` for the caller, not a kernel failure to fall back from."""
