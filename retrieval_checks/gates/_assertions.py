@@ -353,6 +353,25 @@ def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
     return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate)
 
 
+def _outside_notes(m: Measurement, gate: str) -> list[str]:
+    """A warning when queries are outside the query set the value averages
+    (``evaluate_run``'s ``queries="run"`` / ``"qrels"``: trec_eval's definition, not
+    skipped queries): the gate sees only the queries in the set, as few as they are."""
+    outside = m.extra.get("queries_outside")
+    if not isinstance(outside, int) or outside <= 0:
+        return []
+    n_used, n_skipped = int(m.n_used or 0), int(m.n_skipped or 0)
+    total = n_used + n_skipped + outside
+    queries = m.extra.get("queries")
+    return [
+        f"{gate}: {m.metric} averages {n_used} of {total} queries: {outside} are outside the query "
+        f"set (queries={queries!r}: trec_eval leaves them out by definition), so the gate "
+        f"sees {n_used / total:.0%} of the queries. To average over every judged query (those "
+        "missing from the run score 0), evaluate with queries='qrels' (trec_eval -c); "
+        "queries='both' averages every query of the run and the qrels."
+    ]
+
+
 def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
     """A warning when ``m``'s value depends on the order of tied scores by more than
     :meth:`EvaluationResult.tie_note`'s tolerance, saying whether the gate's verdict
@@ -715,6 +734,7 @@ def assert_metric(
                 )
             )
     notes, skip_failure = _skipped(m, max_skipped, _gate)
+    notes += _outside_notes(m, _gate)
     notes += _tie_notes(m, at_least, at_most, _gate)
     few = few_units_note(f"{_gate}: {m.metric}", found[4], found[5]) if found else None
     notes += [few] if few else []
