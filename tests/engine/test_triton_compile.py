@@ -1,10 +1,22 @@
 """The fused kernels compiled for real GPUs without one: Triton's own compiler, in a
 fresh process without ``TRITON_INTERPRET`` and with an empty cache, takes every kernel
-of the main pass (engine/gpu/_triton_kernels.py) and of grouped recall
-(engine/gpu/_triton_grouped_kernels.py) to sm_90 (H100 / H200) and sm_80 (A100) machine
-code with the ptxas it ships. The interpreter runs the kernels' arithmetic; this checks
-what it does not: types, layouts, scalar atomics, control flow inside loops. The
-constexpr combinations cover every flag with every other flag at least once.
+of the main pass (engine/gpu/_triton_kernels.py), of grouped recall
+(engine/gpu/_triton_grouped_kernels.py) and of image-text
+(engine/gpu/_triton_image_text_kernels.py) to sm_90 (H100 / H200) and sm_80 (A100)
+machine code with the ptxas it ships, at the production tile (``_triton.TILE``). The
+interpreter runs the kernels' arithmetic; this checks what it does not: types, layouts,
+scalar atomics, control flow inside loops.
+
+Default run (one process, 27 compiles; the two tests it replaces made 48 in two
+processes; ~2-5 CPU-s a compile): on sm_90 every constexpr branch of
+every kernel at least once (each epilogue under the exact tile and under each screen's
+interval, each screen's product, linear and search counting each exact and screened,
+the pair outputs in both screened countings, CSR and label relevance, Hamming's integer
+tile); on sm_80 each kernel once, with both tensor-core products (bf16, TF32) and the
+cosine epilogue among them: the kernels' source has nothing per architecture, what
+differs is Triton's lowering of ``tl.dot`` and the target's instruction selection.
+``--rc-exhaustive`` adds the former sweep: every flag meeting every other flag
+(pairwise) for the main kernels, every epilogue x screen for image-text, on both archs.
 """
 
 from __future__ import annotations
@@ -26,9 +38,12 @@ import re
 import sys
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile
+from retrieval_checks.engine.gpu import _triton
 from retrieval_checks.engine.gpu import _triton_grouped_kernels as gk, _triton_kernels as k
+from retrieval_checks.engine.gpu import _triton_image_text_kernels as itk
 
-TILE = {"BM": 32, "BN": 64, "BK": 32, "K": 2}
+BM, BN, BK = _triton.TILE  # the production tile
+TILE = {"BM": BM, "BN": BN, "BK": BK}
 
 
 def common(epi):
@@ -51,48 +66,96 @@ GROUPED = {"Q": "*fp32", "G": "*fp32", "QC": "*i64", "GC": "*i64", "QID": "*i64"
            "GA": "*fp32", "QN": "*fp32", "GN": "*fp32", "WR0": "*i32", "WRE": "*i32", "WG0": "*i32",
            "WGE": "*i32", "WS0": "*i32", "WS1": "*i32", "BEST": "*fp32", "HAS": "*i32", "ABOVE": "*i32",
            "TIED": "*i32", "GROUP": "*i32", "CAND": "*i32", "STATS": "*i32", "d": "i32", "gamma": "fp32"}
-# (EPI, SCREEN, CSR, PAIRS, LINEAR): every flag meets every other flag
-COUNT = [(0, 0, False, False, True), (0, 1, True, True, False), (1, 2, False, True, True), (1, 0, True, False, False),
-         (2, 1, False, False, False), (2, 2, True, True, True), (3, 0, True, True, True), (3, 0, False, False, False),
-         (1, 1, True, True, True), (0, 2, False, True, False)]
+IT_PTR = {"Q": "*fp32", "G": "*fp32", "CAPIMG": "*i32", "QA": "*fp32", "GA": "*fp32"}
+IT_PAIR = dict(IT_PTR, TM="*i32", TN="*i32", PAIR="*fp32", n_i="i32", n_c="i32", d="i32")
+IT_COUNT = dict(IT_PTR, PAIR="*fp32", BEST="*fp32", ABOVE_I="*i32", TIED_I="*i32", LOW_I="*i32",
+                ABOVE_T="*i32", TIED_T="*i32", OWN="*fp32", OPTR="*i64", QN="*fp32", GN="*fp32", RECOMP="*i32",
+                n_i="i32", n_c="i32", d="i32", tiles_m="i32", n_steps="i32", gamma="fp32")
 
 
-def case_list(full):
-    cases = [(k.extract_kernel, SIGS["extract"](e), dict(TILE, EPI=e, CSR=csr)) for e in range(4) for csr in (0, 1)]
-    cases += [(k.count_kernel, SIGS["count"](e), dict(TILE, EPI=e, SCREEN=s, EMULATE=False, CSR=bool(c), PAIRS=p,
-                                                       LINEAR=lin)) for e, s, c, p, lin in COUNT]
-    cases += [(k.bin_kernel, SIGS["bin"](e), dict(TILE, EPI=e, SCREEN=s, EMULATE=False, CSR=bool(e % 2)))
-              for e, s in ((0, 0), (1, 1), (2, 2), (3, 0))]
-    cases += [(gk.grouped_kernel, GROUPED, dict(BM=32, BN=64, BK=32, EPI=e, SCREEN=s, EMULATE=False))
-              for e, s in ((0, 0), (1, 1), (2, 2))]
-    return cases if full else cases[::4]
+def extract(e, csr):
+    return k.extract_kernel, SIGS["extract"](e), dict(TILE, K=2, EPI=e, CSR=csr)
 
 
-for arch, full in ((90, True), (80, sys.argv[1] == "full")):
-    for fn, sig, consts in case_list(full):
-        sig = dict(sig, **{name: "constexpr" for name in consts})
-        try:
-            out = compile(ASTSource(fn, sig, constexprs=consts), target=GPUTarget("cuda", arch, 32),
-                          options={"enable_fp_fusion": False})  # as the launches pass it
-        except Exception as exc:
-            sys.exit(f"{fn.__name__} {consts} sm_{arch}: {type(exc).__name__}: {exc}")
-        assert len(out.asm["cubin"]) > 1000, (fn.__name__, consts)
-        if consts.get("EPI") == 1:  # cosine's epilogue: correctly rounded fp64 division and square root
-            ops = set(re.findall(r"\b(?:div|sqrt|rcp|rsqrt)\.[a-z0-9.]*f64", out.asm["ptx"]))
-            assert ops == {"div.rn.f64", "sqrt.rn.f64"}, (fn.__name__, consts, sorted(ops))
-print("ok")
+def count(e, s, csr, pairs, linear):
+    return k.count_kernel, SIGS["count"](e), dict(TILE, K=2, EPI=e, SCREEN=s, EMULATE=False, CSR=csr,
+                                                  PAIRS=pairs, LINEAR=linear)
+
+
+def binning(e, s):
+    return k.bin_kernel, SIGS["bin"](e), dict(TILE, K=2, EPI=e, SCREEN=s, EMULATE=False, CSR=bool(e % 2))
+
+
+def grouped(e, s):
+    return gk.grouped_kernel, GROUPED, dict(TILE, EPI=e, SCREEN=s, EMULATE=False)
+
+
+def it_pair(e):
+    return itk.pair_kernel, IT_PAIR, dict(TILE, EPI=e)
+
+
+def it_count(e, s):
+    return itk.count_kernel, IT_COUNT, dict(TILE, EPI=e, SCREEN=s, EMULATE=False)
+
+
+# EPI: 0 dot, 1 cosine (fp64 epilogue), 2 neg_l2, 3 hamming (integer words, never screened);
+# SCREEN: 0 exact fp32, 1 bf16 product, 2 TF32 product (each screened tile holds the exact tile)
+SM90 = [
+    # extract: each epilogue (Hamming's tile too), label and CSR relevance
+    extract(0, 0), extract(1, 1), extract(2, 0), extract(3, 1),
+    # count: the four counting blocks (linear / search, each exact / screened), the pair
+    # outputs in both screened ones, each screen's product, each epilogue on the screen's
+    # interval (dot, cosine, neg_l2) and on the exact tile (Hamming too), CSR and labels
+    count(0, 1, True, True, False), count(1, 2, False, True, True), count(2, 1, False, False, False),
+    count(3, 0, True, True, True), count(3, 0, False, False, False),
+    # binning: exact and both screens; cosine and neg_l2 on the interval, Hamming exact
+    binning(1, 1), binning(2, 2), binning(3, 0),
+    # grouped recall: each epilogue, each screen
+    grouped(0, 0), grouped(1, 1), grouped(2, 2),
+    # image-text: the pair launch per epilogue; the count launch exact and under each screen
+    it_pair(0), it_pair(1), it_pair(2), it_count(0, 0), it_count(1, 1), it_count(2, 2),
+]
+# sm_80: each kernel once; both tensor-core products (bf16, TF32) and the cosine epilogue among them
+SM80 = [extract(1, 1), count(1, 2, False, True, True), binning(1, 1), grouped(2, 2), it_pair(2),
+        it_count(1, 1)]
+# the exhaustive sweep, on both archs: every flag meets every other flag (main kernels), each
+# grouped epilogue with its screen, every image-text pair of epilogue and screen
+PAIRWISE = [(0, 0, False, False, True), (0, 1, True, True, False), (1, 2, False, True, True),
+            (1, 0, True, False, False), (2, 1, False, False, False), (2, 2, True, True, True),
+            (3, 0, True, True, True), (3, 0, False, False, False), (1, 1, True, True, True),
+            (0, 2, False, True, False)]
+EVERY = ([extract(e, c) for e in range(4) for c in (0, 1)] + [count(*c) for c in PAIRWISE]
+         + [binning(e, s) for e, s in ((0, 0), (1, 1), (2, 2), (3, 0))]
+         + [grouped(e, s) for e, s in ((0, 0), (1, 1), (2, 2))]
+         + [it_pair(e) for e in range(3)] + [it_count(e, s) for e in range(3) for s in range(3)])
+
+plan = [(90, c) for c in SM90] + [(80, c) for c in SM80]
+if sys.argv[1] == "exhaustive":
+    plan = [(arch, c) for arch in (90, 80) for c in EVERY]
+for arch, (fn, sig, consts) in plan:
+    sig = dict(sig, **{name: "constexpr" for name in consts})
+    try:
+        out = compile(ASTSource(fn, sig, constexprs=consts), target=GPUTarget("cuda", arch, 32),
+                      options={"enable_fp_fusion": False})  # as the launches pass it
+    except Exception as exc:
+        sys.exit(f"{fn.__module__}.{fn.__name__} {consts} sm_{arch}: {type(exc).__name__}: {exc}")
+    assert len(out.asm["cubin"]) > 1000, (fn.__name__, consts, arch)
+    if consts.get("EPI") == 1:  # cosine's epilogue: correctly rounded fp64 division and square root
+        ops = set(re.findall(r"\b(?:div|sqrt|rcp|rsqrt)\.[a-z0-9.]*f64", out.asm["ptx"]))
+        assert ops == {"div.rn.f64", "sqrt.rn.f64"}, (fn.__name__, consts, arch, sorted(ops))
+print("ok", len(plan))
 """
 
 
 @pytest.mark.slow  # starts early (tests/conftest.py: slow modules first)
-@pytest.mark.default_cases(dict(sm_80="subset"))
-@pytest.mark.parametrize("sm_80", ["subset", "full"])  # sm_80: every fourth case, or all
-def test_the_fused_kernels_compile_for_gpus_without_one(tmp_path, sm_80):
+@pytest.mark.default_cases(dict(sweep="default"))
+@pytest.mark.parametrize("sweep", ["default", "exhaustive"])
+def test_the_fused_kernels_compile_for_gpus_without_one(tmp_path, sweep):
     if not (Path(_SPEC.origin).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
         pytest.skip("this triton ships no ptxas (no NVIDIA backend)")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1")
     out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, sm_80], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-c", _SCRIPT, sweep], capture_output=True, text=True, env=env, timeout=600
     )
-    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.stdout + out.stderr)[-3000:]
+    assert out.returncode == 0 and out.stdout.startswith("ok "), (out.stdout + out.stderr)[-3000:]
