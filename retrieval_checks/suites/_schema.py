@@ -1921,8 +1921,36 @@ def load_suite(path) -> Suite:
         options=options,
         correction=correction,
     )
+    _check_ties(r, suite, top["options"].line_of("ties") if "options" in top else None)
     _check_cases(r, suite)
     return suite
+
+
+def _check_ties(r: _Reader, suite, options_line) -> None:
+    """A ``ties`` value that an embedding dataset cannot take (``docid``: document ids,
+    which only runs have) refused where a check would evaluate one with it: from the
+    suite's ``options`` (unless the model sets its own) or the check's own field.
+    (A model's own ``ties:`` is refused when it is read.)"""
+    for check in suite.checks:
+        for ds in check.datasets:
+            if suite.datasets[ds].type not in EMBEDDING_TYPES:
+                continue
+            for model in check.models or (None,):
+                ties = suite.evaluation_options(check, ds, {}, model).get("ties")
+                if ties is None or OPTIONS["ties"].takes(ties, EMBEDDING_TYPES):
+                    continue
+                own = "ties" in check.options
+                raise r.error(
+                    f"ties: {ties} orders equal scores by document id as trec_eval does, which only run "
+                    f"datasets (type: run) have; check {check.id or check.index} ({check.metric.name}) "
+                    f"evaluates the embedding dataset {ds!r}"
+                    + (f" with model {model!r}" if model else "")
+                    + " under it. Use pessimistic, optimistic or average"
+                    + ("" if own else ", or set ties: on the model")
+                    + ".",
+                    f"checks[{check.index}].ties" if own else "options.ties",
+                    check.line if own else options_line,
+                )
 
 
 def _datasets(r: _Reader, top: Node) -> dict:
