@@ -5,7 +5,7 @@ slice; and each slice's record holds the slice's own interval (finding 4: the cl
 bootstrap of the slice gates, not a query bootstrap); and --rc-prune-baselines keeps the per-slice
 records of a live check (finding 8).
 
-Cost: about 4 s (seven in-process pytester sessions on evaluations of 120 to 240 queries).
+Cost: about 5 s (nine in-process pytester sessions on evaluations of 120 to 240 queries).
 """
 
 from __future__ import annotations
@@ -114,3 +114,20 @@ def test_pruning_keeps_the_per_slice_records_of_a_suites_live_checks(pytester):
     result.assert_outcomes(passed=1)
     after = sorted(yaml.safe_load(path.read_text()))
     assert after == [k for k in before if not k.startswith("map_vs_baseline_slices_2")], after
+
+
+def test_a_force_regen_run_names_the_slice_of_each_rewritten_record(pytester):
+    """The sibling of finding 3 under --rc-force-regen: each rewritten slice record is a
+    failed 'regenerated' gate record naming its slice (it named none: one unnamed row
+    per slice in show, unmatched in compare)."""
+    pytester.makepyfile(test_fx=FIXTURE_TEST)
+    db = str(pytester.path / "h.sqlite")
+    args = ("-p", "no:cacheprovider", f"--rc-history={db}")
+    pytester.runpytest_inprocess(*args, "--rc-force-regen").assert_outcomes(failed=1)
+    rows = [r for r in rc.tracking.History(db).results(1) if r.get("on") == "regenerated"]
+    assert sorted(r["slices"][0]["slice"] for r in rows) == ["de", "en", "fr"], rows
+    pytester.runpytest_inprocess(*args).assert_outcomes(passed=1)
+    out = io.StringIO()
+    main(["--db", db, "compare", "1", "2"], out=out)
+    assert "0 only in run 1, 0 only in run 2" in out.getvalue(), out.getvalue()
+    assert "test_slices [slice de]" in out.getvalue()
