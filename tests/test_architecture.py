@@ -361,7 +361,14 @@ def test_only_the_two_seams_may_import_the_gpu_kernels():
 _OPTIONAL = ("torch", "triton", "numba", "tqdm", "scipy", "concurrent", "threadpoolctl")
 _OPTIONAL_MODULES = tuple(
     f"retrieval_checks.engine.{m}"
-    for m in ("gpu", "_kernels_numba", "_hamming_numba", "_fused_cpu", "_grouped_numba")
+    for m in (
+        "gpu",
+        "_kernels_numba",
+        "_hamming_numba",
+        "_fused_cpu",
+        "_grouped_numba",
+        "_runs_numba",
+    )
 )
 
 

@@ -88,6 +88,7 @@ from ..metrics._names import MetricSpec
 from ..metrics._policies import GRADED, KINDS, binary_policy_values, parse_metric_list
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option, positive_int
+from . import _kernels
 from ._result import EvaluationResult
 from ._slices import attach_slices, make_slices
 from ._stream import FirstRanks
@@ -487,11 +488,9 @@ def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]])
 def _jit():
     """:mod:`._runs_numba` where the engine's kernels are numba's (:mod:`._kernels`), else
     None (the numpy code here: the same integers)."""
-    from . import _kernels
-
-    if _kernels._state()[1] != "numba":
+    if _kernels.ACCELERATOR != "numba":
         return None
-    from . import _runs_numba
+    from . import _runs_numba  # imports numba: only where numba is the accelerator
 
     return _runs_numba
 
