@@ -150,15 +150,20 @@ def test_a_models_options_override_the_suites(where):
 
 
 def test_compare_evaluates_the_baseline_model_with_its_own_options(where):
+    """The baseline model's own similarity is its own; its own ties: policy would make
+    the two values measure different things, so a compare refuses it (issue 31: the
+    options that change a number are held equal), naming both policies."""
     import retrieval_checks as rc
 
-    suite = _load(
-        where,
-        TWO_MODELS.replace("OPTIONS", "").replace(
-            "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n",
-            "  - {metric: map, compare: {baseline: tfidf, rule: value, margin: 0.9}}\n",
-        ),
+    text = TWO_MODELS.replace("OPTIONS", "").replace(
+        "  - {id: own, metric: map, at_least: 0.01, model: tfidf, similarity: neg_l2}\n",
+        "  - {metric: map, compare: {baseline: tfidf, rule: value, margin: 0.9}}\n",
     )
+    mixed = _load(where, text)
+    case = next(c for c in mixed.cases if c.check.kind == "compare")
+    with pytest.raises(SuiteError, match="ties: candidate 'pessimistic', baseline 'average'"):
+        SuiteRunner().run(mixed, case)
+    suite = _load(where, text.replace(", ties: average}", "}"))
     runner = SuiteRunner()
     case = next(c for c in suite.cases if c.check.kind == "compare")
     events = []
