@@ -845,7 +845,7 @@ def assert_no_regression(
                 f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
                 f"{n_skipped}), more than max_skipped={max_skipped!r}"
             )
-    weak = power_note("assert_no_regression", ch)
+    weak = power_note("assert_no_regression", ch, correction)
     notes += [weak] if weak else []
     required = ch.power is not None and ch.power.required and ch.power.underpowered
     deferred = deferrable(ch, correction, ch.failed, skip_failure is not None or required)

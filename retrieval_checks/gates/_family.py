@@ -239,15 +239,24 @@ def _corrected_power(r: dict, m: int, correction: str) -> None:
         )
 
 
-def power_note(gate: str, change) -> str | None:
+def power_note(gate: str, change, correction: str | None = None) -> str | None:
     """The warning of a significance-gated check whose test cannot see its tolerance
-    (None when it can, has no tolerance, or requires the power: then it fails)."""
+    (None when it can, has no tolerance, or requires the power: then it fails). Under a
+    ``correction`` (holm, bh) it says that the level quoted is the check's own, and the
+    family's is stricter (:func:`decide_family` gives the power there)."""
     pw = getattr(change, "power", None)
     if pw is None or not pw.underpowered or pw.required:
         return None
+    family = (
+        f" That is at its own level; under {correction} the family tests it at a stricter one "
+        "(level / family size), known when the run ends: the family's line and the check's record "
+        "give the power there, lower still."
+        if correction not in (None, "none")
+        else ""
+    )
     return (
         f"{gate}: {change.metric} cannot see the drop it gates: {pw.describe()}. Set min_power "
-        f"to fail instead, or evaluate on more {pw.unit or 'queries'}."
+        f"to fail instead, or evaluate on more {pw.unit or 'queries'}.{family}"
     )
 
 

@@ -133,3 +133,18 @@ def test_a_deferred_check_requiring_power_fails_only_when_the_corrected_level_la
     assert all(r["decision"] == "passed after holm" for r in strong)
     assert all(r["decision"] == "failed after holm: underpowered" for r in weak)
     assert fam["failed"] == weak
+
+
+def test_the_warning_during_the_test_says_its_level_is_not_the_familys():
+    from types import SimpleNamespace
+
+    from retrieval_checks.gates._family import power_note
+    from retrieval_checks.stats._power import power_of
+
+    pw = power_of(0.01, 100, level=0.05, power=0.8, dof=99, unit="queries", tolerance=0.01)
+    change = SimpleNamespace(power=pw, metric="map")
+    alone = power_note("assert_no_regression", change)
+    assert "one-sided level 0.05" in alone and "family" not in alone
+    held = power_note("assert_no_regression", change, "holm")
+    assert "under holm the family tests it at a stricter one" in held
+    assert power_note("assert_no_regression", change, "none") == alone
