@@ -207,26 +207,7 @@ def _emit_regenerated_slices(path, key: str, records: list[dict]) -> None:
     record with a row per slice (``slices``), as a comparing run records the check: a
     report or ``compare`` matches them slice by slice (one gate per slice, named only by
     its baseline key, matched nothing in a comparing run). Its value is the worst slice's."""
-    rows = []
-    for record in records:
-        interval = record.get("interval")
-        low, high = (
-            interval if isinstance(interval, (list, tuple)) and len(interval) == 2 else (None, None)
-        )
-        rows.append(
-            {
-                "slice": record["slice"],
-                "metric": record.get("metric"),
-                "value": record.get("value"),
-                "low": low,
-                "high": high,
-                "confidence": record.get("confidence"),
-                "n": record.get("n"),
-                "unit": record.get("unit"),
-                "n_queries": record.get("n_queries"),
-                "passed": True,
-            }
-        )
+    rows = [BaselineStore.slice_row(record, passed=True) for record in records]
     metric = str(records[0].get("metric"))
     try:
         higher = rc.parse_metric(metric).higher_is_better

@@ -1080,13 +1080,12 @@ class ImageTextSliceSet(SliceSet):
         """The slices that hold ``metric`` (caption slices hold t2i metrics only)."""
         return [n for n, s in self._slices.items() if s.lacks(metric) is None]
 
-    def missing_note(self) -> str:
-        parts = [
-            f"{n} {self.sides.get(d, 'queries')} have no {d} value"
-            for d, n in self.missing.items()
-            if n
-        ]
-        return ("; ".join(parts) + " (in no slice; counted, not gated)") if parts else ""
+    def unit_of(self, dimension) -> tuple[str, str]:
+        """Image dimensions count images, caption dimensions captions."""
+        side = self.sides.get(dimension)
+        if side in ("images", "captions"):
+            return side, f"n_{side}"
+        return super().unit_of(dimension)
 
     def to_dict(self) -> dict:
         def clean(v):

@@ -423,10 +423,15 @@ class SliceSet(Mapping):
         """``{slice name: value of metric}``."""
         return {name: s[metric] for name, s in self._slices.items()}
 
+    def unit_of(self, dimension) -> tuple[str, str]:
+        """What ``dimension``'s values are given per, and so what ``missing`` counts:
+        ``(word, the Slice attribute of its size)``; queries here."""
+        return "queries", "n_queries"
+
     def missing_note(self) -> str:
-        """A line naming the queries without a slice value, or ""."""
+        """A line naming the queries (units) without a slice value, or ""."""
         parts = [
-            f"{n} queries have no {d if d != SINGLE else 'slice'} value"
+            f"{n} {self.unit_of(d)[0]} have no {d if d != SINGLE else 'slice'} value"
             for d, n in self.missing.items()
             if n
         ]

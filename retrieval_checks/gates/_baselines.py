@@ -1383,24 +1383,6 @@ _TOLERANCES = (
 )
 
 
-def _slice_row(record: dict, passed) -> dict:
-    """The row of one slice's baseline record, as a slice gate's rows are."""
-    iv = record.get("interval")
-    low, high = iv if isinstance(iv, (list, tuple)) and len(iv) == 2 else (None, None)
-    return {
-        "slice": record["slice"],
-        "metric": record.get("metric"),
-        "value": record.get("value"),
-        "low": low,
-        "high": high,
-        "confidence": record.get("confidence"),
-        "n": record.get("n"),
-        "unit": record.get("unit"),
-        "n_queries": record.get("n_queries"),
-        "passed": passed,
-    }
-
-
 class BaselineStore:
     """The baseline gate of a session, with pytest-regressions' regeneration semantics.
 
@@ -1481,11 +1463,34 @@ class BaselineStore:
         return assert_no_regression(record, stored, where=f"{path.name}: {key!r}", **tolerances)
 
     @staticmethod
+    def slice_row(record: dict, passed) -> dict:
+        """The row of one slice's baseline record, as a slice gate's rows are (the
+        events of a check's per-slice records, here and in the plugin's regenerated
+        ones)."""
+        iv = record.get("interval")
+        low, high = iv if isinstance(iv, (list, tuple)) and len(iv) == 2 else (None, None)
+        return {
+            "slice": record["slice"],
+            "metric": record.get("metric"),
+            "value": record.get("value"),
+            "low": low,
+            "high": high,
+            "confidence": record.get("confidence"),
+            "n": record.get("n"),
+            "unit": record.get("unit"),
+            "n_queries": record.get("n_queries"),
+            "passed": passed,
+        }
+
+    @staticmethod
     def _notify_unchecked(record: dict, why: str) -> None:
         # one slice of per-slice baselines (check_slice_baselines): its row names the slice,
         # so reports and compare tell the slices' records apart
         sliced = (
-            {"slices": [_slice_row(record, passed=False)], "worst_slice": record["slice"]}
+            {
+                "slices": [BaselineStore.slice_row(record, passed=False)],
+                "worst_slice": record["slice"],
+            }
             if isinstance(record.get("slice"), str)
             else {}
         )

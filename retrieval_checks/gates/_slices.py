@@ -186,18 +186,16 @@ def _unsliced_failure(all_slices, names: list[str], unsliced: str) -> str:
     slice's queries passes otherwise). "" when none, or with ``unsliced="ignore"``."""
     if unsliced == "ignore":
         return ""
-    dims = list(dict.fromkeys(getattr(all_slices[n], "dimension", None) for n in names))
+    dims = list(dict.fromkeys(all_slices[n].dimension for n in names))
     parts = []
     for d in dims:
         n_missing = int(all_slices.missing.get(d, 0) or 0)
         if not n_missing:
             continue
-        of_dim = [s for s in all_slices.values() if getattr(s, "dimension", None) == d]
-        # image-text slices count images (or captions) without a value, not queries
-        side = getattr(of_dim[0], "side", None) if of_dim else None
-        units = {"images": "images", "captions": "captions"}.get(side, "queries")
-        size = {"images": "n_images", "captions": "n_captions"}.get(side, "n_queries")
-        total = n_missing + sum(int(getattr(s, size)) for s in of_dim)
+        units, size = all_slices.unit_of(d)  # image-text: images or captions
+        total = n_missing + sum(
+            int(getattr(s, size)) for s in all_slices.values() if s.dimension == d
+        )
         label = "slice" if d in (None, "", "slice") else repr(d)
         parts.append(
             f"{n_missing} of {total} {units} ({100 * n_missing / max(total, 1):.0f}%) have no {label} value"
