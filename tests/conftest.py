@@ -15,6 +15,7 @@ does not fix its own number. A failure found by exploring becomes an explicit
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -94,13 +95,31 @@ def preload() -> list[str]:
     return done
 
 
+@functools.lru_cache(maxsize=None)
+def _real(path: str) -> str:
+    """``path`` with its links resolved, once per path per process (the directories of
+    imported modules do not move; a pytester project's path is new)."""
+    return os.path.realpath(path)
+
+
 def own_module(name: str, root: str) -> bool:
     """A module whose file lies under ``root`` (a pytester run's project: its test
-    modules, suite model modules and their helpers): the modules such a run drops."""
+    modules, suite model modules and their helpers): the modules such a run drops.
+    Asked for every module in sys.modules twice per in-process run, so each directory
+    is resolved once (resolving every path cost about a second per run)."""
     path = getattr(sys.modules.get(name), "__file__", None)
-    return isinstance(path, str) and (
-        path.startswith(root) or str(Path(path).resolve()).startswith(root)
-    )
+    if not isinstance(path, str):
+        return False
+
+    def under(p: str) -> bool:
+        return p == root or p.startswith(root.rstrip(os.sep) + os.sep)
+
+    if under(path):
+        return True
+    if os.path.islink(path):  # the file itself is a link
+        return under(_real(path))
+    head, tail = os.path.split(path)
+    return under(os.path.join(_real(head), tail))
 
 
 @pytest.fixture(scope="session")

@@ -208,3 +208,40 @@ def test_pytester_runs_start_with_torch_already_imported(pytester):
     import torch  # the run left it in sys.modules: the same module object, not a second import
 
     assert sys.modules["torch"] is torch and torch.ones(2).sum().item() == 2
+
+
+def test_own_module_follows_links_and_resolves_each_directory_once(tmp_path, monkeypatch):
+    """The pytester fixture asks ``own_module`` about every module in sys.modules twice per
+    in-process run (thousands): resolving each path cost about a second per run. It still
+    sees a module under the run's root through a linked directory or a linked file, refuses
+    a sibling directory sharing the root's prefix, and resolves each directory once."""
+    import os
+    import sys
+    import types
+
+    import conftest
+
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "m.py").write_text("")
+    (tmp_path / "proj0").mkdir()
+    (tmp_path / "link").symlink_to(root / "pkg")
+    (tmp_path / "filelink.py").symlink_to(root / "pkg" / "m.py")
+    files = {
+        "rc_t_direct": root / "pkg" / "m.py",
+        "rc_t_dirlink": tmp_path / "link" / "m.py",
+        "rc_t_filelink": tmp_path / "filelink.py",
+        "rc_t_sibling": tmp_path / "proj0" / "m.py",
+        "rc_t_elsewhere": Path(pytest.__file__),
+    }
+    for name, file in files.items():
+        module = types.ModuleType(name)
+        module.__file__ = str(file)
+        monkeypatch.setitem(sys.modules, name, module)
+    resolved = []
+    real = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda p, **kw: resolved.append(p) or real(p, **kw))
+    conftest._real.cache_clear()
+    owned = {name for name in files for _ in range(3) if conftest.own_module(name, str(root))}
+    assert owned == {"rc_t_direct", "rc_t_dirlink", "rc_t_filelink"}
+    assert len(resolved) == len(set(resolved))  # each path resolved once, however often asked
