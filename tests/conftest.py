@@ -97,29 +97,21 @@ def preload() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _real(path: str) -> str:
-    """``path`` with its links resolved, once per path per process (the directories of
-    imported modules do not move; a pytester project's path is new)."""
+    """``path`` with its links resolved, once per path per process (imported modules'
+    files do not move; a pytester project's path is new each time)."""
     return os.path.realpath(path)
 
 
 def own_module(name: str, root: str) -> bool:
     """A module whose file lies under ``root`` (a pytester run's project: its test
     modules, suite model modules and their helpers): the modules such a run drops.
-    Asked for every module in sys.modules twice per in-process run, so each directory
-    is resolved once (resolving every path cost about a second per run)."""
+    Asked for every module in sys.modules twice per in-process run, so each file is
+    resolved once per process (resolving every path cost about a second per run)."""
     path = getattr(sys.modules.get(name), "__file__", None)
     if not isinstance(path, str):
         return False
-
-    def under(p: str) -> bool:
-        return p == root or p.startswith(root.rstrip(os.sep) + os.sep)
-
-    if under(path):
-        return True
-    if os.path.islink(path):  # the file itself is a link
-        return under(_real(path))
-    head, tail = os.path.split(path)
-    return under(os.path.join(_real(head), tail))
+    inside = root.rstrip(os.sep) + os.sep
+    return path.startswith(inside) or path == root or _real(path).startswith(inside)
 
 
 @pytest.fixture(scope="session")
