@@ -284,6 +284,9 @@ def test_unreadable_file_for_real(tmp_path):
         p.chmod(0o644)
 
 
+# ---------------------------------------------------------------- checksummed data
+
+
 def _flip_inside(path, needle_offset: int, n: int = 4):
     data = bytearray(path.read_bytes())
     for i in range(needle_offset, needle_offset + n):
@@ -313,6 +316,9 @@ def test_flipped_bits_in_a_pt_tensor_record_fail_its_crc(tmp_path):
     _flip_inside(p, offset + 4)
     with pytest.raises(rc.InputError, match=r"(?is)set\.pt.*damaged.*write it again"):
         rc.load_embeddings(p)
+
+
+# ---------------------------------------------------------------- no code from data
 
 
 class _Evil:
@@ -349,6 +355,9 @@ def test_npz_object_member_is_refused_only_when_used(tmp_path):
     np.testing.assert_array_equal(s.embeddings, EMB6)
     with pytest.raises(rc.InputError, match=r"mixed\.npz: member 'junk' holds Python objects"):
         rc.load_embeddings(p, labels="junk")
+
+
+# ---------------------------------------------------------------- laziness
 
 
 def _npz_with_poisoned_member(path):
@@ -404,6 +413,9 @@ def test_a_large_compressed_unused_member_costs_no_memory(tmp_path):
     assert peak < 8 << 20, peak  # the 64 MiB member was not decompressed
 
 
+# ---------------------------------------------------------------- missing keys
+
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
@@ -447,6 +459,9 @@ def test_missing_label_key_in_every_named_format(tmp_path, fmt):
         rc.InputError, match=r"no labels named 'label'.*'labels'.*Did you mean 'labels'\?"
     ):
         rc.load_embeddings(p, labels="label")
+
+
+# ---------------------------------------------------------------- byte order and precision
 
 
 @pytest.mark.parametrize("dtype", [">f4", ">f8", "<f2", ">f2", ">i4"])
@@ -495,6 +510,9 @@ def test_plain_bfloat16_tensor_file(tmp_path):
     np.testing.assert_array_equal(
         rc.load_embeddings(p).embeddings, torch.from_numpy(EMB6).bfloat16().float().numpy()
     )
+
+
+# ---------------------------------------------------------------- contents
 
 
 @pytest.mark.parametrize(
@@ -561,6 +579,9 @@ def test_embeddings_must_be_usable(tmp_path, emb, fragment):
     with pytest.raises(rc.InputError, match=fragment) as info:
         rc.load_embeddings(p)
     assert str(p) in str(info.value)
+
+
+# ---------------------------------------------------------------- arguments
 
 
 @pytest.mark.parametrize(
