@@ -8,8 +8,10 @@ import json
 import warnings
 
 import numpy as np
+import pytest
 
 import retrieval_checks as rc
+from retrieval_checks.metrics import Measurement
 
 
 def run_gate(gate, warning: type[Warning] = Warning):
@@ -185,3 +187,59 @@ def ranx_evaluate(qrels: dict, run: dict, metrics):
     run = {q: {str(d): float(s) for d, s in run[q].items()} for q in qrels}
     values = ranx.evaluate(qrels, run, names)
     return dict(values) if isinstance(values, dict) else {names[0]: float(values)}
+
+
+# ----------------------------------------------------------------------------- gate tests
+def expect_error(exc_type, fn, *fragments) -> str:
+    """Calls ``fn()``, which must raise ``exc_type`` with a message holding every one of
+    ``fragments``; returns the message."""
+    with pytest.raises(exc_type) as info:
+        fn()
+    msg = str(info.value)
+    for fragment in fragments:
+        assert fragment in msg, f"{fragment!r} not in {msg!r}"
+    return msg
+
+
+class FixedMeasurementResult:
+    """A result that answers ``measure`` with a fixed Measurement (NaN values etc.)."""
+
+    def __init__(self, **kw):
+        kw.setdefault("metric", "map")
+        kw.setdefault("unit", "fraction")
+        self.m = Measurement(**kw)
+        self.config = {}
+
+    def measure(self, name):
+        return self.m
+
+    def __contains__(self, name):
+        return name == self.m.metric
+
+    def __iter__(self):
+        return iter([self.m.metric])
+
+
+def labelled_clusters(seed=0, classes=20, per=5, singletons=0, d=8, noise=1.0):
+    """``(X, y)``: ``classes`` classes of ``per`` float32 embeddings around normal centres
+    (``noise``: the spread around them), then ``singletons`` one-item classes (labels
+    1000, 1001, ...), whose queries have no relevant item under leave-one-out."""
+    rng = np.random.default_rng(seed)
+    y = np.concatenate([np.repeat(np.arange(classes), per), 1000 + np.arange(singletons)]).astype(
+        np.int64
+    )
+    centers = rng.normal(size=(y.max() + 1, d))
+    X = (centers[y] + noise * rng.normal(size=(y.size, d))).astype(np.float32)
+    return X, y
+
+
+# ----------------------------------------------------------------------------- suite tests
+def write_suite(root, text, name="rc_suite.yaml"):
+    """Writes ``text`` (str, or bytes for a file that is not UTF-8) to ``root / name`` as
+    it is (no dedent: a test of bad files controls every byte); returns the path."""
+    p = root / name
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text)
+    return p

@@ -1,4 +1,5 @@
-"""The gate-event hook: every gate reports its outcome, passed or failed, to listeners."""
+"""The gate-event hook: every gate reports its outcome, passed or failed, to listeners;
+an event's record is strict JSON (NaN, infinities and numpy values included)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
+from retrieval_checks.gates import GateEvent
+
+NAN, INF = float("nan"), float("inf")
 
 
 def _result(seed=0):
@@ -74,3 +78,41 @@ def test_gaps_comparisons_and_baselines_are_events_too():
     ]
     assert [e.metric for e in heard] == ["map gap", "map difference", "map"]
     assert heard[0].bounds == {"below": 0.5} and all(e.passed for e in heard)
+
+
+# --- fail closed: JSON-safe events ---
+def test_event_to_dict_is_strict_json():
+    e = GateEvent(
+        gate="g",
+        metric="map",
+        value=NAN,
+        passed=False,
+        low=-INF,
+        high=INF,
+        threshold=np.float64(NAN),
+        bounds={"at_least": INF},
+        warnings=["x"],
+        extra={
+            "curve": {"precision": np.array([0.5, NAN]), "t": (1.0, INF)},
+            "flag": np.bool_(True),
+            "count": np.int64(3),
+            "arr2": np.array([[1.0, NAN]]),
+        },
+    )
+    d = e.to_dict()
+    text = json.dumps(d, allow_nan=False)
+    back = json.loads(text)
+    assert back["value"] is None and back["low"] is None and back["bounds"]["at_least"] is None
+    assert back["curve"]["precision"] == [0.5, None] and back["flag"] is True and back["count"] == 3
+    assert back["arr2"] == [[1.0, None]]
+
+
+def test_events_of_real_gates_are_strict_json(res, skipped):
+    heard = []
+    with rc.gates.listening(heard.append):
+        rc.assert_recall_at_precision(res, 0.001, precision=0.5)
+        rc.assert_metric(res, "map", at_least=0.01, on="interval")
+        with pytest.warns(RuntimeWarning):
+            rc.assert_grouped_recall_ci(skipped, 0.001)
+    for e in heard:
+        json.dumps(e.to_dict(), allow_nan=False)
