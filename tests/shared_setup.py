@@ -164,6 +164,18 @@ def toy_suite_project(root, monkeypatch):
     return write
 
 
+# --- set-ups of the fail-closed tests, shared by the unit files they were folded into (issue 26)
+
+
+def seeded_linear():
+    """A torch.nn.Linear(4, 2) with the weights of seed 0: the module of the embed and
+    load_model tests (tests/models/test_embed.py, test_load_model.py)."""
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 2)
+
+
 def ranx_evaluate(qrels: dict, run: dict, metrics):
     """``ranx.evaluate`` of ``metrics`` (a list, or one name) on a ``{qid: {docid: grade}}``
     qrels and a ``{qid: {docid: score}}`` run, as ``{metric: value}``: ranx's own
