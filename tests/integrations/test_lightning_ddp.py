@@ -6,9 +6,10 @@ whole validation set with the trained weights. The sharded path
 give, on every rank, the values of one process's ``evaluate`` on the embeddings the
 ranks computed, concatenated in rank order with the repeats dropped, bit for bit.
 
-Cost: two ddp_spawn launches (one per split: leave-one-out, dataloaders), each two fresh
-rank interpreters that import torch and Lightning: about 70 CPU-s in all on the 2-core
-machine. A launch serves every check of its split; add a check to a launch, not a launch."""
+Cost: one ddp_spawn launch for both splits (validation dataloader 0 leave-one-out, 1 and
+2 queries and gallery; each callback sees its own through ``Only``), two fresh rank
+interpreters that import torch and Lightning (~10 CPU-s each): about 20 s on the 2-core
+machine. The launch serves every check; add a check to it, not a launch."""
 
 from __future__ import annotations
 
@@ -99,14 +100,39 @@ class Dump(pl.Callback):
             json.dump([cb.last_values for cb in self.watched], f)
 
 
+class Only(pl.Callback):
+    """Feeds ``inner`` the batches of some validation dataloaders only, renumbered
+    (``loaders``: the trainer's index -> the index ``inner`` sees), so that one launch
+    validates on a leave-one-out set (dataloader 0) and a query/gallery pair (1, 2),
+    each callback seeing what its split reads; the other hooks pass through."""
+
+    def __init__(self, inner, loaders: dict):
+        self.inner, self.loaders = inner, loaders
+
+    def on_validation_epoch_start(self, trainer, pl_module):
+        self.inner.on_validation_epoch_start(trainer, pl_module)
+
+    def on_validation_batch_end(
+        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
+    ):
+        if dataloader_idx in self.loaders:
+            self.inner.on_validation_batch_end(
+                trainer, pl_module, outputs, batch, batch_idx, self.loaders[dataloader_idx]
+            )
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        self.inner.on_validation_epoch_end(trainer, pl_module)
+
+
 def _fit(tmp_path, val, callbacks, others=(), logger=False):
-    """One ddp_spawn launch (2 ranks, one epoch); ``callbacks`` are watched by
-    :class:`Dump`, ``others`` only run. Returns (values, arrays, trainer, model)."""
+    """One ddp_spawn launch (2 ranks, one epoch); ``callbacks`` (each with the
+    dataloaders it reads, as :class:`Only` takes them) are watched by :class:`Dump`,
+    ``others`` only run. Returns (values, arrays, trainer, model)."""
     x, y = blobs(n_per_class=8, seed=0)
     train = DataLoader(
         TensorDataset(torch.from_numpy(x), torch.from_numpy(y), torch.arange(len(y))), batch_size=8
     )
-    dump = Dump(tmp_path, callbacks)
+    dump = Dump(tmp_path, [cb for cb, _ in callbacks])
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=2,
@@ -114,7 +140,7 @@ def _fit(tmp_path, val, callbacks, others=(), logger=False):
         max_epochs=1,
         logger=logger,
         enable_checkpointing=False,
-        callbacks=[*others, *callbacks, dump],
+        callbacks=[*others, *(Only(cb, loaders) for cb, loaders in callbacks), dump],
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
@@ -148,10 +174,81 @@ def _loader(x, y, batch_size=5):
     )
 
 
+LOO_METRICS = ["map@R", "hit_rate@1", "mrr", "recall@5"]
+SPLIT_METRICS = ["map@R", "hit_rate@1", "ndcg@10"]
+
+
+def _loo_set():
+    xv, yv = blobs(n_per_class=6, seed=1)
+    return xv[:23], yv[:23]  # odd: two ranks of 12, one item repeated
+
+
+def _split_sets():
+    xq, yq = blobs(n_per_class=3, seed=2)
+    xg, yg = blobs(n_per_class=6, seed=3)
+    return xq[:11], yq[:11], xg[:23], yg[:23]  # both padded by DistributedSampler
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory):
+    """The one ddp_spawn launch of this file (two fresh rank interpreters that import
+    torch and Lightning, ~10 CPU-s each): validation dataloader 0 is a leave-one-out set,
+    read by the leave-one-out callbacks, and dataloaders 1 and 2 a query and a gallery
+    set, read by the split='dataloaders' callbacks as their 0 and 1. What the ranks wrote
+    on stderr (the file descriptor, inherited by the spawned ranks) comes back too."""
+    import os
+    import tempfile
+
+    tmp = tmp_path_factory.mktemp("ddp")
+    xv, yv = _loo_set()
+    xq, yq, xg, yg = _split_sets()
+    gates = {"map@R": {"at_least": 0.05}}
+    loo, split = {0: 0}, {1: 0, 2: 1}
+    callbacks = [
+        (
+            RetrievalChecksCallback(LOO_METRICS, gates=gates, distributed="shard", prefix="shard/"),
+            loo,
+        ),
+        (
+            RetrievalChecksCallback(
+                LOO_METRICS, gates=gates, distributed="gather", prefix="gather/"
+            ),
+            loo,
+        ),
+        (RetrievalChecksCallback(["map@R", "discriminant_ratio"], prefix="auto/"), loo),
+        *(
+            (
+                RetrievalChecksCallback(
+                    SPLIT_METRICS, split="dataloaders", distributed=mode, prefix=f"dl_{mode}/"
+                ),
+                split,
+            )
+            for mode in ("shard", "gather")
+        ),
+    ]  # auto falls back to gather
+    default = RetrievalChecksCallback(["map@R", "hit_rate@1"], gates={"map@R": {"at_least": 0.05}})
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as err:
+        os.dup2(err.fileno(), 2)
+        try:
+            values, arrays, trainer, model = _fit(
+                tmp,
+                [_loader(xv, yv), _loader(xq, yq, 4), _loader(xg, yg)],
+                callbacks,
+                others=[Only(default, loo)],
+                logger=CSVLogger(tmp / "logs", version=0),
+            )
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    return dict(values=values, arrays=arrays, trainer=trainer, model=model, stderr=stderr)
+
+
 @pytest.mark.slow
-def test_leave_one_out_ddp_drops_the_repeat_and_every_mode_equals_one_process(tmp_path, capfd):
-    """One launch (a ddp_spawn launch costs two fresh interpreters that import torch and
-    Lightning), two sets of checks on it:
+def test_leave_one_out_ddp_drops_the_repeat_and_every_mode_equals_one_process(launch):
+    """The launch's leave-one-out set (dataloader 0), two sets of checks:
 
     - the default callback (all-gather, prefix rc/) logged through Lightning's logger, on
       rank 0, the values of ``evaluate`` on the whole validation set with the trained
@@ -159,24 +256,9 @@ def test_leave_one_out_ddp_drops_the_repeat_and_every_mode_equals_one_process(tm
     - the sharded path, the all-gather path and 'auto' (which falls back to gather for
       discriminant_ratio, saying so) give, on every rank, bit for bit, one process's
       ``evaluate`` on the ranks' embeddings concatenated in rank order, repeats dropped."""
-    xv, yv = blobs(n_per_class=6, seed=1)
-    xv, yv = xv[:23], yv[:23]  # odd: two ranks of 12, one item repeated
-    metrics = ["map@R", "hit_rate@1", "mrr", "recall@5"]
-    gates = {"map@R": {"at_least": 0.05}}
-    callbacks = [
-        RetrievalChecksCallback(metrics, gates=gates, distributed="shard", prefix="shard/"),
-        RetrievalChecksCallback(metrics, gates=gates, distributed="gather", prefix="gather/"),
-        RetrievalChecksCallback(["map@R", "discriminant_ratio"], prefix="auto/"),
-    ]  # falls back to gather
-    default = RetrievalChecksCallback(["map@R", "hit_rate@1"], gates={"map@R": {"at_least": 0.05}})
-    values, arrays, trainer, model = _fit(
-        tmp_path,
-        _loader(xv, yv),
-        callbacks,
-        others=[default],
-        logger=CSVLogger(tmp_path / "logs", version=0),
-    )
-    assert "discriminant_ratio reads every embedding at once" in capfd.readouterr().err
+    xv, yv = _loo_set()
+    values, arrays, trainer, model = (launch[k] for k in ("values", "arrays", "trainer", "model"))
+    assert "discriminant_ratio reads every embedding at once" in launch["stderr"]
 
     # the default callback, as logged by Lightning on rank 0
     with open(f"{trainer.logger.log_dir}/metrics.csv") as f:
@@ -197,11 +279,11 @@ def test_leave_one_out_ddp_drops_the_repeat_and_every_mode_equals_one_process(tm
     assert ids.tolist() != list(
         range(23)
     )  # rank order is not the dataset's order: the test tells them apart
-    ref = rc.evaluate(x, query_labels=y, query_ids=ids, metrics=metrics)
+    ref = rc.evaluate(x, query_labels=y, query_ids=ids, metrics=LOO_METRICS)
     ref_j = rc.evaluate(x, query_labels=y, query_ids=ids, metrics=["map@R", "discriminant_ratio"])
     assert values[0] == values[1]  # every rank, the same float64 values
-    shard, gather, auto = values[0]
-    for m in metrics:
+    shard, gather, auto = values[0][:3]
+    for m in LOO_METRICS:
         assert shard["shard/" + m] == gather["gather/" + m] == ref[m], m
     assert shard["shard/n_duplicates_dropped"] == gather["gather/n_duplicates_dropped"] == 1.0
     assert shard["shard/gate/map@R"] == gather["gather/gate/map@R"] == 1.0
@@ -213,22 +295,17 @@ def test_leave_one_out_ddp_drops_the_repeat_and_every_mode_equals_one_process(tm
 
 
 @pytest.mark.slow
-def test_sharded_dataloaders_split_equals_one_process(tmp_path):
-    xq, yq = blobs(n_per_class=3, seed=2)
-    xg, yg = blobs(n_per_class=6, seed=3)
-    xq, yq, xg, yg = xq[:11], yq[:11], xg[:23], yg[:23]  # both padded by DistributedSampler
-    metrics = ["map@R", "hit_rate@1", "ndcg@10"]
-    callbacks = [
-        RetrievalChecksCallback(metrics, split="dataloaders", distributed=mode, prefix=mode + "/")
-        for mode in ("shard", "gather")
-    ]
-    values, arrays, _, _ = _fit(tmp_path, [_loader(xq, yq, 4), _loader(xg, yg)], callbacks)
-    q, qy, _, q_dropped = _rank_order_deduplicated(arrays, 0)
-    g, gy, _, g_dropped = _rank_order_deduplicated(arrays, 1)
+def test_sharded_dataloaders_split_equals_one_process(launch):
+    """The launch's query (dataloader 1) and gallery (2) sets, each padded by
+    DistributedSampler: shard and gather equal one process's ``evaluate`` on the ranks'
+    embeddings in rank order, repeats dropped, on every rank."""
+    values, arrays = launch["values"], launch["arrays"]
+    q, qy, _, q_dropped = _rank_order_deduplicated(arrays, 1)
+    g, gy, _, g_dropped = _rank_order_deduplicated(arrays, 2)
     assert (q_dropped, g_dropped) == (1, 1)
-    ref = rc.evaluate(q, g, query_labels=qy, gallery_labels=gy, metrics=metrics)
+    ref = rc.evaluate(q, g, query_labels=qy, gallery_labels=gy, metrics=SPLIT_METRICS)
     assert values[0] == values[1]
-    shard, gather = values[0]
-    for m in metrics:
-        assert shard["shard/" + m] == gather["gather/" + m] == ref[m], m
-    assert shard["shard/n_duplicates_dropped"] == gather["gather/n_duplicates_dropped"] == 2.0
+    shard, gather = values[0][3:]
+    for m in SPLIT_METRICS:
+        assert shard["dl_shard/" + m] == gather["dl_gather/" + m] == ref[m], m
+    assert shard["dl_shard/n_duplicates_dropped"] == gather["dl_gather/n_duplicates_dropped"] == 2.0
