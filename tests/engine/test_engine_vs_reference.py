@@ -4,13 +4,17 @@ Tie-heavy data uses small integer embeddings, whose similarities are exact in
 float32 whatever the summation order, so every tie is a true tie on both sides
 and results must agree exactly. Tie-free data uses Gaussian embeddings and must
 agree to 1e-6 with the float64 reference.
+
+Cost: about 10 CPU-s. The property tests draw a few dozen problems in the default run
+(the refusals are explicit examples); their ``_sweep`` twins draw the former counts
+(150, 60) with ``--rc-exhaustive``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from reference import aggregate, pair_reference, pair_reference_by_sums, reference
 
@@ -64,8 +68,7 @@ def tie_heavy_problem(draw):
     )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+TIE_HEAVY = dict(
     problem=tie_heavy_problem(),
     ties=st.sampled_from(["pessimistic", "optimistic"]),
     similarity=st.sampled_from(["dot", "neg_l2"]),
@@ -73,7 +76,40 @@ def tie_heavy_problem(draw):
     use_ids=st.booleans(),
     kernels=st.booleans(),
 )
+
+
+def _problem(Q, G, ql, gl, q_ids, g_ids):
+    return tuple(
+        np.array(a, np.float32 if i < 2 else None)
+        for i, a in enumerate((Q, G, ql, gl, q_ids, g_ids))
+    )
+
+
+# the two refusals, whatever hypothesis draws: every gallery item of query 0 is its own
+# id (no candidate left), and no query has a relevant item (every query is empty)
+NO_CANDIDATE = _problem([[1], [2]], [[1], [0]], [0, 1], [0, 1], [0, 1], [0, 0])
+NO_RELEVANT = _problem([[1], [2]], [[1], [0], [2]], [0, 0], [1, 2, 3], [0, 1], [4, 5, 6])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**TIE_HEAVY)
+@example(NO_CANDIDATE, "pessimistic", "dot", None, True, True)
+@example(NO_RELEVANT, "optimistic", "neg_l2", (1, 7), True, False)
 def test_tie_heavy_query_gallery_with_overlap(problem, ties, similarity, tile, use_ids, kernels):
+    """Thirty drawn problems and the two refusals; 150 in the exhaustive sweep below."""
+    check_tie_heavy(problem, ties, similarity, tile, use_ids, kernels)
+
+
+@pytest.mark.exhaustive
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**TIE_HEAVY)
+def test_tie_heavy_query_gallery_with_overlap_sweep(
+    problem, ties, similarity, tile, use_ids, kernels
+):
+    check_tie_heavy(problem, ties, similarity, tile, use_ids, kernels)
+
+
+def check_tie_heavy(problem, ties, similarity, tile, use_ids, kernels):
     Q, G, ql, gl, q_ids, g_ids = problem
     ids = dict(query_ids=q_ids, gallery_ids=g_ids) if use_ids else {}
     keep = (q_ids[:, None] != g_ids[None, :]) if use_ids else np.ones((len(Q), len(G)), bool)
@@ -130,8 +166,7 @@ def test_tie_heavy_query_gallery_with_overlap(problem, ties, similarity, tile, u
     assert res.n_skipped == int(np.isnan(ref_vals["map"]).sum())
 
 
-@settings(max_examples=60, deadline=None)
-@given(
+TIE_FREE = dict(
     seed=st.integers(0, 2**31 - 1),
     n=st.integers(3, 60),
     d=st.integers(2, 8),
@@ -139,7 +174,23 @@ def test_tie_heavy_query_gallery_with_overlap(problem, ties, similarity, tile, u
     tile=st.sampled_from(TILES),
     kernels=st.booleans(),
 )
+
+
+@settings(max_examples=15, deadline=None)
+@given(**TIE_FREE)
 def test_tie_free_leave_one_out_cosine(seed, n, d, n_labels, tile, kernels):
+    """Fifteen drawn problems; 60 in the exhaustive sweep below."""
+    check_tie_free(seed, n, d, n_labels, tile, kernels)
+
+
+@pytest.mark.exhaustive
+@settings(max_examples=60, deadline=None)
+@given(**TIE_FREE)
+def test_tie_free_leave_one_out_cosine_sweep(seed, n, d, n_labels, tile, kernels):
+    check_tie_free(seed, n, d, n_labels, tile, kernels)
+
+
+def check_tie_free(seed, n, d, n_labels, tile, kernels):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d)).astype(np.float32)
     y = rng.integers(0, n_labels, n)

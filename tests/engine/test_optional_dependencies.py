@@ -1,5 +1,9 @@
 """Optional dependencies: the CPU engine needs neither torch nor numba. Each is blocked
-in a fresh interpreter; the numpy kernels also run in-process against numba's."""
+in a fresh interpreter; the numpy kernels also run in-process against numba's.
+
+Cost: about 10 CPU-s, most of it the two fresh interpreters (the point: a module
+cannot be un-imported); the property test draws 12 problems beside its examples (40
+in its ``_sweep`` twin, ``--rc-exhaustive``)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import sys
 import textwrap
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import retrieval_checks as rc
@@ -101,8 +106,7 @@ _METRICS = [
 ]
 
 
-@settings(max_examples=40, deadline=None)
-@given(
+NUMPY_VS_NUMBA = dict(
     n=st.integers(4, 90),
     d=st.integers(1, 6),
     classes=st.integers(1, 12),
@@ -113,9 +117,60 @@ _METRICS = [
     similarity=st.sampled_from(["cosine", "dot", "neg_l2"]),
     ties=st.sampled_from(["pessimistic", "optimistic"]),
 )
+
+
+@settings(max_examples=12, deadline=None)
+@given(**NUMPY_VS_NUMBA)  # and every similarity, every policy, several blocks and chunks:
+@example(
+    n=60,
+    d=3,
+    classes=5,
+    block=7,
+    chunk=9,
+    decimals=1,
+    seed=1,
+    similarity="cosine",
+    ties="pessimistic",
+)
+@example(
+    n=45,
+    d=2,
+    classes=4,
+    block=40,
+    chunk=11,
+    decimals=0,
+    seed=2,
+    similarity="dot",
+    ties="optimistic",
+)
+@example(
+    n=33,
+    d=4,
+    classes=3,
+    block=5,
+    chunk=70,
+    decimals=1,
+    seed=3,
+    similarity="neg_l2",
+    ties="pessimistic",
+)
 def test_numpy_kernels_equal_numba_kernels(
     n, d, classes, block, chunk, decimals, seed, similarity, ties
 ):
+    """The three examples and twelve drawn problems; 40 in the exhaustive sweep below."""
+    check_numpy_vs_numba(n, d, classes, block, chunk, decimals, seed, similarity, ties)
+
+
+@pytest.mark.exhaustive
+@settings(max_examples=40, deadline=None)
+@given(**NUMPY_VS_NUMBA)
+def test_numpy_kernels_equal_numba_kernels_sweep(
+    n, d, classes, block, chunk, decimals, seed, similarity, ties
+):
+    check_numpy_vs_numba(n, d, classes, block, chunk, decimals, seed, similarity, ties)
+
+
+def check_numpy_vs_numba(n, d, classes, block, chunk, decimals, seed, similarity, ties):
     n = max(n, 6)  # recall@5 needs 5 candidates
     rng = np.random.default_rng(seed)
     X = np.round(rng.normal(size=(n, d)), decimals).astype(np.float32)

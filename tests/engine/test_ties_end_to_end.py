@@ -20,6 +20,11 @@ tiles so that several query blocks and gallery chunks are merged. Then grouped r
 and the image-text metrics under ``"average"``, ``tied_share``, ``tie_note`` /
 ``tie_range`` on tie-free and tie-heavy data, and the pair metrics (which no tie policy
 changes).
+
+Cost: about 25 CPU-s at a load average of 8 (each case runs 18 evaluations: three
+backends, two tiles, three policies). The generated cases: each similarity with and
+without a gallery, with labels and with explicit relevance, as explicit examples, and
+a few drawn; the ``_sweep`` twins draw the former counts with ``--rc-exhaustive``.
 """
 
 from __future__ import annotations
@@ -376,6 +381,28 @@ def small_ints(rows, cols, lo, hi):
     )
 
 
+def build_case(similarity, loo, Q, G, ql=None, gl=None, rel=None, ks=(1,)):
+    """The tuple :func:`tie_heavy_case` draws, from its choices: integer ``Q`` (and ``G``,
+    ignored when ``loo``), labels ``ql``/``gl`` or a relevance matrix ``rel``."""
+    Q = np.asarray(Q, np.int64)
+    G = Q if loo else np.asarray(G, np.int64)
+    n_q, n_g = Q.shape[0], G.shape[0]
+    S = dot_scores(Q, G) if similarity == "dot" else hamming_scores(Q, G)
+    keep = ~np.eye(n_q, dtype=bool) if loo else np.ones((n_q, n_g), bool)
+    if similarity == "hamming":
+        Q, G = Q.astype(bool), G.astype(bool)
+    if rel is None:  # labels
+        ql = np.asarray(ql)
+        gl = ql if loo else np.asarray(gl)
+        rel = (ql[:, None] == gl[None, :]) & keep
+        inputs = dict(query_labels=ql) if loo else dict(query_labels=ql, gallery_labels=gl)
+    else:
+        rel = np.asarray(rel, bool) & keep
+        rel[0, int(loo)] = True  # at least one query to evaluate
+        inputs = dict(relevance=rel)
+    return Q, None if loo else G, S, rel, keep, sorted(ks), similarity, inputs
+
+
 @st.composite
 def tie_heavy_case(draw):
     """(Q, G or None, exact scores, relevance, candidates, Ks, similarity, evaluate inputs):
@@ -389,33 +416,86 @@ def tie_heavy_case(draw):
     lo, hi = (-1, 2) if similarity == "dot" else (0, 1)
     Q = draw(small_ints(n_q, d, lo, hi))
     G = Q if loo else draw(small_ints(n_g, d, lo, hi))
-    S = dot_scores(Q, G) if similarity == "dot" else hamming_scores(Q, G)
     keep = ~np.eye(n_q, dtype=bool) if loo else np.ones((n_q, n_g), bool)
-    if similarity == "hamming":
-        Q, G = Q.astype(bool), G.astype(bool)
+    labels = {}
     if draw(st.booleans()):  # labels
         ql = np.array(draw(st.lists(st.integers(0, 2), min_size=n_q, max_size=n_q)))
         gl = ql if loo else np.array(draw(st.lists(st.integers(0, 2), min_size=n_g, max_size=n_g)))
-        rel = (ql[:, None] == gl[None, :]) & keep
-        assume(rel.any())  # at least one query to evaluate
-        inputs = dict(query_labels=ql) if loo else dict(query_labels=ql, gallery_labels=gl)
+        assume(((ql[:, None] == gl[None, :]) & keep).any())  # at least one query to evaluate
+        labels = dict(ql=ql, gl=gl)
     else:
-        rel = (
-            np.array(draw(st.lists(st.booleans(), min_size=n_q * n_g, max_size=n_q * n_g))).reshape(
-                n_q, n_g
-            )
-            & keep
-        )
-        rel[0, int(loo)] = True  # at least one query to evaluate
-        inputs = dict(relevance=rel)
+        flat = draw(st.lists(st.booleans(), min_size=n_q * n_g, max_size=n_q * n_g))
+        labels = dict(rel=np.array(flat).reshape(n_q, n_g))
     n_cand = n_g - 1 if loo else n_g
-    ks = sorted(draw(st.sets(st.integers(1, n_cand), min_size=1, max_size=3)))
-    return Q, None if loo else G, S, rel, keep, ks, similarity, inputs
+    ks = draw(st.sets(st.integers(1, n_cand), min_size=1, max_size=3))
+    return build_case(similarity, loo, Q, G, ks=ks, **labels)
 
 
+# Each (similarity, leave-one-out) pair once with labels and once with explicit
+# relevance, whatever hypothesis draws: the default run draws a few more at random, an
+# exhaustive sweep many (the same checks on more data).
+GENERATED = [
+    build_case(
+        "dot",
+        False,
+        [[1, 0], [0, 1], [1, 1]],
+        [[1, 0], [1, 0], [0, 1], [2, -1], [0, 0]],
+        ql=[0, 1, 2],
+        gl=[0, 1, 1, 2, 0],
+        ks=(1, 3, 5),
+    ),
+    build_case(
+        "dot",
+        True,
+        [[1], [1], [0], [2], [-1]],
+        None,
+        rel=np.eye(5, k=1, dtype=bool) | np.eye(5, k=-2, dtype=bool),
+        ks=(2, 4),
+    ),
+    build_case(
+        "hamming",
+        False,
+        [[0, 1, 1], [1, 1, 0]],
+        [[0, 1, 1], [0, 1, 0], [1, 1, 1], [0, 0, 0], [1, 1, 0], [0, 1, 0]],
+        rel=[[1, 0, 1, 0, 0, 1], [0, 1, 0, 1, 1, 0]],
+        ks=(1, 2, 6),
+    ),
+    build_case(
+        "hamming",
+        True,
+        [[0, 1, 1, 0], [0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]],
+        None,
+        ql=[0, 0, 1, 1, 0],
+        ks=(1, 3),
+    ),
+]
+
+
+def examples(cases):
+    """``@example`` for each of ``cases``, in their order."""
+
+    def wrap(test):
+        for case in reversed(cases):
+            test = example(case)(test)
+        return test
+
+    return wrap
+
+
+@settings(SETTINGS, max_examples=6)
+@given(tie_heavy_case())
+@examples(GENERATED)
+def test_generated_cases_against_enumeration(case):
+    """Each similarity with and without a gallery, labels and explicit relevance (the
+    examples), and six more drawn; 25 drawn in the exhaustive sweep below."""
+    Q, G, S, rel, keep, ks, similarity, inputs = case
+    check_against_enumeration(Q, G, S, rel, ks, similarity, inputs, keep=keep)
+
+
+@pytest.mark.exhaustive
 @SETTINGS
 @given(tie_heavy_case())
-def test_generated_cases_against_enumeration(case):
+def test_generated_cases_against_enumeration_sweep(case):
     Q, G, S, rel, keep, ks, similarity, inputs = case
     check_against_enumeration(Q, G, S, rel, ks, similarity, inputs, keep=keep)
 
@@ -496,9 +576,22 @@ def image_text_case(draw):
 IT_KS = (1, 2, 3, 5, 10)  # 5 and 10 reach past these galleries: every item is retrieved
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=8)
 @given(image_text_case())
 def test_image_text_against_enumeration(case):
+    """Eight drawn galleries (two to four images, extra captions or none); 25 in the
+    exhaustive sweep below."""
+    check_image_text(case)
+
+
+@pytest.mark.exhaustive
+@SETTINGS
+@given(image_text_case())
+def test_image_text_against_enumeration_sweep(case):
+    check_image_text(case)
+
+
+def check_image_text(case):
     images, captions, cap_img = case
     S = dot_scores(images, captions)
     rel = cap_img[None, :] == np.arange(images.shape[0])[:, None]
@@ -667,13 +760,26 @@ _EXACT_LEVEL = (
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(SETTINGS, max_examples=3)
 @given(tie_heavy_case())
-@example(_EXACT_LEVEL)
+@examples([_EXACT_LEVEL, *GENERATED])
 def test_pair_metrics_do_not_depend_on_the_tie_policy(case):
     """A threshold takes a whole tie group (every pair scoring >= t, or a Hamming
     distance <= t): no ordering of tied items can move a pair across it, so the pair
-    metrics are the same under every policy, and equal the threshold sweep."""
+    metrics are the same under every policy, and equal the threshold sweep. The
+    examples (each similarity with and without a gallery) and three cases drawn; the
+    exhaustive sweep below draws twelve."""
+    check_pair_metrics(case)
+
+
+@pytest.mark.exhaustive
+@settings(SETTINGS, max_examples=12)
+@given(tie_heavy_case())
+def test_pair_metrics_do_not_depend_on_the_tie_policy_sweep(case):
+    check_pair_metrics(case)
+
+
+def check_pair_metrics(case):
     Q, G, S, rel, keep, _, similarity, inputs = case
     pos, neg = S[keep & rel].astype(float), S[keep & ~rel].astype(float)
     # recall_at_precision@0.8 in a call of its own: a lower level beside it sizes the tail
