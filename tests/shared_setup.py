@@ -176,6 +176,45 @@ def seeded_linear():
     return torch.nn.Linear(4, 2)
 
 
+def engine_junk():
+    """A hypothesis strategy of junk arguments for the engine's entry points (None, bools,
+    odd numbers, texts, lists, empty / NaN / 3-D / string / big-endian arrays, dicts):
+    the property tests of tests/engine/test_inputs.py and test_image_text.py."""
+    from hypothesis import strategies as st
+
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-5, 5),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=4),
+        st.lists(st.one_of(st.integers(-2, 30), st.text(max_size=2), st.floats()), max_size=6),
+        st.sampled_from(
+            [
+                np.zeros((0, 3)),
+                np.full((4, 3), np.nan),
+                np.ones((4, 3)),
+                np.ones((3, 4, 2)),
+                np.ones(4),
+                np.array([["a"]]),
+                {"a": 1},
+                {0: [1]},
+                (1, 2),
+                np.ones((4, 3), ">f4"),
+            ]
+        ),
+    )
+
+
+def only_library_errors(fn):
+    """Call ``fn``: the library's errors (and a gate's AssertionError) are expected answers
+    to junk; any other exception escapes and fails the property test calling this."""
+    try:
+        fn()
+    except (rc.RetrievalChecksError, AssertionError):
+        pass
+
+
 def ranx_evaluate(qrels: dict, run: dict, metrics):
     """``ranx.evaluate`` of ``metrics`` (a list, or one name) on a ``{qid: {docid: grade}}``
     qrels and a ``{qid: {docid: score}}`` run, as ``{metric: value}``: ranx's own

@@ -1,5 +1,9 @@
 """Image-text retrieval against a brute-force implementation written from the definitions
-(argsort of the full similarity matrix), a hand-checked example, layouts and protocols."""
+(argsort of the full similarity matrix), a hand-checked example, layouts and protocols;
+and the fail-closed battery (issue 12, at the end): overflowing and subnormal scores,
+bfloat16 inputs, every argument type-checked, the caption-image mapping checked, and a
+property test that only the library's errors escape ``evaluate_image_text``.
+Cost: about 18 s at a load average of 14 (measured, the whole file)."""
 
 from __future__ import annotations
 
@@ -7,8 +11,14 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from shared_setup import engine_junk
+from shared_setup import only_library_errors as _call
 
 import retrieval_checks as rc
+
+torch = pytest.importorskip("torch")
 
 ALL = list(rc.IMAGE_TEXT_METRICS)
 
@@ -247,3 +257,124 @@ def test_image_text_names_are_canonical_and_kept_out_of_evaluate():
     assert not rc.parse_metric("t2i_medr").higher_is_better
     with pytest.raises(rc.MetricNameError, match="evaluate_image_text"):
         rc.evaluate(np.eye(3, dtype=np.float32), query_labels=[0, 0, 1], metrics=["rsum"])
+
+
+# --- the data of the fail-closed battery below ---
+RNG = np.random.default_rng(12)
+_junk = engine_junk()
+
+
+# --- fail closed (issue 12): float32 range, bfloat16 and subnormal inputs ---
+def test_image_text_refuses_overflowing_dot_scores():
+    img = RNG.normal(size=(5, 4)).astype(np.float32)
+    with pytest.raises(rc.InputError, match="images and captions are too large"):
+        rc.evaluate_image_text(
+            img * np.float32(1e20),
+            img * np.float32(1e20),
+            np.arange(5),
+            similarity="dot",
+            n_resamples=0,
+        )
+
+
+def test_bfloat16_image_text():
+    img = torch.from_numpy(RNG.normal(size=(6, 4)).astype(np.float32))
+    ref = rc.evaluate_image_text(
+        img.bfloat16().float(), img.bfloat16().float(), np.arange(6), n_resamples=0
+    )
+    got = rc.evaluate_image_text(img.bfloat16(), img.bfloat16(), np.arange(6), n_resamples=0)
+    assert dict(got) == dict(ref)
+
+
+@pytest.mark.parametrize("device", ["numpy", "torch-cpu"])
+def test_image_text_cosine_of_subnormal_rows_equals_the_unscaled_result(device):
+    rng = np.random.default_rng(1)
+    imgs = rng.normal(size=(20, 8))
+    caps = imgs.repeat(5, axis=0) + rng.normal(size=(100, 8)) * 2
+    cap_img = np.arange(100) // 5
+    kw = dict(metrics=["rsum"], device=device, n_resamples=100)
+    want = rc.evaluate_image_text(imgs, caps, cap_img, **kw)["rsum"]
+    got = rc.evaluate_image_text(imgs * 1e-310, caps * 1e-310, cap_img, **kw)["rsum"]
+    assert got == pytest.approx(want)
+    assert got < 600
+
+
+# --- fail closed: arguments type-checked, the caption-image mapping checked ---
+IMG = RNG.normal(size=(6, 4)).astype(np.float32)
+
+
+CAP = RNG.normal(size=(12, 4)).astype(np.float32)
+
+
+CI = np.repeat(np.arange(6), 2)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(n_resamples="10"), "n_resamples"),
+        (dict(n_resamples=-1), "n_resamples"),
+        (dict(confidence=2), "confidence"),
+        (dict(confidence=float("nan")), "confidence"),
+        (dict(confidence="x"), "confidence"),
+        (dict(seed=-1), "seed"),
+        (dict(seed="a"), "seed"),
+        (dict(protocol=["5k"]), "protocol"),
+        (dict(protocol="5K"), "protocol"),
+        (dict(images_without_captions=["drop"]), "images_without_captions"),
+        (dict(metrics=5), "metrics"),
+        (dict(metrics=["map"]), "not an image-text metric"),
+        (dict(metrics=["i2t_recall@0"]), "positive integer"),
+        (dict(similarity="l2"), "similarity"),
+        (dict(progress="no"), "progress"),
+    ],
+)
+def test_image_text_arguments_are_type_checked(kwargs, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.evaluate_image_text(IMG, CAP, CI, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "ci,match",
+    [
+        (np.repeat(np.arange(6), 2) + 1, "point at a missing image"),
+        (np.repeat(np.arange(6), 2) - 1, "point at a missing image"),
+        (np.repeat(np.arange(6), 2).astype(float), "integer image indices"),
+        (np.arange(5), "one image index per caption"),
+        ({0: [0, 1]}, "one image index per caption"),
+        (np.repeat(np.arange(6), 2) > 2, "integer image indices"),
+    ],
+)
+def test_caption_image_mapping_is_checked(ci, match):
+    with pytest.raises(rc.InputError, match=match) as info:
+        rc.evaluate_image_text(IMG, CAP, ci, n_resamples=0)
+    assert "caption" in str(info.value)
+
+
+def test_image_text_config_carries_confidence_and_seed():
+    res = rc.evaluate_image_text(IMG, CAP, CI, confidence=0.9, seed=3, n_resamples=50)
+    assert res.config["confidence"] == 0.9 and res.config["seed"] == 3 and res.confidence == 0.9
+
+
+# --- fail closed, property: only library errors escape evaluate_image_text ---
+@settings(max_examples=50, deadline=None)
+@given(
+    images=_junk,
+    caption_image=_junk,
+    option=st.sampled_from(
+        [
+            "protocol",
+            "confidence",
+            "n_resamples",
+            "seed",
+            "similarity",
+            "metrics",
+            "images_without_captions",
+        ]
+    ),
+    value=_junk,
+)
+def test_image_text_raises_only_library_errors(images, caption_image, option, value):
+    _call(lambda: rc.evaluate_image_text(images, CAP, caption_image))
+    _call(lambda: rc.evaluate_image_text(IMG, CAP, CI, **{option: value}))
+    _call(lambda: rc.evaluate_image_text(IMG, CAP, caption_image, n_resamples=0))

@@ -1,11 +1,25 @@
-"""Bad input to the engine gets a clear error naming the array, the problem and the fix."""
+"""Bad input to the engine gets a clear error naming the array, the problem and the fix.
+
+The fail-closed battery (issue 12, below the first tests): scores beyond float32's range
+refused, labels of mixed or disagreeing types, ambiguous 0/1 relevance rows, big-endian,
+small and bfloat16 dtypes converted to the right numbers, bad options named, subnormal and
+tiny rows, and a property test that only the library's errors escape ``evaluate``.
+Cost: about 11 s at a load average of 14 (measured; the two float32-range sweeps and the
+hypothesis property test are most of it)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from shared_setup import engine_junk
+from shared_setup import only_library_errors as _call
 
 import retrieval_checks as rc
+
+torch = pytest.importorskip("torch")
 
 RNG = np.random.default_rng(0)
 
@@ -300,3 +314,459 @@ def test_consistent_relevance_lists_are_still_read():
     assert list(
         rc.evaluate(_Q, _G, relevance=[[0, 1], [], [2, 3, 4]], metrics=["map"]).n_relevant
     ) == [2, 0, 3]
+
+
+# --- fail closed (issue 12): scores beyond float32's range. X24 / Y24: 24 items of 4 classes
+# (X / Y above: 20 of 5) ---
+X24 = np.random.default_rng(12).normal(size=(24, 8)).astype(np.float32)
+Y24 = np.arange(24) % 4
+_junk = engine_junk()
+M = ["map", "hit_rate@1"]
+
+
+def _eval(x, sim, **kw):
+    return rc.evaluate(x, query_labels=Y24, metrics=M, similarity=sim, device="cpu", **kw)
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+@pytest.mark.parametrize(
+    "scale,word", [(1e20, "too large"), (1e-30, "too small"), (1e-22, "too small")]
+)
+@pytest.mark.parametrize("kind", ["np32", "np64", "torch64", "torch32"])
+def test_scores_that_overflow_or_underflow_float32_are_refused(sim, scale, word, kind):
+    x64 = X24.astype(np.float64) * scale
+    x = {
+        "np32": x64.astype(np.float32),
+        "np64": x64,
+        "torch64": torch.from_numpy(x64),
+        "torch32": torch.from_numpy(x64.astype(np.float32)),
+    }[kind]
+    with pytest.raises(rc.InputError, match=word) as info:
+        _eval(x, sim)
+    msg = str(info.value)
+    assert "queries" in msg and "float32" in msg and "normalise" in msg
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+def test_beyond_float32_values_refused_for_numpy_and_torch_alike(sim):
+    big = np.full((4, 2), 1e39)
+    for x in (big, torch.from_numpy(big)):
+        with pytest.raises(rc.InputError, match="beyond float32 range"):
+            rc.evaluate(x, query_labels=[0, 0, 1, 1], metrics=["map"], similarity=sim)
+
+
+def test_gallery_side_named_when_only_it_is_out_of_range():
+    with pytest.raises(rc.InputError, match="gallery"):
+        rc.evaluate(
+            X24,
+            X24.astype(np.float64) * 1e38,
+            query_labels=Y24,
+            gallery_labels=Y24,
+            metrics=M,
+            similarity="dot",
+        )
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-30, 1e200, 1e-200])
+@pytest.mark.parametrize("as_torch", [False, True])
+def test_cosine_is_scale_invariant_at_any_finite_scale(scale, as_torch):
+    base = _eval(X24, "cosine")
+    x = X24.astype(np.float64) * scale
+    got = _eval(torch.from_numpy(x) if as_torch else x, "cosine")
+    assert dict(got) == dict(base)
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+@pytest.mark.parametrize("scale", [1e-3, 1e3, 1e8])
+def test_moderate_scales_are_not_refused(sim, scale):
+    res = _eval(X24 * np.float32(scale), sim)
+    assert 0 < res["map"] <= 1
+
+
+# --- fail closed: labels ---
+@pytest.mark.parametrize(
+    "labels", [[1, "1"] * 12, ["a", 2] * 12, [1.0, "x"] * 12, [b"a", "a"] * 12]
+)
+def test_mixed_label_types_in_a_list_are_refused(labels):
+    with pytest.raises(rc.InputError, match="query_labels mixes label types") as info:
+        rc.evaluate(X24, query_labels=labels, metrics=M)
+    assert "one type" in str(info.value)
+
+
+def test_mixed_gallery_labels_named():
+    with pytest.raises(rc.InputError, match="gallery_labels mixes label types"):
+        rc.evaluate(X24, X24, query_labels=list(Y24), gallery_labels=[1, "1"] * 12, metrics=M)
+
+
+@pytest.mark.parametrize("q,g", [([1] * 24, ["1"] * 24), (["a"] * 24, list(range(24)))])
+def test_query_and_gallery_label_types_must_agree(q, g):
+    with pytest.raises(rc.InputError, match="convert both to the same type"):
+        rc.evaluate(X24, X24, query_labels=q, gallery_labels=g, metrics=M)
+
+
+def test_int_and_float_labels_are_one_kind():
+    assert (
+        rc.evaluate(X24, query_labels=[float(v) for v in Y24], metrics=M)["map"]
+        == _eval(X24, "cosine")["map"]
+    )
+
+
+def test_nan_labels_refused():
+    with pytest.raises(rc.InputError, match="NaN or Inf labels"):
+        rc.evaluate(X24, query_labels=np.where(Y24 == 0, np.nan, Y24), metrics=M)
+
+
+# --- fail closed: relevance ---
+R = Y24[:, None] == Y24[None, :]
+
+
+def test_zero_one_integer_rows_are_refused_as_ambiguous():
+    with pytest.raises(rc.InputError, match="zeros and ones") as info:
+        rc.evaluate(X24, X24, relevance=R.astype(int).tolist(), metrics=M)
+    assert "boolean" in str(info.value) and "indices" in str(info.value)
+
+
+def test_zero_one_rows_as_arrays_and_in_a_dict_refused():
+    with pytest.raises(rc.InputError, match="zeros and ones"):
+        rc.evaluate(X24, X24, relevance=list(R.astype(np.int64)), metrics=M)
+    with pytest.raises(rc.InputError, match="zeros and ones"):
+        rc.evaluate(X24, X24, relevance={i: list(R[i].astype(int)) for i in range(24)}, metrics=M)
+
+
+def test_the_unambiguous_forms_of_the_same_relevance_agree():
+    ref = rc.evaluate(X24, X24, relevance=R, metrics=M)
+    for rel in (
+        R.astype(int),
+        [np.flatnonzero(r).tolist() for r in R],
+        R.tolist(),
+        sp.csr_matrix(R),
+        torch.from_numpy(R),
+    ):
+        assert dict(rc.evaluate(X24, X24, relevance=rel, metrics=M)) == dict(ref)
+
+
+@pytest.mark.parametrize("value", [-1.0, np.nan, 0.5, np.inf])
+def test_sparse_relevance_values_other_than_0_1_refused(value):
+    """Negative, NaN, fractional and infinite values are neither 0/1 nor grades (whole
+    numbers >= 0, which are graded relevance)."""
+    m = sp.lil_matrix(R.astype(float))
+    m[0, 1] = value
+    with pytest.raises(rc.InputError, match="neither 0/1 nor grades") as info:
+        rc.evaluate(X24, X24, relevance=m.tocsr(), metrics=M)
+    assert "query 0, gallery item 1" in str(info.value)
+
+
+def test_sparse_explicit_zeros_are_not_relevant():
+    m = sp.csr_matrix(R.astype(float))
+    ref = rc.evaluate(X24, X24, relevance=m, metrics=M)
+    rows, cols = np.nonzero(~R)
+    z = sp.csr_matrix(
+        (
+            np.concatenate([m.data, np.zeros(rows.size)]),
+            (np.concatenate([m.tocoo().row, rows]), np.concatenate([m.tocoo().col, cols])),
+        ),
+        shape=m.shape,
+    )
+    assert z.nnz > m.nnz
+    assert dict(rc.evaluate(X24, X24, relevance=z, metrics=M)) == dict(ref)
+
+
+@pytest.mark.parametrize(
+    "rel,match",
+    [
+        (np.zeros((24, 24, 1), bool), "shape"),
+        ({True: [0]}, "keys must be query indices"),
+        ({99: [0]}, "keys must be query indices"),
+        ([[0.5]] * 24, "integer gallery indices"),
+        ([[30]] * 24, "outside"),
+        ([[0]] * 3, "one entry per query"),
+        (sp.csr_matrix((3, 3)), "shape"),
+        (5, "must be a scipy sparse matrix"),
+    ],
+)
+def test_bad_relevance_forms_name_the_argument(rel, match):
+    with pytest.raises(rc.InputError, match=match) as info:
+        rc.evaluate(X24, X24, relevance=rel, metrics=M)
+    assert "relevance" in str(info.value)
+
+
+# --- fail closed: dtypes converted (big-endian, small, bfloat16) ---
+@pytest.mark.parametrize("dtype", [">f4", ">f8", "<f2", ">i4"])
+def test_big_endian_and_small_dtypes_are_converted(dtype):
+    x = (X24 * 4).round() if dtype.endswith("i4") else X24
+    ref = _eval(x.astype(np.float32), "cosine")
+    got = _eval(x.astype(dtype), "cosine")
+    if dtype == "<f2":
+        assert got["map"] == pytest.approx(ref["map"], abs=0.05)
+    else:
+        assert dict(got) == dict(ref)
+
+
+def test_big_endian_labels_and_gallery():
+    ref = rc.evaluate(X24, X24, query_labels=Y24, gallery_labels=Y24, metrics=M, device="cpu")
+    got = rc.evaluate(
+        X24.astype(">f4"),
+        X24.astype(">f8"),
+        query_labels=Y24.astype(">i8"),
+        gallery_labels=Y24.astype(">i2"),
+        metrics=M,
+        device="numpy",
+    )
+    assert dict(got) == dict(ref)
+
+
+@pytest.mark.parametrize("device", ["cpu", "numpy"])
+def test_bfloat16_tensors_are_converted(device):
+    xb = torch.from_numpy(X24).bfloat16()
+    ref = _eval(xb.float().numpy(), "cosine")
+    assert dict(rc.evaluate(xb, query_labels=Y24, metrics=M, device=device)) == dict(ref)
+    labels = torch.from_numpy(Y24).bfloat16()
+    assert rc.evaluate(X24, query_labels=labels, metrics=M)["map"] == _eval(X24, "cosine")["map"]
+
+
+# --- fail closed: plain mistakes, options, the config a result carries ---
+@pytest.mark.parametrize(
+    "x,match",
+    [
+        (np.full((4, 3), np.nan), "NaN or Inf"),
+        (np.array([[1.0, np.inf], [0, 1]]), "NaN or Inf"),
+        (torch.full((4, 3), float("nan")), "NaN or Inf"),
+        (np.zeros((0, 3)), "empty"),
+        (np.zeros((3, 0)), "zero columns"),
+        (np.ones(5), "must be 2-D"),
+        (np.array([["a", "b"]] * 4), "numeric"),
+        (np.zeros((4, 3)), "all-zero"),
+        (None, "is None"),
+    ],
+)
+def test_bad_embeddings_name_queries_and_the_fix(x, match):
+    with pytest.raises(rc.InputError, match=match) as info:
+        rc.evaluate(
+            x,
+            query_labels=[0, 0, 1, 1][: len(x)] if x is not None and np.ndim(x) == 2 else [0, 1],
+            metrics=M,
+        )
+    assert "queries" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(metrics=["mAP@R", "no_such_metric"]), "no_such_metric"),
+        (dict(metrics=[]), "metrics is empty"),
+        (dict(metrics=["map"], similarity="cos"), "similarity"),
+        (dict(metrics=["map"], ties="random"), "ties"),
+        (dict(metrics=["map"], empty_queries="drop"), "empty_queries"),
+        (dict(metrics=["map"], confidence=95), "did you mean 0.95"),
+        (dict(metrics=["map"], confidence=float("nan")), "confidence"),
+        (dict(metrics=["map"], group_seed=-1), "group_seed"),
+        (dict(metrics=["map"], group_seed="a"), "group_seed"),
+        (dict(metrics=["map"], progress="yes"), "progress"),
+        (dict(metrics=["map"], tile=(0, 16)), "tile"),
+        (dict(metrics=["map"], max_memory="lots"), "max_memory"),
+        (dict(metrics=["map"], device="gpu"), "device"),
+        (dict(metrics=["hit_rate@99"]), "K=99"),
+    ],
+)
+def test_bad_options_name_the_option(kwargs, match):
+    with pytest.raises(rc.InputError, match=match):
+        rc.evaluate(X24, query_labels=Y24, **kwargs)
+
+
+def test_shape_mismatches_name_both_sides():
+    with pytest.raises(rc.InputError, match="dimension 8 but gallery has dimension 3"):
+        rc.evaluate(X24, X24[:, :3], query_labels=Y24, gallery_labels=Y24, metrics=M)
+    with pytest.raises(rc.InputError, match="query_labels has 3 labels but there are 24 items"):
+        rc.evaluate(X24, query_labels=Y24[:3], metrics=M)
+
+
+def test_no_shared_labels_is_an_empty_queries_error():
+    with pytest.raises(rc.EmptyQueriesError, match="share values"):
+        rc.evaluate(X24, X24, query_labels=Y24, gallery_labels=Y24 + 10, metrics=M)
+
+
+def test_evaluate_config_carries_confidence_and_seed():
+    res = rc.evaluate(X24, query_labels=Y24, metrics=M, confidence=0.8, group_seed=7)
+    assert res.config["confidence"] == 0.8 and res.config["seed"] == 7
+
+
+# --- fail closed, property: only library errors escape evaluate ---
+@settings(max_examples=50, deadline=None)
+@given(
+    queries=_junk,
+    labels=_junk,
+    metrics=_junk,
+    option=st.sampled_from(
+        [
+            "similarity",
+            "ties",
+            "empty_queries",
+            "group_size",
+            "group_seed",
+            "confidence",
+            "tile",
+            "device",
+            "max_memory",
+        ]
+    ),
+    value=_junk,
+)
+def test_evaluate_raises_only_library_errors(queries, labels, metrics, option, value):
+    _call(lambda: rc.evaluate(queries, query_labels=labels, metrics=metrics))
+    _call(
+        lambda: rc.evaluate(
+            np.ones((4, 3)) + np.arange(4)[:, None],
+            query_labels=[0, 0, 1, 1],
+            metrics=["map"],
+            **{option: value},
+        )
+    )
+    _call(lambda: rc.evaluate(X24, X24, relevance=labels, metrics=["map"]))
+    _call(lambda: rc.evaluate(X24, query_labels=labels, metrics=["map"]))
+
+
+# --- fail closed (review of issue 12): subnormal and tiny rows ---
+X60 = np.random.default_rng(0).normal(size=(60, 8)).astype(np.float32)
+
+
+Y60 = np.arange(60) % 6
+
+
+@pytest.mark.parametrize("device", ["auto", "numpy", "torch-cpu", "cpu"])
+@pytest.mark.parametrize("kind", ["np64", "torch64"])
+def test_cosine_of_subnormal_rows_equals_the_unscaled_result_on_every_backend(device, kind):
+    want = rc.evaluate(X60, query_labels=Y60, metrics=["map"], device="numpy")["map"]
+    x64 = X60.astype(np.float64) * 1e-310
+    x = torch.from_numpy(x64) if kind == "torch64" else x64
+    got = rc.evaluate(x, query_labels=Y60, metrics=["map"], device=device)["map"]
+    assert got == pytest.approx(want, abs=1e-12)
+    assert got < 0.9
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+@pytest.mark.parametrize("kind", ["np64", "torch64"])
+def test_many_tiny_rows_beside_one_ordinary_row_are_refused(sim, kind):
+    x64 = np.vstack([X60[:-1].astype(np.float64) * 1e-25, X60[-1:]])
+    x = torch.from_numpy(x64) if kind == "torch64" else x64
+    with pytest.raises(rc.InputError, match="rows too small for float32") as info:
+        rc.evaluate(x, query_labels=Y60, metrics=["map"], similarity=sim)
+    msg = str(info.value)
+    assert "queries" in msg and "normalise" in msg and "rescale" in msg
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+def test_tiny_query_rows_against_an_ordinary_gallery_with_dot_are_judged_per_row(sim):
+    q = np.vstack([X60[:9].astype(np.float64) * 1e-40, X60[9:10]])
+    g = np.vstack([X60[:30].astype(np.float64) * 1e-5, X60[30:]])
+    if sim == "dot":  # the largest score is ordinary, those of the tiny queries underflow
+        with pytest.raises(rc.InputError, match="queries and gallery hold rows too small") as info:
+            rc.evaluate(
+                q, g, query_labels=Y60[:10], gallery_labels=Y60, metrics=["map"], similarity=sim
+            )
+        assert "row norms" in str(info.value) and "normalise" in str(info.value)
+    else:  # distances to ordinary gallery rows are ordinary
+        got = rc.evaluate(
+            q, g, query_labels=Y60[:10], gallery_labels=Y60, metrics=["map"], similarity=sim
+        )
+        assert 0 <= got["map"] <= 1
+
+
+@pytest.mark.parametrize("sim", ["dot", "neg_l2"])
+def test_one_tiny_row_and_zero_rows_are_not_refused(sim):
+    base = np.vstack([X60[:-1], X60[-1:] * 1e-6]).astype(np.float64)
+    want = rc.evaluate(base, query_labels=Y60, metrics=["map"], similarity=sim)["map"]
+    one = np.vstack([X60[:-1], X60[-1:] * 1e-30]).astype(np.float64)
+    assert rc.evaluate(one, query_labels=Y60, metrics=["map"], similarity=sim)[
+        "map"
+    ] == pytest.approx(want)
+    zeros = X60.copy()
+    zeros[:3] = 0
+    assert 0 <= rc.evaluate(zeros, query_labels=Y60, metrics=["map"], similarity=sim)["map"] <= 1
+    ints = np.random.default_rng(3).integers(-3, 4, size=(60, 8))
+    assert 0 <= rc.evaluate(ints, query_labels=Y60, metrics=["map"], similarity=sim)["map"] <= 1
+
+
+# --- fail closed (review of issue 12): labels, ids, relevance, a huge K ---
+@pytest.mark.parametrize("arg", ["query_labels", "query_ids"])
+@pytest.mark.parametrize(
+    "values", [[None] * 60, [1, None] * 30, np.array([None] * 60), np.array(["a", None] * 30)]
+)
+def test_none_labels_and_ids_say_they_may_not_be_none(arg, values):
+    kw = {"query_labels": Y60, arg: values}
+    with pytest.raises(rc.InputError, match=f"{arg} holds None") as info:
+        rc.evaluate(X60, metrics=["map"], **kw)
+    msg = str(info.value)
+    assert "may not be None" in msg and "placeholder" in msg and "e.g. 1 and '1'" not in msg
+
+
+@pytest.mark.parametrize(
+    "q,g,words",
+    [
+        ((np.arange(10) % 2).astype(bool), Y60, ("booleans", "integers", "astype(int)")),
+        ([True, False] * 5, list(Y60), ("booleans", "integers", "astype(int)")),
+        ([b"a"] * 10, ["a"] * 60, ("bytes strings", "strings", "decode")),
+        (np.array([b"a"] * 10), np.array(["a"] * 60), ("bytes strings", "strings", "decode")),
+        (np.arange(10).astype(str), Y60, ("strings", "integers", "str(label)")),
+    ],
+)
+def test_labels_of_different_kinds_across_sides_are_refused(q, g, words):
+    with pytest.raises(rc.InputError, match="query_labels are") as info:
+        rc.evaluate(X60[:10], X60, query_labels=q, gallery_labels=g, metrics=["map"])
+    assert all(w in str(info.value) for w in words) and "gallery_labels" in str(info.value)
+
+
+def test_ids_of_different_kinds_across_sides_are_refused():
+    with pytest.raises(
+        rc.InputError, match="query_ids are bytes strings but gallery_ids are strings"
+    ):
+        rc.evaluate(
+            X60[:10],
+            X60,
+            query_labels=Y60[:10],
+            gallery_labels=Y60,
+            query_ids=[b"a"] * 10,
+            gallery_ids=["a"] * 60,
+            metrics=["map"],
+        )
+
+
+def test_labels_of_one_kind_still_match():
+    want = rc.evaluate(X60[:10], X60, query_labels=Y60[:10], gallery_labels=Y60, metrics=["map"])[
+        "map"
+    ]
+    for q, g in [
+        (Y60[:10].astype(float), Y60),
+        (Y60[:10].astype(str).astype("S"), Y60.astype(str).astype("S")),
+        ([str(v) for v in Y60[:10]], [str(v) for v in Y60]),
+    ]:
+        assert (
+            rc.evaluate(X60[:10], X60, query_labels=q, gallery_labels=g, metrics=["map"])["map"]
+            == want
+        )
+    b = (Y60 % 2).astype(bool)
+    assert 0 <= rc.evaluate(X60, query_labels=b, metrics=["map"])["map"] <= 1
+
+
+@pytest.mark.parametrize("rel", ["abc", b"abc", "x" * 500])
+def test_a_string_is_not_a_relevance(rel):
+    with pytest.raises(rc.InputError, match="not a relevance") as info:
+        rc.evaluate(X60, relevance=rel, metrics=["map"])
+    msg = str(info.value)
+    assert "boolean" in msg and "list of relevant gallery indices" in msg and len(msg) < 400
+
+
+@pytest.mark.parametrize("first", [[[1]], [[1, 2], [3, 4]], np.array([[1]])])
+def test_nested_relevance_rows_are_refused(first):
+    with pytest.raises(rc.InputError, match=r"relevance\[0\] is nested") as info:
+        rc.evaluate(X60, relevance=[first] + [[2]] * 59, metrics=["map"])
+    assert "flat list" in str(info.value)
+
+
+def test_a_huge_k_is_not_echoed_in_full():
+    with pytest.raises(rc.InputError, match="K=a 39-digit number") as info:
+        rc.evaluate(X60, query_labels=Y60, metrics=["recall@" + "9" * 39])
+    assert len(str(info.value)) < 300 and "use K <= 59" in str(info.value)
+    # past 40 characters the name itself is refused, before any number is built (issue 25)
+    with pytest.raises(rc.MetricNameError, match="at most 40 are read") as info:
+        rc.evaluate(X60, query_labels=Y60, metrics=["recall@" + "9" * 400])
+    assert len(str(info.value)) < 300
