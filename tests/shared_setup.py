@@ -215,6 +215,44 @@ def only_library_errors(fn):
         pass
 
 
+#: a run's metadata and a gate record with both bounds and skipped queries: the history of
+#: the tracking tests' ``db`` fixture (tests/tracking/conftest.py) and their own records
+HISTORY_META = {
+    "started": "2026-01-01T00:00:00+00:00",
+    "git_commit": "abc123",
+    "git_dirty": 0,
+    "machine": "m",
+}
+HISTORY_GATE = {
+    "test": "t.py::test_a",
+    "metric": "map",
+    "gate": "assert_metric",
+    "value": 0.72,
+    "low": 0.65,
+    "high": 0.78,
+    "threshold": 0.5,
+    "comparison": "between",
+    "on": "value",
+    "bounds": {"at_least": 0.5, "at_most": 0.9},
+    "passed": True,
+    "n": 40,
+    "unit": "queries",
+    "n_used": 40,
+    "n_skipped": 10,
+    "warnings": ["10 of 50 queries skipped"],
+}
+
+
+def history_cli(*args):
+    """``retrieval-checks ARGS`` in process: (exit code, what it printed to stdout)."""
+    import io
+
+    from retrieval_checks.tracking import main as cli
+
+    out = io.StringIO()
+    return cli(list(args), out=out), out.getvalue()
+
+
 def ranx_evaluate(qrels: dict, run: dict, metrics):
     """``ranx.evaluate`` of ``metrics`` (a list, or one name) on a ``{qid: {docid: grade}}``
     qrels and a ``{qid: {docid: score}}`` run, as ``{metric: value}``: ranx's own

@@ -2,15 +2,21 @@
 metric's attainable range (from the registry), ticks are round numbers evenly spaced,
 the precision-recall axis spans [0, 1] with the curve inside its frame, detail numbers
 are formatted, a sweep names its model; and ``retrieval-checks report`` of a stored run
-shows what the live report of that session showed (pytester, in-process)."""
+shows what the live report of that session showed (pytester, in-process). Fail closed
+(issue 12, at the end): every text field read back from the history is escaped, a damaged
+numeric field is formatted or escaped, a history with garbage in it says so instead of
+being drawn."""
 
 from __future__ import annotations
 
 import re
+import sqlite3
 from decimal import Decimal
 
 import numpy as np
 import pytest
+from shared_setup import HISTORY_GATE as GATE
+from shared_setup import HISTORY_META as META
 
 from retrieval_checks.metrics import metric_spec
 from retrieval_checks.tracking import History, main, render_report
@@ -271,3 +277,67 @@ def test_the_stored_report_shows_what_the_live_one_did(pytester):
     )
     assert set(live_fields) <= set(stored_fields)  # the stored run adds its row ids, loses nothing
     assert np.isfinite(float(dict(live_fields)["value"]))
+
+
+# --- fail closed (issue 12): the report escapes every field read back from the history ---
+HOSTILE = "<script>alert('x')</script>\"'><img src=x onerror=alert(1)>"
+
+
+def _assert_no_markup(page: str) -> None:
+    assert "<script>alert" not in page and "<img" not in page and "onerror=alert(1)>" not in page
+    assert page.count("<script>") == 1  # the report's own script only
+
+
+@pytest.mark.parametrize(
+    "field", ["test", "suite", "model", "dataset", "metric", "gate", "comparison", "on", "unit"]
+)
+def test_report_escapes_every_text_field_read_back_from_the_history(tmp_path, field):
+    path = tmp_path / "h.sqlite"
+    h = History(path)
+    hostile = {**GATE, field: HOSTILE}
+    h.record({**META, "command": HOSTILE, "machine": HOSTILE, "git_commit": HOSTILE}, [hostile])
+    h.record(META, [hostile])
+    outcomes = h.results(2)
+    page = render_report(outcomes, run=h.runs()[0], history=h)
+    _assert_no_markup(page)
+    assert "&lt;script&gt;" in page
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "value",
+        "low",
+        "high",
+        "threshold",
+        "n",
+        "n_used",
+        "n_skipped",
+        "bounds",
+        "warnings",
+        "confidence",
+        "passed",
+    ],
+)
+def test_report_formats_or_escapes_a_damaged_numeric_field(field):
+    value = {"bounds": {"at_least": HOSTILE}, "warnings": [HOSTILE]}.get(field, HOSTILE)
+    page = render_report([{**GATE, field: value}], run={"id": HOSTILE, "exitstatus": HOSTILE})
+    _assert_no_markup(page)
+
+
+def test_report_with_garbage_in_the_history_says_so_instead_of_drawing_it(db):
+    con = sqlite3.connect(db)
+    con.execute(
+        f"UPDATE results SET value={sqlite3.connect(':memory:').execute('SELECT quote(?)', (HOSTILE,)).fetchone()[0]} "
+        "WHERE id=1"
+    )
+    con.commit()
+    con.close()
+    page = render_report([GATE], run={"id": 1}, history=History(db))
+    _assert_no_markup(page)
+    assert "history not shown" in page and "results row 1" in page
+
+
+def test_report_numbers_are_formatted():
+    page = render_report([{**GATE, "value": 0.123456789}], run={"id": 1})
+    assert ">0.1235</td>" in page
