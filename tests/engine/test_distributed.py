@@ -1025,9 +1025,13 @@ def test_the_ddp_example_gives_every_rank_the_global_metrics(runs):
 def test_the_benchmark_runs_and_checks_its_ranks(capsys, monkeypatch):
     """benchmarks/bench_distributed.py at a tiny size and world size 2 only: its table,
     and every rank's values equal to one process (main returns 1 otherwise); timings are
-    not checked. Its main runs here (the ranks and its one-process row are spawned by the
-    script itself): a subprocess for the script and world size 1 cost two more interpreters."""
+    not checked. Its main runs here, and so does its one-process row (``_single``, which
+    the script spawns so that its memory figures are its own: here it would cost an
+    interpreter, a torch import and the kernels' load); the two ranks are spawned by the
+    script itself, as it does."""
     import importlib.util
+
+    import torch.multiprocessing as mp
 
     script = os.path.join(
         os.path.dirname(__file__), "..", "..", "benchmarks", "bench_distributed.py"
@@ -1037,8 +1041,23 @@ def test_the_benchmark_runs_and_checks_its_ranks(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "bench_distributed", bench)  # the spawned ranks import it
     monkeypatch.syspath_prepend(os.path.dirname(script))
     spec.loader.exec_module(bench)
-    code = bench.main(["--n", "2000", "--d", "16", "--worlds", "2"])
+    spawn, spawned = mp.start_processes, []
+
+    def start_processes(fn, args=(), nprocs=1, **kw):
+        spawned.append((fn.__name__, nprocs))
+        if fn is not bench._single:
+            return spawn(fn, args=args, nprocs=nprocs, **kw)
+        threads = torch.get_num_threads()
+        try:
+            fn(0, *args)  # what a spawned process runs: (its index, *args)
+        finally:
+            torch.set_num_threads(threads)
+
+    monkeypatch.setattr(mp, "start_processes", start_processes)
+    code = bench.main(["--n", "400", "--d", "16", "--worlds", "2"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "| 2 | 1 | 1000 |" in out and "equal to one process on every rank: yes" in out
+    assert spawned == [("_single", 1), ("_rank", 2)]
+    assert "| 2 | 1 | 200 |" in out and "equal to one process on every rank: yes" in out
+    assert "| one process | - | 400 |" in out
     assert "| 1 | 0 |" not in out  # only the world size asked for
