@@ -1,7 +1,14 @@
 """The average tie policy (McSherry & Najork, ECIR 2008): the expected value of every rank
 metric over all orderings of tied items, from counts (``metrics._ties``), against an
 oracle that enumerates the orderings; the pessimistic and optimistic ranks as the bounds
-of the rank-monotone metrics; the true bounds of map@K; groups of a million tied items."""
+of the rank-monotone metrics; the true bounds of map@K; groups of a million tied items.
+
+Cost: about 10 CPU-s (2026-11-28, 2-core machine): the hypothesis enumeration (200
+examples) about 4 s; the million-item groups about 1, 1 and 1.6 CPU-s of O(t) reference
+for r = 1, 2, 5 (``order_statistics`` builds the falling products once, map's sum takes
+one pass: 8.0 -> 3.7 CPU-s for the three, the same values to 1.3e-16). r = 5 stays in the
+default run: it alone reaches the positive series of the expected reciprocal rank
+(r (s + 1) > 6 (t + 1) at s = 3e6, t = 1e6)."""
 
 from __future__ import annotations
 
@@ -309,6 +316,25 @@ def order_statistic(i, r, n, x):
     )
 
 
+def order_statistics(r, n, x):
+    """``[order_statistic(i, r, n, x) for i in 1 .. r]``, the same products computed once
+    (``falling(a, k)`` for each k is the previous one times one more factor): O(r) passes
+    over x instead of O(r^2)."""
+    ones = np.ones_like(x, dtype=np.float64)
+    low, high = [ones], [ones]  # falling(x - 1, k), falling(n - x, k) for k = 0 .. r - 1
+    for j in range(r - 1):
+        low.append(low[-1] * np.maximum(x - 1.0 - j, 0))
+        high.append(high[-1] * np.maximum(n - x * 1.0 - j, 0))
+    return [
+        low[i - 1]
+        / math.factorial(i - 1)
+        * high[r - i]
+        / math.factorial(r - i)
+        / float(math.comb(n, r))
+        for i in range(1, r + 1)
+    ]
+
+
 def large_reference(before, r, t, s, K):
     """Independent O(t) values for a query whose relevant items are ``before`` (1-based
     ranks of untied relevant items above the group) then a group of r relevant and t
@@ -316,15 +342,18 @@ def large_reference(before, r, t, s, K):
     n, c = r + t, len(before)
     R = c + r
     x = np.arange(1, n + 1, dtype=np.float64)
-    P = [order_statistic(i, r, n, x) for i in range(1, r + 1)]
+    P = order_statistics(r, n, x)
     above = math.fsum(Fraction(i, b) for i, b in enumerate(before, 1))
     m = max(0, min(K - s, n))  # slots of the group inside the top K
+    # map's O(t) sum: the r terms of each slot added first (positive terms: a relative
+    # error of at most r ulps per slot), then one exact fsum over the slots, far inside
+    # the 1e-12 the test asks for, in one pass over the million slots instead of r
+    ap_terms = sum(P[i - 1] * (c + i) for i in range(1, r + 1)) / (s + x)
     out = {
-        "map": (above + math.fsum(math.fsum(P[i - 1] * (c + i) / (s + x)) for i in range(1, r + 1)))
-        / R,
+        "map": (above + math.fsum(ap_terms)) / R,
         f"map_cut@{K}": (
             above
-            + math.fsum(math.fsum((P[i - 1] * (c + i) / (s + x))[:m]) for i in range(1, r + 1))
+            + math.fsum(math.fsum(P[i - 1][:m] * (c + i) / (s + x[:m])) for i in range(1, r + 1))
         )
         / R,
         f"recall@{K}": (c + math.fsum(math.fsum(P[i - 1][:m]) for i in range(1, r + 1))) / R,
