@@ -2,18 +2,20 @@
 ``evaluate`` on the concatenated shards, bit for bit.
 
 Ranks are real processes (``torch.multiprocessing``) on Gloo with a ``file://``
-rendezvous in ``tmp_path``. Each world size (1, 2, 3) runs every scenario in one
-launch (world size 1 in the test's own process: a group of one needs no other); the
-shards are uneven (an empty one at world size 3), the gallery's shard
+rendezvous in ``tmp_path``. Each world size (1, 2, 3) runs every scenario: world
+size 1 in the test's own process (a group of one needs no other), 3 and 2 in one launch
+of three ranks (world size 2 on the subgroup of ranks 0 and 1, after the world-size-3
+scenarios); the shards are uneven (an empty one at world size 3), the gallery's shard
 boundaries differ from the queries', duplicate vectors straddle the boundaries, the
 data are tie-heavy integers and Gaussian floats, query and gallery ids overlap, and
 relevance comes from labels and explicit (binary and graded) rows. Every metric
 value, per-query array, tie value, first relevant rank, pair count, threshold and
 PR-curve point is compared with ``==`` / ``array_equal``.
 
-Cost: about 87 CPU-s for the file alone (5 spawned ranks, each a torch import and the
-kernels' load, and bench_distributed's 3 processes); add a scenario to a launch, not a
-launch.
+Cost: about 54 CPU-s for the file (measured at a load average of 14; 75 before with
+five spawned ranks and bench_distributed's three processes): three spawned ranks, each
+an interpreter, a torch import and the kernels' load (~6 CPU-s), and bench_distributed's
+two; add a scenario to the launch, not a launch.
 """
 
 from __future__ import annotations
@@ -557,21 +559,34 @@ def _outcome(fn):
 
 
 def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> None:
+    """Runs the job's scenarios on this rank: each a (world size, scenario) pair, on the
+    whole group when the world size is the launch's, else on the subgroup of the first
+    ranks (its ranks run it, the others skip it), so that one launch serves two world
+    sizes. Results under ``results[world size][name]``."""
     _init(rank, world, init_file)
     try:
         with open(job, "rb") as fh:
             scenarios = pickle.load(fh)
-        results = {"_gallery_rows": []}
-        _record_shard_rows(results["_gallery_rows"])
-        for sc in scenarios:
+        sizes = sorted({w for w, _ in scenarios})
+        groups = {  # every rank makes every group (new_group is a collective of the world)
+            w: dist.group.WORLD if w == world else dist.new_group(list(range(w))) for w in sizes
+        }
+        results = {w: {"_gallery_rows": []} for w in sizes if rank < w}
+        sink = [None]
+        _record_shard_rows(sink)
+        for w, sc in scenarios:
+            if rank >= w:
+                continue
+            group, mine = groups[w], results[w]
+            sink[0] = mine["_gallery_rows"]
             if sc.get("entry") == "example":  # examples/ddp_validation.py on this group
                 try:
-                    results[sc["name"]] = ("ok", _example_run(rank, world))
+                    mine[sc["name"]] = ("ok", _example_run(rank, w, group))
                 except Exception as exc:  # recorded for the parent, as _outcome does
-                    results[sc["name"]] = ("error", type(exc).__name__, str(exc))
+                    mine[sc["name"]] = ("error", type(exc).__name__, str(exc))
                 continue
             own = sc.get("rank_scenario", {}).get(rank, sc)  # a rank may make another call
-            Q, G, kw = _shard(own, rank, world)
+            Q, G, kw = _shard(own, rank, w)
             kw.update(sc.get("rank_kw", {}).get(rank, {}))
             Q = kw.pop("queries", Q)
             if sc.get("explode_on") == rank:
@@ -580,9 +595,7 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
                         pickle.dump(results, fh)
                 _explode_in_second_block(sc.get("how", "raise"))
             entry = rc.evaluate_image_text if own.get("entry") == "image_text" else rc.evaluate
-            results[sc["name"]] = _outcome(
-                lambda: entry(Q, G, process_group=dist.group.WORLD, **kw)
-            )
+            mine[sc["name"]] = _outcome(lambda: entry(Q, G, process_group=group, **kw))
             _restore()
         with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
             pickle.dump(results, fh)
@@ -598,15 +611,16 @@ def _worker(rank: int, world: int, init_file: str, job: str, out_dir: str) -> No
 _SAVED = {}
 
 
-def _record_shard_rows(rows: list) -> None:
-    """Record (rank's gallery rows, rows of its padded float32 gallery, chunk width) of every pass."""
+def _record_shard_rows(sink: list) -> None:
+    """Record (rank's gallery rows, rows of its padded float32 gallery, chunk width) of
+    every pass, in the list ``sink[0]`` (the world size's list, set before each scenario)."""
     from retrieval_checks.engine.distributed import _sharded as _distributed
 
     original = _distributed.prepare_problem
 
     def prepare(plan, queries, gallery, **kw):
         p = original(plan, queries, gallery, **kw)
-        rows.append((p.g1 - p.g0, int(p.Gp.shape[0]), p.c, p.n_g))
+        sink[0].append((p.g1 - p.g0, int(p.Gp.shape[0]), p.c, p.n_g))
         return p
 
     _distributed.prepare_problem = prepare
@@ -637,12 +651,12 @@ def _restore() -> None:
         _stream.run_block = _SAVED.pop("run_block")
 
 
-def _launch(tmp_path, world: int, scenarios: list[dict], timeout: float = 300.0) -> list:
-    """Run ``scenarios`` on ``world`` ranks (``timeout``: when a rank still running is a
-    hang; generous, since a busy machine slowed a 2-minute limit's launches past it);
-    each rank's {name: outcome} with its exit
-    code under ``"_exitcode"`` (a rank that died wrote what it had before), or the exit
-    code alone where it wrote none."""
+def _launch(tmp_path, world: int, scenarios: list[tuple], timeout: float = 300.0) -> list:
+    """Run ``scenarios`` ((world size, scenario) pairs, :func:`_worker`) on ``world``
+    ranks (``timeout``: when a rank still running is a hang; generous, since a busy
+    machine slowed a 2-minute limit's launches past it); each rank's {world size: {name:
+    outcome}} with its exit code under ``"_exitcode"`` (a rank that died wrote what it
+    had before), or the exit code alone where it wrote none."""
     import torch.multiprocessing as mp
 
     job = tmp_path / f"job{world}.pkl"
@@ -681,7 +695,7 @@ def _launch_here(tmp_path, scenarios: list[dict]) -> list:
     from retrieval_checks.engine.distributed import _sharded
 
     job = tmp_path / "job1.pkl"
-    job.write_bytes(pickle.dumps(scenarios))
+    job.write_bytes(pickle.dumps([(1, sc) for sc in scenarios]))
     out = tmp_path / "out1"
     out.mkdir()
     threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
@@ -697,7 +711,7 @@ def _launch_here(tmp_path, scenarios: list[dict]) -> list:
             os.environ["OMP_NUM_THREADS"] = omp
         _restore()
     assert not dist.is_initialized()
-    return [dict(pickle.loads((out / "rank0.pkl").read_bytes()), _exitcode=0)]
+    return [dict(pickle.loads((out / "rank0.pkl").read_bytes())[1], _exitcode=0)]
 
 
 def _single(sc: dict):
@@ -802,21 +816,38 @@ def _rank_dies() -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Each world size launched once, with every scenario (world size 2 also runs the
-    different calls of test_ranks_calling_different_functions..., the DDP example and,
-    last, a rank that dies: one launch of 2 ranks instead of five)."""
+    """World size 1 in this process; world sizes 2 and 3 in one launch of three ranks:
+    every world-size-3 scenario on the whole group, then every world-size-2 one on the
+    subgroup of ranks 0 and 1 (rank 2 skips them), with the different calls of
+    test_ranks_calling_different_functions..., the DDP example and, last, a rank that
+    dies. One launch instead of two (a rank costs an interpreter, a torch import and the
+    kernels' load); a group of two that is a subgroup takes the path of a whole group
+    (the library asks the group for its ranks), and tests it too."""
     cache = {}
 
     def get(world: int):
-        if world not in cache:
-            tmp = tmp_path_factory.mktemp(f"world{world}")
-            scenarios = _scenarios() + (_failures(world, tmp) if world > 1 else [])
-            if world == 2:
-                scenarios += _calls_differ()
-                scenarios += [dict(name="ddp-example", entry="example"), _rank_dies()]
-            launch = _launch if world > 1 else lambda tmp, _world, sc: _launch_here(tmp, sc)
-            cache[world] = launch(tmp, world, scenarios)
-            cache[world, "tmp"] = tmp
+        if world in cache:
+            return cache[world]
+        if world == 1:
+            tmp = tmp_path_factory.mktemp("world1")
+            cache[1], cache[1, "tmp"] = _launch_here(tmp, _scenarios()), tmp
+            return cache[1]
+        tmps = {w: tmp_path_factory.mktemp(f"world{w}") for w in (2, 3)}
+        job = [(3, sc) for sc in _scenarios() + _failures(3, tmps[3])]
+        job += [
+            (2, sc)
+            for sc in _scenarios()
+            + _failures(2, tmps[2])
+            + _calls_differ()
+            + [dict(name="ddp-example", entry="example"), _rank_dies()]
+        ]
+        ranks = _launch(tmps[3], 3, job)
+        for w in (2, 3):
+            cache[w] = [
+                dict(r[w], _exitcode=r["_exitcode"]) if isinstance(r, dict) else r
+                for r in ranks[:w]
+            ]
+            cache[w, "tmp"] = tmps[w]
         return cache[world]
 
     get.cache = cache
@@ -987,11 +1018,11 @@ def _example():
     return module
 
 
-def _example_run(rank: int, world: int):
+def _example_run(rank: int, world: int, group):
     """On a rank: the example's validate (it evaluates and gates; an exception if the
     gate fails) and the rank's embeddings, as (summary, embeddings)."""
     ex = _example()
-    result = ex.validate(dist.group.WORLD, rank, world)  # evaluates and gates
+    result = ex.validate(group, rank, world)  # evaluates and gates
     inputs, _ = ex.validation_set()
     with torch.no_grad():
         emb = ex.model()(torch.from_numpy(inputs[ex.rank_slice(len(inputs), rank, world)])).numpy()
