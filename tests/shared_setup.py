@@ -332,3 +332,30 @@ def write_suite(root, text, name="rc_suite.yaml"):
     else:
         p.write_text(text)
     return p
+
+
+SKIPPING_TEST = """
+import numpy as np
+import retrieval_checks as rc
+
+def test_gate():
+    y = np.array([0, 0, 1, 1, 2, 3, 4, 5])  # 4 of 8 queries have no relevant item
+    x = np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32)
+    rc.assert_metric(rc.evaluate(x, query_labels=y, metrics=["map"]), "map", at_least=0.05, at_most=0.99GATE_ARGS)
+"""
+
+
+def skipping_project(pytester, gate_args=""):
+    """A pytester project of one plain test whose gate (map in [0.05, 0.99]) skips 4 of
+    its 8 queries (no relevant item); ``gate_args`` are more keyword arguments of the gate,
+    e.g. ``", max_skipped=5"``."""
+    pytester.makepyfile(test_gate=SKIPPING_TEST.replace("GATE_ARGS", gate_args))
+
+
+def strict_json_loads(text: str):
+    """``json.loads`` that refuses NaN, Infinity and -Infinity (strict JSON)."""
+
+    def refuse(name):
+        raise ValueError(f"not strict JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
