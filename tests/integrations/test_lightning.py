@@ -13,47 +13,61 @@ import warnings
 import numpy as np
 import pytest
 
-pytest.importorskip("lightning")
 torch = pytest.importorskip("torch")
 
-import lightning.pytorch as pl  # noqa: E402
 from _integration_data import blobs  # noqa: E402
-from lightning.pytorch.loggers import CSVLogger  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.integrations import (  # noqa: E402
-    DiscriminantRatioMonitor,
-    RetrievalChecksCallback,
-)
+
+# Lightning (and the integrations' Lightning classes, which import it) is imported by the
+# module's autouse fixture, not at collection: the import costs seconds (tens of seconds
+# on a loaded 2-core machine), paid by every xdist worker that collects this module, also
+# those that run none of its tests. Skipped, saying why, where it is not installed.
+pl = CSVLogger = DiscriminantRatioMonitor = RetrievalChecksCallback = Embedder = None
 
 
-class Embedder(pl.LightningModule):
-    """A linear embedding trained with a softmax head; validation_step returns the
-    embeddings, labels and dataset ids of the batch."""
+@pytest.fixture(scope="module", autouse=True)
+def _lightning():
+    global pl, CSVLogger, DiscriminantRatioMonitor, RetrievalChecksCallback, Embedder
+    pytest.importorskip("lightning")
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import CSVLogger
 
-    def __init__(self, d=8, k=4, out=4):
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Linear(d, out)
-        self.head = torch.nn.Linear(out, k)
-        self.seen = []  # (epoch, embeddings of the whole validation set) after each validation
+    from retrieval_checks.integrations import DiscriminantRatioMonitor, RetrievalChecksCallback
 
-    def training_step(self, batch, _):
-        x, y, _ids = batch
-        e = self.net(x)
-        return {
-            "loss": torch.nn.functional.cross_entropy(self.head(e), y),
-            "embeddings": e,
-            "labels": y,
-        }
+    Embedder = _embedder_class()
 
-    def validation_step(self, batch, _, dataloader_idx=0):
-        x, y, ids = batch
-        return {"embeddings": self.net(x), "labels": y, "ids": ids}
 
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
+def _embedder_class():
+    class Embedder(pl.LightningModule):
+        """A linear embedding trained with a softmax head; validation_step returns the
+        embeddings, labels and dataset ids of the batch."""
+
+        def __init__(self, d=8, k=4, out=4):
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = torch.nn.Linear(d, out)
+            self.head = torch.nn.Linear(out, k)
+            self.seen = []  # (epoch, embeddings of the whole validation set) after each validation
+
+        def training_step(self, batch, _):
+            x, y, _ids = batch
+            e = self.net(x)
+            return {
+                "loss": torch.nn.functional.cross_entropy(self.head(e), y),
+                "embeddings": e,
+                "labels": y,
+            }
+
+        def validation_step(self, batch, _, dataloader_idx=0):
+            x, y, ids = batch
+            return {"embeddings": self.net(x), "labels": y, "ids": ids}
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    return Embedder
 
 
 def _loaders(seed=0):
