@@ -314,8 +314,11 @@ def test_screened_equals_fp32_kernel_bit_for_bit_on_near_ties(seed, similarity, 
 
 def test_screen_stats_count_decided_and_recomputed_tiles(monkeypatch):
     """SCREEN_STATS: tiles the screen decided alone (clustered, well separated data) and
-    tiles recomputed in fp32 (adversarial near ties); nothing counted without screening."""
+    tiles recomputed in fp32 (adversarial near ties); nothing counted without screening.
+    32x64 tiles: 3 x 2 programs a launch on the 90 rows (the interpreter's cost is per
+    program), still several tiles, each counted."""
     monkeypatch.setattr(_triton, "SCREEN_STATS", {"screened": 0, "recomputed": 0})
+    monkeypatch.setenv("RC_TRITON_TILE", "32x64x32")
     rng = np.random.default_rng(2)
     centres = rng.standard_normal((6, 32)).astype(np.float32) * 4
     y = np.repeat(np.arange(6), 15)
@@ -782,9 +785,11 @@ def test_first_relevant_ranks_run_on_the_kernel_through_explicit_relevance(spy):
     assert spy and all(spy)
 
 
-def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy):
+def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy, monkeypatch):
     """No score block in memory: the fused pass runs fewer, larger blocks (pair metrics
-    keep the plan's), and per-query values do not change."""
+    keep the plan's), and per-query values do not change. The kernel's own tile is
+    32x64 (the interpreter's cost is per program; the blocks are what is checked)."""
+    monkeypatch.setenv("RC_TRITON_TILE", "32x64x16")
     rng = np.random.default_rng(17)
     n = 160  # 10 planned blocks of 16 queries
     X = _data("float", rng, n, 8)
@@ -834,10 +839,12 @@ def _codes(rng, n, bits):
 
 @pytest.mark.default_cases(dict(bits=64, counting="linear"), dict(bits=150, counting="search"))
 @pytest.mark.parametrize("bits", [64, 150])
-def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting):
+def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting, monkeypatch):
     """Packed binary codes: -Hamming tiles by popcount in the kernel (exact integers,
     tie-heavy), leave-one-out, a separate gallery with ids, explicit relevance and pair
-    metrics, equal to the CPU path."""
+    metrics, equal to the CPU path. 32x64 tiles: the 90 codes still span 3 x 2 tiles
+    with partial ones, in a third of the interpreter's 16x32 programs."""
+    monkeypatch.setenv("RC_TRITON_TILE", "32x64x16")
     rng = np.random.default_rng(bits)
     C = _codes(rng, 90, bits)
     y = rng.integers(0, 6, 90)
