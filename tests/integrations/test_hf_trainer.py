@@ -12,19 +12,34 @@ import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
 
 from _integration_data import tiny_bert, topic_texts  # noqa: E402
-from transformers import (  # noqa: E402
-    BertForSequenceClassification,
-    BertTokenizer,
-    Trainer,
-    TrainingArguments,
-)
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.integrations import RetrievalChecksTrainerCallback  # noqa: E402
+
+# transformers' classes (and the integrations' callback, which imports transformers) are
+# imported by the module's autouse fixture, not at collection: the import costs seconds,
+# paid by every xdist worker that collects this module, also those that run none of its
+# tests. Skipped, saying why, where transformers or accelerate is absent.
+BertForSequenceClassification = BertTokenizer = Trainer = TrainingArguments = None
+RetrievalChecksTrainerCallback = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _transformers():
+    global BertForSequenceClassification, BertTokenizer, Trainer, TrainingArguments
+    global RetrievalChecksTrainerCallback
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+    from transformers import (
+        BertForSequenceClassification,
+        BertTokenizer,
+        Trainer,
+        TrainingArguments,
+    )
+
+    from retrieval_checks.integrations import RetrievalChecksTrainerCallback
+
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 

@@ -12,19 +12,33 @@ import warnings
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
-pytest.importorskip("sentence_transformers")
 
 from _integration_data import tiny_bert, topic_texts  # noqa: E402
-from sentence_transformers import SentenceTransformer  # noqa: E402
-from sentence_transformers.evaluation import SentenceEvaluator  # noqa: E402
-from sentence_transformers.sentence_transformer.evaluation import (
-    InformationRetrievalEvaluator,  # noqa: E402
-)
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.integrations import RetrievalChecksEvaluator  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+# sentence-transformers (and the integrations' evaluator, which imports it) is imported by
+# the module's autouse fixture, not at collection: the import costs seconds (tens of
+# seconds on a loaded 2-core machine), paid by every xdist worker that collects this
+# module, also those that run none of its tests. Skipped, saying why, where it is absent.
+SentenceTransformer = SentenceEvaluator = InformationRetrievalEvaluator = None
+RetrievalChecksEvaluator = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sentence_transformers():
+    global SentenceTransformer, SentenceEvaluator, InformationRetrievalEvaluator
+    global RetrievalChecksEvaluator
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.evaluation import SentenceEvaluator
+    from sentence_transformers.sentence_transformer.evaluation import (
+        InformationRetrievalEvaluator,
+    )
+
+    from retrieval_checks.integrations import RetrievalChecksEvaluator
 
 
 @pytest.fixture(scope="module")

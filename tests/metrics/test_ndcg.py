@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 import retrieval_checks as rc
 
-sklearn_metrics = pytest.importorskip("sklearn.metrics")
+
+@pytest.fixture(scope="module")
+def sklearn_metrics():
+    """scikit-learn's metrics, imported by the tests that compare with them, not at
+    collection (seconds, paid by every xdist worker collecting this module); those tests
+    are skipped, saying why, where scikit-learn is not installed."""
+    return pytest.importorskip("sklearn.metrics")
 
 
 def _dcg(rel_in_order, k):
@@ -38,7 +44,7 @@ def _evaluate(S, rel, metrics, ties):
 
 @pytest.mark.parametrize("k", [1, 3, 10, None])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_average_ties_equal_scikit_learn_ndcg_score(seed, k):
+def test_average_ties_equal_scikit_learn_ndcg_score(seed, k, sklearn_metrics):
     S, rel = _case(seed)
     name = "ndcg" if k is None else f"ndcg@{k}"
     res = _evaluate(S, rel, [name, name.replace("ndcg", "ndcg_exp")], "average")
@@ -86,7 +92,7 @@ def test_every_policy_against_enumeration_of_tie_orders(seed, k):
     assert hi == pytest.approx(res["optimistic"][name], abs=1e-12)
 
 
-def test_tie_free_ndcg_equals_scikit_learn_and_every_policy_agrees():
+def test_tie_free_ndcg_equals_scikit_learn_and_every_policy_agrees(sklearn_metrics):
     rng = np.random.default_rng(5)
     Q, G = rng.normal(size=(20, 8)), rng.normal(size=(50, 8))
     rel = rng.random((20, 50)) < 0.2

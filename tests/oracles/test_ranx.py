@@ -30,7 +30,14 @@ from shared_setup import ranx_evaluate
 
 import retrieval_checks as rc
 
-ranx = pytest.importorskip("ranx")
+
+@pytest.fixture(scope="module", autouse=True)
+def _ranx():
+    """ranx is imported here, not at collection: importing it takes seconds (it loads
+    numba's typed containers), paid by every xdist worker that collects this module while
+    one worker runs its tests. Skipped, saying why, where ranx is not installed."""
+    pytest.importorskip("ranx")
+
 
 # ranx compiles each metric with numba on first use (~4 CPU-s each in a fresh venv: its
 # cache lives in site-packages), paid by every process that calls it: one worker runs every
