@@ -65,7 +65,6 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -496,23 +495,30 @@ def _jit():
 
 
 def _plain_ids(ids: list):
-    """``(bytes, starts, lengths, bytes used)`` of ``ids`` (their UTF-8 joined by
-    newlines), when every id is a ``str`` of printable ASCII without spaces, non-empty
-    (what :func:`_id` returns unchanged); else None."""
-    if not ids:
-        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), None
-    if set(map(type, ids)) != {str}:
+    """:func:`_plain_text` of ``ids`` (a list of ids) joined by newlines; None where an
+    id is not a ``str``."""
+    try:
+        text = "\n".join(ids)
+    except TypeError:  # an id that is not text: the entry path reads it
         return None
-    text = "\n".join(ids)
+    return _plain_text(text, len(ids))
+
+
+def _plain_text(text: str, n: int):
+    """``(bytes, starts, lengths, bytes used)`` of the ``n`` ids that ``text`` joins by
+    newlines, when every id is printable ASCII without spaces and non-empty (what
+    :func:`_id` returns unchanged); else None."""
+    if n == 0:
+        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), None
     if not text.isascii():
         return None
     buf = np.frombuffer(text.encode("ascii"), np.uint8)
     jit = _jit()
     if jit is not None:
-        ok, starts, lens, used = jit.id_bounds(buf, len(ids))
+        ok, starts, lens, used = jit.id_bounds(buf, n)
         return (buf, starts, lens, used) if ok else None
     sep = buf == 10
-    if buf.size == 0 or int(np.count_nonzero(sep)) != len(ids) - 1:  # "", or a newline in an id
+    if buf.size == 0 or int(np.count_nonzero(sep)) != n - 1:  # "", or a newline in an id
         return None
     ok = sep | ((buf >= 33) & (buf <= 126))  # printable ASCII without the space
     if not ok.all() or buf[0] == 10 or buf[-1] == 10 or (sep[1:] & sep[:-1]).any():
@@ -522,21 +528,22 @@ def _plain_ids(ids: list):
     return buf, starts, ends - starts, np.bincount(buf[~sep], minlength=256) > 0
 
 
-def _code_ids(ids: list, plain) -> tuple[np.ndarray, list]:
+def _code_ids(plain) -> tuple[np.ndarray, list]:
     """Each id's rank among the distinct ids in code-point order (trec_eval's strcmp
     order; the byte order of their UTF-8) and the distinct ids in that order, from
-    :func:`_plain_ids`'s bytes, zero-padded to the longest id (no id holds a zero byte,
+    :func:`_plain_text`'s bytes, zero-padded to the longest id (no id holds a zero byte,
     so a prefix sorts first, as in strcmp)."""
-    n = len(ids)
+    buf, starts, lens, used = plain
+    n = starts.size
     if n == 0:
         return np.zeros(0, np.int64), []
-    buf, starts, lens, used = plain
     width = int(lens.max())
     words = (width + 7) // 8
     base = int(used.sum()) + 1  # the bytes the ids use, and the padding
     index_bits = (n - 1).bit_length()
     jit = _jit()
     if words > 8 or n * words * 8 > 2 * buf.size + (64 << 20):  # ids over 64 bytes: by a dict
+        ids = buf.tobytes().decode("ascii").split("\n")
         first_draw: dict[str, int] = {}  # each id's first draw of one count
         draw = np.fromiter(map(first_draw.setdefault, ids, itertools.count()), np.int64, count=n)
         kept = np.fromiter(first_draw.values(), np.int64, count=len(first_draw))  # ascending
@@ -545,16 +552,15 @@ def _code_ids(ids: list, plain) -> tuple[np.ndarray, list]:
         rank = np.empty(len(seen), np.int64)
         rank[order] = np.arange(len(seen))
         return rank[np.searchsorted(kept, draw)], [seen[i] for i in order]
+    digit = np.zeros(256, np.uint64)
+    digit[used] = np.arange(1, base, dtype=np.uint64)
     if base**width <= 1 << (64 - index_bits):
-        # each id a number in that base (its bytes' ranks as digits: the same order),
-        # with its index below it: one sort of plain integers gives the order and the
-        # indices (far faster than an argsort)
-        digit = np.zeros(256, np.uint64)
-        digit[used] = np.arange(1, base, dtype=np.uint64)
+        # the number with its index below it: one sort of plain integers gives the order
+        # and the indices (far faster than an argsort)
         if jit is not None:
             packed = np.sort(jit.id_numbers(buf, starts, lens, digit, base, width, index_bits))
             codes, first = jit.codes_of_sorted(packed, index_bits)
-            return codes, _pick(ids, first)
+            return codes, _names(buf, starts, lens, first)
         padded = _padded(buf, lens, width)
         value = np.zeros(n, np.uint64)
         for j in range(width):
@@ -562,6 +568,12 @@ def _code_ids(ids: list, plain) -> tuple[np.ndarray, list]:
         packed = np.sort((value << np.uint64(index_bits)) | np.arange(n, dtype=np.uint64))
         order = (packed & np.uint64((1 << index_bits) - 1)).astype(np.int64)
         value = packed >> np.uint64(index_bits)
+        new = np.ones(n, bool)
+        new[1:] = value[1:] != value[:-1]
+    elif jit is not None and base**width <= 1 << 64:  # the number alone: an argsort
+        value = jit.id_numbers(buf, starts, lens, digit, base, width, 0)
+        order = np.argsort(value)  # equal numbers: any order, one code
+        value = value[order]
         new = np.ones(n, bool)
         new[1:] = value[1:] != value[:-1]
     else:  # the bytes as big-endian 64-bit words, sorted as a key of several integers
@@ -572,7 +584,7 @@ def _code_ids(ids: list, plain) -> tuple[np.ndarray, list]:
         new[1:] = (key[1:] != key[:-1]).any(axis=1)
     codes = np.empty(n, np.int64)
     codes[order] = np.cumsum(new) - 1
-    return codes, _pick(ids, order[new])
+    return codes, _names(buf, starts, lens, order[new])
 
 
 def _padded(buf: np.ndarray, lens: np.ndarray, width: int) -> np.ndarray:
@@ -582,16 +594,24 @@ def _padded(buf: np.ndarray, lens: np.ndarray, width: int) -> np.ndarray:
     return padded
 
 
-def _pick(ids: list, at: np.ndarray) -> list:
-    """``[ids[i] for i in at]``, at C speed."""
-    at = at.tolist()
-    return list(operator.itemgetter(*at)(ids)) if len(at) > 1 else [ids[i] for i in at]
+def _names(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, at: np.ndarray) -> list:
+    """The ids number ``at`` as text, cut from the joined bytes at once."""
+    if at.size == 0:
+        return []
+    s, m = starts[at], lens[at] + 1  # each id and its newline
+    ends = np.cumsum(m)
+    pos = np.arange(int(ends[-1])) - np.repeat(ends - m - s, m)
+    out = buf[np.minimum(pos, buf.size - 1)]
+    out[ends - 1] = 10
+    return out[:-1].tobytes().decode("ascii").split("\n")
 
 
 def _plain_side(obj: Mapping, kind: type):
-    """(query ids, row sizes, document ids, values) of ``{qid: {docid: value}}`` when its
-    query ids are plain (text ids, or ints), distinct as text, its rows dicts and every
-    value of ``kind`` (float: finite; int: -1 to the int64 maximum); else None."""
+    """(query ids, row sizes, document ids joined by newlines, values) of ``{qid: {docid:
+    value}}`` when its query ids are plain (text ids, or ints), distinct as text, its rows
+    dicts, its document ids text and every value of ``kind`` (float: finite; int: -1 to
+    the int64 maximum); else None. Each row's ids are joined on their own (a list of
+    every id would touch each id object once more)."""
     qids = [q if type(q) is str else str(q) if type(q) is int else None for q in obj]
     if None in qids or len(set(qids)) != len(qids) or _plain_ids(qids) is None:
         return None
@@ -600,7 +620,10 @@ def _plain_side(obj: Mapping, kind: type):
         return None
     sizes = np.fromiter(map(len, rows), np.int64, count=len(rows))
     n = int(sizes.sum())
-    ids = list(itertools.chain.from_iterable(rows))
+    try:  # rows without documents left out: each id then stands between two newlines
+        text = "\n".join(map("\n".join, filter(None, rows)))
+    except TypeError:  # a document id that is not text: the entry path reads it
+        return None
 
     def values():
         return itertools.chain.from_iterable(map(dict.values, rows))
@@ -615,7 +638,7 @@ def _plain_side(obj: Mapping, kind: type):
         if n and (min(values()) < -1 or max(values()) > INT64_MAX):
             return None
         out = np.fromiter(values(), np.int64, count=n)
-    return qids, sizes, ids, out
+    return qids, sizes, text, out
 
 
 def _plain_flat(run, qrels) -> _Flat | None:
@@ -626,16 +649,14 @@ def _plain_flat(run, qrels) -> _Flat | None:
     r, j = _plain_side(run, float), _plain_side(qrels, int)
     if r is None or j is None:
         return None
-    n_run = len(r[2])
-    ids = r[2]  # the run's list, extended in place: a new list would touch every id again
-    ids += j[2]
-    plain = _plain_ids(ids)
+    n_run = r[3].size
+    plain = _plain_text("\n".join(x for x in (r[2], j[2]) if x), n_run + j[3].size)
     if plain is None:
         return None
     _check_overlap(r[0], j[0])
     qids = _id_order(set(r[0]) | set(j[0]))
     q_of = {q: i for i, q in enumerate(qids)}
-    codes, names = _code_ids(ids, plain)
+    codes, names = _code_ids(plain)
 
     def rows(side):
         return np.repeat(np.array([q_of[q] for q in side[0]], np.int64), side[1])
@@ -923,13 +944,21 @@ def _query_order(q: np.ndarray, score: np.ndarray, doc_key: np.ndarray | None) -
         return np.lexsort(keys)
     if jit is not None:  # any block size: no Python step per block
         by_key = doc_key is not None
+        key = doc_key if by_key else np.zeros(0, np.int64)
+        ends = np.append(starts[1:], n)
+        qbits = int(q[starts].max()).bit_length() if n else 0
+        bbits = (int((ends - starts).max()) - 1).bit_length() if n else 0
+        if qbits + bbits <= 48:
+            # (query, top bits of the score, index in the block) as one number each: one
+            # sort of plain integers (vectorised), then each run of equal top bits put in
+            # the order of its full scores (rare: scores closer than 2**-16 of their size)
+            qstart = np.zeros(int(q[starts].max()) + 1 if n else 0, np.int64)
+            qstart[q[starts]] = starts
+            bits = np.ascontiguousarray(score, np.float64).view(np.uint64)
+            packed = np.sort(jit.packed_by_score(q, bits, qstart, qbits, bbits))
+            return jit.order_of_packed(packed, q, score, key, by_key, qstart, qbits, bbits)
         return jit.block_order(
-            score,
-            doc_key if by_key else np.zeros(0, np.int64),
-            by_key,
-            starts,
-            np.append(starts[1:], n),
-            np.argsort(q[starts], kind="stable"),
+            score, key, by_key, starts, ends, np.argsort(q[starts], kind="stable")
         )
     ends = np.append(starts[1:], n).tolist()
     out = np.empty(n, np.int64)

@@ -44,7 +44,8 @@ def id_bounds(buf, n):
 @njit(cache=True, nogil=True)
 def id_numbers(buf, starts, lens, digit, base, width, index_bits):
     """Each id as a number in ``base`` (``digit`` of each byte, 0 past its end, ``width``
-    digits), shifted left by ``index_bits`` above the id's index."""
+    digits), shifted left by ``index_bits`` above the id's index (``index_bits`` 0: the
+    number alone)."""
     n = starts.size
     out = np.empty(n, np.uint64)
     b = np.uint64(base)
@@ -56,7 +57,7 @@ def id_numbers(buf, starts, lens, digit, base, width, index_bits):
         for j in range(width):
             d = digit[buf[s + j]] if j < m else np.uint64(0)
             v = v * b + d
-        out[i] = (v << shift) | np.uint64(i)
+        out[i] = (v << shift) | np.uint64(i) if index_bits else v
     return out
 
 
@@ -129,3 +130,74 @@ def grades_of(q, doc, jstart, jdoc, jgrade):
             grade[i] = jgrade[lo]
             judged[i] = jgrade[lo] >= 0
     return grade, judged
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _descending(u):
+    """From the bits ``u`` of a finite float64 x, a 64-bit key that sorts ascending as x
+    descending (-0.0 as 0.0: equal floats, equal keys)."""
+    sign = np.uint64(1) << np.uint64(63)
+    if u == sign:  # -0.0
+        u = np.uint64(0)
+    up = ~u if u & sign else u | sign  # ascending as x
+    return ~up
+
+
+@njit(cache=True, nogil=True)
+def packed_by_score(q, bits, qstart, qbits, bbits):
+    """Each entry as one 64-bit number: its query (``qbits``), the top bits of its
+    descending score key, its index in its query's block (``bbits``). One sort of them
+    orders the entries by query, then (nearly) by decreasing score, then by input order;
+    :func:`order_of_packed` settles the entries whose top bits are equal. ``bits``: the
+    scores (finite float64) viewed as uint64."""
+    n = q.size
+    sbits = 64 - qbits - bbits
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        key = _descending(bits[i]) >> np.uint64(64 - sbits)
+        v = (key << np.uint64(bbits)) | np.uint64(i - qstart[q[i]])
+        if qbits:
+            v |= np.uint64(q[i]) << np.uint64(sbits + bbits)
+        out[i] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
+def order_of_packed(packed, q, score, doc_key, by_key, qstart, qbits, bbits):
+    """The entries' order from the sorted numbers of :func:`packed_by_score`, each run
+    of one query and equal top bits sorted by its full scores (descending; under
+    ``by_key`` then ``doc_key`` descending; else input order) as :func:`block_order`:
+    ``np.lexsort((-doc_key, -score, q))``."""
+    n = packed.size
+    sbits = 64 - qbits - bbits
+    bmask = (np.uint64(1) << np.uint64(bbits)) - np.uint64(1)
+    order = np.empty(n, np.int64)
+    for p in range(n):
+        v = packed[p]
+        row = np.int64(v >> np.uint64(sbits + bbits)) if qbits else 0
+        order[p] = qstart[row] + np.int64(v & bmask)
+    p = 0
+    while p < n:
+        top = packed[p] >> np.uint64(bbits)
+        r = p + 1
+        while r < n and packed[r] >> np.uint64(bbits) == top:
+            r += 1
+        if r - p > 1:  # in input order: sort by the full score where it is not in order
+            run = order[p:r]
+            ordered = True
+            for i in range(p, r - 1):
+                a, b = order[i], order[i + 1]
+                if score[a] < score[b] or (
+                    by_key and score[a] == score[b] and doc_key[a] < doc_key[b]
+                ):
+                    ordered = False
+                    break
+            if not ordered:
+                if by_key:
+                    first = np.argsort(-doc_key[run], kind="mergesort")
+                    run = run[first]
+                neg = -score[run]
+                second = np.argsort(neg, kind="mergesort")
+                order[p:r] = run[second]
+        p = r
+    return order

@@ -126,7 +126,7 @@ def test_one_long_id_among_short_ones_is_coded_by_a_dict(monkeypatch):
     run["q0"][long_id] = 1.0
     qrels = {"q0": {long_id: 2, "d3": 1}, "q1": {"d4": 1}, "q2": {"d0": 3}}
     ids = [d for r in run.values() for d in r] + [d for r in qrels.values() for d in r]
-    codes, names = _runs._code_ids(ids, _runs._plain_ids(ids))
+    codes, names = _runs._code_ids(_runs._plain_ids(ids))
     assert names == sorted(set(ids))
     assert [names[c] for c in codes] == ids
     for ties in ("docid", "average"):
@@ -152,8 +152,43 @@ def test_codes_are_the_ranks_of_the_ids_in_code_point_order(seed, short, kernels
     rng = np.random.default_rng(seed)
     distinct = _ids(rng, 60, short)
     ids = [distinct[i] for i in rng.integers(0, 60, 500)]
-    codes, names = _runs._code_ids(ids, _runs._plain_ids(ids))
+    codes, names = _runs._code_ids(_runs._plain_ids(ids))
     assert names == sorted(set(ids))
+    assert [names[c] for c in codes] == ids
+
+
+def test_codes_and_names_of_many_distinct_ids(kernels):
+    """5,004 distinct ids, each repeated, shuffled: the codes are the ranks in code-point
+    order, and the names (cut from the joined bytes at once) the sorted ids."""
+    rng = np.random.default_rng(7)
+    distinct = [f"d{i}" for i in rng.permutation(5000)] + ["0", "00", "~", "D"]
+    ids = [distinct[i] for i in rng.integers(0, len(distinct), 20_000)] + distinct
+    codes, names = _runs._code_ids(_runs._plain_ids(ids))
+    assert names == sorted(distinct)
+    assert [names[c] for c in codes] == ids
+
+
+@pytest.mark.parametrize("alphabet, width", [("ab", 40), ("d0123456789", 16)])
+def test_ids_whose_numbers_fill_64_bits_are_coded_by_an_argsort(
+    alphabet, width, kernels, monkeypatch
+):
+    """Ids whose number in the base of their bytes fits 64 bits but not with the index
+    below it (40 bytes of two letters: 3**40 > 2**63; 16 of eleven: 11**16 > 2**54):
+    numba codes the numbers alone by an argsort (nothing padded), numpy pads them into
+    words; the same codes, prefixes first."""
+    rng = np.random.default_rng(width)
+    pool = {
+        "".join(rng.choice(list(alphabet), int(rng.integers(1, width + 1)))) for _ in range(900)
+    }
+    distinct = sorted(pool | {alphabet[0] * width, alphabet[-1] * width, alphabet[0]})
+    ids = [distinct[i] for i in rng.integers(0, len(distinct), 3000)] + distinct
+    plain = _runs._plain_ids(ids)
+    base = int(plain[3].sum()) + 1
+    assert base**width > 1 << (64 - (len(ids) - 1).bit_length()) and base**width <= 1 << 64
+    if kernels == "numba":
+        monkeypatch.setattr(_runs, "_padded", None)  # not padded
+    codes, names = _runs._code_ids(plain)
+    assert names == distinct
     assert [names[c] for c in codes] == ids
 
 
@@ -167,11 +202,11 @@ def test_the_numba_and_numpy_id_steps_agree(n, monkeypatch):
         distinct = _ids(rng, 30, short)
         ids = [distinct[i] for i in rng.integers(0, 30, n)]
         fast = _runs._plain_ids(ids)
-        fast_codes = _runs._code_ids(ids, fast)
+        fast_codes = _runs._code_ids(fast)
         with monkeypatch.context() as m:
             m.setattr(_runs, "_jit", lambda: None)
             slow = _runs._plain_ids(ids)
-            slow_codes = _runs._code_ids(ids, slow)
+            slow_codes = _runs._code_ids(slow)
         for a, b in zip(fast, slow):
             assert np.array_equal(a, b)
         assert np.array_equal(fast_codes[0], slow_codes[0]) and fast_codes[1] == slow_codes[1]
@@ -228,6 +263,23 @@ def test_query_blocks_sorted_one_by_one_give_the_lexsort_order(seed, docid, kern
     score = rng.integers(-3, 4, q.size).astype(np.float64) * rng.choice([1.0, 0.5], q.size)
     score[score == 0] = rng.choice([0.0, -0.0], int((score == 0).sum()))
     key = rng.integers(0, 50, q.size) if docid else None
+    want = np.lexsort((-score, q) if key is None else (-key, -score, q))
+    assert np.array_equal(_runs._query_order(q, score, key), want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("docid", [False, True])
+def test_scores_equal_in_their_top_bits_are_ordered_by_their_full_value(seed, docid, kernels):
+    """numba sorts (query, the top bits of the score, index) packed in one integer: scores
+    that differ only below those bits (1 + j * 2**-45: the same top 40 bits of the
+    mantissa), equal ones, and both signs of each, in blocks of up to 300 entries, still
+    come out in the lexsort's order (decreasing score, then document key or input order)."""
+    rng = np.random.default_rng(seed)
+    n_q = 40
+    q = np.repeat(rng.permutation(n_q), rng.integers(1, 300, n_q))
+    score = 1.0 + rng.integers(0, 5, q.size) * 2.0**-45
+    score *= rng.choice([1.0, -1.0, 2.0**-30], q.size)
+    key = rng.permutation(q.size) if docid else None  # distinct per query, as document ids
     want = np.lexsort((-score, q) if key is None else (-key, -score, q))
     assert np.array_equal(_runs._query_order(q, score, key), want)
 
