@@ -4,9 +4,12 @@ its ``.wandb`` file (LevelDB log records of W&B's protobuf ``Record``s, decoded 
 without the W&B API) and its table JSON. The logged values are compared with the
 plugin's own JSON report of the same session.
 
-Cost: the sessions run in-process (mlflow, imported here once, stays imported), except
-the two that start a W&B run (a subprocess each: W&B's service process): about 46 CPU-s
-for the file alone, measured (90 when each of its 9 sessions was a subprocess)."""
+Cost: the sessions run in-process (mlflow, imported once when the module's first test
+starts, stays imported), except the two
+that start a W&B run (a subprocess each: W&B's service process, the point of those
+tests): about 46 CPU-s for the file alone, measured (90 when each of its 9 sessions was
+a subprocess). mlflow and wandb are imported by a module fixture, not at the module's
+import, so a worker that runs none of these tests never pays their import."""
 
 from __future__ import annotations
 
@@ -17,10 +20,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mlflow import MlflowClient  # imported once, before pytester snapshots and restores sys.modules
-from wandb.proto import wandb_internal_pb2
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _trackers_imported():
+    """mlflow and wandb imported once, when this module's first test starts, outside any
+    in-process run: imported during a run, the runs after it no longer found the plugin's
+    options (measured: "unrecognized arguments: --rc-mlflow"). Here rather than at the
+    module's import, so an xdist worker that runs none of these tests never pays them."""
+    import mlflow  # noqa: F401
+    from wandb.proto import wandb_internal_pb2  # noqa: F401
+
 
 SUITE = """\
 datasets:
@@ -70,6 +82,8 @@ def test_mlflow_logs_every_gate_to_a_new_run_in_the_file_store(project, monkeypa
     result = _run(project, "--rc-mlflow")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*2 gates logged to MLflow run *"])
+    from mlflow import MlflowClient
+
     client = MlflowClient(tracking_uri=store.as_uri())
     experiment = client.get_experiment_by_name("rc-tests")
     (run,) = client.search_runs([experiment.experiment_id])
@@ -110,6 +124,8 @@ def pytest_unconfigure(config):
     mlflow.end_run()
 """)
     _run(project, "--rc-mlflow").assert_outcomes(passed=1, failed=1)
+    from mlflow import MlflowClient
+
     client = MlflowClient(tracking_uri=store.as_uri())
     (run,) = client.search_runs([client.get_experiment_by_name("Default").experiment_id])
     assert run.info.run_name == "training-42" and run.data.metrics["rc/n_gates"] == 2
@@ -118,6 +134,8 @@ def pytest_unconfigure(config):
 def _wandb_records(path: Path):
     """The protobuf records of a ``.wandb`` file: a 7-byte header, then the LevelDB log
     format (32 KiB blocks; chunks of crc32, length, type: full, first, middle, last)."""
+    from wandb.proto import wandb_internal_pb2
+
     raw, block, pos, pending = path.read_bytes(), 32768, 7, b""
     while pos + 7 <= len(raw):
         left = block - pos % block
