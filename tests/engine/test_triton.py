@@ -452,6 +452,7 @@ def test_self_check_passes_in_the_interpreter(monkeypatch, cases):
 
 
 def test_self_check_catches_wrong_counts(monkeypatch):
+    monkeypatch.setenv("RC_TRITON_TILE", "64x128x32")  # one program a launch, as above
     real = _triton.count_arrays
 
     def off_by_one(*a, **k):
@@ -604,6 +605,10 @@ def _dense_block(X, y, m, similarity):
     return S, neg
 
 
+# exact and screened (the screen's pair branch: pair_ambiguous, then the exact tile or the
+# interval's bound); TF32's product with --rc-exhaustive (its pair outputs on near ties, bit
+# for bit: test_screened_pair_outputs_equal_fp32_on_near_ties[2])
+@pytest.mark.default_cases(dict(screen=0), dict(screen=1))
 @pytest.mark.parametrize("screen", [0, 1, 2])
 def test_tail_overflow_raises_the_threshold_and_keeps_every_negative_above_it(screen):
     """The tail: every negative >= the returned threshold, at least ``capacity`` of them
