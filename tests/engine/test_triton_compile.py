@@ -6,9 +6,10 @@ of the main pass (engine/gpu/_triton_kernels.py), of grouped recall
 the production tile (``_triton.TILE``). The interpreter runs the kernels' arithmetic;
 this checks what it does not: types, layouts, scalar atomics, control flow inside loops.
 
-Default run (one process, 10 compiles, sm_90 only; about 35 CPU-s on 2 cores, of which
-~5 s to start; a screened count/bin/grouped/image-text kernel costs ~4-6 CPU-s, the
-others ~1.5-2.5): each kernel in each distinct code path once. The code paths: the
+Default run (one process, 10 compiles, sm_90 only; about 40 CPU-s, ptxas included,
+measured 27 November 2026 on the 2-core machine: a screened count, bin, grouped or
+image-text kernel ~4.5-7 CPU-s, the others ~1-2, the process's start ~1; the former 27
+compiles cost ~100): each kernel in each distinct code path once. The code paths: the
 screened product tile, which holds the exact fp32 tile as its recompute branch (so an
 exact float variant compiles nothing the screened one does not), and Hamming's integer
 tile (exact only); for the count launch, linear and search counting, each screened; the
