@@ -540,28 +540,34 @@ def test_all_embeddings_identical(similarity, g_spy):
     assert g_spy
 
 
-def test_string_labels_through_evaluate(g_spy):
+# each tie policy and each empty_queries mode once (they meet only on the CPU side, after
+# the kernel); the six combinations with --rc-exhaustive
+@pytest.mark.default_cases(
+    dict(ties="pessimistic", empty="skip"),
+    dict(ties="optimistic", empty="zero"),
+    dict(ties="average", empty="skip"),
+)
+@pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average"])
+@pytest.mark.parametrize("empty", ["skip", "zero"])
+def test_string_labels_through_evaluate(ties, empty, g_spy):
     rng = np.random.default_rng(16)
     X = _ints(rng, 80, 5)
     y = np.array([f"class-{i}" for i in rng.integers(0, 15, 80)])
-    # each tie policy and each empty_queries mode (they meet only on the CPU side)
-    for ties, empty in (("pessimistic", "skip"), ("optimistic", "zero"), ("average", "skip")):
-        if True:
-            kw = dict(
-                query_labels=y,
-                metrics=["grouped_recall@1", "grouped_recall@4"],
-                similarity="neg_l2",
-                group_size=4,
-                group_repeats=2,
-                ties=ties,
-                empty_queries=empty,
-            )
-            ref = rc.evaluate(X, device="numpy", **kw)
-            with _triton.on_cpu(screen="bf16"):
-                got = rc.evaluate(X, device="torch-cpu", _use_kernels=False, **kw)
-            for m in ("grouped_recall@1", "grouped_recall@4"):
-                assert got[m] == ref[m], (m, ties, empty)
-                assert got.grouped[m].interval == ref.grouped[m].interval
+    kw = dict(
+        query_labels=y,
+        metrics=["grouped_recall@1", "grouped_recall@4"],
+        similarity="neg_l2",
+        group_size=4,
+        group_repeats=2,
+        ties=ties,
+        empty_queries=empty,
+    )
+    ref = rc.evaluate(X, device="numpy", **kw)
+    with _triton.on_cpu(screen="bf16"):
+        got = rc.evaluate(X, device="torch-cpu", _use_kernels=False, **kw)
+    for m in ("grouped_recall@1", "grouped_recall@4"):
+        assert got[m] == ref[m], (m, ties, empty)
+        assert got.grouped[m].interval == ref.grouped[m].interval
     assert g_spy
 
 
