@@ -351,6 +351,7 @@ def test_explicit_relevance_unsorted_across_many_tiles(screen, spy):
         metrics=RANKED + PAIRS,
         tile=(16, 32),
     )
+    assert len(spy) == 2, spy  # two blocks of 16 queries, the first without relevant items
     ids = np.arange(32)
     self_rel = {
         i: [i] + rng.choice(32, size=5, replace=False).tolist() for i in range(32)
@@ -403,6 +404,7 @@ def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
         metrics=["map"] + EXTREME,
         tile=(16, 16),
     )
+    assert len(spy) == 3, spy  # three blocks: the tail's threshold carried between them
     assert got["pair_recall@t=1000"] == 0.0 and got["pair_recall@t=-1000"] == 1.0
 
 
