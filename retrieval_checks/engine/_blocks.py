@@ -107,8 +107,23 @@ class RelevanceSource:
         self.csr = csr
         if csr is None:
             self.q_codes = q_codes
-            self.g_order = np.argsort(g_codes, kind="stable").astype(np.int64)
-            self.g_sorted = g_codes[self.g_order]
+            self.g_codes = g_codes
+
+    # The gallery in label order is what the pass's blocks need (:meth:`block`); a
+    # sort of every gallery item (seconds at a million), so made on first use: a
+    # grouped-only evaluation and the relevant counts (:meth:`counts`, from label
+    # counts) never need it.
+    @property
+    def g_order(self) -> np.ndarray:
+        if "_g_order" not in self.__dict__:
+            self._g_order = np.argsort(self.g_codes, kind="stable").astype(np.int64)
+        return self._g_order
+
+    @property
+    def g_sorted(self) -> np.ndarray:
+        if "_g_sorted" not in self.__dict__:
+            self._g_sorted = self.g_codes[self.g_order]
+        return self._g_sorted
 
     def block(self, start: int, stop: int) -> Csr:
         if self.csr is not None:
@@ -153,9 +168,7 @@ class RelevanceSource:
         the relevant set while the ranking leaves them out."""
         rid, cols = self.self_pairs.row_ids(), self.self_pairs.indices
         if self.csr is None:
-            g_codes = np.empty_like(self.g_sorted)
-            g_codes[self.g_order] = self.g_sorted
-            return rid[self.q_codes[rid] == g_codes[cols]], None
+            return rid[self.q_codes[rid] == self.g_codes[cols]], None
         keys = self.csr.row_ids() * self.n_g + self.csr.indices  # ascending: rows sorted
         wanted = rid * self.n_g + cols
         at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
@@ -165,14 +178,15 @@ class RelevanceSource:
 
     def counts(self, n_q: int) -> np.ndarray:
         """Number of relevant gallery items of every query (self matches excluded),
-        without materialising the relevant pairs."""
+        without materialising the relevant pairs: with labels, the gallery's count of
+        each label code read at every query's code (O(n), no sort, no search)."""
         rid, cols = self.self_pairs.row_ids(), self.self_pairs.indices
         if self.csr is None:
-            lo = np.searchsorted(self.g_sorted, self.q_codes, side="left")
-            hi = np.searchsorted(self.g_sorted, self.q_codes, side="right")
-            g_codes = np.empty_like(self.g_sorted)
-            g_codes[self.g_order] = self.g_sorted
-            own_relevant = rid[self.q_codes[rid] == g_codes[cols]]
+            q, g = self.q_codes, self.g_codes
+            n_codes = 1 + max(int(q.max()) if q.size else -1, int(g.max()) if g.size else -1)
+            per_code = np.bincount(g, minlength=n_codes)
+            own_relevant = rid[q[rid] == g[cols]]
+            return per_code[q] - np.bincount(own_relevant, minlength=n_q)
         else:
             lo, hi = self.csr.indptr[:-1], self.csr.indptr[1:]
             keys = self.csr.row_ids() * self.n_g + self.csr.indices

@@ -431,7 +431,8 @@ def encode_labels(query_labels, gallery_labels, n_q: int, n_g: int, g_name: str)
     """Integer codes of query and gallery labels in one shared vocabulary, and the
     vocabulary (``values[code]`` is the label)."""
     ql = _labels_1d(query_labels, "query_labels", n_q)
-    gl = _labels_1d(gallery_labels, g_name, n_g)
+    same = gallery_labels is query_labels and n_g == n_q  # leave-one-out: read once
+    gl = ql if same else _labels_1d(gallery_labels, g_name, n_g)
     kq, kg = _label_kind(ql, "query_labels"), _label_kind(gl, g_name)
     _same_kind("query_labels", kq, g_name, kg)
     if kq in ("string", "bytes string"):
@@ -451,9 +452,39 @@ def encode_labels(query_labels, gallery_labels, n_q: int, n_g: int, g_name: str)
             raise InputError(
                 "Integer labels must fit in 64 bits; map them to smaller codes or strings."
             ) from None
+    dense = _dense_codes(ql, gl)
+    if dense is not None:
+        return dense
     values, inverse = np.unique(np.concatenate([ql, gl]), return_inverse=True)
     inverse = inverse.astype(np.int64).ravel()
     return inverse[:n_q], inverse[n_q:], values
+
+
+def _dense_codes(ql: np.ndarray, gl: np.ndarray):
+    """``np.unique``'s vocabulary and codes of integer labels spanning a range not much
+    larger than their number, by a presence table instead of a sort: O(n + range),
+    seconds less at a million items; the same arrays (None where it does not apply).
+    ``gl is ql`` (leave-one-out) is read once."""
+    same = gl is ql
+    dt = ql.dtype if same else np.result_type(ql.dtype, gl.dtype)
+    if dt.kind not in "iu" or ql.size == 0 or gl.size == 0:
+        return None
+    sides = (ql,) if same else (ql, gl)
+    lo = min(int(x.min()) for x in sides)
+    span = max(int(x.max()) for x in sides) - lo
+    if span > 4 * (ql.size + gl.size) + 1024:
+        return None
+    wide = np.uint64 if dt == np.uint64 else np.int64  # differences below span: no overflow
+    offsets = [(x.astype(wide, copy=False) - wide(lo)).astype(np.intp) for x in sides]
+    present = np.zeros(span + 1, bool)
+    for o in offsets:
+        present[o] = True
+    code_of = np.cumsum(present, dtype=np.int64) - 1
+    values = np.empty(int(code_of[-1]) + 1, dt)
+    codes = [code_of[o] for o in offsets]
+    for x, c in zip(sides, codes):
+        values[c] = x
+    return codes[0], codes[0].copy() if same else codes[1], values
 
 
 def encode_ids(query_ids, gallery_ids, n_q: int, n_g: int, g_name: str):

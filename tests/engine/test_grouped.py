@@ -929,3 +929,110 @@ def test_grouped_passes_on_two_threads_at_once_give_one_pass_numbers():
         together = list(pool.map(lambda s: _direct(X, y, S=4, seed=s), (0, 1, 0, 1)))
     for got, want in zip(together, alone + alone):
         _same(want, got)
+
+
+# ----------------------------------------------------------------------------- stages
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n_q=st.integers(0, 30),
+    n_g=st.integers(0, 30),
+    n_labels=st.integers(1, 8),
+    n_ids=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
+    loo=st.booleans(),
+)
+def test_relevant_counts_from_label_counts_equal_the_whole_set_count(
+    n_q, n_g, n_labels, n_ids, seed, loo
+):
+    """RelevanceSource.counts / own_relevant (label counts read at each query's label,
+    O(n)) equal the definition: each query's gallery items of its label, less its own
+    items of that label; with labels on one side only (distractors), repeated ids (an item
+    with several self pairs), leave-one-out, and every count read from the lazily sorted
+    gallery (the main pass's blocks) too."""
+    from retrieval_checks.engine._blocks import RelevanceSource
+    from retrieval_checks.engine._stages import embedding_sides, self_pairs_of
+
+    rng = np.random.default_rng(seed)
+    if loo:
+        n_g = n_q
+    qx = rng.standard_normal((n_q, 3)).astype(np.float32)
+    gx = None if loo else rng.standard_normal((n_g, 3)).astype(np.float32)
+    q_codes = rng.integers(0, n_labels, n_q)
+    g_codes = q_codes if loo else rng.integers(0, n_labels + 2, n_g)  # + labels no query has
+    q_ids = rng.integers(0, n_ids, n_q)
+    g_ids = None if loo else rng.integers(0, n_ids, n_g)
+    if n_q == 0 or (not loo and n_g == 0):
+        return
+    sides = embedding_sides(qx, gx, "cosine")
+    own = self_pairs_of(sides, q_ids, g_ids, None, False)
+    src = RelevanceSource(q_codes=q_codes, g_codes=g_codes, self_pairs=own.csr, n_g=n_g)
+    mine = (q_ids if loo else own.q_ids)[:, None] == (q_ids if loo else own.g_ids)[None, :]
+    same = q_codes[:, None] == g_codes[None, :]
+    want = (same & ~mine).sum(axis=1)
+    np.testing.assert_array_equal(src.counts(n_q), want)
+    rows, grades = src.own_relevant()
+    assert grades is None
+    np.testing.assert_array_equal(rows, np.repeat(np.arange(n_q), (same & mine).sum(axis=1)))
+    block = src.block(0, n_q)
+    np.testing.assert_array_equal(block.row_counts(), want)
+    for i in range(n_q):
+        np.testing.assert_array_equal(
+            block.indices[block.indptr[i] : block.indptr[i + 1]], np.flatnonzero(same[i] & ~mine[i])
+        )
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    dtypes=st.sampled_from(
+        [
+            ("int64", "int64"),
+            ("int8", "int8"),
+            ("uint8", "int16"),
+            ("int32", "int64"),
+            ("uint64", "uint64"),
+            ("uint64", "int64"),
+            ("bool", "bool"),
+        ]
+    ),
+    n_q=st.integers(1, 40),
+    n_g=st.integers(1, 40),
+    base=st.sampled_from([0, -5, 100, 2**40, -(2**62), 2**63 + 7]),
+    width=st.sampled_from([1, 3, 50, 10**6]),
+    seed=st.integers(0, 2**16),
+    loo=st.booleans(),
+)
+def test_label_codes_equal_np_unique_on_every_integer_kind(
+    dtypes, n_q, n_g, base, width, seed, loo
+):
+    """encode_labels' presence-table path (integer labels over a small range) gives
+    np.unique's vocabulary (values and dtype) and codes, at the ends of every integer
+    type, with labels on one side only, wide ranges (the sort) and leave-one-out (the
+    same array on both sides, read once)."""
+    from retrieval_checks.engine._inputs import encode_labels
+
+    rng = np.random.default_rng(seed)
+    qd, gd = np.dtype(dtypes[0]), np.dtype(dtypes[1])
+
+    def draw(dt, n):
+        if dt.kind == "b":
+            return rng.integers(0, 2, n).astype(bool)
+        info = np.iinfo(dt)
+        lo = min(max(base, info.min), info.max)
+        hi = min(lo + width, info.max)
+        return (
+            np.array([int(v) for v in rng.integers(0, hi - lo + 1, n, dtype=np.uint64)], object)
+            .__add__(lo)
+            .astype(dt)
+        )
+
+    ql = draw(qd, n_q)
+    gl = ql if loo else draw(gd, n_g)
+    want_values, inv = np.unique(np.concatenate([ql, gl]), return_inverse=True)
+    q_codes, g_codes, values = encode_labels(ql, gl, n_q, n_q if loo else n_g, "gallery_labels")
+    assert values.dtype == want_values.dtype
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(q_codes, inv[:n_q])
+    np.testing.assert_array_equal(g_codes, inv[n_q:])
+    assert q_codes.dtype == g_codes.dtype == np.int64
+    if loo:
+        assert g_codes is not q_codes  # separate arrays, as before
