@@ -16,6 +16,7 @@ does not fix its own number. A failure found by exploring becomes an explicit
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
 import time
@@ -221,6 +222,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("exhaustive") is not None:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session):
+    """Moves what collection built (the test modules, torch, numba, the library: about
+    300,000 objects, kept until the end) out of the garbage collector's sight
+    (``gc.freeze``), so each of the session's automatic full collections scans only what
+    the tests themselves allocate: each cost ~0.4 s with the collected heap in view, and
+    gc took 10-15% of a worker's CPU time (measured on tests/stats + tests/classifiers:
+    2.4-2.6 -> 1.7 CPU-s of gc). Nothing a test creates is frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 WARM_ENV = "RC_TESTS_WARM_KERNELS"
