@@ -7,6 +7,10 @@ brute force written here from the definitions (float64 scores of the inputs, cou
 row and column). ``TRITON_INTERPRET=1`` is set before triton is first imported;
 CUDA-only checks skip without a GPU. The protocols' folds of 1000 images are scaled
 down to folds of 24 images (``_fold_slices`` patched) so that the interpreter stays fast.
+
+Cost (28 November 2026, one process at a load of ~14 on the 2-core machine): about 16
+CPU-s for the default tests, 5 of them the fresh interpreter that checks triton is not
+imported (a subprocess is the point there); ``--rc-exhaustive`` adds the sweeps.
 """
 
 from __future__ import annotations
