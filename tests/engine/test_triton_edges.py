@@ -330,16 +330,19 @@ def test_graded_relevance_with_many_grades(level, ties, spy):
     )
 
 
+# three gallery tiles by default; the former ten (300 items) with --rc-exhaustive
+@pytest.mark.default_cases(dict(n_g=80))
+@pytest.mark.parametrize("n_g", [80, 300])
 @pytest.mark.parametrize("screen", [0, "bf16"])
-def test_explicit_relevance_unsorted_across_many_tiles(screen, spy):
+def test_explicit_relevance_unsorted_across_many_tiles(screen, n_g, spy):
     """Up to 40 relevant columns per row, unsorted, spread over three 32-column tiles
     (the last partial); a first block whose queries have none (with the pair outputs)."""
     rng = np.random.default_rng(8)
-    Q, G = _ints(rng, 32, 6), _ints(rng, 80, 6)  # two blocks of 16 queries (tile=(16, 32))
+    Q, G = _ints(rng, 32, 6), _ints(rng, n_g, 6)  # two blocks of 16 queries (tile=(16, 32))
     rel = {
         i: []
         if i < 16
-        else rng.permutation(rng.choice(80, size=int(rng.integers(1, 40)), replace=False)).tolist()
+        else rng.permutation(rng.choice(n_g, size=int(rng.integers(1, 40)), replace=False)).tolist()
         for i in range(32)
     }
     _check(
