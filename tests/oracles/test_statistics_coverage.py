@@ -40,8 +40,8 @@ also through ``rc.class_count_sweep``); ``rc.split_difference`` on one populatio
 the bootstrap gap of a query metric on random class halves (class vs query
 resampling; ``split_difference`` and the other functions now resample classes by default).
 
-Cost: about 45 worker-seconds on the 2-core machine at a load of ~2 (67 before
-2026-11-28: the accuracy gap's 4000 draws per case became 2000, the group_repeats test's
+Cost: about 55 worker-seconds on the 2-core machine at a load of ~2 (67 measured before
+2026-11-28, the reduction estimated from the per-test times the changes scale: the accuracy gap's 4000 draws per case became 2000, the group_repeats test's
 300 draws 200, the two hit-rate split tests' 100 splits 60; each test's comment states
 the false-alarm and detection rates at its size). The largest parts: the grouped
 population's truth (two evaluates of 22,500 items) and 400 draws of each population
