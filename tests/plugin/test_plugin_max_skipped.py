@@ -1,8 +1,9 @@
 """--rc-max-skipped (issue 12): it fails a plain test whose gate skipped more queries
 than the limit (a count or a fraction), also under xdist; a gate's own max_skipped wins
 over the session's; without a limit the skipped queries are a warning under the table.
-pytester in-process (~0.3 s a session), except the xdist session (one worker
-interpreter, ~5 CPU-s: the option must reach a worker process)."""
+pytester in-process (about 0.2 CPU-s a session), except the xdist session: one worker
+interpreter (its start-up and imports are most of this file's cost), the point of that
+test: the option must reach a worker process and the record come back."""
 
 from __future__ import annotations
 

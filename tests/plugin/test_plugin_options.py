@@ -1,8 +1,9 @@
 """The plugin's session options (``--rc-<name>`` and the ini's ``rc_<name>``): a bad
 flag or ini value is one usage error at start-up (exit 4) naming the flag and its ini
 name, never a traceback; --rc-max-skipped and --rc-timeout reach rc_options and the suite
-runner (issue 12). pytester in-process, one session per case (~0.2 s each on an idle
-core, about 8 s in all)."""
+runner (issue 12). pytester in-process, one session per case: about 0.2 CPU-s each
+(measured: this file, test_plugin_max_skipped, test_plugin_outputs and
+test_plugin_suite_errors, 74 tests, took 25.5 CPU-s together, start-up included)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ output path that cannot be written is a usage error at start-up, a missing direc
 inside the rootdir is created; a writer that fails at the end is reported and never
 stops the others; a damaged history or an unusable embedding cache never turns a session
 red, and the HTML report escapes what the history holds. pytester in-process, one
-session per case (~0.3 s each on an idle core, about 8 s in all)."""
+session per case: about 0.2-0.3 CPU-s each (see test_plugin_options.py's measurement)."""
 
 from __future__ import annotations
 

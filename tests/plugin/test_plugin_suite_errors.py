@@ -3,7 +3,8 @@ test module is (issue 25): -m, -k and --deselect cannot hide it, the session is 
 and the error is recorded (table, JSON, history) as a failed gate of the suite. Every
 failed suite item leaves one record everywhere (a suite with a typo, a check over
 max_skipped, a model that timed out, a failing compare check), and ``show --check`` of
-that run is red. In-process pytester runs (~0.3 s each on an idle core, about 6 s in all)."""
+that run is red. In-process pytester runs: about 0.2-0.3 CPU-s each (see
+test_plugin_options.py's measurement)."""
 
 from __future__ import annotations
 
