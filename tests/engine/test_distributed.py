@@ -12,10 +12,11 @@ relevance comes from labels and explicit (binary and graded) rows. Every metric
 value, per-query array, tie value, first relevant rank, pair count, threshold and
 PR-curve point is compared with ``==`` / ``array_equal``.
 
-Cost: about 54 CPU-s for the file (measured at a load average of 14; 75 before with
-five spawned ranks and bench_distributed's three processes): three spawned ranks, each
-an interpreter, a torch import and the kernels' load (~6 CPU-s), and bench_distributed's
-two; add a scenario to the launch, not a launch.
+Cost: about 60 CPU-s for the file at a load average of 12-15 (the tests but the
+benchmark's: 59 CPU-s, pytest's own start included, against 70 with two launches of
+five ranks): three spawned ranks, each an interpreter, a torch import and the kernels'
+load (~6 CPU-s), and bench_distributed's two; add a scenario to the launch, not a
+launch.
 """
 
 from __future__ import annotations
