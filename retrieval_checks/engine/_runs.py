@@ -67,6 +67,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -876,8 +877,13 @@ class _Ranked:
     grade: np.ndarray  # int64 (0 where not in the qrels; -1 in the pool, not judged)
     judged: np.ndarray  # bool: in the qrels with a grade >= 0
     start: np.ndarray  # int64: query i's entries are start[i] .. start[i + 1] - 1
-    group: np.ndarray  # int64 tie group of each entry (one query, one score), consecutive
     bounds: np.ndarray  # int64: group j's entries are bounds[j] .. bounds[j + 1] - 1
+
+    @cached_property
+    def group(self) -> np.ndarray:
+        """int64 tie group of each entry (one query, one score), consecutive; computed
+        where a measure reads every entry's group (bpref, rbp_residual)."""
+        return np.repeat(np.arange(self.bounds.size - 1, dtype=np.int64), np.diff(self.bounds))
 
     @property
     def rank(self) -> np.ndarray:
@@ -887,26 +893,34 @@ class _Ranked:
     def untied(self) -> "_Ranked":
         """The same order with every entry a group of its own (``ties="docid"``)."""
         n = self.row.size
-        return replace(self, group=np.arange(n, dtype=np.int64), bounds=np.arange(n + 1))
+        return replace(self, bounds=np.arange(n + 1, dtype=np.int64))
 
 
-def _run_grades(flat: _Flat) -> tuple[np.ndarray, np.ndarray]:
-    """The grade of each retrieved entry (0 where it is not in the qrels) and whether the
-    qrels judge it (a grade >= 0; -1 is in the pool but not judged)."""
+def _run_grades(flat: _Flat, q: np.ndarray, doc: np.ndarray, start=None):
+    """The grade of each retrieved entry ``(q, doc)`` (0 where it is not in the qrels)
+    and whether the qrels judge it (a grade >= 0; -1 is in the pool but not judged).
+    ``start``: the entries are grouped by query, query i's at ``start[i] ..
+    start[i + 1] - 1``."""
     jit = _jit()
     if jit is not None:
         order = np.lexsort((flat.jdoc, flat.jq))
         n_q = flat.query_ids.shape[0]
         jstart = np.searchsorted(flat.jq[order], np.arange(n_q + 1))
-        return jit.grades_of(flat.q, flat.doc, jstart, flat.jdoc[order], flat.grade[order])
-    doc, jdoc, n_docs = flat.doc, flat.jdoc, flat.n_docs
+        jdoc, jgrade = flat.jdoc[order], flat.grade[order]
+        if start is not None and flat.n_docs <= max(4 * q.size, 1 << 20):
+            # one query at a time: its judged documents marked in a table of every
+            # document (in cache), each entry one lookup
+            return jit.grades_by_query(doc, start, jstart, jdoc, jgrade, flat.n_docs)
+        return jit.grades_of(q, doc, jstart, jdoc, jgrade)
+    n_docs = flat.n_docs
+    jdoc = flat.jdoc
     if flat.query_ids.shape[0] * n_docs >= 1 << 62:  # (query, document) keys would overflow
         both = np.unique(np.concatenate([doc, jdoc]), return_inverse=True)[1]
         doc, jdoc, n_docs = both[: doc.size], both[doc.size :], int(both.max()) + 1
     judged = flat.jq * n_docs + jdoc
     order = np.argsort(judged, kind="stable")
     keys, grades = judged[order], flat.grade[order]
-    wanted = flat.q * n_docs + doc
+    wanted = q * n_docs + doc
     at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
     found = (keys[at] == wanted) if keys.size else np.zeros(wanted.size, bool)
     grade = np.where(found, grades[at] if keys.size else 0, 0).astype(np.int64)
@@ -981,9 +995,9 @@ def _rank_run(flat: _Flat, k: int | None, ties: str = "pessimistic") -> _Ranked:
     whose order defines it, as trec_eval's ``-M`` does."""
     n_q = flat.query_ids.shape[0]
     order = _query_order(flat.q, flat.score, _doc_keys(flat) if ties == "docid" else None)
-    grade, judged = _run_grades(flat)
-    row, score, grade, judged = flat.q[order], flat.score[order], grade[order], judged[order]
+    row, score = flat.q[order], flat.score[order]
     start = np.searchsorted(row, np.arange(n_q + 1))
+    grade, judged = _run_grades(flat, row, flat.doc[order], start)
     if k is not None:
         slot = np.arange(row.size) - start[row]
         cut = np.flatnonzero((slot == k) & (score == np.roll(score, 1)))
@@ -999,9 +1013,9 @@ def _rank_run(flat: _Flat, k: int | None, ties: str = "pessimistic") -> _Ranked:
         row, score, grade, judged = row[keep], score[keep], grade[keep], judged[keep]
         start = np.searchsorted(row, np.arange(n_q + 1))
     new = np.ones(row.size, bool)
-    new[1:] = (np.diff(row) != 0) | (np.diff(score) != 0)
+    new[1:] = (row[1:] != row[:-1]) | (score[1:] != score[:-1])
     bounds = np.append(np.flatnonzero(new), row.size).astype(np.int64)
-    return _Ranked(row, score, grade, judged, start.astype(np.int64), np.cumsum(new) - 1, bounds)
+    return _Ranked(row, score, grade, judged, start.astype(np.int64), bounds)
 
 
 @dataclass(frozen=True)
@@ -1016,21 +1030,22 @@ class _Items:
 
 
 def _binary_items(rk: _Ranked, relevant: np.ndarray, n_q: int) -> _Items:
-    """Counts over every entry (two cumulative sums), read at the relevant entries only."""
-    nonrel = np.concatenate([[0], np.cumsum(~relevant)])
-    rel = np.concatenate([[0], np.cumsum(relevant)])
+    """Counts read at the relevant entries only: the relevant entries before a position
+    are a binary search among the relevant entries' positions (the non-relevant ones
+    the rest), where cumulative sums over every entry cost a pass each."""
     at = np.flatnonzero(relevant)
-    group = rk.group[at]
+    group = np.searchsorted(rk.bounds, at, side="right") - 1
     end = rk.bounds[group + 1]  # one past the entry's tie group
     begin = rk.bounds[group]
     row = rk.row[at]
     first = rk.start[row]
-    ge = nonrel[end] - nonrel[first]
-    tied = nonrel[end] - nonrel[begin]
-    position = rel[at] - rel[first]
+    rel_end, rel_begin, rel_first = (np.searchsorted(at, x) for x in (end, begin, first))
+    ge = (end - rel_end) - (first - rel_first)  # non-relevant entries scoring >= it
+    tied = (end - rel_end) - (begin - rel_begin)
+    position = np.arange(at.size, dtype=np.int64) - rel_first
     best = position == 0
     first_group = np.zeros(n_q, np.int64)
-    first_group[row[best]] = (rel[end] - rel[begin])[best]
+    first_group[row[best]] = (rel_end - rel_begin)[best]
     return _Items(row, position, 1 + position + ge, tied, first_group)
 
 

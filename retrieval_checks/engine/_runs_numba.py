@@ -201,3 +201,27 @@ def order_of_packed(packed, q, score, doc_key, by_key, qstart, qbits, bbits):
                 order[p:r] = run[second]
         p = r
     return order
+
+
+@njit(cache=True, nogil=True)
+def grades_by_query(doc, start, jstart, jdoc, jgrade, n_docs):
+    """:func:`grades_of` where the entries are grouped by query (query i's at
+    ``start[i] .. start[i + 1] - 1``): each query's judged documents marked in a table
+    of the ``n_docs`` documents, each entry's grade one lookup, the marks then cleared."""
+    n = doc.size
+    grade = np.zeros(n, np.int64)
+    judged = np.zeros(n, np.bool_)
+    mark = np.full(n_docs, -1, np.int64)
+    for q in range(start.size - 1):
+        if start[q] == start[q + 1] or jstart[q] == jstart[q + 1]:
+            continue
+        for t in range(jstart[q], jstart[q + 1]):
+            mark[jdoc[t]] = t
+        for i in range(start[q], start[q + 1]):
+            t = mark[doc[i]]
+            if t >= 0:
+                grade[i] = jgrade[t]
+                judged[i] = jgrade[t] >= 0
+        for t in range(jstart[q], jstart[q + 1]):
+            mark[jdoc[t]] = -1
+    return grade, judged
