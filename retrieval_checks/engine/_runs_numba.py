@@ -1,8 +1,10 @@
-"""numba twins of :func:`retrieval_checks.engine._runs`'s whole-array steps on a run's
-document ids (issue 32): one pass over their bytes where numpy takes several, giving
-the same integers as the numpy code in ``_runs`` (``_id_bounds``, ``_code_ids``), which
-serves where numba cannot be imported or ``RETRIEVAL_CHECKS_KERNELS=numpy``. Compiled
-on first use and cached on disk (``cache=True``).
+"""numba twins of :func:`retrieval_checks.engine._runs`'s whole-array steps (issue 32):
+one pass over a run's document id bytes where numpy takes several, the order of each
+query's entries (one integer sort of packed keys, or a stable sort per query) and each
+entry's grade, giving the same integers as the numpy code in ``_runs`` (``_plain_text``,
+``_code_ids``, ``_query_order``, ``_run_grades``), which serves where numba cannot be
+imported or ``RETRIEVAL_CHECKS_KERNELS=numpy``. Compiled on first use and cached on
+disk (``cache=True``).
 """
 
 from __future__ import annotations

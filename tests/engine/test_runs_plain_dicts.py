@@ -1,10 +1,12 @@
 """evaluate_run reads plain ``{qid: {docid: value}}`` dicts at once (issue 32,
 :func:`retrieval_checks.engine._runs._plain_flat`): ids checked and coded over whole
-arrays (each id a number sorted with its index, or its bytes as 64-bit words, or a dict
-for ids over 64 bytes), values converted in one pass; each query's block sorted on its
-own. The result is the entry-by-entry reading's, bit for bit, whatever the ids' lengths,
-prefixes and order, every tie policy and option, with numba's twins and without;
-anything not plain takes the entry path and its message.
+arrays (each id a number sorted with its index, or the number alone by an argsort, or
+its bytes as 64-bit words, or a dict for ids over 64 bytes), values converted in one
+pass; each query's block sorted on its own, or (numba) every entry by one sort of
+(query, top bits of the score, index) with runs of equal top bits settled. The result
+is the entry-by-entry reading's, bit for bit, whatever the ids' lengths, prefixes and
+order, every tie policy and option, with numba's twins and without; anything not plain
+takes the entry path and its message.
 
 Cost: about 8 CPU-s (loaded 2-core machine), most of it the engine's one-time start
 (importing numba, loading the cached kernels).
