@@ -21,7 +21,7 @@ and the image-text metrics under ``"average"``, ``tied_share``, ``tie_note`` /
 ``tie_range`` on tie-free and tie-heavy data, and the pair metrics (which no tie policy
 changes).
 
-Cost: about 25 CPU-s at a load average of 8 (each case runs 18 evaluations: three
+Cost: about 18 CPU-s at a load average of 14 (each case runs 18 evaluations: three
 backends, two tiles, three policies). The generated cases: each similarity with and
 without a gallery, with labels and with explicit relevance, as explicit examples, and
 a few drawn; the ``_sweep`` twins draw the former counts with ``--rc-exhaustive``.
