@@ -10,7 +10,7 @@ Every case is compared with ``==`` against two independent paths: the CPU kernel
 outside :func:`_triton.on_cpu`); a spy on ``run_block_triton`` proves the kernel ran
 (or, with 9 self items, that it handed the block back to the torch path).
 
-Cost: about 23 CPU-s for the default run (issue 27: 119 worker-s before), each problem
+Cost: about 21 CPU-s for the default run (issue 27: 119 worker-s before), each problem
 sized by the tiles it must cross (16 x 32 tiles in the interpreter: 20 items span 2 x 1
 with a partial one); the kernel's counts do not depend on the tie policy, so a test runs
 ``ties="average"`` and compares every policy's values (``tie_values``). The other tie

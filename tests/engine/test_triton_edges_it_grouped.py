@@ -13,7 +13,7 @@ three repeats, a gallery missing some queries' ids, string labels, identical
 embeddings, every tie policy and ``empty_queries`` mode, screening on near ties.
 ``TRITON_INTERPRET=1`` is set before triton is first imported.
 
-Cost: about 28 CPU-s for the default run (issue 27: 83 worker-s before): problems of
+Cost: about 21 CPU-s for the default run (issue 27: 83 worker-s before): problems of
 20-100 items, sized by the tiles they must cross; tie policies through one ``average``
 run's tie values where the fused pass does not see the policy; the 5fold1k protocol at
 5000 images, other tile shapes, policies and screens with ``--rc-exhaustive``.
