@@ -121,3 +121,39 @@ def interpreter_blocker() -> str | None:
         return f"triton {triton.__version__}'s interpreter counts a loop wrong ({int(out[0])} != 3)"
     patch_once_per_launch()
     return None
+
+
+_IMPORT_PROBE = """
+import json, sys
+out = {}
+import retrieval_checks
+out["package"] = "triton" in sys.modules
+import retrieval_checks.engine._grouped, retrieval_checks.engine.gpu._triton_grouped
+out["grouped"] = sorted(m for m in ("triton", "torch") if m in sys.modules)
+import numpy as np
+x = np.eye(4, dtype=np.float32)
+retrieval_checks.evaluate_image_text(x, x, np.arange(4), device="numpy", n_resamples=0)
+out["image_text"] = "triton" in sys.modules
+print(json.dumps(out))
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def import_probe() -> dict:
+    """What a fresh interpreter has imported at three points, in one subprocess (one
+    interpreter start for the three tests that ask; each asserts its own key, once per
+    process): ``package``: whether triton is loaded after ``import retrieval_checks``;
+    ``grouped``: triton/torch loaded after also importing the grouped engine and its
+    Triton module; ``image_text``: whether triton is loaded after evaluating image-text
+    on device="numpy". The steps only add imports (a module once loaded stays), so each
+    key sees every module its entry point alone would load (with the earlier steps'):
+    none can hide an import. The torch check comes before image-text's evaluation, which
+    imports torch."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
