@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import BackendError, InputError
 from ..options import parse_memory
+from . import _kernels_numpy
 from ._inputs import as_numpy, is_torch_tensor
 
 __all__ = [
@@ -101,7 +102,7 @@ class Backend:
             out[s : s + rows] = p64
         return out
 
-    def cosine_rows_into(self, x, out, chunk_bytes: int = 16 * 2**20) -> np.ndarray:
+    def cosine_rows_into(self, x, out, chunk_bytes: int = 16 * 2**20, kernels=None) -> np.ndarray:
         """Write the float32 rows cosine multiplies into ``out`` and return their factors
         for the score epilogue (float32, host), all computed on the host in float64, so
         every backend gets the same bits.
@@ -113,23 +114,25 @@ class Backend:
           used after the product (:meth:`finish_scores`): equal cosines of integer rows
           of any norms give equal scores, and parallel rows become identical.
         - Any other row is normalised in float64 and rounded (parallel rows round to the
-          same float32 row); its factor is 1."""
+          same float32 row); its factor is 1.
+
+        ``kernels``: the module of the per-row steps (:func:`._kernels.cosine_kernels`:
+        numba's, one pass each, or numpy's; the same bits); None: numpy's. float32 and
+        float64 rows (numpy, or CPU tensors) are read in place; other dtypes go through
+        a float64 copy."""
+        kernels = _kernels_numpy if kernels is None else kernels
         n, d = int(x.shape[0]), int(x.shape[1])
         factors = np.ones(n, np.float32)
         rows = max(1, chunk_bytes // (8 * max(d, 1)))
         for s in range(0, n, rows):
-            part = x[s : s + rows]
-            p64 = (
-                np.asarray(part, dtype=np.float64)
-                if isinstance(part, np.ndarray)
-                else part.detach().double().cpu().numpy()
-            )  # bfloat16 has no numpy twin
-            _, e = np.frexp(np.abs(p64).max(axis=1))
-            y = np.ldexp(p64, (24 - e)[:, None])  # largest entry in [2^23, 2^24)
-            integral = (y == np.round(y)).all(axis=1)
-            block = np.empty(p64.shape, np.float32)
+            part = _host_rows(x[s : s + rows])
+            m = int(part.shape[0])
+            e = np.empty(m, np.int64)
+            integral = np.empty(m, bool)
+            kernels.cosine_row_scales(part, e, integral)
+            block = np.empty((m, d), np.float32)
             if integral.any():
-                yi = y[integral]
+                yi = np.ldexp(np.asarray(part[integral], np.float64), (24 - e[integral])[:, None])
                 prim = (
                     yi / np.gcd.reduce(np.abs(yi).astype(np.int64), axis=1)[:, None]
                 )  # exact integers
@@ -137,12 +140,11 @@ class Backend:
                 v = np.ldexp(prim, -e2[:, None])
                 block[integral] = v
                 factors[s : s + rows][integral] = _sum_squares(v)
-            rest = ~integral
-            if rest.any():
-                z = np.ldexp(
-                    p64[rest], -e[rest][:, None]
-                )  # exact; no overflow or underflow in the norm
-                block[rest] = z / np.sqrt(np.einsum("ij,ij->i", z, z))[:, None]
+            rest = np.flatnonzero(~integral)
+            if rest.size:
+                z = np.empty((rest.size, d), np.float64)
+                kernels.cosine_scaled_rows(part, e, rest, z)  # exact; no overflow or underflow
+                kernels.cosine_divide_rows(z, np.einsum("ij,ij->i", z, z), rest, block)
             out[s : s + rows] = self.from_numpy(block)
         return factors
 
@@ -340,6 +342,19 @@ def _cosine_epilogue_torch(S, qa, ga, step: int) -> None:
         x = part.double()
         x = (x * x) / (qa64[a : a + step, None] * ga64[None, :])
         part.copy_(x.sqrt_().copysign_(part))
+
+
+def _host_rows(part) -> np.ndarray:
+    """A chunk of rows on the host as float32 or float64 numpy (in place where it is
+    one already: a numpy array or a CPU tensor), else a float64 copy (bfloat16 has no
+    numpy twin)."""
+    if isinstance(part, np.ndarray):
+        return part if part.dtype in (np.float32, np.float64) else part.astype(np.float64)
+    import torch
+
+    if part.device.type == "cpu" and part.dtype in (torch.float32, torch.float64):
+        return part.detach().numpy()
+    return part.detach().double().cpu().numpy()
 
 
 def _sum_squares(rows: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ __all__ = [
     "bin_against_sorted",
     "key_histogram",
     "key_to_float",
+    "cosine_kernels",
     "ACCELERATOR",  # noqa: F822 (served by the module __getattr__)
     "FALLBACK_REASON",  # noqa: F822
     "use",
@@ -112,6 +113,14 @@ def key_histogram(U, n_rows, n_cols, out):
     impl = _impl()
     with _serial(impl):
         impl.key_histogram(U, n_rows, n_cols, out)
+
+
+def cosine_kernels():
+    """The implementation (numba's or numpy's module, the same bits) of the three steps
+    that prepare cosine rows (:meth:`._backend.Backend.cosine_rows_into`):
+    ``cosine_row_scales``, ``cosine_scaled_rows``, ``cosine_divide_rows``. Serial
+    kernels: no lock."""
+    return _impl()
 
 
 @contextlib.contextmanager

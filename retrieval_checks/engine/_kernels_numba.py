@@ -12,6 +12,8 @@ expectation all follow from the two counts.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import get_num_threads, njit, prange
 
@@ -21,6 +23,9 @@ __all__ = [
     "collect_rows",
     "bin_against_sorted",
     "key_histogram",
+    "cosine_row_scales",
+    "cosine_scaled_rows",
+    "cosine_divide_rows",
 ]
 
 
@@ -177,3 +182,58 @@ def bin_against_sorted(S, n_rows, n_cols, sorted_values, out):
 def key_histogram(U, n_rows, n_cols, out):
     """See :func:`_key_histogram`; one partial histogram per numba thread."""
     _key_histogram(U, n_rows, n_cols, out, get_num_threads())
+
+
+# ----------------------------------------------------------------------------- cosine rows
+# :mod:`._kernels_numpy`'s twins, one pass over the rows each instead of numpy's ~10
+# full-size float64 temporaries: the same operations (frexp, ldexp, a correctly rounded
+# sqrt and division, one rounding to float32), so the same bits.
+@njit(cache=True, nogil=True)
+def cosine_row_scales(x, e, integral):
+    m, d = x.shape
+    for i in range(m):
+        top = 0.0
+        for j in range(d):
+            a = abs(np.float64(x[i, j]))
+            if a > top:
+                top = a
+        ei = math.frexp(top)[1]
+        e[i] = ei
+        k = 24 - ei
+        # where 2^k is a normal float64 the product rounds as ldexp does (~10x faster
+        # than the libm call); else ldexp itself
+        normal = -1022 <= k <= 1023
+        scale = math.ldexp(1.0, k) if normal else 1.0
+        ok = True
+        for j in range(d):
+            v = np.float64(x[i, j])
+            y = v * scale if normal else math.ldexp(v, k)
+            if y != math.floor(y):
+                ok = False
+                break
+        integral[i] = ok
+
+
+@njit(cache=True, nogil=True)
+def cosine_scaled_rows(x, e, rows, z):
+    d = x.shape[1]
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        k = -e[i]
+        if -1022 <= k <= 1023:
+            scale = math.ldexp(1.0, k)  # a normal float64: the product rounds as ldexp
+            for j in range(d):
+                z[t, j] = np.float64(x[i, j]) * scale
+        else:
+            for j in range(d):
+                z[t, j] = math.ldexp(np.float64(x[i, j]), k)
+
+
+@njit(cache=True, nogil=True)
+def cosine_divide_rows(z, sq, rows, block):
+    d = z.shape[1]
+    for t in range(rows.shape[0]):
+        n = math.sqrt(sq[t])
+        i = rows[t]
+        for j in range(d):
+            block[i, j] = np.float32(z[t, j] / n)

@@ -19,6 +19,9 @@ __all__ = [
     "key_histogram",
     "key_to_float",
     "float_keys",
+    "cosine_row_scales",
+    "cosine_scaled_rows",
+    "cosine_divide_rows",
 ]
 
 _ELEMENTS = 1 << 22  # scores per row group
@@ -109,3 +112,26 @@ def key_histogram(U, n_rows, n_cols, out):
         block = _rows(S, a, b, n_cols)
         keys = float_keys(block[block != -np.inf])
         out += np.bincount(keys >> np.uint32(16), minlength=65536)[:65536]
+
+
+# ----------------------------------------------------------------------------- cosine rows
+# The three steps of :meth:`._backend.Backend.cosine_rows_into` on one chunk of rows
+# (float32 or float64, host): every value exact or correctly rounded once, so both
+# implementations give the same bits.
+def cosine_row_scales(x, e, integral):
+    """``e[i]``: the binary exponent of row i's largest |entry| (frexp); ``integral[i]``:
+    whether the row scaled to a largest entry in [2^23, 2^24) is all integers."""
+    p64 = np.asarray(x, dtype=np.float64)
+    _, e[:] = np.frexp(np.abs(p64).max(axis=1))
+    y = np.ldexp(p64, (24 - e)[:, None])
+    integral[:] = (y == np.round(y)).all(axis=1)
+
+
+def cosine_scaled_rows(x, e, rows, z):
+    """``z[t] = x[rows[t]] * 2^-e[rows[t]]`` in float64 (exact)."""
+    z[:] = np.ldexp(np.asarray(x[rows], dtype=np.float64), -e[rows][:, None])
+
+
+def cosine_divide_rows(z, sq, rows, block):
+    """``block[rows[t]] = float32(z[t] / sqrt(sq[t]))``."""
+    block[rows] = z / np.sqrt(sq)[:, None]

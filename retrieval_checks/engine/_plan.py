@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from . import _kernels
 from ._backend import Backend, default_memory_budget, parse_memory, resolve_backend
 from ._blocks import Problem, RelevanceSource
 from ._hamming import PackedCodes, pack_sides
@@ -168,14 +169,19 @@ def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, n_g: i
     Gp = be.zeros((n_rows, d))
     G = be.native(queries if loo else gallery) if n else None
     if similarity == "cosine":
+        cosine = _kernels.cosine_kernels()
         host = np.zeros(n_rows, np.float32)
         if n:
-            host[off : off + n] = be.cosine_rows_into(G, Gp[off : off + n])
+            host[off : off + n] = be.cosine_rows_into(G, Gp[off : off + n], kernels=cosine)
         ga = be.from_numpy(host)
         if loo:
             return Gp[off : off + n], Gp, ga[off : off + n], ga
         Q = be.empty((n_q, d))
-        qa = be.cosine_rows_into(be.native(queries), Q) if n_q else np.zeros(0, np.float32)
+        qa = (
+            be.cosine_rows_into(be.native(queries), Q, kernels=cosine)
+            if n_q
+            else np.zeros(0, np.float32)
+        )
         return Q, Gp, be.from_numpy(qa), ga
     center = None
     if similarity == "neg_l2":  # the whole gallery's column means, rounded to integers

@@ -1036,3 +1036,68 @@ def test_label_codes_equal_np_unique_on_every_integer_kind(
     assert q_codes.dtype == g_codes.dtype == np.int64
     if loo:
         assert g_codes is not q_codes  # separate arrays, as before
+
+
+def _cosine_rows_by_definition(x):
+    """Backend.cosine_rows_into's rule in plain numpy, whole array at once: integer rows
+    (after scaling the largest entry into [2^23, 2^24)) -> primitive vector times a power
+    of two, factor |v|^2; other rows -> float64 normalisation rounded once, factor 1."""
+    p64 = np.asarray(x, np.float64)
+    _, e = np.frexp(np.abs(p64).max(axis=1))
+    y = np.ldexp(p64, (24 - e)[:, None])
+    integral = (y == np.round(y)).all(axis=1)
+    out = np.empty(x.shape, np.float32)
+    factors = np.ones(x.shape[0], np.float32)
+    yi = y[integral]
+    prim = yi / np.gcd.reduce(np.abs(yi).astype(np.int64), axis=1)[:, None]
+    _, e2 = np.frexp(np.abs(prim).max(axis=1))
+    v = np.ldexp(prim, -e2[:, None])
+    out[integral] = v
+    factors[integral] = (v * v).sum(axis=1) if v.size else 0
+    z = np.ldexp(p64[~integral], -e[~integral][:, None])
+    out[~integral] = z / np.sqrt(np.einsum("ij,ij->i", z, z))[:, None]
+    return out, factors
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_cosine_rows_compiled_and_numpy_steps_give_the_definition_bits(kind):
+    """The prepared cosine rows every pass (the grouped one included) multiplies: the
+    compiled per-row steps (one pass each) and numpy's give the same bits as the rule,
+    on float32 and float64 rows, huge and tiny scales (2^k outside float64's normal
+    range: ldexp itself), integer and binary rows, over several chunks."""
+    from retrieval_checks.engine import _kernels_numpy
+    from retrieval_checks.engine._backend import Backend
+
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((700, 19))
+    bits = rng.integers(0, 2, (60, 19)).astype(np.float32)
+    bits[:, 0] = 1
+    cases = [
+        g.astype(np.float32),
+        (g * 3e30).astype(np.float32),
+        np.vstack([rng.integers(-3, 4, (50, 19)) * 0.125, g[:50] * 1e-38]).astype(np.float32),
+        bits,
+        g * 1e-300,
+        np.ldexp(g, rng.integers(-1070, -1000, (700, 1))),  # 2^(24 - e) beyond 2^1023
+        g * 1e300,
+    ]
+    impls = [_kernels_numpy]
+    try:
+        from retrieval_checks.engine import _kernels_numba
+
+        impls.append(_kernels_numba)
+    except ImportError:
+        pass
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        be = Backend("torch", torch.device("cpu"))
+    else:
+        be = Backend("numpy")
+    for x in cases:
+        want, want_f = _cosine_rows_by_definition(x)
+        src = x if kind == "numpy" else torch.from_numpy(x)
+        for impl in impls:
+            out = be.empty(x.shape)
+            f = be.cosine_rows_into(src, out, chunk_bytes=8 * 19 * 64, kernels=impl)
+            assert np.asarray(out).tobytes() == want.tobytes(), impl.__name__
+            assert f.tobytes() == want_f.tobytes(), impl.__name__
