@@ -2,9 +2,10 @@
 dependency (they are imported when a test runs). The times themselves are printed by
 benchmarks/bench_collect.py, not asserted.
 
-Cost: about 8 CPU-s: three fresh interpreters that collect (the point: a module loaded by
-this process would hide one loaded by collection), the benchmark's own code run here
-in-process (loaded from its path) rather than in a fourth interpreter."""
+Cost: about 6 CPU-s: three fresh interpreters that collect (the point: a module loaded by
+this process would hide one loaded by collection; the third imports numba, not torch, to
+show the probe sees a heavy import), the benchmark's own code run here in-process (loaded
+from its path) rather than in a fourth interpreter."""
 
 from __future__ import annotations
 
