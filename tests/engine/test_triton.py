@@ -401,15 +401,23 @@ def test_screen_stats_count_decided_and_recomputed_tiles(monkeypatch):
 
 
 @functools.lru_cache(maxsize=None)
+def _near_tie_problem():
+    """The adversarial near-tie problem and thresholds placed exactly on six of its
+    relevant scores (the fp32 kernel's), made once per process for every screen."""
+    rng = np.random.default_rng(31)
+    X, y, grank = _adversarial(rng)
+    _, rel_sorted, _, _, _ = _kernel_counts(X, y, grank, X.shape[0])
+    picks = np.sort(rng.choice(rel_sorted, size=6, replace=False)).astype(np.float32)
+    return X, y, grank, rel_sorted, picks
+
+
+@functools.lru_cache(maxsize=None)
 def _near_tie_pair_outputs(sc):
     """The tail values, fixed-threshold counts and binning counts of the adversarial
     near-tie problem under screen ``sc``: the fp32 ones (``sc`` 0) computed once per
     process for both screened tests."""
-    rng = np.random.default_rng(31)
-    X, y, grank = _adversarial(rng)
+    X, y, grank, rel_sorted, picks = _near_tie_problem()
     m = X.shape[0]
-    _, rel_sorted, _, _, _ = _kernel_counts(X, y, grank, m)
-    picks = np.sort(rng.choice(rel_sorted, size=6, replace=False)).astype(np.float32)
     G = torch.from_numpy(X.copy())
     indptr, rows, cols = _csr_loo(y, m)
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)

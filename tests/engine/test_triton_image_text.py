@@ -10,7 +10,10 @@ down to folds of 24 images (``_fold_slices`` patched) so that the interpreter st
 
 Cost (28 November 2026, one process at a load of ~14 on the 2-core machine): about 16
 CPU-s for the default tests, 5 of them the fresh interpreter that checks triton is not
-imported (a subprocess is the point there); ``--rc-exhaustive`` adds the sweeps.
+imported (a subprocess is the point there; since 2bb5116 one subprocess,
+interpreter_check.import_probe, serves this file's, test_triton.py's and
+test_triton_grouped.py's import checks: whichever runs first in a process pays it);
+``--rc-exhaustive`` adds the sweeps.
 """
 
 from __future__ import annotations
