@@ -130,7 +130,8 @@ class Backend:
             e = np.empty(m, np.int64)
             integral = np.empty(m, bool)
             kernels.cosine_row_scales(part, e, integral)
-            block = np.empty((m, d), np.float32)
+            block = _host_view(out[s : s + rows])  # written in place where out is on the host
+            block = np.empty((m, d), np.float32) if block is None else block
             if integral.any():
                 yi = np.ldexp(np.asarray(part[integral], np.float64), (24 - e[integral])[:, None])
                 prim = (
@@ -145,7 +146,8 @@ class Backend:
                 z = np.empty((rest.size, d), np.float64)
                 kernels.cosine_scaled_rows(part, e, rest, z)  # exact; no overflow or underflow
                 kernels.cosine_divide_rows(z, np.einsum("ij,ij->i", z, z), rest, block)
-            out[s : s + rows] = self.from_numpy(block)
+            if not _shares(block, out):
+                out[s : s + rows] = self.from_numpy(block)
         return factors
 
     def sqnorm64(self, x, chunk_bytes: int = 16 * 2**20) -> np.ndarray:
@@ -355,6 +357,24 @@ def _host_rows(part) -> np.ndarray:
     if part.device.type == "cpu" and part.dtype in (torch.float32, torch.float64):
         return part.detach().numpy()
     return part.detach().double().cpu().numpy()
+
+
+def _host_view(rows):
+    """A C-contiguous float32 host array as a numpy view (no copy), else None."""
+    if isinstance(rows, np.ndarray):
+        ok = rows.dtype == np.float32 and rows.flags.c_contiguous
+        return rows if ok else None
+    import torch
+
+    if rows.device.type == "cpu" and rows.dtype == torch.float32 and rows.is_contiguous():
+        return rows.detach().numpy()
+    return None
+
+
+def _shares(block: np.ndarray, out) -> bool:
+    if isinstance(out, np.ndarray):
+        return np.shares_memory(block, out)
+    return out.device.type == "cpu" and np.shares_memory(block, out.detach().numpy())
 
 
 def _sum_squares(rows: np.ndarray) -> np.ndarray:

@@ -166,7 +166,12 @@ def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, n_g: i
     d = int(queries.shape[1])
     loo = gallery is None
     n_q = int(queries.shape[0])
-    Gp = be.zeros((n_rows, d))
+    # every row of the window is written below: zero only the rows around it (a zero
+    # fill of the whole padded gallery cost ~0.7 s at 1M x 128)
+    Gp = be.empty((n_rows, d)) if n else be.zeros((n_rows, d))
+    if n:
+        Gp[:off] = 0
+        Gp[off + n :] = 0
     G = be.native(queries if loo else gallery) if n else None
     if similarity == "cosine":
         cosine = _kernels.cosine_kernels()
