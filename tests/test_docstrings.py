@@ -156,7 +156,11 @@ def test_the_example_runs(name):
     # which ends with five full garbage collections (pytest's unraisableexception plugin;
     # pytester turns them off, pytest.main cannot): over this process's heap (torch,
     # numba, scipy) that is ~0.4 s each, most of these tests' time. Frozen, the objects
-    # that existed before the example are not scanned; the example's own still are.
+    # that existed before the example are not scanned; the example's own still are. The
+    # freeze stays when the session had frozen its collected heap already (tests/conftest.py:
+    # gc.unfreeze would thaw that too, and every later full collection of this worker would
+    # scan it again); the example's own survivors stay frozen with it (a few MB).
+    thaw = gc.get_freeze_count() == 0
     gc.freeze()
     try:
         with warnings.catch_warnings(), mock.patch.object(rc.gates._events, "_listeners", []):
@@ -164,7 +168,8 @@ def test_the_example_runs(name):
             for test in tests:
                 runner.run(test)
     finally:
-        gc.unfreeze()
+        if thaw:
+            gc.unfreeze()
     results = runner.summarize(verbose=False)
     assert results.failed == 0, f"{results.failed} of {results.attempted} examples of {name} fail"
 
