@@ -5,8 +5,11 @@ path the CUDA device runs today (``_use_kernels=False`` on CPU tensors), and, fo
 screened variant, the fp32 kernel itself (bit for bit). CUDA-only checks skip without a
 GPU. ``TRITON_INTERPRET=1`` is set here before triton is first imported.
 
-Cost (28 November 2026, one process at a load of ~14 on the 2-core machine): about 62
-CPU-s for the default tests, none over 3 s; the interpreter's cost is per program (one
+Cost (28 November 2026, one process at a load of 6-8 on the 2-core machine): about 58
+CPU-s for the default tests (65 before 2bb5116, measured back to back), ~5 of them the
+one subprocess of interpreter_check.import_probe that also serves the grouped and
+image-text import checks (whichever of the three runs first in a process pays it);
+none over 3 s otherwise; the interpreter's cost is per program (one
 tile of a launch), so a test sized for tile edges uses the interpreter's 16x32 tiles and
 one that checks a route or a counter uses larger ones. ``--rc-exhaustive`` adds the
 sweeps.
