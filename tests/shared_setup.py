@@ -359,3 +359,17 @@ def strict_json_loads(text: str):
         raise ValueError(f"not strict JSON: {name}")
 
     return json.loads(text, parse_constant=refuse)
+
+
+def root_conftest(config):
+    """The tests' root conftest module (tests/conftest.py), as pytest loaded it. Not
+    ``import conftest``: with the layers' own conftest.py files (tests/gates, tests/suites,
+    tests/tracking), that name is whichever conftest pytest imported last."""
+    from pathlib import Path
+
+    want = Path(__file__).with_name("conftest.py")
+    for plugin in config.pluginmanager.get_plugins():
+        where = getattr(plugin, "__file__", None)
+        if where and Path(where) == want:
+            return plugin
+    raise LookupError(f"{want} is not among pytest's plugins")

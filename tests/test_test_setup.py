@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from shared_setup import root_conftest
 
 pytest_plugins = ["pytester"]
 hypothesis = pytest.importorskip("hypothesis")
@@ -210,7 +211,9 @@ def test_pytester_runs_start_with_torch_already_imported(pytester):
     assert sys.modules["torch"] is torch and torch.ones(2).sum().item() == 2
 
 
-def test_own_module_follows_links_and_resolves_each_directory_once(tmp_path, monkeypatch):
+def test_own_module_follows_links_and_resolves_each_directory_once(
+    tmp_path, monkeypatch, pytestconfig
+):
     """The pytester fixture asks ``own_module`` about every module in sys.modules twice per
     in-process run (thousands): resolving each path cost about a second per run. It still
     sees a module under the run's root through a linked directory or a linked file, refuses
@@ -219,7 +222,7 @@ def test_own_module_follows_links_and_resolves_each_directory_once(tmp_path, mon
     import sys
     import types
 
-    import conftest
+    conftest = root_conftest(pytestconfig)
 
     root = tmp_path / "proj"
     (root / "pkg").mkdir(parents=True)

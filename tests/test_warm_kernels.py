@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import warm_kernels
+from shared_setup import root_conftest
 
 import retrieval_checks
 
@@ -111,9 +112,9 @@ def test_an_error_is_returned_not_raised(monkeypatch, tmp_path):
     ],
 )
 def test_only_whole_suite_runs_ask_the_workers_to_warm(
-    monkeypatch, source, collect_only, env, want
+    monkeypatch, pytestconfig, source, collect_only, env, want
 ):
-    import conftest
+    conftest = root_conftest(pytestconfig)
 
     if env is None:
         monkeypatch.delenv(conftest.WARM_ENV, raising=False)
