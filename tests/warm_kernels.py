@@ -54,8 +54,31 @@ def _runs_hamming_grouped() -> None:
     run = {f"q{q}": {f"d{d}": float((q * 7 + d * 3) % 11) for d in range(12)} for q in range(6)}
     qrels = {f"q{q}": {f"d{d}": (q + d) % 3 for d in range(0, 12, 2)} for q in range(6)}
     rc.evaluate_run(run, qrels, ["map", "ndcg@10"])
+    _run_fallbacks()
     rc.evaluate(x > 0, query_labels=y, metrics=["map"], similarity="hamming")
     rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1"], group_size=4, group_seed=0)
+
+
+def _run_fallbacks() -> None:
+    """Two kernels of ``evaluate_run`` that the public API reaches only at sizes a warm-up
+    cannot afford: ``grades_of`` (runs and qrels naming over 2**20 documents, more than
+    four per entry) and ``block_order`` (entries whose packed (query, score, index) keys
+    need over 48 bits). Compiled by a direct call with the library's argument types
+    (int64 codes, float64 scores), so a test that forces them does not compile them."""
+    import numpy as np
+
+    from retrieval_checks.engine import _runs_numba as jit
+
+    i64 = np.arange(4, dtype=np.int64)
+    jit.grades_of(i64, i64, np.array([0, 2, 4, 4, 4], np.int64), i64, i64)
+    jit.block_order(
+        np.array([0.5, 0.25, 0.75, 1.0]),
+        i64,
+        True,
+        np.array([0, 2], np.int64),
+        np.array([2, 4], np.int64),
+        np.array([0, 1], np.int64),
+    )
 
 
 def _scored_and_fused() -> None:
