@@ -162,3 +162,48 @@ def warm(worker: str = "gw0", wait_s: float = LOCK_WAIT_S) -> list[str]:
             except Exception as exc:  # the tests run the same kernels and report it
                 errors.append(f"{PARTS[part].__name__}: {type(exc).__name__}: {exc}")
     return errors
+
+
+# the ranx measures the oracle tests compare with (tests/oracles/test_ranx.py,
+# tests/suites/test_beir_datasets.py), by ranx's names
+RANX_METRICS = [
+    "ndcg@10", "ndcg", "map", "mrr", "mrr@10", "recall@10", "precision@10", "f1@5",
+    "hit_rate@10", "r-precision", "rbp.8", "dcg@10", "bpref",
+]  # fmt: skip
+
+
+def warm_ranx() -> None:
+    """ranx's numba kernels (``cache=True`` in its site-packages): the measures the
+    oracle tests take from ranx, through the same conversion of plain dicts
+    (``shared_setup.ranx_evaluate``); nothing where ranx is not installed."""
+    try:
+        import ranx  # noqa: F401
+    except ImportError:
+        return
+    from shared_setup import ranx_evaluate
+
+    run = {f"q{q}": {f"d{d}": float((q * 7 + d * 3) % 11) for d in range(12)} for q in range(6)}
+    qrels = {f"q{q}": {f"d{d}": (q + d) % 3 for d in range(0, 12, 2)} for q in range(6)}
+    ranx_evaluate(qrels, run, RANX_METRICS)
+
+
+def main() -> int:
+    """``python tests/warm_kernels.py``, which ``./dev`` runs once after installing an
+    environment: fills numba's on-disk caches of the library's kernels and of ranx's
+    before any test run, as pip byte-compiles what it installs (both caches are
+    per environment and per source: they are kept until the code changes). Best effort:
+    prints what failed and exits 0; the tests compile what they need."""
+    started = time.monotonic()
+    errors = warm("setup")
+    try:
+        warm_ranx()
+    except Exception as exc:  # the oracle tests call ranx the same way and report it
+        errors.append(f"warm_ranx: {type(exc).__name__}: {exc}")
+    for error in errors:
+        print(f"warm_kernels: {error}")
+    print(f"warm_kernels: numba caches filled in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
