@@ -18,6 +18,7 @@ among that row's relevant scores.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -113,17 +114,13 @@ class RelevanceSource:
     # sort of every gallery item (seconds at a million), so made on first use: a
     # grouped-only evaluation and the relevant counts (:meth:`counts`, from label
     # counts) never need it.
-    @property
+    @functools.cached_property
     def g_order(self) -> np.ndarray:
-        if "_g_order" not in self.__dict__:
-            self._g_order = np.argsort(self.g_codes, kind="stable").astype(np.int64)
-        return self._g_order
+        return np.argsort(self.g_codes, kind="stable").astype(np.int64)
 
-    @property
+    @functools.cached_property
     def g_sorted(self) -> np.ndarray:
-        if "_g_sorted" not in self.__dict__:
-            self._g_sorted = self.g_codes[self.g_order]
-        return self._g_sorted
+        return self.g_codes[self.g_order]
 
     def block(self, start: int, stop: int) -> Csr:
         if self.csr is not None:
