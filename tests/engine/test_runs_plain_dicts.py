@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks.engine import _runs
+from retrieval_checks.engine import _kernels, _runs
 
 METRICS = ["map", "ndcg@5", "ndcg_exp@10", "recall@3", "mrr", "precision@2", "bpref", "medr"]
 METRICS += ["rbp_residual@0.8", "iprec_at_recall@0.5", "hit_rate@2"]
@@ -139,13 +139,14 @@ def test_one_long_id_among_short_ones_is_coded_by_a_dict(monkeypatch):
 
 
 @pytest.fixture(params=["numba", "numpy"])
-def kernels(request, monkeypatch):
-    """The numba twins (:mod:`retrieval_checks.engine._runs_numba`) or the numpy code."""
-    if request.param == "numpy":
-        monkeypatch.setattr(_runs, "_jit", lambda: None)
-    elif _runs._jit() is None:
+def kernels(request):
+    """The numba twins (:mod:`retrieval_checks.engine._runs_numba`) or the numpy code,
+    chosen by the engine's one kernel switch (:func:`._kernels.use`)."""
+    if request.param == "numba" and _runs._jit() is None:
         pytest.skip("numba is not the engine's accelerator here")
-    return request.param
+    with _kernels.use(request.param):
+        assert (_runs._jit() is None) == (request.param == "numpy")
+        yield request.param
 
 
 @pytest.mark.parametrize("short", [False, True])
@@ -195,7 +196,7 @@ def test_ids_whose_numbers_fill_64_bits_are_coded_by_an_argsort(
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 200])
-def test_the_numba_and_numpy_id_steps_agree(n, monkeypatch):
+def test_the_numba_and_numpy_id_steps_agree(n):
     """Bounds, bytes used, codes and first ids: the same integers from both."""
     if _runs._jit() is None:
         pytest.skip("numba is not the engine's accelerator here")
@@ -205,8 +206,8 @@ def test_the_numba_and_numpy_id_steps_agree(n, monkeypatch):
         ids = [distinct[i] for i in rng.integers(0, 30, n)]
         fast = _runs._plain_ids(ids)
         fast_codes = _runs._code_ids(fast)
-        with monkeypatch.context() as m:
-            m.setattr(_runs, "_jit", lambda: None)
+        with _kernels.use("numpy"):
+            assert _runs._jit() is None
             slow = _runs._plain_ids(ids)
             slow_codes = _runs._code_ids(slow)
         for a, b in zip(fast, slow):
