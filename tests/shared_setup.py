@@ -4,6 +4,7 @@ here when a second file needs it, instead of a copy."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 
@@ -28,6 +29,24 @@ def run_gate(gate, warning: type[Warning] = Warning):
         except AssertionError as exc:
             error = exc
     return events, [str(w.message) for w in caught if issubclass(w.category, warning)], error
+
+
+@contextlib.contextmanager
+def unheard(*listeners):
+    """Gates run inside the block are not the running pytest session's: only
+    ``listeners`` hear them (the plugin running this suite listens too, and would put
+    them in its summary, JSON and history), and no session's family correction decides
+    their deferred checks. The one home of the gate modules' private state that tests
+    replace (``_events._listeners``, ``_family._session``)."""
+    from retrieval_checks.gates import _events, _family
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_events, "_listeners", [])
+        m.setattr(_family, "_session", [])
+        with contextlib.ExitStack() as stack:
+            for listener in listeners:
+                stack.enter_context(rc.gates.listening(listener))
+            yield
 
 
 # a bag-of-words embedder: a text model as a callable of a list of strings

@@ -24,9 +24,9 @@ import gc
 import inspect
 import re
 import warnings
-from unittest import mock
 
 import pytest
+from shared_setup import unheard
 
 import retrieval_checks as rc
 
@@ -163,7 +163,7 @@ def test_the_example_runs(name):
     thaw = gc.get_freeze_count() == 0
     gc.freeze()
     try:
-        with warnings.catch_warnings(), mock.patch.object(rc.gates._events, "_listeners", []):
+        with warnings.catch_warnings(), unheard():
             warnings.simplefilter("error")
             for test in tests:
                 runner.run(test)

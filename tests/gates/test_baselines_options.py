@@ -28,9 +28,9 @@ pytestmark = [
 @pytest.fixture(autouse=True)
 def _unheard():
     """This file's gates (some refused on purpose) are not the session's gates."""
-    from unittest import mock
+    from shared_setup import unheard
 
-    with mock.patch.object(rc.gates._events, "_listeners", []):
+    with unheard():
         yield
 
 

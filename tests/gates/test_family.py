@@ -11,10 +11,10 @@ import warnings
 
 import numpy as np
 import pytest
+from shared_setup import unheard
 
 import retrieval_checks as rc
 from retrieval_checks.gates import (
-    _events,
     _family,
     adjust_pvalues,
     check_correction,
@@ -26,11 +26,11 @@ from retrieval_checks.gates._baselines import assert_no_regression
 
 
 @pytest.fixture(autouse=True)
-def _alone(monkeypatch):
+def _alone():
     """These gates run outside any pytest session's family and unheard by the plugin
     running this test suite (its session would otherwise decide their deferred checks)."""
-    monkeypatch.setattr(_family, "_session", [])
-    monkeypatch.setattr(_events, "_listeners", [])
+    with unheard():
+        yield
 
 
 def test_holm_and_bh_adjusted_p_values():
