@@ -174,11 +174,11 @@ def _check_bits(part: np.ndarray, start: int, name: str, seen: dict) -> np.ndarr
     return one
 
 
-def _from_bits(a: np.ndarray, name: str) -> tuple[np.ndarray, int]:
+def _from_bits(a: np.ndarray, name: str, chunk_bytes: int) -> tuple[np.ndarray, int]:
     n, n_bits = (int(s) for s in a.shape)
     buf = _words_buffer(n, n_bits, name)
     n_bytes = (n_bits + 7) // 8
-    rows = max(1, _CHUNK_BYTES // (n_bits * a.dtype.itemsize))
+    rows = max(1, chunk_bytes // (n_bits * a.dtype.itemsize))
     seen: dict = {}
     for s in range(0, n, rows):
         bits = _check_bits(a[s : s + rows], s, name, seen)
@@ -186,7 +186,7 @@ def _from_bits(a: np.ndarray, name: str) -> tuple[np.ndarray, int]:
     return buf.view(np.uint64), n_bits
 
 
-def pack_codes(x, name: str) -> tuple[np.ndarray, int]:
+def pack_codes(x, name: str, *, chunk_bytes: int | None = None) -> tuple[np.ndarray, int]:
     """Validate binary codes and pack them into 64-bit words.
 
     Returns ``(words, n_bits)``: ``words`` of shape ``(n, n_words(n_bits))``, dtype
@@ -194,6 +194,8 @@ def pack_codes(x, name: str) -> tuple[np.ndarray, int]:
     ``x`` is a numpy array or torch tensor (any device; copied to host memory) of
     bool / {0,1} / {-1,+1} bits, or uint8 ``np.packbits`` bytes. Raises
     :class:`~retrieval_checks.errors.InputError` naming ``name`` otherwise.
+    ``chunk_bytes``: input bytes validated and packed at a time (at least one row;
+    default 16 MiB); the words and the messages do not depend on it.
     """
     if x is None:
         raise InputError(f"{name} is None: pass a 2-D array of binary codes; {_FIX}.")
@@ -201,7 +203,7 @@ def pack_codes(x, name: str) -> tuple[np.ndarray, int]:
     _check_shape(a, name)
     if a.dtype == np.uint8:
         return _from_packed(a, name)
-    return _from_bits(a, name)
+    return _from_bits(a, name, _CHUNK_BYTES if chunk_bytes is None else int(chunk_bytes))
 
 
 class PackedCodes(NamedTuple):
@@ -349,21 +351,24 @@ def _popcount_torch_(x):
     return x.bitwise_and_(0x7F).add_(sign)
 
 
-def hamming_tile_torch(Qw, Gw, out) -> None:
+def hamming_tile_torch(Qw, Gw, out, *, budget: int | None = None) -> None:
     """``out[i, j] = -HammingDistance(Qw[i], Gw[j])`` on torch (CUDA, or CPU).
 
     ``Qw`` (b, n_words) and ``Gw`` (c, n_words) int64 tensors holding the uint64 words
     bit for bit (:func:`words_to_torch`), on ``out``'s device; ``out`` a (b, c) float32
     tensor. Pairs go in groups of rows (and columns, when one row is larger) whose
     temporaries (xor words, shifted words, sign bits, counts: ``17 n_words + 8`` bytes
-    per pair) take about as many bytes as ``out``, at least 1 MiB.
+    per pair) take about as many bytes as ``out``, at least 1 MiB (or ``budget`` bytes,
+    at least one pair's); every grouping gives the same numbers.
     """
     import torch
 
     _check_tile(Qw, Gw, out)
     b, c = (int(s) for s in out.shape)
     w = int(Qw.shape[1])
-    pairs = max(1, max(_TORCH_OUT_FACTOR * 4 * b * c, _TORCH_MIN_BYTES) // (17 * w + 8))
+    if budget is None:
+        budget = max(_TORCH_OUT_FACTOR * 4 * b * c, _TORCH_MIN_BYTES)
+    pairs = max(1, int(budget) // (17 * w + 8))
     rows, cols = (max(1, pairs // c), c) if pairs >= c else (1, pairs)
     for s in range(0, b, rows):
         q = Qw[s : s + rows, None, :]

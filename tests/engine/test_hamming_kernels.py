@@ -95,7 +95,7 @@ def test_zero_padding_rows_score_minus_the_query_popcount(kernel):
     )
 
 
-def test_torch_kernel_chunks_rows_and_columns(monkeypatch):
+def test_torch_kernel_chunks_rows_and_columns():
     """Tiles larger than the temporaries' budget are split by rows, and by columns when a
     single row exceeds it; every split gives the same numbers."""
     torch = pytest.importorskip("torch")
@@ -103,10 +103,8 @@ def test_torch_kernel_chunks_rows_and_columns(monkeypatch):
     Qt, Gt = (words_to_torch(pack_codes(a, "x")[0], "cpu") for a in (Q, G))
     ref = _reference(Q, G)
     for budget_pairs in (10**6, 1200, 7, 1):
-        monkeypatch.setattr(_hamming, "_TORCH_MIN_BYTES", budget_pairs * (17 * 3 + 8))
-        monkeypatch.setattr(_hamming, "_TORCH_OUT_FACTOR", 0)
         out = torch.zeros(9, 500)
-        hamming_tile_torch(Qt, Gt, out)
+        hamming_tile_torch(Qt, Gt, out, budget=budget_pairs * (17 * 3 + 8))
         np.testing.assert_array_equal(out.numpy(), ref, err_msg=f"budget {budget_pairs} pairs")
 
 
@@ -220,15 +218,20 @@ def test_bad_codes_fail_closed_naming_the_array(case):
     assert "gallery_codes" in msg and fragment in msg, msg
 
 
-def test_mixed_conventions_are_caught_across_row_chunks(monkeypatch):
-    monkeypatch.setattr(_hamming, "_CHUNK_BYTES", 16)  # one row of 2 int64 per chunk
+def test_mixed_conventions_are_caught_across_row_chunks():
     x = np.ones((50, 2), np.int64)
     x[3, 0], x[10, 1], x[40, 1] = 0, 0, -1  # the first rows are reported
-    with pytest.raises(InputError, match=r"row 3 holds 0, row 40 holds -1"):
-        pack_codes(x, "codes")
+    for chunk in (16, 48, None):  # one row of 2 int64 per chunk, three rows, all at once
+        with pytest.raises(InputError, match=r"row 3 holds 0, row 40 holds -1"):
+            pack_codes(x, "codes", chunk_bytes=chunk)
     x[40, 1] = 7
     with pytest.raises(InputError, match=r"row 40 has 7"):
-        pack_codes(x, "codes")
+        pack_codes(x, "codes", chunk_bytes=16)
+    ok = np.where(np.arange(100).reshape(50, 2) % 3 == 0, 1, -1)
+    whole = pack_codes(ok, "codes")
+    for chunk in (16, 48):  # chunked packing writes every row's words
+        got = pack_codes(ok, "codes", chunk_bytes=chunk)
+        assert got[1] == whole[1] and np.array_equal(got[0], whole[0])
 
 
 def test_uint8_refusal_names_the_ways_out():
