@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import warnings
 
 import numpy as np
@@ -47,6 +48,46 @@ def unheard(*listeners):
             for listener in listeners:
                 stack.enter_context(rc.gates.listening(listener))
             yield
+
+
+#: The engine's stages of work: planning a pass, preparing it, streaming its blocks, the
+#: first relevant ranks, the binning pass, the fused image-text task.
+ENGINE_STAGES = (
+    "plan_pass",
+    "prepare_problem",
+    "stream",
+    "each_block",
+    "run_block",
+    "first_relevant_ranks",
+    "binning_pass",
+    "fused_image_text",
+)
+
+
+class EngineStarted(Exception):
+    """Raised by :func:`engine_must_not_start`'s stages."""
+
+
+@contextlib.contextmanager
+def engine_must_not_start():
+    """Inside the block, every stage of :data:`ENGINE_STAGES`, in every engine module
+    that holds it, raises :class:`EngineStarted`: a call that reaches the engine's work
+    fails (the probe of "refused before any work"; each user also checks that valid
+    inputs do raise it, so the probe is live). The one home of the engine's private
+    stage names that tests replace."""
+    import retrieval_checks.engine  # noqa: F401  (the engine's modules, loaded)
+
+    def started(*args, **kwargs):
+        raise EngineStarted
+
+    with pytest.MonkeyPatch.context() as m:
+        for name, module in list(sys.modules.items()):
+            if not name.startswith("retrieval_checks.engine") or module is None:
+                continue
+            for stage in ENGINE_STAGES:
+                if callable(getattr(module, stage, None)):
+                    m.setattr(module, stage, started)
+        yield
 
 
 # a bag-of-words embedder: a text model as a callable of a list of strings

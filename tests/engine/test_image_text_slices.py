@@ -119,15 +119,17 @@ def test_a_slice_of_fewer_than_five_images_is_refused(data):
     rc.assert_slices_at_least(r, "rsum", 100, slices=["common"])
 
 
-def test_slices_are_checked_before_the_pass(data, monkeypatch):
+def test_slices_are_checked_before_the_pass(data):
     imgs, caps, cap_img, cat, lang = data
-    from retrieval_checks.engine import _image_text
+    from shared_setup import EngineStarted, engine_must_not_start
 
-    def boom(*a, **k):
-        raise AssertionError("the pass ran")
+    with engine_must_not_start():
+        with pytest.raises(EngineStarted):  # the probe is live: valid slices reach the pass
+            rc.evaluate_image_text(imgs, caps, cap_img, slices=cat)
+        _refused_before_the_pass(imgs, caps, cap_img, cat, lang)
 
-    monkeypatch.setattr(_image_text, "_rank_fold", boom)
-    monkeypatch.setattr(_image_text, "fused_image_text", boom)
+
+def _refused_before_the_pass(imgs, caps, cap_img, cat, lang):
     with pytest.raises(InputError, match="slices: 59 values for 60 queries"):
         rc.evaluate_image_text(imgs, caps, cap_img, slices=cat[:-1])
     with pytest.raises(InputError, match=r"caption_slices\['lang'\]: query 3 has NaN"):

@@ -11,24 +11,13 @@ from __future__ import annotations
 
 import inspect
 import math
-import sys
 
 import numpy as np
 import pytest
+from shared_setup import EngineStarted, engine_must_not_start
 
 import retrieval_checks as rc
 from retrieval_checks.options import OPTIONS
-
-#: The engine's stages of work: planning a pass, preparing it, streaming its blocks.
-_STAGES = (
-    "plan_pass",
-    "prepare_problem",
-    "stream",
-    "each_block",
-    "run_block",
-    "first_relevant_ranks",
-    "binning_pass",
-)
 
 #: A value each kind of option refuses.
 _BAD = {
@@ -70,23 +59,11 @@ def _cases():
     return out
 
 
-class _WorkStarted(Exception):
-    pass
-
-
 @pytest.fixture
-def spy(monkeypatch):
-    """Every engine stage, in every engine module that holds it, raises _WorkStarted."""
-
-    def started(*args, **kwargs):
-        raise _WorkStarted
-
-    for mod_name, module in list(sys.modules.items()):
-        if not mod_name.startswith("retrieval_checks.engine") or module is None:
-            continue
-        for stage in _STAGES:
-            if callable(getattr(module, stage, None)):
-                monkeypatch.setattr(module, stage, started)
+def spy():
+    """Every engine stage, in every engine module that holds it, raises EngineStarted."""
+    with engine_must_not_start():
+        yield
 
 
 @pytest.mark.parametrize("entry, argument, bad", _cases(), ids=lambda v: str(v))
@@ -96,7 +73,7 @@ def test_a_bad_option_is_refused_before_any_work(spy, entry, argument, bad):
         fn(*args, **kwargs, **{argument: bad})
     except rc.InputError as exc:
         assert argument in str(exc) or "max_memory" in str(exc), str(exc)
-    except _WorkStarted:
+    except EngineStarted:
         pytest.fail(f"{entry}({argument}={bad!r}) started the engine before refusing the option")
     else:
         pytest.fail(f"{entry}({argument}={bad!r}) was accepted")
@@ -106,5 +83,5 @@ def test_a_bad_option_is_refused_before_any_work(spy, entry, argument, bad):
 def test_the_spy_sees_work_with_valid_options(spy, entry):
     """The spy is live: with valid options, each entry point reaches an engine stage."""
     fn, args, kwargs = _calls()[entry]
-    with pytest.raises(_WorkStarted):
+    with pytest.raises(EngineStarted):
         fn(*args, **kwargs)
