@@ -23,96 +23,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import reference
+from reference import grouped_reference as brute_grouped
 from scipy import stats
 
 import retrieval_checks as rc
 
 TIES = ["pessimistic", "optimistic"]
-
-
-# ----------------------------------------------------------------------------- brute force
-def brute_grouped(
-    Q,
-    G,
-    q_labels,
-    g_labels,
-    k,
-    *,
-    S,
-    seed=0,
-    repeats=1,
-    confidence=0.95,
-    q_ids=None,
-    g_ids=None,
-    similarity="cosine",
-    ties="pessimistic",
-):
-    """Grouped Recall@k by the definition; G=None means leave-one-out over Q."""
-    loo = G is None
-    q_labels = np.asarray(q_labels)
-    n_q = q_labels.size
-    if loo:
-        G, g_labels = Q, q_labels
-        q_ids = np.arange(n_q) if q_ids is None else np.asarray(q_ids)
-        g_ids = q_ids
-    g_labels = np.asarray(g_labels)
-    values, codes = np.unique(np.concatenate([q_labels, g_labels]), return_inverse=True)
-    codes = codes.ravel()
-    qc, gc = codes[:n_q], codes[n_q:]
-    L = values.size
-    r = L // S
-    rows, ses, reps = [], [], []
-    for rep in range(repeats):
-        perm = np.random.default_rng(seed + rep).permutation(np.arange(L))
-        groups = perm[: r * S].reshape(r, S)
-        dropped = np.sort(perm[r * S :])
-        per_query = np.full(n_q, np.nan)
-        group_of_query = np.full(n_q, -1)
-        gvals = []
-        for gi, grp in enumerate(groups):
-            mq, mg = np.isin(qc, grp), np.isin(gc, grp)
-            ref, _, _ = reference(
-                Q[mq],
-                G[mg],
-                qc[mq],
-                gc[mg],
-                [f"hit_rate@{k}"],
-                q_ids=None if q_ids is None else np.asarray(q_ids)[mq],
-                g_ids=None if g_ids is None else np.asarray(g_ids)[mg],
-                similarity=similarity,
-                ties=ties,
-            )
-            h = ref[f"hit_rate@{k}"]
-            per_query[mq] = h
-            group_of_query[mq] = gi
-            gvals.append(float(np.mean(h[~np.isnan(h)])))
-        gvals = np.array(gvals)
-        rows.append(gvals)
-        ses.append(gvals.std(ddof=1) / math.sqrt(r))
-        reps.append(
-            dict(
-                groups=groups,
-                dropped=values[dropped],
-                per_query=per_query,
-                group_of_query=group_of_query,
-            )
-        )
-    value = float(np.mean([row.mean() for row in rows]))
-    se = float(np.mean(ses))
-    half = stats.t.ppf((1 + confidence) / 2, r - 1) * se
-    # the interval is clipped to [0, 1], the metric's range
-    return dict(
-        value=value,
-        se=se,
-        low=max(0.0, value - half),
-        high=min(1.0, value + half),
-        group_values=np.vstack(rows),
-        group_std=float(rows[0].std(ddof=1)),
-        r=r,
-        values=values,
-        **reps[0],
-    )
 
 
 def _check(res, name, bf):

@@ -7,12 +7,11 @@ Cost: about 18 s at a load average of 14 (measured, the whole file)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import image_text_reference as brute_force
 from shared_setup import engine_junk
 from shared_setup import only_library_errors as _call
 
@@ -21,36 +20,6 @@ import retrieval_checks as rc
 torch = pytest.importorskip("torch")
 
 ALL = list(rc.IMAGE_TEXT_METRICS)
-
-
-def brute_force(images, captions, caption_image, ties="pessimistic"):
-    """Every metric from the full matrix, argsort per query (best first)."""
-    I = images / np.linalg.norm(images, axis=1, keepdims=True)
-    C = captions / np.linalg.norm(captions, axis=1, keepdims=True)
-    S = I.astype(np.float64) @ C.astype(np.float64).T  # images x captions
-    n_i, n_c = S.shape
-
-    def first_rank(scores, relevant):
-        # pessimistic: at equal score, non-relevant items first
-        secondary = relevant.astype(int) if ties == "pessimistic" else -relevant.astype(int)
-        order = np.lexsort((secondary, -scores))
-        return int(np.flatnonzero(relevant[order])[0]) + 1
-
-    i2t = np.array([first_rank(S[i], caption_image == i) for i in range(n_i)], float)
-    t2i = np.array(
-        [first_rank(S[:, j], np.arange(n_i) == caption_image[j]) for j in range(n_c)], float
-    )
-    out = {}
-    for k in (1, 5, 10):
-        out[f"i2t_recall@{k}"] = float(np.mean(i2t <= k))
-        out[f"t2i_recall@{k}"] = float(np.mean(t2i <= k))
-    out["rsum"] = 100 * sum(out[f"{d}_recall@{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10))
-    out["mean_recall"] = out["rsum"] / 6
-    out["i2t_medr"] = math.floor(np.median(i2t - 1)) + 1
-    out["t2i_medr"] = math.floor(np.median(t2i - 1)) + 1
-    out["i2t_meanr"] = float(i2t.mean())
-    out["t2i_meanr"] = float(t2i.mean())
-    return out
 
 
 def _data(n_images, ratio, d=16, noise=1.2, seed=0, variable=False):

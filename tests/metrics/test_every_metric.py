@@ -1,0 +1,168 @@
+"""Every registered metric through the shared harness (tests/harness.py), its lists
+derived from the registry (``retrieval_checks/metrics/_registry.py``) as scikit-learn's
+``test_common.py`` derives its estimators: a metric added to the registry is checked
+here against the dense reference (tests/reference.py) on every engine path without a
+line of test code, and a family the reference cannot compute fails the coverage test,
+naming the metric and the fix.
+
+Cost: about 4 CPU-s (small problems: 12 x 20 tie-heavy, 15 x 30 Gaussian; each rank
+case runs the nine engine paths and two permutations once for all metrics together).
+"""
+
+from __future__ import annotations
+
+import harness
+import numpy as np
+import pytest
+from harness import (
+    GROUPED_FAMILIES,
+    IMAGE_TEXT_FAMILIES,
+    PAIR_FAMILIES,
+    RANK_FAMILIES,
+    RANK_PATHS,
+    check_grouped,
+    check_image_text,
+    check_pairs,
+    check_rank,
+    check_run,
+    gaussian,
+    graded,
+    instances,
+    rank_metrics,
+    reference_gap,
+    registered,
+    tie_heavy,
+    with_duplicates,
+)
+
+import retrieval_checks as rc
+from retrieval_checks.metrics import FAMILIES
+
+# the kinds the harness and the reference cover; the others have their own oracles
+COVERED_KINDS = ("query", "pair", "grouped", "crossmodal")
+# per-family exceptions, each with its reason (an entry here is a review decision)
+ELSEWHERE = {
+    "ann_recall": "its own entry point rc.ann_recall (tests/engine/test_ann_recall.py)",
+}
+
+
+@pytest.mark.parametrize(
+    "family", [f for f in FAMILIES if FAMILIES[f].kind in COVERED_KINDS and f not in ELSEWHERE]
+)
+def test_every_registered_family_has_a_reference(family):
+    gap = reference_gap(family)
+    assert gap is None, (
+        f"metric family {family!r} ({FAMILIES[family].template}) is registered in "
+        f"retrieval_checks/metrics/_registry.py but tests/reference.py cannot compute it "
+        f"({gap}): add its textbook formula to tests/reference.py (query_metric for a "
+        "query metric, pair_reference for a pair metric), so that tests/harness.py checks "
+        "it on every engine path"
+    )
+
+
+def test_the_harness_lists_follow_the_registry():
+    """Nothing registered of a covered kind escapes the harness's lists."""
+    listed = set(RANK_FAMILIES + PAIR_FAMILIES + GROUPED_FAMILIES + IMAGE_TEXT_FAMILIES)
+    covered = {f for f in FAMILIES if FAMILIES[f].kind in COVERED_KINDS}
+    assert covered - listed == set(ELSEWHERE)
+    assert "ndcg" in RANK_FAMILIES and "recall_at_precision" in PAIR_FAMILIES
+    assert instances("map", 5) == ["map", "map@1", "map@2", "map@5"]
+    assert instances("pair_f1") == ["pair_f1@t=0.0", "pair_f1@t=0.3"]
+    assert instances("rbp") == ["rbp@0.5", "rbp@0.8"] and instances("map@R") == ["map@R"]
+    for name in rank_metrics(5):  # every instance is a name the library accepts
+        assert rc.canonical_metric_name(name)
+
+
+def test_a_family_without_a_reference_is_named(monkeypatch):
+    """The coverage test fails, naming the metric, when the reference lacks a formula."""
+    fake = FAMILIES["recall"].__class__("novel", "novel@K", "query", summary="x")
+    monkeypatch.setitem(harness.FAMILIES, "novel", fake)
+    gap = reference_gap("novel")
+    assert gap is not None and "novel@1" in gap
+
+
+# the problems: exact (tie-heavy integers under dot and neg_l2, leave-one-out and
+# query/gallery with overlapping ids, duplicated rows) and float (Gaussian, cosine)
+RANK_CASES = {
+    "ties-split-ids": lambda: tie_heavy(0, ids=True),
+    "ties-loo-neg_l2": lambda: tie_heavy(1, n_q=18, loo=True, similarity="neg_l2"),
+    "ties-duplicates": lambda: with_duplicates(tie_heavy(2, n_g=10)),
+    "gauss-split": lambda: gaussian(3),
+    "gauss-loo": lambda: gaussian(4, n_q=25, loo=True),
+    "gauss-duplicates": lambda: with_duplicates(gaussian(5, n_g=12)),
+}
+TIE_POLICIES = ("pessimistic", "optimistic")
+
+
+@pytest.mark.parametrize("ties", TIE_POLICIES)
+@pytest.mark.parametrize("case", sorted(RANK_CASES))
+def test_every_rank_metric_on_every_path(case, ties):
+    problem = RANK_CASES[case]()
+    metrics = rank_metrics(problem.min_candidates())
+    ref = check_rank(problem, metrics, ties=ties, paths=RANK_PATHS)
+    assert np.isfinite(ref["map"]).sum() >= 3  # a non-trivial problem
+
+
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("case", ["ties-split-ids", "gauss-loo"])
+def test_every_rank_metric_on_graded_relevance(case, level):
+    """Grades 0..3 as gains (ndcg, dcg) and relevant at ``relevance_level``; exact data
+    under both policies (the reference breaks ties by relevance, then grade)."""
+    problem = graded(RANK_CASES[case](), seed=7, level=level)
+    metrics = rank_metrics(problem.min_candidates())
+    for ties in TIE_POLICIES if problem.exact else TIE_POLICIES[:1]:
+        check_rank(problem, metrics, ties=ties, paths=RANK_PATHS[:3])
+
+
+@pytest.mark.parametrize("case", ["ties-split-ids", "gauss-split", "gauss-loo"])
+def test_every_pair_metric_on_every_path(case):
+    problem = RANK_CASES[case]()
+    metrics = [m for f in PAIR_FAMILIES for m in instances(f)]
+    check_pairs(problem, metrics)
+
+
+@pytest.mark.parametrize("ties", TIE_POLICIES)
+@pytest.mark.parametrize("case", ["ties-split-ids", "gauss-loo"])
+def test_grouped_recall_on_every_path(case, ties):
+    rng = np.random.default_rng(11)
+    problem = RANK_CASES[case]()
+    # twelve labels in groups of S = 3: four groups
+    labels = rng.integers(0, 12, len(problem.Q) + (0 if problem.loo else len(problem.G)))
+    problem.q_labels = labels[: len(problem.Q)]
+    if not problem.loo:
+        problem.g_labels = labels[len(problem.Q) :]
+        problem.q_ids = problem.g_ids = None
+    ks = [int(m.rpartition("@")[2]) for f in GROUPED_FAMILIES for m in instances(f, 2)]
+    check_grouped(problem, ks, ties=ties, group_size=3)
+
+
+@pytest.mark.parametrize("ties", TIE_POLICIES)
+def test_every_image_text_metric_on_every_path(ties):
+    rng = np.random.default_rng(2)
+    images = rng.integers(-2, 3, (14, 3)).astype(np.float32)  # tie-heavy scores
+    caption_image = np.repeat(np.arange(14), rng.integers(1, 5, 14))
+    captions = (images[caption_image] + rng.integers(-1, 2, (caption_image.size, 3))).astype(
+        np.float32
+    )
+    metrics = [m for f in IMAGE_TEXT_FAMILIES for m in instances(f, 5)]
+    # integer rows under dot: exact scores on both sides, every tie a true tie
+    check_image_text(
+        images, captions, caption_image, metrics, ties=ties, similarity="dot", exact=True
+    )
+
+
+def test_every_rank_metric_through_evaluate_run():
+    """evaluate_run sorts each query's full ranking (an implementation of its own):
+    every registered metric it takes equals the reference on the same ranking."""
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 6, (10, 14))  # ties
+    grades = rng.integers(0, 3, (10, 14))
+    grades[0] = 0  # a query without a relevant document
+    metrics = rank_metrics(14, [f for f in RANK_FAMILIES if f != "rbp_residual"])
+    for ties in TIE_POLICIES:
+        check_run(scores, grades, metrics, ties=ties, level=1)
+    check_run(scores, grades, metrics, ties="pessimistic", level=2)
+
+
+def test_registered_kinds():
+    assert registered("pair") == PAIR_FAMILIES
