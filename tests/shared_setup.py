@@ -4,10 +4,14 @@ here when a second file needs it, instead of a copy."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import io
 import json
+import os
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,6 +91,31 @@ def engine_must_not_start():
             for stage in ENGINE_STAGES:
                 if callable(getattr(module, stage, None)):
                     m.setattr(module, stage, started)
+        yield
+
+
+@contextlib.contextmanager
+def permission_denied(path, *, writes: bool = False):
+    """Inside the block, opening ``path`` (or any file under it, when it is a directory)
+    raises ``PermissionError(13, "Permission denied")``, as for a user without the
+    permission: for reading, or for writing (modes with ``w``, ``a``, ``x`` or ``+``)
+    when ``writes``. chmod does not stop root, who runs these tests in containers, so the
+    interpreter's ``open`` (``builtins.open`` and ``io.open``, which pathlib uses) is
+    filtered, not a library module's name: the test need not know which module opens
+    the file."""
+    real = io.open
+    root = str(Path(path))
+
+    def guarded(file, mode="r", *args, **kwargs):
+        name = str(file) if isinstance(file, (str, os.PathLike)) else ""
+        hit = name == root or name.startswith(root.rstrip("/") + "/")
+        if hit and writes == any(c in mode for c in "wax+"):
+            raise PermissionError(13, "Permission denied", name)
+        return real(file, mode, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(builtins, "open", guarded)
+        m.setattr(io, "open", guarded)
         yield
 
 

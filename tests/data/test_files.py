@@ -6,6 +6,7 @@ extra). Cost: about 11 s at a load average of 10 (measured; 169 cases on tiny fi
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -250,20 +251,20 @@ def test_a_file_of_another_format_under_this_extension(tmp_path, fmt):
     assert re.search(r"rename it|write it again|refused|not a", str(info.value), re.I)
 
 
-def test_unreadable_file_names_it_and_says_chmod(tmp_path, monkeypatch):
+def test_unreadable_file_names_it_and_says_chmod(tmp_path):
+    from shared_setup import permission_denied
+
     p = _write("npz", tmp_path / "set.npz")
-    if os.geteuid() != 0:
-        p.chmod(0)
-    else:  # root reads mode-000 files: make the open itself fail as it would for a user
-
-        def deny(*args, **kwargs):
-            raise PermissionError(13, "Permission denied", str(args[0]))
-
-        monkeypatch.setattr(_paths, "open", deny, raising=False)
+    p.chmod(0)
+    # root reads mode-000 files: the open itself then fails, as it would for a user
+    denied = permission_denied(p) if os.geteuid() == 0 else contextlib.nullcontext()
     try:
-        with pytest.raises(
-            rc.InputError, match=r"not readable \(permission denied\).*chmod u\+r"
-        ) as info:
+        with (
+            denied,
+            pytest.raises(
+                rc.InputError, match=r"not readable \(permission denied\).*chmod u\+r"
+            ) as info,
+        ):
             rc.load_embeddings(p)
         assert str(p) in str(info.value)
     finally:

@@ -249,21 +249,6 @@ def test_threads_evaluating_into_one_checkpoint_directory(tmp_path):
     _same(expected, _summary(rc.evaluate(**p, checkpoint=tmp_path)))
 
 
-def _refuse_writes_in(monkeypatch, directory):
-    """Writes under ``directory`` fail as in a read-only directory (the tests run as root
-    too, where chmod does not stop writes)."""
-    import builtins
-
-    from retrieval_checks.engine import _checkpoint
-
-    def guarded(file, mode="r", *args, **kwargs):
-        if any(c in mode for c in "wax+") and str(directory) in str(file):
-            raise PermissionError(13, "Permission denied", str(file))
-        return builtins.open(file, mode, *args, **kwargs)
-
-    monkeypatch.setattr(_checkpoint, "open", guarded, raising=False)
-
-
 @pytest.mark.parametrize("restart", [False, True])
 def test_a_read_only_checkpoint_directory_is_refused_before_the_pass(
     tmp_path, monkeypatch, restart
@@ -273,10 +258,16 @@ def test_a_read_only_checkpoint_directory_is_refused_before_the_pass(
         rc.evaluate(**p, checkpoint=tmp_path)
         for f in tmp_path.glob("*.npz"):
             f.unlink()
-    _refuse_writes_in(monkeypatch, tmp_path)
+    from shared_setup import permission_denied
+
     calls = _counting_run_block(monkeypatch)
-    with pytest.raises(
-        rc.InputError, match=rf"checkpoint={str(tmp_path)!r} cannot be written.*writable"
+    # writes under the directory fail as in a read-only one (root, who runs the tests in
+    # containers, writes whatever the mode)
+    with (
+        permission_denied(tmp_path, writes=True),
+        pytest.raises(
+            rc.InputError, match=rf"checkpoint={str(tmp_path)!r} cannot be written.*writable"
+        ),
     ):
         rc.evaluate(**p, checkpoint=tmp_path)
     assert calls == []  # refused before any block was computed

@@ -836,21 +836,21 @@ def test_files_that_are_not_utf8_name_file_line_and_fix(tmp_path, content, match
         evaluate_run(RUN, qrels, ["map"])
 
 
-def test_unreadable_run_and_qrels_files_name_the_file_and_the_fix(tmp_path, monkeypatch):
+def test_unreadable_run_and_qrels_files_name_the_file_and_the_fix(tmp_path):
     with pytest.raises(InputError, match=r"run file is a directory"):
         evaluate_run(tmp_path, QRELS, ["map"])
     with pytest.raises(InputError, match=r"qrels file is a directory"):
         evaluate_run(RUN, tmp_path, ["map"])
     path = tmp_path / "run.txt"
     path.write_text("q1 Q0 a 1 2.0 t\n")
-    import retrieval_checks._textfiles as textfiles
+    from shared_setup import permission_denied
 
-    def denied(*args, **kwargs):  # as a non-root user meets a chmod 000 file (root reads any file)
-        raise PermissionError(13, "Permission denied", str(args[0]))
-
-    monkeypatch.setattr(textfiles, "open", denied, raising=False)
-    with pytest.raises(
-        InputError, match=r"run.txt: the run file is not readable \(permission denied\); .*chmod"
+    with (
+        permission_denied(path),
+        pytest.raises(
+            InputError,
+            match=r"run.txt: the run file is not readable \(permission denied\); .*chmod",
+        ),
     ):
         evaluate_run(path, QRELS, ["map"])
 

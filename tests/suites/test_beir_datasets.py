@@ -556,7 +556,7 @@ def test_invisible_characters_in_qrels_ids_are_named(tmp_path, field):
 
 
 @pytest.mark.parametrize("where", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
-def test_files_that_are_not_utf8_or_unreadable_name_the_file(tmp_path, where, monkeypatch):
+def test_files_that_are_not_utf8_or_unreadable_name_the_file(tmp_path, where):
     root = _tiny(tmp_path)
     f = root / where
     f.write_bytes(f.read_bytes() + "caf\u00e9\n".encode("latin-1"))
@@ -564,18 +564,15 @@ def test_files_that_are_not_utf8_or_unreadable_name_the_file(tmp_path, where, mo
         InputError, match=r"(corpus|queries).jsonl:3: .*not UTF-8|test.tsv:4: .*not UTF-8"
     ):
         read_beir(root)
-    import retrieval_checks._textfiles as textfiles
+    from shared_setup import permission_denied
 
-    def denied(path, *args, **kwargs):  # as a non-root user meets a chmod 000 file
-        if str(path).endswith(where.split("/")[-1]):
-            raise PermissionError(13, "Permission denied", str(path))
-        return open(path, *args, **kwargs)
-
-    monkeypatch.setattr(textfiles, "open", denied, raising=False)
-    with pytest.raises(
-        InputError,
-        match=rf"{where.split('/')[-1]}: the .* file is not readable \(permission "
-        r"denied\); make it readable",
+    with (
+        permission_denied(f),
+        pytest.raises(
+            InputError,
+            match=rf"{where.split('/')[-1]}: the .* file is not readable \(permission "
+            r"denied\); make it readable",
+        ),
     ):
         read_beir(root)
 
