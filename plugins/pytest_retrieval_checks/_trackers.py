@@ -265,9 +265,18 @@ def log_wandb(rows: list[list], metrics: dict, run: dict) -> str:
     return f"W&B run {current.id} ({os.environ.get('WANDB_MODE') or 'online'} mode)"
 
 
-def publish(names: list[str], outcomes: list[dict], run: dict | None, notes: list[str]) -> bool:
+def publish(
+    names: list[str],
+    outcomes: list[dict],
+    run: dict | None,
+    notes: list[str],
+    *,
+    deadline: float | None = None,
+) -> bool:
     """Log the session's gates to each requested tracker; False (and an error note) when
-    one failed: a run the user asked for that was not logged must not look green."""
+    one failed: a run the user asked for that was not logged must not look green.
+    ``deadline``: seconds the W&B logging may take in all (default :data:`DEADLINE`)."""
+    deadline = DEADLINE if deadline is None else deadline
     if not names:
         return True
     if (
@@ -285,7 +294,7 @@ def publish(names: list[str], outcomes: list[dict], run: dict | None, notes: lis
                 where = log_mlflow(rows, metrics, run or {})
             else:
                 with _bounded_env(WANDB_BOUNDS):
-                    where = _within(DEADLINE, log_wandb, rows, metrics, run or {})
+                    where = _within(deadline, log_wandb, rows, metrics, run or {})
             notes.append(f"{len(rows)} gates logged to {where}")
         except Exception as exc:
             ok = False
@@ -299,7 +308,7 @@ def publish(names: list[str], outcomes: list[dict], run: dict | None, notes: lis
                 f"{len(rows)} gates ({len(metrics)} metric values and the gates table). Check the "
                 "tracker's environment (MLFLOW_TRACKING_URI, WANDB_MODE / WANDB_API_KEY) or drop "
                 f"--rc-{name}; the plugin bounds the tracker's network calls ({bounds} where unset"
-                + ("" if name == "mlflow" else f", {DEADLINE:g} s in all")
+                + ("" if name == "mlflow" else f", {deadline:g} s in all")
                 + ")"
             )
     return ok

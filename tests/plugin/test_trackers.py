@@ -323,13 +323,16 @@ def test_a_tracker_that_hangs_is_abandoned_at_the_deadline(monkeypatch):
     monkeypatch.setattr(
         _trackers, "log_wandb", lambda rows, metrics, run: release.wait(30) and "never"
     )
-    monkeypatch.setattr(_trackers, "DEADLINE", 0.5)
     notes: list[str] = []
     start = time.monotonic()
     try:
         assert (
             _trackers.publish(
-                ["wandb"], [{"test": "t", "metric": "map", "value": 0.5, "passed": True}], {}, notes
+                ["wandb"],
+                [{"test": "t", "metric": "map", "value": 0.5, "passed": True}],
+                {},
+                notes,
+                deadline=0.5,
             )
             is False
         )
