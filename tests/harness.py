@@ -362,8 +362,9 @@ TILES = (None, (1, 1), (1, 7), (2, 3), (3, 5), (7, 13), (64, 1000))
 PATHS_BY_NAME = {p.name: p for p in RANK_PATHS}
 
 
-def path(device="numpy", tile=None, kernels=True, counter=None) -> EnginePath:
-    """A path from its parts (what a hypothesis test draws)."""
+def path(device="auto", tile=None, kernels=True, counter=None) -> EnginePath:
+    """A path from its parts (what a hypothesis test draws); ``device="auto"`` is the
+    backend a user gets (torch on CPU where torch is installed)."""
     kw = dict(device=device, _use_kernels=kernels)
     if tile is not None:
         kw["tile"] = tile
@@ -430,9 +431,18 @@ def check_rank(
     return ref
 
 
-def check_pairs(problem: Problem, metrics, *, paths=RANK_PATHS, permute=True, seed=0):
+def check_pairs(
+    problem: Problem,
+    metrics,
+    *,
+    paths=RANK_PATHS,
+    policies=("optimistic", "average"),
+    permute=True,
+    seed=0,
+):
     """Pair metrics equal the full threshold sweep of the reference through every path
-    and every tie policy (none changes them), and under permutations."""
+    and under the tie ``policies`` besides the default (none changes them), and under
+    permutations."""
     _, pos, neg = problem.reference([], "pessimistic")
     if pos.size == 0:
         with pytest.raises(rc.InputError):
@@ -441,10 +451,7 @@ def check_pairs(problem: Problem, metrics, *, paths=RANK_PATHS, permute=True, se
     want = {rc.canonical_metric_name(m): pair_reference(pos, neg, m) for m in metrics}
     atol = tolerance(problem.exact)
     runs = [(p.name, lambda p=p: p.run(problem.evaluate, metrics=metrics)) for p in paths]
-    runs += [
-        (f"ties={t}", lambda t=t: problem.evaluate(metrics, ties=t))
-        for t in ("optimistic", "average")
-    ]
+    runs += [(f"ties={t}", lambda t=t: problem.evaluate(metrics, ties=t)) for t in policies]
     if permute:
         rng = np.random.default_rng(seed)
         pq = rng.permutation(len(problem.Q))
@@ -458,6 +465,11 @@ def check_pairs(problem: Problem, metrics, *, paths=RANK_PATHS, permute=True, se
             assert res[name] == pytest.approx(value, abs=atol), f"{name} [{what}]"
 
 
+GROUPED_PATHS = tuple(
+    PATHS_BY_NAME[n] for n in ("numpy", "numpy-vectorised", "torch-scored", "tile-1x7")
+)
+
+
 def check_grouped(
     problem: Problem,
     ks,
@@ -466,7 +478,7 @@ def check_grouped(
     group_size=5,
     group_seed=3,
     repeats=1,
-    paths=("numpy", "torch-scored", "tile-1x7"),
+    paths=None,
     permute=True,
     seed=0,
 ):
@@ -493,10 +505,10 @@ def check_grouped(
         for k in ks
     }
     opts = dict(ties=ties, group_size=group_size, group_seed=group_seed, group_repeats=repeats)
-    for name in paths:
-        res = PATHS_BY_NAME[name].run(problem.evaluate, metrics=metrics, **opts)
+    for p in GROUPED_PATHS if paths is None else paths:
+        res = p.run(problem.evaluate, metrics=metrics, **opts)
         for k in ks:
-            _grouped_equal(res, f"grouped_recall@{k}", want[k], name)
+            assert_grouped_result(res, f"grouped_recall@{k}", want[k], p.name)
     if permute:
         pq = np.random.default_rng(seed).permutation(len(problem.Q))
         res = problem.permute_queries(pq).evaluate(metrics, **opts)
@@ -506,7 +518,9 @@ def check_grouped(
             np.testing.assert_array_equal(g.per_query, want[k]["per_query"][pq])
 
 
-def _grouped_equal(res, name, bf, what):
+def assert_grouped_result(res, name, bf, what=""):
+    """Everything a grouped result reports equals :func:`reference.grouped_reference`'s
+    record ``bf``."""
     atol = EXACT_ATOL  # a mean of 0/1 hits: exact on every path
     g = res.grouped[name]
     assert res[name] == pytest.approx(bf["value"], abs=atol), what

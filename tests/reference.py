@@ -89,9 +89,9 @@ def query_metric(name, rel_sorted, grades=None):
     if base == "mrr" and param:
         return 1.0 / ranks[0] if ranks[0] <= int(param) else 0.0
     if name == "map":
-        return float(sum(prec_at[r - 1] for r in ranks) / R)
+        return float(prec_at[ranks - 1].sum() / R)
     if name == "map@R":
-        return float(sum(prec_at[i] * rel_sorted[i] for i in range(R)) / R)
+        return float(prec_at[:R] @ rel_sorted[:R] / R)
     if name == "r_precision":
         return float(rel_sorted[:R].sum() / R)
     if name == "mrr":
@@ -101,7 +101,7 @@ def query_metric(name, rel_sorted, grades=None):
     K = int(param)
     top = rel_sorted[:K]
     H = int(top.sum())
-    s = float(sum(prec_at[i] * rel_sorted[i] for i in range(min(K, n))))
+    s = float(prec_at[:K] @ rel_sorted[:K])  # sum of i / r_i over r_i <= K
     if base == "hit_rate":
         return float(H > 0)
     if base == "recall":

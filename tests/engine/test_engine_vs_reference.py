@@ -14,31 +14,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from harness import (
+    PATHS_BY_NAME,
+    TILES,
+    Problem,
+    check_pairs,
+    check_rank,
+    gaussian,
+    path,
+    rank_metrics,
+    with_duplicates,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from reference import aggregate, pair_reference, pair_reference_by_sums, reference
+from reference import pair_reference, pair_reference_by_sums, reference
 
 import retrieval_checks as rc
-
-QUERY_METRICS = ["map", "map@R", "r_precision", "mrr", "medr", "meanr"]
-K_FAMILIES = ["hit_rate", "recall", "precision", "map", "map_cut", "map_capped"]
-TILES = [None, (1, 1), (1, 7), (2, 3), (3, 5), (7, 13), (64, 1000)]
-
-
-def _metrics(min_candidates):
-    ks = sorted({1, min(2, min_candidates), min(5, min_candidates)})
-    return QUERY_METRICS + [f"{f}@{k}" for f in K_FAMILIES for k in ks]
-
-
-def _check(result, ref_values, atol):
-    for name, ref in ref_values.items():
-        got = result.per_query[name]
-        assert np.array_equal(np.isnan(got), np.isnan(ref)), name
-        np.testing.assert_allclose(
-            got[~np.isnan(got)], ref[~np.isnan(ref)], atol=atol, rtol=0, err_msg=name
-        )
-        if (~np.isnan(ref)).any():
-            assert result[name] == pytest.approx(aggregate(name, ref), abs=atol), name
 
 
 @st.composite
@@ -110,60 +101,14 @@ def test_tie_heavy_query_gallery_with_overlap_sweep(
 
 
 def check_tie_heavy(problem, ties, similarity, tile, use_ids, kernels):
+    """The harness (tests/harness.py) on one drawn problem and one drawn path: every
+    registered rank metric, the refusals of a query without candidates and of a problem
+    without relevant items, and the skipped-query count."""
     Q, G, ql, gl, q_ids, g_ids = problem
-    ids = dict(query_ids=q_ids, gallery_ids=g_ids) if use_ids else {}
-    keep = (q_ids[:, None] != g_ids[None, :]) if use_ids else np.ones((len(Q), len(G)), bool)
-    min_cand = int(keep.sum(1).min())
-    if min_cand == 0:
-        with pytest.raises(rc.InputError, match="no gallery item left"):
-            rc.evaluate(
-                Q,
-                G,
-                query_labels=ql,
-                gallery_labels=gl,
-                metrics=["map"],
-                similarity=similarity,
-                **ids,
-            )
-        return
-    metrics = _metrics(min_cand)
-    ref_vals, _, _ = reference(
-        Q,
-        G,
-        ql,
-        gl,
-        metrics,
-        q_ids=q_ids if use_ids else None,
-        g_ids=g_ids if use_ids else None,
-        similarity=similarity,
-        ties=ties,
-    )
-    if np.isnan(ref_vals["map"]).all():
-        with pytest.raises(rc.EmptyQueriesError):
-            rc.evaluate(
-                Q,
-                G,
-                query_labels=ql,
-                gallery_labels=gl,
-                metrics=metrics,
-                similarity=similarity,
-                **ids,
-            )
-        return
-    res = rc.evaluate(
-        Q,
-        G,
-        query_labels=ql,
-        gallery_labels=gl,
-        metrics=metrics,
-        similarity=similarity,
-        ties=ties,
-        tile=tile,
-        _use_kernels=kernels,
-        **ids,
-    )
-    _check(res, ref_vals, atol=1e-12)
-    assert res.n_skipped == int(np.isnan(ref_vals["map"]).sum())
+    ids = dict(q_ids=q_ids, g_ids=g_ids) if use_ids else {}
+    p = Problem(Q, G, ql, gl, similarity=similarity, exact=True, **ids)
+    metrics = rank_metrics(max(1, p.min_candidates()))
+    check_rank(p, metrics, ties=ties, paths=[path(tile=tile, kernels=kernels)], permute=False)
 
 
 TIE_FREE = dict(
@@ -191,15 +136,10 @@ def test_tie_free_leave_one_out_cosine_sweep(seed, n, d, n_labels, tile, kernels
 
 
 def check_tie_free(seed, n, d, n_labels, tile, kernels):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)).astype(np.float32)
-    y = rng.integers(0, n_labels, n)
-    metrics = _metrics(n - 1)
-    ref_vals, _, _ = reference(X, X, y, y, metrics, q_ids=np.arange(n), g_ids=np.arange(n))
-    if np.isnan(ref_vals["map"]).all():
-        return
-    res = rc.evaluate(X, query_labels=y, metrics=metrics, tile=tile, _use_kernels=kernels)
-    _check(res, ref_vals, atol=1e-6)
+    p = gaussian(seed, n_q=n, d=d, n_labels=n_labels, loo=True)
+    if np.isnan(p.reference(["map"], "pessimistic")[0]["map"]).all():
+        return  # no query has a relevant item (the refusal is checked above)
+    check_rank(p, rank_metrics(n - 1), paths=[path(tile=tile, kernels=kernels)], permute=False)
 
 
 def test_constant_scorer_gets_the_worst_score():
@@ -220,22 +160,17 @@ def test_constant_scorer_gets_the_worst_score():
 
 
 def test_duplicates_under_cosine_tie_exactly_across_chunks():
-    """Duplicated gallery rows land in different chunks and still tie bit-for-bit."""
+    """Duplicated gallery rows land in different chunks and still tie bit-for-bit (the
+    reference rounds its float64 scores so that duplicates compare equal)."""
     rng = np.random.default_rng(3)
     base = rng.normal(size=(30, 16)).astype(np.float32)
-    G = np.concatenate([base, base[::-1]])  # every vector twice, far apart
-    gl = np.concatenate([np.arange(30) % 3, (np.arange(30) % 3 + 1)[::-1] % 3])
     Q = rng.normal(size=(12, 16)).astype(np.float32)
-    ql = np.arange(12) % 3
+    p = with_duplicates(Problem(Q, base, np.arange(12) % 3, np.arange(30) % 3))
+    p.g_labels[30:] = (np.arange(30) % 3 + 1)[::-1] % 3  # the copies in other classes
     metrics = ["map", "mrr", "r_precision", "precision@5"]
-    # the reference rounds its float64 scores so that duplicates compare equal
-    for tile in [None, (1, 7), (5, 11)]:
-        for ties in ["pessimistic", "optimistic"]:
-            res = rc.evaluate(
-                Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, tile=tile, ties=ties
-            )
-            ref_t, _, _ = reference(Q, G, ql, gl, metrics, ties=ties, decimals=9)
-            _check(res, ref_t, atol=1e-9)
+    tiles = [PATHS_BY_NAME["numpy"], path(tile=(1, 7)), path(tile=(5, 11))]
+    for ties in ["pessimistic", "optimistic"]:
+        check_rank(p, metrics, ties=ties, paths=tiles, permute=False)
 
 
 @settings(max_examples=40, deadline=None)
@@ -248,9 +183,6 @@ def test_duplicates_under_cosine_tie_exactly_across_chunks():
     kernels=st.booleans(),
 )
 def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, threshold, kernels):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4)).astype(np.float32)
-    y = rng.integers(0, 4, n)
     names = [
         f"recall_at_precision@{level}",
         f"precision_at_recall@{level}",
@@ -258,15 +190,8 @@ def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, thresho
         f"pair_recall@t={threshold}",
         f"pair_f1@t={threshold}",
     ]
-    _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(n), g_ids=np.arange(n))
-    if pos.size == 0:
-        with pytest.raises(rc.InputError):
-            rc.evaluate(X, query_labels=y, metrics=names)
-        return
-    res = rc.evaluate(X, query_labels=y, metrics=names, tile=tile, _use_kernels=kernels)
-    for name in names:
-        canonical = rc.canonical_metric_name(name)
-        assert res[canonical] == pytest.approx(pair_reference(pos, neg, name), abs=1e-12), name
+    p = gaussian(seed, n_q=n, d=4, n_labels=4, loo=True)
+    check_pairs(p, names, paths=[path(tile=tile, kernels=kernels)], permute=False, policies=())
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -333,21 +258,17 @@ def test_explicit_relevance_matches_labels():
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_permuting_queries_and_gallery_changes_nothing(seed):
+    """The harness's permutations: queries (each value moves with its query) and gallery
+    (nothing changes), against the reference."""
     rng = np.random.default_rng(seed)
     Q = rng.integers(-2, 3, size=(15, 3)).astype(np.float32)
     G = rng.integers(-2, 3, size=(25, 3)).astype(np.float32)
     ql, gl = rng.integers(0, 3, 15), rng.integers(0, 3, 25)
-    metrics = ["map", "map@R", "hit_rate@2", "mrr", "r_precision", "recall_at_precision@0.5"]
     if not (ql[:, None] == gl[None, :]).any():
         return
-    a = rc.evaluate(Q, G, query_labels=ql, gallery_labels=gl, metrics=metrics, similarity="dot")
-    pq, pg = rng.permutation(15), rng.permutation(25)
-    b = rc.evaluate(
-        Q[pq], G[pg], query_labels=ql[pq], gallery_labels=gl[pg], metrics=metrics, similarity="dot"
-    )
-    for name in metrics:
-        assert a[name] == pytest.approx(b[name], abs=1e-12)
-    np.testing.assert_array_equal(a.per_query["map"][pq], b.per_query["map"])
+    p = Problem(Q, G, ql, gl, similarity="dot", exact=True)
+    check_rank(p, ["map", "map@R", "hit_rate@2", "mrr", "r_precision"], paths=(), seed=seed)
+    check_pairs(p, ["recall_at_precision@0.5"], paths=(), seed=seed, policies=())
 
 
 def test_empty_query_policies():
@@ -374,21 +295,23 @@ def test_empty_query_policies():
 
 
 def test_numpy_and_torch_backends_agree():
+    """Torch inputs run on torch CPU (numpy inputs with device="torch-cpu" too), and the
+    numpy and torch paths equal the reference (tests/test_every_metric.py runs every
+    path on every registered metric)."""
     torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(80, 6)).astype(np.float32)
-    y = rng.integers(0, 5, 80)
+    p = gaussian(5, n_q=80, d=6, n_labels=5, loo=True)
     metrics = ["map", "map@R", "hit_rate@1", "recall_at_precision@0.5", "pair_f1@t=0.2"]
-    a = rc.evaluate(X, query_labels=y, metrics=metrics, device="numpy")
-    b = rc.evaluate(
-        torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics, device="torch-cpu"
-    )
-    c = rc.evaluate(torch.from_numpy(X), query_labels=torch.from_numpy(y), metrics=metrics)
-    assert a.config["backend"] == "numpy" and b.config["backend"] == "torch:cpu"
+    paths = [PATHS_BY_NAME["numpy"], PATHS_BY_NAME["torch-scored"]]
+    check_rank(p, metrics[:3], paths=paths, permute=False)
+    check_pairs(p, metrics[3:], paths=paths, permute=False, policies=())
+    X, y = torch.from_numpy(p.Q), torch.from_numpy(p.q_labels)
+    b = rc.evaluate(p.Q, query_labels=p.q_labels, metrics=metrics, device="torch-cpu")
+    c = rc.evaluate(X, query_labels=y, metrics=metrics)
+    assert b.config["backend"] == "torch:cpu"
     if not torch.cuda.is_available():
         assert c.config["backend"] == "torch:cpu"
     for name in metrics:
-        assert a[name] == pytest.approx(b[name], abs=1e-6)
+        assert c[name] == b[name], name
 
 
 @pytest.mark.cuda

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 import pytest
+from harness import assert_grouped_result as _check
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import grouped_reference as brute_grouped
@@ -29,28 +30,6 @@ from scipy import stats
 import retrieval_checks as rc
 
 TIES = ["pessimistic", "optimistic"]
-
-
-def _check(res, name, bf):
-    g = res.grouped[name]
-    assert res[name] == pytest.approx(bf["value"], abs=1e-12)
-    assert g.value == res[name]
-    np.testing.assert_allclose(g.group_values, bf["group_values"], rtol=0, atol=1e-12)
-    assert g.n_groups == bf["r"]
-    assert g.std_error == pytest.approx(bf["se"], abs=1e-12)
-    assert g.group_std == pytest.approx(bf["group_std"], abs=1e-12)
-    assert g.interval == pytest.approx((bf["low"], bf["high"]), abs=1e-12)
-    assert res.intervals[name] == g.interval
-    np.testing.assert_array_equal(g.per_query, bf["per_query"])  # NaN where equal NaN
-    np.testing.assert_array_equal(g.group_of_query, bf["group_of_query"])
-    np.testing.assert_array_equal(g.dropped_labels, bf["dropped"])
-    used = int((~np.isnan(bf["per_query"])).sum())
-    dropped = int((bf["group_of_query"] < 0).sum())
-    assert (g.n_queries_used, g.n_queries_skipped, g.n_queries_dropped) == (
-        used,
-        bf["per_query"].size - used - dropped,
-        dropped,
-    )
 
 
 # ----------------------------------------------------------------------------- data
