@@ -95,14 +95,13 @@ def engine_must_not_start():
 
 
 @contextlib.contextmanager
-def permission_denied(path, *, writes: bool = False):
-    """Inside the block, opening ``path`` (or any file under it, when it is a directory)
-    raises ``PermissionError(13, "Permission denied")``, as for a user without the
-    permission: for reading, or for writing (modes with ``w``, ``a``, ``x`` or ``+``)
-    when ``writes``. chmod does not stop root, who runs these tests in containers, so the
-    interpreter's ``open`` (``builtins.open`` and ``io.open``, which pathlib uses) is
-    filtered, not a library module's name: the test need not know which module opens
-    the file."""
+def on_open(path, action, *, writes: bool = False):
+    """Inside the block, ``action(name)`` runs just before ``path`` (or a file under it,
+    when it is a directory) is opened for reading, or for writing (modes with ``w``,
+    ``a``, ``x`` or ``+``) when ``writes``: it may raise (a file the user may not read)
+    or act (another run starting at that moment). The interpreter's ``open`` is
+    filtered (``builtins.open`` and ``io.open``, which pathlib uses), not a library
+    module's name: the test need not know which module opens the file."""
     real = io.open
     root = str(Path(path))
 
@@ -110,13 +109,25 @@ def permission_denied(path, *, writes: bool = False):
         name = str(file) if isinstance(file, (str, os.PathLike)) else ""
         hit = name == root or name.startswith(root.rstrip("/") + "/")
         if hit and writes == any(c in mode for c in "wax+"):
-            raise PermissionError(13, "Permission denied", name)
+            action(name)
         return real(file, mode, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(builtins, "open", guarded)
         m.setattr(io, "open", guarded)
         yield
+
+
+def permission_denied(path, *, writes: bool = False):
+    """Inside the block, opening ``path`` (or a file under it) for reading, or for
+    writing when ``writes``, raises ``PermissionError(13, "Permission denied")``, as for
+    a user without the permission (chmod does not stop root, who runs these tests in
+    containers): :func:`on_open`."""
+
+    def deny(name):
+        raise PermissionError(13, "Permission denied", name)
+
+    return on_open(path, deny, writes=writes)
 
 
 # a bag-of-words embedder: a text model as a callable of a list of strings

@@ -139,24 +139,23 @@ def test_a_block_of_another_run_among_this_runs_blocks_is_refused(tmp_path):
         rc.evaluate(**p, checkpoint=mine)
 
 
-def test_two_runs_starting_at_once_in_one_directory_do_not_mix(tmp_path, monkeypatch):
+def test_two_runs_starting_at_once_in_one_directory_do_not_mix(tmp_path):
     """Both runs find no manifest; the second to write its manifest must not replace the
     first one's (and then mix its blocks with the first run's)."""
-    import builtins
-
-    from retrieval_checks.engine import _checkpoint
+    from shared_setup import on_open
 
     p = _problem()
     raced = []
 
-    def racing_open(file, mode="r", *args, **kwargs):
-        if not raced and "w" in mode and ".json" in str(file):
+    def race(name):
+        if not raced and ".json" in name:
             raced.append(1)  # this run decided that there is no manifest; another run starts now
             rc.evaluate(**dict(p, ties="optimistic"), checkpoint=tmp_path)
-        return builtins.open(file, mode, *args, **kwargs)
 
-    monkeypatch.setattr(_checkpoint, "open", racing_open, raising=False)
-    with pytest.raises(rc.InputError, match="holds the blocks of another run"):
+    with (
+        on_open(tmp_path, race, writes=True),
+        pytest.raises(rc.InputError, match="holds the blocks of another run"),
+    ):
         rc.evaluate(**p, checkpoint=tmp_path)
     assert raced
 
