@@ -7,6 +7,7 @@ Cost: about 2 CPU-s.
 
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -45,8 +46,10 @@ def _same(a, b):
 @pytest.mark.parametrize("ties", ["pessimistic", "optimistic", "average", "docid"])
 def test_rows_read_at_once_give_the_entry_by_entry_result(monkeypatch, seed, ties):
     run, qrels = _data(seed)
-    # the whole dicts at once (tests/engine/test_runs_plain_dicts.py) left out: row by row
-    monkeypatch.setattr(_runs, "_plain_flat", lambda *a: None)
+    # a run that is not a plain dict (a defaultdict, as a loop builds it) is not read
+    # whole at once (tests/engine/test_runs_plain_dicts.py): row by row
+    run = collections.defaultdict(dict, run)
+    assert _runs._plain_flat(run, qrels) is None
     seen = []
     plain = _runs._plain_row
     monkeypatch.setattr(_runs, "_plain_row", lambda *a: seen.append(1) or plain(*a))

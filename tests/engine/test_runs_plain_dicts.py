@@ -14,6 +14,7 @@ Cost: about 8 CPU-s (loaded 2-core machine), most of it the engine's one-time st
 
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -70,11 +71,15 @@ def _same(a, b):
     assert a.tied_share == b.tied_share
 
 
-def _entry_by_entry(monkeypatch, *args, **kw):
+def _entry_by_entry(monkeypatch, run, qrels, *args, **kw):
+    """evaluate_run reading entry by entry: the run given as a defaultdict (as a loop
+    builds it), which is not read whole at once (only plain dicts are), and no row read
+    at once (forced: valid rows always are)."""
+    run = collections.defaultdict(dict, run)
+    assert _runs._plain_flat(run, qrels) is None
     with monkeypatch.context() as m:
-        m.setattr(_runs, "_plain_flat", lambda *a: None)
         m.setattr(_runs, "_plain_row", lambda *a: None)
-        return rc.evaluate_run(*args, **kw)
+        return rc.evaluate_run(run, qrels, *args, **kw)
 
 
 def _read_at_once(monkeypatch, *args, **kw):
