@@ -5,18 +5,20 @@ A query block (the plan's ``b`` rows, so blocks, checkpoints and executors see t
 tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`). For each panel:
 
 1. its relevant pairs' scores come first: the panel's relevant gallery items are
-   gathered (``c`` at a time, the rest in a tile of a multiple of :data:`GATHER_STEP`
-   columns, zero-padded) and multiplied, then the score epilogue; the scores are sorted
-   within rows;
-2. then, gallery chunk after chunk, the ``t x c`` tile of products and its epilogue are
-   computed and at once scanned by one compiled kernel (:mod:`._fused_cpu_numba`): the
-   row's relevant and self pairs are masked, then dense rows are counted against every
-   relevant score in vectorised passes, sparse rows skip groups of scores below the
-   row's lowest relevant score with one branch-free comparison and place the rest among
-   the row's sorted relevant scores; the counts add up over the tiles.
-   Pair metrics: the tile's negatives at or above the tail threshold are kept and its
-   negatives binned against the fixed thresholds, from the same tile; the pass's first
-   block seeds the tail threshold from a first sweep (the histogram of its negatives).
+   gathered (a column tile's width at a time, the rest in a tile of a multiple of
+   :data:`GATHER_STEP` columns, zero-padded) and multiplied, then the score epilogue;
+   the scores are sorted within rows;
+2. then, gallery chunk after chunk, each of the chunk's column tiles (``t x w``, at
+   most :data:`TILE_ROWS` x :data:`TILE_COLS`: 512 KiB, so the tile and the counts its
+   scan writes stay in a core's cache) is computed with its epilogue and at once
+   scanned by one compiled kernel (:mod:`._fused_cpu_numba`): the row's relevant and
+   self pairs are masked, one vectorised pass copies out the few scores at or above the
+   row's lowest relevant score (:mod:`._simd_numba`), and only those are counted
+   against the row's relevant scores; the counts add up over the tiles.
+   Pair metrics: the tile's negatives at or above the tail threshold come from the same
+   pass, and its negatives are binned against the fixed thresholds, from the same tile;
+   the pass's first block seeds the tail threshold from a first sweep (the histogram of
+   its negatives).
 
 One worker thread per core (``torch.get_num_threads()``), each with its own panel and
 tile, the products single-threaded while they run. By default (``RC_CPU_COUNTER``
@@ -27,7 +29,7 @@ measured faster than the scored path, one-sided not in every round
 
 Exactness. The counts are those of the scored CPU path (:class:`._counters.CpuCounter`)
 bit for bit when every score is: the epilogue is elementwise, so only the products
-matter, and BLAS products are computed in ``t x c`` tiles here, ``b x c`` tiles there,
+matter, and BLAS products are computed in ``t x w`` tiles here, ``b x c`` tiles there,
 with gathered columns. BLAS libraries do not promise that a dot product's bits are
 independent of the tile's shape or of where a row sits in it (this project's MKL
 changes them for fewer than 6 rows, or 64 rows at d = 1000 on two threads). So before a
@@ -43,8 +45,9 @@ Symmetric leave-one-out (each pair of tiles once). When the queries are the gall
 the cosine epilogue multiplies the two factors, which commutes; neg_l2 subtracts them in
 an order that does not), the pass is one task over every query
 (:meth:`FusedCpuCounter.rows`): a panel of ``t`` rows inside gallery chunk ``A`` is
-multiplied with chunk ``A`` (that tile holds both orders of its pairs) and with every
-later chunk ``B``, and the ``t x c`` tile is read twice: row by row for the panel's rows
+multiplied with chunk ``A`` (those tiles hold both orders of their pairs) and with every
+later chunk ``B``, and each of ``B``'s ``t x w`` tiles is read twice: row by row for the
+panel's rows
 (:func:`._fused_cpu_numba.scan_tile`) and column by column for chunk ``B``'s rows
 (:func:`._fused_cpu_numba.mask_columns`, :func:`._fused_cpu_numba.scan_columns`, each
 side masking its own relevant and self pairs). That is half the products. The score
@@ -83,7 +86,11 @@ __all__ = [
     "TILE_ROWS",
 ]
 
-TILE_ROWS = 128  # rows per panel: a 128 x 4096 float32 tile is 2 MiB (half per core)
+# A tile of products is TILE_ROWS x TILE_COLS float32 (512 KiB): it stays in a core's
+# cache between its product and its scan, with the counts its scans write (measured on
+# 2 cores with 1 MiB L2 each: 256 x 512 beat 128 x 1024, 512 x 256 and 128 x 3856).
+TILE_ROWS = 256  # rows per panel
+TILE_COLS = 512  # columns per tile (a chunk is cut into tiles of at most this many)
 GATHER_STEP = 256  # gathered relevant items: tile widths are multiples of this
 _F32_MIN = float(np.finfo(np.float32).min)
 _SIMILARITIES = ("cosine", "dot", "neg_l2")
@@ -195,26 +202,29 @@ def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) 
         return pool.submit(panels).result()
 
 
-def mirror_exact(backend, b: int, t: int, c: int, d: int, workers: int) -> bool:
-    """Whether this machine's ``t x c`` products, computed as the symmetric pass computes
-    them, give the pair ``(i, j)`` the bits the scored path's ``b x c`` tile gives the
-    pair ``(j, i)``: the mirrored product. A dot product's terms are the same products
-    either way (``x_k y_k = y_k x_k`` exactly); what can differ is the order BLAS adds
-    them in for a row of the tile and for a column, which this checks on random data
-    (once per shapes, threads and process)."""
+def mirror_exact(
+    backend, b: int, t: int, c: int, d: int, workers: int, w: int | None = None
+) -> bool:
+    """Whether this machine's ``t x w`` products (``w``: default ``c``), computed as the
+    symmetric pass computes them, give the pair ``(i, j)`` the bits the scored path's
+    ``b x c`` tile gives the pair ``(j, i)``: the mirrored product. A dot product's terms
+    are the same products either way (``x_k y_k = y_k x_k`` exactly); what can differ is
+    the order BLAS adds them in for a row of the tile and for a column, which this checks
+    on random data (once per shapes, threads and process)."""
     import torch
 
-    key = ("mirror", backend.name, b, t, c, d, workers, torch.get_num_threads())
+    w = c if w is None else int(w)
+    key = ("mirror", backend.name, b, t, c, w, d, workers, torch.get_num_threads())
     with _PROBE_LOCK:
         if key not in _PROBED:
-            _PROBED[key] = _probe_mirror(backend, b, t, c, d, workers)
+            _PROBED[key] = _probe_mirror(backend, b, t, c, d, workers, w)
         return _PROBED[key]
 
 
-def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int) -> bool:
+def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int, w: int) -> bool:
     """The scored path's ``b x c`` product of random ``A`` (queries) and ``B`` (gallery);
     then two ``t``-row panels of ``B``'s rows (its last ones and random ones) against
-    ``c`` of ``A``'s rows (in order, then at random with repeats): every product equals
+    ``w`` of ``A``'s rows (in order, then at random with repeats): every product equals
     the scored tile's product of the same two rows, the other way round."""
     import torch
 
@@ -225,15 +235,15 @@ def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int) -> bool
     backend.matmul_into(A, B, ref)
     n = min(t, c)
     picks = [
-        (np.arange(c - n, c), np.arange(c) % b),
-        (rng.permutation(c)[:n], rng.integers(0, b, c)),
+        (np.arange(c - n, c), np.arange(w) % b),
+        (rng.permutation(c)[:n], rng.integers(0, b, w)),
     ]
 
     def panels() -> bool:
         if threading.current_thread() is not threading.main_thread():
             torch.set_num_threads(1)
         panel = torch.zeros((t, d), dtype=torch.float32)
-        tile = torch.empty((t, c), dtype=torch.float32)
+        tile = torch.empty((t, w), dtype=torch.float32)
         for rows, cols in picks:
             r, q = torch.from_numpy(rows), torch.from_numpy(cols)
             panel.zero_()
@@ -317,11 +327,14 @@ class FusedCpuCounter:
 
 
 def _gather_widths(n: int, c: int) -> list:
-    """Column counts of the tiles that hold ``n`` gathered relevant items: whole chunks
-    of ``c``, the rest rounded up to a multiple of :data:`GATHER_STEP` (fewer padded
-    products than a whole chunk; every width is probed)."""
-    full, rest = divmod(n, c)
-    return [c] * full + ([min(c, -(-rest // GATHER_STEP) * GATHER_STEP)] if rest else [])
+    """Column counts of the tiles that hold ``n`` gathered relevant items: whole tiles
+    of the chunk's first column tile's width (:func:`_column_cuts`), the rest rounded up
+    to a multiple of :data:`GATHER_STEP` (fewer padded products than a whole tile).
+    Every width is probed, so a pass's widths are few: that one, and the multiples of
+    the step below it."""
+    g = _column_cuts(c)[0][1]
+    full, rest = divmod(n, g)
+    return [g] * full + ([min(g, -(-rest // GATHER_STEP) * GATHER_STEP)] if rest else [])
 
 
 def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial | None:
@@ -338,9 +351,10 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         a, e = int(rel.indptr[s0]), int(rel.indptr[min(m, s0 + t)])
         U, inv = np.unique(rel.indices[a:e], return_inverse=True)
         gathered.append((U, inv.reshape(-1)))
-    widths = {w for U, _ in gathered for w in _gather_widths(U.size, p.c)} | {p.c}
+    widths = {w for U, _ in gathered for w in _gather_widths(U.size, p.c)}
     d = int(p.Q.shape[1])
-    if not shapes_exact(p.backend, p.b, t, p.c, d, n_workers, widths):
+    cuts = _column_cuts(p.c)
+    if not shapes_exact(p.backend, p.b, t, p.c, d, n_workers, widths | {w for _, w in cuts}):
         return None
     own = p.self_pairs.rows(start, stop)
     n_rel = int(rel.indptr[-1])
@@ -361,6 +375,7 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         tied=np.zeros(n_rel, np.int64),
         gathered=gathered,
         epilogue=_needs_epilogue(p),
+        cuts=cuts,
     )
     if seed is not None:
         blk.seeding = True
@@ -419,6 +434,8 @@ class _Block:
     epilogue: bool  # False: cosine of rows normalised on the host (factors 1: no-op)
     seeding: bool = False  # the first sweep: the histogram of the negatives' keys only
     panels: list | None = None  # the mirrored pass's panels: (first row, stop, chunk)
+    pads: np.ndarray | None = None  # the mirrored pass's rows' relevant scores, 16 slots
+    cuts: list | None = None  # the mirrored pass's column tiles of a chunk
 
 
 def _workers() -> int:
@@ -458,9 +475,14 @@ class _Buffers:
         self.Qt = torch.zeros((t, d), dtype=torch.float32)
         self.Gg = torch.zeros((p.c, d), dtype=torch.float32)
         self.tile = torch.empty((t, p.c), dtype=torch.float32)
-        self.tile_np = self.tile.numpy()
         self.qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
         self.ga_g = torch.zeros(p.c, dtype=torch.float32) if factors else None
+        # the scans' scratch: a row's compacted scores, the columns' thresholds and
+        # column numbers, and the tile's negative tail (at most every score of it)
+        self.buf = np.empty(p.c, np.float32)
+        self.thr = np.empty(p.c, np.float32)
+        self.idx = np.empty(p.c, np.int32)
+        self.neg = np.empty(t * p.c, np.float32)
 
     def load(self, p, factors: bool, r0: int, r1: int) -> None:
         """Query rows ``r0 .. r1 - 1`` (problem rows) into the panel, zero below."""
@@ -519,7 +541,8 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
     rel = blk.rel
     factors = blk.epilogue
     bufs = _Buffers(p, t, factors)
-    tile, tile_np = bufs.tile, bufs.tile_np
+    tiles = {w: bufs.tile.view(-1)[: t * w].view(t, w) for w in {w for _, w in blk.cuts}}
+    tiles_np = {w: x.numpy() for w, x in tiles.items()}
     negatives = []
     fixed_hist = None if blk.fixed is None else np.zeros(blk.fixed.size + 1, np.int64)
     if blk.seeding:
@@ -553,17 +576,21 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
         tie_diff = np.zeros(n_r + mt, np.int64)
         above = blk.above[a:e] if n_r else np.zeros(0, np.int64)
         tied = blk.tied[a:e] if n_r else np.zeros(0, np.int64)
-        # 2. every gallery chunk: product, epilogue, scan while the tile is in cache
-        for k in range(p.n_chunks):
-            width = min(c, n_g - k * c)
-            be.matmul_into(bufs.Qt, p.Gp[k * c : (k + 1) * c], tile)
+        # 2. every gallery chunk's column tiles: product, epilogue, scan while in cache
+        for k, (w0, w) in itertools.product(range(p.n_chunks), blk.cuts):
+            r0 = k * c + w0
+            width = min(w, n_g - r0)
+            if width <= 0:
+                continue
+            tile, tile_np = tiles[w], tiles_np[w]
+            be.matmul_into(bufs.Qt, p.Gp[r0 : r0 + w], tile)
             if factors:
-                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[k * c : (k + 1) * c])
-            tail = K.scan_tile(
+                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[r0 : r0 + w])
+            n_neg = K.scan_tile(
                 tile_np,
                 mt,
                 width,
-                k * c,
+                r0,
                 mask_ptr,
                 mask_cols,
                 rel_ptr,
@@ -573,12 +600,14 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
                 above,
                 tied,
                 blk.tau,
+                bufs.buf,
+                bufs.neg,
             )
             if blk.seeding:
                 K.key_histogram_tile(tile_np, mt, width, fixed_hist)
             elif blk.want_pairs:
-                if tail.any():
-                    negatives.append(K.collect_tile(tile_np, mt, width, tail, blk.tau))
+                if n_neg:
+                    negatives.append(bufs.neg[:n_neg].copy())
                 if fixed_hist is not None:
                     K.bin_tile(tile_np, mt, width, blk.fixed, fixed_hist)
         K.finish_counts(mt, rel_ptr, hist, tie_diff, above, tied)
@@ -621,13 +650,25 @@ def _mirror_plan(p, t: int):
         a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
         U, inv = np.unique(rel.indices[a:e], return_inverse=True)
         gathered.append((U, inv.reshape(-1)))
-    widths = {w for U, _ in gathered for w in _gather_widths(U.size, c)} | {c}
+    widths = {w for U, _ in gathered for w in _gather_widths(U.size, c)}
     d = int(p.Q.shape[1])
-    if not shapes_exact(p.backend, p.b, t, c, d, workers, widths):
+    cuts = _column_cuts(c)
+    if not shapes_exact(p.backend, p.b, t, c, d, workers, widths | {w for _, w in cuts}):
         return None
-    if not mirror_exact(p.backend, p.b, t, c, d, workers):
+    if not all(mirror_exact(p.backend, p.b, t, c, d, workers, w) for w in {w for _, w in cuts}):
         return None
-    return _MirrorPlan(rel, panels, gathered, workers, t)
+    return _MirrorPlan(rel, panels, gathered, workers, t, cuts)
+
+
+def _column_cuts(c: int) -> list:
+    """A chunk's ``c`` columns in tiles of at most :data:`TILE_COLS` (widths a multiple
+    of 16 but the last): ``(first column, width)`` each. The mirrored side reads and
+    writes its columns' rows' counts while it scans a tile; a narrower tile keeps them
+    and the tile in a core's cache."""
+    k = max(1, -(-c // TILE_COLS))
+    w = -(-c // k)
+    w = min(c, -(-w // 16) * 16)
+    return [(w0, min(w, c - w0)) for w0 in range(0, c, w)]
 
 
 @dataclass
@@ -637,6 +678,7 @@ class _MirrorPlan:
     gathered: list
     workers: int
     t: int
+    cuts: list  # a chunk's column tiles: (first column, width)
 
 
 def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
@@ -649,6 +691,8 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
     negative tail (each worker's raised as it fills, :class:`NegativeTail`) and fixed
     counts. ``bins`` (sorted positive scores, histogram): the binning pass instead, the
     negatives binned into the histogram; returns None."""
+    from . import _fused_cpu_numba as K
+
     n = p.n_q
     rel = plan.rel
     own = p.self_pairs.rows(0, n)
@@ -672,6 +716,7 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
         gathered=plan.gathered,
         epilogue=_needs_epilogue(p),
         panels=plan.panels,
+        cuts=plan.cuts,
     )
     m_rows = np.concatenate([blk.rid, blk.own_rid])
     m_cols = np.concatenate([rel.indices, own.indices]).astype(np.int64)
@@ -680,6 +725,9 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
     np.cumsum(np.bincount(m_rows, minlength=n), out=mask_ptr[1:])
     if bins is None:
         _in_workers(plan.workers, _mirror_relevant, blk, len(plan.panels))
+        blk.pads = K.pad_rows(rel.indptr.astype(np.int64), blk.rel_sorted, n)
+    else:  # no relevant scores: rows of none, their slots +inf (never reached)
+        blk.pads = np.full(n * 16, np.inf, np.float32)
     outs = _in_workers(
         plan.workers, _mirror_worker, blk, len(plan.panels), mask_ptr, mask_cols, capacity, bins
     )
@@ -688,8 +736,6 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
         hist_out += sum(o["bins"] for o in outs)
         return None
     above, tied, hist, tie_diff = (sum(o[k] for o in outs) for k in ("above", "tied", "h", "t"))
-    from . import _fused_cpu_numba as K
-
     K.finish_counts(n, rel.indptr.astype(np.int64), hist, tie_diff, above, tied)
     part = ranked_partial(0, n, rel, blk.rel_sorted, blk.order, above, tied, False)
     if pairs is None:
@@ -766,10 +812,11 @@ def _mirror_worker(
         indptr = np.zeros(n + 1, np.int64)
         n_rel = 0
     bufs = _Buffers(p, t, blk.epilogue)
-    tile, tile_np = bufs.tile, bufs.tile_np
+    cuts = blk.cuts
     lo = np.full(n, np.inf, np.float32)  # each row's lowest relevant score
     has = np.diff(indptr) > 0
     lo[has] = blk.rel_sorted[indptr[:-1][has]]
+    pads = blk.pads
     starts = np.minimum(np.arange(p.n_chunks + 1) * c, n)
     room = int(np.diff(mask_ptr[starts]).max()) if p.n_chunks else 0
     at, saved = np.empty(room, np.int64), np.empty(room, np.float32)
@@ -788,18 +835,17 @@ def _mirror_worker(
         tail_keeper.tau = float(blk.tau) if blk.tau > _F32_MIN else -math.inf
     tau = blk.tau if blk.want_pairs else np.float32(np.inf)
 
-    def pairs_of(T, m, width, counts):
-        """The side's pair outputs: negatives >= tau, fixed thresholds' or binning's counts."""
+    def pairs_of(T, m, width, n_neg):
+        """The side's pair outputs: its ``n_neg`` negatives >= tau (the scan wrote them
+        to ``bufs.neg``), fixed thresholds' or binning's counts."""
         nonlocal tau
         if bins is not None:
             K.bin_tile(T, m, width, bins[0], out["bins"])
             return
         if not blk.want_pairs:
             return
-        if counts is None:
-            counts = K.count_at_least(T, m, width, tau)
-        if counts.any():
-            got = K.collect_tile(T, m, width, counts, tau)
+        if n_neg:
+            got = bufs.neg[:n_neg].copy()
             if tail_keeper is None:
                 out["negatives"].append(got)
             else:
@@ -808,24 +854,43 @@ def _mirror_worker(
         if out["fixed"] is not None:
             K.bin_tile(T, m, width, blk.fixed, out["fixed"])
 
+    tiles = {w: bufs.tile.view(-1)[: t * w].view(t, w) for w in {w for _, w in cuts}}
+    tiles_np = {w: x.numpy() for w, x in tiles.items()}
     while (k := next_panel()) is not None:
         s0, s1, A = blk.panels[k]
         mt = s1 - s0
         bufs.load(p, blk.epilogue, s0, s1)
-        for B in range(A, p.n_chunks):
-            width = min(c, n_g - B * c)
-            r0 = B * c
-            be.matmul_into(bufs.Qt, p.Gp[r0 : r0 + c], tile)
+        for B, (w0, w) in itertools.product(range(A, p.n_chunks), cuts):
+            r0 = B * c + w0
+            width = min(w, n_g - r0)
+            if width <= 0:
+                continue
+            tile, tile_np = tiles[w], tiles_np[w]
+            be.matmul_into(bufs.Qt, p.Gp[r0 : r0 + w], tile)
             if blk.epilogue:
-                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[r0 : r0 + c])
+                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[r0 : r0 + w])
             if B > A:  # the mirror image, column by column: the chunk's rows, their masks
                 n_m = K.mask_columns(tile_np, mt, width, r0, s0, mask_ptr, mask_cols, at, saved)
-                K.scan_columns(
-                    tile_np, mt, width, r0, indptr, blk.rel_sorted, lo, out["h"], out["t"]
+                n_neg = K.scan_columns(
+                    tile_np,
+                    mt,
+                    width,
+                    r0,
+                    indptr,
+                    blk.rel_sorted,
+                    lo,
+                    pads,
+                    out["h"],
+                    out["t"],
+                    tau,
+                    bufs.thr,
+                    bufs.buf,
+                    bufs.idx,
+                    bufs.neg,
                 )
-                pairs_of(tile_np, mt, width, None)
+                pairs_of(tile_np, mt, width, n_neg)
                 K.unmask(tile_np, n_m, at, saved)
-            counts = K.scan_tile(
+            n_neg = K.scan_tile(
                 tile_np,
                 mt,
                 width,
@@ -839,8 +904,10 @@ def _mirror_worker(
                 out["above"],
                 out["tied"],
                 tau,
+                bufs.buf,
+                bufs.neg,
             )
-            pairs_of(tile_np, mt, width, counts)
+            pairs_of(tile_np, mt, width, n_neg)
     if tail_keeper is not None:
         out["negatives"] = [tail_keeper.sorted_values()]
     return out

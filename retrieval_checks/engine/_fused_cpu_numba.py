@@ -10,93 +10,107 @@ import numpy as np
 from numba import njit
 
 from ._kernels_numba import bisect_sorted
+from ._simd_numba import (
+    LANES,
+    VECTOR_COMPRESS,
+    compact_at_least,
+    compact_lanes_at_least,
+    place16,
+)
 
 __all__ = [
     "scan_tile",
     "finish_counts",
+    "pad_rows",
     "bin_tile",
     "key_histogram_tile",
     "mask_columns",
     "unmask",
     "scan_columns",
-    "count_at_least",
-    "collect_tile",
 ]
 
-_SMALL = 16  # rows with at most this many relevant scores: branch-free search
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _place(rel_sorted, a, e, pad, small, s):
-    """Number of the row's relevant scores ``rel_sorted[a:e]`` (ascending) ``<= s``: a
-    branch-free search of ``pad`` (the row's scores then +inf, 16 slots) when
-    ``small``, else bisection. The same count either way (s is finite)."""
-    if small:
-        p = 8 * np.int64(pad[7] <= s)
-        p += 4 * np.int64(pad[p + 3] <= s)
-        p += 2 * np.int64(pad[p + 1] <= s)
-        p += np.int64(pad[p] <= s)
-        p += np.int64(pad[p] <= s)
-        return p
-    return bisect_sorted(rel_sorted, a, e, s, False)
-
-
-_VECTOR_COST = 160  # a bisection costs about as much as this many vectorised comparisons
+_VECTOR_RELEVANT = 256  # rows with at most this many relevant scores count them vectorised
 
 
 @njit(cache=True, nogil=True)
-def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts in one loop
-    T, m, width, col0, mask_ptr, mask_cols, rel_ptr, rel_sorted, hist, tie_diff, above, tied, tau
+def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts in one loop
+    T,
+    m,
+    width,
+    col0,
+    mask_ptr,
+    mask_cols,
+    rel_ptr,
+    rel_sorted,
+    hist,
+    tie_diff,
+    above,
+    tied,
+    tau,
+    buf,
+    neg,
 ):
-    """Scan rows ``0..m-1`` of the tile ``T`` (columns ``0..width-1`` are gallery items
-    ``col0 ..``) and add their counts to the row's accumulators. The counts are those of
-    :func:`._kernels_numba.count_above_relevant`, exactly: for the row's relevant score
-    ``k`` (``rel_sorted[rel_ptr[i] + k]``, ascending), the non-relevant scores ``>=`` it
-    and ``==`` it.
+    """Scan rows ``0..m-1`` of the tile ``T`` (C-ordered; columns ``0..width-1`` are
+    gallery items ``col0 ..``) and add their counts to the row's accumulators. The
+    counts are those of :func:`._kernels_numba.count_above_relevant`, exactly: for the
+    row's relevant score ``k`` (``rel_sorted[rel_ptr[i] + k]``, ascending), the
+    non-relevant scores ``>=`` it and ``==`` it.
 
     First the row's masked columns (``mask_cols[mask_ptr[i]:mask_ptr[i+1]]``, relevant
-    and self pairs, global indices) are set to -inf. Then one vectorised pass counts the
-    scores ``>= tau`` (the pair metrics' tail), and one branch-free pass lists the
-    columns whose score reaches the row's lowest relevant score ``lo``. With their
-    number the row takes the cheaper of two exact ways:
+    and self pairs, global indices) are set to -inf. Then one vectorised pass
+    (:func:`._simd_numba.compact_at_least`) copies to ``buf`` (``width`` long) the
+    scores that reach the lower of the row's lowest relevant score ``lo`` and the pair
+    metrics' tail threshold ``tau``: a few percent of the row, usually. Those ``>=
+    tau`` are the row's negative tail, appended to ``neg``; only scores ``>= lo`` can be
+    ``>=`` a relevant score, so the counts read the short buffer:
 
-    - many scores reach ``lo``: every relevant score is compared with every score in
-      vectorised passes (branch-free; added to ``above`` / ``tied`` directly);
-    - few do (a few percent, usually): the scores below ``lo`` are skipped by that
-      list, without a branch per score, and each score ``>= lo`` is placed among the relevant
-      scores by bisection (``hist[rel_ptr[i] + i + p]``: scores with ``p`` relevant
-      scores ``<=`` them; ``tie_diff`` the tie groups' difference array), as the scored
-      kernel does.
+    - rows with at most :data:`_VECTOR_RELEVANT` relevant scores compare every relevant
+      score with every buffered score (branch-free; added to ``above`` / ``tied``);
+    - longer rows place each buffered score among their relevant scores by bisection
+      (``hist[rel_ptr[i] + i + p]``: scores with ``p`` relevant scores ``<=`` them;
+      ``tie_diff`` the tie groups' difference array), as the scored kernel does.
 
-    :func:`finish_counts` adds the two. Returns, per row, the scores ``>= tau``. Serial:
-    the fused counter runs one worker per panel of rows, each with its own tile."""
-    tail = np.zeros(m, np.int64)
-    pad = np.empty(_SMALL, np.float32)
-    hits = np.empty(width, np.int32)
+    :func:`finish_counts` adds the two. Returns how many negatives it wrote to ``neg``
+    (row after row, in column order; ``m * width`` long at least; none when ``tau`` is
+    +inf). Serial: the fused counter runs one worker per panel of rows, each with its
+    own tile and buffers."""
+    flat = T.reshape(-1)
+    stride = T.shape[1]
+    want_tail = tau != np.inf
+    nn = 0
     for i in range(m):
         a = rel_ptr[i]
         e = rel_ptr[i + 1]
         r = e - a
-        row = T[i]
+        base = i * stride
         for q in range(mask_ptr[i], mask_ptr[i + 1]):
             col = mask_cols[q] - col0
             if col >= 0 and col < width:
-                row[col] = -np.inf
-        if tau != np.inf:
-            n_tail = np.int32(0)
-            for j in range(width):
-                n_tail += np.int32(row[j] >= tau)
-            tail[i] = n_tail
-        if r == 0:
+                flat[base + col] = -np.inf
+        lo = rel_sorted[a] if r > 0 else np.float32(np.inf)
+        thr = min(lo, tau)
+        if thr == np.inf:
             continue
-        lo = rel_sorted[a]
-        n_lo = 0  # the columns whose score reaches lo, listed without a branch
-        for j in range(width):
-            hits[n_lo] = j
-            n_lo += np.int32(row[j] >= lo)
-        if n_lo == 0:
+        n = compact_at_least(flat, base, width, thr, buf, VECTOR_COMPRESS)
+        if want_tail:
+            if tau <= lo:  # every buffered score is in the tail
+                neg[nn : nn + n] = buf[:n]
+                nn += n
+            else:
+                for q in range(n):
+                    s = buf[q]
+                    neg[nn] = s
+                    nn += s >= tau
+        if r == 0 or n == 0:
             continue
-        if np.int64(n_lo) * _VECTOR_COST >= (r - 1) * width:
+        if tau < lo:  # the tail reached below lo: keep the scores that can count
+            kept = 0
+            for q in range(n):
+                s = buf[q]
+                buf[kept] = s
+                kept += s >= lo
+            n = kept
+        if r <= _VECTOR_RELEVANT:
             above_last = 0
             tied_last = 0
             for k in range(a, e):
@@ -107,8 +121,8 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
                     continue
                 ge = np.int32(0)  # int32: wider vectors (a tile row is < 2^31 scores)
                 eq = np.int32(0)
-                for j in range(width):
-                    s = row[j]
+                for q in range(n):
+                    s = buf[q]
                     ge += np.int32(s >= v)
                     eq += np.int32(s == v)
                 above_last = ge
@@ -117,19 +131,29 @@ def scan_tile(  # long: a numba kernel: each row's mask, skip, search and counts
                 tied[k] += eq
             continue
         h = a + i
-        small = r <= _SMALL
-        if small:
-            for u in range(_SMALL):
-                pad[u] = rel_sorted[a + u] if u < r else np.float32(np.inf)
-        for q in range(n_lo):
-            s = row[hits[q]]
-            p = _place(rel_sorted, a, e, pad, small, s)
+        for q in range(n):
+            s = buf[q]
+            p = bisect_sorted(rel_sorted, a, e, s, False)
             hist[h + p] += 1
             if rel_sorted[a + p - 1] == s:
                 qq = bisect_sorted(rel_sorted, a, a + p, s, True)
                 tie_diff[h + qq] += 1
                 tie_diff[h + p] -= 1
-    return tail
+    return nn
+
+
+@njit(cache=True, nogil=True)
+def pad_rows(rel_ptr, rel_sorted, n):
+    """Rows ``0..n-1``'s sorted relevant scores in 16 slots each, then +inf (rows of more
+    than 16: all +inf, they are placed by bisection): :func:`scan_columns`'s table."""
+    pads = np.full(n * LANES, np.inf, np.float32)
+    for r in range(n):
+        a = rel_ptr[r]
+        e = rel_ptr[r + 1]
+        if e - a <= LANES:
+            for k in range(a, e):
+                pads[r * LANES + k - a] = rel_sorted[k]
+    return pads
 
 
 @njit(cache=True, nogil=True)
@@ -213,66 +237,53 @@ def unmask(T, n, at, saved):
 
 
 @njit(cache=True, nogil=True)
-def scan_columns(T, m, width, row0, rel_ptr, rel_sorted, lo, hist, tie_diff):
+def scan_columns(  # long: a numba kernel: compaction, tail and placement in one loop
+    T, m, width, row0, rel_ptr, rel_sorted, lo, pads, hist, tie_diff, tau, thr, vals, idx, neg
+):
     """The mirrored side of a tile: column ``j`` holds the scores of problem row
-    ``row0 + j`` against the tile's rows (its masked pairs already -inf). Each score
-    ``>=`` the row's lowest relevant score ``lo[row0 + j]`` is placed among the row's
-    sorted relevant scores (``rel_sorted[rel_ptr[r]:rel_ptr[r + 1]]``, global rows ``r``)
-    into its histogram ``hist[rel_ptr[r] + r + p]`` and tie groups ``tie_diff``, as
-    :func:`scan_tile`'s bisection path does: :func:`finish_counts` turns them into the
-    counts. The tile is read row by row (contiguous); a branch-free pass lists the
-    columns whose score reaches their row's ``lo`` (a few percent), then only those are
-    placed."""
-    hits = np.empty(width, np.int32)
-    lo_c = lo[row0 : row0 + width]
+    ``row0 + j`` against the tile's rows (its masked pairs already -inf). The tile is
+    read row by row (contiguous): one vectorised pass
+    (:func:`._simd_numba.compact_lanes_at_least`) lists the scores that reach their
+    column's threshold, the lower of the row's lowest relevant score ``lo[row0 + j]`` and
+    the tail threshold ``tau`` (a few percent). Of those, the scores ``>= tau`` are
+    appended to ``neg`` (the negative tail; ``m * width`` long at least), and each score
+    ``>= lo`` is placed among the row's sorted relevant scores
+    (``rel_sorted[rel_ptr[r]:rel_ptr[r + 1]]``, global rows ``r``) into its histogram
+    ``hist[rel_ptr[r] + r + p]`` and tie groups ``tie_diff``, as :func:`scan_tile`'s
+    bisection does: :func:`finish_counts` turns them into the counts. Rows of at most
+    16 relevant scores are placed by two vector compares against ``pads[16 r : 16 r +
+    16]`` (:func:`pad_rows`), longer ones by bisection. ``thr``, ``vals``
+    and ``idx`` are scratch (``width`` long at least). Returns how many negatives it
+    wrote."""
+    flat = T.reshape(-1)
+    stride = T.shape[1]
+    want_tail = tau != np.inf
+    for j in range(width):
+        thr[j] = min(lo[row0 + j], tau)
+    nn = 0
     for i in range(m):
-        row = T[i]
-        n_hit = 0
-        for j in range(width):
-            hits[n_hit] = j
-            n_hit += np.int32(row[j] >= lo_c[j])
-        for q in range(n_hit):
-            j = hits[q]
-            r = row0 + j
-            s = row[j]
+        n = compact_lanes_at_least(flat, i * stride, width, thr, vals, idx, VECTOR_COMPRESS)
+        for q in range(n):
+            s = vals[q]
+            if want_tail:
+                neg[nn] = s
+                nn += s >= tau
+            r = row0 + idx[q]
             a = rel_ptr[r]
-            p = bisect_sorted(rel_sorted, a, rel_ptr[r + 1], s, False)
             h = a + r
+            if rel_ptr[r + 1] - a <= LANES:  # two vector compares, no branch
+                p, eq = place16(pads, r * LANES, s, VECTOR_COMPRESS)
+                hist[h + p] += 1  # p = 0 (below lo, in the tail only): never read
+                if eq:
+                    tie_diff[h + p - eq] += 1
+                    tie_diff[h + p] -= 1
+                continue
+            if s < lo[r]:
+                continue
+            p = bisect_sorted(rel_sorted, a, rel_ptr[r + 1], s, False)
             hist[h + p] += 1
             if rel_sorted[a + p - 1] == s:
                 qq = bisect_sorted(rel_sorted, a, a + p, s, True)
                 tie_diff[h + qq] += 1
                 tie_diff[h + p] -= 1
-
-
-@njit(cache=True, nogil=True)
-def count_at_least(T, m, width, tau):
-    """Scores ``>= tau`` in rows ``0..m-1``, columns ``0..width-1``, per row."""
-    out = np.zeros(m, np.int64)
-    for i in range(m):
-        n = np.int32(0)
-        for j in range(width):
-            n += np.int32(T[i, j] >= tau)
-        out[i] = n
-    return out
-
-
-@njit(cache=True, nogil=True)
-def collect_tile(T, m, width, tail, tau):
-    """The scores ``>= tau`` of rows ``0..m-1``, columns ``0..width-1`` (``tail[i]`` of
-    them in row ``i``, from :func:`scan_tile`), row after row: the pair metrics' negative
-    tail of one tile without a boolean mask of the whole tile."""
-    n = 0
-    for i in range(m):
-        n += tail[i]
-    out = np.empty(n, np.float32)
-    p = 0
-    for i in range(m):
-        if tail[i] == 0:
-            continue
-        for j in range(width):
-            s = T[i, j]
-            if s >= tau:
-                out[p] = s
-                p += 1
-    return out
+    return nn

@@ -107,7 +107,7 @@ def _same(a, b, what=""):
     m=st.integers(1, 9),
     width=st.integers(1, 90),
     levels=st.sampled_from([3, 7, 50, 0]),
-    r_max=st.sampled_from([0, 3, 16, 17, 40]),
+    r_max=st.sampled_from([0, 3, 16, 17, 40, 300]),
     with_tau=st.booleans(),
 )
 def test_scan_tile_counts_as_the_scored_kernel(seed, m, width, levels, r_max, with_tau):
@@ -154,7 +154,8 @@ def test_scan_tile_counts_as_the_scored_kernel(seed, m, width, levels, r_max, wi
     tie_diff = np.zeros(n_rel + m, np.int64)
     got_above = np.zeros(n_rel, np.int64)
     got_tied = np.zeros(n_rel, np.int64)
-    got_tail = K.scan_tile(
+    neg = np.empty(m * width, np.float32)  # the capacity the kernel asks for
+    n_neg = K.scan_tile(
         T,
         m,
         width,
@@ -168,22 +169,26 @@ def test_scan_tile_counts_as_the_scored_kernel(seed, m, width, levels, r_max, wi
         got_above,
         got_tied,
         tau,
+        np.empty(width, np.float32),
+        neg,
     )
     K.finish_counts(m, rel_ptr, hist, tie_diff, got_above, got_tied)
     np.testing.assert_array_equal(got_above, above)
     np.testing.assert_array_equal(got_tied, tied)
-    if with_tau:
-        np.testing.assert_array_equal(got_tail, tail)
+    # the negative tail: the scores >= tau, row after row, in column order
+    assert n_neg == (tail.sum() if with_tau else 0)
+    want_neg = want_T[:, :width][want_T[:, :width] >= tau] if with_tau else []
+    np.testing.assert_array_equal(neg[:n_neg], want_neg)
     np.testing.assert_array_equal(T[:, :width], want_T[:, :width])  # masked in place
 
 
-@pytest.mark.parametrize("low", [0, 1000, 4000])
-@pytest.mark.parametrize("r", [1, 15, 16, 17])
+@pytest.mark.parametrize("low", [0, 1000, 4001])
+@pytest.mark.parametrize("r", [1, 17, 256, 257])
 def test_scan_tile_rows_at_the_search_boundaries(r, low):
-    """Rows of 15, 16 (the branch-free search's last slot) and 17 relevant scores (the
-    bisection), scores above all of them, between, tied with each and below; ``low``
-    scores far below make the row sparse (no low scores: the vectorised counts; 1000:
-    bisection of every score; 4000: the group skip first)."""
+    """Rows of 1, 17, 256 (the vectorised counts' last row length,
+    ``_VECTOR_RELEVANT``) and 257 relevant scores (placed by bisection): scores above
+    all of them, between, tied with each and below; ``low`` scores far below, which the
+    compaction drops (4001: the row's last, partial vector of lanes too)."""
     from retrieval_checks.engine import _fused_cpu_numba as K
     from retrieval_checks.engine import _kernels_numba as KN
 
@@ -198,7 +203,8 @@ def test_scan_tile_rows_at_the_search_boundaries(r, low):
     KN.count_above_relevant(T[None].copy(), 1, width, ptr, rel, above, tied, tau, tail)
     got_above, got_tied = np.zeros(r, np.int64), np.zeros(r, np.int64)
     hist, tie_diff = np.zeros(r + 1, np.int64), np.zeros(r + 1, np.int64)
-    K.scan_tile(T, 1, width, 0, *none, ptr, rel, hist, tie_diff, got_above, got_tied, tau)
+    scratch = np.empty(width, np.float32), np.empty(width, np.float32)
+    K.scan_tile(T, 1, width, 0, *none, ptr, rel, hist, tie_diff, got_above, got_tied, tau, *scratch)
     K.finish_counts(1, ptr, hist, tie_diff, got_above, got_tied)
     np.testing.assert_array_equal(got_above, above)
     np.testing.assert_array_equal(got_tied, tied)
@@ -208,14 +214,16 @@ def test_scan_tile_rows_at_the_search_boundaries(r, low):
 @given(
     seed=st.integers(0, 2**32 - 1),
     m=st.integers(1, 40),
-    width=st.integers(1, 30),
+    width=st.integers(1, 50),
     levels=st.sampled_from([3, 7, 0]),
-    r_max=st.sampled_from([0, 3, 17]),
+    r_max=st.sampled_from([0, 3, 16, 17, 40]),
+    with_tau=st.booleans(),
 )
-def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max):
+def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max, with_tau):
     """The mirrored side: column ``j`` of the tile is row ``row0 + j``; its masks (taken
     from the rows' own lists, then put back) and counts are the scored kernel's on the
-    transposed tile."""
+    transposed tile; its negative tail is the masked tile's scores ``>= tau``, row after
+    row (widths over 16 and 32: whole vectors of lanes and a partial one)."""
     from retrieval_checks.engine import _fused_cpu_numba as K
     from retrieval_checks.engine import _kernels_numba as KN
 
@@ -258,11 +266,19 @@ def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max)
     np.testing.assert_array_equal(T[:, :width].T, want_T)
     hist = np.zeros(rel.size + n, np.int64)
     tie_diff = np.zeros(rel.size + n, np.int64)
-    K.scan_columns(T, m, width, row0, rel_ptr, rel, lo, hist, tie_diff)
+    tau = np.float32(rng.standard_normal()) if with_tau else np.float32(np.inf)
+    masked_T = T[:, :width].copy()
+    neg = np.empty(m * width, np.float32)  # the capacity the kernel asks for
+    scratch = np.empty(width, np.float32), np.empty(width, np.float32), np.empty(width, np.int32)
+    pads = K.pad_rows(rel_ptr, rel, n)
+    n_neg = K.scan_columns(
+        T, m, width, row0, rel_ptr, rel, lo, pads, hist, tie_diff, tau, *scratch, neg
+    )
     got_above, got_tied = np.zeros(rel.size, np.int64), np.zeros(rel.size, np.int64)
     K.finish_counts(n, rel_ptr, hist, tie_diff, got_above, got_tied)
     np.testing.assert_array_equal(got_above[rel_ptr[row0] :], above)
     np.testing.assert_array_equal(got_tied[rel_ptr[row0] :], tied)
+    np.testing.assert_array_equal(neg[:n_neg], masked_T[masked_T >= tau])
     K.unmask(T, n_m, at, saved)
     np.testing.assert_array_equal(T, original)
 
@@ -284,6 +300,7 @@ def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max)
     tile=st.sampled_from([None, (7, 16), (16, 32), (40, 48)]),
     panel=st.sampled_from([3, 8, 128]),
     step=st.sampled_from([16, 256]),
+    cols=st.sampled_from([16, 40, 1024]),
     query_gallery=st.booleans(),
 )
 def test_evaluate_fused_equals_scored(
@@ -299,8 +316,13 @@ def test_evaluate_fused_equals_scored(
     tile,
     panel,
     step,
+    cols,
     query_gallery,
 ):
+    """Every pass on the fused counter (``RC_CPU_COUNTER=fused``: one-sided tiles where
+    it does not mirror) equals the scored path bit for bit: panels of 3 to 128 rows,
+    chunks in one column tile or cut into tiles of 16 (``TILE_COLS`` 16; 40: a chunk
+    of 48 in tiles of 32 and 16)."""
     rng = np.random.default_rng(seed)
     X = rng.integers(-3, 4, (n, d)).astype(np.float32) if integer else rng.standard_normal((n, d))
     X = X.astype(np.float32)
@@ -320,6 +342,7 @@ def test_evaluate_fused_equals_scored(
         kw.update(queries=X, query_labels=y)
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", panel)
     monkeypatch.setattr(_fused_cpu, "GATHER_STEP", step)
+    monkeypatch.setattr(_fused_cpu, "TILE_COLS", cols)
     try:
         monkeypatch.setenv("RC_CPU_COUNTER", "scored")
         scored = rc.evaluate(**kw)
@@ -580,12 +603,15 @@ def mirrored(monkeypatch):
     similarity=st.sampled_from(["cosine", "dot"]),
     tile=st.sampled_from([None, (7, 16), (16, 32), (40, 48)]),
     panel=st.sampled_from([3, 8, 128]),
+    cols=st.sampled_from([16, 32, 1024]),
 )
 def test_mirrored_pass_equals_scored(
-    monkeypatch, mirrored, seed, n, d, n_classes, data, similarity, tile, panel
+    monkeypatch, mirrored, seed, n, d, n_classes, data, similarity, tile, panel, cols
 ):
     """Leave-one-out on the mirrored pass: every metric, per-query value, tie range,
-    skipped count and the pair metrics are the scored path's, bit for bit."""
+    skipped count and the pair metrics are the scored path's, bit for bit; a chunk's
+    columns in one tile or in several (``TILE_COLS`` 16 or 32: a chunk of 40 or 48
+    columns is cut into tiles of 16 and a last, narrower one)."""
     rng = np.random.default_rng(seed)
     if data == "integer":
         X = rng.integers(-3, 4, (n, d)).astype(np.float32)
@@ -599,6 +625,7 @@ def test_mirrored_pass_equals_scored(
     kw = dict(queries=X, query_labels=y, metrics=METRICS, similarity=similarity, device="cpu")
     kw.update(tile=tile, progress=False, empty_queries="skip")
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", panel)
+    monkeypatch.setattr(_fused_cpu, "TILE_COLS", cols)
     before = mirrored["passes"]
     try:
         monkeypatch.setenv("RC_CPU_COUNTER", "scored")
@@ -613,7 +640,10 @@ def test_mirrored_pass_equals_scored(
 
 def test_mirrored_pass_with_its_binning_pass_and_several_chunks(monkeypatch, mirrored):
     """precision_at_recall whose tail cannot certify the answer takes the binning pass,
-    mirrored too; several chunks (the panels against later chunks, read both ways)."""
+    mirrored too; several chunks (the panels against later chunks, read both ways), each
+    cut into three column tiles (``TILE_COLS`` 40: 96 = 32 + 32 + 32), its binning
+    pass too."""
+    monkeypatch.setattr(_fused_cpu, "TILE_COLS", 40)
     rng = np.random.default_rng(9)
     X = rng.standard_normal((400, 3)).astype(np.float32)
     y = rng.integers(0, 20, 400)
