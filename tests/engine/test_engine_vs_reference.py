@@ -5,9 +5,14 @@ float32 whatever the summation order, so every tie is a true tie on both sides
 and results must agree exactly. Tie-free data uses Gaussian embeddings and must
 agree to 1e-6 with the float64 reference.
 
-Cost: about 10 CPU-s. The property tests draw a few dozen problems in the default run
-(the refusals are explicit examples); their ``_sweep`` twins draw the former counts
-(150, 60) with ``--rc-exhaustive``.
+Every comparison runs through the shared harness (tests/harness.py) on the registry's
+full list of rank metrics. The property tests draw one engine path per problem; every
+path on every registered metric, and the permutations, run deterministically in
+tests/metrics/test_every_metric.py, so the default run draws few problems here (15, 8,
+15, 8; the refusals are explicit examples) and the ``_sweep`` twins draw the former
+counts (150, 60, 40, 30) with ``--rc-exhaustive``.
+
+Cost: about 8 CPU-s.
 """
 
 from __future__ import annotations
@@ -82,12 +87,12 @@ NO_CANDIDATE = _problem([[1], [2]], [[1], [0]], [0, 1], [0, 1], [0, 1], [0, 0])
 NO_RELEVANT = _problem([[1], [2]], [[1], [0], [2]], [0, 0], [1, 2, 3], [0, 1], [4, 5, 6])
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**TIE_HEAVY)
 @example(NO_CANDIDATE, "pessimistic", "dot", None, True, True)
 @example(NO_RELEVANT, "optimistic", "neg_l2", (1, 7), True, False)
 def test_tie_heavy_query_gallery_with_overlap(problem, ties, similarity, tile, use_ids, kernels):
-    """Thirty drawn problems and the two refusals; 150 in the exhaustive sweep below."""
+    """Fifteen drawn problems and the two refusals; 150 in the exhaustive sweep below."""
     check_tie_heavy(problem, ties, similarity, tile, use_ids, kernels)
 
 
@@ -121,10 +126,10 @@ TIE_FREE = dict(
 )
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(**TIE_FREE)
 def test_tie_free_leave_one_out_cosine(seed, n, d, n_labels, tile, kernels):
-    """Fifteen drawn problems; 60 in the exhaustive sweep below."""
+    """Eight drawn problems; 60 in the exhaustive sweep below."""
     check_tie_free(seed, n, d, n_labels, tile, kernels)
 
 
@@ -173,8 +178,7 @@ def test_duplicates_under_cosine_tie_exactly_across_chunks():
         check_rank(p, metrics, ties=ties, paths=tiles, permute=False)
 
 
-@settings(max_examples=40, deadline=None)
-@given(
+PAIRS = dict(
     seed=st.integers(0, 2**31 - 1),
     n=st.integers(4, 50),
     tile=st.sampled_from(TILES),
@@ -182,7 +186,23 @@ def test_duplicates_under_cosine_tie_exactly_across_chunks():
     threshold=st.sampled_from([-0.5, 0.0, 0.3]),
     kernels=st.booleans(),
 )
+
+
+@settings(max_examples=15, deadline=None)
+@given(**PAIRS)
 def test_pair_metrics_equal_a_full_threshold_sweep(seed, n, tile, level, threshold, kernels):
+    """Fifteen drawn problems; 40 in the exhaustive sweep below."""
+    check_pair_sweep(seed, n, tile, level, threshold, kernels)
+
+
+@pytest.mark.exhaustive
+@settings(max_examples=40, deadline=None)
+@given(**PAIRS)
+def test_pair_metrics_equal_a_full_threshold_sweep_sweep(seed, n, tile, level, threshold, kernels):
+    check_pair_sweep(seed, n, tile, level, threshold, kernels)
+
+
+def check_pair_sweep(seed, n, tile, level, threshold, kernels):
     names = [
         f"recall_at_precision@{level}",
         f"precision_at_recall@{level}",
@@ -255,11 +275,22 @@ def test_explicit_relevance_matches_labels():
         assert a[name] == b[name] == c[name]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_permuting_queries_and_gallery_changes_nothing(seed):
     """The harness's permutations: queries (each value moves with its query) and gallery
-    (nothing changes), against the reference."""
+    (nothing changes), against the reference. Eight drawn problems; 30 in the sweep."""
+    check_permutations(seed)
+
+
+@pytest.mark.exhaustive
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_permuting_queries_and_gallery_changes_nothing_sweep(seed):
+    check_permutations(seed)
+
+
+def check_permutations(seed):
     rng = np.random.default_rng(seed)
     Q = rng.integers(-2, 3, size=(15, 3)).astype(np.float32)
     G = rng.integers(-2, 3, size=(25, 3)).astype(np.float32)

@@ -5,8 +5,10 @@ here against the dense reference (tests/reference.py) on every engine path witho
 line of test code, and a family the reference cannot compute fails the coverage test,
 naming the metric and the fix.
 
-Cost: about 4 CPU-s (small problems: 12 x 20 tie-heavy, 15 x 30 Gaussian; each rank
-case runs the nine engine paths and two permutations once for all metrics together).
+Cost: about 5 CPU-s (small problems: 12 x 20 tie-heavy, 15 x 30 Gaussian; all the
+metrics of a family kind in one evaluation). By default each engine path runs on one
+exact and one float problem (``default_cases``); ``--rc-exhaustive`` runs every path on
+every problem under both tie policies.
 """
 
 from __future__ import annotations
@@ -92,15 +94,36 @@ RANK_CASES = {
     "gauss-duplicates": lambda: with_duplicates(gaussian(5, n_g=12)),
 }
 TIE_POLICIES = ("pessimistic", "optimistic")
+EXACT_CASES = [c for c in RANK_CASES if c.startswith("ties")]
+FLOAT_CASES = [c for c in RANK_CASES if c.startswith("gauss")]
+# the default run: every path on one exact and one float problem, both policies and
+# every problem among them (18 of the 108 combinations; --rc-exhaustive runs them all)
+DEFAULT_RANK = [
+    dict(case=cases[i % len(cases)], ties=TIE_POLICIES[(i + j) % 2], path=p)
+    for i, p in enumerate(RANK_PATHS)
+    for j, cases in enumerate((EXACT_CASES, FLOAT_CASES))
+]
 
 
+@pytest.mark.default_cases(*DEFAULT_RANK)
+@pytest.mark.parametrize("path", RANK_PATHS, ids=repr)
 @pytest.mark.parametrize("ties", TIE_POLICIES)
 @pytest.mark.parametrize("case", sorted(RANK_CASES))
-def test_every_rank_metric_on_every_path(case, ties):
+def test_every_rank_metric_on_every_path(case, ties, path):
     problem = RANK_CASES[case]()
     metrics = rank_metrics(problem.min_candidates())
-    ref = check_rank(problem, metrics, ties=ties, paths=RANK_PATHS)
+    ref = check_rank(problem, metrics, ties=ties, paths=[path], permute=False)
     assert np.isfinite(ref["map"]).sum() >= 3  # a non-trivial problem
+
+
+@pytest.mark.default_cases(dict(ties="pessimistic"))
+@pytest.mark.parametrize("ties", TIE_POLICIES)
+@pytest.mark.parametrize("case", sorted(RANK_CASES))
+def test_every_rank_metric_under_permutations(case, ties):
+    """Queries permuted (each value moves with its query), gallery permuted (nothing
+    changes), against the reference."""
+    problem = RANK_CASES[case]()
+    check_rank(problem, rank_metrics(problem.min_candidates()), ties=ties, paths=())
 
 
 @pytest.mark.parametrize("level", [1, 2])
@@ -110,15 +133,27 @@ def test_every_rank_metric_on_graded_relevance(case, level):
     under both policies (the reference breaks ties by relevance, then grade)."""
     problem = graded(RANK_CASES[case](), seed=7, level=level)
     metrics = rank_metrics(problem.min_candidates())
+    paths = [RANK_PATHS[0], RANK_PATHS[3]] if level == 1 else [RANK_PATHS[1]]
     for ties in TIE_POLICIES if problem.exact else TIE_POLICIES[:1]:
-        check_rank(problem, metrics, ties=ties, paths=RANK_PATHS[:3])
+        check_rank(problem, metrics, ties=ties, paths=paths, permute=level == 2)
 
 
-@pytest.mark.parametrize("case", ["ties-split-ids", "gauss-split", "gauss-loo"])
-def test_every_pair_metric_on_every_path(case):
-    problem = RANK_CASES[case]()
-    metrics = [m for f in PAIR_FAMILIES for m in instances(f)]
-    check_pairs(problem, metrics)
+PAIR_CASES = ["ties-split-ids", "gauss-split", "gauss-loo"]
+PAIR_METRICS = [m for f in PAIR_FAMILIES for m in instances(f)]
+
+
+@pytest.mark.default_cases(
+    *(dict(case=PAIR_CASES[i % len(PAIR_CASES)], path=p) for i, p in enumerate(RANK_PATHS))
+)
+@pytest.mark.parametrize("path", RANK_PATHS, ids=repr)
+@pytest.mark.parametrize("case", PAIR_CASES)
+def test_every_pair_metric_on_every_path(case, path):
+    check_pairs(RANK_CASES[case](), PAIR_METRICS, paths=[path], policies=(), permute=False)
+
+
+@pytest.mark.parametrize("case", PAIR_CASES)
+def test_every_pair_metric_under_every_policy_and_permutation(case):
+    check_pairs(RANK_CASES[case](), PAIR_METRICS, paths=())
 
 
 @pytest.mark.parametrize("ties", TIE_POLICIES)
