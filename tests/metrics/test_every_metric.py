@@ -201,3 +201,56 @@ def test_every_rank_metric_through_evaluate_run():
 
 def test_registered_kinds():
     assert registered("pair") == PAIR_FAMILIES
+
+
+COUNTER_OF_PATH = {
+    "numpy": "CpuCounter",
+    "numpy-vectorised": "TorchCounter",
+    "torch-scored": "CpuCounter",
+    "torch-fused": "FusedCpuCounter",
+    "tile-3x5-vectorised": "TorchCounter",
+    "tile-2x3-torch-fused": "FusedCpuCounter",
+}
+
+
+def test_each_path_reaches_the_counter_it_is_named_after(monkeypatch):
+    """A path that silently ran another counter would test nothing new: the counter each
+    pass selects is watched (the selection itself runs unchanged)."""
+    pytest.importorskip("torch")
+    from retrieval_checks.engine import _kernels, _stream
+
+    if _kernels.ACCELERATOR != "numba":
+        pytest.skip("the fused CPU counter needs the compiled (numba) kernels")
+    chosen = []
+    select = _stream.select
+
+    def watched(*args, **kwargs):
+        counter = select(*args, **kwargs)
+        chosen.append(type(counter).__name__)
+        return counter
+
+    monkeypatch.setattr(_stream, "select", watched)
+    problem = RANK_CASES["ties-split-ids"]()
+    for p in RANK_PATHS:
+        chosen.clear()
+        p.run(problem.evaluate, metrics=["map"])
+        assert chosen, p.name
+        if p.name in COUNTER_OF_PATH:
+            assert set(chosen) == {COUNTER_OF_PATH[p.name]}, (p.name, chosen)
+
+
+def test_the_harness_fails_on_a_wrong_value():
+    """The comparisons can fail: one per-query value off by 1e-9 on exact data, a skipped
+    query moved, a mean off."""
+    problem = RANK_CASES["ties-split-ids"]()
+    ref, _, _ = problem.reference(["map"], "pessimistic")
+    res = problem.evaluate(["map"])
+    harness.assert_rank_result(res, ref, harness.tolerance(True))
+    off = ref["map"].copy()
+    off[np.flatnonzero(~np.isnan(off))[0]] += 1e-9
+    with pytest.raises(AssertionError):
+        harness.assert_rank_result(res, {"map": off}, harness.tolerance(True))
+    moved = ref["map"].copy()
+    moved[np.flatnonzero(~np.isnan(moved))[0]] = np.nan
+    with pytest.raises(AssertionError, match="skipped queries differ"):
+        harness.assert_rank_result(res, {"map": moved}, harness.tolerance(True))
