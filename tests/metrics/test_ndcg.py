@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import query_metric
 
 import retrieval_checks as rc
 
@@ -20,11 +21,6 @@ def sklearn_metrics():
     collection (seconds, paid by every xdist worker collecting this module); those tests
     are skipped, saying why, where scikit-learn is not installed."""
     return pytest.importorskip("sklearn.metrics")
-
-
-def _dcg(rel_in_order, k):
-    top = np.asarray(rel_in_order[:k], float)
-    return float((top / np.log2(np.arange(2, top.size + 2))).sum())
 
 
 def _case(seed, n_q=12, n_g=30, levels=4):
@@ -76,10 +72,10 @@ def test_every_policy_against_enumeration_of_tie_orders(seed, k):
         t: _evaluate(S, rel, [name, "ndcg"], t) for t in ("pessimistic", "optimistic", "average")
     }
     for i in range(len(S)):
-        ideal = _dcg(sorted(rel[i], reverse=True), k)
-        full = _dcg(sorted(rel[i], reverse=True), len(rel[i]))
-        vals = [_dcg(o, k) / ideal for o in _orders(S[i], rel[i])]
-        fulls = [_dcg(o, len(o)) / full for o in _orders(S[i], rel[i])]
+        # each order's value by the reference's textbook formula (tests/reference.py)
+        orders = [np.array(o, int) for o in _orders(S[i], rel[i])]
+        vals = [query_metric(name, o) for o in orders]
+        fulls = [query_metric("ndcg", o) for o in orders]
         for got, want in (
             (res["average"].per_query[name][i], np.mean(vals)),
             (res["pessimistic"].per_query[name][i], min(vals)),
