@@ -126,6 +126,20 @@ def test_every_rank_metric_under_permutations(case, ties):
     check_rank(problem, rank_metrics(problem.min_candidates()), ties=ties, paths=())
 
 
+@pytest.mark.parametrize("case", ["gauss-split", "gauss-loo"])
+def test_tie_free_problems_give_the_average_policy_the_reference_values(case):
+    """Without ties every order is the one order: ``ties="average"`` (an expectation
+    over tie orders, computed apart) equals the reference too."""
+    problem = RANK_CASES[case]()
+    metrics = rank_metrics(problem.min_candidates())
+    ref, _, _ = problem.reference(metrics, "pessimistic")
+    opt, _, _ = problem.reference(metrics, "optimistic")
+    for name in metrics:  # tie-free indeed
+        np.testing.assert_array_equal(ref[name], opt[name], err_msg=name)
+    res = problem.evaluate(metrics, ties="average")
+    harness.assert_rank_result(res, ref, harness.tolerance(False), "average")
+
+
 @pytest.mark.parametrize("level", [1, 2])
 @pytest.mark.parametrize("case", ["ties-split-ids", "gauss-loo"])
 def test_every_rank_metric_on_graded_relevance(case, level):
