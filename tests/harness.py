@@ -617,9 +617,9 @@ def _write_trec(run, qrels, folder):
 def check_run(scores, grades, metrics, *, ties="pessimistic", level=1, exact=True, seed=0):
     """``evaluate_run`` on the ranking of a score matrix (every document retrieved and
     judged) equals the reference's per-query values (taken from the same matrix) as a
-    dict, as TREC files, with queries and documents in any order."""
-    from retrieval_checks.engine._runs import evaluate_run
-
+    dict, as TREC files, as an ANN search's ``(indices, scores)`` arrays, with queries
+    and documents in any order."""
+    evaluate_run = rc.evaluate_run
     scores = np.asarray(scores, np.float64)
     grades = np.asarray(grades)
     rel = grades >= level
@@ -633,10 +633,10 @@ def check_run(scores, grades, metrics, *, ties="pessimistic", level=1, exact=Tru
         for q in rng.permutation(list(run))
     }
 
-    def compare(res, what):
-        ids = list(res.query_ids)
+    def compare(res, what, prefix="q"):
+        ids = [str(q) for q in res.query_ids]
         for m, ref in want.items():
-            got = np.array([res.per_query[m][ids.index(f"q{i}")] for i in range(len(ref))])
+            got = np.array([res.per_query[m][ids.index(f"{prefix}{i}")] for i in range(len(ref))])
             assert_per_query(got, ref, atol, f"{m} [{what}]")
             if (~np.isnan(ref)).any():
                 assert res[m] == pytest.approx(aggregate(m, ref), abs=atol), f"{m} [{what}]"
@@ -647,6 +647,12 @@ def check_run(scores, grades, metrics, *, ties="pessimistic", level=1, exact=Tru
     with tempfile.TemporaryDirectory() as tmp:
         run_file, qrels_file = _write_trec(run, qrels, Path(tmp))
         compare(evaluate_run(run_file, qrels_file, metrics, **kw), "TREC files")
+    # an ANN search's arrays: row i is query "i", its columns the documents in any order
+    n_q, n_d = scores.shape
+    columns = np.array([rng.permutation(n_d) for _ in range(n_q)])
+    ann_qrels = {i: {j: int(grades[i, j]) for j in range(n_d)} for i in range(n_q)}
+    ann = (columns, np.take_along_axis(scores, columns, axis=1))
+    compare(evaluate_run(ann, ann_qrels, metrics, **kw), "(indices, scores)", prefix="")
     return want
 
 
