@@ -273,6 +273,18 @@ def gaussian(seed, n_q=15, n_g=30, d=6, n_labels=4, *, loo=False, similarity="co
     return Problem(Q, G, ql, rng.integers(0, n_labels, n_g), similarity=similarity)
 
 
+def hamming_codes(problem: Problem) -> Problem:
+    """The problem's rows as binary codes (bool: a bit set where the entry is positive)
+    under ``hamming``: at most d + 1 distinct scores, exact ties everywhere."""
+    return replace(
+        problem,
+        Q=problem.Q > 0,
+        G=None if problem.loo else problem.G > 0,
+        similarity="hamming",
+        exact=True,
+    )
+
+
 def graded(problem: Problem, seed, max_grade=3, level=1) -> Problem:
     """The problem with a matrix of grades 0..max_grade instead of labels."""
     rng = np.random.default_rng(seed)

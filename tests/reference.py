@@ -23,6 +23,8 @@ def dense_scores(Q, G, similarity):
         return Q @ G.T
     if similarity == "dot":
         return Q @ G.T
+    if similarity == "hamming":  # 0/1 codes: minus the number of differing bits
+        return -(Q[:, None, :] != G[None, :, :]).sum(-1).astype(np.float64)
     d2 = ((Q[:, None, :] - G[None, :, :]) ** 2).sum(-1)
     return -np.sqrt(d2)
 
