@@ -11,16 +11,24 @@ tolerance rule (:func:`tolerance`).
 - :func:`check_grouped`: grouped recall, its groups, interval and per-query record;
 - :func:`check_image_text`: i2t / t2i recall, rsum, mean_recall, medr, meanr;
 - :func:`check_run`: ``evaluate_run`` on the ranking a score matrix gives (every
-  document retrieved and judged), as a dict, as a TREC file, with its queries and
-  documents in any order.
+  document retrieved and judged), as a dict, as TREC files, as an ANN search's
+  ``(indices, scores)`` arrays, with its queries and documents in any order.
 
-The paths (:data:`RANK_PATHS`): the numpy backend with the compiled kernels and with the
-CUDA code path's vectorised numpy (``_use_kernels=False``), torch on CPU under each
-``RC_CPU_COUNTER`` (scored, fused, auto), query blocks and gallery chunks of one and a
-few rows/columns (``tile=``) and the smallest budget ``max_memory`` takes (1 MiB); then the queries permuted (each per-query value moves with its query),
-and the gallery permuted (every metric here is invariant: ties are broken by relevance,
-never by position). A test passes ``paths=`` to run a part (a hypothesis test draws one
-path per example, as the tests did before the harness, so the suite costs what it did).
+It lives beside ``reference.py`` at the top of ``tests/`` (on the path the root conftest
+sets), not in ``tests/metrics/``, because the engine's tests (``tests/engine/``) and the
+metrics' tests both use it, as they use the reference.
+
+The paths (:data:`RANK_PATHS`): the compiled CPU kernels (``CpuCounter``), the CUDA
+code path's vectorised counter run on CPU (``_use_kernels=False``: ``TorchCounter``),
+torch on CPU under each ``RC_CPU_COUNTER`` (scored; fused and auto:
+``FusedCpuCounter``), query blocks and gallery chunks of one and a few rows/columns
+(``tile=``: the way to small blocks, since ``max_memory`` takes no less than 1 MiB,
+which holds a small problem in one block; its path checks the option's plumbing);
+then the queries permuted (each per-query value moves with its query), and the
+gallery permuted (every metric here is invariant: ties are broken by relevance, never
+by position). ``test_every_metric.py`` checks that each path reaches the counter it is
+named after. A test passes ``paths=`` to run a part (a hypothesis test draws one path
+per example, as the tests did before the harness, so the suite costs what it did).
 
 Metric lists come from the registry (:func:`registered`, :func:`instances`), so a metric
 added to ``retrieval_checks/metrics/_registry.py`` is covered by construction; a
