@@ -378,13 +378,10 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         cuts=cuts,
     )
     if seed is not None:
-        blk.seeding = True
-        hists = _sweep(blk, panels, n_workers, m)
-        tail_tau = tail_threshold(sum(h for _, h in hists), seed)
-        blk.seeding = False
+        tail_tau = _seed_tail(blk, len(panels), n_workers, m, seed)
     if want_pairs:
         blk.tau = np.float32(max(tail_tau, _F32_MIN))
-    outs = _sweep(blk, panels, n_workers, m)
+    outs = _sweep(blk, range(len(panels)), n_workers, m)
     part = ranked_partial(start, stop, rel, blk.rel_sorted, blk.order, blk.above, blk.tied, False)
     if want_pairs:
         part.positives = blk.rel_sorted
@@ -397,17 +394,37 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
     return part
 
 
-def _sweep(blk, panels, n_workers: int, m: int) -> list:
-    """Every panel of the block on ``n_workers`` workers; their (negatives, histogram)."""
+def _seed_tail(blk, n_panels: int, n_workers: int, m: int, capacity: int) -> float:
+    """The first block's tail threshold, before its sweep: the histogram of the
+    negatives of its first panels (one per worker), or of every panel when those hold
+    fewer than ``capacity``. Any threshold with ``capacity`` negatives of the pass at or
+    above it is exact (the scored path's ``seed_tail`` takes its whole block); a few
+    panels spare the products of the rest of the block, computed twice otherwise."""
+    blk.seeding = True
+    try:
+        first = range(min(n_workers, n_panels))
+        hist = sum(h for _, h in _sweep(blk, first, n_workers, m))
+        tau = tail_threshold(hist, capacity)
+        if tau == -math.inf and n_panels > len(first):
+            rest = range(len(first), n_panels)
+            hist = hist + sum(h for _, h in _sweep(blk, rest, n_workers, m))
+            tau = tail_threshold(hist, capacity)
+        return tau
+    finally:
+        blk.seeding = False
+
+
+def _sweep(blk, numbers, n_workers: int, m: int) -> list:
+    """The block's panels ``numbers`` on ``n_workers`` workers, dealt in turn; their
+    (negatives, histogram)."""
+    numbers = list(numbers)
+    n_workers = max(1, min(n_workers, len(numbers)))
     if n_workers == 1:
-        return [_worker(blk, list(range(len(panels))), m)]
+        return [_worker(blk, numbers, m)]
     from concurrent.futures import ThreadPoolExecutor
 
     with _one_thread_products(), ThreadPoolExecutor(n_workers) as pool:
-        jobs = [
-            pool.submit(_worker, blk, list(range(w, len(panels), n_workers)), m)
-            for w in range(n_workers)
-        ]
+        jobs = [pool.submit(_worker, blk, numbers[w::n_workers], m) for w in range(n_workers)]
         return [j.result() for j in jobs]
 
 

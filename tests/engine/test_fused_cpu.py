@@ -381,6 +381,35 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy):
     assert spy["blocks"] >= 2 + 4  # cosine and dot mirrored, neg_l2's blocks one-sided
 
 
+@pytest.mark.parametrize(
+    ("metric", "sweeps"),
+    [("recall_at_precision@0.9", 1), ("precision_at_recall@0.5", 2)],
+)
+def test_the_first_block_seeds_its_tail_from_its_first_panels(monkeypatch, spy, metric, sweeps):
+    """Query/gallery with a pair metric: the first block's tail threshold comes from the
+    negatives of its first panels (one per worker) when they hold the tail's capacity
+    (recall_at_precision@0.9: about n_positive / 9), else from every panel
+    (precision_at_recall: 4 n_positive + 1, more than two panels of 4 rows hold); the
+    results are the scored path's either way."""
+    rng = np.random.default_rng(31)
+    X = np.round(rng.standard_normal((400, 4)), 1).astype(np.float32)
+    y = rng.integers(0, 20, 400)
+    seeding = []
+    sweep = _fused_cpu._sweep
+    monkeypatch.setattr(
+        _fused_cpu,
+        "_sweep",
+        lambda blk, numbers, *a: (blk.seeding and seeding.append(len(list(numbers))))
+        or sweep(blk, numbers, *a),
+    )
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 4)
+    kw = dict(queries=X[:100], query_labels=y[:100], gallery=X[100:], gallery_labels=y[100:])
+    a, b = _both(monkeypatch, **kw, metrics=[metric, "map"], tile=(32, 96), progress=False)
+    _same(a, b, metric)
+    assert len(seeding) == sweeps and seeding[0] <= 2  # the first panels, then the rest
+    assert spy["blocks"] >= 4
+
+
 def test_float_rows_of_other_norms_and_ties_on_cosine(monkeypatch, spy):
     """Cosine's epilogue on integer rows of different norms (factors |x|^2) and on
     normalised float rows (factors 1, the epilogue skipped): the same scores."""
