@@ -6,6 +6,8 @@ tolerance rule (:func:`tolerance`).
 
 - :func:`check_rank`: ``rc.evaluate``'s query metrics (leave-one-out and query/gallery,
   binary and graded relevance, both deterministic tie policies);
+- :func:`check_empty_queries`: the ``skip`` / ``zero`` / ``error`` policies for queries
+  without a relevant item, on every rank metric;
 - :func:`check_pairs`: the pair metrics (``pair_*@t=T``, ``recall_at_precision@P``,
   ``precision_at_recall@Q``), which no tie policy changes;
 - :func:`check_grouped`: grouped recall, its groups, interval and per-query record;
@@ -449,6 +451,26 @@ def check_rank(
             res = problem.permute_gallery(pg).evaluate(metrics, ties=ties)
             assert_rank_result(res, ref, atol, "gallery permuted")
     return ref
+
+
+def check_empty_queries(problem: Problem, metrics, *, ties="pessimistic"):
+    """The empty-query policies (docs/metrics.md) on a problem with queries without a
+    relevant item: ``skip`` leaves them out and counts them, ``zero`` scores them 0 (rank
+    metrics: the candidates + 1) in every mean, ``error`` refuses naming how many."""
+    ref, _, _ = problem.reference(metrics, ties)
+    empty = np.isnan(next(iter(ref.values())))
+    assert empty.any() and not empty.all(), "the problem needs empty and non-empty queries"
+    assert_rank_result(problem.evaluate(metrics, ties=ties), ref, tolerance(problem.exact), "skip")
+    rank_after = problem.keep().sum(1) + 1.0
+    zero = {}
+    for name, values in ref.items():
+        filled = values.copy()
+        filled[empty] = rank_after[empty] if name in ("medr", "meanr") else 0.0
+        zero[name] = filled
+    res = problem.evaluate(metrics, ties=ties, empty_queries="zero")
+    assert_rank_result(res, zero, tolerance(problem.exact), "zero")
+    with pytest.raises(rc.EmptyQueriesError, match=f"{int(empty.sum())} of {empty.size} queries"):
+        problem.evaluate(metrics, ties=ties, empty_queries="error")
 
 
 def check_pairs(

@@ -142,6 +142,17 @@ def test_tie_free_problems_give_the_average_policy_the_reference_values(case):
     harness.assert_rank_result(res, ref, harness.tolerance(False), "average")
 
 
+@pytest.mark.parametrize("case", ["ties-split-ids", "gauss-loo"])
+def test_every_rank_metric_under_every_empty_query_policy(case):
+    """Labels drawn from 25 values: some queries have no relevant item."""
+    problem = RANK_CASES[case]()
+    rng = np.random.default_rng(8)
+    problem.q_labels = rng.integers(0, 25, len(problem.Q))
+    if not problem.loo:
+        problem.g_labels = rng.integers(0, 25, len(problem.G))
+    harness.check_empty_queries(problem, rank_metrics(problem.min_candidates()))
+
+
 @pytest.mark.parametrize("level", [1, 2])
 @pytest.mark.parametrize("case", ["ties-split-ids", "gauss-loo"])
 def test_every_rank_metric_on_graded_relevance(case, level):
