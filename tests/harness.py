@@ -105,7 +105,7 @@ def instances(family: str, n_candidates: int = 5) -> list[str]:
     param = f.param
     if not at or param is None:
         names = [f.template]
-        if f.template == f.name and family in _TRUNCATABLE:
+        if f.template == f.name and _truncatable(family):
             names += [f"{family}@{k}" for k in _ks(n_candidates)]
         return names
     if param == "K":
@@ -114,8 +114,15 @@ def instances(family: str, n_candidates: int = 5) -> list[str]:
     return [prefix + v for v in _PARAMS[param]]
 
 
-# families whose plain name also takes @K (docs/metrics.md: map@K, mrr@K, ndcg@K, dcg@K)
-_TRUNCATABLE = {"map", "mrr", "ndcg", "ndcg_exp", "dcg", "dcg_exp"}
+def _truncatable(family: str) -> bool:
+    """Whether the library also takes ``family@K`` for a family written without a
+    parameter (docs/metrics.md: map@K, mrr@K, ndcg@K, dcg@K): asked of the name parser,
+    so a new family that takes a cut is run with it."""
+    try:
+        rc.canonical_metric_name(f"{family}@5")
+    except rc.MetricNameError:
+        return False
+    return True
 
 
 def _ks(n_candidates):
