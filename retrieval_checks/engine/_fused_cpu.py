@@ -286,6 +286,14 @@ class FusedCpuCounter:
     def _t(self, p) -> int:
         return min(p.b, int(self.tile_rows or TILE_ROWS))
 
+    def _t_one_sided(self, p) -> int:
+        """Panel height of a one-sided block: at most :meth:`_t`, and the plan's ``b``
+        rows in a multiple of the workers' count of equal panels (a block of 827 rows
+        in 4 panels of 207, not 256, 256, 256 and 59: the workers finish together)."""
+        t, workers = self._t(p), _workers()
+        k = -(-p.b // (t * workers))  # panels per worker
+        return max(1, -(-p.b // (k * workers)))
+
     def mirror_plan(self, p):
         """The symmetric pass's plan of ``p`` (None: it does not apply), made once."""
         if self._mirror is None or self._mirror[0] is not p:
@@ -323,7 +331,8 @@ class FusedCpuCounter:
             )
         if not self.one_sided:
             return None  # RC_CPU_COUNTER=auto: the scored counter runs what is not mirrored
-        return _run(p, start, stop, self._t(p), pairs is not None, tail_tau, seed, fixed)
+        t = self._t_one_sided(p)
+        return _run(p, start, stop, t, pairs is not None, tail_tau, seed, fixed)
 
 
 def _gather_widths(n: int, c: int) -> list:

@@ -410,6 +410,23 @@ def test_the_first_block_seeds_its_tail_from_its_first_panels(monkeypatch, spy, 
     assert spy["blocks"] >= 4
 
 
+@pytest.mark.parametrize(
+    ("b", "workers", "t"),
+    [(827, 2, 207), (827, 1, 207), (512, 2, 256), (100, 2, 50), (1, 2, 1), (2000, 3, 223)],
+)
+def test_one_sided_panels_split_a_block_evenly_among_the_workers(monkeypatch, b, workers, t):
+    """A block's rows fall into a multiple of the workers' count of panels of equal
+    height (at most TILE_ROWS, 256): no worker waits on another's last short panel."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(_fused_cpu, "_workers", lambda: workers)
+    got = _fused_cpu.FusedCpuCounter()._t_one_sided(SimpleNamespace(b=b))
+    assert got == t
+    panels = -(-b // got)
+    assert got <= 256 and panels % workers == 0 or panels < workers
+    assert b - (panels - 1) * got > got - panels  # the last panel is nearly full
+
+
 def test_float_rows_of_other_norms_and_ties_on_cosine(monkeypatch, spy):
     """Cosine's epilogue on integer rows of different norms (factors |x|^2) and on
     normalised float rows (factors 1, the epilogue skipped): the same scores."""
