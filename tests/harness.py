@@ -95,12 +95,14 @@ _PARAMS["p"] = ("0.5", "0.8")
 _INTEGER_KS = (1, 2, 5)
 
 
-def instances(family: str, n_candidates: int = 5) -> list[str]:
+def instances(family, n_candidates: int = 5) -> list[str]:
     """Metric names of a registered family as a user writes them: its plain name where
     the template has none, else a few values of its parameter (K clipped to the
     smallest candidate count, so that every K is defined on the problem). A family
-    whose template also has a plain form (``map``, ``ndcg``, ``mrr``) gets both."""
-    f = FAMILIES[family]
+    whose template also has a plain form (``map``, ``ndcg``, ``mrr``) gets both.
+    ``family``: a registered name or a ``Family`` record."""
+    f = FAMILIES[family] if isinstance(family, str) else family
+    family = f.name
     base, at, _ = f.template.partition("@")
     param = f.param
     if not at or param is None:
@@ -110,6 +112,11 @@ def instances(family: str, n_candidates: int = 5) -> list[str]:
         return names
     if param == "K":
         return [f"{base}@{k}" for k in _ks(n_candidates)]
+    if param not in _PARAMS:
+        raise KeyError(
+            f"{f.template}: the harness has no values for the parameter {param!r}; add a "
+            "few to tests/harness.py's _PARAMS"
+        )
     prefix = f.template[: -len(param)]
     return [prefix + v for v in _PARAMS[param]]
 
@@ -134,10 +141,11 @@ def rank_metrics(n_candidates: int, families=RANK_FAMILIES) -> list[str]:
     return [m for f in families for m in instances(f, n_candidates)]
 
 
-def reference_gap(family: str) -> str | None:
-    """Why the reference cannot compute a registered family (None: it can): its
-    instances are computed on a small ranking and must give finite numbers."""
-    kind = FAMILIES[family].kind
+def reference_gap(family) -> str | None:
+    """Why the reference cannot compute a registered family (a name or a ``Family``
+    record; None: it can): its instances are computed on a small ranking and must give
+    finite numbers."""
+    kind = (FAMILIES[family] if isinstance(family, str) else family).kind
     probe = np.array([0, 1, 0, 1, 1, 0])
     try:
         for name in instances(family, 3):
