@@ -443,6 +443,7 @@ def check_rank(
     through every path of ``paths``, then with the queries and the gallery permuted;
     a problem with no candidate or no relevant item must be refused as the library
     documents it. Returns the reference's per-query values."""
+    assert paths or permute, "check_rank with no path and no permutation checks nothing"
     atol = tolerance(problem.exact)
     if problem.min_candidates() == 0:
         with pytest.raises(rc.InputError, match="no gallery item left"):
@@ -500,6 +501,7 @@ def check_pairs(
     """Pair metrics equal the full threshold sweep of the reference through every path
     and under the tie ``policies`` besides the default (none changes them), and under
     permutations."""
+    assert paths or policies or permute, "check_pairs with nothing to run checks nothing"
     _, pos, neg = problem.reference([], "pessimistic")
     if pos.size == 0:
         with pytest.raises(rc.InputError):
