@@ -1,4 +1,6 @@
-"""Grouped Recall@K (retrieval_checks/_grouped.py) against a brute force written here.
+"""Grouped Recall@K (retrieval_checks/engine/_grouped.py) against a brute force
+(``reference.grouped_reference`` in tests/reference.py; the result compared by
+``harness.assert_grouped_result``).
 
 The brute force follows the module docstring of ``_grouped.py`` and METRICS.md word for
 word: labels are encoded to codes 0..L-1 in the sorted order of the distinct label
