@@ -98,7 +98,11 @@ RANK_CASES = {
     "gauss-duplicates": lambda: with_duplicates(gaussian(5, n_g=12)),
 }
 TIE_POLICIES = ("pessimistic", "optimistic")
-EXACT_CASES = [c for c in RANK_CASES if c.startswith("ties")]
+# hamming first: the rotation below then gives it the numpy, torch-auto and max_memory
+# paths, and the fused CPU paths (which do not serve hamming) problems they serve
+EXACT_CASES = sorted(
+    (c for c in RANK_CASES if c.startswith("ties")), key=lambda c: c != "ties-hamming"
+)
 FLOAT_CASES = [c for c in RANK_CASES if c.startswith("gauss")]
 # the default run: every path on one exact and one float problem, both policies and
 # every problem among them (18 of the 108 combinations; --rc-exhaustive runs them all)
