@@ -327,7 +327,7 @@ def test_empty_query_policies():
 
 def test_numpy_and_torch_backends_agree():
     """Torch inputs run on torch CPU (numpy inputs with device="torch-cpu" too), and the
-    numpy and torch paths equal the reference (tests/test_every_metric.py runs every
+    numpy and torch paths equal the reference (tests/metrics/test_every_metric.py runs every
     path on every registered metric)."""
     torch = pytest.importorskip("torch")
     p = gaussian(5, n_q=80, d=6, n_labels=5, loo=True)
