@@ -4,10 +4,10 @@ computed, instead of a whole block of scores written to memory and read back.
 A query block (the plan's ``b`` rows, so blocks, checkpoints and executors see the same
 tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`). For each panel:
 
-1. its relevant pairs' scores come first: the panel's relevant gallery items are
-   gathered (a column tile's width at a time, the rest in a tile of a multiple of
-   :data:`GATHER_STEP` columns, zero-padded) and multiplied, then the score epilogue;
-   the scores are sorted within rows;
+1. its relevant pairs' scores come first: for each sub-panel of :data:`GATHER_ROWS`
+   rows, its relevant gallery items are gathered (a column tile's width at a time, the
+   rest in a tile of a multiple of :data:`GATHER_STEP` columns, zero-padded) and
+   multiplied, then the score epilogue; the scores are sorted within rows;
 2. then, gallery chunk after chunk, each of the chunk's column tiles (``t x w``, at
    most :data:`TILE_ROWS` x :data:`TILE_COLS`: 512 KiB, so the tile and the counts its
    scan writes stay in a core's cache) is computed with its epilogue and at once
@@ -91,7 +91,8 @@ __all__ = [
 # 2 cores with 1 MiB L2 each: 256 x 512 beat 128 x 1024, 512 x 256 and 128 x 3856).
 TILE_ROWS = 256  # rows per panel
 TILE_COLS = 512  # columns per tile (a chunk is cut into tiles of at most this many)
-GATHER_STEP = 256  # gathered relevant items: tile widths are multiples of this
+GATHER_ROWS = 32  # a panel's relevant scores are computed for this many of its rows at once
+GATHER_STEP = 64  # gathered relevant items: tile widths are multiples of this
 _F32_MIN = float(np.finfo(np.float32).min)
 _SIMILARITIES = ("cosine", "dot", "neg_l2")
 # similarities whose score of (i, j) is that of (j, i) when the products are: the
@@ -335,6 +336,37 @@ class FusedCpuCounter:
         return _run(p, start, stop, t, pairs is not None, tail_tau, seed, fixed)
 
 
+def _gather_plan(rel, spans) -> list:
+    """Per panel (``spans``: its first row and stop, block or problem rows of
+    ``rel``), its sub-panels of :data:`GATHER_ROWS` rows: ``(first row, stop, relevant
+    items (unique), each pair's index among them)``. A sub-panel's products are its rows
+    against its own relevant items only: a panel of 256 rows with 9 relevant items each
+    and classes at random gathers some 2,300 items, its sub-panels of 32 about 290
+    each, an eighth of the products."""
+    plan = []
+    for s0, s1 in spans:
+        subs = []
+        for r0 in range(s0, s1, GATHER_ROWS):
+            r1 = min(s1, r0 + GATHER_ROWS)
+            a, e = int(rel.indptr[r0]), int(rel.indptr[r1])
+            U, inv = np.unique(rel.indices[a:e], return_inverse=True)
+            subs.append((r0, r1, U, inv.reshape(-1)))
+        plan.append(subs)
+    return plan
+
+
+def _gathered_exact(p, t: int, d: int, workers: int, gathered, cuts) -> bool:
+    """Whether this machine's products of the pass's shapes have the scored path's bits
+    (:func:`shapes_exact`): ``t``-row panels against each column tile's width, and
+    :data:`GATHER_ROWS`-row sub-panels against each gather width."""
+    c = p.c
+    widths = {w for subs in gathered for *_, U, _ in subs for w in _gather_widths(U.size, c)}
+    ts = min(GATHER_ROWS, t)
+    return shapes_exact(p.backend, p.b, t, c, d, workers, {w for _, w in cuts}) and (
+        not widths or shapes_exact(p.backend, p.b, ts, c, d, workers, widths)
+    )
+
+
 def _gather_widths(n: int, c: int) -> list:
     """Column counts of the tiles that hold ``n`` gathered relevant items: whole tiles
     of the chunk's first column tile's width (:func:`_column_cuts`), the rest rounded up
@@ -355,15 +387,10 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
     panels = list(range(0, m, t))
     n_workers = max(1, min(len(panels), _workers()))
     rel = p.relevant.block(start, stop)
-    gathered = []  # per panel: its relevant items (unique) and each pair's index among them
-    for s0 in panels:
-        a, e = int(rel.indptr[s0]), int(rel.indptr[min(m, s0 + t)])
-        U, inv = np.unique(rel.indices[a:e], return_inverse=True)
-        gathered.append((U, inv.reshape(-1)))
-    widths = {w for U, _ in gathered for w in _gather_widths(U.size, p.c)}
+    gathered = _gather_plan(rel, [(s0, min(m, s0 + t)) for s0 in panels])
     d = int(p.Q.shape[1])
     cuts = _column_cuts(p.c)
-    if not shapes_exact(p.backend, p.b, t, p.c, d, n_workers, widths | {w for _, w in cuts}):
+    if not _gathered_exact(p, t, d, n_workers, gathered, cuts):
         return None
     own = p.self_pairs.rows(start, stop)
     n_rel = int(rel.indptr[-1])
@@ -503,6 +530,9 @@ class _Buffers:
         self.tile = torch.empty((t, p.c), dtype=torch.float32)
         self.qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
         self.ga_g = torch.zeros(p.c, dtype=torch.float32) if factors else None
+        ts = min(GATHER_ROWS, t)  # a sub-panel whose relevant scores are computed
+        self.Qs = torch.zeros((ts, d), dtype=torch.float32)
+        self.qa_s = torch.zeros(ts, dtype=torch.float32) if factors else None
         # the scans' scratch: a row's compacted scores, the columns' thresholds and
         # column numbers, and the tile's negative tail (at most every score of it)
         self.buf = np.empty(p.c, np.float32)
@@ -521,33 +551,44 @@ class _Buffers:
 
 
 def _relevant_scores(blk: _Block, bufs: _Buffers, n_panel: int, s0: int, s1: int) -> None:
-    """The relevant scores of the loaded panel (block rows ``s0 .. s1 - 1``), from its
-    relevant items gathered in ``t x w`` tiles, sorted within rows into
-    ``blk.rel_sorted`` (and the permutation into ``blk.order``), as the scored path
+    """The relevant scores of the loaded panel (block rows ``s0 .. s1 - 1``), sub-panel
+    by sub-panel (:func:`_gather_plan`): its rows against its relevant items gathered in
+    ``GATHER_ROWS x w`` tiles (zero rows and columns pad them); then sorted within rows
+    into ``blk.rel_sorted`` (and the permutation into ``blk.order``), as the scored path
     sorts them."""
     import torch
 
     p, rel, c = blk.p, blk.rel, blk.p.c
-    be, t = p.backend, blk.t
+    be = p.backend
+    ts = bufs.Qs.shape[0]
     a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
-    rid = blk.rid[a:e] - s0
     vals = np.empty(e - a, np.float32)
-    U, inv = blk.gathered[n_panel]
-    u0 = 0
-    for w in _gather_widths(U.size, c):
-        n_u = min(w, U.size - u0)
-        idx = torch.from_numpy(np.asarray(U[u0 : u0 + n_u]))
-        bufs.Gg[:n_u] = p.Gp[idx]
-        bufs.Gg[n_u:w] = 0
-        part = bufs.tile if w == c else bufs.tile.view(-1)[: t * w].view(t, w)
-        be.matmul_into(bufs.Qt, bufs.Gg[:w], part)
+    for r0, r1, U, inv in blk.gathered[n_panel]:
+        k = r1 - r0
+        bufs.Qs[:k] = bufs.Qt[r0 - s0 : r1 - s0]
+        bufs.Qs[k:] = 0
         if blk.epilogue:
-            bufs.ga_g[:n_u] = p.ga[idx]
-            bufs.ga_g[n_u:w] = 0
-            be.finish_scores(part, p.similarity, bufs.qa_t, bufs.ga_g[:w])
-        sel = (inv >= u0) & (inv < u0 + n_u)
-        vals[sel] = part.numpy()[rid[sel], inv[sel] - u0]
-        u0 += n_u
+            bufs.qa_s[:k] = bufs.qa_t[r0 - s0 : r1 - s0]
+            bufs.qa_s[k:] = 0
+        pa, pe = int(rel.indptr[r0]), int(rel.indptr[r1])
+        rid = blk.rid[pa:pe] - r0
+        out = vals[pa - a : pe - a]
+        u0 = 0
+        for w in _gather_widths(U.size, c):
+            n_u = min(w, U.size - u0)
+            idx = torch.from_numpy(np.asarray(U[u0 : u0 + n_u]))
+            bufs.Gg[:n_u] = p.Gp[idx]
+            bufs.Gg[n_u:w] = 0
+            part = bufs.tile.view(-1)[: ts * w].view(ts, w)
+            be.matmul_into(bufs.Qs, bufs.Gg[:w], part)
+            if blk.epilogue:
+                bufs.ga_g[:n_u] = p.ga[idx]
+                bufs.ga_g[n_u:w] = 0
+                be.finish_scores(part, p.similarity, bufs.qa_s, bufs.ga_g[:w])
+            sel = (inv >= u0) & (inv < u0 + n_u)
+            out[sel] = part.numpy()[rid[sel], inv[sel] - u0]
+            u0 += n_u
+    rid = blk.rid[a:e] - s0
     o = np.lexsort((vals, rid))  # the scored path's sort, restricted to these rows
     blk.order[a:e] = a + o
     blk.rel_sorted[a:e] = vals[o]
@@ -586,7 +627,7 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
             rs = np.zeros(0, np.float32)
             rel_ptr = np.zeros(mt + 1, np.int64)
         else:
-            # 1. the panel's relevant scores, from its relevant items gathered in t x c tiles
+            # 1. the panel's relevant scores, from its relevant items gathered sub-panel by sub-panel
             _relevant_scores(blk, bufs, n_panel, s0, s1)
             rs = blk.rel_sorted[a:e]
             rel_ptr = (rel.indptr[s0 : s1 + 1] - a).astype(np.int64)
@@ -671,15 +712,10 @@ def _mirror_plan(p, t: int):
         for s0 in range(k * c, min(n, (k + 1) * c), t)
     ]
     workers = max(1, min(len(panels), workers))
-    gathered = []
-    for s0, s1, _ in panels:
-        a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
-        U, inv = np.unique(rel.indices[a:e], return_inverse=True)
-        gathered.append((U, inv.reshape(-1)))
-    widths = {w for U, _ in gathered for w in _gather_widths(U.size, c)}
+    gathered = _gather_plan(rel, [(s0, s1) for s0, s1, _ in panels])
     d = int(p.Q.shape[1])
     cuts = _column_cuts(c)
-    if not shapes_exact(p.backend, p.b, t, c, d, workers, widths | {w for _, w in cuts}):
+    if not _gathered_exact(p, t, d, workers, gathered, cuts):
         return None
     if not all(mirror_exact(p.backend, p.b, t, c, d, workers, w) for w in {w for _, w in cuts}):
         return None

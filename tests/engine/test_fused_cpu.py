@@ -301,6 +301,7 @@ def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max,
     panel=st.sampled_from([3, 8, 128]),
     step=st.sampled_from([16, 256]),
     cols=st.sampled_from([16, 40, 1024]),
+    gather_rows=st.sampled_from([7, 32]),
     query_gallery=st.booleans(),
 )
 def test_evaluate_fused_equals_scored(
@@ -317,12 +318,13 @@ def test_evaluate_fused_equals_scored(
     panel,
     step,
     cols,
+    gather_rows,
     query_gallery,
 ):
     """Every pass on the fused counter (``RC_CPU_COUNTER=fused``: one-sided tiles where
     it does not mirror) equals the scored path bit for bit: panels of 3 to 128 rows,
     chunks in one column tile or cut into tiles of 16 (``TILE_COLS`` 16; 40: a chunk
-    of 48 in tiles of 32 and 16)."""
+    of 48 in tiles of 32 and 16), relevant scores gathered for 7 or 32 rows at once."""
     rng = np.random.default_rng(seed)
     X = rng.integers(-3, 4, (n, d)).astype(np.float32) if integer else rng.standard_normal((n, d))
     X = X.astype(np.float32)
@@ -343,6 +345,7 @@ def test_evaluate_fused_equals_scored(
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", panel)
     monkeypatch.setattr(_fused_cpu, "GATHER_STEP", step)
     monkeypatch.setattr(_fused_cpu, "TILE_COLS", cols)
+    monkeypatch.setattr(_fused_cpu, "GATHER_ROWS", gather_rows)
     try:
         monkeypatch.setenv("RC_CPU_COUNTER", "scored")
         scored = rc.evaluate(**kw)
@@ -358,13 +361,15 @@ def test_evaluate_fused_equals_scored(
 
 
 def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy):
-    """Many blocks, several panels per block, relevant items gathered in several tiles
-    (a class spans the gallery), ties from integer data, the three similarities."""
+    """Many blocks, several panels per block, two sub-panels of 8 rows per panel whose
+    relevant items are gathered in several tiles (a class spans the gallery), ties from
+    integer data, the three similarities."""
     rng = np.random.default_rng(7)
     X = rng.integers(-2, 3, (300, 6)).astype(np.float32)
     X[~X.any(axis=1)] = 1.0
     y = rng.integers(0, 4, 300)
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 16)
+    monkeypatch.setattr(_fused_cpu, "GATHER_ROWS", 8)
     monkeypatch.setattr(_fused_cpu, "GATHER_STEP", 16)
     for sim in ("cosine", "dot", "neg_l2"):
         a, b = _both(
@@ -650,9 +655,10 @@ def mirrored(monkeypatch):
     tile=st.sampled_from([None, (7, 16), (16, 32), (40, 48)]),
     panel=st.sampled_from([3, 8, 128]),
     cols=st.sampled_from([16, 32, 1024]),
+    gather_rows=st.sampled_from([7, 32]),
 )
 def test_mirrored_pass_equals_scored(
-    monkeypatch, mirrored, seed, n, d, n_classes, data, similarity, tile, panel, cols
+    monkeypatch, mirrored, seed, n, d, n_classes, data, similarity, tile, panel, cols, gather_rows
 ):
     """Leave-one-out on the mirrored pass: every metric, per-query value, tie range,
     skipped count and the pair metrics are the scored path's, bit for bit; a chunk's
@@ -672,6 +678,7 @@ def test_mirrored_pass_equals_scored(
     kw.update(tile=tile, progress=False, empty_queries="skip")
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", panel)
     monkeypatch.setattr(_fused_cpu, "TILE_COLS", cols)
+    monkeypatch.setattr(_fused_cpu, "GATHER_ROWS", gather_rows)
     before = mirrored["passes"]
     try:
         monkeypatch.setenv("RC_CPU_COUNTER", "scored")
