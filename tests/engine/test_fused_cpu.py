@@ -417,18 +417,18 @@ def test_the_first_block_seeds_its_tail_from_its_first_panels(monkeypatch, spy, 
 
 @pytest.mark.parametrize(
     ("b", "workers", "t"),
-    [(827, 2, 207), (827, 1, 207), (512, 2, 256), (100, 2, 50), (1, 2, 1), (2000, 3, 223)],
+    [(1210, 2, 303), (827, 2, 414), (827, 1, 414), (512, 2, 256), (1, 2, 1), (2000, 3, 334)],
 )
 def test_one_sided_panels_split_a_block_evenly_among_the_workers(monkeypatch, b, workers, t):
     """A block's rows fall into a multiple of the workers' count of panels of equal
-    height (at most TILE_ROWS, 256): no worker waits on another's last short panel."""
+    height (at most TILE_ROWS, 512): no worker waits on another's last short panel."""
     from types import SimpleNamespace
 
     monkeypatch.setattr(_fused_cpu, "_workers", lambda: workers)
     got = _fused_cpu.FusedCpuCounter()._t_one_sided(SimpleNamespace(b=b))
     assert got == t
     panels = -(-b // got)
-    assert got <= 256 and panels % workers == 0 or panels < workers
+    assert got <= 512 and panels % workers == 0 or panels < workers
     assert b - (panels - 1) * got > got - panels  # the last panel is nearly full
 
 
