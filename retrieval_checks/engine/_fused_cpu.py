@@ -160,17 +160,35 @@ def shapes_exact(backend, b: int, t: int, c: int, d: int, workers: int, widths=N
         return all(_PROBED[base + (w,)] for w in widths)
 
 
+_REFERENCE: list = []  # the last probe reference: [(key, (A, B, ref))]
+
+
+def _reference(backend, b: int, c: int, d: int):
+    """Random ``A`` (``b x d``), ``B`` (``c x d``) and their ``b x c`` product as the
+    scored path computes it: the reference every probe of a pass compares with (the
+    last one is kept, so a pass's probes make it once). Called under the probe lock."""
+    import torch
+
+    key = (backend.name, b, c, d, torch.get_num_threads())
+    if _REFERENCE and _REFERENCE[0][0] == key:
+        return _REFERENCE[0][1]
+    rng = np.random.default_rng(20261126)
+    A = torch.from_numpy(rng.standard_normal((b, d), dtype=np.float32))
+    B = torch.from_numpy(rng.standard_normal((c, d), dtype=np.float32))
+    ref = torch.empty((b, c), dtype=torch.float32)
+    backend.matmul_into(A, B, ref)
+    _REFERENCE[:] = [(key, (A, B, ref))]
+    return A, B, ref
+
+
 def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) -> list:
     """One ``b x c`` product of random data as the scored path computes it, then for each
     width two ``t``-row panels (the ref's last rows and random ones, in random order):
     one against its first columns, one against random columns in random order."""
     import torch
 
+    A, B, ref = _reference(backend, b, c, d)
     rng = np.random.default_rng(20261127)
-    A = torch.from_numpy(rng.standard_normal((b, d), dtype=np.float32))
-    B = torch.from_numpy(rng.standard_normal((c, d), dtype=np.float32))
-    ref = torch.empty((b, c), dtype=torch.float32)
-    backend.matmul_into(A, B, ref)
     n = min(t, b)
     tail = np.arange(b - n // 2, b)
     rows = [
@@ -231,11 +249,8 @@ def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int, w: int)
     the scored tile's product of the same two rows, the other way round."""
     import torch
 
+    A, B, ref = _reference(backend, b, c, d)
     rng = np.random.default_rng(20261128)
-    A = torch.from_numpy(rng.standard_normal((b, d), dtype=np.float32))
-    B = torch.from_numpy(rng.standard_normal((c, d), dtype=np.float32))
-    ref = torch.empty((b, c), dtype=torch.float32)
-    backend.matmul_into(A, B, ref)
     n = min(t, c)
     picks = [
         (np.arange(c - n, c), np.arange(w) % b),
@@ -339,34 +354,66 @@ class FusedCpuCounter:
         return _run(p, start, stop, t, pairs is not None, tail_tau, seed, fixed)
 
 
-def _gather_plan(rel, spans) -> list:
-    """Per panel (``spans``: its first row and stop, block or problem rows of
-    ``rel``), its sub-panels of :data:`GATHER_ROWS` rows: ``(first row, stop, relevant
-    items (unique), each pair's index among them)``. A sub-panel's products are its rows
-    against its own relevant items only: a panel of 256 rows with 9 relevant items each
-    and classes at random gathers some 2,300 items, its sub-panels of 32 about 290
-    each, an eighth of the products."""
-    plan = []
-    for s0, s1 in spans:
-        subs = []
-        for r0 in range(s0, s1, GATHER_ROWS):
-            r1 = min(s1, r0 + GATHER_ROWS)
-            a, e = int(rel.indptr[r0]), int(rel.indptr[r1])
-            U, inv = np.unique(rel.indices[a:e], return_inverse=True)
-            subs.append((r0, r1, U, inv.reshape(-1)))
-        plan.append(subs)
-    return plan
+@dataclass
+class _Gather:
+    """One panel's gathered relevant items, for :func:`_relevant_scores`: ``index``
+    (gallery rows, every tile's slots in turn; a padding slot holds row 0), ``pad``
+    (the padding slots, zeroed after the gather), and per tile ``(first row, stop, first
+    slot, width, dst, rows, cols)``: a sub-panel's rows against ``width`` slots, its
+    pairs' scores at ``(rows, cols)`` of the tile going to the panel's pairs ``dst``."""
+
+    index: object
+    pad: object
+    tiles: list
+    widths: set
 
 
-def _gathered_exact(p, t: int, d: int, workers: int, gathered, cuts) -> bool:
+def _gather_panel(rel, row_ids, s0: int, s1: int, c: int) -> _Gather:
+    """The :class:`_Gather` of the panel of rows ``s0 .. s1 - 1`` (block or problem
+    rows of ``rel``; ``row_ids``: its pairs' rows): sub-panels of :data:`GATHER_ROWS`
+    rows, each against its own relevant items only (:func:`_gather_widths` tiles). A
+    panel of 512 rows with 9 relevant items each and classes at random gathers some
+    4,600 items; its sub-panels of 32 some 290 each: an eighth of the products. The
+    panel's items are gathered at once, so a sub-panel costs one product and one pick.
+    Made by the worker that computes the panel."""
+    import torch
+
+    a = int(rel.indptr[s0])
+    index, pad, tiles, widths = [], [], [], set()
+    slot = 0
+    for r0 in range(s0, s1, GATHER_ROWS):
+        r1 = min(s1, r0 + GATHER_ROWS)
+        pa, pe = int(rel.indptr[r0]), int(rel.indptr[r1])
+        U, inv = np.unique(rel.indices[pa:pe], return_inverse=True)
+        inv = inv.reshape(-1)
+        rid = row_ids[pa:pe] - r0
+        u0 = 0
+        for w in _gather_widths(U.size, c):
+            n_u = min(w, U.size - u0)
+            index.append(U[u0 : u0 + n_u])
+            if w > n_u:
+                index.append(np.zeros(w - n_u, np.int64))
+                pad.append(np.arange(slot + n_u, slot + w))
+            sel = np.flatnonzero((inv >= u0) & (inv < u0 + n_u))
+            tiles.append((r0, r1, slot, w, pa - a + sel, rid[sel], inv[sel] - u0))
+            widths.add(w)
+            slot += w
+            u0 += n_u
+    cat = np.concatenate(index).astype(np.int64) if index else np.zeros(0, np.int64)
+    pads = np.concatenate(pad).astype(np.int64) if pad else np.zeros(0, np.int64)
+    return _Gather(torch.from_numpy(cat), torch.from_numpy(pads), tiles, widths)
+
+
+def _gather_exact(p, t: int, d: int, workers: int, cuts) -> bool:
     """Whether this machine's products of the pass's shapes have the scored path's bits
     (:func:`shapes_exact`): ``t``-row panels against each column tile's width, and
-    :data:`GATHER_ROWS`-row sub-panels against each gather width."""
-    c = p.c
-    widths = {w for subs in gathered for *_, U, _ in subs for w in _gather_widths(U.size, c)}
+    :data:`GATHER_ROWS`-row sub-panels against every width a gather tile can have
+    (:func:`_gather_widths`: a few), probed before the panels are planned."""
+    g = _column_cuts(p.c)[0][1]
+    widths = {min(g, k * GATHER_STEP) for k in range(1, -(-g // GATHER_STEP) + 1)}
     ts = min(GATHER_ROWS, t)
-    return shapes_exact(p.backend, p.b, t, c, d, workers, {w for _, w in cuts}) and (
-        not widths or shapes_exact(p.backend, p.b, ts, c, d, workers, widths)
+    return shapes_exact(p.backend, p.b, t, p.c, d, workers, {w for _, w in cuts}) and (
+        shapes_exact(p.backend, p.b, ts, p.c, d, workers, widths)
     )
 
 
@@ -390,10 +437,11 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
     panels = list(range(0, m, t))
     n_workers = max(1, min(len(panels), _workers()))
     rel = p.relevant.block(start, stop)
-    gathered = _gather_plan(rel, [(s0, min(m, s0 + t)) for s0 in panels])
     d = int(p.Q.shape[1])
     cuts = _column_cuts(p.c)
-    if not _gathered_exact(p, t, d, n_workers, gathered, cuts):
+    exact = _gather_exact(p, t, d, n_workers, cuts)
+    _REFERENCE.clear()  # the probes' reference (a score block's size) is not kept
+    if not exact:
         return None
     own = p.self_pairs.rows(start, stop)
     n_rel = int(rel.indptr[-1])
@@ -412,7 +460,6 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         order=np.empty(n_rel, np.int64),
         above=np.zeros(n_rel, np.int64),
         tied=np.zeros(n_rel, np.int64),
-        gathered=gathered,
         epilogue=_needs_epilogue(p),
         cuts=cuts,
     )
@@ -486,7 +533,6 @@ class _Block:
     order: np.ndarray
     above: np.ndarray
     tied: np.ndarray
-    gathered: list
     epilogue: bool  # False: cosine of rows normalised on the host (factors 1: no-op)
     seeding: bool = False  # the first sweep: the histogram of the negatives' keys only
     panels: list | None = None  # the mirrored pass's panels: (first row, stop, chunk)
@@ -529,10 +575,10 @@ class _Buffers:
 
         d = int(p.Q.shape[1])
         self.Qt = torch.zeros((t, d), dtype=torch.float32)
-        self.Gg = torch.zeros((p.c, d), dtype=torch.float32)
+        self.Gg = torch.zeros((0, d), dtype=torch.float32)  # grown to a panel's slots
         self.tile = torch.empty((t, p.c), dtype=torch.float32)
         self.qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
-        self.ga_g = torch.zeros(p.c, dtype=torch.float32) if factors else None
+        self.ga_g = torch.zeros(0, dtype=torch.float32) if factors else None
         ts = min(GATHER_ROWS, t)  # a sub-panel whose relevant scores are computed
         self.Qs = torch.zeros((ts, d), dtype=torch.float32)
         self.qa_s = torch.zeros(ts, dtype=torch.float32) if factors else None
@@ -553,44 +599,47 @@ class _Buffers:
             self.qa_t[:mt] = p.qa[r0:r1]
 
 
-def _relevant_scores(blk: _Block, bufs: _Buffers, n_panel: int, s0: int, s1: int) -> None:
+def _relevant_scores(blk: _Block, bufs: _Buffers, s0: int, s1: int) -> None:
     """The relevant scores of the loaded panel (block rows ``s0 .. s1 - 1``), sub-panel
-    by sub-panel (:func:`_gather_plan`): its rows against its relevant items gathered in
+    by sub-panel (:func:`_gather_panel`): its rows against its relevant items gathered in
     ``GATHER_ROWS x w`` tiles (zero rows and columns pad them); then sorted within rows
     into ``blk.rel_sorted`` (and the permutation into ``blk.order``), as the scored path
     sorts them."""
     import torch
 
-    p, rel, c = blk.p, blk.rel, blk.p.c
+    p, rel = blk.p, blk.rel
     be = p.backend
     ts = bufs.Qs.shape[0]
+    g = _gather_panel(rel, blk.rid, s0, s1, p.c)
     a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
     vals = np.empty(e - a, np.float32)
-    for r0, r1, U, inv in blk.gathered[n_panel]:
-        k = r1 - r0
-        bufs.Qs[:k] = bufs.Qt[r0 - s0 : r1 - s0]
-        bufs.Qs[k:] = 0
+    n_slots = int(g.index.numel())
+    if bufs.Gg.shape[0] < n_slots:
+        bufs.Gg = torch.empty((n_slots, bufs.Gg.shape[1]), dtype=torch.float32)
         if blk.epilogue:
-            bufs.qa_s[:k] = bufs.qa_t[r0 - s0 : r1 - s0]
-            bufs.qa_s[k:] = 0
-        pa, pe = int(rel.indptr[r0]), int(rel.indptr[r1])
-        rid = blk.rid[pa:pe] - r0
-        out = vals[pa - a : pe - a]
-        u0 = 0
-        for w in _gather_widths(U.size, c):
-            n_u = min(w, U.size - u0)
-            idx = torch.from_numpy(np.asarray(U[u0 : u0 + n_u]))
-            bufs.Gg[:n_u] = p.Gp[idx]
-            bufs.Gg[n_u:w] = 0
-            part = bufs.tile.view(-1)[: ts * w].view(ts, w)
-            be.matmul_into(bufs.Qs, bufs.Gg[:w], part)
+            bufs.ga_g = torch.empty(n_slots, dtype=torch.float32)
+    torch.index_select(p.Gp, 0, g.index, out=bufs.Gg[:n_slots])
+    bufs.Gg[g.pad] = 0
+    if blk.epilogue:
+        torch.index_select(p.ga, 0, g.index, out=bufs.ga_g[:n_slots])
+        bufs.ga_g[g.pad] = 0
+    loaded = None
+    for r0, r1, slot, w, dst, rows, cols in g.tiles:
+        if loaded != r0:  # the sub-panel's rows, zero below
+            k = r1 - r0
+            bufs.Qs[:k] = bufs.Qt[r0 - s0 : r1 - s0]
+            if k < ts:
+                bufs.Qs[k:] = 0
             if blk.epilogue:
-                bufs.ga_g[:n_u] = p.ga[idx]
-                bufs.ga_g[n_u:w] = 0
-                be.finish_scores(part, p.similarity, bufs.qa_s, bufs.ga_g[:w])
-            sel = (inv >= u0) & (inv < u0 + n_u)
-            out[sel] = part.numpy()[rid[sel], inv[sel] - u0]
-            u0 += n_u
+                bufs.qa_s[:k] = bufs.qa_t[r0 - s0 : r1 - s0]
+                if k < ts:
+                    bufs.qa_s[k:] = 0
+            loaded = r0
+        part = bufs.tile.view(-1)[: ts * w].view(ts, w)
+        be.matmul_into(bufs.Qs, bufs.Gg[slot : slot + w], part)
+        if blk.epilogue:
+            be.finish_scores(part, p.similarity, bufs.qa_s, bufs.ga_g[slot : slot + w])
+        vals[dst] = part.numpy()[rows, cols]
     rid = blk.rid[a:e] - s0
     o = np.lexsort((vals, rid))  # the scored path's sort, restricted to these rows
     blk.order[a:e] = a + o
@@ -630,8 +679,8 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
             rs = np.zeros(0, np.float32)
             rel_ptr = np.zeros(mt + 1, np.int64)
         else:
-            # 1. the panel's relevant scores, from its relevant items gathered sub-panel by sub-panel
-            _relevant_scores(blk, bufs, n_panel, s0, s1)
+            # 1. the panel's relevant scores, its relevant items gathered per sub-panel
+            _relevant_scores(blk, bufs, s0, s1)
             rs = blk.rel_sorted[a:e]
             rel_ptr = (rel.indptr[s0 : s1 + 1] - a).astype(np.int64)
         # the pairs never counted: relevant and self, per row (global columns)
@@ -715,14 +764,15 @@ def _mirror_plan(p, t: int):
         for s0 in range(k * c, min(n, (k + 1) * c), t)
     ]
     workers = max(1, min(len(panels), workers))
-    gathered = _gather_plan(rel, [(s0, s1) for s0, s1, _ in panels])
     d = int(p.Q.shape[1])
     cuts = _column_cuts(c)
-    if not _gathered_exact(p, t, d, workers, gathered, cuts):
+    exact = _gather_exact(p, t, d, workers, cuts) and all(
+        mirror_exact(p.backend, p.b, t, c, d, workers, w) for w in {w for _, w in cuts}
+    )
+    _REFERENCE.clear()  # the probes' reference (a score block's size) is not kept
+    if not exact:
         return None
-    if not all(mirror_exact(p.backend, p.b, t, c, d, workers, w) for w in {w for _, w in cuts}):
-        return None
-    return _MirrorPlan(rel, panels, gathered, workers, t, cuts)
+    return _MirrorPlan(rel, panels, workers, t, cuts)
 
 
 def _column_cuts(c: int) -> list:
@@ -740,7 +790,6 @@ def _column_cuts(c: int) -> list:
 class _MirrorPlan:
     rel: object
     panels: list  # (first row, stop, chunk)
-    gathered: list
     workers: int
     t: int
     cuts: list  # a chunk's column tiles: (first column, width)
@@ -778,7 +827,6 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
         order=np.empty(n_rel, np.int64),
         above=np.zeros(0, np.int64),
         tied=np.zeros(0, np.int64),
-        gathered=plan.gathered,
         epilogue=_needs_epilogue(p),
         panels=plan.panels,
         cuts=plan.cuts,
@@ -854,7 +902,7 @@ def _mirror_relevant(blk: _Block, next_panel) -> None:
     while (k := next_panel()) is not None:
         s0, s1, _ = blk.panels[k]
         bufs.load(blk.p, blk.epilogue, s0, s1)
-        _relevant_scores(blk, bufs, k, s0, s1)
+        _relevant_scores(blk, bufs, s0, s1)
 
 
 def _mirror_worker(
