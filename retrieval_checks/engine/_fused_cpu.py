@@ -9,8 +9,8 @@ tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`). For each p
    rest in a tile of a multiple of :data:`GATHER_STEP` columns, zero-padded) and
    multiplied, then the score epilogue; the scores are sorted within rows;
 2. then, gallery chunk after chunk, each of the chunk's column tiles (``t x w``, at
-   most :data:`TILE_ROWS` x :data:`TILE_COLS`: 512 KiB, so the tile and the counts its
-   scan writes stay in a core's cache) is computed with its epilogue and at once
+   most :data:`TILE_ROWS` x :data:`TILE_COLS`, so the tile and the counts its scan
+   writes stay in cache) is computed with its epilogue and at once
    scanned by one compiled kernel (:mod:`._fused_cpu_numba`): the row's relevant and
    self pairs are masked, one vectorised pass copies out the few scores at or above the
    row's lowest relevant score (:mod:`._simd_numba`), and only those are counted
@@ -86,13 +86,14 @@ __all__ = [
     "TILE_ROWS",
 ]
 
-# A tile of products is TILE_ROWS x TILE_COLS float32 (1 MiB): it stays in a core's
-# cache between its product and its scan, with the counts its scans write. Measured on
-# 2 cores with 1 MiB L2 each, 50k x 128 leave-one-out, fastest of four interleaved runs:
-# 512 x 512 3.62 s, 512 x 1024 3.60 s, 256 x 1024 4.00 s, 256 x 512 4.08 s (and 128 x
-# 3856, the tiles before, slower than all of them).
+# A tile of products is TILE_ROWS x TILE_COLS float32 (2 MiB): the product and its scan
+# run while it is in cache, with the counts its scans write. Measured on the 2-core
+# machine (1 MiB L2 a core), fastest of interleaved runs: 50k x 128 leave-one-out
+# 512 x 512 3.62 s, 512 x 1024 3.60 s, 256 x 1024 4.00 s, 256 x 512 4.08 s (128 x 3856,
+# the tiles before, slower than all); 10k x 40k x 128 query/gallery, medians of three,
+# 512 x 1024 0.88 s, 512 x 2048 0.90 s, 256 x 2048 0.95 s, 512 x 512 1.06 s.
 TILE_ROWS = 512  # rows per panel
-TILE_COLS = 512  # columns per tile (a chunk is cut into tiles of at most this many)
+TILE_COLS = 1024  # columns per tile (a chunk is cut into tiles of at most this many)
 GATHER_ROWS = 32  # a panel's relevant scores are computed for this many of its rows at once
 GATHER_STEP = 64  # gathered relevant items: tile widths are multiples of this
 _F32_MIN = float(np.finfo(np.float32).min)
@@ -106,24 +107,29 @@ _PROBED: dict = {}
 _PROBE_LOCK = threading.Lock()
 
 
-DEFAULT = "auto"  # RC_CPU_COUNTER unset: the mirrored pass where it applies (see wanted())
+DEFAULT = "auto"  # RC_CPU_COUNTER unset: see choice()
 _CHOICES = ("auto", "fused", "scored")
+# auto: one-sided passes of at least this many score pairs run fused; below it the
+# probes of a new shape (tens of ms, once per process) cost more than the pass saves
+AUTO_ONE_SIDED_PAIRS = 1 << 24
 
 
 def choice() -> str:
     """``RC_CPU_COUNTER``: ``auto`` (unset, :data:`DEFAULT`): this counter for the
-    passes it mirrors (leave-one-out, cosine or dot), the scored path for the others;
-    ``fused``: this counter for every pass it serves (one-sided tiles where it cannot
-    mirror); ``scored``: never (the compiled kernels after whole-block products). The
-    choice follows the measurements (docs/explanation/benchmarks.md): mirrored, the
-    fused pass was faster than the scored one in every round; one-sided (query/gallery)
-    it was not faster in every round."""
+    passes it mirrors (leave-one-out, cosine or dot) and for one-sided passes of at
+    least :data:`AUTO_ONE_SIDED_PAIRS` (2^24) score pairs, the scored path for smaller
+    ones; ``fused``: this counter for every pass it serves; ``scored``: never (the
+    compiled kernels after whole-block products). The choice follows the measurements
+    (docs/explanation/benchmarks.md): the fused pass was faster than the scored one
+    leave-one-out in every round and query/gallery at 10k x 40k (d = 128 and 512); on
+    small passes the shape probes it runs once per process dominate."""
     value = os.environ.get("RC_CPU_COUNTER", "").strip().lower() or DEFAULT
     if value not in _CHOICES:
         raise BackendError(
             f"RC_CPU_COUNTER={value!r}: use 'auto' (the default: the fused pass where it "
-            "mirrors leave-one-out, else the scored one), 'fused' (the fused CPU tile pass "
-            "for every pass) or 'scored' (products of whole blocks, then the compiled scan)."
+            "mirrors leave-one-out or the pass is large, else the scored one), 'fused' (the "
+            "fused CPU tile pass for every pass) or 'scored' (products of whole blocks, then "
+            "the compiled scan)."
         )
     return value
 
@@ -297,12 +303,20 @@ class FusedCpuCounter:
     def __init__(self, fallback=None, tile_rows: int | None = None, one_sided: bool | None = None):
         self.fallback = fallback
         self.tile_rows = tile_rows  # None: TILE_ROWS when a block runs
-        # the one-sided tiles too (RC_CPU_COUNTER=fused), or only the mirrored pass (auto)
-        self.one_sided = (choice() == "fused") if one_sided is None else one_sided
+        # the one-sided tiles: always (RC_CPU_COUNTER=fused), or on large passes (auto:
+        # None, decided per problem by _one_sided)
+        self.one_sided = True if one_sided is None and choice() == "fused" else one_sided
         self._mirror = None  # (problem, its mirror plan or None): the last problem asked
 
     def _t(self, p) -> int:
         return min(p.b, int(self.tile_rows or TILE_ROWS))
+
+    def _one_sided(self, p) -> bool:
+        """Whether this counter runs ``p``'s blocks it cannot mirror: as told, or
+        (``auto``) when the pass has at least :data:`AUTO_ONE_SIDED_PAIRS` score pairs."""
+        if self.one_sided is not None:
+            return bool(self.one_sided)
+        return p.n_q * p.n_g >= AUTO_ONE_SIDED_PAIRS
 
     def _t_one_sided(self, p) -> int:
         """Panel height of a one-sided block: at most :meth:`_t`, and the plan's ``b``
@@ -348,8 +362,8 @@ class FusedCpuCounter:
             return _run_mirror(
                 p, self.mirror_plan(p), pairs=(tail_tau, capacity, fixed) if pairs else None
             )
-        if not self.one_sided:
-            return None  # RC_CPU_COUNTER=auto: the scored counter runs what is not mirrored
+        if not self._one_sided(p):
+            return None  # RC_CPU_COUNTER=auto: the scored counter runs a small pass
         t = self._t_one_sided(p)
         return _run(p, start, stop, t, pairs is not None, tail_tau, seed, fixed)
 

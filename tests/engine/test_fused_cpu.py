@@ -756,12 +756,37 @@ def test_probe_declines_mirrored_products_that_differ():
     assert not _fused_cpu.mirror_exact(Asymmetric(), 64, 16, 48, 8, 1)
 
 
+@pytest.mark.parametrize("pairs", [40 * 80, 40 * 80 + 1])
+def test_the_default_runs_large_one_sided_passes_fused(monkeypatch, pairs):
+    """RC_CPU_COUNTER unset: a query/gallery pass of at least AUTO_ONE_SIDED_PAIRS score
+    pairs (40 queries x 80 gallery items against a limit of 3,200) runs on the fused
+    counter's one-sided tiles, one pair short of it on the scored counter; the same
+    results either way."""
+    rng = np.random.default_rng(22)
+    X = np.round(rng.standard_normal((120, 5)), 1).astype(np.float32)
+    y = rng.integers(0, 8, 120)
+    served = {"one_sided": 0}
+    run = _fused_cpu._run
+    monkeypatch.setattr(
+        _fused_cpu, "_run", lambda *a, **k: served.update(one_sided=1) or run(*a, **k)
+    )
+    monkeypatch.setattr(_fused_cpu, "AUTO_ONE_SIDED_PAIRS", pairs)
+    case = dict(queries=X[:40], query_labels=y[:40], gallery=X[40:], gallery_labels=y[40:])
+    kw = dict(metrics=METRICS, device="cpu", tile=(32, 48), empty_queries="skip")
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    want = rc.evaluate(**case, **kw)
+    monkeypatch.delenv("RC_CPU_COUNTER")
+    _same(want, rc.evaluate(**case, **kw))
+    assert served["one_sided"] == (pairs <= 40 * 80)
+
+
 def test_the_default_mirrors_leave_one_out_and_leaves_the_rest_to_the_scored_pass(
     monkeypatch, mirrored
 ):
-    """RC_CPU_COUNTER unset: a leave-one-out cosine pass runs mirrored, a query/gallery
-    pass and neg_l2 run on the scored counter (no one-sided fused block); the results
-    are the scored path's either way."""
+    """RC_CPU_COUNTER unset: a leave-one-out cosine pass runs mirrored, a small
+    query/gallery pass and neg_l2 (one-sided, below AUTO_ONE_SIDED_PAIRS score pairs)
+    run on the scored counter (no one-sided fused block); the results are the scored
+    path's either way."""
     rng = np.random.default_rng(21)
     X = np.round(rng.standard_normal((120, 5)), 1).astype(np.float32)
     y = rng.integers(0, 8, 120)
