@@ -590,7 +590,8 @@ class _Buffers:
         d = int(p.Q.shape[1])
         self.Qt = torch.zeros((t, d), dtype=torch.float32)
         self.Gg = torch.zeros((0, d), dtype=torch.float32)  # grown to a panel's slots
-        self.tile = torch.empty((t, p.c), dtype=torch.float32)
+        g = _column_cuts(p.c)[0][1]  # the widest tile: a column tile or a gather tile
+        self.tile = torch.empty((t, g), dtype=torch.float32)
         self.qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
         self.ga_g = torch.zeros(0, dtype=torch.float32) if factors else None
         ts = min(GATHER_ROWS, t)  # a sub-panel whose relevant scores are computed
@@ -598,10 +599,10 @@ class _Buffers:
         self.qa_s = torch.zeros(ts, dtype=torch.float32) if factors else None
         # the scans' scratch: a row's compacted scores, the columns' thresholds and
         # column numbers, and the tile's negative tail (at most every score of it)
-        self.buf = np.empty(p.c, np.float32)
-        self.thr = np.empty(p.c, np.float32)
-        self.idx = np.empty(p.c, np.int32)
-        self.neg = np.empty(t * p.c, np.float32)
+        self.buf = np.empty(g, np.float32)
+        self.thr = np.empty(g, np.float32)
+        self.idx = np.empty(g, np.int32)
+        self.neg = np.empty(t * g, np.float32)
 
     def load(self, p, factors: bool, r0: int, r1: int) -> None:
         """Query rows ``r0 .. r1 - 1`` (problem rows) into the panel, zero below."""
