@@ -34,7 +34,11 @@ LANES = 16
 
 def _host_compresses() -> bool:
     """Whether numba compiles for a CPU with a vector compress-store (AVX-512F): the
-    host (numba's default target), unless ``NUMBA_CPU_NAME`` names another CPU."""
+    host (numba's default target), unless ``NUMBA_CPU_NAME`` names another CPU. Never
+    under ``NUMBA_DISABLE_JIT`` (the kernels then run as Python, where the LLVM
+    intrinsic does not exist)."""
+    if numba.config.DISABLE_JIT:
+        return False
     name = numba.config.CPU_NAME
     if name and name != "host":
         return "+avx512f" in (numba.config.CPU_FEATURES or "")

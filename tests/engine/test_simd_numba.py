@@ -72,9 +72,23 @@ def test_place16_counts_the_slots_at_or_below_and_equal(vector):
 
 def test_vector_compress_follows_numba_target(monkeypatch):
     """A ``NUMBA_CPU_NAME`` other than the host (portable caches) is believed only with
-    its ``NUMBA_CPU_FEATURES``: without ``+avx512f`` the kernels take the scalar loop."""
+    its ``NUMBA_CPU_FEATURES``: without ``+avx512f`` the kernels take the scalar loop;
+    so do they with the JIT disabled."""
     monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "")
     assert S._host_compresses() is False
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,+avx512f")
     assert S._host_compresses() is True
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", True)  # kernels run as Python
+    assert S._host_compresses() is False
+
+
+def test_without_the_jit_the_scalar_loops_run_as_python():
+    """``NUMBA_DISABLE_JIT=1`` (coverage runs): the compaction and the placement run as
+    plain Python through their scalar loops and give numpy's selection."""
+    row = np.array([0.5, -np.inf, 2.0, 1.0, 3.0] * 5, np.float32)
+    buf = np.empty(row.size, np.float32)
+    n = S.compact_at_least.py_func(row, 0, row.size, np.float32(1.0), buf, False)
+    np.testing.assert_array_equal(buf[:n], row[row >= 1.0])
+    pads = np.array([0.5, 1.0, 1.0] + [np.inf] * 13, np.float32)
+    assert S.place16.py_func(pads, 0, np.float32(1.0), False) == (3, 2)
