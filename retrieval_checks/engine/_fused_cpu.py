@@ -379,7 +379,6 @@ class _Gather:
     index: object
     pad: object
     tiles: list
-    widths: set
 
 
 def _gather_panel(rel, row_ids, s0: int, s1: int, c: int) -> _Gather:
@@ -393,7 +392,7 @@ def _gather_panel(rel, row_ids, s0: int, s1: int, c: int) -> _Gather:
     import torch
 
     a = int(rel.indptr[s0])
-    index, pad, tiles, widths = [], [], [], set()
+    index, pad, tiles = [], [], []
     slot = 0
     for r0 in range(s0, s1, GATHER_ROWS):
         r1 = min(s1, r0 + GATHER_ROWS)
@@ -410,20 +409,20 @@ def _gather_panel(rel, row_ids, s0: int, s1: int, c: int) -> _Gather:
                 pad.append(np.arange(slot + n_u, slot + w))
             sel = np.flatnonzero((inv >= u0) & (inv < u0 + n_u))
             tiles.append((r0, r1, slot, w, pa - a + sel, rid[sel], inv[sel] - u0))
-            widths.add(w)
             slot += w
             u0 += n_u
     cat = np.concatenate(index).astype(np.int64) if index else np.zeros(0, np.int64)
     pads = np.concatenate(pad).astype(np.int64) if pad else np.zeros(0, np.int64)
-    return _Gather(torch.from_numpy(cat), torch.from_numpy(pads), tiles, widths)
+    return _Gather(torch.from_numpy(cat), torch.from_numpy(pads), tiles)
 
 
-def _gather_exact(p, t: int, d: int, workers: int, cuts) -> bool:
+def _gather_exact(p, t: int, d: int, workers: int) -> bool:
     """Whether this machine's products of the pass's shapes have the scored path's bits
     (:func:`shapes_exact`): ``t``-row panels against each column tile's width, and
     :data:`GATHER_ROWS`-row sub-panels against every width a gather tile can have
     (:func:`_gather_widths`: a few), probed before the panels are planned."""
-    g = _column_cuts(p.c)[0][1]
+    cuts = _column_cuts(p.c)
+    g = cuts[0][1]
     widths = {min(g, k * GATHER_STEP) for k in range(1, -(-g // GATHER_STEP) + 1)}
     ts = min(GATHER_ROWS, t)
     return shapes_exact(p.backend, p.b, t, p.c, d, workers, {w for _, w in cuts}) and (
@@ -452,8 +451,7 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
     n_workers = max(1, min(len(panels), _workers()))
     rel = p.relevant.block(start, stop)
     d = int(p.Q.shape[1])
-    cuts = _column_cuts(p.c)
-    exact = _gather_exact(p, t, d, n_workers, cuts)
+    exact = _gather_exact(p, t, d, n_workers)
     _REFERENCE.clear()  # the probes' reference (a score block's size) is not kept
     if not exact:
         return None
@@ -475,7 +473,6 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         above=np.zeros(n_rel, np.int64),
         tied=np.zeros(n_rel, np.int64),
         epilogue=_needs_epilogue(p),
-        cuts=cuts,
     )
     if seed is not None:
         tail_tau = _seed_tail(blk, len(panels), n_workers, m, seed)
@@ -551,7 +548,6 @@ class _Block:
     seeding: bool = False  # the first sweep: the histogram of the negatives' keys only
     panels: list | None = None  # the mirrored pass's panels: (first row, stop, chunk)
     pads: np.ndarray | None = None  # the mirrored pass's rows' relevant scores, 16 slots
-    cuts: list | None = None  # the mirrored pass's column tiles of a chunk
 
 
 def _workers() -> int:
@@ -590,8 +586,10 @@ class _Buffers:
         d = int(p.Q.shape[1])
         self.Qt = torch.zeros((t, d), dtype=torch.float32)
         self.Gg = torch.zeros((0, d), dtype=torch.float32)  # grown to a panel's slots
-        g = _column_cuts(p.c)[0][1]  # the widest tile: a column tile or a gather tile
+        self.cuts = _column_cuts(p.c)  # a chunk's column tiles: (first column, width)
+        g = self.cuts[0][1]  # the widest tile: a column tile or a gather tile
         self.tile = torch.empty((t, g), dtype=torch.float32)
+        self.tiles = {w: self.tile.view(-1)[: t * w].view(t, w) for _, w in self.cuts}
         self.qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
         self.ga_g = torch.zeros(0, dtype=torch.float32) if factors else None
         ts = min(GATHER_ROWS, t)  # a sub-panel whose relevant scores are computed
@@ -612,6 +610,22 @@ class _Buffers:
             self.Qt[mt:] = 0
         if factors:
             self.qa_t[:mt] = p.qa[r0:r1]
+
+    def products(self, p, factors: bool, chunks):
+        """The loaded panel against each column tile of the gallery chunks ``chunks``,
+        with its epilogue, one tile at a time: ``(chunk, first gallery row, valid width,
+        tile)`` (the tile a float32 array, valid until the next one)."""
+        c, n_g = p.c, p.n_g
+        for k, (w0, w) in itertools.product(chunks, self.cuts):
+            r0 = k * c + w0
+            width = min(w, n_g - r0)
+            if width <= 0:
+                continue
+            tile = self.tiles[w]
+            p.backend.matmul_into(self.Qt, p.Gp[r0 : r0 + w], tile)
+            if factors:
+                p.backend.finish_scores(tile, p.similarity, self.qa_t, p.ga[r0 : r0 + w])
+            yield k, r0, width, tile.numpy()
 
 
 def _relevant_scores(blk: _Block, bufs: _Buffers, s0: int, s1: int) -> None:
@@ -671,12 +685,9 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
     if threading.current_thread() is not threading.main_thread():
         torch.set_num_threads(1)  # this thread's own setting (OpenMP's is per thread)
     p, t = blk.p, blk.t
-    be, c, n_g = p.backend, p.c, p.n_g
     rel = blk.rel
     factors = blk.epilogue
     bufs = _Buffers(p, t, factors)
-    tiles = {w: bufs.tile.view(-1)[: t * w].view(t, w) for w in {w for _, w in blk.cuts}}
-    tiles_np = {w: x.numpy() for w, x in tiles.items()}
     negatives = []
     fixed_hist = None if blk.fixed is None else np.zeros(blk.fixed.size + 1, np.int64)
     if blk.seeding:
@@ -711,15 +722,7 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
         above = blk.above[a:e] if n_r else np.zeros(0, np.int64)
         tied = blk.tied[a:e] if n_r else np.zeros(0, np.int64)
         # 2. every gallery chunk's column tiles: product, epilogue, scan while in cache
-        for k, (w0, w) in itertools.product(range(p.n_chunks), blk.cuts):
-            r0 = k * c + w0
-            width = min(w, n_g - r0)
-            if width <= 0:
-                continue
-            tile, tile_np = tiles[w], tiles_np[w]
-            be.matmul_into(bufs.Qt, p.Gp[r0 : r0 + w], tile)
-            if factors:
-                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[r0 : r0 + w])
+        for _, r0, width, tile_np in bufs.products(p, factors, range(p.n_chunks)):
             n_neg = K.scan_tile(
                 tile_np,
                 mt,
@@ -780,14 +783,13 @@ def _mirror_plan(p, t: int):
     ]
     workers = max(1, min(len(panels), workers))
     d = int(p.Q.shape[1])
-    cuts = _column_cuts(c)
-    exact = _gather_exact(p, t, d, workers, cuts) and all(
-        mirror_exact(p.backend, p.b, t, c, d, workers, w) for w in {w for _, w in cuts}
+    exact = _gather_exact(p, t, d, workers) and all(
+        mirror_exact(p.backend, p.b, t, c, d, workers, w) for w in {w for _, w in _column_cuts(c)}
     )
     _REFERENCE.clear()  # the probes' reference (a score block's size) is not kept
     if not exact:
         return None
-    return _MirrorPlan(rel, panels, workers, t, cuts)
+    return _MirrorPlan(rel, panels, workers, t)
 
 
 def _column_cuts(c: int) -> list:
@@ -807,7 +809,6 @@ class _MirrorPlan:
     panels: list  # (first row, stop, chunk)
     workers: int
     t: int
-    cuts: list  # a chunk's column tiles: (first column, width)
 
 
 def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
@@ -844,7 +845,6 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
         tied=np.zeros(0, np.int64),
         epilogue=_needs_epilogue(p),
         panels=plan.panels,
-        cuts=plan.cuts,
     )
     m_rows = np.concatenate([blk.rid, blk.own_rid])
     m_cols = np.concatenate([rel.indices, own.indices]).astype(np.int64)
@@ -933,14 +933,13 @@ def _mirror_worker(
     if threading.current_thread() is not threading.main_thread():
         torch.set_num_threads(1)
     p, t = blk.p, blk.t
-    be, c, n_g, n = p.backend, p.c, p.n_g, p.n_q
+    c, n = p.c, p.n_q
     n_rel = blk.rel_sorted.size
     indptr = blk.rel.indptr.astype(np.int64)
     if bins is not None:  # the binning pass: no relevant scores, masks only
         indptr = np.zeros(n + 1, np.int64)
         n_rel = 0
     bufs = _Buffers(p, t, blk.epilogue)
-    cuts = blk.cuts
     lo = np.full(n, np.inf, np.float32)  # each row's lowest relevant score
     has = np.diff(indptr) > 0
     lo[has] = blk.rel_sorted[indptr[:-1][has]]
@@ -982,21 +981,11 @@ def _mirror_worker(
         if out["fixed"] is not None:
             K.bin_tile(T, m, width, blk.fixed, out["fixed"])
 
-    tiles = {w: bufs.tile.view(-1)[: t * w].view(t, w) for w in {w for _, w in cuts}}
-    tiles_np = {w: x.numpy() for w, x in tiles.items()}
     while (k := next_panel()) is not None:
         s0, s1, A = blk.panels[k]
         mt = s1 - s0
         bufs.load(p, blk.epilogue, s0, s1)
-        for B, (w0, w) in itertools.product(range(A, p.n_chunks), cuts):
-            r0 = B * c + w0
-            width = min(w, n_g - r0)
-            if width <= 0:
-                continue
-            tile, tile_np = tiles[w], tiles_np[w]
-            be.matmul_into(bufs.Qt, p.Gp[r0 : r0 + w], tile)
-            if blk.epilogue:
-                be.finish_scores(tile, p.similarity, bufs.qa_t, p.ga[r0 : r0 + w])
+        for B, r0, width, tile_np in bufs.products(p, blk.epilogue, range(A, p.n_chunks)):
             if B > A:  # the mirror image, column by column: the chunk's rows, their masks
                 n_m = K.mask_columns(tile_np, mt, width, r0, s0, mask_ptr, mask_cols, at, saved)
                 n_neg = K.scan_columns(
