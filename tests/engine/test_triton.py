@@ -257,34 +257,29 @@ def _csr_loo(y, m):
     return indptr, rows, cols
 
 
-def _kernel_counts(X, y, grank, m, screen=False, tile=None, similarity="dot"):
+def _loo_args(X, y, grank, m, similarity="dot", ga=None):
+    """The positional arguments of ``count_arrays`` and ``bin_counts`` for the first
+    ``m`` rows of ``X`` as queries against all of ``X``, leave-one-out by label: queries,
+    gallery, similarity, factors (``ga``: the gallery's; the queries' are its first
+    ``m``), labels, gallery ranks, relevant pairs (``indptr, rows, cols``) and self
+    pairs."""
     G = torch.from_numpy(X.copy())
     indptr, rows, cols = _csr_loo(y, m)
     selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
+    qa = None if ga is None else ga[:m]
+    return (G[:m], G, similarity, qa, ga, y[:m], y, grank, indptr, rows, cols, selfs)
+
+
+def _kernel_counts(X, y, grank, m, screen=False, tile=None, similarity="dot"):
     sq = (X.astype(np.float64) ** 2).sum(axis=1)
     ga = {
         "dot": None,
         "cosine": torch.from_numpy(sq.astype(np.float32)),  # squared norms, as the engine's
         "neg_l2": torch.from_numpy(sq.astype(np.float32)),
     }[similarity]
-    qa = None if ga is None else ga[:m]
-    (rel_sorted, order), above, tied = _triton.count_arrays(
-        G[:m],
-        G,
-        similarity,
-        qa,
-        ga,
-        y[:m],
-        y,
-        grank,
-        indptr,
-        rows,
-        cols,
-        selfs,
-        screen=screen,
-        tile=tile,
-    )
-    return indptr, rel_sorted.numpy(), order, above, tied
+    args = _loo_args(X, y, grank, m, similarity, ga)
+    (rel_sorted, order), above, tied = _triton.count_arrays(*args, screen=screen, tile=tile)
+    return args[8], rel_sorted.numpy(), order, above, tied
 
 
 # the kernel's work depends on kind and counting (all four run); impl only picks the reference
@@ -420,43 +415,10 @@ def _near_tie_pair_outputs(sc):
     near-tie problem under screen ``sc``: the fp32 ones (``sc`` 0) computed once per
     process for both screened tests."""
     X, y, grank, rel_sorted, picks = _near_tie_problem()
-    m = X.shape[0]
-    G = torch.from_numpy(X.copy())
-    indptr, rows, cols = _csr_loo(y, m)
-    selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
+    args = _loo_args(X, y, grank, X.shape[0])
     req = _triton.PairRequest(float(picks[2]), picks, None)
-    *_, extra = _triton.count_arrays(
-        G[:m],
-        G,
-        "dot",
-        None,
-        None,
-        y[:m],
-        y,
-        grank,
-        indptr,
-        rows,
-        cols,
-        selfs,
-        pairs=req,
-        screen=sc,
-    )
-    bins = _triton.bin_counts(
-        G[:m],
-        G,
-        "dot",
-        None,
-        None,
-        y[:m],
-        y,
-        grank,
-        indptr,
-        rows,
-        cols,
-        selfs,
-        np.unique(rel_sorted),
-        screen=sc,
-    )
+    *_, extra = _triton.count_arrays(*args, pairs=req, screen=sc)
+    bins = _triton.bin_counts(*args, np.unique(rel_sorted), screen=sc)
     return np.sort(extra["negatives"]).tobytes(), extra["fixed_fp"].tolist(), bins.tolist()
 
 
@@ -707,10 +669,8 @@ def test_tail_overflow_raises_the_threshold_and_keeps_every_negative_above_it(sc
     X, y, grank = _block_problem(rng, n, 16, 5, "int")
     S, neg = _dense_block(X, y, m, "dot")
     neg_vals = S[neg]
-    indptr, rows, cols = _csr_loo(y, m)
-    selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
+    args = _loo_args(X, y, grank, m)
     fixed = np.array([-5.0, 0.0, 0.5, 7.0], np.float32)
-    G = torch.from_numpy(X.copy())
     # the last case overflows the first buffer (min(m n, 2 cap + 1024) values) and launches again
     assert (neg_vals >= -40).sum() > 2 * 5 + 1024 and m * n > 2 * 5 + 1024
     for cap, tau in (
@@ -720,22 +680,7 @@ def test_tail_overflow_raises_the_threshold_and_keeps_every_negative_above_it(sc
         (5, float(np.float32(-40.0))),
     ):  # > 2 * 5 + 1024 negatives >= -40: the buffer overflows
         req = _triton.PairRequest(tau, fixed, cap)
-        *_, extra = _triton.count_arrays(
-            G[:m],
-            G,
-            "dot",
-            None,
-            None,
-            y[:m],
-            y,
-            grank,
-            indptr,
-            rows,
-            cols,
-            selfs,
-            pairs=req,
-            screen=screen,
-        )
+        *_, extra = _triton.count_arrays(*args, pairs=req, screen=screen)
         got_tau = extra["tau"]
         want = np.sort(neg_vals[neg_vals >= max(got_tau, np.finfo(np.float32).min)])
         np.testing.assert_array_equal(np.sort(extra["negatives"]), want)
@@ -753,26 +698,10 @@ def test_bin_counts_equal_brute_force(screen):
     X, y, grank = _block_problem(rng, n, 14, 6, "int")
     S, neg = _dense_block(X, y, m, "cosine")
     inv = torch.from_numpy((X.astype(np.float64) ** 2).sum(1).astype(np.float32))  # squared norms
-    indptr, rows, cols = _csr_loo(y, m)
-    selfs = (np.arange(m, dtype=np.int32)[:, None], np.arange(m, dtype=np.int32)[:, None], 1)
+    args = _loo_args(X, y, grank, m, "cosine", inv)
+    rows, cols = args[9], args[10]
     pos = np.unique(S[rows, cols])
-    G = torch.from_numpy(X.copy())
-    got = _triton.bin_counts(
-        G[:m],
-        G,
-        "cosine",
-        inv[:m],
-        inv,
-        y[:m],
-        y,
-        grank,
-        indptr,
-        rows,
-        cols,
-        selfs,
-        pos,
-        screen=screen,
-    )
+    got = _triton.bin_counts(*args, pos, screen=screen)
     negs = S[neg]
     negs = negs[negs >= pos[0]]
     want = np.bincount(np.searchsorted(pos, negs, side="right"), minlength=pos.size + 1)
