@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels_numba import bisect_sorted
+from ._kernels_numba import bisect_sorted, place_score
 from ._simd_numba import (
     LANES,
     VECTOR_COMPRESS,
@@ -132,13 +132,7 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
             continue
         h = a + i
         for q in range(n):
-            s = buf[q]
-            p = bisect_sorted(rel_sorted, a, e, s, False)
-            hist[h + p] += 1
-            if rel_sorted[a + p - 1] == s:
-                qq = bisect_sorted(rel_sorted, a, a + p, s, True)
-                tie_diff[h + qq] += 1
-                tie_diff[h + p] -= 1
+            place_score(rel_sorted, a, e, buf[q], hist, tie_diff, h)
     return nn
 
 
@@ -280,10 +274,5 @@ def scan_columns(  # long: a numba kernel: compaction, tail and placement in one
                 continue
             if s < lo[r]:
                 continue
-            p = bisect_sorted(rel_sorted, a, rel_ptr[r + 1], s, False)
-            hist[h + p] += 1
-            if rel_sorted[a + p - 1] == s:
-                qq = bisect_sorted(rel_sorted, a, a + p, s, True)
-                tie_diff[h + qq] += 1
-                tie_diff[h + p] -= 1
+            place_score(rel_sorted, a, rel_ptr[r + 1], s, hist, tie_diff, h)
     return nn

@@ -19,6 +19,7 @@ from numba import get_num_threads, njit, prange
 
 __all__ = [
     "bisect_sorted",
+    "place_score",
     "count_above_relevant",
     "collect_rows",
     "bin_against_sorted",
@@ -81,13 +82,7 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
                     n_tail += 1
                 if s < lo:
                     continue
-                p = bisect_sorted(rel_sorted, a, e, s, False)
-                hist[p] += 1
-                if rel_sorted[a + p - 1] == s:
-                    # s equals relevant scores q..p-1: a tie with each of them
-                    q = bisect_sorted(rel_sorted, a, a + p, s, True)
-                    tie_diff[q] += 1
-                    tie_diff[p] -= 1
+                place_score(rel_sorted, a, e, s, hist, tie_diff, 0)
         tail_counts[i] = n_tail
         acc = 0
         for t in range(r, 0, -1):
@@ -188,6 +183,21 @@ def key_histogram(U, n_rows, n_cols, out):
 # :mod:`._kernels_numpy`'s twins, one pass over the rows each instead of numpy's ~10
 # full-size float64 temporaries: the same operations (frexp, ldexp, a correctly rounded
 # sqrt and division, one rounding to float32), so the same bits.
+@njit(cache=True, nogil=True, inline="always")
+def place_score(rel_sorted, a, e, s, hist, tie_diff, h):
+    """Add the score ``s`` (``>= rel_sorted[a]``) to the counts of the row's sorted
+    relevant scores ``rel_sorted[a:e]``: ``hist[h + p] += 1`` with ``p`` of them ``<=
+    s``, and its tie group (those ``== s``, ``q .. p - 1``) to the difference array
+    ``tie_diff[h + ...]``. The suffix and prefix sums of :func:`count_above_relevant`
+    turn them into the counts."""
+    p = bisect_sorted(rel_sorted, a, e, s, False)
+    hist[h + p] += 1
+    if rel_sorted[a + p - 1] == s:  # s equals relevant scores q..p-1: a tie with each
+        q = bisect_sorted(rel_sorted, a, a + p, s, True)
+        tie_diff[h + q] += 1
+        tie_diff[h + p] -= 1
+
+
 @njit(cache=True, nogil=True)
 def cosine_row_scales(x, e, integral):
     m, d = x.shape
