@@ -19,11 +19,13 @@ import threading
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval_checks.engine import _kernels
 from retrieval_checks.engine._backend import Backend
 from retrieval_checks.engine._blocks import RelevanceSource, masked_scores, plan_blocks
-from retrieval_checks.engine._counters import CpuCounter, TorchCounter
+from retrieval_checks.engine._counters import CpuCounter, TorchCounter, sort_within_rows
 from retrieval_checks.engine._counting import TritonCounter, select
 from retrieval_checks.engine._inputs import Csr
 from retrieval_checks.engine._plan import Window, plan_pass, prepare_problem
@@ -126,6 +128,33 @@ def _counted(counter, p, fixed):
             )
         )
     return out
+
+
+_SPECIAL = [-0.0, 0.0, 0.5, -0.5, 1.5, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 12), min_size=1, max_size=20),
+    picks=st.lists(st.sampled_from(_SPECIAL), min_size=1, max_size=240),
+)
+def test_sorting_within_rows_is_lexsorts_order_ties_and_signed_zeros_in_place(counts, picks):
+    """The numpy sort of relevant scores within rows (one uint64 key per value) gives
+    ``np.lexsort((vals, rows))``'s permutation exactly: ties keep their places, ``-0.0``
+    and ``0.0`` count as equal (they keep theirs too), infinities and subnormals sort;
+    the torch twin gives the same."""
+    indptr = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    n = int(indptr[-1])
+    vals = np.array([picks[i % len(picks)] for i in range(n)], np.float32)
+    rel = Csr(indptr, np.zeros(n, np.int64))
+    want = np.lexsort((vals, rel.row_ids()))
+    got_sorted, got = sort_within_rows(vals, rel, False)
+    np.testing.assert_array_equal(got, want)
+    assert got_sorted.tobytes() == vals[want].tobytes()  # -0.0 where lexsort put it
+    t_sorted, t_order = sort_within_rows(torch.from_numpy(vals), rel, True)
+    np.testing.assert_array_equal(t_order, want)
+    assert t_sorted.numpy().tobytes() == vals[want].tobytes()
 
 
 @pytest.mark.parametrize("similarity", ["dot", "cosine", "neg_l2"])
