@@ -137,6 +137,7 @@ PUBLIC = {
         "evaluate_image_text",
         "evaluate_run",
         "label_partition",
+        "Provenance",
         "Slice",
         "SliceSet",
         "with_slices",

@@ -8,7 +8,7 @@ from ._cache import EvaluationCache, content_digest
 from ._evaluate import evaluate
 from ._grouped import GroupedRecall, label_partition
 from ._image_text import IMAGE_TEXT_METRICS, ImageTextResult, evaluate_image_text
-from ._result import EvaluationResult
+from ._result import EvaluationResult, Provenance
 from ._runs import evaluate_run
 from ._slices import Slice, SliceSet, with_slices
 
@@ -18,6 +18,7 @@ __all__ = [
     "evaluate_run",
     "ann_recall",
     "EvaluationResult",
+    "Provenance",
     "ImageTextResult",
     "IMAGE_TEXT_METRICS",
     "GroupedRecall",

@@ -278,10 +278,13 @@ def run_block(
 ) -> BlockPartial:
     """One task: exact ranks of the relevant items of queries ``[start, stop)``, and
     with ``pairs`` the pair metrics' outputs; ``counter`` counts (:func:`._counting.select`),
-    ``reduce`` joins the ranks' states (:mod:`._reduce`; one process: the identity)."""
+    ``reduce`` joins the ranks' states (:mod:`._reduce`; one process: the identity).
+    The partial names the counter that counted it (``counter``, and a fused counter's
+    ``last_mode`` as ``mode``): a block a fused counter declines names its fallback."""
     if counter.fused:
         part = counter.run_block(p, start, stop, pairs)
         if part is not None:
+            part.counter, part.mode = counter.name, getattr(counter, "last_mode", None)
             return part
         counter = counter.fallback
     m, n_cols = stop - start, p.n_cols
@@ -307,6 +310,7 @@ def run_block(
         if pairs.fixed is not None and pairs.fixed.size:
             part.fixed_fp = reduce("fixed_fp", counter.fixed_fp(S, m, n_cols, pairs.fixed))
         part.negatives_tau = float(tail_tau)
+    part.counter = counter.name
     return part
 
 
@@ -318,14 +322,16 @@ def run_binning_block(
     sorted_positive: np.ndarray,
     out: np.ndarray,
     reduce=LOCAL,
-) -> None:
+) -> str:
     """Second-pass task: add to ``out`` this rank's negatives of the block binned
     against the sorted positive scores (``out[t]``: negatives with exactly ``t``
     positives ``<=`` them; the ranks' histograms are summed by the caller). ``reduce``
-    gives the block's query rows (a rank holds only its own)."""
+    gives the block's query rows (a rank holds only its own). Returns the name of the
+    counter that binned the block (a fused counter's fallback where it declined)."""
     if counter.fused:
         if counter.run_binning(p, start, stop, sorted_positive, out):
-            return
+            return counter.name
         counter = counter.fallback
     S, _rel, _vals = masked_scores(p, start, stop, counter, reduce)
     counter.bin(S, stop - start, p.n_cols, sorted_positive, out)
+    return counter.name

@@ -38,6 +38,12 @@ class BlockPartial:
     score: np.ndarray | None = (
         None  # graded relevance: each relevant item's score (ties among them)
     )
+    # what counted it (set by the block task, _blocks.run_block; read by the pass's
+    # provenance): the counter's name, and the fused CPU pass's mode ("mirrored" /
+    # "one-sided") where it reported one. Not stored by checkpoints (a resumed block
+    # was counted by an earlier run).
+    counter: str | None = None
+    mode: str | None = None
 
 
 def ranked_partial(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -11,7 +13,7 @@ import numpy as np
 from ..metrics._measurement import Measurement, value_options
 from ..metrics._names import MetricSpec, naming_note, parse_metric
 
-__all__ = ["ByMetric", "EvaluationResult", "TIE_TOLERANCE", "tie_note"]
+__all__ = ["ByMetric", "EvaluationResult", "Provenance", "TIE_TOLERANCE", "tie_note"]
 
 #: A metric whose range over tie orderings is wider than this (absolute for fractions,
 #: relative for ranks) gets a note in measurements and a warning from the gates.
@@ -42,6 +44,101 @@ def tie_note(
         f"(pessimistic {fmt(values['pessimistic'])}, optimistic {fmt(values['optimistic'])}; "
         f"{share_text}{extremes}); this value is ties={ties!r}"
     )
+
+
+def _frozen(counts: Mapping[str, int] | None) -> Mapping[str, int]:
+    return MappingProxyType({str(k): int(v) for k, v in sorted((counts or {}).items())})
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which code counted a result's pass (``result.provenance``), as the pass's loop
+    recorded it block by block: not what was selected or asked for, what ran.
+
+    - ``blocks``: ``{counter: query blocks it counted in this process}``. Counters:
+      ``"numba"`` / ``"numpy"`` (the CPU kernels), ``"torch"`` (the vectorised torch
+      counter), ``"fused-cpu"`` (the fused CPU tile pass), ``"triton"`` (the fused CUDA
+      kernels). A block a fused counter declined is counted under the fallback that
+      counted it (``{"numba": 1, "fused-cpu": 7}``: the fused pass declined one block).
+    - ``modes``: the fused CPU pass's blocks by how they ran: ``"mirrored"`` (leave-one-out
+      with each pair of tiles computed once, for both of its queries) or ``"one-sided"``
+      (blocks the fused counter did not report a mode for are in ``blocks`` only).
+    - ``binning``: the blocks of the second pass some pair metrics need (the negatives
+      at every positive score), by counter; empty when it did not run.
+    - ``resumed``: blocks a checkpoint gave back (counted by an earlier run, by no
+      counter of this one).
+    - ``sharded``: each rank counted its window of the gallery (this rank's record).
+
+    Results that no streamed pass computes (``evaluate_run``, ``ann_recall``, a pass
+    with only grouped recall) have an empty record. It is not part of ``config``: a
+    sharded, checkpointed or executor run gives the same values and the same
+    ``config`` as the one-process run while counting with other code, and baselines
+    and history rows compare ``config``, not the code that ran."""
+
+    blocks: Mapping[str, int] = field(default_factory=dict)
+    modes: Mapping[str, int] = field(default_factory=dict)
+    binning: Mapping[str, int] = field(default_factory=dict)
+    resumed: int = 0
+    sharded: bool = False
+
+    def __post_init__(self):
+        for name in ("blocks", "modes", "binning"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        object.__setattr__(self, "resumed", int(self.resumed))
+        object.__setattr__(self, "sharded", bool(self.sharded))
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        """Every counter that counted a block (the pass's and the binning pass's), sorted."""
+        return tuple(sorted(set(self.blocks) | set(self.binning)))
+
+    @property
+    def counter(self) -> str | None:
+        """The one counter that counted every block of the pass in this process, or None
+        (none counted one, or several did)."""
+        return next(iter(self.blocks)) if len(self.blocks) == 1 else None
+
+    @property
+    def mode(self) -> str | None:
+        """``"mirrored"`` or ``"one-sided"`` when every block of the pass was counted by
+        the fused CPU pass and each reported that mode, else None."""
+        if self.counter != "fused-cpu" or len(self.modes) != 1:
+            return None
+        (mode, n), total = next(iter(self.modes.items())), self.blocks["fused-cpu"]
+        return mode if n == total else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy."""
+        return {
+            "blocks": dict(self.blocks),
+            "modes": dict(self.modes),
+            "binning": dict(self.binning),
+            "resumed": self.resumed,
+            "sharded": self.sharded,
+        }
+
+    def __repr__(self) -> str:
+        shown = [f"blocks={dict(self.blocks)}"]
+        if self.modes:
+            shown.append(f"modes={dict(self.modes)}")
+        if self.binning:
+            shown.append(f"binning={dict(self.binning)}")
+        if self.resumed:
+            shown.append(f"resumed={self.resumed}")
+        if self.sharded:
+            shown.append("sharded=True")
+        return f"Provenance({', '.join(shown)})"
+
+    def __hash__(self) -> int:
+        return hash(
+            (
+                tuple(self.blocks.items()),
+                tuple(self.modes.items()),
+                tuple(self.binning.items()),
+                self.resumed,
+                self.sharded,
+            )
+        )
 
 
 class ByMetric(dict):
@@ -75,6 +172,10 @@ class EvaluationResult(Mapping):
       its expectation), ``n_candidates``: per-query facts from the pass.
     - ``units[name]``: ``"fraction"``, ``"rank"`` or ``"ratio"``.
     - ``config``: similarity, ties, empty-query policy, backend, block shape, budget.
+    - ``provenance``: which counter counted the pass's blocks, how many each, and how
+      the fused CPU pass ran (:class:`~retrieval_checks.engine.Provenance`; recorded by
+      the pass's loop, apart from ``config``, which does not depend on the code that
+      counted).
     - ``intervals[name]``: (low, high) for metrics computed with an interval
       (``grouped_recall@K``); ``grouped[name]``: the full
       :class:`~retrieval_checks.GroupedRecall` (groups r, size S, spread, dropped labels).
@@ -129,6 +230,9 @@ class EvaluationResult(Mapping):
     tie_values, tied_share:
         The values under each tie order and their range; the share of relevant items
         tied with a non-relevant one.
+    provenance:
+        The :class:`Provenance` of the pass (None: no pass counted this result, an
+        empty record).
 
     Raises
     ------
@@ -177,6 +281,7 @@ class EvaluationResult(Mapping):
         tie_values: dict[str, dict[str, float]] | None = None,
         tied_share: float | None = None,
         outside_queries: np.ndarray | None = None,
+        provenance: Provenance | None = None,
     ):
         self._specs = {s.name: s for s in specs}
         self._values = values
@@ -203,6 +308,12 @@ class EvaluationResult(Mapping):
         self.query_ids = query_ids
         self.tie_values = ByMetric(tie_values or {})
         self.tied_share = None if tied_share is None else float(tied_share)
+        if provenance is not None and not isinstance(provenance, Provenance):
+            raise TypeError(
+                f"provenance must be a Provenance or None, not {type(provenance).__name__}"
+            )
+        #: which counter counted the pass (:class:`Provenance`; empty: no pass)
+        self.provenance = Provenance() if provenance is None else provenance
         #: the slices of ``evaluate(..., slices=...)`` (:class:`~retrieval_checks.engine._slices.SliceSet`),
         #: else None
         self.slices = None
@@ -462,6 +573,7 @@ class EvaluationResult(Mapping):
                 k: {kind: clean(x) for kind, x in v.items()} for k, v in self.tie_values.items()
             },
             "tied_share": self.tied_share,
+            "provenance": self.provenance.to_dict(),
         }
         if self.slices is not None:
             out["slices"] = self.slices.to_dict()

@@ -343,6 +343,7 @@ def subset_result(
         else np.asarray(result.query_label_codes)[idx],
         label_values=result.label_values,
         query_ids=None if result.query_ids is None else np.asarray(result.query_ids)[idx],
+        provenance=result.provenance,  # the slice's values come from the same pass
     )
 
 

@@ -476,7 +476,7 @@ def _pair_values(req, rel, problem, totals, use_kernels, binning=None):
             counts.fp_at = (
                 binning(counts)
                 if binning is not None
-                else binning_pass(problem, counts, totals.counter)
+                else binning_pass(problem, counts, totals.counter, record=totals.binning)
             )
             value, thr, detail, _ = pair_metric(s, counts)
         values[s.name], thresholds[s.name] = value, thr
@@ -611,6 +611,7 @@ def aggregate_result(
         query_label_codes=rel.q_codes,
         label_values=rel.label_values,
         query_ids=query_ids,
+        provenance=totals.provenance(),
     )
 
 

@@ -26,6 +26,7 @@ from ._counting import PairRequest, select
 from ._executor import executor_parts
 from ._partial import BlockPartial, FirstRanks
 from ._reduce import LOCAL
+from ._result import Provenance
 
 __all__ = [
     "FirstRanks",
@@ -91,7 +92,9 @@ class PassTotals:
     metrics monotone in rank; computed apart for ``map@K``, which is not).
     ``first_rank`` (pessimistic and optimistic) and ``first_group`` (relevant items
     tied with the best one) describe each query's best relevant item; ``n_tied`` counts
-    relevant items tied with at least one non-relevant item."""
+    relevant items tied with at least one non-relevant item. :meth:`provenance`: which
+    counter counted the merged blocks (each block names it, :func:`._blocks.run_block`),
+    how many each, and the blocks a checkpoint gave back."""
 
     def __init__(
         self,
@@ -133,12 +136,28 @@ class PassTotals:
         )
         self.fixed_fp = np.zeros(len(self.fixed), np.int64)
         self.counter = None  # the pass's counter (set by stream)
+        self.counted: dict[str, int] = {}  # counter name -> blocks it counted (merged here)
+        self.modes: dict[str, int] = {}  # the fused CPU pass's mode -> its blocks
+        self.binning: dict[str, int] = {}  # the binning pass's counter -> its blocks
+        self.resumed = 0  # blocks a checkpoint gave back
+        self.sharded = False
         # the items of each query's ranking, every one judged (bpref; set by stream)
         self.n_ranked: np.ndarray | None = None
 
-    def add(self, part: BlockPartial) -> None:
-        """Merge one block's partial result."""
+    def add(self, part: BlockPartial, resumed: bool = False) -> None:
+        """Merge one block's partial result (``resumed``: a checkpoint gave it back)."""
         start, stop = part.start, part.stop
+        if resumed:
+            self.resumed += 1
+        elif part.counter is None:  # never claim a counter nobody recorded
+            raise RuntimeError(
+                f"the block of queries [{start}, {stop}) names no counter: every block task goes "
+                "through _blocks.run_block, which records the counter that counted it"
+            )
+        else:
+            self.counted[part.counter] = self.counted.get(part.counter, 0) + 1
+            if part.mode is not None:
+                self.modes[part.mode] = self.modes.get(part.mode, 0) + 1
         counts = np.diff(part.indptr)
         rid = np.repeat(np.arange(stop - start, dtype=np.int64), counts)
         view = _Items(rid, part.position, part.rank, part.tied, counts)
@@ -238,6 +257,10 @@ class PassTotals:
         self.tie_values["min"][name][start:stop] = lo
         self.tie_values["max"][name][start:stop] = hi
 
+    def provenance(self) -> Provenance:
+        """What counted the blocks merged so far (and the binning pass's)."""
+        return Provenance(self.counted, self.modes, self.binning, self.resumed, self.sharded)
+
     def pair_request(self) -> PairRequest | None:
         """What the next block computes for the pair metrics (None: no pair metric)."""
         if not self.want_pairs:
@@ -302,6 +325,7 @@ def stream(
         unranked,
     )
     totals.counter = counter  # the binning pass counts with it too
+    totals.sharded = not reduce.local
     # each query ranks the gallery less its own items (self-exclusion, identical ids)
     totals.n_ranked = problem.n_g - problem.self_pairs.row_counts()
     # checkpointed and executor blocks are the plan's (a checkpoint's files are keyed by them)
@@ -314,7 +338,7 @@ def stream(
     if store is not None and blocks:
         done = int(reduce("finished", np.array([store.finished(blocks)], np.int64))[0])
         for start, stop in blocks[:done]:
-            totals.add(store.load(start, stop))
+            totals.add(store.load(start, stop), resumed=True)
     if executor is not None:
         parts = executor_parts(executor, problem, counter, blocks[done:])
     else:
@@ -356,13 +380,18 @@ def each_block(
             bar.close()
 
 
-def binning_pass(problem: Problem, counts: PairCounts, counter, reduce=LOCAL) -> np.ndarray:
+def binning_pass(
+    problem: Problem, counts: PairCounts, counter, reduce=LOCAL, record: dict | None = None
+) -> np.ndarray:
     """Negatives at or above every unique positive score, from a second pass (over
-    every rank: ``reduce``'s ``bins``)."""
+    every rank: ``reduce``'s ``bins``); ``record`` (a pass's :attr:`PassTotals.binning`)
+    counts the blocks each counter binned."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
     for start, stop in each_block(problem, plan_blocks(problem.n_q, block_rows(problem, counter))):
-        run_binning_block(problem, start, stop, counter, u, hist, reduce)
+        name = run_binning_block(problem, start, stop, counter, u, hist, reduce)
+        if record is not None:
+            record[name] = record.get(name, 0) + 1
     hist = reduce("bins", hist)
     # negatives >= u[t] are those with more than t positives <= them
     return np.cumsum(hist[::-1])[::-1][1:]

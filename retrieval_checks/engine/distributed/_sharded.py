@@ -507,7 +507,9 @@ def _run(
         use_kernels,
         ids,
         opts["relevance_level"],
-        binning=lambda counts: binning_pass(problem, counts, totals.counter, Ranks(comm, layout)),
+        binning=lambda counts: binning_pass(
+            problem, counts, totals.counter, Ranks(comm, layout), record=totals.binning
+        ),
         extra_config={"world_size": comm.world},
         grouped_values=sharded_grouped_values(comm, problem, layout, loo),
     )
