@@ -28,8 +28,11 @@ torch on CPU under each ``RC_CPU_COUNTER`` (scored; fused and auto:
 which holds a small problem in one block; its path checks the option's plumbing);
 then the queries permuted (each per-query value moves with its query), and the
 gallery permuted (every metric here is invariant: ties are broken by relevance, never
-by position). ``test_every_metric.py`` checks that each path reaches the counter it is
-named after. A test passes ``paths=`` to run a part (a hypothesis test draws one path
+by position). Every run of a path checks its result's ``provenance``: only the
+counters the path may reach counted its blocks (:attr:`EnginePath.counters`; a fused
+path's fallback included, for the problems the fused pass does not serve), and
+``test_every_metric.py`` checks that each path's blocks are all counted by the counter
+it is named after. A test passes ``paths=`` to run a part (a hypothesis test draws one path
 per example, as the tests did before the harness, so the suite costs what it did).
 
 Metric lists come from the registry (:func:`registered`, :func:`instances`), so a metric
@@ -63,6 +66,7 @@ from reference import (
 )
 
 import retrieval_checks as rc
+from retrieval_checks.engine import _kernels
 from retrieval_checks.metrics import FAMILIES
 
 EXACT_ATOL = 1e-12
@@ -359,28 +363,93 @@ def _env(name, value):
             os.environ[name] = old
 
 
+#: the CPU kernels' counter in a result's provenance: numba or numpy, whichever
+#: ``_kernels.ACCELERATOR`` is when the pass runs
+KERNELS = "kernels"
+
+
+@contextlib.contextmanager
+def _torch_threads(most: int | None):
+    """At most ``most`` torch threads inside (None: as they are)."""
+    if most is None:
+        yield
+        return
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(min(old, most))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 @dataclass(frozen=True)
 class EnginePath:
     """One way through the engine: ``rc.evaluate`` keywords, and ``RC_CPU_COUNTER``
-    (None: left as it is)."""
+    (None: left as it is). ``counters``: the counters that may count its blocks (a
+    result's ``provenance.blocks``; :data:`KERNELS` for the CPU kernels), checked on
+    every run (None: not checked)."""
 
     name: str
     kwargs: tuple = ()
     counter: str | None = None
     torch: bool = False
+    counters: frozenset | None = None
+    threads: int | None = None  # at most this many torch threads while it runs
 
     def run(self, call, **kw):
         if self.torch:
             pytest.importorskip("torch")
-        with _env("RC_CPU_COUNTER", self.counter) if self.counter else contextlib.nullcontext():
-            return call(**dict(self.kwargs), **kw)
+        with (
+            _env("RC_CPU_COUNTER", self.counter) if self.counter else contextlib.nullcontext(),
+            _torch_threads(self.threads),
+        ):
+            result = call(**dict(self.kwargs), **kw)
+        self.check_counters(result)
+        return result
+
+    def allowed(self) -> set[str] | None:
+        """The provenance names of :attr:`counters` (None: not checked)."""
+        if self.counters is None:
+            return None
+        return {_kernels.ACCELERATOR if c == KERNELS else c for c in self.counters}
+
+    def check_counters(self, result) -> None:
+        """Only the counters this path may reach counted ``result``'s blocks (results
+        without a streamed pass, or without a provenance, have nothing to check)."""
+        allowed, provenance = self.allowed(), getattr(result, "provenance", None)
+        if allowed is None or provenance is None:
+            return
+        auto = dict(self.kwargs).get("device", "auto") == "auto"
+        if auto and "cuda" in str(result.config.get("backend", "")):
+            allowed = {"torch", "triton"}  # the device the machine chose: CUDA
+        assert set(provenance.counters) <= allowed, (
+            f"path {self.name}: counted by {dict(provenance.blocks)} "
+            f"(binning {dict(provenance.binning)}), expected only {sorted(allowed)}"
+        )
 
     def __repr__(self):
         return self.name
 
 
-def _p(name, counter=None, **kw):
-    return EnginePath(name, tuple(kw.items()), counter, kw.get("device") == "torch-cpu")
+def _counters_of(kw, counter) -> frozenset | None:
+    """The counters a path's options may reach on the CPU (``device="auto"`` on a CUDA
+    machine: :meth:`EnginePath.check_counters` allows the CUDA counters; another device:
+    None, not checked)."""
+    device = kw.get("device", "auto")
+    if device not in ("numpy", "torch-cpu", "cpu", "auto"):
+        return None
+    if not kw.get("_use_kernels", True):
+        return frozenset({"torch"})
+    if device == "numpy" or counter == "scored":
+        return frozenset({KERNELS})
+    return frozenset({KERNELS, "fused-cpu"})  # declined blocks: the kernels count them
+
+
+def _p(name, counter=None, threads=None, **kw):
+    torch = kw.get("device") == "torch-cpu"
+    return EnginePath(name, tuple(kw.items()), counter, torch, _counters_of(kw, counter), threads)
 
 
 RANK_PATHS = (
@@ -391,7 +460,10 @@ RANK_PATHS = (
     _p("torch-auto", "auto", device="torch-cpu"),
     _p("tile-1x7", device="numpy", tile=(1, 7)),
     _p("tile-3x5-vectorised", device="numpy", tile=(3, 5), _use_kernels=False),
-    _p("tile-2x3-torch-fused", "fused", device="torch-cpu", tile=(2, 3)),
+    # blocks of 4 rows on 2 workers: panels of 2 rows (the fused pass declines a block
+    # of 1-row panels where their products are not the scored path's bits, as with
+    # blocks of 2 rows on 2 workers: then the scored counter would count every block)
+    _p("tile-4x3-torch-fused", "fused", 2, device="torch-cpu", tile=(4, 3)),
     _p("max_memory-1MiB", device="numpy", max_memory="1MiB"),
 )
 #: the paths of a problem drawn by hypothesis: one per example (tests/engine)

@@ -13,6 +13,8 @@ every problem under both tie policies.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import harness
 import numpy as np
 import pytest
@@ -236,40 +238,45 @@ def test_registered_kinds():
     assert registered("pair") == PAIR_FAMILIES
 
 
-COUNTER_OF_PATH = {
-    "numpy": "CpuCounter",
-    "numpy-vectorised": "TorchCounter",
-    "torch-scored": "CpuCounter",
-    "torch-fused": "FusedCpuCounter",
-    "tile-3x5-vectorised": "TorchCounter",
-    "tile-2x3-torch-fused": "FusedCpuCounter",
+COUNTER_OF_PATH = {  # the counter that counts every block of the path's pass (KERNELS: numba)
+    "numpy": harness.KERNELS,
+    "numpy-vectorised": "torch",
+    "torch-scored": harness.KERNELS,
+    "torch-fused": "fused-cpu",
+    "tile-1x7": harness.KERNELS,
+    "tile-3x5-vectorised": "torch",
+    "tile-4x3-torch-fused": "fused-cpu",
+    "max_memory-1MiB": harness.KERNELS,
 }
 
 
-def test_each_path_reaches_the_counter_it_is_named_after(monkeypatch):
-    """A path that silently ran another counter would test nothing new: the counter each
-    pass selects is watched (the selection itself runs unchanged)."""
+def test_each_path_reaches_the_counter_it_is_named_after():
+    """A path that silently ran another counter would test nothing new: every block of
+    each named path's pass is counted by its counter (the result's provenance, which
+    names the counter that counted each block, a fused counter's declined blocks under
+    its fallback), and every path's counters are among those it may reach."""
     pytest.importorskip("torch")
-    from retrieval_checks.engine import _kernels, _stream
+    from retrieval_checks.engine import _kernels
 
     if _kernels.ACCELERATOR != "numba":
         pytest.skip("the fused CPU counter needs the compiled (numba) kernels")
-    chosen = []
-    select = _stream.select
-
-    def watched(*args, **kwargs):
-        counter = select(*args, **kwargs)
-        chosen.append(type(counter).__name__)
-        return counter
-
-    monkeypatch.setattr(_stream, "select", watched)
     problem = RANK_CASES["ties-split-ids"]()
     for p in RANK_PATHS:
-        chosen.clear()
-        p.run(problem.evaluate, metrics=["map"])
-        assert chosen, p.name
+        res = p.run(problem.evaluate, metrics=["map"])  # checks p's counters
+        assert res.provenance.blocks, p.name
         if p.name in COUNTER_OF_PATH:
-            assert set(chosen) == {COUNTER_OF_PATH[p.name]}, (p.name, chosen)
+            want = COUNTER_OF_PATH[p.name]
+            want = _kernels.ACCELERATOR if want == harness.KERNELS else want
+            assert res.provenance.counter == want, (p.name, res.provenance)
+
+
+def test_a_path_that_reaches_another_counter_fails():
+    """The harness's counter check can fail: a path that may reach only the torch
+    counter, run on the CPU kernels."""
+    problem = RANK_CASES["ties-split-ids"]()
+    wrong = replace(harness.PATHS_BY_NAME["numpy"], counters=frozenset({"torch"}))
+    with pytest.raises(AssertionError, match="expected only"):
+        wrong.run(problem.evaluate, metrics=["map"])
 
 
 def test_the_harness_fails_on_a_wrong_value():
