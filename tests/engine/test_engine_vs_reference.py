@@ -230,19 +230,15 @@ def test_the_oracles_threshold_sweep_equals_one_sum_per_threshold(seed):
 
 @pytest.mark.parametrize("kernels", [True, False])
 def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels, monkeypatch):
-    """A tail too small to certify the answer triggers the second pass; same answer."""
-    from retrieval_checks.engine import _stages, _stream
+    """A tail too small to certify the answer triggers the second pass (its blocks in the
+    result's provenance, counted by the pass's counter); same answer."""
+    from retrieval_checks.engine import _stream
 
     rng = np.random.default_rng(7)
     X = rng.normal(size=(300, 3)).astype(np.float32)
     y = rng.integers(0, 3, 300)
     _, pos, neg = reference(X, X, y, y, [], q_ids=np.arange(300), g_ids=np.arange(300))
     monkeypatch.setattr(_stream, "tail_capacity", lambda specs, n: 5)  # force an uncertifiable tail
-    passes = []
-    binning = _stages.binning_pass  # the pair stage's second pass
-    monkeypatch.setattr(
-        _stages, "binning_pass", lambda *a, **k: passes.append(1) or binning(*a, **k)
-    )
     res = rc.evaluate(
         X,
         query_labels=y,
@@ -250,7 +246,12 @@ def test_precision_at_recall_falls_back_to_an_exact_binning_pass(kernels, monkey
         tile=(37, 64),
         _use_kernels=kernels,
     )
-    assert passes, "the second, binning pass did not run"
+    # the second pass ran, on the pass's counter and blocks (the fused CPU pass's one
+    # mirrored task by default, the torch counter's 9 blocks without the kernels)
+    assert res.provenance.binning, "the second, binning pass did not run"
+    assert res.provenance.binning == res.provenance.blocks
+    if not kernels:
+        assert dict(res.provenance.binning) == {"torch": 9}
     assert res["precision_at_recall@0.5"] == pytest.approx(
         pair_reference(pos, neg, "precision_at_recall@0.5")
     )
