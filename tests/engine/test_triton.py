@@ -65,9 +65,21 @@ def counting(request, monkeypatch):
     return request.param
 
 
+def _on_the_kernel(result, blocks=None):
+    """Every block of ``result``'s pass was counted by the fused kernel (its provenance:
+    a block the kernel handed back to the torch path would be counted as ``torch``);
+    ``blocks``: how many."""
+    assert result.provenance.counter == "triton", (
+        f"the fused kernel did not run: {result.provenance}"
+    )
+    if blocks is not None:
+        assert result.provenance.blocks["triton"] == blocks, result.provenance
+
+
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the blocks the fused kernel ran."""
+    """Counts the blocks the fused kernel ran in a pass that makes no result (the
+    first-rank pass of image-text); a result says it in its provenance (:func:`_on_the_kernel`)."""
     calls = []
     real = _triton.run_block_triton
 
@@ -174,7 +186,7 @@ def _same(a, b):
 @pytest.mark.parametrize("kind", ["float", "int"])
 @pytest.mark.parametrize("screen", [False, True])
 def test_leave_one_out_equals_cpu_kernels_and_torch_path(
-    similarity, kind, screen, spy, counting, replay
+    similarity, kind, screen, counting, replay
 ):
     """Leave-one-out on the fused kernel equals the CPU kernels and the torch path, per
     query, under ties="pessimistic" and ties="average". The launches (count_arrays) take
@@ -207,8 +219,8 @@ def test_leave_one_out_equals_cpu_kernels_and_torch_path(
             tile=(40, 16),
         )
     assert replay == {"runs": 2, "replays": 2}, replay  # the same launches, replayed
-    assert spy and all(spy), "the fused kernel did not run"
-    assert len(spy) == 4, spy
+    _on_the_kernel(fused, blocks=2)
+    _on_the_kernel(fused_avg, blocks=2)
     _same(fused, ref)
     _same(fused, torch_path)
     _same(
@@ -218,7 +230,7 @@ def test_leave_one_out_equals_cpu_kernels_and_torch_path(
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "neg_l2"])
-def test_separate_gallery_with_ids_equals_reference(similarity, spy):
+def test_separate_gallery_with_ids_equals_reference(similarity):
     rng = np.random.default_rng(5)
     Q = _data("int", rng, 37, 9)
     G = np.concatenate([Q[:20], _data("int", rng, 50, 9)])  # queries found in the gallery, by id
@@ -231,7 +243,7 @@ def test_separate_gallery_with_ids_equals_reference(similarity, spy):
     ref = _evaluate(Q, ql, device="numpy", kernels=True, **kw)
     with _triton.on_cpu():
         fused = _evaluate(Q, ql, device="torch-cpu", kernels=False, **kw)
-    assert spy and all(spy)
+    _on_the_kernel(fused)
     _same(fused, ref)
 
 
@@ -597,7 +609,7 @@ def _values(r, metrics):
         ("dot", "int", "tf32"),
     ],
 )
-def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen, spy, counting):
+def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen, counting):
     """Pair metrics (fixed thresholds, the negative tail, the binning pass) on the fused
     kernel: equal to the CPU kernels and to the torch path, fp32 and screened."""
     rng = np.random.default_rng(zlib.crc32(f"pairs-{similarity}-{kind}".encode()))
@@ -609,7 +621,7 @@ def test_pair_metrics_equal_cpu_kernels_and_torch_path(similarity, kind, screen,
     torch_path = rc.evaluate(X, device="torch-cpu", _use_kernels=False, tile=(40, 16), **kw)
     with _triton.on_cpu(screen=screen):
         fused = rc.evaluate(X, device="torch-cpu", _use_kernels=False, tile=(40, 16), **kw)
-    assert spy and all(spy), "the fused kernel did not run"
+    _on_the_kernel(fused, blocks=2)
     assert _values(fused, PAIR_METRICS) == _values(ref, PAIR_METRICS)
     assert _values(fused, PAIR_METRICS) == _values(torch_path, PAIR_METRICS)
     for m in PAIR_METRICS[2:]:
@@ -624,9 +636,6 @@ def test_precision_at_recall_binning_pass_runs_on_the_kernel(monkeypatch):
     monkeypatch.setattr(
         _stream, "tail_capacity", lambda specs, n_positive: 1
     )  # a tail too short to certify
-    calls = []
-    real = _triton.run_binning_triton
-    monkeypatch.setattr(_triton, "run_binning_triton", lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(4)
     X = _data("float", rng, 60, 10)  # three blocks of 24 queries
     y = rng.integers(0, 5, size=60)
@@ -638,7 +647,9 @@ def test_precision_at_recall_binning_pass_runs_on_the_kernel(monkeypatch):
     ref = rc.evaluate(X, device="numpy", **kw)
     with _triton.on_cpu():
         fused = rc.evaluate(X, device="torch-cpu", _use_kernels=False, tile=(24, 16), **kw)
-    assert calls, "the binning pass did not run on the kernel"
+    assert fused.provenance.binning.get("triton"), (
+        f"the binning pass did not run on the kernel: {fused.provenance}"
+    )
     assert fused["precision_at_recall@0.8"] == ref["precision_at_recall@0.8"]
     assert fused["precision_at_recall@0.3"] == ref["precision_at_recall@0.3"]
 
@@ -735,7 +746,7 @@ def _explicit(rng, n_q, n_g, per):
         ("dot", "float", "tf32"),
     ],
 )
-def test_explicit_relevance_equals_reference(similarity, kind, screen, spy, counting):
+def test_explicit_relevance_equals_reference(similarity, kind, screen, counting):
     rng = np.random.default_rng(zlib.crc32(f"csr-{similarity}-{kind}".encode()))
     Q, G = _data(kind, rng, 41, 10), _data(kind, rng, 77, 10)
     rel = _explicit(rng, 41, 77, 6)
@@ -744,14 +755,14 @@ def test_explicit_relevance_equals_reference(similarity, kind, screen, spy, coun
     ref = rc.evaluate(Q, G, device="numpy", **kw)
     with _triton.on_cpu(screen=screen):
         fused = rc.evaluate(Q, G, device="torch-cpu", _use_kernels=False, tile=(16, 32), **kw)
-    assert spy and all(spy)
+    _on_the_kernel(fused)
     for m in METRICS:
         np.testing.assert_array_equal(fused.per_query[m], ref.per_query[m], err_msg=m)
     assert fused["pair_recall@t=0.5"] == ref["pair_recall@t=0.5"]
     assert fused["recall_at_precision@0.5"] == ref["recall_at_precision@0.5"]
 
 
-def test_explicit_relevance_with_ids_and_graded_relevance(spy):
+def test_explicit_relevance_with_ids_and_graded_relevance():
     """Graded explicit relevance (nDCG gains, level 2) with self pairs removed by id."""
     rng = np.random.default_rng(13)
     X = _data("int", rng, 60, 8)
@@ -774,11 +785,11 @@ def test_explicit_relevance_with_ids_and_graded_relevance(spy):
         ref = rc.evaluate(X, X, device="numpy", **kw)
         with _triton.on_cpu():
             fused = rc.evaluate(X, X, device="torch-cpu", _use_kernels=False, **kw)
+        _on_the_kernel(fused)
         for m in metrics:
             np.testing.assert_array_equal(
                 fused.per_query[m], ref.per_query[m], err_msg=f"{m} level {level}"
             )
-    assert spy and all(spy)
 
 
 def test_first_relevant_ranks_run_on_the_kernel_through_explicit_relevance(spy):
@@ -806,7 +817,7 @@ def test_first_relevant_ranks_run_on_the_kernel_through_explicit_relevance(spy):
     assert spy and all(spy)
 
 
-def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy, monkeypatch):
+def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(monkeypatch):
     """No score block in memory: the fused pass runs fewer, larger blocks (pair metrics
     keep the plan's), and per-query values do not change. The kernel's own tile is
     32x64 (the interpreter's cost is per program; the blocks are what is checked)."""
@@ -818,11 +829,11 @@ def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy, monke
     ref = _evaluate(X, y, similarity="cosine", device="numpy", kernels=True, tile=(16, 64))
     with _triton.on_cpu():
         got = _evaluate(X, y, similarity="cosine", device="torch-cpu", kernels=False, tile=(16, 64))
-    assert spy and all(spy) and len(spy) < n // 16 // 2, len(spy)
+    _on_the_kernel(got)
+    assert got.provenance.blocks["triton"] < n // 16 // 2, got.provenance
     _same(got, ref)
-    del spy[:]
     with _triton.on_cpu():
-        rc.evaluate(
+        pairs = rc.evaluate(
             X,
             query_labels=y,
             metrics=["map", "pair_recall@t=0.5"],
@@ -830,10 +841,10 @@ def test_fused_kernel_takes_larger_query_blocks_with_the_same_results(spy, monke
             tile=(16, 64),
             _use_kernels=False,
         )
-    assert len(spy) == -(-n // 16)
+    _on_the_kernel(pairs, blocks=-(-n // 16))  # the plan's blocks
 
 
-def test_tile_shape_from_the_environment(monkeypatch, spy):
+def test_tile_shape_from_the_environment(monkeypatch):
     monkeypatch.delenv("RC_TRITON_TILE", raising=False)
     assert _triton.tile_shape() == _triton.TILE_INTERPRET
     monkeypatch.setenv("RC_TRITON_TILE", "32x16x64")
@@ -843,7 +854,7 @@ def test_tile_shape_from_the_environment(monkeypatch, spy):
     y = rng.integers(0, 4, 50)
     with _triton.on_cpu():
         got = _evaluate(X, y, similarity="dot", device="torch-cpu", kernels=False)
-    assert spy and all(spy)
+    _on_the_kernel(got)
     _same(got, _evaluate(X, y, similarity="dot", device="numpy", kernels=True))
     for bad in ("32x64", "48x64x32", "8x64x32", "32x64x512", "big"):
         monkeypatch.setenv("RC_TRITON_TILE", bad)
@@ -860,7 +871,7 @@ def _codes(rng, n, bits):
 
 @pytest.mark.default_cases(dict(bits=64, counting="linear"), dict(bits=150, counting="search"))
 @pytest.mark.parametrize("bits", [64, 150])
-def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting, monkeypatch):
+def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, counting, monkeypatch):
     """Packed binary codes: -Hamming tiles by popcount in the kernel (exact integers,
     tie-heavy), leave-one-out, a separate gallery with ids, explicit relevance and pair
     metrics, equal to the CPU path. 32x64 tiles: the 90 codes still span 3 x 2 tiles
@@ -890,12 +901,12 @@ def test_hamming_codes_on_the_kernel_equal_the_cpu_kernels(bits, spy, counting, 
         ref = rc.evaluate(*args, device="numpy", **kw)
         with _triton.on_cpu(screen="bf16"):  # screening does not apply to integer scores: ignored
             got = rc.evaluate(*args, device="torch-cpu", _use_kernels=False, **kw)
+        _on_the_kernel(got)
         for m in METRICS:
             np.testing.assert_array_equal(got.per_query[m], ref.per_query[m], err_msg=m)
         for m in metrics[len(METRICS) :]:
             assert got[m] == ref[m], m
         assert ref.tied_share > 0.1  # ties are exercised
-    assert spy and all(spy)
 
 
 @pytest.mark.parametrize("var,value", [("RC_TRITON_SCREEN", "bogus"), ("RC_TRITON_TILE", "8x8x8")])

@@ -7,8 +7,8 @@ rows, 1- and 1000-bit Hamming codes and other tile shapes.
 
 Every case is compared with ``==`` against two independent paths: the CPU kernels
 (``device="numpy"``) and the torch path without the kernel (``_use_kernels=False``
-outside :func:`_triton.on_cpu`); a spy on ``run_block_triton`` proves the kernel ran
-(or, with 9 self items, that it handed the block back to the torch path).
+outside :func:`_triton.on_cpu`); the result's provenance proves the kernel counted every
+block (or, with 9 self items, that it handed the block back to the torch path).
 
 Cost: about 21 CPU-s for the default run (issue 27: 119 worker-s before), each problem
 sized by the tiles it must cross (16 x 32 tiles in the interpreter: 20 items span 2 x 1
@@ -55,36 +55,21 @@ PAIRS = [
 TIES = ["pessimistic", "optimistic", "average"]
 
 
-@pytest.fixture
-def spy(monkeypatch):
-    """One entry per block the fused kernel was asked for: True when it ran it."""
-    calls = []
-    real = _triton.run_block_triton
-
-    def wrapped(p, start, stop, *rest):
-        out = real(p, start, stop, *rest)
-        calls.append(out is not None)
-        return out
-
-    monkeypatch.setattr(_triton, "run_block_triton", wrapped)
-    return calls
-
-
 def _ints(rng, n, d, lo=-2, hi=3):
     """Small integers: exact products in any summation order, many ties."""
     return rng.integers(lo, hi, size=(n, d)).astype(np.float32)
 
 
-def _check(spy, args, *, metrics=RANKED, screen=0, tile=None, fused=True, **kw):
-    """The kernel's values equal the CPU kernels' and the torch path's, with ``==``."""
+def _check(args, *, metrics=RANKED, screen=0, tile=None, fused=True, **kw):
+    """The kernel's values equal the CPU kernels' and the torch path's, with ``==``;
+    every block was counted by the kernel (``fused``), or none (handed back to the torch
+    path), as the result's provenance records it."""
     kw = dict(metrics=metrics, empty_queries="skip", **kw)
     ref = rc.evaluate(*args, device="numpy", **kw)
     torch_path = rc.evaluate(*args, device="torch-cpu", _use_kernels=False, tile=tile, **kw)
-    del spy[:]
     with _triton.on_cpu(screen=screen):
         got = rc.evaluate(*args, device="torch-cpu", _use_kernels=False, tile=tile, **kw)
-    assert spy, "no block reached the fused kernel"
-    assert all(spy) if fused else not any(spy), spy
+    assert got.provenance.counter == ("triton" if fused else "torch"), got.provenance
     for m in metrics:
         if m in ref.per_query:
             np.testing.assert_array_equal(got.per_query[m], ref.per_query[m], err_msg=m)
@@ -105,30 +90,27 @@ def _same_tie_values(got, *refs):
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
-def test_tiny_shapes(similarity, spy):
+def test_tiny_shapes(similarity):
     """One query against a gallery beyond one 32-column tile; d = 1 (dot, neg_l2: cosine
     refuses zero rows) and d = 17, not a multiple of BLOCK_K = 16 (two k-steps, the
     second partial), over a partial second row tile."""
     rng = np.random.default_rng(1)
     X = _ints(rng, 40, 6)
     y = rng.integers(0, 4, 40)
-    _check(spy, (X[:1], X), query_labels=y[:1], gallery_labels=y, similarity=similarity)
+    _check((X[:1], X), query_labels=y[:1], gallery_labels=y, similarity=similarity)
     if similarity != "cosine":
-        _check(
-            spy, (_ints(rng, 20, 1),), query_labels=rng.integers(0, 3, 20), similarity=similarity
-        )
-    _check(spy, (_ints(rng, 20, 17),), query_labels=rng.integers(0, 3, 20), similarity=similarity)
+        _check((_ints(rng, 20, 1),), query_labels=rng.integers(0, 3, 20), similarity=similarity)
+    _check((_ints(rng, 20, 17),), query_labels=rng.integers(0, 3, 20), similarity=similarity)
 
 
 # the tile edges are the same masks under every similarity: dot by default
 @pytest.mark.default_cases(dict(similarity="dot"))
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
-def test_galleries_around_one_tile(similarity, spy):
+def test_galleries_around_one_tile(similarity):
     """Galleries below one 32-column tile, of exactly one and of one more."""
     rng = np.random.default_rng(1)
     for n in (6, 31, 32, 33):
         _check(
-            spy,
             (_ints(rng, n, 5),),
             query_labels=rng.integers(0, 3, n),
             similarity=similarity,
@@ -144,12 +126,11 @@ def test_galleries_around_one_tile(similarity, spy):
 )
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("ties", TIES)
-def test_everything_tied(similarity, ties, spy):
+def test_everything_tied(similarity, ties):
     """All embeddings identical: every score ties, under every tie policy and screening."""
     rng = np.random.default_rng(2)
     X = np.ones((20, 7), np.float32)  # 2 x 1 tiles, the second partial
     got, _ = _check(
-        spy,
         (X,),
         query_labels=rng.integers(0, 3, 20),
         similarity=similarity,
@@ -163,20 +144,19 @@ def test_everything_tied(similarity, ties, spy):
 # through tie_values), the others with --rc-exhaustive
 @pytest.mark.default_cases(dict(ties="average"))
 @pytest.mark.parametrize("ties", TIES)
-def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties, spy):
+def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties):
     rng = np.random.default_rng(3)
     X = _ints(rng, 30, 6)
     y = np.arange(30)
     y[:10] = 0  # ten queries with nine relevant items each, twenty with none
     for mode in ("skip", "zero"):
         kw = dict(query_labels=y, similarity="dot", ties=ties)
-        del spy[:]
         with _triton.on_cpu():
             got = rc.evaluate(
                 X, metrics=RANKED, device="torch-cpu", _use_kernels=False, empty_queries=mode, **kw
             )
         ref = rc.evaluate(X, metrics=RANKED, device="numpy", empty_queries=mode, **kw)
-        assert spy and all(spy)
+        assert got.provenance.counter == "triton", got.provenance
         for m in RANKED:
             np.testing.assert_array_equal(got.per_query[m], ref.per_query[m], err_msg=f"{m} {mode}")
         _same_tie_values(got, ref)
@@ -193,9 +173,7 @@ def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties, spy):
             _use_kernels=False,
             empty_queries="error",
         )
-    _check(
-        spy, (X,), query_labels=np.zeros(30, int), similarity="dot", ties=ties
-    )  # every item relevant
+    _check((X,), query_labels=np.zeros(30, int), similarity="dot", ties=ties)  # every item relevant
 
 
 @pytest.mark.default_cases(
@@ -205,21 +183,21 @@ def test_empty_and_all_relevant_rows_in_every_empty_queries_mode(ties, spy):
 )
 @pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
 @pytest.mark.parametrize("ties", TIES)
-def test_many_relevant_beside_few_in_one_block(screen, ties, spy):
+def test_many_relevant_beside_few_in_one_block(screen, ties):
     """19 relevant items in some rows (over LINEAR_MAX: binary-search counting) and 1 in
     the others, in the same block of 2 x 1 tiles; integer (tied) and float data."""
     rng = np.random.default_rng(4)
     y = np.concatenate([np.zeros(20, int), np.arange(1, 11) // 2 + 1])
-    _check(spy, (_ints(rng, 30, 8),), query_labels=y, similarity="cosine", ties=ties, screen=screen)
+    _check((_ints(rng, 30, 8),), query_labels=y, similarity="cosine", ties=ties, screen=screen)
     Xf = rng.standard_normal((30, 8)).astype(np.float32)
     Xf[1::4] = Xf[0::4]
-    _check(spy, (Xf,), query_labels=y, similarity="neg_l2", ties=ties, screen=screen)
+    _check((Xf,), query_labels=y, similarity="neg_l2", ties=ties, screen=screen)
 
 
 @pytest.mark.default_cases(dict(r=16, ties="average"), dict(r=17, ties="average"))
 @pytest.mark.parametrize("r", [16, 17])
 @pytest.mark.parametrize("ties", TIES)
-def test_linear_counting_boundary(r, ties, monkeypatch, spy):
+def test_linear_counting_boundary(r, ties, monkeypatch):
     """Rows with exactly LINEAR_MAX (16) relevant items (the linear count) and with one
     more (binary search), beside rows with one, in one block of 2 x 1 tiles. The counts
     do not depend on the tie policy: ``average`` checks every policy's values through
@@ -233,7 +211,6 @@ def test_linear_counting_boundary(r, ties, monkeypatch, spy):
     rng = np.random.default_rng(r)
     y = np.concatenate([np.zeros(r + 1, int), np.arange(1, 15) // 2 + 1])
     _check(
-        spy,
         (_ints(rng, y.size, 5),),
         query_labels=y,
         similarity="dot",
@@ -245,7 +222,7 @@ def test_linear_counting_boundary(r, ties, monkeypatch, spy):
 
 
 @pytest.mark.parametrize("k,fused", [(8, True), (9, False)])
-def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused, spy):
+def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused):
     """A query with k gallery items carrying its id: 8 are masked in the kernel, 9 send
     the block to the torch path; the numbers are the same either way."""
     rng = np.random.default_rng(5)
@@ -254,7 +231,6 @@ def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused, spy):
     gid[:k] = 0
     gid[20 : 20 + k] = 1
     _check(
-        spy,
         (Q, G),
         query_labels=rng.integers(0, 3, 20),
         gallery_labels=rng.integers(0, 3, 50),
@@ -268,7 +244,6 @@ def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused, spy):
     qid = np.arange(50)
     qid[:k] = 7  # leave-one-out with k queries sharing one id
     _check(
-        spy,
         (X,),
         query_labels=rng.integers(0, 3, 50),
         query_ids=qid,
@@ -277,12 +252,11 @@ def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused, spy):
     )
 
 
-def test_duplicate_gallery_ids_and_no_ids(spy):
+def test_duplicate_gallery_ids_and_no_ids():
     rng = np.random.default_rng(6)
     Q, G = _ints(rng, 25, 5), _ints(rng, 70, 5)
     ql, gl = rng.integers(0, 3, 25), rng.integers(0, 3, 70)
     _check(
-        spy,
         (Q, G),
         query_labels=ql,
         gallery_labels=gl,
@@ -290,9 +264,8 @@ def test_duplicate_gallery_ids_and_no_ids(spy):
         gallery_ids=rng.integers(0, 30, 70),
         similarity="cosine",
     )
-    _check(spy, (Q, G), query_labels=ql, gallery_labels=gl, similarity="neg_l2")
+    _check((Q, G), query_labels=ql, gallery_labels=gl, similarity="neg_l2")
     _check(
-        spy,
         (Q, G[:1]),
         query_labels=ql,
         gallery_labels=gl[:1],
@@ -304,7 +277,7 @@ def test_duplicate_gallery_ids_and_no_ids(spy):
 @pytest.mark.default_cases(dict(level=1, ties="average"), dict(level=3, ties="pessimistic"))
 @pytest.mark.parametrize("level", [1, 2, 3])
 @pytest.mark.parametrize("ties", ["pessimistic", "average"])
-def test_graded_relevance_with_many_grades(level, ties, spy):
+def test_graded_relevance_with_many_grades(level, ties):
     """Grades 0..5 on up to 24 items per row (over 16 for some rows: both counting
     branches), the relevance level at 1 and 3 (2 as well with --rc-exhaustive);
     ``average`` also checks the pessimistic values (``tie_values``)."""
@@ -318,7 +291,6 @@ def test_graded_relevance_with_many_grades(level, ties, spy):
         for i in range(40)
     }
     _check(
-        spy,
         (X, X),
         relevance=grades,
         relevance_level=level,
@@ -334,7 +306,7 @@ def test_graded_relevance_with_many_grades(level, ties, spy):
 @pytest.mark.default_cases(dict(n_g=80))
 @pytest.mark.parametrize("n_g", [80, 300])
 @pytest.mark.parametrize("screen", [0, "bf16"])
-def test_explicit_relevance_unsorted_across_many_tiles(screen, n_g, spy):
+def test_explicit_relevance_unsorted_across_many_tiles(screen, n_g):
     """Up to 40 relevant columns per row, unsorted, spread over three 32-column tiles
     (the last partial); a first block whose queries have none (with the pair outputs)."""
     rng = np.random.default_rng(8)
@@ -345,8 +317,7 @@ def test_explicit_relevance_unsorted_across_many_tiles(screen, n_g, spy):
         else rng.permutation(rng.choice(n_g, size=int(rng.integers(1, 40)), replace=False)).tolist()
         for i in range(32)
     }
-    _check(
-        spy,
+    got, _ = _check(
         (Q, G),
         relevance=rel,
         similarity="dot",
@@ -354,13 +325,13 @@ def test_explicit_relevance_unsorted_across_many_tiles(screen, n_g, spy):
         metrics=RANKED + PAIRS,
         tile=(16, 32),
     )
-    assert len(spy) == 2, spy  # two blocks of 16 queries, the first without relevant items
+    # two blocks of 16 queries, the first without relevant items
+    assert dict(got.provenance.blocks) == {"triton": 2}, got.provenance
     ids = np.arange(32)
     self_rel = {
         i: [i] + rng.choice(32, size=5, replace=False).tolist() for i in range(32)
     }  # self pairs listed
     _check(
-        spy,
         (Q, Q),
         relevance=self_rel,
         query_ids=ids,
@@ -392,14 +363,13 @@ EXTREME = [
 )
 @pytest.mark.parametrize("screen", [0, "bf16", "tf32"])
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
-def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
+def test_pair_thresholds_beyond_every_score(similarity, screen):
     """Fixed thresholds above and below every score; recall_at_precision at 1.0 and 0.01;
     several blocks (the tail threshold rises between them)."""
     rng = np.random.default_rng(9)
     X = _ints(rng, 40, 6)  # three blocks of 16 queries (tile=(16, 16)), two gallery tiles
     y = rng.integers(0, 6, 40)
     got, _ = _check(
-        spy,
         (X,),
         query_labels=y,
         similarity=similarity,
@@ -407,7 +377,8 @@ def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
         metrics=["map"] + EXTREME,
         tile=(16, 16),
     )
-    assert len(spy) == 3, spy  # three blocks: the tail's threshold carried between them
+    # three blocks: the tail's threshold carried between them
+    assert dict(got.provenance.blocks) == {"triton": 3}, got.provenance
     assert got["pair_recall@t=1000"] == 0.0 and got["pair_recall@t=-1000"] == 1.0
 
 
@@ -419,7 +390,7 @@ def test_pair_thresholds_beyond_every_score(similarity, screen, spy):
 )
 @pytest.mark.parametrize("scale", [1e15, 1e-15])
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
-def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
+def test_rows_scaled_far_from_one_under_screening(scale, similarity):
     """A third of the rows scaled by 1e15 or 1e-15 (norms far from 1: the screening
     bound's size), and near ties a few ulps apart, for fp32, bf16 and TF32 screening."""
     rng = np.random.default_rng(10)
@@ -435,7 +406,6 @@ def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
     )
     for screen in (0, "bf16", "tf32"):
         _check(
-            spy,
             (X,),
             query_labels=y,
             similarity=similarity,
@@ -443,7 +413,6 @@ def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
             metrics=RANKED[:4] + PAIRS[:2],
         )
         _check(
-            spy,
             (near * np.float32(scale),),
             query_labels=near_y,
             similarity=similarity,
@@ -453,13 +422,12 @@ def test_rows_scaled_far_from_one_under_screening(scale, similarity, spy):
 
 
 @pytest.mark.parametrize("similarity", ["dot", "neg_l2"])
-def test_zero_rows(similarity, spy):
+def test_zero_rows(similarity):
     rng = np.random.default_rng(11)
     X = _ints(rng, 16, 6)  # one tile: a zero row's scores do not depend on where it lies
     X[::4] = 0
     for screen in (0, "bf16", "tf32"):
         _check(
-            spy,
             (X,),
             query_labels=rng.integers(0, 5, 16),
             similarity=similarity,
@@ -475,13 +443,12 @@ def test_zero_rows(similarity, spy):
 )
 @pytest.mark.parametrize("bits", [1, 65, 1000])
 @pytest.mark.parametrize("ties", TIES)
-def test_hamming_codes_of_one_65_and_1000_bits(bits, ties, spy):
+def test_hamming_codes_of_one_65_and_1000_bits(bits, ties):
     rng = np.random.default_rng(bits)
     B = rng.integers(0, 2, size=(20, bits)).astype(bool)  # 2 x 1 tiles, a partial one
     B[1::4] = B[0::4]
     y = rng.integers(0, 4, 20)
     _check(
-        spy,
         (np.packbits(B, axis=1),),
         query_labels=y,
         similarity="hamming",
@@ -490,14 +457,14 @@ def test_hamming_codes_of_one_65_and_1000_bits(bits, ties, spy):
     )
     if bits == 65:  # bool codes with the top bit of the first word set in most rows
         B[:, 0] = True
-        _check(spy, (B,), query_labels=y, similarity="hamming", metrics=RANKED[:5])
+        _check((B,), query_labels=y, similarity="hamming", metrics=RANKED[:5])
 
 
 # the smallest tile (most tile edges) and one taller than the problem by default; the
 # others (the same masks at other sizes) with --rc-exhaustive
 @pytest.mark.default_cases(dict(tile="16x16x16"), dict(tile="256x16x32"))
 @pytest.mark.parametrize("tile", ["16x16x16", "64x32x128", "16x16x256", "256x16x32"])
-def test_other_tile_shapes(tile, monkeypatch, spy):
+def test_other_tile_shapes(tile, monkeypatch):
     monkeypatch.setenv("RC_TRITON_TILE", tile)
     assert _triton.tile_shape() == tuple(int(v) for v in tile.split("x"))
     rng = np.random.default_rng(12)
@@ -506,7 +473,6 @@ def test_other_tile_shapes(tile, monkeypatch, spy):
     y = rng.integers(0, 4, n)
     for similarity in ("cosine", "neg_l2"):
         _check(
-            spy,
             (X,),
             query_labels=y,
             similarity=similarity,
@@ -514,7 +480,6 @@ def test_other_tile_shapes(tile, monkeypatch, spy):
             metrics=RANKED[:4] + PAIRS[:1],
         )
     _check(
-        spy,
         (_ints(rng, n, 1),),
         query_labels=y,
         similarity="dot",
@@ -522,7 +487,7 @@ def test_other_tile_shapes(tile, monkeypatch, spy):
         metrics=RANKED[:4],
     )
     C = np.packbits(rng.integers(0, 2, size=(n, 200)).astype(bool), axis=1)
-    _check(spy, (C,), query_labels=y, similarity="hamming", metrics=RANKED[:4])
+    _check((C,), query_labels=y, similarity="hamming", metrics=RANKED[:4])
 
 
 @pytest.fixture(params=["linear", "search"])
@@ -536,7 +501,7 @@ def counting(request, monkeypatch):
     dict(screen="bf16", counting="linear"), dict(screen="tf32", counting="search")
 )
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
-def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, monkeypatch, spy):
+def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, monkeypatch):
     """Clustered data (a good model: relevant scores far above the negatives) so that the
     screened interval decides most count tiles (the ``S = lo`` branch, which random data
     never reach: every tile is recomputed there) and a few tiles still hold near ties;
@@ -566,7 +531,6 @@ def test_screened_fast_branch_runs_and_equals_the_reference(screen, counting, mo
     exact_calls = len(calls)
     del calls[:]
     got, _ = _check(
-        spy,
         (X,),
         query_labels=y,
         similarity="cosine",
