@@ -2,12 +2,14 @@
 computed, instead of a whole block of scores written to memory and read back.
 
 A query block (the plan's ``b`` rows, so blocks, checkpoints and executors see the same
-tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`). For each panel:
+tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`):
 
-1. its relevant pairs' scores come first: for each sub-panel of :data:`GATHER_ROWS`
-   rows, its relevant gallery items are gathered (a column tile's width at a time, the
-   rest in a tile of a multiple of :data:`GATHER_STEP` columns, zero-padded) and
-   multiplied, then the score epilogue; the scores are sorted within rows;
+1. its relevant pairs' scores come first, from a first sweep over the block: its rows
+   in sub-panels of :data:`GATHER_ROWS`, rows that share relevant items side by side
+   (a class's queries), each against its rows' relevant gallery items only, gathered
+   (a column tile's width at a time, the rest in a tile of a multiple of
+   :data:`GATHER_STEP` columns, zero-padded) and multiplied, then the score epilogue;
+   the scores are sorted within rows (:func:`_relevant_plan`, :func:`_relevant_sweep`);
 2. then, gallery chunk after chunk, each of the chunk's column tiles (``t x w``, at
    most :data:`TILE_ROWS` x :data:`TILE_COLS`, so the tile and the counts its scan
    writes stay in cache) is computed with its epilogue and at once
@@ -73,7 +75,7 @@ import numpy as np
 from ..errors import BackendError
 from ..metrics._pairs import NegativeTail
 from . import _kernels
-from ._counters import tail_threshold
+from ._counters import sort_within_rows, tail_threshold
 from ._partial import BlockPartial, ranked_partial
 
 __all__ = [
@@ -94,7 +96,7 @@ __all__ = [
 # 512 x 1024 0.88 s, 512 x 2048 0.90 s, 256 x 2048 0.95 s, 512 x 512 1.06 s.
 TILE_ROWS = 512  # rows per panel
 TILE_COLS = 1024  # columns per tile (a chunk is cut into tiles of at most this many)
-GATHER_ROWS = 32  # a panel's relevant scores are computed for this many of its rows at once
+GATHER_ROWS = 32  # relevant scores are computed for this many rows (a sub-panel) at once
 GATHER_STEP = 64  # gathered relevant items: tile widths are multiples of this
 _F32_MIN = float(np.finfo(np.float32).min)
 _SIMILARITIES = ("cosine", "dot", "neg_l2")
@@ -369,76 +371,158 @@ class FusedCpuCounter:
 
 
 @dataclass
-class _Gather:
-    """One panel's gathered relevant items, for :func:`_relevant_scores`: ``index``
-    (gallery rows, every tile's slots in turn; a padding slot holds row 0), ``pad``
-    (the padding slots, zeroed after the gather), and per tile ``(first row, stop, first
-    slot, width, dst, rows, cols)``: a sub-panel's rows against ``width`` slots, its
-    pairs' scores at ``(rows, cols)`` of the tile going to the panel's pairs ``dst``."""
+class _RelevantPlan:
+    """A block's relevant pairs in sub-panels (:func:`_relevant_plan`): ``rows`` (block
+    rows that have relevant pairs, :data:`GATHER_ROWS` a sub-panel, rows that share
+    items side by side); each sub-panel's distinct items in slots (``slot_ptr``; their
+    gallery rows ``index``, ``pad`` the padding slots), cut into tiles (``tile_ptr``: the sub-panel's; ``tile_slot``, ``tile_w``: each tile's first
+    slot and width); its ``pairs`` (positions in the block's CSR, ``pair_ptr``) and where
+    each pair's score lands when the tiles' products are laid out one after the other,
+    ``GATHER_ROWS x w`` each (``flat``)."""
 
-    index: object
-    pad: object
-    tiles: list
+    rows: np.ndarray
+    slot_ptr: np.ndarray
+    index: np.ndarray
+    pad: np.ndarray
+    tile_ptr: np.ndarray
+    tile_slot: np.ndarray
+    tile_w: np.ndarray
+    pairs: np.ndarray
+    pair_ptr: np.ndarray
+    flat: np.ndarray
 
 
-def _gather_panel(rel, row_ids, s0: int, s1: int, c: int) -> _Gather:
-    """The :class:`_Gather` of the panel of rows ``s0 .. s1 - 1`` (block or problem
-    rows of ``rel``; ``row_ids``: its pairs' rows): sub-panels of :data:`GATHER_ROWS`
-    rows, each against its own relevant items only (:func:`_gather_widths` tiles). A
-    panel of 512 rows with 9 relevant items each and classes at random gathers some
-    4,600 items; its sub-panels of 32 some 290 each: an eighth of the products. The
-    panel's items are gathered at once, so a sub-panel costs one product and one pick.
-    Made by the worker that computes the panel."""
+def _relevant_plan(rel, rid, own, own_rid, n_g: int, c: int) -> _RelevantPlan:
+    """The :class:`_RelevantPlan` of a block (``rel``: its relevant pairs, ``rid`` their
+    rows; ``own``: its self pairs). Rows are taken in the order of their least item
+    (relevant or self): rows of one class (leave-one-out, or queries labelled alike)
+    share their relevant items and sit in one sub-panel, which gathers each item once.
+    Leave-one-out, 10 items a class: 40 items a sub-panel of 32 rows, against 290 for
+    32 rows in block order. Vectorised: a few sorts over the block's pairs."""
+    ts, m = GATHER_ROWS, rel.indptr.size - 1
+    items = rel.indices.astype(np.int64)
+    has = np.flatnonzero(np.diff(rel.indptr) > 0)
+    key = np.full(m, n_g, np.int64)
+    if has.size:
+        key[has] = np.minimum.reduceat(items, rel.indptr[has])
+    if own.indices.size:
+        np.minimum.at(key, own_rid, own.indices.astype(np.int64))
+    rows = has[np.argsort(key[has], kind="stable")]
+    pos = np.zeros(m, np.int64)
+    pos[rows] = np.arange(rows.size)
+    n_sub = -(-rows.size // ts)
+    sub = pos[rid] // ts
+    pairs = np.argsort(sub * (n_g + 1) + items)  # any order within a (sub-panel, item)
+    s_of, it = sub[pairs], items[pairs]
+    pair_ptr = np.searchsorted(s_of, np.arange(n_sub + 1))
+    new = np.ones(pairs.size, bool)
+    new[1:] = (s_of[1:] != s_of[:-1]) | (it[1:] != it[:-1])
+    uid = np.cumsum(new) - 1  # the (sub-panel, item)'s number
+    slot = uid - uid[pair_ptr[:-1]][s_of] if pairs.size else uid  # within the sub-panel
+    n_items = np.bincount(s_of[new], minlength=n_sub)
+    # the sub-panels' tiles: whole tiles of the first column tile's width g, the rest in
+    # a multiple of the step (fewer padded products than a whole tile); every width is
+    # probed (_gather_exact), so a pass's widths are few: g and the step's multiples
+    g = _column_cuts(c)[0][1]
+    full, rest = np.divmod(n_items, g)
+    last = np.where(rest > 0, np.minimum(g, -(-rest // GATHER_STEP) * GATHER_STEP), 0)
+    slot_ptr = np.zeros(n_sub + 1, np.int64)
+    np.cumsum(full * g + last, out=slot_ptr[1:])
+    n_tiles = full + (rest > 0)
+    tile_ptr = np.zeros(n_sub + 1, np.int64)
+    np.cumsum(n_tiles, out=tile_ptr[1:])
+    tile_sub = np.repeat(np.arange(n_sub), n_tiles)
+    j = np.arange(tile_sub.size) - tile_ptr[tile_sub]
+    tile_slot = slot_ptr[tile_sub] + j * g
+    tile_w = np.where(j < full[tile_sub], g, last[tile_sub])
+    index = np.zeros(int(slot_ptr[-1]), np.int64)
+    taken = slot_ptr[s_of[new]] + slot[new]
+    index[taken] = it[new]
+    pad = np.ones(index.size, bool)
+    pad[taken] = False
+    # a pair's score: tile t (its slot's), row lane, column slot - t's first slot
+    t_of = tile_ptr[s_of] + slot // g
+    lane = pos[rid][pairs] % ts
+    flat = ts * tile_slot[t_of] + lane * tile_w[t_of] + (slot_ptr[s_of] + slot - tile_slot[t_of])
+    return _RelevantPlan(
+        rows, slot_ptr, index, pad, tile_ptr, tile_slot, tile_w, pairs, pair_ptr, flat
+    )
+
+
+def _relevant_sweep(blk: _Block, n_workers: int) -> None:
+    """Every relevant score of the block (:func:`_relevant_plan`'s sub-panels, batches of
+    ``TILE_ROWS // GATHER_ROWS`` on ``n_workers`` workers), then sorted within rows into
+    ``blk.rel_sorted`` (and the permutation into ``blk.order``) by the scored path's
+    sort (:func:`._counters.sort_within_rows`)."""
+    rel = blk.rel
+    rp = _relevant_plan(rel, blk.rid, blk.own, blk.own_rid, blk.p.n_g, blk.p.c)
+    vals = np.empty(rel.indices.size, np.float32)
+    per = max(1, TILE_ROWS // GATHER_ROWS)
+    n_batches = -(-(rp.slot_ptr.size - 1) // per)
+    _in_workers(n_workers, _relevant_worker, blk, n_batches, rp, vals, per)
+    blk.rel_sorted[:], blk.order[:] = sort_within_rows(vals, rel, False)
+
+
+def _relevant_worker(blk: _Block, next_batch, rp: _RelevantPlan, vals, per: int) -> None:
+    """Batches of ``per`` sub-panels: the batch's rows and items gathered at once
+    (padding zeroed), each tile's products and epilogue laid out one after the other,
+    then every pair's score picked into ``vals`` in one go."""
     import torch
 
-    a = int(rel.indptr[s0])
-    index, pad, tiles = [], [], []
-    slot = 0
-    for r0 in range(s0, s1, GATHER_ROWS):
-        r1 = min(s1, r0 + GATHER_ROWS)
-        pa, pe = int(rel.indptr[r0]), int(rel.indptr[r1])
-        U, inv = np.unique(rel.indices[pa:pe], return_inverse=True)
-        inv = inv.reshape(-1)
-        rid = row_ids[pa:pe] - r0
-        u0 = 0
-        for w in _gather_widths(U.size, c):
-            n_u = min(w, U.size - u0)
-            index.append(U[u0 : u0 + n_u])
-            if w > n_u:
-                index.append(np.zeros(w - n_u, np.int64))
-                pad.append(np.arange(slot + n_u, slot + w))
-            sel = np.flatnonzero((inv >= u0) & (inv < u0 + n_u))
-            tiles.append((r0, r1, slot, w, pa - a + sel, rid[sel], inv[sel] - u0))
-            slot += w
-            u0 += n_u
-    cat = np.concatenate(index).astype(np.int64) if index else np.zeros(0, np.int64)
-    pads = np.concatenate(pad).astype(np.int64) if pad else np.zeros(0, np.int64)
-    return _Gather(torch.from_numpy(cat), torch.from_numpy(pads), tiles)
+    if threading.current_thread() is not threading.main_thread():
+        torch.set_num_threads(1)
+    p, be, epi = blk.p, blk.p.backend, blk.epilogue
+    d, ts = int(p.Q.shape[1]), GATHER_ROWS
+    n_sub = rp.slot_ptr.size - 1
+    Qb = torch.zeros((per * ts, d), dtype=torch.float32)
+    qa_b = torch.zeros(per * ts, dtype=torch.float32)
+    Gg, ga_g, out = (torch.empty(0, dtype=torch.float32) for _ in range(3))
+    while (k := next_batch()) is not None:
+        s0, s1 = k * per, min(n_sub, (k + 1) * per)
+        a, e = int(rp.slot_ptr[s0]), int(rp.slot_ptr[s1])
+        if Gg.numel() < (e - a) * d:
+            Gg = torch.empty((e - a) * d, dtype=torch.float32)
+            ga_g = torch.empty(e - a, dtype=torch.float32)
+            out = torch.empty((e - a) * ts, dtype=torch.float32)
+        G = Gg[: (e - a) * d].view(e - a, d)
+        index, pad = torch.from_numpy(rp.index[a:e]), torch.from_numpy(rp.pad[a:e])
+        torch.index_select(p.Gp, 0, index, out=G)
+        G[pad] = 0
+        rows = torch.from_numpy(rp.rows[s0 * ts : s1 * ts] + blk.start)
+        kq = int(rows.numel())
+        torch.index_select(p.Q, 0, rows, out=Qb[:kq])
+        Qb[kq:] = 0  # the last sub-panel's missing rows
+        if epi:
+            torch.index_select(p.ga, 0, index, out=ga_g[: e - a])
+            ga_g[: e - a][pad] = 0
+            torch.index_select(p.qa, 0, rows, out=qa_b[:kq])
+            qa_b[kq:] = 0
+        t0, t1 = int(rp.tile_ptr[s0]), int(rp.tile_ptr[s1])
+        for s, o, w in zip(
+            np.repeat(np.arange(s0, s1), np.diff(rp.tile_ptr[s0 : s1 + 1])).tolist(),
+            (rp.tile_slot[t0:t1] - a).tolist(),
+            rp.tile_w[t0:t1].tolist(),
+        ):
+            part = out[ts * o : ts * (o + w)].view(ts, w)
+            q = (s - s0) * ts
+            be.matmul_into(Qb[q : q + ts], G[o : o + w], part)
+            if epi:
+                be.finish_scores(part, p.similarity, qa_b[q : q + ts], ga_g[o : o + w])
+        q0, q1 = int(rp.pair_ptr[s0]), int(rp.pair_ptr[s1])
+        vals[rp.pairs[q0:q1]] = out.numpy()[rp.flat[q0:q1] - ts * a]
 
 
 def _gather_exact(p, t: int, d: int, workers: int) -> bool:
     """Whether this machine's products of the pass's shapes have the scored path's bits
     (:func:`shapes_exact`): ``t``-row panels against each column tile's width, and
     :data:`GATHER_ROWS`-row sub-panels against every width a gather tile can have
-    (:func:`_gather_widths`: a few), probed before the panels are planned."""
+    (:func:`_relevant_plan`'s: a few), probed before the panels are planned."""
     cuts = _column_cuts(p.c)
     g = cuts[0][1]
     widths = {min(g, k * GATHER_STEP) for k in range(1, -(-g // GATHER_STEP) + 1)}
-    ts = min(GATHER_ROWS, t)
     return shapes_exact(p.backend, p.b, t, p.c, d, workers, {w for _, w in cuts}) and (
-        shapes_exact(p.backend, p.b, ts, p.c, d, workers, widths)
+        shapes_exact(p.backend, p.b, GATHER_ROWS, p.c, d, workers, widths)
     )
-
-
-def _gather_widths(n: int, c: int) -> list:
-    """Column counts of the tiles that hold ``n`` gathered relevant items: whole tiles
-    of the chunk's first column tile's width (:func:`_column_cuts`), the rest rounded up
-    to a multiple of :data:`GATHER_STEP` (fewer padded products than a whole tile).
-    Every width is probed, so a pass's widths are few: that one, and the multiples of
-    the step below it."""
-    g = _column_cuts(c)[0][1]
-    full, rest = divmod(n, g)
-    return [g] * full + ([min(g, -(-rest // GATHER_STEP) * GATHER_STEP)] if rest else [])
 
 
 def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial | None:
@@ -478,6 +562,7 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         tail_tau = _seed_tail(blk, len(panels), n_workers, m, seed)
     if want_pairs:
         blk.tau = np.float32(max(tail_tau, _F32_MIN))
+    _relevant_sweep(blk, n_workers)
     outs = _sweep(blk, range(len(panels)), n_workers, m)
     part = ranked_partial(start, stop, rel, blk.rel_sorted, blk.order, blk.above, blk.tied, False)
     if want_pairs:
@@ -577,24 +662,19 @@ def _one_thread_products():
 
 
 class _Buffers:
-    """One worker's panel of query rows, gathered gallery rows and tile (and their
-    epilogue factors), reused for every panel it computes."""
+    """One worker's panel of query rows and tile (and the rows' epilogue factors), and
+    its scans' scratch, reused for every panel it computes."""
 
     def __init__(self, p, t: int, factors: bool):
         import torch
 
         d = int(p.Q.shape[1])
         self.Qt = torch.zeros((t, d), dtype=torch.float32)
-        self.Gg = torch.zeros((0, d), dtype=torch.float32)  # grown to a panel's slots
         self.cuts = _column_cuts(p.c)  # a chunk's column tiles: (first column, width)
-        g = self.cuts[0][1]  # the widest tile: a column tile or a gather tile
+        g = self.cuts[0][1]  # the widest tile
         self.tile = torch.empty((t, g), dtype=torch.float32)
         self.tiles = {w: self.tile.view(-1)[: t * w].view(t, w) for _, w in self.cuts}
         self.qa_t = torch.zeros(t, dtype=torch.float32) if factors else None
-        self.ga_g = torch.zeros(0, dtype=torch.float32) if factors else None
-        ts = min(GATHER_ROWS, t)  # a sub-panel whose relevant scores are computed
-        self.Qs = torch.zeros((ts, d), dtype=torch.float32)
-        self.qa_s = torch.zeros(ts, dtype=torch.float32) if factors else None
         # the scans' scratch: a row's compacted scores, the columns' thresholds and
         # column numbers, and the tile's negative tail (at most every score of it)
         self.buf = np.empty(g, np.float32)
@@ -628,53 +708,6 @@ class _Buffers:
             yield k, r0, width, tile.numpy()
 
 
-def _relevant_scores(blk: _Block, bufs: _Buffers, s0: int, s1: int) -> None:
-    """The relevant scores of the loaded panel (block rows ``s0 .. s1 - 1``), sub-panel
-    by sub-panel (:func:`_gather_panel`): its rows against its relevant items gathered in
-    ``GATHER_ROWS x w`` tiles (zero rows and columns pad them); then sorted within rows
-    into ``blk.rel_sorted`` (and the permutation into ``blk.order``), as the scored path
-    sorts them."""
-    import torch
-
-    p, rel = blk.p, blk.rel
-    be = p.backend
-    ts = bufs.Qs.shape[0]
-    g = _gather_panel(rel, blk.rid, s0, s1, p.c)
-    a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
-    vals = np.empty(e - a, np.float32)
-    n_slots = int(g.index.numel())
-    if bufs.Gg.shape[0] < n_slots:
-        bufs.Gg = torch.empty((n_slots, bufs.Gg.shape[1]), dtype=torch.float32)
-        if blk.epilogue:
-            bufs.ga_g = torch.empty(n_slots, dtype=torch.float32)
-    torch.index_select(p.Gp, 0, g.index, out=bufs.Gg[:n_slots])
-    bufs.Gg[g.pad] = 0
-    if blk.epilogue:
-        torch.index_select(p.ga, 0, g.index, out=bufs.ga_g[:n_slots])
-        bufs.ga_g[g.pad] = 0
-    loaded = None
-    for r0, r1, slot, w, dst, rows, cols in g.tiles:
-        if loaded != r0:  # the sub-panel's rows, zero below
-            k = r1 - r0
-            bufs.Qs[:k] = bufs.Qt[r0 - s0 : r1 - s0]
-            if k < ts:
-                bufs.Qs[k:] = 0
-            if blk.epilogue:
-                bufs.qa_s[:k] = bufs.qa_t[r0 - s0 : r1 - s0]
-                if k < ts:
-                    bufs.qa_s[k:] = 0
-            loaded = r0
-        part = bufs.tile.view(-1)[: ts * w].view(ts, w)
-        be.matmul_into(bufs.Qs, bufs.Gg[slot : slot + w], part)
-        if blk.epilogue:
-            be.finish_scores(part, p.similarity, bufs.qa_s, bufs.ga_g[slot : slot + w])
-        vals[dst] = part.numpy()[rows, cols]
-    rid = blk.rid[a:e] - s0
-    o = np.lexsort((vals, rid))  # the scored path's sort, restricted to these rows
-    blk.order[a:e] = a + o
-    blk.rel_sorted[a:e] = vals[o]
-
-
 def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: products, scan
     """The block's panels number ``panels``, in turn, on this worker's buffers: relevant
     scores first, then every chunk's tile, scanned at once."""
@@ -704,9 +737,7 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
         if blk.seeding:  # the first sweep: no relevant scores, no counts
             rs = np.zeros(0, np.float32)
             rel_ptr = np.zeros(mt + 1, np.int64)
-        else:
-            # 1. the panel's relevant scores, its relevant items gathered per sub-panel
-            _relevant_scores(blk, bufs, s0, s1)
+        else:  # the panel's relevant scores (the block's first sweep), sorted in rows
             rs = blk.rel_sorted[a:e]
             rel_ptr = (rel.indptr[s0 : s1 + 1] - a).astype(np.int64)
         # the pairs never counted: relevant and self, per row (global columns)
@@ -721,7 +752,7 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
         tie_diff = np.zeros(n_r + mt, np.int64)
         above = blk.above[a:e] if n_r else np.zeros(0, np.int64)
         tied = blk.tied[a:e] if n_r else np.zeros(0, np.int64)
-        # 2. every gallery chunk's column tiles: product, epilogue, scan while in cache
+        # every gallery chunk's column tiles: product, epilogue, scan while in cache
         for _, r0, width, tile_np in bufs.products(p, factors, range(p.n_chunks)):
             n_neg = K.scan_tile(
                 tile_np,
@@ -852,7 +883,7 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
     mask_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(m_rows, minlength=n), out=mask_ptr[1:])
     if bins is None:
-        _in_workers(plan.workers, _mirror_relevant, blk, len(plan.panels))
+        _relevant_sweep(blk, plan.workers)
         blk.pads = K.pad_rows(rel.indptr.astype(np.int64), blk.rel_sorted, n)
     else:  # no relevant scores: rows of none, their slots +inf (never reached)
         blk.pads = np.full(n * 16, np.inf, np.float32)
@@ -905,19 +936,6 @@ def _in_workers(n_workers: int, fn, blk, n_panels: int, *args) -> list:
     with _one_thread_products(), ThreadPoolExecutor(n_workers) as pool:
         jobs = [pool.submit(fn, blk, next_panel, *args) for _ in range(n_workers)]
         return [j.result() for j in jobs]
-
-
-def _mirror_relevant(blk: _Block, next_panel) -> None:
-    """The first sweep: every panel's relevant scores, sorted within rows."""
-    import torch
-
-    if threading.current_thread() is not threading.main_thread():
-        torch.set_num_threads(1)
-    bufs = _Buffers(blk.p, blk.t, blk.epilogue)
-    while (k := next_panel()) is not None:
-        s0, s1, _ = blk.panels[k]
-        bufs.load(blk.p, blk.epilogue, s0, s1)
-        _relevant_scores(blk, bufs, s0, s1)
 
 
 def _mirror_worker(

@@ -799,3 +799,78 @@ def test_the_default_mirrors_leave_one_out_and_leaves_the_rest_to_the_scored_pas
         monkeypatch.delenv("RC_CPU_COUNTER")
         _same(want, rc.evaluate(**case, **kw))
     assert mirrored["passes"] == 1 and spy["one_sided"] == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 9), min_size=1, max_size=70),
+    n_g=st.integers(1, 90),
+    gather_rows=st.sampled_from([1, 3, 8]),
+    c=st.sampled_from([5, 16, 40]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_relevant_plan_puts_every_pair_where_its_row_and_item_meet(
+    counts, n_g, gather_rows, c, seed
+):
+    """The first sweep's plan, on random relevance maps (rows of 0 to 9 items, repeats
+    across rows, sub-panels of 1 to 8 rows, tiles of a few widths): laid out tile after
+    tile, each pair's product lands on its own row's lane and its own item's column,
+    every tile holds the items it names (padding elsewhere), and its widths are ones the
+    probe checks. Rows of one class share a sub-panel: it gathers each item once."""
+    from retrieval_checks.engine._inputs import Csr
+
+    rng = np.random.default_rng(seed)
+    indices = np.concatenate(
+        [np.sort(rng.choice(n_g, min(k, n_g), replace=False)) for k in counts] + [[]]
+    ).astype(np.int64)
+    indptr = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum([min(k, n_g) for k in counts], out=indptr[1:])
+    rel = Csr(indptr, indices)
+    none = Csr(np.zeros(len(counts) + 1, np.int64), np.zeros(0, np.int64))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_fused_cpu, "GATHER_ROWS", gather_rows)
+        mp.setattr(_fused_cpu, "GATHER_STEP", 4)
+        mp.setattr(_fused_cpu, "TILE_COLS", 16)
+        rp = _fused_cpu._relevant_plan(rel, rel.row_ids(), none, none.row_ids(), n_g, c)
+        g = _fused_cpu._column_cuts(c)[0][1]
+    ts = gather_rows
+    probed = {min(g, k * 4) for k in range(1, -(-g // 4) + 1)}
+    assert set(rp.tile_w.tolist()) <= probed
+    # the layout: tile by tile, ts rows x w columns; each cell is (row, item) or None
+    cells = {}
+    n_sub = rp.slot_ptr.size - 1
+    assert sorted(rp.rows.tolist()) == np.flatnonzero(np.diff(indptr)).tolist()
+    for s in range(n_sub):
+        rows = rp.rows[s * ts : (s + 1) * ts]
+        for t in range(rp.tile_ptr[s], rp.tile_ptr[s + 1]):
+            o, w = int(rp.tile_slot[t]), int(rp.tile_w[t])
+            for lane in range(ts):
+                for col in range(w):
+                    row = int(rows[lane]) if lane < rows.size else None
+                    item = None if rp.pad[o + col] else int(rp.index[o + col])
+                    cells[ts * o + lane * w + col] = (row, item)
+        assert rp.tile_slot[rp.tile_ptr[s]] == rp.slot_ptr[s]
+        items = set(indices[np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows])])
+        assert (~rp.pad[rp.slot_ptr[s] : rp.slot_ptr[s + 1]]).sum() == len(items)
+    assert sorted(rp.pairs.tolist()) == list(range(indices.size))
+    rid = rel.row_ids()
+    for q, f in zip(rp.pairs.tolist(), rp.flat.tolist()):
+        assert cells[f] == (int(rid[q]), int(indices[q]))
+
+
+def test_rows_of_one_class_share_a_sub_panel(monkeypatch):
+    """Leave-one-out by labels, classes shuffled across the rows: a sub-panel of 32 rows
+    gathers some 40 items at 10 items a class (every row's 9 relevant items and its
+    classmates'), not the 290 of 32 rows in block order."""
+    from retrieval_checks.engine._inputs import Csr
+
+    rng = np.random.default_rng(3)
+    y = rng.permutation(np.repeat(np.arange(200), 10))
+    rows, cols = np.nonzero((y[:, None] == y[None, :]) & ~np.eye(y.size, dtype=bool))
+    indptr = np.zeros(y.size + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=y.size), out=indptr[1:])
+    rel = Csr(indptr, cols.astype(np.int64))
+    own = Csr(np.arange(y.size + 1, dtype=np.int64), np.arange(y.size, dtype=np.int64))
+    rp = _fused_cpu._relevant_plan(rel, rel.row_ids(), own, own.row_ids(), y.size, 4000)
+    n_items = [(~rp.pad[a:b]).sum() for a, b in zip(rp.slot_ptr[:-1], rp.slot_ptr[1:])]
+    assert np.mean(n_items) <= 50 and max(n_items) <= 10 * 5
