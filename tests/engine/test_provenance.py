@@ -6,7 +6,8 @@ the pass's one loop from what each block task ran, not from what was selected.
 - it fails closed: a fused counter that declines every block shows up as its fallback,
   never under its own name, and a block that names no counter is an error;
 - checkpointed blocks given back are counted as resumed, an executor's blocks under their
-  counter, a slice carries its pass's record; ``config`` does not depend on it;
+  counter, a slice carries its pass's record, a sharded pass says so; ``config`` does not
+  depend on it;
 - the fused CPU pass's mode (mirrored / one-sided), where the counter reports it.
 
 In-process and small: about 3 s on 2 cores (numba's first compile aside).
@@ -270,3 +271,30 @@ def test_the_fused_cpu_mode_is_recorded_where_the_counter_reports_it(monkeypatch
         return
     assert loo.provenance.mode == "mirrored" and dict(loo.provenance.modes) == {"mirrored": 1}
     assert qg.provenance.mode == "one-sided" and dict(qg.provenance.modes) == {"one-sided": 4}
+
+
+class _OneRank:
+    """A Reduce of one rank that is not the local identity (a sharded pass's shape)."""
+
+    local = False
+
+    def __call__(self, state, value):
+        return value
+
+    def queries(self, p, start, stop, Qb, qa):  # the one rank holds every query row
+        Qb[: stop - start] = p.Q[start:stop]
+        if p.qa is not None:
+            qa[: stop - start] = p.qa[start:stop]
+
+
+def test_a_sharded_pass_is_recorded_as_such_with_the_scored_counter():
+    """A sharded pass (a Reduce that is not the identity) counts on the scored counter
+    (its phases meet across ranks) and says so."""
+    problem, n_pos = _problem()
+    kw = dict(query_specs=[parse_metric("map")], pair_specs=[], n_positive=n_pos)
+    local = stream(problem, **kw).provenance()
+    sharded = stream(problem, reduce=_OneRank(), **kw).provenance()
+    n_blocks = len(plan_blocks(problem.n_q, problem.b))
+    assert local == Provenance({ACC: n_blocks}) and not local.sharded
+    assert sharded == Provenance({ACC: n_blocks}, sharded=True)
+    assert repr(sharded) == f"Provenance(blocks={{'{ACC}': {n_blocks}}}, sharded=True)"
