@@ -55,5 +55,8 @@ def first_relevant_ranks(
         use_kernels=_use_kernels,
     )
     return FirstRanks(
-        totals.first_rank["pessimistic"], totals.first_rank["optimistic"], totals.first_group
+        totals.first_rank["pessimistic"],
+        totals.first_rank["optimistic"],
+        totals.first_group,
+        totals.provenance(),
     ), plan.backend.name

@@ -26,6 +26,7 @@ every metric, rsum included, is the mean of its per-fold values).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -49,7 +50,7 @@ from ._inputs import (
     check_score_range,
     is_torch_tensor,
 )
-from ._result import ByMetric, tie_note
+from ._result import ByMetric, Provenance, tie_note
 from ._slices import SliceSet, make_slices, slice_name
 from ._stream import FirstRanks
 from .distributed._image_text import evaluate_image_text_sharded
@@ -112,6 +113,10 @@ class ImageTextResult(Mapping):
     tie_values, tied_share:
         The values under each tie order; the share of queries whose best relevant item
         ties with a non-relevant one.
+    provenance:
+        Which counters counted the passes (:class:`~retrieval_checks.engine.Provenance`:
+        both directions of every fold added up; ``"triton-image-text"`` counts a fold
+        both of whose directions the fused image-text kernel ran), or None.
 
     Raises
     ------
@@ -148,6 +153,7 @@ class ImageTextResult(Mapping):
         config,
         tie_values=None,
         tied_share: float = 0.0,
+        provenance: Provenance | None = None,
     ):
         self._values = ByMetric(values)
         self.intervals = ByMetric(intervals)
@@ -163,6 +169,9 @@ class ImageTextResult(Mapping):
         self.config = config
         self.tie_values = ByMetric(tie_values or {})
         self.tied_share = float(tied_share)
+        #: which counters counted the folds' passes (:class:`~retrieval_checks.engine.Provenance`,
+        #: both directions and every fold added up), or None where not recorded
+        self.provenance = provenance
         #: ``evaluate_image_text(..., slices=, caption_slices=)``: the slices
         #: (:class:`ImageTextSliceSet`), else None
         self.slices = None
@@ -259,6 +268,7 @@ class ImageTextResult(Mapping):
             "config": dict(self.config),
             "ties": {k: dict(v) for k, v in self.tie_values.items()},
             "tied_share": self.tied_share,
+            "provenance": None if self.provenance is None else self.provenance.to_dict(),
             **({} if self.slices is None else {"slices": self.slices.to_dict()}),
         }
 
@@ -516,11 +526,14 @@ def _evaluate_pairs(
     folds = _fold_slices(N, protocol_key)
     certain = _certain_k(folds, cap_img)
     ks = sorted({1, 5, 10} | {s.k for s in specs if s.k is not None})
-    fold_data, backend = [], None
+    fold_data, backend, records = [], None, []
     for a, b in folds:
         i2t, t2i, local, backend = rank_fold(images, captions, cap_img, a, b, common)
+        records += [i2t.provenance, t2i.provenance]
         fold = _Fold(i2t, t2i, local, b - a, ties, ks)
         fold_data.append(fold)
+    # what counted every fold's passes (None: a pass that did not record it)
+    provenance = None if any(r is None for r in records) else Provenance.combined(records)
     per_fold = [f.values(specs, ks, np.ones(f.n_images)) for f in fold_data]
     values = {s.name: float(np.mean([f[s.name] for f in per_fold])) for s in specs}
     tie_values, tied_share = _tie_values(specs, ks, fold_data)
@@ -555,6 +568,7 @@ def _evaluate_pairs(
         config=config,
         tie_values=tie_values,
         tied_share=tied_share,
+        provenance=provenance,
     )
     if slicing is not None:
         img_dims, cap_dims, rows = slicing
@@ -686,6 +700,9 @@ def _rank_fold(images, captions, cap_img, a: int, b: int, common: dict):
     fused = fused_image_text(img_f, cap_f, local, **common)
     if fused is not None:
         i2t, t2i, backend = fused
+        # one fused pass for both directions: one block of the image-text kernel
+        i2t = dataclasses.replace(i2t, provenance=Provenance({"triton-image-text": 1}))
+        t2i = dataclasses.replace(t2i, provenance=Provenance())
     else:
         i2t, backend = first_relevant_ranks(img_f, cap_f, i2t_rel, **common)
         t2i, _ = first_relevant_ranks(cap_f, img_f, t2i_rel, **common)
@@ -1143,6 +1160,7 @@ def image_text_slices(result, q: QueryRanks, specs, img_dims, cap_dims, image_ro
             i2t_ranks=[units.i_rank] if units.has_images else [],
             t2i_ranks=[units.t_rank],
             config={**result.config, "slice": name},
+            provenance=result.provenance,  # the slice's ranks come from the same passes
         )
         slices[name] = ImageTextSlice(name, dim, value, side, index, units, sub, None)
 

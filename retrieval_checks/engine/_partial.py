@@ -9,7 +9,7 @@ passes (image-text, grouped recall, runs) and of their fused GPU kernels.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,10 +38,10 @@ class BlockPartial:
     score: np.ndarray | None = (
         None  # graded relevance: each relevant item's score (ties among them)
     )
-    # what counted it (set by the block task, _blocks.run_block; read by the pass's
-    # provenance): the counter's name, and the fused CPU pass's mode ("mirrored" /
-    # "one-sided") where it reported one. Not stored by checkpoints (a resumed block
-    # was counted by an earlier run).
+    # what counted it (read by the pass's provenance): the counter's name, set by the
+    # block task (_blocks.run_block), and the fused CPU pass's mode ("mirrored" /
+    # "one-sided"), set by that counter on the partial it returns. Not stored by
+    # checkpoints (a resumed block was counted by an earlier run).
     counter: str | None = None
     mode: str | None = None
 
@@ -81,6 +81,8 @@ class FirstRanks:
     pessimistic: np.ndarray
     optimistic: np.ndarray
     group: np.ndarray
+    # the pass's record (a :class:`~._result.Provenance`) where a pass made these ranks
+    provenance: object = field(default=None, compare=False, repr=False)
 
     def under(self, ties: str, k=None) -> np.ndarray:
         """Per query: the first relevant rank (``k`` None; its expectation under

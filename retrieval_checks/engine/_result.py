@@ -107,6 +107,23 @@ class Provenance:
         (mode, n), total = next(iter(self.modes.items())), self.blocks["fused-cpu"]
         return mode if n == total else None
 
+    @classmethod
+    def combined(cls, records) -> "Provenance":
+        """One record of several passes (an image-text evaluation's directions and
+        folds): the blocks, modes and binning blocks of each counter added up, the
+        resumed blocks added, sharded if any was."""
+        blocks: dict[str, int] = {}
+        modes: dict[str, int] = {}
+        binning: dict[str, int] = {}
+        resumed, sharded = 0, False
+        for r in records:
+            for mine, theirs in ((blocks, r.blocks), (modes, r.modes), (binning, r.binning)):
+                for name, n in theirs.items():
+                    mine[name] = mine.get(name, 0) + n
+            resumed += r.resumed
+            sharded = sharded or r.sharded
+        return cls(blocks, modes, binning, resumed, sharded)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
         return {

@@ -31,7 +31,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.engine import _image_text  # noqa: E402
+from retrieval_checks.engine import Provenance, _image_text  # noqa: E402
 from retrieval_checks.engine._fused_tasks import (  # noqa: E402
     benchmark_image_text,
     prepare_image_text,
@@ -282,9 +282,11 @@ def test_every_protocol_and_tie_policy_equals_the_two_pass_paths(
             spy["two_pass"] = 0
             with _triton.on_cpu():
                 fused = _run(images, captions, cap_img, device="torch-cpu", **kw)
-            assert len(spy["fused"]) == len(folds) and spy["two_pass"] == 0, (
-                "not one fused pass per fold"
+            # one fused pass per fold, both directions (the result's provenance)
+            assert fused.provenance == Provenance({"triton-image-text": len(folds)}), (
+                f"not one fused pass per fold: {fused.provenance}"
             )
+            assert len(spy["fused"]) == len(folds)  # its FirstRanks, compared below
             assert fused.tied_share > 0 or kind == "float", "the integer data should be tie-heavy"
             numba = _run(images, captions, cap_img, device="cpu", **kw)
             _same_result(fused, numba, f"{protocol}/{ties} vs the numba path")
@@ -410,25 +412,31 @@ def test_screened_equals_the_fp32_kernel_bit_for_bit_on_near_ties(similarity):
     ).any()
 
 
-def test_off_switch_numpy_path_and_hamming_stay_on_the_two_passes(spy):
+def _two_passes(result):
+    """Both directions of the one fold ran on the engine's pass, not the fused kernel."""
+    prov = result.provenance
+    assert prov is not None and "triton-image-text" not in prov.blocks, prov
+    assert sum(prov.blocks.values()) >= 2, prov  # a block or more each way
+
+
+def test_off_switch_numpy_path_and_hamming_stay_on_the_two_passes():
     """Outside ``on_cpu`` (CPU tensors), on the numpy / numba path and for Hamming codes
     the fused kernel never runs; the numbers are the two passes'."""
     images, captions, cap_img = _data("int", "dot", 1, n_images=30, empty=())
     kw = dict(similarity="dot", protocol="5k", ties="pessimistic")
-    _run(images, captions, cap_img, device="torch-cpu", **kw)
+    _two_passes(_run(images, captions, cap_img, device="torch-cpu", **kw))
     with _triton.on_cpu():
-        _run(images, captions, cap_img, device="numpy", **kw)
+        _two_passes(_run(images, captions, cap_img, device="numpy", **kw))
         bits = (images > 0).astype(np.float32), (captions > 0).astype(np.float32)
-        _run(*bits, cap_img, device="torch-cpu", **dict(kw, similarity="hamming"))
-    assert spy["fused"] == [] and spy["two_pass"] == 6
+        _two_passes(_run(*bits, cap_img, device="torch-cpu", **dict(kw, similarity="hamming")))
 
 
-def test_a_kernel_failure_warns_and_the_two_passes_give_the_same_result(monkeypatch, spy):
+def test_a_kernel_failure_warns_and_the_two_passes_give_the_same_result(monkeypatch):
     images, captions, cap_img = _data("int", "neg_l2", 2, n_images=30, empty=())
     kw = dict(similarity="neg_l2", protocol="5k", ties="average")
     with _triton.on_cpu():
         want = _run(images, captions, cap_img, device="torch-cpu", **kw)
-    assert len(spy["fused"]) == 1 and spy["two_pass"] == 0
+    assert want.provenance == Provenance({"triton-image-text": 1}), want.provenance
 
     def broken(problem, cap_image, *args, **kwargs):
         raise RuntimeError("forced compile failure")
@@ -436,7 +444,7 @@ def test_a_kernel_failure_warns_and_the_two_passes_give_the_same_result(monkeypa
     monkeypatch.setattr(tit, "fused_pass", broken)
     with _triton.on_cpu(), pytest.warns(RuntimeWarning, match="forced compile failure"):
         got = _run(images, captions, cap_img, device="torch-cpu", **kw)
-    assert spy["two_pass"] == 2
+    _two_passes(got)
     _same_result(got, want, "after the fallback")
 
 
@@ -480,7 +488,7 @@ def test_a_failed_self_check_on_cuda_warns_once_and_the_two_passes_serve(monkeyp
     assert tit._usable(fake_cuda, prepare_image_text) is False
 
 
-def test_the_sharded_path_is_unaffected(tmp_path, spy):
+def test_the_sharded_path_is_unaffected(tmp_path):
     """``process_group``: its own sharded passes (one process group of one rank here),
     the fused kernel not used, the same result as one process."""
     import torch.distributed as dist
@@ -503,7 +511,8 @@ def test_the_sharded_path_is_unaffected(tmp_path, spy):
             )
     finally:
         dist.destroy_process_group()
-    assert spy["fused"] == []
+    _two_passes(got)
+    assert got.provenance.sharded
     _same_result(got, want, "sharded")
 
 

@@ -261,6 +261,9 @@ class _FoldRanker:
             use_kernels=self.use_kernels,
         )
         first = FirstRanks(
-            totals.first_rank["pessimistic"], totals.first_rank["optimistic"], totals.first_group
+            totals.first_rank["pessimistic"],
+            totals.first_rank["optimistic"],
+            totals.first_group,
+            totals.provenance(),
         )
         return first, plan.backend.name
