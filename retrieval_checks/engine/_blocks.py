@@ -196,9 +196,10 @@ def plan_blocks(n_q: int, b: int) -> list[tuple[int, int]]:
     return [(s, min(n_q, s + b)) for s in range(0, n_q, b)]
 
 
-def block_rows(p: Problem, counter, want_pairs: bool = False) -> int:
-    """Query rows per task: the plan's ``b``, or what a fused counter asks for."""
-    return counter.rows(p, want_pairs) if counter.fused else p.b
+def block_rows(p: Problem, counter, want_pairs: bool = False, binning: bool = False) -> int:
+    """Query rows per task (of the binning pass: ``binning``): the plan's ``b``, or what
+    a fused counter asks for."""
+    return counter.rows(p, want_pairs, binning) if counter.fused else p.b
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -279,12 +280,12 @@ def run_block(
     """One task: exact ranks of the relevant items of queries ``[start, stop)``, and
     with ``pairs`` the pair metrics' outputs; ``counter`` counts (:func:`._counting.select`),
     ``reduce`` joins the ranks' states (:mod:`._reduce`; one process: the identity).
-    The partial names the counter that counted it (``counter``, and a fused counter's
-    ``last_mode`` as ``mode``): a block a fused counter declines names its fallback."""
+    The partial names the counter that counted it (``counter``; a fused counter may set
+    its ``mode``): a block a fused counter declines names its fallback."""
     if counter.fused:
         part = counter.run_block(p, start, stop, pairs)
         if part is not None:
-            part.counter, part.mode = counter.name, getattr(counter, "last_mode", None)
+            part.counter = counter.name
             return part
         counter = counter.fallback
     m, n_cols = stop - start, p.n_cols

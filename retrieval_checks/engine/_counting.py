@@ -7,7 +7,8 @@ same block task (:func:`._blocks.run_block`) with a *counter*. Two shapes:
   numpy, :class:`~._counters.TorchCounter`) reads a block of scores that the task
   computed and masked;
 - a **fused** counter computes its own scores and counts in one go (the Triton kernels
-  on CUDA, :mod:`.gpu._triton`): ``rows(p, want_pairs)`` query rows per task,
+  on CUDA, :mod:`.gpu._triton`; the fused CPU pass, :mod:`._fused_cpu`):
+  ``rows(p, want_pairs, binning)`` query rows per task (of the binning pass: ``binning``),
   ``run_block(p, start, stop, pairs)`` the block's
   :class:`~._partial.BlockPartial` or None, ``run_binning(p, start, stop, u, out)``
   True when it added the binning pass's counts; ``fallback`` the scored counter that
@@ -64,7 +65,7 @@ class TritonCounter:
 
         return _triton.supports(p) and _triton.wanted(p.backend)
 
-    def rows(self, p, want_pairs: bool) -> int:
+    def rows(self, p, want_pairs: bool, binning: bool = False) -> int:
         """Query rows per task: on the fused kernel, which keeps no score block in
         memory, as many rows as the score block's budget holds of the kernel's per-row
         arrays (counts per relevant item, the relevant pairs), up to

@@ -309,6 +309,8 @@ class FusedCpuCounter:
         # None, decided per problem by _one_sided)
         self.one_sided = True if one_sided is None and choice() == "fused" else one_sided
         self._mirror = None  # (problem, its mirror plan or None): the last problem asked
+        self._whole = None  # (problem, whether its one-sided pass is one task)
+        self._epilogue = None  # (problem, whether its tiles need the score epilogue)
 
     def _t(self, p) -> int:
         return min(p.b, int(self.tile_rows or TILE_ROWS))
@@ -320,14 +322,43 @@ class FusedCpuCounter:
             return bool(self.one_sided)
         return p.n_q * p.n_g >= AUTO_ONE_SIDED_PAIRS
 
-    def _t_one_sided(self, p) -> int:
-        """Panel height of a one-sided block: at most :meth:`_t`, and the plan's ``b``
+    def _t_one_sided(self, p, m: int) -> int:
+        """Panel height of a one-sided block of ``m`` rows: at most :meth:`_t`, and the
         rows in a multiple of the workers' count of equal panels (a block of 1,210 rows
         on 2 workers in 4 panels of 303, not 512, 512 and 186: the workers finish
         together)."""
         t, workers = self._t(p), _workers()
-        k = -(-p.b // (t * workers))  # panels per worker
-        return max(1, -(-p.b // (k * workers)))
+        k = -(-m // (t * workers))  # panels per worker
+        return max(1, -(-m // (k * workers)))
+
+    def _needs_epilogue(self, p) -> bool:
+        """:func:`_needs_epilogue` of ``p``, found once (it reads every row's factor)."""
+        if self._epilogue is None or self._epilogue[0] is not p:
+            self._epilogue = (p, _needs_epilogue(p))
+        return self._epilogue[1]
+
+    def one_task(self, p) -> bool:
+        """Whether ``p``'s one-sided pass runs as one task over every query (decided
+        once): the counter runs it (:meth:`_one_sided`), the plan has several blocks,
+        the pass's relevant pairs fit the score block's budget (:func:`_fits_one_task`)
+        and its tile shapes are exact (probed here, so the task is never declined: the
+        scored counter cannot take a block of every query). The workers then take the
+        panels of the whole pass in turn; block by block, each block's end waits for its
+        slowest worker, and its pool, probes and plans are made again."""
+        if self._whole is None or self._whole[0] is not p:
+            ok = (
+                not getattr(p, "windowed", False)
+                and p.similarity in _SIMILARITIES
+                and self._one_sided(p)
+                and p.n_q > p.b
+                and _fits_one_task(p, int(p.relevant.counts(p.n_q).sum()), _workers())
+            )
+            if ok:
+                t = self._t_one_sided(p, p.n_q)
+                ok = _gather_exact(p, t, int(p.Q.shape[1]), min(-(-p.n_q // t), _workers()))
+                _REFERENCE.clear()
+            self._whole = (p, ok)
+        return self._whole[1]
 
     def mirror_plan(self, p):
         """The symmetric pass's plan of ``p`` (None: it does not apply), made once."""
@@ -338,36 +369,41 @@ class FusedCpuCounter:
             self._mirror = (p, plan)
         return self._mirror[1]
 
-    def rows(self, p, want_pairs: bool) -> int:
-        """The plan's ``b``; every query in one task where the pass is mirrored."""
-        return p.n_q if self.mirror_plan(p) is not None else p.b
+    def rows(self, p, want_pairs: bool, binning: bool = False) -> int:
+        """The plan's ``b``; every query in one task where the pass is mirrored, or
+        one-sided as one task (:meth:`one_task`; not the binning pass's, which the
+        scored counter runs one-sided)."""
+        if self.mirror_plan(p) is not None or (not binning and self.one_task(p)):
+            return p.n_q
+        return p.b
 
     def run_binning(self, p, start, stop, sorted_positive, out) -> bool:
         if (start, stop) != (0, p.n_q) or self.mirror_plan(p) is None:
             return False
-        _run_mirror(p, self.mirror_plan(p), bins=(sorted_positive, out))
+        _run_mirror(p, self.mirror_plan(p), self._needs_epilogue(p), bins=(sorted_positive, out))
         return True
 
     def run_block(self, p, start: int, stop: int, pairs=None) -> BlockPartial | None:
         if getattr(p, "windowed", False) or p.similarity not in _SIMILARITIES:
             return None
-        tail_tau = -math.inf
-        fixed = None
-        seed = None
+        want = None  # the pair metrics' (tail threshold, tail capacity, fixed thresholds)
         if pairs is not None:
-            tail_tau = float(pairs.tau)
-            if not math.isfinite(tail_tau) and pairs.capacity is not None:
-                seed = int(pairs.capacity)
             fixed = pairs.fixed if pairs.fixed is not None and pairs.fixed.size else None
+            capacity = None if pairs.capacity is None else int(pairs.capacity)
+            want = (float(pairs.tau), capacity, fixed)
+        epilogue = self._needs_epilogue(p)
         if (start, stop) == (0, p.n_q) and self.mirror_plan(p) is not None:
-            capacity = None if pairs is None else pairs.capacity
-            return _run_mirror(
-                p, self.mirror_plan(p), pairs=(tail_tau, capacity, fixed) if pairs else None
-            )
+            return _run_mirror(p, self.mirror_plan(p), epilogue, pairs=want)
         if not self._one_sided(p):
             return None  # RC_CPU_COUNTER=auto: the scored counter runs a small pass
-        t = self._t_one_sided(p)
-        return _run(p, start, stop, t, pairs is not None, tail_tau, seed, fixed)
+        part = _run(p, start, stop, self._t_one_sided(p, stop - start), want, epilogue)
+        if part is None and stop - start > p.b:  # one_task probed these shapes: never
+            raise BackendError(
+                f"The fused CPU pass declined its task of {stop - start} queries after its "
+                "probe had accepted the shapes; the scored pass cannot take so many rows "
+                "at once. Set RC_CPU_COUNTER=scored and report this."
+            )
+        return part
 
 
 @dataclass
@@ -525,11 +561,15 @@ def _gather_exact(p, t: int, d: int, workers: int) -> bool:
     )
 
 
-def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial | None:
+def _run(p, start, stop, t, pairs, epilogue: bool) -> BlockPartial | None:
     """The block on the fused pass, or None when a tile shape is not bit-identical.
-    ``seed``: the tail's capacity when the tail threshold is still -inf (the pass's first
-    block): a first sweep of the block's tiles takes the histogram of its negatives,
-    as the scored path's ``seed_tail`` does from its whole block."""
+    ``pairs`` (tail threshold, tail capacity, fixed thresholds; None: no pair metric):
+    each worker keeps its own tail of the pair metrics' negatives, raised as it fills
+    (:class:`NegativeTail`); while the threshold is still -inf (the pass's first block),
+    a first sweep of the block's first panels takes the histogram of its negatives
+    (:func:`_seed_tail`), as the scored path's ``seed_tail`` does from its whole block."""
+    want_pairs = pairs is not None
+    tail_tau, capacity, fixed = pairs if want_pairs else (-math.inf, None, None)
     m = stop - start
     panels = list(range(0, m, t))
     n_workers = max(1, min(len(panels), _workers()))
@@ -556,23 +596,26 @@ def _run(p, start, stop, t, want_pairs, tail_tau, seed, fixed) -> BlockPartial |
         order=np.empty(n_rel, np.int64),
         above=np.zeros(n_rel, np.int64),
         tied=np.zeros(n_rel, np.int64),
-        epilogue=_needs_epilogue(p),
+        epilogue=epilogue,
+        capacity=capacity,
     )
-    if seed is not None:
-        tail_tau = _seed_tail(blk, len(panels), n_workers, m, seed)
+    if want_pairs and not math.isfinite(tail_tau) and capacity is not None:
+        tail_tau = _seed_tail(blk, len(panels), n_workers, m, capacity)
     if want_pairs:
         blk.tau = np.float32(max(tail_tau, _F32_MIN))
     _relevant_sweep(blk, n_workers)
     outs = _sweep(blk, range(len(panels)), n_workers, m)
     part = ranked_partial(start, stop, rel, blk.rel_sorted, blk.order, blk.above, blk.tied, False)
+    part.mode = "one-sided"
     if want_pairs:
         part.positives = blk.rel_sorted
-        negs = [x for negatives, _ in outs for x in negatives]
+        tau = max([tail_tau] + [w_tau for _, _, w_tau in outs])
+        negs = [v[v >= tau] for negatives, _, _ in outs for v in negatives]
         part.negatives = np.concatenate(negs) if negs else np.zeros(0, np.float32)
         if fixed is not None:
-            hist = sum(h for _, h in outs)
+            hist = sum(h for _, h, _ in outs)
             part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:].copy()
-        part.negatives_tau = float(tail_tau)
+        part.negatives_tau = float(tau)
     return part
 
 
@@ -585,11 +628,11 @@ def _seed_tail(blk, n_panels: int, n_workers: int, m: int, capacity: int) -> flo
     blk.seeding = True
     try:
         first = range(min(n_workers, n_panels))
-        hist = sum(h for _, h in _sweep(blk, first, n_workers, m))
+        hist = sum(out[1] for out in _sweep(blk, first, n_workers, m))
         tau = tail_threshold(hist, capacity)
         if tau == -math.inf and n_panels > len(first):
             rest = range(len(first), n_panels)
-            hist = hist + sum(h for _, h in _sweep(blk, rest, n_workers, m))
+            hist = hist + sum(out[1] for out in _sweep(blk, rest, n_workers, m))
             tau = tail_threshold(hist, capacity)
         return tau
     finally:
@@ -631,6 +674,7 @@ class _Block:
     tied: np.ndarray
     epilogue: bool  # False: cosine of rows normalised on the host (factors 1: no-op)
     seeding: bool = False  # the first sweep: the histogram of the negatives' keys only
+    capacity: int | None = None  # the pair metrics' tail: each worker keeps its own
     panels: list | None = None  # the mirrored pass's panels: (first row, stop, chunk)
     pads: np.ndarray | None = None  # the mirrored pass's rows' relevant scores, 16 slots
 
@@ -723,6 +767,11 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
     bufs = _Buffers(p, t, factors)
     negatives = []
     fixed_hist = None if blk.fixed is None else np.zeros(blk.fixed.size + 1, np.int64)
+    tau = blk.tau
+    keeper = None  # the worker's tail, raised as it fills (else every negative >= tau)
+    if blk.want_pairs and blk.capacity is not None and not blk.seeding:
+        keeper = NegativeTail(blk.capacity)
+        keeper.tau = float(tau) if tau > _F32_MIN else -math.inf
     if blk.seeding:
         fixed_hist = np.zeros(65536, np.int64)
     start = blk.start
@@ -767,19 +816,24 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
                 tie_diff,
                 above,
                 tied,
-                blk.tau,
+                tau,
                 bufs.buf,
                 bufs.neg,
             )
             if blk.seeding:
                 K.key_histogram_tile(tile_np, mt, width, fixed_hist)
             elif blk.want_pairs:
-                if n_neg:
+                if n_neg and keeper is not None:
+                    keeper.add(bufs.neg[:n_neg].copy())
+                    tau = np.float32(max(keeper.tau, _F32_MIN))
+                elif n_neg:
                     negatives.append(bufs.neg[:n_neg].copy())
                 if fixed_hist is not None:
                     K.bin_tile(tile_np, mt, width, blk.fixed, fixed_hist)
         K.finish_counts(mt, rel_ptr, hist, tie_diff, above, tied)
-    return negatives, fixed_hist
+    if keeper is not None:
+        return [keeper.sorted_values()], fixed_hist, keeper.tau
+    return negatives, fixed_hist, -math.inf
 
 
 # ----------------------------------------------------------------------------- mirrored
@@ -804,9 +858,8 @@ def _mirror_plan(p, t: int):
         return None
     workers = _workers()
     rel = p.relevant.block(0, n)
-    n_rel = int(rel.indptr[-1])
-    if 32 * (n_rel + n) * workers > max(p.b * p.n_chunks * c * 4, 1 << 26):
-        return None  # each worker's counts: four int64 arrays over the relevant pairs
+    if not _fits_one_task(p, int(rel.indptr[-1]), workers):
+        return None
     panels = [
         (s0, min(s0 + t, (k + 1) * c, n), k)
         for k in range(p.n_chunks)
@@ -834,6 +887,14 @@ def _column_cuts(c: int) -> list:
     return [(w0, min(w, c - w0)) for w0 in range(0, c, w)]
 
 
+def _fits_one_task(p, n_rel: int, workers: int) -> bool:
+    """Whether a task over every query of ``p`` (``n_rel`` relevant pairs) fits the
+    memory of the scored path's score block (at least 64 MiB): per relevant pair and
+    row, the relevant sweep's plan and scores (some 120 bytes) and each worker's counts
+    (four int64 arrays, mirrored)."""
+    return (128 + 32 * workers) * (n_rel + p.n_q) <= max(p.b * p.n_chunks * p.c * 4, 1 << 26)
+
+
 @dataclass
 class _MirrorPlan:
     rel: object
@@ -842,7 +903,7 @@ class _MirrorPlan:
     t: int
 
 
-def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
+def _run_mirror(p, plan: _MirrorPlan, epilogue: bool, pairs=None, bins=None):
     """Every query of the leave-one-out problem ``p`` on the mirrored tiles: a first
     sweep takes every row's relevant scores (gathered, as :func:`_run` does), a second
     computes each panel against its own chunk and every later one, scans the tile for
@@ -874,7 +935,7 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
         order=np.empty(n_rel, np.int64),
         above=np.zeros(0, np.int64),
         tied=np.zeros(0, np.int64),
-        epilogue=_needs_epilogue(p),
+        epilogue=epilogue,
         panels=plan.panels,
     )
     m_rows = np.concatenate([blk.rid, blk.own_rid])
@@ -897,6 +958,7 @@ def _run_mirror(p, plan: _MirrorPlan, pairs=None, bins=None):
     above, tied, hist, tie_diff = (sum(o[k] for o in outs) for k in ("above", "tied", "h", "t"))
     K.finish_counts(n, rel.indptr.astype(np.int64), hist, tie_diff, above, tied)
     part = ranked_partial(0, n, rel, blk.rel_sorted, blk.order, above, tied, False)
+    part.mode = "mirrored"
     if pairs is None:
         return part
     part.positives = blk.rel_sorted

@@ -388,7 +388,9 @@ def binning_pass(
     counts the blocks each counter binned."""
     u = counts.unique_positives()
     hist = np.zeros(u.size + 1, np.int64)
-    for start, stop in each_block(problem, plan_blocks(problem.n_q, block_rows(problem, counter))):
+    for start, stop in each_block(
+        problem, plan_blocks(problem.n_q, block_rows(problem, counter, binning=True))
+    ):
         name = run_binning_block(problem, start, stop, counter, u, hist, reduce)
         if record is not None:
             record[name] = record.get(name, 0) + 1

@@ -362,10 +362,13 @@ def test_evaluate_fused_equals_scored(
     _same(scored, fused, f"{similarity} tile={tile} panel={panel}")
 
 
-def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy):
-    """Many blocks, several panels per block, two sub-panels of 8 rows per panel whose
-    relevant items are gathered in several tiles (a class spans the gallery), ties from
-    integer data, the three similarities."""
+@pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "blocks"])
+def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy, one_task):
+    """Many blocks (or the one-sided pass as one task over every query), several panels
+    per block, sub-panels of 8 rows whose relevant items are gathered in several tiles
+    (a class spans the gallery), ties from integer data, the three similarities."""
+    if not one_task:  # as when the pass's relevant pairs outgrow the score block's budget
+        monkeypatch.setattr(_fused_cpu, "_fits_one_task", lambda *a: False)
     rng = np.random.default_rng(7)
     X = rng.integers(-2, 3, (300, 6)).astype(np.float32)
     X[~X.any(axis=1)] = 1.0
@@ -385,19 +388,26 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy):
             progress=False,
         )
         _same(a, b, sim)
-    assert spy["blocks"] >= 2 + 4  # cosine and dot mirrored, neg_l2's blocks one-sided
+    # cosine and dot mirrored (one task each; blocks when they do not fit), neg_l2 one-sided
+    assert spy["blocks"] == (3 if one_task else 3 * 5)
 
 
 @pytest.mark.parametrize(
     ("metric", "sweeps"),
     [("recall_at_precision@0.9", 1), ("precision_at_recall@0.5", 2)],
 )
-def test_the_first_block_seeds_its_tail_from_its_first_panels(monkeypatch, spy, metric, sweeps):
+@pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "blocks"])
+def test_the_first_block_seeds_its_tail_from_its_first_panels(
+    monkeypatch, spy, metric, sweeps, one_task
+):
     """Query/gallery with a pair metric: the first block's tail threshold comes from the
     negatives of its first panels (one per worker) when they hold the tail's capacity
     (recall_at_precision@0.9: about n_positive / 9), else from every panel
-    (precision_at_recall: 4 n_positive + 1, more than two panels of 4 rows hold); the
-    results are the scored path's either way."""
+    (precision_at_recall: 4 n_positive + 1, more than two panels of 4 rows hold); each
+    worker's tail then rises as it fills, and the later blocks start from the pass's;
+    the results are the scored path's either way, as one task or in blocks."""
+    if not one_task:
+        monkeypatch.setattr(_fused_cpu, "_fits_one_task", lambda *a: False)
     rng = np.random.default_rng(31)
     X = np.round(rng.standard_normal((400, 4)), 1).astype(np.float32)
     y = rng.integers(0, 20, 400)
@@ -414,7 +424,7 @@ def test_the_first_block_seeds_its_tail_from_its_first_panels(monkeypatch, spy, 
     a, b = _both(monkeypatch, **kw, metrics=[metric, "map"], tile=(32, 96), progress=False)
     _same(a, b, metric)
     assert len(seeding) == sweeps and seeding[0] <= 2  # the first panels, then the rest
-    assert spy["blocks"] >= 4
+    assert spy["blocks"] == (1 if one_task else 4)
 
 
 @pytest.mark.parametrize(
@@ -427,7 +437,7 @@ def test_one_sided_panels_split_a_block_evenly_among_the_workers(monkeypatch, b,
     from types import SimpleNamespace
 
     monkeypatch.setattr(_fused_cpu, "_workers", lambda: workers)
-    got = _fused_cpu.FusedCpuCounter()._t_one_sided(SimpleNamespace(b=b))
+    got = _fused_cpu.FusedCpuCounter()._t_one_sided(SimpleNamespace(b=b), b)
     assert got == t
     panels = -(-b // got)
     assert got <= 512 and panels % workers == 0 or panels < workers
