@@ -146,6 +146,12 @@ class Provenance:
             shown.append("sharded=True")
         return f"Provenance({', '.join(shown)})"
 
+    def __reduce__(self):  # pickle and deepcopy (a mappingproxy itself is neither)
+        return (
+            type(self),
+            (dict(self.blocks), dict(self.modes), dict(self.binning), self.resumed, self.sharded),
+        )
+
     def __hash__(self) -> int:
         return hash(
             (

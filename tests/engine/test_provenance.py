@@ -15,8 +15,11 @@ In-process and small: about 3 s on 2 cores (numba's first compile aside).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from concurrent.futures import ThreadPoolExecutor
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -119,7 +122,7 @@ class _Declines:
         self.fallback = CpuCounter()
         self.asked = 0
 
-    def rows(self, p, want_pairs):
+    def rows(self, p, want_pairs, binning=False):
         return p.b
 
     def run_block(self, p, start, stop, pairs):
@@ -227,6 +230,9 @@ def test_the_record_is_read_only_and_travels_with_slices_and_to_dict():
         "resumed": 0,
         "sharded": False,
     }
+    # a result pickles and copies, its record with it (sent between processes, cached)
+    for copied in (pickle.loads(pickle.dumps(res)), copy.deepcopy(res)):
+        assert copied.provenance == prov and isinstance(copied.provenance.blocks, MappingProxyType)
     sliced = rc.with_slices(res, {"even": np.arange(60) % 2 == 0})
     assert sliced.slices["even=True"].result.provenance == prov
     with pytest.raises(TypeError, match="provenance must be a Provenance"):
