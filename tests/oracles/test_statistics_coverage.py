@@ -40,8 +40,9 @@ also through ``rc.class_count_sweep``); ``rc.split_difference`` on one populatio
 the bootstrap gap of a query metric on random class halves (class vs query
 resampling; ``split_difference`` and the other functions now resample classes by default).
 
-Cost: about 55 worker-seconds on the 2-core machine at a load of ~2 (67 measured before
-2026-11-28, the reduction estimated from the per-test times the changes scale: the accuracy gap's 4000 draws per case became 2000, the group_repeats test's
+Cost: about 37 CPU-s for the file (``-n 0``, 28 November 2026, load ~3; 46 before
+numpy's BLAS ran on one thread here: ``_one_blas_thread``). Earlier: about 55
+worker-seconds on the 2-core machine at a load of ~2 (67 measured before 2026-11-28, the reduction estimated from the per-test times the changes scale: the accuracy gap's 4000 draws per case became 2000, the group_repeats test's
 300 draws 200, the two hit-rate split tests' 100 splits 60; each test's comment states
 the false-alarm and detection rates at its size). The largest parts: the grouped
 population's truth (two evaluates of 22,500 items) and 400 draws of each population
@@ -65,6 +66,20 @@ BAND = (0.93, 0.97)
 N_DRAWS = 1000  # the full simulations (--rc-exhaustive for the expensive ones)
 FEW_DRAWS = 400  # the default run's prefix of an expensive simulation
 Z_BAND = 2.9  # the band's half width in Monte Carlo SDs of the observed coverage
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_blas_thread():
+    """numpy's BLAS on one thread while this module runs. Its simulations run thousands of
+    small evaluations on ``device="numpy"`` (products of ~900 x 16 x 900); split over
+    OpenBLAS's threads, each product spent about as long waking and waiting for them as
+    computing: the file cost 46 CPU-s, 37 on one thread (28 November 2026, 2-core
+    machine, load ~3; every coverage printed was the same). What the tests check is
+    statistical (an interval's coverage over seeded draws); put back after the module."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def draws(few: int, full: int):
