@@ -55,27 +55,12 @@ METRICS = [
 ]
 
 
-@pytest.fixture
-def spy(monkeypatch):
-    """Counts the blocks the fused counter served (not declined): one-sided blocks and
-    mirrored passes (every query in one task); and ``one_sided``: the one-sided blocks
-    it was asked for, served or declined."""
-    served = {"blocks": 0, "one_sided": 0}
-    run, mirror = _fused_cpu._run, _fused_cpu._run_mirror
-
-    def counted(*a, **k):
-        served["one_sided"] += 1
-        part = run(*a, **k)
-        served["blocks"] += part is not None
-        return part
-
-    def counted_mirror(*a, **k):
-        served["blocks"] += k.get("bins") is None
-        return mirror(*a, **k)
-
-    monkeypatch.setattr(_fused_cpu, "_run", counted)
-    monkeypatch.setattr(_fused_cpu, "_run_mirror", counted_mirror)
-    return served
+def _fused(*results, mode=None) -> int:
+    """Blocks the fused CPU counter counted in these results (their provenance), or its
+    blocks of one ``mode`` ("mirrored", "one-sided")."""
+    if mode is None:
+        return sum(r.provenance.blocks.get("fused-cpu", 0) for r in results)
+    return sum(r.provenance.modes.get(mode, 0) for r in results)
 
 
 def _both(monkeypatch, **kw):
@@ -308,7 +293,6 @@ def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max,
 )
 def test_evaluate_fused_equals_scored(
     monkeypatch,
-    spy,
     seed,
     n,
     d,
@@ -363,7 +347,7 @@ def test_evaluate_fused_equals_scored(
 
 
 @pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "blocks"])
-def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy, one_task):
+def test_several_blocks_panels_and_gather_tiles(monkeypatch, one_task):
     """Many blocks (or the one-sided pass as one task over every query), several panels
     per block, sub-panels of 8 rows whose relevant items are gathered in several tiles
     (a class spans the gallery), ties from integer data, the three similarities."""
@@ -376,6 +360,7 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy, one_task):
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 16)
     monkeypatch.setattr(_fused_cpu, "GATHER_ROWS", 8)
     monkeypatch.setattr(_fused_cpu, "GATHER_STEP", 16)
+    fused = []
     for sim in ("cosine", "dot", "neg_l2"):
         a, b = _both(
             monkeypatch,
@@ -388,8 +373,10 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy, one_task):
             progress=False,
         )
         _same(a, b, sim)
+        fused.append(b)
     # cosine and dot mirrored (one task each; blocks when they do not fit), neg_l2 one-sided
-    assert spy["blocks"] == (3 if one_task else 3 * 5)
+    assert _fused(*fused) == (3 if one_task else 3 * 5)
+    assert _fused(*fused, mode="mirrored") == (2 if one_task else 0)
 
 
 @pytest.mark.parametrize(
@@ -398,7 +385,7 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, spy, one_task):
 )
 @pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "blocks"])
 def test_the_first_block_seeds_its_tail_from_its_first_panels(
-    monkeypatch, spy, metric, sweeps, one_task
+    monkeypatch, metric, sweeps, one_task
 ):
     """Query/gallery with a pair metric: the first block's tail threshold comes from the
     negatives of its first panels (one per worker) when they hold the tail's capacity
@@ -424,7 +411,7 @@ def test_the_first_block_seeds_its_tail_from_its_first_panels(
     a, b = _both(monkeypatch, **kw, metrics=[metric, "map"], tile=(32, 96), progress=False)
     _same(a, b, metric)
     assert len(seeding) == sweeps and seeding[0] <= 2  # the first panels, then the rest
-    assert spy["blocks"] == (1 if one_task else 4)
+    assert _fused(b) == _fused(b, mode="one-sided") == (1 if one_task else 4)
 
 
 @pytest.mark.parametrize(
@@ -444,7 +431,7 @@ def test_one_sided_panels_split_a_block_evenly_among_the_workers(monkeypatch, b,
     assert b - (panels - 1) * got > got - panels  # the last panel is nearly full
 
 
-def test_float_rows_of_other_norms_and_ties_on_cosine(monkeypatch, spy):
+def test_float_rows_of_other_norms_and_ties_on_cosine(monkeypatch):
     """Cosine's epilogue on integer rows of different norms (factors |x|^2) and on
     normalised float rows (factors 1, the epilogue skipped): the same scores."""
     rng = np.random.default_rng(3)
@@ -454,10 +441,10 @@ def test_float_rows_of_other_norms_and_ties_on_cosine(monkeypatch, spy):
     y = np.concatenate([np.arange(40) % 6, np.arange(40) % 6, np.arange(40) % 5])
     a, b = _both(monkeypatch, queries=X, query_labels=y, metrics=METRICS, device="cpu")
     _same(a, b)
-    assert spy["blocks"] >= 1
+    assert _fused(b) >= 1 and set(b.provenance.blocks) == {"fused-cpu"}
 
 
-def test_relevance_map_and_graded(monkeypatch, spy):
+def test_relevance_map_and_graded(monkeypatch):
     """Relevance given per query (CSR), graded: grades follow the sorted relevant scores."""
     rng = np.random.default_rng(11)
     Q = rng.standard_normal((30, 4)).astype(np.float32)
@@ -478,10 +465,10 @@ def test_relevance_map_and_graded(monkeypatch, spy):
         tile=(8, 32),
     )
     _same(a, b)
-    assert spy["blocks"] >= 1
+    assert _fused(b) >= 1 and set(b.provenance.blocks) == {"fused-cpu"}
 
 
-def test_checkpoint_and_executor_passes(monkeypatch, spy, tmp_path):
+def test_checkpoint_and_executor_passes(monkeypatch, tmp_path):
     """The checkpointed and executor passes host the same counter: same result."""
     rng = np.random.default_rng(5)
     X = np.round(rng.standard_normal((120, 6)), 1).astype(np.float32)
@@ -490,11 +477,16 @@ def test_checkpoint_and_executor_passes(monkeypatch, spy, tmp_path):
     monkeypatch.setenv("RC_CPU_COUNTER", "scored")
     want = rc.evaluate(**kw)
     monkeypatch.setenv("RC_CPU_COUNTER", "fused")
-    _same(want, rc.evaluate(**kw, checkpoint=tmp_path / "a"))
-    _same(want, rc.evaluate(**kw, checkpoint=tmp_path / "a"))  # resumed from its blocks
+    first = rc.evaluate(**kw, checkpoint=tmp_path / "a")
+    again = rc.evaluate(**kw, checkpoint=tmp_path / "a")  # resumed from its blocks
     with ThreadPoolExecutor(2) as pool:
-        _same(want, rc.evaluate(**kw, executor=pool))
-    assert spy["blocks"] >= 2 * 4
+        pooled = rc.evaluate(**kw, executor=pool)
+    for got in (first, again, pooled):
+        _same(want, got)
+    # the plan's blocks, one-sided (a checkpoint's files and an executor's tasks are
+    # keyed by them); the resumed run computed none
+    assert _fused(first) == _fused(first, mode="one-sided") == _fused(pooled) >= 4
+    assert _fused(again) == 0 and again.provenance.resumed == _fused(first)
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -638,20 +630,6 @@ def test_mirrored_tile_has_the_scored_bits_of_both_orders(kind):
     assert seen > n * n // 4
 
 
-@pytest.fixture
-def mirrored(monkeypatch):
-    """Counts the passes (and binning passes) the mirrored pass served."""
-    served = {"passes": 0, "binning": 0}
-    run = _fused_cpu._run_mirror
-
-    def counted(*a, **k):
-        served["binning" if k.get("bins") is not None else "passes"] += 1
-        return run(*a, **k)
-
-    monkeypatch.setattr(_fused_cpu, "_run_mirror", counted)
-    return served
-
-
 @settings(
     max_examples=12,
     deadline=None,
@@ -670,7 +648,7 @@ def mirrored(monkeypatch):
     gather_rows=st.sampled_from([7, 32]),
 )
 def test_mirrored_pass_equals_scored(
-    monkeypatch, mirrored, seed, n, d, n_classes, data, similarity, tile, panel, cols, gather_rows
+    monkeypatch, seed, n, d, n_classes, data, similarity, tile, panel, cols, gather_rows
 ):
     """Leave-one-out on the mirrored pass: every metric, per-query value, tie range,
     skipped count and the pair metrics are the scored path's, bit for bit; a chunk's
@@ -691,7 +669,6 @@ def test_mirrored_pass_equals_scored(
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", panel)
     monkeypatch.setattr(_fused_cpu, "TILE_COLS", cols)
     monkeypatch.setattr(_fused_cpu, "GATHER_ROWS", gather_rows)
-    before = mirrored["passes"]
     try:
         monkeypatch.setenv("RC_CPU_COUNTER", "scored")
         scored = rc.evaluate(**kw)
@@ -700,10 +677,10 @@ def test_mirrored_pass_equals_scored(
     monkeypatch.setenv("RC_CPU_COUNTER", "fused")
     fused = rc.evaluate(**kw)
     _same(scored, fused, f"{data} {similarity} tile={tile} panel={panel}")
-    assert mirrored["passes"] == before + 1
+    assert _fused(fused) == _fused(fused, mode="mirrored") == 1
 
 
-def test_mirrored_pass_with_its_binning_pass_and_several_chunks(monkeypatch, mirrored):
+def test_mirrored_pass_with_its_binning_pass_and_several_chunks(monkeypatch):
     """precision_at_recall whose tail cannot certify the answer takes the binning pass,
     mirrored too; several chunks (the panels against later chunks, read both ways), each
     cut into three column tiles (``TILE_COLS`` 40: 96 = 32 + 32 + 32), its binning
@@ -715,10 +692,10 @@ def test_mirrored_pass_with_its_binning_pass_and_several_chunks(monkeypatch, mir
     metrics = ["precision_at_recall@0.9", "recall_at_precision@0.4", "map", "recall@7"]
     a, b = _both(monkeypatch, queries=X, query_labels=y, metrics=metrics, tile=(64, 96))
     _same(a, b)
-    assert mirrored["passes"] == 1 and mirrored["binning"] == 1
+    assert _fused(b, mode="mirrored") == 1 and dict(b.provenance.binning) == {"fused-cpu": 1}
 
 
-def test_mirrored_pass_with_an_asymmetric_relevance(monkeypatch, mirrored):
+def test_mirrored_pass_with_an_asymmetric_relevance(monkeypatch):
     """Leave-one-out with a relevance map where i is relevant to j but not j to i: each
     side of a mirrored tile masks its own relevant pairs."""
     rng = np.random.default_rng(12)
@@ -727,10 +704,10 @@ def test_mirrored_pass_with_an_asymmetric_relevance(monkeypatch, mirrored):
     metrics = ["map", "recall@5", "mrr", "recall_at_precision@0.5"]
     a, b = _both(monkeypatch, queries=X, relevance=relevance, metrics=metrics, tile=(16, 32))
     _same(a, b)
-    assert mirrored["passes"] == 1
+    assert _fused(b, mode="mirrored") == 1
 
 
-def test_mirror_declines_neg_l2_query_gallery_and_checkpoints(monkeypatch, mirrored, tmp_path):
+def test_mirror_declines_neg_l2_query_gallery_and_checkpoints(monkeypatch, tmp_path):
     """neg_l2 (its epilogue subtracts in an order that is not symmetric), a query set
     that is not the gallery, and checkpointed passes of several blocks keep the
     one-sided tiles (same results)."""
@@ -738,17 +715,23 @@ def test_mirror_declines_neg_l2_query_gallery_and_checkpoints(monkeypatch, mirro
     X = np.round(rng.standard_normal((80, 4)), 1).astype(np.float32)
     y = rng.integers(0, 6, 80)
     kw = dict(metrics=["map", "recall@3"], tile=(16, 32), device="cpu")
-    _same(*_both(monkeypatch, queries=X, query_labels=y, similarity="neg_l2", **kw))
-    _same(
-        *_both(monkeypatch, queries=X[:30], query_labels=y[:30], gallery=X, gallery_labels=y, **kw)
-    )
+    one_sided = [
+        _both(monkeypatch, queries=X, query_labels=y, similarity="neg_l2", **kw),
+        _both(monkeypatch, queries=X[:30], query_labels=y[:30], gallery=X, gallery_labels=y, **kw),
+    ]
     monkeypatch.setenv("RC_CPU_COUNTER", "scored")
     want = rc.evaluate(queries=X, query_labels=y, **kw)
     monkeypatch.setenv("RC_CPU_COUNTER", "fused")
-    _same(want, rc.evaluate(queries=X, query_labels=y, checkpoint=tmp_path / "c", **kw))
-    assert mirrored["passes"] == 0
-    _same(want, rc.evaluate(queries=X, query_labels=y, **kw))
-    assert mirrored["passes"] == 1
+    one_sided.append(
+        (want, rc.evaluate(queries=X, query_labels=y, checkpoint=tmp_path / "c", **kw))
+    )
+    for a, b in one_sided:
+        _same(a, b)
+        assert _fused(b) == _fused(b, mode="one-sided") >= 1
+    assert _fused(one_sided[-1][1]) == 80 // 16  # the plan's blocks
+    mirrored = rc.evaluate(queries=X, query_labels=y, **kw)
+    _same(want, mirrored)
+    assert _fused(mirrored) == _fused(mirrored, mode="mirrored") == 1
 
 
 def test_probe_declines_mirrored_products_that_differ():
@@ -769,7 +752,7 @@ def test_probe_declines_mirrored_products_that_differ():
 
 
 @pytest.mark.parametrize("pairs", [40 * 80, 40 * 80 + 1])
-def test_the_default_runs_large_one_sided_passes_fused(monkeypatch, spy, pairs):
+def test_the_default_runs_large_one_sided_passes_fused(monkeypatch, pairs):
     """RC_CPU_COUNTER unset: a query/gallery pass of at least AUTO_ONE_SIDED_PAIRS score
     pairs (40 queries x 80 gallery items against a limit of 3,200) runs on the fused
     counter's one-sided tiles, one pair short of it on the scored counter; the same
@@ -783,12 +766,16 @@ def test_the_default_runs_large_one_sided_passes_fused(monkeypatch, spy, pairs):
     monkeypatch.setenv("RC_CPU_COUNTER", "scored")
     want = rc.evaluate(**case, **kw)
     monkeypatch.delenv("RC_CPU_COUNTER")
-    _same(want, rc.evaluate(**case, **kw))
-    assert (spy["one_sided"] > 0) == (pairs <= 40 * 80)
+    got = rc.evaluate(**case, **kw)
+    _same(want, got)
+    assert _fused(got, mode="one-sided") == (pairs <= 40 * 80)  # one task over every query
+    assert _fused(got) + got.provenance.blocks.get("numba", 0) == sum(
+        got.provenance.blocks.values()
+    )
 
 
 def test_the_default_mirrors_leave_one_out_and_leaves_the_rest_to_the_scored_pass(
-    monkeypatch, spy, mirrored
+    monkeypatch,
 ):
     """RC_CPU_COUNTER unset: a leave-one-out cosine pass runs mirrored, a small
     query/gallery pass and neg_l2 (one-sided, below AUTO_ONE_SIDED_PAIRS score pairs)
@@ -803,12 +790,15 @@ def test_the_default_mirrors_leave_one_out_and_leaves_the_rest_to_the_scored_pas
         dict(queries=X[:40], query_labels=y[:40], gallery=X[40:], gallery_labels=y[40:]),
         dict(queries=X, query_labels=y, similarity="neg_l2"),
     ]
+    got = []
     for case in cases:
         monkeypatch.setenv("RC_CPU_COUNTER", "scored")
         want = rc.evaluate(**case, **kw)
         monkeypatch.delenv("RC_CPU_COUNTER")
-        _same(want, rc.evaluate(**case, **kw))
-    assert mirrored["passes"] == 1 and spy["one_sided"] == 0
+        got.append(rc.evaluate(**case, **kw))
+        _same(want, got[-1])
+    assert [dict(r.provenance.modes) for r in got] == [{"mirrored": 1}, {}, {}]
+    assert [set(r.provenance.blocks) for r in got] == [{"fused-cpu"}, {"numba"}, {"numba"}]
 
 
 @settings(max_examples=40, deadline=None)
