@@ -412,9 +412,9 @@ def resolve_backend(device, arrays, *, collectives: str | None = None) -> Backen
         device = "auto"
     if not isinstance(device, str):
         device = str(device)
-    torch = _torch()
-    if device == "numpy":
+    if device == "numpy":  # before torch's import: a process that never needs it skips it
         return Backend("numpy")
+    torch = _torch()
     if device in ("cpu", "torch-cpu"):
         if torch is None:
             if device == "torch-cpu":

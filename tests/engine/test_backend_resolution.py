@@ -1,4 +1,5 @@
-"""Where ``device="auto"`` computes (engine/_backend.resolve_backend). Cost: < 1 s.
+"""Where ``device="auto"`` computes (engine/_backend.resolve_backend), and that
+``device="numpy"`` imports no torch. Cost: < 1 s.
 
 Found on an H200: every sharded test over a gloo process group failed there, because
 ``auto`` picked CUDA and the ranks' check then refused CUDA over gloo, so a user's
@@ -33,3 +34,32 @@ def test_explicit_devices_are_kept_under_any_group(gpu_machine):
     assert resolve_backend("cpu", [], collectives="nccl").device.type == "cpu"
     assert resolve_backend("numpy", [], collectives="gloo").name == "numpy"
     assert resolve_backend("cuda", [], collectives="gloo").is_cuda  # refused later, by name
+
+
+def test_the_numpy_device_never_imports_torch(monkeypatch):
+    """``device="numpy"`` resolved without importing torch: a fresh process (an xdist
+    worker, a pytest session the tests start) that evaluates on it paid torch's import,
+    ~2 CPU-s, for nothing. Every ``import torch`` statement the evaluation executes is
+    recorded (torch is loaded in this process already, so its presence in sys.modules
+    cannot tell)."""
+    import builtins
+
+    import numpy as np
+
+    import retrieval_checks as rc
+
+    real, asked = builtins.__import__, []
+
+    def spy(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            asked.append(name)
+        return real(name, *args, **kwargs)
+
+    x = np.random.default_rng(0).normal(size=(12, 4)).astype(np.float32)
+    y = np.repeat(np.arange(4), 3)
+    monkeypatch.setattr(builtins, "__import__", spy)
+    numpy_result = rc.evaluate(x, query_labels=y, metrics=["map", "mrr"], device="numpy")
+    assert asked == [] and numpy_result.config["backend"] == "numpy"
+    cpu_result = rc.evaluate(x, query_labels=y, metrics=["map", "mrr"], device="cpu")
+    assert asked and cpu_result.config["backend"] != "numpy"  # the spy sees torch's import
+    assert dict(numpy_result) == dict(cpu_result)
