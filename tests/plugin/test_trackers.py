@@ -7,8 +7,9 @@ plugin's own JSON report of the same session.
 Cost: the sessions run in-process (mlflow, imported once when the module's first test
 starts, stays imported), except the two
 that start a W&B run (a subprocess each: W&B's service process, the point of those
-tests): about 46 CPU-s for the file alone, measured (90 when each of its 9 sessions was
-a subprocess). mlflow and wandb are imported by a module fixture, not at the module's
+tests, on numpy: no torch import there): about 17 CPU-s for the file alone (``-n 0``,
+28 November 2026; 23 when those two imported torch, 46 measured earlier, 90 when each
+of its 9 sessions was a subprocess). mlflow and wandb are imported by a module fixture, not at the module's
 import, so a worker that runs none of these tests never pays their import."""
 
 from __future__ import annotations
@@ -58,7 +59,11 @@ def _run(pytester, *args, subprocess=False):
     above, imported: never a second import), or in a subprocess where W&B runs: its
     ``wandb.init`` starts a service process tied to the process that started it, and a
     run's settings are read once per process."""
-    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest_inprocess
+    run = pytester.runpytest_inprocess
+    if subprocess:  # on numpy (no torch import: ~2 CPU-s) and without pytest's closing
+        # garbage collections (~0.7 CPU-s; unraisable exceptions: none is checked here)
+        run = pytester.runpytest_subprocess
+        args = ("--rc-device=numpy", "-p", "no:unraisableexception", *args)
     return run("-p", "no:cacheprovider", "--rc-history=none", "--rc-json=gates.json", *args)
 
 
