@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import InputError
 from ._partial import BlockPartial
 
-__all__ = ["Checkpoint"]
+__all__ = ["Checkpoint", "check_directory"]
 
 _ARRAYS = (
     "indptr",
@@ -110,6 +110,40 @@ def _checksum(arrays: dict) -> np.ndarray:
     return np.frombuffer(h.digest(), np.uint8)
 
 
+def _unwritable(path: Path, exc: OSError) -> InputError:
+    return InputError(
+        f"checkpoint={str(path)!r} cannot be written ({type(exc).__name__}: "
+        f"{exc.strerror or exc}); the run would compute blocks it cannot keep. Make the "
+        "directory writable, or pass a writable checkpoint= directory (or none)."
+    )
+
+
+def check_directory(directory) -> Path:
+    """The ``checkpoint=`` directory, checked before any work (:func:`rc.evaluate` calls
+    this first, :class:`Checkpoint` again): a path (str or PathLike), not a file, created
+    if missing, and able to take a file; else an InputError naming it and the fix."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise InputError(f"checkpoint={directory!r}: give a directory path (str or pathlib.Path).")
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise InputError(
+            f"checkpoint={str(path)!r} is a file; give a directory (it is created if missing)."
+        )
+    probe = _tmp_name(path / ".write-probe")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb") as fh:
+            fh.write(b"probe")
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+    return path
+
+
 class Checkpoint:
     """The finished blocks of one pass under ``directory`` (see the module doc).
 
@@ -117,23 +151,10 @@ class Checkpoint:
     RuntimeWarning naming it)."""
 
     def __init__(self, directory, fingerprint: str, part: str = "single"):
-        if not isinstance(directory, (str, os.PathLike)):
-            raise InputError(
-                f"checkpoint={directory!r}: give a directory path (str or pathlib.Path)."
-            )
-        self.dir = Path(directory)
-        if self.dir.exists() and not self.dir.is_dir():
-            raise InputError(
-                f"checkpoint={str(self.dir)!r} is a file; give a directory (it is created if missing)."
-            )
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise self._unwritable(exc) from None
+        self.dir = check_directory(directory)
         self.part = part
         self.fingerprint = fingerprint
         self.recomputed: list[str] = []
-        self._check_writable()
         manifest = self.dir / f"{part}.json"
         text = json.dumps({"fingerprint": fingerprint, "part": part}).encode()
         if manifest.exists() or not self._create_manifest(manifest, text):
@@ -154,7 +175,7 @@ class Checkpoint:
                 try:
                     _atomic_write(manifest, lambda fh: fh.write(text))
                 except OSError as err:
-                    raise self._unwritable(err) from None
+                    raise _unwritable(self.dir, err) from None
                 stored = fingerprint
             if stored != fingerprint:
                 raise InputError(
@@ -166,28 +187,7 @@ class Checkpoint:
         try:
             return _create_once(manifest, text)
         except OSError as exc:
-            raise self._unwritable(exc) from None
-
-    def _unwritable(self, exc: OSError) -> InputError:
-        return InputError(
-            f"checkpoint={str(self.dir)!r} cannot be written ({type(exc).__name__}: {exc.strerror or exc}); the "
-            "run would compute blocks it cannot keep. Make the directory writable, or pass a writable checkpoint= "
-            "directory (or none)."
-        )
-
-    def _check_writable(self) -> None:
-        """Refuse a directory that cannot take a file, before any block is computed."""
-        probe = _tmp_name(self.dir / ".write-probe")
-        try:
-            with open(probe, "wb") as fh:
-                fh.write(b"probe")
-        except OSError as exc:
-            raise self._unwritable(exc) from None
-        finally:
-            try:
-                probe.unlink()
-            except OSError:
-                pass
+            raise _unwritable(self.dir, exc) from None
 
     def _path(self, start: int) -> Path:
         return self.dir / f"{self.part}-block{start:012d}.npz"

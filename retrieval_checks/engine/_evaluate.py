@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..options import DEFAULTS
 from . import _backend
 from ._backend import check_run_options
-from ._checkpoint import Checkpoint
+from ._checkpoint import Checkpoint, check_directory
 from ._digest import content_digest
 from ._executor import check_executor
 from ._first_ranks import first_relevant_ranks
@@ -255,6 +255,8 @@ def evaluate(
             use_kernels=_use_kernels,
         )
     check_run_options(device, max_memory, progress)  # before any work
+    if checkpoint is not None:
+        check_directory(checkpoint)
     req = parse_request(
         metrics,
         similarity=similarity,
@@ -266,13 +268,13 @@ def evaluate(
         confidence=confidence,
         ignore_identical_ids=ignore_identical_ids,
     )
+    pair_specs = req.of_kind("pair")
+    if executor is not None:
+        check_executor(executor, pair_specs)
     sides = embedding_sides(queries, gallery, req.similarity)
     dims = None if slices is None else make_slices(slices, sides.n_q)  # before the pass
     own = self_pairs_of(sides, query_ids, gallery_ids, gallery_labels, req.ignore_identical_ids)
     rel = relevance_of(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
-    pair_specs = req.of_kind("pair")
-    if executor is not None:
-        check_executor(executor, pair_specs)
     plan = plan_pass(
         list(sides.inputs),
         n_q=sides.n_q,

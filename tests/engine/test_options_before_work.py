@@ -85,3 +85,28 @@ def test_the_spy_sees_work_with_valid_options(spy, entry):
     fn, args, kwargs = _calls()[entry]
     with pytest.raises(EngineStarted):
         fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("bad", ["number", "file", "unwritable", "executor"])
+def test_checkpoint_and_executor_are_refused_before_any_work(spy, tmp_path, bad):
+    """``checkpoint=`` (not a path, a file, a directory that cannot be created) and
+    ``executor=`` (no ``submit``) are checked with the other options: before the engine
+    plans or prepares (they were checked when the pass began streaming)."""
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    kwargs = {
+        "number": {"checkpoint": 42},
+        "file": {"checkpoint": afile},
+        "unwritable": {"checkpoint": afile / "below-a-file"},
+        "executor": {"executor": object()},
+    }[bad]
+    fn, args, base = _calls()["evaluate"]
+    name = next(iter(kwargs))
+    try:
+        fn(*args, **base, **kwargs)
+    except rc.InputError as exc:
+        assert f"{name}=" in str(exc), str(exc)
+    except EngineStarted:
+        pytest.fail(f"evaluate({name}={kwargs[name]!r}) started the engine before refusing it")
+    else:
+        pytest.fail(f"evaluate({name}={kwargs[name]!r}) was accepted")
