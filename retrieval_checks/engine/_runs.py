@@ -785,25 +785,42 @@ def _qrels_for_arrays(qrels, n_q: int):
     return (*_triples(items, n_q), 0)
 
 
+def _index_of(v) -> int | None:
+    """``v`` as a row or document index, ids compared as text (``"3"`` is ``3``; ``"03"``,
+    ``" 3"``, ``3.0`` and booleans are not): an int, or None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, str) and v.isascii() and v.isdigit() and str(int(v)) == v:
+        return int(v)
+    return None
+
+
 def _triples(items, n_q: int):
     rows, docs, grades = [], [], []
-    for row, rel in items:
-        if isinstance(row, bool) or not isinstance(row, numbers.Integral) or not 0 <= row < n_q:
+    taken = {}
+    for key, rel in items:
+        row = _index_of(key)
+        if row is None or not 0 <= row < n_q:
             raise InputError(
-                f"qrels: key {shown(row)} is not a row of the run: with (indices, scores) queries are "
-                f"the rows 0 .. {n_q - 1}."
+                f"qrels: key {shown(key)} is not a row of the run: with (indices, scores) queries are "
+                f"the rows 0 .. {n_q - 1} (ints, or their text)."
             )
+        if row in taken:
+            raise InputError(
+                f"qrels: keys {shown(taken[row])} and {shown(key)} are the same query (row {row}: "
+                "ids are compared as text); give each query once."
+            )
+        taken[row] = key
         pairs = rel.items() if isinstance(rel, Mapping) else ((d, 1) for d in rel)
         seen = set()
-        for d, g in pairs:
-            if (
-                isinstance(d, bool)
-                or not isinstance(d, numbers.Integral)
-                or not 0 <= d <= INT64_MAX
-            ):
+        for doc, g in pairs:
+            d = _index_of(doc)
+            if d is None or not 0 <= d <= INT64_MAX:
                 raise InputError(
-                    f"qrels[{int(row)}]: document {shown(d)} is not an index >= 0 within the 64-bit "
-                    "integer range."
+                    f"qrels[{int(row)}]: document {shown(doc)} is not an index >= 0 within the 64-bit "
+                    "integer range (an int, or its text)."
                 )
             if int(d) in seen:
                 raise InputError(f"qrels[{int(row)}]: document {int(d)} is given twice.")
@@ -1404,7 +1421,8 @@ def evaluate_run(
         grade``); grades are integers >= -1: -1 in the pool but not judged (trec_eval's
         marker: non-relevant, no gain, not a judged non-relevant document for
         ``bpref``, but the query counts as judged), 0 judged non-relevant. Next to
-        ``(indices, scores)``: a dict ``{row: {index: grade}}`` or ``{row: [indices]}``,
+        ``(indices, scores)``: a dict ``{row: {index: grade}}`` or ``{row: [indices]}``
+        (rows and indices as ints or their text, as a JSON file's keys),
         a list of relevant-index lists (one per row) or a (n_queries x n_docs) grade
         matrix (numpy or scipy sparse).
     metrics:

@@ -635,7 +635,12 @@ VAL = np.array([[0.9, 0.5, np.nan], [0.3, 0.2, 0.1]])  # NaN where there is no r
         ),
         ((IDX, VAL), sp.csr_matrix(np.array([[1, 0, 0], [0, -2, 0]])), r"qrels\[1, 1\]: grade -2"),
         ((IDX, VAL), {5: [0]}, "key 5 is not a row of the run"),
-        ((IDX, VAL), {"0": [0]}, "key '0' is not a row"),
+        ((IDX, VAL), {"00": [0]}, "key '00' is not a row"),
+        ((IDX, VAL), {" 0": [0]}, "key ' 0' is not a row"),
+        ((IDX, VAL), {0.0: [0]}, "key 0.0 is not a row"),
+        ((IDX, VAL), {"0": [0], 0: [1]}, "keys '0' and 0 are the same query"),
+        ((IDX, VAL), {0: ["01"]}, r"qrels\[0\]: document '01' is not an index"),
+        ((IDX, VAL), {0: {1: 1, "1": 2}}, r"qrels\[0\]: document 1 is given twice"),
         ((IDX, VAL), {0: [-1]}, r"qrels\[0\]: document -1 is not an index"),
         ((IDX, VAL), {0: [1, 1]}, r"qrels\[0\]: document 1 is given twice"),
         ((IDX, VAL), {0: {1: -3}}, r"qrels\[0\]\[1\]: grade -3"),
@@ -660,6 +665,9 @@ def test_bad_arrays_are_refused(run, qrels, match):
 
 def test_arrays_accept_what_they_should():
     res = evaluate_run((IDX, VAL), [[1], [0, 2]], ["map", "mrr", "recall@1"])
+    # ids are compared as text: a JSON file's string keys are the rows and indices they spell
+    for text in ({"0": ["1"], "1": ["0", "2"]}, {"0": {"1": 1}, 1: {0: 1, "2": 1}}):
+        assert dict(evaluate_run((IDX, VAL), text, ["map", "mrr", "recall@1"])) == dict(res)
     np.testing.assert_allclose(res.per_query["map"], [0.5, (1 + 2 / 2) / 2])
     np.testing.assert_array_equal(res.per_query["recall@1"], [0.0, 0.5])
     assert dict(evaluate_run([IDX, VAL], [[1], [0, 2]], ["map", "mrr", "recall@1"])) == dict(res)
