@@ -27,7 +27,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("numba")
 
 
-
 def _both(monkeypatch, **kw):
     kw.setdefault("device", "cpu")
     kw.setdefault("progress", False)
@@ -76,6 +75,53 @@ def test_a_pass_on_another_thread_leaves_its_torch_threads(monkeypatch, similari
         assert torch.get_num_threads() == before_main
         assert _new_thread_threads() == before_new
     finally:  # put the process default back for the tests after this one
+        torch.set_num_threads(original)
+
+
+def test_a_one_row_block_probed_on_another_thread_leaves_torch_threads(tmp_path):
+    """The sibling on the one-sided pass: a checkpointed pass (the plan's blocks: 50,
+    50 and 1 rows) from a thread that is not the main one; the last block's probe
+    (one worker: on the caller's thread) must not leave threads started later on one
+    torch thread. (Fails: _probe's panels() calls torch.set_num_threads(1) there.)"""
+    import os
+
+    original = torch.get_num_threads()
+    torch.set_num_threads(2)
+    rng = np.random.default_rng(5)
+    X = np.round(rng.standard_normal((301, 6)), 1).astype(np.float32)
+    y = rng.integers(0, 9, 301)
+    seen = {}
+
+    def go():
+        old = os.environ.get("RC_CPU_COUNTER")
+        os.environ["RC_CPU_COUNTER"] = "fused"
+        try:
+            r = rc.evaluate(
+                queries=X[:101],
+                query_labels=y[:101],
+                gallery=X[101:],
+                gallery_labels=y[101:],
+                metrics=["map"],
+                similarity="neg_l2",
+                tile=(50, 200),
+                checkpoint=tmp_path / "c",
+                device="cpu",
+                progress=False,
+            )
+            seen["fused"] = r.provenance.blocks.get("fused-cpu", 0)
+        finally:
+            if old is None:
+                os.environ.pop("RC_CPU_COUNTER", None)
+            else:
+                os.environ["RC_CPU_COUNTER"] = old
+
+    t = threading.Thread(target=go)
+    t.start()
+    t.join()
+    try:
+        assert seen["fused"] >= 1
+        assert _new_thread_threads() == 2
+    finally:
         torch.set_num_threads(original)
 
 
