@@ -30,6 +30,17 @@ _STARTED = time.monotonic()
 BUDGET_S = 6 * 60  # the whole suite, `./dev test`, on a 2-core machine (CONTRIBUTING.md)
 EXHAUSTIVE_ENV = "RC_TESTS_EXHAUSTIVE"
 
+# OpenMP's idle threads sleep instead of spinning. The numba kernels (the omp threading
+# layer) and torch's CPU ops run OpenMP regions of a few milliseconds, thousands per file;
+# after each, libgomp's threads spun for a while by default, burning the core the other
+# xdist worker (or another rank) needed: measured on the 2-core machine, the three ranks
+# of test_distributed's launch cost 27.7 CPU-s, 22.5 passive (wall 22 -> 15 s), and
+# test_ties_end_to_end 17.0 -> 13.7. Nothing a test checks depends on it (the same
+# threads run the same regions). libgomp reads it when it loads (torch's import, numba's
+# first parallel kernel: both after this file, in pytest and in every xdist worker), and
+# the processes the tests start inherit it; a value set outside is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
