@@ -71,6 +71,7 @@ class Problem:
     k0: int = 0
     q0: int = 0
     rows: int | None = None
+    room: int | None = None  # the plan's working-set bytes (max_memory less the inputs)
     _buffers: tuple | None = field(default=None, repr=False)
 
     @property

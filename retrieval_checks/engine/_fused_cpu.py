@@ -208,8 +208,6 @@ def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) 
     cols = {w: torch.from_numpy(rng.permutation(c)[:w]) for w in widths}
 
     def panels() -> list:
-        if threading.current_thread() is not threading.main_thread():
-            torch.set_num_threads(1)
         panel = torch.zeros((t, d), dtype=torch.float32)
         out = []
         for w in widths:
@@ -228,9 +226,7 @@ def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) 
 
     if workers == 1:
         return panels()
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _one_thread_products(), ThreadPoolExecutor(1) as pool:
+    with _one_thread_products(), _pool(1) as pool:
         return pool.submit(panels).result()
 
 
@@ -269,8 +265,6 @@ def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int, w: int)
     ]
 
     def panels() -> bool:
-        if threading.current_thread() is not threading.main_thread():
-            torch.set_num_threads(1)
         panel = torch.zeros((t, d), dtype=torch.float32)
         tile = torch.empty((t, w), dtype=torch.float32)
         for rows, cols in picks:
@@ -284,9 +278,7 @@ def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int, w: int)
 
     if workers == 1:
         return panels()
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _one_thread_products(), ThreadPoolExecutor(1) as pool:
+    with _one_thread_products(), _pool(1) as pool:
         return pool.submit(panels).result()
 
 
@@ -414,20 +406,22 @@ class _RelevantPlan:
     """A block's relevant pairs in sub-panels (:func:`_relevant_plan`): ``rows`` (block
     rows that have relevant pairs, :data:`GATHER_ROWS` a sub-panel, rows that share
     items side by side); each sub-panel's distinct items in slots (``slot_ptr``; their
-    gallery rows ``index``, ``pad`` the padding slots), cut into tiles (``tile_ptr``: the sub-panel's; ``tile_slot``, ``tile_w``: each tile's first
-    slot and width); its ``pairs`` (positions in the block's CSR, ``pair_ptr``) and where
-    each pair's score lands when the tiles' products are laid out one after the other,
-    ``GATHER_ROWS x w`` each (``flat``)."""
+    gallery rows ``index``, ``pad`` the padding slots), cut into tiles (``tile_ptr``: the
+    sub-panel's; ``tile_sub``, ``tile_slot``, ``tile_w``: each tile's sub-panel, first
+    slot and width); the ``pairs`` (positions in the block's CSR; ``tile_pairs``: each
+    tile's run of them) and where each pair's score lands when the tiles' products are
+    laid out one after the other, ``GATHER_ROWS x w`` each (``flat``)."""
 
     rows: np.ndarray
     slot_ptr: np.ndarray
     index: np.ndarray
     pad: np.ndarray
     tile_ptr: np.ndarray
+    tile_sub: np.ndarray
     tile_slot: np.ndarray
     tile_w: np.ndarray
     pairs: np.ndarray
-    pair_ptr: np.ndarray
+    tile_pairs: np.ndarray
     flat: np.ndarray
 
 
@@ -483,8 +477,9 @@ def _relevant_plan(rel, rid, own, own_rid, n_g: int, c: int) -> _RelevantPlan:
     t_of = tile_ptr[s_of] + slot // g
     lane = pos[rid][pairs] % ts
     flat = ts * tile_slot[t_of] + lane * tile_w[t_of] + (slot_ptr[s_of] + slot - tile_slot[t_of])
+    tile_pairs = np.searchsorted(t_of, np.arange(tile_sub.size + 1))  # each tile's pairs
     return _RelevantPlan(
-        rows, slot_ptr, index, pad, tile_ptr, tile_slot, tile_w, pairs, pair_ptr, flat
+        rows, slot_ptr, index, pad, tile_ptr, tile_sub, tile_slot, tile_w, pairs, tile_pairs, flat
     )
 
 
@@ -493,32 +488,51 @@ def _relevant_sweep(blk: _Block, n_workers: int) -> None:
     ``TILE_ROWS // GATHER_ROWS`` on ``n_workers`` workers), then sorted within rows into
     ``blk.rel_sorted`` (and the permutation into ``blk.order``) by the scored path's
     sort (:func:`._counters.sort_within_rows`)."""
-    rel = blk.rel
-    rp = _relevant_plan(rel, blk.rid, blk.own, blk.own_rid, blk.p.n_g, blk.p.c)
+    rel, p = blk.rel, blk.p
+    rp = _relevant_plan(rel, blk.rid, blk.own, blk.own_rid, p.n_g, p.c)
     vals = np.empty(rel.indices.size, np.float32)
     per = max(1, TILE_ROWS // GATHER_ROWS)
-    n_batches = -(-(rp.slot_ptr.size - 1) // per)
-    _in_workers(n_workers, _relevant_worker, blk, n_batches, rp, vals, per)
+    # a batch's gathered items and products take at most a score block's bytes (what
+    # max_memory sized for the scored path), and at least one tile
+    room = p.b * p.n_chunks * p.c * 4 // (4 * (int(p.Q.shape[1]) + GATHER_ROWS))
+    batches = _batches(rp, per, room)
+    _in_workers(n_workers, _relevant_worker, blk, len(batches), rp, vals, batches)
     blk.rel_sorted[:], blk.order[:] = sort_within_rows(vals, rel, False)
 
 
-def _relevant_worker(blk: _Block, next_batch, rp: _RelevantPlan, vals, per: int) -> None:
-    """Batches of ``per`` sub-panels: the batch's rows and items gathered at once
+def _batches(rp: _RelevantPlan, per: int, room: int) -> list:
+    """The relevant sweep's batches: runs of tiles ``(first, stop)`` of at most ``per``
+    sub-panels and ``room`` gathered slots (a tile more than ``room`` alone)."""
+    out, t0 = [], 0
+    n = rp.tile_w.size
+    ends = (rp.tile_slot + rp.tile_w).tolist()
+    starts, subs = rp.tile_slot.tolist(), rp.tile_sub.tolist()
+    for t in range(n):
+        if t > t0 and (ends[t] - starts[t0] > room or subs[t] - subs[t0] >= per):
+            out.append((t0, t))
+            t0 = t
+    if n:
+        out.append((t0, n))
+    return out
+
+
+def _relevant_worker(blk: _Block, next_batch, rp: _RelevantPlan, vals, batches) -> None:
+    """The ``batches`` (:func:`_batches`): a batch's rows and items gathered at once
     (padding zeroed), each tile's products and epilogue laid out one after the other,
     then every pair's score picked into ``vals`` in one go."""
     import torch
 
-    if threading.current_thread() is not threading.main_thread():
-        torch.set_num_threads(1)
     p, be, epi = blk.p, blk.p.backend, blk.epilogue
     d, ts = int(p.Q.shape[1]), GATHER_ROWS
-    n_sub = rp.slot_ptr.size - 1
+    per = max(1, TILE_ROWS // GATHER_ROWS)
     Qb = torch.zeros((per * ts, d), dtype=torch.float32)
     qa_b = torch.zeros(per * ts, dtype=torch.float32)
     Gg, ga_g, out = (torch.empty(0, dtype=torch.float32) for _ in range(3))
     while (k := next_batch()) is not None:
-        s0, s1 = k * per, min(n_sub, (k + 1) * per)
-        a, e = int(rp.slot_ptr[s0]), int(rp.slot_ptr[s1])
+        t0, t1 = batches[k]
+        s0, s1 = int(rp.tile_sub[t0]), int(rp.tile_sub[t1 - 1]) + 1
+        a = int(rp.tile_slot[t0])
+        e = int(rp.tile_slot[t1 - 1] + rp.tile_w[t1 - 1])
         if Gg.numel() < (e - a) * d:
             Gg = torch.empty((e - a) * d, dtype=torch.float32)
             ga_g = torch.empty(e - a, dtype=torch.float32)
@@ -536,9 +550,8 @@ def _relevant_worker(blk: _Block, next_batch, rp: _RelevantPlan, vals, per: int)
             ga_g[: e - a][pad] = 0
             torch.index_select(p.qa, 0, rows, out=qa_b[:kq])
             qa_b[kq:] = 0
-        t0, t1 = int(rp.tile_ptr[s0]), int(rp.tile_ptr[s1])
         for s, o, w in zip(
-            np.repeat(np.arange(s0, s1), np.diff(rp.tile_ptr[s0 : s1 + 1])).tolist(),
+            rp.tile_sub[t0:t1].tolist(),
             (rp.tile_slot[t0:t1] - a).tolist(),
             rp.tile_w[t0:t1].tolist(),
         ):
@@ -547,7 +560,7 @@ def _relevant_worker(blk: _Block, next_batch, rp: _RelevantPlan, vals, per: int)
             be.matmul_into(Qb[q : q + ts], G[o : o + w], part)
             if epi:
                 be.finish_scores(part, p.similarity, qa_b[q : q + ts], ga_g[o : o + w])
-        q0, q1 = int(rp.pair_ptr[s0]), int(rp.pair_ptr[s1])
+        q0, q1 = int(rp.tile_pairs[t0]), int(rp.tile_pairs[t1])
         vals[rp.pairs[q0:q1]] = out.numpy()[rp.flat[q0:q1] - ts * a]
 
 
@@ -649,9 +662,7 @@ def _sweep(blk, numbers, n_workers: int, m: int) -> list:
     n_workers = max(1, min(n_workers, len(numbers)))
     if n_workers == 1:
         return [_worker(blk, numbers, m)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _one_thread_products(), ThreadPoolExecutor(n_workers) as pool:
+    with _one_thread_products(), _pool(n_workers) as pool:
         jobs = [pool.submit(_worker, blk, numbers[w::n_workers], m) for w in range(n_workers)]
         return [j.result() for j in jobs]
 
@@ -689,6 +700,19 @@ def _workers() -> int:
 
 
 _THREADS_LOCK = threading.Lock()
+
+
+def _pool(n: int):
+    """The counter's worker threads: ``n`` of them, each making its products
+    single-threaded (set when the thread starts; OpenMP's and MKL's setting is per
+    thread). Only these threads change their setting: a pass on one worker runs on the
+    calling thread as it is (its probe too), so a caller's own thread count is never
+    changed. Used inside :func:`_one_thread_products`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    return ThreadPoolExecutor(n, initializer=torch.set_num_threads, initargs=(1,))
 
 
 @contextlib.contextmanager
@@ -758,12 +782,9 @@ class _Buffers:
 def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: products, scan
     """The block's panels number ``panels``, in turn, on this worker's buffers: relevant
     scores first, then every chunk's tile, scanned at once."""
-    import torch
 
     from . import _fused_cpu_numba as K
 
-    if threading.current_thread() is not threading.main_thread():
-        torch.set_num_threads(1)  # this thread's own setting (OpenMP's is per thread)
     p, t = blk.p, blk.t
     rel = blk.rel
     factors = blk.epilogue
@@ -892,10 +913,12 @@ def _column_cuts(c: int) -> list:
 
 def _fits_one_task(p, n_rel: int, workers: int) -> bool:
     """Whether a task over every query of ``p`` (``n_rel`` relevant pairs) fits the
-    memory of the scored path's score block (at least 64 MiB): per relevant pair and
-    row, the relevant sweep's plan and scores (some 120 bytes) and each worker's counts
-    (four int64 arrays, mirrored)."""
-    return (128 + 32 * workers) * (n_rel + p.n_q) <= max(p.b * p.n_chunks * p.c * 4, 1 << 26)
+    plan's working set (``max_memory`` less the inputs; without a plan's, the scored
+    path's score block, at least 64 MiB): per relevant pair and row, the relevant
+    sweep's plan and scores (some 120 bytes) and each worker's counts (four int64
+    arrays, mirrored)."""
+    room = p.room if p.room is not None else max(p.b * p.n_chunks * p.c * 4, 1 << 26)
+    return (128 + 32 * workers) * (n_rel + p.n_q) <= room
 
 
 @dataclass
@@ -996,9 +1019,7 @@ def _in_workers(n_workers: int, fn, blk, n_panels: int, *args) -> list:
 
     if n_workers == 1:
         return [fn(blk, next_panel, *args)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _one_thread_products(), ThreadPoolExecutor(n_workers) as pool:
+    with _one_thread_products(), _pool(n_workers) as pool:
         jobs = [pool.submit(fn, blk, next_panel, *args) for _ in range(n_workers)]
         return [j.result() for j in jobs]
 
@@ -1009,12 +1030,9 @@ def _mirror_worker(
     """The second sweep, on this worker's buffers and counts: each panel against its own
     chunk (scanned once: it holds both orders of its pairs) and every later chunk
     (scanned, then transposed and scanned for the chunk's rows)."""
-    import torch
 
     from . import _fused_cpu_numba as K
 
-    if threading.current_thread() is not threading.main_thread():
-        torch.set_num_threads(1)
     p, t = blk.p, blk.t
     c, n = p.c, p.n_q
     n_rel = blk.rel_sorted.size

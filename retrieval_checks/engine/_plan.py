@@ -157,6 +157,7 @@ def prepare_problem(
         k0=k0,
         q0=window.q0,
         rows=window.n_q,
+        room=plan.room,
     )
 
 

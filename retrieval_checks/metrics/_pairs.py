@@ -180,16 +180,36 @@ def _tp_at(pos_sorted: np.ndarray, t) -> np.ndarray:
     return pos_sorted.size - np.searchsorted(pos_sorted, t, side="left")
 
 
+def _tail_cut(counts: PairCounts, tail: np.ndarray) -> tuple[float, int]:
+    """Where the negative tail's counts are exact, whatever the pass's plan: the
+    ``capacity``-th largest negative of the pass (every negative at or above it is in
+    the tail, and the tail holds them all), and how many negatives reach it. The tail's
+    own ``tau`` lies at or below it by how the pass was cut into blocks and workers (a
+    tail is shrunk to its capacity only past twice that), so a curve or a decision cut at
+    ``tau`` would differ between plans; one cut at this value does not (no threshold
+    below it reaches a ``recall_at_precision`` level: it has ``capacity`` negatives or
+    more above it). ``(+inf, 0)`` when the pass kept no negatives, ``(-inf, all)`` when
+    it has fewer than ``capacity``."""
+    tau, cap = counts.tail.tau, counts.tail.capacity
+    if tau == math.inf:
+        return math.inf, 0
+    if tail.size >= cap:
+        cut = float(tail[tail.size - cap])
+        return cut, int(tail.size - np.searchsorted(tail, np.float32(cut), side="left"))
+    return tau, int(tail.size)  # every negative (tau -inf: the tail never filled)
+
+
 def _curve(counts: PairCounts):
-    """TP and FP at each unique positive score u (ascending) and whether FP is exact there."""
+    """TP and FP at each unique positive score u (ascending), whether FP is exact there
+    (:func:`_tail_cut`), and the negatives at or above the cut."""
     u = counts.unique_positives()
     tp = _tp_at(counts.positives, u).astype(np.int64)
-    if counts.fp_at is not None:
-        return u, tp, counts.fp_at.astype(np.int64), np.ones(u.size, bool)
     tail = counts.tail.sorted_values()
+    cut, n_cut = _tail_cut(counts, tail)
+    if counts.fp_at is not None:
+        return u, tp, counts.fp_at.astype(np.int64), np.ones(u.size, bool), n_cut
     fp = (tail.size - np.searchsorted(tail, u, side="left")).astype(np.int64)
-    exact = u >= counts.tail.tau
-    return u, tp, fp, exact
+    return u, tp, fp, u >= np.float32(cut), n_cut
 
 
 def pr_curve(counts: PairCounts, max_points: int = 100) -> dict:
@@ -198,7 +218,7 @@ def pr_curve(counts: PairCounts, max_points: int = 100) -> dict:
     the negative tail's cut (the high-precision end, down to the precision levels the
     pass was asked for). At most ``max_points`` points, evenly spread in recall;
     lists ordered by decreasing threshold."""
-    u, tp, fp, exact = _curve(counts)
+    u, tp, fp, exact, _ = _curve(counts)
     u, tp, fp = u[exact], tp[exact], fp[exact]
     if u.size == 0:
         return {"threshold": [], "precision": [], "recall": [], "complete": False}
@@ -272,7 +292,7 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
             value = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else 0.0
         return float(value), float(T), {"tp": tp, "fp": fp, "fn": fn}, False
 
-    u, tp, fp, exact = _curve(counts)
+    u, tp, fp, exact, n_cut = _curve(counts)
     level = spec.level_fraction
     num, den = level.numerator, level.denominator
     if spec.family == "recall_at_precision":
@@ -297,8 +317,7 @@ def pair_metric(spec: MetricSpec, counts: PairCounts) -> tuple[float, float | No
         return 0.0, None, {"tp": 0, "fp": 0, "fn": P}, False
     if (ok & ~exact).any():
         best = _best_precision(tp, fp, np.flatnonzero(cand))[1] if cand.any() else Fraction(-1)
-        n_tail = counts.tail.sorted_values().size
-        if best < Fraction(P, P + n_tail):  # a threshold below tau has precision at most this
+        if best < Fraction(P, P + n_cut):  # a threshold below the cut: at most this precision
             return math.nan, None, {}, True
     i, best = _best_precision(tp, fp, np.flatnonzero(cand))
     return (

@@ -22,6 +22,8 @@ Cost: about 25 CPU-s (numba compiles the kernels once per interpreter, cached on
 from __future__ import annotations
 
 import math
+import threading
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -874,3 +876,180 @@ def test_rows_of_one_class_share_a_sub_panel(monkeypatch):
     rp = _fused_cpu._relevant_plan(rel, rel.row_ids(), own, own.row_ids(), y.size, 4000)
     n_items = [(~rp.pad[a:b]).sum() for a, b in zip(rp.slot_ptr[:-1], rp.slot_ptr[1:])]
     assert np.mean(n_items) <= 50 and max(n_items) <= 10 * 5
+
+
+# ----------------------------------------------------------------------------- review
+def _new_thread_threads() -> int:
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    return seen[0]
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "neg_l2"])
+def test_a_pass_on_another_thread_leaves_its_torch_threads(monkeypatch, similarity):
+    """A small leave-one-out pass (one panel: the mirrored pass's one worker, and its
+    probes, run on the calling thread) evaluated from a thread that is not the main
+    one: the calling thread's torch threads, and those of threads started later, are
+    what they were (the workers' pool threads alone set their own count; they once
+    set it on whatever thread ran them, the caller's too)."""
+    original = torch.get_num_threads()
+    torch.set_num_threads(2)  # the leak shows against any count above 1
+    before_main, before_new = torch.get_num_threads(), _new_thread_threads()
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    X = np.round(np.random.default_rng(5).standard_normal((40, 6)), 1).astype(np.float32)
+    y = np.arange(40) % 4
+    seen = {}
+
+    def go():
+        seen["before"] = torch.get_num_threads()
+        r = rc.evaluate(X, query_labels=y, metrics=["map"], similarity=similarity, device="cpu")
+        seen["fused"] = r.provenance.blocks.get("fused-cpu", 0)
+        seen["after"] = torch.get_num_threads()
+
+    t = threading.Thread(target=go)
+    t.start()
+    t.join()
+    try:
+        assert seen["fused"] >= 1  # the fused counter ran
+        assert seen["after"] == seen["before"]
+        assert torch.get_num_threads() == before_main
+        assert _new_thread_threads() == before_new
+    finally:  # put the process default back for the tests after this one
+        torch.set_num_threads(original)
+
+
+def test_a_one_row_block_probed_on_another_thread_leaves_torch_threads(tmp_path):
+    """The sibling on the one-sided pass: a checkpointed pass (the plan's blocks: 50,
+    50 and 1 rows) from a thread that is not the main one; the last block's probe
+    (one worker: on the caller's thread) must not leave threads started later on one
+    torch thread."""
+    import os
+
+    original = torch.get_num_threads()
+    torch.set_num_threads(2)
+    rng = np.random.default_rng(5)
+    X = np.round(rng.standard_normal((301, 6)), 1).astype(np.float32)
+    y = rng.integers(0, 9, 301)
+    seen = {}
+
+    def go():
+        old = os.environ.get("RC_CPU_COUNTER")
+        os.environ["RC_CPU_COUNTER"] = "fused"
+        try:
+            r = rc.evaluate(
+                queries=X[:101],
+                query_labels=y[:101],
+                gallery=X[101:],
+                gallery_labels=y[101:],
+                metrics=["map"],
+                similarity="neg_l2",
+                tile=(50, 200),
+                checkpoint=tmp_path / "c",
+                device="cpu",
+                progress=False,
+            )
+            seen["fused"] = r.provenance.blocks.get("fused-cpu", 0)
+        finally:
+            if old is None:
+                os.environ.pop("RC_CPU_COUNTER", None)
+            else:
+                os.environ["RC_CPU_COUNTER"] = old
+
+    t = threading.Thread(target=go)
+    t.start()
+    t.join()
+    try:
+        assert seen["fused"] >= 1
+        assert _new_thread_threads() == 2
+    finally:
+        torch.set_num_threads(original)
+
+
+def test_pr_curve_is_the_scored_paths_whatever_the_plan(monkeypatch):
+    """result.pr_curve (the exact pair PR curve where the pass knows it) is the same on
+    the fused one-task pass (per-worker tails), the scored pass's blocks and another
+    tile=: it is cut at the pass's capacity-th largest negative, not at the final tail's
+    threshold, which depends on how the pass was cut (100 points scored, 69 fused, 72
+    scored under tile=None, before)."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3000, 16)).astype(np.float32)
+    y = rng.integers(0, 60, 3000)
+    kw = dict(queries=X[:1000], query_labels=y[:1000], gallery=X[1000:], gallery_labels=y[1000:])
+    scored, fused = _both(monkeypatch, **kw, metrics=["recall_at_precision@0.9"], tile=(64, 512))
+    assert fused.provenance.blocks.get("fused-cpu", 0) >= 1
+    assert scored["recall_at_precision@0.9"] == fused["recall_at_precision@0.9"]
+    assert scored.pr_curve == fused.pr_curve
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    other = rc.evaluate(**kw, metrics=["recall_at_precision@0.9"], device="cpu", progress=False)
+    assert other.pr_curve == scored.pr_curve
+
+
+def test_the_one_task_pass_keeps_to_max_memory(monkeypatch):
+    """max_memory=8MB: the fused pass's host arrays (numpy, traced) stay within the
+    scored pass's plus the budget: the one-task pass fits the plan's working set, not a
+    64 MiB floor (it held ~41 MiB against the scored pass's ~6 MiB)."""
+    rng = np.random.default_rng(0)
+    Q = rng.standard_normal((1000, 32)).astype(np.float32)
+    G = rng.standard_normal((3000, 32)).astype(np.float32)
+    yq = rng.integers(0, 10, 1000)
+    kw = dict(
+        queries=Q,
+        query_labels=yq,
+        gallery=G,
+        gallery_labels=rng.integers(0, 10, 3000),
+        metrics=["map"],
+        device="cpu",
+        progress=False,
+        max_memory="8MB",
+    )
+    peaks = {}
+    for counter in ("scored", "fused"):
+        monkeypatch.setenv("RC_CPU_COUNTER", counter)
+        rc.evaluate(**{**kw, "queries": Q[:600], "query_labels": yq[:600]})  # warm
+        tracemalloc.start()
+        try:
+            result = rc.evaluate(**kw)
+            peaks[counter] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert result.provenance.blocks.get("fused-cpu", 0) >= 1
+    assert peaks["fused"] <= peaks["scored"] + 8 * 2**20, peaks
+
+
+def test_the_relevant_sweep_gathers_within_the_score_blocks_budget(monkeypatch):
+    """Rows of 1,000 relevant items each, few shared (a sub-panel of 32 rows gathers
+    ~4,000 gallery rows of d = 256): no buffer the fused pass allocates is larger than
+    the largest the scored pass allocates (its score block, which max_memory sizes): the
+    relevant sweep's batches are cut to a score block's bytes (a batch of 16 sub-panels
+    gathered 20 MiB against 2.4 MiB here)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(1)
+    nq, ng, d, r = 512, 4000, 256, 1000
+    Q = rng.standard_normal((nq, d)).astype(np.float32)
+    G = rng.standard_normal((ng, d)).astype(np.float32)
+    cols = np.concatenate([rng.choice(ng, r, replace=False) for _ in range(nq)])
+    rel = sp.csr_matrix(
+        (np.ones(nq * r, np.int8), (np.repeat(np.arange(nq), r), cols)), shape=(nq, ng)
+    )
+    largest = [0]
+    for name in ("empty", "zeros"):
+        real = getattr(torch, name)
+
+        def spy(*a, _real=real, **k):
+            out = _real(*a, **k)
+            largest[0] = max(largest[0], out.numel() * out.element_size())
+            return out
+
+        monkeypatch.setattr(torch, name, spy)
+    kw = dict(queries=Q, gallery=G, relevance=rel, metrics=["map"], max_memory="16MB")
+    seen = {}
+    for counter in ("scored", "fused"):
+        largest[0] = 0
+        monkeypatch.setenv("RC_CPU_COUNTER", counter)
+        result = rc.evaluate(**kw, device="cpu", progress=False)
+        seen[counter] = largest[0]
+    assert result.provenance.blocks.get("fused-cpu", 0) >= 1
+    assert seen["fused"] <= seen["scored"], {k: f"{v / 2**20:.1f} MiB" for k, v in seen.items()}
