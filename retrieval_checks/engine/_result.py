@@ -205,6 +205,9 @@ class EvaluationResult(Mapping):
     - ``pr_curve``: the exact pair precision-recall curve (``threshold``, ``precision``,
       ``recall`` lists, at most 100 points) where the pass knows it, when a
       ``recall_at_precision`` or ``precision_at_recall`` metric was computed; else None.
+      Known: at every positive score down to the pass's ``capacity``-th largest negative
+      (the tail the metrics asked for; the whole curve when every negative was binned),
+      the same whatever the counter, the budget or the tiles.
     - ``query_label_codes``: integer label code per query (for class-cluster bootstraps);
       ``label_values[code]`` is the label itself; ``query_ids``: the ids given (or None).
     - ``tie_values[name]``: the query-level metric under the ``"pessimistic"`` and
