@@ -19,8 +19,8 @@ tasks) is worked through in panels of ``t`` rows (:data:`TILE_ROWS`):
    against the row's relevant scores; the counts add up over the tiles.
    Pair metrics: the tile's negatives at or above the tail threshold come from the same
    pass, and its negatives are binned against the fixed thresholds, from the same tile;
-   the pass's first block seeds the tail threshold from a first sweep (the histogram of
-   its negatives).
+   each worker keeps its own tail of negatives, raised as it fills (no seed: a worker's
+   first tile hands it all its negatives, and the tail cuts them to its capacity).
 
 One worker thread per core (``torch.get_num_threads()``), each with its own panel and
 tile, the products single-threaded while they run. By default (``RC_CPU_COUNTER``
@@ -75,7 +75,7 @@ import numpy as np
 from ..errors import BackendError
 from ..metrics._pairs import NegativeTail
 from . import _kernels
-from ._counters import sort_within_rows, tail_threshold
+from ._counters import sort_within_rows
 from ._partial import BlockPartial, ranked_partial
 
 __all__ = [
@@ -286,8 +286,7 @@ class FusedCpuCounter:
     """A fused counter (the seam's plug-in shape, :mod:`._counting`): computes its own
     scores, tile by tile, and returns the block's :class:`BlockPartial`, or None when it
     declines the block (the ``fallback`` scored counter runs it): tile shapes whose
-    products are not bit-identical on this machine, a column window, or the first
-    block of a pair pass (which seeds the tail threshold from its whole block).
+    products are not bit-identical on this machine, or a column window.
 
     Leave-one-out passes it can mirror (:func:`_mirror_plan`) run as one task over every
     query (``rows``), each pair of tiles computed once (:func:`_run_mirror`); a
@@ -581,9 +580,10 @@ def _run(p, start, stop, t, pairs, epilogue: bool) -> BlockPartial | None:
     """The block on the fused pass, or None when a tile shape is not bit-identical.
     ``pairs`` (tail threshold, tail capacity, fixed thresholds; None: no pair metric):
     each worker keeps its own tail of the pair metrics' negatives, raised as it fills
-    (:class:`NegativeTail`); while the threshold is still -inf (the pass's first block),
-    a first sweep of the block's first panels takes the histogram of its negatives
-    (:func:`_seed_tail`), as the scored path's ``seed_tail`` does from its whole block."""
+    (:class:`NegativeTail`): the pass's first block needs no seed (the scored path's
+    ``seed_tail`` takes its whole block first; a first sweep of panels here computed
+    their products twice, a tenth of a 10k x 40k pass): a worker's first tile hands all
+    its negatives to its tail, which cuts them to its capacity at once."""
     want_pairs = pairs is not None
     tail_tau, capacity, fixed = pairs if want_pairs else (-math.inf, None, None)
     m = stop - start
@@ -615,8 +615,6 @@ def _run(p, start, stop, t, pairs, epilogue: bool) -> BlockPartial | None:
         epilogue=epilogue,
         capacity=capacity,
     )
-    if want_pairs and not math.isfinite(tail_tau) and capacity is not None:
-        tail_tau = _seed_tail(blk, len(panels), n_workers, m, capacity)
     if want_pairs:
         blk.tau = np.float32(max(tail_tau, _F32_MIN))
     _relevant_sweep(blk, n_workers)
@@ -633,26 +631,6 @@ def _run(p, start, stop, t, pairs, epilogue: bool) -> BlockPartial | None:
             part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:].copy()
         part.negatives_tau = float(tau)
     return part
-
-
-def _seed_tail(blk, n_panels: int, n_workers: int, m: int, capacity: int) -> float:
-    """The first block's tail threshold, before its sweep: the histogram of the
-    negatives of its first panels (one per worker), or of every panel when those hold
-    fewer than ``capacity``. Any threshold with ``capacity`` negatives of the pass at or
-    above it is exact (the scored path's ``seed_tail`` takes its whole block); a few
-    panels spare the products of the rest of the block, computed twice otherwise."""
-    blk.seeding = True
-    try:
-        first = range(min(n_workers, n_panels))
-        hist = sum(out[1] for out in _sweep(blk, first, n_workers, m))
-        tau = tail_threshold(hist, capacity)
-        if tau == -math.inf and n_panels > len(first):
-            rest = range(len(first), n_panels)
-            hist = hist + sum(out[1] for out in _sweep(blk, rest, n_workers, m))
-            tau = tail_threshold(hist, capacity)
-        return tau
-    finally:
-        blk.seeding = False
 
 
 def _sweep(blk, numbers, n_workers: int, m: int) -> list:
@@ -687,7 +665,6 @@ class _Block:
     above: np.ndarray
     tied: np.ndarray
     epilogue: bool  # False: cosine of rows normalised on the host (factors 1: no-op)
-    seeding: bool = False  # the first sweep: the histogram of the negatives' keys only
     capacity: int | None = None  # the pair metrics' tail: each worker keeps its own
     panels: list | None = None  # the mirrored pass's panels: (first row, stop, chunk)
     pads: np.ndarray | None = None  # the mirrored pass's rows' relevant scores, 16 slots
@@ -793,11 +770,9 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
     fixed_hist = None if blk.fixed is None else np.zeros(blk.fixed.size + 1, np.int64)
     tau = blk.tau
     keeper = None  # the worker's tail, raised as it fills (else every negative >= tau)
-    if blk.want_pairs and blk.capacity is not None and not blk.seeding:
+    if blk.want_pairs and blk.capacity is not None:
         keeper = NegativeTail(blk.capacity)
         keeper.tau = float(tau) if tau > _F32_MIN else -math.inf
-    if blk.seeding:
-        fixed_hist = np.zeros(65536, np.int64)
     start = blk.start
     for n_panel in panels:
         s0 = n_panel * t
@@ -807,12 +782,8 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
         a, e = int(rel.indptr[s0]), int(rel.indptr[s1])
         rid = blk.rid[a:e] - s0
         cols = rel.indices[a:e]
-        if blk.seeding:  # the first sweep: no relevant scores, no counts
-            rs = np.zeros(0, np.float32)
-            rel_ptr = np.zeros(mt + 1, np.int64)
-        else:  # the panel's relevant scores (the block's first sweep), sorted in rows
-            rs = blk.rel_sorted[a:e]
-            rel_ptr = (rel.indptr[s0 : s1 + 1] - a).astype(np.int64)
+        rs = blk.rel_sorted[a:e]  # the panel's relevant scores (the block's first sweep)
+        rel_ptr = (rel.indptr[s0 : s1 + 1] - a).astype(np.int64)
         # the pairs never counted: relevant and self, per row (global columns)
         lo_o, hi_o = np.searchsorted(blk.own_rid, [s0, s1])
         m_rows = np.concatenate([rid, blk.own_rid[lo_o:hi_o] - s0])
@@ -844,9 +815,7 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
                 bufs.buf,
                 bufs.neg,
             )
-            if blk.seeding:
-                K.key_histogram_tile(tile_np, mt, width, fixed_hist)
-            elif blk.want_pairs:
+            if blk.want_pairs:
                 if n_neg and keeper is not None:
                     keeper.add(bufs.neg[:n_neg].copy())
                     tau = np.float32(max(keeper.tau, _F32_MIN))

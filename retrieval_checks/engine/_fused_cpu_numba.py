@@ -23,7 +23,6 @@ __all__ = [
     "finish_counts",
     "pad_rows",
     "bin_tile",
-    "key_histogram_tile",
     "mask_columns",
     "unmask",
     "scan_columns",
@@ -183,25 +182,6 @@ def bin_tile(T, m, width, sorted_values, out):
             if s < lo:
                 continue
             out[bisect_sorted(sorted_values, 0, n_v, s, False)] += 1
-
-
-@njit(cache=True, nogil=True)
-def key_histogram_tile(T, m, width, out):
-    """``out[key >> 16]`` += 1 for the finite scores of rows ``0..m-1``, columns
-    ``0..width-1``: :func:`._kernels_numba.key_histogram` on one tile, serial (the keys
-    order like the floats; -inf, the masked pairs, is not counted)."""
-    U = T.view(np.uint32)
-    neg_inf_bits = np.uint32(0xFF800000)
-    for i in range(m):
-        for j in range(width):
-            u = U[i, j]
-            if u == neg_inf_bits:
-                continue
-            if u & np.uint32(0x80000000):
-                key = ~u
-            else:
-                key = u | np.uint32(0x80000000)
-            out[key >> np.uint32(16)] += 1
 
 
 @njit(cache=True, nogil=True)

@@ -381,39 +381,35 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, one_task):
     assert _fused(*fused, mode="mirrored") == (2 if one_task else 0)
 
 
-@pytest.mark.parametrize(
-    ("metric", "sweeps"),
-    [("recall_at_precision@0.9", 1), ("precision_at_recall@0.5", 2)],
-)
+@pytest.mark.parametrize("metric", ["recall_at_precision@0.9", "precision_at_recall@0.5"])
 @pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "blocks"])
-def test_the_first_block_seeds_its_tail_from_its_first_panels(
-    monkeypatch, metric, sweeps, one_task
+def test_no_panel_is_computed_twice_each_worker_tail_rises_as_it_fills(
+    monkeypatch, metric, one_task
 ):
-    """Query/gallery with a pair metric: the first block's tail threshold comes from the
-    negatives of its first panels (one per worker) when they hold the tail's capacity
-    (recall_at_precision@0.9: about n_positive / 9), else from every panel
-    (precision_at_recall: 4 n_positive + 1, more than two panels of 4 rows hold); each
-    worker's tail then rises as it fills, and the later blocks start from the pass's;
-    the results are the scored path's either way, as one task or in blocks."""
+    """Query/gallery with a pair metric: no seed sweep (each panel is loaded and
+    multiplied once): each worker's tail takes its first tile's negatives and is cut to
+    its capacity as it fills (recall_at_precision@0.9: about n_positive / 9;
+    precision_at_recall: 4 n_positive + 1, more than a few panels of 4 rows hold), the
+    later blocks start from the pass's threshold; the results are the scored path's
+    either way, as one task or in blocks."""
     if not one_task:
         monkeypatch.setattr(_fused_cpu, "_fits_one_task", lambda *a: False)
     rng = np.random.default_rng(31)
     X = np.round(rng.standard_normal((400, 4)), 1).astype(np.float32)
     y = rng.integers(0, 20, 400)
-    seeding = []
-    sweep = _fused_cpu._sweep
+    loaded = []
+    load = _fused_cpu._Buffers.load
     monkeypatch.setattr(
-        _fused_cpu,
-        "_sweep",
-        lambda blk, numbers, *a: (blk.seeding and seeding.append(len(list(numbers))))
-        or sweep(blk, numbers, *a),
+        _fused_cpu._Buffers,
+        "load",
+        lambda self, p, f, r0, r1: loaded.append(r0) or load(self, p, f, r0, r1),
     )
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 4)
     kw = dict(queries=X[:100], query_labels=y[:100], gallery=X[100:], gallery_labels=y[100:])
     a, b = _both(monkeypatch, **kw, metrics=[metric, "map"], tile=(32, 96), progress=False)
     _same(a, b, metric)
-    assert len(seeding) == sweeps and seeding[0] <= 2  # the first panels, then the rest
     assert _fused(b) == _fused(b, mode="one-sided") == (1 if one_task else 4)
+    assert sorted(loaded) == sorted(set(loaded)) and loaded  # each panel once
 
 
 @pytest.mark.parametrize(
