@@ -142,7 +142,9 @@ def evaluate(
         to 8 GiB). Scores are float32, so a block of ``b`` queries takes
         ``4 * b * n_g`` bytes.
     progress:
-        Show a progress bar (tqdm); default: only on a terminal and for long passes.
+        Show a progress bar (tqdm), in queries done; default: only on a terminal and for
+        long passes (more than 8 query blocks of the plan). A pass the fused CPU counter
+        runs as one task moves it panel by panel.
     tile:
         ``(query block height, gallery chunk width)`` to override the planner; the
         width is rounded up to a multiple of 16 so that equal scores stay bit-equal.

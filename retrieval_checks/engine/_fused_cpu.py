@@ -305,6 +305,7 @@ class FusedCpuCounter:
         self._mirror = None  # (problem, its mirror plan or None): the last problem asked
         self._whole = None  # (problem, whether its one-sided pass is one task)
         self._epilogue = None  # (problem, whether its tiles need the score epilogue)
+        self.progress = None  # the pass's hook: called with the query rows of each panel done
 
     def _t(self, p) -> int:
         return min(p.b, int(self.tile_rows or TILE_ROWS))
@@ -387,10 +388,11 @@ class FusedCpuCounter:
             want = (float(pairs.tau), capacity, fixed)
         epilogue = self._needs_epilogue(p)
         if (start, stop) == (0, p.n_q) and self.mirror_plan(p) is not None:
-            return _run_mirror(p, self.mirror_plan(p), epilogue, pairs=want)
+            return _run_mirror(p, self.mirror_plan(p), epilogue, pairs=want, report=self.progress)
         if not self._one_sided(p):
             return None  # RC_CPU_COUNTER=auto: the scored counter runs a small pass
-        part = _run(p, start, stop, self._t_one_sided(p, stop - start), want, epilogue)
+        t = self._t_one_sided(p, stop - start)
+        part = _run(p, start, stop, t, want, epilogue, report=self.progress)
         if part is None and stop - start > p.b:  # one_task probed these shapes: never
             raise BackendError(
                 f"The fused CPU pass declined its task of {stop - start} queries after its "
@@ -576,11 +578,12 @@ def _gather_exact(p, t: int, d: int, workers: int) -> bool:
     )
 
 
-def _run(p, start, stop, t, pairs, epilogue: bool) -> BlockPartial | None:
+def _run(p, start, stop, t, pairs, epilogue: bool, report=None) -> BlockPartial | None:
     """The block on the fused pass, or None when a tile shape is not bit-identical.
     ``pairs`` (tail threshold, tail capacity, fixed thresholds; None: no pair metric):
     each worker keeps its own tail of the pair metrics' negatives, raised as it fills
-    (:class:`NegativeTail`): the pass's first block needs no seed (the scored path's
+    (:class:`NegativeTail`; ``report``: called with each panel's rows when it is done):
+    the pass's first block needs no seed (the scored path's
     ``seed_tail`` takes its whole block first; a first sweep of panels here computed
     their products twice, a tenth of a 10k x 40k pass): a worker's first tile hands all
     its negatives to its tail, which cuts them to its capacity at once."""
@@ -614,6 +617,7 @@ def _run(p, start, stop, t, pairs, epilogue: bool) -> BlockPartial | None:
         tied=np.zeros(n_rel, np.int64),
         epilogue=epilogue,
         capacity=capacity,
+        report=report,
     )
     if want_pairs:
         blk.tau = np.float32(max(tail_tau, _F32_MIN))
@@ -666,6 +670,7 @@ class _Block:
     tied: np.ndarray
     epilogue: bool  # False: cosine of rows normalised on the host (factors 1: no-op)
     capacity: int | None = None  # the pair metrics' tail: each worker keeps its own
+    report: object = None  # progress: called with the query rows of each panel done
     panels: list | None = None  # the mirrored pass's panels: (first row, stop, chunk)
     pads: np.ndarray | None = None  # the mirrored pass's rows' relevant scores, 16 slots
 
@@ -824,6 +829,8 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
                 if fixed_hist is not None:
                     K.bin_tile(tile_np, mt, width, blk.fixed, fixed_hist)
         K.finish_counts(mt, rel_ptr, hist, tie_diff, above, tied)
+        if blk.report is not None:
+            blk.report(mt)
     if keeper is not None:
         return [keeper.sorted_values()], fixed_hist, keeper.tau
     return negatives, fixed_hist, -math.inf
@@ -898,7 +905,7 @@ class _MirrorPlan:
     t: int
 
 
-def _run_mirror(p, plan: _MirrorPlan, epilogue: bool, pairs=None, bins=None):
+def _run_mirror(p, plan: _MirrorPlan, epilogue: bool, pairs=None, bins=None, report=None):
     """Every query of the leave-one-out problem ``p`` on the mirrored tiles: a first
     sweep takes every row's relevant scores (gathered, as :func:`_run` does), a second
     computes each panel against its own chunk and every later one, scans the tile for
@@ -932,6 +939,7 @@ def _run_mirror(p, plan: _MirrorPlan, epilogue: bool, pairs=None, bins=None):
         tied=np.zeros(0, np.int64),
         epilogue=epilogue,
         panels=plan.panels,
+        report=report,
     )
     m_rows = np.concatenate([blk.rid, blk.own_rid])
     m_cols = np.concatenate([rel.indices, own.indices]).astype(np.int64)
@@ -1095,6 +1103,8 @@ def _mirror_worker(
                 bufs.neg,
             )
             pairs_of(tile_np, mt, width, n_neg)
+        if blk.report is not None and bins is None:
+            blk.report(mt)
     if tail_keeper is not None:
         out["negatives"] = [tail_keeper.sorted_values()]
     return out

@@ -11,6 +11,7 @@ lets blocks run anywhere.
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -41,10 +42,13 @@ __all__ = [
 _FIXED = ("pair_precision", "pair_recall", "pair_f1")
 
 
-def progress_bar(enabled, total: int, desc: str = "retrieval-checks", unit: str = "block"):
-    """A tqdm bar, or None: by default only on a terminal and for more than 8 steps."""
+def progress_bar(
+    enabled, total: int, desc: str = "retrieval-checks", unit: str = "block", steps=None
+):
+    """A tqdm bar, or None: by default only on a terminal and for more than 8 steps
+    (``steps``; default ``total``)."""
     if enabled is None:
-        enabled = total > 8 and sys.stderr.isatty()
+        enabled = (total if steps is None else steps) > 8 and sys.stderr.isatty()
     if not enabled:
         return None
     from tqdm.auto import tqdm
@@ -346,21 +350,49 @@ def stream(
             run_block(problem, start, stop, counter, reduce, totals.pair_request())
             for start, stop in each_block(problem, blocks[done:])
         )
-    bar = progress_bar(progress, len(blocks))
+    # counted in queries (shown by default for more than 8 of the plan's blocks): a fused
+    # counter that runs every query in one task reports its panels as they finish
+    bar = progress_bar(
+        progress, problem.n_q, unit="query", steps=len(plan_blocks(problem.n_q, problem.b))
+    )
+    reporter = None  # (an executor's tasks take the counter elsewhere: blocks only)
+    if bar is not None and executor is None and getattr(counter, "fused", False):
+        reporter = _Rows(bar)
+    if reporter is not None:
+        counter.progress = reporter
     try:
-        if bar is not None and done:
-            bar.update(done)
+        rows = sum(stop - start for start, stop in blocks[:done])
+        if bar is not None and rows:
+            bar.update(rows)
         for part in parts:
             totals.add(part)
             if store is not None:
                 store.save(part)
+            rows += part.stop - part.start
             if bar is not None:
-                bar.update(1)
+                with _Rows.lock:  # what the counter did not report itself
+                    bar.update(max(0, rows - bar.n))
     finally:
         parts.close()
+        if reporter is not None:
+            counter.progress = None
         if bar is not None:
             bar.close()
     return totals
+
+
+class _Rows:
+    """A fused counter's progress hook (``counter.progress``): ``rows`` query rows done,
+    called from its worker threads, added to the pass's bar."""
+
+    lock = threading.Lock()
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def __call__(self, rows: int) -> None:
+        with self.lock:
+            self.bar.update(rows)
 
 
 def each_block(

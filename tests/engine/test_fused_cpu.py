@@ -1049,3 +1049,26 @@ def test_the_relevant_sweep_gathers_within_the_score_blocks_budget(monkeypatch):
         seen[counter] = largest[0]
     assert result.provenance.blocks.get("fused-cpu", 0) >= 1
     assert seen["fused"] <= seen["scored"], {k: f"{v / 2**20:.1f} MiB" for k, v in seen.items()}
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "neg_l2"], ids=["mirrored", "one-sided"])
+def test_a_one_task_pass_reports_its_panels_on_the_progress_bar(monkeypatch, similarity):
+    """progress=True on a pass the fused counter runs as one task: the bar (in queries)
+    moves panel by panel as the workers finish them, not once at the end, and ends at
+    every query; the result is the scored path's."""
+    from retrieval_checks.engine import _stream
+
+    calls = []
+    hook = _stream._Rows.__call__
+    monkeypatch.setattr(
+        _stream._Rows, "__call__", lambda self, rows: calls.append(rows) or hook(self, rows)
+    )
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 16)
+    rng = np.random.default_rng(4)
+    X = np.round(rng.standard_normal((200, 5)), 1).astype(np.float32)
+    y = rng.integers(0, 9, 200)
+    kw = dict(queries=X, query_labels=y, metrics=["map", "recall@3"], similarity=similarity)
+    a, b = _both(monkeypatch, **kw, tile=(32, 64), progress=True)
+    _same(a, b)
+    assert _fused(b) == 1  # one task (the scored pass has no hook: its bar moves by block)
+    assert len(calls) >= 200 // 16 and sum(calls) == 200
