@@ -119,8 +119,8 @@ AUTO_ONE_SIDED_PAIRS = 1 << 24
 def choice() -> str:
     """``RC_CPU_COUNTER``: ``auto`` (unset, :data:`DEFAULT`): this counter for the
     passes it mirrors (leave-one-out, cosine or dot) and for one-sided passes of at
-    least :data:`AUTO_ONE_SIDED_PAIRS` (2^24) score pairs, the scored path for smaller
-    ones; ``fused``: this counter for every pass it serves; ``scored``: never (the
+    least :data:`AUTO_ONE_SIDED_PAIRS` (2^24) score pairs that run as one task, the
+    scored path for the others; ``fused``: this counter for every pass it serves; ``scored``: never (the
     compiled kernels after whole-block products). The choice follows the measurements
     (docs/explanation/benchmarks.md): the fused pass was faster than the scored one
     leave-one-out in every round and query/gallery at 10k x 40k (d = 128 and 512); on
@@ -312,7 +312,8 @@ class FusedCpuCounter:
 
     def _one_sided(self, p) -> bool:
         """Whether this counter runs ``p``'s blocks it cannot mirror: as told, or
-        (``auto``) when the pass has at least :data:`AUTO_ONE_SIDED_PAIRS` score pairs."""
+        (``auto``) when the pass has at least :data:`AUTO_ONE_SIDED_PAIRS` score pairs
+        (and, :meth:`run_block`, runs as one task)."""
         if self.one_sided is not None:
             return bool(self.one_sided)
         return p.n_q * p.n_g >= AUTO_ONE_SIDED_PAIRS
@@ -391,6 +392,10 @@ class FusedCpuCounter:
             return _run_mirror(p, self.mirror_plan(p), epilogue, pairs=want, report=self.progress)
         if not self._one_sided(p):
             return None  # RC_CPU_COUNTER=auto: the scored counter runs a small pass
+        if self.one_sided is None and not self.one_task(p):
+            # auto: a pass whose relevant pairs outgrow one task runs scored (measured:
+            # 20k items in classes of 100, the fused blocks 1.6-2.0 s against 1.3 s)
+            return None
         t = self._t_one_sided(p, stop - start)
         part = _run(p, start, stop, t, want, epilogue, report=self.progress)
         if part is None and stop - start > p.b:  # one_task probed these shapes: never
@@ -432,7 +437,11 @@ def _relevant_plan(rel, rid, own, own_rid, n_g: int, c: int) -> _RelevantPlan:
     (relevant or self): rows of one class (leave-one-out, or queries labelled alike)
     share their relevant items and sit in one sub-panel, which gathers each item once.
     Leave-one-out, 10 items a class: 40 items a sub-panel of 32 rows, against 290 for
-    32 rows in block order. Vectorised: a few sorts over the block's pairs."""
+    32 rows in block order. The rows' order here; the rest compiled
+    (:func:`._fused_cpu_numba.relevant_plan`: 2M pairs in a fraction of the 0.25 s numpy
+    took)."""
+    from . import _fused_cpu_numba as K
+
     ts, m = GATHER_ROWS, rel.indptr.size - 1
     items = rel.indices.astype(np.int64)
     has = np.flatnonzero(np.diff(rel.indptr) > 0)
@@ -442,43 +451,13 @@ def _relevant_plan(rel, rid, own, own_rid, n_g: int, c: int) -> _RelevantPlan:
     if own.indices.size:
         np.minimum.at(key, own_rid, own.indices.astype(np.int64))
     rows = has[np.argsort(key[has], kind="stable")]
-    pos = np.zeros(m, np.int64)
-    pos[rows] = np.arange(rows.size)
-    n_sub = -(-rows.size // ts)
-    sub = pos[rid] // ts
-    pairs = np.argsort(sub * (n_g + 1) + items)  # any order within a (sub-panel, item)
-    s_of, it = sub[pairs], items[pairs]
-    pair_ptr = np.searchsorted(s_of, np.arange(n_sub + 1))
-    new = np.ones(pairs.size, bool)
-    new[1:] = (s_of[1:] != s_of[:-1]) | (it[1:] != it[:-1])
-    uid = np.cumsum(new) - 1  # the (sub-panel, item)'s number
-    slot = uid - uid[pair_ptr[:-1]][s_of] if pairs.size else uid  # within the sub-panel
-    n_items = np.bincount(s_of[new], minlength=n_sub)
     # the sub-panels' tiles: whole tiles of the first column tile's width g, the rest in
     # a multiple of the step (fewer padded products than a whole tile); every width is
     # probed (_gather_exact), so a pass's widths are few: g and the step's multiples
     g = _column_cuts(c)[0][1]
-    full, rest = np.divmod(n_items, g)
-    last = np.where(rest > 0, np.minimum(g, -(-rest // GATHER_STEP) * GATHER_STEP), 0)
-    slot_ptr = np.zeros(n_sub + 1, np.int64)
-    np.cumsum(full * g + last, out=slot_ptr[1:])
-    n_tiles = full + (rest > 0)
-    tile_ptr = np.zeros(n_sub + 1, np.int64)
-    np.cumsum(n_tiles, out=tile_ptr[1:])
-    tile_sub = np.repeat(np.arange(n_sub), n_tiles)
-    j = np.arange(tile_sub.size) - tile_ptr[tile_sub]
-    tile_slot = slot_ptr[tile_sub] + j * g
-    tile_w = np.where(j < full[tile_sub], g, last[tile_sub])
-    index = np.zeros(int(slot_ptr[-1]), np.int64)
-    taken = slot_ptr[s_of[new]] + slot[new]
-    index[taken] = it[new]
-    pad = np.ones(index.size, bool)
-    pad[taken] = False
-    # a pair's score: tile t (its slot's), row lane, column slot - t's first slot
-    t_of = tile_ptr[s_of] + slot // g
-    lane = pos[rid][pairs] % ts
-    flat = ts * tile_slot[t_of] + lane * tile_w[t_of] + (slot_ptr[s_of] + slot - tile_slot[t_of])
-    tile_pairs = np.searchsorted(t_of, np.arange(tile_sub.size + 1))  # each tile's pairs
+    plan = K.relevant_plan(rows, rel.indptr.astype(np.int64), items, n_g, ts, g, GATHER_STEP)
+    slot_ptr, index, pad, tile_ptr, tile_slot, tile_w, pairs, tile_pairs, flat = plan
+    tile_sub = np.repeat(np.arange(tile_ptr.size - 1), np.diff(tile_ptr))
     return _RelevantPlan(
         rows, slot_ptr, index, pad, tile_ptr, tile_sub, tile_slot, tile_w, pairs, tile_pairs, flat
     )

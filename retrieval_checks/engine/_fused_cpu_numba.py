@@ -26,6 +26,7 @@ __all__ = [
     "mask_columns",
     "unmask",
     "scan_columns",
+    "relevant_plan",
 ]
 
 _VECTOR_RELEVANT = 256  # rows with at most this many relevant scores count them vectorised
@@ -256,3 +257,104 @@ def scan_columns(  # long: a numba kernel: compaction, tail and placement in one
                 continue
             place_score(rel_sorted, a, rel_ptr[r + 1], s, hist, tie_diff, h)
     return nn
+
+
+@njit(cache=True, nogil=True)
+def relevant_plan(rows, indptr, indices, n_g, ts, g, step):  # long: a numba kernel
+    """The relevant sweep's plan (:func:`._fused_cpu._relevant_plan`) for ``rows`` (block
+    rows in sub-panel order, ``ts`` a sub-panel) and their relevant items (CSR
+    ``indptr`` / ``indices``, items below ``n_g``): each sub-panel's distinct items in
+    slots (in the order the sub-panel's rows first name them), in tiles
+    of width ``g`` and a last one rounded up to a multiple of ``step``; every pair's
+    position in the CSR (sub-panel by sub-panel, by slot), its tile, and where its score
+    lands when the tiles' ``ts x w`` products are laid out one after the other. Returns
+    ``(slot_ptr, index, pad, tile_ptr, tile_slot, tile_w, pairs, tile_pairs, flat)``."""
+    n_rows = rows.size
+    n_sub = (n_rows + ts - 1) // ts
+    pair_ptr = np.zeros(n_sub + 1, np.int64)
+    for s in range(n_sub):
+        c = 0
+        for li in range(s * ts, min(n_rows, (s + 1) * ts)):
+            r = rows[li]
+            c += indptr[r + 1] - indptr[r]
+        pair_ptr[s + 1] = pair_ptr[s] + c
+    n_pairs = pair_ptr[n_sub]
+    pairs = np.empty(n_pairs, np.int64)
+    lane = np.empty(n_pairs, np.int64)
+    slot = np.empty(n_pairs, np.int64)
+    n_items = np.zeros(n_sub, np.int64)
+    widest = 0
+    for s in range(n_sub):
+        widest = max(widest, pair_ptr[s + 1] - pair_ptr[s])
+    mark = np.full(n_g, -1, np.int64)  # an item's slot in the current sub-panel
+    uniq = np.empty(widest, np.int64)
+    seg_p = np.empty(widest, np.int64)
+    seg_l = np.empty(widest, np.int64)
+    seg_s = np.empty(widest, np.int64)
+    count = np.zeros(widest + 1, np.int64)
+    items = np.empty(n_pairs, np.int64)  # each sub-panel's distinct items, slot by slot
+    for s in range(n_sub):  # slots in order of first sight, then the pairs by slot
+        a = pair_ptr[s]
+        k = 0
+        u = 0
+        for li in range(s * ts, min(n_rows, (s + 1) * ts)):
+            r = rows[li]
+            for q in range(indptr[r], indptr[r + 1]):
+                item = indices[q]
+                if mark[item] < 0:
+                    mark[item] = u
+                    uniq[u] = item
+                    u += 1
+                seg_p[k] = q
+                seg_l[k] = li - s * ts
+                seg_s[k] = mark[item]
+                k += 1
+        count[: u + 1] = 0
+        for i in range(k):
+            count[seg_s[i] + 1] += 1
+        for j in range(u):
+            count[j + 1] += count[j]
+        for i in range(k):
+            at = a + count[seg_s[i]]
+            count[seg_s[i]] += 1
+            pairs[at] = seg_p[i]
+            lane[at] = seg_l[i]
+            slot[at] = seg_s[i]
+        for j in range(u):
+            items[a + j] = uniq[j]
+            mark[uniq[j]] = -1
+        n_items[s] = u
+    slot_ptr = np.zeros(n_sub + 1, np.int64)
+    tile_ptr = np.zeros(n_sub + 1, np.int64)
+    for s in range(n_sub):
+        full = n_items[s] // g
+        rest = n_items[s] - full * g
+        last = min(g, (rest + step - 1) // step * step) if rest > 0 else 0
+        slot_ptr[s + 1] = slot_ptr[s] + full * g + last
+        tile_ptr[s + 1] = tile_ptr[s] + full + (1 if rest > 0 else 0)
+    n_tiles = tile_ptr[n_sub]
+    tile_slot = np.empty(n_tiles, np.int64)
+    tile_w = np.empty(n_tiles, np.int64)
+    for s in range(n_sub):
+        for t in range(tile_ptr[s], tile_ptr[s + 1]):
+            j = t - tile_ptr[s]
+            tile_slot[t] = slot_ptr[s] + j * g
+            tile_w[t] = min(g, slot_ptr[s + 1] - tile_slot[t])
+    index = np.zeros(slot_ptr[n_sub], np.int64)
+    pad = np.ones(slot_ptr[n_sub], np.bool_)
+    flat = np.empty(n_pairs, np.int64)
+    tile_pairs = np.zeros(n_tiles + 1, np.int64)
+    for s in range(n_sub):
+        for i in range(pair_ptr[s], pair_ptr[s + 1]):
+            at = slot_ptr[s] + slot[i]
+            index[at] = items[pair_ptr[s] + slot[i]]
+            pad[at] = False
+            t = tile_ptr[s] + slot[i] // g
+            flat[i] = ts * tile_slot[t] + lane[i] * tile_w[t] + at - tile_slot[t]
+            tile_pairs[t + 1] = i + 1
+    for t in range(
+        n_tiles
+    ):  # a tile without pairs (none: every slot holds an item) ends where the last did
+        if tile_pairs[t + 1] < tile_pairs[t]:
+            tile_pairs[t + 1] = tile_pairs[t]
+    return slot_ptr, index, pad, tile_ptr, tile_slot, tile_w, pairs, tile_pairs, flat

@@ -1072,3 +1072,24 @@ def test_a_one_task_pass_reports_its_panels_on_the_progress_bar(monkeypatch, sim
     _same(a, b)
     assert _fused(b) == 1  # one task (the scored pass has no hook: its bar moves by block)
     assert len(calls) >= 200 // 16 and sum(calls) == 200
+
+
+def test_the_default_leaves_passes_too_heavy_for_one_task_to_the_scored_counter(monkeypatch):
+    """RC_CPU_COUNTER unset: a large one-sided pass whose relevant pairs do not fit one
+    task (many relevant items a query; measured slower on the fused blocks than on the
+    scored pass) runs on the scored counter; RC_CPU_COUNTER=fused still runs it fused,
+    in the plan's blocks. The same results."""
+    monkeypatch.setattr(_fused_cpu, "AUTO_ONE_SIDED_PAIRS", 1000)
+    monkeypatch.setattr(_fused_cpu, "_fits_one_task", lambda *a: False)
+    rng = np.random.default_rng(23)
+    X = np.round(rng.standard_normal((120, 5)), 1).astype(np.float32)
+    y = rng.integers(0, 3, 120)
+    case = dict(queries=X[:40], query_labels=y[:40], gallery=X[40:], gallery_labels=y[40:])
+    kw = dict(metrics=["map", "recall@3"], device="cpu", tile=(16, 48), progress=False)
+    monkeypatch.delenv("RC_CPU_COUNTER", raising=False)
+    auto = rc.evaluate(**case, **kw)
+    assert _fused(auto) == 0 and set(auto.provenance.blocks) == {"numba"}
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")
+    forced = rc.evaluate(**case, **kw)
+    assert _fused(forced, mode="one-sided") == 40 // 16 + 1
+    _same(auto, forced)
