@@ -558,20 +558,19 @@ def test_counter_choice(monkeypatch):
 
 def test_torch_threads_are_left_as_they_were(monkeypatch):
     """The workers make their own products single-threaded; the caller's setting, and
-    torch's default for threads started later, are what they were."""
-    import threading
-
+    what a thread started later gets, are what they were. (torch's setting for threads
+    started later is whatever a thread last set: an earlier test's thread may have left
+    it apart from the caller's, so the test first makes them one, as a caller's own
+    torch.set_num_threads does.)"""
     monkeypatch.setenv("RC_CPU_COUNTER", "fused")
     monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 8)
-    before = torch.get_num_threads()
+    torch.set_num_threads(torch.get_num_threads())
+    before, before_new = torch.get_num_threads(), _new_thread_threads()
+    assert before_new == before
     X = np.random.default_rng(1).standard_normal((40, 3)).astype(np.float32)
     rc.evaluate(X, query_labels=np.arange(40) % 4, metrics=["map"], device="cpu")
     assert torch.get_num_threads() == before
-    seen = []
-    t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
-    t.start()
-    t.join()
-    assert seen == [before]
+    assert _new_thread_threads() == before_new
 
 
 # ----------------------------------------------------------------------------- mirrored
