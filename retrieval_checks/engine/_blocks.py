@@ -83,6 +83,12 @@ class Problem:
         return int(self.Gp.shape[0]) // self.c
 
     @property
+    def score_block_bytes(self) -> int:
+        """The bytes of one block of scores, ``(n_chunks, b, c)`` float32: what the
+        scored path holds, and the fused counters' yardstick."""
+        return self.b * self.n_chunks * self.c * 4
+
+    @property
     def d(self) -> int:
         """Columns of a query row: the dimension (float32) or the code words (hamming)."""
         return int(self.Q.shape[1])

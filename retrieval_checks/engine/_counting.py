@@ -78,7 +78,7 @@ class TritonCounter:
         r_max = int(counts.max()) if counts.size else 0
         # bytes: int32 counts and their int64 sums, pair arrays
         per_row = 40 * (r_max + 1) + 64 * r_max + 64
-        budget = p.b * p.n_chunks * p.c * 4  # the score block the torch path would hold
+        budget = p.score_block_bytes  # the score block the torch path would hold
         return int(max(p.b, min(p.n_q, FUSED_ROWS_MAX, budget // per_row)))
 
     def run_block(self, p, start: int, stop: int, pairs: PairRequest | None):

@@ -336,7 +336,7 @@ class FusedCpuCounter:
     def one_task(self, p) -> bool:
         """Whether ``p``'s one-sided pass runs as one task over every query (decided
         once): the counter runs it (:meth:`_one_sided`), the plan has several blocks,
-        the pass's relevant pairs fit the score block's budget (:func:`_fits_one_task`)
+        the pass's relevant pairs fit the plan's working set (:func:`_fits_one_task`)
         and its tile shapes are exact (probed here, so the task is never declined: the
         scored counter cannot take a block of every query). The workers then take the
         panels of the whole pass in turn; block by block, each block's end waits for its
@@ -474,9 +474,9 @@ def _relevant_sweep(blk: _Block, n_workers: int) -> None:
     per = max(1, TILE_ROWS // GATHER_ROWS)
     # a batch's gathered items and products take at most a score block's bytes (what
     # max_memory sized for the scored path), and at least one tile
-    room = p.b * p.n_chunks * p.c * 4 // (4 * (int(p.Q.shape[1]) + GATHER_ROWS))
+    room = p.score_block_bytes // (4 * (int(p.Q.shape[1]) + GATHER_ROWS))
     batches = _batches(rp, per, room)
-    _in_workers(n_workers, _relevant_worker, blk, len(batches), rp, vals, batches)
+    _in_workers(n_workers, _relevant_worker, blk, len(batches), rp, vals, batches, per)
     blk.rel_sorted[:], blk.order[:] = sort_within_rows(vals, rel, False)
 
 
@@ -496,15 +496,15 @@ def _batches(rp: _RelevantPlan, per: int, room: int) -> list:
     return out
 
 
-def _relevant_worker(blk: _Block, next_batch, rp: _RelevantPlan, vals, batches) -> None:
-    """The ``batches`` (:func:`_batches`): a batch's rows and items gathered at once
+def _relevant_worker(blk: _Block, next_batch, rp: _RelevantPlan, vals, batches, per) -> None:
+    """The ``batches`` (:func:`_batches`, at most ``per`` sub-panels each): a batch's
+    rows and items gathered at once
     (padding zeroed), each tile's products and epilogue laid out one after the other,
     then every pair's score picked into ``vals`` in one go."""
     import torch
 
     p, be, epi = blk.p, blk.p.backend, blk.epilogue
     d, ts = int(p.Q.shape[1]), GATHER_ROWS
-    per = max(1, TILE_ROWS // GATHER_ROWS)
     Qb = torch.zeros((per * ts, d), dtype=torch.float32)
     qa_b = torch.zeros(per * ts, dtype=torch.float32)
     Gg, ga_g, out = (torch.empty(0, dtype=torch.float32) for _ in range(3))
@@ -601,7 +601,7 @@ def _run(p, start, stop, t, pairs, epilogue: bool, report=None) -> BlockPartial 
     if want_pairs:
         blk.tau = np.float32(max(tail_tau, _F32_MIN))
     _relevant_sweep(blk, n_workers)
-    outs = _sweep(blk, range(len(panels)), n_workers, m)
+    outs = _in_workers(n_workers, _worker, blk, len(panels), m)
     part = ranked_partial(start, stop, rel, blk.rel_sorted, blk.order, blk.above, blk.tied, False)
     part.mode = "one-sided"
     if want_pairs:
@@ -614,18 +614,6 @@ def _run(p, start, stop, t, pairs, epilogue: bool, report=None) -> BlockPartial 
             part.fixed_fp = np.cumsum(hist[::-1])[::-1][1:].copy()
         part.negatives_tau = float(tau)
     return part
-
-
-def _sweep(blk, numbers, n_workers: int, m: int) -> list:
-    """The block's panels ``numbers`` on ``n_workers`` workers, dealt in turn; their
-    (negatives, histogram)."""
-    numbers = list(numbers)
-    n_workers = max(1, min(n_workers, len(numbers)))
-    if n_workers == 1:
-        return [_worker(blk, numbers, m)]
-    with _one_thread_products(), _pool(n_workers) as pool:
-        jobs = [pool.submit(_worker, blk, numbers[w::n_workers], m) for w in range(n_workers)]
-        return [j.result() for j in jobs]
 
 
 @dataclass
@@ -740,9 +728,11 @@ class _Buffers:
             yield k, r0, width, tile.numpy()
 
 
-def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: products, scan
-    """The block's panels number ``panels``, in turn, on this worker's buffers: relevant
-    scores first, then every chunk's tile, scanned at once."""
+def _worker(blk: _Block, next_panel, m: int):  # long: one worker's loop: products, scan
+    """The block's panels (``next_panel``: :func:`_in_workers`' counter), in turn, on
+    this worker's buffers: every chunk's tile, scanned at once against the rows' relevant
+    scores (the block's first sweep). Returns ``(negatives, fixed thresholds' histogram,
+    the worker's tail threshold)``."""
 
     from . import _fused_cpu_numba as K
 
@@ -758,7 +748,7 @@ def _worker(blk: _Block, panels: list, m: int):  # long: one worker's loop: prod
         keeper = NegativeTail(blk.capacity)
         keeper.tau = float(tau) if tau > _F32_MIN else -math.inf
     start = blk.start
-    for n_panel in panels:
+    while (n_panel := next_panel()) is not None:
         s0 = n_panel * t
         s1 = min(m, s0 + t)
         mt = s1 - s0
@@ -868,12 +858,10 @@ def _column_cuts(c: int) -> list:
 
 def _fits_one_task(p, n_rel: int, workers: int) -> bool:
     """Whether a task over every query of ``p`` (``n_rel`` relevant pairs) fits the
-    plan's working set (``max_memory`` less the inputs; without a plan's, the scored
-    path's score block, at least 64 MiB): per relevant pair and row, the relevant
-    sweep's plan and scores (some 120 bytes) and each worker's counts (four int64
-    arrays, mirrored)."""
-    room = p.room if p.room is not None else max(p.b * p.n_chunks * p.c * 4, 1 << 26)
-    return (128 + 32 * workers) * (n_rel + p.n_q) <= room
+    plan's working set (``max_memory`` less the inputs; a problem without one never
+    runs as one task): per relevant pair and row, the relevant sweep's plan and scores
+    (some 120 bytes) and each worker's counts (four int64 arrays, mirrored)."""
+    return p.room is not None and (128 + 32 * workers) * (n_rel + p.n_q) <= p.room
 
 
 @dataclass
