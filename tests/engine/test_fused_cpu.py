@@ -915,13 +915,12 @@ def test_a_pass_on_another_thread_leaves_its_torch_threads(monkeypatch, similari
         torch.set_num_threads(original)
 
 
-def test_a_one_row_block_probed_on_another_thread_leaves_torch_threads(tmp_path):
+def test_a_one_row_block_probed_on_another_thread_leaves_torch_threads(monkeypatch, tmp_path):
     """The sibling on the one-sided pass: a checkpointed pass (the plan's blocks: 50,
     50 and 1 rows) from a thread that is not the main one; the last block's probe
     (one worker: on the caller's thread) must not leave threads started later on one
     torch thread."""
-    import os
-
+    monkeypatch.setenv("RC_CPU_COUNTER", "fused")  # the process's: the thread reads it
     original = torch.get_num_threads()
     torch.set_num_threads(2)
     rng = np.random.default_rng(5)
@@ -930,27 +929,19 @@ def test_a_one_row_block_probed_on_another_thread_leaves_torch_threads(tmp_path)
     seen = {}
 
     def go():
-        old = os.environ.get("RC_CPU_COUNTER")
-        os.environ["RC_CPU_COUNTER"] = "fused"
-        try:
-            r = rc.evaluate(
-                queries=X[:101],
-                query_labels=y[:101],
-                gallery=X[101:],
-                gallery_labels=y[101:],
-                metrics=["map"],
-                similarity="neg_l2",
-                tile=(50, 200),
-                checkpoint=tmp_path / "c",
-                device="cpu",
-                progress=False,
-            )
-            seen["fused"] = r.provenance.blocks.get("fused-cpu", 0)
-        finally:
-            if old is None:
-                os.environ.pop("RC_CPU_COUNTER", None)
-            else:
-                os.environ["RC_CPU_COUNTER"] = old
+        r = rc.evaluate(
+            queries=X[:101],
+            query_labels=y[:101],
+            gallery=X[101:],
+            gallery_labels=y[101:],
+            metrics=["map"],
+            similarity="neg_l2",
+            tile=(50, 200),
+            checkpoint=tmp_path / "c",
+            device="cpu",
+            progress=False,
+        )
+        seen["fused"] = r.provenance.blocks.get("fused-cpu", 0)
 
     t = threading.Thread(target=go)
     t.start()
