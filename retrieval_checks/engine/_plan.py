@@ -64,10 +64,12 @@ def plan_pass(
     max_memory,
     tile=None,
     pairs: bool = False,
+    collectives: str | None = None,
 ) -> Plan:
     """The backend and the tile shapes of a pass over ``n_q`` queries and ``n_g``
-    gallery items of dimension ``d`` (``arrays``: the inputs, for ``device="auto"``)."""
-    backend = resolve_backend(device, arrays)
+    gallery items of dimension ``d`` (``arrays``: the inputs, for ``device="auto"``;
+    ``collectives``: a sharded pass's process-group backend, which ``auto`` follows)."""
+    backend = resolve_backend(device, arrays, collectives=collectives)
     budget = parse_memory(max_memory) or default_memory_budget(backend)
     if tile is not None:
         b, c = _check_tile(tile)

@@ -63,3 +63,32 @@ def test_the_numpy_device_never_imports_torch(monkeypatch):
     cpu_result = rc.evaluate(x, query_labels=y, metrics=["map", "mrr"], device="cpu")
     assert asked and cpu_result.config["backend"] != "numpy"  # the spy sees torch's import
     assert dict(numpy_result) == dict(cpu_result)
+
+
+def test_a_sharded_pass_under_gloo_computes_on_the_cpu_end_to_end(gpu_machine, tmp_path):
+    """The whole sharded call, not only ``resolve_backend``: found on an H200 (the fourth
+    session), where the ranks checked their inputs against the CPU backend but the pass
+    planned its blocks with ``auto`` resolved again without the group's collectives, so
+    evaluate and evaluate_image_text computed on CUDA over a gloo group (and reported
+    ``torch:cuda``). Here torch only pretends to see a GPU: a pass that plans on CUDA
+    fails."""
+    import numpy as np
+    import torch.distributed as dist
+
+    import retrieval_checks as rc
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2, 3, size=(24, 6)).astype(np.float32)
+    y = np.repeat(np.arange(6), 4)
+    captions = np.repeat(x[:12], 2, axis=0) + rng.integers(-1, 2, size=(24, 6)).astype(np.float32)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        group = dist.group.WORLD
+        res = rc.evaluate(x, query_labels=y, metrics=["map", "mrr"], process_group=group)
+        it = rc.evaluate_image_text(
+            x[:12], captions, np.repeat(np.arange(12), 2), n_resamples=10, process_group=group
+        )
+    finally:
+        dist.destroy_process_group()
+    assert res.config["backend"] == "torch:cpu" and res.provenance.sharded
+    assert it.config["backend"] == "torch:cpu"

@@ -580,6 +580,7 @@ def sharded_pass(
         max_memory=budget,
         tile=tile,
         pairs=bool(pair_specs),
+        collectives=comm.backend,
     )
     g0, g1 = layout.g_range(comm.rank)
     window = Window(g0, g1, layout.q_range(comm.rank)[0], n_q)
