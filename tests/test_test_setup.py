@@ -248,3 +248,24 @@ def test_own_module_follows_links_and_resolves_each_directory_once(
     owned = {name for name in files for _ in range(3) if conftest.own_module(name, str(root))}
     assert owned == {"rc_t_direct", "rc_t_dirlink", "rc_t_filelink"}
     assert len(resolved) == len(set(resolved))  # each path resolved once, however often asked
+
+
+def test_no_test_module_binds_a_top_level_name_twice():
+    """A fixture rebound by a later helper of the same name is gone without a word: pytest
+    never sees it, and ruff's F811 does not flag decorated functions. Found on a GPU
+    machine without ranx: tests/oracles/test_ranx.py's skipping fixture ``_ranx`` was
+    rebound by its helper ``_ranx``, so every test there failed on ``import ranx``
+    instead of skipping."""
+    import ast
+
+    twice = []
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        seen: dict[str, int] = {}
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if node.name in seen:
+                    twice.append(
+                        f"{path.name}:{node.lineno} {node.name} (first at {seen[node.name]})"
+                    )
+                seen[node.name] = node.lineno
+    assert not twice, twice

@@ -32,10 +32,12 @@ import retrieval_checks as rc
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _ranx():
+def _needs_ranx():
     """ranx is imported here, not at collection: importing it takes seconds (it loads
     numba's typed containers), paid by every xdist worker that collects this module while
-    one worker runs its tests. Skipped, saying why, where ranx is not installed."""
+    one worker runs its tests. Skipped, saying why, where ranx is not installed. (Named
+    ``_ranx`` until a GPU machine without ranx showed every test failing on its import:
+    the helper ``_ranx`` below rebound the name, so pytest never saw this fixture.)"""
     pytest.importorskip("ranx")
 
 
