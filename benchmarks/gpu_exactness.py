@@ -89,9 +89,12 @@ def _variant(torch, spec: dict):
 
 
 def _canon(x):
-    """JSON-like value with NaN as a marker, so == compares bit for bit (floats exactly)."""
+    """JSON-like value with NaN as a marker, so == compares bit for bit (floats exactly).
+    ``config`` (the backend's name, the budget) and ``provenance`` (which counters ran)
+    differ between the CPU and a CUDA variant by design: left out of the comparison, and
+    the counters reported beside it (:func:`_counters`)."""
     if isinstance(x, dict):
-        return {k: _canon(v) for k, v in x.items() if k != "config"}
+        return {k: _canon(v) for k, v in x.items() if k not in ("config", "provenance")}
     if isinstance(x, (list, tuple)):
         return [_canon(v) for v in x]
     if isinstance(x, np.ndarray):
@@ -117,6 +120,15 @@ def _summary(res) -> dict:
             }
         )
     return _canon(res.to_dict(per_query=True))
+
+
+def _counters(res) -> str:
+    """The counters that counted the result's blocks (its provenance), e.g. ``triton`` or
+    ``torch``: a fused variant whose blocks the torch path counted says so in the table
+    (the comparison alone cannot tell). Empty where the result records none (grouped
+    recall)."""
+    prov = getattr(res, "provenance", None)
+    return "+".join(sorted(prov.blocks)) if prov is not None and prov.blocks else ""
 
 
 def _first_difference(a, b, path="") -> str:
@@ -326,7 +338,8 @@ def main(argv=None) -> int:
                 warnings.simplefilter("always")
                 t = time.perf_counter()
                 try:
-                    got = _summary(fn(rc, "cuda"))
+                    result = fn(rc, "cuda")
+                    got, ran = _summary(result), _counters(result)
                 except Exception as e:  # reported, and counted as a difference
                     row[label] = f"ERROR {type(e).__name__}: {str(e)[:300]}"
                     bad += 1
@@ -342,7 +355,7 @@ def main(argv=None) -> int:
                 bad += 1
                 row[label] = f"fell back: {fell[0]}"
             else:
-                row[label] = f"same ({secs:.2f} s)"
+                row[label] = f"same ({secs:.2f} s{', ' + ran if ran else ''})"
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
