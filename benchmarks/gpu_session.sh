@@ -12,8 +12,20 @@
 #           RC_TRITON=0 (the torch path) and RC_TRITON=1 (the fused kernels), JUnit XML
 #   exact   benchmarks/gpu_exactness.py: every CUDA variant against the CPU path, bit for bit
 #   bench   benchmarks/bench_gpu.py $BENCH_ARGS (default 100k x 128, grouped 2M, image-text 5k)
-#   big     bench_gpu.py at 1M x 128 (the goal row)
+#   big     bench_gpu.py $BIG_ARGS (default: 1M x 128, the goal row, fused fp32 only,
+#           after a 20k row that compiles; the torch path at 1M takes 83 s and each screened
+#           row about as long as the fused one, so a call of a few minutes holds none of them)
 #   tiles   the tile-shape sweep of the fused kernel at 200k x 128
+#
+# What came back is at most 8 files: with RESULTS set (the device's $OUT), every log is
+# packed into $RESULTS/logs.tgz when the script ends, whatever stopped it:
+#
+#   OUT=/tmp/g RESULTS=$OUT bash benchmarks/gpu_session.sh suites exact bench big
+#
+# Lessons of the four sessions so far (docs/gpu.md, "What ran on a GPU"): a machine is lent
+# for 15 minutes in all and a second call may be refused, so the first call holds every
+# phase; the suites share the machine with exact (its timings mean nothing), never with
+# bench or big.
 #
 # Missing Python packages travel as wheels in .whl/ (see /work/.library/device/README.md);
 # the package is installed editable so that pytest finds the plugin's entry point.
@@ -23,6 +35,9 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 PY=${PY:-python3}
 log() { echo "== $(date +%T) $*"; }
+if [ -n "${RESULTS:-}" ]; then
+    trap 'tar czf "$RESULTS/logs.tgz" -C "$OUT" . 2>/dev/null' EXIT
+fi
 
 if compgen -G ".whl/*.whl" >/dev/null; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -72,6 +87,8 @@ suite() {  # $1: RC_TRITON value, $2: workers, $3: seconds, then extra pytest ar
 finish_suites() {
     if [ -n "${SUITES_STARTED:-}" ]; then
         wait
+        # timeout stops pytest, not always its xdist workers: none may run beside a timing
+        pkill -f "xdist.remote|execnet" 2>/dev/null
         tail -n 25 "$OUT/suite0.log"; tail -n 25 "$OUT/suite1.log"
         SUITES_STARTED=
     fi
@@ -102,9 +119,9 @@ for phase in "$@"; do
                 | tee "$OUT/bench.log" | tail -n 40 ;;
         big)
             finish_suites
-            log "bench 1M x 128"
-            timeout "${BIG_S:-300}" $PY benchmarks/bench_gpu.py --sizes 1000000x128 \
-                --json "$OUT/big.json" 2>&1 | tee "$OUT/big.log" | tail -n 30 ;;
+            log "bench ${BIG_ARGS:=--sizes 20000x128 1000000x128 --skip-torch --warmup none --screens 0}"
+            # shellcheck disable=SC2086
+            timeout "${BIG_S:-300}" $PY benchmarks/bench_gpu.py $BIG_ARGS --json "$OUT/big.json" 2>&1 | tee "$OUT/big.log" | tail -n 30 ;;
         tiles)
             finish_suites
             log "tile sweep 200k x 128"
