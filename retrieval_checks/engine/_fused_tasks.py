@@ -27,7 +27,9 @@ def grouped_kernel(backend, similarity: str):
     """Grouped recall's fused kernel (``fused=`` of
     :func:`._grouped.grouped_recall_values`) where it runs (``RC_TRITON`` on CUDA; the
     kernel's CPU tests), else None: the prepared device tensors are then handed over as
-    they are."""
+    they are. The kernel answers with its name (``"triton-grouped"``) for each
+    partition it fills, which the result's provenance records (``grouped``); a partition
+    it does not fill is recorded under the host path that scored it."""
     from .gpu._triton import check_switches
     from .gpu._triton_grouped import fused_groups, usable
 

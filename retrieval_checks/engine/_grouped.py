@@ -61,6 +61,7 @@ from ._partial import FirstRanks
 __all__ = [
     "GroupData",
     "GroupedRecall",
+    "PATHS",
     "batch_scores",
     "count_batch",
     "label_partition",
@@ -259,6 +260,8 @@ def grouped_recall_values(
     score_batch=None,
     backend=None,
     fused=None,
+    use_kernels: bool = True,
+    record: dict | None = None,
 ) -> dict[int, GroupedRecall]:
     """Grouped Recall@K for every K in ``ks`` (embeddings as the engine prepared them:
     float32 numpy, or packed code words for hamming; ``q_factor`` / ``g_factor`` the
@@ -267,12 +270,17 @@ def grouped_recall_values(
     reporting dropped labels; ``q_ids`` / ``g_ids`` are integer id codes (a gallery
     item with the query's id is the query itself and is excluded). The options are
     validated by the caller (:func:`retrieval_checks.evaluate`). ``score_batch``
-    replaces :func:`_score_batch` (the sharded engine scores each batch over the ranks).
+    replaces :func:`_score_batch` (the sharded engine scores each batch over the ranks;
+    its ``name`` attribute names it in the record).
     ``backend``: the plan's backend (device tensors are copied to the host where the
     numpy path serves). ``fused``: the fused kernel the task seam chose
     (:func:`._fused_tasks.grouped_kernel`: ``RC_TRITON`` on CUDA, cosine / dot / neg_l2;
-    same numbers), called as :func:`score_groups` is and answering whether it filled the
-    hits; None: the numpy path. This module never imports a kernel."""
+    same numbers), called as :func:`score_groups` is and answering with its name where it
+    filled the hits (None where it did not); None: the host path. ``use_kernels``: the
+    host path counts with the compiled counter where the engine's kernels are numba's
+    (False: the numpy rule, its twin). ``record``: ``{path: partitions}`` to which each
+    partition adds the path that scored it (:data:`PATHS`; ``result.provenance.grouped``).
+    This module never imports a kernel."""
     data = GroupData(
         q_emb,
         q_codes,
@@ -284,6 +292,7 @@ def grouped_recall_values(
         g_factor,
         backend=backend,
         fused=fused,
+        use_kernels=use_kernels,
     )
     partitions = [
         _partition_values(
@@ -299,6 +308,10 @@ def grouped_recall_values(
         )
         for rep in range(repeats)
     ]
+    served = [part.pop(_SERVED) for part in partitions]
+    if record is not None:  # only once every partition has its values
+        for name in served:
+            record[name] = record.get(name, 0) + 1
     out = {}
     for k in ks:
         vals = np.vstack([part[k][0] for part in partitions])
@@ -356,6 +369,7 @@ class GroupData:
     g_factor: np.ndarray | None = None
     backend: object = None  # the plan's backend: device tensors go to the host for numpy
     fused: object = None  # the fused kernel the task seam chose (grouped_recall_values)
+    use_kernels: bool = True  # the host path's counter: compiled where numba serves, else numpy
     cache: dict = field(
         default_factory=dict, compare=False, repr=False
     )  # device copies, across partitions
@@ -385,7 +399,7 @@ def _partition_values(
     score_batch=None,
 ) -> dict:
     """One seeded partition: for every K, (group values, per-query hits, group of each
-    query, dropped labels)."""
+    query, dropped labels), and under :data:`_SERVED` the path that scored it."""
     codes_all = data.all_codes
     present = np.flatnonzero(np.bincount(codes_all))  # np.unique's answer, without a sort
     groups, dropped = label_partition(present, group_size, seed)
@@ -403,7 +417,9 @@ def _partition_values(
     all_hits = {p: {k: np.full(data.n_q, np.nan) for k in ks} for p in policies}
     hits = all_hits[ties]
     candidates = np.zeros(data.n_q, np.int64)
-    score_groups(data, gq, gg, r, ks, all_hits, similarity, candidates, max_memory, score_batch)
+    served = score_groups(
+        data, gq, gg, r, ks, all_hits, similarity, candidates, max_memory, score_batch
+    )
     in_group = gq >= 0
     ranked = in_group & (candidates > 0)  # a group without gallery items leaves its queries empty
     fewest = int(candidates[ranked].min()) if ranked.any() else 0
@@ -429,6 +445,7 @@ def _partition_values(
                 h[empty] = 0.0
             means[policy] = _group_means(h, gq, r)
         out[k] = (means[ties], hits[k], gq, dropped, {p: float(v.mean()) for p, v in means.items()})
+    out[_SERVED] = served
     return out
 
 
@@ -543,12 +560,16 @@ def score_groups(
     data: GroupData, gq, gg, r, ks, hits, similarity, candidates, max_memory, score_batch=None
 ):
     """Fill ``hits[policy][k][i]`` with query i's hit_rate@k inside its group under each
-    tie policy (its probability for ``"average"``), batched by shape (:func:`plan_batches`)."""
+    tie policy (its probability for ``"average"``), batched by shape (:func:`plan_batches`).
+    Returns the name of the path that filled them (:data:`PATHS`): the fused kernel's
+    where it answered with its name, the ``score_batch`` hook's ``name``, or the host
+    counter's (``"grouped-numba"``, or ``"grouped-numpy"`` where :func:`_counter` gives
+    none or ``data.use_kernels`` is False)."""
     if score_batch is None and data.backend is not None:
-        if data.fused is not None and data.fused(
-            data, gq, gg, r, ks, hits, similarity, candidates, max_memory
-        ):
-            return
+        if data.fused is not None:
+            served = data.fused(data, gq, gg, r, ks, hits, similarity, candidates, max_memory)
+            if served:
+                return _claimed(served, "the fused kernel")
         data = _on_host(data)  # the caller may have passed device tensors for the kernel
     q_emb, q_codes, q_ids, q_fac = data.q_emb, data.q_codes, data.q_ids, data.q_factor
     g_emb, g_codes, g_ids, g_fac = data.g_emb, data.g_codes, data.g_ids, data.g_factor
@@ -563,15 +584,48 @@ def score_groups(
     q_side, g_side = (q_emb, q_codes, q_ids, q_fac), (g_emb, g_codes, g_ids, g_fac)
     plan = plan_batches(gq, gg, r, d, max_memory)
     if score_batch is not None:
+        name = _claimed(getattr(score_batch, "name", None), "the score_batch hook")
         for spans, mq, mg in plan.batches:
             units = plan.units(spans)
             score_batch(units, q_side, g_side, mq, mg, similarity, ks, hits, candidates)
-        return
+        return name
+    compiled = _counter() if data.use_kernels else None
     with _BlasThreads(similarity != "hamming") as blas:
         for spans, mq, mg in plan.batches:
             _score_spans(
-                plan, spans, q_side, g_side, mq, mg, similarity, ks, hits, candidates, blas
+                plan,
+                spans,
+                q_side,
+                g_side,
+                mq,
+                mg,
+                similarity,
+                ks,
+                hits,
+                candidates,
+                blas,
+                compiled,
             )
+    return "grouped-numpy" if compiled is None else "grouped-numba"
+
+
+#: the paths that score grouped recall's partitions, by their names in
+#: ``result.provenance.grouped``: the host batches counted by the compiled counter or by
+#: the numpy rule (:func:`count_batch`; also the sharded pass's), and the fused Triton
+#: grouped kernel (:mod:`.gpu._triton_grouped`)
+PATHS = ("grouped-numba", "grouped-numpy", "triton-grouped")
+_SERVED = "served"  # the key of a partition's path in :func:`_partition_values`'s answer
+
+
+def _claimed(name, what: str) -> str:
+    """A path's name as recorded: one of :data:`PATHS`; anything else is an error (a
+    record never names a path that did not say what it is)."""
+    if name not in PATHS:
+        raise RuntimeError(
+            f"grouped recall: {what} answered {name!r}, not the name of a path "
+            f"({', '.join(PATHS)}): it must name what scored the partition"
+        )
+    return name
 
 
 # BLAS's thread count is one setting of the process: grouped passes run on threads of one
@@ -747,7 +801,9 @@ def _span_indices(order, starts, stops, m: int) -> np.ndarray:
     )
 
 
-def _score_spans(plan, spans, q_side, g_side, mq, mg, similarity, ks, hits, candidates, blas):
+def _score_spans(
+    plan, spans, q_side, g_side, mq, mg, similarity, ks, hits, candidates, blas, compiled
+):
     """One batch of units of one shape, on this process (:func:`_score_batch`)."""
     qidx = _span_indices(plan.q_order, spans[:, 0], spans[:, 1], mq)
     gidx = _span_indices(plan.g_order, spans[:, 2], spans[:, 3], mg)
@@ -757,14 +813,17 @@ def _score_spans(plan, spans, q_side, g_side, mq, mg, similarity, ks, hits, cand
         and np.array_equal(spans[:, :2], spans[:, 2:])
         and np.array_equal(qidx, gidx)
     )
-    _score_batch(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas)
+    _score_batch(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas, compiled)
 
 
 # long: gather, score and count over the workers, then record
-def _score_batch(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas):
+def _score_batch(
+    qidx, gidx, same, q_side, g_side, similarity, ks, hits, candidates, blas, compiled
+):
     """Score a batch given its padded item indices (``same``: both sides are the same
     items, leave-one-out: gathered once, copied for the product's second operand, since
-    numpy computes ``A @ A.T`` with another BLAS routine)."""
+    numpy computes ``A @ A.T`` with another BLAS routine). ``compiled``: the compiled
+    counter (:func:`_counter`), None: the numpy rule (:func:`count_batch`)."""
     (q_emb, q_codes, q_ids, q_fac), (g_emb, g_codes, g_ids, g_fac) = q_side, g_side
     B, mq = qidx.shape
     mg = gidx.shape[1]
@@ -772,7 +831,6 @@ def _score_batch(qidx, gidx, same, q_side, g_side, similarity, ks, hits, candida
     qid, gid = _gather(q_ids, qidx, -3), _gather(g_ids, gidx, -4)
     has = np.zeros((B, mq), bool)
     above, tied, group, n_valid = (np.zeros((B, mq), np.int64) for _ in range(4))
-    compiled = _counter()
 
     def work(a, b):
         qi, gi = qidx[a:b], gidx[a:b]

@@ -68,9 +68,18 @@ class Provenance:
     - ``resumed``: blocks a checkpoint gave back (counted by an earlier run, by no
       counter of this one).
     - ``sharded``: each rank counted its window of the gallery (this rank's record).
+    - ``grouped``: ``{path: partitions it scored}`` of grouped recall
+      (``grouped_recall@K``; one partition per repeat): ``"grouped-numba"`` (the host
+      batches counted by the compiled counter), ``"grouped-numpy"`` (by the numpy rule:
+      ``RETRIEVAL_CHECKS_KERNELS=numpy``, ``_use_kernels=False``, or a sharded pass, whose
+      ranks count their columns and sum), ``"triton-grouped"`` (the fused Triton grouped
+      kernel). A partition the kernel did not fill (it failed and warned) is counted
+      under the host path that scored it. Apart from ``blocks`` and ``counters``, which
+      are the streamed pass's.
 
-    Results that no streamed pass computes (``evaluate_run``, ``ann_recall``, a pass
-    with only grouped recall) have an empty record. It is not part of ``config``: a
+    Results that no streamed pass computes (``evaluate_run``, ``ann_recall``) have an
+    empty record; a pass with only grouped recall has its ``grouped`` entry alone. It
+    is not part of ``config``: a
     sharded, checkpointed or executor run gives the same values and the same
     ``config`` as the one-process run while counting with other code, and baselines
     and history rows compare ``config``, not the code that ran."""
@@ -80,9 +89,10 @@ class Provenance:
     binning: Mapping[str, int] = field(default_factory=dict)
     resumed: int = 0
     sharded: bool = False
+    grouped: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("blocks", "modes", "binning"):
+        for name in ("blocks", "modes", "binning", "grouped"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         object.__setattr__(self, "resumed", int(self.resumed))
         object.__setattr__(self, "sharded", bool(self.sharded))
@@ -110,19 +120,25 @@ class Provenance:
     @classmethod
     def combined(cls, records) -> "Provenance":
         """One record of several passes (an image-text evaluation's directions and
-        folds): the blocks, modes and binning blocks of each counter added up, the
-        resumed blocks added, sharded if any was."""
+        folds): the blocks, modes, binning blocks and grouped partitions of each counter
+        added up, the resumed blocks added, sharded if any was."""
         blocks: dict[str, int] = {}
         modes: dict[str, int] = {}
         binning: dict[str, int] = {}
+        grouped: dict[str, int] = {}
         resumed, sharded = 0, False
         for r in records:
-            for mine, theirs in ((blocks, r.blocks), (modes, r.modes), (binning, r.binning)):
+            for mine, theirs in (
+                (blocks, r.blocks),
+                (modes, r.modes),
+                (binning, r.binning),
+                (grouped, r.grouped),
+            ):
                 for name, n in theirs.items():
                     mine[name] = mine.get(name, 0) + n
             resumed += r.resumed
             sharded = sharded or r.sharded
-        return cls(blocks, modes, binning, resumed, sharded)
+        return cls(blocks, modes, binning, resumed, sharded, grouped)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -132,6 +148,7 @@ class Provenance:
             "binning": dict(self.binning),
             "resumed": self.resumed,
             "sharded": self.sharded,
+            "grouped": dict(self.grouped),
         }
 
     def __repr__(self) -> str:
@@ -144,12 +161,21 @@ class Provenance:
             shown.append(f"resumed={self.resumed}")
         if self.sharded:
             shown.append("sharded=True")
+        if self.grouped:
+            shown.append(f"grouped={dict(self.grouped)}")
         return f"Provenance({', '.join(shown)})"
 
     def __reduce__(self):  # pickle and deepcopy (a mappingproxy itself is neither)
         return (
             type(self),
-            (dict(self.blocks), dict(self.modes), dict(self.binning), self.resumed, self.sharded),
+            (
+                dict(self.blocks),
+                dict(self.modes),
+                dict(self.binning),
+                self.resumed,
+                self.sharded,
+                dict(self.grouped),
+            ),
         )
 
     def __hash__(self) -> int:
@@ -160,6 +186,7 @@ class Provenance:
                 tuple(self.binning.items()),
                 self.resumed,
                 self.sharded,
+                tuple(self.grouped.items()),
             )
         )
 
@@ -195,8 +222,9 @@ class EvaluationResult(Mapping):
       its expectation), ``n_candidates``: per-query facts from the pass.
     - ``units[name]``: ``"fraction"``, ``"rank"`` or ``"ratio"``.
     - ``config``: similarity, ties, empty-query policy, backend, block shape, budget.
-    - ``provenance``: which counter counted the pass's blocks, how many each, and how
-      the fused CPU pass ran (:class:`~retrieval_checks.engine.Provenance`; recorded by
+    - ``provenance``: which counter counted the pass's blocks, how many each, how
+      the fused CPU pass ran, and which path scored grouped recall's partitions
+      (:class:`~retrieval_checks.engine.Provenance`; recorded by
       the pass's loop, apart from ``config``, which does not depend on the code that
       counted).
     - ``intervals[name]``: (low, high) for metrics computed with an interval

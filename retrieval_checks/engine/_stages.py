@@ -506,7 +506,9 @@ def grouped_options(req, rel, own, plan, specs) -> dict:
     )
 
 
-def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRecall]:
+def _grouped_values(
+    req, sides, own, rel, problem, plan, use_kernels=True, record=None
+) -> dict[str, GroupedRecall]:
     specs = req.of_kind("grouped")
     if not specs:
         return {}
@@ -531,6 +533,8 @@ def _grouped_values(req, sides, own, rel, problem, plan) -> dict[str, GroupedRec
         g_factor=None if problem.ga is None else host(problem.ga[: sides.n_g]),
         backend=be,
         fused=fused,
+        use_kernels=use_kernels,
+        record=record,
     )
     return {s.name: found[s.k] for s in specs}
 
@@ -559,10 +563,12 @@ def aggregate_result(
         emb = sides.queries if sides.loo else sides.gallery
         emb = emb.unpacked() if isinstance(emb, PackedCodes) else as_numpy(emb, "embeddings")
         values[s.name] = float(discriminant_ratio(emb, rel.g_codes))
-    grouped = (
-        grouped_values(req, rel, own, plan)
+    grouped = (  # the paths that scored its partitions go to the result's provenance
+        grouped_values(req, rel, own, plan, record=totals.grouped)
         if grouped_values is not None
-        else _grouped_values(req, sides, own, rel, problem, plan)
+        else _grouped_values(
+            req, sides, own, rel, problem, plan, use_kernels, record=totals.grouped
+        )
     )
     per_query = dict(totals.per_query)
     for name, g in grouped.items():

@@ -145,6 +145,7 @@ class PassTotals:
         self.binning: dict[str, int] = {}  # the binning pass's counter -> its blocks
         self.resumed = 0  # blocks a checkpoint gave back
         self.sharded = False
+        self.grouped: dict[str, int] = {}  # grouped recall's path -> partitions it scored
         # the items of each query's ranking, every one judged (bpref; set by stream)
         self.n_ranked: np.ndarray | None = None
 
@@ -262,8 +263,11 @@ class PassTotals:
         self.tie_values["max"][name][start:stop] = hi
 
     def provenance(self) -> Provenance:
-        """What counted the blocks merged so far (and the binning pass's)."""
-        return Provenance(self.counted, self.modes, self.binning, self.resumed, self.sharded)
+        """What counted the blocks merged so far (and the binning pass's, and the paths
+        that scored grouped recall's partitions)."""
+        return Provenance(
+            self.counted, self.modes, self.binning, self.resumed, self.sharded, self.grouped
+        )
 
     def pair_request(self) -> PairRequest | None:
         """What the next block computes for the pair metrics (None: no pair metric)."""

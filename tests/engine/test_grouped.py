@@ -645,9 +645,11 @@ def test_a_group_larger_than_the_budget_is_split_into_query_blocks():
 # (issue 32) Units are batched by their own padded shape, gathered, scored over worker
 # threads with one BLAS thread each (where that gives BLAS's own bits), counted by the
 # compiled counter. Whatever of that varies, every number must stay the same.
-def _direct(X, y, *, Xg=None, yg=None, similarity="dot", max_memory=2**28, S=3, seed=0, ks=(1, 2)):
+def _direct(
+    X, y, *, Xg=None, yg=None, similarity="dot", max_memory=2**28, S=3, seed=0, ks=(1, 2), **more
+):
     """grouped_recall_values on prepared float32 rows (no factors: dot / neg_l2 as the
-    product alone), leave-one-out when ``Xg`` is None."""
+    product alone), leave-one-out when ``Xg`` is None; ``more``: its other options."""
     from retrieval_checks.engine import _grouped
 
     n = y.size
@@ -668,6 +670,7 @@ def _direct(X, y, *, Xg=None, yg=None, similarity="dot", max_memory=2**28, S=3, 
         label_values=np.arange(int(max(y.max(), -1 if yg is None else yg.max())) + 1),
         max_memory=max_memory,
         empty_queries="zero",
+        **more,
     )
 
 
@@ -726,8 +729,9 @@ def test_results_do_not_depend_on_batching_budget_or_threads(problem, data):
     for budget in budgets:
         _same(ref, run(budget))
     with _kernels.use("numpy"):  # the engine's numpy kernels: the grouped numpy rule
-        assert _grouped._counter() is None
-        _same(ref, run(2**28))
+        record = {}
+        _same(ref, _direct(X, y, S=S, seed=seed, similarity=similarity, record=record))
+        assert record == {"grouped-numpy": 1}  # the numpy rule scored it
     with pytest.MonkeyPatch.context() as m:
         m.setattr(_grouped._BlasThreads, "single_ok", lambda self, *a: False)  # BLAS's own threads
         _same(ref, run(2**28))
@@ -1002,3 +1006,145 @@ def test_cosine_rows_compiled_and_numpy_steps_give_the_definition_bits(kind):
             f = be.cosine_rows_into(src, out, chunk_bytes=8 * 19 * 64, kernels=impl)
             assert np.asarray(out).tobytes() == want.tobytes(), impl.__name__
             assert f.tobytes() == want_f.tobytes(), impl.__name__
+
+
+# ----------------------------------------------------------------------------- provenance
+def _prov_problem(seed=6):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(24), 4)[rng.permutation(96)]
+    return rng.integers(-2, 3, (96, 5)).astype(np.float32), y
+
+
+def test_a_grouped_only_result_names_the_path_that_scored_each_partition():
+    """Grouped recall alone: no streamed block, and the partitions (one per repeat) under
+    the host counter that scored them: the compiled counter where the engine's kernels
+    are numba's, the numpy rule under RETRIEVAL_CHECKS_KERNELS=numpy or _use_kernels=False
+    (the same numbers); the device of the main pass does not change it. Not in config."""
+    from retrieval_checks.engine import Provenance, _kernels
+
+    X, y = _prov_problem()
+    kw = dict(query_labels=y, metrics=["grouped_recall@1"], group_size=4, group_repeats=3)
+    host = "grouped-numba" if _kernels.ACCELERATOR == "numba" else "grouped-numpy"
+    res = rc.evaluate(X, device="numpy", **kw)
+    assert res.provenance == Provenance(grouped={host: 3}), res.provenance
+    assert not res.provenance.blocks and res.provenance.counter is None
+    assert res.provenance.counters == ()  # the streamed pass's counters: grouped is apart
+    assert res.to_dict()["provenance"]["grouped"] == {host: 3}
+    assert repr(res.provenance) == f"Provenance(blocks={{}}, grouped={{'{host}': 3}})"
+    vectorised = rc.evaluate(X, device="numpy", _use_kernels=False, **kw)
+    assert dict(vectorised.provenance.grouped) == {"grouped-numpy": 3}
+    with _kernels.use("numpy"):
+        numpy_kernels = rc.evaluate(X, device="numpy", **kw)
+    assert dict(numpy_kernels.provenance.grouped) == {"grouped-numpy": 3}
+    for other in (vectorised, numpy_kernels):
+        assert other["grouped_recall@1"] == res["grouped_recall@1"]
+        assert other.config == res.config
+        np.testing.assert_array_equal(
+            other.grouped["grouped_recall@1"].group_values,
+            res.grouped["grouped_recall@1"].group_values,
+        )
+    pytest.importorskip("torch")
+    on_torch = rc.evaluate(X, device="torch-cpu", **kw)
+    assert dict(on_torch.provenance.grouped) == {host: 3}
+    assert on_torch["grouped_recall@1"] == res["grouped_recall@1"]
+
+
+def test_a_mixed_result_names_the_pass_and_grouped_recall_apart():
+    """Grouped recall beside a streamed metric: the pass's blocks under its counter (its
+    ``counter`` still the one that counted every block), grouped recall's partitions apart."""
+    from retrieval_checks.engine import _kernels
+
+    acc = _kernels.ACCELERATOR
+    X, y = _prov_problem()
+    kw = dict(query_labels=y, metrics=["grouped_recall@1", "map"], group_size=4, tile=(32, 16))
+    res = rc.evaluate(X, device="numpy", **kw)
+    assert dict(res.provenance.blocks) == {acc: 3} and res.provenance.counter == acc
+    assert dict(res.provenance.grouped) == {f"grouped-{acc}": 1}
+    vec = rc.evaluate(X, device="numpy", _use_kernels=False, **kw)
+    assert dict(vec.provenance.blocks) == {"torch": 3}
+    assert dict(vec.provenance.grouped) == {"grouped-numpy": 1}
+    assert vec["grouped_recall@1"] == res["grouped_recall@1"] and vec["map"] == res["map"]
+
+
+def test_the_provenance_record_adds_grouped_partitions_and_stays_frozen():
+    """``Provenance.grouped``: frozen like the other counts, added up by ``combined``,
+    in ``to_dict``, equality, hash and pickle."""
+    import copy
+    import pickle
+
+    from retrieval_checks.engine import Provenance
+
+    a = Provenance({"numba": 2}, grouped={"triton-grouped": 1, "grouped-numba": 1})
+    b = Provenance(grouped={"grouped-numba": 2}, sharded=True)
+    both = Provenance.combined([a, b])
+    assert dict(both.grouped) == {"grouped-numba": 3, "triton-grouped": 1}
+    assert dict(both.blocks) == {"numba": 2} and both.sharded
+    with pytest.raises(TypeError):
+        a.grouped["grouped-numpy"] = 1
+    assert a != Provenance({"numba": 2}) and hash(a) != hash(Provenance({"numba": 2}))
+    for twin in (pickle.loads(pickle.dumps(a)), copy.deepcopy(a)):
+        assert twin == a and hash(twin) == hash(a)
+    assert a.to_dict()["grouped"] == {"grouped-numba": 1, "triton-grouped": 1}
+
+
+def test_the_direct_call_records_into_the_given_record_and_refuses_unnamed_paths():
+    """``grouped_recall_values(record=...)`` adds each partition's path; a
+    ``score_batch`` hook or a fused kernel that does not name a known path is an error,
+    never a record of something that did not say what it is."""
+    from retrieval_checks.engine import _grouped, _kernels
+    from retrieval_checks.engine._backend import Backend
+
+    X, y = _prov_problem()
+    kw = dict(
+        q_ids=np.arange(96),
+        g_ids=None,
+        ks=[1],
+        group_size=4,
+        seed=0,
+        repeats=2,
+        confidence=0.9,
+        ties="pessimistic",
+        similarity="dot",
+        label_values=np.arange(24),
+        max_memory=2**26,
+    )
+    record = {"grouped-numpy": 5}  # added to, not replaced
+    _grouped.grouped_recall_values(X, y, None, None, use_kernels=False, record=record, **kw)
+    assert record == {"grouped-numpy": 7}
+    record = {}
+    _grouped.grouped_recall_values(X, y, None, None, record=record, **kw)
+    assert record == {f"grouped-{_kernels.ACCELERATOR}": 2}
+
+    def unnamed(units, *a):
+        raise AssertionError("an unnamed hook must not run")
+
+    with pytest.raises(RuntimeError, match="score_batch hook answered None"):
+        _grouped.grouped_recall_values(X, y, None, None, score_batch=unnamed, **kw)
+    with pytest.raises(RuntimeError, match="fused kernel answered True"):
+        _grouped.grouped_recall_values(
+            X, y, None, None, backend=Backend("numpy"), fused=lambda *a: True, **kw
+        )
+    record = {}  # a fused kernel that declines: the host path serves and is recorded
+    _grouped.grouped_recall_values(
+        X, y, None, None, backend=Backend("numpy"), fused=lambda *a: None, record=record, **kw
+    )
+    assert record == {f"grouped-{_kernels.ACCELERATOR}": 2}
+
+
+def test_a_sharded_grouped_pass_records_the_numpy_rule_over_the_ranks(tmp_path):
+    """``process_group`` (a gloo group of one, in this process): the sharded pass scores
+    each batch over the ranks with the numpy rule, and its record says so and says
+    sharded; the values are the one-process pass's."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    X, y = _prov_problem()
+    kw = dict(query_labels=y, metrics=["grouped_recall@1"], group_size=4, group_repeats=2)
+    one = rc.evaluate(X, device="numpy", **kw)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        res = rc.evaluate(X, process_group=dist.group.WORLD, **kw)
+    finally:
+        dist.destroy_process_group()
+    assert dict(res.provenance.grouped) == {"grouped-numpy": 2} and res.provenance.sharded
+    assert res["grouped_recall@1"] == one["grouped_recall@1"]

@@ -229,6 +229,7 @@ def test_the_record_is_read_only_and_travels_with_slices_and_to_dict():
         "binning": {},
         "resumed": 0,
         "sharded": False,
+        "grouped": {},  # grouped recall's partitions by path (none here)
     }
     # a result pickles and copies, its record with it (sent between processes, cached)
     for copied in (pickle.loads(pickle.dumps(res)), copy.deepcopy(res)):

@@ -27,7 +27,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from retrieval_checks.engine import _grouped  # noqa: E402
+from retrieval_checks.engine import _grouped, _kernels  # noqa: E402
 from retrieval_checks.engine._backend import (
     Backend,  # noqa: E402
     cosine_epilogue,  # noqa: E402
@@ -513,9 +513,10 @@ def test_leave_one_out_without_ids_equals_numpy_path(spy):
     assert ref[1].n_queries_skipped == 0  # the singleton's query finds itself
 
 
-def test_evaluate_reaches_the_grouped_kernel(spy, monkeypatch):
+def test_evaluate_reaches_the_grouped_kernel(monkeypatch):
     """rc.evaluate on the torch backend passes its backend down: with the kernel switched
-    on, grouped recall (and its interval) runs on it and equals the CPU path. 64x128
+    on, grouped recall (and its interval) runs on it and equals the CPU path; the
+    result's provenance says so (the host path's name on the numpy device). 64x128
     tiles: what is checked is the route, not tile edges (the tests above); the
     interpreter's cost is per program."""
     monkeypatch.setenv("RC_TRITON_TILE", "64x128x16")
@@ -533,10 +534,52 @@ def test_evaluate_reaches_the_grouped_kernel(spy, monkeypatch):
     ref = rc.evaluate(X, device="numpy", **kw)
     with _triton.on_cpu():
         got = rc.evaluate(X, device="torch-cpu", _use_kernels=False, **kw)
-    assert spy, "the grouped kernel did not run"
+    assert dict(got.provenance.grouped) == {"triton-grouped": 1}, "the grouped kernel did not run"
+    assert dict(ref.provenance.grouped) == {f"grouped-{_kernels.ACCELERATOR}": 1}
     for m in ("grouped_recall@1", "grouped_recall@5", "map"):
         assert got[m] == ref[m], m
     assert got.grouped["grouped_recall@5"].interval == ref.grouped["grouped_recall@5"].interval
+
+
+def test_provenance_names_the_path_that_served_each_partition_fallback_included(monkeypatch):
+    """Two partitions on the fused kernel: both recorded as ``triton-grouped``. The
+    kernel failing on the second: a warning, the host path scores that partition and is
+    recorded under its own name (the compiled counter, or the numpy rule under
+    ``_use_kernels=False``), with the numbers of the host path alone."""
+    monkeypatch.setenv("RC_TRITON_TILE", "64x128x16")
+    import retrieval_checks as rc
+
+    rng = np.random.default_rng(8)
+    X = _emb("int", rng, 96, 6)
+    y = rng.integers(0, 24, size=96)
+    kw = dict(
+        query_labels=y,
+        metrics=["grouped_recall@1"],
+        similarity="dot",
+        group_size=6,
+        group_repeats=2,
+    )
+    ref = rc.evaluate(X, device="numpy", **kw)
+    with _triton.on_cpu():
+        fused = rc.evaluate(X, device="torch-cpu", **kw)
+    assert dict(fused.provenance.grouped) == {"triton-grouped": 2}, fused.provenance
+    assert fused["grouped_recall@1"] == ref["grouped_recall@1"]
+    real, calls = _triton_grouped._counts, []
+
+    def second_fails(*a, **k):
+        calls.append(1)
+        if len(calls) % 2 == 0:
+            raise RuntimeError("forced failure on the second partition")
+        return real(*a, **k)
+
+    monkeypatch.setattr(_triton_grouped, "_counts", second_fails)
+    host = f"grouped-{_kernels.ACCELERATOR}"
+    for use_kernels, fallback in ((True, host), (False, "grouped-numpy")):
+        with _triton.on_cpu(), pytest.warns(RuntimeWarning, match="forced failure"):
+            got = rc.evaluate(X, device="torch-cpu", _use_kernels=use_kernels, **kw)
+        assert dict(got.provenance.grouped) == {"triton-grouped": 1, fallback: 1}
+        assert got["grouped_recall@1"] == ref["grouped_recall@1"]
+        assert got.config == fused.config  # not part of config
 
 
 def test_evaluate_falls_back_with_the_device_tensors_copied_to_the_host(monkeypatch):

@@ -27,7 +27,7 @@ def sharded_grouped_values(comm, sh, layout, loo: bool):
     """The ``grouped_values`` hook of :func:`.._evaluate._aggregate` for a sharded pass
     (``sh``: this rank's prepared problem, :class:`.._blocks.Problem` with its column window)."""
 
-    def grouped(req, rel, own, plan) -> dict:
+    def grouped(req, rel, own, plan, record=None) -> dict:
         specs = req.of_kind("grouped")
         if not specs:
             return {}
@@ -43,7 +43,8 @@ def sharded_grouped_values(comm, sh, layout, loo: bool):
             **grouped_options(req, rel, own, plan, specs),
             q_factor=factor,
             g_factor=None if loo else factor,
-            score_batch=local.score_batch,
+            score_batch=local,
+            record=record,
         )
         return {s.name: found[s.k] for s in specs}
 
@@ -51,7 +52,12 @@ def sharded_grouped_values(comm, sh, layout, loo: bool):
 
 
 class _LocalRows:
-    """This rank's prepared rows on the host, by global position."""
+    """This rank's prepared rows on the host, by global position; called as the
+    ``score_batch`` hook of :func:`.._grouped.score_groups` (:meth:`score_batch`)."""
+
+    #: the path in ``result.provenance.grouped``: the numpy rule (:func:`.._grouped.count_batch`),
+    #: each rank counting its columns (the record also says ``sharded``)
+    name = "grouped-numpy"
 
     def __init__(self, comm, sh, layout, be):
         self.comm = comm
@@ -126,3 +132,5 @@ class _LocalRows:
         )
         above, tied, group, n_valid = self.comm.all_reduce(np.stack(counts).astype(np.int64), "sum")
         record_hits(qidx, has, above, tied, group, n_valid, ks, hits, candidates)
+
+    __call__ = score_batch

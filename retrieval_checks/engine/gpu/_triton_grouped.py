@@ -77,6 +77,7 @@ from .._partial import FirstRanks
 from . import _triton
 
 __all__ = [
+    "NAME",
     "fused_groups",
     "usable",
     "self_check",
@@ -130,15 +131,21 @@ def _warn(where: str, reason: str, stacklevel: int) -> None:
     )
 
 
+#: this kernel's name in ``result.provenance.grouped`` (one of :data:`.._grouped.PATHS`)
+NAME = "triton-grouped"
+
+
 def fused_groups(
     data, gq, gg, r, ks, hits, similarity, candidates, max_memory, *, tile=None
-) -> bool:
+) -> str | None:
     """Fill ``hits`` and ``candidates`` as :func:`.._grouped.score_groups` does, on the
-    fused kernel; False (nothing written) where it does not apply, or after a
-    RuntimeWarning when the kernel failed (the caller's numpy path then serves)."""
+    fused kernel, and answer its name (:data:`NAME`, what the result's provenance
+    records); None (nothing written) where it does not apply, or after a
+    RuntimeWarning when the kernel failed (the caller's host path then serves, and is
+    recorded)."""
     backend = data.backend
     if not usable(backend, similarity):
-        return False
+        return None
     _triton.screening()  # an invalid RC_TRITON_SCREEN is an error, not a kernel failure
     try:
         counts = _counts(data, gq, gg, r, similarity, max_memory, backend, tile)
@@ -147,9 +154,9 @@ def fused_groups(
         if backend.is_cuda:
             _STATE[str(backend.device)] = (False, reason)
         _warn(str(backend.device), reason, stacklevel=4)
-        return False
+        return None
     _record(counts, gq, ks, hits, candidates)
-    return True
+    return NAME
 
 
 def _record(counts, gq, ks, hits, candidates) -> None:
@@ -504,6 +511,7 @@ def time_grouped(
     backend = Backend("torch", torch.device(device))
     STATS.update(screened=-1, exact=-1)
     sync = torch.cuda.synchronize if backend.is_cuda else (lambda: None)
+    served: dict = {}  # the path that scored each partition
     sync()
     t0 = time.perf_counter()
     found = grouped_recall_values(
@@ -525,13 +533,15 @@ def time_grouped(
         q_factor=factor,
         backend=backend,
         fused=fused_groups,
+        record=served,
     )
     sync()
     seconds = time.perf_counter() - t0
-    if STATS["exact"] < 0:
+    if STATS["exact"] < 0 or served != {NAME: repeats}:
         raise BackendError(
-            f"time_grouped: the fused grouped kernel did not run on {device} (set RC_TRITON=1 and "
-            "check the RuntimeWarnings); nothing was timed on it."
+            f"time_grouped: the fused grouped kernel did not run on {device} for every partition "
+            f"(partitions by path: {served}; set RC_TRITON=1 and check the RuntimeWarnings); "
+            "its time is not the kernel's."
         )
     g = found[min(ks)]
     return {
