@@ -4,8 +4,9 @@ Triton's interpreter on the CPU.
 References: the numpy path of engine/_grouped.py (``backend=None``: padded batched
 GEMMs), compared exactly (group values, per-query hits, tie-policy values, skipped and
 dropped counts), a dense brute force per group written here, and, for the screened
-(bf16 / TF32) count sweep on near-tie data, the exact fp32 kernel itself. A spy proves
-the kernel ran; the kernel's tile counts prove both screening branches ran. CUDA-only
+(bf16 / TF32) count sweep on near-tie data, the exact fp32 kernel itself. The paths the
+record names (``record=``, what ``result.provenance.grouped`` shows) prove the kernel
+scored every partition; the kernel's tile counts prove both screening branches ran. CUDA-only
 checks skip without a GPU. ``TRITON_INTERPRET=1`` is set before
 triton is first imported.
 
@@ -116,6 +117,7 @@ def _grouped_values(
     repeats=2,
     max_memory=2**30,
     group_size=3,
+    record=None,
 ):
     loo = G is None
     return _grouped.grouped_recall_values(
@@ -139,6 +141,7 @@ def _grouped_values(
         g_factor=None if loo else _factor(G, similarity),
         backend=backend,
         fused=None if backend is None else grouped_kernel(backend, similarity),  # as _stages
+        record=record,
     )
 
 
@@ -164,14 +167,15 @@ def _same(a, b):
 )
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("kind", ["int", "float"])
-def test_leave_one_out_equals_numpy_path(similarity, kind, spy):
+def test_leave_one_out_equals_numpy_path(similarity, kind):
     rng = np.random.default_rng(zlib.crc32(f"{similarity}-{kind}".encode()))
     n = 157  # groups of uneven sizes, none a multiple of the tiles
     X, y = _emb(kind, rng, n, 19), _labels(rng, n)
     ref = _grouped_values(X, y, similarity=similarity, backend=None)
+    record = {}
     with _triton.on_cpu():
-        got = _grouped_values(X, y, similarity=similarity, backend=CPU)
-    assert len(spy) == 2, "the fused kernel did not run once per partition"
+        got = _grouped_values(X, y, similarity=similarity, backend=CPU, record=record)
+    assert record == {"triton-grouped": 2}, "the fused kernel did not score both partitions"
     _same(got, ref)
     assert (
         ref[1].n_queries_skipped >= 1 and ref[1].n_queries_dropped >= 1
@@ -214,30 +218,34 @@ def _clustered(rng, n, d, n_labels=13):
 )
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "neg_l2"])
 @pytest.mark.parametrize("screen", ["bf16", "tf32"])
-def test_screened_counts_equal_exact_fp32_kernel_on_near_ties(similarity, screen, spy):
+def test_screened_counts_equal_exact_fp32_kernel_on_near_ties(similarity, screen):
     rng = np.random.default_rng(zlib.crc32(f"screen-{similarity}".encode()))
     X, y = _clustered(rng, 150, 16)
+    record = {}
     with _triton.on_cpu(screen=0):
-        exact = _grouped_values(X, y, similarity=similarity, backend=CPU, repeats=1)
+        exact = _grouped_values(X, y, similarity=similarity, backend=CPU, repeats=1, record=record)
         assert _triton_grouped.STATS["screened"] == 0 and _triton_grouped.STATS["exact"] > 0
     with _triton.on_cpu(screen=screen):
-        got = _grouped_values(X, y, similarity=similarity, backend=CPU, repeats=1)
+        got = _grouped_values(X, y, similarity=similarity, backend=CPU, repeats=1, record=record)
         stats = dict(_triton_grouped.STATS)
-    assert len(spy) == 2
+    assert record == {"triton-grouped": 2}  # both calls on the kernel
     assert stats["screened"] > 0 and stats["exact"] > 0, stats  # both branches ran
     _same(got, exact)
     _same(got, _grouped_values(X, y, similarity=similarity, backend=None, repeats=1))
 
 
 @pytest.mark.parametrize("tile", [(32, 64, 32), (16, 16, 16)])
-def test_other_tile_shapes_equal_numpy_path(tile, spy, monkeypatch):
+def test_other_tile_shapes_equal_numpy_path(tile, monkeypatch):
     monkeypatch.setattr(_triton, "TILE_INTERPRET", tile)  # (32, 64, 32): the GPU's tile
     rng = np.random.default_rng(31)
     X, y = _emb("int", rng, 170, 40), _labels(rng, 170, n_labels=10)  # d = 40: a partial k-block
     ref = _grouped_values(X, y, similarity="cosine", backend=None, repeats=1, group_size=2)
+    record = {}
     with _triton.on_cpu():
-        got = _grouped_values(X, y, similarity="cosine", backend=CPU, repeats=1, group_size=2)
-    assert spy
+        got = _grouped_values(
+            X, y, similarity="cosine", backend=CPU, repeats=1, group_size=2, record=record
+        )
+    assert record == {"triton-grouped": 1}
     _same(got, ref)
 
 
@@ -273,13 +281,16 @@ def _brute_hits(X, y, groups, similarity, ties):
 @pytest.mark.parametrize(
     "similarity,ties", [("cosine", "pessimistic"), ("neg_l2", "optimistic"), ("dot", "pessimistic")]
 )
-def test_equals_dense_brute_force(similarity, ties, spy):
+def test_equals_dense_brute_force(similarity, ties):
     rng = np.random.default_rng(11)
     n = 120
     X, y = _emb("int", rng, n, 7), _labels(rng, n)
+    record = {}
     with _triton.on_cpu():
-        got = _grouped_values(X, y, similarity=similarity, backend=CPU, ties=ties, repeats=1)
-    assert spy
+        got = _grouped_values(
+            X, y, similarity=similarity, backend=CPU, ties=ties, repeats=1, record=record
+        )
+    assert record == {"triton-grouped": 1}
     groups, _ = _grouped.label_partition(y, 3, 7)
     want = _brute_hits(X, y, groups, similarity, ties)
     for k in KS:
@@ -293,7 +304,7 @@ def test_equals_dense_brute_force(similarity, ties, spy):
 )
 @pytest.mark.parametrize("similarity", ["cosine", "neg_l2"])
 @pytest.mark.parametrize("empty_queries", ["skip", "zero"])
-def test_separate_gallery_with_ids_equals_numpy_path(similarity, empty_queries, spy):
+def test_separate_gallery_with_ids_equals_numpy_path(similarity, empty_queries):
     rng = np.random.default_rng(zlib.crc32(similarity.encode()))
     Q = _emb("int", rng, 61, 9)
     G = np.concatenate([Q[:25], _emb("int", rng, 90, 9)])  # queries found in the gallery, by id
@@ -305,9 +316,10 @@ def test_separate_gallery_with_ids_equals_numpy_path(similarity, empty_queries, 
     gid[40] = 3  # a second gallery item with query 3's id
     kw = dict(similarity=similarity, G=G, gy=gl, qid=qid, gid=gid, empty_queries=empty_queries)
     ref = _grouped_values(Q, ql, backend=None, **kw)
+    record = {}
     with _triton.on_cpu():
-        got = _grouped_values(Q, ql, backend=CPU, **kw)
-    assert spy
+        got = _grouped_values(Q, ql, backend=CPU, record=record, **kw)
+    assert record == {"triton-grouped": 2}
     _same(got, ref)
     if empty_queries == "skip":
         assert ref[1].n_queries_skipped >= 1
@@ -398,12 +410,14 @@ def test_kernel_failure_warns_and_numpy_path_serves(monkeypatch):
     rng = np.random.default_rng(2)
     X, y = _emb("int", rng, 80, 5), _labels(rng, 80)
     ref = _grouped_values(X, y, similarity="cosine", backend=None, repeats=1)
+    record = {}
     with (
         _triton.on_cpu(),
         pytest.warns(RuntimeWarning, match="grouped recall's fused Triton kernel is not used"),
     ):
-        got = _grouped_values(X, y, similarity="cosine", backend=CPU, repeats=1)
+        got = _grouped_values(X, y, similarity="cosine", backend=CPU, repeats=1, record=record)
     _same(got, ref)
+    assert record == {f"grouped-{_kernels.ACCELERATOR}": 1}  # the host path that served
 
 
 def test_unsupported_cases_stay_on_the_numpy_path(spy):
@@ -486,7 +500,7 @@ def test_time_grouped_runs_the_fused_path_and_refuses_otherwise(spy, monkeypatch
         _triton_grouped.time_grouped(300, 8, device="cpu", group_size=5)
 
 
-def test_leave_one_out_without_ids_equals_numpy_path(spy):
+def test_leave_one_out_without_ids_equals_numpy_path():
     """No ids: nothing is the same item (each query also ranks itself), as the numpy path does."""
     rng = np.random.default_rng(8)
     X, y = _emb("int", rng, 90, 6), _labels(rng, 90)
@@ -505,10 +519,13 @@ def test_leave_one_out_without_ids_equals_numpy_path(spy):
         q_factor=_factor(X, "neg_l2"),
     )
     ref = _grouped.grouped_recall_values(X, y, None, None, **kw)
+    record = {}
     with _triton.on_cpu():
         fused = grouped_kernel(CPU, "neg_l2")
-        got = _grouped.grouped_recall_values(X, y, None, None, backend=CPU, fused=fused, **kw)
-    assert spy
+        got = _grouped.grouped_recall_values(
+            X, y, None, None, backend=CPU, fused=fused, record=record, **kw
+        )
+    assert record == {"triton-grouped": 1}
     _same(got, ref)
     assert ref[1].n_queries_skipped == 0  # the singleton's query finds itself
 
