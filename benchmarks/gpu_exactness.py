@@ -123,12 +123,14 @@ def _summary(res) -> dict:
 
 
 def _counters(res) -> str:
-    """The counters that counted the result's blocks (its provenance), e.g. ``triton`` or
-    ``torch``: a fused variant whose blocks the torch path counted says so in the table
-    (the comparison alone cannot tell). Empty where the result records none (grouped
-    recall)."""
+    """What computed the result (its provenance): the counters of the main pass's blocks,
+    e.g. ``triton`` or ``torch``, and grouped recall's paths, e.g. ``triton-grouped``: a
+    fused variant that the torch path or the host served says so in the table (the
+    comparison alone cannot tell)."""
     prov = getattr(res, "provenance", None)
-    return "+".join(sorted(prov.blocks)) if prov is not None and prov.blocks else ""
+    if prov is None:
+        return ""
+    return "+".join(sorted(prov.blocks) + sorted(getattr(prov, "grouped", {})))
 
 
 def _first_difference(a, b, path="") -> str:

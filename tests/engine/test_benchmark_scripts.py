@@ -125,6 +125,8 @@ def test_gpu_exactness_compares_what_the_devices_must_agree_on(monkeypatch):
         ran[name] = gx._counters(cpu), gx._counters(numpy_)
     # the fused CPU pass against numba's scored one: provenances that differ, left out
     assert ran["random floats, cosine, rank + pair"] == ("fused-cpu", "numba")
+    grouped = cases["grouped recall, tie-heavy integers, neg_l2"](rc, "cpu")
+    assert gx._counters(grouped) == "grouped-numba"  # grouped recall's path is named too
     res = cases["random floats, cosine, rank + pair"](rc, "cpu")
     a, b = gx._summary(res), gx._summary(res)
     b["per_query"]["map"][3] = float(np.nextafter(b["per_query"]["map"][3], 2.0))  # one ulp
