@@ -385,7 +385,7 @@ def comparison_test(comparison, margin: float, power: float | None = None):
     import math
     from types import SimpleNamespace
 
-    from .._lazy import stats
+    from .._lazy import t_cdf
     from ..stats._power import power_of
 
     c = comparison
@@ -403,7 +403,7 @@ def comparison_test(comparison, margin: float, power: float | None = None):
     center = sign * (c.low + c.high) / 2  # the improvement the interval is centred on
     if c.dof is not None:
         p_one = (
-            float(stats.t.cdf((center + margin) / se, c.dof))
+            float(t_cdf((center + margin) / se, c.dof))
             if se > 0
             else (0.0 if center + margin < 0 else 1.0)
         )

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._lazy import stats
+from .._lazy import norm_ppf, norm_sf, t_cdf
 from .._suggest import hint, shown
 from ..errors import InputError, MetricNameError
 from ..metrics._names import metric_spec
@@ -148,7 +148,7 @@ class Change:
 def _se_from_interval(low, high, confidence: float) -> float | None:
     if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
         return None
-    z = float(stats.norm.ppf((1 + confidence) / 2))
+    z = float(norm_ppf((1 + confidence) / 2))
     return max(float(high) - float(low), 0.0) / (2 * z)
 
 
@@ -186,7 +186,7 @@ def _paired_p(
     if se == 0:
         return (0.0 if sign * mean < 0 else 1.0), f"paired t over {L} units (zero variance)", 0.0, L
     t = sign * mean / se  # negative when worse
-    return float(stats.t.cdf(t, L - 1)), f"paired t over {L} units (cluster-robust)", se, L
+    return float(t_cdf(t, L - 1)), f"paired t over {L} units (cluster-robust)", se, L
 
 
 def checked_option(name: str, value, *, argument: str | None = None):
@@ -635,7 +635,7 @@ def _significance(baseline: dict, current: dict, sign: float, drop: float, confi
     se = _interval_se(baseline, current, confidence)
     if se is None:
         return None, "no interval: significance untestable", None
-    p = (0.0 if drop > 0 else 1.0) if se == 0 else float(stats.norm.sf(drop / se))
+    p = (0.0 if drop > 0 else 1.0) if se == 0 else float(norm_sf(drop / se))
     n = current.get("n")
     n_units = n if isinstance(n, numbers.Integral) and not isinstance(n, bool) else None
     return p, "z from the two intervals (conservative)", (se, n_units, None, unit)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._lazy import stats
+from .._lazy import t_cdf, t_ppf, t_sf
 from ..errors import InputError
 from ..metrics._measurement import value_options
 from ..metrics._names import parse_metric
@@ -455,11 +455,11 @@ def _t_comparison(spec, pairs: _Pairs, confidence) -> Comparison:
         p_two = 1.0 if mean == 0 else 0.0
         p_worse = 1.0 if sign * mean >= 0 else 0.0
     else:
-        half = float(stats.t.ppf((1 + confidence) / 2, dof)) * se
+        half = float(t_ppf((1 + confidence) / 2, dof)) * se
         low, high = mean - half, mean + half
         tstat = mean / se
-        p_two = float(2 * stats.t.sf(abs(tstat), dof))
-        p_worse = float(stats.t.cdf(sign * tstat, dof))  # small when the candidate is worse
+        p_two = float(2 * t_sf(abs(tstat), dof))
+        p_worse = float(t_cdf(sign * tstat, dof))  # small when the candidate is worse
     meth = f"paired t over {pairs.unit}" + (
         " (cluster-robust)" if pairs.clusters is not None else ""
     )

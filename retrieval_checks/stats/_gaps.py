@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._lazy import stats
+from .._lazy import t_ppf
 from .._suggest import shown
 from ..errors import InputError
 from ..metrics._accuracy import AccuracyResult
@@ -458,7 +458,7 @@ def _grouped_gap(spec, g1, g2, confidence, labels) -> Gap:
     r1, r2 = g1.n_groups, g2.n_groups
     den = g1.std_error**4 / (r1 - 1) + g2.std_error**4 / (r2 - 1)
     dof = se**4 / den if den > 0 else float(r1 + r2 - 2)
-    half = float(stats.t.ppf((1 + confidence) / 2, dof)) * se
+    half = float(t_ppf((1 + confidence) / 2, dof)) * se
     d = g1.value - g2.value
     return Gap(
         spec.name,

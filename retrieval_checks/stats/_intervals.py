@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._lazy import stats
+from .._lazy import norm_cdf, norm_ppf
 from ..errors import InputError, IntervalWarning
 from ..metrics._names import parse_metric
 from ..metrics._ranking import GM_FLOOR, aggregate
@@ -355,12 +355,12 @@ def _bca(
     B = boot.size
     prop = (np.sum(boot < theta_hat) + 0.5 * np.sum(boot == theta_hat)) / B
     prop = min(max(prop, 1.0 / (2 * B)), 1.0 - 1.0 / (2 * B))
-    z0 = stats.norm.ppf(prop)
+    z0 = norm_ppf(prop)
     d = jack.mean() - jack
     den = 6.0 * (np.sum(d**2) ** 1.5)
     a = float(np.sum(d**3) / den) if den > 0 else 0.0
-    z = stats.norm.ppf([(1 - confidence) / 2, (1 + confidence) / 2])
-    adj = stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
+    z = norm_ppf(np.array([(1 - confidence) / 2, (1 + confidence) / 2]))
+    adj = norm_cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
     return tuple(float(v) for v in np.quantile(boot, adj))
 
 
@@ -496,7 +496,7 @@ def bootstrap_interval(
 def wilson_interval(x: int, n: int, confidence: float) -> tuple[float, float]:
     """Wilson's score interval for a proportion x / n."""
     _check_proportion(x, n, "x", "n", confidence)
-    z = stats.norm.ppf((1 + confidence) / 2)
+    z = norm_ppf((1 + confidence) / 2)
     p = x / n
     den = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / den

@@ -193,7 +193,7 @@ def _slice_gate(rec: Mapping) -> bool:
 
 
 def _from_record(rec: Mapping, correlation: float, confidence: float):
-    from .._lazy import stats
+    from .._lazy import norm_ppf
 
     if rec.get("power_se") is not None and rec.get("power_units"):
         n = int(rec["power_units"])
@@ -207,7 +207,7 @@ def _from_record(rec: Mapping, correlation: float, confidence: float):
             f"{shown(n)}); an interval's spread per unit needs it."
         )
     c = float(rec.get("confidence") or confidence)
-    z = float(stats.norm.ppf((1 + c) / 2))
+    z = float(norm_ppf((1 + c) / 2))
     se = (float(rec["high"]) - float(rec["low"])) / (2 * z)
     sd = se * math.sqrt(int(n)) * math.sqrt(2 * (1 - correlation))
     return (
