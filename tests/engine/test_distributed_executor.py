@@ -49,7 +49,13 @@ def test_a_thread_pool_gives_the_sequential_result_bit_for_bit():
 
 @pytest.mark.slow
 def test_a_process_pool_gives_the_sequential_result_bit_for_bit(tmp_path):
-    p = next(_problems())
+    """On device="numpy" (the sequential pass too): the spawned workers run the blocks
+    with the compiled numba counters, as on the default CPU device, but with numpy's
+    products instead of torch's, so each worker spares torch's import (7 -> 4 CPU-s). The
+    pool's merge, order and checkpoints do not depend on the device; the default device's
+    blocks on an executor are the thread pool test's, and each device's against the
+    reference the harness's (tests/engine/test_engine_vs_reference.py)."""
+    p = dict(next(_problems()), device="numpy")
     expected = _summary(rc.evaluate(**p))
     # spawn: forking a process that already runs OpenMP threads (numba, torch) is unsafe
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
