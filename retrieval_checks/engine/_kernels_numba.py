@@ -52,6 +52,78 @@ def bisect_sorted(values, lo, hi, x, strict):
     return a - lo
 
 
+# Placing a score among a row's sorted relevant scores by bisection costs a dependent,
+# mispredicted branch per step: 36 ns a score at 100 relevant scores, 47 ns at 300 (numba,
+# this project's Xeon). Rows with at least MIN_BUCKETED of them use a table instead:
+# BUCKETS_PER_SCORE buckets per relevant score, equal in width between the row's lowest
+# and highest, each holding how many relevant scores fall below it (13 ns at 100 and 300).
+BUCKETS_PER_SCORE = 4
+MIN_BUCKETED = 9
+
+
+@njit(cache=True, nogil=True, inline="always")
+def bucket_of(x, lo, scale, nb):
+    """The bucket of ``x`` among ``nb``: ``(x - lo) * scale`` in float64, truncated and
+    clamped to ``0 .. nb - 1``. Each step is monotone in ``x`` (a float32 is exact in
+    float64; a rounded subtraction and a product by a positive finite ``scale`` never
+    reverse an order), so ``bucket_of(v) < bucket_of(x)`` implies ``v < x`` and ``>``
+    implies ``v > x``: a score's count is exact whatever the rounding."""
+    t = (np.float64(x) - lo) * scale
+    if t >= nb:
+        return nb - 1
+    if t <= 0.0:
+        return 0
+    return int(t)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def fill_buckets(values, a, e, start, s0, nb):
+    """The table of ``values[a:e]`` (sorted ascending, ``e > a``) in ``start[s0 : s0 + nb
+    + 1]``: ``start[s0 + b]`` values fall in buckets below ``b``. Returns ``(lo, scale)``
+    for :func:`count_bucketed` (``scale`` 0 when every value is equal: one bucket)."""
+    lo = np.float64(values[a])
+    hi = np.float64(values[e - 1])
+    scale = nb / (hi - lo) if hi > lo else 0.0  # hi - lo >= 2^-149: scale stays finite
+    for b in range(nb + 1):
+        start[s0 + b] = 0
+    for k in range(a, e):
+        start[s0 + bucket_of(values[k], lo, scale, nb) + 1] += 1
+    for b in range(nb):
+        start[s0 + b + 1] += start[s0 + b]
+    return lo, scale
+
+
+@njit(cache=True, nogil=True, inline="always")
+def count_bucketed(values, a, x, strict, lo, scale, start, s0, nb):
+    """Number of ``values[a:e]`` ``<= x`` (``< x`` if strict), from the table
+    :func:`fill_buckets` made of them: the values of lower buckets, then those of ``x``'s
+    own bucket, read in order (bisected where a bucket holds more than 8)."""
+    b = bucket_of(x, lo, scale, nb)
+    k = a + start[s0 + b]
+    end = a + start[s0 + b + 1]
+    if end - k > 8:
+        return k - a + bisect_sorted(values, k, end, x, strict)
+    if strict:
+        while k < end and values[k] < x:
+            k += 1
+    else:
+        while k < end and values[k] <= x:
+            k += 1
+    return k - a
+
+
+@njit(cache=True, nogil=True, inline="always")
+def place_bucketed(rel_sorted, a, s, hist, tie_diff, h, lo, scale, start, s0, nb):
+    """:func:`place_score` by the row's bucket table (:func:`fill_buckets`): the same
+    counts."""
+    p = count_bucketed(rel_sorted, a, s, False, lo, scale, start, s0, nb)
+    hist[h + p] += 1
+    if p > 0 and rel_sorted[a + p - 1] == s:
+        q = count_bucketed(rel_sorted, a, s, True, lo, scale, start, s0, nb)
+        tie_diff[h + q] += 1
+        tie_diff[h + p] -= 1
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau, tail_counts):
     """For every relevant item, count the non-relevant scores at or above it and equal to it.
@@ -74,15 +146,29 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
         hist = np.zeros(r + 1, np.int64)
         tie_diff = np.zeros(r + 1, np.int64)
         n_tail = 0
-        for k in range(n_chunks):
-            width = min(c, n_cols - k * c)
-            for j in range(width):
-                s = S[k, i, j]
-                if s >= tau:
-                    n_tail += 1
-                if s < lo:
-                    continue
-                place_score(rel_sorted, a, e, s, hist, tie_diff, 0)
+        if r >= MIN_BUCKETED:  # the row's bucket table (see BUCKETS_PER_SCORE)
+            nb = BUCKETS_PER_SCORE * r
+            start = np.empty(nb + 1, np.int64)
+            lo64, scale = fill_buckets(rel_sorted, a, e, start, 0, nb)
+            for k in range(n_chunks):
+                width = min(c, n_cols - k * c)
+                for j in range(width):
+                    s = S[k, i, j]
+                    if s >= tau:
+                        n_tail += 1
+                    if s < lo:
+                        continue
+                    place_bucketed(rel_sorted, a, s, hist, tie_diff, 0, lo64, scale, start, 0, nb)
+        else:
+            for k in range(n_chunks):
+                width = min(c, n_cols - k * c)
+                for j in range(width):
+                    s = S[k, i, j]
+                    if s >= tau:
+                        n_tail += 1
+                    if s < lo:
+                        continue
+                    place_score(rel_sorted, a, e, s, hist, tie_diff, 0)
         tail_counts[i] = n_tail
         acc = 0
         for t in range(r, 0, -1):
