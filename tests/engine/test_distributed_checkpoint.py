@@ -6,6 +6,7 @@ test_distributed.py.)"""
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -69,13 +70,16 @@ def test_a_run_that_raises_resumes_from_its_checkpoint(tmp_path, monkeypatch):
 
 
 def test_a_killed_run_resumes_from_its_checkpoint(tmp_path):
+    """The child reads the problem from a pickle and runs on device="numpy" (so does the
+    resume here): it imports neither this module's helpers (test_distributed imports
+    torch) nor torch (~2.5 CPU-s). The raising run above resumes on the default device."""
+    p = dict(_problem(), device="numpy")
+    problem, blocks = tmp_path / "problem.pkl", tmp_path / "blocks"
+    problem.write_bytes(pickle.dumps(p))
     script = textwrap.dedent(f"""
-        import os, sys
-        sys.path.insert(0, {str(tmp_path.parent)!r})
-        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
+        import os, pickle
         import retrieval_checks as rc
         from retrieval_checks.engine import _stream
-        from test_distributed_checkpoint import _problem
         original, calls = _stream.run_block, []
         def run_block(*a, **k):
             calls.append(1)
@@ -83,16 +87,20 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path):
                 os._exit(7)  # killed: no cleanup, no exception
             return original(*a, **k)
         _stream.run_block = run_block
-        rc.evaluate(**_problem(), checkpoint={str(tmp_path)!r})
+        with open({str(problem)!r}, "rb") as f:
+            p = pickle.load(f)
+        rc.evaluate(**p, checkpoint={str(blocks)!r})
     """)
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 7, out.stderr
-    assert len(list(tmp_path.glob("*.npz"))) == 2
-    assert not list(tmp_path.glob(".*.tmp"))  # no partial file left behind
-    p = _problem()
-    _same(_summary(rc.evaluate(**p)), _summary(rc.evaluate(**p, checkpoint=tmp_path)))
+    assert "torch" not in out.stderr
+    assert len(list(blocks.glob("*.npz"))) == 2
+    assert not list(blocks.glob(".*.tmp"))  # no partial file left behind
+    resumed = rc.evaluate(**p, checkpoint=blocks)
+    assert resumed.provenance.resumed == 2  # the killed run's blocks were read, not recomputed
+    _same(_summary(rc.evaluate(**p)), _summary(resumed))
 
 
 def test_a_checkpoint_of_other_inputs_or_options_is_refused(tmp_path):
