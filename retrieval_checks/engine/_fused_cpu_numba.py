@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels_numba import bisect_sorted, place_score
+from ._kernels_numba import (
+    BUCKETS_PER_SCORE,
+    bisect_sorted,
+    fill_buckets,
+    place_bucketed,
+    place_score,
+)
 from ._simd_numba import (
     LANES,
     VECTOR_COMPRESS,
@@ -66,9 +72,10 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
 
     - rows with at most :data:`_VECTOR_RELEVANT` relevant scores compare every relevant
       score with every buffered score (branch-free; added to ``above`` / ``tied``);
-    - longer rows place each buffered score among their relevant scores by bisection
-      (``hist[rel_ptr[i] + i + p]``: scores with ``p`` relevant scores ``<=`` them;
-      ``tie_diff`` the tie groups' difference array), as the scored kernel does.
+    - longer rows place each buffered score among their relevant scores by the row's
+      bucket table (``hist[rel_ptr[i] + i + p]``: scores with ``p`` relevant scores
+      ``<=`` them; ``tie_diff`` the tie groups' difference array), as the scored kernel
+      does.
 
     :func:`finish_counts` adds the two. Returns how many negatives it wrote to ``neg``
     (row after row, in column order; ``m * width`` long at least; none when ``tau`` is
@@ -78,6 +85,7 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
     stride = T.shape[1]
     want_tail = tau != np.inf
     nn = 0
+    start = np.empty(0, np.int64)  # the bucket table of a long row, reused
     for i in range(m):
         a = rel_ptr[i]
         e = rel_ptr[i + 1]
@@ -131,8 +139,12 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
                 tied[k] += eq
             continue
         h = a + i
+        nb = BUCKETS_PER_SCORE * r  # the row's bucket table (_kernels_numba.fill_buckets)
+        if start.shape[0] < nb + 1:
+            start = np.empty(nb + 1, np.int64)
+        lo64, scale = fill_buckets(rel_sorted, a, e, start, 0, nb)
         for q in range(n):
-            place_score(rel_sorted, a, e, buf[q], hist, tie_diff, h)
+            place_bucketed(rel_sorted, a, buf[q], hist, tie_diff, h, lo64, scale, start, 0, nb)
     return nn
 
 
@@ -227,7 +239,9 @@ def scan_columns(  # long: a numba kernel: compaction, tail and placement in one
     ``hist[rel_ptr[r] + r + p]`` and tie groups ``tie_diff``, as :func:`scan_tile`'s
     bisection does: :func:`finish_counts` turns them into the counts. Rows of at most
     16 relevant scores are placed by two vector compares against ``pads[16 r : 16 r +
-    16]`` (:func:`pad_rows`), longer ones by bisection. ``thr``, ``vals``
+    16]`` (:func:`pad_rows`), longer ones by bisection (a row's bucket table, which
+    :func:`scan_tile` uses, measured slower here: each score goes to another row's
+    table, out of cache). ``thr``, ``vals``
     and ``idx`` are scratch (``width`` long at least). Returns how many negatives it
     wrote."""
     flat = T.reshape(-1)

@@ -3,7 +3,7 @@ against the scored CPU path (products of whole blocks, then ``count_above_releva
 the same numbers bit for bit.
 
 - its scan kernel against the scored kernel on random tiles (ties, masked pairs, rows
-  with 0 to 40 relevant scores, every path of the kernel: vectorised counts, bisection
+  with 0 to 40 relevant scores, every path of the kernel: vectorised counts, bucket tables
   with the branch-free list of the scores to place, the branch-free search of small rows, the tail);
 - ``rc.evaluate`` end to end, hypothesis over sizes, dimensions, classes, duplicate
   rows, integer and float data, cosine / dot / neg_l2, tile shapes, panel heights and
@@ -189,7 +189,7 @@ def test_scan_tile_counts_as_the_scored_kernel(seed, m, width, levels, r_max, wi
 @pytest.mark.parametrize("r", [1, 17, 256, 257])
 def test_scan_tile_rows_at_the_search_boundaries(r, low):
     """Rows of 1, 17, 256 (the vectorised counts' last row length,
-    ``_VECTOR_RELEVANT``) and 257 relevant scores (placed by bisection): scores above
+    ``_VECTOR_RELEVANT``) and 257 relevant scores (placed by the row's bucket table): scores above
     all of them, between, tied with each and below; ``low`` scores far below, which the
     compaction drops (4001: the row's last, partial vector of lanes too)."""
     from retrieval_checks.engine import _fused_cpu_numba as K
