@@ -24,7 +24,7 @@ __all__ = ["sharded_grouped_values"]
 
 
 def sharded_grouped_values(comm, sh, layout, loo: bool):
-    """The ``grouped_values`` hook of :func:`.._evaluate._aggregate` for a sharded pass
+    """The ``grouped_values`` hook of :func:`.._stages.aggregate_result` for a sharded pass
     (``sh``: this rank's prepared problem, :class:`.._blocks.Problem` with its column window)."""
 
     def grouped(req, rel, own, plan, record=None) -> dict:
