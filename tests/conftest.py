@@ -40,6 +40,16 @@ EXHAUSTIVE_ENV = "RC_TESTS_EXHAUSTIVE"
 # first parallel kernel: both after this file, in pytest and in every xdist worker), and
 # the processes the tests start inherit it; a value set outside is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# The same for numpy's BLAS (OpenBLAS, pthreads): after a threaded product its threads
+# spin 2**28 cycles (~0.1 s) before they sleep, by default; 2**4 here. OpenBLAS reads it
+# when numpy is imported, which in this process happened already (the plugin imports
+# the library), but the xdist workers, where every test of `./dev test` runs, start
+# after this file and inherit it, as do the processes the tests start. The same threads
+# compute the same products (the thread count is unchanged). Measured on the 2-core
+# machine: 300 products of (300 x 64) by (64 x 400) with Python work between them, 0.47
+# -> 0.30 CPU-s at the same wall time; on test files of small problems (most products
+# run on one thread) the difference stays within the noise of a shared machine.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
 def _truthy(value: str | None) -> bool:
