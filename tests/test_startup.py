@@ -2,10 +2,11 @@
 dependency (they are imported when a test runs). The times themselves are printed by
 benchmarks/bench_collect.py, not asserted.
 
-Cost: about 6 CPU-s: three fresh interpreters that collect (the point: a module loaded by
-this process would hide one loaded by collection; the third imports numba, not torch, to
-show the probe sees a heavy import), the benchmark's own code run here in-process (loaded
-from its path) rather than in a fourth interpreter."""
+Cost: about 4 CPU-s: two fresh interpreters that collect (the point: a module loaded by
+this process would hide one loaded by collection; the second imports numba, not torch, to
+show the probe sees a heavy import; a third where the first collection of a fresh clone
+writes the example data and loads scikit-learn for it), the benchmark's own code run here
+in-process (loaded from its path) rather than in another interpreter."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ _SPEC.loader.exec_module(bench)
 
 
 def test_collecting_the_examples_imports_no_heavy_module(capsys):
-    assert bench.main(["--modules-only"]) == 0  # two fresh collections: the second is read
+    assert bench.main(["--modules-only"]) == 0  # one fresh collection (two on a fresh clone)
     out = capsys.readouterr().out
     assert "heavy modules loaded by collection: none" in out, out
     # every example was collected (a collection error would also leave torch unloaded)
