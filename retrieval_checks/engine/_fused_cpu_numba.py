@@ -12,9 +12,8 @@ from numba import njit
 from ._kernels_numba import (
     BUCKETS_PER_SCORE,
     bisect_sorted,
+    count_bucketed,
     fill_buckets,
-    place_bucketed,
-    place_score,
 )
 from ._simd_numba import (
     LANES,
@@ -35,7 +34,17 @@ __all__ = [
     "relevant_plan",
 ]
 
-_VECTOR_RELEVANT = 256  # rows with at most this many relevant scores count them vectorised
+# A row's buffered scores (n) against its r relevant scores: compared with every one,
+# branch-free, about 0.23 r ns a score (4 ns at r = 17, 15 at 64, 59 at 256: this project's
+# Xeon, every score buffered), or placed by the row's bucket table, about 19 ns a score
+# plus ~3 r ns to build the table for the row and tile. Rows of at most _VECTOR_RELEVANT
+# always compare; longer ones compare while 0.23 r n <= 19 n + 3 r, else use the table.
+_VECTOR_RELEVANT = 64
+# _SERIAL_PLACEMENT: these kernels are serial (one per worker thread) and write out the
+# steps of _kernels_numba.place_score / place_bucketed instead of calling them. Called
+# (inlined) from a serial numba function, each call cost 13-30 ns a score more than the
+# same steps written in the loop (measured: 50 -> 37 ns by bisection, 46 -> 15 ns by the
+# bucket table, 300 relevant scores a row), a cost the parallel scored kernel does not pay.
 
 
 @njit(cache=True, nogil=True)
@@ -70,9 +79,10 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
     tau`` are the row's negative tail, appended to ``neg``; only scores ``>= lo`` can be
     ``>=`` a relevant score, so the counts read the short buffer:
 
-    - rows with at most :data:`_VECTOR_RELEVANT` relevant scores compare every relevant
-      score with every buffered score (branch-free; added to ``above`` / ``tied``);
-    - longer rows place each buffered score among their relevant scores by the row's
+    - rows with at most :data:`_VECTOR_RELEVANT` relevant scores, or few buffered ones
+      (the cost rule beside it), compare every relevant score with every buffered score
+      (branch-free; added to ``above`` / ``tied``);
+    - the others place each buffered score among their relevant scores by the row's
       bucket table (``hist[rel_ptr[i] + i + p]``: scores with ``p`` relevant scores
       ``<=`` them; ``tie_diff`` the tie groups' difference array), as the scored kernel
       does.
@@ -118,7 +128,7 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
                 buf[kept] = s
                 kept += s >= lo
             n = kept
-        if r <= _VECTOR_RELEVANT:
+        if r <= _VECTOR_RELEVANT or n * (23 * r - 1900) <= 300 * r:  # see _VECTOR_RELEVANT
             above_last = 0
             tied_last = 0
             for k in range(a, e):
@@ -143,8 +153,14 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
         if start.shape[0] < nb + 1:
             start = np.empty(nb + 1, np.int64)
         lo64, scale = fill_buckets(rel_sorted, a, e, start, 0, nb)
-        for q in range(n):
-            place_bucketed(rel_sorted, a, buf[q], hist, tie_diff, h, lo64, scale, start, 0, nb)
+        for q in range(n):  # place_bucketed's steps, written out: see _SERIAL_PLACEMENT
+            s = buf[q]
+            p = count_bucketed(rel_sorted, a, s, False, lo64, scale, start, 0, nb)
+            hist[h + p] += 1
+            if rel_sorted[a + p - 1] == s:  # p >= 1: s >= lo
+                t = count_bucketed(rel_sorted, a, s, True, lo64, scale, start, 0, nb)
+                tie_diff[h + t] += 1
+                tie_diff[h + p] -= 1
     return nn
 
 
@@ -269,7 +285,12 @@ def scan_columns(  # long: a numba kernel: compaction, tail and placement in one
                 continue
             if s < lo[r]:
                 continue
-            place_score(rel_sorted, a, rel_ptr[r + 1], s, hist, tie_diff, h)
+            p = bisect_sorted(rel_sorted, a, rel_ptr[r + 1], s, False)  # place_score's steps
+            hist[h + p] += 1
+            if rel_sorted[a + p - 1] == s:  # p >= 1: s >= lo
+                t = bisect_sorted(rel_sorted, a, a + p, s, True)
+                tie_diff[h + t] += 1
+                tie_diff[h + p] -= 1
     return nn
 
 

@@ -186,10 +186,11 @@ def test_scan_tile_counts_as_the_scored_kernel(seed, m, width, levels, r_max, wi
 
 
 @pytest.mark.parametrize("low", [0, 1000, 4001])
-@pytest.mark.parametrize("r", [1, 17, 256, 257])
+@pytest.mark.parametrize("r", [1, 17, 64, 65, 100, 257])
 def test_scan_tile_rows_at_the_search_boundaries(r, low):
-    """Rows of 1, 17, 256 (the vectorised counts' last row length,
-    ``_VECTOR_RELEVANT``) and 257 relevant scores (placed by the row's bucket table): scores above
+    """Rows of 1, 17, 64 (the vectorised counts' last row length, ``_VECTOR_RELEVANT``),
+    65 (compared still: the cost rule prefers it below ~83) and 100 and 257 relevant
+    scores (placed by the row's bucket table: some 3 r scores are buffered): scores above
     all of them, between, tied with each and below; ``low`` scores far below, which the
     compaction drops (4001: the row's last, partial vector of lanes too)."""
     from retrieval_checks.engine import _fused_cpu_numba as K
