@@ -152,10 +152,18 @@ def pytester(pytester, _preloaded, monkeypatch):
 
     class KeepOthers(_pytester.SysModulesSnapshot):
         def __init__(self, preserve=None):
-            super().__init__(
-                preserve=lambda name: not own_module(name, root)
-                or bool(preserve and preserve(name))
-            )
+            super().__init__(preserve=self._keep)
+            self._outer = preserve
+            # what the snapshot saved (the same moment): a module still bound to the same
+            # object restores to itself whether kept or not, so only the modules a run
+            # imported or replaced are asked about (a few, where every module of the
+            # process was: 2,400 to 5,000 own_module calls per restore, ~30 ms a run)
+            self._before = dict(sys.modules)
+
+        def _keep(self, name: str) -> bool:
+            if sys.modules.get(name) is self._before.get(name, self):
+                return True
+            return not own_module(name, root) or bool(self._outer and self._outer(name))
 
     monkeypatch.setattr(_pytester, "SysModulesSnapshot", KeepOthers)  # each in-process run
     pytester._sys_modules_snapshot = (
