@@ -11,6 +11,7 @@ from numba import njit
 
 from ._kernels_numba import (
     BUCKETS_PER_SCORE,
+    MAX_BUCKETS,
     bisect_sorted,
     count_bucketed,
     fill_buckets,
@@ -149,7 +150,7 @@ def scan_tile(  # long: a numba kernel: each row's mask, compaction and counts i
                 tied[k] += eq
             continue
         h = a + i
-        nb = BUCKETS_PER_SCORE * r  # the row's bucket table (_kernels_numba.fill_buckets)
+        nb = min(BUCKETS_PER_SCORE * r, MAX_BUCKETS)  # the row's table (_kernels_numba)
         if start.shape[0] < nb + 1:
             start = np.empty(nb + 1, np.int64)
         lo64, scale = fill_buckets(rel_sorted, a, e, start, 0, nb)

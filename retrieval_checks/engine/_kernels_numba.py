@@ -59,6 +59,10 @@ def bisect_sorted(values, lo, hi, x, strict):
 # and highest, each holding how many relevant scores fall below it (13 ns at 100 and 300).
 BUCKETS_PER_SCORE = 4
 MIN_BUCKETED = 9
+# at most this many buckets a row (512 KiB of int64), so that a query with millions of
+# relevant items does not hold a table 4x their size per thread beyond the budget's
+# blocks; fuller buckets are bisected (count_bucketed), with the same counts
+MAX_BUCKETS = 1 << 16
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -147,7 +151,7 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
         tie_diff = np.zeros(r + 1, np.int64)
         n_tail = 0
         if r >= MIN_BUCKETED:  # the row's bucket table (see BUCKETS_PER_SCORE)
-            nb = BUCKETS_PER_SCORE * r
+            nb = min(BUCKETS_PER_SCORE * r, MAX_BUCKETS)
             start = np.empty(nb + 1, np.int64)
             lo64, scale = fill_buckets(rel_sorted, a, e, start, 0, nb)
             for k in range(n_chunks):
