@@ -356,12 +356,23 @@ def load_yaml(path) -> object:
             path=p,
             line=line,
         ) from None
-    loader = _Loader(text)
-    loader.name = str(p)
+    loader = None
     try:
+        loader = _Loader(text)  # PyYAML's own reader refuses a control character here
+        loader.name = str(p)
         data = loader.get_single_data()  # None for an empty file
     except SuiteError:
         raise
+    except yaml.reader.ReaderError as exc:  # a control character (libyaml: when it reaches it)
+        code = exc.character if isinstance(exc.character, int) else None
+        at = text.find(chr(code)) if code is not None else -1
+        raise SuiteError(
+            (f"the file holds a control character (#x{code:04x}), " if code is not None else "")
+            + "which YAML does not allow; remove it (in a double-quoted string, write it as an "
+            "escape such as \\x01).",
+            path=p,
+            line=text.count("\n", 0, at) + 1 if at >= 0 else None,
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -388,5 +399,6 @@ def load_yaml(path) -> object:
             f"nesting too deep; a suite is a few levels deep (at most {MAX_DEPTH}).", path=p
         ) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data

@@ -47,6 +47,28 @@ def test_libyaml_parses_under_the_python_composer_and_names_a_tab(where):
     assert info.value.line == 4
 
 
+@pytest.mark.parametrize("parser", ["default", "pure-python"])
+def test_a_control_character_is_a_suite_error_on_its_line(where, monkeypatch, parser):
+    """PyYAML's own reader refused a control character when the loader was built, outside
+    the reader's error handling: a raw yaml ReaderError escaped load_suite (not a
+    SuiteError, no line). Both parsers now give a SuiteError naming the character and
+    its line; "pure-python" is PyYAML's reader, as where PyYAML lacks libyaml."""
+    import yaml
+
+    from retrieval_checks.suites import _yaml
+
+    if parser == "pure-python":
+
+        class Plain(yaml.SafeLoader):
+            pass
+
+        monkeypatch.setattr(_yaml, "_Loader", Plain)  # only the reader is reached
+    path = write_suite(where, HEAD + "checks:\n  - {metric: map, at_least: \x01}\n")
+    with pytest.raises(SuiteError, match=r"control character \(#x0001\)") as info:
+        load_suite(path)
+    assert info.value.line == 4 and str(path) in str(info.value)
+
+
 # --- fail closed: hostile files: bombs, depth, size ---
 def _bomb(levels=9, width=10):
     lines = ["    l0: &l0 [" + ", ".join(["lol"] * width) + "]"]
