@@ -13,6 +13,14 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 torch = pytest.importorskip("torch")
 
+# One xdist worker runs this module, the Lightning DDP launch (test_lightning_ddp.py) and
+# the Hugging Face modules (test_hf_trainer.py, test_sentence_transformers.py): each of
+# Lightning and transformers (with accelerate, datasets) costs ~4.6 CPU-s to import after
+# torch, paid by every worker that runs one of their tests (Lightning pulls transformers
+# in too, through torchmetrics); under `--dist loadgroup` both workers did. The
+# "processes" group already holds the DDP launch, whose worker imports Lightning.
+pytestmark = pytest.mark.xdist_group("processes")
+
 from _integration_data import tiny_bert, topic_texts  # noqa: E402
 
 import retrieval_checks as rc  # noqa: E402

@@ -15,6 +15,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# One xdist worker runs this module, the Lightning DDP launch (test_lightning_ddp.py) and
+# the Hugging Face modules (test_hf_trainer.py, test_sentence_transformers.py): each of
+# Lightning and transformers (with accelerate, datasets) costs ~4.6 CPU-s to import after
+# torch, paid by every worker that runs one of their tests (Lightning pulls transformers
+# in too, through torchmetrics); under `--dist loadgroup` both workers did. The
+# "processes" group already holds the DDP launch, whose worker imports Lightning.
+pytestmark = pytest.mark.xdist_group("processes")
+
 from _integration_data import blobs  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
