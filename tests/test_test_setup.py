@@ -213,14 +213,13 @@ def test_pytester_runs_start_with_torch_already_imported(pytester):
 
 
 def test_pytester_runs_drop_their_own_modules_and_ask_only_about_what_they_imported(
-    pytester, monkeypatch
+    pytester, monkeypatch, request
 ):
     """An in-process run drops its project's modules and keeps every other module it
     imported; only the modules the run imported or replaced are asked about (a module
     bound to the same object restores to itself either way): before, every module of the
     process was, twice a run (thousands of own_module calls, ~30 ms a run in a worker)."""
-    import conftest
-
+    conftest = root_conftest(request.config)
     asked, real = [], conftest.own_module
     monkeypatch.setattr(
         conftest, "own_module", lambda name, root: asked.append(name) or real(name, root)
