@@ -45,6 +45,11 @@ import pytest
 
 import retrieval_checks as rc
 
+# the worker of the "processes" xdist group, which imports Lightning (and torchmetrics with
+# it) for the integration tests, runs this module too: torchmetrics alone costs ~2 CPU-s
+# to import after torch, which both workers paid (CONTRIBUTING.md, "Parallel runs")
+pytestmark = pytest.mark.xdist_group("processes")
+
 D = 8  # embedding dimension: small, so that the float32 error bound is small
 DELTA = 1.5e-6  # > any |float32 score - exact score| here (see the module docstring)
 
