@@ -150,28 +150,21 @@ def count_above_relevant(S, n_rows, n_cols, rel_ptr, rel_sorted, out, tied, tau,
         hist = np.zeros(r + 1, np.int64)
         tie_diff = np.zeros(r + 1, np.int64)
         n_tail = 0
-        if r >= MIN_BUCKETED:  # the row's bucket table (see BUCKETS_PER_SCORE)
-            nb = min(BUCKETS_PER_SCORE * r, MAX_BUCKETS)
-            start = np.empty(nb + 1, np.int64)
-            lo64, scale = fill_buckets(rel_sorted, a, e, start, 0, nb)
-            for k in range(n_chunks):
-                width = min(c, n_cols - k * c)
-                for j in range(width):
-                    s = S[k, i, j]
-                    if s >= tau:
-                        n_tail += 1
-                    if s < lo:
-                        continue
+        bucketed = r >= MIN_BUCKETED  # the row's bucket table (see BUCKETS_PER_SCORE)
+        nb = min(BUCKETS_PER_SCORE * r, MAX_BUCKETS) if bucketed else 0
+        start = np.empty(nb + 1, np.int64)
+        lo64, scale = fill_buckets(rel_sorted, a, e, start, 0, nb) if bucketed else (0.0, 0.0)
+        for k in range(n_chunks):
+            width = min(c, n_cols - k * c)
+            for j in range(width):
+                s = S[k, i, j]
+                if s >= tau:
+                    n_tail += 1
+                if s < lo:
+                    continue
+                if bucketed:  # the same for the whole row
                     place_bucketed(rel_sorted, a, s, hist, tie_diff, 0, lo64, scale, start, 0, nb)
-        else:
-            for k in range(n_chunks):
-                width = min(c, n_cols - k * c)
-                for j in range(width):
-                    s = S[k, i, j]
-                    if s >= tau:
-                        n_tail += 1
-                    if s < lo:
-                        continue
+                else:
                     place_score(rel_sorted, a, e, s, hist, tie_diff, 0)
         tail_counts[i] = n_tail
         acc = 0
