@@ -64,12 +64,12 @@ def plan_pass(
     max_memory,
     tile=None,
     pairs: bool = False,
-    collectives: str | None = None,
 ) -> Plan:
     """The backend and the tile shapes of a pass over ``n_q`` queries and ``n_g``
-    gallery items of dimension ``d`` (``arrays``: the inputs, for ``device="auto"``;
-    ``collectives``: a sharded pass's process-group backend, which ``auto`` follows)."""
-    backend = resolve_backend(device, arrays, collectives=collectives)
+    gallery items of dimension ``d`` (``arrays``: the inputs, for ``device="auto"``).
+    ``device`` may be a :class:`Backend` already resolved: a sharded rank resolves its
+    device once, under its process group's collectives, and plans on that."""
+    backend = device if isinstance(device, Backend) else resolve_backend(device, arrays)
     budget = parse_memory(max_memory) or default_memory_budget(backend)
     if tile is not None:
         b, c = _check_tile(tile)

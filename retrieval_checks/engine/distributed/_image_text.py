@@ -178,7 +178,16 @@ def _run(
         dropped, N = N - int(keep.sum()), int(keep.sum())
     budget = infos[0]["budget"]
     fold = _FoldRanker(
-        comm, imgs, mine["captions"], img_off, cap_off, d, common, budget, use_kernels
+        comm,
+        imgs,
+        mine["captions"],
+        img_off,
+        cap_off,
+        d,
+        common,
+        mine["backend"],
+        budget,
+        use_kernels,
     )
     return finish(None, None, cap_img, "indexed", dropped, rank_fold=fold, n_images=N)
 
@@ -194,10 +203,13 @@ def _index(x, idx: np.ndarray):
 class _FoldRanker:
     """``rank_fold`` of :func:`.._image_text._evaluate_pairs` over the ranks' shards."""
 
-    def __init__(self, comm, images, captions, img_off, cap_off, d, common, budget, use_kernels):
+    def __init__(
+        self, comm, images, captions, img_off, cap_off, d, common, backend, budget, use_kernels
+    ):
         self.comm, self.images, self.captions = comm, images, captions
         self.img_off, self.cap_off, self.d = img_off, cap_off, d
         self.common, self.budget, self.use_kernels = common, budget, use_kernels
+        self.backend = backend  # resolved once, under the group's collectives (_local)
 
     def __call__(self, _images, _captions, cap_img, a: int, b: int, common: dict):
         r = self.comm.rank
@@ -254,7 +266,7 @@ class _FoldRanker:
             ties="pessimistic",
             similarity=self.common["similarity"],
             relevance_level=1,
-            device=self.common["device"],
+            device=self.backend,
             budget=self.budget,
             tile=None,
             progress=self.common["progress"],

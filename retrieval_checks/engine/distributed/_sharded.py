@@ -486,7 +486,7 @@ def _run(
         similarity=req.similarity,
         relevance_level=opts["relevance_level"],
         unranked=rel.unranked,
-        device=opts["device"],
+        device=info["backend"],  # resolved once, under the group's collectives (_local)
         budget=infos[0]["budget"],
         tile=opts["tile"],
         progress=opts["progress"],
@@ -565,7 +565,8 @@ def sharded_pass(
 ):
     """Plan, prepare and stream the sharded pass: the merged :class:`PassTotals` (the
     same on every rank), this rank's problem (for the binning pass) and the plan. ``info``:
-    this rank's arrays (``Q``, ``G``: None in leave-one-out) and ``n_q``.
+    this rank's arrays (``Q``, ``G``: None in leave-one-out) and ``n_q``. ``device``: the
+    rank's backend as its inputs' check resolved it (under the group's collectives).
     ``checkpoint``: (directory, fingerprint of the inputs and options) or None."""
     n_q, n_g = int(layout.q_off[-1]), int(layout.g_off[-1])
     local_arrays = [a for a in (info["Q"], info["G"]) if a is not None]
@@ -580,7 +581,6 @@ def sharded_pass(
         max_memory=budget,
         tile=tile,
         pairs=bool(pair_specs),
-        collectives=comm.backend,
     )
     g0, g1 = layout.g_range(comm.rank)
     window = Window(g0, g1, layout.q_range(comm.rank)[0], n_q)
