@@ -105,6 +105,14 @@ _SIMILARITIES = ("cosine", "dot", "neg_l2")
 # (2 q.g - |g|^2) - |q|^2 subtracts in an order that does not
 _MIRRORED = ("cosine", "dot")
 
+# The scans' histograms (a row's scores placed among its relevant scores, and its tie
+# groups' difference array): int32, as a row holds fewer than 2^31 scores (a gallery of
+# 2^31 float32 rows of d >= 1 is 8 GiB at least; larger ones run on the scored counter); the
+# workers' sum of a row's histograms still counts the row's scores once. Half the
+# memory of int64: a mirrored worker's histograms span every row (:func:`_task_workers`)
+_HIST = np.int32
+_HIST_ROWS = 2**31 - 1  # galleries of this many items run on the scored counter
+
 _PROBED: dict = {}
 _PROBE_LOCK = threading.Lock()
 
@@ -318,12 +326,12 @@ class FusedCpuCounter:
             return bool(self.one_sided)
         return p.n_q * p.n_g >= AUTO_ONE_SIDED_PAIRS
 
-    def _t_one_sided(self, p, m: int) -> int:
-        """Panel height of a one-sided block of ``m`` rows: at most :meth:`_t`, and the
-        rows in a multiple of the workers' count of equal panels (a block of 1,210 rows
-        on 2 workers in 4 panels of 303, not 512, 512 and 186: the workers finish
-        together)."""
-        t, workers = self._t(p), _workers()
+    def _t_one_sided(self, p, m: int, workers: int) -> int:
+        """Panel height of a one-sided block of ``m`` rows on ``workers`` workers: at
+        most :meth:`_t`, and the rows in a multiple of the workers' count of equal
+        panels (a block of 1,210 rows on 2 workers in 4 panels of 303, not 512, 512 and
+        186: the workers finish together)."""
+        t = self._t(p)
         k = -(-m // (t * workers))  # panels per worker
         return max(1, -(-m // (k * workers)))
 
@@ -333,27 +341,32 @@ class FusedCpuCounter:
             self._epilogue = (p, _needs_epilogue(p))
         return self._epilogue[1]
 
-    def one_task(self, p) -> bool:
-        """Whether ``p``'s one-sided pass runs as one task over every query (decided
-        once): the counter runs it (:meth:`_one_sided`), the plan has several blocks,
-        the pass's relevant pairs fit the plan's working set (:func:`_fits_one_task`)
-        and its tile shapes are exact (probed here, so the task is never declined: the
-        scored counter cannot take a block of every query). The workers then take the
-        panels of the whole pass in turn; block by block, each block's end waits for its
-        slowest worker, and its pool, probes and plans are made again."""
+    def one_task(self, p) -> int:
+        """On how many workers ``p``'s one-sided pass runs as one task over every query
+        (0: it does not; decided once): the counter runs it (:meth:`_one_sided`), the
+        plan has several blocks, the task's working set fits the plan's on enough workers
+        (:func:`_task_workers`) and its tile shapes are exact (probed here, so the task
+        is never declined: the scored counter cannot take a block of every query). The
+        workers then take the panels of the whole pass in turn; block by block, each
+        block's end waits for its slowest worker, and its pool, probes and plans are made
+        again."""
         if self._whole is None or self._whole[0] is not p:
-            ok = (
+            workers = 0
+            if (
                 not getattr(p, "windowed", False)
                 and p.similarity in _SIMILARITIES
                 and self._one_sided(p)
                 and p.n_q > p.b
-                and _fits_one_task(p, int(p.relevant.counts(p.n_q).sum()), _workers())
-            )
-            if ok:
-                t = self._t_one_sided(p, p.n_q)
-                ok = _gather_exact(p, t, int(p.Q.shape[1]), min(-(-p.n_q // t), _workers()))
+            ):
+                n_rel = int(p.relevant.counts(p.n_q).sum())
+                workers = _task_workers(p, n_rel, self._t(p), mirrored=False)
+            if workers:
+                t = self._t_one_sided(p, p.n_q, workers)
+                workers = min(-(-p.n_q // t), workers)
+                if not _gather_exact(p, t, int(p.Q.shape[1]), workers):
+                    workers = 0
                 _REFERENCE.clear()
-            self._whole = (p, ok)
+            self._whole = (p, workers)
         return self._whole[1]
 
     def mirror_plan(self, p):
@@ -382,6 +395,8 @@ class FusedCpuCounter:
     def run_block(self, p, start: int, stop: int, pairs=None) -> BlockPartial | None:
         if getattr(p, "windowed", False) or p.similarity not in _SIMILARITIES:
             return None
+        if p.n_g >= _HIST_ROWS:  # a row's histogram could overflow (never in practice)
+            return None
         want = None  # the pair metrics' (tail threshold, tail capacity, fixed thresholds)
         if pairs is not None:
             fixed = pairs.fixed if pairs.fixed is not None and pairs.fixed.size else None
@@ -396,8 +411,10 @@ class FusedCpuCounter:
             # auto: a pass whose relevant pairs outgrow one task runs scored (measured:
             # 20k items in classes of 100, the fused blocks 1.6-2.0 s against 1.3 s)
             return None
-        t = self._t_one_sided(p, stop - start)
-        part = _run(p, start, stop, t, want, epilogue, report=self.progress)
+        whole = (start, stop) == (0, p.n_q) and self.one_task(p)
+        workers = self.one_task(p) if whole else _block_workers(p, self._t(p))
+        t = self._t_one_sided(p, stop - start, workers)
+        part = _run(p, start, stop, t, want, epilogue, workers, report=self.progress)
         if part is None and stop - start > p.b:  # one_task probed these shapes: never
             raise BackendError(
                 f"The fused CPU pass declined its task of {stop - start} queries after its "
@@ -557,8 +574,9 @@ def _gather_exact(p, t: int, d: int, workers: int) -> bool:
     )
 
 
-def _run(p, start, stop, t, pairs, epilogue: bool, report=None) -> BlockPartial | None:
-    """The block on the fused pass, or None when a tile shape is not bit-identical.
+def _run(p, start, stop, t, pairs, epilogue: bool, workers: int, report=None):
+    """The block on the fused pass (on at most ``workers`` workers): its
+    :class:`BlockPartial`, or None when a tile shape is not bit-identical.
     ``pairs`` (tail threshold, tail capacity, fixed thresholds; None: no pair metric):
     each worker keeps its own tail of the pair metrics' negatives, raised as it fills
     (:class:`NegativeTail`; ``report``: called with each panel's rows when it is done):
@@ -570,7 +588,7 @@ def _run(p, start, stop, t, pairs, epilogue: bool, report=None) -> BlockPartial 
     tail_tau, capacity, fixed = pairs if want_pairs else (-math.inf, None, None)
     m = stop - start
     panels = list(range(0, m, t))
-    n_workers = max(1, min(len(panels), _workers()))
+    n_workers = max(1, min(len(panels), workers))
     rel = p.relevant.block(start, stop)
     d = int(p.Q.shape[1])
     exact = _gather_exact(p, t, d, n_workers)
@@ -766,8 +784,8 @@ def _worker(blk: _Block, next_panel, m: int):  # long: one worker's loop: produc
         mask_ptr = np.zeros(mt + 1, np.int64)
         np.cumsum(np.bincount(m_rows, minlength=mt), out=mask_ptr[1:])
         n_r = int(rel_ptr[-1])
-        hist = np.zeros(n_r + mt, np.int64)
-        tie_diff = np.zeros(n_r + mt, np.int64)
+        hist = np.zeros(n_r + mt, _HIST)
+        tie_diff = np.zeros(n_r + mt, _HIST)
         above = blk.above[a:e] if n_r else np.zeros(0, np.int64)
         tied = blk.tied[a:e] if n_r else np.zeros(0, np.int64)
         # every gallery chunk's column tiles: product, epilogue, scan while in cache
@@ -825,9 +843,9 @@ def _mirror_plan(p, t: int):
         return None
     if (p.qa is None) != (p.ga is None) or (p.qa is not None and not torch.equal(p.qa, p.ga[:n])):
         return None
-    workers = _workers()
     rel = p.relevant.block(0, n)
-    if not _fits_one_task(p, int(rel.indptr[-1]), workers):
+    workers = _task_workers(p, int(rel.indptr[-1]), t, mirrored=True)
+    if not workers:
         return None
     panels = [
         (s0, min(s0 + t, (k + 1) * c, n), k)
@@ -856,12 +874,56 @@ def _column_cuts(c: int) -> list:
     return [(w0, min(w, c - w0)) for w0 in range(0, c, w)]
 
 
-def _fits_one_task(p, n_rel: int, workers: int) -> bool:
-    """Whether a task over every query of ``p`` (``n_rel`` relevant pairs) fits the
-    plan's working set (``max_memory`` less the inputs; a problem without one never
-    runs as one task): per relevant pair and row, the relevant sweep's plan and scores
-    (some 120 bytes) and each worker's counts (four int64 arrays, mirrored)."""
-    return p.room is not None and (128 + 32 * workers) * (n_rel + p.n_q) <= p.room
+# How much faster the fused pass ran than the scored one on the same cores (the
+# scored time over the fused), measured on the 2-core machine (docs/explanation/
+# benchmarks.md): leave-one-out 50k x 128 6.54 against 3.03 s, query/gallery 10k x 40k
+# x 128 1.21 against 0.81 s. A task over every query whose working set fits on fewer
+# workers than the cores runs on the workers that fit while it is still expected faster
+# than the scored pass on every core (:func:`_task_workers`).
+_SPEEDUP = {"mirrored": 2.0, "one-sided": 1.5}
+
+
+def _task_workers(p, n_rel: int, t: int, mirrored: bool) -> int:
+    """On how many workers a task over every query of ``p`` (``n_rel`` relevant pairs,
+    panels of at most ``t`` rows) runs, or 0: not as one task. Its working set must fit
+    the plan's (``max_memory`` less the inputs; a problem without one never runs as one
+    task): per relevant pair and row, the relevant sweep's plan and scores and the
+    counts (some 144 bytes); per worker, its buffers (:func:`_worker_bytes`) and,
+    mirrored, its own histograms (two int32 arrays over the pairs and rows, and each
+    row's lowest relevant score: 12 bytes) and its masks' scratch. The most workers that fit, at
+    most one a core (:func:`_workers`): on a machine of many cores fewer workers than
+    cores may fit, and the task runs on them while they are enough to be faster than
+    the scored pass on every core (:data:`_SPEEDUP`); 0 below that. Under the default
+    256 MiB, 16 cores: leave-one-out 50k x 128 mirrors on 15 workers (it went to the
+    scored counter before); 50k x 512 fits 7, so it runs one-sided on all 16."""
+    if p.room is None:
+        return 0
+    cores = _workers()
+    rows = n_rel + p.n_q
+    if p.n_g >= _HIST_ROWS:  # the histograms are int32 (_HIST)
+        return 0
+    per_worker = _worker_bytes(p, t)
+    if mirrored:  # + 12 bytes a row; the masks of a chunk (a chunk's share, twice)
+        per_worker += 12 * rows + 2 * 12 * -(-rows * p.c // max(1, p.n_q))
+    fit = min(cores, (p.room - 144 * rows) // per_worker)
+    enough = math.ceil(cores / _SPEEDUP["mirrored" if mirrored else "one-sided"])
+    return int(fit) if fit >= enough else 0
+
+
+def _block_workers(p, t: int) -> int:
+    """Workers of a one-sided block (the plan's blocks, not one task): one a core, as
+    many as their buffers fit the plan's working set (at least one). The plan sized its
+    blocks for the scored path's score block, which the fused pass does not hold."""
+    if p.room is None:
+        return _workers()
+    return max(1, min(_workers(), p.room // _worker_bytes(p, t)))
+
+
+def _worker_bytes(p, t: int) -> int:
+    """One worker's :class:`_Buffers`: its panel, tile and negatives' scratch (``t``
+    rows by the widest column tile) and its scans' column scratch."""
+    g = _column_cuts(p.c)[0][1]
+    return 8 * t * g + 4 * t * int(p.Q.shape[1]) + 12 * g
 
 
 @dataclass
@@ -877,8 +939,8 @@ def _run_mirror(p, plan: _MirrorPlan, epilogue: bool, pairs=None, bins=None, rep
     sweep takes every row's relevant scores (gathered, as :func:`_run` does), a second
     computes each panel against its own chunk and every later one, scans the tile for
     the panel's rows and its transpose for the chunk's rows (each side masking its own
-    relevant and self pairs). Each worker counts into its own arrays; they add up at the
-    end. ``pairs`` (tail threshold, capacity, fixed thresholds): the pair metrics'
+    relevant and self pairs). Each worker places the scores it scans into its own
+    histograms (the column side counts any row); they add up at the end. ``pairs`` (tail threshold, capacity, fixed thresholds): the pair metrics'
     negative tail (each worker's raised as it fills, :class:`NegativeTail`) and fixed
     counts. ``bins`` (sorted positive scores, histogram): the binning pass instead, the
     negatives binned into the histogram; returns None."""
@@ -902,8 +964,10 @@ def _run_mirror(p, plan: _MirrorPlan, epilogue: bool, pairs=None, bins=None, rep
         fixed=fixed,
         rel_sorted=np.empty(n_rel, np.float32),
         order=np.empty(n_rel, np.int64),
-        above=np.zeros(0, np.int64),
-        tied=np.zeros(0, np.int64),
+        # the rows' counts among their relevant scores: each row's are written by the
+        # worker of its panel alone (the other side writes histograms), so one array
+        above=np.zeros(n_rel if bins is None else 0, np.int64),
+        tied=np.zeros(n_rel if bins is None else 0, np.int64),
         epilogue=epilogue,
         panels=plan.panels,
         report=report,
@@ -925,7 +989,8 @@ def _run_mirror(p, plan: _MirrorPlan, epilogue: bool, pairs=None, bins=None, rep
         hist_out = bins[1]
         hist_out += sum(o["bins"] for o in outs)
         return None
-    above, tied, hist, tie_diff = (sum(o[k] for o in outs) for k in ("above", "tied", "h", "t"))
+    above, tied = blk.above, blk.tied
+    hist, tie_diff = (sum(o[k] for o in outs) for k in ("h", "t"))
     K.finish_counts(n, rel.indptr.astype(np.int64), hist, tie_diff, above, tied)
     part = ranked_partial(0, n, rel, blk.rel_sorted, blk.order, above, tied, False)
     part.mode = "mirrored"
@@ -971,7 +1036,7 @@ def _in_workers(n_workers: int, fn, blk, n_panels: int, *args) -> list:
 def _mirror_worker(
     blk: _Block, next_panel, mask_ptr, mask_cols, capacity, bins
 ):  # long: one worker's mirrored loop
-    """The second sweep, on this worker's buffers and counts: each panel against its own
+    """The second sweep, on this worker's buffers and histograms: each panel against its own
     chunk (scanned once: it holds both orders of its pairs) and every later chunk
     (scanned, then transposed and scanned for the chunk's rows)."""
 
@@ -993,10 +1058,8 @@ def _mirror_worker(
     room = int(np.diff(mask_ptr[starts]).max()) if p.n_chunks else 0
     at, saved = np.empty(room, np.int64), np.empty(room, np.float32)
     out = {
-        "above": np.zeros(n_rel, np.int64),
-        "tied": np.zeros(n_rel, np.int64),
-        "h": np.zeros(n_rel + n, np.int64),
-        "t": np.zeros(n_rel + n, np.int64),
+        "h": np.zeros(n_rel + n, _HIST),
+        "t": np.zeros(n_rel + n, _HIST),
         "negatives": [],
         "tail": NegativeTail(capacity) if blk.want_pairs and capacity is not None else None,
         "fixed": None if blk.fixed is None else np.zeros(blk.fixed.size + 1, np.int64),
@@ -1063,8 +1126,8 @@ def _mirror_worker(
                 blk.rel_sorted,
                 out["h"][s0:],
                 out["t"][s0:],
-                out["above"],
-                out["tied"],
+                blk.above,
+                blk.tied,
                 tau,
                 bufs.buf,
                 bufs.neg,

@@ -369,7 +369,7 @@ def test_several_blocks_panels_and_gather_tiles(monkeypatch, one_task):
     per block, sub-panels of 8 rows whose relevant items are gathered in several tiles
     (a class spans the gallery), ties from integer data, the three similarities."""
     if not one_task:  # as when the pass's relevant pairs outgrow the score block's budget
-        monkeypatch.setattr(_fused_cpu, "_fits_one_task", lambda *a: False)
+        monkeypatch.setattr(_fused_cpu, "_task_workers", lambda *a, **k: 0)
     rng = np.random.default_rng(7)
     X = rng.integers(-2, 3, (300, 6)).astype(np.float32)
     X[~X.any(axis=1)] = 1.0
@@ -408,7 +408,7 @@ def test_no_panel_is_computed_twice_each_worker_tail_rises_as_it_fills(
     later blocks start from the pass's threshold; the results are the scored path's
     either way, as one task or in blocks."""
     if not one_task:
-        monkeypatch.setattr(_fused_cpu, "_fits_one_task", lambda *a: False)
+        monkeypatch.setattr(_fused_cpu, "_task_workers", lambda *a, **k: 0)
     rng = np.random.default_rng(31)
     X = np.round(rng.standard_normal((400, 4)), 1).astype(np.float32)
     y = rng.integers(0, 20, 400)
@@ -436,8 +436,7 @@ def test_one_sided_panels_split_a_block_evenly_among_the_workers(monkeypatch, b,
     height (at most TILE_ROWS, 512): no worker waits on another's last short panel."""
     from types import SimpleNamespace
 
-    monkeypatch.setattr(_fused_cpu, "_workers", lambda: workers)
-    got = _fused_cpu.FusedCpuCounter()._t_one_sided(SimpleNamespace(b=b), b)
+    got = _fused_cpu.FusedCpuCounter()._t_one_sided(SimpleNamespace(b=b), b, workers)
     assert got == t
     panels = -(-b // got)
     assert got <= 512 and panels % workers == 0 or panels < workers
@@ -1019,6 +1018,86 @@ def test_the_one_task_pass_keeps_to_max_memory(monkeypatch):
     assert peaks["fused"] <= peaks["scored"] + 8 * 2**20, peaks
 
 
+@pytest.mark.parametrize(("budget", "workers"), [("24MB", 16), ("16MB", 10), ("11MB", 0)])
+def test_a_many_core_machine_mirrors_on_the_workers_its_budget_fits(monkeypatch, budget, workers):
+    """A 16-core machine (16 workers pretended): a leave-one-out pass whose working set
+    fits 16 workers' buffers and histograms runs mirrored on 16; one that fits 10 runs
+    mirrored on 10, where the whole pass went to the scored counter before (as 50k x
+    128 did under the default 256 MiB on an H200's 16-core host); one that fits 6, fewer
+    than half the cores (the scored pass on all 16 is then about as fast), runs scored.
+    The results are the scored pass's each time. 2,000 items of d = 16 in classes of 10,
+    in panels of 64 rows: a worker's buffers are 64 x 1,008 tiles (0.53 MB), its
+    histograms 20,000 x 12 bytes and its masks' scratch 0.48 MB; the shared plan
+    20,000 x 144 bytes."""
+    monkeypatch.setattr(_fused_cpu, "_workers", lambda: 16)
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 64)
+    pools = []
+    real_pool = _fused_cpu._pool
+    monkeypatch.setattr(_fused_cpu, "_pool", lambda n: pools.append(n) or real_pool(n))
+    rng = np.random.default_rng(41)
+    X = np.round(rng.standard_normal((2000, 16)), 1).astype(np.float32)
+    y = np.repeat(np.arange(200), 10)
+    kw = dict(queries=X, query_labels=y, metrics=["map", "recall@3"], max_memory=budget)
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    scored = rc.evaluate(**kw, device="cpu", progress=False)
+    monkeypatch.delenv("RC_CPU_COUNTER")
+    result = rc.evaluate(**kw, device="cpu", progress=False)
+    _same(scored, result, budget)
+    if workers:
+        assert _fused(result, mode="mirrored") == 1 and max(pools) == workers, pools
+    else:
+        assert _fused(result) == 0 and set(result.provenance.blocks) == {"numba"}
+
+
+@pytest.mark.parametrize(("budget", "workers"), [("12MB", 16), ("9.5MB", 12), ("8.3MB", 0)])
+def test_a_many_core_machine_runs_one_sided_on_the_workers_its_budget_fits(
+    monkeypatch, budget, workers
+):
+    """The one-sided pass as one task (neg_l2, several blocks) on a pretended 16-core
+    machine: on 16 workers when their buffers fit, on 12 when only 12 do, and on the
+    scored counter when fewer than 11 (two thirds of the cores: the one-sided task ran
+    1.5x faster than the scored pass on the same cores) fit. The same results."""
+    monkeypatch.setattr(_fused_cpu, "_workers", lambda: 16)
+    monkeypatch.setattr(_fused_cpu, "TILE_ROWS", 64)
+    monkeypatch.setattr(_fused_cpu, "AUTO_ONE_SIDED_PAIRS", 1000)
+    pools = []
+    real_pool = _fused_cpu._pool
+    monkeypatch.setattr(_fused_cpu, "_pool", lambda n: pools.append(n) or real_pool(n))
+    rng = np.random.default_rng(43)
+    X = np.round(rng.standard_normal((2000, 16)), 1).astype(np.float32)
+    y = np.repeat(np.arange(200), 10)
+    kw = dict(
+        queries=X,
+        query_labels=y,
+        metrics=["map", "recall@3"],
+        similarity="neg_l2",
+        max_memory=budget,
+        tile=(512, 2000),
+    )
+    monkeypatch.setenv("RC_CPU_COUNTER", "scored")
+    scored = rc.evaluate(**kw, device="cpu", progress=False)
+    monkeypatch.delenv("RC_CPU_COUNTER")
+    result = rc.evaluate(**kw, device="cpu", progress=False)
+    _same(scored, result, budget)
+    if workers:
+        assert _fused(result, mode="one-sided") == 1 and max(pools) == workers, pools
+    else:
+        assert _fused(result) == 0 and set(result.provenance.blocks) == {"numba"}
+
+
+def test_a_workers_buffers_are_within_what_the_plan_charges_for_them():
+    """:func:`_worker_bytes` (what a task's plan charges a worker for its buffers) is at
+    least what :class:`_Buffers` allocates, for tiles of every width and panel height."""
+    from types import SimpleNamespace
+
+    for c, t, d in [(4096, 512, 128), (2000, 512, 16), (16, 3, 1000), (1030, 100, 7)]:
+        p = SimpleNamespace(c=c, Q=torch.zeros((1, d)), qa=None)
+        bufs = _fused_cpu._Buffers(p, t, factors=True)
+        held = sum(x.numel() * x.element_size() for x in (bufs.Qt, bufs.tile, bufs.qa_t))
+        held += sum(a.nbytes for a in (bufs.buf, bufs.thr, bufs.idx, bufs.neg))
+        assert held <= _fused_cpu._worker_bytes(p, t) + 4 * t, (c, t, d)
+
+
 def test_the_relevant_sweep_gathers_within_the_score_blocks_budget(monkeypatch):
     """Rows of 1,000 relevant items each, few shared (a sub-panel of 32 rows gathers
     ~4,000 gallery rows of d = 256): no buffer the fused pass allocates is larger than
@@ -1085,7 +1164,7 @@ def test_the_default_leaves_passes_too_heavy_for_one_task_to_the_scored_counter(
     scored pass) runs on the scored counter; RC_CPU_COUNTER=fused still runs it fused,
     in the plan's blocks. The same results."""
     monkeypatch.setattr(_fused_cpu, "AUTO_ONE_SIDED_PAIRS", 1000)
-    monkeypatch.setattr(_fused_cpu, "_fits_one_task", lambda *a: False)
+    monkeypatch.setattr(_fused_cpu, "_task_workers", lambda *a, **k: 0)
     rng = np.random.default_rng(23)
     X = np.round(rng.standard_normal((120, 5)), 1).astype(np.float32)
     y = rng.integers(0, 3, 120)
