@@ -163,6 +163,16 @@ def prepare_problem(
     )
 
 
+def _host_threads(be) -> int:
+    """Threads for the host's row preparation: torch's (the CPU pass's cores) on torch
+    backends; one on the numpy backend (which never imports torch)."""
+    if be.kind != "torch":
+        return 1
+    import torch
+
+    return max(1, int(torch.get_num_threads()))
+
+
 def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, n_g: int, reduce):
     """(Q, Gp, qa, ga) of real-valued embeddings (see :func:`prepare_problem`)."""
     off, n = at
@@ -178,15 +188,18 @@ def _prepare_rows(be, queries, gallery, similarity: str, n_rows: int, at, n_g: i
     G = be.native(queries if loo else gallery) if n else None
     if similarity == "cosine":
         cosine = _kernels.cosine_kernels()
+        workers = _host_threads(be)
         host = np.zeros(n_rows, np.float32)
         if n:
-            host[off : off + n] = be.cosine_rows_into(G, Gp[off : off + n], kernels=cosine)
+            host[off : off + n] = be.cosine_rows_into(
+                G, Gp[off : off + n], kernels=cosine, workers=workers
+            )
         ga = be.from_numpy(host)
         if loo:
             return Gp[off : off + n], Gp, ga[off : off + n], ga
         Q = be.empty((n_q, d))
         qa = (
-            be.cosine_rows_into(be.native(queries), Q, kernels=cosine)
+            be.cosine_rows_into(be.native(queries), Q, kernels=cosine, workers=workers)
             if n_q
             else np.zeros(0, np.float32)
         )

@@ -19,6 +19,7 @@ Gaussian class clusters under ``cosine``.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -969,7 +970,8 @@ def test_cosine_rows_compiled_and_numpy_steps_give_the_definition_bits(kind):
     """The prepared cosine rows every pass (the grouped one included) multiplies: the
     compiled per-row steps (one pass each) and numpy's give the same bits as the rule,
     on float32 and float64 rows, huge and tiny scales (2^k outside float64's normal
-    range: ldexp itself), integer and binary rows, over several chunks."""
+    range: ldexp itself), integer and binary rows, over several chunks, on one thread
+    and on three (the chunks of 2,048 rows or more)."""
     from retrieval_checks.engine import _kernels_numpy
     from retrieval_checks.engine._backend import Backend
 
@@ -985,6 +987,12 @@ def test_cosine_rows_compiled_and_numpy_steps_give_the_definition_bits(kind):
         g * 1e-300,
         np.ldexp(g, rng.integers(-1070, -1000, (700, 1))),  # 2^(24 - e) beyond 2^1023
         g * 1e300,
+        # 2,100 rows, integer and float ones interleaved: chunks on several threads
+        np.where(
+            rng.random((2100, 1)) < 0.3,
+            rng.integers(-3, 4, (2100, 19)),
+            1.5 * g[:1][[0] * 2100] + rng.standard_normal((2100, 19)),
+        ).astype(np.float32),
     ]
     impls = [_kernels_numpy]
     try:
@@ -1001,11 +1009,13 @@ def test_cosine_rows_compiled_and_numpy_steps_give_the_definition_bits(kind):
     for x in cases:
         want, want_f = _cosine_rows_by_definition(x)
         src = x if kind == "numpy" else torch.from_numpy(x)
-        for impl in impls:
+        for impl, workers in itertools.product(impls, (1, 3)):
             out = be.empty(x.shape)
-            f = be.cosine_rows_into(src, out, chunk_bytes=8 * 19 * 64, kernels=impl)
-            assert np.asarray(out).tobytes() == want.tobytes(), impl.__name__
-            assert f.tobytes() == want_f.tobytes(), impl.__name__
+            f = be.cosine_rows_into(
+                src, out, chunk_bytes=8 * 19 * 64, kernels=impl, workers=workers
+            )
+            assert np.asarray(out).tobytes() == want.tobytes(), (impl.__name__, workers)
+            assert f.tobytes() == want_f.tobytes(), (impl.__name__, workers)
 
 
 # ----------------------------------------------------------------------------- provenance
