@@ -215,10 +215,10 @@ def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) 
     ]
     cols = {w: torch.from_numpy(rng.permutation(c)[:w]) for w in widths}
 
-    def panels() -> list:
+    def panels(ws) -> list:
         panel = torch.zeros((t, d), dtype=torch.float32)
         out = []
-        for w in widths:
+        for w in ws:
             tile = torch.empty((t, w), dtype=torch.float32)
             ok = True
             for take, pick in ((rows[0], torch.arange(w)), (rows[1], cols[w])):
@@ -233,9 +233,14 @@ def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) 
         return out
 
     if workers == 1:
-        return panels()
-    with _one_thread_products(), _pool(1) as pool:
-        return pool.submit(panels).result()
+        return panels(widths)
+    # the widths on the workers, each single-threaded as the counter's (probing 2
+    # widths of 512-row panels took 0.06 s of a 0.78 s 10k x 40k pass on one worker)
+    k = min(workers, len(widths))
+    with _one_thread_products(), _pool(k) as pool:
+        parts = list(pool.map(panels, [widths[i::k] for i in range(k)]))
+    got = {w: ok for i in range(k) for w, ok in zip(widths[i::k], parts[i])}
+    return [got[w] for w in widths]
 
 
 def mirror_exact(
