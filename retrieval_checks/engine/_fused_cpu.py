@@ -316,7 +316,7 @@ class FusedCpuCounter:
         # None, decided per problem by _one_sided)
         self.one_sided = True if one_sided is None and choice() == "fused" else one_sided
         self._mirror = None  # (problem, its mirror plan or None): the last problem asked
-        self._whole = None  # (problem, whether its one-sided pass is one task)
+        self._whole = None  # (problem, its one task's workers (0: none) and panel height)
         self._epilogue = None  # (problem, whether its tiles need the score epilogue)
         self.progress = None  # the pass's hook: called with the query rows of each panel done
 
@@ -356,7 +356,7 @@ class FusedCpuCounter:
         block's end waits for its slowest worker, and its pool, probes and plans are made
         again."""
         if self._whole is None or self._whole[0] is not p:
-            workers = 0
+            workers, t = 0, 0
             if (
                 not getattr(p, "windowed", False)
                 and p.similarity in _SIMILARITIES
@@ -371,7 +371,7 @@ class FusedCpuCounter:
                 if not _gather_exact(p, t, int(p.Q.shape[1]), workers):
                     workers = 0
                 _REFERENCE.clear()
-            self._whole = (p, workers)
+            self._whole = (p, workers, t)
         return self._whole[1]
 
     def mirror_plan(self, p):
@@ -416,9 +416,11 @@ class FusedCpuCounter:
             # auto: a pass whose relevant pairs outgrow one task runs scored (measured:
             # 20k items in classes of 100, the fused blocks 1.6-2.0 s against 1.3 s)
             return None
-        whole = (start, stop) == (0, p.n_q) and self.one_task(p)
-        workers = self.one_task(p) if whole else _block_workers(p, self._t(p))
-        t = self._t_one_sided(p, stop - start, workers)
+        if (start, stop) == (0, p.n_q) and self.one_task(p):
+            _, workers, t = self._whole  # the workers and panels one_task probed
+        else:
+            workers = _block_workers(p, self._t(p))
+            t = self._t_one_sided(p, stop - start, workers)
         part = _run(p, start, stop, t, want, epilogue, workers, report=self.progress)
         if part is None and stop - start > p.b:  # one_task probed these shapes: never
             raise BackendError(
