@@ -98,7 +98,7 @@ PRELOAD = (
     "numba",
     "scipy.stats",
     "scipy.special",
-    "retrieval_checks.engine._kernels_numba",
+    "retrieval_checks.engine.counting._kernels_numba",
     "retrieval_checks.tracking",
 )
 

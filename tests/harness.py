@@ -66,7 +66,7 @@ from reference import (
 )
 
 import retrieval_checks as rc
-from retrieval_checks.engine import _kernels
+from retrieval_checks.engine.counting import _kernels
 from retrieval_checks.metrics import FAMILIES
 
 EXACT_ATOL = 1e-12

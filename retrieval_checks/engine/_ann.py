@@ -36,13 +36,13 @@ from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option
 from ._backend import check_run_options
 from ._blocks import Problem, RelevanceSource, masked_scores, plan_blocks
-from ._counters import CpuCounter, TorchCounter
 from ._inputs import Csr
 from ._plan import Plan, plan_pass, prepare_problem
 from ._result import EvaluationResult
 from ._slices import attach_slices, make_slices
 from ._stages import embedding_sides, first_items, self_pairs_of
 from ._stream import each_block
+from .counting._counters import CpuCounter, TorchCounter
 
 __all__ = ["ann_recall"]
 

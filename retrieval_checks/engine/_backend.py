@@ -10,8 +10,8 @@ import numpy as np
 
 from ..errors import BackendError, InputError
 from ..options import parse_memory
-from . import _kernels_numpy
 from ._inputs import as_numpy, is_torch_tensor
+from .counting import _kernels_numpy
 
 __all__ = [
     "Backend",
@@ -118,7 +118,7 @@ class Backend:
         - Any other row is normalised in float64 and rounded (parallel rows round to the
           same float32 row); its factor is 1.
 
-        ``kernels``: the module of the per-row steps (:func:`._kernels.cosine_kernels`:
+        ``kernels``: the module of the per-row steps (:func:`.counting._kernels.cosine_kernels`:
         numba's, one pass each, or numpy's; the same bits); None: numpy's. float32 and
         float64 rows (numpy, or CPU tensors) are read in place; other dtypes go through
         a float64 copy. ``workers`` > 1: the chunks (at least one a worker) on that many

@@ -3,11 +3,11 @@
 Every pass (one process, checkpointed, on an executor, sharded over ranks) runs the
 same block task (:func:`._blocks.run_block`) with a *counter*. Two shapes:
 
-- a **scored** counter (:mod:`._counters`: :class:`~._counters.CpuCounter` on numba or
-  numpy, :class:`~._counters.TorchCounter`) reads a block of scores that the task
+- a **scored** counter (:mod:`.counting._counters`: :class:`~.counting._counters.CpuCounter` on numba or
+  numpy, :class:`~.counting._counters.TorchCounter`) reads a block of scores that the task
   computed and masked;
 - a **fused** counter computes its own scores and counts in one go (the Triton kernels
-  on CUDA, :mod:`.gpu._triton`; the fused CPU pass, :mod:`._fused_cpu`):
+  on CUDA, :mod:`.gpu._triton`; the fused CPU pass, :mod:`.counting._fused_cpu`):
   ``rows(p, want_pairs, binning)`` query rows per task (of the binning pass: ``binning``),
   ``run_block(p, start, stop, pairs)`` the block's
   :class:`~._partial.BlockPartial` or None, ``run_binning(p, start, stop, u, out)``
@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ._counters import CpuCounter, TorchCounter
+from .counting._counters import CpuCounter, TorchCounter
 
 __all__ = ["PairRequest", "TritonCounter", "select"]
 
@@ -120,7 +120,7 @@ def select(
             if _triton.wanted(backend):
                 return TritonCounter()
     if backend.kind == "torch" and not torch_path and not sharded:
-        from . import _fused_cpu  # the fused CPU tile pass (issue 32), where it is wanted
+        from .counting import _fused_cpu  # the fused CPU tile pass (issue 32), where it is wanted
 
         if _fused_cpu.wanted() and _fused_cpu.supports(backend, similarity, relevant):
             return _fused_cpu.FusedCpuCounter(CpuCounter())

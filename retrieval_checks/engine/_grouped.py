@@ -53,10 +53,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import EmptyQueriesError, InputError
-from . import _kernels
 from ._backend import Backend
 from ._hamming import hamming_into
 from ._partial import FirstRanks
+from .counting import _kernels
 
 __all__ = [
     "GroupData",

@@ -31,7 +31,7 @@ Tiles. ``out[i, j] = -sum_t popcount(Qw[i, t] ^ Gw[j, t])`` as float32, for a
 The CPU kernel is numba's (``popcount`` written as the SWAR bit trick, which LLVM
 compiles to the ``popcnt`` instruction, vectorised where the CPU has one); where numba
 is unavailable or ``RETRIEVAL_CHECKS_KERNELS=numpy`` is set (as for the other
-kernels: :data:`._kernels.ACCELERATOR`) numpy computes the same numbers. On torch,
+kernels: :data:`.counting._kernels.ACCELERATOR`) numpy computes the same numbers. On torch,
 words are ``int64`` tensors holding the same 64 bits as the ``uint64`` words
 (``words.view(np.int64)``: a reinterpretation, no value changes).
 :func:`hamming_tile_torch` (for CUDA; it runs on CPU tensors too, ~100x slower than
@@ -51,8 +51,8 @@ import numpy as np
 
 from .._arrays import as_numpy, is_torch_tensor
 from ..errors import BackendError, InputError
-from . import _kernels
-from ._kernels import NUMBA_LOCK
+from .counting import _kernels
+from .counting._kernels import NUMBA_LOCK
 
 __all__ = [
     "PackedCodes",
@@ -385,7 +385,7 @@ def hamming_into(Qw, Gw, out, *, torch_tensors: bool | None = None) -> None:
     Torch tensors (``torch_tensors=True``, or detected from ``out``) on a GPU go to
     :func:`hamming_tile_torch`; on the CPU they are read and written through numpy views
     (no copy). Numpy words go to the numba kernel, or to numpy where the other kernels
-    run on numpy (:data:`._kernels.ACCELERATOR`: numba missing, or
+    run on numpy (:data:`.counting._kernels.ACCELERATOR`: numba missing, or
     ``RETRIEVAL_CHECKS_KERNELS=numpy``).
     """
     if torch_tensors is None:

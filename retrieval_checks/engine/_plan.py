@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from . import _kernels
 from ._backend import Backend, default_memory_budget, parse_memory, resolve_backend
 from ._blocks import Problem, RelevanceSource
 from ._hamming import PackedCodes, pack_sides
 from ._inputs import Csr
 from ._reduce import LOCAL
+from .counting import _kernels
 
 __all__ = ["Plan", "Window", "plan_pass", "prepare_problem"]
 

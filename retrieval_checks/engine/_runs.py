@@ -88,10 +88,10 @@ from ..metrics._names import MetricSpec
 from ..metrics._policies import GRADED, KINDS, binary_policy_values, parse_metric_list
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option, positive_int
-from . import _kernels
 from ._result import EvaluationResult
 from ._slices import attach_slices, make_slices
 from ._stream import FirstRanks
+from .counting import _kernels
 
 __all__ = ["evaluate_run"]
 
@@ -486,7 +486,7 @@ def _flatten(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]])
 
 
 def _jit():
-    """:mod:`._runs_numba` where the engine's kernels are numba's (:mod:`._kernels`), else
+    """:mod:`._runs_numba` where the engine's kernels are numba's (:mod:`.counting._kernels`), else
     None (the numpy code here: the same integers)."""
     if _kernels.ACCELERATOR != "numba":
         return None

@@ -1,5 +1,5 @@
 """Placing a score among a row's sorted relevant scores by its bucket table
-(``engine/_kernels_numba.py``: ``fill_buckets``, ``count_bucketed``, ``place_bucketed``)
+(``engine/counting/_kernels_numba.py``: ``fill_buckets``, ``count_bucketed``, ``place_bucketed``)
 gives bisection's counts exactly: on random rows, tie-heavy rows, rows whose scores
 crowd one bucket behind an outlier (the bucket is bisected), rows of one repeated value
 (one bucket), gaps of one float32 ulp and of 2^-149, spans near float32's largest
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 numba = pytest.importorskip("numba")
 
-from retrieval_checks.engine import _kernels_numba as K  # noqa: E402
+from retrieval_checks.engine.counting import _kernels_numba as K  # noqa: E402
 
 
 @numba.njit

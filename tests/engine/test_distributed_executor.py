@@ -112,7 +112,7 @@ def test_numba_kernels_from_pool_threads_under_the_workqueue_layer():
     import subprocess
     import sys
 
-    from retrieval_checks.engine import _kernels
+    from retrieval_checks.engine.counting import _kernels
 
     if _kernels.ACCELERATOR != "numba":
         pytest.skip(f"numba is not the accelerator here: {_kernels.FALLBACK_REASON}")

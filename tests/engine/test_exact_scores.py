@@ -284,7 +284,7 @@ def test_cosine_parallel_rows_tie_exactly(device, kernels):
 def test_numba_and_numpy_kernels_count_the_same_ties(ties):
     """The numpy twin of the scan (no numba) counts scores >= and == each relevant score
     exactly as the compiled kernel does: every value, tie range and tied share agree."""
-    from retrieval_checks.engine import _kernels
+    from retrieval_checks.engine.counting import _kernels
 
     rng = np.random.default_rng(3)
     X = rng.integers(-2, 3, (300, 6)).astype(np.float32)

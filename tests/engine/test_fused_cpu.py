@@ -1,4 +1,4 @@
-"""The fused CPU counter (``RC_CPU_COUNTER=fused``, :mod:`retrieval_checks.engine._fused_cpu`)
+"""The fused CPU counter (``RC_CPU_COUNTER=fused``, :mod:`retrieval_checks.engine.counting._fused_cpu`)
 against the scored CPU path (products of whole blocks, then ``count_above_relevant``):
 the same numbers bit for bit.
 
@@ -36,9 +36,10 @@ import retrieval_checks as rc
 torch = pytest.importorskip("torch")
 pytest.importorskip("numba")
 
-from retrieval_checks.engine import _counting, _fused_cpu  # noqa: E402
+from retrieval_checks.engine import _counting  # noqa: E402
 from retrieval_checks.engine._backend import Backend  # noqa: E402
-from retrieval_checks.engine._counters import CpuCounter  # noqa: E402
+from retrieval_checks.engine.counting import _fused_cpu  # noqa: E402
+from retrieval_checks.engine.counting._counters import CpuCounter  # noqa: E402
 
 METRICS = [
     "map",
@@ -114,8 +115,8 @@ def _same(a, b, what=""):
     with_tau=st.booleans(),
 )
 def test_scan_tile_counts_as_the_scored_kernel(seed, m, width, levels, r_max, with_tau):
-    from retrieval_checks.engine import _fused_cpu_numba as K
-    from retrieval_checks.engine import _kernels_numba as KN
+    from retrieval_checks.engine.counting import _fused_cpu_numba as K
+    from retrieval_checks.engine.counting import _kernels_numba as KN
 
     rng = np.random.default_rng(seed)
     c = width + int(rng.integers(0, 20))  # the tile may be wider than its valid columns
@@ -193,8 +194,8 @@ def test_scan_tile_rows_at_the_search_boundaries(r, low):
     scores (placed by the row's bucket table: some 3 r scores are buffered): scores above
     all of them, between, tied with each and below; ``low`` scores far below, which the
     compaction drops (4001: the row's last, partial vector of lanes too)."""
-    from retrieval_checks.engine import _fused_cpu_numba as K
-    from retrieval_checks.engine import _kernels_numba as KN
+    from retrieval_checks.engine.counting import _fused_cpu_numba as K
+    from retrieval_checks.engine.counting import _kernels_numba as KN
 
     rel = np.arange(r, dtype=np.float32)
     T = np.concatenate([np.arange(-1, r + 1, 0.5), np.arange(r), [r + 5.0] * 3, [-9.0] * low])
@@ -228,8 +229,8 @@ def test_scan_columns_counts_as_the_scored_kernel(seed, m, width, levels, r_max,
     from the rows' own lists, then put back) and counts are the scored kernel's on the
     transposed tile; its negative tail is the masked tile's scores ``>= tau``, row after
     row (widths over 16 and 32: whole vectors of lanes and a partial one)."""
-    from retrieval_checks.engine import _fused_cpu_numba as K
-    from retrieval_checks.engine import _kernels_numba as KN
+    from retrieval_checks.engine.counting import _fused_cpu_numba as K
+    from retrieval_checks.engine.counting import _kernels_numba as KN
 
     rng = np.random.default_rng(seed)
     row0, col0 = int(rng.integers(0, 5)), int(rng.integers(0, 5))

@@ -711,7 +711,8 @@ def test_results_do_not_depend_on_batching_budget_or_threads(problem, data):
     bit, for groups of many sizes. A budget below a group splits its queries into
     blocks of other shapes (BLAS may then sum in another order): equal where every
     product is exact (integer rows), like every other choice here."""
-    from retrieval_checks.engine import _grouped, _kernels
+    from retrieval_checks.engine import _grouped
+    from retrieval_checks.engine.counting import _kernels
 
     X, y, L, exact = problem
     S = data.draw(st.integers(2, L // 2), label="S")
@@ -972,8 +973,8 @@ def test_cosine_rows_compiled_and_numpy_steps_give_the_definition_bits(kind):
     on float32 and float64 rows, huge and tiny scales (2^k outside float64's normal
     range: ldexp itself), integer and binary rows, over several chunks, on one thread
     and on three (the chunks of 2,048 rows or more)."""
-    from retrieval_checks.engine import _kernels_numpy
     from retrieval_checks.engine._backend import Backend
+    from retrieval_checks.engine.counting import _kernels_numpy
 
     rng = np.random.default_rng(5)
     g = rng.standard_normal((700, 19))
@@ -996,7 +997,7 @@ def test_cosine_rows_compiled_and_numpy_steps_give_the_definition_bits(kind):
     ]
     impls = [_kernels_numpy]
     try:
-        from retrieval_checks.engine import _kernels_numba
+        from retrieval_checks.engine.counting import _kernels_numba
 
         impls.append(_kernels_numba)
     except ImportError:
@@ -1030,7 +1031,8 @@ def test_a_grouped_only_result_names_the_path_that_scored_each_partition():
     the host counter that scored them: the compiled counter where the engine's kernels
     are numba's, the numpy rule under RETRIEVAL_CHECKS_KERNELS=numpy or _use_kernels=False
     (the same numbers); the device of the main pass does not change it. Not in config."""
-    from retrieval_checks.engine import Provenance, _kernels
+    from retrieval_checks.engine import Provenance
+    from retrieval_checks.engine.counting import _kernels
 
     X, y = _prov_problem()
     kw = dict(query_labels=y, metrics=["grouped_recall@1"], group_size=4, group_repeats=3)
@@ -1062,7 +1064,7 @@ def test_a_grouped_only_result_names_the_path_that_scored_each_partition():
 def test_a_mixed_result_names_the_pass_and_grouped_recall_apart():
     """Grouped recall beside a streamed metric: the pass's blocks under its counter (its
     ``counter`` still the one that counted every block), grouped recall's partitions apart."""
-    from retrieval_checks.engine import _kernels
+    from retrieval_checks.engine.counting import _kernels
 
     acc = _kernels.ACCELERATOR
     X, y = _prov_problem()
@@ -1101,8 +1103,9 @@ def test_the_direct_call_records_into_the_given_record_and_refuses_unnamed_paths
     """``grouped_recall_values(record=...)`` adds each partition's path; a
     ``score_batch`` hook or a fused kernel that does not name a known path is an error,
     never a record of something that did not say what it is."""
-    from retrieval_checks.engine import _grouped, _kernels
+    from retrieval_checks.engine import _grouped
     from retrieval_checks.engine._backend import Backend
+    from retrieval_checks.engine.counting import _kernels
 
     X, y = _prov_problem()
     kw = dict(

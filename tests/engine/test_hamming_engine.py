@@ -17,7 +17,7 @@ from reference import aggregate, query_metric, sorted_relevance
 
 import retrieval_checks as rc
 from retrieval_checks import SuiteRunner, load_suite
-from retrieval_checks.engine import _kernels
+from retrieval_checks.engine.counting import _kernels
 
 try:
     import torch

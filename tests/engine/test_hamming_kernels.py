@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from retrieval_checks.engine import _hamming, _kernels
+from retrieval_checks.engine import _hamming
 from retrieval_checks.engine._hamming import (
     MAX_BITS,
     _hamming_tile_numpy,
@@ -21,6 +21,7 @@ from retrieval_checks.engine._hamming import (
     pack_codes,
     words_to_torch,
 )
+from retrieval_checks.engine.counting import _kernels
 from retrieval_checks.errors import InputError
 
 BITS = [1, 8, 13, 24, 32, 48, 63, 64, 65, 70, 128, 200]

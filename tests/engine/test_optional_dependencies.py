@@ -18,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import retrieval_checks as rc
-from retrieval_checks.engine import _kernels
+from retrieval_checks.engine.counting import _kernels
 
 _BLOCK = """
 import sys
@@ -72,7 +72,7 @@ def test_without_numba_the_vectorised_kernels_give_the_same_numbers():
         import json
         import numpy as np
         import retrieval_checks as rc
-        from retrieval_checks.engine import _kernels
+        from retrieval_checks.engine.counting import _kernels
 
         assert _kernels.ACCELERATOR == "numpy" and "numba" in _kernels.FALLBACK_REASON
         rng = np.random.default_rng(1)

@@ -25,14 +25,15 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks.engine import Provenance, _kernels
+from retrieval_checks.engine import Provenance
 from retrieval_checks.engine._backend import Backend
 from retrieval_checks.engine._blocks import RelevanceSource, plan_blocks
-from retrieval_checks.engine._counters import CpuCounter
 from retrieval_checks.engine._inputs import Csr
 from retrieval_checks.engine._partial import BlockPartial
 from retrieval_checks.engine._plan import plan_pass, prepare_problem
 from retrieval_checks.engine._stream import PassTotals, binning_pass, stream
+from retrieval_checks.engine.counting import _kernels
+from retrieval_checks.engine.counting._counters import CpuCounter
 from retrieval_checks.metrics._names import parse_metric
 
 ACC = _kernels.ACCELERATOR  # the CPU kernels' name: "numba" (or "numpy" by the switch)
@@ -80,7 +81,7 @@ def test_the_fused_cpu_counter_is_recorded_and_blocks_it_declines_under_the_fall
     import torch
 
     from retrieval_checks.engine._counting import select
-    from retrieval_checks.engine._fused_cpu import FusedCpuCounter
+    from retrieval_checks.engine.counting._fused_cpu import FusedCpuCounter
 
     X, y = _data(90)
     kw = dict(

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks.engine import _kernels, _runs
+from retrieval_checks.engine import _runs
+from retrieval_checks.engine.counting import _kernels
 
 METRICS = ["map", "ndcg@5", "ndcg_exp@10", "recall@3", "mrr", "precision@2", "bpref", "medr"]
 METRICS += ["rbp_residual@0.8", "iprec_at_recall@0.5", "hit_rate@2"]

@@ -22,15 +22,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_checks.engine import _kernels
 from retrieval_checks.engine._backend import Backend
 from retrieval_checks.engine._blocks import RelevanceSource, masked_scores, plan_blocks
-from retrieval_checks.engine._counters import CpuCounter, TorchCounter, sort_within_rows
 from retrieval_checks.engine._counting import TritonCounter, select
 from retrieval_checks.engine._inputs import Csr
 from retrieval_checks.engine._plan import Window, plan_pass, prepare_problem
 from retrieval_checks.engine._reduce import LOCAL, STATES
 from retrieval_checks.engine._stream import binning_pass, stream
+from retrieval_checks.engine.counting import _kernels
+from retrieval_checks.engine.counting._counters import CpuCounter, TorchCounter, sort_within_rows
 from retrieval_checks.engine.gpu import _triton
 from retrieval_checks.metrics._names import parse_metric
 

@@ -1,4 +1,4 @@
-"""The scans' stream compaction and 16-slot placement (``engine/_simd_numba.py``): the
+"""The scans' stream compaction and 16-slot placement (``engine/counting/_simd_numba.py``): the
 vectorised form (LLVM's compress-store and 16-lane compares, where this machine has
 them) and the scalar loop give the same values, in the same order, as numpy's
 selection. About 1 s (one compile of each form)."""
@@ -10,7 +10,7 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from retrieval_checks.engine import _simd_numba as S  # noqa: E402
+from retrieval_checks.engine.counting import _simd_numba as S  # noqa: E402
 
 
 @numba.njit

@@ -1,6 +1,6 @@
 """The fused Triton kernel (engine/gpu/_triton.py), run in Triton's interpreter on the CPU.
 
-References: the compiled CPU kernels (numba and numpy, engine/_kernels.py), the torch
+References: the compiled CPU kernels (numba and numpy, engine/counting/_kernels.py), the torch
 path the CUDA device runs today (``_use_kernels=False`` on CPU tensors), and, for the
 screened variant, the fp32 kernel itself (bit for bit). CUDA-only checks skip without a
 GPU. ``TRITON_INTERPRET=1`` is set here before triton is first imported.
@@ -33,8 +33,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import retrieval_checks as rc  # noqa: E402
-from retrieval_checks.engine import _kernels  # noqa: E402
 from retrieval_checks.engine._backend import cosine_epilogue  # noqa: E402
+from retrieval_checks.engine.counting import _kernels  # noqa: E402
 from retrieval_checks.engine.gpu import _triton  # noqa: E402
 from retrieval_checks.errors import BackendError  # noqa: E402
 

@@ -28,12 +28,13 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from retrieval_checks.engine import _grouped, _kernels  # noqa: E402
+from retrieval_checks.engine import _grouped  # noqa: E402
 from retrieval_checks.engine._backend import (
     Backend,  # noqa: E402
     cosine_epilogue,  # noqa: E402
 )
 from retrieval_checks.engine._fused_tasks import grouped_kernel  # noqa: E402
+from retrieval_checks.engine.counting import _kernels  # noqa: E402
 from retrieval_checks.engine.gpu import _triton, _triton_grouped  # noqa: E402
 from retrieval_checks.errors import BackendError, EmptyQueriesError  # noqa: E402
 

@@ -256,7 +256,7 @@ def test_each_path_reaches_the_counter_it_is_named_after():
     names the counter that counted each block, a fused counter's declined blocks under
     its fallback), and every path's counters are among those it may reach."""
     pytest.importorskip("torch")
-    from retrieval_checks.engine import _kernels
+    from retrieval_checks.engine.counting import _kernels
 
     if _kernels.ACCELERATOR != "numba":
         pytest.skip("the fused CPU counter needs the compiled (numba) kernels")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import retrieval_checks as rc
-from retrieval_checks.engine import _kernels
+from retrieval_checks.engine.counting import _kernels
 from retrieval_checks.metrics._names import parse_metric
 from retrieval_checks.metrics._pairs import (
     MAX_TAIL_CAPACITY,

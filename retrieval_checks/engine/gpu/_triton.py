@@ -1,7 +1,7 @@
 """A fused Triton kernel for the CUDA path: tile product, score epilogue and rank counts
 in one pass, without writing the ``b x n`` score block to memory.
 
-What it computes (the counting contract of :mod:`.._kernels`): for every relevant
+What it computes (the counting contract of :mod:`..counting._kernels`): for every relevant
 pair score of a query, the number of non-relevant gallery scores ``>=`` it and ``==``
 it. Two launches per query block:
 
@@ -93,10 +93,10 @@ import numpy as np
 
 from ...errors import BackendError
 from .._backend import Backend
-from .._counters import count_torch, sort_within_rows
 from .._hamming import hamming_tile_torch
 from .._inputs import Csr
 from .._partial import ranked_partial
+from ..counting._counters import count_torch, sort_within_rows
 
 __all__ = [
     "mode",

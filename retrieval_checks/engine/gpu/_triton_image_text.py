@@ -84,9 +84,9 @@ import numpy as np
 
 from ...errors import InputError
 from .._backend import Backend, resolve_backend
-from .._counters import sort_within_rows
 from .._inputs import Csr
 from .._partial import FirstRanks
+from ..counting._counters import sort_within_rows
 from . import _triton
 
 __all__ = ["fused_fold", "fused_pass", "dense_first_ranks", "self_check"]

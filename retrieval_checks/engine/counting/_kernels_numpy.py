@@ -115,7 +115,7 @@ def key_histogram(U, n_rows, n_cols, out):
 
 
 # ----------------------------------------------------------------------------- cosine rows
-# The three steps of :meth:`._backend.Backend.cosine_rows_into` on one chunk of rows
+# The three steps of :meth:`.._backend.Backend.cosine_rows_into` on one chunk of rows
 # (float32 or float64, host): every value exact or correctly rounded once, so both
 # implementations give the same bits.
 def cosine_row_scales(x, e, integral):

@@ -117,7 +117,7 @@ def key_histogram(U, n_rows, n_cols, out):
 
 def cosine_kernels():
     """The implementation (numba's or numpy's module, the same bits) of the three steps
-    that prepare cosine rows (:meth:`._backend.Backend.cosine_rows_into`):
+    that prepare cosine rows (:meth:`.._backend.Backend.cosine_rows_into`):
     ``cosine_row_scales``, ``cosine_scaled_rows``, ``cosine_divide_rows``. Serial
     kernels: no lock."""
     return _impl()

@@ -13,9 +13,9 @@ negatives ``>=`` each fixed threshold and the binning pass's histogram. Two twin
   CUDA and, on request (``use_kernels=False``), on CPU, where tests run the CUDA code.
 
 Both give the same numbers bit for bit (tests/engine/test_kernels.py and the engine's
-twin tests). Which one runs is :func:`._counting.select`'s decision, made once per pass;
+twin tests). Which one runs is :func:`.._counting.select`'s decision, made once per pass;
 a counter never decides how partial results meet across ranks (the ``reduce`` it is
-handed does: :mod:`._reduce`).
+handed does: :mod:`.._reduce`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
+from .._inputs import Csr
 from . import _kernels
-from ._inputs import Csr
 
 __all__ = [
     "CpuCounter",

@@ -72,11 +72,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import BackendError
-from ..metrics._pairs import NegativeTail
+from ...errors import BackendError
+from ...metrics._pairs import NegativeTail
+from .._partial import BlockPartial, ranked_partial
 from . import _kernels
 from ._counters import sort_within_rows
-from ._partial import BlockPartial, ranked_partial
 
 __all__ = [
     "FusedCpuCounter",
@@ -296,7 +296,7 @@ def _probe_mirror(backend, b: int, t: int, c: int, d: int, workers: int, w: int)
 
 
 class FusedCpuCounter:
-    """A fused counter (the seam's plug-in shape, :mod:`._counting`): computes its own
+    """A fused counter (the seam's plug-in shape, :mod:`.._counting`): computes its own
     scores, tile by tile, and returns the block's :class:`BlockPartial`, or None when it
     declines the block (the ``fallback`` scored counter runs it): tile shapes whose
     products are not bit-identical on this machine, or a column window.
