@@ -1783,10 +1783,6 @@ def _check_classifier_models(
             )
 
 
-def _fmt_threshold(x: float) -> str:
-    return f"{x:g}"
-
-
 def _default_id(metric: str, kind: str, kw: dict) -> str:
     """A stable name: the metric and the rule, not the threshold (editing a threshold
     keeps the item's id, its --lf entry and its history)."""
