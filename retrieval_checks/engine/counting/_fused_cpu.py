@@ -189,12 +189,22 @@ def _reference(backend, b: int, c: int, d: int):
     if _REFERENCE and _REFERENCE[0][0] == key:
         return _REFERENCE[0][1]
     rng = np.random.default_rng(20261126)
-    A = torch.from_numpy(rng.standard_normal((b, d), dtype=np.float32))
-    B = torch.from_numpy(rng.standard_normal((c, d), dtype=np.float32))
+    # uniform in [-1, 1): every product rounds, so a different summation order changes
+    # many of the b x c products' bits (integers would sum exactly and hide it); 2.4x
+    # faster to draw than normal ones (40 -> 17 ms at 827 + 4,000 rows of d = 512)
+    A = torch.from_numpy(_uniform(rng, (b, d)))
+    B = torch.from_numpy(_uniform(rng, (c, d)))
     ref = torch.empty((b, c), dtype=torch.float32)
     backend.matmul_into(A, B, ref)
     _REFERENCE[:] = [(key, (A, B, ref))]
     return A, B, ref
+
+
+def _uniform(rng, shape) -> np.ndarray:
+    x = rng.random(shape, dtype=np.float32)
+    x *= 2
+    x -= 1
+    return x
 
 
 def _probe(backend, b: int, t: int, c: int, d: int, workers: int, widths: list) -> list:
