@@ -50,8 +50,8 @@ from ..gates._regression import higher_is_better, measure_change
 from ..metrics._measurement import RETIRED_OPTIONS
 from ..metrics._names import metric_spec
 from ..options import parse_text
-from ..suites import load_suite
 from ..suites._jsonschema import suite_json_schema
+from ..suites._schema import suite_errors
 from ..suites._slices import slice_column_errors
 from ._history import (
     DEFAULT_HISTORY,
@@ -825,9 +825,11 @@ def _targets(paths, patterns) -> list[tuple[Path, str]]:
 
 
 def _suite_errors(path: Path) -> list[str]:
-    """The suite's error as ``path:line: field: message`` (the loader stops at the first)."""
+    """The suite's errors as ``path:line: field: message``: every independent one, in file order."""
     try:
-        suite = load_suite(path)
+        suite, found = suite_errors(path)
+        if found:
+            return [_located(path, exc) for exc in found]
     except SuiteError as exc:
         return [_located(path, exc)]
     except Exception as exc:  # a bug of ours is still reported on this file, as the plugin does
@@ -1279,11 +1281,24 @@ def _plan_command(sub) -> None:
     s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
 
 
+def _quiet_stdout(out) -> None:
+    """After a broken pipe: point the process's stdout at /dev/null, so that Python's
+    flush of it at exit does not report the same broken pipe again."""
+    if out is not sys.stdout:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv=None, out=None) -> int:
     """Run one command; returns the exit code (0 success, 1 a regression, a failed
     gate under ``show --check`` or an invalid file under ``validate``, 2 a user's mistake:
     bad arguments, a missing or damaged database, an unknown run, an unwritable output, a
-    path to validate that is missing or of an unknown kind)."""
+    path to validate that is missing or of an unknown kind; 141 when the reader of its
+    output stopped reading, as ``| head`` does)."""
     out = out or sys.stdout
     parser = build_parser()
     try:
@@ -1316,6 +1331,12 @@ def main(argv=None, out=None) -> int:
         return commands[args.command](History(args.db), args, out)
     except (RetrievalChecksError, _UsageError) as exc:
         print(f"retrieval-checks: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        # the reader stopped reading (`... | head`): not the database's fault. Quiet, as
+        # other Unix tools are, and 141 (128 + SIGPIPE), their status: a pipeline under
+        # `set -o pipefail` must not take a cut-short `compare` for a clean one
+        _quiet_stdout(out)
+        return 141
     except sqlite3.Error as exc:
         print(
             f"retrieval-checks: error: {args.db}: the history database cannot be read ({exc}); point --db at the "

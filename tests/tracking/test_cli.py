@@ -219,3 +219,32 @@ def test_history_of_an_unknown_metric_exits_2_with_the_closest_name(db, capsys):
 def test_history_of_a_known_metric_with_filters_matching_nothing_is_not_an_error(db):
     code, text = _cli("--db", str(db), "history", "map", "--model", "nobody")
     assert code == 0 and "no recorded values" in text
+
+
+# --- a reader that stops reading (`... | head`) ---
+class _ClosedPipe:
+    """An output whose reader went away: every write raises BrokenPipeError."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize(
+    "args", [["runs"], ["show", "latest"], ["history", "map"], ["compare", "-2", "-1"]]
+)
+def test_a_closed_pipe_is_not_reported_as_a_database_error(tmp_path, capsys, args):
+    """`retrieval-checks show latest | head -1` said "history.sqlite: Broken pipe" and
+    exited 2 (a damaged database, by this CLI's codes): it now stops quietly with 141,
+    what Unix tools exit with on SIGPIPE, so `set -o pipefail` still sees that the
+    command did not finish (a cut-short compare must never read as a clean one)."""
+    from retrieval_checks.tracking._cli import main
+
+    path = tmp_path / "h.sqlite"
+    h = History(path)
+    h.record(META, [{"test": "t", "metric": "map", "value": 0.8, "passed": True}])
+    h.record(META, [{"test": "t", "metric": "map", "value": 0.79, "passed": True}])
+    assert main(["--db", str(path), *args], out=_ClosedPipe()) == 141
+    assert capsys.readouterr().err == ""
