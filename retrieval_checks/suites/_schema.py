@@ -12,6 +12,7 @@ The format is documented in docs/suites.md, field by field in the generated refe
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -363,36 +364,72 @@ class Suite:
 class _Reader:
     """Validation helpers that know the file and build located errors."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, collect: bool = False):
         self.path = path
         self.base = path.parent
+        # validate's mode (suite_errors): every independent error is kept here and the
+        # reading goes on with the next independent part; None: the first error is raised
+        self.found: list[SuiteError] | None = [] if collect else None
+        self.failed: set = set()  # names of the datasets and models that had an error
 
     def error(self, message: str, field: str | None, line: int | None) -> SuiteError:
         return SuiteError(message, path=self.path, line=line, field=field)
+
+    def part(self, read, *args, name=None):
+        """``read(*args)``, one independent part of the suite (a dataset, a model, a check,
+        an option...). Collecting, its error is kept, ``name`` is marked failed and
+        :data:`_FAILED` is returned so that the caller leaves the part out; else it raises."""
+        try:
+            return read(*args)
+        except SuiteError as exc:
+            if self.found is None:
+                raise
+            self.keep(exc)
+            if name is not None:
+                self.failed.add(name)
+            return _FAILED
 
     def mapping(self, value, field: str, line: int | None, what: str) -> Node:
         if not isinstance(value, dict):
             raise self.error(f"expected a mapping ({what}), found {_describe(value)}.", field, line)
         return value
 
-    def keys(self, node: Node, field: str, allowed, required=()) -> None:
+    def keep(self, exc: SuiteError) -> None:
+        if not any(exc is e for e in self.found):
+            self.found.append(exc)
+
+    def keys(self, node: Node, field: str, allowed, required=(), go_on: bool = False) -> None:
+        """Unknown keys, each its own error (all of them are collected; the first is raised
+        unless ``go_on``, where the rest of ``node`` does not depend on them), then the
+        missing required ones."""
+        unknown = []
         for key in node:
             if key not in allowed and key in OPTIONS and not OPTIONS[key].applies_to:
-                raise self.error(
-                    f"{key} is an option of the session, not of a suite: set it with "
-                    f"--rc-{key.replace('_', '-')} (or SuiteRunner({key}=...))"
-                    + (", or a model's own device:" if key == "device" else "")
-                    + ".",
-                    _join(field, key),
-                    node.line_of(key),
+                unknown.append(
+                    self.error(
+                        f"{key} is an option of the session, not of a suite: set it with "
+                        f"--rc-{key.replace('_', '-')} (or SuiteRunner({key}=...))"
+                        + (", or a model's own device:" if key == "device" else "")
+                        + ".",
+                        _join(field, key),
+                        node.line_of(key),
+                    )
                 )
-            if key not in allowed:
-                raise self.error(
-                    f"unknown field {short(key)}.{hint(key, allowed)} Expected one of: "
-                    f"{', '.join(allowed)}.",
-                    _join(field, short(key, 40).strip("'")),
-                    node.line_of(key),
+            elif key not in allowed:
+                unknown.append(
+                    self.error(
+                        f"unknown field {short(key)}.{hint(key, allowed)} Expected one of: "
+                        f"{', '.join(allowed)}.",
+                        _join(field, short(key, 40).strip("'")),
+                        node.line_of(key),
+                    )
                 )
+        if unknown:
+            if self.found is None:
+                raise unknown[0]
+            self.found.extend(unknown)  # in file order; part() does not keep the raised one again
+            if not go_on:
+                raise unknown[0]
         for key in required:
             if key not in node:
                 raise self.error(f"missing required field {key!r}.", field or None, node.line)
@@ -1859,7 +1896,36 @@ def load_suite(path) -> Suite:
     >>> tmp.cleanup()
     """
     p = Path(path)
-    r = _Reader(p)
+    return _load(p, _Reader(p))
+
+
+def suite_errors(path) -> tuple[Suite | None, list[SuiteError]]:
+    """The suite and every independent error of its file, in file order (``validate``).
+
+    :func:`load_suite` stops at the first error; this reads on after one: each unknown
+    top-level key, ``suite:``, ``markers:``, each option, ``correction:``, each dataset,
+    each model and each check is checked on its own (in a dataset, a model or a check,
+    every unknown key is reported, then the part stops at its first other error).
+    Errors that would only echo an earlier one are skipped: a model or a check that
+    names a dataset or model with an error of its own is not checked (it would read
+    "unknown dataset"), and the checks across the whole suite (unique ids and item
+    names, ``ties``, each model's files for each dataset) run only on an otherwise valid
+    suite. Returns ``(suite, [])`` for a valid file, ``(None, errors)`` otherwise.
+    """
+    p = Path(path)
+    r = _Reader(p, collect=True)
+    try:
+        suite = _load(p, r)
+    except SuiteError as exc:  # a part the others depend on (the YAML, datasets:, checks:)
+        r.keep(exc)
+    found = sorted(r.found, key=lambda e: e.line or 0)  # stable: one line's errors keep their order
+    return (None, found) if found else (suite, [])
+
+
+_FAILED = object()  # a part of the suite whose error is kept (suite_errors); left out
+
+
+def _load(p: Path, r: _Reader) -> Suite:
     data = load_yaml(p)
     if data is None:
         raise r.error(
@@ -1868,28 +1934,33 @@ def load_suite(path) -> Suite:
             1,
         )
     top = r.mapping(data, "", 1, "suite, datasets, models, checks")
-    r.keys(top, "", _TOP_KEYS, required=("datasets", "checks"))
+    r.keys(top, "", _TOP_KEYS, required=("datasets", "checks"), go_on=True)
     name = (
-        r.name(top["suite"], "suite", top.line_of("suite"))
+        r.part(r.name, top["suite"], "suite", top.line_of("suite"))
         if "suite" in top
         else re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)
     )
     markers = (
-        r.markers(top["markers"], "markers", top.line_of("markers")) if "markers" in top else ()
+        r.part(r.markers, top["markers"], "markers", top.line_of("markers"))
+        if "markers" in top
+        else ()
     )
     options = {}
     if "options" in top:
-        node = r.mapping(top["options"], "options", top.line_of("options"), "evaluation options")
-        r.keys(node, "options", tuple(_OPTIONS))
-        options = {k: r.option(k, v, f"options.{k}", node.line_of(k)) for k, v in node.items()}
+        node = r.part(
+            r.mapping, top["options"], "options", top.line_of("options"), "evaluation options"
+        )
+        if node is not _FAILED:
+            r.keys(node, "options", tuple(_OPTIONS), go_on=True)
+            options = {
+                k: r.part(r.option, k, v, f"options.{k}", node.line_of(k))
+                for k, v in node.items()
+                if k in _OPTIONS
+            }
+            options = {k: v for k, v in options.items() if v is not _FAILED}
     correction = None
     if "correction" in top:  # the multiplicity correction of the suite's significance-gated checks
-        try:
-            correction = check_correction(top["correction"], "correction")
-        except InputError as exc:
-            raise r.error(
-                str(exc).split(": ", 1)[-1], "correction", top.line_of("correction")
-            ) from None
+        correction = r.part(_correction, r, top)
     datasets = _datasets(r, top)
     models = _models(r, top, datasets)
     checks_node = top["checks"]
@@ -1899,14 +1970,17 @@ def load_suite(path) -> Suite:
             "checks",
             top.line_of("checks"),
         )
-    checks = _unique_ids(
-        r,
-        checks_node,
-        [
-            _check(r, i, c, checks_node.line_of(i), datasets, models)
-            for i, c in enumerate(checks_node)
-        ],
-    )
+    checks = [
+        # a check naming a dataset or model with its own error is left out: its error would echo that one
+        # (and with no model left, every check would be checked against none)
+        r.part(_check, r, i, c, checks_node.line_of(i), datasets, models)
+        if models and not _mentions(c, r.failed)
+        else _FAILED
+        for i, c in enumerate(checks_node)
+    ]
+    if r.found:  # the checks below span the whole suite: they would report parts left out
+        raise r.found[0]
+    checks = _unique_ids(r, checks_node, checks)
     suite = Suite(
         name=name,
         path=p,
@@ -1920,6 +1994,27 @@ def load_suite(path) -> Suite:
     _check_ties(r, suite, top["options"].line_of("ties") if "options" in top else None)
     _check_cases(r, suite)
     return suite
+
+
+def _correction(r: _Reader, top: Node):
+    try:
+        return check_correction(top["correction"], "correction")
+    except InputError as exc:
+        raise r.error(
+            str(exc).split(": ", 1)[-1], "correction", top.line_of("correction")
+        ) from None
+
+
+def _mentions(node, names: set) -> bool:
+    """Whether a part of the suite names one of ``names`` (a key or a string value at
+    any depth): a model's files for a dataset, a check's dataset, models or baseline."""
+    if not names:
+        return False
+    if isinstance(node, dict):
+        return any(_mentions(k, names) or _mentions(v, names) for k, v in node.items())
+    if isinstance(node, list):
+        return any(_mentions(v, names) for v in node)
+    return isinstance(node, str) and node in names
 
 
 def _check_ties(r: _Reader, suite, options_line) -> None:
@@ -1953,10 +2048,17 @@ def _datasets(r: _Reader, top: Node) -> dict:
     ds_node = r.mapping(top["datasets"], "datasets", top.line_of("datasets"), "dataset name: {...}")
     if not ds_node:
         raise r.error("declare at least one dataset.", "datasets", top.line_of("datasets"))
-    return {
-        r.name(k, "datasets", ds_node.line_of(k)): _dataset(r, k, v, ds_node.line_of(k))
+    datasets = {
+        k: r.part(_named, r, _dataset, "datasets", k, v, ds_node.line_of(k), name=k)
         for k, v in ds_node.items()
     }
+    return {k: v for k, v in datasets.items() if v is not _FAILED}
+
+
+def _named(r: _Reader, read, section: str, key, node, line):
+    """A dataset or model: its name checked, then the entry itself."""
+    r.name(key, section, line)
+    return read(r, key, node, line)
 
 
 def _models(r: _Reader, top: Node, datasets: dict) -> dict:
@@ -1966,17 +2068,24 @@ def _models(r: _Reader, top: Node, datasets: dict) -> dict:
             PRECOMPUTED: Model(name=PRECOMPUTED, kind="precomputed", base_dir=r.base, line=None)
         }
     m_node = r.mapping(top["models"], "models", top.line_of("models"), "model name: {...}")
-    models = {
-        r.name(k, "models", m_node.line_of(k)): _model(r, k, v, m_node.line_of(k), datasets)
-        for k, v in m_node.items()
-    }
+    models = {}
+    for k, v in m_node.items():
+        if _mentions(
+            v, r.failed
+        ):  # it names a dataset with its own error: its error would echo that one
+            r.failed.add(k)
+            continue
+        read = functools.partial(_model, datasets=datasets)
+        model = r.part(_named, r, read, "models", k, v, m_node.line_of(k), name=k)
+        if model is not _FAILED:
+            models[k] = model
     if RUN_MODEL in models and any(d.type == "run" for d in datasets.values()):
         raise r.error(
             f"the model name {RUN_MODEL!r} is the model of the suite's run datasets; rename this model.",
             "models",
             m_node.line_of(RUN_MODEL),
         )
-    if not models:
+    if not models and not m_node:  # (models that all had errors of their own are not 'no model')
         raise r.error(
             "declare at least one model, or leave models: out to use the datasets' own embeddings.",
             "models",

@@ -329,3 +329,76 @@ def test_the_help_names_every_command(capsys):
     head = text.split("positional arguments")[0]
     for command in ("compare", "export", "report", "plan", "validate", "schema"):
         assert command in head, command
+
+
+# --------------------------------------------------- every independent error of a suite file
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (  # two checks, each with an unknown metric
+            "suite: tiny\ndatasets:\n  test:\n    queries: q.npz\nchecks:\n"
+            "  - {metric: hitrate@1, dataset: test, at_least: 0.5}\n"
+            "  - {metric: recal_at_precision@0.9, dataset: test, at_least: 0.5}\n",
+            [
+                (6, "checks[0].metric: Unknown or malformed metric name 'hitrate@1'"),
+                (7, "checks[1].metric: Unknown or malformed metric name 'recal_at_precision@0.9'"),
+            ],
+        ),
+        (  # an unknown top-level key, then a bad value in a check
+            "suite: tiny\noption: {ties: average}\ndatasets:\n  test:\n    queries: q.npz\n"
+            "checks:\n  - {metric: map, dataset: test, at_least: 0.5, on: intervall}\n",
+            [(2, "option: unknown field 'option'"), (7, "checks[0].on:")],
+        ),
+        (  # an unknown field in one check, two in the next
+            "suite: tiny\ndatasets:\n  test:\n    queries: q.npz\nchecks:\n"
+            "  - {metric: map, dataset: test, at_lest: 0.5}\n"
+            "  - {metric: map, dataset: test, atleast: 0.5, max_skiped: 0}\n",
+            [
+                (6, "checks[0].at_lest: unknown field"),
+                (7, "checks[1].atleast: unknown field"),
+                (7, "checks[1].max_skiped: unknown field"),
+            ],
+        ),
+    ],
+    ids=["two-metrics", "top-key-and-check", "three-unknown-fields"],
+)
+def test_validate_reports_every_independent_error_in_file_order(tmp_path, text, expected):
+    path = _suite(tmp_path, text=text)
+    code, out = _cli("validate", path)
+    assert code == 1
+    lines = out.splitlines()
+    assert len(lines) == len(expected) + 1, out
+    for line, (n, words) in zip(lines, expected):
+        assert line.startswith(f"{path}:{n}: {words}"), (line, out)
+    assert lines[-1].endswith(f"1 invalid, {len(expected)} error(s)"), out
+
+
+def test_validate_reports_errors_of_datasets_models_and_checks_but_not_their_echoes(tmp_path):
+    """A check (or model) naming a dataset or model that has its own error is not
+    reported again as 'unknown dataset': only the independent errors are."""
+    text = (
+        "suite: tiny\n"
+        "datasets:\n"
+        "  bad: {queries: missing.npz}\n"  # 3: the file is missing
+        "  test: {queries: q.npz, wat: 1}\n"  # 4: unknown field
+        "  fine: {queries: q.npz}\n"
+        "checks:\n"
+        "  - {metric: map, dataset: bad, at_least: 0.5}\n"  # depends on 'bad': not reported
+        "  - {metric: mapp, dataset: fine, at_least: 0.5}\n"  # 8: its own error
+        "  - {metric: map, dataset: fine, at_least: 1.5}\n"  # 9: its own error
+        "  - {metric: map, dataset: fine, at_least: 0.5}\n"  # valid
+    )
+    path = _suite(tmp_path, text=text)
+    code, out = _cli("validate", path)
+    lines = out.splitlines()
+    assert [x.split(": ")[0] for x in lines[:-1]] == [f"{path}:{n}" for n in (3, 4, 8, 9)], out
+    assert "unknown dataset" not in out.lower() and "4 error(s)" in lines[-1], out
+
+
+def test_load_suite_still_raises_the_first_error(tmp_path):
+    path = _suite(tmp_path, text=GOOD.replace("metric: map", "metric: mapp") + "  - {metric: x}\n")
+    with pytest.raises(SuiteError) as exc:
+        load_suite(path)
+    assert exc.value.line == 6 and exc.value.field == "checks[0].metric"
