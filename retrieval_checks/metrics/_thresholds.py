@@ -110,6 +110,24 @@ def _meant(value: float, family: Family) -> str:
     return f" Did you mean {_fmt(m)} ({_fmt(value)} -> {_fmt(m)})?" if m is not None else ""
 
 
+def _direction(role: str, family: Family, name: str) -> str:
+    """The bound a user probably meant when ``role`` can never fail because it points
+    the wrong way: a floor (at_least) under a lower-is-better metric (medr, meanr: a
+    smaller rank is better), or a cap (at_most) over a higher-is-better one."""
+    if role == "at_least" and not family.higher_is_better:
+        return (
+            f" Did you mean at_most? {name} is lower-is-better (a smaller {family.unit} is better), so every "
+            f"value clears this floor; at_most, the largest acceptable {family.unit}, "
+            "is the bound a worse model fails."
+        )
+    if role == "at_most" and family.higher_is_better:
+        return (
+            f" Did you mean at_least? {name} is higher-is-better, so every value stays under this "
+            "cap; at_least, the lowest acceptable value, is the bound a worse model fails."
+        )
+    return ""
+
+
 def _scale_slip(v: float, family: Family, name: str) -> str | None:
     """Why ``v`` is probably on the wrong scale for a bound of a percent or Rsum metric."""
     if family.unit == "percent" and 0.0 < v <= 1.0:
@@ -160,7 +178,10 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
     why = f" ({high_why})" if high_why else ""
 
     def fail(problem: str) -> None:
-        raise InputError(f"{where}: {problem} ({unit}).{_meant(v, family)}")
+        meant = _meant(v, family)
+        if not meant and "could never fail" in problem:
+            meant = _direction(role, family, name)
+        raise InputError(f"{where}: {problem} ({unit}).{meant}")
 
     if role in ("at_least", "at_most", "baseline"):
         if v < lo or v > hi:
