@@ -961,6 +961,7 @@ def assert_recall_at_least(
     """
     __tracebackhide__ = True
     _choice(kind, ("hit_rate", "recall"), "kind", "Recall@K of metric learning, or IR recall")
+    _other_kind(result, kind, _k(k))
     assert_metric(
         result,
         f"{kind}@{_k(k)}",
@@ -970,6 +971,28 @@ def assert_recall_at_least(
         seed=seed,
         max_skipped=max_skipped,
         _gate="assert_recall_at_least",
+    )
+
+
+_KINDS = {
+    "hit_rate": "metric learning's Recall@K, the fraction of queries with a relevant item in the top K",
+    "recall": "IR recall, the fraction of each query's relevant items in the top K",
+}
+
+
+def _other_kind(result, kind: str, k: int) -> None:
+    """A result that computed the other kind of recall at K, but not ``kind``'s, is
+    probably gated with the wrong ``kind``: say which kind gates which metric."""
+    _require_result(result, "assert_recall_at_least")
+    other = "recall" if kind == "hit_rate" else "hit_rate"
+    name, other_name = f"{kind}@{k}", f"{other}@{k}"
+    if name in result or other_name not in result:
+        return
+    how = "(the default) " if kind == "hit_rate" else ""
+    raise InputError(
+        f"{name} was not computed, but {other_name} was: assert_recall_at_least with kind={kind!r} "
+        f"{how}gates {name} ({_KINDS[kind]}); pass kind={other!r} to gate {other_name} ({_KINDS[other]}), "
+        f"or evaluate {name} (metrics=[{name!r}])."
     )
 
 
