@@ -35,7 +35,7 @@ try:  # POSIX: an advisory lock on a sibling file serialises writers
 except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
     fcntl = None
 
-from .._suggest import hint, shown
+from .._suggest import did_you_mean, hint, shown
 from ..errors import InputError, MetricNameError, PowerWarning
 from ..metrics._measurement import RETIRED_OPTIONS, VALUE_OPTIONS
 from ..metrics._measurement import value_options as _options_of
@@ -426,6 +426,9 @@ def check_record(  # long: one check per field of a hand-edited record, each nam
             "(record)",
             f"expected a mapping with metric, value, interval, confidence, n, unit; found {_kind(rec)}",
         )
+    for field in ("metric", "value"):  # required: a misspelt one is named, not reported missing
+        if field not in rec:
+            _misspelt(rec, field, where, fix)
     metric = rec.get("metric")
     if not isinstance(metric, str):
         bad("metric", f"expected a metric name (a string), found {_kind(metric)}")
@@ -549,6 +552,44 @@ def check_record(  # long: one check per field of a hand-edited record, each nam
     if isinstance(options, Mapping) and any(k in RETIRED_OPTIONS for k in options):
         out["options"] = {k: v for k, v in options.items() if k not in RETIRED_OPTIONS}
     return out
+
+
+#: The fields a record may hold (what the writers store); a key close to a missing
+#: required field but not one of these is that field misspelt.
+RECORD_FIELDS = (
+    "metric",
+    "value",
+    "interval",
+    "confidence",
+    "n",
+    "n_skipped",
+    "unit",
+    "units",
+    "units_are",
+    "partition",
+    "model",
+    "dataset",
+    "options",
+    "max_rank",
+    "power_se",
+    "power_unit",
+    "power_units",
+    "slices",
+)
+
+
+def _misspelt(rec, field: str, where: str, fix: str) -> None:
+    """An error naming the key of ``rec`` that is ``field`` misspelt (``valeu:`` for
+    ``value:``), when one is close; else nothing (the caller reports ``field`` missing)."""
+    unknown = [str(k) for k in rec if str(k) not in RECORD_FIELDS]
+    close = did_you_mean(field, unknown)
+    if close is None:
+        return
+    key = _name(close)
+    raise InputError(
+        f"{where}, field {key!r}: unknown field {key!r} (did you mean {field!r}?); the record has no "
+        f"{field!r}. Fix: rename {key!r} to {field!r}, or {fix}."
+    )
 
 
 def _check_units(spec, rec, units, top, bad) -> None:
