@@ -1891,7 +1891,7 @@ def load_suite(path) -> Suite:
     >>> try:
     ...     rc.load_suite(folder / "rc_bad.yaml")
     ... except rc.SuiteError as err:
-    ...     print(err.field, err.line, err.detail[:70])
+    ...     print(err.field, err.line, err.detail[:69])
     checks[0].metric 3 Unknown or malformed metric name 'mapp': no such metric. Did you mean
     >>> tmp.cleanup()
     """
