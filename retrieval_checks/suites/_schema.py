@@ -371,6 +371,17 @@ class _Reader:
         # reading goes on with the next independent part; None: the first error is raised
         self.found: list[SuiteError] | None = [] if collect else None
         self.failed: set = set()  # names of the datasets and models that had an error
+        # those names by kind: an error about an unknown name still lists them as declared
+        self.left_out: dict[str, list] = {"dataset": [], "model": []}
+        self.order: dict[str, list] = {"dataset": [], "model": []}
+
+    def declared(self, what: str, names) -> dict:
+        """``names`` (the valid datasets or models an error lists) with those left out for
+        an error of their own, in the file's order."""
+        left = set(self.left_out[what])
+        if not left:
+            return names
+        return {k: None for k in self.order[what] if k in names or k in left} | dict(names)
 
     def error(self, message: str, field: str | None, line: int | None) -> SuiteError:
         return SuiteError(message, path=self.path, line=line, field=field)
@@ -1088,7 +1099,8 @@ def _embedding_files(r: _Reader, node, field: str, datasets: dict) -> dict:
     for ds, spec in files_node.items():
         where = f"{field}.embeddings.{ds}"
         if ds not in datasets:
-            raise r.error(_unknown("dataset", ds, datasets), where, files_node.line_of(ds))
+            declared = r.declared("dataset", datasets)  # with those left out for their own error
+            raise r.error(_unknown("dataset", ds, declared), where, files_node.line_of(ds))
         if datasets[ds].type == "run":
             raise r.error(
                 f"dataset {ds!r} is a run (rankings and qrels): there is nothing to embed.",
@@ -1274,7 +1286,8 @@ def _ref(r: _Reader, value, known: dict, what: str, field: str, line, declared=N
         hint = f" (use {plural}: [...] for several)" if isinstance(value, list) else ""
         raise r.error(f"expected a {what} name, found {_describe(value)}{hint}.", field, line)
     if value not in known:
-        raise r.error(_unknown(what, value, known if declared is None else declared), field, line)
+        names = r.declared(what, known if declared is None else declared)
+        raise r.error(_unknown(what, value, names), field, line)
     return value
 
 
@@ -2052,6 +2065,8 @@ def _datasets(r: _Reader, top: Node) -> dict:
         k: r.part(_named, r, _dataset, "datasets", k, v, ds_node.line_of(k), name=k)
         for k, v in ds_node.items()
     }
+    r.left_out["dataset"] = [k for k, v in datasets.items() if v is _FAILED]
+    r.order["dataset"] = list(datasets)
     return {k: v for k, v in datasets.items() if v is not _FAILED}
 
 
@@ -2079,6 +2094,8 @@ def _models(r: _Reader, top: Node, datasets: dict) -> dict:
         model = r.part(_named, r, read, "models", k, v, m_node.line_of(k), name=k)
         if model is not _FAILED:
             models[k] = model
+    r.left_out["model"] = [k for k in m_node if k not in models]
+    r.order["model"] = list(m_node)
     if RUN_MODEL in models and any(d.type == "run" for d in datasets.values()):
         raise r.error(
             f"the model name {RUN_MODEL!r} is the model of the suite's run datasets; rename this model.",

@@ -402,3 +402,22 @@ def test_load_suite_still_raises_the_first_error(tmp_path):
     with pytest.raises(SuiteError) as exc:
         load_suite(path)
     assert exc.value.line == 6 and exc.value.field == "checks[0].metric"
+
+
+def test_an_unknown_name_lists_the_declared_names_that_have_errors_too(tmp_path):
+    text = (
+        "datasets:\n"
+        "  bad: {queries: missing.npz}\n"  # 2
+        "  test: {queries: q.npz}\n"
+        "models:\n"
+        "  m1: {embeddings: {test: q.npz, bda: q.npz}}\n"  # 5: bda is no dataset
+        "  m2: {embeddings: {test: q.npz}, wat: 1}\n"  # 6
+        "  m3: {embeddings: {test: q.npz}}\n"
+        "checks:\n"
+        "  - {metric: map, dataset: test, models: [m4], at_least: 0.5}\n"  # 9
+    )
+    path = _suite(tmp_path, text=text)
+    lines = _cli("validate", path)[1].splitlines()
+    assert [x.split(": ")[0] for x in lines[:-1]] == [f"{path}:{n}" for n in (2, 5, 6, 9)], lines
+    assert "Did you mean 'bad'?" in lines[1] and "Declared: bad, test." in lines[1], lines[1]
+    assert "no model named 'm4'" in lines[3] and "Declared: m1, m2, m3." in lines[3], lines[3]
