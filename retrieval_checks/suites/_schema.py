@@ -409,12 +409,14 @@ class _Reader:
         if not any(exc is e for e in self.found):
             self.found.append(exc)
 
-    def keys(self, node: Node, field: str, allowed, required=(), go_on: bool = False) -> None:
-        """Unknown keys, each its own error (all of them are collected; the first is raised
-        unless ``go_on``, where the rest of ``node`` does not depend on them), then the
-        missing required ones."""
+    def keys(
+        self, node: Node, field: str, allowed, required=(), go_on: bool = False, only=None
+    ) -> None:
+        """Unknown keys (of ``node``, or its key ``only``), each its own error (all of them
+        are collected; the first is raised unless ``go_on``, where the rest of ``node`` does
+        not depend on them), then the missing required ones."""
         unknown = []
-        for key in node:
+        for key in node if only is None else (only,):
             if key not in allowed and key in OPTIONS and not OPTIONS[key].applies_to:
                 unknown.append(
                     self.error(
@@ -1917,8 +1919,9 @@ def suite_errors(path) -> tuple[Suite | None, list[SuiteError]]:
 
     :func:`load_suite` stops at the first error; this reads on after one: each unknown
     top-level key, ``suite:``, ``markers:``, each option, ``correction:``, each dataset,
-    each model and each check is checked on its own (in a dataset, a model or a check,
-    every unknown key is reported, then the part stops at its first other error).
+    each model and each check is checked on its own (a dataset, a model or a check with
+    unknown keys reports them all and stops there, else it stops at its first error:
+    the rest of it may depend on what the misspelt key meant).
     Errors that would only echo an earlier one are skipped: a model or a check that
     names a dataset or model with an error of its own is not checked (it would read
     "unknown dataset"), and the checks across the whole suite (unique ids and item
@@ -1963,14 +1966,13 @@ def _load(p: Path, r: _Reader) -> Suite:
         node = r.part(
             r.mapping, top["options"], "options", top.line_of("options"), "evaluation options"
         )
-        if node is not _FAILED:
-            r.keys(node, "options", tuple(_OPTIONS), go_on=True)
-            options = {
-                k: r.part(r.option, k, v, f"options.{k}", node.line_of(k))
-                for k, v in node.items()
-                if k in _OPTIONS
-            }
-            options = {k: v for k, v in options.items() if v is not _FAILED}
+        for k, v in node.items() if node is not _FAILED else ():  # each key on its own, in order
+            if k not in _OPTIONS:
+                r.part(functools.partial(r.keys, only=k), node, "options", tuple(_OPTIONS))
+                continue
+            value = r.part(r.option, k, v, f"options.{k}", node.line_of(k))
+            if value is not _FAILED:
+                options[k] = value
     correction = None
     if "correction" in top:  # the multiplicity correction of the suite's significance-gated checks
         correction = r.part(_correction, r, top)

@@ -421,3 +421,24 @@ def test_an_unknown_name_lists_the_declared_names_that_have_errors_too(tmp_path)
     assert [x.split(": ")[0] for x in lines[:-1]] == [f"{path}:{n}" for n in (2, 5, 6, 9)], lines
     assert "Did you mean 'bad'?" in lines[1] and "Declared: bad, test." in lines[1], lines[1]
     assert "no model named 'm4'" in lines[3] and "Declared: m1, m2, m3." in lines[3], lines[3]
+
+
+def test_each_top_level_part_and_each_option_is_checked_on_its_own(tmp_path):
+    text = (
+        "suite: bad name!\n"  # 1
+        "markers: 5\n"  # 2
+        "options: {ties: sideways, foo: 1, seed: 3}\n"  # 3: two errors, in the line's order
+        "correction: maybe\n"  # 4
+        "datasets:\n  test: {queries: q.npz}\n"
+        "checks:\n"
+        "  - {metric: mapp, dataset: test, at_least: 0.5}\n"  # 8
+        "  - {metric: map, dataset: test, at_least: 0.5}\n"
+    )
+    path = _suite(tmp_path, text=text)
+    code, out = _cli("validate", path)
+    fields = [x.split(": ")[1] for x in out.splitlines()[:-1]]
+    expected = ["suite", "markers", "options.ties", "options.foo", "correction", "checks[0].metric"]
+    assert code == 1 and fields == expected, out
+    with pytest.raises(SuiteError) as exc:  # the loader raises the first of them
+        load_suite(path)
+    assert (exc.value.line, exc.value.field) == (1, "suite")
