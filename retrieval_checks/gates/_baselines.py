@@ -554,8 +554,9 @@ def check_record(  # long: one check per field of a hand-edited record, each nam
     return out
 
 
-#: The fields a record may hold (what the writers store); a key close to a missing
-#: required field but not one of these is that field misspelt.
+#: The fields a record may hold (what the writers store; a slice's record also its
+#: slice and n_queries); a key close to a missing required field but not one of these
+#: is that field misspelt.
 RECORD_FIELDS = (
     "metric",
     "value",
@@ -571,10 +572,8 @@ RECORD_FIELDS = (
     "dataset",
     "options",
     "max_rank",
-    "power_se",
-    "power_unit",
-    "power_units",
-    "slices",
+    "slice",
+    "n_queries",
 )
 
 
