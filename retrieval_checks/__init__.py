@@ -74,6 +74,7 @@ from .errors import (
     ModelTimeoutError,
     PowerWarning,
     RetrievalChecksError,
+    SelfMatchWarning,
     SuiteError,
 )
 from .experiments import class_count_sweep, split_difference
@@ -216,6 +217,7 @@ __all__ = [
     "ModelTimeoutError",
     "IntervalWarning",
     "PowerWarning",
+    "SelfMatchWarning",
     "plan_queries",
     "adjust_pvalues",
     "__version__",

@@ -21,6 +21,7 @@ __all__ = [
     "ModelTimeoutError",
     "IntervalWarning",
     "PowerWarning",
+    "SelfMatchWarning",
 ]
 
 
@@ -215,3 +216,36 @@ class PowerWarning(RuntimeWarning):
     >>> print(caught[0].message)  # doctest: +ELLIPSIS
     retrieval-checks: assert_no_regression: map cannot see the drop it gates: minimum detectable drop ...
     """
+
+
+class SelfMatchWarning(RuntimeWarning):
+    """Queries that are also gallery rows relevant to them, value for value: each
+    retrieves itself first, which raises its scores whatever the model (the same array or
+    file given as queries and gallery, or queries stacked into the gallery). ``n_found``
+    of the ``n_queries`` queries are such rows. A YAML suite fails the check when every
+    query is (``n_found == n_queries``); ``warnings.simplefilter("error",
+    SelfMatchWarning)`` makes any of them fail. The fix: leave-one-out (the items once,
+    with no gallery), or ids on both sides, which take each query's own item out of its
+    ranking.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> import retrieval_checks as rc
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(5), 4)
+    >>> x = rng.normal(size=(5, 8))[y] + 0.5 * rng.normal(size=(20, 8))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     res = rc.evaluate(x, x, query_labels=y, gallery_labels=y, metrics=["hit_rate@1"])
+    >>> w = caught[0].message
+    >>> type(w).__name__, w.n_found, w.n_queries, res["hit_rate@1"]
+    ('SelfMatchWarning', 20, 20, 1.0)
+    >>> res = rc.evaluate(x, query_labels=y, metrics=["hit_rate@1"])  # leave-one-out: no warning
+    """
+
+    def __init__(self, message: str, *, n_found: int, n_queries: int):
+        super().__init__(message)
+        self.n_found = n_found
+        self.n_queries = n_queries

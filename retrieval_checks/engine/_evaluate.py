@@ -26,6 +26,7 @@ from ._slices import attach_slices, make_slices
 from ._stages import (
     Request,
     aggregate_result,
+    check_queries_in_gallery,
     embedding_sides,
     parse_request,
     relevance_of,
@@ -65,6 +66,7 @@ def evaluate(
     executor=None,
     slices=None,
     _use_kernels: bool = True,
+    _self_match_fails: bool = False,
 ) -> EvaluationResult:
     """Evaluate retrieval metrics exactly, in one memory-bounded streamed pass.
 
@@ -74,7 +76,11 @@ def evaluate(
         (n_q x d) embeddings, numpy array or torch tensor on any device.
     gallery:
         (n_g x d) embeddings, or None for leave-one-out over the queries (each query
-        ranks all the other queries).
+        ranks all the other queries). Queries that are also gallery rows relevant to
+        them (the same array passed twice, or queries stacked into the gallery) draw a
+        :class:`~retrieval_checks.errors.SelfMatchWarning` with the counts: each
+        retrieves itself first (give ``query_ids`` and ``gallery_ids`` to leave each
+        query's own item out of its ranking; a YAML suite fails such a check).
     query_labels, gallery_labels:
         One label per item (ints or strings; the same type on both sides). A gallery
         item is relevant to a query when the labels are equal. With ``gallery=None``
@@ -277,6 +283,7 @@ def evaluate(
     dims = None if slices is None else make_slices(slices, sides.n_q)  # before the pass
     own = self_pairs_of(sides, query_ids, gallery_ids, gallery_labels, req.ignore_identical_ids)
     rel = relevance_of(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
+    check_queries_in_gallery(sides, own, rel, every_fails=_self_match_fails)  # before the pass
     plan = plan_pass(
         list(sides.inputs),
         n_q=sides.n_q,

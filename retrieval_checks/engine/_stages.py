@@ -6,12 +6,13 @@ embedding metrics)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._arrays import as_numpy
-from ..errors import EmptyQueriesError, InputError, MetricNameError
+from .._arrays import as_numpy, is_torch_tensor
+from ..errors import EmptyQueriesError, InputError, MetricNameError, SelfMatchWarning
 from ..metrics._embedding import discriminant_ratio
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import pair_metric, pr_curve
@@ -41,6 +42,7 @@ __all__ = [
     "SelfPairs",
     "Sides",
     "aggregate_result",
+    "check_queries_in_gallery",
     "embedding_sides",
     "first_items",
     "grouped_options",
@@ -164,6 +166,118 @@ def embedding_sides(queries, gallery, similarity: str) -> Sides:
         )
     check_score_range(queries, gallery, similarity)
     return Sides(queries, gallery, n_q, int(gallery.shape[0]), d, (queries, gallery))
+
+
+# ----------------------------------------------------------------------------- queries in the gallery
+def _host_rows(x, rows=None, cols=None) -> np.ndarray:
+    """Rows ``rows`` (all: None) and the first ``cols`` columns (all: None) of a dense
+    numpy array or torch tensor, as float64 on the host (exact for every float and
+    integer dtype the engine takes; -0.0 made 0.0, so equal values compare equal)."""
+    part = x if cols is None else x[:, :cols]
+    if rows is not None:
+        part = part[rows] if not is_torch_tensor(part) else part[_torch_index(rows, part)]
+    host = as_numpy(part, "embeddings")
+    return np.asarray(host, dtype=np.float64) + 0.0
+
+
+def _torch_index(rows, like):
+    import torch
+
+    return torch.as_tensor(rows, dtype=torch.long, device=like.device)
+
+
+def queries_in_gallery(sides: Sides) -> np.ndarray:
+    """For each query, the index of a gallery row equal to it value for value (-1: none).
+    Keys of the first two columns find the candidates (a few for continuous embeddings),
+    whose whole rows are then compared: O((n_q + n_g) log n_g) on two columns, and whole
+    rows only where the keys match."""
+    n_q, n_g = sides.n_q, sides.n_g
+    found = np.full(n_q, -1, np.int64)
+    if n_q == 0 or n_g == 0:
+        return found
+    k = min(2, sides.d)
+
+    def keys(x):
+        v = _host_rows(x, cols=k).view(np.uint64)
+        out = v[:, 0].copy()
+        for j in range(1, k):
+            out ^= v[:, j] * np.uint64(0x9E3779B97F4A7C15)
+        return out
+
+    qk, gk = keys(sides.queries), keys(sides.gallery)
+    cand = np.flatnonzero(np.isin(qk, gk))
+    if cand.size == 0:
+        return found
+    order = np.argsort(gk, kind="stable")
+    srt = gk[order]
+    lo = np.searchsorted(srt, qk[cand], side="left")
+    hi = np.searchsorted(srt, qk[cand], side="right")
+    step = 1 << 14  # candidates compared a chunk at a time (host copies of their rows)
+    for s in range(0, cand.size, step):
+        c, a, e = cand[s : s + step], lo[s : s + step], hi[s : s + step]
+        Qc = _host_rows(sides.queries, rows=c)
+        width = int((e - a).max())
+        for t in range(min(width, 8)):  # the first 8 gallery rows of a key: duplicates
+            live = (found[c] < 0) & (a + t < e)
+            if not live.any():
+                break
+            g = order[np.minimum(a + t, srt.size - 1)]
+            same = live & (Qc == _host_rows(sides.gallery, rows=g)).all(axis=1)
+            found[c[same]] = g[same]
+    return found
+
+
+def _relevant_pairs(rel, q: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Whether gallery item ``g[i]`` is relevant to query ``q[i]`` (labels: the same
+    code; explicit relevance: a listed pair)."""
+    src = rel.source
+    if src.csr is None:
+        return src.q_codes[q] == src.g_codes[g]
+    csr, n_g = src.csr, src.n_g
+    keys = np.sort(csr.row_ids() * n_g + csr.indices)
+    want = q.astype(np.int64) * n_g + g
+    at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
+    return (keys[at] == want) if keys.size else np.zeros(q.size, bool)
+
+
+def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: bool = False) -> None:
+    """Warn (:class:`~retrieval_checks.errors.SelfMatchWarning`, with the counts) where
+    queries are also gallery rows relevant to them, value for value: the same array or
+    file given as both sides, or queries stacked into the gallery. Each such query
+    retrieves its own row first and scores near 1 whatever the model; a suite fails the
+    check when every query does. Equal rows that are not relevant to the query are
+    ordinary ties (discrete embeddings coincide) and say nothing. Not checked where the
+    caller named each item (ids: the self pairs leave a query's own item out of its
+    ranking), leave-one-out, or Hamming codes (short codes coincide by design).
+    ``every_fails`` (a suite's check): raise an :class:`InputError` instead where every
+    query does."""
+    if sides.loo or own.q_ids is not None or isinstance(sides.queries, PackedCodes):
+        return
+    found = queries_in_gallery(sides)
+    q = np.flatnonzero(found >= 0)
+    if q.size == 0:
+        return
+    n_found = int(_relevant_pairs(rel, q, found[q]).sum())
+    if n_found == 0:
+        return
+    every = n_found == sides.n_q
+    message = (
+        (
+            f"each of the {sides.n_q} queries is"
+            if every
+            else f"{n_found} of {sides.n_q} queries are"
+        )
+        + " also a gallery row relevant to it, value for value, so it retrieves itself "
+        "first and scores near 1 whatever the model ("
+        + ("the same array or file given as both?" if every else "leaked queries?")
+        + "). For leave-one-out give the items once, as queries, with no gallery (a YAML "
+        "suite: leave out `gallery:`); if the gallery holds each query's own item on "
+        "purpose, give query_ids=... and gallery_ids=... (a suite: `ids:` on both sides) "
+        "so that each query's own item leaves its ranking."
+    )
+    if every and every_fails:
+        raise InputError(f"queries and gallery: {message}")
+    warnings.warn(SelfMatchWarning(message, n_found=n_found, n_queries=sides.n_q), stacklevel=3)
 
 
 # ----------------------------------------------------------------------------- self pairs

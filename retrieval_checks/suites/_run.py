@@ -531,6 +531,7 @@ class SuiteRunner:
         return evaluate(
             q.embeddings,
             None if g is None else g.embeddings,
+            _self_match_fails=True,  # a gate on queries that retrieve themselves fails
             query_labels=q.labels,
             gallery_labels=None if g is None else g.labels,
             query_ids=q.ids,
