@@ -248,6 +248,7 @@ PUBLIC = {
         "SuiteRunner",
         "load_suite",
         "load_yaml",
+        "suite_errors",
     ],
     "retrieval_checks.tracking": [
         "History",

@@ -16,8 +16,9 @@ import json
 
 import pytest
 
-from retrieval_checks import RetrievalChecksError, SuiteError, load_suite
+from retrieval_checks import RetrievalChecksError, SuiteError
 from retrieval_checks.gates import GateEvent, skipped_limit
+from retrieval_checks.suites import suite_errors
 
 
 def matches(path, patterns: list[str]) -> bool:
@@ -29,10 +30,9 @@ class SuiteFile(pytest.File):
 
     def collect(self):
         try:
-            suite = load_suite(self.path)
+            suite, errors = suite_errors(self.path)
         except SuiteError as exc:
-            self.rc_error = exc
-            raise self.CollectError(f"invalid retrieval-checks suite\n{exc}") from None
+            suite, errors = None, [exc]
         except (
             Exception
         ) as exc:  # a bug of ours: still this file's collection error, never a quiet pass
@@ -42,6 +42,11 @@ class SuiteFile(pytest.File):
                 path=self.path,
             )
             raise self.CollectError(f"invalid retrieval-checks suite\n{self.rc_error}") from None
+        if errors:  # every independent error of the file, in file order (as `validate`)
+            self.rc_error = errors[0]
+            listed = "\n".join(str(e) for e in errors)
+            more = f"\n({len(errors)} errors)" if len(errors) > 1 else ""
+            raise self.CollectError(f"invalid retrieval-checks suite\n{listed}{more}")
         known = {line.split(":")[0].split("(")[0].strip() for line in self.config.getini("markers")}
         for name, _, _ in {
             m[0]: m for c in suite.checks for m in (*suite.markers, *c.markers)

@@ -50,8 +50,8 @@ from ..gates._regression import higher_is_better, measure_change
 from ..metrics._measurement import RETIRED_OPTIONS
 from ..metrics._names import metric_spec
 from ..options import parse_text
+from ..suites import suite_errors
 from ..suites._jsonschema import suite_json_schema
-from ..suites._schema import suite_errors
 from ..suites._slices import slice_column_errors
 from ._history import (
     DEFAULT_HISTORY,

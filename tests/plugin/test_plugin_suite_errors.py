@@ -88,6 +88,26 @@ def test_the_error_names_the_line_and_field(project):
     )
 
 
+def test_every_error_of_the_file_is_listed_at_collection(project):
+    """A suite with three independent errors shows all three (in file order, as
+    `retrieval-checks validate` does), not one per run of pytest (a new user fixed a
+    typo only to meet the next one)."""
+    _write(
+        project,
+        "option: {ties: optimistic}\ndatasets:\n  d: {queries: emb.npz}\nchecks:\n"
+        "  - {metric: hitrate@1, at_least: 0.5}\n  - {metric: map, at_lest: 0.5}\n",
+    )
+    result = project.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history", "none")
+    result.stdout.fnmatch_lines(
+        [
+            "*rc_bad.yaml:1: *option*",
+            "*rc_bad.yaml:5: *hitrate@1*",
+            "*rc_bad.yaml:6: *at_lest*Did you mean 'at_least'?*",
+            "*(3 errors)*",
+        ]
+    )
+
+
 def test_the_error_is_a_failed_record_in_the_table_json_and_history(project):
     _write(project, BROKEN["schema"])
     result = project.runpytest_inprocess(
@@ -126,7 +146,7 @@ def test_an_unexpected_loader_failure_is_also_a_collection_error(project, monkey
     def boom(path):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(_items, "load_suite", boom)
+    monkeypatch.setattr(_items, "suite_errors", boom)
     result = project.runpytest_inprocess(
         "-p", "no:cacheprovider", "--rc-history", "none", "-k", "plain"
     )
