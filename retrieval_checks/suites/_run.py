@@ -10,6 +10,7 @@ metrics are the union of what those checks measure.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -66,6 +67,24 @@ class _Part:
     labels: np.ndarray | None
     ids: np.ndarray | None
     source: Source
+
+
+@contextlib.contextmanager
+def _at_the_check(suite: Suite, check):
+    """The warnings a check's evaluation and gate give (skipped queries, intervals,
+    power, queries also in the gallery), each shown at the suite file's line of the
+    check, not at the library's line that raised it: pytest's summary then points a user
+    at the YAML they wrote. The warning filters stay as they are (an "error" filter
+    still raises where the warning is given)."""
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:  # a failing gate's warnings too
+        for w in caught:
+            warnings.warn_explicit(
+                w.message, w.category, filename=str(suite.path), lineno=check.line or 0
+            )
 
 
 class SuiteRunner:
@@ -790,7 +809,8 @@ class SuiteRunner:
         )
         where += f" [suite {suite.name}, {suite.path.name}:{check.line}]"
         try:
-            self._gate(suite, case, opts)
+            with _at_the_check(suite, check):
+                self._gate(suite, case, opts)
         except AssertionError as exc:
             raise AssertionError(f"{where}\n{exc}") from None
         except (

@@ -1573,6 +1573,30 @@ def test_max_skipped_fails_a_check_that_skips_more_queries(where, limit, passes)
     assert events[-1].n_used == 20 and events[-1].n_skipped == 20
 
 
+def test_a_checks_warnings_point_at_its_line_in_the_suite(where):
+    """The skipped queries' warning (and every warning of a check's evaluation and gate)
+    is shown at the suite file's line of the check, not at the library's line that
+    gave it (a new user saw `retrieval_checks/suites/_run.py:792`); a failing gate's
+    warnings too."""
+    path = write_suite(
+        where,
+        SKIP + "checks:\n  - {metric: map, at_least: 0.01}\n  - {metric: map, at_least: 0.99}\n",
+    )
+    suite = load_suite(path)
+    for case, line in zip(suite.cases, (4, 5)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                SuiteRunner().run(suite, case)
+            except AssertionError:
+                assert line == 5
+        skipped = [w for w in seen if "skipped" in str(w.message)]
+        assert skipped, [str(w.message) for w in seen]
+        assert all((w.filename, w.lineno) == (str(path), line) for w in seen), [
+            (w.filename, w.lineno) for w in seen
+        ]
+
+
 def test_max_skipped_session_default_and_check_override(where):
     suite = load_suite(
         write_suite(
