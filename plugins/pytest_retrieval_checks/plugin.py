@@ -559,6 +559,20 @@ def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _failed_outside_the_gates(tr, outcomes: list) -> int:
+    """Failed or errored tests (and collection errors) of the session that left no gate
+    record: a test that raised before its gate, a plain ``assert``. A new user read "3
+    gates: 3 passed" above a red session."""
+    gated = {str(o.get("test", "")) for o in outcomes}
+    ids = {
+        getattr(r, "nodeid", "")
+        for key in ("failed", "error")
+        for r in tr.stats.get(key, [])
+        if getattr(r, "when", "call") != "teardown" or key == "error"
+    }
+    return len({i for i in ids if i not in gated})
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _is_worker(config):
         return
@@ -575,6 +589,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line(line, yellow=True)
         for line in _slice_report.summary_lines(outcomes, width=width, mode=mode, order=order):
             tr.write_line(line, red=line.rstrip().endswith("FAIL"))
+        other = _failed_outside_the_gates(tr, outcomes)
+        if other:  # the table counts gates: a red session must not read green from it
+            note = (
+                f"retrieval-checks: {_reports.plural(other, 'other test')} of this session "
+                f"{'fails' if other == 1 else 'fail'} outside the gates above (not in their count)."
+            )
+            for line in _reports.wrapped(note, width):
+                tr.write_line(line, red=True)
     for family in getattr(config, "_rc_families", []):
         if not family["failed"] and (
             mode == "none" or (family["correction"] == "none" and family["size"] < 2)

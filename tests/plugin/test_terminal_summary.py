@@ -237,6 +237,27 @@ def test_quiet_shows_the_failed_gates_and_very_quiet_none(module):
     assert sum(" PASS" in line or " FAIL" in line for line in full) == 3
 
 
+def test_tests_that_fail_outside_the_gates_are_named_under_the_table(pytester):
+    """The table counts gates: "1 gate: 1 passed" above a session whose other tests failed
+    (a TypeError before any gate, a plain assert) read green to a new user; a line under
+    the table now says how many other tests failed. None when only gates fail."""
+    pytester.makepyfile(
+        test_mixed=TESTS.split("def test_passes")[0]
+        + "def test_gate(rc_evaluate):\n"
+        + "    assert_map_at_least(rc_evaluate(A, query_labels=y, metrics=['map']), 0.3)\n\n"
+        + "def test_typo(rc_evaluate):\n    rc_evaluate(A, labels=y)\n\n"
+        + "def test_plain():\n    assert 1 == 2\n"
+    )
+    result = _pytest(pytester, columns=200)
+    section = _section(result.stdout)
+    assert section[1] == "1 gate: 1 passed, 0 failed"
+    assert any(
+        "2 other tests of this session fail outside the gates above" in line for line in section
+    )
+    only_gates = _pytest(pytester, "-k", "gate", columns=200)
+    assert "outside the gates" not in only_gates.stdout
+
+
 def test_a_bad_summary_mode_is_a_usage_error(module):
     result = _pytest(module, "--rc-summary=quiet")
     assert result.returncode == 4
