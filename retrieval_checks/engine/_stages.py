@@ -268,13 +268,14 @@ def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: boo
     every = n_found == sides.n_q
     message = (
         (
-            f"each of the {sides.n_q} queries is"
+            f"each of the {sides.n_q} queries is also a gallery row relevant to it, value for "
+            "value, so it retrieves itself first"
             if every
-            else f"{n_found} of {sides.n_q} queries are"
+            else f"{n_found} of {sides.n_q} queries are also gallery rows relevant to them, "
+            "value for value, so each retrieves itself first"
         )
-        + " also a gallery row relevant to it, value for value, so it retrieves itself "
-        "first and scores near 1 whatever the model ("
-        + ("the same array or file given as both?" if every else "leaked queries?")
+        + " and scores near 1 whatever the model ("
+        + ("the same array or file given as both?" if every else "leaked queries, or duplicates?")
         + "). For leave-one-out give the items once, as queries, with no gallery (a YAML "
         "suite: leave out `gallery:`); if the gallery holds each query's own item on "
         "purpose, give query_ids=... and gallery_ids=... (a suite: `ids:` on both sides) "

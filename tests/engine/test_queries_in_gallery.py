@@ -74,7 +74,7 @@ def test_some_queries_in_the_gallery_are_counted_only_where_relevant():
     result, said = _caught(queries=E, gallery=gallery, query_labels=L, gallery_labels=labels)
     (w,) = said
     assert (w.n_found, w.n_queries) == (10, 200)
-    assert str(w).startswith("10 of 200 queries are also a gallery row relevant to it")
+    assert str(w).startswith("10 of 200 queries are also gallery rows relevant to them")
     assert result.n_used == 200
 
 
