@@ -35,6 +35,7 @@ __all__ = [
     "Problem",
     "RelevanceSource",
     "plan_blocks",
+    "sorted_lookup",
     "block_rows",
     "block_scores",
     "masked_scores",
@@ -142,7 +143,7 @@ class RelevanceSource:
             return rel
         n_g = self.n_g
         keys = rel.row_ids() * n_g + rel.indices
-        keep = ~_lookup(np.sort(own.row_ids() * n_g + own.indices), keys)[0]
+        keep = ~sorted_lookup(np.sort(own.row_ids() * n_g + own.indices), keys)[0]
         if keep.all():
             return rel
         rid = rel.row_ids()[keep]
@@ -165,37 +166,38 @@ class RelevanceSource:
             )
         return out
 
+    def relevant(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Whether gallery item ``cols[i]`` is relevant to query ``rows[i]`` (self matches
+        not excluded: the pairs asked are often the self pairs), and, with explicit
+        relevance, where each found pair sits in the relevance's CSR (None with labels)."""
+        if self.csr is None:
+            return self.q_codes[rows] == self.g_codes[cols], None
+        keys = self.csr.row_ids() * self.n_g + self.csr.indices  # ascending: rows sorted
+        return sorted_lookup(keys, rows * self.n_g + cols)
+
     def own_relevant(self) -> tuple[np.ndarray, np.ndarray | None]:
         """The self pairs that are relevant: each one's query row and grade (None with
         binary relevance), rows ascending. BEIR's ``ignore_identical_ids`` keeps them in
         the relevant set while the ranking leaves them out."""
-        rid, cols = self.self_pairs.row_ids(), self.self_pairs.indices
-        if self.csr is None:
-            return rid[self.q_codes[rid] == self.g_codes[cols]], None
-        keys = self.csr.row_ids() * self.n_g + self.csr.indices  # ascending: rows sorted
-        found, at = _lookup(keys, rid * self.n_g + cols)
-        grades = None if self.csr.grades is None else self.csr.grades[at[found]]
+        rid = self.self_pairs.row_ids()
+        found, at = self.relevant(rid, self.self_pairs.indices)
+        grades = None if self.csr is None or self.csr.grades is None else self.csr.grades[at[found]]
         return rid[found], grades
 
     def counts(self, n_q: int) -> np.ndarray:
         """Number of relevant gallery items of every query (self matches excluded),
         without materialising the relevant pairs: with labels, the gallery's count of
         each label code read at every query's code (O(n), no sort, no search)."""
-        rid, cols = self.self_pairs.row_ids(), self.self_pairs.indices
+        rid = self.self_pairs.row_ids()
+        own_relevant = rid[self.relevant(rid, self.self_pairs.indices)[0]]
         if self.csr is None:
             q, g = self.q_codes, self.g_codes
             n_codes = 1 + max(int(q.max()) if q.size else -1, int(g.max()) if g.size else -1)
-            per_code = np.bincount(g, minlength=n_codes)
-            own_relevant = rid[q[rid] == g[cols]]
-            return per_code[q] - np.bincount(own_relevant, minlength=n_q)
-        else:
-            lo, hi = self.csr.indptr[:-1], self.csr.indptr[1:]
-            keys = self.csr.row_ids() * self.n_g + self.csr.indices  # ascending
-            own_relevant = rid[_lookup(keys, rid * self.n_g + cols)[0]]
-        return (hi - lo) - np.bincount(own_relevant, minlength=n_q)
+            return np.bincount(g, minlength=n_codes)[q] - np.bincount(own_relevant, minlength=n_q)
+        return np.diff(self.csr.indptr) - np.bincount(own_relevant, minlength=n_q)
 
 
-def _lookup(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_lookup(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Whether each of ``wanted`` is among ``sorted_keys`` (ascending), and where: a
     search in the sorted keys, three times faster than ``np.isin`` (which sorts both
     sides): 11 ms against 30 ms for 500k relevant pairs of 50k rows."""

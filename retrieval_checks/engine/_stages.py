@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arrays import as_numpy, is_torch_tensor
+from .._arrays import as_numpy
 from ..errors import EmptyQueriesError, InputError, MetricNameError, SelfMatchWarning
 from ..metrics._embedding import discriminant_ratio
 from ..metrics._names import MetricSpec
@@ -19,7 +19,7 @@ from ..metrics._pairs import pair_metric, pr_curve
 from ..metrics._policies import GRADED, parse_metric_list
 from ..metrics._ranking import aggregate
 from ..options import check_embedding_ties, check_option
-from ._blocks import RelevanceSource
+from ._blocks import RelevanceSource, sorted_lookup
 from ._fused_tasks import grouped_kernel
 from ._grouped import GroupedRecall, grouped_recall_values
 from ._hamming import PackedCodes, pack_sides
@@ -169,21 +169,15 @@ def embedding_sides(queries, gallery, similarity: str) -> Sides:
 
 
 # ----------------------------------------------------------------------------- queries in the gallery
-def _host_rows(x, rows=None, cols=None) -> np.ndarray:
+def _rows_f64(x, rows=None, cols=None) -> np.ndarray:
     """Rows ``rows`` (all: None) and the first ``cols`` columns (all: None) of a dense
-    numpy array or torch tensor, as float64 on the host (exact for every float and
-    integer dtype the engine takes; -0.0 made 0.0, so equal values compare equal)."""
+    numpy array or torch tensor (any device: numpy indices index both), as float64 on
+    the host (exact for every float and integer dtype the engine takes; -0.0 made 0.0,
+    so equal values compare equal)."""
     part = x if cols is None else x[:, :cols]
     if rows is not None:
-        part = part[rows] if not is_torch_tensor(part) else part[_torch_index(rows, part)]
-    host = as_numpy(part, "embeddings")
-    return np.asarray(host, dtype=np.float64) + 0.0
-
-
-def _torch_index(rows, like):
-    import torch
-
-    return torch.as_tensor(rows, dtype=torch.long, device=like.device)
+        part = part[rows]
+    return np.asarray(as_numpy(part, "embeddings"), dtype=np.float64) + 0.0
 
 
 def queries_in_gallery(sides: Sides) -> np.ndarray:
@@ -201,16 +195,15 @@ def queries_in_gallery(sides: Sides) -> np.ndarray:
         n = int(x.shape[0])
         out = np.empty(n, np.uint64)
         for s in range(0, n, 1 << 20):
-            v = _host_rows(x[s : s + (1 << 20)], cols=k).view(np.uint64)
+            v = _rows_f64(x[s : s + (1 << 20)], cols=k).view(np.uint64)
             out[s : s + v.shape[0]] = v[:, 0]
             for j in range(1, k):
                 out[s : s + v.shape[0]] ^= v[:, j] * np.uint64(0x9E3779B97F4A7C15)
         return out
 
     qk, gk = keys(sides.queries), keys(sides.gallery)
-    srt = np.sort(gk)  # (np.isin hashed: 0.8 s for 100k queries against 1M rows; this 0.1 s)
-    at = np.minimum(np.searchsorted(srt, qk), srt.size - 1)
-    cand = np.flatnonzero(srt[at] == qk)
+    # (np.isin hashed: 0.8 s for 100k queries against 1M rows; a search in sorted keys 0.1 s)
+    cand = np.flatnonzero(sorted_lookup(np.sort(gk), qk)[0])
     if cand.size == 0:
         return found
     order = np.argsort(gk, kind="stable")
@@ -220,29 +213,16 @@ def queries_in_gallery(sides: Sides) -> np.ndarray:
     step = 1 << 14  # candidates compared a chunk at a time (host copies of their rows)
     for s in range(0, cand.size, step):
         c, a, e = cand[s : s + step], lo[s : s + step], hi[s : s + step]
-        Qc = _host_rows(sides.queries, rows=c)
+        Qc = _rows_f64(sides.queries, rows=c)
         width = int((e - a).max())
         for t in range(min(width, 8)):  # the first 8 gallery rows of a key: duplicates
             live = (found[c] < 0) & (a + t < e)
             if not live.any():
                 break
             g = order[np.minimum(a + t, srt.size - 1)]
-            same = live & (Qc == _host_rows(sides.gallery, rows=g)).all(axis=1)
+            same = live & (Qc == _rows_f64(sides.gallery, rows=g)).all(axis=1)
             found[c[same]] = g[same]
     return found
-
-
-def _relevant_pairs(rel, q: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Whether gallery item ``g[i]`` is relevant to query ``q[i]`` (labels: the same
-    code; explicit relevance: a listed pair)."""
-    src = rel.source
-    if src.csr is None:
-        return src.q_codes[q] == src.g_codes[g]
-    csr, n_g = src.csr, src.n_g
-    keys = np.sort(csr.row_ids() * n_g + csr.indices)
-    want = q.astype(np.int64) * n_g + g
-    at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
-    return (keys[at] == want) if keys.size else np.zeros(q.size, bool)
 
 
 def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: bool = False) -> None:
@@ -262,7 +242,7 @@ def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: boo
     q = np.flatnonzero(found >= 0)
     if q.size == 0:
         return
-    n_found = int(_relevant_pairs(rel, q, found[q]).sum())
+    n_found = int(rel.source.relevant(q, found[q])[0].sum())
     if n_found == 0:
         return
     every = n_found == sides.n_q
