@@ -8,7 +8,7 @@ import numpy as np
 __all__ = ["norm_cdf", "norm_ppf", "norm_sf", "special", "stats", "t_cdf", "t_ppf", "t_sf"]
 
 
-class _LazyModule:
+class LazyModule:
     """A module imported when one of its attributes is first read."""
 
     def __init__(self, name: str):
@@ -24,14 +24,14 @@ class _LazyModule:
 
 
 #: ``scipy.stats``, imported on first use.
-stats = _LazyModule("scipy.stats")
+stats = LazyModule("scipy.stats")
 
 
 #: ``scipy.special``, imported on first use: it holds the functions behind the
 #: distributions below, and imports in about a third of scipy.stats' time (~0.5 s
 #: against ~1.6 s in a fresh process: every pytest session, xdist worker or rank that
 #: evaluates a significance-gated check, an interval or a comparison pays it).
-special = _LazyModule("scipy.special")
+special = LazyModule("scipy.special")
 
 # The normal and Student's t functions the library uses, as scipy.stats computes them
 # (its norm._cdf is special.ndtr, norm._ppf ndtri, t._cdf stdtr(df, x), t._sf

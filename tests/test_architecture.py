@@ -377,11 +377,11 @@ _OPTIONAL_MODULES = tuple(
 )
 
 
-def engine_imports(root: Path = ROOT):
-    """Every import of every engine module (``engine/`` and its subpackages):
-    ``(module, line, inside a function, [(absolute module, imported name or None)])``."""
-    engine = root / "retrieval_checks" / "engine"
-    for path in sorted(engine.rglob("*.py")):
+def engine_imports(root: Path = ROOT, where: str = "retrieval_checks/engine"):
+    """Every import of every module under ``where`` (the engine and its subpackages by
+    default): ``(module, line, inside a function, [(absolute module, imported name or
+    None)])``."""
+    for path in sorted((root / where).rglob("*.py")):
         parts = path.relative_to(root).with_suffix("").parts
         package = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
         name = ".".join(parts)
@@ -411,12 +411,16 @@ def _is_module(root: Path, dotted: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def private_reach_ins(root: Path = ROOT) -> list[str]:
-    """Engine imports of a private name (not a module) defined in another module."""
+def private_reach_ins(root: Path = ROOT, where: str = "retrieval_checks/engine") -> list[str]:
+    """Imports, by the modules under ``where``, of a private name (not a module) defined
+    in another module."""
     found = []
-    for name, line, _, targets in engine_imports(root):
+    for name, line, _, targets in engine_imports(root, where):
         for module, imported in targets:
-            if not module.startswith("retrieval_checks") or not (imported or "").startswith("_"):
+            name_ = imported or ""
+            if not module.startswith("retrieval_checks") or not name_.startswith("_"):
+                continue
+            if name_.startswith("__") and name_.endswith("__"):  # __version__, __all__
                 continue
             if not _is_module(root, f"{module}.{imported}"):
                 found.append(f"{name}:{line} imports {imported} from {module}")
@@ -448,6 +452,15 @@ def test_engine_modules_use_no_private_name_of_another_and_import_locally_only_t
     import when they select them): the rest is imported at the top, where cycles show."""
     assert not private_reach_ins(), private_reach_ins()
     assert not local_imports(), local_imports()
+
+
+def test_no_module_of_the_library_or_plugin_uses_a_private_name_of_another():
+    """Outside the engine too (gates, suites, stats, models, tracking, the plugin): a
+    name another module needs is not private to its own (``from ._schema import
+    _describe`` was one of 20 such imports; the names are now public in their private
+    modules, and helpers two modules share live in the lower one)."""
+    for where in ("retrieval_checks", "plugins"):
+        assert not private_reach_ins(where=where), private_reach_ins(where=where)
 
 
 def test_the_import_audit_sees_reach_ins_and_local_imports(tmp_path):

@@ -95,7 +95,7 @@ from .counting import _kernels
 
 __all__ = ["evaluate_run"]
 
-_FAMILIES = (
+RUN_FAMILIES = (
     "hit_rate",
     "recall",
     "precision",
@@ -135,10 +135,10 @@ _WHY = {
 
 
 # ----------------------------------------------------------------------------- options
-def _parse_metrics(metrics) -> list[MetricSpec]:
+def parse_run_metrics(metrics) -> list[MetricSpec]:
     specs = parse_metric_list(metrics, "['map', 'ndcg@10']")
     for s in specs:
-        if s.family not in _FAMILIES:
+        if s.family not in RUN_FAMILIES:
             why = _WHY.get(s.kind, "it is not a metric of one query's ranking")
             if s.capabilities.entry == "ann_recall":
                 why = (
@@ -147,7 +147,7 @@ def _parse_metrics(metrics) -> list[MetricSpec]:
                 )
             raise MetricNameError(
                 f"{s.name!r} cannot be computed from a run: {why}. A run gives the query-level "
-                f"metrics: {', '.join(_FAMILIES)}.",
+                f"metrics: {', '.join(RUN_FAMILIES)}.",
                 name=s.name,
             )
     return specs
@@ -205,7 +205,7 @@ def _options(
             "document whose id is the query's id is dropped from the run, BEIR's rule)."
         )
     return _Request(
-        specs=_parse_metrics(metrics),
+        specs=parse_run_metrics(metrics),
         ties=check_option("ties", ties),
         empty_queries=check_option("empty_queries", empty_queries),
         relevance_level=positive_int(

@@ -563,7 +563,7 @@ def certain_k(result, spec) -> tuple[int | None, str]:
     return int(k.max()), "past every non-relevant candidate of every query"
 
 
-def _bounds(result, spec, at_least, at_most) -> tuple:
+def threshold_bounds(result, spec, at_least, at_most) -> tuple:
     """``at_least`` and ``at_most`` checked against the metric's unit and range, a
     rank's against the largest rank a query of ``result`` can get, and a recall's
     against a K that makes it 1 whatever the model."""
@@ -672,7 +672,7 @@ def assert_metric(
     max_skipped = GATE_FIELDS["max_skipped"].check(max_skipped)
     _require_result(result, _gate)
     spec = _spec(name)  # a suite's check passes its parsed MetricSpec
-    at_least, at_most = _bounds(result, spec, at_least, at_most)
+    at_least, at_most = threshold_bounds(result, spec, at_least, at_most)
     m = _measure(result, spec, _gate)
     found, why = _interval(result, m, confidence, seed, spec) if on == "interval" else (None, None)
     if on == "interval" and found is None:

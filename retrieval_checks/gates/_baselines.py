@@ -86,7 +86,7 @@ SIGNIFICANT_DIGITS = 6
 _ROUNDED_REL_TOL = 2e-5
 
 
-def _round(x):
+def round_stored(x):
     """A float rounded to SIGNIFICANT_DIGITS significant digits; anything else as it is
     (integers, and what check_record will refuse)."""
     if isinstance(x, float) and math.isfinite(x):
@@ -137,10 +137,10 @@ def rounded_record(rec):
         return rec
     out = dict(rec)
     if "value" in out:
-        out["value"] = _round(out["value"])
+        out["value"] = round_stored(out["value"])
     iv = out.get("interval")
     if isinstance(iv, (list, tuple)) and len(iv) == 2:
-        low, high = _round(iv[0]), _round(iv[1])
+        low, high = round_stored(iv[0]), round_stored(iv[1])
         v, v0 = out.get("value"), rec.get("value")
         held = (
             all(isinstance(x, float) and math.isfinite(x) for x in (*iv, low, high))
@@ -154,7 +154,7 @@ def rounded_record(rec):
     units = out.get("units")
     if isinstance(units, Mapping):
         out["units"] = {
-            k: [_round(u[0]), u[1]] if isinstance(u, (list, tuple)) and len(u) == 2 else u
+            k: [round_stored(u[0]), u[1]] if isinstance(u, (list, tuple)) and len(u) == 2 else u
             for k, u in units.items()
         }
     return out

@@ -443,7 +443,7 @@ def bound_power(
     is the power the requirement states."""
     import math
 
-    from ..stats._power import _z, check_power, power_of
+    from ..stats._power import check_power, normal_quantile, power_of
 
     power = check_power(power)
     min_power = check_power(min_power, "min_power")
@@ -459,7 +459,7 @@ def bound_power(
     if se is None or not math.isfinite(se):
         dof = None
         ok = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high))
-        se = (high - low) / (2 * _z(1 - level)) if ok else None
+        se = (high - low) / (2 * normal_quantile(1 - level)) if ok else None
     if hasattr(source, "n_first"):  # a Gap: its smaller side
         n_units = min(int(source.n_first or 0), int(source.n_second or 0))
     else:

@@ -29,8 +29,8 @@ from ..metrics._names import metric_spec
 from ..metrics._thresholds import check_threshold
 from ..stats._intervals import MIN_INTERVAL_UNITS
 from ..stats._slices import no_value_cause, require_slices, slice_intervals
-from ._assertions import _bounds  # the thresholds rule of assert_metric (range, certain K)
-from ._baselines import _round
+from ._assertions import threshold_bounds  # the thresholds rule of assert_metric (range, certain K)
+from ._baselines import round_stored
 from ._events import GateEvent, emit
 from ._exact import exceeds
 
@@ -368,7 +368,7 @@ def assert_slices(
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
     _on(on, spec)
-    at_least, at_most = _bounds(result, spec, at_least, at_most)
+    at_least, at_most = threshold_bounds(result, spec, at_least, at_most)
     if at_least is not None and at_most is not None and at_least > at_most:
         raise InputError(
             f"at_least={at_least:g} > at_most={at_most:g} for {spec.name}: no value passes both; swap them."
@@ -596,7 +596,7 @@ def assert_worst_slice(
     all_slices = require_slices(result, _gate)
     spec = metric_spec(metric)
     _on(on, spec)
-    at_least, at_most = _bounds(result, spec, at_least, at_most)
+    at_least, at_most = threshold_bounds(result, spec, at_least, at_most)
     names = _holding(all_slices, _named_slices(all_slices, None, _gate), spec.name, _gate, False)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     _refuse_small(
@@ -953,7 +953,7 @@ def assert_no_slice_regression(
         row = ivs[n].to_dict()
         # both at the precision a baselines file stores (as assert_no_regression compares): a
         # result equal to its stored baseline compares equal
-        now, then = _round(float(ivs[n].value)), _round(float(base[n]))
+        now, then = round_stored(float(ivs[n].value)), round_stored(float(base[n]))
         drop = sign * (then - now)
         allowed = min(
             v

@@ -64,7 +64,7 @@ METRIC_TEMPLATES: tuple[str, ...] = tuple(
     for t in ((f.template, f"{f.name}@K") if f.name in _OPTIONAL_K else (f.template,))
 )
 
-_ALIASES = {
+ALIASES = {
     "cmc": "hit_rate",
     "ap": "map",
     "r-precision": "r_precision",
@@ -258,7 +258,7 @@ def _suggest(name: str) -> str | None:
     lowered = name.strip().lower()
     base, _, param = lowered.partition("@")
     base = base.strip()
-    base = _ALIASES.get(base, base)  # cmc@0 -> hit_rate@K, as cmc@5 means hit_rate@5
+    base = ALIASES.get(base, base)  # cmc@0 -> hit_rate@K, as cmc@5 means hit_rate@5
     param = name.strip().partition("@")[2]  # the user's own case: map@R, recall@K
     lowered = f"{base}@{param.lower()}" if "@" in lowered else base
     candidates = {_concrete(t, param) for t in METRIC_TEMPLATES}
@@ -481,8 +481,8 @@ def parse_metric(name: str) -> MetricSpec:
     if trec:  # trec_eval's P_10, ndcg_cut_10, iprec_at_recall_0.50
         text = f"{_TREC_BASE[trec[1].lower()]}@{trec[2]}"
     base, at, param = text.partition("@")
-    base = base.strip().lower().replace("-", "_") if base.lower() not in _ALIASES else base.lower()
-    base = _ALIASES.get(base, base)
+    base = base.strip().lower().replace("-", "_") if base.lower() not in ALIASES else base.lower()
+    base = ALIASES.get(base, base)
     param = param.strip()
     if len(param) > MAX_PARAM_CHARS:
         raise MetricNameError(

@@ -229,8 +229,8 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
                 "takes numeric tensors; embed texts with a text model (retrieval_checks.models.load("
                 "'sentence_transformers' or 'huggingface', path)) or a callable taking a list of strings."
             )
-        kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
-        return _as_embeddings(
+        kwargs = {"part": part} if part is not None and accepts_keyword(model, "part") else {}
+        return as_embeddings(
             model(texts, **kwargs),
             len(texts),
             getattr(model, "__name__", type(model).__name__),
@@ -238,9 +238,9 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
         )
     x = _inputs(inputs, torch, is_module)
     if not is_module:
-        kwargs = {"part": part} if part is not None and _accepts(model, "part") else {}
+        kwargs = {"part": part} if part is not None and accepts_keyword(model, "part") else {}
         out = model(x, **kwargs)
-        return _as_embeddings(
+        return as_embeddings(
             out, x.shape[0], getattr(model, "__name__", type(model).__name__), _output
         )
     batch_size = int(batch_size)
@@ -294,7 +294,7 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
             model.train(was_training)
         if original_device is not None:
             model.to(original_device)
-    return _as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__, _output)
+    return as_embeddings(np.concatenate(outs), x.shape[0], type(model).__name__, _output)
 
 
 def _texts(inputs) -> list | None:
@@ -386,7 +386,7 @@ def _tensor_numpy(x, torch) -> np.ndarray:
     return x.numpy()
 
 
-def _accepts(fn, name: str) -> bool:
+def accepts_keyword(fn, name: str) -> bool:
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -479,7 +479,7 @@ def _host(out, n: int | None, who: str, what: str) -> np.ndarray:
     return arr
 
 
-def _as_embeddings(out, n: int, who: str, what: str = "embeddings") -> np.ndarray:
+def as_embeddings(out, n: int, who: str, what: str = "embeddings") -> np.ndarray:
     arr = _host(out, n, who, what)
     if arr.ndim != 2 or arr.shape[0] != n:
         raise InputError(
@@ -602,7 +602,7 @@ def _import_target_module(target: str, base_dir: Path | None):
     return module, obj
 
 
-def _file_digest(path: Path, what: str = "file") -> str:
+def file_digest(path: Path, what: str = "file") -> str:
     return file_sha256(check_file(path, what=what), f"the {what}")
 
 
@@ -617,7 +617,7 @@ def model_fingerprint(model) -> str:
         return hub_fingerprint(model.kind, Path(model.path), model.settings)
     parts = {"kind": model.kind, "target": model.target, "kwargs": model.kwargs}
     if model.path is not None:
-        parts["file"] = _file_digest(Path(model.path), _FILE_ROLE.get(model.kind, "model file"))
+        parts["file"] = file_digest(Path(model.path), _FILE_ROLE.get(model.kind, "model file"))
     files = {}
     for k, v in _kwarg_strings(model.kwargs or {}):
         p = Path(v)
@@ -627,7 +627,7 @@ def model_fingerprint(model) -> str:
             except OSError:  # a name too long to be a path, and the like: not a file
                 is_file = is_dir = False
             if is_file:
-                files[k] = _file_digest(cand, f"file of kwargs.{k}")
+                files[k] = file_digest(cand, f"file of kwargs.{k}")
                 break
             if is_dir and v.strip(
                 "./\\"
@@ -704,7 +704,7 @@ def _folder_digest(path: Path, what: str) -> dict | str:
                 return f"session:{os.urandom(16).hex()}"
             f = Path(root) / name
             if f.is_file():
-                out[f.relative_to(path).as_posix()] = _file_digest(f, f"file of {what}")
+                out[f.relative_to(path).as_posix()] = file_digest(f, f"file of {what}")
     return out
 
 

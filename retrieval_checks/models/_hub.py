@@ -193,16 +193,16 @@ def _wants_file(kind: str, settings: dict) -> bool:
 
 def _digest_tree(p: Path) -> dict:
     """SHA-256 of every file under ``p`` (a file, or a directory walked in sorted order)."""
-    from ._embed import _file_digest
+    from ._embed import file_digest
 
     if p.is_file():
-        return {p.name: _file_digest(p, "model file")}
+        return {p.name: file_digest(p, "model file")}
     out = {}
     for root, dirs, files in os.walk(p):
         dirs.sort()
         for name in sorted(files):
             f = Path(root) / name
-            out[f.relative_to(p).as_posix()] = _file_digest(f, "model file")
+            out[f.relative_to(p).as_posix()] = file_digest(f, "model file")
     if not out:
         raise InputError(f"{p}: the model directory is empty; save the model there first.")
     return out
@@ -330,7 +330,7 @@ class HubModel:
         finally:
             if bar is not None:
                 bar.close()
-        from ._embed import _as_embeddings
+        from ._embed import as_embeddings
 
         cut = self._parts.get("too_long")
         n_cut = cut(items, part) if cut is not None and modality == "text" else 0
@@ -343,7 +343,7 @@ class HubModel:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        return _as_embeddings(np.concatenate(outs), len(items), f"{self.kind} model {self.path}")
+        return as_embeddings(np.concatenate(outs), len(items), f"{self.kind} model {self.path}")
 
 
 def _bar(n: int, batch_size: int, progress, part):

@@ -255,12 +255,12 @@ def compare(
             f"The candidate was evaluated on {candidate.n_queries} queries and the baseline on "
             f"{baseline.n_queries}; a paired comparison needs the same queries in the same order."
         )
-    _same_queries(candidate, baseline)
+    same_queries(candidate, baseline)
     _same_options(candidate, baseline, spec.name)
     if spec.kind == "grouped":
         pairs = _group_pairs(spec, candidate.grouped[spec.name], baseline.grouped[spec.name])
     else:
-        pairs = _query_pairs(spec, candidate, baseline, cluster)
+        pairs = query_pairs(spec, candidate, baseline, cluster)
     n = pairs.a.size
     if n < 2:
         raise InputError(f"{spec.name}: {n} paired units; a comparison needs at least 2.")
@@ -304,7 +304,7 @@ def _first_difference(a, b) -> int | None:
     return int(diff[0]) if diff.size else None
 
 
-def _same_queries(candidate, baseline) -> None:
+def same_queries(candidate, baseline) -> None:
     """Refuse two results that were not computed on the same queries in the same order:
     their labels, ids, gallery size or relevant counts per query (which do not depend on
     the model) differ. Equal query counts alone would pair query i of one set with an
@@ -365,7 +365,7 @@ def _group_pairs(spec, g1, g2) -> _Pairs:
     )
 
 
-def _query_pairs(spec, candidate, baseline, cluster) -> _Pairs:
+def query_pairs(spec, candidate, baseline, cluster) -> _Pairs:
     if spec.name not in candidate.per_query:
         raise InputError(
             f"{spec.name} is a global metric; a paired comparison needs per-query values."

@@ -21,7 +21,7 @@ import numpy as np
 from .._lazy import stats
 from ..errors import InputError
 from ..options import check_option
-from ._intervals import _finite_values, few_units_note, warn_notes
+from ._intervals import few_units_note, finite_values, warn_notes
 
 __all__ = ["MeasureCorrelation", "correlate_with_gap", "selection_accuracy"]
 
@@ -128,7 +128,7 @@ def selection_accuracy(measure, gaps, *, higher_is_better: bool = True) -> float
     >>> rc.selection_accuracy(cam, gaps, higher_is_better=False)
     0.0
     """
-    m, g = _finite_values(measure, "measure"), _finite_values(gaps, "gaps")
+    m, g = finite_values(measure, "measure"), finite_values(gaps, "gaps")
     if m.shape != g.shape:
         raise InputError(
             f"measure has {m.size} values but gaps {g.size}: give one value per model in both."
@@ -200,7 +200,7 @@ def correlate_with_gap(
             f"higher_is_better must be a dict {{measure name: True or False}}, got "
             f"{type(higher_is_better).__name__}."
         )
-    g = _finite_values(gaps, "gaps")
+    g = finite_values(gaps, "gaps")
     if g.size < 3:
         raise InputError(f"gaps must hold one value per model, at least 3; got {g.size}.")
     higher_is_better = higher_is_better or {}
@@ -208,7 +208,7 @@ def correlate_with_gap(
     warn_notes([note] if note else [])
     out = []
     for name, values in measures.items():
-        v = _finite_values(values, f"measures[{name!r}]")
+        v = finite_values(values, f"measures[{name!r}]")
         if v.shape != g.shape:
             raise InputError(f"measure {name!r} has {v.size} values for {g.size} models.")
         n = g.size

@@ -166,7 +166,7 @@ def check_count(value, name: str, *, low: int = 0) -> int:
     return int(value)
 
 
-def _finite_values(values, name: str) -> np.ndarray:
+def finite_values(values, name: str) -> np.ndarray:
     """A 1-D float64 array of finite numbers, or InputError naming ``name``."""
     if isinstance(values, (str, bytes)) or isinstance(values, dict):
         raise InputError(

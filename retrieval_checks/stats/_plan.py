@@ -89,7 +89,7 @@ def _cluster_se(d: np.ndarray, clusters) -> tuple[float, int]:
 
 def _from_results(pilot, baseline, metric: str, cluster: str, correlation: float):
     from ..metrics._names import parse_metric
-    from ._compare import _query_pairs, _same_queries
+    from ._compare import query_pairs, same_queries
     from ._intervals import resolve_cluster
 
     spec = parse_metric(metric)
@@ -104,8 +104,8 @@ def _from_results(pilot, baseline, metric: str, cluster: str, correlation: float
                 "plan_queries: the pilot and its baseline were evaluated on different queries; the "
                 "paired differences need the same queries in the same order."
             )
-        _same_queries(pilot, baseline)
-        pairs = _query_pairs(spec, pilot, baseline, cluster)
+        same_queries(pilot, baseline)
+        pairs = query_pairs(spec, pilot, baseline, cluster)
         d = pairs.a - pairs.b
         se, n_units = _cluster_se(d, pairs.clusters)
         unit = pairs.unit

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._lazy import _LazyModule
+from .._lazy import LazyModule
 from .._suggest import shown
 from ..errors import InputError
 
@@ -43,11 +43,11 @@ __all__ = [
     "power_of",
 ]
 
-optimize = _LazyModule("scipy.optimize")
-special = _LazyModule("scipy.special")  # the distributions' functions without scipy.stats' overhead
+optimize = LazyModule("scipy.optimize")
+special = LazyModule("scipy.special")  # the distributions' functions without scipy.stats' overhead
 
 
-def _z(p: float) -> float:  # the standard normal's p-quantile
+def normal_quantile(p: float) -> float:  # the standard normal's p-quantile
     return float(special.ndtri(p))
 
 
@@ -102,7 +102,7 @@ def power_at(drop: float, se: float, *, level: float, dof: int | None = None) ->
     if se <= 0:
         return 1.0 if drop > 0 else level
     if dof is None:
-        return float(special.ndtr(drop / se - _z(1 - level)))
+        return float(special.ndtr(drop / se - normal_quantile(1 - level)))
     return _nct_sf(_tq(1 - level, dof), dof, drop / se)
 
 
@@ -112,7 +112,7 @@ def detectable_drop(se: float, *, level: float, power: float, dof: int | None = 
     level, power = _check_level(level), check_power(power)
     if se <= 0:
         return 0.0
-    z = _z(1 - level) + _z(power)
+    z = normal_quantile(1 - level) + normal_quantile(power)
     if dof is None:
         return max(z, 0.0) * se
     # the noncentrality whose noncentral t exceeds the critical value with probability power:
@@ -142,7 +142,7 @@ def units_needed(
     if se <= 0:
         return 2
     sd = se * math.sqrt(n_units)
-    z = _z(1 - level) + _z(power)
+    z = normal_quantile(1 - level) + normal_quantile(power)
     n = max(2, math.ceil((z * sd / drop) ** 2 - 1e-9))
     if n > _MAX_UNITS:
         return None

@@ -18,7 +18,7 @@ import re
 
 from ..gates._spec import GateSpec, fields_of
 from ..metrics import CLASSIFIER_METRICS, METRIC_TEMPLATES
-from ..metrics._names import _ALIASES, TREC_CUT_NAMES, WHOLE_ALIASES
+from ..metrics._names import ALIASES, TREC_CUT_NAMES, WHOLE_ALIASES
 from ..options import EMBEDDING_TYPES, OPTIONS, Option
 from . import _schema as s
 from ._slices import (
@@ -78,7 +78,7 @@ def metric_pattern() -> str:
             bases.setdefault(base, set()).add("R")
             continue
         bases.setdefault(base, set()).add(_PARAMS[param] if at else None)
-    for alias, target in _ALIASES.items():
+    for alias, target in ALIASES.items():
         if target in bases:
             bases.setdefault(alias, set()).update(bases[target])
     parts = []

@@ -41,7 +41,7 @@ from ..gates._spec import skipped_limit
 from ..metrics._names import parse_metric
 from ..models._embed import (
     EmbeddingCache,
-    _accepts,
+    accepts_keyword,
     embed,
     load_model,
     model_fingerprint,
@@ -58,7 +58,7 @@ __all__ = ["SuiteRunner"]
 
 
 def _takes_part(fn) -> bool:
-    return callable(fn) and _accepts(fn, "part")
+    return callable(fn) and accepts_keyword(fn, "part")
 
 
 @dataclass(frozen=True)

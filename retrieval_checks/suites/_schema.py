@@ -22,8 +22,8 @@ from .._paths import missing_file
 from .._suggest import hint as _hint
 from .._suggest import shown
 from ..data._beir import beir_files
-from ..engine._runs import _FAMILIES as _RUN_FAMILIES
-from ..engine._runs import _parse_metrics as _run_metrics
+from ..engine._runs import RUN_FAMILIES as _RUN_FAMILIES
+from ..engine._runs import parse_run_metrics as _run_metrics
 from ..errors import InputError, MetricNameError, SuiteError
 from ..gates._family import check_correction
 from ..gates._spec import GATE_FIELDS, GateSpec, fields_of
@@ -39,7 +39,7 @@ from ._slices import (
     run_dataset_slices,
     slice_check_id,
 )
-from ._yaml import Node, NodeList, load_yaml, short
+from ._yaml import Node, NodeList, describe_value, join_field, load_yaml, short
 
 __all__ = ["Suite", "Dataset", "Model", "Source", "Check", "Case", "load_suite"]
 
@@ -402,7 +402,9 @@ class _Reader:
 
     def mapping(self, value, field: str, line: int | None, what: str) -> Node:
         if not isinstance(value, dict):
-            raise self.error(f"expected a mapping ({what}), found {_describe(value)}.", field, line)
+            raise self.error(
+                f"expected a mapping ({what}), found {describe_value(value)}.", field, line
+            )
         return value
 
     def keep(self, exc: SuiteError) -> None:
@@ -424,7 +426,7 @@ class _Reader:
                         f"--rc-{key.replace('_', '-')} (or SuiteRunner({key}=...))"
                         + (", or a model's own device:" if key == "device" else "")
                         + ".",
-                        _join(field, key),
+                        join_field(field, key),
                         node.line_of(key),
                     )
                 )
@@ -433,7 +435,7 @@ class _Reader:
                     self.error(
                         f"unknown field {short(key)}.{hint(key, allowed)} Expected one of: "
                         f"{', '.join(allowed)}.",
-                        _join(field, short(key, 40).strip("'")),
+                        join_field(field, short(key, 40).strip("'")),
                         node.line_of(key),
                     )
                 )
@@ -450,7 +452,7 @@ class _Reader:
     def name(self, value, field: str, line) -> str:
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*", value):
             raise self.error(
-                f"names use letters, digits, '_', '-' and '.', found {_describe(value)}.",
+                f"names use letters, digits, '_', '-' and '.', found {describe_value(value)}.",
                 field,
                 line,
             )
@@ -465,14 +467,14 @@ class _Reader:
     def integer(self, value, field: str, line, low: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise self.error(
-                f"expected an integer >= {low}, found {_describe(value)}.", field, line
+                f"expected an integer >= {low}, found {describe_value(value)}.", field, line
             )
         return value
 
     def choice(self, value, allowed, field: str, line) -> str:
         if value not in allowed:
             raise self.error(
-                f"expected one of {', '.join(allowed)}, found {_describe(value)}.{hint(value, allowed)}",
+                f"expected one of {', '.join(allowed)}, found {describe_value(value)}.{hint(value, allowed)}",
                 field,
                 line,
             )
@@ -481,7 +483,7 @@ class _Reader:
     def file(self, value, field: str, line) -> Path:
         if not isinstance(value, str) or not value.strip():
             raise self.error(
-                f"expected a file path (relative to the suite file), found {_describe(value)}.",
+                f"expected a file path (relative to the suite file), found {describe_value(value)}.",
                 field,
                 line,
             )
@@ -505,7 +507,7 @@ class _Reader:
         """An existing directory, relative to the suite file."""
         if not isinstance(value, str) or not value.strip():
             raise self.error(
-                f"expected a directory path (relative to the suite file), found {_describe(value)}.",
+                f"expected a directory path (relative to the suite file), found {describe_value(value)}.",
                 field,
                 line,
             )
@@ -532,7 +534,7 @@ class _Reader:
         ):
             raise self.error(
                 "expected 'module:function' (a dotted module, or a .py file relative to the suite file, "
-                f"then ':' and the function's name), found {_describe(value)}.",
+                f"then ':' and the function's name), found {describe_value(value)}.",
                 field,
                 line,
             )
@@ -547,7 +549,7 @@ class _Reader:
         finite, on the right scale (``at_least: 70`` on a fraction: did you mean 0.7?)
         and able to fail."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(f"expected a number, found {_describe(value)}.", field, line)
+            raise self.error(f"expected a number, found {describe_value(value)}.", field, line)
         key = field.rpartition(".")[2]
         try:
             return check_threshold(spec.capabilities, value, role=role, field=key, metric=spec.name)
@@ -563,17 +565,21 @@ class _Reader:
         """The gate field ``g`` of a check of ``kind`` (in ``node``, a check or its
         ``compare:`` / ``baseline:`` mapping at ``where``), checked by its row of the
         gate-field table: a threshold on ``spec``'s scale, a choice, a flag or a value."""
-        value, field, line = node[g.name], _join(where, g.name), node.line_of(g.name)
+        value, field, line = node[g.name], join_field(where, g.name), node.line_of(g.name)
         if g.kind == "threshold":
             return self.threshold(spec, value, g.role or g.name, field, line)
         if g.kind == "choice":
             return self.choice(value, g.choices_for(kind), field, line)
         if isinstance(value, (dict, list)):  # never render a tree into a message
-            raise self.error(f"expected a single value, found {_describe(value)}.", field, line)
+            raise self.error(
+                f"expected a single value, found {describe_value(value)}.", field, line
+            )
         problem = g.problem(value, kind=kind)
         if problem is not None:
             raise self.error(
-                problem.replace(f"found {shown(value)}", f"found {_describe(value)}"), field, line
+                problem.replace(f"found {shown(value)}", f"found {describe_value(value)}"),
+                field,
+                line,
             )
         return value
 
@@ -581,12 +587,12 @@ class _Reader:
         """An evaluation option, checked against the shared table (``retrieval_checks.options``)."""
         if isinstance(value, (dict, list)):  # never render a tree into a message
             raise self.error(
-                f"expected {_OPTIONS[key].expected}, found {_describe(value)}.", field, line
+                f"expected {_OPTIONS[key].expected}, found {describe_value(value)}.", field, line
             )
         problem = _OPTIONS[key].problem(value)
         if problem is not None:
             raise self.error(
-                problem.replace(f"found {value!r}", f"found {_describe(value)}"), field, line
+                problem.replace(f"found {value!r}", f"found {describe_value(value)}"), field, line
             )
         return value
 
@@ -597,7 +603,7 @@ class _Reader:
             value = [value]
         if not isinstance(value, list):
             raise self.error(
-                f"expected a list of marker names, found {_describe(value)}.", field, line
+                f"expected a list of marker names, found {describe_value(value)}.", field, line
             )
         out = []
         for i, m in enumerate(value):
@@ -629,7 +635,7 @@ class _Reader:
                 raise self.error(
                     "a marker is a name (slow; not starting with '_') or a one-key mapping "
                     "({xfail: {reason: ...}}), "
-                    f"found {_describe(m)}.",
+                    f"found {describe_value(m)}.",
                     where,
                     mline,
                 )
@@ -648,7 +654,7 @@ class _Reader:
                 if not isinstance(spec, str):
                     raise self.error(
                         f"a warning filter is a text such as 'ignore::UserWarning', found "
-                        f"{_describe(spec)}.",
+                        f"{describe_value(spec)}.",
                         at,
                         line,
                     )
@@ -682,7 +688,7 @@ class _Reader:
                 )
             if k in ("run", "strict") and not isinstance(v, bool):
                 raise self.error(
-                    f"{k} is true or false, found {_describe(v)}.", f"{field}.{name}.{k}", line
+                    f"{k} is true or false, found {describe_value(v)}.", f"{field}.{name}.{k}", line
                 )
         conds = (
             [(f"{field}.{name}.condition", keywords["condition"])]
@@ -704,7 +710,7 @@ class _Reader:
                 )
             if not isinstance(c, bool):
                 raise self.error(
-                    f"a condition of {name} is true or false, found {_describe(c)}.", at, line
+                    f"a condition of {name} is true or false, found {describe_value(c)}.", at, line
                 )
         if any(isinstance(c, bool) for _, c in conds) and not isinstance(
             keywords.get("reason"), str
@@ -717,7 +723,7 @@ class _Reader:
             )
         if "reason" in keywords and not isinstance(keywords["reason"], str):
             raise self.error(
-                f"reason is a text, found {_describe(keywords['reason'])}.",
+                f"reason is a text, found {describe_value(keywords['reason'])}.",
                 f"{field}.{name}.reason",
                 line,
             )
@@ -725,21 +731,6 @@ class _Reader:
 
 def _marker_name(name) -> bool:
     return isinstance(name, str) and name.isidentifier() and not name.startswith("_")
-
-
-def _join(field: str, key) -> str:
-    return f"{field}.{key}" if field else str(key)
-
-
-def _describe(value) -> str:
-    """What was found, in a few words (at most ~80 characters of the value itself)."""
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"{type(value).__name__} {short(value)}"
 
 
 def hint(value, allowed) -> str:
@@ -759,13 +750,13 @@ def _source(r: _Reader, value, field: str, line, allowed: tuple = _SOURCE_KEYS) 
         if k in node:
             if not isinstance(node[k], str):
                 raise r.error(
-                    f"expected the name of an array in the file, found {_describe(node[k])}.",
-                    _join(field, k),
+                    f"expected the name of an array in the file, found {describe_value(node[k])}.",
+                    join_field(field, k),
                     node.line_of(k),
                 )
             keys[k] = node[k]
     return Source(
-        file=r.file(node["file"], _join(field, "file"), node.line_of("file")),
+        file=r.file(node["file"], join_field(field, "file"), node.line_of("file")),
         line=node.line,
         **keys,
     )
@@ -775,7 +766,10 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
     field = f"datasets.{name}"
     node = r.mapping(node, field, line, "type, queries, gallery, ... or images, captions, ...")
     kind = r.choice(
-        node.get("type", "retrieval"), DATASET_KINDS, _join(field, "type"), node.line_of("type")
+        node.get("type", "retrieval"),
+        DATASET_KINDS,
+        join_field(field, "type"),
+        node.line_of("type"),
     )
     if kind in _OWN_FIELDS:
         return _OWN_FIELDS[kind](r, name, node, line, field)
@@ -790,23 +784,25 @@ def _dataset(r: _Reader, name: str, node, line) -> Dataset:
         required=parts_names if kind != "retrieval" else parts_names[:1],
     )
     parts = {
-        p: _source(r, node[p], _join(field, p), node.line_of(p)) for p in parts_names if p in node
+        p: _source(r, node[p], join_field(field, p), node.line_of(p))
+        for p in parts_names
+        if p in node
     }
     kw = {}
     if "protocol" in node:
         kw["protocol"] = r.choice(
-            node["protocol"], _PROTOCOLS, _join(field, "protocol"), node.line_of("protocol")
+            node["protocol"], _PROTOCOLS, join_field(field, "protocol"), node.line_of("protocol")
         )
     if "images_without_captions" in node:
         kw["images_without_captions"] = r.choice(
             node["images_without_captions"],
             ("error", "drop"),
-            _join(field, "images_without_captions"),
+            join_field(field, "images_without_captions"),
             node.line_of("images_without_captions"),
         )
     for key in ("slices", "caption_slices"):  # image_text: of the images' / captions' files
         if key in node:
-            kw[key] = parse_dataset_slices(r, node[key], _join(field, key), node.line_of(key))
+            kw[key] = parse_dataset_slices(r, node[key], join_field(field, key), node.line_of(key))
     return Dataset(name=name, type=kind, parts=parts, line=line, **kw)
 
 
@@ -829,28 +825,28 @@ def _run_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
         ),
         required=("run", "qrels"),
     )
-    kw = {k: r.file(node[k], _join(field, k), node.line_of(k)) for k in ("run", "qrels")}
+    kw = {k: r.file(node[k], join_field(field, k), node.line_of(k)) for k in ("run", "qrels")}
     if "slices" in node:  # a file of query ids and values per dimension (suites/_slices.py)
         kw["slices"] = run_dataset_slices(
-            r, node["slices"], _join(field, "slices"), node.line_of("slices")
+            r, node["slices"], join_field(field, "slices"), node.line_of("slices")
         )
     for k, attr in (("relevance_level", "relevance_level"), ("depth", "depth")):
         if k in node:
-            kw[attr] = r.integer(node[k], _join(field, k), node.line_of(k), 1)
+            kw[attr] = r.integer(node[k], join_field(field, k), node.line_of(k), 1)
     if "queries" in node:  # evaluate_run's query set: trec_eval's default ("run") and -c ("qrels")
         if node["queries"] not in ("both", "run", "qrels"):
             raise r.error(
                 f"expected one of 'both', 'run' (trec_eval's default), 'qrels' (trec_eval -c), "
-                f"found {_describe(node['queries'])}.",
-                _join(field, "queries"),
+                f"found {describe_value(node['queries'])}.",
+                join_field(field, "queries"),
                 node.line_of("queries"),
             )
         kw["queries"] = node["queries"]
     if "ignore_identical_ids" in node:
         if not isinstance(node["ignore_identical_ids"], bool):
             raise r.error(
-                f"expected true or false, found {_describe(node['ignore_identical_ids'])}.",
-                _join(field, "ignore_identical_ids"),
+                f"expected true or false, found {describe_value(node['ignore_identical_ids'])}.",
+                join_field(field, "ignore_identical_ids"),
                 node.line_of("ignore_identical_ids"),
             )
         kw["ignore_identical_ids"] = node["ignore_identical_ids"]
@@ -870,18 +866,18 @@ def _ann_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     kw = {}
     if "slices" in node:  # arrays of the queries' file, as a retrieval dataset's
         kw["slices"] = parse_dataset_slices(
-            r, node["slices"], _join(field, "slices"), node.line_of("slices")
+            r, node["slices"], join_field(field, "slices"), node.line_of("slices")
         )
     parts = {
-        p: _source(r, node[p], _join(field, p), node.line_of(p))
+        p: _source(r, node[p], join_field(field, p), node.line_of(p))
         for p in ("queries", "gallery")
         if p in node
     }
-    where = _join(field, "neighbors")
+    where = join_field(field, "neighbors")
     neighbors = _source(
         r, node["neighbors"], where, node.line_of("neighbors"), ("file", "neighbors")
     )
-    k = r.integer(node["k"], _join(field, "k"), node.line_of("k"), 1) if "k" in node else 10
+    k = r.integer(node["k"], join_field(field, "k"), node.line_of("k"), 1) if "k" in node else 10
     columns = _npy_columns(neighbors.file)
     if columns is not None and columns < k:
         at = ("k", node.line_of("k")) if "k" in node else ("neighbors", node.line_of("neighbors"))
@@ -889,7 +885,7 @@ def _ann_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
             f"{neighbors.file.name} has {columns} neighbour columns, fewer than k={k}"
             f"{'' if 'k' in node else ' (the default)'}: search the index for at least k neighbours, or "
             f"set k: {columns} or less.",
-            _join(field, at[0]),
+            join_field(field, at[0]),
             at[1],
         )
     return Dataset(name=name, type="ann", parts=parts, neighbors=neighbors, k=k, line=line, **kw)
@@ -926,13 +922,13 @@ def _beir_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
     kw: dict[str, Any] = {}
     if "slices" in node:  # fields of each query's queries.jsonl object
         kw["slices"] = parse_dataset_slices(
-            r, node["slices"], _join(field, "slices"), node.line_of("slices")
+            r, node["slices"], join_field(field, "slices"), node.line_of("slices")
         )
     if "ignore_identical_ids" in node:
         if not isinstance(node["ignore_identical_ids"], bool):
             raise r.error(
-                f"expected true or false, found {_describe(node['ignore_identical_ids'])}.",
-                _join(field, "ignore_identical_ids"),
+                f"expected true or false, found {describe_value(node['ignore_identical_ids'])}.",
+                join_field(field, "ignore_identical_ids"),
                 node.line_of("ignore_identical_ids"),
             )
         kw["ignore_identical_ids"] = node["ignore_identical_ids"]
@@ -944,24 +940,24 @@ def _beir_dataset(r: _Reader, name: str, node, line, field: str) -> Dataset:
             or split in (".", "..")
         ):
             raise r.error(
-                f"expected the name of a qrels split (test, dev, train), found {_describe(split)}.",
-                _join(field, "split"),
+                f"expected the name of a qrels split (test, dev, train), found {describe_value(split)}.",
+                join_field(field, "split"),
                 node.line_of("split"),
             )
         kw["split"] = split
     if "relevance_level" in node:
         kw["relevance_level"] = r.integer(
             node["relevance_level"],
-            _join(field, "relevance_level"),
+            join_field(field, "relevance_level"),
             node.line_of("relevance_level"),
             1,
         )
-    path = r.directory(node["path"], _join(field, "path"), node.line_of("path"))
+    path = r.directory(node["path"], join_field(field, "path"), node.line_of("path"))
     try:
         beir_files(path, kw.get("split", "test"))
     except InputError as exc:
         at = "split" if "split" in node and "qrels" in str(exc) else "path"
-        raise r.error(str(exc), _join(field, at), node.line_of(at)) from None
+        raise r.error(str(exc), join_field(field, at), node.line_of(at)) from None
     return Dataset(name=name, type="beir", parts={}, path=path, line=line, **kw)
 
 
@@ -996,13 +992,13 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
         owners = _hub_owners(wrong[0])
         raise r.error(
             f"{wrong[0]} goes with {' or '.join(owners)} models, not {kind}.",
-            _join(field, wrong[0]),
+            join_field(field, wrong[0]),
             node.line_of(wrong[0]),
         )
     if "weights" in node and kind != "factory":
         raise r.error(
             "weights go with factory (a function that builds the torch module).",
-            _join(field, "weights"),
+            join_field(field, "weights"),
             node.line_of("weights"),
         )
     kw = _model_settings(r, node, field, kind, datasets)
@@ -1013,7 +1009,7 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
         return Model(
             name=name,
             kind=kind,
-            path=r.file(node[kind], _join(field, kind), node.line_of(kind)),
+            path=r.file(node[kind], join_field(field, kind), node.line_of(kind)),
             base_dir=r.base,
             line=line,
             **kw,
@@ -1023,13 +1019,13 @@ def _model(r: _Reader, name: str, node, line, datasets: dict) -> Model:
             raise r.error(
                 f"cam_layer goes with torch classifiers (factory, torchscript, exported); a {kind} model "
                 "is an embedding model.",
-                _join(field, "cam_layer"),
+                join_field(field, "cam_layer"),
                 node.line_of("cam_layer"),
             )
         return _hub_model(r, name, node, line, field, kind, kw)
-    target = r.target(node[kind], _join(field, kind), node.line_of(kind))
+    target = r.target(node[kind], join_field(field, kind), node.line_of(kind))
     path = (
-        r.file(node["weights"], _join(field, "weights"), node.line_of("weights"))
+        r.file(node["weights"], join_field(field, "weights"), node.line_of("weights"))
         if "weights" in node
         else None
     )
@@ -1042,7 +1038,7 @@ def _model_settings(r: _Reader, node, field: str, kind: str, datasets: dict) -> 
     kw: dict[str, Any] = {"batch_size": 256}
     if "batch_size" in node:
         kw["batch_size"] = r.integer(
-            node["batch_size"], _join(field, "batch_size"), node.line_of("batch_size"), 1
+            node["batch_size"], join_field(field, "batch_size"), node.line_of("batch_size"), 1
         )
     if "device" in node:
         if (
@@ -1050,15 +1046,17 @@ def _model_settings(r: _Reader, node, field: str, kind: str, datasets: dict) -> 
             or OPTIONS["device"].problem(node["device"]) is not None
         ):
             raise r.error(
-                f"expected a device name (auto, cpu, cuda, cuda:1), found {_describe(node['device'])}."
+                f"expected a device name (auto, cpu, cuda, cuda:1), found {describe_value(node['device'])}."
                 f"{hint(node['device'], ('auto', 'cpu', 'cuda'))}",
-                _join(field, "device"),
+                join_field(field, "device"),
                 node.line_of("device"),
             )
         kw["device"] = node["device"].strip()
     if "timeout" in node and node["timeout"] is not None:
         kw["timeout"] = float(
-            r.option("timeout", node["timeout"], _join(field, "timeout"), node.line_of("timeout"))
+            r.option(
+                "timeout", node["timeout"], join_field(field, "timeout"), node.line_of("timeout")
+            )
         )
     own = _model_options(r, node, field, datasets)
     if own:
@@ -1066,8 +1064,8 @@ def _model_settings(r: _Reader, node, field: str, kind: str, datasets: dict) -> 
     if "cam_layer" in node:
         if not isinstance(node["cam_layer"], str) or not node["cam_layer"]:
             raise r.error(
-                f"expected a layer name from model.named_modules(), found {_describe(node['cam_layer'])}.",
-                _join(field, "cam_layer"),
+                f"expected a layer name from model.named_modules(), found {describe_value(node['cam_layer'])}.",
+                join_field(field, "cam_layer"),
                 node.line_of("cam_layer"),
             )
         kw["cam_layer"] = node["cam_layer"]
@@ -1075,13 +1073,13 @@ def _model_settings(r: _Reader, node, field: str, kind: str, datasets: dict) -> 
         if kind not in ("callable", "factory"):
             raise r.error(
                 "kwargs go with callable or factory.",
-                _join(field, "kwargs"),
+                join_field(field, "kwargs"),
                 node.line_of("kwargs"),
             )
         kw["kwargs"] = dict(
             r.mapping(
                 node["kwargs"],
-                _join(field, "kwargs"),
+                join_field(field, "kwargs"),
                 node.line_of("kwargs"),
                 "keyword arguments of the function",
             )
@@ -1093,7 +1091,7 @@ def _embedding_files(r: _Reader, node, field: str, datasets: dict) -> dict:
     """The files of an ``embeddings`` model: per dataset, one source per part."""
     files_node = r.mapping(
         node["embeddings"],
-        _join(field, "embeddings"),
+        join_field(field, "embeddings"),
         node.line_of("embeddings"),
         "dataset name: file, or dataset name: {part: file}",
     )
@@ -1144,7 +1142,7 @@ def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
     """A model's own evaluation options (:data:`MODEL_OPTIONS`), each checked against
     the option table and refused when it applies to none of the suite's datasets."""
     own = {
-        k: r.option(k, node[k], _join(field, k), node.line_of(k))
+        k: r.option(k, node[k], join_field(field, k), node.line_of(k))
         for k in MODEL_OPTIONS
         if k in node
     }
@@ -1154,7 +1152,7 @@ def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
             "ties: docid orders equal scores by document id as trec_eval does, which only run "
             "datasets (type: run) have; a model's embeddings take pessimistic, optimistic or "
             "average.",
-            _join(field, "ties"),
+            join_field(field, "ties"),
             node.line_of("ties"),
         )
     types = sorted({d.type for d in datasets.values()})
@@ -1163,7 +1161,7 @@ def _model_options(r: _Reader, node, field: str, datasets: dict) -> dict:
             raise r.error(
                 f"{k} does not apply to this suite's datasets ({', '.join(types)}; only to: "
                 f"{', '.join(_applies_to(k))}).",
-                _join(field, k),
+                join_field(field, k),
                 node.line_of(k),
             )
     return own
@@ -1183,7 +1181,7 @@ def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dic
     ``open_clip``: an architecture name with its ``checkpoint`` file (``config``: a JSON
     model config); ``timm``: a directory saved by timm, or an architecture name with its
     ``checkpoint``. The kind's settings are checked here, each at its line."""
-    where = _join(field, kind)
+    where = join_field(field, kind)
     by_name = kind == "open_clip" or (kind == "timm" and "checkpoint" in node)
     settings: dict[str, Any] = {}
     if by_name:
@@ -1196,28 +1194,30 @@ def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dic
         value = node[kind]
         if not isinstance(value, str) or not value.strip():
             raise r.error(
-                f"expected the architecture's name (e.g. ViT-B-32), found {_describe(value)}.",
+                f"expected the architecture's name (e.g. ViT-B-32), found {describe_value(value)}.",
                 where,
                 node.line_of(kind),
             )
         settings["model_name"] = value.strip()
-        path = r.file(node["checkpoint"], _join(field, "checkpoint"), node.line_of("checkpoint"))
+        path = r.file(
+            node["checkpoint"], join_field(field, "checkpoint"), node.line_of("checkpoint")
+        )
     else:
         path = r.directory(node[kind], where, node.line_of(kind))
         if kind == "timm" and "config" in node:
             raise r.error(
                 "config goes with timm: <architecture> and checkpoint: (a directory brings its own "
                 "config.json).",
-                _join(field, "config"),
+                join_field(field, "config"),
                 node.line_of("config"),
             )
     for k in _HUB_SETTINGS[kind]:
         if k not in node or k == "model_name":
             continue
-        v, at, kline = node[k], _join(field, k), node.line_of(k)
+        v, at, kline = node[k], join_field(field, k), node.line_of(k)
         if k == "normalize":
             if not isinstance(v, bool):
-                raise r.error(f"expected true or false, found {_describe(v)}.", at, kline)
+                raise r.error(f"expected true or false, found {describe_value(v)}.", at, kline)
         elif k == "max_length":
             v = r.integer(v, at, kline, 1)
         elif k == "pooling":
@@ -1225,14 +1225,14 @@ def _hub_model(r: _Reader, name: str, node, line, field: str, kind: str, kw: dic
         elif k == "config":
             v = r.file(v, at, kline)
         elif not isinstance(v, str) or not v:
-            raise r.error(f"expected a non-empty text, found {_describe(v)}.", at, kline)
+            raise r.error(f"expected a non-empty text, found {describe_value(v)}.", at, kline)
         settings[k] = v
     for a, b in (
         ("query_prompt", "query_prompt_name"),
         ("document_prompt", "document_prompt_name"),
     ):
         if a in settings and b in settings:
-            raise r.error(f"give {a} or {b}, not both.", _join(field, b), node.line_of(b))
+            raise r.error(f"give {a} or {b}, not both.", join_field(field, b), node.line_of(b))
     return Model(
         name=name, kind=kind, path=path, settings=settings, base_dir=r.base, line=line, **kw
     )
@@ -1245,7 +1245,7 @@ def _unknown(what: str, name, known) -> str:
             if isinstance(name, (int, float, bool)) and len(str(name)) < 40
             else ""
         )
-        return f"{what} names are strings; found {_describe(name)}{quote}."
+        return f"{what} names are strings; found {describe_value(name)}{quote}."
     return f"no {what} named {short(name)}.{hint(name, known)} Declared: {', '.join(map(str, known)) or 'none'}."
 
 
@@ -1286,7 +1286,7 @@ def _ref(r: _Reader, value, known: dict, what: str, field: str, line, declared=N
     if not isinstance(value, str):
         plural = {"dataset": "datasets", "model": "models"}[what]
         hint = f" (use {plural}: [...] for several)" if isinstance(value, list) else ""
-        raise r.error(f"expected a {what} name, found {_describe(value)}{hint}.", field, line)
+        raise r.error(f"expected a {what} name, found {describe_value(value)}{hint}.", field, line)
     if value not in known:
         names = r.declared(what, known if declared is None else declared)
         raise r.error(_unknown(what, value, names), field, line)
@@ -1306,16 +1306,16 @@ def _names(
             values = [values]
         if not isinstance(values, list) or not values:
             raise r.error(
-                f"expected a non-empty list of {what} names, found {_describe(values)}.",
-                _join(field, many),
+                f"expected a non-empty list of {what} names, found {describe_value(values)}.",
+                join_field(field, many),
                 line,
             )
     else:
         return None
-    out = tuple(_ref(r, v, known, what, _join(field, key), line, declared) for v in values)
+    out = tuple(_ref(r, v, known, what, join_field(field, key), line, declared) for v in values)
     if len(set(out)) != len(out):
         dup = next(v for v in out if out.count(v) > 1)
-        raise r.error(f"{what} {dup!r} is listed twice.", _join(field, key), line)
+        raise r.error(f"{what} {dup!r} is listed twice.", join_field(field, key), line)
     return out
 
 
@@ -1328,7 +1328,9 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     spec = _check_metric(r, node, field)  # parsed once: the check carries it to its verdict
     kind = _check_kind(r, node, field, line)
     options = {
-        k: r.option(k, node[k], _join(field, k), node.line_of(k)) for k in _OPTIONS if k in node
+        k: r.option(k, node[k], join_field(field, k), node.line_of(k))
+        for k in _OPTIONS
+        if k in node
     }
     # `run` is accepted here so that naming it on a model dataset gets its own message (_check_models); a
     # misspelt name is answered from the models the suite declares (and `run` only if it has run datasets)
@@ -1366,7 +1368,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     if spec.kind == "classifier":
         _check_classifier_models(r, spec, models, suite_models, field, line)
     markers = (
-        r.markers(node["markers"], _join(field, "markers"), node.line_of("markers"))
+        r.markers(node["markers"], join_field(field, "markers"), node.line_of("markers"))
         if "markers" in node
         else ()
     )
@@ -1376,7 +1378,7 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     check_id = (
         _default_id(spec.name, kind, kw)
         if check_id is None
-        else r.name(check_id, _join(field, "id"), node.line_of("id"))
+        else r.name(check_id, join_field(field, "id"), node.line_of("id"))
     )
     return Check(
         index=index,
@@ -1425,7 +1427,7 @@ def _refuse_others(r: _Reader, node, field: str, kind: str) -> None:
         if g.name in node and kind not in g.checks and not g.shared:
             raise r.error(
                 f"{g.name} does not apply to {kind} checks (only to: {', '.join(g.checks)} checks).",
-                _join(field, g.name),
+                join_field(field, g.name),
                 node.line_of(g.name),
             )
         if g.name in node and kind in g.checks and g.section_for(kind):
@@ -1433,7 +1435,7 @@ def _refuse_others(r: _Reader, node, field: str, kind: str) -> None:
             raise r.error(
                 f"{g.name} of a {kind} check goes in its {section}: mapping ({section}: {{..., "
                 f"{g.name}: {shown(node[g.name])}}}).",
-                _join(field, g.name),
+                join_field(field, g.name),
                 node.line_of(g.name),
             )
 
@@ -1443,19 +1445,19 @@ def _check_metric(r: _Reader, node, field: str) -> MetricSpec:
     metric = node["metric"]
     if not isinstance(metric, str) or len(metric) > 100:
         what = (
-            _describe(metric)
+            describe_value(metric)
             if not isinstance(metric, str)
             else f"a text of {len(metric)} characters"
         )
         raise r.error(
             f"expected a metric name such as map or hit_rate@1, found {what}.",
-            _join(field, "metric"),
+            join_field(field, "metric"),
             node.line_of("metric"),
         )
     try:
         return metric_spec(metric)
     except MetricNameError as exc:
-        raise r.error(str(exc), _join(field, "metric"), node.line_of("metric")) from None
+        raise r.error(str(exc), join_field(field, "metric"), node.line_of("metric")) from None
 
 
 def _check_kind(r: _Reader, node, field: str, line) -> str:
@@ -1479,7 +1481,7 @@ def _options_apply(r: _Reader, node, field: str, options: dict, kinds) -> None:
                 raise r.error(
                     f"{k} does not apply to {wanted} datasets (only to: "
                     f"{', '.join(_applies_to(k))}).",
-                    _join(field, k),
+                    join_field(field, k),
                     node.line_of(k),
                 )
 
@@ -1488,7 +1490,7 @@ def _refuse(r: _Reader, node, field: str, keys: tuple, why: str) -> None:
     """Keys that do not belong to this kind of check are errors, each on its line."""
     for k in keys:
         if k in node:
-            raise r.error(why.format(key=k), _join(field, k), node.line_of(k))
+            raise r.error(why.format(key=k), join_field(field, k), node.line_of(k))
 
 
 def _threshold_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
@@ -1505,7 +1507,7 @@ def _threshold_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
             raise r.error(
                 f"{spec.name} has no interval (pair and embedding metrics are single numbers over all "
                 "pairs; medr is a median rank); use on: value.",
-                _join(field, "on"),
+                join_field(field, "on"),
                 node.line_of("on"),
             )
     if "at_least" in kw and "at_most" in kw and kw["at_least"] > kw["at_most"]:
@@ -1537,13 +1539,13 @@ def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
             raise r.error(
                 f"{spec.name} is a rank (lower is better); a gap is metric(train) - metric(test) of a "
                 "higher-is-better metric. Gate a fraction such as map or hit_rate@1.",
-                _join(field, "metric"),
+                join_field(field, "metric"),
                 node.line_of("metric"),
             )
         raise r.error(
             f"a gap compares a per-query or grouped metric between datasets; {spec.name} has no "
             "per-query values.",
-            _join(field, "metric"),
+            join_field(field, "metric"),
             node.line_of("metric"),
         )
     if "below" not in node:
@@ -1554,7 +1556,7 @@ def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
             "min_power: a gap gated with on: value has no test to state the power of; gate the upper "
             "bound (on: upper, the default: its power is its chance to pass a model with no gap), or "
             "leave min_power out.",
-            _join(field, "min_power"),
+            join_field(field, "min_power"),
             node.line_of("min_power"),
         )
     return kw
@@ -1562,9 +1564,12 @@ def _gap_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
 
 def _gap_datasets(r: _Reader, node, field: str, suite_datasets: dict) -> tuple:
     gap = r.mapping(
-        node["gap"], _join(field, "gap"), node.line_of("gap"), "{train: dataset, test: dataset}"
+        node["gap"],
+        join_field(field, "gap"),
+        node.line_of("gap"),
+        "{train: dataset, test: dataset}",
     )
-    r.keys(gap, _join(field, "gap"), ("train", "test"), required=("train", "test"))
+    r.keys(gap, join_field(field, "gap"), ("train", "test"), required=("train", "test"))
     datasets = tuple(
         _ref(r, gap[k], suite_datasets, "dataset", f"{field}.gap.{k}", gap.line_of(k))
         for k in ("train", "test")
@@ -1572,7 +1577,7 @@ def _gap_datasets(r: _Reader, node, field: str, suite_datasets: dict) -> tuple:
     if datasets[0] == datasets[1]:
         raise r.error(
             "train and test are the same dataset; a gap compares two different sets.",
-            _join(field, "gap"),
+            join_field(field, "gap"),
             node.line_of("gap"),
         )
     return datasets
@@ -1584,7 +1589,7 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
         raise r.error(
             f"compare pairs per-query values; {spec.name} has none (compare a ranking metric such as "
             "map or hit_rate@1).",
-            _join(field, "metric"),
+            join_field(field, "metric"),
             node.line_of("metric"),
         )
     _refuse(r, node, field, ("below",), "{key} goes with gap:.")
@@ -1601,11 +1606,11 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
         cmp.line, cmp.key_lines = node.line_of("compare"), {}
     cmp = r.mapping(
         cmp,
-        _join(field, "compare"),
+        join_field(field, "compare"),
         node.line_of("compare"),
         "{baseline: model, rule: ..., margin: ...}",
     )
-    r.keys(cmp, _join(field, "compare"), section_keys("compare"), required=("baseline",))
+    r.keys(cmp, join_field(field, "compare"), section_keys("compare"), required=("baseline",))
     kw = {
         "baseline": _ref(
             r,
@@ -1629,7 +1634,7 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
         raise r.error(
             f"min_power goes with rule: non_inferior (its chance of passing an unchanged model); {why}. "
             "Use rule: non_inferior with a margin, or leave min_power out.",
-            _join(f"{field}.compare", "min_power"),
+            join_field(f"{field}.compare", "min_power"),
             cmp.line_of("min_power"),
         )
     return kw
@@ -1650,7 +1655,7 @@ def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
     if b is True or b is None:
         b = Node()
         b.line, b.key_lines = node.line_of("baseline"), {}
-    where = _join(field, "baseline")
+    where = join_field(field, "baseline")
     b = r.mapping(
         b,
         where,
@@ -1670,7 +1675,7 @@ def _baseline_rule(r: _Reader, node, field: str, line, spec, _models) -> dict:
         if need is not None:
             raise r.error(
                 f"min_power needs {need}; add it, or leave min_power out.",
-                _join(where, "min_power"),
+                join_field(where, "min_power"),
                 b.line_of("min_power"),
             )
     return {"tolerances": kw}
@@ -1787,7 +1792,7 @@ def _check_models(
             raise r.error(
                 f"model {RUN_MODEL!r} is the model of run datasets (a run has no model); "
                 f"{datasets[0].name!r} is a {datasets[0].type} dataset.{_declared(suite_models)}",
-                _join(field, where[0]),
+                join_field(field, where[0]),
                 where[1],
             )
         return models
@@ -1797,14 +1802,14 @@ def _check_models(
             f"dataset {datasets[0].name!r} is a run (a search's rankings and qrels): it has no model, so "
             f"model {other!r} cannot be measured on it; its items use the model name {RUN_MODEL!r} "
             f"(leave model: out, or write model: {RUN_MODEL}).",
-            _join(field, where[0]),
+            join_field(field, where[0]),
             where[1],
         )
     if kind == "compare":
         raise r.error(
             "compare pairs two models on one dataset; a run dataset has no model. Compare two runs with "
             "retrieval_checks.compare on two evaluate_run results in Python.",
-            _join(field, "compare"),
+            join_field(field, "compare"),
             node.line_of("compare"),
         )
     return (RUN_MODEL,)
@@ -1981,7 +1986,7 @@ def _load(p: Path, r: _Reader) -> Suite:
     checks_node = top["checks"]
     if not isinstance(checks_node, list) or not checks_node:
         raise r.error(
-            f"expected a non-empty list of checks, found {_describe(checks_node)}.",
+            f"expected a non-empty list of checks, found {describe_value(checks_node)}.",
             "checks",
             top.line_of("checks"),
         )

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..engine._slices import SINGLE
 from ..errors import InputError, SuiteError
+from ._yaml import describe_value, join_field
 
 __all__ = [
     "SliceColumn",
@@ -129,8 +130,6 @@ def _scalar(value) -> bool:
 
 
 def _one(r, name: str, value, field: str, line) -> SliceColumn:
-    from ._schema import _describe, _join  # the schema's own helpers (one place for error wording)
-
     if isinstance(value, str):
         if not value:
             raise r.error("expected the name of a column of the queries' file.", field, line)
@@ -146,22 +145,24 @@ def _one(r, name: str, value, field: str, line) -> SliceColumn:
     column = node.get("column")
     if column is not None and (not isinstance(column, str) or not column):
         raise r.error(
-            f"expected the name of a column, found {_describe(column)}.",
-            _join(field, "column"),
+            f"expected the name of a column, found {describe_value(column)}.",
+            join_field(field, "column"),
             node.line_of("column"),
         )
     path = None
     if "file" in node:
-        path = r.file(node["file"], _join(field, "file"), node.line_of("file"))
+        path = r.file(node["file"], join_field(field, "file"), node.line_of("file"))
     if "map" in node and "bins" in node:
         raise r.error("give map: or bins:, not both.", field, line)
     mapping = _map_spec(r, node, field)
     if "default" in node and mapping is None:
-        raise r.error("default: goes with map:.", _join(field, "default"), node.line_of("default"))
+        raise r.error(
+            "default: goes with map:.", join_field(field, "default"), node.line_of("default")
+        )
     if "default" in node and not _scalar(node["default"]):
         raise r.error(
-            f"expected a slice name, found {_describe(node['default'])}.",
-            _join(field, "default"),
+            f"expected a slice name, found {describe_value(node['default'])}.",
+            join_field(field, "default"),
             node.line_of("default"),
         )
     bins = _bins_spec(r, node, field)
@@ -180,15 +181,16 @@ def _one(r, name: str, value, field: str, line) -> SliceColumn:
 
 def _map_spec(r, node, field: str) -> dict | None:
     """A column's ``map:`` (value -> slice name), checked; None without one."""
-    from ._schema import _describe, _join
 
     mapping = None
     if "map" in node:
         m = node["map"]
-        mfield, mline = _join(field, "map"), node.line_of("map")
+        mfield, mline = join_field(field, "map"), node.line_of("map")
         if not isinstance(m, dict) or not m:
             raise r.error(
-                f"expected a mapping {{value: slice name}}, found {_describe(m)}.", mfield, mline
+                f"expected a mapping {{value: slice name}}, found {describe_value(m)}.",
+                mfield,
+                mline,
             )
         for k, v in m.items():
             if not _scalar(k) or k is None or not _scalar(v):
@@ -212,12 +214,11 @@ def _map_spec(r, node, field: str) -> dict | None:
 
 def _bins_spec(r, node, field: str) -> tuple | None:
     """A column's ``bins:`` (rising finite edges), checked; None without them."""
-    from ._schema import _describe, _join
 
     bins = None
     if "bins" in node:
         b = node["bins"]
-        bfield, bline = _join(field, "bins"), node.line_of("bins")
+        bfield, bline = join_field(field, "bins"), node.line_of("bins")
         ok = (
             isinstance(b, list)
             and len(b) >= 2
@@ -229,7 +230,7 @@ def _bins_spec(r, node, field: str) -> tuple | None:
         if not ok or any(b[i] >= b[i + 1] for i in range(len(b) - 1)):
             raise r.error(
                 f"expected at least two rising finite numbers (the edges: [0, 10, 100] gives [0, 10) and [10, "
-                f"100]), found {_describe(b)}.",
+                f"100]), found {describe_value(b)}.",
                 bfield,
                 bline,
             )

@@ -28,6 +28,8 @@ __all__ = [
     "NodeList",
     "load_yaml",
     "short",
+    "describe_value",
+    "join_field",
     "MAX_DEPTH",
     "MAX_NODES",
     "MAX_DIGITS",
@@ -402,3 +404,19 @@ def load_yaml(path) -> object:
         if loader is not None:
             loader.dispose()
     return data
+
+
+def join_field(field: str, key) -> str:
+    """A field's dotted path: ``join_field("model", "kind")`` is ``model.kind``."""
+    return f"{field}.{key}" if field else str(key)
+
+
+def describe_value(value) -> str:
+    """What was found, in a few words (at most ~80 characters of the value itself)."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {short(value)}"

@@ -45,7 +45,7 @@ import yaml
 from .._suggest import did_you_mean
 from ..errors import InputError, MetricNameError, RetrievalChecksError, SuiteError
 from ..gates import BaselineFile, rule_text
-from ..gates._baselines import _round as _round_stored
+from ..gates._baselines import round_stored
 from ..gates._regression import higher_is_better, measure_change
 from ..metrics._measurement import RETIRED_OPTIONS
 from ..metrics._names import metric_spec
@@ -224,7 +224,7 @@ def _at_stored_precision(b: dict, c: dict) -> tuple[dict, dict]:
     if "regenerated" not in (b.get("on"), c.get("on")):
         return b, c
     return tuple(
-        {**r, **{k: _round_stored(r.get(k)) for k in ("value", "low", "high")}} for r in (b, c)
+        {**r, **{k: round_stored(r.get(k)) for k in ("value", "low", "high")}} for r in (b, c)
     )
 
 
