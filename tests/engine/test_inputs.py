@@ -770,3 +770,72 @@ def test_a_huge_k_is_not_echoed_in_full():
     with pytest.raises(rc.MetricNameError, match="at most 40 are read") as info:
         rc.evaluate(X60, query_labels=Y60, metrics=["recall@" + "9" * 400])
     assert len(str(info.value)) < 300
+
+
+# The row checks read each row once (a sum of squares) and decide the rows it flags entry by
+# entry: rows whose squares overflow or underflow must be judged by their entries.
+_EDGE_ROWS = {
+    "plain": [0.5, -1.0, 2.0, 0.25],
+    "large finite (squares overflow float32)": [3e38, -3e38, 1e30, 1.0],
+    "tiny (squares underflow to 0)": [1e-30, 0.0, -1e-40, 0.0],
+    "negative zeros": [-0.0, 0.0, -0.0, 0.0],
+    "zeros": [0.0, 0.0, 0.0, 0.0],
+    "a NaN": [1.0, np.nan, 0.0, 1.0],
+    "+inf": [np.inf, 0.0, 0.0, 0.0],
+    "inf and -inf (squares sum to inf, entries would sum to NaN)": [np.inf, -np.inf, 1, 1],
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_row_checks_judge_overflowing_and_underflowing_rows_by_their_entries(dtype, as_tensor):
+    from retrieval_checks.engine._inputs import check_embeddings
+
+    names = list(_EDGE_ROWS)
+    X = np.array([_EDGE_ROWS[k] for k in names], dtype=np.float64)
+    with np.errstate(over="ignore"):
+        X = X.astype(dtype)
+    want_bad = ~np.isfinite(X).all(axis=1)
+    want_zero = ~X.any(axis=1) & ~want_bad
+    for i, name in enumerate(names):
+        row = X[i : i + 1]
+        arg = torch.from_numpy(row.copy()) if as_tensor else row
+        for similarity in ("cosine", "dot"):
+            if want_bad[i]:
+                with pytest.raises(rc.InputError, match="NaN or Inf"):
+                    check_embeddings(arg, "gallery", similarity=similarity)
+            elif want_zero[i] and similarity == "cosine":
+                with pytest.raises(rc.InputError, match="all-zero row"):
+                    check_embeddings(arg, "gallery", similarity=similarity)
+            else:
+                assert check_embeddings(arg, "gallery", similarity=similarity) is arg, name
+    # all rows at once: the counts and the first rows named are those of the entries
+    arg = torch.from_numpy(X.copy()) if as_tensor else X
+    n_bad = int(want_bad.sum())
+    with pytest.raises(rc.InputError, match=rf"has {n_bad} row\(s\) with NaN or Inf"):
+        check_embeddings(arg, "queries", similarity="cosine")
+    ok = X[~want_bad]
+    n_zero = int((~ok.any(axis=1)).sum())
+    arg = torch.from_numpy(ok.copy()) if as_tensor else ok
+    with pytest.raises(rc.InputError, match=rf"has {n_zero} all-zero row\(s\)"):
+        check_embeddings(arg, "queries", similarity="cosine")
+
+
+def test_row_checks_match_the_entrywise_definition_on_random_rows():
+    """Random rows with entries drawn from every edge (NaN, +-inf, huge, tiny, zeros,
+    plain) are flagged exactly as ``isfinite(x).all(1)`` and ``~x.any(1)`` flag them."""
+    from retrieval_checks.engine._inputs import _flagged_rows
+
+    rng = np.random.default_rng(7)
+    pool = np.array([np.nan, np.inf, -np.inf, 3e38, -2e38, 1e-30, -1e-45, 0.0, -0.0, 1.5])
+    for _ in range(20):
+        X = rng.choice(
+            pool, size=(200, 5), p=[0.01, 0.01, 0.01, 0.05, 0.05, 0.1, 0.1, 0.3, 0.2, 0.17]
+        )
+        X = X.astype(np.float32)
+        bad, zero = _flagged_rows(X)
+        np.testing.assert_array_equal(bad, ~np.isfinite(X).all(axis=1))
+        np.testing.assert_array_equal(zero & ~bad, ~X.any(axis=1) & ~bad)
+        strided = X[:, ::2]  # a view that is not contiguous
+        bad, zero = _flagged_rows(strided)
+        np.testing.assert_array_equal(bad, ~np.isfinite(strided).all(axis=1))
