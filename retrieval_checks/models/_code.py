@@ -31,9 +31,10 @@ import sysconfig
 import types
 from pathlib import Path
 
+from .._paths import check_file
 from ..errors import InputError
 
-__all__ = ["model_code_files", "code_digests", "file_sha256"]
+__all__ = ["model_code_files", "code_digests", "file_sha256", "file_digest"]
 
 _MAX_FILES = 5000  # a model importing more local files than this is hashed up to here, then refused
 
@@ -264,3 +265,9 @@ def file_sha256(path, what: str) -> str:
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what} ({type(exc).__name__}: {exc}).") from None
     return h.hexdigest()
+
+
+def file_digest(path, what: str = "file") -> str:
+    """The SHA-256 of a model's file (weights, checkpoint, a file a kwarg names), which
+    must exist and be a regular file (checked as every file a suite names)."""
+    return file_sha256(check_file(path, what=what), f"the {what}")

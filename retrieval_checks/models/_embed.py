@@ -36,22 +36,22 @@ from pathlib import Path
 import numpy as np
 
 from .._paths import check_file, unpickler_complaint, verify_zip_crc
-from ..errors import BackendError, InputError
-from ..options import OPTIONS
-from ._code import file_sha256
+from ..errors import InputError
+from ._code import code_digests, file_digest
+from ._device import device_name, optional_torch
 from ._folders import folder_imports, folders_of
+from ._hub import HUB_KINDS, HubModel, hub_fingerprint
+from ._outputs import as_embeddings, clip, host_array, shape_of
 
 __all__ = ["embed", "load_model", "model_fingerprint", "EmbeddingCache", "check_exported_archive"]
 
 _CACHE_FORMAT = "retrieval-checks-embeddings-3"
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
+#: How this module finds torch (the module, or None when it is not installed): embed,
+#: resolve_device and the model loaders all ask here, so a stand-in for it sees every
+#: torch import they would make (tests/models/test_lazy_torch.py).
+_torch = optional_torch
 
 
 def require_torch(what: str):
@@ -65,24 +65,9 @@ def require_torch(what: str):
 def resolve_device(device: str | None) -> str:
     """``auto``/None: cuda when available, else cpu; ``numpy`` and ``torch-cpu`` (engine
     backends) mean cpu. An unknown name is an InputError; ``cuda`` without a CUDA device a
-    :class:`~retrieval_checks.BackendError`."""
-    if device in (None, "", "auto"):
-        torch = _torch()
-        return "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
-    problem = OPTIONS["device"].problem(device)
-    if problem is not None:
-        raise InputError(
-            f"device={device!r}: {problem} Use 'auto' (CUDA when available), 'cpu' or 'cuda:N'."
-        )
-    device = device.strip()
-    if device in ("numpy", "torch-cpu"):
-        return "cpu"
-    if device.startswith("cuda") and ((torch := _torch()) is None or not torch.cuda.is_available()):
-        raise BackendError(
-            f"device={device!r} was asked for but torch sees no CUDA device; use device='cpu' "
-            "or 'auto'."
-        )
-    return device
+    :class:`~retrieval_checks.BackendError` (:func:`._device.device_name`, finding torch
+    through this module's ``_torch``)."""
+    return device_name(device, _torch)
 
 
 def float_tensor(inputs, torch):
@@ -206,8 +191,6 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
         raise InputError(
             f"transform={transform!r}: expected None or a callable applied to each batch tensor."
         )
-    from ._hub import HubModel
-
     # "auto" is resolved (probing CUDA through torch) only for the models that run on a
     # device; any other name is checked whatever the model, as before
     uses_device = is_module or isinstance(model, HubModel)
@@ -262,7 +245,7 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
         if progress is None:
             progress = n_batches > 8 and sys.stderr.isatty()
         if progress:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # ~80 ms: only when a bar is shown
 
             bar = tqdm(
                 total=x.shape[0], desc=f"embedding {part or 'inputs'}", unit="row", leave=False
@@ -282,9 +265,9 @@ def embed(  # long: the argument checks, then one path per model kind (hub, text
                 if not hasattr(out, "detach"):
                     raise InputError(
                         f"the model returned {type(out).__name__}; it must return one tensor of "
-                        f"{_output} {_shape_of(_output)}. Wrap it to pick that output."
+                        f"{_output} {shape_of(_output)}. Wrap it to pick that output."
                     )
-                outs.append(_host(out, None, type(model).__name__, _output))
+                outs.append(host_array(out, None, type(model).__name__, _output))
                 if bar is not None:
                     bar.update(min(batch_size, x.shape[0] - start))
     finally:
@@ -394,108 +377,6 @@ def accepts_keyword(fn, name: str) -> bool:
     return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def _shape_of(what: str) -> str:
-    return f"(n_inputs x {'classes' if what == 'logits' else 'dim'})"
-
-
-def _is_sparse(out) -> bool:
-    """A scipy.sparse matrix or array, a pydata ``sparse`` array, or the like."""
-    sp = sys.modules.get("scipy.sparse")
-    if sp is not None and sp.issparse(out):
-        return True
-    return not isinstance(out, np.ndarray) and (hasattr(out, "toarray") or hasattr(out, "todense"))
-
-
-def _host(out, n: int | None, who: str, what: str) -> np.ndarray:
-    """A model's output as a numpy array; anything that is not one dense real array or
-    tensor (sparse, a dict or tuple of outputs, ragged rows, masked or complex values)
-    is an InputError naming the model and the fix."""
-    must = f"{what} must be one dense {_shape_of(what)} array or tensor"
-    if out is None or isinstance(out, (str, bytes)):
-        raise InputError(f"{who} returned {'None' if out is None else type(out).__name__}; {must}.")
-    if hasattr(out, "detach"):  # a torch tensor
-        layout = str(getattr(out, "layout", "torch.strided"))
-        if getattr(out, "is_sparse", False) or layout != "torch.strided":
-            raise InputError(
-                f"{who} returned a sparse tensor ({layout}); {must}: call .to_dense() on it."
-            )
-        if callable(getattr(out, "is_complex", None)) and out.is_complex():
-            raise InputError(
-                f"{who} returned complex values ({out.dtype}); {must} of real numbers (.real, .abs() "
-                "or torch.view_as_real, as the model means it)."
-            )
-        try:
-            return out.detach().float().cpu().numpy()
-        except Exception as exc:  # the meta device, a nested (ragged) tensor...
-            raise InputError(
-                f"{who} returned a tensor that cannot be read on the CPU ({type(exc).__name__}: "
-                f"{_clip(exc)}); {must}."
-            ) from None
-    if _is_sparse(out):
-        raise InputError(
-            f"{who} returned a sparse matrix ({type(out).__name__}); {must}: call .toarray() (or "
-            ".todense()) on it."
-        )
-    if isinstance(out, dict) or (
-        hasattr(out, "keys") and hasattr(out, "__getitem__") and not hasattr(out, "shape")
-    ):
-        keys = ", ".join(repr(k) for k in list(out.keys())[:8])
-        raise InputError(
-            f"{who} returned a {type(out).__name__} with keys {keys}; {must}: pick the embeddings "
-            "(wrap the model to return e.g. out['pooled'])."
-        )
-    if isinstance(out, np.ma.MaskedArray) and np.ma.is_masked(out):
-        raise InputError(
-            f"{who} returned a masked array with {int(np.ma.count_masked(out))} masked value(s), "
-            f"which have no value; {must}: fill them (.filled(value)) or drop those inputs."
-        )
-    if isinstance(out, (tuple, list)) and n is not None and len(out) != n:
-        raise InputError(
-            f"{who} returned a {type(out).__name__} of {len(out)} items for {n} inputs; {must}: pick "
-            "the embeddings (wrap the model to return one of the items)."
-        )
-    if (
-        isinstance(out, (tuple, list))
-        and all(hasattr(r, "__len__") for r in out)
-        and len({len(r) for r in out}) > 1
-    ):
-        lengths = sorted({len(r) for r in out})
-        raise InputError(
-            f"{who} returned rows of different lengths ({lengths[:6]}); {must}, every row of the same "
-            "dimension."
-        )
-    try:
-        arr = np.asarray(out)
-    except Exception as exc:
-        raise InputError(
-            f"{who} returned {type(out).__name__}, which is not one array ({type(exc).__name__}: "
-            f"{_clip(exc)}); {must}."
-        ) from None
-    if arr.dtype.hasobject:
-        raise InputError(
-            f"{who} returned an array of Python objects (dtype object: ragged rows, None or mixed "
-            f"types), shape {arr.shape}; {must} of numbers."
-        )
-    return arr
-
-
-def as_embeddings(out, n: int, who: str, what: str = "embeddings") -> np.ndarray:
-    arr = _host(out, n, who, what)
-    if arr.ndim != 2 or arr.shape[0] != n:
-        raise InputError(
-            f"{who} returned shape {arr.shape} for {n} inputs; {what} must be {_shape_of(what)}."
-        )
-    if arr.dtype.kind not in "fiu":
-        raise InputError(f"{who} returned dtype {arr.dtype}; {what} must be numeric.")
-    arr = arr.astype(np.float32, copy=False)
-    if not np.isfinite(arr).all():
-        bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
-        raise InputError(
-            f"{who} returned NaN or Inf {what} for {bad.size} input(s), first rows {bad[:5].tolist()}."
-        )
-    return arr
-
-
 def _local_file(module_name: str, base_dir: Path | None) -> Path | None:
     """The file a target names: a ``.py`` path, or a dotted module found next to the suite."""
     if module_name.endswith(".py"):
@@ -602,17 +483,11 @@ def _import_target_module(target: str, base_dir: Path | None):
     return module, obj
 
 
-def file_digest(path: Path, what: str = "file") -> str:
-    return file_sha256(check_file(path, what=what), f"the {what}")
-
-
 def model_fingerprint(model) -> str:
     """Content hash of a suite model: its kind, target, kwargs (with the contents of any
     kwarg string that names a file), its code (the target's module, imported here, and
     every local module it imports: :func:`._code.code_digests`) and its weights or
     program bytes."""
-    from ._hub import HUB_KINDS, hub_fingerprint
-
     if model.kind in HUB_KINDS:
         return hub_fingerprint(model.kind, Path(model.path), model.settings)
     parts = {"kind": model.kind, "target": model.target, "kwargs": model.kwargs}
@@ -636,8 +511,6 @@ def model_fingerprint(model) -> str:
                 break
     parts["kwarg_files"] = files
     if model.target is not None:  # the code as loaded: the module and every local module it imports
-        from ._code import code_digests
-
         module, _ = _import_target_module(
             model.target, Path(model.base_dir) if model.base_dir is not None else None
         )
@@ -728,8 +601,6 @@ def load_model(model):
     local :class:`~retrieval_checks.models.HubModel` without remote code
     (``trust_remote_code=False``) and without the network.
     """
-    from ._hub import HUB_KINDS, HubModel
-
     if model.kind in HUB_KINDS:
         return HubModel(model.kind, model.path, model.settings, device="cpu")
     if model.kind == "callable":
@@ -746,7 +617,7 @@ def load_model(model):
         except Exception as exc:
             raise InputError(
                 f"{path}: not a TorchScript file, or a damaged one ({type(exc).__name__}: "
-                f"{_clip(exc)}). Save one with torch.jit.save(torch.jit.script(model), path), or use "
+                f"{clip(exc)}). Save one with torch.jit.save(torch.jit.script(model), path), or use "
                 "factory + weights."
             ) from None
     if model.kind == "exported":
@@ -761,7 +632,7 @@ def load_model(model):
         except Exception as exc:
             raise InputError(
                 f"{path}: not a saved torch.export program, or a damaged one ({type(exc).__name__}: "
-                f"{_clip(exc)}). Save one with torch.export.save(torch.export.export(model.eval(), "
+                f"{clip(exc)}). Save one with torch.export.save(torch.export.export(model.eval(), "
                 "example_inputs, dynamic_shapes=...), path)."
             ) from None
     if model.kind == "factory":
@@ -772,7 +643,7 @@ def load_model(model):
             module = factory(**model.kwargs)
         except Exception as exc:
             raise InputError(
-                f"{model.target}(**kwargs) raised {type(exc).__name__}: {_clip(exc)} (model "
+                f"{model.target}(**kwargs) raised {type(exc).__name__}: {clip(exc)} (model "
                 f"{model.name!r}); fix the factory or its kwargs."
             ) from exc
         if not isinstance(module, torch.nn.Module):
@@ -786,18 +657,13 @@ def load_model(model):
             except Exception as exc:
                 raise InputError(
                     f"{model.path}: these weights do not fit the module {model.target} builds "
-                    f"({type(exc).__name__}: {_clip(exc, 600)}). Save the state_dict of that module "
+                    f"({type(exc).__name__}: {clip(exc, 600)}). Save the state_dict of that module "
                     "(torch.save(model.state_dict(), path)) or fix the factory's kwargs."
                 ) from None
         return module
     raise InputError(
         f"model {model.name!r} of kind {model.kind!r} reads embeddings from files; nothing to load."
     )
-
-
-def _clip(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _check_kwargs(fn, model, *, positional: int) -> None:
@@ -853,7 +719,7 @@ def check_exported_archive(data: bytes, path, torch) -> None:
     except Exception as exc:
         raise InputError(
             f"{path}: not a torch.export program (.pt2 zip archive) or a damaged one "
-            f"({type(exc).__name__}: {_clip(exc)}). Save one with torch.export.save(program, "
+            f"({type(exc).__name__}: {clip(exc)}). Save one with torch.export.save(program, "
             "path)."
         ) from None
     with zf:
@@ -889,7 +755,7 @@ def check_exported_archive(data: bytes, path, torch) -> None:
                 return zf.read(records[record])
             except Exception as exc:  # bad CRC-32, truncated record
                 raise InputError(
-                    f"{path}: record {record!r} is damaged ({type(exc).__name__}: {_clip(exc)}); "
+                    f"{path}: record {record!r} is damaged ({type(exc).__name__}: {clip(exc)}); "
                     "save the program again."
                 ) from None
 
@@ -906,7 +772,7 @@ def check_exported_archive(data: bytes, path, torch) -> None:
                     items = list(entries.items())
                 except (ValueError, AttributeError, TypeError) as exc:
                     raise InputError(
-                        f"{path}: record {config!r} is not valid JSON ({_clip(exc)}); save the program "
+                        f"{path}: record {config!r} is not valid JSON ({clip(exc)}); save the program "
                         "again."
                     ) from None
                 for fqn, meta in items:
@@ -948,7 +814,7 @@ def _read_weights(path: Path, torch) -> dict:
         except Exception as exc:
             raise InputError(
                 f"{path}: cannot read the weights as .safetensors: the file is truncated, damaged or "
-                f"not a .safetensors file ({type(exc).__name__}: {_clip(exc)}). Save them again with "
+                f"not a .safetensors file ({type(exc).__name__}: {clip(exc)}). Save them again with "
                 "safetensors.torch.save_file(model.state_dict(), path)."
             ) from None
     if zipfile.is_zipfile(path):
@@ -956,7 +822,7 @@ def _read_weights(path: Path, torch) -> dict:
             verify_zip_crc(path)
         except Exception as exc:
             raise InputError(
-                f"{path}: the weights file is damaged ({type(exc).__name__}: {_clip(exc)}); save it "
+                f"{path}: the weights file is damaged ({type(exc).__name__}: {clip(exc)}); save it "
                 "again with torch.save(model.state_dict(), path)."
             ) from None
     try:
@@ -970,7 +836,7 @@ def _read_weights(path: Path, torch) -> dict:
     except Exception as exc:
         raise InputError(
             f"{path}: cannot read the weights file: it is truncated, damaged or not a torch file "
-            f"({type(exc).__name__}: {_clip(exc)}). Save it again with "
+            f"({type(exc).__name__}: {clip(exc)}). Save it again with "
             "torch.save(model.state_dict(), path)."
         ) from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):

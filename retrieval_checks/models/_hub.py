@@ -49,6 +49,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ._code import file_digest
+from ._device import device_name
+from ._outputs import as_embeddings
 
 __all__ = ["HubModel", "load", "HUB_KINDS", "SETTINGS"]
 
@@ -193,8 +196,6 @@ def _wants_file(kind: str, settings: dict) -> bool:
 
 def _digest_tree(p: Path) -> dict:
     """SHA-256 of every file under ``p`` (a file, or a directory walked in sorted order)."""
-    from ._embed import file_digest
-
     if p.is_file():
         return {p.name: file_digest(p, "model file")}
     out = {}
@@ -209,7 +210,7 @@ def _digest_tree(p: Path) -> dict:
 
 
 def _version(kind: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # ~20 ms: only for a fingerprint
 
     try:
         return version(_PACKAGES[kind])
@@ -261,9 +262,7 @@ class HubModel:
         return self._fingerprint
 
     def to(self, device: str | None) -> "HubModel":
-        from ._embed import resolve_device
-
-        dev = resolve_device(device)
+        dev = device_name(device)
         if dev != self._device:
             for module in self._parts.get("modules", ()):
                 module.to(dev)
@@ -304,7 +303,7 @@ class HubModel:
         bar = _bar(len(items), batch_size, progress, part)
         outs = []
         try:
-            import torch
+            import torch  # loaded with the model's library; not by `import retrieval_checks`
 
             with torch.inference_mode():
                 for start in range(0, len(items), batch_size):
@@ -330,8 +329,6 @@ class HubModel:
         finally:
             if bar is not None:
                 bar.close()
-        from ._embed import as_embeddings
-
         cut = self._parts.get("too_long")
         n_cut = cut(items, part) if cut is not None and modality == "text" else 0
         if n_cut:
@@ -351,7 +348,7 @@ def _bar(n: int, batch_size: int, progress, part):
         progress = -(-n // batch_size) > 8 and sys.stderr.isatty()
     if not progress:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # ~80 ms: only when a bar is shown
 
     return tqdm(total=n, desc=f"embedding {part or 'inputs'}", unit="row", leave=False)
 
@@ -397,7 +394,7 @@ def _describe_modality(modality: str, inputs) -> str:
 
 def _pil_images(images: np.ndarray):
     """PIL images of a uint8 n x H x W [x C] batch (C 1, 3 or 4)."""
-    from PIL import Image
+    from PIL import Image  # Pillow: for image inputs only
 
     if images.dtype != np.uint8:
         raise InputError(
@@ -520,7 +517,7 @@ def _load_huggingface(model: HubModel) -> dict:
     normalize = bool(model.settings.get("normalize", False))
 
     def run(batch, part):
-        import torch
+        import torch  # loaded with the model's library; not by `import retrieval_checks`
 
         prompt = _prompt(model, part)
         dev = next(encoder.parameters()).device
@@ -585,7 +582,7 @@ def _load_open_clip(model: HubModel) -> dict:
     normalize = bool(model.settings.get("normalize", False))
 
     def images(batch, part):
-        import torch
+        import torch  # loaded with the model's library; not by `import retrieval_checks`
 
         dev = next(encoder.parameters()).device
         x = torch.stack([preprocess(im) for im in _pil_images(batch)]).to(dev)
@@ -619,6 +616,7 @@ def _load_timm(model: HubModel) -> dict:
             encoder = timm.create_model(
                 name, pretrained=True, pretrained_cfg_overlay=overlay, num_classes=0
             )
+        # timm's own submodule, for timm models only
         from timm.data import create_transform, resolve_data_config
 
         transform = create_transform(**resolve_data_config({}, model=encoder))
@@ -632,7 +630,7 @@ def _load_timm(model: HubModel) -> dict:
     normalize = bool(model.settings.get("normalize", False))
 
     def images(batch, part):
-        import torch
+        import torch  # loaded with the model's library; not by `import retrieval_checks`
 
         dev = next(encoder.parameters()).device
         out = encoder(torch.stack([transform(im) for im in _pil_images(batch)]).to(dev))
