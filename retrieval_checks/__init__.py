@@ -35,6 +35,7 @@ from . import (  # noqa: F401  (the subpackages, reachable as rc.engine, rc.gate
     suites,
     tracking,
 )
+from ._version import __version__
 from .classifiers import (
     ClassifierResult,
     LocalizationResult,
@@ -129,8 +130,6 @@ from .stats import (
 )
 from .suites import Suite, SuiteRunner, load_suite
 from .tracking import History, render_report
-
-__version__ = "0.1.0"
 
 __all__ = [
     "evaluate",

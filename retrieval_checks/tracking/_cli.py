@@ -43,13 +43,16 @@ from pathlib import Path
 import yaml
 
 from .._suggest import did_you_mean
+from .._version import __version__
 from ..errors import InputError, MetricNameError, RetrievalChecksError, SuiteError
-from ..gates import BaselineFile, rule_text
+from ..gates import BaselineFile, adjust_pvalues, decide_family, family_line, rule_text
 from ..gates._baselines import round_stored
 from ..gates._regression import higher_is_better, measure_change
 from ..metrics._measurement import RETIRED_OPTIONS
 from ..metrics._names import metric_spec
 from ..options import parse_text
+from ..stats._plan import plan_queries
+from ..stats._power import check_power
 from ..suites import suite_errors
 from ..suites._jsonschema import suite_json_schema
 from ..suites._slices import slice_column_errors
@@ -60,6 +63,7 @@ from ._history import (
     default_history_path,
     project_root,
 )
+from ._markdown import absent_text, render_markdown
 from ._report import render_report
 from ._slices import per_slice_records
 
@@ -279,8 +283,6 @@ def _correct(judged: list, rows: list, counts: dict, args) -> list[str]:
     """--correction: the significance-gated gates of the comparison are one family; a
     regression that is significant alone but not after the correction is ok (said so),
     its p-value column shows both; a regression on anything else stays."""
-    from ..gates import adjust_pvalues, decide_family, family_line
-
     family = [(i, ch) for i, ch in judged if ch.significance_gated]
     if args.correction == "none" or not family:
         return []
@@ -705,8 +707,6 @@ def _report_format(args) -> str:
 
 def _cmd_plan(h: History, args, out) -> int:
     """Queries (or classes) needed to detect a drop, from a recorded run's gates."""
-    from ..stats._plan import plan_queries
-
     run_id = _resolve(h, args.run, args, out)
     results = h.results(run_id)
     metric = _metric_name(
@@ -726,8 +726,6 @@ def _cmd_plan(h: History, args, out) -> int:
 
 
 def _cmd_report(h: History, args, out) -> int:
-    from ._markdown import absent_text, render_markdown
-
     fmt = _report_format(args)
     run_id = _resolve(h, args.run, args, out if fmt == "html" or args.output else sys.stderr)
     runs = h.runs()
@@ -1155,8 +1153,6 @@ def _history_commands(sub) -> None:  # long: every argument of the history comma
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__  # here: the package has finished importing
-
     p = argparse.ArgumentParser(
         prog="retrieval-checks",
         description="Recorded quality-gate runs: list, compare, "
@@ -1209,8 +1205,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _probability(text: str) -> float:
-    from ..stats._power import check_power
-
     try:
         return check_power(float(text), "power")
     except (ValueError, InputError) as exc:
