@@ -3,6 +3,8 @@ fast (scipy.stats alone takes about half a second to import)."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 __all__ = ["norm_cdf", "norm_ppf", "norm_sf", "special", "stats", "t_cdf", "t_ppf", "t_sf"]
@@ -15,8 +17,6 @@ class LazyModule:
         self._name = name
 
     def __getattr__(self, attr: str):
-        import importlib
-
         return getattr(importlib.import_module(self._name), attr)
 
     def __repr__(self) -> str:

@@ -31,12 +31,17 @@ testcase) and is listed in the summary, JSON and history as failed ``after holm`
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 
+from .._lazy import t_cdf
 from .._suggest import hint, shown
 from ..errors import InputError
+from ..stats._power import check_power, normal_quantile, power_of
 
 __all__ = [
     "CORRECTIONS",
@@ -211,8 +216,6 @@ def _corrected_power(r: dict, m: int, correction: str) -> None:
     Benjamini-Hochberg's strictest; a check whose power was computed at its own level
     would certify a power the corrected test does not have. The level of the record's
     own test is kept as ``power_level_uncorrected``."""
-    from ..stats._power import power_of
-
     se, level = r.get("power_se"), r.get("power_level")
     if not isinstance(se, (int, float)) or not isinstance(level, (int, float)) or not se > 0:
         return
@@ -381,13 +384,6 @@ def comparison_test(comparison, margin: float, power: float | None = None):
     ``p_worse`` (None when the comparison has no standard error, or is a bootstrap
     with a margin: no p-value for the margin), ``level``, ``significance_gated`` and
     ``beyond_tolerance``."""
-    import dataclasses
-    import math
-    from types import SimpleNamespace
-
-    from .._lazy import t_cdf
-    from ..stats._power import power_of
-
     c = comparison
     out = SimpleNamespace(
         power=None, p_worse=None, level=None, significance_gated=False, beyond_tolerance=True
@@ -441,10 +437,6 @@ def bound_power(
     no spread is known), and the reason a ``min_power`` requirement fails (None when
     met or not asked). ``power`` / ``min_power`` are checked (in (0, 1)); ``min_power``
     is the power the requirement states."""
-    import math
-
-    from ..stats._power import check_power, normal_quantile, power_of
-
     power = check_power(power)
     min_power = check_power(min_power, "min_power")
     if power is not None and min_power is not None and power != min_power:
@@ -534,6 +526,4 @@ def unclaimed(change):
     None, the reason as a note)."""
     if change is None:
         return _UNCLAIMED
-    import dataclasses
-
     return dataclasses.replace(change, reasons=(*change.reasons, _UNCLAIMED))

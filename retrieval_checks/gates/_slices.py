@@ -30,7 +30,7 @@ from ..metrics._thresholds import check_threshold
 from ..stats._intervals import MIN_INTERVAL_UNITS
 from ..stats._slices import no_value_cause, require_slices, slice_intervals
 from ._assertions import threshold_bounds  # the thresholds rule of assert_metric (range, certain K)
-from ._baselines import round_stored
+from ._baselines import baseline_record, round_stored
 from ._events import GateEvent, emit
 from ._exact import exceeds
 
@@ -1071,8 +1071,6 @@ def check_slice_baselines(
     fails with how to create them. ``context``: model and dataset for the records.
     ``unsliced``: as :func:`assert_no_slice_regression`'s (every stored slice gated)."""
     __tracebackhide__ = True
-    from ._baselines import baseline_record
-
     gate = "per-slice baselines"
     _check_unsliced(unsliced, gate)
     all_slices = require_slices(result, gate)

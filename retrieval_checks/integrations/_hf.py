@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._suggest import hint, shown
+from ..engine import evaluate
 from ..errors import InputError
 from ._gating import (
     check_evaluate_options,
@@ -145,7 +146,7 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
                 "on_evaluate received no model; RetrievalChecksTrainerCallback runs inside "
                 "transformers.Trainer, which passes it."
             )
-        import torch
+        import torch  # transformers imports without torch; embedding needs it
 
         was_training = getattr(model, "training", False)
         model.eval()
@@ -168,8 +169,6 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
                 query_ids=data.get("query_ids"),
             )
         else:
-            from ..engine import evaluate
-
             result = evaluate(
                 queries, query_labels=labels, metrics=self.metrics, **data, **self.options
             )

@@ -46,6 +46,9 @@ except ImportError:  # pragma: no cover - the standalone package
             "pip install 'retrieval-checks[lightning]'"
         ) from None
 
+import torch  # Lightning's own dependency: loaded by the import above
+import torch.distributed as dist
+
 __all__ = ["RetrievalChecksCallback", "DiscriminantRatioMonitor"]
 
 _SPLITS = ("leave_one_out", "dataloaders")
@@ -266,8 +269,6 @@ class RetrievalChecksCallback(Callback):
         repeats items, or ids that are not item ids, which are refused)."""
         x, y, ids = self._local(idx)
         if trainer.world_size > 1:
-            import torch.distributed as dist
-
             gathered = [None] * dist.get_world_size()
             dist.all_gather_object(gathered, (x, y, ids))
             gathered = [g for g in gathered if g[0] is not None]
@@ -279,7 +280,7 @@ class RetrievalChecksCallback(Callback):
         x, y, ids, dropped = dedupe_by_id(x, y, ids)
         return (x, y), ids, dropped
 
-    def _shard_side(self, idx: int, dist):
+    def _shard_side(self, idx: int):
         """One side as this rank's shard, repeats dropped over all ranks
         (:class:`~retrieval_checks.integrations._gating.Shard`, or None: no rank has items)."""
         x, y, ids = self._local(idx)
@@ -296,8 +297,6 @@ class RetrievalChecksCallback(Callback):
         ``distributed`` allows it); prints the fallback note of ``"auto"`` once."""
         if trainer.world_size <= 1 or self.distributed == "gather":
             return False
-        import torch.distributed as dist
-
         if not (dist.is_available() and dist.is_initialized()):
             return False
         if self._gather_for:  # "auto" with a metric the sharded path refuses
@@ -314,12 +313,7 @@ class RetrievalChecksCallback(Callback):
     def _evaluate_sharded(self) -> tuple:
         """(result, dropped) of ``evaluate(..., process_group=WORLD)`` on this rank's
         de-duplicated shards."""
-        import torch
-        import torch.distributed as dist
-
-        shards = [
-            self._shard_side(i, dist) for i in ((0, 1) if self.split == "dataloaders" else (0,))
-        ]
+        shards = [self._shard_side(i) for i in ((0, 1) if self.split == "dataloaders" else (0,))]
         self._parts = {}
         for i, shard in enumerate(shards):
             if shard is None:
@@ -495,8 +489,6 @@ class DiscriminantRatioMonitor(Callback):
         if batch_idx % self.every_n_steps:
             return
         if self.embed is not None:
-            import torch
-
             with torch.no_grad():
                 value = self.embed(pl_module, batch)
             where = f"embed(pl_module, batch) (training batch {batch_idx})"

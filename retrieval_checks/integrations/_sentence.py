@@ -8,12 +8,15 @@ retrieval_checks.integrations`` does not.
 
 from __future__ import annotations
 
+import csv
 import numbers
+import os
 from collections.abc import Mapping
 
 import numpy as np
 
 from .._suggest import shown
+from ..engine import evaluate
 from ..errors import InputError
 from ..metrics import metric_spec
 from ..options import positive_int
@@ -255,8 +258,6 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
                 self._encode(model, self.corpus, "document"),
             )
             if self.relevance is not None:
-                from ..engine import evaluate
-
                 result = evaluate(
                     q, c, relevance=self.relevance, metrics=self.metrics, **self.options
                 )
@@ -288,9 +289,6 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
     def _append_csv(self, output_path: str, epoch, steps, values: dict) -> None:
         """One row (epoch, steps, every value) in ``output_path/csv_file``, as the
         library's evaluators write; the header when the file is new."""
-        import csv
-        import os
-
         os.makedirs(output_path, exist_ok=True)
         path = os.path.join(output_path, self.csv_file)
         new = not os.path.isfile(path)

@@ -75,7 +75,7 @@ def discriminant_ratio(embeddings, labels, *, eps: float = 1e-12):
             "merge into one type; use one type (all ints or all strings)."
         )
     if is_torch_tensor(embeddings):
-        import torch
+        import torch  # a tensor was given, so torch is loaded; not by `import retrieval_checks`
 
         x = embeddings
         if x.ndim != 2 or x.shape[0] == 0:

@@ -26,9 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._lazy import norm_ppf
 from .._suggest import shown
 from ..errors import InputError
+from ..metrics._names import metric_spec, parse_metric
+from ..metrics._thresholds import check_threshold
 from ..options import DEFAULTS, check_option
+from ._compare import query_pairs, same_queries
+from ._intervals import resolve_cluster
 from ._power import check_power, detectable_drop, power_at, units_needed
 
 __all__ = ["Plan", "plan_queries"]
@@ -88,10 +93,6 @@ def _cluster_se(d: np.ndarray, clusters) -> tuple[float, int]:
 
 
 def _from_results(pilot, baseline, metric: str, cluster: str, correlation: float):
-    from ..metrics._names import parse_metric
-    from ._compare import query_pairs, same_queries
-    from ._intervals import resolve_cluster
-
     spec = parse_metric(metric)
     if spec.kind == "grouped" or spec.name not in getattr(pilot, "per_query", {}):
         raise InputError(
@@ -139,8 +140,6 @@ def _from_results(pilot, baseline, metric: str, cluster: str, correlation: float
 
 
 def _pick(records, metric: str, test: str | None) -> dict:
-    from ..metrics._names import metric_spec
-
     def same(name) -> bool:
         if name == metric:
             return True
@@ -193,8 +192,6 @@ def _slice_gate(rec: Mapping) -> bool:
 
 
 def _from_record(rec: Mapping, correlation: float, confidence: float):
-    from .._lazy import norm_ppf
-
     if rec.get("power_se") is not None and rec.get("power_units"):
         n = int(rec["power_units"])
         sd = float(rec["power_se"]) * math.sqrt(n)
@@ -222,9 +219,6 @@ def _check_drop_range(metric: str, drop: float) -> None:
     """A drop the metric cannot have (at least its whole attainable range: ``drop=2``
     for a fraction, meant as 2 points = 0.02) is refused as a gate's ``max_drop`` is,
     naming the range; a name the registry does not know is left to the pilot's lookup."""
-    from ..metrics._names import parse_metric
-    from ..metrics._thresholds import check_threshold
-
     try:
         family = parse_metric(metric).capabilities
     except Exception:  # not a registry name (a recorded gate's own metric): no range to check

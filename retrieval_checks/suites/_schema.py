@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._paths import missing_file
 from .._suggest import hint as _hint
 from .._suggest import shown
@@ -895,8 +897,6 @@ def _npy_columns(path: Path) -> int | None:
     """The columns of a 2-D .npy array, from its header only (None: not a readable 2-D .npy)."""
     if path.suffix.lower() != ".npy":
         return None
-    import numpy as np
-
     try:
         shape = np.load(
             path, mmap_mode="r", allow_pickle=False

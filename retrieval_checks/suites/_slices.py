@@ -33,14 +33,21 @@ tolerances; a slice of the baselines file missing now is an error.
 
 from __future__ import annotations
 
+import csv
+import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..engine._slices import SINGLE
+from .._suggest import did_you_mean
+from ..data._files import metadata_column, read_arrays
+from ..engine._slices import SINGLE, with_slices
 from ..errors import InputError, SuiteError
+from ..gates import assert_slices, assert_worst_slice, baseline_path, check_slice_baselines
+from ..stats._slices import require_slices
 from ._yaml import describe_value, join_field
 
 __all__ = [
@@ -343,9 +350,6 @@ def gate_slices(runner, suite, case, result, options: dict) -> None:
     """Apply a check's ``slices:`` to ``result`` (a sliced evaluation): thresholds on
     every, the named or the worst slice; or each slice's baseline record."""
     __tracebackhide__ = True
-    from ..gates import assert_slices, assert_worst_slice
-    from ..stats._slices import require_slices
-
     check = case.check
     name = check.metric.name
     require_slices(result, f"check {check.id!r}")
@@ -378,8 +382,6 @@ def _baseline_slices(runner, suite, case, result, options) -> None:
     """A baseline check per slice: :func:`~retrieval_checks.gates.check_slice_baselines`
     on the suite's baselines file, keyed by the case."""
     __tracebackhide__ = True
-    from ..gates import baseline_path, check_slice_baselines
-
     check = case.check
     tolerances = _baseline_kwargs(check)
     check_slice_baselines(
@@ -482,8 +484,6 @@ def dataset_slices(runner, suite, dataset, part, dims=None) -> dict | list:
         arrays = runner._arrays_of(source)
         if "" in arrays:  # a .npy file: one array
             if col.file is not None:
-                from ..data._files import metadata_column
-
                 return metadata_column(arrays[""])
             raise InputError(
                 f"{source.name} is a .npy file (one array, the embeddings); slice values need a file with named arrays "
@@ -494,16 +494,12 @@ def dataset_slices(runner, suite, dataset, part, dims=None) -> dict | list:
                 f"{source.name} holds several arrays ({', '.join(map(repr, arrays))}); name one with column:."
             )
         if col.column not in arrays:
-            from .._suggest import did_you_mean
-
             close = did_you_mean(col.column, arrays)
             raise InputError(
                 f"column {col.column!r} is not in {source.name}; it has {', '.join(map(repr, arrays)) or 'none'}."
                 + (f" Did you mean {close!r}?" if close else "")
             )
         # a null (parquet) or a blank text is a query without a value, counted as missing
-        from ..data._files import metadata_column
-
         return metadata_column(
             arrays.nullable(col.column) if hasattr(arrays, "nullable") else arrays[col.column]
         )
@@ -538,9 +534,6 @@ def slice_column_errors(suite) -> list[SuiteError]:
 def _missing_columns(suite, dataset, columns, part) -> list[SuiteError]:
     """The errors of :func:`slice_column_errors` for the columns read from ``part``'s
     file (or their own ``file:``)."""
-    from .._suggest import did_you_mean
-    from ..data._files import read_arrays
-
     out = []
     for col in columns if part is not None else ():
         source = col.file if col.file is not None else getattr(part, "file", None)
@@ -776,10 +769,6 @@ def _read_run_text(path: Path, column: str | None) -> dict:
     """``{qid: value}`` from a text file: ``qid value`` lines, or with ``column`` a header
     line naming the columns (the query id first); ``#`` lines and blank lines skipped;
     an empty field is no value (None)."""
-    import csv
-
-    from .._suggest import did_you_mean
-
     suffix = path.suffix.lower()
     delimiter = {".csv": ",", ".tsv": "\t"}.get(suffix)
     try:
@@ -829,8 +818,6 @@ def _read_run_text(path: Path, column: str | None) -> dict:
 
 def _read_run_json(path: Path, column: str | None) -> dict:
     """``{qid: value}`` from a JSON object (``{qid: {field: value}}`` with ``column``)."""
-    import json
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -861,8 +848,6 @@ def _read_run_jsonl(path: Path, column: str | None) -> dict:
     """``{qid: value}`` from JSON lines, one object per query (BEIR's ``queries.jsonl``
     form): its id under one of :data:`JSONL_ID_KEYS`, its value the field ``column``
     (a dotted path reaches into nested objects: ``metadata.lang``); blank lines skipped."""
-    import json
-
     if column is None:
         raise InputError(
             f"{path.name}: JSON lines hold one object per query; name the field with column: (column: lang, "
@@ -944,10 +929,6 @@ def attach_run_slices(suite, dataset, result):
     queries. Ids of the file that are not evaluated (a topics file covering more
     queries than the run) are named in a RuntimeWarning; a file none of whose ids is
     an evaluated query (another id format) is an error."""
-    import warnings
-
-    from ..engine._slices import with_slices
-
     evaluated = [str(q) for q in result.query_ids]
     known = set(evaluated)
     spec = {}
