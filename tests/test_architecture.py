@@ -371,10 +371,69 @@ _OPTIONAL_MODULES = tuple(
         "counting._kernels_numba",
         "_hamming_numba",
         "counting._fused_cpu",
+        "counting._fused_cpu_numba",
         "_grouped_numba",
         "_runs_numba",
     )
 )
+
+# The function-local imports the library has, each with its reason: every other import is
+# at the top of its module, where a cycle shows (and is fixed by moving the shared piece
+# down a layer, not by importing inside a function). A reason is the start-up of
+# ``import retrieval_checks`` (at most 0.3 s, tests/test_startup.py, which every pytest
+# session, xdist worker and command-line call pays) or an optional dependency. Rows:
+# (a module, or a package for all of its modules; what it may import inside a function,
+# a module and its submodules; why). A new local import fails
+# test_no_module_of_the_library_imports_inside_a_function_without_a_reason until it
+# moves to the top or has a row here; a row nothing uses any more fails it too.
+LOCAL_IMPORTS = (
+    (
+        "retrieval_checks.engine",
+        _OPTIONAL + _OPTIONAL_MODULES,
+        "the accelerators (torch, triton, numba) and the kernels that need them, loaded when "
+        "a pass selects them; scipy, thread pools and the bar only where used",
+    ),
+    (
+        "retrieval_checks.data._files",
+        ("torch", "safetensors", "pyarrow"),
+        "reading .pt, .safetensors and .parquet files: optional dependencies",
+    ),
+    (
+        "retrieval_checks.metrics._embedding",
+        ("torch",),
+        "only for a tensor input (torch is loaded then); at the top, ~2 s for every import",
+    ),
+    (
+        "retrieval_checks.models._device",
+        ("torch",),
+        "optional_torch: for torch models and device='auto' only (a numpy model never loads it)",
+    ),
+    (
+        "retrieval_checks.models._embed",
+        ("tqdm", "safetensors"),
+        "the progress bar (tqdm.auto: ~80 ms) when one is shown; .safetensors weights (optional)",
+    ),
+    (
+        "retrieval_checks.models._hub",
+        ("torch", "timm", "PIL", "tqdm", "importlib.metadata"),
+        "the model libraries' dependencies (torch, timm, Pillow), loaded with a model; the "
+        "bar (~80 ms) when shown; package versions (~20 ms) for a fingerprint",
+    ),
+    (
+        "retrieval_checks.stats._sweep",
+        ("matplotlib",),
+        "plots only (an optional dependency)",
+    ),
+    (
+        "retrieval_checks.integrations._hf",
+        ("torch",),
+        "transformers imports without torch; embedding inside the Trainer needs it",
+    ),
+)
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
 
 
 def engine_imports(root: Path = ROOT, where: str = "retrieval_checks/engine"):
@@ -427,22 +486,57 @@ def private_reach_ins(root: Path = ROOT, where: str = "retrieval_checks/engine")
     return found
 
 
-def local_imports(root: Path = ROOT) -> list[str]:
-    """Function-local engine imports of a module that is not an optional dependency (nor
-    a module that needs one)."""
-    found = []
-    for name, line, inside, targets in engine_imports(root):
+def _local_imports(root: Path, where: str):
+    """``(module, line, imported module, its LOCAL_IMPORTS row or None)`` for every
+    function-local import of the modules under ``where``."""
+    for name, line, inside, targets in engine_imports(root, where):
+        if not inside:
+            continue
         for module, imported in targets:
             full = (
                 module
                 if imported is None or not _is_module(root, f"{module}.{imported}")
                 else f"{module}.{imported}"
             )
-            if inside and not (
-                full.split(".")[0] in _OPTIONAL or full.startswith(_OPTIONAL_MODULES)
-            ):
-                found.append(f"{name}:{line} imports {full} in a function")
-    return found
+            row = next(
+                (
+                    r
+                    for r in LOCAL_IMPORTS
+                    if _within(name, r[0]) and any(_within(full, m) for m in r[1])
+                ),
+                None,
+            )
+            yield name, line, full, row
+
+
+def local_imports(root: Path = ROOT, where: str = "retrieval_checks/engine") -> list[str]:
+    """Function-local imports, by the modules under ``where`` (the engine by default),
+    that no row of :data:`LOCAL_IMPORTS` gives a reason for."""
+    return [
+        f"{name}:{line} imports {full} in a function"
+        for name, line, full, row in _local_imports(root, where)
+        if row is None
+    ]
+
+
+def unused_local_import_rows(root: Path = ROOT) -> list[str]:
+    """The entries of :data:`LOCAL_IMPORTS` (module, imported module) no local import of
+    the library uses any more: a reason kept for an import that is gone. Not the engine's
+    row: it is the engine's rule for its optional dependencies, whichever it uses now."""
+    used = {
+        (row[0], m)
+        for name, _, full, row in _local_imports(root, "retrieval_checks")
+        if row is not None
+        for m in row[1]
+        if _within(full, m)
+    }
+    return [
+        f"{r[0]}: {m}"
+        for r in LOCAL_IMPORTS
+        if r[0] != "retrieval_checks.engine"
+        for m in r[1]
+        if (r[0], m) not in used
+    ]
 
 
 def test_engine_modules_use_no_private_name_of_another_and_import_locally_only_the_optional():
@@ -452,6 +546,24 @@ def test_engine_modules_use_no_private_name_of_another_and_import_locally_only_t
     import when they select them): the rest is imported at the top, where cycles show."""
     assert not private_reach_ins(), private_reach_ins()
     assert not local_imports(), local_imports()
+
+
+def test_no_module_of_the_library_imports_inside_a_function_without_a_reason():
+    """Outside the engine too: a function-local import is one LOCAL_IMPORTS gives a
+    reason for (start-up, an optional dependency); everything else is imported at the
+    top of its module (46 local imports of the library's own modules were not, among
+    them two cycles, models._embed <-> models._hub and tracking._cli <-> the package's
+    __version__, fixed by moving the shared pieces down: models._device, _outputs,
+    _code.file_digest, retrieval_checks._version). And every entry of the table is still
+    used, so that it lists exactly the reasons there are."""
+    found = local_imports(where="retrieval_checks")
+    assert not found, (
+        "import these at the top of the module (a cycle: move what both need to the lower "
+        "module), or, for a heavy or optional dependency, add a row to LOCAL_IMPORTS in "
+        f"tests/test_architecture.py saying why: {found}"
+    )
+    stale = unused_local_import_rows()
+    assert not stale, f"LOCAL_IMPORTS entries no local import uses any more (remove them): {stale}"
 
 
 def test_no_module_of_the_library_or_plugin_uses_a_private_name_of_another():
@@ -466,7 +578,9 @@ def test_no_module_of_the_library_or_plugin_uses_a_private_name_of_another():
 def test_the_import_audit_sees_reach_ins_and_local_imports(tmp_path):
     """The audit above can fail: a private name and a function-local import of a
     non-optional module, planted in a copy of a tiny engine, are both reported (and a
-    private module, an optional dependency and a GPU module are not)."""
+    private module, an optional dependency and a GPU module are not); outside the
+    engine, a local import no LOCAL_IMPORTS row gives a reason for is reported, one a row
+    does is not, and an entry nothing uses is stale."""
     engine = tmp_path / "retrieval_checks" / "engine"
     (engine / "gpu").mkdir(parents=True)
     for init in (tmp_path / "retrieval_checks", engine, engine / "gpu"):
@@ -483,6 +597,26 @@ def test_the_import_audit_sees_reach_ins_and_local_imports(tmp_path):
     assert local_imports(tmp_path) == [
         "retrieval_checks.engine._b:7 imports retrieval_checks.engine._a in a function"
     ]
+    # outside the engine: a local import of the library's own module, and of torch where no
+    # row allows it, are reported; a row's (stats._sweep: matplotlib) and a top-level
+    # import are not; the table's other entries, now unused here, are reported as stale
+    for pkg in ("gates", "stats"):
+        (tmp_path / "retrieval_checks" / pkg).mkdir()
+        (tmp_path / "retrieval_checks" / pkg / "__init__.py").write_text("")
+    (tmp_path / "retrieval_checks" / "gates" / "_c.py").write_text(
+        "from ..engine import _a\n\ndef g():\n    import torch\n    from ..engine._a import x\n"
+    )
+    (tmp_path / "retrieval_checks" / "stats" / "_sweep.py").write_text(
+        "def plot():\n    import matplotlib.pyplot\n"
+    )
+    assert local_imports(tmp_path, where="retrieval_checks") == [
+        "retrieval_checks.engine._b:7 imports retrieval_checks.engine._a in a function",
+        "retrieval_checks.gates._c:4 imports torch in a function",
+        "retrieval_checks.gates._c:5 imports retrieval_checks.engine._a in a function",
+    ]
+    stale = unused_local_import_rows(tmp_path)
+    assert "retrieval_checks.models._hub: PIL" in stale
+    assert "retrieval_checks.stats._sweep: matplotlib" not in stale
 
 
 def _imports(path: Path):
