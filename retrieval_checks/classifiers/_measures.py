@@ -42,7 +42,7 @@ from ..models._embed import embed, require_torch
 from ..options import check_option
 from ..stats._gaps import generalization_gap
 from ..stats._intervals import check_count, wilson_interval
-from ._gradcam import check_images, grad_cam
+from ._gradcam import check_images, find_layer, grad_cam
 from ._localization import cam_iou, cam_iou_box
 
 __all__ = [
@@ -138,6 +138,35 @@ def _rotations():
     ]
 
 
+def check_transforms(transforms) -> list[tuple[str, object]]:
+    """``transforms=`` of :func:`effective_invariance` as ``(name, callable)`` pairs
+    (None: the three rotations), checked before any model runs; else an InputError
+    naming the entry and the fix."""
+    if transforms is not None and (
+        callable(transforms) or not isinstance(transforms, (list, tuple))
+    ):
+        raise InputError(
+            f"transforms must be a list of callables (or (name, callable) pairs), got "
+            f"{type(transforms).__name__}."
+        )
+    transforms = (
+        _rotations()
+        if transforms is None
+        else [
+            t if isinstance(t, tuple) else (getattr(t, "__name__", "transform"), t)
+            for t in transforms
+        ]
+    )
+    if not transforms:
+        raise InputError("transforms is empty: give at least one transform.")
+    for t in transforms:
+        if len(t) != 2 or not callable(t[1]):
+            raise InputError(
+                f"transforms holds {t!r}; each entry is a callable or a (name, callable) pair."
+            )
+    return transforms
+
+
 def effective_invariance(
     model, images, *, transforms=None, batch_size: int = 256, device="auto"
 ) -> float:
@@ -190,28 +219,7 @@ def effective_invariance(
     >>> round(rc.effective_invariance(model, images, transforms=[flip], device="cpu"), 3)
     0.397
     """
-    if transforms is not None and (
-        callable(transforms) or not isinstance(transforms, (list, tuple))
-    ):
-        raise InputError(
-            f"transforms must be a list of callables (or (name, callable) pairs), got "
-            f"{type(transforms).__name__}."
-        )
-    transforms = (
-        _rotations()
-        if transforms is None
-        else [
-            t if isinstance(t, tuple) else (getattr(t, "__name__", "transform"), t)
-            for t in transforms
-        ]
-    )
-    if not transforms:
-        raise InputError("transforms is empty: give at least one transform.")
-    for t in transforms:
-        if len(t) != 2 or not callable(t[1]):
-            raise InputError(
-                f"transforms holds {t!r}; each entry is a callable or a (name, callable) pair."
-            )
+    transforms = check_transforms(transforms)
     p = predict_proba(model, images, batch_size=batch_size, device=device)
     c, ph = p.argmax(axis=1), p.max(axis=1)
     total = []
@@ -617,6 +625,8 @@ def classification_gap(
     for name, pair in (("train", train), ("test", test)):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise InputError(f"{name} must be an (images, labels) pair.")
+    if confidence is not None:  # None: generalization_gap's default; checked before the model runs
+        check_option("confidence", confidence)
     a = classifier_accuracy(model, *train, batch_size=batch_size, device=device)
     b = classifier_accuracy(model, *test, batch_size=batch_size, device=device)
     return generalization_gap(a, b, confidence=confidence)
@@ -734,6 +744,23 @@ class ClassifierResult(Mapping):
             iv = self.intervals.get(k)
             lines.append(f"  {k:<22} {v:.6g}" + (f"  [{iv[0]:.4f}, {iv[1]:.4f}]" if iv else ""))
         return "\n".join(lines)
+
+
+def _check_needs(names: list[str], model, y, layer, transforms):
+    """What the measures asked for need, checked before any model runs: labels, the
+    Grad-CAM layer (given, and a layer of the model) and the transforms (returned as
+    ``(name, callable)`` pairs where ``effective_invariance`` uses them)."""
+    needs_labels = [m for m in names if m in ("accuracy", "spectral_measure")]
+    if needs_labels and y is None:
+        raise InputError(f"{', '.join(needs_labels)} need labels.")
+    for m in ("cam_iou", "cam_iou_box"):
+        if m in names and layer is None:
+            raise InputError(
+                f"{m} needs layer= (the convolutional layer whose Grad-CAM is measured)."
+            )
+        if m in names:
+            find_layer(model, layer)
+    return check_transforms(transforms) if "effective_invariance" in names else transforms
 
 
 def evaluate_classifier(
@@ -862,11 +889,9 @@ def evaluate_classifier(
             raise InputError(
                 f"labels have dtype {y.dtype}; give class indices (ints, the logit columns)."
             )
+    transforms = _check_needs(names, model, y, layer, transforms)
     values, intervals, loc = {}, {}, {}
     acc = spectral = nuclear = None
-    needs_labels = [m for m in names if m in ("accuracy", "spectral_measure")]
-    if needs_labels and y is None:
-        raise InputError(f"{', '.join(needs_labels)} need labels.")
     if "accuracy" in names or "nuclear_norm" in names:
         logits = _run(model, images, batch_size=batch_size, device=device)
         if "accuracy" in names:
@@ -883,10 +908,6 @@ def evaluate_classifier(
     for m in ("cam_iou", "cam_iou_box"):
         if m not in names:
             continue
-        if layer is None:
-            raise InputError(
-                f"{m} needs layer= (the convolutional layer whose Grad-CAM is measured)."
-            )
         if cams is None:
             cams = grad_cam(
                 model, images, layer, method=cam_method, batch_size=batch_size, device=device
