@@ -558,8 +558,10 @@ _MEANINGS = {
     "and a .npy with fewer columns is refused at load",
     ("model", "embeddings"): "precomputed embedding files, per dataset: {dataset: file} for a "
     "dataset with one part, {dataset: {queries: file, gallery: file}} (or images / captions) "
-    "otherwise; each is a source. Labels in these files, when present, must equal the "
-    "dataset's (a check that the rows are in the dataset's order)",
+    "otherwise; each is a source. When both the file and the dataset's source carry ids, rows "
+    "are matched by id: the same ids in another order are put in the dataset's order, other ids "
+    "(missing, extra or repeated) are an error. Labels in these files, when present, must then "
+    "equal the dataset's (without ids, a check that the rows are in the dataset's order)",
     ("model", "callable"): "module:function turning a dataset's inputs (a numpy array) into "
     "(n x d) embeddings (one dense real array or tensor: a sparse matrix, a dict or tuple of "
     "outputs, ragged rows, masked or complex values are refused naming the model); called with "

@@ -69,6 +69,161 @@ class _Part:
     source: Source
 
 
+def _examples(values, limit: int = 3) -> str:
+    """A few ids, as a message shows them: ``'img7', 'img9', ... (12 in all)``."""
+    values = list(values)
+    shown_ids = ", ".join(repr(v) for v in values[:limit])
+    return shown_ids + (f", ... ({len(values)} in all)" if len(values) > limit else "")
+
+
+def _ids(values) -> str:
+    return f"{len(values)} id{'' if len(values) == 1 else 's'}"
+
+
+def _are(values) -> str:
+    return "is" if len(values) == 1 else "are"
+
+
+def _repeat(values) -> str:
+    return "repeats" if len(values) == 1 else "repeat"
+
+
+def _repeated(values: list) -> list:
+    """The values that occur more than once, in first-seen order."""
+    seen, out = set(), {}
+    for v in values:
+        if v in seen:
+            out[v] = None
+        seen.add(v)
+    return list(out)
+
+
+def _id_order(dataset_ids: np.ndarray, model_ids: np.ndarray) -> np.ndarray | None:
+    """The rows of the model's file in the dataset's order (``index`` with
+    ``model_ids[index] == dataset_ids``), None when they are in it already; a
+    ValueError describing the difference when the two are not the same ids, each once."""
+    if dataset_ids.shape == model_ids.shape and np.array_equal(dataset_ids, model_ids):
+        return None
+    if dataset_ids.dtype != object and model_ids.dtype != object:
+        try:
+            od = np.argsort(dataset_ids, kind="stable")
+            om = np.argsort(model_ids, kind="stable")
+        except TypeError:  # unorderable values: the general path below
+            pass
+        else:
+            sd = dataset_ids[od]
+            if (
+                sd.shape == model_ids.shape
+                and np.all(sd[1:] != sd[:-1])
+                and np.array_equal(sd, model_ids[om])
+            ):
+                index = np.empty(len(od), dtype=np.intp)
+                index[od] = om
+                return index
+    d, m = dataset_ids.tolist(), model_ids.tolist()
+    rep_d, rep_m = _repeated(d), _repeated(m)
+    if not rep_d and not rep_m and set(d) == set(m):
+        where = {v: i for i, v in enumerate(m)}
+        return np.array([where[v] for v in d], dtype=np.intp)
+    sd, sm = set(d), set(m)
+    missing = [v for v in d if v not in sm]
+    extra = [v for v in m if v not in sd]
+    why = [f"{len(m)} rows in the file, {len(d)} in the dataset"]
+    if missing:
+        why.append(
+            f"{len(missing)} of the dataset's ids {_are(missing)} not in the file "
+            f"({_examples(missing)})"
+        )
+    if extra:
+        why.append(
+            f"{_ids(extra)} of the file {_are(extra)} not the dataset's ({_examples(extra)})"
+        )
+    if rep_m:
+        why.append(f"{_ids(rep_m)} {_repeat(rep_m)} in the file ({_examples(rep_m)})")
+    if rep_d:
+        why.append(
+            f"{_ids(rep_d)} {_repeat(rep_d)} in the dataset ({_examples(rep_d)}), so rows cannot be "
+            "matched by id"
+        )
+    if missing and len(missing) == len(d) and dataset_ids.dtype.kind != model_ids.dtype.kind:
+        why.append(
+            f"the dataset's ids are {dataset_ids.dtype}, the file's {model_ids.dtype}: write them "
+            "as the same type"
+        )
+    raise ValueError("; ".join(why))
+
+
+def _model_rows(
+    suite: Suite,
+    source: Source,
+    msource: Source,
+    mfield: str,
+    emb: np.ndarray,
+    labels,
+    ids,
+    mlabels,
+    mids,
+):
+    """The one rule matching the rows of a model's embeddings file to its dataset's.
+
+    When both the dataset and the file carry ids, rows are matched by id: the same
+    ids in another order are put in the dataset's order (the file's labels with them);
+    ids that differ (missing, extra, repeated) are a SuiteError naming the file, the
+    field, the counts and a few ids. Then the file's labels, if any, must be the
+    dataset's, row for row (a file without ids, in another order, is caught there).
+    Returns the embeddings, labels and ids of the part, in the dataset's order."""
+    if ids is not None and mids is not None and np.ndim(ids) == 1:  # (else the part's shape check)
+        if mids.ndim != 1 or mids.shape[0] != emb.shape[0]:
+            raise SuiteError(
+                f"the ids {msource.ids!r} in {msource.file.name} have shape {mids.shape} but the file "
+                f"has {emb.shape[0]} embeddings; give one id per row.",
+                path=suite.path,
+                line=msource.line,
+                field=mfield,
+            )
+        try:
+            order = _id_order(np.asarray(ids), mids)
+        except ValueError as exc:
+            raise SuiteError(
+                f"the ids {msource.ids!r} in {msource.file.name} are not the dataset's ids "
+                f"{source.ids!r} in {source.file.name}: {exc}. The rows of a model's embeddings file "
+                "are matched to the dataset's by id (any order). Fix: write one row per item of the "
+                f"dataset, each id once, or set {mfield}.ids: <name> to read another array.",
+                path=suite.path,
+                line=msource.line,
+                field=f"{mfield}.ids",
+            ) from None
+        if order is not None:
+            emb = emb[order]
+            if mlabels is not None and mlabels.ndim == 1 and mlabels.shape[0] == order.shape[0]:
+                mlabels = mlabels[order]
+    if labels is None:
+        labels = mlabels
+    elif mlabels is not None and (
+        mlabels.shape != labels.shape or not np.array_equal(mlabels, labels)
+    ):
+        matched = ids is not None and mids is not None
+        if matched:
+            why = (
+                "for the same ids (rows matched by id), so one of the two files labels its items "
+                "wrongly. Fix: write the dataset's labels in the model's file, or drop them from it."
+            )
+        else:
+            why = (
+                "the embedding rows are not in the dataset's order. Fix: write the rows in the "
+                "dataset's order, or store ids in both files (the array ids, or ids: <name>) so that "
+                "rows are matched by id."
+            )
+        raise SuiteError(
+            f"the labels in {msource.file.name} differ from the dataset's labels in "
+            f"{source.file.name}: {why}",
+            path=suite.path,
+            line=msource.line,
+            field=mfield,
+        )
+    return emb, labels, ids if ids is not None else mids
+
+
 @contextlib.contextmanager
 def _at_the_check(suite: Suite, check):
     """The warnings a check's evaluation and gate give (skipped queries, intervals,
@@ -287,20 +442,10 @@ class SuiteRunner:
                 msource, msource.embeddings, "embeddings", suite, mfield, required=True
             )
             mlabels = self._array(msource, msource.labels, "labels", suite, mfield, required=False)
-            if labels is None:
-                labels = mlabels
-            elif mlabels is not None and (
-                mlabels.shape != labels.shape or not np.array_equal(mlabels, labels)
-            ):
-                raise SuiteError(
-                    f"the labels in {msource.file.name} differ from the dataset's labels in "
-                    f"{source.file.name}: the embedding rows are not in the dataset's order.",
-                    path=suite.path,
-                    line=msource.line,
-                    field=mfield,
-                )
-            if ids is None:
-                ids = self._array(msource, msource.ids, "ids", suite, mfield, required=False)
+            mids = self._array(msource, msource.ids, "ids", suite, mfield, required=False)
+            emb, labels, ids = _model_rows(
+                suite, source, msource, mfield, emb, labels, ids, mlabels, mids
+            )
         else:
             inputs = self._array(source, source.inputs, "inputs", suite, field, required=True)
             if timeout is False:
