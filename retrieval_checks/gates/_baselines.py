@@ -64,6 +64,7 @@ __all__ = [
     "VALUE_OPTIONS",
     "value_options",
     "check_same_options",
+    "check_same_set",
 ]
 
 _MAX_QUERY_UNITS = 5000
@@ -126,6 +127,91 @@ def check_same_options(baseline: Mapping, current: Mapping, where: str = "") -> 
 
 
 _MISSING = object()
+
+
+def _unit_scheme(rec: Mapping):
+    """How a record names its units: per class, per grouped-recall group, per query by
+    id (``query id <id>``) or per query by row (``query <i>``). Only units named the
+    same way are the same units: a baseline keyed by rows and a run keyed by ids (a
+    result that now carries query ids) may hold the same queries."""
+    units = rec.get("units") or {}
+    if rec.get("units_are") == "queries":
+        by_id = all(str(k).startswith("query id ") for k in units)
+        return ("queries", "ids" if by_id else "rows")
+    return (rec.get("units_are"),)
+
+
+def _some(keys, limit: int = 5) -> str:
+    keys = sorted(map(str, keys), key=lambda k: (len(k), k))
+    shown_keys = ", ".join(repr(k) for k in keys[:limit])
+    return shown_keys + (f", ... ({len(keys)} in all)" if len(keys) > limit else "")
+
+
+def check_same_set(baseline: Mapping, current: Mapping, where: str = "") -> None:
+    """Refuse to compare records of different evaluated sets, as far as the records
+    tell: a different ``n`` (the queries, classes, images ... the value averages over),
+    different units (classes, groups or queries named the same way: some only in the
+    baseline or only now) or units that count different queries. A value over
+    another set is another number: a drop tolerance, with or without a significance
+    test, would compare it as if it were the same one. A record without ``n`` or
+    ``units`` (written before records held them, or by hand) is compared as it is."""
+    why = []
+    nb, nc = baseline.get("n"), current.get("n")
+    if nb is not None and nc is not None and int(nb) != int(nc):
+        unit_b, unit_c = baseline.get("unit"), current.get("unit")
+        why.append(
+            f"n {nb} {unit_b or ''}".rstrip()
+            + f" in the baseline, {nc} {unit_c or ''}".rstrip()
+            + " now"
+        )
+    ub, uc = baseline.get("units") or {}, current.get("units") or {}
+    if ub and uc and _unit_scheme(baseline) == _unit_scheme(current):
+        kind = baseline.get("units_are") or ("groups" if baseline.get("partition") else "units")
+        only_b, only_c = set(ub) - set(uc), set(uc) - set(ub)
+        if only_b or only_c:
+            parts = [
+                f"{len(keys)} only {side} ({_some(keys)})"
+                for keys, side in ((only_b, "in the baseline"), (only_c, "now"))
+                if keys
+            ]
+            why.append(
+                f"the baseline and this run have different units ({kind}: {len(ub)} in the "
+                f"baseline, {len(uc)} now; {'; '.join(parts)})"
+            )
+        else:
+            moved = [k for k in ub if int(ub[k][1]) != int(uc[k][1])]
+            if moved:
+                shown_moved = ", ".join(
+                    f"{k!r}: {int(ub[k][1])} -> {int(uc[k][1])}"
+                    for k in sorted(map(str, moved))[:5]
+                )
+                why.append(
+                    f"the same {kind} count different queries ({len(moved)} of {len(ub)} changed: "
+                    f"{shown_moved}{', ...' if len(moved) > 5 else ''})"
+                )
+    if not why:
+        return
+    raise InputError(
+        f"{where + ': ' if where else ''}{current.get('metric')}: the evaluated set is not the one the "
+        f"baseline was recorded on: {'; '.join(why)}. A value over other queries is another number, so "
+        "the two are not compared (with or without significant:). Fix: evaluate on the set the "
+        "baseline was recorded on, or, when the set changed on purpose, re-record the baseline "
+        "(pytest --rc-force-regen writes changed baselines and fails, --rc-regen-all rewrites every "
+        "one; review and commit the file)."
+    )
+
+
+def _unchecked_set_note(baseline: Mapping, current: Mapping, metric: str) -> str | None:
+    """A note when the baseline cannot tell whether the evaluated set changed: a record
+    without ``n`` (an old or hand-written one) against a run that has one."""
+    if baseline.get("n") is not None or current.get("n") is None:
+        return None
+    return (
+        f"assert_no_regression: the {metric} baseline record has no n (the number of "
+        f"{current.get('unit') or 'queries'} it was measured on), so whether this run evaluated the "
+        f"same set ({current['n']} {current.get('unit') or 'queries'}) is not checked. Re-record it "
+        "(pytest --rc-force-regen) to have it checked."
+    )
 
 
 def rounded_record(rec):
@@ -839,6 +925,7 @@ def assert_no_regression(
             f"run {current.get('partition')!r}; regenerate the baseline (same labels, group_size, seed)."
         )
     check_same_options(baseline, current, where)
+    check_same_set(baseline, current, where)
     use_units = significant is True and bool(baseline.get("units")) and bool(current.get("units"))
     b_in, c_in = _as_change_input(baseline), _as_change_input(current)
     if not use_units:
@@ -885,6 +972,8 @@ def assert_no_regression(
                 f"{ch.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
                 f"{n_skipped}), more than max_skipped={max_skipped!r}"
             )
+    unchecked = _unchecked_set_note(baseline, current, ch.metric)
+    notes += [unchecked] if unchecked else []
     weak = power_note("assert_no_regression", ch, correction)
     notes += [weak] if weak else []
     required = ch.power is not None and ch.power.required and ch.power.underpowered
