@@ -16,9 +16,14 @@ s / sqrt(r), s the sample standard deviation of the group values. The interval i
 mean +- t_{r-1, (1+c)/2} * s / sqrt(r): Student's t rather than the normal quantile,
 which is slightly wider for few groups and the same for many; clipped to [0, 1], the
 metric's range (which cannot lower its coverage). Fewer than two groups give no
-interval (an error says so). With few groups whose values happen to be equal, s = 0
-and the interval has zero width: that is what the t interval says from such a
-sample, and a reason to use more groups, not evidence of certainty.
+interval (an error says so). Where every group's value is 0 or 1 (a partition's
+groups all perfect, say), s can be 0 and the t interval [1, 1]; the interval is then
+widened to the exact binomial (Clopper-Pearson) interval of k of r groups at 1 (a
+group's value is 1 with probability at most its mean, so k of r groups at 1 bound the
+mean as k successes of r trials would): 2 perfect groups give [0.16, 1], not [1, 1].
+Equal values inside (0, 1) still give a zero-width interval: that is what the t
+interval says from such a sample, and a reason to use more groups, not evidence of
+certainty.
 
 Queries without a relevant item inside their group follow ``empty_queries``: skipped
 (counted in ``n_queries_skipped``), an error, or scored 0. Queries whose label was
@@ -53,6 +58,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import EmptyQueriesError, InputError
+from ..metrics._binomial import binomial_floor
 from ._backend import Backend
 from ._hamming import hamming_into
 from ._partial import FirstRanks
@@ -331,11 +337,14 @@ def grouped_recall_values(
         tie_values.update(min=min(tie_values.values()), max=max(tie_values.values()))
         used = int((~np.isnan(h)).sum())
         n_dropped = int((gq < 0).sum())
+        low, high = max(0.0, value - half), min(1.0, value + half)
+        for row in vals:  # groups all at 0 or 1: no narrower than their exact interval
+            low, high, _ = binomial_floor(row, None, (0.0, 1.0), confidence, low, high)
         out[k] = GroupedRecall(
             k=k,
             value=value,
-            low=max(0.0, value - half),
-            high=min(1.0, value + half),
+            low=low,
+            high=high,
             confidence=confidence,
             std_error=se,
             group_std=per_rep[0][1],

@@ -35,6 +35,7 @@ import numpy as np
 
 from .._suggest import hint
 from ..errors import InputError
+from ..metrics._binomial import binomial_floor
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
 from ..options import DEFAULTS, check_embedding_ties, check_option
@@ -132,8 +133,14 @@ class ImageTextResult(Mapping):
     >>> res = rc.evaluate_image_text(images, captions, np.repeat(np.arange(4), 2))
     >>> res["rsum"], res["i2t_recall@1"], res["t2i_medr"]
     (600.0, 1.0, 1.0)
-    >>> res.n_images, res.n_captions, res.protocol, res.intervals["rsum"]
-    (4, 8, '5k', (600.0, 600.0))
+    >>> res.n_images, res.n_captions, res.protocol
+    (4, 8, '5k')
+
+    Four perfect images show little: the bootstrap over them is [600, 600], and the
+    interval is the sum of the six recalls' exact binomial intervals (4 of 4 images each):
+
+    >>> [round(v, 1) for v in res.intervals["rsum"]]
+    [238.6, 600.0]
     """
 
     def __init__(
@@ -542,6 +549,7 @@ def _evaluate_pairs(
         boot = _bootstrap(specs, fold_data, ks, n_resamples, np.random.default_rng(seed))
         q = [(1 - confidence) / 2, (1 + confidence) / 2]
         intervals = {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in boot.items()}
+        _exact_floors(specs, fold_data, confidence, intervals)
     config = {
         "similarity": similarity,
         "ties": ties,
@@ -769,6 +777,15 @@ class _Fold:
             return float(np.dot(w, hit) / w.sum())
         return _weighted_recall(self.i_rank if side == "i" else self.t_rank, w, k)
 
+    def hits(self, side: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's recall@k (0 or 1; a probability under ``ties="average"``) and its
+        image: images for ``"i"`` (i2t), captions for ``"t"`` (t2i), in rank order."""
+        if side == "i":
+            hit = self.i_hit[k] if self.ties == "average" else (self.i_rank <= k) * 1.0
+            return hit, self.i_order
+        hit = self.t_hit[k] if self.ties == "average" else (self.t_rank <= k) * 1.0
+        return hit, self.t_image
+
     def values(self, specs, ks, image_weight: np.ndarray) -> dict[str, float]:
         """All metrics with each image counted ``image_weight`` times (1: the data;
         bootstrap multiplicities: a replicate), each caption as often as its image."""
@@ -815,6 +832,48 @@ def _weighted_medr(sorted_ranks, w) -> float:
 
     med = at((total - 1) // 2) if total % 2 else (at(total // 2 - 1) + at(total // 2)) / 2
     return float(math.floor(med - 1) + 1)
+
+
+def _exact_floors(specs, folds, confidence: float, intervals: dict) -> None:
+    """Widen each recall's bootstrap interval, in place, to the exact binomial interval
+    where its queries' values are all 0 or 1 (:func:`..metrics._binomial.binomial_floor`:
+    a bootstrap of images that all hit is [1, 1]). i2t: the images are the queries and
+    the units; t2i: the captions are the queries, their images the units."""
+    offsets = np.cumsum([0] + [f.n_images for f in folds[:-1]])
+
+    def floored(side: str, k: int, low: float, high: float) -> tuple[float, float]:
+        parts = [f.hits(side, k) for f in folds]
+        x = np.concatenate([hit for hit, _ in parts])
+        images = np.concatenate([img + o for (_, img), o in zip(parts, offsets)])
+        low, high, _ = binomial_floor(
+            x, None if side == "i" else images, (0.0, 1.0), confidence, low, high
+        )
+        return low, high
+
+    for s in specs:
+        side = {"i2t_recall": "i", "t2i_recall": "t"}.get(s.family)
+        if side is not None and s.name in intervals:
+            intervals[s.name] = floored(side, s.k, *intervals[s.name])
+    # a sum of the six recalls whose bootstrap has no width (every image and caption at
+    # the same end): the sum of their exact intervals' ends (each recall's own value
+    # as the point it widens from), not the certainty [600, 600]
+    for s in specs:
+        if s.family not in ("rsum", "mean_recall") or s.name not in intervals:
+            continue
+        low, high = intervals[s.name]
+        if low != high:
+            continue
+        ends = []
+        for side in ("i", "t"):
+            for k in _RSUM_K:
+                x = np.concatenate([f.hits(side, k)[0] for f in folds])
+                value = float(x.mean())
+                ends.append(floored(side, k, value, value))
+        scale = 100.0 if s.family == "rsum" else 100.0 / 6.0
+        intervals[s.name] = (
+            min(low, scale * sum(e[0] for e in ends)),
+            max(high, scale * sum(e[1] for e in ends)),
+        )
 
 
 def _bootstrap(specs, folds, ks, n_resamples, rng) -> dict[str, np.ndarray]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._lazy import norm_cdf, norm_ppf
 from ..errors import InputError, IntervalWarning
+from ..metrics._binomial import binomial_floor
 from ..metrics._names import parse_metric
 from ..metrics._ranking import GM_FLOOR, aggregate
 from ..options import check_option
@@ -476,13 +477,19 @@ def bootstrap_interval(
     else:
         low, high = _bca(theta, boot, _jackknife(x, clusters), confidence)
     n_units = x.size if clusters is None else int(np.unique(clusters).size)
+    how = f"{method} bootstrap over {UNIT_NAMES[cluster]}"
+    if statistic is mean_rows:
+        low, high, floor = binomial_floor(
+            x, clusters, (float(spec.low), float(spec.high)), confidence, low, high
+        )
+        how += floor
     iv = Interval(
         spec.name,
         theta,
         low,
         high,
         confidence,
-        f"{method} bootstrap over {UNIT_NAMES[cluster]}",
+        how,
         n_units,
         "queries" if clusters is None else "classes",
     )
