@@ -314,7 +314,40 @@ def _dedupe_repeated(images, n_captions: int):
     starts = np.flatnonzero(new_run)
     caption_image = np.cumsum(new_run) - 1
     layout = "repeated" if starts.size < arr.shape[0] else "indexed"
+    if layout == "repeated":
+        _check_runs(np.diff(np.append(starts, arr.shape[0])))
     return _take(images, starts), caption_image.astype(np.int64), layout
+
+
+def _check_runs(lengths: np.ndarray) -> None:
+    """The repeated layout tells images apart only by their rows: two neighbouring
+    images whose embeddings are equal (an image encoder that collapsed, or near it) read
+    as one image with both images' captions, and a constant encoder as one image owning
+    every caption (Rsum 600). Papers' evaluation code repeats each image the same number
+    of times (5), so runs of unequal length, or a single run, are refused, naming the
+    fix: ``caption_image``."""
+    fix = (
+        "pass caption_image (the image index of every caption) with one row of images per "
+        "image, which does not depend on telling images apart by their embeddings"
+    )
+    if lengths.size < 2:
+        raise InputError(
+            f"images (caption_image=None: one row per caption, each image repeated in consecutive rows) "
+            f"holds one distinct row for all {int(lengths[0])} captions: they would all belong to one "
+            "image, and every recall would be 1 whatever the model (an image encoder whose output does "
+            f"not depend on its input gives this); {fix}."
+        )
+    sizes, counts = np.unique(lengths, return_counts=True)
+    if sizes.size > 1:
+        seen = ", ".join(
+            f"{int(c)} image{'s' if c != 1 else ''} of {int(z)} rows" for z, c in zip(sizes, counts)
+        )
+        raise InputError(
+            f"images (caption_image=None: one row per caption, each image repeated in consecutive rows) "
+            f"repeats its images unequally: {seen}. Two neighbouring images with equal embeddings read "
+            "as one image with both images' captions (an image encoder that collapsed gives this), so "
+            f"this layout needs every image repeated the same number of times; {fix}."
+        )
 
 
 def _certain_k(folds, cap_img) -> dict:
@@ -381,7 +414,9 @@ def evaluate_image_text(
         The image index of every caption (length M; any number of captions per
         image). ``None``: ``images`` holds one row per caption, each image repeated in
         consecutive rows (the layout of many papers' evaluation code); it is detected
-        and deduplicated.
+        and deduplicated. Every image must then be repeated the same number of times,
+        and the rows must hold more than one image: equal neighbouring images (a
+        collapsed encoder) cannot be told apart in this layout, and are refused.
     metrics:
         Names from ``IMAGE_TEXT_METRICS`` (any K for the recalls).
     protocol:

@@ -91,11 +91,30 @@ def test_repeated_image_layout_is_detected_and_deduplicated():
     for name in ALL:
         assert rep[name] == ref[name], name
         assert rep.intervals[name] == ref.intervals[name]
-    # a variable ratio in the repeated layout
+    # a variable ratio in the repeated layout is refused (two neighbouring images with
+    # equal embeddings would read as one image of more captions): caption_image serves it
     images, captions, ci = _data(40, 0, variable=True, seed=4)
-    a = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
-    b = rc.evaluate_image_text(images[ci], captions, n_resamples=0)
-    assert b.n_images == 40 and all(a[n] == b[n] for n in ALL)
+    assert np.unique(np.bincount(ci)).size > 1
+    with pytest.raises(rc.InputError, match=r"repeats its images unequally: .* pass caption_image"):
+        rc.evaluate_image_text(images[ci], captions, n_resamples=0)
+
+
+def test_the_repeated_layout_refuses_what_it_cannot_tell_apart():
+    """A new user's trial: a collapsed image encoder (one constant row for every caption)
+    read as one image owning all 500 captions, Rsum 600; two neighbouring images with
+    equal embeddings merged silently (50 -> 49 images)."""
+    rng = np.random.default_rng(0)
+    captions = rng.normal(size=(500, 16))
+    with pytest.raises(rc.InputError, match="one distinct row for all 500 captions"):
+        rc.evaluate_image_text(np.ones((500, 16)), captions, None)
+    img = rng.normal(size=(50, 16))
+    img[1] = img[0]
+    ci = np.repeat(np.arange(50), 5)
+    with pytest.raises(rc.InputError, match="48 images of 5 rows, 1 image of 10 rows"):
+        rc.evaluate_image_text(img[ci], img[ci] + rng.normal(size=(250, 16)), None)
+    # the same data with caption_image: 50 images, the equal two tie
+    res = rc.evaluate_image_text(img, img[ci] + rng.normal(size=(250, 16)), ci)
+    assert res.n_images == 50
 
 
 @pytest.mark.slow
