@@ -83,7 +83,11 @@ ALIASES = {
 
 #: trec_eval's measure names with their cut-off after an underscore (``P_10``,
 #: ``ndcg_cut_10``, ``iprec_at_recall_0.50``): the family each one is.
-_TREC_CUT = re.compile(r"(p|recall|success|map_cut|ndcg_cut|iprec_at_recall)_(\d+(?:\.\d+)?)", re.I)
+# trec_eval's result keys (P_10, ndcg_cut_10) and pytrec_eval's measure requests (P.10,
+# ndcg_cut.10: the parameter after a dot, as trec_eval's -m takes it)
+_TREC_CUT = re.compile(
+    r"(p|recall|success|map_cut|ndcg_cut|iprec_at_recall)[_.](\d+(?:\.\d+)?)", re.I
+)
 #: the same names as trec_eval spells them, with their parameter (the suites' JSON schema)
 TREC_CUT_NAMES = {
     "P": "K",
@@ -478,7 +482,7 @@ def parse_metric(name: str) -> MetricSpec:
             suggestion=f"map_cut@{k}",
         )
     trec = _TREC_CUT.fullmatch(text)
-    if trec:  # trec_eval's P_10, ndcg_cut_10, iprec_at_recall_0.50
+    if trec:  # trec_eval's P_10, ndcg_cut_10, iprec_at_recall_0.50; pytrec_eval's P.10
         text = f"{_TREC_BASE[trec[1].lower()]}@{trec[2]}"
     base, at, param = text.partition("@")
     base = base.strip().lower().replace("-", "_") if base.lower() not in ALIASES else base.lower()

@@ -88,7 +88,7 @@ def metric_pattern() -> str:
         tail += "?" if None in bases[base] and params else ""
         parts.append(re.escape(base) + tail)
     # trec_eval's names with the parameter after an underscore, and other libraries' names
-    parts += [f"{re.escape(b)}_(?:{_PARAMS[p]})" for b, p in sorted(TREC_CUT_NAMES.items())]
+    parts += [f"{re.escape(b)}[_.](?:{_PARAMS[p]})" for b, p in sorted(TREC_CUT_NAMES.items())]
     parts += [re.escape(name) for name in (*sorted(WHOLE_ALIASES), "Rprec")]
     return "^(?:" + "|".join(parts) + ")$"
 

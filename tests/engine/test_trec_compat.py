@@ -584,6 +584,30 @@ def test_trec_eval_measure_names_are_aliases_of_the_same_measures():
         assert got[theirs] == pytest.approx(value, abs=1e-12), theirs
 
 
+def test_pytrec_evals_measure_requests_name_the_same_measures():
+    """pytrec_eval is asked for ``ndcg_cut.10`` and ``P.5`` (the parameter after a dot, as
+    trec_eval's ``-m`` takes it) and answers under ``ndcg_cut_10``: both spellings are
+    the same measure here (a new user's ``ndcg_cut.10`` was refused with no suggestion)."""
+    import re
+
+    from retrieval_checks.suites._jsonschema import metric_pattern
+
+    pattern = re.compile(metric_pattern())
+    for ours, theirs in TREC.items():
+        if "_" not in theirs or theirs == "recip_rank":
+            continue
+        dotted = re.sub(r"_(\d)", r".\1", theirs, count=1)
+        if dotted == theirs or not re.search(r"\.\d", dotted):
+            continue
+        assert parse_metric(dotted).name == parse_metric(ours).name, dotted
+        assert pattern.match(dotted), dotted
+    run, qrels = collection(2)
+    got = evaluate_run(run, qrels, ["ndcg_cut.10", "P.5"], queries="run", ties="docid")
+    want = trec(run, qrels, 1)
+    assert got["ndcg@10"] == pytest.approx(np.mean([v["ndcg_cut_10"] for v in want.values()]))
+    assert got["precision@5"] == pytest.approx(np.mean([v["P_5"] for v in want.values()]))
+
+
 def test_beirs_map_at_k_spelling_is_refused_not_read_as_torchmetrics_ap():
     """BEIR reports ``MAP@10``, which is pytrec_eval's map_cut_10 (divided by R); the
     library's ``map@10`` divides by the hits in the top 10 and is larger: BEIR's spelling
