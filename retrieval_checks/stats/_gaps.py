@@ -295,6 +295,40 @@ def generalization_gap(
         _bootstrap_gap(spec, train, test, confidence, n_resamples, cluster, seed, labels),
         same,
         _ordered,
+        _size_note(spec, train, test, labels),
+    )
+
+
+#: galleries (or class counts) whose sizes differ by more than this factor make a gap of a
+#: rank-based metric say as much about the galleries as about the model
+_SIZE_RATIO = 1.1
+
+
+def _size_note(spec, train, test, labels) -> str | None:
+    """A note when the two sides rank against galleries of different sizes or over
+    different numbers of classes: Recall@K and the other rank metrics fall as the
+    gallery grows, so their gap mixes overfitting with the galleries' sizes (the reason
+    grouped recall exists: "Catching Image Retrieval Generalization"). None when the
+    sizes are within :data:`_SIZE_RATIO` of each other, or unknown."""
+    sizes = []
+    for res in (train, test):
+        n_g = (getattr(res, "config", None) or {}).get("n_gallery")
+        codes = getattr(res, "query_label_codes", None)
+        n_c = None if codes is None else int(np.unique(np.asarray(codes)).size)
+        sizes.append((n_g, n_c))
+    (g1, c1), (g2, c2) = sizes
+    differ = []
+    for what, x, y in (("gallery items", g1, g2), ("classes", c1, c2)):
+        if isinstance(x, (int, np.integer)) and isinstance(y, (int, np.integer)) and min(x, y) > 0:
+            if max(x, y) / min(x, y) > _SIZE_RATIO:
+                differ.append(f"{labels[0]} {int(x)} {what}, {labels[1]} {int(y)}")
+    if not differ:
+        return None
+    return (
+        f"{spec.name} gap ({labels[0]} - {labels[1]}): the sides differ in size ({'; '.join(differ)}). "
+        f"{spec.name} falls as a gallery grows and its classes multiply, so this gap mixes the model's "
+        "generalization with the sizes of the two sets; grouped_recall@K compares sets of different sizes "
+        "(groups of the same number of classes on both sides; docs/statistics.md)."
     )
 
 
@@ -322,10 +356,11 @@ def gap_notes(gap: Gap, *, units: bool = True, ordered: bool = True) -> list[str
     return notes
 
 
-def _noted(gap: Gap, same: str | None, ordered: bool) -> Gap:
-    """``gap`` with its notes (:func:`gap_notes`, and ``same``: identical sides that
-    could not be told apart), each issued as an IntervalWarning."""
-    notes = ([same] if same else []) + gap_notes(gap, ordered=ordered)
+def _noted(gap: Gap, same: str | None, ordered: bool, sizes: str | None = None) -> Gap:
+    """``gap`` with its notes (:func:`gap_notes`, ``same``: identical sides that could
+    not be told apart, ``sizes``: sides of different sizes), each issued as an
+    IntervalWarning."""
+    notes = ([same] if same else []) + gap_notes(gap, ordered=ordered) + ([sizes] if sizes else [])
     warn_notes(notes, stacklevel=3)
     return replace(gap, notes=tuple(notes))
 

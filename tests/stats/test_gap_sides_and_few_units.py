@@ -177,3 +177,26 @@ def test_same_data_with_ids_on_one_side_only_is_refused_not_crashed():
         _data(4, 30, noise=1.5)[0], query_labels=y, metrics=["map"], query_ids=np.arange(len(y))
     )
     assert rc.generalization_gap(a, other, "map").n_first == 30
+
+
+def _sized(n_classes: int, seed: int):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(n_classes), 2)
+    c = rng.normal(size=(n_classes, 8))
+    x = c[y] + 0.5 * rng.normal(size=(2 * n_classes, 8))
+    return rc.evaluate(x, query_labels=y, metrics=["hit_rate@1", "grouped_recall@1"], group_size=5)
+
+
+def test_a_gap_between_sets_of_different_sizes_says_so():
+    """hit_rate@1 falls as the gallery grows: a gap between 60 and 40 classes mixes the
+    model with the sizes (a new user's trial found no word of it); grouped recall's gap,
+    made for this, and sets of one size have no such note."""
+    big, small = _sized(60, 0), _sized(40, 1)
+    with pytest.warns(rc.IntervalWarning, match=r"train 60 classes, test 40.*grouped_recall@K"):
+        gap = rc.generalization_gap(big, small, "hit_rate@1")
+    assert any("differ in size" in n for n in gap.notes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rc.IntervalWarning)
+        rc.generalization_gap(_sized(60, 2), _sized(60, 3), "hit_rate@1")
+        grouped = rc.generalization_gap(big, small, "grouped_recall@1")
+    assert not any("differ in size" in n for n in grouped.notes)
