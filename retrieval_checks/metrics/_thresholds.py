@@ -215,6 +215,8 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
                 fail(f"the largest attainable value is {_fmt(top)}{why}")
         return v
     if role == "below":
+        if math.isfinite(width):  # a gap's own range: the values' differences
+            unit = f"{name}: unit {family.unit}, a gap's attainable range [{_fmt(-width)}, {_fmt(width)}]"
         if math.isfinite(width) and v >= width:
             fail(
                 f"a gap (a difference of two values) is at most {_fmt(width)}, so the gate could never fail"

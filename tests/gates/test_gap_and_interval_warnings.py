@@ -206,3 +206,20 @@ def test_a_failing_interval_gate_on_few_units_says_why_in_its_message(few):
         error is not None
         and "note: assert_not_worse: map difference: its interval rests on 4 classes" in str(error)
     )
+
+
+@pytest.mark.parametrize("below, never", [(1.5, "never fail"), (-1.5, "never pass")])
+def test_a_gap_bound_outside_the_gaps_range_names_the_gaps_range(below, never):
+    """A gap of fractions lies in [-1, 1] (the message said the metric's [0, 1])."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(20), 3)
+    c = rng.normal(size=(20, 8))
+    train = rc.evaluate(c[y] + 0.4 * rng.normal(size=(60, 8)), query_labels=y, metrics=["map"])
+    test = rc.evaluate(c[y] + 0.6 * rng.normal(size=(60, 8)), query_labels=y, metrics=["map"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gap = rc.generalization_gap(train, test, "map")
+    with pytest.raises(
+        rc.InputError, match=rf"{never} \(map gap: .*a gap's attainable range \[-1, 1\]\)"
+    ):
+        rc.assert_gap_below(gap, below=below)
