@@ -741,8 +741,28 @@ def _run_arrays(indices, scores):
             f"run=(indices, scores): row {i} retrieves document {int(srt[i][1:][dup[i]][0])} twice; a "
             "run ranks each document once per query."
         )
+    _refuse_distances(valid, val)
     q = np.repeat(np.arange(idx.shape[0], dtype=np.int64), valid.sum(axis=1))
     return q, idx[valid], val[valid]
+
+
+def _refuse_distances(valid: np.ndarray, val: np.ndarray) -> None:
+    """An index lists its results best first, so similarity scores never rise along a
+    row. Scores that rise along the rows and never fall are distances (faiss's
+    ``IndexFlatL2`` and HNSW return squared L2, ascending), which a run ranks in
+    reverse, highest first: refused, naming the fix (a new user's trial ranked them
+    so, silently)."""
+    both = valid[:, 1:] & valid[:, :-1]
+    step = val[:, 1:] - val[:, :-1]
+    rising, falling = both & (step > 0), both & (step < 0)
+    if rising.any() and not falling.any():
+        rows = int(rising.any(axis=1).sum())
+        raise InputError(
+            f"run=(indices, scores): the scores rise along every row that orders its results ({rows} rows, "
+            "and none falls), so they look like distances (faiss's IndexFlatL2 and HNSW indexes return "
+            "squared L2 distances, nearest first); a run ranks the highest score first. Pass similarities: "
+            "(indices, -distances); if they are similarities listed worst first, reverse the columns."
+        )
 
 
 def _qrels_for_arrays(qrels, n_q: int):

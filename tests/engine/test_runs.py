@@ -663,6 +663,27 @@ def test_bad_arrays_are_refused(run, qrels, match):
         evaluate_run(run, qrels, ["map"])
 
 
+def test_distances_in_place_of_scores_are_refused():
+    """faiss's L2 search gives distances, nearest first: rising along every row. A run ranks
+    the highest score first, so they would rank every list in reverse (a new user's trial
+    did, silently). Refused, naming the fix; their negatives are the same ranking."""
+    rng = np.random.default_rng(0)
+    dist = np.sort(rng.random((6, 4)), axis=1)
+    idx = np.tile(np.arange(4), (6, 1))
+    idx[0, 3] = -1  # a missing result (faiss: -1 with a huge distance) is not read
+    dist[0, 3] = 3.4e38
+    qrels = [[0]] * 6
+    with pytest.raises(InputError, match=r"rise along every row .* \(indices, -distances\)"):
+        evaluate_run((idx, dist), qrels, ["mrr"])
+    assert evaluate_run((idx, -dist), qrels, ["mrr"])["mrr"] == 1.0
+    # a row that falls somewhere: scores, in whatever column order (ranked by score)
+    mixed = dist.copy()
+    mixed[1] = mixed[1][::-1]
+    assert evaluate_run((idx, mixed), qrels, ["mrr"])["mrr"] < 1.0
+    # equal scores along every row (all ties) are not distances
+    evaluate_run((idx, np.ones((6, 4))), qrels, ["mrr"])
+
+
 def test_arrays_accept_what_they_should():
     res = evaluate_run((IDX, VAL), [[1], [0, 2]], ["map", "mrr", "recall@1"])
     # ids are compared as text: a JSON file's string keys are the rows and indices they spell
