@@ -38,6 +38,7 @@ from ..options import DEFAULTS
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap, gap_notes
 from ..stats._intervals import bootstrap_interval, few_units_note, wilson_interval
+from ..stats._power import check_power
 from ._events import GateEvent, emit_warned
 from ._exact import exceeds
 from ._family import (
@@ -48,6 +49,7 @@ from ._family import (
     deferrable,
     family_fields,
     family_of,
+    power_note,
     unclaimed,
 )
 from ._regression import checked_option as check_option
@@ -1493,7 +1495,12 @@ def assert_not_worse(
     detectable excess of its one-sided test at (1 - confidence) / 2), and the check
     joins the run's family of significance-gated checks (``correction``: holm, bh or
     none; default the pytest session's ``--rc-correction``), decided at the session's
-    end on its adjusted p-value when a correction applies.
+    end on its adjusted p-value when a correction applies. With a margin, the power is
+    judged as a baseline check's is (the same routine): the drop the test must detect is
+    twice the margin (the margin exceeded by the margin); when it detects it with less
+    than ``power`` the gate warns (:class:`~retrieval_checks.errors.PowerWarning`, naming
+    the units it would need: the drop it gates could pass unseen), and with
+    ``min_power`` it fails. Margin 0 tolerates no drop: no power to judge.
 
     With ``rule="non_inferior"`` the event and the message carry the power of the
     non-inferiority test: its chance of passing an unchanged model at the margin
@@ -1520,8 +1527,10 @@ def assert_not_worse(
         ``"holm"``, ``"bh"`` or ``"none"``: the multiple-testing correction of the run's
         family of significance-gated checks (default: the session's ``--rc-correction``).
     min_power:
-        ``rule="non_inferior"`` only: fail when the test shows non-inferiority within the
-        margin for an unchanged model with less than this power (default: warn at 0.8).
+        Fail when the test's power is below this (default: warn at 0.8):
+        ``rule="non_inferior"``: its chance of showing non-inferiority within the margin
+        for an unchanged model; ``rule="significant"`` with a margin > 0: its chance of
+        failing on a drop of twice the margin.
 
     Returns
     -------
@@ -1535,7 +1544,9 @@ def assert_not_worse(
         The candidate is worse by the rule; the message names the difference, its
         interval, the margin, the p-value, the sample and the rule.
     InputError
-        A margin that is NaN, negative or could never fail, an unknown rule.
+        A margin that is NaN, negative or could never fail, an unknown rule, ``power`` or
+        ``min_power`` where the rule has none (``rule="value"``; ``min_power`` with
+        ``rule="significant"`` and margin 0).
 
     Examples
     --------
@@ -1552,7 +1563,7 @@ def assert_not_worse(
     >>> comparison = rc.compare(candidate, baseline, "map")
     >>> round(comparison.difference, 4)
     0.0056
-    >>> rc.assert_not_worse(comparison, margin=0.01)
+    >>> rc.assert_not_worse(comparison, margin=0.05)  # 10 classes can see a drop of 0.1
     """
     __tracebackhide__ = True
     GATE_FIELDS["rule"].check(rule)
@@ -1580,12 +1591,15 @@ def assert_not_worse(
     )
     notes += [few] if few else []
     test, bound, bound_failure = _not_worse_power(c, rule, margin, power, min_power)
-    weak = bound_power_note("assert_not_worse", c.metric, bound)
+    correction = family_of(correction, test)
+    weak = bound_power_note("assert_not_worse", c.metric, bound) or power_note(
+        "assert_not_worse", test, correction
+    )
     notes += [weak] if weak else []
     fails = undefined or exceeds(-margin, checked) or skip_failure is not None
     fails = fails or bound_failure is not None
-    correction = family_of(correction, test)
-    deferred = deferrable(test, correction, fails, undefined or skip_failure is not None)
+    decided = undefined or skip_failure is not None or bound_failure is not None
+    deferred = deferrable(test, correction, fails, decided)
     event = emit_warned(
         GateEvent(
             gate="assert_not_worse",
@@ -1645,10 +1659,13 @@ def _gap_power(gap, below, on, power, min_power):
 
 
 def _not_worse_power(c, rule, margin, power, min_power):
-    """The significance test of ``rule="significant"`` (a family member, with its power),
-    or the power of ``rule="non_inferior"`` and the reason its ``min_power`` fails:
+    """The significance test of ``rule="significant"`` (a family member, with its power:
+    :func:`~retrieval_checks.gates._family.comparison_test`), or the power of
+    ``rule="non_inferior"``, and the reason a ``min_power`` requirement fails:
     ``(test, bound_power, failure)``. ``power`` / ``min_power`` where the rule has no
     power to state are refused (they were ignored)."""
+    if rule == "significant" and min_power is not None:
+        return _significant_power(c, margin, power, min_power)
     if rule == "non_inferior":
         pw, failure = bound_power(
             c,
@@ -1662,12 +1679,8 @@ def _not_worse_power(c, rule, margin, power, min_power):
     if min_power is not None:
         raise InputError(
             f"min_power={shown(min_power)}: a power requirement goes with rule='non_inferior' (its "
-            f"chance of passing an unchanged model); rule={rule!r} "
-            + (
-                "reports the drop its test detects (power=), and has no tolerance to require it at."
-                if rule == "significant"
-                else "has no test."
-            )
+            "chance of passing an unchanged model) or rule='significant' with a margin (its chance "
+            f"of failing on a drop of twice the margin); rule={rule!r} has no test."
         )
     if rule == "value" and power is not None:
         raise InputError(
@@ -1675,6 +1688,39 @@ def _not_worse_power(c, rule, margin, power, min_power):
             "rule='significant' or 'non_inferior', or leave power out."
         )
     return (comparison_test(c, margin, power) if rule == "significant" else None), None, None
+
+
+def _significant_power(c, margin, power, min_power):
+    """``(test, None, failure)`` of ``rule="significant"`` under ``min_power``: its
+    power to detect a drop of twice the margin (the margin exceeded by the margin) is
+    required, as a baseline check's to detect a drop of its max_drop; a requirement
+    whose power cannot be estimated fails, and margin 0 (no tolerance) is refused."""
+    power = check_power(power)
+    min_power = check_power(min_power, "min_power")
+    if power is not None and power != min_power:
+        raise InputError(
+            f"power={power:g} and min_power={min_power:g}: min_power is the power the gate requires "
+            "and reports; give one of them."
+        )
+    if margin == 0:
+        raise InputError(
+            f"min_power={min_power:g}: with rule='significant' the power required is the chance of "
+            "failing on a drop of the margin beyond the margin, and margin is 0 (no drop tolerated, "
+            "so none to detect); give a margin (the drop tolerated), use rule='non_inferior' with a "
+            "margin, or leave min_power out."
+        )
+    test = comparison_test(c, margin, min_power=min_power)
+    pw = test.power
+    failure = None
+    if pw is None:
+        failure = (
+            f"assert_not_worse: underpowered (min_power {min_power:g}): the power cannot be "
+            "estimated (the paired differences have no spread: identical runs, or no standard "
+            "error); a power requirement that cannot be checked fails"
+        )
+    elif pw.underpowered:
+        failure = f"assert_not_worse: underpowered (min_power {pw.power:g}): {pw.describe()}"
+    return test, None, failure
 
 
 def _not_worse_message(c, rule, margin, undefined, d, checked, notes) -> str:
@@ -1688,8 +1734,13 @@ def _not_worse_message(c, rule, margin, undefined, d, checked, notes) -> str:
         else f"candidate {c.candidate:.4f} {verdict.format(baseline=f'{c.baseline:.4f}', margin=margin)} "
         f"(improvement {d:+.4f}, checked {checked:+.4f} < {-margin:+})"
         if exceeds(-margin, checked)
-        else f"gate is underpowered: candidate {c.candidate:.4f} is shown within {margin:g} of baseline "
-        f"{c.baseline:.4f} this time (improvement {d:+.4f}, checked {checked:+.4f} >= {-margin:+}), but "
+        else f"gate is underpowered: candidate {c.candidate:.4f} is "
+        + (
+            f"not shown to be worse than baseline {c.baseline:.4f} by more than {margin:g}"
+            if rule == "significant"
+            else f"shown within {margin:g} of baseline {c.baseline:.4f}"
+        )
+        + f" this time (improvement {d:+.4f}, checked {checked:+.4f} >= {-margin:+}), but "
         "the test's power is below min_power"
     )
     return (

@@ -229,6 +229,7 @@ def _corrected_power(r: dict, m: int, correction: str) -> None:
         tolerance=r.get("power_tolerance"),
         required=bool(r.get("power_required")),
         test=r.get("power_test") or "drop",
+        null=float(r.get("power_null") or 0.0),  # a comparison's margin: kept in its mdd
     )
     r.update(pw.to_dict())
     r["power_level_uncorrected"] = float(level)
@@ -373,28 +374,47 @@ def family_line(summary: dict) -> str:
     return text
 
 
-def comparison_test(comparison, margin: float, power: float | None = None):
+def comparison_test(
+    comparison, margin: float, power: float | None = None, min_power: float | None = None
+):
     """The significance test inside ``assert_not_worse(rule="significant")`` as a family
     member: the check fails when the upper end of the improvement's two-sided interval
     is below ``-margin``, that is when the one-sided test of "worse by more than the
     margin" has ``p < (1 - confidence) / 2``; its family p-value is twice that one-sided
     p (compared with ``1 - confidence``), and its power is that of the one-sided test
     at ``(1 - confidence) / 2``, reported as the drop it detects with ``power``
-    (``margin`` + the minimum detectable excess). Returns an object with ``power``,
-    ``p_worse`` (None when the comparison has no standard error, or is a bootstrap
-    with a margin: no p-value for the margin), ``level``, ``significance_gated`` and
-    ``beyond_tolerance``."""
+    (``margin`` + the minimum detectable excess; at ``min_power``, required, when
+    given). Its tolerance, the drop it must detect with that power, is the margin
+    exceeded by the margin (:class:`~retrieval_checks.stats.Power`'s ``null``); margin 0
+    has none, as a baseline check without ``max_drop``. Returns an object with
+    ``metric``, ``power``, ``p_worse`` (None when the comparison has no standard error,
+    or is a bootstrap with a margin: no p-value for the margin), ``level``,
+    ``significance_gated`` and ``beyond_tolerance``."""
     c = comparison
     out = SimpleNamespace(
-        power=None, p_worse=None, level=None, significance_gated=False, beyond_tolerance=True
+        metric=c.metric,
+        power=None,
+        p_worse=None,
+        level=None,
+        significance_gated=False,
+        beyond_tolerance=True,
     )
     se = getattr(c, "se", None)
     if se is None or not math.isfinite(se) or not math.isfinite(c.low) or not math.isfinite(c.high):
         return out
     level = float(f"{1 - c.confidence:.12g}")
     if se > 0:  # no spread of the differences (identical runs): the power is unknown, not 100%
-        pw = power_of(se, c.n, level=level / 2, power=power, dof=c.dof, unit=c.unit)
-        out.power = dataclasses.replace(pw, mdd=margin + pw.mdd)
+        out.power = power_of(
+            se,
+            c.n,
+            level=level / 2,
+            power=min_power if min_power is not None else power,
+            dof=c.dof,
+            unit=c.unit,
+            tolerance=2 * margin if margin > 0 else None,
+            required=min_power is not None,
+            null=margin,
+        )
     sign = 1.0 if c.higher_is_better else -1.0
     center = sign * (c.low + c.high) / 2  # the improvement the interval is centred on
     if c.dof is not None:

@@ -185,7 +185,14 @@ class Power:
     model is unchanged, ``power_at_tolerance`` its chance of passing an unchanged model
     at the gate's margin); ``"gap"`` (a gap's upper bound below a limit: ``mdd`` the
     smallest limit it shows with ``power`` for a model with no gap). The formulas are
-    the same: a one-sided test at ``level`` with noncentrality tolerance / se."""
+    the same: a one-sided test at ``level`` with noncentrality tolerance / se.
+
+    ``null``: the drop under the test's null hypothesis, 0 but for a comparison gated
+    on significance (``assert_not_worse(rule="significant")``), whose test is "worse by
+    more than the margin": ``mdd`` and ``tolerance`` are whole drops (the margin
+    included), the noncentrality is their excess over ``null``, and the tolerance such
+    a gate must detect is the margin exceeded by the margin (``2 * null``), as a
+    baseline check's test of "worse at all" must detect a drop of its ``max_drop``."""
 
     mdd: float
     power: float
@@ -199,6 +206,7 @@ class Power:
     units_needed: int | None = None
     required: bool = False
     test: str = "drop"
+    null: float = 0.0
 
     @property
     def method(self) -> str:
@@ -235,7 +243,14 @@ class Power:
         )
         if self.tolerance is None:
             return text
-        text += f"; {chance.format(t=f'{self.tolerance:.4g}')}: {self.power_at_tolerance:.0%}"
+        beyond = (
+            f" (the margin {self.null:.4g} exceeded by {self.tolerance - self.null:.4g})"
+            if self.null
+            else ""
+        )
+        text += (
+            f"; {chance.format(t=f'{self.tolerance:.4g}')}{beyond}: {self.power_at_tolerance:.0%}"
+        )
         if self.underpowered:
             need = (
                 f"about {self.units_needed} {unit} would be needed"
@@ -264,6 +279,7 @@ class Power:
             "power_tolerance": self.tolerance,
             "power_dof": self.dof,
             "power_required": self.required,
+            "power_null": self.null,
         }
 
 
@@ -278,16 +294,20 @@ def power_of(
     tolerance: float | None = None,
     required: bool = False,
     test: str = "drop",
+    null: float = 0.0,
 ) -> Power:
     """The :class:`Power` of a test with standard error ``se`` on ``n_units`` units
-    (``test``: what it is the power of, see :class:`Power`)."""
+    (``test``: what it is the power of; ``null``: the drop under its null hypothesis,
+    see :class:`Power`)."""
     power = DEFAULT_POWER if power is None else check_power(power)
-    mdd = detectable_drop(se, level=level, power=power, dof=dof)
+    null = float(null)
+    mdd = null + detectable_drop(se, level=level, power=power, dof=dof)
     at = need = None
     if tolerance is not None:
-        at = power_at(tolerance, se, level=level, dof=dof)
+        excess = tolerance - null
+        at = power_at(excess, se, level=level, dof=dof)
         if at < power and n_units and n_units >= 2:  # unknown sample size: no count to scale
-            need = units_needed(se, n_units, tolerance, level=level, power=power, t=dof is not None)
+            need = units_needed(se, n_units, excess, level=level, power=power, t=dof is not None)
     return Power(
-        mdd, power, level, se, int(n_units), unit, dof, tolerance, at, need, required, test
+        mdd, power, level, se, int(n_units), unit, dof, tolerance, at, need, required, test, null
     )

@@ -1623,17 +1623,18 @@ def _compare_rule(r: _Reader, node, field: str, line, spec, suite_models) -> dic
     }
     kw.update(_fields(r, cmp, f"{field}.compare", "compare", spec, "compare"))
     rule = kw.get("rule", GATE_FIELDS["rule"].default)
-    if "min_power" in kw and rule != "non_inferior":
+    if "min_power" in kw and (rule == "value" or (rule == "significant" and not kw.get("margin"))):
         why = (
-            "rule: significant reports the drop its test detects (its mdd in every output), and its "
-            "margin is the null of that test, not a drop it must detect: there is no tolerance to "
-            "require a power at (a baseline check with significant: true and max_drop has one)"
+            "rule: significant needs a margin for it: its power is its chance of failing on a drop "
+            "of the margin beyond the margin, and with margin 0 no drop is tolerated, so none is to "
+            "be detected (a baseline check without max_drop has none either)"
             if rule == "significant"
             else "rule: value has no test, so no power"
         )
         raise r.error(
-            f"min_power goes with rule: non_inferior (its chance of passing an unchanged model); {why}. "
-            "Use rule: non_inferior with a margin, or leave min_power out.",
+            "min_power goes with rule: significant with a margin (its chance of failing on a drop "
+            "of twice the margin) or rule: non_inferior (its chance of passing an unchanged model); "
+            f"{why}. Give a margin, use rule: non_inferior with a margin, or leave min_power out.",
             join_field(f"{field}.compare", "min_power"),
             cmp.line_of("min_power"),
         )

@@ -82,7 +82,7 @@ def test_min_power_fails_a_non_inferiority_gate_that_passes_by_luck(comparison):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"rule": "significant", "min_power": 0.8}, "goes with rule='non_inferior'"),
+        ({"rule": "value", "min_power": 0.8}, "rule='value' has no test"),
         ({"rule": "value", "power": 0.9}, "rule='value' has no test"),
         ({"rule": "non_inferior", "min_power": 80}, "for 80% power write 0.8"),
         ({"rule": "non_inferior", "power": 0.9, "min_power": 0.8}, "give one of them"),
