@@ -11,6 +11,9 @@ Warnings the library issues about a statistic that says little or looks wrong ar
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 __all__ = [
     "RetrievalChecksError",
     "InputError",
@@ -249,3 +252,26 @@ class SelfMatchWarning(RuntimeWarning):
         super().__init__(message)
         self.n_found = n_found
         self.n_queries = n_queries
+
+
+#: The packages whose frames a user-facing warning is not attributed to: the library and
+#: its pytest plugin (a fixture such as ``rc_evaluate`` is the library, not the test).
+_OURS = ("retrieval_checks", "pytest_retrieval_checks")
+
+
+def _ours(frame) -> bool:
+    name = frame.f_globals.get("__name__") or ""
+    return any(name == p or name.startswith(p + ".") for p in _OURS)
+
+
+def warn_outside(message, category: type[Warning] | None = None) -> None:
+    """:func:`warnings.warn` attributed to the first frame outside retrieval-checks (the
+    library and its pytest plugin): the user's line that called into it, however deep
+    the library's own calls ran (the ``rc_evaluate`` fixture's cache, a gate calling
+    another), so the warning's file and line, and the filters keyed on the module, are
+    the user's. ``message`` a string (with ``category``) or a Warning instance. A stack
+    that is the library's all the way up (a thread it started) names the caller."""
+    frame, level = sys._getframe(1), 2  # stacklevel 2: the caller of this function
+    while frame is not None and _ours(frame):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)

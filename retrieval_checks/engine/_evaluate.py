@@ -283,7 +283,7 @@ def evaluate(
     dims = None if slices is None else make_slices(slices, sides.n_q)  # before the pass
     own = self_pairs_of(sides, query_ids, gallery_ids, gallery_labels, req.ignore_identical_ids)
     rel = relevance_of(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
-    check_queries_in_gallery(sides, own, rel, every_fails=_self_match_fails)  # before the pass
+    self_matched = check_queries_in_gallery(sides, own, rel, every_fails=_self_match_fails)
     plan = plan_pass(
         list(sides.inputs),
         n_q=sides.n_q,
@@ -322,6 +322,7 @@ def evaluate(
     result = aggregate_result(
         req, sides, own, rel, plan, problem, totals, _use_kernels, ids, relevance_level
     )
+    result.self_matched = self_matched  # a gate refuses a result in which every query is one
     return result if dims is None else attach_slices(result, dims)
 
 

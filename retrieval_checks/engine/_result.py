@@ -13,7 +13,14 @@ import numpy as np
 from ..metrics._measurement import Measurement, value_options
 from ..metrics._names import MetricSpec, naming_note, parse_metric
 
-__all__ = ["ByMetric", "EvaluationResult", "Provenance", "TIE_TOLERANCE", "tie_note"]
+__all__ = [
+    "ByMetric",
+    "EvaluationResult",
+    "Provenance",
+    "TIE_TOLERANCE",
+    "self_match_message",
+    "tie_note",
+]
 
 #: A metric whose range over tie orderings is wider than this (absolute for fractions,
 #: relative for ranks) gets a note in measurements and a warning from the gates.
@@ -43,6 +50,29 @@ def tie_note(
         f"ties: the value depends on the order of tied scores: {fmt(lo)} to {fmt(hi)} over every order "
         f"(pessimistic {fmt(values['pessimistic'])}, optimistic {fmt(values['optimistic'])}; "
         f"{share_text}{extremes}); this value is ties={ties!r}"
+    )
+
+
+def self_match_message(n_found: int, n_queries: int) -> str:
+    """What :class:`~retrieval_checks.errors.SelfMatchWarning` says, and the error of a
+    suite's check (and of a gate, :attr:`EvaluationResult.self_matched`) where every
+    query is such a row: ``n_found`` of ``n_queries`` queries are also gallery rows
+    relevant to them, value for value."""
+    every = n_found == n_queries
+    return (
+        (
+            f"each of the {n_queries} queries is also a gallery row relevant to it, value for "
+            "value, so it retrieves itself first"
+            if every
+            else f"{n_found} of {n_queries} queries are also gallery rows relevant to them, "
+            "value for value, so each retrieves itself first"
+        )
+        + " and scores near 1 whatever the model ("
+        + ("the same array or file given as both?" if every else "leaked queries, or duplicates?")
+        + "). For leave-one-out give the items once, as queries, with no gallery (a YAML "
+        "suite: leave out `gallery:`); if the gallery holds each query's own item on "
+        "purpose, give query_ids=... and gallery_ids=... (a suite: `ids:` on both sides) "
+        "so that each query's own item leaves its ranking."
     )
 
 
@@ -250,6 +280,11 @@ class EvaluationResult(Mapping):
     - ``query_fingerprint()``: what identifies the queries (labels, ids, relevant counts,
       gallery size), so that a paired comparison can check that two results were
       computed on the same queries in the same order.
+    - ``self_matched``: how many queries are also gallery rows relevant to them, value
+      for value (each retrieved itself first: the
+      :class:`~retrieval_checks.errors.SelfMatchWarning`'s ``n_found``); 0 when none, or
+      where ``evaluate`` does not check (ids, leave-one-out, Hamming codes, other entry
+      points). A gate refuses a result in which every query did.
 
     Built by :func:`~retrieval_checks.evaluate`, :func:`~retrieval_checks.evaluate_run`
     and :func:`~retrieval_checks.ann_recall` (keyword arguments only); read, not
@@ -371,6 +406,17 @@ class EvaluationResult(Mapping):
         #: the slices of ``evaluate(..., slices=...)`` (:class:`~retrieval_checks.engine._slices.SliceSet`),
         #: else None
         self.slices = None
+        #: queries that are also gallery rows relevant to them, value for value (set by
+        #: ``evaluate``; a gate refuses a result in which every query is one)
+        self.self_matched = 0
+
+    def self_match_refusal(self) -> str | None:
+        """The error a gate gives this result when every query retrieved itself (the
+        same as a suite's check), else None."""
+        n = int(getattr(self, "self_matched", 0) or 0)  # results pickled before the field
+        if n == 0 or n != self.n_queries:
+            return None
+        return f"queries and gallery: {self_match_message(n, self.n_queries)}"
 
     def tie_range(self, name: str) -> tuple[float, float] | None:
         """(lowest, highest) value of a query-level metric over every ordering of the

@@ -6,13 +6,12 @@ embedding metrics)."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._arrays import as_numpy
-from ..errors import EmptyQueriesError, InputError, MetricNameError, SelfMatchWarning
+from ..errors import EmptyQueriesError, InputError, MetricNameError, SelfMatchWarning, warn_outside
 from ..metrics._embedding import discriminant_ratio
 from ..metrics._names import MetricSpec
 from ..metrics._pairs import pair_metric, pr_curve
@@ -33,7 +32,7 @@ from ._inputs import (
     relevance_to_csr,
 )
 from ._plan import Plan
-from ._result import EvaluationResult
+from ._result import EvaluationResult, self_match_message
 from ._stream import FirstRanks, PassTotals, Unranked, binning_pass
 
 __all__ = [
@@ -225,8 +224,11 @@ def queries_in_gallery(sides: Sides) -> np.ndarray:
     return found
 
 
-def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: bool = False) -> None:
-    """Warn (:class:`~retrieval_checks.errors.SelfMatchWarning`, with the counts) where
+def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: bool = False) -> int:
+    """The number of queries that are also gallery rows relevant to them (0: none, or
+    not checked), and a warning
+    (:class:`~retrieval_checks.errors.SelfMatchWarning`, with the counts, on the user's
+    line: :func:`~retrieval_checks.errors.warn_outside`) where
     queries are also gallery rows relevant to them, value for value: the same array or
     file given as both sides, or queries stacked into the gallery. Each such query
     retrieves its own row first and scores near 1 whatever the model; a suite fails the
@@ -237,33 +239,19 @@ def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: boo
     ``every_fails`` (a suite's check): raise an :class:`InputError` instead where every
     query does."""
     if sides.loo or own.q_ids is not None or isinstance(sides.queries, PackedCodes):
-        return
+        return 0
     found = queries_in_gallery(sides)
     q = np.flatnonzero(found >= 0)
     if q.size == 0:
-        return
+        return 0
     n_found = int(rel.source.relevant(q, found[q])[0].sum())
     if n_found == 0:
-        return
-    every = n_found == sides.n_q
-    message = (
-        (
-            f"each of the {sides.n_q} queries is also a gallery row relevant to it, value for "
-            "value, so it retrieves itself first"
-            if every
-            else f"{n_found} of {sides.n_q} queries are also gallery rows relevant to them, "
-            "value for value, so each retrieves itself first"
-        )
-        + " and scores near 1 whatever the model ("
-        + ("the same array or file given as both?" if every else "leaked queries, or duplicates?")
-        + "). For leave-one-out give the items once, as queries, with no gallery (a YAML "
-        "suite: leave out `gallery:`); if the gallery holds each query's own item on "
-        "purpose, give query_ids=... and gallery_ids=... (a suite: `ids:` on both sides) "
-        "so that each query's own item leaves its ranking."
-    )
-    if every and every_fails:
+        return 0
+    message = self_match_message(n_found, sides.n_q)
+    if n_found == sides.n_q and every_fails:
         raise InputError(f"queries and gallery: {message}")
-    warnings.warn(SelfMatchWarning(message, n_found=n_found, n_queries=sides.n_q), stacklevel=3)
+    warn_outside(SelfMatchWarning(message, n_found=n_found, n_queries=sides.n_q))
+    return n_found
 
 
 # ----------------------------------------------------------------------------- self pairs

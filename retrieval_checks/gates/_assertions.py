@@ -82,12 +82,20 @@ def _choice(value, allowed: tuple, name: str, meaning: str) -> str:
 
 
 def _require_result(result, gate: str) -> None:
+    """An evaluation result, and not one in which every query retrieved itself (the
+    queries are the gallery: ``evaluate`` warns, a suite's check fails, and so does a
+    gate)."""
+    __tracebackhide__ = True
     if not callable(getattr(result, "measure", None)) or not hasattr(result, "__contains__"):
         raise InputError(
             f"{gate} takes an evaluation result (from evaluate, evaluate_image_text, "
             f"evaluate_classifier, cam_iou or accuracy) as its first argument, got "
             f"{type(result).__name__}."
         )
+    refusal = getattr(result, "self_match_refusal", None)
+    said = refusal() if callable(refusal) else None
+    if said:
+        raise InputError(f"{gate}: {said}")
 
 
 def computed_metrics(result) -> list[str]:

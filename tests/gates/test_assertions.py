@@ -212,7 +212,7 @@ def test_value_gates_do_not_need_an_interval():
     )  # one class: no class bootstrap exists
     rc.assert_metric(r, "map", at_least=0.01)  # at_least=0.0 could never fail: refused
     r1 = rc.evaluate(
-        [[1.0, 0.0]],
+        [[0.9, 0.1]],  # not a gallery row: a query that is one is refused by the gates
         [[1.0, 0.0], [0.0, 1.0]],
         query_labels=[0],
         gallery_labels=[0, 1],

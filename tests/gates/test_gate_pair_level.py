@@ -13,8 +13,10 @@ import retrieval_checks as rc
 def test_the_gate_checks_the_precision_level_it_was_given():
     # one query: 9 positives at score 3, one negative at 2, one positive at 1 ->
     # precision 10/11 at threshold 1 (recall 1), precision 1 at threshold 3 (recall 0.9)
-    Q = np.ones((1, 1), np.float32)
-    G = np.array([3] * 9 + [2, 1], np.float32)[:, None]
+    # (scores Q . G: the query 0.5 and the rows doubled, so no gallery row equals the query,
+    # which a gate would refuse as a query that retrieves itself)
+    Q = np.full((1, 1), 0.5, np.float32)
+    G = 2 * np.array([3] * 9 + [2, 1], np.float32)[:, None]
     rel = np.array([[True] * 9 + [False, True]])
     level = 0.9999999  # 9 / 9 reaches it, 10 / 11 does not
     res = rc.evaluate(

@@ -263,9 +263,11 @@ def _enumerated(scores, relevant, name):
 
 
 def _one_query(scores, relevant, name, ties):
-    G = np.asarray(scores, float)[:, None]
+    # scores 0.5 x (2 x scores): no gallery row equals the query (a gate refuses a query
+    # that is a gallery row relevant to it: it retrieves itself)
+    G = 2 * np.asarray(scores, float)[:, None]
     return rc.evaluate(
-        np.ones((1, 1)), G, relevance=[relevant], metrics=[name], similarity="dot", ties=ties
+        np.full((1, 1), 0.5), G, relevance=[relevant], metrics=[name], similarity="dot", ties=ties
     )
 
 

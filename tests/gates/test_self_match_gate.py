@@ -1,0 +1,124 @@
+"""Queries that are also gallery rows relevant to them (h5's finding F6): each retrieves
+itself first and scores near 1 whatever the model. ``rc.evaluate`` warns
+(SelfMatchWarning: 61 of the project's tests pass equal arrays on purpose), a YAML suite
+fails the check where every query does, and now a gate does too: the result records
+how many queries retrieved themselves (``result.self_matched``) and the gates' common
+path refuses a result in which every query did, with the suite's message; a partial
+self-match stays a warning. The warning names the user's line (the first frame outside
+retrieval-checks), not the library's cache or stages. Cost: about 2 s (small
+evaluations, one in-process pytest session)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+from retrieval_checks.engine import EvaluationCache
+from retrieval_checks.errors import InputError, SelfMatchWarning, warn_outside
+
+pytest_plugins = ["pytester"]
+
+SAYS = "queries and gallery: each of the 60 queries is also a gallery row relevant to it"
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(20), 3)
+    return rng.normal(size=(60, 8)), y  # a model that knows nothing
+
+
+def _evaluate(*args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = rc.evaluate(*args, **kwargs)
+    return res, [w for w in caught if w.category is SelfMatchWarning]
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [
+        lambda r: rc.assert_recall_at_least(r, 0.99, on="interval"),
+        lambda r: rc.assert_metric(r, "hit_rate@1", at_least=0.5),
+        lambda r: rc.assert_metric(r, "map", at_least=0.5, on="interval"),
+        lambda r: rc.assert_map_at_least(r, 0.1),
+    ],
+)
+def test_a_gate_refuses_a_result_in_which_every_query_retrieved_itself(gate):
+    x, y = _data()
+    res, said = _evaluate(x, x, query_labels=y, gallery_labels=y, metrics=["hit_rate@1", "map"])
+    assert len(said) == 1 and res["hit_rate@1"] == 1.0  # evaluate only warns ...
+    assert res.self_matched == res.n_queries == 60
+    with pytest.raises(InputError) as info:  # ... a gate refuses, with the suite's message
+        gate(res)
+    assert SAYS in str(info.value) and "query_ids=... and gallery_ids=..." in str(info.value)
+
+
+def test_a_partial_self_match_stays_a_warning():
+    x, y = _data()
+    gallery = x.copy()
+    gallery[:30] += 0.01  # half the queries are no longer gallery rows
+    res, said = _evaluate(x, gallery, query_labels=y, gallery_labels=y, metrics=["hit_rate@1"])
+    assert len(said) == 1 and said[0].message.n_found == 30 and res.self_matched == 30
+    rc.assert_metric(res, "hit_rate@1", at_least=0.5)  # judged on its data
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},  # leave-one-out
+        {"gallery": True, "query_ids": np.arange(60), "gallery_ids": np.arange(60)},
+    ],
+)
+def test_no_self_match_where_each_query_leaves_its_own_item(kwargs):
+    x, y = _data()
+    if kwargs.pop("gallery", False):
+        kwargs.update(gallery=x, gallery_labels=y)
+    res, said = _evaluate(x, query_labels=y, metrics=["hit_rate@1"], **kwargs)
+    assert not said and res.self_matched == 0
+    rc.assert_metric(res, "hit_rate@1", at_least=0.01)
+
+
+def test_the_warning_names_the_callers_line_and_the_cache_keeps_the_fact():
+    x, y = _data()
+    cache = EvaluationCache()
+    for _ in range(2):  # the second call is a cache hit: no pass, no warning, the same result
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = cache.evaluate(x, x, query_labels=y, gallery_labels=y, metrics=["map"])
+        said = [w for w in caught if w.category is SelfMatchWarning]
+        assert all(w.filename == __file__ for w in said), [w.filename for w in said]
+        with pytest.raises(InputError, match="queries and gallery"):
+            rc.assert_metric(res, "map", at_least=0.1)
+    assert cache.misses == 1 and cache.hits == 1
+
+
+def test_warn_outside_skips_the_librarys_frames():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_outside("plain", UserWarning)
+    assert caught[0].filename == __file__ and caught[0].category is UserWarning
+
+
+def test_a_pytest_test_on_queries_equal_to_the_gallery_fails(pytester):
+    """h5's repro: rc_evaluate with the gallery equal to the queries and a gate on the
+    interval at 0.99 passed with only a warning pointing into engine/_cache.py."""
+    pytester.makepyfile(
+        test_selfmatch="""
+        import numpy as np
+        import retrieval_checks as rc
+
+        def test_gallery_is_the_queries(rc_evaluate):
+            rng = np.random.default_rng(0); y = np.repeat(np.arange(20), 3)
+            X = rng.normal(size=(60, 8))
+            res = rc_evaluate(X, X, query_labels=y, gallery_labels=y, metrics=["hit_rate@1"])
+            rc.assert_recall_at_least(res, 0.99, on="interval")
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--rc-history=none")
+    result.assert_outcomes(failed=1)
+    text = "\n".join(result.outlines)
+    assert SAYS in text
+    assert "test_selfmatch.py:7: SelfMatchWarning" in text and "_cache.py" not in text
