@@ -285,7 +285,7 @@ def ann_recall(
     similarity = check_option("similarity", similarity)
     confidence = check_option("confidence", confidence)
     k = _check_k(k)
-    check_run_options(device, max_memory, progress)
+    check_run_options(device, max_memory, progress, _tile)
     spec = parse_metric(f"ann_recall@{k}")
     sides = embedding_sides(queries, gallery, similarity)
     own = self_pairs_of(sides, query_ids, gallery_ids, None)

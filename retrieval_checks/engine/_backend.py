@@ -479,11 +479,29 @@ def check_device(device) -> str:
     return resolve_backend(device, []).name
 
 
-def check_run_options(device, max_memory, progress) -> None:
+def check_tile(tile) -> tuple[int, int]:
+    """``tile=``: (query block height, gallery chunk width), two integers >= 1."""
+    if (
+        not isinstance(tile, (tuple, list))
+        or len(tile) != 2
+        or not all(
+            isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile
+        )
+    ):
+        raise InputError(
+            f"tile={tile!r}: give (query block height, gallery chunk width), two positive integers."
+        )
+    return int(tile[0]), int(tile[1])
+
+
+def check_run_options(device, max_memory, progress, tile=None) -> None:
     """Where and how a pass runs, checked before any work (an entry point calls it
     first, so a typo never costs a pass): ``device`` (:func:`check_device`),
-    ``max_memory`` (:func:`parse_memory`) and ``progress`` (True, False or None)."""
+    ``max_memory`` (:func:`parse_memory`), ``progress`` (True, False or None) and
+    ``tile`` (:func:`check_tile`; None: the planner's)."""
     check_device(device)
     parse_memory(max_memory)
     if progress is not None and not isinstance(progress, bool):
         raise InputError(f"progress={progress!r}: use True, False or None (only on a terminal).")
+    if tile is not None:
+        check_tile(tile)

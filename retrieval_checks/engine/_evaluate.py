@@ -262,7 +262,7 @@ def evaluate(
             checkpoint=checkpoint,
             use_kernels=_use_kernels,
         )
-    check_run_options(device, max_memory, progress)  # before any work
+    check_run_options(device, max_memory, progress, tile)  # before any work
     if checkpoint is not None:
         check_directory(checkpoint)
     req = parse_request(
@@ -275,6 +275,7 @@ def evaluate(
         group_repeats=group_repeats,
         confidence=confidence,
         ignore_identical_ids=ignore_identical_ids,
+        relevance_level=relevance_level,
     )
     pair_specs = req.of_kind("pair")
     if executor is not None:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ._backend import Backend, default_memory_budget, parse_memory, resolve_backend
+from ._backend import Backend, check_tile, default_memory_budget, parse_memory, resolve_backend
 from ._blocks import Problem, RelevanceSource
 from ._hamming import PackedCodes, pack_sides
 from ._inputs import Csr
@@ -38,20 +37,6 @@ class Plan:
     room: int
 
 
-def _check_tile(tile) -> tuple[int, int]:
-    if (
-        not isinstance(tile, (tuple, list))
-        or len(tile) != 2
-        or not all(
-            isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile
-        )
-    ):
-        raise InputError(
-            f"tile={tile!r}: give (query block height, gallery chunk width), two positive integers."
-        )
-    return int(tile[0]), int(tile[1])
-
-
 def plan_pass(
     arrays,
     *,
@@ -72,7 +57,7 @@ def plan_pass(
     backend = device if isinstance(device, Backend) else resolve_backend(device, arrays)
     budget = parse_memory(max_memory) or default_memory_budget(backend)
     if tile is not None:
-        b, c = _check_tile(tile)
+        b, c = check_tile(tile)
     else:
         # as few chunks of at most 4096 (CUDA: 32768) columns as cover the gallery, all
         # of equal width, so the GEMMs do no more than ~16 padded columns of extra work

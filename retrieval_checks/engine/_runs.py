@@ -89,7 +89,7 @@ from ..metrics._policies import GRADED, KINDS, binary_policy_values, parse_metri
 from ..metrics._ranking import aggregate
 from ..options import DEFAULTS, check_option, positive_int
 from ._result import EvaluationResult
-from ._slices import attach_slices, make_slices
+from ._slices import attach_slices, make_slices, refuse_positional
 from ._stream import FirstRanks
 from .counting import _kernels
 
@@ -1538,6 +1538,8 @@ def evaluate_run(
     req = _options(
         metrics, ties, empty_queries, relevance_level, confidence, k, queries, ignore_identical_ids
     )
+    if slices is not None:
+        refuse_positional(slices)  # the form, before the run is read
     flat = _read(run, qrels)
     dropped = 0
     if req.ignore_identical_ids:

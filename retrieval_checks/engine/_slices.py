@@ -238,10 +238,12 @@ def _is_dimension_map(slices: Mapping) -> bool:
     )
 
 
-def _refuse_positional(slices, query_ids, where: str) -> None:
+def refuse_positional(slices, query_ids=None, where: str = "slices") -> None:
     """A run's queries have no order a user can know (``evaluate_run`` sorts their
     ids), so values given by position would land on other queries without an error:
-    only ``{query id: value}`` forms are taken."""
+    only ``{query id: value}`` forms are taken. Judged on the form alone, so
+    ``evaluate_run`` calls it before reading the run (``query_ids`` None: the message
+    names none)."""
     if isinstance(slices, Mapping) and slices and not _is_dimension_map(slices):
         return  # one {query id: value} mapping
     if isinstance(slices, Mapping):
@@ -249,10 +251,10 @@ def _refuse_positional(slices, query_ids, where: str) -> None:
         if not bad:
             return
         where = f"{where}[{bad[0]!r}]"
-    shown = ", ".join(map(repr, list(query_ids)[:3]))
+    shown = "" if query_ids is None else f" {', '.join(map(repr, list(query_ids)[:3]))} ..."
     raise InputError(
         f"{where}: a run's queries take slice values by query id: the run has no query order to "
-        f"follow (the evaluation orders its ids {shown} ...), so values given by position would "
+        f"follow (the evaluation orders its ids{shown}), so values given by position would "
         "land on other queries. Give {qid: value}, or {dimension: {qid: value}}."
     )
 
@@ -265,7 +267,7 @@ def make_slices(
     and ``slices`` itself one such mapping; ``by_id_only`` (a run's result) takes only
     those forms."""
     if by_id_only:
-        _refuse_positional(slices, query_ids, where)
+        refuse_positional(slices, query_ids, where)
     if query_ids is not None and isinstance(slices, Mapping) and slices:
         if not _is_dimension_map(slices):
             slices = {SINGLE: slices}

@@ -20,7 +20,7 @@ from ..metrics._ranking import aggregate
 from ..options import check_embedding_ties, check_option
 from ._blocks import RelevanceSource, sorted_lookup
 from ._fused_tasks import grouped_kernel
-from ._grouped import GroupedRecall, grouped_recall_values
+from ._grouped import GroupedRecall, grouped_recall_values, label_partition
 from ._hamming import PackedCodes, pack_sides
 from ._inputs import (
     Csr,
@@ -117,8 +117,10 @@ def parse_request(
     group_repeats,
     confidence,
     ignore_identical_ids=False,
+    relevance_level=1,
 ) -> Request:
     specs = _parse_all(metrics)
+    check_level(relevance_level, specs)  # its type and its conflict with pair metrics
     return Request(
         specs=specs,
         similarity=check_option("similarity", similarity),
@@ -364,8 +366,9 @@ def _label_relevance(sides: Sides, own: SelfPairs, query_labels, gallery_labels)
     )
 
 
-def _check_level(relevance_level, graded: bool) -> int:
-    """``relevance_level``: a whole number >= 1; above 1 only with graded relevance."""
+def check_level(relevance_level, specs) -> int:
+    """``relevance_level``: a whole number >= 1, and 1 with pair metrics (``specs``);
+    checked with the other options, before the inputs are read."""
     if (
         isinstance(relevance_level, bool)
         or not isinstance(relevance_level, (int, np.integer))
@@ -375,6 +378,19 @@ def _check_level(relevance_level, graded: bool) -> int:
             f"relevance_level={relevance_level!r}: give a whole number >= 1, the lowest grade that "
             "counts as relevant for the binary metrics (trec_eval's -l; default 1)."
         )
+    pairs = [s.name for s in specs if s.kind == "pair"]
+    if relevance_level > 1 and pairs:
+        raise InputError(
+            f"{', '.join(pairs)}: pair metrics with relevance_level={relevance_level} would count the "
+            "lower grades neither as positive nor as negative pairs; evaluate them with "
+            "relevance_level=1 (every graded item a positive)."
+        )
+    return int(relevance_level)
+
+
+def _check_level(relevance_level, specs, graded: bool) -> int:
+    """``relevance_level`` (:func:`check_level`); above 1 only with graded relevance."""
+    check_level(relevance_level, specs)
     if relevance_level > 1 and not graded:
         raise InputError(
             f"relevance_level={relevance_level} needs graded relevance ({{query: {{gallery: grade}}}} or "
@@ -410,14 +426,7 @@ def relevance_of(
         source, q_codes, g_codes, values = _label_relevance(
             sides, own, query_labels, gallery_labels
         )
-    level = _check_level(relevance_level, source.graded)
-    if level > 1 and req.of_kind("pair"):
-        names = ", ".join(s.name for s in req.of_kind("pair"))
-        raise InputError(
-            f"{names}: pair metrics with relevance_level={level} would count the lower grades neither "
-            "as positive nor as negative pairs; evaluate them with relevance_level=1 (every graded "
-            "item a positive)."
-        )
+    level = _check_level(relevance_level, req.specs, source.graded)
     n_relevant = source.level_counts(sides.n_q, level) if level > 1 else source.counts(sides.n_q)
     n_candidates = sides.n_g - own.csr.row_counts()
     unranked = None
@@ -441,7 +450,25 @@ def relevance_of(
         bool(source.counts(sides.n_q).any()) or bool(unranked is not None and unranked.rows.size)
     )
     _check_candidates(req, rel, level, below)
+    _check_groups(req, sides, rel)
     return rel
+
+
+def _check_groups(req: Request, sides: Sides, rel: Relevance) -> None:
+    """``group_size`` against the labels, before the pass (grouped recall partitions
+    the labels only after it): at least two groups of ``group_size`` of the labels
+    present (:func:`~retrieval_checks.label_partition` refuses a group larger than the
+    labels; the partitions of every seed have the same number of groups)."""
+    if not req.of_kind("grouped") or rel.q_codes is None:
+        return  # no grouped recall, or relevance without labels (refused above)
+    codes = rel.q_codes if sides.loo else np.concatenate([rel.q_codes, rel.g_codes])
+    present = np.flatnonzero(np.bincount(codes))  # as the partition counts them
+    groups, _ = label_partition(present, req.group_size, req.group_seed)
+    if groups.shape[0] < 2:
+        raise InputError(
+            f"Only {groups.shape[0]} group of {req.group_size} labels fits the {present.size} labels: "
+            "no interval is possible from fewer than 2 groups; use a smaller group_size or more labels."
+        )
 
 
 def _check_candidates(req: Request, rel: Relevance, level: int = 1, below: bool = False) -> None:
