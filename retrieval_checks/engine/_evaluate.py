@@ -91,7 +91,10 @@ def evaluate(
         (one per query) or a dict ``{query index: gallery indices}``. Graded: a dict
         ``{query index: {gallery index: grade}}`` or a sparse or dense matrix of whole
         grades >= 0 (0 = judged non-relevant): ``ndcg`` uses the grades as gains,
-        binary metrics count grades >= ``relevance_level``.
+        binary metrics count grades >= ``relevance_level``. The keys and indices are
+        row positions (query row, gallery row), also when ``query_ids`` /
+        ``gallery_ids`` are given: ids name items for self-exclusion and reports, not
+        for looking up relevance (a run's qrels, :func:`evaluate_run`, are keyed by id).
     metrics:
         Canonical metric names or aliases (see ``METRICS.md``): ``hit_rate@K``,
         ``recall@K``, ``precision@K``, ``map``, ``map@K``, ``map_cut@K``,
