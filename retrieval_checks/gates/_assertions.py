@@ -360,7 +360,10 @@ def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
     """(warnings, failure) about the queries ``m`` skipped: a warning when any was
     skipped, and a failure when more than ``max_skipped`` (a count, or a fraction of
     the queries) were."""
-    return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate)
+    options = m.extra.get("options") if isinstance(m.extra, dict) else None
+    run = isinstance(options, dict) and "queries" in options  # evaluate_run's query set option
+    why = "no judged relevant document in the qrels" if run else "no relevant gallery item"
+    return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate, why)
 
 
 def _outside_notes(m: Measurement, gate: str) -> list[str]:
@@ -429,8 +432,11 @@ def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
     ]
 
 
-def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple[list, str | None]:
-    """:func:`_skipped` from the counts of one set of queries."""
+def _skip_check(
+    metric: str, n_used, n_skipped, max_skipped, gate: str, why: str = "no relevant gallery item"
+) -> tuple[list, str | None]:
+    """:func:`_skipped` from the counts of one set of queries (``why``: what a skipped
+    query lacks)."""
     n_skipped = int(n_skipped or 0)
     if not n_skipped:
         return [], None
@@ -438,7 +444,7 @@ def _skip_check(metric: str, n_used, n_skipped, max_skipped, gate: str) -> tuple
     n_queries = n_used + n_skipped
     m = Measurement(metric=metric, value=math.nan, unit="")
     text = (
-        f"{gate}: {m.metric} skipped {n_skipped} of {n_queries} queries (no relevant gallery item): "
+        f"{gate}: {m.metric} skipped {n_skipped} of {n_queries} queries ({why}): "
         f"n_used {n_used} / n_skipped {n_skipped}, and the value averages the used ones only. To fail the "
         f"gate instead, set max_skipped= (a count, or a fraction of the queries) or evaluate with "
         f"empty_queries='error'."

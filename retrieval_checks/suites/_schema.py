@@ -1351,7 +1351,12 @@ def _check(r: _Reader, index: int, node, line, suite_datasets: dict, suite_model
     _refuse_others(r, node, field, kind)
     if kind == "gap":
         if datasets is not None:
-            raise r.error("a gap names its datasets in gap: {train: ..., test: ...}.", field, line)
+            raise r.error(
+                "a gap names its datasets in gap: {train: ..., test: ...}; remove dataset: / datasets: "
+                "from this check.",
+                field,
+                line,
+            )
         datasets = _gap_datasets(r, node, field, suite_datasets)
     datasets = _check_datasets(r, spec, datasets, suite_datasets, field, line)
     models = _check_models(

@@ -104,3 +104,19 @@ def test_no_skipped_queries_no_warning():
         lambda: rc.assert_gap_below(rc.generalization_gap(a, b, "map"), 0.9, max_skipped=0)
     )
     assert not warned and events[0].n_skipped == 0 and events[0].warnings == []
+
+
+def test_the_skip_warning_says_what_a_run_s_query_lacks():
+    """A run's skipped query has no judged relevant document (its qrels), not "no relevant
+    gallery item" (the embeddings' wording, which a new user's trial found on a run)."""
+    run = {"q1": {"a": 1.0}, "q2": {"b": 1.0}}
+    res = rc.evaluate_run(run, {"q1": {"a": 1}, "q2": {"c": 0}}, ["map"])
+    with pytest.warns(
+        RuntimeWarning, match=r"skipped 1 of 2 queries \(no judged relevant document"
+    ):
+        rc.assert_map_at_least(res, 0.5)
+    y = np.array([0, 0, 1, 2])
+    x = np.eye(4)[[0, 0, 1, 2]] + 0.01 * np.arange(16).reshape(4, 4)
+    emb = rc.evaluate(x, query_labels=y, metrics=["map"])
+    with pytest.warns(RuntimeWarning, match=r"queries \(no relevant gallery item\)"):
+        rc.assert_map_at_least(emb, 0.5)
