@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from ..metrics._measurement import Measurement, value_options
 from ..metrics._names import MetricSpec, naming_note, parse_metric
 
@@ -18,6 +19,7 @@ __all__ = [
     "EvaluationResult",
     "Provenance",
     "TIE_TOLERANCE",
+    "refuse_self_matched",
     "self_match_message",
     "tie_note",
 ]
@@ -232,6 +234,17 @@ class ByMetric(dict):
         if canonical == key or canonical not in self:
             raise KeyError(f"{key!r} was not computed; computed: {list(self)}")
         return self[canonical]
+
+
+def refuse_self_matched(result, who: str) -> None:
+    """InputError (``who``: the gate or function, in the message) when ``result`` is one
+    in which every query retrieved itself (:meth:`EvaluationResult.self_match_refusal`):
+    the one test that gates, baselines, comparisons and slice gates share. Results
+    without the field (other kinds, results pickled before it) pass."""
+    refusal = getattr(result, "self_match_refusal", None)
+    said = refusal() if callable(refusal) else None
+    if said:
+        raise InputError(f"{who}: {said}")
 
 
 class EvaluationResult(Mapping):

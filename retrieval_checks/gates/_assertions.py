@@ -29,6 +29,7 @@ import warnings
 import numpy as np
 
 from .._suggest import hint, shown
+from ..engine._result import refuse_self_matched
 from ..errors import InputError, IntervalWarning, MetricNameError, PowerWarning
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, metric_spec, parse_metric
@@ -92,10 +93,7 @@ def _require_result(result, gate: str) -> None:
             f"evaluate_classifier, cam_iou or accuracy) as its first argument, got "
             f"{type(result).__name__}."
         )
-    refusal = getattr(result, "self_match_refusal", None)
-    said = refusal() if callable(refusal) else None
-    if said:
-        raise InputError(f"{gate}: {said}")
+    refuse_self_matched(result, gate)
 
 
 def computed_metrics(result) -> list[str]:

@@ -310,8 +310,9 @@ GATE_FIELDS: dict[str, GateSpec] = {
             "min_power",
             "value",
             "fail when the gate's test has less than this power (default: warn only, at 0.8): "
-            "a baseline check's significance test to detect a drop of its tolerance; a "
-            "non-inferiority comparison's or a gap's to pass a model with nothing wrong",
+            "a baseline check's significance test to detect a drop of its tolerance, a "
+            "comparison's on significance to detect twice its margin; a non-inferiority "
+            "comparison's or a gap's to pass a model with nothing wrong",
             ("gap", "compare", "baseline"),
             section={"gap": "", "compare": "compare", "baseline": "baseline"},
             value=Option(

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._lazy import t_ppf
 from .._suggest import shown
+from ..engine._result import refuse_self_matched
 from ..errors import InputError
 from ..metrics._accuracy import AccuracyResult
 from ..metrics._names import parse_metric
@@ -223,6 +224,8 @@ def generalization_gap(
             f"labels={shown(labels)}: give the two sides' names, e.g. ('train', 'test')."
         )
     labels = tuple(labels)
+    for side, res in zip(labels, (train, test)):
+        refuse_self_matched(res, f"generalization_gap, the {side} side")
     confidence = result_setting(
         train, "confidence", confidence, DEFAULTS["confidence"], others=(test,), sides=labels
     )

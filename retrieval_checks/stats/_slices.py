@@ -13,6 +13,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
+from ..engine._result import refuse_self_matched
 from ..errors import InputError, IntervalWarning
 from ..metrics._names import parse_metric
 from ._intervals import (
@@ -88,7 +89,9 @@ class SliceInterval:
 
 
 def require_slices(result, what: str = "a slice gate"):
-    """``result.slices``, or InputError saying how to get them."""
+    """``result.slices``, or InputError saying how to get them (or that every query of
+    the result retrieved itself)."""
+    refuse_self_matched(result, what)
     slices = getattr(result, "slices", None)
     if slices is None:
         if not hasattr(result, "per_query"):

@@ -603,7 +603,7 @@ _MEANINGS = {
     ("check", "compare"): "a model name, or {baseline: model, rule: significant / "
     "non_inferior / value, margin: 0.01, min_power: 0.8}: a paired comparison of each model with "
     "the baseline on the same queries (rc.compare, then rc.assert_not_worse; rules as there; "
-    "min_power with rule non_inferior only)",
+    "min_power needs a margin under rule significant, and is not read under rule value)",
     ("check", "baseline"): "{max_drop, max_relative_drop, direction, significant, min_power}, "
     "every field optional (baseline: true allows no drop at all): compare with the recorded "
     "baseline",

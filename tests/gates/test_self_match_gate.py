@@ -56,6 +56,29 @@ def test_a_gate_refuses_a_result_in_which_every_query_retrieved_itself(gate):
     assert SAYS in str(info.value) and "query_ids=... and gallery_ids=..." in str(info.value)
 
 
+def test_baselines_comparisons_gaps_and_slice_gates_refuse_it_too():
+    """Not only the value gates: a baseline recorded from such a result, a comparison or a
+    gap with it on either side, and a slice gate all refuse it, with the same message."""
+    x, y = _data()
+    slices = np.where(np.arange(60) % 2, "a", "b")
+    leaked, _ = _evaluate(
+        x, x, query_labels=y, gallery_labels=y, metrics=["hit_rate@1", "map"], slices=slices
+    )
+    honest = rc.evaluate(x, query_labels=y, metrics=["hit_rate@1", "map"], slices=slices)
+    for call, who in [
+        (lambda: rc.baseline_record(leaked, "map"), "baseline_record"),
+        (lambda: rc.compare(leaked, honest, "map"), "compare, the candidate"),
+        (lambda: rc.compare(honest, leaked, "map"), "compare, the baseline"),
+        (lambda: rc.generalization_gap(leaked, honest, "map"), "generalization_gap, the train"),
+        (lambda: rc.assert_slices(leaked, "map", at_least=0.1), "assert_slices"),
+        (lambda: rc.assert_worst_slice_at_least(leaked, "map", 0.1), "assert_worst_slice"),
+        (lambda: rc.slice_baseline(leaked, "map"), "slice_baseline"),
+    ]:
+        with pytest.raises(InputError, match=rf"^{who}.*: {SAYS}"):
+            call()
+    rc.baseline_record(honest, "map")  # the honest result is recorded
+
+
 def test_a_partial_self_match_stays_a_warning():
     x, y = _data()
     gallery = x.copy()
