@@ -22,7 +22,7 @@ import numpy as np
 
 from .._lazy import norm_cdf, norm_ppf
 from ..errors import InputError, IntervalWarning
-from ..metrics._binomial import binomial_floor
+from ..metrics._binomial import PROPORTIONS, binomial_floor
 from ..metrics._names import parse_metric
 from ..metrics._ranking import GM_FLOOR, aggregate
 from ..options import check_option
@@ -479,8 +479,9 @@ def bootstrap_interval(
     n_units = x.size if clusters is None else int(np.unique(clusters).size)
     how = f"{method} bootstrap over {UNIT_NAMES[cluster]}"
     if statistic is mean_rows:
+        proportion = spec.family in PROPORTIONS or (spec.family == "precision" and spec.k == 1)
         low, high, floor = binomial_floor(
-            x, clusters, (float(spec.low), float(spec.high)), confidence, low, high
+            x, clusters, (float(spec.low), float(spec.high)), confidence, low, high, proportion
         )
         how += floor
     iv = Interval(

@@ -163,3 +163,41 @@ def test_image_text_intervals_inside_the_range_are_the_bootstrap_s():
     assert 0 < k < n
     assert low <= cl + 1e-12 and high >= ch - 1e-12
     assert high - low < 1.3 * (ch - cl)  # not much wider than the exact interval
+
+
+def test_a_sample_one_hit_worse_never_has_a_higher_lower_bound():
+    """The floor is continuous where a bootstrap is not (a reviewer's finding): 60 queries
+    all right, then one of them half right (a tie under ties="average", 59.5 hits: it was
+    [0.95, 1], above the perfect sample's [0.94, 1]), then one wrong."""
+    lows = []
+    for hits in ([True] * 60, None, [True] * 59 + [False]):
+        if hits is None:  # one query's relevant document tied with a non-relevant one
+            run = {f"q{i}": {"rel": 2.0, "x": 1.0} for i in range(59)}
+            run["q59"] = {"rel": 2.0, "x": 2.0}
+            qrels = {f"q{i}": {"rel": 1} for i in range(60)}
+            res = rc.evaluate_run(run, qrels, ["hit_rate@1"], ties="average")
+            assert res["hit_rate@1"] == pytest.approx(59.5 / 60)
+        else:
+            res = _run_result(hits)
+        lows.append(rc.bootstrap_interval(res, "hit_rate@1", cluster="query").low)
+    assert lows[0] >= lows[1] >= lows[2], lows
+    assert lows[1] == pytest.approx(clopper_pearson_interval(59.5, 60, 0.95)[0])
+
+
+def test_image_text_one_missed_caption_is_not_more_certain_than_none():
+    """20 images x 5 captions: a perfect model's t2i_recall@1 and Rsum intervals, then the
+    same with one caption of 100 missing. The one-miss lower bounds were 0.946 and 580
+    (the captions' 99 of 100 and the bootstrap), above the perfect model's 0.832 and 499."""
+    rng = np.random.default_rng(3)
+    n = 20
+    images = rng.normal(size=(n, 16))
+    owner = np.repeat(np.arange(n), 5)
+    captions = images[owner] + 0.01 * rng.normal(size=(n * 5, 16))
+    names = ["t2i_recall@1", "rsum"]
+    perfect = rc.evaluate_image_text(images, captions, caption_image=owner, metrics=names)
+    worse = captions.copy()
+    worse[7] = -images[1]  # caption 7 (of image 1) now matches no image
+    miss = rc.evaluate_image_text(images, worse, caption_image=owner, metrics=names)
+    assert miss["t2i_recall@1"] == pytest.approx(0.99) and perfect["t2i_recall@1"] == 1.0
+    for name in names:
+        assert miss.intervals[name][0] <= perfect.intervals[name][0] + 1e-9, name
