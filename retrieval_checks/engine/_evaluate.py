@@ -287,7 +287,9 @@ def evaluate(
     dims = None if slices is None else make_slices(slices, sides.n_q)  # before the pass
     own = self_pairs_of(sides, query_ids, gallery_ids, gallery_labels, req.ignore_identical_ids)
     rel = relevance_of(req, sides, own, query_labels, gallery_labels, relevance, relevance_level)
-    self_matched = check_queries_in_gallery(sides, own, rel, every_fails=_self_match_fails)
+    self_matched, every_self = check_queries_in_gallery(
+        sides, own, rel, every_fails=_self_match_fails
+    )
     plan = plan_pass(
         list(sides.inputs),
         n_q=sides.n_q,
@@ -327,6 +329,7 @@ def evaluate(
         req, sides, own, rel, plan, problem, totals, _use_kernels, ids, relevance_level
     )
     result.self_matched = self_matched  # a gate refuses a result in which every query is one
+    result.self_matched_all = every_self  # ... each with its own copy in the gallery
     return result if dims is None else attach_slices(result, dims)
 
 

@@ -297,7 +297,9 @@ class EvaluationResult(Mapping):
       for value (each retrieved itself first: the
       :class:`~retrieval_checks.errors.SelfMatchWarning`'s ``n_found``); 0 when none, or
       where ``evaluate`` does not check (ids, leave-one-out, Hamming codes, other entry
-      points). A gate refuses a result in which every query did.
+      points). A gate refuses a result in which every query did, each with its own
+      copy in the gallery (``self_matched_all``: a row alone with its values, and more
+      than one query; equal items such as an oracle's one-hot class vectors are ties).
 
     Built by :func:`~retrieval_checks.evaluate`, :func:`~retrieval_checks.evaluate_run`
     and :func:`~retrieval_checks.ann_recall` (keyword arguments only); read, not
@@ -422,12 +424,16 @@ class EvaluationResult(Mapping):
         #: queries that are also gallery rows relevant to them, value for value (set by
         #: ``evaluate``; a gate refuses a result in which every query is one)
         self.self_matched = 0
+        #: whether every query is one, each with its own copy in the gallery (a row alone
+        #: with its values; more than one query): the case a gate refuses
+        self.self_matched_all = False
 
     def self_match_refusal(self) -> str | None:
         """The error a gate gives this result when every query retrieved itself (the
         same as a suite's check), else None."""
         n = int(getattr(self, "self_matched", 0) or 0)  # results pickled before the field
-        if n == 0 or n != self.n_queries:
+        every = getattr(self, "self_matched_all", n == self.n_queries)
+        if n == 0 or n != self.n_queries or not every:
             return None
         return f"queries and gallery: {self_match_message(n, self.n_queries)}"
 

@@ -755,8 +755,8 @@ def _refuse_distances(valid: np.ndarray, val: np.ndarray) -> None:
     both = valid[:, 1:] & valid[:, :-1]
     step = val[:, 1:] - val[:, :-1]
     rising, falling = both & (step > 0), both & (step < 0)
-    if rising.any() and not falling.any():
-        rows = int(rising.any(axis=1).sum())
+    rows = int(rising.any(axis=1).sum())
+    if rows >= 2 and not falling.any():  # one row is too little to tell
         raise InputError(
             f"run=(indices, scores): the scores rise along every row that orders its results ({rows} rows, "
             "and none falls), so they look like distances (faiss's IndexFlatL2 and HNSW indexes return "

@@ -181,15 +181,18 @@ def _rows_f64(x, rows=None, cols=None) -> np.ndarray:
     return np.asarray(as_numpy(part, "embeddings"), dtype=np.float64) + 0.0
 
 
-def queries_in_gallery(sides: Sides) -> np.ndarray:
-    """For each query, the index of a gallery row equal to it value for value (-1: none).
-    Keys of the first two columns find the candidates (a few for continuous embeddings),
-    whose whole rows are then compared: O((n_q + n_g) log n_g) on two columns, and whole
-    rows only where the keys match."""
+def queries_in_gallery(sides: Sides) -> tuple[np.ndarray, np.ndarray]:
+    """For each query, the index of a gallery row equal to it value for value (-1: none),
+    and whether that row is alone in the gallery with its values (no other gallery row
+    shares its key: the query's own copy, not one of several equal items). Keys of the
+    first two columns find the candidates (a few for continuous embeddings), whose whole
+    rows are then compared: O((n_q + n_g) log n_g) on two columns, and whole rows only
+    where the keys match."""
     n_q, n_g = sides.n_q, sides.n_g
     found = np.full(n_q, -1, np.int64)
+    alone = np.zeros(n_q, bool)
     if n_q == 0 or n_g == 0:
-        return found
+        return found, alone
     k = min(2, sides.d)
 
     def keys(x):  # 8 bytes a row, made a chunk of rows at a time (no n x 2 float64 copy)
@@ -206,7 +209,7 @@ def queries_in_gallery(sides: Sides) -> np.ndarray:
     # (np.isin hashed: 0.8 s for 100k queries against 1M rows; a search in sorted keys 0.1 s)
     cand = np.flatnonzero(sorted_lookup(np.sort(gk), qk)[0])
     if cand.size == 0:
-        return found
+        return found, alone
     order = np.argsort(gk, kind="stable")
     srt = gk[order]
     lo = np.searchsorted(srt, qk[cand], side="left")
@@ -223,12 +226,16 @@ def queries_in_gallery(sides: Sides) -> np.ndarray:
             g = order[np.minimum(a + t, srt.size - 1)]
             same = live & (Qc == _rows_f64(sides.gallery, rows=g)).all(axis=1)
             found[c[same]] = g[same]
-    return found
+            alone[c[same]] = (e - a == 1)[same]
+    return found, alone
 
 
-def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: bool = False) -> int:
+def check_queries_in_gallery(
+    sides: Sides, own: SelfPairs, rel, every_fails: bool = False
+) -> tuple[int, bool]:
     """The number of queries that are also gallery rows relevant to them (0: none, or
-    not checked), and a warning
+    not checked) and whether every query is, with its own copy (the refusal's case), and
+    a warning
     (:class:`~retrieval_checks.errors.SelfMatchWarning`, with the counts, on the user's
     line: :func:`~retrieval_checks.errors.warn_outside`) where
     queries are also gallery rows relevant to them, value for value: the same array or
@@ -241,19 +248,26 @@ def check_queries_in_gallery(sides: Sides, own: SelfPairs, rel, every_fails: boo
     ``every_fails`` (a suite's check): raise an :class:`InputError` instead where every
     query does."""
     if sides.loo or own.q_ids is not None or isinstance(sides.queries, PackedCodes):
-        return 0
-    found = queries_in_gallery(sides)
+        return 0, False
+    found, alone = queries_in_gallery(sides)
     q = np.flatnonzero(found >= 0)
     if q.size == 0:
-        return 0
-    n_found = int(rel.source.relevant(q, found[q])[0].sum())
+        return 0, False
+    relevant = rel.source.relevant(q, found[q])[0]
+    n_found = int(relevant.sum())
     if n_found == 0:
-        return 0
+        return 0, False
     message = self_match_message(n_found, sides.n_q)
-    if n_found == sides.n_q and every_fails:
+    # the refusal (a suite's check; a gate, from the count returned) needs every query's
+    # own copy: a row alone in the gallery with its values, and more than one query. Equal
+    # items (an oracle's one-hot class vectors, several gallery rows each) are ties, and
+    # one query is too little to call it the same array twice (a reviewer's finding)
+    own_copies = int((relevant & alone[q]).sum())
+    every = own_copies == sides.n_q and sides.n_q > 1
+    if every and every_fails:
         raise InputError(f"queries and gallery: {message}")
     warn_outside(SelfMatchWarning(message, n_found=n_found, n_queries=sides.n_q))
-    return n_found
+    return n_found, every
 
 
 # ----------------------------------------------------------------------------- self pairs

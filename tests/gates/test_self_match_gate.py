@@ -145,3 +145,32 @@ def test_a_pytest_test_on_queries_equal_to_the_gallery_fails(pytester):
     text = "\n".join(result.outlines)
     assert SAYS in text
     assert "test_selfmatch.py:7: SelfMatchWarning" in text and "_cache.py" not in text
+
+
+def test_equal_items_and_a_single_query_are_not_refused():
+    """A reviewer's findings: an oracle's one-hot class vectors (every query equal to the
+    five gallery items of its class: equal items, not the same array twice) and the
+    one-query idiom (a query equal to one relevant gallery row) pass the gates; the same
+    array twice is still refused."""
+    classes = 20
+    q = np.eye(classes)
+    q[:, 0] += np.arange(classes)  # each class's vector its own first value
+    g = np.repeat(q, 5, axis=0)
+    oracle, said = _evaluate(
+        q,
+        g,
+        query_labels=np.arange(classes),
+        gallery_labels=np.repeat(np.arange(classes), 5),
+        metrics=["hit_rate@1"],
+    )
+    assert oracle.self_matched == classes and not oracle.self_matched_all
+    rc.assert_metric(oracle, "hit_rate@1", at_least=0.5)
+    one, _ = _evaluate(
+        [[1.0]], [[0.9], [1.0], [0.2]], relevance=[[1]], metrics=["mrr"], similarity="dot"
+    )
+    rc.assert_metric(one, "mrr", at_least=0.5)
+    x, y = _data()
+    twice, _ = _evaluate(x, x, query_labels=y, gallery_labels=y, metrics=["map"])
+    assert twice.self_matched_all
+    with pytest.raises(InputError, match=SAYS):
+        rc.assert_metric(twice, "map", at_least=0.1)
