@@ -342,9 +342,15 @@ def _check_runs(lengths: np.ndarray) -> None:
         seen = ", ".join(
             f"{int(c)} image{'s' if c != 1 else ''} of {int(z)} rows" for z, c in zip(sizes, counts)
         )
+        single = (
+            " (one caption per image, with neighbouring images whose embeddings are equal? then "
+            "caption_image=numpy.arange(len(images)))"
+            if sizes[np.argmax(counts)] == 1
+            else ""
+        )
         raise InputError(
             f"images (caption_image=None: one row per caption, each image repeated in consecutive rows) "
-            f"repeats its images unequally: {seen}. Two neighbouring images with equal embeddings read "
+            f"repeats its images unequally: {seen}{single}. Two neighbouring images with equal embeddings read "
             "as one image with both images' captions (an image encoder that collapsed gives this), so "
             f"this layout needs every image repeated the same number of times; {fix}."
         )

@@ -132,7 +132,10 @@ def check_embeddings(x, name: str, *, similarity: str):
                     f"{name} has {idx.size} all-zero row(s) (rows {_first(idx)}), whose cosine similarity "
                     "is undefined; remove them or use similarity='dot' or 'neg_l2'."
                 )
-        return x
+        # a tensor in an autograd graph (a model's output): its values, without the graph
+        # (its numpy views would refuse it further in: "Can't call numpy() on Tensor that
+        # requires grad")
+        return x.detach() if x.requires_grad else x
     if x.dtype.kind == "f":
         bad, zero = _flagged_rows(x)
         if bad.any():

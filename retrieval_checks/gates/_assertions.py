@@ -361,6 +361,9 @@ def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
     options = m.extra.get("options") if isinstance(m.extra, dict) else None
     run = isinstance(options, dict) and "queries" in options  # evaluate_run's query set option
     why = "no judged relevant document in the qrels" if run else "no relevant gallery item"
+    level = options.get("relevance_level", 1) if isinstance(options, dict) else 1
+    if isinstance(level, int) and level > 1:
+        why += f" at relevance_level >= {level}"
     return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate, why)
 
 

@@ -839,3 +839,17 @@ def test_row_checks_match_the_entrywise_definition_on_random_rows():
         strided = X[:, ::2]  # a view that is not contiguous
         bad, zero = _flagged_rows(strided)
         np.testing.assert_array_equal(bad, ~np.isfinite(strided).all(axis=1))
+
+
+@pytest.mark.parametrize("similarity", ["dot", "cosine", "neg_l2"])
+def test_tensors_that_require_grad_are_scored_as_their_values(similarity):
+    """A model's output still in its autograd graph (requires_grad=True): the same numbers
+    as its detached values (dot raised "Can't call numpy() on Tensor that requires grad")."""
+    rng = np.random.default_rng(5)
+    q = torch.tensor(rng.normal(size=(12, 6)), dtype=torch.float32, requires_grad=True)
+    g = torch.tensor(rng.normal(size=(18, 6)), dtype=torch.float32, requires_grad=True)
+    yq, yg = np.repeat(np.arange(6), 2), np.repeat(np.arange(6), 3)
+    kw = dict(query_labels=yq, gallery_labels=yg, metrics=["map", "mrr"], similarity=similarity)
+    got = rc.evaluate(q, g, **kw)
+    want = rc.evaluate(q.detach().numpy(), g.detach().numpy(), **kw)
+    assert dict(got) == dict(want)
