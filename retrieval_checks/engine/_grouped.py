@@ -339,7 +339,7 @@ def grouped_recall_values(
         n_dropped = int((gq < 0).sum())
         low, high = max(0.0, value - half), min(1.0, value + half)
         for row in vals:  # groups all at 0 or 1: no narrower than their exact interval
-            low, high, _ = binomial_floor(row, None, (0.0, 1.0), confidence, low, high)
+            low, high, _ = binomial_floor(row, (0.0, 1.0), confidence, low, high)
         out[k] = GroupedRecall(
             k=k,
             value=value,

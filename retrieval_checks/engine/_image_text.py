@@ -137,10 +137,11 @@ class ImageTextResult(Mapping):
     (4, 8, '5k')
 
     Four perfect images show little: the bootstrap over them is [600, 600], and the
-    interval is the sum of the six recalls' exact binomial intervals (4 of 4 images each):
+    interval is the sum of the six recalls' exact binomial intervals (4 of 4 images, 8 of
+    8 captions):
 
     >>> [round(v, 1) for v in res.intervals["rsum"]]
-    [238.6, 600.0]
+    [308.5, 600.0]
     """
 
     def __init__(
@@ -879,16 +880,12 @@ def _exact_floors(specs, folds, confidence: float, intervals: dict) -> None:
     """Widen each recall's bootstrap interval, in place, to contain the exact binomial
     interval of its hits (:func:`..metrics._binomial.binomial_floor`, a recall being a
     proportion: a bootstrap of images that all hit is [1, 1]). i2t: the images are the
-    queries and the units; t2i: the captions are the queries, their images the units."""
-    offsets = np.cumsum([0] + [f.n_images for f in folds[:-1]])
+    queries; t2i: the captions (taken as independent: a floor under the bootstrap over
+    images)."""
 
     def floored(side: str, k: int, low: float, high: float) -> tuple[float, float]:
-        parts = [f.hits(side, k) for f in folds]
-        x = np.concatenate([hit for hit, _ in parts])
-        images = np.concatenate([img + o for (_, img), o in zip(parts, offsets)])
-        low, high, _ = binomial_floor(
-            x, None if side == "i" else images, (0.0, 1.0), confidence, low, high, True
-        )
+        x = np.concatenate([f.hits(side, k)[0] for f in folds])
+        low, high, _ = binomial_floor(x, (0.0, 1.0), confidence, low, high, True)
         return low, high
 
     for s in specs:

@@ -481,7 +481,7 @@ def bootstrap_interval(
     if statistic is mean_rows:
         proportion = spec.family in PROPORTIONS or (spec.family == "precision" and spec.k == 1)
         low, high, floor = binomial_floor(
-            x, clusters, (float(spec.low), float(spec.high)), confidence, low, high, proportion
+            x, (float(spec.low), float(spec.high)), confidence, low, high, proportion
         )
         how += floor
     iv = Interval(
