@@ -236,9 +236,53 @@ def model_code_files(
                 found = _find_file(imported, file, roots, folders)
                 if found is not None and os.path.realpath(found) not in done:
                     todo.append((None, found))
+        if name is None:  # a file reached by its path: its relative imports, by path too
+            for found in _relative_files(tree, file):
+                if os.path.realpath(found) not in done:
+                    todo.append((None, found))
         if computed is not None:
             computed.extend(f"{file}:{line}" for line in sorted(lines))
     return sorted(files.values(), key=str)
+
+
+def _module_file(folder: str, name: str) -> str | None:
+    """``folder/name.py``, else ``folder/name/__init__.py``, else None."""
+    for path in (os.path.join(folder, f"{name}.py"), os.path.join(folder, name, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _relative_files(tree: ast.AST, file: str) -> list[str]:
+    """The files a module known only by its path (a package beside the suite, reached
+    as a file) imports relatively: ``from .cfg import X``, ``from . import cfg``,
+    ``from ..util import y``, resolved from its folder, with the ``__init__.py`` of each
+    package on the way (they run on import). Without this an edit to ``pkg/cfg.py``
+    left the embedding cache's key unchanged (a new user's trial: stale embeddings
+    served, the gate passed)."""
+    out = []
+    here = os.path.dirname(os.path.abspath(file))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        folder = here
+        for _ in range(node.level - 1):
+            folder = os.path.dirname(folder)
+        init = os.path.join(folder, "__init__.py")
+        if os.path.isfile(init):
+            out.append(init)
+        parts = node.module.split(".") if node.module else []
+        for i in range(len(parts)):  # the packages on the way, then the module
+            found = _module_file(os.path.join(folder, *parts[:i]), parts[i])
+            if found is not None:
+                out.append(found)
+        target = os.path.join(folder, *parts)
+        for alias in node.names:  # names that are submodules: from . import cfg
+            if alias.name != "*":
+                found = _module_file(target, alias.name)
+                if found is not None:
+                    out.append(found)
+    return out
 
 
 def code_digests(module, always=None, computed: list | None = None, folders=()) -> dict[str, str]:

@@ -99,6 +99,34 @@ def test_a_helper_next_to_a_file_model_on_sys_path(project, monkeypatch):
     np.testing.assert_array_equal(after, X[:, :3] * 5.0)
 
 
+@pytest.mark.parametrize(
+    "init",
+    [
+        "from .net import scale\n",
+        "from . import net\nscale = net.scale\n",
+        "def _load():\n    from .net import scale\n    return scale\nscale = _load()\n",
+    ],
+)
+def test_a_package_beside_a_file_model_is_followed_through_its_relative_imports(project, init):
+    """A ``.py`` model (``enc.py:f``) that imports a package beside it whose
+    ``__init__.py`` reaches its modules relatively (a new user's trial: an edit to
+    ``pkg/net.py`` left the cache key unchanged, and the stale embeddings passed the
+    gate)."""
+    root, pkg = project
+    (root / pkg / "__init__.py").write_text(init)
+    (root / pkg / "net.py").write_text("scale = 2.0\n")
+    (root / "enc.py").write_text(
+        f"from {pkg} import scale\ndef f(x):\n    return x[:, :3] * scale\n"
+    )
+
+    before, after, second = _embed_twice(
+        root, pkg, "enc.py:f", lambda: (root / pkg / "net.py").write_text("scale = 7.0\n")
+    )
+    np.testing.assert_array_equal(before, X[:, :3] * 2.0)
+    assert second.cache.hits == 0 and second.embedded == 1
+    np.testing.assert_array_equal(after, X[:, :3] * 7.0)
+
+
 def test_an_unchanged_helper_still_hits_and_installed_packages_are_not_hashed(project):
     root, pkg = project
     (root / pkg / "enc.py").write_text(
