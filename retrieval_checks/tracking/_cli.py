@@ -328,6 +328,20 @@ def _options_differ(b: dict, c: dict) -> str:
     return "options differ: " + ", ".join(f"{k} {shown(bo, k)} -> {shown(co, k)}" for k in keys)
 
 
+def _sets_differ(b: dict, c: dict) -> str:
+    """How the evaluated sets of two runs' records of a gate differ, as far as the records
+    tell (the queries used; the dataset's name): ``"evaluated sets differ: n_used 1797 ->
+    300"``, or "" when they agree or a record lacks the field. A value over another set is
+    another number (a smaller, easier set raised map while the model got worse: a new
+    user's trial passed such a compare), as a baseline check refuses it."""
+    diffs = []
+    for key in ("n_used", "dataset"):
+        x, y = b.get(key), c.get(key)
+        if x is not None and y is not None and x != y:
+            diffs.append(f"{key} {x!r} -> {y!r}")
+    return "evaluated sets differ: " + ", ".join(diffs) if diffs else ""
+
+
 def _cmd_compare(
     h: History, args, out
 ) -> int:  # long: the verdicts, the summary line and the missing gates
@@ -390,8 +404,8 @@ def _cmd_compare(
         if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
             skipped += 1
             continue
-        differ = _options_differ(b, c)
-        if differ:  # another option, another number: never compared silently
+        differ = _options_differ(b, c) or _sets_differ(b, c)
+        if differ:  # another option or another set, another number: never compared silently
             refused.append(key)
             rows.append(
                 (
@@ -442,10 +456,10 @@ def _cmd_compare(
     status = 1 if counts["regressed"] else 0
     if refused:
         print(
-            f"{len(refused)} gate(s) not compared: computed under different options (the table names "
-            "them: ties, relevance_level, queries...), so the two values are different numbers, not a "
-            f"change; rerun the candidate with run {base_id}'s options, or compare runs computed under the "
-            "same ones",
+            f"{len(refused)} gate(s) not compared: computed under different options or over different "
+            "evaluated sets (the table names them: ties, relevance_level, queries, n_used, dataset...), so "
+            f"the two values are different numbers, not a change; rerun the candidate with run {base_id}'s "
+            "options on its set, or compare runs computed the same way",
             file=out,
         )
         status = 1

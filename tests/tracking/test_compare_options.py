@@ -60,6 +60,20 @@ def test_the_same_options_compare_and_runs_without_options_too(tmp_path):
     assert code == 0 and "NOT COMPARED" not in text
 
 
+def test_a_gate_over_another_evaluated_set_is_not_compared(tmp_path):
+    """A smaller, easier set raised map while the model got worse, and compare said ok (a
+    new user's trial): the queries used differ, so the values are not compared."""
+    base = {**_gate(0.6587, ties="pessimistic"), "n_used": 1797}
+    cand = {**_gate(0.6896, ties="pessimistic"), "n_used": 300}
+    path = _two_runs(tmp_path, base, cand)
+    code, text = _cli("--db", str(path), "compare", "-2", "-1", "--max-drop", "0.01")
+    assert code == 1
+    assert "NOT COMPARED (evaluated sets differ: n_used 1797 -> 300)" in text
+    (tmp_path / "same").mkdir()
+    same = _two_runs(tmp_path / "same", base, {**cand, "n_used": 1797})
+    assert _cli("--db", str(same), "compare", "-2", "-1", "--max-drop", "0.05")[0] == 0
+
+
 @pytest.mark.filterwarnings("ignore::retrieval_checks.IntervalWarning")
 def test_a_gates_event_carries_the_options_of_its_result():
     """What the plugin writes to the history: the gate's event, with the result's options."""
