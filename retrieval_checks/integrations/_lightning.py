@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -213,6 +214,28 @@ class RetrievalChecksCallback(Callback):
         self._parts: dict[int, list] = {}
         self._active = False
         self._noted = False
+        self._evaluated = 0  # validation epochs evaluated in this fit
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._evaluated = 0
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        """A fit in which no validation epoch was evaluated ran no gate, and none could
+        fail (a new user's trial: limit_val_batches=0, or check_val_every_n_epoch past the
+        last epoch, ended fit quietly with raise_on_failure=True): said, and under
+        raise_on_failure an AssertionError, as a failed gate would be."""
+        if self._evaluated or not self.gates:
+            return
+        message = (
+            f"retrieval-checks: fit ended after {trainer.current_epoch} epoch(s) and no validation "
+            f"epoch was evaluated, so the gates ({', '.join(self.gates)}) never ran and could not fail "
+            "(validation did not run: limit_val_batches=0, check_val_every_n_epoch past the last epoch, "
+            f"or every_n_epochs={self.every_n_epochs} skipping every validation epoch). Run validation at "
+            "least once, or gate the model after training with retrieval_checks.assert_metric."
+        )
+        if self.raise_on_failure:
+            raise AssertionError(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
         self._parts = {}
@@ -418,6 +441,7 @@ class RetrievalChecksCallback(Callback):
                 reduce_fx="max",
                 sync_dist=trainer.world_size > 1,
             )
+        self._evaluated += 1
         failed = report_failures(outcomes, f"epoch {trainer.current_epoch}")
         if failed and self.raise_on_failure:
             raise AssertionError(failed[0].message)

@@ -235,6 +235,38 @@ def test_a_failing_gate_can_raise(tmp_path):
         _trainer(tmp_path, [cb]).fit(Embedder(), train, val)
 
 
+@pytest.mark.parametrize("validation", [{"limit_val_batches": 0}, {"check_val_every_n_epoch": 5}])
+def test_a_fit_whose_gates_never_ran_says_so(tmp_path, validation):
+    """No validation epoch evaluated (a new user's trial: fit ended quietly with
+    raise_on_failure=True, the gate never having run): raised under raise_on_failure,
+    warned otherwise."""
+    import lightning.pytorch as pl
+
+    train, val, _ = _loaders()
+
+    def trainer(cb):
+        return pl.Trainer(
+            max_epochs=1,
+            callbacks=[cb],
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path,
+            **validation,
+        )
+
+    gates = {"map@R": {"at_least": 0.999}}
+    cb = RetrievalChecksCallback(["map@R"], gates=gates, raise_on_failure=True)
+    with pytest.raises(AssertionError, match=r"no validation epoch was evaluated.*never ran"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer(cb).fit(Embedder(), train, val)
+    cb = RetrievalChecksCallback(["map@R"], gates=gates)
+    with pytest.warns(RuntimeWarning, match=r"gates \(map@R\) never ran"):
+        trainer(cb).fit(Embedder(), train, val)
+
+
 def test_query_gallery_split_from_two_dataloaders(tmp_path):
     train, val, (xv, yv) = _loaders()
     gallery = DataLoader(val.dataset, batch_size=5)
