@@ -237,6 +237,14 @@ def _check(cams, truth, rho):
         raise InputError("cams is empty.")
     if not np.isfinite(cams).all():
         raise InputError("cams contain NaN or Inf.")
+    low, high = float(cams.min()), float(cams.max())
+    if low < 0 or high > 1:  # rho is a level of maps in [0, 1]: raw maps clear it anywhere
+        raise InputError(
+            f"cams hold values outside [0, 1] (from {low:.4g} to {high:.4g}): the maps are thresholded "
+            f"at rho={rho!r} as grad_cam returns them, each min-max normalised to [0, 1]; normalise "
+            "each map (m - m.min()) / (m.max() - m.min()) first (a raw map clears rho almost "
+            "everywhere, and the IoU it gives measures the threshold, not the model)."
+        )
     check_option("rho", rho)
     if truth.shape != cams.shape:
         raise InputError(
