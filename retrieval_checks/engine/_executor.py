@@ -18,6 +18,7 @@ import dataclasses
 
 from ..errors import InputError
 from ._blocks import Problem, run_block
+from ._partial import BlockPartial
 
 __all__ = ["check_executor", "executor_parts"]
 
@@ -66,13 +67,38 @@ def executor_parts(executor, problem: Problem, counter, blocks: list[tuple[int, 
     pass's loop, :func:`._stream.stream`, merges them); unstarted tasks are cancelled
     when the loop stops early."""
     # a copy per task: each gets its own score buffer (a thread pool shares memory)
+    groups = _groups(blocks, executor)
     futures = [
         executor.submit(_task, dataclasses.replace(problem, _buffers=None), group, counter)
-        for group in _groups(blocks, executor)
+        for group in groups
     ]
     try:
-        for future in futures:
-            yield from future.result()
+        for group, future in zip(groups, futures):
+            yield from _checked(future.result(), group, executor)
     finally:
         for future in futures:
             future.cancel()
+
+
+def _checked(parts, group: list[tuple[int, int]], executor) -> list:
+    """The task's partial results, when they are the blocks it was given (a future of
+    another executor than concurrent.futures' may resolve to anything: None, another
+    task's result); else an InputError naming the blocks and the executor, not a
+    TypeError or a merge that blames the library (a new user's trial)."""
+    got = (
+        [(p.start, p.stop) for p in parts]
+        if isinstance(parts, list) and all(isinstance(p, BlockPartial) for p in parts)
+        else None
+    )
+    if got != [tuple(b) for b in group]:
+        seen = (
+            f"the results of blocks {got}"
+            if got is not None
+            else f"{type(parts).__name__} {str(parts)[:60]!r}"
+        )
+        raise InputError(
+            f"executor={type(executor).__name__}: the task of query rows {group[0][0]}..{group[-1][1]} "
+            f"came back as {seen}, not the results of those blocks. An executor's future must resolve "
+            "to what the submitted function returned (concurrent.futures' contract)."
+        )
+    return parts

@@ -135,3 +135,40 @@ def test_a_fork_started_process_pool_is_refused():
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
         with pytest.raises(rc.InputError, match="get_context\\('spawn'\\)"):
             rc.evaluate(**p, executor=pool)
+
+
+class _Resolving:
+    """An executor whose futures resolve to ``answer(task's own result, task index)``."""
+
+    def __init__(self, answer):
+        self.answer, self.n, self.first = answer, 0, None
+
+    def submit(self, fn, *args, **kwargs):
+        from concurrent.futures import Future
+
+        result = fn(*args, **kwargs)
+        self.first = result if self.first is None else self.first
+        future = Future()
+        future.set_result(self.answer(self, result, self.n))
+        self.n += 1
+        return future
+
+
+@pytest.mark.parametrize(
+    "answer, said",
+    [
+        (lambda ex, r, i: None if i % 2 else r, "came back as NoneType"),
+        (lambda ex, r, i: ex.first, r"came back as the results of blocks \[\(0, "),
+    ],
+)
+def test_an_executor_that_breaks_the_futures_contract_is_named(answer, said):
+    """A future resolving to None, or to another task's result, is an InputError naming
+    the blocks and the executor (it was a TypeError, or a merge error blaming the
+    library: a new user's trial)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 32)).astype(np.float32)  # several blocks at 4 MB
+    y = rng.integers(0, 50, 3000)
+    with pytest.raises(rc.InputError, match=rf"executor=_Resolving: the task .* {said}"):
+        rc.evaluate(
+            x, query_labels=y, metrics=["map"], max_memory="4MB", executor=_Resolving(answer)
+        )
