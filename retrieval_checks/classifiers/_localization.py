@@ -272,6 +272,8 @@ def _truth(cams, boxes, masks):
             raise InputError(f"{shape[0]} cams but boxes for {n} images; give one entry per image.")
         return boxes_to_masks(boxes, shape[-2:])
     m = as_numpy(masks, "masks")
+    if m.ndim == 4 and m.shape[1] == 1:  # (N x 1 x H x W), as cams are taken
+        m = m[:, 0]
     if m.dtype != bool:
         if m.dtype.kind not in "iuf" or not np.isin(m, (0, 1)).all():
             raise InputError("masks must be boolean or 0/1.")

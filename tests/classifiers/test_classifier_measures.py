@@ -558,3 +558,12 @@ def test_every_classifier_accuracy_refuses_labels_outside_the_models_classes(cal
 def test_nuclear_norm_checks_its_arguments_also_for_a_probability_matrix(kwargs, field):
     with pytest.raises(rc.InputError, match=field):
         rc.nuclear_norm(np.full((4, 3), 1 / 3), **kwargs)
+
+
+def test_cam_iou_takes_channel_masks_as_it_takes_channel_cams():
+    """(N x 1 x H x W) masks, as (N x 1 x H x W) cams are taken (they were refused with
+    the cams' squeezed shape in the message)."""
+    cams = np.random.default_rng(0).random((3, 1, 8, 8))
+    masks = cams > 0.5
+    for fn in (rc.cam_iou, rc.cam_iou_box):
+        assert fn(cams, masks=masks).value == fn(cams[:, 0], masks=masks[:, 0]).value
