@@ -111,6 +111,9 @@ def change_text(o: dict, previous: dict | None, previous_label: str, absent: str
             return f"slice {worst}: no value in {previous_label}"
         return f"{value - same['value']:+.4f} vs {previous_label} (slice {worst})"
     if _is_num(value) and _is_num(before.get("value")):
+        n_now, n_then = o.get("n_used"), before.get("n_used")
+        if _is_num(n_now) and _is_num(n_then) and n_now != n_then:  # another set: not a change
+            return f"not compared with {previous_label}: n_used {n_then} -> {n_now}"
         return f"{value - before['value']:+.4f} vs {previous_label}"
     return f"{_num(before.get('value')) or 'no value'} in {previous_label}"
 

@@ -140,3 +140,18 @@ def test_the_change_of_a_slice_gate_is_its_worst_slice_against_the_same_slice():
     assert text == "-0.0970 vs previous run (slice de)"  # not 0.630 - 0.685 (French then)
     gone = _slice_gate({"en": (0.694,), "fr": (0.685,)}, "fr")
     assert "slice de: no value" in change_text(now, {(now["test"], "map"): gone}, "previous run")
+
+
+def test_a_change_over_another_evaluated_set_is_not_shown_as_one():
+    """The markdown report's change column: values over different evaluated sets (n_used)
+    are not a change (a new user's trial read "+0.1282 vs run 2" across 1797 and 300)."""
+    from retrieval_checks.tracking._markdown import change_text
+
+    before = {"test": "t", "metric": "map", "value": 0.5614, "n_used": 1797}
+    now = {"test": "t", "metric": "map", "value": 0.6896, "n_used": 300}
+    assert change_text(now, {("t", "map"): before}, "run 2") == (
+        "not compared with run 2: n_used 1797 -> 300"
+    )
+    assert change_text({**now, "n_used": 1797}, {("t", "map"): before}, "run 2") == (
+        "+0.1282 vs run 2"
+    )
