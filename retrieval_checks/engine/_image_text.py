@@ -883,46 +883,49 @@ def _exact_floors(specs, folds, confidence: float, intervals: dict) -> None:
     queries; t2i: the captions (taken as independent: a floor under the bootstrap over
     images)."""
 
+    parts: dict = {}
+
+    def hits(side: str, k: int) -> list:  # each fold's (hits, image), once a recall
+        if (side, k) not in parts:
+            parts[side, k] = [f.hits(side, k) for f in folds]
+        return parts[side, k]
+
     def floored(side: str, k: int, low: float, high: float) -> tuple[float, float]:
-        x = np.concatenate([f.hits(side, k)[0] for f in folds])
+        x = np.concatenate([hit for hit, _ in hits(side, k)])
         low, high, _ = binomial_floor(x, (0.0, 1.0), confidence, low, high, True)
         return low, high
-
-    for s in specs:
-        side = {"i2t_recall": "i", "t2i_recall": "t"}.get(s.family)
-        if side is not None and s.name in intervals:
-            intervals[s.name] = floored(side, s.k, *intervals[s.name])
 
     def shortfall(side: str, k: int) -> float:
         """How far the recall's images are from all hitting, in images (t2i: the sum
         over images of the share of their captions missed)."""
-        parts = [f.hits(side, k) for f in folds]
         if side == "i":
-            return float(sum(hit.size - hit.sum() for hit, _ in parts))
+            return float(sum(hit.size - hit.sum() for hit, _ in hits(side, k)))
         total = 0.0
-        for (hit, img), f in zip(parts, folds):
+        for (hit, img), f in zip(hits(side, k), folds):
             n_cap = np.bincount(img, minlength=f.n_images)
             got = np.bincount(img, weights=hit, minlength=f.n_images)
             total += float(((n_cap - got) / np.maximum(n_cap, 1)).sum())
         return total
 
+    for s in specs:
+        side = {"i2t_recall": "i", "t2i_recall": "t"}.get(s.family)
+        if side is not None and s.name in intervals:
+            intervals[s.name] = floored(side, s.k, *intervals[s.name])
     # a sum of the six recalls whose images are all within one image of hitting (every
     # image and caption of a perfect model): the sum of their exact intervals' ends
     # (each recall's own value as the point it widens from), not the bootstrap's
     # [600, 600], or its [580, 600] when one caption of 100 misses
-    for s in specs:
-        if s.family not in ("rsum", "mean_recall") or s.name not in intervals:
-            continue
-        low, high = intervals[s.name]
-        pairs = [(side, k) for side in ("i", "t") for k in _RSUM_K]
-        if any(shortfall(side, k) > 1.0 for side, k in pairs):
-            continue
-        ends = []
-        for side, k in pairs:
-            x = np.concatenate([f.hits(side, k)[0] for f in folds])
-            value = float(x.mean())
-            ends.append(floored(side, k, value, value))
+    sums = [s for s in specs if s.family in ("rsum", "mean_recall") and s.name in intervals]
+    pairs = [(side, k) for side in ("i", "t") for k in _RSUM_K]
+    if not sums or any(shortfall(side, k) > 1.0 for side, k in pairs):
+        return
+    ends = []
+    for side, k in pairs:
+        value = float(np.concatenate([hit for hit, _ in hits(side, k)]).mean())
+        ends.append(floored(side, k, value, value))
+    for s in sums:
         scale = 100.0 if s.family == "rsum" else 100.0 / 6.0
+        low, high = intervals[s.name]
         intervals[s.name] = (
             min(low, scale * sum(e[0] for e in ends)),
             max(high, scale * sum(e[1] for e in ends)),

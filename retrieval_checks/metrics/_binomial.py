@@ -79,26 +79,20 @@ def binomial_floor(x, value_range, confidence: float, low: float, high: float, p
     lo_r, hi_r = (float(v) for v in value_range)
     if not (math.isfinite(lo_r) and math.isfinite(hi_r)) or hi_r <= lo_r:
         return low, high, ""
-    widened = []
-    for values, unit in [(x, "queries")]:
-        top, bottom = values == hi_r, values == lo_r
-        n = int(values.size)
-        hits = min(max(float(((values - lo_r) / (hi_r - lo_r)).sum()), 0.0), float(n))
-        if bool((top | bottom).all()):
-            k = int(top.sum())
-        elif proportion:
-            k = hits  # a proportion's hits (fractional under tied scores)
-        else:
-            continue
-        cl, ch = clopper_pearson_interval(k, n, confidence)
-        cl, ch = lo_r + (hi_r - lo_r) * cl, lo_r + (hi_r - lo_r) * ch
-        if cl < low or ch > high:
-            low, high = min(low, cl), max(high, ch)
-            widened.append(f"{k:g} of {n} {unit}")
-    if not widened:
+    n = int(x.size)
+    top = x == hi_r
+    if bool((top | (x == lo_r)).all()):
+        k = int(top.sum())
+    elif proportion:  # a proportion's hits (fractional under tied scores)
+        k = min(max(float(((x - lo_r) / (hi_r - lo_r)).sum()), 0.0), float(n))
+    else:
+        return low, high, ""
+    cl, ch = clopper_pearson_interval(k, n, confidence)
+    cl, ch = lo_r + (hi_r - lo_r) * cl, lo_r + (hi_r - lo_r) * ch
+    if cl >= low and ch <= high:
         return low, high, ""
     return (
-        low,
-        high,
-        f", widened to the exact binomial interval of {' and '.join(widened)}",
+        min(low, cl),
+        max(high, ch),
+        f", widened to the exact binomial interval of {k:g} of {n} queries",
     )
