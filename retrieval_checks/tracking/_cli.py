@@ -63,7 +63,7 @@ from ._history import (
     default_history_path,
     project_root,
 )
-from ._markdown import absent_text, render_markdown
+from ._markdown import absent_text, render_markdown, sets_differ
 from ._report import render_report
 from ._slices import per_slice_records
 
@@ -328,20 +328,6 @@ def _options_differ(b: dict, c: dict) -> str:
     return "options differ: " + ", ".join(f"{k} {shown(bo, k)} -> {shown(co, k)}" for k in keys)
 
 
-def _sets_differ(b: dict, c: dict) -> str:
-    """How the evaluated sets of two runs' records of a gate differ, as far as the records
-    tell (the queries used; the dataset's name): ``"evaluated sets differ: n_used 1797 ->
-    300"``, or "" when they agree or a record lacks the field. A value over another set is
-    another number (a smaller, easier set raised map while the model got worse: a new
-    user's trial passed such a compare), as a baseline check refuses it."""
-    diffs = []
-    for key in ("n_used", "dataset"):
-        x, y = b.get(key), c.get(key)
-        if x is not None and y is not None and x != y:
-            diffs.append(f"{key} {x!r} -> {y!r}")
-    return "evaluated sets differ: " + ", ".join(diffs) if diffs else ""
-
-
 def _cmd_compare(
     h: History, args, out
 ) -> int:  # long: the verdicts, the summary line and the missing gates
@@ -404,7 +390,8 @@ def _cmd_compare(
         if b["value"] is None or c["value"] is None or higher_is_better(metric) is None:
             skipped += 1
             continue
-        differ = _options_differ(b, c) or _sets_differ(b, c)
+        sets = sets_differ(b, c)
+        differ = _options_differ(b, c) or (f"evaluated sets differ: {sets}" if sets else "")
         if differ:  # another option or another set, another number: never compared silently
             refused.append(key)
             rows.append(

@@ -19,7 +19,7 @@ import math
 from ..gates import rule_text
 from ._slices import slice_rows, slices_markdown
 
-__all__ = ["render_markdown", "absent_text"]
+__all__ = ["render_markdown", "absent_text", "sets_differ"]
 
 _SPECIAL = str.maketrans(
     {c: "\\" + c for c in "\\`*_[]|~"} | {"<": "&lt;", "&": "&amp;", "\n": " ", "\r": " "}
@@ -90,6 +90,21 @@ def family_text(o: dict) -> str:
     return text
 
 
+def sets_differ(b: dict, c: dict) -> str:
+    """How the evaluated sets of two runs' records of a gate differ, as far as the records
+    tell (the queries used; the dataset's name): ``"n_used 1797 -> 300"``, or "" when
+    they agree or a record lacks the field. A value over another set is
+    another number (a smaller, easier set raised map while the model got worse: a new
+    user's trial passed such a compare), as a baseline check refuses it. The one rule of
+    ``compare`` and of the report's change column."""
+    diffs = []
+    for key in ("n_used", "dataset"):
+        x, y = b.get(key), c.get(key)
+        if x is not None and y is not None and x != y:
+            diffs.append(f"{key} {x!r} -> {y!r}")
+    return ", ".join(diffs)
+
+
 def change_text(o: dict, previous: dict | None, previous_label: str, absent: str = "new") -> str:
     """The change of the value: against the gate's baseline (``baseline`` field), else
     against ``previous[(test, metric)]`` (a slice gate: its worst slice against the same
@@ -111,9 +126,9 @@ def change_text(o: dict, previous: dict | None, previous_label: str, absent: str
             return f"slice {worst}: no value in {previous_label}"
         return f"{value - same['value']:+.4f} vs {previous_label} (slice {worst})"
     if _is_num(value) and _is_num(before.get("value")):
-        n_now, n_then = o.get("n_used"), before.get("n_used")
-        if _is_num(n_now) and _is_num(n_then) and n_now != n_then:  # another set: not a change
-            return f"not compared with {previous_label}: n_used {n_then} -> {n_now}"
+        differ = sets_differ(before, o)
+        if differ:  # another set: not a change
+            return f"not compared with {previous_label}: {differ}"
         return f"{value - before['value']:+.4f} vs {previous_label}"
     return f"{_num(before.get('value')) or 'no value'} in {previous_label}"
 
