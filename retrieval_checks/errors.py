@@ -225,8 +225,10 @@ class SelfMatchWarning(RuntimeWarning):
     """Queries that are also gallery rows relevant to them, value for value: each
     retrieves itself first, which raises its scores whatever the model (the same array or
     file given as queries and gallery, or queries stacked into the gallery). ``n_found``
-    of the ``n_queries`` queries are such rows. A YAML suite fails the check when every
-    query is (``n_found == n_queries``); ``warnings.simplefilter("error",
+    of the ``n_queries`` queries are such rows. A YAML suite fails the check, and a gate
+    refuses the result, when every query is one with its own copy (a gallery row alone
+    with its values) and there is more than one query: equal items, as an oracle's
+    one-hot class vectors, only warn; ``warnings.simplefilter("error",
     SelfMatchWarning)`` makes any of them fail. The fix: leave-one-out (the items once,
     with no gallery), or ids on both sides, which take each query's own item out of its
     ranking.
