@@ -109,52 +109,40 @@ def check_embeddings(x, name: str, *, similarity: str):
         raise InputError(f"{name} is empty (shape {tuple(x.shape)}): at least one item is needed.")
     if x.shape[1] == 0:
         raise InputError(f"{name} has zero columns (shape {tuple(x.shape)}).")
+    bad, zero = _row_flags(x, torch_in, cosine=similarity == "cosine")
+    if bad is not None and bad.any():
+        idx = np.flatnonzero(bad)
+        raise InputError(
+            f"{name} has {idx.size} row(s) with NaN or Inf (rows {_first(idx)}); "
+            "drop or repair those items before evaluating."
+        )
+    if similarity == "cosine" and zero.any():
+        idx = np.flatnonzero(zero)
+        raise InputError(
+            f"{name} has {idx.size} all-zero row(s) (rows {_first(idx)}), whose cosine similarity "
+            "is undefined; remove them or use similarity='dot' or 'neg_l2'."
+        )
+    # a tensor in an autograd graph (a model's output): its values, without the graph (its
+    # numpy views would refuse it further in: "Can't call numpy() on Tensor that requires grad")
+    return x.detach() if torch_in and x.requires_grad else x
+
+
+def _row_flags(x, torch_in: bool, cosine: bool) -> tuple:
+    """(rows holding NaN or Inf, or None for integer rows; all-zero rows, or None when
+    not ``cosine`` and not computed on the way), host boolean arrays, for numpy arrays
+    and tensors alike: floating host data by :func:`_flagged_rows` (one read; CPU tensors
+    through their numpy view), other tensors (CUDA, other dtypes) on their device."""
     if torch_in:
         import torch
 
         if not x.is_cuda and x.dtype in (torch.float32, torch.float64, torch.float16):
-            bad, zero = _flagged_rows(x.detach().numpy())  # a view: numpy's one read
-            bad, zero = torch.from_numpy(bad), torch.from_numpy(zero)
-        else:
-            xf = x if x.is_floating_point() else x.float()
-            bad = (~torch.isfinite(xf)).any(dim=1)
-            zero = (xf == 0).all(dim=1) if similarity == "cosine" else None
-        if bool(bad.any()):
-            idx = torch.nonzero(bad).flatten().cpu().numpy()
-            raise InputError(
-                f"{name} has {idx.size} row(s) with NaN or Inf (rows {_first(idx)}); "
-                "drop or repair those items before evaluating."
-            )
-        if similarity == "cosine":
-            if bool(zero.any()):
-                idx = torch.nonzero(zero).flatten().cpu().numpy()
-                raise InputError(
-                    f"{name} has {idx.size} all-zero row(s) (rows {_first(idx)}), whose cosine similarity "
-                    "is undefined; remove them or use similarity='dot' or 'neg_l2'."
-                )
-        # a tensor in an autograd graph (a model's output): its values, without the graph
-        # (its numpy views would refuse it further in: "Can't call numpy() on Tensor that
-        # requires grad")
-        return x.detach() if x.requires_grad else x
+            return _flagged_rows(x.detach().numpy())  # a view: numpy's one read
+        xf = x if x.is_floating_point() else x.float()
+        bad = (~torch.isfinite(xf)).any(dim=1).cpu().numpy()
+        return bad, ((xf == 0).all(dim=1).cpu().numpy() if cosine else None)
     if x.dtype.kind == "f":
-        bad, zero = _flagged_rows(x)
-        if bad.any():
-            idx = np.flatnonzero(bad)
-            raise InputError(
-                f"{name} has {idx.size} row(s) with NaN or Inf (rows {_first(idx)}); "
-                "drop or repair those items before evaluating."
-            )
-    else:
-        zero = None
-    if similarity == "cosine":
-        zero = ~x.any(axis=1) if zero is None else zero
-        if zero.any():
-            idx = np.flatnonzero(zero)
-            raise InputError(
-                f"{name} has {idx.size} all-zero row(s) (rows {_first(idx)}), whose cosine similarity "
-                "is undefined; remove them or use similarity='dot' or 'neg_l2'."
-            )
-    return x
+        return _flagged_rows(x)
+    return None, (~x.any(axis=1) if cosine else None)
 
 
 _F32_MAX = float(np.finfo(np.float32).max)
