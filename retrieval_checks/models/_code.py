@@ -122,6 +122,14 @@ def _imports(
     return names
 
 
+def _module_file(folder: str, name: str) -> str | None:
+    """``folder/name.py``, else ``folder/name/__init__.py``, else None."""
+    for path in (os.path.join(folder, f"{name}.py"), os.path.join(folder, name, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def _find_file(
     name: str, near: str, roots: tuple[str, ...], folders: tuple = (), beside_only: bool = False
 ) -> str | None:
@@ -141,11 +149,9 @@ def _find_file(
         if not beside_only:
             dirs += [p or os.getcwd() for p in sys.path if isinstance(p, str)]
     for d in dirs:
-        if not os.path.isdir(d):
-            continue
-        for cand in (os.path.join(d, f"{rel}.py"), os.path.join(d, rel, "__init__.py")):
-            if os.path.isfile(cand):
-                return cand if _is_local(cand, roots) else None
+        cand = _module_file(d, str(rel)) if os.path.isdir(d) else None
+        if cand is not None:
+            return cand if _is_local(cand, roots) else None
     return None
 
 
@@ -243,14 +249,6 @@ def model_code_files(
         if computed is not None:
             computed.extend(f"{file}:{line}" for line in sorted(lines))
     return sorted(files.values(), key=str)
-
-
-def _module_file(folder: str, name: str) -> str | None:
-    """``folder/name.py``, else ``folder/name/__init__.py``, else None."""
-    for path in (os.path.join(folder, f"{name}.py"), os.path.join(folder, name, "__init__.py")):
-        if os.path.isfile(path):
-            return path
-    return None
 
 
 def _relative_files(tree: ast.AST, file: str) -> list[str]:
