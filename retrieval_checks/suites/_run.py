@@ -392,19 +392,7 @@ class SuiteRunner:
             return None
         if key not in arrays:
             if required:
-                close = did_you_mean(key, arrays)
-                hint = (
-                    f" Did you mean {close!r}? Set {field}.{what}: <name>."
-                    if close
-                    else f" Set {field}.{what}: <name> to read another array."
-                )
-                raise SuiteError(
-                    f"{source.file.name} has no array {key!r} for {what}; it has "
-                    f"{', '.join(map(repr, arrays)) or 'none'}.{hint}",
-                    path=suite.path,
-                    line=source.line,
-                    field=field,
-                )
+                raise _no_array(source, key, what, arrays, suite, field)
             return None
         return np.asarray(arrays[key])
 
@@ -889,13 +877,7 @@ class SuiteRunner:
             else self._array(src, src.masks, "masks", suite, field, required=False)
         )
         if needs_truth and boxes is None and masks is None:
-            raise SuiteError(
-                f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
-                "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.",
-                path=suite.path,
-                line=src.line,
-                field=field,
-            )
+            raise _no_truth(src, suite, field)
         what = (
             f"model {model_name!r} measuring {', '.join(metrics)} on dataset {dataset_name!r} (suite "
             f"{suite.name}, {suite.path.name}:{model.line})"
@@ -1146,3 +1128,79 @@ def _skip_limit(
             )
         )
         raise AssertionError(message)
+
+
+def _no_array(source: Source, key: str, what: str, names, suite: Suite, field: str) -> SuiteError:
+    """The error of a part's file that lacks the array ``key`` it names for ``what``."""
+    close = did_you_mean(key, names)
+    fix = (
+        f" Did you mean {close!r}? Set {field}.{what}: <name>."
+        if close
+        else f" Set {field}.{what}: <name> to read another array."
+    )
+    return SuiteError(
+        f"{source.file.name} has no array {key!r} for {what}; it has "
+        f"{', '.join(map(repr, names)) or 'none'}.{fix}",
+        path=suite.path,
+        line=source.line,
+        field=field,
+    )
+
+
+def _no_truth(src: Source, suite: Suite, field: str) -> SuiteError:
+    """The error of an images file without the boxes or masks that cam_iou needs."""
+    return SuiteError(
+        f"{src.file.name} has neither boxes {src.boxes!r} nor masks {src.masks!r}; cam_iou "
+        "needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks.",
+        path=suite.path,
+        line=src.line,
+        field=field,
+    )
+
+
+#: The Source fields that name an array (their default is the field's own name).
+_ARRAY_FIELDS = ("embeddings", "inputs", "labels", "ids", "image", "boxes", "masks", "neighbors")
+
+
+def array_errors(suite: Suite) -> list[SuiteError]:
+    """``retrieval-checks validate``'s look at the datasets' files, with the run's own
+    errors: each array a part names that its file lacks (a name the suite writes must
+    exist, as the run requires), and an images dataset measured by ``cam_iou`` whose file
+    has neither its boxes nor its masks. Only the array names are read (no data); a file
+    that cannot be read and a ``.npy`` file are left to the run, which reports them."""
+    out, truth = [], set()
+    for check in suite.checks:
+        if check.metric.name in ("cam_iou", "cam_iou_box"):
+            truth.update(check.datasets)
+    for dataset in suite.datasets.values():
+        parts = dataset.parts if isinstance(dataset.parts, dict) else {}
+        sources = [(f"datasets.{dataset.name}.{name}", src) for name, src in parts.items()]
+        if dataset.neighbors is not None:
+            sources.append((f"datasets.{dataset.name}.neighbors", dataset.neighbors))
+        for field, src in sources:
+            names = _names_of(src)
+            if names is None:
+                continue
+            for what in _ARRAY_FIELDS:
+                key = getattr(src, what)
+                if key != what and key not in names:
+                    out.append(_no_array(src, key, what, names, suite, field))
+            if (
+                dataset.type == "images"
+                and dataset.name in truth
+                and src.boxes not in names
+                and src.masks not in names
+            ):
+                out.append(_no_truth(src, suite, field))
+    return out
+
+
+def _names_of(src) -> list | None:
+    """The array names of a part's file; None where the run must say why (not a
+    Source, a .npy file, a file that cannot be read)."""
+    if not isinstance(src, Source) or Path(src.file).suffix.lower() == ".npy":
+        return None
+    try:
+        return list(read_arrays(src.file))
+    except (InputError, OSError, ValueError):
+        return None

@@ -55,6 +55,7 @@ from ..stats._plan import plan_queries
 from ..stats._power import check_power
 from ..suites import suite_errors
 from ..suites._jsonschema import suite_json_schema
+from ..suites._run import array_errors
 from ..suites._slices import slice_column_errors
 from ._history import (
     DEFAULT_HISTORY,
@@ -836,7 +837,8 @@ def _suite_errors(path: Path) -> list[str]:
             f"{path}:1: could not read the suite ({type(exc).__name__}: {exc}); please report this with the "
             "file."
         ]
-    return [_located(path, exc) for exc in slice_column_errors(suite)]
+    found = slice_column_errors(suite) + array_errors(suite)
+    return [_located(path, exc) for exc in sorted(found, key=lambda e: e.line or 0)]
 
 
 def _located(path: Path, exc: SuiteError) -> str:

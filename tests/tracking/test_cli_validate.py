@@ -456,3 +456,58 @@ def test_each_top_level_part_and_each_option_is_checked_on_its_own(tmp_path):
     with pytest.raises(SuiteError) as exc:  # the loader raises the first of them
         load_suite(path)
     assert (exc.value.line, exc.value.field) == (1, "suite")
+
+
+def test_an_array_a_part_names_that_its_file_lacks_is_found(tmp_path):
+    """validate reads a readable file's array names (no data): an array the suite names
+    itself must exist, as the run requires, with the run's message and the part's line;
+    an array left at its default name may be absent (the run decides whether it needs it)."""
+    import numpy as np
+
+    np.savez(tmp_path / "q.npz", embeddings=np.zeros((4, 2), np.float32), y=np.arange(4))
+    path = tmp_path / "rc_tiny.yaml"
+    path.write_text(
+        GOOD.replace("    queries: q.npz\n", "    queries: {file: q.npz, labels: ys}\n")
+    )
+    code, out = _cli("validate", path)
+    assert code == 1, out
+    first = out.splitlines()[0]
+    assert first.startswith(
+        f"{path}:4: datasets.test.queries: q.npz has no array 'ys' for labels"
+    ), first
+    assert "Did you mean 'y'? Set datasets.test.queries.labels: <name>." in first
+    path.write_text(GOOD.replace("    queries: q.npz\n", "    queries: {file: q.npz, labels: y}\n"))
+    assert _cli("validate", path)[0] == 0  # no 'ids' array: not named, so not required here
+
+
+CAMS = """\
+suite: cams
+datasets:
+  train: {type: images, images: {file: train.npz, inputs: images}}
+models:
+  net: {factory: net.py:build, cam_layer: features}
+checks:
+  - {metric: METRIC, dataset: train, models: [net], at_least: 0.2}
+"""
+
+
+@pytest.mark.parametrize("metric", ["cam_iou", "cam_iou_box"])
+def test_a_cam_iou_check_on_a_file_without_boxes_or_masks_is_found(tmp_path, metric):
+    import numpy as np
+
+    (tmp_path / "net.py").write_text("def build():\n    raise AssertionError('not run')\n")
+    images = np.zeros((2, 1, 4, 4), np.float32)
+    np.savez(tmp_path / "train.npz", images=images, labels=np.arange(2))
+    path = tmp_path / "rc_cams.yaml"
+    path.write_text(CAMS.replace("METRIC", metric))
+    code, out = _cli("validate", path)
+    assert code == 1, out
+    assert out.splitlines()[0] == (
+        f"{path}:3: datasets.train.images: train.npz has neither boxes 'boxes' nor masks 'masks'; "
+        "cam_iou needs the objects' boxes (N x 4: x0, y0, x1, y1) or binary masks."
+    )
+    np.savez(tmp_path / "train.npz", images=images, labels=np.arange(2), masks=images > 0)
+    assert _cli("validate", path)[0] == 0, _cli("validate", path)[1]
+    np.savez(tmp_path / "train.npz", images=images, labels=np.arange(2))
+    path.write_text(CAMS.replace("METRIC", "accuracy"))  # no cam_iou: boxes are not needed
+    assert _cli("validate", path)[0] == 0
