@@ -223,8 +223,9 @@ class PowerWarning(RuntimeWarning):
 
 class SelfMatchWarning(RuntimeWarning):
     """Queries that are also gallery rows relevant to them, value for value: each
-    retrieves itself first, which raises its scores whatever the model (the same array or
-    file given as queries and gallery, or queries stacked into the gallery). ``n_found``
+    retrieves itself (first, under cosine or euclidean), which raises its scores whatever
+    the model (the same array or file given as queries and gallery, or queries stacked
+    into the gallery). ``n_found``
     of the ``n_queries`` queries are such rows. A YAML suite fails the check, and a gate
     refuses the result, when every query is one with its own copy (a gallery row alone
     with its values) and there is more than one query: equal items, as an oracle's

@@ -79,8 +79,9 @@ def evaluate(
         ranks all the other queries). Queries that are also gallery rows relevant to
         them (the same array passed twice, or queries stacked into the gallery) draw a
         :class:`~retrieval_checks.errors.SelfMatchWarning` with the counts: each
-        retrieves itself first (give ``query_ids`` and ``gallery_ids`` to leave each
-        query's own item out of its ranking; a YAML suite fails such a check).
+        retrieves itself (first, under cosine or euclidean; give ``query_ids`` and
+        ``gallery_ids`` to leave each query's own item out of its ranking; a YAML suite
+        fails such a check).
     query_labels, gallery_labels:
         One label per item (ints or strings; the same type on both sides). A gallery
         item is relevant to a query when the labels are equal. With ``gallery=None``

@@ -64,10 +64,10 @@ def self_match_message(n_found: int, n_queries: int) -> str:
     return (
         (
             f"each of the {n_queries} queries is also a gallery row relevant to it, value for "
-            "value, so it retrieves itself first"
+            "value, so it retrieves itself (first, under cosine or euclidean)"
             if every
             else f"{n_found} of {n_queries} queries are also gallery rows relevant to them, "
-            "value for value, so each retrieves itself first"
+            "value for value, so each retrieves itself (first, under cosine or euclidean)"
         )
         + " and scores near 1 whatever the model ("
         + ("the same array or file given as both?" if every else "leaked queries, or duplicates?")
