@@ -476,7 +476,6 @@ def _event(
     confidence=None,
     warnings_=(),
     said=(),
-    stacklevel: int = 2,
     **extra,
 ) -> GateEvent:
     return emit_warned(
@@ -502,7 +501,6 @@ def _event(
             extra={**m.extra, **extra},
         ),
         said,
-        stacklevel + 1,
     )
 
 
@@ -771,7 +769,6 @@ def assert_metric(
         confidence=found[2] if found else None,
         warnings_=notes,
         said=_said(notes, (few,)),
-        stacklevel=2 if _gate == "assert_metric" else 3,
         **extra,
     )
     if not failures and skip_failure is None:

@@ -23,7 +23,6 @@ import os
 import stat
 import tempfile
 import time
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,7 +36,7 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
 
 from .._suggest import did_you_mean, hint, shown
 from ..engine._result import refuse_self_matched
-from ..errors import InputError, MetricNameError, PowerWarning
+from ..errors import InputError, MetricNameError, PowerWarning, warn_outside
 from ..metrics._measurement import RETIRED_OPTIONS, VALUE_OPTIONS
 from ..metrics._measurement import value_options as _options_of
 from ..metrics._names import metric_spec
@@ -1385,10 +1384,9 @@ class BaselineFile:
         except InputError as exc:
             backup = path.with_name(path.name + ".corrupt")
             os.replace(path, backup)
-            warnings.warn(
+            warn_outside(
                 f"retrieval-checks: {exc} It was moved to {backup} and rewritten with the new records.",
                 RuntimeWarning,
-                stacklevel=4,
             )
             return {}
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from ..errors import InputError
+from ..errors import InputError, warn_outside
 
 __all__ = [
     "GateEvent",
@@ -241,25 +240,24 @@ def emit(event: GateEvent) -> GateEvent:
         ) as exc:  # a broken listener must not change the gate's verdict, nor go unseen
             problem = f"{getattr(listener, '__name__', listener)!s}: {type(exc).__name__}: {exc}"
             event.listener_errors.append(problem)
-            warnings.warn(
+            warn_outside(
                 f"retrieval-checks: a gate listener failed ({problem})",
                 RuntimeWarning,
-                stacklevel=3,
             )
     return event
 
 
-def emit_warned(event: GateEvent, said, stacklevel: int = 2) -> GateEvent:
+def emit_warned(event: GateEvent, said) -> GateEvent:
     """Say a gate's warnings (``said``: ``(text, category)`` pairs), then :func:`emit` its
     event. A warning that the user's filters turn into an error (``-W
     error::retrieval_checks.PowerWarning``, ``warnings.simplefilter("error", ...)``)
     fails the gate: the event says so before the listeners (the plugin's table, JSON,
     history) record it, and the warning is raised after, so the record and the test's
-    verdict agree. ``stacklevel`` as the gate would pass to :func:`warnings.warn`."""
+    verdict agree. Each is said at the user's line (:func:`~retrieval_checks.errors.warn_outside`)."""
     raised = None
     for text, category in said:
         try:
-            warnings.warn(text, category, stacklevel=stacklevel + 1)
+            warn_outside(text, category)
         except Warning as exc:  # a warnings filter set to "error"
             raised = exc
             event.passed = False

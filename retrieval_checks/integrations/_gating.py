@@ -7,7 +7,6 @@ No third-party training library is imported here.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ import numpy as np
 from .._arrays import as_numpy, is_torch_tensor
 from .._suggest import hint, shown
 from ..engine import evaluate
-from ..errors import InputError, MetricNameError
+from ..errors import InputError, MetricNameError, warn_outside
 from ..gates import assert_metric
 from ..gates._spec import GATE_FIELDS as _TABLE
 from ..gates._spec import fields_of
@@ -474,13 +473,13 @@ def evaluate_split(
     )
 
 
-def report_failures(outcomes, where: str, *, stacklevel: int = 3) -> list[GateOutcome]:
-    """Warn once per failed gate (``RuntimeWarning``) and return the failed ones."""
+def report_failures(outcomes, where: str) -> list[GateOutcome]:
+    """Warn once per failed gate (``RuntimeWarning``, at the first frame outside the
+    library: the training loop's) and return the failed ones."""
     failed = [o for o in outcomes if not o.passed]
     for o in failed:
-        warnings.warn(
+        warn_outside(
             f"retrieval-checks: gate on {o.metric} failed at {where}:\n{o.message}",
             RuntimeWarning,
-            stacklevel=stacklevel,
         )
     return failed

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
 
 from .._suggest import shown
 from ..engine import evaluate
-from ..errors import InputError
+from ..errors import InputError, warn_outside
 from ..metrics import discriminant_ratio, metric_spec
 from ..options import positive_int
 from ._gating import (
@@ -235,7 +234,7 @@ class RetrievalChecksCallback(Callback):
         )
         if self.raise_on_failure:
             raise AssertionError(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        warn_outside(message, RuntimeWarning)
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
         self._parts = {}

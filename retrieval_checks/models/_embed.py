@@ -29,14 +29,13 @@ import os
 import pickle
 import sys
 import tempfile
-import warnings
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from .._paths import check_file, unpickler_complaint, verify_zip_crc
-from ..errors import InputError
+from ..errors import InputError, warn_outside
 from ._code import code_digests, file_digest
 from ._device import device_name, optional_torch
 from ._folders import folder_imports, folders_of
@@ -524,13 +523,12 @@ def model_fingerprint(model) -> str:
         if (
             computed
         ):  # the key cannot tell which code runs: a key of this session only, never served later
-            warnings.warn(
+            warn_outside(
                 f"model {model.name!r}: {computed[0]} imports a module under a name computed at run time; "
                 "the embedding cache cannot tell which code the model runs, so its embeddings are "
                 "computed afresh in each session (never served from an earlier one). Import the module "
                 "by its name to let the cache serve them.",
                 RuntimeWarning,
-                stacklevel=2,
             )
             parts["session"] = os.urandom(16).hex()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
@@ -567,12 +565,11 @@ def _folder_digest(path: Path, what: str) -> dict | str:
         dirs.sort()
         for name in sorted(names):
             if len(out) >= _MAX_FOLDER_FILES:
-                warnings.warn(
+                warn_outside(
                     f"{what} names the folder {path}, which holds more than {_MAX_FOLDER_FILES} files: "
                     "the embedding cache does not hash it, so this model's embeddings are computed afresh "
                     "in each session (never served from an earlier one). Name the files the model reads.",
                     RuntimeWarning,
-                    stacklevel=4,
                 )
                 return f"session:{os.urandom(16).hex()}"
             f = Path(root) / name
@@ -876,12 +873,11 @@ class EmbeddingCache:
             self._disable("it exists and is not a directory")
 
     def _disable(self, why: str) -> None:
-        warnings.warn(
+        warn_outside(
             f"embedding cache {self.directory}: {why}; running without the cache (embeddings are "
             "computed, nothing is stored). Point the cache at a writable directory, or remove the file "
             "in the way.",
             RuntimeWarning,
-            stacklevel=3,
         )
         self.disabled_reason = why
         self.directory = None
@@ -957,10 +953,9 @@ class EmbeddingCache:
         return arr
 
     def _corrupt(self, path: Path, why: str) -> None:
-        warnings.warn(
+        warn_outside(
             f"embedding cache entry {path} is damaged ({why[:200]}); recomputing it.",
             RuntimeWarning,
-            stacklevel=3,
         )
         self.misses += 1
         try:

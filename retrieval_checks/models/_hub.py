@@ -43,12 +43,11 @@ import json
 import numbers
 import os
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, warn_outside
 from ._code import file_digest
 from ._device import device_name
 from ._outputs import as_embeddings
@@ -333,12 +332,11 @@ class HubModel:
         n_cut = cut(items, part) if cut is not None and modality == "text" else 0
         if n_cut:
             limit = self._parts["max_length"]
-            warnings.warn(
+            warn_outside(
                 f"{self.kind} model {self.path}: {n_cut} of {len(items)} texts ({part or 'inputs'}) are "
                 f"longer than max_length={limit} tokens and were cut to it (their ends are not embedded); raise "
                 "max_length (up to the model's limit) or shorten the texts.",
                 RuntimeWarning,
-                stacklevel=2,
             )
         return as_embeddings(np.concatenate(outs), len(items), f"{self.kind} model {self.path}")
 

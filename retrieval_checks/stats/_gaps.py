@@ -364,7 +364,7 @@ def _noted(gap: Gap, same: str | None, ordered: bool, sizes: str | None = None) 
     not be told apart, ``sizes``: sides of different sizes), each issued as an
     IntervalWarning."""
     notes = ([same] if same else []) + gap_notes(gap, ordered=ordered) + ([sizes] if sizes else [])
-    warn_notes(notes, stacklevel=3)
+    warn_notes(notes)
     return replace(gap, notes=tuple(notes))
 
 

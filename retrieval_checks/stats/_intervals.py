@@ -14,14 +14,13 @@ Everything here works from values the engine already computed; nothing is re-ran
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._lazy import norm_cdf, norm_ppf
-from ..errors import InputError, IntervalWarning
+from ..errors import InputError, IntervalWarning, warn_outside
 from ..metrics._binomial import PROPORTIONS, binomial_floor
 from ..metrics._names import parse_metric
 from ..metrics._ranking import GM_FLOOR, aggregate
@@ -148,11 +147,11 @@ def few_units_note(what: str, n, unit: str) -> str | None:
     )
 
 
-def warn_notes(notes, stacklevel: int = 2) -> None:
-    """Issue each note as an :class:`~retrieval_checks.errors.IntervalWarning`
-    (``stacklevel`` counted from the caller of this function)."""
+def warn_notes(notes) -> None:
+    """Issue each note as an :class:`~retrieval_checks.errors.IntervalWarning`, at the
+    user's line (:func:`~retrieval_checks.errors.warn_outside`)."""
     for note in notes:
-        warnings.warn(f"retrieval-checks: {note}", IntervalWarning, stacklevel=stacklevel + 1)
+        warn_outside(f"retrieval-checks: {note}", IntervalWarning)
 
 
 def check_count(value, name: str, *, low: int = 0) -> int:

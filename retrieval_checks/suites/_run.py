@@ -33,6 +33,7 @@ from ..errors import (
     ModelTimeoutError,
     RetrievalChecksError,
     SuiteError,
+    warn_outside,
 )
 from ..gates._assertions import assert_gap_below, assert_metric, assert_not_worse
 from ..gates._baselines import BaselineStore, baseline_path, baseline_record
@@ -746,13 +747,12 @@ class SuiteRunner:
                 ) from None
             if data.unjudged:
                 n_all = len(data.unjudged) + len(data.query_ids)
-                warnings.warn(
+                warn_outside(
                     f"dataset {dataset_name!r} ({dataset.path}): {len(data.unjudged)} of {n_all} queries "
                     f"in queries.jsonl have no judgement in qrels/{dataset.split}.tsv (first: "
                     f"{', '.join(map(repr, data.unjudged[:5]))}); they are not evaluated: the split's "
                     f"{len(data.query_ids)} judged queries are.",
                     RuntimeWarning,
-                    stacklevel=2,
                 )
             self._arrays[key] = data
         return self._arrays[key]

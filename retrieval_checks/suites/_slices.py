@@ -36,7 +36,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +44,7 @@ import numpy as np
 from .._suggest import did_you_mean
 from ..data._files import metadata_column, read_arrays
 from ..engine._slices import SINGLE, with_slices
-from ..errors import InputError, SuiteError
+from ..errors import InputError, SuiteError, warn_outside
 from ..gates import assert_slices, assert_worst_slice, baseline_path, check_slice_baselines
 from ..stats._slices import require_slices
 from ._yaml import describe_value, join_field
@@ -946,12 +945,11 @@ def attach_run_slices(suite, dataset, result):
                 field=col.where,
             )
         if extra:
-            warnings.warn(
+            warn_outside(
                 f"dataset {dataset.name!r} slices: {len(extra)} query ids of {col.file.name} are not evaluated "
                 f"queries ({', '.join(map(repr, extra[:5]))}{' ...' if len(extra) > 5 else ''}); their "
                 "values are not used.",
                 RuntimeWarning,
-                stacklevel=3,
             )
         spec[col.dimension] = {q: v for q, v in by_id.items() if q in known}
     try:
