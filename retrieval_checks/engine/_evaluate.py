@@ -265,6 +265,7 @@ def evaluate(
             ignore_identical_ids=ignore_identical_ids,
             checkpoint=checkpoint,
             use_kernels=_use_kernels,
+            self_match_fails=_self_match_fails,
         )
     check_run_options(device, max_memory, progress, tile)  # before any work
     if checkpoint is not None:

@@ -157,6 +157,11 @@ _SCORE_FLOOR = _F32_TINY * 2.0**24
 _SCORE_CEILING = _F32_MAX / 2
 
 
+def _whole(op: str, values: np.ndarray) -> np.ndarray:
+    """The ``combine`` of one process: its arrays are the whole sets."""
+    return values
+
+
 def _float64_parts(x, rows: int = 1 << 14):
     """``x`` in float64, a block of rows at a time (numpy or torch, on x's device)."""
     for s in range(0, int(x.shape[0]), rows):
@@ -165,7 +170,7 @@ def _float64_parts(x, rows: int = 1 << 14):
 
 
 def _max_abs(x) -> float:
-    return max(float(abs(p).max()) for p in _float64_parts(x))
+    return max((float(abs(p).max()) for p in _float64_parts(x)), default=0.0)  # empty: 0
 
 
 def _max_norm(x, scale: float, center=None) -> float:
@@ -180,16 +185,25 @@ def _max_norm(x, scale: float, center=None) -> float:
     return math.sqrt(best)
 
 
-def _mean(x, scale: float) -> np.ndarray:
+def _sum_rows(x, scale: float = 1.0) -> np.ndarray:
+    """The sum of ``x``'s rows times ``scale`` (float64 on the host; zeros for no rows)."""
     total = None
     for p in _float64_parts(x):
-        add = (p * scale).sum(0)
+        add = (p * scale if scale != 1.0 else p).sum(0)
         add = add.cpu().numpy() if is_torch_tensor(add) else add
         total = add if total is None else total + add
-    return total / int(x.shape[0])
+    return np.zeros(int(x.shape[1]), np.float64) if total is None else total
 
 
-def check_score_range(queries, gallery, similarity: str, *, names=("queries", "gallery")) -> None:
+def _mean(x, scale: float, join=_whole) -> np.ndarray:
+    """The mean row of ``x * scale`` over the whole set (``join``: the ranks' sums and counts)."""
+    both = join("sum", np.append(_sum_rows(x, scale), float(x.shape[0])))
+    return both[:-1] / int(both[-1])
+
+
+def check_score_range(
+    queries, gallery, similarity: str, *, names=("queries", "gallery"), combine=None
+) -> None:
     """Refuse embeddings whose float32 scores would overflow to inf or underflow to zero.
 
     The engine computes scores in float32 from float64-prepared inputs. Cosine rows are
@@ -202,12 +216,21 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
     and flush to zero (ties everywhere), silently changing every metric. Both sides
     may be numpy arrays or torch tensors (any dtype, any device): they are judged the
     same way. ``gallery`` None means leave-one-out (the queries are the gallery).
+
+    ``combine`` (a sharded pass, where each rank holds a shard of each side, possibly
+    empty): ``combine(op, values)`` joins a float64 array over the ranks (``"max"`` and
+    ``"sum"`` element-wise, ``"gather"`` concatenated), so that every rank judges the
+    whole sets with the bounds and messages of one process; a bound judged shard by
+    shard misses a large (or tiny) query and gallery row held by two different ranks.
+    Every rank must call it (its collectives are the same on every rank). None: the
+    arrays are the whole sets.
     """
     if similarity in ("cosine", "hamming"):
         return  # cosine rows are rescaled by powers of two; codes are validated when packed
+    join = combine or _whole
     sides = [(queries, names[0])] + ([] if gallery is None else [(gallery, names[1])])
-    peaks = [(_max_abs(x), name) for x, name in sides]
-    peak, peak_name = max(peaks)
+    tops = join("max", np.array([_max_abs(x) for x, _ in sides], np.float64)).tolist()
+    peak, peak_name = max(zip(tops, (name for _, name in sides)))
     fix = (
         "normalise the embeddings (or use similarity='cosine'), or rescale them to values near 1 before "
         "evaluating"
@@ -225,11 +248,13 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
     else:
         scale = 2.0**-e  # exact: max |x * scale| is in [0.5, 1)
         center = (
-            _mean(gallery if gallery is not None else queries, scale)
+            _mean(gallery if gallery is not None else queries, scale, join)
             if similarity == "neg_l2"
             else None
         )
-        norms = [_max_norm(x, scale, center) for x, _ in sides]
+        norms = join(
+            "max", np.array([_max_norm(x, scale, center) for x, _ in sides], np.float64)
+        ).tolist()
     a = norms[0]
     b = norms[-1]
     if similarity == "dot":
@@ -254,7 +279,7 @@ def check_score_range(queries, gallery, similarity: str, *, names=("queries", "g
             f"2^{log2_bound:.0f} (below float32's normal range, {_SCORE_FLOOR:.3g}), so scores would underflow to "
             f"zero and tie; {fix}."
         )
-    _check_row_scales(sides, gallery is None, similarity, what, fix)
+    _check_row_scales(sides, gallery is None, similarity, what, fix, join)
 
 
 def _row_log2_norms(x, center=None) -> np.ndarray:
@@ -285,7 +310,7 @@ def _row_log2_norms(x, center=None) -> np.ndarray:
             out.append(
                 np.where(peak > 0, np.log2(np.sqrt(np.einsum("ij,ij->i", q, q))) + e, -np.inf)
             )
-    return np.concatenate(out)
+    return np.concatenate(out) if out else np.zeros(0, np.float64)
 
 
 def _two_smallest(v: np.ndarray):
@@ -293,7 +318,7 @@ def _two_smallest(v: np.ndarray):
     return (float(v[0]) if v.size else None), (float(v[1]) if v.size > 1 else None)
 
 
-def _check_row_scales(sides, loo: bool, similarity: str, what: str, fix: str) -> None:
+def _check_row_scales(sides, loo: bool, similarity: str, what: str, fix: str, join=_whole) -> None:
     """The largest score can be in range while the scores of the smallest rows are not:
     a dot product of two tiny rows (or the squared distance between two rows very close
     to the centring point, for neg_l2) underflows float32 and ties with every other such
@@ -303,20 +328,28 @@ def _check_row_scales(sides, loo: bool, similarity: str, what: str, fix: str) ->
     center = None
     if similarity == "neg_l2":
         g = sides[-1][0]
-        total = None
-        for p in _float64_parts(g):
-            add = p.sum(0)
-            add = add.cpu().numpy() if is_torch_tensor(add) else add
-            total = add if total is None else total + add
-        center = np.round(total / int(g.shape[0]))  # the engine's centring point
-    logs = [_row_log2_norms(x, center) for x, _ in sides]
+        both = join("sum", np.append(_sum_rows(g), float(g.shape[0])))
+        center = np.round(both[:-1] / int(both[-1]))  # the engine's centring point
+    # each side's two smallest finite row log-norms (inf: none), over the whole set
+    smallest = [
+        _two_smallest(
+            join(
+                "gather",
+                np.array(
+                    [np.inf if v is None else v for v in _two_smallest(_row_log2_norms(x, center))],
+                    np.float64,
+                ),
+            )
+        )
+        for x, _ in sides
+    ]
     if loo:
-        a, b = _two_smallest(logs[0])
+        a, b = smallest[0]
         if a is None or b is None:
             return
         pair, where = (a + b if similarity == "dot" else 2 * b), (sides[0][1],)
     else:
-        (qa, _), (ga, _) = _two_smallest(logs[0]), _two_smallest(logs[1])
+        (qa, _), (ga, _) = smallest
         if qa is None or ga is None:
             return
         pair = qa + ga if similarity == "dot" else 2 * max(qa, ga)

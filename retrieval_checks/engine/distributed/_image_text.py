@@ -22,7 +22,7 @@ from .._blocks import RelevanceSource
 from .._inputs import Csr, as_numpy, captioned_images, check_score_range
 from .._partial import FirstRanks
 from ._comm import Comm
-from ._sharded import Layout, shard_rows, sharded_pass
+from ._sharded import Layout, joined, shard_rows, sharded_pass, whole_dims
 
 __all__ = ["evaluate_image_text_sharded"]
 
@@ -92,8 +92,6 @@ def _local(comm: Comm, images, captions, caption_image, common: dict) -> dict:
             f"images have dimension {d_i} but captions have dimension {d_c} on rank {comm.rank}; both "
             "must come from the same joint embedding space."
         )
-    if n_i and n_c:
-        check_score_range(imgs, caps, similarity, names=("images", "captions"))
     cap_img = as_numpy(caption_image, "caption_image")
     if cap_img.ndim != 1 or cap_img.shape[0] != n_c:
         raise InputError(
@@ -154,6 +152,15 @@ def _run(
     if len(dims) > 1:
         raise InputError(f"The ranks' embeddings have different dimensions ({sorted(dims)}).")
     d = dims.pop() if dims else mine["d"]
+    # the scores' range over the whole image and caption sets (a large image on one rank and
+    # a large caption on another overflow, though neither shard does alone), as one process
+    check_score_range(
+        whole_dims(mine["images"], d),
+        whole_dims(mine["captions"], d),
+        common["similarity"],
+        names=("images", "captions"),
+        combine=joined(comm),
+    )
     img_off = np.concatenate([[0], np.cumsum([i["n_i"] for i in infos])]).astype(np.int64)
     cap_off = np.concatenate([[0], np.cumsum([i["n_c"] for i in infos])]).astype(np.int64)
     cap_img = (

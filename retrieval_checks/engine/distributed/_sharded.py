@@ -61,7 +61,14 @@ from .._inputs import (
 )
 from .._plan import Window, plan_pass, prepare_problem
 from .._reduce import STATES
-from .._stages import Sides, aggregate_result, parse_request, relevance_of, self_pairs_of
+from .._stages import (
+    Sides,
+    aggregate_result,
+    check_queries_in_gallery,
+    parse_request,
+    relevance_of,
+    self_pairs_of,
+)
 from .._stream import binning_pass, stream
 from ._comm import Comm
 from ._grouped import sharded_grouped_values
@@ -69,12 +76,28 @@ from ._grouped import sharded_grouped_values
 __all__ = ["Layout", "Ranks", "evaluate_sharded", "shard_rows", "sharded_pass"]
 
 
-def evaluate_sharded(group, queries, gallery, *, use_kernels: bool = True, **options):
-    """``evaluate(..., process_group=group)`` (see :func:`~retrieval_checks.evaluate`)."""
+def evaluate_sharded(
+    group,
+    queries,
+    gallery,
+    *,
+    use_kernels: bool = True,
+    self_match_fails: bool = False,
+    **options,
+):
+    """``evaluate(..., process_group=group)`` (see :func:`~retrieval_checks.evaluate`;
+    ``self_match_fails``: its ``_self_match_fails``, a suite's check)."""
     comm = Comm(group)
     try:
         comm.agree_call("retrieval_checks.evaluate(..., process_group=g)")
-        result = _run(comm, queries, gallery, use_kernels=use_kernels, **options)
+        result = _run(
+            comm,
+            queries,
+            gallery,
+            use_kernels=use_kernels,
+            self_match_fails=self_match_fails,
+            **options,
+        )
         comm.finish()
         return result
     except BaseException as exc:
@@ -158,8 +181,6 @@ def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
             f"queries have dimension {d} but gallery has dimension {d_g} on rank {comm.rank}; both "
             "must come from the same embedding space."
         )
-    if n_q and n_g and n_bits is None:
-        check_score_range(Q, None if loo else G, req.similarity)
     backend = resolve_backend(
         opts["device"], [a for a in (queries, gallery) if a is not None], collectives=comm.backend
     )
@@ -225,6 +246,36 @@ def _agree(infos: list[dict], comm: Comm) -> None:
             f"The ranks compute on {sorted(kinds)} over a {comm.backend} process group: use Gloo "
             "with device='cpu' (or numpy) on every rank, or NCCL with CUDA on every rank."
         )
+
+
+def joined(comm: Comm):
+    """The ``combine`` of :func:`.._inputs.check_score_range` over the process group."""
+
+    def combine(op: str, values: np.ndarray) -> np.ndarray:
+        return comm.all_gather_varlen(values) if op == "gather" else comm.all_reduce(values, op)
+
+    return combine
+
+
+def whole_dims(x, d: int):
+    """``x``, or for an empty shard zero rows of the ranks' dimension ``d`` (an empty
+    shard's own width is not checked, and the ranks' sums must have one length)."""
+    return x if x is not None and int(x.shape[0]) else np.zeros((0, d), np.float32)
+
+
+def _check_scores(comm: Comm, info: dict, infos: list[dict], loo: bool, similarity: str) -> None:
+    """The scores' float32 range over the whole query and gallery sets, as one process
+    judges it (every rank, after the ranks agreed on the options): a large query on one
+    rank and a large gallery row on another overflow, though neither shard does alone."""
+    if similarity == "hamming":
+        return
+    d = max(i["d"] for i in infos)
+    check_score_range(
+        whole_dims(info["Q"], d),
+        None if loo else whole_dims(info["G"], d),
+        similarity,
+        combine=joined(comm),
+    )
 
 
 # ----------------------------------------------------------------------------- metadata
@@ -400,7 +451,7 @@ def _refuse_unsupported(req, opts: dict) -> None:
 
 
 def _run(
-    comm: Comm, queries, gallery, *, use_kernels: bool, **opts
+    comm: Comm, queries, gallery, *, use_kernels: bool, self_match_fails: bool = False, **opts
 ):  # long: the stages, in order, one call each
     if opts.pop("executor", None) is not None:
         raise InputError(
@@ -428,6 +479,7 @@ def _run(
     info = _local(comm, queries, gallery, opts, req)
     infos = comm.gather_objects({k: v for k, v in info.items() if k not in ("Q", "G", "backend")})
     _agree(infos, comm)
+    _check_scores(comm, info, infos, loo, req.similarity)
     sizes_q = [i["n_q"] for i in infos]
     sizes_g = [i["n_q"] if loo else i["n_g"] for i in infos]
     layout = Layout(
@@ -467,6 +519,7 @@ def _run(
         meta["relevance"],
         opts["relevance_level"],
     )
+    self_matched, every_self = _self_matches(info, own, rel, sides, loo, self_match_fails)
     pair_specs = req.of_kind("pair")
     n_positive = int(rel.n_relevant.sum())
     if pair_specs and n_positive == 0:
@@ -496,7 +549,7 @@ def _run(
         else None,
     )
     ids = meta["query_ids"].copy() if meta["query_ids"] is not None else None
-    return aggregate_result(
+    result = aggregate_result(
         req,
         sides,
         own,
@@ -513,6 +566,22 @@ def _run(
         extra_config={"world_size": comm.world},
         grouped_values=sharded_grouped_values(comm, problem, layout, loo),
     )
+    result.self_matched = self_matched  # a gate refuses a result in which every query is one
+    result.self_matched_all = every_self  # ... each with its own copy in the gallery
+    return result
+
+
+def _self_matches(info: dict, own, rel, sides: Sides, loo: bool, fails: bool) -> tuple[int, bool]:
+    """:func:`.._stages.check_queries_in_gallery`, as one process runs it: where no item
+    is named by an id (one process does not check named items). More than one rank
+    needs ids (:func:`_metadata`), so an unnamed pass is a group of one rank, which holds
+    both sides whole: the same check, warning and refusal on the same arrays."""
+    if loo or own.q_ids is not None:
+        return 0, False
+    if (info["n_q"], info["n_g"]) != (sides.n_q, sides.n_g):  # pragma: no cover - ids required
+        raise AssertionError("an unnamed sharded pass over more than one rank")
+    whole = Sides(info["Q"], info["G"], sides.n_q, sides.n_g, sides.d)
+    return check_queries_in_gallery(whole, own, rel, every_fails=fails)
 
 
 def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> tuple:

@@ -1,0 +1,170 @@
+"""Checks the one-process pass makes and the sharded pass (``process_group=``) made
+differently: each rank judged only its own shard, so a check over the whole set passed
+where one process refuses.
+
+- The scores' float32 range (``check_score_range``): a large query on one rank and a
+  large gallery row on another overflow float32 (``dot``: inf scores that rank at
+  random), as do a tiny query and a tiny gallery row (their products underflow and
+  tie); each rank's shard alone was in range, so the sharded pass returned a value where
+  one process raised. Now every rank judges the whole sets from the ranks' joined
+  peaks, sums and smallest rows: the same error, word for word, on every rank. The same
+  for ``evaluate_image_text(..., process_group=g)`` (images on one rank, captions on
+  another).
+- Queries that are also gallery rows (``result.self_matched``): a group of one rank
+  (the only sharded pass without ids: more ranks need them, and one process does not
+  check named items either) warns, counts and refuses as one process does.
+
+Ranks are real processes on Gloo (:mod:`test_distributed`'s launcher): world size 2,
+one launch (about 15 s on 2 cores: two interpreters and torch's import).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from test_distributed import _float_problem, _image_text_scenarios, _launch, _single
+
+import retrieval_checks as rc
+from retrieval_checks.engine._result import refuse_self_matched
+from retrieval_checks.errors import InputError, SelfMatchWarning
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+pytestmark = pytest.mark.xdist_group("processes")  # never two groups of ranks at a time
+
+
+def _base():
+    Q, G, ql, gl, qi, gi = _float_problem(3)  # 23 queries, 41 gallery rows
+    kw = dict(
+        query_labels=ql,
+        gallery_labels=gl,
+        query_ids=qi,
+        gallery_ids=gi,
+        metrics=["map", "mrr"],
+        tile=(4, 16),
+        empty_queries="skip",
+    )
+    return Q, G, kw
+
+
+def _scenarios() -> list[dict]:
+    """At world size 2 rank 0 holds queries [0, 7) and gallery rows [0, 28), rank 1 the
+    rest (test_distributed._bounds): row 0 of the queries and the last gallery row are on
+    different ranks."""
+    Q, G, kw = _base()
+    big_q, big_g = Q.copy(), G.copy()
+    big_q[0] *= 1e20
+    big_g[-1] *= 1e20
+    tiny_q, tiny_g = Q.copy(), G.copy()
+    tiny_q[0] *= 1e-30
+    tiny_g[-1] *= 1e-30
+    images, captions, it_kw = (lambda s: (s["Q"], s["G"], s["kw"]))(_image_text_scenarios()[0])
+    big_i, big_c = images.copy(), captions.copy()
+    big_i[0] *= 1e20  # rank 0's images
+    big_c[-1] *= 1e20  # rank 1's captions
+    return [
+        dict(name="dot-overflow", Q=big_q, G=big_g, kw=dict(kw, similarity="dot")),
+        dict(name="neg_l2-overflow", Q=big_q, G=big_g, kw=dict(kw, similarity="neg_l2")),
+        dict(name="dot-tiny-rows", Q=tiny_q, G=tiny_g, kw=dict(kw, similarity="dot")),
+        dict(
+            name="image-text-dot-overflow",
+            entry="image_text",
+            Q=big_i,
+            G=big_c,
+            kw=dict(it_kw, similarity="dot"),
+        ),
+        dict(name="dot-in-range", Q=Q, G=G, kw=dict(kw, similarity="dot")),  # still a result
+    ]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    scenarios = _scenarios()
+    out = _launch(tmp_path_factory.mktemp("seams"), 2, [(2, sc) for sc in scenarios])
+    return scenarios, [r[2] for r in out]
+
+
+def _message(outcome) -> tuple:
+    """(kind, message) of an outcome, the message without the remote rank's prefix."""
+    if outcome[0] != "error":
+        return ("ok",)
+    text = outcome[2]
+    if text.startswith("rank ") and "): " in text:
+        text = text.split("): ", 1)[1]
+    return outcome[1], text
+
+
+@pytest.mark.parametrize(
+    "name", ["dot-overflow", "neg_l2-overflow", "dot-tiny-rows", "image-text-dot-overflow"]
+)
+def test_a_score_range_only_the_whole_set_breaks_is_refused_on_every_rank(ranks, name):
+    scenarios, results = ranks
+    sc = next(s for s in scenarios if s["name"] == name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = _single(sc)
+    assert one[0] == "error" and one[1] == "InputError", one  # one process refuses
+    assert "float32" in one[2]
+    for rank, got in enumerate(results):
+        assert _message(got[name]) == _message(one), f"rank {rank}: {got[name]}"
+
+
+def test_a_pass_in_range_still_gives_the_one_process_result(ranks):
+    scenarios, results = ranks
+    sc = next(s for s in scenarios if s["name"] == "dot-in-range")
+    one = _single(sc)
+    assert one[0] == "ok"
+    for got in results:
+        assert got["dot-in-range"][0] == "ok"
+        assert got["dot-in-range"][1]["values"] == one[1]["values"]
+
+
+@pytest.fixture
+def group_of_one(tmp_path):
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
+    )
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_group_of_one_checks_queries_that_are_gallery_rows_as_one_process(group_of_one):
+    """The same array as both sides, without ids: one process warns, counts every query
+    (each with its own copy) and a gate refuses the result; a group of one rank did none
+    of it (self_matched 0: the gates passed it)."""
+    X, _, ql, *_ = _float_problem(4)
+    kw = dict(query_labels=ql, gallery_labels=ql, metrics=["map"], device="cpu")
+    with pytest.warns(SelfMatchWarning) as one_warned:
+        one = rc.evaluate(X, X, **kw)
+    with pytest.warns(SelfMatchWarning) as warned:
+        got = rc.evaluate(X, X, process_group=group_of_one, **kw)
+    assert str(warned[0].message) == str(one_warned[0].message)
+    assert (got.self_matched, got.self_matched_all) == (one.self_matched, one.self_matched_all)
+    assert got.self_matched_all and got.self_matched == X.shape[0]
+    assert got["map"] == one["map"]
+    with pytest.raises(InputError, match="retrieve"):
+        refuse_self_matched(got, "assert_metric")
+    # a suite's check raises instead (evaluate's _self_match_fails), with one process's message
+    with pytest.raises(InputError) as one_raised:
+        rc.evaluate(X, X, _self_match_fails=True, **kw)
+    with pytest.raises(InputError) as raised:
+        rc.evaluate(X, X, process_group=group_of_one, _self_match_fails=True, **kw)
+    assert str(raised.value) == str(one_raised.value)
+
+
+def test_a_group_of_one_with_ids_checks_nothing_as_one_process(group_of_one):
+    """Named items (ids): each query's own item leaves its ranking; nothing to check."""
+    X, _, ql, *_ = _float_problem(4)
+    ids = np.arange(X.shape[0])
+    kw = dict(query_labels=ql, gallery_labels=ql, query_ids=ids, gallery_ids=ids, metrics=["map"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SelfMatchWarning)
+        got = rc.evaluate(X, X, process_group=group_of_one, device="cpu", **kw)
+        one = rc.evaluate(X, X, device="cpu", **kw)
+    assert (got.self_matched, got.self_matched_all) == (one.self_matched, one.self_matched_all)
+    assert got["map"] == one["map"]
