@@ -1165,33 +1165,68 @@ _ARRAY_FIELDS = ("embeddings", "inputs", "labels", "ids", "image", "boxes", "mas
 def array_errors(suite: Suite) -> list[SuiteError]:
     """``retrieval-checks validate``'s look at the datasets' files, with the run's own
     errors: each array a part names that its file lacks (a name the suite writes must
-    exist, as the run requires), and an images dataset measured by ``cam_iou`` whose file
-    has neither its boxes nor its masks. Only the array names are read (no data); a file
-    that cannot be read and a ``.npy`` file are left to the run, which reports them."""
-    out, truth = [], set()
-    for check in suite.checks:
-        if check.metric.name in ("cam_iou", "cam_iou_box"):
-            truth.update(check.datasets)
+    exist, as the run requires); the arrays the checks' models read (the datasets'
+    ``embeddings`` for precomputed models, a model's embeddings files, ``inputs`` for
+    the models that run; captions' ``image``); and an images dataset measured by
+    ``cam_iou`` whose file has neither its boxes nor its masks. Only the array names are
+    read (no data); a file that cannot be read and a ``.npy`` file are left to the run,
+    which reports them."""
+    wanted: dict = {}  # (field, what) -> Source: the arrays some check reads
+    truth = set()
     for dataset in suite.datasets.values():
         parts = dataset.parts if isinstance(dataset.parts, dict) else {}
         sources = [(f"datasets.{dataset.name}.{name}", src) for name, src in parts.items()]
         if dataset.neighbors is not None:
             sources.append((f"datasets.{dataset.name}.neighbors", dataset.neighbors))
         for field, src in sources:
-            names = _names_of(src)
-            if names is None:
-                continue
             for what in _ARRAY_FIELDS:
-                key = getattr(src, what)
-                if key != what and key not in names:
-                    out.append(_no_array(src, key, what, names, suite, field))
-            if (
-                dataset.type == "images"
-                and dataset.name in truth
-                and src.boxes not in names
-                and src.masks not in names
-            ):
-                out.append(_no_truth(src, suite, field))
+                if getattr(src, what, what) != what:  # named by the suite: read if present
+                    wanted[field, what] = src
+        if dataset.type == "image_text" and isinstance(parts.get("captions"), Source):
+            wanted[f"datasets.{dataset.name}.captions", "image"] = parts["captions"]
+    for check in suite.checks:
+        if check.metric.name in ("cam_iou", "cam_iou_box"):
+            truth.update(check.datasets)
+        for model_name in (*check.models, *((check.baseline,) if check.baseline else ())):
+            model = suite.models.get(model_name)
+            for name in check.datasets:
+                dataset = suite.datasets.get(name)
+                if model is not None and dataset is not None:
+                    wanted.update(_model_reads(model, dataset))
+    out = []
+    for (field, what), src in wanted.items():
+        names = _names_of(src)
+        if names is not None and getattr(src, what) not in names:
+            out.append(_no_array(src, getattr(src, what), what, names, suite, field))
+    for name in sorted(truth):
+        dataset = suite.datasets.get(name)
+        src = (
+            dataset.parts.get("images")
+            if dataset is not None and dataset.type == "images"
+            else None
+        )
+        names = _names_of(src)
+        if names is not None and src.boxes not in names and src.masks not in names:
+            out.append(_no_truth(src, suite, f"datasets.{name}.images"))
+    return out
+
+
+def _model_reads(model, dataset) -> dict:
+    """``(field, what) -> Source`` of the embeddings or inputs that :meth:`SuiteRunner.part`
+    (and the classifier's run) reads for ``model`` on ``dataset``."""
+    parts = dataset.parts if isinstance(dataset.parts, dict) else {}
+    if dataset.type == "images":
+        return {(f"datasets.{dataset.name}.images", "inputs"): parts.get("images")}
+    if dataset.type not in ("retrieval", "image_text"):
+        return {}
+    out = {}
+    for part, src in parts.items():
+        if model.kind == "embeddings":
+            msrc = (model.files.get(dataset.name) or {}).get(part)
+            out[f"models.{model.name}.embeddings.{dataset.name}.{part}", "embeddings"] = msrc
+        else:
+            what = "embeddings" if model.kind == "precomputed" else "inputs"
+            out[f"datasets.{dataset.name}.{part}", what] = src
     return out
 
 

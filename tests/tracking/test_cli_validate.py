@@ -511,3 +511,40 @@ def test_a_cam_iou_check_on_a_file_without_boxes_or_masks_is_found(tmp_path, met
     np.savez(tmp_path / "train.npz", images=images, labels=np.arange(2))
     path.write_text(CAMS.replace("METRIC", "accuracy"))  # no cam_iou: boxes are not needed
     assert _cli("validate", path)[0] == 0
+
+
+def test_the_arrays_a_checks_model_reads_are_found(tmp_path):
+    """A precomputed model reads the datasets' embeddings, a model that runs reads their
+    inputs, and a model of embeddings files reads its own files' embeddings: validate
+    names the one a check's model would read and the file lacks, as the run would."""
+    import numpy as np
+
+    np.savez(tmp_path / "q.npz", inputs=np.zeros((4, 2), np.float32), labels=np.arange(4))
+    path = tmp_path / "rc_tiny.yaml"
+    path.write_text(GOOD)  # no models: the datasets' own embeddings
+    code, out = _cli("validate", path)
+    assert code == 1, out
+    assert out.splitlines()[0].startswith(
+        f"{path}:4: datasets.test.queries: q.npz has no array 'embeddings' for embeddings; it has "
+        "'inputs', 'labels'."
+    ), out
+    (tmp_path / "net.py").write_text("def build():\n    raise AssertionError('not run')\n")
+    factory = GOOD.replace(
+        "checks:\n", "models:\n  net: {factory: net.py:build}\nchecks:\n"
+    ).replace("at_least: 0.5}", "at_least: 0.5, models: [net]}")
+    path.write_text(factory)  # the model runs on the inputs, which are there
+    assert _cli("validate", path)[0] == 0, _cli("validate", path)[1]
+    np.savez(tmp_path / "q.npz", embeddings=np.zeros((4, 2), np.float32), labels=np.arange(4))
+    code, out = _cli("validate", path)
+    assert code == 1 and "q.npz has no array 'inputs' for inputs" in out, out
+    np.savez(tmp_path / "m.npz", emb=np.zeros((4, 2), np.float32))
+    files = GOOD.replace(
+        "checks:\n", "models:\n  files: {embeddings: {test: {queries: m.npz}}}\nchecks:\n"
+    ).replace("at_least: 0.5}", "at_least: 0.5, models: [files]}")
+    path.write_text(files)
+    code, out = _cli("validate", path)
+    assert code == 1, out
+    assert (
+        "models.files.embeddings.test.queries: m.npz has no array 'embeddings' for embeddings"
+        in out
+    ), out
