@@ -10,6 +10,8 @@ where one process refuses.
   peaks, sums and smallest rows: the same error, word for word, on every rank. The same
   for ``evaluate_image_text(..., process_group=g)`` (images on one rank, captions on
   another).
+- A rank's own row errors (NaN, all-zero rows) name the rows of its shard: they now say
+  so (``gallery on rank 1 ... rows 12``), where they read as the whole gallery's row 12.
 - Queries that are also gallery rows (``result.self_matched``): a group of one rank
   (the only sharded pass without ids: more ranks need them, and one process does not
   check named items either) warns, counts and refuses as one process does.
@@ -58,6 +60,8 @@ def _scenarios() -> list[dict]:
     big_q, big_g = Q.copy(), G.copy()
     big_q[0] *= 1e20
     big_g[-1] *= 1e20
+    nan_g = G.copy()
+    nan_g[-1, 0] = np.nan  # the whole gallery's row 40, rank 1's row 12
     tiny_q, tiny_g = Q.copy(), G.copy()
     tiny_q[0] *= 1e-30
     tiny_g[-1] *= 1e-30
@@ -77,6 +81,7 @@ def _scenarios() -> list[dict]:
             kw=dict(it_kw, similarity="dot"),
         ),
         dict(name="dot-in-range", Q=Q, G=G, kw=dict(kw, similarity="dot")),  # still a result
+        dict(name="nan-on-rank-1", Q=Q, G=nan_g, kw=kw),
     ]
 
 
@@ -168,3 +173,13 @@ def test_a_group_of_one_with_ids_checks_nothing_as_one_process(group_of_one):
         one = rc.evaluate(X, X, device="cpu", **kw)
     assert (got.self_matched, got.self_matched_all) == (one.self_matched, one.self_matched_all)
     assert got["map"] == one["map"]
+
+
+def test_a_rank_names_the_rows_of_its_own_shard(ranks):
+    """One process names the whole gallery's row 40; rank 1 sees its shard's row 12, and
+    says whose rows they are (every rank gets its message)."""
+    _, results = ranks
+    for rank, got in enumerate(results):
+        kind, text = _message(got["nan-on-rank-1"])
+        assert kind == "InputError", got
+        assert text.startswith("gallery on rank 1 has 1 row(s) with NaN or Inf (rows 12)"), text

@@ -22,7 +22,7 @@ from .._blocks import RelevanceSource
 from .._inputs import Csr, as_numpy, captioned_images, check_score_range
 from .._partial import FirstRanks
 from ._comm import Comm
-from ._sharded import Layout, joined, shard_rows, sharded_pass, whole_dims
+from ._sharded import Layout, joined, on_rank, shard_rows, sharded_pass, whole_dims
 
 __all__ = ["evaluate_image_text_sharded"]
 
@@ -85,8 +85,8 @@ def _local(comm: Comm, images, captions, caption_image, common: dict) -> dict:
             "its captions' images in the whole image set (the repeated-images layout cannot be "
             "detected across ranks)."
         )
-    imgs, n_i, d_i = shard_rows(images, "images", similarity)
-    caps, n_c, d_c = shard_rows(captions, "captions", similarity)
+    imgs, n_i, d_i = shard_rows(images, on_rank("images", comm), similarity)
+    caps, n_c, d_c = shard_rows(captions, on_rank("captions", comm), similarity)
     if n_i and n_c and d_i != d_c:
         raise InputError(
             f"images have dimension {d_i} but captions have dimension {d_c} on rank {comm.rank}; both "

@@ -122,8 +122,15 @@ _OPTION_NAMES = (
 )
 
 
+def on_rank(name: str, comm: Comm) -> str:
+    """An array's name in a rank's own errors: the rows they name are its shard's (``gallery
+    on rank 1 ... rows 12`` is the shard's row 12, not the whole gallery's)."""
+    return name if comm.world == 1 else f"{name} on rank {comm.rank}"
+
+
 def shard_rows(x, name: str, similarity: str) -> tuple[object, int, int]:
-    """A rank's shard: validated (an empty shard may have 0 rows); (array, rows, dim)."""
+    """A rank's shard: validated (an empty shard may have 0 rows); (array, rows, dim).
+    ``name``: the array's name in the errors (:func:`on_rank`)."""
     if x is not None:
         refuse_sparse(x, name)
     if x is not None and not is_torch_tensor(x):
@@ -164,8 +171,8 @@ def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
     loo = gallery is None
     n_bits = None
     if req.similarity == "hamming":
-        Q, n_q, n_bits = _codes(queries, "queries")
-        G, n_g, g_bits = (Q, n_q, n_bits) if loo else _codes(gallery, "gallery")
+        Q, n_q, n_bits = _codes(queries, on_rank("queries", comm))
+        G, n_g, g_bits = (Q, n_q, n_bits) if loo else _codes(gallery, on_rank("gallery", comm))
         if n_bits is not None and g_bits is not None and g_bits != n_bits:
             raise InputError(
                 f"queries hold {n_bits}-bit codes but gallery holds {g_bits}-bit codes on rank "
@@ -174,8 +181,10 @@ def _local(comm: Comm, queries, gallery, opts: dict, req) -> dict:
         n_bits = n_bits if n_bits is not None else g_bits
         d = d_g = 0
     else:
-        Q, n_q, d = shard_rows(queries, "queries", req.similarity)
-        G, n_g, d_g = (Q, n_q, d) if loo else shard_rows(gallery, "gallery", req.similarity)
+        Q, n_q, d = shard_rows(queries, on_rank("queries", comm), req.similarity)
+        G, n_g, d_g = (
+            (Q, n_q, d) if loo else shard_rows(gallery, on_rank("gallery", comm), req.similarity)
+        )
     if d_g != d:
         raise InputError(
             f"queries have dimension {d} but gallery has dimension {d_g} on rank {comm.rank}; both "
