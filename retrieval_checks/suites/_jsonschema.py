@@ -137,8 +137,8 @@ def _model_option(name: str) -> dict:
 def _gate_field(g: GateSpec) -> dict:
     """One row of the gate-field table as a schema (a threshold's scale is the metric's:
     load_suite checks it)."""
-    if g.kind == "value":
-        return _option(g.value)
+    if g.kind == "value":  # the option's type and range, the row's meaning
+        return {**_option(g.value), "description": f"{g.help} ({g.value.expected})"}
     out: dict = {"description": g.help}
     if g.kind == "choice":
         out["enum"] = list(g.choices_for())
@@ -630,9 +630,10 @@ def _describe(schema: dict) -> dict:
     for variant in defs["dataset"]["anyOf"]:
         places[variant["properties"]["type"]["const"]] = [variant["properties"]]
     for (where, field), meaning in _MEANINGS.items():
-        targets = [props[field] for props in places[where] if field in props]
+        targets = [props for props in places[where] if field in props]
         assert targets, (where, field)  # a meaning of a field the schema no longer has
-        for spec in targets:
+        for props in targets:  # a copy: one schema object can stand for several fields
+            spec = props[field] = dict(props[field])
             if meaning.startswith("+"):
                 spec["description"] = (spec.get("description", "") + meaning[1:]).strip()
             else:

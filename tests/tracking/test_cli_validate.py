@@ -548,3 +548,26 @@ def test_the_arrays_a_checks_model_reads_are_found(tmp_path):
         "models.files.embeddings.test.queries: m.npz has no array 'embeddings' for embeddings"
         in out
     ), out
+
+
+def test_each_field_of_the_schema_has_its_own_description():
+    """One schema object stands for several fields (the datasets' slices); a description
+    written for one of them (image_text's caption_slices) must not reach the others, and
+    a second schema must equal the first (nothing shared is mutated)."""
+    schema = suite_json_schema()
+    variants = {
+        v["properties"]["type"]["const"]: v["properties"]
+        for v in schema["$defs"]["dataset"]["anyOf"]
+    }
+    for kind in ("retrieval", "ann", "beir"):
+        text = variants[kind]["slices"]["description"]
+        assert "caption" not in text and text.startswith("per-query"), (kind, text)
+    assert "caption" in variants["image_text"]["caption_slices"]["description"]
+    assert variants["image_text"]["slices"]["description"].startswith("per-image")
+    for where in (
+        schema["$defs"]["check"]["properties"],
+        schema["$defs"]["check"]["properties"]["compare"]["anyOf"][1]["properties"],
+    ):
+        text = where["min_power"]["description"]
+        assert text.startswith("fail when the gate's test has less than this power"), text
+    assert suite_json_schema() == schema
