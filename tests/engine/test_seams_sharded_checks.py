@@ -12,6 +12,8 @@ where one process refuses.
   another).
 - A rank's own row errors (NaN, all-zero rows) name the rows of its shard: they now say
   so (``gallery on rank 1 ... rows 12``), where they read as the whole gallery's row 12.
+- ``checkpoint=`` is checked first, as one process checks it: with grouped recall alone
+  (no block to keep) an unwritable directory passed unseen.
 - Queries that are also gallery rows (``result.self_matched``): a group of one rank
   (the only sharded pass without ids: more ranks need them, and one process does not
   check named items either) warns, counts and refuses as one process does.
@@ -82,6 +84,12 @@ def _scenarios() -> list[dict]:
         ),
         dict(name="dot-in-range", Q=Q, G=G, kw=dict(kw, similarity="dot")),  # still a result
         dict(name="nan-on-rank-1", Q=Q, G=nan_g, kw=kw),
+        dict(  # no block is kept (grouped recall alone): the directory was never looked at
+            name="unwritable-checkpoint",
+            Q=Q,
+            G=G,
+            kw=dict(kw, metrics=["grouped_recall@1"], group_size=2, checkpoint="/proc/no/such"),
+        ),
     ]
 
 
@@ -103,16 +111,23 @@ def _message(outcome) -> tuple:
 
 
 @pytest.mark.parametrize(
-    "name", ["dot-overflow", "neg_l2-overflow", "dot-tiny-rows", "image-text-dot-overflow"]
+    "name",
+    [
+        "dot-overflow",
+        "neg_l2-overflow",
+        "dot-tiny-rows",
+        "image-text-dot-overflow",
+        "unwritable-checkpoint",
+    ],
 )
-def test_a_score_range_only_the_whole_set_breaks_is_refused_on_every_rank(ranks, name):
+def test_what_one_process_refuses_is_refused_on_every_rank(ranks, name):
     scenarios, results = ranks
     sc = next(s for s in scenarios if s["name"] == name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         one = _single(sc)
     assert one[0] == "error" and one[1] == "InputError", one  # one process refuses
-    assert "float32" in one[2]
+    assert "float32" in one[2] or "checkpoint" in one[2]
     for rank, got in enumerate(results):
         assert _message(got[name]) == _message(one), f"rank {rank}: {got[name]}"
 

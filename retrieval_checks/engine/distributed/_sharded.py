@@ -45,8 +45,8 @@ import numpy as np
 
 from ...errors import BackendError, InputError
 from .. import _backend
-from .._backend import default_memory_budget, parse_memory, resolve_backend
-from .._checkpoint import Checkpoint
+from .._backend import check_run_options, default_memory_budget, parse_memory, resolve_backend
+from .._checkpoint import Checkpoint, check_directory
 from .._counting import select
 from .._digest import content_digest
 from .._hamming import PackedCodes, n_words, pack_codes
@@ -468,6 +468,11 @@ def _run(
             "drop one of them."
         )
     opts["use_kernels"] = use_kernels
+    # first, as one process checks them: where and how the pass runs, and the checkpoint's
+    # directory (also when no block is kept: grouped recall alone passed an unwritable one)
+    check_run_options(opts["device"], opts["max_memory"], opts["progress"], opts["tile"])
+    if opts["checkpoint"] is not None:
+        check_directory(opts["checkpoint"])
     req = parse_request(
         opts["metrics"],
         similarity=opts["similarity"],
@@ -478,11 +483,10 @@ def _run(
         group_repeats=opts["group_repeats"],
         confidence=opts["confidence"],
         ignore_identical_ids=opts["ignore_identical_ids"],
+        relevance_level=opts[
+            "relevance_level"
+        ],  # its type, and with pair metrics: before the inputs
     )
-    if opts["progress"] is not None and not isinstance(opts["progress"], bool):
-        raise InputError(
-            f"progress={opts['progress']!r}: use True, False or None (only on a terminal)."
-        )
     _refuse_unsupported(req, opts)
     loo = gallery is None
     info = _local(comm, queries, gallery, opts, req)
