@@ -232,6 +232,8 @@ class SelfMatchWarning(RuntimeWarning):
     one-hot class vectors, only warn; ``warnings.simplefilter("error",
     SelfMatchWarning)`` makes any of them fail. The fix: leave-one-out (the items once,
     with no gallery), or ids on both sides, which take each query's own item out of its
+    ranking. In leave-one-out, items equal to one other item relevant to them (the same
+    rows stacked twice) are counted the same way; copies of one id leave each other's
     ranking.
 
     Examples

@@ -55,12 +55,28 @@ def tie_note(
     )
 
 
-def self_match_message(n_found: int, n_queries: int) -> str:
+def self_match_message(n_found: int, n_queries: int, loo: bool = False) -> str:
     """What :class:`~retrieval_checks.errors.SelfMatchWarning` says, and the error of a
     suite's check (and of a gate, :attr:`EvaluationResult.self_matched`) where every
     query is such a row: ``n_found`` of ``n_queries`` queries are also gallery rows
-    relevant to them, value for value."""
+    relevant to them, value for value (``loo``: leave-one-out, where they equal another
+    item relevant to them)."""
     every = n_found == n_queries
+    if loo:
+        return (
+            (
+                f"each of the {n_queries} items equals another item relevant to it, value for value"
+                if every
+                else f"{n_found} of {n_queries} items equal another item relevant to them, "
+                "value for value"
+            )
+            + ", so each retrieves its copy (first, under cosine or euclidean) and scores near "
+            "1 whatever the model ("
+            + ("the same rows stacked twice?" if every else "duplicated items?")
+            + "). Give each item once; if equal items are distinct on purpose, give "
+            "query_ids=... with a copy's id equal to its original's (a YAML suite: `ids:`), "
+            "so that each item's copies leave its ranking."
+        )
     return (
         (
             f"each of the {n_queries} queries is also a gallery row relevant to it, value for "
@@ -435,7 +451,9 @@ class EvaluationResult(Mapping):
         every = getattr(self, "self_matched_all", n == self.n_queries)
         if n == 0 or n != self.n_queries or not every:
             return None
-        return f"queries and gallery: {self_match_message(n, self.n_queries)}"
+        loo = bool((self.config or {}).get("leave_one_out"))
+        where = "queries" if loo else "queries and gallery"
+        return f"{where}: {self_match_message(n, self.n_queries, loo=loo)}"
 
     def tie_range(self, name: str) -> tuple[float, float] | None:
         """(lowest, highest) value of a query-level metric over every ordering of the

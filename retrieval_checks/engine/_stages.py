@@ -18,7 +18,7 @@ from ..metrics._pairs import pair_metric, pr_curve
 from ..metrics._policies import GRADED, parse_metric_list
 from ..metrics._ranking import aggregate
 from ..options import check_embedding_ties, check_option
-from ._blocks import RelevanceSource, sorted_lookup
+from ._blocks import RelevanceSource
 from ._fused_tasks import grouped_kernel
 from ._grouped import GroupedRecall, grouped_recall_values, label_partition
 from ._hamming import PackedCodes, pack_sides
@@ -184,16 +184,20 @@ def _rows_f64(x, rows=None, cols=None) -> np.ndarray:
 def queries_in_gallery(sides: Sides) -> tuple[np.ndarray, np.ndarray]:
     """For each query, the index of a gallery row equal to it value for value (-1: none),
     and whether that row is alone in the gallery with its values (no other gallery row
-    shares its key: the query's own copy, not one of several equal items). Keys of the
-    first two columns find the candidates (a few for continuous embeddings), whose whole
-    rows are then compared: O((n_q + n_g) log n_g) on two columns, and whole rows only
-    where the keys match."""
+    shares its key: the query's own copy, not one of several equal items). In
+    leave-one-out the gallery is the other queries: a row equal to the query, not the
+    query itself, alone with it (a pair of equal rows). Keys of the first two columns
+    find the candidates (a few for continuous embeddings), whose whole rows are then
+    compared: O((n_q + n_g) log n_g) on two columns, and whole rows only where the keys
+    match."""
     n_q, n_g = sides.n_q, sides.n_g
     found = np.full(n_q, -1, np.int64)
     alone = np.zeros(n_q, bool)
     if n_q == 0 or n_g == 0:
         return found, alone
     k = min(2, sides.d)
+    gallery = sides.queries if sides.loo else sides.gallery
+    own = int(sides.loo)  # leave-one-out: the query's own row shares its key too
 
     def keys(x):  # 8 bytes a row, made a chunk of rows at a time (no n x 2 float64 copy)
         n = int(x.shape[0])
@@ -205,28 +209,30 @@ def queries_in_gallery(sides: Sides) -> tuple[np.ndarray, np.ndarray]:
                 out[s : s + v.shape[0]] ^= v[:, j] * np.uint64(0x9E3779B97F4A7C15)
         return out
 
-    qk, gk = keys(sides.queries), keys(sides.gallery)
-    # (np.isin hashed: 0.8 s for 100k queries against 1M rows; a search in sorted keys 0.1 s)
-    cand = np.flatnonzero(sorted_lookup(np.sort(gk), qk)[0])
-    if cand.size == 0:
-        return found, alone
+    qk = keys(sides.queries)
+    gk = qk if sides.loo else keys(gallery)
     order = np.argsort(gk, kind="stable")
     srt = gk[order]
-    lo = np.searchsorted(srt, qk[cand], side="left")
-    hi = np.searchsorted(srt, qk[cand], side="right")
+    lo = np.searchsorted(srt, qk, side="left")
+    hi = np.searchsorted(srt, qk, side="right")
+    # (np.isin hashed: 0.8 s for 100k queries against 1M rows; a search in sorted keys 0.1 s)
+    cand = np.flatnonzero(hi - lo > own)
+    if cand.size == 0:
+        return found, alone
+    lo, hi = lo[cand], hi[cand]
     step = 1 << 14  # candidates compared a chunk at a time (host copies of their rows)
     for s in range(0, cand.size, step):
         c, a, e = cand[s : s + step], lo[s : s + step], hi[s : s + step]
         Qc = _rows_f64(sides.queries, rows=c)
         width = int((e - a).max())
-        for t in range(min(width, 8)):  # the first 8 gallery rows of a key: duplicates
+        for t in range(min(width, 8 + own)):  # the first 8 rows of a key: duplicates
             live = (found[c] < 0) & (a + t < e)
             if not live.any():
                 break
             g = order[np.minimum(a + t, srt.size - 1)]
-            same = live & (Qc == _rows_f64(sides.gallery, rows=g)).all(axis=1)
+            same = live & (g != c if own else True) & (Qc == _rows_f64(gallery, rows=g)).all(axis=1)
             found[c[same]] = g[same]
-            alone[c[same]] = (e - a == 1)[same]
+            alone[c[same]] = (e - a == 1 + own)[same]
     return found, alone
 
 
@@ -235,29 +241,36 @@ def check_queries_in_gallery(
 ) -> tuple[int, bool]:
     """The number of queries that are also gallery rows relevant to them (0: none, or
     not checked) and whether every query is, with its own copy (the refusal's case), and
-    a warning
-    (:class:`~retrieval_checks.errors.SelfMatchWarning`, with the counts, on the user's
-    line: :func:`~retrieval_checks.errors.warn_outside`) where
-    queries are also gallery rows relevant to them, value for value: the same array or
-    file given as both sides, or queries stacked into the gallery. Each such query
-    retrieves its own row first and scores near 1 whatever the model; a suite fails the
-    check when every query does. Equal rows that are not relevant to the query are
-    ordinary ties (discrete embeddings coincide) and say nothing. Not checked where the
-    caller named each item (ids: the self pairs leave a query's own item out of its
-    ranking), leave-one-out, or Hamming codes (short codes coincide by design).
-    ``every_fails`` (a suite's check): raise an :class:`InputError` instead where every
-    query does."""
-    if sides.loo or own.q_ids is not None or isinstance(sides.queries, PackedCodes):
+    a warning (:class:`~retrieval_checks.errors.SelfMatchWarning`, with the counts, on
+    the user's line: :func:`~retrieval_checks.errors.warn_outside`) where queries are
+    also gallery rows relevant to them, value for value: the same array or file given as
+    both sides, or queries stacked into the gallery. Each such query retrieves its own
+    row first and scores near 1 whatever the model; a suite fails the check when every
+    query does. Equal rows that are not relevant to the query are ordinary ties
+    (discrete embeddings coincide) and say nothing. In leave-one-out the same holds for
+    a query equal to one other item, relevant to it (the same rows stacked twice), when
+    it has other relevant items; equal items in threes or more, and a class of two equal
+    items, are ties. Not checked where the caller named each item of a
+    gallery (ids: the self pairs leave a query's own item out of its ranking; in
+    leave-one-out a copy of the same id leaves it), or for Hamming codes (short codes
+    coincide by design). ``every_fails`` (a suite's check): raise an
+    :class:`InputError` instead where every query does."""
+    if (own.q_ids is not None and not sides.loo) or isinstance(sides.queries, PackedCodes):
         return 0, False
     found, alone = queries_in_gallery(sides)
     q = np.flatnonzero(found >= 0)
+    if sides.loo:  # a copy of the same id is one of the item's own: out of its ranking
+        q = q[own.q_ids[q] != own.q_ids[found[q]]]
     if q.size == 0:
         return 0, False
     relevant = rel.source.relevant(q, found[q])[0]
+    if sides.loo:  # equal items in threes and more are ties (an oracle's class vectors),
+        # and so is a copy that is the item's only relevant item (a class of two, collapsed)
+        relevant &= alone[q] & (np.asarray(rel.n_relevant)[q] > 1)
     n_found = int(relevant.sum())
     if n_found == 0:
         return 0, False
-    message = self_match_message(n_found, sides.n_q)
+    message = self_match_message(n_found, sides.n_q, loo=sides.loo)
     # the refusal (a suite's check; a gate, from the count returned) needs every query's
     # own copy: a row alone in the gallery with its values, and more than one query. Equal
     # items (an oracle's one-hot class vectors, several gallery rows each) are ties, and
@@ -265,7 +278,7 @@ def check_queries_in_gallery(
     own_copies = int((relevant & alone[q]).sum())
     every = own_copies == sides.n_q and sides.n_q > 1
     if every and every_fails:
-        raise InputError(f"queries and gallery: {message}")
+        raise InputError(f"{'queries' if sides.loo else 'queries and gallery'}: {message}")
     warn_outside(SelfMatchWarning(message, n_found=n_found, n_queries=sides.n_q))
     return n_found, every
 

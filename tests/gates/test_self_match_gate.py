@@ -174,3 +174,39 @@ def test_equal_items_and_a_single_query_are_not_refused():
     assert twice.self_matched_all
     with pytest.raises(InputError, match=SAYS):
         rc.assert_metric(twice, "map", at_least=0.1)
+
+
+def test_leave_one_out_over_rows_stacked_twice_is_refused():
+    """Leave-one-out over the same rows twice (h13): each item retrieves its copy first,
+    hit_rate@1 is 1 for random embeddings. evaluate warns, a gate refuses; giving the
+    copies one id leaves them out of each other's ranking, and nothing is said."""
+    x, y = _data()
+    xx, yy = np.vstack([x, x]), np.concatenate([y, y])
+    res, said = _evaluate(xx, query_labels=yy, metrics=["hit_rate@1", "map"])
+    assert res["hit_rate@1"] == 1.0 and res.self_matched == 120 and len(said) == 1
+    assert "each of the 120 items equals another item relevant to it" in str(said[0].message)
+    with pytest.raises(InputError, match="queries: each of the 120 items equals another item"):
+        rc.assert_recall_at_least(res, 0.5, k=1)
+    with pytest.raises(InputError, match="the same rows stacked twice"):
+        rc.baseline_record(res, "map")
+    ids = np.concatenate([np.arange(60), np.arange(60)])
+    res, said = _evaluate(xx, query_labels=yy, query_ids=ids, metrics=["hit_rate@1"])
+    assert said == [] and res.self_matched == 0 and res["hit_rate@1"] < 0.5
+    rc.assert_metric(res, "hit_rate@1", at_most=0.9)
+
+
+def test_leave_one_out_with_a_few_copies_warns_and_equal_items_are_ties():
+    x, y = _data()
+    res, said = _evaluate(
+        np.vstack([x, x[:5]]), query_labels=np.concatenate([y, y[:5]]), metrics=["map"]
+    )
+    assert res.self_matched == 10 and len(said) == 1  # 5 pairs: warned, not refused
+    assert "10 of 65 items equal another item relevant to them" in str(said[0].message)
+    rc.assert_map_at_least(res, 0.01)
+    oracle = np.eye(20)[y]  # class vectors: equal items in threes are ties
+    res, said = _evaluate(oracle, query_labels=y, metrics=["map"])
+    assert said == [] and res.self_matched == 0
+    pairs = np.eye(30)[np.repeat(np.arange(30), 2)]  # classes of two, each collapsed
+    res, said = _evaluate(pairs, query_labels=np.repeat(np.arange(30), 2), metrics=["map"])
+    assert said == [] and res.self_matched == 0
+    rc.assert_map_at_least(res, 0.5)
