@@ -12,6 +12,11 @@ where one process refuses.
   another).
 - A rank's own row errors (NaN, all-zero rows) name the rows of its shard: they now say
   so (``gallery on rank 1 ... rows 12``), where they read as the whole gallery's row 12.
+- Ids and labels of different kinds on different ranks (one rank's integers, another's
+  strings) are refused, naming both ranks: numpy's concatenation turned the integers into
+  text (the result's ``query_ids`` strings, where every rank but one passed integers), or
+  a refusal blamed the two sides (``query_labels are integers but gallery_labels are
+  strings``) for what one rank did.
 - ``checkpoint=`` is checked first, as one process checks it: with grouped recall alone
   (no block to keep) an unwritable directory passed unseen.
 - Queries that are also gallery rows (``result.self_matched``): a group of one rank
@@ -84,6 +89,13 @@ def _scenarios() -> list[dict]:
         ),
         dict(name="dot-in-range", Q=Q, G=G, kw=dict(kw, similarity="dot")),  # still a result
         dict(name="nan-on-rank-1", Q=Q, G=nan_g, kw=kw),
+        dict(  # rank 1's ids as text: numpy made rank 0's integers text too
+            name="ids-of-two-kinds",
+            Q=Q,
+            G=G,
+            kw=kw,
+            rank_kw={1: {"query_ids": kw["query_ids"][7:].astype(str)}},
+        ),
         dict(  # no block is kept (grouped recall alone): the directory was never looked at
             name="unwritable-checkpoint",
             Q=Q,
@@ -198,3 +210,13 @@ def test_a_rank_names_the_rows_of_its_own_shard(ranks):
         kind, text = _message(got["nan-on-rank-1"])
         assert kind == "InputError", got
         assert text.startswith("gallery on rank 1 has 1 row(s) with NaN or Inf (rows 12)"), text
+
+
+def test_ids_of_two_kinds_on_two_ranks_are_refused_naming_both(ranks):
+    _, results = ranks
+    for got in results:
+        assert _message(got["ids-of-two-kinds"]) == (
+            "InputError",
+            "query_ids are numbers on rank 0 but strings on rank 1; every rank must pass its "
+            "query_ids as the same kind of values (e.g. str(x) or int(x) on every rank).",
+        )

@@ -288,8 +288,31 @@ def _check_scores(comm: Comm, info: dict, infos: list[dict], loo: bool, similari
 
 
 # ----------------------------------------------------------------------------- metadata
+_KINDS = {"i": "integers", "u": "integers", "f": "numbers", "b": "booleans", "U": "strings"}
+
+
+def _kind_of(arr: np.ndarray) -> str:
+    if arr.dtype.kind == "O" and all(isinstance(v, str) for v in arr.tolist()):
+        return "strings"  # a list of str as an object array: the strings of another rank
+    kind = _KINDS.get(arr.dtype.kind, f"{arr.dtype} values")
+    return "numbers" if kind == "integers" else kind  # ints and floats join without a change
+
+
 def _concat(parts: list, name: str):
+    """The ranks' ``name`` arrays in rank order; refused where ranks pass different kinds
+    (numpy would turn one rank's integers into the other's strings: a joined id or label
+    of another type than any rank passed, or a refusal that blames the wrong side)."""
     present = [p for p in parts if p is not None and p.size]
+    kinds = {}
+    for r, p in enumerate(parts):
+        if p is not None and p.size:
+            kinds.setdefault(_kind_of(p), r)
+    if len(kinds) > 1:
+        (a, ra), (b, rb) = sorted(kinds.items(), key=lambda kv: kv[1])[:2]
+        raise InputError(
+            f"{name} are {a} on rank {ra} but {b} on rank {rb}; every rank must pass its {name} as "
+            "the same kind of values (e.g. str(x) or int(x) on every rank)."
+        )
     if not present:
         return parts[0] if parts[0] is not None else None
     return np.concatenate(present) if len(present) > 1 else present[0]
