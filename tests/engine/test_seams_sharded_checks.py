@@ -10,8 +10,9 @@ where one process refuses.
   peaks, sums and smallest rows: the same error, word for word, on every rank. The same
   for ``evaluate_image_text(..., process_group=g)`` (images on one rank, captions on
   another).
-- A rank's own row errors (NaN, all-zero rows) name the rows of its shard: they now say
-  so (``gallery on rank 1 ... rows 12``), where they read as the whole gallery's row 12.
+- A rank's own row errors (NaN, all-zero rows, relevance rows) name the rows of its shard:
+  they now say so (``gallery on rank 1 ... rows 12``), where they read as the whole
+  gallery's row 12.
 - Ids and labels of different kinds on different ranks (one rank's integers, another's
   strings) are refused, naming both ranks: numpy's concatenation turned the integers into
   text (the result's ``query_ids`` strings, where every rank but one passed integers), or
@@ -89,6 +90,15 @@ def _scenarios() -> list[dict]:
         ),
         dict(name="dot-in-range", Q=Q, G=G, kw=dict(kw, similarity="dot")),  # still a result
         dict(name="nan-on-rank-1", Q=Q, G=nan_g, kw=kw),
+        dict(  # rank 1's last query (the whole set's query 22) points past the gallery
+            name="relevance-on-rank-1",
+            Q=Q,
+            G=G,
+            kw=dict(
+                {k: v for k, v in kw.items() if "labels" not in k},
+                relevance=[[i % 41] for i in range(22)] + [[41]],
+            ),
+        ),
         dict(  # rank 1's ids as text: numpy made rank 0's integers text too
             name="ids-of-two-kinds",
             Q=Q,
@@ -219,4 +229,15 @@ def test_ids_of_two_kinds_on_two_ranks_are_refused_naming_both(ranks):
             "InputError",
             "query_ids are numbers on rank 0 but strings on rank 1; every rank must pass its "
             "query_ids as the same kind of values (e.g. str(x) or int(x) on every rank).",
+        )
+
+
+def test_a_rank_names_its_own_relevance_rows(ranks):
+    _, results = ranks
+    for got in results:
+        kind, text = _message(got["relevance-on-rank-1"])
+        assert (kind, text) == (
+            "InputError",
+            "relevance on rank 1 (row i: the rank's own query i): relevance[15] points at gallery "
+            "index 41, outside [0, 41).",
         )

@@ -371,7 +371,15 @@ def _metadata(comm: Comm, infos: list[dict], opts: dict, layout: Layout, loo: bo
         "relevance": None,
     }
     if opts["relevance"] is not None:
-        csr = relevance_to_csr(opts["relevance"], n_q, int(layout.g_off[-1]))
+        try:
+            csr = relevance_to_csr(opts["relevance"], n_q, int(layout.g_off[-1]))
+        except InputError as exc:
+            if comm.world == 1:
+                raise
+            # its rows are the rank's own queries from 0 (the columns: the whole gallery's)
+            raise InputError(
+                f"relevance on rank {comm.rank} (row i: the rank's own query i): {exc}"
+            ) from None
         local["relevance"] = (np.diff(csr.indptr), csr.indices, csr.grades)
     parts = comm.gather_objects(local)
     out = {key: _concat([p[key] for p in parts], key) for key in local if key != "relevance"}
