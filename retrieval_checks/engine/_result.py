@@ -19,7 +19,7 @@ __all__ = [
     "EvaluationResult",
     "Provenance",
     "TIE_TOLERANCE",
-    "refuse_self_matched",
+    "refuse_vacuous",
     "self_match_message",
     "tie_note",
 ]
@@ -252,15 +252,19 @@ class ByMetric(dict):
         return self[canonical]
 
 
-def refuse_self_matched(result, who: str) -> None:
-    """InputError (``who``: the gate or function, in the message) when ``result`` is one
-    in which every query retrieved itself (:meth:`EvaluationResult.self_match_refusal`):
-    the one test that gates, baselines, comparisons and slice gates share. Results
-    without the field (other kinds, results pickled before it) pass."""
-    refusal = getattr(result, "self_match_refusal", None)
-    said = refusal() if callable(refusal) else None
+def refuse_vacuous(result, who: str) -> None:
+    """InputError (``who``: the gate or function, in the message) when no gate can judge
+    ``result`` (:meth:`EvaluationResult.vacuous`): every query retrieved itself or a
+    copy of itself, or no query has a non-relevant candidate. The one test that gates,
+    baselines, comparisons and slice gates share. Results without the fields (other
+    kinds, results pickled before them) pass."""
+    vacuous = getattr(result, "vacuous", None)
+    said = vacuous() if callable(vacuous) else None
     if said:
         raise InputError(f"{who}: {said}")
+
+
+refuse_self_matched = refuse_vacuous  # the name before it refused one-class results too
 
 
 class EvaluationResult(Mapping):
@@ -454,6 +458,36 @@ class EvaluationResult(Mapping):
         loo = bool((self.config or {}).get("leave_one_out"))
         where = "queries" if loo else "queries and gallery"
         return f"{where}: {self_match_message(n, self.n_queries, loo=loo)}"
+
+    def no_negatives_refusal(self) -> str | None:
+        """The error a gate gives this result when no used query has a non-relevant
+        candidate (one class, or every item relevant to every query): every ranking and
+        pair metric is then at its best whatever the model, else None. Not for runs: a
+        run that retrieved only relevant documents earned it."""
+        if (self.config or {}).get("source") == "run":
+            return None
+        cand, rel = getattr(self, "n_candidates", None), getattr(self, "n_relevant", None)
+        if cand is None or rel is None or np.shape(cand) != np.shape(rel):
+            return None
+        cand = np.asarray(cand, np.float64).reshape(-1)
+        rel = np.asarray(rel, np.float64).reshape(-1)
+        used = rel > 0
+        n_gallery = (self.config or {}).get("n_gallery")
+        if (self.config or {}).get("ignore_identical_ids") and isinstance(n_gallery, int):
+            rel = rel - (n_gallery - cand)  # own items may be relevant, and are never ranked
+        if not used.any() or (cand[used] > rel[used]).any():
+            return None
+        return (
+            f"queries: none of the {int(used.sum())} queries has a non-relevant candidate (every "
+            "item is relevant to every query: a single class?), so every ranking metric is at "
+            "its best whatever the model and a gate on it could never fail; evaluate on items "
+            "of two or more classes."
+        )
+
+    def vacuous(self) -> str | None:
+        """Why no gate can judge this result (:meth:`self_match_refusal`,
+        :meth:`no_negatives_refusal`), else None."""
+        return self.self_match_refusal() or self.no_negatives_refusal()
 
     def tie_range(self, name: str) -> tuple[float, float] | None:
         """(lowest, highest) value of a query-level metric over every ordering of the

@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from .._suggest import hint, shown
-from ..engine._result import refuse_self_matched
+from ..engine._result import refuse_vacuous
 from ..errors import InputError, IntervalWarning, MetricNameError, PowerWarning
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, metric_spec, parse_metric
@@ -93,7 +93,7 @@ def _require_result(result, gate: str) -> None:
             f"evaluate_classifier, cam_iou or accuracy) as its first argument, got "
             f"{type(result).__name__}."
         )
-    refuse_self_matched(result, gate)
+    refuse_vacuous(result, gate)
 
 
 def computed_metrics(result) -> list[str]:

@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - Windows: an O_EXCL lock file instead
     fcntl = None
 
 from .._suggest import did_you_mean, hint, shown
-from ..engine._result import refuse_self_matched
+from ..engine._result import refuse_vacuous
 from ..errors import InputError, MetricNameError, PowerWarning, warn_outside
 from ..metrics._measurement import RETIRED_OPTIONS, VALUE_OPTIONS
 from ..metrics._measurement import value_options as _options_of
@@ -310,7 +310,7 @@ def baseline_record(
     >>> [round(v, 4) for v in rec["interval"]]
     [0.9208, 0.9944]
     """
-    refuse_self_matched(result, "baseline_record")
+    refuse_vacuous(result, "baseline_record")
     if not callable(getattr(result, "measure", None)) or not hasattr(result, "__contains__"):
         raise InputError(
             f"baselines record evaluation results (from evaluate, evaluate_image_text, "

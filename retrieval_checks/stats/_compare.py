@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._lazy import t_cdf, t_ppf, t_sf
-from ..engine._result import refuse_self_matched
+from ..engine._result import refuse_vacuous
 from ..errors import InputError
 from ..metrics._measurement import value_options
 from ..metrics._names import parse_metric
@@ -225,7 +225,7 @@ def compare(
     map: candidate 0.9681 vs baseline 0.9625, difference +0.0056 [-0.0150, +0.0261] (95% paired t over classes (cluster-robust), n=10 classes, p=0.555)
     """
     for side, res in (("candidate", candidate), ("baseline", baseline)):
-        refuse_self_matched(res, f"compare, the {side}")
+        refuse_vacuous(res, f"compare, the {side}")
     sides = ("candidate", "baseline")
     confidence = result_setting(
         candidate, "confidence", confidence, DEFAULTS["confidence"], others=(baseline,), sides=sides

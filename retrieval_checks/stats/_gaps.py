@@ -19,7 +19,7 @@ import numpy as np
 
 from .._lazy import t_ppf
 from .._suggest import shown
-from ..engine._result import refuse_self_matched
+from ..engine._result import refuse_vacuous
 from ..errors import InputError
 from ..metrics._accuracy import AccuracyResult
 from ..metrics._names import parse_metric
@@ -225,7 +225,7 @@ def generalization_gap(
         )
     labels = tuple(labels)
     for side, res in zip(labels, (train, test)):
-        refuse_self_matched(res, f"generalization_gap, the {side} side")
+        refuse_vacuous(res, f"generalization_gap, the {side} side")
     confidence = result_setting(
         train, "confidence", confidence, DEFAULTS["confidence"], others=(test,), sides=labels
     )

@@ -13,7 +13,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from ..engine._result import refuse_self_matched
+from ..engine._result import refuse_vacuous
 from ..errors import InputError, IntervalWarning
 from ..metrics._names import parse_metric
 from ._intervals import (
@@ -91,7 +91,7 @@ class SliceInterval:
 def require_slices(result, what: str = "a slice gate"):
     """``result.slices``, or InputError saying how to get them (or that every query of
     the result retrieved itself)."""
-    refuse_self_matched(result, what)
+    refuse_vacuous(result, what)
     slices = getattr(result, "slices", None)
     if slices is None:
         if not hasattr(result, "per_query"):

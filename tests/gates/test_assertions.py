@@ -207,9 +207,13 @@ def test_assert_metric_on_image_text():
 def test_value_gates_do_not_need_an_interval():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6, 3)).astype(np.float32)
-    r = rc.evaluate(
-        X, query_labels=[0] * 6, metrics=["map"]
-    )  # one class: no class bootstrap exists
+    r = rc.evaluate(  # the queries of one class: no class bootstrap exists
+        X,
+        rng.normal(size=(4, 3)),
+        query_labels=[0] * 6,
+        gallery_labels=[0, 0, 1, 1],
+        metrics=["map"],
+    )
     rc.assert_metric(r, "map", at_least=0.01)  # at_least=0.0 could never fail: refused
     r1 = rc.evaluate(
         [[0.9, 0.1]],  # not a gallery row: a query that is one is refused by the gates

@@ -1,0 +1,60 @@
+"""A result in which no query has a non-relevant candidate (one class: h13's finding) has
+every ranking and pair metric at its best whatever the model: random embeddings scored
+map 1.0 and every gate passed. Gates, baselines, comparisons, gaps and slice gates
+refuse it (``result.vacuous``, the check they share with the self-match refusal); one
+non-relevant item anywhere makes it a result like any other."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import retrieval_checks as rc
+from retrieval_checks.errors import InputError
+
+SAYS = "none of the 40 queries has a non-relevant candidate"
+
+
+def _one_class(seed=0, **kwargs):
+    x = np.random.default_rng(seed).normal(size=(40, 8))
+    return rc.evaluate(x, query_labels=np.zeros(40, int), metrics=["map", "hit_rate@1"], **kwargs)
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [
+        lambda r: rc.assert_map_at_least(r, 0.9),
+        lambda r: rc.assert_recall_at_least(r, 0.9, k=1),  # said "gate a smaller K (< 1)"
+        lambda r: rc.assert_metric(r, "map", at_least=0.5, on="interval"),
+        lambda r: rc.baseline_record(r, "map"),
+        lambda r: rc.compare(r, _one_class(1), "map"),
+        lambda r: rc.generalization_gap(r, _one_class(1), "map"),
+    ],
+)
+def test_a_one_class_result_is_refused(gate):
+    res = _one_class()
+    assert res["map"] == 1.0 and res["hit_rate@1"] == 1.0  # whatever the model
+    with pytest.raises(InputError, match=SAYS):
+        gate(res)
+
+
+def test_one_non_relevant_item_makes_it_judgeable():
+    rng = np.random.default_rng(0)
+    q, g = rng.normal(size=(5, 8)), rng.normal(size=(30, 8))
+    res = rc.evaluate(
+        q,
+        g,
+        query_labels=np.zeros(5, int),
+        gallery_labels=np.r_[np.zeros(29, int), 1],
+        metrics=["map"],
+    )
+    assert res.vacuous() is None
+    rc.assert_map_at_least(res, 0.01)
+
+
+def test_a_run_that_retrieved_only_relevant_documents_is_judged():
+    """A run ranks what it retrieved: all of it relevant is the system's merit."""
+    run = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.0}}
+    qrels = {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 1}}
+    res = rc.evaluate_run(run, qrels, metrics=["map"])
+    assert res["map"] == 1.0 and res.vacuous() is None
