@@ -22,7 +22,10 @@ where one process refuses.
   (no block to keep) an unwritable directory passed unseen.
 - Queries that are also gallery rows (``result.self_matched``): a group of one rank
   (the only sharded pass without ids: more ranks need them, and one process does not
-  check named items either) warns, counts and refuses as one process does.
+  check named items either) warns, counts and refuses as one process does; and
+  leave-one-out over the same rows stacked twice (which one process checks with ids
+  too) is checked over the ranks from each item's first two values and a hash of its
+  row, all-gathered: the same count, warning and refusal on every rank.
 
 Ranks are real processes on Gloo (:mod:`test_distributed`'s launcher): world size 2,
 one launch (about 15 s on 2 cores: two interpreters and torch's import).
@@ -30,11 +33,14 @@ one launch (about 15 s on 2 cores: two interpreters and torch's import).
 
 from __future__ import annotations
 
+import os
+import pickle
+import traceback
 import warnings
 
 import numpy as np
 import pytest
-from test_distributed import _float_problem, _image_text_scenarios, _launch, _single
+from test_distributed import _bounds, _float_problem, _image_text_scenarios, _launch, _single
 
 import retrieval_checks as rc
 from retrieval_checks.engine._result import refuse_self_matched
@@ -241,3 +247,108 @@ def test_a_rank_names_its_own_relevance_rows(ranks):
             "relevance on rank 1 (row i: the rank's own query i): relevance[15] points at gallery "
             "index 41, outside [0, 41).",
         )
+
+
+# ----------------------------------------------------------------------------- leave-one-out copies
+def _stacked():
+    """Leave-one-out over 20 items stacked twice (40 rows, ids 0..39): each item's copy
+    is one of its relevant items, and each has others (4 labels)."""
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((20, 6)).astype(np.float32)
+    labels = rng.integers(0, 4, 20)
+    X2, l2 = np.concatenate([X, X]), np.concatenate([labels, labels])
+    half = X.copy()
+    half[10:] = rng.standard_normal((10, 6)).astype(np.float32)  # 10 items keep a copy
+    return {"every": (X2, l2), "some": (np.concatenate([X, half]), l2)}
+
+
+def _loo_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """Each case on this rank's rows: (self_matched, self_matched_all, warnings) of a
+    plain call, and the outcome of a suite's (``_self_match_fails``)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        got = {}
+        for name, (X, labels) in _stacked().items():
+            b = _bounds(len(X), world, "q")
+            lo, hi = b[rank], b[rank + 1]
+            kw = dict(
+                query_labels=labels[lo:hi],
+                query_ids=np.arange(lo, hi),
+                metrics=["map"],
+                process_group=dist.group.WORLD,
+            )
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                res = rc.evaluate(X[lo:hi], **kw)
+            said = [str(w.message) for w in seen if issubclass(w.category, SelfMatchWarning)]
+            try:
+                rc.evaluate(X[lo:hi], _self_match_fails=True, **kw)
+                refused = None
+            except InputError as exc:
+                refused = str(exc)
+            got[name] = (res.self_matched, res.self_matched_all, said, refused, res["map"])
+        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
+            pickle.dump(got, fh)
+    except BaseException:
+        with open(os.path.join(out_dir, f"rank{rank}.err"), "w") as fh:
+            fh.write(traceback.format_exc())
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def _one_process(X, labels) -> tuple:
+    kw = dict(query_labels=labels, query_ids=np.arange(len(X)), metrics=["map"], device="cpu")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        res = rc.evaluate(X, **kw)
+    said = [str(w.message) for w in seen if issubclass(w.category, SelfMatchWarning)]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SelfMatchWarning)
+            rc.evaluate(X, _self_match_fails=True, **kw)
+        refused = None
+    except InputError as exc:
+        refused = str(exc)
+    return res.self_matched, res.self_matched_all, said, refused, res["map"]
+
+
+def test_a_group_of_one_checks_leave_one_out_copies_as_one_process(group_of_one):
+    X, labels = _stacked()["every"]
+    kw = dict(query_labels=labels, query_ids=np.arange(len(X)), metrics=["map"], device="cpu")
+    with pytest.warns(SelfMatchWarning):
+        got = rc.evaluate(X, process_group=group_of_one, **kw)
+    one = _one_process(X, labels)
+    assert (got.self_matched, got.self_matched_all) == one[:2] == (len(X), True)
+
+
+def test_leave_one_out_copies_are_checked_over_the_ranks_as_in_one_process(tmp_path):
+    """20 items stacked twice, over two ranks (rank 0 holds 13 rows, rank 1 27: most
+    copies on the other rank): one process warns, counts 40 and refuses; the ranks said
+    nothing and counted 0 (every gate passed). Half the copies: a warning with the
+    count, no refusal."""
+    import torch.multiprocessing as mp
+
+    out = tmp_path / "out"
+    out.mkdir()
+    ctx = mp.start_processes(
+        _loo_worker,
+        args=(2, str(tmp_path / "rendezvous"), str(out)),
+        nprocs=2,
+        join=False,
+        start_method="spawn",
+    )
+    for proc in ctx.processes:
+        proc.join(300)
+    errors = [f.read_text() for f in sorted(out.glob("*.err"))]
+    assert not errors, "\n".join(errors)
+    ranks = [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(2)]
+    for name, (X, labels) in _stacked().items():
+        one = _one_process(X, labels)
+        assert one[0] > 0 and one[2], one  # one process finds them
+        assert (one[1], one[3] is not None) == ((True, True) if name == "every" else (False, False))
+        for rank, got in enumerate(ranks):
+            assert got[name][:4] == one[:4], (name, rank, got[name], one)
+            assert got[name][4] == one[4]

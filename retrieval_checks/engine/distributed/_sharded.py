@@ -563,7 +563,9 @@ def _run(
         meta["relevance"],
         opts["relevance_level"],
     )
-    self_matched, every_self = _self_matches(info, own, rel, sides, loo, self_match_fails)
+    self_matched, every_self = _self_matches(
+        comm, info, own, rel, sides, loo, self_match_fails, req.similarity
+    )
     pair_specs = req.of_kind("pair")
     n_positive = int(rel.n_relevant.sum())
     if pair_specs and n_positive == 0:
@@ -615,17 +617,56 @@ def _run(
     return result
 
 
-def _self_matches(info: dict, own, rel, sides: Sides, loo: bool, fails: bool) -> tuple[int, bool]:
-    """:func:`.._stages.check_queries_in_gallery`, as one process runs it: where no item
-    is named by an id (one process does not check named items). More than one rank
-    needs ids (:func:`_metadata`), so an unnamed pass is a group of one rank, which holds
-    both sides whole: the same check, warning and refusal on the same arrays."""
-    if loo or own.q_ids is not None:
-        return 0, False
-    if (info["n_q"], info["n_g"]) != (sides.n_q, sides.n_g):  # pragma: no cover - ids required
+def _self_matches(
+    comm: Comm, info: dict, own, rel, sides: Sides, loo: bool, fails: bool, similarity: str
+) -> tuple[int, bool]:
+    """:func:`.._stages.check_queries_in_gallery`, as one process runs it (the same
+    warning, count and refusal). With a gallery, where no item is named by an id (one
+    process does not check named items): more than one rank needs ids (:func:`_metadata`),
+    so that is a group of one rank, which holds both sides whole. Leave-one-out is
+    checked with ids too (a copy of the same rows stacked twice): over more than one
+    rank on :func:`_row_summaries` of every item, all-gathered (24 bytes an item; the
+    embeddings stay where they are)."""
+    if similarity == "hamming" or (own.q_ids is not None and not loo):
+        return 0, False  # codes coincide by design; named gallery items leave their ranking
+    if comm.world == 1:  # the whole sets on this rank: the one-process check, on its arrays
+        whole = Sides(info["Q"], info["G"], sides.n_q, sides.n_g, sides.d)
+        return check_queries_in_gallery(whole, own, rel, every_fails=fails)
+    if not loo:  # pragma: no cover - ids are required over more than one rank (_metadata)
         raise AssertionError("an unnamed sharded pass over more than one rank")
-    whole = Sides(info["Q"], info["G"], sides.n_q, sides.n_g, sides.d)
+    width = 1 if sides.d == 1 else 3
+    rows = comm.all_gather_varlen(_row_summaries(info["Q"], sides.d).ravel())
+    summaries = rows.reshape(-1, width)
+    whole = Sides(summaries, None, sides.n_q, sides.n_g, width)
     return check_queries_in_gallery(whole, own, rel, every_fails=fails)
+
+
+_MIX = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime
+
+
+def _row_summaries(x, d: int) -> np.ndarray:
+    """Each row of ``x`` as the check of queries in the gallery reads it
+    (:func:`.._stages.queries_in_gallery`): float64 values, -0.0 made 0.0, keyed by the
+    first two columns, equal when every value is. Here: the first two values and a
+    52-bit hash of the whole row (an integer, exact in float64), so rows equal in all
+    three are equal rows but for a hash collision (2**-52 a pair of rows with the same
+    first two values: a warning or refusal too many, never one too few). One column
+    where ``d`` is 1 (the value itself)."""
+    n = int(x.shape[0])
+    if d == 1:
+        return np.asarray(as_numpy(x, "queries"), np.float64).reshape(n, 1) + 0.0
+    out = np.empty((n, 3), np.float64)
+    for s in range(0, n, 1 << 14):
+        v = np.asarray(as_numpy(x[s : s + (1 << 14)], "queries"), np.float64) + 0.0
+        bits = np.ascontiguousarray(v).view(np.uint64)
+        h = np.full(bits.shape[0], 0xCBF29CE484222325, np.uint64)  # FNV-1a, a column a step
+        with np.errstate(over="ignore"):
+            for j in range(bits.shape[1]):
+                h = (h ^ bits[:, j]) * _MIX
+                h ^= h >> np.uint64(29)
+        out[s : s + v.shape[0], :2] = v[:, :2]
+        out[s : s + v.shape[0], 2] = (h >> np.uint64(12)).astype(np.float64)
+    return out
 
 
 def _fingerprint(comm: Comm, opts: dict, info: dict, meta: dict, loo: bool) -> tuple:
