@@ -38,7 +38,7 @@ from ..metrics._names import metric_spec
 from ..metrics._registry import Family
 from ..metrics._thresholds import check_finite, check_threshold
 from ..options import OPTIONS, check_option
-from ..stats._power import Power, check_power, power_of
+from ..stats._power import Power, check_power, power_of, spread
 from ._exact import exceeds
 
 __all__ = ["Change", "measure_change", "higher_is_better", "change_family", "checked_option"]
@@ -183,6 +183,7 @@ def _paired_p(
     d = sc - sb  # per-unit sum of differences (current - baseline)
     mean = d.sum() / n
     se = math.sqrt(L / (L - 1) * np.sum((d - mean * cc) ** 2)) / n
+    se = spread(se, max(abs(mean), float(np.max(np.abs(d) / np.maximum(cc, 1)))))
     if se == 0:
         return (0.0 if sign * mean < 0 else 1.0), f"paired t over {L} units (zero variance)", 0.0, L
     t = sign * mean / se  # negative when worse

@@ -29,6 +29,7 @@ from ._intervals import (
     resolve_cluster,
     result_setting,
 )
+from ._power import spread
 
 __all__ = ["Comparison", "compare"]
 
@@ -452,6 +453,7 @@ def _t_comparison(spec, pairs: _Pairs, confidence) -> Comparison:
         L = int(inv.max()) + 1
         resid = np.bincount(inv, weights=d - mean, minlength=L)
         se, dof, n_units = math.sqrt(L / (L - 1) * np.sum(resid**2)) / n, L - 1, L
+    se = spread(se, max(abs(mean), float(np.max(np.abs(d)))))
     sign = 1.0 if spec.higher_is_better else -1.0
     if se == 0:
         low = high = mean

@@ -34,6 +34,7 @@ from .._suggest import shown
 from ..errors import InputError
 
 __all__ = [
+    "spread",
     "Power",
     "DEFAULT_POWER",
     "check_power",
@@ -56,7 +57,18 @@ def _tq(p: float, dof: int) -> float:  # Student t's p-quantile
 
 
 def _nct_sf(x: float, dof: int, nc: float) -> float:  # P(T > x), T noncentral t
-    return 1.0 - float(special.nctdtr(dof, nc, x))
+    cdf = float(special.nctdtr(dof, nc, x))
+    if not math.isfinite(cdf):  # a noncentrality far out (a tiny se): T sits at nc
+        return 1.0 if nc > x else 0.0
+    return 1.0 - cdf
+
+
+def spread(se: float, scale: float) -> float:
+    """``se``, or 0.0 where it is only the round-off of values of size ``scale``: paired
+    differences that are all equal leave an se near 1e-17, not 0, and a test or a power
+    computed on it would claim a certainty the data cannot give (the zero-spread rules
+    of each test apply instead)."""
+    return 0.0 if se <= 1e-12 * abs(scale) else se
 
 
 #: The power a gate states when none is asked for (Cohen's convention, Sakai's default).
@@ -215,11 +227,11 @@ class Power:
     @property
     def underpowered(self) -> bool:
         """Whether the test detects a drop of the gate's tolerance with less than the power."""
-        return (
+        return (  # a power that could not be computed (NaN) is not enough: fail closed
             self.tolerance is not None
             and self.power_at_tolerance is not None
-            and self.power_at_tolerance < self.power
-            and self.mdd > self.tolerance
+            and not self.power_at_tolerance >= self.power
+            and not self.mdd <= self.tolerance
         )
 
     def describe(self) -> str:
