@@ -264,9 +264,6 @@ def refuse_vacuous(result, who: str) -> None:
         raise InputError(f"{who}: {said}")
 
 
-refuse_self_matched = refuse_vacuous  # the name before it refused one-class results too
-
-
 class EvaluationResult(Mapping):
     """A mapping from canonical metric name to its value, plus everything behind it.
 

@@ -43,7 +43,7 @@ import pytest
 from test_distributed import _bounds, _float_problem, _image_text_scenarios, _launch, _single
 
 import retrieval_checks as rc
-from retrieval_checks.engine._result import refuse_self_matched
+from retrieval_checks.engine._result import refuse_vacuous
 from retrieval_checks.errors import InputError, SelfMatchWarning
 
 torch = pytest.importorskip("torch")
@@ -196,7 +196,7 @@ def test_a_group_of_one_checks_queries_that_are_gallery_rows_as_one_process(grou
     assert got.self_matched_all and got.self_matched == X.shape[0]
     assert got["map"] == one["map"]
     with pytest.raises(InputError, match="retrieve"):
-        refuse_self_matched(got, "assert_metric")
+        refuse_vacuous(got, "assert_metric")
     # a suite's check raises instead (evaluate's _self_match_fails), with one process's message
     with pytest.raises(InputError) as one_raised:
         rc.evaluate(X, X, _self_match_fails=True, **kw)
