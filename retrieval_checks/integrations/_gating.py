@@ -27,6 +27,7 @@ __all__ = [
     "check_gates",
     "check_evaluate_options",
     "run_gates",
+    "gates_never_ran",
     "logged_values",
     "dedupe_by_id",
     "to_numpy_rows",
@@ -483,3 +484,27 @@ def report_failures(outcomes, where: str) -> list[GateOutcome]:
             RuntimeWarning,
         )
     return failed
+
+
+def gates_never_ran(
+    gates, *, ended: str, missing: str, causes: str, remedy: str, raise_on_failure: bool
+) -> None:
+    """Say that training ended without one evaluation, so that ``gates`` never ran and
+    none could fail (a new user's trial: Lightning with ``limit_val_batches=0``, a
+    Trainer with ``eval_strategy="no"``, each ended quietly under
+    ``raise_on_failure=True``): an ``AssertionError`` under ``raise_on_failure``, as a
+    failed gate would be, else a ``RuntimeWarning``. Nothing without gates.
+
+    ``ended``: how training ended ("fit ended after 3 epoch(s)"); ``missing``: what
+    never happened ("no validation epoch was evaluated"); ``causes``: the settings that
+    do that; ``remedy``: how to evaluate at least once."""
+    if not gates:
+        return
+    message = (
+        f"retrieval-checks: {ended} and {missing}, so the gates ({', '.join(gates)}) never ran "
+        f"and could not fail ({causes}). {remedy}, or gate the model after training with "
+        "retrieval_checks.assert_metric."
+    )
+    if raise_on_failure:
+        raise AssertionError(message)
+    warn_outside(message, RuntimeWarning)

@@ -17,6 +17,7 @@ from ._gating import (
     check_evaluate_options,
     check_gates,
     evaluate_split,
+    gates_never_ran,
     logged_values,
     report_failures,
     run_gates,
@@ -99,8 +100,10 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
 
     Gates (checked now, :func:`~retrieval_checks.integrations.check_gates`): a failed
     gate warns; ``stop_on_failure=True`` sets ``control.should_training_stop``;
-    ``raise_on_failure=True`` raises the gate's ``AssertionError``. Further keyword
-    arguments go to :func:`~retrieval_checks.evaluate`.
+    ``raise_on_failure=True`` raises the gate's ``AssertionError``. A training run
+    that ends without one evaluation (``eval_strategy="no"``) ran no gate: it warns at
+    the end of training, and raises an ``AssertionError`` under ``raise_on_failure``.
+    Further keyword arguments go to :func:`~retrieval_checks.evaluate`.
     """
 
     def __init__(
@@ -139,6 +142,31 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
         self.last_result = None
         self.last_values: dict[str, float] = {}
         self.last_outcomes: list = []
+        self._evaluated = 0  # evaluations in this training run
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._evaluated = 0
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """A training run in which the Trainer never evaluated ran no gate, and none
+        could fail (a new user's trial: eval_strategy="no" ended training quietly with
+        raise_on_failure=True): said, and under raise_on_failure an AssertionError, as a
+        failed gate would be (what the Lightning callback does at the end of fit)."""
+        if self._evaluated:
+            return control
+        strategy = getattr(args, "eval_strategy", None)
+        strategy = getattr(strategy, "value", strategy)
+        gates_never_ran(
+            self.gates,
+            ended=f"training ended at step {state.global_step}",
+            missing="the Trainer never evaluated",
+            causes=f"TrainingArguments(eval_strategy={strategy!r}): the Trainer evaluates while "
+            "training only under eval_strategy='steps' or 'epoch'",
+            remedy="Set eval_strategy='steps' (with eval_steps) or 'epoch'",
+            raise_on_failure=self.raise_on_failure,
+        )
+        return control
 
     def _embed(self, model) -> dict:
         if model is None:
@@ -175,6 +203,7 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
         outcomes = run_gates(result, self.gates)
         values = logged_values(result, self.prefix, outcomes)
         self.last_result, self.last_values, self.last_outcomes = result, values, outcomes
+        self._evaluated += 1
         if metrics is not None:
             metrics.update(values)
         state.log_history.append({**values, "epoch": state.epoch, "step": state.global_step})

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._suggest import shown
 from ..engine import evaluate
-from ..errors import InputError, warn_outside
+from ..errors import InputError
 from ..metrics import discriminant_ratio, metric_spec
 from ..options import positive_int
 from ._gating import (
@@ -26,6 +26,7 @@ from ._gating import (
     dedupe_by_id,
     dedupe_shard,
     evaluate_split,
+    gates_never_ran,
     logged_values,
     report_failures,
     run_gates,
@@ -223,18 +224,17 @@ class RetrievalChecksCallback(Callback):
         fail (a new user's trial: limit_val_batches=0, or check_val_every_n_epoch past the
         last epoch, ended fit quietly with raise_on_failure=True): said, and under
         raise_on_failure an AssertionError, as a failed gate would be."""
-        if self._evaluated or not self.gates:
+        if self._evaluated:
             return
-        message = (
-            f"retrieval-checks: fit ended after {trainer.current_epoch} epoch(s) and no validation "
-            f"epoch was evaluated, so the gates ({', '.join(self.gates)}) never ran and could not fail "
-            "(validation did not run: limit_val_batches=0, check_val_every_n_epoch past the last epoch, "
-            f"or every_n_epochs={self.every_n_epochs} skipping every validation epoch). Run validation at "
-            "least once, or gate the model after training with retrieval_checks.assert_metric."
+        gates_never_ran(
+            self.gates,
+            ended=f"fit ended after {trainer.current_epoch} epoch(s)",
+            missing="no validation epoch was evaluated",
+            causes="validation did not run: limit_val_batches=0, check_val_every_n_epoch past the "
+            f"last epoch, or every_n_epochs={self.every_n_epochs} skipping every validation epoch",
+            remedy="Run validation at least once",
+            raise_on_failure=self.raise_on_failure,
         )
-        if self.raise_on_failure:
-            raise AssertionError(message)
-        warn_outside(message, RuntimeWarning)
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
         self._parts = {}

@@ -91,19 +91,19 @@ def _embed_fn(tok, texts):
 def _trainer(tmp_path, path, train, callback, max_steps, **more):
     torch.manual_seed(0)
     model = BertForSequenceClassification.from_pretrained(path, num_labels=4)
-    args = TrainingArguments(
-        output_dir=str(tmp_path / "out"),
-        max_steps=max_steps,
-        eval_strategy="steps",
-        eval_steps=1,
-        per_device_train_batch_size=8,
-        report_to=[],
-        use_cpu=True,
-        save_strategy="no",
-        logging_steps=1,
-        learning_rate=1e-2,
-        **more,
-    )
+    options = {
+        "output_dir": str(tmp_path / "out"),
+        "max_steps": max_steps,
+        "eval_strategy": "steps",
+        "eval_steps": 1,
+        "per_device_train_batch_size": 8,
+        "report_to": [],
+        "use_cpu": True,
+        "save_strategy": "no",
+        "logging_steps": 1,
+        "learning_rate": 1e-2,
+    }
+    args = TrainingArguments(**(options | more))
     return Trainer(
         model=model, args=args, train_dataset=train, eval_dataset=train, callbacks=[callback]
     )
@@ -160,6 +160,30 @@ def test_a_failing_gate_stops_training(tmp_path, setup):
         trainer.train()
     assert trainer.state.global_step == 1  # stopped at the first evaluation, not after 6 steps
     assert cb.last_values["eval_rc_gate/map@R"] == 0.0
+
+
+def test_a_training_run_whose_gates_never_ran_says_so(tmp_path, setup):
+    """The Trainer never evaluated (a new user's trial: eval_strategy="no" ended training
+    quietly with raise_on_failure=True and last_values={}): raised under
+    raise_on_failure, warned otherwise, as the Lightning callback does at fit's end."""
+    path, tok, train, (texts, topics) = setup
+    embed = _embed_fn(tok, texts)
+    gates = {"map@R": {"at_least": 0.999}}
+
+    def callback(**flags):
+        return RetrievalChecksTrainerCallback(
+            lambda model: (embed(model), topics), gates=gates, **flags
+        )
+
+    cb = callback(raise_on_failure=True)
+    with pytest.raises(
+        AssertionError, match=r"the Trainer never evaluated.*never ran.*eval_strategy"
+    ):
+        _trainer(tmp_path, path, train, cb, max_steps=2, eval_strategy="no").train()
+    cb = callback()
+    with pytest.warns(RuntimeWarning, match=r"gates \(map@R\) never ran"):
+        _trainer(tmp_path, path, train, cb, max_steps=2, eval_strategy="no").train()
+    assert cb.last_values == {}
 
 
 @pytest.mark.parametrize(
