@@ -682,3 +682,36 @@ def test_the_metric_contract_ships_with_the_repository():
     for family in rc.metrics.FAMILIES.values():
         assert f"`{family.template}`" in text or f"`{family.name}`" in text, family.name
     assert "docs/metrics.md" in (ROOT / "README.md").read_text()
+
+
+def _warn_calls(root: Path) -> list[str]:
+    """``file:line`` of each ``warnings.warn(...)`` call under ``root`` outside
+    ``errors.py`` (whose ``warn_outside`` is the one that may make it)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "errors.py" and path.parent.name == "retrieval_checks":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            func = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "warn"
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "warnings"
+            ):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_every_warning_is_said_at_the_users_line(tmp_path):
+    """The library and the plugin warn through ``errors.warn_outside``, which finds the
+    first frame outside them, instead of stacklevels counted by hand (which a new wrapper
+    breaks: a failing listener's warning pointed into gates/_assertions.py). The audit
+    can fail: a planted call is found."""
+    for where in ("retrieval_checks", "plugins"):
+        found = _warn_calls(ROOT / where)
+        assert not found, f"warn with retrieval_checks.errors.warn_outside instead: {found}"
+    planted = tmp_path / "pkg"
+    planted.mkdir()
+    (planted / "m.py").write_text("import warnings\n\nwarnings.warn('x', stacklevel=2)\n")
+    assert _warn_calls(planted) == ["pkg/m.py:3"]

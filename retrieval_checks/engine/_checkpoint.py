@@ -28,12 +28,11 @@ import json
 import os
 import secrets
 import threading
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, warn_outside
 from ._partial import BlockPartial
 
 __all__ = ["Checkpoint", "check_directory"]
@@ -166,11 +165,10 @@ class Checkpoint:
                 KeyError,
                 TypeError,
             ) as exc:  # the blocks still say whose they are
-                warnings.warn(
+                warn_outside(
                     f"checkpoint manifest {manifest} is damaged ({type(exc).__name__}: {exc}); it is "
                     "rewritten for this run (each block is checked against the run's fingerprint).",
                     RuntimeWarning,
-                    stacklevel=3,
                 )
                 try:
                     _atomic_write(manifest, lambda fh: fh.write(text))
@@ -240,11 +238,10 @@ class Checkpoint:
             part, why = self._read(start, stop)
             if part is None:
                 self.recomputed.append(str(self._path(start)))
-                warnings.warn(
+                warn_outside(
                     f"checkpoint block {self._path(start)} is damaged ({why}): it and the {len(blocks) - n - 1} "
                     f"block(s) after it are computed again (and the file rewritten).",
                     RuntimeWarning,
-                    stacklevel=3,
                 )
                 if self._path(start).is_dir() and not self._path(start).is_symlink():
                     try:

@@ -86,12 +86,11 @@ import contextlib
 import importlib.util
 import math
 import os
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import BackendError
+from ...errors import BackendError, warn_outside
 from .._backend import Backend
 from .._hamming import hamming_tile_torch
 from .._inputs import Csr
@@ -244,11 +243,10 @@ def wanted(backend, task: str = "pass") -> bool:
         _STATE[key] = self_check(backend.device)
         ok, reason = _STATE[key]
         if not ok:
-            warnings.warn(
+            warn_outside(
                 f"retrieval_checks: the fused Triton kernel is not used on {key} ({reason}); the torch "
                 "path computes the same counts instead. Set RC_TRITON=0 to skip the attempt.",
                 RuntimeWarning,
-                stacklevel=3,
             )
     return _STATE[key][0]
 
@@ -297,11 +295,10 @@ def guarded(p, start: int, stop: int, pairs: "PairRequest | None" = None, *, run
         reason = f"it failed on a block ({type(exc).__name__}: {str(exc)[:300]})"
         if p.backend.is_cuda:
             _STATE[str(p.backend.device)] = (False, reason)
-        warnings.warn(
+        warn_outside(
             f"retrieval_checks: the fused Triton kernel is not used ({reason}); the torch path "
             "computes the same counts instead.",
             RuntimeWarning,
-            stacklevel=4,
         )
         return None
 

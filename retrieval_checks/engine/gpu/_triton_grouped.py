@@ -66,11 +66,10 @@ triton and torch are imported on first use only (``import retrieval_checks`` loa
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 
-from ...errors import BackendError
+from ...errors import BackendError, warn_outside
 from .._backend import Backend
 from .._grouped import GroupData, grouped_recall_values, score_groups
 from .._partial import FirstRanks
@@ -117,17 +116,16 @@ def usable(backend, similarity: str, score_batch=None) -> bool:
         backend,
         _STATE,
         lambda: self_check(backend),
-        lambda key, reason: _warn(key, reason, stacklevel=5),
+        _warn,
         task="grouped",
     )
 
 
-def _warn(where: str, reason: str, stacklevel: int) -> None:
-    warnings.warn(
+def _warn(where: str, reason: str) -> None:
+    warn_outside(
         f"retrieval_checks: grouped recall's fused Triton kernel is not used on {where} ({reason}); "
         "the numpy path computes the same numbers instead. Set RC_TRITON=0 to skip the attempt.",
         RuntimeWarning,
-        stacklevel=stacklevel,
     )
 
 
@@ -153,7 +151,7 @@ def fused_groups(
         reason = f"it failed on a partition ({type(exc).__name__}: {str(exc)[:300]})"
         if backend.is_cuda:
             _STATE[str(backend.device)] = (False, reason)
-        _warn(str(backend.device), reason, stacklevel=4)
+        _warn(str(backend.device), reason)
         return None
     _record(counts, gq, ks, hits, candidates)
     return NAME

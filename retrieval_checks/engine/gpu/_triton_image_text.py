@@ -78,11 +78,10 @@ neither).
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import InputError, warn_outside
 from .._backend import Backend, resolve_backend
 from .._inputs import Csr
 from .._partial import FirstRanks
@@ -113,17 +112,16 @@ def _usable(backend, prepare) -> bool:
         backend,
         _STATE,
         lambda: self_check(backend.device, prepare),
-        lambda key, reason: _warn(key, reason, stacklevel=5),
+        _warn,
         task="image_text",
     )
 
 
-def _warn(where: str, reason: str, stacklevel: int = 4) -> None:
-    warnings.warn(
+def _warn(where: str, reason: str) -> None:
+    warn_outside(
         f"retrieval_checks: the fused image-text kernel is not used on {where} ({reason}); the two "
         "passes of the torch path compute the same ranks instead. Set RC_TRITON=0 to skip the attempt.",
         RuntimeWarning,
-        stacklevel=stacklevel,
     )
 
 
