@@ -14,7 +14,7 @@ import numpy as np
 
 from .._arrays import as_numpy, is_torch_tensor
 from .._suggest import hint, shown
-from ..engine import evaluate
+from ..engine import check_device, evaluate
 from ..errors import InputError, MetricNameError, warn_outside
 from ..gates import assert_metric
 from ..gates._spec import GATE_FIELDS as _TABLE
@@ -185,7 +185,11 @@ def check_gates(gates, metrics=None, *, owner: str = "gates") -> tuple[list[str]
 
 def check_evaluate_options(options: Mapping) -> dict:
     """The options an integration passes to :func:`retrieval_checks.evaluate`, each
-    validated now (an unknown name or a bad value is an InputError naming it)."""
+    validated now (an unknown name or a bad value is an InputError naming it). The
+    ``device`` is resolved now too, by the check the pytest plugin makes of
+    ``--rc-device`` (:func:`retrieval_checks.engine.check_device`): a CUDA device on a
+    machine without one is a :class:`~retrieval_checks.BackendError` when the
+    integration is built, not at the first evaluation after training steps."""
     out = {}
     for name, value in options.items():
         if name not in EVALUATE_OPTIONS:
@@ -200,6 +204,8 @@ def check_evaluate_options(options: Mapping) -> dict:
             )
         else:
             out[name] = check_option(table, value, argument=name)
+    if "device" in out:  # a CUDA device on a machine without one: now, not after training steps
+        check_device(out["device"])
     return out
 
 

@@ -201,6 +201,18 @@ def test_options_are_checked_when_built(kwargs, match):
         RetrievalChecksTrainerCallback(**args)
 
 
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_a_cuda_device_is_checked_when_built(monkeypatch, device):
+    """device="cuda" on a machine without one was accepted and failed only at the first
+    evaluation, after training steps (a new user's trial); refused now, as the pytest
+    plugin refuses --rc-device cuda at start-up."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(rc.BackendError, match=rf"device='{device}'.*no CUDA device.*'cpu'"):
+        RetrievalChecksTrainerCallback(lambda m: None, ["map@R"], device=device)
+    with pytest.raises(rc.InputError, match=r"device='mps'"):
+        RetrievalChecksTrainerCallback(lambda m: None, ["map@R"], device="mps")
+
+
 def test_embed_output_is_checked(tmp_path, setup):
     path, tok, train, _ = setup
     cb = RetrievalChecksTrainerCallback(lambda model: {"querys": 1}, ["map"])

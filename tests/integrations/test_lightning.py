@@ -324,6 +324,12 @@ def test_options_are_checked_when_the_callback_is_built(kwargs, match):
         RetrievalChecksCallback(**kwargs)
 
 
+def test_a_cuda_device_is_checked_when_the_callback_is_built(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(rc.BackendError, match=r"device='cuda:1'.*no CUDA device.*'cpu'"):
+        RetrievalChecksCallback(["map@R"], device="cuda:1")
+
+
 def test_validation_outputs_without_embeddings_are_refused(tmp_path):
     class Bare(Embedder):
         def validation_step(self, batch, _, dataloader_idx=0):

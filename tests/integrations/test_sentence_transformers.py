@@ -192,6 +192,16 @@ def test_inputs_are_checked_when_built(ir_data, kwargs, match):
         RetrievalChecksEvaluator(queries, corpus, **args)
 
 
+def test_a_cuda_device_is_checked_when_built(monkeypatch, ir_data):
+    """device="cuda" on a machine without one failed only at the first evaluation;
+    refused when the evaluator is built."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    queries, corpus, relevant, _ = ir_data
+    with pytest.raises(rc.BackendError, match=r"device='cuda'.*no CUDA device.*'cpu'"):
+        RetrievalChecksEvaluator(queries, corpus, relevant, metrics=["map"], device="cuda")
+
+
 def test_runs_inside_the_sentence_transformers_trainer(tmp_path, ir_data):
     pytest.importorskip("datasets", reason="SentenceTransformerTrainer needs datasets")
     pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
