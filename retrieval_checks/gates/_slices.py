@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, warn_outside
 from ..metrics._names import metric_spec
-from ..metrics._thresholds import check_threshold
+from ..metrics._thresholds import attainable_drop, check_threshold
 from ..stats._intervals import MIN_INTERVAL_UNITS
 from ..stats._slices import no_value_cause, require_slices, slice_intervals
 from ._assertions import threshold_bounds  # the thresholds rule of assert_metric (range, certain K)
@@ -840,6 +840,40 @@ def _baseline_values(baseline, metric: str, ties: str | None = None) -> dict[str
     return out
 
 
+def _refuse_unfailable(spec, base, wanted, max_drop, max_relative_drop, gate: str) -> None:
+    """The slices whose tolerance reaches past every drop their baseline allows (a slice
+    at map 0.08 under max_drop 0.5 cannot fail, whatever the model): an InputError when
+    every gated slice is one (the gate could never fail, as the whole-set gate refuses),
+    else a warning naming them (the gate checks the others only)."""
+    dead = []
+    for n in wanted:
+        then = round_stored(float(base[n]))
+        most = attainable_drop(spec.capabilities, then)
+        rel = None if max_relative_drop is None else max_relative_drop * abs(then)
+        allowed = (
+            min(v for v in (max_drop, rel) if v is not None)
+            if (max_drop, rel) != (None, None)
+            else 0.0
+        )
+        if most is not None and allowed >= most:
+            dead.append(f"{n} ({then:.4g}: at most {most:.4g} to lose, {allowed:.4g} allowed)")
+    if not dead:
+        return
+    shown = ", ".join(dead[:8]) + (f", ... ({len(dead)} in all)" if len(dead) > 8 else "")
+    if len(dead) == len(wanted):
+        raise InputError(
+            f"{gate}: {spec.name}: no slice can drop by more than the tolerance from its baseline, so "
+            f"the gate could never fail: {shown}; write a tolerance below each slice's baseline (or a "
+            "max_relative_drop below 1), or gate the whole set."
+        )
+    warn_outside(
+        f"retrieval-checks: {gate}: {spec.name}: {len(dead)} of {len(wanted)} slices cannot drop by more "
+        f"than the tolerance from their baseline, so the gate cannot fail on them: {shown}; the other "
+        "slices are gated. Lower the tolerance, or gate named slices.",
+        RuntimeWarning,
+    )
+
+
 def assert_no_slice_regression(
     result,
     baseline,
@@ -943,6 +977,7 @@ def assert_no_slice_regression(
             "removes those of slices that are gone; a slice_baseline() dict: record it again)."
         )
     wanted = _holding(all_slices, wanted, spec.name, gate, True)
+    _refuse_unfailable(spec, base, wanted, 0.0 if strict else max_drop, max_relative_drop, gate)
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     _refuse_small(
         ivs, wanted, gate, spec.name, all_slices, {"max_drop": 0.0 if strict else max_drop}

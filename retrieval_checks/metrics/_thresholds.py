@@ -224,7 +224,7 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
         if math.isfinite(width) and v <= -width:
             fail(f"a gap is at least {_fmt(-width)}, so the gate could never pass")
         return v
-    most = _attainable_drop(family, baseline, top)
+    most = attainable_drop(family, baseline, top)
     if role in ("margin", "max_drop"):
         if v < 0:
             raise InputError(
@@ -263,13 +263,16 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
     return v
 
 
-def _attainable_drop(family: Family, baseline: float | None, top: float) -> float | None:
+def attainable_drop(
+    family: Family, baseline: float | None, top: float | None = None
+) -> float | None:
     """The largest drop from ``baseline``: to the low end when higher is better, to the
     high end (``top``) otherwise; None when unknown (no baseline, or no upper bound)."""
     if baseline is None or not math.isfinite(baseline):
         return None
     if family.higher_is_better:
         return max(baseline - family.low, 0.0) if math.isfinite(family.low) else None
+    top = family.high if top is None else top
     return max(top - baseline, 0.0) if math.isfinite(top) else None
 
 

@@ -302,3 +302,21 @@ def test_the_worst_slice_on_an_interval_is_the_lowest_bound_not_the_lowest_value
     limit = top.interval.high - 1e-9
     with pytest.raises(AssertionError, match=f"worst slice '{top.slice}'"):
         rc.assert_worst_slice(r, "meanr", at_most=limit, on="interval")
+
+
+def test_slice_regression_that_can_never_fail_is_refused_and_a_partly_dead_one_warns(big):
+    """A tolerance at or past a slice's whole baseline (map 0.08 under max_drop 0.5: h14)
+    lets any model pass that slice. Every gated slice so: refused, as the whole-set gate
+    refuses; only some: a warning naming them, the others gated."""
+    values = big.slices.by_metric("map")
+    low = {k: 0.08 for k in values}
+    with pytest.raises(InputError, match="no slice can drop by more than the tolerance"):
+        rc.assert_no_slice_regression(big, low, "map", max_drop=0.5)
+    with pytest.raises(InputError, match="could never fail"):
+        rc.assert_no_slice_regression(big, {k: 0.0 for k in values}, "map")  # at the floor
+    names = list(values)
+    mixed = {**values, names[0]: 0.08}
+    with pytest.warns(RuntimeWarning, match=f"1 of {len(names)} slices cannot drop") as said:
+        rc.assert_no_slice_regression(big, mixed, "map", max_drop=0.1)
+    assert names[0] in str(said[0].message) and said[0].filename == __file__
+    rc.assert_no_slice_regression(big, values, "map", max_drop=0.05)  # every slice can fail
