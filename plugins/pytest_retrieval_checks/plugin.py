@@ -1014,12 +1014,28 @@ def rc_load(pytestconfig):
         p = Path(path)
         if not p.is_absolute():
             p = Path(pytestconfig.rootpath) / p
-        key = (str(p), tuple(sorted(kwargs.items())))
+        key = (str(p), _hashable(kwargs))
+        try:
+            hash(key)
+        except TypeError:  # an argument that cannot be a key (an array): read, not cached
+            return rc.load_embeddings(p, **kwargs)
         if key not in cache:
             cache[key] = rc.load_embeddings(p, **kwargs)
         return cache[key]
 
     return load
+
+
+def _hashable(value):
+    """``value`` with its lists, tuples, sets and mappings made tuples (``columns=[...]``
+    is a list): a key for ``rc_load``'s cache."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _hashable(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(map(repr, value)))
+    return value
 
 
 class _Baselines:

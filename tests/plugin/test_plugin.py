@@ -83,6 +83,7 @@ def test_rc_load_resolves_paths_against_the_rootdir(pytester):
         pytester.path / "set.npz",
         embeddings=np.eye(4, dtype=np.float32),
         labels=np.array([0, 0, 1, 1]),
+        lang=np.array(["de", "de", "en", "en"]),
     )
     pytester.makepyfile(
         test_load="""
@@ -90,6 +91,9 @@ def test_load(rc_load):
     s = rc_load("set.npz")
     assert s.embeddings.shape == (4, 4) and list(s.labels) == [0, 0, 1, 1]
     assert rc_load("set.npz") is s
+    c = rc_load("set.npz", columns=["lang"])  # a list, as load_embeddings takes it (h13)
+    assert list(c.columns["lang"]) == ["de", "de", "en", "en"]
+    assert rc_load("set.npz", columns=["lang"]) is c
 """
     )
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
