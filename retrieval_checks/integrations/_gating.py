@@ -7,7 +7,8 @@ No third-party training library is imported here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,12 +16,13 @@ import numpy as np
 from .._arrays import as_numpy, is_torch_tensor
 from .._suggest import hint, shown
 from ..engine import check_device, evaluate
+from ..engine._inputs import check_embeddings
 from ..errors import InputError, MetricNameError, warn_outside
 from ..gates import assert_metric
 from ..gates._spec import GATE_FIELDS as _TABLE
 from ..gates._spec import fields_of
 from ..metrics import metric_spec
-from ..options import check_option, positive_int
+from ..options import DEFAULTS, check_option, positive_int
 
 __all__ = [
     "GateOutcome",
@@ -28,6 +30,7 @@ __all__ = [
     "check_evaluate_options",
     "run_gates",
     "gates_never_ran",
+    "model_embeddings",
     "logged_values",
     "dedupe_by_id",
     "to_numpy_rows",
@@ -514,3 +517,45 @@ def gates_never_ran(
     if raise_on_failure:
         raise AssertionError(message)
     warn_outside(message, RuntimeWarning)
+
+
+def _refusal(x, name: str, similarity: str) -> str | None:
+    """The message of the engine's embedding checks on ``x`` (NaN, Inf, all-zero rows
+    under cosine, ...), or None when they pass."""
+    try:
+        check_embeddings(x, name, similarity=similarity)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+@contextmanager
+def model_embeddings(where: str | None, sides: Mapping, options: Mapping) -> Iterator[None]:
+    """Around an integration's evaluation of the model's embeddings (``sides``: the
+    arrays by the name evaluate gives them, ``queries``, ``gallery``; None skipped): an
+    InputError of the engine's embedding checks (``queries has 40 row(s) with NaN or
+    Inf ... drop or repair those items``) blamed the data when the model made the rows
+    (a new user's trial: a diverged model). It is raised again, the message kept, saying
+    that the rows are the model's embeddings at ``where`` ("step 120", "epoch 3"; None:
+    no training step) and what NaN, Inf or zero rows from a model usually mean. Found by
+    checking the sides again only after a refusal, on this process's own arrays: no
+    cost when they pass, and no collective (a rank without such rows keeps the
+    engine's message). Any other error (one whose message is not the check's) passes
+    unchanged."""
+    try:
+        yield
+    except InputError as exc:
+        similarity = options.get("similarity", DEFAULTS["similarity"])
+        found = [
+            _refusal(x, name, similarity)
+            for name, x in sides.items()
+            if x is not None and len(x)  # a rank's empty shard is no finding
+        ]
+        if type(exc) is not InputError or not any(m and m in str(exc) for m in found):
+            raise
+        at = f" at {where}" if where else ""
+        raise InputError(
+            f"embeddings of the model{at}: {exc} These rows are the model's output, not the "
+            "data's: NaN or Inf embeddings usually mean that training diverged (check the loss "
+            "and the learning rate), all-zero ones that the model collapsed."
+        ) from exc

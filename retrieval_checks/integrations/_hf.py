@@ -19,6 +19,7 @@ from ._gating import (
     evaluate_split,
     gates_never_ran,
     logged_values,
+    model_embeddings,
     report_failures,
     run_gates,
     to_labels,
@@ -188,18 +189,20 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
         data = self._embed(model)
         queries, labels = data.pop("queries"), data.pop("query_labels", None)
-        if data.get("gallery") is None and data.get("relevance") is None:
-            result = evaluate_split(
-                queries,
-                labels,
-                metrics=self.metrics,
-                options=self.options,
-                query_ids=data.get("query_ids"),
-            )
-        else:
-            result = evaluate(
-                queries, query_labels=labels, metrics=self.metrics, **data, **self.options
-            )
+        sides = {"queries": queries, "gallery": data.get("gallery")}
+        with model_embeddings(f"step {state.global_step}", sides, self.options):
+            if data.get("gallery") is None and data.get("relevance") is None:
+                result = evaluate_split(
+                    queries,
+                    labels,
+                    metrics=self.metrics,
+                    options=self.options,
+                    query_ids=data.get("query_ids"),
+                )
+            else:
+                result = evaluate(
+                    queries, query_labels=labels, metrics=self.metrics, **data, **self.options
+                )
         outcomes = run_gates(result, self.gates)
         values = logged_values(result, self.prefix, outcomes)
         self.last_result, self.last_values, self.last_outcomes = result, values, outcomes

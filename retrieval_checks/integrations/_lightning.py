@@ -28,6 +28,7 @@ from ._gating import (
     evaluate_split,
     gates_never_ran,
     logged_values,
+    model_embeddings,
     report_failures,
     run_gates,
     to_labels,
@@ -332,7 +333,7 @@ class RetrievalChecksCallback(Callback):
             return False
         return True
 
-    def _evaluate_sharded(self) -> tuple:
+    def _evaluate_sharded(self, where: str) -> tuple:
         """(result, dropped) of ``evaluate(..., process_group=WORLD)`` on this rank's
         de-duplicated shards."""
         shards = [self._shard_side(i) for i in ((0, 1) if self.split == "dataloaders" else (0,))]
@@ -349,30 +350,34 @@ class RetrievalChecksCallback(Callback):
                 f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
             )
         q = shards[0]
+        sides = {"queries": q.embeddings}
         if self.split == "dataloaders":
-            g = shards[
-                1
-            ]  # ids: positions, the gallery's after the queries' (no query is a gallery item)
-            result = evaluate(
-                q.embeddings,
-                g.embeddings,
-                query_labels=q.labels,
-                gallery_labels=g.labels,
-                query_ids=q.positions,
-                gallery_ids=q.n_total + g.positions,
-                metrics=self.metrics,
-                process_group=dist.group.WORLD,
-                **options,
-            )
-        else:
-            result = evaluate(
-                q.embeddings,
-                query_labels=q.labels,
-                query_ids=q.ids,
-                metrics=self.metrics,
-                process_group=dist.group.WORLD,
-                **options,
-            )
+            sides["gallery"] = shards[1].embeddings
+        with model_embeddings(where, sides, self.options):
+            if self.split == "dataloaders":
+                g = shards[
+                    1
+                ]  # ids: positions, the gallery's after the queries' (no query is a gallery item)
+                result = evaluate(
+                    q.embeddings,
+                    g.embeddings,
+                    query_labels=q.labels,
+                    gallery_labels=g.labels,
+                    query_ids=q.positions,
+                    gallery_ids=q.n_total + g.positions,
+                    metrics=self.metrics,
+                    process_group=dist.group.WORLD,
+                    **options,
+                )
+            else:
+                result = evaluate(
+                    q.embeddings,
+                    query_labels=q.labels,
+                    query_ids=q.ids,
+                    metrics=self.metrics,
+                    process_group=dist.group.WORLD,
+                    **options,
+                )
         return result, sum(s.n_dropped for s in shards)
 
     def _side_name(self, i: int) -> str:
@@ -382,7 +387,7 @@ class RetrievalChecksCallback(Callback):
             else f"validation dataloader {i} ({'queries' if i == 0 else 'gallery'})"
         )
 
-    def _evaluate_gathered(self, trainer) -> tuple:
+    def _evaluate_gathered(self, trainer, where: str) -> tuple:
         """(result, dropped) of one process's ``evaluate`` on the gathered, de-duplicated sides."""
         sides = [self._side(trainer, i) for i in ((0, 1) if self.split == "dataloaders" else (0,))]
         self._parts = {}
@@ -393,20 +398,24 @@ class RetrievalChecksCallback(Callback):
                     "the dataloaders."
                 )
         (q, qy), q_ids = sides[0][0], sides[0][1]
-        if self.split == "dataloaders":
-            (g, gy) = sides[1][0]
-            result = evaluate_split(q, qy, g, gy, metrics=self.metrics, options=self.options)
-        else:
-            result = evaluate_split(
-                q, qy, metrics=self.metrics, options=self.options, query_ids=q_ids
-            )
+        g, gy = sides[1][0] if self.split == "dataloaders" else (None, None)
+        with model_embeddings(where, {"queries": q, "gallery": g}, self.options):
+            if g is not None:
+                result = evaluate_split(q, qy, g, gy, metrics=self.metrics, options=self.options)
+            else:
+                result = evaluate_split(
+                    q, qy, metrics=self.metrics, options=self.options, query_ids=q_ids
+                )
         return result, sum(s[2] for s in sides)
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
         if not self._active:
             return
         sharded = self._sharded(trainer)
-        result, dropped = self._evaluate_sharded() if sharded else self._evaluate_gathered(trainer)
+        where = f"epoch {trainer.current_epoch}"
+        result, dropped = (
+            self._evaluate_sharded(where) if sharded else self._evaluate_gathered(trainer, where)
+        )
         if trainer.world_size > 1 or dropped:
             rank_zero_info(
                 f"retrieval-checks: dropped {dropped} repeated item(s) (by id) before evaluating"

@@ -20,7 +20,14 @@ from ..engine import evaluate
 from ..errors import InputError
 from ..metrics import metric_spec
 from ..options import positive_int
-from ._gating import check_evaluate_options, check_gates, evaluate_split, report_failures, run_gates
+from ._gating import (
+    check_evaluate_options,
+    check_gates,
+    evaluate_split,
+    model_embeddings,
+    report_failures,
+    run_gates,
+)
 
 try:  # sentence-transformers >= 6 moved it; the old path still names the same class
     from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
@@ -247,29 +254,32 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
         **kwargs,
     ) -> dict[str, float]:
         """Encode, evaluate, gate; the metrics dict (see the class)."""
+        at = None if epoch == -1 and steps == -1 else f"epoch {epoch}, step {steps}"
         if self.corpus is None:
             emb = self._encode(model, self.queries, "")
-            result = evaluate_split(
-                emb, self.query_labels, metrics=self.metrics, options=self.options
-            )
+            with model_embeddings(at, {"queries": emb}, self.options):
+                result = evaluate_split(
+                    emb, self.query_labels, metrics=self.metrics, options=self.options
+                )
         else:
             q, c = (
                 self._encode(model, self.queries, "query"),
                 self._encode(model, self.corpus, "document"),
             )
-            if self.relevance is not None:
-                result = evaluate(
-                    q, c, relevance=self.relevance, metrics=self.metrics, **self.options
-                )
-            else:
-                result = evaluate_split(
-                    q,
-                    self.query_labels,
-                    c,
-                    self.corpus_labels,
-                    metrics=self.metrics,
-                    options=self.options,
-                )
+            with model_embeddings(at, {"queries": q, "gallery": c}, self.options):
+                if self.relevance is not None:
+                    result = evaluate(
+                        q, c, relevance=self.relevance, metrics=self.metrics, **self.options
+                    )
+                else:
+                    result = evaluate_split(
+                        q,
+                        self.query_labels,
+                        c,
+                        self.corpus_labels,
+                        metrics=self.metrics,
+                        options=self.options,
+                    )
         outcomes = run_gates(result, self.gates)
         self.last_result, self.last_outcomes = result, outcomes
         values = {m: float(result[m]) for m in self.metrics}

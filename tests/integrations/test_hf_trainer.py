@@ -213,6 +213,38 @@ def test_a_cuda_device_is_checked_when_built(monkeypatch, device):
         RetrievalChecksTrainerCallback(lambda m: None, ["map@R"], device="mps")
 
 
+def test_nan_embeddings_are_said_to_be_the_models(tmp_path):
+    """A diverged model's NaN embeddings were blamed on the data ("queries has 1 row(s)
+    with NaN ... drop or repair those items"); the engine's message is kept, saying it is
+    the model's embeddings at this step. A label error is not the model's and passes
+    unchanged."""
+    from transformers import TrainerControl, TrainerState
+
+    x = torch.randn(12, 4)
+    x[3, 1] = float("nan")
+    labels = [0, 1, 2] * 4
+    state = TrainerState(global_step=120)
+    cb = RetrievalChecksTrainerCallback(lambda m: (x, labels), ["map@R"])
+    with pytest.raises(rc.InputError) as info:
+        cb.on_evaluate(None, state, TrainerControl(), model=torch.nn.Linear(2, 2), metrics={})
+    message = str(info.value)
+    assert message.startswith("embeddings of the model at step 120: queries has 1 row(s) with NaN")
+    assert "training diverged" in message
+    x[3, 1] = 0.0
+    cb = RetrievalChecksTrainerCallback(
+        lambda m: {
+            "queries": x[4:],
+            "gallery": x[:4],
+            "query_labels": labels[4:],
+            "gallery_labels": labels[:3],
+        },
+        ["map@R"],
+    )
+    with pytest.raises(rc.InputError) as info:
+        cb.on_evaluate(None, state, TrainerControl(), model=torch.nn.Linear(2, 2), metrics={})
+    assert not str(info.value).startswith("embeddings of the model")
+
+
 def test_embed_output_is_checked(tmp_path, setup):
     path, tok, train, _ = setup
     cb = RetrievalChecksTrainerCallback(lambda model: {"querys": 1}, ["map"])

@@ -330,6 +330,24 @@ def test_a_cuda_device_is_checked_when_the_callback_is_built(monkeypatch):
         RetrievalChecksCallback(["map@R"], device="cuda:1")
 
 
+def test_nan_embeddings_are_said_to_be_the_models(tmp_path):
+    """A diverged model's NaN validation embeddings: the engine's message is kept,
+    saying that the rows are the model's embeddings at this epoch, not bad data."""
+
+    class Diverged(Embedder):
+        def validation_step(self, batch, _, dataloader_idx=0):
+            out = super().validation_step(batch, _, dataloader_idx)
+            out["embeddings"] = out["embeddings"] * float("nan")
+            return out
+
+    train, val, _ = _loaders()
+    cb = RetrievalChecksCallback(["map@R"])
+    with pytest.raises(rc.InputError, match=r"embeddings of the model at epoch 0: queries has"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _trainer(tmp_path, [cb], max_epochs=1).fit(Diverged(), train, val)
+
+
 def test_validation_outputs_without_embeddings_are_refused(tmp_path):
     class Bare(Embedder):
         def validation_step(self, batch, _, dataloader_idx=0):

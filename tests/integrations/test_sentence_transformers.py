@@ -192,6 +192,29 @@ def test_inputs_are_checked_when_built(ir_data, kwargs, match):
         RetrievalChecksEvaluator(queries, corpus, **args)
 
 
+def test_nan_embeddings_are_said_to_be_the_models():
+    """A model whose encoder gives NaN: the engine's message ("queries has ... row(s)
+    with NaN") is kept, saying the rows are the model's embeddings at this step."""
+    import numpy as np
+
+    class Diverged:
+        def encode(self, texts, **_):
+            out = np.ones((len(texts), 4), np.float32)
+            out[1, 0] = np.nan
+            return out
+
+    texts, topics = topic_texts(8, seed=3)
+    ev = RetrievalChecksEvaluator(texts, query_labels=topics, metrics=["map"])
+    with pytest.raises(
+        rc.InputError, match=r"^embeddings of the model at epoch 2, step 40: queries has 1 row"
+    ):
+        ev(Diverged(), epoch=2, steps=40)
+    with pytest.raises(
+        rc.InputError, match=r"^embeddings of the model: queries has 1 row.*diverged"
+    ):
+        ev(Diverged())
+
+
 def test_a_cuda_device_is_checked_when_built(monkeypatch, ir_data):
     """device="cuda" on a machine without one failed only at the first evaluation;
     refused when the evaluator is built."""
