@@ -26,8 +26,23 @@ def did_you_mean(value, candidates: Iterable) -> str | None:
         c = str(c)
         if c != text:
             options.setdefault(c.lower(), c)
-    match = difflib.get_close_matches(text.lower(), list(options), n=1, cutoff=CUTOFF)
-    return options[match[0]] if match else None
+    close = difflib.get_close_matches(text.lower(), list(options), n=3, cutoff=CUTOFF)
+    if not close:
+        return None
+    # difflib's ratio favours the longer candidate sharing more letters ('querys' reads as
+    # 'query_ids'); of the close ones, the fewest edits away wins (then difflib's order)
+    best = min(close, key=lambda c: (_edits(text.lower(), c), close.index(c)))
+    return options[best]
+
+
+def _edits(a: str, b: str) -> int:
+    """The Levenshtein distance of two short names (insertions, deletions, substitutions)."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
 
 
 def hint(value, candidates: Iterable) -> str:

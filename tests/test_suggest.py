@@ -1,0 +1,26 @@
+"""``did_you_mean``: the one suggestion rule of every message that rejects a name."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval_checks._suggest import did_you_mean, hint
+
+INPUTS = ["queries", "gallery", "query_labels", "gallery_labels", "query_ids", "gallery_ids"]
+
+
+@pytest.mark.parametrize(
+    "typo, candidates, meant",
+    [
+        ("querys", INPUTS, "queries"),  # difflib alone said 'query_ids' (h13)
+        ("galery", INPUTS, "gallery"),
+        ("mapp", ["map", "mrr", "map@R"], "map"),
+        ("simlarity", ["similarity", "seed"], "similarity"),
+        ("AT_LEST", ["at_least", "at_most"], "at_least"),
+        ("zzz", ["map", "mrr"], None),
+        ("map", ["map"], None),  # never the name itself
+    ],
+)
+def test_the_closest_name_is_suggested(typo, candidates, meant):
+    assert did_you_mean(typo, candidates) == meant
+    assert hint(typo, candidates) == (f" Did you mean {meant!r}?" if meant else "")
