@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 from .._suggest import hint, shown
 from ..engine import evaluate
-from ..errors import InputError
+from ..errors import InputError, warn_outside
+from ..metrics import metric_spec
 from ._gating import (
     check_evaluate_options,
     check_gates,
@@ -147,7 +148,44 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._evaluated = 0
+        self._check_best_model_direction(args)
         return control
+
+    def _direction(self, key: str) -> bool | None:
+        """Whether a higher value of the logged ``key`` (with ``eval_``) is better; None
+        when the key is not one this callback logs."""
+        if not key.startswith(self.prefix):
+            return None
+        name = key[len(self.prefix) :]
+        if name == "n_skipped":
+            return False
+        if name.startswith("gate/"):
+            return True
+        for base in (name, name.removesuffix("_low"), name.removesuffix("_high")):
+            if base in self.metrics:
+                return bool(metric_spec(base).capabilities.higher_is_better)
+        return None
+
+    def _check_best_model_direction(self, args) -> None:
+        """``metric_for_best_model`` naming one of these values whose direction is not
+        ``greater_is_better``'s (a new user's trial: ``"rc_medr"``, a rank where lower is
+        better, with the Trainer's default ``greater_is_better=True``, kept the worst
+        checkpoint as the best): warned before training."""
+        chosen = getattr(args, "metric_for_best_model", None)
+        if not isinstance(chosen, str):
+            return
+        key = chosen if chosen.startswith("eval_") else "eval_" + chosen
+        higher = self._direction(key)
+        greater = getattr(args, "greater_is_better", None)
+        if higher is None or greater is None or bool(greater) == higher:
+            return
+        warn_outside(
+            f"retrieval-checks: TrainingArguments(metric_for_best_model={chosen!r}, "
+            f"greater_is_better={greater}): {key[len(self.prefix) :]} is better when "
+            f"{'higher' if higher else 'lower'}, so the Trainer would keep the worst checkpoint as "
+            f"the best; set greater_is_better={higher}.",
+            RuntimeWarning,
+        )
 
     def on_train_end(self, args, state, control, **kwargs):
         """A training run in which the Trainer never evaluated ran no gate, and none

@@ -245,6 +245,38 @@ def test_nan_embeddings_are_said_to_be_the_models(tmp_path):
     assert not str(info.value).startswith("embeddings of the model")
 
 
+@pytest.mark.parametrize(
+    "chosen, greater, warned",
+    [
+        ("rc_medr", None, True),  # the Trainer's default, greater_is_better=True
+        ("rc_medr", False, False),
+        ("eval_rc_meanr_high", None, True),
+        ("rc_map@R", None, False),
+        ("rc_map@R", False, True),
+        ("rc_n_skipped", None, True),
+        ("loss", None, False),  # not the callback's
+    ],
+)
+def test_best_model_direction_is_checked(tmp_path, chosen, greater, warned):
+    """metric_for_best_model="rc_medr" (a rank, lower is better) with the Trainer's
+    greater_is_better=True kept the worst checkpoint as the best (a new user's trial):
+    warned when training begins."""
+    from transformers import TrainerControl, TrainerState
+
+    more = {} if greater is None else {"greater_is_better": greater}
+    args = TrainingArguments(
+        output_dir=str(tmp_path), metric_for_best_model=chosen, report_to=[], **more
+    )
+    cb = RetrievalChecksTrainerCallback(lambda m: None, ["map@R", "medr", "meanr"])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        cb.on_train_begin(args, TrainerState(), TrainerControl())
+    said = [str(r.message) for r in record if "metric_for_best_model" in str(r.message)]
+    assert bool(said) == warned, said
+    if warned:
+        assert f"set greater_is_better={not args.greater_is_better}" in said[0]
+
+
 def test_embed_output_is_checked(tmp_path, setup):
     path, tok, train, _ = setup
     cb = RetrievalChecksTrainerCallback(lambda model: {"querys": 1}, ["map"])
