@@ -171,7 +171,8 @@ def _model_rows(
     ids in another order are put in the dataset's order (the file's labels with them);
     ids that differ (missing, extra, repeated) are a SuiteError naming the file, the
     field, the counts and a few ids. Then the file's labels, if any, must be the
-    dataset's, row for row (a file without ids, in another order, is caught there).
+    dataset's, row for row (a file without ids, in another order, is caught there). A
+    file with neither, beside a dataset with ids, is taken in order with a warning.
     Returns the embeddings, labels and ids of the part, in the dataset's order."""
     if ids is not None and mids is not None and np.ndim(ids) == 1:  # (else the part's shape check)
         if mids.ndim != 1 or mids.shape[0] != emb.shape[0]:
@@ -198,6 +199,14 @@ def _model_rows(
             emb = emb[order]
             if mlabels is not None and mlabels.ndim == 1 and mlabels.shape[0] == order.shape[0]:
                 mlabels = mlabels[order]
+    if ids is not None and mids is None and mlabels is None:
+        warn_outside(
+            f"{mfield}: {msource.file.name} has neither ids nor labels, so its rows are taken in the "
+            f"dataset's order ({source.file.name}) unchecked: a file written in another order scores "
+            "another model, silently. Store the dataset's ids in it (the array ids, or "
+            f"{mfield}.ids: <name>) so that rows are matched by id.",
+            RuntimeWarning,
+        )
     if labels is None:
         labels = mlabels
     elif mlabels is not None and (

@@ -229,3 +229,28 @@ def test_without_ids_on_both_sides_rows_stay_in_the_file_order(tmp_path):
     np.testing.assert_array_equal(part.ids, ids[perm])
     with pytest.raises(SuiteError, match="rows are not in the dataset's order.*store ids in both"):
         runner.run(suite, _case(suite, "good[shuffled-test]"))
+
+
+def test_a_file_with_neither_ids_nor_labels_beside_a_dataset_with_ids_warns(tmp_path):
+    """Nothing can check its order (h13: a shuffled file then passed a compare against a
+    baseline written the same way): read in the dataset's order, with a warning that says
+    how to have the rows matched. With ids, or labels, nothing is said."""
+    x, y, ids = _data(tmp_path)
+    np.savez(tmp_path / "bare.npz", embeddings=x)
+    np.savez(tmp_path / "labelled.npz", embeddings=x, labels=y)
+    suite = _suite(
+        tmp_path,
+        """
+        bare: {embeddings: {test: bare.npz}}
+        labelled: {embeddings: {test: labelled.npz}}
+        """,
+        "- {id: good, metric: map, dataset: test, at_least: 0.6}",
+    )
+    with pytest.warns(RuntimeWarning, match="has neither ids nor labels") as said:
+        SuiteRunner().part(suite, "bare", "test", "queries")
+    assert "so that rows are matched by id" in str(said[0].message)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SuiteRunner().part(suite, "labelled", "test", "queries")
