@@ -106,7 +106,7 @@ def _one_gate(metric: str, gate, owner: str) -> tuple[str, dict]:
     unknown = [k for k in gate if k not in names]
     if unknown:
         raise InputError(
-            f"{field}: unknown field {unknown[0]!r}{hint(unknown[0], names)}; a gate takes "
+            f"{field}: unknown field {unknown[0]!r}.{hint(unknown[0], names)} A gate takes "
             f"{', '.join(names)}."
         )
     if gate.get("at_least") is None and gate.get("at_most") is None:
@@ -198,7 +198,7 @@ def check_evaluate_options(options: Mapping) -> dict:
         if name not in EVALUATE_OPTIONS:
             raise InputError(
                 f"{name}={shown(value)}: not an option of retrieval_checks.evaluate the integrations "
-                f"pass on{hint(name, EVALUATE_OPTIONS)}; options: {', '.join(EVALUATE_OPTIONS)}."
+                f"pass on.{hint(name, EVALUATE_OPTIONS)} Options: {', '.join(EVALUATE_OPTIONS)}."
             )
         table = EVALUATE_OPTIONS[name]
         if table is None:  # relevance_level

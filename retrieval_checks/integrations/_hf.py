@@ -54,8 +54,8 @@ def _inputs(value) -> dict:
         unknown = [k for k in value if k not in _INPUTS]
         if unknown:
             raise InputError(
-                f"embed(model) returned a dict with key {unknown[0]!r}{hint(unknown[0], _INPUTS)}; "
-                f"keys: {', '.join(_INPUTS)}."
+                f"embed(model) returned a dict with the key {unknown[0]!r}, which is not one it "
+                f"takes.{hint(unknown[0], _INPUTS)} Keys: {', '.join(_INPUTS)}."
             )
         if "queries" not in value:
             raise InputError(

@@ -447,3 +447,14 @@ def test_model_checkpoint_and_early_stopping_read_the_logged_metric(tmp_path):
     logged = [float(r["rc/map@R"]) for r in _rows(trainer) if r.get("rc/map@R")]
     assert len(logged) == 2  # early stopping ended training at the second epoch
     assert float(best.best_model_score) == max(logged)
+
+
+def test_a_rejected_name_is_a_sentence_then_its_suggestion():
+    """'... 'querys' Did you mean ...' ran two sentences together (h13)."""
+    from retrieval_checks.errors import InputError
+    from retrieval_checks.integrations._gating import check_evaluate_options
+
+    with pytest.raises(InputError) as info:
+        check_evaluate_options({"simlarity": "cosine"})
+    text = str(info.value)
+    assert "pass on. Did you mean 'similarity'? Options: " in text, text
