@@ -496,7 +496,7 @@ class _Reader:
         except (OSError, ValueError):  # a name too long, a NUL byte
             p, found = None, False
         if not found:
-            looked = f"looked for {short(str(p), 200)}" if p is not None else "not a valid path"
+            looked = f"looked for {short(str(p.absolute()), 200)}" if p is not None else "not a valid path"
             kind = " " + missing_file(p) if p is not None else " does not exist"
             raise self.error(
                 f"file {short(value)}{kind} ({looked}); paths are relative to the suite file.",
@@ -523,7 +523,7 @@ class _Reader:
         if not found:
             state = "is not a directory" if exists else "does not exist"
             raise self.error(
-                f"directory {short(value)} {state} (looked for {short(str(p), 200)}); paths are "
+                f"directory {short(value)} {state} (looked for {short(str(p.absolute()), 200)}); paths are "
                 "relative to the suite file.",
                 field,
                 line,

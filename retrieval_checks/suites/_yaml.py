@@ -416,7 +416,7 @@ def describe_value(value) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, dict):
-        return "a mapping"
+        return "an empty mapping ({})" if not value else "a mapping"
     if isinstance(value, list):
-        return "a list"
+        return "an empty list ([])" if not value else "a list"
     return f"{type(value).__name__} {short(value)}"

@@ -571,3 +571,19 @@ def test_each_field_of_the_schema_has_its_own_description():
         text = where["min_power"]["description"]
         assert text.startswith("fail when the gate's test has less than this power"), text
     assert suite_json_schema() == schema
+
+
+def test_an_empty_list_and_a_missing_file_are_named_plainly(tmp_path, monkeypatch):
+    """'expected a non-empty list ..., found a list' did not say it was empty, and a
+    missing module was 'looked for' by its relative name only (h13)."""
+    monkeypatch.chdir(tmp_path)
+    _suite(
+        tmp_path,
+        text=GOOD.replace("checks:\n", "models:\n  m: {factory: mymodel.py:build}\nchecks:\n"),
+    )
+    code, out = _cli("validate", "rc_tiny.yaml")
+    assert code == 1 and f"(looked for '{tmp_path / 'mymodel.py'}')" in out, out
+    _suite(tmp_path, text=GOOD.replace("at_least: 0.5}", "at_least: 0.5, models: []}"))
+    code, out = _cli("validate", "rc_tiny.yaml")
+    assert code == 1, out
+    assert "expected a non-empty list of model names, found an empty list ([])" in out, out
