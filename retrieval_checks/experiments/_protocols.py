@@ -16,7 +16,7 @@ import numpy as np
 from .._arrays import as_numpy
 from ..engine import evaluate
 from ..errors import InputError
-from ..options import check_option
+from ..options import DEFAULTS, check_option
 from ..stats._gaps import Gap, generalization_gap
 from ..stats._intervals import bootstrap_interval
 from ..stats._sweep import SweepTable
@@ -123,6 +123,25 @@ def split_difference(
     )  # two halves of one population: the sign means nothing
 
 
+def _check_groups(metrics, counts, evaluate_kwargs) -> None:
+    """Grouped recall needs two groups of ``group_size`` labels in the smallest subset:
+    said before any subset is evaluated, naming the class count and where the group size
+    came from (evaluate's default, which the caller did not write)."""
+    if not any(str(m).startswith("grouped_recall") for m in metrics):
+        return
+    given = "group_size" in evaluate_kwargs
+    size = check_option(
+        "group_size", evaluate_kwargs["group_size"] if given else DEFAULTS["group_size"]
+    )
+    if 2 * size > counts[0]:
+        where = f"group_size={size}" if given else f"group_size is {size} (evaluate's default)"
+        raise InputError(
+            f"class_counts: grouped recall needs at least two groups of group_size labels in each "
+            f"subset, and the smallest subset has {counts[0]} classes while {where}; pass "
+            f"group_size={max(counts[0] // 2, 2)} or less, or class counts of {2 * size} or more."
+        )
+
+
 def class_count_sweep(
     embeddings,
     labels,
@@ -192,6 +211,7 @@ def class_count_sweep(
         raise InputError(
             f"class_counts must lie in [2, {uniq.size}] (the number of classes), got {counts}."
         )
+    _check_groups(metrics, counts, evaluate_kwargs)
     rng = np.random.default_rng(seed)
     table = SweepTable()
     for nc in counts:

@@ -500,3 +500,22 @@ def test_check_resamples_names_the_type_and_never_prints_a_huge_number(n, words)
     with pytest.raises(rc.InputError, match="n_resamples") as info:
         check_resamples(n)
     assert words in str(info.value) and len(str(info.value)) < 300
+
+
+def test_a_class_count_sweep_too_small_for_grouped_recall_says_so_first():
+    """Its smallest subset has fewer classes than two groups: said before any subset is
+    evaluated, naming the default group_size the caller never wrote (h13: the error blamed
+    'group_size=10' from evaluate)."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(20), 5)
+    x = rng.normal(size=(100, 8))
+    with pytest.raises(
+        rc.InputError, match=r"4 classes while group_size is 10 \(evaluate's default\)"
+    ):
+        rc.class_count_sweep(x, y, class_counts=[4, 8], metrics=["grouped_recall@1"])
+    with pytest.raises(rc.InputError, match="group_size=3; pass group_size=2 or less"):
+        rc.class_count_sweep(x, y, class_counts=[4, 8], metrics=["grouped_recall@1"], group_size=3)
+    table = rc.class_count_sweep(
+        x, y, class_counts=[4, 8], metrics=["grouped_recall@1"], group_size=2, trials=1
+    )
+    assert len(table.summary()) == 2
