@@ -303,6 +303,11 @@ def _score(value, where: str) -> float:
     return s
 
 
+def _is_int(text: str) -> bool:
+    """Whether a field reads as an integer (a qrels grade: '1', '-1')."""
+    return text.lstrip("+-").isdigit()
+
+
 def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
     """A TREC run: ``qid Q0 docid rank score tag`` per line; the score decides the order.
     Fields after the sixth are ignored and ``#`` comment lines skipped, as trec_eval does."""
@@ -313,6 +318,12 @@ def _read_run_file(path: Path) -> dict[str, dict[str, float]]:
             raise InputError(
                 f"{where}: a TREC run line has 6 fields 'qid Q0 docid rank score tag' (more are "
                 f"ignored, as trec_eval ignores them), found {len(f)}: {shown(' '.join(f), 80)}."
+                + (
+                    " It reads as a qrels line ('qid 0 docid grade'): were the run and the qrels "
+                    "given the other way round? The run comes first."
+                    if len(f) == 4 and _is_int(f[3])
+                    else ""
+                )
             )
         qid, doc = f[0], f[2]
         value = parse_float(f[4], where, "the score (5th field)")
@@ -338,6 +349,12 @@ def _read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
             raise InputError(
                 f"{where}: a TREC qrels line has 4 fields 'qid 0 docid grade', found {len(f)}: "
                 f"{shown(' '.join(f), 80)}."
+                + (
+                    " It reads as a run line ('qid Q0 docid rank score tag'): were the run and the "
+                    "qrels given the other way round? The run comes first."
+                    if len(f) == 6
+                    else ""
+                )
             )
         qid, doc = f[0], f[2]
         grade = parse_int(

@@ -555,7 +555,11 @@ def test_no_relevant_query_at_all_is_refused():
 @pytest.mark.parametrize(
     "lines,match",
     [
-        ("q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0\n", r"run.txt:2: a TREC run line has 6 fields .* found 5"),
+        (
+            "q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0\n",
+            r"run.txt:2: a TREC run line has 6 fields .* found 5: 'q1 Q0 b 2 1.0'\.$",
+        ),
+        ("q1 0 a 1\n", r"found 4: 'q1 0 a 1'\. It reads as a qrels line .* The run comes first\."),
         ("# c\nq1 Q0 a 1 2.0 t x y\nq1 Q0 a 2 1.0 t\n", r"run.txt:3: document 'a' appears twice"),
         (
             "q1 Q0 a 1 2.0 t\n\nq1 Q0 a 3 1.0 t\n",
@@ -577,7 +581,8 @@ def test_bad_trec_run_files_are_refused(tmp_path, lines, match):
 @pytest.mark.parametrize(
     "lines,match",
     [
-        ("q1 0 a\n", r"qrels.txt:1: a TREC qrels line has 4 fields"),
+        ("q1 0 a\n", r"qrels.txt:1: a TREC qrels line has 4 fields .* found 3: 'q1 0 a'\.$"),
+        ("q1 Q0 a 1 2.0 t\n", r"found 6: .* It reads as a run line .* The run comes first\."),
         (
             "q1 0 a 1\nq1 0 a 2\n",
             r"qrels.txt:2: document 'a' is judged twice for query 'q1' \(also on line 1\)",
