@@ -131,10 +131,22 @@ def _refuse_small(
     if not small:
         return
     lines = "; ".join(r.refused for r in small)
+    # a slice with no evaluated query says its own fixes (no_value_cause); a small one
+    # needs more units, or to leave the gate (unless the gate names it alone already)
+    few = [r for r in small if r.n_used]
+    fixes = (
+        "Evaluate on more queries"
+        if len(names) == len(few) == 1  # the gate names this slice alone already
+        else "Gate named slices only (slices=[...]), merge small slices, or evaluate on more queries"
+    )
     message = (
-        f"{gate}: {metric}: refused to gate {len(small)} slice(s) without an interval ({lines}) A gate on "
-        f"them would decide on noise. Gate named slices only (slices=[...]), merge small slices, or evaluate "
-        f"on more queries (each slice needs {MIN_INTERVAL_UNITS} or more units)."
+        f"{gate}: {metric}: refused to gate {len(small)} slice(s) without an interval ({lines})"
+        + (
+            f" A gate on them would decide on noise. {fixes} (each slice needs {MIN_INTERVAL_UNITS} or "
+            "more units)."
+            if few
+            else ""
+        )
     )
     if all_slices is not None:
         table = [rows[n].to_dict() for n in names]
