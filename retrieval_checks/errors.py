@@ -225,14 +225,14 @@ class SelfMatchWarning(RuntimeWarning):
     """Queries that are also gallery rows relevant to them, value for value: each
     retrieves itself (first, under cosine or euclidean), which raises its scores whatever
     the model (the same array or file given as queries and gallery, or queries stacked
-    into the gallery). ``n_found``
-    of the ``n_queries`` queries are such rows. A YAML suite fails the check, and a gate
-    refuses the result, when every query is one with its own copy (a gallery row alone
-    with its values) and there is more than one query: equal items, as an oracle's
-    one-hot class vectors, only warn; ``warnings.simplefilter("error",
+    into the gallery). ``n_found`` of the ``n_queries`` queries are such rows. A YAML
+    suite fails the check, and a gate refuses the result, when every query is one and
+    some of its equal rows are not all of the query's relevant items, and there is more
+    than one query; equal rows that are all of a query's relevant items (an oracle's
+    one-hot class vectors) are ties and are not counted. ``warnings.simplefilter("error",
     SelfMatchWarning)`` makes any of them fail. The fix: leave-one-out (the items once,
     with no gallery), or ids on both sides, which take each query's own item out of its
-    ranking. In leave-one-out, items equal to one other item relevant to them (the same
+    ranking. In leave-one-out, items equal to other items relevant to them (the same
     rows stacked twice) are counted the same way; copies of one id leave each other's
     ranking.
 
