@@ -459,9 +459,18 @@ class EvaluationResult(Mapping):
     def no_negatives_refusal(self) -> str | None:
         """The error a gate gives this result when no used query has a non-relevant
         candidate (one class, or every item relevant to every query): every ranking and
-        pair metric is then at its best whatever the model, else None. Not for runs: a
-        run that retrieved only relevant documents earned it."""
-        if (self.config or {}).get("source") == "run":
+        pair metric is then at its best whatever the model, else None. Binary relevance
+        only: not for runs (a run that retrieved only relevant documents earned it), graded
+        relevance (nDCG still orders the grades) or ``ignore_identical_ids``."""
+        config = self.config or {}
+        # a run earned it; graded relevance orders the relevant items (nDCG depends on the
+        # model); ignore_identical_ids keeps unranked own items among the relevant ones,
+        # so the counts below cannot tell: none of them is refused
+        if (
+            config.get("source") == "run"
+            or config.get("graded")
+            or config.get("ignore_identical_ids")
+        ):
             return None
         cand, rel = getattr(self, "n_candidates", None), getattr(self, "n_relevant", None)
         if cand is None or rel is None or np.shape(cand) != np.shape(rel):
@@ -469,9 +478,6 @@ class EvaluationResult(Mapping):
         cand = np.asarray(cand, np.float64).reshape(-1)
         rel = np.asarray(rel, np.float64).reshape(-1)
         used = rel > 0
-        n_gallery = (self.config or {}).get("n_gallery")
-        if (self.config or {}).get("ignore_identical_ids") and isinstance(n_gallery, int):
-            rel = rel - (n_gallery - cand)  # own items may be relevant, and are never ranked
         if not used.any() or (cand[used] > rel[used]).any():
             return None
         return (

@@ -58,3 +58,14 @@ def test_a_run_that_retrieved_only_relevant_documents_is_judged():
     qrels = {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 1}}
     res = rc.evaluate_run(run, qrels, metrics=["map"])
     assert res["map"] == 1.0 and res.vacuous() is None
+
+
+def test_graded_relevance_is_judged_even_when_every_candidate_is_relevant():
+    """nDCG still orders the grades (h16: 0.672 here, refused as 'at its best')."""
+    rng = np.random.default_rng(0)
+    q, g = rng.normal(size=(20, 8)), rng.normal(size=(30, 8))
+    grades = rng.integers(1, 4, size=(20, 30))
+    relevance = {i: {j: int(grades[i, j]) for j in range(30)} for i in range(20)}
+    res = rc.evaluate(q, g, relevance=relevance, metrics=["ndcg@10"])
+    assert res["ndcg@10"] < 0.9 and res.vacuous() is None
+    rc.assert_metric(res, "ndcg@10", at_least=0.1)
