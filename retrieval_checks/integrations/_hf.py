@@ -190,8 +190,9 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         """A training run in which the Trainer never evaluated ran no gate, and none
         could fail (a new user's trial: eval_strategy="no" ended training quietly with
-        raise_on_failure=True): said, and under raise_on_failure an AssertionError, as a
-        failed gate would be (what the Lightning callback does at the end of fit)."""
+        raise_on_failure=True): said, with a warning. Not raised, even under
+        raise_on_failure: ``trainer.train(); trainer.evaluate()`` is the common way to
+        evaluate once, after training, and the gates (which raise there) run then."""
         if self._evaluated:
             return control
         strategy = getattr(args, "eval_strategy", None)
@@ -202,8 +203,9 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
             missing="the Trainer never evaluated",
             causes=f"TrainingArguments(eval_strategy={strategy!r}): the Trainer evaluates while "
             "training only under eval_strategy='steps' or 'epoch'",
-            remedy="Set eval_strategy='steps' (with eval_steps) or 'epoch'",
-            raise_on_failure=self.raise_on_failure,
+            remedy="Call trainer.evaluate() after train() (the gates run there, and raise under "
+            "raise_on_failure), set eval_strategy='steps' (with eval_steps) or 'epoch'",
+            raise_on_failure=False,
         )
         return control
 
