@@ -1167,30 +1167,30 @@ def _no_truth(src: Source, suite: Suite, field: str) -> SuiteError:
     )
 
 
-#: The Source fields that name an array (their default is the field's own name).
-_ARRAY_FIELDS = ("embeddings", "inputs", "labels", "ids", "image", "boxes", "masks", "neighbors")
-
-
 def array_errors(suite: Suite) -> list[SuiteError]:
     """``retrieval-checks validate``'s look at the datasets' files, with the run's own
-    errors: each array a part names that its file lacks (a name the suite writes must
-    exist, as the run requires); the arrays the checks' models read (the datasets'
-    ``embeddings`` for precomputed models, a model's embeddings files, ``inputs`` for
-    the models that run; captions' ``image``); and an images dataset measured by
+    errors, for the datasets some check measures: the labels and ids a part names that
+    its file lacks (read with every part: a name the suite writes must exist, as the run
+    requires); the arrays the checks' models read (the datasets' ``embeddings`` for
+    precomputed models, a model's embeddings files, ``inputs`` for the models that run;
+    captions' ``image``; an ann dataset's neighbours); and an images dataset measured by
     ``cam_iou`` whose file has neither its boxes nor its masks. Only the array names are
     read (no data); a file that cannot be read and a ``.npy`` file are left to the run,
     which reports them."""
     wanted: dict = {}  # (field, what) -> Source: the arrays some check reads
     truth = set()
-    for dataset in suite.datasets.values():
+    used = {name for check in suite.checks for name in check.datasets}
+    for dataset in (d for d in suite.datasets.values() if d.name in used):
         parts = dataset.parts if isinstance(dataset.parts, dict) else {}
         sources = [(f"datasets.{dataset.name}.{name}", src) for name, src in parts.items()]
         if dataset.neighbors is not None:
             sources.append((f"datasets.{dataset.name}.neighbors", dataset.neighbors))
         for field, src in sources:
-            for what in _ARRAY_FIELDS:
-                if getattr(src, what, what) != what:  # named by the suite: read if present
+            for what in ("labels", "ids"):  # read with every part: a name written must exist
+                if getattr(src, what, what) != what:
                     wanted[field, what] = src
+        if dataset.type == "ann" and isinstance(dataset.neighbors, Source):
+            wanted[f"datasets.{dataset.name}.neighbors", "neighbors"] = dataset.neighbors
         if dataset.type == "image_text" and isinstance(parts.get("captions"), Source):
             wanted[f"datasets.{dataset.name}.captions", "image"] = parts["captions"]
     for check in suite.checks:
@@ -1224,9 +1224,12 @@ def _model_reads(model, dataset) -> dict:
     """``(field, what) -> Source`` of the embeddings or inputs that :meth:`SuiteRunner.part`
     (and the classifier's run) reads for ``model`` on ``dataset``."""
     parts = dataset.parts if isinstance(dataset.parts, dict) else {}
-    if dataset.type == "images":
-        return {(f"datasets.{dataset.name}.images", "inputs"): parts.get("images")}
-    if dataset.type not in ("retrieval", "image_text"):
+    if dataset.type == "images":  # the classifier reads its inputs, and boxes and masks named
+        src = parts.get("images")
+        field = f"datasets.{dataset.name}.images"
+        named = [w for w in ("boxes", "masks") if getattr(src, w, w) != w]
+        return {(field, "inputs"): src, **{(field, w): src for w in named}}
+    if dataset.type not in ("retrieval", "image_text", "ann"):
         return {}
     out = {}
     for part, src in parts.items():

@@ -478,6 +478,9 @@ def test_an_array_a_part_names_that_its_file_lacks_is_found(tmp_path):
     assert "Did you mean 'y'? Set datasets.test.queries.labels: <name>." in first
     path.write_text(GOOD.replace("    queries: q.npz\n", "    queries: {file: q.npz, labels: y}\n"))
     assert _cli("validate", path)[0] == 0  # no 'ids' array: not named, so not required here
+    named = "    queries: {file: q.npz, labels: y, inputs: pixels}\n"
+    path.write_text(GOOD.replace("    queries: q.npz\n", named))
+    assert _cli("validate", path)[0] == 0  # the check's embeddings are read, not inputs (h16)
 
 
 CAMS = """\
