@@ -352,3 +352,15 @@ def test_leave_one_out_copies_are_checked_over_the_ranks_as_in_one_process(tmp_p
         for rank, got in enumerate(ranks):
             assert got[name][:4] == one[:4], (name, rank, got[name], one)
             assert got[name][4] == one[4]
+
+
+def test_joined_ids_of_the_ranks_keep_their_values_or_are_refused():
+    """h16: bytes ids of different lengths were refused as different kinds, and int64
+    ids joined with floats (or uint64) as float64, merging ids above 2**53 unseen."""
+    from retrieval_checks.engine.distributed._sharded import _concat
+
+    assert _concat([np.array([b"a"]), np.array([b"abc"])], "query_ids").tolist() == [b"a", b"abc"]
+    assert _concat([np.array([1, 2]), np.array([3.5])], "query_ids").tolist() == [1.0, 2.0, 3.5]
+    for other in (np.array([3.0]), np.array([3], np.uint64)):
+        with pytest.raises(InputError, match=r"changes one rank's int64 integers beyond 2\*\*53"):
+            _concat([np.array([2**60 + 1]), other], "query_ids")

@@ -288,7 +288,14 @@ def _check_scores(comm: Comm, info: dict, infos: list[dict], loo: bool, similari
 
 
 # ----------------------------------------------------------------------------- metadata
-_KINDS = {"i": "integers", "u": "integers", "f": "numbers", "b": "booleans", "U": "strings"}
+_KINDS = {
+    "i": "integers",
+    "u": "integers",
+    "f": "numbers",
+    "b": "booleans",
+    "U": "strings",
+    "S": "bytes",
+}
 
 
 def _kind_of(arr: np.ndarray) -> str:
@@ -315,7 +322,20 @@ def _concat(parts: list, name: str):
         )
     if not present:
         return parts[0] if parts[0] is not None else None
-    return np.concatenate(present) if len(present) > 1 else present[0]
+    if len(present) == 1:
+        return present[0]
+    out = np.concatenate(present)
+    at = 0
+    for p in present:  # ints and floats join as floats, which must hold every int exactly
+        if p.dtype.kind in "iu" and out.dtype.kind not in "iu":
+            if not np.array_equal(out[at : at + p.size].astype(p.dtype), p):
+                raise InputError(
+                    f"{name}: the ranks' values join as {out.dtype}, which changes one rank's "
+                    f"{p.dtype} integers beyond 2**53 (two ids would become one); pass them as "
+                    "the same type on every rank (e.g. int(x) or str(x))."
+                )
+        at += p.size
+    return out
 
 
 def _check_spread(codes: np.ndarray, sizes: list[int], name: str) -> None:
