@@ -41,7 +41,7 @@ import numpy as np
 from .._lazy import t_cdf
 from .._suggest import hint, shown
 from ..errors import InputError
-from ..stats._power import check_power, normal_quantile, power_of
+from ..stats._power import check_power, normal_quantile, power_of, spread
 
 __all__ = [
     "CORRECTIONS",
@@ -477,6 +477,11 @@ def bound_power(
     else:
         n_units = int(getattr(source, "n", 0) or 0)
     pw = None
+    bounds = [
+        abs(float(v)) for v in (low, high) if isinstance(v, (int, float)) and math.isfinite(v)
+    ]
+    if se is not None and bounds:  # an interval of round-off width has no spread: unknown power
+        se = spread(se, max(bounds))
     if se is not None and se > 0:
         pw = power_of(
             se,

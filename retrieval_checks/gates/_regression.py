@@ -636,7 +636,10 @@ def _significance(baseline: dict, current: dict, sign: float, drop: float, confi
     se = _interval_se(baseline, current, confidence)
     if se is None:
         return None, "no interval: significance untestable", None
-    p = (0.0 if drop > 0 else 1.0) if se == 0 else float(norm_sf(drop / se))
+    if se == 0:  # intervals without spread: the drop is certain, its test's power unknown
+        p = 0.0 if drop > 0 else 1.0
+        return p, "z from the two intervals; power unknown (intervals without spread)", None
+    p = float(norm_sf(drop / se))
     n = current.get("n")
     n_units = n if isinstance(n, numbers.Integral) and not isinstance(n, bool) else None
     return p, "z from the two intervals (conservative)", (se, n_units, None, unit)
@@ -651,7 +654,10 @@ def _interval_se(baseline: dict, current: dict, confidence: float) -> float | No
     se_c = _se_from_interval(
         current.get("low"), current.get("high"), current.get("confidence") or confidence
     )
-    return None if se_b is None or se_c is None else math.hypot(se_b, se_c)
+    if se_b is None or se_c is None:
+        return None
+    scale = max(abs(float(baseline.get("value") or 0.0)), abs(float(current.get("value") or 0.0)))
+    return spread(math.hypot(se_b, se_c), scale)  # intervals of round-off width: no spread
 
 
 def _gate_power(test, level: float, power, min_power, tolerance) -> Power:

@@ -41,3 +41,24 @@ def test_round_off_is_no_spread_and_a_far_noncentrality_has_a_power():
     assert power_at(0.03, 1e-17, level=0.05, dof=9) == 1.0  # was NaN
     nan = Power(math.nan, 0.8, 0.05, 0.01, 10, "queries", 9, 0.02, math.nan)
     assert nan.underpowered  # a power that could not be computed is not enough
+
+
+def test_intervals_of_round_off_width_have_no_spread_either():
+    """The z test from two intervals (records without per-unit values): intervals of
+    round-off width gave a power of 1 where width 0 gave 'cannot be estimated' (h16)."""
+    eps = 4e-16  # a few ulps of 0.5: round-off, not data
+
+    def record(v):
+        return {
+            "metric": "map",
+            "value": v,
+            "interval": [v - eps, v + eps],
+            "unit": "queries",
+            "confidence": 0.95,
+            "n": 50,
+        }
+
+    with pytest.raises(AssertionError, match="power cannot be estimated"):
+        rc.assert_no_regression(
+            record(0.48), record(0.5), max_drop=0.05, significant=True, min_power=0.8
+        )
