@@ -496,7 +496,11 @@ class _Reader:
         except (OSError, ValueError):  # a name too long, a NUL byte
             p, found = None, False
         if not found:
-            looked = f"looked for {short(str(p.absolute()), 200)}" if p is not None else "not a valid path"
+            looked = (
+                f"looked for {short(str(p.absolute()), 200)}"
+                if p is not None
+                else "not a valid path"
+            )
             kind = " " + missing_file(p) if p is not None else " does not exist"
             raise self.error(
                 f"file {short(value)}{kind} ({looked}); paths are relative to the suite file.",
