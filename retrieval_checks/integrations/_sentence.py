@@ -122,7 +122,9 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
 
     Queries are encoded with ``model.encode_query`` and the corpus with
     ``model.encode_document`` where the model has them (sentence-transformers >= 5),
-    else ``model.encode``; leave-one-out uses ``model.encode``.
+    else ``model.encode``; leave-one-out items are queries (``model.encode_query``), as a
+    suite's ``sentence_transformers`` model encodes a leave-one-out dataset, so the two
+    give one value.
 
     Returns ``{name_metric: value}`` for every metric (canonical names, prefixed with
     ``name + "_"`` when ``name`` is given, as the library's evaluators do; the trainer
@@ -256,7 +258,9 @@ class RetrievalChecksEvaluator(SentenceEvaluator):
         """Encode, evaluate, gate; the metrics dict (see the class)."""
         at = None if epoch == -1 and steps == -1 else f"epoch {epoch}, step {steps}"
         if self.corpus is None:
-            emb = self._encode(model, self.queries, "")
+            # leave-one-out items are queries, encoded as a suite's sentence_transformers
+            # model encodes a dataset's queries: one model, one value in training and in CI
+            emb = self._encode(model, self.queries, "query")
             with model_embeddings(at, {"queries": emb}, self.options):
                 result = evaluate_split(
                     emb, self.query_labels, metrics=self.metrics, options=self.options
