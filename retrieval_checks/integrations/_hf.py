@@ -137,8 +137,13 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
                 "stop_on_failure=True and raise_on_failure=True: choose one (stop: end training after "
                 "this evaluation; raise: raise the gate's AssertionError now)."
             )
-        if not isinstance(prefix, str):
-            raise InputError(f"prefix={shown(prefix)}: expected a string such as 'eval_rc_'.")
+        if not isinstance(prefix, str) or not prefix.startswith("eval_"):
+            raise InputError(
+                f"prefix={shown(prefix)}: expected a string that starts with eval_, such as "
+                "'eval_rc_': the Trainer looks its evaluation metrics up under eval_ "
+                "(metric_for_best_model='rc_map@R' reads eval_rc_map@R), so values logged "
+                "under another prefix could not be found."
+            )
         self.embed, self.prefix = embed, prefix
         self.stop_on_failure, self.raise_on_failure = stop_on_failure, raise_on_failure
         self.last_result = None

@@ -195,6 +195,8 @@ def test_a_training_run_whose_gates_never_ran_says_so(tmp_path, setup):
         ({"gates": {"map@R": {"at_least": 70}}}, r"0\.7"),
         ({"stop_on_failure": 1}, "stop_on_failure=1"),
         ({"max_memory": "lots"}, "max_memory"),
+        ({"prefix": ""}, "starts with eval_"),  # h15: values the Trainer could never find
+        ({"prefix": "rc_"}, "starts with eval_"),
     ],
 )
 def test_options_are_checked_when_built(kwargs, match):
