@@ -852,6 +852,14 @@ def _baseline_values(baseline, metric: str, ties: str | None = None) -> dict[str
     return out
 
 
+def _allowed_drop(then: float, max_drop, max_relative_drop) -> float:
+    """The drop a slice at baseline ``then`` may take: the smaller of ``max_drop`` and
+    ``max_relative_drop`` times the baseline, where given (the caller gives max_drop 0
+    when neither was: any drop fails)."""
+    rel = None if max_relative_drop is None else max_relative_drop * abs(then)
+    return min(v for v in (max_drop, rel) if v is not None)
+
+
 def _refuse_unfailable(spec, base, wanted, max_drop, max_relative_drop, gate: str) -> None:
     """The slices whose tolerance reaches past every drop their baseline allows (a slice
     at map 0.08 under max_drop 0.5 cannot fail, whatever the model): an InputError when
@@ -861,12 +869,7 @@ def _refuse_unfailable(spec, base, wanted, max_drop, max_relative_drop, gate: st
     for n in wanted:
         then = round_stored(float(base[n]))
         most = attainable_drop(spec.capabilities, then)
-        rel = None if max_relative_drop is None else max_relative_drop * abs(then)
-        allowed = (
-            min(v for v in (max_drop, rel) if v is not None)
-            if (max_drop, rel) != (None, None)
-            else 0.0
-        )
+        allowed = _allowed_drop(then, max_drop, max_relative_drop)
         if most is not None and allowed >= most:
             dead.append(f"{n} ({then:.4g}: at most {most:.4g} to lose, {allowed:.4g} allowed)")
     if not dead:
@@ -1002,14 +1005,7 @@ def assert_no_slice_regression(
         # result equal to its stored baseline compares equal
         now, then = round_stored(float(ivs[n].value)), round_stored(float(base[n]))
         drop = sign * (then - now)
-        allowed = min(
-            v
-            for v in (
-                0.0 if strict else max_drop,
-                None if max_relative_drop is None else max_relative_drop * abs(then),
-            )
-            if v is not None
-        )
+        allowed = _allowed_drop(then, 0.0 if strict else max_drop, max_relative_drop)
         row["baseline"] = then
         row["drop"] = drop
         row["allowed_drop"] = allowed
