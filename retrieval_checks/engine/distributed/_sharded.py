@@ -67,6 +67,7 @@ from .._stages import (
     check_queries_in_gallery,
     parse_request,
     relevance_of,
+    row_keys,
     self_pairs_of,
 )
 from .._stream import binning_pass, stream
@@ -661,31 +662,20 @@ def _self_matches(
     return check_queries_in_gallery(whole, own, rel, every_fails=fails)
 
 
-_MIX = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime
-
-
 def _row_summaries(x, d: int) -> np.ndarray:
     """Each row of ``x`` as the check of queries in the gallery reads it
-    (:func:`.._stages.queries_in_gallery`): float64 values, -0.0 made 0.0, keyed by the
-    first two columns, equal when every value is. Here: the first two values and a
-    52-bit hash of the whole row (an integer, exact in float64), so rows equal in all
-    three are equal rows but for a hash collision (2**-52 a pair of rows with the same
+    (:func:`.._stages.queries_in_gallery`): float64 values, -0.0 made 0.0, equal when
+    every value is. Here: the first two values and the top 52 bits of the row's key
+    (:func:`.._stages.row_keys`, an integer exact in float64), so rows equal in all
+    three are equal rows but for a key collision (2**-52 a pair of rows with the same
     first two values: a warning or refusal too many, never one too few). One column
     where ``d`` is 1 (the value itself)."""
     n = int(x.shape[0])
     if d == 1:
         return np.asarray(as_numpy(x, "queries"), np.float64).reshape(n, 1) + 0.0
     out = np.empty((n, 3), np.float64)
-    for s in range(0, n, 1 << 14):
-        v = np.asarray(as_numpy(x[s : s + (1 << 14)], "queries"), np.float64) + 0.0
-        bits = np.ascontiguousarray(v).view(np.uint64)
-        h = np.full(bits.shape[0], 0xCBF29CE484222325, np.uint64)  # FNV-1a, a column a step
-        with np.errstate(over="ignore"):
-            for j in range(bits.shape[1]):
-                h = (h ^ bits[:, j]) * _MIX
-                h ^= h >> np.uint64(29)
-        out[s : s + v.shape[0], :2] = v[:, :2]
-        out[s : s + v.shape[0], 2] = (h >> np.uint64(12)).astype(np.float64)
+    out[:, :2] = np.asarray(as_numpy(x[:, :2], "queries"), np.float64) + 0.0
+    out[:, 2] = (row_keys(x, d) >> np.uint64(12)).astype(np.float64)
     return out
 
 
