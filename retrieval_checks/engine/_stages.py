@@ -47,6 +47,7 @@ __all__ = [
     "grouped_options",
     "parse_request",
     "relevance_of",
+    "row_keys",
     "self_pairs_of",
 ]
 

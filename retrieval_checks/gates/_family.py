@@ -468,20 +468,17 @@ def bound_power(
     level = (1 - conf) / 2
     se, dof = getattr(source, "se", None), getattr(source, "dof", None)
     low, high = getattr(source, "low", None), getattr(source, "high", None)
+    bounds = [float(v) for v in (low, high) if isinstance(v, (int, float)) and math.isfinite(v)]
     if se is None or not math.isfinite(se):
         dof = None
-        ok = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high))
-        se = (high - low) / (2 * normal_quantile(1 - level)) if ok else None
+        se = (high - low) / (2 * normal_quantile(1 - level)) if len(bounds) == 2 else None
     if hasattr(source, "n_first"):  # a Gap: its smaller side
         n_units = min(int(source.n_first or 0), int(source.n_second or 0))
     else:
         n_units = int(getattr(source, "n", 0) or 0)
     pw = None
-    bounds = [
-        abs(float(v)) for v in (low, high) if isinstance(v, (int, float)) and math.isfinite(v)
-    ]
     if se is not None and bounds:  # an interval of round-off width has no spread: unknown power
-        se = spread(se, max(bounds))
+        se = spread(se, max(map(abs, bounds)))
     if se is not None and se > 0:
         pw = power_of(
             se,
