@@ -162,6 +162,7 @@ def run_triton(
                 metrics=metrics,
                 device=dev_name,
                 max_memory=args.max_memory,
+                similarity=args.similarity,
                 _use_kernels=cuda,
             ),
         )
@@ -208,6 +209,7 @@ def run_size(
                         metrics=RANK_ONLY,
                         device=dev_name,
                         max_memory=args.max_memory,
+                        similarity=args.similarity,
                     ),
                 )
             )
@@ -228,6 +230,7 @@ def run_size(
                         metrics=FULL,
                         device=dev_name,
                         max_memory=args.max_memory,
+                        similarity=args.similarity,
                     ),
                 )
                 rows["ours-full"] = {
@@ -416,6 +419,13 @@ def main(argv=None) -> int:
         "--image-text", type=int, default=0, help="also time image-text with this many images"
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--similarity",
+        choices=("cosine", "dot", "neg_l2"),
+        default="cosine",
+        help="the main pass's similarity (the rows are unit vectors, so every choice has the "
+        "same products: cosine's time minus dot's is the cost of its exact epilogue)",
+    )
     p.add_argument(
         "--triton",
         choices=("auto", "on", "off"),

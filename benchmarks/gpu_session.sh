@@ -35,9 +35,10 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 PY=${PY:-python3}
 log() { echo "== $(date +%T) $*"; }
-if [ -n "${RESULTS:-}" ]; then
-    trap 'tar czf "$RESULTS/logs.tgz" -C "$OUT" . 2>/dev/null' EXIT
-fi
+pack() {  # the logs so far, packed again after every phase: a call killed at its limit keeps them
+    if [ -n "${RESULTS:-}" ]; then tar czf "$RESULTS/logs.tgz" -C "$OUT" . 2>/dev/null; fi
+}
+trap pack EXIT
 
 if compgen -G ".whl/*.whl" >/dev/null; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -89,7 +90,7 @@ finish_suites() {
         wait
         # timeout stops pytest, not always its xdist workers: none may run beside a timing
         pkill -f "xdist.remote|execnet" 2>/dev/null
-        tail -n 25 "$OUT/suite0.log"; tail -n 25 "$OUT/suite1.log"
+        for f in "$OUT"/suite*.log; do tail -n 25 "$f"; done
         SUITES_STARTED=
     fi
 }
@@ -100,6 +101,12 @@ for phase in "$@"; do
             # the torch path on CUDA, every test but the interpreter files, on most cores
             log "suite: RC_TRITON=0 without the interpreter files"
             suite 0 "${WORKERS:-12}" "${SUITE_S:-150}" "${INTERPRETED[@]/#/--ignore=}" &
+            SUITES_STARTED=1 ;;
+        default-suite)
+            # the default users get on CUDA (RC_TRITON unset: the fused kernels after their
+            # self-checks), every test but the interpreter files, in the background: exact runs beside
+            log "suite: RC_TRITON=auto without the interpreter files"
+            suite auto "${WORKERS:-12}" "${SUITE_S:-270}" "${INTERPRETED[@]/#/--ignore=}" &
             SUITES_STARTED=1 ;;
         suites)
             # in the background: the next phase (exact) runs beside them; bench waits for them
@@ -128,9 +135,43 @@ for phase in "$@"; do
             timeout "${TILES_S:-200}" $PY benchmarks/bench_gpu.py --sizes 200000x128 --skip-full \
                 --tiles 32x64x32 64x64x32 64x128x32 128x64x32 128x128x32 128x128x64 \
                 --json "$OUT/tiles.json" 2>&1 | tee "$OUT/tiles.log" | tail -n 30 ;;
+        profile)
+            # where the fused kernel's time goes, by differences at 100k x 128 (fp32, rank set):
+            # tile shapes (each checked "same" against the torch path), then the epilogue's
+            # cost (dot and neg_l2 on the same unit rows: cosine minus dot is its fp64 epilogue)
+            finish_suites
+            log "profile: tiles ${PROFILE_TILES:=64x64x32 64x128x32 128x64x32 128x128x32}"
+            # shellcheck disable=SC2086
+            timeout "${PROFILE_S:-150}" $PY benchmarks/bench_gpu.py --sizes 100000x128 --skip-full \
+                --screens 0 --tiles $PROFILE_TILES --json "$OUT/profile.json" 2>&1 | tee "$OUT/profile.log" | tail -n 8
+            for sim in dot neg_l2; do
+                timeout 40 $PY benchmarks/bench_gpu.py --sizes 100000x128 --skip-full --skip-torch \
+                    --screens 0 --similarity $sim --json "$OUT/profile_$sim.json" 2>&1 | tee -a "$OUT/profile.log" | tail -n 3
+            done ;;
+        big-best)
+            # the 1M row on the fastest tile shape of profile that gave the torch path's numbers
+            finish_suites
+            best=$($PY - "$OUT/profile.json" <<'PYEOF'
+import json, sys
+try:
+    row = json.load(open(sys.argv[1]))["size 100000, 128"]
+except Exception:  # noqa: BLE001
+    row = {}
+same = {k: v["s"] for k, v in row.items() if k.startswith("tile ") and v.get("check") == "same"}
+fused = row.get("triton", {})
+if fused.get("check") == "same":
+    same["tile default"] = fused["s"]
+best = min(same, key=same.get) if same else "tile default"
+print("" if best == "tile default" else best.split()[1])
+PYEOF
+)
+            log "1M x 128 on tile '${best:-default}'"
+            RC_TRITON_TILE=$best timeout "${BIG_S:-100}" $PY benchmarks/bench_gpu.py --sizes 20000x128 1000000x128 \
+                --skip-torch --skip-full --warmup none --screens 0 --json "$OUT/big.json" 2>&1 | tee "$OUT/big.log" | tail -n 6 ;;
         env) ;;
         *) log "unknown phase $phase" ;;
     esac
+    pack
 done
 finish_suites
 log "done"
