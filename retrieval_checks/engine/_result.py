@@ -19,6 +19,7 @@ __all__ = [
     "EvaluationResult",
     "Provenance",
     "TIE_TOLERANCE",
+    "ranked_counts",
     "refuse_vacuous",
     "self_match_message",
     "tie_note",
@@ -252,6 +253,16 @@ class ByMetric(dict):
         return self[canonical]
 
 
+def ranked_counts(result) -> tuple[np.ndarray, np.ndarray] | None:
+    """``result``'s ``n_candidates`` and ``n_relevant`` per query as flat float64 arrays
+    (for :meth:`EvaluationResult.no_negatives_refusal` and the gates' certain K); None
+    when it lacks either or their shapes differ."""
+    cand, rel = getattr(result, "n_candidates", None), getattr(result, "n_relevant", None)
+    if cand is None or rel is None or np.shape(cand) != np.shape(rel):
+        return None
+    return np.asarray(cand, np.float64).reshape(-1), np.asarray(rel, np.float64).reshape(-1)
+
+
 def refuse_vacuous(result, who: str) -> None:
     """InputError (``who``: the gate or function, in the message) when no gate can judge
     ``result`` (:meth:`EvaluationResult.vacuous`): every query retrieved itself or a
@@ -472,11 +483,10 @@ class EvaluationResult(Mapping):
             or config.get("ignore_identical_ids")
         ):
             return None
-        cand, rel = getattr(self, "n_candidates", None), getattr(self, "n_relevant", None)
-        if cand is None or rel is None or np.shape(cand) != np.shape(rel):
+        counts = ranked_counts(self)
+        if counts is None:
             return None
-        cand = np.asarray(cand, np.float64).reshape(-1)
-        rel = np.asarray(rel, np.float64).reshape(-1)
+        cand, rel = counts
         used = rel > 0
         if not used.any() or (cand[used] > rel[used]).any():
             return None

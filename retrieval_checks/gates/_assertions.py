@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from .._suggest import hint, shown
-from ..engine._result import refuse_vacuous
+from ..engine._result import ranked_counts, refuse_vacuous
 from ..errors import InputError, IntervalWarning, MetricNameError, PowerWarning
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, metric_spec, parse_metric
@@ -561,10 +561,10 @@ def certain_k(result, spec) -> tuple[int | None, str]:
     config = getattr(result, "config", None) or {}
     if config.get("source") == "run":  # a run ranks what it retrieved: another run finds more
         return None, ""
-    cand, rel = getattr(result, "n_candidates", None), getattr(result, "n_relevant", None)
-    if cand is None or rel is None or np.shape(cand) != np.shape(rel):
+    counts = ranked_counts(result)
+    if counts is None:
         return None, ""
-    cand, rel = np.asarray(cand, np.float64).reshape(-1), np.asarray(rel, np.float64).reshape(-1)
+    cand, rel = counts
     if config.get("ignore_identical_ids") and isinstance(config.get("n_gallery"), numbers.Integral):
         # the own items (n_gallery - n_candidates) may be relevant and are never ranked:
         # count only the relevant items that surely are
