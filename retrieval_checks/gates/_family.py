@@ -41,7 +41,8 @@ import numpy as np
 from .._lazy import t_cdf
 from .._suggest import hint, shown
 from ..errors import InputError
-from ..stats._power import check_power, normal_quantile, power_of, spread
+from ..stats._power import check_power, power_of, spread
+from ._regression import finite_bounds, se_from_interval
 
 __all__ = [
     "CORRECTIONS",
@@ -468,10 +469,10 @@ def bound_power(
     level = (1 - conf) / 2
     se, dof = getattr(source, "se", None), getattr(source, "dof", None)
     low, high = getattr(source, "low", None), getattr(source, "high", None)
-    bounds = [float(v) for v in (low, high) if isinstance(v, (int, float)) and math.isfinite(v)]
+    bounds = finite_bounds(low, high)
     if se is None or not math.isfinite(se):
         dof = None
-        se = (high - low) / (2 * normal_quantile(1 - level)) if len(bounds) == 2 else None
+        se = se_from_interval(low, high, conf)
     if hasattr(source, "n_first"):  # a Gap: its smaller side
         n_units = min(int(source.n_first or 0), int(source.n_second or 0))
     else:

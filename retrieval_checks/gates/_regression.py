@@ -145,11 +145,21 @@ class Change:
         )
 
 
-def _se_from_interval(low, high, confidence: float) -> float | None:
-    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
+def finite_bounds(low, high) -> list[float]:
+    """The bounds among ``low``, ``high`` that are finite numbers (int or float), as floats:
+    None, a string, NaN or an infinite bound is no bound."""
+    return [float(v) for v in (low, high) if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def se_from_interval(low, high, confidence: float) -> float | None:
+    """The standard error behind a normal ``confidence`` interval: its width (at least 0)
+    over 2 z, z the (1 + confidence) / 2 normal quantile; None unless both bounds are
+    finite (:func:`finite_bounds`). For measure_change's z test and ``bound_power``."""
+    bounds = finite_bounds(low, high)
+    if len(bounds) != 2:
         return None
     z = float(norm_ppf((1 + confidence) / 2))
-    return max(float(high) - float(low), 0.0) / (2 * z)
+    return max(bounds[1] - bounds[0], 0.0) / (2 * z)
 
 
 def _paired_p(
@@ -648,10 +658,10 @@ def _significance(baseline: dict, current: dict, sign: float, drop: float, confi
 def _interval_se(baseline: dict, current: dict, confidence: float) -> float | None:
     """The standard error of the drop from the two intervals (None without both)."""
     # a record may hold "confidence": None (a history row of a gate that kept no confidence)
-    se_b = _se_from_interval(
+    se_b = se_from_interval(
         baseline.get("low"), baseline.get("high"), baseline.get("confidence") or confidence
     )
-    se_c = _se_from_interval(
+    se_c = se_from_interval(
         current.get("low"), current.get("high"), current.get("confidence") or confidence
     )
     if se_b is None or se_c is None:
