@@ -53,7 +53,7 @@ from ..options import DEFAULTS, OPTIONS, check_option
 from ..stats._compare import compare
 from ..stats._gaps import generalization_gap
 from ._schema import Case, Source, Suite
-from ._slices import attach_run_slices, beir_slices, dataset_slices, gate_slices
+from ._slices import array_names, attach_run_slices, beir_slices, dataset_slices, gate_slices
 
 __all__ = ["SuiteRunner"]
 
@@ -1245,9 +1245,4 @@ def _model_reads(model, dataset) -> dict:
 def _names_of(src) -> list | None:
     """The array names of a part's file; None where the run must say why (not a
     Source, a .npy file, a file that cannot be read)."""
-    if not isinstance(src, Source) or Path(src.file).suffix.lower() == ".npy":
-        return None
-    try:
-        return list(read_arrays(src.file))
-    except (InputError, OSError, ValueError):
-        return None
+    return array_names(src.file) if isinstance(src, Source) else None

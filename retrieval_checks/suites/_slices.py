@@ -530,19 +530,29 @@ def slice_column_errors(suite) -> list[SuiteError]:
     return out
 
 
+def array_names(file) -> list | None:
+    """The array names of a data file (only the names are read); None for a ``.npy``
+    file (one array, no names) or a file that cannot be read here: the run says why.
+    The one reader behind ``retrieval-checks validate``'s look at the data:
+    :func:`slice_column_errors` here and ``array_errors`` in ``suites._run``."""
+    if Path(file).suffix.lower() == ".npy":
+        return None
+    try:
+        return list(read_arrays(file))
+    except (InputError, OSError, ValueError):
+        return None
+
+
 def _missing_columns(suite, dataset, columns, part) -> list[SuiteError]:
     """The errors of :func:`slice_column_errors` for the columns read from ``part``'s
     file (or their own ``file:``)."""
     out = []
     for col in columns if part is not None else ():
         source = col.file if col.file is not None else getattr(part, "file", None)
-        if col.column is None or source is None or Path(source).suffix.lower() == ".npy":
+        if col.column is None or source is None:
             continue
-        try:
-            names = list(read_arrays(source))
-        except (InputError, OSError, ValueError):  # unreadable here: the run says why
-            continue
-        if col.column not in names:
+        names = array_names(source)
+        if names is not None and col.column not in names:
             close = did_you_mean(col.column, names)
             out.append(
                 SuiteError(
