@@ -55,8 +55,11 @@ def _runs_hamming_grouped() -> None:
     qrels = {f"q{q}": {f"d{d}": (q + d) % 3 for d in range(0, 12, 2)} for q in range(6)}
     rc.evaluate_run(run, qrels, ["map", "ndcg@10"])
     _run_fallbacks()
-    rc.evaluate(x > 0, query_labels=y, metrics=["map"], similarity="hamming")
-    rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1"], group_size=4, group_seed=0)
+    # device="cpu": the numba kernels are what the warm-up compiles, also on a machine with a GPU
+    rc.evaluate(x > 0, query_labels=y, metrics=["map"], similarity="hamming", device="cpu")
+    rc.evaluate(
+        x, query_labels=y, metrics=["grouped_recall@1"], group_size=4, group_seed=0, device="cpu"
+    )
 
 
 def _run_fallbacks() -> None:
@@ -89,13 +92,14 @@ def _scored_and_fused() -> None:
     import retrieval_checks as rc
 
     x, y = _data()
-    rc.evaluate(x[:40], x, query_labels=y[:40], gallery_labels=y, metrics=_METRICS)
-    rc.evaluate(x, query_labels=y, metrics=_METRICS, tile=(16, 32))
+    cpu = {"device": "cpu"}  # the CPU counters, also on a machine with a GPU
+    rc.evaluate(x[:40], x, query_labels=y[:40], gallery_labels=y, metrics=_METRICS, **cpu)
+    rc.evaluate(x, query_labels=y, metrics=_METRICS, tile=(16, 32), **cpu)
     before = os.environ.get("RC_CPU_COUNTER")
     os.environ["RC_CPU_COUNTER"] = "fused"
     try:
         rc.evaluate(
-            x[:40], x, query_labels=y[:40], gallery_labels=y, metrics=_METRICS, tile=(16, 32)
+            x[:40], x, query_labels=y[:40], gallery_labels=y, metrics=_METRICS, tile=(16, 32), **cpu
         )
     finally:
         if before is None:
