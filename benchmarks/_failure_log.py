@@ -11,3 +11,6 @@ def pytest_runtest_logreport(report):
     path = os.path.join(os.environ.get("OUT", "."), "failures.txt")
     with open(path, "a") as f:
         f.write(f"=== {report.nodeid} [{report.when}]\n{str(report.longrepr)[-2500:]}\n")
+        # what the test printed (a doctest runner's report of the failing example is there)
+        for name, text in report.sections:
+            f.write(f"--- {name}\n{text[-2500:]}\n")

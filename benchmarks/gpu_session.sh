@@ -18,9 +18,13 @@
 #   tiles   the tile-shape sweep of the fused kernel at 200k x 128
 #
 # What came back is at most 8 files: with RESULTS set (the device's $OUT), every log is
-# packed into $RESULTS/logs.tgz when the script ends, whatever stopped it:
+# packed into $RESULTS/logs.tgz after every phase and when the script ends:
 #
-#   OUT=/tmp/g RESULTS=$OUT bash benchmarks/gpu_session.sh suites exact bench big
+#   RESULTS=$OUT OUT=/tmp/g bash benchmarks/gpu_session.sh suites exact bench big
+#
+# RESULTS first: bash expands a command's prefix assignments left to right, so with
+# `OUT=/tmp/g RESULTS=$OUT` RESULTS is /tmp/g too and nothing comes back (the fifth session
+# lost its logs so). The script refuses RESULTS equal to OUT.
 #
 # Lessons of the four sessions so far (docs/gpu.md, "What ran on a GPU"): a machine is lent
 # for 15 minutes in all and a second call may be refused, so the first call holds every
@@ -39,6 +43,10 @@ pack() {  # the logs so far, packed again after every phase: a call killed at it
     if [ -n "${RESULTS:-}" ]; then tar czf "$RESULTS/logs.tgz" -C "$OUT" . 2>/dev/null; fi
 }
 trap pack EXIT
+if [ -n "${RESULTS:-}" ] && [ "$(realpath -m "$RESULTS")" = "$(realpath -m "$OUT")" ]; then
+    echo "gpu_session: RESULTS ($RESULTS) is OUT: write RESULTS=\$OUT OUT=/tmp/g (RESULTS first)" >&2
+    exit 2
+fi
 
 if compgen -G ".whl/*.whl" >/dev/null; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
