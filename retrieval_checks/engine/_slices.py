@@ -238,15 +238,32 @@ def _is_dimension_map(slices: Mapping) -> bool:
     )
 
 
+def _refuse_empty(slices, where: str) -> None:
+    """An empty ``{}`` holds no dimension and no query: nothing to slice by."""
+    if isinstance(slices, Mapping) and not slices:
+        raise InputError(f"{where} is empty: give one value per query, or {{name: values}}.")
+
+
+def _check_name(name, where: str) -> None:
+    if not isinstance(name, str) or not name or "=" in name:
+        raise InputError(
+            f"{where}: dimension names are non-empty strings without '=' (found {name!r})."
+        )
+
+
 def refuse_positional(slices, query_ids=None, where: str = "slices") -> None:
     """A run's queries have no order a user can know (``evaluate_run`` sorts their
     ids), so values given by position would land on other queries without an error:
-    only ``{query id: value}`` forms are taken. Judged on the form alone, so
+    only ``{query id: value}`` forms are taken. Judged on the form alone (with what
+    else the form alone decides: an empty ``{}``, a dimension's name), so
     ``evaluate_run`` calls it before reading the run (``query_ids`` None: the message
     names none)."""
-    if isinstance(slices, Mapping) and slices and not _is_dimension_map(slices):
+    _refuse_empty(slices, where)
+    if isinstance(slices, Mapping) and not _is_dimension_map(slices):
         return  # one {query id: value} mapping
     if isinstance(slices, Mapping):
+        for name in slices:
+            _check_name(name, where)
         bad = [k for k, v in slices.items() if not isinstance(v, Mapping)]
         if not bad:
             return
@@ -284,14 +301,10 @@ def make_slices(
         if list(slices) == [SINGLE]:
             slices = slices[SINGLE]
     if isinstance(slices, Mapping):
-        if not slices:
-            raise InputError(f"{where} is empty: give one value per query, or {{name: values}}.")
+        _refuse_empty(slices, where)
         dims = []
         for name, spec in slices.items():
-            if not isinstance(name, str) or not name or "=" in name:
-                raise InputError(
-                    f"{where}: dimension names are non-empty strings without '=' (found {name!r})."
-                )
+            _check_name(name, where)
             dims.append(
                 _Dimension(name, _dimension_values(name, spec, n_queries, f"{where}[{name!r}]"))
             )

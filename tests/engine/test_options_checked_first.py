@@ -16,9 +16,10 @@ labels was refused only after the whole pass (grouped recall partitions the labe
 while aggregating: 190 s at 40k queries before the error); ``relevance_level`` after the
 embeddings and labels were read; ``evaluate_classifier``'s ``transforms=`` after two
 model passes, its ``layer=`` (missing or unknown) after one; ``classification_gap``'s
-``confidence=`` after both accuracies. Known gaps, strict xfails (they need files
-another change owns): ``evaluate``'s ``tile=`` (checked when the pass is planned) and
-``evaluate_run``'s ``slices=`` form (checked after the run is read: 14 s on a 1M-line run).
+``confidence=`` after both accuracies. Found later, strict xfails until their fixes:
+``evaluate``'s ``tile=`` (checked when the pass was planned) and ``evaluate_run``'s
+``slices=`` form (an empty ``{}`` or a bad dimension name refused only after the run
+was read: 14 s on a 1M-line run).
 
 Cost: about 2 s (tiny inputs: the work never runs; most of it imports torch).
 """
@@ -142,12 +143,6 @@ def test_relevance_level_is_judged_before_the_inputs_are_read(monkeypatch, kwarg
 _RUN = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.0, "d1": 0.5}}
 _QRELS = {"q1": {"d2": 1}, "q2": {"d3": 2}}
 
-_SLICES_GAP = pytest.mark.xfail(
-    strict=True,
-    raises=WorkStarted,
-    reason="slices= of a run is checked after the run is read (the form check needs _slices.py)",
-)
-
 _RUN_CASES = [
     ("ties", "bogus", "ties='bogus'"),
     ("relevance_level", 0, "relevance_level=0"),
@@ -161,7 +156,8 @@ _RUN_CASES = [
     ("metrics", ["grouped_recall@1"], "cannot be computed from a run"),
     ("metrics", [], "metrics is empty"),
     ("slices", ["a", "b"], "by query id"),
-    pytest.param("slices", {}, "slices is empty", marks=_SLICES_GAP),
+    ("slices", {}, "slices is empty"),
+    ("slices", {"": {"q1": "a"}}, "dimension names are non-empty strings"),
 ]
 
 
