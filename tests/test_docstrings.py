@@ -160,18 +160,22 @@ def test_the_example_runs(name):
     # freeze stays when the session had frozen its collected heap already (tests/conftest.py:
     # gc.unfreeze would thaw that too, and every later full collection of this worker would
     # scan it again); the example's own survivors stay frozen with it (a few MB).
+    report: list[str] = []  # the runner's account of each failing example, for the message
     thaw = gc.get_freeze_count() == 0
     gc.freeze()
     try:
         with warnings.catch_warnings(), unheard():
             warnings.simplefilter("error")
             for test in tests:
-                runner.run(test)
+                runner.run(test, out=report.append)
     finally:
         if thaw:
             gc.unfreeze()
     results = runner.summarize(verbose=False)
-    assert results.failed == 0, f"{results.failed} of {results.attempted} examples of {name} fail"
+    assert results.failed == 0, (
+        f"{results.failed} of {results.attempted} examples of {name} fail:\n"
+        + "".join(report)[-4000:]
+    )
 
 
 def test_the_check_finds_what_a_docstring_lacks():
