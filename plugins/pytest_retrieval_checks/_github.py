@@ -25,7 +25,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from retrieval_checks.gates import rule_text
+from retrieval_checks.gates import rule_text, verdict
 from retrieval_checks.tracking import History, absent_text, render_markdown
 
 
@@ -132,7 +132,7 @@ def annotations(outcomes: list[dict], rootdir: Path, repo: Path) -> list[str]:
     """One ``::error`` workflow command per failed gate (expected failures excluded)."""
     lines = []
     for o in outcomes:
-        if o.get("passed") or o.get("xfail"):
+        if verdict(o) != "FAIL":
             continue
         file, line = _where(o, rootdir, repo)
         check = str(o.get("test") or "").split("::", 1)[-1]

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from retrieval_checks.gates import rule_text, write_records
+from retrieval_checks.gates import rule_text, tally, verdict, write_records
 from retrieval_checks.tracking import History, render_report
 
 
@@ -83,9 +83,8 @@ def sorted_outcomes(outcomes: list[dict], order: dict | None = None) -> list[dic
 
 def count_line(outcomes: list[dict]) -> str:
     """``3 gates: 2 passed, 1 failed`` (and xfailed when any)."""
-    passed = sum(1 for o in outcomes if o.get("passed"))
-    xfailed = sum(1 for o in outcomes if not o.get("passed") and o.get("xfail"))
-    failed = len(outcomes) - passed - xfailed
+    counted = tally(outcomes)
+    passed, failed, xfailed = counted["PASS"], counted["FAIL"], counted["XFAIL"]
     parts = [f"{passed} passed", f"{failed} failed"] + ([f"{xfailed} xfailed"] if xfailed else [])
     return f"{plural(len(outcomes), 'gate')}: {', '.join(parts)}"
 
@@ -111,7 +110,7 @@ def summary_lines(
     rows = [("test", "metric", "value", "interval", "rule", "n_used / n_skipped", "result")]
     for o in shown:
         interval = "" if o.get("low") is None else f"[{_num(o['low'])}, {_num(o.get('high'))}]"
-        verdict = "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
+        result = verdict(o)
         rows.append(
             (
                 _test_name(o),
@@ -120,7 +119,7 @@ def summary_lines(
                 interval,
                 rule_text(o),
                 _queries(o),
-                verdict,
+                result,
             )
         )
     lines = wrapped(head, width) + (_layout(rows, width) if len(rows) > 1 else [])
@@ -147,7 +146,7 @@ def _layout(rows: list[tuple], width: int | None) -> list[str]:
     full = _columns(rows, width)
     if full is not None:
         return full
-    short = _columns([(t, m, v, iv, verdict) for t, m, v, iv, _, _, verdict in rows], width)
+    short = _columns([(t, m, v, iv, res) for t, m, v, iv, _, _, res in rows], width)
     if short is None:
         return _blocks(rows[1:], width)
     out = [short[0]]
@@ -169,10 +168,10 @@ def _blocks(rows: list[tuple], width: int) -> list[str]:
     import textwrap
 
     out = []
-    for test, metric, value, interval, rule, queries, verdict in rows:
+    for test, metric, value, interval, rule, queries, result in rows:
         out.extend(
             textwrap.wrap(
-                f"{verdict}  {test}",
+                f"{result}  {test}",
                 width=max(width, 8),
                 subsequent_indent="      ",
                 break_long_words=True,

@@ -5,18 +5,13 @@ slice."""
 
 from __future__ import annotations
 
+from retrieval_checks.gates import slice_verdict as _verdict
+
 from . import _reports
 
 
 def _cell(v) -> str:
     return _reports._num(v) if v is not None else ""
-
-
-def _verdict(row: dict) -> str:
-    if row.get("refused"):
-        return "too small"
-    passed = row.get("passed")
-    return "" if passed is None else ("PASS" if passed else "FAIL")
 
 
 def slice_rows(record: dict) -> list[dict]:

@@ -41,7 +41,7 @@ import threading
 
 import pytest
 
-from retrieval_checks.gates import rule_text
+from retrieval_checks.gates import rule_text, tally
 
 EXTRA = "pip install 'retrieval-checks[trackers]'"
 TRACKERS = {"mlflow": "mlflow", "wandb": "wandb"}  # option name -> the package it needs
@@ -162,9 +162,7 @@ def gate_rows(outcomes: list[dict], notes: list[str]) -> tuple[list[list], dict[
                 metrics[key + suffix] = _finite(v)
         metrics[key + "/passed"] = 1.0 if passed else 0.0
     metrics["rc/n_gates"] = float(len(outcomes))
-    metrics["rc/n_failed"] = float(
-        sum(1 for o in outcomes if not o.get("passed") and not o.get("xfail"))
-    )
+    metrics["rc/n_failed"] = float(tally(outcomes)["FAIL"])
     return rows, metrics
 
 

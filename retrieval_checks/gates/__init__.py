@@ -24,7 +24,17 @@ from ._baselines import (
     records_differ,
     write_records,
 )
-from ._events import GateEvent, Subscription, emit, listening, rule_text, subscribe
+from ._events import (
+    GateEvent,
+    Subscription,
+    emit,
+    listening,
+    rule_text,
+    slice_verdict,
+    subscribe,
+    tally,
+    verdict,
+)
 from ._family import (
     CORRECTIONS,
     adjust_pvalues,
@@ -84,6 +94,9 @@ __all__ = [
     "listening",
     "emit",
     "rule_text",
+    "verdict",
+    "tally",
+    "slice_verdict",
     "CORRECTIONS",
     "adjust_pvalues",
     "check_correction",

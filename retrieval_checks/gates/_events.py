@@ -275,16 +275,47 @@ def _g(x) -> str:
     return f"{x:.6g}" if isinstance(x, (int, float)) else str(x)
 
 
+def _as_record(record, name: str) -> dict:
+    if isinstance(record, GateEvent):
+        return record.to_dict()
+    if not isinstance(record, dict):
+        raise InputError(
+            f"{name} takes a GateEvent or its record (a dict), got {type(record).__name__}."
+        )
+    return record
+
+
+def verdict(record) -> str:
+    """A gate's verdict, from an event or its record (JSON, history): ``PASS``, ``XFAIL``
+    (it failed in a test marked xfail: an expected failure, which fails no run) or
+    ``FAIL``. Every report, the CLI and the trackers read it here."""
+    record = _as_record(record, "verdict")
+    return "PASS" if record.get("passed") else ("XFAIL" if record.get("xfail") else "FAIL")
+
+
+def tally(records) -> dict[str, int]:
+    """How many gates of ``records`` have each verdict: ``{"PASS": n, "FAIL": n, "XFAIL": n}``."""
+    counts = {"PASS": 0, "FAIL": 0, "XFAIL": 0}
+    for record in records:
+        counts[verdict(record)] += 1
+    return counts
+
+
+def slice_verdict(row: dict) -> str:
+    """A slice row's verdict (:func:`~retrieval_checks.gates.assert_slices` and the slice
+    baselines' rows): ``too small`` (refused: too few queries to judge), ``PASS``,
+    ``FAIL``, or ``""`` for a row no rule judged (shown for its value only)."""
+    if row.get("refused"):
+        return "too small"
+    passed = row.get("passed")
+    return "" if passed is None else ("PASS" if passed else "FAIL")
+
+
 def rule_text(record) -> str:
     """A gate's rule in one line, from an event or its record (JSON, history):
     ``0.5 <= value <= 0.9`` when both bounds were checked, else ``value >= 0.5``,
     ``interval >= 0.7``, ``upper <= 0.05``, ``baseline >= 0.61``..."""
-    if isinstance(record, GateEvent):
-        record = record.to_dict()
-    if not isinstance(record, dict):
-        raise InputError(
-            f"rule_text takes a GateEvent or its record (a dict), got {type(record).__name__}."
-        )
+    record = _as_record(record, "rule_text")
     on, comparison = record.get("on") or "", record.get("comparison") or ""
     bounds = record.get("bounds") or {}
     if comparison == "between" and "at_least" in bounds and "at_most" in bounds:

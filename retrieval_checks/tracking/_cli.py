@@ -45,7 +45,15 @@ import yaml
 from .._suggest import did_you_mean
 from .._version import __version__
 from ..errors import InputError, MetricNameError, RetrievalChecksError, SuiteError
-from ..gates import BaselineFile, adjust_pvalues, decide_family, family_line, rule_text
+from ..gates import (
+    BaselineFile,
+    adjust_pvalues,
+    decide_family,
+    family_line,
+    rule_text,
+    tally,
+    verdict,
+)
 from ..gates._baselines import round_stored
 from ..gates._regression import higher_is_better, measure_change
 from ..metrics._measurement import RETIRED_OPTIONS
@@ -174,7 +182,7 @@ def _resolve(h: History, ref, args, say) -> int:
 
 def _own_failures(results: list[dict]) -> list[dict]:
     """The gates of a run that failed (an expected failure, xfail, is not one)."""
-    return [r for r in results if not r["passed"] and not r.get("xfail")]
+    return [r for r in results if verdict(r) == "FAIL"]
 
 
 def _cmd_show(h: History, args, out) -> int:
@@ -192,7 +200,7 @@ def _cmd_show(h: History, args, out) -> int:
                 interval,
                 rule,
                 _queries(r),
-                "PASS" if r["passed"] else "FAIL",
+                verdict(r),
             )
         )
     print(f"run {run_id}: {len(results)} gate{'' if len(results) == 1 else 's'}", file=out)
@@ -202,7 +210,7 @@ def _cmd_show(h: History, args, out) -> int:
     # a red run never checks green: failed gates, or a non-zero exit status of the recorded session
     # (a test that failed without a gate, an interrupted session, a report that was not written)
     reasons = []
-    n_failed = sum(1 for r in results if not r["passed"])
+    n_failed = len(_own_failures(results))  # an expected failure (xfail) fails no run
     if n_failed:
         reasons.append(f"{n_failed} of {len(results)} gates failed")
     status = next((r.get("exitstatus") for r in h.runs() if r["id"] == run_id), None)
@@ -214,8 +222,11 @@ def _cmd_show(h: History, args, out) -> int:
     if reasons:
         print(f"check failed for run {run_id}: {'; '.join(reasons)}", file=out)
         return 1
+    n_xfail = tally(results)["XFAIL"]
+    expected = f" ({n_xfail} expected to fail, xfail)" if n_xfail else ""
     print(
-        f"check passed for run {run_id}: every gate passed and the session exited with status 0",
+        f"check passed for run {run_id}: no gate failed{expected} and the session exited with "
+        "status 0",
         file=out,
     )
     return 0
@@ -607,7 +618,7 @@ def _cmd_history(h: History, args, out) -> int:
                 r.get("dataset") or "",
                 _fmt(r["value"]),
                 interval,
-                "PASS" if r["passed"] else "FAIL",
+                verdict(r),
             )
         )
     _table(table, out)
@@ -1052,7 +1063,8 @@ def _history_commands(sub) -> None:  # long: every argument of the history comma
     s.add_argument(
         "--check",
         action="store_true",
-        help="exit 1 when any gate of the run failed or the recorded session exited non-zero",
+        help="exit 1 when any gate of the run failed (an xfail is an expected failure, not one) "
+        "or the recorded session exited non-zero",
     )
     s.add_argument("--allow-dirty", action="store_true", help=_DIRTY_HELP)
     s = sub.add_parser(

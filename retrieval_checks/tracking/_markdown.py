@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..gates import rule_text
+from ..gates import rule_text, tally, verdict
 from ._slices import slice_rows, slices_markdown
 
 __all__ = ["render_markdown", "absent_text", "sets_differ"]
@@ -41,11 +41,6 @@ def _num(x, digits: int = 4) -> str:
     if not _is_num(x):
         return ""
     return str(x) if isinstance(x, int) else f"{x:.{digits}f}"
-
-
-def verdict(o: dict) -> str:
-    """``PASS``, ``XFAIL`` (an expected failure) or ``FAIL``."""
-    return "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
 
 
 def check_name(o: dict) -> str:
@@ -189,8 +184,8 @@ def render_markdown(
     of an earlier run to compute changes against (named ``previous_label``); ``absent``:
     the change of a gate that run lacks (``new``; a partial run lacks gates that are
     not new: say so)."""
-    n_fail = sum(1 for o in outcomes if verdict(o) == "FAIL")
-    n_xfail = sum(1 for o in outcomes if verdict(o) == "XFAIL")
+    counted = tally(outcomes)
+    n_fail, n_xfail = counted["FAIL"], counted["XFAIL"]
     counts = (
         f"{len(outcomes)} gate{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - n_fail - n_xfail} passed, "
         f"{n_fail} failed" + (f", {n_xfail} expected to fail" if n_xfail else "")

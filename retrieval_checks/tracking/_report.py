@@ -19,7 +19,8 @@ import json
 import math
 
 from ..errors import RetrievalChecksError
-from ..gates import rule_text
+from ..gates import rule_text, tally
+from ..gates import verdict as _verdict
 from ..metrics import metric_spec
 from ._markdown import family_text
 from ._slices import slices_html
@@ -499,10 +500,6 @@ def _outside(o: dict) -> str:
     return f" (+{n} outside queries={o.get('queries')!r})" if n else ""
 
 
-def _verdict(o: dict) -> str:
-    return "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
-
-
 def _rule(o: dict) -> str:
     try:
         text = rule_text(o)
@@ -514,8 +511,8 @@ def _rule(o: dict) -> str:
 
 def _head(outcomes: list[dict], run: dict, title: str) -> list[str]:
     """The document head, the run's metadata and the counts of passed and failed gates."""
-    n_fail = sum(1 for o in outcomes if not o.get("passed") and not o.get("xfail"))
-    n_xfail = sum(1 for o in outcomes if not o.get("passed") and o.get("xfail"))
+    counted = tally(outcomes)
+    n_fail, n_xfail = counted["FAIL"], counted["XFAIL"]
     head = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
         f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",

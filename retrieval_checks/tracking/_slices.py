@@ -8,6 +8,9 @@ from __future__ import annotations
 import html
 import math
 
+from ..gates import slice_verdict as _verdict
+from ..gates import verdict as gate_verdict
+
 __all__ = ["per_slice_records", "slice_rows", "slices_html", "slices_markdown"]
 
 
@@ -53,13 +56,6 @@ def per_slice_records(records: list[dict]) -> list[dict]:
             )
             out.append(one)
     return out
-
-
-def _verdict(r: dict) -> str:
-    if r.get("refused"):
-        return "too small"
-    p = r.get("passed")
-    return "" if p is None else ("PASS" if p else "FAIL")
 
 
 def _e(x) -> str:
@@ -140,7 +136,7 @@ def slices_html(outcomes: list[dict]) -> str:
         if not rows:
             continue
         threshold = o.get("threshold") if o.get("on") != "slice baseline" else None
-        verdict = "PASS" if o.get("passed") else ("XFAIL" if o.get("xfail") else "FAIL")
+        verdict = gate_verdict(o)
         notes = [r["refused"] for r in rows if r.get("refused")]
         missing = {k: v for k, v in (o.get("slice_missing") or {}).items() if v}
         notes += [f"{n} queries have no {k} value (in no slice)" for k, n in missing.items()]

@@ -133,3 +133,22 @@ def test_a_candidate_that_failed_its_own_gates_is_not_ok(tmp_path):
     _record(h, C2, 0, [_gate(0.8), _gate(0.5, test="t.py::test_b")], exitstatus=1)
     code, out = _cli("--db", h.path, "compare", "1", "4")
     assert code == 1 and "exited with status 1" in out
+
+
+def test_show_and_history_say_xfail_for_an_expected_failure(tmp_path):
+    """An xfailed gate reads XFAIL in ``show`` and ``history``, as in every report, and
+    fails no run under ``show --check``, as under ``compare`` (one rule, ``gates.verdict``):
+    they printed FAIL, and ``show --check`` exited 1, for a session that pytest passed."""
+    h = History(tmp_path / "h.sqlite")
+    gates = [_gate(0.8), _gate(0.5, passed=False, xfail=True, test="t.py::test_b")]
+    _record(h, C1, 0, gates)
+    code, out = _cli("--db", h.path, "show", "latest")
+    assert code == 0
+    row = next(line for line in out.splitlines() if "test_b" in line)
+    assert row.rstrip().endswith("XFAIL"), out
+    code, out = _cli("--db", h.path, "show", "latest", "--check")
+    assert code == 0 and "no gate failed (1 expected to fail, xfail)" in out, out
+    code, out = _cli("--db", h.path, "history", "map")
+    assert code == 0
+    row = next(line for line in out.splitlines() if "test_b" in line)
+    assert row.rstrip().endswith("XFAIL"), out
