@@ -29,7 +29,10 @@ from ..metrics._names import metric_spec
 from ..metrics._thresholds import attainable_drop, check_threshold
 from ..stats._intervals import MIN_INTERVAL_UNITS
 from ..stats._slices import no_value_cause, require_slices, slice_intervals
-from ._assertions import threshold_bounds  # the thresholds rule of assert_metric (range, certain K)
+from ._assertions import (  # the thresholds rule of assert_metric (range, certain K)
+    max_rank,
+    threshold_bounds,
+)
 from ._baselines import baseline_record, round_stored
 from ._events import GateEvent, emit
 from ._exact import exceeds
@@ -860,18 +863,27 @@ def _allowed_drop(then: float, max_drop, max_relative_drop) -> float:
     return min(v for v in (max_drop, rel) if v is not None)
 
 
-def _refuse_unfailable(spec, base, wanted, max_drop, max_relative_drop, gate: str) -> None:
+def _refuse_unfailable(
+    spec, base, wanted, max_drop, max_relative_drop, gate: str, slices=None
+) -> None:
     """The slices whose tolerance reaches past every drop their baseline allows (a slice
-    at map 0.08 under max_drop 0.5 cannot fail, whatever the model): an InputError when
-    every gated slice is one (the gate could never fail, as the whole-set gate refuses),
-    else a warning naming them (the gate checks the others only)."""
+    at map 0.08 under max_drop 0.5 cannot fail, whatever the model; a slice at meanr 3
+    whose queries rank 20 candidates, under max_drop 20): an InputError when every
+    gated slice is one (the gate could never fail, as the whole-set gate refuses), else
+    a warning naming them (the gate checks the others only). A rank metric's largest
+    value is the slice's largest attainable rank (:func:`max_rank` of the slice's
+    queries, from ``slices``); unknown, its slices are not judged."""
     dead = []
     for n in wanted:
         then = round_stored(float(base[n]))
-        most = attainable_drop(spec.capabilities, then)
+        top = None
+        if slices is not None and not spec.capabilities.higher_is_better and n in slices:
+            top = max_rank(slices[n].result, spec.name)[0]
+        most = attainable_drop(spec.capabilities, then, top)
         allowed = _allowed_drop(then, max_drop, max_relative_drop)
         if most is not None and allowed >= most:
-            dead.append(f"{n} ({then:.4g}: at most {most:.4g} to lose, {allowed:.4g} allowed)")
+            lose = "to lose" if spec.capabilities.higher_is_better else "to rise"
+            dead.append(f"{n} ({then:.4g}: at most {most:.4g} {lose}, {allowed:.4g} allowed)")
     if not dead:
         return
     shown = ", ".join(dead[:8]) + (f", ... ({len(dead)} in all)" if len(dead) > 8 else "")
@@ -992,7 +1004,9 @@ def assert_no_slice_regression(
             "removes those of slices that are gone; a slice_baseline() dict: record it again)."
         )
     wanted = _holding(all_slices, wanted, spec.name, gate, True)
-    _refuse_unfailable(spec, base, wanted, 0.0 if strict else max_drop, max_relative_drop, gate)
+    _refuse_unfailable(
+        spec, base, wanted, 0.0 if strict else max_drop, max_relative_drop, gate, all_slices
+    )
     ivs = slice_intervals(result, spec.name, confidence=confidence, seed=seed)
     _refuse_small(
         ivs, wanted, gate, spec.name, all_slices, {"max_drop": 0.0 if strict else max_drop}

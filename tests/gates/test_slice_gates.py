@@ -320,3 +320,20 @@ def test_slice_regression_that_can_never_fail_is_refused_and_a_partly_dead_one_w
         rc.assert_no_slice_regression(big, mixed, "map", max_drop=0.1)
     assert names[0] in str(said[0].message) and said[0].filename == __file__
     rc.assert_no_slice_regression(big, values, "map", max_drop=0.05)  # every slice can fail
+
+
+def test_a_rank_metric_slice_regression_that_can_never_fail_is_refused(big):
+    """A rank metric's rise is bounded by the slice's largest attainable rank (240 items,
+    classes of 6: a query ranks at most 235th): max_drop 300 on medr cannot fail, whatever
+    the model, and passed (rank metrics were not judged: their range is unbounded). Every
+    slice so: refused; some: a warning naming them."""
+    values = big.slices.by_metric("medr")
+    with pytest.raises(InputError, match="no slice can drop by more than the tolerance") as err:
+        rc.assert_no_slice_regression(big, values, "medr", max_drop=300)
+    assert "to rise" in str(err.value)
+    names = list(values)
+    mixed = {**values, names[0]: 200.0}  # 35 ranks from the worst: max_drop 100 cannot fail it
+    with pytest.warns(RuntimeWarning, match=f"1 of {len(names)} slices cannot drop") as said:
+        rc.assert_no_slice_regression(big, mixed, "medr", max_drop=100)
+    assert names[0] in str(said[0].message) and "at most 35 to rise" in str(said[0].message)
+    rc.assert_no_slice_regression(big, values, "medr", max_drop=2)  # every slice can fail
