@@ -388,6 +388,15 @@ def _varies(x) -> bool:
     return x.size > 1 and np.unique(x).size > 1
 
 
+def _computed_ranks(result):
+    """``result``'s first relevant ranks, or None where it computed none (absent, or 0 on
+    every query: a rank is at least 1, and 0 marks a query no rank metric placed)."""
+    ranks = getattr(result, "first_relevant_rank", None)
+    if ranks is None or not np.any(np.asarray(ranks)):
+        return None
+    return ranks
+
+
 def _same_sides(train, test, spec, labels) -> str | None:
     """Refuse the same result on both sides, or two results of the same data; a note
     when the two sides are identical but nothing tells whether they are one dataset
@@ -416,13 +425,14 @@ def _same_sides(train, test, spec, labels) -> str | None:
         facts += [
             (fa[k], fb[k]) for k in ("labels", "ids") if fa[k] is not None and fb[k] is not None
         ]
-        facts.append(
-            (
-                getattr(train, "first_relevant_rank", None),
-                getattr(test, "first_relevant_rank", None),
-            )
-        )
-        evidence = [x for x in (getattr(train, "first_relevant_rank", None),) if x is not None]
+        # the first relevant ranks tell only where both sides computed them: an evaluation of
+        # grouped recall alone leaves them 0 (as for a skipped query), and those zeros read as
+        # "different ranks" beside a side that also computed map let one dataset's gap of 0 pass
+        ranks = [_computed_ranks(r) for r in (train, test)]
+        ranked = all(x is not None for x in ranks)
+        evidence = [ranks[0]] if ranked else []
+        if ranked:
+            facts.append(tuple(ranks))
         if spec.kind == "grouped":
             ga, gb = train.grouped[spec.name], test.grouped[spec.name]
             facts += [(ga.group_values, gb.group_values), (ga.group_of_query, gb.group_of_query)]
@@ -430,9 +440,10 @@ def _same_sides(train, test, spec, labels) -> str | None:
         else:
             facts.append((train.per_query[spec.name], test.per_query[spec.name]))
             evidence.append(train.per_query[spec.name])
-        what = (
-            "queries (labels, ids, relevant counts, gallery size) and the same rank of the first relevant item "
-            "on every query"
+        what = "queries (labels, ids, relevant counts, gallery size)" + (
+            " and the same rank of the first relevant item on every query"
+            if ranked
+            else f" and the same {spec.name} on every query"
         )
     if not all(_equal(x, y) for x, y in facts):
         return None

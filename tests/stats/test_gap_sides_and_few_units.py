@@ -82,6 +82,21 @@ def test_two_evaluations_of_the_same_data_are_refused(metric):
         rc.generalization_gap(a, b, metric)
 
 
+def test_the_same_data_evaluated_with_other_metrics_is_refused():
+    """One side also computed map (its first relevant ranks filled), the other grouped
+    recall alone (ranks left 0): the zeros are not evidence of other data, and the gap of
+    0 of one dataset passed assert_gap_below (h18). Different data still makes a gap."""
+    x, y = _data(3, 30, noise=1.5)
+    with_map = rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1", "map"], group_size=3)
+    alone = rc.evaluate(x, query_labels=y, metrics=["grouped_recall@1"], group_size=3)
+    for a, b in ((with_map, alone), (alone, with_map)):
+        with pytest.raises(rc.InputError, match="same data.*same grouped_recall@1"):
+            rc.generalization_gap(a, b, "grouped_recall@1")
+    x2, y2 = _data(4, 30, noise=1.5)
+    other = rc.evaluate(x2, query_labels=y2, metrics=["grouped_recall@1"], group_size=3)
+    rc.generalization_gap(with_map, other, "grouped_recall@1")
+
+
 def test_same_label_layout_on_different_data_is_a_gap(sides):
     # train and test built with the same label layout (np.repeat(arange(60), 5)) but
     # different embeddings: the same fingerprint, different ranks, a real gap
