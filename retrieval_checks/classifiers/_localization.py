@@ -270,7 +270,9 @@ def _truth(cams, boxes, masks):
         n = len(boxes)
         if n != shape[0]:
             raise InputError(f"{shape[0]} cams but boxes for {n} images; give one entry per image.")
-        return boxes_to_masks(boxes, shape[-2:])
+        return _refuse_no_object(
+            boxes_to_masks(boxes, shape[-2:]), "boxes", "boxes for the objects"
+        )
     m = as_numpy(masks, "masks")
     if m.ndim == 4 and m.shape[1] == 1:  # (N x 1 x H x W), as cams are taken
         m = m[:, 0]
@@ -278,7 +280,20 @@ def _truth(cams, boxes, masks):
         if m.dtype.kind not in "iuf" or not np.isin(m, (0, 1)).all():
             raise InputError("masks must be boolean or 0/1.")
         m = m.astype(bool)
-    return m
+    return _refuse_no_object(m, "masks", "the objects' masks (True on the object)")
+
+
+def _refuse_no_object(truth: np.ndarray, name: str, fix: str) -> np.ndarray:
+    """IoU is 1 where both sides are empty (nothing to find, nothing highlighted): with no
+    object in any image, a map that highlights nothing (a model that ignores its input)
+    scores 1, so such truth is refused; some images without an object are kept."""
+    if truth.ndim == 3 and truth.shape[0] and not truth.any():
+        raise InputError(
+            f"{name}: no image holds an object (all {truth.shape[0]} are empty): there is nothing to "
+            "localise, and cam_iou would score a map that highlights nothing, as a model that "
+            f"ignores its input gives, 1. Give {fix}."
+        )
+    return truth
 
 
 def _iou(a: np.ndarray, g: np.ndarray) -> np.ndarray:

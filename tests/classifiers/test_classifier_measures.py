@@ -144,6 +144,13 @@ def test_iou_edge_cases_and_masks():
         rc.cam_iou(cams[:1], boxes=np.array([[2, 2, 2, 4]]))
     with pytest.raises(rc.InputError, match="boxes= .* or masks="):
         rc.cam_iou(cams)
+    # no object in any image: a map that highlights nothing would score 1 (h18: an all-zero
+    # CAM, a model ignoring its input, passed assert_cam_iou_at_least 0.9 on empty masks)
+    for fn in (rc.cam_iou, rc.cam_iou_box):
+        with pytest.raises(rc.InputError, match="masks: no image holds an object"):
+            fn(cams, masks=np.zeros((3, 5, 5), bool))
+        with pytest.raises(rc.InputError, match="boxes: no image holds an object"):
+            fn(cams, boxes=[np.zeros((0, 4))] * 3)
     with pytest.raises(rc.InputError, match="rho"):
         rc.cam_iou(cams, masks=masks, rho=1.5)
 
