@@ -56,13 +56,25 @@ def tie_note(
     )
 
 
-def self_match_message(n_found: int, n_queries: int, loo: bool = False) -> str:
+def self_match_message(
+    n_found: int, n_queries: int, loo: bool = False, twice: bool | None = None
+) -> str:
     """What :class:`~retrieval_checks.errors.SelfMatchWarning` says, and the error of a
     suite's check (and of a gate, :attr:`EvaluationResult.self_matched`) where every
     query is such a row: ``n_found`` of ``n_queries`` queries are also gallery rows
     relevant to them, value for value (``loo``: leave-one-out, where they equal another
-    item relevant to them)."""
-    every = n_found == n_queries
+    item relevant to them). ``twice``: whether they make the pattern of the same rows
+    twice (the refusal's case; default: every query found); where they do not (a model
+    whose codes take a few values per class), the message counts them and says so."""
+    every = n_found == n_queries if twice is None else twice
+    if loo and not every and n_found == n_queries:
+        return (
+            f"{n_found} of {n_queries} items equal other items relevant to them, value for value, "
+            "in counts that are not the same rows stacked twice (a model whose embeddings take a "
+            "few values per class, or duplicated items?): each ranks those equal items tied at "
+            "its top. If equal items are copies, give each item once, or give query_ids=... with "
+            "a copy's id equal to its original's (a YAML suite: `ids:`)."
+        )
     if loo:
         return (
             (
@@ -77,6 +89,14 @@ def self_match_message(n_found: int, n_queries: int, loo: bool = False) -> str:
             + "). Give each item once; if equal items are distinct on purpose, give "
             "query_ids=... with a copy's id equal to its original's (a YAML suite: `ids:`), "
             "so that each item's copies leave its ranking."
+        )
+    if not every and n_found == n_queries:
+        return (
+            f"{n_found} of {n_queries} queries equal gallery rows relevant to them, value for "
+            "value, in counts that are not one copy each (a model whose embeddings take a few "
+            "values per class, or leaked queries?): each ranks those equal rows tied at its top. "
+            "If the gallery holds the queries' own items, give query_ids=... and "
+            "gallery_ids=... (a suite: `ids:` on both sides) so that each leaves its ranking."
         )
     return (
         (

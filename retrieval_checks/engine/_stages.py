@@ -286,9 +286,11 @@ def check_queries_in_gallery(
     query does. Equal rows that are not relevant to the query are ordinary ties
     (discrete embeddings coincide) and say nothing. In leave-one-out the same holds for
     an item equal to other items relevant to it that are not its whole class (the same
-    rows stacked twice), and the refusal's case is every item with a relevant copy and
-    some copy short of its class; equal rows that are a whole class (a model that maps
-    each class to one point) are ties. Not checked where the caller named each item of a
+    rows stacked twice); equal rows that are a whole class (a model that maps each class
+    to one point) are ties, but a one-item class's copy is a leak (the two cannot be told
+    apart). The refusal's case is the pattern of the same rows twice: leave-one-out, every
+    item with a relevant copy and every row an even number of times; queries and gallery,
+    every query with a relevant equal row, most with exactly one. Not checked where the caller named each item of a
     gallery (ids: the self pairs leave a query's own item out of its ranking; in
     leave-one-out a copy of the same id leaves it), or for Hamming codes (short codes
     coincide by design). ``every_fails`` (a suite's check): raise an
@@ -305,17 +307,28 @@ def check_queries_in_gallery(
     q = np.flatnonzero(found >= 0)
     if q.size == 0:
         return 0, False
-    # a copy is a leak where the equal rows are not all the query's relevant items: a
-    # model that maps each class to one point (an oracle's class vectors) is perfect, not
-    # leaked. Every query with a relevant copy, some short of its relevant items, is the
-    # same rows twice (as both sides, or stacked; classes of one stacked become pairs that
-    # look collapsed), and one query is too little to call it that
-    leak = equal[q] < np.asarray(rel.n_relevant)[q]
-    every = q.size == sides.n_q and bool(leak.any()) and sides.n_q > 1
+    # a copy is a leak where the equal rows are not all the query's relevant items (a model
+    # that maps each class to one point, an oracle's class vectors, is perfect, not leaked),
+    # or are its only relevant item (a copy of a one-item class cannot be told from that
+    # class's point: fail closed)
+    n_rel = np.asarray(rel.n_relevant)[q]
+    leak = (equal[q] < n_rel) | (n_rel == 1)
+    # the refusal's case is the same rows twice, by a pattern no model's ties make:
+    # leave-one-out, every item equal to another and every row an even number of times (the
+    # set stacked twice, quantized rows too); queries and gallery, every query with a
+    # relevant equal row and most with exactly one, its copy (the same array as both sides,
+    # or the queries stacked into the gallery). A model whose codes take a few points per
+    # class makes equal rows in other counts: those are warned, not refused. One query is
+    # too little to call it either
+    if sides.loo:
+        twice = bool(((equal[q] + 1) % 2 == 0).all())
+    else:
+        twice = 2 * int(np.count_nonzero(equal[q] == 1)) >= q.size
+    every = q.size == sides.n_q and twice and bool(leak.any()) and sides.n_q > 1
     n_found = sides.n_q if every else int(leak.sum())
     if n_found == 0:
         return 0, False
-    message = self_match_message(n_found, sides.n_q, loo=sides.loo)
+    message = self_match_message(n_found, sides.n_q, loo=sides.loo, twice=every)
     if every and every_fails:
         raise InputError(f"{'queries' if sides.loo else 'queries and gallery'}: {message}")
     warn_outside(SelfMatchWarning(message, n_found=n_found, n_queries=sides.n_q))

@@ -206,10 +206,61 @@ def test_leave_one_out_with_a_few_copies_warns_and_equal_items_are_ties():
     oracle = np.eye(20)[y]  # class vectors: equal items in threes are ties
     res, said = _evaluate(oracle, query_labels=y, metrics=["map"])
     assert said == [] and res.self_matched == 0
-    pairs = np.eye(30)[np.repeat(np.arange(30), 2)]  # classes of two, each collapsed
+    # classes of two, each collapsed to one point: each item's only relevant item equals
+    # it, which items given twice (one-item classes stacked) look like too: fail closed
+    pairs = np.eye(30)[np.repeat(np.arange(30), 2)]
     res, said = _evaluate(pairs, query_labels=np.repeat(np.arange(30), 2), metrics=["map"])
-    assert said == [] and res.self_matched == 0
-    rc.assert_map_at_least(res, 0.5)
+    assert res.self_matched_all and len(said) == 1
+    with pytest.raises(InputError, match="each of the 60 items equals another item"):
+        rc.assert_map_at_least(res, 0.5)
+
+
+def test_the_same_array_with_one_relevant_item_a_query_is_refused():
+    """q == g with instance labels (each query's only relevant item is its own copy):
+    random embeddings scored hit_rate@1 1.0 with no warning, and every gate passed (h20:
+    the exemption of equal rows that are all the relevant items covered it)."""
+    x = np.random.default_rng(0).normal(size=(50, 16)).astype(np.float32)
+    for labels in (np.arange(50), np.arange(50) // 2):
+        res, said = _evaluate(x, x, query_labels=labels, gallery_labels=labels, metrics=["map"])
+        assert res.self_matched_all and len(said) == 1
+        with pytest.raises(InputError, match="each of the 50 queries is also a gallery row"):
+            rc.assert_map_at_least(res, 0.01)
+
+
+def test_a_model_of_a_few_points_a_class_warns_and_is_not_refused():
+    """int8 codes that take 3 points per class: every item equals others of its class, in
+    counts that are not the same rows twice (h20: every gate refused a map of 0.46 as
+    'stacked twice', and a training callback aborted). Warned, counted, gated; the same
+    rows stacked twice are still refused."""
+    rng = np.random.default_rng(0)
+    centers = rng.integers(-100, 100, size=(30, 32)).astype(np.float32)
+    labels = np.repeat(np.arange(10), 20)
+    x = centers[labels * 3 + rng.integers(0, 3, size=labels.size)]
+    res, said = _evaluate(x, query_labels=labels, metrics=["map"])
+    assert not res.self_matched_all and len(said) == 1
+    assert "not the same rows stacked twice" in str(said[0].message)
+    rc.assert_map_at_least(res, 0.2)
+    q_labels = np.repeat(np.arange(10), 5)
+    q = centers[q_labels * 3 + rng.integers(0, 3, size=q_labels.size)]
+    res, _ = _evaluate(q, x, query_labels=q_labels, gallery_labels=labels, metrics=["map"])
+    assert not res.self_matched_all
+    rc.assert_map_at_least(res, 0.2)
+    twice, _ = _evaluate(np.vstack([x, x]), query_labels=np.r_[labels, labels], metrics=["map"])
+    assert twice.self_matched_all
+
+
+def test_rows_equal_in_their_first_16_columns_are_told_apart_by_the_whole_row():
+    """Keys of the first 16 columns group rows whose start is equal; the whole-row keys
+    then find the copies (h20: replacing that re-key by the 16-column keys left every
+    test green). d = 32, the first 16 columns zero: stacked twice is refused, once is not."""
+    rng = np.random.default_rng(0)
+    x = np.zeros((1000, 32), np.float32)
+    x[:, 16:] = rng.normal(size=(1000, 16))
+    y = np.repeat(np.arange(100), 10)
+    once, said = _evaluate(x, query_labels=y, metrics=["hit_rate@1"])
+    assert said == [] and once.self_matched == 0
+    twice, _ = _evaluate(np.vstack([x, x]), query_labels=np.r_[y, y], metrics=["hit_rate@1"])
+    assert twice.self_matched_all and twice["hit_rate@1"] == 1.0
 
 
 def test_quantized_rows_given_twice_are_refused_on_both_sides():
