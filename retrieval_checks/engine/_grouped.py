@@ -118,6 +118,13 @@ class GroupedRecall:
         Each query's group index (-1: dropped).
     tie_values:
         The value under each tie order, and its min / max over every order.
+    certain_k:
+        The smallest K at which every counted query hits whatever the model: K past
+        every non-relevant item of the query's group (its candidates less its relevant
+        items, plus one), the largest over the queries and partitions; the value is 1
+        (every counted query's hit certain) at any K from it on, and a gate on it could
+        never fail (the gates refuse it: ``gates._assertions.certain_k``). None where
+        unknown.
 
     Raises
     ------
@@ -160,6 +167,9 @@ class GroupedRecall:
     #: the value under the pessimistic and optimistic tie orders, and its min / max over
     #: every order (grouped recall is monotone in rank: the two policies)
     tie_values: dict = field(default_factory=dict, repr=False)
+    #: the smallest K past every non-relevant item of every counted query's group, over the
+    #: partitions (None: unknown, e.g. a result pickled before the field)
+    certain_k: int | None = None
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -300,9 +310,11 @@ def grouped_recall_values(
         fused=fused,
         use_kernels=use_kernels,
     )
+    relevant = _relevant_in_group(data)
     partitions = [
         _partition_values(
             data,
+            relevant,
             ks,
             group_size,
             seed + rep,
@@ -315,6 +327,8 @@ def grouped_recall_values(
         for rep in range(repeats)
     ]
     served = [part.pop(_SERVED) for part in partitions]
+    certain = [part.pop(_CERTAIN) for part in partitions]
+    certain_k = None if any(c is None for c in certain) else max(certain)
     if record is not None:  # only once every partition has its values
         for name in served:
             record[name] = record.get(name, 0) + 1
@@ -360,8 +374,68 @@ def grouped_recall_values(
             per_query=h,
             group_of_query=gq,
             tie_values=tie_values,
+            certain_k=certain_k,
         )
     return out
+
+
+def _relevant_in_group(data: GroupData) -> np.ndarray:
+    """Each query's relevant items inside its group, as :func:`count_batch` counts them:
+    the gallery items with its label code (every one of them is in the query's group)
+    and another id (an item with the query's id is its own, never ranked; without ids
+    nothing is). From the label codes and ids alone, so every path (host, fused,
+    sharded) has the same counts."""
+    g_codes = np.asarray(data.q_codes if data.loo else data.g_codes, np.int64)
+    q_codes = np.asarray(data.q_codes, np.int64)
+    top = int(max(q_codes.max(initial=-1), g_codes.max(initial=-1))) + 1
+    rel = np.bincount(g_codes, minlength=top)[q_codes]
+    g_ids = data.q_ids if data.loo else data.g_ids
+    if data.q_ids is None or g_ids is None:
+        return rel
+    q_ids, g_ids = np.asarray(data.q_ids, np.int64), np.asarray(g_ids, np.int64)
+    if q_ids.size == 0 or g_ids.size == 0:
+        return rel
+    if data.loo and np.array_equal(q_ids, np.arange(q_ids.size)):
+        return rel - 1  # each item's id is its row: its own item is itself
+    # the gallery items with the query's (label code, id) pair: one sort of both sides'
+    # pairs, counted per run of equal pairs
+    n_g = g_codes.size
+    codes = np.concatenate([g_codes, q_codes])
+    ids = np.concatenate([g_ids, q_ids])
+    low = int(ids.min())
+    span = int(ids.max()) - low + 1
+    starts = np.ones(codes.size, bool)
+    if top * span < 2**62:  # one int64 key per pair: one argsort, not lexsort's two passes
+        keys = codes * span + (ids - low)
+        order = np.argsort(keys)  # the order inside a run of equal pairs does not matter
+        k = keys[order]
+        starts[1:] = k[1:] != k[:-1]
+    else:
+        order = np.lexsort((ids, codes))
+        c, i = codes[order], ids[order]
+        starts[1:] = (c[1:] != c[:-1]) | (i[1:] != i[:-1])
+    run = np.cumsum(starts) - 1
+    in_gallery = np.bincount(
+        run, weights=order < n_g, minlength=int(run[-1]) + 1 if run.size else 0
+    )
+    own = np.empty(order.size, np.int64)
+    own[order] = in_gallery[run].astype(np.int64)
+    return rel - own[n_g:]
+
+
+def _certain(candidates, relevant, in_group, has) -> int | None:
+    """The smallest K past every non-relevant item of every counted query of a partition
+    (a query in a group with a relevant item there): its candidates less its relevant
+    items, plus one. None when no query is counted, or when the counts disagree with the
+    pass (``has``: the queries it found a relevant item for; a count that cannot be
+    trusted refuses nothing)."""
+    used = in_group & (relevant > 0)
+    if not used.any() or not np.array_equal(used, in_group & has):
+        return None
+    nonrelevant = candidates[used] - relevant[used]
+    if (nonrelevant < 0).any():
+        return None
+    return int(nonrelevant.max()) + 1
 
 
 @dataclass(frozen=True)
@@ -398,6 +472,7 @@ class GroupData:
 
 def _partition_values(
     data: GroupData,
+    relevant: np.ndarray,
     ks,
     group_size,
     seed,
@@ -408,7 +483,9 @@ def _partition_values(
     score_batch=None,
 ) -> dict:
     """One seeded partition: for every K, (group values, per-query hits, group of each
-    query, dropped labels), and under :data:`_SERVED` the path that scored it."""
+    query, dropped labels), under :data:`_SERVED` the path that scored it, and under
+    :data:`_CERTAIN` the smallest K past every non-relevant item of every counted query
+    (``relevant``: each query's relevant items in its group, :func:`_relevant_in_group`)."""
     codes_all = data.all_codes
     present = np.flatnonzero(np.bincount(codes_all))  # np.unique's answer, without a sort
     groups, dropped = label_partition(present, group_size, seed)
@@ -438,6 +515,7 @@ def _partition_values(
             f"(as few as {fewest} items with group_size={group_size}); use K <= {fewest} or a larger group_size."
         )
     empty = np.flatnonzero(in_group & np.isnan(hits[ks[0]]))
+    certain = _certain(candidates, relevant, in_group, ~np.isnan(hits[ks[0]]))
     if empty.size and empty_queries == "error":
         raise EmptyQueriesError(
             f"{empty.size} queries have no relevant item inside their group (queries "
@@ -455,6 +533,7 @@ def _partition_values(
             means[policy] = _group_means(h, gq, r)
         out[k] = (means[ties], hits[k], gq, dropped, {p: float(v.mean()) for p, v in means.items()})
     out[_SERVED] = served
+    out[_CERTAIN] = certain
     return out
 
 
@@ -624,6 +703,7 @@ def score_groups(
 #: grouped kernel (:mod:`.gpu._triton_grouped`)
 PATHS = ("grouped-numba", "grouped-numpy", "triton-grouped")
 _SERVED = "served"  # the key of a partition's path in :func:`_partition_values`'s answer
+_CERTAIN = "certain_k"  # the key of a partition's certain K there
 
 
 def _claimed(name, what: str) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from ..errors import InputError, IntervalWarning, MetricNameError, PowerWarning
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, metric_spec, parse_metric
 from ..metrics._registry import FAMILIES, Family
-from ..metrics._thresholds import check_finite
+from ..metrics._thresholds import check_finite, pair_constant, pair_floor
 from ..options import DEFAULTS
 from ..stats._compare import Comparison
 from ..stats._gaps import Gap, gap_notes
@@ -541,12 +542,24 @@ def _holds(result, name: str) -> bool:
 
 def certain_k(result, spec) -> tuple[int | None, str]:
     """The smallest K at which ``hit_rate@K`` / ``recall@K`` / ``i2t_recall@K`` /
-    ``t2i_recall@K`` of ``result`` is 1 for every query whatever the model (K reaches
-    past every non-relevant candidate), and why; (None, "") when unknown or not such a
-    metric."""
+    ``t2i_recall@K`` / ``grouped_recall@K`` of ``result`` is 1 for every query whatever
+    the model (K reaches past every non-relevant candidate; for grouped recall, past
+    every non-relevant item of the query's group, in every partition), and why; (None,
+    "") when unknown or not such a metric."""
     fam = getattr(spec, "capabilities", None)
     if fam is None or spec.k is None:
         return None, ""
+    if fam.kind == "grouped":
+        grouped = getattr(result, "grouped", None)
+        g = grouped.get(spec.name) if isinstance(grouped, Mapping) else None
+        k = getattr(g, "certain_k", None)
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool):
+            return None, ""
+        size = getattr(g, "group_size", None)
+        return int(k), (
+            "past every non-relevant item of every query's group"
+            + (f" (groups of {size} labels)" if isinstance(size, numbers.Integral) else "")
+        )
     if fam.kind == "crossmodal" and fam.name in ("i2t_recall", "t2i_recall"):
         certain = (getattr(result, "config", None) or {}).get("certain_k", {})
         k = certain.get(fam.name[:3]) if isinstance(certain, dict) else None
@@ -578,21 +591,72 @@ def certain_k(result, spec) -> tuple[int | None, str]:
     return int(k.max()), "past every non-relevant candidate of every query"
 
 
+def _pair_totals(result, spec) -> tuple[int, int] | None:
+    """(positive, negative) pairs behind the pair metric ``spec`` of ``result``
+    (``result.pair_counts[name]``); None when the result does not record them."""
+    if getattr(spec, "kind", None) != "pair":
+        return None
+    counts = getattr(result, "pair_counts", None)
+    c = counts.get(spec.name) if isinstance(counts, Mapping) else None
+    if not isinstance(c, Mapping):
+        return None
+    pos, neg = c.get("n_positive"), c.get("n_negative")
+    if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in (pos, neg)):
+        return None
+    return int(pos), int(neg)
+
+
+def constant_pair(result, spec) -> tuple[float, str, str] | None:
+    """(value, why, fix) when the pair metric ``spec`` of ``result`` has that value
+    whatever the model (:func:`~retrieval_checks.metrics._thresholds.pair_constant`:
+    ``recall_at_precision@P`` with P at or below the share of positive pairs, pair
+    recall / precision / F1 at a threshold every pair clears or none does); None
+    otherwise or when the result does not say."""
+    totals = _pair_totals(result, spec)
+    if totals is None:
+        return None
+    config = getattr(result, "config", None)
+    config = config if isinstance(config, dict) else {}
+    return pair_constant(
+        spec.family,
+        spec.level_fraction,
+        n_positive=totals[0],
+        n_negative=totals[1],
+        similarity=config.get("similarity"),
+        n_bits=config.get("n_bits"),
+    )
+
+
 def threshold_bounds(result, spec, at_least, at_most) -> tuple:
     """``at_least`` and ``at_most`` checked against the metric's unit and range, a
-    rank's against the largest rank a query of ``result`` can get, and a recall's
-    against a K that makes it 1 whatever the model."""
-    k_all, why = certain_k(result, spec) if _holds(result, spec.name) else (None, "")
-    if k_all is not None and spec.k >= k_all and (at_least is not None or at_most is not None):
+    rank's against the largest rank a query of ``result`` can get, a recall's against
+    a K that makes it 1 whatever the model, a pair metric's against a level or
+    threshold that fixes its value whatever the model, and ``precision_at_recall``'s
+    against the share of positive pairs, below which it never falls."""
+    held = _holds(result, spec.name)
+    gated = at_least is not None or at_most is not None
+    k_all, why = certain_k(result, spec) if held else (None, "")
+    if k_all is not None and spec.k >= k_all and gated:
         raise InputError(
             f"{spec.name}: K={spec.k} reaches {why} (K >= {k_all}), so its value is 1 whatever the model "
             f"and a gate on it could never fail (or never pass); gate a smaller K (< {k_all})."
         )
+    constant = constant_pair(result, spec) if held and gated else None
+    if constant is not None:
+        value, why, fix = constant
+        raise InputError(
+            f"{spec.name}: {why}, so its value is {_g(value)} whatever the model and a gate on it "
+            f"could never fail (or never pass); {fix}."
+        )
     top, top_why = max_rank(result, spec)
+    totals = _pair_totals(result, spec) if held else None
+    floor = pair_floor(spec.family, n_positive=totals[0], n_negative=totals[1]) if totals else None
+    low, low_why = floor if floor is not None else (None, "")
+    bounds = dict(metric=spec, high=top, high_why=top_why, low=low, low_why=low_why)
     if at_least is not None:
-        at_least = GATE_FIELDS["at_least"].check(at_least, metric=spec, high=top, high_why=top_why)
+        at_least = GATE_FIELDS["at_least"].check(at_least, **bounds)
     if at_most is not None:
-        at_most = GATE_FIELDS["at_most"].check(at_most, metric=spec, high=top, high_why=top_why)
+        at_most = GATE_FIELDS["at_most"].check(at_most, **bounds)
     if at_least is not None and at_most is not None and at_least > at_most:
         raise InputError(
             f"at_least={_g(at_least)} > at_most={_g(at_most)} for {spec.name}: no value passes both; "

@@ -144,7 +144,8 @@ class GateSpec:
         name). ``metric``: the :class:`~retrieval_checks.metrics.MetricSpec` (or its
         registry family) a threshold is on, None when the registry does not know it (a
         threshold is then only finite, and a tolerance >= 0); ``threshold``: the
-        tighter range a caller knows (``high``, ``high_why``, ``baseline``)."""
+        tighter range a caller knows (``high``, ``high_why``, ``low``, ``low_why``,
+        ``baseline``)."""
         name = field or self.name
         if self.kind == "threshold":
             fam = getattr(metric, "capabilities", metric)

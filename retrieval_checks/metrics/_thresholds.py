@@ -24,25 +24,42 @@ Values on the wrong scale: ``at_least`` / ``at_most`` in (0, 1] on a metric in
 percent (``mean_recall``: 0.5 was probably 50), or in (0, 6] on Rsum (percentage
 points, the sum of six recalls in percent: 4.5 was probably 450), are refused.
 
-Where the caller knows more than the registry, two optional arguments tighten the
+Where the caller knows more than the registry, three optional arguments tighten the
 range: ``high`` (with ``high_why``), the largest value attainable in this result
 (the largest rank a query can get from its gallery; the registry's ranks are
-unbounded), and ``baseline``, the baseline a ``max_drop`` / ``margin`` /
+unbounded), ``low`` (with ``low_why``), the smallest (``precision_at_recall@Q`` is
+never below the share of positive pairs: :func:`pair_floor`), and ``baseline``, the
+baseline a ``max_drop`` / ``margin`` /
 ``max_relative_drop`` is measured from: a drop can be at most ``baseline - low``
 when higher is better, ``high - baseline`` otherwise, and a tolerance that covers
 all of it makes a gate that can never fail.
+
+Some pair metrics have one value whatever the model (:func:`pair_constant`): pair
+recall, precision and F1 at a threshold every pair clears (cosine ``t <= -1``,
+Hamming ``t >=`` the code length) or none does, and ``recall_at_precision@P`` with P
+at or below the share of positive pairs among all pairs (at the lowest threshold every
+pair is predicted positive: recall 1 at precision that share). A gate on them is
+refused, as one on a recall at a K past every non-relevant candidate is.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 
 from .._suggest import shown
 from ..errors import InputError
 from ._registry import Family
 
-__all__ = ["check_threshold", "check_finite", "probable_meaning", "ROLES"]
+__all__ = [
+    "check_threshold",
+    "check_finite",
+    "probable_meaning",
+    "pair_constant",
+    "pair_floor",
+    "ROLES",
+]
 
 ROLES = ("at_least", "at_most", "below", "margin", "max_drop", "max_relative_drop", "baseline")
 
@@ -152,6 +169,8 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
     metric: str | None = None,
     high: float | None = None,
     high_why: str = "",
+    low: float | None = None,
+    low_why: str = "",
     baseline: float | None = None,
 ) -> float:
     """Validate a threshold of ``role`` (see :data:`ROLES`) for a metric of ``family``
@@ -161,8 +180,10 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
 
     ``high``: the largest value attainable where the caller knows it (a rank cannot
     exceed the gallery a query ranks), ``high_why`` says why; it tightens the
-    registry's range. ``baseline``: the baseline a drop tolerance is measured from;
-    a tolerance at least as large as the largest attainable drop is refused."""
+    registry's range. ``low``, ``low_why``: the smallest value attainable whatever the
+    model, likewise (an ``at_least`` at or below it could never fail; bounds only).
+    ``baseline``: the baseline a drop tolerance is measured from; a tolerance at least
+    as large as the largest attainable drop is refused."""
     if role not in ROLES:
         raise ValueError(f"unknown threshold role {role!r}")
     field = field or role
@@ -213,6 +234,19 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
                 )
             if role == "baseline" and v > top:
                 fail(f"the largest attainable value is {_fmt(top)}{why}")
+        if low is not None and math.isfinite(low) and low > lo:
+            floor = f" ({low_why})" if low_why else ""
+            if role == "at_least" and v <= low:
+                fail(
+                    f"the smallest value attainable here is {low:.4g}{floor} whatever the model, so "
+                    f"every value is >= {_fmt(v)} and the gate could never fail; write a bound above "
+                    f"{low:.4g} (at_least >= {_above(Fraction(low))})"
+                )
+            if role == "at_most" and v < low:
+                fail(
+                    f"the smallest value attainable here is {low:.4g}{floor} whatever the model, so "
+                    "the gate could never pass"
+                )
         return v
     if role == "below":
         if math.isfinite(width):  # a gap's own range: the values' differences
@@ -280,3 +314,160 @@ def _drop_end(family: Family, top: float, why: str) -> str:
     if family.higher_is_better:
         return f"down to the low end {_fmt(family.low)}; higher is better"
     return f"up to the largest attainable value {_fmt(top)}{why}; lower is better"
+
+
+def _share(n_positive: int, n_negative: int) -> Fraction:
+    return Fraction(n_positive, n_positive + n_negative)
+
+
+def _shown_share(n_positive: int, n_negative: int) -> str:
+    return (
+        f"the share of positive pairs among all pairs ({n_positive} of "
+        f"{n_positive + n_negative}: {float(_share(n_positive, n_negative)):.4g})"
+    )
+
+
+def _above(x: Fraction) -> str:
+    """A short decimal strictly above ``x`` (about three significant digits), for a fix
+    that must clear it: the share 0.49593 is shown 0.4959, and 0.4959 would not."""
+    digits = 3 - math.floor(math.log10(x)) if x > 0 else 3
+    up = Fraction(math.floor(x * 10**digits) + 1, 10**digits)
+    return f"{float(up):.{max(digits, 1)}f}".rstrip("0").rstrip(".")
+
+
+def _threshold_reach(similarity: str, t: Fraction, n_bits) -> tuple[str, str, str] | None:
+    """("all" or "none", why, fix) when a pair threshold ``t`` (in the units users write:
+    :class:`~retrieval_checks.metrics._pairs.ScoreUnits`) predicts every pair positive
+    or none whatever the model; None when it depends on the scores."""
+    shown_t = _fmt(float(t))
+    if similarity == "cosine":
+        if t <= -1:
+            return (
+                "all",
+                f"t={shown_t} is at or below the lowest cosine similarity (-1): every pair is "
+                "predicted positive",
+                "gate a threshold above -1",
+            )
+        if t > 1:
+            return (
+                "none",
+                f"t={shown_t} is above the highest cosine similarity (1): no pair is predicted "
+                "positive",
+                "gate a threshold in (-1, 1]",
+            )
+    if similarity == "hamming":  # t: the largest Hamming distance (bits) predicted positive
+        if t < 0:
+            return (
+                "none",
+                f"t={shown_t} is a negative Hamming distance: no pair is predicted positive",
+                "gate a distance in bits from 0 up to the code length",
+            )
+        if isinstance(n_bits, numbers.Integral) and n_bits >= 1 and t >= n_bits:
+            return (
+                "all",
+                f"t={shown_t} is at or above the code length ({int(n_bits)} bits), the largest "
+                "Hamming distance: every pair is predicted positive",
+                f"gate a distance below {int(n_bits)}",
+            )
+    if similarity == "neg_l2" and t > 0:  # t: minus the largest distance predicted positive
+        return (
+            "none",
+            f"t={shown_t} is above 0 (neg_l2 thresholds are minus a distance): no pair is "
+            "predicted positive",
+            "gate a threshold <= 0 (minus the largest distance to accept)",
+        )
+    return None
+
+
+def pair_constant(
+    family: str,
+    level,
+    *,
+    n_positive: int,
+    n_negative: int,
+    similarity: str | None = None,
+    n_bits: int | None = None,
+) -> tuple[float, str, str] | None:
+    """(value, why, fix) when the pair metric ``family`` at ``level`` (P, Q or the
+    threshold t, as written: a Fraction or a float) has that value whatever the model
+    over ``n_positive`` positive and ``n_negative`` negative pairs; None when a model can
+    change it.
+
+    - ``recall_at_precision@P`` with P at or below the positive share
+      n_positive / (n_positive + n_negative): at the lowest threshold every pair is
+      predicted positive, with recall 1 at precision that share; 1.
+    - ``pair_recall`` / ``pair_precision`` / ``pair_f1@t=`` where ``t`` predicts every
+      pair positive (``similarity`` cosine: t <= -1; hamming: t >= ``n_bits``): 1, the
+      share, 2P / (2P + N); or none (cosine t > 1, hamming t < 0, neg_l2 t > 0): 0.
+
+    >>> pair_constant("recall_at_precision", 0.45, n_positive=180, n_negative=200)[0]
+    1.0
+    >>> pair_constant("recall_at_precision", 0.5, n_positive=180, n_negative=200) is None
+    True
+    >>> pair_constant("pair_precision", -1, n_positive=180, n_negative=200, similarity="cosine")[0]
+    0.47368421052631576
+    """
+    if (
+        not isinstance(n_positive, numbers.Integral)
+        or not isinstance(n_negative, numbers.Integral)
+        or n_positive < 1
+        or n_negative < 0
+        or level is None
+    ):
+        return None
+    level = level if isinstance(level, Fraction) else Fraction(repr(float(level)))
+    if family == "recall_at_precision":
+        share = _share(n_positive, n_negative)
+        if level > share:
+            return None
+        return (
+            1.0,
+            f"the precision level P={_fmt(float(level))} is at or below "
+            f"{_shown_share(n_positive, n_negative)}: at the lowest threshold every pair is "
+            "predicted positive, with recall 1 at that precision",
+            f"gate a precision level above {float(share):.4g} (P >= {_above(share)})"
+            if share < 1
+            else "evaluate on items of two or more classes (there is no negative pair)",
+        )
+    if family not in ("pair_recall", "pair_precision", "pair_f1") or similarity is None:
+        return None
+    reach = _threshold_reach(similarity, level, n_bits)
+    if reach is None:
+        return None
+    kind, why, fix = reach
+    if kind == "none":
+        return 0.0, why, fix
+    value = {
+        "pair_recall": 1.0,
+        "pair_precision": float(_share(n_positive, n_negative)),
+        "pair_f1": float(Fraction(2 * n_positive, 2 * n_positive + n_negative)),
+    }[family]
+    if family == "pair_precision":
+        why += f", at a precision of {_shown_share(n_positive, n_negative)}"
+    return value, why, fix
+
+
+def pair_floor(family: str, *, n_positive: int, n_negative: int) -> tuple[float, str] | None:
+    """(value, why): the smallest value the pair metric ``family`` can take whatever the
+    model, where it is above the registry's low end; None elsewhere.
+    ``precision_at_recall@Q`` is never below the share of positive pairs (the lowest
+    threshold reaches recall 1 at that precision, and a model that scores every negative
+    pair above every positive one gets no more), so an ``at_least`` at or below it could
+    never fail.
+
+    >>> pair_floor("precision_at_recall", n_positive=180, n_negative=200)[0]
+    0.47368421052631576
+    """
+    if (
+        family != "precision_at_recall"
+        or not isinstance(n_positive, numbers.Integral)
+        or not isinstance(n_negative, numbers.Integral)
+        or n_positive < 1
+        or n_negative < 0
+    ):
+        return None
+    return (
+        float(_share(n_positive, n_negative)),
+        f"the share of positive pairs among all pairs, {n_positive} of {n_positive + n_negative}: "
+        "at the lowest threshold every pair is predicted positive, at recall 1",
+    )

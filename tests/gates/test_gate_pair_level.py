@@ -30,4 +30,8 @@ def test_the_gate_checks_the_precision_level_it_was_given():
     rc.assert_recall_at_precision(res, 0.9, precision=level)
     with pytest.raises(AssertionError, match=r"recall_at_precision@0\.9999999 "):
         rc.assert_recall_at_precision(res, 0.95, precision=level)
-    rc.assert_recall_at_precision(res, 1.0 - 1e-9, precision=0.9)  # 10/11 >= 0.9: recall 1
+    assert res["recall_at_precision@0.9"] == 1.0  # 10/11 >= 0.9: recall 1
+    # and so for any model: 0.9 is below the share of positive pairs (10 of 11), so the
+    # gate could never fail and is refused (h22)
+    with pytest.raises(rc.InputError, match=r"at or below the share of positive pairs"):
+        rc.assert_recall_at_precision(res, 1.0 - 1e-9, precision=0.9)
