@@ -155,6 +155,21 @@ class RelevanceSource:
     def graded(self) -> bool:
         return self.csr is not None and self.csr.grades is not None
 
+    @property
+    def grades_vary(self) -> bool:
+        """Whether some query's relevant items have different grades (graded relevance
+        that orders them; all grades 1 is binary relevance written as grades)."""
+        if not self.graded:
+            return False
+        csr = self.csr
+        nonempty = np.diff(csr.indptr) > 0
+        if not nonempty.any():
+            return False
+        starts = csr.indptr[:-1][nonempty]  # each segment is one query's relevant items
+        hi = np.maximum.reduceat(csr.grades, starts)
+        lo = np.minimum.reduceat(csr.grades, starts)
+        return bool((hi != lo).any())
+
     def level_counts(self, n_q: int, level: float) -> np.ndarray:
         """Relevant items of grade >= ``level`` per query (self matches excluded)."""
         out = np.zeros(n_q, np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -490,25 +491,28 @@ class EvaluationResult(Mapping):
     def no_negatives_refusal(self) -> str | None:
         """The error a gate gives this result when no used query has a non-relevant
         candidate (one class, or every item relevant to every query): every ranking and
-        pair metric is then at its best whatever the model, else None. Binary relevance
-        only: not for runs (a run that retrieved only relevant documents earned it), graded
-        relevance (nDCG still orders the grades) or ``ignore_identical_ids``."""
+        pair metric is then at its best whatever the model, else None. Not for runs (a run
+        that retrieved only relevant documents earned it) or graded relevance whose grades
+        differ within a query (nDCG still orders them; grades all alike are binary
+        relevance written as grades). With ``ignore_identical_ids`` a query's own items
+        are never ranked and may be relevant: the candidates are all relevant when they
+        are no more than the relevant items less every own item."""
         config = self.config or {}
-        # a run earned it; graded relevance orders the relevant items (nDCG depends on the
-        # model); ignore_identical_ids keeps unranked own items among the relevant ones,
-        # so the counts below cannot tell: none of them is refused
-        if (
-            config.get("source") == "run"
-            or config.get("graded")
-            or config.get("ignore_identical_ids")
-        ):
+        if config.get("source") == "run" or config.get("grades_vary", config.get("graded")):
             return None
         counts = ranked_counts(self)
         if counts is None:
             return None
         cand, rel = counts
+        if config.get("ignore_identical_ids"):
+            n_gallery = config.get("n_gallery")
+            if not isinstance(n_gallery, numbers.Integral):
+                return None
+            ranked = rel - (n_gallery - cand)  # the fewest relevant items that are ranked
+        else:
+            ranked = rel
         used = rel > 0
-        if not used.any() or (cand[used] > rel[used]).any():
+        if not used.any() or (cand[used] > ranked[used]).any():
             return None
         return (
             f"queries: none of the {int(used.sum())} queries has a non-relevant candidate (every "

@@ -784,6 +784,7 @@ def aggregate_result(
         "confidence": req.confidence,
         "seed": req.group_seed,
         "graded": rel.source.graded,
+        "grades_vary": rel.source.grades_vary,
         "relevance_level": level,
         **(
             {"ignore_identical_ids": True, "identical_ids_dropped": int(own.csr.indices.size)}

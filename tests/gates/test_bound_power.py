@@ -170,11 +170,9 @@ def test_a_warning_raised_as_an_error_fails_the_gate_in_its_record(comparison):
             "units": {f"q{i}": [float(x), 1] for i, x in enumerate(v)},
         }
 
-    few = rc.evaluate(
-        np.eye(6, dtype=np.float32)[[0, 0, 1, 1, 2, 2]],
-        query_labels=[0, 0, 1, 1, 2, 2],
-        metrics=["map"],
-    )
+    pairs = np.eye(6, dtype=np.float32)  # three classes of two near items (not equal rows:
+    pairs[[0, 2, 4], [1, 3, 5]] = 0.5  # two equal rows a class are refused as stacked twice)
+    few = rc.evaluate(pairs, query_labels=[0, 0, 1, 1, 2, 2], metrics=["map"])
     cases = [
         (PowerWarning, lambda: rc.assert_not_worse(comparison, margin=0.02, rule="non_inferior")),
         (PowerWarning, lambda: rc.assert_gap_below(_gap(0.0188, -0.04, 0.0776), 0.08)),

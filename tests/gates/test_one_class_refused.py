@@ -69,3 +69,51 @@ def test_graded_relevance_is_judged_even_when_every_candidate_is_relevant():
     res = rc.evaluate(q, g, relevance=relevance, metrics=["ndcg@10"])
     assert res["ndcg@10"] < 0.9 and res.vacuous() is None
     rc.assert_metric(res, "ndcg@10", at_least=0.1)
+
+
+def test_binary_relevance_written_as_grades_is_refused_like_lists():
+    """{query: {item: 1}} for every item is binary relevance in the graded form: map and
+    nDCG are 1 whatever the model (h20: random embeddings passed assert_map_at_least 0.99,
+    while the same relevance as lists was refused). Grades that differ within a query are
+    still judged (nDCG orders them)."""
+    rng = np.random.default_rng(0)
+    q, g = rng.normal(size=(20, 8)), rng.normal(size=(30, 8))
+    as_grades = rc.evaluate(
+        q, g, relevance={i: dict.fromkeys(range(30), 1) for i in range(20)}, metrics=["map"]
+    )
+    with pytest.raises(InputError, match="none of the 20 queries has a non-relevant candidate"):
+        rc.assert_map_at_least(as_grades, 0.99)
+    two_levels = {i: {j: 1 + (j % 2) for j in range(30)} for i in range(20)}
+    rc.assert_metric(
+        rc.evaluate(q, g, relevance=two_levels, metrics=["ndcg"]), "ndcg", at_least=0.1
+    )
+
+
+def test_ignore_identical_ids_with_every_ranked_item_relevant_is_refused():
+    """One class with ids and ignore_identical_ids: each query's own item leaves its ranking
+    but stays relevant, so map is 0.975 and hit_rate@1 1 whatever the model (h20). The
+    candidates are all relevant when they are no more than the relevant items less the own
+    ones; a query with one non-relevant candidate beside its relevant own item is judged."""
+    x = np.random.default_rng(0).normal(size=(40, 8))
+    one = rc.evaluate(
+        x,
+        query_labels=np.zeros(40, int),
+        query_ids=np.arange(40),
+        ignore_identical_ids=True,
+        metrics=["map"],
+    )
+    with pytest.raises(InputError, match="none of the 40 queries has a non-relevant candidate"):
+        rc.assert_map_at_least(one, 0.9)
+    q = np.random.default_rng(0).normal(size=(3, 4))
+    g = np.random.default_rng(1).normal(size=(9, 4))
+    res = rc.evaluate(
+        q,
+        g,
+        relevance={i: [3 * i, 3 * i + 1] for i in range(3)},  # the own item and one other
+        query_ids=[0, 1, 2],
+        gallery_ids=[0, 10, 11, 1, 12, 13, 2, 14, 15],
+        ignore_identical_ids=True,
+        metrics=["map"],
+    )
+    assert res.vacuous() is None
+    rc.assert_map_at_least(res, 0.01)
