@@ -786,6 +786,8 @@ def aggregate_result(
         "graded": rel.source.graded,
         "grades_vary": rel.source.grades_vary,
         "relevance_level": level,
+        # a Hamming code's length: the largest distance (pair thresholds beyond it are refused)
+        **({"n_bits": int(sides.queries.n_bits)} if isinstance(sides.queries, PackedCodes) else {}),
         **(
             {"ignore_identical_ids": True, "identical_ids_dropped": int(own.csr.indices.size)}
             if req.ignore_identical_ids

@@ -340,3 +340,15 @@ def test_grouped_certain_k_in_leave_one_out_with_repeated_ids():
     with pytest.raises(rc.InputError, match=r"K=5 reaches .*\(K >= 5\)"):
         rc.assert_metric(res, "grouped_recall@5", at_least=0.5)
     rc.assert_metric(res, "grouped_recall@4", at_least=0.01)
+
+
+def test_a_hamming_threshold_at_the_code_length_is_refused_end_to_end():
+    """The result records the code length (config n_bits), so a pair threshold at or above
+    it (every pair predicted positive) is refused from an evaluation, not only by the rule."""
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 2, size=(200, 32)).astype(bool)
+    y = np.repeat(np.arange(20), 10)
+    res = rc.evaluate(codes, query_labels=y, metrics=["pair_recall@t=32"], similarity="hamming")
+    assert res.config["n_bits"] == 32
+    with pytest.raises(rc.InputError, match="at or above the code length"):
+        rc.assert_metric(res, "pair_recall@t=32", at_least=0.5)
