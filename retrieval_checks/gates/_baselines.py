@@ -95,9 +95,23 @@ def round_stored(x):
     return x
 
 
-def value_options(result) -> dict:
-    """The options of ``result`` that change a metric's value (:data:`VALUE_OPTIONS`)."""
-    return _options_of(getattr(result, "config", None))
+#: evaluate_image_text's protocols by the name a record holds ("all" is "5k": every image)
+_PROTOCOL_KEYS = {"all": "5k"}
+
+
+def value_options(result, metric: str | None = None) -> dict:
+    """The options of ``result`` that change a metric's value (:data:`VALUE_OPTIONS`;
+    with ``metric``, those that change its value). An image-text result's protocol is
+    one, read from ``result.protocol`` where its config does not hold it: an rsum over
+    the first 1000 images is not one over 5000."""
+    config = getattr(result, "config", None)
+    protocol = getattr(result, "protocol", None)
+    if isinstance(config, Mapping) and isinstance(protocol, str) and "protocol" not in config:
+        config = {**config, "protocol": protocol}
+    options = _options_of(config, metric)
+    if isinstance(options.get("protocol"), str):
+        options["protocol"] = _PROTOCOL_KEYS.get(options["protocol"], options["protocol"])
+    return options
 
 
 def _options_text(options: Mapping, keys) -> str:
@@ -116,13 +130,20 @@ def check_same_options(baseline: Mapping, current: Mapping, where: str = "") -> 
     if not differ:
         return
     same = ", ".join(f"{k}={b[k]!r}" for k in differ if k in b)
+    unknown = [k for k in differ if k not in b]
+    older = (
+        f" (a record written before records held {', '.join(unknown)}: what it was computed "
+        "under is not known, so it is not taken to be this one)"
+        if unknown
+        else ""
+    )
     raise InputError(
         f"{where + ': ' if where else ''}{current.get('metric')}: the baseline was recorded with "
-        f"{_options_text(b, differ)}, this result was computed with {_options_text(c, differ)}; "
-        "under other options the metric measures another number, so the two are not compared. "
-        f"Fix: evaluate with the baseline's options{f' ({same})' if same else ''}, or re-record the "
-        "baseline under the new ones (pytest --rc-force-regen writes changed baselines and fails, "
-        "--rc-regen-all rewrites every one; review and commit the file)."
+        f"{_options_text(b, differ)}{older}, this result was computed with "
+        f"{_options_text(c, differ)}; under other options the metric measures another number, so "
+        f"the two are not compared. Fix: evaluate with the baseline's options{f' ({same})' if same else ''}, "
+        "or re-record the baseline under the new ones (pytest --rc-force-regen writes changed "
+        "baselines and fails, --rc-regen-all rewrites every one; review and commit the file)."
     )
 
 
@@ -343,7 +364,7 @@ def baseline_record(
     }
     if m.n_skipped is not None:
         rec["n_skipped"] = int(m.n_skipped)
-    options = value_options(result)
+    options = value_options(result, spec.name)
     if options:
         rec["options"] = options
     top, _ = max_rank(result, spec.name)
@@ -601,10 +622,12 @@ def check_record(  # long: one check per field of a hand-edited record, each nam
                     f"not an option that changes a value; the options are {', '.join(VALUE_OPTIONS)}"
                     f"{hint(str(k), VALUE_OPTIONS)}",
                 )
-            if not isinstance(v, (str, bool, int)):
+            if not isinstance(v, (str, bool, int)) and not (
+                isinstance(v, float) and math.isfinite(v)
+            ):
                 bad(
                     f"options.{_name(k)}",
-                    f"expected a string, a boolean or an integer, found {_kind(v)}",
+                    f"expected a string, a boolean or a finite number, found {_kind(v)}",
                 )
     if rec.get("unit") is not None and rec["unit"] not in RECORD_UNITS:
         bad(
@@ -1675,7 +1698,12 @@ class BaselineStore:
                 n_used=record.get("n") if record.get("n_skipped") is not None else None,
                 model=record.get("model"),
                 dataset=record.get("dataset"),
-                extra=sliced,
+                # the options behind the value, as a checked gate's event holds them, so that
+                # compare refuses a regenerated value computed under other ones (a protocol)
+                extra={
+                    **sliced,
+                    **({"options": record["options"]} if record.get("options") else {}),
+                },
             )
         )
 

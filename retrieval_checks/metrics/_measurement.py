@@ -14,16 +14,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Measurement", "Measurable", "VALUE_OPTIONS", "value_options"]
+__all__ = ["Measurement", "Measurable", "VALUE_OPTIONS", "OPTION_METRICS", "value_options"]
 
 #: The options of a result's ``config`` that change what a metric measures: two values
 #: computed under different ones are different quantities (baselines, ``compare`` and
 #: ``rc.compare`` refuse to compare them). ``ties`` (the order of equal scores),
 #: ``relevance_level`` (trec_eval's -l), ``empty_queries`` (skip or zero),
 #: ``ignore_identical_ids`` (BEIR's rule), ``queries`` (evaluate_run's query set:
-#: trec_eval's default or -c) and ``k`` (evaluate_run's depth, trec_eval's -M). Not
-#: ``similarity``: it is part of the system measured (a model scored by dot product
-#: instead of cosine is a change a baseline should judge, not refuse).
+#: trec_eval's default or -c), ``k`` (evaluate_run's depth, trec_eval's -M),
+#: ``protocol`` (evaluate_image_text's: 5k ranks every image, 1k the first 1000,
+#: 5fold1k averages five blocks of 1000; an rsum under 1k is not one under 5k), and the
+#: classifier measures' ``cam_method``, ``rho`` (cam_iou's threshold) and
+#: ``percentile`` (spectral_measure's margin percentile). Not ``similarity``: it is
+#: part of the system measured (a model scored by dot product instead of cosine is a
+#: change a baseline should judge, not refuse).
 VALUE_OPTIONS = (
     "ties",
     "relevance_level",
@@ -31,6 +35,10 @@ VALUE_OPTIONS = (
     "ignore_identical_ids",
     "queries",
     "k",
+    "protocol",
+    "cam_method",
+    "rho",
+    "percentile",
 )
 
 #: Options that records written by earlier versions hold but that no longer change a
@@ -38,18 +46,31 @@ VALUE_OPTIONS = (
 #: one is read as if it did not (a tool's own files keep working), never refused.
 RETIRED_OPTIONS = ("similarity",)
 
+#: Options that change the values of some metrics only (the classifier measures share
+#: one config): a record of another metric leaves them out, so an accuracy baseline is
+#: not refused because cam_iou's threshold moved.
+OPTION_METRICS = {
+    "cam_method": ("cam_iou", "cam_iou_box"),
+    "rho": ("cam_iou", "cam_iou_box"),
+    "percentile": ("spectral_measure",),
+}
+
 #: The value an option has when a ranking result's config leaves it out (evaluate
 #: writes ignore_identical_ids only when True).
 _OPTION_DEFAULTS = {"ignore_identical_ids": False}
 
 
-def value_options(config) -> dict:
+def value_options(config, metric: str | None = None) -> dict:
     """The :data:`VALUE_OPTIONS` of a result's ``config`` as plain values: those it holds
-    (None left out), the defaults filled in for a ranking result (one with ``ties``)."""
+    (None left out), the defaults filled in for a ranking result (one with ``ties``);
+    with ``metric`` (a canonical name), only the options that change its value
+    (:data:`OPTION_METRICS`)."""
     if not isinstance(config, Mapping):
         return {}
     out = {}
     for key in VALUE_OPTIONS:
+        if metric is not None and metric not in OPTION_METRICS.get(key, (metric,)):
+            continue
         value = config.get(key, _OPTION_DEFAULTS.get(key) if "ties" in config else None)
         if value is not None:
             out[key] = value.item() if hasattr(value, "item") else value

@@ -456,7 +456,7 @@ def _cmd_compare(
     if refused:
         print(
             f"{len(refused)} gate(s) not compared: computed under different options or over different "
-            "evaluated sets (the table names them: ties, relevance_level, queries, n_used, dataset...), so "
+            "evaluated sets (the table names them: ties, protocol, relevance_level, queries, n_used, dataset...), so "
             f"the two values are different numbers, not a change; rerun the candidate with run {base_id}'s "
             "options on its set, or compare runs computed the same way",
             file=out,
