@@ -32,6 +32,7 @@ __all__ = [
     "parse_memory",
     "positive_int",
     "DATASET_TYPES",
+    "MIN_RESAMPLES",
 ]
 
 #: The kinds of dataset a suite declares; each option applies to some of them.
@@ -79,6 +80,7 @@ class Option:
     ``value_applies_to``: a value that only some of those types take, with them (``ties:
     docid``, trec_eval's order of document ids, belongs to runs): the one home of that
     rule, which :func:`check_embedding_ties`, the suite loader and the JSON schema read.
+    ``zero_or_least``: (least, why) for an integer that is 0 or at least ``least``.
     """
 
     name: str
@@ -95,6 +97,9 @@ class Option:
     aliases: dict = field(default_factory=dict)
     optional: bool = False  # None is a valid value (e.g. "no limit")
     value_applies_to: dict = field(default_factory=dict)
+    #: an ``integer`` that is 0 or at least this (``n_resamples``: 0 is no interval, a
+    #: handful of resamples is no interval either), with the reason, or None
+    zero_or_least: tuple | None = None
 
     def takes(self, value, dataset_types) -> bool:
         """Whether a dataset of one of ``dataset_types`` takes ``value`` of this option
@@ -132,6 +137,8 @@ class Option:
             if self.name == "confidence" and 50 <= v < 100:  # written in percent
                 meant = f" (did you mean {v / 100:g}?)"
             return f"expected {self.expected}, {found}{meant}."
+        if self.zero_or_least is not None and 0 < v < self.zero_or_least[0]:
+            return f"expected {self.expected}, {found}: {self.zero_or_least[1]}"
         return None
 
     def check(self, value, *, name: str | None = None):
@@ -175,6 +182,11 @@ def _choice(name, choices, default, help_text, applies_to=(), value_applies_to=N
 
 
 _RET, _IT, _IMG, _RUN, _ANN = DATASET_TYPES
+
+#: The fewest bootstrap resamples an interval takes (``n_resamples`` of the option
+#: table, and every statistics function): fewer leave the tail quantiles of a 95%
+#: interval to one or two draws.
+MIN_RESAMPLES = 100
 
 #: The dataset types whose evaluation ranks embeddings (what a model is evaluated on).
 EMBEDDING_TYPES = (_RET, _IT)
@@ -251,11 +263,19 @@ OPTIONS: dict[str, Option] = {
             "n_resamples",
             "integer",
             1000,
-            "an integer in [0, 1000000] (bootstrap resamples; 0: no interval)",
+            f"an integer in [0, 1000000] (bootstrap resamples; 0: no interval, else at least {MIN_RESAMPLES})",
             low=0,
             high=1_000_000,
             applies_to=(_IT, _IMG),
-            help="bootstrap resamples of image-text and CAM intervals",
+            help="bootstrap resamples of image-text and CAM intervals (0: no interval; at least "
+            f"{MIN_RESAMPLES} otherwise)",
+            zero_or_least=(
+                MIN_RESAMPLES,
+                "a bootstrap of a handful of resamples is no interval (its bounds are a few "
+                "draws: the lower one can lie above the value, and an on: interval gate then "
+                f"passes where the value fails); use at least {MIN_RESAMPLES} (the default, "
+                "1000, for 95% intervals), or 0 for no interval.",
+            ),
         ),
         Option(
             "rho",

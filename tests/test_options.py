@@ -63,3 +63,49 @@ def test_text_values_from_flags_and_ini():
         with pytest.raises(rc.InputError, match=name):
             parse_text(name, text)
     assert parse_memory("1.5 GiB") == int(1.5 * 2**30)
+
+
+def _image_text(n_resamples):
+    """A small image-text problem (h19 F4: value 249.53, interval [252.93, 252.93] at
+    n_resamples=1, so the on='lower' gate passed where the value gate failed)."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    imgs = rng.normal(size=(300, 16)).astype(np.float32)
+    ci = np.repeat(np.arange(300), 5)
+    caps = (imgs[ci] + 2.0 * rng.normal(size=(1500, 16))).astype(np.float32)
+    return rc.evaluate_image_text(imgs, caps, ci, n_resamples=n_resamples, seed=1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 10, 99])
+def test_a_handful_of_resamples_is_refused_everywhere(n):
+    """A bootstrap of a few resamples is no interval: refused in the option table, so the
+    engine, the suite loader, the plugin's flags and the statistics functions agree; 0
+    (no interval) and the minimum stay valid."""
+    fragment = "or 0 for no interval"
+    with pytest.raises(rc.InputError, match=f"^n_resamples={n}: .*{fragment}"):
+        check_option("n_resamples", n)
+    with pytest.raises(rc.InputError, match=fragment):
+        parse_text("n_resamples", str(n))
+    with pytest.raises(rc.InputError, match=f"n_resamples={n}: .*{fragment}"):
+        _image_text(n)
+    assert check_option("n_resamples", 0) == 0 and check_option("n_resamples", 100) == 100
+
+
+def test_an_interval_of_the_minimum_resamples_holds_its_value():
+    res = _image_text(OPTIONS["n_resamples"].zero_or_least[0])
+    low, high = res.intervals["rsum"]
+    assert low <= res["rsum"] <= high
+    assert not _image_text(0).intervals
+
+
+def test_a_suite_with_a_handful_of_resamples_is_refused_naming_the_line(tmp_path):
+    from retrieval_checks.suites import load_suite
+
+    (tmp_path / "s.yaml").write_text(
+        "suite: s\noptions: {n_resamples: 1}\ndatasets:\n"
+        "  v: {type: image_text, images: i.npz, captions: c.npz}\n"
+        "checks:\n  - {metric: rsum, at_least: 251.2, on: interval}\n"
+    )
+    with pytest.raises(rc.InputError, match=r"s\.yaml:2: options\.n_resamples: .*or 0 for no"):
+        load_suite(tmp_path / "s.yaml")

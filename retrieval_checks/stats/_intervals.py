@@ -24,7 +24,7 @@ from ..errors import InputError, IntervalWarning, warn_outside
 from ..metrics._binomial import PROPORTIONS, binomial_floor
 from ..metrics._names import parse_metric
 from ..metrics._ranking import GM_FLOOR, aggregate
-from ..options import check_option
+from ..options import MIN_RESAMPLES, check_option
 
 if TYPE_CHECKING:
     from ..engine import EvaluationResult
@@ -216,9 +216,10 @@ def check_resamples(n_resamples: int) -> None:
             f"n_resamples={shown}: expected an integer number of resamples, found "
             f"{type(n_resamples).__name__} (e.g. n_resamples=2000)."
         )
-    if n_resamples < 100:
+    if n_resamples < MIN_RESAMPLES:
         raise InputError(
-            f"n_resamples={int(n_resamples)}: use at least 100 resamples (1000+ for 95% intervals)."
+            f"n_resamples={int(n_resamples)}: use at least {MIN_RESAMPLES} resamples (1000+ for 95% "
+            "intervals)."
         )
     if n_resamples > MAX_RESAMPLES:
         digits = (
