@@ -210,7 +210,6 @@ class RetrievalChecksTrainerCallback(TrainerCallback):
             "training only under eval_strategy='steps' or 'epoch'",
             remedy="Call trainer.evaluate() after train() (the gates run there, and raise under "
             "raise_on_failure), set eval_strategy='steps' (with eval_steps) or 'epoch'",
-            raise_on_failure=False,
         )
         return control
 

@@ -223,8 +223,10 @@ class RetrievalChecksCallback(Callback):
     def on_fit_end(self, trainer, pl_module) -> None:
         """A fit in which no validation epoch was evaluated ran no gate, and none could
         fail (a new user's trial: limit_val_batches=0, or check_val_every_n_epoch past the
-        last epoch, ended fit quietly with raise_on_failure=True): said, and under
-        raise_on_failure an AssertionError, as a failed gate would be."""
+        last epoch, ended fit quietly with raise_on_failure=True): said, with a warning, as
+        the HF callback says it (:func:`gates_never_ran`). Not raised, even under
+        raise_on_failure: ``trainer.fit(m); trainer.validate(m)`` evaluates once after fit,
+        and the gates (which raise there) run then."""
         if self._evaluated:
             return
         gates_never_ran(
@@ -233,8 +235,8 @@ class RetrievalChecksCallback(Callback):
             missing="no validation epoch was evaluated",
             causes="validation did not run: limit_val_batches=0, check_val_every_n_epoch past the "
             f"last epoch, or every_n_epochs={self.every_n_epochs} skipping every validation epoch",
-            remedy="Run validation at least once",
-            raise_on_failure=self.raise_on_failure,
+            remedy="Run validation at least once (trainer.validate(model) after fit runs the "
+            "gates, and raises under raise_on_failure)",
         )
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
