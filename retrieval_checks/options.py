@@ -313,7 +313,9 @@ OPTIONS: dict[str, Option] = {
             "a count of queries (an int >= 0) or a fraction of them (a float in [0, 1))",
             applies_to=(_RET, _RUN),
             optional=True,
-            help="most queries a gate may skip (no relevant item) before it fails; default: no limit, a warning",
+            help="most queries a gate may skip (no relevant item) before it fails; default: no "
+            "limit, a warning. The most specific setting wins, looser or stricter: a gate's own "
+            "max_skipped= (a YAML check's field, else its suite's options:) over the session's",
         ),
         Option(
             "timeout",
