@@ -36,7 +36,7 @@ from .._suggest import hint, shown
 from ..errors import InputError, MetricNameError
 from ..metrics._names import metric_spec
 from ..metrics._registry import Family
-from ..metrics._thresholds import check_finite, check_threshold
+from ..metrics._thresholds import check_finite, check_threshold, no_drop_left
 from ..options import OPTIONS, check_option
 from ..stats._power import Power, check_power, power_of, spread
 from ._exact import exceeds
@@ -405,6 +405,10 @@ def _check_attainable(
                 high_why=high_why,
             )
     b = baseline["value"]
+    if max_drop is None and max_relative_drop is None:  # any drop fails: none can happen?
+        at_end = no_drop_left(fam, b, high, high_why)
+        if at_end is not None:
+            raise InputError(f"{metric}: no tolerance given (any drop fails), but {at_end}.")
     _tolerance(fam, max_drop, "max_drop", metric, baseline=b, high=high, high_why=high_why)
     _tolerance(
         fam,

@@ -873,7 +873,7 @@ def _refuse_unfailable(
     a warning naming them (the gate checks the others only). A rank metric's largest
     value is the slice's largest attainable rank (:func:`max_rank` of the slice's
     queries, from ``slices``); unknown, its slices are not judged."""
-    dead = []
+    dead, at_end = [], []
     for n in wanted:
         then = round_stored(float(base[n]))
         top = None
@@ -882,16 +882,25 @@ def _refuse_unfailable(
         most = attainable_drop(spec.capabilities, then, top)
         allowed = _allowed_drop(then, max_drop, max_relative_drop)
         if most is not None and allowed >= most:
+            if most == 0:
+                at_end.append(f"{n}: {then:.4g}")
             lose = "to lose" if spec.capabilities.higher_is_better else "to rise"
             dead.append(f"{n} ({then:.4g}: at most {most:.4g} {lose}, {allowed:.4g} allowed)")
     if not dead:
         return
     shown = ", ".join(dead[:8]) + (f", ... ({len(dead)} in all)" if len(dead) > 8 else "")
     if len(dead) == len(wanted):
+        fix = (
+            "write a tolerance below each slice's baseline (or a max_relative_drop below 1), or gate "
+            "the whole set"
+            if len(at_end) < len(dead)
+            else "every slice's baseline is already at the end a drop goes toward ("
+            + at_end[0]
+            + "), so no tolerance helps: record the baselines from a model that scores better"
+        )
         raise InputError(
             f"{gate}: {spec.name}: no slice can drop by more than the tolerance from its baseline, so "
-            f"the gate could never fail: {shown}; write a tolerance below each slice's baseline (or a "
-            "max_relative_drop below 1), or gate the whole set."
+            f"the gate could never fail: {shown}; {fix}."
         )
     warn_outside(
         f"retrieval-checks: {gate}: {spec.name}: {len(dead)} of {len(wanted)} slices cannot drop by more "

@@ -267,6 +267,9 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
             )
         if math.isfinite(width) and v >= width:
             fail(f"no drop exceeds {_fmt(width)}, so the gate could never fail")
+        at_end = no_drop_left(family, baseline, top, why)
+        if at_end is not None:  # any tolerance, 0 too: nothing can drop
+            fail(at_end)
         if most is not None and v > 0 and v >= most:
             fail(
                 f"from the baseline {_fmt(baseline)} the metric can drop by at most {_fmt(most)} "
@@ -295,6 +298,25 @@ def check_threshold(  # long: one branch per threshold role, each with its own m
             f"fail; write a fraction of the baseline below {_fmt(rel)} (0.05 for 5%) ({unit})."
         )
     return v
+
+
+def no_drop_left(
+    family: Family, baseline: float | None, top: float | None = None, why: str = ""
+) -> str | None:
+    """Why a drop gate on ``baseline`` could never fail when the baseline is already at
+    the end a drop goes toward (map 0; a rank at the largest attainable one): no drop,
+    and no tolerance, can be exceeded. None otherwise. The whole-set and slice
+    regression gates and the non-inferiority margin share it."""
+    most = attainable_drop(family, baseline, top)
+    if most is None or most > 0:
+        return None
+    better = "above" if family.higher_is_better else "below"
+    return (
+        f"the baseline {_fmt(baseline)} is already at the end a drop goes toward "
+        f"({_drop_end(family, family.high if top is None else top, f' ({why})' if why else '')}), "
+        f"so nothing can drop from it and the gate could never fail; record the baseline from a "
+        f"model that scores {better} {_fmt(baseline)}"
+    )
 
 
 def attainable_drop(

@@ -337,3 +337,18 @@ def test_a_rank_metric_slice_regression_that_can_never_fail_is_refused(big):
         rc.assert_no_slice_regression(big, mixed, "medr", max_drop=100)
     assert names[0] in str(said[0].message) and "at most 35 to rise" in str(said[0].message)
     rc.assert_no_slice_regression(big, values, "medr", max_drop=2)  # every slice can fail
+
+
+def test_a_baseline_at_the_floor_is_refused_by_the_whole_set_and_slice_gates_alike(big):
+    """A baseline of map 0 cannot drop: a strict gate (no tolerance: any drop fails) or
+    max_drop 0 could never fail. The slice gate refused it and told the user to write a
+    tolerance below the baseline (impossible), while the whole-set gate passed it (h20):
+    one rule now (metrics._thresholds.no_drop_left), and a fix that can be done."""
+    current = rc.baseline_record(big, "map")
+    floor = {"metric": "map", "value": 0.0}
+    for tolerance in ({}, {"max_drop": 0.0}):
+        with pytest.raises(InputError, match="already at the end a drop goes toward"):
+            rc.assert_no_regression(current, floor, **tolerance)
+    with pytest.raises(InputError, match="no tolerance helps: record the baselines"):
+        rc.assert_no_slice_regression(big, {k: 0.0 for k in big.slices.by_metric("map")}, "map")
+    rc.assert_no_regression(current, {"metric": "map", "value": 0.01})  # a drop can happen

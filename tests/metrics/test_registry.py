@@ -89,9 +89,9 @@ def test_check_threshold_tightens_with_the_attainable_high_and_the_baseline():
         check_threshold(rank, 57, role="at_least", high=56)
     with pytest.raises(rc.InputError, match="at most 0.48"):
         check_threshold(frac, 0.5, role="max_drop", baseline=0.48)
-    assert (
-        check_threshold(frac, 0.0, role="max_drop", baseline=0.0) == 0.0
-    )  # no drop tolerated: fine
+    assert check_threshold(frac, 0.0, role="max_drop", baseline=0.1) == 0.0  # no drop tolerated
+    with pytest.raises(rc.InputError, match="already at the end a drop goes toward"):
+        check_threshold(frac, 0.0, role="max_drop", baseline=0.0)  # nothing can drop from 0
     with pytest.raises(rc.InputError, match="relative drop of 6"):
         check_threshold(rank, 6, role="max_relative_drop", baseline=8, high=56)
     assert check_threshold(rank, 5.9, role="max_relative_drop", baseline=8, high=56) == 5.9
