@@ -479,7 +479,7 @@ def test_classifier_config_carries_confidence_and_seed():
         device="cpu",
         confidence=0.8,
         seed=5,
-        n_resamples=50,
+        n_resamples=100,
     )
     assert res.config["confidence"] == 0.8 and res.config["seed"] == 5
 

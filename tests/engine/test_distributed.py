@@ -414,7 +414,7 @@ def _image_text_scenarios() -> list[dict]:
     kw = dict(
         caption_image=cap_img,
         metrics=["rsum", "i2t_recall@1", "t2i_recall@5", "i2t_medr", "t2i_meanr"],
-        n_resamples=50,
+        n_resamples=100,
     )
     out = [
         dict(name="image-text-cosine", entry="image_text", Q=images, G=captions, kw=kw),

@@ -530,7 +530,7 @@ def test_image_text_ranks_equal_the_exact_rational_order(ties):
             protocol="5k",
             ties=ties,
             device=device,
-            n_resamples=10,
+            n_resamples=100,
         )
         np.testing.assert_array_equal(
             np.concatenate(r.i2t_ranks), want_i2t, err_msg=f"{device} i2t"

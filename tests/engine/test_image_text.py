@@ -342,7 +342,7 @@ def test_caption_image_mapping_is_checked(ci, match):
 
 
 def test_image_text_config_carries_confidence_and_seed():
-    res = rc.evaluate_image_text(IMG, CAP, CI, confidence=0.9, seed=3, n_resamples=50)
+    res = rc.evaluate_image_text(IMG, CAP, CI, confidence=0.9, seed=3, n_resamples=100)
     assert res.config["confidence"] == 0.9 and res.config["seed"] == 3 and res.confidence == 0.9
 
 

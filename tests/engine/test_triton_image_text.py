@@ -226,7 +226,7 @@ def _run(images, captions, cap_img, *, similarity, protocol, ties, device):
         similarity=similarity,
         ties=ties,
         device=device,
-        n_resamples=20,
+        n_resamples=100,
         images_without_captions="drop",
     )
 
@@ -505,7 +505,7 @@ def test_the_sharded_path_is_unaffected(tmp_path):
                 cap_img,
                 metrics=METRICS,
                 device="torch-cpu",
-                n_resamples=20,
+                n_resamples=100,
                 process_group=dist.group.WORLD,
                 **kw,
             )

@@ -315,7 +315,7 @@ BAD = [
         ["no value passes"],
     ),
     (
-        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, n_resamples: 10}\n",
+        "datasets:\n  a: {queries: data/set.npz}\nchecks:\n  - {metric: map, at_least: 0.9, n_resamples: 200}\n",
         4,
         "checks[0].n_resamples",
         ["does not apply to retrieval"],
