@@ -19,9 +19,11 @@ matrix exists beyond a tile, on CPU or CUDA, with the engine's exact tie handlin
 K larger than the gallery of a direction counts every item as retrieved (recall 1),
 as the papers' evaluation code does.
 
-Protocols: ``5k`` / ``all`` (every image), ``1k`` (the first 1000 images with their
-captions), ``5fold1k`` (five contiguous blocks of 1000 images with their captions;
-every metric, rsum included, is the mean of its per-fold values).
+Protocols: ``5k`` / ``all`` (every image), ``1k`` (exactly 1000 images with their
+captions), ``5fold1k`` (exactly 5000 images: five contiguous blocks of 1000 with their
+captions; every metric, rsum included, is the mean of its per-fold values). Other image
+counts are refused for ``1k`` / ``5fold1k``: images a protocol would not score are
+never counted in the result.
 """
 
 from __future__ import annotations
@@ -375,19 +377,34 @@ def _certain_k(folds, cap_img) -> dict:
 
 
 def _fold_slices(n_images: int, protocol: str):
+    """The protocol's folds over ``n_images`` images. ``1k`` scores exactly 1000
+    images and ``5fold1k`` exactly 5000 (five blocks of 1000): other counts are refused,
+    not cut (fail closed: a result over 5600 images that scored 5000, or over 5000 that
+    scored 1000, would report images nobody ranked; which images to leave out is the
+    user's choice, and says so in the data rather than in a silent slice)."""
     if protocol == "all":
         return [(0, n_images)]
-    if protocol == "1k":
-        if n_images < 1000:
-            raise InputError(
-                f"protocol='1k' needs at least 1000 images, got {n_images}; use protocol='5k' (all)."
-            )
-        return [(0, 1000)]
-    if n_images < 5000:
+    need, what = (1000, "one block of 1000") if protocol == "1k" else (5000, "five blocks of 1000")
+    if n_images < need:
         raise InputError(
-            f"protocol='5fold1k' needs at least 5000 images (five blocks of 1000), got {n_images}; "
-            "use protocol='5k' (all images) or '1k'."
+            f"protocol={protocol!r} needs exactly {need} images ({what}), got {n_images}; use "
+            "protocol='5k' (all images)"
+            + (" or '1k'." if protocol == "5fold1k" and n_images >= 1000 else ".")
         )
+    if n_images > need:
+        raise InputError(
+            f"protocol={protocol!r} scores exactly {need} images ({what}) and got {n_images}: the last "
+            f"{n_images - need} would not be scored, yet the result would count them. Pass the {need} images "
+            f"to score (images[:{need}] with their captions, caption_image indexing them), or "
+            "protocol='5k' to score every image"
+            + (
+                " (or '5fold1k' on 5000 images: the mean of five blocks)."
+                if protocol == "1k"
+                else "."
+            )
+        )
+    if protocol == "1k":
+        return [(0, 1000)]
     return [(1000 * f, 1000 * (f + 1)) for f in range(5)]
 
 
@@ -427,7 +444,8 @@ def evaluate_image_text(
     metrics:
         Names from ``IMAGE_TEXT_METRICS`` (any K for the recalls).
     protocol:
-        ``"5k"`` / ``"all"``, ``"1k"`` or ``"5fold1k"``.
+        ``"5k"`` / ``"all"`` (every image), ``"1k"`` (exactly 1000 images) or
+        ``"5fold1k"`` (exactly 5000: five blocks of 1000); other counts are refused.
     images_without_captions:
         ``"error"`` (default) or ``"drop"`` (the image is removed and counted in
         ``config["images_dropped"]``).
@@ -465,8 +483,9 @@ def evaluate_image_text(
     ------
     InputError
         Captions pointing at a missing image, images without captions (unless
-        ``images_without_captions="drop"``), fewer images than the protocol needs,
-        mismatched dimensions, or an invalid option.
+        ``images_without_captions="drop"``), an image count the protocol cannot use
+        whole, mismatched dimensions, or an invalid
+        option.
     MetricNameError
         A name that is not an image-text metric.
 

@@ -138,8 +138,11 @@ def test_5fold1k_is_the_mean_of_five_1k_evaluations():
         assert five[name] == pytest.approx(np.mean([o[name] for o in folds])), name
     # rsum of 5fold1k is the mean of the per-fold rsums
     assert five["rsum"] == pytest.approx(np.mean([fo["rsum"] for fo in five.per_fold]))
-    first = rc.evaluate_image_text(images, captions, ci, protocol="1k", n_resamples=0)
-    assert all(first[n] == folds[0][n] for n in ALL)
+    # '1k' on the 5000 images would score the first 1000 and count 5000: refused
+    with pytest.raises(
+        rc.InputError, match=r"protocol='1k' scores exactly 1000 images .* got 5000"
+    ):
+        rc.evaluate_image_text(images, captions, ci, protocol="1k", n_resamples=0)
 
 
 def test_bootstrap_over_images():
@@ -203,11 +206,11 @@ def test_torch_inputs():
         ),
         (
             lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="5fold1k"),
-            "needs at least 5000 images",
+            "needs exactly 5000 images",
         ),
         (
             lambda im, c, ci: rc.evaluate_image_text(im, c, ci, protocol="1k"),
-            "needs at least 1000 images",
+            "needs exactly 1000 images",
         ),
         (
             lambda im, c, ci: rc.evaluate_image_text(im[:, :3], c, ci),

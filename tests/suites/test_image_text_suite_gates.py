@@ -1,0 +1,50 @@
+"""Image-text checks of YAML suites that passed where they should have failed (h19/h24):
+captions that are the image vectors, an rsum whose component recalls are 1 whatever
+the model (4 images), 5fold1k on 5600 images, 900 of 1000 images dropped under a
+suite's max_skipped: 0; and the messages for retrieval metrics asked of image-text
+data. Cost: about 2 s (SuiteRunner in process on small arrays)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from retrieval_checks import SuiteError, SuiteRunner, load_suite
+
+
+def _suite(tmp_path, images, captions, image, checks: str, dataset: str = "", options: str = ""):
+    np.savez(tmp_path / "imgs.npz", embeddings=images)
+    np.savez(tmp_path / "caps.npz", embeddings=captions, image=image)
+    p = tmp_path / "rc_it.yaml"
+    p.write_text(
+        "datasets:\n  v:\n    type: image_text\n"
+        "    images: imgs.npz\n    captions: caps.npz\n"
+        + (f"    {dataset}\n" if dataset else "")
+        + (f"options: {options}\n" if options else "")
+        + "checks:\n"
+        + textwrap.indent(checks.strip() + "\n", "  ")
+    )
+    return load_suite(p)
+
+
+def _data(n_images, per=5, seed=3, d=8):
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(n_images, d)).astype(np.float32)
+    image = np.repeat(np.arange(n_images), per)
+    captions = (images[image] + rng.normal(size=(image.size, d))).astype(np.float32)
+    return images, captions, image
+
+
+def _run(suite, i=0):
+    SuiteRunner().run(suite, suite.cases[i])
+
+
+def test_5fold1k_on_5600_images_is_refused(tmp_path):
+    images, captions, image = _data(5600, per=1, d=4)
+    suite = _suite(
+        tmp_path, images, captions, image, "- {metric: rsum, at_least: 450}", "protocol: 5fold1k"
+    )
+    with pytest.raises(SuiteError, match="got 5600: the last 600 would not be scored"):
+        _run(suite)
