@@ -75,6 +75,7 @@ IMAGE_TEXT_METRICS = (
     "t2i_meanr",
 )
 _RSUM_K = (1, 5, 10)
+_PAPERS_REPEATS = 5  # the repeated layout inferred: each image repeated 5 times (5 captions)
 _PROTOCOLS = {"5k": "all", "all": "all", "1k": "1k", "5fold1k": "5fold1k"}
 
 
@@ -328,7 +329,11 @@ def _check_runs(lengths: np.ndarray) -> None:
     as one image with both images' captions, and a constant encoder as one image owning
     every caption (Rsum 600). Papers' evaluation code repeats each image the same number
     of times (5), so runs of unequal length, or a single run, are refused, naming the
-    fix: ``caption_image``."""
+    fix: ``caption_image``. Runs of one other length are refused too: runs of 10 rows are
+    images of 10 captions or pairs of equal images of 5 (1000 images read as 500, Rsum
+    514 for 381), and the rows cannot tell; of 5, the alternative is every five
+    neighbouring images equal with one caption each, which only the papers' layout's
+    own convention rules out."""
     fix = (
         "pass caption_image (the image index of every caption) with one row of images per "
         "image, which does not depend on telling images apart by their embeddings"
@@ -341,6 +346,21 @@ def _check_runs(lengths: np.ndarray) -> None:
             f"not depend on its input gives this); {fix}."
         )
     sizes, counts = np.unique(lengths, return_counts=True)
+    if sizes.size == 1 and int(sizes[0]) != _PAPERS_REPEATS:
+        L = int(sizes[0])
+        others = [k for k in range(1, L) if L % k == 0]
+        alt = ", ".join(
+            f"{L // k} equal neighbouring images of {k} caption{'s' if k > 1 else ''}"
+            for k in others
+        )
+        raise InputError(
+            f"images (caption_image=None: one row per caption, each image repeated in consecutive rows) "
+            f"repeats each of its {int(counts[0])} distinct rows {L} times: that reads as {int(counts[0])} "
+            f"images of {L} captions, but each run of {L} equal rows is as well {alt} (equal neighbouring "
+            "embeddings: an export that wrote each image twice, a collapsed encoder), and the rows cannot "
+            f"tell which; the count would be guessed. The inference serves the papers' layout only (each "
+            f"image repeated {_PAPERS_REPEATS} times: Flickr30k and MS-COCO's five captions); {fix}."
+        )
     if sizes.size > 1:
         seen = ", ".join(
             f"{int(c)} image{'s' if c != 1 else ''} of {int(z)} rows" for z, c in zip(sizes, counts)
@@ -438,9 +458,11 @@ def evaluate_image_text(
         The image index of every caption (length M; any number of captions per
         image). ``None``: ``images`` holds one row per caption, each image repeated in
         consecutive rows (the layout of many papers' evaluation code); it is detected
-        and deduplicated. Every image must then be repeated the same number of times,
-        and the rows must hold more than one image: equal neighbouring images (a
-        collapsed encoder) cannot be told apart in this layout, and are refused.
+        and deduplicated. Every image must then be repeated 5 times (the papers'
+        layout: five captions per image), and the rows must hold more than one image:
+        equal neighbouring images (a collapsed encoder, an image written twice) cannot
+        be told apart in this layout, so other counts are refused (pass
+        ``caption_image``).
     metrics:
         Names from ``IMAGE_TEXT_METRICS`` (any K for the recalls).
     protocol:
@@ -484,7 +506,7 @@ def evaluate_image_text(
     InputError
         Captions pointing at a missing image, images without captions (unless
         ``images_without_captions="drop"``), an image count the protocol cannot use
-        whole, mismatched dimensions, or an invalid
+        whole, an ambiguous repeated layout, mismatched dimensions, or an invalid
         option.
     MetricNameError
         A name that is not an image-text metric.

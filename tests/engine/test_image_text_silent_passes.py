@@ -46,3 +46,29 @@ def test_1k_on_1000_images_reports_the_1000_it_scored():
     images, captions, ci = _pairs(1000, per=1, d=4, seed=1)
     r = rc.evaluate_image_text(images, captions, ci, protocol="1k", n_resamples=0)
     assert r.n_images == 1000 and r.config["folds"] == [[0, 1000]]
+
+
+# --------------------------------------------------------------- the repeated layout
+
+
+def test_the_repeated_layout_refuses_runs_equal_neighbours_could_have_made():
+    """1000 images repeated 5 times, every two neighbours equal: read as 500 images of 10
+    captions (Rsum 514 for 381). The rows cannot tell: refused, naming caption_image."""
+    rng = np.random.default_rng(1)
+    images = rng.normal(size=(40, 16)).astype(np.float32)
+    images[1::2] = images[0::2]
+    ci = np.repeat(np.arange(40), 5)
+    captions = (images[ci] + rng.normal(size=(200, 16))).astype(np.float32)
+    with pytest.raises(
+        rc.InputError,
+        match=r"repeats each of its 20 distinct rows 10 times.*2 equal neighbouring images of 5 captions"
+        r".*pass caption_image",
+    ):
+        rc.evaluate_image_text(images[ci], captions, None, n_resamples=0)
+    assert rc.evaluate_image_text(images, captions, ci, n_resamples=0).n_images == 40
+    # runs of 3 (or any count but the papers' 5) are refused the same way
+    with pytest.raises(rc.InputError, match="distinct rows 3 times"):
+        rc.evaluate_image_text(np.repeat(images[::2], 3, axis=0), captions[:60], None)
+    # five rows per image: the papers' layout, inferred
+    ok = rc.evaluate_image_text(np.repeat(images[::2], 5, axis=0), captions[:100], None)
+    assert ok.layout == "repeated" and ok.n_images == 20
