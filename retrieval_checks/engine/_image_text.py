@@ -248,6 +248,10 @@ class ImageTextResult(Mapping):
                 "ties": self.config.get("ties"),
             }
         has = low is not None and math.isfinite(low)
+        dropped = self.dropped_images()
+        sample = f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}"
+        if dropped:  # images_without_captions="drop": skipped image queries, as evaluate's
+            sample += f"; {dropped} images without a caption dropped (not scored)"
         return Measurement(
             metric=spec.name,
             value=float(value),
@@ -260,11 +264,22 @@ class ImageTextResult(Mapping):
             else None,
             n=self.n_images,
             n_unit="images",
+            # dropped images are image queries without a relevant caption: reported (and
+            # limited by max_skipped) where the gates report evaluate's skipped queries
+            n_used=self.n_images if dropped else None,
+            n_skipped=dropped if dropped else None,
             context=dict(self.config.get("context", {})),
-            sample=f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}",
+            sample=sample,
             details=details,
             extra=extra,
         )
+
+    def dropped_images(self) -> int:
+        """Images left out for having no caption (``images_without_captions="drop"``),
+        0 when none (and on a slice, whose images were all scored)."""
+        config = self.config if isinstance(self.config, dict) else {}
+        n = config.get("images_dropped")
+        return int(n) if isinstance(n, int) and n > 0 and "slice" not in config else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -284,9 +299,11 @@ class ImageTextResult(Mapping):
         }
 
     def __repr__(self) -> str:
+        dropped = self.dropped_images()
+        dropped = f", {dropped} images without a caption dropped" if dropped else ""
         lines = [
-            f"ImageTextResult({self.n_images} images, {self.n_captions} captions, protocol {self.protocol}, "
-            f"{self.layout} layout; {self.confidence:.0%} bootstrap intervals over images)"
+            f"ImageTextResult({self.n_images} images, {self.n_captions} captions{dropped}, protocol "
+            f"{self.protocol}, {self.layout} layout; {self.confidence:.0%} bootstrap intervals over images)"
         ]
         width = max(len(k) for k in self._values)
         for name, v in self._values.items():
@@ -470,7 +487,8 @@ def evaluate_image_text(
         ``"5fold1k"`` (exactly 5000: five blocks of 1000); other counts are refused.
     images_without_captions:
         ``"error"`` (default) or ``"drop"`` (the image is removed and counted in
-        ``config["images_dropped"]``).
+        ``config["images_dropped"]``; the gates report the dropped images as skipped
+        queries, ``n_skipped``, and ``max_skipped`` limits them).
     confidence, n_resamples, seed:
         Percentile bootstrap over images, each resampled with all its captions
         (stratified by fold for 5fold1k).

@@ -48,6 +48,34 @@ def test_1k_on_1000_images_reports_the_1000_it_scored():
     assert r.n_images == 1000 and r.config["folds"] == [[0, 1000]]
 
 
+# --------------------------------------------------------------- dropped images
+
+
+def test_dropped_images_are_skipped_queries_reported_and_limited():
+    images, captions, ci = _pairs(200, seed=5)
+    keep = ci < 20  # only the first 20 images have captions
+    r = rc.evaluate_image_text(images, captions[keep], ci[keep], images_without_captions="drop")
+    assert r.n_images == 20 and r.dropped_images() == 180
+    m = r.measure("rsum")
+    assert (m.n_used, m.n_skipped) == (20, 180)
+    assert "180 images without a caption dropped" in m.sample and "180 images" in repr(r)
+    events = []
+    with (
+        rc.gates.listening(events.append),
+        pytest.warns(RuntimeWarning, match="skipped 180 of 200"),
+    ):
+        rc.assert_rsum(r, 10)
+    assert events[-1].n_skipped == 180 and events[-1].passed
+    with (
+        pytest.raises(AssertionError, match="180 of 200 queries skipped"),
+        pytest.warns(RuntimeWarning),
+    ):
+        rc.assert_metric(r, "rsum", at_least=10, max_skipped=0)
+    # nothing dropped: nothing reported
+    full = rc.evaluate_image_text(*_pairs(20, seed=5), n_resamples=0)
+    assert full.dropped_images() == 0 and full.measure("rsum").n_skipped is None
+
+
 # --------------------------------------------------------------- the repeated layout
 
 

@@ -11,6 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
+import retrieval_checks as rc
 from retrieval_checks import SuiteError, SuiteRunner, load_suite
 
 
@@ -48,3 +49,26 @@ def test_5fold1k_on_5600_images_is_refused(tmp_path):
     )
     with pytest.raises(SuiteError, match="got 5600: the last 600 would not be scored"):
         _run(suite)
+
+
+def test_dropped_images_count_against_max_skipped(tmp_path):
+    images, captions, image = _data(200)
+    keep = image < 20
+    suite = _suite(
+        tmp_path,
+        images,
+        captions[keep],
+        image[keep],
+        "- {metric: rsum, at_least: 10}\n- {metric: rsum, at_least: 10, max_skipped: 0.95}",
+        "images_without_captions: drop",
+        "{max_skipped: 0}",
+    )
+    events = []
+    with (
+        rc.gates.listening(events.append),
+        pytest.raises(AssertionError, match="180 of 200 queries skipped"),
+    ):
+        _run(suite, 0)
+    assert events[-1].n_skipped == 180 and not events[-1].passed
+    with pytest.warns(RuntimeWarning, match="skipped 180 of 200"):
+        _run(suite, 1)  # the check's own limit (a fraction) allows them, and says so
