@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._suggest import hint
-from ..errors import InputError
+from ..errors import InputError, SelfMatchWarning, warn_outside
 from ..metrics._binomial import binomial_floor
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, parse_metric
@@ -280,6 +280,22 @@ class ImageTextResult(Mapping):
         config = self.config if isinstance(self.config, dict) else {}
         n = config.get("images_dropped")
         return int(n) if isinstance(n, int) and n > 0 and "slice" not in config else 0
+
+    def self_match_refusal(self) -> str | None:
+        """The error a gate gives this result when every caption equals its own image's
+        row value for value (image features written as the captions: each caption
+        retrieves its image first whatever the model, Rsum 600), else None; a warning
+        (:class:`~retrieval_checks.errors.SelfMatchWarning`) counts them when some do."""
+        n = int((self.config or {}).get("self_matched", 0) or 0)
+        if n == 0 or n != self.n_captions or self.n_images < 2:
+            return None
+        return f"captions: {self_match_text(n, self.n_captions)}"
+
+    def vacuous(self) -> str | None:
+        """Why no gate can judge this result (:meth:`self_match_refusal`), else None:
+        the one test gates, baselines and comparisons share
+        (:func:`~retrieval_checks.engine._result.refuse_vacuous`)."""
+        return self.self_match_refusal()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -604,7 +620,54 @@ def evaluate_image_text(
     if slicing is not None:
         pairing, rows = pairing
         slicing = (*slicing, rows)
-    return finish(*pairing, slicing=slicing)
+    matched = 0 if similarity == "hamming" else _self_matched(*pairing[:3])
+    if matched:  # before the pass: the warning comes first, and the result records it
+        warn_outside(
+            SelfMatchWarning(
+                f"captions: {self_match_text(matched, int(pairing[2].size))}",
+                n_found=matched,
+                n_queries=int(pairing[2].size),
+            )
+        )
+    result = finish(*pairing, slicing=slicing)
+    if matched:  # a gate refuses a result where every caption is one (absent: none found,
+        # or not checked: the sharded pass holds no whole array, Hamming codes)
+        result.config["self_matched"] = matched
+    return result
+
+
+def self_match_text(n_found: int, n_captions: int) -> str:
+    """What the :class:`~retrieval_checks.errors.SelfMatchWarning` of
+    :func:`evaluate_image_text` says, and a gate's refusal when every caption is such a
+    row (:meth:`ImageTextResult.self_match_refusal`)."""
+    every = n_found == n_captions
+    return (
+        f"{n_found} of {n_captions} captions equal their own image's row of images, value for value "
+        "(the image features written as the captions? an export that saved the image encoder's output "
+        "to the captions file gives this): each such caption ranks its image first, and its image ranks it "
+        "first, whatever the model"
+        + (
+            ", so Rsum is 600 for any model and a gate on this result could never fail"
+            if every
+            else f" (they raise every recall; {n_found / n_captions:.1%} of the captions)"
+        )
+        + ". Export the text encoder's features as the captions (each caption's own embedding)."
+    )
+
+
+def _self_matched(images, captions, cap_img: np.ndarray) -> int:
+    """How many captions equal their own image's row of ``images`` value for value (in
+    chunks: no M x d copy beyond a block). Hamming codes are not checked (a perfect
+    hashing model gives a caption its image's code)."""
+    if is_torch_tensor(images) != is_torch_tensor(captions):
+        images, captions = as_numpy(images, "images"), as_numpy(captions, "captions")
+    M = int(cap_img.size)
+    step = max(1, (1 << 22) // max(1, int(captions.shape[1])))
+    n = 0
+    for a in range(0, M, step):
+        block = captions[a : a + step]
+        n += int((block == _take(images, cap_img[a : a + step])).all(1).sum())
+    return n
 
 
 def _evaluate_pairs(

@@ -7,10 +7,13 @@ could have made (1000 images read as 500). Cost: about 2 s."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 import retrieval_checks as rc
+from retrieval_checks.errors import SelfMatchWarning
 
 
 def _pairs(n_images=40, per=5, d=16, seed=0):
@@ -19,6 +22,50 @@ def _pairs(n_images=40, per=5, d=16, seed=0):
     ci = np.repeat(np.arange(n_images), per)
     captions = (images[ci] + rng.normal(size=(ci.size, d))).astype(np.float32)
     return images, captions, ci
+
+
+# --------------------------------------------------------------- captions == images
+
+
+def test_captions_that_are_the_image_vectors_warn_and_every_gate_refuses():
+    images, _, ci = _pairs()
+    with pytest.warns(
+        SelfMatchWarning, match="200 of 200 captions equal their own image's row"
+    ) as w:
+        r = rc.evaluate_image_text(images, images[ci], ci)
+    assert (w[0].message.n_found, w[0].message.n_queries) == (200, 200)
+    assert r["rsum"] == 600.0 and r.config["self_matched"] == 200
+    for gate in (
+        lambda: rc.assert_rsum(r, 599, on="lower"),
+        lambda: rc.assert_rsum(r, 300),
+        lambda: rc.assert_metric(r, "i2t_recall@1", at_least=0.5),
+    ):
+        with pytest.raises(
+            rc.InputError, match="Rsum is 600 for any model.*text encoder's features"
+        ):
+            gate()
+
+
+def test_some_captions_equal_to_their_image_are_counted_not_refused():
+    images, captions, ci = _pairs()
+    captions[:30] = images[ci[:30]]
+    with pytest.warns(SelfMatchWarning, match=r"30 of 200 captions .*15\.0% of the captions") as w:
+        r = rc.evaluate_image_text(images, captions, ci)
+    assert w[0].message.n_found == 30
+    rc.assert_metric(r, "t2i_recall@1", at_least=0.01)  # judged: not every caption is one
+
+
+def test_captions_of_their_own_are_not_counted_and_torch_inputs_are_checked():
+    torch = pytest.importorskip("torch")
+    images, captions, ci = _pairs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SelfMatchWarning)
+        r = rc.evaluate_image_text(images, captions, ci, n_resamples=0)
+    assert "self_matched" not in r.config
+    with pytest.warns(SelfMatchWarning, match="200 of 200"):
+        rc.evaluate_image_text(
+            torch.from_numpy(images), torch.from_numpy(images[ci]), ci, n_resamples=0
+        )
 
 
 # --------------------------------------------------------------- protocols

@@ -42,6 +42,16 @@ def _run(suite, i=0):
     SuiteRunner().run(suite, suite.cases[i])
 
 
+def test_captions_that_are_the_images_fail_the_check(tmp_path):
+    images, _, image = _data(30)
+    suite = _suite(tmp_path, images, images[image], image, "- {metric: rsum, at_least: 590}")
+    with (
+        pytest.warns(rc.SelfMatchWarning),
+        pytest.raises(SuiteError, match="150 of 150 captions equal their own image's row"),
+    ):
+        _run(suite)
+
+
 def test_5fold1k_on_5600_images_is_refused(tmp_path):
     images, captions, image = _data(5600, per=1, d=4)
     suite = _suite(
