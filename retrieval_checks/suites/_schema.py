@@ -1758,6 +1758,25 @@ def _refused(spec: MetricSpec, kind: str) -> str:
         )
     return (
         f"{spec.name} is measured on {' or '.join(_types_of(spec))} datasets; this one is {kind}."
+        + (_image_text_analogue(spec) if kind == "image_text" else "")
+    )
+
+
+def _image_text_analogue(spec: MetricSpec) -> str:
+    """The image-text metrics that measure what ``spec`` (a retrieval metric) does, for
+    the message of a retrieval metric asked of an image_text dataset ("" when none)."""
+    k = spec.k if spec.k is not None else 1
+    if spec.family in ("hit_rate", "recall"):
+        return (
+            f" On image-text data, {spec.name} is i2t_recall@{k} (image queries ranking the captions) "
+            f"or t2i_recall@{k} (caption queries ranking the images); rsum adds both directions at "
+            "K = 1, 5 and 10."
+        )
+    if spec.family in ("medr", "meanr"):
+        return f" On image-text data: i2t_{spec.family} (image queries) or t2i_{spec.family} (caption queries)."
+    return (
+        " Image-text metrics: i2t_recall@K, t2i_recall@K, rsum, mean_recall, i2t_medr, t2i_medr, "
+        "i2t_meanr, t2i_meanr."
     )
 
 
@@ -1768,9 +1787,13 @@ def _check_datasets(r: _Reader, spec, datasets, suite_datasets: dict, field: str
     if datasets is None:
         compatible = [d for d, ds in suite_datasets.items() if ds.type in wanted]
         if len(compatible) != 1:
+            image_text = not compatible and any(
+                ds.type == "image_text" for ds in suite_datasets.values()
+            )
             raise r.error(
                 f"name the dataset (dataset: or datasets:); the suite has {len(compatible)} "
-                f"{' or '.join(wanted)} datasets ({', '.join(compatible) or 'none'}).",
+                f"{' or '.join(wanted)} datasets ({', '.join(compatible) or 'none'})."
+                + (_image_text_analogue(spec) if image_text else ""),
                 field,
                 line,
             )

@@ -82,3 +82,15 @@ def test_dropped_images_count_against_max_skipped(tmp_path):
     assert events[-1].n_skipped == 180 and not events[-1].passed
     with pytest.warns(RuntimeWarning, match="skipped 180 of 200"):
         _run(suite, 1)  # the check's own limit (a fraction) allows them, and says so
+
+
+def test_retrieval_metrics_asked_of_image_text_data_point_to_its_own(tmp_path):
+    images, captions, image = _data(30)
+    with pytest.raises(SuiteError, match=r"hit_rate@1 is i2t_recall@1 .* or t2i_recall@1"):
+        _suite(
+            tmp_path, images, captions, image, "- {metric: hit_rate@1, dataset: v, at_least: 0.1}"
+        )
+    with pytest.raises(SuiteError, match=r"medr.* i2t_medr .* or t2i_medr"):
+        _suite(tmp_path, images, captions, image, "- {metric: medr, dataset: v, at_most: 3}")
+    with pytest.raises(SuiteError, match=r"0 retrieval .* Image-text metrics: i2t_recall@K"):
+        _suite(tmp_path, images, captions, image, "- {metric: map, at_least: 0.1}")
