@@ -112,6 +112,10 @@ def _option(o: Option) -> dict:
             out["exclusiveMinimum" if o.open_low else "minimum"] = o.low
         if o.high is not None:
             out["exclusiveMaximum" if o.open_high else "maximum"] = o.high
+        if o.zero_or_least is not None:  # 0, or at least the table's least (n_resamples)
+            least = {**out, "minimum": o.zero_or_least[0]}
+            out = {k: v for k, v in out.items() if k in ("description", "default")}
+            out["anyOf"] = [{"const": 0}, {k: v for k, v in least.items() if k not in out}]
     else:  # device, memory: the engine's parsers decide
         out["type"] = ["string", "integer"] if o.kind == "memory" else "string"
     if o.optional:

@@ -244,3 +244,16 @@ def test_the_json_schema_has_the_model_options():
     assert props["similarity"]["enum"] == ["cosine", "dot", "neg_l2", "hamming"]
     assert set(props["ties"]["enum"]) == {"pessimistic", "optimistic", "average"}
     assert "confidence" not in props
+
+
+def test_the_json_schema_takes_n_resamples_as_the_loader_does():
+    """0 (no interval) or at least the option table's least: the schema allowed 1-99,
+    which the loader refuses (an editor's validation said such a suite was fine)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from retrieval_checks.options import MIN_RESAMPLES, OPTIONS
+    from retrieval_checks.suites._jsonschema import _option
+
+    schema = _option(OPTIONS["n_resamples"])
+    for value, ok in ((0, True), (5, False), (MIN_RESAMPLES - 1, False), (MIN_RESAMPLES, True)):
+        errors = list(jsonschema.Draft202012Validator(schema).iter_errors(value))
+        assert (not errors) == ok, (value, errors)
