@@ -194,7 +194,13 @@ def queue_baselines(item, entries: list) -> None:
                     n_used=record.get("n") if record.get("n_skipped") is not None else None,
                     model=record.get("model"),
                     dataset=record.get("dataset"),
-                    extra={"baseline_key": key, "baselines_file": Path(path).name},
+                    extra={
+                        "baseline_key": key,
+                        "baselines_file": Path(path).name,
+                        # what the value was computed under (ties, protocol...): compare refuses
+                        # a regenerated value under other options, as it does a checked one's
+                        **({"options": record["options"]} if record.get("options") else {}),
+                    },
                 )
             )
     for (path, key), records in sliced.items():

@@ -72,12 +72,18 @@ def test_regen_all_records_every_rewritten_baseline_and_counts_both_units(regen_
     assert all(g["low"] is not None and g["low"] <= g["value"] <= g["high"] for g in regenerated)
     suite_map = next(g for g in regenerated if g["test"] == "rc_s.yaml::map_vs_baseline[n-e]")
     assert (suite_map["model"], suite_map["dataset"], suite_map["metric"]) == ("n", "e", "map")
+    # what each value was computed under rides on its record, as a checked gate's does, so
+    # compare can refuse two regenerated values under other options (h25: it said ok)
+    assert suite_map["options"]["ties"] in ("average", "pessimistic", "optimistic")
     result.stdout.fnmatch_lines(
         ["9 gates: 9 passed, 0 failed", "*--rc-regen-all: 7 baselines rewritten by 6 tests*"]
     )
     # and the files hold exactly those records
     again = _run(regen_project)
     again.assert_outcomes(passed=8)
+    checked = json.loads((regen_project.path / "g.json").read_text())["gates"]
+    same = next(g for g in checked if g["test"] == suite_map["test"])
+    assert same["options"] == suite_map["options"]
     compared = json.loads((regen_project.path / "g.json").read_text())["gates"]
     assert len([g for g in compared if g["gate"] == "assert_no_regression"]) == 7
     assert not any(g["on"] == "regenerated" for g in compared)
