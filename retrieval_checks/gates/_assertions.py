@@ -83,6 +83,20 @@ def _choice(value, allowed: tuple, name: str, meaning: str) -> str:
     return value
 
 
+def _lower_bound_on(on) -> str:
+    """``on`` of a gate that checks a lower bound (at_least): ``"value"``, or ``"interval"``
+    (the interval's lower bound), the word of :func:`assert_metric` and YAML checks;
+    ``"lower"`` is the same as ``"interval"`` (the word some gates took alone, each
+    refusing the other's: a new user's trial)."""
+    _choice(
+        on,
+        ("value", "interval", "lower"),
+        "on",
+        "the value, or the interval's lower bound: 'interval', or 'lower', the same",
+    )
+    return "interval" if on == "lower" else on
+
+
 def _require_result(result, gate: str) -> None:
     """An evaluation result, and not one in which every query retrieved itself (the
     queries are the gallery: ``evaluate`` warns, a suite's check fails, and so does a
@@ -938,7 +952,7 @@ def assert_map_at_least(
         result,
         spec.name,
         at_least=at_least,
-        on=on,
+        on=_lower_bound_on(on),
         confidence=confidence,
         seed=seed,
         max_skipped=max_skipped,
@@ -1044,7 +1058,7 @@ def assert_recall_at_least(
         result,
         f"{kind}@{_k(k)}",
         at_least=at_least,
-        on=on,
+        on=_lower_bound_on(on),
         confidence=confidence,
         seed=seed,
         max_skipped=max_skipped,
@@ -1171,7 +1185,8 @@ def assert_grouped_recall_ci(
     metric:
         The grouped recall to gate (default ``"grouped_recall@1"``).
     on:
-        ``"lower"`` (default: the interval's lower bound) or ``"value"``.
+        ``"lower"`` (default: the interval's lower bound; ``"interval"`` is the same) or
+        ``"value"``.
     max_skipped:
         The most queries (a count) or fraction of queries the result may have skipped.
 
@@ -1205,7 +1220,7 @@ def assert_grouped_recall_ci(
     >>> rc.assert_grouped_recall_ci(res, 0.8)  # the interval's lower bound is above 0.8
     """
     __tracebackhide__ = True
-    _choice(on, ("lower", "value"), "on", "the interval's lower bound, or the value")
+    on = _lower_bound_on(on)
     spec = parse_metric(metric)
     if spec.kind != "grouped":
         raise InputError(
@@ -1215,7 +1230,7 @@ def assert_grouped_recall_ci(
         result,
         spec.name,
         at_least=at_least,
-        on="interval" if on == "lower" else "value",
+        on=on,
         max_skipped=max_skipped,
         _gate="assert_grouped_recall_ci",
     )
@@ -1233,8 +1248,8 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     at_least:
         The lowest acceptable Rsum, in percentage points (0-600: ``450``, not ``4.5``).
     on:
-        ``"value"`` (default) or ``"lower"`` (the lower bound of the bootstrap interval
-        over images; needs ``n_resamples > 0``).
+        ``"value"`` (default) or ``"interval"`` (the lower bound of the bootstrap interval
+        over images; needs ``n_resamples > 0``; ``"lower"`` is the same).
 
     Returns
     -------
@@ -1261,21 +1276,23 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     >>> rc.assert_rsum(res, at_least=450)
     """
     __tracebackhide__ = True
-    _choice(on, ("value", "lower"), "on", "the value, or the bootstrap interval's lower bound")
+    on = _lower_bound_on(on)
     _required(at_least, "assert_rsum")
     GATE_FIELDS["at_least"].check(at_least, metric=metric_spec("rsum"))
     _require_result(result, "assert_rsum")
     if (
-        on == "lower"
+        on == "interval"
         and "rsum" in result
         and _measure(result, "rsum", "assert_rsum").interval is None
     ):
-        raise InputError("on='lower' needs the bootstrap interval: evaluate with n_resamples > 0.")
+        raise InputError(
+            "on='interval' needs the bootstrap interval: evaluate with n_resamples > 0."
+        )
     assert_metric(
         result,
         "rsum",
         at_least=at_least,
-        on="interval" if on == "lower" else "value",
+        on=on,
         _gate="assert_rsum",
     )
 
@@ -1295,8 +1312,8 @@ def assert_cam_iou_at_least(
     at_least:
         The lowest acceptable IoU, a fraction in [0, 1].
     on:
-        ``"value"`` (default) or ``"lower"`` (needs an interval: at least 2 images and
-        ``n_resamples > 0``).
+        ``"value"`` (default) or ``"interval"`` (the interval's lower bound; needs an
+        interval: at least 2 images and ``n_resamples > 0``; ``"lower"`` is the same).
     metric:
         ``"cam_iou"`` or ``"cam_iou_box"``; default: the result's own metric.
 
@@ -1329,7 +1346,7 @@ def assert_cam_iou_at_least(
     AssertionError: cam_iou value 0.5556 < 0.8 (short by 0.2444; unit: fraction)...
     """
     __tracebackhide__ = True
-    _choice(on, ("value", "lower"), "on", "the value, or the interval's lower bound")
+    on = _lower_bound_on(on)
     if metric is not None:
         _choice(metric, ("cam_iou", "cam_iou_box"), "metric", "the CAM IoU measure to gate")
     _required(at_least, "assert_cam_iou_at_least")
@@ -1343,13 +1360,13 @@ def assert_cam_iou_at_least(
             f"assert_cam_iou_at_least checks cam_iou or cam_iou_box, got {name!r}; pass "
             "metric='cam_iou' or metric='cam_iou_box'."
         )
-    if on == "lower" and _measure(result, name, "assert_cam_iou_at_least").interval is None:
-        raise InputError("on='lower' needs an interval: at least 2 images and n_resamples > 0.")
+    if on == "interval" and _measure(result, name, "assert_cam_iou_at_least").interval is None:
+        raise InputError("on='interval' needs an interval: at least 2 images and n_resamples > 0.")
     assert_metric(
         result,
         name,
         at_least=at_least,
-        on="interval" if on == "lower" else "value",
+        on=on,
         _gate="assert_cam_iou_at_least",
     )
 

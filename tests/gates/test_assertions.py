@@ -178,6 +178,20 @@ def test_recall_and_map_gates(two_models):
         rc.assert_map_at_least(base, 0.99)
 
 
+def test_every_lower_bound_gate_takes_interval_and_lower_alike(two_models):
+    """on='interval' is the word of assert_metric and YAML checks; the grouped-recall,
+    rsum and CAM gates took only 'lower' and the map and recall gates only 'interval',
+    each refusing the other's (a new user's trial): both words, one meaning, everywhere."""
+    base, _ = two_models
+    for on in ("interval", "lower"):
+        seen = []
+        with rc.gates.listening(seen.append):
+            rc.assert_map_at_least(base, 0.01, on=on)
+            rc.assert_recall_at_least(base, 0.01, k=1, on=on)
+            rc.assert_grouped_recall_ci(base, 0.01, on=on)
+        assert [e.on for e in seen] == ["interval"] * 3
+
+
 def test_recall_at_precision_gate():
     X, y = _data()
     res = rc.evaluate(
