@@ -24,3 +24,12 @@ INPUTS = ["queries", "gallery", "query_labels", "gallery_labels", "query_ids", "
 def test_the_closest_name_is_suggested(typo, candidates, meant):
     assert did_you_mean(typo, candidates) == meant
     assert hint(typo, candidates) == (f" Did you mean {meant!r}?" if meant else "")
+
+
+def test_the_image_text_papers_rank_words_name_the_rank_metrics():
+    """'median_rank' was read as unknown with 'mean_recall' suggested (h20): the words of
+    the papers' MedR and MeanR are aliases of medr and meanr."""
+    import retrieval_checks as rc
+
+    assert rc.parse_metric("median_rank").name == "medr"
+    assert rc.parse_metric("mean_rank").name == "meanr"

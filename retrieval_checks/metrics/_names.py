@@ -79,6 +79,8 @@ ALIASES = {
     "p": "precision",  # BEIR's P@K
     "ndcg_burges": "ndcg_exp",  # ranx's names of the 2^grade - 1 gain
     "dcg_burges": "dcg_exp",
+    "median_rank": "medr",  # the words of the image-text papers' MedR and MeanR
+    "mean_rank": "meanr",
 }
 
 #: trec_eval's measure names with their cut-off after an underscore (``P_10``,
