@@ -536,7 +536,8 @@ def _dense_codes(ql: np.ndarray, gl: np.ndarray):
 
 
 def encode_ids(query_ids, gallery_ids, n_q: int, n_g: int, g_name: str):
-    """Integer codes of item ids shared between queries and gallery."""
+    """Integer codes of item ids shared between queries and gallery, and the ids
+    (``values[code]`` is the id)."""
     qi = _labels_1d(query_ids, "query_ids", n_q)
     gi = _labels_1d(gallery_ids, g_name, n_g)
     kq, kg = _label_kind(qi, "query_ids"), _label_kind(gi, g_name)
@@ -546,9 +547,9 @@ def encode_ids(query_ids, gallery_ids, n_q: int, n_g: int, g_name: str):
             qi.astype(str if kq == "string" else bytes),
             gi.astype(str if kq == "string" else bytes),
         )
-    _, inverse = np.unique(np.concatenate([qi, gi]), return_inverse=True)
+    values, inverse = np.unique(np.concatenate([qi, gi]), return_inverse=True)
     inverse = inverse.astype(np.int64).ravel()
-    return inverse[:n_q], inverse[n_q:]
+    return inverse[:n_q], inverse[n_q:], values
 
 
 @dataclass(frozen=True)

@@ -340,11 +340,13 @@ def check_queries_in_gallery(
 class SelfPairs:
     """``csr``: each query's own gallery items; ``q_ids`` / ``g_ids``: integer id codes
     (``g_ids`` None in leave-one-out, where the query codes serve both sides; both None
-    without ids)."""
+    without ids); ``id_values``: the ids the caller gave (``id_values[code]``), None
+    without ids (in leave-one-out without ids the codes are the row numbers)."""
 
     csr: Csr
     q_ids: np.ndarray | None
     g_ids: np.ndarray | None
+    id_values: np.ndarray | None = None
 
 
 def _same_codes(q_codes: np.ndarray, g_codes: np.ndarray) -> Csr:
@@ -384,8 +386,8 @@ def self_pairs_of(
         if query_ids is None:
             codes = np.arange(n_q, dtype=np.int64)
             return SelfPairs(Csr(np.arange(n_q + 1, dtype=np.int64), codes), codes, None)
-        codes, _ = encode_ids(query_ids, query_ids, n_q, n_q, "query_ids")
-        return SelfPairs(_same_codes(codes, codes), codes, None)
+        codes, _, values = encode_ids(query_ids, query_ids, n_q, n_q, "query_ids")
+        return SelfPairs(_same_codes(codes, codes), codes, None, values)
     if query_ids is None and gallery_ids is None:
         return SelfPairs(Csr(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int64)), None, None)
     if query_ids is None or gallery_ids is None:
@@ -393,8 +395,8 @@ def self_pairs_of(
         raise InputError(
             f"{missing} is missing: self-exclusion needs ids on both sides (or on neither)."
         )
-    qc, gc = encode_ids(query_ids, gallery_ids, n_q, n_g, "gallery_ids")
-    return SelfPairs(_same_codes(qc, gc), qc, gc)
+    qc, gc, values = encode_ids(query_ids, gallery_ids, n_q, n_g, "gallery_ids")
+    return SelfPairs(_same_codes(qc, gc), qc, gc, values)
 
 
 # ----------------------------------------------------------------------------- relevance
@@ -443,6 +445,89 @@ def _label_relevance(sides: Sides, own: SelfPairs, query_labels, gallery_labels)
         g_codes,
         values,
     )
+
+
+def _shown_value(v) -> str:
+    """An id or a label as a message shows it: strings quoted, at most 30 characters."""
+    v = v.item() if isinstance(v, np.generic) else v
+    text = repr(v) if isinstance(v, (str, bytes)) else str(v)
+    return text if len(text) <= 30 else text[:27] + "..."
+
+
+def _shown_labels(side: str, codes: np.ndarray, values: np.ndarray) -> str:
+    found = np.unique(codes)
+    shown = ", ".join(_shown_value(values[c]) for c in found[:3])
+    return f"{side} label{'s' if found.size > 1 else ''} {shown}{', ...' if found.size > 3 else ''}"
+
+
+def check_ids_name_items(sides: Sides, own: SelfPairs, q_codes, g_codes, values) -> None:
+    """With label relevance, an id names one item (equal ids: the same item, left out of
+    its own query's ranking; a copy keeps its original's id) and one item has one label:
+    an id held by items of different labels (a query and a gallery item, or two items of
+    one side) cannot name an item, and would silently drop an item of another class from
+    a ranking as "the query itself" (row numbers 0..n-1 given as ids on both sides).
+    Refused with an :class:`InputError` naming the arrays, the number of such ids, the
+    first three with their labels and the fix. A presence table over the id codes (each
+    id's label as one of its items gives it, then every item compared with it): O(n), a
+    few ms at a million ids. Without ids, or with explicit relevance, nothing to check."""
+    if own.id_values is None or q_codes is None:
+        return
+    q_ids, loo = own.q_ids, sides.loo
+    g_ids = q_ids if loo else own.g_ids
+    label_of = np.empty(own.id_values.shape[0], np.int64)
+    label_of[q_ids] = q_codes  # one label of each id's items (whichever numpy writes last)
+    if not loo:
+        label_of[g_ids] = g_codes
+    bad_q = label_of[q_ids] != q_codes
+    bad_g = None if loo else label_of[g_ids] != g_codes
+    if not bad_q.any() and (bad_g is None or not bad_g.any()):
+        return
+    bad = np.unique(q_ids[bad_q] if loo else np.concatenate([q_ids[bad_q], g_ids[bad_g]]))
+    shown = []
+    for code in bad[:3]:
+        at_q = q_codes[q_ids == code]
+        parts = [_shown_labels("query", at_q, values)] if at_q.size else []
+        if not loo and (g_ids == code).any():
+            parts.append(_shown_labels("gallery", g_codes[g_ids == code], values))
+        shown.append(f"id {_shown_value(own.id_values[code])} ({'; '.join(parts)})")
+    n = int(bad.size)
+    ids = "query_ids" if loo else "query_ids and gallery_ids"
+    labels = "query_labels" if loo else "query_labels and gallery_labels"
+    rows = "" if loo else _row_numbers_note(own, sides)
+    raise InputError(
+        f"{ids} give{'s' if loo else ''} one id to items of different labels ({labels}): {n} id{'s' if n > 1 else ''} "
+        f"name{'' if n > 1 else 's'} items whose labels differ, e.g. {', '.join(shown)}"
+        f"{f' and {n - 3} more' if n > 3 else ''}.{rows} An id names one item (equal ids are the same item, left "
+        "out of its own query's ranking) and one item has one label, so these ids would drop items "
+        "of other classes from the rankings as the query itself. Give each distinct item its own id "
+        "(e.g. the files' own ids rather than row numbers; a copy of an item keeps its original's "
+        f"id and label), or leave {ids} out."
+    )
+
+
+def _row_numbers_note(own: SelfPairs, sides: Sides) -> str:
+    """A sentence where both sides' ids are their row numbers 0..n-1 (a common export
+    habit: the same numbers name different items of the two files)."""
+    values = own.id_values
+    if values.dtype.kind not in "iu":
+        return ""
+    rows_q = np.array_equal(values[own.q_ids], np.arange(sides.n_q))
+    if not (rows_q and np.array_equal(values[own.g_ids], np.arange(sides.n_g))):
+        return ""
+    return (
+        " Both are row numbers (0..n-1 in each file): row i of the queries and row i of the "
+        "gallery are different items."
+    )
+
+
+def _lost_to_ids(sides: Sides, own: SelfPairs, source: RelevanceSource, n_q: int):
+    """Per query, the relevant items that ids equal to its own leave out of its ranking
+    as the query itself (in leave-one-out, beyond the query's own row); None without
+    ids."""
+    if own.id_values is None:
+        return None
+    rows, _ = source.own_relevant()
+    return np.bincount(rows, minlength=n_q) - int(sides.loo)
 
 
 def check_level(relevance_level, specs) -> int:
@@ -505,6 +590,7 @@ def relevance_of(
         source, q_codes, g_codes, values = _label_relevance(
             sides, own, query_labels, gallery_labels
         )
+        check_ids_name_items(sides, own, q_codes, g_codes, values)
     level = _check_level(relevance_level, req.specs, source.graded)
     n_relevant = source.level_counts(sides.n_q, level) if level > 1 else source.counts(sides.n_q)
     n_candidates = sides.n_g - own.csr.row_counts()
@@ -528,7 +614,10 @@ def relevance_of(
     below = level > 1 and (
         bool(source.counts(sides.n_q).any()) or bool(unranked is not None and unranked.rows.size)
     )
-    _check_candidates(req, rel, level, below)
+    lost = _lost_to_ids(sides, own, source, sides.n_q) if rel.empty.size else None
+    _check_candidates(
+        req, rel, level, below, lost, "query_ids" if sides.loo else "query_ids/gallery_ids"
+    )
     _check_groups(req, sides, rel)
     return rel
 
@@ -550,11 +639,20 @@ def _check_groups(req: Request, sides: Sides, rel: Relevance) -> None:
         )
 
 
-def _check_candidates(req: Request, rel: Relevance, level: int = 1, below: bool = False) -> None:
+def _check_candidates(
+    req: Request,
+    rel: Relevance,
+    level: int = 1,
+    below: bool = False,
+    lost: np.ndarray | None = None,
+    ids: str = "query_ids/gallery_ids",
+) -> None:
     """Every query ranks something, every K fits, and the empty-query policy holds; with
     no query at ``level`` only empty_queries="zero" scores (the binary metrics 0), and only
     while some query has a grade ``below`` the level: else every value is 0 whatever the
-    ranking."""
+    ranking. ``lost`` (:func:`_lost_to_ids`): each query's relevant items that the ids
+    (named ``ids``) left out as the query itself, so that an empty query those ids emptied
+    is said to be theirs, not the labels'."""
     n_candidates, empty, n_q = rel.n_candidates, rel.empty, rel.n_relevant.shape[0]
     if (n_candidates == 0).any():
         idx = np.flatnonzero(n_candidates == 0)
@@ -573,10 +671,17 @@ def _check_candidates(req: Request, rel: Relevance, level: int = 1, below: bool 
             )
     if not (empty.size and req.of_kind("query", "pair")):
         return
+    by_ids = 0 if lost is None else int((lost[empty] > 0).sum())
+    ids_text = (
+        f"the ids ({ids}) exclude every relevant item: each shares its query's id and is left out as the "
+        "query itself. Are the ids labels? An id names one item (equal ids: the same item); pass "
+        f"each item's own id (e.g. the files' own ids), or leave {ids} out"
+    )
     if req.empty_queries == "error":
+        why = f"for {by_ids} of them, {ids_text}; or" if by_ids else "fix the labels or"
         raise EmptyQueriesError(
             f"{empty.size} of {n_q} queries have no relevant gallery item (queries {first_items(empty)}); "
-            "fix the labels or pass empty_queries='skip' (exclude and count them) or 'zero'.",
+            f"{why} pass empty_queries='skip' (exclude and count them) or 'zero'.",
             indices=empty,
         )
     if empty.size == n_q and below:
@@ -588,10 +693,16 @@ def _check_candidates(req: Request, rel: Relevance, level: int = 1, below: bool 
             "pass empty_queries='zero' (the binary metrics score 0, the graded ones keep the lower grades).",
             indices=empty,
         )
+    if empty.size == n_q and by_ids == n_q:
+        raise EmptyQueriesError(
+            f"None of the {n_q} queries has a relevant gallery item left: {ids_text}.",
+            indices=empty,
+        )
     if empty.size == n_q:
+        also = f" For {by_ids} of them, {ids_text}." if by_ids else ""
         raise EmptyQueriesError(
             f"None of the {n_q} queries has a relevant gallery item: check that query and gallery labels "
-            "share values (and that leave-one-out classes have at least two items).",
+            f"share values (and that leave-one-out classes have at least two items).{also}",
             indices=empty,
         )
 

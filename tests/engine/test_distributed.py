@@ -82,7 +82,18 @@ def _float_problem(seed, n_q=23, n_g=41, d=12, n_labels=5, dup_every=4):
     g_ids[31] = g_ids[
         30
     ]  # a duplicated id (query 20's), inside one gallery shard at every world size
-    return Q, G, ql, gl, q_ids, g_ids
+    return Q, G, *_one_label_per_id(q_ids, ql, g_ids, gl), q_ids, g_ids
+
+
+def _one_label_per_id(q_ids, ql, g_ids, gl):
+    """The labels with every item of an id given its first item's label (the queries
+    first): an id names one item, of one label; the engine refuses an id held by items
+    of different labels."""
+    _, first, inv = np.unique(
+        np.concatenate([q_ids, g_ids]), return_index=True, return_inverse=True
+    )
+    labels = np.concatenate([ql, gl])[first][inv.ravel()]
+    return labels[: q_ids.size], labels[q_ids.size :]
 
 
 def _int_problem(seed, n_q=19, n_g=37, d=3):
@@ -96,7 +107,7 @@ def _int_problem(seed, n_q=19, n_g=37, d=3):
     gl = rng.integers(0, 3, n_g)
     q_ids = np.array([f"item{i}" for i in range(n_q)])
     g_ids = np.array([f"item{i}" for i in range(n_q // 2, n_q // 2 + n_g)])
-    return Q, G, ql, gl, q_ids, g_ids
+    return Q, G, *_one_label_per_id(q_ids, ql, g_ids, gl), q_ids, g_ids
 
 
 def _scenarios() -> list[dict]:
@@ -749,6 +760,7 @@ def _failures(world: int, tmp) -> list[dict]:
         ),
         dict(name="nan-on-one-rank", Q=Q, G=G, kw=base, rank_kw={last: {"queries": nan_q}}),
         dict(name="metrics-differ", Q=Q, G=G, kw=base, rank_kw={last: {"metrics": ["map"]}}),
+        _row_number_ids(),
         dict(name="rank-raises", Q=Q, G=G, kw=base, explode_on=last),
         dict(name="after-a-failure", Q=Q, G=G, kw=base),  # the group still works
         dict(
@@ -762,6 +774,22 @@ def _failures(world: int, tmp) -> list[dict]:
             name="checkpointed-run-resumes", Q=Q, G=G, kw=dict(base, checkpoint=str(tmp / "ckpt"))
         ),
     ]
+
+
+def _row_number_ids() -> dict:
+    """Row numbers 0..n-1 as the ids of both sides (h21: query i dropped gallery item i,
+    of another label, from its ranking): an id held by items of different labels is
+    refused, by the global id join of every rank as by one process."""
+    Q, G, ql, gl, _, _ = _float_problem(3)
+    kw = dict(
+        query_labels=ql,
+        gallery_labels=gl,
+        query_ids=np.arange(len(Q)),
+        gallery_ids=np.arange(len(G)),
+        metrics=["map"],
+        empty_queries="skip",
+    )
+    return dict(name="row-number-ids", Q=Q, G=G, kw=kw)
 
 
 def _calls_differ() -> list[dict]:
@@ -888,6 +916,7 @@ EXPECTED_ERRORS = {
     "ids-missing-on-one-rank": ("InputError", "gallery_ids is None on rank"),
     "nan-on-one-rank": ("InputError", "NaN"),
     "metrics-differ": ("InputError", "metrics="),
+    "row-number-ids": ("InputError", "give one id to items of different labels"),
 }
 
 
@@ -912,6 +941,17 @@ def test_a_bad_shard_or_option_raises_on_every_rank(runs, world):
         for rank, results in enumerate(per_rank):
             got = results[name]
             assert got[0] == "error" and got[1] == kind and text in got[2], (name, rank, got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
+def test_ids_naming_items_of_different_labels_are_refused_as_in_one_process(runs, world):
+    """Row numbers as both sides' ids: every rank raises one process's error, word for word."""
+    expected = _single(_row_number_ids())
+    assert expected[:2] == ("error", "InputError"), expected
+    assert "query_ids and gallery_ids give one id to items of different labels" in expected[2]
+    for rank, results in enumerate(runs(world)):
+        assert results["row-number-ids"] == expected, (rank, results["row-number-ids"])
 
 
 @pytest.mark.slow

@@ -51,9 +51,12 @@ def tie_heavy_problem(draw):
     n_labels = draw(st.integers(1, 5))
     ql = draw(st.lists(st.integers(0, n_labels), min_size=n_q, max_size=n_q))
     gl = draw(st.lists(st.integers(0, n_labels), min_size=n_g, max_size=n_g))
-    # ids: gallery ids drawn from a pool overlapping the query ids, duplicates allowed
+    # ids: gallery ids drawn from a pool overlapping the query ids, duplicates allowed; an
+    # id names one item, of one label: each item takes its id's first holder's label
     q_ids = draw(st.permutations(list(range(n_q))))
     g_ids = draw(st.lists(st.integers(0, n_q + n_g), min_size=n_g, max_size=n_g))
+    label_of = dict(zip(q_ids, ql))
+    gl = [label_of.setdefault(i, label) for i, label in zip(g_ids, gl)]
     return (
         np.array(Q, np.float32),
         np.array(G, np.float32),
@@ -83,7 +86,7 @@ def _problem(Q, G, ql, gl, q_ids, g_ids):
 
 # the two refusals, whatever hypothesis draws: every gallery item of query 0 is its own
 # id (no candidate left), and no query has a relevant item (every query is empty)
-NO_CANDIDATE = _problem([[1], [2]], [[1], [0]], [0, 1], [0, 1], [0, 1], [0, 0])
+NO_CANDIDATE = _problem([[1], [2]], [[1], [0]], [0, 1], [0, 0], [0, 1], [0, 0])
 NO_RELEVANT = _problem([[1], [2]], [[1], [0], [2]], [0, 0], [1, 2, 3], [0, 1], [4, 5, 6])
 
 

@@ -122,7 +122,8 @@ def test_leave_one_out_with_duplicate_query_ids():
     y = rng.permutation(np.repeat(np.arange(12), 4))
     X = tie_heavy(rng, y)
     ids = np.arange(y.size)
-    ids[1::7] = ids[0::7][: ids[1::7].size]  # some pairs of items share an id
+    ids[1::7] = ids[0::7][: ids[1::7].size]  # some pairs of items share an id: copies,
+    y[1::7] = y[0::7][: y[1::7].size]  # so of their original's label (an id names one item)
     for ties in TIES:
         res = rc.evaluate(
             X,
@@ -375,19 +376,22 @@ def test_invariant_under_permuting_items(problem, data, ties, similarity, k, see
 def split_problem_with_overlap(draw):
     """Query/gallery split whose ids overlap (a query can meet itself, several times, in
     the gallery). Every label has one gallery item with a fresh id, so every query keeps
-    a relevant item and every group at least S >= 2 candidates."""
+    a relevant item and every group at least S >= 2 candidates. An id names one item, so
+    a gallery item with a query's id has that query's label (and items of an id no query
+    holds share one label)."""
     L = draw(st.integers(4, 8))
     nq = draw(st.lists(st.integers(1, 2), min_size=L, max_size=L))
-    ng = draw(st.lists(st.integers(0, 3), min_size=L, max_size=L))
     yq = np.repeat(np.arange(L), nq)
-    yg = np.concatenate([np.arange(L), np.repeat(np.arange(L), ng)])
+    q_ids = np.array(draw(st.permutations(range(yq.size))))
+    n_shared = draw(st.integers(0, 3 * L))
+    shared = draw(st.lists(st.integers(0, yq.size + 2), min_size=n_shared, max_size=n_shared))
+    label_of_id = dict(zip(q_ids.tolist(), yq.tolist()))
+    yg = np.array([*range(L), *(label_of_id.get(i, i % L) for i in shared)], np.int64)
+    g_ids = np.concatenate([1000 + np.arange(L), np.array(shared, dtype=np.int64)])
     d = draw(st.integers(1, 3))
     vec = st.lists(st.integers(-2, 2), min_size=d, max_size=d)
     Q = np.array(draw(st.lists(vec, min_size=yq.size, max_size=yq.size)), np.float32)
     G = np.array(draw(st.lists(vec, min_size=yg.size, max_size=yg.size)), np.float32)
-    q_ids = np.array(draw(st.permutations(range(yq.size))))
-    shared = draw(st.lists(st.integers(0, yq.size + 2), min_size=yg.size - L, max_size=yg.size - L))
-    g_ids = np.concatenate([1000 + np.arange(L), np.array(shared, dtype=np.int64)])
     order = np.array(draw(st.permutations(range(yg.size))))
     return Q, G[order], yq, yg[order], q_ids, g_ids[order], L
 

@@ -82,9 +82,10 @@ def _problem(mode: str, bits: int = 12, seed: int = 0):
     if mode == "loo":
         keep = ~np.eye(y.size, dtype=bool)
         return B, None, dict(query_labels=y), y[:, None] == y[None, :], keep
-    G, gy = B[:30], y[:30]
+    G, gy = B[:30], y[:30].copy()
     g_ids = np.arange(100, 130)
     g_ids[5] = g_ids[4]  # a duplicate id: a query with it excludes both items
+    gy[5] = gy[4]  # ... one item (a copy), so of one label: the engine refuses two
     Q = np.concatenate([B[[4, 0, 9, 13, 21, 2]], B[30:]])
     qy = np.concatenate([y[[4, 0, 9, 13, 21, 2]], y[30:]])
     q_ids = np.concatenate([g_ids[[4, 0, 9, 13, 21, 2]], np.arange(200, 206)])

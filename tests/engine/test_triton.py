@@ -223,6 +223,7 @@ def test_separate_gallery_with_ids_equals_reference(similarity):
     qid = np.arange(37)
     gid = np.concatenate([np.arange(20), np.arange(20, 70) + 100])
     gid[30] = 3  # a second gallery item with query 3's id: two self pairs in one row
+    gl[30] = ql[3]  # ... a copy of query 3, of its label (an id names one item)
     kw = dict(similarity=similarity, gallery=G, g_labels=gl, query_ids=qid, gallery_ids=gid)
     ref = _evaluate(Q, ql, device="numpy", kernels=True, **kw)
     with _triton.on_cpu():

@@ -55,6 +55,15 @@ PAIRS = [
 TIES = ["pessimistic", "optimistic", "average"]
 
 
+def _one_label_per_id(ids, labels, n_q=None):
+    """The labels with each id's items given its first item's label: an id names one
+    item, and the engine refuses an id held by items of different labels. ``n_q``: the
+    first ``n_q`` of ``ids`` / ``labels`` are the queries; returns (query, gallery)."""
+    _, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+    out = labels[first][inv.ravel()]
+    return out if n_q is None else (out[:n_q], out[n_q:])
+
+
 def _ints(rng, n, d, lo=-2, hi=3):
     """Small integers: exact products in any summation order, many ties."""
     return rng.integers(lo, hi, size=(n, d)).astype(np.float32)
@@ -230,10 +239,11 @@ def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused):
     gid = np.arange(50) + 100
     gid[:k] = 0
     gid[20 : 20 + k] = 1
+    ql, gl = _one_label_per_id(np.concatenate([np.arange(20), gid]), rng.integers(0, 3, 70), n_q=20)
     _check(
         (Q, G),
-        query_labels=rng.integers(0, 3, 20),
-        gallery_labels=rng.integers(0, 3, 50),
+        query_labels=ql,
+        gallery_labels=gl,
         query_ids=np.arange(20),
         gallery_ids=gid,
         similarity="dot",
@@ -245,7 +255,7 @@ def test_eight_self_items_on_the_kernel_nine_on_the_torch_path(k, fused):
     qid[:k] = 7  # leave-one-out with k queries sharing one id
     _check(
         (X,),
-        query_labels=rng.integers(0, 3, 50),
+        query_labels=_one_label_per_id(qid, rng.integers(0, 3, 50)),
         query_ids=qid,
         similarity="cosine",
         fused=fused,
@@ -256,12 +266,14 @@ def test_duplicate_gallery_ids_and_no_ids():
     rng = np.random.default_rng(6)
     Q, G = _ints(rng, 25, 5), _ints(rng, 70, 5)
     ql, gl = rng.integers(0, 3, 25), rng.integers(0, 3, 70)
+    gid = rng.integers(0, 30, 70)
+    qlo, glo = _one_label_per_id(np.concatenate([np.arange(25), gid]), np.concatenate([ql, gl]), 25)
     _check(
         (Q, G),
-        query_labels=ql,
-        gallery_labels=gl,
+        query_labels=qlo,
+        gallery_labels=glo,
         query_ids=np.arange(25),
-        gallery_ids=rng.integers(0, 30, 70),
+        gallery_ids=gid,
         similarity="cosine",
     )
     _check((Q, G), query_labels=ql, gallery_labels=gl, similarity="neg_l2")
