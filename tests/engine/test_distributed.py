@@ -530,7 +530,8 @@ def _summary(res) -> dict:
             }
             for k, g in res.grouped.items()
         },
-        "config": {k: v for k, v in res.config.items() if k != "world_size"},
+        # the code length is the inputs' (np.packbits bytes in one process: 72 bits for 70)
+        "config": {k: v for k, v in res.config.items() if k not in ("world_size", "n_bits")},
     }
 
 

@@ -630,7 +630,15 @@ def _run(
         binning=lambda counts: binning_pass(
             problem, counts, totals.counter, Ranks(comm, layout), record=totals.binning
         ),
-        extra_config={"world_size": comm.world},
+        extra_config={
+            "world_size": comm.world,
+            # a Hamming code's length, as one process records it (its sides hold the codes)
+            **(
+                {"n_bits": next(i["n_bits"] for i in infos if i["n_bits"] is not None)}
+                if req.similarity == "hamming"
+                else {}
+            ),
+        },
         grouped_values=sharded_grouped_values(comm, problem, layout, loo),
     )
     result.self_matched = self_matched  # a gate refuses a result in which every query is one
