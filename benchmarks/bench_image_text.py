@@ -202,7 +202,7 @@ def _setup_ours(args, images, captions, caption_image):
     kw = {"max_memory": args.max_memory} if args.max_memory else {}
     wi, wc, wci = make_data(60, args.ratio, 16, 1.0, 1)  # warm-up: numba kernels, torch
     rc.evaluate_image_text(
-        wi, wc, wci, protocol="5k", n_resamples=min(n_resamples, 20), progress=False, **kw
+        wi, wc, wci, protocol="5k", n_resamples=min(n_resamples, 100), progress=False, **kw
     )
 
     def call():
