@@ -292,14 +292,14 @@ def _cases(rng, quick: bool):
     caps = np.repeat(imgs, 5, axis=0) + rng.integers(-1, 2, size=(5 * n_img, 32)).astype(np.float32)
     cap_img = np.repeat(np.arange(n_img), 5)
     for protocol in ("5k", "1k", "5fold1k"):
-        n = 1000 if protocol == "1k" else n_img  # 1k scores exactly 1000 images (refused else)
-        cases.append(
+        m = 1000 if protocol == "1k" else n_img  # 1k scores exactly 1000 images (refused else)
+        cases.append(  # (not n: the cases above read n when they run)
             (
                 f"image-text, tie-heavy integers, protocol {protocol}",
-                lambda rc, dev, p=protocol, n=n: rc.evaluate_image_text(
-                    imgs[:n],
-                    caps[: 5 * n],
-                    cap_img[: 5 * n],
+                lambda rc, dev, p=protocol, m=m: rc.evaluate_image_text(
+                    imgs[:m],
+                    caps[: 5 * m],
+                    cap_img[: 5 * m],
                     protocol=p,
                     device=dev,
                     n_resamples=200,
