@@ -55,6 +55,7 @@ from ._family import (
     unclaimed,
 )
 from ._regression import checked_option as check_option
+from ._rsum import refuse_certain_components
 from ._spec import GATE_FIELDS, skipped_limit
 
 __all__ = [
@@ -662,6 +663,7 @@ def threshold_bounds(result, spec, at_least, at_most) -> tuple:
             f"{spec.name}: {why}, so its value is {_g(value)} whatever the model and a gate on it "
             f"could never fail (or never pass); {fix}."
         )
+    refuse_certain_components(result, spec, held and gated)  # rsum of recalls that cannot fail
     top, top_why = max_rank(result, spec)
     totals = _pair_totals(result, spec) if held else None
     floor = pair_floor(spec.family, n_positive=totals[0], n_negative=totals[1]) if totals else None
@@ -1262,15 +1264,16 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
         Rsum (or its lower bound) is below ``at_least``.
     InputError
         A threshold that is NaN, outside 0-600 or written as a fraction (``4.5`` for
-        450), or a result without ``rsum``.
+        450), a result without ``rsum``, or one whose Rsum adds a recall that is 1
+        whatever the model (too few images: :mod:`retrieval_checks.gates._rsum`).
 
     Examples
     --------
     >>> import numpy as np
     >>> import retrieval_checks as rc
-    >>> images = np.eye(4, dtype=np.float32)
+    >>> images = np.eye(12, dtype=np.float32)
     >>> captions = np.repeat(images, 2, axis=0) + 0.1
-    >>> res = rc.evaluate_image_text(images, captions, np.repeat(np.arange(4), 2))
+    >>> res = rc.evaluate_image_text(images, captions, np.repeat(np.arange(12), 2))
     >>> res["rsum"]
     600.0
     >>> rc.assert_rsum(res, at_least=450)

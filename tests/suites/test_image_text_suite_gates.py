@@ -52,6 +52,18 @@ def test_captions_that_are_the_images_fail_the_check(tmp_path):
         _run(suite)
 
 
+def test_rsum_with_certain_components_is_refused(tmp_path):
+    rng = np.random.default_rng(5)
+    images = rng.normal(size=(4, 32)).astype(np.float32)
+    image = np.repeat(np.arange(4), 5)
+    captions = rng.normal(size=(20, 32)).astype(np.float32)  # a random model
+    suite = _suite(tmp_path, images, captions, image, "- {metric: rsum, at_least: 300}")
+    with pytest.raises(
+        SuiteError, match="recalls it adds up are 1 whatever the model.*t2i_recall@5.*more images"
+    ):
+        _run(suite)
+
+
 def test_5fold1k_on_5600_images_is_refused(tmp_path):
     images, captions, image = _data(5600, per=1, d=4)
     suite = _suite(
