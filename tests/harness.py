@@ -275,6 +275,15 @@ class Problem:
         )
 
 
+def labels_follow_ids(q_ids, q_labels, g_ids, g_labels) -> None:
+    """An id names one item, of one label: each gallery item that shares an id (with a
+    query, or an earlier gallery item) takes that item's label, in place (the engine
+    refuses ids that name items of different labels)."""
+    label_of = dict(zip(np.asarray(q_ids).tolist(), np.asarray(q_labels).tolist()))
+    for i, g in enumerate(np.asarray(g_ids).tolist()):
+        g_labels[i] = label_of.setdefault(g, g_labels[i].item())
+
+
 def tie_heavy(seed, n_q=12, n_g=20, d=3, n_labels=3, *, loo=False, ids=False, similarity="dot"):
     """Small integer rows in {-2..2}^d: few distinct scores, many exact ties."""
     rng = np.random.default_rng(seed)
@@ -288,6 +297,7 @@ def tie_heavy(seed, n_q=12, n_g=20, d=3, n_labels=3, *, loo=False, ids=False, si
     if ids:  # gallery ids from a pool that overlaps the query ids
         q_ids = rng.permutation(n_q)
         g_ids = rng.integers(0, n_q + n_g, n_g)
+        labels_follow_ids(q_ids, ql, g_ids, gl)
     return Problem(Q, G, ql, gl, q_ids=q_ids, g_ids=g_ids, similarity=similarity, exact=True)
 
 

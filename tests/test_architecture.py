@@ -265,6 +265,7 @@ PUBLIC = {
     "retrieval_checks.options": [
         "DATASET_TYPES",
         "DEFAULTS",
+        "MIN_RESAMPLES",
         "OPTIONS",
         "Option",
         "check_embedding_ties",

@@ -101,7 +101,7 @@ def _public(
     ties="average",
     screen=False,
     drop=False,
-    n_resamples=10,
+    n_resamples=100,
 ):
     kw = dict(
         metrics=IT_METRICS,
@@ -653,8 +653,8 @@ def test_image_text_degenerate_scores_and_input_types():
     )
     for dt in (np.float64, np.float16):
         _public(images.astype(dt), captions.astype(dt), cap, screen="bf16")
-    kw = dict(metrics=IT_METRICS, n_resamples=10, similarity="dot")
-    cap = np.repeat(np.arange(15), 2)  # the repeated layout: each image repeated equally
+    kw = dict(metrics=IT_METRICS, n_resamples=100, similarity="dot")
+    cap = np.repeat(np.arange(15), 5)  # the repeated layout: each image repeated 5 times
     captions = images[cap] + _ints(rng, cap.size, 6, -1, 2)
     ref = rc.evaluate_image_text(images[cap], captions, None, device="numpy", **kw)
     with _triton.on_cpu():

@@ -158,6 +158,10 @@ def test_every_rank_metric_under_every_empty_query_policy(case):
     problem.q_labels = rng.integers(0, 25, len(problem.Q))
     if not problem.loo:
         problem.g_labels = rng.integers(0, 25, len(problem.G))
+        if problem.q_ids is not None:
+            harness.labels_follow_ids(
+                problem.q_ids, problem.q_labels, problem.g_ids, problem.g_labels
+            )
     harness.check_empty_queries(problem, rank_metrics(problem.min_candidates()))
 
 
