@@ -33,7 +33,7 @@ from .._suggest import hint, shown
 from ..engine._result import ranked_counts, refuse_vacuous
 from ..errors import InputError, IntervalWarning, MetricNameError, PowerWarning
 from ..metrics._measurement import Measurement
-from ..metrics._names import MetricSpec, metric_spec, parse_metric
+from ..metrics._names import MetricSpec, image_text_analogue, metric_spec, parse_metric
 from ..metrics._registry import FAMILIES, Family
 from ..metrics._thresholds import check_finite, pair_constant, pair_floor
 from ..options import DEFAULTS
@@ -156,6 +156,11 @@ def _measure(result, name, gate: str) -> Measurement:
             if len(spec.name) <= 60
             else f"{spec.name[:40]}...({len(spec.name)} characters)"
         )
+        if any(_is_image_text(h) for h in held) and not _is_image_text(spec.name):
+            raise InputError(  # an image-text result: a retrieval name has its counterparts
+                f"{name} is a retrieval metric and this {type(result).__name__} holds the "
+                f"image-text ones: {computed}.{image_text_analogue(spec)}"
+            )
         raise InputError(
             f"{name} was not computed; this {type(result).__name__} holds: {computed}. Gate one "
             f"of those, or evaluate {name} (metrics=[{name!r}])."
@@ -380,7 +385,17 @@ def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
     level = options.get("relevance_level", 1) if isinstance(options, dict) else 1
     if isinstance(level, int) and level > 1:
         why += f" at relevance_level >= {level}"
-    return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate, why)
+    remedy = "empty_queries='error'"
+    if _is_image_text(m.metric):  # the images dropped for having no caption
+        why, remedy = "images without a caption, dropped", "images_without_captions='error'"
+    return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate, why, remedy)
+
+
+def _is_image_text(metric: str) -> bool:
+    try:
+        return parse_metric(metric).kind == "crossmodal"
+    except MetricNameError:
+        return False
 
 
 def _outside_notes(m: Measurement, gate: str) -> list[str]:
@@ -450,10 +465,16 @@ def _tie_notes(m: Measurement, at_least, at_most, gate: str) -> list[str]:
 
 
 def _skip_check(
-    metric: str, n_used, n_skipped, max_skipped, gate: str, why: str = "no relevant gallery item"
+    metric: str,
+    n_used,
+    n_skipped,
+    max_skipped,
+    gate: str,
+    why: str = "no relevant gallery item",
+    remedy: str = "empty_queries='error'",
 ) -> tuple[list, str | None]:
     """:func:`_skipped` from the counts of one set of queries (``why``: what a skipped
-    query lacks)."""
+    query lacks; ``remedy``: the evaluation option that refuses such queries)."""
     n_skipped = int(n_skipped or 0)
     if not n_skipped:
         return [], None
@@ -464,7 +485,7 @@ def _skip_check(
         f"{gate}: {m.metric} skipped {n_skipped} of {n_queries} queries ({why}): "
         f"n_used {n_used} / n_skipped {n_skipped}, and the value averages the used ones only. To fail the "
         f"gate instead, set max_skipped= (a count, or a fraction of the queries) or evaluate with "
-        f"empty_queries='error'."
+        f"{remedy}."
     )
     failure = None
     limit = skipped_limit(n_skipped, n_used, max_skipped)

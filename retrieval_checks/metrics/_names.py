@@ -20,6 +20,7 @@ from ._registry import FAMILIES, Family, families_of_kind
 
 __all__ = [
     "MetricSpec",
+    "image_text_analogue",
     "parse_metric",
     "canonical_metric_name",
     "metric_spec",
@@ -600,4 +601,23 @@ def naming_note(spec: MetricSpec, *, class_labels: bool) -> str:
         f"naming: {spec.name} is retrieval recall (items of the query's class in the top {k} / all items of its "
         f"class); metric learning's \"Recall@{k}\" (an item of the query's class in the top {k}: CMC, top-{k} "
         f"accuracy) is hit_rate@{k}"
+    )
+
+
+def image_text_analogue(spec: MetricSpec) -> str:
+    """The image-text metrics that measure what ``spec`` (a retrieval metric) does, for
+    the message of a retrieval metric asked of image-text data (a suite's image_text
+    dataset, a gate on an image-text result)."""
+    k = spec.k if spec.k is not None else 1
+    if spec.family in ("hit_rate", "recall"):
+        return (
+            f" On image-text data, {spec.name} is i2t_recall@{k} (image queries ranking the captions) "
+            f"or t2i_recall@{k} (caption queries ranking the images); rsum adds both directions at "
+            "K = 1, 5 and 10."
+        )
+    if spec.family in ("medr", "meanr"):
+        return f" On image-text data: i2t_{spec.family} (image queries) or t2i_{spec.family} (caption queries)."
+    return (
+        " Image-text metrics: i2t_recall@K, t2i_recall@K, rsum, mean_recall, i2t_medr, t2i_medr, "
+        "i2t_meanr, t2i_meanr."
     )

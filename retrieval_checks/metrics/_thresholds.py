@@ -109,17 +109,21 @@ def check_finite(value, field: str, *, what: str = "a finite number") -> float:
 
 def probable_meaning(value: float, family: Family) -> float | None:
     """What a threshold outside ``family``'s range probably meant: a percentage written
-    for a fraction (70 -> 0.7), a fraction written for percent (0.7 -> 70), or None."""
+    for a fraction (70 -> 0.7), a fraction written for percent (0.7 -> 70), or None;
+    never a value outside the range itself (-1 on rsum is not -100)."""
     v = abs(value)
+    meant = None
     if (
         family.unit == "fraction" and 2.0 <= v <= 100.0
     ):  # 1.0000001 or 1.5 is no percentage: a slip past 1
-        return math.copysign(v / 100.0, value)
-    if family.unit == "percent" and 0.0 < v <= 1.0:
-        return math.copysign(v * 100.0, value)
-    if family.unit == "percentage points" and 0.0 < v <= RSUM_SCALE_SLIP:
-        return math.copysign(v * 100.0, value)
-    return None
+        meant = math.copysign(v / 100.0, value)
+    elif family.unit == "percent" and 0.0 < v <= 1.0:
+        meant = math.copysign(v * 100.0, value)
+    elif family.unit == "percentage points" and 0.0 < v <= RSUM_SCALE_SLIP:
+        meant = math.copysign(v * 100.0, value)
+    if meant is None or not family.low <= meant <= family.high:
+        return None
+    return meant
 
 
 def _meant(value: float, family: Family) -> str:

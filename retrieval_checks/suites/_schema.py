@@ -29,7 +29,7 @@ from ..engine._runs import parse_run_metrics as _run_metrics
 from ..errors import InputError, MetricNameError, SuiteError
 from ..gates._family import check_correction
 from ..gates._spec import GATE_FIELDS, GateSpec, fields_of
-from ..metrics._names import MetricSpec, metric_spec
+from ..metrics._names import MetricSpec, image_text_analogue, metric_spec
 from ..metrics._thresholds import check_threshold
 from ..models._hub import HUB_KINDS
 from ..models._hub import SETTINGS as _HUB_SETTINGS
@@ -1758,25 +1758,7 @@ def _refused(spec: MetricSpec, kind: str) -> str:
         )
     return (
         f"{spec.name} is measured on {' or '.join(_types_of(spec))} datasets; this one is {kind}."
-        + (_image_text_analogue(spec) if kind == "image_text" else "")
-    )
-
-
-def _image_text_analogue(spec: MetricSpec) -> str:
-    """The image-text metrics that measure what ``spec`` (a retrieval metric) does, for
-    the message of a retrieval metric asked of an image_text dataset ("" when none)."""
-    k = spec.k if spec.k is not None else 1
-    if spec.family in ("hit_rate", "recall"):
-        return (
-            f" On image-text data, {spec.name} is i2t_recall@{k} (image queries ranking the captions) "
-            f"or t2i_recall@{k} (caption queries ranking the images); rsum adds both directions at "
-            "K = 1, 5 and 10."
-        )
-    if spec.family in ("medr", "meanr"):
-        return f" On image-text data: i2t_{spec.family} (image queries) or t2i_{spec.family} (caption queries)."
-    return (
-        " Image-text metrics: i2t_recall@K, t2i_recall@K, rsum, mean_recall, i2t_medr, t2i_medr, "
-        "i2t_meanr, t2i_meanr."
+        + (image_text_analogue(spec) if kind == "image_text" else "")
     )
 
 
@@ -1793,7 +1775,7 @@ def _check_datasets(r: _Reader, spec, datasets, suite_datasets: dict, field: str
             raise r.error(
                 f"name the dataset (dataset: or datasets:); the suite has {len(compatible)} "
                 f"{' or '.join(wanted)} datasets ({', '.join(compatible) or 'none'})."
-                + (_image_text_analogue(spec) if image_text else ""),
+                + (image_text_analogue(spec) if image_text else ""),
                 field,
                 line,
             )
