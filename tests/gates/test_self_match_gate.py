@@ -277,3 +277,21 @@ def test_quantized_rows_given_twice_are_refused_on_both_sides():
     assert loo.self_matched_all and loo["hit_rate@1"] == 1.0
     with pytest.raises(InputError, match="each of the 2000 items equals another item"):
         rc.assert_metric(loo, "hit_rate@1", at_least=0.5)
+
+
+def test_one_enrolment_an_identity_matched_by_several_queries_is_judged():
+    """A gallery of one enrolment per identity and a near-perfect int8 model: each query's
+    code equals its identity's, and each gallery row is matched by three queries, which
+    queries given twice cannot make (h27: every gate refused it as the same array)."""
+    rng = np.random.default_rng(0)
+    codes = rng.integers(-100, 100, size=(200, 32)).astype(np.float32)
+    identity = np.repeat(np.arange(200), 3)
+    res, said = _evaluate(
+        codes[identity],
+        codes,
+        query_labels=identity,
+        gallery_labels=np.arange(200),
+        metrics=["map"],
+    )
+    assert not res.self_matched_all
+    rc.assert_map_at_least(res, 0.5)
