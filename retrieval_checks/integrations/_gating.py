@@ -495,7 +495,9 @@ def report_failures(outcomes, where: str) -> list[GateOutcome]:
     return failed
 
 
-def gates_never_ran(gates, *, ended: str, missing: str, causes: str, remedy: str) -> None:
+def gates_never_ran(
+    gates, *, ended: str, missing: str, causes: str, remedy: str, fail: bool = False
+) -> None:
     """Say that training ended without one evaluation, so that ``gates`` never ran and
     none could fail (a new user's trial: Lightning with ``limit_val_batches=0``, a
     Trainer with ``eval_strategy="no"``, each ended quietly under
@@ -503,7 +505,10 @@ def gates_never_ran(gates, *, ended: str, missing: str, causes: str, remedy: str
     for every training loop alike: training then evaluating once (``trainer.train();
     trainer.evaluate()``, ``trainer.fit(m); trainer.validate(m)``) is the common way to
     gate the final model, and the gates run and raise there; raised at the end of
-    training, this would stop that second call from ever running. Nothing without gates.
+    training, this would stop that second call from ever running. ``fail``: no later call
+    can run them (the trainer validates nothing: ``limit_val_batches=0``), so under
+    ``raise_on_failure`` it is an ``AssertionError``, as a failed gate is. Nothing
+    without gates.
 
     ``ended``: how training ended ("fit ended after 3 epoch(s)"); ``missing``: what
     never happened ("no validation epoch was evaluated"); ``causes``: the settings that
@@ -515,6 +520,8 @@ def gates_never_ran(gates, *, ended: str, missing: str, causes: str, remedy: str
         f"and could not fail ({causes}). {remedy}, or gate the model after training with "
         "retrieval_checks.assert_metric."
     )
+    if fail:
+        raise AssertionError(message)
     warn_outside(message, RuntimeWarning)
 
 

@@ -237,6 +237,9 @@ class RetrievalChecksCallback(Callback):
             f"last epoch, or every_n_epochs={self.every_n_epochs} skipping every validation epoch",
             remedy="Run validation at least once (trainer.validate(model) after fit runs the "
             "gates, and raises under raise_on_failure)",
+            # limit_val_batches=0: this trainer validates nothing, validate() after fit too,
+            # so the gates can never run: under raise_on_failure that fails, fail closed (h27)
+            fail=self.raise_on_failure and getattr(trainer, "limit_val_batches", None) == 0,
         )
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
