@@ -248,7 +248,9 @@ class ImageTextResult(Mapping):
                 "ties": self.config.get("ties"),
             }
         has = low is not None and math.isfinite(low)
-        dropped = self.dropped_images()
+        # the dropped images are image queries (i2t, and rsum / mean_recall that add i2t up);
+        # a t2i metric's queries are the captions, none of which was dropped
+        dropped = 0 if spec.name.startswith("t2i_") else self.dropped_images()
         sample = f"{self.n_images} images, {self.n_captions} captions, protocol {self.protocol}"
         if dropped:  # images_without_captions="drop": skipped image queries, as evaluate's
             sample += f"; {dropped} images without a caption dropped (not scored)"

@@ -492,9 +492,14 @@ def _skip_check(
     if limit is not None:
         failure = (
             f"{m.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
-            f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries without a "
-            f"relevant gallery item change the value without notice: fix the labels or raise "
-            f"max_skipped"
+            f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries skipped for "
+            f"{why} change the value without notice: "
+            + (
+                "give each image its captions"
+                if remedy.startswith("images_without")
+                else "fix the labels"
+            )
+            + " or raise max_skipped"
         )
     return [text], failure
 
@@ -1259,7 +1264,7 @@ def assert_grouped_recall_ci(
     )
 
 
-def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
+def assert_rsum(result, at_least: float, *, on: str = "value", max_skipped=None) -> None:
     """Fail when Rsum (percentage points, 0-600) of an image-text result is below
     ``at_least``: its value (``on="value"``, default) or the lower bound of its
     bootstrap interval over images (``on="lower"``).
@@ -1273,6 +1278,9 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
     on:
         ``"value"`` (default) or ``"interval"`` (the lower bound of the bootstrap interval
         over images; needs ``n_resamples > 0``; ``"lower"`` is the same).
+    max_skipped:
+        The most images (a count) or fraction of images the result may have dropped for
+        having no caption (``images_without_captions="drop"``).
 
     Returns
     -------
@@ -1317,6 +1325,7 @@ def assert_rsum(result, at_least: float, *, on: str = "value") -> None:
         "rsum",
         at_least=at_least,
         on=on,
+        max_skipped=max_skipped,
         _gate="assert_rsum",
     )
 

@@ -45,3 +45,17 @@ def test_no_scale_hint_outside_the_range():
     with pytest.raises(rc.InputError) as err:
         rc.assert_rsum(res, at_least=-1)
     assert "Did you mean" not in str(err.value)
+
+
+def test_dropped_images_are_image_queries_only_and_rsum_limits_them(dropped):
+    """A t2i metric's queries are the captions: none was dropped, so none is reported
+    skipped (h27: '8 of 20 queries skipped' on t2i_recall@1); assert_rsum takes
+    max_skipped, which its warning told users to set (it raised TypeError), and its
+    failure names the cause (images without a caption), not the labels."""
+    t2i = dropped.measure("t2i_recall@1")
+    assert not t2i.n_skipped and "dropped" not in t2i.sample
+    assert dropped.measure("i2t_recall@1").n_skipped == 8
+    with pytest.raises(AssertionError, match="images without a caption, dropped.*give each image"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rc.assert_rsum(dropped, at_least=10, max_skipped=0)
