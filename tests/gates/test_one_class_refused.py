@@ -117,3 +117,17 @@ def test_ignore_identical_ids_with_every_ranked_item_relevant_is_refused():
     )
     assert res.vacuous() is None
     rc.assert_map_at_least(res, 0.01)
+    # one non-relevant candidate a query, beside its relevant own item: judged (counting the
+    # own item among the ranked relevant ones, as a planted copy did, refused it: h27)
+    rel = {0: [0, 1, 2, 3], 1: [2, 0, 1, 3]}  # each query's own item is relevant
+    one = rc.evaluate(
+        q[:2],
+        np.random.default_rng(2).normal(size=(5, 4)),
+        relevance=rel,
+        query_ids=[0, 1],
+        gallery_ids=[0, 10, 1, 11, 12],
+        ignore_identical_ids=True,
+        metrics=["map"],
+    )
+    assert (one.n_candidates == 4).all() and (one.n_relevant == 4).all()
+    assert one.vacuous() is None
