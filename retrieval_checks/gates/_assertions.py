@@ -788,6 +788,8 @@ def assert_metric(
                 "got None."
             )
         raise InputError(f"{_gate} needs at_least=..., at_most=... or both (numbers such as 0.7).")
+    if on == "lower" and at_most is None:  # a floor checked on the interval's lower bound
+        on = _lower_bound_on(on)
     GATE_FIELDS["on"].check(on, kind="threshold")
     confidence, seed = _confidence(confidence), _seed(seed)
     max_skipped = GATE_FIELDS["max_skipped"].check(max_skipped)

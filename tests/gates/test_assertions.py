@@ -189,7 +189,10 @@ def test_every_lower_bound_gate_takes_interval_and_lower_alike(two_models):
             rc.assert_map_at_least(base, 0.01, on=on)
             rc.assert_recall_at_least(base, 0.01, k=1, on=on)
             rc.assert_grouped_recall_ci(base, 0.01, on=on)
-        assert [e.on for e in seen] == ["interval"] * 3
+            rc.assert_metric(base, "map", at_least=0.01, on=on)  # a floor: 'lower' too (h27)
+        assert [e.on for e in seen] == ["interval"] * 4
+    with pytest.raises(rc.InputError, match="on='lower'"):  # a cap's bound is the upper one
+        rc.assert_metric(base, "map", at_most=0.99, on="lower")
 
 
 def test_recall_at_precision_gate():
