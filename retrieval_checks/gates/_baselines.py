@@ -141,9 +141,16 @@ def check_same_options(baseline: Mapping, current: Mapping, where: str = "") -> 
         f"{where + ': ' if where else ''}{current.get('metric')}: the baseline was recorded with "
         f"{_options_text(b, differ)}{older}, this result was computed with "
         f"{_options_text(c, differ)}; under other options the metric measures another number, so "
-        f"the two are not compared. Fix: evaluate with the baseline's options{f' ({same})' if same else ''}, "
-        "or re-record the baseline under the new ones (pytest --rc-force-regen writes changed "
-        "baselines and fails, --rc-regen-all rewrites every one; review and commit the file)."
+        "the two are not compared. "
+        + (
+            "Fix: re-record the baseline, so that it holds what it is computed under (pytest "
+            "--rc-force-regen writes changed baselines and fails, --rc-regen-all rewrites every "
+            "one; review and commit the file)."
+            if unknown and not same
+            else f"Fix: evaluate with the baseline's options{f' ({same})' if same else ''}, "
+            "or re-record the baseline under the new ones (pytest --rc-force-regen writes changed "
+            "baselines and fails, --rc-regen-all rewrites every one; review and commit the file)."
+        )
     )
 
 
