@@ -736,11 +736,11 @@ def _single(sc: dict):
     return _outcome(lambda: entry(sc["Q"], sc["G"], **kw))
 
 
-def _failures(world: int, tmp) -> list[dict]:
-    """Scenarios where some rank's input or work fails; every rank must raise. Then a
-    run that raises mid-pass with ``checkpoint=`` and its restart, which resumes."""
+def _labelled_base():
+    """The float problem of 23 queries and 41 gallery rows with its labels and ids, and
+    the options the failure scenarios share (here and in test_seams_sharded_checks)."""
     Q, G, ql, gl, qi, gi = _float_problem(3)
-    base = dict(
+    kw = dict(
         query_labels=ql,
         gallery_labels=gl,
         query_ids=qi,
@@ -749,6 +749,14 @@ def _failures(world: int, tmp) -> list[dict]:
         tile=(4, 16),
         empty_queries="skip",
     )
+    return Q, G, kw
+
+
+def _failures(world: int, tmp) -> list[dict]:
+    """Scenarios where some rank's input or work fails; every rank must raise. Then a
+    run that raises mid-pass with ``checkpoint=`` and its restart, which resumes."""
+    Q, G, base = _labelled_base()
+    gi = base["gallery_ids"]
     last = world - 1
     spread = gi.copy()
     spread[-1] = spread[0]  # first and last gallery item share an id, on different ranks

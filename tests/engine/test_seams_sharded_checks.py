@@ -40,7 +40,14 @@ import warnings
 
 import numpy as np
 import pytest
-from test_distributed import _bounds, _float_problem, _image_text_scenarios, _launch, _single
+from test_distributed import (
+    _bounds,
+    _float_problem,
+    _image_text_scenarios,
+    _labelled_base,
+    _launch,
+    _single,
+)
 
 import retrieval_checks as rc
 from retrieval_checks.engine._result import refuse_vacuous
@@ -52,25 +59,11 @@ dist = pytest.importorskip("torch.distributed")
 pytestmark = pytest.mark.xdist_group("processes")  # never two groups of ranks at a time
 
 
-def _base():
-    Q, G, ql, gl, qi, gi = _float_problem(3)  # 23 queries, 41 gallery rows
-    kw = dict(
-        query_labels=ql,
-        gallery_labels=gl,
-        query_ids=qi,
-        gallery_ids=gi,
-        metrics=["map", "mrr"],
-        tile=(4, 16),
-        empty_queries="skip",
-    )
-    return Q, G, kw
-
-
 def _scenarios() -> list[dict]:
     """At world size 2 rank 0 holds queries [0, 7) and gallery rows [0, 28), rank 1 the
     rest (test_distributed._bounds): row 0 of the queries and the last gallery row are on
     different ranks."""
-    Q, G, kw = _base()
+    Q, G, kw = _labelled_base()
     big_q, big_g = Q.copy(), G.copy()
     big_q[0] *= 1e20
     big_g[-1] *= 1e20
