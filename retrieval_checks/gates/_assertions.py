@@ -385,10 +385,11 @@ def _skipped(m: Measurement, max_skipped, gate: str) -> tuple[list, str | None]:
     level = options.get("relevance_level", 1) if isinstance(options, dict) else 1
     if isinstance(level, int) and level > 1:
         why += f" at relevance_level >= {level}"
-    remedy = "empty_queries='error'"
+    remedy, fix = "empty_queries='error'", "fix the labels"
     if _is_image_text(m.metric):  # the images dropped for having no caption
-        why, remedy = "images without a caption, dropped", "images_without_captions='error'"
-    return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate, why, remedy)
+        why = "images without a caption, dropped"
+        remedy, fix = "images_without_captions='error'", "give each image its captions"
+    return _skip_check(m.metric, m.n_used, m.n_skipped, max_skipped, gate, why, remedy, fix)
 
 
 def _is_image_text(metric: str) -> bool:
@@ -472,9 +473,11 @@ def _skip_check(
     gate: str,
     why: str = "no relevant gallery item",
     remedy: str = "empty_queries='error'",
+    fix: str = "fix the labels",
 ) -> tuple[list, str | None]:
     """:func:`_skipped` from the counts of one set of queries (``why``: what a skipped
-    query lacks; ``remedy``: the evaluation option that refuses such queries)."""
+    query lacks; ``remedy``: the evaluation option that refuses such queries; ``fix``:
+    what gives them what they lack)."""
     n_skipped = int(n_skipped or 0)
     if not n_skipped:
         return [], None
@@ -493,13 +496,7 @@ def _skip_check(
         failure = (
             f"{m.metric}: {n_skipped} of {n_queries} queries skipped (n_used {n_used} / n_skipped "
             f"{n_skipped}), more than max_skipped={max_skipped!r} ({limit}); queries skipped for "
-            f"{why} change the value without notice: "
-            + (
-                "give each image its captions"
-                if remedy.startswith("images_without")
-                else "fix the labels"
-            )
-            + " or raise max_skipped"
+            f"{why} change the value without notice: {fix} or raise max_skipped"
         )
     return [text], failure
 

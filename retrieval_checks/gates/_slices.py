@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import InputError, warn_outside
 from ..metrics._names import metric_spec
-from ..metrics._thresholds import attainable_drop, check_threshold
+from ..metrics._thresholds import attainable_drop, check_threshold, no_drop_left
 from ..stats._intervals import MIN_INTERVAL_UNITS
 from ..stats._slices import no_value_cause, require_slices, slice_intervals
 from ._assertions import (  # the thresholds rule of assert_metric (range, certain K)
@@ -882,7 +882,7 @@ def _refuse_unfailable(
         most = attainable_drop(spec.capabilities, then, top)
         allowed = _allowed_drop(then, max_drop, max_relative_drop)
         if most is not None and allowed >= most:
-            if most == 0:
+            if no_drop_left(spec.capabilities, then, top) is not None:  # the whole-set gate's rule
                 at_end.append(f"{n}: {then:.4g}")
             lose = "to lose" if spec.capabilities.higher_is_better else "to rise"
             dead.append(f"{n} ({then:.4g}: at most {most:.4g} {lose}, {allowed:.4g} allowed)")

@@ -35,8 +35,10 @@ def _refused(**kw):
     return str(info.value)
 
 
-def test_row_numbers_as_both_sides_ids_are_refused_naming_arrays_count_examples_and_fix():
-    text = _refused(
+@pytest.fixture(scope="module")
+def row_numbers_refused() -> str:
+    """The refusal of row numbers 0..n-1 given as both sides' ids."""
+    return _refused(
         queries=Q,
         gallery=G,
         query_labels=QL,
@@ -44,6 +46,12 @@ def test_row_numbers_as_both_sides_ids_are_refused_naming_arrays_count_examples_
         query_ids=np.arange(NQ),
         gallery_ids=np.arange(NG),
     )
+
+
+def test_row_numbers_as_both_sides_ids_are_refused_naming_arrays_count_examples_and_fix(
+    row_numbers_refused,
+):
+    text = row_numbers_refused
     n = int((QL != GL[:NQ]).sum())
     assert "query_ids and gallery_ids give one id to items of different labels" in text
     assert "(query_labels and gallery_labels)" in text
@@ -98,15 +106,8 @@ def test_two_items_of_one_side_with_one_id_and_different_labels_are_refused():
     assert f"id {gi[8]} (gallery labels {min(GL[7], GL[8])}, {max(GL[7], GL[8])})" in text
 
 
-def test_more_than_three_conflicts_are_counted_and_three_shown():
-    text = _refused(
-        queries=Q,
-        gallery=G,
-        query_labels=QL,
-        gallery_labels=GL,
-        query_ids=np.arange(NQ),
-        gallery_ids=np.arange(NG),
-    )
+def test_more_than_three_conflicts_are_counted_and_three_shown(row_numbers_refused):
+    text = row_numbers_refused
     n = int((QL != GL[:NQ]).sum())
     assert f" and {n - 3} more." in text
     assert text.count("(query label") == 3
