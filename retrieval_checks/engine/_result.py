@@ -20,6 +20,7 @@ __all__ = [
     "EvaluationResult",
     "Provenance",
     "TIE_TOLERANCE",
+    "fewest_ranked_relevant",
     "ranked_counts",
     "refuse_vacuous",
     "self_match_message",
@@ -284,6 +285,22 @@ def ranked_counts(result) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(cand, np.float64).reshape(-1), np.asarray(rel, np.float64).reshape(-1)
 
 
+def fewest_ranked_relevant(result, cand: np.ndarray, rel: np.ndarray) -> np.ndarray | None:
+    """The fewest relevant items each query ranks (``cand``, ``rel``: its
+    :func:`ranked_counts`): ``rel``, except under ``ignore_identical_ids``, where a
+    query's own items (``n_gallery - n_candidates``) are never ranked and may be
+    relevant, so they are taken off (negative where fewer are relevant than own); None
+    when the gallery's size is not recorded. Read by the one-class refusal and the gates'
+    certain K."""
+    config = getattr(result, "config", None) or {}
+    if not config.get("ignore_identical_ids"):
+        return rel
+    n_gallery = config.get("n_gallery")
+    if not isinstance(n_gallery, numbers.Integral):
+        return None
+    return rel - (n_gallery - cand)
+
+
 def refuse_vacuous(result, who: str) -> None:
     """InputError (``who``: the gate or function, in the message) when no gate can judge
     ``result`` (:meth:`EvaluationResult.vacuous`): every query retrieved itself or a
@@ -504,13 +521,9 @@ class EvaluationResult(Mapping):
         if counts is None:
             return None
         cand, rel = counts
-        if config.get("ignore_identical_ids"):
-            n_gallery = config.get("n_gallery")
-            if not isinstance(n_gallery, numbers.Integral):
-                return None
-            ranked = rel - (n_gallery - cand)  # the fewest relevant items that are ranked
-        else:
-            ranked = rel
+        ranked = fewest_ranked_relevant(self, cand, rel)
+        if ranked is None:
+            return None
         used = rel > 0
         if not used.any() or (cand[used] > ranked[used]).any():
             return None

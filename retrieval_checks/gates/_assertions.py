@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._suggest import hint, shown
-from ..engine._result import ranked_counts, refuse_vacuous
+from ..engine._result import fewest_ranked_relevant, ranked_counts, refuse_vacuous
 from ..errors import InputError, IntervalWarning, MetricNameError, PowerWarning
 from ..metrics._measurement import Measurement
 from ..metrics._names import MetricSpec, image_text_analogue, metric_spec, parse_metric
@@ -55,7 +55,7 @@ from ._family import (
     unclaimed,
 )
 from ._regression import checked_option as check_option
-from ._rsum import refuse_certain_components
+from ._rsum import RANKED_BY, refuse_certain_components
 from ._spec import GATE_FIELDS, skipped_limit
 
 __all__ = [
@@ -601,7 +601,7 @@ def certain_k(result, spec) -> tuple[int | None, str]:
     if fam.kind == "crossmodal" and fam.name in ("i2t_recall", "t2i_recall"):
         certain = (getattr(result, "config", None) or {}).get("certain_k", {})
         k = certain.get(fam.name[:3]) if isinstance(certain, dict) else None
-        what = "captions an image ranks" if fam.name == "i2t_recall" else "images a caption ranks"
+        what = RANKED_BY[fam.name[:3]]
         return (
             (int(k), f"past the non-relevant {what}")
             if isinstance(k, numbers.Integral)
@@ -616,10 +616,11 @@ def certain_k(result, spec) -> tuple[int | None, str]:
     if counts is None:
         return None, ""
     cand, rel = counts
-    if config.get("ignore_identical_ids") and isinstance(config.get("n_gallery"), numbers.Integral):
-        # the own items (n_gallery - n_candidates) may be relevant and are never ranked:
-        # count only the relevant items that surely are
-        rel = np.maximum(rel - (config["n_gallery"] - cand), 0.0)
+    if config.get("ignore_identical_ids"):  # count only the relevant items that surely rank
+        fewest = fewest_ranked_relevant(result, cand, rel)
+        if fewest is None:
+            return None, ""
+        rel = np.maximum(fewest, 0.0)
         if (rel == 0).any():  # a query may rank none of its relevant items: never certain
             return None, ""
     used = rel > 0

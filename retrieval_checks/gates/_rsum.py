@@ -20,7 +20,8 @@ from ..errors import InputError
 __all__ = ["refuse_certain_components"]
 
 _COMPONENT_K = (1, 5, 10)
-_WHAT = {
+#: what each direction's query ranks (the certain K's reason, here and in gates.certain_k)
+RANKED_BY = {
     "i2t": "captions an image ranks",
     "t2i": "images a caption ranks",
 }
@@ -55,7 +56,7 @@ def refuse_certain_components(result, spec, gated: bool = True) -> None:
     if not found:
         return
     names = ", ".join(
-        f"{name} (K={k} >= {k_all}: past the non-relevant {_WHAT[name[:3]]})"
+        f"{name} (K={k} >= {k_all}: past the non-relevant {RANKED_BY[name[:3]]})"
         for name, k, k_all in found
     )
     points = 100 * len(found)
